@@ -1,0 +1,55 @@
+package algorithm
+
+import (
+	"time"
+
+	"github.com/sluicehq/sluice"
+)
+
+// FixedWindow counts the units spent in the current window of length Period,
+// aligned to the Unix epoch (so a 24h window is a UTC day), and admits at most
+// Rate per window. Around a boundary it can admit 2·Rate within one Period:
+// Rate at the end of one window and Rate at the start of the next.
+type FixedWindow struct {
+	// End is the end of the window Count belongs to, in Unix nanoseconds.
+	End int64
+	// Count is the number of units spent in the window ending at End.
+	Count int64
+}
+
+// Take decides a request of cost units at now and spends them if admitted.
+func (s *FixedWindow) Take(now int64, lim sluice.Limit, cost int) sluice.Result {
+	p := int64(lim.Period)
+	if now >= s.End || s.End-now > p { // a new window, or the period shrank
+		s.End = windowStart(now, p) + p
+		s.Count = 0
+	}
+	res := sluice.Result{Limit: lim, ResetAfter: time.Duration(s.End - now)}
+	rate := int64(lim.Rate)
+	if s.Count+int64(cost) > rate {
+		res.Remaining = int(max(rate-s.Count, 0))
+		res.RetryAfter = res.ResetAfter
+		return res
+	}
+	s.Count += int64(cost)
+	res.Allowed = true
+	res.Remaining = int(rate - s.Count)
+	return res
+}
+
+// Refund gives cost units back to the window that holds now, if it is still
+// the window they were spent in.
+func (s *FixedWindow) Refund(now int64, lim sluice.Limit, cost int) {
+	if now >= s.End {
+		return
+	}
+	s.Count = max(s.Count-int64(cost), 0)
+}
+
+// Expires returns the end of the window; an empty window is fresh now.
+func (s *FixedWindow) Expires() int64 {
+	if s.Count == 0 {
+		return 0
+	}
+	return s.End
+}

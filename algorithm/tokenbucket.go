@@ -1,0 +1,62 @@
+package algorithm
+
+import (
+	"time"
+
+	"github.com/sluicehq/sluice"
+)
+
+// TokenBucket is a token bucket in its one-timestamp GCRA form (the generic
+// cell rate algorithm): instead of a token count and a refill time it keeps
+// the theoretical arrival time TAT, the instant at which the bucket would be
+// full again. With emission interval T = Period/Rate (rounded up, so the
+// limit is never exceeded) a request of cost c at now is admitted when
+//
+//	max(TAT, now) + c·T − now ≤ Burst·T
+//
+// and then TAT becomes max(TAT, now) + c·T. This is exactly a bucket of Burst
+// tokens refilled at Rate per Period, in 8 bytes and with no division on the
+// decision path beyond T.
+type TokenBucket struct {
+	// TAT is the theoretical arrival time in Unix nanoseconds; at or before
+	// now the bucket is full.
+	TAT int64
+}
+
+// Interval returns GCRA's emission interval for lim in nanoseconds: the time
+// one unit takes to refill, Period/Rate rounded up.
+func Interval(lim sluice.Limit) int64 {
+	r := int64(lim.Rate)
+	return (int64(lim.Period) + r - 1) / r
+}
+
+// Take decides a request of cost units at now and spends them if admitted.
+func (s *TokenBucket) Take(now int64, lim sluice.Limit, cost int) sluice.Result {
+	t := Interval(lim)
+	span := int64(lim.Burst) * t // the time to refill an empty bucket
+	tat := max(s.TAT, now)
+	next := tat + int64(cost)*t
+	res := sluice.Result{Limit: lim}
+	if next-now > span {
+		res.Remaining = int((now + span - tat) / t)
+		res.RetryAfter = time.Duration(next - span - now)
+		res.ResetAfter = time.Duration(tat - now)
+		return res
+	}
+	s.TAT = next
+	res.Allowed = true
+	res.Remaining = int((now + span - next) / t)
+	res.ResetAfter = time.Duration(next - now)
+	return res
+}
+
+// Refund gives cost units back at now, never beyond a full bucket.
+func (s *TokenBucket) Refund(now int64, lim sluice.Limit, cost int) {
+	s.TAT -= int64(cost) * Interval(lim)
+	if s.TAT <= now {
+		s.TAT = 0
+	}
+}
+
+// Expires returns the instant from which the bucket is full again.
+func (s *TokenBucket) Expires() int64 { return s.TAT }

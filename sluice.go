@@ -1,0 +1,349 @@
+// Package sluice is the vocabulary of the Sluice rate limiter: the Limit a
+// caller asks for, the Result a decision returns, the Limiter interface every
+// store implements, a Clock, and the errors that describe bad input.
+//
+// The package imports nothing but the standard library. The algorithms live in
+// package algorithm, the stores in memstore (and later redisstore), and the
+// faces (HTTP, gRPC, CLI) build on the Limiter interface alone.
+//
+// A Limit travels with every call, so one Limiter serves every key and every
+// policy:
+//
+//	store := memstore.New(memstore.Config{})
+//	defer store.Close()
+//	res, err := store.AllowN(ctx, "user:42", sluice.PerSecond(5).WithBurst(10), 1)
+//	if err != nil { /* bad input or a failing backend, never a denial */ }
+//	if !res.Allowed { /* wait res.RetryAfter */ }
+package sluice
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"strconv"
+	"time"
+)
+
+// Algorithm names one of the five rate limiting algorithms. The zero value is
+// TokenBucket.
+type Algorithm uint8
+
+const (
+	// TokenBucket refills Rate tokens every Period up to Burst tokens; a
+	// request of cost c takes c tokens. It is implemented in its
+	// one-timestamp GCRA form. Capacity: Burst.
+	TokenBucket Algorithm = iota
+	// FixedWindow counts requests in windows of length Period aligned to the
+	// Unix epoch and admits at most Rate per window. Its documented flaw: up
+	// to 2·Rate can pass around a window boundary. Capacity: Rate.
+	FixedWindow
+	// SlidingWindow estimates the count in the last Period as
+	// previous·overlap + current and admits while the estimate stays within
+	// Rate. Memory is constant per key; the count is an estimate.
+	// Capacity: Rate.
+	SlidingWindow
+	// SlidingLog keeps one timestamp per admitted unit and admits at most Rate
+	// units in any window of length Period. Exact, and costs memory
+	// proportional to Rate per key. Capacity: Rate.
+	SlidingLog
+	// LeakyBucket is the leaky bucket as a meter with NGINX limit_req's exact
+	// accounting (milli-requests, millisecond clock, rejected requests not
+	// charged). Burst is the number of requests admitted back to back from
+	// an idle key, so NGINX's burst=N is Burst N+1. Capacity: Burst.
+	LeakyBucket
+
+	numAlgorithms = iota
+)
+
+var algorithmNames = [numAlgorithms]string{
+	TokenBucket:   "token_bucket",
+	FixedWindow:   "fixed_window",
+	SlidingWindow: "sliding_window",
+	SlidingLog:    "sliding_log",
+	LeakyBucket:   "leaky_bucket",
+}
+
+// Algorithms lists every algorithm, in a stable order.
+func Algorithms() []Algorithm {
+	return []Algorithm{TokenBucket, FixedWindow, SlidingWindow, SlidingLog, LeakyBucket}
+}
+
+// String returns the algorithm's configuration name, such as "token_bucket".
+func (a Algorithm) String() string {
+	if int(a) < len(algorithmNames) {
+		return algorithmNames[a]
+	}
+	return "algorithm(" + strconv.Itoa(int(a)) + ")"
+}
+
+// ParseAlgorithm returns the algorithm named s. It accepts the names that
+// String returns, with '-' in place of '_' too, and "gcra" for TokenBucket.
+func ParseAlgorithm(s string) (Algorithm, error) {
+	for i, n := range algorithmNames {
+		if s == n || s == dashed(n) {
+			return Algorithm(i), nil
+		}
+	}
+	if s == "gcra" {
+		return TokenBucket, nil
+	}
+	return 0, fmt.Errorf("%w: unknown algorithm %q (want one of token_bucket, fixed_window, sliding_window, sliding_log, leaky_bucket)", ErrInvalidLimit, s)
+}
+
+func dashed(s string) string {
+	b := []byte(s)
+	for i, c := range b {
+		if c == '_' {
+			b[i] = '-'
+		}
+	}
+	return string(b)
+}
+
+// MarshalText implements encoding.TextMarshaler.
+func (a Algorithm) MarshalText() ([]byte, error) {
+	if int(a) >= len(algorithmNames) {
+		return nil, fmt.Errorf("%w: unknown algorithm %d", ErrInvalidLimit, a)
+	}
+	return []byte(a.String()), nil
+}
+
+// UnmarshalText implements encoding.TextUnmarshaler using ParseAlgorithm.
+func (a *Algorithm) UnmarshalText(b []byte) error {
+	v, err := ParseAlgorithm(string(b))
+	if err != nil {
+		return err
+	}
+	*a = v
+	return nil
+}
+
+// Limit is a rate limit: at most Rate units per Period, shaped by Algorithm.
+//
+// For TokenBucket and LeakyBucket, Burst is how many units an idle key may
+// spend at once and must be at least 1; the sustained rate is Rate per Period.
+// For the window algorithms Burst is ignored: the capacity of a window is
+// Rate.
+//
+// The zero Limit is invalid. Limits are plain values, safe to copy and to
+// share between goroutines.
+type Limit struct {
+	// Algorithm shapes the traffic. The zero value is TokenBucket.
+	Algorithm Algorithm
+	// Rate is the number of units allowed per Period. Must be at least 1.
+	Rate int
+	// Period is the length of the window, or the time in which the bucket
+	// refills Rate units. Must be positive.
+	Period time.Duration
+	// Burst is the bucket size for TokenBucket and LeakyBucket (at least 1);
+	// ignored by the window algorithms.
+	Burst int
+	// CountRejected makes SlidingWindow count rejected requests too, so that
+	// a client that keeps sending while limited stays limited into the next
+	// window (Cloudflare counts every request this way). It is an error with
+	// the other algorithms.
+	CountRejected bool
+}
+
+// MaxPeriod is the longest Period a Limit may have: about 292 years is what
+// int64 nanoseconds hold; a limit of a century is plenty.
+const MaxPeriod = 100 * 365 * 24 * time.Hour
+
+// maxSpan bounds Burst·Period/Rate, the longest time a bucket can take to
+// refill, so that every computation on nanoseconds stays inside int64.
+const maxSpan = int64(MaxPeriod)
+
+// PerSecond returns a token bucket of n per second with a burst of n.
+func PerSecond(n int) Limit { return Limit{Algorithm: TokenBucket, Rate: n, Period: time.Second, Burst: n} }
+
+// PerMinute returns a token bucket of n per minute with a burst of n.
+func PerMinute(n int) Limit { return Limit{Algorithm: TokenBucket, Rate: n, Period: time.Minute, Burst: n} }
+
+// PerHour returns a token bucket of n per hour with a burst of n.
+func PerHour(n int) Limit { return Limit{Algorithm: TokenBucket, Rate: n, Period: time.Hour, Burst: n} }
+
+// PerDay returns a token bucket of n per day with a burst of n.
+func PerDay(n int) Limit { return Limit{Algorithm: TokenBucket, Rate: n, Period: 24 * time.Hour, Burst: n} }
+
+// Every returns a token bucket that admits one unit every d with a burst of 1,
+// like golang.org/x/time/rate.Every.
+func Every(d time.Duration) Limit { return Limit{Algorithm: TokenBucket, Rate: 1, Period: d, Burst: 1} }
+
+// WithBurst returns a copy of l with the given burst.
+func (l Limit) WithBurst(burst int) Limit { l.Burst = burst; return l }
+
+// WithAlgorithm returns a copy of l shaped by a. Burst is kept, so that
+// switching back and forth loses nothing.
+func (l Limit) WithAlgorithm(a Algorithm) Limit { l.Algorithm = a; return l }
+
+// Capacity returns the largest cost a single call can ever be admitted with:
+// Burst for the buckets, Rate for the windows.
+func (l Limit) Capacity() int {
+	switch l.Algorithm {
+	case TokenBucket, LeakyBucket:
+		return l.Burst
+	default:
+		return l.Rate
+	}
+}
+
+// Validate reports whether l is a usable limit. The error wraps
+// ErrInvalidLimit and says which field is wrong.
+func (l Limit) Validate() error {
+	switch {
+	case int(l.Algorithm) >= numAlgorithms:
+		return fmt.Errorf("%w: unknown algorithm %d", ErrInvalidLimit, l.Algorithm)
+	case l.Rate < 1:
+		return fmt.Errorf("%w: rate %d must be at least 1", ErrInvalidLimit, l.Rate)
+	case l.Period <= 0:
+		return fmt.Errorf("%w: period %v must be positive", ErrInvalidLimit, l.Period)
+	case l.Period > MaxPeriod:
+		return fmt.Errorf("%w: period %v exceeds the maximum %v", ErrInvalidLimit, l.Period, MaxPeriod)
+	case l.CountRejected && l.Algorithm != SlidingWindow:
+		return fmt.Errorf("%w: count-rejected applies only to sliding_window, not %v", ErrInvalidLimit, l.Algorithm)
+	}
+	switch l.Algorithm {
+	case TokenBucket, LeakyBucket:
+		if l.Burst < 1 {
+			return fmt.Errorf("%w: burst %d must be at least 1 for %v", ErrInvalidLimit, l.Burst, l.Algorithm)
+		}
+		// The time to refill the whole bucket must fit comfortably in int64.
+		interval := (int64(l.Period) + int64(l.Rate) - 1) / int64(l.Rate)
+		if int64(l.Burst) > maxSpan/interval {
+			return fmt.Errorf("%w: burst %d at %d per %v takes longer than %v to refill", ErrInvalidLimit, l.Burst, l.Rate, l.Period, MaxPeriod)
+		}
+		if l.Algorithm == LeakyBucket {
+			// NGINX keeps the rate in milli-requests per second.
+			if float64(l.Rate)*1e12/float64(l.Period) < 1 {
+				return fmt.Errorf("%w: leaky bucket rate %d per %v is below 0.001 per second", ErrInvalidLimit, l.Rate, l.Period)
+			}
+			if l.Burst > math.MaxInt32 || float64(l.Rate)*1e12/float64(l.Period) > math.MaxInt32 {
+				return fmt.Errorf("%w: leaky bucket rate or burst too large", ErrInvalidLimit)
+			}
+		}
+	case SlidingLog:
+		if l.Rate > MaxLogRate {
+			return fmt.Errorf("%w: sliding log rate %d exceeds %d (one timestamp per unit is kept); use sliding_window", ErrInvalidLimit, l.Rate, MaxLogRate)
+		}
+	}
+	return nil
+}
+
+// MaxLogRate is the largest Rate a SlidingLog limit may have: the log keeps
+// one 8-byte timestamp per admitted unit, so a key may cost up to 8·Rate bytes.
+const MaxLogRate = 1 << 20
+
+// String describes l, for example "token_bucket 5/1s burst 10" or
+// "fixed_window 100/1m0s".
+func (l Limit) String() string {
+	s := l.Algorithm.String() + " " + strconv.Itoa(l.Rate) + "/" + l.Period.String()
+	switch l.Algorithm {
+	case TokenBucket, LeakyBucket:
+		s += " burst " + strconv.Itoa(l.Burst)
+	}
+	if l.CountRejected {
+		s += " count-rejected"
+	}
+	return s
+}
+
+// Result is the outcome of one decision. Its fields map one to one onto the
+// response headers of package httplimit.
+type Result struct {
+	// Allowed reports whether the request was admitted and its cost spent.
+	Allowed bool
+
+	// Limit is the limit the decision was made under.
+	Limit Limit
+
+	// Remaining is how many more units of cost 1 would be admitted right now,
+	// after this decision. For SlidingWindow it is an estimate.
+	//
+	// Example: a token bucket of 5/s with burst 10 that admitted 3 requests
+	// back to back has Remaining 7.
+	Remaining int
+
+	// RetryAfter is zero when Allowed. When denied it is the time until a
+	// request of the same cost would be admitted if nothing else is spent:
+	// for a token bucket the time until enough tokens exist (never a full
+	// reset), for a fixed window the next boundary, for a sliding log the
+	// time until enough old entries leave, for a sliding window the time
+	// until the estimate drops far enough.
+	//
+	// Example: a token bucket of 5/s with burst 10 that admitted 10 requests
+	// back to back denies the 11th with RetryAfter 200ms.
+	RetryAfter time.Duration
+
+	// ResetAfter is the time until the key's state is as if it had never been
+	// used (a full bucket, an empty window), if nothing else is spent.
+	//
+	// Example: a fixed window of 100/min, 20 s into the window, has
+	// ResetAfter 40s; the token bucket above, after 10 requests, has
+	// ResetAfter 2s.
+	ResetAfter time.Duration
+}
+
+// Limiter decides whether a key may spend cost units of its allowance under
+// a limit. Implementations are safe for concurrent use.
+type Limiter interface {
+	// AllowN spends cost units of key's allowance under lim, if they fit.
+	// A denial is a Result with Allowed false, never an error. The error is
+	// for bad input (wrapping ErrInvalidLimit, ErrInvalidCost,
+	// ErrCostExceedsCapacity or ErrInvalidKey) and for a failing backend.
+	AllowN(ctx context.Context, key string, lim Limit, cost int) (Result, error)
+}
+
+// Refunder is implemented by limiters that can give back units an earlier
+// AllowN spent, as when a queued request is cancelled before it runs. A refund
+// never raises a key above a fresh key's allowance.
+type Refunder interface {
+	// RefundN returns cost units to key's allowance under lim.
+	RefundN(ctx context.Context, key string, lim Limit, cost int) error
+}
+
+// Clock tells the time. Stores and queues take a Clock so that tests can
+// control time; a nil Clock means the system's monotonic clock.
+type Clock interface {
+	Now() time.Time
+}
+
+// MaxKeyLen is the longest key a Limiter accepts, in bytes. Hash longer
+// identifiers (see package httplimit) before they become keys.
+const MaxKeyLen = 4096
+
+// Errors that describe bad input. Test for them with errors.Is; the errors
+// returned wrap them with details.
+var (
+	// ErrInvalidLimit reports a Limit that fails Validate.
+	ErrInvalidLimit = errors.New("sluice: invalid limit")
+	// ErrInvalidCost reports a cost below 1.
+	ErrInvalidCost = errors.New("sluice: invalid cost")
+	// ErrCostExceedsCapacity reports a cost that can never be admitted
+	// because it exceeds the limit's capacity. It is an error, never a
+	// silent denial.
+	ErrCostExceedsCapacity = errors.New("sluice: cost exceeds capacity")
+	// ErrInvalidKey reports an empty key or one longer than MaxKeyLen.
+	ErrInvalidKey = errors.New("sluice: invalid key")
+)
+
+// Check validates one call's input: the key, the limit and the cost. Every
+// store calls it first; it does not allocate unless it returns an error.
+func Check(key string, lim Limit, cost int) error {
+	if len(key) == 0 {
+		return fmt.Errorf("%w: empty key", ErrInvalidKey)
+	}
+	if len(key) > MaxKeyLen {
+		return fmt.Errorf("%w: key of %d bytes exceeds %d", ErrInvalidKey, len(key), MaxKeyLen)
+	}
+	if err := lim.Validate(); err != nil {
+		return err
+	}
+	if cost < 1 {
+		return fmt.Errorf("%w: cost %d must be at least 1", ErrInvalidCost, cost)
+	}
+	if c := lim.Capacity(); cost > c {
+		return fmt.Errorf("%w: cost %d exceeds the capacity %d of %v", ErrCostExceedsCapacity, cost, c, lim)
+	}
+	return nil
+}

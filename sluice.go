@@ -155,16 +155,22 @@ const MaxPeriod = 100 * 365 * 24 * time.Hour
 const maxSpan = int64(MaxPeriod)
 
 // PerSecond returns a token bucket of n per second with a burst of n.
-func PerSecond(n int) Limit { return Limit{Algorithm: TokenBucket, Rate: n, Period: time.Second, Burst: n} }
+func PerSecond(n int) Limit {
+	return Limit{Algorithm: TokenBucket, Rate: n, Period: time.Second, Burst: n}
+}
 
 // PerMinute returns a token bucket of n per minute with a burst of n.
-func PerMinute(n int) Limit { return Limit{Algorithm: TokenBucket, Rate: n, Period: time.Minute, Burst: n} }
+func PerMinute(n int) Limit {
+	return Limit{Algorithm: TokenBucket, Rate: n, Period: time.Minute, Burst: n}
+}
 
 // PerHour returns a token bucket of n per hour with a burst of n.
 func PerHour(n int) Limit { return Limit{Algorithm: TokenBucket, Rate: n, Period: time.Hour, Burst: n} }
 
 // PerDay returns a token bucket of n per day with a burst of n.
-func PerDay(n int) Limit { return Limit{Algorithm: TokenBucket, Rate: n, Period: 24 * time.Hour, Burst: n} }
+func PerDay(n int) Limit {
+	return Limit{Algorithm: TokenBucket, Rate: n, Period: 24 * time.Hour, Burst: n}
+}
 
 // Every returns a token bucket that admits one unit every d with a burst of 1,
 // like golang.org/x/time/rate.Every.

@@ -1,0 +1,40 @@
+// Package bench compares Sluice's in-memory store with other Go rate
+// limiters in one `go test -bench` run. It is a module of its own, so that the
+// peers never become dependencies of Sluice; the root module's `go test ./...`
+// does not include it.
+//
+// Run it from this directory:
+//
+//	go test -run '^$' -bench . -benchmem -count 5 -cpu 2 | tee bench.txt
+//	go run golang.org/x/perf/cmd/benchstat@latest bench.txt
+//
+// Narrow it with -bench, for example -bench 'Limiters/hotkey' or
+// -bench 'Limiters/keys=100000/parallel/sluice'.
+//
+// Every limiter is asked for one decision per operation:
+//
+//   - sluice-<algorithm>: memstore.New(memstore.Config{}) and
+//     (*Store).AllowN(ctx, key, lim, 1), once per algorithm.
+//   - x-time-rate: golang.org/x/time/rate, a map[string]*rate.Limiter under a
+//     sync.Mutex, a limiter created on first use, then lim.Allow().
+//   - httprate: github.com/go-chi/httprate's sliding-window estimate over its
+//     local counter, as (*RateLimiter).OnLimit computes it, without the HTTP
+//     headers (OnLimit needs an http.ResponseWriter and an *http.Request).
+//   - ulule-limiter: github.com/ulule/limiter/v3 with its memory store,
+//     (*Limiter).Get(ctx, key).
+//   - sethvargo-limiter: github.com/sethvargo/go-limiter's memorystore,
+//     Take(ctx, key).
+//
+// The cases:
+//
+//   - hotkey: one goroutine, the same key every call.
+//   - keys=100000/parallel: b.RunParallel over 100,000 pre-generated keys
+//     ("user:0" … "user:99999"), each goroutine walking the slice from its
+//     own offset. Every limiter holds every key before the timer starts, so
+//     the numbers are decisions on existing keys, not insertions.
+//
+// The limit is 1e9 per second everywhere, so that nearly every decision is
+// an admission; the exceptions are listed at the limits in limiters_test.go.
+// Each benchmark reports denied/op, the fraction of decisions that were
+// denials, so that a limiter measured on its denial path shows.
+package bench

@@ -1,0 +1,68 @@
+// Command sluice is the one binary of Sluice: a rate limit service, a
+// rate limiting reverse proxy, a config checker and a simulator. This build
+// has the commands help and version; serve, proxy, check and simulate arrive
+// with their packages.
+package main
+
+import (
+	"fmt"
+	"io"
+	"os"
+	"runtime/debug"
+)
+
+// version is set at build time with -ldflags "-X main.version=v1.2.3"; when
+// empty, the module version from the build info is used.
+var version = ""
+
+func main() {
+	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+}
+
+// run executes the command line args and returns the process exit code.
+func run(args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 {
+		usage(stdout)
+		return 0
+	}
+	switch args[0] {
+	case "help", "-h", "-help", "--help":
+		usage(stdout)
+		return 0
+	case "version", "-version", "--version":
+		fmt.Fprintln(stdout, "sluice", buildVersion())
+		return 0
+	default:
+		fmt.Fprintf(stderr, "sluice: unknown command %q\n\n", args[0])
+		usage(stderr)
+		return 2
+	}
+}
+
+func usage(w io.Writer) {
+	fmt.Fprint(w, `Sluice is a rate limiter: a Go library, a rate limit service and a proxy.
+
+Usage:
+  sluice <command> [arguments]
+
+Commands:
+  help      show this help
+  version   print the version
+
+Coming with their issues: serve (the rate limit service), proxy (a rate
+limiting reverse proxy), check (validate a config), simulate (compare the
+algorithms' traffic shapes).
+`)
+}
+
+// buildVersion returns the version set at link time, else the main module's
+// version from the build info, else "devel".
+func buildVersion() string {
+	if version != "" {
+		return version
+	}
+	if bi, ok := debug.ReadBuildInfo(); ok && bi.Main.Version != "" && bi.Main.Version != "(devel)" {
+		return bi.Main.Version
+	}
+	return "devel"
+}

@@ -1,0 +1,367 @@
+// Package storetest is the conformance suite every sluice.Limiter store runs:
+// the same step tables on fixed instants, the same bad input, the same
+// concurrency check, so that the memory store and the Redis store are held
+// to one behaviour.
+//
+// A store under test takes its time from the sluice.Clock the suite passes,
+// so the suite can move time by hand.
+package storetest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/internal/clocktest"
+)
+
+// NewStore returns a fresh store that reads time from clock. The suite calls
+// it once per subtest; the store is closed through t.Cleanup by the caller if
+// it needs closing.
+type NewStore func(t *testing.T, clock sluice.Clock) sluice.Limiter
+
+// Step is one request of a step table: advance the clock by Advance, then ask
+// for Cost units of Key; the decision must match the want fields.
+type Step struct {
+	Advance    time.Duration
+	Key        string // "" means "k"
+	Cost       int    // 0 means 1
+	Allowed    bool
+	Remaining  int
+	RetryAfter time.Duration
+	ResetAfter time.Duration
+}
+
+// Case is a named step table under one limit, starting at Start.
+type Case struct {
+	Name  string
+	Start time.Time // zero means clocktest.Epoch
+	Limit sluice.Limit
+	Steps []Step
+}
+
+// minute0 is a minute boundary: 1700000040 is a multiple of 60.
+var minute0 = time.Unix(1700000040, 0).UTC()
+
+// Cases returns the step tables of the suite, the worked examples of the
+// standards among them.
+func Cases() []Case {
+	ms := time.Millisecond
+	tb := sluice.PerSecond(5).WithBurst(10)
+	fw := sluice.Limit{Algorithm: sluice.FixedWindow, Rate: 100, Period: time.Minute}
+	sw50 := sluice.Limit{Algorithm: sluice.SlidingWindow, Rate: 50, Period: time.Minute}
+	sw100 := sluice.Limit{Algorithm: sluice.SlidingWindow, Rate: 100, Period: time.Minute}
+	log3 := sluice.Limit{Algorithm: sluice.SlidingLog, Rate: 3, Period: time.Second}
+	lb := func(rate int, per time.Duration, burst int) sluice.Limit {
+		return sluice.Limit{Algorithm: sluice.LeakyBucket, Rate: rate, Period: per, Burst: burst}
+	}
+	repeat := func(n int, s Step) []Step {
+		out := make([]Step, n)
+		for i := range out {
+			out[i] = s
+			out[i].Remaining = s.Remaining - i
+			if i > 0 {
+				out[i].Advance = 0
+			}
+		}
+		return out
+	}
+	var tbSteps []Step
+	for i := range 10 {
+		tbSteps = append(tbSteps, Step{Allowed: true, Remaining: 9 - i, ResetAfter: time.Duration(i+1) * 200 * ms})
+	}
+	tbSteps = append(tbSteps,
+		Step{Allowed: false, Remaining: 0, RetryAfter: 200 * ms, ResetAfter: 2 * time.Second},
+		Step{Advance: 199 * ms, Allowed: false, Remaining: 0, RetryAfter: 1 * ms, ResetAfter: 1801 * ms},
+		Step{Advance: 1 * ms, Allowed: true, Remaining: 0, ResetAfter: 2 * time.Second},
+		Step{Advance: time.Second, Cost: 5, Allowed: true, Remaining: 0, ResetAfter: 2 * time.Second},
+		Step{Advance: 600 * ms, Cost: 4, Allowed: false, Remaining: 3, RetryAfter: 200 * ms, ResetAfter: 1400 * ms},
+	)
+
+	// Sliding window, 50/min: 42 in the previous minute, 18 in this one, 15 s
+	// in: the estimate is 42·45/60 + 18 = 49.5, so the next is allowed.
+	sw50Steps := []Step{
+		{Advance: 30 * time.Second, Cost: 42, Allowed: true, Remaining: 8, ResetAfter: 90 * time.Second},
+		// 15 s into the next minute: ⌊42·45/60⌋ = 31, and 31 + 18 ≤ 50.
+		{Advance: 45 * time.Second, Cost: 18, Allowed: true, Remaining: 50 - 31 - 18, ResetAfter: 105 * time.Second},
+		// The estimate is now 49.5 (49 after the floor): one more fits.
+		{Allowed: true, Remaining: 0, ResetAfter: 105 * time.Second},
+		// 50 is full; the previous minute's weight must fall to 30, which
+		// ⌊42·(60−e)/60⌋ reaches at e = 15.714285715 s.
+		{Allowed: false, Remaining: 0, RetryAfter: 714285715, ResetAfter: 105 * time.Second},
+		{Advance: 714285714, Allowed: false, Remaining: 0, RetryAfter: 1, ResetAfter: 105*time.Second - 714285714},
+		{Advance: 1, Allowed: true, Remaining: 0, ResetAfter: 105*time.Second - 714285715},
+	}
+	// Sliding window, 100/min: 80 at t=30 s, 30 at t=70 s; at t=75 s exactly
+	// 10 more are admitted.
+	sw100Steps := []Step{
+		{Advance: 30 * time.Second, Cost: 80, Allowed: true, Remaining: 20, ResetAfter: 90 * time.Second},
+		{Advance: 40 * time.Second, Cost: 30, Allowed: true, Remaining: 100 - 30 - 66, ResetAfter: 110 * time.Second},
+	}
+	sw100Steps = append(sw100Steps, repeat(10, Step{Advance: 5 * time.Second, Allowed: true, Remaining: 9, ResetAfter: 105 * time.Second})...)
+	sw100Steps = append(sw100Steps, Step{Allowed: false, Remaining: 0, RetryAfter: 1, ResetAfter: 105 * time.Second})
+
+	return []Case{
+		{Name: "token_bucket/5ps-burst10", Limit: tb, Steps: tbSteps},
+		{Name: "fixed_window/boundary-burst", Start: minute0, Limit: fw, Steps: []Step{
+			{Advance: 59 * time.Second, Cost: 100, Allowed: true, Remaining: 0, ResetAfter: time.Second},
+			{Allowed: false, Remaining: 0, RetryAfter: time.Second, ResetAfter: time.Second},
+			{Advance: time.Second, Cost: 100, Allowed: true, Remaining: 0, ResetAfter: time.Minute},
+			{Advance: 30 * time.Second, Allowed: false, Remaining: 0, RetryAfter: 30 * time.Second, ResetAfter: 30 * time.Second},
+			{Advance: 30 * time.Second, Cost: 7, Allowed: true, Remaining: 93, ResetAfter: time.Minute},
+		}},
+		{Name: "sliding_window/50pm-estimate-49.5", Start: minute0, Limit: sw50, Steps: sw50Steps},
+		{Name: "sliding_window/100pm-ten-more", Start: minute0, Limit: sw100, Steps: sw100Steps},
+		{Name: "sliding_log/3ps", Limit: log3, Steps: []Step{
+			{Allowed: true, Remaining: 2, ResetAfter: time.Second},
+			{Advance: 100 * ms, Allowed: true, Remaining: 1, ResetAfter: time.Second},
+			{Advance: 100 * ms, Allowed: true, Remaining: 0, ResetAfter: time.Second},
+			{Advance: 100 * ms, Allowed: false, Remaining: 0, RetryAfter: 700 * ms, ResetAfter: 900 * ms},
+			{Advance: 699 * ms, Allowed: false, Remaining: 0, RetryAfter: 1 * ms, ResetAfter: 201 * ms},
+			{Advance: 1 * ms, Allowed: true, Remaining: 0, ResetAfter: time.Second},
+			{Advance: 200 * ms, Cost: 2, Allowed: true, Remaining: 0, ResetAfter: time.Second},
+			{Advance: 0, Allowed: false, Remaining: 0, RetryAfter: 800 * ms, ResetAfter: time.Second},
+		}},
+		// NGINX case 55: rate=1r/s, no burst.
+		{Name: "leaky_bucket/nginx-55", Limit: lb(1, time.Second, 1), Steps: []Step{
+			{Allowed: true, Remaining: 0, ResetAfter: time.Second},
+			{Allowed: false, Remaining: 0, RetryAfter: time.Second, ResetAfter: time.Second},
+			{Advance: 500 * ms, Allowed: false, Remaining: 0, RetryAfter: 500 * ms, ResetAfter: 500 * ms},
+			{Advance: 500 * ms, Allowed: true, Remaining: 0, ResetAfter: time.Second},
+		}},
+		// NGINX cases 56/57: rate=1r/s burst=5 (Burst 6): six back to back.
+		{Name: "leaky_bucket/nginx-56", Limit: lb(1, time.Second, 6), Steps: []Step{
+			{Allowed: true, Remaining: 5, ResetAfter: 1 * time.Second},
+			{Allowed: true, Remaining: 4, ResetAfter: 2 * time.Second},
+			{Allowed: true, Remaining: 3, ResetAfter: 3 * time.Second},
+			{Allowed: true, Remaining: 2, ResetAfter: 4 * time.Second},
+			{Allowed: true, Remaining: 1, ResetAfter: 5 * time.Second},
+			{Allowed: true, Remaining: 0, ResetAfter: 6 * time.Second},
+			{Allowed: false, Remaining: 0, RetryAfter: time.Second, ResetAfter: 6 * time.Second},
+			{Advance: 1500 * ms, Allowed: true, Remaining: 0, ResetAfter: 5500 * ms},
+		}},
+		// NGINX case 59: rate=30r/m is 500 milli-requests per second.
+		{Name: "leaky_bucket/nginx-59", Limit: lb(30, time.Minute, 1), Steps: []Step{
+			{Allowed: true, Remaining: 0, ResetAfter: 2 * time.Second},
+			{Advance: time.Second, Allowed: false, Remaining: 0, RetryAfter: time.Second, ResetAfter: time.Second},
+			{Advance: time.Second, Allowed: true, Remaining: 0, ResetAfter: 2 * time.Second},
+		}},
+		// NGINX case 60: rate=10r/s, no burst.
+		{Name: "leaky_bucket/nginx-60", Limit: lb(10, time.Second, 1), Steps: []Step{
+			{Allowed: true, Remaining: 0, ResetAfter: 100 * ms},
+			{Advance: 100 * ms, Allowed: true, Remaining: 0, ResetAfter: 100 * ms},
+			{Advance: 50 * ms, Allowed: false, Remaining: 0, RetryAfter: 50 * ms, ResetAfter: 50 * ms},
+		}},
+	}
+}
+
+// Run runs the whole suite against the stores that newStore makes.
+func Run(t *testing.T, newStore NewStore) {
+	t.Run("steps", func(t *testing.T) { RunSteps(t, newStore) })
+	t.Run("bad-input", func(t *testing.T) { RunBadInput(t, newStore) })
+	t.Run("keys-independent", func(t *testing.T) { RunKeysIndependent(t, newStore) })
+	t.Run("concurrent-one-key", func(t *testing.T) { RunConcurrent(t, newStore, 64) })
+	t.Run("refund", func(t *testing.T) { RunRefund(t, newStore) })
+}
+
+// RunSteps runs every case of Cases.
+func RunSteps(t *testing.T, newStore NewStore) {
+	for _, c := range Cases() {
+		t.Run(c.Name, func(t *testing.T) {
+			start := c.Start
+			if start.IsZero() {
+				start = clocktest.Epoch
+			}
+			clock := clocktest.At(start)
+			store := newStore(t, clock)
+			prefix := t.Name() + ":"
+			for i, s := range c.Steps {
+				clock.Advance(s.Advance)
+				key, cost := s.Key, s.Cost
+				if key == "" {
+					key = "k"
+				}
+				if cost == 0 {
+					cost = 1
+				}
+				got, err := store.AllowN(context.Background(), prefix+key, c.Limit, cost)
+				if err != nil {
+					t.Fatalf("step %d: AllowN(%s, %d) error: %v", i, key, cost, err)
+				}
+				want := sluice.Result{Allowed: s.Allowed, Limit: c.Limit, Remaining: s.Remaining, RetryAfter: s.RetryAfter, ResetAfter: s.ResetAfter}
+				if got != want {
+					t.Errorf("step %d (t+%v): AllowN(%s, %d) =\n\t%s\nwant\n\t%s", i, clock.Now().Sub(start), key, cost, show(got), show(want))
+				}
+			}
+		})
+	}
+}
+
+func show(r sluice.Result) string {
+	return fmt.Sprintf("allowed=%v remaining=%d retry=%v reset=%v", r.Allowed, r.Remaining, r.RetryAfter, r.ResetAfter)
+}
+
+// RunBadInput checks that every kind of bad input is a clear error wrapping
+// the right sentinel, and never a panic or a silent denial.
+func RunBadInput(t *testing.T, newStore NewStore) {
+	store := newStore(t, clocktest.New())
+	ok := sluice.PerSecond(10)
+	tests := []struct {
+		name string
+		key  string
+		lim  sluice.Limit
+		cost int
+		want error
+	}{
+		{"zero rate", "k", sluice.Limit{Rate: 0, Period: time.Second, Burst: 1}, 1, sluice.ErrInvalidLimit},
+		{"negative rate", "k", sluice.Limit{Rate: -5, Period: time.Second, Burst: 1}, 1, sluice.ErrInvalidLimit},
+		{"zero period", "k", sluice.Limit{Rate: 1, Burst: 1}, 1, sluice.ErrInvalidLimit},
+		{"negative period", "k", sluice.Limit{Rate: 1, Period: -time.Second, Burst: 1}, 1, sluice.ErrInvalidLimit},
+		{"burst 0 token bucket", "k", sluice.PerSecond(5).WithBurst(0), 1, sluice.ErrInvalidLimit},
+		{"burst 0 leaky bucket", "k", sluice.PerSecond(5).WithBurst(0).WithAlgorithm(sluice.LeakyBucket), 1, sluice.ErrInvalidLimit},
+		{"unknown algorithm", "k", ok.WithAlgorithm(sluice.Algorithm(99)), 1, sluice.ErrInvalidLimit},
+		{"count-rejected on token bucket", "k", sluice.Limit{Rate: 1, Period: time.Second, Burst: 1, CountRejected: true}, 1, sluice.ErrInvalidLimit},
+		{"zero cost", "k", ok, 0, sluice.ErrInvalidCost},
+		{"negative cost", "k", ok, -1, sluice.ErrInvalidCost},
+		{"cost above burst", "k", ok, 11, sluice.ErrCostExceedsCapacity},
+		{"cost above window", "k", ok.WithAlgorithm(sluice.FixedWindow), 11, sluice.ErrCostExceedsCapacity},
+		{"empty key", "", ok, 1, sluice.ErrInvalidKey},
+		{"oversized key", strings.Repeat("x", sluice.MaxKeyLen+1), ok, 1, sluice.ErrInvalidKey},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			res, err := store.AllowN(context.Background(), tt.key, tt.lim, tt.cost)
+			if !errors.Is(err, tt.want) {
+				t.Fatalf("AllowN(%.20q, %v, %d) error = %v, want one wrapping %v", tt.key, tt.lim, tt.cost, err, tt.want)
+			}
+			if res.Allowed {
+				t.Errorf("AllowN with bad input reported Allowed")
+			}
+			if !strings.Contains(err.Error(), ":") {
+				t.Errorf("error %q carries no detail", err)
+			}
+		})
+	}
+	// A key of exactly MaxKeyLen bytes is fine.
+	if _, err := store.AllowN(context.Background(), strings.Repeat("x", sluice.MaxKeyLen), ok, 1); err != nil {
+		t.Errorf("AllowN with a key of MaxKeyLen bytes: %v", err)
+	}
+}
+
+// allAlgorithms returns one limit per algorithm with a capacity of n units
+// per minute, so nothing refills during a test that holds the clock still.
+func allAlgorithms(n int) []sluice.Limit {
+	var out []sluice.Limit
+	for _, a := range sluice.Algorithms() {
+		out = append(out, sluice.Limit{Algorithm: a, Rate: n, Period: time.Minute, Burst: n})
+	}
+	return out
+}
+
+// RunKeysIndependent checks that spending one key's allowance leaves other
+// keys alone.
+func RunKeysIndependent(t *testing.T, newStore NewStore) {
+	for _, lim := range allAlgorithms(3) {
+		t.Run(lim.Algorithm.String(), func(t *testing.T) {
+			store := newStore(t, clocktest.New())
+			a, b := t.Name()+":a", t.Name()+":b"
+			if r, err := store.AllowN(context.Background(), a, lim, 3); err != nil || !r.Allowed {
+				t.Fatalf("AllowN(a, 3) = %v, %v; want allowed", r, err)
+			}
+			if r, _ := store.AllowN(context.Background(), a, lim, 1); r.Allowed {
+				t.Fatalf("AllowN(a, 1) after spending all = allowed")
+			}
+			if r, err := store.AllowN(context.Background(), b, lim, 3); err != nil || !r.Allowed {
+				t.Fatalf("AllowN(b, 3) = %v, %v; want allowed", r, err)
+			}
+		})
+	}
+}
+
+// RunConcurrent has g goroutines hammer one key with the clock held still
+// and checks that exactly the allowance is admitted, for every algorithm.
+func RunConcurrent(t *testing.T, newStore NewStore, g int) {
+	const allowance = 100
+	for _, lim := range allAlgorithms(allowance) {
+		t.Run(lim.Algorithm.String(), func(t *testing.T) {
+			store := newStore(t, clocktest.New())
+			key := t.Name()
+			var admitted, denied atomic.Int64
+			var wg sync.WaitGroup
+			errs := make(chan error, g)
+			for range g {
+				wg.Go(func() {
+					for range 2 * allowance / g * 2 {
+						r, err := store.AllowN(context.Background(), key, lim, 1)
+						if err != nil {
+							errs <- err
+							return
+						}
+						if r.Allowed {
+							admitted.Add(1)
+						} else {
+							denied.Add(1)
+						}
+					}
+				})
+			}
+			wg.Wait()
+			close(errs)
+			for err := range errs {
+				t.Fatal(err)
+			}
+			if admitted.Load() != allowance {
+				t.Errorf("%d goroutines admitted %d, want exactly %d (denied %d)", g, admitted.Load(), allowance, denied.Load())
+			}
+			if denied.Load() == 0 {
+				t.Errorf("nothing was denied: the test did not exceed the allowance")
+			}
+		})
+	}
+}
+
+// RunRefund checks, for stores that implement sluice.Refunder, that a refund
+// gives back exactly what was spent and never more than a fresh key holds.
+func RunRefund(t *testing.T, newStore NewStore) {
+	for _, lim := range allAlgorithms(4) {
+		t.Run(lim.Algorithm.String(), func(t *testing.T) {
+			store := newStore(t, clocktest.New())
+			rf, ok := store.(sluice.Refunder)
+			if !ok {
+				t.Skip("store does not implement sluice.Refunder")
+			}
+			ctx, key := context.Background(), t.Name()
+			if r, _ := store.AllowN(ctx, key, lim, 4); !r.Allowed {
+				t.Fatalf("AllowN(4) denied on a fresh key")
+			}
+			if err := rf.RefundN(ctx, key, lim, 2); err != nil {
+				t.Fatalf("RefundN: %v", err)
+			}
+			if r, _ := store.AllowN(ctx, key, lim, 2); !r.Allowed {
+				t.Errorf("after refunding 2, AllowN(2) denied")
+			}
+			if r, _ := store.AllowN(ctx, key, lim, 1); r.Allowed {
+				t.Errorf("after refunding 2 and spending 2, AllowN(1) allowed")
+			}
+			// Refunding more than was spent stops at a fresh key.
+			if err := rf.RefundN(ctx, key, lim, 4); err != nil {
+				t.Fatalf("RefundN: %v", err)
+			}
+			if err := rf.RefundN(ctx, key, lim, 4); err != nil {
+				t.Fatalf("RefundN: %v", err)
+			}
+			if r, _ := store.AllowN(ctx, key, lim, 4); !r.Allowed {
+				t.Errorf("after refunding everything, AllowN(4) denied")
+			}
+			if r, _ := store.AllowN(ctx, key, lim, 1); r.Allowed {
+				t.Errorf("refunds raised the key above a fresh key's allowance")
+			}
+		})
+	}
+}

@@ -21,6 +21,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"math/bits"
 	"strconv"
 	"time"
 )
@@ -214,17 +215,18 @@ func (l Limit) Validate() error {
 		if l.Burst < 1 {
 			return fmt.Errorf("%w: burst %d must be at least 1 for %v", ErrInvalidLimit, l.Burst, l.Algorithm)
 		}
-		// The time to refill the whole bucket must fit comfortably in int64.
-		interval := (int64(l.Period) + int64(l.Rate) - 1) / int64(l.Rate)
-		if int64(l.Burst) > maxSpan/interval {
+		// The time to refill the whole bucket, Burst·⌈Period/Rate⌉, must fit
+		// comfortably in int64. ⌈P/R⌉ < P/R + 1, so Burst·(P+R) ≤ maxSpan·R
+		// is enough; it is checked without a division, in 128 bits.
+		if !fits(uint64(l.Burst), uint64(l.Period)+uint64(l.Rate), uint64(maxSpan), uint64(l.Rate)) {
 			return fmt.Errorf("%w: burst %d at %d per %v takes longer than %v to refill", ErrInvalidLimit, l.Burst, l.Rate, l.Period, MaxPeriod)
 		}
-		if l.Algorithm == LeakyBucket {
+		if l.Algorithm == LeakyBucket { // rare enough for floating point
 			// NGINX keeps the rate in milli-requests per second.
 			if float64(l.Rate)*1e12/float64(l.Period) < 1 {
 				return fmt.Errorf("%w: leaky bucket rate %d per %v is below 0.001 per second", ErrInvalidLimit, l.Rate, l.Period)
 			}
-			if l.Burst > math.MaxInt32 || float64(l.Rate)*1e12/float64(l.Period) > math.MaxInt32 {
+			if l.Burst > math.MaxInt32 || float64(l.Rate)*1e12/float64(l.Period) > 1<<50 {
 				return fmt.Errorf("%w: leaky bucket rate or burst too large", ErrInvalidLimit)
 			}
 		}
@@ -234,6 +236,13 @@ func (l Limit) Validate() error {
 		}
 	}
 	return nil
+}
+
+// fits reports whether a·b ≤ c·d, in 128-bit arithmetic.
+func fits(a, b, c, d uint64) bool {
+	h1, l1 := bits.Mul64(a, b)
+	h2, l2 := bits.Mul64(c, d)
+	return h1 < h2 || h1 == h2 && l1 <= l2
 }
 
 // MaxLogRate is the largest Rate a SlidingLog limit may have: the log keeps

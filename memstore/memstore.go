@@ -70,11 +70,11 @@ type Store struct {
 // maps.
 type shard struct {
 	mu sync.Mutex
-	tb map[string]algorithm.TokenBucket
-	fw map[string]algorithm.FixedWindow
-	sw map[string]algorithm.SlidingWindow
+	tb map[string]*algorithm.TokenBucket
+	fw map[string]*algorithm.FixedWindow
+	sw map[string]*algorithm.SlidingWindow
 	sl map[string]*algorithm.SlidingLog
-	lb map[string]algorithm.LeakyBucket
+	lb map[string]*algorithm.LeakyBucket
 	n  int
 	_  [64]byte // keep neighbouring shards' mutexes off one cache line
 }
@@ -111,11 +111,11 @@ func New(cfg Config) *Store {
 	s.baseNS = s.base.UnixNano()
 	for i := range s.shards {
 		sh := &s.shards[i]
-		sh.tb = make(map[string]algorithm.TokenBucket)
-		sh.fw = make(map[string]algorithm.FixedWindow)
-		sh.sw = make(map[string]algorithm.SlidingWindow)
+		sh.tb = make(map[string]*algorithm.TokenBucket)
+		sh.fw = make(map[string]*algorithm.FixedWindow)
+		sh.sw = make(map[string]*algorithm.SlidingWindow)
 		sh.sl = make(map[string]*algorithm.SlidingLog)
-		sh.lb = make(map[string]algorithm.LeakyBucket)
+		sh.lb = make(map[string]*algorithm.LeakyBucket)
 	}
 	every := cfg.SweepInterval
 	if every == 0 {
@@ -159,15 +159,15 @@ func (s *Store) AllowN(_ context.Context, key string, lim sluice.Limit, cost int
 	var res sluice.Result
 	switch lim.Algorithm {
 	case sluice.TokenBucket:
-		res = take(sh, sh.tb, key, now, lim, cost, s.perShard)
+		res = lookup(sh, sh.tb, key, now, s.perShard).Take(now, lim, cost)
 	case sluice.FixedWindow:
-		res = take(sh, sh.fw, key, now, lim, cost, s.perShard)
+		res = lookup(sh, sh.fw, key, now, s.perShard).Take(now, lim, cost)
 	case sluice.SlidingWindow:
-		res = take(sh, sh.sw, key, now, lim, cost, s.perShard)
+		res = lookup(sh, sh.sw, key, now, s.perShard).Take(now, lim, cost)
 	case sluice.SlidingLog:
-		res = takeLog(sh, key, now, lim, cost, s.perShard)
+		res = lookup(sh, sh.sl, key, now, s.perShard).Take(now, lim, cost)
 	case sluice.LeakyBucket:
-		res = take(sh, sh.lb, key, now, lim, cost, s.perShard)
+		res = lookup(sh, sh.lb, key, now, s.perShard).Take(now, lim, cost)
 	}
 	sh.mu.Unlock()
 	return res, nil
@@ -185,66 +185,48 @@ func (s *Store) RefundN(_ context.Context, key string, lim sluice.Limit, cost in
 	defer sh.mu.Unlock()
 	switch lim.Algorithm {
 	case sluice.TokenBucket:
-		refund(sh.tb, key, now, lim, cost)
+		if st, ok := sh.tb[key]; ok {
+			st.Refund(now, lim, cost)
+		}
 	case sluice.FixedWindow:
-		refund(sh.fw, key, now, lim, cost)
+		if st, ok := sh.fw[key]; ok {
+			st.Refund(now, lim, cost)
+		}
 	case sluice.SlidingWindow:
-		refund(sh.sw, key, now, lim, cost)
+		if st, ok := sh.sw[key]; ok {
+			st.Refund(now, lim, cost)
+		}
 	case sluice.SlidingLog:
 		if st, ok := sh.sl[key]; ok {
 			st.Refund(now, lim, cost)
 		}
 	case sluice.LeakyBucket:
-		refund(sh.lb, key, now, lim, cost)
+		if st, ok := sh.lb[key]; ok {
+			st.Refund(now, lim, cost)
+		}
 	}
 	return nil
 }
 
-// state is what every algorithm's state type offers, through a pointer.
-type state[S any] interface {
-	*S
-	Take(now int64, lim sluice.Limit, cost int) sluice.Result
-	Refund(now int64, lim sluice.Limit, cost int)
-	Expires() int64
-}
+// expirer is what every algorithm's state offers to the sweep and to
+// eviction.
+type expirer interface{ Expires() int64 }
 
-// take decides one request against a value-typed map: one lookup, the pure
-// transition, one store. A new key is cloned (so the map never pins a
-// caller's larger buffer) and may evict another first.
-func take[S any, P state[S]](sh *shard, m map[string]S, key string, now int64, lim sluice.Limit, cost, limit int) sluice.Result {
-	st, ok := m[key]
-	if !ok {
-		if sh.n >= limit {
-			sh.evict(now)
-		}
-		key = strings.Clone(key)
-		sh.n++
+// lookup returns key's state in m, creating a fresh one if m has none. A new
+// key is cloned, so that the map never pins a caller's larger buffer, and may
+// evict another key first if the shard is full. States are held by pointer so
+// that a decision is one map lookup and an update in place.
+func lookup[S any](sh *shard, m map[string]*S, key string, now int64, limit int) *S {
+	if st := m[key]; st != nil {
+		return st
 	}
-	res := P(&st).Take(now, lim, cost)
-	m[key] = st
-	return res
-}
-
-// takeLog is take for the sliding log, whose state is held by pointer so its
-// ring buffer is reused in place.
-func takeLog(sh *shard, key string, now int64, lim sluice.Limit, cost, limit int) sluice.Result {
-	st, ok := sh.sl[key]
-	if !ok {
-		if sh.n >= limit {
-			sh.evict(now)
-		}
-		st = new(algorithm.SlidingLog)
-		sh.sl[strings.Clone(key)] = st
-		sh.n++
+	if sh.n >= limit {
+		sh.evict(now)
 	}
-	return st.Take(now, lim, cost)
-}
-
-func refund[S any, P state[S]](m map[string]S, key string, now int64, lim sluice.Limit, cost int) {
-	if st, ok := m[key]; ok {
-		P(&st).Refund(now, lim, cost)
-		m[key] = st
-	}
+	st := new(S)
+	m[strings.Clone(key)] = st
+	sh.n++
+	return st
 }
 
 // Len returns the number of keys the store holds, idle ones included until
@@ -268,7 +250,7 @@ func (s *Store) Sweep() int {
 		now := s.now()
 		sh := &s.shards[i]
 		sh.mu.Lock()
-		d := sweep(sh.tb, now) + sweep(sh.fw, now) + sweep(sh.sw, now) + sweep(sh.lb, now) + sweepLog(sh.sl, now)
+		d := sweep(sh.tb, now) + sweep(sh.fw, now) + sweep(sh.sw, now) + sweep(sh.lb, now) + sweep(sh.sl, now)
 		sh.n -= d
 		sh.mu.Unlock()
 		dropped += d
@@ -276,18 +258,7 @@ func (s *Store) Sweep() int {
 	return dropped
 }
 
-func sweep[S any, P state[S]](m map[string]S, now int64) int {
-	d := 0
-	for k, st := range m {
-		if P(&st).Expires() <= now {
-			delete(m, k)
-			d++
-		}
-	}
-	return d
-}
-
-func sweepLog(m map[string]*algorithm.SlidingLog, now int64) int {
+func sweep[S expirer](m map[string]S, now int64) int {
 	d := 0
 	for k, st := range m {
 		if st.Expires() <= now {
@@ -312,19 +283,9 @@ func (sh *shard) evict(now int64) {
 		}
 		return e <= now // an expired key is as good as it gets
 	}
-	done := sample(sh.tb, 0, consider) || sample(sh.fw, 1, consider) ||
-		sample(sh.sw, 2, consider) || sample(sh.lb, 3, consider)
-	if !done {
-		n := 0
-		for k, st := range sh.sl {
-			if consider(k, st.Expires(), 4) {
-				break
-			}
-			if n++; n >= evictionSample {
-				break
-			}
-		}
-	}
+	_ = sample(sh.tb, 0, consider) || sample(sh.fw, 1, consider) ||
+		sample(sh.sw, 2, consider) || sample(sh.lb, 3, consider) ||
+		sample(sh.sl, 4, consider)
 	if !found {
 		return
 	}
@@ -345,10 +306,10 @@ func (sh *shard) evict(now int64) {
 
 // sample offers up to evictionSample entries of m, from the random place Go
 // starts a map iteration, and reports whether consider was satisfied.
-func sample[S any, P state[S]](m map[string]S, id int, consider func(string, int64, int) bool) bool {
+func sample[S expirer](m map[string]S, id int, consider func(string, int64, int) bool) bool {
 	n := 0
 	for k, st := range m {
-		if consider(k, P(&st).Expires(), id) {
+		if consider(k, st.Expires(), id) {
 			return true
 		}
 		if n++; n >= evictionSample {

@@ -1,0 +1,104 @@
+package memstore_test
+
+import (
+	"context"
+	"runtime"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/memstore"
+)
+
+// benchLimit is generous, so that most decisions admit and the benchmark
+// measures the usual path.
+func benchLimit(a sluice.Algorithm) sluice.Limit {
+	rate := 1_000_000_000
+	if a == sluice.SlidingLog {
+		rate = sluice.MaxLogRate
+	}
+	return sluice.Limit{Algorithm: a, Rate: rate, Period: time.Second, Burst: rate}
+}
+
+func BenchmarkAllowN(b *testing.B) {
+	ctx := context.Background()
+	for _, a := range sluice.Algorithms() {
+		lim := benchLimit(a)
+		b.Run("hotkey/"+a.String(), func(b *testing.B) {
+			s := memstore.New(memstore.Config{SweepInterval: -1})
+			defer s.Close()
+			allowed := 0
+			for b.Loop() {
+				r, err := s.AllowN(ctx, "user:42", lim, 1)
+				if err != nil {
+					b.Fatal(err)
+				}
+				if r.Allowed {
+					allowed++
+				}
+			}
+			if allowed == 0 {
+				b.Fatal("nothing admitted")
+			}
+		})
+		const nkeys = 100_000
+		b.Run("keys=100000/parallel/"+a.String(), func(b *testing.B) {
+			s := memstore.New(memstore.Config{SweepInterval: -1})
+			defer s.Close()
+			keys := make([]string, nkeys)
+			for i := range keys {
+				keys[i] = "user:" + strconv.Itoa(i)
+				s.AllowN(ctx, keys[i], lim, 1)
+			}
+			b.ResetTimer()
+			b.RunParallel(func(pb *testing.PB) {
+				i := int(time.Now().UnixNano()) % nkeys
+				for pb.Next() {
+					if _, err := s.AllowN(ctx, keys[i], lim, 1); err != nil {
+						b.Error(err)
+						return
+					}
+					if i++; i == nkeys {
+						i = 0
+					}
+				}
+			})
+		})
+	}
+}
+
+// BenchmarkMemoryPerKey reports the heap bytes one held key costs beyond the
+// bytes of the key itself, for 1,000,000 keys of each algorithm.
+func BenchmarkMemoryPerKey(b *testing.B) {
+	const n = 1_000_000
+	ctx := context.Background()
+	for _, a := range sluice.Algorithms() {
+		b.Run(a.String(), func(b *testing.B) {
+			lim := sluice.Limit{Algorithm: a, Rate: 10, Period: time.Hour, Burst: 10}
+			keys := make([]string, n)
+			keyBytes := 0
+			for i := range keys {
+				keys[i] = "user:" + strconv.Itoa(i)
+				keyBytes += len(keys[i])
+			}
+			for b.Loop() {
+				var before, after runtime.MemStats
+				runtime.GC()
+				runtime.ReadMemStats(&before)
+				s := memstore.New(memstore.Config{SweepInterval: -1, MaxKeys: 2 * n})
+				for _, k := range keys {
+					s.AllowN(ctx, k, lim, 1)
+				}
+				runtime.GC()
+				runtime.ReadMemStats(&after)
+				if s.Len() != n {
+					b.Fatalf("Len = %d, want %d", s.Len(), n)
+				}
+				b.ReportMetric(float64(int64(after.HeapAlloc)-int64(before.HeapAlloc)-int64(keyBytes))/n, "B/key")
+				runtime.KeepAlive(s)
+				s.Close()
+			}
+		})
+	}
+}

@@ -1,0 +1,57 @@
+package memstore_test
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/memstore"
+)
+
+// manualClock is a sluice.Clock that moves only when told to.
+type manualClock struct{ now time.Time }
+
+func (c *manualClock) Now() time.Time          { return c.now }
+func (c *manualClock) Advance(d time.Duration) { c.now = c.now.Add(d) }
+
+func Example() {
+	// A clock that stands still, so the output is the same on every run;
+	// leave Config.Clock nil in production.
+	store := memstore.New(memstore.Config{Clock: &manualClock{now: time.Unix(1700000000, 0)}})
+	defer store.Close()
+
+	lim := sluice.PerSecond(5).WithBurst(10)
+	for i := 1; i <= 11; i++ {
+		res, err := store.Allow(context.Background(), "user:42", lim)
+		if err != nil {
+			panic(err) // bad input only: a denial is not an error
+		}
+		if !res.Allowed {
+			fmt.Printf("request %d denied; retry after %v\n", i, res.RetryAfter)
+		}
+	}
+	// Output:
+	// request 11 denied; retry after 200ms
+}
+
+// A fake clock makes the store's decisions reproducible.
+func Example_clock() {
+	clock := &manualClock{now: time.Unix(1700000000, 0)}
+	store := memstore.New(memstore.Config{Clock: clock})
+	defer store.Close()
+
+	// At most 3 in any second, exactly.
+	lim := sluice.Limit{Algorithm: sluice.SlidingLog, Rate: 3, Period: time.Second}
+	for _, step := range []time.Duration{0, 100 * time.Millisecond, 100 * time.Millisecond, 100 * time.Millisecond, 700 * time.Millisecond} {
+		clock.Advance(step)
+		res, _ := store.Allow(context.Background(), "k", lim)
+		fmt.Printf("allowed=%v remaining=%d retry-after=%v\n", res.Allowed, res.Remaining, res.RetryAfter)
+	}
+	// Output:
+	// allowed=true remaining=2 retry-after=0s
+	// allowed=true remaining=1 retry-after=0s
+	// allowed=true remaining=0 retry-after=0s
+	// allowed=false remaining=0 retry-after=700ms
+	// allowed=true remaining=0 retry-after=0s
+}

@@ -1,0 +1,188 @@
+package memstore_test
+
+import (
+	"context"
+	"runtime"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/internal/clocktest"
+	"github.com/sluicehq/sluice/memstore"
+)
+
+func limits(n int) []sluice.Limit {
+	var out []sluice.Limit
+	for _, a := range sluice.Algorithms() {
+		out = append(out, sluice.Limit{Algorithm: a, Rate: n, Period: time.Second, Burst: n})
+	}
+	return out
+}
+
+// Idle keys are dropped once their state is as good as fresh, and not before.
+func TestSweepDropsIdleKeys(t *testing.T) {
+	for _, lim := range limits(10) {
+		t.Run(lim.Algorithm.String(), func(t *testing.T) {
+			clock := clocktest.New()
+			s := memstore.New(memstore.Config{Clock: clock, SweepInterval: -1})
+			defer s.Close()
+			ctx := context.Background()
+			for i := range 100 {
+				if _, err := s.AllowN(ctx, "k"+strconv.Itoa(i), lim, 3); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if got := s.Len(); got != 100 {
+				t.Fatalf("Len = %d after 100 keys, want 100", got)
+			}
+			clock.Advance(100 * time.Millisecond)
+			if d := s.Sweep(); d != 0 {
+				t.Errorf("Sweep 100ms after use dropped %d keys, want 0", d)
+			}
+			// Two periods later every algorithm's state is fresh again.
+			clock.Advance(2 * time.Second)
+			if d := s.Sweep(); d != 100 {
+				t.Errorf("Sweep after 2 periods dropped %d keys, want 100", d)
+			}
+			if got := s.Len(); got != 0 {
+				t.Errorf("Len = %d after sweep, want 0", got)
+			}
+		})
+	}
+}
+
+// A key dropped by the sweep behaves exactly like a key that was kept.
+func TestSweepIsInvisible(t *testing.T) {
+	for _, lim := range limits(5) {
+		t.Run(lim.Algorithm.String(), func(t *testing.T) {
+			clock := clocktest.New()
+			swept := memstore.New(memstore.Config{Clock: clock, SweepInterval: -1})
+			kept := memstore.New(memstore.Config{Clock: clock, SweepInterval: -1})
+			defer swept.Close()
+			defer kept.Close()
+			ctx := context.Background()
+			for step := range 400 {
+				clock.Advance(time.Duration(step%7) * 97 * time.Millisecond)
+				if step%5 == 0 {
+					swept.Sweep()
+				}
+				cost := 1 + step%3
+				a, err1 := swept.AllowN(ctx, "k", lim, cost)
+				b, err2 := kept.AllowN(ctx, "k", lim, cost)
+				if err1 != nil || err2 != nil {
+					t.Fatal(err1, err2)
+				}
+				if a != b {
+					t.Fatalf("step %d: swept store %+v, kept store %+v", step, a, b)
+				}
+			}
+		})
+	}
+}
+
+// A flood of unique keys never grows the store beyond MaxKeys, for every
+// algorithm, even when no key is idle yet.
+func TestKeyFloodStaysBounded(t *testing.T) {
+	n := 1_000_000
+	if testing.Short() {
+		n = 100_000
+	}
+	const maxKeys = 10_000
+	for _, lim := range limits(10) {
+		t.Run(lim.Algorithm.String(), func(t *testing.T) {
+			clock := clocktest.New()
+			s := memstore.New(memstore.Config{Clock: clock, MaxKeys: maxKeys, Shards: 16, SweepInterval: -1})
+			defer s.Close()
+			ctx := context.Background()
+			keys := n
+			if lim.Algorithm != sluice.TokenBucket {
+				keys = n / 10 // the bound is the same code for every algorithm; keep -race fast
+			}
+			for i := range keys {
+				r, err := s.AllowN(ctx, "flood:"+strconv.Itoa(i), lim, 1)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if !r.Allowed {
+					t.Fatalf("key %d: a fresh key was denied", i)
+				}
+				if i%100_000 == 0 {
+					if l := s.Len(); l > maxKeys {
+						t.Fatalf("after %d keys Len = %d > MaxKeys %d", i+1, l, maxKeys)
+					}
+				}
+			}
+			if l := s.Len(); l > maxKeys || l < maxKeys*9/10 {
+				t.Errorf("after %d keys Len = %d, want close to and at most %d", keys, l, maxKeys)
+			}
+		})
+	}
+}
+
+// When the store is full, it evicts a key that is fresh (or nearest to it)
+// rather than one that is limited.
+func TestEvictionPrefersIdleKeys(t *testing.T) {
+	clock := clocktest.New()
+	s := memstore.New(memstore.Config{Clock: clock, MaxKeys: 64, Shards: 1, SweepInterval: -1})
+	defer s.Close()
+	ctx := context.Background()
+	lim := sluice.Limit{Algorithm: sluice.FixedWindow, Rate: 2, Period: time.Hour}
+	short := sluice.Limit{Algorithm: sluice.FixedWindow, Rate: 2, Period: time.Second}
+	// One limited key with a long window...
+	s.AllowN(ctx, "limited", lim, 2)
+	// ...and many keys whose windows end sooner.
+	for i := range 63 {
+		s.AllowN(ctx, "idle"+strconv.Itoa(i), short, 1)
+	}
+	clock.Advance(2 * time.Second)
+	for i := range 200 {
+		s.AllowN(ctx, "new"+strconv.Itoa(i), short, 1)
+	}
+	if r, _ := s.AllowN(ctx, "limited", lim, 1); r.Allowed {
+		t.Errorf("the limited key was evicted: it was admitted again within its window")
+	}
+	if l := s.Len(); l > 64 {
+		t.Errorf("Len = %d > 64", l)
+	}
+}
+
+// A decision on a key the store holds allocates nothing.
+func TestNoAllocsOnHeldKey(t *testing.T) {
+	for _, lim := range limits(1 << 20) {
+		t.Run(lim.Algorithm.String(), func(t *testing.T) {
+			s := memstore.New(memstore.Config{SweepInterval: -1})
+			defer s.Close()
+			ctx := context.Background()
+			key := "user:42"
+			for range 1000 { // let the sliding log's ring reach its working size
+				s.AllowN(ctx, key, lim, 1)
+			}
+			allocs := testing.AllocsPerRun(1000, func() {
+				if _, err := s.AllowN(ctx, key, lim, 1); err != nil {
+					t.Fatal(err)
+				}
+			})
+			if lim.Algorithm == sluice.SlidingLog {
+				// The ring grows by doubling while it fills towards Rate.
+				return
+			}
+			if allocs != 0 {
+				t.Errorf("AllowN on a held key: %v allocs per call, want 0", allocs)
+			}
+		})
+	}
+}
+
+// Close stops the janitor; goleak in TestMain catches a leak. Close twice
+// is harmless.
+func TestCloseIdempotent(t *testing.T) {
+	s := memstore.New(memstore.Config{SweepInterval: time.Millisecond})
+	runtime.Gosched()
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+}

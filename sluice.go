@@ -317,8 +317,9 @@ type Refunder interface {
 	RefundN(ctx context.Context, key string, lim Limit, cost int) error
 }
 
-// Clock tells the time. Stores and queues take a Clock so that tests can
-// control time; a nil Clock means the system's monotonic clock.
+// Clock tells the time. Stores take a Clock so that tests can control time;
+// a nil Clock means the system's monotonic clock. (Code that sleeps, such as
+// package queue, is tested with testing/synctest instead.)
 type Clock interface {
 	Now() time.Time
 }

@@ -92,13 +92,16 @@ func (s *LeakyBucket) Take(now int64, lim sluice.Limit, cost int) sluice.Result 
 func (s *LeakyBucket) Refund(now int64, lim sluice.Limit, cost int) {
 	rate := MilliRate(lim)
 	nowMs := floorDiv(now, 1e6)
-	lvl, _ := s.level(nowMs, rate)
+	lvl, ms := s.level(nowMs, rate)
 	lvl -= 1000 * int64(cost)
 	if lvl <= 0 {
 		*s = LeakyBucket{}
 		return
 	}
-	s.Excess, s.Last = lvl-1000, nowMs
+	s.Excess = lvl - 1000
+	if ms != 0 { // as in Take: a clock that steps back does not move Last
+		s.Last = nowMs
+	}
 	s.Until = (s.Last + ceilDiv(lvl*1000, rate)) * 1e6
 }
 

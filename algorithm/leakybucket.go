@@ -88,7 +88,10 @@ func (s *LeakyBucket) Take(now int64, lim sluice.Limit, cost int) sluice.Result 
 	return res
 }
 
-// Refund takes cost requests back out of the bucket at now.
+// Refund takes cost requests back out of the bucket at now. If the Take it
+// undoes moved Last forward, NGINX's truncated drain has lost a fraction of
+// a milli-request that Refund cannot restore: the refunded bucket may be
+// up to one milli-request stricter than one never charged, never looser.
 func (s *LeakyBucket) Refund(now int64, lim sluice.Limit, cost int) {
 	rate := MilliRate(lim)
 	nowMs := floorDiv(now, 1e6)

@@ -1,6 +1,7 @@
 package algorithm
 
 import (
+	"math"
 	"time"
 
 	"github.com/sluicehq/sluice"
@@ -67,10 +68,10 @@ func (s *SlidingWindow) Take(now int64, lim sluice.Limit, cost int) sluice.Resul
 	rate, c := int64(lim.Rate), int64(cost)
 	res := sluice.Result{Limit: lim}
 	if weighted+s.Curr+c > rate {
-		res.RetryAfter = time.Duration(s.retryAfter(now, p, rate, c))
-		if lim.CountRejected {
-			s.Curr = min(s.Curr+c, 2*rate) // beyond 2·Rate nothing changes but overflow
+		if lim.CountRejected && s.Curr <= math.MaxInt64/2 {
+			s.Curr += c // counted first, so that RetryAfter includes it
 		}
+		res.RetryAfter = time.Duration(s.retryAfter(now, p, rate, c))
 	} else {
 		s.Curr += c
 		res.Allowed = true

@@ -1,0 +1,87 @@
+package algorithm_test
+
+import (
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/algorithm"
+)
+
+// hotLimit is the limit of the benchmarks: 100 per second, burst 100; a
+// request every 5 ms is twice the rate, so about half are denied once the
+// allowance is spent.
+func hotLimit(alg sluice.Algorithm) sluice.Limit {
+	return sluice.Limit{Algorithm: alg, Rate: 100, Period: time.Second, Burst: 100}
+}
+
+const hotStep = int64(5 * time.Millisecond)
+
+// warm brings s to its steady state under lim: for the sliding log, a ring
+// of full size.
+func warm(tb testing.TB, s state, lim sluice.Limit) int64 {
+	now := t0
+	for range 2 * lim.Capacity() {
+		s.Take(now, lim, 1)
+	}
+	if l, ok := s.(*algorithm.SlidingLog); ok && l.BufLen() != lim.Rate {
+		tb.Fatalf("sliding log ring holds %d after warming, want %d", l.BufLen(), lim.Rate)
+	}
+	return now
+}
+
+func BenchmarkTake(b *testing.B) {
+	for _, k := range kinds {
+		b.Run(k.alg.String(), func(b *testing.B) {
+			lim := hotLimit(k.alg)
+			s := k.fresh()
+			now := warm(b, s, lim)
+			b.ReportAllocs()
+			for b.Loop() {
+				now += hotStep
+				s.Take(now, lim, 1)
+			}
+		})
+	}
+}
+
+// TestTakeAllocs checks that a decision on a warm state allocates nothing.
+func TestTakeAllocs(t *testing.T) {
+	for _, k := range kinds {
+		t.Run(k.alg.String(), func(t *testing.T) {
+			lim := hotLimit(k.alg)
+			s := k.fresh()
+			now := warm(t, s, lim)
+			cost := 0
+			allocs := testing.AllocsPerRun(1000, func() {
+				now += hotStep
+				cost = cost%3 + 1
+				if s.Take(now, lim, cost).Allowed && cost == 3 {
+					s.Refund(now, lim, 1)
+				}
+			})
+			if allocs != 0 {
+				t.Errorf("Take on a warm %v allocates %v times per call, want 0", k.alg, allocs)
+			}
+		})
+	}
+}
+
+// TestNoNetHTTP keeps the algorithms free of net/http.
+func TestNoNetHTTP(t *testing.T) {
+	goTool, err := exec.LookPath("go")
+	if err != nil {
+		t.Skip("go is not on PATH")
+	}
+	out, err := exec.Command(goTool, "list", "-deps", "github.com/sluicehq/sluice/algorithm").CombinedOutput()
+	if err != nil {
+		t.Fatalf("go list -deps: %v\n%s", err, out)
+	}
+	for _, dep := range strings.Fields(string(out)) {
+		if dep == "net/http" || strings.HasPrefix(dep, "net/http/") {
+			t.Errorf("package algorithm depends on %s", dep)
+		}
+	}
+}

@@ -1,0 +1,14 @@
+package algorithm
+
+import "slices"
+
+// Clone returns a deep copy of the log, so that a test can probe a state
+// without disturbing it: a plain struct copy would share the ring buffer.
+func (s *SlidingLog) Clone() SlidingLog {
+	c := *s
+	c.buf = slices.Clone(s.buf)
+	return c
+}
+
+// BufLen returns the size of the log's ring buffer.
+func (s *SlidingLog) BufLen() int { return len(s.buf) }

@@ -1,0 +1,73 @@
+package algorithm_test
+
+import (
+	"testing"
+	"time"
+
+	"pgregory.net/rapid"
+
+	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/algorithm"
+)
+
+func TestSlidingLogSteps(t *testing.T) {
+	const ms = time.Millisecond
+	lim := sluice.Limit{Algorithm: sluice.SlidingLog, Rate: 5, Period: time.Second}
+	run(t, new(algorithm.SlidingLog), lim, []step{
+		{0, 3, ok(2, time.Second)},
+		{400 * ms, 2, ok(0, time.Second)},
+		// 3 more need the 3 oldest entries (t0) to leave: at t0+1s.
+		{500 * ms, 3, no(0, 500*ms, 900*ms)},
+		{time.Second - 1, 3, no(0, 1, 400*ms+1)},
+		{time.Second, 3, ok(0, time.Second)},
+		// Now 1 more needs the entries of t0+400ms to leave.
+		{time.Second, 1, no(0, 400*ms, time.Second)},
+		{1400 * ms, 2, ok(0, time.Second)},
+		{1400 * ms, 5, no(0, time.Second, time.Second)},
+		{2400*ms - 1, 5, no(3, 1, 1)},
+		{2400 * ms, 5, ok(0, time.Second)},
+	})
+}
+
+// TestSlidingLogExact shows that the log is exact to the nanosecond: an entry
+// at t leaves the window (now−Period, now] at t+Period, not a nanosecond
+// earlier, and there is no boundary burst.
+func TestSlidingLogExact(t *testing.T) {
+	lim := sluice.Limit{Algorithm: sluice.SlidingLog, Rate: 2, Period: time.Second}
+	run(t, new(algorithm.SlidingLog), lim, []step{
+		{0, 1, ok(1, time.Second)},
+		{1, 1, ok(0, time.Second)},
+		{time.Second - 1, 1, no(0, 1, 2)},
+		{time.Second, 1, ok(0, time.Second)},
+		{time.Second, 1, no(0, 1, time.Second)},
+		{time.Second + 1, 1, ok(0, time.Second)},
+		{time.Second + 1, 1, no(0, time.Second-1, time.Second)},
+	})
+
+	// Where a fixed window admits 2N around a boundary, the log admits N.
+	const n = 5
+	lim = sluice.Limit{Algorithm: sluice.SlidingLog, Rate: n, Period: time.Minute}
+	run(t, new(algorithm.SlidingLog), lim, concat(
+		repeat(n, 59*time.Second, 1, func(i int) outcome { return ok(n-1-i, time.Minute) }),
+		[]step{
+			{time.Minute, 1, no(0, 59*time.Second, 59*time.Second)},
+			{119*time.Second - 1, 1, no(0, 1, 1)},
+			{119 * time.Second, n, ok(0, time.Minute)},
+		},
+	))
+}
+
+// TestSlidingLogBound checks that the log never admits more than Rate units
+// in any half-open window [a, a+Period).
+func TestSlidingLogBound(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		lim := drawLimit(t, sluice.SlidingLog)
+		reqs := drawRequests(t, lim, drawStart(t, lim), 1, 150)
+		s := new(algorithm.SlidingLog)
+		admitted, _ := play(s, lim, reqs)
+		checkWindows(t, lim, admitted, lim.Rate)
+		if s.Len() > lim.Rate || s.BufLen() > lim.Rate {
+			t.Fatalf("log holds %d entries in a ring of %d, more than the rate %d", s.Len(), s.BufLen(), lim.Rate)
+		}
+	})
+}

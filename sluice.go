@@ -264,13 +264,11 @@ func (l Limit) String() string {
 }
 
 // Result is the outcome of one decision. Its fields map one to one onto the
-// response headers of package httplimit.
+// response headers of package httplimit. It does not repeat the Limit, which
+// the caller holds: kept to four words, a Result is returned in registers.
 type Result struct {
 	// Allowed reports whether the request was admitted and its cost spent.
 	Allowed bool
-
-	// Limit is the limit the decision was made under.
-	Limit Limit
 
 	// Remaining is how many more units of cost 1 would be admitted right now,
 	// after this decision. For SlidingWindow it is an estimate.

@@ -24,7 +24,7 @@ func (s *FixedWindow) Take(now int64, lim sluice.Limit, cost int) sluice.Result 
 		s.End = windowStart(now, p) + p
 		s.Count = 0
 	}
-	res := sluice.Result{Limit: lim, ResetAfter: time.Duration(s.End - now)}
+	res := sluice.Result{ResetAfter: time.Duration(s.End - now)}
 	rate := int64(lim.Rate)
 	if s.Count+int64(cost) > rate {
 		res.Remaining = int(max(rate-s.Count, 0))

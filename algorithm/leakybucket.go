@@ -65,7 +65,7 @@ func (s *LeakyBucket) Take(now int64, lim sluice.Limit, cost int) sluice.Result 
 	burst := int64(lim.Burst-1) * 1000
 	lvl, ms := s.level(nowMs, rate)
 	excess := lvl + 1000*int64(cost-1)
-	res := sluice.Result{Limit: lim}
+	var res sluice.Result
 	if excess > burst {
 		if lvl <= burst {
 			res.Remaining = int((burst-lvl)/1000) + 1

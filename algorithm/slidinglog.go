@@ -49,7 +49,7 @@ func (s *SlidingLog) Take(now int64, lim sluice.Limit, cost int) sluice.Result {
 		now = max(now, s.newest()) // keep the log sorted if the clock steps back
 	}
 	s.expire(now - p)
-	res := sluice.Result{Limit: lim}
+	var res sluice.Result
 	if s.n+cost > rate {
 		// Wait until the k-th oldest entry leaves the window.
 		k := s.n + cost - rate

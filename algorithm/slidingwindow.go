@@ -66,7 +66,7 @@ func (s *SlidingWindow) Take(now int64, lim sluice.Limit, cost int) sluice.Resul
 	elapsed := now - s.Start
 	weighted := mulDiv(s.Prev, p-elapsed, p)
 	rate, c := int64(lim.Rate), int64(cost)
-	res := sluice.Result{Limit: lim}
+	var res sluice.Result
 	if weighted+s.Curr+c > rate {
 		if lim.CountRejected && s.Curr <= math.MaxInt64/2 {
 			s.Curr += c // counted first, so that RetryAfter includes it

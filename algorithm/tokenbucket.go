@@ -32,11 +32,17 @@ func Interval(lim sluice.Limit) int64 {
 
 // Take decides a request of cost units at now and spends them if admitted.
 func (s *TokenBucket) Take(now int64, lim sluice.Limit, cost int) sluice.Result {
-	t := Interval(lim)
+	return s.TakeInterval(now, lim, Interval(lim), cost)
+}
+
+// TakeInterval is Take with the emission interval t = Interval(lim) already
+// computed. Interval costs a 64-bit division, the dearest step of a
+// decision; a store that sees the same limit many times may keep it.
+func (s *TokenBucket) TakeInterval(now int64, lim sluice.Limit, t int64, cost int) sluice.Result {
 	span := int64(lim.Burst) * t // the time to refill an empty bucket
 	tat := max(s.TAT, now)
 	next := tat + int64(cost)*t
-	res := sluice.Result{Limit: lim}
+	var res sluice.Result
 	if next-now > span {
 		res.Remaining = int((now + span - tat) / t)
 		res.RetryAfter = time.Duration(next - span - now)

@@ -33,8 +33,14 @@
 //     own offset. Every limiter holds every key before the timer starts, so
 //     the numbers are decisions on existing keys, not insertions.
 //
-// The limit is 1e9 per second everywhere, so that nearly every decision is
-// an admission; the exceptions are listed at the limits in limiters_test.go.
-// Each benchmark reports denied/op, the fraction of decisions that were
-// denials, so that a limiter measured on its denial path shows.
+// The nominal limit is 1e9 per second everywhere, so that nearly every
+// decision is an admission; the exceptions (two of Sluice's algorithms cannot
+// express it exactly, and go-limiter refills a key this large to only one
+// token a second after its first interval) are described at the limits in
+// limiters_test.go. Each benchmark reports denied/op, the fraction of
+// decisions that were denials, so that a limiter measured on its denial path
+// shows.
+//
+// BenchmarkClock times time.Now and time.Since alone: every limiter reads the
+// clock once per decision, so they are the floor under every number.
 package bench

@@ -76,6 +76,11 @@ type shard struct {
 	sl map[string]*algorithm.SlidingLog
 	lb map[string]*algorithm.LeakyBucket
 	n  int
+	// lim is the limit this shard validated last, and interval its token
+	// bucket emission interval: a shard that sees one limit again and again
+	// validates it once and divides once.
+	lim      sluice.Limit
+	interval int64
 	_  [64]byte // keep neighbouring shards' mutexes off one cache line
 }
 
@@ -150,16 +155,23 @@ func (s *Store) Allow(ctx context.Context, key string, lim sluice.Limit) (sluice
 // error is only for bad input (see sluice.Check); the context is not
 // consulted, since a decision never blocks.
 func (s *Store) AllowN(_ context.Context, key string, lim sluice.Limit, cost int) (sluice.Result, error) {
-	if err := sluice.Check(key, lim, cost); err != nil {
-		return sluice.Result{}, err
+	if len(key) == 0 || len(key) > sluice.MaxKeyLen || cost < 1 || cost > lim.Capacity() {
+		return sluice.Result{}, sluice.Check(key, lim, cost)
 	}
 	now := s.now()
 	sh := s.shard(key)
 	sh.mu.Lock()
+	if lim != sh.lim {
+		if err := lim.Validate(); err != nil {
+			sh.mu.Unlock()
+			return sluice.Result{}, err
+		}
+		sh.lim, sh.interval = lim, algorithm.Interval(lim)
+	}
 	var res sluice.Result
 	switch lim.Algorithm {
 	case sluice.TokenBucket:
-		res = lookup(sh, sh.tb, key, now, s.perShard).Take(now, lim, cost)
+		res = lookup(sh, sh.tb, key, now, s.perShard).TakeInterval(now, lim, sh.interval, cost)
 	case sluice.FixedWindow:
 		res = lookup(sh, sh.fw, key, now, s.perShard).Take(now, lim, cost)
 	case sluice.SlidingWindow:

@@ -81,7 +81,7 @@ type shard struct {
 	// validates it once and divides once.
 	lim      sluice.Limit
 	interval int64
-	_  [64]byte // keep neighbouring shards' mutexes off one cache line
+	_        [64]byte // keep neighbouring shards' mutexes off one cache line
 }
 
 var (

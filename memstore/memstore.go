@@ -155,7 +155,11 @@ func (s *Store) Allow(ctx context.Context, key string, lim sluice.Limit) (sluice
 // error is only for bad input (see sluice.Check); the context is not
 // consulted, since a decision never blocks.
 func (s *Store) AllowN(_ context.Context, key string, lim sluice.Limit, cost int) (sluice.Result, error) {
-	if len(key) == 0 || len(key) > sluice.MaxKeyLen || cost < 1 || cost > lim.Capacity() {
+	capacity := lim.Rate // lim.Capacity(), written out: the call copies lim
+	if lim.Algorithm == sluice.TokenBucket || lim.Algorithm == sluice.LeakyBucket {
+		capacity = lim.Burst
+	}
+	if len(key) == 0 || len(key) > sluice.MaxKeyLen || cost < 1 || cost > capacity {
 		return sluice.Result{}, sluice.Check(key, lim, cost)
 	}
 	now := s.now()

@@ -1,7 +1,7 @@
 // Package memstore is an in-memory sluice.Limiter for every algorithm: N
-// shards, each a mutex and one map per algorithm, so that keys spread over
-// many locks and a decision on a key the store already holds allocates
-// nothing.
+// shards, each a mutex and one hash table per algorithm, so that keys spread
+// over many locks and a decision on a key the store already holds hashes the
+// key once and allocates nothing.
 //
 // Memory is bounded two ways. A key whose state has become indistinguishable
 // from a fresh key's (a full bucket, an empty window) is dropped by a janitor
@@ -48,6 +48,7 @@ const (
 	DefaultMaxKeys       = 1_000_000
 	DefaultSweepInterval = 30 * time.Second
 	evictionSample       = 8
+	maxShards            = 1 << 16
 )
 
 // Store is a sharded in-memory limiter. It is safe for concurrent use. Call
@@ -58,7 +59,7 @@ type Store struct {
 	baseNS   int64
 	seed     maphash.Seed
 	shards   []shard
-	mask     uint64
+	shift    uint // a key's shard is its hash >> shift
 	perShard int
 
 	stop     chan struct{}
@@ -66,15 +67,15 @@ type Store struct {
 	stopOnce sync.Once
 }
 
-// shard holds one map per algorithm under one mutex. n counts the keys of all
-// maps.
+// shard holds one table per algorithm under one mutex. n counts the keys of
+// all tables.
 type shard struct {
 	mu sync.Mutex
-	tb map[string]*algorithm.TokenBucket
-	fw map[string]*algorithm.FixedWindow
-	sw map[string]*algorithm.SlidingWindow
-	sl map[string]*algorithm.SlidingLog
-	lb map[string]*algorithm.LeakyBucket
+	tb table[algorithm.TokenBucket]
+	fw table[algorithm.FixedWindow]
+	sw table[algorithm.SlidingWindow]
+	sl table[algorithm.SlidingLog]
+	lb table[algorithm.LeakyBucket]
 	n  int
 	// lim is the limit this shard validated last, and interval its token
 	// bucket emission interval: a shard that sees one limit again and again
@@ -95,9 +96,10 @@ func New(cfg Config) *Store {
 	if n <= 0 {
 		n = DefaultShards
 	}
-	pow := 1
+	n = min(n, maxShards)
+	pow, bits := 1, uint(0)
 	for pow < n {
-		pow <<= 1
+		pow, bits = pow<<1, bits+1
 	}
 	maxKeys := cfg.MaxKeys
 	if maxKeys <= 0 {
@@ -108,7 +110,7 @@ func New(cfg Config) *Store {
 		base:     time.Now(),
 		seed:     maphash.MakeSeed(),
 		shards:   make([]shard, pow),
-		mask:     uint64(pow - 1),
+		shift:    64 - bits,
 		perShard: max((maxKeys+pow-1)/pow, 1),
 		stop:     make(chan struct{}),
 		done:     make(chan struct{}),
@@ -116,11 +118,11 @@ func New(cfg Config) *Store {
 	s.baseNS = s.base.UnixNano()
 	for i := range s.shards {
 		sh := &s.shards[i]
-		sh.tb = make(map[string]*algorithm.TokenBucket)
-		sh.fw = make(map[string]*algorithm.FixedWindow)
-		sh.sw = make(map[string]*algorithm.SlidingWindow)
-		sh.sl = make(map[string]*algorithm.SlidingLog)
-		sh.lb = make(map[string]*algorithm.LeakyBucket)
+		sh.tb = newTable[algorithm.TokenBucket](s.seed)
+		sh.fw = newTable[algorithm.FixedWindow](s.seed)
+		sh.sw = newTable[algorithm.SlidingWindow](s.seed)
+		sh.sl = newTable[algorithm.SlidingLog](s.seed)
+		sh.lb = newTable[algorithm.LeakyBucket](s.seed)
 	}
 	every := cfg.SweepInterval
 	if every == 0 {
@@ -142,10 +144,6 @@ func (s *Store) now() int64 {
 	return s.baseNS + int64(time.Since(s.base))
 }
 
-func (s *Store) shard(key string) *shard {
-	return &s.shards[maphash.String(s.seed, key)&s.mask]
-}
-
 // Allow is shorthand for AllowN(ctx, key, lim, 1).
 func (s *Store) Allow(ctx context.Context, key string, lim sluice.Limit) (sluice.Result, error) {
 	return s.AllowN(ctx, key, lim, 1)
@@ -163,7 +161,8 @@ func (s *Store) AllowN(_ context.Context, key string, lim sluice.Limit, cost int
 		return sluice.Result{}, sluice.Check(key, lim, cost)
 	}
 	now := s.now()
-	sh := s.shard(key)
+	h := maphash.String(s.seed, key)
+	sh := &s.shards[h>>s.shift]
 	sh.mu.Lock()
 	if lim != sh.lim {
 		if err := lim.Validate(); err != nil {
@@ -175,15 +174,15 @@ func (s *Store) AllowN(_ context.Context, key string, lim sluice.Limit, cost int
 	var res sluice.Result
 	switch lim.Algorithm {
 	case sluice.TokenBucket:
-		res = lookup(sh, sh.tb, key, now, s.perShard).TakeInterval(now, lim, sh.interval, cost)
+		res = lookup(sh, &sh.tb, h, key, s.perShard).TakeInterval(now, lim, sh.interval, cost)
 	case sluice.FixedWindow:
-		res = lookup(sh, sh.fw, key, now, s.perShard).Take(now, lim, cost)
+		res = lookup(sh, &sh.fw, h, key, s.perShard).Take(now, lim, cost)
 	case sluice.SlidingWindow:
-		res = lookup(sh, sh.sw, key, now, s.perShard).Take(now, lim, cost)
+		res = lookup(sh, &sh.sw, h, key, s.perShard).Take(now, lim, cost)
 	case sluice.SlidingLog:
-		res = lookup(sh, sh.sl, key, now, s.perShard).Take(now, lim, cost)
+		res = lookup(sh, &sh.sl, h, key, s.perShard).Take(now, lim, cost)
 	case sluice.LeakyBucket:
-		res = lookup(sh, sh.lb, key, now, s.perShard).Take(now, lim, cost)
+		res = lookup(sh, &sh.lb, h, key, s.perShard).Take(now, lim, cost)
 	}
 	sh.mu.Unlock()
 	return res, nil
@@ -196,53 +195,48 @@ func (s *Store) RefundN(_ context.Context, key string, lim sluice.Limit, cost in
 		return err
 	}
 	now := s.now()
-	sh := s.shard(key)
+	h := maphash.String(s.seed, key)
+	sh := &s.shards[h>>s.shift]
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
 	switch lim.Algorithm {
 	case sluice.TokenBucket:
-		if st, ok := sh.tb[key]; ok {
+		if st := sh.tb.get(h, key); st != nil {
 			st.Refund(now, lim, cost)
 		}
 	case sluice.FixedWindow:
-		if st, ok := sh.fw[key]; ok {
+		if st := sh.fw.get(h, key); st != nil {
 			st.Refund(now, lim, cost)
 		}
 	case sluice.SlidingWindow:
-		if st, ok := sh.sw[key]; ok {
+		if st := sh.sw.get(h, key); st != nil {
 			st.Refund(now, lim, cost)
 		}
 	case sluice.SlidingLog:
-		if st, ok := sh.sl[key]; ok {
+		if st := sh.sl.get(h, key); st != nil {
 			st.Refund(now, lim, cost)
 		}
 	case sluice.LeakyBucket:
-		if st, ok := sh.lb[key]; ok {
+		if st := sh.lb.get(h, key); st != nil {
 			st.Refund(now, lim, cost)
 		}
 	}
 	return nil
 }
 
-// expirer is what every algorithm's state offers to the sweep and to
-// eviction.
-type expirer interface{ Expires() int64 }
-
-// lookup returns key's state in m, creating a fresh one if m has none. A new
-// key is cloned, so that the map never pins a caller's larger buffer, and may
-// evict another key first if the shard is full. States are held by pointer so
-// that a decision is one map lookup and an update in place.
-func lookup[S any](sh *shard, m map[string]*S, key string, now int64, limit int) *S {
-	if st := m[key]; st != nil {
+// lookup returns key's state in t, inserting a fresh one if t has none. A
+// new key is cloned, so that the table never pins a caller's larger buffer,
+// and may evict another key first if the shard is full. The pointer is valid
+// while the shard's lock is held and nothing else is inserted or deleted.
+func lookup[S any](sh *shard, t *table[S], h uint64, key string, limit int) *S {
+	if st := t.get(h, key); st != nil {
 		return st
 	}
 	if sh.n >= limit {
-		sh.evict(now)
+		sh.evict(h)
 	}
-	st := new(S)
-	m[strings.Clone(key)] = st
 	sh.n++
-	return st
+	return t.insert(h, strings.Clone(key))
 }
 
 // Len returns the number of keys the store holds, idle ones included until
@@ -258,15 +252,16 @@ func (s *Store) Len() int {
 	return n
 }
 
-// Sweep drops every key whose state is indistinguishable from a fresh key's
-// and returns how many it dropped. The janitor calls it every SweepInterval.
+// Sweep drops every key whose state is indistinguishable from a fresh key's,
+// gives the memory of tables left sparse back, and returns how many keys it
+// dropped. The janitor calls it every SweepInterval.
 func (s *Store) Sweep() int {
 	dropped := 0
 	for i := range s.shards {
 		now := s.now()
 		sh := &s.shards[i]
 		sh.mu.Lock()
-		d := sweep(sh.tb, now) + sweep(sh.fw, now) + sweep(sh.sw, now) + sweep(sh.lb, now) + sweep(sh.sl, now)
+		d := sweep(&sh.tb, now) + sweep(&sh.fw, now) + sweep(&sh.sw, now) + sweep(&sh.sl, now) + sweep(&sh.lb, now)
 		sh.n -= d
 		sh.mu.Unlock()
 		dropped += d
@@ -274,65 +269,45 @@ func (s *Store) Sweep() int {
 	return dropped
 }
 
-func sweep[S expirer](m map[string]S, now int64) int {
-	d := 0
-	for k, st := range m {
-		if st.Expires() <= now {
-			delete(m, k)
-			d++
-		}
-	}
-	return d
-}
-
-// evict drops one key to make room: the sampled key closest to fresh.
-func (sh *shard) evict(now int64) {
+// evict drops one key to make room: of a sample of evictionSample keys per
+// algorithm, taken from the slot the new key's hash h points at on, the one
+// closest to fresh (the earliest to expire).
+func (sh *shard) evict(h uint64) {
 	var (
-		victim string
-		exp    int64 = 1<<63 - 1
-		from   int
-		found  bool
+		best  int64
+		which = -1
+		at    uint64
 	)
-	consider := func(k string, e int64, m int) bool {
-		if !found || e < exp {
-			victim, exp, from, found = k, e, m, true
+	consider := func(i uint64, e int64, ok bool, id int) {
+		if ok && (which < 0 || e < best) {
+			best, which, at = e, id, i
 		}
-		return e <= now // an expired key is as good as it gets
 	}
-	_ = sample(sh.tb, 0, consider) || sample(sh.fw, 1, consider) ||
-		sample(sh.sw, 2, consider) || sample(sh.lb, 3, consider) ||
-		sample(sh.sl, 4, consider)
-	if !found {
+	i, e, ok := sample(&sh.tb, h, evictionSample)
+	consider(i, e, ok, 0)
+	i, e, ok = sample(&sh.fw, h, evictionSample)
+	consider(i, e, ok, 1)
+	i, e, ok = sample(&sh.sw, h, evictionSample)
+	consider(i, e, ok, 2)
+	i, e, ok = sample(&sh.sl, h, evictionSample)
+	consider(i, e, ok, 3)
+	i, e, ok = sample(&sh.lb, h, evictionSample)
+	consider(i, e, ok, 4)
+	switch which {
+	case 0:
+		sh.tb.deleteAt(at)
+	case 1:
+		sh.fw.deleteAt(at)
+	case 2:
+		sh.sw.deleteAt(at)
+	case 3:
+		sh.sl.deleteAt(at)
+	case 4:
+		sh.lb.deleteAt(at)
+	default:
 		return
 	}
-	switch from {
-	case 0:
-		delete(sh.tb, victim)
-	case 1:
-		delete(sh.fw, victim)
-	case 2:
-		delete(sh.sw, victim)
-	case 3:
-		delete(sh.lb, victim)
-	case 4:
-		delete(sh.sl, victim)
-	}
 	sh.n--
-}
-
-// sample offers up to evictionSample entries of m, from the random place Go
-// starts a map iteration, and reports whether consider was satisfied.
-func sample[S expirer](m map[string]S, id int, consider func(string, int64, int) bool) bool {
-	n := 0
-	for k, st := range m {
-		if consider(k, st.Expires(), id) {
-			return true
-		}
-		if n++; n >= evictionSample {
-			break
-		}
-	}
-	return false
 }
 
 func (s *Store) janitor(every time.Duration) {

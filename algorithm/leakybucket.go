@@ -60,7 +60,12 @@ func (s *LeakyBucket) level(nowMs, rate int64) (lvl, ms int64) {
 
 // Take decides a request of cost units at now and charges it if admitted.
 func (s *LeakyBucket) Take(now int64, lim sluice.Limit, cost int) sluice.Result {
-	rate := MilliRate(lim)
+	return s.TakeRate(now, lim, MilliRate(lim), cost)
+}
+
+// TakeRate is Take with rate = MilliRate(lim) already computed, for stores
+// that keep it: it costs a 128-bit division.
+func (s *LeakyBucket) TakeRate(now int64, lim sluice.Limit, rate int64, cost int) sluice.Result {
 	nowMs := floorDiv(now, 1e6)
 	burst := int64(lim.Burst-1) * 1000
 	lvl, ms := s.level(nowMs, rate)

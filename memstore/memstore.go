@@ -77,11 +77,12 @@ type shard struct {
 	sl table[algorithm.SlidingLog]
 	lb table[algorithm.LeakyBucket]
 	n  int
-	// lim is the limit this shard validated last, and interval its token
-	// bucket emission interval: a shard that sees one limit again and again
-	// validates it once and divides once.
-	lim      sluice.Limit
-	interval int64
+	// lim is the limit this shard validated last, and derived the constant
+	// its algorithm derives from it by a division (a token bucket's emission
+	// interval, a leaky bucket's milli-rate): a shard that sees one limit
+	// again and again validates it once and divides once.
+	lim     sluice.Limit
+	derived int64
 	_        [64]byte // keep neighbouring shards' mutexes off one cache line
 }
 
@@ -169,12 +170,18 @@ func (s *Store) AllowN(_ context.Context, key string, lim sluice.Limit, cost int
 			sh.mu.Unlock()
 			return sluice.Result{}, err
 		}
-		sh.lim, sh.interval = lim, algorithm.Interval(lim)
+		sh.lim = lim
+		switch lim.Algorithm {
+		case sluice.TokenBucket:
+			sh.derived = algorithm.Interval(lim)
+		case sluice.LeakyBucket:
+			sh.derived = algorithm.MilliRate(lim)
+		}
 	}
 	var res sluice.Result
 	switch lim.Algorithm {
 	case sluice.TokenBucket:
-		res = lookup(sh, &sh.tb, h, key, s.perShard).TakeInterval(now, lim, sh.interval, cost)
+		res = lookup(sh, &sh.tb, h, key, s.perShard).TakeInterval(now, lim, sh.derived, cost)
 	case sluice.FixedWindow:
 		res = lookup(sh, &sh.fw, h, key, s.perShard).Take(now, lim, cost)
 	case sluice.SlidingWindow:
@@ -182,7 +189,7 @@ func (s *Store) AllowN(_ context.Context, key string, lim sluice.Limit, cost int
 	case sluice.SlidingLog:
 		res = lookup(sh, &sh.sl, h, key, s.perShard).Take(now, lim, cost)
 	case sluice.LeakyBucket:
-		res = lookup(sh, &sh.lb, h, key, s.perShard).Take(now, lim, cost)
+		res = lookup(sh, &sh.lb, h, key, s.perShard).TakeRate(now, lim, sh.derived, cost)
 	}
 	sh.mu.Unlock()
 	return res, nil

@@ -22,14 +22,9 @@ import (
 
 // The nominal limit for every limiter: 1e9 per second, with a burst of 1e9
 // where there is one, so that nearly every decision is an admission. The
-// exceptions, both Sluice's own bounds:
-//
-//   - sluice-slidinglog: Rate may not exceed sluice.MaxLogRate (2^20), so it
-//     is 1e6 per millisecond, the same 1e9 per second.
-//   - sluice-leakybucket: NGINX's accounting keeps the rate in
-//     milli-requests per second in an int32, so the rate is at most about
-//     2.1e6 per second; it is 2e6 per second with a burst of 1e9, which a
-//     benchmark run does not exhaust.
+// exception is Sluice's own bound: sluice-slidinglog's Rate may not exceed
+// sluice.MaxLogRate (2^20), so it is 1e6 per millisecond, the same 1e9 per
+// second.
 const (
 	limitN      = 1_000_000_000
 	limitPeriod = time.Second
@@ -53,8 +48,6 @@ func contenders() []contender {
 		switch a {
 		case sluice.SlidingLog:
 			lim = sluice.Limit{Algorithm: a, Rate: 1_000_000, Period: time.Millisecond}
-		case sluice.LeakyBucket:
-			lim = sluice.Limit{Algorithm: a, Rate: 2_000_000, Period: time.Second, Burst: limitN}
 		}
 		cs = append(cs, contender{
 			name: "sluice-" + strings.ReplaceAll(a.String(), "_", ""),

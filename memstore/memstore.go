@@ -83,7 +83,7 @@ type shard struct {
 	// again and again validates it once and divides once.
 	lim     sluice.Limit
 	derived int64
-	_        [64]byte // keep neighbouring shards' mutexes off one cache line
+	_       [64]byte // keep neighbouring shards' mutexes off one cache line
 }
 
 var (

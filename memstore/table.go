@@ -14,21 +14,27 @@ import "hash/maphash"
 // 69 bytes per key, a value map 62 ns and 61 bytes; see BENCHMARKS.md for
 // this table's figures.
 //
-// Layout: linear probing over two parallel arrays, a byte of tag per slot (0
-// for empty, otherwise 0x80 | 7 bits of the hash) and the slots themselves,
-// so a probe scans contiguous tag bytes and compares a key only on a tag
-// match (1 in 128 false matches). The table doubles when it would pass 13/16
-// full and halves when a sweep leaves it under 1/8 full. Deletion shifts the
-// following entries back (no tombstones), so probe chains never rot.
+// Layout: linear probing over one array of slots, each holding 32 bits of
+// the key's hash (0 marks an empty slot), the key and the state, so that a
+// probe reads one cache line and compares a key only when the hash bits
+// match. Keeping the tag in the slot rather than in a side array of tag
+// bytes saves a cache miss per decision on a table larger than the caches
+// (100,000 keys, one goroutine: 110 ns to 74 ns). The slot index is the hash
+// scaled onto the table's size by a multiplication, so the table can grow by
+// half rather than double, which keeps it between 13/24 and 13/16 full and
+// costs less memory than doubling would: it grows when it would pass 13/16
+// full and shrinks by a third while a sweep leaves it under 1/8 full.
+// Deletion shifts the following entries back (no tombstones), so probe
+// chains never rot.
 type table[S any] struct {
-	tags  []uint8
 	slots []slot[S]
-	mask  uint64
+	size  uint64 // len(slots)
 	n     int
 	seed  maphash.Seed
 }
 
 type slot[S any] struct {
+	tag uint32 // 0: empty
 	key string
 	st  S
 }
@@ -37,25 +43,37 @@ const minTableSize = 8
 
 func newTable[S any](seed maphash.Seed) table[S] {
 	return table[S]{
-		tags:  make([]uint8, minTableSize),
 		slots: make([]slot[S], minTableSize),
-		mask:  minTableSize - 1,
+		size:  minTableSize,
 		seed:  seed,
 	}
 }
 
-func tagOf(h uint64) uint8 { return uint8(h>>32) | 0x80 }
+func tagOf(h uint64) uint32 { return uint32(h>>32) | 1 }
+
+// index maps the low 32 bits of a hash onto [0, size) by multiplication
+// (Lemire's fast range), so that the table may have any size.
+func (t *table[S]) index(h uint64) uint64 { return (h & 0xffffffff) * t.size >> 32 }
+
+// next returns the slot after i, wrapping around.
+func (t *table[S]) next(i uint64) uint64 {
+	if i++; i == t.size {
+		return 0
+	}
+	return i
+}
 
 // get returns the state of key, whose hash is h, or nil.
 func (t *table[S]) get(h uint64, key string) *S {
 	tag := tagOf(h)
-	for i := h & t.mask; ; i = (i + 1) & t.mask {
-		switch t.tags[i] {
+	for i := t.index(h); ; i = t.next(i) {
+		sl := &t.slots[i]
+		switch sl.tag {
 		case 0:
 			return nil
 		case tag:
-			if t.slots[i].key == key {
-				return &t.slots[i].st
+			if sl.key == key {
+				return &sl.st
 			}
 		}
 	}
@@ -64,14 +82,14 @@ func (t *table[S]) get(h uint64, key string) *S {
 // insert adds key, which must be absent, with a zero state and returns the
 // state. The pointer is valid until the next insert or delete.
 func (t *table[S]) insert(h uint64, key string) *S {
-	if (t.n+1)*16 > len(t.tags)*13 {
-		t.resize(2 * len(t.tags))
+	if (t.n+1)*16 > len(t.slots)*13 {
+		t.resize(len(t.slots) + len(t.slots)/2)
 	}
-	i := h & t.mask
-	for t.tags[i] != 0 {
-		i = (i + 1) & t.mask
+	i := t.index(h)
+	for t.slots[i].tag != 0 {
+		i = t.next(i)
 	}
-	t.tags[i] = tagOf(h)
+	t.slots[i].tag = tagOf(h)
 	t.slots[i].key = key
 	t.n++
 	return &t.slots[i].st
@@ -79,7 +97,7 @@ func (t *table[S]) insert(h uint64, key string) *S {
 
 // home returns the slot index key's hash points at.
 func (t *table[S]) home(key string) uint64 {
-	return maphash.String(t.seed, key) & t.mask
+	return t.index(maphash.String(t.seed, key))
 }
 
 // deleteAt empties slot i and shifts back the entries after it that would
@@ -87,8 +105,8 @@ func (t *table[S]) home(key string) uint64 {
 func (t *table[S]) deleteAt(i uint64) {
 	j := i
 	for {
-		j = (j + 1) & t.mask
-		if t.tags[j] == 0 {
+		j = t.next(j)
+		if t.slots[j].tag == 0 {
 			break
 		}
 		// The entry at j may move to the hole at i unless its home lies
@@ -101,40 +119,37 @@ func (t *table[S]) deleteAt(i uint64) {
 		} else if i < k || k <= j {
 			continue
 		}
-		t.tags[i], t.slots[i] = t.tags[j], t.slots[j]
+		t.slots[i] = t.slots[j]
 		i = j
 	}
-	t.tags[i] = 0
 	t.slots[i] = slot[S]{}
 	t.n--
 }
 
-// resize rehashes every entry into a table of size slots (a power of two).
+// resize rehashes every entry into a table of size slots.
 func (t *table[S]) resize(size int) {
-	tags, slots := t.tags, t.slots
-	t.tags = make([]uint8, size)
+	slots := t.slots
 	t.slots = make([]slot[S], size)
-	t.mask = uint64(size - 1)
-	for i, g := range tags {
-		if g == 0 {
+	t.size = uint64(size)
+	for i := range slots {
+		if slots[i].tag == 0 {
 			continue
 		}
-		h := maphash.String(t.seed, slots[i].key)
-		j := h & t.mask
-		for t.tags[j] != 0 {
-			j = (j + 1) & t.mask
+		j := t.home(slots[i].key)
+		for t.slots[j].tag != 0 {
+			j = t.next(j)
 		}
-		t.tags[j], t.slots[j] = g, slots[i]
+		t.slots[j] = slots[i]
 	}
 }
 
-// shrink halves the table while it is under 1/8 full.
+// shrink reduces the table by thirds while it is under 1/8 full.
 func (t *table[S]) shrink() {
-	size := len(t.tags)
+	size := len(t.slots)
 	for size > minTableSize && t.n*8 < size {
-		size /= 2
+		size = max(size*2/3, minTableSize)
 	}
-	if size != len(t.tags) {
+	if size != len(t.slots) {
 		t.resize(size)
 	}
 }
@@ -149,8 +164,8 @@ type expiring[S any] interface {
 // it has become sparse, and returns how many it deleted.
 func sweep[S any, P expiring[S]](t *table[S], now int64) int {
 	d := 0
-	for i := 0; i < len(t.tags); {
-		if t.tags[i] != 0 && P(&t.slots[i].st).Expires() <= now {
+	for i := 0; i < len(t.slots); {
+		if t.slots[i].tag != 0 && P(&t.slots[i].st).Expires() <= now {
 			t.deleteAt(uint64(i))
 			d++
 			continue // an entry may have shifted into slot i
@@ -168,8 +183,8 @@ func sample[S any, P expiring[S]](t *table[S], start uint64, n int) (idx uint64,
 		return 0, 0, false
 	}
 	seen := 0
-	for i, c := start&t.mask, 0; c < len(t.tags) && seen < n; i, c = (i+1)&t.mask, c+1 {
-		if t.tags[i] == 0 {
+	for i, c := start%t.size, 0; c < len(t.slots) && seen < n; i, c = t.next(i), c+1 {
+		if t.slots[i].tag == 0 {
 			continue
 		}
 		e := P(&t.slots[i].st).Expires()

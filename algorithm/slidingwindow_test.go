@@ -1,6 +1,7 @@
 package algorithm_test
 
 import (
+	"fmt"
 	"testing"
 	"time"
 
@@ -130,48 +131,33 @@ func (r *swRef) take(now int64, lim sluice.Limit, cost int) (allowed bool, remai
 
 // TestSlidingWindowReference checks the counter's decisions and Remaining
 // against swRef, step by step: admitted iff ⌊prev·(P−e)/P⌋ + curr + c ≤ Rate.
+// With CountRejected every request counts, admitted or not, and the
+// reference never caps its counts, so no cap in the code may change a
+// decision.
 func TestSlidingWindowReference(t *testing.T) {
-	rapid.Check(t, func(t *rapid.T) {
-		lim := drawLimitCR(t, sluice.SlidingWindow, false)
-		reqs := drawRequests(t, lim, drawStart(t, lim), 1, 150)
-		s, ref := new(algorithm.SlidingWindow), new(swRef)
-		for i, r := range reqs {
-			res := s.Take(r.at, lim, r.cost)
-			allowed, remaining := ref.take(r.at, lim, r.cost)
-			if res.Allowed != allowed || res.Remaining != remaining {
-				t.Fatalf("%v step %d: AllowN%v = allowed %v remaining %d, reference says %v, %d",
-					lim, i, r, res.Allowed, res.Remaining, allowed, remaining)
-			}
-		}
-	})
-}
-
-// TestSlidingWindowCountRejectedReference is the same with CountRejected:
-// every request counts, admitted or not, so that a client that keeps
-// sending stays limited. The reference never caps its counts: the code caps
-// the current count at 2·Rate on the claim that "beyond 2·Rate nothing
-// changes", and this checks the claim.
-func TestSlidingWindowCountRejectedReference(t *testing.T) {
-	rapid.Check(t, func(t *rapid.T) {
-		lim := drawLimitCR(t, sluice.SlidingWindow, true)
-		reqs := drawRequests(t, lim, drawStart(t, lim), 1, 150)
-		s, ref := new(algorithm.SlidingWindow), new(swRef)
-		for i, r := range reqs {
-			res := s.Take(r.at, lim, r.cost)
-			allowed, remaining := ref.take(r.at, lim, r.cost)
-			if res.Allowed != allowed || res.Remaining != remaining {
-				t.Fatalf("%v step %d: AllowN%v = allowed %v remaining %d, reference says %v, %d",
-					lim, i, r, res.Allowed, res.Remaining, allowed, remaining)
-			}
-		}
-	})
+	for _, countRejected := range []bool{false, true} {
+		t.Run(fmt.Sprintf("count-rejected=%v", countRejected), func(t *testing.T) {
+			rapid.Check(t, func(t *rapid.T) {
+				lim := drawLimitCR(t, sluice.SlidingWindow, countRejected)
+				reqs := drawRequests(t, lim, drawStart(t, lim), 1, 150)
+				s, ref := new(algorithm.SlidingWindow), new(swRef)
+				for i, r := range reqs {
+					res := s.Take(r.at, lim, r.cost)
+					allowed, remaining := ref.take(r.at, lim, r.cost)
+					if res.Allowed != allowed || res.Remaining != remaining {
+						t.Fatalf("%v step %d: AllowN%v = allowed %v remaining %d, reference says %v, %d",
+							lim, i, r, res.Allowed, res.Remaining, allowed, remaining)
+					}
+				}
+			})
+		})
+	}
 }
 
 // TestSlidingWindowCountRejected: with CountRejected every request counts,
 // admitted or not, and RetryAfter is the time until a request fits given the
-// rejected one just counted. No cap on the count may change a decision (the
-// code caps it at 2·Rate, saying "beyond 2·Rate nothing changes but
-// overflow"; steps 4 and 5 show that something does).
+// rejected one just counted. No cap on the count may change a decision:
+// steps 4 and 5 fail if the count is capped at 2·Rate.
 func TestSlidingWindowCountRejected(t *testing.T) {
 	const ms = time.Millisecond
 	lim := sluice.Limit{Algorithm: sluice.SlidingWindow, Rate: 2, Period: time.Second, CountRejected: true}

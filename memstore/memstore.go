@@ -208,27 +208,27 @@ func (s *Store) RefundN(_ context.Context, key string, lim sluice.Limit, cost in
 	defer sh.mu.Unlock()
 	switch lim.Algorithm {
 	case sluice.TokenBucket:
-		if st := sh.tb.get(h, key); st != nil {
-			st.Refund(now, lim, cost)
-		}
+		refund(&sh.tb, h, key, now, lim, cost)
 	case sluice.FixedWindow:
-		if st := sh.fw.get(h, key); st != nil {
-			st.Refund(now, lim, cost)
-		}
+		refund(&sh.fw, h, key, now, lim, cost)
 	case sluice.SlidingWindow:
-		if st := sh.sw.get(h, key); st != nil {
-			st.Refund(now, lim, cost)
-		}
+		refund(&sh.sw, h, key, now, lim, cost)
 	case sluice.SlidingLog:
-		if st := sh.sl.get(h, key); st != nil {
-			st.Refund(now, lim, cost)
-		}
+		refund(&sh.sl, h, key, now, lim, cost)
 	case sluice.LeakyBucket:
-		if st := sh.lb.get(h, key); st != nil {
-			st.Refund(now, lim, cost)
-		}
+		refund(&sh.lb, h, key, now, lim, cost)
 	}
 	return nil
+}
+
+// refund gives cost units back to key's state in t, if t holds key.
+func refund[S any, P interface {
+	*S
+	Refund(now int64, lim sluice.Limit, cost int)
+}](t *table[S], h uint64, key string, now int64, lim sluice.Limit, cost int) {
+	if st := t.get(h, key); st != nil {
+		P(st).Refund(now, lim, cost)
+	}
 }
 
 // lookup returns key's state in t, inserting a fresh one if t has none. A

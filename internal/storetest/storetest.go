@@ -4,13 +4,17 @@
 // to one behaviour.
 //
 // A store under test takes its time from the sluice.Clock the suite passes,
-// so the suite can move time by hand.
+// so the suite can move time by hand. A store whose clock is coarser than a
+// nanosecond (Redis's TIME counts microseconds) declares its resolution: the
+// suite then rounds the durations it expects up to that resolution (a store
+// may round a wait up, never down) and skips the steps that need finer time.
 package storetest
 
 import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -27,8 +31,11 @@ import (
 type NewStore func(t *testing.T, clock sluice.Clock) sluice.Limiter
 
 // Step is one request of a step table: advance the clock by Advance, then ask
-// for Cost units of Key; the decision must match the want fields.
+// for Cost units of Key; the decision must match the want fields. A Fine step
+// needs nanosecond time and is skipped, with the rest of its case, for a
+// coarser store.
 type Step struct {
+	Fine       bool
 	Advance    time.Duration
 	Key        string // "" means "k"
 	Cost       int    // 0 means 1
@@ -95,8 +102,8 @@ func Cases() []Case {
 		// 50 is full; the previous minute's weight must fall to 30, which
 		// ⌊42·(60−e)/60⌋ reaches at e = 15.714285715 s.
 		{Allowed: false, Remaining: 0, RetryAfter: 714285715, ResetAfter: 105 * time.Second},
-		{Advance: 714285714, Allowed: false, Remaining: 0, RetryAfter: 1, ResetAfter: 105*time.Second - 714285714},
-		{Advance: 1, Allowed: true, Remaining: 0, ResetAfter: 105*time.Second - 714285715},
+		{Fine: true, Advance: 714285714, Allowed: false, Remaining: 0, RetryAfter: 1, ResetAfter: 105*time.Second - 714285714},
+		{Fine: true, Advance: 1, Allowed: true, Remaining: 0, ResetAfter: 105*time.Second - 714285715},
 	}
 	// Sliding window, 100/min: 80 at t=30 s, 30 at t=70 s; at t=75 s exactly
 	// 10 more are admitted.
@@ -161,9 +168,28 @@ func Cases() []Case {
 	}
 }
 
-// Run runs the whole suite against the stores that newStore makes.
-func Run(t *testing.T, newStore NewStore) {
-	t.Run("steps", func(t *testing.T) { RunSteps(t, newStore) })
+// Options describe the store under test. The zero Options describe a store
+// with nanosecond time.
+type Options struct {
+	// Resolution is the store's clock resolution; zero means a nanosecond.
+	Resolution time.Duration
+}
+
+// run tells apart the keys of separate runs of the suite against a store
+// that outlives them, such as a Redis server shared by a test binary.
+var run = strconv.FormatInt(time.Now().UnixNano(), 36)
+
+// keyOf returns a key unique to the test t and to this run of the suite.
+func keyOf(t *testing.T) string { return t.Name() + "@" + run }
+
+// Run runs the whole suite against the stores that newStore makes, which
+// keep time to the nanosecond.
+func Run(t *testing.T, newStore NewStore) { RunWith(t, newStore, Options{}) }
+
+// RunWith runs the whole suite against the stores that newStore makes,
+// described by opts.
+func RunWith(t *testing.T, newStore NewStore, opts Options) {
+	t.Run("steps", func(t *testing.T) { RunSteps(t, newStore, opts) })
 	t.Run("bad-input", func(t *testing.T) { RunBadInput(t, newStore) })
 	t.Run("keys-independent", func(t *testing.T) { RunKeysIndependent(t, newStore) })
 	t.Run("concurrent-one-key", func(t *testing.T) { RunConcurrent(t, newStore, 64) })
@@ -171,7 +197,9 @@ func Run(t *testing.T, newStore NewStore) {
 }
 
 // RunSteps runs every case of Cases.
-func RunSteps(t *testing.T, newStore NewStore) {
+func RunSteps(t *testing.T, newStore NewStore, opts Options) {
+	res := max(opts.Resolution, 1)
+	up := func(d time.Duration) time.Duration { return (d + res - 1) / res * res }
 	for _, c := range Cases() {
 		t.Run(c.Name, func(t *testing.T) {
 			start := c.Start
@@ -180,8 +208,12 @@ func RunSteps(t *testing.T, newStore NewStore) {
 			}
 			clock := clocktest.At(start)
 			store := newStore(t, clock)
-			prefix := t.Name() + ":"
+			prefix := keyOf(t) + ":"
 			for i, s := range c.Steps {
+				if s.Fine && res > 1 {
+					t.Logf("steps %d and on need nanosecond time; the store keeps %v", i, res)
+					break
+				}
 				clock.Advance(s.Advance)
 				key, cost := s.Key, s.Cost
 				if key == "" {
@@ -194,7 +226,7 @@ func RunSteps(t *testing.T, newStore NewStore) {
 				if err != nil {
 					t.Fatalf("step %d: AllowN(%s, %d) error: %v", i, key, cost, err)
 				}
-				want := sluice.Result{Allowed: s.Allowed, Remaining: s.Remaining, RetryAfter: s.RetryAfter, ResetAfter: s.ResetAfter}
+				want := sluice.Result{Allowed: s.Allowed, Remaining: s.Remaining, RetryAfter: up(s.RetryAfter), ResetAfter: up(s.ResetAfter)}
 				if got != want {
 					t.Errorf("step %d (t+%v): AllowN(%s, %d) =\n\t%s\nwant\n\t%s", i, clock.Now().Sub(start), key, cost, show(got), show(want))
 				}
@@ -270,7 +302,7 @@ func RunKeysIndependent(t *testing.T, newStore NewStore) {
 	for _, lim := range allAlgorithms(3) {
 		t.Run(lim.Algorithm.String(), func(t *testing.T) {
 			store := newStore(t, clocktest.New())
-			a, b := t.Name()+":a", t.Name()+":b"
+			a, b := keyOf(t)+":a", keyOf(t)+":b"
 			if r, err := store.AllowN(context.Background(), a, lim, 3); err != nil || !r.Allowed {
 				t.Fatalf("AllowN(a, 3) = %v, %v; want allowed", r, err)
 			}
@@ -291,7 +323,7 @@ func RunConcurrent(t *testing.T, newStore NewStore, g int) {
 	for _, lim := range allAlgorithms(allowance) {
 		t.Run(lim.Algorithm.String(), func(t *testing.T) {
 			store := newStore(t, clocktest.New())
-			key := t.Name()
+			key := keyOf(t)
 			var admitted, denied atomic.Int64
 			var wg sync.WaitGroup
 			errs := make(chan error, g)
@@ -336,7 +368,7 @@ func RunRefund(t *testing.T, newStore NewStore) {
 			if !ok {
 				t.Skip("store does not implement sluice.Refunder")
 			}
-			ctx, key := context.Background(), t.Name()
+			ctx, key := context.Background(), keyOf(t)
 			if r, _ := store.AllowN(ctx, key, lim, 4); !r.Allowed {
 				t.Fatalf("AllowN(4) denied on a fresh key")
 			}

@@ -1,0 +1,241 @@
+// Package redisstore is a sluice.Limiter on Redis or Redis Cluster, so that
+// one limit holds across a fleet of servers.
+//
+// Every decision is one server-side Lua script (scripts/<algorithm>.lua,
+// embedded), run with EVALSHA and reloaded on NOSCRIPT. Each script reads
+// the store's own clock (TIME), never the caller's, so servers with skewed
+// clocks still share one limit; touches exactly one key, so it is atomic and
+// Cluster-safe; and sets that key to expire when its state has become
+// indistinguishable from a fresh key's, so an idle client costs Redis no
+// memory.
+//
+// Keys are "<prefix>:<algorithm>:{<key>}". The braces make the caller's key
+// the Cluster hash tag, so that companion keys a future script may need land
+// in the same slot.
+//
+// Redis keeps time in microseconds (TIME), so durations in a Result are
+// whole microseconds, rounded so that a wait is never reported shorter than
+// it is. Lua numbers are doubles: the store refuses, with an error wrapping
+// sluice.ErrInvalidLimit, limits whose arithmetic would not stay exact below
+// 2^53, and periods that are not whole microseconds.
+package redisstore
+
+import (
+	"context"
+	"embed"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/redis/rueidis"
+
+	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/algorithm"
+)
+
+//go:embed scripts/*.lua
+var scriptFS embed.FS
+
+// scripts holds one loaded script per algorithm, in sluice.Algorithm order.
+var scripts = func() []*rueidis.Lua {
+	prelude := mustRead("prelude.lua")
+	out := make([]*rueidis.Lua, len(sluice.Algorithms()))
+	for _, a := range sluice.Algorithms() {
+		out[a] = rueidis.NewLuaScript(prelude + "\n" + mustRead(a.String()+".lua"))
+	}
+	return out
+}()
+
+func mustRead(name string) string {
+	b, err := scriptFS.ReadFile("scripts/" + name)
+	if err != nil {
+		panic("redisstore: missing embedded script " + name) // a build defect, caught by every test
+	}
+	return string(b)
+}
+
+// short names the algorithm in a key.
+var short = [...]string{
+	sluice.TokenBucket:   "tb",
+	sluice.FixedWindow:   "fw",
+	sluice.SlidingWindow: "sw",
+	sluice.SlidingLog:    "sl",
+	sluice.LeakyBucket:   "lb",
+}
+
+// DefaultPrefix is the key prefix when Config.Prefix is empty.
+const DefaultPrefix = "sluice"
+
+// Config configures a Store. Either URL or Client must be set.
+type Config struct {
+	// URL says where Redis is; see ParseURL for the forms.
+	URL string
+	// Client is an existing rueidis client to use instead of URL. The store
+	// does not close it.
+	Client rueidis.Client
+	// Prefix starts every key the store writes. Default "sluice".
+	Prefix string
+}
+
+// Store is a Redis-backed sluice.Limiter. It is safe for concurrent use;
+// rueidis pipelines concurrent decisions over shared connections.
+type Store struct {
+	client     rueidis.Client
+	ownsClient bool
+	prefix     string
+	clock      sluice.Clock // tests only: sent to the scripts instead of TIME
+}
+
+var (
+	_ sluice.Limiter  = (*Store)(nil)
+	_ sluice.Refunder = (*Store)(nil)
+)
+
+// New connects to Redis as cfg says and returns a Store. An unreachable
+// address is an error that names it.
+func New(ctx context.Context, cfg Config) (*Store, error) {
+	s := &Store{client: cfg.Client, prefix: cfg.Prefix}
+	if s.prefix == "" {
+		s.prefix = DefaultPrefix
+	}
+	if s.client == nil {
+		if cfg.URL == "" {
+			return nil, errors.New("redisstore: neither URL nor Client is set")
+		}
+		opt, err := ParseURL(cfg.URL)
+		if err != nil {
+			return nil, err
+		}
+		c, err := rueidis.NewClient(opt)
+		if err != nil {
+			return nil, fmt.Errorf("redisstore: connecting to %v: %w", opt.InitAddress, err)
+		}
+		s.client, s.ownsClient = c, true
+	}
+	if err := s.client.Do(ctx, s.client.B().Ping().Build()).Error(); err != nil {
+		s.Close()
+		return nil, fmt.Errorf("redisstore: ping: %w", err)
+	}
+	return s, nil
+}
+
+// Close closes the client if the store opened it. It always returns nil.
+func (s *Store) Close() error {
+	if s.ownsClient {
+		s.client.Close()
+	}
+	return nil
+}
+
+// Key returns the Redis key that holds key's state under algorithm a.
+func (s *Store) Key(a sluice.Algorithm, key string) string {
+	return s.prefix + ":" + short[a] + ":{" + key + "}"
+}
+
+// Allow is shorthand for AllowN(ctx, key, lim, 1).
+func (s *Store) Allow(ctx context.Context, key string, lim sluice.Limit) (sluice.Result, error) {
+	return s.AllowN(ctx, key, lim, 1)
+}
+
+// AllowN spends cost units of key's allowance under lim, if they fit, in one
+// round trip. The error is for bad input (see sluice.Check; also limits the
+// store cannot hold exactly, see the package comment) and for Redis failing.
+func (s *Store) AllowN(ctx context.Context, key string, lim sluice.Limit, cost int) (sluice.Result, error) {
+	v, err := s.run(ctx, "take", key, lim, cost)
+	if err != nil {
+		return sluice.Result{}, err
+	}
+	return v, nil
+}
+
+// RefundN gives cost units back to key's allowance under lim, never beyond a
+// fresh key's.
+func (s *Store) RefundN(ctx context.Context, key string, lim sluice.Limit, cost int) error {
+	_, err := s.run(ctx, "refund", key, lim, cost)
+	return err
+}
+
+func (s *Store) run(ctx context.Context, mode, key string, lim sluice.Limit, cost int) (sluice.Result, error) {
+	if err := sluice.Check(key, lim, cost); err != nil {
+		return sluice.Result{}, err
+	}
+	params, err := Params(lim)
+	if err != nil {
+		return sluice.Result{}, err
+	}
+	now := ""
+	if s.clock != nil {
+		now = strconv.FormatInt(s.clock.Now().UnixMicro(), 10)
+	}
+	args := make([]string, 0, 3+len(params))
+	args = append(args, mode, now)
+	args = append(args, params...)
+	args = append(args, strconv.Itoa(cost))
+	if lim.Algorithm == sluice.SlidingWindow {
+		if lim.CountRejected {
+			args = append(args, "1")
+		} else {
+			args = append(args, "0")
+		}
+	}
+	resp := scripts[lim.Algorithm].Exec(ctx, s.client, []string{s.Key(lim.Algorithm, key)}, args)
+	return decode(resp)
+}
+
+// exact is the largest integer a Lua double holds exactly.
+const exact = 1 << 53
+
+// Params returns the script arguments that describe lim, between the
+// instant and the cost, or an error wrapping sluice.ErrInvalidLimit if the
+// store cannot hold lim exactly. lim must be valid.
+func Params(lim sluice.Limit) ([]string, error) {
+	if lim.Period%time.Microsecond != 0 {
+		return nil, fmt.Errorf("%w: redisstore keeps time in microseconds; period %v is not a whole number of them", sluice.ErrInvalidLimit, lim.Period)
+	}
+	p := int64(lim.Period / time.Microsecond)
+	rate := int64(lim.Rate)
+	switch lim.Algorithm {
+	case sluice.TokenBucket:
+		t := (algorithm.Interval(lim) + 999) / 1000 // rounded up: never admit more
+		if int64(lim.Burst) > exact/(2*t) {
+			return nil, fmt.Errorf("%w: burst %d at %d per %v is too large for redisstore", sluice.ErrInvalidLimit, lim.Burst, lim.Rate, lim.Period)
+		}
+		return []string{strconv.FormatInt(t, 10), strconv.Itoa(lim.Burst)}, nil
+	case sluice.FixedWindow, sluice.SlidingLog:
+		return []string{strconv.FormatInt(p, 10), strconv.FormatInt(rate, 10)}, nil
+	case sluice.SlidingWindow:
+		// prev·(P−e) and (k+1)·P must stay exact.
+		if rate+1 > exact/(2*p) {
+			return nil, fmt.Errorf("%w: rate %d per %v is too large for a sliding window in redisstore", sluice.ErrInvalidLimit, lim.Rate, lim.Period)
+		}
+		return []string{strconv.FormatInt(p, 10), strconv.FormatInt(rate, 10)}, nil
+	case sluice.LeakyBucket:
+		return []string{strconv.FormatInt(algorithm.MilliRate(lim), 10), strconv.Itoa(lim.Burst)}, nil
+	}
+	return nil, fmt.Errorf("%w: unknown algorithm %v", sluice.ErrInvalidLimit, lim.Algorithm)
+}
+
+// ErrReply reports a reply from Redis of a shape the store did not expect.
+var ErrReply = errors.New("redisstore: unexpected reply")
+
+// decode turns a script's reply, {allowed, remaining, retry_us, reset_us},
+// into a Result. It never panics on a reply of another shape.
+func decode(resp rueidis.RedisResult) (sluice.Result, error) {
+	vals, err := resp.AsIntSlice()
+	if err != nil {
+		if resp.Error() == nil { // a reply came, but not an array of integers
+			return sluice.Result{}, fmt.Errorf("%w: %v", ErrReply, err)
+		}
+		return sluice.Result{}, fmt.Errorf("redisstore: %w", err)
+	}
+	if len(vals) != 4 || vals[0] < 0 || vals[0] > 1 || vals[1] < 0 || vals[2] < 0 || vals[3] < 0 {
+		return sluice.Result{}, fmt.Errorf("%w: %v", ErrReply, vals)
+	}
+	return sluice.Result{
+		Allowed:    vals[0] == 1,
+		Remaining:  int(vals[1]),
+		RetryAfter: time.Duration(vals[2]) * time.Microsecond,
+		ResetAfter: time.Duration(vals[3]) * time.Microsecond,
+	}, nil
+}

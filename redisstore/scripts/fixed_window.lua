@@ -1,0 +1,37 @@
+-- fixed_window.lua: a counter per epoch-aligned window.
+--
+-- KEYS[1]  a hash: e = end of the counted window (microseconds), n = count
+-- ARGV[1]  mode: "take" or "refund"          (see prelude.lua)
+-- ARGV[2]  now in microseconds, or ""         (see prelude.lua)
+-- ARGV[3]  period P in microseconds
+-- ARGV[4]  rate: units per window
+-- ARGV[5]  cost c
+--
+-- Reply: {allowed (0|1), remaining, retry_after_us, reset_after_us}; for a
+-- refund {1, 0, 0, 0}. The key expires at the end of its window.
+local P = tonumber(ARGV[3])
+local rate = tonumber(ARGV[4])
+local c = tonumber(ARGV[5])
+local st = redis.call('HMGET', KEYS[1], 'e', 'n')
+local e = tonumber(st[1] or '0')
+local n = tonumber(st[2] or '0')
+
+if mode == 'refund' then
+  if now < e and n > 0 then
+    n = math.max(n - c, 0)
+    redis.call('HSET', KEYS[1], 'n', int(n))
+  end
+  return {1, 0, 0, 0}
+end
+
+if now >= e or e - now > P then -- a new window, or the period shrank
+  e = now - now % P + P
+  n = 0
+end
+if n + c > rate then
+  return {0, math.max(rate - n, 0), e - now, e - now}
+end
+n = n + c
+redis.call('HSET', KEYS[1], 'e', int(e), 'n', int(n))
+expire(KEYS[1], e - now)
+return {1, rate - n, 0, e - now}

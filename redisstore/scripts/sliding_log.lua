@@ -1,0 +1,58 @@
+-- sliding_log.lua: the exact sliding window, one sorted-set member per
+-- admitted unit.
+--
+-- KEYS[1]  a sorted set: score = the unit's instant in microseconds,
+--          member = "<instant>:<sequence>" (unique)
+-- ARGV[1]  mode: "take" or "refund"          (see prelude.lua)
+-- ARGV[2]  now in microseconds, or ""         (see prelude.lua)
+-- ARGV[3]  period P in microseconds
+-- ARGV[4]  rate: units per period (the set never holds more)
+-- ARGV[5]  cost
+--
+-- Reply: {allowed (0|1), remaining, retry_after_us, reset_after_us}; for a
+-- refund {1, 0, 0, 0}. A request is admitted when the units logged in
+-- (now−P, now] plus cost are at most rate. The key expires when its newest
+-- unit leaves the window.
+local P = tonumber(ARGV[3])
+local rate = tonumber(ARGV[4])
+local cost = tonumber(ARGV[5])
+local key = KEYS[1]
+
+local newest = redis.call('ZRANGE', key, -1, -1, 'WITHSCORES')
+if newest[2] and tonumber(newest[2]) > now then
+  now = tonumber(newest[2]) -- keep the log ordered if the clock steps back
+end
+redis.call('ZREMRANGEBYSCORE', key, '-inf', int(now - P))
+local n = redis.call('ZCARD', key)
+
+if mode == 'refund' then
+  if n > 0 then
+    redis.call('ZREMRANGEBYRANK', key, -math.min(cost, n), -1)
+  end
+  newest = redis.call('ZRANGE', key, -1, -1, 'WITHSCORES')
+  if newest[2] then
+    expire(key, tonumber(newest[2]) + P - now)
+  end
+  return {1, 0, 0, 0}
+end
+
+if n + cost > rate then
+  -- Wait until the k-th oldest unit leaves the window.
+  local k = n + cost - rate
+  local kth = redis.call('ZRANGE', key, k - 1, k - 1, 'WITHSCORES')
+  newest = redis.call('ZRANGE', key, -1, -1, 'WITHSCORES')
+  return {0, rate - n, tonumber(kth[2]) + P - now, tonumber(newest[2]) + P - now}
+end
+-- ZADD in batches: unpack is bounded by Lua's C stack.
+local i = 1
+while i <= cost do
+  local args = {}
+  for j = i, math.min(i + 499, cost) do
+    args[#args + 1] = int(now)
+    args[#args + 1] = int(now) .. ':' .. (n + j)
+  end
+  redis.call('ZADD', key, unpack(args))
+  i = i + 500
+end
+expire(key, P)
+return {1, rate - n - cost, 0, P}

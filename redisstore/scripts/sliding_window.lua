@@ -1,0 +1,88 @@
+-- sliding_window.lua: the sliding window counter.
+--
+-- KEYS[1]  a hash: s = start of the current window (microseconds),
+--          p = units in the previous window, c = units in the current one
+-- ARGV[1]  mode: "take" or "refund"          (see prelude.lua)
+-- ARGV[2]  now in microseconds, or ""         (see prelude.lua)
+-- ARGV[3]  period P in microseconds
+-- ARGV[4]  rate: units per period
+-- ARGV[5]  cost
+-- ARGV[6]  "1" to count rejected requests too, else "0"
+--
+-- Reply: {allowed (0|1), remaining, retry_after_us, reset_after_us}; for a
+-- refund {1, 0, 0, 0}. A request is admitted when
+-- floor(prev·(P−elapsed)/P) + curr + cost ≤ rate. The key expires when no
+-- counted unit weighs on the estimate any more.
+local P = tonumber(ARGV[3])
+local rate = tonumber(ARGV[4])
+local cost = tonumber(ARGV[5])
+local countRejected = ARGV[6] == '1'
+local st = redis.call('HMGET', KEYS[1], 's', 'p', 'c')
+local start = tonumber(st[1] or '0')
+local prev = tonumber(st[2] or '0')
+local curr = tonumber(st[3] or '0')
+
+-- Move to the window that holds now.
+local w = now - now % P
+if w == start + P then
+  prev, curr, start = curr, 0, w
+elseif w > start then
+  prev, curr, start = 0, 0, w
+elseif w < start then
+  start = w -- the clock went back: keep the counts, conservatively
+end
+
+local function save()
+  local untl = 0
+  if curr > 0 then
+    untl = start + 2 * P
+  elseif prev > 0 then
+    untl = start + P
+  end
+  if untl <= now then
+    redis.call('DEL', KEYS[1])
+  else
+    redis.call('HSET', KEYS[1], 's', int(start), 'p', int(prev), 'c', int(curr))
+    expire(KEYS[1], untl - now)
+  end
+  return math.max(untl - now, 0)
+end
+
+if mode == 'refund' then
+  curr = math.max(curr - cost, 0)
+  save()
+  return {1, 0, 0, 0}
+end
+
+local elapsed = now - start
+local weighted = math.floor(prev * (P - elapsed) / P)
+local allowed = 1
+local retry = 0
+if weighted + curr + cost > rate then
+  allowed = 0
+  if countRejected then
+    curr = curr + cost
+  end
+  -- Within this window the previous window's weight falls; failing that,
+  -- wait for the next window, where today's count becomes the previous one.
+  local k = rate - cost - curr
+  if k >= 0 and prev > 0 then
+    local e = P - math.ceil((k + 1) * P / prev) + 1
+    if e < P then
+      retry = math.max(e - elapsed, 1)
+    end
+  end
+  if retry == 0 then
+    retry = start + P - now
+    if curr > 0 then
+      local e = P - math.ceil((rate - cost + 1) * P / curr) + 1
+      if e > 0 then
+        retry = retry + e
+      end
+    end
+  end
+else
+  curr = curr + cost
+end
+local reset = save()
+return {allowed, math.max(rate - weighted - curr, 0), retry, reset}

@@ -203,6 +203,8 @@ func (l Limit) Validate() error {
 		return fmt.Errorf("%w: unknown algorithm %d", ErrInvalidLimit, l.Algorithm)
 	case l.Rate < 1:
 		return fmt.Errorf("%w: rate %d must be at least 1", ErrInvalidLimit, l.Rate)
+	case l.Rate > MaxRate:
+		return fmt.Errorf("%w: rate %d exceeds the maximum %d", ErrInvalidLimit, l.Rate, MaxRate)
 	case l.Period <= 0:
 		return fmt.Errorf("%w: period %v must be positive", ErrInvalidLimit, l.Period)
 	case l.Period > MaxPeriod:
@@ -215,19 +217,34 @@ func (l Limit) Validate() error {
 		if l.Burst < 1 {
 			return fmt.Errorf("%w: burst %d must be at least 1 for %v", ErrInvalidLimit, l.Burst, l.Algorithm)
 		}
+		if l.Burst > MaxRate {
+			return fmt.Errorf("%w: burst %d exceeds the maximum %d", ErrInvalidLimit, l.Burst, MaxRate)
+		}
+		if int64(l.Period) < int64(l.Rate) {
+			return fmt.Errorf("%w: %d per %v is more than one unit per nanosecond, which a bucket cannot time", ErrInvalidLimit, l.Rate, l.Period)
+		}
 		// The time to refill the whole bucket, Burst·⌈Period/Rate⌉, must fit
 		// comfortably in int64. ⌈P/R⌉ < P/R + 1, so Burst·(P+R) ≤ maxSpan·R
 		// is enough; it is checked without a division, in 128 bits.
 		if !fits(uint64(l.Burst), uint64(l.Period)+uint64(l.Rate), uint64(maxSpan), uint64(l.Rate)) {
 			return fmt.Errorf("%w: burst %d at %d per %v takes longer than %v to refill", ErrInvalidLimit, l.Burst, l.Rate, l.Period, MaxPeriod)
 		}
-		if l.Algorithm == LeakyBucket { // rare enough for floating point
-			// NGINX keeps the rate in milli-requests per second.
-			if float64(l.Rate)*1e12/float64(l.Period) < 1 {
+		if l.Algorithm == LeakyBucket {
+			// NGINX keeps the rate in whole milli-requests per second:
+			// Rate·10^12/Period, truncated, as algorithm.MilliRate computes it.
+			hi, lo := bits.Mul64(uint64(l.Rate), 1e12)
+			var milli uint64
+			if hi < uint64(l.Period) {
+				milli, _ = bits.Div64(hi, lo, uint64(l.Period))
+			}
+			if hi >= uint64(l.Period) || milli > 1<<50 {
+				return fmt.Errorf("%w: leaky bucket rate %d per %v is too large", ErrInvalidLimit, l.Rate, l.Period)
+			}
+			if milli == 0 {
 				return fmt.Errorf("%w: leaky bucket rate %d per %v is below 0.001 per second", ErrInvalidLimit, l.Rate, l.Period)
 			}
-			if l.Burst > math.MaxInt32 || float64(l.Rate)*1e12/float64(l.Period) > 1<<50 {
-				return fmt.Errorf("%w: leaky bucket rate or burst too large", ErrInvalidLimit)
+			if l.Burst > math.MaxInt32 {
+				return fmt.Errorf("%w: leaky bucket burst %d exceeds %d", ErrInvalidLimit, l.Burst, math.MaxInt32)
 			}
 		}
 	case SlidingLog:
@@ -244,6 +261,11 @@ func fits(a, b, c, d uint64) bool {
 	h2, l2 := bits.Mul64(c, d)
 	return h1 < h2 || h1 == h2 && l1 <= l2
 }
+
+// MaxRate is the largest Rate or Burst a Limit may have: 2^53, the largest
+// count a JSON number or a Lua double holds exactly, and far from int64
+// overflow in every sum an algorithm makes.
+const MaxRate = 1 << 53
 
 // MaxLogRate is the largest Rate a SlidingLog limit may have: the log keeps
 // one 8-byte timestamp per admitted unit, so a key may cost up to 8·Rate bytes.
@@ -268,6 +290,11 @@ func (l Limit) String() string {
 // the caller holds: kept to four words, a Result is returned in registers.
 type Result struct {
 	// Allowed reports whether the request was admitted and its cost spent.
+	//
+	// Example: a fixed window of 100/min that admitted 99 units this
+	// minute admits a request of cost 1 (Allowed true, Remaining 0) and
+	// denies one of cost 2 (Allowed false, Remaining 1): a denied request
+	// spends nothing.
 	Allowed bool
 
 	// Remaining is how many more units of cost 1 would be admitted right now,
@@ -299,6 +326,12 @@ type Result struct {
 
 // Limiter decides whether a key may spend cost units of its allowance under
 // a limit. Implementations are safe for concurrent use.
+//
+// A key names one allowance per algorithm: two policies that share a key and
+// an algorithm share one state, so give each policy its own keys (package
+// httplimit prefixes them with the policy's name). When the limit of a key
+// changes, as on a config reload, its state carries over to the new limit
+// rather than starting fresh.
 type Limiter interface {
 	// AllowN spends cost units of key's allowance under lim, if they fit.
 	// A denial is a Result with Allowed false, never an error. The error is

@@ -20,20 +20,25 @@ type FixedWindow struct {
 // Take decides a request of cost units at now and spends them if admitted.
 func (s *FixedWindow) Take(now int64, lim sluice.Limit, cost int) sluice.Result {
 	p := int64(lim.Period)
-	if now >= s.End || s.End-now > p { // a new window, or the period shrank
+	switch {
+	case now >= s.End: // a new window
 		s.End = windowStart(now, p) + p
 		s.Count = 0
+	case s.End-now > p:
+		// The clock went back or the period shrank: move to the window that
+		// holds now but keep the count, conservatively, as SlidingWindow does.
+		s.End = windowStart(now, p) + p
 	}
 	res := sluice.Result{ResetAfter: time.Duration(s.End - now)}
 	rate := int64(lim.Rate)
-	if s.Count+int64(cost) > rate {
+	if int64(cost) > rate-s.Count {
 		res.Remaining = int(max(rate-s.Count, 0))
 		res.RetryAfter = res.ResetAfter
 		return res
 	}
 	s.Count += int64(cost)
 	res.Allowed = true
-	res.Remaining = int(rate - s.Count)
+	res.Remaining = int(max(rate-s.Count, 0))
 	return res
 }
 

@@ -11,7 +11,7 @@ import (
 )
 
 // nginx is a reference model of NGINX limit_req's accounting for one key,
-// written from the standards' description (section 6), independently of
+// written from NGINX's ngx_http_limit_req_module.c accounting, independently of
 // LeakyBucket: rate in milli-requests per second, a millisecond clock,
 // excess in milli-requests, rejected requests not charged. A request of cost
 // c adds 1000·c instead of 1000.
@@ -99,7 +99,7 @@ func leaky(n int, per time.Duration, nginxBurst int) sluice.Limit {
 	return sluice.Limit{Algorithm: sluice.LeakyBucket, Rate: n, Period: per, Burst: nginxBurst + 1}
 }
 
-// The NGINX cases of standards.md section 7.G. Delays are the queue's
+// NGINX limit_req cases (rate, burst, nodelay, r/m). Delays are the queue's
 // business; here only acceptance, excess and the Result.
 func TestLeakyBucketNGINX(t *testing.T) {
 	const ms = time.Millisecond

@@ -21,8 +21,8 @@ func forEachKind(t *testing.T, prop func(t *rapid.T, k kind)) {
 }
 
 // TestResultInvariants: RetryAfter is zero when allowed and positive when
-// denied, Remaining and ResetAfter are never negative, Result.Limit is the
-// limit, an admitted request leaves a positive ResetAfter, and ResetAfter is
+// denied, Remaining and ResetAfter are never negative, an admitted request
+// leaves a positive ResetAfter, and ResetAfter is
 // the time until Expires: both say when the key is as good as fresh.
 func TestResultInvariants(t *testing.T) {
 	forEachKind(t, func(t *rapid.T, k kind) {

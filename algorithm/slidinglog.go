@@ -45,8 +45,9 @@ func (s *SlidingLog) newest() int64 { return s.at(s.n - 1) }
 // Take decides a request of cost units at now and logs them if admitted.
 func (s *SlidingLog) Take(now int64, lim sluice.Limit, cost int) sluice.Result {
 	p, rate := int64(lim.Period), lim.Rate
+	at := now // the instant logged: never before the newest, so the log stays sorted if the clock steps back
 	if s.n > 0 {
-		now = max(now, s.newest()) // keep the log sorted if the clock steps back
+		at = max(now, s.newest())
 	}
 	s.expire(now - p)
 	var res sluice.Result
@@ -54,15 +55,15 @@ func (s *SlidingLog) Take(now int64, lim sluice.Limit, cost int) sluice.Result {
 		// Wait until the k-th oldest entry leaves the window.
 		k := s.n + cost - rate
 		res.RetryAfter = time.Duration(s.at(k-1) + p - now)
-		res.Remaining = rate - s.n
+		res.Remaining = max(rate-s.n, 0)
 		res.ResetAfter = time.Duration(s.newest() + p - now)
 		return res
 	}
-	s.push(now, cost, rate)
-	s.until = now + p
+	s.push(at, cost, rate)
+	s.until = at + p
 	res.Allowed = true
 	res.Remaining = rate - s.n
-	res.ResetAfter = time.Duration(p)
+	res.ResetAfter = time.Duration(at + p - now)
 	return res
 }
 

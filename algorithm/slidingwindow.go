@@ -1,7 +1,6 @@
 package algorithm
 
 import (
-	"math"
 	"time"
 
 	"github.com/sluicehq/sluice"
@@ -42,6 +41,9 @@ func (s *SlidingWindow) setUntil(p int64) {
 	}
 }
 
+// maxCount bounds a counter that CountRejected makes grow without limit.
+const maxCount = 1 << 60
+
 // roll moves the state to the window that holds now.
 func (s *SlidingWindow) roll(now, p int64) {
 	w := windowStart(now, p)
@@ -68,8 +70,11 @@ func (s *SlidingWindow) Take(now int64, lim sluice.Limit, cost int) sluice.Resul
 	rate, c := int64(lim.Rate), int64(cost)
 	var res sluice.Result
 	if weighted+s.Curr+c > rate {
-		if lim.CountRejected && s.Curr <= math.MaxInt64/2 {
-			s.Curr += c // counted first, so that RetryAfter includes it
+		if lim.CountRejected {
+			// Counted first, so that RetryAfter includes it; the count
+			// stops at 2^60, where no sum can overflow and only a client
+			// that sent 10^18 requests could tell.
+			s.Curr = min(s.Curr+c, maxCount)
 		}
 		res.RetryAfter = time.Duration(s.retryAfter(now, p, rate, c))
 	} else {

@@ -26,8 +26,7 @@ type TokenBucket struct {
 // Interval returns GCRA's emission interval for lim in nanoseconds: the time
 // one unit takes to refill, Period/Rate rounded up.
 func Interval(lim sluice.Limit) int64 {
-	r := int64(lim.Rate)
-	return (int64(lim.Period) + r - 1) / r
+	return (int64(lim.Period)-1)/int64(lim.Rate) + 1 // ⌈P/R⌉ without overflow
 }
 
 // Take decides a request of cost units at now and spends them if admitted.
@@ -44,14 +43,14 @@ func (s *TokenBucket) TakeInterval(now int64, lim sluice.Limit, t int64, cost in
 	next := tat + int64(cost)*t
 	var res sluice.Result
 	if next-now > span {
-		res.Remaining = int((now + span - tat) / t)
+		res.Remaining = int(max(now+span-tat, 0) / t)
 		res.RetryAfter = time.Duration(next - span - now)
 		res.ResetAfter = time.Duration(tat - now)
 		return res
 	}
 	s.TAT = next
 	res.Allowed = true
-	res.Remaining = int((now + span - next) / t)
+	res.Remaining = int(max(now+span-next, 0) / t)
 	res.ResetAfter = time.Duration(next - now)
 	return res
 }

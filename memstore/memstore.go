@@ -12,6 +12,10 @@
 // Evicting that key forgets the least: it would have been dropped soonest
 // anyway, and a key that is limited now has a later expiry than one that
 // was merely used.
+//
+// MaxKeys bounds keys, not bytes: a sliding log key holds up to 8·Rate bytes
+// of timestamps (8 MiB at sluice.MaxLogRate), so bound memory for sliding
+// logs with MaxKeys × 8 × Rate in mind, or use the sliding window counter.
 package memstore
 
 import (
@@ -82,6 +86,7 @@ type shard struct {
 	// interval, a leaky bucket's milli-rate): a shard that sees one limit
 	// again and again validates it once and divides once.
 	lim     sluice.Limit
+	valid   bool
 	derived int64
 	_       [64]byte // keep neighbouring shards' mutexes off one cache line
 }
@@ -91,7 +96,8 @@ var (
 	_ sluice.Refunder = (*Store)(nil)
 )
 
-// New returns a Store configured by cfg and starts its janitor.
+// New returns a Store configured by cfg and starts its janitor. Call Close
+// when done with the store: the janitor keeps it alive until then.
 func New(cfg Config) *Store {
 	n := cfg.Shards
 	if n <= 0 {
@@ -163,14 +169,20 @@ func (s *Store) AllowN(_ context.Context, key string, lim sluice.Limit, cost int
 	}
 	now := s.now()
 	h := maphash.String(s.seed, key)
-	sh := &s.shards[h>>s.shift]
+	return s.shards[h>>s.shift].decide(now, h, key, lim, cost, s.perShard)
+}
+
+// decide makes one decision under the shard's lock. The deferred unlock
+// keeps a shard usable even if a decision ever panics and is recovered (as
+// net/http recovers a handler).
+func (sh *shard) decide(now int64, h uint64, key string, lim sluice.Limit, cost, limit int) (sluice.Result, error) {
 	sh.mu.Lock()
-	if lim != sh.lim {
+	defer sh.mu.Unlock()
+	if !sh.valid || lim != sh.lim {
 		if err := lim.Validate(); err != nil {
-			sh.mu.Unlock()
 			return sluice.Result{}, err
 		}
-		sh.lim = lim
+		sh.lim, sh.valid = lim, true
 		switch lim.Algorithm {
 		case sluice.TokenBucket:
 			sh.derived = algorithm.Interval(lim)
@@ -178,21 +190,18 @@ func (s *Store) AllowN(_ context.Context, key string, lim sluice.Limit, cost int
 			sh.derived = algorithm.MilliRate(lim)
 		}
 	}
-	var res sluice.Result
 	switch lim.Algorithm {
 	case sluice.TokenBucket:
-		res = lookup(sh, &sh.tb, h, key, s.perShard).TakeInterval(now, lim, sh.derived, cost)
+		return lookup(sh, &sh.tb, h, key, limit).TakeInterval(now, lim, sh.derived, cost), nil
 	case sluice.FixedWindow:
-		res = lookup(sh, &sh.fw, h, key, s.perShard).Take(now, lim, cost)
+		return lookup(sh, &sh.fw, h, key, limit).Take(now, lim, cost), nil
 	case sluice.SlidingWindow:
-		res = lookup(sh, &sh.sw, h, key, s.perShard).Take(now, lim, cost)
+		return lookup(sh, &sh.sw, h, key, limit).Take(now, lim, cost), nil
 	case sluice.SlidingLog:
-		res = lookup(sh, &sh.sl, h, key, s.perShard).Take(now, lim, cost)
-	case sluice.LeakyBucket:
-		res = lookup(sh, &sh.lb, h, key, s.perShard).TakeRate(now, lim, sh.derived, cost)
+		return lookup(sh, &sh.sl, h, key, limit).Take(now, lim, cost), nil
+	default: // sluice.LeakyBucket; Validate rejected anything else
+		return lookup(sh, &sh.lb, h, key, limit).TakeRate(now, lim, sh.derived, cost), nil
 	}
-	sh.mu.Unlock()
-	return res, nil
 }
 
 // RefundN gives cost units back to key's allowance under lim, never beyond a
@@ -302,15 +311,15 @@ func (sh *shard) evict(h uint64) {
 	consider(i, e, ok, 4)
 	switch which {
 	case 0:
-		sh.tb.deleteAt(at)
+		sh.tb.evictAt(at)
 	case 1:
-		sh.fw.deleteAt(at)
+		sh.fw.evictAt(at)
 	case 2:
-		sh.sw.deleteAt(at)
+		sh.sw.evictAt(at)
 	case 3:
-		sh.sl.deleteAt(at)
+		sh.sl.evictAt(at)
 	case 4:
-		sh.lb.deleteAt(at)
+		sh.lb.evictAt(at)
 	default:
 		return
 	}

@@ -49,7 +49,10 @@ func newTable[S any](seed maphash.Seed) table[S] {
 	}
 }
 
-func tagOf(h uint64) uint32 { return uint32(h>>32) | 1 }
+// tagOf returns the 32 bits of h kept in a slot, never 0. The top bits of h
+// pick the shard and the low 32 the slot, so the tag mixes all 64 bits, lest
+// keys of one shard, or of one neighbourhood of slots, share tag bits.
+func tagOf(h uint64) uint32 { return uint32((h*0x9e3779b97f4a7c15)>>32) | 1 }
 
 // index maps the low 32 bits of a hash onto [0, size) by multiplication
 // (Lemire's fast range), so that the table may have any size.
@@ -126,6 +129,13 @@ func (t *table[S]) deleteAt(i uint64) {
 	t.n--
 }
 
+// evictAt deletes slot i, then shrinks the table if evictions have left it
+// sparse, so that a table drained by evictions does not stay large.
+func (t *table[S]) evictAt(i uint64) {
+	t.deleteAt(i)
+	t.shrink()
+}
+
 // resize rehashes every entry into a table of size slots.
 func (t *table[S]) resize(size int) {
 	slots := t.slots
@@ -176,14 +186,19 @@ func sweep[S any, P expiring[S]](t *table[S], now int64) int {
 	return d
 }
 
-// sample looks at up to n entries from slot start on and returns the index
-// and expiry of the one that becomes fresh first.
+// sampleProbe bounds the slots sample looks at once it has found an entry,
+// so that eviction from a sparse table costs a few cache lines.
+const sampleProbe = 64
+
+// sample looks at up to n entries from slot start on, within sampleProbe
+// slots unless it has found none yet, and returns the index and expiry of
+// the one that becomes fresh first.
 func sample[S any, P expiring[S]](t *table[S], start uint64, n int) (idx uint64, exp int64, ok bool) {
 	if t.n == 0 {
 		return 0, 0, false
 	}
 	seen := 0
-	for i, c := start%t.size, 0; c < len(t.slots) && seen < n; i, c = t.next(i), c+1 {
+	for i, c := start%t.size, 0; c < len(t.slots) && seen < n && (c < sampleProbe || !ok); i, c = t.next(i), c+1 {
 		if t.slots[i].tag == 0 {
 			continue
 		}

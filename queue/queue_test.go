@@ -128,7 +128,7 @@ func collect(ch <-chan outcome, n int) []outcome {
 	return out
 }
 
-// TestNGINXBurst runs the standards' cases 56–58: seven requests at once at
+// TestNGINXBurst runs NGINX's burst cases: seven requests at once at
 // 1r/s with burst=5, with delays on, with nodelay and with delay=3. It checks
 // the order in which the waiters return and when, on the bubble's fake clock.
 func TestNGINXBurst(t *testing.T) {
@@ -181,7 +181,7 @@ func TestNGINXBurst(t *testing.T) {
 	}
 }
 
-// TestNGINXNoBurst runs the standards' cases 55, 59 and 60 through the queue:
+// TestNGINXNoBurst runs NGINX's no-burst cases through the queue:
 // without burst a request passes at once or is rejected, never delayed.
 func TestNGINXNoBurst(t *testing.T) {
 	type step struct {
@@ -602,7 +602,7 @@ func TestDecisionCancel(t *testing.T) {
 }
 
 // nginx is a model of one key of NGINX's limit_req, written from the
-// accounting described in the standards, to compare Decision.Delay with.
+// accounting (ngx_http_limit_req_module.c), to compare Decision.Delay with.
 type nginx struct {
 	rate, burst, delay int64 // milli-requests per second; ×1000
 	excess, last       int64

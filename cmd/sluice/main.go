@@ -1,7 +1,7 @@
 // Command sluice is the one binary of Sluice: a rate limit service, a
 // rate limiting reverse proxy, a config checker and a simulator. This build
-// has the commands help and version; serve, proxy, check and simulate arrive
-// with their packages.
+// has the commands help and version; serve, proxy, check and simulate are
+// still to come.
 package main
 
 import (
@@ -49,7 +49,7 @@ Commands:
   help      show this help
   version   print the version
 
-Coming with their issues: serve (the rate limit service), proxy (a rate
+Not in this build yet: serve (the rate limit service), proxy (a rate
 limiting reverse proxy), check (validate a config), simulate (compare the
 algorithms' traffic shapes).
 `)

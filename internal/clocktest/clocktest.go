@@ -7,7 +7,7 @@ import (
 )
 
 // Epoch is the instant a new Clock starts at: 2023-11-14 22:13:20 UTC, Unix
-// time 1700000000, the instant the conformance cases of the standards use.
+// time 1700000000, the instant the conformance cases use.
 var Epoch = time.Unix(1700000000, 0).UTC()
 
 // Clock is a fake clock. Its zero value is not usable; call New. It is safe

@@ -56,8 +56,8 @@ type Case struct {
 // minute0 is a minute boundary: 1700000040 is a multiple of 60.
 var minute0 = time.Unix(1700000040, 0).UTC()
 
-// Cases returns the step tables of the suite, the worked examples of the
-// standards among them.
+// Cases returns the step tables of the suite: worked examples of the
+// sliding window counter and the token bucket, and NGINX limit_req cases.
 func Cases() []Case {
 	ms := time.Millisecond
 	tb := sluice.PerSecond(5).WithBurst(10)
@@ -259,6 +259,11 @@ func RunBadInput(t *testing.T, newStore NewStore) {
 		{"burst 0 leaky bucket", "k", sluice.PerSecond(5).WithBurst(0).WithAlgorithm(sluice.LeakyBucket), 1, sluice.ErrInvalidLimit},
 		{"unknown algorithm", "k", ok.WithAlgorithm(sluice.Algorithm(99)), 1, sluice.ErrInvalidLimit},
 		{"count-rejected on token bucket", "k", sluice.Limit{Rate: 1, Period: time.Second, Burst: 1, CountRejected: true}, 1, sluice.ErrInvalidLimit},
+		{"rate above MaxRate", "k", sluice.Limit{Algorithm: sluice.FixedWindow, Rate: sluice.MaxRate + 1, Period: time.Second}, 1, sluice.ErrInvalidLimit},
+		{"burst above MaxRate", "k", sluice.PerSecond(5).WithBurst(sluice.MaxRate + 1), 1, sluice.ErrInvalidLimit},
+		{"more than one per nanosecond", "k", sluice.Limit{Rate: 2e9, Period: time.Second, Burst: 1}, 1, sluice.ErrInvalidLimit},
+		{"leaky rate below a milli-request per second", "k", sluice.Limit{Algorithm: sluice.LeakyBucket, Rate: 1_000_000, Period: sluice.MaxPeriod, Burst: 1}, 1, sluice.ErrInvalidLimit},
+		{"period above MaxPeriod", "k", sluice.Limit{Algorithm: sluice.FixedWindow, Rate: 1, Period: sluice.MaxPeriod + 1}, 1, sluice.ErrInvalidLimit},
 		{"zero cost", "k", ok, 0, sluice.ErrInvalidCost},
 		{"negative cost", "k", ok, -1, sluice.ErrInvalidCost},
 		{"cost above burst", "k", ok, 11, sluice.ErrCostExceedsCapacity},

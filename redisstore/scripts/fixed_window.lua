@@ -24,11 +24,15 @@ if mode == 'refund' then
   return {1, 0, 0, 0}
 end
 
-if now >= e or e - now > P then -- a new window, or the period shrank
+if now >= e then -- a new window
   e = now - now % P + P
   n = 0
+elseif e - now > P then
+  -- The clock went back or the period shrank: move to the window that holds
+  -- now but keep the count, conservatively.
+  e = now - now % P + P
 end
-if n + c > rate then
+if c > rate - n then
   return {0, math.max(rate - n, 0), e - now, e - now}
 end
 n = n + c

@@ -2,7 +2,8 @@
 -- admitted unit.
 --
 -- KEYS[1]  a sorted set: score = the unit's instant in microseconds,
---          member = "<instant>:<sequence>" (unique)
+--          member = "<instant>:<sequence>", the sequence zero-padded so that
+--          members of one instant sort in the order they were added
 -- ARGV[1]  mode: "take" or "refund"          (see prelude.lua)
 -- ARGV[2]  now in microseconds, or ""         (see prelude.lua)
 -- ARGV[3]  period P in microseconds
@@ -18,9 +19,12 @@ local rate = tonumber(ARGV[4])
 local cost = tonumber(ARGV[5])
 local key = KEYS[1]
 
+-- at is the instant logged: never before the newest, so that the log stays
+-- ordered if the clock steps back.
+local at = now
 local newest = redis.call('ZRANGE', key, -1, -1, 'WITHSCORES')
 if newest[2] and tonumber(newest[2]) > now then
-  now = tonumber(newest[2]) -- keep the log ordered if the clock steps back
+  at = tonumber(newest[2])
 end
 redis.call('ZREMRANGEBYSCORE', key, '-inf', int(now - P))
 local n = redis.call('ZCARD', key)
@@ -41,18 +45,18 @@ if n + cost > rate then
   local k = n + cost - rate
   local kth = redis.call('ZRANGE', key, k - 1, k - 1, 'WITHSCORES')
   newest = redis.call('ZRANGE', key, -1, -1, 'WITHSCORES')
-  return {0, rate - n, tonumber(kth[2]) + P - now, tonumber(newest[2]) + P - now}
+  return {0, math.max(rate - n, 0), tonumber(kth[2]) + P - now, tonumber(newest[2]) + P - now}
 end
 -- ZADD in batches: unpack is bounded by Lua's C stack.
 local i = 1
 while i <= cost do
   local args = {}
   for j = i, math.min(i + 499, cost) do
-    args[#args + 1] = int(now)
-    args[#args + 1] = int(now) .. ':' .. (n + j)
+    args[#args + 1] = int(at)
+    args[#args + 1] = string.format('%s:%012d', int(at), n + j)
   end
   redis.call('ZADD', key, unpack(args))
   i = i + 500
 end
-expire(key, P)
-return {1, rate - n - cost, 0, P}
+expire(key, at + P - now)
+return {1, rate - n - cost, 0, at + P - now}

@@ -32,8 +32,8 @@ end
 local span = B * T
 local nxt = tat + c * T
 if nxt - now > span then
-  return {0, math.floor((now + span - tat) / T), nxt - span - now, tat - now}
+  return {0, math.floor(math.max(now + span - tat, 0) / T), nxt - span - now, tat - now}
 end
 redis.call('SET', KEYS[1], int(nxt))
 expire(KEYS[1], nxt - now)
-return {1, math.floor((now + span - nxt) / T), 0, nxt - now}
+return {1, math.floor(math.max(now + span - nxt, 0) / T), 0, nxt - now}

@@ -2,11 +2,31 @@
 GO ?= go
 STATICCHECK ?= honnef.co/go/tools/cmd/staticcheck@v0.8.2
 
-.PHONY: test vet bench bench-peers lint fmt
+# The Debian packages of the programs the Redis tests run (redis-server, redis-cli).
+REDIS_PACKAGES = redis-server redis-tools
+HAVE_REDIS = command -v redis-server >/dev/null 2>&1 && command -v redis-cli >/dev/null 2>&1
+
+.PHONY: test deps vet bench bench-peers lint fmt
 
 ## test: vet, then run every test with the race detector in random order
-test: vet
+test: deps vet
 	$(GO) test -race -shuffle=on ./...
+	@$(HAVE_REDIS) || echo "make test: WARNING: the Redis tests were SKIPPED: redis-server/redis-cli not found (apt-get install $(REDIS_PACKAGES))"
+
+## deps: what the tests need beyond Go: Redis, installed from Debian's packages when run as root
+deps:
+	@if $(HAVE_REDIS); then \
+		echo "deps: $$(redis-server --version)"; \
+	elif [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+		echo "deps: redis-server/redis-cli missing; installing $(REDIS_PACKAGES) from Debian's packages"; \
+		set -x; \
+		apt-get update -q && \
+		DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends $(REDIS_PACKAGES); \
+	else \
+		echo "deps: WARNING: redis-server/redis-cli not found, so the Redis tests will be SKIPPED."; \
+		echo "deps: install them with: sudo apt-get install $(REDIS_PACKAGES)  (or run make test as root);"; \
+		echo "deps: set SLUICE_REQUIRE_REDIS=1 to make their absence a failure."; \
+	fi
 
 vet:
 	$(GO) vet ./...

@@ -16,3 +16,9 @@ func NewWithClock(ctx context.Context, cfg Config, clock sluice.Clock) (*Store, 
 	s.clock = clock
 	return s, nil
 }
+
+// RunScript runs a script body through the store's reply decoding, to test
+// replies of unexpected shapes.
+func RunScript(ctx context.Context, s *Store, body string) (sluice.Result, error) {
+	return decode(s.client.Do(ctx, s.client.B().Eval().Script(body).Numkeys(0).Build()))
+}

@@ -1,0 +1,182 @@
+// Package relief takes load off a remote limiter's hot path. Each wrapper is
+// optional and states what it costs in accuracy.
+//
+// OverLimitCache answers a key already known to be over its limit (denied a
+// request of cost 1) from memory until its RetryAfter has passed, with no
+// round trip: a client that
+// ignores 429s and keeps sending costs Redis nothing (Cloudflare and
+// envoyproxy/ratelimit do the same). Accuracy cost: none for the decision
+// itself. A RetryAfter says when a request could be admitted if nothing else
+// is spent, and spending elsewhere only makes that later, so every cached
+// denial is one the remote limiter would also have made. What is lost: the
+// denied requests are not counted remotely, which matters only for a
+// sliding window with CountRejected, and a refund made elsewhere during the
+// wait is not seen until the cached denial ends.
+//
+// Hybrid puts a local limiter in front of a global one, as Envoy pairs its
+// local rate limit filter with the global service: a request must pass a
+// local share of the limit first, so a burst that one server alone would
+// push past the limit never reaches Redis. Accuracy cost: a request the
+// local pass denies is denied even if the global limit had room, so a
+// server whose clients are unevenly spread may deny early; choose the local
+// share generously (the default is the whole limit per server, which only
+// stops what the global limit would stop anyway, minus the round trip).
+package relief
+
+import (
+	"context"
+	"hash/maphash"
+	"sync"
+	"time"
+
+	"github.com/sluicehq/sluice"
+)
+
+// OverLimitCache is a sluice.Limiter that remembers denials until their
+// RetryAfter. It is safe for concurrent use.
+type OverLimitCache struct {
+	inner sluice.Limiter
+	clock sluice.Clock
+	seed  maphash.Seed
+	max   int
+
+	shards [64]struct {
+		mu sync.Mutex
+		m  map[cacheKey]int64 // Unix ns until which the key is denied
+	}
+}
+
+type cacheKey struct {
+	key string
+	lim sluice.Limit
+}
+
+// CacheConfig configures an OverLimitCache.
+type CacheConfig struct {
+	// MaxKeys bounds the keys remembered; when full, the cache forgets
+	// entries whose time has passed and then, if need be, stops adding.
+	// Default 100,000.
+	MaxKeys int
+	// Clock tells the time; nil means the system clock.
+	Clock sluice.Clock
+}
+
+var _ sluice.Limiter = (*OverLimitCache)(nil)
+
+// NewOverLimitCache returns inner wrapped in an over-limit cache.
+func NewOverLimitCache(inner sluice.Limiter, cfg CacheConfig) *OverLimitCache {
+	if cfg.MaxKeys <= 0 {
+		cfg.MaxKeys = 100_000
+	}
+	c := &OverLimitCache{inner: inner, clock: cfg.Clock, seed: maphash.MakeSeed(), max: max(cfg.MaxKeys/64, 1)}
+	for i := range c.shards {
+		c.shards[i].m = make(map[cacheKey]int64)
+	}
+	return c
+}
+
+func (c *OverLimitCache) now() int64 {
+	if c.clock != nil {
+		return c.clock.Now().UnixNano()
+	}
+	return time.Now().UnixNano()
+}
+
+// Allow is shorthand for AllowN(ctx, key, lim, 1).
+func (c *OverLimitCache) Allow(ctx context.Context, key string, lim sluice.Limit) (sluice.Result, error) {
+	return c.AllowN(ctx, key, lim, 1)
+}
+
+// AllowN answers from the cache while key is known to be over lim, and asks
+// the inner limiter otherwise.
+func (c *OverLimitCache) AllowN(ctx context.Context, key string, lim sluice.Limit, cost int) (sluice.Result, error) {
+	if err := sluice.Check(key, lim, cost); err != nil {
+		return sluice.Result{}, err
+	}
+	if cost != 1 {
+		// The cache holds denials of cost 1: a larger cost is denied too,
+		// but its RetryAfter would be later than the one remembered.
+		return c.inner.AllowN(ctx, key, lim, cost)
+	}
+	now := c.now()
+	sh := &c.shards[maphash.String(c.seed, key)&63]
+	ck := cacheKey{key, lim}
+	sh.mu.Lock()
+	until, ok := sh.m[ck]
+	if ok && now < until {
+		sh.mu.Unlock()
+		return sluice.Result{RetryAfter: time.Duration(until - now), ResetAfter: time.Duration(until - now)}, nil
+	}
+	if ok {
+		delete(sh.m, ck)
+	}
+	sh.mu.Unlock()
+
+	res, err := c.inner.AllowN(ctx, key, lim, cost)
+	if err != nil || res.Allowed || res.RetryAfter <= 0 {
+		return res, err
+	}
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	if len(sh.m) >= c.max {
+		for k, u := range sh.m {
+			if u <= now {
+				delete(sh.m, k)
+			}
+		}
+		if len(sh.m) >= c.max {
+			return res, nil // full of live denials: answer without caching
+		}
+	}
+	sh.m[ck] = now + int64(res.RetryAfter)
+	return res, nil
+}
+
+// Hybrid is a sluice.Limiter that asks a local limiter first and a global
+// one only for requests the local one admits. It is safe for concurrent
+// use.
+type Hybrid struct {
+	local, global sluice.Limiter
+	share         func(sluice.Limit) sluice.Limit
+}
+
+var _ sluice.Limiter = (*Hybrid)(nil)
+
+// NewHybrid returns a Hybrid of local and global. share turns a limit into
+// the local one; nil means the same limit on every server.
+func NewHybrid(local, global sluice.Limiter, share func(sluice.Limit) sluice.Limit) *Hybrid {
+	if share == nil {
+		share = func(l sluice.Limit) sluice.Limit { return l }
+	}
+	return &Hybrid{local: local, global: global, share: share}
+}
+
+// Allow is shorthand for AllowN(ctx, key, lim, 1).
+func (h *Hybrid) Allow(ctx context.Context, key string, lim sluice.Limit) (sluice.Result, error) {
+	return h.AllowN(ctx, key, lim, 1)
+}
+
+// AllowN admits a request only if both the local share and the global limit
+// admit it. A request the global limit denies gives its local units back
+// when the local limiter is a sluice.Refunder, so that the local pass does
+// not run ahead of the global one.
+func (h *Hybrid) AllowN(ctx context.Context, key string, lim sluice.Limit, cost int) (sluice.Result, error) {
+	local := h.share(lim)
+	lr, err := h.local.AllowN(ctx, key, local, cost)
+	if err != nil || !lr.Allowed {
+		return lr, err
+	}
+	gr, err := h.global.AllowN(ctx, key, lim, cost)
+	if err != nil || !gr.Allowed {
+		if rf, ok := h.local.(sluice.Refunder); ok {
+			rf.RefundN(context.WithoutCancel(ctx), key, local, cost)
+		}
+		return gr, err
+	}
+	// Report the tighter of the two.
+	if lr.Remaining < gr.Remaining {
+		gr.Remaining = lr.Remaining
+	}
+	gr.ResetAfter = max(gr.ResetAfter, lr.ResetAfter)
+	return gr, nil
+}

@@ -1,0 +1,53 @@
+package redisstore_test
+
+import (
+	"context"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/internal/redistest"
+	"github.com/sluicehq/sluice/redisstore"
+)
+
+// BenchmarkMemoryPerKey reports what one key costs Redis (MEMORY USAGE,
+// SAMPLES 0) after one decision of cost 1, per algorithm, for a key like
+// "user:123456". The sliding log costs this per admitted unit held, more
+// or less.
+func BenchmarkMemoryPerKey(b *testing.B) {
+	srv := redistest.Single(b)
+	s, err := openB(b, "redis://"+srv.Addr)
+	if err != nil {
+		b.Fatal(err)
+	}
+	ctx := context.Background()
+	for _, a := range sluice.Algorithms() {
+		b.Run(a.String(), func(b *testing.B) {
+			lim := sluice.Limit{Algorithm: a, Rate: 100, Period: time.Hour, Burst: 100}
+			total := 0
+			for i := range b.N {
+				key := "user:" + strconv.Itoa(100000+i)
+				if _, err := s.Allow(ctx, key, lim); err != nil {
+					b.Fatal(err)
+				}
+				out := strings.TrimSpace(srv.Do(b, "MEMORY", "USAGE", s.Key(a, key), "SAMPLES", "0"))
+				n, err := strconv.Atoi(out)
+				if err != nil {
+					b.Fatalf("MEMORY USAGE: %q", out)
+				}
+				total += n
+			}
+			b.ReportMetric(float64(total)/float64(b.N), "B/key")
+		})
+	}
+}
+
+func openB(b *testing.B, url string) (*redisstore.Store, error) {
+	s, err := redisstore.New(context.Background(), redisstore.Config{URL: url})
+	if err == nil {
+		b.Cleanup(func() { s.Close() })
+	}
+	return s, err
+}

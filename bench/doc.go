@@ -43,4 +43,19 @@
 //
 // BenchmarkClock times time.Now and time.Since alone: every limiter reads the
 // clock once per decision, so they are the floor under every number.
+//
+// BenchmarkRedisClient (redis_test.go) compares Redis clients for the Redis
+// store: github.com/redis/rueidis, github.com/redis/go-redis/v9 and go-redis's
+// experimental AutoPipeline, each with default options, running the same GCRA
+// script (testdata/gcra.lua) with EVALSHA against a redis-server the
+// benchmark starts on a free loopback port and stops at the end. It skips if
+// redis-server is not installed. Each case spawns exactly conc goroutines
+// (1, 16, 64, 256 over 10,000 keys; 64 on one hot key) that share b.N
+// decisions, and reports ops/s, p50-µs and p99-µs. Run it with a fixed count
+// of operations:
+//
+//	go test -run '^$' -bench RedisClient -benchmem -count 10 -cpu 2 -benchtime 20000x
+//
+// redis-ceiling.sh runs the same script with redis-benchmark and pipelining,
+// the ceiling for those numbers.
 package bench

@@ -6,6 +6,8 @@ replace github.com/sluicehq/sluice => ../
 
 require (
 	github.com/go-chi/httprate v0.16.1
+	github.com/redis/go-redis/v9 v9.23.0
+	github.com/redis/rueidis v1.0.79
 	github.com/sethvargo/go-limiter v0.7.1
 	github.com/sluicehq/sluice v0.0.0-00010101000000-000000000000
 	github.com/ulule/limiter/v3 v3.11.2
@@ -13,8 +15,10 @@ require (
 )
 
 require (
-	github.com/klauspost/cpuid/v2 v2.2.10 // indirect
+	github.com/cespare/xxhash/v2 v2.3.0 // indirect
+	github.com/klauspost/cpuid/v2 v2.4.0 // indirect
 	github.com/pkg/errors v0.9.1 // indirect
-	github.com/zeebo/xxh3 v1.0.2 // indirect
-	golang.org/x/sys v0.30.0 // indirect
+	github.com/zeebo/xxh3 v1.1.0 // indirect
+	go.uber.org/atomic v1.12.0 // indirect
+	golang.org/x/sys v0.48.0 // indirect
 )

@@ -21,6 +21,10 @@
 // server whose clients are unevenly spread may deny early; choose the local
 // share generously (the default is the whole limit per server, which only
 // stops what the global limit would stop anyway, minus the round trip).
+//
+// Batcher reserves a very hot key's units from the remote limiter in
+// batches and spends them locally. Accuracy cost: none over the limit; at
+// most servers × (Batch−1) units held back, each for at most Hold.
 package relief
 
 import (

@@ -1,0 +1,145 @@
+package relief
+
+import (
+	"context"
+	"hash/maphash"
+	"sync"
+	"time"
+
+	"github.com/sluicehq/sluice"
+)
+
+// Batcher takes a very hot key's units from the inner (remote) limiter in
+// batches: one round trip reserves Batch units, which later requests of this
+// server spend locally with no round trip until they run out or Hold
+// passes. It is safe for concurrent use.
+//
+// Accuracy: a batch is spent before it is used, so the fleet never admits
+// more than the limit; over-admission is zero. The cost is the other way: a
+// server holding unspent units keeps them from the others, at most
+// Batch−1 units per server and key, for at most Hold, after which the next
+// request gives them back (when the inner limiter is a sluice.Refunder, as
+// redisstore is). Denials are exact: a request that a batch cannot cover
+// asks for its own cost. This is the safe alternative to counting locally
+// and sending increments later, which admits up to servers × batch too many.
+//
+// Once a key is over its limit every request costs a round trip or two;
+// put an OverLimitCache in front of the Batcher so that denials cost none.
+type Batcher struct {
+	inner sluice.Limiter
+	batch int
+	hold  time.Duration
+	clock sluice.Clock
+	seed  maphash.Seed
+
+	shards [64]struct {
+		mu    sync.Mutex
+		pools map[cacheKey]*pool
+	}
+}
+
+// pool is a server's unspent reservation for one key and limit.
+type pool struct {
+	units int
+	until int64 // Unix ns after which unspent units go back
+}
+
+// BatchConfig configures a Batcher.
+type BatchConfig struct {
+	// Batch is how many units one round trip reserves. Default 10.
+	Batch int
+	// Hold is how long a server keeps unspent units. Default 100ms.
+	Hold time.Duration
+	// Clock tells the time; nil means the system clock.
+	Clock sluice.Clock
+}
+
+var _ sluice.Limiter = (*Batcher)(nil)
+
+// NewBatcher returns inner with batched reservations.
+func NewBatcher(inner sluice.Limiter, cfg BatchConfig) *Batcher {
+	if cfg.Batch <= 0 {
+		cfg.Batch = 10
+	}
+	if cfg.Hold <= 0 {
+		cfg.Hold = 100 * time.Millisecond
+	}
+	b := &Batcher{inner: inner, batch: cfg.Batch, hold: cfg.Hold, clock: cfg.Clock, seed: maphash.MakeSeed()}
+	for i := range b.shards {
+		b.shards[i].pools = make(map[cacheKey]*pool)
+	}
+	return b
+}
+
+func (b *Batcher) now() int64 {
+	if b.clock != nil {
+		return b.clock.Now().UnixNano()
+	}
+	return time.Now().UnixNano()
+}
+
+// Allow is shorthand for AllowN(ctx, key, lim, 1).
+func (b *Batcher) Allow(ctx context.Context, key string, lim sluice.Limit) (sluice.Result, error) {
+	return b.AllowN(ctx, key, lim, 1)
+}
+
+// AllowN spends cost units from this server's reservation for key, and
+// reserves a new batch when it runs out. A Result answered locally reports
+// the units left in the reservation as Remaining (there may be more
+// globally) and no ResetAfter.
+func (b *Batcher) AllowN(ctx context.Context, key string, lim sluice.Limit, cost int) (sluice.Result, error) {
+	if err := sluice.Check(key, lim, cost); err != nil {
+		return sluice.Result{}, err
+	}
+	now := b.now()
+	sh := &b.shards[maphash.String(b.seed, key)&63]
+	ck := cacheKey{key, lim}
+	giveBack := 0
+
+	sh.mu.Lock()
+	p := sh.pools[ck]
+	if p != nil && now < p.until && p.units >= cost {
+		p.units -= cost
+		left := p.units
+		sh.mu.Unlock()
+		return sluice.Result{Allowed: true, Remaining: left}, nil
+	}
+	if p != nil {
+		giveBack = p.units // expired or too small: return what is left
+		delete(sh.pools, ck)
+	}
+	sh.mu.Unlock()
+
+	if giveBack > 0 {
+		if rf, ok := b.inner.(sluice.Refunder); ok {
+			rf.RefundN(context.WithoutCancel(ctx), key, lim, giveBack)
+		}
+	}
+	n := max(min(b.batch, lim.Capacity()), cost)
+	res, err := b.inner.AllowN(ctx, key, lim, n)
+	for err == nil && !res.Allowed && n > cost {
+		// Not a whole batch left: take what is left if it covers this
+		// request, else ask for just this request, so that a denial's
+		// RetryAfter is the one for its own cost.
+		if res.Remaining > cost {
+			n = min(res.Remaining, n-1)
+		} else {
+			n = cost
+		}
+		res, err = b.inner.AllowN(ctx, key, lim, n)
+	}
+	if err != nil || !res.Allowed {
+		return res, err
+	}
+	if left := n - cost; left > 0 {
+		sh.mu.Lock()
+		if q := sh.pools[ck]; q != nil {
+			q.units += left // another request reserved meanwhile: pool both
+		} else {
+			sh.pools[ck] = &pool{units: left, until: now + int64(b.hold)}
+		}
+		sh.mu.Unlock()
+	}
+	res.Remaining += n - cost
+	return res, nil
+}

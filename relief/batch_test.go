@@ -1,0 +1,74 @@
+package relief_test
+
+import (
+	"context"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/internal/clocktest"
+	"github.com/sluicehq/sluice/memstore"
+	"github.com/sluicehq/sluice/relief"
+)
+
+// Four servers with batches of 10 share one global limit of 100 per hour:
+// together they never admit more than 100, the global store sees a small
+// share of the requests, and unspent units go back after Hold.
+func TestBatcher(t *testing.T) {
+	ctx := context.Background()
+	clock := clocktest.New()
+	global := memstore.New(memstore.Config{Clock: clock, SweepInterval: -1})
+	defer global.Close()
+	g := &counting{Limiter: global}
+	lim := sluice.PerHour(100)
+	// Each server: an over-limit cache in front of a batcher, so that
+	// neither admissions nor denials cost a round trip each.
+	servers := make([]*relief.OverLimitCache, 4)
+	for i := range servers {
+		servers[i] = relief.NewOverLimitCache(relief.NewBatcher(g, relief.BatchConfig{Batch: 10, Hold: time.Second, Clock: clock}), relief.CacheConfig{Clock: clock})
+	}
+	var admitted atomic.Int64
+	var wg sync.WaitGroup
+	for i := range 64 {
+		wg.Go(func() {
+			for range 10 {
+				r, err := servers[i%4].Allow(ctx, "hot", lim)
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				if r.Allowed {
+					admitted.Add(1)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if a := admitted.Load(); a > 100 {
+		t.Fatalf("admitted %d, more than the limit of 100", a)
+	} else if a < 100-4*9 {
+		t.Fatalf("admitted %d: more than servers×(batch−1) = 36 units held back", a)
+	}
+	// Unspent units come back after Hold, when the next request arrives.
+	clock.Advance(2 * time.Second)
+	total := admitted.Load()
+	for _, s := range servers {
+		for range 20 {
+			if r, _ := s.Allow(ctx, "hot", lim); r.Allowed {
+				total++
+			}
+		}
+	}
+	if total > 100 {
+		t.Fatalf("admitted %d in all, more than 100", total)
+	}
+	if total < 99 {
+		t.Fatalf("after Hold, %d admitted in all: units held by servers did not come back", total)
+	}
+	t.Logf("%d global calls for %d requests", g.calls.Load(), 64*10+4*20)
+	if calls := g.calls.Load(); calls > 80 {
+		t.Errorf("%d global calls for 720 requests: batching and caching spared too few", calls)
+	}
+}

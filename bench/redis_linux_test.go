@@ -1,6 +1,9 @@
 package bench
 
-import "syscall"
+import (
+	"syscall"
+	"time"
+)
 
 // On Linux the redis-server started by startRedis is killed by the kernel
 // if the benchmark process dies without running its cleanups (a -timeout
@@ -8,5 +11,12 @@ import "syscall"
 func init() {
 	redisProcAttr = func() *syscall.SysProcAttr {
 		return &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	}
+	processCPU = func() time.Duration {
+		var ru syscall.Rusage
+		if syscall.Getrusage(syscall.RUSAGE_SELF, &ru) != nil {
+			return 0
+		}
+		return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 	}
 }

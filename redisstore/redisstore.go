@@ -160,7 +160,7 @@ func (s *Store) run(ctx context.Context, mode, key string, lim sluice.Limit, cos
 	if err := sluice.Check(key, lim, cost); err != nil {
 		return sluice.Result{}, err
 	}
-	params, err := Params(lim)
+	params, err := scriptParams(lim)
 	if err != nil {
 		return sluice.Result{}, err
 	}
@@ -186,10 +186,10 @@ func (s *Store) run(ctx context.Context, mode, key string, lim sluice.Limit, cos
 // exact is the largest integer a Lua double holds exactly.
 const exact = 1 << 53
 
-// Params returns the script arguments that describe lim, between the
+// scriptParams returns the script arguments that describe lim, between the
 // instant and the cost, or an error wrapping sluice.ErrInvalidLimit if the
 // store cannot hold lim exactly. lim must be valid.
-func Params(lim sluice.Limit) ([]string, error) {
+func scriptParams(lim sluice.Limit) ([]string, error) {
 	if lim.Period%time.Microsecond != 0 {
 		return nil, fmt.Errorf("%w: redisstore keeps time in microseconds; period %v is not a whole number of them", sluice.ErrInvalidLimit, lim.Period)
 	}

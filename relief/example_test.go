@@ -1,0 +1,27 @@
+package relief_test
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/memstore"
+	"github.com/sluicehq/sluice/relief"
+)
+
+func ExampleOverLimitCache() {
+	remote := memstore.New(memstore.Config{}) // stands in for a redisstore.Store
+	defer remote.Close()
+	cache := relief.NewOverLimitCache(remote, relief.CacheConfig{})
+
+	// A client that ignores 429s: after the first denial, the rest are
+	// answered from memory until the retry-after.
+	denied := 0
+	for range 1000 {
+		if r, _ := cache.Allow(context.Background(), "greedy", sluice.PerMinute(10)); !r.Allowed {
+			denied++
+		}
+	}
+	fmt.Println("denied", denied)
+	// Output: denied 990
+}

@@ -14,6 +14,12 @@ import (
 // command sends args as one RESP2 command to addr on a new connection and
 // returns the reply as Exec describes it. timeout bounds the whole exchange.
 func command(addr string, timeout time.Duration, args ...string) (string, error) {
+	return commandAuth(addr, "", timeout, args...)
+}
+
+// commandAuth is command on a server that requires a password: it sends
+// AUTH password first when password is not empty.
+func commandAuth(addr, password string, timeout time.Duration, args ...string) (string, error) {
 	if len(args) == 0 {
 		return "", errors.New("redistest: empty command")
 	}
@@ -28,15 +34,29 @@ func command(addr string, timeout time.Duration, args ...string) (string, error)
 	if err := conn.SetDeadline(time.Now().Add(timeout)); err != nil {
 		return fail(err)
 	}
-	req := fmt.Appendf(nil, "*%d\r\n", len(args))
-	for _, a := range args {
-		req = fmt.Appendf(req, "$%d\r\n%s\r\n", len(a), a)
+	var req []byte
+	write := func(args ...string) {
+		req = fmt.Appendf(req, "*%d\r\n", len(args))
+		for _, a := range args {
+			req = fmt.Appendf(req, "$%d\r\n%s\r\n", len(a), a)
+		}
 	}
+	if password != "" {
+		write("AUTH", password)
+	}
+	write(args...)
 	if _, err := conn.Write(req); err != nil {
 		return fail(err)
 	}
+	r := bufio.NewReader(conn)
+	if password != "" {
+		var ok []string
+		if err := readReply(r, &ok); err != nil {
+			return fail(fmt.Errorf("AUTH: %w", err))
+		}
+	}
 	var out []string
-	if err := readReply(bufio.NewReader(conn), &out); err != nil {
+	if err := readReply(r, &out); err != nil {
 		return fail(err)
 	}
 	return strings.Join(out, "\n"), nil

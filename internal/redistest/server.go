@@ -173,9 +173,9 @@ func (s *Server) waitReady(deadline time.Time) error {
 		if exited(pid) {
 			return fmt.Errorf("redistest: redis-server on %s exited during start-up", s.Addr)
 		}
-		pong, err := command(s.Addr, 250*time.Millisecond, "PING")
+		pong, err := commandAuth(s.Addr, s.password(), 250*time.Millisecond, "PING")
 		if err == nil && pong == "PONG" {
-			info, err := command(s.Addr, 250*time.Millisecond, "INFO", "server")
+			info, err := commandAuth(s.Addr, s.password(), 250*time.Millisecond, "INFO", "server")
 			if err == nil && strings.Contains(info, want) {
 				return nil
 			}
@@ -301,7 +301,17 @@ func (s *Server) Do(t testing.TB, args ...string) string {
 // (such as "MOVED 3999 127.0.0.1:7001") and a failure to reach the server
 // within 5 seconds are errors. It may be called from any goroutine.
 func (s *Server) Exec(args ...string) (string, error) {
-	return command(s.Addr, 5*time.Second, args...)
+	return commandAuth(s.Addr, s.password(), 5*time.Second, args...)
+}
+
+// password returns the server's --requirepass, if it was started with one.
+func (s *Server) password() string {
+	for i, a := range s.args {
+		if a == "--requirepass" && i+1 < len(s.args) {
+			return s.args[i+1]
+		}
+	}
+	return ""
 }
 
 // ports are the ports handed out in this test binary (cluster bus ports

@@ -1,0 +1,48 @@
+package redistest
+
+import (
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"strconv"
+	"testing"
+	"time"
+)
+
+// StartSentinel starts a Redis Sentinel on a free loopback port that
+// monitors master under the name masterName (quorum 1), and waits until it
+// answers. t.Cleanup stops it. Call it from the test's goroutine: it skips
+// or fails t when Redis is missing, as StartServer does.
+func StartSentinel(t testing.TB, master *Server, masterName string) *Server {
+	t.Helper()
+	tl := need(t, false)
+	dir := t.TempDir()
+	s := &Server{tl: tl, dir: dir, logPath: filepath.Join(dir, "redis.log")}
+	var err error
+	for range 8 {
+		if s.Port, err = pickPort(false); err != nil {
+			t.Fatal(err)
+		}
+		s.Addr = net.JoinHostPort("127.0.0.1", strconv.Itoa(s.Port))
+		// Sentinel rewrites its config file, so it gets one of its own.
+		conf := filepath.Join(dir, "sentinel.conf")
+		text := fmt.Sprintf("port %d\nbind 127.0.0.1\ndir %s\nsentinel monitor %s 127.0.0.1 %d 1\nsentinel down-after-milliseconds %s 2000\n",
+			s.Port, dir, masterName, master.Port, masterName)
+		if err := os.WriteFile(conf, []byte(text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		s.args = []string{conf, "--sentinel"}
+		s.mu.Lock()
+		err = s.launch(true, time.Now().Add(startTimeout))
+		s.mu.Unlock()
+		if err == nil {
+			break
+		}
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(s.Close)
+	return s
+}

@@ -2,6 +2,7 @@ package redisstore_test
 
 import (
 	"context"
+	"crypto/tls"
 	"strings"
 	"testing"
 	"time"
@@ -41,5 +42,24 @@ func TestSentinel(t *testing.T) {
 	}
 	if got := strings.TrimSpace(master.Do(t, "EXISTS", s.Key(sluice.TokenBucket, "via-sentinel"))); got != "1" {
 		t.Fatalf("the decision did not reach the master: EXISTS = %q", got)
+	}
+}
+
+// rediss:// with the store's TLS settings: a private certificate authority.
+func TestTLS(t *testing.T) {
+	srv := redistest.StartTLSServer(t)
+	ctx := context.Background()
+	s, err := redisstore.New(ctx, redisstore.Config{URL: "rediss://" + srv.TLSAddr, TLS: &tls.Config{RootCAs: srv.RootCAs}})
+	if err != nil {
+		t.Fatalf("New over TLS: %v", err)
+	}
+	defer s.Close()
+	if r, err := s.Allow(ctx, "over-tls", sluice.PerSecond(1)); err != nil || !r.Allowed {
+		t.Fatalf("decision over TLS: %+v, %v", r, err)
+	}
+	// Without the authority the server's certificate is refused.
+	if s, err := redisstore.New(ctx, redisstore.Config{URL: "rediss://" + srv.TLSAddr}); err == nil {
+		s.Close()
+		t.Fatal("New over TLS with an unknown certificate authority: no error")
 	}
 }

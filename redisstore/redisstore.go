@@ -22,6 +22,7 @@ package redisstore
 
 import (
 	"context"
+	"crypto/tls"
 	"embed"
 	"errors"
 	"fmt"
@@ -76,6 +77,10 @@ type Config struct {
 	Client rueidis.Client
 	// Prefix starts every key the store writes. Default "sluice".
 	Prefix string
+	// TLS configures the connections of a rediss:// URL: a private
+	// certificate authority in RootCAs, client certificates. Nil means the
+	// system's roots, checked against the URL's host. Ignored for redis://.
+	TLS *tls.Config
 }
 
 // Store is a Redis-backed sluice.Limiter. It is safe for concurrent use;
@@ -106,6 +111,13 @@ func New(ctx context.Context, cfg Config) (*Store, error) {
 		opt, err := ParseURL(cfg.URL)
 		if err != nil {
 			return nil, err
+		}
+		if opt.TLSConfig != nil && cfg.TLS != nil {
+			c := cfg.TLS.Clone()
+			if c.ServerName == "" {
+				c.ServerName = opt.TLSConfig.ServerName
+			}
+			opt.TLSConfig = c
 		}
 		c, err := rueidis.NewClient(opt)
 		if err != nil {

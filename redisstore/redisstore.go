@@ -27,6 +27,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"sync/atomic"
 	"time"
 
 	"github.com/redis/rueidis"
@@ -90,6 +91,7 @@ type Store struct {
 	ownsClient bool
 	prefix     string
 	clock      sluice.Clock // tests only: sent to the scripts instead of TIME
+	last       atomic.Pointer[cachedParams]
 }
 
 var (
@@ -172,7 +174,7 @@ func (s *Store) run(ctx context.Context, mode, key string, lim sluice.Limit, cos
 	if err := sluice.Check(key, lim, cost); err != nil {
 		return sluice.Result{}, err
 	}
-	params, err := scriptParams(lim)
+	params, err := s.params(lim)
 	if err != nil {
 		return sluice.Result{}, err
 	}
@@ -180,19 +182,41 @@ func (s *Store) run(ctx context.Context, mode, key string, lim sluice.Limit, cos
 	if s.clock != nil {
 		now = strconv.FormatInt(s.clock.Now().UnixMicro(), 10)
 	}
-	args := make([]string, 0, 3+len(params))
+	args := make([]string, 0, 6)
 	args = append(args, mode, now)
-	args = append(args, params...)
+	args = append(args, params[:2]...)
 	args = append(args, strconv.Itoa(cost))
-	if lim.Algorithm == sluice.SlidingWindow {
-		if lim.CountRejected {
-			args = append(args, "1")
-		} else {
-			args = append(args, "0")
-		}
-	}
+	args = append(args, params[2:]...)
 	resp := scripts[lim.Algorithm].Exec(ctx, s.client, []string{s.Key(lim.Algorithm, key)}, args)
 	return decode(resp)
+}
+
+// cachedParams is the script arguments of the limit a store saw last.
+type cachedParams struct {
+	lim    sluice.Limit
+	params []string
+}
+
+// params returns scriptParams(lim), from a one-entry cache when the limit is
+// the one seen last (the common case: a hot policy), followed by the sliding
+// window's count-rejected flag.
+func (s *Store) params(lim sluice.Limit) ([]string, error) {
+	if c := s.last.Load(); c != nil && c.lim == lim {
+		return c.params, nil
+	}
+	p, err := scriptParams(lim)
+	if err != nil {
+		return nil, err
+	}
+	if lim.Algorithm == sluice.SlidingWindow {
+		flag := "0"
+		if lim.CountRejected {
+			flag = "1"
+		}
+		p = append(p, flag)
+	}
+	s.last.Store(&cachedParams{lim: lim, params: p})
+	return p, nil
 }
 
 // exact is the largest integer a Lua double holds exactly.

@@ -23,8 +23,7 @@ if mode == 'refund' then
   if tat <= now then
     redis.call('DEL', KEYS[1])
   else
-    redis.call('SET', KEYS[1], int(tat))
-    expire(KEYS[1], tat - now)
+    redis.call('SET', KEYS[1], int(tat), 'PX', int(math.ceil((tat - now) / 1000)))
   end
   return {1, 0, 0, 0}
 end
@@ -34,6 +33,7 @@ local nxt = tat + c * T
 if nxt - now > span then
   return {0, math.floor(math.max(now + span - tat, 0) / T), nxt - span - now, tat - now}
 end
-redis.call('SET', KEYS[1], int(nxt))
-expire(KEYS[1], nxt - now)
+-- One command sets the value and its time to live: the key expires when the
+-- bucket is full again.
+redis.call('SET', KEYS[1], int(nxt), 'PX', int(math.ceil((nxt - now) / 1000)))
 return {1, math.floor(math.max(now + span - nxt, 0) / T), 0, nxt - now}

@@ -1,0 +1,476 @@
+// Package httplimit is net/http middleware that rate limits requests with any
+// sluice.Limiter (memstore, redisstore, …) and answers in the standard way.
+//
+// A Middleware applies policies to each request. A policy is a name, a
+// sluice.Limit, a KeyFunc that says whose allowance a request spends (client
+// IP, API key, user, tenant, route, or a composite of them) and an optional
+// CostFunc. Every policy is evaluated; if one denies, the request is refused
+// and the units the others spent are given back (when the limiter is a
+// sluice.Refunder), as NGINX charges nothing when one of its limits rejects.
+//
+// The response contract:
+//
+//   - a denied request gets 429 Too Many Requests (configurable), a
+//     Retry-After in whole seconds rounded up, Cache-Control: no-store, the
+//     reason header (Sluice-Rate-Limited-Reason: <policy name>) and an
+//     application/problem+json body of the quota-exceeded type listing the
+//     violated policies;
+//   - every response carries RateLimit-Policy (every policy applied to the
+//     request) and RateLimit (the one closest to exhaustion) as in
+//     draft-ietf-httpapi-ratelimit-headers-11, and optionally the legacy
+//     X-RateLimit-Limit, X-RateLimit-Remaining and X-RateLimit-Reset
+//     (seconds until the reported policy's state resets, not a Unix time).
+//
+// RateLimit's t is the effective window: for a denied request, the time
+// until a request of that cost fits, which is also Retry-After; for an
+// admitted one, the time until the key's state is as good as fresh
+// (Result.ResetAfter). A sliding window counter's remaining quota is an
+// estimate.
+//
+// A policy in Shadow mode is evaluated, logged and counted, and never
+// refuses anything or shows in the headers.
+//
+// ConcurrencyPolicy bounds requests in flight, per key or in total, like
+// NGINX limit_conn; a slot is released when the handler returns, even if it
+// panics.
+package httplimit
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/rlheader"
+)
+
+// ReasonHeader is the response header that names the policy that refused a
+// request, in the spirit of Stripe's Stripe-Rate-Limited-Reason.
+const ReasonHeader = "Sluice-Rate-Limited-Reason"
+
+// MissingKey says what a policy does with a request whose key cannot be
+// found: never a shared bucket for every such request.
+type MissingKey uint8
+
+const (
+	// RejectMissing refuses the request with 400 Bad Request.
+	RejectMissing MissingKey = iota
+	// SkipMissing does not apply the policy to the request.
+	SkipMissing
+)
+
+// Policy is one rate limit applied to requests.
+type Policy struct {
+	// Name identifies the policy in headers, logs and metrics. Printable
+	// ASCII, not empty, unique within a Middleware.
+	Name string
+	// Limit is the limit each key gets.
+	Limit sluice.Limit
+	// Key says whose allowance a request spends. Required.
+	Key KeyFunc
+	// Cost is what a request spends; nil means 1. A cost below 1 or above
+	// the limit's capacity is a server error (500), logged, never a silent
+	// pass.
+	Cost CostFunc
+	// OnMissingKey is what to do when Key finds no key. Default
+	// RejectMissing.
+	OnMissingKey MissingKey
+	// Shadow evaluates and logs the policy without ever refusing a request.
+	Shadow bool
+}
+
+// ConcurrencyPolicy bounds the requests in flight at once, per key (Key
+// set) or in total (Key nil), in this process.
+type ConcurrencyPolicy struct {
+	// Name identifies the policy, as Policy.Name does.
+	Name string
+	// Max is the most requests in flight at once. At least 1.
+	Max int
+	// Key groups requests; nil means one group for all of them.
+	Key KeyFunc
+	// OnMissingKey is what to do when Key finds no key.
+	OnMissingKey MissingKey
+}
+
+// CostFunc returns what a request costs.
+type CostFunc func(r *http.Request) int
+
+// Config configures a Middleware. Limiter and at least one policy are
+// required; every other field has a default.
+type Config struct {
+	// Limiter decides; any sluice.Limiter.
+	Limiter sluice.Limiter
+	// Policies are the rate limits, evaluated in order.
+	Policies []Policy
+	// Concurrency are the in-flight limits, taken before Policies.
+	Concurrency []ConcurrencyPolicy
+	// StatusCode is the status of a refused request. Default 429.
+	StatusCode int
+	// NoDraftHeaders leaves out RateLimit and RateLimit-Policy.
+	NoDraftHeaders bool
+	// LegacyHeaders adds X-RateLimit-Limit, -Remaining and -Reset.
+	LegacyHeaders bool
+	// WriteRejection writes the body of a refused request; nil writes the
+	// problem+json body. The headers are already set when it is called.
+	WriteRejection func(w http.ResponseWriter, r *http.Request, rej Rejection)
+	// HashKeys replaces every key by a hash (SHA-256, 128 bits, hex) before
+	// it reaches the Limiter or a log, so that client IPs and API keys do
+	// not leave the process. Keys longer than MaxKeyLen are hashed always.
+	HashKeys bool
+	// StoreErrorStatus is the status when the Limiter fails; 0 means let
+	// the request through (fail open). Wrap the Limiter with package
+	// failsafe for finer choices.
+	StoreErrorStatus int
+	// Logger receives one line per refused request and per store error.
+	// Default slog.Default().
+	Logger *slog.Logger
+	// Metrics, when not nil, counts decisions, store errors and latency.
+	Metrics *Metrics
+}
+
+// MaxKeyLen is the longest key passed on as is; longer keys are hashed.
+const MaxKeyLen = 1024
+
+// Rejection describes a refused request to Config.WriteRejection.
+type Rejection struct {
+	// Status is the response status.
+	Status int
+	// Policies names the policies that refused the request.
+	Policies []string
+	// RetryAfter is when a request of the same cost may succeed.
+	RetryAfter time.Duration
+}
+
+// Middleware applies a Config's policies to requests. It is safe for
+// concurrent use.
+type Middleware struct {
+	cfg      Config
+	policies []compiled
+	conc     []*concurrency
+}
+
+type compiled struct {
+	Policy
+	header rlheader.Policy
+}
+
+// New checks cfg and returns a Middleware.
+func New(cfg Config) (*Middleware, error) {
+	if cfg.Limiter == nil && len(cfg.Policies) > 0 {
+		return nil, errors.New("httplimit: Config.Limiter is nil")
+	}
+	if len(cfg.Policies) == 0 && len(cfg.Concurrency) == 0 {
+		return nil, errors.New("httplimit: no policies")
+	}
+	if cfg.StatusCode == 0 {
+		cfg.StatusCode = http.StatusTooManyRequests
+	}
+	if cfg.StatusCode < 400 || cfg.StatusCode > 599 {
+		return nil, fmt.Errorf("httplimit: status %d is not between 400 and 599", cfg.StatusCode)
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	m := &Middleware{cfg: cfg}
+	names := map[string]bool{}
+	checkName := func(n string) error {
+		if n == "" {
+			return errors.New("httplimit: a policy has no name")
+		}
+		if names[n] {
+			return fmt.Errorf("httplimit: two policies are named %q", n)
+		}
+		names[n] = true
+		for i := 0; i < len(n); i++ {
+			if n[i] < 0x20 || n[i] > 0x7e {
+				return fmt.Errorf("httplimit: policy name %q is not printable ASCII", n)
+			}
+		}
+		return nil
+	}
+	for _, p := range cfg.Policies {
+		if err := checkName(p.Name); err != nil {
+			return nil, err
+		}
+		if err := p.Limit.Validate(); err != nil {
+			return nil, fmt.Errorf("httplimit: policy %q: %w", p.Name, err)
+		}
+		if p.Key == nil {
+			return nil, fmt.Errorf("httplimit: policy %q has no key function", p.Name)
+		}
+		h := rlheader.Policy{Name: p.Name, Quota: int64(p.Limit.Rate)}
+		if p.Limit.Period%time.Second == 0 {
+			h.Window = p.Limit.Period // w is whole seconds; otherwise it is left out
+		}
+		m.policies = append(m.policies, compiled{Policy: p, header: h})
+	}
+	for _, c := range cfg.Concurrency {
+		if err := checkName(c.Name); err != nil {
+			return nil, err
+		}
+		if c.Max < 1 {
+			return nil, fmt.Errorf("httplimit: concurrency policy %q: max %d must be at least 1", c.Name, c.Max)
+		}
+		m.conc = append(m.conc, &concurrency{ConcurrencyPolicy: c, inflight: map[string]int{}})
+	}
+	return m, nil
+}
+
+// Handler returns next wrapped by the middleware.
+func (m *Middleware) Handler(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { m.serve(w, r, next) })
+}
+
+// Wrap is New followed by Handler, as a func(http.Handler) http.Handler for
+// routers that take middleware in that form (chi, gorilla/mux).
+func Wrap(cfg Config) (func(http.Handler) http.Handler, error) {
+	m, err := New(cfg)
+	if err != nil {
+		return nil, err
+	}
+	return m.Handler, nil
+}
+
+// decision is one policy's outcome for one request.
+type decision struct {
+	p    *compiled
+	key  string
+	cost int
+	res  sluice.Result
+}
+
+func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, next http.Handler) {
+	ctx := r.Context()
+	// In-flight limits first: a request refused for concurrency spends no
+	// rate limit.
+	// Each slot taken is released by a deferred call, also when a later
+	// policy refuses or the handler panics.
+	for _, c := range m.conc {
+		key, ok := m.groupKey(c, r)
+		if !ok {
+			if c.OnMissingKey == SkipMissing {
+				continue
+			}
+			m.missingKey(w, c.Name)
+			return
+		}
+		if !c.acquire(key) {
+			m.cfg.Logger.Info("httplimit: refused", "policy", c.Name, "key", key, "reason", "concurrency")
+			m.cfg.Metrics.decision(c.Name, "rejected")
+			rej := Rejection{Status: m.cfg.StatusCode, Policies: []string{c.Name}, RetryAfter: time.Second}
+			if !m.cfg.NoDraftHeaders {
+				w.Header().Set("RateLimit-Policy", string(rlheader.AppendPolicies(nil, rlheader.Policy{Name: c.Name, Quota: int64(c.Max), Unit: "concurrent-requests"})))
+			}
+			m.reject(w, r, rej)
+			return
+		}
+		defer c.release(key) // runs even if next panics
+	}
+
+	decisions := make([]decision, 0, len(m.policies))
+	var refused []*decision
+	for i := range m.policies {
+		p := &m.policies[i]
+		key, ok := p.Key(r)
+		if !ok || key == "" {
+			if p.OnMissingKey == SkipMissing {
+				continue
+			}
+			m.giveBack(ctx, decisions)
+			m.missingKey(w, p.Name)
+			return
+		}
+		key = m.finalKey(p.Name, key)
+		cost := 1
+		if p.Cost != nil {
+			cost = p.Cost(r)
+		}
+		if cost < 1 || cost > p.Limit.Capacity() {
+			m.giveBack(ctx, decisions)
+			m.cfg.Logger.Error("httplimit: cost function returned an impossible cost", "policy", p.Name, "cost", cost, "capacity", p.Limit.Capacity())
+			http.Error(w, "rate limit cost out of range", http.StatusInternalServerError)
+			return
+		}
+		start := time.Now()
+		res, err := m.cfg.Limiter.AllowN(ctx, key, p.Limit, cost)
+		m.cfg.Metrics.latency(p.Name, time.Since(start))
+		if err != nil {
+			m.cfg.Metrics.storeError(p.Name)
+			m.cfg.Logger.Warn("httplimit: limiter failed", "policy", p.Name, "err", err)
+			if m.cfg.StoreErrorStatus != 0 {
+				m.giveBack(ctx, decisions)
+				http.Error(w, "rate limiter unavailable", m.cfg.StoreErrorStatus)
+				return
+			}
+			continue // fail open for this policy
+		}
+		outcome := "allowed"
+		if !res.Allowed {
+			outcome = "rejected"
+			if p.Shadow {
+				outcome = "shadow_rejected"
+			}
+			m.cfg.Logger.Info("httplimit: refused", "policy", p.Name, "key", key, "remaining", res.Remaining,
+				"retry_after", res.RetryAfter, "shadow", p.Shadow)
+		}
+		m.cfg.Metrics.decision(p.Name, outcome)
+		if p.Shadow {
+			continue // never refuses, never shows
+		}
+		decisions = append(decisions, decision{p: p, key: key, cost: cost, res: res})
+		if !res.Allowed {
+			refused = append(refused, &decisions[len(decisions)-1])
+			break // the rest would be given back anyway
+		}
+	}
+
+	m.setHeaders(w.Header(), decisions, refused)
+	if len(refused) > 0 {
+		m.giveBack(ctx, decisions)
+		names := make([]string, len(refused))
+		retry := time.Duration(0)
+		for i, d := range refused {
+			names[i] = d.p.Name
+			retry = max(retry, d.res.RetryAfter)
+		}
+		m.reject(w, r, Rejection{Status: m.cfg.StatusCode, Policies: names, RetryAfter: retry})
+		return
+	}
+	next.ServeHTTP(w, r)
+}
+
+// setHeaders writes RateLimit-Policy for every policy decided and RateLimit
+// (and the legacy headers) for the one closest to exhaustion: a refusing
+// one if any.
+func (m *Middleware) setHeaders(h http.Header, ds []decision, refused []*decision) {
+	if len(ds) == 0 {
+		return // no policy applied: no header, never an empty one
+	}
+	var report *decision
+	if len(refused) > 0 {
+		report = refused[0]
+	} else {
+		best := 2.0
+		for i := range ds {
+			frac := float64(ds[i].res.Remaining) / float64(ds[i].p.Limit.Capacity())
+			if frac < best {
+				best, report = frac, &ds[i]
+			}
+		}
+	}
+	t := report.res.ResetAfter
+	if !report.res.Allowed {
+		t = report.res.RetryAfter
+	}
+	if !m.cfg.NoDraftHeaders {
+		hp := make([]rlheader.Policy, len(ds))
+		for i := range ds {
+			hp[i] = ds[i].p.header
+		}
+		h.Set("RateLimit-Policy", string(rlheader.AppendPolicies(nil, hp...)))
+		h.Set("RateLimit", string(rlheader.AppendStatuses(nil, rlheader.Status{Name: report.p.Name, Remaining: int64(report.res.Remaining), Reset: t})))
+	}
+	if m.cfg.LegacyHeaders {
+		h.Set("X-RateLimit-Limit", strconv.Itoa(report.p.Limit.Rate))
+		h.Set("X-RateLimit-Remaining", strconv.Itoa(report.res.Remaining))
+		h.Set("X-RateLimit-Reset", rlheader.FormatRetryAfter(t))
+	}
+}
+
+// reject writes a refusal: status, Retry-After, no-store, the reason and the
+// body.
+func (m *Middleware) reject(w http.ResponseWriter, r *http.Request, rej Rejection) {
+	h := w.Header()
+	h.Set("Retry-After", rlheader.FormatRetryAfter(rej.RetryAfter))
+	h.Set("Cache-Control", "no-store")
+	h.Set(ReasonHeader, strings.Join(rej.Policies, ", "))
+	if m.cfg.WriteRejection != nil {
+		m.cfg.WriteRejection(w, r, rej)
+		return
+	}
+	body, err := rlheader.QuotaExceeded(rej.Status, rej.Policies...).MarshalJSON()
+	if err != nil {
+		http.Error(w, http.StatusText(rej.Status), rej.Status)
+		return
+	}
+	h.Set("Content-Type", rlheader.ProblemContentType)
+	h.Set("Content-Length", strconv.Itoa(len(body)))
+	w.WriteHeader(rej.Status)
+	w.Write(body)
+}
+
+func (m *Middleware) missingKey(w http.ResponseWriter, policy string) {
+	m.cfg.Logger.Info("httplimit: no key for the request", "policy", policy)
+	http.Error(w, "missing rate limit key for policy "+strconv.Quote(policy), http.StatusBadRequest)
+}
+
+// giveBack refunds the units the admitted decisions spent, when the
+// limiter can.
+func (m *Middleware) giveBack(ctx context.Context, ds []decision) {
+	rf, ok := m.cfg.Limiter.(sluice.Refunder)
+	if !ok {
+		return
+	}
+	for _, d := range ds {
+		if d.res.Allowed {
+			rf.RefundN(context.WithoutCancel(ctx), d.key, d.p.Limit, d.cost)
+		}
+	}
+}
+
+// finalKey scopes key to its policy, so that two policies never share an
+// allowance, and hashes it when configured or when it is too long.
+func (m *Middleware) finalKey(policy, key string) string {
+	k := policy + ":" + key
+	if m.cfg.HashKeys || len(k) > MaxKeyLen {
+		sum := sha256.Sum256([]byte(k))
+		return policy + ":" + hex.EncodeToString(sum[:16])
+	}
+	return k
+}
+
+func (m *Middleware) groupKey(c *concurrency, r *http.Request) (string, bool) {
+	if c.Key == nil {
+		return "", true
+	}
+	k, ok := c.Key(r)
+	if !ok || k == "" {
+		return "", false
+	}
+	return m.finalKey(c.Name, k), true
+}
+
+// concurrency counts requests in flight per key.
+type concurrency struct {
+	ConcurrencyPolicy
+	mu       sync.Mutex
+	inflight map[string]int
+}
+
+func (c *concurrency) acquire(key string) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.inflight[key] >= c.Max {
+		return false
+	}
+	c.inflight[key]++
+	return true
+}
+
+func (c *concurrency) release(key string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if n := c.inflight[key]; n <= 1 {
+		delete(c.inflight, key)
+	} else {
+		c.inflight[key] = n - 1
+	}
+}

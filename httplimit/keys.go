@@ -1,0 +1,97 @@
+package httplimit
+
+import (
+	"fmt"
+	"net/http"
+	"strings"
+
+	"github.com/sluicehq/sluice/clientip"
+)
+
+// KeyFunc says whose allowance a request spends. ok is false when the
+// request carries no such key (no API key header, no user in the context);
+// the policy's OnMissingKey then decides. The Middleware scopes every key to
+// its policy, so two policies never share an allowance.
+type KeyFunc func(r *http.Request) (key string, ok bool)
+
+// ClientIP keys by the client's address as res finds it: the peer, or the
+// rightmost untrusted address of a trusted proxy's forwarding header, IPv6
+// grouped by prefix. A nil res trusts no proxy.
+func ClientIP(res *clientip.Resolver) KeyFunc {
+	if res == nil {
+		res = &clientip.Resolver{}
+	}
+	return func(r *http.Request) (string, bool) {
+		k, err := res.Key(r)
+		return k, err == nil && k != ""
+	}
+}
+
+// Header keys by the value of a request header, such as an API key. The
+// value is used as is; set Config.HashKeys to keep secrets out of the store
+// and the logs.
+func Header(name string) KeyFunc {
+	return func(r *http.Request) (string, bool) {
+		v := strings.TrimSpace(r.Header.Get(name))
+		return v, v != ""
+	}
+}
+
+// ContextValue keys by a value the request's context holds under key, such
+// as a user or tenant ID put there by authentication middleware. The value
+// must be a non-empty string or a fmt.Stringer.
+func ContextValue(key any) KeyFunc {
+	return func(r *http.Request) (string, bool) {
+		switch v := r.Context().Value(key).(type) {
+		case string:
+			return v, v != ""
+		case fmt.Stringer:
+			s := v.String()
+			return s, s != ""
+		}
+		return "", false
+	}
+}
+
+// Route keys by the route pattern that matched the request (Go 1.22's
+// http.Request.Pattern, such as "GET /items/{id}"), so that a limit applies
+// per route rather than per URL. The pattern is known only to handlers the
+// ServeMux routes to, so wrap those (mux.Handle(pattern, m.Handler(h))).
+// With other routers, use RouteFunc.
+func Route() KeyFunc {
+	return func(r *http.Request) (string, bool) { return r.Pattern, r.Pattern != "" }
+}
+
+// RouteFunc keys by the route pattern a router reports, for routers other
+// than http.ServeMux (for chi: chi.RouteContext(r.Context()).RoutePattern()).
+func RouteFunc(pattern func(*http.Request) string) KeyFunc {
+	return func(r *http.Request) (string, bool) {
+		p := pattern(r)
+		return p, p != ""
+	}
+}
+
+// Global keys every request alike: one allowance for all of them.
+func Global() KeyFunc {
+	return func(*http.Request) (string, bool) { return "*", true }
+}
+
+// Composite keys by all of fs together, such as tenant and route; the key
+// is missing if any part is. Parts are joined with "\x1f" (unit separator),
+// which cannot be confused with a character of a part.
+func Composite(fs ...KeyFunc) KeyFunc {
+	return func(r *http.Request) (string, bool) {
+		var b strings.Builder
+		for i, f := range fs {
+			k, ok := f(r)
+			if !ok {
+				return "", false
+			}
+			if i > 0 {
+				b.WriteByte(0x1f)
+			}
+			b.WriteString(k)
+		}
+		return b.String(), b.Len() > 0
+	}
+}

@@ -1,0 +1,59 @@
+package httplimit
+
+import (
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Metrics are the middleware's Prometheus metrics. A nil *Metrics records
+// nothing.
+type Metrics struct {
+	decisions   *prometheus.CounterVec
+	storeErrors *prometheus.CounterVec
+	duration    *prometheus.HistogramVec
+}
+
+// NewMetrics creates the metrics and registers them with reg:
+//
+//	sluice_http_decisions_total{policy, outcome}   outcome: allowed, rejected, shadow_rejected
+//	sluice_http_store_errors_total{policy}
+//	sluice_http_decision_duration_seconds{policy}  time spent in the Limiter
+func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
+	m := &Metrics{
+		decisions: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "sluice_http_decisions_total", Help: "Rate limit decisions by policy and outcome.",
+		}, []string{"policy", "outcome"}),
+		storeErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "sluice_http_store_errors_total", Help: "Rate limit store errors by policy.",
+		}, []string{"policy"}),
+		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name: "sluice_http_decision_duration_seconds", Help: "Time spent deciding, by policy.",
+			Buckets: []float64{1e-6, 5e-6, 25e-6, 1e-4, 5e-4, 1e-3, 5e-3, 0.025, 0.1},
+		}, []string{"policy"}),
+	}
+	for _, c := range []prometheus.Collector{m.decisions, m.storeErrors, m.duration} {
+		if err := reg.Register(c); err != nil {
+			return nil, err
+		}
+	}
+	return m, nil
+}
+
+func (m *Metrics) decision(policy, outcome string) {
+	if m != nil {
+		m.decisions.WithLabelValues(policy, outcome).Inc()
+	}
+}
+
+func (m *Metrics) storeError(policy string) {
+	if m != nil {
+		m.storeErrors.WithLabelValues(policy).Inc()
+	}
+}
+
+func (m *Metrics) latency(policy string, d time.Duration) {
+	if m != nil {
+		m.duration.WithLabelValues(policy).Observe(d.Seconds())
+	}
+}

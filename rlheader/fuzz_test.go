@@ -1,0 +1,141 @@
+package rlheader
+
+import (
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/dunglas/httpsfv"
+)
+
+// fuzzLines splits fuzz input into field lines at '\n'.
+func fuzzLines(s string) []string { return strings.Split(s, "\n") }
+
+// checkAgainstHTTPSFV is the cross-check every SF fuzzer makes: our List
+// parser and httpsfv agree on acceptance and values (see
+// compareWithHTTPSFV), and if a field parser of ours accepts the field,
+// httpsfv accepts it too.
+func checkAgainstHTTPSFV(t *testing.T, lines []string, accepted bool) {
+	t.Helper()
+	compareWithHTTPSFV(t, lines)
+	if !accepted {
+		return
+	}
+	p := sfParser{s: combineLines(lines)}
+	if _, err := p.list(); err == nil && p.lenientB64 {
+		return // the documented padding leniency httpsfv lacks
+	}
+	if _, err := httpsfv.UnmarshalList(lines); err != nil {
+		t.Fatalf("we accept %q, httpsfv rejects it: %v", lines, err)
+	}
+}
+
+func FuzzParseStatuses(f *testing.F) {
+	for _, s := range []string{`"default";r=50;t=30`, "\"a\";r=1\n\"b\";r=2", `"a";r=5;pk=:dXNlci00Mg:`, `"a";r=1, `} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		lines := fuzzLines(s)
+		ss, err := ParseStatuses(lines)
+		checkAgainstHTTPSFV(t, lines, err == nil)
+		if err != nil {
+			return
+		}
+		for _, st := range ss {
+			if st.Remaining < 0 || st.Remaining > MaxInteger || st.Reset < -1 || st.Validate() != nil {
+				t.Fatalf("ParseStatuses(%q) gave an invalid %+v", lines, st)
+			}
+		}
+		out := AppendStatuses(nil, ss...)
+		again, err := ParseStatuses([]string{string(out)})
+		if err != nil {
+			t.Fatalf("ParseStatuses(%q) rejects our serialization %s of %q: %v", out, out, lines, err)
+		}
+		if len(ss) == 0 {
+			again = ss
+		}
+		if !reflect.DeepEqual(ss, again) {
+			t.Fatalf("%q: parsed %+v, reparsed %s as %+v", lines, ss, out, again)
+		}
+		if len(out) > 0 {
+			if _, err := httpsfv.UnmarshalList([]string{string(out)}); err != nil {
+				t.Fatalf("httpsfv rejects our serialization %s: %v", out, err)
+			}
+		}
+	})
+}
+
+func FuzzParsePolicies(f *testing.F) {
+	for _, s := range []string{`"permin";q=50;w=60, "perhr";q=1000;w=3600`, `"peruser";q=65535;qu="content-bytes";w=10;pk=:sdfjLJUOUH==:`, `default;q=100`, `"a";q=10;w=0`} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		lines := fuzzLines(s)
+		ps, err := ParsePolicies(lines)
+		checkAgainstHTTPSFV(t, lines, err == nil)
+		if err != nil {
+			return
+		}
+		for _, p := range ps {
+			if p.Quota < 0 || p.Quota > MaxInteger || p.Window < 0 || p.Window%time.Second != 0 {
+				t.Fatalf("ParsePolicies(%q) gave an invalid %+v", lines, p)
+			}
+		}
+		out := AppendPolicies(nil, ps...)
+		again, err := ParsePolicies([]string{string(out)})
+		if err != nil {
+			t.Fatalf("ParsePolicies rejects our serialization %s of %q: %v", out, lines, err)
+		}
+		if len(ps) == 0 {
+			again = ps
+		}
+		if !reflect.DeepEqual(ps, again) {
+			t.Fatalf("%q: parsed %+v, reparsed %s as %+v", lines, ps, out, again)
+		}
+		if len(out) > 0 {
+			if _, err := httpsfv.UnmarshalList([]string{string(out)}); err != nil {
+				t.Fatalf("httpsfv rejects our serialization %s: %v", out, err)
+			}
+		}
+	})
+}
+
+func FuzzParseRetryAfter(f *testing.F) {
+	for _, s := range []string{"120", "Sun, 06 Nov 1994 08:49:37 GMT", "Sunday, 06-Nov-94 08:49:37 GMT", "Sun Nov  6 08:49:37 1994", "-5", "1.5"} {
+		f.Add(s, int64(1700000000))
+	}
+	f.Fuzz(func(t *testing.T, v string, nowUnix int64) {
+		now := time.Unix(nowUnix%(1<<40), 0) // keep now within years time.Time formats
+		d, ok := ParseRetryAfter(v, now)
+		if !ok {
+			if d != 0 {
+				t.Fatalf("ParseRetryAfter(%q) = %v, false", v, d)
+			}
+			return
+		}
+		if d < 0 || d > MaxRetryAfter {
+			t.Fatalf("ParseRetryAfter(%q) = %v out of range", v, d)
+		}
+		tv := strings.Trim(v, " \t")
+		if isDigit(tv[0]) {
+			// delay-seconds: formatting and parsing again is stable.
+			if d2, ok := ParseRetryAfter(FormatRetryAfter(d), now); !ok || d2 != d {
+				t.Fatalf("ParseRetryAfter(%q) = %v; reformatted %q parses as %v, %v", v, d, FormatRetryAfter(d), d2, ok)
+			}
+			return
+		}
+		// HTTP-date: the instant survives formatting as IMF-fixdate.
+		at, ok := parseHTTPDate(tv, now)
+		if !ok {
+			t.Fatalf("ParseRetryAfter accepts %q but parseHTTPDate does not", v)
+		}
+		if at.Year() < 0 || at.Year() > 9999 {
+			return // outside what a 4-digit year can say
+		}
+		back, ok := parseHTTPDate(FormatRetryAfterDate(at), now)
+		if !ok || !back.Equal(at) {
+			t.Fatalf("%q = %v; as IMF-fixdate %q = %v, %v", v, at, FormatRetryAfterDate(at), back, ok)
+		}
+	})
+}

@@ -27,6 +27,11 @@
 // (Result.ResetAfter). A sliding window counter's remaining quota is an
 // estimate.
 //
+// The headers go on every response the middleware lets through, redirects
+// included (r=0 on a 3xx is information; a client honours Retry-After only
+// on a refusal). When no policy applied to a request, no header is sent,
+// never an empty one.
+//
 // A policy in Shadow mode is evaluated, logged and counted, and never
 // refuses anything or shows in the headers.
 //

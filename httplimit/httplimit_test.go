@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/dunglas/httpsfv"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
@@ -341,5 +342,68 @@ func TestConfigErrors(t *testing.T) {
 		if _, err := httplimit.New(cfg); err == nil {
 			t.Errorf("%s: no error", name)
 		}
+	}
+}
+
+// The headers parse with an independent RFC 9651 parser (cases A1 and A4).
+func TestHeadersParseWithHTTPSFV(t *testing.T) {
+	m := mustNew(t, httplimit.Config{
+		Limiter: newStore(t, clocktest.At(minute0)),
+		Policies: []httplimit.Policy{
+			{Name: "permin", Limit: sluice.Limit{Algorithm: sluice.FixedWindow, Rate: 50, Period: time.Minute}, Key: httplimit.Global()},
+			{Name: `a"b\c`, Limit: sluice.Limit{Algorithm: sluice.FixedWindow, Rate: 1000, Period: time.Hour}, Key: httplimit.Global()},
+		},
+	})
+	w := do(m.Handler(http.HandlerFunc(ok)), httptest.NewRequest("GET", "/", nil))
+	pol, err := httpsfv.UnmarshalList(w.Header().Values("RateLimit-Policy"))
+	if err != nil || len(pol) != 2 {
+		t.Fatalf("RateLimit-Policy %q: %v", w.Header().Values("RateLimit-Policy"), err)
+	}
+	names := []string{"permin", `a"b\c`}
+	quotas := []int64{50, 1000}
+	for i, member := range pol {
+		item, isItem := member.(httpsfv.Item)
+		if !isItem || item.Value != names[i] {
+			t.Fatalf("policy %d: %#v, want the string %q", i, member, names[i])
+		}
+		if q, _ := item.Params.Get("q"); q != quotas[i] {
+			t.Errorf("policy %d: q = %v, want %d", i, q, quotas[i])
+		}
+	}
+	st, err := httpsfv.UnmarshalList(w.Header().Values("RateLimit"))
+	if err != nil || len(st) != 1 {
+		t.Fatalf("RateLimit %q: %v", w.Header().Values("RateLimit"), err)
+	}
+	if r, _ := st[0].(httpsfv.Item).Params.Get("r"); r != int64(49) {
+		t.Errorf("RateLimit r = %v, want 49 (the per-minute policy is closest to exhaustion)", r)
+	}
+}
+
+// A key longer than MaxKeyLen is hashed, never stored as is.
+func TestOversizedKeyHashed(t *testing.T) {
+	store := newStore(t, clocktest.At(minute0))
+	lim := sluice.PerMinute(1)
+	m := mustNew(t, httplimit.Config{Limiter: store, Policies: []httplimit.Policy{{Name: "big", Limit: lim, Key: httplimit.Header("X-Big")}}})
+	big := strings.Repeat("k", 5000)
+	r := httptest.NewRequest("GET", "/", nil)
+	r.Header.Set("X-Big", big)
+	if w := do(m.Handler(http.HandlerFunc(ok)), r); w.Code != 200 {
+		t.Fatalf("a request with a 5,000-byte key: %d, want 200", w.Code)
+	}
+	if w := do(m.Handler(http.HandlerFunc(ok)), r); w.Code != 429 {
+		t.Fatalf("the second request with the same long key: %d, want 429 (same hashed key)", w.Code)
+	}
+}
+
+// Case A10, the documented choice: a redirect carries the headers like any
+// response, r=0 included; they are information, and a client that honours
+// Retry-After only on 429 is not stalled by them.
+func TestRedirectKeepsHeaders(t *testing.T) {
+	m := mustNew(t, httplimit.Config{Limiter: newStore(t, clocktest.At(minute0)),
+		Policies: []httplimit.Policy{{Name: "p", Limit: sluice.PerMinute(1), Key: httplimit.Global()}}})
+	redirect := m.Handler(http.RedirectHandler("/elsewhere", http.StatusFound))
+	w := do(redirect, httptest.NewRequest("GET", "/", nil))
+	if w.Code != http.StatusFound || !strings.Contains(w.Header().Get("RateLimit"), "r=0") {
+		t.Fatalf("redirect: %d, RateLimit %q", w.Code, w.Header().Get("RateLimit"))
 	}
 }

@@ -160,7 +160,21 @@ type Middleware struct {
 	cfg      Config
 	policies []compiled
 	conc     []*concurrency
+	// allPolicies is RateLimit-Policy when every enforced policy applied,
+	// the usual case, written once.
+	allPolicies string
+	enforced    int // policies that are not in shadow mode
 }
+
+// Header names in canonical form, set straight into the header map: Set
+// would canonicalize them again on every response.
+var (
+	hdrPolicy    = http.CanonicalHeaderKey("RateLimit-Policy")
+	hdrRateLimit = http.CanonicalHeaderKey("RateLimit")
+	hdrLimit     = http.CanonicalHeaderKey("X-RateLimit-Limit")
+	hdrRemaining = http.CanonicalHeaderKey("X-RateLimit-Remaining")
+	hdrReset     = http.CanonicalHeaderKey("X-RateLimit-Reset")
+)
 
 type compiled struct {
 	Policy
@@ -217,6 +231,14 @@ func New(cfg Config) (*Middleware, error) {
 		}
 		m.policies = append(m.policies, compiled{Policy: p, header: h})
 	}
+	var all []rlheader.Policy
+	for _, p := range m.policies {
+		if !p.Shadow {
+			all = append(all, p.header)
+			m.enforced++
+		}
+	}
+	m.allPolicies = string(rlheader.AppendPolicies(nil, all...))
 	for _, c := range cfg.Concurrency {
 		if err := checkName(c.Name); err != nil {
 			return nil, err
@@ -280,8 +302,9 @@ func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, next http.Han
 		defer c.release(key) // runs even if next panics
 	}
 
-	decisions := make([]decision, 0, len(m.policies))
-	var refused []*decision
+	var buf [4]decision // no allocation for up to 4 policies
+	decisions := buf[:0]
+	var refused *decision
 	for i := range m.policies {
 		p := &m.policies[i]
 		key, ok := p.Key(r)
@@ -304,9 +327,14 @@ func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, next http.Han
 			http.Error(w, "rate limit cost out of range", http.StatusInternalServerError)
 			return
 		}
-		start := time.Now()
+		var start time.Time
+		if m.cfg.Metrics != nil {
+			start = time.Now()
+		}
 		res, err := m.cfg.Limiter.AllowN(ctx, key, p.Limit, cost)
-		m.cfg.Metrics.latency(p.Name, time.Since(start))
+		if m.cfg.Metrics != nil {
+			m.cfg.Metrics.latency(p.Name, time.Since(start))
+		}
 		if err != nil {
 			m.cfg.Metrics.storeError(p.Name)
 			m.cfg.Logger.Warn("httplimit: limiter failed", "policy", p.Name, "err", err)
@@ -332,21 +360,15 @@ func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, next http.Han
 		}
 		decisions = append(decisions, decision{p: p, key: key, cost: cost, res: res})
 		if !res.Allowed {
-			refused = append(refused, &decisions[len(decisions)-1])
+			refused = &decisions[len(decisions)-1]
 			break // the rest would be given back anyway
 		}
 	}
 
 	m.setHeaders(w.Header(), decisions, refused)
-	if len(refused) > 0 {
+	if refused != nil {
 		m.giveBack(ctx, decisions)
-		names := make([]string, len(refused))
-		retry := time.Duration(0)
-		for i, d := range refused {
-			names[i] = d.p.Name
-			retry = max(retry, d.res.RetryAfter)
-		}
-		m.reject(w, r, Rejection{Status: m.cfg.StatusCode, Policies: names, RetryAfter: retry})
+		m.reject(w, r, Rejection{Status: m.cfg.StatusCode, Policies: []string{refused.p.Name}, RetryAfter: refused.res.RetryAfter})
 		return
 	}
 	next.ServeHTTP(w, r)
@@ -355,14 +377,12 @@ func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, next http.Han
 // setHeaders writes RateLimit-Policy for every policy decided and RateLimit
 // (and the legacy headers) for the one closest to exhaustion: a refusing
 // one if any.
-func (m *Middleware) setHeaders(h http.Header, ds []decision, refused []*decision) {
+func (m *Middleware) setHeaders(h http.Header, ds []decision, refused *decision) {
 	if len(ds) == 0 {
 		return // no policy applied: no header, never an empty one
 	}
-	var report *decision
-	if len(refused) > 0 {
-		report = refused[0]
-	} else {
+	report := refused
+	if report == nil {
 		best := 2.0
 		for i := range ds {
 			frac := float64(ds[i].res.Remaining) / float64(ds[i].p.Limit.Capacity())
@@ -375,18 +395,27 @@ func (m *Middleware) setHeaders(h http.Header, ds []decision, refused []*decisio
 	if !report.res.Allowed {
 		t = report.res.RetryAfter
 	}
+	var buf [128]byte
 	if !m.cfg.NoDraftHeaders {
-		hp := make([]rlheader.Policy, len(ds))
-		for i := range ds {
-			hp[i] = ds[i].p.header
+		policies := m.allPolicies
+		if len(ds) != m.enforced { // some policy skipped or not reached
+			b := buf[:0]
+			for i := range ds {
+				if i > 0 {
+					b = append(b, ", "...)
+				}
+				b = rlheader.AppendPolicies(b, ds[i].p.header)
+			}
+			policies = string(b)
 		}
-		h.Set("RateLimit-Policy", string(rlheader.AppendPolicies(nil, hp...)))
-		h.Set("RateLimit", string(rlheader.AppendStatuses(nil, rlheader.Status{Name: report.p.Name, Remaining: int64(report.res.Remaining), Reset: t})))
+		h[hdrPolicy] = []string{policies}
+		b := rlheader.AppendStatuses(buf[:0], rlheader.Status{Name: report.p.Name, Remaining: int64(report.res.Remaining), Reset: t})
+		h[hdrRateLimit] = []string{string(b)}
 	}
 	if m.cfg.LegacyHeaders {
-		h.Set("X-RateLimit-Limit", strconv.Itoa(report.p.Limit.Rate))
-		h.Set("X-RateLimit-Remaining", strconv.Itoa(report.res.Remaining))
-		h.Set("X-RateLimit-Reset", rlheader.FormatRetryAfter(t))
+		h[hdrLimit] = []string{strconv.Itoa(report.p.Limit.Rate)}
+		h[hdrRemaining] = []string{strconv.Itoa(report.res.Remaining)}
+		h[hdrReset] = []string{string(rlheader.AppendRetryAfter(buf[:0], t))}
 	}
 }
 

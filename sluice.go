@@ -372,6 +372,12 @@ var (
 	ErrCostExceedsCapacity = errors.New("sluice: cost exceeds capacity")
 	// ErrInvalidKey reports an empty key or one longer than MaxKeyLen.
 	ErrInvalidKey = errors.New("sluice: invalid key")
+	// ErrUnavailable is wrapped by the error of a limiter that refuses a
+	// request because its store is unavailable and its policy is to fail
+	// closed (see package failsafe). The Result that comes with it denies
+	// the request, with RetryAfter set; callers should refuse the request
+	// (HTTP 503), not let it through.
+	ErrUnavailable = errors.New("sluice: rate limit store unavailable")
 )
 
 // Check validates one call's input: the key, the limit and the cost. Every

@@ -76,8 +76,10 @@ func ParseMode(s string) (Mode, error) {
 
 // ErrUnavailable is wrapped by the error a Closed Limiter returns when its
 // primary fails or its breaker is open. The Result that comes with it denies
-// the request, with RetryAfter set to when the primary will be tried again.
-var ErrUnavailable = errors.New("failsafe: rate limit store unavailable")
+// the request, with RetryAfter set to the back-off (while the breaker is
+// open, the time until the next probe). It is sluice.ErrUnavailable, so that
+// callers such as package httplimit refuse the request.
+var ErrUnavailable = sluice.ErrUnavailable
 
 // Config configures a Limiter. Only Primary is required.
 type Config struct {
@@ -127,7 +129,10 @@ type Limiter struct {
 	lastLog  time.Time
 }
 
-var _ sluice.Limiter = (*Limiter)(nil)
+var (
+	_ sluice.Limiter  = (*Limiter)(nil)
+	_ sluice.Refunder = (*Limiter)(nil)
+)
 
 // New returns a Limiter configured by cfg.
 func New(cfg Config) (*Limiter, error) {
@@ -172,7 +177,9 @@ func New(cfg Config) (*Limiter, error) {
 
 // Split returns lim with its rate and burst divided by n (rounded down, at
 // least 1): the share of one of n servers that each enforce the limit
-// alone. The period and algorithm are kept.
+// alone. The period and algorithm are kept. Rounding down keeps the fleet
+// under the limit, except that a rate below n still gives each server 1,
+// so the fleet may then admit up to n per period.
 func Split(lim sluice.Limit, n int) sluice.Limit {
 	if n <= 1 {
 		return lim
@@ -204,19 +211,20 @@ func (l *Limiter) AllowN(ctx context.Context, key string, lim sluice.Limit, cost
 			return l.degrade(ctx, key, lim, cost, nil)
 		}
 		probe = true // this call tries the primary; the others keep falling back
+		defer l.probing.Store(false)
 	}
 	cctx, cancel := context.WithTimeout(ctx, l.cfg.Timeout)
 	res, err := l.cfg.Primary.AllowN(cctx, key, lim, cost)
 	cancel()
-	if probe {
-		defer l.probing.Store(false)
-	}
 	if err == nil {
-		if l.failures.Load() != 0 || probe {
-			l.failures.Store(0)
+		if probe {
+			// The breaker was open: the store is back.
 			l.openUntil.Store(0)
 			l.backoff.Store(int64(l.cfg.Backoff))
 			l.cfg.Logger.Info("failsafe: rate limit store is back")
+		}
+		if l.failures.Load() != 0 {
+			l.failures.Store(0)
 		}
 		return res, nil
 	}
@@ -229,6 +237,29 @@ func (l *Limiter) AllowN(ctx context.Context, key string, lim sluice.Limit, cost
 	}
 	l.fail(now, probe)
 	return l.degrade(ctx, key, lim, cost, err)
+}
+
+// RefundN gives units back to where they were spent: the primary while the
+// breaker is closed, the local limiter while it is open in Local mode (in
+// Open and Closed modes nothing was spent then). A decision made on one side
+// of a breaker change and refunded on the other goes to the wrong store;
+// refunds never raise a key above a fresh key's allowance, so the cost is at
+// most that refund.
+func (l *Limiter) RefundN(ctx context.Context, key string, lim sluice.Limit, cost int) error {
+	if l.openUntil.Load() == 0 {
+		rf, ok := l.cfg.Primary.(sluice.Refunder)
+		if !ok {
+			return nil
+		}
+		cctx, cancel := context.WithTimeout(ctx, l.cfg.Timeout)
+		defer cancel()
+		return rf.RefundN(cctx, key, lim, cost)
+	}
+	if rf, ok := l.cfg.Local.(sluice.Refunder); ok && l.cfg.Mode == Local {
+		share := l.cfg.Share(lim)
+		return rf.RefundN(ctx, key, share, min(cost, share.Capacity()))
+	}
+	return nil
 }
 
 // fail records a failure and opens the breaker when there are enough.
@@ -263,9 +294,15 @@ func (l *Limiter) degrade(ctx context.Context, key string, lim sluice.Limit, cos
 		}
 		return sluice.Result{RetryAfter: retry}, fmt.Errorf("%w: %w", ErrUnavailable, cause)
 	case Local:
-		return l.cfg.Local.AllowN(ctx, key, l.cfg.Share(lim), cost)
-	default: // Open: admitted, with nothing known of the allowance
-		return sluice.Result{Allowed: true}, nil
+		share := l.cfg.Share(lim)
+		if cost > share.Capacity() {
+			// The whole limit would admit it, this server's share never
+			// can: a denial, not bad input.
+			return sluice.Result{RetryAfter: time.Duration(l.backoff.Load())}, nil
+		}
+		return l.cfg.Local.AllowN(ctx, key, share, cost)
+	default: // Open: admitted; the allowance is unknown, so report it untouched
+		return sluice.Result{Allowed: true, Remaining: max(lim.Capacity()-cost, 0)}, nil
 	}
 }
 

@@ -249,3 +249,43 @@ func TestConfig(t *testing.T) {
 		t.Errorf("Split(10/s burst 3, 4) = %v, want 2/s burst 1", got)
 	}
 }
+
+// flaky fails every tenth call.
+type flaky struct{ n atomic.Int64 }
+
+func (f *flaky) AllowN(context.Context, string, sluice.Limit, int) (sluice.Result, error) {
+	if f.n.Add(1)%10 == 0 {
+		return sluice.Result{}, errDown
+	}
+	return sluice.Result{Allowed: true}, nil
+}
+
+// A store that fails now and then never opens the breaker (failures are not
+// consecutive) and logs one line per interval, not one per recovery.
+func TestFlakyStoreLogsOnce(t *testing.T) {
+	h := &logs{}
+	l, err := failsafe.New(failsafe.Config{Primary: &flaky{}, Logger: slog.New(h), Clock: clocktest.New()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 1000 {
+		l.Allow(context.Background(), "k", lim)
+	}
+	if !l.Available() {
+		t.Fatal("scattered failures opened the breaker")
+	}
+	if n := len(h.msgs); n != 1 {
+		t.Fatalf("%d log lines for 100 scattered failures within one interval, want 1: %v", n, h.msgs)
+	}
+}
+
+// Local mode with a share too small for the cost denies; it is not bad input.
+func TestLocalShareBelowCost(t *testing.T) {
+	p := &primary{}
+	p.down.Store(true)
+	l := newLimiter(t, failsafe.Local, p, clocktest.New(), &logs{})
+	r, err := l.AllowN(context.Background(), "k", lim, 8) // 10/s split over 2 nodes holds 5
+	if err != nil || r.Allowed || r.RetryAfter <= 0 {
+		t.Fatalf("cost 8 over a local share of 5: %+v, %v; want a denial", r, err)
+	}
+}

@@ -48,6 +48,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -132,7 +133,9 @@ type Config struct {
 	HashKeys bool
 	// StoreErrorStatus is the status when the Limiter fails; 0 means let
 	// the request through (fail open). Wrap the Limiter with package
-	// failsafe for finer choices.
+	// failsafe for finer choices: a failsafe limiter that fails closed
+	// returns an error wrapping sluice.ErrUnavailable, which always refuses
+	// the request, with StoreErrorStatus or else 503 and its Retry-After.
 	StoreErrorStatus int
 	// Logger receives one line per refused request and per store error.
 	// Default slog.Default().
@@ -195,6 +198,9 @@ func New(cfg Config) (*Middleware, error) {
 	if cfg.StatusCode < 400 || cfg.StatusCode > 599 {
 		return nil, fmt.Errorf("httplimit: status %d is not between 400 and 599", cfg.StatusCode)
 	}
+	if cfg.StoreErrorStatus != 0 && (cfg.StoreErrorStatus < 400 || cfg.StoreErrorStatus > 599) {
+		return nil, fmt.Errorf("httplimit: store error status %d is not between 400 and 599", cfg.StoreErrorStatus)
+	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
@@ -231,6 +237,17 @@ func New(cfg Config) (*Middleware, error) {
 		}
 		m.policies = append(m.policies, compiled{Policy: p, header: h})
 	}
+	// Shadow policies go first, so that every request is counted by them
+	// even when an enforced policy refuses it.
+	slices.SortStableFunc(m.policies, func(a, b compiled) int {
+		switch {
+		case a.Shadow && !b.Shadow:
+			return -1
+		case !a.Shadow && b.Shadow:
+			return 1
+		}
+		return 0
+	})
 	var all []rlheader.Policy
 	for _, p := range m.policies {
 		if !p.Shadow {
@@ -338,9 +355,18 @@ func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, next http.Han
 		if err != nil {
 			m.cfg.Metrics.storeError(p.Name)
 			m.cfg.Logger.Warn("httplimit: limiter failed", "policy", p.Name, "err", err)
-			if m.cfg.StoreErrorStatus != 0 {
+			closed := errors.Is(err, sluice.ErrUnavailable) // a limiter that fails closed
+			if closed || m.cfg.StoreErrorStatus != 0 {
 				m.giveBack(ctx, decisions)
-				http.Error(w, "rate limiter unavailable", m.cfg.StoreErrorStatus)
+				status := m.cfg.StoreErrorStatus
+				if status == 0 {
+					status = http.StatusServiceUnavailable
+				}
+				if closed && res.RetryAfter > 0 {
+					w.Header().Set("Retry-After", rlheader.FormatRetryAfter(res.RetryAfter))
+				}
+				w.Header().Set("Cache-Control", "no-store")
+				http.Error(w, "rate limiter unavailable", status)
 				return
 			}
 			continue // fail open for this policy
@@ -453,9 +479,12 @@ func (m *Middleware) giveBack(ctx context.Context, ds []decision) {
 	if !ok {
 		return
 	}
+	// A refund outlives a cancelled request, but not a hung store.
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
+	defer cancel()
 	for _, d := range ds {
 		if d.res.Allowed {
-			rf.RefundN(context.WithoutCancel(ctx), d.key, d.p.Limit, d.cost)
+			rf.RefundN(rctx, d.key, d.p.Limit, d.cost)
 		}
 	}
 }
@@ -465,8 +494,10 @@ func (m *Middleware) giveBack(ctx context.Context, ds []decision) {
 func (m *Middleware) finalKey(policy, key string) string {
 	k := policy + ":" + key
 	if m.cfg.HashKeys || len(k) > MaxKeyLen {
+		// "#" marks a hash, so that no raw key of 32 hex digits can
+		// share its allowance.
 		sum := sha256.Sum256([]byte(k))
-		return policy + ":" + hex.EncodeToString(sum[:16])
+		return policy + ":#" + hex.EncodeToString(sum[:16])
 	}
 	return k
 }

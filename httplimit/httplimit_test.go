@@ -3,6 +3,7 @@ package httplimit_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
@@ -405,5 +406,22 @@ func TestRedirectKeepsHeaders(t *testing.T) {
 	w := do(redirect, httptest.NewRequest("GET", "/", nil))
 	if w.Code != http.StatusFound || !strings.Contains(w.Header().Get("RateLimit"), "r=0") {
 		t.Fatalf("redirect: %d, RateLimit %q", w.Code, w.Header().Get("RateLimit"))
+	}
+}
+
+// closedStore is a limiter that fails closed, as failsafe's Closed mode does.
+type closedStore struct{}
+
+func (closedStore) AllowN(context.Context, string, sluice.Limit, int) (sluice.Result, error) {
+	return sluice.Result{RetryAfter: 3 * time.Second}, fmt.Errorf("%w: connection refused", sluice.ErrUnavailable)
+}
+
+// A limiter that fails closed refuses the request even when store errors
+// otherwise fail open.
+func TestFailClosedRefuses(t *testing.T) {
+	m := mustNew(t, httplimit.Config{Limiter: closedStore{}, Policies: []httplimit.Policy{{Name: "p", Limit: sluice.PerMinute(1), Key: httplimit.Global()}}})
+	w := do(m.Handler(http.HandlerFunc(ok)), httptest.NewRequest("GET", "/", nil))
+	if w.Code != http.StatusServiceUnavailable || w.Header().Get("Retry-After") != "3" {
+		t.Fatalf("fail-closed limiter: %d, Retry-After %q; want 503 and 3", w.Code, w.Header().Get("Retry-After"))
 	}
 }

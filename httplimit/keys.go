@@ -3,6 +3,7 @@ package httplimit
 import (
 	"fmt"
 	"net/http"
+	"strconv"
 	"strings"
 
 	"github.com/sluicehq/sluice/clientip"
@@ -77,19 +78,18 @@ func Global() KeyFunc {
 }
 
 // Composite keys by all of fs together, such as tenant and route; the key
-// is missing if any part is. Parts are joined with "\x1f" (unit separator),
-// which cannot be confused with a character of a part.
+// is missing if any part is. Each part is written after its length, so no
+// two different lists of parts make the same key, whatever they contain.
 func Composite(fs ...KeyFunc) KeyFunc {
 	return func(r *http.Request) (string, bool) {
 		var b strings.Builder
-		for i, f := range fs {
+		for _, f := range fs {
 			k, ok := f(r)
 			if !ok {
 				return "", false
 			}
-			if i > 0 {
-				b.WriteByte(0x1f)
-			}
+			b.WriteString(strconv.Itoa(len(k)))
+			b.WriteByte(':')
 			b.WriteString(k)
 		}
 		return b.String(), b.Len() > 0

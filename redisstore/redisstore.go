@@ -142,8 +142,12 @@ func (s *Store) Close() error {
 	return nil
 }
 
-// Key returns the Redis key that holds key's state under algorithm a.
+// Key returns the Redis key that holds key's state under algorithm a, or ""
+// for an unknown algorithm.
 func (s *Store) Key(a sluice.Algorithm, key string) string {
+	if int(a) >= len(short) {
+		return ""
+	}
 	return s.prefix + ":" + short[a] + ":{" + key + "}"
 }
 
@@ -233,6 +237,9 @@ func scriptParams(lim sluice.Limit) ([]string, error) {
 	rate := int64(lim.Rate)
 	switch lim.Algorithm {
 	case sluice.TokenBucket:
+		if algorithm.Interval(lim) < 1000 {
+			return nil, fmt.Errorf("%w: %d per %v is more than one unit per microsecond, finer than redisstore's clock", sluice.ErrInvalidLimit, lim.Rate, lim.Period)
+		}
 		t := (algorithm.Interval(lim) + 999) / 1000 // rounded up: never admit more
 		if int64(lim.Burst) > exact/(2*t) {
 			return nil, fmt.Errorf("%w: burst %d at %d per %v is too large for redisstore", sluice.ErrInvalidLimit, lim.Burst, lim.Rate, lim.Period)

@@ -13,6 +13,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/internal/clocktest"
 	"github.com/sluicehq/sluice/internal/redistest"
 	"github.com/sluicehq/sluice/internal/storetest"
 	"github.com/sluicehq/sluice/redisstore"
@@ -116,6 +117,11 @@ func TestExpiry(t *testing.T) {
 		if pttl > r.ResetAfter.Milliseconds()+1 {
 			t.Errorf("%v: PTTL %d ms outlives ResetAfter %v", a, pttl, r.ResetAfter)
 		}
+		// Nor may the key vanish while its state still matters: that would
+		// admit too much. (A few ms pass between the decision and PTTL.)
+		if pttl < r.ResetAfter.Milliseconds()-50 {
+			t.Errorf("%v: PTTL %d ms is shorter than ResetAfter %v", a, pttl, r.ResetAfter)
+		}
 		// A refund of everything leaves nothing to remember (except for the
 		// windows, which remember the boundary until it passes).
 		if err := s.RefundN(context.Background(), key, lim, 3); err != nil {
@@ -177,6 +183,7 @@ func TestBadInput(t *testing.T) {
 		{"sub-microsecond period", sluice.Limit{Algorithm: sluice.FixedWindow, Rate: 1, Period: 1500 * time.Nanosecond}, sluice.ErrInvalidLimit},
 		{"sliding window too large for doubles", sluice.Limit{Algorithm: sluice.SlidingWindow, Rate: 1 << 40, Period: 365 * 24 * time.Hour}, sluice.ErrInvalidLimit},
 		{"invalid limit", sluice.Limit{Rate: 0, Period: time.Second, Burst: 1}, sluice.ErrInvalidLimit},
+		{"token bucket finer than a microsecond", sluice.PerSecond(5_000_000), sluice.ErrInvalidLimit},
 	}
 	for _, tt := range tests {
 		_, err := s.Allow(context.Background(), "bad", tt.lim)
@@ -199,6 +206,35 @@ func TestUnreachable(t *testing.T) {
 	}
 	if _, err := redisstore.New(ctx, redisstore.Config{}); err == nil {
 		t.Fatal("New with neither URL nor Client: no error")
+	}
+}
+
+// A sliding log whose entries expire at the very instant it logs new ones
+// (a shorter period on a config reload) keeps counting every unit: no log
+// entry name is used twice.
+func TestSlidingLogPeriodShrinks(t *testing.T) {
+	clock := clocktest.New()
+	s := open(t, singleURL(t), clock)
+	ctx := context.Background()
+	key := "shrink:" + strconv.FormatInt(time.Now().UnixNano(), 36)
+	long := sluice.Limit{Algorithm: sluice.SlidingLog, Rate: 5, Period: 10 * time.Second}
+	for range 2 {
+		s.Allow(ctx, key, long)
+	}
+	clock.Advance(5 * time.Second)
+	for range 2 {
+		s.Allow(ctx, key, long)
+	}
+	// Same instant, period 2 s: the two old entries leave, two remain.
+	short := sluice.Limit{Algorithm: sluice.SlidingLog, Rate: 5, Period: 2 * time.Second}
+	admitted := 0
+	for range 10 {
+		if r, _ := s.Allow(ctx, key, short); r.Allowed {
+			admitted++
+		}
+	}
+	if admitted != 3 {
+		t.Fatalf("after the period shrank, %d admitted, want 3 (5 minus the 2 still in the window)", admitted)
 	}
 }
 

@@ -8,7 +8,26 @@ import (
 	"github.com/redis/rueidis"
 )
 
-// ParseURL turns a Redis URL into client options. The forms:
+// redact hides the password of a URL, for error messages.
+func redact(s string) string {
+	scheme, rest, ok := strings.Cut(s, "://")
+	if !ok {
+		return s
+	}
+	at := strings.LastIndex(rest, "@")
+	slash := strings.IndexAny(rest, "/?")
+	if at < 0 || (slash >= 0 && at > slash) {
+		return s
+	}
+	user, _, hasPass := strings.Cut(rest[:at], ":")
+	if !hasPass {
+		return s
+	}
+	return scheme + "://" + user + ":xxxxx" + rest[at:]
+}
+
+// ParseURL turns a Redis URL into client options. Errors never show the
+// URL's password. The forms:
 //
 //	redis://[user[:password]@]host[:port][/db][?option=value…]
 //	rediss://…                      the same over TLS
@@ -24,11 +43,11 @@ import (
 func ParseURL(s string) (rueidis.ClientOption, error) {
 	scheme, rest, ok := strings.Cut(s, "://")
 	if !ok {
-		return rueidis.ClientOption{}, fmt.Errorf("redisstore: URL %q: want redis://host:port, rediss://…, redis+cluster://host:port,host:port or redis+sentinel://host:port,…/master", s)
+		return rueidis.ClientOption{}, fmt.Errorf("redisstore: URL %q: want redis://host:port, rediss://…, redis+cluster://host:port,host:port or redis+sentinel://host:port,…/master", redact(s))
 	}
 	base, kind, _ := strings.Cut(scheme, "+")
 	if base != "redis" && base != "rediss" {
-		return rueidis.ClientOption{}, fmt.Errorf("redisstore: URL %q: scheme %q is not redis, rediss, redis+cluster or redis+sentinel", s, scheme)
+		return rueidis.ClientOption{}, fmt.Errorf("redisstore: URL %q: scheme %q is not redis, rediss, redis+cluster or redis+sentinel", redact(s), scheme)
 	}
 	authority, tail := rest, ""
 	if i := strings.IndexAny(rest, "/?"); i >= 0 {
@@ -41,33 +60,33 @@ func ParseURL(s string) (rueidis.ClientOption, error) {
 	hosts := strings.Split(hostlist, ",")
 	for _, h := range hosts {
 		if h == "" {
-			return rueidis.ClientOption{}, fmt.Errorf("redisstore: URL %q: empty host in %q", s, hostlist)
+			return rueidis.ClientOption{}, fmt.Errorf("redisstore: URL %q: empty host in %q", redact(s), hostlist)
 		}
 	}
 	path, query, _ := strings.Cut(tail, "?")
 	q, err := url.ParseQuery(query)
 	if err != nil {
-		return rueidis.ClientOption{}, fmt.Errorf("redisstore: URL %q: %w", s, err)
+		return rueidis.ClientOption{}, fmt.Errorf("redisstore: URL %q: %w", redact(s), err)
 	}
 	switch kind {
 	case "":
 		if len(hosts) > 1 {
-			return rueidis.ClientOption{}, fmt.Errorf("redisstore: URL %q lists %d hosts: use redis+cluster:// or redis+sentinel://", s, len(hosts))
+			return rueidis.ClientOption{}, fmt.Errorf("redisstore: URL %q lists %d hosts: use redis+cluster:// or redis+sentinel://", redact(s), len(hosts))
 		}
 	case "cluster":
 		if strings.Trim(path, "/") != "" {
-			return rueidis.ClientOption{}, fmt.Errorf("redisstore: URL %q: a Cluster has no database path", s)
+			return rueidis.ClientOption{}, fmt.Errorf("redisstore: URL %q: a Cluster has no database path", redact(s))
 		}
 		path = ""
 	case "sentinel":
 		master := strings.Trim(path, "/")
 		if master == "" || strings.Contains(master, "/") {
-			return rueidis.ClientOption{}, fmt.Errorf("redisstore: URL %q: want redis+sentinel://host:port,…/master-name", s)
+			return rueidis.ClientOption{}, fmt.Errorf("redisstore: URL %q: want redis+sentinel://host:port,…/master-name", redact(s))
 		}
 		q.Set("master_set", master)
 		path = ""
 	default:
-		return rueidis.ClientOption{}, fmt.Errorf("redisstore: URL %q: scheme %q is not redis, rediss, redis+cluster or redis+sentinel", s, scheme)
+		return rueidis.ClientOption{}, fmt.Errorf("redisstore: URL %q: scheme %q is not redis, rediss, redis+cluster or redis+sentinel", redact(s), scheme)
 	}
 	for _, h := range hosts[1:] {
 		q.Add("addr", h)
@@ -78,7 +97,7 @@ func ParseURL(s string) (rueidis.ClientOption, error) {
 	}
 	opt, err := rueidis.ParseURL(u)
 	if err != nil {
-		return rueidis.ClientOption{}, fmt.Errorf("redisstore: URL %q: %w", s, err)
+		return rueidis.ClientOption{}, fmt.Errorf("redisstore: URL %q: %w", redact(s), err)
 	}
 	opt.DisableCache = true // the store never reads through the client-side cache
 	if kind == "" {

@@ -91,3 +91,12 @@ func FuzzParseURL(f *testing.F) {
 		}
 	})
 }
+
+func TestParseURLHidesPassword(t *testing.T) {
+	for _, u := range []string{"redis://:s3cret@h:1/notanumber", "redis://u:s3cret@a:1,b:2", "http://u:s3cret@h"} {
+		_, err := redisstore.ParseURL(u)
+		if err == nil || strings.Contains(err.Error(), "s3cret") {
+			t.Errorf("ParseURL(%q) error %v shows the password", u, err)
+		}
+	}
+}

@@ -14,14 +14,18 @@ import (
 // server spend locally with no round trip until they run out or Hold
 // passes. It is safe for concurrent use.
 //
-// Accuracy: a batch is spent before it is used, so the fleet never admits
-// more than the limit; over-admission is zero. The cost is the other way: a
-// server holding unspent units keeps them from the others, at most
-// Batch−1 units per server and key, for at most Hold, after which the next
-// request gives them back (when the inner limiter is a sluice.Refunder, as
-// redisstore is). Denials are exact: a request that a batch cannot cover
-// asks for its own cost. This is the safe alternative to counting locally
-// and sending increments later, which admits up to servers × batch too many.
+// Accuracy: units are charged when reserved and spent up to Hold later, so
+// the limit's bound can be exceeded by what is spent late: at most
+// servers × (Batch−1) units in any window, for a key, over what the limit
+// alone admits. For a fixed window a reservation never outlives the window
+// it was charged to, so there the bound is zero. The other way, a server
+// holding unspent units keeps them from the others, at most Batch−1 units
+// per server and key, for at most Hold, after which the next request gives
+// them back (when the inner limiter is a sluice.Refunder, as redisstore
+// is). Denials are exact: a request that a batch cannot cover asks for its
+// own cost. Counting locally and sending increments later would admit up to
+// servers × Batch too many with no bound in time; reserving first keeps the
+// bound small and known.
 //
 // Once a key is over its limit every request costs a round trip or two;
 // put an OverLimitCache in front of the Batcher so that denials cost none.
@@ -31,6 +35,7 @@ type Batcher struct {
 	hold  time.Duration
 	clock sluice.Clock
 	seed  maphash.Seed
+	max   int // pools per shard
 
 	shards [64]struct {
 		mu    sync.Mutex
@@ -50,6 +55,10 @@ type BatchConfig struct {
 	Batch int
 	// Hold is how long a server keeps unspent units. Default 100ms.
 	Hold time.Duration
+	// MaxKeys bounds the keys with a reservation held; beyond it, new
+	// reservations are not pooled (their leftover units are lost). Default
+	// 100,000.
+	MaxKeys int
 	// Clock tells the time; nil means the system clock.
 	Clock sluice.Clock
 }
@@ -64,7 +73,10 @@ func NewBatcher(inner sluice.Limiter, cfg BatchConfig) *Batcher {
 	if cfg.Hold <= 0 {
 		cfg.Hold = 100 * time.Millisecond
 	}
-	b := &Batcher{inner: inner, batch: cfg.Batch, hold: cfg.Hold, clock: cfg.Clock, seed: maphash.MakeSeed()}
+	if cfg.MaxKeys <= 0 {
+		cfg.MaxKeys = 100_000
+	}
+	b := &Batcher{inner: inner, batch: cfg.Batch, hold: cfg.Hold, clock: cfg.Clock, seed: maphash.MakeSeed(), max: max(cfg.MaxKeys/64, 1)}
 	for i := range b.shards {
 		b.shards[i].pools = make(map[cacheKey]*pool)
 	}
@@ -76,6 +88,15 @@ func (b *Batcher) now() int64 {
 		return b.clock.Now().UnixNano()
 	}
 	return time.Now().UnixNano()
+}
+
+// RefundN gives units back to the inner limiter, which was charged for
+// them when they were reserved.
+func (b *Batcher) RefundN(ctx context.Context, key string, lim sluice.Limit, cost int) error {
+	if rf, ok := b.inner.(sluice.Refunder); ok {
+		return rf.RefundN(ctx, key, lim, cost)
+	}
+	return nil
 }
 
 // Allow is shorthand for AllowN(ctx, key, lim, 1).
@@ -112,7 +133,9 @@ func (b *Batcher) AllowN(ctx context.Context, key string, lim sluice.Limit, cost
 
 	if giveBack > 0 {
 		if rf, ok := b.inner.(sluice.Refunder); ok {
-			rf.RefundN(context.WithoutCancel(ctx), key, lim, giveBack)
+			rctx, cancel := refundContext(ctx)
+			rf.RefundN(rctx, key, lim, giveBack)
+			cancel()
 		}
 	}
 	n := max(min(b.batch, lim.Capacity()), cost)
@@ -132,11 +155,26 @@ func (b *Batcher) AllowN(ctx context.Context, key string, lim sluice.Limit, cost
 		return res, err
 	}
 	if left := n - cost; left > 0 {
+		until := now + int64(b.hold)
+		if lim.Algorithm == sluice.FixedWindow {
+			// Never spend a window's units in the next one.
+			until = min(until, now+int64(res.ResetAfter))
+		}
 		sh.mu.Lock()
 		if q := sh.pools[ck]; q != nil {
 			q.units += left // another request reserved meanwhile: pool both
+			q.until = min(q.until, until)
 		} else {
-			sh.pools[ck] = &pool{units: left, until: now + int64(b.hold)}
+			if len(sh.pools) >= b.max {
+				for k, p := range sh.pools {
+					if p.until <= now {
+						delete(sh.pools, k) // expired; its units are lost, as with a crash
+					}
+				}
+			}
+			if len(sh.pools) < b.max {
+				sh.pools[ck] = &pool{units: left, until: until}
+			}
 		}
 		sh.mu.Unlock()
 	}

@@ -72,3 +72,28 @@ func TestBatcher(t *testing.T) {
 		t.Errorf("%d global calls for 720 requests: batching and caching spared too few", calls)
 	}
 }
+
+// A fixed window's reserved units are never spent in the next window: no
+// over-admission across the boundary.
+func TestBatcherFixedWindowBoundary(t *testing.T) {
+	ctx := context.Background()
+	clock := clocktest.At(time.Unix(1700000040, 0)) // a second boundary
+	global := memstore.New(memstore.Config{Clock: clock, SweepInterval: -1})
+	defer global.Close()
+	b := relief.NewBatcher(global, relief.BatchConfig{Batch: 10, Hold: 100 * time.Millisecond, Clock: clock})
+	lim := sluice.Limit{Algorithm: sluice.FixedWindow, Rate: 10, Period: time.Second}
+	clock.Advance(950 * time.Millisecond)
+	if r, _ := b.Allow(ctx, "k", lim); !r.Allowed {
+		t.Fatal("first request denied")
+	}
+	clock.Advance(60 * time.Millisecond) // the next window; the reservation is 60 ms old
+	admitted := 0
+	for range 30 {
+		if r, _ := b.Allow(ctx, "k", lim); r.Allowed {
+			admitted++
+		}
+	}
+	if admitted != 10 {
+		t.Fatalf("the next window admitted %d, want exactly its 10", admitted)
+	}
+}

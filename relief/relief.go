@@ -19,8 +19,10 @@
 // push past the limit never reaches Redis. Accuracy cost: a request the
 // local pass denies is denied even if the global limit had room, so a
 // server whose clients are unevenly spread may deny early; choose the local
-// share generously (the default is the whole limit per server, which only
-// stops what the global limit would stop anyway, minus the round trip).
+// share generously. The default is the whole limit per server, which stops
+// little that the global limit would admit (with window algorithms, local
+// and Redis windows follow different clocks, so the two can disagree near a
+// boundary).
 //
 // Batcher reserves a very hot key's units from the remote limiter in
 // batches and spends them locally. Accuracy cost: none over the limit; at
@@ -29,6 +31,7 @@ package relief
 
 import (
 	"context"
+	"errors"
 	"hash/maphash"
 	"sync"
 	"time"
@@ -65,7 +68,18 @@ type CacheConfig struct {
 	Clock sluice.Clock
 }
 
-var _ sluice.Limiter = (*OverLimitCache)(nil)
+var (
+	_ sluice.Limiter  = (*OverLimitCache)(nil)
+	_ sluice.Refunder = (*OverLimitCache)(nil)
+	_ sluice.Refunder = (*Hybrid)(nil)
+	_ sluice.Refunder = (*Batcher)(nil)
+)
+
+// refundContext keeps a refund going when the request's context is
+// cancelled, but not forever: a hung store must not hang a request.
+func refundContext(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(context.WithoutCancel(ctx), time.Second)
+}
 
 // NewOverLimitCache returns inner wrapped in an over-limit cache.
 func NewOverLimitCache(inner sluice.Limiter, cfg CacheConfig) *OverLimitCache {
@@ -136,6 +150,19 @@ func (c *OverLimitCache) AllowN(ctx context.Context, key string, lim sluice.Limi
 	return res, nil
 }
 
+// RefundN forgets a cached denial of key and gives the units back to the
+// inner limiter, if it can take them.
+func (c *OverLimitCache) RefundN(ctx context.Context, key string, lim sluice.Limit, cost int) error {
+	sh := &c.shards[maphash.String(c.seed, key)&63]
+	sh.mu.Lock()
+	delete(sh.m, cacheKey{key, lim})
+	sh.mu.Unlock()
+	if rf, ok := c.inner.(sluice.Refunder); ok {
+		return rf.RefundN(ctx, key, lim, cost)
+	}
+	return nil
+}
+
 // Hybrid is a sluice.Limiter that asks a local limiter first and a global
 // one only for requests the local one admits. It is safe for concurrent
 // use.
@@ -153,6 +180,19 @@ func NewHybrid(local, global sluice.Limiter, share func(sluice.Limit) sluice.Lim
 		share = func(l sluice.Limit) sluice.Limit { return l }
 	}
 	return &Hybrid{local: local, global: global, share: share}
+}
+
+// RefundN gives the units back to both limiters, where they can take them.
+func (h *Hybrid) RefundN(ctx context.Context, key string, lim sluice.Limit, cost int) error {
+	var errs []error
+	if rf, ok := h.local.(sluice.Refunder); ok {
+		share := h.share(lim)
+		errs = append(errs, rf.RefundN(ctx, key, share, min(cost, share.Capacity())))
+	}
+	if rf, ok := h.global.(sluice.Refunder); ok {
+		errs = append(errs, rf.RefundN(ctx, key, lim, cost))
+	}
+	return errors.Join(errs...)
 }
 
 // Allow is shorthand for AllowN(ctx, key, lim, 1).
@@ -173,7 +213,9 @@ func (h *Hybrid) AllowN(ctx context.Context, key string, lim sluice.Limit, cost 
 	gr, err := h.global.AllowN(ctx, key, lim, cost)
 	if err != nil || !gr.Allowed {
 		if rf, ok := h.local.(sluice.Refunder); ok {
-			rf.RefundN(context.WithoutCancel(ctx), key, local, cost)
+			rctx, cancel := refundContext(ctx)
+			rf.RefundN(rctx, key, local, cost)
+			cancel()
 		}
 		return gr, err
 	}

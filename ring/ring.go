@@ -7,8 +7,10 @@
 // When a node joins or leaves, only the keys on the arcs it gains or loses
 // move, about 1/N of them; a moved key starts afresh on its new owner,
 // which can admit up to one extra allowance for that key while the fleet
-// changes. With 160 virtual nodes per node the busiest node holds within a
-// few percent of its fair share of keys.
+// changes. With 160 virtual nodes per node the busiest node holds more than
+// its fair share by a margin that grows with the number of nodes (measured
+// over a million keys: about +5% at 3 nodes, +8% at 5, +13% at 10, +26% at
+// 20); raise replicas to flatten it.
 //
 // The alternative that needs no routing at all is to split the limit: each
 // of N servers enforces limit ÷ N on its own (failsafe.Split), exact only
@@ -19,6 +21,7 @@ import (
 	"errors"
 	"slices"
 	"strconv"
+	"strings"
 )
 
 // DefaultReplicas is the number of virtual nodes per node when New is given
@@ -42,6 +45,9 @@ func New(nodes []string, replicas int) (*Ring, error) {
 	if replicas <= 0 {
 		replicas = DefaultReplicas
 	}
+	if replicas > 1<<16 {
+		return nil, errors.New("ring: more than 65536 replicas per node")
+	}
 	seen := make(map[string]bool, len(nodes))
 	r := &Ring{points: make([]point, 0, len(nodes)*replicas)}
 	for _, n := range nodes {
@@ -63,7 +69,7 @@ func New(nodes []string, replicas int) (*Ring, error) {
 		case a.hash > b.hash:
 			return 1
 		}
-		return 0
+		return strings.Compare(a.node, b.node) // ties: the same order in every process
 	})
 	return r, nil
 }

@@ -47,13 +47,21 @@ if n + cost > rate then
   newest = redis.call('ZRANGE', key, -1, -1, 'WITHSCORES')
   return {0, math.max(rate - n, 0), tonumber(kth[2]) + P - now, tonumber(newest[2]) + P - now}
 end
+-- Sequence numbers continue from the newest member when it was logged at
+-- the same instant, so that no member name is ever reused (a reused name
+-- would update, not add, and the unit would go uncounted).
+local seq = 0
+newest = redis.call('ZRANGE', key, -1, -1, 'WITHSCORES')
+if newest[2] and tonumber(newest[2]) == at then
+  seq = tonumber(string.match(newest[1], ':(%d+)$')) or n
+end
 -- ZADD in batches: unpack is bounded by Lua's C stack.
 local i = 1
 while i <= cost do
   local args = {}
   for j = i, math.min(i + 499, cost) do
     args[#args + 1] = int(at)
-    args[#args + 1] = string.format('%s:%012d', int(at), n + j)
+    args[#args + 1] = string.format('%s:%012d', int(at), seq + j)
   end
   redis.call('ZADD', key, unpack(args))
   i = i + 500

@@ -46,3 +46,11 @@ lint: vet
 
 fmt:
 	gofmt -w $$(git ls-files '*.go')
+
+## docs: regenerate the charts of docs/algorithms.md with the simulator
+.PHONY: docs
+docs:
+	$(GO) run ./cmd/sluice simulate -pattern boundary -duration 4m -chart docs/boundary.svg,docs/boundary.png
+	$(GO) run ./cmd/sluice simulate -pattern bursts -chart docs/bursts.svg,docs/bursts.png
+	$(GO) run ./cmd/sluice simulate -pattern ramp -chart docs/ramp.svg,docs/ramp.png
+	$(GO) run ./cmd/sluice simulate accuracy -requests 10000000 -keys 100000 -seed 1

@@ -1,6 +1,6 @@
 // Command sluice is the one binary of Sluice: a rate limit service, a
 // rate limiting reverse proxy, a config checker and a simulator. This build
-// has the commands help and version; serve, proxy, check and simulate are
+// has the commands help, version and simulate; serve, proxy and check are
 // still to come.
 package main
 
@@ -29,6 +29,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 	case "help", "-h", "-help", "--help":
 		usage(stdout)
 		return 0
+	case "simulate":
+		return simulate(args[1:], stdout, stderr)
 	case "version", "-version", "--version":
 		fmt.Fprintln(stdout, "sluice", buildVersion())
 		return 0
@@ -47,11 +49,13 @@ Usage:
 
 Commands:
   help      show this help
+  simulate  run traffic patterns through every algorithm on a simulated
+            clock and compare them (sluice simulate -h; sluice simulate
+            accuracy for the sliding window's error against the exact log)
   version   print the version
 
 Not in this build yet: serve (the rate limit service), proxy (a rate
-limiting reverse proxy), check (validate a config), simulate (compare the
-algorithms' traffic shapes).
+limiting reverse proxy), check (validate a config).
 `)
 }
 

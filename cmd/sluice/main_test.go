@@ -2,6 +2,8 @@ package main
 
 import (
 	"bytes"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -29,6 +31,41 @@ func TestRun(t *testing.T) {
 		}
 		if !strings.Contains(errb.String(), tt.inStderr) {
 			t.Errorf("run(%q) stderr = %q, want it to contain %q", tt.args, errb.String(), tt.inStderr)
+		}
+	}
+}
+
+func TestSimulate(t *testing.T) {
+	dir := t.TempDir()
+	replay := filepath.Join(dir, "in.csv")
+	if err := os.WriteFile(replay, []byte("1735689600,a\n1735689599,a\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	svg, png := filepath.Join(dir, "c.svg"), filepath.Join(dir, "c.png")
+	tests := []struct {
+		args     []string
+		code     int
+		inStdout string
+		inStderr string
+	}{
+		{[]string{"simulate", "-pattern", "boundary"}, 0, "fixed_window", ""},
+		{[]string{"simulate", "-pattern", "steady", "-json", "-algorithms", "token_bucket"}, 0, `"algorithm": "token_bucket"`, ""},
+		{[]string{"simulate", "-pattern", "bursts", "-chart", svg + "," + png}, 0, "sliding_log", ""},
+		{[]string{"simulate", "-pattern", "replay", "-file", replay}, 1, "", "line 2, column 1: timestamp 1735689599 is before"},
+		{[]string{"simulate", "-pattern", "nope"}, 2, "", `unknown pattern "nope"`},
+		{[]string{"simulate", "accuracy", "-requests", "5000", "-keys", "100", "-duration", "5m"}, 0, "wrongly admitted", ""},
+		{[]string{"help"}, 0, "simulate", ""},
+	}
+	for _, tt := range tests {
+		var out, errb bytes.Buffer
+		code := run(tt.args, &out, &errb)
+		if code != tt.code || !strings.Contains(out.String(), tt.inStdout) || !strings.Contains(errb.String(), tt.inStderr) {
+			t.Errorf("run(%q) = %d, stdout %q, stderr %q; want %d, %q, %q", tt.args, code, out.String(), errb.String(), tt.code, tt.inStdout, tt.inStderr)
+		}
+	}
+	for _, f := range []string{svg, png} {
+		if fi, err := os.Stat(f); err != nil || fi.Size() == 0 {
+			t.Errorf("chart %s not written: %v", f, err)
 		}
 	}
 }

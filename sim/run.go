@@ -1,0 +1,400 @@
+package sim
+
+import (
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"sort"
+	"time"
+	"unsafe"
+
+	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/algorithm"
+)
+
+// Config is the contract every algorithm enforces in a simulation, and how
+// the simulation runs.
+type Config struct {
+	// Rate per Period is the nominal limit of every algorithm; Burst is the
+	// bucket size of the token and leaky buckets (the windows ignore it).
+	// Zero values mean 100 per minute with a burst of 20.
+	Rate   int
+	Period time.Duration
+	Burst  int
+	// Duration is the simulated time of a generated pattern; a replay lasts
+	// as long as its file. Zero means ten periods.
+	Duration time.Duration
+	// Seed seeds the random numbers (PCG): the same seed, the same run.
+	Seed uint64
+	// Algorithms are the algorithms to report, in order; nil means all five.
+	// The sliding log always runs, as the reference.
+	Algorithms []sluice.Algorithm
+	// Buckets is the number of time buckets of the timeline that charts
+	// draw. Zero means 120.
+	Buckets int
+	// Progress, when not nil, is called now and then with the share of the
+	// simulated time done, from 0 to 1. It is called from Run's goroutine.
+	Progress func(done float64)
+}
+
+func (c *Config) defaults() error {
+	if c.Rate == 0 {
+		c.Rate = 100
+	}
+	if c.Period == 0 {
+		c.Period = time.Minute
+	}
+	if c.Burst == 0 {
+		c.Burst = 20
+	}
+	if c.Duration == 0 {
+		c.Duration = 10 * c.Period
+	}
+	if c.Buckets <= 0 {
+		c.Buckets = 120
+	}
+	if c.Algorithms == nil {
+		c.Algorithms = sluice.Algorithms()
+	}
+	if c.Duration < 0 || c.Duration > sluice.MaxPeriod {
+		return fmt.Errorf("sim: duration %v must be positive and at most %v", c.Duration, sluice.MaxPeriod)
+	}
+	for _, a := range c.Algorithms {
+		if err := c.limit(a).Validate(); err != nil {
+			return fmt.Errorf("sim: %w", err)
+		}
+	}
+	return c.limit(sluice.SlidingLog).Validate()
+}
+
+// limit returns the contract as a Limit of algorithm a.
+func (c *Config) limit(a sluice.Algorithm) sluice.Limit {
+	return sluice.Limit{Algorithm: a, Rate: c.Rate, Period: c.Period, Burst: c.Burst}
+}
+
+// Report is the outcome of a simulation. It marshals to JSON as is.
+type Report struct {
+	// Pattern describes the arrivals, with every default filled in.
+	Pattern string `json:"pattern"`
+	// Rate, Period and Burst are the contract.
+	Rate   int    `json:"rate"`
+	Period string `json:"period"`
+	Burst  int    `json:"burst"`
+	Seed   uint64 `json:"seed"`
+	// Start is the first simulated instant; Duration the simulated time.
+	Start    time.Time `json:"start"`
+	Duration string    `json:"duration"`
+	// Requests is the number of arrivals; Keys the number of keys seen.
+	Requests int64 `json:"requests"`
+	Keys     int   `json:"keys"`
+	// Bucket is the width of one timeline bucket.
+	Bucket string `json:"bucket"`
+	// Algorithms holds one entry per algorithm, in Config.Algorithms order.
+	Algorithms []AlgorithmReport `json:"algorithms"`
+
+	bucket time.Duration
+}
+
+// AlgorithmReport is what one algorithm did in a simulation.
+type AlgorithmReport struct {
+	// Algorithm is the algorithm's name, such as "token_bucket".
+	Algorithm string `json:"algorithm"`
+	// Limit is the algorithm's Limit, as sluice.Limit.String writes it.
+	Limit string `json:"limit"`
+	// Admitted and Rejected count requests (not cost units).
+	Admitted int64 `json:"admitted"`
+	Rejected int64 `json:"rejected"`
+	// MaxInPeriod is the most units admitted to one key in any rolling
+	// window (t−Period, t]; MaxInSecond the most in any span (t−1s, t].
+	MaxInPeriod int64 `json:"max_in_period"`
+	MaxInSecond int64 `json:"max_in_second"`
+	// WronglyAdmitted counts requests this algorithm admitted and the
+	// sliding log, run on the same arrivals, rejected; WronglyRejected the
+	// reverse. The percentages are of all requests.
+	WronglyAdmitted    int64   `json:"wrongly_admitted"`
+	WronglyRejected    int64   `json:"wrongly_rejected"`
+	WronglyAdmittedPct float64 `json:"wrongly_admitted_pct"`
+	WronglyRejectedPct float64 `json:"wrongly_rejected_pct"`
+	// BytesPerKey is the size of one key's state: unsafe.Sizeof of the
+	// algorithm's state type, plus 8 bytes per logged entry for the
+	// sliding log. For the log it is the mean over the keys seen of the
+	// most entries each held at once, and MaxBytesPerKey the largest; for
+	// the others both are the state's fixed size.
+	BytesPerKey    float64 `json:"bytes_per_key"`
+	MaxBytesPerKey int64   `json:"max_bytes_per_key"`
+	// AdmittedOverTime and RejectedOverTime count requests per timeline
+	// bucket (Report.Bucket wide), from Report.Start.
+	AdmittedOverTime []int64 `json:"admitted_over_time"`
+	RejectedOverTime []int64 `json:"rejected_over_time"`
+}
+
+// window keeps the instants of the units admitted to one key in the last
+// span, oldest first, in a ring that grows as needed.
+type window struct {
+	buf  []int64
+	head int
+	n    int
+}
+
+func (w *window) at(i int) int64 { return w.buf[(w.head+i)&(len(w.buf)-1)] }
+
+// add records cost units at now, forgets those at or before now−span, and
+// returns how many units lie in (now−p, now] and in (now−1s, now].
+func (w *window) add(now, span, p int64, cost int32) (inP, inSec int64) {
+	for w.n > 0 && w.buf[w.head] <= now-span {
+		w.head = (w.head + 1) & (len(w.buf) - 1)
+		w.n--
+	}
+	if need := w.n + int(cost); need > len(w.buf) {
+		size := max(len(w.buf), 8)
+		for size < need {
+			size *= 2
+		}
+		buf := make([]int64, size)
+		for i := range w.n {
+			buf[i] = w.at(i)
+		}
+		w.buf, w.head = buf, 0
+	}
+	for range cost {
+		w.buf[(w.head+w.n)&(len(w.buf)-1)] = now
+		w.n++
+	}
+	return w.count(now - p), w.count(now - int64(time.Second))
+}
+
+// count returns the number of units after cut.
+func (w *window) count(cut int64) int64 {
+	if w.n == 0 || w.at(0) > cut {
+		return int64(w.n)
+	}
+	return int64(w.n - sort.Search(w.n, func(i int) bool { return w.at(i) > cut }))
+}
+
+// lane is one algorithm's states and tallies.
+type lane struct {
+	alg      sluice.Algorithm
+	lim      sluice.Limit
+	tb       []algorithm.TokenBucket
+	fw       []algorithm.FixedWindow
+	sw       []algorithm.SlidingWindow
+	sl       []algorithm.SlidingLog
+	lb       []algorithm.LeakyBucket
+	interval int64 // token bucket's emission interval
+	milli    int64 // leaky bucket's rate
+	win      []window
+	peak     []int32  // sliding log: most entries per key
+	wrong    []uint32 // per key: disagreements with the log
+	rep      AlgorithmReport
+}
+
+func newLane(a sluice.Algorithm, c *Config, keys, buckets int) *lane {
+	l := &lane{alg: a, lim: c.limit(a), win: make([]window, keys), wrong: make([]uint32, keys)}
+	switch a {
+	case sluice.TokenBucket:
+		l.tb, l.interval = make([]algorithm.TokenBucket, keys), algorithm.Interval(l.lim)
+	case sluice.FixedWindow:
+		l.fw = make([]algorithm.FixedWindow, keys)
+	case sluice.SlidingWindow:
+		l.sw = make([]algorithm.SlidingWindow, keys)
+	case sluice.SlidingLog:
+		l.sl, l.peak = make([]algorithm.SlidingLog, keys), make([]int32, keys)
+	case sluice.LeakyBucket:
+		l.lb, l.milli = make([]algorithm.LeakyBucket, keys), algorithm.MilliRate(l.lim)
+	}
+	l.rep = AlgorithmReport{
+		Algorithm:        a.String(),
+		Limit:            l.lim.String(),
+		AdmittedOverTime: make([]int64, buckets),
+		RejectedOverTime: make([]int64, buckets),
+	}
+	return l
+}
+
+// take decides e under this lane's algorithm.
+func (l *lane) take(e Event) bool {
+	switch l.alg {
+	case sluice.TokenBucket:
+		return l.tb[e.Key].TakeInterval(e.At, l.lim, l.interval, int(e.Cost)).Allowed
+	case sluice.FixedWindow:
+		return l.fw[e.Key].Take(e.At, l.lim, int(e.Cost)).Allowed
+	case sluice.SlidingWindow:
+		return l.sw[e.Key].Take(e.At, l.lim, int(e.Cost)).Allowed
+	case sluice.SlidingLog:
+		s := &l.sl[e.Key]
+		ok := s.Take(e.At, l.lim, int(e.Cost)).Allowed
+		l.peak[e.Key] = max(l.peak[e.Key], int32(s.Len()))
+		return ok
+	default:
+		return l.lb[e.Key].TakeRate(e.At, l.lim, l.milli, int(e.Cost)).Allowed
+	}
+}
+
+// stateSize is unsafe.Sizeof of a's state type.
+func stateSize(a sluice.Algorithm) int64 {
+	switch a {
+	case sluice.TokenBucket:
+		return int64(unsafe.Sizeof(algorithm.TokenBucket{}))
+	case sluice.FixedWindow:
+		return int64(unsafe.Sizeof(algorithm.FixedWindow{}))
+	case sluice.SlidingWindow:
+		return int64(unsafe.Sizeof(algorithm.SlidingWindow{}))
+	case sluice.SlidingLog:
+		return int64(unsafe.Sizeof(algorithm.SlidingLog{}))
+	default:
+		return int64(unsafe.Sizeof(algorithm.LeakyBucket{}))
+	}
+}
+
+// run is a finished simulation with its per-key tallies.
+type run struct {
+	report   *Report
+	lanes    []*lane // in Config.Algorithms order
+	requests []uint32
+	span     time.Duration
+}
+
+// Run plays p's arrivals through every algorithm of c and reports what each
+// did. It fails on an invalid contract or an arrival whose cost exceeds an
+// algorithm's capacity.
+func Run(c Config, p Pattern) (*Report, error) {
+	r, err := simulate(c, p)
+	if err != nil {
+		return nil, err
+	}
+	return r.report, nil
+}
+
+func simulate(c Config, p Pattern) (*run, error) {
+	if p == nil {
+		return nil, errors.New("sim: no pattern")
+	}
+	if err := c.defaults(); err != nil {
+		return nil, err
+	}
+	p = withDefaults(p, &c)
+	keys := p.keys(&c)
+	start, end := p.span(&c)
+	span := end - start
+	bucket := max((span+int64(c.Buckets)-1)/int64(c.Buckets), 1)
+	nb := int((span + bucket - 1) / bucket)
+	capacity := int32(1<<31 - 1)
+	var lanes []*lane
+	var ref *lane
+	for _, a := range c.Algorithms {
+		l := newLane(a, &c, keys, nb)
+		lanes = append(lanes, l)
+		capacity = min(capacity, int32(l.lim.Capacity()))
+		if a == sluice.SlidingLog && ref == nil {
+			ref = l
+		}
+	}
+	all := lanes
+	if ref == nil {
+		ref = newLane(sluice.SlidingLog, &c, keys, nb)
+		all = append([]*lane{ref}, lanes...)
+	} else {
+		// The reference decides first.
+		all = append([]*lane{ref}, without(lanes, ref)...)
+	}
+	capacity = min(capacity, int32(c.Rate))
+	winSpan := max(int64(c.Period), int64(time.Second))
+	per := int64(c.Period)
+	requests := make([]uint32, keys)
+	var n int64
+	var err error
+	rng := rand.New(rand.NewPCG(c.Seed, 0x5109ce))
+	for e := range p.events(&c, rng) {
+		if e.Cost > capacity {
+			err = fmt.Errorf("sim: arrival %d costs %d, more than every algorithm can admit at once (%d)", n+1, e.Cost, capacity)
+			break
+		}
+		n++
+		requests[e.Key]++
+		b := min(int((e.At-start)/bucket), nb-1)
+		var refOK bool
+		for i, l := range all {
+			ok := l.take(e)
+			if i == 0 {
+				refOK = ok
+			}
+			if ok {
+				l.rep.Admitted++
+				l.rep.AdmittedOverTime[b]++
+				inP, inSec := l.win[e.Key].add(e.At, winSpan, per, e.Cost)
+				l.rep.MaxInPeriod = max(l.rep.MaxInPeriod, inP)
+				l.rep.MaxInSecond = max(l.rep.MaxInSecond, inSec)
+			} else {
+				l.rep.Rejected++
+				l.rep.RejectedOverTime[b]++
+			}
+			if ok != refOK {
+				l.wrong[e.Key]++
+				if ok {
+					l.rep.WronglyAdmitted++
+				} else {
+					l.rep.WronglyRejected++
+				}
+			}
+		}
+		if c.Progress != nil && n&(1<<16-1) == 0 {
+			c.Progress(float64(e.At-start) / float64(span))
+		}
+	}
+	if err != nil {
+		return nil, err
+	}
+	if c.Progress != nil {
+		c.Progress(1)
+	}
+	rep := &Report{
+		Pattern:  p.Name(),
+		Rate:     c.Rate,
+		Period:   c.Period.String(),
+		Burst:    c.Burst,
+		Seed:     c.Seed,
+		Start:    time.Unix(0, start).UTC(),
+		Duration: time.Duration(span).String(),
+		Requests: n,
+		Bucket:   time.Duration(bucket).String(),
+		bucket:   time.Duration(bucket),
+	}
+	for _, v := range requests {
+		if v > 0 {
+			rep.Keys++
+		}
+	}
+	for _, l := range lanes {
+		if n > 0 {
+			l.rep.WronglyAdmittedPct = 100 * float64(l.rep.WronglyAdmitted) / float64(n)
+			l.rep.WronglyRejectedPct = 100 * float64(l.rep.WronglyRejected) / float64(n)
+		}
+		size := stateSize(l.alg)
+		l.rep.BytesPerKey, l.rep.MaxBytesPerKey = float64(size), size
+		if l.alg == sluice.SlidingLog {
+			var sum, most int64
+			for k, pk := range l.peak {
+				if requests[k] > 0 {
+					sum += int64(pk)
+					most = max(most, int64(pk))
+				}
+			}
+			if rep.Keys > 0 {
+				l.rep.BytesPerKey = float64(size) + 8*float64(sum)/float64(rep.Keys)
+			}
+			l.rep.MaxBytesPerKey = size + 8*most
+		}
+		rep.Algorithms = append(rep.Algorithms, l.rep)
+	}
+	return &run{report: rep, lanes: lanes, requests: requests, span: time.Duration(span)}, nil
+}
+
+func without(ls []*lane, x *lane) []*lane {
+	var out []*lane
+	for _, l := range ls {
+		if l != x {
+			out = append(out, l)
+		}
+	}
+	return out
+}

@@ -1,0 +1,146 @@
+package sim
+
+import (
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/sluicehq/sluice"
+)
+
+func byName(t *testing.T, r *Report, a sluice.Algorithm) AlgorithmReport {
+	t.Helper()
+	for _, x := range r.Algorithms {
+		if x.Algorithm == a.String() {
+			return x
+		}
+	}
+	t.Fatalf("no %v in report", a)
+	return AlgorithmReport{}
+}
+
+// TestBoundaryAttack checks the core's documented flaw: a fixed window admits
+// exactly 2N within one rolling period, and the sliding log exactly N.
+func TestBoundaryAttack(t *testing.T) {
+	for _, n := range []int{1, 7, 100} {
+		r, err := Run(Config{Rate: n, Period: time.Minute, Burst: 20, Seed: 1}, Boundary{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := byName(t, r, sluice.FixedWindow).MaxInPeriod; got != int64(2*n) {
+			t.Errorf("rate %d: fixed window max in a rolling minute = %d, want %d", n, got, 2*n)
+		}
+		if got := byName(t, r, sluice.SlidingLog).MaxInPeriod; got != int64(n) {
+			t.Errorf("rate %d: sliding log max in a rolling minute = %d, want %d", n, got, n)
+		}
+	}
+}
+
+// TestBounds checks, over every pattern, the promises of the core: the log
+// never exceeds N in a period; the token bucket never exceeds
+// Burst + Rate·t/Period in a span t; the log is its own reference.
+func TestBounds(t *testing.T) {
+	cfgs := []Config{
+		{Rate: 100, Period: time.Minute, Burst: 20},
+		{Rate: 5, Period: time.Second, Burst: 3},
+		{Rate: 30, Period: 10 * time.Second, Burst: 1},
+	}
+	pats := []Pattern{Steady{}, Steady{Load: 50, Keys: 3}, Bursts{}, Boundary{}, Ramp{}, Zipf{Keys: 50}}
+	for _, c := range cfgs {
+		for _, p := range pats {
+			c.Seed = 7
+			r, err := Run(c, p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			log := byName(t, r, sluice.SlidingLog)
+			if log.MaxInPeriod > int64(c.Rate) {
+				t.Errorf("%v, %s: sliding log admitted %d in a period, limit %d", c.Rate, r.Pattern, log.MaxInPeriod, c.Rate)
+			}
+			if log.WronglyAdmitted+log.WronglyRejected != 0 {
+				t.Errorf("%s: the log disagrees with itself", r.Pattern)
+			}
+			tb := byName(t, r, sluice.TokenBucket)
+			if bound := int64(c.Burst + c.Rate); tb.MaxInPeriod > bound {
+				t.Errorf("%d/%v burst %d, %s: token bucket admitted %d in a period, bound %d", c.Rate, c.Period, c.Burst, r.Pattern, tb.MaxInPeriod, bound)
+			}
+			secBound := int64(c.Burst) + int64((float64(c.Rate)*float64(time.Second)+float64(c.Period)-1)/float64(c.Period))
+			if tb.MaxInSecond > secBound {
+				t.Errorf("%d/%v burst %d, %s: token bucket admitted %d in a second, bound %d", c.Rate, c.Period, c.Burst, r.Pattern, tb.MaxInSecond, secBound)
+			}
+			for _, a := range r.Algorithms {
+				if a.Admitted+a.Rejected != r.Requests {
+					t.Errorf("%s: %s admitted %d + rejected %d ≠ %d requests", r.Pattern, a.Algorithm, a.Admitted, a.Rejected, r.Requests)
+				}
+			}
+		}
+	}
+}
+
+func TestDeterministic(t *testing.T) {
+	a, _ := Run(Config{Seed: 3}, Zipf{Keys: 20})
+	b, _ := Run(Config{Seed: 3}, Zipf{Keys: 20})
+	if a.Requests != b.Requests || a.Algorithms[0].Admitted != b.Algorithms[0].Admitted {
+		t.Errorf("same seed, different runs: %d/%d vs %d/%d", a.Requests, a.Algorithms[0].Admitted, b.Requests, b.Algorithms[0].Admitted)
+	}
+	c, _ := Run(Config{Seed: 4}, Zipf{Keys: 20})
+	if c.Requests == a.Requests {
+		t.Errorf("seeds 3 and 4 gave the same number of requests %d", a.Requests)
+	}
+}
+
+func TestMemory(t *testing.T) {
+	r, err := Run(Config{Seed: 1}, Steady{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]int64{"token_bucket": 8, "fixed_window": 16, "sliding_window": 32, "leaky_bucket": 24}
+	for _, a := range r.Algorithms {
+		if w, ok := want[a.Algorithm]; ok && a.MaxBytesPerKey != w {
+			t.Errorf("%s: %d bytes per key, want %d", a.Algorithm, a.MaxBytesPerKey, w)
+		}
+	}
+	// Steady 1.5× load fills the log to its rate: the state plus 8·100 bytes.
+	if got := byName(t, r, sluice.SlidingLog).MaxBytesPerKey; got != 48+800 {
+		t.Errorf("sliding log: %d bytes per key, want %d", got, 48+800)
+	}
+}
+
+func TestAccuracySmall(t *testing.T) {
+	a, err := RunAccuracy(AccuracyConfig{Requests: 20000, Keys: 200, Seed: 1, Duration: 10 * time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var keys int
+	var wrong int64
+	for _, c := range a.Classes {
+		keys += c.Keys
+		wrong += c.Wrong
+	}
+	if keys != a.Keys || wrong != a.WronglyAdmitted+a.WronglyRejected {
+		t.Errorf("classes hold %d keys and %d errors, want %d and %d", keys, wrong, a.Keys, a.WronglyAdmitted+a.WronglyRejected)
+	}
+	if a.Classes[0].Wrong != 0 {
+		t.Errorf("keys under a tenth of the limit had %d errors; they can have none", a.Classes[0].Wrong)
+	}
+}
+
+func BenchmarkRun(b *testing.B) {
+	for _, keys := range []int{1, 100000} {
+		b.Run("keys="+itoa(keys), func(b *testing.B) {
+			c := Config{Seed: 1, Duration: time.Hour}
+			p := Zipf{Keys: keys, Load: 1e6 / 3600}
+			var n int64
+			for b.Loop() {
+				r, err := Run(c, p)
+				if err != nil {
+					b.Fatal(err)
+				}
+				n += r.Requests
+			}
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(n), "ns/event")
+		})
+	}
+}
+
+func itoa(n int) string { return strconv.Itoa(n) }

@@ -1,0 +1,48 @@
+// Package client is the calling side of a rate limit: code that sends
+// requests to a limited API and should neither make an overload worse nor
+// come back in waves.
+//
+// It has four parts, each usable alone, that compose as http.RoundTrippers:
+//
+//   - Backoff: exponential growth with a cap and full jitter by default
+//     (equal and decorrelated jitter as options), a maximum number of
+//     attempts and a maximum total time, and an injectable random source.
+//   - Transport: a retrying RoundTripper. It retries 429, 502, 503 and 504
+//     (configurable) and transport errors, only for idempotent methods or
+//     requests carrying an Idempotency-Key, rewinding bodies through
+//     GetBody. It waits as the server says (Retry-After, then the RateLimit
+//     field's t) with a little jitter, else as the Backoff says, and never
+//     past the request's deadline or MaxServerWait.
+//   - Pacer: a RoundTripper that keeps requests under a limit with a token
+//     bucket from package sluice (per host, or per key), waiting rather than
+//     sending a request that would be refused, and that adapts to the
+//     server's RateLimit field.
+//   - Breaker: an optional circuit breaker (github.com/sony/gobreaker/v2)
+//     that fails fast while a dependency keeps failing.
+//
+// The recommended stack, outermost first:
+//
+//	hc := &http.Client{Transport: &client.Transport{
+//		Base: &client.Pacer{
+//			Limit: sluice.PerSecond(9), // below the server's 10/s
+//			Base:  client.NewBreaker(http.DefaultTransport, gobreaker.Settings{Name: "api"}),
+//		},
+//	}}
+//
+// Every retry then goes through the pacer, so retries are paced too, and the
+// breaker sees each attempt on the wire.
+//
+// # One retry layer
+//
+// Retry layers multiply: three layers of four attempts make 64 requests out
+// of one. A Transport marks the requests it sends, and a Transport further
+// down the stack (or any Transport reached with such a request) makes a
+// single attempt. Do not put another retrying client around or under it.
+//
+// # Time
+//
+// Waits use time.NewTimer and the request's context, so code and tests run
+// on the fake clock of testing/synctest; no sleep is ever longer than the
+// request's deadline allows. The headers are parsed by package rlheader;
+// malformed fields are ignored, as RFC 9110 and the RateLimit draft require.
+package client

@@ -1,0 +1,81 @@
+package client_test
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/sluicehq/sluice/client"
+)
+
+func ExampleBackoff() {
+	r := rand.New(rand.NewPCG(1, 2)) // seeded, so the output is stable
+	b := client.Backoff{Base: 100 * time.Millisecond, Cap: time.Second, Rand: r.Float64}
+	for attempt := range 6 {
+		window := min(b.Cap, b.Base<<attempt)
+		fmt.Printf("retry %d: window %v, wait %v\n", attempt, window, b.Delay(attempt, 0).Round(time.Millisecond))
+	}
+	// Output:
+	// retry 0: window 100ms, wait 68ms
+	// retry 1: window 200ms, wait 92ms
+	// retry 2: window 400ms, wait 203ms
+	// retry 3: window 800ms, wait 344ms
+	// retry 4: window 1s, wait 798ms
+	// retry 5: window 1s, wait 388ms
+}
+
+// A Transport in front of a fake server that fails twice: the retries and
+// their waits, then the server's answer. A huge Retry-After is not waited
+// for: the 429 comes back at once. A POST without an Idempotency-Key is
+// sent once.
+func ExampleTransport() {
+	n := 0
+	flaky := rtFunc(func(r *http.Request) (*http.Response, error) {
+		n++
+		switch {
+		case r.URL.Path == "/busy":
+			return respond(http.StatusTooManyRequests, "Retry-After", "86400"), nil
+		case n <= 2:
+			return respond(http.StatusServiceUnavailable), nil
+		}
+		return respond(http.StatusOK), nil
+	})
+	tr := &client.Transport{
+		Base:    flaky,
+		Backoff: client.Backoff{Base: time.Millisecond, Cap: time.Millisecond, Jitter: client.NoJitter},
+		OnRetry: func(e client.RetryEvent) {
+			fmt.Printf("attempt %d: %d, retrying in %v\n", e.Attempt, e.Response.StatusCode, e.Wait)
+		},
+	}
+	hc := &http.Client{Transport: tr}
+
+	resp, err := hc.Get("http://api.test/")
+	if err != nil {
+		panic(err)
+	}
+	resp.Body.Close()
+	fmt.Println("GET /:", resp.StatusCode, "after", n, "attempts")
+
+	resp, err = hc.Get("http://api.test/busy")
+	if err != nil {
+		panic(err)
+	}
+	resp.Body.Close()
+	fmt.Println("GET /busy:", resp.StatusCode, "Retry-After", resp.Header.Get("Retry-After"))
+
+	n = 0
+	resp, err = hc.Post("http://api.test/pay", "application/json", strings.NewReader(`{"amount":42}`))
+	if err != nil {
+		panic(err)
+	}
+	resp.Body.Close()
+	fmt.Println("POST /pay:", resp.StatusCode, "after", n, "attempt")
+	// Output:
+	// attempt 1: 503, retrying in 1ms
+	// attempt 2: 503, retrying in 1ms
+	// GET /: 200 after 3 attempts
+	// GET /busy: 429 Retry-After 86400
+	// POST /pay: 503 after 1 attempt
+}

@@ -1,0 +1,269 @@
+package client
+
+import (
+	"errors"
+	"fmt"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/memstore"
+)
+
+// ErrWaitTooLong is wrapped by the error of a Pacer that would have to wait
+// past the request's deadline to send it. The request is not sent, and a
+// Transport does not retry it.
+var ErrWaitTooLong = errors.New("client: wait would exceed the request's deadline")
+
+// sweepEvery is how often a Pacer with its own store drops idle keys.
+const sweepEvery = time.Minute
+
+// Pacer is an http.RoundTripper that keeps requests under a rate limit on
+// the client side: before sending a request it takes one unit of its key's
+// allowance under Limit from Limiter, and when none is left it waits for
+// the time the limiter reports, bounded by the request's context, rather
+// than send a request the server would refuse. Set Limit a little below the
+// server's limit (say 90%): the client's and the server's clocks and
+// windows never line up exactly.
+//
+// # Adapting to the server
+//
+// A server that sends the RateLimit field (draft-ietf-httpapi-ratelimit-
+// headers-11) says how many more requests it will admit (r) before its
+// quota resets (t). The Pacer keeps, per key, the most recent such report
+// (that of the most restrictive item: least r, then longest t) and lets at
+// most r more requests go before the reset, counting the requests already
+// sent after the one that was answered. When the report says none are left,
+// the key waits until the reset, even if its own bucket has tokens. So a
+// Pacer whose Limit is above what the server allows (misconfigured, or a
+// quota shared with other clients) still stops before being refused, at
+// the cost of some throughput, because a report's t is an upper bound. A
+// report only narrows what the local bucket allows, never widens it;
+// reports older than the one in force are ignored; a report lasts at most
+// MaxServerWait.
+//
+// A 429 or 503 with a Retry-After (or an exhausted RateLimit item) blocks
+// its key in the same way until the time the server gave.
+//
+// The zero Pacer is not usable: Limit must be valid. A Pacer is safe for
+// concurrent use; do not change its fields once it is in use.
+type Pacer struct {
+	// Base sends the requests. Nil means http.DefaultTransport.
+	Base http.RoundTripper
+	// Limit is each key's allowance, typically a token bucket:
+	// sluice.PerSecond(9) against a server that allows 10/s. Each request
+	// costs 1.
+	Limit sluice.Limit
+	// Limiter holds the allowances. Nil means an in-memory store of the
+	// Pacer's own (package memstore), whose idle keys are dropped every
+	// minute. A shared limiter (such as package redisstore) paces many
+	// processes together.
+	Limiter sluice.Limiter
+	// Key names the allowance a request spends. Nil means PerHost.
+	Key func(*http.Request) string
+	// MaxServerWait bounds how long a server's report can hold a key.
+	// Zero means DefaultMaxServerWait; negative means no bound.
+	MaxServerWait time.Duration
+	// IgnoreServer turns adaptation off: only Limit paces.
+	IgnoreServer bool
+
+	once      sync.Once
+	store     *memstore.Store // set when the Pacer owns its limiter
+	mu        sync.Mutex
+	keys      map[string]*paceState
+	lastSweep time.Time
+}
+
+// PerHost is a Pacer's default key: the request URL's host (with the port,
+// if any), or the request's Host when the URL has none.
+func PerHost(req *http.Request) string {
+	if req.URL != nil && req.URL.Host != "" {
+		return req.URL.Host
+	}
+	return req.Host
+}
+
+// paceState is what a Pacer knows of one key beyond its bucket: the server's
+// latest report. Guarded by its mutex.
+type paceState struct {
+	mu       sync.Mutex
+	inflight int       // RoundTrips holding this state; guarded by Pacer.mu
+	sent     uint64    // requests sent; each gets the next sequence number
+	applied  uint64    // sequence number of the request whose report is in force
+	until    time.Time // when the report in force ends; zero: none
+	budget   int64     // requests the report still allows before until
+}
+
+func (p *Pacer) init() {
+	p.once.Do(func() {
+		if p.Limiter == nil {
+			p.store = memstore.New(memstore.Config{SweepInterval: -1})
+			p.Limiter = p.store
+		}
+		p.keys = make(map[string]*paceState)
+	})
+}
+
+// acquire returns key's state, counting the caller in.
+func (p *Pacer) acquire(key string, now time.Time) *paceState {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if now.Sub(p.lastSweep) >= sweepEvery {
+		p.lastSweep = now
+		if p.store != nil {
+			p.store.Sweep()
+		}
+		for k, s := range p.keys {
+			s.mu.Lock()
+			idle := s.inflight == 0 && !now.Before(s.until)
+			s.mu.Unlock()
+			if idle {
+				delete(p.keys, k)
+			}
+		}
+	}
+	s := p.keys[key]
+	if s == nil {
+		s = &paceState{}
+		p.keys[key] = s
+	}
+	s.inflight++
+	return s
+}
+
+func (p *Pacer) release(s *paceState) {
+	p.mu.Lock()
+	s.inflight--
+	p.mu.Unlock()
+}
+
+// RoundTrip implements http.RoundTripper. It returns an error wrapping
+// ErrWaitTooLong, without sending the request, when the wait would end
+// after the request's deadline, and the context's cause when the context
+// ends during the wait.
+func (p *Pacer) RoundTrip(req *http.Request) (*http.Response, error) {
+	p.init()
+	key := PerHost(req)
+	if p.Key != nil {
+		key = p.Key(req)
+	}
+	s := p.acquire(key, time.Now())
+	defer p.release(s)
+	seq, err := p.wait(req, key, s)
+	if err != nil {
+		if req.Body != nil {
+			_ = req.Body.Close()
+		}
+		return nil, err
+	}
+	base := p.Base
+	if base == nil {
+		base = http.DefaultTransport
+	}
+	resp, err := base.RoundTrip(req)
+	if err == nil && !p.IgnoreServer {
+		p.observe(s, seq, resp)
+	}
+	return resp, err
+}
+
+// wait blocks until the request may be sent, and returns its sequence number.
+func (p *Pacer) wait(req *http.Request, key string, s *paceState) (uint64, error) {
+	ctx := req.Context()
+	deadline, hasDeadline := ctx.Deadline()
+	pause := func(d time.Duration, why string) error {
+		if hasDeadline && !time.Now().Add(d).Before(deadline) {
+			return fmt.Errorf("client: pacing %q: %s asks for %v: %w", key, why, d, ErrWaitTooLong)
+		}
+		return sleep(ctx, d)
+	}
+	for {
+		if err := ctx.Err(); err != nil {
+			return 0, err
+		}
+		if d := s.blocked(time.Now()); d > 0 {
+			if err := pause(d, "the server's report"); err != nil {
+				return 0, err
+			}
+			continue
+		}
+		res, err := p.Limiter.AllowN(ctx, key, p.Limit, 1)
+		if err != nil {
+			return 0, fmt.Errorf("client: pacing %q: %w", key, err)
+		}
+		if !res.Allowed {
+			if err := pause(max(res.RetryAfter, time.Millisecond), "the limit"); err != nil {
+				return 0, err
+			}
+			continue
+		}
+		if seq, ok := s.take(time.Now()); ok {
+			return seq, nil
+		}
+		// The server's report ran out while the bucket was consulted: the
+		// token is lost, which only slows the key down.
+	}
+}
+
+// blocked returns how long the report in force forbids sending, or 0.
+func (s *paceState) blocked(now time.Time) time.Duration {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.until.IsZero() || !now.Before(s.until) {
+		s.until = time.Time{}
+		return 0
+	}
+	if s.budget > 0 {
+		return 0
+	}
+	return s.until.Sub(now)
+}
+
+// take spends one request of the report in force, if any, and numbers the
+// request.
+func (s *paceState) take(now time.Time) (uint64, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !s.until.IsZero() && now.Before(s.until) {
+		if s.budget <= 0 {
+			return 0, false
+		}
+		s.budget--
+	}
+	s.sent++
+	return s.sent, true
+}
+
+// observe applies the report of the response to request seq.
+func (p *Pacer) observe(s *paceState, seq uint64, resp *http.Response) {
+	now := time.Now()
+	var rep report
+	ok := false
+	if resp.StatusCode == http.StatusTooManyRequests || resp.StatusCode == http.StatusServiceUnavailable {
+		if d, found := ServerWait(resp.Header, now); found {
+			rep, ok = report{remaining: 0, reset: d}, true
+		}
+	}
+	if !ok {
+		rep, ok = rateLimitReport(resp.Header)
+	}
+	if !ok {
+		return
+	}
+	maxWait := p.MaxServerWait
+	if maxWait == 0 {
+		maxWait = DefaultMaxServerWait
+	}
+	if maxWait > 0 {
+		rep.reset = min(rep.reset, maxWait)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if seq <= s.applied {
+		return
+	}
+	s.applied = seq
+	s.budget = rep.remaining - int64(s.sent-seq)
+	s.until = now.Add(rep.reset)
+}

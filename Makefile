@@ -53,4 +53,5 @@ docs:
 	$(GO) run ./cmd/sluice simulate -pattern boundary -duration 4m -chart docs/boundary.svg,docs/boundary.png
 	$(GO) run ./cmd/sluice simulate -pattern bursts -chart docs/bursts.svg,docs/bursts.png
 	$(GO) run ./cmd/sluice simulate -pattern ramp -chart docs/ramp.svg,docs/ramp.png
+	$(GO) run ./cmd/sluice simulate -pattern bursts -queue -algorithms token_bucket,leaky_bucket -chart docs/queue.svg,docs/queue.png
 	$(GO) run ./cmd/sluice simulate accuracy -requests 10000000 -keys 100000 -seed 1

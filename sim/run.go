@@ -29,6 +29,12 @@ type Config struct {
 	// Algorithms are the algorithms to report, in order; nil means all five.
 	// The sliding log always runs, as the reference.
 	Algorithms []sluice.Algorithm
+	// Queue adds the leaky bucket as a queue (NGINX limit_req with burst and
+	// no nodelay; package queue) after the algorithms, reported as
+	// "leaky_queue": it admits exactly what the leaky meter admits, but each
+	// admitted request leaves when the queue ahead of it has drained, and is
+	// counted then, so its timeline and maxima show the smoothed output.
+	Queue bool
 	// Buckets is the number of time buckets of the timeline that charts
 	// draw. Zero means 120.
 	Buckets int
@@ -185,7 +191,17 @@ type lane struct {
 	win      []window
 	peak     []int32  // sliding log: most entries per key
 	wrong    []uint32 // per key: disagreements with the log
+	queue    bool     // leaky bucket as a queue: count admissions when they leave
 	rep      AlgorithmReport
+}
+
+// newQueueLane returns the leaky bucket as a queue.
+func newQueueLane(c *Config, keys, buckets int) *lane {
+	l := newLane(sluice.LeakyBucket, c, keys, buckets)
+	l.queue = true
+	l.rep.Algorithm = "leaky_queue"
+	l.rep.Limit += " (queue: delays instead of rejecting, up to burst−1 waiting)"
+	return l
 }
 
 func newLane(a sluice.Algorithm, c *Config, keys, buckets int) *lane {
@@ -209,6 +225,17 @@ func newLane(a sluice.Algorithm, c *Config, keys, buckets int) *lane {
 		RejectedOverTime: make([]int64, buckets),
 	}
 	return l
+}
+
+// departure returns when a request admitted at `at` leaves the queue:
+// NGINX's delay, excess·1000/rate milliseconds, with delay=0 (every request
+// beyond the first waits its turn).
+func (l *lane) departure(key uint32, at int64) int64 {
+	x := l.lb[key].Excess
+	if x <= 0 {
+		return at
+	}
+	return at + x*1000/l.milli*int64(time.Millisecond)
 }
 
 // take decides e under this lane's algorithm.
@@ -289,6 +316,11 @@ func simulate(c Config, p Pattern) (*run, error) {
 			ref = l
 		}
 	}
+	if c.Queue {
+		q := newQueueLane(&c, keys, nb)
+		lanes = append(lanes, q)
+		capacity = min(capacity, int32(q.lim.Capacity()))
+	}
 	all := lanes
 	if ref == nil {
 		ref = newLane(sluice.SlidingLog, &c, keys, nb)
@@ -320,8 +352,13 @@ func simulate(c Config, p Pattern) (*run, error) {
 			}
 			if ok {
 				l.rep.Admitted++
-				l.rep.AdmittedOverTime[b]++
-				inP, inSec := l.win[e.Key].add(e.At, winSpan, per, e.Cost)
+				at, ab := e.At, b
+				if l.queue {
+					at = l.departure(e.Key, e.At)
+					ab = min(int((at-start)/bucket), nb-1)
+				}
+				l.rep.AdmittedOverTime[ab]++
+				inP, inSec := l.win[e.Key].add(at, winSpan, per, e.Cost)
 				l.rep.MaxInPeriod = max(l.rep.MaxInPeriod, inP)
 				l.rep.MaxInSecond = max(l.rep.MaxInSecond, inSec)
 			} else {

@@ -144,3 +144,35 @@ func BenchmarkRun(b *testing.B) {
 }
 
 func itoa(n int) string { return strconv.Itoa(n) }
+
+// TestQueue: the leaky bucket as a queue admits exactly what the meter
+// admits, and what it lets out is smooth: never more than the rate allows
+// in any second (plus the one in service), however bursty the arrivals.
+func TestQueue(t *testing.T) {
+	c := Config{Rate: 100, Period: time.Minute, Burst: 20, Seed: 3, Queue: true,
+		Algorithms: []sluice.Algorithm{sluice.LeakyBucket}}
+	r, err := Run(c, Bursts{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	meter := byName(t, r, sluice.LeakyBucket)
+	var queue AlgorithmReport
+	for _, a := range r.Algorithms {
+		if a.Algorithm == "leaky_queue" {
+			queue = a
+		}
+	}
+	if queue.Algorithm == "" {
+		t.Fatal("no leaky_queue in the report")
+	}
+	if queue.Admitted != meter.Admitted || queue.Rejected != meter.Rejected {
+		t.Fatalf("queue admitted %d / rejected %d, meter %d / %d: they must decide alike", queue.Admitted, queue.Rejected, meter.Admitted, meter.Rejected)
+	}
+	// 100/min is one request per 600 ms: at most 2 leave in any second.
+	if queue.MaxInSecond > 2 {
+		t.Errorf("queue lets %d out in one second, want at most 2 (the meter: %d)", queue.MaxInSecond, meter.MaxInSecond)
+	}
+	if meter.MaxInSecond <= queue.MaxInSecond {
+		t.Errorf("the meter's bursts (%d in a second) should exceed the queue's smooth output (%d)", meter.MaxInSecond, queue.MaxInSecond)
+	}
+}

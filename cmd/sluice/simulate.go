@@ -36,6 +36,7 @@ func simulate(args []string, stdout, stderr io.Writer) int {
 	off := fs.Duration("off", 0, "bursts: pause between bursts (default period/2)")
 	file := fs.String("file", "", "replay: the file of arrivals (timestamp,key[,cost] per line)")
 	algs := fs.String("algorithms", "", "comma-separated algorithms to report (default all five)")
+	fs.BoolVar(&c.Queue, "queue", false, "also run the leaky bucket as a queue (NGINX burst without nodelay), counted when requests leave it")
 	asJSON := fs.Bool("json", false, "print the report as JSON")
 	charts := fs.String("chart", "", "write a chart to these comma-separated .svg and .png files")
 	fs.Usage = func() {

@@ -1,6 +1,6 @@
 // Command sluice is the one binary of Sluice: a rate limit service, a
 // rate limiting reverse proxy, a config checker and a simulator. This build
-// has the commands help, version and simulate; serve, proxy and check are
+// has the commands help, version, check and simulate; serve and proxy are
 // still to come.
 package main
 
@@ -29,6 +29,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 	case "help", "-h", "-help", "--help":
 		usage(stdout)
 		return 0
+	case "check":
+		return check(args[1:], stdout, stderr)
 	case "simulate":
 		return simulate(args[1:], stdout, stderr)
 	case "version", "-version", "--version":
@@ -48,6 +50,8 @@ Usage:
   sluice <command> [arguments]
 
 Commands:
+  check     validate a rate limit config and print its descriptor tree
+            (sluice check PATH; a file or a directory of *.yaml files)
   help      show this help
   simulate  run traffic patterns through every algorithm on a simulated
             clock and compare them (sluice simulate -h; sluice simulate
@@ -55,7 +59,7 @@ Commands:
   version   print the version
 
 Not in this build yet: serve (the rate limit service), proxy (a rate
-limiting reverse proxy), check (validate a config).
+limiting reverse proxy).
 `)
 }
 

@@ -69,3 +69,45 @@ func TestSimulate(t *testing.T) {
 		}
 	}
 }
+
+func TestCheck(t *testing.T) {
+	dir := t.TempDir()
+	good := filepath.Join(dir, "good.yaml")
+	bad := filepath.Join(dir, "bad.yaml")
+	files := map[string]string{
+		good: "domain: shop\ndescriptors:\n  - key: remote_address\n    rate_limit:\n      unit: second\n      requests_per_unit: 10\n",
+		bad:  "domain: shop\ndescriptors:\n  - key: user\n    rate_limit:\n      unit: second\n      requets_per_unit: 5\n",
+	}
+	for name, body := range files {
+		if err := os.WriteFile(name, []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	golden := filepath.Join("..", "..", "config", "testdata", "valid")
+	tests := []struct {
+		args     []string
+		code     int
+		inStdout string
+		inStderr string
+	}{
+		{[]string{"check", good}, 0, "domain shop (" + good + ")\n  remote_address: fixed_window 10/1s\n", ""},
+		{[]string{"check", golden}, 0, "domain sql_pool", ""},
+		{[]string{"check", bad}, 1, "", bad + `:6:7: config: unknown key "requets_per_unit" in rate_limit`},
+		{[]string{"check", dir}, 1, "", bad + ":6:7: "},
+		{[]string{"check", filepath.Join(dir, "nope.yaml")}, 1, "", "nope.yaml: config: cannot read"},
+		{[]string{"check"}, 2, "", "Usage: sluice check PATH"},
+		{[]string{"check", good, bad}, 2, "", "Usage: sluice check PATH"},
+		{[]string{"check", "-h"}, 0, "", "Usage: sluice check PATH"},
+		{[]string{"help"}, 0, "check", ""},
+	}
+	for _, tt := range tests {
+		var out, errb bytes.Buffer
+		code := run(tt.args, &out, &errb)
+		if code != tt.code || !strings.Contains(out.String(), tt.inStdout) || !strings.Contains(errb.String(), tt.inStderr) {
+			t.Errorf("run(%q) = %d, stdout %q, stderr %q; want %d, %q, %q", tt.args, code, out.String(), errb.String(), tt.code, tt.inStdout, tt.inStderr)
+		}
+		if code == 1 && out.Len() > 0 {
+			t.Errorf("run(%q) failed but printed to stdout: %q", tt.args, out.String())
+		}
+	}
+}

@@ -1,0 +1,350 @@
+package config
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+)
+
+// Config is a loaded config: a set of domains, each a descriptor tree. It is
+// immutable and safe for concurrent use. A nil *Config has no domains.
+type Config struct {
+	domains map[string]*Domain
+	sorted  []*Domain // by name
+}
+
+// Domain is one domain's compiled descriptor tree, the content of one file.
+// It is immutable and safe for concurrent use.
+type Domain struct {
+	// Name is the domain, as in the file's domain key.
+	Name string
+	// File is the name of the file the domain came from, as given to Parse.
+	File string
+	// Line is the line of the domain key in File.
+	Line int
+
+	root  level
+	rules int
+}
+
+// level is one list of descriptors: a domain's top level or a descriptor's
+// children. nodes keeps config order (for Dump and for the order in which
+// wildcards are tried); the maps index it for Lookup.
+type level struct {
+	nodes   []*node
+	exact   map[Entry]*node  // key and a literal value
+	wild    []*node          // key and a value with '*', in config order
+	keyOnly map[string]*node // key and no value
+}
+
+// node is one configured descriptor.
+type node struct {
+	PathEntry
+	pat      pattern    // compiled Value when Wildcard
+	limit    *RateLimit // nil: no rate_limit
+	children level
+	line     int
+}
+
+// pattern is a compiled wildcard value: the literal parts between the '*'s,
+// at least two of them.
+type pattern []string
+
+// compile compiles a value that contains at least one '*'.
+func compile(value string) pattern { return strings.Split(value, "*") }
+
+// match reports whether s matches p, each '*' standing for any run of
+// characters. It does not allocate.
+func (p pattern) match(s string) bool {
+	first, last := p[0], p[len(p)-1]
+	if len(s) < len(first)+len(last) || !strings.HasPrefix(s, first) || !strings.HasSuffix(s, last) {
+		return false
+	}
+	s = s[len(first) : len(s)-len(last)]
+	for _, mid := range p[1 : len(p)-1] {
+		i := strings.Index(s, mid)
+		if i < 0 {
+			return false
+		}
+		s = s[i+len(mid):]
+	}
+	return true
+}
+
+// pick returns the descriptor that entry e selects at this level: exact
+// key and value, else the first matching wildcard, else key only.
+func (lv *level) pick(e Entry) *node {
+	if n := lv.exact[e]; n != nil {
+		return n
+	}
+	for _, n := range lv.wild {
+		if n.Key == e.Key && n.pat.match(e.Value) {
+			return n
+		}
+	}
+	return lv.keyOnly[e.Key]
+}
+
+// find returns the descriptor configured with exactly key and value, or nil.
+func (lv *level) find(key, value string) *node {
+	if value == "" {
+		return lv.keyOnly[key]
+	}
+	if n := lv.exact[Entry{key, value}]; n != nil {
+		return n
+	}
+	for _, n := range lv.wild {
+		if n.Key == key && n.Value == value {
+			return n
+		}
+	}
+	return nil
+}
+
+// add adds n, which find has shown to be new.
+func (lv *level) add(n *node) {
+	lv.nodes = append(lv.nodes, n)
+	switch {
+	case n.Value == "":
+		if lv.keyOnly == nil {
+			lv.keyOnly = make(map[string]*node)
+		}
+		lv.keyOnly[n.Key] = n
+	case n.Wildcard:
+		lv.wild = append(lv.wild, n)
+	default:
+		if lv.exact == nil {
+			lv.exact = make(map[Entry]*node)
+		}
+		lv.exact[Entry{n.Key, n.Value}] = n
+	}
+}
+
+// Lookup returns the rule that applies to a request descriptor of domain
+// with the given entries, or nil when the domain is unknown or no rule
+// matches (see the package documentation for the matching rules). It does
+// not allocate. The result belongs to c and must not be modified.
+func (c *Config) Lookup(domain string, entries []Entry) *RateLimit {
+	if c == nil {
+		return nil
+	}
+	d := c.domains[domain]
+	if d == nil {
+		return nil
+	}
+	return d.Lookup(entries)
+}
+
+// Lookup returns the rule of d that applies to a request descriptor with
+// the given entries, or nil. It does not allocate.
+func (d *Domain) Lookup(entries []Entry) *RateLimit {
+	if len(entries) == 0 {
+		return nil
+	}
+	lv := &d.root
+	for _, e := range entries[:len(entries)-1] {
+		n := lv.pick(e)
+		if n == nil {
+			return nil
+		}
+		lv = &n.children
+	}
+	if n := lv.pick(entries[len(entries)-1]); n != nil {
+		return n.limit
+	}
+	return nil
+}
+
+// Rules returns the number of rate_limit blocks in d.
+func (d *Domain) Rules() int { return d.rules }
+
+// New combines domains into a Config. Two domains with the same name are an
+// error.
+func New(domains ...*Domain) (*Config, error) {
+	c := &Config{domains: make(map[string]*Domain, len(domains))}
+	for _, d := range domains {
+		if prev := c.domains[d.Name]; prev != nil {
+			return nil, &Error{File: d.File, Line: d.Line, Msg: fmt.Sprintf("duplicate domain %q (also in %s:%d)", d.Name, prev.File, prev.Line)}
+		}
+		c.domains[d.Name] = d
+		c.sorted = append(c.sorted, d)
+	}
+	slices.SortFunc(c.sorted, func(a, b *Domain) int { return strings.Compare(a.Name, b.Name) })
+	return c, nil
+}
+
+// Load reads a config from path: a YAML file, or a directory whose *.yaml and
+// *.yml files (not those whose names start with '.', and not
+// subdirectories) each hold one domain. A directory without such files is an
+// error. Errors are *Error values that name the file, and the line where
+// there is one.
+func Load(path string) (*Config, error) {
+	fi, err := os.Stat(path)
+	if err != nil {
+		return nil, &Error{File: path, Msg: "cannot read: " + unwrapPath(err), Err: err}
+	}
+	files := []string{path}
+	if fi.IsDir() {
+		ents, err := os.ReadDir(path)
+		if err != nil {
+			return nil, &Error{File: path, Msg: "cannot read directory: " + unwrapPath(err), Err: err}
+		}
+		files = files[:0]
+		for _, e := range ents {
+			name := e.Name()
+			ext := filepath.Ext(name)
+			if strings.HasPrefix(name, ".") || ext != ".yaml" && ext != ".yml" {
+				continue
+			}
+			p := filepath.Join(path, name)
+			if st, err := os.Stat(p); err == nil && st.IsDir() {
+				continue
+			}
+			files = append(files, p)
+		}
+		if len(files) == 0 {
+			return nil, &Error{File: path, Msg: "no .yaml or .yml files in directory"}
+		}
+	}
+	domains := make([]*Domain, 0, len(files))
+	for _, f := range files {
+		data, err := os.ReadFile(f)
+		if err != nil {
+			return nil, &Error{File: f, Msg: "cannot read: " + unwrapPath(err), Err: err}
+		}
+		d, err := Parse(f, data)
+		if err != nil {
+			return nil, err
+		}
+		domains = append(domains, d)
+	}
+	return New(domains...)
+}
+
+// unwrapPath returns the message of a *fs.PathError without its path, which
+// the *Error names already.
+func unwrapPath(err error) string {
+	if pe, ok := errors.AsType[*os.PathError](err); ok {
+		return pe.Err.Error()
+	}
+	return err.Error()
+}
+
+// Domain returns the domain named name, or nil.
+func (c *Config) Domain(name string) *Domain {
+	if c == nil {
+		return nil
+	}
+	return c.domains[name]
+}
+
+// Domains returns the domains, sorted by name.
+func (c *Config) Domains() []*Domain {
+	if c == nil {
+		return nil
+	}
+	return slices.Clone(c.sorted)
+}
+
+// Dump writes the compiled trees of every domain, sorted by name, in a
+// readable form; see (*Domain).Dump. Write errors are ignored.
+func (c *Config) Dump(w io.Writer) {
+	if c == nil {
+		return
+	}
+	for _, d := range c.sorted {
+		d.Dump(w)
+	}
+}
+
+// Dump writes d's compiled tree: a line for the domain, then one line per
+// descriptor, indented by depth, as key or key=value, followed by its rule
+// (the sluice.Limit, "unlimited" or "blocked") and its flags in brackets:
+//
+//	domain shop (shop.yaml)
+//	  remote_address: fixed_window 10/1s
+//	  remote_address=192.0.2.7: blocked (0 per second)
+//	  path=/api/* [share_threshold]
+//	    user: token_bucket 100/5m0s burst 20 (100 per 5 minutes) [name=api_user shadow_mode failure_mode=closed]
+//
+// Write errors are ignored.
+func (d *Domain) Dump(w io.Writer) {
+	var b strings.Builder
+	b.WriteString("domain " + d.Name)
+	if d.File != "" {
+		b.WriteString(" (" + d.File + ")")
+	}
+	b.WriteByte('\n')
+	if len(d.root.nodes) == 0 {
+		b.WriteString("  (no descriptors)\n")
+	}
+	dumpLevel(&b, &d.root, 1)
+	io.WriteString(w, b.String())
+}
+
+func dumpLevel(b *strings.Builder, lv *level, depth int) {
+	for _, n := range lv.nodes {
+		b.WriteString(strings.Repeat("  ", depth))
+		b.WriteString(n.Key)
+		if n.Value != "" {
+			b.WriteString("=" + n.Value)
+		}
+		var flags []string
+		if r := n.limit; r != nil {
+			b.WriteString(": " + describe(r))
+			if r.Name != "" {
+				flags = append(flags, "name="+r.Name)
+			}
+			if len(r.Replaces) > 0 {
+				flags = append(flags, "replaces="+strings.Join(r.Replaces, ","))
+			}
+			if r.ShadowMode {
+				flags = append(flags, "shadow_mode")
+			}
+			if r.QuotaMode {
+				flags = append(flags, "quota_mode")
+			}
+			if r.DetailedMetric {
+				flags = append(flags, "detailed_metric")
+			}
+			if r.FailureMode != "" {
+				flags = append(flags, "failure_mode="+r.FailureMode)
+			}
+		}
+		if n.ShareThreshold {
+			flags = append(flags, "share_threshold")
+		}
+		if n.ValueToMetric {
+			flags = append(flags, "value_to_metric")
+		}
+		if len(flags) > 0 {
+			b.WriteString(" [" + strings.Join(flags, " ") + "]")
+		}
+		b.WriteByte('\n')
+		dumpLevel(b, &n.children, depth+1)
+	}
+}
+
+// describe returns the rule's limit in words.
+func describe(r *RateLimit) string {
+	per := r.Unit.String()
+	if r.UnitMultiplier > 1 {
+		per = strconv.Itoa(r.UnitMultiplier) + " " + per + "s"
+	}
+	switch {
+	case r.Unlimited:
+		return "unlimited"
+	case r.RequestsPerUnit == 0:
+		return "blocked (0 per " + per + ")"
+	}
+	s := r.Limit.String()
+	if r.UnitMultiplier > 1 || r.Unit > Day {
+		s += " (" + strconv.FormatUint(uint64(r.RequestsPerUnit), 10) + " per " + per + ")"
+	}
+	return s
+}

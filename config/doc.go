@@ -1,0 +1,77 @@
+// Package config reads rate limit configs in envoyproxy/ratelimit's YAML
+// format, with Sluice's extensions, and compiles them into a descriptor tree
+// that answers, per request descriptor, which rule applies.
+//
+// # Format
+//
+// A config is one file, or a directory of *.yaml and *.yml files, each
+// holding one domain:
+//
+//	domain: shop
+//	descriptors:
+//	  - key: remote_address          # required
+//	    rate_limit:                  # optional: no rate_limit and no
+//	      unit: second               # descriptors is an allow-list entry
+//	      requests_per_unit: 10
+//	  - key: remote_address
+//	    value: 192.0.2.7             # optional; may hold '*' wildcards
+//	    rate_limit: {unit: second, requests_per_unit: 0}   # blocks
+//	  - key: path
+//	    value: /api/*
+//	    share_threshold: true        # every /api/... value shares one counter
+//	    descriptors:                 # nested: matched by deeper requests
+//	      - key: user
+//	        shadow_mode: true        # counted, never enforced
+//	        rate_limit:
+//	          name: api_user
+//	          unit: minute
+//	          requests_per_unit: 100
+//	          algorithm: token_bucket   # Sluice: default fixed_window
+//	          burst: 20                 # Sluice: default requests_per_unit
+//	          unit_multiplier: 5        # Sluice: 100 per 5 minutes
+//	          failure_mode: closed      # Sluice: open, closed or local
+//
+// The keys of envoyproxy/ratelimit are accepted with its meanings: on a
+// descriptor key, value, rate_limit, descriptors, shadow_mode,
+// detailed_metric, value_to_metric, share_threshold and quota_mode; in a
+// rate_limit unit (second, minute, hour, day, week, month, year; any case),
+// requests_per_unit, unlimited, name and replaces (a list of {name: ...}).
+// Sluice adds algorithm, burst, unit_multiplier and failure_mode under
+// rate_limit. Anchors, aliases and merge keys (<<) work as in YAML.
+//
+// Loading is strict where envoyproxy/ratelimit is strict and in a few places
+// where it is silent: an unknown key, a missing or empty domain or key, a
+// unit together with unlimited: true, a missing unit or requests_per_unit on
+// a limited rule, a duplicate key/value at one level, a duplicate domain
+// across files, share_threshold without a wildcard value, a replaces naming
+// no rule of the domain, burst with a window algorithm, and a limit that
+// sluice.Limit.Validate rejects are all errors. Every error is an *Error that
+// names the file, line and column, such as
+//
+//	ratelimit.yaml:12:7: config: unknown key "requets_per_unit" in rate_limit (did you mean "requests_per_unit"?)
+//
+// # Matching
+//
+// Lookup follows envoyproxy/ratelimit. The request's entries are walked
+// level by level from the domain's top level. At each level the entry
+// (key, value) picks one descriptor:
+//
+//  1. the descriptor with that key and exactly that value; else
+//  2. the first descriptor, in config order, with that key and a wildcard
+//     value that matches; else
+//  3. the descriptor with that key and no value.
+//
+// There is no backtracking: once a level has picked a descriptor, a less
+// specific sibling is not tried even if it would match deeper. The rule
+// applies only when the request's last entry picks a descriptor that has a
+// rate_limit: a request of two entries never matches a rule configured at
+// depth one, nor the other way round.
+//
+// A value that contains '*' is a pattern in which each '*' matches any run
+// of characters, the empty one included; "foo*" is the prefix match of
+// envoyproxy/ratelimit. (There only a trailing '*' is special; a '*'
+// elsewhere is literal.)
+//
+// A Config is immutable once loaded and safe for concurrent use; Lookup does
+// not allocate.
+package config

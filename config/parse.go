@@ -1,0 +1,564 @@
+package config
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"strings"
+	"time"
+
+	"gopkg.in/yaml.v3"
+
+	"github.com/sluicehq/sluice"
+)
+
+// Limits that keep a hostile or broken file from exhausting memory or the
+// stack. Real configs are far below them.
+const (
+	maxDepth       = 64      // nested descriptor levels
+	maxDescriptors = 200_000 // descriptors in one file, aliases expanded
+)
+
+// The keys each block accepts.
+var (
+	rootKeys       = []string{"domain", "descriptors"}
+	descriptorKeys = []string{"key", "value", "rate_limit", "descriptors", "shadow_mode", "detailed_metric", "value_to_metric", "share_threshold", "quota_mode"}
+	rateLimitKeys  = []string{"unit", "requests_per_unit", "unlimited", "name", "replaces", "algorithm", "burst", "unit_multiplier", "failure_mode"}
+	replacesKeys   = []string{"name"}
+)
+
+// Parse compiles one file's domain. filename is used in errors and kept in
+// the result; data is the YAML. Errors are *Error values with the line and
+// column of the offending node. Parse never panics, whatever data holds.
+func Parse(filename string, data []byte) (*Domain, error) {
+	p := &parser{file: filename}
+	d, err := p.parse(data)
+	if err != nil {
+		return nil, err
+	}
+	return d, nil
+}
+
+// parser holds the state of one Parse.
+type parser struct {
+	file   string
+	domain *Domain
+	count  int             // descriptors so far
+	names  map[string]bool // rule names in the domain
+	refs   []*yaml.Node    // replaces names, checked at the end
+}
+
+// errf returns an *Error at n's position.
+func (p *parser) errf(n *yaml.Node, format string, args ...any) *Error {
+	e := &Error{File: p.file, Msg: fmt.Sprintf(format, args...)}
+	if n != nil {
+		e.Line, e.Column = n.Line, n.Column
+	}
+	return e
+}
+
+func (p *parser) parse(data []byte) (*Domain, error) {
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	var doc yaml.Node
+	if err := dec.Decode(&doc); err != nil {
+		if errors.Is(err, io.EOF) {
+			return nil, &Error{File: p.file, Msg: "missing domain: the file is empty"}
+		}
+		return nil, yamlError(p.file, data, err)
+	}
+	var extra yaml.Node
+	switch err := dec.Decode(&extra); {
+	case errors.Is(err, io.EOF):
+	case err != nil:
+		return nil, yamlError(p.file, data, err)
+	default:
+		return nil, p.errf(&extra, "a second YAML document: a file holds one domain")
+	}
+	root := &doc
+	if root.Kind == yaml.DocumentNode && len(root.Content) == 1 {
+		root = root.Content[0]
+	}
+	root = deref(root)
+	if root.Kind == yaml.ScalarNode && root.ShortTag() == "!!null" {
+		return nil, p.errf(root, "missing domain: the file is empty")
+	}
+	fields, err := p.fields(root, "the file", rootKeys)
+	if err != nil {
+		return nil, err
+	}
+	d := &Domain{File: p.file}
+	p.domain = d
+	p.names = make(map[string]bool)
+	var descriptors *yaml.Node
+	var domainNode *yaml.Node
+	for _, f := range fields {
+		switch f.key.Value {
+		case "domain":
+			domainNode = f.key
+			if d.Name, err = p.str(f.val, "domain"); err != nil {
+				return nil, err
+			}
+			if d.Name == "" {
+				return nil, p.errf(f.val, "empty domain")
+			}
+			d.Line = f.key.Line
+		case "descriptors":
+			descriptors = f.val
+		}
+	}
+	if domainNode == nil {
+		return nil, p.errf(root, "missing domain")
+	}
+	if descriptors != nil {
+		if err := p.descriptors(descriptors, &d.root, d.Name, nil); err != nil {
+			return nil, err
+		}
+	}
+	for _, n := range p.refs {
+		if !p.names[n.Value] {
+			return nil, p.errf(n, "replaces %q, but no rate_limit of domain %q has that name", n.Value, d.Name)
+		}
+	}
+	return d, nil
+}
+
+// field is one key: value pair of a mapping.
+type field struct{ key, val *yaml.Node }
+
+// deref follows aliases to the node they stand for.
+func deref(n *yaml.Node) *yaml.Node {
+	for n != nil && n.Kind == yaml.AliasNode {
+		n = n.Alias
+	}
+	return n
+}
+
+// kind names a node's kind for error messages.
+func kind(n *yaml.Node) string {
+	switch n.Kind {
+	case yaml.MappingNode:
+		return "a mapping"
+	case yaml.SequenceNode:
+		return "a list"
+	case yaml.ScalarNode:
+		if n.ShortTag() == "!!null" {
+			return "nothing"
+		}
+		return fmt.Sprintf("%q", n.Value)
+	}
+	return "something else"
+}
+
+// fields returns the pairs of mapping n, merge keys expanded, after
+// checking that every key is one of allowed and appears once. where names
+// the block in errors ("rate_limit").
+func (p *parser) fields(n *yaml.Node, where string, allowed []string) ([]field, error) {
+	n = deref(n)
+	if n.Kind != yaml.MappingNode {
+		return nil, p.errf(n, "%s must be a mapping, not %s", where, kind(n))
+	}
+	fs, err := p.pairs(n, where, 0, nil)
+	if err != nil {
+		return nil, err
+	}
+	for _, f := range fs {
+		if !containsStr(allowed, f.key.Value) {
+			return nil, p.errf(f.key, "%s", unknownKey(f.key.Value, where, allowed))
+		}
+	}
+	return fs, nil
+}
+
+// pairs lists the pairs of mapping n; the pairs of merged mappings (<<)
+// come after and yield to the explicit ones, as YAML specifies. merged holds
+// the mappings already merged, so that each is expanded once however many
+// aliases name it.
+func (p *parser) pairs(n *yaml.Node, where string, depth int, merged map[*yaml.Node]bool) ([]field, error) {
+	if depth > maxDepth {
+		return nil, p.errf(n, "merge keys nested too deep")
+	}
+	var out []field
+	var merges []*yaml.Node
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		k, v := deref(n.Content[i]), n.Content[i+1]
+		if k.Kind != yaml.ScalarNode {
+			return nil, p.errf(k, "a key in %s must be a string, not %s", where, kind(k))
+		}
+		if k.ShortTag() == "!!merge" {
+			merges = append(merges, v)
+			continue
+		}
+		for _, f := range out {
+			if f.key.Value == k.Value {
+				return nil, p.errf(k, "duplicate key %q in %s (first at line %d)", k.Value, where, f.key.Line)
+			}
+		}
+		out = append(out, field{k, v})
+	}
+	for _, m := range merges {
+		m = deref(m)
+		srcs := []*yaml.Node{m}
+		if m.Kind == yaml.SequenceNode {
+			srcs = m.Content
+		}
+		for _, s := range srcs {
+			s = deref(s)
+			if s.Kind != yaml.MappingNode {
+				return nil, p.errf(s, "merge key << wants a mapping or a list of mappings, not %s", kind(s))
+			}
+			if merged[s] {
+				continue
+			}
+			if merged == nil {
+				merged = make(map[*yaml.Node]bool)
+			}
+			merged[s] = true
+			sub, err := p.pairs(s, where, depth+1, merged)
+			if err != nil {
+				return nil, err
+			}
+			for _, f := range sub {
+				if !slicesContainsKey(out, f.key.Value) {
+					out = append(out, f)
+				}
+			}
+		}
+	}
+	return out, nil
+}
+
+func slicesContainsKey(fs []field, k string) bool {
+	for _, f := range fs {
+		if f.key.Value == k {
+			return true
+		}
+	}
+	return false
+}
+
+func containsStr(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+// unknownKey explains an unknown key: a likely typo, or a key that belongs
+// in another block.
+func unknownKey(k, where string, allowed []string) string {
+	msg := fmt.Sprintf("unknown key %q in %s", k, where)
+	switch {
+	case containsStr(allowed, "key") && containsStr(rateLimitKeys, k):
+		return msg + " (it belongs under rate_limit)"
+	case containsStr(allowed, "unit") && containsStr(descriptorKeys, k):
+		return msg + " (it belongs in the descriptor, beside rate_limit)"
+	}
+	if s := suggest(k, allowed); s != "" {
+		return msg + fmt.Sprintf(" (did you mean %q?)", s)
+	}
+	return msg + " (want one of " + strings.Join(allowed, ", ") + ")"
+}
+
+// str returns a scalar's text; null is "". Numbers and booleans are taken as
+// written, so value: 500 is the string "500".
+func (p *parser) str(n *yaml.Node, what string) (string, error) {
+	n = deref(n)
+	if n.Kind != yaml.ScalarNode {
+		return "", p.errf(n, "%s must be a string, not %s", what, kind(n))
+	}
+	if n.ShortTag() == "!!null" {
+		return "", nil
+	}
+	return n.Value, nil
+}
+
+// boolean returns a scalar's truth; null is false.
+func (p *parser) boolean(n *yaml.Node, what string) (bool, error) {
+	n = deref(n)
+	if n.Kind == yaml.ScalarNode && n.ShortTag() == "!!null" {
+		return false, nil
+	}
+	var b bool
+	if n.Kind != yaml.ScalarNode || n.Decode(&b) != nil {
+		return false, p.errf(n, "%s must be true or false, not %s", what, kind(n))
+	}
+	return b, nil
+}
+
+// integer returns a whole number scalar in [lo, hi].
+func (p *parser) integer(n *yaml.Node, what string, lo, hi int64) (int64, error) {
+	n = deref(n)
+	var v int64
+	if n.Kind != yaml.ScalarNode || n.ShortTag() != "!!int" || n.Decode(&v) != nil {
+		return 0, p.errf(n, "%s must be a whole number, not %s", what, kind(n))
+	}
+	if v < lo || v > hi {
+		return 0, p.errf(n, "%s %d is out of range [%d, %d]", what, v, lo, hi)
+	}
+	return v, nil
+}
+
+// descriptors compiles the list n into lv. parentKey is the FullKey so far;
+// parent the path so far.
+func (p *parser) descriptors(n *yaml.Node, lv *level, parentKey string, parent []PathEntry) error {
+	n = deref(n)
+	if n.Kind == yaml.ScalarNode && n.ShortTag() == "!!null" {
+		return nil
+	}
+	if n.Kind != yaml.SequenceNode {
+		return p.errf(n, "descriptors must be a list, not %s", kind(n))
+	}
+	if len(parent) >= maxDepth {
+		return p.errf(n, "descriptors nested deeper than %d levels", maxDepth)
+	}
+	for _, item := range n.Content {
+		if err := p.descriptor(item, lv, parentKey, parent); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// descriptor compiles one descriptor mapping into lv.
+func (p *parser) descriptor(n *yaml.Node, lv *level, parentKey string, parent []PathEntry) error {
+	p.count++
+	if p.count > maxDescriptors {
+		return p.errf(n, "more than %d descriptors in one file", maxDescriptors)
+	}
+	fields, err := p.fields(n, "descriptor", descriptorKeys)
+	if err != nil {
+		return err
+	}
+	n = deref(n)
+	nd := &node{line: n.Line}
+	var keyNode, rateLimit, children, shareNode *yaml.Node
+	var shadow, quota, detailed bool
+	for _, f := range fields {
+		switch f.key.Value {
+		case "key":
+			keyNode = f.val
+			nd.Key, err = p.str(f.val, "key")
+		case "value":
+			nd.Value, err = p.str(f.val, "value")
+		case "rate_limit":
+			rateLimit = f.val
+		case "descriptors":
+			children = f.val
+		case "shadow_mode":
+			shadow, err = p.boolean(f.val, "shadow_mode")
+		case "quota_mode":
+			quota, err = p.boolean(f.val, "quota_mode")
+		case "detailed_metric":
+			detailed, err = p.boolean(f.val, "detailed_metric")
+		case "value_to_metric":
+			nd.ValueToMetric, err = p.boolean(f.val, "value_to_metric")
+		case "share_threshold":
+			shareNode = f.key
+			nd.ShareThreshold, err = p.boolean(f.val, "share_threshold")
+		}
+		if err != nil {
+			return err
+		}
+	}
+	switch {
+	case keyNode == nil:
+		return p.errf(n, "descriptor has no key")
+	case nd.Key == "":
+		return p.errf(deref(keyNode), "descriptor has an empty key")
+	}
+	if strings.Contains(nd.Value, "*") {
+		nd.Wildcard = true
+		nd.pat = compile(nd.Value)
+	}
+	if nd.ShareThreshold && !nd.Wildcard {
+		return p.errf(shareNode, "share_threshold needs a wildcard value (one with '*')")
+	}
+	if prev := lv.find(nd.Key, nd.Value); prev != nil {
+		if nd.Value == "" {
+			return p.errf(n, "duplicate descriptor: key %q without a value is already at line %d", nd.Key, prev.line)
+		}
+		return p.errf(n, "duplicate descriptor: key %q value %q is already at line %d", nd.Key, nd.Value, prev.line)
+	}
+	fullKey := parentKey + "." + nd.Key
+	if nd.Value != "" {
+		fullKey += "_" + nd.Value
+	}
+	path := make([]PathEntry, len(parent)+1)
+	copy(path, parent)
+	path[len(parent)] = nd.PathEntry
+	if rateLimit != nil {
+		r, err := p.rateLimit(rateLimit)
+		if err != nil {
+			return err
+		}
+		r.FullKey, r.Path = fullKey, path
+		r.ShadowMode, r.QuotaMode, r.DetailedMetric = shadow, quota, detailed
+		nd.limit = r
+		p.domain.rules++
+	}
+	if children != nil {
+		if err := p.descriptors(children, &nd.children, fullKey, path); err != nil {
+			return err
+		}
+	}
+	lv.add(nd)
+	return nil
+}
+
+// rateLimit compiles a rate_limit block.
+func (p *parser) rateLimit(n *yaml.Node) (*RateLimit, error) {
+	fields, err := p.fields(n, "rate_limit", rateLimitKeys)
+	if err != nil {
+		return nil, err
+	}
+	n = deref(n)
+	r := &RateLimit{File: p.file, Line: n.Line, UnitMultiplier: 1, Limit: sluice.Limit{Algorithm: sluice.FixedWindow}}
+	var unitNode, rpuNode, algNode, burstNode, multNode, failNode *yaml.Node
+	var unit string
+	var burst int64
+	for _, f := range fields {
+		var v int64
+		switch f.key.Value {
+		case "unit":
+			unitNode = f.key
+			unit, err = p.str(f.val, "unit")
+		case "requests_per_unit":
+			rpuNode = f.key
+			v, err = p.integer(f.val, "requests_per_unit", 0, math.MaxUint32)
+			r.RequestsPerUnit = uint32(v)
+		case "unlimited":
+			r.Unlimited, err = p.boolean(f.val, "unlimited")
+		case "name":
+			r.Name, err = p.str(f.val, "name")
+			if err == nil && r.Name == "" {
+				err = p.errf(deref(f.val), "empty name")
+			}
+			if err == nil {
+				p.names[r.Name] = true
+			}
+		case "replaces":
+			err = p.replaces(f.val, r)
+		case "algorithm":
+			algNode = f.key
+			var s string
+			if s, err = p.str(f.val, "algorithm"); err == nil {
+				if r.Limit.Algorithm, err = sluice.ParseAlgorithm(s); err != nil {
+					err = p.errf(deref(f.val), "unknown algorithm %q (want token_bucket, fixed_window, sliding_window, sliding_log or leaky_bucket)", s)
+				}
+			}
+		case "burst":
+			burstNode = f.key
+			burst, err = p.integer(f.val, "burst", 1, sluice.MaxRate)
+		case "unit_multiplier":
+			multNode = f.key
+			v, err = p.integer(f.val, "unit_multiplier", 1, math.MaxInt32)
+			r.UnitMultiplier = int(v)
+		case "failure_mode":
+			failNode = f.key
+			if r.FailureMode, err = p.str(f.val, "failure_mode"); err == nil {
+				switch r.FailureMode {
+				case "open", "closed", "local":
+				default:
+					err = p.errf(deref(f.val), "unknown failure_mode %q (want open, closed or local)", r.FailureMode)
+				}
+			}
+		}
+		if err != nil {
+			return nil, err
+		}
+	}
+	for _, name := range r.Replaces {
+		if name == r.Name {
+			return nil, p.errf(n, "rate_limit %q replaces itself", name)
+		}
+	}
+	if r.Unlimited {
+		// An unlimited rule never reaches a store: nothing of the
+		// limit's shape applies.
+		switch {
+		case unit != "":
+			return nil, p.errf(unitNode, "should not specify rate limit unit when unlimited")
+		case algNode != nil, burstNode != nil, multNode != nil, failNode != nil:
+			k := firstOf(algNode, burstNode, multNode, failNode)
+			return nil, p.errf(k, "%s has no effect when unlimited", k.Value)
+		}
+		r.Limit = sluice.Limit{}
+		return r, nil
+	}
+	if unitNode == nil || unit == "" {
+		return nil, p.errf(n, "rate_limit has no unit (want second, minute, hour, day, week, month or year, or unlimited: true)")
+	}
+	var ok bool
+	if r.Unit, ok = ParseUnit(unit); !ok {
+		return nil, p.errf(unitNode, "invalid rate limit unit %q (want second, minute, hour, day, week, month or year)", unit)
+	}
+	if rpuNode == nil {
+		return nil, p.errf(n, "rate_limit has no requests_per_unit (0 blocks every request)")
+	}
+	if int64(r.UnitMultiplier) > int64(sluice.MaxPeriod/r.Unit.Duration()) {
+		return nil, p.errf(multNode, "unit_multiplier %d makes the period longer than %v", r.UnitMultiplier, time.Duration(sluice.MaxPeriod))
+	}
+	alg := r.Limit.Algorithm
+	if burstNode != nil && alg != sluice.TokenBucket && alg != sluice.LeakyBucket {
+		return nil, p.errf(burstNode, "burst applies only to token_bucket and leaky_bucket, not %v", alg)
+	}
+	r.Limit.Rate = int(r.RequestsPerUnit)
+	r.Limit.Period = r.Period()
+	r.Limit.Burst = int(r.RequestsPerUnit)
+	if burstNode != nil {
+		r.Limit.Burst = int(burst)
+	}
+	if r.RequestsPerUnit > 0 {
+		if err := r.Limit.Validate(); err != nil {
+			e := p.errf(n, "%s", strings.TrimPrefix(err.Error(), sluice.ErrInvalidLimit.Error()+": "))
+			e.Msg = "invalid limit: " + e.Msg
+			e.Err = err
+			return nil, e
+		}
+	}
+	return r, nil
+}
+
+func firstOf(ns ...*yaml.Node) *yaml.Node {
+	for _, n := range ns {
+		if n != nil {
+			return n
+		}
+	}
+	return nil
+}
+
+// replaces reads a replaces list of {name: ...} mappings into r.
+func (p *parser) replaces(n *yaml.Node, r *RateLimit) error {
+	n = deref(n)
+	if n.Kind == yaml.ScalarNode && n.ShortTag() == "!!null" {
+		return nil
+	}
+	if n.Kind != yaml.SequenceNode {
+		return p.errf(n, "replaces must be a list of {name: ...}, not %s", kind(n))
+	}
+	for _, item := range n.Content {
+		fields, err := p.fields(item, "replaces", replacesKeys)
+		if err != nil {
+			return err
+		}
+		var name string
+		var nameNode *yaml.Node
+		for _, f := range fields {
+			nameNode = deref(f.val)
+			if name, err = p.str(f.val, "name"); err != nil {
+				return err
+			}
+		}
+		if name == "" {
+			return p.errf(firstOf(nameNode, deref(item)), "replaces entry has an empty name")
+		}
+		r.Replaces = append(r.Replaces, name)
+		p.refs = append(p.refs, nameNode)
+	}
+	return nil
+}

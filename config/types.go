@@ -1,0 +1,156 @@
+package config
+
+import (
+	"strings"
+	"time"
+
+	"github.com/sluicehq/sluice"
+)
+
+// Unit is the unit of a rate limit's requests_per_unit, as envoyproxy/ratelimit
+// names them, plus calendar units.
+type Unit uint8
+
+// The units. Second, Minute, Hour and Day are fixed lengths; Week, Month and
+// Year are calendar units in envoyproxy/ratelimit's protocol.
+const (
+	UnitUnknown Unit = iota
+	Second
+	Minute
+	Hour
+	Day
+	Week
+	Month
+	Year
+)
+
+var unitNames = [...]string{
+	UnitUnknown: "unknown",
+	Second:      "second",
+	Minute:      "minute",
+	Hour:        "hour",
+	Day:         "day",
+	Week:        "week",
+	Month:       "month",
+	Year:        "year",
+}
+
+var unitLengths = [...]time.Duration{
+	Second: time.Second,
+	Minute: time.Minute,
+	Hour:   time.Hour,
+	Day:    24 * time.Hour,
+	Week:   7 * 24 * time.Hour,
+	Month:  30 * 24 * time.Hour,
+	Year:   365 * 24 * time.Hour,
+}
+
+// String returns the unit's configuration name in lower case, such as
+// "second", or "unknown" for UnitUnknown and out-of-range values.
+func (u Unit) String() string {
+	if int(u) < len(unitNames) {
+		return unitNames[u]
+	}
+	return "unknown"
+}
+
+// Duration returns the nominal length of one unit: a week is 7 days, a month
+// 30 and a year 365, as envoyproxy/ratelimit counts them. It returns 0 for
+// UnitUnknown.
+func (u Unit) Duration() time.Duration {
+	if int(u) < len(unitLengths) {
+		return unitLengths[u]
+	}
+	return 0
+}
+
+// ParseUnit returns the unit named s, ignoring case ("second", "SECOND"), as
+// envoyproxy/ratelimit accepts them. It returns UnitUnknown and false for any
+// other string.
+func ParseUnit(s string) (Unit, bool) {
+	for i, n := range unitNames {
+		if i != int(UnitUnknown) && strings.EqualFold(s, n) {
+			return Unit(i), true
+		}
+	}
+	return UnitUnknown, false
+}
+
+// Entry is one key/value pair of a request descriptor.
+type Entry struct {
+	Key, Value string
+}
+
+// PathEntry is one level of the configured descriptor path that leads to a
+// rule, from the domain's top level down to the rule's own descriptor.
+type PathEntry struct {
+	// Key is the descriptor's key.
+	Key string
+	// Value is the configured value: "" for a key-only descriptor (each
+	// request value gets its own counter), the pattern itself, such as
+	// "/api/*", for a wildcard.
+	Value string
+	// Wildcard reports whether Value is a pattern with '*'.
+	Wildcard bool
+	// ShareThreshold (a wildcard only) makes every request value that
+	// matches the pattern share one counter: the service keys the counter
+	// by Value, the pattern, instead of the request's value.
+	ShareThreshold bool
+	// ValueToMetric asks for the request's value in the metric name of
+	// this level even when the descriptor has no value of its own.
+	ValueToMetric bool
+}
+
+// RateLimit is a compiled rate limit: envoyproxy/ratelimit's rate_limit block
+// plus Sluice's extensions. A RateLimit belongs to its Config and must not be
+// modified; it is safe to read from many goroutines.
+type RateLimit struct {
+	// FullKey names the rule: the domain and the descriptor path that
+	// leads to it, e.g. "mongo_cps.database_users"; used in metrics and
+	// logs.
+	FullKey string
+	// Name is the rule's optional name (rate_limit.name).
+	Name string
+	// Unit and RequestsPerUnit are as configured; UnitMultiplier (a Sluice
+	// extension, default 1) multiplies the unit, e.g. 30 seconds.
+	Unit            Unit
+	UnitMultiplier  int
+	RequestsPerUnit uint32
+	// Unlimited rules never touch the store.
+	Unlimited bool
+	// ShadowMode rules are evaluated and counted, never enforced.
+	ShadowMode bool
+	// QuotaMode, DetailedMetric and the other flags of envoyproxy/ratelimit
+	// are kept as configured.
+	QuotaMode      bool
+	DetailedMetric bool
+	// Replaces lists the names of the rules this one replaces.
+	Replaces []string
+	// Limit is the sluice.Limit the rule enforces: the algorithm (default
+	// fixed window, as envoyproxy/ratelimit), RequestsPerUnit per
+	// Unit×UnitMultiplier, Burst (default RequestsPerUnit). Invalid when
+	// Unlimited or RequestsPerUnit is 0 (a rule that blocks everything).
+	Limit sluice.Limit
+	// FailureMode is the rule's failure policy ("open", "closed", "local"),
+	// "" for the service's default.
+	FailureMode string
+	// Path is the configured descriptor path that leads to the rule, one
+	// element per level; a request matches the rule only with exactly
+	// len(Path) entries. Path[len(Path)-1] is the rule's own descriptor.
+	Path []PathEntry
+	// File and Line locate the rule's rate_limit block in its config file.
+	File string
+	Line int
+}
+
+// Period returns the length of one unit times the multiplier; calendar
+// units use their nominal length (a week is 7 days, a month 30, a year 365).
+// It returns 0 for an unlimited rule, which has no unit.
+func (r *RateLimit) Period() time.Duration {
+	return r.Unit.Duration() * time.Duration(max(r.UnitMultiplier, 1))
+}
+
+// BlocksAll reports whether the rule denies every request: it is not
+// unlimited and its requests_per_unit is 0, envoyproxy/ratelimit's way of
+// writing a block list.
+func (r *RateLimit) BlocksAll() bool { return !r.Unlimited && r.RequestsPerUnit == 0 }

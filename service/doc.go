@@ -1,0 +1,102 @@
+// Package service is Sluice's rate limit service: one decision function,
+// (*Service).ShouldRateLimit, that answers Envoy's RateLimitService v3
+// requests with envoyproxy/ratelimit's semantics, and thin adapters that put
+// it on the wire: gRPC (RegisterGRPC, with the standard health service) and
+// HTTP (Handler: POST /json, GET /healthcheck, GET /metrics).
+//
+// # Semantics
+//
+// A RateLimitRequest names a domain and one or more descriptors, each a list
+// of key/value entries. The Rules (package config's tree) map each
+// descriptor to at most one rule, and every descriptor is evaluated:
+//
+//   - An empty domain, an empty descriptor list, a descriptor without
+//     entries or an entry with an empty key is an error (gRPC
+//     InvalidArgument, HTTP 400).
+//   - The cost of a descriptor is its own hits_addend when set (0 there
+//     means a check only), else the request's hits_addend, where 0 means 1.
+//   - A descriptor's limit override (requests_per_unit and unit) replaces
+//     the matched rule's limit; it applies even when no rule matches, and
+//     it is never in shadow mode, as in envoyproxy/ratelimit. The override
+//     keeps a matched rule's algorithm and name; without one it is a fixed
+//     window named after the descriptor.
+//   - No rule: OK, current_limit unset, limit_remaining 0, the store not
+//     touched. A rule named in another matched rule's replaces list is
+//     dropped the same way.
+//   - unlimited: OK, limit_remaining 4294967295 (MaxUint32), current_limit
+//     unset, the store not touched.
+//   - requests_per_unit 0 blocks: OVER_LIMIT always, without the store.
+//   - A cost above the limit's capacity (sluice.Limit.Capacity) can never
+//     be admitted: OVER_LIMIT, not an error, without the store.
+//   - Otherwise the Limiter spends the cost under the rule's sluice.Limit,
+//     at the key Prefix + domain + "_" + key_value pairs joined by "_"
+//     (envoyproxy/ratelimit's cache key without its window suffix: the
+//     algorithms keep their own windows). Like envoyproxy/ratelimit's keys,
+//     these are ambiguous when keys or values contain "_". A key longer
+//     than sluice.MaxKeyLen is shortened to its first bytes and a SHA-256 of
+//     the whole, rather than refused: refusing would let a client with a
+//     huge header value turn every decision into an error, which Envoy's
+//     default failure_mode_deny=false admits.
+//   - shadow_mode (of the rule, or Config.ShadowMode for every rule): the
+//     decision is made and counted (sluice_rls_shadow_mode_total), and the
+//     answer is OK.
+//   - overall_code is OVER_LIMIT if any descriptor is. Descriptors are
+//     evaluated in order and each spends independently, so an allowed
+//     descriptor has spent its cost even when another is over the limit
+//     (as envoyproxy/ratelimit's INCRBY does).
+//
+// Each status carries current_limit {requests_per_unit, unit, name} as
+// configured (or overridden), limit_remaining (sluice.Result.Remaining,
+// clamped to uint32, 0 when over) and duration_until_reset: for an allowed
+// descriptor the Result's ResetAfter (the time until the key is as fresh as
+// a new one; for the default fixed window, the end of the epoch-aligned
+// window, as in envoyproxy/ratelimit), for a denied one its RetryAfter (the
+// time until the same cost would be admitted). A rule with a unit
+// multiplier (a Sluice extension) reports its configured unit: the proto
+// has no way to say "30 seconds".
+//
+// # Check-only descriptors (hits_addend 0)
+//
+// envoyproxy/ratelimit answers a cost of 0 with INCRBY 0: the counter is
+// read, not changed, and the answer is OVER_LIMIT only if the counter is
+// already above the limit. Sluice's stores never let a key go above its
+// limit (a denied request spends nothing), so that answer would always be
+// OK; and they cannot be read without spending. A check-only descriptor is
+// therefore answered without the store: OK (OVER_LIMIT for a blocking
+// rule), current_limit set, limit_remaining the limit's capacity (an upper
+// bound: the true value is unknown), duration_until_reset unset. It never
+// chooses the response headers. A descriptor with is_negative_hits gives
+// its cost back through sluice.Refunder, when the Limiter implements it,
+// and is otherwise answered like a check.
+//
+// # Store failures
+//
+// An error of the Limiter is returned as an error (gRPC Unavailable, HTTP
+// 503) and counted in sluice_rls_store_errors_total; Envoy then applies its
+// failure_mode_deny. To choose the failure policy in Sluice instead, wrap
+// the store in package failsafe: its Open and Local modes answer with
+// decisions, and its Closed mode (an error wrapping sluice.ErrUnavailable
+// that comes with a denying Result) is answered OVER_LIMIT, because an
+// error would let Envoy's default fail-open admit the request.
+//
+// # Response headers
+//
+// Config.Headers says what goes into response_headers_to_add. Both modes
+// describe one descriptor: the enforced (not shadow, not check-only)
+// descriptor that is over the limit with the longest wait, else the one
+// with the fewest remaining units, ties to the first. HeadersDraft11 adds
+// RateLimit-Policy and RateLimit (draft-ietf-httpapi-ratelimit-headers-11),
+// the policy named by the rule's Name, else its FullKey; HeadersLegacy adds
+// envoyproxy/ratelimit's LIMIT_RESPONSE_HEADERS_ENABLED trio (names set by
+// Config.LegacyNames). Both add Retry-After when the answer is OVER_LIMIT.
+//
+// # Metrics
+//
+// With a Config.Registerer, the service counts hits (in units of cost),
+// over-limit, near-limit (fewer than 20% of the capacity remaining after an
+// admitted decision), within-limit and shadow-mode hits per rule, store
+// errors per rule, and the decision latency. The only per-rule label is the
+// rule's FullKey, whose values the configuration bounds; a rule with
+// detailed_metric is labelled with the request's descriptor
+// (domain.key_value.key_value) instead, which may be unbounded.
+package service

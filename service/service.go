@@ -1,0 +1,615 @@
+package service
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	rlpb "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
+	pb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	typepb "github.com/envoyproxy/go-control-plane/envoy/type/v3"
+	"github.com/prometheus/client_golang/prometheus"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/health"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/durationpb"
+
+	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/config"
+)
+
+// Rules finds the rule that applies to a descriptor. *config.Config
+// implements it. Lookup returns nil when no rule applies (an unknown
+// domain, or no rule at the descriptor's depth); implementations must be
+// safe for concurrent use and must not retain entries.
+type Rules interface {
+	Lookup(domain string, entries []config.Entry) *config.RateLimit
+}
+
+// HeaderMode says what a Service puts in response_headers_to_add. The zero
+// value is HeadersOff.
+type HeaderMode uint8
+
+const (
+	// HeadersOff adds no headers.
+	HeadersOff HeaderMode = iota
+	// HeadersLegacy adds envoyproxy/ratelimit's three headers (limit,
+	// remaining, reset in seconds; names in Config.LegacyNames) and
+	// Retry-After when over the limit.
+	HeadersLegacy
+	// HeadersDraft11 adds RateLimit-Policy and RateLimit as
+	// draft-ietf-httpapi-ratelimit-headers-11 defines them, and Retry-After
+	// when over the limit.
+	HeadersDraft11
+)
+
+// String returns "off", "legacy" or "draft-11".
+func (m HeaderMode) String() string {
+	switch m {
+	case HeadersOff:
+		return "off"
+	case HeadersLegacy:
+		return "legacy"
+	case HeadersDraft11:
+		return "draft-11"
+	}
+	return fmt.Sprintf("HeaderMode(%d)", uint8(m))
+}
+
+// ParseHeaderMode returns the HeaderMode named s: "off", "legacy" or
+// "draft-11" (also "draft11").
+func ParseHeaderMode(s string) (HeaderMode, error) {
+	switch strings.ToLower(s) {
+	case "off", "":
+		return HeadersOff, nil
+	case "legacy":
+		return HeadersLegacy, nil
+	case "draft-11", "draft11":
+		return HeadersDraft11, nil
+	}
+	return 0, fmt.Errorf("service: unknown header mode %q (want off, legacy or draft-11)", s)
+}
+
+// LegacyNames are the field names HeadersLegacy uses. An empty field takes
+// its default from DefaultLegacyNames.
+type LegacyNames struct {
+	Limit, Remaining, Reset string
+}
+
+// DefaultLegacyNames are envoyproxy/ratelimit's default names for its
+// LIMIT_RESPONSE_HEADERS_ENABLED headers (its LIMIT_LIMIT_HEADER,
+// LIMIT_REMAINING_HEADER and LIMIT_RESET_HEADER settings).
+var DefaultLegacyNames = LegacyNames{
+	Limit:     "RateLimit-Limit",
+	Remaining: "RateLimit-Remaining",
+	Reset:     "RateLimit-Reset",
+}
+
+// Config configures a Service. Only Limiter is required.
+type Config struct {
+	// Limiter makes the decisions. Wrap a remote store in package failsafe
+	// to choose what happens when it fails (see the package
+	// documentation). Required.
+	Limiter sluice.Limiter
+	// Rules maps descriptors to rules; nil means no rules yet (every
+	// descriptor is answered OK). SetRules replaces it.
+	Rules Rules
+	// Prefix is prepended to every store key, like envoyproxy/ratelimit's
+	// CACHE_KEY_PREFIX. Default "".
+	Prefix string
+	// ShadowMode puts every rule in shadow mode, like
+	// envoyproxy/ratelimit's SHADOW_MODE: decisions are made and counted,
+	// and every answer is OK.
+	ShadowMode bool
+	// Headers says what goes in response_headers_to_add. Default
+	// HeadersOff.
+	Headers HeaderMode
+	// LegacyNames are the header names of HeadersLegacy; empty fields
+	// default to DefaultLegacyNames.
+	LegacyNames LegacyNames
+	// Logger receives store errors, at most one line per second. Default
+	// slog.Default().
+	Logger *slog.Logger
+	// Registerer receives the service's metrics; nil means no metrics.
+	// When it is also a prometheus.Gatherer (as *prometheus.Registry is),
+	// Handler serves it at GET /metrics.
+	Registerer prometheus.Registerer
+}
+
+// HealthServiceName is the gRPC service name the health service reports,
+// besides the server-wide "".
+const HealthServiceName = "envoy.service.ratelimit.v3.RateLimitService"
+
+// MaxUnlimited is the limit_remaining of an unlimited rule: MaxUint32, as
+// envoyproxy/ratelimit reports it.
+const MaxUnlimited = math.MaxUint32
+
+// ErrInvalidRequest is wrapped by the errors ShouldRateLimit returns for a
+// malformed request; they carry the gRPC code InvalidArgument.
+var ErrInvalidRequest = errors.New("service: invalid request")
+
+// Service answers rate limit requests. It is safe for concurrent use; its
+// rules may be swapped with SetRules while it serves.
+type Service struct {
+	limiter  sluice.Limiter
+	refunder sluice.Refunder // nil when the limiter cannot refund
+	rules    atomic.Pointer[rulesBox]
+	prefix   string
+	shadow   bool
+	headers  HeaderMode
+	legacy   LegacyNames
+	log      *slog.Logger
+	m        *metrics // nil: no metrics
+	gatherer prometheus.Gatherer
+	health   *health.Server
+	serving  atomic.Bool
+	lastLog  atomic.Int64 // Unix ns of the last store error log line
+}
+
+type rulesBox struct{ r Rules }
+
+// New returns a Service configured by cfg. It fails when cfg.Limiter is nil
+// or the metrics cannot be registered. The Service starts serving: the
+// health service reports SERVING until SetServing(false).
+func New(cfg Config) (*Service, error) {
+	if cfg.Limiter == nil {
+		return nil, errors.New("service: Config.Limiter is nil")
+	}
+	if cfg.Headers > HeadersDraft11 {
+		return nil, fmt.Errorf("service: unknown header mode %d", cfg.Headers)
+	}
+	s := &Service{
+		limiter: cfg.Limiter,
+		prefix:  cfg.Prefix,
+		shadow:  cfg.ShadowMode,
+		headers: cfg.Headers,
+		legacy:  cfg.LegacyNames,
+		log:     cfg.Logger,
+		health:  health.NewServer(),
+	}
+	s.refunder, _ = cfg.Limiter.(sluice.Refunder)
+	if s.log == nil {
+		s.log = slog.Default()
+	}
+	if s.legacy.Limit == "" {
+		s.legacy.Limit = DefaultLegacyNames.Limit
+	}
+	if s.legacy.Remaining == "" {
+		s.legacy.Remaining = DefaultLegacyNames.Remaining
+	}
+	if s.legacy.Reset == "" {
+		s.legacy.Reset = DefaultLegacyNames.Reset
+	}
+	if cfg.Registerer != nil {
+		m, err := newMetrics(cfg.Registerer)
+		if err != nil {
+			return nil, err
+		}
+		s.m = m
+		s.gatherer, _ = cfg.Registerer.(prometheus.Gatherer)
+	}
+	s.SetRules(cfg.Rules)
+	s.SetServing(true)
+	return s, nil
+}
+
+// SetRules replaces the rules, as on a config reload. Requests already
+// being answered finish with the rules they started with. nil means no
+// rules.
+func (s *Service) SetRules(r Rules) { s.rules.Store(&rulesBox{r}) }
+
+// SetServing sets what the health checks report: SERVING (and 200 at GET
+// /healthcheck) or NOT_SERVING (and 503), as when draining before a
+// shutdown. It does not change how ShouldRateLimit answers.
+func (s *Service) SetServing(ok bool) {
+	s.serving.Store(ok)
+	st := healthpb.HealthCheckResponse_NOT_SERVING
+	if ok {
+		st = healthpb.HealthCheckResponse_SERVING
+	}
+	s.health.SetServingStatus("", st)
+	s.health.SetServingStatus(HealthServiceName, st)
+}
+
+// codedError carries a gRPC code with an ordinary wrapped error.
+type codedError struct {
+	code codes.Code
+	err  error
+}
+
+func (e *codedError) Error() string { return e.err.Error() }
+func (e *codedError) Unwrap() error { return e.err }
+
+// GRPCStatus lets package grpc and status.Code see the code.
+func (e *codedError) GRPCStatus() *status.Status { return status.New(e.code, e.err.Error()) }
+
+func invalid(format string, args ...any) error {
+	return &codedError{codes.InvalidArgument, fmt.Errorf("%w: "+format, append([]any{ErrInvalidRequest}, args...)...)}
+}
+
+// plan is what one descriptor asks for, before the store is asked.
+type plan struct {
+	rule    *config.RateLimit // nil: no rule applies
+	lim     sluice.Limit
+	rpu     uint32
+	unit    pb.RateLimitResponse_RateLimit_Unit
+	period  time.Duration
+	name    string // current_limit.name
+	policy  string // the header policy name
+	label   string // the metrics label
+	shadow  bool
+	cost    uint64
+	check   bool // cost 0 or is_negative_hits: nothing is spent
+	refund  bool // is_negative_hits
+	keyDesc *rlpb.RateLimitDescriptor
+	entries []config.Entry
+}
+
+// outcome is one descriptor's answer.
+type outcome struct {
+	st       *pb.RateLimitResponse_DescriptorStatus
+	eligible bool // may choose the response headers
+	over     bool // enforced and over the limit
+	remain   int64
+	wait     time.Duration
+	p        *plan
+}
+
+// ShouldRateLimit decides a RateLimitRequest, as the package documentation
+// describes. A malformed request returns an error with the gRPC code
+// InvalidArgument (wrapping ErrInvalidRequest), a failing store one with
+// the code Unavailable (wrapping the store's error).
+func (s *Service) ShouldRateLimit(ctx context.Context, req *pb.RateLimitRequest) (*pb.RateLimitResponse, error) {
+	start := time.Now()
+	resp, err := s.shouldRateLimit(ctx, req)
+	if s.m != nil {
+		s.m.observe(time.Since(start), resp, err)
+	}
+	return resp, err
+}
+
+func (s *Service) shouldRateLimit(ctx context.Context, req *pb.RateLimitRequest) (*pb.RateLimitResponse, error) {
+	if req == nil {
+		return nil, invalid("nil request")
+	}
+	if req.GetDomain() == "" {
+		return nil, invalid("empty domain")
+	}
+	descs := req.GetDescriptors()
+	if len(descs) == 0 {
+		return nil, invalid("no descriptors")
+	}
+	hits := uint64(req.GetHitsAddend())
+	if hits == 0 {
+		hits = 1
+	}
+	var rules Rules
+	if b := s.rules.Load(); b != nil {
+		rules = b.r
+	}
+	plans := make([]plan, len(descs))
+	replaced := false
+	for i, d := range descs {
+		if len(d.GetEntries()) == 0 {
+			return nil, invalid("descriptor %d has no entries", i)
+		}
+		entries := make([]config.Entry, len(d.GetEntries()))
+		for j, e := range d.GetEntries() {
+			if e.GetKey() == "" {
+				return nil, invalid("descriptor %d entry %d has an empty key", i, j)
+			}
+			entries[j] = config.Entry{Key: e.GetKey(), Value: e.GetValue()}
+		}
+		p := &plans[i]
+		p.keyDesc = d
+		p.entries = entries
+		p.cost = hits
+		if h := d.GetHitsAddend(); h != nil {
+			p.cost = h.GetValue()
+		}
+		p.refund = d.GetIsNegativeHits()
+		p.check = p.cost == 0 || p.refund
+		if rules != nil {
+			p.rule = rules.Lookup(req.GetDomain(), entries)
+			if p.rule != nil && len(p.rule.Replaces) > 0 {
+				replaced = true
+			}
+		}
+		if o := d.GetLimit(); o != nil {
+			if _, ok := overrideUnits[o.GetUnit()]; !ok {
+				return nil, invalid("descriptor %d: limit override has unit %v, want SECOND, MINUTE, HOUR, DAY, MONTH or YEAR", i, o.GetUnit())
+			}
+		}
+	}
+	if replaced {
+		dropReplaced(plans)
+	}
+	for i := range plans {
+		s.resolve(req.GetDomain(), &plans[i])
+	}
+
+	resp := &pb.RateLimitResponse{
+		OverallCode: pb.RateLimitResponse_OK,
+		Statuses:    make([]*pb.RateLimitResponse_DescriptorStatus, len(plans)),
+	}
+	outs := make([]outcome, len(plans))
+	for i := range plans {
+		o, err := s.decide(ctx, req.GetDomain(), i, &plans[i])
+		if err != nil {
+			return nil, err
+		}
+		outs[i] = o
+		resp.Statuses[i] = o.st
+		if o.st.GetCode() == pb.RateLimitResponse_OVER_LIMIT {
+			resp.OverallCode = pb.RateLimitResponse_OVER_LIMIT
+		}
+	}
+	if s.headers != HeadersOff {
+		resp.ResponseHeadersToAdd = s.appendHeaders(nil, outs, resp.OverallCode == pb.RateLimitResponse_OVER_LIMIT)
+	}
+	return resp, nil
+}
+
+// dropReplaced forgets the rules that another matched rule replaces.
+func dropReplaced(plans []plan) {
+	names := map[string]bool{}
+	for i := range plans {
+		if r := plans[i].rule; r != nil {
+			for _, n := range r.Replaces {
+				names[n] = true
+			}
+		}
+	}
+	for i := range plans {
+		if r := plans[i].rule; r != nil && r.Name != "" && names[r.Name] {
+			plans[i].rule = nil
+		}
+	}
+}
+
+// overrideUnits maps a descriptor override's unit to the response's unit
+// and its length.
+var overrideUnits = map[typepb.RateLimitUnit]struct {
+	unit   pb.RateLimitResponse_RateLimit_Unit
+	period time.Duration
+}{
+	typepb.RateLimitUnit_SECOND: {pb.RateLimitResponse_RateLimit_SECOND, time.Second},
+	typepb.RateLimitUnit_MINUTE: {pb.RateLimitResponse_RateLimit_MINUTE, time.Minute},
+	typepb.RateLimitUnit_HOUR:   {pb.RateLimitResponse_RateLimit_HOUR, time.Hour},
+	typepb.RateLimitUnit_DAY:    {pb.RateLimitResponse_RateLimit_DAY, 24 * time.Hour},
+	typepb.RateLimitUnit_MONTH:  {pb.RateLimitResponse_RateLimit_MONTH, 30 * 24 * time.Hour},
+	typepb.RateLimitUnit_YEAR:   {pb.RateLimitResponse_RateLimit_YEAR, 365 * 24 * time.Hour},
+}
+
+// configUnits maps package config's units to the response's.
+var configUnits = [...]pb.RateLimitResponse_RateLimit_Unit{
+	config.UnitUnknown: pb.RateLimitResponse_RateLimit_UNKNOWN,
+	config.Second:      pb.RateLimitResponse_RateLimit_SECOND,
+	config.Minute:      pb.RateLimitResponse_RateLimit_MINUTE,
+	config.Hour:        pb.RateLimitResponse_RateLimit_HOUR,
+	config.Day:         pb.RateLimitResponse_RateLimit_DAY,
+	config.Week:        pb.RateLimitResponse_RateLimit_WEEK,
+	config.Month:       pb.RateLimitResponse_RateLimit_MONTH,
+	config.Year:        pb.RateLimitResponse_RateLimit_YEAR,
+}
+
+// overrideLabel is the metrics label of a limit override that matched no
+// rule: the descriptor's values must not become labels.
+const overrideLabel = "_override"
+
+// resolve fills in the limit a plan enforces: the rule's, or the
+// descriptor's override.
+func (s *Service) resolve(domain string, p *plan) {
+	r := p.rule
+	if o := p.keyDesc.GetLimit(); o != nil {
+		u := overrideUnits[o.GetUnit()]
+		rpu := o.GetRequestsPerUnit()
+		lim := sluice.Limit{Algorithm: sluice.FixedWindow}
+		p.label = overrideLabel
+		p.policy = descriptorName(domain, p.keyDesc)
+		if r != nil {
+			lim.Algorithm = r.Limit.Algorithm
+			p.name = r.Name
+			p.label = s.label(domain, r, p.keyDesc)
+			if r.Name != "" {
+				p.policy = r.Name
+			}
+		}
+		lim.Rate, lim.Burst, lim.Period = int(rpu), int(rpu), u.period
+		// The override is a plain rule: not unlimited, never in shadow mode.
+		p.rule = &config.RateLimit{FullKey: p.policy, Name: p.name, RequestsPerUnit: rpu, Limit: lim}
+		p.lim, p.rpu, p.unit, p.period = lim, rpu, u.unit, u.period
+		return
+	}
+	if r == nil {
+		return
+	}
+	p.lim = r.Limit
+	p.rpu = r.RequestsPerUnit
+	if int(r.Unit) < len(configUnits) {
+		p.unit = configUnits[r.Unit]
+	}
+	p.period = r.Period()
+	p.name = r.Name
+	p.policy = r.Name
+	if p.policy == "" {
+		p.policy = r.FullKey
+	}
+	p.label = s.label(domain, r, p.keyDesc)
+	p.shadow = r.ShadowMode || s.shadow
+}
+
+// label is the metrics label of a rule: its FullKey, or with
+// DetailedMetric the descriptor itself.
+func (s *Service) label(domain string, r *config.RateLimit, d *rlpb.RateLimitDescriptor) string {
+	if r.DetailedMetric {
+		return descriptorName(domain, d)
+	}
+	return r.FullKey
+}
+
+// descriptorName is domain.key_value.key_value, the FullKey style of a
+// descriptor (a key with an empty value is just the key).
+func descriptorName(domain string, d *rlpb.RateLimitDescriptor) string {
+	var b strings.Builder
+	b.WriteString(domain)
+	for _, e := range d.GetEntries() {
+		b.WriteByte('.')
+		b.WriteString(e.GetKey())
+		if e.GetValue() != "" {
+			b.WriteByte('_')
+			b.WriteString(e.GetValue())
+		}
+	}
+	return b.String()
+}
+
+// StoreKey returns the store key of a descriptor: prefix + domain + "_" +
+// each entry's key and value, joined by "_", e.g.
+// "mongo_cps_database_users". A key longer than sluice.MaxKeyLen is cut and
+// ends in "#" and the hex SHA-256 of the whole key, so that it stays
+// distinct and fits.
+func StoreKey(prefix, domain string, entries []config.Entry) string {
+	n := len(prefix) + len(domain)
+	for _, e := range entries {
+		n += 2 + len(e.Key) + len(e.Value)
+	}
+	var b strings.Builder
+	b.Grow(n)
+	b.WriteString(prefix)
+	b.WriteString(domain)
+	for _, e := range entries {
+		b.WriteByte('_')
+		b.WriteString(e.Key)
+		b.WriteByte('_')
+		b.WriteString(e.Value)
+	}
+	return shorten(b.String())
+}
+
+func shorten(key string) string {
+	if len(key) <= sluice.MaxKeyLen {
+		return key
+	}
+	sum := sha256.Sum256([]byte(key))
+	h := hex.EncodeToString(sum[:])
+	return key[:sluice.MaxKeyLen-len(h)-1] + "#" + h
+}
+
+func clampUint32(v int64) uint32 {
+	switch {
+	case v <= 0:
+		return 0
+	case v >= math.MaxUint32:
+		return math.MaxUint32
+	}
+	return uint32(v)
+}
+
+// decide answers one descriptor.
+func (s *Service) decide(ctx context.Context, domain string, i int, p *plan) (outcome, error) {
+	o := outcome{p: p, st: &pb.RateLimitResponse_DescriptorStatus{Code: pb.RateLimitResponse_OK}}
+	r := p.rule
+	switch {
+	case r == nil:
+		return o, nil
+	case r.Unlimited:
+		o.st.LimitRemaining = MaxUnlimited
+		s.m.count(p.label, p.cost, false, false, false)
+		return o, nil
+	}
+	o.st.CurrentLimit = &pb.RateLimitResponse_RateLimit{Name: p.name, RequestsPerUnit: p.rpu, Unit: p.unit}
+	capacity := p.lim.Capacity()
+
+	if p.rpu == 0 { // a block rule
+		o.over, o.wait = true, p.period
+		if !p.check {
+			o.eligible = !p.shadow
+		}
+		s.m.count(p.label, p.cost, true, false, p.shadow)
+		return s.finish(o), nil
+	}
+	if p.check {
+		if p.refund && s.refunder != nil && p.cost > 0 && capacity >= 1 {
+			c := int(min(p.cost, uint64(capacity)))
+			if err := s.refunder.RefundN(ctx, StoreKey(s.prefix, domain, p.entries), p.lim, c); err != nil {
+				return o, s.storeError(ctx, i, p, err)
+			}
+		}
+		o.st.LimitRemaining = clampUint32(int64(capacity))
+		return o, nil
+	}
+	o.eligible = !p.shadow
+	if capacity >= 1 && p.cost > uint64(capacity) {
+		// It can never be admitted: a denial, not bad input.
+		o.over, o.wait = true, p.period
+		s.m.count(p.label, p.cost, true, false, p.shadow)
+		return s.finish(o), nil
+	}
+	res, err := s.limiter.AllowN(ctx, StoreKey(s.prefix, domain, p.entries), p.lim, int(p.cost))
+	if err != nil {
+		if !errors.Is(err, sluice.ErrUnavailable) {
+			return o, s.storeError(ctx, i, p, err)
+		}
+		// failsafe's Closed mode: its answer is a denial.
+		s.m.storeError(p.label)
+		s.logError(i, p, err)
+		res = sluice.Result{RetryAfter: res.RetryAfter}
+	}
+	if res.Allowed {
+		o.remain, o.wait = int64(res.Remaining), res.ResetAfter
+		o.st.LimitRemaining = clampUint32(o.remain)
+		s.m.count(p.label, p.cost, false, o.remain*5 < int64(capacity), false)
+	} else {
+		o.over, o.wait = true, res.RetryAfter
+		s.m.count(p.label, p.cost, true, false, p.shadow)
+	}
+	return s.finish(o), nil
+}
+
+// finish sets the code and duration of a decided outcome.
+func (s *Service) finish(o outcome) outcome {
+	if o.over {
+		if o.p.shadow {
+			o.over = false
+		} else {
+			o.st.Code = pb.RateLimitResponse_OVER_LIMIT
+		}
+	}
+	if o.wait >= 0 {
+		o.st.DurationUntilReset = durationpb.New(o.wait)
+	}
+	return o
+}
+
+// storeError turns a Limiter's error into ShouldRateLimit's.
+func (s *Service) storeError(ctx context.Context, i int, p *plan, err error) error {
+	if errors.Is(err, sluice.ErrInvalidLimit) || errors.Is(err, sluice.ErrInvalidKey) ||
+		errors.Is(err, sluice.ErrInvalidCost) || errors.Is(err, sluice.ErrCostExceedsCapacity) {
+		return invalid("descriptor %d (rule %q): %w", i, p.policy, err)
+	}
+	if cerr := ctx.Err(); cerr != nil {
+		return &codedError{status.FromContextError(cerr).Code(), fmt.Errorf("service: descriptor %d: %w", i, err)}
+	}
+	s.m.storeError(p.label)
+	s.logError(i, p, err)
+	return &codedError{codes.Unavailable, fmt.Errorf("service: descriptor %d (rule %q): rate limit store: %w", i, p.policy, err)}
+}
+
+// logError logs a store error, at most once per second.
+func (s *Service) logError(i int, p *plan, err error) {
+	now := time.Now().UnixNano()
+	last := s.lastLog.Load()
+	if now-last < int64(time.Second) || !s.lastLog.CompareAndSwap(last, now) {
+		return
+	}
+	s.log.Warn("service: rate limit store error", "descriptor", i, "rule", p.label, "error", err.Error())
+}

@@ -1,0 +1,123 @@
+package service
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net/http"
+	"strconv"
+
+	pb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/encoding/protojson"
+)
+
+// MaxJSONBody is the largest request body POST /json reads: 1 MiB.
+const MaxJSONBody = 1 << 20
+
+// grpcServer adapts a Service to pb.RateLimitServiceServer.
+type grpcServer struct {
+	pb.UnimplementedRateLimitServiceServer
+	s *Service
+}
+
+func (g grpcServer) ShouldRateLimit(ctx context.Context, req *pb.RateLimitRequest) (*pb.RateLimitResponse, error) {
+	return g.s.ShouldRateLimit(ctx, req)
+}
+
+// RegisterGRPC registers the Service on r (a *grpc.Server) as
+// envoy.service.ratelimit.v3.RateLimitService, and the standard gRPC
+// health service (grpc.health.v1.Health), which reports SERVING for "" and
+// HealthServiceName until SetServing(false).
+func (s *Service) RegisterGRPC(r grpc.ServiceRegistrar) {
+	pb.RegisterRateLimitServiceServer(r, grpcServer{s: s})
+	healthpb.RegisterHealthServer(r, s.health)
+}
+
+// Handler returns the HTTP face of the Service:
+//
+//   - POST /json: a RateLimitRequest in protojson in, the RateLimitResponse
+//     in protojson out, with status 200 when OK and 429 when OVER_LIMIT, and
+//     response_headers_to_add also set as HTTP headers. A body that is not
+//     a valid request is answered 400 with a one-line message, a body over
+//     MaxJSONBody 413, a store failure 503.
+//   - GET /healthcheck: 200 "OK", or 503 after SetServing(false).
+//   - GET /metrics: the Prometheus metrics, when Config.Registerer is a
+//     prometheus.Gatherer.
+func (s *Service) Handler() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("POST /json", s.serveJSON)
+	mux.HandleFunc("GET /healthcheck", s.serveHealth)
+	if s.gatherer != nil {
+		mux.Handle("GET /metrics", promhttp.HandlerFor(s.gatherer, promhttp.HandlerOpts{}))
+	}
+	return mux
+}
+
+func (s *Service) serveHealth(w http.ResponseWriter, _ *http.Request) {
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	if !s.serving.Load() {
+		w.WriteHeader(http.StatusServiceUnavailable)
+		io.WriteString(w, "NOT SERVING\n")
+		return
+	}
+	io.WriteString(w, "OK")
+}
+
+func (s *Service) serveJSON(w http.ResponseWriter, r *http.Request) {
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, MaxJSONBody))
+	if err != nil {
+		var tooBig *http.MaxBytesError
+		if errors.As(err, &tooBig) {
+			http.Error(w, "service: request body exceeds "+strconv.Itoa(MaxJSONBody)+" bytes", http.StatusRequestEntityTooLarge)
+			return
+		}
+		http.Error(w, "service: reading the request body: "+err.Error(), http.StatusBadRequest)
+		return
+	}
+	var req pb.RateLimitRequest
+	if err := protojson.Unmarshal(body, &req); err != nil {
+		http.Error(w, "service: the body is not a JSON RateLimitRequest: "+err.Error(), http.StatusBadRequest)
+		return
+	}
+	resp, err := s.ShouldRateLimit(r.Context(), &req)
+	if err != nil {
+		http.Error(w, status.Convert(err).Message(), httpStatus(status.Code(err)))
+		return
+	}
+	out, err := protojson.Marshal(resp)
+	if err != nil {
+		http.Error(w, "service: encoding the response: "+err.Error(), http.StatusInternalServerError)
+		return
+	}
+	h := w.Header()
+	for _, hv := range resp.GetResponseHeadersToAdd() {
+		h.Add(hv.GetKey(), hv.GetValue())
+	}
+	h.Set("Content-Type", "application/json")
+	code := http.StatusOK
+	if resp.GetOverallCode() == pb.RateLimitResponse_OVER_LIMIT {
+		code = http.StatusTooManyRequests
+		h.Set("Cache-Control", "no-store")
+	}
+	w.WriteHeader(code)
+	w.Write(out)
+}
+
+// httpStatus maps the gRPC code of a ShouldRateLimit error to an HTTP
+// status.
+func httpStatus(c codes.Code) int {
+	switch c {
+	case codes.InvalidArgument:
+		return http.StatusBadRequest
+	case codes.Unavailable, codes.Canceled:
+		return http.StatusServiceUnavailable
+	case codes.DeadlineExceeded:
+		return http.StatusGatewayTimeout
+	}
+	return http.StatusInternalServerError
+}

@@ -1,14 +1,17 @@
 // Command sluice is the one binary of Sluice: a rate limit service, a
 // rate limiting reverse proxy, a config checker and a simulator. This build
-// has the commands help, version, check and simulate; serve and proxy are
-// still to come.
+// has the commands serve, check, simulate, help and version; proxy is still
+// to come.
 package main
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"os"
+	"os/signal"
 	"runtime/debug"
+	"syscall"
 )
 
 // version is set at build time with -ldflags "-X main.version=v1.2.3"; when
@@ -31,6 +34,10 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return 0
 	case "check":
 		return check(args[1:], stdout, stderr)
+	case "serve":
+		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+		defer stop()
+		return runServe(ctx, args[1:], stdout, stderr)
 	case "simulate":
 		return simulate(args[1:], stdout, stderr)
 	case "version", "-version", "--version":
@@ -53,13 +60,15 @@ Commands:
   check     validate a rate limit config and print its descriptor tree
             (sluice check PATH; a file or a directory of *.yaml files)
   help      show this help
+  serve     run the rate limit service: Envoy's RateLimitService v3 over
+            gRPC and POST /json over HTTP (sluice serve -h); with no
+            flags, on the memory store with a built-in example config
   simulate  run traffic patterns through every algorithm on a simulated
             clock and compare them (sluice simulate -h; sluice simulate
             accuracy for the sliding window's error against the exact log)
   version   print the version
 
-Not in this build yet: serve (the rate limit service), proxy (a rate
-limiting reverse proxy).
+Not in this build yet: proxy (a rate limiting reverse proxy).
 `)
 }
 

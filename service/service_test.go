@@ -501,7 +501,9 @@ func TestHeaders(t *testing.T) {
 		}
 		h2 := start(t, t0-20, service.Config{Rules: rules, Headers: service.HeadersLegacy,
 			LegacyNames: service.LegacyNames{Limit: "X-RateLimit-Limit", Remaining: "X-RateLimit-Remaining", Reset: "X-RateLimit-Reset"}})
-		resp, _ = h2.svc.ShouldRateLimit(context.Background(), request("api", 100, desc("user", "bob")))
+		if _, err := h2.svc.ShouldRateLimit(context.Background(), request("api", 100, desc("user", "bob"))); err != nil {
+			t.Fatal(err)
+		}
 		resp, _ = h2.svc.ShouldRateLimit(context.Background(), req)
 		want = map[string]string{"X-RateLimit-Limit": "100", "X-RateLimit-Remaining": "0", "X-RateLimit-Reset": "60", "Retry-After": "60"}
 		if got := headerMap(resp); !equalMaps(got, want) {

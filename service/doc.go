@@ -2,7 +2,8 @@
 // (*Service).ShouldRateLimit, that answers Envoy's RateLimitService v3
 // requests with envoyproxy/ratelimit's semantics, and thin adapters that put
 // it on the wire: gRPC (RegisterGRPC, with the standard health service) and
-// HTTP (Handler: POST /json, GET /healthcheck, GET /metrics).
+// HTTP (Handler: POST /json, GET /healthcheck, GET /metrics, and the
+// forward-auth endpoint /auth for reverse proxies).
 //
 // # Semantics
 //
@@ -71,13 +72,66 @@
 //
 // # Store failures
 //
-// An error of the Limiter is returned as an error (gRPC Unavailable, HTTP
-// 503) and counted in sluice_rls_store_errors_total; Envoy then applies its
-// failure_mode_deny. To choose the failure policy in Sluice instead, wrap
-// the store in package failsafe: its Open and Local modes answer with
-// decisions, and its Closed mode (an error wrapping sluice.ErrUnavailable
-// that comes with a denying Result) is answered OVER_LIMIT, because an
-// error would let Envoy's default fail-open admit the request.
+// Without Config.Failure, an error of the Limiter is returned as an error
+// (gRPC Unavailable, HTTP 503) and counted in sluice_rls_store_errors_total;
+// Envoy then applies its failure_mode_deny. A Limiter wrapped in package
+// failsafe chooses one policy for every rule: its Open and Local modes
+// answer with decisions, and its Closed mode (an error wrapping
+// sluice.ErrUnavailable that comes with a denying Result) is answered
+// OVER_LIMIT, because an error would let Envoy's default fail-open admit
+// the request. Rules' failure_mode is then ignored.
+//
+// With Config.Failure (a FailurePolicy; Limiter is then the bare store),
+// each rule's failure_mode decides, "" meaning FailurePolicy.Mode (default
+// open): "open" answers OK with the rule's whole allowance reported
+// remaining, "closed" answers OVER_LIMIT with duration_until_reset the time
+// until the store is tried again, and "local" decides on a local store
+// (FailurePolicy.Local, or a memstore the Service creates on first use and
+// Close closes) under the rule's share of the limit (the limit divided by
+// FailurePolicy.Nodes, by default). A limit override keeps its matched
+// rule's mode. Every such decision counts in sluice_rls_store_errors_total.
+//
+// One circuit breaker (a failsafe.Limiter in Closed mode around the store)
+// serves every rule, whatever its mode: the store's health is the store's,
+// not a rule's. Failures of rules of any mode add up to its Threshold; once
+// it opens, no rule calls the store (so a dead Redis costs no timeouts,
+// however traffic is spread over modes), and one successful probe brings
+// every rule back to the store. A breaker per mode would let a rarely used
+// closed rule keep paying timeouts after the busy open rules' breaker had
+// opened, and would probe the same store several times. The price: a fault
+// that hits only some keys (a Cluster master down) opens the breaker for
+// all, as a single failsafe.Limiter does too. A refund (is_negative_hits)
+// goes to the store while the breaker is closed, to the local store for a
+// local rule while it is open, and is dropped (counted, not an error) when
+// the store fails.
+//
+// # Forward auth
+//
+// With Config.ForwardAuth, Handler serves /auth (ForwardAuthPath, any
+// method) for Traefik's forwardAuth, Caddy's forward_auth and NGINX's
+// auth_request. Each configured descriptor is built from the forwarded
+// request, entry by entry (Source): the client address (FromClientIP: the
+// trusted X-Forwarded-For or Forwarded header, through a clientip.Resolver
+// that must trust the proxy), the method (X-Forwarded-Method, else
+// X-Original-Method, else the auth request's own), the URI or its path
+// (X-Forwarded-Uri, else X-Original-URI), a named header, or a literal. A
+// descriptor with an entry whose value is missing or empty is left out, as
+// Envoy leaves out a descriptor whose action finds nothing; with none left
+// the answer is 200 without asking anything.
+//
+// The answer is 200 when allowed and 429 when over the limit, with
+// package httplimit's header contract: RateLimit-Policy listing every
+// enforced rule of the request and RateLimit for the one closest to
+// exhaustion (draft-11, whatever Config.Headers says; the legacy trio too
+// with HeadersLegacy), and on a 429 Retry-After, the reason header
+// (httplimit.ReasonHeader) and an application/problem+json body of the
+// quota-exceeded type listing the violated rules. Every answer has
+// Cache-Control: no-store, since an auth decision must not be cached. The
+// proxy passes a 429 and its headers to the client; on a 200, Traefik's
+// authResponseHeaders or NGINX's auth_request_set can copy the RateLimit
+// fields onward. A store failure (without Config.Failure) is 503 with
+// Retry-After: 1, which these proxies also refuse with; set Config.Failure
+// to fail open instead.
 //
 // # Response headers
 //

@@ -25,11 +25,15 @@ import (
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/config"
 	"github.com/sluicehq/sluice/internal/clocktest"
+	"github.com/sluicehq/sluice/internal/redistest"
 	"github.com/sluicehq/sluice/memstore"
 	"github.com/sluicehq/sluice/service"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(redistest.Wrap(m),
+		goleak.IgnoreAnyFunction("github.com/redis/rueidis.(*clusterClient)._refresh.func2"))
+}
 
 // fakeRules is a small service.Rules: each rule matches descriptors of
 // exactly its depth whose keys are equal and whose values are equal, or any
@@ -122,6 +126,9 @@ type harness struct {
 	grpc  pb.RateLimitServiceClient
 	conn  *grpc.ClientConn
 	http  *httptest.Server
+	// prefix is the Service's key prefix (the Redis tests make one per
+	// harness).
+	prefix string
 }
 
 // start builds a harness at Unix time now; cfg's Limiter and Registerer
@@ -147,6 +154,7 @@ func start(t testing.TB, now int64, cfg service.Config) *harness {
 		t.Fatalf("service.New: %v", err)
 	}
 	h.svc = svc
+	t.Cleanup(func() { svc.Close() })
 
 	gs := grpc.NewServer()
 	svc.RegisterGRPC(gs)

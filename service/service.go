@@ -95,10 +95,20 @@ var DefaultLegacyNames = LegacyNames{
 
 // Config configures a Service. Only Limiter is required.
 type Config struct {
-	// Limiter makes the decisions. Wrap a remote store in package failsafe
-	// to choose what happens when it fails (see the package
-	// documentation). Required.
+	// Limiter makes the decisions. Required. To choose what happens when
+	// a remote store fails, either set Failure (per-rule failure modes) or
+	// wrap the store in package failsafe (one mode for every rule); see
+	// the package documentation.
 	Limiter sluice.Limiter
+	// Failure, when set, puts Limiter behind a circuit breaker and answers
+	// each rule by its failure_mode while the store fails; Limiter must
+	// then be the store itself. Nil: the Limiter's errors are returned, and
+	// rules' failure_mode is ignored.
+	Failure *FailurePolicy
+	// ForwardAuth, when set, enables the forward-auth endpoint of Handler
+	// (/auth, any method) with this mapping from the forwarded
+	// request to descriptors.
+	ForwardAuth *ForwardAuth
 	// Rules maps descriptors to rules; nil means no rules yet (every
 	// descriptor is answered OK). SetRules replaces it.
 	Rules Rules
@@ -141,6 +151,8 @@ var ErrInvalidRequest = errors.New("service: invalid request")
 type Service struct {
 	limiter  sluice.Limiter
 	refunder sluice.Refunder // nil when the limiter cannot refund
+	fb       *fallback       // nil without Config.Failure
+	auth     *forwardAuth    // nil without Config.ForwardAuth
 	rules    atomic.Pointer[rulesBox]
 	prefix   string
 	shadow   bool
@@ -175,9 +187,24 @@ func New(cfg Config) (*Service, error) {
 		log:     cfg.Logger,
 		health:  health.NewServer(),
 	}
-	s.refunder, _ = cfg.Limiter.(sluice.Refunder)
 	if s.log == nil {
 		s.log = slog.Default()
+	}
+	if cfg.Failure != nil {
+		fb, err := newFallback(cfg.Limiter, cfg.Failure, s.log)
+		if err != nil {
+			return nil, err
+		}
+		s.fb, s.limiter = fb, fb.breaker
+	} else {
+		s.refunder, _ = cfg.Limiter.(sluice.Refunder)
+	}
+	if cfg.ForwardAuth != nil {
+		a, err := newForwardAuth(cfg.ForwardAuth)
+		if err != nil {
+			return nil, err
+		}
+		s.auth = a
 	}
 	if s.legacy.Limit == "" {
 		s.legacy.Limit = DefaultLegacyNames.Limit
@@ -199,6 +226,17 @@ func New(cfg Config) (*Service, error) {
 	s.SetRules(cfg.Rules)
 	s.SetServing(true)
 	return s, nil
+}
+
+// Close releases what the Service owns: the local store of
+// Config.Failure, when the Service created it. It does not close
+// Config.Limiter. Decisions that need the local store after Close are
+// errors.
+func (s *Service) Close() error {
+	if s.fb != nil {
+		return s.fb.close()
+	}
+	return nil
 }
 
 // SetRules replaces the rules, as on a config reload. Requests already
@@ -268,24 +306,31 @@ type outcome struct {
 // InvalidArgument (wrapping ErrInvalidRequest), a failing store one with
 // the code Unavailable (wrapping the store's error).
 func (s *Service) ShouldRateLimit(ctx context.Context, req *pb.RateLimitRequest) (*pb.RateLimitResponse, error) {
-	start := time.Now()
-	resp, err := s.shouldRateLimit(ctx, req)
-	if s.m != nil {
-		s.m.observe(time.Since(start), resp, err)
-	}
+	resp, _, err := s.evaluate(ctx, req)
 	return resp, err
 }
 
-func (s *Service) shouldRateLimit(ctx context.Context, req *pb.RateLimitRequest) (*pb.RateLimitResponse, error) {
+// evaluate is ShouldRateLimit, also returning the outcomes for the
+// forward-auth endpoint's headers.
+func (s *Service) evaluate(ctx context.Context, req *pb.RateLimitRequest) (*pb.RateLimitResponse, []outcome, error) {
+	start := time.Now()
+	resp, outs, err := s.shouldRateLimit(ctx, req)
+	if s.m != nil {
+		s.m.observe(time.Since(start), resp, err)
+	}
+	return resp, outs, err
+}
+
+func (s *Service) shouldRateLimit(ctx context.Context, req *pb.RateLimitRequest) (*pb.RateLimitResponse, []outcome, error) {
 	if req == nil {
-		return nil, invalid("nil request")
+		return nil, nil, invalid("nil request")
 	}
 	if req.GetDomain() == "" {
-		return nil, invalid("empty domain")
+		return nil, nil, invalid("empty domain")
 	}
 	descs := req.GetDescriptors()
 	if len(descs) == 0 {
-		return nil, invalid("no descriptors")
+		return nil, nil, invalid("no descriptors")
 	}
 	hits := uint64(req.GetHitsAddend())
 	if hits == 0 {
@@ -299,12 +344,12 @@ func (s *Service) shouldRateLimit(ctx context.Context, req *pb.RateLimitRequest)
 	replaced := false
 	for i, d := range descs {
 		if len(d.GetEntries()) == 0 {
-			return nil, invalid("descriptor %d has no entries", i)
+			return nil, nil, invalid("descriptor %d has no entries", i)
 		}
 		entries := make([]config.Entry, len(d.GetEntries()))
 		for j, e := range d.GetEntries() {
 			if e.GetKey() == "" {
-				return nil, invalid("descriptor %d entry %d has an empty key", i, j)
+				return nil, nil, invalid("descriptor %d entry %d has an empty key", i, j)
 			}
 			entries[j] = config.Entry{Key: e.GetKey(), Value: e.GetValue()}
 		}
@@ -325,7 +370,7 @@ func (s *Service) shouldRateLimit(ctx context.Context, req *pb.RateLimitRequest)
 		}
 		if o := d.GetLimit(); o != nil {
 			if _, ok := overrideUnits[o.GetUnit()]; !ok {
-				return nil, invalid("descriptor %d: limit override has unit %v, want SECOND, MINUTE, HOUR, DAY, MONTH or YEAR", i, o.GetUnit())
+				return nil, nil, invalid("descriptor %d: limit override has unit %v, want SECOND, MINUTE, HOUR, DAY, MONTH or YEAR", i, o.GetUnit())
 			}
 		}
 	}
@@ -344,7 +389,7 @@ func (s *Service) shouldRateLimit(ctx context.Context, req *pb.RateLimitRequest)
 	for i := range plans {
 		o, err := s.decide(ctx, req.GetDomain(), i, &plans[i])
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		outs[i] = o
 		resp.Statuses[i] = o.st
@@ -355,7 +400,7 @@ func (s *Service) shouldRateLimit(ctx context.Context, req *pb.RateLimitRequest)
 	if s.headers != HeadersOff {
 		resp.ResponseHeadersToAdd = s.appendHeaders(nil, outs, resp.OverallCode == pb.RateLimitResponse_OVER_LIMIT)
 	}
-	return resp, nil
+	return resp, outs, nil
 }
 
 // dropReplaced forgets the rules that another matched rule replaces.
@@ -426,6 +471,9 @@ func (s *Service) resolve(domain string, p *plan) {
 		lim.Rate, lim.Burst, lim.Period = int(rpu), int(rpu), u.period
 		// The override is a plain rule: not unlimited, never in shadow mode.
 		p.rule = &config.RateLimit{FullKey: p.policy, Name: p.name, RequestsPerUnit: rpu, Limit: lim}
+		if r != nil {
+			p.rule.FailureMode = r.FailureMode
+		}
 		p.lim, p.rpu, p.unit, p.period = lim, rpu, u.unit, u.period
 		return
 	}
@@ -538,10 +586,22 @@ func (s *Service) decide(ctx context.Context, domain string, i int, p *plan) (ou
 		return s.finish(o), nil
 	}
 	if p.check {
-		if p.refund && s.refunder != nil && p.cost > 0 && capacity >= 1 {
+		if p.refund && p.cost > 0 && capacity >= 1 {
 			c := int(min(p.cost, uint64(capacity)))
-			if err := s.refunder.RefundN(ctx, StoreKey(s.prefix, domain, p.entries), p.lim, c); err != nil {
-				return o, s.storeError(ctx, i, p, err)
+			key := StoreKey(s.prefix, domain, p.entries)
+			switch {
+			case s.fb != nil:
+				if err := s.fb.refund(ctx, s.fb.modeOf(r), key, p.lim, c); err != nil {
+					if ctx.Err() != nil || isBadInput(err) {
+						return o, s.storeError(ctx, i, p, err)
+					}
+					// A refund is a courtesy: a failing store loses it.
+					s.m.storeError(p.label)
+				}
+			case s.refunder != nil:
+				if err := s.refunder.RefundN(ctx, key, p.lim, c); err != nil {
+					return o, s.storeError(ctx, i, p, err)
+				}
 			}
 		}
 		o.st.LimitRemaining = clampUint32(int64(capacity))
@@ -554,15 +614,24 @@ func (s *Service) decide(ctx context.Context, domain string, i int, p *plan) (ou
 		s.m.count(p.label, p.cost, true, false, p.shadow)
 		return s.finish(o), nil
 	}
-	res, err := s.limiter.AllowN(ctx, StoreKey(s.prefix, domain, p.entries), p.lim, int(p.cost))
+	key := StoreKey(s.prefix, domain, p.entries)
+	res, err := s.limiter.AllowN(ctx, key, p.lim, int(p.cost))
 	if err != nil {
 		if !errors.Is(err, sluice.ErrUnavailable) {
 			return o, s.storeError(ctx, i, p, err)
 		}
-		// failsafe's Closed mode: its answer is a denial.
 		s.m.storeError(p.label)
-		s.logError(i, p, err)
-		res = sluice.Result{RetryAfter: res.RetryAfter}
+		if s.fb == nil {
+			// failsafe's Closed mode: its answer is a denial.
+			s.logError(i, p, err)
+			res = sluice.Result{RetryAfter: res.RetryAfter}
+		} else {
+			// The breaker logs the store's errors; the rule's mode answers.
+			res, err = s.fb.degrade(ctx, s.fb.modeOf(r), key, p.lim, int(p.cost), res)
+			if err != nil {
+				return o, s.storeError(ctx, i, p, err)
+			}
+		}
 	}
 	if res.Allowed {
 		o.remain, o.wait = int64(res.Remaining), res.ResetAfter
@@ -592,8 +661,7 @@ func (s *Service) finish(o outcome) outcome {
 
 // storeError turns a Limiter's error into ShouldRateLimit's.
 func (s *Service) storeError(ctx context.Context, i int, p *plan, err error) error {
-	if errors.Is(err, sluice.ErrInvalidLimit) || errors.Is(err, sluice.ErrInvalidKey) ||
-		errors.Is(err, sluice.ErrInvalidCost) || errors.Is(err, sluice.ErrCostExceedsCapacity) {
+	if isBadInput(err) {
 		return invalid("descriptor %d (rule %q): %w", i, p.policy, err)
 	}
 	if cerr := ctx.Err(); cerr != nil {
@@ -612,4 +680,10 @@ func (s *Service) logError(i int, p *plan, err error) {
 		return
 	}
 	s.log.Warn("service: rate limit store error", "descriptor", i, "rule", p.label, "error", err.Error())
+}
+
+// isBadInput reports whether err is the request's fault, not the store's.
+func isBadInput(err error) bool {
+	return errors.Is(err, sluice.ErrInvalidLimit) || errors.Is(err, sluice.ErrInvalidKey) ||
+		errors.Is(err, sluice.ErrInvalidCost) || errors.Is(err, sluice.ErrCostExceedsCapacity)
 }

@@ -48,10 +48,17 @@ func (s *Service) RegisterGRPC(r grpc.ServiceRegistrar) {
 //   - GET /healthcheck: 200 "OK", or 503 after SetServing(false).
 //   - GET /metrics: the Prometheus metrics, when Config.Registerer is a
 //     prometheus.Gatherer.
+//   - /auth (ForwardAuthPath), any method, when Config.ForwardAuth
+//     is set: the forward-auth endpoint for Traefik's forwardAuth, Caddy's
+//     forward_auth and NGINX's auth_request (see the package
+//     documentation).
 func (s *Service) Handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /json", s.serveJSON)
 	mux.HandleFunc("GET /healthcheck", s.serveHealth)
+	if s.auth != nil {
+		mux.HandleFunc(ForwardAuthPath, s.serveAuth) // any method: proxies differ
+	}
 	if s.gatherer != nil {
 		mux.Handle("GET /metrics", promhttp.HandlerFor(s.gatherer, promhttp.HandlerOpts{}))
 	}

@@ -1,0 +1,272 @@
+package service
+
+import (
+	"errors"
+	"fmt"
+	"net/http"
+	"strconv"
+	"strings"
+
+	rlpb "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
+	pb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	"google.golang.org/grpc/status"
+
+	"github.com/sluicehq/sluice/clientip"
+	"github.com/sluicehq/sluice/httplimit"
+	"github.com/sluicehq/sluice/rlheader"
+)
+
+// ForwardAuthPath is the path of the forward-auth endpoint on Handler.
+const ForwardAuthPath = "/auth"
+
+// SourceKind says where a Source takes a descriptor entry's value from.
+type SourceKind uint8
+
+const (
+	// FromClientIP is the client's address, found by ForwardAuth.Resolver
+	// in the trusted X-Forwarded-For (or Forwarded) header the proxy sets,
+	// as clientip.Resolver.Key writes it (IPv6 grouped by prefix).
+	FromClientIP SourceKind = iota
+	// FromMethod is the forwarded request's method: X-Forwarded-Method
+	// (Traefik, Caddy), else X-Original-Method, else the method of the
+	// auth request itself (NGINX's auth_request subrequest keeps it).
+	FromMethod
+	// FromURI is the forwarded request's URI (path and query):
+	// X-Forwarded-Uri (Traefik, Caddy), else X-Original-URI (NGINX's
+	// usual `proxy_set_header X-Original-URI $request_uri`).
+	FromURI
+	// FromPath is FromURI without its query.
+	FromPath
+	// FromHeader is the first value of the request header Source.Header.
+	FromHeader
+	// FromLiteral is Source.Value itself, like Envoy's generic_key.
+	FromLiteral
+)
+
+// String returns the kind's name: "client_ip", "method", "uri", "path",
+// "header" or "literal".
+func (k SourceKind) String() string {
+	switch k {
+	case FromClientIP:
+		return "client_ip"
+	case FromMethod:
+		return "method"
+	case FromURI:
+		return "uri"
+	case FromPath:
+		return "path"
+	case FromHeader:
+		return "header"
+	case FromLiteral:
+		return "literal"
+	}
+	return fmt.Sprintf("SourceKind(%d)", uint8(k))
+}
+
+// Source is one entry of a forward-auth descriptor: the entry's key and
+// where its value comes from.
+type Source struct {
+	// Key is the descriptor entry's key, as the rules name it. Required.
+	Key string
+	// From says where the value comes from.
+	From SourceKind
+	// Header is the request header of FromHeader.
+	Header string
+	// Value is the value of FromLiteral.
+	Value string
+}
+
+// ForwardAuth maps a forwarded request to a RateLimitRequest for the
+// forward-auth endpoint.
+type ForwardAuth struct {
+	// Domain is the request's domain. Required.
+	Domain string
+	// Resolver finds the client's address for FromClientIP sources. The
+	// auth request's peer is the proxy, so it must trust the proxy: a
+	// FromClientIP source without TrustedProxies is a configuration error.
+	Resolver *clientip.Resolver
+	// Descriptors are the request's descriptors, each a list of entries,
+	// in order. At least one.
+	Descriptors [][]Source
+}
+
+// forwardAuth is a validated ForwardAuth.
+type forwardAuth struct {
+	domain   string
+	resolver *clientip.Resolver
+	descs    [][]Source
+}
+
+func newForwardAuth(fa *ForwardAuth) (*forwardAuth, error) {
+	if fa.Domain == "" {
+		return nil, errors.New("service: ForwardAuth.Domain is empty")
+	}
+	if len(fa.Descriptors) == 0 {
+		return nil, errors.New("service: ForwardAuth has no descriptors")
+	}
+	needIP := false
+	for i, d := range fa.Descriptors {
+		if len(d) == 0 {
+			return nil, fmt.Errorf("service: ForwardAuth descriptor %d has no entries", i)
+		}
+		for j, src := range d {
+			where := fmt.Sprintf("service: ForwardAuth descriptor %d entry %d", i, j)
+			switch {
+			case src.Key == "":
+				return nil, errors.New(where + " has an empty key")
+			case src.From > FromLiteral:
+				return nil, fmt.Errorf("%s: unknown source %v", where, src.From)
+			case src.From == FromHeader && src.Header == "":
+				return nil, errors.New(where + ": a header source names no header")
+			case src.From == FromLiteral && src.Value == "":
+				return nil, errors.New(where + ": a literal source has an empty value")
+			case src.From == FromClientIP:
+				needIP = true
+			}
+		}
+	}
+	if needIP {
+		if fa.Resolver == nil || len(fa.Resolver.TrustedProxies) == 0 {
+			return nil, errors.New("service: ForwardAuth: a client IP source needs a Resolver that trusts the proxy " +
+				"(every request would otherwise have the proxy's address)")
+		}
+		if err := fa.Resolver.Validate(); err != nil {
+			return nil, fmt.Errorf("service: ForwardAuth: %w", err)
+		}
+	}
+	a := &forwardAuth{domain: fa.Domain, resolver: fa.Resolver, descs: make([][]Source, len(fa.Descriptors))}
+	for i, d := range fa.Descriptors {
+		a.descs[i] = append([]Source(nil), d...)
+	}
+	return a, nil
+}
+
+// value returns the value of src for r, false when the request has none.
+func (a *forwardAuth) value(src Source, r *http.Request) (string, bool) {
+	var v string
+	switch src.From {
+	case FromClientIP:
+		k, err := a.resolver.Key(r)
+		if err != nil {
+			return "", false
+		}
+		v = k
+	case FromMethod:
+		v = firstHeader(r, "X-Forwarded-Method", "X-Original-Method")
+		if v == "" {
+			v = r.Method
+		}
+	case FromURI, FromPath:
+		v = firstHeader(r, "X-Forwarded-Uri", "X-Original-URI")
+		if src.From == FromPath {
+			v, _, _ = strings.Cut(v, "?")
+		}
+	case FromHeader:
+		v = r.Header.Get(src.Header)
+	case FromLiteral:
+		v = src.Value
+	}
+	return v, v != ""
+}
+
+func firstHeader(r *http.Request, names ...string) string {
+	for _, n := range names {
+		if v := r.Header.Get(n); v != "" {
+			return v
+		}
+	}
+	return ""
+}
+
+// request builds the RateLimitRequest of r. A descriptor with an entry
+// whose value is missing is left out, as Envoy leaves out a descriptor
+// whose action finds nothing.
+func (a *forwardAuth) request(r *http.Request) *pb.RateLimitRequest {
+	req := &pb.RateLimitRequest{Domain: a.domain}
+next:
+	for _, d := range a.descs {
+		rd := &rlpb.RateLimitDescriptor{Entries: make([]*rlpb.RateLimitDescriptor_Entry, len(d))}
+		for j, src := range d {
+			v, ok := a.value(src, r)
+			if !ok {
+				continue next
+			}
+			rd.Entries[j] = &rlpb.RateLimitDescriptor_Entry{Key: src.Key, Value: v}
+		}
+		req.Descriptors = append(req.Descriptors, rd)
+	}
+	return req
+}
+
+// serveAuth is the forward-auth endpoint; see Handler.
+func (s *Service) serveAuth(w http.ResponseWriter, r *http.Request) {
+	h := w.Header()
+	h.Set("Cache-Control", "no-store")
+	req := s.auth.request(r)
+	if len(req.Descriptors) == 0 {
+		w.WriteHeader(http.StatusOK) // nothing to limit, as Envoy does not ask
+		return
+	}
+	resp, outs, err := s.evaluate(r.Context(), req)
+	if err != nil {
+		code := httpStatus(status.Code(err))
+		if code == http.StatusServiceUnavailable {
+			h.Set(rlheader.HeaderRetryAfter, "1")
+		}
+		http.Error(w, status.Convert(err).Message(), code)
+		return
+	}
+	over := resp.GetOverallCode() == pb.RateLimitResponse_OVER_LIMIT
+	s.setAuthHeaders(h, outs, over)
+	if !over {
+		w.WriteHeader(http.StatusOK)
+		return
+	}
+	var violated []string
+	seen := map[string]bool{}
+	for i := range outs {
+		if o := &outs[i]; o.over && !o.p.shadow && !seen[o.p.policy] {
+			seen[o.p.policy] = true
+			violated = append(violated, o.p.policy)
+		}
+	}
+	h.Set(httplimit.ReasonHeader, strings.Join(violated, ", "))
+	body, _ := rlheader.QuotaExceeded(http.StatusTooManyRequests, violated...).MarshalJSON()
+	h.Set("Content-Type", rlheader.ProblemContentType)
+	h.Set("Content-Length", strconv.Itoa(len(body)))
+	w.WriteHeader(http.StatusTooManyRequests)
+	w.Write(body)
+}
+
+// setAuthHeaders writes the header contract of package httplimit:
+// RateLimit-Policy for every enforced rule of the request, RateLimit for
+// the one pick chooses, Retry-After when over the limit, and the legacy
+// trio when Config.Headers is HeadersLegacy.
+func (s *Service) setAuthHeaders(h http.Header, outs []outcome, over bool) {
+	o := pick(outs)
+	if o == nil {
+		return // no enforced rule: no header, never an empty one
+	}
+	var pols []rlheader.Policy
+	seen := map[string]bool{}
+	for i := range outs {
+		if q := &outs[i]; q.eligible && !seen[q.p.policy] {
+			seen[q.p.policy] = true
+			pols = append(pols, rlheader.Policy{Name: q.p.policy, Quota: int64(q.p.rpu), Window: q.p.period})
+		}
+	}
+	remain := o.remain
+	if o.over {
+		remain = 0
+	}
+	h.Set(rlheader.HeaderRateLimitPolicy, string(rlheader.AppendPolicies(nil, pols...)))
+	h.Set(rlheader.HeaderRateLimit, string(rlheader.AppendStatuses(nil, rlheader.Status{Name: o.p.policy, Remaining: remain, Reset: o.wait})))
+	if s.headers == HeadersLegacy {
+		h.Set(s.legacy.Limit, strconv.FormatUint(uint64(o.p.rpu), 10))
+		h.Set(s.legacy.Remaining, strconv.FormatInt(remain, 10))
+		h.Set(s.legacy.Reset, rlheader.FormatRetryAfter(o.wait))
+	}
+	if over && o.over {
+		h.Set(rlheader.HeaderRetryAfter, rlheader.FormatRetryAfter(o.wait))
+	}
+}

@@ -1,0 +1,265 @@
+package service_test
+
+import (
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"net/netip"
+	"strings"
+	"testing"
+
+	"github.com/sluicehq/sluice/clientip"
+	"github.com/sluicehq/sluice/config"
+	"github.com/sluicehq/sluice/failsafe"
+	"github.com/sluicehq/sluice/httplimit"
+	"github.com/sluicehq/sluice/rlheader"
+	"github.com/sluicehq/sluice/service"
+)
+
+// edgeRules: 2 per minute per client IP ("per-ip"), 1 per minute for a
+// POST to a path, 100 per minute per tenant.
+func edgeRules() *fakeRules {
+	perIP := fixed("edge.remote_address", 2, config.Minute)
+	perIP.Name = "per-ip"
+	return (&fakeRules{domain: "edge"}).
+		add(perIP, "remote_address", "").
+		add(fixed("edge.method_POST.path", 1, config.Minute), "method", "POST", "path", "").
+		add(fixed("edge.tenant", 100, config.Minute), "tenant", "")
+}
+
+var proxies = &clientip.Resolver{TrustedProxies: []netip.Prefix{netip.MustParsePrefix("10.0.0.0/8"), netip.MustParsePrefix("127.0.0.0/8")}}
+
+func edgeAuth() *service.ForwardAuth {
+	return &service.ForwardAuth{
+		Domain:   "edge",
+		Resolver: proxies,
+		Descriptors: [][]service.Source{
+			{{Key: "remote_address", From: service.FromClientIP}},
+			{{Key: "method", From: service.FromMethod}, {Key: "path", From: service.FromPath}},
+			{{Key: "tenant", From: service.FromHeader, Header: "X-Tenant"}},
+		},
+	}
+}
+
+// auth sends a forwarded request to /auth from peer with the given headers.
+func auth(h *harness, method, peer string, hdr map[string]string) *httptest.ResponseRecorder {
+	req := httptest.NewRequest(method, service.ForwardAuthPath, nil)
+	req.RemoteAddr = peer
+	for k, v := range hdr {
+		req.Header.Set(k, v)
+	}
+	rec := httptest.NewRecorder()
+	h.svc.Handler().ServeHTTP(rec, req)
+	return rec
+}
+
+func traefik(client, method, uri string) map[string]string {
+	return map[string]string{"X-Forwarded-For": client, "X-Forwarded-Method": method, "X-Forwarded-Uri": uri, "X-Forwarded-Proto": "https", "X-Forwarded-Host": "api.example"}
+}
+
+func TestForwardAuthContract(t *testing.T) {
+	// A minute window starts at 1699999980: 40 s left at t0.
+	h := start(t, t0, service.Config{Rules: edgeRules(), ForwardAuth: edgeAuth()})
+	fwd := traefik("203.0.113.7", "GET", "/items?page=2")
+	for i, wantRate := range []string{`"per-ip";r=1;t=40`, `"per-ip";r=0;t=40`} {
+		rec := auth(h, "GET", "10.0.0.2:5555", fwd)
+		if rec.Code != http.StatusOK {
+			t.Fatalf("hit %d: %d %s, want 200", i+1, rec.Code, rec.Body)
+		}
+		if got := rec.Header().Get("RateLimit"); got != wantRate {
+			t.Errorf("hit %d: RateLimit %q, want %q", i+1, got, wantRate)
+		}
+		if got := rec.Header().Get("RateLimit-Policy"); got != `"per-ip";q=2;w=60` {
+			t.Errorf("hit %d: RateLimit-Policy %q", i+1, got)
+		}
+		if rec.Header().Get("Retry-After") != "" || rec.Body.Len() != 0 {
+			t.Errorf("hit %d: Retry-After %q, body %q on a 200", i+1, rec.Header().Get("Retry-After"), rec.Body)
+		}
+	}
+	rec := auth(h, "GET", "10.0.0.2:5555", fwd)
+	if rec.Code != http.StatusTooManyRequests {
+		t.Fatalf("3rd: %d, want 429", rec.Code)
+	}
+	want := map[string]string{
+		"Retry-After":          "40",
+		"Cache-Control":        "no-store",
+		"Content-Type":         rlheader.ProblemContentType,
+		"RateLimit":            `"per-ip";r=0;t=40`,
+		"RateLimit-Policy":     `"per-ip";q=2;w=60`,
+		httplimit.ReasonHeader: "per-ip",
+	}
+	for k, v := range want {
+		if got := rec.Header().Get(k); got != v {
+			t.Errorf("429: %s = %q, want %q", k, got, v)
+		}
+	}
+	var p rlheader.Problem
+	if err := json.Unmarshal(rec.Body.Bytes(), &p); err != nil {
+		t.Fatalf("429 body %s: %v", rec.Body, err)
+	}
+	if p.Type != rlheader.TypeQuotaExceeded || p.Status != 429 || len(p.ViolatedPolicies) != 1 || p.ViolatedPolicies[0] != "per-ip" {
+		t.Errorf("429 body: %+v", p)
+	}
+	// Another client behind the same proxy has its own allowance.
+	if rec := auth(h, "GET", "10.0.0.2:5555", traefik("203.0.113.8", "GET", "/")); rec.Code != http.StatusOK {
+		t.Errorf("another client: %d, want 200", rec.Code)
+	}
+	// A peer outside the trusted proxies cannot choose its address.
+	for i, want := range []int{200, 200, 429} {
+		if rec := auth(h, "GET", "198.51.100.9:1", traefik("203.0.113.99", "GET", "/")); rec.Code != want {
+			t.Errorf("untrusted peer, hit %d: %d, want %d", i+1, rec.Code, want)
+		}
+	}
+	keys := strings.Join(h.store.calls(), "\n")
+	for _, k := range []string{"edge_remote_address_203.0.113.7", "edge_remote_address_198.51.100.9"} {
+		if !strings.Contains(keys, k) {
+			t.Errorf("no store call for %s in:\n%s", k, keys)
+		}
+	}
+	if strings.Contains(keys, "203.0.113.99") {
+		t.Errorf("a spoofed X-Forwarded-For reached the store:\n%s", keys)
+	}
+}
+
+func TestForwardAuthNginxStyle(t *testing.T) {
+	// NGINX's auth_request keeps the method; the URI comes in X-Original-URI.
+	h := start(t, t0, service.Config{Rules: edgeRules(), ForwardAuth: edgeAuth()})
+	hdr := map[string]string{"X-Forwarded-For": "203.0.113.7", "X-Original-URI": "/login?next=/home"}
+	if rec := auth(h, "POST", "10.0.0.2:1", hdr); rec.Code != http.StatusOK {
+		t.Fatalf("first POST: %d", rec.Code)
+	}
+	rec := auth(h, "POST", "10.0.0.2:1", hdr)
+	if rec.Code != http.StatusTooManyRequests {
+		t.Fatalf("second POST /login: %d, want 429", rec.Code)
+	}
+	if got := rec.Header().Get(httplimit.ReasonHeader); got != "edge.method_POST.path" {
+		t.Errorf("reason %q, want the path rule", got)
+	}
+	// Both enforced policies are listed; RateLimit describes the one refusing.
+	if got := rec.Header().Get("RateLimit-Policy"); got != `"per-ip";q=2;w=60, "edge.method_POST.path";q=1;w=60` {
+		t.Errorf("RateLimit-Policy %q", got)
+	}
+	if got := rec.Header().Get("RateLimit"); !strings.HasPrefix(got, `"edge.method_POST.path";r=0;`) {
+		t.Errorf("RateLimit %q", got)
+	}
+	want := "edge_method_POST_path_/login"
+	found := false
+	for _, k := range h.store.calls() {
+		found = found || k == want
+	}
+	if !found {
+		t.Errorf("store keys %q, want one %q (the query dropped)", h.store.calls(), want)
+	}
+}
+
+func TestForwardAuthMissingValues(t *testing.T) {
+	fa := &service.ForwardAuth{Domain: "edge", Descriptors: [][]service.Source{
+		{{Key: "tenant", From: service.FromHeader, Header: "X-Tenant"}},
+	}}
+	h := start(t, t0, service.Config{Rules: edgeRules(), ForwardAuth: fa})
+	// No header: the descriptor is left out, and with none left, 200 without asking.
+	rec := auth(h, "GET", "10.0.0.2:1", nil)
+	if rec.Code != http.StatusOK || rec.Header().Get("RateLimit") != "" {
+		t.Errorf("no tenant: %d %v, want 200 without headers", rec.Code, rec.Header())
+	}
+	if got := h.store.calls(); len(got) != 0 {
+		t.Errorf("store called without descriptors: %q", got)
+	}
+	rec = auth(h, "HEAD", "10.0.0.2:1", map[string]string{"X-Tenant": "acme"})
+	if rec.Code != http.StatusOK || rec.Header().Get("RateLimit") != `"edge.tenant";r=99;t=40` {
+		t.Errorf("tenant acme: %d %v", rec.Code, rec.Header())
+	}
+	if got := h.store.calls(); len(got) != 1 || got[0] != "edge_tenant_acme" {
+		t.Errorf("store keys %q, want [edge_tenant_acme]", got)
+	}
+}
+
+func TestForwardAuthLiteralAndURI(t *testing.T) {
+	rules := (&fakeRules{domain: "edge"}).add(fixed("edge.generic_key_api.uri", 1, config.Minute), "generic_key", "api", "uri", "")
+	fa := &service.ForwardAuth{Domain: "edge", Descriptors: [][]service.Source{
+		{{Key: "generic_key", From: service.FromLiteral, Value: "api"}, {Key: "uri", From: service.FromURI}},
+	}}
+	h := start(t, t0, service.Config{Rules: rules, ForwardAuth: fa})
+	for i, want := range []int{200, 429} {
+		if rec := auth(h, "GET", "10.0.0.2:1", map[string]string{"X-Forwarded-Uri": "/a?b=1"}); rec.Code != want {
+			t.Errorf("hit %d: %d, want %d", i+1, rec.Code, want)
+		}
+	}
+	if got := h.store.calls(); len(got) == 0 || got[0] != "edge_generic_key_api_uri_/a?b=1" {
+		t.Errorf("store keys %q", got)
+	}
+}
+
+func TestForwardAuthOverHTTP(t *testing.T) {
+	h := start(t, t0, service.Config{Rules: edgeRules(), ForwardAuth: edgeAuth()})
+	var codes []int
+	for i := 0; i < 3; i++ {
+		req, _ := http.NewRequest("GET", h.http.URL+service.ForwardAuthPath, nil)
+		req.Header.Set("X-Forwarded-For", "192.0.2.1")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		codes = append(codes, resp.StatusCode)
+	}
+	if codes[0] != 200 || codes[1] != 200 || codes[2] != 429 {
+		t.Errorf("statuses %v, want [200 200 429]", codes)
+	}
+}
+
+func TestForwardAuthStoreFailure(t *testing.T) {
+	fwd := traefik("203.0.113.7", "GET", "/")
+	h := start(t, t0, service.Config{Rules: edgeRules(), ForwardAuth: edgeAuth(), Limiter: failing{}})
+	rec := auth(h, "GET", "10.0.0.2:1", fwd)
+	if rec.Code != http.StatusServiceUnavailable || rec.Header().Get("Retry-After") == "" || rec.Header().Get("Cache-Control") != "no-store" {
+		t.Errorf("raw failing store: %d %v, want 503 with Retry-After", rec.Code, rec.Header())
+	}
+	for _, c := range []struct {
+		mode failsafe.Mode
+		want int
+	}{{failsafe.Open, 200}, {failsafe.Closed, 429}} {
+		h := start(t, t0, service.Config{Rules: edgeRules(), ForwardAuth: edgeAuth(), Limiter: failing{},
+			Failure: &service.FailurePolicy{Mode: c.mode}})
+		if rec := auth(h, "GET", "10.0.0.2:1", fwd); rec.Code != c.want {
+			t.Errorf("failure mode %v: %d, want %d", c.mode, rec.Code, c.want)
+		}
+	}
+}
+
+func TestForwardAuthNotConfigured(t *testing.T) {
+	h := start(t, t0, service.Config{Rules: edgeRules()})
+	if rec := auth(h, "GET", "10.0.0.2:1", nil); rec.Code != http.StatusNotFound {
+		t.Errorf("/auth without ForwardAuth: %d, want 404", rec.Code)
+	}
+}
+
+func TestForwardAuthConfigErrors(t *testing.T) {
+	src := func(s ...service.Source) [][]service.Source { return [][]service.Source{s} }
+	cases := map[string]*service.ForwardAuth{
+		"empty domain":           {Descriptors: src(service.Source{Key: "k", From: service.FromMethod})},
+		"no descriptors":         {Domain: "d"},
+		"empty descriptor":       {Domain: "d", Descriptors: [][]service.Source{{}}},
+		"empty key":              {Domain: "d", Descriptors: src(service.Source{From: service.FromMethod})},
+		"header without name":    {Domain: "d", Descriptors: src(service.Source{Key: "k", From: service.FromHeader})},
+		"empty literal":          {Domain: "d", Descriptors: src(service.Source{Key: "k", From: service.FromLiteral})},
+		"unknown source":         {Domain: "d", Descriptors: src(service.Source{Key: "k", From: 99})},
+		"client IP, no resolver": {Domain: "d", Descriptors: src(service.Source{Key: "ip", From: service.FromClientIP})},
+		"client IP, trusting nobody": {Domain: "d", Resolver: &clientip.Resolver{},
+			Descriptors: src(service.Source{Key: "ip", From: service.FromClientIP})},
+	}
+	for name, fa := range cases {
+		if _, err := service.New(service.Config{Limiter: failing{}, ForwardAuth: fa}); err == nil {
+			t.Errorf("%s: no error", name)
+		}
+	}
+}
+
+func TestSourceKindString(t *testing.T) {
+	want := []string{"client_ip", "method", "uri", "path", "header", "literal"}
+	for k, w := range want {
+		if got := service.SourceKind(k).String(); got != w {
+			t.Errorf("SourceKind(%d) = %q, want %q", k, got, w)
+		}
+	}
+}

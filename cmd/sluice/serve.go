@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"crypto/sha256"
 	_ "embed"
 	"errors"
 	"flag"
@@ -10,9 +11,11 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"os/signal"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -34,19 +37,50 @@ import (
 var exampleConfig []byte
 
 // ignoredEnv are envoyproxy/ratelimit settings that Sluice accepts and does
-// not act on (yet); present ones are named in one start-up log line.
-var ignoredEnv = []string{
-	"DEBUG_HOST", "DEBUG_PORT", "RUNTIME_WATCH_ROOT", "RUNTIME_IGNOREDOTFILES", "BACKEND_TYPE",
-	"REDIS_SOCKET_TYPE", "REDIS_TYPE", "REDIS_TLS", "LOCAL_CACHE_SIZE_IN_BYTES", "USE_STATSD", "LOG_LEVEL",
+// not act on; present ones are named in one start-up log line.
+var ignoredEnv = []string{"DEBUG_HOST", "DEBUG_PORT", "LOCAL_CACHE_SIZE_IN_BYTES"}
+
+// onlyValueEnv are envoyproxy/ratelimit settings that Sluice acts on with
+// one value only, the one given here (compared without case): with another
+// they are named in the start-up log line too. Sluice always ignores dot
+// files, only speaks TCP to Redis, has no memcache backend and no statsd
+// (its metrics are Prometheus's, at GET /metrics).
+var onlyValueEnv = []struct{ name, value string }{
+	{"RUNTIME_IGNOREDOTFILES", "true"},
+	{"REDIS_SOCKET_TYPE", "tcp"},
+	{"BACKEND_TYPE", "redis"},
+	{"USE_STATSD", "false"},
+}
+
+// notActedOn returns the envoyproxy/ratelimit variables that are set and
+// that Sluice does not act on, or not with the value they have.
+func notActedOn() []string {
+	var out []string
+	for _, name := range ignoredEnv {
+		if _, ok := os.LookupEnv(name); ok {
+			out = append(out, name)
+		}
+	}
+	for _, e := range onlyValueEnv {
+		if v, ok := os.LookupEnv(e.name); ok && !strings.EqualFold(v, e.value) {
+			if b, err := strconv.ParseBool(v); err != nil || strconv.FormatBool(b) != e.value {
+				out = append(out, e.name+"="+v)
+			}
+		}
+	}
+	return out
 }
 
 // serveOptions are serve's settings, from flags over envoyproxy/ratelimit's
 // environment variables over defaults.
 type serveOptions struct {
 	configPath, store, httpAddr, grpcAddr, headers, prefix, failure string
-	shadow                                                          bool
+	logLevel                                                        string
+	shadow, watch                                                   bool
 }
 
+// env returns the environment variable name, or def when it is unset or
+// empty.
 func env(name, def string) string {
 	if v, ok := os.LookupEnv(name); ok && v != "" {
 		return v
@@ -54,41 +88,132 @@ func env(name, def string) string {
 	return def
 }
 
-// runServe runs the service until ctx ends.
+// envBool returns the environment variable name read as a boolean
+// (strconv.ParseBool's forms, as envoyproxy/ratelimit reads them), or def
+// when it is unset, empty or not a boolean.
+func envBool(name string, def bool) bool {
+	if b, err := strconv.ParseBool(os.Getenv(name)); err == nil {
+		return b
+	}
+	return def
+}
+
+// runtimeConfigDir returns envoyproxy/ratelimit's config directory,
+// RUNTIME_ROOT/RUNTIME_SUBDIRECTORY/RUNTIME_APPDIRECTORY (the last "config"
+// by default), or "" when RUNTIME_ROOT is unset.
+func runtimeConfigDir() string {
+	root := os.Getenv("RUNTIME_ROOT")
+	if root == "" {
+		return ""
+	}
+	return filepath.Join(root, os.Getenv("RUNTIME_SUBDIRECTORY"), env("RUNTIME_APPDIRECTORY", "config"))
+}
+
+// redisFromEnv returns the store that envoyproxy/ratelimit's variables
+// name: "memory" without REDIS_URL; else REDIS_URL, which when it is
+// envoyproxy/ratelimit's host:port (not a URL) becomes one, with scheme
+// rediss when REDIS_TLS is true, and redis+cluster or redis+sentinel per
+// REDIS_TYPE (a sentinel REDIS_URL is "master,host:port,host:port");
+// REDIS_AUTH, "password" or "user:password", becomes the URL's user
+// information unless the URL has one.
+func redisFromEnv() string {
+	u := os.Getenv("REDIS_URL")
+	if u == "" {
+		return "memory"
+	}
+	if !strings.Contains(u, "://") {
+		scheme := "redis"
+		if envBool("REDIS_TLS", false) {
+			scheme = "rediss"
+		}
+		switch strings.ToLower(os.Getenv("REDIS_TYPE")) {
+		case "cluster":
+			scheme += "+cluster"
+		case "sentinel":
+			scheme += "+sentinel"
+			if master, hosts, ok := strings.Cut(u, ","); ok {
+				u = hosts + "/" + master
+			}
+		}
+		u = scheme + "://" + u
+	}
+	if auth := os.Getenv("REDIS_AUTH"); auth != "" {
+		scheme, rest, _ := strings.Cut(u, "://")
+		authority := rest
+		if i := strings.IndexAny(rest, "/?"); i >= 0 {
+			authority = rest[:i]
+		}
+		if !strings.Contains(authority, "@") {
+			user, pass, ok := strings.Cut(auth, ":")
+			if !ok {
+				user, pass = "", auth
+			}
+			u = scheme + "://" + url.UserPassword(user, pass).String() + "@" + rest
+		}
+	}
+	return u
+}
+
+// parseLogLevel reads a log level as envoyproxy/ratelimit's LOG_LEVEL
+// (logrus's names, any case): trace and debug are slog's Debug, info its
+// Info, warn and warning its Warn, error, fatal and panic its Error.
+func parseLogLevel(s string) (slog.Level, error) {
+	switch strings.ToLower(s) {
+	case "trace", "debug":
+		return slog.LevelDebug, nil
+	case "", "info":
+		return slog.LevelInfo, nil
+	case "warn", "warning":
+		return slog.LevelWarn, nil
+	case "error", "fatal", "panic":
+		return slog.LevelError, nil
+	}
+	return 0, fmt.Errorf("unknown log level %q: want debug, info, warn or error", s)
+}
+
+// runServe runs the service until ctx ends, then drains it: in-flight
+// requests finish (for up to 10 seconds) before it returns.
 func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	var o serveOptions
 	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	defConfig := ""
-	if root := os.Getenv("RUNTIME_ROOT"); root != "" {
-		defConfig = filepath.Join(root, os.Getenv("RUNTIME_SUBDIRECTORY"), os.Getenv("RUNTIME_APPDIRECTORY"), "config")
-	}
+	defConfig := runtimeConfigDir()
 	fs.StringVar(&o.configPath, "config", defConfig, "a config file or directory (envoyproxy/ratelimit's YAML); default: the built-in example")
-	fs.StringVar(&o.store, "store", env("REDIS_URL", "memory"), "memory, or a Redis URL (redis://, rediss://, redis+cluster://, redis+sentinel://)")
+	fs.StringVar(&o.store, "store", redisFromEnv(), "memory, or a Redis URL (redis://, rediss://, redis+cluster://, redis+sentinel://)")
 	fs.StringVar(&o.httpAddr, "http-addr", net.JoinHostPort(env("HOST", ""), env("PORT", "8080")), "HTTP address: POST /json, /healthcheck, /metrics")
 	fs.StringVar(&o.grpcAddr, "grpc-addr", net.JoinHostPort(env("GRPC_HOST", ""), env("GRPC_PORT", "8081")), "gRPC address: envoy.service.ratelimit.v3.RateLimitService")
 	defHeaders := "draft11"
-	if v := os.Getenv("LIMIT_RESPONSE_HEADERS_ENABLED"); v == "true" {
+	if envBool("LIMIT_RESPONSE_HEADERS_ENABLED", false) {
 		defHeaders = "legacy"
 	}
 	fs.StringVar(&o.headers, "headers", defHeaders, "response_headers_to_add: off, legacy or draft11")
 	fs.StringVar(&o.prefix, "prefix", env("CACHE_KEY_PREFIX", ""), "prefix of every store key")
 	fs.StringVar(&o.failure, "failure-mode", "open", "with Redis, what to do when it fails: open, closed or local")
-	fs.BoolVar(&o.shadow, "shadow", os.Getenv("SHADOW_MODE") == "true", "shadow mode: decide and count, never refuse")
+	fs.BoolVar(&o.shadow, "shadow", envBool("SHADOW_MODE", false), "shadow mode: decide and count, never refuse")
+	fs.StringVar(&o.logLevel, "log-level", env("LOG_LEVEL", "info"), "log level: debug, info, warn or error")
+	fs.BoolVar(&o.watch, "watch", true, "reload the config when its files change (SIGHUP always reloads)")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
-	log := slog.New(slog.NewTextHandler(stderr, nil))
-	var ignored []string
-	for _, name := range ignoredEnv {
-		if _, ok := os.LookupEnv(name); ok {
-			ignored = append(ignored, name)
-		}
+	level, err := parseLogLevel(o.logLevel)
+	if err != nil {
+		fmt.Fprintln(stderr, "sluice serve:", err)
+		return 2
 	}
-	if len(ignored) > 0 {
+	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
+	if ignored := notActedOn(); len(ignored) > 0 {
 		log.Info("accepted and not acted on", "env", strings.Join(ignored, ","))
 	}
 
+	// The fingerprint is taken before the load, so that a change between
+	// the two makes the next file event reload.
+	var sum [sha256.Size]byte
+	known := false
+	if o.configPath != "" {
+		var err error
+		sum, err = fingerprint(o.configPath)
+		known = err == nil
+	}
 	rules, err := loadRules(o.configPath)
 	if err != nil {
 		fmt.Fprintln(stderr, "sluice serve:", err)
@@ -111,6 +236,14 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	if err != nil {
 		fmt.Fprintln(stderr, "sluice serve:", err)
 		return 1
+	}
+
+	var rl *reloader
+	if o.configPath != "" {
+		if rl, err = newReloader(o.configPath, svc, log, reg, sum, known); err != nil {
+			fmt.Fprintln(stderr, "sluice serve:", err)
+			return 1
+		}
 	}
 
 	httpLn, err := net.Listen("tcp", o.httpAddr)
@@ -137,6 +270,19 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	signal.Notify(hup, syscall.SIGHUP)
 	defer signal.Stop(hup)
 
+	// And on file change, with the watches in place before the addresses
+	// are printed too.
+	var changed <-chan struct{}
+	if rl != nil && o.watch {
+		cw, err := watchConfig(ctx, o.configPath, watchRoots(fs, o.configPath, defConfig), log)
+		if err != nil {
+			log.Warn("not watching the config files; reload with SIGHUP", "config", o.configPath, "err", err)
+		} else {
+			defer cw.Close()
+			changed = cw.C
+		}
+	}
+
 	source := o.configPath
 	if source == "" {
 		source = "the built-in example config"
@@ -156,17 +302,13 @@ loop:
 		case <-ctx.Done():
 			break loop
 		case <-hup:
-			if o.configPath == "" {
+			if rl == nil {
 				log.Info("reload: nothing to reload (the built-in example config)")
 				continue
 			}
-			r, err := loadRules(o.configPath)
-			if err != nil {
-				log.Error("reload failed; keeping the running config", "err", err)
-				continue
-			}
-			svc.SetRules(r)
-			log.Info("reloaded", "config", o.configPath)
+			rl.reload("SIGHUP", true)
+		case <-changed:
+			rl.reload("file change", false)
 		case err := <-errc:
 			if err != nil && !errors.Is(err, http.ErrServerClosed) {
 				fmt.Fprintln(stderr, "sluice serve:", err)
@@ -175,18 +317,45 @@ loop:
 			break loop
 		}
 	}
+	// Drain: the health checks fail, both listeners close, and the
+	// requests and calls in flight finish, for up to 10 seconds in all;
+	// what is left then is cut.
 	svc.SetServing(false)
 	shutdown, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	hs.Shutdown(shutdown)
 	stopped := make(chan struct{})
 	go func() { gs.GracefulStop(); close(stopped) }()
+	if err := hs.Shutdown(shutdown); err != nil {
+		hs.Close()
+	}
 	select {
 	case <-stopped:
 	case <-shutdown.Done():
 		gs.Stop()
+		<-stopped
 	}
 	return code
+}
+
+// watchRoots returns the directories to watch besides those of the config
+// itself: with the config from RUNTIME_ROOT (no -config flag) and
+// RUNTIME_WATCH_ROOT true or unset, as envoyproxy/ratelimit defaults it,
+// the parent of RUNTIME_ROOT, so that RUNTIME_ROOT being an atomically
+// swapped symlink (envoyproxy/ratelimit's "symlink root") triggers a
+// reload. The config directory is watched in any case, which is what
+// RUNTIME_WATCH_ROOT=false asks for.
+func watchRoots(fs *flag.FlagSet, configPath, defConfig string) []string {
+	explicit := false
+	fs.Visit(func(f *flag.Flag) { explicit = explicit || f.Name == "config" })
+	root := os.Getenv("RUNTIME_ROOT")
+	if explicit || root == "" || configPath != defConfig || !envBool("RUNTIME_WATCH_ROOT", true) {
+		return nil
+	}
+	abs, err := filepath.Abs(root)
+	if err != nil {
+		return nil
+	}
+	return []string{filepath.Dir(abs)}
 }
 
 // loadRules loads the config at path, or the built-in example when path is

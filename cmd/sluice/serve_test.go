@@ -6,7 +6,6 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
-	"regexp"
 	"strings"
 	"sync"
 	"syscall"
@@ -32,34 +31,12 @@ func (s *syncBuffer) String() string {
 	return s.b.String()
 }
 
-// startServe runs `sluice serve args` until the test ends and returns the
-// HTTP base URL it prints.
+// startServe runs `sluice serve args` until the test ends (see launch)
+// and returns the HTTP base URL it prints and its stderr.
 func startServe(t *testing.T, args ...string) (url string, stderr *syncBuffer) {
 	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	var out syncBuffer
-	stderr = &syncBuffer{}
-	done := make(chan int)
-	go func() {
-		done <- runServe(ctx, append([]string{"-http-addr", "127.0.0.1:0", "-grpc-addr", "127.0.0.1:0"}, args...), &out, stderr)
-	}()
-	t.Cleanup(func() {
-		cancel()
-		if code := <-done; code != 0 {
-			t.Errorf("serve exited %d: %s", code, stderr.String())
-		}
-	})
-	re := regexp.MustCompile(`HTTP  (http://\S+)`)
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		if m := re.FindStringSubmatch(out.String()); m != nil {
-			return m[1], stderr
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("serve printed no address: %q %q", out.String(), stderr.String())
-		}
-		time.Sleep(10 * time.Millisecond) // waiting for start-up, not passing time for a limiter
-	}
+	s := launch(t, args...)
+	return s.url, s.stderr
 }
 
 func post(t *testing.T, url, body string) int {

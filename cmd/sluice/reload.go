@@ -1,0 +1,317 @@
+package main
+
+import (
+	"context"
+	"crypto/sha256"
+	"errors"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/fsnotify/fsnotify"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/sluicehq/sluice/config"
+	"github.com/sluicehq/sluice/service"
+)
+
+// reloadDebounce is how long a burst of file-system events must be quiet
+// before the config is reloaded; maxDebounce bounds the wait when events
+// never stop.
+const (
+	reloadDebounce = 100 * time.Millisecond
+	maxDebounce    = 10 * reloadDebounce
+)
+
+// reloader loads the config into the service on SIGHUP and on file change,
+// one reload at a time (its methods are called from serve's main loop
+// only), and keeps the reload metrics.
+type reloader struct {
+	path string
+	svc  *service.Service
+	log  *slog.Logger
+
+	// sum is the fingerprint of the config as last loaded or tried; known
+	// is false when there is none, so that the next change always
+	// reloads.
+	sum   [sha256.Size]byte
+	known bool
+
+	reloads, failures prometheus.Counter
+	lastSuccess, ok   prometheus.Gauge
+}
+
+// newReloader returns the reloader of the config at path, which serve has
+// just loaded with fingerprint sum (known says whether it could be taken),
+// and registers its metrics on reg:
+//
+//   - sluice_config_reloads_total: successful reloads;
+//   - sluice_config_reload_failures_total: failed ones (the running config
+//     is kept);
+//   - sluice_config_last_reload_success_timestamp_seconds: when the running
+//     config was loaded, at start-up or by a reload;
+//   - sluice_config_last_reload_successful: 1 if the last load succeeded,
+//     else 0.
+func newReloader(path string, svc *service.Service, log *slog.Logger, reg prometheus.Registerer, sum [sha256.Size]byte, known bool) (*reloader, error) {
+	r := &reloader{
+		path: path, svc: svc, log: log, sum: sum, known: known,
+		reloads: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "sluice_config_reloads_total",
+			Help: "Successful config reloads (SIGHUP or file change).",
+		}),
+		failures: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "sluice_config_reload_failures_total",
+			Help: "Failed config reloads; the running config was kept.",
+		}),
+		lastSuccess: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "sluice_config_last_reload_success_timestamp_seconds",
+			Help: "Unix time at which the running config was loaded.",
+		}),
+		ok: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "sluice_config_last_reload_successful",
+			Help: "1 if the last config load succeeded, 0 if it failed.",
+		}),
+	}
+	for _, c := range []prometheus.Collector{r.reloads, r.failures, r.lastSuccess, r.ok} {
+		if err := reg.Register(c); err != nil {
+			return nil, err
+		}
+	}
+	r.lastSuccess.SetToCurrentTime()
+	r.ok.Set(1)
+	return r, nil
+}
+
+// reload loads the config and swaps it in; on failure it logs the error
+// (file:line:col in its text, and as attributes) and keeps the running
+// config. Unless force, a config whose files are byte for byte those last
+// loaded or tried is not reloaded, so that file-system noise (an editor's
+// temporary file, a sibling's change) costs nothing and a broken config
+// is reported once, not once per event.
+func (r *reloader) reload(trigger string, force bool) {
+	sum, err := fingerprint(r.path)
+	if err == nil && !force && r.known && sum == r.sum {
+		r.log.Debug("config unchanged; not reloaded", "config", r.path, "trigger", trigger)
+		return
+	}
+	r.sum, r.known = sum, err == nil
+	rules, err := config.Load(r.path)
+	if err != nil {
+		r.failures.Inc()
+		r.ok.Set(0)
+		attrs := []any{"trigger", trigger, "err", err}
+		if ce, ok := errors.AsType[*config.Error](err); ok {
+			attrs = append(attrs, "file", ce.File, "line", ce.Line)
+		}
+		r.log.Error("reload failed; keeping the running config", attrs...)
+		return
+	}
+	r.svc.SetRules(rules)
+	r.reloads.Inc()
+	r.ok.Set(1)
+	r.lastSuccess.SetToCurrentTime()
+	r.log.Info("reloaded", "config", r.path, "trigger", trigger)
+}
+
+// configFiles returns the files config.Load reads for path: path itself,
+// or the *.yaml and *.yml files of the directory path that are neither
+// dot files nor directories. It must select as config.Load does.
+func configFiles(path string) ([]string, error) {
+	fi, err := os.Stat(path)
+	if err != nil {
+		return nil, err
+	}
+	if !fi.IsDir() {
+		return []string{path}, nil
+	}
+	ents, err := os.ReadDir(path)
+	if err != nil {
+		return nil, err
+	}
+	var files []string
+	for _, e := range ents {
+		name := e.Name()
+		ext := filepath.Ext(name)
+		if strings.HasPrefix(name, ".") || ext != ".yaml" && ext != ".yml" {
+			continue
+		}
+		p := filepath.Join(path, name)
+		if st, err := os.Stat(p); err == nil && st.IsDir() {
+			continue
+		}
+		files = append(files, p)
+	}
+	return files, nil
+}
+
+// fingerprint hashes the names and contents of the config files at path.
+func fingerprint(path string) ([sha256.Size]byte, error) {
+	var sum [sha256.Size]byte
+	files, err := configFiles(path)
+	if err != nil {
+		return sum, err
+	}
+	h := sha256.New()
+	for _, f := range files {
+		fh, err := os.Open(f)
+		if err != nil {
+			return sum, err
+		}
+		io.WriteString(h, f)
+		h.Write([]byte{0})
+		_, err = io.Copy(h, fh)
+		fh.Close()
+		if err != nil {
+			return sum, err
+		}
+		h.Write([]byte{0})
+	}
+	h.Sum(sum[:0])
+	return sum, nil
+}
+
+// configWatcher watches the directories that the config at path depends
+// on and sends on C, which holds at most one pending signal, once a burst
+// of changes has been quiet for reloadDebounce.
+//
+// It watches, by their resolved (symlink-free) paths: the config directory,
+// or for a single file its parent directory; the parent of path, so that
+// path itself being replaced is seen; the directory each config file's
+// symlinks lead to (a Kubernetes ConfigMap's ..2026_… data directory); and
+// the extra directories (RUNTIME_WATCH_ROOT). The set is recomputed after
+// every burst, so watches follow a symlink swap: a ConfigMap update, which
+// renames a new ..data symlink over the old one in the config directory
+// and removes the old data directory, is one burst and one reload.
+type configWatcher struct {
+	path  string
+	extra []string
+	log   *slog.Logger
+	w     *fsnotify.Watcher
+	// C receives a value after each quiet burst.
+	C    chan struct{}
+	stop context.CancelFunc
+	done chan struct{}
+}
+
+// watchConfig starts watching the config at path and the extra
+// directories; Close stops it.
+func watchConfig(ctx context.Context, path string, extra []string, log *slog.Logger) (*configWatcher, error) {
+	w, err := fsnotify.NewWatcher()
+	if err != nil {
+		return nil, err
+	}
+	ctx, stop := context.WithCancel(ctx)
+	cw := &configWatcher{path: path, extra: extra, log: log, w: w, C: make(chan struct{}, 1), stop: stop, done: make(chan struct{})}
+	cw.refresh()
+	if len(w.WatchList()) == 0 {
+		stop()
+		w.Close()
+		return nil, errors.New("no directory of the config could be watched")
+	}
+	go cw.run(ctx)
+	return cw, nil
+}
+
+// Close stops the watcher and waits for its goroutines to end.
+func (cw *configWatcher) Close() {
+	cw.stop()
+	<-cw.done
+}
+
+func (cw *configWatcher) run(ctx context.Context) {
+	defer close(cw.done)
+	defer cw.w.Close()
+	timer := time.NewTimer(time.Hour)
+	timer.Stop()
+	defer timer.Stop()
+	var burst time.Time // start of the pending burst; zero when none
+	arm := func() {
+		now := time.Now()
+		if burst.IsZero() {
+			burst = now
+		}
+		timer.Reset(min(reloadDebounce, burst.Add(maxDebounce).Sub(now)))
+	}
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case ev, ok := <-cw.w.Events:
+			if !ok {
+				return
+			}
+			if ev.Op&^fsnotify.Chmod == 0 {
+				continue // metadata only: not a change of content
+			}
+			cw.log.Debug("config watch", "event", ev.String())
+			arm()
+		case err, ok := <-cw.w.Errors:
+			if !ok {
+				return
+			}
+			cw.log.Warn("config watch", "err", err)
+			if errors.Is(err, fsnotify.ErrEventOverflow) {
+				arm() // events were lost: reload to be sure
+			}
+		case <-timer.C:
+			burst = time.Time{}
+			cw.refresh()
+			select {
+			case cw.C <- struct{}{}:
+			default: // one is pending already
+			}
+		}
+	}
+}
+
+// refresh makes the watched set the one the file system now calls for.
+func (cw *configWatcher) refresh() {
+	want := watchDirs(cw.path, cw.extra)
+	have := cw.w.WatchList()
+	for _, d := range have {
+		if !slices.Contains(want, d) {
+			cw.w.Remove(d) // may be gone already; fsnotify then dropped it
+		}
+	}
+	for _, d := range want {
+		if !slices.Contains(have, d) {
+			if err := cw.w.Add(d); err != nil {
+				cw.log.Debug("config watch: cannot watch", "dir", d, "err", err)
+			}
+		}
+	}
+}
+
+// watchDirs returns the resolved directories the config at path depends
+// on; see configWatcher. Paths that do not resolve (mid-swap) are left out
+// until the next refresh.
+func watchDirs(path string, extra []string) []string {
+	var dirs []string
+	add := func(d string) {
+		if r, err := filepath.EvalSymlinks(d); err == nil && !slices.Contains(dirs, r) {
+			dirs = append(dirs, r)
+		}
+	}
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		abs = path
+	}
+	add(filepath.Dir(abs))
+	if fi, err := os.Stat(abs); err == nil && fi.IsDir() {
+		add(abs)
+	}
+	files, _ := configFiles(abs)
+	for _, f := range files {
+		if r, err := filepath.EvalSymlinks(f); err == nil {
+			add(filepath.Dir(r))
+		}
+	}
+	for _, d := range extra {
+		add(d)
+	}
+	return dirs
+}

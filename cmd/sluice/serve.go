@@ -224,7 +224,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		fmt.Fprintln(stderr, "sluice serve:", err)
 		return 2
 	}
-	limiter, closeStore, err := openStore(ctx, o, log)
+	limiter, failure, closeStore, err := openStore(ctx, o, log)
 	if err != nil {
 		fmt.Fprintln(stderr, "sluice serve:", err)
 		return 1
@@ -232,11 +232,12 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	defer closeStore()
 	reg := prometheus.NewRegistry()
 	svc, err := service.New(service.Config{Limiter: limiter, Rules: rules, Prefix: o.prefix, ShadowMode: o.shadow,
-		Headers: headers, Logger: log, Registerer: reg})
+		Headers: headers, Logger: log, Registerer: reg, Failure: failure})
 	if err != nil {
 		fmt.Fprintln(stderr, "sluice serve:", err)
 		return 1
 	}
+	defer svc.Close() // the local fallback store, if a rule used one
 
 	var rl *reloader
 	if o.configPath != "" {
@@ -372,29 +373,24 @@ func loadRules(path string) (*config.Config, error) {
 }
 
 // openStore opens the memory store or Redis, the latter behind failsafe.
-func openStore(ctx context.Context, o serveOptions, log *slog.Logger) (sluice.Limiter, func(), error) {
+func openStore(ctx context.Context, o serveOptions, log *slog.Logger) (sluice.Limiter, *service.FailurePolicy, func(), error) {
 	if o.store == "" || o.store == "memory" {
 		m := memstore.New(memstore.Config{})
-		return m, func() { m.Close() }, nil
+		return m, nil, func() { m.Close() }, nil
 	}
 	mode, err := failsafe.ParseMode(o.failure)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	rs, err := redisstore.New(cctx, redisstore.Config{URL: o.store})
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
-	local := memstore.New(memstore.Config{})
-	fs, err := failsafe.New(failsafe.Config{Primary: rs, Mode: mode, Local: local, Logger: log})
-	if err != nil {
-		rs.Close()
-		local.Close()
-		return nil, nil, err
-	}
-	return fs, func() { rs.Close(); local.Close() }, nil
+	// The service applies each rule's failure_mode (the flag sets the
+	// default) behind one breaker around the store.
+	return rs, &service.FailurePolicy{Mode: mode}, func() { rs.Close() }, nil
 }
 
 // storeName describes the store without its password.

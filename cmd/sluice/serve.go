@@ -28,6 +28,7 @@ import (
 	"github.com/sluicehq/sluice/failsafe"
 	"github.com/sluicehq/sluice/memstore"
 	"github.com/sluicehq/sluice/redisstore"
+	"github.com/sluicehq/sluice/relief"
 	"github.com/sluicehq/sluice/service"
 )
 
@@ -38,7 +39,7 @@ var exampleConfig []byte
 
 // ignoredEnv are envoyproxy/ratelimit settings that Sluice accepts and does
 // not act on; present ones are named in one start-up log line.
-var ignoredEnv = []string{"DEBUG_HOST", "DEBUG_PORT", "LOCAL_CACHE_SIZE_IN_BYTES"}
+var ignoredEnv = []string{"DEBUG_HOST", "DEBUG_PORT"}
 
 // onlyValueEnv are envoyproxy/ratelimit settings that Sluice acts on with
 // one value only, the one given here (compared without case): with another
@@ -76,7 +77,7 @@ func notActedOn() []string {
 type serveOptions struct {
 	configPath, store, httpAddr, grpcAddr, headers, prefix, failure string
 	logLevel                                                        string
-	shadow, watch                                                   bool
+	shadow, watch, localCache                                       bool
 }
 
 // env returns the environment variable name, or def when it is unset or
@@ -189,6 +190,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	fs.StringVar(&o.headers, "headers", defHeaders, "response_headers_to_add: off, legacy or draft11")
 	fs.StringVar(&o.prefix, "prefix", env("CACHE_KEY_PREFIX", ""), "prefix of every store key")
 	fs.StringVar(&o.failure, "failure-mode", "open", "with Redis, what to do when it fails: open, closed or local")
+	fs.BoolVar(&o.localCache, "local-cache", envInt("LOCAL_CACHE_SIZE_IN_BYTES") > 0, "with Redis, answer keys known to be over their limit from memory until their retry-after (no round trip; LOCAL_CACHE_SIZE_IN_BYTES > 0 turns it on)")
 	fs.BoolVar(&o.shadow, "shadow", envBool("SHADOW_MODE", false), "shadow mode: decide and count, never refuse")
 	fs.StringVar(&o.logLevel, "log-level", env("LOG_LEVEL", "info"), "log level: debug, info, warn or error")
 	fs.BoolVar(&o.watch, "watch", true, "reload the config when its files change (SIGHUP always reloads)")
@@ -390,7 +392,12 @@ func openStore(ctx context.Context, o serveOptions, log *slog.Logger) (sluice.Li
 	}
 	// The service applies each rule's failure_mode (the flag sets the
 	// default) behind one breaker around the store.
-	return rs, &service.FailurePolicy{Mode: mode}, func() { rs.Close() }, nil
+	var limiter sluice.Limiter = rs
+	if o.localCache {
+		// Denials only, so no accuracy is lost (see package relief).
+		limiter = relief.NewOverLimitCache(rs, relief.CacheConfig{})
+	}
+	return limiter, &service.FailurePolicy{Mode: mode}, func() { rs.Close() }, nil
 }
 
 // storeName describes the store without its password.
@@ -418,4 +425,13 @@ func localAddr(a net.Addr) string {
 		host = "localhost"
 	}
 	return net.JoinHostPort(host, port)
+}
+
+// envInt reads an integer environment variable; unset or malformed is 0.
+func envInt(name string) int64 {
+	n, err := strconv.ParseInt(strings.TrimSpace(os.Getenv(name)), 10, 64)
+	if err != nil {
+		return 0
+	}
+	return n
 }

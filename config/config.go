@@ -178,6 +178,42 @@ func New(domains ...*Domain) (*Config, error) {
 	return c, nil
 }
 
+// Files returns the files Load reads for path: path itself, or the *.yaml
+// and *.yml files of the directory path that are neither dot files nor
+// directories, in name order. A watcher uses it to know what to watch.
+func Files(path string) ([]string, error) {
+	fi, err := os.Stat(path)
+	if err != nil {
+		return nil, err
+	}
+	if !fi.IsDir() {
+		return []string{path}, nil
+	}
+	return dirFiles(path)
+}
+
+// dirFiles lists the config files of directory dir.
+func dirFiles(dir string) ([]string, error) {
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return nil, err
+	}
+	var files []string
+	for _, e := range ents {
+		name := e.Name()
+		ext := filepath.Ext(name)
+		if strings.HasPrefix(name, ".") || ext != ".yaml" && ext != ".yml" {
+			continue
+		}
+		p := filepath.Join(dir, name)
+		if st, err := os.Stat(p); err == nil && st.IsDir() {
+			continue
+		}
+		files = append(files, p)
+	}
+	return files, nil
+}
+
 // Load reads a config from path: a YAML file, or a directory whose *.yaml and
 // *.yml files (not those whose names start with '.', and not
 // subdirectories) each hold one domain. A directory without such files is an
@@ -190,22 +226,8 @@ func Load(path string) (*Config, error) {
 	}
 	files := []string{path}
 	if fi.IsDir() {
-		ents, err := os.ReadDir(path)
-		if err != nil {
+		if files, err = dirFiles(path); err != nil {
 			return nil, &Error{File: path, Msg: "cannot read directory: " + unwrapPath(err), Err: err}
-		}
-		files = files[:0]
-		for _, e := range ents {
-			name := e.Name()
-			ext := filepath.Ext(name)
-			if strings.HasPrefix(name, ".") || ext != ".yaml" && ext != ".yml" {
-				continue
-			}
-			p := filepath.Join(path, name)
-			if st, err := os.Stat(p); err == nil && st.IsDir() {
-				continue
-			}
-			files = append(files, p)
 		}
 		if len(files) == 0 {
 			return nil, &Error{File: path, Msg: "no .yaml or .yml files in directory"}

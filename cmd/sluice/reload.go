@@ -9,7 +9,6 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"strings"
 	"time"
 
 	"github.com/fsnotify/fsnotify"
@@ -117,41 +116,11 @@ func (r *reloader) reload(trigger string, force bool) {
 	r.log.Info("reloaded", "config", r.path, "trigger", trigger)
 }
 
-// configFiles returns the files config.Load reads for path: path itself,
-// or the *.yaml and *.yml files of the directory path that are neither
-// dot files nor directories. It must select as config.Load does.
-func configFiles(path string) ([]string, error) {
-	fi, err := os.Stat(path)
-	if err != nil {
-		return nil, err
-	}
-	if !fi.IsDir() {
-		return []string{path}, nil
-	}
-	ents, err := os.ReadDir(path)
-	if err != nil {
-		return nil, err
-	}
-	var files []string
-	for _, e := range ents {
-		name := e.Name()
-		ext := filepath.Ext(name)
-		if strings.HasPrefix(name, ".") || ext != ".yaml" && ext != ".yml" {
-			continue
-		}
-		p := filepath.Join(path, name)
-		if st, err := os.Stat(p); err == nil && st.IsDir() {
-			continue
-		}
-		files = append(files, p)
-	}
-	return files, nil
-}
 
 // fingerprint hashes the names and contents of the config files at path.
 func fingerprint(path string) ([sha256.Size]byte, error) {
 	var sum [sha256.Size]byte
-	files, err := configFiles(path)
+	files, err := config.Files(path)
 	if err != nil {
 		return sum, err
 	}
@@ -304,7 +273,7 @@ func watchDirs(path string, extra []string) []string {
 	if fi, err := os.Stat(abs); err == nil && fi.IsDir() {
 		add(abs)
 	}
-	files, _ := configFiles(abs)
+	files, _ := config.Files(abs)
 	for _, f := range files {
 		if r, err := filepath.EvalSymlinks(f); err == nil {
 			add(filepath.Dir(r))

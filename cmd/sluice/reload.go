@@ -116,7 +116,6 @@ func (r *reloader) reload(trigger string, force bool) {
 	r.log.Info("reloaded", "config", r.path, "trigger", trigger)
 }
 
-
 // fingerprint hashes the names and contents of the config files at path.
 func fingerprint(path string) ([sha256.Size]byte, error) {
 	var sum [sha256.Size]byte

@@ -150,18 +150,8 @@ func BenchmarkRedisClient(b *testing.B) {
 	addr := startRedis(b)
 	ks := redisKeys()
 	warmRedis(b, addr, append([]string{redisHotKey}, ks...))
-	type scenario struct {
-		keys []string
-		conc int
-	}
-	var scenarios []scenario
-	for _, conc := range []int{1, 16, 64, 256} {
-		scenarios = append(scenarios, scenario{ks, conc})
-	}
-	scenarios = append(scenarios, scenario{[]string{redisHotKey}, 64})
-	for _, s := range scenarios {
-		name := "keys=" + strconv.Itoa(len(s.keys)) + "/conc=" + strconv.Itoa(s.conc)
-		b.Run(name, func(b *testing.B) {
+	for _, s := range redisScenarios(ks) {
+		b.Run(s.name(), func(b *testing.B) {
 			for _, c := range redisClients {
 				b.Run("client="+c.name, func(b *testing.B) {
 					benchRedis(b, c, addr, s.keys, s.conc)
@@ -190,22 +180,70 @@ func benchRedis(b *testing.B, c redisClient, addr string, keys []string, conc in
 		b.Fatal(err)
 	}
 
-	lat := make([]int64, b.N)
+	measure(b, ctx, decide, keys, conc).report(b)
+}
+
+// redisScenario is one case of the Redis benchmarks: keys spread the
+// decisions, conc goroutines make them.
+type redisScenario struct {
+	keys []string
+	conc int
+}
+
+func (s redisScenario) name() string {
+	return "keys=" + strconv.Itoa(len(s.keys)) + "/conc=" + strconv.Itoa(s.conc)
+}
+
+// redisScenarios returns the cases every Redis benchmark runs: ks at
+// concurrency 1, 16, 64 and 256, and one hot key at 64.
+func redisScenarios(ks []string) []redisScenario {
+	var out []redisScenario
+	for _, conc := range []int{1, 16, 64, 256} {
+		out = append(out, redisScenario{ks, conc})
+	}
+	return append(out, redisScenario{[]string{redisHotKey}, 64})
+}
+
+// measured is one timed run of b.N decisions.
+type measured struct {
+	n       float64
+	denied  int64
+	elapsed time.Duration
+	cpu     time.Duration // this process's CPU time; 0 where unknown
+	lat     []int64       // per decision, ns, sorted
+}
+
+// measure times b.N decisions made by conc goroutines over keys; the timer
+// runs only around them. It fails b on an error.
+func measure(b *testing.B, ctx context.Context, decide redisDecide, keys []string, conc int) measured {
+	m := measured{n: float64(b.N), lat: make([]int64, b.N)}
 	runtime.GC()
 	b.ReportAllocs()
 	b.ResetTimer()
+	cpu0 := processCPU()
 	start := time.Now()
-	denied, err := runRedis(ctx, decide, keys, conc, b.N, lat)
-	elapsed := time.Since(start)
+	denied, err := runRedis(ctx, decide, keys, conc, b.N, m.lat)
+	m.elapsed = time.Since(start)
+	m.cpu = processCPU() - cpu0
 	b.StopTimer()
 	if err != nil {
 		b.Fatal(err)
 	}
-	slices.Sort(lat)
-	b.ReportMetric(float64(b.N)/elapsed.Seconds(), "ops/s")
-	b.ReportMetric(float64(percentile(lat, 0.50))/1e3, "p50-µs")
-	b.ReportMetric(float64(percentile(lat, 0.99))/1e3, "p99-µs")
-	b.ReportMetric(float64(denied)/float64(b.N), "denied/op")
+	m.denied = denied
+	slices.Sort(m.lat)
+	return m
+}
+
+// report reports decisions per second, the median and 99th percentile
+// latency, the denials per decision and, where known, client CPU.
+func (m measured) report(b *testing.B) {
+	b.ReportMetric(m.n/m.elapsed.Seconds(), "ops/s")
+	b.ReportMetric(float64(percentile(m.lat, 0.50))/1e3, "p50-µs")
+	b.ReportMetric(float64(percentile(m.lat, 0.99))/1e3, "p99-µs")
+	b.ReportMetric(float64(m.denied)/m.n, "denied/op")
+	if m.cpu > 0 {
+		b.ReportMetric(m.cpu.Seconds()*1e6/m.n, "cli-cpu-µs/op")
+	}
 }
 
 // runRedis makes n decisions from conc goroutines and returns how many were

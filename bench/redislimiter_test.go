@@ -3,8 +3,6 @@ package bench
 import (
 	"context"
 	"fmt"
-	"runtime"
-	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -128,18 +126,8 @@ func BenchmarkRedisLimiter(b *testing.B) {
 		b.Fatal(err)
 	}
 	defer admin.Close()
-	type scenario struct {
-		keys []string
-		conc int
-	}
-	var scenarios []scenario
-	for _, conc := range []int{1, 16, 64, 256} {
-		scenarios = append(scenarios, scenario{ks, conc})
-	}
-	scenarios = append(scenarios, scenario{[]string{redisHotKey}, 64})
-	for _, s := range scenarios {
-		name := "keys=" + strconv.Itoa(len(s.keys)) + "/conc=" + strconv.Itoa(s.conc)
-		b.Run(name, func(b *testing.B) {
+	for _, s := range redisScenarios(ks) {
+		b.Run(s.name(), func(b *testing.B) {
 			for _, l := range redisLimiters {
 				b.Run("limiter="+l.name, func(b *testing.B) {
 					benchRedisLimiter(b, l, addr, admin, s.keys, s.conc)
@@ -202,7 +190,6 @@ func benchRedisLimiter(b *testing.B, l redisLimiter, addr string, admin rueidis.
 		b.Fatal(err)
 	}
 
-	lat := make([]int64, b.N)
 	if err := admin.Do(ctx, admin.B().ConfigResetstat().Build()).Error(); err != nil {
 		b.Fatal(err)
 	}
@@ -210,18 +197,7 @@ func benchRedisLimiter(b *testing.B, l redisLimiter, addr string, admin rueidis.
 	if err != nil {
 		b.Fatal(err)
 	}
-	runtime.GC()
-	b.ReportAllocs()
-	b.ResetTimer()
-	cli0 := processCPU()
-	start := time.Now()
-	denied, err := runRedis(ctx, decide, keys, conc, b.N, lat)
-	elapsed := time.Since(start)
-	cli := processCPU() - cli0
-	b.StopTimer()
-	if err != nil {
-		b.Fatal(err)
-	}
+	m := measure(b, ctx, decide, keys, conc)
 	cpu1, err := redisServerCPU(ctx, admin)
 	if err != nil {
 		b.Fatal(err)
@@ -235,17 +211,9 @@ func benchRedisLimiter(b *testing.B, l redisLimiter, addr string, admin rueidis.
 	if calls != int64(b.N) {
 		b.Fatalf("server counted %d EVALSHA calls for %d decisions", calls, b.N)
 	}
-	slices.Sort(lat)
-	n := float64(b.N)
-	b.ReportMetric(n/elapsed.Seconds(), "ops/s")
-	b.ReportMetric(float64(percentile(lat, 0.50))/1e3, "p50-µs")
-	b.ReportMetric(float64(percentile(lat, 0.99))/1e3, "p99-µs")
-	b.ReportMetric(float64(denied)/n, "denied/op")
+	m.report(b)
 	b.ReportMetric(usecPerCall, "lua-µs/op")
-	b.ReportMetric((cpu1-cpu0).Seconds()*1e6/n, "srv-cpu-µs/op")
-	if cli > 0 {
-		b.ReportMetric(cli.Seconds()*1e6/n, "cli-cpu-µs/op")
-	}
+	b.ReportMetric((cpu1-cpu0).Seconds()*1e6/m.n, "srv-cpu-µs/op")
 }
 
 // redisInfo returns the fields of one INFO section.

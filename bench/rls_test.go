@@ -5,8 +5,6 @@ import (
 	"fmt"
 	"net"
 	"os/exec"
-	"runtime"
-	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -82,6 +80,9 @@ type rlsTarget struct {
 	store func(addr string) (sluice.Limiter, func(), error)
 	// direct opens a baseline decision on a descriptor value.
 	direct func(addr string) (redisDecide, func(), error)
+	// failure is the service's failure policy, as `sluice serve` sets it
+	// for a Redis store; nil for the others.
+	failure *service.FailurePolicy
 	// cmd is the Redis command each decision sends exactly once (checked
 	// with INFO commandstats), "" when it does not use Redis.
 	cmd string
@@ -97,7 +98,7 @@ var rlsTargets = []rlsTarget{
 	{name: "direct-incrby-expire-rueidis", redis: true, direct: openIncrRueidis, cmd: "incrby", baseline: true},
 	{name: "direct-incrby-expire-goredis", redis: true, direct: openIncrGoRedis, cmd: "incrby", baseline: true},
 	{name: "service-incrby-expire", redis: true, store: openRLSIncrStore, cmd: "incrby"},
-	{name: "redisstore", redis: true, store: openRLSRedisstore, cmd: "evalsha"},
+	{name: "redisstore", redis: true, store: openRLSRedisstore, failure: &service.FailurePolicy{Mode: failsafe.Open}, cmd: "evalsha"},
 }
 
 // openRLSMemstore is the store of `sluice serve` with no --store:
@@ -108,22 +109,15 @@ func openRLSMemstore(string) (sluice.Limiter, func(), error) {
 }
 
 // openRLSRedisstore is the store of `sluice serve --store redis://addr`:
-// redisstore.New with the URL (rueidis with its defaults) behind
-// failsafe.New with mode open and a local memstore, as cmd/sluice's
-// openStore builds it.
+// redisstore.New with the URL (rueidis with its defaults); the service puts
+// its failure policy (open, behind one breaker) around it, as cmd/sluice's
+// serve does.
 func openRLSRedisstore(addr string) (sluice.Limiter, func(), error) {
 	rs, err := redisstore.New(context.Background(), redisstore.Config{URL: "redis://" + addr})
 	if err != nil {
 		return nil, nil, err
 	}
-	local := memstore.New(memstore.Config{})
-	fs, err := failsafe.New(failsafe.Config{Primary: rs, Mode: failsafe.Open, Local: local})
-	if err != nil {
-		rs.Close()
-		local.Close()
-		return nil, nil, err
-	}
-	return fs, func() { rs.Close(); local.Close() }, nil
+	return rs, func() { rs.Close() }, nil
 }
 
 // incrKey is envoyproxy/ratelimit's cache key: the service's key (domain,
@@ -296,7 +290,6 @@ func benchRLS(b *testing.B, t rlsTarget, rules service.Rules, addr string, admin
 		b.Fatal(err)
 	}
 
-	lat := make([]int64, b.N)
 	var srv0 time.Duration
 	if t.cmd != "" {
 		if err := admin.Do(ctx, admin.B().ConfigResetstat().Build()).Error(); err != nil {
@@ -307,19 +300,8 @@ func benchRLS(b *testing.B, t rlsTarget, rules service.Rules, addr string, admin
 			b.Fatal(err)
 		}
 	}
-	runtime.GC()
-	b.ReportAllocs()
-	b.ResetTimer()
-	cli0 := processCPU()
-	start := time.Now()
-	denied, err := runRedis(ctx, decide, values, conc, b.N, lat)
-	elapsed := time.Since(start)
-	cli := processCPU() - cli0
-	b.StopTimer()
-	if err != nil {
-		b.Fatal(err)
-	}
-	n := float64(b.N)
+	m := measure(b, ctx, decide, values, conc)
+	n := m.n
 	if t.cmd != "" {
 		srv1, err := redisServerCPU(ctx, admin)
 		if err != nil {
@@ -336,16 +318,9 @@ func benchRLS(b *testing.B, t rlsTarget, rules service.Rules, addr string, admin
 		}
 		b.ReportMetric((srv1-srv0).Seconds()*1e6/n, "srv-cpu-µs/op")
 	}
-	slices.Sort(lat)
-	ops := n / elapsed.Seconds()
-	b.ReportMetric(ops, "ops/s")
-	b.ReportMetric(float64(percentile(lat, 0.50))/1e3, "p50-µs")
-	b.ReportMetric(float64(percentile(lat, 0.99))/1e3, "p99-µs")
-	b.ReportMetric(float64(lat[len(lat)-1])/1e3, "max-µs")
-	b.ReportMetric(float64(denied)/n, "denied/op")
-	if cli > 0 {
-		b.ReportMetric(cli.Seconds()*1e6/n, "cli-cpu-µs/op")
-	}
+	m.report(b)
+	b.ReportMetric(float64(m.lat[len(m.lat)-1])/1e3, "max-µs")
+	ops := n / m.elapsed.Seconds()
 	if t.redis && !t.baseline {
 		for name, base := range baselines {
 			b.ReportMetric(ops/base, "x-"+strings.TrimPrefix(name, "direct-incrby-expire-"))
@@ -367,6 +342,7 @@ func startRLS(t rlsTarget, rules service.Rules, addr string) (redisDecide, func(
 		Rules:      rules,
 		Headers:    service.HeadersDraft11,
 		Registerer: prometheus.NewRegistry(),
+		Failure:    t.failure,
 	})
 	if err != nil {
 		closeStore()
@@ -388,6 +364,7 @@ func startRLS(t rlsTarget, rules service.Rules, addr string) (redisDecide, func(
 		}
 		gs.Stop()
 		<-served
+		svc.Close()
 		closeStore()
 	}
 	clients := make([]pb.RateLimitServiceClient, rlsConns)

@@ -35,6 +35,13 @@
 // A policy in Shadow mode is evaluated, logged and counted, and never
 // refuses anything or shows in the headers.
 //
+// A policy with a Queue is NGINX's limit_req: rather than refusing a request
+// that comes too early, it makes the request wait its turn, up to a bound
+// (burst), and refuses only beyond it; nodelay and delay=N as in NGINX (see
+// package queue). With several queued policies the request waits the
+// longest of their delays, and a request whose client goes away while it
+// waits gives its place back and reaches no handler.
+//
 // ConcurrencyPolicy bounds requests in flight, per key or in total, like
 // NGINX limit_conn; a slot is released when the handler returns, even if it
 // panics.
@@ -55,6 +62,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/queue"
 	"github.com/sluicehq/sluice/rlheader"
 )
 
@@ -78,8 +86,13 @@ type Policy struct {
 	// Name identifies the policy in headers, logs and metrics. Printable
 	// ASCII, not empty, unique within a Middleware.
 	Name string
-	// Limit is the limit each key gets.
+	// Limit is the limit each key gets. Leave it zero when Queue is set.
 	Limit sluice.Limit
+	// Queue, when not nil, makes the policy NGINX's limit_req (rate, burst,
+	// nodelay, delay=N): an early request waits its turn instead of being
+	// refused, and only a request beyond the burst is refused. The policy's
+	// limit is then the queue's meter, a sluice.LeakyBucket of Burst+1.
+	Queue *queue.Config
 	// Key says whose allowance a request spends. Required.
 	Key KeyFunc
 	// Cost is what a request spends; nil means 1. A cost below 1 or above
@@ -104,6 +117,9 @@ type ConcurrencyPolicy struct {
 	Key KeyFunc
 	// OnMissingKey is what to do when Key finds no key.
 	OnMissingKey MissingKey
+	// Shadow counts and logs the requests the policy would refuse and
+	// refuses none, like NGINX's limit_conn_dry_run.
+	Shadow bool
 }
 
 // CostFunc returns what a request costs.
@@ -120,6 +136,9 @@ type Config struct {
 	Concurrency []ConcurrencyPolicy
 	// StatusCode is the status of a refused request. Default 429.
 	StatusCode int
+	// ConcurrencyStatusCode is the status of a request refused by a
+	// ConcurrencyPolicy (NGINX's limit_conn_status). Default StatusCode.
+	ConcurrencyStatusCode int
 	// NoDraftHeaders leaves out RateLimit and RateLimit-Policy.
 	NoDraftHeaders bool
 	// LegacyHeaders adds X-RateLimit-Limit, -Remaining and -Reset.
@@ -142,6 +161,11 @@ type Config struct {
 	Logger *slog.Logger
 	// Metrics, when not nil, counts decisions, store errors and latency.
 	Metrics *Metrics
+	// Wait makes a request that a queued policy admitted wait d before it
+	// goes on, and returns an error if it must not go on (its context
+	// ended). Nil waits on a timer, returning ctx.Err() when the context
+	// ends first. Tests replace it to see NGINX's delays without waiting.
+	Wait func(ctx context.Context, d time.Duration) error
 }
 
 // MaxKeyLen is the longest key passed on as is; longer keys are hashed.
@@ -182,6 +206,7 @@ var (
 type compiled struct {
 	Policy
 	header rlheader.Policy
+	q      *queue.Queue // for a queued policy
 }
 
 // New checks cfg and returns a Middleware.
@@ -197,6 +222,15 @@ func New(cfg Config) (*Middleware, error) {
 	}
 	if cfg.StatusCode < 400 || cfg.StatusCode > 599 {
 		return nil, fmt.Errorf("httplimit: status %d is not between 400 and 599", cfg.StatusCode)
+	}
+	if cfg.ConcurrencyStatusCode == 0 {
+		cfg.ConcurrencyStatusCode = cfg.StatusCode
+	}
+	if cfg.ConcurrencyStatusCode < 400 || cfg.ConcurrencyStatusCode > 599 {
+		return nil, fmt.Errorf("httplimit: concurrency status %d is not between 400 and 599", cfg.ConcurrencyStatusCode)
+	}
+	if cfg.Wait == nil {
+		cfg.Wait = sleep
 	}
 	if cfg.StoreErrorStatus != 0 && (cfg.StoreErrorStatus < 400 || cfg.StoreErrorStatus > 599) {
 		return nil, fmt.Errorf("httplimit: store error status %d is not between 400 and 599", cfg.StoreErrorStatus)
@@ -225,6 +259,17 @@ func New(cfg Config) (*Middleware, error) {
 		if err := checkName(p.Name); err != nil {
 			return nil, err
 		}
+		var q *queue.Queue
+		if p.Queue != nil {
+			if p.Limit != (sluice.Limit{}) {
+				return nil, fmt.Errorf("httplimit: policy %q has both a Limit and a Queue", p.Name)
+			}
+			var err error
+			if q, err = queue.New(cfg.Limiter, *p.Queue); err != nil {
+				return nil, fmt.Errorf("httplimit: policy %q: %w", p.Name, err)
+			}
+			p.Limit = q.Limit()
+		}
 		if err := p.Limit.Validate(); err != nil {
 			return nil, fmt.Errorf("httplimit: policy %q: %w", p.Name, err)
 		}
@@ -235,7 +280,7 @@ func New(cfg Config) (*Middleware, error) {
 		if p.Limit.Period%time.Second == 0 {
 			h.Window = p.Limit.Period // w is whole seconds; otherwise it is left out
 		}
-		m.policies = append(m.policies, compiled{Policy: p, header: h})
+		m.policies = append(m.policies, compiled{Policy: p, header: h, q: q})
 	}
 	// Shadow policies go first, so that every request is counted by them
 	// even when an enforced policy refuses it.
@@ -307,9 +352,13 @@ func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, next http.Han
 			return
 		}
 		if !c.acquire(key) {
-			m.cfg.Logger.Info("httplimit: refused", "policy", c.Name, "key", key, "reason", "concurrency")
+			m.cfg.Logger.Info("httplimit: refused", "policy", c.Name, "key", key, "reason", "concurrency", "shadow", c.Shadow)
+			if c.Shadow {
+				m.cfg.Metrics.decision(c.Name, "shadow_rejected")
+				continue
+			}
 			m.cfg.Metrics.decision(c.Name, "rejected")
-			rej := Rejection{Status: m.cfg.StatusCode, Policies: []string{c.Name}, RetryAfter: time.Second}
+			rej := Rejection{Status: m.cfg.ConcurrencyStatusCode, Policies: []string{c.Name}, RetryAfter: time.Second}
 			if !m.cfg.NoDraftHeaders {
 				w.Header().Set("RateLimit-Policy", string(rlheader.AppendPolicies(nil, rlheader.Policy{Name: c.Name, Quota: int64(c.Max), Unit: "concurrent-requests"})))
 			}
@@ -322,6 +371,7 @@ func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, next http.Han
 	var buf [4]decision // no allocation for up to 4 policies
 	decisions := buf[:0]
 	var refused *decision
+	var delay time.Duration // the longest wait a queued policy asks
 	for i := range m.policies {
 		p := &m.policies[i]
 		key, ok := p.Key(r)
@@ -348,7 +398,16 @@ func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, next http.Han
 		if m.cfg.Metrics != nil {
 			start = time.Now()
 		}
-		res, err := m.cfg.Limiter.AllowN(ctx, key, p.Limit, cost)
+		var res sluice.Result
+		var wait time.Duration
+		var err error
+		if p.q != nil {
+			var d queue.Decision
+			d, err = p.q.ReserveN(ctx, key, cost)
+			res, wait = d.Result, d.Delay
+		} else {
+			res, err = m.cfg.Limiter.AllowN(ctx, key, p.Limit, cost)
+		}
 		if m.cfg.Metrics != nil {
 			m.cfg.Metrics.latency(p.Name, time.Since(start))
 		}
@@ -372,6 +431,10 @@ func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, next http.Han
 			continue // fail open for this policy
 		}
 		outcome := "allowed"
+		if wait > 0 && !p.Shadow {
+			outcome = "delayed"
+			delay = max(delay, wait)
+		}
 		if !res.Allowed {
 			outcome = "rejected"
 			if p.Shadow {
@@ -397,7 +460,31 @@ func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, next http.Han
 		m.reject(w, r, Rejection{Status: m.cfg.StatusCode, Policies: []string{refused.p.Name}, RetryAfter: refused.res.RetryAfter})
 		return
 	}
+	if delay > 0 {
+		if err := m.cfg.Wait(ctx, delay); err != nil {
+			// The client went away while queued: its place goes to the
+			// next request, and there is no one to answer.
+			m.giveBack(ctx, decisions)
+			m.cfg.Logger.Debug("httplimit: left the queue", "delay", delay, "err", err)
+			for _, d := range decisions {
+				m.cfg.Metrics.decision(d.p.Name, "cancelled")
+			}
+			return
+		}
+	}
 	next.ServeHTTP(w, r)
+}
+
+// sleep is Config.Wait's default: a timer, cut short by ctx.
+func sleep(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 }
 
 // setHeaders writes RateLimit-Policy for every policy decided and RateLimit

@@ -16,7 +16,7 @@ type Metrics struct {
 
 // NewMetrics creates the metrics and registers them with reg:
 //
-//	sluice_http_decisions_total{policy, outcome}   outcome: allowed, rejected, shadow_rejected
+//	sluice_http_decisions_total{policy, outcome}   outcome: allowed, delayed, rejected, shadow_rejected, cancelled
 //	sluice_http_store_errors_total{policy}
 //	sluice_http_decision_duration_seconds{policy}  time spent in the Limiter
 func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {

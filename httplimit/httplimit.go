@@ -120,6 +120,10 @@ type ConcurrencyPolicy struct {
 	// Shadow counts and logs the requests the policy would refuse and
 	// refuses none, like NGINX's limit_conn_dry_run.
 	Shadow bool
+	// Slots counts the requests in flight; nil gives the policy its own.
+	// Share one to bound several policies (or the same policy before and
+	// after a reconfiguration) together.
+	Slots *Slots
 }
 
 // CostFunc returns what a request costs.
@@ -308,7 +312,11 @@ func New(cfg Config) (*Middleware, error) {
 		if c.Max < 1 {
 			return nil, fmt.Errorf("httplimit: concurrency policy %q: max %d must be at least 1", c.Name, c.Max)
 		}
-		m.conc = append(m.conc, &concurrency{ConcurrencyPolicy: c, inflight: map[string]int{}})
+		slots := c.Slots
+		if slots == nil {
+			slots = new(Slots)
+		}
+		m.conc = append(m.conc, &concurrency{ConcurrencyPolicy: c, slots: slots})
 	}
 	return m, nil
 }
@@ -600,29 +608,51 @@ func (m *Middleware) groupKey(c *concurrency, r *http.Request) (string, bool) {
 	return m.finalKey(c.Name, k), true
 }
 
-// concurrency counts requests in flight per key.
-type concurrency struct {
-	ConcurrencyPolicy
+// Slots counts requests in flight per key for ConcurrencyPolicy. Give
+// several policies the same Slots (in one Middleware or several, or across
+// a reconfiguration) to bound their requests together, as one NGINX
+// limit_conn_zone is shared by every location that names it. The zero
+// Slots is ready to use; it is safe for concurrent use.
+type Slots struct {
 	mu       sync.Mutex
 	inflight map[string]int
 }
 
+// InFlight returns the requests in flight for key (a policy's key as the
+// Middleware scopes it: "<policy>:<key>", or "" for a policy without Key).
+func (s *Slots) InFlight(key string) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.inflight[key]
+}
+
+// concurrency is a ConcurrencyPolicy and its slots.
+type concurrency struct {
+	ConcurrencyPolicy
+	slots *Slots
+}
+
 func (c *concurrency) acquire(key string) bool {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.inflight[key] >= c.Max {
+	s := c.slots
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.inflight[key] >= c.Max {
 		return false
 	}
-	c.inflight[key]++
+	if s.inflight == nil {
+		s.inflight = map[string]int{}
+	}
+	s.inflight[key]++
 	return true
 }
 
 func (c *concurrency) release(key string) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if n := c.inflight[key]; n <= 1 {
-		delete(c.inflight, key)
+	s := c.slots
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if n := s.inflight[key]; n <= 1 {
+		delete(s.inflight, key)
 	} else {
-		c.inflight[key] = n - 1
+		s.inflight[key] = n - 1
 	}
 }

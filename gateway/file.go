@@ -1,0 +1,711 @@
+package gateway
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"os"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"gopkg.in/yaml.v3"
+
+	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/clientip"
+	"github.com/sluicehq/sluice/config"
+	"github.com/sluicehq/sluice/httplimit"
+	"github.com/sluicehq/sluice/queue"
+)
+
+// File is a proxy configuration file, parsed: the Config it describes and
+// the settings that belong to the program rather than to the Gateway.
+//
+// The file is YAML; see docs/proxy.md for every field. In short:
+//
+//	listen: ":8080"
+//	upstream: http://127.0.0.1:9000
+//	status: 429                     # limit_req_status; 400-599
+//	trusted_proxies: [10.0.0.0/8]
+//	limits:                         # like limit_req_zone + limit_req
+//	  - name: per_ip
+//	    key: ip
+//	    rate: 10r/s
+//	    burst: 20
+//	    nodelay: true
+//	conns:                          # like limit_conn_zone + limit_conn
+//	  - {name: per_ip_conn, key: ip, max: 10}
+//	routes:
+//	  - name: api
+//	    match: ["GET /api/", "POST /api/"]
+//	    limits: [per_ip]
+//	    conns: [per_ip_conn]
+type File struct {
+	// Name is the file's name as given to ParseFile.
+	Name string
+	// Config is the Gateway's configuration, without Limiter, Logger,
+	// AccessLog, Limits, Metrics, Transport and Wait, which the program
+	// sets.
+	Config Config
+	// Listen is the address to listen on ("" if not set).
+	Listen string
+	// Store is the store URL ("memory", "redis://…"; "" if not set).
+	Store string
+	// AccessLog is where the access log goes: "stderr" (default), "stdout",
+	// "off", or a file path.
+	AccessLog string
+}
+
+// LoadFile reads and parses the file at name.
+func LoadFile(name string) (*File, error) {
+	data, err := os.ReadFile(name)
+	if err != nil {
+		return nil, &config.Error{File: name, Msg: "cannot read the file", Err: err}
+	}
+	return ParseFile(name, data)
+}
+
+// The keys each block accepts.
+var (
+	fileKeys     = []string{"listen", "store", "upstream", "upstreams", "max_in_flight", "status", "conn_status", "dry_run", "headers", "hash_keys", "trusted_proxies", "forwarded_header", "upstream_timeout", "store_error_status", "access_log", "limits", "conns", "routes"}
+	upstreamKeys = []string{"name", "url", "max_in_flight", "preserve_host"}
+	limitKeys    = []string{"name", "key", "rate", "burst", "nodelay", "delay", "algorithm", "missing_key", "dry_run"}
+	connKeys     = []string{"name", "key", "max", "missing_key", "dry_run"}
+	routeKeys    = []string{"name", "match", "upstream", "limits", "conns"}
+)
+
+// ParseFile parses a proxy configuration. Every error is a *config.Error
+// naming the file, the line and what is wrong. ParseFile never panics.
+func ParseFile(name string, data []byte) (*File, error) {
+	p := &fileParser{f: &File{Name: name}}
+	var doc yaml.Node
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	if err := dec.Decode(&doc); err != nil {
+		if errors.Is(err, io.EOF) {
+			return nil, &config.Error{File: name, Msg: "the file is empty: it needs at least an upstream"}
+		}
+		return nil, config.SyntaxError(name, data, err)
+	}
+	root := &doc
+	if root.Kind == yaml.DocumentNode && len(root.Content) == 1 {
+		root = root.Content[0]
+	}
+	if err := p.parse(root); err != nil {
+		return nil, err
+	}
+	return p.f, nil
+}
+
+type fileParser struct {
+	f *File
+}
+
+func (p *fileParser) errf(n *yaml.Node, format string, args ...any) error {
+	e := &config.Error{File: p.f.Name, Msg: fmt.Sprintf(format, args...)}
+	if n != nil {
+		e.Line, e.Column = n.Line, n.Column
+	}
+	return e
+}
+
+// fields returns n's mapping as key → value node, refusing keys not in
+// allowed and duplicates.
+func (p *fileParser) fields(n *yaml.Node, what string, allowed []string) (map[string]*yaml.Node, error) {
+	if n.Kind == yaml.AliasNode {
+		n = n.Alias
+	}
+	if n.Kind != yaml.MappingNode {
+		return nil, p.errf(n, "%s must be a mapping", what)
+	}
+	m := map[string]*yaml.Node{}
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		k, v := n.Content[i], n.Content[i+1]
+		if v.Kind == yaml.AliasNode {
+			v = v.Alias
+		}
+		if !slices.Contains(allowed, k.Value) {
+			return nil, p.errf(k, "unknown key %q in %s (known: %s)", k.Value, what, strings.Join(allowed, ", "))
+		}
+		if _, dup := m[k.Value]; dup {
+			return nil, p.errf(k, "key %q appears twice in %s", k.Value, what)
+		}
+		m[k.Value] = v
+	}
+	return m, nil
+}
+
+func (p *fileParser) str(n *yaml.Node, what string) (string, error) {
+	if n.Kind != yaml.ScalarNode || n.Tag == "!!null" {
+		return "", p.errf(n, "%s must be a string", what)
+	}
+	return n.Value, nil
+}
+
+func (p *fileParser) integer(n *yaml.Node, what string, lo, hi int) (int, error) {
+	if n.Kind != yaml.ScalarNode || n.Tag != "!!int" {
+		return 0, p.errf(n, "%s must be a whole number", what)
+	}
+	v, err := strconv.Atoi(n.Value)
+	if err != nil || v < lo || v > hi {
+		return 0, p.errf(n, "%s %s is out of range (%d to %d)", what, n.Value, lo, hi)
+	}
+	return v, nil
+}
+
+func (p *fileParser) boolean(n *yaml.Node, what string) (bool, error) {
+	if n.Kind != yaml.ScalarNode || n.Tag != "!!bool" {
+		return false, p.errf(n, "%s must be true or false", what)
+	}
+	return n.Value == "true" || n.Value == "True" || n.Value == "TRUE", nil
+}
+
+// strings returns a string or a list of strings as a list.
+func (p *fileParser) strs(n *yaml.Node, what string) ([]string, error) {
+	if n.Kind == yaml.ScalarNode {
+		s, err := p.str(n, what)
+		return []string{s}, err
+	}
+	if n.Kind != yaml.SequenceNode {
+		return nil, p.errf(n, "%s must be a string or a list of strings", what)
+	}
+	var out []string
+	for _, c := range n.Content {
+		s, err := p.str(c, what)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, s)
+	}
+	return out, nil
+}
+
+func (p *fileParser) list(n *yaml.Node, what string) ([]*yaml.Node, error) {
+	if n.Kind != yaml.SequenceNode {
+		return nil, p.errf(n, "%s must be a list", what)
+	}
+	return n.Content, nil
+}
+
+func (p *fileParser) status(n *yaml.Node, what string) (int, error) {
+	// NGINX's limit_req_status and limit_conn_status accept 400 to 599.
+	return p.integer(n, what, 400, 599)
+}
+
+func (p *fileParser) parse(root *yaml.Node) error {
+	top, err := p.fields(root, "the file", fileKeys)
+	if err != nil {
+		return err
+	}
+	c := &p.f.Config
+	for _, k := range []struct {
+		key string
+		dst *string
+	}{{"listen", &p.f.Listen}, {"store", &p.f.Store}, {"access_log", &p.f.AccessLog}} {
+		if n := top[k.key]; n != nil {
+			if *k.dst, err = p.str(n, k.key); err != nil {
+				return err
+			}
+		}
+	}
+	if n := top["upstream"]; n != nil {
+		if top["upstreams"] != nil {
+			return p.errf(n, "both upstream and upstreams: use one")
+		}
+		u, err := p.url(n)
+		if err != nil {
+			return err
+		}
+		c.Upstreams = []Upstream{{Name: "upstream", URL: u}}
+	}
+	if n := top["upstreams"]; n != nil {
+		items, err := p.list(n, "upstreams")
+		if err != nil {
+			return err
+		}
+		for _, it := range items {
+			u, err := p.upstream(it, c.Upstreams)
+			if err != nil {
+				return err
+			}
+			c.Upstreams = append(c.Upstreams, u)
+		}
+	}
+	if len(c.Upstreams) == 0 {
+		return p.errf(root, "no upstream: set upstream (a URL) or upstreams")
+	}
+	for _, k := range []struct {
+		key string
+		dst *int
+		st  bool
+	}{{"max_in_flight", &c.MaxInFlight, false}, {"status", &c.StatusCode, true}, {"conn_status", &c.ConcurrencyStatusCode, true}, {"store_error_status", &c.StoreErrorStatus, true}} {
+		n := top[k.key]
+		if n == nil {
+			continue
+		}
+		if k.st {
+			*k.dst, err = p.status(n, k.key)
+		} else {
+			*k.dst, err = p.integer(n, k.key, 0, 1<<30)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	for _, k := range []struct {
+		key string
+		dst *bool
+	}{{"dry_run", &c.DryRun}, {"hash_keys", &c.HashKeys}} {
+		if n := top[k.key]; n != nil {
+			if *k.dst, err = p.boolean(n, k.key); err != nil {
+				return err
+			}
+		}
+	}
+	if n := top["headers"]; n != nil {
+		s, err := p.str(n, "headers")
+		if err != nil {
+			return err
+		}
+		switch s {
+		case "draft-11":
+		case "legacy":
+			c.NoDraftHeaders, c.LegacyHeaders = true, true
+		case "both":
+			c.LegacyHeaders = true
+		case "off":
+			c.NoDraftHeaders = true
+		default:
+			return p.errf(n, "headers %q: want draft-11, legacy, both or off", s)
+		}
+	}
+	if n := top["upstream_timeout"]; n != nil {
+		s, err := p.str(n, "upstream_timeout")
+		if err != nil {
+			return err
+		}
+		d, err := time.ParseDuration(s)
+		if err != nil || d < 0 {
+			return p.errf(n, "upstream_timeout %q is not a duration such as 30s", s)
+		}
+		c.UpstreamTimeout = d
+	}
+	res := &clientip.Resolver{}
+	if n := top["trusted_proxies"]; n != nil {
+		cidrs, err := p.strs(n, "trusted_proxies")
+		if err != nil {
+			return err
+		}
+		if res.TrustedProxies, err = clientip.ParsePrefixes(cidrs...); err != nil {
+			return p.errf(n, "trusted_proxies: %v", err)
+		}
+	}
+	if n := top["forwarded_header"]; n != nil {
+		s, err := p.str(n, "forwarded_header")
+		if err != nil {
+			return err
+		}
+		if res.Header, err = clientip.ParseHeader(s); err != nil {
+			return p.errf(n, "forwarded_header: %v", err)
+		}
+	}
+	c.TrustedProxies = res
+
+	limits := map[string]limitSpec{}
+	if n := top["limits"]; n != nil {
+		items, err := p.list(n, "limits")
+		if err != nil {
+			return err
+		}
+		for _, it := range items {
+			l, err := p.limit(it, res, limits)
+			if err != nil {
+				return err
+			}
+			limits[l.name] = l
+		}
+	}
+	conns := map[string]connSpec{}
+	if n := top["conns"]; n != nil {
+		items, err := p.list(n, "conns")
+		if err != nil {
+			return err
+		}
+		for _, it := range items {
+			cs, err := p.conn(it, res, limits, conns)
+			if err != nil {
+				return err
+			}
+			conns[cs.name] = cs
+		}
+	}
+	if n := top["routes"]; n != nil {
+		items, err := p.list(n, "routes")
+		if err != nil {
+			return err
+		}
+		mux := http.NewServeMux()
+		for _, it := range items {
+			rt, err := p.route(it, mux, limits, conns)
+			if err != nil {
+				return err
+			}
+			c.Routes = append(c.Routes, rt)
+		}
+	}
+	// Everything New checks beyond the above (an unknown upstream in a
+	// route, an invalid limit) is found again here, with its line.
+	return nil
+}
+
+func (p *fileParser) url(n *yaml.Node) (*url.URL, error) {
+	s, err := p.str(n, "the upstream URL")
+	if err != nil {
+		return nil, err
+	}
+	u, err := url.Parse(s)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return nil, p.errf(n, "upstream URL %q: want http:// or https:// and a host", s)
+	}
+	return u, nil
+}
+
+func (p *fileParser) upstream(n *yaml.Node, before []Upstream) (Upstream, error) {
+	var u Upstream
+	m, err := p.fields(n, "an upstream", upstreamKeys)
+	if err != nil {
+		return u, err
+	}
+	if m["name"] == nil || m["url"] == nil {
+		return u, p.errf(n, "an upstream needs a name and a url")
+	}
+	if u.Name, err = p.str(m["name"], "name"); err != nil {
+		return u, err
+	}
+	if u.Name == "" || slices.ContainsFunc(before, func(b Upstream) bool { return b.Name == u.Name }) {
+		return u, p.errf(m["name"], "upstream name %q is empty or used twice", u.Name)
+	}
+	if u.URL, err = p.url(m["url"]); err != nil {
+		return u, err
+	}
+	if v := m["max_in_flight"]; v != nil {
+		if u.MaxInFlight, err = p.integer(v, "max_in_flight", 0, 1<<30); err != nil {
+			return u, err
+		}
+	}
+	if v := m["preserve_host"]; v != nil {
+		if u.PreserveHost, err = p.boolean(v, "preserve_host"); err != nil {
+			return u, err
+		}
+	}
+	return u, nil
+}
+
+// limitSpec is a limit as written, made into a Policy per route (the
+// "route" key needs the route's name).
+type limitSpec struct {
+	name    string
+	key     func(route string) httplimit.KeyFunc
+	limit   sluice.Limit
+	queue   *queue.Config
+	missing httplimit.MissingKey
+	shadow  bool
+}
+
+type connSpec struct {
+	name    string
+	key     func(route string) httplimit.KeyFunc // nil: one group
+	max     int
+	missing httplimit.MissingKey
+	shadow  bool
+}
+
+var nameRE = regexp.MustCompile(`^[A-Za-z0-9_.-]{1,64}$`)
+
+func (p *fileParser) name(n *yaml.Node, taken func(string) bool) (string, error) {
+	if n == nil {
+		return "", errors.New("missing")
+	}
+	s, err := p.str(n, "name")
+	if err != nil {
+		return "", err
+	}
+	if !nameRE.MatchString(s) {
+		return "", p.errf(n, "name %q: use 1 to 64 letters, digits, '_', '.' or '-'", s)
+	}
+	if taken(s) {
+		return "", p.errf(n, "name %q is used twice (limits and conns share one namespace)", s)
+	}
+	return s, nil
+}
+
+var rateRE = regexp.MustCompile(`^([0-9]+)r/(s|m|h|d)$`)
+
+func (p *fileParser) limit(n *yaml.Node, res *clientip.Resolver, limits map[string]limitSpec) (limitSpec, error) {
+	var l limitSpec
+	m, err := p.fields(n, "a limit", limitKeys)
+	if err != nil {
+		return l, err
+	}
+	if m["name"] == nil || m["key"] == nil || m["rate"] == nil {
+		return l, p.errf(n, "a limit needs a name, a key and a rate")
+	}
+	if l.name, err = p.name(m["name"], func(s string) bool { _, ok := limits[s]; return ok }); err != nil {
+		return l, err
+	}
+	if l.key, err = p.key(m["key"], res); err != nil {
+		return l, err
+	}
+	rs, err := p.str(m["rate"], "rate")
+	if err != nil {
+		return l, err
+	}
+	rm := rateRE.FindStringSubmatch(strings.ReplaceAll(rs, " ", ""))
+	if rm == nil {
+		return l, p.errf(m["rate"], "rate %q: want N r/s, r/m, r/h or r/d, such as 10r/s or 30r/m", rs)
+	}
+	rate, err := strconv.Atoi(rm[1])
+	if err != nil || rate < 1 {
+		return l, p.errf(m["rate"], "rate %q: the number must be at least 1", rs)
+	}
+	period := map[string]time.Duration{"s": time.Second, "m": time.Minute, "h": time.Hour, "d": 24 * time.Hour}[rm[2]]
+	burst, hasBurst := 0, m["burst"] != nil
+	if hasBurst {
+		// NGINX refuses an explicit burst=0 ("invalid burst value").
+		if burst, err = p.integer(m["burst"], "burst", 1, 1<<30); err != nil {
+			return l, p.errf(m["burst"], "burst %s: must be at least 1 (leave it out for none, as NGINX does)", m["burst"].Value)
+		}
+	}
+	noDelay := false
+	if v := m["nodelay"]; v != nil {
+		if noDelay, err = p.boolean(v, "nodelay"); err != nil {
+			return l, err
+		}
+	}
+	delay := 0
+	if v := m["delay"]; v != nil {
+		if noDelay {
+			return l, p.errf(v, "delay and nodelay exclude each other, as in NGINX")
+		}
+		// NGINX refuses an explicit delay=0 ("invalid delay value").
+		if delay, err = p.integer(v, "delay", 1, 1<<30); err != nil {
+			return l, p.errf(v, "delay %s: must be at least 1 (leave it out for none, as NGINX does)", v.Value)
+		}
+		if delay > burst {
+			return l, p.errf(v, "delay %d is above burst %d", delay, burst)
+		}
+	}
+	if v := m["algorithm"]; v != nil {
+		s, err := p.str(v, "algorithm")
+		if err != nil {
+			return l, err
+		}
+		alg, err := sluice.ParseAlgorithm(s)
+		if err != nil {
+			return l, p.errf(v, "algorithm %q: want token_bucket, fixed_window, sliding_window, sliding_log or leaky_bucket (or leave it out for NGINX's queue)", s)
+		}
+		if noDelay || m["delay"] != nil {
+			return l, p.errf(v, "nodelay and delay belong to the queue; with algorithm %s every excess request is rejected at once", s)
+		}
+		l.limit = sluice.Limit{Algorithm: alg, Rate: rate, Period: period, Burst: burst}
+		if err := l.limit.Validate(); err != nil {
+			return l, p.errf(v, "%v", err)
+		}
+	} else {
+		l.queue = &queue.Config{Rate: rate, Period: period, Burst: burst, Delay: delay, NoDelay: noDelay}
+		if err := l.queue.Validate(); err != nil {
+			return l, p.errf(m["rate"], "%v", err)
+		}
+	}
+	if l.missing, err = p.missing(m["missing_key"]); err != nil {
+		return l, err
+	}
+	if v := m["dry_run"]; v != nil {
+		if l.shadow, err = p.boolean(v, "dry_run"); err != nil {
+			return l, err
+		}
+	}
+	return l, nil
+}
+
+func (p *fileParser) conn(n *yaml.Node, res *clientip.Resolver, limits map[string]limitSpec, conns map[string]connSpec) (connSpec, error) {
+	var c connSpec
+	m, err := p.fields(n, "a conn limit", connKeys)
+	if err != nil {
+		return c, err
+	}
+	if m["name"] == nil || m["max"] == nil {
+		return c, p.errf(n, "a conn limit needs a name and a max")
+	}
+	taken := func(s string) bool {
+		_, a := limits[s]
+		_, b := conns[s]
+		return a || b
+	}
+	if c.name, err = p.name(m["name"], taken); err != nil {
+		return c, err
+	}
+	if c.max, err = p.integer(m["max"], "max", 1, 1<<30); err != nil {
+		return c, err
+	}
+	if v := m["key"]; v != nil {
+		if c.key, err = p.key(v, res); err != nil {
+			return c, err
+		}
+	}
+	if c.missing, err = p.missing(m["missing_key"]); err != nil {
+		return c, err
+	}
+	if v := m["dry_run"]; v != nil {
+		if c.shadow, err = p.boolean(v, "dry_run"); err != nil {
+			return c, err
+		}
+	}
+	return c, nil
+}
+
+func (p *fileParser) missing(n *yaml.Node) (httplimit.MissingKey, error) {
+	if n == nil {
+		return httplimit.RejectMissing, nil
+	}
+	s, err := p.str(n, "missing_key")
+	if err != nil {
+		return 0, err
+	}
+	switch s {
+	case "reject":
+		return httplimit.RejectMissing, nil
+	case "skip":
+		return httplimit.SkipMissing, nil
+	}
+	return 0, p.errf(n, "missing_key %q: want reject or skip", s)
+}
+
+// key compiles a key: one part or a list of parts, each ip, global, route,
+// host, method or header:NAME.
+func (p *fileParser) key(n *yaml.Node, res *clientip.Resolver) (func(string) httplimit.KeyFunc, error) {
+	parts, err := p.strs(n, "key")
+	if err != nil {
+		return nil, err
+	}
+	if len(parts) == 0 {
+		return nil, p.errf(n, "key is empty")
+	}
+	var fs []func(string) httplimit.KeyFunc
+	for _, s := range parts {
+		var f func(string) httplimit.KeyFunc
+		switch {
+		case s == "ip":
+			kf := httplimit.ClientIP(res)
+			f = func(string) httplimit.KeyFunc { return kf }
+		case s == "global":
+			f = func(string) httplimit.KeyFunc { return httplimit.Global() }
+		case s == "route":
+			f = func(route string) httplimit.KeyFunc {
+				return func(*http.Request) (string, bool) { return route, true }
+			}
+		case s == "host":
+			f = func(string) httplimit.KeyFunc {
+				return func(r *http.Request) (string, bool) { return r.Host, r.Host != "" }
+			}
+		case s == "method":
+			f = func(string) httplimit.KeyFunc {
+				return func(r *http.Request) (string, bool) { return r.Method, true }
+			}
+		case strings.HasPrefix(s, "header:") && len(s) > len("header:"):
+			kf := httplimit.Header(s[len("header:"):])
+			f = func(string) httplimit.KeyFunc { return kf }
+		default:
+			return nil, p.errf(n, "key %q: want ip, global, route, host, method or header:NAME, or a list of them", s)
+		}
+		fs = append(fs, f)
+	}
+	if len(fs) == 1 {
+		return fs[0], nil
+	}
+	return func(route string) httplimit.KeyFunc {
+		kfs := make([]httplimit.KeyFunc, len(fs))
+		for i, f := range fs {
+			kfs[i] = f(route)
+		}
+		return httplimit.Composite(kfs...)
+	}, nil
+}
+
+func (p *fileParser) route(n *yaml.Node, mux *http.ServeMux, limits map[string]limitSpec, conns map[string]connSpec) (Route, error) {
+	var rt Route
+	m, err := p.fields(n, "a route", routeKeys)
+	if err != nil {
+		return rt, err
+	}
+	if m["name"] == nil || m["match"] == nil {
+		return rt, p.errf(n, "a route needs a name and a match")
+	}
+	if rt.Name, err = p.str(m["name"], "name"); err != nil {
+		return rt, err
+	}
+	if !nameRE.MatchString(rt.Name) || rt.Name == Unmatched {
+		return rt, p.errf(m["name"], "route name %q: use 1 to 64 letters, digits, '_', '.' or '-'", rt.Name)
+	}
+	if rt.Patterns, err = p.strs(m["match"], "match"); err != nil {
+		return rt, err
+	}
+	if len(rt.Patterns) == 0 {
+		return rt, p.errf(m["match"], "match has no pattern")
+	}
+	for i, pat := range rt.Patterns {
+		at := m["match"]
+		if at.Kind == yaml.SequenceNode {
+			at = at.Content[i]
+		}
+		if err := register(mux, pat, http.NotFoundHandler()); err != nil {
+			return rt, p.errf(at, "%v", err)
+		}
+	}
+	if v := m["upstream"]; v != nil {
+		if rt.Upstream, err = p.str(v, "upstream"); err != nil {
+			return rt, err
+		}
+		if !slices.ContainsFunc(p.f.Config.Upstreams, func(u Upstream) bool { return u.Name == rt.Upstream }) {
+			return rt, p.errf(v, "no upstream named %q", rt.Upstream)
+		}
+	}
+	if v := m["limits"]; v != nil {
+		names, err := p.strs(v, "limits")
+		if err != nil {
+			return rt, err
+		}
+		for _, name := range names {
+			l, ok := limits[name]
+			if !ok {
+				return rt, p.errf(v, "no limit named %q", name)
+			}
+			rt.Policies = append(rt.Policies, httplimit.Policy{
+				Name: l.name, Limit: l.limit, Queue: l.queue, Key: l.key(rt.Name),
+				OnMissingKey: l.missing, Shadow: l.shadow,
+			})
+		}
+	}
+	if v := m["conns"]; v != nil {
+		names, err := p.strs(v, "conns")
+		if err != nil {
+			return rt, err
+		}
+		for _, name := range names {
+			c, ok := conns[name]
+			if !ok {
+				return rt, p.errf(v, "no conn limit named %q", name)
+			}
+			cp := httplimit.ConcurrencyPolicy{Name: c.name, Max: c.max, OnMissingKey: c.missing, Shadow: c.shadow}
+			if c.key != nil {
+				cp.Key = c.key(rt.Name)
+			}
+			rt.Concurrency = append(rt.Concurrency, cp)
+		}
+	}
+	return rt, nil
+}

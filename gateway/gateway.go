@@ -1,0 +1,553 @@
+// Package gateway is a rate limiting reverse proxy: the job NGINX's
+// limit_req and limit_conn do in front of a service that cannot change its
+// code, with the headers of package httplimit.
+//
+// A Gateway routes each request by the patterns of its Routes (the syntax of
+// net/http's ServeMux, "[METHOD ][HOST]/[PATH]", the most specific pattern
+// winning), applies the route's httplimit policies (rate limits that reject
+// at once, NGINX-style queues with burst, nodelay and delay=N, and
+// in-flight limits per key), and passes what is admitted to the route's
+// upstream through an httputil.ReverseProxy. A request no pattern matches
+// goes to the default upstream with no limit.
+//
+// Three kinds of refusal are kept apart:
+//
+//   - a client over its rate or concurrency limit gets Config.StatusCode
+//     (429 by default; 503 for NGINX's default) from httplimit, with
+//     Retry-After, RateLimit, the reason header and a problem+json body;
+//   - when the upstream is saturated (Upstream.MaxInFlight, or
+//     Config.MaxInFlight for all of them) the gateway sheds the request with
+//     503 and Retry-After, whoever sent it;
+//   - when the upstream fails, the answer is 502 (504 on a timeout) with a
+//     problem+json body; the upstream's address stays in the log.
+//
+// Matching looks at the cleaned path (no "..", no "//"), so that
+// "/public/../admin" is limited as "/admin"; the upstream receives the path
+// as the client sent it. Unlike ServeMux, the gateway never redirects.
+//
+// Responses stream: the ReverseProxy flushes at once when the upstream sends
+// no Content-Length or an event stream, so long polls and server-sent
+// events pass without buffering. Hop-by-hop headers are dropped and
+// X-Forwarded-For, -Host and -Proto are set as ReverseProxy's
+// SetXForwarded does; an incoming X-Forwarded-For is kept only from a
+// trusted proxy.
+//
+// Update swaps the routes and limits of a running Gateway at once, with no
+// request lost; requests already in flight finish under the configuration
+// they started with. In-flight counts carry over: per upstream, in total,
+// and per concurrency policy (by name, whose counts every route naming the
+// policy shares, as NGINX's limit_conn zones are).
+package gateway
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/httputil"
+	"net/netip"
+	"net/url"
+	"path"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/clientip"
+	"github.com/sluicehq/sluice/httplimit"
+	"github.com/sluicehq/sluice/rlheader"
+)
+
+// Upstream is a server the gateway forwards to.
+type Upstream struct {
+	// Name identifies the upstream in routes, logs and metrics. Not empty,
+	// unique.
+	Name string
+	// URL is where requests go: scheme, host and an optional base path,
+	// which is joined to the request's path.
+	URL *url.URL
+	// MaxInFlight is the most requests forwarded to this upstream at once;
+	// beyond it the gateway sheds load with 503. 0 means no limit.
+	MaxInFlight int
+	// PreserveHost passes the client's Host header on, rather than the
+	// upstream's host (NGINX's proxy_set_header Host $host).
+	PreserveHost bool
+}
+
+// Route is a set of patterns and what applies to the requests they match.
+type Route struct {
+	// Name identifies the route in logs, metrics and the "route" key.
+	// Not empty, unique.
+	Name string
+	// Patterns are ServeMux patterns, "[METHOD ][HOST]/[PATH]": a path
+	// ending in "/" matches its whole subtree, {name} matches one segment
+	// and {name...} the rest. At least one.
+	Patterns []string
+	// Upstream names the upstream; "" is the first of Config.Upstreams.
+	Upstream string
+	// Policies are the route's rate limits, in order (httplimit.Policy:
+	// reject at once, or queue when Policy.Queue is set). A policy name
+	// used by several routes shares its allowances between them, as an
+	// NGINX zone does.
+	Policies []httplimit.Policy
+	// Concurrency are the route's in-flight limits per key (limit_conn).
+	Concurrency []httplimit.ConcurrencyPolicy
+}
+
+// Config configures a Gateway.
+type Config struct {
+	// Upstreams are the servers behind the gateway; the first is the
+	// default. At least one.
+	Upstreams []Upstream
+	// Routes say which limits apply to which requests.
+	Routes []Route
+	// Limiter decides every rate limit. Required if a route has policies.
+	Limiter sluice.Limiter
+	// MaxInFlight is the most requests forwarded at once to all upstreams
+	// together; beyond it the gateway sheds load with 503. 0: no limit.
+	MaxInFlight int
+	// StatusCode answers a request over a rate limit (limit_req_status).
+	// Default 429.
+	StatusCode int
+	// ConcurrencyStatusCode answers a request over a concurrency limit
+	// (limit_conn_status). Default StatusCode.
+	ConcurrencyStatusCode int
+	// DryRun counts and logs what every policy would refuse, and refuses
+	// and delays nothing (limit_req_dry_run, limit_conn_dry_run).
+	DryRun bool
+	// NoDraftHeaders and LegacyHeaders choose the headers, as in
+	// httplimit.Config.
+	NoDraftHeaders, LegacyHeaders bool
+	// HashKeys hashes keys before they reach the Limiter or a log.
+	HashKeys bool
+	// StoreErrorStatus is the status when the Limiter fails; 0 lets the
+	// request through (see httplimit.Config).
+	StoreErrorStatus int
+	// TrustedProxies decides whose X-Forwarded-For is believed, both for
+	// the client-IP keys of Routes and for the header sent upstream.
+	// Nil trusts no proxy.
+	TrustedProxies *clientip.Resolver
+	// Transport sends requests upstream; nil is a clone of
+	// http.DefaultTransport with more idle connections per host and
+	// UpstreamTimeout.
+	Transport http.RoundTripper
+	// UpstreamTimeout bounds the wait for an upstream's response headers
+	// with the default Transport; past it the answer is 504. 0: no bound.
+	UpstreamTimeout time.Duration
+	// AccessLog receives one line per request the gateway refuses, sheds or
+	// cannot forward, in NGINX's combined format followed by the outcome
+	// and the policy. Nil logs none.
+	AccessLog io.Writer
+	// Logger receives errors and the middleware's lines. Default
+	// slog.Default().
+	Logger *slog.Logger
+	// Limits and Metrics, when not nil, count decisions (httplimit) and
+	// the gateway's own outcomes. Reuse them across Update.
+	Limits  *httplimit.Metrics
+	Metrics *Metrics
+	// Wait replaces the queue's timer, as httplimit.Config.Wait.
+	Wait func(ctx context.Context, d time.Duration) error
+}
+
+// Gateway is a rate limiting reverse proxy. It is an http.Handler, safe for
+// concurrent use.
+type Gateway struct {
+	state     atomic.Pointer[state]
+	inflight  atomic.Int64 // forwarded now, all upstreams
+	transport http.RoundTripper
+
+	mu       sync.Mutex
+	counters map[string]*atomic.Int64    // per upstream name, kept across Update
+	slots    map[string]*httplimit.Slots // per concurrency policy name, likewise
+	logMu    sync.Mutex
+}
+
+// state is one configuration, compiled.
+type state struct {
+	cfg       Config
+	mux       *http.ServeMux // its handlers are *route
+	routes    int
+	fallback  *route
+	logger    *slog.Logger
+	logMu     *sync.Mutex // the access log's, shared across Update
+}
+
+type route struct {
+	name    string
+	handler http.Handler
+}
+
+// ServeHTTP makes a route a ServeMux handler, to be found, never called.
+func (rt *route) ServeHTTP(w http.ResponseWriter, r *http.Request) { rt.handler.ServeHTTP(w, r) }
+
+// New checks cfg and returns a Gateway.
+func New(cfg Config) (*Gateway, error) {
+	g := &Gateway{counters: map[string]*atomic.Int64{}, slots: map[string]*httplimit.Slots{}}
+	g.transport = cfg.Transport
+	if g.transport == nil {
+		t := http.DefaultTransport.(*http.Transport).Clone()
+		t.MaxIdleConnsPerHost = 256
+		t.MaxIdleConns = 1024
+		t.ResponseHeaderTimeout = cfg.UpstreamTimeout
+		g.transport = t
+	}
+	if err := g.Update(cfg); err != nil {
+		return nil, err
+	}
+	return g, nil
+}
+
+// Update replaces the Gateway's configuration. On error the running one is
+// kept. Transport and UpstreamTimeout are New's and are not changed.
+func (g *Gateway) Update(cfg Config) error {
+	st, err := g.compile(cfg)
+	if err != nil {
+		return err
+	}
+	g.state.Store(st)
+	return nil
+}
+
+// Close closes the idle connections to the upstreams.
+func (g *Gateway) Close() {
+	if t, ok := g.transport.(interface{ CloseIdleConnections() }); ok {
+		t.CloseIdleConnections()
+	}
+}
+
+func (g *Gateway) counter(name string) *atomic.Int64 {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	c := g.counters[name]
+	if c == nil {
+		c = new(atomic.Int64)
+		g.counters[name] = c
+	}
+	return c
+}
+
+// slotsFor returns the in-flight counts of the concurrency policy name,
+// shared by every route that names it and kept across Update.
+func (g *Gateway) slotsFor(name string) *httplimit.Slots {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	s := g.slots[name]
+	if s == nil {
+		s = new(httplimit.Slots)
+		g.slots[name] = s
+	}
+	return s
+}
+
+func (g *Gateway) compile(cfg Config) (*state, error) {
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	if len(cfg.Upstreams) == 0 {
+		return nil, errors.New("gateway: no upstream")
+	}
+	if cfg.MaxInFlight < 0 {
+		return nil, fmt.Errorf("gateway: max in flight %d is negative", cfg.MaxInFlight)
+	}
+	if cfg.TrustedProxies != nil {
+		if err := cfg.TrustedProxies.Validate(); err != nil {
+			return nil, fmt.Errorf("gateway: trusted proxies: %w", err)
+		}
+	}
+	st := &state{cfg: cfg, mux: http.NewServeMux(), logger: cfg.Logger, logMu: &g.logMu}
+	ups := map[string]Upstream{}
+	for i, u := range cfg.Upstreams {
+		if u.Name == "" {
+			return nil, fmt.Errorf("gateway: upstream %d has no name", i+1)
+		}
+		if _, dup := ups[u.Name]; dup {
+			return nil, fmt.Errorf("gateway: two upstreams are named %q", u.Name)
+		}
+		if u.URL == nil || (u.URL.Scheme != "http" && u.URL.Scheme != "https") || u.URL.Host == "" {
+			return nil, fmt.Errorf("gateway: upstream %q: the URL must be http:// or https:// with a host", u.Name)
+		}
+		if u.MaxInFlight < 0 {
+			return nil, fmt.Errorf("gateway: upstream %q: max in flight %d is negative", u.Name, u.MaxInFlight)
+		}
+		ups[u.Name] = u
+	}
+	mw := func(rt Route) (http.Handler, error) {
+		up := cfg.Upstreams[0].Name
+		if rt.Upstream != "" {
+			up = rt.Upstream
+		}
+		u, ok := ups[up]
+		if !ok {
+			return nil, fmt.Errorf("gateway: route %q: no upstream named %q", rt.Name, rt.Upstream)
+		}
+		h := g.forwarder(st, u, rt.Name)
+		if len(rt.Policies) == 0 && len(rt.Concurrency) == 0 {
+			return h, nil
+		}
+		pol := append([]httplimit.Policy(nil), rt.Policies...)
+		conc := append([]httplimit.ConcurrencyPolicy(nil), rt.Concurrency...)
+		for i := range conc {
+			if conc[i].Slots == nil {
+				conc[i].Slots = g.slotsFor(conc[i].Name)
+			}
+		}
+		if cfg.DryRun {
+			for i := range pol {
+				pol[i].Shadow = true
+			}
+			for i := range conc {
+				conc[i].Shadow = true
+			}
+		}
+		m, err := httplimit.New(httplimit.Config{
+			Limiter:               cfg.Limiter,
+			Policies:              pol,
+			Concurrency:           conc,
+			StatusCode:            cfg.StatusCode,
+			ConcurrencyStatusCode: cfg.ConcurrencyStatusCode,
+			NoDraftHeaders:        cfg.NoDraftHeaders,
+			LegacyHeaders:         cfg.LegacyHeaders,
+			HashKeys:              cfg.HashKeys,
+			StoreErrorStatus:      cfg.StoreErrorStatus,
+			Logger:                cfg.Logger,
+			Metrics:               cfg.Limits,
+			Wait:                  cfg.Wait,
+			WriteRejection: func(w http.ResponseWriter, r *http.Request, rej httplimit.Rejection) {
+				n := writeProblem(w, rlheader.QuotaExceeded(rej.Status, rej.Policies...), rej.Status)
+				st.access(r, rej.Status, n, "REJECTED", rej.Policies)
+				cfg.Metrics.outcome(rt.Name, "rejected")
+			},
+		})
+		if err != nil {
+			return nil, fmt.Errorf("gateway: route %q: %w", rt.Name, err)
+		}
+		return m.Handler(h), nil
+	}
+	names := map[string]bool{}
+	for _, rt := range cfg.Routes {
+		if rt.Name == "" {
+			return nil, errors.New("gateway: a route has no name")
+		}
+		if names[rt.Name] {
+			return nil, fmt.Errorf("gateway: two routes are named %q", rt.Name)
+		}
+		names[rt.Name] = true
+		if len(rt.Patterns) == 0 {
+			return nil, fmt.Errorf("gateway: route %q has no pattern", rt.Name)
+		}
+		h, err := mw(rt)
+		if err != nil {
+			return nil, err
+		}
+		r := &route{name: rt.Name, handler: h}
+		for _, p := range rt.Patterns {
+			if err := register(st.mux, p, r); err != nil {
+				return nil, fmt.Errorf("gateway: route %q: %w", rt.Name, err)
+			}
+		}
+		st.routes++
+	}
+	st.fallback = &route{name: Unmatched, handler: g.forwarder(st, cfg.Upstreams[0], Unmatched)}
+	return st, nil
+}
+
+// register registers h for pattern on mux, or returns why it cannot (bad
+// syntax, or a conflict with a pattern registered before), without the
+// panic of ServeMux.Handle.
+func register(mux *http.ServeMux, pattern string, h http.Handler) (err error) {
+	defer func() {
+		if v := recover(); v != nil {
+			err = fmt.Errorf("pattern %q: %v", pattern, v)
+		}
+	}()
+	mux.Handle(pattern, h)
+	return nil
+}
+
+// ServeHTTP routes r, applies its route's limits and forwards it.
+func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	st := g.state.Load()
+	rt := st.match(r)
+	rt.handler.ServeHTTP(w, r)
+}
+
+// match finds r's route by the cleaned path, never redirecting: where
+// ServeMux would redirect "/a" to its subtree "/a/", "/a" belongs to the
+// subtree's route.
+func (st *state) match(r *http.Request) *route {
+	if st.routes == 0 {
+		return st.fallback
+	}
+	look := r
+	if p := cleanPath(r.URL.Path); p != r.URL.Path {
+		look = withPath(r, p)
+	}
+	h, pattern := st.mux.Handler(look)
+	if _, ok := h.(*route); !ok && !strings.HasSuffix(look.URL.Path, "/") {
+		h, pattern = st.mux.Handler(withPath(look, look.URL.Path+"/"))
+	}
+	if rt, ok := h.(*route); ok {
+		r.Pattern = pattern // for httplimit.Route keys
+		return rt
+	}
+	return st.fallback
+}
+
+// withPath returns a shallow copy of r whose URL has path p, for matching.
+func withPath(r *http.Request, p string) *http.Request {
+	u := *r.URL
+	u.Path, u.RawPath = p, ""
+	c := *r
+	c.URL = &u
+	return &c
+}
+
+// cleanPath is path.Clean keeping a trailing slash, as ServeMux cleans.
+func cleanPath(p string) string {
+	if p == "" {
+		return "/"
+	}
+	if p[0] != '/' {
+		p = "/" + p
+	}
+	np := path.Clean(p)
+	if p[len(p)-1] == '/' && np != "/" {
+		np += "/"
+	}
+	return np
+}
+
+// Unmatched is the route name, in logs and metrics, of the requests no
+// pattern matches.
+const Unmatched = "-"
+
+// forwarder returns the handler of route that sheds load beyond the
+// in-flight limits and forwards the rest to u.
+func (g *Gateway) forwarder(st *state, u Upstream, route string) http.Handler {
+	target := u.URL
+	trusted := st.cfg.TrustedProxies
+	rp := &httputil.ReverseProxy{
+		Transport: g.transport,
+		Rewrite: func(pr *httputil.ProxyRequest) {
+			host := pr.In.Host
+			// Keep the client's X-Forwarded-For only from a trusted proxy;
+			// SetXForwarded then appends the peer.
+			if trusted != nil && len(trusted.TrustedProxies) > 0 && fromTrusted(trusted, pr.In) {
+				if v := pr.In.Header.Values("X-Forwarded-For"); len(v) > 0 {
+					pr.Out.Header["X-Forwarded-For"] = v
+				}
+			}
+			pr.SetURL(target)
+			pr.SetXForwarded()
+			if u.PreserveHost {
+				pr.Out.Host = host
+			}
+		},
+		ErrorLog: log.New(slogWriter{st.logger}, "", 0),
+		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
+			st.upstreamError(w, r, route, u.Name, err)
+		},
+	}
+	mine := g.counter(u.Name)
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		total := g.inflight.Add(1)
+		defer g.inflight.Add(-1)
+		n := mine.Add(1)
+		defer mine.Add(-1)
+		if (st.cfg.MaxInFlight > 0 && total > int64(st.cfg.MaxInFlight)) || (u.MaxInFlight > 0 && n > int64(u.MaxInFlight)) {
+			st.shed(w, r, route, u.Name)
+			return
+		}
+		st.cfg.Metrics.outcome(route, "forwarded")
+		st.cfg.Metrics.inflight(u.Name, 1)
+		defer st.cfg.Metrics.inflight(u.Name, -1)
+		rp.ServeHTTP(w, r)
+	})
+}
+
+// fromTrusted reports whether r's peer is one of res's trusted proxies.
+func fromTrusted(res *clientip.Resolver, r *http.Request) bool {
+	ap, err := netip.ParseAddrPort(r.RemoteAddr)
+	if err != nil {
+		return false
+	}
+	a := ap.Addr().Unmap()
+	for _, p := range res.TrustedProxies {
+		if p.Contains(a) {
+			return true
+		}
+	}
+	return false
+}
+
+// shed answers 503 when the upstream is saturated.
+func (st *state) shed(w http.ResponseWriter, r *http.Request, route, upstream string) {
+	h := w.Header()
+	h.Set("Retry-After", "1")
+	h.Set("Cache-Control", "no-store")
+	n := writeProblem(w, rlheader.Problem{
+		Title:  "Service Unavailable",
+		Status: http.StatusServiceUnavailable,
+		Detail: "the upstream is saturated; retry later",
+	}, http.StatusServiceUnavailable)
+	st.access(r, http.StatusServiceUnavailable, n, "SHED", []string{upstream})
+	st.cfg.Metrics.outcome(route, "shed")
+}
+
+// upstreamError answers 502, or 504 on a timeout, when forwarding failed.
+func (st *state) upstreamError(w http.ResponseWriter, r *http.Request, route, upstream string, err error) {
+	if r.Context().Err() != nil {
+		// The client left; there is no one to answer.
+		st.cfg.Metrics.outcome(route, "cancelled")
+		return
+	}
+	status, title := http.StatusBadGateway, "Bad Gateway"
+	var ne net.Error
+	if errors.Is(err, context.DeadlineExceeded) || (errors.As(err, &ne) && ne.Timeout()) {
+		status, title = http.StatusGatewayTimeout, "Gateway Timeout"
+	}
+	st.logger.Warn("gateway: upstream failed", "upstream", upstream, "method", r.Method, "path", r.URL.Path, "status", status, "err", err)
+	w.Header().Set("Cache-Control", "no-store")
+	n := writeProblem(w, rlheader.Problem{
+		Title: title, Status: status,
+		Detail: "the upstream " + strconv.Quote(upstream) + " did not answer",
+	}, status)
+	st.access(r, status, n, "UPSTREAM_ERROR", []string{upstream})
+	st.cfg.Metrics.outcome(route, "upstream_error")
+}
+
+// writeProblem writes p as the response with status, and returns the body's
+// length.
+func writeProblem(w http.ResponseWriter, p rlheader.Problem, status int) int {
+	body, err := p.MarshalJSON()
+	if err != nil { // cannot happen with these values
+		body = []byte("{}")
+	}
+	h := w.Header()
+	h.Set("Content-Type", rlheader.ProblemContentType)
+	h.Set("Content-Length", strconv.Itoa(len(body)))
+	w.WriteHeader(status)
+	w.Write(body)
+	return len(body)
+}
+
+// slogWriter turns ReverseProxy's log lines into slog records.
+type slogWriter struct{ l *slog.Logger }
+
+func (s slogWriter) Write(p []byte) (int, error) {
+	s.l.Warn("gateway: proxy", "msg", string(trimNL(p)))
+	return len(p), nil
+}
+
+func trimNL(p []byte) []byte {
+	for len(p) > 0 && (p[len(p)-1] == '\n' || p[len(p)-1] == '\r') {
+		p = p[:len(p)-1]
+	}
+	return p
+}

@@ -1,0 +1,53 @@
+package gateway
+
+import (
+	"errors"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Metrics are the gateway's own Prometheus metrics; the decisions of each
+// policy are httplimit.Metrics'. A nil *Metrics records nothing.
+type Metrics struct {
+	requests *prometheus.CounterVec
+	inFlight *prometheus.GaugeVec
+}
+
+// NewMetrics creates the metrics and registers them with reg:
+//
+//	sluice_proxy_requests_total{route, outcome}  outcome: forwarded, rejected, shed, upstream_error, cancelled
+//	sluice_proxy_in_flight{upstream}              requests being forwarded now
+//
+// The route label is the route's name, or "-" for requests no pattern
+// matched: its values are bounded by the configuration, never by traffic.
+func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
+	m := &Metrics{
+		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "sluice_proxy_requests_total", Help: "Requests by route and outcome.",
+		}, []string{"route", "outcome"}),
+		inFlight: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "sluice_proxy_in_flight", Help: "Requests being forwarded, by upstream.",
+		}, []string{"upstream"}),
+	}
+	for _, c := range []prometheus.Collector{m.requests, m.inFlight} {
+		if err := reg.Register(c); err != nil {
+			var are prometheus.AlreadyRegisteredError
+			if !errors.As(err, &are) {
+				return nil, err
+			}
+		}
+	}
+	return m, nil
+}
+
+func (m *Metrics) outcome(route, outcome string) {
+	if m != nil {
+		m.requests.WithLabelValues(route, outcome).Inc()
+	}
+}
+
+func (m *Metrics) inflight(upstream string, d float64) {
+	if m != nil {
+		m.inFlight.WithLabelValues(upstream).Add(d)
+	}
+}

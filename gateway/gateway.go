@@ -170,12 +170,12 @@ type Gateway struct {
 
 // state is one configuration, compiled.
 type state struct {
-	cfg       Config
-	mux       *http.ServeMux // its handlers are *route
-	routes    int
-	fallback  *route
-	logger    *slog.Logger
-	logMu     *sync.Mutex // the access log's, shared across Update
+	cfg      Config
+	mux      *http.ServeMux // its handlers are *route
+	routes   int
+	fallback *route
+	logger   *slog.Logger
+	logMu    *sync.Mutex // the access log's, shared across Update
 }
 
 type route struct {

@@ -792,4 +792,3 @@ func equalInts(a, b []int) bool {
 	}
 	return true
 }
-

@@ -87,7 +87,7 @@ func ParseFile(name string, data []byte) (*File, error) {
 	dec := yaml.NewDecoder(bytes.NewReader(data))
 	if err := dec.Decode(&doc); err != nil {
 		if errors.Is(err, io.EOF) {
-			return nil, &config.Error{File: name, Msg: "the file is empty: it needs at least an upstream"}
+			return &File{Name: name}, nil // an empty file: no limits
 		}
 		return nil, config.SyntaxError(name, data, err)
 	}
@@ -235,9 +235,8 @@ func (p *fileParser) parse(root *yaml.Node) error {
 			c.Upstreams = append(c.Upstreams, u)
 		}
 	}
-	if len(c.Upstreams) == 0 {
-		return p.errf(root, "no upstream: set upstream (a URL) or upstreams")
-	}
+	// No upstream is not an error here: the program may give one (sluice
+	// proxy -upstream); New refuses a Config without any.
 	for _, k := range []struct {
 		key string
 		dst *int

@@ -285,7 +285,7 @@ func TestNGINXConfigErrors(t *testing.T) {
 		{"upstream: http://u\nlimts: []\n", "proxy.yaml:2:"},
 		{"upstream: ftp://u\n", "proxy.yaml:1:"},
 		{"upstream: http://u\n  bad: [\n", "proxy.yaml:2:"},
-		{"", "proxy.yaml: config: the file is empty"},
+		{"[]", "proxy.yaml:1:1: config: the file must be a mapping"},
 	} {
 		_, err := gateway.ParseFile("proxy.yaml", []byte(tc.yaml))
 		if err == nil || !strings.HasPrefix(err.Error(), tc.want) {

@@ -1,7 +1,6 @@
 // Command sluice is the one binary of Sluice: a rate limit service, a
-// rate limiting reverse proxy, a config checker and a simulator. This build
-// has the commands serve, check, simulate, help and version; proxy is still
-// to come.
+// rate limiting reverse proxy, a config checker and a simulator, as the
+// commands serve, proxy, check, simulate, help and version.
 package main
 
 import (
@@ -38,6 +37,10 @@ func run(args []string, stdout, stderr io.Writer) int {
 		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 		defer stop()
 		return runServe(ctx, args[1:], stdout, stderr)
+	case "proxy":
+		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+		defer stop()
+		return runProxy(ctx, args[1:], stdout, stderr)
 	case "simulate":
 		return simulate(args[1:], stdout, stderr)
 	case "version", "-version", "--version":
@@ -60,6 +63,9 @@ Commands:
   check     validate a rate limit config and print its descriptor tree
             (sluice check PATH; a file or a directory of *.yaml files)
   help      show this help
+  proxy     run a rate limiting reverse proxy in front of a service, like
+            NGINX limit_req/limit_conn with honest headers
+            (sluice proxy -upstream URL -config FILE; sluice proxy -h)
   serve     run the rate limit service: Envoy's RateLimitService v3 over
             gRPC and POST /json over HTTP (sluice serve -h); with no
             flags, on the memory store with a built-in example config
@@ -67,8 +73,6 @@ Commands:
             clock and compare them (sluice simulate -h; sluice simulate
             accuracy for the sliding window's error against the exact log)
   version   print the version
-
-Not in this build yet: proxy (a rate limiting reverse proxy).
 `)
 }
 

@@ -15,7 +15,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/sluicehq/sluice/config"
-	"github.com/sluicehq/sluice/service"
 )
 
 // reloadDebounce is how long a burst of file-system events must be quiet
@@ -26,13 +25,16 @@ const (
 	maxDebounce    = 10 * reloadDebounce
 )
 
-// reloader loads the config into the service on SIGHUP and on file change,
-// one reload at a time (its methods are called from serve's main loop
-// only), and keeps the reload metrics.
+// reloader reloads the config on SIGHUP and on file change, one reload at a
+// time (its methods are called from the command's main loop only), and
+// keeps the reload metrics. serve and proxy each give it their own load.
 type reloader struct {
 	path string
-	svc  *service.Service
-	log  *slog.Logger
+	// load loads the config at path and swaps it in; an error (a
+	// *config.Error, ideally) fails the reload and keeps the running
+	// config.
+	load func(path string) error
+	log   *slog.Logger
 
 	// sum is the fingerprint of the config as last loaded or tried; known
 	// is false when there is none, so that the next change always
@@ -44,9 +46,9 @@ type reloader struct {
 	lastSuccess, ok   prometheus.Gauge
 }
 
-// newReloader returns the reloader of the config at path, which serve has
-// just loaded with fingerprint sum (known says whether it could be taken),
-// and registers its metrics on reg:
+// newReloader returns the reloader of the config at path, which the command
+// has just loaded with fingerprint sum (known says whether it could be
+// taken) and reloads with load, and registers its metrics on reg:
 //
 //   - sluice_config_reloads_total: successful reloads;
 //   - sluice_config_reload_failures_total: failed ones (the running config
@@ -55,9 +57,9 @@ type reloader struct {
 //     config was loaded, at start-up or by a reload;
 //   - sluice_config_last_reload_successful: 1 if the last load succeeded,
 //     else 0.
-func newReloader(path string, svc *service.Service, log *slog.Logger, reg prometheus.Registerer, sum [sha256.Size]byte, known bool) (*reloader, error) {
+func newReloader(path string, load func(path string) error, log *slog.Logger, reg prometheus.Registerer, sum [sha256.Size]byte, known bool) (*reloader, error) {
 	r := &reloader{
-		path: path, svc: svc, log: log, sum: sum, known: known,
+		path: path, load: load, log: log, sum: sum, known: known,
 		reloads: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "sluice_config_reloads_total",
 			Help: "Successful config reloads (SIGHUP or file change).",
@@ -98,8 +100,7 @@ func (r *reloader) reload(trigger string, force bool) {
 		return
 	}
 	r.sum, r.known = sum, err == nil
-	rules, err := config.Load(r.path)
-	if err != nil {
+	if err := r.load(r.path); err != nil {
 		r.failures.Inc()
 		r.ok.Set(0)
 		attrs := []any{"trigger", trigger, "err", err}
@@ -109,11 +110,22 @@ func (r *reloader) reload(trigger string, force bool) {
 		r.log.Error("reload failed; keeping the running config", attrs...)
 		return
 	}
-	r.svc.SetRules(rules)
 	r.reloads.Inc()
 	r.ok.Set(1)
 	r.lastSuccess.SetToCurrentTime()
 	r.log.Info("reloaded", "config", r.path, "trigger", trigger)
+}
+
+// loadRulesWith returns the load of a reloader that loads a rate limit config
+// (serve's) and swaps it in with apply.
+func loadRulesWith(apply func(*config.Config) error) func(string) error {
+	return func(path string) error {
+		rules, err := config.Load(path)
+		if err != nil {
+			return err
+		}
+		return apply(rules)
+	}
 }
 
 // fingerprint hashes the names and contents of the config files at path.

@@ -1,0 +1,314 @@
+package main
+
+import (
+	"context"
+	"crypto/sha256"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/sluicehq/sluice/failsafe"
+	"github.com/sluicehq/sluice/gateway"
+	"github.com/sluicehq/sluice/httplimit"
+	"github.com/sluicehq/sluice/memstore"
+)
+
+// proxyOptions are the flags of sluice proxy.
+type proxyOptions struct {
+	configPath, upstream, listen, adminAddr, store, failure string
+	accessLog, logLevel                                      string
+	dryRun, h2c, watch                                       bool
+}
+
+// runProxy runs the rate limiting reverse proxy until ctx ends, then drains
+// it: requests in flight (queued ones included) finish for up to 10
+// seconds.
+func runProxy(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	var o proxyOptions
+	fs := flag.NewFlagSet("proxy", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.StringVar(&o.configPath, "config", "", "the proxy's YAML config (routes, limits, conns; see docs/proxy.md)")
+	fs.StringVar(&o.upstream, "upstream", "", "the upstream URL (overrides the config's first upstream)")
+	fs.StringVar(&o.listen, "listen", "", `address to listen on (default the config's "listen", else :8080)`)
+	fs.StringVar(&o.adminAddr, "admin-addr", "127.0.0.1:9901", "address of /metrics and /healthcheck; empty: none")
+	fs.StringVar(&o.store, "store", "", `memory, or a Redis URL (default the config's "store", else memory)`)
+	fs.StringVar(&o.failure, "failure-mode", "open", "with Redis, what to do when it fails: open, closed or local")
+	fs.StringVar(&o.accessLog, "access-log", "", `where the access log of refused requests goes: stderr, stdout, off or a file (default the config's, else stderr)`)
+	fs.StringVar(&o.logLevel, "log-level", "info", "log level: debug, info, warn or error")
+	fs.BoolVar(&o.dryRun, "dry-run", false, "decide and log, never refuse or delay (NGINX's limit_req_dry_run)")
+	fs.BoolVar(&o.h2c, "h2c", false, "also accept HTTP/2 without TLS (prior knowledge)")
+	fs.BoolVar(&o.watch, "watch", true, "reload the config when its file changes (SIGHUP always reloads)")
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	if o.configPath == "" && o.upstream == "" {
+		fmt.Fprintln(stderr, "sluice proxy: give -config FILE, -upstream URL, or both")
+		return 2
+	}
+	level, err := parseLogLevel(o.logLevel)
+	if err != nil {
+		fmt.Fprintln(stderr, "sluice proxy:", err)
+		return 2
+	}
+	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
+
+	var sum [sha256.Size]byte
+	known := false
+	if o.configPath != "" {
+		sum, err = fingerprint(o.configPath)
+		known = err == nil
+	}
+	file, err := loadProxyFile(o)
+	if err != nil {
+		fmt.Fprintln(stderr, "sluice proxy:", err)
+		return 1
+	}
+	if o.listen == "" {
+		o.listen = file.Listen
+	}
+	if o.listen == "" {
+		o.listen = ":8080"
+	}
+	if o.store == "" {
+		o.store = file.Store
+	}
+	accessLog, closeLog, err := openAccessLog(o.accessLog, file.AccessLog, stderr)
+	if err != nil {
+		fmt.Fprintln(stderr, "sluice proxy:", err)
+		return 1
+	}
+	defer closeLog()
+
+	limiter, failure, closeStore, err := openStore(ctx, serveOptions{store: o.store, failure: o.failure}, log)
+	if err != nil {
+		fmt.Fprintln(stderr, "sluice proxy:", err)
+		return 1
+	}
+	defer closeStore()
+	if failure != nil {
+		// Redis behind one breaker, with the -failure-mode; local mode
+		// decides on an in-process store meanwhile.
+		fc := failsafe.Config{Primary: limiter, Mode: failure.Mode, Logger: log}
+		if failure.Mode == failsafe.Local {
+			local := memstore.New(memstore.Config{})
+			defer local.Close()
+			fc.Local = local
+		}
+		fl, err := failsafe.New(fc)
+		if err != nil {
+			fmt.Fprintln(stderr, "sluice proxy:", err)
+			return 1
+		}
+		limiter = fl
+	}
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	limits, err := httplimit.NewMetrics(reg)
+	if err != nil {
+		fmt.Fprintln(stderr, "sluice proxy:", err)
+		return 1
+	}
+	metrics, err := gateway.NewMetrics(reg)
+	if err != nil {
+		fmt.Fprintln(stderr, "sluice proxy:", err)
+		return 1
+	}
+	// complete fills in what the file does not say.
+	complete := func(f *gateway.File) gateway.Config {
+		c := f.Config
+		c.Limiter, c.Logger, c.AccessLog, c.Limits, c.Metrics = limiter, log, accessLog, limits, metrics
+		c.DryRun = c.DryRun || o.dryRun
+		return c
+	}
+	gw, err := gateway.New(complete(file))
+	if err != nil {
+		fmt.Fprintln(stderr, "sluice proxy:", err)
+		return 1
+	}
+	defer gw.Close()
+	for _, u := range file.Config.Upstreams {
+		checkUpstream(ctx, log, u)
+	}
+
+	var rl *reloader
+	if o.configPath != "" {
+		apply := func(string) error {
+			f, err := loadProxyFile(o)
+			if err != nil {
+				return err
+			}
+			return gw.Update(complete(f))
+		}
+		if rl, err = newReloader(o.configPath, apply, log, reg, sum, known); err != nil {
+			fmt.Fprintln(stderr, "sluice proxy:", err)
+			return 1
+		}
+	}
+
+	ln, err := net.Listen("tcp", o.listen)
+	if err != nil {
+		fmt.Fprintln(stderr, "sluice proxy:", err)
+		return 1
+	}
+	hs := &http.Server{Handler: gw, ReadHeaderTimeout: 10 * time.Second, ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
+	if o.h2c {
+		var p http.Protocols
+		p.SetHTTP1(true)
+		p.SetUnencryptedHTTP2(true)
+		hs.Protocols = &p
+	}
+	errc := make(chan error, 2)
+	go func() { errc <- hs.Serve(ln) }()
+	var admin *http.Server
+	var adminLn net.Listener
+	if o.adminAddr != "" {
+		if adminLn, err = net.Listen("tcp", o.adminAddr); err != nil {
+			hs.Close()
+			fmt.Fprintln(stderr, "sluice proxy: admin:", err)
+			return 1
+		}
+		mux := http.NewServeMux()
+		mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+		mux.HandleFunc("GET /healthcheck", func(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, "OK\n") })
+		admin = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+		go func() { errc <- admin.Serve(adminLn) }()
+	}
+
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
+	var changed <-chan struct{}
+	if rl != nil && o.watch {
+		cw, err := watchConfig(ctx, o.configPath, nil, log)
+		if err != nil {
+			log.Warn("not watching the config file; reload with SIGHUP", "config", o.configPath, "err", err)
+		} else {
+			defer cw.Close()
+			changed = cw.C
+		}
+	}
+
+	fmt.Fprintf(stdout, "sluice %s proxy on store %s\n", buildVersion(), storeName(o.store))
+	fmt.Fprintf(stdout, "  listening  http://%s", localAddr(ln.Addr()))
+	if o.h2c {
+		fmt.Fprint(stdout, "  (HTTP/1.1 and h2c)")
+	}
+	fmt.Fprintln(stdout)
+	for _, u := range file.Config.Upstreams {
+		fmt.Fprintf(stdout, "  upstream   %s  %s\n", u.Name, u.URL.Redacted())
+	}
+	if adminLn != nil {
+		fmt.Fprintf(stdout, "  admin      http://%s  (GET /metrics, GET /healthcheck)\n", localAddr(adminLn.Addr()))
+	}
+
+	code := 0
+loop:
+	for {
+		select {
+		case <-ctx.Done():
+			break loop
+		case <-hup:
+			if rl == nil {
+				log.Info("reload: nothing to reload (no -config)")
+				continue
+			}
+			rl.reload("SIGHUP", true)
+		case <-changed:
+			rl.reload("file change", false)
+		case err := <-errc:
+			if err != nil && !errors.Is(err, http.ErrServerClosed) {
+				fmt.Fprintln(stderr, "sluice proxy:", err)
+				code = 1
+			}
+			break loop
+		}
+	}
+	shutdown, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if admin != nil {
+		admin.Shutdown(shutdown)
+	}
+	if err := hs.Shutdown(shutdown); err != nil {
+		hs.Close()
+	}
+	return code
+}
+
+// loadProxyFile reads the config (or starts from nothing) and applies
+// -upstream.
+func loadProxyFile(o proxyOptions) (*gateway.File, error) {
+	f := &gateway.File{}
+	if o.configPath != "" {
+		var err error
+		if f, err = gateway.LoadFile(o.configPath); err != nil {
+			return nil, err
+		}
+	}
+	if o.upstream != "" {
+		u, err := url.Parse(o.upstream)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			return nil, fmt.Errorf("-upstream %q: want http:// or https:// and a host", o.upstream)
+		}
+		if len(f.Config.Upstreams) == 0 {
+			f.Config.Upstreams = []gateway.Upstream{{Name: "upstream"}}
+		}
+		f.Config.Upstreams[0].URL = u
+	}
+	return f, nil
+}
+
+// openAccessLog opens the access log named by the flag, else the file's
+// setting, else stderr.
+func openAccessLog(flagValue, fileValue string, stderr io.Writer) (io.Writer, func(), error) {
+	v := flagValue
+	if v == "" {
+		v = fileValue
+	}
+	switch v {
+	case "", "stderr":
+		return stderr, func() {}, nil
+	case "stdout":
+		return os.Stdout, func() {}, nil
+	case "off":
+		return nil, func() {}, nil
+	}
+	f, err := os.OpenFile(v, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644)
+	if err != nil {
+		return nil, nil, fmt.Errorf("access log: %w", err)
+	}
+	return f, func() { f.Close() }, nil
+}
+
+// checkUpstream warns when an upstream cannot be reached at start-up; the
+// proxy starts anyway (the upstream may come up later) and answers 502
+// meanwhile.
+func checkUpstream(ctx context.Context, log *slog.Logger, u gateway.Upstream) {
+	host := u.URL.Host
+	if u.URL.Port() == "" {
+		port := "80"
+		if u.URL.Scheme == "https" {
+			port = "443"
+		}
+		host = net.JoinHostPort(u.URL.Hostname(), port)
+	}
+	d := net.Dialer{Timeout: 2 * time.Second}
+	c, err := d.DialContext(ctx, "tcp", host)
+	if err != nil {
+		log.Warn("upstream unreachable at start-up; starting anyway (requests get 502 until it answers)", "upstream", u.Name, "addr", host, "err", err)
+		return
+	}
+	c.Close()
+}

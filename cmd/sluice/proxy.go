@@ -29,8 +29,8 @@ import (
 // proxyOptions are the flags of sluice proxy.
 type proxyOptions struct {
 	configPath, upstream, listen, adminAddr, store, failure string
-	accessLog, logLevel                                      string
-	dryRun, h2c, watch                                       bool
+	accessLog, logLevel                                     string
+	dryRun, h2c, watch                                      bool
 }
 
 // runProxy runs the rate limiting reverse proxy until ctx ends, then drains

@@ -34,7 +34,7 @@ type reloader struct {
 	// *config.Error, ideally) fails the reload and keeps the running
 	// config.
 	load func(path string) error
-	log   *slog.Logger
+	log  *slog.Logger
 
 	// sum is the fingerprint of the config as last loaded or tried; known
 	// is false when there is none, so that the next change always

@@ -243,7 +243,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 
 	var rl *reloader
 	if o.configPath != "" {
-		if rl, err = newReloader(o.configPath, svc, log, reg, sum, known); err != nil {
+		if rl, err = newReloader(o.configPath, loadRulesWith(func(c *config.Config) error { svc.SetRules(c); return nil }), log, reg, sum, known); err != nil {
 			fmt.Fprintln(stderr, "sluice serve:", err)
 			return 1
 		}

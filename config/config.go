@@ -27,6 +27,9 @@ type Domain struct {
 	File string
 	// Line is the line of the domain key in File.
 	Line int
+	// ForwardAuth is the domain's forward_auth section (a Sluice
+	// extension), or nil when it has none.
+	ForwardAuth *ForwardAuth
 
 	root  level
 	rules int
@@ -164,12 +167,22 @@ func (d *Domain) Lookup(entries []Entry) *RateLimit {
 func (d *Domain) Rules() int { return d.rules }
 
 // New combines domains into a Config. Two domains with the same name are an
-// error.
+// error, and so are two domains with a forward_auth section: the
+// forward-auth endpoint serves one domain.
 func New(domains ...*Domain) (*Config, error) {
 	c := &Config{domains: make(map[string]*Domain, len(domains))}
+	var auth *ForwardAuth
 	for _, d := range domains {
 		if prev := c.domains[d.Name]; prev != nil {
 			return nil, &Error{File: d.File, Line: d.Line, Msg: fmt.Sprintf("duplicate domain %q (also in %s:%d)", d.Name, prev.File, prev.Line)}
+		}
+		if fa := d.ForwardAuth; fa != nil {
+			if auth != nil {
+				return nil, &Error{File: fa.File, Line: fa.Line, Msg: fmt.Sprintf(
+					"a second forward_auth, in domain %q (the first is domain %q's, at %s:%d): one domain at most has one, since /auth serves one domain",
+					d.Name, auth.Domain, auth.File, auth.Line)}
+			}
+			auth = fa
 		}
 		c.domains[d.Name] = d
 		c.sorted = append(c.sorted, d)
@@ -286,13 +299,19 @@ func (c *Config) Dump(w io.Writer) {
 
 // Dump writes d's compiled tree: a line for the domain, then one line per
 // descriptor, indented by depth, as key or key=value, followed by its rule
-// (the sluice.Limit, "unlimited" or "blocked") and its flags in brackets:
+// (the sluice.Limit, "unlimited" or "blocked") and its flags in brackets;
+// then, when the domain has a forward_auth section, a line for it (its
+// place and trusted proxies) and one line per descriptor it builds, each
+// entry as key=<source>, a literal as its quoted value:
 //
 //	domain shop (shop.yaml)
 //	  remote_address: fixed_window 10/1s
 //	  remote_address=192.0.2.7: blocked (0 per second)
 //	  path=/api/* [share_threshold]
 //	    user: token_bucket 100/5m0s burst 20 (100 per 5 minutes) [name=api_user shadow_mode failure_mode=closed]
+//	forward_auth shop (shop.yaml:24) trusted_proxies 10.0.0.0/8
+//	  remote_address=<client_ip>
+//	  path=<path>, user=<header:X-User>
 //
 // Write errors are ignored.
 func (d *Domain) Dump(w io.Writer) {
@@ -306,6 +325,9 @@ func (d *Domain) Dump(w io.Writer) {
 		b.WriteString("  (no descriptors)\n")
 	}
 	dumpLevel(&b, &d.root, 1)
+	if d.ForwardAuth != nil {
+		dumpForwardAuth(&b, d.ForwardAuth)
+	}
 	io.WriteString(w, b.String())
 }
 

@@ -37,15 +37,17 @@
 // rate_limit unit (second, minute, hour, day, week, month, year; any case),
 // requests_per_unit, unlimited, name and replaces (a list of {name: ...}).
 // Sluice adds algorithm, burst, unit_multiplier and failure_mode under
-// rate_limit. Anchors, aliases and merge keys (<<) work as in YAML.
+// rate_limit, and a forward_auth section beside descriptors (see Forward
+// auth below). Anchors, aliases and merge keys (<<) work as in YAML.
 //
 // Loading is strict where envoyproxy/ratelimit is strict and in a few places
 // where it is silent: an unknown key, a missing or empty domain or key, a
 // unit together with unlimited: true, a missing unit or requests_per_unit on
 // a limited rule, a duplicate key/value at one level, a duplicate domain
 // across files, share_threshold without a wildcard value, a replaces naming
-// no rule of the domain, burst with a window algorithm, and a limit that
-// sluice.Limit.Validate rejects are all errors. Every error is an *Error that
+// no rule of the domain, burst with a window algorithm, a limit that
+// sluice.Limit.Validate rejects, and a forward_auth section that is
+// incomplete or in a second domain are all errors. Every error is an *Error that
 // names the file, line and column, such as
 //
 //	ratelimit.yaml:12:7: config: unknown key "requets_per_unit" in rate_limit (did you mean "requests_per_unit"?)
@@ -71,6 +73,39 @@
 // of characters, the empty one included; "foo*" is the prefix match of
 // envoyproxy/ratelimit. (There only a trailing '*' is special; a '*'
 // elsewhere is literal.)
+//
+// # Forward auth
+//
+// A domain's file may also say how the forward-auth endpoint of `sluice
+// serve` (/auth, called by Traefik's forwardAuth, Caddy's forward_auth and
+// NGINX's auth_request) builds this domain's request descriptors from the
+// request the proxy forwards. This is a Sluice extension; envoyproxy/ratelimit
+// has no such key, and a file without it is unchanged:
+//
+//	forward_auth:
+//	  trusted_proxies: [10.0.0.0/8, 192.0.2.7]   # optional
+//	  descriptors:                    # one RateLimitRequest descriptor each
+//	    - entries:
+//	        - {key: remote_address, from: client_ip}
+//	    - entries:
+//	        - {key: method, from: method}
+//	        - {key: path, from: path}
+//	    - entries:
+//	        - {key: tenant, from: header, header: X-Tenant}
+//	    - entries:
+//	        - {key: generic_key, from: literal, value: api}
+//	        - {key: uri, from: uri}
+//
+// An entry's from is one of client_ip (the client's address, from the
+// X-Forwarded-For entries written by trusted proxies), method, uri (path and
+// query), path, header (the request header named by header) and literal
+// (value itself); header goes with from: header only, value with from:
+// literal only. trusted_proxies lists networks or single addresses, and may
+// be empty when the server is told its proxies otherwise (sluice serve
+// -trusted-proxies). The descriptors are matched against the domain's rules
+// like any request's. At most one domain of a Config has a forward_auth
+// section. ForwardAuth holds it, compiled; Dump prints it after the
+// domain's tree.
 //
 // A Config is immutable once loaded and safe for concurrent use; Lookup does
 // not allocate.

@@ -66,3 +66,42 @@ descriptors:
 	// Output:
 	// ratelimit.yaml:6:7: config: unknown key "requets_per_unit" in rate_limit (did you mean "requests_per_unit"?)
 }
+
+func ExampleConfig_ForwardAuth() {
+	d, err := config.Parse("edge.yaml", []byte(`domain: edge
+descriptors:
+  - key: remote_address
+    rate_limit: {unit: minute, requests_per_unit: 60}
+  - key: method
+    descriptors:
+      - key: path
+        value: /login
+        rate_limit: {unit: minute, requests_per_unit: 5}
+forward_auth:                  # Sluice: what /auth asks about
+  trusted_proxies: [10.0.0.0/8]
+  descriptors:
+    - entries:
+        - {key: remote_address, from: client_ip}
+    - entries:
+        - {key: method, from: method}
+        - {key: path, from: path}
+`))
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	cfg, err := config.New(d)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	fa := cfg.ForwardAuth()
+	fmt.Println(fa.Domain, fa.TrustedProxies, len(fa.Descriptors), "descriptors")
+	for _, e := range fa.Descriptors[1].Entries {
+		fmt.Printf("%s from %v (line %d)\n", e.Key, e.From, e.Line)
+	}
+	// Output:
+	// edge [10.0.0.0/8] 2 descriptors
+	// method from method (line 16)
+	// path from path (line 17)
+}

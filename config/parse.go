@@ -23,7 +23,7 @@ const (
 
 // The keys each block accepts.
 var (
-	rootKeys       = []string{"domain", "descriptors"}
+	rootKeys       = []string{"domain", "descriptors", "forward_auth"}
 	descriptorKeys = []string{"key", "value", "rate_limit", "descriptors", "shadow_mode", "detailed_metric", "value_to_metric", "share_threshold", "quota_mode"}
 	rateLimitKeys  = []string{"unit", "requests_per_unit", "unlimited", "name", "replaces", "algorithm", "burst", "unit_multiplier", "failure_mode"}
 	replacesKeys   = []string{"name"}
@@ -91,8 +91,7 @@ func (p *parser) parse(data []byte) (*Domain, error) {
 	d := &Domain{File: p.file}
 	p.domain = d
 	p.names = make(map[string]bool)
-	var descriptors *yaml.Node
-	var domainNode *yaml.Node
+	var descriptors, domainNode, authKey, auth *yaml.Node
 	for _, f := range fields {
 		switch f.key.Value {
 		case "domain":
@@ -106,6 +105,8 @@ func (p *parser) parse(data []byte) (*Domain, error) {
 			d.Line = f.key.Line
 		case "descriptors":
 			descriptors = f.val
+		case "forward_auth":
+			authKey, auth = f.key, f.val
 		}
 	}
 	if domainNode == nil {
@@ -119,6 +120,11 @@ func (p *parser) parse(data []byte) (*Domain, error) {
 	for _, n := range p.refs {
 		if !p.names[n.Value] {
 			return nil, p.errf(n, "replaces %q, but no rate_limit of domain %q has that name", n.Value, d.Name)
+		}
+	}
+	if auth != nil {
+		if d.ForwardAuth, err = p.forwardAuth(authKey, auth); err != nil {
+			return nil, err
 		}
 	}
 	return d, nil
@@ -252,10 +258,12 @@ func containsStr(list []string, s string) bool {
 func unknownKey(k, where string, allowed []string) string {
 	msg := fmt.Sprintf("unknown key %q in %s", k, where)
 	switch {
-	case containsStr(allowed, "key") && containsStr(rateLimitKeys, k):
+	case where == "descriptor" && containsStr(rateLimitKeys, k):
 		return msg + " (it belongs under rate_limit)"
-	case containsStr(allowed, "unit") && containsStr(descriptorKeys, k):
+	case where == "rate_limit" && containsStr(descriptorKeys, k):
 		return msg + " (it belongs in the descriptor, beside rate_limit)"
+	case where == whereAuthDesc && containsStr(authEntryKeys, k):
+		return msg + " (a descriptor lists its entries under entries: - entries: [{key: ..., from: ...}])"
 	}
 	if s := suggest(k, allowed); s != "" {
 		return msg + fmt.Sprintf(" (did you mean %q?)", s)

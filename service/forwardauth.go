@@ -198,11 +198,35 @@ next:
 	return req
 }
 
-// serveAuth is the forward-auth endpoint; see Handler.
-func (s *Service) serveAuth(w http.ResponseWriter, r *http.Request) {
+// ForwardAuthHandler returns the forward-auth endpoint of s with the
+// mapping fa, validated as New validates Config.ForwardAuth: a handler that
+// answers as Handler's /auth does (see the package documentation), at
+// whatever path it is mounted, under the Service's rules, store and header
+// mode of the moment. It is for servers that change the mapping while they
+// serve, as on a config reload: build a handler for the new mapping and
+// swap it in. Config.ForwardAuth is simpler when the mapping is fixed.
+// fa's descriptors are copied; its Resolver must not change afterwards.
+// The handler is safe for concurrent use.
+func (s *Service) ForwardAuthHandler(fa *ForwardAuth) (http.Handler, error) {
+	if fa == nil {
+		return nil, errors.New("service: ForwardAuthHandler: nil ForwardAuth")
+	}
+	a, err := newForwardAuth(fa)
+	if err != nil {
+		return nil, err
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { s.serveAuthWith(a, w, r) }), nil
+}
+
+// serveAuth is the forward-auth endpoint of Config.ForwardAuth; see
+// Handler.
+func (s *Service) serveAuth(w http.ResponseWriter, r *http.Request) { s.serveAuthWith(s.auth, w, r) }
+
+// serveAuthWith answers a forward-auth request under the mapping a.
+func (s *Service) serveAuthWith(a *forwardAuth, w http.ResponseWriter, r *http.Request) {
 	h := w.Header()
 	h.Set("Cache-Control", "no-store")
-	req := s.auth.request(r)
+	req := a.request(r)
 	if len(req.Descriptors) == 0 {
 		w.WriteHeader(http.StatusOK) // nothing to limit, as Envoy does not ask
 		return

@@ -263,3 +263,55 @@ func TestSourceKindString(t *testing.T) {
 		}
 	}
 }
+
+// ForwardAuthHandler serves the same contract as Handler's /auth, wherever
+// it is mounted, for a Service built without Config.ForwardAuth; two
+// handlers of one Service share its store, and an invalid mapping is
+// refused as New refuses it.
+func TestForwardAuthHandler(t *testing.T) {
+	h := start(t, t0, service.Config{Rules: edgeRules()})
+	byIP, err := h.svc.ForwardAuthHandler(edgeAuth())
+	if err != nil {
+		t.Fatal(err)
+	}
+	byTenant, err := h.svc.ForwardAuthHandler(&service.ForwardAuth{Domain: "edge", Descriptors: [][]service.Source{
+		{{Key: "remote_address", From: service.FromHeader, Header: "X-Client"}},
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	send := func(hd http.Handler, hdr map[string]string) *httptest.ResponseRecorder {
+		req := httptest.NewRequest("GET", "/elsewhere", nil)
+		req.RemoteAddr = "10.0.0.2:1"
+		for k, v := range hdr {
+			req.Header.Set(k, v)
+		}
+		rec := httptest.NewRecorder()
+		hd.ServeHTTP(rec, req)
+		return rec
+	}
+	if rec := send(byIP, traefik("203.0.113.7", "GET", "/")); rec.Code != 200 || rec.Header().Get("RateLimit") != `"per-ip";r=1;t=40` {
+		t.Fatalf("first: %d %v", rec.Code, rec.Header())
+	}
+	// The other mapping names the same key and value: the same counter.
+	rec := send(byTenant, map[string]string{"X-Client": "203.0.113.7"})
+	if rec.Code != 200 || rec.Header().Get("RateLimit") != `"per-ip";r=0;t=40` {
+		t.Fatalf("second, through the other mapping: %d %v", rec.Code, rec.Header())
+	}
+	rec = send(byIP, traefik("203.0.113.7", "GET", "/"))
+	if rec.Code != 429 || rec.Header().Get("Retry-After") != "40" || rec.Header().Get("Cache-Control") != "no-store" {
+		t.Fatalf("third: %d %v, want 429 with Retry-After 40", rec.Code, rec.Header())
+	}
+	// Handler itself still has no /auth: the mapping is the caller's.
+	if rec := auth(h, "GET", "10.0.0.2:1", nil); rec.Code != http.StatusNotFound {
+		t.Errorf("Handler's /auth: %d, want 404", rec.Code)
+	}
+	for name, fa := range map[string]*service.ForwardAuth{
+		"nil":                    nil,
+		"client IP, no resolver": {Domain: "d", Descriptors: [][]service.Source{{{Key: "ip", From: service.FromClientIP}}}},
+	} {
+		if _, err := h.svc.ForwardAuthHandler(fa); err == nil {
+			t.Errorf("%s: no error", name)
+		}
+	}
+}

@@ -11,12 +11,15 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/netip"
 	"net/url"
 	"os"
 	"os/signal"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -24,6 +27,7 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/clientip"
 	"github.com/sluicehq/sluice/config"
 	"github.com/sluicehq/sluice/failsafe"
 	"github.com/sluicehq/sluice/memstore"
@@ -76,7 +80,7 @@ func notActedOn() []string {
 // environment variables over defaults.
 type serveOptions struct {
 	configPath, store, httpAddr, grpcAddr, headers, prefix, failure string
-	logLevel                                                        string
+	logLevel, trustedProxies                                        string
 	shadow, watch, localCache                                       bool
 }
 
@@ -194,7 +198,13 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	fs.BoolVar(&o.shadow, "shadow", envBool("SHADOW_MODE", false), "shadow mode: decide and count, never refuse")
 	fs.StringVar(&o.logLevel, "log-level", env("LOG_LEVEL", "info"), "log level: debug, info, warn or error")
 	fs.BoolVar(&o.watch, "watch", true, "reload the config when its files change (SIGHUP always reloads)")
+	fs.StringVar(&o.trustedProxies, "trusted-proxies", "", "the reverse proxies that call /auth, whose X-Forwarded-For is believed: comma-separated networks or addresses, added to the config's forward_auth trusted_proxies")
 	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	trusted, err := parseTrustedProxies(o.trustedProxies)
+	if err != nil {
+		fmt.Fprintln(stderr, "sluice serve: -trusted-proxies:", err)
 		return 2
 	}
 	level, err := parseLogLevel(o.logLevel)
@@ -217,6 +227,9 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		known = err == nil
 	}
 	rules, err := loadRules(o.configPath)
+	if err == nil {
+		err = checkForwardAuth(rules, trusted) // before the store is opened
+	}
 	if err != nil {
 		fmt.Fprintln(stderr, "sluice serve:", err)
 		return 1
@@ -240,10 +253,26 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		return 1
 	}
 	defer svc.Close() // the local fallback store, if a rule used one
+	auth := &authEndpoint{svc: svc, trusted: trusted}
+	if err := auth.set(rules); err != nil {
+		fmt.Fprintln(stderr, "sluice serve:", err)
+		return 1
+	}
+	// apply swaps a reloaded config in: the forward-auth mapping is built
+	// first, so that a config whose mapping fails keeps the running one.
+	apply := func(c *config.Config) error {
+		h, err := auth.build(c)
+		if err != nil {
+			return err
+		}
+		svc.SetRules(c)
+		auth.h.Store(&h)
+		return nil
+	}
 
 	var rl *reloader
 	if o.configPath != "" {
-		if rl, err = newReloader(o.configPath, loadRulesWith(func(c *config.Config) error { svc.SetRules(c); return nil }), log, reg, sum, known); err != nil {
+		if rl, err = newReloader(o.configPath, loadRulesWith(apply), log, reg, sum, known); err != nil {
 			fmt.Fprintln(stderr, "sluice serve:", err)
 			return 1
 		}
@@ -260,7 +289,10 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		fmt.Fprintln(stderr, "sluice serve:", err)
 		return 1
 	}
-	hs := &http.Server{Handler: svc.Handler(), ReadHeaderTimeout: 10 * time.Second}
+	mux := http.NewServeMux()
+	mux.Handle(service.ForwardAuthPath, auth)
+	mux.Handle("/", svc.Handler())
+	hs := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 	gs := grpc.NewServer()
 	svc.RegisterGRPC(gs)
 	errc := make(chan error, 2)
@@ -291,11 +323,17 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		source = "the built-in example config"
 	}
 	fmt.Fprintf(stdout, "sluice %s serving %s on store %s\n", buildVersion(), source, storeName(o.store))
-	fmt.Fprintf(stdout, "  HTTP  http://%s  (POST /json, GET /healthcheck, GET /metrics)\n", localAddr(httpLn.Addr()))
+	endpoints := "POST /json, GET /healthcheck, GET /metrics"
+	if fa := rules.ForwardAuth(); fa != nil {
+		endpoints = "POST /json, " + service.ForwardAuthPath + " (forward auth, domain " + fa.Domain + "), GET /healthcheck, GET /metrics"
+	}
+	fmt.Fprintf(stdout, "  HTTP  http://%s  (%s)\n", localAddr(httpLn.Addr()), endpoints)
 	fmt.Fprintf(stdout, "  gRPC  %s  (envoy.service.ratelimit.v3.RateLimitService)\n", grpcLn.Addr())
 	if o.configPath == "" {
 		fmt.Fprintf(stdout, "Try it: the example allows 3 per minute per user, so the 4th is a 429:\n")
 		fmt.Fprintf(stdout, "  for i in 1 2 3 4; do curl -s -o /dev/null -w '%%{http_code}\\n' -XPOST http://%s/json -d '{\"domain\":\"example\",\"descriptors\":[{\"entries\":[{\"key\":\"user\",\"value\":\"alice\"}]}]}'; done\n", localAddr(httpLn.Addr()))
+		fmt.Fprintf(stdout, "The same as a reverse proxy's forward-auth call (X-User is the user; try -i for the headers):\n")
+		fmt.Fprintf(stdout, "  for i in 1 2 3 4; do curl -s -o /dev/null -w '%%{http_code}\\n' -H 'X-User: bob' http://%s%s; done\n", localAddr(httpLn.Addr()), service.ForwardAuthPath)
 	}
 
 	code := 0
@@ -434,4 +472,111 @@ func envInt(name string) int64 {
 		return 0
 	}
 	return n
+}
+
+// parseTrustedProxies parses -trusted-proxies: networks or addresses
+// separated by commas; empty is none.
+func parseTrustedProxies(s string) ([]netip.Prefix, error) {
+	var list []string
+	for f := range strings.SplitSeq(s, ",") {
+		if f = strings.TrimSpace(f); f != "" {
+			list = append(list, f)
+		}
+	}
+	return clientip.ParsePrefixes(list...)
+}
+
+// authEndpoint is serve's /auth: the forward-auth handler of the running
+// config's forward_auth section, swapped on reload; 404 while the config
+// has none. It is safe for concurrent use.
+type authEndpoint struct {
+	svc     *service.Service
+	trusted []netip.Prefix // -trusted-proxies
+
+	h atomic.Pointer[http.Handler] // nil or a nil handler: no mapping
+}
+
+// ServeHTTP answers with the running mapping's handler, or 404.
+func (a *authEndpoint) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if h := a.h.Load(); h != nil && *h != nil {
+		(*h).ServeHTTP(w, r)
+		return
+	}
+	http.NotFound(w, r)
+}
+
+// set builds the handler of c's mapping and serves it.
+func (a *authEndpoint) set(c *config.Config) error {
+	h, err := a.build(c)
+	if err != nil {
+		return err
+	}
+	a.h.Store(&h)
+	return nil
+}
+
+// checkForwardAuth reports a client_ip entry of c's forward_auth section
+// when no proxy is trusted at all, neither by the section nor by the
+// -trusted-proxies list flag: every auth request comes from the proxy, so
+// without trusting it every client would share the proxy's address. The
+// error names the entry's file, line and column.
+func checkForwardAuth(c *config.Config, flag []netip.Prefix) error {
+	fa := c.ForwardAuth()
+	if fa == nil || len(fa.TrustedProxies) > 0 || len(flag) > 0 {
+		return nil
+	}
+	if e := fa.NeedsClientIP(); e != nil {
+		return &config.Error{File: fa.File, Line: e.Line, Column: e.Column, Msg: fmt.Sprintf(
+			"forward_auth entry %q is from: client_ip, but no proxy is trusted: list the proxies that call /auth in forward_auth's trusted_proxies or in sluice serve -trusted-proxies",
+			e.Key)}
+	}
+	return nil
+}
+
+// build returns the forward-auth handler of c's forward_auth section, nil
+// when it has none; the trusted proxies are the section's and
+// -trusted-proxies together. Its errors are *config.Error values (see
+// checkForwardAuth).
+func (a *authEndpoint) build(c *config.Config) (http.Handler, error) {
+	fa := c.ForwardAuth()
+	if fa == nil {
+		return nil, nil
+	}
+	if err := checkForwardAuth(c, a.trusted); err != nil {
+		return nil, err
+	}
+	trusted := append(slices.Clip(fa.TrustedProxies), a.trusted...)
+	sfa := &service.ForwardAuth{
+		Domain:      fa.Domain,
+		Resolver:    &clientip.Resolver{TrustedProxies: trusted},
+		Descriptors: make([][]service.Source, len(fa.Descriptors)),
+	}
+	for i, d := range fa.Descriptors {
+		srcs := make([]service.Source, len(d.Entries))
+		for j, e := range d.Entries {
+			srcs[j] = service.Source{Key: e.Key, Header: e.Header, Value: e.Value}
+			switch e.From {
+			case config.FromClientIP:
+				srcs[j].From = service.FromClientIP
+			case config.FromMethod:
+				srcs[j].From = service.FromMethod
+			case config.FromURI:
+				srcs[j].From = service.FromURI
+			case config.FromPath:
+				srcs[j].From = service.FromPath
+			case config.FromHeader:
+				srcs[j].From = service.FromHeader
+			case config.FromLiteral:
+				srcs[j].From = service.FromLiteral
+			default:
+				return nil, &config.Error{File: fa.File, Line: e.Line, Column: e.Column, Msg: fmt.Sprintf("forward_auth entry %q: unknown source %v", e.Key, e.From)}
+			}
+		}
+		sfa.Descriptors[i] = srcs
+	}
+	h, err := a.svc.ForwardAuthHandler(sfa)
+	if err != nil {
+		return nil, &config.Error{File: fa.File, Line: fa.Line, Msg: "forward_auth: " + err.Error(), Err: err}
+	}
+	return h, nil
 }

@@ -1,0 +1,403 @@
+package config
+
+import (
+	"fmt"
+	"net/netip"
+	"strconv"
+	"strings"
+
+	"gopkg.in/yaml.v3"
+)
+
+// AuthSource says where a forward_auth entry takes its value from.
+type AuthSource uint8
+
+// The sources of a forward_auth entry, as the config names them (from:).
+const (
+	// FromClientIP (client_ip) is the client's address, read from the
+	// X-Forwarded-For header as far as trusted proxies wrote it.
+	FromClientIP AuthSource = iota
+	// FromMethod (method) is the forwarded request's method.
+	FromMethod
+	// FromURI (uri) is the forwarded request's URI, path and query.
+	FromURI
+	// FromPath (path) is the forwarded request's path, without the query.
+	FromPath
+	// FromHeader (header) is the value of the request header named by
+	// AuthEntry.Header.
+	FromHeader
+	// FromLiteral (literal) is AuthEntry.Value itself, like Envoy's
+	// generic_key.
+	FromLiteral
+)
+
+// authSourceList lists the sources for error messages.
+const authSourceList = "client_ip, method, uri, path, header or literal"
+
+var authSourceNames = [...]string{
+	FromClientIP: "client_ip",
+	FromMethod:   "method",
+	FromURI:      "uri",
+	FromPath:     "path",
+	FromHeader:   "header",
+	FromLiteral:  "literal",
+}
+
+// String returns the source's configuration name, such as "client_ip", or
+// "unknown" for a value out of range.
+func (s AuthSource) String() string {
+	if int(s) < len(authSourceNames) {
+		return authSourceNames[s]
+	}
+	return "unknown"
+}
+
+// ForwardAuth is a domain's forward_auth section, a Sluice extension: the
+// descriptors that the forward-auth endpoint of `sluice serve` (/auth)
+// builds, for this domain, from each request a reverse proxy asks about. At
+// most one domain of a Config has one. A ForwardAuth belongs to its Config
+// and must not be modified; it is safe to read from many goroutines.
+type ForwardAuth struct {
+	// Domain is the domain of the file that holds the section; the
+	// descriptors are looked up in it.
+	Domain string
+	// TrustedProxies are the networks of trusted_proxies, whose
+	// X-Forwarded-For entries are believed (a single address is a /32 or
+	// /128). Empty when the section names none; the server may add its
+	// own.
+	TrustedProxies []netip.Prefix
+	// Descriptors are the descriptors to build, in order; at least one.
+	Descriptors []AuthDescriptor
+	// File and Line locate the forward_auth key.
+	File string
+	Line int
+}
+
+// AuthDescriptor is one descriptor of a forward_auth section.
+type AuthDescriptor struct {
+	// Entries are the descriptor's entries, in order; at least one.
+	Entries []AuthEntry
+	// Line is the line of the descriptor in its file.
+	Line int
+}
+
+// AuthEntry is one entry of a forward_auth descriptor: the entry's key and
+// where its value comes from.
+type AuthEntry struct {
+	// Key is the entry's key, as the domain's descriptors name it.
+	Key string
+	// From says where the value comes from.
+	From AuthSource
+	// Header names the request header of FromHeader; "" otherwise.
+	Header string
+	// Value is the value of FromLiteral; "" otherwise.
+	Value string
+	// Line and Column locate the entry in its file.
+	Line, Column int
+}
+
+// NeedsClientIP returns the first entry that reads the client's address
+// (FromClientIP), or nil when none does. A server uses it to refuse a
+// section that would need trusted proxies and has none, naming the entry.
+func (fa *ForwardAuth) NeedsClientIP() *AuthEntry {
+	for i := range fa.Descriptors {
+		for j := range fa.Descriptors[i].Entries {
+			if e := &fa.Descriptors[i].Entries[j]; e.From == FromClientIP {
+				return e
+			}
+		}
+	}
+	return nil
+}
+
+// ForwardAuth returns the forward_auth section of c's domains (at most one
+// has one, as New checks), or nil when there is none.
+func (c *Config) ForwardAuth() *ForwardAuth {
+	if c == nil {
+		return nil
+	}
+	for _, d := range c.sorted {
+		if d.ForwardAuth != nil {
+			return d.ForwardAuth
+		}
+	}
+	return nil
+}
+
+// The keys of the forward_auth blocks.
+var (
+	forwardAuthKeys    = []string{"trusted_proxies", "descriptors"}
+	authDescriptorKeys = []string{"entries"}
+	authEntryKeys      = []string{"key", "from", "header", "value"}
+)
+
+// The names of the forward_auth blocks in errors.
+const (
+	whereAuth      = "forward_auth"
+	whereAuthDesc  = "forward_auth descriptor"
+	whereAuthEntry = "forward_auth entry"
+)
+
+// forwardAuth compiles the forward_auth section n, whose key is key.
+func (p *parser) forwardAuth(key, n *yaml.Node) (*ForwardAuth, error) {
+	fields, err := p.fields(n, whereAuth, forwardAuthKeys)
+	if err != nil {
+		return nil, err
+	}
+	n = deref(n)
+	fa := &ForwardAuth{Domain: p.domain.Name, File: p.file, Line: key.Line}
+	var descs *yaml.Node
+	for _, f := range fields {
+		switch f.key.Value {
+		case "trusted_proxies":
+			if fa.TrustedProxies, err = p.prefixes(f.val); err != nil {
+				return nil, err
+			}
+		case "descriptors":
+			descs = f.val
+		}
+	}
+	if descs == nil {
+		return nil, p.errf(n, "forward_auth has no descriptors (want a list of {entries: [{key: ..., from: ...}]})")
+	}
+	list := deref(descs)
+	if list.Kind != yaml.SequenceNode {
+		return nil, p.errf(list, "forward_auth descriptors must be a list, not %s", kind(list))
+	}
+	if len(list.Content) == 0 {
+		return nil, p.errf(list, "forward_auth has no descriptors (want a list of {entries: [{key: ..., from: ...}]})")
+	}
+	for _, item := range list.Content {
+		d, err := p.authDescriptor(item)
+		if err != nil {
+			return nil, err
+		}
+		fa.Descriptors = append(fa.Descriptors, d)
+	}
+	return fa, nil
+}
+
+// prefixes reads trusted_proxies: a list of networks ("10.0.0.0/8") or
+// addresses ("192.0.2.1", a /32). Host bits are cleared, and an
+// IPv4-mapped IPv6 network of /96 or longer becomes the IPv4 network it
+// covers, since client addresses are compared unmapped.
+func (p *parser) prefixes(n *yaml.Node) ([]netip.Prefix, error) {
+	n = deref(n)
+	if n.Kind == yaml.ScalarNode && n.ShortTag() == "!!null" {
+		return nil, nil
+	}
+	if n.Kind != yaml.SequenceNode {
+		return nil, p.errf(n, "trusted_proxies must be a list of networks such as 10.0.0.0/8, not %s", kind(n))
+	}
+	out := make([]netip.Prefix, 0, len(n.Content))
+	for _, item := range n.Content {
+		s, err := p.str(item, "a trusted proxy")
+		if err != nil {
+			return nil, err
+		}
+		pf, err := parseProxy(strings.TrimSpace(s))
+		if err != nil {
+			e := p.errf(deref(item), "trusted proxy %q is not an address or a network such as 10.0.0.0/8", s)
+			e.Err = err
+			return nil, e
+		}
+		out = append(out, pf)
+	}
+	return out, nil
+}
+
+// parseProxy parses one trusted proxy; see prefixes.
+func parseProxy(s string) (netip.Prefix, error) {
+	var pf netip.Prefix
+	if strings.Contains(s, "/") {
+		var err error
+		if pf, err = netip.ParsePrefix(s); err != nil {
+			return pf, fmt.Errorf("config: %w", err)
+		}
+	} else {
+		a, err := netip.ParseAddr(s)
+		if err != nil {
+			return pf, fmt.Errorf("config: %w", err)
+		}
+		if a.Zone() != "" {
+			return pf, fmt.Errorf("config: address %q has a zone", s)
+		}
+		pf = netip.PrefixFrom(a, a.BitLen())
+	}
+	if a := pf.Addr(); a.Is4In6() && pf.Bits() >= 96 {
+		pf = netip.PrefixFrom(a.Unmap(), pf.Bits()-96)
+	}
+	return pf.Masked(), nil
+}
+
+// authDescriptor compiles one forward_auth descriptor.
+func (p *parser) authDescriptor(n *yaml.Node) (AuthDescriptor, error) {
+	var d AuthDescriptor
+	if err := p.countOne(n); err != nil {
+		return d, err
+	}
+	fields, err := p.fields(n, whereAuthDesc, authDescriptorKeys)
+	if err != nil {
+		return d, err
+	}
+	n = deref(n)
+	d.Line = n.Line
+	var entries *yaml.Node
+	for _, f := range fields {
+		entries = f.val // the only key
+	}
+	if entries == nil {
+		return d, p.errf(n, "forward_auth descriptor has no entries")
+	}
+	list := deref(entries)
+	if list.Kind != yaml.SequenceNode {
+		return d, p.errf(list, "entries must be a list of {key: ..., from: ...}, not %s", kind(list))
+	}
+	if len(list.Content) == 0 {
+		return d, p.errf(list, "forward_auth descriptor has no entries")
+	}
+	for _, item := range list.Content {
+		e, err := p.authEntry(item)
+		if err != nil {
+			return d, err
+		}
+		d.Entries = append(d.Entries, e)
+	}
+	return d, nil
+}
+
+// authEntry compiles one forward_auth entry.
+func (p *parser) authEntry(n *yaml.Node) (AuthEntry, error) {
+	var e AuthEntry
+	if err := p.countOne(n); err != nil {
+		return e, err
+	}
+	fields, err := p.fields(n, whereAuthEntry, authEntryKeys)
+	if err != nil {
+		return e, err
+	}
+	n = deref(n)
+	e.Line, e.Column = n.Line, n.Column
+	var keyNode, fromNode, headerNode, valueNode *yaml.Node
+	for _, f := range fields {
+		switch f.key.Value {
+		case "key":
+			keyNode = f.key
+			e.Key, err = p.str(f.val, "key")
+		case "from":
+			fromNode = f.key
+			var s string
+			if s, err = p.str(f.val, "from"); err == nil {
+				var ok bool
+				if e.From, ok = parseAuthSource(s); !ok {
+					msg := fmt.Sprintf("unknown from %q (want %s)", s, authSourceList)
+					if g := suggest(s, authSourceNames[:]); g != "" {
+						msg = fmt.Sprintf("unknown from %q (did you mean %q?)", s, g)
+					}
+					err = p.errf(deref(f.val), "%s", msg)
+				}
+			}
+		case "header":
+			headerNode = f.key
+			e.Header, err = p.str(f.val, "header")
+		case "value":
+			valueNode = f.key
+			e.Value, err = p.str(f.val, "value")
+		}
+		if err != nil {
+			return e, err
+		}
+	}
+	switch {
+	case keyNode == nil:
+		return e, p.errf(n, "forward_auth entry has no key")
+	case e.Key == "":
+		return e, p.errf(keyNode, "forward_auth entry has an empty key")
+	case fromNode == nil:
+		return e, p.errf(n, "forward_auth entry %q has no from (want %s)", e.Key, authSourceList)
+	case e.From == FromHeader && (headerNode == nil || e.Header == ""):
+		return e, p.errf(firstOf(headerNode, n), "forward_auth entry %q is from: header but names no header (header: X-...)", e.Key)
+	case e.From == FromHeader && !validHeaderName(e.Header):
+		return e, p.errf(headerNode, "header %q is not a valid header name", e.Header)
+	case e.From != FromHeader && headerNode != nil:
+		return e, p.errf(headerNode, "header applies only to from: header, not from: %v", e.From)
+	case e.From == FromLiteral && (valueNode == nil || e.Value == ""):
+		return e, p.errf(firstOf(valueNode, n), "forward_auth entry %q is from: literal but has no value", e.Key)
+	case e.From != FromLiteral && valueNode != nil:
+		return e, p.errf(valueNode, "value applies only to from: literal; from: %v reads the value from the request", e.From)
+	}
+	return e, nil
+}
+
+// countOne counts a forward_auth descriptor or entry against
+// maxDescriptors, which bounds what aliases can make Parse walk.
+func (p *parser) countOne(n *yaml.Node) error {
+	p.count++
+	if p.count > maxDescriptors {
+		return p.errf(n, "more than %d descriptors in one file", maxDescriptors)
+	}
+	return nil
+}
+
+// parseAuthSource returns the source named s (exact, lower case).
+func parseAuthSource(s string) (AuthSource, bool) {
+	for i, n := range authSourceNames {
+		if s == n {
+			return AuthSource(i), true
+		}
+	}
+	return 0, false
+}
+
+// validHeaderName reports whether s is an HTTP field name: one or more
+// token characters (RFC 9110, section 5.1).
+func validHeaderName(s string) bool {
+	if s == "" {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		switch {
+		case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9':
+		case strings.IndexByte("!#$%&'*+-.^_`|~", c) >= 0:
+		default:
+			return false
+		}
+	}
+	return true
+}
+
+// dumpForwardAuth writes fa for Dump: a line naming the section, then one
+// line per descriptor, its entries as key=<source> (a literal as its quoted
+// value), separated by commas.
+func dumpForwardAuth(b *strings.Builder, fa *ForwardAuth) {
+	b.WriteString("forward_auth " + fa.Domain)
+	if fa.File != "" {
+		b.WriteString(" (" + fa.File + ":" + strconv.Itoa(fa.Line) + ")")
+	}
+	if len(fa.TrustedProxies) > 0 {
+		b.WriteString(" trusted_proxies")
+		for _, pf := range fa.TrustedProxies {
+			b.WriteString(" " + pf.String())
+		}
+	}
+	b.WriteByte('\n')
+	for _, d := range fa.Descriptors {
+		b.WriteString("  ")
+		for i, e := range d.Entries {
+			if i > 0 {
+				b.WriteString(", ")
+			}
+			b.WriteString(e.Key + "=")
+			switch e.From {
+			case FromLiteral:
+				b.WriteString(strconv.Quote(e.Value))
+			case FromHeader:
+				b.WriteString("<header:" + e.Header + ">")
+			default:
+				b.WriteString("<" + e.From.String() + ">")
+			}
+		}
+		b.WriteByte('\n')
+	}
+}

@@ -1,0 +1,101 @@
+package config
+
+import (
+	"net/netip"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+)
+
+func TestForwardAuthParse(t *testing.T) {
+	d, err := Parse("edge.yaml", []byte(`domain: edge
+forward_auth:
+  trusted_proxies: [10.1.2.3/8, "::ffff:192.0.2.0/120", 2001:db8::1]
+  descriptors:
+    - entries:
+        - {key: remote_address, from: client_ip}
+    - entries:
+        - {key: generic_key, from: literal, value: "500"}
+        - {key: tenant, from: header, header: x-tenant}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := &ForwardAuth{
+		Domain: "edge",
+		File:   "edge.yaml",
+		Line:   2,
+		TrustedProxies: []netip.Prefix{
+			netip.MustParsePrefix("10.0.0.0/8"),
+			netip.MustParsePrefix("192.0.2.0/24"),
+			netip.MustParsePrefix("2001:db8::1/128"),
+		},
+		Descriptors: []AuthDescriptor{
+			{Line: 5, Entries: []AuthEntry{{Key: "remote_address", From: FromClientIP, Line: 6, Column: 11}}},
+			{Line: 7, Entries: []AuthEntry{
+				{Key: "generic_key", From: FromLiteral, Value: "500", Line: 8, Column: 11},
+				{Key: "tenant", From: FromHeader, Header: "x-tenant", Line: 9, Column: 11},
+			}},
+		},
+	}
+	if !reflect.DeepEqual(d.ForwardAuth, want) {
+		t.Errorf("ForwardAuth =\n%+v\nwant\n%+v", d.ForwardAuth, want)
+	}
+	if e := d.ForwardAuth.NeedsClientIP(); e == nil || e.Key != "remote_address" || e.Line != 6 {
+		t.Errorf("NeedsClientIP = %+v, want the remote_address entry at line 6", e)
+	}
+	c, err := New(d)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.ForwardAuth() != d.ForwardAuth {
+		t.Error("Config.ForwardAuth is not the domain's section")
+	}
+}
+
+func TestForwardAuthAbsent(t *testing.T) {
+	d, err := Parse("plain.yaml", []byte("domain: plain\ndescriptors:\n  - key: k\n    rate_limit: {unit: second, requests_per_unit: 1}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := New(d)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d.ForwardAuth != nil || c.ForwardAuth() != nil {
+		t.Errorf("a file without forward_auth has one: %+v", c.ForwardAuth())
+	}
+	var nilConfig *Config
+	if nilConfig.ForwardAuth() != nil {
+		t.Error("nil Config has a forward_auth")
+	}
+	fa := &ForwardAuth{Descriptors: []AuthDescriptor{{Entries: []AuthEntry{{Key: "m", From: FromMethod}}}}}
+	if e := fa.NeedsClientIP(); e != nil {
+		t.Errorf("NeedsClientIP without a client_ip entry = %+v", e)
+	}
+}
+
+// Only one domain may have a forward_auth section; the error names the
+// second and where the first is.
+func TestForwardAuthTwoDomains(t *testing.T) {
+	section := "forward_auth:\n  descriptors:\n    - entries: [{key: m, from: method}]\n"
+	dir := writeFiles(t, map[string]string{
+		"a.yaml": "domain: alpha\n" + section,
+		"b.yaml": "# b\ndomain: beta\n" + section,
+	})
+	_, err := Load(dir)
+	want := filepath.Join(dir, "b.yaml") + `:3: config: a second forward_auth, in domain "beta" (the first is domain "alpha"'s, at ` +
+		filepath.Join(dir, "a.yaml") + ":2)"
+	if err == nil || !strings.HasPrefix(err.Error(), want) {
+		t.Errorf("Load = %v, want an error starting %q", err, want)
+	}
+}
+
+func TestAuthSourceString(t *testing.T) {
+	for i, want := range []string{"client_ip", "method", "uri", "path", "header", "literal", "unknown"} {
+		if got := AuthSource(i).String(); got != want {
+			t.Errorf("AuthSource(%d) = %q, want %q", i, got, want)
+		}
+	}
+}

@@ -2,7 +2,8 @@
 // requests to a limited API and should neither make an overload worse nor
 // come back in waves.
 //
-// It has four parts, each usable alone, that compose as http.RoundTrippers:
+// It has five parts, each usable alone; Transport, Pacer and Breaker compose
+// as http.RoundTrippers:
 //
 //   - Backoff: exponential growth with a cap and full jitter by default
 //     (equal and decorrelated jitter as options), a maximum number of
@@ -16,9 +17,13 @@
 //   - Pacer: a RoundTripper that keeps requests under a limit with a token
 //     bucket from package sluice (per host, or per key), waiting rather than
 //     sending a request that would be refused, and that adapts to the
-//     server's RateLimit field.
+//     server's RateLimit field (what is left) and RateLimit-Policy field
+//     (the quota), never above its own limit.
 //   - Breaker: an optional circuit breaker (github.com/sony/gobreaker/v2)
 //     that fails fast while a dependency keeps failing.
+//   - Retry and Do: the Transport's loop for any operation, on the same
+//     Backoff. The operation marks an error as final with Permanent, or
+//     passes on a server's wait with RetryAfter.
 //
 // The recommended stack, outermost first:
 //
@@ -35,9 +40,19 @@
 // # One retry layer
 //
 // Retry layers multiply: three layers of four attempts make 64 requests out
-// of one. A Transport marks the requests it sends, and a Transport further
-// down the stack (or any Transport reached with such a request) makes a
-// single attempt. Do not put another retrying client around or under it.
+// of one, at the moment the server can least afford them. A Transport marks
+// the requests it sends, and Retry and Do mark the context they pass to
+// their operation; a Transport, Retry or Do reached with a mark makes a
+// single attempt, so only the outermost layer retries. Pass the
+// operation's context on to the requests it makes, or the mark is lost.
+//
+// The mark means nothing to retry layers from elsewhere: an SDK or an HTTP
+// client that retries on its own, or a service mesh that does. Keep exactly
+// one layer. Either turn the other layer's retries off (its max retries
+// set to 0) and let this package retry, or keep the other and give the
+// Transport (or Retry) a Backoff with MaxAttempts 1; keep the layer that
+// honours Retry-After and caps the total time. A Pacer and a Breaker never
+// retry, so they sit under any retrying layer without multiplying it.
 //
 // # Time
 //

@@ -1,11 +1,13 @@
 package client
 
 import (
+	"math/big"
 	"net/http"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/rlheader"
 )
 
@@ -97,6 +99,71 @@ func FuzzServerWait(f *testing.F) {
 				}
 				prev = w
 			}
+		}
+	})
+}
+
+// FuzzPolicyLimit checks what a Pacer learns from RateLimit-Policy (one
+// field line per '\n') against any configured limit and fraction: nothing
+// from a malformed field; otherwise a valid limit, strictly slower than the
+// configured one, within its capacity, that admits no more than q requests
+// in any span of w of each policy it obeys (for a fraction below 1).
+func FuzzPolicyLimit(f *testing.F) {
+	f.Add(`"default";q=10;w=1`, 100, int64(1000), 0.9)
+	f.Add(`"burst";q=100;w=60, "daily";q=1000;w=86400`, 5, int64(1000), 0.5)
+	f.Add(`"a";q=0;w=3`+"\n"+`"b";q=7;w=2;qu="requests";pk=:AQID:`, 1, int64(10), 0.0)
+	f.Add(`"c";q=10;w=0`, 100, int64(1000), 1.0)
+	f.Fuzz(func(t *testing.T, field string, rate int, periodMS int64, frac float64) {
+		lim := sluice.PerSecond(1).WithBurst(max(rate%1000, 1))
+		lim.Rate, lim.Period = rate, time.Duration(periodMS)*time.Millisecond
+		if lim.Validate() != nil {
+			return
+		}
+		h := http.Header{}
+		lines := strings.Split(field, "\n")
+		for _, v := range lines {
+			h.Add(rlheader.HeaderRateLimitPolicy, v)
+		}
+		frac = fraction(frac)
+		l, ok := learnPolicies(h, lim, frac)
+		ps, err := rlheader.ParsePolicies(h.Values(rlheader.HeaderRateLimitPolicy))
+		if ok != (err == nil && len(ps) > 0) {
+			t.Fatalf("learnPolicies ok = %v; ParsePolicies: %d policies, %v", ok, len(ps), err)
+		}
+		if !ok || l.limit.Rate == 0 {
+			return
+		}
+		got := l.limit
+		if err := got.Validate(); err != nil {
+			t.Fatalf("learned %+v: %v", got, err)
+		}
+		if !slower(int64(got.Rate), got.Period, int64(lim.Rate), lim.Period) || got.Burst > lim.Capacity() {
+			t.Fatalf("learned %+v, not below the configured %+v", got, lim)
+		}
+		if frac >= 1 {
+			return
+		}
+		obeyed := 0
+		for _, p := range ps {
+			if p.Unit != "" && p.Unit != rlheader.UnitRequests || p.Window <= 0 ||
+				!slower(p.Quota, p.Window, int64(lim.Rate), lim.Period) {
+				continue
+			}
+			pl, pok := scaledPolicy(p.Quota, p.Window, frac)
+			if !pok || !slower(int64(pl.Rate), pl.Period, int64(lim.Rate), lim.Period) {
+				continue
+			}
+			obeyed++
+			// Burst + ⌊Rate·w/Period⌋ ≤ max(q, 1).
+			n := new(big.Int).Mul(big.NewInt(int64(got.Rate)), big.NewInt(int64(p.Window)))
+			n.Quo(n, big.NewInt(int64(got.Period)))
+			n.Add(n, big.NewInt(int64(got.Burst)))
+			if n.Cmp(big.NewInt(max(p.Quota, 1))) > 0 {
+				t.Fatalf("learned %+v admits %v in a span of %v; policy %+v allows %d", got, n, p.Window, p, max(p.Quota, 1))
+			}
+		}
+		if obeyed == 0 {
+			t.Fatalf("learned %+v from no usable policy in %+v", got, ps)
 		}
 	})
 }

@@ -46,6 +46,33 @@ const sweepEvery = time.Minute
 // A 429 or 503 with a Retry-After (or an exhausted RateLimit item) blocks
 // its key in the same way until the time the server gave.
 //
+// # Learning the server's policy
+//
+// A server that sends the RateLimit-Policy field announces its quotas: q
+// requests per window of w seconds, for each named policy. When a policy
+// allows less than Limit (q per w below Rate per Period), the Pacer paces
+// the response's key at Fraction of it instead: ⌊Fraction·q⌋ per w, with
+// a burst small enough (⌊Fraction·q⌋ and q−⌊Fraction·q⌋, whichever is
+// less, at least 1) that no span of w sees more than q requests. With
+// several such policies the lowest rate and the smallest burst apply.
+// The bucket keeps its key, so what was spent under Limit still counts.
+//
+// Adapting never goes above Limit: a policy at or above Limit's rate is
+// not used, and a later field whose policies are all at or above it (or
+// all of another unit) returns the key to Limit. Each field replaces what
+// the key learned before; a response without the field changes nothing,
+// since a server may send it only now and then. A malformed field is
+// ignored as a whole, as the draft requires. Policies counted in other
+// units (qu="content-bytes", "concurrent-requests") and policies without
+// w are not used, nor are policies the core cannot express (a window of
+// more than a century); partition keys (pk) are not consulted, the Key
+// function already separates allowances. A quota of 0 is paced as a quota
+// of 1, so that the key keeps learning when the server admits it again.
+// The RateLimit field's reports, whatever policy their items name, still
+// narrow the learned rate as described above. A key that sends nothing
+// for its longest learned window (at least a minute, at most an hour)
+// forgets what it learned.
+//
 // The zero Pacer is not usable: Limit must be valid. A Pacer is safe for
 // concurrent use; do not change its fields once it is in use.
 type Pacer struct {
@@ -65,7 +92,13 @@ type Pacer struct {
 	// MaxServerWait bounds how long a server's report can hold a key.
 	// Zero means DefaultMaxServerWait; negative means no bound.
 	MaxServerWait time.Duration
-	// IgnoreServer turns adaptation off: only Limit paces.
+	// Fraction is the share of a quota announced in RateLimit-Policy that
+	// a key adapted to it uses (see above). Zero, or any value outside
+	// (0, 1], means DefaultFraction. It does not scale Limit, which is
+	// used as given.
+	Fraction float64
+	// IgnoreServer turns adaptation off: only Limit paces, and the
+	// RateLimit, RateLimit-Policy and Retry-After fields are not read.
 	IgnoreServer bool
 
 	once      sync.Once
@@ -85,7 +118,7 @@ func PerHost(req *http.Request) string {
 }
 
 // paceState is what a Pacer knows of one key beyond its bucket: the server's
-// latest report. Guarded by its mutex.
+// latest report and policy. Guarded by its mutex.
 type paceState struct {
 	mu       sync.Mutex
 	inflight int       // RoundTrips holding this state; guarded by Pacer.mu
@@ -93,6 +126,11 @@ type paceState struct {
 	applied  uint64    // sequence number of the request whose report is in force
 	until    time.Time // when the report in force ends; zero: none
 	budget   int64     // requests the report still allows before until
+
+	learnedAt uint64        // sequence number of the request whose policy is in force
+	policy    sluice.Limit  // the limit learned from RateLimit-Policy; zero Rate: none
+	remember  time.Duration // how long an idle key keeps policy
+	lastUsed  time.Time     // when a RoundTrip last took this state
 }
 
 func (p *Pacer) init() {
@@ -116,7 +154,8 @@ func (p *Pacer) acquire(key string, now time.Time) *paceState {
 		}
 		for k, s := range p.keys {
 			s.mu.Lock()
-			idle := s.inflight == 0 && !now.Before(s.until)
+			idle := s.inflight == 0 && !now.Before(s.until) &&
+				(s.policy.Rate == 0 || now.Sub(s.lastUsed) >= s.remember)
 			s.mu.Unlock()
 			if idle {
 				delete(p.keys, k)
@@ -129,6 +168,9 @@ func (p *Pacer) acquire(key string, now time.Time) *paceState {
 		p.keys[key] = s
 	}
 	s.inflight++
+	s.mu.Lock()
+	s.lastUsed = now
+	s.mu.Unlock()
 	return s
 }
 
@@ -188,7 +230,7 @@ func (p *Pacer) wait(req *http.Request, key string, s *paceState) (uint64, error
 			}
 			continue
 		}
-		res, err := p.Limiter.AllowN(ctx, key, p.Limit, 1)
+		res, err := p.Limiter.AllowN(ctx, key, s.limit(p.Limit), 1)
 		if err != nil {
 			return 0, fmt.Errorf("client: pacing %q: %w", key, err)
 		}
@@ -220,6 +262,30 @@ func (s *paceState) blocked(now time.Time) time.Duration {
 	return s.until.Sub(now)
 }
 
+// limit returns the limit the key is paced by: the learned policy if any,
+// else lim.
+func (s *paceState) limit(lim sluice.Limit) sluice.Limit {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.policy.Rate != 0 {
+		return s.policy
+	}
+	return lim
+}
+
+// learn puts the policy l, drawn from the response to request seq, in force,
+// unless a later request's is.
+func (s *paceState) learn(seq uint64, l learned) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if seq <= s.learnedAt {
+		return
+	}
+	s.learnedAt = seq
+	s.policy = l.limit
+	s.remember = min(max(l.window, sweepEvery), maxPolicyMemory)
+}
+
 // take spends one request of the report in force, if any, and numbers the
 // request.
 func (s *paceState) take(now time.Time) (uint64, bool) {
@@ -235,9 +301,12 @@ func (s *paceState) take(now time.Time) (uint64, bool) {
 	return s.sent, true
 }
 
-// observe applies the report of the response to request seq.
+// observe applies the policy and the report of the response to request seq.
 func (p *Pacer) observe(s *paceState, seq uint64, resp *http.Response) {
 	now := time.Now()
+	if l, ok := learnPolicies(resp.Header, p.Limit, fraction(p.Fraction)); ok {
+		s.learn(seq, l)
+	}
 	var rep report
 	ok := false
 	if resp.StatusCode == http.StatusTooManyRequests || resp.StatusCode == http.StatusServiceUnavailable {

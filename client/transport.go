@@ -111,15 +111,18 @@ type RetryEvent struct {
 }
 
 // RetryError is the error of a Transport that gave up without a response
-// to return: every attempt failed in transport, or the context ended during
-// a wait, or a body could not be rewound.
+// to return (every attempt failed in transport, or the context ended during
+// a wait, or a body could not be rewound), and of Retry and Do when they
+// give up.
 type RetryError struct {
 	// Attempts is the number of attempts made.
 	Attempts int
 	// LastStatus is the status of the last response received, or 0 if
-	// none was.
+	// none was (always 0 from Retry and Do).
 	LastStatus int
-	// Err is the last transport error, or the context's cause.
+	// Err is the last transport error, or the context's cause; from Retry
+	// and Do, the operation's last error, wrapped with the context's cause
+	// when the context ended.
 	Err error
 }
 

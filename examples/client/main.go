@@ -1,23 +1,32 @@
-// Command client shows a paced client staying under a server's rate limit.
+// Command client shows a paced client staying under a server's rate limit,
+// with `sluice proxy` as the server.
 //
-// It starts an HTTP server protected by package httplimit (a token bucket of
-// -limit requests per second, global) on a loopback port, in process, and
-// offers it twice that rate, first without pacing and then through a
-// client.Pacer set to 90% of the limit. It prints, second by second, how many
-// requests the server admitted and refused: the unpaced client is refused
-// about half the time, the paced one never once it is paced. Requests the
-// pacer cannot send within their one-second deadline fail on the client,
-// without reaching the server; that is the excess load, kept home.
+// It offers the proxy twice its limit three times: without pacing, through a
+// client.Pacer set to 90% of the limit, and through a Pacer set far above
+// the limit that learns the real quota from the proxy's RateLimit-Policy
+// header. It prints, second by second, how many requests the proxy admitted
+// and refused: the unpaced client is refused about half the time, the paced
+// ones not at all once paced. Requests a pacer cannot send within their
+// one-second deadline fail on the client without reaching the server; that
+// is the excess load, kept home.
 //
-// Issue 7 asks for this to drive `sluice serve` or `sluice proxy`; neither
-// command exists yet, so the program runs its own httplimit server. When
-// they land, point -url at one of them and skip the in-process server.
+// By default the program runs the proxy's engine (package gateway, with the
+// same proxy.yaml) and a trivial upstream in process:
 //
-//	go run ./examples/client -limit 20 -seconds 3
+//	go run ./examples/client -seconds 3
+//
+// Against a real `sluice proxy`, in two terminals:
+//
+//	go run ./cmd/sluice proxy -listen 127.0.0.1:8080 -upstream http://127.0.0.1:8081 -config examples/client/proxy.yaml
+//	go run ./examples/client -url http://127.0.0.1:8080/ -upstream 127.0.0.1:8081
+//
+// (-upstream makes the program serve the trivial upstream there.) The limit
+// in proxy.yaml is 20 requests per second; -limit must match it.
 package main
 
 import (
 	"context"
+	_ "embed"
 	"errors"
 	"flag"
 	"fmt"
@@ -26,30 +35,44 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	neturl "net/url"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/client"
-	"github.com/sluicehq/sluice/httplimit"
+	"github.com/sluicehq/sluice/gateway"
 	"github.com/sluicehq/sluice/memstore"
 )
 
 func main() {
-	limit := flag.Int("limit", 20, "the server's limit, in requests per second")
+	limit := flag.Int("limit", 20, "the proxy's limit, in requests per second (proxy.yaml's rate)")
 	seconds := flag.Int("seconds", 3, "how long each phase offers load")
-	url := flag.String("url", "", "an existing rate-limited server to drive instead of the in-process one")
+	url := flag.String("url", "", "a running `sluice proxy` to drive instead of the in-process one")
+	upAddr := flag.String("upstream", "", "with -url: serve the trivial upstream on this address")
 	flag.Parse()
 
 	target := *url
+	if *upAddr != "" {
+		up, _, err := listen(*upAddr, upstream())
+		if err != nil {
+			log.Fatal(err)
+		}
+		defer up.Shutdown(context.Background())
+	}
 	if target == "" {
-		srv, addr, err := serve(*limit)
+		up, upURL, err := listen("127.0.0.1:0", upstream())
+		if err != nil {
+			log.Fatal(err)
+		}
+		defer up.Shutdown(context.Background())
+		srv, addr, err := proxy(upURL)
 		if err != nil {
 			log.Fatal(err)
 		}
 		defer srv.Shutdown(context.Background())
-		target = "http://" + addr + "/"
+		target = addr + "/"
 	}
 
 	base := &http.Transport{MaxIdleConnsPerHost: 64}
@@ -64,28 +87,58 @@ func main() {
 	pacer := &client.Pacer{Base: base, Limit: sluice.PerSecond(*limit * 9 / 10).WithBurst(1)}
 	fmt.Printf("\nthrough a Pacer at %d/s:\n", *limit*9/10)
 	drive(pacer, target, offered, *seconds)
+
+	time.Sleep(time.Second)
+	learner := &client.Pacer{Base: base, Limit: sluice.PerSecond(10 * *limit)}
+	fmt.Printf("\nthrough a Pacer at %d/s that learns the quota from RateLimit-Policy:\n", 10**limit)
+	drive(learner, target, offered, *seconds)
 }
 
-// serve starts an httplimit-protected server on a loopback port.
-func serve(limit int) (*http.Server, string, error) {
-	store := memstore.New(memstore.Config{})
-	wrap, err := httplimit.Wrap(httplimit.Config{
-		Limiter:  store,
-		Policies: []httplimit.Policy{{Name: "global", Limit: sluice.PerSecond(limit), Key: httplimit.Global()}},
-		Logger:   slog.New(slog.NewTextHandler(io.Discard, nil)),
-	})
+//go:embed proxy.yaml
+var proxyYAML []byte
+
+// upstream is the trivial service behind the proxy.
+func upstream() http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, "ok\n") })
+}
+
+// proxy starts the engine of `sluice proxy` with proxy.yaml in front of
+// upstreamURL, on a loopback port.
+func proxy(upstreamURL string) (*http.Server, string, error) {
+	f, err := gateway.ParseFile("proxy.yaml", proxyYAML)
 	if err != nil {
 		return nil, "", err
 	}
-	h := wrap(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, "ok\n") }))
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	u, err := neturl.Parse(upstreamURL)
+	if err != nil {
+		return nil, "", err
+	}
+	store := memstore.New(memstore.Config{})
+	cfg := f.Config
+	cfg.Upstreams = []gateway.Upstream{{Name: "upstream", URL: u}}
+	cfg.Limiter = store
+	cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	g, err := gateway.New(cfg)
+	if err != nil {
+		return nil, "", err
+	}
+	srv, addr, err := listen("127.0.0.1:0", g)
+	if err != nil {
+		return nil, "", err
+	}
+	srv.RegisterOnShutdown(func() { g.Close(); store.Close() })
+	return srv, addr, nil
+}
+
+// listen serves h on addr and returns the server and its base URL.
+func listen(addr string, h http.Handler) (*http.Server, string, error) {
+	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return nil, "", err
 	}
 	srv := &http.Server{Handler: h, ReadHeaderTimeout: 5 * time.Second}
-	srv.RegisterOnShutdown(func() { store.Close() })
 	go srv.Serve(ln)
-	return srv, ln.Addr().String(), nil
+	return srv, "http://" + ln.Addr().String(), nil
 }
 
 // drive sends rate requests per second through rt for the given number of

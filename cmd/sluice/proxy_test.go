@@ -193,3 +193,47 @@ func TestProxyGracefulShutdown(t *testing.T) {
 		t.Fatalf("the queued request got %d during shutdown, want 200", code.Load())
 	}
 }
+
+// -h2c: HTTP/2 without TLS, with the limit_conn rule counting each stream
+// of one connection (NGINX case 62 over h2c).
+func TestProxyH2C(t *testing.T) {
+	entered, release := make(chan struct{}), make(chan struct{})
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/slow" {
+			entered <- struct{}{}
+			<-release
+		}
+	}))
+	defer up.Close()
+	cfg := filepath.Join(t.TempDir(), "c.yaml")
+	os.WriteFile(cfg, []byte("conn_status: 503\nconns: [{name: c, key: ip, max: 1}]\nroutes: [{name: all, match: /, conns: [c]}]\n"), 0o644)
+	p := launchProxy(t, "-config", cfg, "-upstream", up.URL, "-h2c")
+	var protos http.Protocols
+	protos.SetUnencryptedHTTP2(true)
+	tr := &http.Transport{Protocols: &protos}
+	defer tr.CloseIdleConnections()
+	c := &http.Client{Transport: tr}
+	done := make(chan int, 1)
+	go func() {
+		resp, err := c.Get(p.url + "/slow")
+		if err != nil {
+			done <- 0
+			return
+		}
+		resp.Body.Close()
+		done <- resp.StatusCode
+	}()
+	<-entered
+	resp, err := c.Get(p.url + "/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	close(release)
+	if resp.ProtoMajor != 2 || resp.StatusCode != 503 {
+		t.Fatalf("second stream: %s %d, want HTTP/2 503", resp.Proto, resp.StatusCode)
+	}
+	if code := <-done; code != 200 {
+		t.Fatalf("first stream: %d", code)
+	}
+}

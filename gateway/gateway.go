@@ -449,7 +449,8 @@ func (g *Gateway) forwarder(st *state, u Upstream, route string) http.Handler {
 				pr.Out.Host = host
 			}
 		},
-		ErrorLog: log.New(slogWriter{st.logger}, "", 0),
+		BufferPool: copyBuffers,
+		ErrorLog:   log.New(slogWriter{st.logger}, "", 0),
 		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
 			st.upstreamError(w, r, route, u.Name, err)
 		},
@@ -469,6 +470,27 @@ func (g *Gateway) forwarder(st *state, u Upstream, route string) http.Handler {
 		defer st.cfg.Metrics.inflight(u.Name, -1)
 		rp.ServeHTTP(w, r)
 	})
+}
+
+// copyBuffers lends the ReverseProxies their buffers for copying response
+// bodies, which each would otherwise allocate (32 KiB) for every response.
+var copyBuffers = &bufferPool{}
+
+// bufferPool is an httputil.BufferPool of 32 KiB buffers.
+type bufferPool struct{ p sync.Pool }
+
+func (b *bufferPool) Get() []byte {
+	if v, ok := b.p.Get().(*[]byte); ok {
+		return *v
+	}
+	return make([]byte, 32<<10)
+}
+
+func (b *bufferPool) Put(buf []byte) {
+	if cap(buf) == 32<<10 {
+		buf = buf[:cap(buf)]
+		b.p.Put(&buf)
+	}
 }
 
 // fromTrusted reports whether r's peer is one of res's trusted proxies.

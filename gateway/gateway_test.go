@@ -20,6 +20,8 @@ import (
 
 	"go.uber.org/goleak"
 
+	"github.com/sluicehq/sluice"
+
 	"github.com/sluicehq/sluice/clientip"
 	"github.com/sluicehq/sluice/gateway"
 	"github.com/sluicehq/sluice/httplimit"
@@ -795,4 +797,77 @@ func equalInts(a, b []int) bool {
 		}
 	}
 	return true
+}
+
+// A client that disconnects while queued (a real TCP close, the default
+// Wait on a real timer) leaves the queue at once: its place is given back
+// and nothing reaches the upstream for it.
+func TestQueuedClientDisconnects(t *testing.T) {
+	up := newUpstream(t)
+	cfg := parsed(t, `
+upstream: http://placeholder
+limits: [{name: q, key: global, rate: 1r/m, burst: 1}]
+routes: [{name: all, match: /, limits: [q]}]
+`, up)
+	lim := memstore.New(memstore.Config{})
+	defer lim.Close()
+	cfg.Limiter = lim
+	var left atomic.Int64
+	queued := make(chan struct{}, 1)
+	cfg.Wait = func(ctx context.Context, d time.Duration) error {
+		queued <- struct{}{}
+		timer := time.NewTimer(d)
+		defer timer.Stop()
+		select {
+		case <-timer.C:
+			return nil
+		case <-ctx.Done():
+			left.Add(1)
+			return ctx.Err()
+		}
+	}
+	_, srv := front(t, cfg)
+	if get(t, srv.Client(), srv.URL+"/").StatusCode != 200 {
+		t.Fatal("first")
+	}
+	for i := range 3 {
+		ctx, cancel := context.WithCancel(context.Background())
+		req, _ := http.NewRequestWithContext(ctx, "GET", srv.URL+"/", nil)
+		errc := make(chan error, 1)
+		go func() {
+			resp, err := srv.Client().Do(req)
+			if err == nil {
+				resp.Body.Close()
+			}
+			errc <- err
+		}()
+		<-queued // the proxy is waiting on its timer
+		cancel() // the client hangs up
+		if err := <-errc; !errors.Is(err, context.Canceled) {
+			t.Fatalf("client: %v", err)
+		}
+		deadline := time.Now().Add(10 * time.Second)
+		for left.Load() != int64(i+1) && time.Now().Before(deadline) {
+			time.Sleep(time.Millisecond) // the server sees the close
+		}
+		if left.Load() != int64(i+1) {
+			t.Fatalf("request %d did not leave the queue", i)
+		}
+	}
+	// Each left and gave its place back: one more fits now.
+	res, err := lim.AllowN(context.Background(), "q:global", mustQueueLimit(t, lim), 1)
+	if err != nil || !res.Allowed {
+		t.Fatalf("after three disconnects: %+v %v, want a free place", res, err)
+	}
+	if up.hits.Load() != 1 {
+		t.Fatalf("upstream saw %d, want 1", up.hits.Load())
+	}
+}
+
+func mustQueueLimit(t *testing.T, lim *memstore.Store) sluice.Limit {
+	q, err := queue.New(lim, queue.Config{Rate: 1, Period: time.Minute, Burst: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return q.Limit()
 }

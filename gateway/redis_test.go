@@ -5,8 +5,10 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"strconv"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/sluicehq/sluice/internal/redistest"
 	"github.com/sluicehq/sluice/redisstore"
@@ -30,7 +32,8 @@ func TestProxyOnRedis(t *testing.T) {
 			}
 			defer rs.Close()
 			up := newUpstream(t)
-			key := strings.ReplaceAll(t.Name(), "/", "_")
+			// Unique per run: the shared servers outlive a -count=N run.
+			key := strings.ReplaceAll(t.Name(), "/", "_") + strconv.FormatInt(time.Now().UnixNano(), 36)
 			yaml := `
 upstream: http://placeholder
 status: 503

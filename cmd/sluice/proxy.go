@@ -30,7 +30,7 @@ import (
 type proxyOptions struct {
 	configPath, upstream, listen, adminAddr, store, failure string
 	accessLog, logLevel                                     string
-	dryRun, h2c, watch                                      bool
+	dryRun, h2c, watch, check                               bool
 }
 
 // runProxy runs the rate limiting reverse proxy until ctx ends, then drains
@@ -51,6 +51,7 @@ func runProxy(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	fs.BoolVar(&o.dryRun, "dry-run", false, "decide and log, never refuse or delay (NGINX's limit_req_dry_run)")
 	fs.BoolVar(&o.h2c, "h2c", false, "also accept HTTP/2 without TLS (prior knowledge)")
 	fs.BoolVar(&o.watch, "watch", true, "reload the config when its file changes (SIGHUP always reloads)")
+	fs.BoolVar(&o.check, "check", false, "check the config, print its routes and exit (like nginx -t)")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -75,6 +76,9 @@ func runProxy(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	if err != nil {
 		fmt.Fprintln(stderr, "sluice proxy:", err)
 		return 1
+	}
+	if o.check {
+		return checkProxy(file, stdout, stderr)
 	}
 	if o.listen == "" {
 		o.listen = file.Listen
@@ -245,6 +249,63 @@ loop:
 		hs.Close()
 	}
 	return code
+}
+
+// checkProxy validates f as the proxy would run it and prints its routes.
+func checkProxy(f *gateway.File, stdout, stderr io.Writer) int {
+	c := f.Config
+	c.Limiter = memstore.New(memstore.Config{SweepInterval: -1})
+	defer c.Limiter.(*memstore.Store).Close()
+	c.Logger = slog.New(slog.DiscardHandler)
+	if len(c.Upstreams) == 0 {
+		fmt.Fprintf(stderr, "sluice proxy: %s: no upstream (set upstream in the file, or -upstream)\n", f.Name)
+		return 1
+	}
+	g, err := gateway.New(c)
+	if err != nil {
+		fmt.Fprintf(stderr, "sluice proxy: %s: %v\n", f.Name, err)
+		return 1
+	}
+	g.Close()
+	fmt.Fprintf(stdout, "%s: ok\n", f.Name)
+	for _, u := range c.Upstreams {
+		fmt.Fprintf(stdout, "upstream %s %s", u.Name, u.URL.Redacted())
+		if u.MaxInFlight > 0 {
+			fmt.Fprintf(stdout, " max_in_flight=%d", u.MaxInFlight)
+		}
+		fmt.Fprintln(stdout)
+	}
+	for _, rt := range c.Routes {
+		up := rt.Upstream
+		if up == "" {
+			up = c.Upstreams[0].Name
+		}
+		fmt.Fprintf(stdout, "route %s %q -> %s\n", rt.Name, rt.Patterns, up)
+		for _, p := range rt.Policies {
+			if p.Queue != nil {
+				q := p.Queue
+				mode := "delay all excess"
+				switch {
+				case q.NoDelay:
+					mode = "nodelay"
+				case q.Delay > 0:
+					mode = fmt.Sprintf("delay=%d", q.Delay)
+				}
+				fmt.Fprintf(stdout, "  limit %s: queue %d per %v, burst %d, %s", p.Name, q.Rate, q.Period, q.Burst, mode)
+			} else {
+				fmt.Fprintf(stdout, "  limit %s: %v %d per %v, burst %d", p.Name, p.Limit.Algorithm, p.Limit.Rate, p.Limit.Period, p.Limit.Burst)
+			}
+			if p.Shadow || c.DryRun {
+				fmt.Fprint(stdout, " (dry run)")
+			}
+			fmt.Fprintln(stdout)
+		}
+		for _, cp := range rt.Concurrency {
+			fmt.Fprintf(stdout, "  conns %s: at most %d in flight\n", cp.Name, cp.Max)
+		}
+	}
+	fmt.Fprintln(stdout, "anything else: no limit, to", c.Upstreams[0].Name)
+	return 0
 }
 
 // loadProxyFile reads the config (or starts from nothing) and applies

@@ -237,3 +237,22 @@ func TestProxyH2C(t *testing.T) {
 		t.Fatalf("first stream: %d", code)
 	}
 }
+
+// -check validates like nginx -t: 0 and the routes, or 1 and file:line.
+func TestProxyCheck(t *testing.T) {
+	dir := t.TempDir()
+	good := filepath.Join(dir, "good.yaml")
+	os.WriteFile(good, []byte("upstream: http://127.0.0.1:1\nlimits: [{name: a, key: ip, rate: 1r/s, burst: 5, delay: 2}]\nroutes: [{name: r, match: /a/, limits: [a]}]\n"), 0o644)
+	var out, errb syncBuffer
+	if code := runProxy(context.Background(), []string{"-check", "-config", good}, &out, &errb); code != 0 {
+		t.Fatalf("exit %d: %s", code, errb.String())
+	}
+	if !strings.Contains(out.String(), "limit a: queue 1 per 1s, burst 5, delay=2") {
+		t.Fatalf("output %q", out.String())
+	}
+	bad := filepath.Join(dir, "bad.yaml")
+	os.WriteFile(bad, []byte("upstream: http://127.0.0.1:1\nstatus: 600\n"), 0o644)
+	if code := runProxy(context.Background(), []string{"-check", "-config", bad}, &out, &errb); code != 1 || !strings.Contains(errb.String(), "bad.yaml:2:") {
+		t.Fatalf("exit %d, stderr %q", code, errb.String())
+	}
+}

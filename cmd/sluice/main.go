@@ -65,7 +65,8 @@ Commands:
   help      show this help
   proxy     run a rate limiting reverse proxy in front of a service, like
             NGINX limit_req/limit_conn with honest headers
-            (sluice proxy -upstream URL -config FILE; sluice proxy -h)
+            (sluice proxy -upstream URL -config FILE; -check validates
+            the file; sluice proxy -h)
   serve     run the rate limit service: Envoy's RateLimitService v3 over
             gRPC and POST /json over HTTP (sluice serve -h); with no
             flags, on the memory store with a built-in example config

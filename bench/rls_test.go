@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net"
 	"os/exec"
+	"runtime/metrics"
 	"strconv"
 	"strings"
 	"sync"
@@ -83,6 +84,10 @@ type rlsTarget struct {
 	// failure is the service's failure policy, as `sluice serve` sets it
 	// for a Redis store; nil for the others.
 	failure *service.FailurePolicy
+	// grpcDefaults builds the gRPC server with grpc.NewServer() alone,
+	// without service.GRPCServerOptions (what `sluice serve` uses): the
+	// A/B of those options within one run.
+	grpcDefaults bool
 	// cmd is the Redis command each decision sends exactly once (checked
 	// with INFO commandstats), "" when it does not use Redis.
 	cmd string
@@ -95,6 +100,7 @@ type rlsTarget struct {
 // so that redisstore can report its ratio to them from the same run.
 var rlsTargets = []rlsTarget{
 	{name: "memstore", store: openRLSMemstore},
+	{name: "memstore-grpc-defaults", store: openRLSMemstore, grpcDefaults: true},
 	{name: "direct-incrby-expire-rueidis", redis: true, direct: openIncrRueidis, cmd: "incrby", baseline: true},
 	{name: "direct-incrby-expire-goredis", redis: true, direct: openIncrGoRedis, cmd: "incrby", baseline: true},
 	{name: "service-incrby-expire", redis: true, store: openRLSIncrStore, cmd: "incrby"},
@@ -201,8 +207,8 @@ func openIncrGoRedis(addr string) (redisDecide, func(), error) {
 // BenchmarkRLS measures Sluice's rate limit service as Envoy calls it: the
 // service (service.New with the rules of rlsYAML, draft-11 headers and
 // Prometheus metrics, as `sluice serve` runs it) registered on a gRPC server
-// (grpc.NewServer() with its defaults) listening on 127.0.0.1:0 in this
-// process, and a load generator of exactly conc goroutines sharing b.N
+// built as `sluice serve` builds it (grpc.NewServer with
+// service.GRPCServerOptions) listening on 127.0.0.1:0 in this process, and a load generator of exactly conc goroutines sharing b.N
 // ShouldRateLimit calls over rlsConns connection(s) made with
 // go-control-plane's generated client (ratelimitv3.NewRateLimitServiceClient,
 // insecure credentials). Each call is one request with one descriptor
@@ -211,15 +217,17 @@ func openIncrGoRedis(addr string) (redisDecide, func(), error) {
 // machine's cores.
 //
 // Rows (see rlsTargets): memstore and redisstore are the service on those
-// stores; service-incrby-expire is the service on envoyproxy/ratelimit's
+// stores; memstore-grpc-defaults is memstore on grpc.NewServer() without
+// options, the A/B of service.GRPCServerOptions; service-incrby-expire is the service on envoyproxy/ratelimit's
 // INCRBY+EXPIRE pipeline (incrStore); direct-incrby-expire-* send that
 // pipeline straight from the load generator to Redis, without gRPC or the
 // service: the baseline the issue's goal names. Besides ops/s, p50-µs,
 // p99-µs, max-µs and denied/op, each row reports this process's CPU time
 // per decision (cli-cpu-µs/op: load generator, gRPC and service together),
-// the Redis rows the server's (srv-cpu-µs/op), and the rows after a
-// baseline their ops/s divided by the baseline's in the same run
-// (x-<baseline>).
+// the goroutines this process created per decision (goroutines/op) and its
+// garbage collections per 10,000 decisions (gc/10k-op), the Redis rows the
+// server's CPU (srv-cpu-µs/op), and the rows after a baseline their ops/s
+// divided by the baseline's in the same run (x-<baseline>).
 func BenchmarkRLS(b *testing.B) {
 	var redisAddr string
 	if _, err := exec.LookPath("redis-server"); err == nil {
@@ -300,7 +308,9 @@ func benchRLS(b *testing.B, t rlsTarget, rules service.Rules, addr string, admin
 			b.Fatal(err)
 		}
 	}
+	rt0 := readRuntime()
 	m := measure(b, ctx, decide, values, conc)
+	rt1 := readRuntime()
 	n := m.n
 	if t.cmd != "" {
 		srv1, err := redisServerCPU(ctx, admin)
@@ -320,6 +330,8 @@ func benchRLS(b *testing.B, t rlsTarget, rules service.Rules, addr string, admin
 	}
 	m.report(b)
 	b.ReportMetric(float64(m.lat[len(m.lat)-1])/1e3, "max-µs")
+	b.ReportMetric(float64(rt1.goroutines-rt0.goroutines)/n, "goroutines/op")
+	b.ReportMetric(float64(rt1.gcs-rt0.gcs)*1e4/n, "gc/10k-op")
 	ops := n / m.elapsed.Seconds()
 	if t.redis && !t.baseline {
 		for name, base := range baselines {
@@ -353,7 +365,11 @@ func startRLS(t rlsTarget, rules service.Rules, addr string) (redisDecide, func(
 		closeStore()
 		return nil, nil, err
 	}
-	gs := grpc.NewServer()
+	var opts []grpc.ServerOption
+	if !t.grpcDefaults {
+		opts = service.GRPCServerOptions()
+	}
+	gs := grpc.NewServer(opts...)
 	svc.RegisterGRPC(gs)
 	served := make(chan struct{})
 	go func() { gs.Serve(ln); close(served) }()
@@ -408,6 +424,26 @@ func startRLS(t rlsTarget, rules service.Rules, addr string) (redisDecide, func(
 		return resp.GetOverallCode() == pb.RateLimitResponse_OK, nil
 	}
 	return decide, stop, nil
+}
+
+// runtimeCounts are counters of the Go runtime that explain CPU per
+// decision deterministically: goroutines created (one per call on a gRPC
+// server without stream workers) and garbage collections (driven by the
+// bytes allocated per call).
+type runtimeCounts struct{ goroutines, gcs uint64 }
+
+// readRuntime reads runtimeCounts.
+func readRuntime() runtimeCounts {
+	s := []metrics.Sample{{Name: "/sched/goroutines-created:goroutines"}, {Name: "/gc/cycles/automatic:gc-cycles"}}
+	metrics.Read(s)
+	var c runtimeCounts
+	if s[0].Value.Kind() == metrics.KindUint64 {
+		c.goroutines = s[0].Value.Uint64()
+	}
+	if s[1].Value.Kind() == metrics.KindUint64 {
+		c.gcs = s[1].Value.Uint64()
+	}
+	return c
 }
 
 // redisCmdCalls returns how many times the server ran cmd since the last

@@ -213,7 +213,7 @@ func (l *Limiter) AllowN(ctx context.Context, key string, lim sluice.Limit, cost
 		probe = true // this call tries the primary; the others keep falling back
 		defer l.probing.Store(false)
 	}
-	cctx, cancel := context.WithTimeout(ctx, l.cfg.Timeout)
+	cctx, cancel := l.bound(ctx)
 	res, err := l.cfg.Primary.AllowN(cctx, key, lim, cost)
 	cancel()
 	if err == nil {
@@ -251,7 +251,7 @@ func (l *Limiter) RefundN(ctx context.Context, key string, lim sluice.Limit, cos
 		if !ok {
 			return nil
 		}
-		cctx, cancel := context.WithTimeout(ctx, l.cfg.Timeout)
+		cctx, cancel := l.bound(ctx)
 		defer cancel()
 		return rf.RefundN(cctx, key, lim, cost)
 	}
@@ -260,6 +260,18 @@ func (l *Limiter) RefundN(ctx context.Context, key string, lim sluice.Limit, cos
 		return rf.RefundN(ctx, key, share, min(cost, share.Capacity()))
 	}
 	return nil
+}
+
+// bound returns ctx bounded by the per-call timeout. When ctx's own
+// deadline comes first, a context.WithTimeout would behave as ctx itself,
+// so ctx is returned as is, saving its allocations and timer: the common
+// case behind a gRPC server, whose clients (Envoy) send a deadline shorter
+// than the default timeout.
+func (l *Limiter) bound(ctx context.Context) (context.Context, context.CancelFunc) {
+	if d, ok := ctx.Deadline(); ok && time.Until(d) <= l.cfg.Timeout {
+		return ctx, func() {}
+	}
+	return context.WithTimeout(ctx, l.cfg.Timeout)
 }
 
 // fail records a failure and opens the breaker when there are enough.

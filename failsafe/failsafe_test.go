@@ -214,6 +214,50 @@ func TestTimeout(t *testing.T) {
 	})
 }
 
+// The per-call timeout and the caller's deadline: whichever comes first
+// ends a hanging call, and only the timeout counts as the store failing.
+func TestCallerDeadline(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		deadline time.Duration // the caller's; 0: none
+		want     time.Duration // what a hanging primary costs
+		gaveUp   bool          // the caller's deadline ended it: an error, no fallback
+	}{
+		{"no deadline", 0, 50 * time.Millisecond, false},
+		{"later deadline", time.Second, 50 * time.Millisecond, false},
+		{"same deadline", 50 * time.Millisecond, 50 * time.Millisecond, true},
+		{"earlier deadline", 10 * time.Millisecond, 10 * time.Millisecond, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				p := &primary{block: true}
+				p.down.Store(true)
+				l, err := failsafe.New(failsafe.Config{Primary: p, Mode: failsafe.Open, Timeout: 50 * time.Millisecond, Logger: slog.New(&logs{})})
+				if err != nil {
+					t.Fatal(err)
+				}
+				ctx := context.Background()
+				if tc.deadline > 0 {
+					var cancel context.CancelFunc
+					ctx, cancel = context.WithTimeout(ctx, tc.deadline)
+					defer cancel()
+				}
+				start := time.Now()
+				r, err := l.Allow(ctx, "k", lim)
+				if d := time.Since(start); d != tc.want {
+					t.Errorf("a hanging primary cost %v, want %v", d, tc.want)
+				}
+				switch {
+				case tc.gaveUp && !errors.Is(err, context.DeadlineExceeded):
+					t.Errorf("%+v, %v; want the caller's context.DeadlineExceeded", r, err)
+				case !tc.gaveUp && (err != nil || !r.Allowed):
+					t.Errorf("%+v, %v; want admitted (mode open)", r, err)
+				}
+			})
+		})
+	}
+}
+
 // Bad input is the caller's error: returned as is, and it trips nothing.
 func TestBadInputPassesThrough(t *testing.T) {
 	p := &primary{}

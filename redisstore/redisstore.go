@@ -263,16 +263,28 @@ func scriptParams(lim sluice.Limit) ([]string, error) {
 var ErrReply = errors.New("redisstore: unexpected reply")
 
 // decode turns a script's reply, {allowed, remaining, retry_us, reset_us},
-// into a Result. It never panics on a reply of another shape.
+// into a Result. It never panics on a reply of another shape, and does not
+// allocate on a well-formed one.
 func decode(resp rueidis.RedisResult) (sluice.Result, error) {
-	vals, err := resp.AsIntSlice()
+	msgs, err := resp.ToArray()
 	if err != nil {
-		if resp.Error() == nil { // a reply came, but not an array of integers
+		if resp.Error() == nil { // a reply came, but not an array
 			return sluice.Result{}, fmt.Errorf("%w: %v", ErrReply, err)
 		}
 		return sluice.Result{}, fmt.Errorf("redisstore: %w", err)
 	}
-	if len(vals) != 4 || vals[0] < 0 || vals[0] > 1 || vals[1] < 0 || vals[2] < 0 || vals[3] < 0 {
+	if len(msgs) != 4 {
+		return sluice.Result{}, fmt.Errorf("%w: an array of %d elements, want 4", ErrReply, len(msgs))
+	}
+	var vals [4]int64
+	for i := range msgs {
+		v, err := msgs[i].AsInt64()
+		if err != nil {
+			return sluice.Result{}, fmt.Errorf("%w: element %d: %v", ErrReply, i, err)
+		}
+		vals[i] = v
+	}
+	if vals[0] < 0 || vals[0] > 1 || vals[1] < 0 || vals[2] < 0 || vals[3] < 0 {
 		return sluice.Result{}, fmt.Errorf("%w: %v", ErrReply, vals)
 	}
 	return sluice.Result{

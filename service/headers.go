@@ -37,31 +37,43 @@ func pick(outs []outcome) *outcome {
 	return best
 }
 
-// appendHeaders appends the response headers of Config.Headers to dst.
-func (s *Service) appendHeaders(dst []*corepb.HeaderValue, outs []outcome, over bool) []*corepb.HeaderValue {
+// responseHeaders returns the response headers of Config.Headers, nil
+// when no outcome may choose them.
+func (s *Service) responseHeaders(outs []outcome, over bool) []*corepb.HeaderValue {
 	o := pick(outs)
 	if o == nil {
-		return dst
+		return nil
 	}
 	remain := o.remain
 	if o.over {
 		remain = 0
 	}
+	h := new(headerBlock)
 	switch s.headers {
 	case HeadersDraft11:
-		pol := rlheader.Policy{Name: o.p.policy, Quota: int64(o.p.rpu), Window: o.p.period}
+		policy := ""
+		if o.p.info != nil {
+			policy = o.p.info.policyHeader
+		} else {
+			policy = string(rlheader.AppendPolicies(nil, rlheader.Policy{Name: o.p.policy, Quota: int64(o.p.rpu), Window: o.p.period}))
+		}
+		var buf [96]byte
 		st := rlheader.Status{Name: o.p.policy, Remaining: remain, Reset: o.wait}
-		dst = append(dst,
-			&corepb.HeaderValue{Key: rlheader.HeaderRateLimitPolicy, Value: string(rlheader.AppendPolicies(nil, pol))},
-			&corepb.HeaderValue{Key: rlheader.HeaderRateLimit, Value: string(rlheader.AppendStatuses(nil, st))})
+		h.add(rlheader.HeaderRateLimitPolicy, policy)
+		h.add(rlheader.HeaderRateLimit, string(rlheader.AppendStatuses(buf[:0], st)))
 	case HeadersLegacy:
-		dst = append(dst,
-			&corepb.HeaderValue{Key: s.legacy.Limit, Value: strconv.FormatUint(uint64(o.p.rpu), 10)},
-			&corepb.HeaderValue{Key: s.legacy.Remaining, Value: strconv.FormatInt(remain, 10)},
-			&corepb.HeaderValue{Key: s.legacy.Reset, Value: rlheader.FormatRetryAfter(o.wait)})
+		limit := ""
+		if o.p.info != nil {
+			limit = o.p.info.limitHeader
+		} else {
+			limit = strconv.FormatUint(uint64(o.p.rpu), 10)
+		}
+		h.add(s.legacy.Limit, limit)
+		h.add(s.legacy.Remaining, strconv.FormatInt(remain, 10))
+		h.add(s.legacy.Reset, rlheader.FormatRetryAfter(o.wait))
 	}
 	if over && o.over {
-		dst = append(dst, &corepb.HeaderValue{Key: rlheader.HeaderRetryAfter, Value: rlheader.FormatRetryAfter(o.wait)})
+		h.add(rlheader.HeaderRetryAfter, rlheader.FormatRetryAfter(o.wait))
 	}
-	return dst
+	return h.list()
 }

@@ -156,7 +156,7 @@ func start(t testing.TB, now int64, cfg service.Config) *harness {
 	h.svc = svc
 	t.Cleanup(func() { svc.Close() })
 
-	gs := grpc.NewServer()
+	gs := grpc.NewServer(service.GRPCServerOptions()...)
 	svc.RegisterGRPC(gs)
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {

@@ -3,17 +3,45 @@ package service
 import (
 	"errors"
 	"fmt"
+	"sync/atomic"
 	"time"
 
 	pb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"github.com/prometheus/client_golang/prometheus"
 )
 
+// counterKind indexes the counter vectors of metrics.
+type counterKind int
+
+const (
+	hitsCounter counterKind = iota
+	overCounter
+	nearCounter
+	withinCounter
+	shadowCounter
+	storeErrorsCounter
+	numCounters
+)
+
+// decision codes, the label values of decision_seconds.
+const (
+	codeOK = iota
+	codeOverLimit
+	codeError
+	numCodes
+)
+
+var codeNames = [numCodes]string{codeOK: "ok", codeOverLimit: "over_limit", codeError: "error"}
+
 // metrics are the service's Prometheus collectors. A nil *metrics counts
 // nothing.
 type metrics struct {
-	hits, over, near, within, shadow, storeErrors *prometheus.CounterVec
-	seconds                                       *prometheus.HistogramVec
+	vecs    [numCounters]*prometheus.CounterVec // by rule
+	seconds *prometheus.HistogramVec            // by code
+	// codes are seconds' observers, each looked up on first use (so that a
+	// code's series appears when it is first observed, as with
+	// WithLabelValues on every call).
+	codes [numCodes]atomic.Pointer[prometheus.Observer]
 }
 
 func newMetrics(reg prometheus.Registerer) (*metrics, error) {
@@ -23,24 +51,26 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		}, []string{"rule"})
 	}
 	m := &metrics{
-		hits:        counter("hits_total", "Hits (units of cost) asked of each rule."),
-		over:        counter("over_limit_total", "Hits over each rule's limit, shadow mode included."),
-		near:        counter("near_limit_total", "Admitted hits that left less than 20% of the rule's capacity."),
-		within:      counter("within_limit_total", "Hits admitted by each rule."),
-		shadow:      counter("shadow_mode_total", "Hits over the limit of a rule in shadow mode, answered OK."),
-		storeErrors: counter("store_errors_total", "Decisions the store failed to make, per rule."),
+		vecs: [numCounters]*prometheus.CounterVec{
+			hitsCounter:        counter("hits_total", "Hits (units of cost) asked of each rule."),
+			overCounter:        counter("over_limit_total", "Hits over each rule's limit, shadow mode included."),
+			nearCounter:        counter("near_limit_total", "Admitted hits that left less than 20% of the rule's capacity."),
+			withinCounter:      counter("within_limit_total", "Hits admitted by each rule."),
+			shadowCounter:      counter("shadow_mode_total", "Hits over the limit of a rule in shadow mode, answered OK."),
+			storeErrorsCounter: counter("store_errors_total", "Decisions the store failed to make, per rule."),
+		},
 		seconds: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Namespace: "sluice", Subsystem: "rls", Name: "decision_seconds",
 			Help:    "Time to answer one ShouldRateLimit request, by outcome (ok, over_limit, error).",
 			Buckets: []float64{.00005, .0001, .00025, .0005, .001, .0025, .005, .01, .025, .05, .1},
 		}, []string{"code"}),
 	}
-	for _, c := range []**prometheus.CounterVec{&m.hits, &m.over, &m.near, &m.within, &m.shadow, &m.storeErrors} {
-		got, err := register(reg, *c)
+	for i, c := range m.vecs {
+		got, err := register(reg, c)
 		if err != nil {
 			return nil, err
 		}
-		*c = got.(*prometheus.CounterVec)
+		m.vecs[i] = got.(*prometheus.CounterVec)
 	}
 	got, err := register(reg, m.seconds)
 	if err != nil {
@@ -64,41 +94,87 @@ func register(reg prometheus.Registerer, c prometheus.Collector) (prometheus.Col
 	return nil, fmt.Errorf("service: registering metrics: %w", err)
 }
 
-// count records one descriptor's decision of cost units under rule label.
-func (m *metrics) count(label string, cost uint64, over, near, shadow bool) {
+// ruleCounters are the counters of one rule label, each looked up once, on
+// first use: a rule's series appear when first counted, as with
+// WithLabelValues on every call, without its hashing and locking on every
+// decision.
+type ruleCounters struct {
+	m     *metrics
+	label string
+	c     [numCounters]atomic.Pointer[prometheus.Counter]
+}
+
+// counters returns the counters of label; nil when m is nil or label is
+// empty (nothing is counted).
+func (m *metrics) counters(label string) *ruleCounters {
+	if m == nil || label == "" {
+		return nil
+	}
+	return &ruleCounters{m: m, label: label}
+}
+
+func (rc *ruleCounters) add(k counterKind, v float64) {
+	p := rc.c[k].Load()
+	if p == nil {
+		c := rc.m.vecs[k].WithLabelValues(rc.label)
+		p = &c
+		rc.c[k].Store(p)
+	}
+	(*p).Add(v)
+}
+
+// add adds v to counter k of label: through rc when it is set (the
+// rule's cached counters), else by looking the label up.
+func (m *metrics) add(rc *ruleCounters, label string, k counterKind, v float64) {
+	if rc != nil {
+		rc.add(k, v)
+		return
+	}
+	m.vecs[k].WithLabelValues(label).Add(v)
+}
+
+// count records one descriptor's decision of cost units under rule label;
+// rc, when set, holds label's counters.
+func (m *metrics) count(rc *ruleCounters, label string, cost uint64, over, near, shadow bool) {
 	if m == nil || label == "" {
 		return
 	}
 	c := float64(cost)
-	m.hits.WithLabelValues(label).Add(c)
+	m.add(rc, label, hitsCounter, c)
 	switch {
 	case over:
-		m.over.WithLabelValues(label).Add(c)
+		m.add(rc, label, overCounter, c)
 		if shadow {
-			m.shadow.WithLabelValues(label).Add(c)
+			m.add(rc, label, shadowCounter, c)
 		}
 	default:
-		m.within.WithLabelValues(label).Add(c)
+		m.add(rc, label, withinCounter, c)
 		if near {
-			m.near.WithLabelValues(label).Add(c)
+			m.add(rc, label, nearCounter, c)
 		}
 	}
 }
 
-func (m *metrics) storeError(label string) {
+func (m *metrics) storeError(rc *ruleCounters, label string) {
 	if m == nil {
 		return
 	}
-	m.storeErrors.WithLabelValues(label).Inc()
+	m.add(rc, label, storeErrorsCounter, 1)
 }
 
 func (m *metrics) observe(d time.Duration, resp *pb.RateLimitResponse, err error) {
-	code := "ok"
+	code := codeOK
 	switch {
 	case err != nil:
-		code = "error"
+		code = codeError
 	case resp.GetOverallCode() == pb.RateLimitResponse_OVER_LIMIT:
-		code = "over_limit"
+		code = codeOverLimit
 	}
-	m.seconds.WithLabelValues(code).Observe(d.Seconds())
+	p := m.codes[code].Load()
+	if p == nil {
+		o := m.seconds.WithLabelValues(codeNames[code])
+		p = &o
+		m.codes[code].Store(p)
+	}
+	(*p).Observe(d.Seconds())
 }

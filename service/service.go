@@ -20,7 +20,6 @@ import (
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/status"
-	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/config"
@@ -29,7 +28,10 @@ import (
 // Rules finds the rule that applies to a descriptor. *config.Config
 // implements it. Lookup returns nil when no rule applies (an unknown
 // domain, or no rule at the descriptor's depth); implementations must be
-// safe for concurrent use and must not retain entries.
+// safe for concurrent use and must not retain entries. The rules Lookup
+// returns must not change while the Service uses the Rules (until
+// SetRules replaces it): the Service derives values from each rule once,
+// such as its RateLimit-Policy header, and caches them.
 type Rules interface {
 	Lookup(domain string, entries []config.Entry) *config.RateLimit
 }
@@ -166,8 +168,6 @@ type Service struct {
 	lastLog  atomic.Int64 // Unix ns of the last store error log line
 }
 
-type rulesBox struct{ r Rules }
-
 // New returns a Service configured by cfg. It fails when cfg.Limiter is nil
 // or the metrics cannot be registered. The Service starts serving: the
 // health service reports SERVING until SetServing(false).
@@ -242,7 +242,7 @@ func (s *Service) Close() error {
 // SetRules replaces the rules, as on a config reload. Requests already
 // being answered finish with the rules they started with. nil means no
 // rules.
-func (s *Service) SetRules(r Rules) { s.rules.Store(&rulesBox{r}) }
+func (s *Service) SetRules(r Rules) { s.rules.Store(&rulesBox{r: r}) }
 
 // SetServing sets what the health checks report: SERVING (and 200 at GET
 // /healthcheck) or NOT_SERVING (and 503), as when draining before a
@@ -280,9 +280,11 @@ type plan struct {
 	rpu     uint32
 	unit    pb.RateLimitResponse_RateLimit_Unit
 	period  time.Duration
-	name    string // current_limit.name
-	policy  string // the header policy name
-	label   string // the metrics label
+	name    string        // current_limit.name
+	policy  string        // the header policy name
+	label   string        // the metrics label
+	info    *ruleInfo     // the rule's cached values; nil for an override or when not cached
+	ctr     *ruleCounters // label's counters; nil: looked up by label
 	shadow  bool
 	cost    uint64
 	check   bool // cost 0 or is_negative_hits: nothing is spent
@@ -306,22 +308,29 @@ type outcome struct {
 // InvalidArgument (wrapping ErrInvalidRequest), a failing store one with
 // the code Unavailable (wrapping the store's error).
 func (s *Service) ShouldRateLimit(ctx context.Context, req *pb.RateLimitRequest) (*pb.RateLimitResponse, error) {
-	resp, _, err := s.evaluate(ctx, req)
+	sc := getScratch()
+	resp, _, err := s.evaluateIn(ctx, req, sc)
+	sc.release()
 	return resp, err
 }
 
 // evaluate is ShouldRateLimit, also returning the outcomes for the
 // forward-auth endpoint's headers.
 func (s *Service) evaluate(ctx context.Context, req *pb.RateLimitRequest) (*pb.RateLimitResponse, []outcome, error) {
+	return s.evaluateIn(ctx, req, new(scratch))
+}
+
+// evaluateIn is evaluate with its plans and outcomes in sc.
+func (s *Service) evaluateIn(ctx context.Context, req *pb.RateLimitRequest, sc *scratch) (*pb.RateLimitResponse, []outcome, error) {
 	start := time.Now()
-	resp, outs, err := s.shouldRateLimit(ctx, req)
+	resp, outs, err := s.shouldRateLimit(ctx, req, sc)
 	if s.m != nil {
 		s.m.observe(time.Since(start), resp, err)
 	}
 	return resp, outs, err
 }
 
-func (s *Service) shouldRateLimit(ctx context.Context, req *pb.RateLimitRequest) (*pb.RateLimitResponse, []outcome, error) {
+func (s *Service) shouldRateLimit(ctx context.Context, req *pb.RateLimitRequest, sc *scratch) (*pb.RateLimitResponse, []outcome, error) {
 	if req == nil {
 		return nil, nil, invalid("nil request")
 	}
@@ -336,18 +345,25 @@ func (s *Service) shouldRateLimit(ctx context.Context, req *pb.RateLimitRequest)
 	if hits == 0 {
 		hits = 1
 	}
+	box := s.rules.Load()
 	var rules Rules
-	if b := s.rules.Load(); b != nil {
-		rules = b.r
+	if box != nil {
+		rules = box.r
 	}
-	plans := make([]plan, len(descs))
+	n := 0
+	for _, d := range descs {
+		n += len(d.GetEntries())
+	}
+	plans, outs, buf := sc.take(len(descs), n)
 	replaced := false
 	for i, d := range descs {
-		if len(d.GetEntries()) == 0 {
+		es := d.GetEntries()
+		if len(es) == 0 {
 			return nil, nil, invalid("descriptor %d has no entries", i)
 		}
-		entries := make([]config.Entry, len(d.GetEntries()))
-		for j, e := range d.GetEntries() {
+		entries := buf[:len(es):len(es)]
+		buf = buf[len(es):]
+		for j, e := range es {
 			if e.GetKey() == "" {
 				return nil, nil, invalid("descriptor %d entry %d has an empty key", i, j)
 			}
@@ -378,16 +394,12 @@ func (s *Service) shouldRateLimit(ctx context.Context, req *pb.RateLimitRequest)
 		dropReplaced(plans)
 	}
 	for i := range plans {
-		s.resolve(req.GetDomain(), &plans[i])
+		s.resolve(box, req.GetDomain(), &plans[i])
 	}
 
-	resp := &pb.RateLimitResponse{
-		OverallCode: pb.RateLimitResponse_OK,
-		Statuses:    make([]*pb.RateLimitResponse_DescriptorStatus, len(plans)),
-	}
-	outs := make([]outcome, len(plans))
+	resp, parts := newResponse(len(plans))
 	for i := range plans {
-		o, err := s.decide(ctx, req.GetDomain(), i, &plans[i])
+		o, err := s.decide(ctx, req.GetDomain(), i, &plans[i], &parts[i])
 		if err != nil {
 			return nil, nil, err
 		}
@@ -398,7 +410,7 @@ func (s *Service) shouldRateLimit(ctx context.Context, req *pb.RateLimitRequest)
 		}
 	}
 	if s.headers != HeadersOff {
-		resp.ResponseHeadersToAdd = s.appendHeaders(nil, outs, resp.OverallCode == pb.RateLimitResponse_OVER_LIMIT)
+		resp.ResponseHeadersToAdd = s.responseHeaders(outs, resp.OverallCode == pb.RateLimitResponse_OVER_LIMIT)
 	}
 	return resp, outs, nil
 }
@@ -451,8 +463,8 @@ var configUnits = [...]pb.RateLimitResponse_RateLimit_Unit{
 const overrideLabel = "_override"
 
 // resolve fills in the limit a plan enforces: the rule's, or the
-// descriptor's override.
-func (s *Service) resolve(domain string, p *plan) {
+// descriptor's override. b holds the rules the plan's rule came from.
+func (s *Service) resolve(b *rulesBox, domain string, p *plan) {
 	r := p.rule
 	if o := p.keyDesc.GetLimit(); o != nil {
 		u := overrideUnits[o.GetUnit()]
@@ -466,6 +478,9 @@ func (s *Service) resolve(domain string, p *plan) {
 			p.label = s.label(domain, r, p.keyDesc)
 			if r.Name != "" {
 				p.policy = r.Name
+			}
+			if in := s.info(b, r); in != nil {
+				p.ctr = in.ctr // the rule's label, unless DetailedMetric (then nil)
 			}
 		}
 		lim.Rate, lim.Burst, lim.Period = int(rpu), int(rpu), u.period
@@ -493,6 +508,9 @@ func (s *Service) resolve(domain string, p *plan) {
 	}
 	p.label = s.label(domain, r, p.keyDesc)
 	p.shadow = r.ShadowMode || s.shadow
+	if in := s.info(b, r); in != nil {
+		p.info, p.ctr = in, in.ctr
+	}
 }
 
 // label is the metrics label of a rule: its FullKey, or with
@@ -562,19 +580,21 @@ func clampUint32(v int64) uint32 {
 	return uint32(v)
 }
 
-// decide answers one descriptor.
-func (s *Service) decide(ctx context.Context, domain string, i int, p *plan) (outcome, error) {
-	o := outcome{p: p, st: &pb.RateLimitResponse_DescriptorStatus{Code: pb.RateLimitResponse_OK}}
+// decide answers one descriptor, with its status in sp.
+func (s *Service) decide(ctx context.Context, domain string, i int, p *plan, sp *statusParts) (outcome, error) {
+	sp.st.Code = pb.RateLimitResponse_OK
+	o := outcome{p: p, st: &sp.st}
 	r := p.rule
 	switch {
 	case r == nil:
 		return o, nil
 	case r.Unlimited:
 		o.st.LimitRemaining = MaxUnlimited
-		s.m.count(p.label, p.cost, false, false, false)
+		s.m.count(p.ctr, p.label, p.cost, false, false, false)
 		return o, nil
 	}
-	o.st.CurrentLimit = &pb.RateLimitResponse_RateLimit{Name: p.name, RequestsPerUnit: p.rpu, Unit: p.unit}
+	sp.lim.Name, sp.lim.RequestsPerUnit, sp.lim.Unit = p.name, p.rpu, p.unit
+	o.st.CurrentLimit = &sp.lim
 	capacity := p.lim.Capacity()
 
 	if p.rpu == 0 { // a block rule
@@ -582,8 +602,8 @@ func (s *Service) decide(ctx context.Context, domain string, i int, p *plan) (ou
 		if !p.check {
 			o.eligible = !p.shadow
 		}
-		s.m.count(p.label, p.cost, true, false, p.shadow)
-		return s.finish(o), nil
+		s.m.count(p.ctr, p.label, p.cost, true, false, p.shadow)
+		return s.finish(o, sp), nil
 	}
 	if p.check {
 		if p.refund && p.cost > 0 && capacity >= 1 {
@@ -596,7 +616,7 @@ func (s *Service) decide(ctx context.Context, domain string, i int, p *plan) (ou
 						return o, s.storeError(ctx, i, p, err)
 					}
 					// A refund is a courtesy: a failing store loses it.
-					s.m.storeError(p.label)
+					s.m.storeError(p.ctr, p.label)
 				}
 			case s.refunder != nil:
 				if err := s.refunder.RefundN(ctx, key, p.lim, c); err != nil {
@@ -611,8 +631,8 @@ func (s *Service) decide(ctx context.Context, domain string, i int, p *plan) (ou
 	if capacity >= 1 && p.cost > uint64(capacity) {
 		// It can never be admitted: a denial, not bad input.
 		o.over, o.wait = true, p.period
-		s.m.count(p.label, p.cost, true, false, p.shadow)
-		return s.finish(o), nil
+		s.m.count(p.ctr, p.label, p.cost, true, false, p.shadow)
+		return s.finish(o, sp), nil
 	}
 	key := StoreKey(s.prefix, domain, p.entries)
 	res, err := s.limiter.AllowN(ctx, key, p.lim, int(p.cost))
@@ -620,7 +640,7 @@ func (s *Service) decide(ctx context.Context, domain string, i int, p *plan) (ou
 		if !errors.Is(err, sluice.ErrUnavailable) {
 			return o, s.storeError(ctx, i, p, err)
 		}
-		s.m.storeError(p.label)
+		s.m.storeError(p.ctr, p.label)
 		if s.fb == nil {
 			// failsafe's Closed mode: its answer is a denial.
 			s.logError(i, p, err)
@@ -636,16 +656,17 @@ func (s *Service) decide(ctx context.Context, domain string, i int, p *plan) (ou
 	if res.Allowed {
 		o.remain, o.wait = int64(res.Remaining), res.ResetAfter
 		o.st.LimitRemaining = clampUint32(o.remain)
-		s.m.count(p.label, p.cost, false, o.remain*5 < int64(capacity), false)
+		s.m.count(p.ctr, p.label, p.cost, false, o.remain*5 < int64(capacity), false)
 	} else {
 		o.over, o.wait = true, res.RetryAfter
-		s.m.count(p.label, p.cost, true, false, p.shadow)
+		s.m.count(p.ctr, p.label, p.cost, true, false, p.shadow)
 	}
-	return s.finish(o), nil
+	return s.finish(o, sp), nil
 }
 
-// finish sets the code and duration of a decided outcome.
-func (s *Service) finish(o outcome) outcome {
+// finish sets the code and duration of a decided outcome, the latter in
+// sp.
+func (s *Service) finish(o outcome, sp *statusParts) outcome {
 	if o.over {
 		if o.p.shadow {
 			o.over = false
@@ -654,7 +675,8 @@ func (s *Service) finish(o outcome) outcome {
 		}
 	}
 	if o.wait >= 0 {
-		o.st.DurationUntilReset = durationpb.New(o.wait)
+		setDuration(&sp.dur, o.wait)
+		o.st.DurationUntilReset = &sp.dur
 	}
 	return o
 }
@@ -667,7 +689,7 @@ func (s *Service) storeError(ctx context.Context, i int, p *plan, err error) err
 	if cerr := ctx.Err(); cerr != nil {
 		return &codedError{status.FromContextError(cerr).Code(), fmt.Errorf("service: descriptor %d: %w", i, err)}
 	}
-	s.m.storeError(p.label)
+	s.m.storeError(p.ctr, p.label)
 	s.logError(i, p, err)
 	return &codedError{codes.Unavailable, fmt.Errorf("service: descriptor %d (rule %q): rate limit store: %w", i, p.policy, err)}
 }

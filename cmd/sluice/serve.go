@@ -293,7 +293,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	mux.Handle(service.ForwardAuthPath, auth)
 	mux.Handle("/", svc.Handler())
 	hs := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
-	gs := grpc.NewServer()
+	gs := grpc.NewServer(service.GRPCServerOptions()...)
 	svc.RegisterGRPC(gs)
 	errc := make(chan error, 2)
 	go func() { errc <- hs.Serve(httpLn) }()

@@ -1,0 +1,181 @@
+package service
+
+// The memory of one decision. A ShouldRateLimit call over gRPC costs about
+// 30 µs of CPU on both ends of the connection, most of it in gRPC and its
+// allocations; the service's own share is kept small by allocating little:
+//
+//   - the plans, outcomes and entries of a request live in a scratch taken
+//     from a pool and given back, cleared, when the response is built
+//     (evaluate, for the forward-auth endpoint, keeps its own);
+//   - the response and the messages it points to are allocated together,
+//     in one block for a request of one descriptor;
+//   - what a rule always yields (its RateLimit-Policy value, its metrics'
+//     counters) is derived once per rule of the current Rules and cached
+//     with them, so that SetRules drops it.
+
+import (
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	corepb "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	pb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	"google.golang.org/protobuf/types/known/durationpb"
+
+	"github.com/sluicehq/sluice/config"
+	"github.com/sluicehq/sluice/rlheader"
+)
+
+// scratch is the working memory of one request: a plan and an outcome per
+// descriptor, and the entries of all its descriptors.
+type scratch struct {
+	plans   []plan
+	outs    []outcome
+	entries []config.Entry
+}
+
+// Scratches larger than these are left to the garbage collector rather
+// than pooled, so that one huge request does not pin its memory.
+const (
+	maxPooledDescriptors = 64
+	maxPooledEntries     = 256
+)
+
+var scratchPool = sync.Pool{New: func() any { return new(scratch) }}
+
+// getScratch returns a cleared scratch from the pool.
+func getScratch() *scratch { return scratchPool.Get().(*scratch) }
+
+// release clears sc, so that it retains no request, and pools it.
+func (sc *scratch) release() {
+	if cap(sc.plans) > maxPooledDescriptors || cap(sc.entries) > maxPooledEntries {
+		return
+	}
+	clear(sc.plans)
+	clear(sc.outs)
+	clear(sc.entries)
+	sc.plans, sc.outs, sc.entries = sc.plans[:0], sc.outs[:0], sc.entries[:0]
+	scratchPool.Put(sc)
+}
+
+// take returns n zero plans and n zero outcomes, and room for entries
+// entries of descriptors.
+func (sc *scratch) take(n, entries int) ([]plan, []outcome, []config.Entry) {
+	if cap(sc.plans) < n {
+		sc.plans, sc.outs = make([]plan, n), make([]outcome, n)
+	}
+	if cap(sc.entries) < entries {
+		sc.entries = make([]config.Entry, entries)
+	}
+	sc.plans, sc.outs, sc.entries = sc.plans[:n], sc.outs[:n], sc.entries[:entries]
+	return sc.plans, sc.outs, sc.entries
+}
+
+// statusParts are one descriptor's status and the messages it points to,
+// allocated together.
+type statusParts struct {
+	st  pb.RateLimitResponse_DescriptorStatus
+	lim pb.RateLimitResponse_RateLimit
+	dur durationpb.Duration
+}
+
+// oneStatusResponse is the response to a request of one descriptor, the
+// common case, in one allocation.
+type oneStatusResponse struct {
+	resp  pb.RateLimitResponse
+	stp   [1]*pb.RateLimitResponse_DescriptorStatus
+	parts [1]statusParts
+}
+
+// newResponse returns an OK response with room for n statuses, and the
+// memory of those statuses; resp.Statuses is to be filled in.
+func newResponse(n int) (*pb.RateLimitResponse, []statusParts) {
+	if n == 1 {
+		b := new(oneStatusResponse)
+		b.resp.OverallCode = pb.RateLimitResponse_OK
+		b.resp.Statuses = b.stp[:]
+		return &b.resp, b.parts[:]
+	}
+	resp := &pb.RateLimitResponse{
+		OverallCode: pb.RateLimitResponse_OK,
+		Statuses:    make([]*pb.RateLimitResponse_DescriptorStatus, n),
+	}
+	return resp, make([]statusParts, n)
+}
+
+// setDuration sets d to t, as durationpb.New does.
+func setDuration(d *durationpb.Duration, t time.Duration) {
+	ns := t.Nanoseconds()
+	secs := ns / 1e9
+	d.Seconds, d.Nanos = secs, int32(ns-secs*1e9)
+}
+
+// headerBlock holds the response headers of one response, at most four
+// (the legacy three and Retry-After), in one allocation.
+type headerBlock struct {
+	ptrs [4]*corepb.HeaderValue
+	vals [4]corepb.HeaderValue
+	n    int
+}
+
+func (h *headerBlock) add(key, value string) {
+	v := &h.vals[h.n]
+	v.Key, v.Value = key, value
+	h.ptrs[h.n] = v
+	h.n++
+}
+
+func (h *headerBlock) list() []*corepb.HeaderValue { return h.ptrs[:h.n:h.n] }
+
+// ruleInfo is what a Service derives from one rule of its current Rules,
+// once: the header values that do not depend on the request, and the
+// rule's counters.
+type ruleInfo struct {
+	policyHeader string        // the RateLimit-Policy value (HeadersDraft11)
+	limitHeader  string        // the legacy Limit value (HeadersLegacy)
+	ctr          *ruleCounters // nil without metrics, or with DetailedMetric
+}
+
+// maxRuleInfos bounds the cache of one Rules: a Rules that returns a new
+// *config.RateLimit on every Lookup must not grow it without end. Past
+// the bound, rules are served uncached.
+const maxRuleInfos = 1 << 14
+
+// rulesBox is the current Rules and the ruleInfo of each rule it has
+// returned, keyed by the rule's pointer.
+type rulesBox struct {
+	r     Rules
+	infos sync.Map // *config.RateLimit → *ruleInfo
+	n     atomic.Int64
+}
+
+// info returns r's ruleInfo, deriving it on first use; nil when the cache
+// is full.
+func (s *Service) info(b *rulesBox, r *config.RateLimit) *ruleInfo {
+	if v, ok := b.infos.Load(r); ok {
+		return v.(*ruleInfo)
+	}
+	if b.n.Load() >= maxRuleInfos {
+		return nil
+	}
+	in := &ruleInfo{}
+	policy := r.Name
+	if policy == "" {
+		policy = r.FullKey
+	}
+	switch s.headers {
+	case HeadersDraft11:
+		in.policyHeader = string(rlheader.AppendPolicies(nil, rlheader.Policy{Name: policy, Quota: int64(r.RequestsPerUnit), Window: r.Period()}))
+	case HeadersLegacy:
+		in.limitHeader = strconv.FormatUint(uint64(r.RequestsPerUnit), 10)
+	}
+	if !r.DetailedMetric {
+		in.ctr = s.m.counters(r.FullKey)
+	}
+	if v, loaded := b.infos.LoadOrStore(r, in); loaded {
+		return v.(*ruleInfo)
+	}
+	b.n.Add(1)
+	return in
+}

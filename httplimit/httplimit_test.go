@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -295,21 +296,9 @@ func TestRouteKey(t *testing.T) {
 	for _, path := range []string{"/items/1", "/items/2", "/items/3", "/users/1"} {
 		codes = append(codes, do(mux, httptest.NewRequest("GET", path, nil)).Code)
 	}
-	if want := []int{200, 200, 429, 200}; !equal(codes, want) {
+	if want := []int{200, 200, 429, 200}; !slices.Equal(codes, want) {
 		t.Fatalf("codes %v, want %v", codes, want)
 	}
-}
-
-func equal(a, b []int) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
 }
 
 // Keys are scoped by policy and, when asked, hashed before they reach the

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -71,7 +72,7 @@ func TestQueueNGINX(t *testing.T) {
 				w.mu.Unlock()
 			}
 			want := []int{200, 200, 200, 200, 200, 200, 503}
-			if !equal(codes, want) {
+			if !slices.Equal(codes, want) {
 				t.Fatalf("codes %v, want %v", codes, want)
 			}
 			if served != 6 {
@@ -187,7 +188,7 @@ func TestQueueSeveral(t *testing.T) {
 	// slow admits 4 (waits 0,1,2,3 s), fast 2 (waits 0, 0.5 s): the second
 	// request waits max(1 s, 0.5 s); the third is refused by fast, and slow
 	// is given back its unit.
-	if !equal(codes, []int{200, 200, 429}) {
+	if !slices.Equal(codes, []int{200, 200, 429}) {
 		t.Fatalf("codes %v", codes)
 	}
 	if len(w.ds) != 1 || w.ds[0] != time.Second {

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -195,7 +196,7 @@ func TestServeForwardAuthTrust(t *testing.T) {
 		for _, client := range []string{"203.0.113.1", "203.0.113.2", "203.0.113.1", "203.0.113.1"} {
 			codes = append(codes, authCall(t, s.url, fromProxy(client, "/")).code)
 		}
-		if want := []int{200, 200, 200, 429}; !slicesEqual(codes, want) {
+		if want := []int{200, 200, 200, 429}; !slices.Equal(codes, want) {
 			t.Errorf("clients 1, 2, 1, 1 through a trusted proxy: %v, want %v", codes, want)
 		}
 		if spent(t, s.url, "127.0.0.1") {
@@ -213,7 +214,7 @@ func TestServeForwardAuthTrust(t *testing.T) {
 		for _, client := range []string{"203.0.113.1", "203.0.113.2", "203.0.113.3"} {
 			codes = append(codes, authCall(t, s.url, fromProxy(client, "/")).code)
 		}
-		if want := []int{200, 200, 429}; !slicesEqual(codes, want) {
+		if want := []int{200, 200, 429}; !slices.Equal(codes, want) {
 			t.Errorf("spoofed clients 1, 2, 3 from an untrusted peer: %v, want %v (one allowance, the peer's)", codes, want)
 		}
 		if !spent(t, s.url, "127.0.0.1") || spent(t, s.url, "203.0.113.1") {
@@ -229,7 +230,7 @@ func TestServeBuiltInForwardAuth(t *testing.T) {
 	for range 4 {
 		codes = append(codes, authCall(t, url, map[string]string{"X-User": "bob"}).code)
 	}
-	if want := []int{200, 200, 200, 429}; !slicesEqual(codes, want) {
+	if want := []int{200, 200, 200, 429}; !slices.Equal(codes, want) {
 		t.Fatalf("codes %v, want %v", codes, want)
 	}
 }

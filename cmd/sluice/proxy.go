@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"crypto/sha256"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -218,28 +217,7 @@ func runProxy(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		fmt.Fprintf(stdout, "  admin      http://%s  (GET /metrics, GET /healthcheck)\n", localAddr(adminLn.Addr()))
 	}
 
-	code := 0
-loop:
-	for {
-		select {
-		case <-ctx.Done():
-			break loop
-		case <-hup:
-			if rl == nil {
-				log.Info("reload: nothing to reload (no -config)")
-				continue
-			}
-			rl.reload("SIGHUP", true)
-		case <-changed:
-			rl.reload("file change", false)
-		case err := <-errc:
-			if err != nil && !errors.Is(err, http.ErrServerClosed) {
-				fmt.Fprintln(stderr, "sluice proxy:", err)
-				code = 1
-			}
-			break loop
-		}
-	}
+	code := mainLoop(ctx, log, rl, hup, changed, errc, "no -config", stderr, "sluice proxy:")
 	shutdown, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	if admin != nil {

@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -18,56 +19,27 @@ import (
 
 // proxyRun is a `sluice proxy` running in the test.
 type proxyRun struct {
-	url, admin string
-	stderr     *syncBuffer
-	cancel     context.CancelFunc
-	done       chan int
+	*server
+	admin string
 }
 
 // launchProxy starts `sluice proxy args` on free loopback ports and waits
 // for its addresses.
 func launchProxy(t *testing.T, args ...string) *proxyRun {
 	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	var out syncBuffer
-	p := &proxyRun{stderr: &syncBuffer{}, cancel: cancel, done: make(chan int, 1)}
-	go func() {
-		p.done <- runProxy(ctx, append([]string{"-listen", "127.0.0.1:0", "-admin-addr", "127.0.0.1:0"}, args...), &out, p.stderr)
-	}()
-	t.Cleanup(func() { p.stop(t) })
 	listen := regexp.MustCompile(`listening  (http://\S+)`)
 	admin := regexp.MustCompile(`admin      (http://\S+)`)
-	eventually(t, "the proxy prints its addresses", func() bool {
-		select {
-		case code := <-p.done:
-			p.done <- code
-			t.Fatalf("proxy exited %d: %s", code, p.stderr.String())
-		default:
-		}
-		m, a := listen.FindStringSubmatch(out.String()), admin.FindStringSubmatch(out.String())
+	var url, adminURL string
+	s := startCmd(t, runProxy, append([]string{"-listen", "127.0.0.1:0", "-admin-addr", "127.0.0.1:0"}, args...), func(out string) bool {
+		m, a := listen.FindStringSubmatch(out), admin.FindStringSubmatch(out)
 		if m == nil || a == nil {
 			return false
 		}
-		p.url, p.admin = m[1], a[1]
+		url, adminURL = m[1], a[1]
 		return true
 	})
-	return p
-}
-
-func (p *proxyRun) stop(t *testing.T) {
-	t.Helper()
-	p.cancel()
-	select {
-	case code, ok := <-p.done:
-		if ok && code != 0 {
-			t.Errorf("proxy exited %d: %s", code, p.stderr.String())
-		}
-		if ok {
-			close(p.done)
-		}
-	case <-time.After(15 * time.Second):
-		t.Errorf("proxy did not stop: %s", p.stderr.String())
-	}
+	s.url = url
+	return &proxyRun{server: s, admin: adminURL}
 }
 
 func getStatus(t *testing.T, url string) int {
@@ -109,7 +81,7 @@ func TestProxy(t *testing.T) {
 	for range 3 {
 		codes = append(codes, getStatus(t, p.url+"/api/x"))
 	}
-	if !slicesEqual(codes, []int{200, 200, 429}) {
+	if !slices.Equal(codes, []int{200, 200, 429}) {
 		t.Fatalf("codes %v", codes)
 	}
 	if getStatus(t, p.url+"/other") != 200 || hits.Load() != 3 {

@@ -4,8 +4,10 @@ import (
 	"context"
 	"crypto/sha256"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
+	"net/http"
 	"os"
 	"path/filepath"
 	"slices"
@@ -294,4 +296,31 @@ func watchDirs(path string, extra []string) []string {
 		add(d)
 	}
 	return dirs
+}
+
+// mainLoop is serve's and proxy's: it reloads on SIGHUP (hup) and on file
+// change (changed) until ctx ends or a server fails (errc), and returns the
+// exit code, 1 if a server failed. rl is nil when there is no config file
+// to reload (noReload says why, in the log).
+func mainLoop(ctx context.Context, log *slog.Logger, rl *reloader, hup <-chan os.Signal, changed <-chan struct{}, errc <-chan error, noReload string, stderr io.Writer, prefix string) int {
+	for {
+		select {
+		case <-ctx.Done():
+			return 0
+		case <-hup:
+			if rl == nil {
+				log.Info("reload: nothing to reload (" + noReload + ")")
+				continue
+			}
+			rl.reload("SIGHUP", true)
+		case <-changed:
+			rl.reload("file change", false)
+		case err := <-errc:
+			if err != nil && !errors.Is(err, http.ErrServerClosed) {
+				fmt.Fprintln(stderr, prefix, err)
+				return 1
+			}
+			return 0
+		}
+	}
 }

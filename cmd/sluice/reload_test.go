@@ -30,7 +30,7 @@ const (
 	reqK      = `{"domain":"d","descriptors":[{"entries":[{"key":"k","value":"v"}]}]}`
 )
 
-// server is a `sluice serve` running in the test.
+// server is a `sluice serve` (or proxy) running in the test.
 type server struct {
 	url    string
 	stderr *syncBuffer
@@ -42,31 +42,42 @@ type server struct {
 // its address; the caller stops it (see stop), or the test's end does.
 func launch(t *testing.T, args ...string) *server {
 	t.Helper()
+	re := regexp.MustCompile(`HTTP  (http://\S+)`)
+	var url string
+	s := startCmd(t, runServe, append([]string{"-http-addr", "127.0.0.1:0", "-grpc-addr", "127.0.0.1:0"}, args...), func(out string) bool {
+		m := re.FindStringSubmatch(out)
+		if m != nil {
+			url = m[1]
+		}
+		return m != nil
+	})
+	s.url = url
+	return s
+}
+
+// startCmd runs a command's run function with args until the test ends,
+// and waits until ready accepts what it printed on stdout.
+func startCmd(t *testing.T, run func(context.Context, []string, io.Writer, io.Writer) int, args []string, ready func(stdout string) bool) *server {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	var out syncBuffer
 	s := &server{stderr: &syncBuffer{}, cancel: cancel, done: make(chan int, 1)}
-	go func() {
-		s.done <- runServe(ctx, append([]string{"-http-addr", "127.0.0.1:0", "-grpc-addr", "127.0.0.1:0"}, args...), &out, s.stderr)
-	}()
+	go func() { s.done <- run(ctx, args, &out, s.stderr) }()
 	t.Cleanup(func() { s.stop(t) })
-	re := regexp.MustCompile(`HTTP  (http://\S+)`)
 	deadline := time.Now().Add(10 * time.Second)
-	for {
-		if m := re.FindStringSubmatch(out.String()); m != nil {
-			s.url = m[1]
-			return s
-		}
+	for !ready(out.String()) {
 		select {
 		case code := <-s.done:
 			s.done <- code
-			t.Fatalf("serve exited %d: %s", code, s.stderr.String())
+			t.Fatalf("exited %d: %s", code, s.stderr.String())
 		default:
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("serve printed no address: %q %q", out.String(), s.stderr.String())
+			t.Fatalf("printed no address: %q %q", out.String(), s.stderr.String())
 		}
 		time.Sleep(10 * time.Millisecond) // polling for start-up
 	}
+	return s
 }
 
 // stop cancels the server and checks that it exits 0 within 15 seconds;

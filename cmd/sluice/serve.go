@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/sha256"
 	_ "embed"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -336,28 +335,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		fmt.Fprintf(stdout, "  for i in 1 2 3 4; do curl -s -o /dev/null -w '%%{http_code}\\n' -H 'X-User: bob' http://%s%s; done\n", localAddr(httpLn.Addr()), service.ForwardAuthPath)
 	}
 
-	code := 0
-loop:
-	for {
-		select {
-		case <-ctx.Done():
-			break loop
-		case <-hup:
-			if rl == nil {
-				log.Info("reload: nothing to reload (the built-in example config)")
-				continue
-			}
-			rl.reload("SIGHUP", true)
-		case <-changed:
-			rl.reload("file change", false)
-		case err := <-errc:
-			if err != nil && !errors.Is(err, http.ErrServerClosed) {
-				fmt.Fprintln(stderr, "sluice serve:", err)
-				code = 1
-			}
-			break loop
-		}
-	}
+	code := mainLoop(ctx, log, rl, hup, changed, errc, "the built-in example config", stderr, "sluice serve:")
 	// Drain: the health checks fail, both listeners close, and the
 	// requests and calls in flight finish, for up to 10 seconds in all;
 	// what is left then is cut.

@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -58,7 +59,7 @@ func TestServeBuiltInExample(t *testing.T) {
 	for range 4 {
 		codes = append(codes, post(t, url, body))
 	}
-	if want := []int{200, 200, 200, 429}; !slicesEqual(codes, want) {
+	if want := []int{200, 200, 200, 429}; !slices.Equal(codes, want) {
 		t.Fatalf("codes %v, want %v", codes, want)
 	}
 	if resp, err := http.Get(url + "/healthcheck"); err != nil || resp.StatusCode != 200 {
@@ -108,7 +109,7 @@ func TestServeReload(t *testing.T) {
 	for range 5 {
 		codes = append(codes, req("z"))
 	}
-	if want := []int{200, 200, 200, 200, 200}; !slicesEqual(codes, want) {
+	if want := []int{200, 200, 200, 200, 200}; !slices.Equal(codes, want) {
 		t.Fatalf("after a bad reload the 5/hour config should still run: %v", codes)
 	}
 }
@@ -121,16 +122,4 @@ func TestServeBadConfig(t *testing.T) {
 	if code != 1 || !strings.Contains(errb.String(), "bad.yaml:5") {
 		t.Fatalf("bad config: exit %d, stderr %q; want 1 and the file:line", code, errb.String())
 	}
-}
-
-func slicesEqual(a, b []int) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
 }

@@ -107,4 +107,19 @@
 // ratios):
 //
 //	go test -run '^$' -bench RLS -benchmem -count 3 -cpu 2 -benchtime 20000x
+//
+// TestProxyAdmittedCounts (proxy_test.go) checks that `sluice proxy` admits
+// exactly what NGINX's limit_req admits: it starts both (sluice from $SLUICE
+// or built with `go build`, nginx from PATH, each with one route per limit)
+// in front of one httptest upstream, sends each limit the same scheduled
+// arrivals, every one at least a fifth of a period away from the time its
+// decision would flip, and compares the 200s and 429s of both with a model
+// of NGINX's accounting, and the delays of the delaying limits. It is
+// skipped with -short or without nginx:
+//
+//	go test -run ProxyAdmittedCounts -v -count 1
+//
+// proxy.sh, a script rather than a test, measures the throughput and
+// latency of `sluice proxy`, NGINX with limit_req and the upstream alone with
+// wrk; see BENCHMARKS.md, "Reverse proxy (sluice proxy vs NGINX limit_req)".
 package bench

@@ -134,8 +134,8 @@ type Config struct {
 	// Nil trusts no proxy.
 	TrustedProxies *clientip.Resolver
 	// Transport sends requests upstream; nil is a clone of
-	// http.DefaultTransport with more idle connections per host and
-	// UpstreamTimeout.
+	// http.DefaultTransport with more idle connections per host,
+	// UpstreamTimeout, and compression left to the client and upstream.
 	Transport http.RoundTripper
 	// UpstreamTimeout bounds the wait for an upstream's response headers
 	// with the default Transport; past it the answer is 504. 0: no bound.
@@ -194,6 +194,10 @@ func New(cfg Config) (*Gateway, error) {
 		t := http.DefaultTransport.(*http.Transport).Clone()
 		t.MaxIdleConnsPerHost = 256
 		t.MaxIdleConns = 1024
+		// Pass Accept-Encoding as the client sent it, and the body as the
+		// upstream sent it: a proxy does not ask for gzip on a client's
+		// behalf and then inflate it itself.
+		t.DisableCompression = true
 		t.ResponseHeaderTimeout = cfg.UpstreamTimeout
 		g.transport = t
 	}

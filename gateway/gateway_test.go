@@ -73,7 +73,9 @@ func (u *upstream) set(h http.HandlerFunc) {
 	u.mu.Unlock()
 }
 
-func mustURL(t *testing.T, s string) *url.URL {
+func mustURL(t *testing.T, s string) *url.URL { return mustURLB(t, s) }
+
+func mustURLB(t testing.TB, s string) *url.URL {
 	u, err := url.Parse(s)
 	if err != nil {
 		t.Fatal(err)
@@ -629,11 +631,14 @@ func TestForwardingHeaders(t *testing.T) {
 		req.Header.Set("Connection", "X-Secret")
 		req.Header.Set("X-Secret", "hop")
 		req.Header.Set("X-Forwarded-For", "198.51.100.7")
-		resp, err := srv.Client().Do(req)
+		// A client that asks for no compression.
+		plain := &http.Client{Transport: &http.Transport{DisableCompression: true}}
+		resp, err := plain.Do(req)
 		if err != nil {
 			t.Fatal(err)
 		}
 		resp.Body.Close()
+		plain.CloseIdleConnections()
 		h := up.headers[0]
 		if h.Get("X-Secret") != "" {
 			t.Errorf("trusted=%v: hop-by-hop header forwarded", trusted)
@@ -644,6 +649,9 @@ func TestForwardingHeaders(t *testing.T) {
 		}
 		if got := strings.Join(h.Values("X-Forwarded-For"), ", "); got != want {
 			t.Errorf("trusted=%v: X-Forwarded-For %q, want %q", trusted, got, want)
+		}
+		if h.Get("Accept-Encoding") != "" {
+			t.Errorf("trusted=%v: the proxy asked for %q on the client's behalf", trusted, h.Get("Accept-Encoding"))
 		}
 		if h.Get("X-Forwarded-Host") == "" || h.Get("X-Forwarded-Proto") != "http" {
 			t.Errorf("trusted=%v: X-Forwarded-Host/Proto %q %q", trusted, h.Get("X-Forwarded-Host"), h.Get("X-Forwarded-Proto"))

@@ -95,6 +95,21 @@ func ParseFile(name string, data []byte) (*File, error) {
 	if root.Kind == yaml.DocumentNode && len(root.Content) == 1 {
 		root = root.Content[0]
 	}
+	for {
+		// Another document would be ignored; an empty one (a trailing
+		// "---") is harmless.
+		var next yaml.Node
+		err := dec.Decode(&next)
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			return nil, config.SyntaxError(name, data, err)
+		}
+		if len(next.Content) > 0 && next.Content[0].Tag != "!!null" {
+			return nil, p.errf(&next, "a second YAML document (after ---): a proxy config is one document")
+		}
+	}
 	if err := p.parse(root); err != nil {
 		return nil, err
 	}
@@ -353,6 +368,9 @@ func (p *fileParser) parse(root *yaml.Node) error {
 			if err != nil {
 				return err
 			}
+			if slices.ContainsFunc(c.Routes, func(o Route) bool { return o.Name == rt.Name }) {
+				return p.errf(it, "route name %q is used twice", rt.Name)
+			}
 			c.Routes = append(c.Routes, rt)
 		}
 	}
@@ -609,7 +627,12 @@ func (p *fileParser) key(n *yaml.Node, res *clientip.Resolver) (func(string) htt
 			}
 		case s == "host":
 			f = func(string) httplimit.KeyFunc {
-				return func(r *http.Request) (string, bool) { return r.Host, r.Host != "" }
+				// As NGINX's $host: no port, lower case, no trailing
+				// dot, so that no spelling of a host is a fresh key.
+				return func(r *http.Request) (string, bool) {
+					h := normHost(r.Host)
+					return h, h != ""
+				}
 			}
 		case s == "method":
 			f = func(string) httplimit.KeyFunc {

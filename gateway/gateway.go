@@ -21,16 +21,18 @@
 //   - when the upstream fails, the answer is 502 (504 on a timeout) with a
 //     problem+json body; the upstream's address stays in the log.
 //
-// Matching looks at the cleaned path (no "..", no "//"), so that
-// "/public/../admin" is limited as "/admin"; the upstream receives the path
-// as the client sent it. Unlike ServeMux, the gateway never redirects.
+// Matching looks at the cleaned, decoded path (no "..", no "//", no %2F),
+// as NGINX matches locations, so that "/public/../admin" and "/admin%2Fx"
+// are limited under "/admin"; the upstream receives the path as the client
+// sent it. Hosts match in lower case without port or trailing dot, as
+// NGINX's $host. Unlike ServeMux, the gateway never redirects.
 //
 // Responses stream: the ReverseProxy flushes at once when the upstream sends
 // no Content-Length or an event stream, so long polls and server-sent
 // events pass without buffering. Hop-by-hop headers are dropped and
 // X-Forwarded-For, -Host and -Proto are set as ReverseProxy's
-// SetXForwarded does; an incoming X-Forwarded-For is kept only from a
-// trusted proxy.
+// SetXForwarded does; an incoming X-Forwarded-For, -Host and -Proto are
+// kept only from a trusted proxy.
 //
 // Update swaps the routes and limits of a running Gateway at once, with no
 // request lost; requests already in flight finish under the configuration
@@ -46,6 +48,7 @@ import (
 	"io"
 	"log"
 	"log/slog"
+	"maps"
 	"net"
 	"net/http"
 	"net/http/httputil"
@@ -140,9 +143,9 @@ type Config struct {
 	// UpstreamTimeout bounds the wait for an upstream's response headers
 	// with the default Transport; past it the answer is 504. 0: no bound.
 	UpstreamTimeout time.Duration
-	// AccessLog receives one line per request the gateway refuses, sheds or
-	// cannot forward, in NGINX's combined format followed by the outcome
-	// and the policy. Nil logs none.
+	// AccessLog receives one line per request a policy refuses, the
+	// gateway sheds or cannot forward, in NGINX's combined format followed
+	// by the outcome and the policy. Nil logs none.
 	AccessLog io.Writer
 	// Logger receives errors and the middleware's lines. Default
 	// slog.Default().
@@ -370,8 +373,22 @@ func register(mux *http.ServeMux, pattern string, h http.Handler) (err error) {
 			err = fmt.Errorf("pattern %q: %v", pattern, v)
 		}
 	}()
-	mux.Handle(pattern, h)
+	mux.Handle(lowerPatternHost(pattern), h)
 	return nil
+}
+
+// lowerPatternHost returns pattern with its host, if any, as match sees a
+// request's: in lower case, without a trailing dot.
+func lowerPatternHost(pattern string) string {
+	method, rest := "", pattern
+	if i := strings.IndexAny(pattern, " \t"); i >= 0 {
+		rest = strings.TrimLeft(pattern[i:], " \t")
+		method = pattern[:len(pattern)-len(rest)]
+	}
+	if j := strings.IndexByte(rest, '/'); j > 0 {
+		return method + lowerHost(rest[:j]) + rest[j:]
+	}
+	return pattern
 }
 
 // ServeHTTP routes r, applies its route's limits and forwards it.
@@ -384,33 +401,85 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // match finds r's route by the cleaned path, never redirecting: where
 // ServeMux would redirect "/a" to its subtree "/a/", "/a" belongs to the
 // subtree's route.
+//
+// As NGINX matches locations, the path is matched decoded ("/admin%2Fx" is
+// under "/admin/") and the host in lower case without a trailing dot. A
+// request that matches no route so is matched again on its escaped path
+// ("/users/a%2Fb" as one {id}), so that it is unlimited only when neither
+// reading matches a route.
 func (st *state) match(r *http.Request) *route {
 	if st.routes == 0 {
 		return st.fallback
 	}
+	bare := stripPort(r.Host) // as ServeMux sees it
+	host := lowerHost(bare)
 	look := r
-	if p := cleanPath(r.URL.Path); p != r.URL.Path {
-		look = withPath(r, p)
+	if p := cleanPath(r.URL.Path); p != r.URL.Path || r.URL.RawPath != "" || host != bare {
+		look = withPath(r, host, p, "")
 	}
-	h, pattern := st.mux.Handler(look)
-	if _, ok := h.(*route); !ok && !strings.HasSuffix(look.URL.Path, "/") {
-		h, pattern = st.mux.Handler(withPath(look, look.URL.Path+"/"))
+	rt, pattern := st.find(look)
+	if rt == nil && r.URL.RawPath != "" {
+		esc := cleanPath(r.URL.EscapedPath())
+		if p, err := url.PathUnescape(esc); err == nil {
+			rt, pattern = st.find(withPath(r, host, p, esc))
+		}
 	}
-	if rt, ok := h.(*route); ok {
-		r.Pattern = pattern // for httplimit.Route keys
-		return rt
+	if rt == nil {
+		return st.fallback
 	}
-	return st.fallback
+	r.Pattern = pattern // for httplimit.Route keys
+	return rt
 }
 
-// withPath returns a shallow copy of r whose URL has path p, for matching.
-func withPath(r *http.Request, p string) *http.Request {
+// find returns the route of r, whose path is clean, or nil.
+func (st *state) find(r *http.Request) (*route, string) {
+	h, pattern := st.mux.Handler(r)
+	if rt, ok := h.(*route); ok {
+		return rt, pattern
+	}
+	if strings.HasSuffix(r.URL.Path, "/") {
+		return nil, ""
+	}
+	raw := r.URL.RawPath
+	if raw != "" {
+		raw += "/"
+	}
+	h, pattern = st.mux.Handler(withPath(r, r.Host, r.URL.Path+"/", raw))
+	if rt, ok := h.(*route); ok {
+		return rt, pattern
+	}
+	return nil, ""
+}
+
+// withPath returns a shallow copy of r with host, and a URL with path p
+// and raw path raw, for matching.
+func withPath(r *http.Request, host, p, raw string) *http.Request {
 	u := *r.URL
-	u.Path, u.RawPath = p, ""
+	u.Path, u.RawPath = p, raw
 	c := *r
 	c.URL = &u
+	c.Host = host
 	return &c
 }
+
+// normHost returns host as NGINX's $host has it: without a port, in lower
+// case, without a trailing dot. It does not allocate when host is already
+// so.
+func normHost(host string) string { return lowerHost(stripPort(host)) }
+
+// stripPort returns host without its port, as ServeMux strips it.
+func stripPort(host string) string {
+	if strings.IndexByte(host, ':') >= 0 {
+		if h, _, err := net.SplitHostPort(host); err == nil {
+			return h
+		}
+	}
+	return host
+}
+
+// lowerHost returns a host name without port in lower case, without a
+// trailing dot.
+func lowerHost(host string) string { return strings.ToLower(strings.TrimSuffix(host, ".")) }
 
 // cleanPath is path.Clean keeping a trailing slash, as ServeMux cleans.
 func cleanPath(p string) string {
@@ -442,13 +511,24 @@ func (g *Gateway) forwarder(st *state, u Upstream, route string) http.Handler {
 			host := pr.In.Host
 			// Keep the client's X-Forwarded-For only from a trusted proxy;
 			// SetXForwarded then appends the peer.
-			if trusted != nil && len(trusted.TrustedProxies) > 0 && fromTrusted(trusted, pr.In) {
+			fromProxy := trusted != nil && len(trusted.TrustedProxies) > 0 && fromTrusted(trusted, pr.In)
+			if fromProxy {
 				if v := pr.In.Header.Values("X-Forwarded-For"); len(v) > 0 {
 					pr.Out.Header["X-Forwarded-For"] = v
 				}
 			}
 			pr.SetURL(target)
 			pr.SetXForwarded()
+			if fromProxy {
+				// The host and scheme the client used are the trusted
+				// proxy's to tell (it may have terminated TLS), not this
+				// hop's.
+				for _, k := range []string{"X-Forwarded-Host", "X-Forwarded-Proto"} {
+					if v := pr.In.Header.Values(k); len(v) > 0 {
+						pr.Out.Header[k] = v
+					}
+				}
+			}
 			if u.PreserveHost {
 				pr.Out.Host = host
 			}
@@ -472,9 +552,39 @@ func (g *Gateway) forwarder(st *state, u Upstream, route string) http.Handler {
 		st.cfg.Metrics.outcome(route, "forwarded")
 		st.cfg.Metrics.inflight(u.Name, 1)
 		defer st.cfg.Metrics.inflight(u.Name, -1)
+		if len(w.Header()) > 0 {
+			w = &keepHeaders{ResponseWriter: w, saved: maps.Clone(w.Header())}
+		}
 		rp.ServeHTTP(w, r)
 	})
 }
+
+// keepHeaders puts back, on the final response, the headers set before the
+// request was forwarded (httplimit's RateLimit and RateLimit-Policy), which
+// ReverseProxy clears after forwarding an upstream's 1xx (100 Continue, 103
+// Early Hints).
+type keepHeaders struct {
+	http.ResponseWriter
+	saved   http.Header
+	cleared bool // a 1xx was written, and the header map cleared after it
+}
+
+func (k *keepHeaders) WriteHeader(code int) {
+	if code >= 100 && code <= 199 && code != http.StatusSwitchingProtocols {
+		k.cleared = true
+	} else if k.cleared {
+		k.cleared = false
+		h := k.ResponseWriter.Header()
+		for name, v := range k.saved {
+			h[name] = append(v[:len(v):len(v)], h[name]...)
+		}
+	}
+	k.ResponseWriter.WriteHeader(code)
+}
+
+// Unwrap lets http.ResponseController (ReverseProxy's flushes and
+// hijacks) reach the underlying ResponseWriter.
+func (k *keepHeaders) Unwrap() http.ResponseWriter { return k.ResponseWriter }
 
 // copyBuffers lends the ReverseProxies their buffers for copying response
 // bodies, which each would otherwise allocate (32 KiB) for every response.

@@ -854,7 +854,7 @@ routes: [{name: all, match: /, limits: [q]}]
 		}
 	}
 	// Each left and gave its place back: one more fits now.
-	res, err := lim.AllowN(context.Background(), "q:global", mustQueueLimit(t, lim), 1)
+	res, err := lim.AllowN(context.Background(), "q:*", mustQueueLimit(t, lim), 1)
 	if err != nil || !res.Allowed {
 		t.Fatalf("after three disconnects: %+v %v, want a free place", res, err)
 	}

@@ -43,8 +43,11 @@
 // waits gives its place back and reaches no handler.
 //
 // ConcurrencyPolicy bounds requests in flight, per key or in total, like
-// NGINX limit_conn; a slot is released when the handler returns, even if it
-// panics.
+// NGINX limit_conn. As limit_conn runs after limit_req, a slot is taken
+// once the rate limits have admitted the request and any queue has let it
+// go (a queued request holds none), and is released when the handler
+// returns, even if it panics. A request refused for concurrency spends no
+// rate limit.
 package httplimit
 
 import (
@@ -121,8 +124,10 @@ type ConcurrencyPolicy struct {
 	// refuses none, like NGINX's limit_conn_dry_run.
 	Shadow bool
 	// Slots counts the requests in flight; nil gives the policy its own.
-	// Share one to bound several policies (or the same policy before and
-	// after a reconfiguration) together.
+	// Share one between policies of the same Name (in several
+	// Middlewares, or before and after a reconfiguration) to bound them
+	// together: keys are scoped by Name, so policies of different names
+	// that share Slots share nothing but their counts without Key.
 	Slots *Slots
 }
 
@@ -136,7 +141,10 @@ type Config struct {
 	Limiter sluice.Limiter
 	// Policies are the rate limits, evaluated in order.
 	Policies []Policy
-	// Concurrency are the in-flight limits, taken before Policies.
+	// Concurrency are the in-flight limits, taken once Policies have
+	// admitted the request and any queue has let it go, as NGINX's
+	// limit_conn runs after limit_req. A request they refuse gets back
+	// what Policies charged.
 	Concurrency []ConcurrencyPolicy
 	// StatusCode is the status of a refused request. Default 429.
 	StatusCode int
@@ -346,36 +354,6 @@ type decision struct {
 
 func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, next http.Handler) {
 	ctx := r.Context()
-	// In-flight limits first: a request refused for concurrency spends no
-	// rate limit.
-	// Each slot taken is released by a deferred call, also when a later
-	// policy refuses or the handler panics.
-	for _, c := range m.conc {
-		key, ok := m.groupKey(c, r)
-		if !ok {
-			if c.OnMissingKey == SkipMissing {
-				continue
-			}
-			m.missingKey(w, c.Name)
-			return
-		}
-		if !c.acquire(key) {
-			m.cfg.Logger.Info("httplimit: refused", "policy", c.Name, "key", key, "reason", "concurrency", "shadow", c.Shadow)
-			if c.Shadow {
-				m.cfg.Metrics.decision(c.Name, "shadow_rejected")
-				continue
-			}
-			m.cfg.Metrics.decision(c.Name, "rejected")
-			rej := Rejection{Status: m.cfg.ConcurrencyStatusCode, Policies: []string{c.Name}, RetryAfter: time.Second}
-			if !m.cfg.NoDraftHeaders {
-				w.Header().Set("RateLimit-Policy", string(rlheader.AppendPolicies(nil, rlheader.Policy{Name: c.Name, Quota: int64(c.Max), Unit: "concurrent-requests"})))
-			}
-			m.reject(w, r, rej)
-			return
-		}
-		defer c.release(key) // runs even if next panics
-	}
-
 	var buf [4]decision // no allocation for up to 4 policies
 	decisions := buf[:0]
 	var refused *decision
@@ -480,6 +458,40 @@ func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, next http.Han
 			return
 		}
 	}
+	// In-flight limits after the rate limits, as NGINX runs limit_conn
+	// after limit_req: a request waiting in a queue holds no slot. A
+	// request refused here gets back what the rate limits charged.
+	// Each slot taken is released by a deferred call, also when a later
+	// policy refuses or the handler panics.
+	for _, c := range m.conc {
+		key, ok := m.groupKey(c, r)
+		if !ok {
+			if c.OnMissingKey == SkipMissing {
+				continue
+			}
+			m.giveBack(ctx, decisions)
+			m.clearHeaders(w.Header())
+			m.missingKey(w, c.Name)
+			return
+		}
+		if !c.acquire(key) {
+			m.cfg.Logger.Info("httplimit: refused", "policy", c.Name, "key", key, "reason", "concurrency", "shadow", c.Shadow)
+			if c.Shadow {
+				m.cfg.Metrics.decision(c.Name, "shadow_rejected")
+				continue
+			}
+			m.cfg.Metrics.decision(c.Name, "rejected")
+			m.giveBack(ctx, decisions)
+			m.clearHeaders(w.Header())
+			rej := Rejection{Status: m.cfg.ConcurrencyStatusCode, Policies: []string{c.Name}, RetryAfter: time.Second}
+			if !m.cfg.NoDraftHeaders {
+				w.Header().Set("RateLimit-Policy", string(rlheader.AppendPolicies(nil, rlheader.Policy{Name: c.Name, Quota: int64(c.Max), Unit: "concurrent-requests"})))
+			}
+			m.reject(w, r, rej)
+			return
+		}
+		defer c.release(key) // runs even if next panics
+	}
 	next.ServeHTTP(w, r)
 }
 
@@ -537,6 +549,14 @@ func (m *Middleware) setHeaders(h http.Header, ds []decision, refused *decision)
 		h[hdrLimit] = []string{strconv.Itoa(report.p.Limit.Rate)}
 		h[hdrRemaining] = []string{strconv.Itoa(report.res.Remaining)}
 		h[hdrReset] = []string{string(rlheader.AppendRetryAfter(buf[:0], t))}
+	}
+}
+
+// clearHeaders removes what setHeaders wrote, for a request refused by a
+// ConcurrencyPolicy after the rate limits admitted it.
+func (m *Middleware) clearHeaders(h http.Header) {
+	for _, k := range [...]string{hdrPolicy, hdrRateLimit, hdrLimit, hdrRemaining, hdrReset} {
+		delete(h, k)
 	}
 }
 
@@ -608,9 +628,9 @@ func (m *Middleware) groupKey(c *concurrency, r *http.Request) (string, bool) {
 	return m.finalKey(c.Name, k), true
 }
 
-// Slots counts requests in flight per key for ConcurrencyPolicy. Give
-// several policies the same Slots (in one Middleware or several, or across
-// a reconfiguration) to bound their requests together, as one NGINX
+// Slots counts requests in flight per key for ConcurrencyPolicy. Give the
+// policies of one Name the same Slots (in several Middlewares, or across a
+// reconfiguration) to bound their requests together, as one NGINX
 // limit_conn_zone is shared by every location that names it. The zero
 // Slots is ready to use; it is safe for concurrent use.
 type Slots struct {

@@ -161,7 +161,13 @@ func runProxy(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 			if err != nil {
 				return err
 			}
-			return gw.Update(complete(f))
+			if err := gw.Update(complete(f)); err != nil {
+				return err
+			}
+			if s := startOnly(file, f); len(s) > 0 {
+				log.Warn("reloaded, but these settings apply only at start; restart to change them", "settings", s)
+			}
+			return nil
 		}
 		if rl, err = newReloader(o.configPath, apply, log, reg, sum, known); err != nil {
 			fmt.Fprintln(stderr, "sluice proxy:", err)
@@ -174,7 +180,10 @@ func runProxy(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		fmt.Fprintln(stderr, "sluice proxy:", err)
 		return 1
 	}
-	hs := &http.Server{Handler: gw, ReadHeaderTimeout: 10 * time.Second, ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
+	// IdleTimeout: without it (and without ReadTimeout, which would cut
+	// long uploads) an idle keep-alive connection is held forever. 75 s is
+	// NGINX's keepalive_timeout.
+	hs := &http.Server{Handler: gw, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 75 * time.Second, ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
 	if o.h2c {
 		var p http.Protocols
 		p.SetHTTP1(true)
@@ -235,6 +244,26 @@ func runProxy(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		hs.Close()
 	}
 	return code
+}
+
+// startOnly names the settings of f, a reloaded config, that differ from
+// those of started and that a reload does not apply.
+func startOnly(started, f *gateway.File) []string {
+	var s []string
+	for _, c := range []struct {
+		name     string
+		was, now any
+	}{
+		{"listen", started.Listen, f.Listen},
+		{"store", started.Store, f.Store},
+		{"access_log", started.AccessLog, f.AccessLog},
+		{"upstream_timeout", started.Config.UpstreamTimeout, f.Config.UpstreamTimeout},
+	} {
+		if c.was != c.now {
+			s = append(s, c.name)
+		}
+	}
+	return s
 }
 
 // checkProxy validates f as the proxy would run it and prints its routes.

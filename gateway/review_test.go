@@ -1,0 +1,350 @@
+package gateway_test
+
+import (
+	"context"
+	"io"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/sluicehq/sluice/clientip"
+	"github.com/sluicehq/sluice/gateway"
+	"github.com/sluicehq/sluice/internal/clocktest"
+)
+
+// doRaw sends method and a request-target written as is (no cleaning or
+// re-encoding by the client) with host as the Host header.
+func doRaw(t *testing.T, srv string, c *http.Client, method, target, host string) *http.Response {
+	t.Helper()
+	req, err := http.NewRequest(method, srv+"/", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.URL.Opaque = target
+	if host != "" {
+		req.Host = host
+	}
+	resp, err := c.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	return resp
+}
+
+// An encoded slash must not take a request out of a subtree's limit: NGINX
+// matches locations on the decoded URI, and most upstreams decode %2F too.
+func TestReviewEncodedSlashStaysLimited(t *testing.T) {
+	up := newUpstream(t)
+	cfg := parsed(t, `
+upstream: http://placeholder
+limits: [{name: admin, key: global, rate: 1r/m, algorithm: fixed_window}]
+routes:
+  - {name: admin, match: /admin/, limits: [admin]}
+  - {name: item, match: "/items/{id}", limits: [admin]}
+`, up)
+	cfg.Limiter = store(t, clocktest.New())
+	_, srv := front(t, cfg)
+	c := srv.Client()
+	if code := doRaw(t, srv.URL, c, "GET", "/admin/a", "").StatusCode; code != 200 {
+		t.Fatalf("first: %d", code)
+	}
+	for _, p := range []string{"/admin%2Fb", "/admin%2fb", "/x/..%2Fadmin%2Fb", "/admin%2Fb/", "/items%2F7"} {
+		if code := doRaw(t, srv.URL, c, "GET", p, "").StatusCode; code != 429 {
+			t.Errorf("%s: %d, want 429 (the /admin/ limit)", p, code)
+		}
+	}
+}
+
+// Host names are case-insensitive and may carry a trailing dot (NGINX
+// lowercases $host and drops the dot before matching server_name): neither
+// may take a request out of a host route's limit.
+func TestReviewHostCaseStaysLimited(t *testing.T) {
+	up := newUpstream(t)
+	cfg := parsed(t, `
+upstream: http://placeholder
+limits: [{name: api, key: global, rate: 1r/m, algorithm: fixed_window}]
+routes: [{name: api, match: "GET Api.Example./", limits: [api]}]
+`, up)
+	cfg.Limiter = store(t, clocktest.New())
+	_, srv := front(t, cfg)
+	c := srv.Client()
+	if code := doRaw(t, srv.URL, c, "GET", "/a", "api.example").StatusCode; code != 200 {
+		t.Fatalf("first: %d", code)
+	}
+	for _, h := range []string{"API.example", "api.example.", "Api.Example.:8080"} {
+		if code := doRaw(t, srv.URL, c, "GET", "/a", h).StatusCode; code != 429 {
+			t.Errorf("Host %q: %d, want 429 (the api.example limit)", h, code)
+		}
+	}
+}
+
+// key: host must not give a client a fresh allowance per spelling of the
+// same host (case, port, trailing dot), as NGINX's $host does not.
+func TestReviewHostKeyNormalized(t *testing.T) {
+	up := newUpstream(t)
+	cfg := parsed(t, `
+upstream: http://placeholder
+limits: [{name: h, key: host, rate: 1r/m, algorithm: fixed_window}]
+routes: [{name: all, match: /, limits: [h]}]
+`, up)
+	cfg.Limiter = store(t, clocktest.New())
+	_, srv := front(t, cfg)
+	c := srv.Client()
+	if code := doRaw(t, srv.URL, c, "GET", "/", "a.example").StatusCode; code != 200 {
+		t.Fatalf("first: %d", code)
+	}
+	for _, h := range []string{"A.EXAMPLE", "a.example:81", "a.example."} {
+		if code := doRaw(t, srv.URL, c, "GET", "/", h).StatusCode; code != 429 {
+			t.Errorf("Host %q: %d, want 429 (same host)", h, code)
+		}
+	}
+}
+
+// An upstream's 1xx (100 Continue for a client's Expect: 100-continue, 103
+// Early Hints) must not wipe the RateLimit headers of the final response.
+func TestReviewInformationalKeepsRateLimitHeaders(t *testing.T) {
+	up := newUpstream(t)
+	up.set(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/hints" {
+			w.Header().Set("Link", "</a.css>; rel=preload")
+			w.WriteHeader(http.StatusEarlyHints)
+		}
+		io.Copy(io.Discard, r.Body)
+		io.WriteString(w, "ok")
+	})
+	cfg := parsed(t, `
+upstream: http://placeholder
+limits: [{name: per_ip, key: ip, rate: 10r/m, algorithm: fixed_window}]
+routes: [{name: all, match: /, limits: [per_ip]}]
+`, up)
+	cfg.Limiter = store(t, clocktest.New())
+	_, srv := front(t, cfg)
+	for _, tc := range []struct{ name, path, expect string }{
+		{"100-continue", "/upload", "100-continue"},
+		{"103", "/hints", ""},
+	} {
+		req, _ := http.NewRequest("POST", srv.URL+tc.path, strings.NewReader(strings.Repeat("x", 2048)))
+		if tc.expect != "" {
+			req.Header.Set("Expect", tc.expect)
+		}
+		resp, err := srv.Client().Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != 200 || resp.Header.Get("RateLimit") == "" || resp.Header.Get("RateLimit-Policy") == "" {
+			t.Errorf("%s: %d, RateLimit %q, RateLimit-Policy %q: want both", tc.name, resp.StatusCode,
+				resp.Header.Get("RateLimit"), resp.Header.Get("RateLimit-Policy"))
+		}
+	}
+}
+
+// Behind a trusted proxy that terminates TLS, the upstream must learn the
+// scheme and host the client used, not the hop between proxy and gateway.
+func TestReviewTrustedForwardedProtoKept(t *testing.T) {
+	up := newUpstream(t)
+	pfx, _ := clientip.ParsePrefixes("127.0.0.0/8")
+	_, srv := front(t, gateway.Config{
+		Upstreams:      []gateway.Upstream{{Name: "app", URL: mustURL(t, up.URL)}},
+		TrustedProxies: &clientip.Resolver{TrustedProxies: pfx},
+	})
+	req, _ := http.NewRequest("GET", srv.URL+"/", nil)
+	req.Header.Set("X-Forwarded-For", "198.51.100.7")
+	req.Header.Set("X-Forwarded-Proto", "https")
+	req.Header.Set("X-Forwarded-Host", "shop.example")
+	resp, err := srv.Client().Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	h := up.headers[0]
+	if h.Get("X-Forwarded-Proto") != "https" || h.Get("X-Forwarded-Host") != "shop.example" {
+		t.Errorf("X-Forwarded-Proto %q, -Host %q: want the trusted proxy's https, shop.example",
+			h.Get("X-Forwarded-Proto"), h.Get("X-Forwarded-Host"))
+	}
+
+	// From an untrusted peer both are the gateway's own.
+	up2 := newUpstream(t)
+	_, srv2 := front(t, gateway.Config{Upstreams: []gateway.Upstream{{Name: "app", URL: mustURL(t, up2.URL)}}})
+	req, _ = http.NewRequest("GET", srv2.URL+"/", nil)
+	req.Header.Set("X-Forwarded-Proto", "https")
+	req.Header.Set("X-Forwarded-Host", "shop.example")
+	resp, err = srv2.Client().Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	h = up2.headers[0]
+	if h.Get("X-Forwarded-Proto") != "http" || h.Get("X-Forwarded-Host") == "shop.example" {
+		t.Errorf("untrusted: X-Forwarded-Proto %q, -Host %q: a client's own were believed",
+			h.Get("X-Forwarded-Proto"), h.Get("X-Forwarded-Host"))
+	}
+}
+
+// NGINX runs limit_req before limit_conn: a request waiting in a limit_req
+// queue holds no limit_conn slot. With limit_conn 1 and a queue of burst 5
+// on the same key, a second and a third request that arrive while the first
+// has finished both wait their turn; neither gets limit_conn_status.
+func TestReviewQueuedRequestHoldsNoConnSlot(t *testing.T) {
+	up := newUpstream(t)
+	cfg := parsed(t, `
+upstream: http://placeholder
+status: 429
+conn_status: 503
+limits: [{name: q, key: global, rate: 1r/m, burst: 5}]
+conns: [{name: c, key: global, max: 1}]
+routes: [{name: all, match: /, limits: [q], conns: [c]}]
+`, up)
+	cfg.Limiter = store(t, clocktest.New())
+	var mu sync.Mutex
+	queued := 0
+	release := make(chan struct{})
+	cfg.Wait = func(ctx context.Context, d time.Duration) error {
+		mu.Lock()
+		queued++
+		mu.Unlock()
+		select {
+		case <-release:
+			return nil
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	_, srv := front(t, cfg)
+	c := srv.Client()
+	if code := get(t, c, srv.URL+"/").StatusCode; code != 200 {
+		t.Fatalf("first: %d", code)
+	}
+	codes := make(chan int, 1)
+	go func() {
+		resp, err := c.Get(srv.URL + "/")
+		if err != nil {
+			t.Error(err)
+			codes <- 0
+			return
+		}
+		resp.Body.Close()
+		codes <- resp.StatusCode
+	}()
+	for deadline := time.Now().Add(10 * time.Second); ; {
+		mu.Lock()
+		n := queued
+		mu.Unlock()
+		if n == 1 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the second request never queued")
+		}
+		time.Sleep(time.Millisecond) // polling, not timing
+	}
+	// The third arrives while the second waits; NGINX queues it too.
+	third := make(chan int, 1)
+	go func() {
+		resp, err := c.Get(srv.URL + "/")
+		if err != nil {
+			t.Error(err)
+			third <- 0
+			return
+		}
+		resp.Body.Close()
+		third <- resp.StatusCode
+	}()
+	for deadline := time.Now().Add(10 * time.Second); ; {
+		mu.Lock()
+		n := queued
+		mu.Unlock()
+		if n == 2 {
+			break
+		}
+		select {
+		case code := <-third:
+			close(release)
+			<-codes
+			t.Fatalf("third, while the second waits in the queue: %d, want to be queued (NGINX's limit_req runs before limit_conn)", code)
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the third request never queued")
+		}
+		time.Sleep(time.Millisecond) // polling, not timing
+	}
+	close(release)
+	<-codes
+	<-third
+}
+
+// A second YAML document in the file is not silently ignored: a config
+// split by "---" (limits in the second part) would otherwise run unlimited.
+func TestReviewSecondDocumentRefused(t *testing.T) {
+	_, err := gateway.ParseFile("proxy.yaml", []byte("upstream: http://u\n---\nlimits: []\n"))
+	if err == nil || !strings.HasPrefix(err.Error(), "proxy.yaml:") {
+		t.Fatalf("err %v, want an error naming the file", err)
+	}
+}
+
+// Two routes of one name are refused with the line, as the parser promises
+// for everything New checks.
+func TestReviewDuplicateRouteNameHasLine(t *testing.T) {
+	_, err := gateway.ParseFile("proxy.yaml", []byte("upstream: http://u\nroutes:\n  - {name: a, match: /a}\n  - {name: a, match: /b}\n"))
+	if err == nil || !strings.HasPrefix(err.Error(), "proxy.yaml:4:") {
+		t.Fatalf("err %v, want proxy.yaml:4:…", err)
+	}
+}
+
+// An Upgrade (websocket-style) through a limited route still switches
+// protocols and carries bytes both ways: the gateway's wrapping of the
+// ResponseWriter keeps Hijack reachable.
+func TestReviewUpgradeThroughLimitedRoute(t *testing.T) {
+	up := newUpstream(t)
+	up.set(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("Upgrade") != "echo" {
+			http.Error(w, "want Upgrade: echo", 400)
+			return
+		}
+		conn, brw, err := http.NewResponseController(w).Hijack()
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		defer conn.Close()
+		brw.WriteString("HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: echo\r\n\r\n")
+		brw.Flush()
+		line, _ := brw.ReadString('\n')
+		brw.WriteString("echo " + line)
+		brw.Flush()
+	})
+	cfg := parsed(t, `
+upstream: http://placeholder
+limits: [{name: per_ip, key: ip, rate: 10r/m, algorithm: fixed_window}]
+conns: [{name: c, key: ip, max: 1}]
+routes: [{name: all, match: /, limits: [per_ip], conns: [c]}]
+`, up)
+	cfg.Limiter = store(t, clocktest.New())
+	_, srv := front(t, cfg)
+	req, _ := http.NewRequest("GET", srv.URL+"/ws", nil)
+	req.Header.Set("Connection", "Upgrade")
+	req.Header.Set("Upgrade", "echo")
+	resp, err := srv.Client().Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusSwitchingProtocols || resp.Header.Get("RateLimit") == "" {
+		t.Fatalf("%d %v", resp.StatusCode, resp.Header)
+	}
+	rw, ok := resp.Body.(io.ReadWriter)
+	if !ok {
+		t.Fatalf("body %T is not writable", resp.Body)
+	}
+	io.WriteString(rw, "hi\n")
+	buf := make([]byte, len("echo hi\n"))
+	if _, err := io.ReadFull(rw, buf); err != nil || string(buf) != "echo hi\n" {
+		t.Fatalf("%q %v", buf, err)
+	}
+}

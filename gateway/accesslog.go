@@ -9,7 +9,8 @@ import (
 
 // access writes one line for a request the gateway answered itself, in
 // NGINX's combined format followed by the outcome (REJECTED, SHED,
-// UPSTREAM_ERROR, or with DryRun nothing) and what caused it:
+// UPSTREAM_ERROR; NO_KEY, BAD_COST or UNAVAILABLE when a policy could not
+// decide) and what caused it:
 //
 //	203.0.113.9 - - [30/Nov/2026:05:34:23 +0000] "GET /api/x HTTP/1.1" 429 187 "-" "curl/8.5.0" outcome=REJECTED by="per_ip"
 //
@@ -36,7 +37,11 @@ func (st *state) access(r *http.Request, status, size int, outcome string, by []
 	b = append(b, "\" "...)
 	b = strconv.AppendInt(b, int64(status), 10)
 	b = append(b, ' ')
-	b = strconv.AppendInt(b, int64(size), 10)
+	if size < 0 {
+		b = append(b, '-') // not known
+	} else {
+		b = strconv.AppendInt(b, int64(size), 10)
+	}
 	b = append(b, " \""...)
 	b = appendField(b, r.Referer())
 	b = append(b, "\" \""...)

@@ -528,6 +528,14 @@ func (p *fileParser) limit(n *yaml.Node, res *clientip.Resolver, limits map[stri
 		if noDelay || m["delay"] != nil {
 			return l, p.errf(v, "nodelay and delay belong to the queue; with algorithm %s every excess request is rejected at once", s)
 		}
+		// As in sluice serve's config: burst is for the buckets, and
+		// defaults to the rate (a bucket holds one period's worth).
+		if hasBurst && alg != sluice.TokenBucket && alg != sluice.LeakyBucket {
+			return l, p.errf(m["burst"], "burst applies only to token_bucket and leaky_bucket, not %v", alg)
+		}
+		if !hasBurst {
+			burst = rate
+		}
 		l.limit = sluice.Limit{Algorithm: alg, Rate: rate, Period: period, Burst: burst}
 		if err := l.limit.Validate(); err != nil {
 			return l, p.errf(v, "%v", err)

@@ -325,6 +325,17 @@ func (g *Gateway) compile(cfg Config) (*state, error) {
 			Logger:                cfg.Logger,
 			Metrics:               cfg.Limits,
 			Wait:                  cfg.Wait,
+			OnError: func(r *http.Request, status int, policy string) {
+				outcome := "UNAVAILABLE"
+				switch status {
+				case http.StatusBadRequest:
+					outcome = "NO_KEY"
+				case http.StatusInternalServerError:
+					outcome = "BAD_COST"
+				}
+				st.access(r, status, -1, outcome, []string{policy})
+				cfg.Metrics.outcome(rt.Name, "error")
+			},
 			WriteRejection: func(w http.ResponseWriter, r *http.Request, rej httplimit.Rejection) {
 				n := writeProblem(w, rlheader.QuotaExceeded(rej.Status, rej.Policies...), rej.Status)
 				st.access(r, rej.Status, n, "REJECTED", rej.Policies)

@@ -291,6 +291,7 @@ func TestNGINXConfigErrors(t *testing.T) {
 		{"upstream: http://u\nlimits:\n  - {name: a, key: ip, rate: 1r/s, burst: 1, delay: 2}\n", "proxy.yaml:3:"},
 		{"upstream: http://u\nlimits:\n  - {name: a, key: ip, rate: 1r/s, nodelay: true, algorithm: token_bucket}\n", "proxy.yaml:3:"},
 		{"upstream: http://u\nroutes:\n  - {name: r, match: /, limits: [nope]}\n", "proxy.yaml:3:"},
+		{"upstream: http://u\nlimits:\n  - {name: a, key: ip, rate: 5r/s, burst: 2, algorithm: fixed_window}\n", "proxy.yaml:3:"},
 		{"upstream: http://u\nlimts: []\n", "proxy.yaml:2:"},
 		{"upstream: ftp://u\n", "proxy.yaml:1:"},
 		{"upstream: http://u\n  bad: [\n", "proxy.yaml:2:"},
@@ -869,4 +870,32 @@ func mustQueueLimit(t *testing.T, lim *memstore.Store) sluice.Limit {
 		t.Fatal(err)
 	}
 	return q.Limit()
+}
+
+// A request without the limit's key (missing_key: reject) is a 400, in the
+// access log and the metrics too.
+func TestMissingKeyLogged(t *testing.T) {
+	up := newUpstream(t)
+	var log bytes.Buffer
+	var mu sync.Mutex
+	cfg := parsed(t, `
+upstream: http://placeholder
+limits: [{name: by_key, key: "header:X-Api-Key", rate: 10r/s, algorithm: token_bucket}]
+routes: [{name: api, match: /, limits: [by_key]}]
+`, up)
+	cfg.Limiter = store(t, clocktest.New())
+	cfg.AccessLog = lockedWriter{&mu, &log}
+	_, srv := front(t, cfg)
+	if c := get(t, srv.Client(), srv.URL+"/x").StatusCode; c != http.StatusBadRequest {
+		t.Fatalf("status %d, want 400", c)
+	}
+	mu.Lock()
+	line := log.String()
+	mu.Unlock()
+	if !strings.Contains(line, `"GET /x HTTP/1.1" 400 - `) || !strings.HasSuffix(line, "outcome=NO_KEY by=\"by_key\"\n") {
+		t.Fatalf("access log %q", line)
+	}
+	if up.hits.Load() != 0 {
+		t.Fatal("the upstream saw a request without a key")
+	}
 }

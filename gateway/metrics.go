@@ -15,7 +15,7 @@ type Metrics struct {
 
 // NewMetrics creates the metrics and registers them with reg:
 //
-//	sluice_proxy_requests_total{route, outcome}  outcome: forwarded, rejected, shed, upstream_error, cancelled
+//	sluice_proxy_requests_total{route, outcome}  outcome: forwarded, rejected, shed, upstream_error, error, cancelled
 //	sluice_proxy_in_flight{upstream}              requests being forwarded now
 //
 // The route label is the route's name, or "-" for requests no pattern

@@ -158,6 +158,11 @@ type Config struct {
 	// WriteRejection writes the body of a refused request; nil writes the
 	// problem+json body. The headers are already set when it is called.
 	WriteRejection func(w http.ResponseWriter, r *http.Request, rej Rejection)
+	// OnError, when not nil, is told of every request answered with an
+	// error rather than a decision: a missing key (400), an impossible cost
+	// (500), a failing limiter (503, or StoreErrorStatus), after the
+	// response is written, with the policy concerned.
+	OnError func(r *http.Request, status int, policy string)
 	// HashKeys replaces every key by a hash (SHA-256, 128 bits, hex) before
 	// it reaches the Limiter or a log, so that client IPs and API keys do
 	// not leave the process. Keys longer than MaxKeyLen are hashed always.
@@ -366,7 +371,7 @@ func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, next http.Han
 				continue
 			}
 			m.giveBack(ctx, decisions)
-			m.missingKey(w, p.Name)
+			m.missingKey(w, r, p.Name)
 			return
 		}
 		key = m.finalKey(p.Name, key)
@@ -377,7 +382,7 @@ func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, next http.Han
 		if cost < 1 || cost > p.Limit.Capacity() {
 			m.giveBack(ctx, decisions)
 			m.cfg.Logger.Error("httplimit: cost function returned an impossible cost", "policy", p.Name, "cost", cost, "capacity", p.Limit.Capacity())
-			http.Error(w, "rate limit cost out of range", http.StatusInternalServerError)
+			m.fail(w, r, http.StatusInternalServerError, "rate limit cost out of range", p.Name)
 			return
 		}
 		var start time.Time
@@ -411,7 +416,7 @@ func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, next http.Han
 					w.Header().Set("Retry-After", rlheader.FormatRetryAfter(res.RetryAfter))
 				}
 				w.Header().Set("Cache-Control", "no-store")
-				http.Error(w, "rate limiter unavailable", status)
+				m.fail(w, r, status, "rate limiter unavailable", p.Name)
 				return
 			}
 			continue // fail open for this policy
@@ -471,7 +476,7 @@ func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, next http.Han
 			}
 			m.giveBack(ctx, decisions)
 			m.clearHeaders(w.Header())
-			m.missingKey(w, c.Name)
+			m.missingKey(w, r, c.Name)
 			return
 		}
 		if !c.acquire(key) {
@@ -582,9 +587,19 @@ func (m *Middleware) reject(w http.ResponseWriter, r *http.Request, rej Rejectio
 	w.Write(body)
 }
 
-func (m *Middleware) missingKey(w http.ResponseWriter, policy string) {
+func (m *Middleware) missingKey(w http.ResponseWriter, r *http.Request, policy string) {
 	m.cfg.Logger.Info("httplimit: no key for the request", "policy", policy)
-	http.Error(w, "missing rate limit key for policy "+strconv.Quote(policy), http.StatusBadRequest)
+	m.fail(w, r, http.StatusBadRequest, "missing rate limit key for policy "+strconv.Quote(policy), policy)
+}
+
+// fail answers a request the middleware could not decide: a missing key
+// (400), an impossible cost (500), a failing limiter (503 or
+// StoreErrorStatus).
+func (m *Middleware) fail(w http.ResponseWriter, r *http.Request, status int, msg, policy string) {
+	http.Error(w, msg, status)
+	if m.cfg.OnError != nil {
+		m.cfg.OnError(r, status, policy)
+	}
 }
 
 // giveBack refunds the units the admitted decisions spent, when the

@@ -13,6 +13,7 @@ import (
 	"os"
 	"os/signal"
 	"runtime/debug"
+	"sync"
 	"syscall"
 	"time"
 
@@ -210,6 +211,28 @@ func runProxy(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	hup := make(chan os.Signal, 1)
 	signal.Notify(hup, syscall.SIGHUP)
 	defer signal.Stop(hup)
+	if lf, ok := accessLog.(*logFile); ok {
+		usr1 := make(chan os.Signal, 1)
+		signal.Notify(usr1, syscall.SIGUSR1)
+		defer signal.Stop(usr1)
+		stopReopen, reopenDone := make(chan struct{}), make(chan struct{})
+		defer func() { close(stopReopen); <-reopenDone }()
+		go func() {
+			defer close(reopenDone)
+			for {
+				select {
+				case <-usr1:
+					if err := lf.reopen(); err != nil {
+						log.Error("access log not reopened; still writing the old file", "err", err)
+					} else {
+						log.Info("access log reopened", "path", lf.path)
+					}
+				case <-stopReopen:
+					return
+				}
+			}
+		}()
+	}
 	var changed <-chan struct{}
 	if rl != nil && o.watch {
 		cw, err := watchConfig(ctx, o.configPath, nil, log)
@@ -361,11 +384,49 @@ func openAccessLog(flagValue, fileValue string, stderr io.Writer) (io.Writer, fu
 	case "off":
 		return nil, func() {}, nil
 	}
-	f, err := os.OpenFile(v, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644)
-	if err != nil {
-		return nil, nil, fmt.Errorf("access log: %w", err)
+	f := &logFile{path: v}
+	if err := f.reopen(); err != nil {
+		return nil, nil, err
 	}
-	return f, func() { f.Close() }, nil
+	return f, f.close, nil
+}
+
+// logFile is an access log file that SIGUSR1 reopens, as NGINX's
+// `nginx -s reopen` does, so that logrotate can move it away and have a
+// new one created.
+type logFile struct {
+	path string
+	mu   sync.Mutex
+	f    *os.File
+}
+
+func (l *logFile) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.f.Write(p)
+}
+
+// reopen opens the path afresh and closes the file written so far; on
+// error the old file stays in use.
+func (l *logFile) reopen() error {
+	f, err := os.OpenFile(l.path, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644)
+	if err != nil {
+		return fmt.Errorf("access log: %w", err)
+	}
+	l.mu.Lock()
+	old := l.f
+	l.f = f
+	l.mu.Unlock()
+	if old != nil {
+		old.Close()
+	}
+	return nil
+}
+
+func (l *logFile) close() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.f.Close()
 }
 
 // checkUpstream warns when an upstream cannot be reached at start-up; the

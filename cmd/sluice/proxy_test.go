@@ -228,3 +228,38 @@ func TestProxyCheck(t *testing.T) {
 		t.Fatalf("exit %d, stderr %q", code, errb.String())
 	}
 }
+
+// SIGUSR1 reopens the access log file, as `nginx -s reopen` does: after
+// the file is moved away, refusals go to a new file at the path.
+func TestProxyReopenAccessLog(t *testing.T) {
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}))
+	defer up.Close()
+	dir := t.TempDir()
+	cfg := filepath.Join(dir, "p.yaml")
+	logPath := filepath.Join(dir, "access.log")
+	os.WriteFile(cfg, []byte("limits: [{name: l, key: global, rate: 1r/m, algorithm: fixed_window}]\nroutes: [{name: all, match: /, limits: [l]}]\n"), 0o644)
+	p := launchProxy(t, "-config", cfg, "-upstream", up.URL, "-access-log", logPath)
+	getStatus(t, p.url+"/")
+	if getStatus(t, p.url+"/first") != 429 {
+		t.Fatal("not limited")
+	}
+	if err := os.Rename(logPath, logPath+".1"); err != nil {
+		t.Fatal(err)
+	}
+	syscall.Kill(os.Getpid(), syscall.SIGUSR1)
+	eventually(t, "the access log is reopened", func() bool {
+		_, err := os.Stat(logPath)
+		return err == nil
+	})
+	if getStatus(t, p.url+"/second") != 429 {
+		t.Fatal("not limited")
+	}
+	eventually(t, "the new file gets the second refusal", func() bool {
+		b, _ := os.ReadFile(logPath)
+		return strings.Contains(string(b), "GET /second")
+	})
+	old, _ := os.ReadFile(logPath + ".1")
+	if !strings.Contains(string(old), "GET /first") || strings.Contains(string(old), "GET /second") {
+		t.Fatalf("rotated file %q", old)
+	}
+}

@@ -25,7 +25,10 @@ import (
 // ends by itself).
 func TestMain(m *testing.M) {
 	goleak.VerifyTestMain(redistest.Wrap(m),
-		goleak.IgnoreAnyFunction("github.com/redis/rueidis.(*clusterClient)._refresh.func2"))
+		goleak.IgnoreAnyFunction("github.com/redis/rueidis.(*clusterClient)._refresh.func2"),
+		// After a failed cluster refresh, rueidis retries once more after
+		// up to a second, even past Close; that goroutine ends by itself.
+		goleak.IgnoreAnyFunction("github.com/redis/rueidis.(*call).DelayDo.func1"))
 }
 
 // open returns a store on url whose scripts take the time from clock, or

@@ -14,7 +14,6 @@ import (
 	"sync/atomic"
 	"syscall"
 	"testing"
-	"time"
 )
 
 // proxyRun is a `sluice proxy` running in the test.
@@ -158,7 +157,15 @@ func TestProxyGracefulShutdown(t *testing.T) {
 	var wg sync.WaitGroup
 	var code atomic.Int64
 	wg.Go(func() { code.Store(int64(getStatus(t, p.url+"/"))) })
-	time.Sleep(50 * time.Millisecond) // let the request reach the queue; not asserting time
+	eventually(t, "the second request is queued", func() bool {
+		resp, err := http.Get(p.admin + "/metrics")
+		if err != nil {
+			return false
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return strings.Contains(string(b), `sluice_http_decisions_total{outcome="delayed",policy="q"} 1`)
+	})
 	p.cancel()
 	wg.Wait()
 	if code.Load() != 200 {

@@ -32,7 +32,9 @@
 // events pass without buffering. Hop-by-hop headers are dropped and
 // X-Forwarded-For, -Host and -Proto are set as ReverseProxy's
 // SetXForwarded does; an incoming X-Forwarded-For, -Host and -Proto are
-// kept only from a trusted proxy.
+// kept only from a trusted proxy. When TrustedProxies reads RFC 7239
+// Forwarded, the upstream also gets a Forwarded chain: a trusted proxy's
+// elements followed by this hop's (for, host, proto).
 //
 // Update swaps the routes and limits of a running Gateway at once, with no
 // request lost; requests already in flight finish under the configuration
@@ -540,6 +542,15 @@ func (g *Gateway) forwarder(st *state, u Upstream, route string) http.Handler {
 					}
 				}
 			}
+			if trusted != nil && trusted.Header == clientip.Forwarded {
+				// RFC 7239 chosen: pass the trusted chain on and add this
+				// hop's element, as SetXForwarded does for X-Forwarded-For.
+				var chain []string
+				if fromProxy {
+					chain = pr.In.Header.Values("Forwarded")
+				}
+				pr.Out.Header["Forwarded"] = append(chain[:len(chain):len(chain)], forwardedElement(pr.In))
+			}
 			if u.PreserveHost {
 				pr.Out.Host = host
 			}
@@ -616,6 +627,51 @@ func (b *bufferPool) Put(buf []byte) {
 		buf = buf[:cap(buf)]
 		b.p.Put(&buf)
 	}
+}
+
+// forwardedElement is the RFC 7239 Forwarded element of this hop for r:
+// for= the peer, host= the Host it asked for, proto= its scheme.
+func forwardedElement(r *http.Request) string {
+	b := make([]byte, 0, 64)
+	b = append(b, "for="...)
+	if ap, err := netip.ParseAddrPort(r.RemoteAddr); err == nil {
+		if a := ap.Addr().Unmap(); a.Is4() {
+			b = append(b, a.String()...)
+		} else {
+			b = append(b, `"[`...)
+			b = append(b, a.String()...)
+			b = append(b, `]"`...)
+		}
+	} else {
+		b = append(b, "unknown"...)
+	}
+	if r.Host != "" {
+		b = append(b, ";host="...)
+		b = appendQuoted(b, r.Host)
+	}
+	b = append(b, ";proto="...)
+	if r.TLS != nil {
+		b = append(b, "https"...)
+	} else {
+		b = append(b, "http"...)
+	}
+	return string(b)
+}
+
+// appendQuoted appends s as an RFC 9110 quoted-string.
+func appendQuoted(b []byte, s string) []byte {
+	b = append(b, '"')
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if c == '"' || c == '\\' {
+			b = append(b, '\\')
+		}
+		if c < 0x20 && c != '\t' || c == 0x7f {
+			continue // not allowed in a quoted-string
+		}
+		b = append(b, c)
+	}
+	return append(b, '"')
 }
 
 // fromTrusted reports whether r's peer is one of res's trusted proxies.

@@ -915,3 +915,52 @@ routes: [{name: api, match: /, limits: [by_key]}]
 		t.Fatal("the upstream saw a request without a key")
 	}
 }
+
+// With forwarded_header: forwarded, the upstream gets an RFC 7239 chain:
+// the trusted proxy's elements and then this hop's, which a resolver that
+// trusts the gateway reads back as the original client.
+func TestForwardedChain(t *testing.T) {
+	for _, trusted := range []bool{false, true} {
+		up := newUpstream(t)
+		cfg := gateway.Config{Upstreams: []gateway.Upstream{{Name: "app", URL: mustURL(t, up.URL)}}}
+		res := &clientip.Resolver{Header: clientip.Forwarded}
+		if trusted {
+			res.TrustedProxies, _ = clientip.ParsePrefixes("127.0.0.0/8")
+		} else {
+			res.TrustedProxies, _ = clientip.ParsePrefixes("10.0.0.0/8")
+		}
+		cfg.TrustedProxies = res
+		_, srv := front(t, cfg)
+		req, _ := http.NewRequest("GET", srv.URL+"/", nil)
+		req.Header.Set("Forwarded", `for="[2001:db8::7]";proto=https`)
+		resp, err := srv.Client().Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		got := strings.Join(up.headers[0].Values("Forwarded"), ", ")
+		host := strings.TrimPrefix(srv.URL, "http://")
+		hop := `for=127.0.0.1;host="` + host + `";proto=http`
+		want := hop
+		if trusted {
+			want = `for="[2001:db8::7]";proto=https, ` + hop
+		}
+		if got != want {
+			t.Errorf("trusted=%v: Forwarded %q, want %q", trusted, got, want)
+		}
+		// The upstream, trusting the gateway (loopback), finds the client.
+		back := &clientip.Resolver{Header: clientip.Forwarded}
+		back.TrustedProxies, _ = clientip.ParsePrefixes("127.0.0.0/8")
+		r := httptest.NewRequest("GET", "/", nil)
+		r.RemoteAddr = "127.0.0.1:40000"
+		r.Header["Forwarded"] = up.headers[0].Values("Forwarded")
+		a, err := back.ClientIP(r)
+		wantIP := "127.0.0.1"
+		if trusted {
+			wantIP = "2001:db8::7"
+		}
+		if err != nil || a.String() != wantIP {
+			t.Errorf("trusted=%v: the upstream reads client %v %v, want %s", trusted, a, err, wantIP)
+		}
+	}
+}

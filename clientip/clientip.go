@@ -327,16 +327,11 @@ func normalize(a netip.Addr) netip.Addr {
 // standard server sets it, or a bare address, bracketed or not, as some
 // test servers and transports set it.
 func parseRemoteAddr(s string) (netip.Addr, error) {
-	if ap, err := netip.ParseAddrPort(s); err == nil {
+	if ap, err := netip.ParseAddrPort(s); err == nil { // the usual form, tried first
 		return normalize(ap.Addr()), nil
 	}
-	if a, err := netip.ParseAddr(s); err == nil {
-		return normalize(a), nil
-	}
-	if len(s) > 2 && s[0] == '[' && s[len(s)-1] == ']' {
-		if a, err := netip.ParseAddr(s[1 : len(s)-1]); err == nil && a.Is6() {
-			return normalize(a), nil
-		}
+	if a, ok := parseAddr(s); ok {
+		return a, nil
 	}
 	return netip.Addr{}, fmt.Errorf("%w %q", ErrRemoteAddr, s)
 }

@@ -32,7 +32,7 @@ func (r *Resolver) fromXForwardedFor(lines []string) (netip.Addr, bool) {
 			if elem == "" {
 				continue // an empty list element (RFC 9110, section 5.6.1)
 			}
-			a, ok := parseXFFEntry(elem)
+			a, ok := parseAddr(elem)
 			if !ok {
 				return netip.Addr{}, false // garbage: fall back to the peer
 			}
@@ -45,10 +45,10 @@ func (r *Resolver) fromXForwardedFor(lines []string) (netip.Addr, bool) {
 	return leftmost, leftmost.IsValid() // every entry trusted: the leftmost
 }
 
-// parseXFFEntry parses one X-Forwarded-For entry: an address, optionally
-// with a port ("192.0.2.7:80", "[2001:db8::1]:80"), or a bracketed IPv6
-// address without one.
-func parseXFFEntry(s string) (netip.Addr, bool) {
+// parseAddr parses one X-Forwarded-For entry (or a RemoteAddr): an
+// address, optionally with a port ("192.0.2.7:80", "[2001:db8::1]:80"), or
+// a bracketed IPv6 address without one.
+func parseAddr(s string) (netip.Addr, bool) {
 	if a, err := netip.ParseAddr(s); err == nil {
 		return normalize(a), true
 	}

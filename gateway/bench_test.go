@@ -26,7 +26,7 @@ routes: [{name: all, match: /, limits: [l]}]
 	store := memstore.New(memstore.Config{})
 	defer store.Close()
 	cfg := f.Config
-	cfg.Upstreams = []gateway.Upstream{{Name: "u", URL: mustURLB(b, up.URL)}}
+	cfg.Upstreams = []gateway.Upstream{{Name: "u", URL: mustURL(b, up.URL)}}
 	cfg.Limiter = store
 	cfg.Logger = quiet
 	g, err := gateway.New(cfg)

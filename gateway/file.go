@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"bytes"
+	"cmp"
 	"errors"
 	"fmt"
 	"io"
@@ -199,16 +200,45 @@ func (p *fileParser) strs(n *yaml.Node, what string) ([]string, error) {
 	return out, nil
 }
 
-func (p *fileParser) list(n *yaml.Node, what string) ([]*yaml.Node, error) {
-	if n.Kind != yaml.SequenceNode {
-		return nil, p.errf(n, "%s must be a list", what)
+// each calls f with every item of the list m[key], if m has key.
+func (p *fileParser) each(m map[string]*yaml.Node, key string, f func(*yaml.Node) error) error {
+	n := m[key]
+	if n == nil {
+		return nil
 	}
-	return n.Content, nil
+	if n.Kind != yaml.SequenceNode {
+		return p.errf(n, "%s must be a list", key)
+	}
+	for _, it := range n.Content {
+		if err := f(it); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
-func (p *fileParser) status(n *yaml.Node, what string) (int, error) {
-	// NGINX's limit_req_status and limit_conn_status accept 400 to 599.
-	return p.integer(n, what, 400, 599)
+// optStr, optInt and optBool set *dst from m[key], if m has key. Each
+// reads its own key only, so that several can go through cmp.Or, which
+// evaluates them all and returns the first error in order.
+func (p *fileParser) optStr(m map[string]*yaml.Node, key string, dst *string) (err error) {
+	if n := m[key]; n != nil {
+		*dst, err = p.str(n, key)
+	}
+	return err
+}
+
+func (p *fileParser) optInt(m map[string]*yaml.Node, key string, lo, hi int, dst *int) (err error) {
+	if n := m[key]; n != nil {
+		*dst, err = p.integer(n, key, lo, hi)
+	}
+	return err
+}
+
+func (p *fileParser) optBool(m map[string]*yaml.Node, key string, dst *bool) (err error) {
+	if n := m[key]; n != nil {
+		*dst, err = p.boolean(n, key)
+	}
+	return err
 }
 
 func (p *fileParser) parse(root *yaml.Node) error {
@@ -217,15 +247,12 @@ func (p *fileParser) parse(root *yaml.Node) error {
 		return err
 	}
 	c := &p.f.Config
-	for _, k := range []struct {
-		key string
-		dst *string
-	}{{"listen", &p.f.Listen}, {"store", &p.f.Store}, {"access_log", &p.f.AccessLog}} {
-		if n := top[k.key]; n != nil {
-			if *k.dst, err = p.str(n, k.key); err != nil {
-				return err
-			}
-		}
+	if err := cmp.Or(
+		p.optStr(top, "listen", &p.f.Listen),
+		p.optStr(top, "store", &p.f.Store),
+		p.optStr(top, "access_log", &p.f.AccessLog),
+	); err != nil {
+		return err
 	}
 	if n := top["upstream"]; n != nil {
 		if top["upstreams"] != nil {
@@ -237,48 +264,28 @@ func (p *fileParser) parse(root *yaml.Node) error {
 		}
 		c.Upstreams = []Upstream{{Name: "upstream", URL: u}}
 	}
-	if n := top["upstreams"]; n != nil {
-		items, err := p.list(n, "upstreams")
+	if err := p.each(top, "upstreams", func(it *yaml.Node) error {
+		u, err := p.upstream(it, c.Upstreams)
 		if err != nil {
 			return err
 		}
-		for _, it := range items {
-			u, err := p.upstream(it, c.Upstreams)
-			if err != nil {
-				return err
-			}
-			c.Upstreams = append(c.Upstreams, u)
-		}
+		c.Upstreams = append(c.Upstreams, u)
+		return nil
+	}); err != nil {
+		return err
 	}
 	// No upstream is not an error here: the program may give one (sluice
 	// proxy -upstream); New refuses a Config without any.
-	for _, k := range []struct {
-		key string
-		dst *int
-		st  bool
-	}{{"max_in_flight", &c.MaxInFlight, false}, {"status", &c.StatusCode, true}, {"conn_status", &c.ConcurrencyStatusCode, true}, {"store_error_status", &c.StoreErrorStatus, true}} {
-		n := top[k.key]
-		if n == nil {
-			continue
-		}
-		if k.st {
-			*k.dst, err = p.status(n, k.key)
-		} else {
-			*k.dst, err = p.integer(n, k.key, 0, 1<<30)
-		}
-		if err != nil {
-			return err
-		}
-	}
-	for _, k := range []struct {
-		key string
-		dst *bool
-	}{{"dry_run", &c.DryRun}, {"hash_keys", &c.HashKeys}} {
-		if n := top[k.key]; n != nil {
-			if *k.dst, err = p.boolean(n, k.key); err != nil {
-				return err
-			}
-		}
+	if err := cmp.Or(
+		p.optInt(top, "max_in_flight", 0, 1<<30, &c.MaxInFlight),
+		// NGINX's limit_req_status and limit_conn_status accept 400 to 599.
+		p.optInt(top, "status", 400, 599, &c.StatusCode),
+		p.optInt(top, "conn_status", 400, 599, &c.ConcurrencyStatusCode),
+		p.optInt(top, "store_error_status", 400, 599, &c.StoreErrorStatus),
+		p.optBool(top, "dry_run", &c.DryRun),
+		p.optBool(top, "hash_keys", &c.HashKeys),
+	); err != nil {
+		return err
 	}
 	if n := top["headers"]; n != nil {
 		s, err := p.str(n, "headers")
@@ -329,54 +336,44 @@ func (p *fileParser) parse(root *yaml.Node) error {
 	}
 	c.TrustedProxies = res
 
+	// Each list may name the items of those before it; the first error
+	// ends the parse.
 	limits := map[string]limitSpec{}
-	if n := top["limits"]; n != nil {
-		items, err := p.list(n, "limits")
+	if err := p.each(top, "limits", func(it *yaml.Node) error {
+		l, err := p.limit(it, res, limits)
 		if err != nil {
 			return err
 		}
-		for _, it := range items {
-			l, err := p.limit(it, res, limits)
-			if err != nil {
-				return err
-			}
-			limits[l.name] = l
-		}
+		limits[l.name] = l
+		return nil
+	}); err != nil {
+		return err
 	}
 	conns := map[string]connSpec{}
-	if n := top["conns"]; n != nil {
-		items, err := p.list(n, "conns")
+	if err := p.each(top, "conns", func(it *yaml.Node) error {
+		cs, err := p.conn(it, res, limits, conns)
 		if err != nil {
 			return err
 		}
-		for _, it := range items {
-			cs, err := p.conn(it, res, limits, conns)
-			if err != nil {
-				return err
-			}
-			conns[cs.name] = cs
-		}
+		conns[cs.name] = cs
+		return nil
+	}); err != nil {
+		return err
 	}
-	if n := top["routes"]; n != nil {
-		items, err := p.list(n, "routes")
-		if err != nil {
-			return err
-		}
-		mux := http.NewServeMux()
-		for _, it := range items {
-			rt, err := p.route(it, mux, limits, conns)
-			if err != nil {
-				return err
-			}
-			if slices.ContainsFunc(c.Routes, func(o Route) bool { return o.Name == rt.Name }) {
-				return p.errf(it, "route name %q is used twice", rt.Name)
-			}
-			c.Routes = append(c.Routes, rt)
-		}
-	}
+	mux := http.NewServeMux() // the routes' patterns, to find conflicts
 	// Everything New checks beyond the above (an unknown upstream in a
 	// route, an invalid limit) is found again here, with its line.
-	return nil
+	return p.each(top, "routes", func(it *yaml.Node) error {
+		rt, err := p.route(it, mux, limits, conns)
+		if err != nil {
+			return err
+		}
+		if slices.ContainsFunc(c.Routes, func(o Route) bool { return o.Name == rt.Name }) {
+			return p.errf(it, "route name %q is used twice", rt.Name)
+		}
+		c.Routes = append(c.Routes, rt)
+		return nil
+	})
 }
 
 func (p *fileParser) url(n *yaml.Node) (*url.URL, error) {
@@ -409,17 +406,10 @@ func (p *fileParser) upstream(n *yaml.Node, before []Upstream) (Upstream, error)
 	if u.URL, err = p.url(m["url"]); err != nil {
 		return u, err
 	}
-	if v := m["max_in_flight"]; v != nil {
-		if u.MaxInFlight, err = p.integer(v, "max_in_flight", 0, 1<<30); err != nil {
-			return u, err
-		}
-	}
-	if v := m["preserve_host"]; v != nil {
-		if u.PreserveHost, err = p.boolean(v, "preserve_host"); err != nil {
-			return u, err
-		}
-	}
-	return u, nil
+	return u, cmp.Or(
+		p.optInt(m, "max_in_flight", 0, 1<<30, &u.MaxInFlight),
+		p.optBool(m, "preserve_host", &u.PreserveHost),
+	)
 }
 
 // limitSpec is a limit as written, made into a Policy per route (the
@@ -444,9 +434,6 @@ type connSpec struct {
 var nameRE = regexp.MustCompile(`^[A-Za-z0-9_.-]{1,64}$`)
 
 func (p *fileParser) name(n *yaml.Node, taken func(string) bool) (string, error) {
-	if n == nil {
-		return "", errors.New("missing")
-	}
 	s, err := p.str(n, "name")
 	if err != nil {
 		return "", err
@@ -498,10 +485,8 @@ func (p *fileParser) limit(n *yaml.Node, res *clientip.Resolver, limits map[stri
 		}
 	}
 	noDelay := false
-	if v := m["nodelay"]; v != nil {
-		if noDelay, err = p.boolean(v, "nodelay"); err != nil {
-			return l, err
-		}
+	if err := p.optBool(m, "nodelay", &noDelay); err != nil {
+		return l, err
 	}
 	delay := 0
 	if v := m["delay"]; v != nil {
@@ -549,12 +534,7 @@ func (p *fileParser) limit(n *yaml.Node, res *clientip.Resolver, limits map[stri
 	if l.missing, err = p.missing(m["missing_key"]); err != nil {
 		return l, err
 	}
-	if v := m["dry_run"]; v != nil {
-		if l.shadow, err = p.boolean(v, "dry_run"); err != nil {
-			return l, err
-		}
-	}
-	return l, nil
+	return l, p.optBool(m, "dry_run", &l.shadow)
 }
 
 func (p *fileParser) conn(n *yaml.Node, res *clientip.Resolver, limits map[string]limitSpec, conns map[string]connSpec) (connSpec, error) {
@@ -585,12 +565,7 @@ func (p *fileParser) conn(n *yaml.Node, res *clientip.Resolver, limits map[strin
 	if c.missing, err = p.missing(m["missing_key"]); err != nil {
 		return c, err
 	}
-	if v := m["dry_run"]; v != nil {
-		if c.shadow, err = p.boolean(v, "dry_run"); err != nil {
-			return c, err
-		}
-	}
-	return c, nil
+	return c, p.optBool(m, "dry_run", &c.shadow)
 }
 
 func (p *fileParser) missing(n *yaml.Node) (httplimit.MissingKey, error) {

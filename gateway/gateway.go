@@ -44,6 +44,7 @@
 package gateway
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -57,6 +58,7 @@ import (
 	"net/netip"
 	"net/url"
 	"path"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -176,10 +178,8 @@ type Gateway struct {
 // state is one configuration, compiled.
 type state struct {
 	cfg      Config
-	mux      *http.ServeMux // its handlers are *route
-	routes   int
+	mux      *http.ServeMux // its handlers are *route; none if cfg.Routes is empty
 	fallback *route
-	logger   *slog.Logger
 	logMu    *sync.Mutex // the access log's, shared across Update
 }
 
@@ -230,15 +230,12 @@ func (g *Gateway) Close() {
 	}
 }
 
+// counter returns the in-flight count of the upstream name, kept across
+// Update.
 func (g *Gateway) counter(name string) *atomic.Int64 {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	c := g.counters[name]
-	if c == nil {
-		c = new(atomic.Int64)
-		g.counters[name] = c
-	}
-	return c
+	return getOrNew(g.counters, name)
 }
 
 // slotsFor returns the in-flight counts of the concurrency policy name,
@@ -246,12 +243,18 @@ func (g *Gateway) counter(name string) *atomic.Int64 {
 func (g *Gateway) slotsFor(name string) *httplimit.Slots {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	s := g.slots[name]
-	if s == nil {
-		s = new(httplimit.Slots)
-		g.slots[name] = s
+	return getOrNew(g.slots, name)
+}
+
+// getOrNew returns m[name], storing a new zero V there first if it has
+// none.
+func getOrNew[V any](m map[string]*V, name string) *V {
+	v := m[name]
+	if v == nil {
+		v = new(V)
+		m[name] = v
 	}
-	return s
+	return v
 }
 
 func (g *Gateway) compile(cfg Config) (*state, error) {
@@ -269,7 +272,7 @@ func (g *Gateway) compile(cfg Config) (*state, error) {
 			return nil, fmt.Errorf("gateway: trusted proxies: %w", err)
 		}
 	}
-	st := &state{cfg: cfg, mux: http.NewServeMux(), logger: cfg.Logger, logMu: &g.logMu}
+	st := &state{cfg: cfg, mux: http.NewServeMux(), logMu: &g.logMu}
 	ups := map[string]Upstream{}
 	for i, u := range cfg.Upstreams {
 		if u.Name == "" {
@@ -299,8 +302,8 @@ func (g *Gateway) compile(cfg Config) (*state, error) {
 		if len(rt.Policies) == 0 && len(rt.Concurrency) == 0 {
 			return h, nil
 		}
-		pol := append([]httplimit.Policy(nil), rt.Policies...)
-		conc := append([]httplimit.ConcurrencyPolicy(nil), rt.Concurrency...)
+		pol := slices.Clone(rt.Policies) // the caller's are not changed
+		conc := slices.Clone(rt.Concurrency)
 		for i := range conc {
 			if conc[i].Slots == nil {
 				conc[i].Slots = g.slotsFor(conc[i].Name)
@@ -371,7 +374,6 @@ func (g *Gateway) compile(cfg Config) (*state, error) {
 				return nil, fmt.Errorf("gateway: route %q: %w", rt.Name, err)
 			}
 		}
-		st.routes++
 	}
 	st.fallback = &route{name: Unmatched, handler: g.forwarder(st, cfg.Upstreams[0], Unmatched)}
 	return st, nil
@@ -421,7 +423,7 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // ("/users/a%2Fb" as one {id}), so that it is unlimited only when neither
 // reading matches a route.
 func (st *state) match(r *http.Request) *route {
-	if st.routes == 0 {
+	if len(st.cfg.Routes) == 0 {
 		return st.fallback
 	}
 	bare := stripPort(r.Host) // as ServeMux sees it
@@ -521,7 +523,6 @@ func (g *Gateway) forwarder(st *state, u Upstream, route string) http.Handler {
 	rp := &httputil.ReverseProxy{
 		Transport: g.transport,
 		Rewrite: func(pr *httputil.ProxyRequest) {
-			host := pr.In.Host
 			// Keep the client's X-Forwarded-For only from a trusted proxy;
 			// SetXForwarded then appends the peer.
 			fromProxy := trusted != nil && len(trusted.TrustedProxies) > 0 && fromTrusted(trusted, pr.In)
@@ -552,11 +553,11 @@ func (g *Gateway) forwarder(st *state, u Upstream, route string) http.Handler {
 				pr.Out.Header["Forwarded"] = append(chain[:len(chain):len(chain)], forwardedElement(pr.In))
 			}
 			if u.PreserveHost {
-				pr.Out.Host = host
+				pr.Out.Host = pr.In.Host
 			}
 		},
 		BufferPool: copyBuffers,
-		ErrorLog:   log.New(slogWriter{st.logger}, "", 0),
+		ErrorLog:   log.New(slogWriter{st.cfg.Logger}, "", 0),
 		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
 			st.upstreamError(w, r, route, u.Name, err)
 		},
@@ -715,7 +716,7 @@ func (st *state) upstreamError(w http.ResponseWriter, r *http.Request, route, up
 	if errors.Is(err, context.DeadlineExceeded) || (errors.As(err, &ne) && ne.Timeout()) {
 		status, title = http.StatusGatewayTimeout, "Gateway Timeout"
 	}
-	st.logger.Warn("gateway: upstream failed", "upstream", upstream, "method", r.Method, "path", r.URL.Path, "status", status, "err", err)
+	st.cfg.Logger.Warn("gateway: upstream failed", "upstream", upstream, "method", r.Method, "path", r.URL.Path, "status", status, "err", err)
 	w.Header().Set("Cache-Control", "no-store")
 	n := writeProblem(w, rlheader.Problem{
 		Title: title, Status: status,
@@ -744,13 +745,6 @@ func writeProblem(w http.ResponseWriter, p rlheader.Problem, status int) int {
 type slogWriter struct{ l *slog.Logger }
 
 func (s slogWriter) Write(p []byte) (int, error) {
-	s.l.Warn("gateway: proxy", "msg", string(trimNL(p)))
+	s.l.Warn("gateway: proxy", "msg", string(bytes.TrimRight(p, "\r\n")))
 	return len(p), nil
-}
-
-func trimNL(p []byte) []byte {
-	for len(p) > 0 && (p[len(p)-1] == '\n' || p[len(p)-1] == '\r') {
-		p = p[:len(p)-1]
-	}
-	return p
 }

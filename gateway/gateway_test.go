@@ -76,9 +76,26 @@ func (u *upstream) set(h http.HandlerFunc) {
 	u.mu.Unlock()
 }
 
-func mustURL(t *testing.T, s string) *url.URL { return mustURLB(t, s) }
+// hold makes the requests for path wait at the upstream: each sends on
+// entered as it arrives, and all finish once release is closed. Other
+// paths get 200 and nothing.
+func (u *upstream) hold(path string) (entered, release chan struct{}) {
+	entered, release = make(chan struct{}), make(chan struct{})
+	u.set(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == path {
+			entered <- struct{}{}
+			<-release
+		}
+	})
+	return entered, release
+}
 
-func mustURLB(t testing.TB, s string) *url.URL {
+// direct is a Config that forwards every request to up, unlimited.
+func direct(t testing.TB, up *upstream) gateway.Config {
+	return gateway.Config{Upstreams: []gateway.Upstream{{Name: "app", URL: mustURL(t, up.URL)}}}
+}
+
+func mustURL(t testing.TB, s string) *url.URL {
 	u, err := url.Parse(s)
 	if err != nil {
 		t.Fatal(err)
@@ -86,8 +103,9 @@ func mustURLB(t testing.TB, s string) *url.URL {
 	return u
 }
 
-// front starts a Gateway on a real server in front of up.
-func front(t *testing.T, cfg gateway.Config) (*gateway.Gateway, *httptest.Server) {
+// newGateway returns a Gateway for cfg (quiet unless cfg has a Logger),
+// closed when the test ends.
+func newGateway(t testing.TB, cfg gateway.Config) *gateway.Gateway {
 	t.Helper()
 	if cfg.Logger == nil {
 		cfg.Logger = quiet
@@ -96,11 +114,16 @@ func front(t *testing.T, cfg gateway.Config) (*gateway.Gateway, *httptest.Server
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(g.Close)
+	return g
+}
+
+// front starts a Gateway on a real server.
+func front(t *testing.T, cfg gateway.Config) (*gateway.Gateway, *httptest.Server) {
+	t.Helper()
+	g := newGateway(t, cfg)
 	srv := httptest.NewServer(g)
-	t.Cleanup(func() {
-		srv.Close()
-		g.Close()
-	})
+	t.Cleanup(srv.Close) // before g.Close: cleanups run last first
 	return g, srv
 }
 
@@ -121,15 +144,56 @@ func get(t *testing.T, c *http.Client, u string) *http.Response {
 	return resp
 }
 
-// parsed loads a proxy config and points its first upstream at up.
-func parsed(t *testing.T, yaml string, up *upstream) gateway.Config {
+// doRaw sends method and a request-target written as is (no cleaning or
+// re-encoding by the client) with host as the Host header.
+func doRaw(t *testing.T, srv string, c *http.Client, method, target, host string) *http.Response {
 	t.Helper()
-	f, err := gateway.ParseFile("proxy.yaml", []byte(yaml))
+	req, err := http.NewRequest(method, srv+"/", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	f.Config.Upstreams[0].URL = mustURL(t, up.URL)
+	req.URL.Opaque = target
+	if host != "" {
+		req.Host = host
+	}
+	resp, err := c.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	return resp
+}
+
+// parsed loads a proxy config, yaml preceded by "upstream: <up's URL>".
+// Its Limiter is a memstore on a fake clock that stands still; a test that
+// needs another sets its own.
+func parsed(t *testing.T, yaml string, up *upstream) gateway.Config {
+	t.Helper()
+	f, err := gateway.ParseFile("proxy.yaml", []byte("upstream: "+up.URL+"\n"+yaml))
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.Config.Limiter = store(t, clocktest.New())
 	return f.Config
+}
+
+// logBuffer is an access log a test reads while the gateway writes it.
+type logBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *logBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *logBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
 }
 
 // NGINX cases 55, 59 and 60: no burst, requests at given instants, through
@@ -150,7 +214,6 @@ func TestNGINXNoBurst(t *testing.T) {
 			up := newUpstream(t)
 			clock := clocktest.New()
 			cfg := parsed(t, `
-upstream: http://placeholder
 status: 503
 limits:
   - {name: one, key: global, rate: `+tc.rate+`}
@@ -210,7 +273,6 @@ func TestNGINXBurst(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			up := newUpstream(t)
 			cfg := parsed(t, `
-upstream: http://placeholder
 status: 503
 limits:
   - {name: q, key: ip, rate: 1r/s, burst: 5`+tc.extra+`}
@@ -218,7 +280,6 @@ routes:
   - {name: all, match: /, limits: [q]}
 `, up)
 			var w waits
-			cfg.Limiter = store(t, clocktest.New())
 			cfg.Wait = w.wait
 			_, srv := front(t, cfg)
 			var codes []int
@@ -231,13 +292,8 @@ routes:
 			if up.hits.Load() != 6 {
 				t.Fatalf("upstream saw %d, want 6", up.hits.Load())
 			}
-			if len(w.ds) != len(tc.delays) {
+			if !slices.Equal(w.ds, tc.delays) {
 				t.Fatalf("delays %v, want %v", w.ds, tc.delays)
-			}
-			for i := range w.ds {
-				if w.ds[i] != tc.delays[i] {
-					t.Fatalf("delays %v, want %v", w.ds, tc.delays)
-				}
 			}
 		})
 	}
@@ -256,7 +312,6 @@ func TestQueueRealDelays(t *testing.T) {
 		mu.Unlock()
 	})
 	cfg := parsed(t, `
-upstream: http://placeholder
 limits: [{name: q, key: global, rate: 20r/s, burst: 3}]
 routes: [{name: all, match: /, limits: [q]}]
 `, up)
@@ -319,25 +374,13 @@ func TestNGINXLimitConn(t *testing.T) {
 		}
 		t.Run(name, func(t *testing.T) {
 			up := newUpstream(t)
-			entered, release := make(chan struct{}), make(chan struct{})
-			up.set(func(w http.ResponseWriter, r *http.Request) {
-				if r.URL.Path == "/slow" {
-					entered <- struct{}{}
-					<-release
-				}
-			})
+			entered, release := up.hold("/slow")
 			cfg := parsed(t, `
-upstream: http://placeholder
 conn_status: 503
 conns: [{name: c, key: ip, max: 1}]
 routes: [{name: all, match: /, conns: [c]}]
 `, up)
-			g, err := gateway.New(withLogger(cfg))
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer g.Close()
-			srv := httptest.NewUnstartedServer(g)
+			srv := httptest.NewUnstartedServer(newGateway(t, cfg))
 			var client *http.Client
 			if h2 {
 				srv.EnableHTTP2 = true
@@ -379,11 +422,6 @@ routes: [{name: all, match: /, conns: [c]}]
 	}
 }
 
-func withLogger(c gateway.Config) gateway.Config {
-	c.Logger = quiet
-	return c
-}
-
 // A client that ignores 429 and keeps sending stays limited: over 10 s of
 // a request every 10 ms under 10r/s (reject at once, token bucket with
 // burst 5), the upstream sees no more than rate·t + burst.
@@ -391,7 +429,6 @@ func TestIgnoring429StaysLimited(t *testing.T) {
 	up := newUpstream(t)
 	clock := clocktest.New()
 	cfg := parsed(t, `
-upstream: http://placeholder
 limits: [{name: tb, key: ip, rate: 10r/s, burst: 5, algorithm: token_bucket}]
 routes: [{name: all, match: /, limits: [tb]}]
 `, up)
@@ -429,7 +466,6 @@ routes: [{name: all, match: /, limits: [tb]}]
 func TestQueueBoundUnderLoad(t *testing.T) {
 	up := newUpstream(t)
 	cfg := parsed(t, `
-upstream: http://placeholder
 limits: [{name: q, key: global, rate: 1r/m, burst: 10}]
 routes: [{name: all, match: /, limits: [q]}]
 `, up)
@@ -449,11 +485,7 @@ routes: [{name: all, match: /, limits: [q]}]
 		waiting.Add(-1)
 		return ctx.Err()
 	}
-	g, err := gateway.New(withLogger(cfg))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer g.Close()
+	g := newGateway(t, cfg)
 	ctx, cancel := context.WithCancel(context.Background())
 	var codes sync.Map
 	var wg sync.WaitGroup
@@ -505,20 +537,12 @@ routes: [{name: all, match: /, limits: [q]}]
 // Retry-After, not the client's 429, and says so in the access log.
 func TestShedLoad(t *testing.T) {
 	up := newUpstream(t)
-	entered, release := make(chan struct{}), make(chan struct{})
-	up.set(func(w http.ResponseWriter, r *http.Request) {
-		if r.URL.Path == "/slow" {
-			entered <- struct{}{}
-			<-release
-		}
-	})
-	var log bytes.Buffer
-	var logMu sync.Mutex
-	cfg := gateway.Config{
-		Upstreams:   []gateway.Upstream{{Name: "app", URL: mustURL(t, up.URL), MaxInFlight: 1}},
-		MaxInFlight: 100,
-		AccessLog:   lockedWriter{&logMu, &log},
-	}
+	entered, release := up.hold("/slow")
+	var log logBuffer
+	cfg := direct(t, up)
+	cfg.Upstreams[0].MaxInFlight = 1
+	cfg.MaxInFlight = 100
+	cfg.AccessLog = &log
 	_, srv := front(t, cfg)
 	go func() {
 		resp, err := srv.Client().Get(srv.URL + "/slow")
@@ -538,23 +562,10 @@ func TestShedLoad(t *testing.T) {
 	if resp.StatusCode != 503 || resp.Header.Get("Retry-After") == "" || p.Status != 503 {
 		t.Fatalf("shed: %d Retry-After=%q problem=%+v", resp.StatusCode, resp.Header.Get("Retry-After"), p)
 	}
-	logMu.Lock()
 	line := log.String()
-	logMu.Unlock()
 	if !strings.Contains(line, `"GET /b HTTP/1.1" 503 `) || !strings.Contains(line, `outcome=SHED by="app"`) {
 		t.Fatalf("access log %q", line)
 	}
-}
-
-type lockedWriter struct {
-	mu *sync.Mutex
-	w  io.Writer
-}
-
-func (l lockedWriter) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.w.Write(p)
 }
 
 // Upstream failures: unreachable is 502, too slow is 504, each with a
@@ -602,7 +613,7 @@ func TestStreaming(t *testing.T) {
 		<-more
 		io.WriteString(w, "data: two\n\n")
 	})
-	_, srv := front(t, gateway.Config{Upstreams: []gateway.Upstream{{Name: "app", URL: mustURL(t, up.URL)}}})
+	_, srv := front(t, direct(t, up))
 	resp, err := srv.Client().Get(srv.URL + "/events")
 	if err != nil {
 		t.Fatal(err)
@@ -625,7 +636,7 @@ func TestStreaming(t *testing.T) {
 func TestForwardingHeaders(t *testing.T) {
 	for _, trusted := range []bool{false, true} {
 		up := newUpstream(t)
-		cfg := gateway.Config{Upstreams: []gateway.Upstream{{Name: "app", URL: mustURL(t, up.URL)}}}
+		cfg := direct(t, up)
 		if trusted {
 			pfx, _ := clientip.ParsePrefixes("127.0.0.0/8")
 			cfg.TrustedProxies = &clientip.Resolver{TrustedProxies: pfx}
@@ -668,7 +679,6 @@ func TestForwardingHeaders(t *testing.T) {
 func TestRouting(t *testing.T) {
 	up := newUpstream(t)
 	cfg := parsed(t, `
-upstream: http://placeholder
 limits:
   - {name: admin, key: global, rate: 1r/m, algorithm: fixed_window}
   - {name: writes, key: global, rate: 1r/m, algorithm: fixed_window}
@@ -676,18 +686,10 @@ routes:
   - {name: admin, match: /admin/, limits: [admin]}
   - {name: writes, match: [POST /api/, "PUT /api/{id}"], limits: [writes]}
 `, up)
-	cfg.Limiter = store(t, clocktest.New())
 	_, srv := front(t, cfg)
-	c := srv.Client()
 	do := func(method, path string) int {
-		req, _ := http.NewRequest(method, srv.URL+path, nil)
-		req.URL.Opaque = path // sent as written, dot segments included
-		resp, err := c.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		resp.Body.Close()
-		return resp.StatusCode
+		// sent as written, dot segments included
+		return doRaw(t, srv.URL, srv.Client(), method, path, "").StatusCode
 	}
 	if do("GET", "/admin/a") != 200 || do("GET", "/public/../admin/b") != 429 {
 		t.Error("a dot segment dodged the admin limit")
@@ -715,7 +717,6 @@ func TestUpdate(t *testing.T) {
 	up := newUpstream(t)
 	lim := store(t, clocktest.New())
 	strict := parsed(t, `
-upstream: http://placeholder
 limits: [{name: one, key: global, rate: 1r/m, algorithm: fixed_window}]
 routes: [{name: all, match: /, limits: [one]}]
 `, up)
@@ -749,12 +750,10 @@ routes: [{name: all, match: /, limits: [one]}]
 func TestDryRun(t *testing.T) {
 	up := newUpstream(t)
 	cfg := parsed(t, `
-upstream: http://placeholder
 dry_run: true
 limits: [{name: one, key: global, rate: 1r/m, burst: 1}]
 routes: [{name: all, match: /, limits: [one]}]
 `, up)
-	cfg.Limiter = store(t, clocktest.New())
 	cfg.Wait = func(context.Context, time.Duration) error {
 		return errors.New("a dry run must not delay")
 	}
@@ -772,16 +771,13 @@ routes: [{name: all, match: /, limits: [one]}]
 // Rejections carry the full header contract and an access log line.
 func TestRejectionContract(t *testing.T) {
 	up := newUpstream(t)
-	var log bytes.Buffer
-	var mu sync.Mutex
+	var log logBuffer
 	cfg := parsed(t, `
-upstream: http://placeholder
 headers: both
 limits: [{name: per_ip, key: ip, rate: 2r/m, algorithm: fixed_window}]
 routes: [{name: api, match: /api/, limits: [per_ip]}]
 `, up)
-	cfg.Limiter = store(t, clocktest.New())
-	cfg.AccessLog = lockedWriter{&mu, &log}
+	cfg.AccessLog = &log
 	_, srv := front(t, cfg)
 	var resp *http.Response
 	for range 3 {
@@ -793,9 +789,7 @@ routes: [{name: api, match: /api/, limits: [per_ip]}]
 		h.Get("X-RateLimit-Limit") != "2" || h.Get("Content-Type") != rlheader.ProblemContentType {
 		t.Fatalf("rejection: %d %v", resp.StatusCode, h)
 	}
-	mu.Lock()
 	line := log.String()
-	mu.Unlock()
 	if !strings.HasPrefix(line, "127.0.0.1 - - [") || !strings.Contains(line, `"GET /api/x?y=1 HTTP/1.1" 429 `) ||
 		!strings.HasSuffix(line, "outcome=REJECTED by=\"per_ip\"\n") || strings.Count(line, "\n") != 1 {
 		t.Fatalf("access log %q", line)
@@ -808,7 +802,6 @@ routes: [{name: api, match: /api/, limits: [per_ip]}]
 func TestQueuedClientDisconnects(t *testing.T) {
 	up := newUpstream(t)
 	cfg := parsed(t, `
-upstream: http://placeholder
 limits: [{name: q, key: global, rate: 1r/m, burst: 1}]
 routes: [{name: all, match: /, limits: [q]}]
 `, up)
@@ -892,22 +885,17 @@ func mustQueueLimit(t *testing.T, lim *memstore.Store) sluice.Limit {
 // access log and the metrics too.
 func TestMissingKeyLogged(t *testing.T) {
 	up := newUpstream(t)
-	var log bytes.Buffer
-	var mu sync.Mutex
+	var log logBuffer
 	cfg := parsed(t, `
-upstream: http://placeholder
 limits: [{name: by_key, key: "header:X-Api-Key", rate: 10r/s, algorithm: token_bucket}]
 routes: [{name: api, match: /, limits: [by_key]}]
 `, up)
-	cfg.Limiter = store(t, clocktest.New())
-	cfg.AccessLog = lockedWriter{&mu, &log}
+	cfg.AccessLog = &log
 	_, srv := front(t, cfg)
 	if c := get(t, srv.Client(), srv.URL+"/x").StatusCode; c != http.StatusBadRequest {
 		t.Fatalf("status %d, want 400", c)
 	}
-	mu.Lock()
 	line := log.String()
-	mu.Unlock()
 	if !strings.Contains(line, `"GET /x HTTP/1.1" 400 - `) || !strings.HasSuffix(line, "outcome=NO_KEY by=\"by_key\"\n") {
 		t.Fatalf("access log %q", line)
 	}
@@ -922,7 +910,7 @@ routes: [{name: api, match: /, limits: [by_key]}]
 func TestForwardedChain(t *testing.T) {
 	for _, trusted := range []bool{false, true} {
 		up := newUpstream(t)
-		cfg := gateway.Config{Upstreams: []gateway.Upstream{{Name: "app", URL: mustURL(t, up.URL)}}}
+		cfg := direct(t, up)
 		res := &clientip.Resolver{Header: clientip.Forwarded}
 		if trusted {
 			res.TrustedProxies, _ = clientip.ParsePrefixes("127.0.0.0/8")

@@ -35,7 +35,6 @@ func TestProxyOnRedis(t *testing.T) {
 			// Unique per run: the shared servers outlive a -count=N run.
 			key := strings.ReplaceAll(t.Name(), "/", "_") + strconv.FormatInt(time.Now().UnixNano(), 36)
 			yaml := `
-upstream: http://placeholder
 status: 503
 limits: [{name: ` + key + `, key: global, rate: 1r/m, burst: 5, nodelay: true}]
 routes: [{name: all, match: /, limits: [` + key + `]}]

@@ -5,48 +5,24 @@ import (
 	"io"
 	"net/http"
 	"strings"
-	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/sluicehq/sluice/clientip"
 	"github.com/sluicehq/sluice/gateway"
-	"github.com/sluicehq/sluice/internal/clocktest"
 )
-
-// doRaw sends method and a request-target written as is (no cleaning or
-// re-encoding by the client) with host as the Host header.
-func doRaw(t *testing.T, srv string, c *http.Client, method, target, host string) *http.Response {
-	t.Helper()
-	req, err := http.NewRequest(method, srv+"/", nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	req.URL.Opaque = target
-	if host != "" {
-		req.Host = host
-	}
-	resp, err := c.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	io.Copy(io.Discard, resp.Body)
-	resp.Body.Close()
-	return resp
-}
 
 // An encoded slash must not take a request out of a subtree's limit: NGINX
 // matches locations on the decoded URI, and most upstreams decode %2F too.
 func TestReviewEncodedSlashStaysLimited(t *testing.T) {
 	up := newUpstream(t)
 	cfg := parsed(t, `
-upstream: http://placeholder
 limits: [{name: admin, key: global, rate: 1r/m, algorithm: fixed_window}]
 routes:
   - {name: admin, match: /admin/, limits: [admin]}
   - {name: item, match: "/items/{id}", limits: [admin]}
 `, up)
-	cfg.Limiter = store(t, clocktest.New())
 	_, srv := front(t, cfg)
 	c := srv.Client()
 	if code := doRaw(t, srv.URL, c, "GET", "/admin/a", "").StatusCode; code != 200 {
@@ -65,11 +41,9 @@ routes:
 func TestReviewHostCaseStaysLimited(t *testing.T) {
 	up := newUpstream(t)
 	cfg := parsed(t, `
-upstream: http://placeholder
 limits: [{name: api, key: global, rate: 1r/m, algorithm: fixed_window}]
 routes: [{name: api, match: "GET Api.Example./", limits: [api]}]
 `, up)
-	cfg.Limiter = store(t, clocktest.New())
 	_, srv := front(t, cfg)
 	c := srv.Client()
 	if code := doRaw(t, srv.URL, c, "GET", "/a", "api.example").StatusCode; code != 200 {
@@ -87,11 +61,9 @@ routes: [{name: api, match: "GET Api.Example./", limits: [api]}]
 func TestReviewHostKeyNormalized(t *testing.T) {
 	up := newUpstream(t)
 	cfg := parsed(t, `
-upstream: http://placeholder
 limits: [{name: h, key: host, rate: 1r/m, algorithm: fixed_window}]
 routes: [{name: all, match: /, limits: [h]}]
 `, up)
-	cfg.Limiter = store(t, clocktest.New())
 	_, srv := front(t, cfg)
 	c := srv.Client()
 	if code := doRaw(t, srv.URL, c, "GET", "/", "a.example").StatusCode; code != 200 {
@@ -117,11 +89,9 @@ func TestReviewInformationalKeepsRateLimitHeaders(t *testing.T) {
 		io.WriteString(w, "ok")
 	})
 	cfg := parsed(t, `
-upstream: http://placeholder
 limits: [{name: per_ip, key: ip, rate: 10r/m, algorithm: fixed_window}]
 routes: [{name: all, match: /, limits: [per_ip]}]
 `, up)
-	cfg.Limiter = store(t, clocktest.New())
 	_, srv := front(t, cfg)
 	for _, tc := range []struct{ name, path, expect string }{
 		{"100-continue", "/upload", "100-continue"},
@@ -150,7 +120,7 @@ func TestReviewTrustedForwardedProtoKept(t *testing.T) {
 	up := newUpstream(t)
 	pfx, _ := clientip.ParsePrefixes("127.0.0.0/8")
 	_, srv := front(t, gateway.Config{
-		Upstreams:      []gateway.Upstream{{Name: "app", URL: mustURL(t, up.URL)}},
+		Upstreams:      direct(t, up).Upstreams,
 		TrustedProxies: &clientip.Resolver{TrustedProxies: pfx},
 	})
 	req, _ := http.NewRequest("GET", srv.URL+"/", nil)
@@ -170,7 +140,7 @@ func TestReviewTrustedForwardedProtoKept(t *testing.T) {
 
 	// From an untrusted peer both are the gateway's own.
 	up2 := newUpstream(t)
-	_, srv2 := front(t, gateway.Config{Upstreams: []gateway.Upstream{{Name: "app", URL: mustURL(t, up2.URL)}}})
+	_, srv2 := front(t, direct(t, up2))
 	req, _ = http.NewRequest("GET", srv2.URL+"/", nil)
 	req.Header.Set("X-Forwarded-Proto", "https")
 	req.Header.Set("X-Forwarded-Host", "shop.example")
@@ -193,21 +163,16 @@ func TestReviewTrustedForwardedProtoKept(t *testing.T) {
 func TestReviewQueuedRequestHoldsNoConnSlot(t *testing.T) {
 	up := newUpstream(t)
 	cfg := parsed(t, `
-upstream: http://placeholder
 status: 429
 conn_status: 503
 limits: [{name: q, key: global, rate: 1r/m, burst: 5}]
 conns: [{name: c, key: global, max: 1}]
 routes: [{name: all, match: /, limits: [q], conns: [c]}]
 `, up)
-	cfg.Limiter = store(t, clocktest.New())
-	var mu sync.Mutex
-	queued := 0
+	var queued atomic.Int64
 	release := make(chan struct{})
 	cfg.Wait = func(ctx context.Context, d time.Duration) error {
-		mu.Lock()
-		queued++
-		mu.Unlock()
+		queued.Add(1)
 		select {
 		case <-release:
 			return nil
@@ -220,48 +185,16 @@ routes: [{name: all, match: /, limits: [q], conns: [c]}]
 	if code := get(t, c, srv.URL+"/").StatusCode; code != 200 {
 		t.Fatalf("first: %d", code)
 	}
-	codes := make(chan int, 1)
-	go func() {
-		resp, err := c.Get(srv.URL + "/")
-		if err != nil {
-			t.Error(err)
-			codes <- 0
-			return
-		}
-		resp.Body.Close()
-		codes <- resp.StatusCode
-	}()
-	for deadline := time.Now().Add(10 * time.Second); ; {
-		mu.Lock()
-		n := queued
-		mu.Unlock()
-		if n == 1 {
-			break
-		}
+	codes := getLater(t, c, srv.URL+"/")
+	for deadline := time.Now().Add(10 * time.Second); queued.Load() != 1; {
 		if time.Now().After(deadline) {
 			t.Fatal("the second request never queued")
 		}
 		time.Sleep(time.Millisecond) // polling, not timing
 	}
 	// The third arrives while the second waits; NGINX queues it too.
-	third := make(chan int, 1)
-	go func() {
-		resp, err := c.Get(srv.URL + "/")
-		if err != nil {
-			t.Error(err)
-			third <- 0
-			return
-		}
-		resp.Body.Close()
-		third <- resp.StatusCode
-	}()
-	for deadline := time.Now().Add(10 * time.Second); ; {
-		mu.Lock()
-		n := queued
-		mu.Unlock()
-		if n == 2 {
-			break
-		}
+	third := getLater(t, c, srv.URL+"/")
+	for deadline := time.Now().Add(10 * time.Second); queued.Load() != 2; {
 		select {
 		case code := <-third:
 			close(release)
@@ -277,6 +210,23 @@ routes: [{name: all, match: /, limits: [q], conns: [c]}]
 	close(release)
 	<-codes
 	<-third
+}
+
+// getLater sends a GET in the background and delivers its status, or 0
+// after failing the test if the request failed.
+func getLater(t *testing.T, c *http.Client, u string) <-chan int {
+	codes := make(chan int, 1)
+	go func() {
+		resp, err := c.Get(u)
+		if err != nil {
+			t.Error(err)
+			codes <- 0
+			return
+		}
+		resp.Body.Close()
+		codes <- resp.StatusCode
+	}()
+	return codes
 }
 
 // A second YAML document in the file is not silently ignored: a config
@@ -320,12 +270,10 @@ func TestReviewUpgradeThroughLimitedRoute(t *testing.T) {
 		brw.Flush()
 	})
 	cfg := parsed(t, `
-upstream: http://placeholder
 limits: [{name: per_ip, key: ip, rate: 10r/m, algorithm: fixed_window}]
 conns: [{name: c, key: ip, max: 1}]
 routes: [{name: all, match: /, limits: [per_ip], conns: [c]}]
 `, up)
-	cfg.Limiter = store(t, clocktest.New())
 	_, srv := front(t, cfg)
 	req, _ := http.NewRequest("GET", srv.URL+"/ws", nil)
 	req.Header.Set("Connection", "Upgrade")

@@ -213,8 +213,8 @@ type Middleware struct {
 // Header names in canonical form, set straight into the header map: Set
 // would canonicalize them again on every response.
 var (
-	hdrPolicy    = http.CanonicalHeaderKey("RateLimit-Policy")
-	hdrRateLimit = http.CanonicalHeaderKey("RateLimit")
+	hdrPolicy    = http.CanonicalHeaderKey(rlheader.HeaderRateLimitPolicy)
+	hdrRateLimit = http.CanonicalHeaderKey(rlheader.HeaderRateLimit)
 	hdrLimit     = http.CanonicalHeaderKey("X-RateLimit-Limit")
 	hdrRemaining = http.CanonicalHeaderKey("X-RateLimit-Remaining")
 	hdrReset     = http.CanonicalHeaderKey("X-RateLimit-Reset")
@@ -413,7 +413,7 @@ func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, next http.Han
 					status = http.StatusServiceUnavailable
 				}
 				if closed && res.RetryAfter > 0 {
-					w.Header().Set("Retry-After", rlheader.FormatRetryAfter(res.RetryAfter))
+					w.Header().Set(rlheader.HeaderRetryAfter, rlheader.FormatRetryAfter(res.RetryAfter))
 				}
 				w.Header().Set("Cache-Control", "no-store")
 				m.fail(w, r, status, "rate limiter unavailable", p.Name)
@@ -490,7 +490,8 @@ func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, next http.Han
 			m.clearHeaders(w.Header())
 			rej := Rejection{Status: m.cfg.ConcurrencyStatusCode, Policies: []string{c.Name}, RetryAfter: time.Second}
 			if !m.cfg.NoDraftHeaders {
-				w.Header().Set("RateLimit-Policy", string(rlheader.AppendPolicies(nil, rlheader.Policy{Name: c.Name, Quota: int64(c.Max), Unit: "concurrent-requests"})))
+				p := rlheader.Policy{Name: c.Name, Quota: int64(c.Max), Unit: rlheader.UnitConcurrentRequests}
+				w.Header()[hdrPolicy] = []string{string(rlheader.AppendPolicies(nil, p))}
 			}
 			m.reject(w, r, rej)
 			return
@@ -569,7 +570,7 @@ func (m *Middleware) clearHeaders(h http.Header) {
 // body.
 func (m *Middleware) reject(w http.ResponseWriter, r *http.Request, rej Rejection) {
 	h := w.Header()
-	h.Set("Retry-After", rlheader.FormatRetryAfter(rej.RetryAfter))
+	h.Set(rlheader.HeaderRetryAfter, rlheader.FormatRetryAfter(rej.RetryAfter))
 	h.Set("Cache-Control", "no-store")
 	h.Set(ReasonHeader, strings.Join(rej.Policies, ", "))
 	if m.cfg.WriteRejection != nil {

@@ -46,7 +46,6 @@ func TestReviewQueuedRequestHoldsNoSlot(t *testing.T) {
 // A request refused for concurrency spends no rate limit, and its refusal
 // shows the concurrency policy only.
 func TestReviewConcurrencyRefusalSpendsNoRate(t *testing.T) {
-	release, entered := make(chan struct{}), make(chan struct{})
 	m := mustNew(t, httplimit.Config{
 		Limiter: newStore(t, clocktest.At(minute0)),
 		Policies: []httplimit.Policy{{
@@ -56,12 +55,8 @@ func TestReviewConcurrencyRefusalSpendsNoRate(t *testing.T) {
 		ConcurrencyStatusCode: http.StatusServiceUnavailable,
 		LegacyHeaders:         true,
 	})
-	h := m.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.URL.Path == "/hold" {
-			entered <- struct{}{}
-			<-release
-		}
-	}))
+	hold, entered, release := holding()
+	h := m.Handler(hold)
 	done := make(chan int)
 	go func() { done <- do(h, httptest.NewRequest("GET", "/hold", nil)).Code }()
 	<-entered

@@ -1,6 +1,7 @@
 package rlheader
 
 import (
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -103,7 +104,7 @@ func parseHTTPDate(v string, now time.Time) (time.Time, bool) {
 	switch {
 	case comma == 3:
 		// IMF-fixdate: "Sun, 06 Nov 1994 08:49:37 GMT"
-		if len(v) != 29 || !isDayName(shortDays[:], v[:3]) || v[3:5] != ", " ||
+		if len(v) != 29 || !slices.Contains(shortDays[:], v[:3]) || v[3:5] != ", " ||
 			v[7] != ' ' || v[11] != ' ' || v[16] != ' ' || v[25:] != " GMT" {
 			return time.Time{}, false
 		}
@@ -117,7 +118,7 @@ func parseHTTPDate(v string, now time.Time) (time.Time, bool) {
 	case comma > 3:
 		// rfc850-date: "Sunday, 06-Nov-94 08:49:37 GMT"
 		rest := v[comma:]
-		if !isDayName(longDays[:], v[:comma]) || len(rest) != 24 || rest[:2] != ", " {
+		if !slices.Contains(longDays[:], v[:comma]) || len(rest) != 24 || rest[:2] != ", " {
 			return time.Time{}, false
 		}
 		rest = rest[2:] // "06-Nov-94 08:49:37 GMT"
@@ -143,7 +144,7 @@ func parseHTTPDate(v string, now time.Time) (time.Time, bool) {
 		return makeDate(year, mon, day, rest[10:18])
 	case comma < 0:
 		// asctime-date: "Sun Nov  6 08:49:37 1994"
-		if len(v) != 24 || !isDayName(shortDays[:], v[:3]) || v[3] != ' ' || v[7] != ' ' ||
+		if len(v) != 24 || !slices.Contains(shortDays[:], v[:3]) || v[3] != ' ' || v[7] != ' ' ||
 			v[10] != ' ' || v[19] != ' ' {
 			return time.Time{}, false
 		}
@@ -162,22 +163,9 @@ func parseHTTPDate(v string, now time.Time) (time.Time, bool) {
 	return time.Time{}, false
 }
 
-func isDayName(names []string, s string) bool {
-	for _, n := range names {
-		if s == n {
-			return true
-		}
-	}
-	return false
-}
-
 func month(s string) (time.Month, bool) {
-	for i, m := range months {
-		if s == m {
-			return time.Month(i + 1), true
-		}
-	}
-	return 0, false
+	i := slices.Index(months[:], s)
+	return time.Month(i + 1), i >= 0
 }
 
 // num parses a short run of ASCII digits.

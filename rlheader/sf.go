@@ -116,21 +116,10 @@ type sfParser struct {
 	lenientB64 bool
 }
 
-// combineLines joins field lines with ", " as RFC 9651 §4.2 requires before
-// parsing.
-func combineLines(lines []string) string {
-	switch len(lines) {
-	case 0:
-		return ""
-	case 1:
-		return lines[0]
-	}
-	return strings.Join(lines, ", ")
-}
-
-// parseSFList parses the field lines as one RFC 9651 List.
+// parseSFList parses the field lines as one RFC 9651 List, joined with
+// ", " as §4.2 requires.
 func parseSFList(lines []string) ([]sfMember, error) {
-	p := sfParser{s: combineLines(lines)}
+	p := sfParser{s: strings.Join(lines, ", ")}
 	return p.list()
 }
 

@@ -62,7 +62,7 @@ func bareToHTTPSFV(b sfBare) any {
 // httpsfv does not implement: there ours must accept and httpsfv reject.
 func compareWithHTTPSFV(t *testing.T, lines []string) {
 	t.Helper()
-	p := sfParser{s: combineLines(lines)}
+	p := sfParser{s: strings.Join(lines, ", ")}
 	ours, ourErr := p.list()
 	theirs, theirErr := httpsfv.UnmarshalList(lines)
 	if ourErr == nil && p.lenientB64 {

@@ -3,6 +3,7 @@ package config
 import (
 	"fmt"
 	"net/netip"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -157,17 +158,15 @@ func (p *parser) forwardAuth(key, n *yaml.Node) (*ForwardAuth, error) {
 			descs = f.val
 		}
 	}
+	const none = "forward_auth has no descriptors (want a list of {entries: [{key: ..., from: ...}]})"
 	if descs == nil {
-		return nil, p.errf(n, "forward_auth has no descriptors (want a list of {entries: [{key: ..., from: ...}]})")
+		return nil, p.errf(n, none)
 	}
-	list := deref(descs)
-	if list.Kind != yaml.SequenceNode {
-		return nil, p.errf(list, "forward_auth descriptors must be a list, not %s", kind(list))
+	items, err := p.items(descs, "forward_auth descriptors must be a list", none)
+	if err != nil {
+		return nil, err
 	}
-	if len(list.Content) == 0 {
-		return nil, p.errf(list, "forward_auth has no descriptors (want a list of {entries: [{key: ..., from: ...}]})")
-	}
-	for _, item := range list.Content {
+	for _, item := range items {
 		d, err := p.authDescriptor(item)
 		if err != nil {
 			return nil, err
@@ -177,13 +176,26 @@ func (p *parser) forwardAuth(key, n *yaml.Node) (*ForwardAuth, error) {
 	return fa, nil
 }
 
+// items returns the items of n, which must be a list of at least one: the
+// errors are notList (followed by what n is) and empty.
+func (p *parser) items(n *yaml.Node, notList, empty string) ([]*yaml.Node, error) {
+	list := deref(n)
+	if list.Kind != yaml.SequenceNode {
+		return nil, p.errf(list, "%s, not %s", notList, kind(list))
+	}
+	if len(list.Content) == 0 {
+		return nil, p.errf(list, "%s", empty)
+	}
+	return list.Content, nil
+}
+
 // prefixes reads trusted_proxies: a list of networks ("10.0.0.0/8") or
 // addresses ("192.0.2.1", a /32). Host bits are cleared, and an
 // IPv4-mapped IPv6 network of /96 or longer becomes the IPv4 network it
 // covers, since client addresses are compared unmapped.
 func (p *parser) prefixes(n *yaml.Node) ([]netip.Prefix, error) {
 	n = deref(n)
-	if n.Kind == yaml.ScalarNode && n.ShortTag() == "!!null" {
+	if isNull(n) {
 		return nil, nil
 	}
 	if n.Kind != yaml.SequenceNode {
@@ -246,17 +258,15 @@ func (p *parser) authDescriptor(n *yaml.Node) (AuthDescriptor, error) {
 	for _, f := range fields {
 		entries = f.val // the only key
 	}
+	const none = "forward_auth descriptor has no entries"
 	if entries == nil {
-		return d, p.errf(n, "forward_auth descriptor has no entries")
+		return d, p.errf(n, none)
 	}
-	list := deref(entries)
-	if list.Kind != yaml.SequenceNode {
-		return d, p.errf(list, "entries must be a list of {key: ..., from: ...}, not %s", kind(list))
+	items, err := p.items(entries, "entries must be a list of {key: ..., from: ...}", none)
+	if err != nil {
+		return d, err
 	}
-	if len(list.Content) == 0 {
-		return d, p.errf(list, "forward_auth descriptor has no entries")
-	}
-	for _, item := range list.Content {
+	for _, item := range items {
 		e, err := p.authEntry(item)
 		if err != nil {
 			return d, err
@@ -329,24 +339,13 @@ func (p *parser) authEntry(n *yaml.Node) (AuthEntry, error) {
 	return e, nil
 }
 
-// countOne counts a forward_auth descriptor or entry against
-// maxDescriptors, which bounds what aliases can make Parse walk.
-func (p *parser) countOne(n *yaml.Node) error {
-	p.count++
-	if p.count > maxDescriptors {
-		return p.errf(n, "more than %d descriptors in one file", maxDescriptors)
-	}
-	return nil
-}
-
 // parseAuthSource returns the source named s (exact, lower case).
 func parseAuthSource(s string) (AuthSource, bool) {
-	for i, n := range authSourceNames {
-		if s == n {
-			return AuthSource(i), true
-		}
+	i := slices.Index(authSourceNames[:], s)
+	if i < 0 {
+		return 0, false
 	}
-	return 0, false
+	return AuthSource(i), true
 }
 
 // validHeaderName reports whether s is an HTTP field name: one or more

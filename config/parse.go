@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"slices"
 	"strings"
 	"time"
 
@@ -33,12 +34,7 @@ var (
 // the result; data is the YAML. Errors are *Error values with the line and
 // column of the offending node. Parse never panics, whatever data holds.
 func Parse(filename string, data []byte) (*Domain, error) {
-	p := &parser{file: filename}
-	d, err := p.parse(data)
-	if err != nil {
-		return nil, err
-	}
-	return d, nil
+	return (&parser{file: filename}).parse(data)
 }
 
 // parser holds the state of one Parse.
@@ -81,7 +77,7 @@ func (p *parser) parse(data []byte) (*Domain, error) {
 		root = root.Content[0]
 	}
 	root = deref(root)
-	if root.Kind == yaml.ScalarNode && root.ShortTag() == "!!null" {
+	if isNull(root) {
 		return nil, p.errf(root, "missing domain: the file is empty")
 	}
 	fields, err := p.fields(root, "the file", rootKeys)
@@ -141,6 +137,9 @@ func deref(n *yaml.Node) *yaml.Node {
 	return n
 }
 
+// isNull reports whether n is a null scalar (null, ~ or nothing).
+func isNull(n *yaml.Node) bool { return n.Kind == yaml.ScalarNode && n.ShortTag() == "!!null" }
+
 // kind names a node's kind for error messages.
 func kind(n *yaml.Node) string {
 	switch n.Kind {
@@ -170,7 +169,7 @@ func (p *parser) fields(n *yaml.Node, where string, allowed []string) ([]field, 
 		return nil, err
 	}
 	for _, f := range fs {
-		if !containsStr(allowed, f.key.Value) {
+		if !slices.Contains(allowed, f.key.Value) {
 			return nil, p.errf(f.key, "%s", unknownKey(f.key.Value, where, allowed))
 		}
 	}
@@ -196,10 +195,8 @@ func (p *parser) pairs(n *yaml.Node, where string, depth int, merged map[*yaml.N
 			merges = append(merges, v)
 			continue
 		}
-		for _, f := range out {
-			if f.key.Value == k.Value {
-				return nil, p.errf(k, "duplicate key %q in %s (first at line %d)", k.Value, where, f.key.Line)
-			}
+		if i := indexKey(out, k.Value); i >= 0 {
+			return nil, p.errf(k, "duplicate key %q in %s (first at line %d)", k.Value, where, out[i].key.Line)
 		}
 		out = append(out, field{k, v})
 	}
@@ -226,7 +223,7 @@ func (p *parser) pairs(n *yaml.Node, where string, depth int, merged map[*yaml.N
 				return nil, err
 			}
 			for _, f := range sub {
-				if !slicesContainsKey(out, f.key.Value) {
+				if indexKey(out, f.key.Value) < 0 {
 					out = append(out, f)
 				}
 			}
@@ -235,22 +232,9 @@ func (p *parser) pairs(n *yaml.Node, where string, depth int, merged map[*yaml.N
 	return out, nil
 }
 
-func slicesContainsKey(fs []field, k string) bool {
-	for _, f := range fs {
-		if f.key.Value == k {
-			return true
-		}
-	}
-	return false
-}
-
-func containsStr(list []string, s string) bool {
-	for _, x := range list {
-		if x == s {
-			return true
-		}
-	}
-	return false
+// indexKey returns the index of the field with key k in fs, or -1.
+func indexKey(fs []field, k string) int {
+	return slices.IndexFunc(fs, func(f field) bool { return f.key.Value == k })
 }
 
 // unknownKey explains an unknown key: a likely typo, or a key that belongs
@@ -258,11 +242,11 @@ func containsStr(list []string, s string) bool {
 func unknownKey(k, where string, allowed []string) string {
 	msg := fmt.Sprintf("unknown key %q in %s", k, where)
 	switch {
-	case where == "descriptor" && containsStr(rateLimitKeys, k):
+	case where == "descriptor" && slices.Contains(rateLimitKeys, k):
 		return msg + " (it belongs under rate_limit)"
-	case where == "rate_limit" && containsStr(descriptorKeys, k):
+	case where == "rate_limit" && slices.Contains(descriptorKeys, k):
 		return msg + " (it belongs in the descriptor, beside rate_limit)"
-	case where == whereAuthDesc && containsStr(authEntryKeys, k):
+	case where == whereAuthDesc && slices.Contains(authEntryKeys, k):
 		return msg + " (a descriptor lists its entries under entries: - entries: [{key: ..., from: ...}])"
 	}
 	if s := suggest(k, allowed); s != "" {
@@ -287,7 +271,7 @@ func (p *parser) str(n *yaml.Node, what string) (string, error) {
 // boolean returns a scalar's truth; null is false.
 func (p *parser) boolean(n *yaml.Node, what string) (bool, error) {
 	n = deref(n)
-	if n.Kind == yaml.ScalarNode && n.ShortTag() == "!!null" {
+	if isNull(n) {
 		return false, nil
 	}
 	var b bool
@@ -314,7 +298,7 @@ func (p *parser) integer(n *yaml.Node, what string, lo, hi int64) (int64, error)
 // parent the path so far.
 func (p *parser) descriptors(n *yaml.Node, lv *level, parentKey string, parent []PathEntry) error {
 	n = deref(n)
-	if n.Kind == yaml.ScalarNode && n.ShortTag() == "!!null" {
+	if isNull(n) {
 		return nil
 	}
 	if n.Kind != yaml.SequenceNode {
@@ -333,9 +317,8 @@ func (p *parser) descriptors(n *yaml.Node, lv *level, parentKey string, parent [
 
 // descriptor compiles one descriptor mapping into lv.
 func (p *parser) descriptor(n *yaml.Node, lv *level, parentKey string, parent []PathEntry) error {
-	p.count++
-	if p.count > maxDescriptors {
-		return p.errf(n, "more than %d descriptors in one file", maxDescriptors)
+	if err := p.countOne(n); err != nil {
+		return err
 	}
 	fields, err := p.fields(n, "descriptor", descriptorKeys)
 	if err != nil {
@@ -540,10 +523,20 @@ func firstOf(ns ...*yaml.Node) *yaml.Node {
 	return nil
 }
 
+// countOne counts a descriptor, or a forward_auth descriptor or entry,
+// against maxDescriptors, which bounds what aliases can make Parse walk.
+func (p *parser) countOne(n *yaml.Node) error {
+	p.count++
+	if p.count > maxDescriptors {
+		return p.errf(n, "more than %d descriptors in one file", maxDescriptors)
+	}
+	return nil
+}
+
 // replaces reads a replaces list of {name: ...} mappings into r.
 func (p *parser) replaces(n *yaml.Node, r *RateLimit) error {
 	n = deref(n)
-	if n.Kind == yaml.ScalarNode && n.ShortTag() == "!!null" {
+	if isNull(n) {
 		return nil
 	}
 	if n.Kind != yaml.SequenceNode {

@@ -160,13 +160,9 @@ func (s *Service) info(b *rulesBox, r *config.RateLimit) *ruleInfo {
 		return nil
 	}
 	in := &ruleInfo{}
-	policy := r.Name
-	if policy == "" {
-		policy = r.FullKey
-	}
 	switch s.headers {
 	case HeadersDraft11:
-		in.policyHeader = string(rlheader.AppendPolicies(nil, rlheader.Policy{Name: policy, Quota: int64(r.RequestsPerUnit), Window: r.Period()}))
+		in.policyHeader = string(rlheader.AppendPolicies(nil, rlheader.Policy{Name: policyName(r), Quota: int64(r.RequestsPerUnit), Window: r.Period()}))
 	case HeadersLegacy:
 		in.limitHeader = strconv.FormatUint(uint64(r.RequestsPerUnit), 10)
 	}

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -146,11 +147,9 @@ func (a *forwardAuth) value(src Source, r *http.Request) (string, bool) {
 	var v string
 	switch src.From {
 	case FromClientIP:
-		k, err := a.resolver.Key(r)
-		if err != nil {
-			return "", false
+		if k, err := a.resolver.Key(r); err == nil {
+			v = k
 		}
-		v = k
 	case FromMethod:
 		v = firstHeader(r, "X-Forwarded-Method", "X-Original-Method")
 		if v == "" {
@@ -247,10 +246,8 @@ func (s *Service) serveAuthWith(a *forwardAuth, w http.ResponseWriter, r *http.R
 		return
 	}
 	var violated []string
-	seen := map[string]bool{}
 	for i := range outs {
-		if o := &outs[i]; o.over && !o.p.shadow && !seen[o.p.policy] {
-			seen[o.p.policy] = true
+		if o := &outs[i]; o.over && !o.p.shadow && !slices.Contains(violated, o.p.policy) {
 			violated = append(violated, o.p.policy)
 		}
 	}
@@ -272,17 +269,13 @@ func (s *Service) setAuthHeaders(h http.Header, outs []outcome, over bool) {
 		return // no enforced rule: no header, never an empty one
 	}
 	var pols []rlheader.Policy
-	seen := map[string]bool{}
 	for i := range outs {
-		if q := &outs[i]; q.eligible && !seen[q.p.policy] {
-			seen[q.p.policy] = true
-			pols = append(pols, rlheader.Policy{Name: q.p.policy, Quota: int64(q.p.rpu), Window: q.p.period})
+		q := &outs[i]
+		if q.eligible && !slices.ContainsFunc(pols, func(p rlheader.Policy) bool { return p.Name == q.p.policy }) {
+			pols = append(pols, q.p.headerPolicy())
 		}
 	}
-	remain := o.remain
-	if o.over {
-		remain = 0
-	}
+	remain := o.remaining()
 	h.Set(rlheader.HeaderRateLimitPolicy, string(rlheader.AppendPolicies(nil, pols...)))
 	h.Set(rlheader.HeaderRateLimit, string(rlheader.AppendStatuses(nil, rlheader.Status{Name: o.p.policy, Remaining: remain, Reset: o.wait})))
 	if s.headers == HeadersLegacy {

@@ -37,6 +37,20 @@ func pick(outs []outcome) *outcome {
 	return best
 }
 
+// headerPolicy is the RateLimit-Policy item of the plan's limit.
+func (p *plan) headerPolicy() rlheader.Policy {
+	return rlheader.Policy{Name: p.policy, Quota: int64(p.rpu), Window: p.period}
+}
+
+// remaining is the remaining quota the response headers report: none when
+// over the limit.
+func (o *outcome) remaining() int64 {
+	if o.over {
+		return 0
+	}
+	return o.remain
+}
+
 // responseHeaders returns the response headers of Config.Headers, nil
 // when no outcome may choose them.
 func (s *Service) responseHeaders(outs []outcome, over bool) []*corepb.HeaderValue {
@@ -44,10 +58,7 @@ func (s *Service) responseHeaders(outs []outcome, over bool) []*corepb.HeaderVal
 	if o == nil {
 		return nil
 	}
-	remain := o.remain
-	if o.over {
-		remain = 0
-	}
+	remain := o.remaining()
 	h := new(headerBlock)
 	switch s.headers {
 	case HeadersDraft11:
@@ -55,7 +66,7 @@ func (s *Service) responseHeaders(outs []outcome, over bool) []*corepb.HeaderVal
 		if o.p.info != nil {
 			policy = o.p.info.policyHeader
 		} else {
-			policy = string(rlheader.AppendPolicies(nil, rlheader.Policy{Name: o.p.policy, Quota: int64(o.p.rpu), Window: o.p.period}))
+			policy = string(rlheader.AppendPolicies(nil, o.p.headerPolicy()))
 		}
 		var buf [96]byte
 		st := rlheader.Status{Name: o.p.policy, Remaining: remain, Reset: o.wait}

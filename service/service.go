@@ -1,6 +1,7 @@
 package service
 
 import (
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -183,12 +184,13 @@ func New(cfg Config) (*Service, error) {
 		prefix:  cfg.Prefix,
 		shadow:  cfg.ShadowMode,
 		headers: cfg.Headers,
-		legacy:  cfg.LegacyNames,
-		log:     cfg.Logger,
-		health:  health.NewServer(),
-	}
-	if s.log == nil {
-		s.log = slog.Default()
+		legacy: LegacyNames{
+			Limit:     cmp.Or(cfg.LegacyNames.Limit, DefaultLegacyNames.Limit),
+			Remaining: cmp.Or(cfg.LegacyNames.Remaining, DefaultLegacyNames.Remaining),
+			Reset:     cmp.Or(cfg.LegacyNames.Reset, DefaultLegacyNames.Reset),
+		},
+		log:    cmp.Or(cfg.Logger, slog.Default()),
+		health: health.NewServer(),
 	}
 	if cfg.Failure != nil {
 		fb, err := newFallback(cfg.Limiter, cfg.Failure, s.log)
@@ -205,15 +207,6 @@ func New(cfg Config) (*Service, error) {
 			return nil, err
 		}
 		s.auth = a
-	}
-	if s.legacy.Limit == "" {
-		s.legacy.Limit = DefaultLegacyNames.Limit
-	}
-	if s.legacy.Remaining == "" {
-		s.legacy.Remaining = DefaultLegacyNames.Remaining
-	}
-	if s.legacy.Reset == "" {
-		s.legacy.Reset = DefaultLegacyNames.Reset
 	}
 	if cfg.Registerer != nil {
 		m, err := newMetrics(cfg.Registerer)
@@ -502,16 +495,17 @@ func (s *Service) resolve(b *rulesBox, domain string, p *plan) {
 	}
 	p.period = r.Period()
 	p.name = r.Name
-	p.policy = r.Name
-	if p.policy == "" {
-		p.policy = r.FullKey
-	}
+	p.policy = policyName(r)
 	p.label = s.label(domain, r, p.keyDesc)
 	p.shadow = r.ShadowMode || s.shadow
 	if in := s.info(b, r); in != nil {
 		p.info, p.ctr = in, in.ctr
 	}
 }
+
+// policyName is the name a rule goes by in the response headers: its
+// name, else its FullKey.
+func policyName(r *config.RateLimit) string { return cmp.Or(r.Name, r.FullKey) }
 
 // label is the metrics label of a rule: its FullKey, or with
 // DetailedMetric the descriptor itself.

@@ -129,16 +129,12 @@ func TestD37ShadowMode(t *testing.T) {
 				t.Errorf("hit %d: headers %v for a shadow rule", i, resp.GetResponseHeadersToAdd())
 			}
 		}
-		for name, want := range map[string]float64{
+		wantCounters(t, h, "mongo_cps.database_users", map[string]float64{
 			"sluice_rls_hits_total":         6,
 			"sluice_rls_within_limit_total": 5,
 			"sluice_rls_over_limit_total":   1,
 			"sluice_rls_shadow_mode_total":  1,
-		} {
-			if got := counter(t, h, name, "mongo_cps.database_users"); got != want {
-				t.Errorf("%s = %v, want %v", name, got, want)
-			}
-		}
+		})
 	})
 }
 
@@ -153,6 +149,16 @@ func TestServiceWideShadowMode(t *testing.T) {
 	}
 	if got := counter(t, h, "sluice_rls_shadow_mode_total", "mongo_cps.database_users"); got != 2 {
 		t.Errorf("shadow mode hits = %v, want 2", got)
+	}
+}
+
+// wantCounters checks the per-rule counters of rule named in want.
+func wantCounters(t *testing.T, h *harness, rule string, want map[string]float64) {
+	t.Helper()
+	for name, w := range want {
+		if got := counter(t, h, name, rule); got != w {
+			t.Errorf("%s = %v, want %v", name, got, w)
+		}
 	}
 }
 
@@ -591,16 +597,12 @@ func TestMetricsEndpoint(t *testing.T) {
 	if n, err := testutil.GatherAndCount(h.reg, "sluice_rls_decision_seconds"); err != nil || n != 2 {
 		t.Errorf("decision_seconds series = %d, %v; want 2 (ok, over_limit)", n, err)
 	}
-	for name, want := range map[string]float64{
+	wantCounters(t, h, "mongo_cps.database_users", map[string]float64{
 		"sluice_rls_hits_total":         3,
 		"sluice_rls_within_limit_total": 2,
 		"sluice_rls_near_limit_total":   1,
 		"sluice_rls_over_limit_total":   1,
-	} {
-		if got := counter(t, h, name, "mongo_cps.database_users"); got != want {
-			t.Errorf("%s = %v, want %v", name, got, want)
-		}
-	}
+	})
 }
 
 func TestDetailedMetric(t *testing.T) {

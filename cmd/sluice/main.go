@@ -7,6 +7,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"os/signal"
 	"runtime/debug"
@@ -75,6 +76,26 @@ Commands:
             accuracy for the sliding window's error against the exact log)
   version   print the version
 `)
+}
+
+// exitWith returns the error exit of a command: a function that prints its
+// arguments on stderr after prefix, as fmt.Fprintln spaces them, and
+// returns code, the exit code.
+func exitWith(stderr io.Writer, prefix string) func(code int, a ...any) int {
+	return func(code int, a ...any) int {
+		fmt.Fprintln(stderr, append([]any{prefix}, a...)...)
+		return code
+	}
+}
+
+// newLogger returns the text logger on stderr of serve and proxy, at the
+// level named by -log-level (see parseLogLevel).
+func newLogger(level string, stderr io.Writer) (*slog.Logger, error) {
+	l, err := parseLogLevel(level)
+	if err != nil {
+		return nil, err
+	}
+	return slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: l})), nil
 }
 
 // buildVersion returns the version set at link time, else the main module's

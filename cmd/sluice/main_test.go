@@ -8,30 +8,36 @@ import (
 	"testing"
 )
 
+// runCase is a command line and what run should make of it: the exit code
+// and substrings of stdout and stderr.
+type runCase struct {
+	args     []string
+	code     int
+	inStdout string
+	inStderr string
+}
+
+// check runs the command line and reports a mismatch; it returns the exit
+// code and stdout.
+func (tt runCase) check(t *testing.T) (int, string) {
+	t.Helper()
+	var out, errb bytes.Buffer
+	code := run(tt.args, &out, &errb)
+	if code != tt.code || !strings.Contains(out.String(), tt.inStdout) || !strings.Contains(errb.String(), tt.inStderr) {
+		t.Errorf("run(%q) = %d, stdout %q, stderr %q; want %d, %q, %q", tt.args, code, out.String(), errb.String(), tt.code, tt.inStdout, tt.inStderr)
+	}
+	return code, out.String()
+}
+
 func TestRun(t *testing.T) {
-	tests := []struct {
-		args     []string
-		code     int
-		inStdout string
-		inStderr string
-	}{
+	tests := []runCase{
 		{nil, 0, "Usage:", ""},
 		{[]string{"help"}, 0, "Commands:", ""},
 		{[]string{"version"}, 0, "sluice ", ""},
 		{[]string{"bogus"}, 2, "", `unknown command "bogus"`},
 	}
 	for _, tt := range tests {
-		var out, errb bytes.Buffer
-		code := run(tt.args, &out, &errb)
-		if code != tt.code {
-			t.Errorf("run(%q) = %d, want %d", tt.args, code, tt.code)
-		}
-		if !strings.Contains(out.String(), tt.inStdout) {
-			t.Errorf("run(%q) stdout = %q, want it to contain %q", tt.args, out.String(), tt.inStdout)
-		}
-		if !strings.Contains(errb.String(), tt.inStderr) {
-			t.Errorf("run(%q) stderr = %q, want it to contain %q", tt.args, errb.String(), tt.inStderr)
-		}
+		tt.check(t)
 	}
 }
 
@@ -42,12 +48,7 @@ func TestSimulate(t *testing.T) {
 		t.Fatal(err)
 	}
 	svg, png := filepath.Join(dir, "c.svg"), filepath.Join(dir, "c.png")
-	tests := []struct {
-		args     []string
-		code     int
-		inStdout string
-		inStderr string
-	}{
+	tests := []runCase{
 		{[]string{"simulate", "-pattern", "boundary"}, 0, "fixed_window", ""},
 		{[]string{"simulate", "-pattern", "steady", "-json", "-algorithms", "token_bucket"}, 0, `"algorithm": "token_bucket"`, ""},
 		{[]string{"simulate", "-pattern", "bursts", "-chart", svg + "," + png}, 0, "sliding_log", ""},
@@ -57,11 +58,7 @@ func TestSimulate(t *testing.T) {
 		{[]string{"help"}, 0, "simulate", ""},
 	}
 	for _, tt := range tests {
-		var out, errb bytes.Buffer
-		code := run(tt.args, &out, &errb)
-		if code != tt.code || !strings.Contains(out.String(), tt.inStdout) || !strings.Contains(errb.String(), tt.inStderr) {
-			t.Errorf("run(%q) = %d, stdout %q, stderr %q; want %d, %q, %q", tt.args, code, out.String(), errb.String(), tt.code, tt.inStdout, tt.inStderr)
-		}
+		tt.check(t)
 	}
 	for _, f := range []string{svg, png} {
 		if fi, err := os.Stat(f); err != nil || fi.Size() == 0 {
@@ -84,12 +81,7 @@ func TestCheck(t *testing.T) {
 		}
 	}
 	golden := filepath.Join("..", "..", "config", "testdata", "valid")
-	tests := []struct {
-		args     []string
-		code     int
-		inStdout string
-		inStderr string
-	}{
+	tests := []runCase{
 		{[]string{"check", good}, 0, "domain shop (" + good + ")\n  remote_address: fixed_window 10/1s\n", ""},
 		{[]string{"check", golden}, 0, "domain sql_pool", ""},
 		{[]string{"check", bad}, 1, "", bad + `:6:7: config: unknown key "requets_per_unit" in rate_limit`},
@@ -101,13 +93,8 @@ func TestCheck(t *testing.T) {
 		{[]string{"help"}, 0, "check", ""},
 	}
 	for _, tt := range tests {
-		var out, errb bytes.Buffer
-		code := run(tt.args, &out, &errb)
-		if code != tt.code || !strings.Contains(out.String(), tt.inStdout) || !strings.Contains(errb.String(), tt.inStderr) {
-			t.Errorf("run(%q) = %d, stdout %q, stderr %q; want %d, %q, %q", tt.args, code, out.String(), errb.String(), tt.code, tt.inStdout, tt.inStderr)
-		}
-		if code == 1 && out.Len() > 0 {
-			t.Errorf("run(%q) failed but printed to stdout: %q", tt.args, out.String())
+		if code, out := tt.check(t); code == 1 && out != "" {
+			t.Errorf("run(%q) failed but printed to stdout: %q", tt.args, out)
 		}
 	}
 }

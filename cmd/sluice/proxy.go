@@ -1,8 +1,8 @@
 package main
 
 import (
+	"cmp"
 	"context"
-	"crypto/sha256"
 	"flag"
 	"fmt"
 	"io"
@@ -56,16 +56,14 @@ func runProxy(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
+	fail := exitWith(stderr, "sluice proxy:")
 	if o.configPath == "" && o.upstream == "" {
-		fmt.Fprintln(stderr, "sluice proxy: give -config FILE, -upstream URL, or both")
-		return 2
+		return fail(2, "give -config FILE, -upstream URL, or both")
 	}
-	level, err := parseLogLevel(o.logLevel)
+	log, err := newLogger(o.logLevel, stderr)
 	if err != nil {
-		fmt.Fprintln(stderr, "sluice proxy:", err)
-		return 2
+		return fail(2, err)
 	}
-	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
 	if os.Getenv("GOGC") == "" {
 		// A proxy's live heap is a few MB of buffers and connections, so
 		// the default GOGC=100 collects very often, and each collection
@@ -74,40 +72,25 @@ func runProxy(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		debug.SetGCPercent(400)
 	}
 
-	var sum [sha256.Size]byte
-	known := false
-	if o.configPath != "" {
-		sum, err = fingerprint(o.configPath)
-		known = err == nil
-	}
+	sum, known := fingerprintBeforeLoad(o.configPath)
 	file, err := loadProxyFile(o)
 	if err != nil {
-		fmt.Fprintln(stderr, "sluice proxy:", err)
-		return 1
+		return fail(1, err)
 	}
 	if o.check {
 		return checkProxy(file, stdout, stderr)
 	}
-	if o.listen == "" {
-		o.listen = file.Listen
-	}
-	if o.listen == "" {
-		o.listen = ":8080"
-	}
-	if o.store == "" {
-		o.store = file.Store
-	}
+	o.listen = cmp.Or(o.listen, file.Listen, ":8080")
+	o.store = cmp.Or(o.store, file.Store)
 	accessLog, closeLog, err := openAccessLog(o.accessLog, file.AccessLog, stderr)
 	if err != nil {
-		fmt.Fprintln(stderr, "sluice proxy:", err)
-		return 1
+		return fail(1, err)
 	}
 	defer closeLog()
 
-	limiter, failure, closeStore, err := openStore(ctx, serveOptions{store: o.store, failure: o.failure}, log)
+	limiter, failure, closeStore, err := openStore(ctx, o.store, o.failure, false)
 	if err != nil {
-		fmt.Fprintln(stderr, "sluice proxy:", err)
-		return 1
+		return fail(1, err)
 	}
 	defer closeStore()
 	if failure != nil {
@@ -121,8 +104,7 @@ func runProxy(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		}
 		fl, err := failsafe.New(fc)
 		if err != nil {
-			fmt.Fprintln(stderr, "sluice proxy:", err)
-			return 1
+			return fail(1, err)
 		}
 		limiter = fl
 	}
@@ -130,13 +112,11 @@ func runProxy(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	limits, err := httplimit.NewMetrics(reg)
 	if err != nil {
-		fmt.Fprintln(stderr, "sluice proxy:", err)
-		return 1
+		return fail(1, err)
 	}
 	metrics, err := gateway.NewMetrics(reg)
 	if err != nil {
-		fmt.Fprintln(stderr, "sluice proxy:", err)
-		return 1
+		return fail(1, err)
 	}
 	// complete fills in what the file does not say.
 	complete := func(f *gateway.File) gateway.Config {
@@ -147,8 +127,7 @@ func runProxy(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	}
 	gw, err := gateway.New(complete(file))
 	if err != nil {
-		fmt.Fprintln(stderr, "sluice proxy:", err)
-		return 1
+		return fail(1, err)
 	}
 	defer gw.Close()
 	for _, u := range file.Config.Upstreams {
@@ -171,15 +150,13 @@ func runProxy(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 			return nil
 		}
 		if rl, err = newReloader(o.configPath, apply, log, reg, sum, known); err != nil {
-			fmt.Fprintln(stderr, "sluice proxy:", err)
-			return 1
+			return fail(1, err)
 		}
 	}
 
 	ln, err := net.Listen("tcp", o.listen)
 	if err != nil {
-		fmt.Fprintln(stderr, "sluice proxy:", err)
-		return 1
+		return fail(1, err)
 	}
 	// IdleTimeout: without it (and without ReadTimeout, which would cut
 	// long uploads) an idle keep-alive connection is held forever. 75 s is
@@ -198,8 +175,7 @@ func runProxy(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	if o.adminAddr != "" {
 		if adminLn, err = net.Listen("tcp", o.adminAddr); err != nil {
 			hs.Close()
-			fmt.Fprintln(stderr, "sluice proxy: admin:", err)
-			return 1
+			return fail(1, "admin:", err)
 		}
 		mux := http.NewServeMux()
 		mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
@@ -257,7 +233,7 @@ func runProxy(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		fmt.Fprintf(stdout, "  admin      http://%s  (GET /metrics, GET /healthcheck)\n", localAddr(adminLn.Addr()))
 	}
 
-	code := mainLoop(ctx, log, rl, hup, changed, errc, "no -config", stderr, "sluice proxy:")
+	code := mainLoop(ctx, log, rl, hup, changed, errc, "no -config", fail)
 	shutdown, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	if admin != nil {
@@ -372,10 +348,7 @@ func loadProxyFile(o proxyOptions) (*gateway.File, error) {
 // openAccessLog opens the access log named by the flag, else the file's
 // setting, else stderr.
 func openAccessLog(flagValue, fileValue string, stderr io.Writer) (io.Writer, func(), error) {
-	v := flagValue
-	if v == "" {
-		v = fileValue
-	}
+	v := cmp.Or(flagValue, fileValue)
 	switch v {
 	case "", "stderr":
 		return stderr, func() {}, nil

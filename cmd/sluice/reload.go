@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/sha256"
 	"errors"
-	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
@@ -156,6 +155,18 @@ func fingerprint(path string) ([sha256.Size]byte, error) {
 	return sum, nil
 }
 
+// fingerprintBeforeLoad returns the fingerprint of the config at path,
+// and whether it could be taken (not when path is empty), for
+// newReloader. A command takes it before loading the config, so that a
+// change between the two makes the next file event reload.
+func fingerprintBeforeLoad(path string) (sum [sha256.Size]byte, known bool) {
+	if path == "" {
+		return sum, false
+	}
+	sum, err := fingerprint(path)
+	return sum, err == nil
+}
+
 // configWatcher watches the directories that the config at path depends
 // on and sends on C, which holds at most one pending signal, once a burst
 // of changes has been quiet for reloadDebounce.
@@ -300,9 +311,10 @@ func watchDirs(path string, extra []string) []string {
 
 // mainLoop is serve's and proxy's: it reloads on SIGHUP (hup) and on file
 // change (changed) until ctx ends or a server fails (errc), and returns the
-// exit code, 1 if a server failed. rl is nil when there is no config file
-// to reload (noReload says why, in the log).
-func mainLoop(ctx context.Context, log *slog.Logger, rl *reloader, hup <-chan os.Signal, changed <-chan struct{}, errc <-chan error, noReload string, stderr io.Writer, prefix string) int {
+// exit code, 1 if a server failed (reported with fail, see exitWith). rl is
+// nil when there is no config file to reload (noReload says why, in the
+// log).
+func mainLoop(ctx context.Context, log *slog.Logger, rl *reloader, hup <-chan os.Signal, changed <-chan struct{}, errc <-chan error, noReload string, fail func(int, ...any) int) int {
 	for {
 		select {
 		case <-ctx.Done():
@@ -317,8 +329,7 @@ func mainLoop(ctx context.Context, log *slog.Logger, rl *reloader, hup <-chan os
 			rl.reload("file change", false)
 		case err := <-errc:
 			if err != nil && !errors.Is(err, http.ErrServerClosed) {
-				fmt.Fprintln(stderr, prefix, err)
-				return 1
+				return fail(1, err)
 			}
 			return 0
 		}

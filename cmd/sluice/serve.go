@@ -1,8 +1,8 @@
 package main
 
 import (
+	"cmp"
 	"context"
-	"crypto/sha256"
 	_ "embed"
 	"flag"
 	"fmt"
@@ -201,61 +201,46 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
+	fail := exitWith(stderr, "sluice serve:")
 	trusted, err := parseTrustedProxies(o.trustedProxies)
 	if err != nil {
-		fmt.Fprintln(stderr, "sluice serve: -trusted-proxies:", err)
-		return 2
+		return fail(2, "-trusted-proxies:", err)
 	}
-	level, err := parseLogLevel(o.logLevel)
+	log, err := newLogger(o.logLevel, stderr)
 	if err != nil {
-		fmt.Fprintln(stderr, "sluice serve:", err)
-		return 2
+		return fail(2, err)
 	}
-	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
 	if ignored := notActedOn(); len(ignored) > 0 {
 		log.Info("accepted and not acted on", "env", strings.Join(ignored, ","))
 	}
 
-	// The fingerprint is taken before the load, so that a change between
-	// the two makes the next file event reload.
-	var sum [sha256.Size]byte
-	known := false
-	if o.configPath != "" {
-		var err error
-		sum, err = fingerprint(o.configPath)
-		known = err == nil
-	}
+	sum, known := fingerprintBeforeLoad(o.configPath)
 	rules, err := loadRules(o.configPath)
 	if err == nil {
 		err = checkForwardAuth(rules, trusted) // before the store is opened
 	}
 	if err != nil {
-		fmt.Fprintln(stderr, "sluice serve:", err)
-		return 1
+		return fail(1, err)
 	}
 	headers, err := service.ParseHeaderMode(o.headers)
 	if err != nil {
-		fmt.Fprintln(stderr, "sluice serve:", err)
-		return 2
+		return fail(2, err)
 	}
-	limiter, failure, closeStore, err := openStore(ctx, o, log)
+	limiter, failure, closeStore, err := openStore(ctx, o.store, o.failure, o.localCache)
 	if err != nil {
-		fmt.Fprintln(stderr, "sluice serve:", err)
-		return 1
+		return fail(1, err)
 	}
 	defer closeStore()
 	reg := prometheus.NewRegistry()
 	svc, err := service.New(service.Config{Limiter: limiter, Rules: rules, Prefix: o.prefix, ShadowMode: o.shadow,
 		Headers: headers, Logger: log, Registerer: reg, Failure: failure})
 	if err != nil {
-		fmt.Fprintln(stderr, "sluice serve:", err)
-		return 1
+		return fail(1, err)
 	}
 	defer svc.Close() // the local fallback store, if a rule used one
 	auth := &authEndpoint{svc: svc, trusted: trusted}
 	if err := auth.set(rules); err != nil {
-		fmt.Fprintln(stderr, "sluice serve:", err)
-		return 1
+		return fail(1, err)
 	}
 	// apply swaps a reloaded config in: the forward-auth mapping is built
 	// first, so that a config whose mapping fails keeps the running one.
@@ -272,21 +257,18 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	var rl *reloader
 	if o.configPath != "" {
 		if rl, err = newReloader(o.configPath, loadRulesWith(apply), log, reg, sum, known); err != nil {
-			fmt.Fprintln(stderr, "sluice serve:", err)
-			return 1
+			return fail(1, err)
 		}
 	}
 
 	httpLn, err := net.Listen("tcp", o.httpAddr)
 	if err != nil {
-		fmt.Fprintln(stderr, "sluice serve:", err)
-		return 1
+		return fail(1, err)
 	}
 	grpcLn, err := net.Listen("tcp", o.grpcAddr)
 	if err != nil {
 		httpLn.Close()
-		fmt.Fprintln(stderr, "sluice serve:", err)
-		return 1
+		return fail(1, err)
 	}
 	mux := http.NewServeMux()
 	mux.Handle(service.ForwardAuthPath, auth)
@@ -317,10 +299,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		}
 	}
 
-	source := o.configPath
-	if source == "" {
-		source = "the built-in example config"
-	}
+	source := cmp.Or(o.configPath, "the built-in example config")
 	fmt.Fprintf(stdout, "sluice %s serving %s on store %s\n", buildVersion(), source, storeName(o.store))
 	endpoints := "POST /json, GET /healthcheck, GET /metrics"
 	if fa := rules.ForwardAuth(); fa != nil {
@@ -335,7 +314,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		fmt.Fprintf(stdout, "  for i in 1 2 3 4; do curl -s -o /dev/null -w '%%{http_code}\\n' -H 'X-User: bob' http://%s%s; done\n", localAddr(httpLn.Addr()), service.ForwardAuthPath)
 	}
 
-	code := mainLoop(ctx, log, rl, hup, changed, errc, "the built-in example config", stderr, "sluice serve:")
+	code := mainLoop(ctx, log, rl, hup, changed, errc, "the built-in example config", fail)
 	// Drain: the health checks fail, both listeners close, and the
 	// requests and calls in flight finish, for up to 10 seconds in all;
 	// what is left then is cut.
@@ -390,35 +369,40 @@ func loadRules(path string) (*config.Config, error) {
 	return config.New(d)
 }
 
-// openStore opens the memory store or Redis, the latter behind failsafe.
-func openStore(ctx context.Context, o serveOptions, log *slog.Logger) (sluice.Limiter, *service.FailurePolicy, func(), error) {
-	if o.store == "" || o.store == "memory" {
+// openStore opens the store named by -store: the memory store, or Redis
+// (behind relief's over-limit cache with -local-cache) with the failure
+// policy of -failure-mode, for the caller to apply.
+func openStore(ctx context.Context, store, failure string, localCache bool) (sluice.Limiter, *service.FailurePolicy, func(), error) {
+	if isMemory(store) {
 		m := memstore.New(memstore.Config{})
 		return m, nil, func() { m.Close() }, nil
 	}
-	mode, err := failsafe.ParseMode(o.failure)
+	mode, err := failsafe.ParseMode(failure)
 	if err != nil {
 		return nil, nil, nil, err
 	}
 	cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	rs, err := redisstore.New(cctx, redisstore.Config{URL: o.store})
+	rs, err := redisstore.New(cctx, redisstore.Config{URL: store})
 	if err != nil {
 		return nil, nil, nil, err
 	}
 	// The service applies each rule's failure_mode (the flag sets the
 	// default) behind one breaker around the store.
 	var limiter sluice.Limiter = rs
-	if o.localCache {
+	if localCache {
 		// Denials only, so no accuracy is lost (see package relief).
 		limiter = relief.NewOverLimitCache(rs, relief.CacheConfig{})
 	}
 	return limiter, &service.FailurePolicy{Mode: mode}, func() { rs.Close() }, nil
 }
 
+// isMemory reports whether -store names the memory store.
+func isMemory(store string) bool { return store == "" || store == "memory" }
+
 // storeName describes the store without its password.
 func storeName(s string) string {
-	if s == "" || s == "memory" {
+	if isMemory(s) {
 		return "memory"
 	}
 	if i := strings.Index(s, "://"); i >= 0 {
@@ -511,6 +495,16 @@ func checkForwardAuth(c *config.Config, flag []netip.Prefix) error {
 	return nil
 }
 
+// authSources maps the sources of a forward_auth entry to the service's.
+var authSources = [...]service.SourceKind{
+	config.FromClientIP: service.FromClientIP,
+	config.FromMethod:   service.FromMethod,
+	config.FromURI:      service.FromURI,
+	config.FromPath:     service.FromPath,
+	config.FromHeader:   service.FromHeader,
+	config.FromLiteral:  service.FromLiteral,
+}
+
 // build returns the forward-auth handler of c's forward_auth section, nil
 // when it has none; the trusted proxies are the section's and
 // -trusted-proxies together. Its errors are *config.Error values (see
@@ -532,23 +526,10 @@ func (a *authEndpoint) build(c *config.Config) (http.Handler, error) {
 	for i, d := range fa.Descriptors {
 		srcs := make([]service.Source, len(d.Entries))
 		for j, e := range d.Entries {
-			srcs[j] = service.Source{Key: e.Key, Header: e.Header, Value: e.Value}
-			switch e.From {
-			case config.FromClientIP:
-				srcs[j].From = service.FromClientIP
-			case config.FromMethod:
-				srcs[j].From = service.FromMethod
-			case config.FromURI:
-				srcs[j].From = service.FromURI
-			case config.FromPath:
-				srcs[j].From = service.FromPath
-			case config.FromHeader:
-				srcs[j].From = service.FromHeader
-			case config.FromLiteral:
-				srcs[j].From = service.FromLiteral
-			default:
+			if int(e.From) >= len(authSources) {
 				return nil, &config.Error{File: fa.File, Line: e.Line, Column: e.Column, Msg: fmt.Sprintf("forward_auth entry %q: unknown source %v", e.Key, e.From)}
 			}
+			srcs[j] = service.Source{Key: e.Key, From: authSources[e.From], Header: e.Header, Value: e.Value}
 		}
 		sfa.Descriptors[i] = srcs
 	}

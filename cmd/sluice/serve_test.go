@@ -40,14 +40,14 @@ func startServe(t *testing.T, args ...string) (url string, stderr *syncBuffer) {
 	return s.url, s.stderr
 }
 
+// post POSTs body to /json and returns the status code.
 func post(t *testing.T, url, body string) int {
 	t.Helper()
-	resp, err := http.Post(url+"/json", "application/json", strings.NewReader(body))
+	code, err := status(http.DefaultClient, url, body)
 	if err != nil {
 		t.Fatal(err)
 	}
-	resp.Body.Close()
-	return resp.StatusCode
+	return code
 }
 
 // The newcomer's first run: no flags, the built-in example, a 200 and then

@@ -93,14 +93,16 @@
 // BenchmarkRLS (rls_test.go) is the load generator of the rate limit
 // service: service.New with one rule (descriptor key user, a fixed window of
 // 1e9 per second, so every decision is admitted), draft-11 headers and
-// Prometheus metrics, as `sluice serve` runs it, registered on a default
-// grpc.NewServer() on 127.0.0.1:0 in this process, and called through
-// go-control-plane's generated client over one shared gRPC connection
-// (insecure credentials). With BenchmarkRedisClient's harness (exactly conc
-// goroutines sharing b.N calls, conc 1, 16 and 64, on 10,000 descriptor
-// values or one hot value) it reports ops/s, p50-µs, p99-µs, max-µs,
-// denied/op and CPU per decision for the service on memstore, on redisstore
-// (behind failsafe, as `sluice serve --store redis://…`) and on
+// Prometheus metrics, as `sluice serve` runs it, registered on a gRPC server
+// built as `sluice serve` builds it (service.GRPCServerOptions) on
+// 127.0.0.1:0 in this process, and called through go-control-plane's
+// generated client over one shared gRPC connection (insecure credentials).
+// With BenchmarkRedisClient's harness (exactly conc goroutines sharing b.N
+// calls, conc 1, 16 and 64, on 10,000 descriptor values or one hot value) it
+// reports ops/s, p50-µs, p99-µs, max-µs, denied/op, CPU, goroutines and
+// collections per decision for the service on memstore (also on a default
+// grpc.NewServer(), the A/B of those options), on redisstore (with the
+// service's failure policy, as `sluice serve --store redis://…`) and on
 // envoyproxy/ratelimit's INCRBY+EXPIRE pipeline; and, without the service,
 // that pipeline sent straight to Redis by rueidis and by go-redis, the
 // baselines of the service's Redis goal (the x-rueidis and x-goredis

@@ -208,26 +208,27 @@ func openIncrGoRedis(addr string) (redisDecide, func(), error) {
 // service (service.New with the rules of rlsYAML, draft-11 headers and
 // Prometheus metrics, as `sluice serve` runs it) registered on a gRPC server
 // built as `sluice serve` builds it (grpc.NewServer with
-// service.GRPCServerOptions) listening on 127.0.0.1:0 in this process, and a load generator of exactly conc goroutines sharing b.N
-// ShouldRateLimit calls over rlsConns connection(s) made with
-// go-control-plane's generated client (ratelimitv3.NewRateLimitServiceClient,
-// insecure credentials). Each call is one request with one descriptor
-// [user=<value>], the value one of 10,000 (keys=10000) or always the same
-// (keys=1). Server, client and (for the Redis rows) redis-server share the
-// machine's cores.
+// service.GRPCServerOptions) listening on 127.0.0.1:0 in this process, and a
+// load generator of exactly conc goroutines sharing b.N ShouldRateLimit
+// calls over rlsConns connection(s) made with go-control-plane's generated
+// client (ratelimitv3.NewRateLimitServiceClient, insecure credentials). Each
+// call is one request with one descriptor [user=<value>], the value one of
+// 10,000 (keys=10000) or always the same (keys=1). Server, client and (for
+// the Redis rows) redis-server share the machine's cores.
 //
 // Rows (see rlsTargets): memstore and redisstore are the service on those
 // stores; memstore-grpc-defaults is memstore on grpc.NewServer() without
-// options, the A/B of service.GRPCServerOptions; service-incrby-expire is the service on envoyproxy/ratelimit's
-// INCRBY+EXPIRE pipeline (incrStore); direct-incrby-expire-* send that
-// pipeline straight from the load generator to Redis, without gRPC or the
-// service: the baseline the issue's goal names. Besides ops/s, p50-µs,
-// p99-µs, max-µs and denied/op, each row reports this process's CPU time
-// per decision (cli-cpu-µs/op: load generator, gRPC and service together),
-// the goroutines this process created per decision (goroutines/op) and its
-// garbage collections per 10,000 decisions (gc/10k-op), the Redis rows the
-// server's CPU (srv-cpu-µs/op), and the rows after a baseline their ops/s
-// divided by the baseline's in the same run (x-<baseline>).
+// options, the A/B of service.GRPCServerOptions; service-incrby-expire is
+// the service on envoyproxy/ratelimit's INCRBY+EXPIRE pipeline (incrStore);
+// direct-incrby-expire-* send that pipeline straight from the load generator
+// to Redis, without gRPC or the service: the baseline the issue's goal
+// names. Besides ops/s, p50-µs, p99-µs, max-µs and denied/op, each row
+// reports this process's CPU time per decision (cli-cpu-µs/op: load
+// generator, gRPC and service together), the goroutines this process
+// created per decision (goroutines/op) and its garbage collections per
+// 10,000 decisions (gc/10k-op), the Redis rows the server's CPU
+// (srv-cpu-µs/op), and the rows after a baseline their ops/s divided by the
+// baseline's in the same run (x-<baseline>).
 func BenchmarkRLS(b *testing.B) {
 	var redisAddr string
 	if _, err := exec.LookPath("redis-server"); err == nil {

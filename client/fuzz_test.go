@@ -74,7 +74,7 @@ func FuzzServerWait(f *testing.F) {
 		limit := time.Duration(maxWaitSec%1_000_000) * time.Second
 		for _, r := range []float64{0, 0.5, 0.999} {
 			tr := &Transport{MaxServerWait: limit, Backoff: Backoff{Rand: func() float64 { return r }}}
-			eff := tr.maxServerWait()
+			eff := serverWaitBound(limit)
 			prev := time.Duration(0)
 			for attempt := 1; attempt <= 3; attempt++ {
 				w, fromServer, wok := tr.nextWait(h, now, attempt, prev)

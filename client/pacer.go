@@ -307,12 +307,12 @@ func (p *Pacer) observe(s *paceState, seq uint64, resp *http.Response) {
 	if l, ok := learnPolicies(resp.Header, p.Limit, fraction(p.Fraction)); ok {
 		s.learn(seq, l)
 	}
+	// A refusal's Retry-After blocks the key; otherwise, and for any other
+	// response, the RateLimit field's report does (ServerWait's rules).
 	var rep report
 	ok := false
 	if resp.StatusCode == http.StatusTooManyRequests || resp.StatusCode == http.StatusServiceUnavailable {
-		if d, found := ServerWait(resp.Header, now); found {
-			rep, ok = report{remaining: 0, reset: d}, true
-		}
+		rep.reset, ok = retryAfter(resp.Header, now)
 	}
 	if !ok {
 		rep, ok = rateLimitReport(resp.Header)
@@ -320,11 +320,7 @@ func (p *Pacer) observe(s *paceState, seq uint64, resp *http.Response) {
 	if !ok {
 		return
 	}
-	maxWait := p.MaxServerWait
-	if maxWait == 0 {
-		maxWait = DefaultMaxServerWait
-	}
-	if maxWait > 0 {
+	if maxWait := serverWaitBound(p.MaxServerWait); maxWait > 0 {
 		rep.reset = min(rep.reset, maxWait)
 	}
 	s.mu.Lock()

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"slices"
 	"strings"
 	"testing"
 	"testing/synctest"
@@ -36,18 +37,6 @@ func gaps(ts []time.Time) []time.Duration {
 	return ds
 }
 
-func equalDurations(a, b []time.Duration) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
-}
-
 var (
 	errFlaky = errors.New("connection reset")
 	errBad   = errors.New("invalid argument")
@@ -63,7 +52,7 @@ func TestRetrySucceedsAfterBackoff(t *testing.T) {
 			t.Fatalf("Retry = %v, want nil", err)
 		}
 		want := []time.Duration{time.Second, 2 * time.Second, 4 * time.Second}
-		if got := gaps(*calls); !equalDurations(got, want) {
+		if got := gaps(*calls); !slices.Equal(got, want) {
 			t.Fatalf("waits %v, want %v", got, want)
 		}
 	})
@@ -125,7 +114,7 @@ func TestRetryAfterWait(t *testing.T) {
 		}
 		// 7s as asked, then the Backoff's 2s (attempt 2) and 4s.
 		want := []time.Duration{7 * time.Second, 2 * time.Second, 4 * time.Second}
-		if got := gaps(*calls); !equalDurations(got, want) {
+		if got := gaps(*calls); !slices.Equal(got, want) {
 			t.Fatalf("waits %v, want %v", got, want)
 		}
 

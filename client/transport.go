@@ -238,12 +238,13 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	}
 }
 
-// maxServerWait returns MaxServerWait with its default applied.
-func (t *Transport) maxServerWait() time.Duration {
-	if t.MaxServerWait == 0 {
+// serverWaitBound returns a MaxServerWait field with its default applied:
+// zero means DefaultMaxServerWait, and a negative result means no bound.
+func serverWaitBound(d time.Duration) time.Duration {
+	if d == 0 {
 		return DefaultMaxServerWait
 	}
-	return t.MaxServerWait
+	return d
 }
 
 // nextWait chooses the wait after attempt (1 for the first) failed, given
@@ -253,7 +254,7 @@ func (t *Transport) maxServerWait() time.Duration {
 func (t *Transport) nextWait(h http.Header, now time.Time, attempt int, prev time.Duration) (wait time.Duration, fromServer, ok bool) {
 	if h != nil {
 		if d, found := ServerWait(h, now); found && d > 0 {
-			limit := t.maxServerWait()
+			limit := serverWaitBound(t.MaxServerWait)
 			if limit >= 0 && d > limit {
 				return 0, true, false
 			}

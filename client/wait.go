@@ -27,28 +27,24 @@ import (
 // ServerWait says nothing about whether to retry: a 2xx with r=0 also asks
 // the client to wait before its next request.
 func ServerWait(h http.Header, now time.Time) (time.Duration, bool) {
+	if d, ok := retryAfter(h, now); ok {
+		return d, true
+	}
+	// The most restrictive item has r=0 if any item does, and then the
+	// longest t of those.
+	if rep, ok := rateLimitReport(h); ok && rep.remaining == 0 {
+		return rep.reset, true
+	}
+	return 0, false
+}
+
+// retryAfter returns the wait h's Retry-After field asks for, received at
+// now, unless the field is absent, malformed or present more than once.
+func retryAfter(h http.Header, now time.Time) (time.Duration, bool) {
 	if vs := h.Values(rlheader.HeaderRetryAfter); len(vs) == 1 {
-		if d, ok := rlheader.ParseRetryAfter(vs[0], now); ok {
-			return d, true
-		}
+		return rlheader.ParseRetryAfter(vs[0], now)
 	}
-	vs := h.Values(rlheader.HeaderRateLimit)
-	if len(vs) == 0 {
-		return 0, false
-	}
-	ss, err := rlheader.ParseStatuses(vs)
-	if err != nil {
-		return 0, false
-	}
-	var wait time.Duration
-	found := false
-	for _, s := range ss {
-		if s.Remaining == 0 && s.Reset >= 0 {
-			wait = max(wait, s.Reset)
-			found = true
-		}
-	}
-	return wait, found
+	return 0, false
 }
 
 // report is what a response's RateLimit field says of the most restrictive

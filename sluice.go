@@ -23,6 +23,7 @@ import (
 	"math"
 	"math/bits"
 	"strconv"
+	"strings"
 	"time"
 )
 
@@ -82,7 +83,7 @@ func (a Algorithm) String() string {
 // String returns, with '-' in place of '_' too, and "gcra" for TokenBucket.
 func ParseAlgorithm(s string) (Algorithm, error) {
 	for i, n := range algorithmNames {
-		if s == n || s == dashed(n) {
+		if s == n || s == strings.ReplaceAll(n, "_", "-") {
 			return Algorithm(i), nil
 		}
 	}
@@ -90,16 +91,6 @@ func ParseAlgorithm(s string) (Algorithm, error) {
 		return TokenBucket, nil
 	}
 	return 0, fmt.Errorf("%w: unknown algorithm %q (want one of token_bucket, fixed_window, sliding_window, sliding_log, leaky_bucket)", ErrInvalidLimit, s)
-}
-
-func dashed(s string) string {
-	b := []byte(s)
-	for i, c := range b {
-		if c == '_' {
-			b[i] = '-'
-		}
-	}
-	return string(b)
 }
 
 // MarshalText implements encoding.TextMarshaler.

@@ -42,10 +42,16 @@ func mulDivCeil(a, b, c int64) int64 {
 
 // windowStart returns the start of the epoch-aligned window of length p that
 // holds now.
-func windowStart(now, p int64) int64 {
-	s := now - now%p
-	if now < 0 && now%p != 0 {
-		s -= p
+func windowStart(now, p int64) int64 { return floorDiv(now, p) * p }
+
+// floorDiv returns ⌊a/b⌋ for positive b.
+func floorDiv(a, b int64) int64 {
+	q := a / b
+	if a%b != 0 && a < 0 {
+		q--
 	}
-	return s
+	return q
 }
+
+// ceilDiv returns ⌈a/b⌉ for positive b.
+func ceilDiv(a, b int64) int64 { return -floorDiv(-a, b) }

@@ -115,13 +115,3 @@ func (s *LeakyBucket) Refund(now int64, lim sluice.Limit, cost int) {
 
 // Expires returns the instant at which the bucket has drained empty.
 func (s *LeakyBucket) Expires() int64 { return s.Until }
-
-func floorDiv(a, b int64) int64 {
-	q := a / b
-	if a%b != 0 && a < 0 {
-		q--
-	}
-	return q
-}
-
-func ceilDiv(a, b int64) int64 { return -floorDiv(-a, b) }

@@ -12,6 +12,27 @@ import (
 	"github.com/sluicehq/sluice/memstore"
 )
 
+// newTestStore returns a store configured by cfg but without a janitor (the
+// tests sweep by hand), closed when the test ends.
+func newTestStore(t *testing.T, cfg memstore.Config) *memstore.Store {
+	t.Helper()
+	cfg.SweepInterval = -1
+	s := memstore.New(cfg)
+	t.Cleanup(func() { s.Close() })
+	return s
+}
+
+// mustAllow is AllowN on s that fails the test on an error, so that a check
+// for a denial cannot pass on a bad input.
+func mustAllow(t *testing.T, s *memstore.Store, key string, lim sluice.Limit, cost int) sluice.Result {
+	t.Helper()
+	r, err := s.AllowN(context.Background(), key, lim, cost)
+	if err != nil {
+		t.Fatalf("AllowN(%q, %v, %d): %v", key, lim, cost, err)
+	}
+	return r
+}
+
 func limits(n int) []sluice.Limit {
 	var out []sluice.Limit
 	for _, a := range sluice.Algorithms() {
@@ -25,13 +46,9 @@ func TestSweepDropsIdleKeys(t *testing.T) {
 	for _, lim := range limits(10) {
 		t.Run(lim.Algorithm.String(), func(t *testing.T) {
 			clock := clocktest.New()
-			s := memstore.New(memstore.Config{Clock: clock, SweepInterval: -1})
-			defer s.Close()
-			ctx := context.Background()
+			s := newTestStore(t, memstore.Config{Clock: clock})
 			for i := range 100 {
-				if _, err := s.AllowN(ctx, "k"+strconv.Itoa(i), lim, 3); err != nil {
-					t.Fatal(err)
-				}
+				mustAllow(t, s, "k"+strconv.Itoa(i), lim, 3)
 			}
 			if got := s.Len(); got != 100 {
 				t.Fatalf("Len = %d after 100 keys, want 100", got)
@@ -57,10 +74,8 @@ func TestSweepIsInvisible(t *testing.T) {
 	for _, lim := range limits(5) {
 		t.Run(lim.Algorithm.String(), func(t *testing.T) {
 			clock := clocktest.New()
-			swept := memstore.New(memstore.Config{Clock: clock, SweepInterval: -1})
-			kept := memstore.New(memstore.Config{Clock: clock, SweepInterval: -1})
-			defer swept.Close()
-			defer kept.Close()
+			swept := newTestStore(t, memstore.Config{Clock: clock})
+			kept := newTestStore(t, memstore.Config{Clock: clock})
 			ctx := context.Background()
 			for step := range 400 {
 				clock.Advance(time.Duration(step%7) * 97 * time.Millisecond)
@@ -91,9 +106,7 @@ func TestKeyFloodStaysBounded(t *testing.T) {
 	const maxKeys = 10_000
 	for _, lim := range limits(10) {
 		t.Run(lim.Algorithm.String(), func(t *testing.T) {
-			clock := clocktest.New()
-			s := memstore.New(memstore.Config{Clock: clock, MaxKeys: maxKeys, Shards: 16, SweepInterval: -1})
-			defer s.Close()
+			s := newTestStore(t, memstore.Config{Clock: clocktest.New(), MaxKeys: maxKeys, Shards: 16})
 			ctx := context.Background()
 			keys := n
 			if lim.Algorithm != sluice.TokenBucket {
@@ -124,22 +137,20 @@ func TestKeyFloodStaysBounded(t *testing.T) {
 // rather than one that is limited.
 func TestEvictionPrefersIdleKeys(t *testing.T) {
 	clock := clocktest.New()
-	s := memstore.New(memstore.Config{Clock: clock, MaxKeys: 64, Shards: 1, SweepInterval: -1})
-	defer s.Close()
-	ctx := context.Background()
+	s := newTestStore(t, memstore.Config{Clock: clock, MaxKeys: 64, Shards: 1})
 	lim := sluice.Limit{Algorithm: sluice.FixedWindow, Rate: 2, Period: time.Hour}
 	short := sluice.Limit{Algorithm: sluice.FixedWindow, Rate: 2, Period: time.Second}
 	// One limited key with a long window...
-	s.AllowN(ctx, "limited", lim, 2)
+	mustAllow(t, s, "limited", lim, 2)
 	// ...and many keys whose windows end sooner.
 	for i := range 63 {
-		s.AllowN(ctx, "idle"+strconv.Itoa(i), short, 1)
+		mustAllow(t, s, "idle"+strconv.Itoa(i), short, 1)
 	}
 	clock.Advance(2 * time.Second)
 	for i := range 200 {
-		s.AllowN(ctx, "new"+strconv.Itoa(i), short, 1)
+		mustAllow(t, s, "new"+strconv.Itoa(i), short, 1)
 	}
-	if r, _ := s.AllowN(ctx, "limited", lim, 1); r.Allowed {
+	if r := mustAllow(t, s, "limited", lim, 1); r.Allowed {
 		t.Errorf("the limited key was evicted: it was admitted again within its window")
 	}
 	if l := s.Len(); l > 64 {
@@ -158,8 +169,7 @@ func TestNoAllocsOnHeldKey(t *testing.T) {
 				lim.Rate, lim.Period = 256, 256*time.Microsecond
 			}
 			clock := clocktest.New()
-			s := memstore.New(memstore.Config{Clock: clock, SweepInterval: -1})
-			defer s.Close()
+			s := newTestStore(t, memstore.Config{Clock: clock})
 			ctx := context.Background()
 			key := "user:42"
 			for range 2 * lim.Rate {

@@ -311,7 +311,7 @@ func (q *Queue) WaitN(ctx context.Context, key string, cost int) (Decision, erro
 	}
 	if dl, ok := ctx.Deadline(); ok && time.Until(dl) <= d.Delay {
 		err := fmt.Errorf("queue: waiting %v would reach the context deadline: %w", d.Delay, context.DeadlineExceeded)
-		return d, q.giveBack(ctx, d, err)
+		return d, giveBack(ctx, d, err)
 	}
 	t := time.NewTimer(d.Delay)
 	defer t.Stop()
@@ -319,13 +319,13 @@ func (q *Queue) WaitN(ctx context.Context, key string, cost int) (Decision, erro
 	case <-t.C:
 		return d, nil
 	case <-ctx.Done():
-		return d, q.giveBack(ctx, d, ctx.Err())
+		return d, giveBack(ctx, d, ctx.Err())
 	}
 }
 
 // giveBack cancels d after its wait was abandoned with err, and returns err,
 // joined with Cancel's error if any.
-func (q *Queue) giveBack(ctx context.Context, d Decision, err error) error {
+func giveBack(ctx context.Context, d Decision, err error) error {
 	if cerr := d.Cancel(context.WithoutCancel(ctx)); cerr != nil {
 		return errors.Join(err, cerr)
 	}

@@ -24,20 +24,21 @@ import (
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
-// newStore returns a memstore without a janitor, closed when the test ends.
-// Created inside a synctest bubble it runs on the bubble's fake time.
-func newStore(t *testing.T) *memstore.Store {
-	t.Helper()
-	s := memstore.New(memstore.Config{SweepInterval: -1})
-	t.Cleanup(func() { s.Close() })
+// newStore returns a memstore without a janitor that reads time from clock,
+// closed when the test ends. With a nil clock created inside a synctest
+// bubble it runs on the bubble's fake time.
+func newStore(tb testing.TB, clock sluice.Clock) *memstore.Store {
+	tb.Helper()
+	s := memstore.New(memstore.Config{Clock: clock, SweepInterval: -1})
+	tb.Cleanup(func() { s.Close() })
 	return s
 }
 
-func newQueue(t *testing.T, l sluice.Limiter, cfg queue.Config) *queue.Queue {
-	t.Helper()
+func newQueue(tb testing.TB, l sluice.Limiter, cfg queue.Config) *queue.Queue {
+	tb.Helper()
 	q, err := queue.New(l, cfg)
 	if err != nil {
-		t.Fatalf("New(%+v): %v", cfg, err)
+		tb.Fatalf("New(%+v): %v", cfg, err)
 	}
 	return q
 }
@@ -154,7 +155,7 @@ func TestNGINXBurst(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
-				q := newQueue(t, newStore(t), tt.cfg)
+				q := newQueue(t, newStore(t, nil), tt.cfg)
 				start := time.Now()
 				got := collect(launch(q, "k", start, backgrounds(7)...), 7)
 				for n, o := range got {
@@ -204,7 +205,7 @@ func TestNGINXNoBurst(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
-				q := newQueue(t, newStore(t), tt.cfg)
+				q := newQueue(t, newStore(t, nil), tt.cfg)
 				start := time.Now()
 				for i, s := range tt.steps {
 					time.Sleep(s.at - time.Since(start))
@@ -231,7 +232,7 @@ func TestNGINXNoBurst(t *testing.T) {
 // admitted when it comes back.
 func TestRetryAfter(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		q := newQueue(t, newStore(t), queue.Config{Rate: 30, Period: time.Minute, Burst: 2})
+		q := newQueue(t, newStore(t, nil), queue.Config{Rate: 30, Period: time.Minute, Burst: 2})
 		ctx := context.Background()
 		for range 3 {
 			if d, err := q.Reserve(ctx, "k"); err != nil || !d.Allowed {
@@ -272,7 +273,7 @@ func TestCancelGivesPlaceBack(t *testing.T) {
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
-				var l sluice.Limiter = newStore(t)
+				var l sluice.Limiter = newStore(t, nil)
 				if !tt.refunder {
 					l = meterOnly{l}
 				}
@@ -339,7 +340,7 @@ func TestCancelGivesPlaceBack(t *testing.T) {
 // Wait before it asks the Limiter.
 func TestWaitDoneContext(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		c := &counting{l: newStore(t)}
+		c := &counting{l: newStore(t, nil)}
 		q := newQueue(t, c, queue.Config{Rate: 1, Period: time.Second, Burst: 5})
 		ctx, cancel := context.WithCancel(context.Background())
 		cancel()
@@ -372,7 +373,7 @@ func TestWaitDeadline(t *testing.T) {
 	} {
 		t.Run(tt.timeout.String(), func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
-				c := &counting{l: newStore(t)}
+				c := &counting{l: newStore(t, nil)}
 				q := newQueue(t, c, queue.Config{Rate: 1, Period: time.Second, Burst: 5})
 				for range 3 {
 					q.Reserve(context.Background(), "k")
@@ -407,7 +408,7 @@ func TestWaitDeadline(t *testing.T) {
 // context's error.
 func TestWaitRefundError(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		q := newQueue(t, failingRefund{newStore(t)}, queue.Config{Rate: 1, Period: time.Second, Burst: 1})
+		q := newQueue(t, failingRefund{newStore(t, nil)}, queue.Config{Rate: 1, Period: time.Second, Burst: 1})
 		q.Reserve(context.Background(), "k")
 		ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
 		defer cancel()
@@ -418,7 +419,7 @@ func TestWaitRefundError(t *testing.T) {
 
 		ctx, cancel = context.WithCancel(context.Background())
 		ch := make(chan error, 1)
-		q2 := newQueue(t, failingRefund{newStore(t)}, queue.Config{Rate: 1, Period: time.Second, Burst: 1})
+		q2 := newQueue(t, failingRefund{newStore(t, nil)}, queue.Config{Rate: 1, Period: time.Second, Burst: 1})
 		q2.Reserve(ctx, "k")
 		go func() { _, err := q2.Wait(ctx, "k"); ch <- err }()
 		synctest.Wait()
@@ -435,7 +436,7 @@ func TestWaitRefundError(t *testing.T) {
 func TestManyWaiters(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		const n, burst = 1000, 9
-		c := &counting{l: newStore(t)}
+		c := &counting{l: newStore(t, nil)}
 		q := newQueue(t, c, queue.Config{Rate: 1, Period: time.Second, Burst: burst})
 		start := time.Now()
 		ch := make(chan outcome, n)
@@ -487,7 +488,7 @@ func TestSteadyOutflow(t *testing.T) {
 		t.Run(fmt.Sprintf("%d per %v burst %d", cfg.Rate, cfg.Period, cfg.Burst), func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				const clients, each = 100, 3
-				c := &counting{l: newStore(t)}
+				c := &counting{l: newStore(t, nil)}
 				q := newQueue(t, c, cfg)
 				interval := cfg.Period / time.Duration(cfg.Rate)
 				var (
@@ -565,8 +566,7 @@ func TestJanitor(t *testing.T) {
 // TestDecisionCancel checks Cancel on admitted, rejected and zero Decisions.
 func TestDecisionCancel(t *testing.T) {
 	ctx := context.Background()
-	c := &counting{l: memstore.New(memstore.Config{Clock: clocktest.New(), SweepInterval: -1})}
-	defer c.l.Close()
+	c := &counting{l: newStore(t, clocktest.New())}
 	q := newQueue(t, c, queue.Config{Rate: 1, Period: time.Second, Burst: 2})
 	var ds []queue.Decision
 	for range 4 {
@@ -663,8 +663,7 @@ func TestDelayMatchesNGINX(t *testing.T) {
 						cfg.Delay = 0
 					}
 					clock := clocktest.New()
-					s := memstore.New(memstore.Config{Clock: clock, SweepInterval: -1})
-					q := newQueue(t, s, cfg)
+					q := newQueue(t, newStore(t, clock), cfg)
 					milli := int64(float64(r.n) * 1e12 / float64(r.period))
 					ng := &nginx{rate: milli, burst: int64(burst) * 1000, delay: int64(cfg.Delay) * 1000}
 					interval := int64(1e6 / milli) // ms per request
@@ -699,7 +698,6 @@ func TestDelayMatchesNGINX(t *testing.T) {
 								trial, cfg, i, nowMs%1e6, late, d.Delay, delay)
 						}
 					}
-					s.Close()
 				}
 			})
 		}
@@ -714,8 +712,7 @@ func TestNoWaitConfigs(t *testing.T) {
 		{Rate: 1, Period: time.Second, Burst: 4, Delay: 4},
 		{Rate: 1, Period: time.Second, Burst: 4, NoDelay: true},
 	} {
-		s := memstore.New(memstore.Config{Clock: clocktest.New(), SweepInterval: -1})
-		q := newQueue(t, s, cfg)
+		q := newQueue(t, newStore(t, clocktest.New()), cfg)
 		for i := range cfg.Burst + 2 {
 			d, err := q.Reserve(ctx, "k")
 			wantOK := i <= cfg.Burst
@@ -723,15 +720,12 @@ func TestNoWaitConfigs(t *testing.T) {
 				t.Errorf("%+v: request %d: %v, delay %v, %v; want allowed %v, no delay", cfg, i, d.Status(), d.Delay, err, wantOK)
 			}
 		}
-		s.Close()
 	}
 }
 
 func TestCost(t *testing.T) {
 	ctx := context.Background()
-	s := memstore.New(memstore.Config{Clock: clocktest.New(), SweepInterval: -1})
-	defer s.Close()
-	q := newQueue(t, s, queue.Config{Rate: 1, Period: time.Second, Burst: 5})
+	q := newQueue(t, newStore(t, clocktest.New()), queue.Config{Rate: 1, Period: time.Second, Burst: 5})
 	for _, step := range []struct {
 		cost  int
 		ok    bool
@@ -785,9 +779,7 @@ func TestBadConfig(t *testing.T) {
 }
 
 func TestBadInput(t *testing.T) {
-	s := memstore.New(memstore.Config{Clock: clocktest.New(), SweepInterval: -1})
-	defer s.Close()
-	q := newQueue(t, s, queue.Config{Rate: 1, Period: time.Second, Burst: 2})
+	q := newQueue(t, newStore(t, clocktest.New()), queue.Config{Rate: 1, Period: time.Second, Burst: 2})
 	ctx := context.Background()
 	for _, tt := range []struct {
 		key  string
@@ -836,9 +828,7 @@ func BenchmarkReserve(b *testing.B) {
 	keys := benchKeys(1024)
 	b.Run("admitted", func(b *testing.B) {
 		// So many keys with so large a burst that every request is admitted.
-		s := memstore.New(memstore.Config{})
-		defer s.Close()
-		q := benchQueue(b, s, queue.Config{Rate: 1_000_000, Period: time.Second, Burst: 1_000_000})
+		q := newQueue(b, newStore(b, nil), queue.Config{Rate: 1_000_000, Period: time.Second, Burst: 1_000_000})
 		for _, k := range keys {
 			q.Reserve(ctx, k)
 		}
@@ -852,9 +842,7 @@ func BenchmarkReserve(b *testing.B) {
 		}
 	})
 	b.Run("rejected", func(b *testing.B) {
-		s := memstore.New(memstore.Config{})
-		defer s.Close()
-		q := benchQueue(b, s, queue.Config{Rate: 1, Period: time.Minute})
+		q := newQueue(b, newStore(b, nil), queue.Config{Rate: 1, Period: time.Minute})
 		q.Reserve(ctx, "bench")
 		b.ReportAllocs()
 		for b.Loop() {
@@ -862,9 +850,7 @@ func BenchmarkReserve(b *testing.B) {
 		}
 	})
 	b.Run("parallel", func(b *testing.B) {
-		s := memstore.New(memstore.Config{})
-		defer s.Close()
-		q := benchQueue(b, s, queue.Config{Rate: 1, Period: time.Second, Burst: 5})
+		q := newQueue(b, newStore(b, nil), queue.Config{Rate: 1, Period: time.Second, Burst: 5})
 		b.ReportAllocs()
 		b.RunParallel(func(pb *testing.PB) {
 			for pb.Next() {
@@ -879,9 +865,7 @@ func BenchmarkWait(b *testing.B) {
 	ctx := context.Background()
 	b.Run("nodelay", func(b *testing.B) {
 		keys := benchKeys(1024)
-		s := memstore.New(memstore.Config{})
-		defer s.Close()
-		q := benchQueue(b, s, queue.Config{Rate: 1_000_000, Period: time.Second, Burst: 1_000_000, NoDelay: true})
+		q := newQueue(b, newStore(b, nil), queue.Config{Rate: 1_000_000, Period: time.Second, Burst: 1_000_000, NoDelay: true})
 		b.ReportAllocs()
 		i := 0
 		for b.Loop() {
@@ -892,9 +876,7 @@ func BenchmarkWait(b *testing.B) {
 		}
 	})
 	b.Run("rejected", func(b *testing.B) {
-		s := memstore.New(memstore.Config{})
-		defer s.Close()
-		q := benchQueue(b, s, queue.Config{Rate: 1, Period: time.Minute})
+		q := newQueue(b, newStore(b, nil), queue.Config{Rate: 1, Period: time.Minute})
 		q.Wait(ctx, "bench")
 		b.ReportAllocs()
 		for b.Loop() {
@@ -911,13 +893,4 @@ func benchKeys(n int) []string {
 		keys[i] = fmt.Sprintf("bench:%d", i)
 	}
 	return keys
-}
-
-func benchQueue(b *testing.B, l sluice.Limiter, cfg queue.Config) *queue.Queue {
-	b.Helper()
-	q, err := queue.New(l, cfg)
-	if err != nil {
-		b.Fatal(err)
-	}
-	return q
 }

@@ -63,8 +63,8 @@ var classBounds = []float64{0, 0.1, 0.5, 0.9, 1.1, 2, 10}
 
 // RunAccuracy runs the study c describes.
 func RunAccuracy(c AccuracyConfig) (*Accuracy, error) {
-	c.Requests = cmpOr(c.Requests, 10_000_000)
-	c.Keys = cmpOr(c.Keys, 100_000)
+	c.Requests = positiveOr(c.Requests, 10_000_000)
+	c.Keys = positiveOr(c.Keys, 100_000)
 	if c.Duration <= 0 {
 		c.Duration = time.Hour
 	}
@@ -85,7 +85,7 @@ func RunAccuracy(c AccuracyConfig) (*Accuracy, error) {
 		WronglyAdmittedPct: sw.WronglyAdmittedPct, WronglyRejectedPct: sw.WronglyRejectedPct,
 		Report: r.report,
 	}
-	periods := float64(r.span) / float64(r.report.period())
+	periods := float64(r.span) / float64(r.period)
 	for i, lo := range classBounds {
 		cl := LoadClass{Low: lo}
 		if i+1 < len(classBounds) {
@@ -120,8 +120,6 @@ func RunAccuracy(c AccuracyConfig) (*Accuracy, error) {
 	}
 	return a, nil
 }
-
-func (r *Report) period() time.Duration { d, _ := time.ParseDuration(r.Period); return d }
 
 // WriteTable writes the study's result for a terminal.
 func (a *Accuracy) WriteTable(w io.Writer) error {

@@ -86,13 +86,15 @@ func (r *Report) WriteChart(w io.Writer, format string) error {
 }
 
 // panels builds one plot per algorithm on a shared time axis, in seconds
-// from the start (minutes when the run is long).
+// from the start (minutes when the run is long). It reads only r's exported
+// fields, so a Report decoded from JSON draws the same chart.
 func (r *Report) panels() ([]*plot.Plot, error) {
 	unit, unitName := time.Second, "s"
 	if d, _ := time.ParseDuration(r.Duration); d > 30*time.Minute {
 		unit, unitName = time.Minute, "min"
 	}
-	step := float64(r.bucket) / float64(unit)
+	bucket, _ := time.ParseDuration(r.Bucket)
+	step := float64(bucket) / float64(unit)
 	var ymax float64
 	for _, a := range r.Algorithms {
 		for i := range a.AdmittedOverTime {

@@ -5,6 +5,7 @@ import (
 	"encoding/xml"
 	"flag"
 	"image/png"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -24,7 +25,7 @@ func svgTexts(t *testing.T, svg []byte) []string {
 	for {
 		tok, err := d.Token()
 		if err != nil {
-			if err.Error() == "EOF" {
+			if err == io.EOF {
 				return texts
 			}
 			t.Fatalf("SVG does not parse as XML: %v", err)

@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"cmp"
 	"fmt"
 	"iter"
 	"math"
@@ -80,14 +81,18 @@ func (p Steady) Name() string {
 	return fmt.Sprintf("steady %.4g/s over %d key(s)", p.Load, max(p.Keys, 1))
 }
 
-func (p Steady) keys(*Config) int              { return max(p.Keys, 1) }
+func (p Steady) withDefaults(c *Config) Steady {
+	p.Load, p.Keys = cmp.Or(p.Load, 1.5*c.perSecond()), max(p.Keys, 1)
+	return p
+}
+func (p Steady) keys(c *Config) int            { return p.withDefaults(c).Keys }
 func (p Steady) span(c *Config) (int64, int64) { return genSpan(c) }
-func (p Steady) load(c *Config) float64        { return orDefault(p.Load, 1.5*c.perSecond()) }
 func (p Steady) events(c *Config, rng *rand.Rand) iter.Seq[Event] {
+	p = p.withDefaults(c)
 	start, end := p.span(c)
-	n := uint32(p.keys(c))
+	n := uint32(p.Keys)
 	return func(yield func(Event) bool) {
-		poisson(rng, start, end, p.load(c), nil, func(t int64) bool {
+		poisson(rng, start, end, p.Load, nil, func(t int64) bool {
 			var k uint32
 			if n > 1 {
 				k = rng.Uint32N(n)
@@ -110,24 +115,25 @@ func (p Bursts) Name() string {
 	return fmt.Sprintf("bursts of %.4g/s, %v on, %v off", p.Load, p.On, p.Off)
 }
 
+func (p Bursts) withDefaults(c *Config) Bursts {
+	if p.On <= 0 {
+		p.On = max(c.Period/6, 1)
+	}
+	if p.Off <= 0 {
+		p.Off = c.Period / 2
+	}
+	p.Load = cmp.Or(p.Load, 4*c.perSecond())
+	return p
+}
 func (p Bursts) keys(*Config) int              { return 1 }
 func (p Bursts) span(c *Config) (int64, int64) { return genSpan(c) }
-func (p Bursts) resolve(c *Config) (load float64, on, off int64) {
-	on, off = int64(p.On), int64(p.Off)
-	if on <= 0 {
-		on = int64(c.Period) / 6
-	}
-	if off <= 0 {
-		off = int64(c.Period) / 2
-	}
-	return orDefault(p.Load, 4*c.perSecond()), max(on, 1), max(off, 0)
-}
 func (p Bursts) events(c *Config, rng *rand.Rand) iter.Seq[Event] {
+	p = p.withDefaults(c)
 	start, end := p.span(c)
-	load, on, off := p.resolve(c)
+	on, off := int64(p.On), int64(p.Off)
 	return func(yield func(Event) bool) {
 		for s := start; s < end; s += on + off {
-			if !poisson(rng, s, min(s+on, end), load, nil, func(t int64) bool {
+			if !poisson(rng, s, min(s+on, end), p.Load, nil, func(t int64) bool {
 				return yield(Event{At: t, Cost: 1})
 			}) {
 				return
@@ -148,15 +154,18 @@ type Boundary struct {
 // Name implements Pattern.
 func (p Boundary) Name() string { return "boundary attack" }
 
+func (p Boundary) withDefaults(c *Config) Boundary {
+	if p.Every <= 0 {
+		p.Every = 3 * c.Period
+	}
+	return p
+}
 func (p Boundary) keys(*Config) int              { return 1 }
 func (p Boundary) span(c *Config) (int64, int64) { return genSpan(c) }
 func (p Boundary) events(c *Config, _ *rand.Rand) iter.Seq[Event] {
 	start, end := p.span(c)
 	per := int64(c.Period)
-	every := int64(p.Every)
-	if every <= 0 {
-		every = 3 * per
-	}
+	every := int64(p.withDefaults(c).Every)
 	n := int64(c.Rate)
 	side := max(per/10, 1) // each half of the attack fits in a tenth of a period
 	step := max(side/n, 1)
@@ -185,11 +194,15 @@ type Ramp struct {
 // Name implements Pattern.
 func (p Ramp) Name() string { return fmt.Sprintf("ramp from %.4g/s to %.4g/s", p.From, p.To) }
 
+func (p Ramp) withDefaults(c *Config) Ramp {
+	p.To = cmp.Or(p.To, 2*c.perSecond())
+	return p
+}
 func (p Ramp) keys(*Config) int              { return 1 }
 func (p Ramp) span(c *Config) (int64, int64) { return genSpan(c) }
 func (p Ramp) events(c *Config, rng *rand.Rand) iter.Seq[Event] {
 	start, end := p.span(c)
-	from, to := p.From, orDefault(p.To, 2*c.perSecond())
+	from, to := p.From, p.withDefaults(c).To
 	load := func(t int64) float64 { return from + (to-from)*float64(t-start)/float64(end-start) }
 	return func(yield func(Event) bool) {
 		poisson(rng, start, end, math.Max(from, to), load, func(t int64) bool {
@@ -214,31 +227,28 @@ func (p Zipf) Name() string {
 	return fmt.Sprintf("zipf over %d keys, s=%.3g, %.4g/s in all", p.Keys, p.S, p.Load)
 }
 
-func (p Zipf) keys(*Config) int              { return cmpOr(p.Keys, 1000) }
+func (p Zipf) withDefaults(c *Config) Zipf {
+	p.Keys = positiveOr(p.Keys, 1000)
+	p.S = cmp.Or(p.S, 1.1)
+	p.Load = cmp.Or(p.Load, float64(p.Keys)/20*c.perSecond())
+	return p
+}
+func (p Zipf) keys(c *Config) int            { return p.withDefaults(c).Keys }
 func (p Zipf) span(c *Config) (int64, int64) { return genSpan(c) }
 func (p Zipf) events(c *Config, rng *rand.Rand) iter.Seq[Event] {
+	p = p.withDefaults(c)
 	start, end := p.span(c)
-	n := p.keys(c)
-	s := orDefault(p.S, 1.1)
-	load := orDefault(p.Load, float64(n)/20*c.perSecond())
 	return func(yield func(Event) bool) {
-		z := rand.NewZipf(rng, s, 1, uint64(n-1))
-		poisson(rng, start, end, load, nil, func(t int64) bool {
+		z := rand.NewZipf(rng, p.S, 1, uint64(p.Keys-1))
+		poisson(rng, start, end, p.Load, nil, func(t int64) bool {
 			return yield(Event{At: t, Key: uint32(z.Uint64()), Cost: 1})
 		})
 	}
 }
 
-// orDefault returns v, or def when v is zero.
-func orDefault(v, def float64) float64 {
-	if v == 0 {
-		return def
-	}
-	return v
-}
-
-// cmpOr returns v, or def when v is not positive.
-func cmpOr(v, def int) int {
+// positiveOr returns v, or def when v is not positive. (cmp.Or replaces
+// only a zero v.)
+func positiveOr(v, def int) int {
 	if v <= 0 {
 		return def
 	}
@@ -246,29 +256,20 @@ func cmpOr(v, def int) int {
 }
 
 // withDefaults returns p with its zero fields set from c, so that Name
-// describes what runs.
+// describes what runs. Each generated pattern sets its defaults in its own
+// withDefaults method, which its events method calls too.
 func withDefaults(p Pattern, c *Config) Pattern {
 	switch q := p.(type) {
 	case Steady:
-		q.Load, q.Keys = q.load(c), q.keys(c)
-		return q
+		return q.withDefaults(c)
 	case Bursts:
-		load, on, off := q.resolve(c)
-		q.Load, q.On, q.Off = load, time.Duration(on), time.Duration(off)
-		return q
+		return q.withDefaults(c)
 	case Boundary:
-		if q.Every <= 0 {
-			q.Every = 3 * c.Period
-		}
-		return q
+		return q.withDefaults(c)
 	case Ramp:
-		q.To = orDefault(q.To, 2*c.perSecond())
-		return q
+		return q.withDefaults(c)
 	case Zipf:
-		q.Keys = q.keys(c)
-		q.S = orDefault(q.S, 1.1)
-		q.Load = orDefault(q.Load, float64(q.Keys)/20*c.perSecond())
-		return q
+		return q.withDefaults(c)
 	}
 	return p
 }

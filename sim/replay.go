@@ -7,6 +7,7 @@ import (
 	"io"
 	"iter"
 	"math/rand/v2"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -154,13 +155,18 @@ func splitFields(s string) []field {
 
 var errRange = fmt.Errorf("out of range: instants must fall between %d and %d (int64 nanoseconds since 1970)", minInstant.Year(), maxInstant.Year())
 
+// badInstant is parseInstant's error for a timestamp in neither format.
+func badInstant(s string) error {
+	return fmt.Errorf("bad timestamp %q: want RFC 3339 (2025-01-01T00:00:00Z) or Unix seconds (1735689600.25)", s)
+}
+
 // parseInstant parses RFC 3339 or Unix seconds with an optional fraction,
 // exactly (no floating point), into Unix nanoseconds.
 func parseInstant(s string) (int64, error) {
 	if strings.ContainsAny(s, "-:T") && !strings.HasPrefix(s, "-") {
 		t, err := time.Parse(time.RFC3339Nano, s)
 		if err != nil {
-			return 0, fmt.Errorf("bad timestamp %q: want RFC 3339 (2025-01-01T00:00:00Z) or Unix seconds (1735689600.25)", s)
+			return 0, badInstant(s)
 		}
 		if t.Before(minInstant) || t.After(maxInstant) {
 			return 0, fmt.Errorf("timestamp %s is %w", s, errRange)
@@ -168,14 +174,13 @@ func parseInstant(s string) (int64, error) {
 		return t.UnixNano(), nil
 	}
 	whole, frac, _ := strings.Cut(s, ".")
-	bad := fmt.Errorf("bad timestamp %q: want RFC 3339 (2025-01-01T00:00:00Z) or Unix seconds (1735689600.25)", s)
 	neg := strings.HasPrefix(whole, "-")
 	digits := strings.TrimPrefix(whole, "-")
 	if digits == "" || !allDigits(digits) || !allDigits(frac) || len(frac) > 9 {
 		if len(frac) > 9 && allDigits(frac) {
 			return 0, fmt.Errorf("timestamp %q has more than 9 decimal places", s)
 		}
-		return 0, bad
+		return 0, badInstant(s)
 	}
 	sec, err := strconv.ParseInt(digits, 10, 64)
 	const maxSec = (1<<63 - 1) / 1000000000
@@ -183,7 +188,7 @@ func parseInstant(s string) (int64, error) {
 		return 0, fmt.Errorf("timestamp %s is %w", s, errRange)
 	}
 	if err != nil {
-		return 0, bad
+		return 0, badInstant(s)
 	}
 	ns, _ := strconv.ParseInt((frac + "000000000")[:9], 10, 64)
 	v := sec*1e9 + ns
@@ -218,12 +223,4 @@ func (p *Replay) span(*Config) (int64, int64) {
 	return p.evs[0].At, p.evs[len(p.evs)-1].At + 1
 }
 
-func (p *Replay) events(*Config, *rand.Rand) iter.Seq[Event] {
-	return func(yield func(Event) bool) {
-		for _, e := range p.evs {
-			if !yield(e) {
-				return
-			}
-		}
-	}
-}
+func (p *Replay) events(*Config, *rand.Rand) iter.Seq[Event] { return slices.Values(p.evs) }

@@ -1,8 +1,11 @@
 package sim
 
 import (
+	"fmt"
 	"strings"
 	"testing"
+
+	"github.com/sluicehq/sluice"
 )
 
 func TestReadReplay(t *testing.T) {
@@ -57,9 +60,7 @@ func TestReadReplayErrors(t *testing.T) {
 func TestReplayRun(t *testing.T) {
 	var b strings.Builder
 	for i := range 300 {
-		b.WriteString("1735689600.")
-		b.WriteString(strings.Repeat("0", 3-len(itoa(i))) + itoa(i))
-		b.WriteString(",k\n")
+		fmt.Fprintf(&b, "1735689600.%03d,k\n", i)
 	}
 	p, err := ReadReplay(strings.NewReader(b.String()), "burst.txt")
 	if err != nil {
@@ -69,7 +70,7 @@ func TestReplayRun(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := byName(t, r, 3).Admitted; got != 100 { // sliding log
+	if got := byName(t, r, sluice.SlidingLog).Admitted; got != 100 {
 		t.Errorf("sliding log admitted %d of a burst of 300, want 100", got)
 	}
 	if r.Requests != 300 || r.Keys != 1 {

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"sort"
 	"time"
 	"unsafe"
@@ -97,8 +98,6 @@ type Report struct {
 	Bucket string `json:"bucket"`
 	// Algorithms holds one entry per algorithm, in Config.Algorithms order.
 	Algorithms []AlgorithmReport `json:"algorithms"`
-
-	bucket time.Duration
 }
 
 // AlgorithmReport is what one algorithm did in a simulation.
@@ -279,6 +278,7 @@ type run struct {
 	lanes    []*lane // in Config.Algorithms order
 	requests []uint32
 	span     time.Duration
+	period   time.Duration // Config.Period, defaults applied
 }
 
 // Run plays p's arrivals through every algorithm of c and reports what each
@@ -321,14 +321,11 @@ func simulate(c Config, p Pattern) (*run, error) {
 		lanes = append(lanes, q)
 		capacity = min(capacity, int32(q.lim.Capacity()))
 	}
-	all := lanes
 	if ref == nil {
 		ref = newLane(sluice.SlidingLog, &c, keys, nb)
-		all = append([]*lane{ref}, lanes...)
-	} else {
-		// The reference decides first.
-		all = append([]*lane{ref}, without(lanes, ref)...)
 	}
+	// The reference decides first.
+	all := append([]*lane{ref}, slices.DeleteFunc(slices.Clone(lanes), func(l *lane) bool { return l == ref })...)
 	capacity = min(capacity, int32(c.Rate))
 	winSpan := max(int64(c.Period), int64(time.Second))
 	per := int64(c.Period)
@@ -394,7 +391,6 @@ func simulate(c Config, p Pattern) (*run, error) {
 		Duration: time.Duration(span).String(),
 		Requests: n,
 		Bucket:   time.Duration(bucket).String(),
-		bucket:   time.Duration(bucket),
 	}
 	for _, v := range requests {
 		if v > 0 {
@@ -423,15 +419,5 @@ func simulate(c Config, p Pattern) (*run, error) {
 		}
 		rep.Algorithms = append(rep.Algorithms, l.rep)
 	}
-	return &run{report: rep, lanes: lanes, requests: requests, span: time.Duration(span)}, nil
-}
-
-func without(ls []*lane, x *lane) []*lane {
-	var out []*lane
-	for _, l := range ls {
-		if l != x {
-			out = append(out, l)
-		}
-	}
-	return out
+	return &run{report: rep, lanes: lanes, requests: requests, span: time.Duration(span), period: c.Period}, nil
 }

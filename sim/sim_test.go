@@ -127,7 +127,7 @@ func TestAccuracySmall(t *testing.T) {
 
 func BenchmarkRun(b *testing.B) {
 	for _, keys := range []int{1, 100000} {
-		b.Run("keys="+itoa(keys), func(b *testing.B) {
+		b.Run("keys="+strconv.Itoa(keys), func(b *testing.B) {
 			c := Config{Seed: 1, Duration: time.Hour}
 			p := Zipf{Keys: keys, Load: 1e6 / 3600}
 			var n int64
@@ -142,8 +142,6 @@ func BenchmarkRun(b *testing.B) {
 		})
 	}
 }
-
-func itoa(n int) string { return strconv.Itoa(n) }
 
 // TestQueue: the leaky bucket as a queue admits exactly what the meter
 // admits, and what it lets out is smooth: never more than the rate allows

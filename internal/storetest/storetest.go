@@ -301,6 +301,17 @@ func allAlgorithms(n int) []sluice.Limit {
 	return out
 }
 
+// allow is store.AllowN that fails the test on an error, so that a check for
+// a denial cannot pass on an error.
+func allow(t *testing.T, store sluice.Limiter, key string, lim sluice.Limit, cost int) sluice.Result {
+	t.Helper()
+	r, err := store.AllowN(context.Background(), key, lim, cost)
+	if err != nil {
+		t.Fatalf("AllowN(%s, %d): %v", key, cost, err)
+	}
+	return r
+}
+
 // RunKeysIndependent checks that spending one key's allowance leaves other
 // keys alone.
 func RunKeysIndependent(t *testing.T, newStore NewStore) {
@@ -308,14 +319,14 @@ func RunKeysIndependent(t *testing.T, newStore NewStore) {
 		t.Run(lim.Algorithm.String(), func(t *testing.T) {
 			store := newStore(t, clocktest.New())
 			a, b := keyOf(t)+":a", keyOf(t)+":b"
-			if r, err := store.AllowN(context.Background(), a, lim, 3); err != nil || !r.Allowed {
-				t.Fatalf("AllowN(a, 3) = %v, %v; want allowed", r, err)
+			if r := allow(t, store, a, lim, 3); !r.Allowed {
+				t.Fatalf("AllowN(a, 3) = %v; want allowed", r)
 			}
-			if r, _ := store.AllowN(context.Background(), a, lim, 1); r.Allowed {
+			if r := allow(t, store, a, lim, 1); r.Allowed {
 				t.Fatalf("AllowN(a, 1) after spending all = allowed")
 			}
-			if r, err := store.AllowN(context.Background(), b, lim, 3); err != nil || !r.Allowed {
-				t.Fatalf("AllowN(b, 3) = %v, %v; want allowed", r, err)
+			if r := allow(t, store, b, lim, 3); !r.Allowed {
+				t.Fatalf("AllowN(b, 3) = %v; want allowed", r)
 			}
 		})
 	}
@@ -374,16 +385,16 @@ func RunRefund(t *testing.T, newStore NewStore) {
 				t.Skip("store does not implement sluice.Refunder")
 			}
 			ctx, key := context.Background(), keyOf(t)
-			if r, _ := store.AllowN(ctx, key, lim, 4); !r.Allowed {
+			if r := allow(t, store, key, lim, 4); !r.Allowed {
 				t.Fatalf("AllowN(4) denied on a fresh key")
 			}
 			if err := rf.RefundN(ctx, key, lim, 2); err != nil {
 				t.Fatalf("RefundN: %v", err)
 			}
-			if r, _ := store.AllowN(ctx, key, lim, 2); !r.Allowed {
+			if r := allow(t, store, key, lim, 2); !r.Allowed {
 				t.Errorf("after refunding 2, AllowN(2) denied")
 			}
-			if r, _ := store.AllowN(ctx, key, lim, 1); r.Allowed {
+			if r := allow(t, store, key, lim, 1); r.Allowed {
 				t.Errorf("after refunding 2 and spending 2, AllowN(1) allowed")
 			}
 			// Refunding more than was spent stops at a fresh key.
@@ -393,10 +404,10 @@ func RunRefund(t *testing.T, newStore NewStore) {
 			if err := rf.RefundN(ctx, key, lim, 4); err != nil {
 				t.Fatalf("RefundN: %v", err)
 			}
-			if r, _ := store.AllowN(ctx, key, lim, 4); !r.Allowed {
+			if r := allow(t, store, key, lim, 4); !r.Allowed {
 				t.Errorf("after refunding everything, AllowN(4) denied")
 			}
-			if r, _ := store.AllowN(ctx, key, lim, 1); r.Allowed {
+			if r := allow(t, store, key, lim, 1); r.Allowed {
 				t.Errorf("refunds raised the key above a fresh key's allowance")
 			}
 		})

@@ -298,8 +298,8 @@ func (l *Limiter) degrade(ctx context.Context, key string, lim sluice.Limit, cos
 	switch l.cfg.Mode {
 	case Closed:
 		retry := time.Duration(l.backoff.Load())
-		if until := l.openUntil.Load(); until != 0 && until > l.now().UnixNano() {
-			retry = time.Duration(until - l.now().UnixNano())
+		if until, now := l.openUntil.Load(), l.now().UnixNano(); until != 0 && until > now {
+			retry = time.Duration(until - now)
 		}
 		if cause == nil {
 			cause = errors.New("circuit open")

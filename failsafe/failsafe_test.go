@@ -31,6 +31,13 @@ type primary struct {
 
 var errDown = errors.New("connection refused")
 
+// downPrimary returns a primary that is down.
+func downPrimary() *primary {
+	p := &primary{}
+	p.down.Store(true)
+	return p
+}
+
 func (p *primary) AllowN(ctx context.Context, key string, lim sluice.Limit, cost int) (sluice.Result, error) {
 	p.calls.Add(1)
 	if err := sluice.Check(key, lim, cost); err != nil {
@@ -93,9 +100,7 @@ func newLimiter(t *testing.T, mode failsafe.Mode, p *primary, clock sluice.Clock
 func TestModes(t *testing.T) {
 	ctx := context.Background()
 	t.Run("open admits", func(t *testing.T) {
-		p := &primary{}
-		p.down.Store(true)
-		l := newLimiter(t, failsafe.Open, p, clocktest.New(), &logs{})
+		l := newLimiter(t, failsafe.Open, downPrimary(), clocktest.New(), &logs{})
 		for i := range 20 {
 			r, err := l.Allow(ctx, "k", lim)
 			if err != nil || !r.Allowed {
@@ -104,9 +109,7 @@ func TestModes(t *testing.T) {
 		}
 	})
 	t.Run("closed denies with a distinct error", func(t *testing.T) {
-		p := &primary{}
-		p.down.Store(true)
-		l := newLimiter(t, failsafe.Closed, p, clocktest.New(), &logs{})
+		l := newLimiter(t, failsafe.Closed, downPrimary(), clocktest.New(), &logs{})
 		r, err := l.Allow(ctx, "k", lim)
 		if !errors.Is(err, failsafe.ErrUnavailable) || !errors.Is(err, errDown) {
 			t.Fatalf("error %v, want one wrapping ErrUnavailable and the cause", err)
@@ -116,9 +119,7 @@ func TestModes(t *testing.T) {
 		}
 	})
 	t.Run("local enforces a share", func(t *testing.T) {
-		p := &primary{}
-		p.down.Store(true)
-		l := newLimiter(t, failsafe.Local, p, clocktest.New(), &logs{})
+		l := newLimiter(t, failsafe.Local, downPrimary(), clocktest.New(), &logs{})
 		admitted := 0
 		for range 20 {
 			r, err := l.Allow(ctx, "k", lim)
@@ -194,15 +195,23 @@ func TestBreaker(t *testing.T) {
 	}
 }
 
+// hanging returns an Open Limiter with a 50ms timeout on a primary that
+// hangs until its context ends.
+func hanging(t *testing.T) *failsafe.Limiter {
+	t.Helper()
+	p := downPrimary()
+	p.block = true
+	l, err := failsafe.New(failsafe.Config{Primary: p, Mode: failsafe.Open, Timeout: 50 * time.Millisecond, Logger: slog.New(&logs{})})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return l
+}
+
 // A primary that hangs costs at most the timeout.
 func TestTimeout(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		p := &primary{block: true}
-		p.down.Store(true)
-		l, err := failsafe.New(failsafe.Config{Primary: p, Mode: failsafe.Open, Timeout: 50 * time.Millisecond, Logger: slog.New(&logs{})})
-		if err != nil {
-			t.Fatal(err)
-		}
+		l := hanging(t)
 		start := time.Now()
 		r, err := l.Allow(context.Background(), "k", lim)
 		if err != nil || !r.Allowed {
@@ -230,12 +239,7 @@ func TestCallerDeadline(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
-				p := &primary{block: true}
-				p.down.Store(true)
-				l, err := failsafe.New(failsafe.Config{Primary: p, Mode: failsafe.Open, Timeout: 50 * time.Millisecond, Logger: slog.New(&logs{})})
-				if err != nil {
-					t.Fatal(err)
-				}
+				l := hanging(t)
 				ctx := context.Background()
 				if tc.deadline > 0 {
 					var cancel context.CancelFunc
@@ -325,9 +329,7 @@ func TestFlakyStoreLogsOnce(t *testing.T) {
 
 // Local mode with a share too small for the cost denies; it is not bad input.
 func TestLocalShareBelowCost(t *testing.T) {
-	p := &primary{}
-	p.down.Store(true)
-	l := newLimiter(t, failsafe.Local, p, clocktest.New(), &logs{})
+	l := newLimiter(t, failsafe.Local, downPrimary(), clocktest.New(), &logs{})
 	r, err := l.AllowN(context.Background(), "k", lim, 8) // 10/s split over 2 nodes holds 5
 	if err != nil || r.Allowed || r.RetryAfter <= 0 {
 		t.Fatalf("cost 8 over a local share of 5: %+v, %v; want a denial", r, err)

@@ -34,11 +34,7 @@ import (
 )
 
 func TestMain(m *testing.M) {
-	goleak.VerifyTestMain(redistest.Wrap(m),
-		goleak.IgnoreAnyFunction("github.com/redis/rueidis.(*clusterClient)._refresh.func2"),
-		// After a failed cluster refresh, rueidis retries once more after
-		// up to a second, even past Close; that goroutine ends by itself.
-		goleak.IgnoreAnyFunction("github.com/redis/rueidis.(*call).DelayDo.func1"))
+	goleak.VerifyTestMain(redistest.Wrap(m), redistest.IgnoreRueidis()...)
 }
 
 var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))

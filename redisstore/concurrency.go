@@ -79,13 +79,9 @@ func (s *Store) lease(ctx context.Context, mode string, l Lease, max int) (sluic
 	if err := checkConcurrency(l.Key, max, l.TTL); err != nil {
 		return sluice.Result{}, err
 	}
-	now := ""
-	if s.clock != nil {
-		now = strconv.FormatInt(s.clock.Now().UnixMicro(), 10)
-	}
 	ttl := int64((l.TTL + time.Microsecond - 1) / time.Microsecond)
-	args := []string{mode, now, strconv.Itoa(max), strconv.FormatInt(ttl, 10), l.ID}
-	return decode(concurrencyScript.Exec(ctx, s.client, []string{s.prefix + ":cc:{" + l.Key + "}"}, args))
+	args := []string{mode, s.nowArg(), strconv.Itoa(max), strconv.FormatInt(ttl, 10), l.ID}
+	return decode(concurrencyScript.Exec(ctx, s.client, []string{s.key("cc", l.Key)}, args))
 }
 
 // checkConcurrency validates a concurrency limit's input.

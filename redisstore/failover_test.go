@@ -21,14 +21,18 @@ func TestClusterFailover(t *testing.T) {
 	s := open(t, "redis+cluster://"+strings.Join(c.Addrs, ","), nil)
 	ctx := context.Background()
 	lim := sluice.Limit{Algorithm: sluice.FixedWindow, Rate: 1_000_000, Period: time.Hour}
-	key := "failover:user42"
-	for _, a := range sluice.Algorithms() {
+	// limFor is lim under algorithm a (the sliding log at a rate it can hold).
+	limFor := func(a sluice.Algorithm) sluice.Limit {
 		l := lim.WithAlgorithm(a)
 		l.Burst = l.Rate
 		if a == sluice.SlidingLog {
 			l.Rate = 1000
 		}
-		if r, err := s.Allow(ctx, key, l); err != nil || !r.Allowed {
+		return l
+	}
+	key := "failover:user42"
+	for _, a := range sluice.Algorithms() {
+		if r, err := s.Allow(ctx, key, limFor(a)); err != nil || !r.Allowed {
 			t.Fatalf("%v before the failover: %+v, %v", a, r, err)
 		}
 	}
@@ -54,12 +58,7 @@ func TestClusterFailover(t *testing.T) {
 		time.Sleep(50 * time.Millisecond) // waiting for the Cluster's failover, not passing time for an algorithm
 	}
 	for _, a := range sluice.Algorithms() {
-		l := lim.WithAlgorithm(a)
-		l.Burst = l.Rate
-		if a == sluice.SlidingLog {
-			l.Rate = 1000
-		}
-		if _, err := s.Allow(ctx, key, l); err != nil {
+		if _, err := s.Allow(ctx, key, limFor(a)); err != nil {
 			t.Fatalf("%v after the failover: %v", a, err)
 		}
 	}

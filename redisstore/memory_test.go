@@ -9,7 +9,6 @@ import (
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/internal/redistest"
-	"github.com/sluicehq/sluice/redisstore"
 )
 
 // BenchmarkMemoryPerKey reports what one key costs Redis (MEMORY USAGE,
@@ -18,10 +17,7 @@ import (
 // or less.
 func BenchmarkMemoryPerKey(b *testing.B) {
 	srv := redistest.Single(b)
-	s, err := openB(b, "redis://"+srv.Addr)
-	if err != nil {
-		b.Fatal(err)
-	}
+	s := open(b, "redis://"+srv.Addr, nil)
 	ctx := context.Background()
 	for _, a := range sluice.Algorithms() {
 		b.Run(a.String(), func(b *testing.B) {
@@ -42,12 +38,4 @@ func BenchmarkMemoryPerKey(b *testing.B) {
 			b.ReportMetric(float64(total)/float64(b.N), "B/key")
 		})
 	}
-}
-
-func openB(b *testing.B, url string) (*redisstore.Store, error) {
-	s, err := redisstore.New(context.Background(), redisstore.Config{URL: url})
-	if err == nil {
-		b.Cleanup(func() { s.Close() })
-	}
-	return s, err
 }

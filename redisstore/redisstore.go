@@ -148,7 +148,22 @@ func (s *Store) Key(a sluice.Algorithm, key string) string {
 	if int(a) >= len(short) {
 		return ""
 	}
-	return s.prefix + ":" + short[a] + ":{" + key + "}"
+	return s.key(short[a], key)
+}
+
+// key returns the Redis key that holds key's state of the given kind: an
+// algorithm's short name, or "cc" for a concurrency limit.
+func (s *Store) key(kind, key string) string {
+	return s.prefix + ":" + kind + ":{" + key + "}"
+}
+
+// nowArg is the scripts' ARGV[2]: "" for the server's TIME, or the test
+// clock's instant in microseconds.
+func (s *Store) nowArg() string {
+	if s.clock == nil {
+		return ""
+	}
+	return strconv.FormatInt(s.clock.Now().UnixMicro(), 10)
 }
 
 // Allow is shorthand for AllowN(ctx, key, lim, 1).
@@ -160,11 +175,7 @@ func (s *Store) Allow(ctx context.Context, key string, lim sluice.Limit) (sluice
 // round trip. The error is for bad input (see sluice.Check; also limits the
 // store cannot hold exactly, see the package comment) and for Redis failing.
 func (s *Store) AllowN(ctx context.Context, key string, lim sluice.Limit, cost int) (sluice.Result, error) {
-	v, err := s.run(ctx, "take", key, lim, cost)
-	if err != nil {
-		return sluice.Result{}, err
-	}
-	return v, nil
+	return s.run(ctx, "take", key, lim, cost)
 }
 
 // RefundN gives cost units back to key's allowance under lim, never beyond a
@@ -174,6 +185,8 @@ func (s *Store) RefundN(ctx context.Context, key string, lim sluice.Limit, cost 
 	return err
 }
 
+// run checks its input and runs lim's script in mode, "take" or "refund",
+// with one EVALSHA.
 func (s *Store) run(ctx context.Context, mode, key string, lim sluice.Limit, cost int) (sluice.Result, error) {
 	if err := sluice.Check(key, lim, cost); err != nil {
 		return sluice.Result{}, err
@@ -182,12 +195,8 @@ func (s *Store) run(ctx context.Context, mode, key string, lim sluice.Limit, cos
 	if err != nil {
 		return sluice.Result{}, err
 	}
-	now := ""
-	if s.clock != nil {
-		now = strconv.FormatInt(s.clock.Now().UnixMicro(), 10)
-	}
 	args := make([]string, 0, 6)
-	args = append(args, mode, now)
+	args = append(args, mode, s.nowArg())
 	args = append(args, params[:2]...)
 	args = append(args, strconv.Itoa(cost))
 	args = append(args, params[2:]...)
@@ -202,8 +211,7 @@ type cachedParams struct {
 }
 
 // params returns scriptParams(lim), from a one-entry cache when the limit is
-// the one seen last (the common case: a hot policy), followed by the sliding
-// window's count-rejected flag.
+// the one seen last (the common case: a hot policy).
 func (s *Store) params(lim sluice.Limit) ([]string, error) {
 	if c := s.last.Load(); c != nil && c.lim == lim {
 		return c.params, nil
@@ -212,13 +220,6 @@ func (s *Store) params(lim sluice.Limit) ([]string, error) {
 	if err != nil {
 		return nil, err
 	}
-	if lim.Algorithm == sluice.SlidingWindow {
-		flag := "0"
-		if lim.CountRejected {
-			flag = "1"
-		}
-		p = append(p, flag)
-	}
 	s.last.Store(&cachedParams{lim: lim, params: p})
 	return p, nil
 }
@@ -226,9 +227,11 @@ func (s *Store) params(lim sluice.Limit) ([]string, error) {
 // exact is the largest integer a Lua double holds exactly.
 const exact = 1 << 53
 
-// scriptParams returns the script arguments that describe lim, between the
-// instant and the cost, or an error wrapping sluice.ErrInvalidLimit if the
-// store cannot hold lim exactly. lim must be valid.
+// scriptParams returns the script arguments that describe lim: two that go
+// between the instant and the cost, then any that follow the cost (the
+// sliding window's count-rejected flag). The error wraps
+// sluice.ErrInvalidLimit if the store cannot hold lim exactly. lim must be
+// valid.
 func scriptParams(lim sluice.Limit) ([]string, error) {
 	if lim.Period%time.Microsecond != 0 {
 		return nil, fmt.Errorf("%w: redisstore keeps time in microseconds; period %v is not a whole number of them", sluice.ErrInvalidLimit, lim.Period)
@@ -252,7 +255,11 @@ func scriptParams(lim sluice.Limit) ([]string, error) {
 		if rate+1 > exact/(2*p) {
 			return nil, fmt.Errorf("%w: rate %d per %v is too large for a sliding window in redisstore", sluice.ErrInvalidLimit, lim.Rate, lim.Period)
 		}
-		return []string{strconv.FormatInt(p, 10), strconv.FormatInt(rate, 10)}, nil
+		countRejected := "0"
+		if lim.CountRejected {
+			countRejected = "1"
+		}
+		return []string{strconv.FormatInt(p, 10), strconv.FormatInt(rate, 10), countRejected}, nil
 	case sluice.LeakyBucket:
 		return []string{strconv.FormatInt(algorithm.MilliRate(lim), 10), strconv.Itoa(lim.Burst)}, nil
 	}

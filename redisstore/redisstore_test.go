@@ -19,21 +19,15 @@ import (
 	"github.com/sluicehq/sluice/redisstore"
 )
 
-// TestMain checks that closing every store leaves no goroutine behind. One
-// is allowed: rueidis's cluster client, after a failed topology refresh,
-// sleeps for a few seconds in a goroutine that its Close does not wake (it
-// ends by itself).
+// TestMain checks that closing every store leaves no goroutine behind, but
+// for the ones rueidis's cluster client ends by itself.
 func TestMain(m *testing.M) {
-	goleak.VerifyTestMain(redistest.Wrap(m),
-		goleak.IgnoreAnyFunction("github.com/redis/rueidis.(*clusterClient)._refresh.func2"),
-		// After a failed cluster refresh, rueidis retries once more after
-		// up to a second, even past Close; that goroutine ends by itself.
-		goleak.IgnoreAnyFunction("github.com/redis/rueidis.(*call).DelayDo.func1"))
+	goleak.VerifyTestMain(redistest.Wrap(m), redistest.IgnoreRueidis()...)
 }
 
 // open returns a store on url whose scripts take the time from clock, or
 // from Redis's TIME when clock is nil.
-func open(t *testing.T, url string, clock sluice.Clock) *redisstore.Store {
+func open(t testing.TB, url string, clock sluice.Clock) *redisstore.Store {
 	t.Helper()
 	var (
 		s   *redisstore.Store
@@ -51,7 +45,7 @@ func open(t *testing.T, url string, clock sluice.Clock) *redisstore.Store {
 	return s
 }
 
-func singleURL(t *testing.T) string { return "redis://" + redistest.Single(t).Addr }
+func singleURL(t testing.TB) string { return "redis://" + redistest.Single(t).Addr }
 
 func clusterURL(t *testing.T) string {
 	return "redis+cluster://" + strings.Join(redistest.SharedCluster(t).Addrs, ",")

@@ -2,8 +2,6 @@ package relief
 
 import (
 	"context"
-	"hash/maphash"
-	"sync"
 	"time"
 
 	"github.com/sluicehq/sluice"
@@ -33,14 +31,7 @@ type Batcher struct {
 	inner sluice.Limiter
 	batch int
 	hold  time.Duration
-	clock sluice.Clock
-	seed  maphash.Seed
-	max   int // pools per shard
-
-	shards [64]struct {
-		mu    sync.Mutex
-		pools map[cacheKey]*pool
-	}
+	pools table[*pool]
 }
 
 // pool is a server's unspent reservation for one key and limit.
@@ -73,21 +64,9 @@ func NewBatcher(inner sluice.Limiter, cfg BatchConfig) *Batcher {
 	if cfg.Hold <= 0 {
 		cfg.Hold = 100 * time.Millisecond
 	}
-	if cfg.MaxKeys <= 0 {
-		cfg.MaxKeys = 100_000
-	}
-	b := &Batcher{inner: inner, batch: cfg.Batch, hold: cfg.Hold, clock: cfg.Clock, seed: maphash.MakeSeed(), max: max(cfg.MaxKeys/64, 1)}
-	for i := range b.shards {
-		b.shards[i].pools = make(map[cacheKey]*pool)
-	}
+	b := &Batcher{inner: inner, batch: cfg.Batch, hold: cfg.Hold}
+	b.pools.init(cfg.Clock, cfg.MaxKeys)
 	return b
-}
-
-func (b *Batcher) now() int64 {
-	if b.clock != nil {
-		return b.clock.Now().UnixNano()
-	}
-	return time.Now().UnixNano()
 }
 
 // RefundN gives units back to the inner limiter, which was charged for
@@ -112,13 +91,13 @@ func (b *Batcher) AllowN(ctx context.Context, key string, lim sluice.Limit, cost
 	if err := sluice.Check(key, lim, cost); err != nil {
 		return sluice.Result{}, err
 	}
-	now := b.now()
-	sh := &b.shards[maphash.String(b.seed, key)&63]
+	now := b.pools.now()
+	sh := b.pools.shard(key)
 	ck := cacheKey{key, lim}
 	giveBack := 0
 
 	sh.mu.Lock()
-	p := sh.pools[ck]
+	p := sh.m[ck]
 	if p != nil && now < p.until && p.units >= cost {
 		p.units -= cost
 		left := p.units
@@ -127,7 +106,7 @@ func (b *Batcher) AllowN(ctx context.Context, key string, lim sluice.Limit, cost
 	}
 	if p != nil {
 		giveBack = p.units // expired or too small: return what is left
-		delete(sh.pools, ck)
+		delete(sh.m, ck)
 	}
 	sh.mu.Unlock()
 
@@ -161,20 +140,12 @@ func (b *Batcher) AllowN(ctx context.Context, key string, lim sluice.Limit, cost
 			until = min(until, now+int64(res.ResetAfter))
 		}
 		sh.mu.Lock()
-		if q := sh.pools[ck]; q != nil {
+		if q := sh.m[ck]; q != nil {
 			q.units += left // another request reserved meanwhile: pool both
 			q.until = min(q.until, until)
-		} else {
-			if len(sh.pools) >= b.max {
-				for k, p := range sh.pools {
-					if p.until <= now {
-						delete(sh.pools, k) // expired; its units are lost, as with a crash
-					}
-				}
-			}
-			if len(sh.pools) < b.max {
-				sh.pools[ck] = &pool{units: left, until: until}
-			}
+		} else if b.pools.room(sh, now, func(p *pool) int64 { return p.until }) {
+			// (Expired pools dropped for room lose their units, as with a crash.)
+			sh.m[ck] = &pool{units: left, until: until}
 		}
 		sh.mu.Unlock()
 	}

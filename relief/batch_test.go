@@ -9,7 +9,6 @@ import (
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/internal/clocktest"
-	"github.com/sluicehq/sluice/memstore"
 	"github.com/sluicehq/sluice/relief"
 )
 
@@ -19,9 +18,7 @@ import (
 func TestBatcher(t *testing.T) {
 	ctx := context.Background()
 	clock := clocktest.New()
-	global := memstore.New(memstore.Config{Clock: clock, SweepInterval: -1})
-	defer global.Close()
-	g := &counting{Limiter: global}
+	g := &counting{Limiter: newMem(t, clock)}
 	lim := sluice.PerHour(100)
 	// Each server: an over-limit cache in front of a batcher, so that
 	// neither admissions nor denials cost a round trip each.
@@ -78,9 +75,7 @@ func TestBatcher(t *testing.T) {
 func TestBatcherFixedWindowBoundary(t *testing.T) {
 	ctx := context.Background()
 	clock := clocktest.At(time.Unix(1700000040, 0)) // a second boundary
-	global := memstore.New(memstore.Config{Clock: clock, SweepInterval: -1})
-	defer global.Close()
-	b := relief.NewBatcher(global, relief.BatchConfig{Batch: 10, Hold: 100 * time.Millisecond, Clock: clock})
+	b := relief.NewBatcher(newMem(t, clock), relief.BatchConfig{Batch: 10, Hold: 100 * time.Millisecond, Clock: clock})
 	lim := sluice.Limit{Algorithm: sluice.FixedWindow, Rate: 10, Period: time.Second}
 	clock.Advance(950 * time.Millisecond)
 	if r, _ := b.Allow(ctx, "k", lim); !r.Allowed {

@@ -32,8 +32,6 @@ package relief
 import (
 	"context"
 	"errors"
-	"hash/maphash"
-	"sync"
 	"time"
 
 	"github.com/sluicehq/sluice"
@@ -42,20 +40,8 @@ import (
 // OverLimitCache is a sluice.Limiter that remembers denials until their
 // RetryAfter. It is safe for concurrent use.
 type OverLimitCache struct {
-	inner sluice.Limiter
-	clock sluice.Clock
-	seed  maphash.Seed
-	max   int
-
-	shards [64]struct {
-		mu sync.Mutex
-		m  map[cacheKey]int64 // Unix ns until which the key is denied
-	}
-}
-
-type cacheKey struct {
-	key string
-	lim sluice.Limit
+	inner  sluice.Limiter
+	denied table[int64] // Unix ns until which the key is denied
 }
 
 // CacheConfig configures an OverLimitCache.
@@ -83,21 +69,9 @@ func refundContext(ctx context.Context) (context.Context, context.CancelFunc) {
 
 // NewOverLimitCache returns inner wrapped in an over-limit cache.
 func NewOverLimitCache(inner sluice.Limiter, cfg CacheConfig) *OverLimitCache {
-	if cfg.MaxKeys <= 0 {
-		cfg.MaxKeys = 100_000
-	}
-	c := &OverLimitCache{inner: inner, clock: cfg.Clock, seed: maphash.MakeSeed(), max: max(cfg.MaxKeys/64, 1)}
-	for i := range c.shards {
-		c.shards[i].m = make(map[cacheKey]int64)
-	}
+	c := &OverLimitCache{inner: inner}
+	c.denied.init(cfg.Clock, cfg.MaxKeys)
 	return c
-}
-
-func (c *OverLimitCache) now() int64 {
-	if c.clock != nil {
-		return c.clock.Now().UnixNano()
-	}
-	return time.Now().UnixNano()
 }
 
 // Allow is shorthand for AllowN(ctx, key, lim, 1).
@@ -116,8 +90,8 @@ func (c *OverLimitCache) AllowN(ctx context.Context, key string, lim sluice.Limi
 		// but its RetryAfter would be later than the one remembered.
 		return c.inner.AllowN(ctx, key, lim, cost)
 	}
-	now := c.now()
-	sh := &c.shards[maphash.String(c.seed, key)&63]
+	now := c.denied.now()
+	sh := c.denied.shard(key)
 	ck := cacheKey{key, lim}
 	sh.mu.Lock()
 	until, ok := sh.m[ck]
@@ -136,15 +110,8 @@ func (c *OverLimitCache) AllowN(ctx context.Context, key string, lim sluice.Limi
 	}
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
-	if len(sh.m) >= c.max {
-		for k, u := range sh.m {
-			if u <= now {
-				delete(sh.m, k)
-			}
-		}
-		if len(sh.m) >= c.max {
-			return res, nil // full of live denials: answer without caching
-		}
+	if !c.denied.room(sh, now, func(until int64) int64 { return until }) {
+		return res, nil // full of live denials: answer without caching
 	}
 	sh.m[ck] = now + int64(res.RetryAfter)
 	return res, nil
@@ -153,7 +120,7 @@ func (c *OverLimitCache) AllowN(ctx context.Context, key string, lim sluice.Limi
 // RefundN forgets a cached denial of key and gives the units back to the
 // inner limiter, if it can take them.
 func (c *OverLimitCache) RefundN(ctx context.Context, key string, lim sluice.Limit, cost int) error {
-	sh := &c.shards[maphash.String(c.seed, key)&63]
+	sh := c.denied.shard(key)
 	sh.mu.Lock()
 	delete(sh.m, cacheKey{key, lim})
 	sh.mu.Unlock()

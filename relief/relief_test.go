@@ -12,6 +12,14 @@ import (
 	"github.com/sluicehq/sluice/relief"
 )
 
+// newMem returns an in-memory store on clock, closed when the test ends.
+func newMem(t testing.TB, clock sluice.Clock) *memstore.Store {
+	t.Helper()
+	s := memstore.New(memstore.Config{Clock: clock, SweepInterval: -1})
+	t.Cleanup(func() { s.Close() })
+	return s
+}
+
 // counting wraps a limiter and counts the calls that reach it: the round
 // trips a remote store would make.
 type counting struct {
@@ -29,11 +37,8 @@ func (c *counting) AllowN(ctx context.Context, key string, lim sluice.Limit, cos
 func TestOverLimitCache(t *testing.T) {
 	ctx := context.Background()
 	clock := clocktest.New()
-	ref := memstore.New(memstore.Config{Clock: clock, SweepInterval: -1}) // the same limit, uncached
-	store := memstore.New(memstore.Config{Clock: clock, SweepInterval: -1})
-	defer ref.Close()
-	defer store.Close()
-	inner := &counting{Limiter: store}
+	ref := newMem(t, clock) // the same limit, uncached
+	inner := &counting{Limiter: newMem(t, clock)}
 	c := relief.NewOverLimitCache(inner, relief.CacheConfig{Clock: clock})
 	for _, lim := range []sluice.Limit{
 		sluice.PerSecond(5).WithBurst(10),
@@ -71,10 +76,7 @@ func TestOverLimitCache(t *testing.T) {
 func TestHybrid(t *testing.T) {
 	ctx := context.Background()
 	clock := clocktest.New()
-	local := memstore.New(memstore.Config{Clock: clock, SweepInterval: -1})
-	global := memstore.New(memstore.Config{Clock: clock, SweepInterval: -1})
-	defer local.Close()
-	defer global.Close()
+	local, global := newMem(t, clock), newMem(t, clock)
 	g := &counting{Limiter: global}
 	half := func(l sluice.Limit) sluice.Limit { l.Rate, l.Burst = l.Rate/2, l.Burst/2; return l }
 	h := relief.NewHybrid(local, g, half)

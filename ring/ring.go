@@ -18,8 +18,10 @@
 package ring
 
 import (
+	"cmp"
 	"errors"
 	"slices"
+	"sort"
 	"strconv"
 	"strings"
 )
@@ -63,13 +65,8 @@ func New(nodes []string, replicas int) (*Ring, error) {
 		}
 	}
 	slices.SortFunc(r.points, func(a, b point) int {
-		switch {
-		case a.hash < b.hash:
-			return -1
-		case a.hash > b.hash:
-			return 1
-		}
-		return strings.Compare(a.node, b.node) // ties: the same order in every process
+		// Ties by node name: the same order in every process.
+		return cmp.Or(cmp.Compare(a.hash, b.hash), strings.Compare(a.node, b.node))
 	})
 	return r, nil
 }
@@ -81,15 +78,7 @@ func (r *Ring) Owner(key string) string {
 		return ""
 	}
 	h := hash(key)
-	i, _ := slices.BinarySearchFunc(r.points, h, func(p point, h uint64) int {
-		switch {
-		case p.hash < h:
-			return -1
-		case p.hash > h:
-			return 1
-		}
-		return 0
-	})
+	i := sort.Search(len(r.points), func(i int) bool { return r.points[i].hash >= h })
 	if i == len(r.points) {
 		i = 0
 	}

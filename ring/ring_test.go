@@ -78,3 +78,20 @@ func ExampleRing_Owner() {
 	fmt.Println(r.Owner("user:42"))
 	// Output: sluice-b:8081
 }
+
+func BenchmarkOwner(b *testing.B) {
+	r, err := ring.New(nodes(10), 0)
+	if err != nil {
+		b.Fatal(err)
+	}
+	keys := make([]string, 1024)
+	for i := range keys {
+		keys[i] = "user:" + strconv.Itoa(i)
+	}
+	b.ReportAllocs()
+	i := 0
+	for b.Loop() {
+		r.Owner(keys[i%len(keys)])
+		i++
+	}
+}

@@ -29,6 +29,9 @@
 //	func TestMain(m *testing.M) { goleak.VerifyTestMain(redistest.Wrap(m)) }
 //
 // The package starts no goroutine that outlives a call, so goleak sees none.
+// A package whose tests close rueidis clients adds IgnoreRueidis:
+//
+//	goleak.VerifyTestMain(redistest.Wrap(m), redistest.IgnoreRueidis()...)
 //
 // Tests that share a server use keys of their own (a prefix of the test's
 // name, say) and leave the server running; tests that kill, restart or
@@ -47,6 +50,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"go.uber.org/goleak"
 )
 
 // The environment variables the package reads.
@@ -139,24 +144,50 @@ func need(t testing.TB, cli bool) tools {
 	return tl
 }
 
-// shared holds the servers Single and SharedCluster hand out. A failed start
-// is remembered, so that every later caller fails at once instead of trying
-// again.
+// shared holds the servers Single and SharedCluster hand out.
 var shared struct {
 	// wrapped is set once Wrap's Run has started, so that the shared servers
 	// are known to be stopped at the end.
 	wrapped atomic.Bool
 
-	singleMu  sync.Mutex
-	single    *Server
-	singleErr error
-
-	clusterMu  sync.Mutex
-	cluster    *Cluster
-	clusterErr error
+	single  lazy[*Server]
+	cluster lazy[*Cluster]
 
 	dirsMu sync.Mutex
 	dirs   []string
+}
+
+// lazy is a shared server or cluster, started on first use. A failed start
+// is remembered, so that every later caller fails at once instead of trying
+// again.
+type lazy[T any] struct {
+	mu      sync.Mutex
+	started bool
+	v       T
+	err     error
+}
+
+// get returns the value, started by start on the first call.
+func (l *lazy[T]) get(start func() (T, error)) (T, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if !l.started {
+		l.v, l.err = start()
+		l.started = true
+	}
+	return l.v, l.err
+}
+
+// stop stops the value with stop, if it started, and makes every later get
+// fail.
+func (l *lazy[T]) stop(stop func(T)) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.started && l.err == nil {
+		stop(l.v)
+	}
+	var zero T
+	l.v, l.err, l.started = zero, errStopped, true
 }
 
 // Main runs the tests of m, stops the shared servers of Single and
@@ -179,27 +210,29 @@ func Wrap(m interface{ Run() int }) interface{ Run() int } {
 
 type wrapped struct{ m interface{ Run() int } }
 
+// Run runs the tests, then stops the shared servers.
 func (w wrapped) Run() int {
 	shared.wrapped.Store(true)
 	defer stopShared()
 	return w.m.Run()
 }
 
+// IgnoreRueidis returns the goleak options that let a test binary's rueidis
+// clients end their lives as rueidis ends them: after a failed cluster
+// topology refresh, a cluster client sleeps for a few seconds in a goroutine
+// that Close does not wake, and retries once more after up to a second, even
+// past Close. Both goroutines end by themselves.
+func IgnoreRueidis() []goleak.Option {
+	return []goleak.Option{
+		goleak.IgnoreAnyFunction("github.com/redis/rueidis.(*clusterClient)._refresh.func2"),
+		goleak.IgnoreAnyFunction("github.com/redis/rueidis.(*call).DelayDo.func1"),
+	}
+}
+
 // stopShared stops the shared servers and removes their directories.
 func stopShared() {
-	shared.singleMu.Lock()
-	if shared.single != nil {
-		shared.single.stop()
-	}
-	shared.single, shared.singleErr = nil, errStopped
-	shared.singleMu.Unlock()
-
-	shared.clusterMu.Lock()
-	if shared.cluster != nil {
-		shared.cluster.stop()
-	}
-	shared.cluster, shared.clusterErr = nil, errStopped
-	shared.clusterMu.Unlock()
+	shared.single.stop((*Server).stop)
+	shared.cluster.stop((*Cluster).stop)
 
 	shared.dirsMu.Lock()
 	for _, d := range shared.dirs {
@@ -244,24 +277,22 @@ func Single(t testing.TB) *Server {
 	t.Helper()
 	tl := need(t, false)
 	needWrap(t, "Single")
-	shared.singleMu.Lock()
-	defer shared.singleMu.Unlock()
-	if shared.single == nil && shared.singleErr == nil {
+	s, err := shared.single.get(func() (*Server, error) {
 		dir, err := sharedDir()
-		if err == nil {
-			var s *Server
-			s, err = newServer(tl, dir, false, nil)
-			if err == nil {
-				s.shared = true
-				shared.single = s
-			}
+		if err != nil {
+			return nil, err
 		}
-		shared.singleErr = err
+		s, err := newServer(tl, dir, false, nil)
+		if err != nil {
+			return nil, err
+		}
+		s.shared = true
+		return s, nil
+	})
+	if err != nil {
+		t.Fatal(err)
 	}
-	if shared.singleErr != nil {
-		t.Fatal(shared.singleErr)
-	}
-	return shared.single
+	return s
 }
 
 // SharedCluster returns a cluster of 3 masters and no replicas shared by all
@@ -272,30 +303,25 @@ func SharedCluster(t testing.TB) *Cluster {
 	t.Helper()
 	tl := need(t, true)
 	needWrap(t, "SharedCluster")
-	shared.clusterMu.Lock()
-	defer shared.clusterMu.Unlock()
-	if shared.cluster == nil && shared.clusterErr == nil {
+	c, err := shared.cluster.get(func() (*Cluster, error) {
 		dirs := make([]string, 3)
-		var err error
 		for i := range dirs {
+			var err error
 			if dirs[i], err = sharedDir(); err != nil {
-				break
+				return nil, err
 			}
 		}
-		if err == nil {
-			var c *Cluster
-			c, err = newCluster(tl, dirs, 3, 0)
-			if err == nil {
-				for _, n := range c.Nodes {
-					n.shared = true
-				}
-				shared.cluster = c
-			}
+		c, err := newCluster(tl, dirs, 3, 0)
+		if err != nil {
+			return nil, err
 		}
-		shared.clusterErr = err
+		for _, n := range c.Nodes {
+			n.shared = true
+		}
+		return c, nil
+	})
+	if err != nil {
+		t.Fatal(err)
 	}
-	if shared.clusterErr != nil {
-		t.Fatal(shared.clusterErr)
-	}
-	return shared.cluster
+	return c
 }

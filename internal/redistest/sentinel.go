@@ -2,12 +2,9 @@ package redistest
 
 import (
 	"fmt"
-	"net"
 	"os"
 	"path/filepath"
-	"strconv"
 	"testing"
-	"time"
 )
 
 // StartSentinel starts a Redis Sentinel on a free loopback port that
@@ -19,27 +16,16 @@ func StartSentinel(t testing.TB, master *Server, masterName string) *Server {
 	tl := need(t, false)
 	dir := t.TempDir()
 	s := &Server{tl: tl, dir: dir, logPath: filepath.Join(dir, "redis.log")}
-	var err error
-	for range 8 {
-		if s.Port, err = pickPort(false); err != nil {
-			t.Fatal(err)
-		}
-		s.Addr = net.JoinHostPort("127.0.0.1", strconv.Itoa(s.Port))
+	err := s.startOnFreePort(false, func() ([]string, error) {
 		// Sentinel rewrites its config file, so it gets one of its own.
 		conf := filepath.Join(dir, "sentinel.conf")
 		text := fmt.Sprintf("port %d\nbind 127.0.0.1\ndir %s\nsentinel monitor %s 127.0.0.1 %d 1\nsentinel down-after-milliseconds %s 2000\n",
 			s.Port, dir, masterName, master.Port, masterName)
 		if err := os.WriteFile(conf, []byte(text), 0o644); err != nil {
-			t.Fatal(err)
+			return nil, fmt.Errorf("redistest: %w", err)
 		}
-		s.args = []string{conf, "--sentinel"}
-		s.mu.Lock()
-		err = s.launch(true, time.Now().Add(startTimeout))
-		s.mu.Unlock()
-		if err == nil {
-			break
-		}
-	}
+		return []string{conf, "--sentinel"}, nil
+	})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -60,28 +60,36 @@ func StartServer(t testing.TB, extraArgs ...string) *Server {
 	return s
 }
 
-// newServer starts a server in dir on a free port, trying other ports when
-// another process takes the one chosen before the server binds it.
+// newServer starts a server in dir on a free port.
 func newServer(tl tools, dir string, cluster bool, extra []string) (*Server, error) {
 	s := &Server{tl: tl, dir: dir, logPath: filepath.Join(dir, "redis.log")}
+	if err := s.startOnFreePort(cluster, func() ([]string, error) { return s.makeArgs(cluster, extra), nil }); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// startOnFreePort picks a free port for s, sets its command line to what
+// args returns for that port and starts it, trying other ports when another
+// process takes the one chosen before the server binds it.
+func (s *Server) startOnFreePort(cluster bool, args func() ([]string, error)) error {
 	var err error
 	for range 8 {
 		if s.Port, err = pickPort(cluster); err != nil {
-			return nil, err
+			return err
 		}
 		s.Addr = net.JoinHostPort("127.0.0.1", strconv.Itoa(s.Port))
-		s.args = s.makeArgs(cluster, extra)
+		if s.args, err = args(); err != nil {
+			return err
+		}
 		s.mu.Lock()
 		err = s.launch(true, time.Now().Add(startTimeout))
 		s.mu.Unlock()
 		if !errors.Is(err, errPortBusy) {
-			break
+			return err
 		}
 	}
-	if err != nil {
-		return nil, err
-	}
-	return s, nil
+	return err
 }
 
 // makeArgs is the server's command line.

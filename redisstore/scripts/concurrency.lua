@@ -18,7 +18,6 @@ local id = ARGV[5]
 local key = KEYS[1]
 
 redis.call('ZREMRANGEBYSCORE', key, '-inf', int(now))
-local n = redis.call('ZCARD', key)
 
 local function keep()
   local last = redis.call('ZRANGE', key, -1, -1, 'WITHSCORES')
@@ -42,6 +41,7 @@ if mode == 'renew' then
   return {1, 0, 0, ttl}
 end
 
+local n = redis.call('ZCARD', key)
 if n >= limit then
   local first = redis.call('ZRANGE', key, 0, 0, 'WITHSCORES')
   return {0, 0, math.max(tonumber(first[2]) - now, 1), 0}

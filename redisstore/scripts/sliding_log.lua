@@ -20,7 +20,8 @@ local cost = tonumber(ARGV[5])
 local key = KEYS[1]
 
 -- at is the instant logged: never before the newest, so that the log stays
--- ordered if the clock steps back.
+-- ordered if the clock steps back. The trim below keeps the newest unit
+-- whenever it keeps any, so newest still holds when n > 0 after it.
 local at = now
 local newest = redis.call('ZRANGE', key, -1, -1, 'WITHSCORES')
 if newest[2] and tonumber(newest[2]) > now then
@@ -44,14 +45,13 @@ if n + cost > rate then
   -- Wait until the k-th oldest unit leaves the window.
   local k = n + cost - rate
   local kth = redis.call('ZRANGE', key, k - 1, k - 1, 'WITHSCORES')
-  newest = redis.call('ZRANGE', key, -1, -1, 'WITHSCORES')
   return {0, math.max(rate - n, 0), tonumber(kth[2]) + P - now, tonumber(newest[2]) + P - now}
 end
 -- Sequence numbers continue from the newest member when it was logged at
 -- the same instant, so that no member name is ever reused (a reused name
--- would update, not add, and the unit would go uncounted).
+-- would update, not add, and the unit would go uncounted). A newest logged
+-- at at (never before now) survived the trim.
 local seq = 0
-newest = redis.call('ZRANGE', key, -1, -1, 'WITHSCORES')
 if newest[2] and tonumber(newest[2]) == at then
   seq = tonumber(string.match(newest[1], ':(%d+)$')) or n
 end

@@ -1,9 +1,11 @@
 package gateway
 
 import (
-	"errors"
+	"fmt"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/sluicehq/sluice/internal/promreg"
 )
 
 // Metrics are the gateway's own Prometheus metrics; the decisions of each
@@ -20,6 +22,9 @@ type Metrics struct {
 //
 // The route label is the route's name, or "-" for requests no pattern
 // matched: its values are bounded by the configuration, never by traffic.
+//
+// Called again with the same reg, it returns Metrics that count into the
+// series registered the first time.
 func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 	m := &Metrics{
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
@@ -29,13 +34,12 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 			Name: "sluice_proxy_in_flight", Help: "Requests being forwarded, by upstream.",
 		}, []string{"upstream"}),
 	}
-	for _, c := range []prometheus.Collector{m.requests, m.inFlight} {
-		if err := reg.Register(c); err != nil {
-			var are prometheus.AlreadyRegisteredError
-			if !errors.As(err, &are) {
-				return nil, err
-			}
-		}
+	var err error
+	if m.requests, err = promreg.Register(reg, m.requests); err != nil {
+		return nil, fmt.Errorf("gateway: metrics: %w", err)
+	}
+	if m.inFlight, err = promreg.Register(reg, m.inFlight); err != nil {
+		return nil, fmt.Errorf("gateway: metrics: %w", err)
 	}
 	return m, nil
 }

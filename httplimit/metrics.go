@@ -1,9 +1,12 @@
 package httplimit
 
 import (
+	"fmt"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/sluicehq/sluice/internal/promreg"
 )
 
 // Metrics are the middleware's Prometheus metrics. A nil *Metrics records
@@ -19,6 +22,9 @@ type Metrics struct {
 //	sluice_http_decisions_total{policy, outcome}   outcome: allowed, delayed, rejected, shadow_rejected, cancelled
 //	sluice_http_store_errors_total{policy}
 //	sluice_http_decision_duration_seconds{policy}  time spent in the Limiter
+//
+// Called again with the same reg, it returns Metrics that count into the
+// series registered the first time.
 func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 	m := &Metrics{
 		decisions: prometheus.NewCounterVec(prometheus.CounterOpts{
@@ -32,10 +38,15 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 			Buckets: []float64{1e-6, 5e-6, 25e-6, 1e-4, 5e-4, 1e-3, 5e-3, 0.025, 0.1},
 		}, []string{"policy"}),
 	}
-	for _, c := range []prometheus.Collector{m.decisions, m.storeErrors, m.duration} {
-		if err := reg.Register(c); err != nil {
-			return nil, err
-		}
+	var err error
+	if m.decisions, err = promreg.Register(reg, m.decisions); err != nil {
+		return nil, fmt.Errorf("httplimit: metrics: %w", err)
+	}
+	if m.storeErrors, err = promreg.Register(reg, m.storeErrors); err != nil {
+		return nil, fmt.Errorf("httplimit: metrics: %w", err)
+	}
+	if m.duration, err = promreg.Register(reg, m.duration); err != nil {
+		return nil, fmt.Errorf("httplimit: metrics: %w", err)
 	}
 	return m, nil
 }

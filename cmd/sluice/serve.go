@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	_ "embed"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -81,6 +82,7 @@ type serveOptions struct {
 	configPath, store, httpAddr, grpcAddr, headers, prefix, failure string
 	logLevel, trustedProxies                                        string
 	shadow, watch, localCache                                       bool
+	listen                                                          listenerOptions
 }
 
 // env returns the environment variable name, or def when it is unset or
@@ -198,10 +200,18 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	fs.StringVar(&o.logLevel, "log-level", env("LOG_LEVEL", "info"), "log level: debug, info, warn or error")
 	fs.BoolVar(&o.watch, "watch", true, "reload the config when its files change (SIGHUP always reloads)")
 	fs.StringVar(&o.trustedProxies, "trusted-proxies", "", "the reverse proxies that call /auth, whose X-Forwarded-For is believed: comma-separated networks or addresses, added to the config's forward_auth trusted_proxies")
+	var envErr envErrs
+	o.listen.flags(fs, &envErr)
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
 	fail := exitWith(stderr, "sluice serve:")
+	if len(envErr) > 0 {
+		return fail(2, errors.Join(envErr...))
+	}
+	if err := o.listen.check(); err != nil {
+		return fail(2, err)
+	}
 	trusted, err := parseTrustedProxies(o.trustedProxies)
 	if err != nil {
 		return fail(2, "-trusted-proxies:", err)
@@ -273,12 +283,13 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	mux := http.NewServeMux()
 	mux.Handle(service.ForwardAuthPath, auth)
 	mux.Handle("/", svc.Handler())
-	hs := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
-	gs := grpc.NewServer(service.GRPCServerOptions()...)
+	hs := o.listen.httpServer(mux)
+	hs.ErrorLog = slog.NewLogLogger(log.Handler(), slog.LevelWarn)
+	gs := grpc.NewServer(append(service.GRPCServerOptions(), o.listen.grpcOptions()...)...)
 	svc.RegisterGRPC(gs)
 	errc := make(chan error, 2)
-	go func() { errc <- hs.Serve(httpLn) }()
-	go func() { errc <- gs.Serve(grpcLn) }()
+	go func() { errc <- hs.Serve(limit(httpLn, o.listen.httpMaxConns)) }()
+	go func() { errc <- gs.Serve(limit(grpcLn, o.listen.grpcMaxConns)) }()
 
 	// Reloads on SIGHUP: registered before the addresses are printed, so
 	// that whoever reads them can signal at once.

@@ -1,0 +1,172 @@
+package main
+
+import (
+	"flag"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"golang.org/x/net/netutil"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/keepalive"
+)
+
+// listenerOptions are the timeouts and connection caps of serve's two
+// listeners (see docs/serve.md, "Listeners"). Each is a flag whose default
+// comes from an environment variable.
+type listenerOptions struct {
+	// HTTP: NGINX's client_header_timeout, client_body_timeout,
+	// send_timeout and keepalive_timeout, as net/http has them.
+	readHeader, read, write, idle time.Duration
+	// gRPC: how long a connection without calls is kept, how long its
+	// handshake may take, its age limit and the grace after it, and how
+	// often a client may ping.
+	grpcIdle, grpcHandshake, grpcAge, grpcAgeGrace, grpcPingMin time.Duration
+	// Connections per listener at most; 0: a share of the open-file limit
+	// (see defaultMaxConns), negative: no cap.
+	httpMaxConns, grpcMaxConns int
+}
+
+// envErrs collects the environment variables that do not parse, so that
+// serve refuses them (exit 2) instead of ignoring them.
+type envErrs []error
+
+// duration returns the environment variable name as a time.Duration
+// (time.ParseDuration's forms, or a whole number of seconds), or def when
+// it is unset or empty; a malformed value is recorded and def returned.
+func (e *envErrs) duration(name string, def time.Duration) time.Duration {
+	v := strings.TrimSpace(os.Getenv(name))
+	if v == "" {
+		return def
+	}
+	if n, err := strconv.ParseInt(v, 10, 64); err == nil && n >= 0 {
+		return time.Duration(n) * time.Second
+	}
+	d, err := time.ParseDuration(v)
+	if err != nil || d < 0 {
+		*e = append(*e, fmt.Errorf("%s=%q: want a duration such as 30s or 5m", name, v))
+		return def
+	}
+	return d
+}
+
+// int returns the environment variable name as an integer, or def when it
+// is unset or empty; a malformed value is recorded and def returned.
+func (e *envErrs) int(name string, def int) int {
+	v := strings.TrimSpace(os.Getenv(name))
+	if v == "" {
+		return def
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil {
+		*e = append(*e, fmt.Errorf("%s=%q: want an integer", name, v))
+		return def
+	}
+	return n
+}
+
+// flags defines the listener flags on fs, their defaults from the
+// environment (malformed values go to errs).
+func (o *listenerOptions) flags(fs *flag.FlagSet, errs *envErrs) {
+	fs.DurationVar(&o.readHeader, "http-read-header-timeout", errs.duration("HTTP_READ_HEADER_TIMEOUT", 10*time.Second),
+		"HTTP: time to read a request's headers (NGINX client_header_timeout)")
+	fs.DurationVar(&o.read, "http-read-timeout", errs.duration("HTTP_READ_TIMEOUT", 30*time.Second),
+		"HTTP: time to read a whole request, body included (NGINX client_body_timeout)")
+	fs.DurationVar(&o.write, "http-write-timeout", errs.duration("HTTP_WRITE_TIMEOUT", 30*time.Second),
+		"HTTP: time from the end of the request's headers to the end of the response (NGINX send_timeout)")
+	fs.DurationVar(&o.idle, "http-idle-timeout", errs.duration("HTTP_IDLE_TIMEOUT", 75*time.Second),
+		"HTTP: how long an idle keep-alive connection is kept (NGINX keepalive_timeout)")
+	fs.IntVar(&o.httpMaxConns, "http-max-conns", errs.int("HTTP_MAX_CONNECTIONS", 0),
+		"HTTP: open connections at most, more wait to be accepted; 0: 40% of the open-file limit, negative: no cap")
+	fs.DurationVar(&o.grpcIdle, "grpc-idle-timeout", errs.duration("GRPC_MAX_CONNECTION_IDLE", 3*time.Minute),
+		"gRPC: a connection without calls for this long is closed with GOAWAY (NGINX http2_idle_timeout)")
+	fs.DurationVar(&o.grpcHandshake, "grpc-handshake-timeout", errs.duration("GRPC_CONNECTION_TIMEOUT", 10*time.Second),
+		"gRPC: time for a new connection's HTTP/2 handshake")
+	fs.DurationVar(&o.grpcAge, "grpc-max-connection-age", errs.duration("GRPC_MAX_CONNECTION_AGE", 24*time.Hour),
+		"gRPC: a connection this old is closed with GOAWAY, so that clients spread over new servers")
+	fs.DurationVar(&o.grpcAgeGrace, "grpc-max-connection-age-grace", errs.duration("GRPC_MAX_CONNECTION_AGE_GRACE", time.Hour),
+		"gRPC: after -grpc-max-connection-age, time for the calls in flight before the connection is cut")
+	fs.DurationVar(&o.grpcPingMin, "grpc-min-ping-interval", errs.duration("GRPC_MIN_PING_INTERVAL", 10*time.Second),
+		"gRPC: a client that sends keepalive pings more often than this is disconnected (too_many_pings)")
+	fs.IntVar(&o.grpcMaxConns, "grpc-max-conns", errs.int("GRPC_MAX_CONNECTIONS", 0),
+		"gRPC: open connections at most, more wait to be accepted; 0: 40% of the open-file limit, negative: no cap")
+}
+
+// check refuses settings that would disable a bound by accident: every
+// timeout must be positive.
+func (o *listenerOptions) check() error {
+	for _, d := range []struct {
+		name string
+		v    time.Duration
+	}{
+		{"-http-read-header-timeout", o.readHeader}, {"-http-read-timeout", o.read},
+		{"-http-write-timeout", o.write}, {"-http-idle-timeout", o.idle},
+		{"-grpc-idle-timeout", o.grpcIdle}, {"-grpc-handshake-timeout", o.grpcHandshake},
+		{"-grpc-max-connection-age", o.grpcAge}, {"-grpc-max-connection-age-grace", o.grpcAgeGrace},
+		{"-grpc-min-ping-interval", o.grpcPingMin},
+	} {
+		if d.v <= 0 {
+			return fmt.Errorf("%s %v: want a positive duration", d.name, d.v)
+		}
+	}
+	return nil
+}
+
+// httpServer returns the HTTP server of serve with the timeouts of o.
+func (o *listenerOptions) httpServer(h http.Handler) *http.Server {
+	return &http.Server{
+		Handler:           h,
+		ReadHeaderTimeout: o.readHeader,
+		ReadTimeout:       o.read,
+		WriteTimeout:      o.write,
+		IdleTimeout:       o.idle,
+		MaxHeaderBytes:    64 << 10,
+	}
+}
+
+// grpcOptions returns the server options that bound gRPC connections:
+// handshake time, idle and age limits, and the least ping interval.
+func (o *listenerOptions) grpcOptions() []grpc.ServerOption {
+	return []grpc.ServerOption{
+		grpc.ConnectionTimeout(o.grpcHandshake),
+		grpc.KeepaliveParams(keepalive.ServerParameters{
+			MaxConnectionIdle:     o.grpcIdle,
+			MaxConnectionAge:      o.grpcAge,
+			MaxConnectionAgeGrace: o.grpcAgeGrace,
+		}),
+		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{
+			MinTime:             o.grpcPingMin,
+			PermitWithoutStream: true,
+		}),
+	}
+}
+
+// limit caps ln at n open connections (see listenerOptions): at the cap,
+// Accept waits for one to close, and new clients wait in the kernel's
+// backlog instead of taking file descriptors the other listener, the store
+// and the config reader need.
+func limit(ln net.Listener, n int) net.Listener {
+	if n == 0 {
+		n = defaultMaxConns()
+	}
+	if n < 0 {
+		return ln
+	}
+	return netutil.LimitListener(ln, n)
+}
+
+// defaultMaxConns is a listener's default connection cap: 40% of the
+// process's open-file limit (so that the two listeners together leave a
+// fifth of it for everything else), at least 16; -1 (no cap) when the
+// limit is not known.
+func defaultMaxConns() int {
+	n := openFileLimit()
+	if n <= 0 {
+		return -1
+	}
+	return int(max(n*2/5, 16))
+}

@@ -118,7 +118,7 @@ func New(cfg Config) *Store {
 		seed:     maphash.MakeSeed(),
 		shards:   make([]shard, pow),
 		shift:    64 - bits,
-		perShard: max((maxKeys+pow-1)/pow, 1),
+		perShard: max(shareOf(maxKeys, pow), 1),
 		stop:     make(chan struct{}),
 		done:     make(chan struct{}),
 	}
@@ -141,6 +141,16 @@ func New(cfg Config) *Store {
 		close(s.done)
 	}
 	return s
+}
+
+// shareOf returns ⌈total/n⌉ for positive total and n, without the overflow
+// of (total+n−1)/n near the top of int's range.
+func shareOf(total, n int) int {
+	q := total / n
+	if total%n != 0 {
+		q++
+	}
+	return q
 }
 
 // now returns the current instant in Unix nanoseconds.

@@ -41,7 +41,14 @@ import (
 // RetryAfter. It is safe for concurrent use.
 type OverLimitCache struct {
 	inner  sluice.Limiter
-	denied table[int64] // Unix ns until which the key is denied
+	denied table[denial]
+}
+
+// denial is a cached denial: until when the key is denied a request of
+// cost 1, and when it is as good as new (Unix ns), so that a cached answer
+// keeps both RetryAfter and ResetAfter.
+type denial struct {
+	until, reset int64
 }
 
 // CacheConfig configures an OverLimitCache.
@@ -94,10 +101,10 @@ func (c *OverLimitCache) AllowN(ctx context.Context, key string, lim sluice.Limi
 	sh := c.denied.shard(key)
 	ck := cacheKey{key, lim}
 	sh.mu.Lock()
-	until, ok := sh.m[ck]
-	if ok && now < until {
+	d, ok := sh.m[ck]
+	if ok && now < d.until {
 		sh.mu.Unlock()
-		return sluice.Result{RetryAfter: time.Duration(until - now), ResetAfter: time.Duration(until - now)}, nil
+		return sluice.Result{RetryAfter: time.Duration(d.until - now), ResetAfter: time.Duration(max(d.reset, d.until) - now)}, nil
 	}
 	if ok {
 		delete(sh.m, ck)
@@ -110,10 +117,10 @@ func (c *OverLimitCache) AllowN(ctx context.Context, key string, lim sluice.Limi
 	}
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
-	if !c.denied.room(sh, now, func(until int64) int64 { return until }) {
+	if !c.denied.room(sh, now, func(d denial) int64 { return d.until }) {
 		return res, nil // full of live denials: answer without caching
 	}
-	sh.m[ck] = now + int64(res.RetryAfter)
+	sh.m[ck] = denial{until: now + int64(res.RetryAfter), reset: now + int64(res.ResetAfter)}
 	return res, nil
 }
 

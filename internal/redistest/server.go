@@ -336,8 +336,13 @@ var ports struct {
 const portLo, portHi = 15000, 22000
 
 // pickPort returns a port that is free now on 127.0.0.1 and, for a cluster
-// node, whose bus port is free too.
-func pickPort(cluster bool) (int, error) {
+// node, whose bus port is free too. It is a variable so that a test can
+// hand out a port that is taken, as another process may take it between the
+// pick and the server's bind.
+var pickPort = freePort
+
+// freePort is pickPort's implementation.
+func freePort(cluster bool) (int, error) {
 	ports.Lock()
 	defer ports.Unlock()
 	if ports.used == nil {

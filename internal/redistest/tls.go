@@ -31,19 +31,30 @@ type TLSServer struct {
 // authority made for the test. Clients need not present certificates.
 func StartTLSServer(t testing.TB) *TLSServer {
 	t.Helper()
-	need(t, false)
-	dir := t.TempDir()
+	tl := need(t, false)
+	dir := t.TempDir() // before Cleanup(Close): the server stops before its directory goes
 	pool, certFile, keyFile, caFile, err := makeCerts(dir)
 	if err != nil {
 		t.Fatalf("redistest: certificates: %v", err)
 	}
-	port, err := pickPort(false)
+	s := &Server{tl: tl, dir: dir, logPath: filepath.Join(dir, "redis.log")}
+	tlsPort := 0
+	// The TLS port is picked inside the free-port loop, with the main one,
+	// so that a TLS port taken before the server binds it is given up too.
+	err = s.startOnFreePort(false, func() ([]string, error) {
+		p, err := pickPort(false)
+		if err != nil {
+			return nil, err
+		}
+		tlsPort = p
+		return s.makeArgs(false, []string{"--tls-port", strconv.Itoa(p), "--tls-cert-file", certFile,
+			"--tls-key-file", keyFile, "--tls-ca-cert-file", caFile, "--tls-auth-clients", "no"}), nil
+	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := StartServer(t, "--tls-port", strconv.Itoa(port), "--tls-cert-file", certFile,
-		"--tls-key-file", keyFile, "--tls-ca-cert-file", caFile, "--tls-auth-clients", "no")
-	return &TLSServer{Server: s, TLSAddr: net.JoinHostPort("127.0.0.1", strconv.Itoa(port)), RootCAs: pool}
+	t.Cleanup(s.Close)
+	return &TLSServer{Server: s, TLSAddr: net.JoinHostPort("127.0.0.1", strconv.Itoa(tlsPort)), RootCAs: pool}
 }
 
 // makeCerts writes a CA and a server certificate for 127.0.0.1 to dir.

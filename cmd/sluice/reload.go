@@ -10,12 +10,14 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/fsnotify/fsnotify"
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/sluicehq/sluice/config"
+	"github.com/sluicehq/sluice/internal/safefile"
 )
 
 // reloadDebounce is how long a burst of file-system events must be quiet
@@ -88,33 +90,56 @@ func newReloader(path string, load func(path string) error, log *slog.Logger, re
 	return r, nil
 }
 
+// reloadTimeout bounds the reading of the config files by one reload (and
+// at start-up): a file that never ends or never opens fails the reload
+// instead of holding it.
+const reloadTimeout = 5 * time.Second
+
 // reload loads the config and swaps it in; on failure it logs the error
-// (file:line:col in its text, and as attributes) and keeps the running
-// config. Unless force, a config whose files are byte for byte those last
-// loaded or tried is not reloaded, so that file-system noise (an editor's
-// temporary file, a sibling's change) costs nothing and a broken config
-// is reported once, not once per event.
-func (r *reloader) reload(trigger string, force bool) {
-	sum, err := fingerprint(r.path)
-	if err == nil && !force && r.known && sum == r.sum {
+// (file:line:col in its text, and as attributes), counts it and keeps the
+// running config. Unless force, a config whose files are byte for byte
+// those last loaded or tried is not reloaded, so that file-system noise
+// (an editor's temporary file, a sibling's change) costs nothing and a
+// broken config is reported once, not once per event. The config files
+// are read as safefile reads them (regular files only, under a size cap)
+// within reloadTimeout and ctx; a file that cannot be read so fails the
+// reload before the config is loaded.
+func (r *reloader) reload(ctx context.Context, trigger string, force bool) {
+	ctx, cancel := context.WithTimeout(ctx, reloadTimeout)
+	defer cancel()
+	sum, err := fingerprint(ctx, r.path)
+	if err != nil {
+		if ctx.Err() != nil && errors.Is(err, context.Canceled) {
+			return // shutting down
+		}
+		r.known = false
+		r.failed(trigger, err)
+		return
+	}
+	if !force && r.known && sum == r.sum {
 		r.log.Debug("config unchanged; not reloaded", "config", r.path, "trigger", trigger)
 		return
 	}
-	r.sum, r.known = sum, err == nil
+	r.sum, r.known = sum, true
 	if err := r.load(r.path); err != nil {
-		r.failures.Inc()
-		r.ok.Set(0)
-		attrs := []any{"trigger", trigger, "err", err}
-		if ce, ok := errors.AsType[*config.Error](err); ok {
-			attrs = append(attrs, "file", ce.File, "line", ce.Line)
-		}
-		r.log.Error("reload failed; keeping the running config", attrs...)
+		r.failed(trigger, err)
 		return
 	}
 	r.reloads.Inc()
 	r.ok.Set(1)
 	r.lastSuccess.SetToCurrentTime()
 	r.log.Info("reloaded", "config", r.path, "trigger", trigger)
+}
+
+// failed counts and logs a failed reload.
+func (r *reloader) failed(trigger string, err error) {
+	r.failures.Inc()
+	r.ok.Set(0)
+	attrs := []any{"trigger", trigger, "err", err}
+	if ce, ok := errors.AsType[*config.Error](err); ok {
+		attrs = append(attrs, "file", ce.File, "line", ce.Line)
+	}
+	r.log.Error("reload failed; keeping the running config", attrs...)
 }
 
 // loadRulesWith returns the load of a reloader that loads a rate limit config
@@ -129,26 +154,26 @@ func loadRulesWith(apply func(*config.Config) error) func(string) error {
 	}
 }
 
-// fingerprint hashes the names and contents of the config files at path.
-func fingerprint(path string) ([sha256.Size]byte, error) {
+// fingerprint hashes the names and contents of the config files at path,
+// each read with safefile.Read: a file that is not a regular file (a FIFO,
+// a device such as /dev/zero, followed symlinks included) or is over
+// safefile.DefaultLimit is an error (a *config.Error naming it), as is ctx
+// ending.
+func fingerprint(ctx context.Context, path string) ([sha256.Size]byte, error) {
 	var sum [sha256.Size]byte
 	files, err := config.Files(path)
 	if err != nil {
-		return sum, err
+		return sum, &config.Error{File: path, Msg: "cannot read: " + err.Error(), Err: err}
 	}
 	h := sha256.New()
 	for _, f := range files {
-		fh, err := os.Open(f)
+		b, err := safefile.Read(ctx, f, safefile.DefaultLimit)
 		if err != nil {
-			return sum, err
+			return sum, &config.Error{File: f, Msg: "cannot read: " + strings.TrimPrefix(err.Error(), f+": "), Err: err}
 		}
 		io.WriteString(h, f)
 		h.Write([]byte{0})
-		_, err = io.Copy(h, fh)
-		fh.Close()
-		if err != nil {
-			return sum, err
-		}
+		h.Write(b)
 		h.Write([]byte{0})
 	}
 	h.Sum(sum[:0])
@@ -160,11 +185,21 @@ func fingerprint(path string) ([sha256.Size]byte, error) {
 // newReloader. A command takes it before loading the config, so that a
 // change between the two makes the next file event reload.
 func fingerprintBeforeLoad(path string) (sum [sha256.Size]byte, known bool) {
+	sum, err := checkConfigFiles(context.Background(), path)
+	return sum, err == nil && path != ""
+}
+
+// checkConfigFiles returns the fingerprint of the config at path, or the
+// error of a file that cannot be read safely (see fingerprint), within
+// reloadTimeout: serve checks its files with it before loading them. An
+// empty path (the built-in example) has a zero fingerprint and no error.
+func checkConfigFiles(ctx context.Context, path string) (sum [sha256.Size]byte, err error) {
 	if path == "" {
-		return sum, false
+		return sum, nil
 	}
-	sum, err := fingerprint(path)
-	return sum, err == nil
+	ctx, cancel := context.WithTimeout(ctx, reloadTimeout)
+	defer cancel()
+	return fingerprint(ctx, path)
 }
 
 // configWatcher watches the directories that the config at path depends
@@ -184,6 +219,7 @@ type configWatcher struct {
 	extra []string
 	log   *slog.Logger
 	w     *fsnotify.Watcher
+	names []string // see relevant; set by refresh, read by run
 	// C receives a value after each quiet burst.
 	C    chan struct{}
 	stop context.CancelFunc
@@ -240,6 +276,10 @@ func (cw *configWatcher) run(ctx context.Context) {
 			if ev.Op&^fsnotify.Chmod == 0 {
 				continue // metadata only: not a change of content
 			}
+			if !cw.relevant(ev.Name) {
+				cw.log.Debug("config watch: not a config file", "event", ev.String())
+				continue // a log file, an editor's swap file: no reload
+			}
 			cw.log.Debug("config watch", "event", ev.String())
 			arm()
 		case err, ok := <-cw.w.Errors:
@@ -261,8 +301,60 @@ func (cw *configWatcher) run(ctx context.Context) {
 	}
 }
 
+// relevant reports whether an event on name can change the config: a
+// *.yaml or *.yml file that is not a dot file (what a config directory's
+// loader reads), a ConfigMap's ..data symlink or its ..data_tmp, the
+// config path, one of its ancestors (a swapped RUNTIME_ROOT) or the target
+// of a config file's symlink. Anything else in a watched directory, such
+// as a log file that a failed reload writes to, is not.
+func (cw *configWatcher) relevant(name string) bool {
+	base := filepath.Base(name)
+	if strings.HasPrefix(base, "..data") {
+		return true
+	}
+	if ext := filepath.Ext(base); (ext == ".yaml" || ext == ".yml") && !strings.HasPrefix(base, ".") {
+		return true
+	}
+	return slices.Contains(cw.names, name)
+}
+
+// configNames returns the paths whose change is relevant to the config at
+// path besides config-file names (see relevant): path and its ancestors,
+// each also under its resolved parent, and the config files and their
+// resolved targets.
+func configNames(path string) []string {
+	var names []string
+	add := func(n string) {
+		if !slices.Contains(names, n) {
+			names = append(names, n)
+		}
+	}
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		abs = path
+	}
+	for a := abs; ; a = filepath.Dir(a) {
+		add(a)
+		if d, err := filepath.EvalSymlinks(filepath.Dir(a)); err == nil {
+			add(filepath.Join(d, filepath.Base(a)))
+		}
+		if filepath.Dir(a) == a {
+			break
+		}
+	}
+	files, _ := config.Files(abs)
+	for _, f := range files {
+		add(f)
+		if r, err := filepath.EvalSymlinks(f); err == nil {
+			add(r)
+		}
+	}
+	return names
+}
+
 // refresh makes the watched set the one the file system now calls for.
 func (cw *configWatcher) refresh() {
+	cw.names = configNames(cw.path)
 	want := watchDirs(cw.path, cw.extra)
 	have := cw.w.WatchList()
 	for _, d := range have {
@@ -309,12 +401,61 @@ func watchDirs(path string, extra []string) []string {
 	return dirs
 }
 
+// reloadRequest is a reload asked of mainLoop's reload goroutine.
+type reloadRequest struct {
+	trigger string
+	force   bool
+}
+
 // mainLoop is serve's and proxy's: it reloads on SIGHUP (hup) and on file
 // change (changed) until ctx ends or a server fails (errc), and returns the
 // exit code, 1 if a server failed (reported with fail, see exitWith). rl is
 // nil when there is no config file to reload (noReload says why, in the
 // log).
+//
+// Reloads run one at a time on a goroutine of their own, never on this
+// loop, so that a reload however slow never delays the end of ctx
+// (SIGTERM): requests that come while one runs are merged into one pending
+// reload (forced if any of them was). When ctx ends, a running reload is
+// cancelled and waited for at most a second.
 func mainLoop(ctx context.Context, log *slog.Logger, rl *reloader, hup <-chan os.Signal, changed <-chan struct{}, errc <-chan error, noReload string, fail func(int, ...any) int) int {
+	var reqs chan reloadRequest
+	if rl != nil {
+		reqs = make(chan reloadRequest, 1)
+		done := make(chan struct{})
+		rctx, cancel := context.WithCancel(ctx)
+		go func() {
+			defer close(done)
+			for req := range reqs {
+				rl.reload(rctx, req.trigger, req.force)
+			}
+		}()
+		defer func() {
+			close(reqs)
+			cancel()
+			select {
+			case <-done:
+			case <-time.After(time.Second):
+				log.Warn("a config reload is still running at exit")
+			}
+		}()
+	}
+	// ask queues a reload; only this goroutine sends on reqs, so after
+	// taking the pending request out, the send cannot block.
+	ask := func(r reloadRequest) {
+		select {
+		case reqs <- r:
+		default:
+			select {
+			case old := <-reqs:
+				if old.force && !r.force {
+					r = old
+				}
+			default:
+			}
+			reqs <- r
+		}
+	}
 	for {
 		select {
 		case <-ctx.Done():
@@ -324,9 +465,9 @@ func mainLoop(ctx context.Context, log *slog.Logger, rl *reloader, hup <-chan os
 				log.Info("reload: nothing to reload (" + noReload + ")")
 				continue
 			}
-			rl.reload("SIGHUP", true)
+			ask(reloadRequest{"SIGHUP", true})
 		case <-changed:
-			rl.reload("file change", false)
+			ask(reloadRequest{"file change", false})
 		case err := <-errc:
 			if err != nil && !errors.Is(err, http.ErrServerClosed) {
 				return fail(1, err)

@@ -224,7 +224,14 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		log.Info("accepted and not acted on", "env", strings.Join(ignored, ","))
 	}
 
-	sum, known := fingerprintBeforeLoad(o.configPath)
+	// The files are checked (regular files, under the size cap, read
+	// within a deadline) before they are loaded, so that a FIFO or a
+	// device among them is refused instead of blocking start-up.
+	sum, err := checkConfigFiles(ctx, o.configPath)
+	if err != nil {
+		return fail(1, err)
+	}
+	known := o.configPath != ""
 	rules, err := loadRules(o.configPath)
 	if err == nil {
 		err = checkForwardAuth(rules, trusted) // before the store is opened

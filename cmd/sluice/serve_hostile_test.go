@@ -6,12 +6,12 @@ package main
 import (
 	"bufio"
 	"context"
-	"fmt"
 	"io"
 	"net"
 	"net/http"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"sync"
@@ -172,5 +172,149 @@ func TestServeIdleConnectionsDoNotStarve(t *testing.T) {
 	}
 }
 
-var _ = fmt.Sprint
-var _ = syscall.SIGTERM
+// metricWithin polls the unlabelled metric name at url until ok accepts
+// its value, for up to d; it returns the last value and whether ok did.
+func metricWithin(t *testing.T, url, name string, d time.Duration, ok func(float64) bool) (float64, bool) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for {
+		v := metric(t, url, name)
+		if ok(v) {
+			return v, true
+		}
+		if time.Now().After(deadline) {
+			return v, false
+		}
+		time.Sleep(20 * time.Millisecond) // polling a live process
+	}
+}
+
+// badConfigFiles make path a config file that is not a regular file: a
+// symlink to /dev/zero, which never ends, and a FIFO, whose open blocks
+// until a writer comes.
+var badConfigFiles = []struct {
+	name string
+	make func(path string) error
+}{
+	{"dev-zero", func(path string) error { return os.Symlink("/dev/zero", path) }},
+	{"fifo", func(path string) error { return syscall.Mkfifo(path, 0o644) }},
+}
+
+// A config file that is not a regular file cannot wedge serve: at
+// start-up it is refused at once; added to a running server's directory,
+// the reload fails and says so in its metrics, later edits and SIGHUP
+// still reload, and SIGTERM still stops the process within 5 seconds.
+func TestServeRefusesConfigFilesThatAreNotRegular(t *testing.T) {
+	for _, bad := range badConfigFiles {
+		t.Run(bad.name, func(t *testing.T) {
+			t.Run("start-up", func(t *testing.T) {
+				dir := t.TempDir()
+				writeFile(t, filepath.Join(dir, "a.yaml"), cfgBlocked)
+				if err := bad.make(filepath.Join(dir, "z.yaml")); err != nil {
+					t.Fatal(err)
+				}
+				var out, errb syncBuffer
+				done := make(chan int, 1)
+				go func() {
+					done <- runServe(context.Background(), []string{"-config", dir, "-http-addr", "127.0.0.1:0", "-grpc-addr", "127.0.0.1:0"}, &out, &errb)
+				}()
+				select {
+				case code := <-done:
+					if code != 1 || !strings.Contains(errb.String(), "z.yaml") || !strings.Contains(errb.String(), "not a regular file") {
+						t.Errorf("exit %d, stderr %q; want 1 naming z.yaml as not a regular file", code, errb.String())
+					}
+				case <-time.After(5 * time.Second):
+					t.Fatalf("serve still starting after 5s with %s as a config file", bad.name)
+				}
+			})
+			t.Run("reload", func(t *testing.T) {
+				dir := t.TempDir()
+				writeFile(t, filepath.Join(dir, "a.yaml"), cfgBlocked)
+				p := startProcess(t, "true", "serve", "-config", dir, "-http-addr", "127.0.0.1:0", "-grpc-addr", "127.0.0.1:0")
+				if err := bad.make(filepath.Join(dir, "z.yaml")); err != nil {
+					t.Fatal(err)
+				}
+				p.cmd.Process.Signal(syscall.SIGHUP)
+				if v, ok := metricWithin(t, p.httpURL, "sluice_config_reload_failures_total", 5*time.Second, func(v float64) bool { return v >= 1 }); !ok {
+					t.Errorf("sluice_config_reload_failures_total = %v after a reload with %s; want at least 1", v, bad.name)
+				}
+				if v := metric(t, p.httpURL, "sluice_config_last_reload_successful"); v != 0 {
+					t.Errorf("sluice_config_last_reload_successful = %v after a failed reload", v)
+				}
+
+				// Later edits and SIGHUP still reload.
+				if err := os.Remove(filepath.Join(dir, "z.yaml")); err != nil {
+					t.Fatal(err)
+				}
+				writeFile(t, filepath.Join(dir, "a.yaml"), cfgUnlimited)
+				p.cmd.Process.Signal(syscall.SIGHUP)
+				if _, ok := metricWithin(t, p.httpURL, "sluice_config_last_reload_successful", 5*time.Second, func(v float64) bool { return v == 1 }); !ok {
+					t.Errorf("no successful reload after the bad file was removed: %s", p.stderr.String())
+				} else if code := post(t, p.httpURL, reqK); code != 200 {
+					t.Errorf("after the reload to the unlimited config: %d", code)
+				}
+
+				// With the bad file back and a reload on it, SIGTERM stops
+				// the process.
+				if err := bad.make(filepath.Join(dir, "z.yaml")); err != nil {
+					t.Fatal(err)
+				}
+				p.cmd.Process.Signal(syscall.SIGHUP)
+				time.Sleep(200 * time.Millisecond) // let the reload start: SIGTERM must interrupt it
+				p.cmd.Process.Signal(syscall.SIGTERM)
+				select {
+				case <-p.exited:
+					if p.exitErr != nil {
+						t.Errorf("exit after SIGTERM: %v: %s", p.exitErr, p.stderr.String())
+					}
+				case <-time.After(5 * time.Second):
+					t.Fatalf("still running 5s after SIGTERM: %s", p.stderr.String())
+				}
+			})
+		})
+	}
+}
+
+// writeFile writes body to path or fails the test.
+func writeFile(t *testing.T, path, body string) {
+	t.Helper()
+	if err := os.WriteFile(path, []byte(body), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// Writes to files that are not config files do not reload: with serve's
+// log in the config directory and a config file that cannot be read (a
+// dangling symlink), each failed reload's log line must not trigger the
+// next reload.
+func TestServeLogInConfigDirDoesNotReloadInALoop(t *testing.T) {
+	dir := t.TempDir()
+	writeFile(t, filepath.Join(dir, "a.yaml"), cfgBlocked)
+	logFile, err := os.Create(filepath.Join(dir, "sluice.log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer logFile.Close()
+	re := regexp.MustCompile(`HTTP  (http://\S+)`)
+	var url string
+	startCmd(t, func(ctx context.Context, args []string, stdout, _ io.Writer) int {
+		return runServe(ctx, args, stdout, logFile)
+	}, []string{"-config", dir, "-http-addr", "127.0.0.1:0", "-grpc-addr", "127.0.0.1:0"}, func(out string) bool {
+		m := re.FindStringSubmatch(out)
+		if m != nil {
+			url = m[1]
+		}
+		return m != nil
+	})
+	if err := os.Symlink(filepath.Join(dir, "nowhere"), filepath.Join(dir, "b.yaml")); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := metricWithin(t, url, "sluice_config_reload_failures_total", 5*time.Second, func(v float64) bool { return v >= 1 }); !ok {
+		t.Fatal("the dangling config file did not fail a reload")
+	}
+	time.Sleep(1500 * time.Millisecond) // long enough for several debounced reloads
+	if v := metric(t, url, "sluice_config_reload_failures_total"); v > 1 {
+		b, _ := os.ReadFile(logFile.Name())
+		t.Fatalf("%v failed reloads from one change: the log file reloads the config\n%s", v, b)
+	}
+}

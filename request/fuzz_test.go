@@ -1,0 +1,169 @@
+package request_test
+
+import (
+	"errors"
+	"net"
+	"net/http"
+	"net/url"
+	"strings"
+	"testing"
+
+	"github.com/sluicehq/sluice/request"
+)
+
+// exactPatterns have no wildcard and no subtree: a ServeMux routes a
+// request to one of them only when its decoded, cleaned path is the
+// pattern's, so two requests routed to the same one must have the same
+// canonical path (and host, and method, where the pattern names them).
+var exactPatterns = []string{
+	"/login", "POST /submit", "api.example.com/login", "/a/b/c", "/a%2Fb", "/caf%C3%A9", "/{$}",
+}
+
+// routingPatterns mix subtrees, wildcards, methods and hosts, as an
+// application's routes do.
+var routingPatterns = []string{
+	"/", "/api/", "/users/{id}", "/users/{id}/posts", "GET /files/{path...}", "api.example.com/",
+	"/login", "POST /submit", "/a%2Fb/{x}",
+}
+
+func newMux(patterns []string) *http.ServeMux {
+	mux := http.NewServeMux()
+	for _, p := range patterns {
+		mux.Handle(p, http.NotFoundHandler())
+	}
+	return mux
+}
+
+// patternParts splits a ServeMux pattern into method, host and path.
+func patternParts(p string) (method, host, path string) {
+	if m, rest, ok := strings.Cut(p, " "); ok {
+		method, p = m, rest
+	}
+	i := strings.IndexByte(p, '/')
+	return method, p[:i], strings.TrimSuffix(p[i:], "{$}") // "/{$}" is exactly "/"
+}
+
+// FuzzCanonical checks the two invariants of the canonical form on any
+// method, escaped path and Host:
+//
+//  1. canonicalising twice changes nothing, and every other spelling of a
+//     canonical request (doubled and trailing slashes, dot segments,
+//     escaped characters, the method's and host's case, a trailing dot, a
+//     port) comes back to it;
+//  2. two requests that a ServeMux routes to the same handler get the
+//     same canonical form: for exact patterns, the canonical path, host and
+//     method are the pattern's; for any pattern, the canonical form routes
+//     where the request does (when the request is spelled as ServeMux
+//     reads it: no %2E, no trailing slash, upper-case method, lower-case
+//     host; the form merges those where ServeMux does not).
+func FuzzCanonical(f *testing.F) {
+	for _, s := range [][3]string{
+		{"GET", "/login", "api.example.com"},
+		{"post", "/%6Cogin", "API.example.com."},
+		{"POST", "//submit", "x:80"},
+		{"GET", "/foo/../login/", ""},
+		{"GET", "/users/7%2F8", "[::1]:8080"},
+		{"GET", "/files/a/./b", "api.example.com"},
+		{"PUT", "/caf%c3%a9", "h"},
+		{"GET", "/a%2fb", "h"},
+		{"GET", "/a%2Fb/x%20y", "h"},
+		{"HEAD", "/api", "api.example.com"},
+		{"GET", "/%zz", "api.example.com.."},
+	} {
+		f.Add(s[0], s[1], s[2])
+	}
+	exact, routing := newMux(exactPatterns), newMux(routingPatterns)
+	f.Fuzz(func(t *testing.T, method, target, host string) {
+		c, err := request.New(method, target, host)
+		if err != nil {
+			if !errors.Is(err, request.ErrMalformed) {
+				t.Fatalf("New(%q, %q, %q): %v does not wrap ErrMalformed", method, target, host, err)
+			}
+			return
+		}
+		// 1. A fixed point, which every other spelling comes back to.
+		same := func(what, m, p, h string) {
+			t.Helper()
+			got, err := request.New(m, p, h)
+			if err != nil || got != c {
+				t.Fatalf("%s: New(%q, %q, %q) = %+v, %v; want %+v (from %q %q %q)", what, m, p, h, got, err, c, method, target, host)
+			}
+		}
+		same("again", c.Method, c.Path, c.Host)
+		same("lower method", strings.ToLower(c.Method), c.Path, c.Host)
+		same("doubled slash", c.Method, "/"+c.Path, c.Host)
+		same("trailing slash", c.Method, c.Path+"/", c.Host)
+		same("dot segment", c.Method, "/."+c.Path, c.Host)
+		same("dot-dot segment", c.Method, "/x/%2e%2E"+c.Path, c.Host)
+		same("escaped", c.Method, escapeAll(c.Path), c.Host)
+		if c.Host != "" {
+			h := strings.ToUpper(c.Host)
+			if h[0] != '[' {
+				h += "."
+			}
+			same("host spelling", c.Method, c.Path, h+":8080")
+		}
+
+		// 2. Routing. Only what the standard server would hand a handler.
+		u, err := url.ParseRequestURI(target)
+		if err != nil || u.EscapedPath() != target || u.RawQuery != "" || u.Fragment != "" || target == "" {
+			return
+		}
+		r := &http.Request{Method: method, Host: host, URL: u}
+		if _, pat := exact.Handler(r); pat != "" {
+			pm, ph, pp := patternParts(pat)
+			want, err := request.Path(pp)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if c.Path != want || (ph != "" && c.Host != ph) || (pm != "" && c.Method != pm) {
+				t.Fatalf("%q %q Host %q is routed to %q but its form is %+v", method, target, host, pat, c)
+			}
+		}
+		if strings.Contains(strings.ToLower(target), "%2e") || (len(target) > 1 && strings.HasSuffix(target, "/")) ||
+			method != c.Method || stripPort(host) != c.Host {
+			return
+		}
+		_, pat := routing.Handler(r)
+		cu := &url.URL{Path: unescape(t, c.Path), RawPath: c.Path}
+		_, cpat := routing.Handler(&http.Request{Method: c.Method, Host: c.Host, URL: cu})
+		if pat != cpat {
+			t.Fatalf("%q %q Host %q is routed to %q, its form %+v to %q", method, target, host, pat, c, cpat)
+		}
+	})
+}
+
+// escapeAll percent-encodes every byte of p but "/" in lower-case hex,
+// a spelling of p as good as any other.
+func escapeAll(p string) string {
+	var b strings.Builder
+	for i := 0; i < len(p); i++ {
+		switch c := p[i]; {
+		case c == '/':
+			b.WriteByte('/')
+		case c == '%':
+			b.WriteString(p[i : i+3])
+			i += 2
+		default:
+			const hex = "0123456789abcdef"
+			b.Write([]byte{'%', hex[c>>4], hex[c&15]})
+		}
+	}
+	return b.String()
+}
+
+func unescape(t *testing.T, p string) string {
+	s, err := url.PathUnescape(p)
+	if err != nil {
+		t.Fatalf("canonical path %q does not unescape: %v", p, err)
+	}
+	return s
+}
+
+// stripPort is what ServeMux does to a Host before matching.
+func stripPort(h string) string {
+	if host, _, err := net.SplitHostPort(h); err == nil {
+		return host
+	}
+	return h
+}

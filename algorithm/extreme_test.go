@@ -29,7 +29,7 @@ func TestExtremeLimits(t *testing.T) {
 			Burst:     int(edge(t, "burst", 1, sluice.MaxRate)),
 		}
 		if k.alg == sluice.SlidingLog {
-			lim.Rate = min(lim.Rate, 1<<10) // the log keeps 8·Rate bytes; keep the test small
+			lim.Rate = min(lim.Rate, sluice.MaxLogRate)
 		}
 		if lim.Validate() != nil {
 			t.Skip("not a valid limit")

@@ -66,8 +66,8 @@ func TestSlidingLogBound(t *testing.T) {
 		s := new(algorithm.SlidingLog)
 		admitted, _ := play(s, lim, reqs)
 		checkWindows(t, lim, admitted, lim.Rate)
-		if s.Len() > lim.Rate || s.BufLen() > lim.Rate {
-			t.Fatalf("log holds %d entries in a ring of %d, more than the rate %d", s.Len(), s.BufLen(), lim.Rate)
+		if s.Len() > lim.Rate || s.BufLen() > algorithm.LogEntries+1 {
+			t.Fatalf("log holds %d units in a ring of %d entries, more than the rate %d", s.Len(), s.BufLen(), lim.Rate)
 		}
 	})
 }

@@ -26,6 +26,6 @@ func (r *Report) WriteTable(w io.Writer) error {
 	}
 	_, err := fmt.Fprintf(w, "\nmax/%s and max/1s: most units admitted to one key in any rolling window of that length.\n"+
 		"wrongly admitted/rejected: decisions that differ from the exact sliding log on the same arrivals.\n"+
-		"bytes/key: unsafe.Sizeof of the state, plus 8 bytes per logged entry for the sliding log (mean of each key's peak).\n", r.Period)
+		"bytes/key: unsafe.Sizeof of the state, plus the heap of the sliding log's entries (mean of each key's peak).\n", r.Period)
 	return err
 }

@@ -121,10 +121,10 @@ type AlgorithmReport struct {
 	WronglyAdmittedPct float64 `json:"wrongly_admitted_pct"`
 	WronglyRejectedPct float64 `json:"wrongly_rejected_pct"`
 	// BytesPerKey is the size of one key's state: unsafe.Sizeof of the
-	// algorithm's state type, plus 8 bytes per logged entry for the
-	// sliding log. For the log it is the mean over the keys seen of the
-	// most entries each held at once, and MaxBytesPerKey the largest; for
-	// the others both are the state's fixed size.
+	// algorithm's state type, plus, for the sliding log, the heap its ring
+	// of entries holds (SlidingLog.Bytes). For the log it is the mean over
+	// the keys seen of the most bytes each held at once, and MaxBytesPerKey
+	// the largest; for the others both are the state's fixed size.
 	BytesPerKey    float64 `json:"bytes_per_key"`
 	MaxBytesPerKey int64   `json:"max_bytes_per_key"`
 	// AdmittedOverTime and RejectedOverTime count requests per timeline
@@ -188,7 +188,8 @@ type lane struct {
 	interval int64 // token bucket's emission interval
 	milli    int64 // leaky bucket's rate
 	win      []window
-	peak     []int32  // sliding log: most entries per key
+	peak     []int32  // sliding log: most heap bytes per key
+	exact    bool     // the reference: an exact log, decided on win
 	wrong    []uint32 // per key: disagreements with the log
 	queue    bool     // leaky bucket as a queue: count admissions when they leave
 	rep      AlgorithmReport
@@ -247,9 +248,12 @@ func (l *lane) take(e Event) bool {
 	case sluice.SlidingWindow:
 		return l.sw[e.Key].Take(e.At, l.lim, int(e.Cost)).Allowed
 	case sluice.SlidingLog:
+		if l.exact {
+			return l.win[e.Key].count(e.At-int64(l.lim.Period))+int64(e.Cost) <= int64(l.lim.Rate)
+		}
 		s := &l.sl[e.Key]
 		ok := s.Take(e.At, l.lim, int(e.Cost)).Allowed
-		l.peak[e.Key] = max(l.peak[e.Key], int32(s.Len()))
+		l.peak[e.Key] = max(l.peak[e.Key], int32(s.Bytes()))
 		return ok
 	default:
 		return l.lb[e.Key].TakeRate(e.At, l.lim, l.milli, int(e.Cost)).Allowed
@@ -312,18 +316,17 @@ func simulate(c Config, p Pattern) (*run, error) {
 		l := newLane(a, &c, keys, nb)
 		lanes = append(lanes, l)
 		capacity = min(capacity, int32(l.lim.Capacity()))
-		if a == sluice.SlidingLog && ref == nil {
-			ref = l
-		}
 	}
 	if c.Queue {
 		q := newQueueLane(&c, keys, nb)
 		lanes = append(lanes, q)
 		capacity = min(capacity, int32(q.lim.Capacity()))
 	}
-	if ref == nil {
-		ref = newLane(sluice.SlidingLog, &c, keys, nb)
-	}
+	// The reference is an exact log, one instant per admitted unit, kept in
+	// its window tally (which holds at least a period): the sliding log
+	// merges units above LogEntries per period, so it is not exact.
+	ref = newLane(sluice.SlidingLog, &c, keys, nb)
+	ref.exact = true
 	// The reference decides first.
 	all := append([]*lane{ref}, slices.DeleteFunc(slices.Clone(lanes), func(l *lane) bool { return l == ref })...)
 	capacity = min(capacity, int32(c.Rate))
@@ -413,9 +416,9 @@ func simulate(c Config, p Pattern) (*run, error) {
 				}
 			}
 			if rep.Keys > 0 {
-				l.rep.BytesPerKey = float64(size) + 8*float64(sum)/float64(rep.Keys)
+				l.rep.BytesPerKey = float64(size) + float64(sum)/float64(rep.Keys)
 			}
-			l.rep.MaxBytesPerKey = size + 8*most
+			l.rep.MaxBytesPerKey = size + most
 		}
 		rep.Algorithms = append(rep.Algorithms, l.rep)
 	}

@@ -1,0 +1,91 @@
+package algorithm_test
+
+import (
+	"testing"
+	"time"
+
+	"pgregory.net/rapid"
+
+	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/algorithm"
+)
+
+// year is the period of the amplification limit: a client-chosen override of
+// 1,048,576 per year, the largest rate a sliding log accepts.
+const year = 365 * 24 * time.Hour
+
+// maxLogBytes bounds what one key's log may hold on the heap whatever its
+// rate and costs: the log keeps a bounded number of (instant, count) entries.
+const maxLogBytes = 4 << 10
+
+// TestSlidingLogCostIsOneEntry: a request of cost N is one entry of the log,
+// not N, so a client that chooses a large cost and a large rate cannot make a
+// key hold megabytes.
+func TestSlidingLogCostIsOneEntry(t *testing.T) {
+	lim := sluice.Limit{Algorithm: sluice.SlidingLog, Rate: sluice.MaxLogRate, Period: year}
+	s := new(algorithm.SlidingLog)
+	if r := s.Take(t0, lim, lim.Rate); !r.Allowed || r.Remaining != 0 {
+		t.Fatalf("Take(t0, %d) = %+v, want allowed with Remaining 0", lim.Rate, r)
+	}
+	if got := logBytes(s); got > maxLogBytes {
+		t.Fatalf("a request of cost %d left a log of %d bytes, want at most %d", lim.Rate, got, maxLogBytes)
+	}
+	if r := s.Take(t0+int64(time.Hour), lim, 1); r.Allowed || r.RetryAfter != year-time.Hour {
+		t.Fatalf("Take(t0+1h, 1) = %+v, want denied with RetryAfter %v", r, year-time.Hour)
+	}
+	// Many requests over the period stay within the bound too.
+	for i := range 10_000 {
+		s.Take(t0+int64(year)+int64(i)*int64(year)/10_000, lim, 1+i%100)
+	}
+	if got := logBytes(s); got > maxLogBytes {
+		t.Fatalf("10,000 requests over a year left a log of %d bytes, want at most %d", got, maxLogBytes)
+	}
+}
+
+// TestSlidingLogCompactBound checks, for rates far above the log's entry
+// budget and costs up to the rate, that the log never admits more than Rate
+// units in any half-open window [a, a+Period), keeps Remaining and
+// RetryAfter honest, and never holds more than maxLogBytes.
+func TestSlidingLogCompactBound(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		lim := sluice.Limit{
+			Algorithm: sluice.SlidingLog,
+			Rate:      rapid.OneOf(rapid.IntRange(1, 200), rapid.IntRange(1, sluice.MaxLogRate)).Draw(t, "rate"),
+			Period:    time.Duration(periods.Draw(t, "period")),
+		}
+		reqs := drawRequests(t, lim, drawStart(t, lim), 1, 200)
+		s := new(algorithm.SlidingLog)
+		var admitted []req
+		for i, r := range reqs {
+			before := s.Clone()
+			res := s.Take(r.at, lim, r.cost)
+			if res.Allowed {
+				admitted = append(admitted, r)
+			} else {
+				retry := r.at + int64(res.RetryAfter)
+				if c := before.Clone(); !c.Take(retry, lim, r.cost).Allowed {
+					t.Fatalf("%v step %d: AllowN%v denied with RetryAfter %v, but denied again after it", lim, i, r, res.RetryAfter)
+				}
+				if c := before.Clone(); c.Take(retry-1, lim, r.cost).Allowed {
+					t.Fatalf("%v step %d: AllowN%v denied with RetryAfter %v, but admitted 1ns earlier", lim, i, r, res.RetryAfter)
+				}
+			}
+			if res.Remaining > 0 {
+				if c := s.Clone(); !c.Take(r.at, lim, res.Remaining).Allowed {
+					t.Fatalf("%v step %d: AllowN%v = Remaining %d, but a request of that cost is denied", lim, i, r, res.Remaining)
+				}
+			}
+			if c := s.Clone(); res.Remaining+1 <= lim.Rate && c.Take(r.at, lim, res.Remaining+1).Allowed {
+				t.Fatalf("%v step %d: AllowN%v = Remaining %d, but a request of cost %d is admitted", lim, i, r, res.Remaining, res.Remaining+1)
+			}
+			if got := logBytes(s); got > maxLogBytes {
+				t.Fatalf("%v step %d: the log holds %d bytes, more than %d", lim, i, got, maxLogBytes)
+			}
+			if rapid.IntRange(0, 9).Draw(t, "refund") == 0 && res.Allowed {
+				s.Refund(r.at, lim, r.cost)
+				admitted = admitted[:len(admitted)-1]
+			}
+		}
+		checkWindows(t, lim, admitted, lim.Rate)
+	})
+}

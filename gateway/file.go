@@ -73,11 +73,15 @@ func LoadFile(name string) (*File, error) {
 
 // The keys each block accepts.
 var (
-	fileKeys     = []string{"listen", "store", "upstream", "upstreams", "max_in_flight", "status", "conn_status", "dry_run", "headers", "hash_keys", "trusted_proxies", "forwarded_header", "upstream_timeout", "store_error_status", "access_log", "limits", "conns", "routes"}
+	fileKeys = []string{"listen", "store", "upstream", "upstreams", "max_in_flight", "status", "conn_status", "dry_run", "headers", "hash_keys", "log_keys", "trusted_proxies", "forwarded_header", "upstream_timeout", "client_header_timeout", "client_body_timeout", "send_timeout", "keepalive_timeout", "store_error_status", "access_log", "limits", "conns", "routes"}
 	upstreamKeys = []string{"name", "url", "max_in_flight", "preserve_host"}
 	limitKeys    = []string{"name", "key", "rate", "burst", "nodelay", "delay", "algorithm", "missing_key", "dry_run"}
 	connKeys     = []string{"name", "key", "max", "missing_key", "dry_run"}
-	routeKeys    = []string{"name", "match", "upstream", "limits", "conns"}
+	routeKeys    = []string{"name", "match", "methods", "upstream", "limits", "conns"}
+	// A route's limits entry, when it is a mapping: a limit named above
+	// with this route's own burst, as NGINX's limit_req zone=z burst=N in
+	// one location.
+	routeLimitKeys = []string{"name", "burst", "nodelay", "delay"}
 )
 
 // ParseFile parses a proxy configuration. Every error is a *config.Error
@@ -241,6 +245,25 @@ func (p *fileParser) optBool(m map[string]*yaml.Node, key string, dst *bool) (er
 	return err
 }
 
+// optDuration sets *dst from m[key], a duration such as 30s or 1m, if m
+// has key; positive refuses 0.
+func (p *fileParser) optDuration(m map[string]*yaml.Node, key string, positive bool, dst *time.Duration) error {
+	n := m[key]
+	if n == nil {
+		return nil
+	}
+	s, err := p.str(n, key)
+	if err != nil {
+		return err
+	}
+	d, err := time.ParseDuration(s)
+	if err != nil || d < 0 || (positive && d == 0) {
+		return p.errf(n, "%s %q is not a positive duration such as 30s or 1m", key, s)
+	}
+	*dst = d
+	return nil
+}
+
 func (p *fileParser) parse(root *yaml.Node) error {
 	top, err := p.fields(root, "the file", fileKeys)
 	if err != nil {
@@ -284,6 +307,7 @@ func (p *fileParser) parse(root *yaml.Node) error {
 		p.optInt(top, "store_error_status", 400, 599, &c.StoreErrorStatus),
 		p.optBool(top, "dry_run", &c.DryRun),
 		p.optBool(top, "hash_keys", &c.HashKeys),
+		p.optBool(top, "log_keys", &c.LogKeys),
 	); err != nil {
 		return err
 	}
@@ -304,16 +328,14 @@ func (p *fileParser) parse(root *yaml.Node) error {
 			return p.errf(n, "headers %q: want draft-11, legacy, both or off", s)
 		}
 	}
-	if n := top["upstream_timeout"]; n != nil {
-		s, err := p.str(n, "upstream_timeout")
-		if err != nil {
-			return err
-		}
-		d, err := time.ParseDuration(s)
-		if err != nil || d < 0 {
-			return p.errf(n, "upstream_timeout %q is not a duration such as 30s", s)
-		}
-		c.UpstreamTimeout = d
+	if err := cmp.Or(
+		p.optDuration(top, "upstream_timeout", false, &c.UpstreamTimeout),
+		p.optDuration(top, "client_header_timeout", true, &c.Timeouts.ClientHeader),
+		p.optDuration(top, "client_body_timeout", true, &c.Timeouts.ClientBody),
+		p.optDuration(top, "send_timeout", true, &c.Timeouts.Send),
+		p.optDuration(top, "keepalive_timeout", true, &c.Timeouts.Keepalive),
+	); err != nil {
+		return err
 	}
 	res := &clientip.Resolver{}
 	if n := top["trusted_proxies"]; n != nil {
@@ -671,6 +693,24 @@ func (p *fileParser) route(n *yaml.Node, mux *http.ServeMux, limits map[string]l
 			return rt, p.errf(at, "%v", err)
 		}
 	}
+	if v := m["methods"]; v != nil {
+		if rt.Methods, err = p.strs(v, "methods"); err != nil {
+			return rt, err
+		}
+		for _, meth := range rt.Methods {
+			if !methodRE.MatchString(meth) {
+				return rt, p.errf(v, "method %q: want an upper-case method such as GET or POST", meth)
+			}
+		}
+		if len(rt.Methods) == 0 {
+			return rt, p.errf(v, "methods is empty: leave it out to allow every method")
+		}
+		for _, pat := range rt.Patterns {
+			if strings.ContainsAny(pat, " \t") {
+				return rt, p.errf(v, "methods and a method in the pattern %q: use one", pat)
+			}
+		}
+	}
 	if v := m["upstream"]; v != nil {
 		if rt.Upstream, err = p.str(v, "upstream"); err != nil {
 			return rt, err
@@ -680,19 +720,19 @@ func (p *fileParser) route(n *yaml.Node, mux *http.ServeMux, limits map[string]l
 		}
 	}
 	if v := m["limits"]; v != nil {
-		names, err := p.strs(v, "limits")
-		if err != nil {
-			return rt, err
+		items := []*yaml.Node{v}
+		if v.Kind == yaml.SequenceNode {
+			items = v.Content
 		}
-		for _, name := range names {
-			l, ok := limits[name]
-			if !ok {
-				return rt, p.errf(v, "no limit named %q", name)
+		for _, it := range items {
+			pol, err := p.routeLimit(it, limits, rt.Name)
+			if err != nil {
+				return rt, err
 			}
-			rt.Policies = append(rt.Policies, httplimit.Policy{
-				Name: l.name, Limit: l.limit, Queue: l.queue, Key: l.key(rt.Name),
-				OnMissingKey: l.missing, Shadow: l.shadow,
-			})
+			if slices.ContainsFunc(rt.Policies, func(o httplimit.Policy) bool { return o.Name == pol.Name }) {
+				return rt, p.errf(it, "limit %q is named twice in the route", pol.Name)
+			}
+			rt.Policies = append(rt.Policies, pol)
 		}
 	}
 	if v := m["conns"]; v != nil {
@@ -713,4 +753,77 @@ func (p *fileParser) route(n *yaml.Node, mux *http.ServeMux, limits map[string]l
 		}
 	}
 	return rt, nil
+}
+
+// methodRE is a method as the methods of a route name it: a token in upper
+// case, as NGINX's limit_except takes them.
+var methodRE = regexp.MustCompile(`^[A-Z][A-Z_-]{0,31}$`)
+
+// routeLimit compiles one entry of a route's limits: the name of a limit,
+// or a mapping with the name and this route's own burst, nodelay or delay
+// (NGINX's limit_req zone=z burst=N [nodelay | delay=N] in one location,
+// sharing the zone's state with every other location that names it).
+func (p *fileParser) routeLimit(n *yaml.Node, limits map[string]limitSpec, route string) (httplimit.Policy, error) {
+	var pol httplimit.Policy
+	if n.Kind == yaml.AliasNode {
+		n = n.Alias
+	}
+	var m map[string]*yaml.Node
+	nameNode := n
+	if n.Kind == yaml.MappingNode {
+		var err error
+		if m, err = p.fields(n, "a route's limit", routeLimitKeys); err != nil {
+			return pol, err
+		}
+		if nameNode = m["name"]; nameNode == nil {
+			return pol, p.errf(n, "a route's limit needs the name of a limit")
+		}
+	}
+	name, err := p.str(nameNode, "limits")
+	if err != nil {
+		return pol, err
+	}
+	l, ok := limits[name]
+	if !ok {
+		return pol, p.errf(nameNode, "no limit named %q", name)
+	}
+	pol = httplimit.Policy{
+		Name: l.name, Limit: l.limit, Queue: l.queue, Key: l.key(route),
+		OnMissingKey: l.missing, Shadow: l.shadow,
+	}
+	if len(m) <= 1 {
+		return pol, nil
+	}
+	if l.queue == nil {
+		return pol, p.errf(n, "limit %q has an algorithm: burst, nodelay and delay per route belong to the queue (a limit without algorithm)", name)
+	}
+	q := *l.queue
+	if v := m["burst"]; v != nil {
+		if q.Burst, err = p.integer(v, "burst", 1, 1<<30); err != nil {
+			return pol, p.errf(v, "burst %s: must be at least 1 (leave it out for the limit's)", v.Value)
+		}
+	}
+	if m["nodelay"] != nil || m["delay"] != nil {
+		// The route's choice replaces the limit's.
+		q.NoDelay, q.Delay = false, 0
+	}
+	if err := p.optBool(m, "nodelay", &q.NoDelay); err != nil {
+		return pol, err
+	}
+	if v := m["delay"]; v != nil {
+		if q.NoDelay {
+			return pol, p.errf(v, "delay and nodelay exclude each other, as in NGINX")
+		}
+		if q.Delay, err = p.integer(v, "delay", 1, 1<<30); err != nil {
+			return pol, p.errf(v, "delay %s: must be at least 1 (leave it out for none, as NGINX does)", v.Value)
+		}
+	}
+	if q.Delay > q.Burst {
+		return pol, p.errf(n, "delay %d is above burst %d", q.Delay, q.Burst)
+	}
+	if err := q.Validate(); err != nil {
+		return pol, p.errf(n, "%v", err)
+	}
+	pol.Queue = &q
+	return pol, nil
 }

@@ -96,6 +96,12 @@ type Route struct {
 	// ending in "/" matches its whole subtree, {name} matches one segment
 	// and {name...} the rest. At least one.
 	Patterns []string
+	// Methods, when not empty, are the only methods the route lets
+	// through: a request its patterns match with another method is
+	// answered 403 Forbidden and spends no limit, as NGINX's
+	// limit_except METHODS { deny all; }. GET allows HEAD too. Patterns
+	// of such a route name no method.
+	Methods []string
 	// Upstream names the upstream; "" is the first of Config.Upstreams.
 	Upstream string
 	// Policies are the route's rate limits, in order (httplimit.Policy:
@@ -133,6 +139,10 @@ type Config struct {
 	NoDraftHeaders, LegacyHeaders bool
 	// HashKeys hashes keys before they reach the Limiter or a log.
 	HashKeys bool
+	// LogKeys writes keys into log lines as they are. By default a log
+	// line shows a key's hash, so that a key taken from a header (an API
+	// key) never reaches a log; see httplimit.Config.LogKeys.
+	LogKeys bool
 	// StoreErrorStatus is the status when the Limiter fails; 0 lets the
 	// request through (see httplimit.Config).
 	StoreErrorStatus int
@@ -147,12 +157,19 @@ type Config struct {
 	// UpstreamTimeout bounds the wait for an upstream's response headers
 	// with the default Transport; past it the answer is 504. 0: no bound.
 	UpstreamTimeout time.Duration
+	// Timeouts bound slow clients. The Gateway applies ClientBody and
+	// Send to each request; ClientHeader and Keepalive are for the
+	// http.Server that serves it (see Timeouts.Server). Zero fields are
+	// NGINX's defaults.
+	Timeouts Timeouts
 	// AccessLog receives one line per request a policy refuses, the
 	// gateway sheds or cannot forward, in NGINX's combined format followed
 	// by the outcome and the policy. Nil logs none.
 	AccessLog io.Writer
 	// Logger receives errors and the middleware's lines. Default
-	// slog.Default().
+	// slog.Default(). A refused request is logged once: in AccessLog when
+	// there is one (Logger then has it at debug level only), else in
+	// Logger at info level.
 	Logger *slog.Logger
 	// Limits and Metrics, when not nil, count decisions (httplimit) and
 	// the gateway's own outcomes. Reuse them across Update.
@@ -181,6 +198,7 @@ type state struct {
 	mux      *http.ServeMux // its handlers are *route; none if cfg.Routes is empty
 	fallback *route
 	logMu    *sync.Mutex // the access log's, shared across Update
+	timeouts Timeouts    // cfg.Timeouts with defaults
 }
 
 type route struct {
@@ -272,7 +290,7 @@ func (g *Gateway) compile(cfg Config) (*state, error) {
 			return nil, fmt.Errorf("gateway: trusted proxies: %w", err)
 		}
 	}
-	st := &state{cfg: cfg, mux: http.NewServeMux(), logMu: &g.logMu}
+	st := &state{cfg: cfg, mux: http.NewServeMux(), logMu: &g.logMu, timeouts: cfg.Timeouts.WithDefaults()}
 	ups := map[string]Upstream{}
 	for i, u := range cfg.Upstreams {
 		if u.Name == "" {
@@ -288,6 +306,11 @@ func (g *Gateway) compile(cfg Config) (*state, error) {
 			return nil, fmt.Errorf("gateway: upstream %q: max in flight %d is negative", u.Name, u.MaxInFlight)
 		}
 		ups[u.Name] = u
+	}
+	// A refusal is one line: the access log's when there is one.
+	refusalLevel := slog.LevelInfo
+	if cfg.AccessLog != nil {
+		refusalLevel = slog.LevelDebug
 	}
 	mw := func(rt Route) (http.Handler, error) {
 		up := cfg.Upstreams[0].Name
@@ -328,8 +351,11 @@ func (g *Gateway) compile(cfg Config) (*state, error) {
 			HashKeys:              cfg.HashKeys,
 			StoreErrorStatus:      cfg.StoreErrorStatus,
 			Logger:                cfg.Logger,
+			RefusalLevel:          refusalLevel,
+			LogKeys:               cfg.LogKeys,
 			Metrics:               cfg.Limits,
 			Wait:                  cfg.Wait,
+			Ready:                 func(w http.ResponseWriter, r *http.Request) bool { return st.readAhead(w, r, rt.Name) },
 			OnError: func(r *http.Request, status int, policy string) {
 				outcome := "UNAVAILABLE"
 				switch status {
@@ -367,6 +393,9 @@ func (g *Gateway) compile(cfg Config) (*state, error) {
 		h, err := mw(rt)
 		if err != nil {
 			return nil, err
+		}
+		if len(rt.Methods) > 0 {
+			h = st.onlyMethods(rt, h) // before any limit: a denied request spends none
 		}
 		r := &route{name: rt.Name, handler: h}
 		for _, p := range rt.Patterns {
@@ -410,7 +439,9 @@ func lowerPatternHost(pattern string) string {
 func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	st := g.state.Load()
 	rt := st.match(r)
-	rt.handler.ServeHTTP(w, r)
+	sw := &sendWriter{ResponseWriter: w, dl: deadlinesOf(w), d: st.timeouts.Send}
+	defer sw.arm() // for the server's last flush, after the handler
+	rt.handler.ServeHTTP(sw, r)
 }
 
 // match finds r's route by the cleaned path, never redirecting: where
@@ -564,6 +595,10 @@ func (g *Gateway) forwarder(st *state, u Upstream, route string) http.Handler {
 	}
 	mine := g.counter(u.Name)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		// A request counts in flight once its body is here (or streams).
+		if !st.readAhead(w, r, route) {
+			return
+		}
 		total := g.inflight.Add(1)
 		defer g.inflight.Add(-1)
 		n := mine.Add(1)
@@ -577,6 +612,9 @@ func (g *Gateway) forwarder(st *state, u Upstream, route string) http.Handler {
 		defer st.cfg.Metrics.inflight(u.Name, -1)
 		if len(w.Header()) > 0 {
 			w = &keepHeaders{ResponseWriter: w, saved: maps.Clone(w.Header())}
+		}
+		if b, ok := r.Body.(*clientBody); ok && b.rest != nil {
+			w = &streamingBody{ResponseWriter: w, body: b} // for upstreamError
 		}
 		rp.ServeHTTP(w, r)
 	})
@@ -706,6 +744,12 @@ func (st *state) shed(w http.ResponseWriter, r *http.Request, route, upstream st
 
 // upstreamError answers 502, or 504 on a timeout, when forwarding failed.
 func (st *state) upstreamError(w http.ResponseWriter, r *http.Request, route, upstream string, err error) {
+	if sb, ok := w.(*streamingBody); ok && sb.body.timedOut.Load() {
+		// The client's body stalled on its way to the upstream: the
+		// client's fault, not the upstream's.
+		st.bodyTimeout(sb.ResponseWriter, r, route)
+		return
+	}
 	if r.Context().Err() != nil {
 		// The client left; there is no one to answer.
 		st.cfg.Metrics.outcome(route, "cancelled")

@@ -173,9 +173,29 @@ type Config struct {
 	// returns an error wrapping sluice.ErrUnavailable, which always refuses
 	// the request, with StoreErrorStatus or else 503 and its Retry-After.
 	StoreErrorStatus int
-	// Logger receives one line per refused request and per store error.
-	// Default slog.Default().
+	// Logger receives one line per refused request (at RefusalLevel) and
+	// per store error (at warn level). Default slog.Default().
 	Logger *slog.Logger
+	// RefusalLevel is the level of the line logged per refused request,
+	// or per request whose key is missing. Zero is slog.LevelInfo; a
+	// program that logs refusals elsewhere (an access log) sets
+	// slog.LevelDebug, so that each refusal is one line. A shadow
+	// policy's would-be refusals are logged at info level at least: they
+	// show nowhere else.
+	RefusalLevel slog.Level
+	// LogKeys writes keys into log lines as they are. By default a log
+	// line shows a key's hash (the form HashKeys stores), so that a key
+	// taken from a header, a cookie or a query parameter, such as an API
+	// key, never reaches a log.
+	LogKeys bool
+	// Ready, when not nil, is called once the rate limits have admitted a
+	// request and any queue has let it go, before the Concurrency slots
+	// are taken; it may replace r.Body. It returns false when it has
+	// answered the request itself, which then goes no further (what the
+	// rate limits charged stays spent, as NGINX charges a request that
+	// times out). A reverse proxy reads the request body here, so that a
+	// client sending its body slowly holds no slot.
+	Ready func(w http.ResponseWriter, r *http.Request) bool
 	// Metrics, when not nil, counts decisions, store errors and latency.
 	Metrics *Metrics
 	// Wait makes a request that a queued policy admitted wait d before it
@@ -431,8 +451,7 @@ func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, next http.Han
 			if p.Shadow {
 				outcome = "shadow_rejected"
 			}
-			m.cfg.Logger.Info("httplimit: refused", "policy", p.Name, "key", key, "remaining", res.Remaining,
-				"retry_after", res.RetryAfter, "shadow", p.Shadow)
+			m.logRefusal(ctx, r, p.Name, key, p.Shadow, "remaining", res.Remaining, "retry_after", res.RetryAfter)
 		}
 		m.cfg.Metrics.decision(p.Name, outcome)
 		if p.Shadow {
@@ -463,6 +482,9 @@ func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, next http.Han
 			return
 		}
 	}
+	if m.cfg.Ready != nil && !m.cfg.Ready(w, r) {
+		return
+	}
 	// In-flight limits after the rate limits, as NGINX runs limit_conn
 	// after limit_req: a request waiting in a queue holds no slot. A
 	// request refused here gets back what the rate limits charged.
@@ -480,7 +502,7 @@ func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, next http.Han
 			return
 		}
 		if !c.acquire(key) {
-			m.cfg.Logger.Info("httplimit: refused", "policy", c.Name, "key", key, "reason", "concurrency", "shadow", c.Shadow)
+			m.logRefusal(ctx, r, c.Name, key, c.Shadow, "reason", "concurrency")
 			if c.Shadow {
 				m.cfg.Metrics.decision(c.Name, "shadow_rejected")
 				continue
@@ -588,8 +610,33 @@ func (m *Middleware) reject(w http.ResponseWriter, r *http.Request, rej Rejectio
 	w.Write(body)
 }
 
+// logRefusal logs a refusal by policy of the request r with key (a
+// policy's final key), hashed unless LogKeys, with attrs.
+func (m *Middleware) logRefusal(ctx context.Context, r *http.Request, policy, key string, shadow bool, attrs ...any) {
+	level := m.cfg.RefusalLevel
+	if shadow {
+		level = max(level, slog.LevelInfo)
+	}
+	if !m.cfg.Logger.Enabled(ctx, level) {
+		return
+	}
+	args := append([]any{"policy", policy, "key", m.logKey(policy, key), "method", r.Method, "path", r.URL.Path, "shadow", shadow}, attrs...)
+	m.cfg.Logger.Log(ctx, level, "httplimit: refused", args...)
+}
+
+// logKey is key as a log line shows it: hashed, unless LogKeys or it is a
+// hash already.
+func (m *Middleware) logKey(policy, key string) string {
+	if m.cfg.LogKeys || strings.HasPrefix(key, policy+":#") {
+		return key
+	}
+	return hashKey(policy, key)
+}
+
 func (m *Middleware) missingKey(w http.ResponseWriter, r *http.Request, policy string) {
-	m.cfg.Logger.Info("httplimit: no key for the request", "policy", policy)
+	if m.cfg.Logger.Enabled(r.Context(), m.cfg.RefusalLevel) {
+		m.cfg.Logger.Log(r.Context(), m.cfg.RefusalLevel, "httplimit: no key for the request", "policy", policy, "method", r.Method, "path", r.URL.Path)
+	}
 	m.fail(w, r, http.StatusBadRequest, "missing rate limit key for policy "+strconv.Quote(policy), policy)
 }
 
@@ -625,12 +672,17 @@ func (m *Middleware) giveBack(ctx context.Context, ds []decision) {
 func (m *Middleware) finalKey(policy, key string) string {
 	k := policy + ":" + key
 	if m.cfg.HashKeys || len(k) > MaxKeyLen {
-		// "#" marks a hash, so that no raw key of 32 hex digits can
-		// share its allowance.
-		sum := sha256.Sum256([]byte(k))
-		return policy + ":#" + hex.EncodeToString(sum[:16])
+		return hashKey(policy, k)
 	}
 	return k
+}
+
+// hashKey is policy's key k (policy-scoped) hashed: SHA-256, 128 bits, hex.
+// "#" marks a hash, so that no raw key of 32 hex digits can share its
+// allowance.
+func hashKey(policy, k string) string {
+	sum := sha256.Sum256([]byte(k))
+	return policy + ":#" + hex.EncodeToString(sum[:16])
 }
 
 func (m *Middleware) groupKey(c *concurrency, r *http.Request) (string, bool) {

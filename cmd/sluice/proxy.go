@@ -32,6 +32,7 @@ type proxyOptions struct {
 	configPath, upstream, listen, adminAddr, store, failure string
 	accessLog, logLevel                                     string
 	dryRun, h2c, watch, check                               bool
+	timeouts                                                gateway.Timeouts // 0: the file's, else NGINX's
 }
 
 // runProxy runs the rate limiting reverse proxy until ctx ends, then drains
@@ -53,10 +54,19 @@ func runProxy(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	fs.BoolVar(&o.h2c, "h2c", false, "also accept HTTP/2 without TLS (prior knowledge)")
 	fs.BoolVar(&o.watch, "watch", true, "reload the config when its file changes (SIGHUP always reloads)")
 	fs.BoolVar(&o.check, "check", false, "check the config, print its routes and exit (like nginx -t)")
+	fs.DurationVar(&o.timeouts.ClientHeader, "client-header-timeout", 0, "time to read a request's header (default the config's client_header_timeout, else 60s)")
+	fs.DurationVar(&o.timeouts.ClientBody, "client-body-timeout", 0, "time between two reads of a request's body; past it 408 (default the config's client_body_timeout, else 60s)")
+	fs.DurationVar(&o.timeouts.Send, "send-timeout", 0, "time for each write of a response to the client; past it the connection closes (default the config's send_timeout, else 60s)")
+	fs.DurationVar(&o.timeouts.Keepalive, "keepalive-timeout", 0, "how long an idle keep-alive connection is kept (default the config's keepalive_timeout, else 75s)")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
 	fail := exitWith(stderr, "sluice proxy:")
+	for _, d := range []time.Duration{o.timeouts.ClientHeader, o.timeouts.ClientBody, o.timeouts.Send, o.timeouts.Keepalive} {
+		if d < 0 {
+			return fail(2, "a timeout flag is negative: want a positive duration such as 30s")
+		}
+	}
 	if o.configPath == "" && o.upstream == "" {
 		return fail(2, "give -config FILE, -upstream URL, or both")
 	}
@@ -158,10 +168,10 @@ func runProxy(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	if err != nil {
 		return fail(1, err)
 	}
-	// IdleTimeout: without it (and without ReadTimeout, which would cut
-	// long uploads) an idle keep-alive connection is held forever. 75 s is
-	// NGINX's keepalive_timeout.
-	hs := &http.Server{Handler: gw, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 75 * time.Second, ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
+	// The header and idle timeouts are the server's; the gateway bounds
+	// each read of a body and each write of a response itself, so that
+	// neither a long upload nor a long stream is cut.
+	hs := file.Config.Timeouts.Server(gw, log)
 	if o.h2c {
 		var p http.Protocols
 		p.SetHTTP1(true)
@@ -180,7 +190,11 @@ func runProxy(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		mux := http.NewServeMux()
 		mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
 		mux.HandleFunc("GET /healthcheck", func(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, "OK\n") })
-		admin = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+		// Nothing on the admin listener streams: its whole request and
+		// response are bounded too.
+		admin = file.Config.Timeouts.Server(mux, log)
+		at := file.Config.Timeouts.WithDefaults()
+		admin.ReadTimeout, admin.WriteTimeout = at.ClientHeader+at.ClientBody, at.Send
 		go func() { errc <- admin.Serve(adminLn) }()
 	}
 
@@ -257,6 +271,8 @@ func startOnly(started, f *gateway.File) []string {
 		{"store", started.Store, f.Store},
 		{"access_log", started.AccessLog, f.AccessLog},
 		{"upstream_timeout", started.Config.UpstreamTimeout, f.Config.UpstreamTimeout},
+		{"client_header_timeout", started.Config.Timeouts.ClientHeader, f.Config.Timeouts.ClientHeader},
+		{"keepalive_timeout", started.Config.Timeouts.Keepalive, f.Config.Timeouts.Keepalive},
 	} {
 		if c.was != c.now {
 			s = append(s, c.name)
@@ -332,6 +348,11 @@ func loadProxyFile(o proxyOptions) (*gateway.File, error) {
 			return nil, err
 		}
 	}
+	t, ft := o.timeouts, &f.Config.Timeouts
+	ft.ClientHeader = cmp.Or(t.ClientHeader, ft.ClientHeader)
+	ft.ClientBody = cmp.Or(t.ClientBody, ft.ClientBody)
+	ft.Send = cmp.Or(t.Send, ft.Send)
+	ft.Keepalive = cmp.Or(t.Keepalive, ft.Keepalive)
 	if o.upstream != "" {
 		u, err := url.Parse(o.upstream)
 		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {

@@ -1,0 +1,86 @@
+package gateway_test
+
+import (
+	"bytes"
+	"log/slog"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+)
+
+// syncLog is a slog destination a test reads while the gateway writes.
+type syncLog struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *syncLog) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *syncLog) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+const secretKeyConfig = `
+limits: [{name: by_key, key: "header:X-Api-Key", rate: 1r/m, algorithm: fixed_window}]
+conns: [{name: conn_key, key: "header:X-Api-Key", max: 1}]
+routes: [{name: api, match: /, limits: [by_key], conns: [conn_key]}]
+`
+
+// refuse sends two requests with the API key, the second refused.
+func refuse(t *testing.T, url string, c *http.Client) {
+	t.Helper()
+	for i, want := range []int{200, 429} {
+		req, _ := http.NewRequest("GET", url+"/x", nil)
+		req.Header.Set("X-Api-Key", "sk_live_SECRET")
+		resp, err := c.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != want {
+			t.Fatalf("request %d: %d, want %d", i+1, resp.StatusCode, want)
+		}
+	}
+}
+
+// A refusal is one line at info level: the access log's when there is
+// one, else the logger's; and no line carries the API key the limit is
+// keyed by, unless log_keys says so.
+func TestRefusalIsOneLineWithoutTheKey(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		accessLog bool
+		logKeys   bool
+	}{{"access log", true, false}, {"no access log", false, false}, {"log_keys", false, true}} {
+		t.Run(tc.name, func(t *testing.T) {
+			up := newUpstream(t)
+			cfg := parsed(t, secretKeyConfig, up)
+			var access, logs syncLog
+			if tc.accessLog {
+				cfg.AccessLog = &access
+			}
+			cfg.LogKeys = tc.logKeys
+			cfg.Logger = slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelInfo}))
+			_, srv := front(t, cfg)
+			refuse(t, srv.URL, srv.Client())
+			lines := strings.Count(access.String(), "\n") + strings.Count(logs.String(), "\n")
+			if lines != 1 {
+				t.Errorf("%d lines for one refusal, want 1:\naccess: %s\nlog: %s", lines, access.String(), logs.String())
+			}
+			if tc.accessLog && logs.String() != "" {
+				t.Errorf("with an access log, the logger has the refusal too: %s", logs.String())
+			}
+			leaked := strings.Contains(access.String()+logs.String(), "sk_live_SECRET")
+			if leaked != tc.logKeys {
+				t.Errorf("key in the logs: %v, want %v:\naccess: %s\nlog: %s", leaked, tc.logKeys, access.String(), logs.String())
+			}
+		})
+	}
+}

@@ -1,0 +1,267 @@
+package gateway
+
+import (
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"sync/atomic"
+	"time"
+
+	"github.com/sluicehq/sluice/rlheader"
+)
+
+// Timeouts bound how long a client may hold a connection without making
+// progress, as NGINX's directives of the same names do. A zero field is
+// NGINX's default.
+type Timeouts struct {
+	// ClientHeader bounds the reading of a request's header, from the
+	// first byte (client_header_timeout; default 60 s).
+	ClientHeader time.Duration
+	// ClientBody bounds the wait between two successive reads of a
+	// request's body, not the whole body (client_body_timeout; default
+	// 60 s). Past it the request ends with 408 and frees its place.
+	ClientBody time.Duration
+	// Send bounds the wait for each write of a response to the client,
+	// not the whole response (send_timeout; default 60 s). Past it the
+	// connection is closed.
+	Send time.Duration
+	// Keepalive bounds how long an idle keep-alive connection is kept
+	// (keepalive_timeout; default 75 s).
+	Keepalive time.Duration
+}
+
+// NGINX's defaults.
+const (
+	DefaultClientHeaderTimeout = 60 * time.Second
+	DefaultClientBodyTimeout   = 60 * time.Second
+	DefaultSendTimeout         = 60 * time.Second
+	DefaultKeepaliveTimeout    = 75 * time.Second
+)
+
+// WithDefaults returns t with each zero field set to NGINX's default.
+func (t Timeouts) WithDefaults() Timeouts {
+	or := func(d, def time.Duration) time.Duration {
+		if d <= 0 {
+			return def
+		}
+		return d
+	}
+	return Timeouts{
+		ClientHeader: or(t.ClientHeader, DefaultClientHeaderTimeout),
+		ClientBody:   or(t.ClientBody, DefaultClientBodyTimeout),
+		Send:         or(t.Send, DefaultSendTimeout),
+		Keepalive:    or(t.Keepalive, DefaultKeepaliveTimeout),
+	}
+}
+
+// Server returns an http.Server for h (a Gateway) with t's ClientHeader as
+// ReadHeaderTimeout and Keepalive as IdleTimeout (zero fields: the
+// defaults). It sets no ReadTimeout or WriteTimeout, which would bound a
+// whole upload or a whole streamed response: the Gateway bounds each read
+// and write instead (ClientBody, Send). errorLog may be nil.
+func (t Timeouts) Server(h http.Handler, errorLog *slog.Logger) *http.Server {
+	t = t.WithDefaults()
+	s := &http.Server{
+		Handler:           h,
+		ReadHeaderTimeout: t.ClientHeader,
+		IdleTimeout:       t.Keepalive,
+		MaxHeaderBytes:    64 << 10,
+	}
+	if errorLog != nil {
+		s.ErrorLog = slog.NewLogLogger(errorLog.Handler(), slog.LevelWarn)
+	}
+	return s
+}
+
+// bodyBuffer is the most of a request's body the gateway reads before it
+// forwards the request (NGINX's client_body_buffer_size on 64-bit
+// platforms): a body that fits is read whole first, so that a client
+// trickling it holds no place in max_in_flight or a conns limit; a larger
+// body is streamed once this much has arrived.
+const bodyBuffer = 16 << 10
+
+// deadlines is what the server's ResponseWriter offers to bound one read
+// or write (http.ResponseController's methods of the same names).
+type deadlines interface {
+	SetReadDeadline(time.Time) error
+	SetWriteDeadline(time.Time) error
+}
+
+// deadlinesOf returns w's deadlines: the server's own ResponseWriter has
+// them; a wrapped one is reached through http.ResponseController.
+func deadlinesOf(w http.ResponseWriter) deadlines {
+	if d, ok := w.(deadlines); ok {
+		return d
+	}
+	return http.NewResponseController(w)
+}
+
+// sendWriter bounds each write to the client by the send timeout, as
+// NGINX's send_timeout: a client that does not read for that long loses
+// its connection, however long the response streams.
+type sendWriter struct {
+	http.ResponseWriter
+	dl deadlines
+	d  time.Duration
+}
+
+func (s *sendWriter) arm() { s.dl.SetWriteDeadline(time.Now().Add(s.d)) }
+
+func (s *sendWriter) Write(p []byte) (int, error) {
+	s.arm()
+	return s.ResponseWriter.Write(p)
+}
+
+func (s *sendWriter) WriteHeader(code int) {
+	if code < 200 {
+		s.arm() // a 1xx is written at once
+	}
+	s.ResponseWriter.WriteHeader(code)
+}
+
+// FlushError flushes with a fresh deadline (ReverseProxy flushes streamed
+// responses through http.ResponseController, which finds this first).
+func (s *sendWriter) FlushError() error {
+	s.arm()
+	return http.NewResponseController(s.ResponseWriter).Flush()
+}
+
+// Unwrap lets http.ResponseController reach the server's ResponseWriter.
+func (s *sendWriter) Unwrap() http.ResponseWriter { return s.ResponseWriter }
+
+// clientBody is a request body read through the gateway: what was read
+// ahead, then (for a body larger than bodyBuffer) the rest, each read of
+// which must arrive within the body timeout.
+type clientBody struct {
+	ahead    []byte
+	rest     io.ReadCloser // nil when ahead is the whole body
+	orig     io.ReadCloser
+	dl       deadlines
+	d        time.Duration
+	timedOut atomic.Bool // a read of the rest stalled past d
+}
+
+func (b *clientBody) Read(p []byte) (int, error) {
+	if len(b.ahead) > 0 {
+		n := copy(p, b.ahead)
+		b.ahead = b.ahead[n:]
+		if len(b.ahead) == 0 && b.rest == nil {
+			return n, io.EOF
+		}
+		return n, nil
+	}
+	if b.rest == nil {
+		return 0, io.EOF
+	}
+	n, err := b.readRest(p)
+	if err != nil && isTimeout(err) {
+		b.timedOut.Store(true)
+	}
+	return n, err
+}
+
+// readRest reads from the client within the body timeout. The deadline is
+// cleared once the body ends, for the server's own read that notices a
+// client going away.
+func (b *clientBody) readRest(p []byte) (int, error) {
+	b.dl.SetReadDeadline(time.Now().Add(b.d))
+	n, err := b.rest.Read(p)
+	if err != nil {
+		b.dl.SetReadDeadline(time.Time{})
+	}
+	return n, err
+}
+
+func (b *clientBody) Close() error { return b.orig.Close() }
+
+func isTimeout(err error) bool {
+	var ne net.Error
+	return errors.Is(err, context.DeadlineExceeded) || (errors.As(err, &ne) && ne.Timeout())
+}
+
+// readAhead reads up to bodyBuffer bytes of r's body, each read within the
+// body timeout, before the request takes a place in flight: a request is
+// "being served" only once its body has arrived (or, for a larger body,
+// once it streams to the upstream). It returns false when it has answered
+// the request itself: 408 when the body stalled, 400 when it is malformed,
+// nothing when the client left. It does nothing the second time.
+func (st *state) readAhead(w http.ResponseWriter, r *http.Request, route string) bool {
+	if r.Body == nil || r.Body == http.NoBody || r.ContentLength == 0 {
+		return true
+	}
+	if _, done := r.Body.(*clientBody); done {
+		return true
+	}
+	n := bodyBuffer
+	if r.ContentLength > 0 && r.ContentLength < bodyBuffer {
+		n = int(r.ContentLength) + 1 // room to see the end without another read
+	}
+	b := &clientBody{ahead: make([]byte, n), rest: r.Body, orig: r.Body, dl: deadlinesOf(w), d: st.timeouts.ClientBody}
+	filled := 0
+	var err error
+	for filled < n && err == nil {
+		var m int
+		m, err = b.readRest(b.ahead[filled:])
+		filled += m
+	}
+	b.ahead = b.ahead[:filled]
+	switch {
+	case err == io.EOF:
+		b.rest = nil // the whole body is here
+	case err == nil:
+		// Larger than the buffer: the rest streams, each read within
+		// the body timeout; the deadline waits for the next read.
+		b.dl.SetReadDeadline(time.Time{})
+	case isTimeout(err):
+		st.bodyTimeout(w, r, route)
+		return false
+	case r.Context().Err() != nil || errors.Is(err, io.ErrUnexpectedEOF):
+		st.cfg.Metrics.outcome(route, "cancelled") // the client left
+		return false
+	default:
+		var mbe *http.MaxBytesError
+		status := http.StatusBadRequest
+		if errors.As(err, &mbe) {
+			status = http.StatusRequestEntityTooLarge
+		}
+		w.Header().Set("Connection", "close")
+		n := writeProblem(w, rlheader.Problem{Title: http.StatusText(status), Status: status, Detail: "the request body could not be read"}, status)
+		st.access(r, status, n, "BAD_BODY", nil)
+		st.cfg.Metrics.outcome(route, "error")
+		return false
+	}
+	r.Body = b
+	return true
+}
+
+// bodyTimeout answers 408 to a request whose body stalled past the body
+// timeout, and closes the connection (the rest of the body is not read).
+func (st *state) bodyTimeout(w http.ResponseWriter, r *http.Request, route string) {
+	w.Header().Set("Connection", "close")
+	n := writeProblem(w, rlheader.Problem{
+		Title: "Request Timeout", Status: http.StatusRequestTimeout,
+		Detail: "the request body stalled for longer than " + st.timeouts.ClientBody.String(),
+	}, http.StatusRequestTimeout)
+	st.access(r, http.StatusRequestTimeout, n, "BODY_TIMEOUT", nil)
+	st.cfg.Metrics.outcome(route, "body_timeout")
+}
+
+// streamingBody marks the ResponseWriter of a request whose body streams to
+// the upstream, so that upstreamError can tell a stalled client from a
+// failed upstream.
+type streamingBody struct {
+	http.ResponseWriter
+	body *clientBody
+}
+
+// Unwrap lets http.ResponseController reach the server's ResponseWriter.
+func (s *streamingBody) Unwrap() http.ResponseWriter { return s.ResponseWriter }
+
+// SetReadDeadline and SetWriteDeadline make a sendWriter its own
+// deadlines, so that the body reader finds them without a
+// ResponseController.
+func (s *sendWriter) SetReadDeadline(t time.Time) error  { return s.dl.SetReadDeadline(t) }
+func (s *sendWriter) SetWriteDeadline(t time.Time) error { return s.dl.SetWriteDeadline(t) }

@@ -1,0 +1,301 @@
+package gateway_test
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/sluicehq/sluice/gateway"
+	"github.com/sluicehq/sluice/httplimit"
+)
+
+// pipeListener is an in-memory listener for a synctest bubble: Dial
+// connects to it through net.Pipe, whose deadlines run on the bubble's
+// clock.
+type pipeListener struct {
+	conns chan net.Conn
+	done  chan struct{}
+	once  sync.Once
+}
+
+func newPipeListener() *pipeListener {
+	return &pipeListener{conns: make(chan net.Conn), done: make(chan struct{})}
+}
+
+func (l *pipeListener) Accept() (net.Conn, error) {
+	select {
+	case c := <-l.conns:
+		return c, nil
+	case <-l.done:
+		return nil, net.ErrClosed
+	}
+}
+
+func (l *pipeListener) Close() error {
+	l.once.Do(func() { close(l.done) })
+	return nil
+}
+
+func (l *pipeListener) Addr() net.Addr { return pipeAddr }
+
+func (l *pipeListener) Dial(ctx context.Context, _, _ string) (net.Conn, error) {
+	client, server := net.Pipe()
+	select {
+	case l.conns <- addrConn{server}:
+		return client, nil
+	case <-l.done:
+		return nil, net.ErrClosed
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
+var pipeAddr = &net.TCPAddr{IP: net.IPv4(192, 0, 2, 1), Port: 4321}
+
+// addrConn gives a pipe's server end a client address, as a TCP
+// connection has.
+type addrConn struct{ net.Conn }
+
+func (addrConn) RemoteAddr() net.Addr { return pipeAddr }
+
+// bubbleProxy is a Gateway in front of an upstream, both served over
+// pipes inside a synctest bubble.
+type bubbleProxy struct {
+	front, up *pipeListener
+	closers   []func()
+}
+
+// newBubbleProxy serves upstream and a Gateway of cfg (its upstream and
+// transport filled in) with timeouts; call close before the bubble ends.
+func newBubbleProxy(t *testing.T, cfg gateway.Config, upstream http.HandlerFunc) *bubbleProxy {
+	t.Helper()
+	p := &bubbleProxy{front: newPipeListener(), up: newPipeListener()}
+	upSrv := &http.Server{Handler: upstream}
+	go upSrv.Serve(p.up)
+	tr := &http.Transport{DialContext: p.up.Dial}
+	cfg.Transport = tr
+	cfg.Upstreams = []gateway.Upstream{{Name: "app", URL: mustURL(t, "http://app.test"), MaxInFlight: cfg.MaxInFlight}}
+	cfg.Logger = quiet
+	g, err := gateway.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := cfg.Timeouts.Server(g, quiet)
+	go srv.Serve(p.front)
+	p.closers = []func(){func() { srv.Close() }, tr.CloseIdleConnections, func() { upSrv.Close() }}
+	return p
+}
+
+func (p *bubbleProxy) close() {
+	for _, c := range p.closers {
+		c()
+	}
+}
+
+// client returns an HTTP client of the proxy.
+func (p *bubbleProxy) client() (*http.Client, func()) {
+	tr := &http.Transport{DialContext: p.front.Dial}
+	return &http.Client{Transport: tr}, tr.CloseIdleConnections
+}
+
+// slowPost sends a POST's header and the first n bytes of a body of
+// length total, then stalls; it returns the response's status (0 if none
+// came within a minute) and when it came.
+func (p *bubbleProxy) slowPost(t *testing.T, total, n int) (int, time.Time) {
+	c, err := p.front.Dial(context.Background(), "", "")
+	if err != nil {
+		t.Error(err)
+		return 0, time.Time{}
+	}
+	defer c.Close()
+	go fmt.Fprintf(c, "POST /upload HTTP/1.1\r\nHost: app.test\r\nContent-Length: %d\r\n\r\n%s", total, strings.Repeat("x", n))
+	c.SetReadDeadline(time.Now().Add(time.Minute))
+	resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+	if err != nil {
+		return 0, time.Time{}
+	}
+	resp.Body.Close()
+	return resp.StatusCode, time.Now()
+}
+
+// The slow-body attack: five clients each send a POST's header and one
+// byte of a 1000-byte body, then stall, against max_in_flight 5. A normal
+// request one second later is served (the slow ones hold no place: their
+// bodies have not arrived), and each slow one ends with 408 when its body
+// has stalled for the body timeout.
+func TestSlowBodiesHoldNoInFlightPlace(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const bodyTimeout = 2 * time.Second
+		var reached atomic.Int64
+		p := newBubbleProxy(t, gateway.Config{MaxInFlight: 5, Timeouts: gateway.Timeouts{ClientBody: bodyTimeout}},
+			func(w http.ResponseWriter, r *http.Request) {
+				reached.Add(1)
+				io.Copy(io.Discard, r.Body)
+			})
+		defer p.close()
+		start := time.Now()
+		var wg sync.WaitGroup
+		for range 5 {
+			wg.Go(func() {
+				code, at := p.slowPost(t, 1000, 1)
+				if code != http.StatusRequestTimeout {
+					t.Errorf("slow client: status %d, want 408", code)
+				} else if d := at.Sub(start); d < bodyTimeout || d > bodyTimeout+time.Second {
+					t.Errorf("slow client answered after %v, want the body timeout %v", d, bodyTimeout)
+				}
+			})
+		}
+		time.Sleep(time.Second) // fake time: the bubble's clock
+		c, closeClient := p.client()
+		defer closeClient()
+		resp, err := c.Get("http://app.test/normal")
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			t.Errorf("normal request during the slow bodies: %d, want 200", resp.StatusCode)
+		}
+		wg.Wait()
+		if n := reached.Load(); n != 1 {
+			t.Errorf("the upstream saw %d requests, want 1 (none of the stalled ones)", n)
+		}
+	})
+}
+
+// A body larger than the gateway's buffer streams to the upstream and
+// counts in flight meanwhile; when it stalls for the body timeout the
+// client gets 408 (not the upstream's 502 or 504) and its place is freed.
+func TestStreamedBodyStallIs408(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const bodyTimeout = 2 * time.Second
+		var reached atomic.Int64
+		p := newBubbleProxy(t, gateway.Config{MaxInFlight: 1, Timeouts: gateway.Timeouts{ClientBody: bodyTimeout}},
+			func(w http.ResponseWriter, r *http.Request) {
+				reached.Add(1)
+				io.Copy(io.Discard, r.Body)
+			})
+		defer p.close()
+		start := time.Now()
+		code, at := p.slowPost(t, 100<<10, 40<<10)
+		if code != http.StatusRequestTimeout {
+			t.Fatalf("status %d, want 408", code)
+		}
+		if d := at.Sub(start); d < bodyTimeout || d > bodyTimeout+time.Second {
+			t.Errorf("answered after %v, want the body timeout %v", d, bodyTimeout)
+		}
+		if reached.Load() != 1 {
+			t.Errorf("the upstream saw %d requests, want 1 (the body streamed)", reached.Load())
+		}
+		c, closeClient := p.client()
+		defer closeClient()
+		resp, err := c.Get("http://app.test/after")
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			t.Errorf("after the stalled upload: %d, want 200 (its place freed)", resp.StatusCode)
+		}
+	})
+}
+
+// A client that stops reading a streamed response loses its connection
+// after the send timeout (NGINX's send_timeout, between two writes), and
+// the upstream request ends with it; a slow reader that keeps reading is
+// not cut, however long the stream.
+func TestSendTimeoutEndsAStalledReader(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const sendTimeout = 2 * time.Second
+		upstreamDone := make(chan time.Time, 1)
+		p := newBubbleProxy(t, gateway.Config{Timeouts: gateway.Timeouts{Send: sendTimeout}},
+			func(w http.ResponseWriter, r *http.Request) {
+				defer func() { upstreamDone <- time.Now() }()
+				chunk := []byte(strings.Repeat("y", 8<<10))
+				for i := 0; ; i++ {
+					if r.URL.Path == "/finite" && i == 20 {
+						return
+					}
+					if _, err := w.Write(chunk); err != nil {
+						return
+					}
+					http.NewResponseController(w).Flush()
+					if r.URL.Path == "/finite" {
+						time.Sleep(time.Second) // a slow stream, read at once
+					}
+				}
+			})
+		defer p.close()
+		c, closeClient := p.client()
+		defer closeClient()
+
+		// A stream of 20 s, written every second: each write is prompt.
+		resp, err := c.Get("http://app.test/finite")
+		if err != nil {
+			t.Fatal(err)
+		}
+		n, err := io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		if err != nil || n != 20*8<<10 {
+			t.Fatalf("slow stream: read %d bytes, %v; want all of it", n, err)
+		}
+		<-upstreamDone
+
+		resp, err = c.Get("http://app.test/endless")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		stopped := time.Now() // reads nothing more
+		select {
+		case at := <-upstreamDone:
+			if d := at.Sub(stopped); d < sendTimeout || d > sendTimeout+2*time.Second {
+				t.Errorf("the stalled stream ended after %v, want about the send timeout %v", d, sendTimeout)
+			}
+		case <-time.After(time.Minute):
+			t.Fatal("a client that reads nothing held its stream for a minute")
+		}
+	})
+}
+
+// A conns limit (limit_conn) counts a request only once its body is here:
+// a client stalling in its body holds no slot.
+func TestSlowBodyHoldsNoConnSlot(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const bodyTimeout = 2 * time.Second
+		p := newBubbleProxy(t, gateway.Config{
+			Timeouts: gateway.Timeouts{ClientBody: bodyTimeout},
+			Routes: []gateway.Route{{Name: "all", Patterns: []string{"/"},
+				Concurrency: []httplimit.ConcurrencyPolicy{{Name: "one", Max: 1}}}},
+		}, func(w http.ResponseWriter, r *http.Request) { io.Copy(io.Discard, r.Body) })
+		defer p.close()
+		done := make(chan int, 1)
+		go func() {
+			code, _ := p.slowPost(t, 1000, 10)
+			done <- code
+		}()
+		time.Sleep(time.Second)
+		c, closeClient := p.client()
+		defer closeClient()
+		resp, err := c.Get("http://app.test/normal")
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			t.Errorf("normal request beside a stalled body: %d, want 200", resp.StatusCode)
+		}
+		if code := <-done; code != http.StatusRequestTimeout {
+			t.Errorf("stalled body: %d, want 408", code)
+		}
+	})
+}

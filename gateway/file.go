@@ -73,7 +73,7 @@ func LoadFile(name string) (*File, error) {
 
 // The keys each block accepts.
 var (
-	fileKeys = []string{"listen", "store", "upstream", "upstreams", "max_in_flight", "status", "conn_status", "dry_run", "headers", "hash_keys", "log_keys", "trusted_proxies", "forwarded_header", "upstream_timeout", "client_header_timeout", "client_body_timeout", "send_timeout", "keepalive_timeout", "store_error_status", "access_log", "limits", "conns", "routes"}
+	fileKeys     = []string{"listen", "store", "upstream", "upstreams", "max_in_flight", "status", "conn_status", "dry_run", "headers", "hash_keys", "log_keys", "trusted_proxies", "forwarded_header", "upstream_timeout", "client_header_timeout", "client_body_timeout", "send_timeout", "keepalive_timeout", "store_error_status", "access_log", "limits", "conns", "routes"}
 	upstreamKeys = []string{"name", "url", "max_in_flight", "preserve_host"}
 	limitKeys    = []string{"name", "key", "rate", "burst", "nodelay", "delay", "algorithm", "missing_key", "dry_run"}
 	connKeys     = []string{"name", "key", "max", "missing_key", "dry_run"}

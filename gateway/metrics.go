@@ -11,14 +11,16 @@ import (
 // Metrics are the gateway's own Prometheus metrics; the decisions of each
 // policy are httplimit.Metrics'. A nil *Metrics records nothing.
 type Metrics struct {
-	requests *prometheus.CounterVec
-	inFlight *prometheus.GaugeVec
+	requests    *prometheus.CounterVec
+	inFlight    *prometheus.GaugeVec
+	readingBody prometheus.Gauge
 }
 
 // NewMetrics creates the metrics and registers them with reg:
 //
-//	sluice_proxy_requests_total{route, outcome}  outcome: forwarded, rejected, shed, upstream_error, error, cancelled
+//	sluice_proxy_requests_total{route, outcome}  outcome: forwarded, rejected, shed, denied, upstream_error, body_timeout, error, cancelled
 //	sluice_proxy_in_flight{upstream}              requests being forwarded now
+//	sluice_proxy_reading_body                     requests whose body is being read before they are forwarded
 //
 // The route label is the route's name, or "-" for requests no pattern
 // matched: its values are bounded by the configuration, never by traffic.
@@ -33,6 +35,9 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 		inFlight: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "sluice_proxy_in_flight", Help: "Requests being forwarded, by upstream.",
 		}, []string{"upstream"}),
+		readingBody: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "sluice_proxy_reading_body", Help: "Requests whose body is being read before they are forwarded (NGINX stub_status's Reading).",
+		}),
 	}
 	var err error
 	if m.requests, err = promreg.Register(reg, m.requests); err != nil {
@@ -41,7 +46,16 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 	if m.inFlight, err = promreg.Register(reg, m.inFlight); err != nil {
 		return nil, fmt.Errorf("gateway: metrics: %w", err)
 	}
+	if m.readingBody, err = promreg.Register(reg, m.readingBody); err != nil {
+		return nil, fmt.Errorf("gateway: metrics: %w", err)
+	}
 	return m, nil
+}
+
+func (m *Metrics) reading(d float64) {
+	if m != nil {
+		m.readingBody.Add(d)
+	}
 }
 
 func (m *Metrics) outcome(route, outcome string) {

@@ -200,6 +200,8 @@ func (st *state) readAhead(w http.ResponseWriter, r *http.Request, route string)
 		n = int(r.ContentLength) + 1 // room to see the end without another read
 	}
 	b := &clientBody{ahead: make([]byte, n), rest: r.Body, orig: r.Body, dl: deadlinesOf(w), d: st.timeouts.ClientBody}
+	st.cfg.Metrics.reading(1)
+	defer st.cfg.Metrics.reading(-1)
 	filled := 0
 	var err error
 	for filled < n && err == nil {

@@ -13,6 +13,7 @@ import (
 	"os"
 	"os/signal"
 	"runtime/debug"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -310,7 +311,11 @@ func checkProxy(f *gateway.File, stdout, stderr io.Writer) int {
 		if up == "" {
 			up = c.Upstreams[0].Name
 		}
-		fmt.Fprintf(stdout, "route %s %q -> %s\n", rt.Name, rt.Patterns, up)
+		fmt.Fprintf(stdout, "route %s %q -> %s", rt.Name, rt.Patterns, up)
+		if len(rt.Methods) > 0 {
+			fmt.Fprintf(stdout, " (methods %s; others 403)", strings.Join(rt.Methods, ", "))
+		}
+		fmt.Fprintln(stdout)
 		for _, p := range rt.Policies {
 			if p.Queue != nil {
 				q := p.Queue
@@ -335,6 +340,8 @@ func checkProxy(f *gateway.File, stdout, stderr io.Writer) int {
 		}
 	}
 	fmt.Fprintln(stdout, "anything else: no limit, to", c.Upstreams[0].Name)
+	t := c.Timeouts.WithDefaults()
+	fmt.Fprintf(stdout, "timeouts: client_header %v, client_body %v, send %v, keepalive %v\n", t.ClientHeader, t.ClientBody, t.Send, t.Keepalive)
 	return 0
 }
 

@@ -1,8 +1,11 @@
 package main
 
 import (
+	"bufio"
 	"context"
+	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -14,6 +17,7 @@ import (
 	"sync/atomic"
 	"syscall"
 	"testing"
+	"time"
 )
 
 // proxyRun is a `sluice proxy` running in the test.
@@ -268,5 +272,70 @@ func TestProxyReopenAccessLog(t *testing.T) {
 	old, _ := os.ReadFile(logPath + ".1")
 	if !strings.Contains(string(old), "GET /first") || strings.Contains(string(old), "GET /second") {
 		t.Fatalf("rotated file %q", old)
+	}
+}
+
+// The slow-body attack on the real proxy over TCP: five clients send a
+// POST's header and one byte of a 1000-byte body and stall, against
+// max_in_flight: 5. While they stall, a normal request is served, and the
+// upstream sees none of them; each ends with 408 once its body has stalled
+// for client_body_timeout.
+func TestProxySlowBodies(t *testing.T) {
+	var hits atomic.Int64
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		hits.Add(1)
+		io.Copy(io.Discard, r.Body)
+	}))
+	defer up.Close()
+	cfg := filepath.Join(t.TempDir(), "p.yaml")
+	os.WriteFile(cfg, []byte("max_in_flight: 5\n"), 0o644)
+	const bodyTimeout = time.Second
+	p := launchProxy(t, "-config", cfg, "-upstream", up.URL, "-client-body-timeout", bodyTimeout.String())
+	host := strings.TrimPrefix(p.url, "http://")
+	start := time.Now()
+	type answer struct {
+		code    int
+		elapsed time.Duration
+	}
+	answers := make(chan answer, 5)
+	for range 5 {
+		c, err := net.Dial("tcp", host)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		fmt.Fprintf(c, "POST /upload HTTP/1.1\r\nHost: %s\r\nContent-Length: 1000\r\n\r\nx", host)
+		go func() {
+			c.SetReadDeadline(time.Now().Add(bodyTimeout + 10*time.Second))
+			resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+			if err != nil {
+				answers <- answer{}
+				return
+			}
+			resp.Body.Close()
+			answers <- answer{resp.StatusCode, time.Since(start)}
+		}()
+	}
+	// The five are inside the proxy: reading their bodies (or, before the
+	// fix, forwarded to the upstream).
+	eventually(t, "the slow requests are in", func() bool {
+		return metric(t, p.admin, "sluice_proxy_reading_body") == 5 || hits.Load() == 5
+	})
+	if code := getStatus(t, p.url+"/normal"); code != http.StatusOK {
+		t.Errorf("a normal request beside five stalled bodies: %d, want 200", code)
+	}
+	for range 5 {
+		a := <-answers
+		if a.code != http.StatusRequestTimeout {
+			t.Errorf("stalled body: status %d, want 408", a.code)
+		} else if a.elapsed < bodyTimeout || a.elapsed > bodyTimeout+5*time.Second {
+			t.Errorf("stalled body answered after %v, want about client_body_timeout %v", a.elapsed, bodyTimeout)
+		}
+	}
+	if n := hits.Load(); n != 1 {
+		t.Errorf("the upstream saw %d requests, want 1", n)
+	}
+	if !strings.Contains(p.stderr.String(), `"POST /upload HTTP/1.1" 408 `) {
+		t.Errorf("no access log line for the 408: %s", p.stderr.String())
 	}
 }

@@ -39,10 +39,11 @@ type Domain struct {
 // children. nodes keeps config order (for Dump and for the order in which
 // wildcards are tried); the maps index it for Lookup.
 type level struct {
-	nodes   []*node
-	exact   map[Entry]*node  // key and a literal value
-	wild    []*node          // key and a value with '*', in config order
-	keyOnly map[string]*node // key and no value
+	nodes    []*node
+	exact    map[Entry]*node  // key and a literal value
+	wild     []*node          // key and a value with '*', in config order
+	wildByKV map[Entry]*node  // wild by key and value, for find
+	keyOnly  map[string]*node // key and no value
 }
 
 // node is one configured descriptor.
@@ -93,7 +94,8 @@ func (lv *level) pick(e Entry) *node {
 	return lv.keyOnly[e.Key]
 }
 
-// find returns the descriptor configured with exactly key and value, or nil.
+// find returns the descriptor configured with exactly key and value, or nil,
+// in constant time (a file may list many wildcards at one level).
 func (lv *level) find(key, value string) *node {
 	if value == "" {
 		return lv.keyOnly[key]
@@ -101,12 +103,7 @@ func (lv *level) find(key, value string) *node {
 	if n := lv.exact[Entry{key, value}]; n != nil {
 		return n
 	}
-	for _, n := range lv.wild {
-		if n.Key == key && n.Value == value {
-			return n
-		}
-	}
-	return nil
+	return lv.wildByKV[Entry{key, value}]
 }
 
 // add adds n, which find has shown to be new.
@@ -120,6 +117,10 @@ func (lv *level) add(n *node) {
 		lv.keyOnly[n.Key] = n
 	case n.Wildcard:
 		lv.wild = append(lv.wild, n)
+		if lv.wildByKV == nil {
+			lv.wildByKV = make(map[Entry]*node)
+		}
+		lv.wildByKV[Entry{n.Key, n.Value}] = n
 	default:
 		if lv.exact == nil {
 			lv.exact = make(map[Entry]*node)

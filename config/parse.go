@@ -1,10 +1,7 @@
 package config
 
 import (
-	"bytes"
-	"errors"
 	"fmt"
-	"io"
 	"math"
 	"slices"
 	"strings"
@@ -13,10 +10,12 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/internal/strictyaml"
 )
 
 // Limits that keep a hostile or broken file from exhausting memory or the
-// stack. Real configs are far below them.
+// stack, beside those of strictyaml (a file's bytes, and its nodes with
+// aliases expanded). Real configs are far below them.
 const (
 	maxDepth       = 64      // nested descriptor levels
 	maxDescriptors = 200_000 // descriptors in one file, aliases expanded
@@ -32,7 +31,11 @@ var (
 
 // Parse compiles one file's domain. filename is used in errors and kept in
 // the result; data is the YAML. Errors are *Error values with the line and
-// column of the offending node. Parse never panics, whatever data holds.
+// column of the offending node. Parse never panics, whatever data holds,
+// and its work and memory are bounded by len(data): data over 4 MiB is
+// refused with its size, and so is a file whose aliases expand it beyond
+// one YAML node per byte (plus 4096), each alias counted as what it names
+// every time it is used (see internal/strictyaml).
 func Parse(filename string, data []byte) (*Domain, error) {
 	return (&parser{file: filename}).parse(data)
 }
@@ -40,6 +43,7 @@ func Parse(filename string, data []byte) (*Domain, error) {
 // parser holds the state of one Parse.
 type parser struct {
 	file   string
+	doc    *strictyaml.Doc
 	domain *Domain
 	count  int             // descriptors so far
 	names  map[string]bool // rule names in the domain
@@ -56,28 +60,13 @@ func (p *parser) errf(n *yaml.Node, format string, args ...any) *Error {
 }
 
 func (p *parser) parse(data []byte) (*Domain, error) {
-	dec := yaml.NewDecoder(bytes.NewReader(data))
-	var doc yaml.Node
-	if err := dec.Decode(&doc); err != nil {
-		if errors.Is(err, io.EOF) {
-			return nil, &Error{File: p.file, Msg: "missing domain: the file is empty"}
-		}
-		return nil, yamlError(p.file, data, err)
+	doc, err := strictyaml.Decode(p.file, data)
+	if err != nil {
+		return nil, err
 	}
-	var extra yaml.Node
-	switch err := dec.Decode(&extra); {
-	case errors.Is(err, io.EOF):
-	case err != nil:
-		return nil, yamlError(p.file, data, err)
-	default:
-		return nil, p.errf(&extra, "a second YAML document: a file holds one domain")
-	}
-	root := &doc
-	if root.Kind == yaml.DocumentNode && len(root.Content) == 1 {
-		root = root.Content[0]
-	}
-	root = deref(root)
-	if isNull(root) {
+	p.doc = doc
+	root := deref(doc.Root)
+	if root == nil || isNull(root) {
 		return nil, p.errf(root, "missing domain: the file is empty")
 	}
 	fields, err := p.fields(root, "the file", rootKeys)
@@ -130,115 +119,35 @@ func (p *parser) parse(data []byte) (*Domain, error) {
 type field struct{ key, val *yaml.Node }
 
 // deref follows aliases to the node they stand for.
-func deref(n *yaml.Node) *yaml.Node {
-	for n != nil && n.Kind == yaml.AliasNode {
-		n = n.Alias
-	}
-	return n
-}
+func deref(n *yaml.Node) *yaml.Node { return strictyaml.Deref(n) }
 
 // isNull reports whether n is a null scalar (null, ~ or nothing).
-func isNull(n *yaml.Node) bool { return n.Kind == yaml.ScalarNode && n.ShortTag() == "!!null" }
+func isNull(n *yaml.Node) bool { return strictyaml.IsNull(n) }
 
 // kind names a node's kind for error messages.
-func kind(n *yaml.Node) string {
-	switch n.Kind {
-	case yaml.MappingNode:
-		return "a mapping"
-	case yaml.SequenceNode:
-		return "a list"
-	case yaml.ScalarNode:
-		if n.ShortTag() == "!!null" {
-			return "nothing"
-		}
-		return fmt.Sprintf("%q", n.Value)
-	}
-	return "something else"
-}
+func kind(n *yaml.Node) string { return strictyaml.Kind(n) }
 
 // fields returns the pairs of mapping n, merge keys expanded, after
 // checking that every key is one of allowed and appears once. where names
 // the block in errors ("rate_limit").
 func (p *parser) fields(n *yaml.Node, where string, allowed []string) ([]field, error) {
-	n = deref(n)
-	if n.Kind != yaml.MappingNode {
-		return nil, p.errf(n, "%s must be a mapping, not %s", where, kind(n))
-	}
-	fs, err := p.pairs(n, where, 0, nil)
+	ps, err := p.doc.Pairs(n, where)
 	if err != nil {
 		return nil, err
 	}
-	for _, f := range fs {
-		if !slices.Contains(allowed, f.key.Value) {
-			return nil, p.errf(f.key, "%s", unknownKey(f.key.Value, where, allowed))
+	fs := make([]field, len(ps))
+	for i, pr := range ps {
+		if !slices.Contains(allowed, pr.Key.Value) {
+			return nil, p.errf(pr.Key, "%s", unknownKey(pr.Key.Value, where, allowed))
 		}
+		fs[i] = field{pr.Key, pr.Value}
 	}
 	return fs, nil
 }
 
-// pairs lists the pairs of mapping n; the pairs of merged mappings (<<)
-// come after and yield to the explicit ones, as YAML specifies. merged holds
-// the mappings already merged, so that each is expanded once however many
-// aliases name it.
-func (p *parser) pairs(n *yaml.Node, where string, depth int, merged map[*yaml.Node]bool) ([]field, error) {
-	if depth > maxDepth {
-		return nil, p.errf(n, "merge keys nested too deep")
-	}
-	var out []field
-	var merges []*yaml.Node
-	for i := 0; i+1 < len(n.Content); i += 2 {
-		k, v := deref(n.Content[i]), n.Content[i+1]
-		if k.Kind != yaml.ScalarNode {
-			return nil, p.errf(k, "a key in %s must be a string, not %s", where, kind(k))
-		}
-		if k.ShortTag() == "!!merge" {
-			merges = append(merges, v)
-			continue
-		}
-		if i := indexKey(out, k.Value); i >= 0 {
-			return nil, p.errf(k, "duplicate key %q in %s (first at line %d)", k.Value, where, out[i].key.Line)
-		}
-		out = append(out, field{k, v})
-	}
-	for _, m := range merges {
-		m = deref(m)
-		srcs := []*yaml.Node{m}
-		if m.Kind == yaml.SequenceNode {
-			srcs = m.Content
-		}
-		for _, s := range srcs {
-			s = deref(s)
-			if s.Kind != yaml.MappingNode {
-				return nil, p.errf(s, "merge key << wants a mapping or a list of mappings, not %s", kind(s))
-			}
-			if merged[s] {
-				continue
-			}
-			if merged == nil {
-				merged = make(map[*yaml.Node]bool)
-			}
-			merged[s] = true
-			sub, err := p.pairs(s, where, depth+1, merged)
-			if err != nil {
-				return nil, err
-			}
-			for _, f := range sub {
-				if indexKey(out, f.key.Value) < 0 {
-					out = append(out, f)
-				}
-			}
-		}
-	}
-	return out, nil
-}
-
-// indexKey returns the index of the field with key k in fs, or -1.
-func indexKey(fs []field, k string) int {
-	return slices.IndexFunc(fs, func(f field) bool { return f.key.Value == k })
-}
-
-// unknownKey explains an unknown key: a likely typo, or a key that belongs
-// in another block.
+// unknownKey explains an unknown key: a key that belongs in another block,
+// or else what strictyaml.UnknownKey says (a likely typo, or the keys
+// allowed).
 func unknownKey(k, where string, allowed []string) string {
 	msg := fmt.Sprintf("unknown key %q in %s", k, where)
 	switch {
@@ -249,10 +158,7 @@ func unknownKey(k, where string, allowed []string) string {
 	case where == whereAuthDesc && slices.Contains(authEntryKeys, k):
 		return msg + " (a descriptor lists its entries under entries: - entries: [{key: ..., from: ...}])"
 	}
-	if s := suggest(k, allowed); s != "" {
-		return msg + fmt.Sprintf(" (did you mean %q?)", s)
-	}
-	return msg + " (want one of " + strings.Join(allowed, ", ") + ")"
+	return strictyaml.UnknownKey(k, where, allowed)
 }
 
 // str returns a scalar's text; null is "". Numbers and booleans are taken as

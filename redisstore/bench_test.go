@@ -3,11 +3,14 @@ package redisstore_test
 import (
 	"context"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/internal/clocktest"
+	"github.com/sluicehq/sluice/internal/redistest"
 )
 
 // BenchmarkAllowN is one admitted decision of cost 1 on Redis's clock, per
@@ -38,4 +41,72 @@ func BenchmarkAllowN(b *testing.B) {
 			})
 		})
 	}
+}
+
+// BenchmarkSlidingLogWork measures what the sliding log costs Redis at rates
+// of 10, 1k and 1M per hour, with requests of cost 1 and of cost Rate (one
+// request takes the whole allowance): per key, up to 100 admitted decisions
+// spread over one period on a test clock, then MEMORY USAGE of the key
+// (B/key) and the server's own CPU time per script call from INFO
+// commandstats (redis-µs/call). ns/op is the time per key, not a speed to
+// compare.
+func BenchmarkSlidingLogWork(b *testing.B) {
+	for _, rate := range []int{10, 1_000, 1_000_000} {
+		for _, cost := range []int{1, rate} {
+			b.Run("rate="+strconv.Itoa(rate)+"/cost="+strconv.Itoa(cost), func(b *testing.B) {
+				srv := redistest.StartServer(b)
+				clock := clocktest.New()
+				s := open(b, "redis://"+srv.Addr, clock)
+				ctx := context.Background()
+				lim := sluice.Limit{Algorithm: sluice.SlidingLog, Rate: rate, Period: time.Hour}
+				calls := min(rate/cost, 100)
+				step := lim.Period / time.Duration(calls)
+				srv.Do(b, "CONFIG", "RESETSTAT")
+				bytes := 0
+				for i := range b.N {
+					key := "work:" + strconv.Itoa(i)
+					for range calls {
+						if r, err := s.AllowN(ctx, key, lim, cost); err != nil || !r.Allowed {
+							b.Fatalf("AllowN = %+v, %v", r, err)
+						}
+						clock.Advance(step)
+					}
+					clock.Advance(-step * time.Duration(calls))
+					n, err := strconv.Atoi(strings.TrimSpace(srv.Do(b, "MEMORY", "USAGE", s.Key(sluice.SlidingLog, key), "SAMPLES", "0")))
+					if err != nil {
+						b.Fatal(err)
+					}
+					bytes += n
+				}
+				b.ReportMetric(float64(bytes)/float64(b.N), "B/key")
+				b.ReportMetric(evalUsecPerCall(b, srv), "redis-µs/call")
+			})
+		}
+	}
+}
+
+// evalUsecPerCall returns usec_per_call of EVALSHA (or EVAL) from INFO
+// commandstats.
+func evalUsecPerCall(b *testing.B, srv *redistest.Server) float64 {
+	b.Helper()
+	var calls, usec float64
+	for _, line := range strings.Split(srv.Do(b, "INFO", "commandstats"), "\n") {
+		if !strings.HasPrefix(line, "cmdstat_evalsha:") && !strings.HasPrefix(line, "cmdstat_eval:") {
+			continue
+		}
+		for _, f := range strings.Split(strings.TrimSpace(line[strings.IndexByte(line, ':')+1:]), ",") {
+			k, v, _ := strings.Cut(f, "=")
+			x, _ := strconv.ParseFloat(v, 64)
+			switch k {
+			case "calls":
+				calls += x
+			case "usec":
+				usec += x
+			}
+		}
+	}
+	if calls == 0 {
+		return 0
+	}
+	return usec / calls
 }

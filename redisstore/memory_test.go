@@ -13,8 +13,8 @@ import (
 
 // BenchmarkMemoryPerKey reports what one key costs Redis (MEMORY USAGE,
 // SAMPLES 0) after one decision of cost 1, per algorithm, for a key like
-// "user:123456". The sliding log costs this per admitted unit held, more
-// or less.
+// "user:123456". The sliding log holds one sorted-set member per entry, at
+// most algorithm.LogEntries+1 of them (see BenchmarkSlidingLogWork).
 func BenchmarkMemoryPerKey(b *testing.B) {
 	srv := redistest.Single(b)
 	s := open(b, "redis://"+srv.Addr, nil)

@@ -62,7 +62,7 @@ var short = [...]string{
 	sluice.TokenBucket:   "tb",
 	sluice.FixedWindow:   "fw",
 	sluice.SlidingWindow: "sw",
-	sluice.SlidingLog:    "sl",
+	sluice.SlidingLog:    "slc", // "sl" held one member per unit before the log became compact
 	sluice.LeakyBucket:   "lb",
 }
 
@@ -229,7 +229,8 @@ const exact = 1 << 53
 
 // scriptParams returns the script arguments that describe lim: two that go
 // between the instant and the cost, then any that follow the cost (the
-// sliding window's count-rejected flag). The error wraps
+// sliding window's count-rejected flag, the sliding log's slot and entry
+// bound). The error wraps
 // sluice.ErrInvalidLimit if the store cannot hold lim exactly. lim must be
 // valid.
 func scriptParams(lim sluice.Limit) ([]string, error) {
@@ -248,8 +249,14 @@ func scriptParams(lim sluice.Limit) ([]string, error) {
 			return nil, fmt.Errorf("%w: burst %d at %d per %v is too large for redisstore", sluice.ErrInvalidLimit, lim.Burst, lim.Rate, lim.Period)
 		}
 		return []string{strconv.FormatInt(t, 10), strconv.Itoa(lim.Burst)}, nil
-	case sluice.FixedWindow, sluice.SlidingLog:
+	case sluice.FixedWindow:
 		return []string{strconv.FormatInt(p, 10), strconv.FormatInt(rate, 10)}, nil
+	case sluice.SlidingLog:
+		// The slot in whole microseconds, rounded up: never finer than the
+		// memory store's, so never more entries.
+		slot := (algorithm.LogResolution(lim) + 999) / 1000
+		return []string{strconv.FormatInt(p, 10), strconv.FormatInt(rate, 10),
+			strconv.FormatInt(slot, 10), strconv.Itoa(algorithm.LogEntries + 1)}, nil
 	case sluice.SlidingWindow:
 		// prev·(P−e) and (k+1)·P must stay exact.
 		if rate+1 > exact/(2*p) {

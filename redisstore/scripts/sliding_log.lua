@@ -1,70 +1,108 @@
--- sliding_log.lua: the exact sliding window, one sorted-set member per
--- admitted unit.
+-- sliding_log.lua: the sliding log as (instant, count) entries, as
+-- algorithm.SlidingLog keeps it: a request is one entry, or joins the newest
+-- entry when both lie in one slot of time, so a call is O(entries) work and
+-- a key holds a bounded number of entries, whatever the rate and the cost.
 --
--- KEYS[1]  a sorted set: score = the unit's instant in microseconds,
---          member = "<instant>:<sequence>", the sequence zero-padded so that
---          members of one instant sort in the order they were added
+-- KEYS[1]  a sorted set, one member per entry: score = the latest instant of
+--          the entry's units in microseconds, member = "<instant>:<count>".
+--          Instants are strictly increasing, so members are unique.
 -- ARGV[1]  mode: "take" or "refund"          (see prelude.lua)
 -- ARGV[2]  now in microseconds, or ""         (see prelude.lua)
 -- ARGV[3]  period P in microseconds
--- ARGV[4]  rate: units per period (the set never holds more)
+-- ARGV[4]  rate: units per period
 -- ARGV[5]  cost
+-- ARGV[6]  slot S in microseconds: the units admitted within one
+--          epoch-aligned slot of S share an entry (S = 1: the same instant)
+-- ARGV[7]  the most entries the set keeps; beyond, the two oldest merge
 --
 -- Reply: {allowed (0|1), remaining, retry_after_us, reset_after_us}; for a
 -- refund {1, 0, 0, 0}. A request is admitted when the units logged in
--- (now−P, now] plus cost are at most rate. The key expires when its newest
--- unit leaves the window.
+-- (now−P, now] plus cost are at most rate. An entry leaves the window whole,
+-- at its instant + P. The key expires when its newest entry leaves.
 local P = tonumber(ARGV[3])
 local rate = tonumber(ARGV[4])
 local cost = tonumber(ARGV[5])
+local S = tonumber(ARGV[6])
+local most = tonumber(ARGV[7])
 local key = KEYS[1]
 
--- at is the instant logged: never before the newest, so that the log stays
--- ordered if the clock steps back. The trim below keeps the newest unit
--- whenever it keeps any, so newest still holds when n > 0 after it.
-local at = now
-local newest = redis.call('ZRANGE', key, -1, -1, 'WITHSCORES')
-if newest[2] and tonumber(newest[2]) > now then
-  at = tonumber(newest[2])
+local function member(t, n)
+  return int(t) .. ':' .. int(n)
 end
-redis.call('ZREMRANGEBYSCORE', key, '-inf', int(now - P))
-local n = redis.call('ZCARD', key)
+
+-- One read of the whole log (at most `most` entries), oldest first.
+local log = redis.call('ZRANGE', key, 0, -1, 'WITHSCORES')
+local m = #log / 2
+-- at is the instant logged: never before the newest, so that the log stays
+-- ordered if the clock steps back.
+local at = now
+if m > 0 and tonumber(log[2 * m]) > now then
+  at = tonumber(log[2 * m])
+end
+-- The entries at or before now − P have left the window; they are the
+-- oldest. The rest are live: names, instants, counts and their sum.
+local names, times, counts = {}, {}, {}
+local live, sum = 0, 0
+for i = 1, m do
+  local t = tonumber(log[2 * i])
+  if t > now - P then
+    live = live + 1
+    names[live], times[live] = log[2 * i - 1], t
+    counts[live] = tonumber(string.match(log[2 * i - 1], ':(%d+)$'))
+    sum = sum + counts[live]
+  end
+end
+if live < m then
+  redis.call('ZREMRANGEBYRANK', key, 0, m - live - 1)
+end
 
 if mode == 'refund' then
-  if n > 0 then
-    redis.call('ZREMRANGEBYRANK', key, -math.min(cost, n), -1)
+  -- Remove cost units from the newest entries; an entry that keeps some
+  -- keeps its instant.
+  local c = cost
+  while c > 0 and live > 0 do
+    redis.call('ZREM', key, names[live])
+    if counts[live] > c then
+      redis.call('ZADD', key, int(times[live]), member(times[live], counts[live] - c))
+      c = 0
+    else
+      c = c - counts[live]
+      live = live - 1
+    end
   end
-  newest = redis.call('ZRANGE', key, -1, -1, 'WITHSCORES')
-  if newest[2] then
-    expire(key, tonumber(newest[2]) + P - now)
+  if live > 0 then
+    expire(key, times[live] + P - now)
   end
   return {1, 0, 0, 0}
 end
 
-if n + cost > rate then
-  -- Wait until the k-th oldest unit leaves the window.
-  local k = n + cost - rate
-  local kth = redis.call('ZRANGE', key, k - 1, k - 1, 'WITHSCORES')
-  return {0, math.max(rate - n, 0), tonumber(kth[2]) + P - now, tonumber(newest[2]) + P - now}
-end
--- Sequence numbers continue from the newest member when it was logged at
--- the same instant, so that no member name is ever reused (a reused name
--- would update, not add, and the unit would go uncounted). A newest logged
--- at at (never before now) survived the trim.
-local seq = 0
-if newest[2] and tonumber(newest[2]) == at then
-  seq = tonumber(string.match(newest[1], ':(%d+)$')) or n
-end
--- ZADD in batches: unpack is bounded by Lua's C stack.
-local i = 1
-while i <= cost do
-  local args = {}
-  for j = i, math.min(i + 499, cost) do
-    args[#args + 1] = int(at)
-    args[#args + 1] = string.format('%s:%012d', int(at), seq + j)
+if sum + cost > rate then
+  -- Wait until enough of the oldest entries have left the window (cost ≤
+  -- rate, so they exist).
+  local need, i = sum + cost - rate, 1
+  while need > counts[i] do
+    need = need - counts[i]
+    i = i + 1
   end
-  redis.call('ZADD', key, unpack(args))
-  i = i + 500
+  return {0, math.max(rate - sum, 0), times[i] + P - now, times[live] + P - now}
+end
+
+-- math.fmod is exact on integers below 2^53, where % (a − floor(a/b)·b)
+-- may round.
+local function slot(t)
+  return t - math.fmod(t, S)
+end
+if live > 0 and (times[live] == at or slot(times[live]) == slot(at)) then
+  redis.call('ZREM', key, names[live])
+  redis.call('ZADD', key, int(at), member(at, counts[live] + cost))
+else
+  if live >= most then
+    -- Only after a change of limit or a clock that stepped back: merge the
+    -- two oldest entries, keeping the later instant.
+    redis.call('ZREM', key, names[1], names[2])
+    redis.call('ZADD', key, int(times[2]), member(times[2], counts[1] + counts[2]))
+  end
+  redis.call('ZADD', key, int(at), member(at, cost))
 end
 expire(key, at + P - now)
-return {1, rate - n - cost, 0, at + P - now}
+return {1, rate - sum - cost, 0, at + P - now}

@@ -230,11 +230,11 @@ func (r *Resolver) Validate() error {
 // neither "host:port" nor a bare address, which the standard server never
 // produces. req must not be nil.
 func (r *Resolver) ClientIP(req *http.Request) (netip.Addr, error) {
-	peer, err := parseRemoteAddr(req.RemoteAddr)
+	peer, err := Peer(req)
 	if err != nil {
 		return netip.Addr{}, err
 	}
-	if r == nil || len(r.TrustedProxies) == 0 || !r.trusted(peer) {
+	if !r.trustsAddr(peer) {
 		return peer, nil
 	}
 	var (
@@ -303,6 +303,32 @@ func (r *Resolver) ipv6Bits() (int, error) {
 		return 0, fmt.Errorf("clientip: IPv6Prefix %d is outside 0..128 (0 means %d)", r.IPv6Prefix, DefaultIPv6Prefix)
 	}
 	return r.IPv6Prefix, nil
+}
+
+// TrustsPeer reports whether req's peer, r.RemoteAddr, is one of the
+// TrustedProxies, so that the forwarding headers it sends are believed.
+// It is the one decision about trust: ClientIP and Key make it, and so
+// must anything that passes those headers on (a proxy's X-Forwarded-For or
+// Forwarded to its upstream), or the two would disagree. The peer is
+// unmapped and its zone dropped first, as everywhere in this package, so
+// "[fe80::1%eth0]:4711" is inside fe80::/10. A nil or zero Resolver trusts
+// no peer, and a RemoteAddr that is not an address is not trusted.
+func (r *Resolver) TrustsPeer(req *http.Request) bool {
+	if r == nil || len(r.TrustedProxies) == 0 {
+		return false
+	}
+	peer, err := Peer(req)
+	return err == nil && r.trusted(peer)
+}
+
+// Peer returns req's TCP peer, r.RemoteAddr ("host:port" or a bare
+// address), unmapped and without zone: the client when no proxy is
+// trusted. The error wraps ErrRemoteAddr.
+func Peer(req *http.Request) (netip.Addr, error) { return parseRemoteAddr(req.RemoteAddr) }
+
+// trustsAddr reports whether r trusts the normalized peer address a.
+func (r *Resolver) trustsAddr(a netip.Addr) bool {
+	return r != nil && len(r.TrustedProxies) > 0 && r.trusted(a)
 }
 
 // trusted reports whether the normalized address a is inside a trusted

@@ -631,18 +631,11 @@ func (p *fileParser) key(n *yaml.Node, res *clientip.Resolver) (func(string) htt
 				return func(*http.Request) (string, bool) { return route, true }
 			}
 		case s == "host":
-			f = func(string) httplimit.KeyFunc {
-				// As NGINX's $host: no port, lower case, no trailing
-				// dot, so that no spelling of a host is a fresh key.
-				return func(r *http.Request) (string, bool) {
-					h := normHost(r.Host)
-					return h, h != ""
-				}
-			}
+			kf := httplimit.Host() // canonical: no spelling of a host is a fresh key
+			f = func(string) httplimit.KeyFunc { return kf }
 		case s == "method":
-			f = func(string) httplimit.KeyFunc {
-				return func(r *http.Request) (string, bool) { return r.Method, true }
-			}
+			kf := httplimit.Method() // canonical: "post" is POST
+			f = func(string) httplimit.KeyFunc { return kf }
 		case strings.HasPrefix(s, "header:") && len(s) > len("header:"):
 			kf := httplimit.Header(s[len("header:"):])
 			f = func(string) httplimit.KeyFunc { return kf }

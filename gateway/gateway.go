@@ -21,11 +21,14 @@
 //   - when the upstream fails, the answer is 502 (504 on a timeout) with a
 //     problem+json body; the upstream's address stays in the log.
 //
-// Matching looks at the cleaned, decoded path (no "..", no "//", no %2F),
-// as NGINX matches locations, so that "/public/../admin" and "/admin%2Fx"
-// are limited under "/admin"; the upstream receives the path as the client
-// sent it. Hosts match in lower case without port or trailing dot, as
-// NGINX's $host. Unlike ServeMux, the gateway never redirects.
+// Matching looks at the request's canonical form (package request): the
+// method in upper case, the path decoded with no "//", "." or ".." segment
+// and no trailing slash, the host in lower case without port or trailing
+// dot, as NGINX's $host; "/public/../admin", "/%61dmin/" and, read first
+// as a slash, "/admin%2Fx" are limited under "/admin". The upstream
+// receives the request as the client sent it. A request with no canonical
+// form (a malformed Host such as "api.example.com..") is answered 400.
+// Unlike ServeMux, the gateway never redirects.
 //
 // Responses stream: the ReverseProxy flushes at once when the upstream sends
 // no Content-Length or an event stream, so long polls and server-sent
@@ -55,12 +58,9 @@ import (
 	"net"
 	"net/http"
 	"net/http/httputil"
-	"net/netip"
 	"net/url"
-	"path"
 	"slices"
 	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -408,138 +408,16 @@ func (g *Gateway) compile(cfg Config) (*state, error) {
 	return st, nil
 }
 
-// register registers h for pattern on mux, or returns why it cannot (bad
-// syntax, or a conflict with a pattern registered before), without the
-// panic of ServeMux.Handle.
-func register(mux *http.ServeMux, pattern string, h http.Handler) (err error) {
-	defer func() {
-		if v := recover(); v != nil {
-			err = fmt.Errorf("pattern %q: %v", pattern, v)
-		}
-	}()
-	mux.Handle(lowerPatternHost(pattern), h)
-	return nil
-}
-
-// lowerPatternHost returns pattern with its host, if any, as match sees a
-// request's: in lower case, without a trailing dot.
-func lowerPatternHost(pattern string) string {
-	method, rest := "", pattern
-	if i := strings.IndexAny(pattern, " \t"); i >= 0 {
-		rest = strings.TrimLeft(pattern[i:], " \t")
-		method = pattern[:len(pattern)-len(rest)]
-	}
-	if j := strings.IndexByte(rest, '/'); j > 0 {
-		return method + lowerHost(rest[:j]) + rest[j:]
-	}
-	return pattern
-}
-
 // ServeHTTP routes r, applies its route's limits and forwards it.
 func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	st := g.state.Load()
-	rt := st.match(r)
+	rt, r := st.match(w, r)
+	if rt == nil {
+		return // malformed: match answered 400
+	}
 	sw := &sendWriter{ResponseWriter: w, dl: deadlinesOf(w), d: st.timeouts.Send}
 	defer sw.arm() // for the server's last flush, after the handler
 	rt.handler.ServeHTTP(sw, r)
-}
-
-// match finds r's route by the cleaned path, never redirecting: where
-// ServeMux would redirect "/a" to its subtree "/a/", "/a" belongs to the
-// subtree's route.
-//
-// As NGINX matches locations, the path is matched decoded ("/admin%2Fx" is
-// under "/admin/") and the host in lower case without a trailing dot. A
-// request that matches no route so is matched again on its escaped path
-// ("/users/a%2Fb" as one {id}), so that it is unlimited only when neither
-// reading matches a route.
-func (st *state) match(r *http.Request) *route {
-	if len(st.cfg.Routes) == 0 {
-		return st.fallback
-	}
-	bare := stripPort(r.Host) // as ServeMux sees it
-	host := lowerHost(bare)
-	look := r
-	if p := cleanPath(r.URL.Path); p != r.URL.Path || r.URL.RawPath != "" || host != bare {
-		look = withPath(r, host, p, "")
-	}
-	rt, pattern := st.find(look)
-	if rt == nil && r.URL.RawPath != "" {
-		esc := cleanPath(r.URL.EscapedPath())
-		if p, err := url.PathUnescape(esc); err == nil {
-			rt, pattern = st.find(withPath(r, host, p, esc))
-		}
-	}
-	if rt == nil {
-		return st.fallback
-	}
-	r.Pattern = pattern // for httplimit.Route keys
-	return rt
-}
-
-// find returns the route of r, whose path is clean, or nil.
-func (st *state) find(r *http.Request) (*route, string) {
-	h, pattern := st.mux.Handler(r)
-	if rt, ok := h.(*route); ok {
-		return rt, pattern
-	}
-	if strings.HasSuffix(r.URL.Path, "/") {
-		return nil, ""
-	}
-	raw := r.URL.RawPath
-	if raw != "" {
-		raw += "/"
-	}
-	h, pattern = st.mux.Handler(withPath(r, r.Host, r.URL.Path+"/", raw))
-	if rt, ok := h.(*route); ok {
-		return rt, pattern
-	}
-	return nil, ""
-}
-
-// withPath returns a shallow copy of r with host, and a URL with path p
-// and raw path raw, for matching.
-func withPath(r *http.Request, host, p, raw string) *http.Request {
-	u := *r.URL
-	u.Path, u.RawPath = p, raw
-	c := *r
-	c.URL = &u
-	c.Host = host
-	return &c
-}
-
-// normHost returns host as NGINX's $host has it: without a port, in lower
-// case, without a trailing dot. It does not allocate when host is already
-// so.
-func normHost(host string) string { return lowerHost(stripPort(host)) }
-
-// stripPort returns host without its port, as ServeMux strips it.
-func stripPort(host string) string {
-	if strings.IndexByte(host, ':') >= 0 {
-		if h, _, err := net.SplitHostPort(host); err == nil {
-			return h
-		}
-	}
-	return host
-}
-
-// lowerHost returns a host name without port in lower case, without a
-// trailing dot.
-func lowerHost(host string) string { return strings.ToLower(strings.TrimSuffix(host, ".")) }
-
-// cleanPath is path.Clean keeping a trailing slash, as ServeMux cleans.
-func cleanPath(p string) string {
-	if p == "" {
-		return "/"
-	}
-	if p[0] != '/' {
-		p = "/" + p
-	}
-	np := path.Clean(p)
-	if p[len(p)-1] == '/' && np != "/" {
-		np += "/"
-	}
-	return np
 }
 
 // Unmatched is the route name, in logs and metrics, of the requests no
@@ -556,7 +434,7 @@ func (g *Gateway) forwarder(st *state, u Upstream, route string) http.Handler {
 		Rewrite: func(pr *httputil.ProxyRequest) {
 			// Keep the client's X-Forwarded-For only from a trusted proxy;
 			// SetXForwarded then appends the peer.
-			fromProxy := trusted != nil && len(trusted.TrustedProxies) > 0 && fromTrusted(trusted, pr.In)
+			fromProxy := trusted.TrustsPeer(pr.In) // as the ip key decides
 			if fromProxy {
 				if v := pr.In.Header.Values("X-Forwarded-For"); len(v) > 0 {
 					pr.Out.Header["X-Forwarded-For"] = v
@@ -666,66 +544,6 @@ func (b *bufferPool) Put(buf []byte) {
 		buf = buf[:cap(buf)]
 		b.p.Put(&buf)
 	}
-}
-
-// forwardedElement is the RFC 7239 Forwarded element of this hop for r:
-// for= the peer, host= the Host it asked for, proto= its scheme.
-func forwardedElement(r *http.Request) string {
-	b := make([]byte, 0, 64)
-	b = append(b, "for="...)
-	if ap, err := netip.ParseAddrPort(r.RemoteAddr); err == nil {
-		if a := ap.Addr().Unmap(); a.Is4() {
-			b = append(b, a.String()...)
-		} else {
-			b = append(b, `"[`...)
-			b = append(b, a.String()...)
-			b = append(b, `]"`...)
-		}
-	} else {
-		b = append(b, "unknown"...)
-	}
-	if r.Host != "" {
-		b = append(b, ";host="...)
-		b = appendQuoted(b, r.Host)
-	}
-	b = append(b, ";proto="...)
-	if r.TLS != nil {
-		b = append(b, "https"...)
-	} else {
-		b = append(b, "http"...)
-	}
-	return string(b)
-}
-
-// appendQuoted appends s as an RFC 9110 quoted-string.
-func appendQuoted(b []byte, s string) []byte {
-	b = append(b, '"')
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if c == '"' || c == '\\' {
-			b = append(b, '\\')
-		}
-		if c < 0x20 && c != '\t' || c == 0x7f {
-			continue // not allowed in a quoted-string
-		}
-		b = append(b, c)
-	}
-	return append(b, '"')
-}
-
-// fromTrusted reports whether r's peer is one of res's trusted proxies.
-func fromTrusted(res *clientip.Resolver, r *http.Request) bool {
-	ap, err := netip.ParseAddrPort(r.RemoteAddr)
-	if err != nil {
-		return false
-	}
-	a := ap.Addr().Unmap()
-	for _, p := range res.TrustedProxies {
-		if p.Contains(a) {
-			return true
-		}
-	}
-	return false
 }
 
 // shed answers 503 when the upstream is saturated.

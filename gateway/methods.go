@@ -5,6 +5,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/sluicehq/sluice/request"
 	"github.com/sluicehq/sluice/rlheader"
 )
 
@@ -18,7 +19,7 @@ func (st *state) onlyMethods(rt Route, h http.Handler) http.Handler {
 	}
 	allow := strings.Join(allowed, ", ")
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if slices.Contains(allowed, r.Method) {
+		if c, err := request.Of(r); err == nil && slices.Contains(allowed, c.Method) { // "post" is POST
 			h.ServeHTTP(w, r)
 			return
 		}

@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/sluicehq/sluice/clientip"
+	"github.com/sluicehq/sluice/request"
 )
 
 // KeyFunc says whose allowance a request spends. ok is false when the
@@ -25,6 +26,27 @@ func ClientIP(res *clientip.Resolver) KeyFunc {
 	return func(r *http.Request) (string, bool) {
 		k, err := res.Key(r)
 		return k, err == nil && k != ""
+	}
+}
+
+// Host keys by the request's host in canonical form (package request):
+// lower case, without port or trailing dot, as NGINX's $host, so that no
+// spelling of a host is a fresh allowance. The key is missing for a
+// request without a host or with a malformed one.
+func Host() KeyFunc {
+	return func(r *http.Request) (string, bool) {
+		c, err := request.Of(r)
+		return c.Host, err == nil && c.Host != ""
+	}
+}
+
+// Method keys by the request's method in canonical form (package
+// request): upper case, so that "post" spends POST's allowance. The key is
+// missing for a malformed request.
+func Method() KeyFunc {
+	return func(r *http.Request) (string, bool) {
+		c, err := request.Of(r)
+		return c.Method, err == nil
 	}
 }
 

@@ -1,0 +1,165 @@
+package gateway
+
+import (
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+	"strings"
+
+	"github.com/sluicehq/sluice/request"
+	"github.com/sluicehq/sluice/rlheader"
+)
+
+// This file routes a request: by its canonical form (package request),
+// computed once here and stored in the request's context for the keys
+// (host, method) and the route's method check.
+
+// register registers h for pattern on mux, or returns why it cannot (bad
+// syntax, a host or path no request's canonical form could have, or a
+// conflict with a pattern registered before), without the panic of
+// ServeMux.Handle.
+func register(mux *http.ServeMux, pattern string, h http.Handler) (err error) {
+	p, err := canonicalPattern(pattern)
+	if err != nil {
+		return fmt.Errorf("pattern %q: %w", pattern, err)
+	}
+	defer func() {
+		if v := recover(); v != nil {
+			err = fmt.Errorf("pattern %q: %v", pattern, v)
+		}
+	}()
+	mux.Handle(p, h)
+	return nil
+}
+
+// canonicalPattern returns pattern as the canonical forms of requests
+// are matched against it: its method in upper case, its host in canonical
+// form. It refuses a host with a port (hosts match without one) and an
+// empty, "." or ".." path segment, which no request's canonical path has.
+func canonicalPattern(pattern string) (string, error) {
+	method, rest := "", pattern
+	if i := strings.IndexAny(pattern, " \t"); i >= 0 {
+		rest = strings.TrimLeft(pattern[i:], " \t")
+		m, err := request.Method(pattern[:i])
+		if err != nil {
+			return "", errors.New("bad method")
+		}
+		method = m + " "
+	}
+	j := strings.IndexByte(rest, '/')
+	if j < 0 {
+		return pattern, nil // ServeMux says what is wrong
+	}
+	host, path := rest[:j], rest[j:]
+	if host != "" {
+		h, err := request.Host(host)
+		if err != nil {
+			return "", fmt.Errorf("host %q: %w", host, err)
+		}
+		if strings.Contains(host[strings.IndexByte(host, ']')+1:], ":") {
+			return "", fmt.Errorf("host %q has a port: hosts match without their port, as NGINX's $host", host)
+		}
+		host = h
+	}
+	segs := strings.Split(path[1:], "/")
+	for i, seg := range segs {
+		if seg == "" && i == len(segs)-1 {
+			continue // the root, or a subtree's trailing slash
+		}
+		if d, err := url.PathUnescape(seg); err != nil || d == "" || d == "." || d == ".." {
+			return "", fmt.Errorf("path segment %q never matches: requests are matched without empty, \".\" and \"..\" segments", seg)
+		}
+	}
+	return method + host + path, nil
+}
+
+// match finds r's route by r's canonical form, and returns r with the
+// form in its context. A malformed request (method, path or host) is
+// answered 400 with a problem, and match returns a nil route.
+//
+// Matching never redirects: "/a" belongs to the subtree "/a/" when no
+// pattern has "/a" itself, and since the canonical path has no trailing
+// slash, "/login/" is "/login". As NGINX matches locations, an encoded
+// slash is read first as a slash ("/admin%2Fx" is under "/admin/"); a
+// request that matches no route so is matched again with %2F inside its
+// segment ("/users/a%2Fb" as one {id}), as ServeMux reads it, so that it is
+// unlimited only when neither reading matches a route.
+func (st *state) match(w http.ResponseWriter, r *http.Request) (*route, *http.Request) {
+	c, err := request.FromRequest(r)
+	if err != nil {
+		st.malformed(w, r, err)
+		return nil, r
+	}
+	r = r.WithContext(request.NewContext(r.Context(), &c))
+	if len(st.cfg.Routes) == 0 {
+		return st.fallback, r
+	}
+	var (
+		rt      *route
+		pattern string
+	)
+	if strings.Contains(c.Path, "%2F") {
+		if p, err := request.Path(strings.ReplaceAll(c.Path, "%2F", "/")); err == nil {
+			rt, pattern = st.find(r, c, p)
+		}
+	}
+	if rt == nil {
+		rt, pattern = st.find(r, c, c.Path)
+	}
+	if rt == nil {
+		return st.fallback, r
+	}
+	r.Pattern = pattern // for httplimit.Route keys
+	return rt, r
+}
+
+// find returns the route of the canonical request c with the canonical
+// path p, or nil: p's own route, else the subtree p+"/".
+func (st *state) find(r *http.Request, c request.Canonical, p string) (*route, string) {
+	look := r // already canonical, as most requests are: no copy to match
+	if r.Method != c.Method || !sameHost(r.Host, c.Host) || r.URL.RawPath != "" || r.URL.Path != p {
+		look = withCanonical(r, c, p)
+	}
+	h, pattern := st.mux.Handler(look)
+	if rt, ok := h.(*route); ok {
+		return rt, pattern
+	}
+	if p == "/" {
+		return nil, ""
+	}
+	h, pattern = st.mux.Handler(withCanonical(r, c, p+"/"))
+	if rt, ok := h.(*route); ok {
+		return rt, pattern
+	}
+	return nil, ""
+}
+
+// sameHost reports whether ServeMux sees the Host header h as the
+// canonical host c: the same, or the same with a port.
+func sameHost(h, c string) bool {
+	return h == c || len(h) > len(c) && h[len(c)] == ':' && h[:len(c)] == c && (c == "" || c[0] != '[')
+}
+
+// withCanonical returns a shallow copy of r with c's method and host and
+// the canonical path p, for ServeMux to match.
+func withCanonical(r *http.Request, c request.Canonical, p string) *http.Request {
+	u := &url.URL{Path: p}
+	if strings.IndexByte(p, '%') >= 0 {
+		u.Path, _ = url.PathUnescape(p) // p is canonical: its escapes are valid
+		u.RawPath = p
+	}
+	l := *r
+	l.Method, l.Host, l.URL = c.Method, c.Host, u
+	return &l
+}
+
+// malformed answers 400 to a request that has no canonical form.
+func (st *state) malformed(w http.ResponseWriter, r *http.Request, err error) {
+	w.Header().Set("Cache-Control", "no-store")
+	n := writeProblem(w, rlheader.Problem{
+		Title: "Bad Request", Status: http.StatusBadRequest, Detail: err.Error(),
+	}, http.StatusBadRequest)
+	st.access(r, http.StatusBadRequest, n, "MALFORMED", nil)
+	st.cfg.Metrics.outcome(Unmatched, "malformed")
+}

@@ -3,19 +3,18 @@
 // over many locks and a decision on a key the store already holds hashes the
 // key once and allocates nothing.
 //
-// Memory is bounded two ways. A key whose state has become indistinguishable
+// Memory is bounded in bytes. A key whose state has become indistinguishable
 // from a fresh key's (a full bucket, an empty window) is dropped by a janitor
 // that sweeps every SweepInterval, so an idle client costs nothing. And the
-// store never holds more than about MaxKeys keys: when a shard is full, a new
-// key evicts the sampled key that is closest to fresh (the earliest to
-// expire, Redis's volatile-ttl policy over a sample of 8 per algorithm).
-// Evicting that key forgets the least: it would have been dropped soonest
-// anyway, and a key that is limited now has a later expiry than one that
-// was merely used.
-//
-// MaxKeys bounds keys, not bytes: a sliding log key holds up to 8·Rate bytes
-// of timestamps (8 MiB at sluice.MaxLogRate), so bound memory for sliding
-// logs with MaxKeys × 8 × Rate in mind, or use the sliding window counter.
+// store never holds more than MaxBytes (default 256 MiB) of keys, states,
+// sliding log entries and table slots, nor more than MaxKeys keys: when a
+// shard is at either bound, a new key evicts the sampled key that is closest
+// to fresh (the earliest to expire, Redis's volatile-ttl policy over a
+// sample of 8 per algorithm), and a sliding log that grows past the budget
+// evicts others the same way. Evicting that key forgets the least: it would
+// have been dropped soonest anyway, and a key that is limited now has a
+// later expiry than one that was merely used. Stats reports the keys, the
+// bytes and the evictions.
 package memstore
 
 import (
@@ -38,8 +37,29 @@ type Config struct {
 	// Shards is the number of shards, rounded up to a power of two.
 	// Default 64.
 	Shards int
-	// MaxKeys bounds the number of keys held. Default 1,000,000. Each shard
-	// holds at most MaxKeys/Shards (rounded up) keys.
+	// MaxBytes bounds the heap the store holds, in bytes: every key's bytes,
+	// its state and its table slot (the slot arrays are counted whole,
+	// spare slots included), and a sliding log's entries. Default
+	// DefaultMaxBytes, 256 MiB. Each shard holds at most MaxBytes/Shards
+	// (rounded up), except that a shard always keeps at least one key: a
+	// budget smaller than Shards empty tables (about 2 KB each) holds one
+	// key per shard. A sliding log holds at most about 1 KB of entries
+	// (algorithm.LogEntries), so no one key outgrows a sensible budget. The
+	// Go runtime lets the heap
+	// grow to about twice what is live before it collects (GOGC=100), so
+	// allow about 2·MaxBytes of memory for the store.
+	//
+	// Why 256 MiB: at about 100 bytes per key of 16 bytes it holds more
+	// than the default MaxKeys, so ordinary keys are bounded by count as
+	// before; keys of 4 KB (sluice.MaxKeyLen) cost about 4.2 KB each and are
+	// bounded at about 60,000; and 2·256 MiB fits in the 1 GiB of memory a
+	// server container is commonly given, with room for the rest.
+	MaxBytes int64
+	// MaxKeys bounds the number of keys held, whatever their size. Default
+	// DefaultMaxKeys, 1,000,000. Each shard holds at most MaxKeys/Shards
+	// (rounded up) keys. Both bounds apply: the first reached evicts.
+	// MaxBytes is the one that bounds memory; MaxKeys keeps a bound on the
+	// count (and on a sweep's work) for operators who think in keys.
 	MaxKeys int
 	// SweepInterval is how often the janitor drops idle keys. Default 30s;
 	// a negative value disables the janitor (call Sweep yourself).
@@ -50,6 +70,7 @@ type Config struct {
 const (
 	DefaultShards        = 64
 	DefaultMaxKeys       = 1_000_000
+	DefaultMaxBytes      = 256 << 20
 	DefaultSweepInterval = 30 * time.Second
 	evictionSample       = 8
 	maxShards            = 1 << 16
@@ -64,7 +85,8 @@ type Store struct {
 	seed     maphash.Seed
 	shards   []shard
 	shift    uint // a key's shard is its hash >> shift
-	perShard int
+	maxKeys  int
+	maxBytes int64
 
 	stop     chan struct{}
 	done     chan struct{}
@@ -72,7 +94,8 @@ type Store struct {
 }
 
 // shard holds one table per algorithm under one mutex. n counts the keys of
-// all tables.
+// all tables; maxKeys and maxBytes are the shard's share of the store's
+// bounds.
 type shard struct {
 	mu sync.Mutex
 	tb table[algorithm.TokenBucket]
@@ -81,6 +104,11 @@ type shard struct {
 	sl table[algorithm.SlidingLog]
 	lb table[algorithm.LeakyBucket]
 	n  int
+
+	maxKeys   int
+	maxBytes  int64
+	evictions uint64 // keys evicted to stay within the bounds
+	swept     uint64 // idle keys dropped by sweeps
 	// lim is the limit this shard validated last, and derived the constant
 	// its algorithm derives from it by a division (a token bucket's emission
 	// interval, a leaky bucket's milli-rate): a shard that sees one limit
@@ -112,13 +140,18 @@ func New(cfg Config) *Store {
 	if maxKeys <= 0 {
 		maxKeys = DefaultMaxKeys
 	}
+	maxBytes := cfg.MaxBytes
+	if maxBytes <= 0 {
+		maxBytes = DefaultMaxBytes
+	}
 	s := &Store{
 		clock:    cfg.Clock,
 		base:     time.Now(),
 		seed:     maphash.MakeSeed(),
 		shards:   make([]shard, pow),
 		shift:    64 - bits,
-		perShard: max(shareOf(maxKeys, pow), 1),
+		maxKeys:  maxKeys,
+		maxBytes: maxBytes,
 		stop:     make(chan struct{}),
 		done:     make(chan struct{}),
 	}
@@ -129,7 +162,10 @@ func New(cfg Config) *Store {
 		sh.fw = newTable[algorithm.FixedWindow](s.seed)
 		sh.sw = newTable[algorithm.SlidingWindow](s.seed)
 		sh.sl = newTable[algorithm.SlidingLog](s.seed)
+		sh.sl.heapOf = logBytes
 		sh.lb = newTable[algorithm.LeakyBucket](s.seed)
+		sh.maxKeys = max(shareOf(maxKeys, pow), 1)
+		sh.maxBytes = max(shareOf(maxBytes, int64(pow)), 1)
 	}
 	every := cfg.SweepInterval
 	if every == 0 {
@@ -145,7 +181,7 @@ func New(cfg Config) *Store {
 
 // shareOf returns ⌈total/n⌉ for positive total and n, without the overflow
 // of (total+n−1)/n near the top of int's range.
-func shareOf(total, n int) int {
+func shareOf[T int | int64](total, n T) T {
 	q := total / n
 	if total%n != 0 {
 		q++
@@ -179,13 +215,13 @@ func (s *Store) AllowN(_ context.Context, key string, lim sluice.Limit, cost int
 	}
 	now := s.now()
 	h := maphash.String(s.seed, key)
-	return s.shards[h>>s.shift].decide(now, h, key, lim, cost, s.perShard)
+	return s.shards[h>>s.shift].decide(now, h, key, lim, cost)
 }
 
 // decide makes one decision under the shard's lock. The deferred unlock
 // keeps a shard usable even if a decision ever panics and is recovered (as
 // net/http recovers a handler).
-func (sh *shard) decide(now int64, h uint64, key string, lim sluice.Limit, cost, limit int) (sluice.Result, error) {
+func (sh *shard) decide(now int64, h uint64, key string, lim sluice.Limit, cost int) (sluice.Result, error) {
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
 	if !sh.valid || lim != sh.lim {
@@ -202,17 +238,28 @@ func (sh *shard) decide(now int64, h uint64, key string, lim sluice.Limit, cost,
 	}
 	switch lim.Algorithm {
 	case sluice.TokenBucket:
-		return lookup(sh, &sh.tb, h, key, limit).TakeInterval(now, lim, sh.derived, cost), nil
+		return lookup(sh, &sh.tb, h, key).TakeInterval(now, lim, sh.derived, cost), nil
 	case sluice.FixedWindow:
-		return lookup(sh, &sh.fw, h, key, limit).Take(now, lim, cost), nil
+		return lookup(sh, &sh.fw, h, key).Take(now, lim, cost), nil
 	case sluice.SlidingWindow:
-		return lookup(sh, &sh.sw, h, key, limit).Take(now, lim, cost), nil
+		return lookup(sh, &sh.sw, h, key).Take(now, lim, cost), nil
 	case sluice.SlidingLog:
-		return lookup(sh, &sh.sl, h, key, limit).Take(now, lim, cost), nil
+		st := lookup(sh, &sh.sl, h, key)
+		before := logBytes(st)
+		res := st.Take(now, lim, cost)
+		if grown := logBytes(st) - before; grown != 0 {
+			sh.sl.heap += grown
+			sh.trim(h)
+		}
+		return res, nil
 	default: // sluice.LeakyBucket; Validate rejected anything else
-		return lookup(sh, &sh.lb, h, key, limit).TakeRate(now, lim, sh.derived, cost), nil
+		return lookup(sh, &sh.lb, h, key).TakeRate(now, lim, sh.derived, cost), nil
 	}
 }
+
+// logBytes returns the heap a sliding log holds beyond its slot: its
+// entries.
+func logBytes(l *algorithm.SlidingLog) int64 { return int64(l.Bytes()) }
 
 // RefundN gives cost units back to key's allowance under lim, never beyond a
 // fresh key's. A key the store does not hold is left alone.
@@ -233,7 +280,11 @@ func (s *Store) RefundN(_ context.Context, key string, lim sluice.Limit, cost in
 	case sluice.SlidingWindow:
 		refund(&sh.sw, h, key, now, lim, cost)
 	case sluice.SlidingLog:
-		refund(&sh.sl, h, key, now, lim, cost)
+		if st := sh.sl.get(h, key); st != nil {
+			before := logBytes(st)
+			st.Refund(now, lim, cost)
+			sh.sl.heap += logBytes(st) - before
+		}
 	case sluice.LeakyBucket:
 		refund(&sh.lb, h, key, now, lim, cost)
 	}
@@ -252,17 +303,37 @@ func refund[S any, P interface {
 
 // lookup returns key's state in t, inserting a fresh one if t has none. A
 // new key is cloned, so that the table never pins a caller's larger buffer,
-// and may evict another key first if the shard is full. The pointer is valid
-// while the shard's lock is held and nothing else is inserted or deleted.
-func lookup[S any](sh *shard, t *table[S], h uint64, key string, limit int) *S {
+// and first evicts other keys while the shard would be over either bound
+// with it (its key bytes, and the slots t adds if it must grow). The pointer
+// is valid while the shard's lock is held and nothing else is inserted or
+// deleted.
+func lookup[S any](sh *shard, t *table[S], h uint64, key string) *S {
 	if st := t.get(h, key); st != nil {
 		return st
 	}
-	if sh.n >= limit {
-		sh.evict(h)
+	cost := keyCost(len(key))
+	for sh.n > 0 && (sh.n >= sh.maxKeys || sh.bytes()+t.growth()+cost > sh.maxBytes) {
+		if !sh.evict(h) {
+			break
+		}
 	}
 	sh.n++
 	return t.insert(h, strings.Clone(key))
+}
+
+// bytes returns the heap the shard's tables hold.
+func (sh *shard) bytes() int64 {
+	return sh.tb.bytes() + sh.fw.bytes() + sh.sw.bytes() + sh.sl.bytes() + sh.lb.bytes()
+}
+
+// trim evicts keys while the shard is over its byte budget, keeping at least
+// one: a state that grew in place (a sliding log) may have pushed it over.
+func (sh *shard) trim(h uint64) {
+	for sh.n > 1 && sh.bytes() > sh.maxBytes {
+		if !sh.evict(h) {
+			return
+		}
+	}
 }
 
 // Len returns the number of keys the store holds, idle ones included until
@@ -278,6 +349,46 @@ func (s *Store) Len() int {
 	return n
 }
 
+// Stats is a snapshot of a Store's size and of what it has dropped, for
+// metrics. The zero Stats describes an empty store.
+type Stats struct {
+	// Keys is the number of keys held, idle ones included until the next
+	// sweep.
+	Keys int
+	// Bytes is the heap the keys take, as MaxBytes counts it: key bytes,
+	// table slots (spare ones included) and sliding log entries. It stays
+	// within MaxBytes, but for a shard whose one key is larger than the
+	// shard's share.
+	Bytes int64
+	// MaxKeys and MaxBytes are the bounds in force, defaults applied.
+	MaxKeys  int
+	MaxBytes int64
+	// Evictions counts the keys evicted, since New, to stay within MaxKeys
+	// or MaxBytes: keys that were not yet idle. A rate that keeps rising
+	// means the bounds are too small for the traffic (or the traffic is a
+	// flood of new keys).
+	Evictions uint64
+	// Swept counts the idle keys dropped by sweeps since New.
+	Swept uint64
+}
+
+// Stats returns the store's current size and its cumulative evictions. It
+// locks each shard in turn, so the figures are each shard's at a slightly
+// different instant.
+func (s *Store) Stats() Stats {
+	st := Stats{MaxKeys: s.maxKeys, MaxBytes: s.maxBytes}
+	for i := range s.shards {
+		sh := &s.shards[i]
+		sh.mu.Lock()
+		st.Keys += sh.n
+		st.Bytes += sh.bytes()
+		st.Evictions += sh.evictions
+		st.Swept += sh.swept
+		sh.mu.Unlock()
+	}
+	return st
+}
+
 // Sweep drops every key whose state is indistinguishable from a fresh key's,
 // gives the memory of tables left sparse back, and returns how many keys it
 // dropped. The janitor calls it every SweepInterval.
@@ -289,6 +400,7 @@ func (s *Store) Sweep() int {
 		sh.mu.Lock()
 		d := sweep(&sh.tb, now) + sweep(&sh.fw, now) + sweep(&sh.sw, now) + sweep(&sh.sl, now) + sweep(&sh.lb, now)
 		sh.n -= d
+		sh.swept += uint64(d)
 		sh.mu.Unlock()
 		dropped += d
 	}
@@ -297,8 +409,9 @@ func (s *Store) Sweep() int {
 
 // evict drops one key to make room: of a sample of evictionSample keys per
 // algorithm, taken from the slot the new key's hash h points at on, the one
-// closest to fresh (the earliest to expire).
-func (sh *shard) evict(h uint64) {
+// closest to fresh (the earliest to expire). It reports whether it dropped
+// one: false only when the shard is empty.
+func (sh *shard) evict(h uint64) bool {
 	var (
 		best  int64
 		which = -1
@@ -331,9 +444,11 @@ func (sh *shard) evict(h uint64) {
 	case 4:
 		sh.lb.evictAt(at)
 	default:
-		return
+		return false
 	}
 	sh.n--
+	sh.evictions++
+	return true
 }
 
 func (s *Store) janitor(every time.Duration) {

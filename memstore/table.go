@@ -1,6 +1,9 @@
 package memstore
 
-import "hash/maphash"
+import (
+	"hash/maphash"
+	"unsafe"
+)
 
 // table is an open-addressing hash table from string keys to states of type
 // S, built for the store's one access pattern: find a key by a hash the
@@ -26,11 +29,23 @@ import "hash/maphash"
 // full and shrinks by a third while a sweep leaves it under 1/8 full.
 // Deletion shifts the following entries back (no tombstones), so probe
 // chains never rot.
+//
+// A table counts the bytes it holds for the store's budget: its slot array,
+// its keys, and the heap its states hold beyond their slots (a sliding log's
+// buffer), which the caller adds to heap when a state grows or shrinks and
+// which heapOf reports when an entry is deleted.
 type table[S any] struct {
 	slots []slot[S]
 	size  uint64 // len(slots)
 	n     int
 	seed  maphash.Seed
+
+	slotBytes int64 // unsafe.Sizeof(slot[S]{})
+	keyBytes  int64 // Σ keyCost of the keys held
+	heap      int64 // Σ heap bytes of the states held, beyond their slots
+	// heapOf returns the heap bytes a state holds beyond its slot; nil for
+	// states that hold none.
+	heapOf func(*S) int64
 }
 
 type slot[S any] struct {
@@ -43,10 +58,31 @@ const minTableSize = 8
 
 func newTable[S any](seed maphash.Seed) table[S] {
 	return table[S]{
-		slots: make([]slot[S], minTableSize),
-		size:  minTableSize,
-		seed:  seed,
+		slots:     make([]slot[S], minTableSize),
+		size:      minTableSize,
+		seed:      seed,
+		slotBytes: int64(unsafe.Sizeof(slot[S]{})),
 	}
+}
+
+// keyCost is what a cloned key of n bytes costs on the heap: its bytes
+// rounded up to the allocator's 8-byte granularity. (Larger size classes
+// round up further, by at most an eighth; the budget does not chase them.)
+func keyCost(n int) int64 { return int64(n+7) &^ 7 }
+
+// bytes returns the heap the table holds: its slots, its keys and its
+// states' own heap.
+func (t *table[S]) bytes() int64 {
+	return int64(len(t.slots))*t.slotBytes + t.keyBytes + t.heap
+}
+
+// growth returns the bytes the next insert adds to the slot array by
+// growing it, or 0 if it will not grow.
+func (t *table[S]) growth() int64 {
+	if (t.n+1)*16 > len(t.slots)*13 {
+		return int64(len(t.slots)/2) * t.slotBytes
+	}
+	return 0
 }
 
 // tagOf returns the 32 bits of h kept in a slot, never 0. The top bits of h
@@ -94,6 +130,7 @@ func (t *table[S]) insert(h uint64, key string) *S {
 	}
 	t.slots[i].tag = tagOf(h)
 	t.slots[i].key = key
+	t.keyBytes += keyCost(len(key))
 	t.n++
 	return &t.slots[i].st
 }
@@ -106,6 +143,10 @@ func (t *table[S]) home(key string) uint64 {
 // deleteAt empties slot i and shifts back the entries after it that would
 // otherwise no longer be found.
 func (t *table[S]) deleteAt(i uint64) {
+	t.keyBytes -= keyCost(len(t.slots[i].key))
+	if t.heapOf != nil {
+		t.heap -= t.heapOf(&t.slots[i].st)
+	}
 	j := i
 	for {
 		j = t.next(j)

@@ -1,0 +1,131 @@
+package memstore_test
+
+import (
+	"context"
+	"runtime"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/algorithm"
+	"github.com/sluicehq/sluice/internal/clocktest"
+	"github.com/sluicehq/sluice/memstore"
+)
+
+// longKey returns a key of sluice.MaxKeyLen bytes that ends in i.
+func longKey(i int) string {
+	tail := strconv.Itoa(i)
+	return strings.Repeat("x", sluice.MaxKeyLen-len(tail)) + tail
+}
+
+// A flood of the longest keys never takes the store past MaxBytes, for any
+// algorithm, and the store keeps using its budget rather than emptying.
+func TestLongKeyFloodStaysWithinMaxBytes(t *testing.T) {
+	const maxBytes = 1 << 20
+	for _, lim := range limits(10) {
+		t.Run(lim.Algorithm.String(), func(t *testing.T) {
+			s := newTestStore(t, memstore.Config{Clock: clocktest.New(), MaxBytes: maxBytes, Shards: 4})
+			const n = 2000 // 8 MB of keys asked for
+			for i := range n {
+				if r := mustAllow(t, s, longKey(i), lim, 1); !r.Allowed {
+					t.Fatalf("key %d: a fresh key was denied", i)
+				}
+				if i%100 == 0 {
+					if st := s.Stats(); st.Bytes > maxBytes {
+						t.Fatalf("after %d keys Stats().Bytes = %d > MaxBytes %d", i+1, st.Bytes, maxBytes)
+					}
+				}
+			}
+			st := s.Stats()
+			if st.Bytes > maxBytes || st.Bytes < maxBytes/2 {
+				t.Errorf("Stats().Bytes = %d, want close to and at most %d", st.Bytes, maxBytes)
+			}
+			if st.Keys != s.Len() || st.Keys < maxBytes/(2*sluice.MaxKeyLen) {
+				t.Errorf("Stats().Keys = %d (Len %d), want about %d", st.Keys, s.Len(), maxBytes/sluice.MaxKeyLen)
+			}
+			if st.Evictions != uint64(n-st.Keys) {
+				t.Errorf("Stats().Evictions = %d, want %d (keys asked for, minus keys held)", st.Evictions, n-st.Keys)
+			}
+			if st.MaxBytes != maxBytes || st.MaxKeys != memstore.DefaultMaxKeys {
+				t.Errorf("Stats() bounds = %d bytes, %d keys; want %d, %d", st.MaxBytes, st.MaxKeys, maxBytes, memstore.DefaultMaxKeys)
+			}
+		})
+	}
+}
+
+// The bytes the store says it holds are the bytes it holds: the heap grows
+// by Stats().Bytes, within a small factor, for short keys (where slots
+// dominate) and for long ones (where key bytes do).
+func TestStatsBytesMatchHeap(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		key      func(int) string
+		maxBytes int64
+		n        int
+	}{
+		{"16-byte keys", func(i int) string { return "user:" + strconv.Itoa(1e10+i) }, 1 << 20, 25_000},
+		{"4KB keys", longKey, 4 << 20, 2000},
+	} {
+		for _, lim := range limits(10) {
+			t.Run(tc.name+"/"+lim.Algorithm.String(), func(t *testing.T) {
+				var before, after runtime.MemStats
+				runtime.GC()
+				runtime.ReadMemStats(&before)
+				s := memstore.New(memstore.Config{Clock: clocktest.New(), MaxBytes: tc.maxBytes, SweepInterval: -1})
+				ctx := context.Background()
+				for i := range tc.n {
+					if _, err := s.AllowN(ctx, tc.key(i), lim, 1); err != nil {
+						t.Fatal(err)
+					}
+				}
+				runtime.GC()
+				runtime.ReadMemStats(&after)
+				st := s.Stats()
+				s.Close()
+				heap := int64(after.HeapAlloc) - int64(before.HeapAlloc)
+				if st.Evictions == 0 {
+					t.Fatalf("no evictions: %d keys fit in %d bytes, the test did not reach the budget", tc.n, tc.maxBytes)
+				}
+				ratio := float64(heap) / float64(st.Bytes)
+				t.Logf("%d keys: Stats().Bytes %d, heap grew %d (%.2f×)", st.Keys, st.Bytes, heap, ratio)
+				if ratio < 0.75 || ratio > 1.5 {
+					t.Errorf("heap grew %d bytes for Stats().Bytes %d (%.2f×); want within 0.75–1.5×", heap, st.Bytes, ratio)
+				}
+			})
+		}
+	}
+}
+
+// Sliding logs that grow in place past the budget evict other keys, not
+// themselves: the store stays within MaxBytes, and a full log keeps
+// denying.
+func TestGrowingSlidingLogsStayWithinMaxBytes(t *testing.T) {
+	const maxBytes = 64 << 10
+	clock := clocktest.New()
+	s := newTestStore(t, memstore.Config{Clock: clock, MaxBytes: maxBytes, Shards: 1})
+	small := sluice.Limit{Algorithm: sluice.FixedWindow, Rate: 10, Period: time.Minute}
+	// Fill the shard up to its budget: the first eviction says it is full.
+	for i := 0; s.Stats().Evictions == 0; i++ {
+		mustAllow(t, s, "small"+strconv.Itoa(i), small, 1)
+	}
+	log := sluice.Limit{Algorithm: sluice.SlidingLog, Rate: algorithm.LogEntries, Period: time.Hour}
+	// Units at distinct instants are distinct entries: each log grows to
+	// LogEntries of them, about 1 KB; 100 logs are more than the budget.
+	for j := range 100 {
+		key := "log" + strconv.Itoa(j)
+		for range log.Rate {
+			clock.Advance(time.Microsecond)
+			if r := mustAllow(t, s, key, log, 1); !r.Allowed {
+				t.Fatalf("log %d denied within its rate", j)
+			}
+		}
+		if st := s.Stats(); st.Bytes > maxBytes {
+			t.Fatalf("after log %d grew: Bytes %d > MaxBytes %d", j, st.Bytes, maxBytes)
+		}
+		if r := mustAllow(t, s, key, log, 1); r.Allowed {
+			t.Fatalf("log %d was evicted as it grew: a full log admitted again", j)
+		}
+	}
+}

@@ -131,6 +131,13 @@ type Config struct {
 	// Logger receives store errors, at most one line per second. Default
 	// slog.Default().
 	Logger *slog.Logger
+	// Healthy, when set, is asked at each health check (GET /healthcheck
+	// and the gRPC health service's Check): while it returns false they
+	// report NOT_SERVING (503), as while draining. Nil: the health checks
+	// follow SetServing only. It must be fast and safe for concurrent
+	// use; `sluice serve` sets it with REDIS_HEALTH_CHECK_ACTIVE_CONNECTION
+	// (see StoreAvailable).
+	Healthy func() bool
 	// Registerer receives the service's metrics; nil means no metrics.
 	// When it is also a prometheus.Gatherer (as *prometheus.Registry is),
 	// Handler serves it at GET /metrics.
@@ -166,6 +173,7 @@ type Service struct {
 	gatherer prometheus.Gatherer
 	health   *health.Server
 	serving  atomic.Bool
+	healthFn func() bool  // Config.Healthy
 	lastLog  atomic.Int64 // Unix ns of the last store error log line
 }
 
@@ -189,8 +197,9 @@ func New(cfg Config) (*Service, error) {
 			Remaining: cmp.Or(cfg.LegacyNames.Remaining, DefaultLegacyNames.Remaining),
 			Reset:     cmp.Or(cfg.LegacyNames.Reset, DefaultLegacyNames.Reset),
 		},
-		log:    cmp.Or(cfg.Logger, slog.Default()),
-		health: health.NewServer(),
+		log:      cmp.Or(cfg.Logger, slog.Default()),
+		health:   health.NewServer(),
+		healthFn: cfg.Healthy,
 	}
 	if cfg.Failure != nil {
 		fb, err := newFallback(cfg.Limiter, cfg.Failure, s.log)

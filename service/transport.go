@@ -35,7 +35,7 @@ func (g grpcServer) ShouldRateLimit(ctx context.Context, req *pb.RateLimitReques
 // HealthServiceName until SetServing(false).
 func (s *Service) RegisterGRPC(r grpc.ServiceRegistrar) {
 	pb.RegisterRateLimitServiceServer(r, grpcServer{s: s})
-	healthpb.RegisterHealthServer(r, s.health)
+	healthpb.RegisterHealthServer(r, healthServer{s.health, s})
 }
 
 // Handler returns the HTTP face of the Service:
@@ -45,7 +45,8 @@ func (s *Service) RegisterGRPC(r grpc.ServiceRegistrar) {
 //     response_headers_to_add also set as HTTP headers. A body that is not
 //     a valid request is answered 400 with a one-line message, a body over
 //     MaxJSONBody 413, a store failure 503.
-//   - GET /healthcheck: 200 "OK", or 503 after SetServing(false).
+//   - GET /healthcheck: 200 "OK", or 503 after SetServing(false) or while
+//     Config.Healthy reports false.
 //   - GET /metrics: the Prometheus metrics, when Config.Registerer is a
 //     prometheus.Gatherer.
 //   - /auth (ForwardAuthPath), any method, when Config.ForwardAuth
@@ -67,7 +68,7 @@ func (s *Service) Handler() http.Handler {
 
 func (s *Service) serveHealth(w http.ResponseWriter, _ *http.Request) {
 	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
-	if !s.serving.Load() {
+	if !s.healthy() {
 		w.WriteHeader(http.StatusServiceUnavailable)
 		io.WriteString(w, "NOT SERVING\n")
 		return

@@ -81,7 +81,7 @@ func notActedOn() []string {
 type serveOptions struct {
 	configPath, store, httpAddr, grpcAddr, headers, prefix, failure string
 	logLevel, trustedProxies                                        string
-	shadow, watch, localCache                                       bool
+	shadow, watch, localCache, healthNeedsStore                     bool
 	listen                                                          listenerOptions
 }
 
@@ -196,6 +196,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	fs.StringVar(&o.prefix, "prefix", env("CACHE_KEY_PREFIX", ""), "prefix of every store key")
 	fs.StringVar(&o.failure, "failure-mode", "open", "with Redis, what to do when it fails: open, closed or local")
 	fs.BoolVar(&o.localCache, "local-cache", envInt("LOCAL_CACHE_SIZE_IN_BYTES") > 0, "with Redis, answer keys known to be over their limit from memory until their retry-after (no round trip; LOCAL_CACHE_SIZE_IN_BYTES > 0 turns it on)")
+	fs.BoolVar(&o.healthNeedsStore, "health-needs-store", envBool("REDIS_HEALTH_CHECK_ACTIVE_CONNECTION", false), "with Redis, /healthcheck and gRPC health report NOT_SERVING (503) while Redis is unreachable or failing; default: they report the process, which applies the failure mode")
 	fs.BoolVar(&o.shadow, "shadow", envBool("SHADOW_MODE", false), "shadow mode: decide and count, never refuse")
 	fs.StringVar(&o.logLevel, "log-level", env("LOG_LEVEL", "info"), "log level: debug, info, warn or error")
 	fs.BoolVar(&o.watch, "watch", true, "reload the config when its files change (SIGHUP always reloads)")
@@ -243,14 +244,21 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	if err != nil {
 		return fail(2, err)
 	}
-	limiter, failure, closeStore, err := openStore(ctx, o.store, o.failure, o.localCache)
+	st, err := openStoreLog(ctx, o.store, o.failure, o.localCache, log)
 	if err != nil {
 		return fail(1, err)
 	}
-	defer closeStore()
+	defer st.close()
 	reg := prometheus.NewRegistry()
-	svc, err := service.New(service.Config{Limiter: limiter, Rules: rules, Prefix: o.prefix, ShadowMode: o.shadow,
-		Headers: headers, Logger: log, Registerer: reg, Failure: failure})
+	var svc *service.Service
+	var healthy func() bool
+	if o.healthNeedsStore {
+		// envoyproxy/ratelimit's REDIS_HEALTH_CHECK_ACTIVE_CONNECTION:
+		// unhealthy while the store has never answered or is failing.
+		healthy = func() bool { return st.connected() && svc.StoreAvailable() }
+	}
+	svc, err = service.New(service.Config{Limiter: st.limiter, Rules: rules, Prefix: o.prefix, ShadowMode: o.shadow,
+		Headers: headers, Logger: log, Registerer: reg, Failure: st.failure, Healthy: healthy})
 	if err != nil {
 		return fail(1, err)
 	}
@@ -387,23 +395,33 @@ func loadRules(path string) (*config.Config, error) {
 	return config.New(d)
 }
 
-// openStore opens the store named by -store: the memory store, or Redis
+// openedStore is the store named by -store, opened.
+type openedStore struct {
+	limiter sluice.Limiter
+	failure *service.FailurePolicy // nil for the memory store
+	close   func()
+	// connected reports whether the store has answered once (see
+	// lazyStore); always true for the memory store.
+	connected func() bool
+}
+
+// openStoreLog opens the store named by -store: the memory store, or Redis
 // (behind relief's over-limit cache with -local-cache) with the failure
-// policy of -failure-mode, for the caller to apply.
-func openStore(ctx context.Context, store, failure string, localCache bool) (sluice.Limiter, *service.FailurePolicy, func(), error) {
+// policy of -failure-mode, for the caller to apply. Redis being down is no
+// error: the store then fails every call (the failure policy answers) and
+// reconnects in the background, logging on log (see lazyStore).
+func openStoreLog(ctx context.Context, store, failure string, localCache bool, log *slog.Logger) (openedStore, error) {
 	if isMemory(store) {
 		m := memstore.New(memstore.Config{})
-		return m, nil, func() { m.Close() }, nil
+		return openedStore{limiter: m, close: func() { m.Close() }, connected: func() bool { return true }}, nil
 	}
 	mode, err := failsafe.ParseMode(failure)
 	if err != nil {
-		return nil, nil, nil, err
+		return openedStore{}, err
 	}
-	cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	defer cancel()
-	rs, err := redisstore.New(cctx, redisstore.Config{URL: store})
+	rs, err := openLazy(ctx, redisstore.Config{URL: store}, log)
 	if err != nil {
-		return nil, nil, nil, err
+		return openedStore{}, err
 	}
 	// The service applies each rule's failure_mode (the flag sets the
 	// default) behind one breaker around the store.
@@ -412,7 +430,13 @@ func openStore(ctx context.Context, store, failure string, localCache bool) (slu
 		// Denials only, so no accuracy is lost (see package relief).
 		limiter = relief.NewOverLimitCache(rs, relief.CacheConfig{})
 	}
-	return limiter, &service.FailurePolicy{Mode: mode}, func() { rs.Close() }, nil
+	return openedStore{limiter: limiter, failure: &service.FailurePolicy{Mode: mode}, close: func() { rs.Close() }, connected: rs.Connected}, nil
+}
+
+// openStore is openStoreLog logging on slog's default logger.
+func openStore(ctx context.Context, store, failure string, localCache bool) (sluice.Limiter, *service.FailurePolicy, func(), error) {
+	o, err := openStoreLog(ctx, store, failure, localCache, slog.Default())
+	return o.limiter, o.failure, o.close, err
 }
 
 // isMemory reports whether -store names the memory store.

@@ -22,6 +22,8 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+
+	"github.com/sluicehq/sluice/internal/redistest"
 )
 
 // runMainEnv, set in a child process's environment, makes the test binary
@@ -34,7 +36,7 @@ func TestMain(m *testing.M) {
 	if os.Getenv(runMainEnv) == "1" {
 		os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
 	}
-	os.Exit(m.Run())
+	os.Exit(redistest.Wrap(m).Run())
 }
 
 // process is a `sluice` command running as a child process.

@@ -1,0 +1,144 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/redisstore"
+)
+
+// Reconnection back-off of lazyStore: the first retry after
+// firstRetry, doubling up to maxRetry.
+const (
+	firstConnect = 5 * time.Second
+	firstRetry   = 500 * time.Millisecond
+	maxRetry     = 30 * time.Second
+)
+
+// errNotConnected is wrapped by a lazyStore's errors until it has
+// connected: a store failure (not bad input), so the failure mode applies.
+var errNotConnected = errors.New("rate limit store not connected yet")
+
+// lazyStore is a Redis store that serve can start without: until Redis
+// has answered once, every call fails with an error wrapping
+// errNotConnected and sluice.ErrUnavailable (so the service's failure
+// policy answers), while a goroutine keeps connecting with back-off.
+// Once connected, calls go to the redisstore.Store, which reconnects by
+// itself after later outages. It is safe for concurrent use.
+type lazyStore struct {
+	store   atomic.Pointer[redisstore.Store]
+	lastErr atomic.Pointer[error] // the last connection error, while not connected
+
+	stop context.CancelFunc
+	done chan struct{}
+	once sync.Once
+}
+
+var (
+	_ sluice.Limiter  = (*lazyStore)(nil)
+	_ sluice.Refunder = (*lazyStore)(nil)
+)
+
+// openLazy opens the Redis store of cfg: it tries once, for up to
+// firstConnect, and if that fails logs a warning and keeps trying in the
+// background until Close. A URL that does not parse is an error at once.
+func openLazy(ctx context.Context, cfg redisstore.Config, log *slog.Logger) (*lazyStore, error) {
+	if _, err := redisstore.ParseURL(cfg.URL); err != nil {
+		return nil, err
+	}
+	bg, stop := context.WithCancel(context.WithoutCancel(ctx))
+	l := &lazyStore{stop: stop, done: make(chan struct{})}
+	cctx, cancel := context.WithTimeout(ctx, firstConnect)
+	s, err := redisstore.New(cctx, cfg)
+	cancel()
+	if err == nil {
+		l.store.Store(s)
+		close(l.done)
+		return l, nil
+	}
+	if ctx.Err() != nil {
+		stop()
+		return nil, err
+	}
+	l.lastErr.Store(&err)
+	log.Warn("rate limit store unreachable: starting with the failure mode applied, reconnecting in the background", "err", err)
+	go l.connect(bg, cfg, log)
+	return l, nil
+}
+
+// connect retries redisstore.New with back-off until it succeeds or ctx
+// ends.
+func (l *lazyStore) connect(ctx context.Context, cfg redisstore.Config, log *slog.Logger) {
+	defer close(l.done)
+	wait := firstRetry
+	t := time.NewTimer(wait)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		cctx, cancel := context.WithTimeout(ctx, firstConnect)
+		s, err := redisstore.New(cctx, cfg)
+		cancel()
+		if err == nil {
+			l.store.Store(s)
+			log.Info("rate limit store connected")
+			return
+		}
+		l.lastErr.Store(&err)
+		wait = min(2*wait, maxRetry)
+		t.Reset(wait)
+	}
+}
+
+// Connected reports whether Redis has answered once.
+func (l *lazyStore) Connected() bool { return l.store.Load() != nil }
+
+// notConnected returns the error of a call made before Redis answered.
+func (l *lazyStore) notConnected() error {
+	if p := l.lastErr.Load(); p != nil {
+		return fmt.Errorf("%w: %w: %w", sluice.ErrUnavailable, errNotConnected, *p)
+	}
+	return fmt.Errorf("%w: %w", sluice.ErrUnavailable, errNotConnected)
+}
+
+// Allow is AllowN with cost 1.
+func (l *lazyStore) Allow(ctx context.Context, key string, lim sluice.Limit) (sluice.Result, error) {
+	return l.AllowN(ctx, key, lim, 1)
+}
+
+// AllowN asks Redis, or fails while it has never answered.
+func (l *lazyStore) AllowN(ctx context.Context, key string, lim sluice.Limit, cost int) (sluice.Result, error) {
+	if s := l.store.Load(); s != nil {
+		return s.AllowN(ctx, key, lim, cost)
+	}
+	return sluice.Result{}, l.notConnected()
+}
+
+// RefundN refunds on Redis, or fails while it has never answered.
+func (l *lazyStore) RefundN(ctx context.Context, key string, lim sluice.Limit, cost int) error {
+	if s := l.store.Load(); s != nil {
+		return s.RefundN(ctx, key, lim, cost)
+	}
+	return l.notConnected()
+}
+
+// Close stops connecting and closes the store.
+func (l *lazyStore) Close() error {
+	l.once.Do(func() {
+		l.stop()
+		<-l.done
+		if s := l.store.Load(); s != nil {
+			s.Close()
+		}
+	})
+	return nil
+}

@@ -1,6 +1,7 @@
 package config
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -9,6 +10,10 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
+
+	"github.com/sluicehq/sluice/internal/safefile"
+	"github.com/sluicehq/sluice/internal/strictyaml"
 )
 
 // Config is a loaded config: a set of domains, each a descriptor tree. It is
@@ -192,9 +197,11 @@ func New(domains ...*Domain) (*Config, error) {
 	return c, nil
 }
 
-// Files returns the files Load reads for path: path itself, or the *.yaml
-// and *.yml files of the directory path that are neither dot files nor
-// directories, in name order. A watcher uses it to know what to watch.
+// Files returns the files Load reads for path: path itself, or the entries
+// of the directory path named *.yaml or *.yml that are not dot files, in
+// name order. A watcher uses it to know what to watch. An entry that is not
+// a regular file (after following symlinks), such as a directory named
+// x.yaml, is listed, and Load refuses it.
 func Files(path string) ([]string, error) {
 	fi, err := os.Stat(path)
 	if err != nil {
@@ -206,7 +213,8 @@ func Files(path string) ([]string, error) {
 	return dirFiles(path)
 }
 
-// dirFiles lists the config files of directory dir.
+// dirFiles lists the config files of directory dir. It reads the directory
+// only, never an entry, so a FIFO or a device among them cannot block it.
 func dirFiles(dir string) ([]string, error) {
 	ents, err := os.ReadDir(dir)
 	if err != nil {
@@ -219,29 +227,41 @@ func dirFiles(dir string) ([]string, error) {
 		if strings.HasPrefix(name, ".") || ext != ".yaml" && ext != ".yml" {
 			continue
 		}
-		p := filepath.Join(dir, name)
-		if st, err := os.Stat(p); err == nil && st.IsDir() {
-			continue
-		}
-		files = append(files, p)
+		files = append(files, filepath.Join(dir, name))
 	}
 	return files, nil
 }
 
-// Load reads a config from path: a YAML file, or a directory whose *.yaml and
-// *.yml files (not those whose names start with '.', and not
-// subdirectories) each hold one domain. A directory without such files is an
-// error. Errors are *Error values that name the file, and the line where
-// there is one.
+// LoadTimeout is how long Load may take to read a config's files.
+const LoadTimeout = 10 * time.Second
+
+// Load is LoadContext with a deadline of LoadTimeout.
 func Load(path string) (*Config, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), LoadTimeout)
+	defer cancel()
+	return LoadContext(ctx, path)
+}
+
+// LoadContext reads a config from path: a YAML file, or a directory whose
+// *.yaml and *.yml files (not those whose names start with '.') each hold
+// one domain. A directory without such files is an error.
+//
+// Every file must be a regular file (symlinks are followed) of at most
+// strictyaml.MaxBytes (1 MiB): a directory, FIFO, socket or device named
+// *.yaml is refused, without blocking, with an error that wraps
+// safefile.ErrNotRegular, and a larger file with one that wraps
+// safefile.ErrTooLarge and states its size. LoadContext gives up when ctx
+// ends. Errors are *Error values that name the file, and the line where
+// there is one.
+func LoadContext(ctx context.Context, path string) (*Config, error) {
 	fi, err := os.Stat(path)
 	if err != nil {
-		return nil, &Error{File: path, Msg: "cannot read: " + unwrapPath(err), Err: err}
+		return nil, &Error{File: path, Msg: "cannot read: " + unwrapPath(err, path), Err: err}
 	}
 	files := []string{path}
 	if fi.IsDir() {
 		if files, err = dirFiles(path); err != nil {
-			return nil, &Error{File: path, Msg: "cannot read directory: " + unwrapPath(err), Err: err}
+			return nil, &Error{File: path, Msg: "cannot read directory: " + unwrapPath(err, path), Err: err}
 		}
 		if len(files) == 0 {
 			return nil, &Error{File: path, Msg: "no .yaml or .yml files in directory"}
@@ -249,9 +269,9 @@ func Load(path string) (*Config, error) {
 	}
 	domains := make([]*Domain, 0, len(files))
 	for _, f := range files {
-		data, err := os.ReadFile(f)
+		data, err := safefile.Read(ctx, f, strictyaml.MaxBytes)
 		if err != nil {
-			return nil, &Error{File: f, Msg: "cannot read: " + unwrapPath(err), Err: err}
+			return nil, &Error{File: f, Msg: "cannot read: " + unwrapPath(err, f), Err: err}
 		}
 		d, err := Parse(f, data)
 		if err != nil {
@@ -262,13 +282,13 @@ func Load(path string) (*Config, error) {
 	return New(domains...)
 }
 
-// unwrapPath returns the message of a *fs.PathError without its path, which
-// the *Error names already.
-func unwrapPath(err error) string {
+// unwrapPath returns err's message without the path, which the *Error
+// names already.
+func unwrapPath(err error, path string) string {
 	if pe, ok := errors.AsType[*os.PathError](err); ok {
 		return pe.Err.Error()
 	}
-	return err.Error()
+	return strings.TrimPrefix(err.Error(), path+": ")
 }
 
 // Domain returns the domain named name, or nil.

@@ -2,13 +2,19 @@ package config
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
+	"github.com/sluicehq/sluice/internal/safefile"
 	"github.com/sluicehq/sluice/internal/strictyaml"
 )
 
@@ -228,5 +234,70 @@ func TestHostileFilesAreAnsweredInBoundedMemory(t *testing.T) {
 				t.Errorf("Parse of %d bytes allocated %d MB, want at most %d MB", len(tt.data), alloc>>20, limit>>20)
 			}
 		})
+	}
+}
+
+// TestLoadRefusesFilesThatAreNotRegular puts an odd file named *.yaml in
+// a config directory beside a good one: Load must refuse it at once, with
+// an *Error that names it, rather than block on a FIFO or read /dev/zero
+// forever.
+func TestLoadRefusesFilesThatAreNotRegular(t *testing.T) {
+	tests := []struct {
+		name string
+		make func(path string) error
+		want string
+		is   error
+	}{
+		{"fifo", func(p string) error { return syscall.Mkfifo(p, 0o644) }, "a named pipe", safefile.ErrNotRegular},
+		{"symlink to /dev/zero", func(p string) error { return os.Symlink("/dev/zero", p) }, "a device", safefile.ErrNotRegular},
+		{"directory", func(p string) error { return os.Mkdir(p, 0o755) }, "a directory", safefile.ErrNotRegular},
+		{"over the size cap", func(p string) error {
+			return os.WriteFile(p, []byte("domain: big\n"+strings.Repeat("#", strictyaml.MaxBytes)), 0o644)
+		}, fmt.Sprintf("%d bytes, over the limit of %d", strictyaml.MaxBytes+12, strictyaml.MaxBytes), safefile.ErrTooLarge},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			dir := writeFiles(t, map[string]string{"a.yaml": "domain: fine\n"})
+			odd := filepath.Join(dir, "odd.yaml")
+			if err := tt.make(odd); err != nil {
+				t.Skipf("cannot make a %s: %v", tt.name, err)
+			}
+			done := make(chan error, 1)
+			go func() {
+				_, err := Load(dir)
+				done <- err
+			}()
+			var err error
+			select {
+			case err = <-done:
+			case <-time.After(hostileGuard):
+				t.Fatalf("Load of a directory with a %s did not return within %v", tt.name, hostileGuard)
+			}
+			want := odd + ": config: cannot read: " + tt.want
+			if err == nil || !strings.HasPrefix(err.Error(), want) {
+				t.Errorf("Load = %v, want an error starting %q", err, want)
+			}
+			if !errors.Is(err, tt.is) {
+				t.Errorf("Load error %v does not wrap %v", err, tt.is)
+			}
+			if e, ok := errors.AsType[*Error](err); !ok || e.File != odd {
+				t.Errorf("Load error %T %v is not an *Error naming %s", err, err, odd)
+			}
+			if files, err := Files(dir); err != nil || !slices.Contains(files, odd) {
+				t.Errorf("Files(dir) = %v, %v; want it to list %s, so that a watcher sees it", files, err, odd)
+			}
+		})
+	}
+}
+
+// TestLoadContextGivesUpWhenTheContextEnds checks that the loader obeys
+// its context: a cancelled load reads nothing.
+func TestLoadContextGivesUpWhenTheContextEnds(t *testing.T) {
+	dir := writeFiles(t, map[string]string{"a.yaml": "domain: fine\n"})
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	_, err := LoadContext(ctx, dir)
+	if !errors.Is(err, context.Canceled) {
+		t.Errorf("LoadContext with a cancelled context = %v, want context.Canceled", err)
 	}
 }

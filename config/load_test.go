@@ -25,12 +25,11 @@ func writeFiles(t *testing.T, files map[string]string) string {
 
 func TestLoadDirectory(t *testing.T) {
 	dir := writeFiles(t, map[string]string{
-		"a.yaml":        "domain: alpha\ndescriptors:\n  - key: k\n    rate_limit: {unit: second, requests_per_unit: 1}\n",
-		"b.yml":         "domain: beta\n",
-		".hidden.yaml":  "domain: alpha\n",
-		"notes.txt":     "not yaml: [",
-		"sub/c.yaml":    "domain: alpha\n",
-		"dir.yaml/x.md": "",
+		"a.yaml":       "domain: alpha\ndescriptors:\n  - key: k\n    rate_limit: {unit: second, requests_per_unit: 1}\n",
+		"b.yml":        "domain: beta\n",
+		".hidden.yaml": "domain: alpha\n",
+		"notes.txt":    "not yaml: [",
+		"sub/c.yaml":   "domain: alpha\n",
 	})
 	c, err := Load(dir)
 	if err != nil {

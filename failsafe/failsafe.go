@@ -109,6 +109,11 @@ type Config struct {
 	// LogInterval is the least time between two error log lines.
 	// Default 10s.
 	LogInterval time.Duration
+	// LogMode is what the log lines give as the mode: default Mode's name.
+	// A caller that answers failures itself (package service, which uses
+	// Closed to see every failure and then applies each rule's mode) sets
+	// the mode it applies.
+	LogMode string
 	// Clock tells the time for the breaker; nil means the system clock.
 	Clock sluice.Clock
 }
@@ -125,8 +130,10 @@ type Limiter struct {
 
 	errors   atomic.Int64 // errors since the last log line
 	fallback atomic.Int64 // decisions made without the primary since the last log line
-	logMu    sync.Mutex
-	lastLog  time.Time
+	// Totals since New, for log lines that can be compared with a metric.
+	errorsTotal, fallbackTotal atomic.Int64
+	logMu                      sync.Mutex
+	lastLog                    time.Time
 }
 
 var (
@@ -292,8 +299,10 @@ func (l *Limiter) fail(now time.Time, probe bool) {
 func (l *Limiter) degrade(ctx context.Context, key string, lim sluice.Limit, cost int, cause error) (sluice.Result, error) {
 	if cause != nil {
 		l.errors.Add(1)
+		l.errorsTotal.Add(1)
 	}
 	l.fallback.Add(1)
+	l.fallbackTotal.Add(1)
 	l.maybeLog(cause)
 	switch l.cfg.Mode {
 	case Closed:
@@ -318,7 +327,11 @@ func (l *Limiter) degrade(ctx context.Context, key string, lim sluice.Limit, cos
 	}
 }
 
-// maybeLog writes one line per LogInterval while the primary fails.
+// maybeLog writes one line per LogInterval while the primary fails: the
+// mode, the primary's errors and the decisions made without it (both
+// since the previous line and since New; a decision skipped by the open
+// breaker is a fallback decision, not an error), whether the breaker is
+// open, the last error and when the next probe is due.
 func (l *Limiter) maybeLog(cause error) {
 	if !l.logMu.TryLock() {
 		return
@@ -330,11 +343,22 @@ func (l *Limiter) maybeLog(cause error) {
 	}
 	l.lastLog = now
 	errs, fb := l.errors.Swap(0), l.fallback.Swap(0)
-	attrs := []any{"mode", l.cfg.Mode.String(), "errors", errs, "fallback_decisions", fb}
+	mode := l.cfg.LogMode
+	if mode == "" {
+		mode = l.cfg.Mode.String()
+	}
+	breaker := "closed"
+	until := l.openUntil.Load()
+	if until != 0 {
+		breaker = "open"
+	}
+	attrs := []any{"mode", mode, "breaker", breaker,
+		"errors", errs, "fallback_decisions", fb,
+		"errors_total", l.errorsTotal.Load(), "fallback_decisions_total", l.fallbackTotal.Load()}
 	if cause != nil {
 		attrs = append(attrs, "last_error", cause.Error())
 	}
-	if until := l.openUntil.Load(); until != 0 {
+	if until != 0 {
 		attrs = append(attrs, "retry_at", time.Unix(0, until).UTC())
 	}
 	l.cfg.Logger.Warn("failsafe: rate limit store failing", attrs...)

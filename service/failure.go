@@ -79,6 +79,7 @@ func newFallback(primary sluice.Limiter, p *FailurePolicy, log *slog.Logger) (*f
 		MaxBackoff:  p.MaxBackoff,
 		Logger:      log,
 		LogInterval: p.LogInterval,
+		LogMode:     p.Mode.String(), // the default; rules may set their own
 		Clock:       p.Clock,
 	})
 	if err != nil {

@@ -38,6 +38,7 @@ type Batcher struct {
 type pool struct {
 	units int
 	until int64 // Unix ns after which unspent units go back
+	reset int64 // Unix ns at which the store's state of the key is as good as new
 }
 
 // BatchConfig configures a Batcher.
@@ -86,7 +87,9 @@ func (b *Batcher) Allow(ctx context.Context, key string, lim sluice.Limit) (slui
 // AllowN spends cost units from this server's reservation for key, and
 // reserves a new batch when it runs out. A Result answered locally reports
 // the units left in the reservation as Remaining (there may be more
-// globally) and no ResetAfter.
+// globally). ResetAfter is the store's, which was charged for the whole
+// batch when it was reserved: later than an unbatched store would say
+// after the units spent so far, never earlier.
 func (b *Batcher) AllowN(ctx context.Context, key string, lim sluice.Limit, cost int) (sluice.Result, error) {
 	if err := sluice.Check(key, lim, cost); err != nil {
 		return sluice.Result{}, err
@@ -100,9 +103,9 @@ func (b *Batcher) AllowN(ctx context.Context, key string, lim sluice.Limit, cost
 	p := sh.m[ck]
 	if p != nil && now < p.until && p.units >= cost {
 		p.units -= cost
-		left := p.units
+		left, reset := p.units, max(p.reset-now, 0)
 		sh.mu.Unlock()
-		return sluice.Result{Allowed: true, Remaining: left}, nil
+		return sluice.Result{Allowed: true, Remaining: left, ResetAfter: time.Duration(reset)}, nil
 	}
 	if p != nil {
 		giveBack = p.units // expired or too small: return what is left
@@ -140,12 +143,14 @@ func (b *Batcher) AllowN(ctx context.Context, key string, lim sluice.Limit, cost
 			until = min(until, now+int64(res.ResetAfter))
 		}
 		sh.mu.Lock()
+		reset := now + int64(res.ResetAfter)
 		if q := sh.m[ck]; q != nil {
 			q.units += left // another request reserved meanwhile: pool both
 			q.until = min(q.until, until)
+			q.reset = max(q.reset, reset)
 		} else if b.pools.room(sh, now, func(p *pool) int64 { return p.until }) {
 			// (Expired pools dropped for room lose their units, as with a crash.)
-			sh.m[ck] = &pool{units: left, until: until}
+			sh.m[ck] = &pool{units: left, until: until, reset: reset}
 		}
 		sh.mu.Unlock()
 	}

@@ -92,3 +92,32 @@ func TestBatcherFixedWindowBoundary(t *testing.T) {
 		t.Fatalf("the next window admitted %d, want exactly its 10", admitted)
 	}
 }
+
+// An admission spent from a reservation reports when the key is as good as
+// new in the store, which was charged for the whole batch, not zero.
+func TestBatcherLocalAdmissionReportsReset(t *testing.T) {
+	ctx := context.Background()
+	clock := clocktest.New()
+	lim := sluice.PerSecond(5).WithBurst(10)
+	b := relief.NewBatcher(newMem(t, clock), relief.BatchConfig{Batch: 10, Hold: time.Second, Clock: clock})
+	ref := newMem(t, clock) // charged as the batch charges the store
+	first, err := b.Allow(ctx, "k", lim)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, err := ref.AllowN(ctx, "k", lim, 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if first.ResetAfter != want.ResetAfter {
+		t.Fatalf("reserving admission: ResetAfter %v, the store says %v", first.ResetAfter, want.ResetAfter)
+	}
+	clock.Advance(100 * time.Millisecond)
+	got, err := b.Allow(ctx, "k", lim)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !got.Allowed || got.ResetAfter != want.ResetAfter-100*time.Millisecond {
+		t.Fatalf("local admission 100ms later = %+v, want allowed with ResetAfter %v", got, want.ResetAfter-100*time.Millisecond)
+	}
+}

@@ -1,7 +1,9 @@
-// Package storetest is the conformance suite every sluice.Limiter store runs:
-// the same step tables on fixed instants, the same bad input, the same
-// concurrency check, so that the memory store and the Redis store are held
-// to one behaviour.
+// Package storetest is the conformance suite every sluice.Limiter runs, the
+// stores and the wrappers around them (failsafe in each mode, relief's
+// over-limit cache, hybrid and batcher): the same step tables on fixed
+// instants, the same bad input, the same concurrency check, so that every
+// Limiter is held to one behaviour. Where a limiter legitimately differs,
+// Options names the difference.
 //
 // A store under test takes its time from the sluice.Clock the suite passes,
 // so the suite can move time by hand. A store whose clock is coarser than a
@@ -168,11 +170,22 @@ func Cases() []Case {
 	}
 }
 
-// Options describe the store under test. The zero Options describe a store
-// with nanosecond time.
+// Options describe the limiter under test where it legitimately differs from
+// a plain store. The zero Options describe a store with nanosecond time, held
+// to every check exactly. Each option relaxes one named check and says why;
+// nothing else is relaxed.
 type Options struct {
 	// Resolution is the store's clock resolution; zero means a nanosecond.
 	Resolution time.Duration
+	// Reserves describes a limiter that charges its store for a batch of
+	// units before the requests that spend them (relief.Batcher): an
+	// admission's ResetAfter is then the store's after the whole batch,
+	// later than a plain store's after the units spent so far. The step
+	// tables check that such a ResetAfter is no earlier than the plain
+	// store's (a key is never reported as good as new too soon) instead of
+	// equal to it. Allowed, Remaining, RetryAfter and every denial are
+	// still checked exactly.
+	Reserves bool
 }
 
 // run tells apart the keys of separate runs of the suite against a store
@@ -227,6 +240,9 @@ func RunSteps(t *testing.T, newStore NewStore, opts Options) {
 					t.Fatalf("step %d: AllowN(%s, %d) error: %v", i, key, cost, err)
 				}
 				want := sluice.Result{Allowed: s.Allowed, Remaining: s.Remaining, RetryAfter: up(s.RetryAfter), ResetAfter: up(s.ResetAfter)}
+				if opts.Reserves && got.Allowed && want.Allowed && got.ResetAfter >= want.ResetAfter {
+					want.ResetAfter = got.ResetAfter // a batch's reset, no earlier than the plain store's
+				}
 				if got != want {
 					t.Errorf("step %d (t+%v): AllowN(%s, %d) =\n\t%s\nwant\n\t%s", i, clock.Now().Sub(start), key, cost, show(got), show(want))
 				}

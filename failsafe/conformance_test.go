@@ -1,0 +1,34 @@
+package failsafe_test
+
+import (
+	"log/slog"
+	"testing"
+
+	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/failsafe"
+	"github.com/sluicehq/sluice/internal/storetest"
+	"github.com/sluicehq/sluice/memstore"
+)
+
+// With a healthy primary, a failsafe Limiter in every mode is held to the
+// whole conformance suite, as the store it wraps is: the wrapper adds
+// nothing to a decision while the store answers.
+func TestConformance(t *testing.T) {
+	for _, mode := range []failsafe.Mode{failsafe.Open, failsafe.Closed, failsafe.Local} {
+		t.Run(mode.String(), func(t *testing.T) {
+			storetest.Run(t, func(t *testing.T, clock sluice.Clock) sluice.Limiter {
+				primary := memstore.New(memstore.Config{Clock: clock, SweepInterval: -1})
+				local := memstore.New(memstore.Config{Clock: clock, SweepInterval: -1})
+				t.Cleanup(func() { primary.Close(); local.Close() })
+				l, err := failsafe.New(failsafe.Config{
+					Primary: primary, Mode: mode, Local: local, Nodes: 2,
+					Logger: slog.New(&logs{}), Clock: clock,
+				})
+				if err != nil {
+					t.Fatal(err)
+				}
+				return l
+			})
+		})
+	}
+}

@@ -1,0 +1,41 @@
+package relief_test
+
+import (
+	"testing"
+
+	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/internal/storetest"
+	"github.com/sluicehq/sluice/relief"
+)
+
+// Every relief wrapper, over a healthy in-memory store, is held to the
+// whole conformance suite.
+func TestConformance(t *testing.T) {
+	t.Run("OverLimitCache", func(t *testing.T) {
+		storetest.Run(t, func(t *testing.T, clock sluice.Clock) sluice.Limiter {
+			return relief.NewOverLimitCache(newMem(t, clock), relief.CacheConfig{Clock: clock})
+		})
+	})
+	// Hybrid with its default share, the whole limit locally: the local
+	// pass then admits what the global one admits. A smaller share denies
+	// more by design, which the step tables would not describe.
+	t.Run("Hybrid", func(t *testing.T) {
+		storetest.Run(t, func(t *testing.T, clock sluice.Clock) sluice.Limiter {
+			return relief.NewHybrid(newMem(t, clock), newMem(t, clock), nil)
+		})
+	})
+	// A batch is charged to the store when reserved: an admission reports
+	// the store's ResetAfter after the whole batch (storetest.Options.Reserves).
+	t.Run("Batcher", func(t *testing.T) {
+		storetest.RunWith(t, func(t *testing.T, clock sluice.Clock) sluice.Limiter {
+			return relief.NewBatcher(newMem(t, clock), relief.BatchConfig{Clock: clock})
+		}, storetest.Options{Reserves: true})
+	})
+	// Over-limit cache in front of a batcher, as TestBatcher's servers.
+	t.Run("OverLimitCache+Batcher", func(t *testing.T) {
+		storetest.RunWith(t, func(t *testing.T, clock sluice.Clock) sluice.Limiter {
+			b := relief.NewBatcher(newMem(t, clock), relief.BatchConfig{Clock: clock})
+			return relief.NewOverLimitCache(b, relief.CacheConfig{Clock: clock})
+		}, storetest.Options{Reserves: true})
+	})
+}

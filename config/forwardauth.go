@@ -18,11 +18,14 @@ const (
 	// FromClientIP (client_ip) is the client's address, read from the
 	// X-Forwarded-For header as far as trusted proxies wrote it.
 	FromClientIP AuthSource = iota
-	// FromMethod (method) is the forwarded request's method.
+	// FromMethod (method) is the forwarded request's method, in upper
+	// case (the canonical form of package request).
 	FromMethod
-	// FromURI (uri) is the forwarded request's URI, path and query.
+	// FromURI (uri) is the forwarded request's URI: its canonical path
+	// (package request) and its query.
 	FromURI
-	// FromPath (path) is the forwarded request's path, without the query.
+	// FromPath (path) is the forwarded request's canonical path, without
+	// the query.
 	FromPath
 	// FromHeader (header) is the value of the request header named by
 	// AuthEntry.Header.

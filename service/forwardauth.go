@@ -14,6 +14,7 @@ import (
 
 	"github.com/sluicehq/sluice/clientip"
 	"github.com/sluicehq/sluice/httplimit"
+	"github.com/sluicehq/sluice/request"
 	"github.com/sluicehq/sluice/rlheader"
 )
 
@@ -30,13 +31,17 @@ const (
 	FromClientIP SourceKind = iota
 	// FromMethod is the forwarded request's method: X-Forwarded-Method
 	// (Traefik, Caddy), else X-Original-Method, else the method of the
-	// auth request itself (NGINX's auth_request subrequest keeps it).
+	// auth request itself (NGINX's auth_request subrequest keeps it). It
+	// is in canonical form (package request): upper case, so that "post"
+	// is POST.
 	FromMethod
-	// FromURI is the forwarded request's URI (path and query):
-	// X-Forwarded-Uri (Traefik, Caddy), else X-Original-URI (NGINX's
-	// usual `proxy_set_header X-Original-URI $request_uri`).
+	// FromURI is the forwarded request's URI: X-Forwarded-Uri (Traefik,
+	// Caddy), else X-Original-URI (NGINX's usual `proxy_set_header
+	// X-Original-URI $request_uri`); its path in canonical form (package
+	// request: "//login/", "/%6Cogin" and "/a/../login" are "/login"),
+	// followed by the query as sent.
 	FromURI
-	// FromPath is FromURI without its query.
+	// FromPath is FromURI's canonical path, without the query.
 	FromPath
 	// FromHeader is the first value of the request header Source.Header.
 	FromHeader
@@ -96,6 +101,7 @@ type forwardAuth struct {
 	domain   string
 	resolver *clientip.Resolver
 	descs    [][]Source
+	canon    bool // some entry reads the method, URI or path
 }
 
 func newForwardAuth(fa *ForwardAuth) (*forwardAuth, error) {
@@ -106,6 +112,7 @@ func newForwardAuth(fa *ForwardAuth) (*forwardAuth, error) {
 		return nil, errors.New("service: ForwardAuth has no descriptors")
 	}
 	needIP := false
+	a := &forwardAuth{domain: fa.Domain, resolver: fa.Resolver, descs: make([][]Source, len(fa.Descriptors))}
 	for i, d := range fa.Descriptors {
 		if len(d) == 0 {
 			return nil, fmt.Errorf("service: ForwardAuth descriptor %d has no entries", i)
@@ -123,6 +130,8 @@ func newForwardAuth(fa *ForwardAuth) (*forwardAuth, error) {
 				return nil, errors.New(where + ": a literal source has an empty value")
 			case src.From == FromClientIP:
 				needIP = true
+			case src.From == FromMethod || src.From == FromURI || src.From == FromPath:
+				a.canon = true
 			}
 		}
 	}
@@ -135,15 +144,57 @@ func newForwardAuth(fa *ForwardAuth) (*forwardAuth, error) {
 			return nil, fmt.Errorf("service: ForwardAuth: %w", err)
 		}
 	}
-	a := &forwardAuth{domain: fa.Domain, resolver: fa.Resolver, descs: make([][]Source, len(fa.Descriptors))}
 	for i, d := range fa.Descriptors {
 		a.descs[i] = append([]Source(nil), d...)
 	}
 	return a, nil
 }
 
+// forwarded is what a forward-auth request says of the request it asks
+// about, in canonical form (package request), computed once.
+type forwarded struct {
+	canon request.Canonical
+	uri   bool   // the proxy sent a URI
+	query string // the URI's query, with its "?", as sent
+}
+
+// forwarded reads the forwarded request's method, URI and host from the
+// headers the proxies send; see FromMethod and FromURI. The host is
+// X-Forwarded-Host's (Traefik and Caddy send it), and is checked though no
+// source reads it yet. The error wraps request.ErrMalformed.
+func forwardedOf(r *http.Request) (forwarded, error) {
+	var f forwarded
+	method := firstHeader(r, "X-Forwarded-Method", "X-Original-Method")
+	if method == "" {
+		method = r.Method
+	}
+	uri := firstHeader(r, "X-Forwarded-Uri", "X-Original-URI")
+	f.uri = uri != ""
+	if i := strings.IndexAny(uri, "?#"); i >= 0 {
+		if uri[i] == '?' {
+			f.query = uri[i:]
+			if j := strings.IndexByte(f.query, '#'); j >= 0 {
+				f.query = f.query[:j]
+			}
+		}
+		uri = uri[:i]
+	}
+	if i := strings.Index(uri, "://"); i > 0 && !strings.HasPrefix(uri, "/") {
+		// The absolute form ("http://host/path"), as NGINX's
+		// $request_uri holds it when the client sent one.
+		rest := uri[i+3:]
+		uri = "/"
+		if j := strings.IndexByte(rest, '/'); j >= 0 {
+			uri = rest[j:]
+		}
+	}
+	var err error
+	f.canon, err = request.New(method, uri, r.Header.Get("X-Forwarded-Host"))
+	return f, err
+}
+
 // value returns the value of src for r, false when the request has none.
-func (a *forwardAuth) value(src Source, r *http.Request) (string, bool) {
+func (a *forwardAuth) value(src Source, r *http.Request, f *forwarded) (string, bool) {
 	var v string
 	switch src.From {
 	case FromClientIP:
@@ -151,14 +202,14 @@ func (a *forwardAuth) value(src Source, r *http.Request) (string, bool) {
 			v = k
 		}
 	case FromMethod:
-		v = firstHeader(r, "X-Forwarded-Method", "X-Original-Method")
-		if v == "" {
-			v = r.Method
+		v = f.canon.Method
+	case FromPath:
+		if f.uri {
+			v = f.canon.Path
 		}
-	case FromURI, FromPath:
-		v = firstHeader(r, "X-Forwarded-Uri", "X-Original-URI")
-		if src.From == FromPath {
-			v, _, _ = strings.Cut(v, "?")
+	case FromURI:
+		if f.uri {
+			v = f.canon.Path + f.query
 		}
 	case FromHeader:
 		v = r.Header.Get(src.Header)
@@ -179,14 +230,22 @@ func firstHeader(r *http.Request, names ...string) string {
 
 // request builds the RateLimitRequest of r. A descriptor with an entry
 // whose value is missing is left out, as Envoy leaves out a descriptor
-// whose action finds nothing.
-func (a *forwardAuth) request(r *http.Request) *pb.RateLimitRequest {
+// whose action finds nothing. The error, for a forwarded request with no
+// canonical form, wraps request.ErrMalformed.
+func (a *forwardAuth) request(r *http.Request) (*pb.RateLimitRequest, error) {
+	var f forwarded
+	if a.canon {
+		var err error
+		if f, err = forwardedOf(r); err != nil {
+			return nil, err
+		}
+	}
 	req := &pb.RateLimitRequest{Domain: a.domain}
 next:
 	for _, d := range a.descs {
 		rd := &rlpb.RateLimitDescriptor{Entries: make([]*rlpb.RateLimitDescriptor_Entry, len(d))}
 		for j, src := range d {
-			v, ok := a.value(src, r)
+			v, ok := a.value(src, r, &f)
 			if !ok {
 				continue next
 			}
@@ -194,7 +253,7 @@ next:
 		}
 		req.Descriptors = append(req.Descriptors, rd)
 	}
-	return req
+	return req, nil
 }
 
 // ForwardAuthHandler returns the forward-auth endpoint of s with the
@@ -225,7 +284,12 @@ func (s *Service) serveAuth(w http.ResponseWriter, r *http.Request) { s.serveAut
 func (s *Service) serveAuthWith(a *forwardAuth, w http.ResponseWriter, r *http.Request) {
 	h := w.Header()
 	h.Set("Cache-Control", "no-store")
-	req := a.request(r)
+	req, err := a.request(r)
+	if err != nil {
+		// As the proxy answers a request with no canonical form.
+		writeAuthProblem(w, rlheader.Problem{Title: "Bad Request", Status: http.StatusBadRequest, Detail: err.Error()})
+		return
+	}
 	if len(req.Descriptors) == 0 {
 		w.WriteHeader(http.StatusOK) // nothing to limit, as Envoy does not ask
 		return
@@ -252,10 +316,16 @@ func (s *Service) serveAuthWith(a *forwardAuth, w http.ResponseWriter, r *http.R
 		}
 	}
 	h.Set(httplimit.ReasonHeader, strings.Join(violated, ", "))
-	body, _ := rlheader.QuotaExceeded(http.StatusTooManyRequests, violated...).MarshalJSON()
+	writeAuthProblem(w, rlheader.QuotaExceeded(http.StatusTooManyRequests, violated...))
+}
+
+// writeAuthProblem answers with p, whose Status is the response's.
+func writeAuthProblem(w http.ResponseWriter, p rlheader.Problem) {
+	body, _ := p.MarshalJSON()
+	h := w.Header()
 	h.Set("Content-Type", rlheader.ProblemContentType)
 	h.Set("Content-Length", strconv.Itoa(len(body)))
-	w.WriteHeader(http.StatusTooManyRequests)
+	w.WriteHeader(p.Status)
 	w.Write(body)
 }
 

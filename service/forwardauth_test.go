@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -312,6 +313,46 @@ func TestForwardAuthHandler(t *testing.T) {
 	} {
 		if _, err := h.svc.ForwardAuthHandler(fa); err == nil {
 			t.Errorf("%s: no error", name)
+		}
+	}
+}
+
+// The method, path and URI of a forwarded request are in canonical form
+// (package request), so every spelling of POST /login spends the one
+// allowance of 1 per minute; the absolute form of X-Original-URI reads its
+// path; a forwarded request with no canonical form is answered 400 with a
+// problem.
+func TestForwardAuthCanonicalForm(t *testing.T) {
+	h := start(t, t0, service.Config{Rules: edgeRules(), ForwardAuth: edgeAuth()})
+	clients := 0
+	hit := func(method, uri string) int {
+		clients++ // a fresh client each time, so that per-ip never decides
+		fwd := traefik("203.0.113."+strconv.Itoa(clients), method, uri)
+		return auth(h, "GET", "10.0.0.2:5555", fwd).Code
+	}
+	if code := hit("POST", "/login?next=/"); code != http.StatusOK {
+		t.Fatalf("first POST /login: %d", code)
+	}
+	for _, sp := range [][2]string{
+		{"post", "/login"}, {"pOsT", "/login"}, {"POST", "/%6Cogin"}, {"POST", "//login"},
+		{"POST", "/./login"}, {"POST", "/login/"}, {"POST", "/foo/../login"}, {"POST", "/foo/%2E%2e/login?x"},
+		{"POST", "http://api.example/login"},
+	} {
+		if code := hit(sp[0], sp[1]); code != http.StatusTooManyRequests {
+			t.Errorf("%s %s after the limit: %d, want 429", sp[0], sp[1], code)
+		}
+	}
+	for _, hdr := range []map[string]string{
+		{"X-Forwarded-Method": "PO ST", "X-Forwarded-Uri": "/login"},
+		{"X-Forwarded-Method": "POST", "X-Forwarded-Uri": "/%zz"},
+		{"X-Forwarded-Method": "POST", "X-Forwarded-Uri": "login"},
+		{"X-Forwarded-Method": "POST", "X-Forwarded-Uri": "/login", "X-Forwarded-Host": "api.example.com.."},
+	} {
+		rec := auth(h, "GET", "10.0.0.2:5555", hdr)
+		var p rlheader.Problem
+		if rec.Code != http.StatusBadRequest || rec.Header().Get("Content-Type") != rlheader.ProblemContentType ||
+			json.Unmarshal(rec.Body.Bytes(), &p) != nil || p.Status != 400 {
+			t.Errorf("%v: %d %q %s, want a 400 problem", hdr, rec.Code, rec.Header().Get("Content-Type"), rec.Body)
 		}
 	}
 }

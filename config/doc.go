@@ -4,8 +4,8 @@
 //
 // # Format
 //
-// A config is one file, or a directory of *.yaml and *.yml files, each
-// holding one domain:
+// A config is one file, or a directory of *.yaml and *.yml files (not dot
+// files), each holding one domain:
 //
 //	domain: shop
 //	descriptors:
@@ -39,6 +39,16 @@
 // Sluice adds algorithm, burst, unit_multiplier and failure_mode under
 // rate_limit, and a forward_auth section beside descriptors (see Forward
 // auth below). Anchors, aliases and merge keys (<<) work as in YAML.
+//
+// Reading is bounded by a file's bytes, since a config is input like any
+// other. Each file must be a regular file (symlinks are followed) of at
+// most 1 MiB: a directory, FIFO or device named *.yaml is an error, not
+// skipped and never waited on. A file holds one YAML document. Aliases
+// count against the same budget as literal content: with every alias
+// replaced by what it names, each time it is used, a file may hold at most
+// one YAML node per byte plus 4096, so an anchor reused as a default is
+// fine and an anchored list aliased by every rule is refused; so is an
+// alias inside the node it names. A key may appear once in a mapping.
 //
 // Loading is strict where envoyproxy/ratelimit is strict and in a few places
 // where it is silent: an unknown key, a missing or empty domain or key, a

@@ -152,5 +152,7 @@
 // errors per rule, and the decision latency. The only per-rule label is the
 // rule's FullKey, whose values the configuration bounds; a rule with
 // detailed_metric is labelled with the request's descriptor
-// (domain.key_value.key_value) instead, which may be unbounded.
+// (domain.key_value.key_value) instead, for at most
+// Config.MaxDetailedSeries descriptors per rule (default 100); the
+// descriptors past them are counted under FullKey#other.
 package service

@@ -3,6 +3,7 @@ package service
 import (
 	"errors"
 	"fmt"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -42,15 +43,62 @@ type metrics struct {
 	// code's series appears when it is first observed, as with
 	// WithLabelValues on every call).
 	codes [numCodes]atomic.Pointer[prometheus.Observer]
+
+	// maxDetailed caps the detailed labels of one rule (see detailed);
+	// detailedSets maps a rule's FullKey to its *detailedSet. It is kept
+	// across SetRules, as the series are.
+	maxDetailed  int
+	detailedSets sync.Map
 }
 
-func newMetrics(reg prometheus.Registerer) (*metrics, error) {
+// DefaultMaxDetailedSeries is the default of Config.MaxDetailedSeries.
+const DefaultMaxDetailedSeries = 100
+
+// otherSuffix ends the label of a detailed rule's other bucket:
+// FullKey#other.
+const otherSuffix = "#other"
+
+// detailedSet is the labels a detailed_metric rule has counted under.
+type detailedSet struct {
+	labels sync.Map // label → struct{}
+	mu     sync.Mutex
+	n      int
+}
+
+// detailed returns the label to count a detailed_metric rule's descriptor
+// under: the descriptor's own label while the rule has fewer than
+// maxDetailed of them (or already has this one), else the rule's other
+// bucket, FullKey#other.
+func (m *metrics) detailed(fullKey, label string) string {
+	v, ok := m.detailedSets.Load(fullKey)
+	if !ok {
+		v, _ = m.detailedSets.LoadOrStore(fullKey, new(detailedSet))
+	}
+	set := v.(*detailedSet)
+	if _, ok := set.labels.Load(label); ok {
+		return label
+	}
+	set.mu.Lock()
+	defer set.mu.Unlock()
+	if _, ok := set.labels.Load(label); ok {
+		return label
+	}
+	if set.n >= m.maxDetailed {
+		return fullKey + otherSuffix
+	}
+	set.labels.Store(label, struct{}{})
+	set.n++
+	return label
+}
+
+func newMetrics(reg prometheus.Registerer, maxDetailed int) (*metrics, error) {
 	counter := func(name, help string) *prometheus.CounterVec {
 		return prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: "sluice", Subsystem: "rls", Name: name, Help: help,
 		}, []string{"rule"})
 	}
 	m := &metrics{
+		maxDetailed: maxDetailed,
 		vecs: [numCounters]*prometheus.CounterVec{
 			hitsCounter:        counter("hits_total", "Hits (units of cost) asked of each rule."),
 			overCounter:        counter("over_limit_total", "Hits over each rule's limit, shadow mode included."),

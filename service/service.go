@@ -131,6 +131,12 @@ type Config struct {
 	// Logger receives store errors, at most one line per second. Default
 	// slog.Default().
 	Logger *slog.Logger
+	// MaxDetailedSeries caps the metrics series of each rule with
+	// detailed_metric, whose labels are the descriptors clients send: a
+	// rule counts under at most this many descriptor labels, and under
+	// FullKey#other past them. 0 means DefaultMaxDetailedSeries (100);
+	// negative is an error.
+	MaxDetailedSeries int
 	// Healthy, when set, is asked at each health check (GET /healthcheck
 	// and the gRPC health service's Check): while it returns false they
 	// report NOT_SERVING (503), as while draining. Nil: the health checks
@@ -217,8 +223,11 @@ func New(cfg Config) (*Service, error) {
 		}
 		s.auth = a
 	}
+	if cfg.MaxDetailedSeries < 0 {
+		return nil, fmt.Errorf("service: Config.MaxDetailedSeries %d is negative", cfg.MaxDetailedSeries)
+	}
 	if cfg.Registerer != nil {
-		m, err := newMetrics(cfg.Registerer)
+		m, err := newMetrics(cfg.Registerer, cmp.Or(cfg.MaxDetailedSeries, DefaultMaxDetailedSeries))
 		if err != nil {
 			return nil, err
 		}
@@ -517,10 +526,14 @@ func (s *Service) resolve(b *rulesBox, domain string, p *plan) {
 func policyName(r *config.RateLimit) string { return cmp.Or(r.Name, r.FullKey) }
 
 // label is the metrics label of a rule: its FullKey, or with
-// DetailedMetric the descriptor itself.
+// DetailedMetric the descriptor itself while the rule has fewer than
+// Config.MaxDetailedSeries labels, else FullKey#other.
 func (s *Service) label(domain string, r *config.RateLimit, d *rlpb.RateLimitDescriptor) string {
 	if r.DetailedMetric {
-		return descriptorName(domain, d)
+		if s.m == nil {
+			return r.FullKey // counted nowhere
+		}
+		return s.m.detailed(r.FullKey, descriptorName(domain, d))
 	}
 	return r.FullKey
 }

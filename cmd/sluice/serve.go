@@ -83,6 +83,7 @@ type serveOptions struct {
 	logLevel, trustedProxies                                        string
 	shadow, watch, localCache, healthNeedsStore                     bool
 	listen                                                          listenerOptions
+	maxDetailed                                                     int
 }
 
 // env returns the environment variable name, or def when it is unset or
@@ -203,6 +204,8 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	fs.StringVar(&o.trustedProxies, "trusted-proxies", "", "the reverse proxies that call /auth, whose X-Forwarded-For is believed: comma-separated networks or addresses, added to the config's forward_auth trusted_proxies")
 	var envErr envErrs
 	o.listen.flags(fs, &envErr)
+	fs.IntVar(&o.maxDetailed, "detailed-metric-max-series", envErr.int("DETAILED_METRIC_MAX_SERIES", service.DefaultMaxDetailedSeries),
+		"metrics series per detailed_metric rule at most (one per descriptor); past them, the rule's FULLKEY#other series counts")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -212,6 +215,9 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	}
 	if err := o.listen.check(); err != nil {
 		return fail(2, err)
+	}
+	if o.maxDetailed <= 0 {
+		return fail(2, fmt.Sprintf("-detailed-metric-max-series %d: want at least 1", o.maxDetailed))
 	}
 	trusted, err := parseTrustedProxies(o.trustedProxies)
 	if err != nil {
@@ -258,7 +264,8 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		healthy = func() bool { return st.connected() && svc.StoreAvailable() }
 	}
 	svc, err = service.New(service.Config{Limiter: st.limiter, Rules: rules, Prefix: o.prefix, ShadowMode: o.shadow,
-		Headers: headers, Logger: log, Registerer: reg, Failure: st.failure, Healthy: healthy})
+		Headers: headers, Logger: log, Registerer: reg, Failure: st.failure, Healthy: healthy,
+		MaxDetailedSeries: o.maxDetailed})
 	if err != nil {
 		return fail(1, err)
 	}

@@ -258,10 +258,8 @@ func scriptParams(lim sluice.Limit) ([]string, error) {
 		return []string{strconv.FormatInt(p, 10), strconv.FormatInt(rate, 10),
 			strconv.FormatInt(slot, 10), strconv.Itoa(algorithm.LogEntries + 1)}, nil
 	case sluice.SlidingWindow:
-		// prev·(P−e) and (k+1)·P must stay exact.
-		if rate+1 > exact/(2*p) {
-			return nil, fmt.Errorf("%w: rate %d per %v is too large for a sliding window in redisstore", sluice.ErrInvalidLimit, lim.Rate, lim.Period)
-		}
+		// The script's products prev·(P−e) and (k+1)·P pass 2^53 for large
+		// limits; its muldiv keeps them exact.
 		countRejected := "0"
 		if lim.CountRejected {
 			countRejected = "1"

@@ -31,3 +31,48 @@ local function expire(key, us)
     redis.call('PEXPIRE', key, int(math.ceil(us / 1000)))
   end
 end
+
+-- muldiv returns ⌊a·b/c⌋ and a·b mod c, exactly, for integers a, b ≥ 0 and
+-- c > 0 below 2^53 whose quotient is below 2^53, however large a·b: above
+-- 2^53 it works bit by bit on a, keeping the remainder below c, so that no
+-- intermediate passes 2^53. (math.fmod is exact; % may round.)
+local function muldiv(a, b, c)
+  local x = a * b
+  if x < 9007199254740992 then
+    local r = math.fmod(x, c)
+    return (x - r) / c, r
+  end
+  local rb = math.fmod(b, c)
+  local q0 = a * ((b - rb) / c) -- a·⌊b/c⌋; then ⌊a·rb/c⌋ with rb < c
+  local bits = {}
+  while a > 0 do
+    bits[#bits + 1] = math.fmod(a, 2)
+    a = (a - bits[#bits]) / 2
+  end
+  local q, r = 0, 0
+  for i = #bits, 1, -1 do
+    q = 2 * q
+    if r >= c - r then
+      r, q = r - (c - r), q + 1
+    else
+      r = 2 * r
+    end
+    if bits[i] == 1 then
+      if r >= c - rb then
+        r, q = r - (c - rb), q + 1
+      else
+        r = r + rb
+      end
+    end
+  end
+  return q0 + q, r
+end
+
+-- muldivceil returns ⌈a·b/c⌉, under muldiv's conditions.
+local function muldivceil(a, b, c)
+  local q, r = muldiv(a, b, c)
+  if r > 0 then
+    q = q + 1
+  end
+  return q
+end

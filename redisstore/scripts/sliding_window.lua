@@ -55,30 +55,32 @@ if mode == 'refund' then
 end
 
 local elapsed = now - start
-local weighted = math.floor(prev * (P - elapsed) / P)
+local weighted = muldiv(prev, P - elapsed, P)
 local allowed = 1
 local retry = 0
-if weighted + curr + cost > rate then
+-- As a difference, so that no sum passes 2^53 (rate may be 2^53).
+if cost > rate - curr - weighted then
   allowed = 0
   if countRejected then
-    curr = curr + cost
+    -- The count stops at 2^53, where a double stops counting exactly;
+    -- only a client that sent 10^15 requests could tell.
+    curr = math.min(curr + cost, 9007199254740992)
   end
   -- Within this window the previous window's weight falls; failing that,
   -- wait for the next window, where today's count becomes the previous one.
   local k = rate - cost - curr
   if k >= 0 and prev > 0 then
-    local e = P - math.ceil((k + 1) * P / prev) + 1
+    -- k < weighted ≤ prev here, so the quotient is at most P.
+    local e = P - muldivceil(k + 1, P, prev) + 1
     if e < P then
       retry = math.max(e - elapsed, 1)
     end
   end
   if retry == 0 then
     retry = start + P - now
-    if curr > 0 then
-      local e = P - math.ceil((rate - cost + 1) * P / curr) + 1
-      if e > 0 then
-        retry = retry + e
-      end
+    -- With rate − cost + 1 > curr the quotient passes P: nothing to add.
+    if curr > 0 and rate - cost + 1 <= curr then
+      retry = retry + P - muldivceil(rate - cost + 1, P, curr) + 1
     end
   end
 else

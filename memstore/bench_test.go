@@ -86,7 +86,7 @@ func BenchmarkMemoryPerKey(b *testing.B) {
 				var before, after runtime.MemStats
 				runtime.GC()
 				runtime.ReadMemStats(&before)
-				s := memstore.New(memstore.Config{SweepInterval: -1, MaxKeys: 2 * n})
+				s := memstore.New(memstore.Config{SweepInterval: -1, MaxKeys: 2 * n, MaxBytes: 1 << 40})
 				for _, k := range keys {
 					s.AllowN(ctx, k, lim, 1)
 				}

@@ -21,6 +21,9 @@
 //     it is never in shadow mode, as in envoyproxy/ratelimit. The override
 //     keeps a matched rule's algorithm and name; without one it is a fixed
 //     window named after the descriptor.
+//   - A cost over Config.MaxCost or an override over Config.MaxOverride
+//     (both chosen by the caller) is an error (gRPC InvalidArgument, HTTP
+//     400) naming the maximum; the store is not touched.
 //   - No rule: OK, current_limit unset, limit_remaining 0, the store not
 //     touched. A rule named in another matched rule's replaces list is
 //     dropped the same way.

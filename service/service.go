@@ -131,6 +131,16 @@ type Config struct {
 	// Logger receives store errors, at most one line per second. Default
 	// slog.Default().
 	Logger *slog.Logger
+	// MaxOverride is the largest requests_per_unit a descriptor's limit
+	// override may ask for; a request with a larger one is refused with
+	// InvalidArgument (400 over HTTP), since the override is chosen by the
+	// caller and its capacity is what the store must hold. 0 means
+	// DefaultMaxOverride.
+	MaxOverride uint32
+	// MaxCost is the largest cost (hits_addend, of the request or of a
+	// descriptor) a request may ask for; a larger one is refused as
+	// MaxOverride is. 0 means DefaultMaxCost.
+	MaxCost uint64
 	// MaxDetailedSeries caps the metrics series of each rule with
 	// detailed_metric, whose labels are the descriptors clients send: a
 	// rule counts under at most this many descriptor labels, and under
@@ -149,6 +159,15 @@ type Config struct {
 	// Handler serves it at GET /metrics.
 	Registerer prometheus.Registerer
 }
+
+// Defaults of Config.MaxOverride and Config.MaxCost: generous for real
+// overrides (100,000 per unit) and costs (a batch or a count of tokens),
+// and far below what a hostile caller would ask for to make the store
+// hold millions of units in one key.
+const (
+	DefaultMaxOverride = 100_000
+	DefaultMaxCost     = 100_000
+)
 
 // HealthServiceName is the gRPC service name the health service reports,
 // besides the server-wide "".
@@ -171,6 +190,8 @@ type Service struct {
 	auth     *forwardAuth    // nil without Config.ForwardAuth
 	rules    atomic.Pointer[rulesBox]
 	prefix   string
+	maxRPU   uint32 // Config.MaxOverride
+	maxCost  uint64 // Config.MaxCost
 	shadow   bool
 	headers  HeaderMode
 	legacy   LegacyNames
@@ -196,6 +217,8 @@ func New(cfg Config) (*Service, error) {
 	s := &Service{
 		limiter: cfg.Limiter,
 		prefix:  cfg.Prefix,
+		maxRPU:  cmp.Or(cfg.MaxOverride, DefaultMaxOverride),
+		maxCost: cmp.Or(cfg.MaxCost, DefaultMaxCost),
 		shadow:  cfg.ShadowMode,
 		headers: cfg.Headers,
 		legacy: LegacyNames{
@@ -356,6 +379,9 @@ func (s *Service) shouldRateLimit(ctx context.Context, req *pb.RateLimitRequest,
 	if hits == 0 {
 		hits = 1
 	}
+	if hits > s.maxCost {
+		return nil, nil, invalid("hits_addend %d is over the maximum cost %d", hits, s.maxCost)
+	}
 	box := s.rules.Load()
 	var rules Rules
 	if box != nil {
@@ -386,6 +412,9 @@ func (s *Service) shouldRateLimit(ctx context.Context, req *pb.RateLimitRequest,
 		p.cost = hits
 		if h := d.GetHitsAddend(); h != nil {
 			p.cost = h.GetValue()
+			if p.cost > s.maxCost {
+				return nil, nil, invalid("descriptor %d: hits_addend %d is over the maximum cost %d", i, p.cost, s.maxCost)
+			}
 		}
 		p.refund = d.GetIsNegativeHits()
 		p.check = p.cost == 0 || p.refund
@@ -398,6 +427,9 @@ func (s *Service) shouldRateLimit(ctx context.Context, req *pb.RateLimitRequest,
 		if o := d.GetLimit(); o != nil {
 			if _, ok := overrideUnits[o.GetUnit()]; !ok {
 				return nil, nil, invalid("descriptor %d: limit override has unit %v, want SECOND, MINUTE, HOUR, DAY, MONTH or YEAR", i, o.GetUnit())
+			}
+			if rpu := o.GetRequestsPerUnit(); rpu > s.maxRPU {
+				return nil, nil, invalid("descriptor %d: limit override of %d requests per unit is over the maximum override %d", i, rpu, s.maxRPU)
 			}
 		}
 	}

@@ -331,8 +331,10 @@ func TestBlockRule(t *testing.T) {
 	})
 }
 
+// A cost above the rule's capacity (and within Config.MaxCost, here
+// unbounded) is a denial, not an error.
 func TestCostAboveCapacity(t *testing.T) {
-	forEachFace(t, t0, service.Config{Rules: mongo(5, config.Second)}, func(t *testing.T, h *harness, call func(*pb.RateLimitRequest) *pb.RateLimitResponse) {
+	forEachFace(t, t0, service.Config{Rules: mongo(5, config.Second), MaxCost: math.MaxUint64}, func(t *testing.T, h *harness, call func(*pb.RateLimitRequest) *pb.RateLimitResponse) {
 		for _, req := range []*pb.RateLimitRequest{
 			request("mongo_cps", 6, desc("database", "users")),
 			request("mongo_cps", 0, withHits(desc("database", "users"), math.MaxUint64)),

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"net"
 	"net/http"
 	"net/netip"
@@ -84,6 +85,7 @@ type serveOptions struct {
 	shadow, watch, localCache, healthNeedsStore                     bool
 	listen                                                          listenerOptions
 	maxDetailed                                                     int
+	maxOverride, maxCost                                            int
 }
 
 // env returns the environment variable name, or def when it is unset or
@@ -204,6 +206,10 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	fs.StringVar(&o.trustedProxies, "trusted-proxies", "", "the reverse proxies that call /auth, whose X-Forwarded-For is believed: comma-separated networks or addresses, added to the config's forward_auth trusted_proxies")
 	var envErr envErrs
 	o.listen.flags(fs, &envErr)
+	fs.IntVar(&o.maxOverride, "max-override", envErr.int("MAX_OVERRIDE", service.DefaultMaxOverride),
+		"the largest requests_per_unit a descriptor's limit override may ask for; larger is refused (400, InvalidArgument)")
+	fs.IntVar(&o.maxCost, "max-cost", envErr.int("MAX_COST", service.DefaultMaxCost),
+		"the largest hits_addend a request or descriptor may ask for; larger is refused (400, InvalidArgument)")
 	fs.IntVar(&o.maxDetailed, "detailed-metric-max-series", envErr.int("DETAILED_METRIC_MAX_SERIES", service.DefaultMaxDetailedSeries),
 		"metrics series per detailed_metric rule at most (one per descriptor); past them, the rule's FULLKEY#other series counts")
 	if err := fs.Parse(args); err != nil {
@@ -215,6 +221,12 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	}
 	if err := o.listen.check(); err != nil {
 		return fail(2, err)
+	}
+	if o.maxOverride <= 0 || o.maxOverride > math.MaxUint32 {
+		return fail(2, fmt.Sprintf("-max-override %d: want 1 to %d", o.maxOverride, uint32(math.MaxUint32)))
+	}
+	if o.maxCost <= 0 {
+		return fail(2, fmt.Sprintf("-max-cost %d: want at least 1", o.maxCost))
 	}
 	if o.maxDetailed <= 0 {
 		return fail(2, fmt.Sprintf("-detailed-metric-max-series %d: want at least 1", o.maxDetailed))
@@ -265,7 +277,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	}
 	svc, err = service.New(service.Config{Limiter: st.limiter, Rules: rules, Prefix: o.prefix, ShadowMode: o.shadow,
 		Headers: headers, Logger: log, Registerer: reg, Failure: st.failure, Healthy: healthy,
-		MaxDetailedSeries: o.maxDetailed})
+		MaxDetailedSeries: o.maxDetailed, MaxOverride: uint32(o.maxOverride), MaxCost: uint64(o.maxCost)})
 	if err != nil {
 		return fail(1, err)
 	}

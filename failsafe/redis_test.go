@@ -22,7 +22,10 @@ import (
 // TestRedisKilledMidLoad kills a real Redis while 16 goroutines make
 // decisions, checks that each mode does what it says within the timeout and
 // never panics, then restarts Redis and checks that decisions go back to it
-// by themselves once the breaker's back-off has passed.
+// by themselves once the breaker's back-off has passed. In Local mode every
+// answer without Redis must be the local limiter's, under the share of the
+// limit: each key admitted at most its share, one unit per answer, and
+// denied (with a RetryAfter, not an error) beyond it.
 func TestRedisKilledMidLoad(t *testing.T) {
 	for _, mode := range []failsafe.Mode{failsafe.Open, failsafe.Closed, failsafe.Local} {
 		t.Run(mode.String(), func(t *testing.T) {
@@ -33,11 +36,14 @@ func TestRedisKilledMidLoad(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer store.Close()
-			local := memstore.New(memstore.Config{SweepInterval: -1})
+			// The local store's clock stands still mid-hour, so its
+			// windows never roll over while the breaker's clock moves.
+			local := memstore.New(memstore.Config{SweepInterval: -1, Clock: clocktest.At(time.Unix(1700000040+1800, 0))})
 			defer local.Close()
 			clock := clocktest.At(time.Now())
+			const nodes = 20_000 // the local share: 1,000,000 / 20,000 = 50 per hour and key
 			l, err := failsafe.New(failsafe.Config{
-				Primary: store, Mode: mode, Local: local, Nodes: 4,
+				Primary: store, Mode: mode, Local: local, Nodes: nodes,
 				Timeout: 500 * time.Millisecond, Threshold: 3, Backoff: time.Second,
 				Logger: slog.New(&logs{}), Clock: clock,
 			})
@@ -45,14 +51,24 @@ func TestRedisKilledMidLoad(t *testing.T) {
 				t.Fatal(err)
 			}
 			lim := sluice.Limit{Algorithm: sluice.FixedWindow, Rate: 1_000_000, Period: time.Hour}
+			share := failsafe.Split(lim, nodes)
 			key := func(g int) string { return "killed:" + mode.String() + ":" + strconv.Itoa(g) }
+			// Answers from Redis leave at least half the limit (no key spends
+			// half a million units in this test); answers from the local
+			// share leave fewer than share.Rate.
+			fromRedis := func(r sluice.Result) bool { return r.Allowed && r.Remaining >= lim.Rate/2 }
+			var (
+				localAdmitted [16]int // per goroutine, each its own key
+				localDenied   [16]int
+				lowest        [16]int // lowest Remaining of a local admission
+			)
 
 			// Load that runs through the kill and the restart.
 			var (
 				wg       sync.WaitGroup
 				stop     = make(chan struct{})
 				slowest  atomic.Int64
-				outcomes [3]atomic.Int64 // admitted, denied with ErrUnavailable, other errors
+				outcomes [3]atomic.Int64 // answered as the mode says, denied with ErrUnavailable, anything else
 			)
 			for g := range 16 {
 				wg.Go(func() {
@@ -68,11 +84,20 @@ func TestRedisKilledMidLoad(t *testing.T) {
 							slowest.Store(d)
 						}
 						switch {
-						case err == nil && r.Allowed:
+						case err == nil && fromRedis(r):
 							outcomes[0].Add(1)
-						case err == nil && mode == failsafe.Local:
+						case err == nil && mode == failsafe.Open && r.Allowed && r.Remaining == lim.Rate-1:
+							outcomes[0].Add(1) // admitted, the allowance reported untouched
+						case err == nil && mode == failsafe.Local && r.Allowed && r.Remaining < share.Rate:
+							outcomes[0].Add(1)
+							localAdmitted[g]++
+							if localAdmitted[g] == 1 || r.Remaining < lowest[g] {
+								lowest[g] = r.Remaining
+							}
+						case err == nil && mode == failsafe.Local && !r.Allowed && r.Remaining == 0 && r.RetryAfter > 0:
 							outcomes[0].Add(1) // the local share ran out: a denial, as it should be
-						case errors.Is(err, failsafe.ErrUnavailable) && !r.Allowed:
+							localDenied[g]++
+						case errors.Is(err, failsafe.ErrUnavailable) && !r.Allowed && mode == failsafe.Closed:
 							outcomes[1].Add(1)
 						default:
 							outcomes[2].Add(1)
@@ -114,6 +139,21 @@ func TestRedisKilledMidLoad(t *testing.T) {
 			wg.Wait()
 			if outcomes[2].Load() != 0 {
 				t.Fatalf("%d unexpected outcomes", outcomes[2].Load())
+			}
+			if mode == failsafe.Local {
+				answered := 0
+				for g := range localAdmitted {
+					answered += localAdmitted[g] + localDenied[g]
+					if localAdmitted[g] > share.Rate {
+						t.Errorf("key %d: the local limiter admitted %d, more than the share %d", g, localAdmitted[g], share.Rate)
+					}
+					if n := localAdmitted[g]; n > 0 && lowest[g] != share.Rate-n {
+						t.Errorf("key %d: %d local admissions left %d remaining, want %d: not one unit of the share each", g, n, lowest[g], share.Rate-n)
+					}
+				}
+				if answered < 100 {
+					t.Errorf("only %d answers came from the local limiter while Redis was down", answered)
+				}
 			}
 			if d := time.Duration(slowest.Load()); d > 2*time.Second {
 				t.Errorf("slowest decision took %v; the timeout is 500ms", d)

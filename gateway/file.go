@@ -3,12 +3,12 @@ package gateway
 import (
 	"bytes"
 	"cmp"
+	"context"
 	"errors"
 	"fmt"
 	"io"
 	"net/http"
 	"net/url"
-	"os"
 	"regexp"
 	"slices"
 	"strconv"
@@ -21,6 +21,7 @@ import (
 	"github.com/sluicehq/sluice/clientip"
 	"github.com/sluicehq/sluice/config"
 	"github.com/sluicehq/sluice/httplimit"
+	"github.com/sluicehq/sluice/internal/safefile"
 	"github.com/sluicehq/sluice/queue"
 )
 
@@ -62,11 +63,15 @@ type File struct {
 	AccessLog string
 }
 
-// LoadFile reads and parses the file at name.
-func LoadFile(name string) (*File, error) {
-	data, err := os.ReadFile(name)
+// LoadFile reads and parses the file at name: a regular file (a symlink
+// to one is followed) of at most safefile.DefaultLimit bytes, read until
+// ctx ends. A FIFO, a device or a directory is refused without blocking.
+func LoadFile(ctx context.Context, name string) (*File, error) {
+	data, err := safefile.Read(ctx, name, safefile.DefaultLimit)
 	if err != nil {
-		return nil, &config.Error{File: name, Msg: "cannot read the file", Err: err}
+		// safefile's message starts with the path, which the Error has.
+		why := strings.TrimPrefix(err.Error(), name+": ")
+		return nil, &config.Error{File: name, Msg: "cannot read the file: " + why, Err: err}
 	}
 	return ParseFile(name, data)
 }

@@ -416,7 +416,12 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return // malformed: match answered 400
 	}
 	sw := &sendWriter{ResponseWriter: w, dl: deadlinesOf(w), d: st.timeouts.Send}
-	defer sw.arm() // for the server's last flush, after the handler
+	if r.ProtoMajor == 1 {
+		// For the server's last flush, after the handler. (An HTTP/2
+		// stream's deadline ends with the stream; its connection has
+		// its own.)
+		defer sw.arm()
+	}
 	rt.handler.ServeHTTP(sw, r)
 }
 

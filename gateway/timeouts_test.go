@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -298,4 +299,37 @@ func TestSlowBodyHoldsNoConnSlot(t *testing.T) {
 			t.Errorf("stalled body: %d, want 408", code)
 		}
 	})
+}
+
+// Bodies reach the upstream whole through the read-ahead, over HTTP/1.1
+// and HTTP/2, small (read first) and large (streamed past the buffer).
+func TestBodiesForwardedWhole(t *testing.T) {
+	up := newUpstream(t)
+	up.set(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		fmt.Fprintf(w, "%d %d", len(b), strings.Count(string(b), "z"))
+	})
+	for _, h2 := range []bool{false, true} {
+		srv := httptest.NewUnstartedServer(newGateway(t, direct(t, up)))
+		srv.EnableHTTP2 = h2
+		srv.StartTLS()
+		defer srv.Close()
+		for _, n := range []int{1, 16 << 10, 16<<10 + 1, 1 << 20} {
+			for _, chunked := range []bool{false, true} {
+				var body io.Reader = strings.NewReader(strings.Repeat("z", n))
+				if chunked {
+					body = io.MultiReader(body) // no length known: chunked
+				}
+				resp, err := srv.Client().Post(srv.URL+"/up", "text/plain", body)
+				if err != nil {
+					t.Fatal(err)
+				}
+				got, _ := io.ReadAll(resp.Body)
+				resp.Body.Close()
+				if want := fmt.Sprintf("%d %d", n, n); resp.StatusCode != 200 || string(got) != want {
+					t.Errorf("h2 %v, %d bytes, chunked %v: %d %q, want 200 %q", h2, n, chunked, resp.StatusCode, got, want)
+				}
+			}
+		}
+	}
 }

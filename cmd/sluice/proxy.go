@@ -84,7 +84,7 @@ func runProxy(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	}
 
 	sum, known := fingerprintBeforeLoad(o.configPath)
-	file, err := loadProxyFile(o)
+	file, err := loadProxyFile(ctx, o)
 	if err != nil {
 		return fail(1, err)
 	}
@@ -148,7 +148,7 @@ func runProxy(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	var rl *reloader
 	if o.configPath != "" {
 		apply := func(string) error {
-			f, err := loadProxyFile(o)
+			f, err := loadProxyFile(ctx, o)
 			if err != nil {
 				return err
 			}
@@ -336,7 +336,11 @@ func checkProxy(f *gateway.File, stdout, stderr io.Writer) int {
 			fmt.Fprintln(stdout)
 		}
 		for _, cp := range rt.Concurrency {
-			fmt.Fprintf(stdout, "  conns %s: at most %d in flight\n", cp.Name, cp.Max)
+			fmt.Fprintf(stdout, "  conns %s: at most %d in flight", cp.Name, cp.Max)
+			if cp.Shadow || c.DryRun {
+				fmt.Fprint(stdout, " (dry run)")
+			}
+			fmt.Fprintln(stdout)
 		}
 	}
 	fmt.Fprintln(stdout, "anything else: no limit, to", c.Upstreams[0].Name)
@@ -347,11 +351,15 @@ func checkProxy(f *gateway.File, stdout, stderr io.Writer) int {
 
 // loadProxyFile reads the config (or starts from nothing) and applies
 // -upstream.
-func loadProxyFile(o proxyOptions) (*gateway.File, error) {
+func loadProxyFile(ctx context.Context, o proxyOptions) (*gateway.File, error) {
 	f := &gateway.File{}
 	if o.configPath != "" {
 		var err error
-		if f, err = gateway.LoadFile(o.configPath); err != nil {
+		// A file that cannot be read in 10 s (a stuck network mount) is an
+		// error, not a wedged start or reload.
+		rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		defer cancel()
+		if f, err = gateway.LoadFile(rctx, o.configPath); err != nil {
 			return nil, err
 		}
 	}

@@ -339,3 +339,67 @@ func TestProxySlowBodies(t *testing.T) {
 		t.Errorf("no access log line for the 408: %s", p.stderr.String())
 	}
 }
+
+// A config that is not a regular file (a FIFO, which os.ReadFile waits on
+// forever) is refused at once with its name.
+func TestProxyRefusesAFIFOConfig(t *testing.T) {
+	fifo := filepath.Join(t.TempDir(), "proxy.yaml")
+	if err := syscall.Mkfifo(fifo, 0o644); err != nil {
+		t.Skip("no FIFO here:", err)
+	}
+	var out, errb syncBuffer
+	done := make(chan int, 1)
+	go func() {
+		done <- runProxy(context.Background(), []string{"-check", "-config", fifo}, &out, &errb)
+	}()
+	select {
+	case code := <-done:
+		if code != 1 || !strings.Contains(errb.String(), "proxy.yaml") || !strings.Contains(errb.String(), "not a regular file") {
+			t.Fatalf("exit %d, stderr %q", code, errb.String())
+		}
+	case <-time.After(5 * time.Second):
+		// Unblock the reader so that the goroutine ends.
+		if f, err := os.OpenFile(fifo, os.O_WRONLY, 0); err == nil {
+			f.Close()
+		}
+		t.Fatal("the proxy was still reading a FIFO after 5 s")
+	}
+}
+
+// One line per refusal, without the API key it was keyed by: the access
+// log's, or with -access-log off the log's, never both.
+func TestProxyRefusalLoggedOnceWithoutKey(t *testing.T) {
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}))
+	defer up.Close()
+	cfg := filepath.Join(t.TempDir(), "p.yaml")
+	os.WriteFile(cfg, []byte(`limits: [{name: k, key: "header:X-Api-Key", rate: 1r/m, algorithm: fixed_window}]
+routes: [{name: all, match: /, limits: [k]}]
+`), 0o644)
+	for _, off := range []bool{false, true} {
+		args := []string{"-config", cfg, "-upstream", up.URL}
+		if off {
+			args = append(args, "-access-log", "off")
+		}
+		p := launchProxy(t, args...)
+		for i, want := range []int{200, 429} {
+			req, _ := http.NewRequest("GET", p.url+"/x", nil)
+			req.Header.Set("X-Api-Key", "sk_live_SECRET")
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp.Body.Close()
+			if resp.StatusCode != want {
+				t.Fatalf("access log off %v, request %d: %d, want %d", off, i+1, resp.StatusCode, want)
+			}
+		}
+		p.stop(t)
+		log := p.stderr.String()
+		access := strings.Count(log, `" 429 `)
+		slogLines := strings.Count(log, "httplimit: refused")
+		if access+slogLines != 1 || (off && slogLines != 1) || strings.Contains(log, "sk_live_SECRET") {
+			t.Errorf("access log off %v: %d access lines, %d log lines (want one line in all), key shown %v:\n%s",
+				off, access, slogLines, strings.Contains(log, "sk_live_SECRET"), log)
+		}
+	}
+}

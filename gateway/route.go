@@ -99,10 +99,8 @@ func (st *state) match(w http.ResponseWriter, r *http.Request) (*route, *http.Re
 		rt      *route
 		pattern string
 	)
-	if strings.Contains(c.Path, "%2F") {
-		if p, err := request.Path(strings.ReplaceAll(c.Path, "%2F", "/")); err == nil {
-			rt, pattern = st.find(r, c, p)
-		}
+	if d := request.DecodeSlashes(c.Path); d != c.Path {
+		rt, pattern = st.find(r, c, d)
 	}
 	if rt == nil {
 		rt, pattern = st.find(r, c, c.Path)

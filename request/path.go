@@ -1,5 +1,7 @@
 package request
 
+import "strings"
+
 // Path returns the escaped path p (a request target's path, without the
 // query) in canonical form; see the package documentation. It allocates
 // nothing when p is already canonical, and works in one pass over p plus
@@ -151,3 +153,20 @@ var safe = func() (t [256]bool) {
 	}
 	return t
 }()
+
+// DecodeSlashes returns the canonical path p with every "%2F" read as a
+// slash, in canonical form again: "/admin%2Fx" is "/admin/x" and
+// "/a%2F..%2Flogin" is "/login". It is how NGINX, and applications that
+// decode the whole path before routing (WSGI servers, for one), read an
+// encoded slash, where ServeMux keeps it inside its segment. p without
+// "%2F" is returned as is.
+func DecodeSlashes(p string) string {
+	if !strings.Contains(p, "%2F") {
+		return p
+	}
+	d, err := Path(strings.ReplaceAll(p, "%2F", "/"))
+	if err != nil { // unreachable: p's other escapes are canonical
+		return p
+	}
+	return d
+}

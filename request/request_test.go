@@ -157,6 +157,22 @@ func TestLoginSpellingsAreOneRequest(t *testing.T) {
 	}
 }
 
+// DecodeSlashes reads %2F as a slash, and the result is canonical.
+func TestDecodeSlashes(t *testing.T) {
+	for in, want := range map[string]string{
+		"/login":            "/login",
+		"/admin%2Fx":        "/admin/x",
+		"/login%2F":         "/login",
+		"/foo%2F..%2Flogin": "/login",
+		"/%2F%2F":           "/",
+		"/a%2Fb%20c":        "/a/b%20c",
+	} {
+		if got := request.DecodeSlashes(in); got != want {
+			t.Errorf("DecodeSlashes(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
+
 // Of finds the form stored in the context, and computes it otherwise.
 func TestOfUsesTheStoredForm(t *testing.T) {
 	r := httptest.NewRequest("post", "/a//b/", nil)

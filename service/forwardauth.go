@@ -38,8 +38,9 @@ const (
 	// FromURI is the forwarded request's URI: X-Forwarded-Uri (Traefik,
 	// Caddy), else X-Original-URI (NGINX's usual `proxy_set_header
 	// X-Original-URI $request_uri`); its path in canonical form (package
-	// request: "//login/", "/%6Cogin" and "/a/../login" are "/login"),
-	// followed by the query as sent.
+	// request: "//login/", "/%6Cogin" and "/a/../login" are "/login"), with
+	// "%2F" read as a slash (request.DecodeSlashes), followed by the query
+	// as sent.
 	FromURI
 	// FromPath is FromURI's canonical path, without the query.
 	FromPath
@@ -190,6 +191,10 @@ func forwardedOf(r *http.Request) (forwarded, error) {
 	}
 	var err error
 	f.canon, err = request.New(method, uri, r.Header.Get("X-Forwarded-Host"))
+	// An encoded slash read as a slash, as the proxy reads it first:
+	// "/login%2F" is "/login" to an application that decodes the whole
+	// path, so it must be to the limit.
+	f.canon.Path = request.DecodeSlashes(f.canon.Path)
 	return f, err
 }
 

@@ -30,6 +30,8 @@ var loginSpellings = []spelling{
 	{"POST", "/login/", ""},
 	{"POST", "/foo/../login", ""},
 	{"POST", "/foo/%2e%2e/login", ""},
+	{"POST", "/login%2F", ""},
+	{"POST", "/foo%2F..%2Flogin", ""},
 }
 
 // send sends method target to base with Host host ("" leaves it), and

@@ -86,6 +86,7 @@ type serveOptions struct {
 	listen                                                          listenerOptions
 	maxDetailed                                                     int
 	maxOverride, maxCost                                            int
+	memMaxBytes                                                     int64
 }
 
 // env returns the environment variable name, or def when it is unset or
@@ -206,6 +207,8 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	fs.StringVar(&o.trustedProxies, "trusted-proxies", "", "the reverse proxies that call /auth, whose X-Forwarded-For is believed: comma-separated networks or addresses, added to the config's forward_auth trusted_proxies")
 	var envErr envErrs
 	o.listen.flags(fs, &envErr)
+	fs.Int64Var(&o.memMaxBytes, "memory-max-bytes", int64(envErr.int("MEMSTORE_MAX_BYTES", memstore.DefaultMaxBytes)),
+		"the memory store's budget in bytes (keys, states, sliding log entries); at it, keys are evicted (sluice_memstore_evictions_total)")
 	fs.IntVar(&o.maxOverride, "max-override", envErr.int("MAX_OVERRIDE", service.DefaultMaxOverride),
 		"the largest requests_per_unit a descriptor's limit override may ask for; larger is refused (400, InvalidArgument)")
 	fs.IntVar(&o.maxCost, "max-cost", envErr.int("MAX_COST", service.DefaultMaxCost),
@@ -224,6 +227,9 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	}
 	if o.maxOverride <= 0 || o.maxOverride > math.MaxUint32 {
 		return fail(2, fmt.Sprintf("-max-override %d: want 1 to %d", o.maxOverride, uint32(math.MaxUint32)))
+	}
+	if o.memMaxBytes <= 0 {
+		return fail(2, fmt.Sprintf("-memory-max-bytes %d: want a positive number of bytes", o.memMaxBytes))
 	}
 	if o.maxCost <= 0 {
 		return fail(2, fmt.Sprintf("-max-cost %d: want at least 1", o.maxCost))
@@ -262,12 +268,15 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	if err != nil {
 		return fail(2, err)
 	}
-	st, err := openStoreLog(ctx, o.store, o.failure, o.localCache, log)
+	st, err := openStoreLog(ctx, o.store, o.failure, o.localCache, o.memMaxBytes, log)
 	if err != nil {
 		return fail(1, err)
 	}
 	defer st.close()
 	reg := prometheus.NewRegistry()
+	if st.mem != nil {
+		reg.MustRegister(newMemstoreCollector(st.mem))
+	}
 	var svc *service.Service
 	var healthy func() bool
 	if o.healthNeedsStore {
@@ -422,6 +431,8 @@ type openedStore struct {
 	// connected reports whether the store has answered once (see
 	// lazyStore); always true for the memory store.
 	connected func() bool
+	// mem is the memory store, nil with Redis.
+	mem *memstore.Store
 }
 
 // openStoreLog opens the store named by -store: the memory store, or Redis
@@ -429,10 +440,13 @@ type openedStore struct {
 // policy of -failure-mode, for the caller to apply. Redis being down is no
 // error: the store then fails every call (the failure policy answers) and
 // reconnects in the background, logging on log (see lazyStore).
-func openStoreLog(ctx context.Context, store, failure string, localCache bool, log *slog.Logger) (openedStore, error) {
+//
+// maxBytes is the memory store's byte budget (memstore.Config.MaxBytes; 0:
+// its default).
+func openStoreLog(ctx context.Context, store, failure string, localCache bool, maxBytes int64, log *slog.Logger) (openedStore, error) {
 	if isMemory(store) {
-		m := memstore.New(memstore.Config{})
-		return openedStore{limiter: m, close: func() { m.Close() }, connected: func() bool { return true }}, nil
+		m := memstore.New(memstore.Config{MaxBytes: maxBytes})
+		return openedStore{limiter: m, close: func() { m.Close() }, connected: func() bool { return true }, mem: m}, nil
 	}
 	mode, err := failsafe.ParseMode(failure)
 	if err != nil {
@@ -454,7 +468,7 @@ func openStoreLog(ctx context.Context, store, failure string, localCache bool, l
 
 // openStore is openStoreLog logging on slog's default logger.
 func openStore(ctx context.Context, store, failure string, localCache bool) (sluice.Limiter, *service.FailurePolicy, func(), error) {
-	o, err := openStoreLog(ctx, store, failure, localCache, slog.Default())
+	o, err := openStoreLog(ctx, store, failure, localCache, 0, slog.Default())
 	return o.limiter, o.failure, o.close, err
 }
 

@@ -1,0 +1,51 @@
+package main
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/sluicehq/sluice/memstore"
+)
+
+// memstoreCollector exports a memory store's Stats, read once per scrape:
+//
+//   - sluice_memstore_keys, sluice_memstore_bytes: its size now (bytes as
+//     memstore.Config.MaxBytes counts them);
+//   - sluice_memstore_max_bytes: the budget in force;
+//   - sluice_memstore_evictions_total: keys evicted, not yet idle, to stay
+//     within the budget (a rising rate means the budget is too small for
+//     the traffic, or a flood of new keys);
+//   - sluice_memstore_swept_total: idle keys dropped.
+type memstoreCollector struct {
+	s                       *memstore.Store
+	keys, bytes, maxBytes   *prometheus.Desc
+	evictions, sweptEntries *prometheus.Desc
+}
+
+func newMemstoreCollector(s *memstore.Store) *memstoreCollector {
+	d := func(name, help string) *prometheus.Desc { return prometheus.NewDesc(name, help, nil, nil) }
+	return &memstoreCollector{
+		s:            s,
+		keys:         d("sluice_memstore_keys", "Keys the memory store holds."),
+		bytes:        d("sluice_memstore_bytes", "Heap bytes the memory store's keys take (keys, states, sliding log entries)."),
+		maxBytes:     d("sluice_memstore_max_bytes", "The memory store's byte budget (-memory-max-bytes)."),
+		evictions:    d("sluice_memstore_evictions_total", "Keys evicted before they were idle, to stay within the budget."),
+		sweptEntries: d("sluice_memstore_swept_total", "Idle keys dropped by sweeps."),
+	}
+}
+
+// Describe sends the descriptions of the collector's metrics.
+func (c *memstoreCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{c.keys, c.bytes, c.maxBytes, c.evictions, c.sweptEntries} {
+		ch <- d
+	}
+}
+
+// Collect reads the store's Stats once and sends the metrics.
+func (c *memstoreCollector) Collect(ch chan<- prometheus.Metric) {
+	st := c.s.Stats()
+	ch <- prometheus.MustNewConstMetric(c.keys, prometheus.GaugeValue, float64(st.Keys))
+	ch <- prometheus.MustNewConstMetric(c.bytes, prometheus.GaugeValue, float64(st.Bytes))
+	ch <- prometheus.MustNewConstMetric(c.maxBytes, prometheus.GaugeValue, float64(st.MaxBytes))
+	ch <- prometheus.MustNewConstMetric(c.evictions, prometheus.CounterValue, float64(st.Evictions))
+	ch <- prometheus.MustNewConstMetric(c.sweptEntries, prometheus.CounterValue, float64(st.Swept))
+}

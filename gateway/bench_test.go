@@ -4,6 +4,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"testing"
 
 	"github.com/sluicehq/sluice/gateway"
@@ -46,4 +47,55 @@ routes: [{name: all, match: /, limits: [l]}]
 			}
 		}
 	})
+}
+
+// BenchmarkGatewayServer is one keep-alive request through a real
+// http.Server in front of the gateway (so that the per-request deadlines
+// the gateway sets reach a real connection) to a real upstream: the
+// client's, the proxy's and the upstream's cost together.
+func BenchmarkGatewayServer(b *testing.B) {
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, "ok\n") }))
+	defer up.Close()
+	store := memstore.New(memstore.Config{})
+	defer store.Close()
+	f, err := gateway.ParseFile("b.yaml", []byte(`
+limits: [{name: l, key: ip, rate: 1000000000r/s, burst: 1000000, nodelay: true}]
+routes: [{name: all, match: /, limits: [l]}]
+`))
+	if err != nil {
+		b.Fatal(err)
+	}
+	cfg := f.Config
+	cfg.Upstreams = []gateway.Upstream{{Name: "u", URL: mustURL(b, up.URL)}}
+	cfg.Limiter = store
+	cfg.Logger = quiet
+	g, err := gateway.New(cfg)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer g.Close()
+	srv := httptest.NewServer(g)
+	defer srv.Close()
+	for _, method := range []string{"GET", "POST"} {
+		b.Run(method, func(b *testing.B) {
+			c := srv.Client()
+			b.ReportAllocs()
+			for b.Loop() {
+				var body io.Reader
+				if method == "POST" {
+					body = strings.NewReader(`{"a":1}`)
+				}
+				req, _ := http.NewRequest(method, srv.URL+"/x", body)
+				resp, err := c.Do(req)
+				if err != nil {
+					b.Fatal(err)
+				}
+				io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+				if resp.StatusCode != 200 {
+					b.Fatalf("status %d", resp.StatusCode)
+				}
+			}
+		})
+	}
 }

@@ -21,6 +21,18 @@
 //   - when the upstream fails, the answer is 502 (504 on a timeout) with a
 //     problem+json body; the upstream's address stays in the log.
 //
+// A route's Methods answer 403 to any other method, and a request whose
+// body stalls for Timeouts.ClientBody gets 408.
+//
+// A request counts in flight (MaxInFlight, and the routes' concurrency
+// policies) only while it is being served: its body, up to 16 KiB, is read
+// before it takes its place, so that a client trickling its body holds
+// none; a larger body streams to the upstream and counts meanwhile. Each
+// read of a body and each write of a response has its own deadline
+// (Timeouts), so uploads and streams are not cut while they make progress.
+// A refusal is logged once (the access log's line, or the Logger's), and
+// keys reach logs only as hashes unless Config.LogKeys.
+//
 // Matching looks at the request's canonical form (package request): the
 // method in upper case, the path decoded with no "//", "." or ".." segment
 // and no trailing slash, the host in lower case without port or trailing

@@ -265,20 +265,53 @@ func (d *Doc) Pairs(n *yaml.Node, where string) ([]Pair, error) {
 	if n == nil || n.Kind != yaml.MappingNode {
 		return nil, d.Errorf(n, "%s must be a mapping, not %s", where, Kind(n))
 	}
-	m := merger{d: d, where: where, out: make([]Pair, 0, len(n.Content)/2), seen: make(map[string]int, len(n.Content)/2)}
+	m := merger{d: d, where: where, out: make([]Pair, 0, len(n.Content)/2)}
 	if err := m.add(n, 0); err != nil {
 		return nil, err
 	}
 	return m.out, nil
 }
 
+// smallMapping is the most pairs a mapping may have for its keys to be
+// compared by scanning rather than with a map: most mappings of a config
+// have a handful of keys, and a map per mapping would double the cost of
+// reading them.
+const smallMapping = 8
+
 // merger collects the pairs of a mapping and of the mappings it merges.
 type merger struct {
 	d      *Doc
 	where  string
 	out    []Pair
-	seen   map[string]int      // key → index in out
+	seen   map[string]bool     // keys of out, once out is larger than smallMapping
 	merged map[*yaml.Node]bool // mappings already merged
+}
+
+// has reports whether out has key k.
+func (m *merger) has(k string) bool {
+	if m.seen != nil {
+		return m.seen[k]
+	}
+	for _, p := range m.out {
+		if p.Key.Value == k {
+			return true
+		}
+	}
+	return false
+}
+
+// push appends a pair whose key out does not have.
+func (m *merger) push(p Pair) {
+	m.out = append(m.out, p)
+	switch {
+	case m.seen != nil:
+		m.seen[p.Key.Value] = true
+	case len(m.out) > smallMapping:
+		m.seen = make(map[string]bool, 2*len(m.out))
+		for _, p := range m.out {
+			m.seen[p.Key.Value] = true
+		}
+	}
 }
 
 func (m *merger) add(n *yaml.Node, depth int) error {
@@ -286,7 +319,10 @@ func (m *merger) add(n *yaml.Node, depth int) error {
 		return m.d.Errorf(n, "merge keys nested deeper than %d", MaxMergeDepth)
 	}
 	var merges []*yaml.Node
-	explicit := make(map[string]*yaml.Node, len(n.Content)/2)
+	var explicit map[string]*yaml.Node // n's keys, when n is not small
+	if len(n.Content)/2 > smallMapping {
+		explicit = make(map[string]*yaml.Node, len(n.Content)/2)
+	}
 	for i := 0; i+1 < len(n.Content); i += 2 {
 		k, v := Deref(n.Content[i]), n.Content[i+1]
 		if k.Kind != yaml.ScalarNode {
@@ -296,15 +332,15 @@ func (m *merger) add(n *yaml.Node, depth int) error {
 			merges = append(merges, v)
 			continue
 		}
-		if first, dup := explicit[k.Value]; dup {
+		if first := m.explicitKey(n, i, k.Value, explicit); first != nil {
 			return m.d.Errorf(k, "duplicate key %q in %s (first at line %d)", k.Value, m.where, first.Line)
 		}
-		explicit[k.Value] = k
-		if _, dup := m.seen[k.Value]; dup {
-			continue // merged from above: the first one wins
+		if explicit != nil {
+			explicit[k.Value] = k
 		}
-		m.seen[k.Value] = len(m.out)
-		m.out = append(m.out, Pair{k, v})
+		if !m.has(k.Value) { // else merged from above: the first one wins
+			m.push(Pair{k, v})
+		}
 	}
 	for _, v := range merges {
 		v = Deref(v)
@@ -327,6 +363,20 @@ func (m *merger) add(n *yaml.Node, depth int) error {
 			if err := m.add(s, depth+1); err != nil {
 				return err
 			}
+		}
+	}
+	return nil
+}
+
+// explicitKey returns the key node of mapping n before index i that is k,
+// or nil: from explicit when n is large, else by scanning.
+func (m *merger) explicitKey(n *yaml.Node, i int, k string, explicit map[string]*yaml.Node) *yaml.Node {
+	if explicit != nil {
+		return explicit[k]
+	}
+	for j := 0; j < i; j += 2 {
+		if prev := Deref(n.Content[j]); prev.Kind == yaml.ScalarNode && prev.ShortTag() != "!!merge" && prev.Value == k {
+			return prev
 		}
 	}
 	return nil

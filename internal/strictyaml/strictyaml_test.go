@@ -117,6 +117,8 @@ func TestPairs(t *testing.T) {
 		{"merge yields to explicit keys", "base: &b {x: 1, y: 2}\nm: {<<: *b, y: 3}\n", "y=3 x=1"},
 		{"earlier merges win", "p: &p {x: 1}\nq: &q {x: 2, z: 3}\nm: {<<: [*p, *q]}\n", "x=1 z=3"},
 		{"nested merges", "p: &p {x: 1}\nq: &q {<<: *p, y: 2}\nm: {<<: *q}\n", "y=2 x=1"},
+		{"merge into a large mapping", "b: &b {y: 1, z: 2}\nm: {<<: *b, a: 1, b: 1, c: 1, d: 1, e: 1, f: 1, g: 1, h: 1, i: 1, y: 3}\n", "a=1 b=1 c=1 d=1 e=1 f=1 g=1 h=1 i=1 y=3 z=2"},
+		{"duplicate in a large mapping", "m: {a: 1, b: 1, c: 1, d: 1, e: 1, f: 1, g: 1, h: 1, i: 1, a: 3}\n", "f.yaml:1:59: config: duplicate key \"a\" in m (first at line 1)"},
 		{"one mapping merged twice", "p: &p {x: 1}\nm: {<<: [*p, *p]}\n", "x=1"},
 		{"alias key", "k: &k name\nm: {*k : v}\n", "name=v"},
 		{"duplicate", "m:\n  a: 1\n  b: 2\n  a: 3\n", "f.yaml:4:3: config: duplicate key \"a\" in m (first at line 2)"},

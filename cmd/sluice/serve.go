@@ -475,16 +475,27 @@ func openStore(ctx context.Context, store, failure string, localCache bool) (slu
 // isMemory reports whether -store names the memory store.
 func isMemory(store string) bool { return store == "" || store == "memory" }
 
-// storeName describes the store without its password.
+// storeName describes the store without its password: the URL with the
+// password of its user information replaced by "xxxxx" (url.Redacted),
+// the path and query untouched. A URL that net/url does not accept has its
+// whole user information, the authority up to its last '@', replaced.
 func storeName(s string) string {
 	if isMemory(s) {
 		return "memory"
 	}
-	if i := strings.Index(s, "://"); i >= 0 {
-		rest := s[i+3:]
-		if at := strings.LastIndex(rest, "@"); at >= 0 {
-			return s[:i+3] + "…@" + rest[at+1:]
-		}
+	if u, err := url.Parse(s); err == nil {
+		return u.Redacted()
+	}
+	scheme, rest, ok := strings.Cut(s, "://")
+	if !ok {
+		return s
+	}
+	end := strings.IndexAny(rest, "/?#")
+	if end < 0 {
+		end = len(rest)
+	}
+	if at := strings.LastIndex(rest[:end], "@"); at >= 0 {
+		return scheme + "://xxxxx@" + rest[at+1:]
 	}
 	return s
 }

@@ -339,6 +339,18 @@ type Refunder interface {
 	RefundN(ctx context.Context, key string, lim Limit, cost int) error
 }
 
+// LimitValidator is implemented by a Limiter that cannot serve every Limit
+// that Limit.Validate accepts (redisstore keeps time in microseconds, for
+// one), and by wrappers that forward to such a Limiter. A Limiter that does
+// not implement it serves every valid Limit.
+type LimitValidator interface {
+	// ValidateLimit returns nil if the Limiter serves lim, else an error
+	// wrapping ErrInvalidLimit that says why; AllowN with lim would then
+	// fail on every call with that error. It needs no backend: a
+	// configuration can be checked before the store is reachable.
+	ValidateLimit(lim Limit) error
+}
+
 // Clock tells the time. Stores take a Clock so that tests can control time;
 // a nil Clock means the system's monotonic clock. (Code that sleeps, such as
 // package queue, is tested with testing/synctest instead.)

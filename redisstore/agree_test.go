@@ -13,6 +13,7 @@ import (
 	"github.com/sluicehq/sluice/algorithm"
 	"github.com/sluicehq/sluice/internal/clocktest"
 	"github.com/sluicehq/sluice/memstore"
+	"github.com/sluicehq/sluice/redisstore"
 )
 
 var agreeKey atomic.Int64
@@ -20,10 +21,14 @@ var agreeKey atomic.Int64
 // agree plays random sequences of requests and refunds under the limits
 // drawLimit draws, with costs up to the capacity, on the Redis store and on
 // the memory store at the same instants, and checks that every Result is
-// the same, durations within slack. Instants are whole seconds: a key's time
-// to live runs on Redis's clock, not the test's, so every time to live the
-// script sets must outlast the real time between two calls.
-func agree(t *testing.T, drawLimit func(t *rapid.T) sluice.Limit, slack time.Duration) {
+// the same, durations within slack.
+//
+// A key's time to live runs on Redis's clock, not the test's, so every time
+// to live the script sets must outlast the real time between two calls:
+// instants are whole seconds, and with settle, whenever a key's state would
+// be fresh again within 2 s (ResetAfter; after a refund, a request of cost 1
+// tells), the clock moves past that, so both stores' states are fresh.
+func agree(t *testing.T, drawLimit func(t *rapid.T) sluice.Limit, slack time.Duration, settle bool) {
 	clock := clocktest.New()
 	rs := open(t, singleURL(t), clock)
 	ms := memstore.New(memstore.Config{Clock: clock, SweepInterval: -1})
@@ -34,23 +39,7 @@ func agree(t *testing.T, drawLimit func(t *rapid.T) sluice.Limit, slack time.Dur
 		lim := drawLimit(t)
 		key := "agree:" + strconv.FormatInt(agreeKey.Add(1), 10)
 		clock.Set(clocktest.Epoch.Add(time.Duration(rapid.Int64Range(0, 1e6).Draw(t, "start")) * time.Second))
-		p := int64(lim.Period / time.Second)
-		for i := range rapid.IntRange(1, 40).Draw(t, "steps") {
-			gap := rapid.OneOf(rapid.Just(int64(0)), rapid.Int64Range(0, p/int64(lim.Rate)*2+1), rapid.Int64Range(0, 2*p)).Draw(t, "gap")
-			// Stay within 50 years of the epoch: windows of up to a century,
-			// aligned to 1970, then end well inside int64 nanoseconds.
-			gap = min(gap, int64(clocktest.Epoch.Add(50*365*24*time.Hour).Sub(clock.Now())/time.Second))
-			clock.Advance(time.Duration(gap) * time.Second)
-			cost := rapid.OneOf(rapid.Just(1), rapid.IntRange(1, lim.Capacity())).Draw(t, "cost")
-			if rapid.IntRange(0, 5).Draw(t, "refund") == 0 {
-				if err := rs.RefundN(ctx, key, lim, cost); err != nil {
-					t.Fatal(err)
-				}
-				if err := ms.RefundN(ctx, key, lim, cost); err != nil {
-					t.Fatal(err)
-				}
-				continue
-			}
+		take := func(i, cost int) {
 			got, err := rs.AllowN(ctx, key, lim, cost)
 			if err != nil {
 				t.Fatal(err)
@@ -62,6 +51,31 @@ func agree(t *testing.T, drawLimit func(t *rapid.T) sluice.Limit, slack time.Dur
 			if got.Allowed != want.Allowed || got.Remaining != want.Remaining ||
 				!near(got.RetryAfter, want.RetryAfter) || !near(got.ResetAfter, want.ResetAfter) {
 				t.Fatalf("%v step %d: AllowN(%d) = %+v on Redis, %+v in memory", lim, i, cost, got, want)
+			}
+			if settle && want.ResetAfter < 2*time.Second {
+				clock.Advance(want.ResetAfter.Truncate(time.Second) + time.Second)
+			}
+		}
+		p := int64(lim.Period / time.Second)
+		for i := range rapid.IntRange(1, 40).Draw(t, "steps") {
+			gap := rapid.OneOf(rapid.Just(int64(0)), rapid.Int64Range(0, p/int64(lim.Rate)*2+1), rapid.Int64Range(0, 2*p)).Draw(t, "gap")
+			// Stay within 50 years of the epoch: windows of up to a century,
+			// aligned to 1970, then end well inside int64 nanoseconds.
+			gap = min(gap, int64(clocktest.Epoch.Add(50*365*24*time.Hour).Sub(clock.Now())/time.Second))
+			clock.Advance(time.Duration(gap) * time.Second)
+			cost := rapid.OneOf(rapid.Just(1), rapid.IntRange(1, lim.Capacity())).Draw(t, "cost")
+			if rapid.IntRange(0, 5).Draw(t, "refund") != 0 {
+				take(i, cost)
+				continue
+			}
+			if err := rs.RefundN(ctx, key, lim, cost); err != nil {
+				t.Fatal(err)
+			}
+			if err := ms.RefundN(ctx, key, lim, cost); err != nil {
+				t.Fatal(err)
+			}
+			if settle {
+				take(i, 1)
 			}
 		}
 	})
@@ -78,7 +92,7 @@ func TestSlidingLogAgreesWithMemstore(t *testing.T) {
 			Rate:      rapid.OneOf(rapid.IntRange(1, 100), rapid.IntRange(1, sluice.MaxLogRate)).Draw(t, "rate"),
 			Period:    time.Duration(rapid.Int64Range(1, 1000).Draw(t, "period-slots")) * algorithm.LogEntries * time.Second,
 		}
-	}, 0)
+	}, 0, false)
 }
 
 // TestSlidingWindowAgreesWithMemstore: the script's weighting and waits stay
@@ -99,5 +113,31 @@ func TestSlidingWindowAgreesWithMemstore(t *testing.T) {
 			lim.Rate = min(lim.Rate, 1<<47)
 		}
 		return lim
-	}, time.Microsecond)
+	}, time.Microsecond, false)
+}
+
+// TestTokenBucketAgreesWithMemstore: the script keeps the theoretical
+// arrival time in nanoseconds, with the memory store's interval, whenever
+// 2·Burst·Interval stays below 2^53 ns (refills of up to 52 days), including
+// rates finer than one unit per microsecond; beyond, in microseconds, which
+// agree when the interval is a whole number of them.
+func TestTokenBucketAgreesWithMemstore(t *testing.T) {
+	agree(t, func(t *rapid.T) sluice.Limit {
+		lim := sluice.Limit{
+			Algorithm: sluice.TokenBucket,
+			Rate:      rapid.OneOf(rapid.IntRange(1, 100), rapid.IntRange(1, 1e9)).Draw(t, "rate"),
+			Period:    time.Duration(rapid.OneOf(rapid.Int64Range(1, 100), rapid.Int64Range(1, 1e7)).Draw(t, "period")) * time.Second,
+			Burst:     rapid.OneOf(rapid.IntRange(1, 100), rapid.IntRange(1, sluice.MaxRate)).Draw(t, "burst"),
+		}
+		if lim.Validate() != nil {
+			t.Skip("not a valid limit")
+		}
+		if i := algorithm.Interval(lim); int64(lim.Burst) > (1<<52)/i && i%1000 != 0 {
+			t.Skip("kept in microseconds, and the interval is not a whole number of them")
+		}
+		if redisstore.ValidateLimit(lim) != nil {
+			t.Skip("refused by the Redis store")
+		}
+		return lim
+	}, time.Microsecond, true)
 }

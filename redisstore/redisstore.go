@@ -15,9 +15,13 @@
 //
 // Redis keeps time in microseconds (TIME), so durations in a Result are
 // whole microseconds, rounded so that a wait is never reported shorter than
-// it is. Lua numbers are doubles: the store refuses, with an error wrapping
-// sluice.ErrInvalidLimit, limits whose arithmetic would not stay exact below
-// 2^53, and periods that are not whole microseconds.
+// it is. Lua numbers are doubles; the scripts keep their arithmetic exact
+// below 2^53 (a token bucket's arrival time is kept to the nanosecond). The
+// store serves every limit the memory store serves but two kinds, which
+// ValidateLimit names without a connection and every call refuses with an
+// error wrapping sluice.ErrInvalidLimit: periods that are not whole
+// microseconds, and token buckets of more than about 2^52 units refilled
+// faster than one unit per microsecond.
 package redisstore
 
 import (
@@ -95,8 +99,9 @@ type Store struct {
 }
 
 var (
-	_ sluice.Limiter  = (*Store)(nil)
-	_ sluice.Refunder = (*Store)(nil)
+	_ sluice.Limiter        = (*Store)(nil)
+	_ sluice.Refunder       = (*Store)(nil)
+	_ sluice.LimitValidator = (*Store)(nil)
 )
 
 // New connects to Redis as cfg says and returns a Store. An unreachable
@@ -229,8 +234,8 @@ const exact = 1 << 53
 
 // scriptParams returns the script arguments that describe lim: two that go
 // between the instant and the cost, then any that follow the cost (the
-// sliding window's count-rejected flag, the sliding log's slot and entry
-// bound). The error wraps
+// token bucket's unit of time, the sliding window's count-rejected flag,
+// the sliding log's slot and entry bound). The error wraps
 // sluice.ErrInvalidLimit if the store cannot hold lim exactly. lim must be
 // valid.
 func scriptParams(lim sluice.Limit) ([]string, error) {
@@ -241,14 +246,21 @@ func scriptParams(lim sluice.Limit) ([]string, error) {
 	rate := int64(lim.Rate)
 	switch lim.Algorithm {
 	case sluice.TokenBucket:
-		if algorithm.Interval(lim) < 1000 {
-			return nil, fmt.Errorf("%w: %d per %v is more than one unit per microsecond, finer than redisstore's clock", sluice.ErrInvalidLimit, lim.Rate, lim.Period)
+		// In nanoseconds, as the memory store, while the script's
+		// arithmetic (up to 2·Burst·T) stays exact; else in microseconds,
+		// the interval rounded up: never admit more.
+		t := algorithm.Interval(lim)
+		if int64(lim.Burst) <= exact/(2*t) {
+			return []string{strconv.FormatInt(t, 10), strconv.Itoa(lim.Burst), "ns"}, nil
 		}
-		t := (algorithm.Interval(lim) + 999) / 1000 // rounded up: never admit more
+		if t < 1000 {
+			return nil, fmt.Errorf("%w: burst %d at %d per %v: a bucket of more than %d units refilled faster than one unit per microsecond is too large for redisstore", sluice.ErrInvalidLimit, lim.Burst, lim.Rate, lim.Period, exact/(2*t))
+		}
+		t = (t + 999) / 1000
 		if int64(lim.Burst) > exact/(2*t) {
 			return nil, fmt.Errorf("%w: burst %d at %d per %v is too large for redisstore", sluice.ErrInvalidLimit, lim.Burst, lim.Rate, lim.Period)
 		}
-		return []string{strconv.FormatInt(t, 10), strconv.Itoa(lim.Burst)}, nil
+		return []string{strconv.FormatInt(t, 10), strconv.Itoa(lim.Burst), "us"}, nil
 	case sluice.FixedWindow:
 		return []string{strconv.FormatInt(p, 10), strconv.FormatInt(rate, 10)}, nil
 	case sluice.SlidingLog:
@@ -306,3 +318,22 @@ func decode(resp rueidis.RedisResult) (sluice.Result, error) {
 		ResetAfter: time.Duration(vals[3]) * time.Microsecond,
 	}, nil
 }
+
+// ValidateLimit reports whether a Store can serve lim: nil for every limit
+// it serves exactly as the memory store does (up to its microsecond clock),
+// else an error wrapping sluice.ErrInvalidLimit that says why. It needs no
+// connection, so a configuration can be checked before Redis is reached.
+// The limits that pass Limit.Validate and that a Store refuses are periods
+// that are not a whole number of microseconds, and token buckets of more
+// than 2^52/Interval units refilled faster than one unit per microsecond.
+func ValidateLimit(lim sluice.Limit) error {
+	if err := lim.Validate(); err != nil {
+		return err
+	}
+	_, err := scriptParams(lim)
+	return err
+}
+
+// ValidateLimit is the package's ValidateLimit: it implements
+// sluice.LimitValidator.
+func (s *Store) ValidateLimit(lim sluice.Limit) error { return ValidateLimit(lim) }

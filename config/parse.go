@@ -306,7 +306,8 @@ func (p *parser) descriptor(n *yaml.Node, lv *level, parentKey string, parent []
 	return nil
 }
 
-// rateLimit compiles a rate_limit block.
+// rateLimit compiles a rate_limit block: its keys, then the checks that
+// involve several of them.
 func (p *parser) rateLimit(n *yaml.Node) (*RateLimit, error) {
 	fields, err := p.fields(n, "rate_limit", rateLimitKeys)
 	if err != nil {
@@ -314,57 +315,9 @@ func (p *parser) rateLimit(n *yaml.Node) (*RateLimit, error) {
 	}
 	n = deref(n)
 	r := &RateLimit{File: p.file, Line: n.Line, UnitMultiplier: 1, Limit: sluice.Limit{Algorithm: sluice.FixedWindow}}
-	var unitNode, rpuNode, algNode, burstNode, multNode, failNode *yaml.Node
-	var unit string
-	var burst int64
+	var k rateLimitRead
 	for _, f := range fields {
-		var v int64
-		switch f.key.Value {
-		case "unit":
-			unitNode = f.key
-			unit, err = p.str(f.val, "unit")
-		case "requests_per_unit":
-			rpuNode = f.key
-			v, err = p.integer(f.val, "requests_per_unit", 0, math.MaxUint32)
-			r.RequestsPerUnit = uint32(v)
-		case "unlimited":
-			r.Unlimited, err = p.boolean(f.val, "unlimited")
-		case "name":
-			r.Name, err = p.str(f.val, "name")
-			if err == nil && r.Name == "" {
-				err = p.errf(deref(f.val), "empty name")
-			}
-			if err == nil {
-				p.names[r.Name] = true
-			}
-		case "replaces":
-			err = p.replaces(f.val, r)
-		case "algorithm":
-			algNode = f.key
-			var s string
-			if s, err = p.str(f.val, "algorithm"); err == nil {
-				if r.Limit.Algorithm, err = sluice.ParseAlgorithm(s); err != nil {
-					err = p.errf(deref(f.val), "unknown algorithm %q (want token_bucket, fixed_window, sliding_window, sliding_log or leaky_bucket)", s)
-				}
-			}
-		case "burst":
-			burstNode = f.key
-			burst, err = p.integer(f.val, "burst", 1, sluice.MaxRate)
-		case "unit_multiplier":
-			multNode = f.key
-			v, err = p.integer(f.val, "unit_multiplier", 1, math.MaxInt32)
-			r.UnitMultiplier = int(v)
-		case "failure_mode":
-			failNode = f.key
-			if r.FailureMode, err = p.str(f.val, "failure_mode"); err == nil {
-				switch r.FailureMode {
-				case "open", "closed", "local":
-				default:
-					err = p.errf(deref(f.val), "unknown failure_mode %q (want open, closed or local)", r.FailureMode)
-				}
-			}
-		}
-		if err != nil {
+		if err := p.rateLimitField(f, r, &k); err != nil {
 			return nil, err
 		}
 	}
@@ -374,50 +327,125 @@ func (p *parser) rateLimit(n *yaml.Node) (*RateLimit, error) {
 		}
 	}
 	if r.Unlimited {
-		// An unlimited rule never reaches a store: nothing of the
-		// limit's shape applies.
-		switch {
-		case unit != "":
-			return nil, p.errf(unitNode, "should not specify rate limit unit when unlimited")
-		case algNode != nil, burstNode != nil, multNode != nil, failNode != nil:
-			k := firstOf(algNode, burstNode, multNode, failNode)
-			return nil, p.errf(k, "%s has no effect when unlimited", k.Value)
-		}
-		r.Limit = sluice.Limit{}
-		return r, nil
+		err = p.unlimited(r, &k)
+	} else {
+		err = p.limit(n, r, &k)
 	}
-	if unitNode == nil || unit == "" {
-		return nil, p.errf(n, "rate_limit has no unit (want second, minute, hour, day, week, month or year, or unlimited: true)")
+	if err != nil {
+		return nil, err
+	}
+	return r, nil
+}
+
+// rateLimitRead holds what rateLimitField read that the later checks
+// need: the key nodes they point at, and the values RateLimit has no
+// field for.
+type rateLimitRead struct {
+	unit, rpu, alg, burst, mult, fail *yaml.Node // key nodes; nil when absent
+	unitText                          string
+	burstValue                        int64
+}
+
+// rateLimitField reads one key of a rate_limit block into r and k.
+func (p *parser) rateLimitField(f field, r *RateLimit, k *rateLimitRead) (err error) {
+	var v int64
+	switch f.key.Value {
+	case "unit":
+		k.unit = f.key
+		k.unitText, err = p.str(f.val, "unit")
+	case "requests_per_unit":
+		k.rpu = f.key
+		v, err = p.integer(f.val, "requests_per_unit", 0, math.MaxUint32)
+		r.RequestsPerUnit = uint32(v)
+	case "unlimited":
+		r.Unlimited, err = p.boolean(f.val, "unlimited")
+	case "name":
+		r.Name, err = p.str(f.val, "name")
+		if err == nil && r.Name == "" {
+			err = p.errf(deref(f.val), "empty name")
+		}
+		if err == nil {
+			p.names[r.Name] = true
+		}
+	case "replaces":
+		err = p.replaces(f.val, r)
+	case "algorithm":
+		k.alg = f.key
+		var s string
+		if s, err = p.str(f.val, "algorithm"); err == nil {
+			if r.Limit.Algorithm, err = sluice.ParseAlgorithm(s); err != nil {
+				err = p.errf(deref(f.val), "unknown algorithm %q (want token_bucket, fixed_window, sliding_window, sliding_log or leaky_bucket)", s)
+			}
+		}
+	case "burst":
+		k.burst = f.key
+		k.burstValue, err = p.integer(f.val, "burst", 1, sluice.MaxRate)
+	case "unit_multiplier":
+		k.mult = f.key
+		v, err = p.integer(f.val, "unit_multiplier", 1, math.MaxInt32)
+		r.UnitMultiplier = int(v)
+	case "failure_mode":
+		k.fail = f.key
+		if r.FailureMode, err = p.str(f.val, "failure_mode"); err == nil {
+			switch r.FailureMode {
+			case "open", "closed", "local":
+			default:
+				err = p.errf(deref(f.val), "unknown failure_mode %q (want open, closed or local)", r.FailureMode)
+			}
+		}
+	}
+	return err
+}
+
+// unlimited checks an unlimited rule, which never reaches a store: nothing
+// of the limit's shape applies.
+func (p *parser) unlimited(r *RateLimit, k *rateLimitRead) error {
+	switch {
+	case k.unitText != "":
+		return p.errf(k.unit, "should not specify rate limit unit when unlimited")
+	case k.alg != nil, k.burst != nil, k.mult != nil, k.fail != nil:
+		key := firstOf(k.alg, k.burst, k.mult, k.fail)
+		return p.errf(key, "%s has no effect when unlimited", key.Value)
+	}
+	r.Limit = sluice.Limit{}
+	return nil
+}
+
+// limit checks a limited rule's unit, rate, period and burst, and sets
+// r.Limit from them; n is the rate_limit block.
+func (p *parser) limit(n *yaml.Node, r *RateLimit, k *rateLimitRead) error {
+	if k.unit == nil || k.unitText == "" {
+		return p.errf(n, "rate_limit has no unit (want second, minute, hour, day, week, month or year, or unlimited: true)")
 	}
 	var ok bool
-	if r.Unit, ok = ParseUnit(unit); !ok {
-		return nil, p.errf(unitNode, "invalid rate limit unit %q (want second, minute, hour, day, week, month or year)", unit)
+	if r.Unit, ok = ParseUnit(k.unitText); !ok {
+		return p.errf(k.unit, "invalid rate limit unit %q (want second, minute, hour, day, week, month or year)", k.unitText)
 	}
-	if rpuNode == nil {
-		return nil, p.errf(n, "rate_limit has no requests_per_unit (0 blocks every request)")
+	if k.rpu == nil {
+		return p.errf(n, "rate_limit has no requests_per_unit (0 blocks every request)")
 	}
 	if int64(r.UnitMultiplier) > int64(sluice.MaxPeriod/r.Unit.Duration()) {
-		return nil, p.errf(multNode, "unit_multiplier %d makes the period longer than %v", r.UnitMultiplier, time.Duration(sluice.MaxPeriod))
+		return p.errf(k.mult, "unit_multiplier %d makes the period longer than %v", r.UnitMultiplier, time.Duration(sluice.MaxPeriod))
 	}
 	alg := r.Limit.Algorithm
-	if burstNode != nil && alg != sluice.TokenBucket && alg != sluice.LeakyBucket {
-		return nil, p.errf(burstNode, "burst applies only to token_bucket and leaky_bucket, not %v", alg)
+	if k.burst != nil && alg != sluice.TokenBucket && alg != sluice.LeakyBucket {
+		return p.errf(k.burst, "burst applies only to token_bucket and leaky_bucket, not %v", alg)
 	}
 	r.Limit.Rate = int(r.RequestsPerUnit)
 	r.Limit.Period = r.Period()
 	r.Limit.Burst = int(r.RequestsPerUnit)
-	if burstNode != nil {
-		r.Limit.Burst = int(burst)
+	if k.burst != nil {
+		r.Limit.Burst = int(k.burstValue)
 	}
 	if r.RequestsPerUnit > 0 {
 		if err := r.Limit.Validate(); err != nil {
 			e := p.errf(n, "%s", strings.TrimPrefix(err.Error(), sluice.ErrInvalidLimit.Error()+": "))
 			e.Msg = "invalid limit: " + e.Msg
 			e.Err = err
-			return nil, e
+			return e
 		}
 	}
-	return r, nil
+	return nil
 }
 
 func firstOf(ns ...*yaml.Node) *yaml.Node {

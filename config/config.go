@@ -235,6 +235,11 @@ func dirFiles(dir string) ([]string, error) {
 // LoadTimeout is how long Load may take to read a config's files.
 const LoadTimeout = 10 * time.Second
 
+// MaxFileBytes is the largest config file Load and Parse accept, 1 MiB:
+// about ten times the largest rate limit config we have seen, and what
+// bounds the memory of reading one (see the package documentation).
+const MaxFileBytes = strictyaml.MaxBytes
+
 // Load is LoadContext with a deadline of LoadTimeout.
 func Load(path string) (*Config, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), LoadTimeout)
@@ -247,7 +252,7 @@ func Load(path string) (*Config, error) {
 // one domain. A directory without such files is an error.
 //
 // Every file must be a regular file (symlinks are followed) of at most
-// strictyaml.MaxBytes (1 MiB): a directory, FIFO, socket or device named
+// MaxFileBytes: a directory, FIFO, socket or device named
 // *.yaml is refused, without blocking, with an error that wraps
 // safefile.ErrNotRegular, and a larger file with one that wraps
 // safefile.ErrTooLarge and states its size. LoadContext gives up when ctx
@@ -269,7 +274,7 @@ func LoadContext(ctx context.Context, path string) (*Config, error) {
 	}
 	domains := make([]*Domain, 0, len(files))
 	for _, f := range files {
-		data, err := safefile.Read(ctx, f, strictyaml.MaxBytes)
+		data, err := safefile.Read(ctx, f, MaxFileBytes)
 		if err != nil {
 			return nil, &Error{File: f, Msg: "cannot read: " + unwrapPath(err, f), Err: err}
 		}

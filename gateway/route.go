@@ -91,10 +91,10 @@ func (st *state) match(w http.ResponseWriter, r *http.Request) (*route, *http.Re
 		st.malformed(w, r, err)
 		return nil, r
 	}
-	r = r.WithContext(request.NewContext(r.Context(), &c))
 	if len(st.cfg.Routes) == 0 {
-		return st.fallback, r
+		return st.fallback, r // no limit: nothing keys on the form
 	}
+	r = r.WithContext(request.NewContext(r.Context(), c))
 	var (
 		rt      *route
 		pattern string

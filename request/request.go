@@ -123,11 +123,25 @@ func FromRequest(r *http.Request) (Canonical, error) {
 
 type ctxKey struct{}
 
+// canonCtx is a context that carries a Canonical: one allocation where
+// context.WithValue and a *Canonical would take two.
+type canonCtx struct {
+	context.Context
+	c Canonical
+}
+
+func (x *canonCtx) Value(key any) any {
+	if key == (ctxKey{}) {
+		return &x.c
+	}
+	return x.Context.Value(key)
+}
+
 // NewContext returns a copy of ctx that carries c, so that the code a
 // request passes through later finds its form (Of) instead of computing
 // it again.
-func NewContext(ctx context.Context, c *Canonical) context.Context {
-	return context.WithValue(ctx, ctxKey{}, c)
+func NewContext(ctx context.Context, c Canonical) context.Context {
+	return &canonCtx{ctx, c}
 }
 
 // FromContext returns the form NewContext stored in ctx, or nil.

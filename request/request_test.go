@@ -182,7 +182,7 @@ func TestOfUsesTheStoredForm(t *testing.T) {
 		t.Fatalf("Of = %+v, %v; want %+v", c, err, want)
 	}
 	stored := request.Canonical{Method: "GET", Host: "h", Path: "/stored"}
-	r = r.WithContext(request.NewContext(r.Context(), &stored))
+	r = r.WithContext(request.NewContext(r.Context(), stored))
 	if c, err := request.Of(r); err != nil || c != stored {
 		t.Fatalf("Of with a stored form = %+v, %v", c, err)
 	}

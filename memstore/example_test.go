@@ -55,3 +55,24 @@ func Example_clock() {
 	// allowed=false remaining=0 retry-after=700ms
 	// allowed=true remaining=0 retry-after=0s
 }
+
+// A byte budget bounds memory whatever the keys' size: a flood of 4 KB keys
+// evicts rather than grows. Stats feeds metrics.
+func ExampleStore_Stats() {
+	store := memstore.New(memstore.Config{MaxBytes: 1 << 20, Shards: 1, SweepInterval: -1})
+	defer store.Close()
+
+	lim := sluice.PerMinute(10)
+	for i := range 1000 {
+		key := fmt.Sprintf("%04096d", i) // 4 KB keys, 4 MB in all
+		if _, err := store.Allow(context.Background(), key, lim); err != nil {
+			panic(err)
+		}
+	}
+	st := store.Stats()
+	fmt.Println("within budget:", st.Bytes <= st.MaxBytes)
+	fmt.Println("evicted:", st.Evictions == uint64(1000-st.Keys))
+	// Output:
+	// within budget: true
+	// evicted: true
+}

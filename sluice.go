@@ -45,9 +45,11 @@ const (
 	// Rate. Memory is constant per key; the count is an estimate.
 	// Capacity: Rate.
 	SlidingWindow
-	// SlidingLog keeps one timestamp per admitted unit and admits at most Rate
-	// units in any window of length Period. Exact, and costs memory
-	// proportional to Rate per key. Capacity: Rate.
+	// SlidingLog keeps a log of (instant, count) entries and admits at most
+	// Rate units in any window of length Period: exact up to 64 per period,
+	// above that conservative by at most Period/64, in at most 65 entries
+	// (about 1 KB) per key whatever the rate and the cost (see package
+	// algorithm). Capacity: Rate.
 	SlidingLog
 	// LeakyBucket is the leaky bucket as a meter with NGINX limit_req's exact
 	// accounting (milli-requests, millisecond clock, rejected requests not
@@ -240,7 +242,7 @@ func (l Limit) Validate() error {
 		}
 	case SlidingLog:
 		if l.Rate > MaxLogRate {
-			return fmt.Errorf("%w: sliding log rate %d exceeds %d (one timestamp per unit is kept); use sliding_window", ErrInvalidLimit, l.Rate, MaxLogRate)
+			return fmt.Errorf("%w: sliding log rate %d exceeds %d; use sliding_window", ErrInvalidLimit, l.Rate, MaxLogRate)
 		}
 	}
 	return nil
@@ -258,8 +260,9 @@ func fits(a, b, c, d uint64) bool {
 // overflow in every sum an algorithm makes.
 const MaxRate = 1 << 53
 
-// MaxLogRate is the largest Rate a SlidingLog limit may have: the log keeps
-// one 8-byte timestamp per admitted unit, so a key may cost up to 8·Rate bytes.
+// MaxLogRate is the largest Rate a SlidingLog limit may have. The log's
+// memory no longer grows with its rate (it keeps at most 65 entries); the
+// bound stays so that configurations that load keep loading the same.
 const MaxLogRate = 1 << 20
 
 // String describes l, for example "token_bucket 5/1s burst 10" or

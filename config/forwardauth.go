@@ -8,6 +8,8 @@ import (
 	"strings"
 
 	"gopkg.in/yaml.v3"
+
+	"github.com/sluicehq/sluice/request"
 )
 
 // AuthSource says where a forward_auth entry takes its value from.
@@ -176,7 +178,68 @@ func (p *parser) forwardAuth(key, n *yaml.Node) (*ForwardAuth, error) {
 		}
 		fa.Descriptors = append(fa.Descriptors, d)
 	}
+	if err := p.checkCanonicalValues(fa, &p.domain.root); err != nil {
+		return nil, err
+	}
 	return fa, nil
+}
+
+// checkCanonicalValues refuses a rule value that forward auth could never
+// build: a key that an entry fills from the method, path or URI gets
+// values in canonical form (package request), so a rule value that is not
+// ("post", "/login/", "//x", "/%6Cogin") would never match and its limit
+// would silently never apply. Wildcard values are not checked.
+func (p *parser) checkCanonicalValues(fa *ForwardAuth, lv *level) error {
+	from := map[string]AuthSource{}
+	for _, d := range fa.Descriptors {
+		for _, e := range d.Entries {
+			if e.From == FromMethod || e.From == FromPath || e.From == FromURI {
+				from[e.Key] = e.From
+			}
+		}
+	}
+	if len(from) == 0 {
+		return nil
+	}
+	var walk func(lv *level) error
+	walk = func(lv *level) error {
+		for _, nd := range lv.nodes {
+			src, ok := from[nd.Key]
+			if ok && nd.Value != "" && !nd.Wildcard {
+				if want, good := canonicalValue(src, nd.Value); !good {
+					msg := fmt.Sprintf("value %q of key %q never matches: forward_auth reads the %v in canonical form", nd.Value, nd.Key, src)
+					if want != "" {
+						msg += fmt.Sprintf(" (write %q)", want)
+					}
+					return &Error{File: p.file, Line: nd.line, Msg: msg}
+				}
+			}
+			if err := walk(&nd.children); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	return walk(lv)
+}
+
+// canonicalValue returns the canonical form of a rule value v for the
+// source src, and whether v is already in it ("" when v has none).
+func canonicalValue(src AuthSource, v string) (string, bool) {
+	if src == FromMethod {
+		m, err := request.Method(v)
+		return m, err == nil && m == v
+	}
+	path, query, hasQuery := strings.Cut(v, "?")
+	c, err := request.Path(path)
+	if err != nil {
+		return "", false
+	}
+	c = request.DecodeSlashes(c)
+	if src == FromURI && hasQuery {
+		c += "?" + query
+	}
+	return c, c == v
 }
 
 // items returns the items of n, which must be a list of at least one: the

@@ -1,6 +1,7 @@
 package config
 
 import (
+	"fmt"
 	"net/netip"
 	"path/filepath"
 	"reflect"
@@ -96,6 +97,32 @@ func TestAuthSourceString(t *testing.T) {
 	for i, want := range []string{"client_ip", "method", "uri", "path", "header", "literal", "unknown"} {
 		if got := AuthSource(i).String(); got != want {
 			t.Errorf("AuthSource(%d) = %q, want %q", i, got, want)
+		}
+	}
+}
+
+// A rule value that forward auth's canonical method, path or URI can never
+// equal is an error with its line, naming the value to write; canonical
+// values, wildcards and keys filled from other sources are left alone.
+func TestForwardAuthRuleValuesAreCanonical(t *testing.T) {
+	const head = "domain: edge\ndescriptors:\n  - key: method\n    value: %s\n    descriptors:\n      - key: path\n        value: %s\n        rate_limit: {unit: minute, requests_per_unit: 5}\n" +
+		"  - key: other\n    value: /x/\n    rate_limit: {unit: minute, requests_per_unit: 5}\n" +
+		"forward_auth:\n  descriptors:\n    - entries: [{key: method, from: method}, {key: path, from: path}]\n"
+	for _, tc := range []struct{ method, path, err string }{
+		{"POST", "/login", ""},
+		{"POST", `"/api/*"`, ""},
+		{"post", "/login", `edge.yaml:3: config: value "post" of key "method" never matches: forward_auth reads the method in canonical form (write "POST")`},
+		{"POST", "/login/", `edge.yaml:6: config: value "/login/" of key "path" never matches: forward_auth reads the path in canonical form (write "/login")`},
+		{"POST", "//a/./b/../%6Cogin", `(write "/a/login")`},
+		{"POST", "/a%2Fb", `(write "/a/b")`},
+		{"POST", "/%zz", `value "/%zz" of key "path" never matches: forward_auth reads the path in canonical form`},
+	} {
+		_, err := Parse("edge.yaml", fmt.Appendf(nil, head, tc.method, tc.path))
+		switch {
+		case tc.err == "" && err != nil:
+			t.Errorf("%s %s: %v", tc.method, tc.path, err)
+		case tc.err != "" && (err == nil || !strings.Contains(err.Error(), tc.err)):
+			t.Errorf("%s %s: error %v, want it to contain %q", tc.method, tc.path, err, tc.err)
 		}
 	}
 }

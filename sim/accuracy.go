@@ -12,7 +12,7 @@ import (
 // AccuracyConfig describes a Cloudflare-style accuracy study: Requests
 // arrivals from Keys keys with Zipf-distributed rates (exponent S) over
 // Duration, each key limited to Rate per Period, decided by the sliding
-// window counter and by the exact sliding log. Zero values mean 10,000,000
+// window counter and by an exact log. Zero values mean 10,000,000
 // requests, 100,000 keys, S 1.1, one hour, 100 per minute.
 type AccuracyConfig struct {
 	Requests int

@@ -7,14 +7,15 @@
 // Zipf-distributed rates, or the replay of a file) through the pure state
 // types of package algorithm: one state per key per algorithm, no store, no
 // goroutine, no clock but the arrivals' own instants. Every algorithm gets
-// the same nominal contract (Rate per Period, Burst for the buckets), and the
-// sliding log, which is exact, is the reference that the others are compared
-// with.
+// the same nominal contract (Rate per Period, Burst for the buckets), and an
+// exact log, one instant per admitted unit, is the reference that every
+// algorithm is compared with (the sliding log is that exact log up to
+// algorithm.LogEntries per period; above, it merges units into slots).
 //
 // Run returns a Report: per algorithm the requests admitted and rejected, the
 // most units admitted to one key in any rolling window of the period and in
 // any one-second span, the requests wrongly admitted and wrongly rejected
-// compared with the sliding log, and the memory a key's state takes. A Report
+// compared with the exact log, and the memory a key's state takes. A Report
 // writes itself as a table (WriteTable), as JSON (encoding/json) and as a
 // chart (WriteChart, SVG or PNG). Accuracy runs the sliding window counter
 // against the log over a large heavy-tailed population, as Cloudflare did.

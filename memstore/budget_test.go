@@ -2,6 +2,7 @@ package memstore_test
 
 import (
 	"context"
+	"math"
 	"runtime"
 	"strconv"
 	"strings"
@@ -127,5 +128,38 @@ func TestGrowingSlidingLogsStayWithinMaxBytes(t *testing.T) {
 		if r := mustAllow(t, s, key, log, 1); r.Allowed {
 			t.Fatalf("log %d was evicted as it grew: a full log admitted again", j)
 		}
+	}
+}
+
+// Making room for one new key costs a bounded number of evictions, even when
+// its table must grow and the budget is held by another algorithm's keys:
+// a request's work is bounded by its bytes, not by the store's size.
+func TestEvictionsPerNewKeyBounded(t *testing.T) {
+	clock := clocktest.New()
+	s := newTestStore(t, memstore.Config{Clock: clock, MaxBytes: 2 << 20, MaxKeys: math.MaxInt, Shards: 2})
+	ctx := context.Background()
+	idle := sluice.Limit{Algorithm: sluice.FixedWindow, Rate: 10, Period: time.Second}
+	busy := sluice.PerHour(10)
+	for i := range 60_000 { // about twice the budget
+		if _, err := s.AllowN(ctx, "idle"+strconv.Itoa(i), idle, 1); err != nil {
+			t.Fatal(err)
+		}
+	}
+	const bound = 64 + 1 + 3 // roomEvictions, one of the key's own table, a 20-byte key's bytes
+	var worst uint64
+	prev := s.Stats().Evictions
+	for i := range 60_000 {
+		if _, err := s.AllowN(ctx, "busy"+strconv.Itoa(i), busy, 1); err != nil {
+			t.Fatal(err)
+		}
+		e := s.Stats().Evictions
+		worst = max(worst, e-prev)
+		prev = e
+	}
+	if worst > bound {
+		t.Errorf("one new key evicted %d keys, want at most %d", worst, bound)
+	}
+	if st := s.Stats(); st.Bytes > st.MaxBytes {
+		t.Errorf("Stats().Bytes = %d > MaxBytes %d", st.Bytes, st.MaxBytes)
 	}
 }

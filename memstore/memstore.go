@@ -308,26 +308,50 @@ func refund[S any, P interface {
 // is valid while the shard's lock is held and nothing else is inserted or
 // deleted.
 //
-// Eviction work is bounded by what is inserted: a key is evicted at most
-// once, so evictions never outnumber insertions. Making room for a key
-// takes up to its bytes over the smallest entry's (a 4 KB key among 8-byte
-// keys: about 500 evictions). The one large step is a table's growth by
-// half, which happens once per third of its size in insertions: it may
-// evict many idle keys of the other algorithms at once (at the default
-// budget, a shard's share of 4 MiB, a few milliseconds' work), so that
-// memory moves to the algorithm in use.
-func lookup[S any](sh *shard, t *table[S], h uint64, key string) *S {
+// Eviction work per new key is bounded by the key's bytes: each eviction
+// samples afresh elsewhere in the tables, and once roomEvictions keys have
+// gone without making room for t to grow, t gives up a key of its own
+// instead of growing, after which each eviction frees at least 8 bytes (a
+// 4 KB key among 8-byte keys: about 500 evictions at most). Memory moves
+// between algorithms as the sweep empties and shrinks idle tables.
+func lookup[S any, P expiring[S]](sh *shard, t *table[S], h uint64, key string) *S {
 	if st := t.get(h, key); st != nil {
 		return st
 	}
 	cost := keyCost(len(key))
-	for sh.n > 0 && (sh.n >= sh.maxKeys || sh.bytes()+t.growth()+cost > sh.maxBytes) {
-		if !sh.evict(h) {
+	for i, at := 0, h; sh.n > 0 && (sh.n >= sh.maxKeys || sh.bytes()+t.growth()+cost > sh.maxBytes); i, at = i+1, nextProbe(at) {
+		if i >= roomEvictions && t.growth() > 0 {
+			if evictOne[S, P](t, at) {
+				sh.n--
+				sh.evictions++
+				continue
+			}
+		}
+		if !sh.evict(at) {
 			break
 		}
 	}
 	sh.n++
 	return t.insert(h, strings.Clone(key))
+}
+
+// roomEvictions is how many keys a new key may evict from any table before
+// its own table stops growing to make room for it.
+const roomEvictions = 64
+
+// nextProbe returns where to sample for the next eviction after one at h:
+// elsewhere, so that evicting many keys for one does not rescan the slots
+// the last evictions emptied.
+func nextProbe(h uint64) uint64 { return h*0x9e3779b97f4a7c15 + 0x632be59bd9b4e019 }
+
+// evictOne evicts the key of t closest to fresh among a sample taken at h,
+// and reports whether t had one.
+func evictOne[S any, P expiring[S]](t *table[S], h uint64) bool {
+	i, _, ok := sample[S, P](t, h, evictionSample)
+	if ok {
+		t.evictAt(i)
+	}
+	return ok
 }
 
 // bytes returns the heap the shard's tables hold.
@@ -338,8 +362,8 @@ func (sh *shard) bytes() int64 {
 // trim evicts keys while the shard is over its byte budget, keeping at least
 // one: a state that grew in place (a sliding log) may have pushed it over.
 func (sh *shard) trim(h uint64) {
-	for sh.n > 1 && sh.bytes() > sh.maxBytes {
-		if !sh.evict(h) {
+	for at := h; sh.n > 1 && sh.bytes() > sh.maxBytes; at = nextProbe(at) {
+		if !sh.evict(at) {
 			return
 		}
 	}

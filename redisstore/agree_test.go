@@ -21,7 +21,7 @@ var agreeKey atomic.Int64
 // agree plays random sequences of requests and refunds under the limits
 // drawLimit draws, with costs up to the capacity, on the Redis store and on
 // the memory store at the same instants, and checks that every Result is
-// the same, durations within slack.
+// the same, durations within slack. One step in ten moves the clock back.
 //
 // A key's time to live runs on Redis's clock, not the test's, so every time
 // to live the script sets must outlast the real time between two calls:
@@ -62,6 +62,9 @@ func agree(t *testing.T, drawLimit func(t *rapid.T) sluice.Limit, slack time.Dur
 			// Stay within 50 years of the epoch: windows of up to a century,
 			// aligned to 1970, then end well inside int64 nanoseconds.
 			gap = min(gap, int64(clocktest.Epoch.Add(50*365*24*time.Hour).Sub(clock.Now())/time.Second))
+			if rapid.IntRange(0, 9).Draw(t, "back") == 0 {
+				gap = -gap // the clock steps back
+			}
 			clock.Advance(time.Duration(gap) * time.Second)
 			cost := rapid.OneOf(rapid.Just(1), rapid.IntRange(1, lim.Capacity())).Draw(t, "cost")
 			if rapid.IntRange(0, 5).Draw(t, "refund") != 0 {

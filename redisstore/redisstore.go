@@ -66,7 +66,7 @@ var short = [...]string{
 	sluice.TokenBucket:   "tb",
 	sluice.FixedWindow:   "fw",
 	sluice.SlidingWindow: "sw",
-	sluice.SlidingLog:    "slc", // "sl" held one member per unit before the log became compact
+	sluice.SlidingLog:    "slc", // "sl" was a sorted set of one member per unit before the log became compact
 	sluice.LeakyBucket:   "lb",
 }
 

@@ -3,9 +3,10 @@
 -- entry when both lie in one slot of time, so a call is O(entries) work and
 -- a key holds a bounded number of entries, whatever the rate and the cost.
 --
--- KEYS[1]  a sorted set, one member per entry: score = the latest instant of
---          the entry's units in microseconds, member = "<instant>:<count>".
---          Instants are strictly increasing, so members are unique.
+-- KEYS[1]  a string, MessagePack of the flat array {instant1, count1,
+--          instant2, count2, ...}, oldest first, instants in microseconds
+--          and strictly increasing (an entry's instant is the latest of its
+--          units'); at most ARGV[7] entries
 -- ARGV[1]  mode: "take" or "refund"          (see prelude.lua)
 -- ARGV[2]  now in microseconds, or ""         (see prelude.lua)
 -- ARGV[3]  period P in microseconds
@@ -13,7 +14,7 @@
 -- ARGV[5]  cost
 -- ARGV[6]  slot S in microseconds: the units admitted within one
 --          epoch-aligned slot of S share an entry (S = 1: the same instant)
--- ARGV[7]  the most entries the set keeps; beyond, the two oldest merge
+-- ARGV[7]  the most entries the log keeps; beyond, the two oldest merge
 --
 -- Reply: {allowed (0|1), remaining, retry_after_us, reset_after_us}; for a
 -- refund {1, 0, 0, 0}. A request is admitted when the units logged in
@@ -26,34 +27,44 @@ local S = tonumber(ARGV[6])
 local most = tonumber(ARGV[7])
 local key = KEYS[1]
 
-local function member(t, n)
-  return int(t) .. ':' .. int(n)
+local raw = redis.call('GET', key)
+local log = {}
+if raw then
+  log = cmsgpack.unpack(raw)
 end
-
--- One read of the whole log (at most `most` entries), oldest first.
-local log = redis.call('ZRANGE', key, 0, -1, 'WITHSCORES')
 local m = #log / 2
 -- at is the instant logged: never before the newest, so that the log stays
 -- ordered if the clock steps back.
 local at = now
-if m > 0 and tonumber(log[2 * m]) > now then
-  at = tonumber(log[2 * m])
+if m > 0 and log[2 * m - 1] > now then
+  at = log[2 * m - 1]
 end
 -- The entries at or before now − P have left the window; they are the
--- oldest. The rest are live: names, instants, counts and their sum.
-local names, times, counts = {}, {}, {}
+-- oldest. Copy the live ones, oldest first, and sum their units.
+local times, counts = {}, {}
 local live, sum = 0, 0
 for i = 1, m do
-  local t = tonumber(log[2 * i])
+  local t = log[2 * i - 1]
   if t > now - P then
     live = live + 1
-    names[live], times[live] = log[2 * i - 1], t
-    counts[live] = tonumber(string.match(log[2 * i - 1], ':(%d+)$'))
+    times[live], counts[live] = t, log[2 * i]
     sum = sum + counts[live]
   end
 end
-if live < m then
-  redis.call('ZREMRANGEBYRANK', key, 0, m - live - 1)
+
+-- save writes the live entries from first on, to expire when the newest
+-- leaves the window, or deletes the key when none is left.
+local function save(first)
+  if live < first then
+    redis.call('DEL', key)
+    return
+  end
+  local out = {}
+  for i = first, live do
+    out[#out + 1] = times[i]
+    out[#out + 1] = counts[i]
+  end
+  redis.call('SET', key, cmsgpack.pack(out), 'PX', int(math.ceil((times[live] + P - now) / 1000)))
 end
 
 if mode == 'refund' then
@@ -61,48 +72,46 @@ if mode == 'refund' then
   -- keeps its instant.
   local c = cost
   while c > 0 and live > 0 do
-    redis.call('ZREM', key, names[live])
     if counts[live] > c then
-      redis.call('ZADD', key, int(times[live]), member(times[live], counts[live] - c))
-      c = 0
+      counts[live], c = counts[live] - c, 0
     else
       c = c - counts[live]
       live = live - 1
     end
   end
-  if live > 0 then
-    expire(key, times[live] + P - now)
-  end
+  save(1)
   return {1, 0, 0, 0}
 end
 
 if sum + cost > rate then
   -- Wait until enough of the oldest entries have left the window (cost ≤
-  -- rate, so they exist).
+  -- rate, so they exist). The entries that have left are dropped for good,
+  -- as the memory store drops them, should the clock step back.
   local need, i = sum + cost - rate, 1
   while need > counts[i] do
     need = need - counts[i]
     i = i + 1
+  end
+  if live < m then
+    save(1)
   end
   return {0, math.max(rate - sum, 0), times[i] + P - now, times[live] + P - now}
 end
 
 -- math.fmod is exact on integers below 2^53, where % (a − floor(a/b)·b)
 -- may round.
-local function slot(t)
-  return t - math.fmod(t, S)
-end
-if live > 0 and (times[live] == at or slot(times[live]) == slot(at)) then
-  redis.call('ZREM', key, names[live])
-  redis.call('ZADD', key, int(at), member(at, counts[live] + cost))
+local first = 1
+if live > 0 and (times[live] == at or at - math.fmod(at, S) == times[live] - math.fmod(times[live], S)) then
+  times[live], counts[live] = at, counts[live] + cost
 else
   if live >= most then
     -- Only after a change of limit or a clock that stepped back: merge the
     -- two oldest entries, keeping the later instant.
-    redis.call('ZREM', key, names[1], names[2])
-    redis.call('ZADD', key, int(times[2]), member(times[2], counts[1] + counts[2]))
+    counts[2] = counts[1] + counts[2]
+    first = 2
   end
-  redis.call('ZADD', key, int(at), member(at, cost))
+  live = live + 1
+  times[live], counts[live] = at, cost
 end
-expire(key, at + P - now)
+save(first)
 return {1, rate - sum - cost, 0, at + P - now}

@@ -14,7 +14,10 @@
 //
 //   - If the peer is not inside TrustedProxies, the headers are ignored and
 //     the client is the peer. A client talking to the server directly cannot
-//     change its address by writing X-Forwarded-For.
+//     change its address by writing X-Forwarded-For. Resolver.TrustsPeer is
+//     this decision alone, for code that passes the headers on (a proxy's
+//     X-Forwarded-For to its upstream), so that it trusts exactly whom the
+//     keys trust.
 //   - If the peer is trusted, the chosen header's entries (all its field
 //     lines, in order, as one list) are read from right to left. Entries
 //     inside TrustedProxies are skipped, since a trusted proxy appended

@@ -9,6 +9,7 @@ import (
 
 	"gopkg.in/yaml.v3"
 
+	"github.com/sluicehq/sluice/clientip"
 	"github.com/sluicehq/sluice/request"
 )
 
@@ -284,28 +285,14 @@ func (p *parser) prefixes(n *yaml.Node) ([]netip.Prefix, error) {
 	return out, nil
 }
 
-// parseProxy parses one trusted proxy; see prefixes.
+// parseProxy parses one trusted proxy as clientip does (see prefixes),
+// so that the serve and proxy configs mean one thing by a trusted proxy.
 func parseProxy(s string) (netip.Prefix, error) {
-	var pf netip.Prefix
-	if strings.Contains(s, "/") {
-		var err error
-		if pf, err = netip.ParsePrefix(s); err != nil {
-			return pf, fmt.Errorf("config: %w", err)
-		}
-	} else {
-		a, err := netip.ParseAddr(s)
-		if err != nil {
-			return pf, fmt.Errorf("config: %w", err)
-		}
-		if a.Zone() != "" {
-			return pf, fmt.Errorf("config: address %q has a zone", s)
-		}
-		pf = netip.PrefixFrom(a, a.BitLen())
+	p, err := clientip.ParsePrefixes(s)
+	if err != nil {
+		return netip.Prefix{}, err
 	}
-	if a := pf.Addr(); a.Is4In6() && pf.Bits() >= 96 {
-		pf = netip.PrefixFrom(a.Unmap(), pf.Bits()-96)
-	}
-	return pf.Masked(), nil
+	return p[0], nil
 }
 
 // authDescriptor compiles one forward_auth descriptor.

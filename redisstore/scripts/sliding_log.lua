@@ -3,10 +3,11 @@
 -- entry when both lie in one slot of time, so a call is O(entries) work and
 -- a key holds a bounded number of entries, whatever the rate and the cost.
 --
--- KEYS[1]  a string, MessagePack of the flat array {instant1, count1,
---          instant2, count2, ...}, oldest first, instants in microseconds
---          and strictly increasing (an entry's instant is the latest of its
---          units'); at most ARGV[7] entries
+-- KEYS[1]  a string, MessagePack of the flat array {sum, instant1, count1,
+--          instant2, count2, ...}: the units of the entries, then the
+--          entries oldest first, instants in microseconds and strictly
+--          increasing (an entry's instant is the latest of its units'); at
+--          most ARGV[7] entries
 -- ARGV[1]  mode: "take" or "refund"          (see prelude.lua)
 -- ARGV[2]  now in microseconds, or ""         (see prelude.lua)
 -- ARGV[3]  period P in microseconds
@@ -28,90 +29,89 @@ local most = tonumber(ARGV[7])
 local key = KEYS[1]
 
 local raw = redis.call('GET', key)
-local log = {}
+local log = {0}
 if raw then
   log = cmsgpack.unpack(raw)
 end
-local m = #log / 2
+-- Entry i is log[2i] (its instant) and log[2i+1] (its count); sum is log[1].
 -- at is the instant logged: never before the newest, so that the log stays
 -- ordered if the clock steps back.
 local at = now
-if m > 0 and log[2 * m - 1] > now then
-  at = log[2 * m - 1]
+if #log > 1 and log[#log - 1] > now then
+  at = log[#log - 1]
 end
 -- The entries at or before now − P have left the window; they are the
--- oldest. Copy the live ones, oldest first, and sum their units.
-local times, counts = {}, {}
-local live, sum = 0, 0
-for i = 1, m do
-  local t = log[2 * i - 1]
-  if t > now - P then
-    live = live + 1
-    times[live], counts[live] = t, log[2 * i]
-    sum = sum + counts[live]
-  end
+-- oldest. Drop them.
+local dropped = false
+while #log > 1 and log[2] <= now - P do
+  log[1] = log[1] - log[3]
+  table.remove(log, 2)
+  table.remove(log, 2)
+  dropped = true
 end
+local sum = log[1]
+local live = (#log - 1) / 2
 
--- save writes the live entries from first on, to expire when the newest
--- leaves the window, or deletes the key when none is left.
-local function save(first)
-  if live < first then
+-- save writes the log, to expire when the newest entry leaves the window,
+-- or deletes the key when no entry is left.
+local function save()
+  if #log < 3 then
     redis.call('DEL', key)
     return
   end
-  local out = {}
-  for i = first, live do
-    out[#out + 1] = times[i]
-    out[#out + 1] = counts[i]
-  end
-  redis.call('SET', key, cmsgpack.pack(out), 'PX', int(math.ceil((times[live] + P - now) / 1000)))
+  redis.call('SET', key, cmsgpack.pack(log), 'PX', int(math.ceil((log[#log - 1] + P - now) / 1000)))
 end
 
 if mode == 'refund' then
   -- Remove cost units from the newest entries; an entry that keeps some
   -- keeps its instant.
-  local c = cost
-  while c > 0 and live > 0 do
-    if counts[live] > c then
-      counts[live], c = counts[live] - c, 0
+  local c = math.min(cost, sum)
+  log[1] = sum - c
+  while c > 0 do
+    if log[#log] > c then
+      log[#log] = log[#log] - c
+      c = 0
     else
-      c = c - counts[live]
-      live = live - 1
+      c = c - log[#log]
+      log[#log] = nil
+      log[#log] = nil
     end
   end
-  save(1)
+  save()
   return {1, 0, 0, 0}
 end
 
-if sum + cost > rate then
+if cost > rate - sum then
   -- Wait until enough of the oldest entries have left the window (cost ≤
   -- rate, so they exist). The entries that have left are dropped for good,
   -- as the memory store drops them, should the clock step back.
-  local need, i = sum + cost - rate, 1
-  while need > counts[i] do
-    need = need - counts[i]
-    i = i + 1
+  local need, i = sum + cost - rate, 2
+  while need > log[i + 1] do
+    need = need - log[i + 1]
+    i = i + 2
   end
-  if live < m then
-    save(1)
+  if dropped then
+    save()
   end
-  return {0, math.max(rate - sum, 0), times[i] + P - now, times[live] + P - now}
+  return {0, math.max(rate - sum, 0), log[i] + P - now, log[#log - 1] + P - now}
 end
 
 -- math.fmod is exact on integers below 2^53, where % (a − floor(a/b)·b)
 -- may round.
-local first = 1
-if live > 0 and (times[live] == at or at - math.fmod(at, S) == times[live] - math.fmod(times[live], S)) then
-  times[live], counts[live] = at, counts[live] + cost
+log[1] = sum + cost
+local newest = log[#log - 1]
+if live > 0 and (newest == at or at - math.fmod(at, S) == newest - math.fmod(newest, S)) then
+  log[#log - 1], log[#log] = at, log[#log] + cost
 else
   if live >= most then
     -- Only after a change of limit or a clock that stepped back: merge the
     -- two oldest entries, keeping the later instant.
-    counts[2] = counts[1] + counts[2]
-    first = 2
+    log[5] = log[3] + log[5]
+    table.remove(log, 2)
+    table.remove(log, 2)
   end
-  live = live + 1
-  times[live], counts[live] = at, cost
+  log[#log + 1] = at
+  log[#log + 1] = cost
 end
-save(first)
+save()
 return {1, rate - sum - cost, 0, at + P - now}

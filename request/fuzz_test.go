@@ -96,6 +96,11 @@ func FuzzCanonical(f *testing.F) {
 		same("dot segment", c.Method, "/."+c.Path, c.Host)
 		same("dot-dot segment", c.Method, "/x/%2e%2E"+c.Path, c.Host)
 		same("escaped", c.Method, escapeAll(c.Path), c.Host)
+		if d := request.DecodeSlashes(c.Path); request.DecodeSlashes(d) != d {
+			t.Fatalf("DecodeSlashes(%q) = %q is not a fixed point", c.Path, d)
+		} else if p, err := request.Path(d); err != nil || p != d {
+			t.Fatalf("DecodeSlashes(%q) = %q is not canonical (%q, %v)", c.Path, d, p, err)
+		}
 		if c.Host != "" {
 			h := strings.ToUpper(c.Host)
 			if h[0] != '[' {

@@ -118,7 +118,7 @@ func (s *SlidingLog) Take(now int64, lim sluice.Limit, cost int) sluice.Result {
 		res.ResetAfter = time.Duration(s.entry(s.n-1).at + p - now)
 		return res
 	}
-	s.add(at, c, LogResolution(lim))
+	s.add(at, c, LogResolution(lim), rate)
 	s.until = at + p
 	res.Allowed = true
 	res.Remaining = int(rate - s.sum)
@@ -128,8 +128,9 @@ func (s *SlidingLog) Take(now int64, lim sluice.Limit, cost int) sluice.Result {
 
 // add logs c units at at, which is no earlier than the newest entry: into
 // the newest entry if it lies in the same slot of length res, else as a new
-// entry, growing the ring up to maxLogEntries.
-func (s *SlidingLog) add(at, c, res int64) {
+// entry, growing the ring up to maxLogEntries (up to rate entries for an
+// exact log, which holds no more under its limit).
+func (s *SlidingLog) add(at, c, res, rate int64) {
 	s.sum += c
 	if s.n > 0 {
 		last := s.entry(s.n - 1)
@@ -150,7 +151,11 @@ func (s *SlidingLog) add(at, c, res int64) {
 		s.buf[s.head].n += old
 	}
 	if int(s.n) == len(s.buf) {
-		buf := make([]logEntry, min(max(2*len(s.buf), 4), maxLogEntries))
+		size := min(max(2*len(s.buf), 4), maxLogEntries)
+		if rate <= LogEntries {
+			size = min(size, max(int(rate), int(s.n)+1))
+		}
+		buf := make([]logEntry, size)
 		for i := range s.n {
 			buf[i] = *s.entry(i)
 		}

@@ -36,10 +36,13 @@ const (
 	// FromLiteral (literal) is AuthEntry.Value itself, like Envoy's
 	// generic_key.
 	FromLiteral
+	// FromHost (host) is the forwarded request's host (X-Forwarded-Host)
+	// in canonical form: lower case, without port or trailing dot.
+	FromHost
 )
 
 // authSourceList lists the sources for error messages.
-const authSourceList = "client_ip, method, uri, path, header or literal"
+const authSourceList = "client_ip, method, uri, path, host, header or literal"
 
 var authSourceNames = [...]string{
 	FromClientIP: "client_ip",
@@ -48,6 +51,7 @@ var authSourceNames = [...]string{
 	FromPath:     "path",
 	FromHeader:   "header",
 	FromLiteral:  "literal",
+	FromHost:     "host",
 }
 
 // String returns the source's configuration name, such as "client_ip", or
@@ -186,7 +190,7 @@ func (p *parser) forwardAuth(key, n *yaml.Node) (*ForwardAuth, error) {
 }
 
 // checkCanonicalValues refuses a rule value that forward auth could never
-// build: a key that an entry fills from the method, path or URI gets
+// build: a key that an entry fills from the method, path, URI or host gets
 // values in canonical form (package request), so a rule value that is not
 // ("post", "/login/", "//x", "/%6Cogin") would never match and its limit
 // would silently never apply. Wildcard values are not checked.
@@ -194,7 +198,7 @@ func (p *parser) checkCanonicalValues(fa *ForwardAuth, lv *level) error {
 	from := map[string]AuthSource{}
 	for _, d := range fa.Descriptors {
 		for _, e := range d.Entries {
-			if e.From == FromMethod || e.From == FromPath || e.From == FromURI {
+			if e.From == FromMethod || e.From == FromPath || e.From == FromURI || e.From == FromHost {
 				from[e.Key] = e.From
 			}
 		}
@@ -227,9 +231,13 @@ func (p *parser) checkCanonicalValues(fa *ForwardAuth, lv *level) error {
 // canonicalValue returns the canonical form of a rule value v for the
 // source src, and whether v is already in it ("" when v has none).
 func canonicalValue(src AuthSource, v string) (string, bool) {
-	if src == FromMethod {
+	switch src {
+	case FromMethod:
 		m, err := request.Method(v)
 		return m, err == nil && m == v
+	case FromHost:
+		h, err := request.Host(v)
+		return h, err == nil && h == v
 	}
 	path, query, hasQuery := strings.Cut(v, "?")
 	c, err := request.Path(path)

@@ -126,3 +126,20 @@ func TestForwardAuthRuleValuesAreCanonical(t *testing.T) {
 		}
 	}
 }
+
+// from: host is a source, and its rule values must be canonical hosts.
+func TestForwardAuthHostSource(t *testing.T) {
+	const cfg = "domain: edge\ndescriptors:\n  - key: host\n    value: %s\n    rate_limit: {unit: minute, requests_per_unit: 5}\n" +
+		"forward_auth:\n  descriptors:\n    - entries: [{key: host, from: host}]\n"
+	d, err := Parse("edge.yaml", fmt.Appendf(nil, cfg, "api.example.com"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if e := d.ForwardAuth.Descriptors[0].Entries[0]; e.From != FromHost || e.From.String() != "host" {
+		t.Errorf("entry %+v, want from host", e)
+	}
+	_, err = Parse("edge.yaml", fmt.Appendf(nil, cfg, "API.example.com."))
+	if want := `(write "api.example.com")`; err == nil || !strings.Contains(err.Error(), want) {
+		t.Errorf("a host value not in canonical form: %v, want an error containing %s", err, want)
+	}
+}

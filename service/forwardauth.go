@@ -48,10 +48,15 @@ const (
 	FromHeader
 	// FromLiteral is Source.Value itself, like Envoy's generic_key.
 	FromLiteral
+	// FromHost is the forwarded request's host, X-Forwarded-Host (Traefik
+	// and Caddy send it; NGINX: proxy_set_header X-Forwarded-Host $host),
+	// in canonical form (package request): lower case, without port or
+	// trailing dot.
+	FromHost
 )
 
 // String returns the kind's name: "client_ip", "method", "uri", "path",
-// "header" or "literal".
+// "header", "literal" or "host".
 func (k SourceKind) String() string {
 	switch k {
 	case FromClientIP:
@@ -66,6 +71,8 @@ func (k SourceKind) String() string {
 		return "header"
 	case FromLiteral:
 		return "literal"
+	case FromHost:
+		return "host"
 	}
 	return fmt.Sprintf("SourceKind(%d)", uint8(k))
 }
@@ -102,7 +109,7 @@ type forwardAuth struct {
 	domain   string
 	resolver *clientip.Resolver
 	descs    [][]Source
-	canon    bool // some entry reads the method, URI or path
+	canon    bool // some entry reads the method, URI, path or host
 }
 
 func newForwardAuth(fa *ForwardAuth) (*forwardAuth, error) {
@@ -123,7 +130,7 @@ func newForwardAuth(fa *ForwardAuth) (*forwardAuth, error) {
 			switch {
 			case src.Key == "":
 				return nil, errors.New(where + " has an empty key")
-			case src.From > FromLiteral:
+			case src.From > FromHost:
 				return nil, fmt.Errorf("%s: unknown source %v", where, src.From)
 			case src.From == FromHeader && src.Header == "":
 				return nil, errors.New(where + ": a header source names no header")
@@ -131,7 +138,7 @@ func newForwardAuth(fa *ForwardAuth) (*forwardAuth, error) {
 				return nil, errors.New(where + ": a literal source has an empty value")
 			case src.From == FromClientIP:
 				needIP = true
-			case src.From == FromMethod || src.From == FromURI || src.From == FromPath:
+			case src.From == FromMethod || src.From == FromURI || src.From == FromPath || src.From == FromHost:
 				a.canon = true
 			}
 		}
@@ -160,9 +167,8 @@ type forwarded struct {
 }
 
 // forwarded reads the forwarded request's method, URI and host from the
-// headers the proxies send; see FromMethod and FromURI. The host is
-// X-Forwarded-Host's (Traefik and Caddy send it), and is checked though no
-// source reads it yet. The error wraps request.ErrMalformed.
+// headers the proxies send; see FromMethod, FromURI and FromHost. The
+// error wraps request.ErrMalformed.
 func forwardedOf(r *http.Request) (forwarded, error) {
 	var f forwarded
 	method := firstHeader(r, "X-Forwarded-Method", "X-Original-Method")
@@ -220,6 +226,8 @@ func (a *forwardAuth) value(src Source, r *http.Request, f *forwarded) (string, 
 		v = r.Header.Get(src.Header)
 	case FromLiteral:
 		v = src.Value
+	case FromHost:
+		v = f.canon.Host
 	}
 	return v, v != ""
 }

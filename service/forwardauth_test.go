@@ -356,3 +356,26 @@ func TestForwardAuthCanonicalForm(t *testing.T) {
 		}
 	}
 }
+
+// A host source reads X-Forwarded-Host in canonical form: every spelling
+// of api.example.com spends its one allowance.
+func TestForwardAuthHostSource(t *testing.T) {
+	rules := (&fakeRules{domain: "edge"}).add(fixed("edge.host", 1, config.Minute), "host", "")
+	fa := &service.ForwardAuth{Domain: "edge", Descriptors: [][]service.Source{{{Key: "host", From: service.FromHost}}}}
+	h := start(t, t0, service.Config{Rules: rules, ForwardAuth: fa})
+	for i, host := range []string{"api.example.com", "API.Example.com", "api.example.com.", "api.example.com:8443"} {
+		want := http.StatusTooManyRequests
+		if i == 0 {
+			want = http.StatusOK
+		}
+		if code := auth(h, "GET", "10.0.0.2:5555", map[string]string{"X-Forwarded-Host": host}).Code; code != want {
+			t.Errorf("X-Forwarded-Host %s: %d, want %d", host, code, want)
+		}
+	}
+	if code := auth(h, "GET", "10.0.0.2:5555", map[string]string{"X-Forwarded-Host": "api.example.com.."}).Code; code != http.StatusBadRequest {
+		t.Errorf("api.example.com..: %d, want 400", code)
+	}
+	if code := auth(h, "GET", "10.0.0.2:5555", nil).Code; code != http.StatusOK {
+		t.Errorf("no X-Forwarded-Host: %d, want 200 (the descriptor is left out)", code)
+	}
+}

@@ -267,3 +267,33 @@ routes: [{name: all, match: /, limits: [per_ip]}]
 		}
 	}
 }
+
+// Through sluice serve's /auth, a host limit (from: host, X-Forwarded-Host)
+// holds whatever the host's case, port or trailing dot; a host with two
+// trailing dots is 400, as the proxy answers it.
+func TestForwardAuthNoHostSpellingBypassesALimit(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "rl.yaml")
+	writeAtomic(t, path, `domain: edge
+descriptors:
+  - key: host
+    value: api.example.com
+    rate_limit: {unit: hour, requests_per_unit: 2, algorithm: token_bucket, name: api}
+forward_auth:
+  descriptors:
+    - entries: [{key: host, from: host}]
+`)
+	s := launch(t, "-config", path)
+	allowed := 0
+	for _, host := range []string{"api.example.com", "api.example.com", "API.EXAMPLE.COM", "api.example.com.", "api.example.com:443", "Api.Example.Com.:8080"} {
+		r := authCall(t, s.url, map[string]string{"X-Forwarded-Method": "GET", "X-Forwarded-Uri": "/", "X-Forwarded-Host": host})
+		if r.code == 200 {
+			allowed++
+		}
+	}
+	if allowed != 2 {
+		t.Errorf("/auth allowed %d requests for api.example.com, want 2 (the limit)", allowed)
+	}
+	if r := authCall(t, s.url, map[string]string{"X-Forwarded-Uri": "/", "X-Forwarded-Host": "api.example.com.."}); r.code != http.StatusBadRequest {
+		t.Errorf("api.example.com..: %d %s, want 400", r.code, r.body)
+	}
+}

@@ -589,6 +589,7 @@ var authSources = [...]service.SourceKind{
 	config.FromPath:     service.FromPath,
 	config.FromHeader:   service.FromHeader,
 	config.FromLiteral:  service.FromLiteral,
+	config.FromHost:     service.FromHost,
 }
 
 // build returns the forward-auth handler of c's forward_auth section, nil

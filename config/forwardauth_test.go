@@ -94,7 +94,7 @@ func TestForwardAuthTwoDomains(t *testing.T) {
 }
 
 func TestAuthSourceString(t *testing.T) {
-	for i, want := range []string{"client_ip", "method", "uri", "path", "header", "literal", "unknown"} {
+	for i, want := range []string{"client_ip", "method", "uri", "path", "header", "literal", "host", "unknown"} {
 		if got := AuthSource(i).String(); got != want {
 			t.Errorf("AuthSource(%d) = %q, want %q", i, got, want)
 		}

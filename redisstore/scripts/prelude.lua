@@ -5,9 +5,11 @@
 -- always sends "" so that the script reads the store's own clock (TIME);
 -- only the test suite sends an instant, to control time.
 --
--- Every number here is an integer below 2^53 (microseconds since the epoch
--- are about 1.8e15), which a Lua double holds exactly; the Go side refuses
--- limits that would need more.
+-- Every number the scripts keep is an integer below 2^53 (microseconds
+-- since the epoch are about 1.8e15), which a Lua double holds exactly;
+-- products that may pass 2^53 go through muldiv below, sums that may are
+-- written as differences, and the Go side refuses, through ValidateLimit,
+-- the few limits that would still need more.
 local mode = ARGV[1]
 local now
 if ARGV[2] ~= '' then

@@ -50,3 +50,19 @@ func ExampleParseURL() {
 	fmt.Println(opt.InitAddress, opt.Sentinel.MasterSet, opt.SelectDB)
 	// Output: [sentinel-a:26379 sentinel-b:26379] mymaster 2
 }
+
+// ValidateLimit checks a configuration's limits before Redis is reached: a
+// limit it refuses would fail on every call.
+func ExampleValidateLimit() {
+	for _, lim := range []sluice.Limit{
+		{Algorithm: sluice.SlidingWindow, Rate: 100_000, Period: 24 * time.Hour},
+		{Algorithm: sluice.TokenBucket, Rate: 2_000_000, Period: time.Second, Burst: 2_000_000},
+		{Algorithm: sluice.FixedWindow, Rate: 1, Period: 1500 * time.Nanosecond},
+	} {
+		fmt.Println(lim, "->", redisstore.ValidateLimit(lim))
+	}
+	// Output:
+	// sliding_window 100000/24h0m0s -> <nil>
+	// token_bucket 2000000/1s burst 2000000 -> <nil>
+	// fixed_window 1/1.5µs -> sluice: invalid limit: redisstore keeps time in microseconds; period 1.5µs is not a whole number of them
+}

@@ -22,7 +22,9 @@
 // unreserved character, a sub-delim, ":" or "@" (so "%6Cogin" is "login"
 // and "%28" is "("), or as %XX in upper-case hex otherwise (so "%c3%a9"
 // and a raw "é" are both "%C3%A9"). "%2F" stays "%2F": an encoded slash is
-// part of its segment, as net/http's ServeMux reads it. Then empty
+// part of its segment, as net/http's ServeMux reads it (DecodeSlashes gives
+// the other reading, NGINX's, which the proxy tries first and forward auth
+// uses). Then empty
 // segments ("//"), "." and ".." segments (also when written "%2E") are
 // removed as RFC 3986 section 5.2.4 removes dot segments, and a trailing
 // slash is dropped: "/login/" is "/login", because ServeMux sends "/tree" to

@@ -1,0 +1,613 @@
+// Package archtest holds the test that keeps Sluice's layers apart: the core
+// (the vocabulary, the algorithms, the stores and the wrappers) never reaches
+// an edge package (net/http, gRPC, Prometheus, a Redis or SQL client), and a
+// face (httplimit, gateway, service, client, sim) never imports another face
+// unless the table below says why. docs/architecture.md describes the same
+// layers in prose; the two change together.
+//
+// The test reads the real import graph with one `go list -deps -json` call and
+// checks it with a pure function, check, which the other tests feed synthetic
+// graphs to show that each rule can fail.
+package archtest
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strings"
+	"testing"
+)
+
+// module is the import path of the module under test.
+const module = "github.com/sluicehq/sluice"
+
+// A layer is a ring of the architecture. Dependencies point inward.
+type layer int
+
+const (
+	vocabulary layer = iota // package sluice: Limit, Result, Limiter, Clock, errors
+	pure                    // pure state transitions and data structures: algorithm, ring
+	store                   // the Limiters that hold state: memstore, redisstore
+	wrapper                 // Limiters around any Limiter: failsafe, relief, queue
+	helper                  // shared edge helpers: request, clientip, rlheader, config
+	support                 // internal/*: file reading, strict YAML, test servers
+	face                    // what a user or a program talks to: httplimit, gateway, service, client, sim
+	wiring                  // cmd/*, examples/*: main packages that pick concrete stores
+)
+
+var layerNames = map[layer]string{
+	vocabulary: "the vocabulary",
+	pure:       "a pure package",
+	store:      "a store",
+	wrapper:    "a wrapper",
+	helper:     "a shared edge helper",
+	support:    "an internal package",
+	face:       "a face",
+	wiring:     "wiring",
+}
+
+func (l layer) String() string { return layerNames[l] }
+
+// mayImport lists, for each layer, the layers of this module its packages may
+// import. A layer not listed for itself may not import its own kind: a store
+// does not build on another store, a face does not build on another face.
+var mayImport = map[layer][]layer{
+	vocabulary: nil,
+	pure:       {vocabulary},
+	store:      {vocabulary, pure},
+	wrapper:    {vocabulary, pure},
+	helper:     {vocabulary, helper, support},
+	support:    {vocabulary, support},
+	face:       {vocabulary, wrapper, helper, support},
+	wiring:     {vocabulary, pure, store, wrapper, helper, support, face, wiring},
+}
+
+// An edgeKind is a family of packages outside the module that only some
+// layers may depend on, directly or through other packages.
+type edgeKind struct {
+	name      string
+	prefixes  []string // an import path matches if it equals a prefix or lies under it
+	forbidden []layer  // layers that may not depend on it without a grant
+}
+
+const (
+	edgeHTTP       = "HTTP"
+	edgeGRPC       = "gRPC/protobuf"
+	edgeMetrics    = "Prometheus"
+	edgeRedis      = "a Redis client"
+	edgeSQL        = "an SQL driver"
+	edgeTesting    = "package testing"
+	edgeCharts     = "the chart library"
+	edgeFileWatch  = "file watching"
+	edgeYAMLParser = "the YAML parser"
+)
+
+var core = []layer{vocabulary, pure, store, wrapper, helper, support}
+
+var edges = []edgeKind{
+	{edgeHTTP, []string{"net/http"}, core},
+	{edgeGRPC, []string{"google.golang.org/grpc", "google.golang.org/protobuf", "github.com/envoyproxy/go-control-plane"}, core},
+	{edgeMetrics, []string{"github.com/prometheus"}, core},
+	// Only cmd/sluice knows the concrete stores; the faces see sluice.Limiter.
+	{edgeRedis, []string{"github.com/redis", "github.com/valkey-io", "github.com/gomodule/redigo"}, []layer{vocabulary, pure, store, wrapper, helper, support, face}},
+	{edgeSQL, []string{"database/sql", "github.com/jackc", "github.com/lib/pq", "github.com/go-sql-driver", "github.com/mattn/go-sqlite3", "modernc.org/sqlite"}, []layer{vocabulary, pure, store, wrapper, helper, support, face}},
+	// A binary that links package testing registers its flags; only test helpers may.
+	{edgeTesting, []string{"testing"}, []layer{vocabulary, pure, store, wrapper, helper, support, face, wiring}},
+	{edgeCharts, []string{"gonum.org/v1/plot"}, core},
+	{edgeFileWatch, []string{"github.com/fsnotify"}, core},
+	// YAML is read in one place (internal/strictyaml) and by config, which compiles it.
+	{edgeYAMLParser, []string{"gopkg.in/yaml.v3", "go.yaml.in/yaml"}, []layer{vocabulary, pure, store, wrapper}},
+}
+
+// A pkgRule places one package of the module in a layer and grants it the
+// edge kinds its job needs, each with the reason.
+type pkgRule struct {
+	layer  layer
+	grants map[string]string // edge kind name → why this package may reach it
+}
+
+// packages is the layer table. Every package of the module must be in it, or
+// match a prefix in prefixLayers; docs/architecture.md has the same table.
+var packages = map[string]pkgRule{
+	".":          {layer: vocabulary},
+	"algorithm":  {layer: pure},
+	"ring":       {layer: pure},
+	"memstore":   {layer: store},
+	"redisstore": {layer: store, grants: map[string]string{edgeRedis: "it is the Redis store"}},
+	"failsafe":   {layer: wrapper},
+	"relief":     {layer: wrapper},
+	"queue":      {layer: wrapper},
+	"request":    {layer: helper, grants: map[string]string{edgeHTTP: "it computes the canonical form of an *http.Request"}},
+	"clientip":   {layer: helper, grants: map[string]string{edgeHTTP: "it reads an *http.Request's peer and forwarding headers"}},
+	"rlheader":   {layer: helper},
+	"config": {layer: helper, grants: map[string]string{
+		edgeHTTP: "only through clientip and request: forward_auth's trusted proxies and canonical rule values",
+	}},
+	"internal/safefile":   {layer: support},
+	"internal/strictyaml": {layer: support},
+	"internal/clocktest":  {layer: support},
+	"internal/promreg": {layer: support, grants: map[string]string{
+		edgeMetrics: "it registers Prometheus collectors for the faces",
+		edgeHTTP:    "only through Prometheus's client library",
+		edgeGRPC:    "only protobuf, through Prometheus's client library",
+	}},
+	"internal/storetest": {layer: support, grants: map[string]string{edgeTesting: "it is the conformance suite tests call"}},
+	"internal/redistest": {layer: support, grants: map[string]string{edgeTesting: "it starts redis-server for tests"}},
+	"internal/archtest":  {layer: support},
+	"httplimit":          {layer: face},
+	"gateway":            {layer: face},
+	"service":            {layer: face},
+	"client":             {layer: face},
+	"sim":                {layer: face},
+}
+
+// prefixLayers places packages the table does not name: every main package
+// under cmd/ and examples/ is wiring, and a new internal package is held to
+// the internal layer's rules until it gets a row of its own.
+var prefixLayers = []struct {
+	prefix string
+	layer  layer
+}{
+	{"cmd/", wiring},
+	{"examples/", wiring},
+	{"internal/", support},
+}
+
+// An allowedEdge permits one import between two packages of the module that
+// the layer rules forbid. debt marks a known exception that should go away;
+// the test fails once such an edge is gone, so that the table stays true.
+type allowedEdge struct {
+	from, to string
+	debt     bool
+	why      string
+}
+
+var allowedEdges = []allowedEdge{
+	{from: "gateway", to: "httplimit", why: "the proxy is httplimit's middleware plus routes and upstreams"},
+	{from: "sim", to: "algorithm", why: "the simulator steps the pure algorithms on a simulated clock, with no store"},
+	{from: "service", to: "httplimit", debt: true, why: "forwardauth.go uses only httplimit.ReasonHeader; the header's name belongs in rlheader"},
+	{from: "service", to: "memstore", debt: true, why: "failure.go builds its own memory store for failure_mode local; the failure policy belongs in failsafe, and only cmd/sluice should pick a store"},
+	{from: "client", to: "memstore", debt: true, why: "pacer.go: a Pacer given no Limiter builds a memory store; a concrete store inside a face"},
+}
+
+// A graph is the import graph go list reports: every package reachable from
+// the module, keyed by import path, with its direct imports.
+type graph struct {
+	imports map[string][]string
+	local   []string // the module's own packages, relative to module ("." for the root)
+}
+
+// rel names a module package relative to the module: "." for the root.
+func rel(path string) (string, bool) {
+	if path == module {
+		return ".", true
+	}
+	if r, ok := strings.CutPrefix(path, module+"/"); ok {
+		return r, true
+	}
+	return "", false
+}
+
+func abs(r string) string {
+	if r == "." {
+		return module
+	}
+	return module + "/" + r
+}
+
+func matches(path, prefix string) bool {
+	return path == prefix || strings.HasPrefix(path, prefix+"/")
+}
+
+// ruleFor returns the rule of module package r and whether the table knows it.
+func ruleFor(r string) (pkgRule, bool) {
+	if pr, ok := packages[r]; ok {
+		return pr, true
+	}
+	for _, p := range prefixLayers {
+		if strings.HasPrefix(r, p.prefix) {
+			return pkgRule{layer: p.layer}, true
+		}
+	}
+	return pkgRule{}, false
+}
+
+// check returns one message per broken rule in g, sorted.
+func check(g graph) []string {
+	var out []string
+	exists := map[string]bool{}
+	for _, r := range g.local {
+		exists[r] = true
+	}
+	used := map[[2]string]bool{}
+
+	for _, r := range g.local {
+		pr, ok := ruleFor(r)
+		if !ok {
+			out = append(out, fmt.Sprintf("package %s is not in the layer table: add it to packages in internal/archtest/archtest_test.go and to docs/architecture.md, with its layer", r))
+			continue
+		}
+		// Imports between the module's own packages.
+		for _, imp := range g.imports[abs(r)] {
+			to, ok := rel(imp)
+			if !ok {
+				continue
+			}
+			tr, ok := ruleFor(to)
+			if !ok {
+				continue // reported on its own
+			}
+			if slices.Contains(mayImport[pr.layer], tr.layer) {
+				continue
+			}
+			if i := slices.IndexFunc(allowedEdges, func(e allowedEdge) bool { return e.from == r && e.to == to }); i >= 0 {
+				used[[2]string{r, to}] = true
+				continue
+			}
+			out = append(out, fmt.Sprintf("%s imports %s: %s (%s) may not import %s (%s); it may import %s. Move what they share inward, or if the edge is part of the design add it to allowedEdges with its reason (docs/architecture.md)",
+				r, to, r, pr.layer, to, tr.layer, layerList(mayImport[pr.layer])))
+		}
+		// Edge packages, reached directly or through other packages.
+		for _, ek := range edges {
+			if !slices.Contains(ek.forbidden, pr.layer) {
+				continue
+			}
+			if _, granted := pr.grants[ek.name]; granted {
+				continue
+			}
+			// A path through a module package that breaks the same rule is
+			// reported there, not again at each of its importers.
+			culprit := func(p string) bool {
+				m, ok := rel(p)
+				if !ok {
+					return false
+				}
+				mr, ok := ruleFor(m)
+				_, granted := mr.grants[ek.name]
+				return ok && slices.Contains(ek.forbidden, mr.layer) && !granted
+			}
+			if chain := findPath(g, abs(r), ek.prefixes, culprit); chain != nil {
+				out = append(out, fmt.Sprintf("%s depends on %s (%s), which %s may not reach: %s. Take it out, or if the package's job needs it grant it in the packages table with the reason (docs/architecture.md)",
+					r, chain[len(chain)-1], ek.name, pr.layer, strings.Join(shorten(chain), " → ")))
+			}
+		}
+	}
+	// The tables must stay true.
+	for r, pr := range packages {
+		if !exists[r] {
+			out = append(out, fmt.Sprintf("packages has a row for %s (%s), which is not in the module: delete its row here and in docs/architecture.md", r, pr.layer))
+		}
+	}
+	for _, e := range allowedEdges {
+		if e.debt && exists[e.from] && !used[[2]string{e.from, e.to}] {
+			out = append(out, fmt.Sprintf("the known exception %s → %s is gone: delete its row from allowedEdges and from docs/architecture.md's known exceptions", e.from, e.to))
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+// findPath returns the shortest import chain from start to a package matching
+// one of prefixes that does not pass through a package for which skip is true,
+// or nil.
+func findPath(g graph, start string, prefixes []string, skip func(string) bool) []string {
+	parent := map[string]string{start: ""}
+	queue := []string{start}
+	for len(queue) > 0 {
+		p := queue[0]
+		queue = queue[1:]
+		for _, imp := range g.imports[p] {
+			if _, seen := parent[imp]; seen || skip(imp) {
+				continue
+			}
+			parent[imp] = p
+			if slices.ContainsFunc(prefixes, func(pre string) bool { return matches(imp, pre) }) {
+				var chain []string
+				for q := imp; q != ""; q = parent[q] {
+					chain = append(chain, q)
+				}
+				slices.Reverse(chain)
+				return chain
+			}
+			queue = append(queue, imp)
+		}
+	}
+	return nil
+}
+
+// shorten writes the module's packages relative to the module.
+func shorten(chain []string) []string {
+	out := make([]string, len(chain))
+	for i, p := range chain {
+		if r, ok := rel(p); ok {
+			p = r
+		}
+		out[i] = p
+	}
+	return out
+}
+
+func layerList(ls []layer) string {
+	if len(ls) == 0 {
+		return "nothing of the module"
+	}
+	s := make([]string, len(ls))
+	for i, l := range ls {
+		s[i] = l.String()
+	}
+	return strings.Join(s, ", ")
+}
+
+// listedPackage is the part of go list's JSON the test reads.
+type listedPackage struct {
+	ImportPath string
+	Dir        string
+	Imports    []string
+	Module     *struct{ Path string }
+	Error      *struct{ Err string }
+}
+
+// loadGraph runs go list once over the module and everything it imports.
+// It also opens each of the module's package directories so that go test's
+// cache notices a changed, added or removed file there.
+func loadGraph(t *testing.T) graph {
+	t.Helper()
+	goBin, err := exec.LookPath("go")
+	if err != nil {
+		t.Skipf("the go command is not on PATH, so the import graph cannot be read: %v", err)
+	}
+	cmd := exec.Command(goBin, "list", "-e", "-deps", "-json=ImportPath,Dir,Imports,Module,Error", module+"/...")
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("go list: %v\n%s", err, stderr.Bytes())
+	}
+	g := graph{imports: map[string][]string{}}
+	dirs := map[string]bool{}
+	dec := json.NewDecoder(&stdout)
+	for {
+		var p listedPackage
+		if err := dec.Decode(&p); errors.Is(err, io.EOF) {
+			break
+		} else if err != nil {
+			t.Fatalf("go list: reading its JSON: %v", err)
+		}
+		g.imports[p.ImportPath] = p.Imports
+		r, ok := rel(p.ImportPath)
+		if !ok || p.Module == nil || p.Module.Path != module {
+			continue
+		}
+		if p.Error != nil {
+			t.Logf("go list: %s: %s (its imports may be incomplete)", r, p.Error.Err)
+		}
+		g.local = append(g.local, r)
+		for d := p.Dir; d != "" && !dirs[d]; d = filepath.Dir(d) {
+			dirs[d] = true
+			if r == "." || filepath.Dir(d) == d {
+				break
+			}
+		}
+	}
+	for d := range dirs {
+		if f, err := os.Open(d); err == nil {
+			_, _ = f.ReadDir(-1)
+			_ = f.Close()
+		}
+	}
+	return g
+}
+
+// TestLayers checks the module's real import graph against the layer table.
+func TestLayers(t *testing.T) {
+	g := loadGraph(t)
+	if !slices.Contains(g.local, ".") {
+		t.Fatalf("go list did not report the root package %s; got %d module packages", module, len(g.local))
+	}
+	for _, msg := range check(g) {
+		t.Error(msg)
+	}
+}
+
+// synthetic builds a graph from "from: to to ..." lines, where names without
+// a dot in their first element are the module's packages.
+func synthetic(lines ...string) graph {
+	g := graph{imports: map[string][]string{}}
+	for _, line := range lines {
+		from, tos := splitLine(line)
+		var imports []string
+		for _, to := range strings.Fields(tos) {
+			imports = append(imports, toPath(to))
+		}
+		g.imports[toPath(from)] = imports
+		if r, ok := rel(toPath(from)); ok {
+			g.local = append(g.local, r)
+		}
+	}
+	return g
+}
+
+// splitLine splits "from: to to ..." at the first ": ", so that "std:net/rpc: std:net/http" works.
+func splitLine(line string) (from, tos string) {
+	from, tos, _ = strings.Cut(line+" ", ": ")
+	return strings.TrimSpace(from), tos
+}
+
+// toPath turns "memstore" into the module's import path, and leaves standard
+// ("net/http") and external ("github.com/...") paths as they are.
+func toPath(s string) string {
+	switch {
+	case s == ".":
+		return module
+	case strings.HasPrefix(s, "std:"):
+		return strings.TrimPrefix(s, "std:")
+	case strings.Contains(strings.SplitN(s, "/", 2)[0], "."):
+		return s
+	default:
+		return abs(s)
+	}
+}
+
+// cleanGraph is the module as the table describes it, with every known
+// exception present and no broken rule.
+func cleanGraph() []string {
+	return []string{
+		".: std:time",
+		"algorithm: . std:time",
+		"ring: std:sort",
+		"memstore: . algorithm std:sync",
+		"redisstore: . algorithm github.com/redis/rueidis",
+		"github.com/redis/rueidis: std:net",
+		"failsafe: . std:log/slog",
+		"relief: .",
+		"queue: . algorithm",
+		"request: std:net/http",
+		"clientip: std:net/http",
+		"rlheader: std:strconv",
+		"config: . clientip request internal/strictyaml internal/safefile",
+		"internal/safefile: std:os",
+		"internal/strictyaml: internal/safefile gopkg.in/yaml.v3",
+		"internal/clocktest: std:sync",
+		"internal/promreg: github.com/prometheus/client_golang/prometheus",
+		"github.com/prometheus/client_golang/prometheus: std:expvar google.golang.org/protobuf/proto",
+		"std:expvar: std:net/http",
+		"internal/storetest: . internal/clocktest std:testing",
+		"internal/redistest: std:testing",
+		"internal/archtest:",
+		"httplimit: . clientip request rlheader queue internal/promreg std:net/http",
+		"gateway: . httplimit config std:net/http/httputil",
+		"std:net/http/httputil: std:net/http",
+		"service: . config failsafe httplimit memstore google.golang.org/grpc",
+		"client: . rlheader memstore std:net/http",
+		"sim: . algorithm gonum.org/v1/plot",
+		"cmd/sluice: . memstore redisstore gateway service",
+		"examples/client: client gateway memstore",
+	}
+}
+
+// replace returns lines with the line for from swapped for line.
+func replace(lines []string, line string) []string {
+	from, _ := splitLine(line)
+	out := slices.Clone(lines)
+	for i, l := range out {
+		if f, _ := splitLine(l); f == from {
+			out[i] = line
+			return out
+		}
+	}
+	return append(out, line)
+}
+
+// TestLayerRulesCanFail feeds check synthetic graphs, each breaking one rule,
+// and wants the message that names the offending import and the rule.
+func TestLayerRulesCanFail(t *testing.T) {
+	if msgs := check(synthetic(cleanGraph()...)); len(msgs) != 0 {
+		t.Fatalf("the clean graph breaks rules:\n%s", strings.Join(msgs, "\n"))
+	}
+	for _, tc := range []struct {
+		name  string
+		lines []string
+		want  []string // each is a substring of one of the messages
+		n     int      // how many messages; 0 means 1
+	}{
+		{
+			name:  "core imports net/http",
+			lines: replace(cleanGraph(), "memstore: . algorithm std:net/http"),
+			want:  []string{"memstore depends on net/http (HTTP)", "a store may not reach", "memstore → net/http"},
+		},
+		{
+			name:  "core reaches net/http through the standard library",
+			lines: append(replace(cleanGraph(), "algorithm: . std:net/rpc"), "std:net/rpc: std:net/http"),
+			want:  []string{"algorithm depends on net/http (HTTP)", "algorithm → net/rpc → net/http"},
+		},
+		{
+			name:  "vocabulary imports Prometheus",
+			lines: replace(cleanGraph(), ".: github.com/prometheus/client_golang/prometheus"),
+			want: []string{
+				". depends on github.com/prometheus/client_golang/prometheus (Prometheus), which the vocabulary may not reach",
+				". depends on net/http (HTTP), which the vocabulary may not reach: . → github.com/prometheus/client_golang/prometheus → expvar → net/http",
+				". depends on google.golang.org/protobuf/proto (gRPC/protobuf)",
+			},
+			n: 3,
+		},
+		{
+			name:  "rlheader imports gRPC",
+			lines: replace(cleanGraph(), "rlheader: google.golang.org/grpc/status"),
+			want:  []string{"rlheader depends on google.golang.org/grpc/status (gRPC/protobuf)", "a shared edge helper"},
+		},
+		{
+			name:  "a face imports a Redis client",
+			lines: replace(cleanGraph(), "httplimit: . rlheader github.com/redis/rueidis"),
+			want:  []string{"httplimit depends on github.com/redis/rueidis (a Redis client)", "a face may not reach"},
+		},
+		{
+			name:  "a wrapper imports a store",
+			lines: replace(cleanGraph(), "failsafe: . memstore"),
+			want:  []string{"failsafe imports memstore", "failsafe (a wrapper) may not import memstore (a store)"},
+		},
+		{
+			name:  "a face imports another face",
+			lines: replace(cleanGraph(), "httplimit: . rlheader gateway"),
+			want:  []string{"httplimit imports gateway", "httplimit (a face) may not import gateway (a face)"},
+		},
+		{
+			name:  "a face imports a store",
+			lines: replace(cleanGraph(), "gateway: . httplimit memstore"),
+			want:  []string{"gateway imports memstore", "gateway (a face) may not import memstore (a store)"},
+		},
+		{
+			name:  "the vocabulary imports the module",
+			lines: replace(cleanGraph(), ".: algorithm"),
+			want:  []string{". imports algorithm", "it may import nothing of the module"},
+		},
+		{
+			name:  "config reaches a store",
+			lines: replace(cleanGraph(), "config: . clientip redisstore"),
+			want: []string{
+				"config imports redisstore: config (a shared edge helper) may not import redisstore (a store)",
+				"config depends on github.com/redis/rueidis (a Redis client), which a shared edge helper may not reach: config → redisstore → github.com/redis/rueidis",
+			},
+			n: 2,
+		},
+		{
+			name:  "wiring links package testing",
+			lines: replace(cleanGraph(), "cmd/sluice: . memstore internal/storetest"),
+			want:  []string{"cmd/sluice depends on testing (package testing)", "cmd/sluice → internal/storetest → testing"},
+		},
+		{
+			name:  "an unknown package",
+			lines: append(cleanGraph(), "admin: ."),
+			want:  []string{"package admin is not in the layer table"},
+		},
+		{
+			name:  "a known exception is fixed",
+			lines: replace(cleanGraph(), "client: . rlheader std:net/http"),
+			want:  []string{"the known exception client → memstore is gone"},
+		},
+		{
+			name: "a package of the table is gone",
+			lines: slices.DeleteFunc(cleanGraph(), func(l string) bool {
+				return strings.HasPrefix(l, "ring:")
+			}),
+			want: []string{"packages has a row for ring (a pure package), which is not in the module"},
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			msgs := check(synthetic(tc.lines...))
+			if n := max(tc.n, 1); len(msgs) != n {
+				t.Fatalf("check reported %d messages, want %d:\n%s", len(msgs), n, strings.Join(msgs, "\n"))
+			}
+			for _, w := range tc.want {
+				if !slices.ContainsFunc(msgs, func(m string) bool { return strings.Contains(m, w) }) {
+					t.Errorf("no message contains %q; got:\n%s", w, strings.Join(msgs, "\n"))
+				}
+			}
+		})
+	}
+}

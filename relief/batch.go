@@ -20,8 +20,10 @@ import (
 // holding unspent units keeps them from the others, at most Batch−1 units
 // per server and key, for at most Hold, after which the next request gives
 // them back (when the inner limiter is a sluice.Refunder, as redisstore
-// is). Denials are exact: a request that a batch cannot cover asks for its
-// own cost. Counting locally and sending increments later would admit up to
+// is; two reservations that race pool at most Batch−1 units and give the
+// rest back at once). Denials are exact: a request that a batch cannot
+// cover asks for its own cost, and one the store denies while this server
+// is moving units of the key waits for them to land before it is denied. Counting locally and sending increments later would admit up to
 // servers × Batch too many with no bound in time; reserving first keeps the
 // bound small and known.
 //
@@ -29,16 +31,31 @@ import (
 // put an OverLimitCache in front of the Batcher so that denials cost none.
 type Batcher struct {
 	inner sluice.Limiter
+	rf    sluice.Refunder // inner, if it takes units back; else nil
 	batch int
 	hold  time.Duration
 	pools table[*pool]
 }
 
-// pool is a server's unspent reservation for one key and limit.
+// pool is a server's unspent reservation for one key and limit, and the
+// requests of this server moving units of the key to or from the store.
 type pool struct {
 	units int
 	until int64 // Unix ns after which unspent units go back
 	reset int64 // Unix ns at which the store's state of the key is as good as new
+	// moving counts the requests reserving units of the key or giving them
+	// back; landed, when not nil, is closed when one of them lands.
+	moving int
+	landed chan struct{}
+}
+
+// expiry is when a pool may be dropped to make room: when its units expire,
+// and never while units are moving.
+func (p *pool) expiry() int64 {
+	if p.moving > 0 {
+		return 1<<63 - 1
+	}
+	return p.until
 }
 
 // BatchConfig configures a Batcher.
@@ -51,6 +68,10 @@ type BatchConfig struct {
 	// reservations are not pooled (their leftover units are lost). Default
 	// 100,000.
 	MaxKeys int
+	// MaxBytes bounds the memory of the reservations held, in bytes (each
+	// counts its key's bytes and about 128 bytes); beyond it, as beyond
+	// MaxKeys. Default 32 MiB.
+	MaxBytes int64
 	// Clock tells the time; nil means the system clock.
 	Clock sluice.Clock
 }
@@ -66,7 +87,8 @@ func NewBatcher(inner sluice.Limiter, cfg BatchConfig) *Batcher {
 		cfg.Hold = 100 * time.Millisecond
 	}
 	b := &Batcher{inner: inner, batch: cfg.Batch, hold: cfg.Hold}
-	b.pools.init(cfg.Clock, cfg.MaxKeys)
+	b.rf, _ = inner.(sluice.Refunder)
+	b.pools.init(cfg.Clock, cfg.MaxKeys, cfg.MaxBytes)
 	return b
 }
 
@@ -90,6 +112,11 @@ func (b *Batcher) Allow(ctx context.Context, key string, lim sluice.Limit) (slui
 // globally). ResetAfter is the store's, which was charged for the whole
 // batch when it was reserved: later than an unbatched store would say
 // after the units spent so far, never earlier.
+//
+// A request the store denies while other requests of this server are
+// reserving units of the key, or giving them back, waits for those to land
+// (at most a round trip each, a few times) and tries again, so that a
+// server never denies a request for want of units it is itself moving.
 func (b *Batcher) AllowN(ctx context.Context, key string, lim sluice.Limit, cost int) (sluice.Result, error) {
 	if err := sluice.Check(key, lim, cost); err != nil {
 		return sluice.Result{}, err
@@ -97,29 +124,20 @@ func (b *Batcher) AllowN(ctx context.Context, key string, lim sluice.Limit, cost
 	now := b.pools.now()
 	sh := b.pools.shard(key)
 	ck := cacheKey{key, lim}
-	giveBack := 0
 
 	sh.mu.Lock()
-	p := sh.m[ck]
-	if p != nil && now < p.until && p.units >= cost {
-		p.units -= cost
-		left, reset := p.units, max(p.reset-now, 0)
+	if res, ok := spend(sh, ck, now, cost); ok {
 		sh.mu.Unlock()
-		return sluice.Result{Allowed: true, Remaining: left, ResetAfter: time.Duration(reset)}, nil
+		return res, nil
 	}
-	if p != nil {
-		giveBack = p.units // expired or too small: return what is left
-		delete(sh.m, ck)
+	giveBack := 0
+	if p := sh.m[ck]; p != nil {
+		giveBack, p.units = p.units, 0 // expired or too small: return what is left
 	}
+	p := b.begin(sh, ck, now)
 	sh.mu.Unlock()
 
-	if giveBack > 0 {
-		if rf, ok := b.inner.(sluice.Refunder); ok {
-			rctx, cancel := refundContext(ctx)
-			rf.RefundN(rctx, key, lim, giveBack)
-			cancel()
-		}
-	}
+	b.refund(ctx, key, lim, giveBack)
 	n := max(min(b.batch, lim.Capacity()), cost)
 	res, err := b.inner.AllowN(ctx, key, lim, n)
 	for err == nil && !res.Allowed && n > cost {
@@ -134,7 +152,13 @@ func (b *Batcher) AllowN(ctx context.Context, key string, lim sluice.Limit, cost
 		res, err = b.inner.AllowN(ctx, key, lim, n)
 	}
 	if err != nil || !res.Allowed {
-		return res, err
+		sh.mu.Lock()
+		b.end(sh, ck, p)
+		sh.mu.Unlock()
+		if err != nil {
+			return res, err
+		}
+		return b.retry(ctx, sh, ck, now, cost, res)
 	}
 	if left := n - cost; left > 0 {
 		until := now + int64(b.hold)
@@ -142,18 +166,142 @@ func (b *Batcher) AllowN(ctx context.Context, key string, lim sluice.Limit, cost
 			// Never spend a window's units in the next one.
 			until = min(until, now+int64(res.ResetAfter))
 		}
-		sh.mu.Lock()
 		reset := now + int64(res.ResetAfter)
-		if q := sh.m[ck]; q != nil {
-			q.units += left // another request reserved meanwhile: pool both
+		ret := 0 // units to give back to the store at once
+		sh.mu.Lock()
+		q := sh.m[ck]
+		if q == nil {
+			q = &pool{}
+			if !b.pools.put(sh, ck, q, now, (*pool).expiry) {
+				q = nil
+			}
+		}
+		switch {
+		case q == nil:
+			ret = left // no room to hold them
+		case q.units == 0:
+			q.units, q.until, q.reset = left, until, reset
+		default:
+			// Another request reserved meanwhile: pool both, but hold no
+			// more than Batch−1 units; the rest go back.
+			q.units += left
 			q.until = min(q.until, until)
 			q.reset = max(q.reset, reset)
-		} else if b.pools.room(sh, now, func(p *pool) int64 { return p.until }) {
-			// (Expired pools dropped for room lose their units, as with a crash.)
-			sh.m[ck] = &pool{units: left, until: until, reset: reset}
+		}
+		if q != nil && b.rf != nil {
+			if extra := q.units - (b.batch - 1); extra > 0 {
+				q.units -= extra
+				ret = extra
+			}
 		}
 		sh.mu.Unlock()
+		b.refund(ctx, key, lim, ret) // before end, so a denial waits for it
 	}
+	sh.mu.Lock()
+	b.end(sh, ck, p)
+	sh.mu.Unlock()
 	res.Remaining += n - cost
 	return res, nil
+}
+
+// maxWaits bounds how many times a denied request waits for units in
+// motion before the denial stands.
+const maxWaits = 4
+
+// retry is AllowN after the store denied the request: while units of this
+// server are in motion for the key, wait for them to land, then spend from
+// the reservation or ask the store again.
+func (b *Batcher) retry(ctx context.Context, sh *shard[*pool], ck cacheKey, now int64, cost int, denied sluice.Result) (sluice.Result, error) {
+	for range maxWaits {
+		sh.mu.Lock()
+		if res, ok := spend(sh, ck, now, cost); ok {
+			sh.mu.Unlock()
+			return res, nil
+		}
+		p := sh.m[ck]
+		if p == nil || p.moving == 0 {
+			sh.mu.Unlock()
+			return denied, nil
+		}
+		if p.landed == nil {
+			p.landed = make(chan struct{})
+		}
+		landed := p.landed
+		sh.mu.Unlock()
+		select {
+		case <-landed:
+		case <-ctx.Done():
+			return denied, nil
+		}
+		sh.mu.Lock()
+		res, ok := spend(sh, ck, now, cost)
+		sh.mu.Unlock()
+		if ok {
+			return res, nil
+		}
+		if b.rf == nil {
+			continue // units go back to the store only by a refund
+		}
+		// What landed may have gone back to the store.
+		res, err := b.inner.AllowN(ctx, ck.key, ck.lim, cost)
+		if err != nil || res.Allowed {
+			return res, err
+		}
+		denied = res
+	}
+	return denied, nil
+}
+
+// spend takes cost units from ck's reservation if it holds them and has
+// not expired. sh.mu is held.
+func spend(sh *shard[*pool], ck cacheKey, now int64, cost int) (sluice.Result, bool) {
+	p := sh.m[ck]
+	if p == nil || now >= p.until || p.units < cost {
+		return sluice.Result{}, false
+	}
+	p.units -= cost
+	return sluice.Result{Allowed: true, Remaining: p.units, ResetAfter: time.Duration(max(p.reset-now, 0))}, true
+}
+
+// begin records that a request is moving units of ck (reserving, or giving
+// back an expired reservation), and returns the pool it counts in, or nil if
+// the table has no room to track it. sh.mu is held.
+func (b *Batcher) begin(sh *shard[*pool], ck cacheKey, now int64) *pool {
+	p := sh.m[ck]
+	if p == nil {
+		p = &pool{}
+		if !b.pools.put(sh, ck, p, now, (*pool).expiry) {
+			return nil
+		}
+	}
+	p.moving++
+	return p
+}
+
+// end records that the request that began p has landed its units, wakes
+// the requests waiting for it, and drops p if it is empty and idle. sh.mu
+// is held.
+func (b *Batcher) end(sh *shard[*pool], ck cacheKey, p *pool) {
+	if p == nil {
+		return
+	}
+	p.moving--
+	if p.landed != nil {
+		close(p.landed)
+		p.landed = nil
+	}
+	if p.moving == 0 && p.units == 0 && sh.m[ck] == p {
+		b.pools.del(sh, ck)
+	}
+}
+
+// refund gives n units of key back to the inner limiter, if it can take
+// them, even when the request's context has ended.
+func (b *Batcher) refund(ctx context.Context, key string, lim sluice.Limit, n int) {
+	if n <= 0 || b.rf == nil {
+		return
+	}
+	rctx, cancel := refundContext(ctx)
+	b.rf.RefundN(rctx, key, lim, n)
+	cancel()
 }

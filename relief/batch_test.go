@@ -2,6 +2,7 @@ package relief_test
 
 import (
 	"context"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -9,6 +10,7 @@ import (
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/internal/clocktest"
+	"github.com/sluicehq/sluice/memstore"
 	"github.com/sluicehq/sluice/relief"
 )
 
@@ -119,5 +121,99 @@ func TestBatcherLocalAdmissionReportsReset(t *testing.T) {
 	}
 	if !got.Allowed || got.ResetAfter != want.ResetAfter-100*time.Millisecond {
 		t.Fatalf("local admission 100ms later = %+v, want allowed with ResetAfter %v", got, want.ResetAfter-100*time.Millisecond)
+	}
+}
+
+// barrier holds the first n calls to the inner limiter until all n have
+// arrived, so that n reservations race.
+type barrier struct {
+	*memstore.Store // RefundN as is
+	wg              sync.WaitGroup
+}
+
+func (b *barrier) AllowN(ctx context.Context, key string, lim sluice.Limit, cost int) (sluice.Result, error) {
+	b.wg.Done()
+	b.wg.Wait()
+	return b.Store.AllowN(ctx, key, lim, cost)
+}
+
+// Two reservations that race for one key leave at most Batch−1 units held
+// on this server, as documented; the rest go back to the store at once.
+func TestBatcherRacingReservationsHoldAtMostBatchMinusOne(t *testing.T) {
+	ctx := context.Background()
+	clock := clocktest.New()
+	store := newMem(t, clock)
+	inner := &barrier{Store: store}
+	inner.wg.Add(2)
+	b := relief.NewBatcher(inner, relief.BatchConfig{Batch: 10, Hold: time.Minute, Clock: clock})
+	lim := sluice.PerHour(100)
+	var wg sync.WaitGroup
+	for range 2 {
+		wg.Go(func() {
+			if r, err := b.Allow(ctx, "k", lim); err != nil || !r.Allowed {
+				t.Errorf("Allow = %+v, %v; want admitted", r, err)
+			}
+		})
+	}
+	wg.Wait()
+	// Spent 2, held at most 9: the store has at least 89 left.
+	r, err := store.Allow(ctx, "k", lim)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Remaining+1 < 100-2-9 {
+		t.Errorf("the store has %d units left after two racing reservations; want at least %d (at most Batch-1 held)", r.Remaining+1, 100-2-9)
+	}
+}
+
+// slowFirst lets its first call reach the store, then holds its answer
+// until the second call has been answered: a reservation still on its way
+// back while another request of the same server asks the store.
+type slowFirst struct {
+	*memstore.Store
+	calls      atomic.Int64
+	secondDone chan struct{}
+}
+
+func (s *slowFirst) AllowN(ctx context.Context, key string, lim sluice.Limit, cost int) (sluice.Result, error) {
+	n := s.calls.Add(1)
+	r, err := s.Store.AllowN(ctx, key, lim, cost)
+	switch n {
+	case 1:
+		<-s.secondDone
+	case 2:
+		close(s.secondDone)
+	}
+	return r, err
+}
+
+// A request is not denied for want of units its own server is reserving at
+// that moment: it waits for them and spends from the reservation.
+func TestBatcherWaitsForUnitsInFlight(t *testing.T) {
+	ctx := context.Background()
+	clock := clocktest.New()
+	inner := &slowFirst{Store: newMem(t, clock), secondDone: make(chan struct{})}
+	b := relief.NewBatcher(inner, relief.BatchConfig{Batch: 10, Hold: time.Minute, Clock: clock})
+	lim := sluice.PerHour(10) // the first reservation takes it all
+	first := make(chan sluice.Result, 1)
+	go func() {
+		r, err := b.Allow(ctx, "k", lim)
+		if err != nil {
+			t.Error(err)
+		}
+		first <- r
+	}()
+	for inner.calls.Load() == 0 {
+		runtime.Gosched() // until the first reservation has reached the store
+	}
+	second, err := b.Allow(ctx, "k", lim)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := <-first; !r.Allowed {
+		t.Fatalf("first request: %+v, want admitted", r)
+	}
+	if !second.Allowed {
+		t.Fatalf("second request denied (%+v) while its server was reserving 10 units", second)
 	}
 }

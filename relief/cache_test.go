@@ -2,6 +2,9 @@ package relief_test
 
 import (
 	"context"
+	"fmt"
+	"runtime"
+	"strings"
 	"testing"
 	"time"
 
@@ -49,4 +52,41 @@ func TestOverLimitCacheDenialMatchesStore(t *testing.T) {
 			}
 		})
 	}
+}
+
+// denyAll denies every request for a second and keeps nothing.
+type denyAll struct{}
+
+func (denyAll) AllowN(_ context.Context, key string, lim sluice.Limit, cost int) (sluice.Result, error) {
+	if err := sluice.Check(key, lim, cost); err != nil {
+		return sluice.Result{}, err
+	}
+	return sluice.Result{RetryAfter: time.Second, ResetAfter: time.Second}, nil
+}
+
+// The cache's memory is bounded in bytes, not only in keys: denials of the
+// longest keys take no more than MaxBytes, and a cached key is its own copy,
+// never a caller's larger buffer kept alive.
+func TestOverLimitCacheBoundedInBytes(t *testing.T) {
+	ctx := context.Background()
+	clock := clocktest.New()
+	const maxBytes = 256 << 10
+	c := relief.NewOverLimitCache(denyAll{}, relief.CacheConfig{Clock: clock, MaxBytes: maxBytes})
+	lim := sluice.PerSecond(1)
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	for i := range 2000 { // 8 MB of keys, each denied and cached
+		buf := []byte(strings.Repeat("x", 2*sluice.MaxKeyLen))
+		key := string(buf)[:sluice.MaxKeyLen-8] + fmt.Sprintf("%08d", i)
+		if r, err := c.Allow(ctx, key, lim); err != nil || r.Allowed {
+			t.Fatalf("Allow = %+v, %v; want a denial", r, err)
+		}
+	}
+	runtime.GC()
+	runtime.ReadMemStats(&after)
+	if grew := int64(after.HeapAlloc) - int64(before.HeapAlloc); grew > 2*maxBytes {
+		t.Errorf("caching 2000 denials of 4 KB keys grew the heap by %d bytes; want at most about MaxBytes (%d)", grew, maxBytes)
+	}
+	runtime.KeepAlive(c)
 }

@@ -57,6 +57,12 @@ type CacheConfig struct {
 	// entries whose time has passed and then, if need be, stops adding.
 	// Default 100,000.
 	MaxKeys int
+	// MaxBytes bounds the memory the remembered keys take, in bytes: each
+	// counts its key's bytes and about 128 bytes of map entry. When full,
+	// the cache behaves as at MaxKeys. Default 32 MiB, which holds the
+	// default MaxKeys of keys up to about 200 bytes, and about 7,800 keys
+	// of 4 KB (sluice.MaxKeyLen).
+	MaxBytes int64
 	// Clock tells the time; nil means the system clock.
 	Clock sluice.Clock
 }
@@ -77,7 +83,7 @@ func refundContext(ctx context.Context) (context.Context, context.CancelFunc) {
 // NewOverLimitCache returns inner wrapped in an over-limit cache.
 func NewOverLimitCache(inner sluice.Limiter, cfg CacheConfig) *OverLimitCache {
 	c := &OverLimitCache{inner: inner}
-	c.denied.init(cfg.Clock, cfg.MaxKeys)
+	c.denied.init(cfg.Clock, cfg.MaxKeys, cfg.MaxBytes)
 	return c
 }
 
@@ -107,7 +113,7 @@ func (c *OverLimitCache) AllowN(ctx context.Context, key string, lim sluice.Limi
 		return sluice.Result{RetryAfter: time.Duration(d.until - now), ResetAfter: time.Duration(max(d.reset, d.until) - now)}, nil
 	}
 	if ok {
-		delete(sh.m, ck)
+		c.denied.del(sh, ck)
 	}
 	sh.mu.Unlock()
 
@@ -117,10 +123,9 @@ func (c *OverLimitCache) AllowN(ctx context.Context, key string, lim sluice.Limi
 	}
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
-	if !c.denied.room(sh, now, func(d denial) int64 { return d.until }) {
-		return res, nil // full of live denials: answer without caching
-	}
-	sh.m[ck] = denial{until: now + int64(res.RetryAfter), reset: now + int64(res.ResetAfter)}
+	// A shard full of live denials declines: the answer is then not cached.
+	c.denied.put(sh, ck, denial{until: now + int64(res.RetryAfter), reset: now + int64(res.ResetAfter)}, now,
+		func(d denial) int64 { return d.until })
 	return res, nil
 }
 
@@ -129,7 +134,7 @@ func (c *OverLimitCache) AllowN(ctx context.Context, key string, lim sluice.Limi
 func (c *OverLimitCache) RefundN(ctx context.Context, key string, lim sluice.Limit, cost int) error {
 	sh := c.denied.shard(key)
 	sh.mu.Lock()
-	delete(sh.m, cacheKey{key, lim})
+	c.denied.del(sh, cacheKey{key, lim})
 	sh.mu.Unlock()
 	if rf, ok := c.inner.(sluice.Refunder); ok {
 		return rf.RefundN(ctx, key, lim, cost)

@@ -186,6 +186,15 @@ type Options struct {
 	// equal to it. Allowed, Remaining, RetryAfter and every denial are
 	// still checked exactly.
 	Reserves bool
+	// HidesUnits describes a limiter that may keep units from its own
+	// requests while many race on one key: an OverLimitCache in front of a
+	// Batcher remembers a denial until its RetryAfter, and units that a
+	// racing request reserved, or gave back to the store, meanwhile are not
+	// spent until then (the cache's documented cost: what changes elsewhere
+	// during a cached denial is not seen). RunConcurrent then checks that
+	// no more than the allowance is admitted, and some, instead of exactly
+	// the allowance. Every other check is unchanged.
+	HidesUnits bool
 }
 
 // run tells apart the keys of separate runs of the suite against a store
@@ -205,7 +214,7 @@ func RunWith(t *testing.T, newStore NewStore, opts Options) {
 	t.Run("steps", func(t *testing.T) { RunSteps(t, newStore, opts) })
 	t.Run("bad-input", func(t *testing.T) { RunBadInput(t, newStore) })
 	t.Run("keys-independent", func(t *testing.T) { RunKeysIndependent(t, newStore) })
-	t.Run("concurrent-one-key", func(t *testing.T) { RunConcurrent(t, newStore, 64) })
+	t.Run("concurrent-one-key", func(t *testing.T) { runConcurrent(t, newStore, 64, opts.HidesUnits) })
 	t.Run("refund", func(t *testing.T) { RunRefund(t, newStore) })
 }
 
@@ -350,7 +359,11 @@ func RunKeysIndependent(t *testing.T, newStore NewStore) {
 
 // RunConcurrent has g goroutines hammer one key with the clock held still
 // and checks that exactly the allowance is admitted, for every algorithm.
-func RunConcurrent(t *testing.T, newStore NewStore, g int) {
+func RunConcurrent(t *testing.T, newStore NewStore, g int) { runConcurrent(t, newStore, g, false) }
+
+// runConcurrent is RunConcurrent; with hides (Options.HidesUnits) it checks
+// that at most the allowance is admitted, and some.
+func runConcurrent(t *testing.T, newStore NewStore, g int, hides bool) {
 	const allowance = 100
 	for _, lim := range allAlgorithms(allowance) {
 		t.Run(lim.Algorithm.String(), func(t *testing.T) {
@@ -380,8 +393,11 @@ func RunConcurrent(t *testing.T, newStore NewStore, g int) {
 			for err := range errs {
 				t.Fatal(err)
 			}
-			if admitted.Load() != allowance {
-				t.Errorf("%d goroutines admitted %d, want exactly %d (denied %d)", g, admitted.Load(), allowance, denied.Load())
+			switch n := admitted.Load(); {
+			case hides && (n > allowance || n == 0):
+				t.Errorf("%d goroutines admitted %d, want between 1 and %d (denied %d)", g, n, allowance, denied.Load())
+			case !hides && n != allowance:
+				t.Errorf("%d goroutines admitted %d, want exactly %d (denied %d)", g, n, allowance, denied.Load())
 			}
 			if denied.Load() == 0 {
 				t.Errorf("nothing was denied: the test did not exceed the allowance")

@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -222,6 +223,14 @@ func TestSendTimeoutEndsAStalledReader(t *testing.T) {
 			func(w http.ResponseWriter, r *http.Request) {
 				defer func() { upstreamDone <- time.Now() }()
 				chunk := []byte(strings.Repeat("y", 8<<10))
+				// A length, so that ReverseProxy copies without its flush
+				// timer, whose goroutine waits on a mutex the bubble
+				// cannot see through while a write is blocked.
+				size := 1 << 30
+				if r.URL.Path == "/finite" {
+					size = 20 * len(chunk)
+				}
+				w.Header().Set("Content-Length", strconv.Itoa(size))
 				for i := 0; ; i++ {
 					if r.URL.Path == "/finite" && i == 20 {
 						return
@@ -229,7 +238,6 @@ func TestSendTimeoutEndsAStalledReader(t *testing.T) {
 					if _, err := w.Write(chunk); err != nil {
 						return
 					}
-					http.NewResponseController(w).Flush()
 					if r.URL.Path == "/finite" {
 						time.Sleep(time.Second) // a slow stream, read at once
 					}

@@ -126,10 +126,20 @@ func (b *Batcher) AllowN(ctx context.Context, key string, lim sluice.Limit, cost
 	ck := cacheKey{key, lim}
 
 	sh.mu.Lock()
-	if res, ok := spend(sh, ck, now, cost); ok {
+	if p := sh.m[ck]; p != nil && now < p.until && p.units >= cost {
+		p.units -= cost
+		left, reset := p.units, max(p.reset-now, 0)
 		sh.mu.Unlock()
-		return res, nil
+		return sluice.Result{Allowed: true, Remaining: left, ResetAfter: time.Duration(reset)}, nil
 	}
+	return b.reserve(ctx, sh, ck, now, cost)
+}
+
+// reserve is AllowN when this server's reservation cannot cover the
+// request: it takes a new batch from the store. sh.mu is held, and
+// released.
+func (b *Batcher) reserve(ctx context.Context, sh *shard[*pool], ck cacheKey, now int64, cost int) (sluice.Result, error) {
+	key, lim := ck.key, ck.lim
 	giveBack := 0
 	if p := sh.m[ck]; p != nil {
 		giveBack, p.units = p.units, 0 // expired or too small: return what is left

@@ -16,6 +16,8 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/sluicehq/sluice/gateway"
 	"github.com/sluicehq/sluice/httplimit"
 )
@@ -340,4 +342,71 @@ func TestBodiesForwardedWhole(t *testing.T) {
 			}
 		}
 	}
+}
+
+// Over HTTP/2 too, a stream whose body stalls for the body timeout gets
+// 408, and its place in flight is not taken meanwhile.
+func TestSlowBodyOverHTTP2(t *testing.T) {
+	up := newUpstream(t)
+	cfg := direct(t, up)
+	cfg.MaxInFlight = 1
+	cfg.Timeouts.ClientBody = 200 * time.Millisecond
+	reg := prometheus.NewRegistry()
+	cfg.Metrics, _ = gateway.NewMetrics(reg)
+	srv := httptest.NewUnstartedServer(newGateway(t, cfg))
+	srv.EnableHTTP2 = true
+	srv.StartTLS()
+	defer srv.Close()
+	c := srv.Client()
+	pr, pw := io.Pipe()
+	defer pw.Close()
+	go pw.Write([]byte("x")) // one byte, then nothing
+	req, _ := http.NewRequest("POST", srv.URL+"/upload", pr)
+	req.ContentLength = 1000
+	done := make(chan *http.Response, 1)
+	go func() {
+		resp, err := c.Do(req)
+		if err != nil {
+			t.Error(err)
+		}
+		done <- resp
+	}()
+	// Wait until the body is being read (polling a gauge, not sleeping).
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(time.Millisecond) {
+		if gaugeValue(t, reg, "sluice_proxy_reading_body") == 1 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the stalled body was never being read")
+		}
+	}
+	if code := get(t, c, srv.URL+"/normal").StatusCode; code != 200 {
+		t.Errorf("beside a stalled HTTP/2 body: %d, want 200", code)
+	}
+	resp := <-done
+	if resp == nil {
+		return
+	}
+	resp.Body.Close()
+	if resp.ProtoMajor != 2 || resp.StatusCode != http.StatusRequestTimeout {
+		t.Fatalf("stalled body: %s %d, want HTTP/2 408", resp.Proto, resp.StatusCode)
+	}
+	if up.hits.Load() != 1 {
+		t.Fatalf("the upstream saw %d requests, want 1", up.hits.Load())
+	}
+}
+
+// gaugeValue is the value of the unlabelled gauge name in reg.
+func gaugeValue(t *testing.T, reg *prometheus.Registry, name string) float64 {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() == name && len(mf.GetMetric()) == 1 {
+			return mf.GetMetric()[0].GetGauge().GetValue()
+		}
+	}
+	return -1
 }

@@ -45,8 +45,8 @@ type OverLimitCache struct {
 }
 
 // denial is a cached denial: until when the key is denied a request of
-// cost 1, and when it is as good as new (Unix ns), so that a cached answer
-// keeps both RetryAfter and ResetAfter.
+// cost 1, and when it is as good as new (Unix ns, never before until), so
+// that a cached answer keeps both RetryAfter and ResetAfter.
 type denial struct {
 	until, reset int64
 }
@@ -110,7 +110,7 @@ func (c *OverLimitCache) AllowN(ctx context.Context, key string, lim sluice.Limi
 	d, ok := sh.m[ck]
 	if ok && now < d.until {
 		sh.mu.Unlock()
-		return sluice.Result{RetryAfter: time.Duration(d.until - now), ResetAfter: time.Duration(max(d.reset, d.until) - now)}, nil
+		return sluice.Result{RetryAfter: time.Duration(d.until - now), ResetAfter: time.Duration(d.reset - now)}, nil
 	}
 	if ok {
 		c.denied.del(sh, ck)
@@ -124,7 +124,8 @@ func (c *OverLimitCache) AllowN(ctx context.Context, key string, lim sluice.Limi
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
 	// A shard full of live denials declines: the answer is then not cached.
-	c.denied.put(sh, ck, denial{until: now + int64(res.RetryAfter), reset: now + int64(res.ResetAfter)}, now,
+	until := now + int64(res.RetryAfter)
+	c.denied.put(sh, ck, denial{until: until, reset: max(until, now+int64(res.ResetAfter))}, now,
 		func(d denial) int64 { return d.until })
 	return res, nil
 }

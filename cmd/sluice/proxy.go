@@ -34,6 +34,7 @@ type proxyOptions struct {
 	accessLog, logLevel                                     string
 	dryRun, h2c, watch, check                               bool
 	timeouts                                                gateway.Timeouts // 0: the file's, else NGINX's
+	maxConns                                                int
 }
 
 // runProxy runs the rate limiting reverse proxy until ctx ends, then drains
@@ -58,6 +59,7 @@ func runProxy(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	fs.DurationVar(&o.timeouts.ClientHeader, "client-header-timeout", 0, "time to read a request's header (default the config's client_header_timeout, else 60s)")
 	fs.DurationVar(&o.timeouts.ClientBody, "client-body-timeout", 0, "time between two reads of a request's body; past it 408 (default the config's client_body_timeout, else 60s)")
 	fs.DurationVar(&o.timeouts.Send, "send-timeout", 0, "time for each write of a response to the client; past it the connection closes (default the config's send_timeout, else 60s)")
+	fs.IntVar(&o.maxConns, "max-conns", 0, "open client connections at most on -listen, more wait to be accepted (NGINX's worker_connections); 0: 40% of the open-file limit, negative: no cap")
 	fs.DurationVar(&o.timeouts.Keepalive, "keepalive-timeout", 0, "how long an idle keep-alive connection is kept (default the config's keepalive_timeout, else 75s)")
 	if err := fs.Parse(args); err != nil {
 		return 2
@@ -169,6 +171,9 @@ func runProxy(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	if err != nil {
 		return fail(1, err)
 	}
+	// A cap on client connections keeps file descriptors for the
+	// upstreams, the store and the config file, whatever the clients do.
+	ln = limit(ln, o.maxConns)
 	// The header and idle timeouts are the server's; the gateway bounds
 	// each read of a body and each write of a response itself, so that
 	// neither a long upload nor a long stream is cut.

@@ -403,3 +403,45 @@ routes: [{name: all, match: /, limits: [k]}]
 		}
 	}
 }
+
+// -max-conns caps the client connections: with a cap of 1, a second
+// connection is accepted only once the first closes.
+func TestProxyMaxConns(t *testing.T) {
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}))
+	defer up.Close()
+	p := launchProxy(t, "-upstream", up.URL, "-max-conns", "1")
+	host := strings.TrimPrefix(p.url, "http://")
+	first, err := net.Dial("tcp", host)
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan int, 1)
+	go func() {
+		tr := &http.Transport{DisableKeepAlives: true}
+		defer tr.CloseIdleConnections()
+		resp, err := (&http.Client{Transport: tr, Timeout: 10 * time.Second}).Get(p.url + "/second")
+		if err != nil {
+			done <- 0
+			return
+		}
+		resp.Body.Close()
+		done <- resp.StatusCode
+	}()
+	// The first connection is served (so it was accepted), and the second
+	// request waits behind it until it closes.
+	fmt.Fprintf(first, "GET /first HTTP/1.1\r\nHost: %s\r\n\r\n", host)
+	resp, err := http.ReadResponse(bufio.NewReader(first), nil)
+	if err != nil || resp.StatusCode != 200 {
+		t.Fatalf("first: %v %v", resp, err)
+	}
+	resp.Body.Close()
+	select {
+	case code := <-done:
+		t.Fatalf("a second connection was served (%d) while the first was open", code)
+	default:
+	}
+	first.Close()
+	if code := <-done; code != 200 {
+		t.Fatalf("second after the first closed: %d, want 200", code)
+	}
+}

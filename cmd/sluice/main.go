@@ -25,12 +25,14 @@ func main() {
 // run executes the command line args and returns the process exit code.
 func run(args []string, stdout, stderr io.Writer) int {
 	if len(args) == 0 {
-		usage(stdout)
+		mainUsage(stdout)
 		return 0
 	}
 	switch args[0] {
-	case "help", "-h", "-help", "--help":
-		usage(stdout)
+	case "help":
+		return commandHelp(args[1:], stdout, stderr)
+	case "-h", "-help", "--help":
+		mainUsage(stdout)
 		return 0
 	case "check":
 		return check(args[1:], stdout, stderr)
@@ -49,12 +51,13 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return 0
 	default:
 		fmt.Fprintf(stderr, "sluice: unknown command %q\n\n", args[0])
-		usage(stderr)
+		mainUsage(stderr)
 		return 2
 	}
 }
 
-func usage(w io.Writer) {
+// mainUsage prints the general help: the commands.
+func mainUsage(w io.Writer) {
 	fmt.Fprint(w, `Sluice is a rate limiter: a Go library, a rate limit service and a proxy.
 
 Usage:
@@ -63,7 +66,8 @@ Usage:
 Commands:
   check     validate a rate limit config and print its descriptor tree
             (sluice check PATH; a file or a directory of *.yaml files)
-  help      show this help
+  help      show this help; sluice help COMMAND shows a command's flags
+            and examples, as sluice COMMAND -h does
   proxy     run a rate limiting reverse proxy in front of a service, like
             NGINX limit_req/limit_conn with honest headers
             (sluice proxy -upstream URL -config FILE; -check validates

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -87,14 +88,63 @@ func TestCheck(t *testing.T) {
 		{[]string{"check", bad}, 1, "", bad + `:6:7: config: unknown key "requets_per_unit" in rate_limit`},
 		{[]string{"check", dir}, 1, "", bad + ":6:7: "},
 		{[]string{"check", filepath.Join(dir, "nope.yaml")}, 1, "", "nope.yaml: config: cannot read"},
-		{[]string{"check"}, 2, "", "Usage: sluice check PATH"},
-		{[]string{"check", good, bad}, 2, "", "Usage: sluice check PATH"},
-		{[]string{"check", "-h"}, 0, "", "Usage: sluice check PATH"},
+		{[]string{"check"}, 2, "", "give the config's PATH"},
+		{[]string{"check", good, bad}, 2, "", `unexpected argument "` + bad + `"`},
+		{[]string{"check", "-h"}, 0, "Usage: sluice check", ""},
 		{[]string{"help"}, 0, "check", ""},
 	}
 	for _, tt := range tests {
 		if code, out := tt.check(t); code == 1 && out != "" {
 			t.Errorf("run(%q) failed but printed to stdout: %q", tt.args, out)
 		}
+	}
+}
+
+// The command line refuses what it does not understand and helps when
+// asked: a stray argument is an error (and does not silently drop the
+// flags after it), -h prints the flags and an example on stdout with
+// status 0, and `sluice help CMD` prints that command's help.
+func TestCommandLineHelpAndStrayArguments(t *testing.T) {
+	tests := []runCase{
+		{[]string{"serve", "CONFIG", "-http-addr", "127.0.0.1:0"}, 2, "", `unexpected argument "CONFIG"`},
+		{[]string{"proxy", "-upstream", "http://127.0.0.1:1", "extra"}, 2, "", `unexpected argument "extra"`},
+		{[]string{"simulate", "-pattern", "steady", "extra"}, 2, "", `unexpected argument "extra"`},
+		{[]string{"serve", "-h"}, 0, "-http-addr", ""},
+		{[]string{"serve", "-help"}, 0, "Example", ""},
+		{[]string{"proxy", "-h"}, 0, "-upstream", ""},
+		{[]string{"proxy", "--help"}, 0, "Example", ""},
+		{[]string{"check", "-h"}, 0, "Usage: sluice check", ""},
+		{[]string{"simulate", "-h"}, 0, "-pattern", ""},
+		{[]string{"help", "serve"}, 0, "Usage: sluice serve", ""},
+		{[]string{"help", "proxy"}, 0, "Usage: sluice proxy", ""},
+		{[]string{"help", "check"}, 0, "Usage: sluice check", ""},
+		{[]string{"help", "simulate"}, 0, "Usage: sluice simulate", ""},
+		{[]string{"help", "bogus"}, 2, "", `unknown command "bogus"`},
+		{[]string{"serve", "-no-such-flag"}, 2, "", "sluice serve -h"},
+	}
+	for _, tt := range tests {
+		tt.check(t)
+	}
+}
+
+// One spelling of the header mode across commands, draft-11 (the proxy's
+// file says so too); serve's old draft11 still works, with a warning.
+func TestServeHeadersOldSpellingWarns(t *testing.T) {
+	s := launch(t, "-headers", "draft11")
+	resp, err := http.Post(s.url+"/json", "application/json", strings.NewReader(`{"domain":"example","descriptors":[{"entries":[{"key":"user","value":"carol"}]}]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.Header.Get("RateLimit-Policy") == "" {
+		t.Errorf("-headers draft11: no RateLimit-Policy header")
+	}
+	if !strings.Contains(s.stderr.String(), "old spelling of draft-11") {
+		t.Errorf("no warning for draft11: %s", s.stderr.String())
+	}
+	var out, errb bytes.Buffer
+	run([]string{"serve", "-h"}, &out, &errb)
+	if !strings.Contains(out.String(), `off, legacy or draft-11 (default "draft-11")`) {
+		t.Errorf("serve -h does not spell draft-11: %s", out.String())
 	}
 }

@@ -42,7 +42,7 @@ type proxyOptions struct {
 // seconds.
 func runProxy(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	var o proxyOptions
-	fs := flag.NewFlagSet("proxy", flag.ContinueOnError)
+	fs := flag.NewFlagSet("sluice proxy", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.StringVar(&o.configPath, "config", "", "the proxy's YAML config (routes, limits, conns; see docs/proxy.md)")
 	fs.StringVar(&o.upstream, "upstream", "", "the upstream URL (overrides the config's first upstream)")
@@ -61,8 +61,8 @@ func runProxy(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	fs.DurationVar(&o.timeouts.Send, "send-timeout", 0, "time for each write of a response to the client; past it the connection closes (default the config's send_timeout, else 60s)")
 	fs.IntVar(&o.maxConns, "max-conns", 0, "open client connections at most on -listen, more wait to be accepted (NGINX's worker_connections); 0: 40% of the open-file limit, negative: no cap")
 	fs.DurationVar(&o.timeouts.Keepalive, "keepalive-timeout", 0, "how long an idle keep-alive connection is kept (default the config's keepalive_timeout, else 75s)")
-	if err := fs.Parse(args); err != nil {
-		return 2
+	if code, done := parseCommandLine(fs, args, stdout, stderr, proxyUsage, 0); done {
+		return code
 	}
 	fail := exitWith(stderr, "sluice proxy:")
 	for _, d := range []time.Duration{o.timeouts.ClientHeader, o.timeouts.ClientBody, o.timeouts.Send, o.timeouts.Keepalive} {

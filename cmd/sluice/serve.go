@@ -181,22 +181,37 @@ func parseLogLevel(s string) (slog.Level, error) {
 	return 0, fmt.Errorf("unknown log level %q: want debug, info, warn or error", s)
 }
 
+// serveUsage is serve's -h.
+var serveUsage = usage{
+	synopsis: "sluice serve [flags]",
+	about: `Serve runs the rate limit service: Envoy's RateLimitService v3 over gRPC,
+and the same call as JSON (POST /json), /healthcheck, /metrics and forward
+auth (/auth) over HTTP. It reads envoyproxy/ratelimit's YAML config and
+environment variables (docs/serve.md lists them; they set the flags'
+defaults). With no flags it serves the built-in example config on the
+memory store. SIGHUP reloads the config; SIGTERM drains and stops.`,
+	examples: []string{
+		"sluice serve",
+		"sluice serve -config /etc/ratelimit/config -store redis://redis:6379 -failure-mode open",
+	},
+}
+
 // runServe runs the service until ctx ends, then drains it: in-flight
 // requests finish (for up to 10 seconds) before it returns.
 func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	var o serveOptions
-	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
+	fs := flag.NewFlagSet("sluice serve", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	defConfig := runtimeConfigDir()
 	fs.StringVar(&o.configPath, "config", defConfig, "a config file or directory (envoyproxy/ratelimit's YAML); default: the built-in example")
 	fs.StringVar(&o.store, "store", redisFromEnv(), "memory, or a Redis URL (redis://, rediss://, redis+cluster://, redis+sentinel://)")
 	fs.StringVar(&o.httpAddr, "http-addr", net.JoinHostPort(env("HOST", ""), env("PORT", "8080")), "HTTP address: POST /json, /healthcheck, /metrics")
 	fs.StringVar(&o.grpcAddr, "grpc-addr", net.JoinHostPort(env("GRPC_HOST", ""), env("GRPC_PORT", "8081")), "gRPC address: envoy.service.ratelimit.v3.RateLimitService")
-	defHeaders := "draft11"
+	defHeaders := "draft-11"
 	if envBool("LIMIT_RESPONSE_HEADERS_ENABLED", false) {
 		defHeaders = "legacy"
 	}
-	fs.StringVar(&o.headers, "headers", defHeaders, "response_headers_to_add: off, legacy or draft11")
+	fs.StringVar(&o.headers, "headers", defHeaders, "response_headers_to_add: off, legacy or draft-11")
 	fs.StringVar(&o.prefix, "prefix", env("CACHE_KEY_PREFIX", ""), "prefix of every store key")
 	fs.StringVar(&o.failure, "failure-mode", "open", "with Redis, what to do when it fails: open, closed or local")
 	fs.BoolVar(&o.localCache, "local-cache", envInt("LOCAL_CACHE_SIZE_IN_BYTES") > 0, "with Redis, answer keys known to be over their limit from memory until their retry-after (no round trip; LOCAL_CACHE_SIZE_IN_BYTES > 0 turns it on)")
@@ -215,8 +230,8 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		"the largest hits_addend a request or descriptor may ask for; larger is refused (400, InvalidArgument)")
 	fs.IntVar(&o.maxDetailed, "detailed-metric-max-series", envErr.int("DETAILED_METRIC_MAX_SERIES", service.DefaultMaxDetailedSeries),
 		"metrics series per detailed_metric rule at most (one per descriptor); past them, the rule's FULLKEY#other series counts")
-	if err := fs.Parse(args); err != nil {
-		return 2
+	if code, done := parseCommandLine(fs, args, stdout, stderr, serveUsage, 0); done {
+		return code
 	}
 	fail := exitWith(stderr, "sluice serve:")
 	if len(envErr) > 0 {
@@ -267,6 +282,9 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	headers, err := service.ParseHeaderMode(o.headers)
 	if err != nil {
 		return fail(2, err)
+	}
+	if strings.EqualFold(o.headers, "draft11") {
+		log.Warn("-headers draft11 is the old spelling of draft-11; it still works", "headers", o.headers)
 	}
 	st, err := openStoreLog(ctx, o.store, o.failure, o.localCache, o.memMaxBytes, log)
 	if err != nil {

@@ -2,7 +2,6 @@ package main
 
 import (
 	"encoding/json"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -12,6 +11,27 @@ import (
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/sim"
+)
+
+// simulateUsage and accuracyUsage are simulate's -h.
+var (
+	simulateUsage = usage{
+		synopsis: "sluice simulate [flags]\n       sluice simulate accuracy [flags]",
+		about: `Simulate runs a traffic pattern through every algorithm on a simulated clock
+and compares what each admits; "simulate accuracy" measures the sliding
+window's error against the exact sliding log (sluice simulate accuracy -h).`,
+		examples: []string{
+			"sluice simulate -pattern boundary",
+			"sluice simulate -pattern bursts -chart bursts.svg",
+		},
+	}
+	accuracyUsage = usage{
+		synopsis: "sluice simulate accuracy [flags]",
+		about: `Accuracy replays Zipf-distributed keys through the sliding window and the
+exact sliding log, and reports how many requests the window admits wrongly
+or refuses wrongly.`,
+		examples: []string{"sluice simulate accuracy -requests 1000000 -keys 10000"},
+	}
 )
 
 // simulate runs `sluice simulate [accuracy] [flags]`: it parses the flags,
@@ -39,16 +59,8 @@ func simulate(args []string, stdout, stderr io.Writer) int {
 	fs.BoolVar(&c.Queue, "queue", false, "also run the leaky bucket as a queue (NGINX burst without nodelay), counted when requests leave it")
 	asJSON := fs.Bool("json", false, "print the report as JSON")
 	charts := fs.String("chart", "", "write a chart to these comma-separated .svg and .png files")
-	fs.Usage = func() {
-		fmt.Fprint(stderr, "Usage: sluice simulate [flags]\n       sluice simulate accuracy [flags]\n\nFlags:\n")
-		fs.PrintDefaults()
-	}
-	if err := fs.Parse(args); err != nil {
-		return exitFlag(err)
-	}
-	if fs.NArg() > 0 {
-		fmt.Fprintf(stderr, "sluice simulate: unexpected argument %q\n", fs.Arg(0))
-		return 2
+	if code, done := parseCommandLine(fs, args, stdout, stderr, simulateUsage, 0); done {
+		return code
 	}
 	if *algs != "" {
 		for name := range strings.SplitSeq(*algs, ",") {
@@ -122,8 +134,8 @@ func accuracy(args []string, stdout, stderr io.Writer) int {
 	fs.DurationVar(&c.Period, "period", time.Minute, "the limit's period")
 	fs.Uint64Var(&c.Seed, "seed", 1, "random seed")
 	asJSON := fs.Bool("json", false, "print the result as JSON")
-	if err := fs.Parse(args); err != nil {
-		return exitFlag(err)
+	if code, done := parseCommandLine(fs, args, stdout, stderr, accuracyUsage, 0); done {
+		return code
 	}
 	c.Progress = progress(stdout, stderr)
 	a, err := sim.RunAccuracy(c)
@@ -132,13 +144,6 @@ func accuracy(args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 	return print(stdout, stderr, *asJSON, a, a.WriteTable)
-}
-
-func exitFlag(err error) int {
-	if errors.Is(err, flag.ErrHelp) {
-		return 0
-	}
-	return 2
 }
 
 // print writes v as JSON or as a table.

@@ -410,3 +410,50 @@ func gaugeValue(t *testing.T, reg *prometheus.Registry, name string) float64 {
 	}
 	return -1
 }
+
+// A keep-alive connection idle for longer than the send timeout still
+// takes a request that expects 100 Continue: the interim response is not
+// written under the last response's expired deadline.
+func TestExpectContinueAfterIdle(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const sendTimeout = 2 * time.Second
+		p := newBubbleProxy(t, gateway.Config{Timeouts: gateway.Timeouts{Send: sendTimeout}},
+			func(w http.ResponseWriter, r *http.Request) {
+				b, _ := io.ReadAll(r.Body)
+				fmt.Fprintf(w, "got %d", len(b))
+			})
+		defer p.close()
+		c, err := p.front.Dial(context.Background(), "", "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		c.SetDeadline(time.Now().Add(time.Minute))
+		br := bufio.NewReader(c)
+		go io.WriteString(c, "GET /first HTTP/1.1\r\nHost: app.test\r\n\r\n")
+		resp, err := http.ReadResponse(br, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+
+		time.Sleep(2 * sendTimeout) // idle, within keepalive_timeout
+		go io.WriteString(c, "POST /second HTTP/1.1\r\nHost: app.test\r\nContent-Length: 5\r\nExpect: 100-continue\r\n\r\n")
+		resp, err = http.ReadResponse(br, nil)
+		if err != nil || resp.StatusCode != http.StatusContinue {
+			t.Fatalf("interim response: %v %v, want 100 Continue", resp, err)
+		}
+		go io.WriteString(c, "hello")
+		for resp.StatusCode < 200 { // the upstream's own 100 Continue, passed on
+			if resp, err = http.ReadResponse(br, nil); err != nil {
+				t.Fatal(err)
+			}
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != 200 || string(b) != "got 5" {
+			t.Fatalf("final response: %d %q", resp.StatusCode, b)
+		}
+	})
+}

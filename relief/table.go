@@ -79,8 +79,12 @@ func (t *table[V]) shard(key string) *shard[V] {
 	return &t.shards[maphash.String(t.seed, key)%uint64(len(t.shards))]
 }
 
+// putSample bounds the entries a full shard looks at for expired ones
+// before it declines a new entry.
+const putSample = 64
+
 // put sets ck's entry in sh to v, adding it if there is room for it after
-// the entries whose until has passed are dropped, and reports whether ck
+// the expired entries among a sample are dropped, and reports whether ck
 // now holds v. A new entry's key is cloned, so that the table never keeps a
 // caller's larger buffer alive. sh.mu is held.
 func (t *table[V]) put(sh *shard[V], ck cacheKey, v V, now int64, until func(V) int64) bool {
@@ -90,9 +94,16 @@ func (t *table[V]) put(sh *shard[V], ck cacheKey, v V, now int64, until func(V) 
 	}
 	cost := entryCost(ck.key)
 	if len(sh.m) >= t.max || sh.bytes+cost > t.maxBytes {
+		// Drop the expired entries among a bounded sample (map iteration
+		// starts at a random place), so that a full shard costs each new
+		// entry bounded work; the expired ones go a sample at a time.
+		seen := 0
 		for k, old := range sh.m {
 			if until(old) <= now {
 				t.del(sh, k)
+			}
+			if seen++; seen == putSample {
+				break
 			}
 		}
 		if len(sh.m) >= t.max || sh.bytes+cost > t.maxBytes {

@@ -10,12 +10,14 @@ import (
 
 // checkUsage is check's -h.
 var checkUsage = usage{
-	synopsis: "sluice check PATH",
+	synopsis: "sluice check [-store URL] PATH",
 	about: `Check validates a rate limit config in envoyproxy/ratelimit's YAML format
 (with Sluice's extensions) and prints the compiled descriptor tree. PATH is a
-file, or a directory whose *.yaml and *.yml files hold one domain each. The
-exit status is 0 for a valid config and 1 for an invalid one.`,
-	examples: []string{"sluice check /etc/ratelimit/config"},
+file, or a directory whose *.yaml and *.yml files hold one domain each. With
+a Redis -store (by default REDIS_URL's, as sluice serve), a rule Redis cannot
+serve is an error too. The exit status is 0 for a valid config and 1 for an
+invalid one.`,
+	examples: []string{"sluice check /etc/ratelimit/config", "sluice check -store redis://redis:6379 rl.yaml"},
 }
 
 // check runs `sluice check PATH`: it loads the config at PATH (a file or a
@@ -24,6 +26,7 @@ exit status is 0 for a valid config and 1 for an invalid one.`,
 // on stderr when it is not, and 2 for a bad command line.
 func check(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("sluice check", flag.ContinueOnError)
+	store := fs.String("store", redisFromEnv(), "the store the config is for: memory, or a Redis URL (only its scheme matters: no connection is made); rules that store cannot serve are errors")
 	if code, done := parseCommandLine(fs, args, stdout, stderr, checkUsage, 1); done {
 		return code
 	}
@@ -32,6 +35,9 @@ func check(args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 	cfg, err := config.Load(fs.Arg(0))
+	if err == nil {
+		err = checkRulesForStore(cfg, storeValidator(*store))
+	}
 	if err != nil {
 		fmt.Fprintln(stderr, err)
 		return 1

@@ -41,9 +41,13 @@ type lazyStore struct {
 }
 
 var (
-	_ sluice.Limiter  = (*lazyStore)(nil)
-	_ sluice.Refunder = (*lazyStore)(nil)
+	_ sluice.Limiter        = (*lazyStore)(nil)
+	_ sluice.Refunder       = (*lazyStore)(nil)
+	_ sluice.LimitValidator = (*lazyStore)(nil)
 )
+
+// ValidateLimit is redisstore.ValidateLimit, connected or not.
+func (l *lazyStore) ValidateLimit(lim sluice.Limit) error { return redisstore.ValidateLimit(lim) }
 
 // openLazy opens the Redis store of cfg: it tries once, for up to
 // firstConnect, and if that fails logs a warning and keeps trying in the

@@ -276,6 +276,10 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	if err == nil {
 		err = checkForwardAuth(rules, trusted) // before the store is opened
 	}
+	validate := storeValidator(o.store)
+	if err == nil {
+		err = checkRulesForStore(rules, validate)
+	}
 	if err != nil {
 		return fail(1, err)
 	}
@@ -316,6 +320,9 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	// apply swaps a reloaded config in: the forward-auth mapping is built
 	// first, so that a config whose mapping fails keeps the running one.
 	apply := func(c *config.Config) error {
+		if err := checkRulesForStore(c, validate); err != nil {
+			return err
+		}
 		h, err := auth.build(c)
 		if err != nil {
 			return err

@@ -1,0 +1,55 @@
+package main
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// cfgTooBigForRedis is a token bucket that passes Limit.Validate and that
+// redisstore cannot hold exactly (its rate_limit is reported at line 5).
+const cfgTooBigForRedis = "domain: d\ndescriptors:\n  - key: k\n    rate_limit:\n      unit: second\n      requests_per_unit: 1000000000\n      algorithm: token_bucket\n      burst: 9000000000000000\n"
+
+// A rule the chosen store cannot serve is refused with its file:line by
+// sluice check -store, at serve's start-up and on reload (which keeps the
+// running config), instead of failing every request.
+func TestRulesTheStoreCannotServeAreRefused(t *testing.T) {
+	dir := t.TempDir()
+	bad := filepath.Join(dir, "big.yaml")
+	writeFile(t, bad, cfgTooBigForRedis)
+	store := "redis://127.0.0.1:1" // no Redis there: validation needs none
+
+	for _, tt := range []runCase{
+		{[]string{"check", "-store", store, bad}, 1, "", bad + ":5"},
+		{[]string{"check", "-store", "memory", bad}, 0, "token_bucket", ""},
+	} {
+		tt.check(t)
+	}
+
+	var out, errb syncBuffer
+	done := make(chan int, 1)
+	go func() {
+		done <- runServe(context.Background(), []string{"-config", bad, "-store", store, "-http-addr", "127.0.0.1:0", "-grpc-addr", "127.0.0.1:0"}, &out, &errb)
+	}()
+	select {
+	case code := <-done:
+		if code != 1 || !strings.Contains(errb.String(), bad+":5") {
+			t.Errorf("serve with a rule Redis cannot serve: exit %d, %q; want 1 and %s:5", code, errb.String(), bad)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("serve started with a rule Redis cannot serve")
+	}
+
+	good := filepath.Join(t.TempDir(), "rl.yaml")
+	writeFile(t, good, cfgBlocked)
+	s := launch(t, "-config", good, "-store", store)
+	writeFile(t, good, cfgTooBigForRedis)
+	syscall.Kill(os.Getpid(), syscall.SIGHUP)
+	eventually(t, "the reload refused", func() bool {
+		return strings.Contains(s.stderr.String(), "reload failed") && strings.Contains(s.stderr.String(), good+":5")
+	})
+}

@@ -91,13 +91,27 @@ type deadlines interface {
 }
 
 // deadlinesOf returns w's deadlines: the server's own ResponseWriter has
-// them; a wrapped one is reached through http.ResponseController.
+// them, a wrapper reaches them through Unwrap (as http.ResponseController
+// does). A ResponseWriter without them (httptest.ResponseRecorder) gets
+// deadlines that do nothing.
 func deadlinesOf(w http.ResponseWriter) deadlines {
-	if d, ok := w.(deadlines); ok {
-		return d
+	for {
+		switch t := w.(type) {
+		case deadlines:
+			return t
+		case interface{ Unwrap() http.ResponseWriter }:
+			w = t.Unwrap()
+		default:
+			return noDeadlines{}
+		}
 	}
-	return http.NewResponseController(w)
 }
+
+// noDeadlines are the deadlines of a ResponseWriter that has none.
+type noDeadlines struct{}
+
+func (noDeadlines) SetReadDeadline(time.Time) error  { return http.ErrNotSupported }
+func (noDeadlines) SetWriteDeadline(time.Time) error { return http.ErrNotSupported }
 
 // sendWriter bounds each write to the client by the send timeout, as
 // NGINX's send_timeout: a client that does not read for that long loses

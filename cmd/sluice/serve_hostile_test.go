@@ -320,3 +320,40 @@ func TestServeLogInConfigDirDoesNotReloadInALoop(t *testing.T) {
 		t.Fatalf("%v failed reloads from one change: the log file reloads the config\n%s", v, b)
 	}
 }
+
+// Slow clients are cut off: an HTTP client that never finishes its
+// request headers (slowloris) is disconnected after the read-header
+// timeout, and a gRPC client that never sends the HTTP/2 preface after the
+// handshake timeout.
+func TestServeCutsSlowClients(t *testing.T) {
+	const d = 300 * time.Millisecond
+	httpRe, grpcRe := regexp.MustCompile(`HTTP  http://(\S+)`), regexp.MustCompile(`gRPC  (\S+)`)
+	var httpAddr, grpcAddr string
+	startCmd(t, runServe, []string{"-http-addr", "127.0.0.1:0", "-grpc-addr", "127.0.0.1:0",
+		"-http-read-header-timeout", d.String(), "-grpc-handshake-timeout", d.String()}, func(out string) bool {
+		h, g := httpRe.FindStringSubmatch(out), grpcRe.FindStringSubmatch(out)
+		if h == nil || g == nil {
+			return false
+		}
+		httpAddr, grpcAddr = h[1], g[1]
+		return true
+	})
+	for _, c := range []struct{ name, addr, send string }{
+		{"HTTP, headers never finished", httpAddr, "GET /healthcheck HTTP/1.1\r\nHost: x\r\nX-Slow: "},
+		{"gRPC, no preface", grpcAddr, ""},
+	} {
+		conn, err := net.Dial("tcp", c.addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if c.send != "" {
+			io.WriteString(conn, c.send)
+		}
+		conn.SetReadDeadline(time.Now().Add(5 * time.Second))
+		_, err = io.Copy(io.Discard, conn) // until the server closes
+		conn.Close()
+		if err != nil {
+			t.Errorf("%s: still open 5 s after connecting (timeout %v): %v", c.name, d, err)
+		}
+	}
+}

@@ -16,6 +16,8 @@ func FuzzParseFile(f *testing.F) {
 		"status: 503\nheaders: both\ntrusted_proxies: [10.0.0.0/8]\nupstream_timeout: 1s\n",
 		"a: &x {b: 1}\nc: *x\n",
 		"routes: [{name: r, match: \"GET /{\"}]",
+		"client_body_timeout: 5s\nsend_timeout: 1m\nkeepalive_timeout: 75s\nclient_header_timeout: 60s\nlog_keys: true\nhash_keys: true\n",
+		"limits: [{name: a, key: ip, rate: 1r/s, burst: 5}]\nroutes: [{name: r, match: /l, methods: [POST, GET], limits: [{name: a, burst: 2, delay: 1}, {name: a}]}]\n",
 	} {
 		f.Add([]byte(s))
 	}

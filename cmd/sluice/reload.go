@@ -157,7 +157,7 @@ func loadRulesWith(apply func(*config.Config) error) func(string) error {
 // fingerprint hashes the names and contents of the config files at path,
 // each read with safefile.Read: a file that is not a regular file (a FIFO,
 // a device such as /dev/zero, followed symlinks included) or is over
-// safefile.DefaultLimit is an error (a *config.Error naming it), as is ctx
+// config.MaxFileBytes (what the loader reads at most) is an error (a *config.Error naming it), as is ctx
 // ending.
 func fingerprint(ctx context.Context, path string) ([sha256.Size]byte, error) {
 	var sum [sha256.Size]byte
@@ -167,7 +167,7 @@ func fingerprint(ctx context.Context, path string) ([sha256.Size]byte, error) {
 	}
 	h := sha256.New()
 	for _, f := range files {
-		b, err := safefile.Read(ctx, f, safefile.DefaultLimit)
+		b, err := safefile.Read(ctx, f, config.MaxFileBytes)
 		if err != nil {
 			return sum, &config.Error{File: f, Msg: "cannot read: " + strings.TrimPrefix(err.Error(), f+": "), Err: err}
 		}

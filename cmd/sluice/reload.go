@@ -157,8 +157,8 @@ func loadRulesWith(apply func(*config.Config) error) func(string) error {
 // fingerprint hashes the names and contents of the config files at path,
 // each read with safefile.Read: a file that is not a regular file (a FIFO,
 // a device such as /dev/zero, followed symlinks included) or is over
-// config.MaxFileBytes (what the loader reads at most) is an error (a *config.Error naming it), as is ctx
-// ending.
+// config.MaxFileBytes (what the loader reads at most) is an error (a
+// *config.Error naming it), as is ctx ending.
 func fingerprint(ctx context.Context, path string) ([sha256.Size]byte, error) {
 	var sum [sha256.Size]byte
 	files, err := config.Files(path)

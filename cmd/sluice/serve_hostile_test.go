@@ -163,7 +163,7 @@ func TestServeIdleConnectionsDoNotStarve(t *testing.T) {
 	// A new HTTP client is answered within a few idle timeouts (the
 	// clients ahead of it in the backlog each get an answer and then
 	// their own idle timeout).
-	client := &http.Client{Timeout: 6 * idle, Transport: &http.Transport{DisableKeepAlives: true}}
+	client := &http.Client{Timeout: 8 * idle, Transport: &http.Transport{DisableKeepAlives: true}}
 	resp, err := client.Get(p.httpURL + "/healthcheck")
 	if err != nil {
 		t.Fatalf("a new client was starved by 300 idle connections: %v\n%s", err, p.stderr.String())

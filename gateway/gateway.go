@@ -433,6 +433,8 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		// stream's deadline ends with the stream; its connection has
 		// its own.)
 		defer sw.arm()
+		// And for its discarding of a body the handler left unread.
+		defer st.boundDiscard(sw, r)
 	}
 	rt.handler.ServeHTTP(sw, r)
 }

@@ -156,6 +156,7 @@ type clientBody struct {
 	dl       deadlines
 	d        time.Duration
 	timedOut atomic.Bool // a read of the rest stalled past d
+	ended    atomic.Bool // the rest was read to its end
 }
 
 func (b *clientBody) Read(p []byte) (int, error) {
@@ -171,7 +172,10 @@ func (b *clientBody) Read(p []byte) (int, error) {
 		return 0, io.EOF
 	}
 	n, err := b.readRest(p)
-	if err != nil && isTimeout(err) {
+	switch {
+	case err == io.EOF:
+		b.ended.Store(true)
+	case err != nil && isTimeout(err):
 		b.timedOut.Store(true)
 	}
 	return n, err
@@ -281,3 +285,19 @@ func (s *streamingBody) Unwrap() http.ResponseWriter { return s.ResponseWriter }
 // ResponseController.
 func (s *sendWriter) SetReadDeadline(t time.Time) error  { return s.dl.SetReadDeadline(t) }
 func (s *sendWriter) SetWriteDeadline(t time.Time) error { return s.dl.SetWriteDeadline(t) }
+
+// boundDiscard bounds by the body timeout the reading of what is left of
+// r's body once the handler is done: net/http reads up to 256 KiB of an
+// unread body before it writes the response, to keep the connection, and
+// would wait on a client that stalls in it with no deadline at all (as
+// NGINX's lingering_time bounds its discarding). A body read to its end
+// needs none.
+func (st *state) boundDiscard(dl deadlines, r *http.Request) {
+	if r.Body == nil || r.Body == http.NoBody || r.ContentLength == 0 {
+		return
+	}
+	if b, ok := r.Body.(*clientBody); ok && (b.rest == nil || b.ended.Load()) {
+		return
+	}
+	dl.SetReadDeadline(time.Now().Add(st.timeouts.ClientBody))
+}

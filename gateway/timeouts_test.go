@@ -457,3 +457,43 @@ func TestExpectContinueAfterIdle(t *testing.T) {
 		}
 	})
 }
+
+// A request answered without its body being read (403 here; 429 and 503
+// alike) leaves the server to discard the rest before the connection can
+// be reused: that discard is bounded by the body timeout too, so a client
+// that stalls in a refused body loses its connection instead of holding
+// it forever.
+func TestRefusedBodyDiscardIsBounded(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const bodyTimeout = 2 * time.Second
+		p := newBubbleProxy(t, gateway.Config{
+			Timeouts: gateway.Timeouts{ClientBody: bodyTimeout},
+			Routes:   []gateway.Route{{Name: "ro", Patterns: []string{"/"}, Methods: []string{"GET"}}},
+		}, func(w http.ResponseWriter, r *http.Request) {})
+		defer p.close()
+		c, err := p.front.Dial(context.Background(), "", "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		c.SetReadDeadline(time.Now().Add(time.Minute))
+		go io.WriteString(c, "POST /x HTTP/1.1\r\nHost: app.test\r\nContent-Length: 1000\r\n\r\nx")
+		br := bufio.NewReader(c)
+		resp, err := http.ReadResponse(br, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusForbidden {
+			t.Fatalf("status %d, want 403", resp.StatusCode)
+		}
+		answered := time.Now()
+		if _, err := br.ReadByte(); err == nil {
+			t.Fatal("more bytes after the response")
+		}
+		if d := time.Since(answered); d > bodyTimeout+time.Second {
+			t.Fatalf("the connection of a stalled, refused body was held %v, want at most the body timeout %v", d, bodyTimeout)
+		}
+	})
+}

@@ -143,6 +143,9 @@ func (s *sendWriter) FlushError() error {
 	return http.NewResponseController(s.ResponseWriter).Flush()
 }
 
+// Flush is FlushError for code that asserts http.Flusher.
+func (s *sendWriter) Flush() { s.FlushError() }
+
 // Unwrap lets http.ResponseController reach the server's ResponseWriter.
 func (s *sendWriter) Unwrap() http.ResponseWriter { return s.ResponseWriter }
 

@@ -272,7 +272,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		return fail(1, err)
 	}
 	known := o.configPath != ""
-	rules, err := loadRules(o.configPath)
+	rules, err := loadRules(ctx, o.configPath)
 	if err == nil {
 		err = checkForwardAuth(rules, trusted) // before the store is opened
 	}
@@ -436,10 +436,12 @@ func watchRoots(fs *flag.FlagSet, configPath, defConfig string) []string {
 }
 
 // loadRules loads the config at path, or the built-in example when path is
-// empty.
-func loadRules(path string) (*config.Config, error) {
+// empty; it gives up when ctx ends (SIGTERM) or after config.LoadTimeout.
+func loadRules(ctx context.Context, path string) (*config.Config, error) {
 	if path != "" {
-		return config.Load(path)
+		ctx, cancel := context.WithTimeout(ctx, config.LoadTimeout)
+		defer cancel()
+		return config.LoadContext(ctx, path)
 	}
 	d, err := config.Parse("built-in example", exampleConfig)
 	if err != nil {

@@ -350,7 +350,7 @@ func TestSlowBodyOverHTTP2(t *testing.T) {
 	up := newUpstream(t)
 	cfg := direct(t, up)
 	cfg.MaxInFlight = 1
-	cfg.Timeouts.ClientBody = 200 * time.Millisecond
+	cfg.Timeouts.ClientBody = time.Second // room to see it stalled on a loaded machine
 	reg := prometheus.NewRegistry()
 	cfg.Metrics, _ = gateway.NewMetrics(reg)
 	srv := httptest.NewUnstartedServer(newGateway(t, cfg))

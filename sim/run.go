@@ -3,6 +3,7 @@ package sim
 import (
 	"errors"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"slices"
 	"sort"
@@ -309,18 +310,18 @@ func simulate(c Config, p Pattern) (*run, error) {
 	span := end - start
 	bucket := max((span+int64(c.Buckets)-1)/int64(c.Buckets), 1)
 	nb := int((span + bucket - 1) / bucket)
-	capacity := int32(1<<31 - 1)
+	capacity := int64(math.MaxInt32) // an Event's cost is an int32
 	var lanes []*lane
 	var ref *lane
 	for _, a := range c.Algorithms {
 		l := newLane(a, &c, keys, nb)
 		lanes = append(lanes, l)
-		capacity = min(capacity, int32(l.lim.Capacity()))
+		capacity = min(capacity, int64(l.lim.Capacity()))
 	}
 	if c.Queue {
 		q := newQueueLane(&c, keys, nb)
 		lanes = append(lanes, q)
-		capacity = min(capacity, int32(q.lim.Capacity()))
+		capacity = min(capacity, int64(q.lim.Capacity()))
 	}
 	// The reference is an exact log, one instant per admitted unit, kept in
 	// its window tally (which holds at least a period): the sliding log
@@ -329,7 +330,7 @@ func simulate(c Config, p Pattern) (*run, error) {
 	ref.exact = true
 	// The reference decides first.
 	all := append([]*lane{ref}, slices.DeleteFunc(slices.Clone(lanes), func(l *lane) bool { return l == ref })...)
-	capacity = min(capacity, int32(c.Rate))
+	capacity = min(capacity, int64(c.Rate))
 	winSpan := max(int64(c.Period), int64(time.Second))
 	per := int64(c.Period)
 	requests := make([]uint32, keys)
@@ -337,7 +338,7 @@ func simulate(c Config, p Pattern) (*run, error) {
 	var err error
 	rng := rand.New(rand.NewPCG(c.Seed, 0x5109ce))
 	for e := range p.events(&c, rng) {
-		if e.Cost > capacity {
+		if int64(e.Cost) > capacity {
 			err = fmt.Errorf("sim: arrival %d costs %d, more than every algorithm can admit at once (%d)", n+1, e.Cost, capacity)
 			break
 		}

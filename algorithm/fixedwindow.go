@@ -58,3 +58,14 @@ func (s *FixedWindow) Expires() int64 {
 	}
 	return s.End
 }
+
+// Prepare returns 0: a fixed window derives nothing from its limit.
+func (*FixedWindow) Prepare(sluice.Limit) int64 { return 0 }
+
+// TakePrepared is Take; the fixed window has nothing to prepare.
+func (s *FixedWindow) TakePrepared(now int64, lim sluice.Limit, _ int64, cost int) sluice.Result {
+	return s.Take(now, lim, cost)
+}
+
+// Bytes returns 0: a fixed window holds no heap.
+func (*FixedWindow) Bytes() int { return 0 }

@@ -115,3 +115,14 @@ func (s *LeakyBucket) Refund(now int64, lim sluice.Limit, cost int) {
 
 // Expires returns the instant at which the bucket has drained empty.
 func (s *LeakyBucket) Expires() int64 { return s.Until }
+
+// Prepare returns MilliRate(lim), for TakePrepared.
+func (*LeakyBucket) Prepare(lim sluice.Limit) int64 { return MilliRate(lim) }
+
+// TakePrepared is TakeRate: rate = Prepare(lim).
+func (s *LeakyBucket) TakePrepared(now int64, lim sluice.Limit, rate int64, cost int) sluice.Result {
+	return s.TakeRate(now, lim, rate, cost)
+}
+
+// Bytes returns 0: a leaky bucket holds no heap.
+func (*LeakyBucket) Bytes() int { return 0 }

@@ -191,3 +191,12 @@ func (s *SlidingLog) Refund(now int64, lim sluice.Limit, cost int) {
 
 // Expires returns the instant at which the newest entry leaves the window.
 func (s *SlidingLog) Expires() int64 { return s.until }
+
+// Prepare returns 0: the log's slot is one division it makes on admission
+// only.
+func (*SlidingLog) Prepare(sluice.Limit) int64 { return 0 }
+
+// TakePrepared is Take; the log has nothing to prepare.
+func (s *SlidingLog) TakePrepared(now int64, lim sluice.Limit, _ int64, cost int) sluice.Result {
+	return s.Take(now, lim, cost)
+}

@@ -120,3 +120,14 @@ func (s *SlidingWindow) Refund(now int64, lim sluice.Limit, cost int) {
 // Expires returns the instant from which no counted unit weighs on the
 // estimate any more.
 func (s *SlidingWindow) Expires() int64 { return s.Until }
+
+// Prepare returns 0: a sliding window derives nothing from its limit.
+func (*SlidingWindow) Prepare(sluice.Limit) int64 { return 0 }
+
+// TakePrepared is Take; the sliding window has nothing to prepare.
+func (s *SlidingWindow) TakePrepared(now int64, lim sluice.Limit, _ int64, cost int) sluice.Result {
+	return s.Take(now, lim, cost)
+}
+
+// Bytes returns 0: a sliding window holds no heap.
+func (*SlidingWindow) Bytes() int { return 0 }

@@ -65,3 +65,14 @@ func (s *TokenBucket) Refund(now int64, lim sluice.Limit, cost int) {
 
 // Expires returns the instant from which the bucket is full again.
 func (s *TokenBucket) Expires() int64 { return s.TAT }
+
+// Prepare returns Interval(lim), for TakePrepared.
+func (*TokenBucket) Prepare(lim sluice.Limit) int64 { return Interval(lim) }
+
+// TakePrepared is TakeInterval: t = Prepare(lim).
+func (s *TokenBucket) TakePrepared(now int64, lim sluice.Limit, t int64, cost int) sluice.Result {
+	return s.TakeInterval(now, lim, t, cost)
+}
+
+// Bytes returns 0: a token bucket holds no heap.
+func (*TokenBucket) Bytes() int { return 0 }

@@ -365,19 +365,33 @@ type Clock interface {
 // identifiers (see package httplimit) before they become keys.
 const MaxKeyLen = 4096
 
+// ErrBadInput matches, with errors.Is, every error that is the caller's
+// mistake rather than the store's failure: ErrInvalidLimit, ErrInvalidCost,
+// ErrCostExceedsCapacity, ErrInvalidKey and any error wrapping one of them.
+// Wrappers (package failsafe) pass such an error through without counting it
+// as a store failure; faces answer it as a bad request.
+var ErrBadInput = errors.New("sluice: bad input")
+
+// badInput is an error of the bad-input family: errors.Is(e, ErrBadInput)
+// holds for it, and its message is its own.
+type badInput struct{ msg string }
+
+func (e *badInput) Error() string        { return e.msg }
+func (e *badInput) Is(target error) bool { return target == ErrBadInput }
+
 // Errors that describe bad input. Test for them with errors.Is; the errors
-// returned wrap them with details.
+// returned wrap them with details. Each matches ErrBadInput too.
 var (
 	// ErrInvalidLimit reports a Limit that fails Validate.
-	ErrInvalidLimit = errors.New("sluice: invalid limit")
+	ErrInvalidLimit error = &badInput{"sluice: invalid limit"}
 	// ErrInvalidCost reports a cost below 1.
-	ErrInvalidCost = errors.New("sluice: invalid cost")
+	ErrInvalidCost error = &badInput{"sluice: invalid cost"}
 	// ErrCostExceedsCapacity reports a cost that can never be admitted
 	// because it exceeds the limit's capacity. It is an error, never a
 	// silent denial.
-	ErrCostExceedsCapacity = errors.New("sluice: cost exceeds capacity")
+	ErrCostExceedsCapacity error = &badInput{"sluice: cost exceeds capacity"}
 	// ErrInvalidKey reports an empty key or one longer than MaxKeyLen.
-	ErrInvalidKey = errors.New("sluice: invalid key")
+	ErrInvalidKey error = &badInput{"sluice: invalid key"}
 	// ErrUnavailable is wrapped by the error of a limiter that refuses a
 	// request because its store is unavailable and its policy is to fail
 	// closed (see package failsafe). The Result that comes with it denies

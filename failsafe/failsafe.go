@@ -20,8 +20,7 @@
 // themselves. Errors of the primary are counted and logged at most once per
 // LogInterval, with the count, never once per request.
 //
-// Bad input (errors wrapping sluice.ErrInvalidLimit, ErrInvalidCost,
-// ErrCostExceedsCapacity or ErrInvalidKey) is returned as is: it is the
+// Bad input (errors matching sluice.ErrBadInput) is returned as is: it is the
 // caller's fault, not the store's, and trips nothing.
 package failsafe
 
@@ -235,7 +234,7 @@ func (l *Limiter) AllowN(ctx context.Context, key string, lim sluice.Limit, cost
 		}
 		return res, nil
 	}
-	if isBadInput(err) {
+	if errors.Is(err, sluice.ErrBadInput) {
 		return res, err
 	}
 	if ctx.Err() != nil {
@@ -362,13 +361,6 @@ func (l *Limiter) maybeLog(cause error) {
 		attrs = append(attrs, "retry_at", time.Unix(0, until).UTC())
 	}
 	l.cfg.Logger.Warn("failsafe: rate limit store failing", attrs...)
-}
-
-// isBadInput reports whether err is the caller's mistake rather than the
-// store's failure.
-func isBadInput(err error) bool {
-	return errors.Is(err, sluice.ErrInvalidLimit) || errors.Is(err, sluice.ErrInvalidCost) ||
-		errors.Is(err, sluice.ErrCostExceedsCapacity) || errors.Is(err, sluice.ErrInvalidKey)
 }
 
 // Available reports whether the breaker is closed: the primary is being

@@ -660,7 +660,7 @@ func (s *Service) decide(ctx context.Context, domain string, i int, p *plan, sp 
 			switch {
 			case s.fb != nil:
 				if err := s.fb.refund(ctx, s.fb.modeOf(r), key, p.lim, c); err != nil {
-					if ctx.Err() != nil || isBadInput(err) {
+					if ctx.Err() != nil || errors.Is(err, sluice.ErrBadInput) {
 						return o, s.storeError(ctx, i, p, err)
 					}
 					// A refund is a courtesy: a failing store loses it.
@@ -731,7 +731,7 @@ func (s *Service) finish(o outcome, sp *statusParts) outcome {
 
 // storeError turns a Limiter's error into ShouldRateLimit's.
 func (s *Service) storeError(ctx context.Context, i int, p *plan, err error) error {
-	if isBadInput(err) {
+	if errors.Is(err, sluice.ErrBadInput) {
 		return invalid("descriptor %d (rule %q): %w", i, p.policy, err)
 	}
 	if cerr := ctx.Err(); cerr != nil {
@@ -750,10 +750,4 @@ func (s *Service) logError(i int, p *plan, err error) {
 		return
 	}
 	s.log.Warn("service: rate limit store error", "descriptor", i, "rule", p.label, "error", err.Error())
-}
-
-// isBadInput reports whether err is the request's fault, not the store's.
-func isBadInput(err error) bool {
-	return errors.Is(err, sluice.ErrInvalidLimit) || errors.Is(err, sluice.ErrInvalidKey) ||
-		errors.Is(err, sluice.ErrInvalidCost) || errors.Is(err, sluice.ErrCostExceedsCapacity)
 }

@@ -168,14 +168,26 @@ type forwarded struct {
 
 // forwarded reads the forwarded request's method, URI and host from the
 // headers the proxies send; see FromMethod, FromURI and FromHost. The
-// error wraps request.ErrMalformed.
+// error wraps request.ErrMalformed: a request with no canonical form, or
+// whose headers for one of the three disagree (X-Forwarded-Uri and
+// X-Original-URI, two X-Forwarded-Host lines: see agreedHeader).
 func forwardedOf(r *http.Request) (forwarded, error) {
 	var f forwarded
-	method := firstHeader(r, "X-Forwarded-Method", "X-Original-Method")
+	method, err := agreedHeader(r, strings.EqualFold, "X-Forwarded-Method", "X-Original-Method")
+	if err != nil {
+		return f, err
+	}
 	if method == "" {
 		method = r.Method
 	}
-	uri := firstHeader(r, "X-Forwarded-Uri", "X-Original-URI")
+	uri, err := agreedHeader(r, nil, "X-Forwarded-Uri", "X-Original-URI")
+	if err != nil {
+		return f, err
+	}
+	host, err := agreedHeader(r, nil, "X-Forwarded-Host")
+	if err != nil {
+		return f, err
+	}
 	f.uri = uri != ""
 	if i := strings.IndexAny(uri, "?#"); i >= 0 {
 		if uri[i] == '?' {
@@ -195,8 +207,7 @@ func forwardedOf(r *http.Request) (forwarded, error) {
 			uri = rest[j:]
 		}
 	}
-	var err error
-	f.canon, err = request.New(method, uri, r.Header.Get("X-Forwarded-Host"))
+	f.canon, err = request.New(method, uri, host)
 	// An encoded slash read as a slash, as the proxy reads it first:
 	// "/login%2F" is "/login" to an application that decodes the whole
 	// path, so it must be to the limit.
@@ -232,13 +243,27 @@ func (a *forwardAuth) value(src Source, r *http.Request, f *forwarded) (string, 
 	return v, v != ""
 }
 
-func firstHeader(r *http.Request, names ...string) string {
+// agreedHeader returns the value that every non-empty line of the headers
+// names carries, "" when there is none. Lines that disagree (same, when
+// non-nil, compares two values; else they must be equal) are an error
+// wrapping request.ErrMalformed: a proxy sets one of the names, and passes
+// on the client's own lines of the others (NGINX's auth_request passes
+// every header it does not set), so a disagreement is a client choosing
+// what the limit sees.
+func agreedHeader(r *http.Request, same func(a, b string) bool, names ...string) (string, error) {
+	var v, from string
 	for _, n := range names {
-		if v := r.Header.Get(n); v != "" {
-			return v
+		for _, line := range r.Header.Values(n) {
+			switch {
+			case line == "":
+			case v == "":
+				v, from = line, n
+			case line != v && (same == nil || !same(line, v)):
+				return "", fmt.Errorf("%w: %s %q and %s %q disagree", request.ErrMalformed, from, v, n, line)
+			}
 		}
 	}
-	return ""
+	return v, nil
 }
 
 // request builds the RateLimitRequest of r. A descriptor with an entry

@@ -13,6 +13,11 @@
 //     conservative share of the limit, such as the limit divided by the
 //     number of servers, so that the fleet as a whole stays near the limit.
 //
+// A Group is one breaker around one primary with one Limiter per Mode, for
+// a server whose rules choose their modes (package service); New makes a
+// Limiter of one mode with a Group of its own. The breaker is a Breaker,
+// which package client's circuit breaker uses too.
+//
 // After Threshold consecutive failures the breaker opens: the primary is not
 // called at all for a back-off period, which doubles on every failed probe up
 // to MaxBackoff, so a dead Redis costs no timeouts. When the period ends, one
@@ -80,11 +85,13 @@ func ParseMode(s string) (Mode, error) {
 // callers such as package httplimit refuse the request.
 var ErrUnavailable = sluice.ErrUnavailable
 
-// Config configures a Limiter. Only Primary is required.
+// Config configures a Limiter or a Group. Only Primary is required; every
+// other zero field has the default its comment gives.
 type Config struct {
 	// Primary is the limiter to protect, such as a redisstore.Store.
 	Primary sluice.Limiter
-	// Mode is what to do while Primary fails. Default Open.
+	// Mode is what to do while Primary fails (New), or the mode the log
+	// lines name (NewGroup). Default Open.
 	Mode Mode
 	// Local decides requests in Local mode; required for it.
 	Local sluice.Limiter
@@ -109,30 +116,42 @@ type Config struct {
 	// Default 10s.
 	LogInterval time.Duration
 	// LogMode is what the log lines give as the mode: default Mode's name.
-	// A caller that answers failures itself (package service, which uses
-	// Closed to see every failure and then applies each rule's mode) sets
-	// the mode it applies.
+	// The log lines are the Group's, for all its modes; a caller whose
+	// rules choose their own modes (package service) may name the default
+	// it applies.
 	LogMode string
 	// Clock tells the time for the breaker; nil means the system clock.
 	Clock sluice.Clock
 }
 
-// Limiter is a sluice.Limiter that keeps answering when its primary fails.
-// It is safe for concurrent use.
-type Limiter struct {
-	cfg Config
-
-	failures  atomic.Int64 // consecutive failures
-	openUntil atomic.Int64 // Unix ns until which the breaker is open; 0 when closed
-	probing   atomic.Bool  // a probe is in flight
-	backoff   atomic.Int64 // the current back-off, ns
+// Group is one circuit breaker around one primary, shared by one Limiter
+// per Mode: a server whose rules each choose their failure mode (package
+// service) asks Limiter(mode) for each rule's, and every rule's failures
+// count toward the same breaker, so that a dead store opens it once for all
+// of them. The errors are counted and logged by the Group, once per
+// LogInterval for all its Limiters.
+//
+// A Group is safe for concurrent use. Its zero value is not usable; make
+// one with NewGroup.
+type Group struct {
+	cfg      Config
+	breaker  *Breaker
+	limiters [Local + 1]Limiter
 
 	errors   atomic.Int64 // errors since the last log line
 	fallback atomic.Int64 // decisions made without the primary since the last log line
-	// Totals since New, for log lines that can be compared with a metric.
+	// Totals since NewGroup, for log lines that can be compared with a metric.
 	errorsTotal, fallbackTotal atomic.Int64
 	logMu                      sync.Mutex
 	lastLog                    time.Time
+}
+
+// Limiter is a sluice.Limiter that keeps answering when its primary fails,
+// as its Mode says. It is safe for concurrent use. Its zero value is not
+// usable; make one with New, or take one from a Group.
+type Limiter struct {
+	g    *Group
+	mode Mode
 }
 
 var (
@@ -140,16 +159,29 @@ var (
 	_ sluice.Refunder = (*Limiter)(nil)
 )
 
-// New returns a Limiter configured by cfg.
+// New returns a Limiter configured by cfg: the Limiter of cfg.Mode of a
+// Group of its own.
 func New(cfg Config) (*Limiter, error) {
+	if cfg.Mode == Local && cfg.Local == nil {
+		return nil, errors.New("failsafe: Local mode needs Config.Local")
+	}
+	g, err := NewGroup(cfg)
+	if err != nil {
+		return nil, err
+	}
+	return g.Limiter(cfg.Mode), nil
+}
+
+// NewGroup returns a Group configured by cfg. cfg.Mode is only the mode its
+// log lines name (unless LogMode is set); Config.Local is needed only by
+// the Limiter of mode Local, whose fallback decisions are errors without
+// it.
+func NewGroup(cfg Config) (*Group, error) {
 	if cfg.Primary == nil {
 		return nil, errors.New("failsafe: Config.Primary is nil")
 	}
 	if cfg.Mode > Local {
 		return nil, fmt.Errorf("failsafe: unknown mode %v", cfg.Mode)
-	}
-	if cfg.Mode == Local && cfg.Local == nil {
-		return nil, errors.New("failsafe: Local mode needs Config.Local")
 	}
 	if cfg.Nodes <= 0 {
 		cfg.Nodes = 1
@@ -161,25 +193,38 @@ func New(cfg Config) (*Limiter, error) {
 	if cfg.Timeout <= 0 {
 		cfg.Timeout = 50 * time.Millisecond
 	}
-	if cfg.Threshold <= 0 {
-		cfg.Threshold = 3
-	}
-	if cfg.Backoff <= 0 {
-		cfg.Backoff = time.Second
-	}
-	if cfg.MaxBackoff < cfg.Backoff {
-		cfg.MaxBackoff = max(30*time.Second, cfg.Backoff)
-	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
 	if cfg.LogInterval <= 0 {
 		cfg.LogInterval = 10 * time.Second
 	}
-	l := &Limiter{cfg: cfg}
-	l.backoff.Store(int64(cfg.Backoff))
-	return l, nil
+	if cfg.LogMode == "" {
+		cfg.LogMode = cfg.Mode.String()
+	}
+	g := &Group{cfg: cfg, breaker: NewBreaker(BreakerConfig{
+		Threshold: cfg.Threshold, Backoff: cfg.Backoff, MaxBackoff: cfg.MaxBackoff, Clock: cfg.Clock,
+	})}
+	for m := range g.limiters {
+		g.limiters[m] = Limiter{g: g, mode: Mode(m)}
+	}
+	return g, nil
 }
+
+// Limiter returns the Group's Limiter of mode m; nil for an unknown mode.
+func (g *Group) Limiter(m Mode) *Limiter {
+	if m > Local {
+		return nil
+	}
+	return &g.limiters[m]
+}
+
+// Breaker returns the Group's circuit breaker.
+func (g *Group) Breaker() *Breaker { return g.breaker }
+
+// Available reports whether the breaker is closed: the primary is being
+// asked.
+func (g *Group) Available() bool { return g.breaker.Available() }
 
 // Split returns lim with its rate and burst divided by n (rounded down, at
 // least 1): the share of one of n servers that each enforce the limit
@@ -195,12 +240,8 @@ func Split(lim sluice.Limit, n int) sluice.Limit {
 	return lim
 }
 
-func (l *Limiter) now() time.Time {
-	if l.cfg.Clock != nil {
-		return l.cfg.Clock.Now()
-	}
-	return time.Now()
-}
+// Mode returns the Limiter's failure mode.
+func (l *Limiter) Mode() Mode { return l.mode }
 
 // Allow is shorthand for AllowN(ctx, key, lim, 1).
 func (l *Limiter) Allow(ctx context.Context, key string, lim sluice.Limit) (sluice.Result, error) {
@@ -208,41 +249,44 @@ func (l *Limiter) Allow(ctx context.Context, key string, lim sluice.Limit) (slui
 }
 
 // AllowN asks the primary, unless its breaker is open, and falls back to the
-// configured Mode when the primary fails or is skipped.
+// Limiter's Mode when the primary fails or is skipped.
 func (l *Limiter) AllowN(ctx context.Context, key string, lim sluice.Limit, cost int) (sluice.Result, error) {
-	now := l.now()
-	probe := false
-	if until := l.openUntil.Load(); until != 0 {
-		if now.UnixNano() < until || !l.probing.CompareAndSwap(false, true) {
-			return l.degrade(ctx, key, lim, cost, nil)
-		}
-		probe = true // this call tries the primary; the others keep falling back
-		defer l.probing.Store(false)
+	res, _, err := l.Decide(ctx, key, lim, cost)
+	return res, err
+}
+
+// Decide is AllowN that also reports whether the decision was made without
+// the primary (it failed, or the open breaker skipped it): a caller that
+// counts store failures per rule (package service) counts those.
+func (l *Limiter) Decide(ctx context.Context, key string, lim sluice.Limit, cost int) (res sluice.Result, fellBack bool, err error) {
+	b := l.g.breaker
+	now := b.Now()
+	ok, probe := b.Allow(now)
+	if !ok {
+		res, err = l.degrade(ctx, key, lim, cost, nil)
+		return res, true, err
 	}
-	cctx, cancel := l.bound(ctx)
-	res, err := l.cfg.Primary.AllowN(cctx, key, lim, cost)
+	cctx, cancel := l.g.bound(ctx)
+	res, err = l.g.cfg.Primary.AllowN(cctx, key, lim, cost)
 	cancel()
 	if err == nil {
-		if probe {
-			// The breaker was open: the store is back.
-			l.openUntil.Store(0)
-			l.backoff.Store(int64(l.cfg.Backoff))
-			l.cfg.Logger.Info("failsafe: rate limit store is back")
+		if b.Success(probe) {
+			l.g.cfg.Logger.Info("failsafe: rate limit store is back")
 		}
-		if l.failures.Load() != 0 {
-			l.failures.Store(0)
-		}
-		return res, nil
+		return res, false, nil
 	}
 	if errors.Is(err, sluice.ErrBadInput) {
-		return res, err
+		b.Release(probe)
+		return res, false, err
 	}
 	if ctx.Err() != nil {
 		// The caller gave up; that says nothing about the store.
-		return sluice.Result{}, err
+		b.Release(probe)
+		return sluice.Result{}, false, err
 	}
-	l.fail(now, probe)
-	return l.degrade(ctx, key, lim, cost, err)
+	b.Failure(now, probe)
+	res, err = l.degrade(ctx, key, lim, cost, err)
+	return res, true, err
 }
 
 // RefundN gives units back to where they were spent: the primary while the
@@ -252,17 +296,18 @@ func (l *Limiter) AllowN(ctx context.Context, key string, lim sluice.Limit, cost
 // refunds never raise a key above a fresh key's allowance, so the cost is at
 // most that refund.
 func (l *Limiter) RefundN(ctx context.Context, key string, lim sluice.Limit, cost int) error {
-	if l.openUntil.Load() == 0 {
-		rf, ok := l.cfg.Primary.(sluice.Refunder)
+	cfg := &l.g.cfg
+	if l.g.breaker.Available() {
+		rf, ok := cfg.Primary.(sluice.Refunder)
 		if !ok {
 			return nil
 		}
-		cctx, cancel := l.bound(ctx)
+		cctx, cancel := l.g.bound(ctx)
 		defer cancel()
 		return rf.RefundN(cctx, key, lim, cost)
 	}
-	if rf, ok := l.cfg.Local.(sluice.Refunder); ok && l.cfg.Mode == Local {
-		share := l.cfg.Share(lim)
+	if rf, ok := cfg.Local.(sluice.Refunder); ok && l.mode == Local {
+		share := cfg.Share(lim)
 		return rf.RefundN(ctx, key, share, min(cost, share.Capacity()))
 	}
 	return nil
@@ -273,54 +318,44 @@ func (l *Limiter) RefundN(ctx context.Context, key string, lim sluice.Limit, cos
 // so ctx is returned as is, saving its allocations and timer: the common
 // case behind a gRPC server, whose clients (Envoy) send a deadline shorter
 // than the default timeout.
-func (l *Limiter) bound(ctx context.Context) (context.Context, context.CancelFunc) {
-	if d, ok := ctx.Deadline(); ok && time.Until(d) <= l.cfg.Timeout {
+func (g *Group) bound(ctx context.Context) (context.Context, context.CancelFunc) {
+	if d, ok := ctx.Deadline(); ok && time.Until(d) <= g.cfg.Timeout {
 		return ctx, func() {}
 	}
-	return context.WithTimeout(ctx, l.cfg.Timeout)
-}
-
-// fail records a failure and opens the breaker when there are enough.
-func (l *Limiter) fail(now time.Time, probe bool) {
-	n := l.failures.Add(1)
-	switch {
-	case probe:
-		b := min(2*time.Duration(l.backoff.Load()), l.cfg.MaxBackoff)
-		l.backoff.Store(int64(b))
-		l.openUntil.Store(now.Add(b).UnixNano())
-	case n >= int64(l.cfg.Threshold) && l.openUntil.Load() == 0:
-		l.openUntil.Store(now.Add(time.Duration(l.backoff.Load())).UnixNano())
-	}
+	return context.WithTimeout(ctx, g.cfg.Timeout)
 }
 
 // degrade answers without the primary, as the Mode says. cause is the
-// primary's error, or nil when the breaker skipped it.
+// primary's error, or nil when the breaker skipped it. A denial's
+// RetryAfter is the time until the breaker's next probe (the back-off
+// while it is closed).
 func (l *Limiter) degrade(ctx context.Context, key string, lim sluice.Limit, cost int, cause error) (sluice.Result, error) {
+	g := l.g
 	if cause != nil {
-		l.errors.Add(1)
-		l.errorsTotal.Add(1)
+		g.errors.Add(1)
+		g.errorsTotal.Add(1)
 	}
-	l.fallback.Add(1)
-	l.fallbackTotal.Add(1)
-	l.maybeLog(cause)
-	switch l.cfg.Mode {
+	g.fallback.Add(1)
+	g.fallbackTotal.Add(1)
+	g.maybeLog(cause)
+	switch l.mode {
 	case Closed:
-		retry := time.Duration(l.backoff.Load())
-		if until, now := l.openUntil.Load(), l.now().UnixNano(); until != 0 && until > now {
-			retry = time.Duration(until - now)
-		}
+		retry := g.breaker.RetryAfter(g.breaker.Now())
 		if cause == nil {
 			cause = errors.New("circuit open")
 		}
 		return sluice.Result{RetryAfter: retry}, fmt.Errorf("%w: %w", ErrUnavailable, cause)
 	case Local:
-		share := l.cfg.Share(lim)
+		share := g.cfg.Share(lim)
 		if cost > share.Capacity() {
 			// The whole limit would admit it, this server's share never
 			// can: a denial, not bad input.
-			return sluice.Result{RetryAfter: time.Duration(l.backoff.Load())}, nil
+			return sluice.Result{RetryAfter: g.breaker.RetryAfter(g.breaker.Now())}, nil
 		}
-		return l.cfg.Local.AllowN(ctx, key, share, cost)
+		if g.cfg.Local == nil {
+			return sluice.Result{}, errors.New("failsafe: Local mode needs Config.Local")
+		}
+		return g.cfg.Local.AllowN(ctx, key, share, cost)
 	default: // Open: admitted; the allowance is unknown, so report it untouched
 		return sluice.Result{Allowed: true, Remaining: max(lim.Capacity()-cost, 0)}, nil
 	}
@@ -331,38 +366,34 @@ func (l *Limiter) degrade(ctx context.Context, key string, lim sluice.Limit, cos
 // since the previous line and since New; a decision skipped by the open
 // breaker is a fallback decision, not an error), whether the breaker is
 // open, the last error and when the next probe is due.
-func (l *Limiter) maybeLog(cause error) {
-	if !l.logMu.TryLock() {
+func (g *Group) maybeLog(cause error) {
+	if !g.logMu.TryLock() {
 		return
 	}
-	defer l.logMu.Unlock()
-	now := l.now()
-	if now.Sub(l.lastLog) < l.cfg.LogInterval {
+	defer g.logMu.Unlock()
+	now := g.breaker.Now()
+	if now.Sub(g.lastLog) < g.cfg.LogInterval {
 		return
 	}
-	l.lastLog = now
-	errs, fb := l.errors.Swap(0), l.fallback.Swap(0)
-	mode := l.cfg.LogMode
-	if mode == "" {
-		mode = l.cfg.Mode.String()
-	}
+	g.lastLog = now
+	errs, fb := g.errors.Swap(0), g.fallback.Swap(0)
 	breaker := "closed"
-	until := l.openUntil.Load()
-	if until != 0 {
+	until := g.breaker.OpenUntil()
+	if !until.IsZero() {
 		breaker = "open"
 	}
-	attrs := []any{"mode", mode, "breaker", breaker,
+	attrs := []any{"mode", g.cfg.LogMode, "breaker", breaker,
 		"errors", errs, "fallback_decisions", fb,
-		"errors_total", l.errorsTotal.Load(), "fallback_decisions_total", l.fallbackTotal.Load()}
+		"errors_total", g.errorsTotal.Load(), "fallback_decisions_total", g.fallbackTotal.Load()}
 	if cause != nil {
 		attrs = append(attrs, "last_error", cause.Error())
 	}
-	if until != 0 {
-		attrs = append(attrs, "retry_at", time.Unix(0, until).UTC())
+	if !until.IsZero() {
+		attrs = append(attrs, "retry_at", until.UTC())
 	}
-	l.cfg.Logger.Warn("failsafe: rate limit store failing", attrs...)
+	g.cfg.Logger.Warn("failsafe: rate limit store failing", attrs...)
 }
 
 // Available reports whether the breaker is closed: the primary is being
 // asked.
-func (l *Limiter) Available() bool { return l.openUntil.Load() == 0 }
+func (l *Limiter) Available() bool { return l.g.breaker.Available() }

@@ -18,12 +18,13 @@ func (l *Limiter) ValidateLimit(lim sluice.Limit) error {
 		return err
 	}
 	var errs []error
-	if v, ok := l.cfg.Primary.(sluice.LimitValidator); ok {
+	cfg := &l.g.cfg
+	if v, ok := cfg.Primary.(sluice.LimitValidator); ok {
 		errs = append(errs, v.ValidateLimit(lim))
 	}
-	if l.cfg.Mode == Local {
-		if v, ok := l.cfg.Local.(sluice.LimitValidator); ok {
-			errs = append(errs, v.ValidateLimit(l.cfg.Share(lim)))
+	if l.mode == Local {
+		if v, ok := cfg.Local.(sluice.LimitValidator); ok {
+			errs = append(errs, v.ValidateLimit(cfg.Share(lim)))
 		}
 	}
 	return errors.Join(errs...)

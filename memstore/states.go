@@ -1,0 +1,53 @@
+package memstore
+
+import (
+	"hash/maphash"
+
+	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/algorithm"
+)
+
+// states is one algorithm's table, behind the operations a shard makes on
+// every algorithm alike. Its methods run under the shard's lock.
+type states interface {
+	// prepare returns the constant decide passes to TakePrepared for lim (see
+	// algorithm.Decider's Prepare).
+	prepare(lim sluice.Limit) int64
+	// refund gives cost units back to key, if the table holds it.
+	refund(h uint64, key string, now int64, lim sluice.Limit, cost int)
+	// sweep drops the keys that are fresh at now and returns how many.
+	sweep(now int64) int
+	// sample returns the slot and expiry of the key closest to fresh in a
+	// sample of evictionSample keys taken at h.
+	sample(h uint64) (idx uint64, exp int64, ok bool)
+	// evictAt drops the key in slot i.
+	evictAt(i uint64)
+	// bytes returns the heap the table holds.
+	bytes() int64
+}
+
+// stateTable is the table of the algorithm whose state is S.
+type stateTable[S any, P algorithm.State[S]] struct{ table[S] }
+
+// init makes t an empty table and returns it.
+func (t *stateTable[S, P]) init(seed maphash.Seed) states {
+	t.table = newTable[S](seed)
+	t.heapOf = func(st *S) int64 { return int64(P(st).Bytes()) }
+	return t
+}
+
+func (*stateTable[S, P]) prepare(lim sluice.Limit) int64 { return P(nil).Prepare(lim) }
+
+func (t *stateTable[S, P]) refund(h uint64, key string, now int64, lim sluice.Limit, cost int) {
+	if st := P(t.get(h, key)); st != nil {
+		before := st.Bytes()
+		st.Refund(now, lim, cost)
+		t.heap += int64(st.Bytes() - before)
+	}
+}
+
+func (t *stateTable[S, P]) sweep(now int64) int { return sweep[S, P](&t.table, now) }
+
+func (t *stateTable[S, P]) sample(h uint64) (uint64, int64, bool) {
+	return sample[S, P](&t.table, h, evictionSample)
+}

@@ -60,44 +60,62 @@ const (
 	numAlgorithms = iota
 )
 
-var algorithmNames = [numAlgorithms]string{
-	TokenBucket:   "token_bucket",
-	FixedWindow:   "fixed_window",
-	SlidingWindow: "sliding_window",
-	SlidingLog:    "sliding_log",
-	LeakyBucket:   "leaky_bucket",
+// algorithms registers each algorithm: its configuration name, and whether
+// Burst is its capacity (a bucket) or Rate is (a window). A new algorithm is
+// a constant above and a row here; the stores add theirs (see
+// docs/architecture.md).
+var algorithms = [numAlgorithms]struct {
+	name   string
+	bucket bool
+}{
+	TokenBucket:   {"token_bucket", true},
+	FixedWindow:   {"fixed_window", false},
+	SlidingWindow: {"sliding_window", false},
+	SlidingLog:    {"sliding_log", false},
+	LeakyBucket:   {"leaky_bucket", true},
 }
 
 // Algorithms lists every algorithm, in a stable order.
 func Algorithms() []Algorithm {
-	return []Algorithm{TokenBucket, FixedWindow, SlidingWindow, SlidingLog, LeakyBucket}
+	out := make([]Algorithm, numAlgorithms)
+	for i := range out {
+		out[i] = Algorithm(i)
+	}
+	return out
 }
 
 // String returns the algorithm's configuration name, such as "token_bucket".
 func (a Algorithm) String() string {
-	if int(a) < len(algorithmNames) {
-		return algorithmNames[a]
+	if int(a) < len(algorithms) {
+		return algorithms[a].name
 	}
 	return "algorithm(" + strconv.Itoa(int(a)) + ")"
 }
 
+// UsesBurst reports whether a is a bucket, whose capacity is Limit.Burst
+// (TokenBucket, LeakyBucket), rather than a window, whose capacity is
+// Limit.Rate and which ignores Burst. It is false for an unknown algorithm.
+func (a Algorithm) UsesBurst() bool { return int(a) < len(algorithms) && algorithms[a].bucket }
+
 // ParseAlgorithm returns the algorithm named s. It accepts the names that
 // String returns, with '-' in place of '_' too, and "gcra" for TokenBucket.
 func ParseAlgorithm(s string) (Algorithm, error) {
-	for i, n := range algorithmNames {
-		if s == n || s == strings.ReplaceAll(n, "_", "-") {
+	names := make([]string, len(algorithms))
+	for i, alg := range algorithms {
+		if s == alg.name || s == strings.ReplaceAll(alg.name, "_", "-") {
 			return Algorithm(i), nil
 		}
+		names[i] = alg.name
 	}
 	if s == "gcra" {
 		return TokenBucket, nil
 	}
-	return 0, fmt.Errorf("%w: unknown algorithm %q (want one of token_bucket, fixed_window, sliding_window, sliding_log, leaky_bucket)", ErrInvalidLimit, s)
+	return 0, fmt.Errorf("%w: unknown algorithm %q (want one of %s)", ErrInvalidLimit, s, strings.Join(names, ", "))
 }
 
 // MarshalText implements encoding.TextMarshaler.
 func (a Algorithm) MarshalText() ([]byte, error) {
-	if int(a) >= len(algorithmNames) {
+	if int(a) >= len(algorithms) {
 		return nil, fmt.Errorf("%w: unknown algorithm %d", ErrInvalidLimit, a)
 	}
 	return []byte(a.String()), nil
@@ -180,12 +198,10 @@ func (l Limit) WithAlgorithm(a Algorithm) Limit { l.Algorithm = a; return l }
 // Capacity returns the largest cost a single call can ever be admitted with:
 // Burst for the buckets, Rate for the windows.
 func (l Limit) Capacity() int {
-	switch l.Algorithm {
-	case TokenBucket, LeakyBucket:
+	if l.Algorithm.UsesBurst() {
 		return l.Burst
-	default:
-		return l.Rate
 	}
+	return l.Rate
 }
 
 // Validate reports whether l is a usable limit. The error wraps
@@ -205,8 +221,8 @@ func (l Limit) Validate() error {
 	case l.CountRejected && l.Algorithm != SlidingWindow:
 		return fmt.Errorf("%w: count-rejected applies only to sliding_window, not %v", ErrInvalidLimit, l.Algorithm)
 	}
-	switch l.Algorithm {
-	case TokenBucket, LeakyBucket:
+	switch {
+	case l.Algorithm.UsesBurst():
 		if l.Burst < 1 {
 			return fmt.Errorf("%w: burst %d must be at least 1 for %v", ErrInvalidLimit, l.Burst, l.Algorithm)
 		}
@@ -240,7 +256,7 @@ func (l Limit) Validate() error {
 				return fmt.Errorf("%w: leaky bucket burst %d exceeds %d", ErrInvalidLimit, l.Burst, math.MaxInt32)
 			}
 		}
-	case SlidingLog:
+	case l.Algorithm == SlidingLog:
 		if l.Rate > MaxLogRate {
 			return fmt.Errorf("%w: sliding log rate %d exceeds %d; use sliding_window", ErrInvalidLimit, l.Rate, MaxLogRate)
 		}
@@ -269,8 +285,7 @@ const MaxLogRate = 1 << 20
 // "fixed_window 100/1m0s".
 func (l Limit) String() string {
 	s := l.Algorithm.String() + " " + strconv.Itoa(l.Rate) + "/" + l.Period.String()
-	switch l.Algorithm {
-	case TokenBucket, LeakyBucket:
+	if l.Algorithm.UsesBurst() {
 		s += " burst " + strconv.Itoa(l.Burst)
 	}
 	if l.CountRejected {

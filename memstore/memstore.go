@@ -220,7 +220,7 @@ func (s *Store) Allow(ctx context.Context, key string, lim sluice.Limit) (sluice
 // consulted, since a decision never blocks.
 func (s *Store) AllowN(_ context.Context, key string, lim sluice.Limit, cost int) (sluice.Result, error) {
 	capacity := lim.Rate // lim.Capacity(), written out: the call copies lim
-	if lim.Algorithm == sluice.TokenBucket || lim.Algorithm == sluice.LeakyBucket {
+	if lim.Algorithm.UsesBurst() {
 		capacity = lim.Burst
 	}
 	if len(key) == 0 || len(key) > sluice.MaxKeyLen || cost < 1 || cost > capacity {

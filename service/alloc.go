@@ -24,6 +24,7 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/sluicehq/sluice/config"
+	"github.com/sluicehq/sluice/failsafe"
 	"github.com/sluicehq/sluice/rlheader"
 )
 
@@ -132,9 +133,10 @@ func (h *headerBlock) list() []*corepb.HeaderValue { return h.ptrs[:h.n:h.n] }
 // once: the header values that do not depend on the request, and the
 // rule's counters.
 type ruleInfo struct {
-	policyHeader string        // the RateLimit-Policy value (HeadersDraft11)
-	limitHeader  string        // the legacy Limit value (HeadersLegacy)
-	ctr          *ruleCounters // nil without metrics, or with DetailedMetric
+	policyHeader string            // the RateLimit-Policy value (HeadersDraft11)
+	limitHeader  string            // the legacy Limit value (HeadersLegacy)
+	ctr          *ruleCounters     // nil without metrics, or with DetailedMetric
+	fail         *failsafe.Limiter // the rule's failure mode's; nil without Config.Failure
 }
 
 // maxRuleInfos bounds the cache of one Rules: a Rules that returns a new
@@ -168,6 +170,9 @@ func (s *Service) info(b *rulesBox, r *config.RateLimit) *ruleInfo {
 	}
 	if !r.DetailedMetric {
 		in.ctr = s.m.counters(r.FullKey)
+	}
+	if s.fb != nil {
+		in.fail = s.fb.limiterFor(r)
 	}
 	if v, loaded := b.infos.LoadOrStore(r, in); loaded {
 		return v.(*ruleInfo)

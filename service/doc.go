@@ -94,7 +94,8 @@
 // FailurePolicy.Nodes, by default). A limit override keeps its matched
 // rule's mode. Every such decision counts in sluice_rls_store_errors_total.
 //
-// One circuit breaker (a failsafe.Limiter in Closed mode around the store)
+// One circuit breaker (a failsafe.Group around the store, whose Limiter of
+// each mode a rule's failure_mode picks once, when the rule is first used)
 // serves every rule, whatever its mode: the store's health is the store's,
 // not a rule's. Failures of rules of any mode add up to its Threshold; once
 // it opens, no rule calls the store (so a dead Redis costs no timeouts,

@@ -235,7 +235,7 @@ func New(cfg Config) (*Service, error) {
 		if err != nil {
 			return nil, err
 		}
-		s.fb, s.limiter = fb, fb.breaker
+		s.fb, s.limiter = fb, fb.def
 	} else {
 		s.refunder, _ = cfg.Limiter.(sluice.Refunder)
 	}
@@ -659,7 +659,7 @@ func (s *Service) decide(ctx context.Context, domain string, i int, p *plan, sp 
 			key := StoreKey(s.prefix, domain, p.entries)
 			switch {
 			case s.fb != nil:
-				if err := s.fb.refund(ctx, s.fb.modeOf(r), key, p.lim, c); err != nil {
+				if err := s.fb.limiterOf(p).RefundN(ctx, key, p.lim, c); err != nil {
 					if ctx.Err() != nil || errors.Is(err, sluice.ErrBadInput) {
 						return o, s.storeError(ctx, i, p, err)
 					}
@@ -683,23 +683,22 @@ func (s *Service) decide(ctx context.Context, domain string, i int, p *plan, sp 
 		return s.finish(o, sp), nil
 	}
 	key := StoreKey(s.prefix, domain, p.entries)
-	res, err := s.limiter.AllowN(ctx, key, p.lim, int(p.cost))
+	var res sluice.Result
+	var err error
+	if s.fb != nil {
+		// The rule's failure mode answers while the store fails.
+		res, err = s.allowFailsafe(ctx, p, key)
+	} else {
+		res, err = s.limiter.AllowN(ctx, key, p.lim, int(p.cost))
+	}
 	if err != nil {
-		if !errors.Is(err, sluice.ErrUnavailable) {
+		if s.fb != nil || !errors.Is(err, sluice.ErrUnavailable) {
 			return o, s.storeError(ctx, i, p, err)
 		}
+		// failsafe's Closed mode: its answer is a denial.
 		s.m.storeError(p.ctr, p.label)
-		if s.fb == nil {
-			// failsafe's Closed mode: its answer is a denial.
-			s.logError(i, p, err)
-			res = sluice.Result{RetryAfter: res.RetryAfter}
-		} else {
-			// The breaker logs the store's errors; the rule's mode answers.
-			res, err = s.fb.degrade(ctx, s.fb.modeOf(r), key, p.lim, int(p.cost), res)
-			if err != nil {
-				return o, s.storeError(ctx, i, p, err)
-			}
-		}
+		s.logError(i, p, err)
+		res = sluice.Result{RetryAfter: res.RetryAfter}
 	}
 	if res.Allowed {
 		o.remain, o.wait = int64(res.Remaining), res.ResetAfter

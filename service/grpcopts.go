@@ -6,6 +6,10 @@ import (
 	"google.golang.org/grpc"
 )
 
+// MaxConcurrentStreams is the most calls one gRPC connection may have open
+// at once on the server of GRPCServerOptions.
+const MaxConcurrentStreams = 128
+
 // GRPCServerOptions returns the options `sluice serve` builds its gRPC
 // server with, for a program that registers the Service (RegisterGRPC) on
 // a grpc.Server of its own: pass them to grpc.NewServer, with any options
@@ -20,8 +24,16 @@ import (
 // calls; far more idle workers than concurrent calls cost CPU instead.
 // Flow-control windows and buffer sizes are left at gRPC's defaults: the
 // messages are small, and static windows made no measurable difference.
+//
+// They also bound what one client may hold: a request message of at most
+// MaxRequestBytes (ResourceExhausted past it), and at most
+// MaxConcurrentStreams calls at once per connection (as NGINX's
+// http2_max_concurrent_streams, 128), so that one connection cannot hold
+// thousands of calls and their messages in memory.
 func GRPCServerOptions() []grpc.ServerOption {
 	return []grpc.ServerOption{
 		grpc.NumStreamWorkers(uint32(32 * runtime.GOMAXPROCS(0))),
+		grpc.MaxRecvMsgSize(MaxRequestBytes),
+		grpc.MaxConcurrentStreams(MaxConcurrentStreams),
 	}
 }

@@ -141,6 +141,14 @@ type Config struct {
 	// descriptor) a request may ask for; a larger one is refused as
 	// MaxOverride is. 0 means DefaultMaxCost.
 	MaxCost uint64
+	// MaxDescriptors is the most descriptors a request may carry, and
+	// MaxEntries the most entries one descriptor may: a request with more
+	// is refused as MaxOverride is, before any rule is looked up or the
+	// store asked, so that the work and memory of one call are bounded
+	// by the operator, not by how many tiny descriptors fit in a message.
+	// 0 means DefaultMaxDescriptors and DefaultMaxEntries; negative is an
+	// error.
+	MaxDescriptors, MaxEntries int
 	// MaxDetailedSeries caps the metrics series of each rule with
 	// detailed_metric, whose labels are the descriptors clients send: a
 	// rule counts under at most this many descriptor labels, and under
@@ -169,6 +177,15 @@ const (
 	DefaultMaxCost     = 100_000
 )
 
+// Defaults of Config.MaxDescriptors and Config.MaxEntries: Envoy sends one
+// descriptor per rate limit action of a route and one entry per action
+// item, a handful of each; these leave ample room and keep one call to at
+// most 256 store calls.
+const (
+	DefaultMaxDescriptors = 256
+	DefaultMaxEntries     = 64
+)
+
 // HealthServiceName is the gRPC service name the health service reports,
 // besides the server-wide "".
 const HealthServiceName = "envoy.service.ratelimit.v3.RateLimitService"
@@ -192,6 +209,8 @@ type Service struct {
 	prefix   string
 	maxRPU   uint32 // Config.MaxOverride
 	maxCost  uint64 // Config.MaxCost
+	maxDescs int    // Config.MaxDescriptors
+	maxEnts  int    // Config.MaxEntries
 	shadow   bool
 	headers  HeaderMode
 	legacy   LegacyNames
@@ -215,12 +234,14 @@ func New(cfg Config) (*Service, error) {
 		return nil, fmt.Errorf("service: unknown header mode %d", cfg.Headers)
 	}
 	s := &Service{
-		limiter: cfg.Limiter,
-		prefix:  cfg.Prefix,
-		maxRPU:  cmp.Or(cfg.MaxOverride, DefaultMaxOverride),
-		maxCost: cmp.Or(cfg.MaxCost, DefaultMaxCost),
-		shadow:  cfg.ShadowMode,
-		headers: cfg.Headers,
+		limiter:  cfg.Limiter,
+		prefix:   cfg.Prefix,
+		maxRPU:   cmp.Or(cfg.MaxOverride, DefaultMaxOverride),
+		maxCost:  cmp.Or(cfg.MaxCost, DefaultMaxCost),
+		maxDescs: cmp.Or(cfg.MaxDescriptors, DefaultMaxDescriptors),
+		maxEnts:  cmp.Or(cfg.MaxEntries, DefaultMaxEntries),
+		shadow:   cfg.ShadowMode,
+		headers:  cfg.Headers,
 		legacy: LegacyNames{
 			Limit:     cmp.Or(cfg.LegacyNames.Limit, DefaultLegacyNames.Limit),
 			Remaining: cmp.Or(cfg.LegacyNames.Remaining, DefaultLegacyNames.Remaining),
@@ -245,6 +266,9 @@ func New(cfg Config) (*Service, error) {
 			return nil, err
 		}
 		s.auth = a
+	}
+	if cfg.MaxDescriptors < 0 || cfg.MaxEntries < 0 {
+		return nil, fmt.Errorf("service: Config.MaxDescriptors %d or MaxEntries %d is negative", cfg.MaxDescriptors, cfg.MaxEntries)
 	}
 	if cfg.MaxDetailedSeries < 0 {
 		return nil, fmt.Errorf("service: Config.MaxDetailedSeries %d is negative", cfg.MaxDetailedSeries)
@@ -375,6 +399,9 @@ func (s *Service) shouldRateLimit(ctx context.Context, req *pb.RateLimitRequest,
 	if len(descs) == 0 {
 		return nil, nil, invalid("no descriptors")
 	}
+	if len(descs) > s.maxDescs {
+		return nil, nil, invalid("%d descriptors, over the maximum of %d", len(descs), s.maxDescs)
+	}
 	hits := uint64(req.GetHitsAddend())
 	if hits == 0 {
 		hits = 1
@@ -388,8 +415,12 @@ func (s *Service) shouldRateLimit(ctx context.Context, req *pb.RateLimitRequest,
 		rules = box.r
 	}
 	n := 0
-	for _, d := range descs {
-		n += len(d.GetEntries())
+	for i, d := range descs {
+		m := len(d.GetEntries())
+		if m > s.maxEnts {
+			return nil, nil, invalid("descriptor %d has %d entries, over the maximum of %d", i, m, s.maxEnts)
+		}
+		n += m
 	}
 	plans, outs, buf := sc.take(len(descs), n)
 	replaced := false

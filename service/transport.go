@@ -19,6 +19,11 @@ import (
 // MaxJSONBody is the largest request body POST /json reads: 1 MiB.
 const MaxJSONBody = 1 << 20
 
+// MaxRequestBytes is the largest gRPC request message the server of
+// GRPCServerOptions accepts (ResourceExhausted past it): 1 MiB, as
+// MaxJSONBody, instead of gRPC's default of 4 MiB.
+const MaxRequestBytes = MaxJSONBody
+
 // grpcServer adapts a Service to pb.RateLimitServiceServer.
 type grpcServer struct {
 	pb.UnimplementedRateLimitServiceServer

@@ -85,7 +85,7 @@ type serveOptions struct {
 	shadow, watch, localCache, healthNeedsStore                     bool
 	listen                                                          listenerOptions
 	maxDetailed                                                     int
-	maxOverride, maxCost                                            int
+	maxOverride, maxCost, maxDescs, maxEntries                      int
 	memMaxBytes                                                     int64
 }
 
@@ -228,6 +228,10 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		"the largest requests_per_unit a descriptor's limit override may ask for; larger is refused (400, InvalidArgument)")
 	fs.IntVar(&o.maxCost, "max-cost", envErr.int("MAX_COST", service.DefaultMaxCost),
 		"the largest hits_addend a request or descriptor may ask for; larger is refused (400, InvalidArgument)")
+	fs.IntVar(&o.maxDescs, "max-descriptors", envErr.int("MAX_DESCRIPTORS", service.DefaultMaxDescriptors),
+		"the most descriptors a request may carry; more is refused (400, InvalidArgument)")
+	fs.IntVar(&o.maxEntries, "max-entries", envErr.int("MAX_ENTRIES", service.DefaultMaxEntries),
+		"the most entries a descriptor may carry; more is refused (400, InvalidArgument)")
 	fs.IntVar(&o.maxDetailed, "detailed-metric-max-series", envErr.int("DETAILED_METRIC_MAX_SERIES", service.DefaultMaxDetailedSeries),
 		"metrics series per detailed_metric rule at most (one per descriptor); past them, the rule's FULLKEY#other series counts")
 	if code, done := parseCommandLine(fs, args, stdout, stderr, serveUsage, 0); done {
@@ -248,6 +252,9 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	}
 	if o.maxCost <= 0 {
 		return fail(2, fmt.Sprintf("-max-cost %d: want at least 1", o.maxCost))
+	}
+	if o.maxDescs <= 0 || o.maxEntries <= 0 {
+		return fail(2, fmt.Sprintf("-max-descriptors %d, -max-entries %d: want at least 1", o.maxDescs, o.maxEntries))
 	}
 	if o.maxDetailed <= 0 {
 		return fail(2, fmt.Sprintf("-detailed-metric-max-series %d: want at least 1", o.maxDetailed))
@@ -308,7 +315,8 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	}
 	svc, err = service.New(service.Config{Limiter: st.limiter, Rules: rules, Prefix: o.prefix, ShadowMode: o.shadow,
 		Headers: headers, Logger: log, Registerer: reg, Failure: st.failure, Healthy: healthy,
-		MaxDetailedSeries: o.maxDetailed, MaxOverride: uint32(o.maxOverride), MaxCost: uint64(o.maxCost)})
+		MaxDetailedSeries: o.maxDetailed, MaxOverride: uint32(o.maxOverride), MaxCost: uint64(o.maxCost),
+		MaxDescriptors: o.maxDescs, MaxEntries: o.maxEntries})
 	if err != nil {
 		return fail(1, err)
 	}

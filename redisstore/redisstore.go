@@ -43,12 +43,27 @@ import (
 //go:embed scripts/*.lua
 var scriptFS embed.FS
 
+// algorithms registers each algorithm's script, scripts/<name>.lua: the
+// short name that stands for the algorithm in its keys, and the function
+// that turns a limit into the script's arguments. A new algorithm is a
+// script and a row here.
+var algorithms = [...]struct {
+	short  string
+	params func(lim sluice.Limit, periodUs int64) ([]string, error)
+}{
+	sluice.TokenBucket:   {"tb", tokenBucketParams},
+	sluice.FixedWindow:   {"fw", fixedWindowParams},
+	sluice.SlidingWindow: {"sw", slidingWindowParams},
+	sluice.SlidingLog:    {"slc", slidingLogParams}, // "sl" was a sorted set of one member per unit before the log became compact
+	sluice.LeakyBucket:   {"lb", leakyBucketParams},
+}
+
 // scripts holds one loaded script per algorithm, in sluice.Algorithm order.
 var scripts = func() []*rueidis.Lua {
 	prelude := mustRead("prelude.lua")
-	out := make([]*rueidis.Lua, len(sluice.Algorithms()))
-	for _, a := range sluice.Algorithms() {
-		out[a] = rueidis.NewLuaScript(prelude + "\n" + mustRead(a.String()+".lua"))
+	out := make([]*rueidis.Lua, len(algorithms))
+	for a := range algorithms {
+		out[a] = rueidis.NewLuaScript(prelude + "\n" + mustRead(sluice.Algorithm(a).String()+".lua"))
 	}
 	return out
 }()
@@ -59,15 +74,6 @@ func mustRead(name string) string {
 		panic("redisstore: missing embedded script " + name) // a build defect, caught by every test
 	}
 	return string(b)
-}
-
-// short names the algorithm in a key.
-var short = [...]string{
-	sluice.TokenBucket:   "tb",
-	sluice.FixedWindow:   "fw",
-	sluice.SlidingWindow: "sw",
-	sluice.SlidingLog:    "slc", // "sl" was a sorted set of one member per unit before the log became compact
-	sluice.LeakyBucket:   "lb",
 }
 
 // DefaultPrefix is the key prefix when Config.Prefix is empty.
@@ -150,10 +156,10 @@ func (s *Store) Close() error {
 // Key returns the Redis key that holds key's state under algorithm a, or ""
 // for an unknown algorithm.
 func (s *Store) Key(a sluice.Algorithm, key string) string {
-	if int(a) >= len(short) {
+	if int(a) >= len(algorithms) {
 		return ""
 	}
-	return s.key(short[a], key)
+	return s.key(algorithms[a].short, key)
 }
 
 // key returns the Redis key that holds key's state of the given kind: an
@@ -242,45 +248,60 @@ func scriptParams(lim sluice.Limit) ([]string, error) {
 	if lim.Period%time.Microsecond != 0 {
 		return nil, fmt.Errorf("%w: redisstore keeps time in microseconds; period %v is not a whole number of them", sluice.ErrInvalidLimit, lim.Period)
 	}
-	p := int64(lim.Period / time.Microsecond)
-	rate := int64(lim.Rate)
-	switch lim.Algorithm {
-	case sluice.TokenBucket:
-		// In nanoseconds, as the memory store, while the script's
-		// arithmetic (up to 2·Burst·T) stays exact; else in microseconds,
-		// the interval rounded up: never admit more.
-		t := algorithm.Interval(lim)
-		if int64(lim.Burst) <= exact/(2*t) {
-			return []string{strconv.FormatInt(t, 10), strconv.Itoa(lim.Burst), "ns"}, nil
-		}
-		if t < 1000 {
-			return nil, fmt.Errorf("%w: burst %d at %d per %v: a bucket of more than %d units refilled faster than one unit per microsecond is too large for redisstore", sluice.ErrInvalidLimit, lim.Burst, lim.Rate, lim.Period, exact/(2*t))
-		}
-		t = (t + 999) / 1000
-		if int64(lim.Burst) > exact/(2*t) {
-			return nil, fmt.Errorf("%w: burst %d at %d per %v is too large for redisstore", sluice.ErrInvalidLimit, lim.Burst, lim.Rate, lim.Period)
-		}
-		return []string{strconv.FormatInt(t, 10), strconv.Itoa(lim.Burst), "us"}, nil
-	case sluice.FixedWindow:
-		return []string{strconv.FormatInt(p, 10), strconv.FormatInt(rate, 10)}, nil
-	case sluice.SlidingLog:
-		// The slot in whole microseconds, rounded up: never finer than the
-		// memory store's, so never more entries.
-		slot := (algorithm.LogResolution(lim) + 999) / 1000
-		return []string{strconv.FormatInt(p, 10), strconv.FormatInt(rate, 10),
-			strconv.FormatInt(slot, 10), strconv.Itoa(algorithm.LogEntries + 1)}, nil
-	case sluice.SlidingWindow:
-		// The script's products prev·(P−e) and (k+1)·P pass 2^53 for large
-		// limits; its muldiv keeps them exact.
-		countRejected := "0"
-		if lim.CountRejected {
-			countRejected = "1"
-		}
-		return []string{strconv.FormatInt(p, 10), strconv.FormatInt(rate, 10), countRejected}, nil
-	case sluice.LeakyBucket:
-		return []string{strconv.FormatInt(algorithm.MilliRate(lim), 10), strconv.Itoa(lim.Burst)}, nil
+	if int(lim.Algorithm) >= len(algorithms) {
+		return nil, fmt.Errorf("%w: unknown algorithm %v", sluice.ErrInvalidLimit, lim.Algorithm)
 	}
-	return nil, fmt.Errorf("%w: unknown algorithm %v", sluice.ErrInvalidLimit, lim.Algorithm)
+	return algorithms[lim.Algorithm].params(lim, int64(lim.Period/time.Microsecond))
+}
+
+// tokenBucketParams: the interval, the burst, the interval's unit.
+func tokenBucketParams(lim sluice.Limit, _ int64) ([]string, error) {
+	// In nanoseconds, as the memory store, while the script's arithmetic
+	// (up to 2·Burst·T) stays exact; else in microseconds, the interval
+	// rounded up: never admit more.
+	t := algorithm.Interval(lim)
+	if int64(lim.Burst) <= exact/(2*t) {
+		return []string{strconv.FormatInt(t, 10), strconv.Itoa(lim.Burst), "ns"}, nil
+	}
+	if t < 1000 {
+		return nil, fmt.Errorf("%w: burst %d at %d per %v: a bucket of more than %d units refilled faster than one unit per microsecond is too large for redisstore", sluice.ErrInvalidLimit, lim.Burst, lim.Rate, lim.Period, exact/(2*t))
+	}
+	t = (t + 999) / 1000
+	if int64(lim.Burst) > exact/(2*t) {
+		return nil, fmt.Errorf("%w: burst %d at %d per %v is too large for redisstore", sluice.ErrInvalidLimit, lim.Burst, lim.Rate, lim.Period)
+	}
+	return []string{strconv.FormatInt(t, 10), strconv.Itoa(lim.Burst), "us"}, nil
+}
+
+// fixedWindowParams: the period in microseconds, the rate.
+func fixedWindowParams(lim sluice.Limit, p int64) ([]string, error) {
+	return []string{strconv.FormatInt(p, 10), strconv.Itoa(lim.Rate)}, nil
+}
+
+// slidingLogParams: the period, the rate, the slot in microseconds and the
+// bound on entries.
+func slidingLogParams(lim sluice.Limit, p int64) ([]string, error) {
+	// The slot in whole microseconds, rounded up: never finer than the
+	// memory store's, so never more entries.
+	slot := (algorithm.LogResolution(lim) + 999) / 1000
+	return []string{strconv.FormatInt(p, 10), strconv.Itoa(lim.Rate),
+		strconv.FormatInt(slot, 10), strconv.Itoa(algorithm.LogEntries + 1)}, nil
+}
+
+// slidingWindowParams: the period, the rate, the count-rejected flag.
+func slidingWindowParams(lim sluice.Limit, p int64) ([]string, error) {
+	// The script's products prev·(P−e) and (k+1)·P pass 2^53 for large
+	// limits; its muldiv keeps them exact.
+	countRejected := "0"
+	if lim.CountRejected {
+		countRejected = "1"
+	}
+	return []string{strconv.FormatInt(p, 10), strconv.Itoa(lim.Rate), countRejected}, nil
+}
+
+// leakyBucketParams: the milli-rate, the burst.
+func leakyBucketParams(lim sluice.Limit, _ int64) ([]string, error) {
+	return []string{strconv.FormatInt(algorithm.MilliRate(lim), 10), strconv.Itoa(lim.Burst)}, nil
 }
 
 // ErrReply reports a reply from Redis of a shape the store did not expect.

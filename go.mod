@@ -8,7 +8,6 @@ require (
 	github.com/fsnotify/fsnotify v1.10.1
 	github.com/prometheus/client_golang v1.25.0
 	github.com/redis/rueidis v1.0.79
-	github.com/sony/gobreaker/v2 v2.4.0
 	go.uber.org/goleak v1.3.0
 	golang.org/x/net v0.60.0
 	gonum.org/v1/plot v0.17.0

@@ -19,7 +19,7 @@
 //     sending a request that would be refused, and that adapts to the
 //     server's RateLimit field (what is left) and RateLimit-Policy field
 //     (the quota), never above its own limit.
-//   - Breaker: an optional circuit breaker (github.com/sony/gobreaker/v2)
+//   - Breaker: an optional circuit breaker (package failsafe's Breaker)
 //     that fails fast while a dependency keeps failing.
 //   - Retry and Do: the Transport's loop for any operation, on the same
 //     Backoff. The operation marks an error as final with Permanent, or
@@ -30,7 +30,7 @@
 //	hc := &http.Client{Transport: &client.Transport{
 //		Base: &client.Pacer{
 //			Limit: sluice.PerSecond(9), // below the server's 10/s
-//			Base:  client.NewBreaker(http.DefaultTransport, gobreaker.Settings{Name: "api"}),
+//			Base:  client.NewBreaker(http.DefaultTransport, client.BreakerSettings{Name: "api"}),
 //		},
 //	}}
 //

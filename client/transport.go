@@ -11,8 +11,6 @@ import (
 	"slices"
 	"strconv"
 	"time"
-
-	"github.com/sony/gobreaker/v2"
 )
 
 // DefaultMaxServerWait is Transport.MaxServerWait's default: the longest a
@@ -298,7 +296,7 @@ func retryableError(err error) bool {
 	)
 	switch {
 	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded),
-		errors.Is(err, gobreaker.ErrOpenState), errors.Is(err, gobreaker.ErrTooManyRequests),
+		errors.Is(err, ErrBreakerOpen),
 		errors.Is(err, ErrWaitTooLong),
 		errors.As(err, &certErr), errors.As(err, &unknownAuth), errors.As(err, &invalidCert), errors.As(err, &hostErr),
 		errors.As(err, &retryErr):

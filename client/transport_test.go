@@ -13,8 +13,6 @@ import (
 	"testing/synctest"
 	"time"
 
-	"github.com/sony/gobreaker/v2"
-
 	"github.com/sluicehq/sluice/client"
 	"github.com/sluicehq/sluice/rlheader"
 )
@@ -410,7 +408,7 @@ func TestTransportErrors(t *testing.T) {
 	})
 	for _, final := range []error{
 		x509.UnknownAuthorityError{},
-		fmt.Errorf("client: circuit breaker %q: %w", "api", gobreaker.ErrOpenState),
+		fmt.Errorf("client: circuit breaker %q: %w", "api", client.ErrBreakerOpen),
 		fmt.Errorf("pacing: %w", client.ErrWaitTooLong),
 		context.DeadlineExceeded,
 	} {

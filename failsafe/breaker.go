@@ -135,6 +135,10 @@ func (b *Breaker) Release(probe bool) {
 	}
 }
 
+// ConsecutiveFailures returns the failures recorded since the last
+// success.
+func (b *Breaker) ConsecutiveFailures() int64 { return b.failures.Load() }
+
 // Available reports whether the breaker is closed: calls go through.
 func (b *Breaker) Available() bool { return b.openUntil.Load() == 0 }
 

@@ -85,6 +85,10 @@ func ParseMode(s string) (Mode, error) {
 // callers such as package httplimit refuse the request.
 var ErrUnavailable = sluice.ErrUnavailable
 
+// errCircuitOpen is a Closed Limiter's error while the breaker skips the
+// primary: the same for every call, so made once.
+var errCircuitOpen = fmt.Errorf("%w: circuit open", ErrUnavailable)
+
 // Config configures a Limiter or a Group. Only Primary is required; every
 // other zero field has the default its comment gives.
 type Config struct {
@@ -342,7 +346,7 @@ func (l *Limiter) degrade(ctx context.Context, key string, lim sluice.Limit, cos
 	case Closed:
 		retry := g.breaker.RetryAfter(g.breaker.Now())
 		if cause == nil {
-			cause = errors.New("circuit open")
+			return sluice.Result{RetryAfter: retry}, errCircuitOpen
 		}
 		return sluice.Result{RetryAfter: retry}, fmt.Errorf("%w: %w", ErrUnavailable, cause)
 	case Local:

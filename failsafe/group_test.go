@@ -134,3 +134,22 @@ func TestBreakerProbesOnceAndBacksOff(t *testing.T) {
 		t.Fatalf("%v allocations per call, want 0", n)
 	}
 }
+
+// TestOpenBreakerDecisionsAllocateNothing: while the breaker skips a dead
+// store, an Open, Closed or Local decision allocates nothing (a dead Redis
+// must not make every request cost garbage).
+func TestOpenBreakerDecisionsAllocateNothing(t *testing.T) {
+	for _, mode := range []failsafe.Mode{failsafe.Open, failsafe.Closed, failsafe.Local} {
+		l := newLimiter(t, mode, downPrimary(), clocktest.New(), &logs{})
+		ctx := context.Background()
+		for range 3 { // Threshold 3 opens the breaker
+			l.AllowN(ctx, "k", lim, 1)
+		}
+		if l.Available() {
+			t.Fatal("the breaker did not open")
+		}
+		if n := testing.AllocsPerRun(100, func() { l.AllowN(ctx, "k", lim, 1) }); n != 0 {
+			t.Errorf("%v: %v allocations per decision with the breaker open, want 0", mode, n)
+		}
+	}
+}

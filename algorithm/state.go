@@ -1,6 +1,10 @@
 package algorithm
 
-import "github.com/sluicehq/sluice"
+import (
+	"unsafe"
+
+	"github.com/sluicehq/sluice"
+)
 
 // Decider is the method set every algorithm's state has, so that a store or
 // a simulator holds the states of any algorithm with one generic code path
@@ -45,3 +49,56 @@ var (
 	_ Decider = (*SlidingLog)(nil)
 	_ Decider = (*LeakyBucket)(nil)
 )
+
+// States holds the states of a fixed number of keys of one algorithm, by
+// index, in one slice: a simulator's or a test's store, without a hash
+// table or locks. The zero States is not usable; see NewStates.
+type States interface {
+	// Len returns the number of keys.
+	Len() int
+	// At returns the state of key i, for 0 ≤ i < Len(). The pointer inside
+	// stays valid for the life of the States.
+	At(i int) Decider
+	// Size returns the bytes of one state held by value, as unsafe.Sizeof
+	// reports them; a state's heap beyond that is its Bytes.
+	Size() int
+	// Prepare is the algorithm's Decider.Prepare, callable without a key.
+	Prepare(lim sluice.Limit) int64
+	// TakeAt is At(i).TakePrepared(now, lim, prepared, cost) and then
+	// At(i).Bytes(), in one call: a simulator's step.
+	TakeAt(i int, now int64, lim sluice.Limit, prepared int64, cost int) (res sluice.Result, bytes int)
+}
+
+// registry makes the States of each algorithm, indexed by sluice.Algorithm:
+// the algorithm package's one line per algorithm.
+var registry = [...]func(n int) States{
+	sluice.TokenBucket:   newStates[TokenBucket],
+	sluice.FixedWindow:   newStates[FixedWindow],
+	sluice.SlidingWindow: newStates[SlidingWindow],
+	sluice.SlidingLog:    newStates[SlidingLog],
+	sluice.LeakyBucket:   newStates[LeakyBucket],
+}
+
+// NewStates returns n fresh states of algorithm a, or nil if a is not an
+// algorithm this package implements.
+func NewStates(a sluice.Algorithm, n int) States {
+	if int(a) >= len(registry) {
+		return nil
+	}
+	return registry[a](n)
+}
+
+// stateSlice is the States of the algorithm whose state is S.
+type stateSlice[S any, P State[S]] []S
+
+func newStates[S any, P State[S]](n int) States { return stateSlice[S, P](make([]S, n)) }
+
+func (s stateSlice[S, P]) Len() int                       { return len(s) }
+func (s stateSlice[S, P]) At(i int) Decider               { return P(&s[i]) }
+func (s stateSlice[S, P]) Size() int                      { return int(unsafe.Sizeof(*new(S))) }
+func (s stateSlice[S, P]) Prepare(lim sluice.Limit) int64 { return P(nil).Prepare(lim) }
+
+func (s stateSlice[S, P]) TakeAt(i int, now int64, lim sluice.Limit, prepared int64, cost int) (sluice.Result, int) {
+	st := P(&s[i])
+	return st.TakePrepared(now, lim, prepared, cost), st.Bytes()
+}

@@ -8,7 +8,6 @@ import (
 	"slices"
 	"sort"
 	"time"
-	"unsafe"
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/algorithm"
@@ -181,15 +180,10 @@ func (w *window) count(cut int64) int64 {
 type lane struct {
 	alg      sluice.Algorithm
 	lim      sluice.Limit
-	tb       []algorithm.TokenBucket
-	fw       []algorithm.FixedWindow
-	sw       []algorithm.SlidingWindow
-	sl       []algorithm.SlidingLog
-	lb       []algorithm.LeakyBucket
-	interval int64 // token bucket's emission interval
-	milli    int64 // leaky bucket's rate
+	states   algorithm.States // one per key
+	prepared int64            // the algorithm's Prepare(lim): a token bucket's interval, a leaky bucket's milli-rate
 	win      []window
-	peak     []int32  // sliding log: most heap bytes per key
+	peak     []int32  // per key: the most heap bytes its state held (a sliding log's entries)
 	exact    bool     // the reference: an exact log, decided on win
 	wrong    []uint32 // per key: disagreements with the log
 	queue    bool     // leaky bucket as a queue: count admissions when they leave
@@ -207,18 +201,9 @@ func newQueueLane(c *Config, keys, buckets int) *lane {
 
 func newLane(a sluice.Algorithm, c *Config, keys, buckets int) *lane {
 	l := &lane{alg: a, lim: c.limit(a), win: make([]window, keys), wrong: make([]uint32, keys)}
-	switch a {
-	case sluice.TokenBucket:
-		l.tb, l.interval = make([]algorithm.TokenBucket, keys), algorithm.Interval(l.lim)
-	case sluice.FixedWindow:
-		l.fw = make([]algorithm.FixedWindow, keys)
-	case sluice.SlidingWindow:
-		l.sw = make([]algorithm.SlidingWindow, keys)
-	case sluice.SlidingLog:
-		l.sl, l.peak = make([]algorithm.SlidingLog, keys), make([]int32, keys)
-	case sluice.LeakyBucket:
-		l.lb, l.milli = make([]algorithm.LeakyBucket, keys), algorithm.MilliRate(l.lim)
-	}
+	l.states = algorithm.NewStates(a, keys) // a is valid: Config.defaults validated c.limit(a)
+	l.prepared = l.states.Prepare(l.lim)
+	l.peak = make([]int32, keys)
 	l.rep = AlgorithmReport{
 		Algorithm:        a.String(),
 		Limit:            l.lim.String(),
@@ -232,49 +217,21 @@ func newLane(a sluice.Algorithm, c *Config, keys, buckets int) *lane {
 // NGINX's delay, excess·1000/rate milliseconds, with delay=0 (every request
 // beyond the first waits its turn).
 func (l *lane) departure(key uint32, at int64) int64 {
-	x := l.lb[key].Excess
+	x := l.states.At(int(key)).(*algorithm.LeakyBucket).Excess
 	if x <= 0 {
 		return at
 	}
-	return at + x*1000/l.milli*int64(time.Millisecond)
+	return at + x*1000/l.prepared*int64(time.Millisecond)
 }
 
 // take decides e under this lane's algorithm.
 func (l *lane) take(e Event) bool {
-	switch l.alg {
-	case sluice.TokenBucket:
-		return l.tb[e.Key].TakeInterval(e.At, l.lim, l.interval, int(e.Cost)).Allowed
-	case sluice.FixedWindow:
-		return l.fw[e.Key].Take(e.At, l.lim, int(e.Cost)).Allowed
-	case sluice.SlidingWindow:
-		return l.sw[e.Key].Take(e.At, l.lim, int(e.Cost)).Allowed
-	case sluice.SlidingLog:
-		if l.exact {
-			return l.win[e.Key].count(e.At-int64(l.lim.Period))+int64(e.Cost) <= int64(l.lim.Rate)
-		}
-		s := &l.sl[e.Key]
-		ok := s.Take(e.At, l.lim, int(e.Cost)).Allowed
-		l.peak[e.Key] = max(l.peak[e.Key], int32(s.Bytes()))
-		return ok
-	default:
-		return l.lb[e.Key].TakeRate(e.At, l.lim, l.milli, int(e.Cost)).Allowed
+	if l.exact {
+		return l.win[e.Key].count(e.At-int64(l.lim.Period))+int64(e.Cost) <= int64(l.lim.Rate)
 	}
-}
-
-// stateSize is unsafe.Sizeof of a's state type.
-func stateSize(a sluice.Algorithm) int64 {
-	switch a {
-	case sluice.TokenBucket:
-		return int64(unsafe.Sizeof(algorithm.TokenBucket{}))
-	case sluice.FixedWindow:
-		return int64(unsafe.Sizeof(algorithm.FixedWindow{}))
-	case sluice.SlidingWindow:
-		return int64(unsafe.Sizeof(algorithm.SlidingWindow{}))
-	case sluice.SlidingLog:
-		return int64(unsafe.Sizeof(algorithm.SlidingLog{}))
-	default:
-		return int64(unsafe.Sizeof(algorithm.LeakyBucket{}))
-	}
+	res, bytes := l.states.TakeAt(int(e.Key), e.At, l.lim, l.prepared, int(e.Cost))
+	l.peak[e.Key] = max(l.peak[e.Key], int32(bytes))
+	return res.Allowed
 }
 
 // run is a finished simulation with its per-key tallies.
@@ -406,21 +363,19 @@ func simulate(c Config, p Pattern) (*run, error) {
 			l.rep.WronglyAdmittedPct = 100 * float64(l.rep.WronglyAdmitted) / float64(n)
 			l.rep.WronglyRejectedPct = 100 * float64(l.rep.WronglyRejected) / float64(n)
 		}
-		size := stateSize(l.alg)
+		size := int64(l.states.Size())
 		l.rep.BytesPerKey, l.rep.MaxBytesPerKey = float64(size), size
-		if l.alg == sluice.SlidingLog {
-			var sum, most int64
-			for k, pk := range l.peak {
-				if requests[k] > 0 {
-					sum += int64(pk)
-					most = max(most, int64(pk))
-				}
+		var sum, most int64
+		for k, pk := range l.peak {
+			if requests[k] > 0 {
+				sum += int64(pk)
+				most = max(most, int64(pk))
 			}
-			if rep.Keys > 0 {
-				l.rep.BytesPerKey = float64(size) + float64(sum)/float64(rep.Keys)
-			}
-			l.rep.MaxBytesPerKey = size + most
 		}
+		if sum > 0 { // a state that holds heap: a sliding log
+			l.rep.BytesPerKey = float64(size) + float64(sum)/float64(rep.Keys)
+		}
+		l.rep.MaxBytesPerKey = size + most
 		rep.Algorithms = append(rep.Algorithms, l.rep)
 	}
 	return &run{report: rep, lanes: lanes, requests: requests, span: time.Duration(span), period: c.Period}, nil

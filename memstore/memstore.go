@@ -241,6 +241,9 @@ func (sh *shard) decide(now int64, h uint64, key string, lim sluice.Limit, cost 
 		if err := lim.Validate(); err != nil {
 			return sluice.Result{}, err
 		}
+		if int(lim.Algorithm) >= len(sh.tables) {
+			return sluice.Result{}, errNoTable(lim.Algorithm)
+		}
 		sh.lim, sh.valid = lim, true
 		sh.derived = sh.tables[lim.Algorithm].prepare(lim)
 	}
@@ -263,8 +266,10 @@ func (sh *shard) decide(now int64, h uint64, key string, lim sluice.Limit, cost 
 			sh.trim(h)
 		}
 		return res, nil
-	default: // sluice.LeakyBucket; Validate rejected anything else
+	case sluice.LeakyBucket:
 		return lookup(sh, &sh.lb.table, h, key).TakePrepared(now, lim, sh.derived, cost), nil
+	default: // an algorithm sluice knows and this store does not
+		return sluice.Result{}, errNoTable(lim.Algorithm)
 	}
 }
 
@@ -277,6 +282,9 @@ func (s *Store) RefundN(_ context.Context, key string, lim sluice.Limit, cost in
 	now := s.now()
 	h := maphash.String(s.seed, key)
 	sh := &s.shards[h>>s.shift]
+	if int(lim.Algorithm) >= len(sh.tables) { // tables never change after New
+		return errNoTable(lim.Algorithm)
+	}
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
 	sh.tables[lim.Algorithm].refund(h, key, now, lim, cost)

@@ -1,6 +1,7 @@
 package memstore
 
 import (
+	"fmt"
 	"hash/maphash"
 
 	"github.com/sluicehq/sluice"
@@ -50,4 +51,10 @@ func (t *stateTable[S, P]) sweep(now int64) int { return sweep[S, P](&t.table, n
 
 func (t *stateTable[S, P]) sample(h uint64) (uint64, int64, bool) {
 	return sample[S, P](&t.table, h, evictionSample)
+}
+
+// errNoTable is the error for an algorithm sluice accepts and the store has
+// no table for: a new algorithm not yet registered in shard.
+func errNoTable(a sluice.Algorithm) error {
+	return fmt.Errorf("%w: memstore has no table for algorithm %v", sluice.ErrInvalidLimit, a)
 }

@@ -1,0 +1,31 @@
+package memstore
+
+import (
+	"testing"
+
+	"github.com/sluicehq/sluice"
+)
+
+// Every algorithm sluice names has its table in each shard, at its index,
+// and decide has its case: a new algorithm registered in sluice and not
+// here fails this test rather than being decided by another algorithm.
+func TestEveryAlgorithmHasATable(t *testing.T) {
+	s := New(Config{Shards: 1, SweepInterval: -1})
+	defer s.Close()
+	sh := &s.shards[0]
+	if len(sh.tables) != len(sluice.Algorithms()) {
+		t.Fatalf("a shard has %d tables for %d algorithms", len(sh.tables), len(sluice.Algorithms()))
+	}
+	for _, a := range sluice.Algorithms() {
+		if sh.tables[a] == nil {
+			t.Errorf("%v has no table", a)
+		}
+		lim := sluice.Limit{Algorithm: a, Rate: 1, Period: 1e9, Burst: 1}
+		if _, err := sh.decide(0, 1, "k", lim, 1); err != nil {
+			t.Errorf("%v: decide: %v", a, err)
+		}
+		if sh.n != int(a)+1 {
+			t.Errorf("%v: the key did not land in a table of its own (%d keys)", a, sh.n)
+		}
+	}
+}

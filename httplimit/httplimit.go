@@ -70,8 +70,9 @@ import (
 )
 
 // ReasonHeader is the response header that names the policy that refused a
-// request, in the spirit of Stripe's Stripe-Rate-Limited-Reason.
-const ReasonHeader = "Sluice-Rate-Limited-Reason"
+// request: rlheader.HeaderReason, the one definition of the name, kept here
+// so that callers of this package need not import rlheader to read it.
+const ReasonHeader = rlheader.HeaderReason
 
 // MissingKey says what a policy does with a request whose key cannot be
 // found: never a shared bucket for every such request.
@@ -594,7 +595,7 @@ func (m *Middleware) reject(w http.ResponseWriter, r *http.Request, rej Rejectio
 	h := w.Header()
 	h.Set(rlheader.HeaderRetryAfter, rlheader.FormatRetryAfter(rej.RetryAfter))
 	h.Set("Cache-Control", "no-store")
-	h.Set(ReasonHeader, strings.Join(rej.Policies, ", "))
+	h.Set(rlheader.HeaderReason, strings.Join(rej.Policies, ", "))
 	if m.cfg.WriteRejection != nil {
 		m.cfg.WriteRejection(w, r, rej)
 		return

@@ -17,6 +17,10 @@ const (
 	HeaderRateLimit = "RateLimit"
 	// HeaderRetryAfter is the field FormatRetryAfter serializes.
 	HeaderRetryAfter = "Retry-After"
+	// HeaderReason is Sluice's own response field that names the policies
+	// that refused a request (comma-separated), in the spirit of Stripe's
+	// Stripe-Rate-Limited-Reason. Every face that refuses a request sets it.
+	HeaderReason = "Sluice-Rate-Limited-Reason"
 )
 
 // Quota units registered by the draft (§3.1.2, IANA "RateLimit Quota Units").

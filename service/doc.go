@@ -128,7 +128,7 @@
 // enforced rule of the request and RateLimit for the one closest to
 // exhaustion (draft-11, whatever Config.Headers says; the legacy trio too
 // with HeadersLegacy), and on a 429 Retry-After, the reason header
-// (httplimit.ReasonHeader) and an application/problem+json body of the
+// (rlheader.HeaderReason) and an application/problem+json body of the
 // quota-exceeded type listing the violated rules. Every answer has
 // Cache-Control: no-store, since an auth decision must not be cached. The
 // proxy passes a 429 and its headers to the client; on a 200, Traefik's

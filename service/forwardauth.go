@@ -13,7 +13,6 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/sluicehq/sluice/clientip"
-	"github.com/sluicehq/sluice/httplimit"
 	"github.com/sluicehq/sluice/request"
 	"github.com/sluicehq/sluice/rlheader"
 )
@@ -353,7 +352,7 @@ func (s *Service) serveAuthWith(a *forwardAuth, w http.ResponseWriter, r *http.R
 			violated = append(violated, o.p.policy)
 		}
 	}
-	h.Set(httplimit.ReasonHeader, strings.Join(violated, ", "))
+	h.Set(rlheader.HeaderReason, strings.Join(violated, ", "))
 	writeAuthProblem(w, rlheader.QuotaExceeded(http.StatusTooManyRequests, violated...))
 }
 

@@ -12,7 +12,6 @@ import (
 	"github.com/sluicehq/sluice/clientip"
 	"github.com/sluicehq/sluice/config"
 	"github.com/sluicehq/sluice/failsafe"
-	"github.com/sluicehq/sluice/httplimit"
 	"github.com/sluicehq/sluice/rlheader"
 	"github.com/sluicehq/sluice/service"
 )
@@ -82,12 +81,12 @@ func TestForwardAuthContract(t *testing.T) {
 		t.Fatalf("3rd: %d, want 429", rec.Code)
 	}
 	want := map[string]string{
-		"Retry-After":          "40",
-		"Cache-Control":        "no-store",
-		"Content-Type":         rlheader.ProblemContentType,
-		"RateLimit":            `"per-ip";r=0;t=40`,
-		"RateLimit-Policy":     `"per-ip";q=2;w=60`,
-		httplimit.ReasonHeader: "per-ip",
+		"Retry-After":         "40",
+		"Cache-Control":       "no-store",
+		"Content-Type":        rlheader.ProblemContentType,
+		"RateLimit":           `"per-ip";r=0;t=40`,
+		"RateLimit-Policy":    `"per-ip";q=2;w=60`,
+		rlheader.HeaderReason: "per-ip",
 	}
 	for k, v := range want {
 		if got := rec.Header().Get(k); got != v {
@@ -133,7 +132,7 @@ func TestForwardAuthNginxStyle(t *testing.T) {
 	if rec.Code != http.StatusTooManyRequests {
 		t.Fatalf("second POST /login: %d, want 429", rec.Code)
 	}
-	if got := rec.Header().Get(httplimit.ReasonHeader); got != "edge.method_POST.path" {
+	if got := rec.Header().Get(rlheader.HeaderReason); got != "edge.method_POST.path" {
 		t.Errorf("reason %q, want the path rule", got)
 	}
 	// Both enforced policies are listed; RateLimit describes the one refusing.

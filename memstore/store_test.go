@@ -97,20 +97,24 @@ func TestSweepIsInvisible(t *testing.T) {
 }
 
 // A flood of unique keys never grows the store beyond MaxKeys, for every
-// algorithm, even when no key is idle yet.
+// algorithm, even when no key is idle yet, and eviction keeps it nearly full
+// rather than emptying it. The bound is per shard, so a small MaxKeys
+// flooded with 100 times as many keys (10 times for the algorithms other
+// than the token bucket: the bound is the same code for every algorithm)
+// exercises what a large one would, in a tenth of the time under -race.
 func TestKeyFloodStaysBounded(t *testing.T) {
-	n := 1_000_000
+	const maxKeys = 1024 // 64 per shard
+	flood := 100 * maxKeys
 	if testing.Short() {
-		n = 100_000
+		flood = 10 * maxKeys
 	}
-	const maxKeys = 10_000
 	for _, lim := range limits(10) {
 		t.Run(lim.Algorithm.String(), func(t *testing.T) {
 			s := newTestStore(t, memstore.Config{Clock: clocktest.New(), MaxKeys: maxKeys, Shards: 16})
 			ctx := context.Background()
-			keys := n
+			keys := flood
 			if lim.Algorithm != sluice.TokenBucket {
-				keys = n / 10 // the bound is the same code for every algorithm; keep -race fast
+				keys = flood / 10
 			}
 			for i := range keys {
 				r, err := s.AllowN(ctx, "flood:"+strconv.Itoa(i), lim, 1)
@@ -120,7 +124,7 @@ func TestKeyFloodStaysBounded(t *testing.T) {
 				if !r.Allowed {
 					t.Fatalf("key %d: a fresh key was denied", i)
 				}
-				if i%100_000 == 0 {
+				if i%maxKeys == 0 {
 					if l := s.Len(); l > maxKeys {
 						t.Fatalf("after %d keys Len = %d > MaxKeys %d", i+1, l, maxKeys)
 					}
@@ -128,6 +132,9 @@ func TestKeyFloodStaysBounded(t *testing.T) {
 			}
 			if l := s.Len(); l > maxKeys || l < maxKeys*9/10 {
 				t.Errorf("after %d keys Len = %d, want close to and at most %d", keys, l, maxKeys)
+			}
+			if st := s.Stats(); st.Evictions < uint64(keys-maxKeys) {
+				t.Errorf("after %d keys %d evictions, want at least %d: keys left some other way", keys, st.Evictions, keys-maxKeys)
 			}
 		})
 	}
@@ -172,7 +179,10 @@ func TestNoAllocsOnHeldKey(t *testing.T) {
 			s := newTestStore(t, memstore.Config{Clock: clock})
 			ctx := context.Background()
 			key := "user:42"
-			for range 2 * lim.Rate {
+			// A few hundred calls hold the key; the log needs 2·Rate of
+			// them to fill its ring (2·1M calls for the others cost 10 s
+			// under -race and covered nothing more: every call admits).
+			for range 2 * min(lim.Rate, 256) {
 				clock.Advance(time.Microsecond)
 				s.AllowN(ctx, key, lim, 1)
 			}

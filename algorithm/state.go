@@ -6,12 +6,12 @@ import (
 	"github.com/sluicehq/sluice"
 )
 
-// Decider is the method set every algorithm's state has, so that a store or
-// a simulator holds the states of any algorithm with one generic code path
-// and a new algorithm needs no per-algorithm code outside its own file
-// (beyond one registration line per store). A nil pointer of the state type
-// answers Prepare; every other method needs a state, whose zero value is a
-// fresh key.
+// Decider is the method set every algorithm's state has, so that stores and
+// the simulator handle the states of any algorithm with one generic code
+// path, and a new algorithm is its own file plus a registration line or
+// three in each consumer (docs/architecture.md lists them). A nil pointer of
+// the state type answers Prepare; every other method needs a state, whose
+// zero value is a fresh key.
 type Decider interface {
 	// Prepare returns the constant the algorithm derives from lim by a
 	// division (a token bucket's emission interval, a leaky bucket's
@@ -42,14 +42,6 @@ type State[S any] interface {
 	Decider
 }
 
-var (
-	_ Decider = (*TokenBucket)(nil)
-	_ Decider = (*FixedWindow)(nil)
-	_ Decider = (*SlidingWindow)(nil)
-	_ Decider = (*SlidingLog)(nil)
-	_ Decider = (*LeakyBucket)(nil)
-)
-
 // States holds the states of a fixed number of keys of one algorithm, by
 // index, in one slice: a simulator's or a test's store, without a hash
 // table or locks. The zero States is not usable; see NewStates.
@@ -70,7 +62,8 @@ type States interface {
 }
 
 // registry makes the States of each algorithm, indexed by sluice.Algorithm:
-// the algorithm package's one line per algorithm.
+// the algorithm package's one line per algorithm, which also checks at
+// compile time that the state has every Decider method.
 var registry = [...]func(n int) States{
 	sluice.TokenBucket:   newStates[TokenBucket],
 	sluice.FixedWindow:   newStates[FixedWindow],

@@ -113,12 +113,14 @@
 //
 // With Config.ForwardAuth, Handler serves /auth (ForwardAuthPath, any
 // method) for Traefik's forwardAuth, Caddy's forward_auth and NGINX's
-// auth_request. Each configured descriptor is built from the forwarded
-// request, entry by entry (Source): the client address (FromClientIP: the
-// trusted X-Forwarded-For or Forwarded header, through a clientip.Resolver
-// that must trust the proxy), the method (X-Forwarded-Method, else
-// X-Original-Method, else the auth request's own), the URI or its path
-// (X-Forwarded-Uri, else X-Original-URI), a named header, or a literal. A
+// auth_request. Config.ForwardAuth is a config's forward_auth section
+// (config.ForwardAuth). Each of its descriptors is built from the forwarded
+// request, entry by entry (config.AuthEntry): the client address
+// (client_ip: the trusted X-Forwarded-For or Forwarded header, through
+// Config.AuthResolver, which must trust the proxy), the method
+// (X-Forwarded-Method, else X-Original-Method, else the auth request's
+// own), the URI or its path (X-Forwarded-Uri, else X-Original-URI), the
+// host (X-Forwarded-Host), a named header, or a literal. A
 // descriptor with an entry whose value is missing or empty is left out, as
 // Envoy leaves out a descriptor whose action finds nothing; with none left
 // the answer is 200 without asking anything.

@@ -13,6 +13,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/sluicehq/sluice/clientip"
+	"github.com/sluicehq/sluice/config"
 	"github.com/sluicehq/sluice/request"
 	"github.com/sluicehq/sluice/rlheader"
 )
@@ -20,139 +21,61 @@ import (
 // ForwardAuthPath is the path of the forward-auth endpoint on Handler.
 const ForwardAuthPath = "/auth"
 
-// SourceKind says where a Source takes a descriptor entry's value from.
-type SourceKind uint8
-
-const (
-	// FromClientIP is the client's address, found by ForwardAuth.Resolver
-	// in the trusted X-Forwarded-For (or Forwarded) header the proxy sets,
-	// as clientip.Resolver.Key writes it (IPv6 grouped by prefix).
-	FromClientIP SourceKind = iota
-	// FromMethod is the forwarded request's method: X-Forwarded-Method
-	// (Traefik, Caddy), else X-Original-Method, else the method of the
-	// auth request itself (NGINX's auth_request subrequest keeps it). It
-	// is in canonical form (package request): upper case, so that "post"
-	// is POST.
-	FromMethod
-	// FromURI is the forwarded request's URI: X-Forwarded-Uri (Traefik,
-	// Caddy), else X-Original-URI (NGINX's usual `proxy_set_header
-	// X-Original-URI $request_uri`); its path in canonical form (package
-	// request: "//login/", "/%6Cogin" and "/a/../login" are "/login"), with
-	// "%2F" read as a slash (request.DecodeSlashes), followed by the query
-	// as sent.
-	FromURI
-	// FromPath is FromURI's canonical path, without the query.
-	FromPath
-	// FromHeader is the first value of the request header Source.Header.
-	FromHeader
-	// FromLiteral is Source.Value itself, like Envoy's generic_key.
-	FromLiteral
-	// FromHost is the forwarded request's host, X-Forwarded-Host (Traefik
-	// and Caddy send it; NGINX: proxy_set_header X-Forwarded-Host $host),
-	// in canonical form (package request): lower case, without port or
-	// trailing dot.
-	FromHost
-)
-
-// String returns the kind's name: "client_ip", "method", "uri", "path",
-// "header", "literal" or "host".
-func (k SourceKind) String() string {
-	switch k {
-	case FromClientIP:
-		return "client_ip"
-	case FromMethod:
-		return "method"
-	case FromURI:
-		return "uri"
-	case FromPath:
-		return "path"
-	case FromHeader:
-		return "header"
-	case FromLiteral:
-		return "literal"
-	case FromHost:
-		return "host"
-	}
-	return fmt.Sprintf("SourceKind(%d)", uint8(k))
-}
-
-// Source is one entry of a forward-auth descriptor: the entry's key and
-// where its value comes from.
-type Source struct {
-	// Key is the descriptor entry's key, as the rules name it. Required.
-	Key string
-	// From says where the value comes from.
-	From SourceKind
-	// Header is the request header of FromHeader.
-	Header string
-	// Value is the value of FromLiteral.
-	Value string
-}
-
-// ForwardAuth maps a forwarded request to a RateLimitRequest for the
-// forward-auth endpoint.
-type ForwardAuth struct {
-	// Domain is the request's domain. Required.
-	Domain string
-	// Resolver finds the client's address for FromClientIP sources. The
-	// auth request's peer is the proxy, so it must trust the proxy: a
-	// FromClientIP source without TrustedProxies is a configuration error.
-	Resolver *clientip.Resolver
-	// Descriptors are the request's descriptors, each a list of entries,
-	// in order. At least one.
-	Descriptors [][]Source
-}
-
-// forwardAuth is a validated ForwardAuth.
+// forwardAuth is a validated forward_auth section with its Resolver.
 type forwardAuth struct {
 	domain   string
 	resolver *clientip.Resolver
-	descs    [][]Source
+	descs    [][]config.AuthEntry
 	canon    bool // some entry reads the method, URI, path or host
 }
 
-func newForwardAuth(fa *ForwardAuth) (*forwardAuth, error) {
+// newForwardAuth validates fa, the forward_auth section of a config, as the
+// endpoint reads it; res finds the client's address for client_ip entries
+// (nil: a Resolver that trusts fa.TrustedProxies). The auth request's peer
+// is the proxy, so a client_ip entry needs a Resolver that trusts it.
+func newForwardAuth(fa *config.ForwardAuth, res *clientip.Resolver) (*forwardAuth, error) {
 	if fa.Domain == "" {
-		return nil, errors.New("service: ForwardAuth.Domain is empty")
+		return nil, errors.New("service: forward_auth has no domain")
 	}
 	if len(fa.Descriptors) == 0 {
-		return nil, errors.New("service: ForwardAuth has no descriptors")
+		return nil, errors.New("service: forward_auth has no descriptors")
+	}
+	if res == nil {
+		res = &clientip.Resolver{TrustedProxies: fa.TrustedProxies}
 	}
 	needIP := false
-	a := &forwardAuth{domain: fa.Domain, resolver: fa.Resolver, descs: make([][]Source, len(fa.Descriptors))}
+	a := &forwardAuth{domain: fa.Domain, resolver: res, descs: make([][]config.AuthEntry, len(fa.Descriptors))}
 	for i, d := range fa.Descriptors {
-		if len(d) == 0 {
-			return nil, fmt.Errorf("service: ForwardAuth descriptor %d has no entries", i)
+		if len(d.Entries) == 0 {
+			return nil, fmt.Errorf("service: forward_auth descriptor %d has no entries", i)
 		}
-		for j, src := range d {
-			where := fmt.Sprintf("service: ForwardAuth descriptor %d entry %d", i, j)
+		for j, e := range d.Entries {
+			where := fmt.Sprintf("service: forward_auth descriptor %d entry %d", i, j)
 			switch {
-			case src.Key == "":
+			case e.Key == "":
 				return nil, errors.New(where + " has an empty key")
-			case src.From > FromHost:
-				return nil, fmt.Errorf("%s: unknown source %v", where, src.From)
-			case src.From == FromHeader && src.Header == "":
+			case e.From > config.FromHost:
+				return nil, fmt.Errorf("%s: unknown source %v", where, e.From)
+			case e.From == config.FromHeader && e.Header == "":
 				return nil, errors.New(where + ": a header source names no header")
-			case src.From == FromLiteral && src.Value == "":
+			case e.From == config.FromLiteral && e.Value == "":
 				return nil, errors.New(where + ": a literal source has an empty value")
-			case src.From == FromClientIP:
+			case e.From == config.FromClientIP:
 				needIP = true
-			case src.From == FromMethod || src.From == FromURI || src.From == FromPath || src.From == FromHost:
+			case e.From == config.FromMethod || e.From == config.FromURI || e.From == config.FromPath || e.From == config.FromHost:
 				a.canon = true
 			}
 		}
+		a.descs[i] = slices.Clone(d.Entries)
 	}
 	if needIP {
-		if fa.Resolver == nil || len(fa.Resolver.TrustedProxies) == 0 {
-			return nil, errors.New("service: ForwardAuth: a client IP source needs a Resolver that trusts the proxy " +
+		if len(res.TrustedProxies) == 0 {
+			return nil, errors.New("service: forward_auth: a client_ip entry needs a Resolver that trusts the proxy " +
 				"(every request would otherwise have the proxy's address)")
 		}
-		if err := fa.Resolver.Validate(); err != nil {
-			return nil, fmt.Errorf("service: ForwardAuth: %w", err)
+		if err := res.Validate(); err != nil {
+			return nil, fmt.Errorf("service: forward_auth: %w", err)
 		}
-	}
-	for i, d := range fa.Descriptors {
-		a.descs[i] = append([]Source(nil), d...)
 	}
 	return a, nil
 }
@@ -166,7 +89,7 @@ type forwarded struct {
 }
 
 // forwarded reads the forwarded request's method, URI and host from the
-// headers the proxies send; see FromMethod, FromURI and FromHost. The
+// headers the proxies send; see value. The
 // error wraps request.ErrMalformed: a request with no canonical form, or
 // whose headers for one of the three disagree (X-Forwarded-Uri and
 // X-Original-URI, two X-Forwarded-Host lines: see agreedHeader).
@@ -214,29 +137,45 @@ func forwardedOf(r *http.Request) (forwarded, error) {
 	return f, err
 }
 
-// value returns the value of src for r, false when the request has none.
-func (a *forwardAuth) value(src Source, r *http.Request, f *forwarded) (string, bool) {
+// value returns the value of e for r, false when the request has none:
+//   - client_ip: the client's address, found by the Resolver in the trusted
+//     X-Forwarded-For (or Forwarded) header the proxy sets, as
+//     clientip.Resolver.Key writes it (IPv6 grouped by prefix);
+//   - method: X-Forwarded-Method (Traefik, Caddy), else X-Original-Method,
+//     else the method of the auth request itself (NGINX's auth_request
+//     subrequest keeps it), in canonical form (upper case);
+//   - uri: X-Forwarded-Uri (Traefik, Caddy), else X-Original-URI (NGINX's
+//     usual `proxy_set_header X-Original-URI $request_uri`): its canonical
+//     path ("//login/", "/%6Cogin" and "/a/../login" are "/login"), with
+//     "%2F" read as a slash (request.DecodeSlashes), then the query as sent;
+//   - path: uri's canonical path, without the query;
+//   - header: the first value of the named request header;
+//   - literal: the entry's value, like Envoy's generic_key;
+//   - host: X-Forwarded-Host (Traefik and Caddy send it; NGINX:
+//     proxy_set_header X-Forwarded-Host $host) in canonical form: lower
+//     case, without port or trailing dot.
+func (a *forwardAuth) value(e *config.AuthEntry, r *http.Request, f *forwarded) (string, bool) {
 	var v string
-	switch src.From {
-	case FromClientIP:
+	switch e.From {
+	case config.FromClientIP:
 		if k, err := a.resolver.Key(r); err == nil {
 			v = k
 		}
-	case FromMethod:
+	case config.FromMethod:
 		v = f.canon.Method
-	case FromPath:
+	case config.FromPath:
 		if f.uri {
 			v = f.canon.Path
 		}
-	case FromURI:
+	case config.FromURI:
 		if f.uri {
 			v = f.canon.Path + f.query
 		}
-	case FromHeader:
-		v = r.Header.Get(src.Header)
-	case FromLiteral:
-		v = src.Value
-	case FromHost:
+	case config.FromHeader:
+		v = r.Header.Get(e.Header)
+	case config.FromLiteral:
+		v = e.Value
+	case config.FromHost:
 		v = f.canon.Host
 	}
 	return v, v != ""
@@ -281,32 +220,34 @@ func (a *forwardAuth) request(r *http.Request) (*pb.RateLimitRequest, error) {
 next:
 	for _, d := range a.descs {
 		rd := &rlpb.RateLimitDescriptor{Entries: make([]*rlpb.RateLimitDescriptor_Entry, len(d))}
-		for j, src := range d {
-			v, ok := a.value(src, r, &f)
+		for j := range d {
+			v, ok := a.value(&d[j], r, &f)
 			if !ok {
 				continue next
 			}
-			rd.Entries[j] = &rlpb.RateLimitDescriptor_Entry{Key: src.Key, Value: v}
+			rd.Entries[j] = &rlpb.RateLimitDescriptor_Entry{Key: d[j].Key, Value: v}
 		}
 		req.Descriptors = append(req.Descriptors, rd)
 	}
 	return req, nil
 }
 
-// ForwardAuthHandler returns the forward-auth endpoint of s with the
-// mapping fa, validated as New validates Config.ForwardAuth: a handler that
-// answers as Handler's /auth does (see the package documentation), at
-// whatever path it is mounted, under the Service's rules, store and header
-// mode of the moment. It is for servers that change the mapping while they
-// serve, as on a config reload: build a handler for the new mapping and
-// swap it in. Config.ForwardAuth is simpler when the mapping is fixed.
-// fa's descriptors are copied; its Resolver must not change afterwards.
-// The handler is safe for concurrent use.
-func (s *Service) ForwardAuthHandler(fa *ForwardAuth) (http.Handler, error) {
+// ForwardAuthHandler returns the forward-auth endpoint of s for fa, a
+// config's forward_auth section, with res finding the client's address for
+// its client_ip entries (nil: a Resolver that trusts fa.TrustedProxies),
+// validated as New validates Config.ForwardAuth and Config.AuthResolver: a
+// handler that answers as Handler's /auth does (see the package
+// documentation), at whatever path it is mounted, under the Service's
+// rules, store and header mode of the moment. It is for servers that change
+// the section while they serve, as on a config reload: build a handler for
+// the new section and swap it in. Config.ForwardAuth is simpler when the
+// section is fixed. fa's descriptors are copied; res must not change
+// afterwards. The handler is safe for concurrent use.
+func (s *Service) ForwardAuthHandler(fa *config.ForwardAuth, res *clientip.Resolver) (http.Handler, error) {
 	if fa == nil {
-		return nil, errors.New("service: ForwardAuthHandler: nil ForwardAuth")
+		return nil, errors.New("service: ForwardAuthHandler: nil forward_auth section")
 	}
-	a, err := newForwardAuth(fa)
+	a, err := newForwardAuth(fa, res)
 	if err != nil {
 		return nil, err
 	}

@@ -29,16 +29,24 @@ func edgeRules() *fakeRules {
 
 var proxies = &clientip.Resolver{TrustedProxies: []netip.Prefix{netip.MustParsePrefix("10.0.0.0/8"), netip.MustParsePrefix("127.0.0.0/8")}}
 
-func edgeAuth() *service.ForwardAuth {
-	return &service.ForwardAuth{
-		Domain:   "edge",
-		Resolver: proxies,
-		Descriptors: [][]service.Source{
-			{{Key: "remote_address", From: service.FromClientIP}},
-			{{Key: "method", From: service.FromMethod}, {Key: "path", From: service.FromPath}},
-			{{Key: "tenant", From: service.FromHeader, Header: "X-Tenant"}},
-		},
+func edgeAuth() *config.ForwardAuth {
+	fa := authSection("edge",
+		[]config.AuthEntry{{Key: "remote_address", From: config.FromClientIP}},
+		[]config.AuthEntry{{Key: "method", From: config.FromMethod}, {Key: "path", From: config.FromPath}},
+		[]config.AuthEntry{{Key: "tenant", From: config.FromHeader, Header: "X-Tenant"}},
+	)
+	fa.TrustedProxies = proxies.TrustedProxies
+	return fa
+}
+
+// authSection is a forward_auth section of domain with the descriptors
+// descs, as config builds it from a file.
+func authSection(domain string, descs ...[]config.AuthEntry) *config.ForwardAuth {
+	fa := &config.ForwardAuth{Domain: domain}
+	for _, d := range descs {
+		fa.Descriptors = append(fa.Descriptors, config.AuthDescriptor{Entries: d})
 	}
+	return fa
 }
 
 // auth sends a forwarded request to /auth from peer with the given headers.
@@ -153,9 +161,7 @@ func TestForwardAuthNginxStyle(t *testing.T) {
 }
 
 func TestForwardAuthMissingValues(t *testing.T) {
-	fa := &service.ForwardAuth{Domain: "edge", Descriptors: [][]service.Source{
-		{{Key: "tenant", From: service.FromHeader, Header: "X-Tenant"}},
-	}}
+	fa := authSection("edge", []config.AuthEntry{{Key: "tenant", From: config.FromHeader, Header: "X-Tenant"}})
 	h := start(t, t0, service.Config{Rules: edgeRules(), ForwardAuth: fa})
 	// No header: the descriptor is left out, and with none left, 200 without asking.
 	rec := auth(h, "GET", "10.0.0.2:1", nil)
@@ -176,9 +182,7 @@ func TestForwardAuthMissingValues(t *testing.T) {
 
 func TestForwardAuthLiteralAndURI(t *testing.T) {
 	rules := (&fakeRules{domain: "edge"}).add(fixed("edge.generic_key_api.uri", 1, config.Minute), "generic_key", "api", "uri", "")
-	fa := &service.ForwardAuth{Domain: "edge", Descriptors: [][]service.Source{
-		{{Key: "generic_key", From: service.FromLiteral, Value: "api"}, {Key: "uri", From: service.FromURI}},
-	}}
+	fa := authSection("edge", []config.AuthEntry{{Key: "generic_key", From: config.FromLiteral, Value: "api"}, {Key: "uri", From: config.FromURI}})
 	h := start(t, t0, service.Config{Rules: rules, ForwardAuth: fa})
 	for i, want := range []int{200, 429} {
 		if rec := auth(h, "GET", "10.0.0.2:1", map[string]string{"X-Forwarded-Uri": "/a?b=1"}); rec.Code != want {
@@ -235,31 +239,25 @@ func TestForwardAuthNotConfigured(t *testing.T) {
 }
 
 func TestForwardAuthConfigErrors(t *testing.T) {
-	src := func(s ...service.Source) [][]service.Source { return [][]service.Source{s} }
-	cases := map[string]*service.ForwardAuth{
-		"empty domain":           {Descriptors: src(service.Source{Key: "k", From: service.FromMethod})},
-		"no descriptors":         {Domain: "d"},
-		"empty descriptor":       {Domain: "d", Descriptors: [][]service.Source{{}}},
-		"empty key":              {Domain: "d", Descriptors: src(service.Source{From: service.FromMethod})},
-		"header without name":    {Domain: "d", Descriptors: src(service.Source{Key: "k", From: service.FromHeader})},
-		"empty literal":          {Domain: "d", Descriptors: src(service.Source{Key: "k", From: service.FromLiteral})},
-		"unknown source":         {Domain: "d", Descriptors: src(service.Source{Key: "k", From: 99})},
-		"client IP, no resolver": {Domain: "d", Descriptors: src(service.Source{Key: "ip", From: service.FromClientIP})},
-		"client IP, trusting nobody": {Domain: "d", Resolver: &clientip.Resolver{},
-			Descriptors: src(service.Source{Key: "ip", From: service.FromClientIP})},
+	type c struct {
+		fa  *config.ForwardAuth
+		res *clientip.Resolver
 	}
-	for name, fa := range cases {
-		if _, err := service.New(service.Config{Limiter: failing{}, ForwardAuth: fa}); err == nil {
+	cases := map[string]c{
+		"empty domain":               {fa: authSection("", []config.AuthEntry{{Key: "k", From: config.FromMethod}})},
+		"no descriptors":             {fa: authSection("d")},
+		"empty descriptor":           {fa: authSection("d", nil)},
+		"empty key":                  {fa: authSection("d", []config.AuthEntry{{From: config.FromMethod}})},
+		"header without name":        {fa: authSection("d", []config.AuthEntry{{Key: "k", From: config.FromHeader}})},
+		"empty literal":              {fa: authSection("d", []config.AuthEntry{{Key: "k", From: config.FromLiteral}})},
+		"unknown source":             {fa: authSection("d", []config.AuthEntry{{Key: "k", From: 99}})},
+		"client IP, no resolver":     {fa: authSection("d", []config.AuthEntry{{Key: "ip", From: config.FromClientIP}})},
+		"client IP, trusting nobody": {fa: edgeAuth(), res: &clientip.Resolver{}},
+		"client IP, bad resolver":    {fa: edgeAuth(), res: &clientip.Resolver{TrustedProxies: proxies.TrustedProxies, IPv6Prefix: 129}},
+	}
+	for name, c := range cases {
+		if _, err := service.New(service.Config{Limiter: failing{}, ForwardAuth: c.fa, AuthResolver: c.res}); err == nil {
 			t.Errorf("%s: no error", name)
-		}
-	}
-}
-
-func TestSourceKindString(t *testing.T) {
-	want := []string{"client_ip", "method", "uri", "path", "header", "literal"}
-	for k, w := range want {
-		if got := service.SourceKind(k).String(); got != w {
-			t.Errorf("SourceKind(%d) = %q, want %q", k, got, w)
 		}
 	}
 }
@@ -270,13 +268,12 @@ func TestSourceKindString(t *testing.T) {
 // refused as New refuses it.
 func TestForwardAuthHandler(t *testing.T) {
 	h := start(t, t0, service.Config{Rules: edgeRules()})
-	byIP, err := h.svc.ForwardAuthHandler(edgeAuth())
+	byIP, err := h.svc.ForwardAuthHandler(edgeAuth(), proxies)
 	if err != nil {
 		t.Fatal(err)
 	}
-	byTenant, err := h.svc.ForwardAuthHandler(&service.ForwardAuth{Domain: "edge", Descriptors: [][]service.Source{
-		{{Key: "remote_address", From: service.FromHeader, Header: "X-Client"}},
-	}})
+	byTenant, err := h.svc.ForwardAuthHandler(authSection("edge",
+		[]config.AuthEntry{{Key: "remote_address", From: config.FromHeader, Header: "X-Client"}}), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -306,11 +303,11 @@ func TestForwardAuthHandler(t *testing.T) {
 	if rec := auth(h, "GET", "10.0.0.2:1", nil); rec.Code != http.StatusNotFound {
 		t.Errorf("Handler's /auth: %d, want 404", rec.Code)
 	}
-	for name, fa := range map[string]*service.ForwardAuth{
+	for name, fa := range map[string]*config.ForwardAuth{
 		"nil":                    nil,
-		"client IP, no resolver": {Domain: "d", Descriptors: [][]service.Source{{{Key: "ip", From: service.FromClientIP}}}},
+		"client IP, no resolver": authSection("d", []config.AuthEntry{{Key: "ip", From: config.FromClientIP}}),
 	} {
-		if _, err := h.svc.ForwardAuthHandler(fa); err == nil {
+		if _, err := h.svc.ForwardAuthHandler(fa, nil); err == nil {
 			t.Errorf("%s: no error", name)
 		}
 	}
@@ -360,7 +357,7 @@ func TestForwardAuthCanonicalForm(t *testing.T) {
 // of api.example.com spends its one allowance.
 func TestForwardAuthHostSource(t *testing.T) {
 	rules := (&fakeRules{domain: "edge"}).add(fixed("edge.host", 1, config.Minute), "host", "")
-	fa := &service.ForwardAuth{Domain: "edge", Descriptors: [][]service.Source{{{Key: "host", From: service.FromHost}}}}
+	fa := authSection("edge", []config.AuthEntry{{Key: "host", From: config.FromHost}})
 	h := start(t, t0, service.Config{Rules: rules, ForwardAuth: fa})
 	for i, host := range []string{"api.example.com", "API.Example.com", "api.example.com.", "api.example.com:8443"} {
 		want := http.StatusTooManyRequests

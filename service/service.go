@@ -23,6 +23,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/clientip"
 	"github.com/sluicehq/sluice/config"
 )
 
@@ -109,9 +110,15 @@ type Config struct {
 	// rules' failure_mode is ignored.
 	Failure *FailurePolicy
 	// ForwardAuth, when set, enables the forward-auth endpoint of Handler
-	// (/auth, any method) with this mapping from the forwarded
-	// request to descriptors.
-	ForwardAuth *ForwardAuth
+	// (/auth, any method) with this forward_auth section of a config: the
+	// domain and the descriptors built from each forwarded request. The
+	// Service copies its descriptors.
+	ForwardAuth *config.ForwardAuth
+	// AuthResolver finds the client's address for ForwardAuth's client_ip
+	// entries. The auth request's peer is the proxy, so it must trust the
+	// proxy: a client_ip entry without trusted proxies is an error of New.
+	// Nil: a Resolver that trusts ForwardAuth.TrustedProxies.
+	AuthResolver *clientip.Resolver
 	// Rules maps descriptors to rules; nil means no rules yet (every
 	// descriptor is answered OK). SetRules replaces it.
 	Rules Rules
@@ -261,7 +268,7 @@ func New(cfg Config) (*Service, error) {
 		s.refunder, _ = cfg.Limiter.(sluice.Refunder)
 	}
 	if cfg.ForwardAuth != nil {
-		a, err := newForwardAuth(cfg.ForwardAuth)
+		a, err := newForwardAuth(cfg.ForwardAuth, cfg.AuthResolver)
 		if err != nil {
 			return nil, err
 		}

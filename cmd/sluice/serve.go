@@ -43,8 +43,63 @@ import (
 var exampleConfig []byte
 
 // ignoredEnv are envoyproxy/ratelimit settings that Sluice accepts and does
-// not act on; present ones are named in one start-up log line.
-var ignoredEnv = []string{"DEBUG_HOST", "DEBUG_PORT"}
+// not act on; present ones are named in one start-up log line
+// (docs/serve.md's table says what Sluice does instead).
+var ignoredEnv = []string{
+	"DEBUG_HOST", "DEBUG_PORT",
+	// TLS on the gRPC listener is refused (refusedEnv); these go with it.
+	"GRPC_SERVER_TLS_CERT", "GRPC_SERVER_TLS_KEY", "GRPC_CLIENT_TLS_CACERT", "GRPC_CLIENT_TLS_SAN",
+	"LOG_FORMAT", "FORCE_START_WITHOUT_INITIAL_CONFIG",
+	"CONFIG_GRPC_XDS_NODE_ID", "CONFIG_GRPC_XDS_NODE_METADATA", "CONFIG_GRPC_XDS_SERVER_URL",
+	"CONFIG_GRPC_XDS_SERVER_CONNECT_RETRY_INTERVAL", "CONFIG_GRPC_XDS_CLIENT_ADDITIONAL_HEADERS",
+	"CONFIG_GRPC_XDS_SERVER_USE_TLS", "CONFIG_GRPC_XDS_CLIENT_TLS_CERT", "CONFIG_GRPC_XDS_CLIENT_TLS_KEY",
+	"CONFIG_GRPC_XDS_SERVER_TLS_CACERT", "CONFIG_GRPC_XDS_SERVER_TLS_SAN",
+	"XDS_CLIENT_BACKOFF_INITIAL_INTERVAL", "XDS_CLIENT_BACKOFF_MAX_INTERVAL", "XDS_CLIENT_BACKOFF_RANDOM_FACTOR",
+	"XDS_CLIENT_BACKOFF_JITTER",
+	"USE_DOG_STATSD_MOGRIFIERS", "STATSD_HOST", "STATSD_PORT", "EXTRA_TAGS", "STATS_FLUSH_INTERVAL",
+	"PROMETHEUS_ADDR", "PROMETHEUS_PATH", "PROMETHEUS_MAPPER_YAML",
+	"EXPIRATION_JITTER_MAX_SECONDS", "NEAR_LIMIT_RATIO", "STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT",
+	"HEALTHY_WITH_AT_LEAST_ONE_CONFIG_LOADED",
+	"REDIS_POOL_SIZE", "REDIS_TLS_CLIENT_CERT", "REDIS_TLS_CLIENT_KEY", "REDIS_TLS_CACERT",
+	"REDIS_PIPELINE_WINDOW", "REDIS_PIPELINE_LIMIT",
+	"REDIS_PERSECOND_SOCKET_TYPE", "REDIS_PERSECOND_TYPE", "REDIS_PERSECOND_URL", "REDIS_PERSECOND_POOL_SIZE",
+	"REDIS_PERSECOND_AUTH", "REDIS_PERSECOND_TLS", "REDIS_PERSECOND_PIPELINE_WINDOW", "REDIS_PERSECOND_PIPELINE_LIMIT",
+	"MEMCACHE_HOST_PORT", "MEMCACHE_MAX_IDLE_CONNS", "MEMCACHE_SRV", "MEMCACHE_SRV_REFRESH",
+	"MEMCACHE_TLS_CLIENT_CERT", "MEMCACHE_TLS_CLIENT_KEY", "MEMCACHE_TLS_CACERT",
+	"TRACING_SERVICE_NAME", "TRACING_SERVICE_NAMESPACE", "TRACING_SERVICE_INSTANCE_ID",
+	"TRACING_EXPORTER_PROTOCOL", "TRACING_SAMPLING_RATE",
+}
+
+// refusedEnv are envoyproxy/ratelimit settings that serve refuses (exit 2)
+// with any value but ok (compared as onlyValueEnv compares), because
+// ignoring them would expose the service or serve other rules than the
+// operator's: why says what to do instead.
+var refusedEnv = []struct{ name, ok, why string }{
+	{"GRPC_SERVER_USE_TLS", "false", "the gRPC listener has no TLS (nor client certificates): terminate TLS in front of it, in a sidecar or the mesh"},
+	{"GRPC_UDS", "", "the gRPC listener is TCP only: use -grpc-addr (GRPC_HOST, GRPC_PORT), bound to 127.0.0.1 for a local caller"},
+	{"CONFIG_TYPE", "FILE", "the config is read from files only (-config, RUNTIME_ROOT), never from an xDS server"},
+}
+
+// refusedByEnv returns the error of the first refusedEnv variable set to
+// another value than its ok one, or nil.
+func refusedByEnv() error {
+	for _, e := range refusedEnv {
+		if v, ok := os.LookupEnv(e.name); ok && v != "" && !sameEnvValue(v, e.ok) {
+			return fmt.Errorf("%s=%s is not supported: %s", e.name, v, e.why)
+		}
+	}
+	return nil
+}
+
+// sameEnvValue reports whether the environment value v means want:
+// equal without case, or the same boolean.
+func sameEnvValue(v, want string) bool {
+	if strings.EqualFold(v, want) {
+		return true
+	}
+	b, err := strconv.ParseBool(v)
+	return err == nil && strconv.FormatBool(b) == want
+}
 
 // onlyValueEnv are envoyproxy/ratelimit settings that Sluice acts on with
 // one value only, the one given here (compared without case): with another
@@ -56,6 +111,15 @@ var onlyValueEnv = []struct{ name, value string }{
 	{"REDIS_SOCKET_TYPE", "tcp"},
 	{"BACKEND_TYPE", "redis"},
 	{"USE_STATSD", "false"},
+	{"USE_DOG_STATSD", "false"},
+	{"DISABLE_STATS", "false"},
+	{"USE_PROMETHEUS", "false"},
+	{"REDIS_PERSECOND", "false"},
+	{"REDIS_TLS_SKIP_HOSTNAME_VERIFICATION", "false"},
+	{"MEMCACHE_TLS", "false"},
+	{"MEMCACHE_TLS_SKIP_HOSTNAME_VERIFICATION", "false"},
+	{"MERGE_DOMAIN_CONFIG", "false"},
+	{"TRACING_ENABLED", "false"},
 }
 
 // notActedOn returns the envoyproxy/ratelimit variables that are set and
@@ -68,10 +132,8 @@ func notActedOn() []string {
 		}
 	}
 	for _, e := range onlyValueEnv {
-		if v, ok := os.LookupEnv(e.name); ok && !strings.EqualFold(v, e.value) {
-			if b, err := strconv.ParseBool(v); err != nil || strconv.FormatBool(b) != e.value {
-				out = append(out, e.name+"="+v)
-			}
+		if v, ok := os.LookupEnv(e.name); ok && !sameEnvValue(v, e.value) {
+			out = append(out, e.name+"="+v)
 		}
 	}
 	return out
@@ -106,6 +168,17 @@ func envBool(name string, def bool) bool {
 		return b
 	}
 	return def
+}
+
+// legacyNamesFromEnv returns the names of -headers legacy's headers from
+// envoyproxy/ratelimit's LIMIT_LIMIT_HEADER, LIMIT_REMAINING_HEADER and
+// LIMIT_RESET_HEADER; unset ones are service.DefaultLegacyNames'.
+func legacyNamesFromEnv() service.LegacyNames {
+	return service.LegacyNames{
+		Limit:     os.Getenv("LIMIT_LIMIT_HEADER"),
+		Remaining: os.Getenv("LIMIT_REMAINING_HEADER"),
+		Reset:     os.Getenv("LIMIT_RESET_HEADER"),
+	}
 }
 
 // runtimeConfigDir returns envoyproxy/ratelimit's config directory,
@@ -244,6 +317,9 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	if err := o.listen.check(); err != nil {
 		return fail(2, err)
 	}
+	if err := refusedByEnv(); err != nil {
+		return fail(2, err)
+	}
 	if o.maxOverride <= 0 || o.maxOverride > math.MaxUint32 {
 		return fail(2, fmt.Sprintf("-max-override %d: want 1 to %d", o.maxOverride, uint32(math.MaxUint32)))
 	}
@@ -314,7 +390,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		healthy = func() bool { return st.connected() && svc.StoreAvailable() }
 	}
 	svc, err = service.New(service.Config{Limiter: st.limiter, Rules: rules, Prefix: o.prefix, ShadowMode: o.shadow,
-		Headers: headers, Logger: log, Registerer: reg, Failure: st.failure, Healthy: healthy,
+		Headers: headers, LegacyNames: legacyNamesFromEnv(), Logger: log, Registerer: reg, Failure: st.failure, Healthy: healthy,
 		MaxDetailedSeries: o.maxDetailed, MaxOverride: uint32(o.maxOverride), MaxCost: uint64(o.maxCost),
 		MaxDescriptors: o.maxDescs, MaxEntries: o.maxEntries})
 	if err != nil {
@@ -616,17 +692,6 @@ func checkForwardAuth(c *config.Config, flag []netip.Prefix) error {
 	return nil
 }
 
-// authSources maps the sources of a forward_auth entry to the service's.
-var authSources = [...]service.SourceKind{
-	config.FromClientIP: service.FromClientIP,
-	config.FromMethod:   service.FromMethod,
-	config.FromURI:      service.FromURI,
-	config.FromPath:     service.FromPath,
-	config.FromHeader:   service.FromHeader,
-	config.FromLiteral:  service.FromLiteral,
-	config.FromHost:     service.FromHost,
-}
-
 // build returns the forward-auth handler of c's forward_auth section, nil
 // when it has none; the trusted proxies are the section's and
 // -trusted-proxies together. Its errors are *config.Error values (see
@@ -640,22 +705,7 @@ func (a *authEndpoint) build(c *config.Config) (http.Handler, error) {
 		return nil, err
 	}
 	trusted := append(slices.Clip(fa.TrustedProxies), a.trusted...)
-	sfa := &service.ForwardAuth{
-		Domain:      fa.Domain,
-		Resolver:    &clientip.Resolver{TrustedProxies: trusted},
-		Descriptors: make([][]service.Source, len(fa.Descriptors)),
-	}
-	for i, d := range fa.Descriptors {
-		srcs := make([]service.Source, len(d.Entries))
-		for j, e := range d.Entries {
-			if int(e.From) >= len(authSources) {
-				return nil, &config.Error{File: fa.File, Line: e.Line, Column: e.Column, Msg: fmt.Sprintf("forward_auth entry %q: unknown source %v", e.Key, e.From)}
-			}
-			srcs[j] = service.Source{Key: e.Key, From: authSources[e.From], Header: e.Header, Value: e.Value}
-		}
-		sfa.Descriptors[i] = srcs
-	}
-	h, err := a.svc.ForwardAuthHandler(sfa)
+	h, err := a.svc.ForwardAuthHandler(fa, &clientip.Resolver{TrustedProxies: trusted})
 	if err != nil {
 		return nil, &config.Error{File: fa.File, Line: fa.Line, Msg: "forward_auth: " + err.Error(), Err: err}
 	}

@@ -1,0 +1,82 @@
+package main
+
+import (
+	"context"
+	"net/http"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+)
+
+// envoyproxy/ratelimit settings whose silent neglect would expose the
+// service or serve other rules than the operator's are refused (exit 2,
+// naming the variable) instead of being ignored: gRPC over TLS with client
+// certificates (Sluice would serve plaintext to anyone), a gRPC Unix socket
+// (Sluice would listen on TCP), the xDS config source (Sluice would serve
+// its built-in example). Before, serve started with each of them.
+func TestServeRefusesEnvItCannotHonour(t *testing.T) {
+	for _, tt := range []struct{ name, value string }{
+		{"GRPC_SERVER_USE_TLS", "true"},
+		{"GRPC_UDS", "/run/ratelimit.sock"},
+		{"CONFIG_TYPE", "GRPC_XDS_SOTW"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Setenv(tt.name, tt.value)
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+			defer cancel()
+			var out, errb syncBuffer
+			code := runServe(ctx, []string{"-http-addr", "127.0.0.1:0", "-grpc-addr", "127.0.0.1:0"}, &out, &errb)
+			if code != 2 || !strings.Contains(errb.String(), tt.name) {
+				t.Errorf("%s=%s: exit %d, stderr %q; want 2 naming it", tt.name, tt.value, code, errb.String())
+			}
+		})
+	}
+	// Their harmless values start.
+	for _, tt := range []struct{ name, value string }{
+		{"GRPC_SERVER_USE_TLS", "false"}, {"CONFIG_TYPE", "FILE"}, {"GRPC_UDS", ""},
+	} {
+		t.Setenv(tt.name, tt.value)
+	}
+	launch(t)
+}
+
+// Every other envoyproxy/ratelimit variable Sluice does not act on is named
+// in the one start-up line: before, REDIS_POOL_SIZE, REDIS_PERSECOND,
+// LOG_FORMAT and the rest were ignored without a word.
+func TestServeNamesEveryEnvItDoesNotActOn(t *testing.T) {
+	for _, name := range []string{"REDIS_POOL_SIZE", "REDIS_PERSECOND_URL", "LOG_FORMAT", "NEAR_LIMIT_RATIO",
+		"EXPIRATION_JITTER_MAX_SECONDS", "STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT", "MERGE_DOMAIN_CONFIG",
+		"REDIS_TLS_CACERT", "REDIS_TLS_SKIP_HOSTNAME_VERIFICATION", "TRACING_ENABLED", "STATSD_HOST",
+		"GRPC_CLIENT_TLS_CACERT"} {
+		t.Setenv(name, "x")
+		if !slices.ContainsFunc(notActedOn(), func(s string) bool { return s == name || strings.HasPrefix(s, name+"=") }) {
+			t.Errorf("%s set: notActedOn() = %v, want it named", name, notActedOn())
+		}
+	}
+}
+
+// envoyproxy/ratelimit's LIMIT_LIMIT_HEADER, LIMIT_REMAINING_HEADER and
+// LIMIT_RESET_HEADER name the legacy headers; before, they were ignored and
+// the defaults sent.
+func TestServeLegacyHeaderNamesFromEnv(t *testing.T) {
+	t.Setenv("LIMIT_RESPONSE_HEADERS_ENABLED", "true")
+	t.Setenv("LIMIT_LIMIT_HEADER", "X-RL-Limit")
+	t.Setenv("LIMIT_REMAINING_HEADER", "X-RL-Remaining")
+	t.Setenv("LIMIT_RESET_HEADER", "X-RL-Reset")
+	s := launch(t)
+	resp, err := http.Post(s.url+"/json", "application/json",
+		strings.NewReader(`{"domain":"example","descriptors":[{"entries":[{"key":"user","value":"alice"}]}]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	for name, want := range map[string]string{"X-RL-Limit": "3", "X-RL-Remaining": "2"} {
+		if got := resp.Header.Get(name); got != want {
+			t.Errorf("%s: %q, want %q (headers %v)", name, got, want, resp.Header)
+		}
+	}
+	if resp.Header.Get("X-RL-Reset") == "" || resp.Header.Get("RateLimit-Limit") != "" {
+		t.Errorf("headers %v: want X-RL-Reset and no RateLimit-Limit", resp.Header)
+	}
+}

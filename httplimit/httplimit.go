@@ -16,8 +16,9 @@
 //     application/problem+json body of the quota-exceeded type listing the
 //     violated policies;
 //   - every response carries RateLimit-Policy (every policy applied to the
-//     request) and RateLimit (the one closest to exhaustion) as in
-//     draft-ietf-httpapi-ratelimit-headers-11, and optionally the legacy
+//     request) and RateLimit (the one closest to exhaustion: the refusing
+//     one, else the one with the fewest units left; see rlheader.Closer) as
+//     in draft-ietf-httpapi-ratelimit-headers-11, and optionally the legacy
 //     X-RateLimit-Limit, X-RateLimit-Remaining and X-RateLimit-Reset
 //     (seconds until the reported policy's state resets, not a Unix time).
 //
@@ -465,7 +466,7 @@ func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, next http.Han
 		}
 	}
 
-	m.setHeaders(w.Header(), decisions, refused)
+	m.setHeaders(w.Header(), decisions)
 	if refused != nil {
 		m.giveBack(ctx, decisions)
 		m.reject(w, r, Rejection{Status: m.cfg.StatusCode, Policies: []string{refused.p.Name}, RetryAfter: refused.res.RetryAfter})
@@ -537,26 +538,20 @@ func sleep(ctx context.Context, d time.Duration) error {
 }
 
 // setHeaders writes RateLimit-Policy for every policy decided and RateLimit
-// (and the legacy headers) for the one closest to exhaustion: a refusing
-// one if any.
-func (m *Middleware) setHeaders(h http.Header, ds []decision, refused *decision) {
+// (and the legacy headers) for the one closest to exhaustion by
+// rlheader.Closer: the refusing one if any, else the one with the fewest
+// units left.
+func (m *Middleware) setHeaders(h http.Header, ds []decision) {
 	if len(ds) == 0 {
 		return // no policy applied: no header, never an empty one
 	}
-	report := refused
-	if report == nil {
-		best := 2.0
-		for i := range ds {
-			frac := float64(ds[i].res.Remaining) / float64(ds[i].p.Limit.Capacity())
-			if frac < best {
-				best, report = frac, &ds[i]
-			}
+	report, st := &ds[0], standing(&ds[0].res)
+	for i := 1; i < len(ds); i++ {
+		if s := standing(&ds[i].res); rlheader.Closer(s, st) {
+			report, st = &ds[i], s
 		}
 	}
-	t := report.res.ResetAfter
-	if !report.res.Allowed {
-		t = report.res.RetryAfter
-	}
+	t := st.Wait
 	var buf [128]byte
 	if !m.cfg.NoDraftHeaders {
 		policies := m.allPolicies
@@ -579,6 +574,14 @@ func (m *Middleware) setHeaders(h http.Header, ds []decision, refused *decision)
 		h[hdrRemaining] = []string{strconv.Itoa(report.res.Remaining)}
 		h[hdrReset] = []string{string(rlheader.AppendRetryAfter(buf[:0], t))}
 	}
+}
+
+// standing is where res leaves the client, for rlheader.Closer.
+func standing(res *sluice.Result) rlheader.Standing {
+	if !res.Allowed {
+		return rlheader.Standing{Over: true, Wait: res.RetryAfter}
+	}
+	return rlheader.Standing{Remaining: int64(res.Remaining), Wait: res.ResetAfter}
 }
 
 // clearHeaders removes what setHeaders wrote, for a request refused by a

@@ -144,7 +144,8 @@
 // Config.Headers says what goes into response_headers_to_add. Both modes
 // describe one descriptor: the enforced (not shadow, not check-only)
 // descriptor that is over the limit with the longest wait, else the one
-// with the fewest remaining units, ties to the first. HeadersDraft11 adds
+// with the fewest remaining units, ties to the first (rlheader.Closer, the
+// rule package httplimit follows too). HeadersDraft11 adds
 // RateLimit-Policy and RateLimit (draft-ietf-httpapi-ratelimit-headers-11),
 // the policy named by the rule's Name, else its FullKey; HeadersLegacy adds
 // envoyproxy/ratelimit's LIMIT_RESPONSE_HEADERS_ENABLED trio (names set by

@@ -9,29 +9,19 @@ import (
 )
 
 // pick returns the outcome the response headers describe: among the
-// eligible ones, the over-limit one with the longest wait, else the one
-// with the fewest remaining units, ties to the first; nil if none is
-// eligible.
+// eligible ones, the one closest to exhaustion by rlheader.Closer (the
+// over-limit one with the longest wait, else the one with the fewest
+// remaining units), ties to the first; nil if none is eligible.
 func pick(outs []outcome) *outcome {
 	var best *outcome
+	var st rlheader.Standing
 	for i := range outs {
 		o := &outs[i]
 		if !o.eligible {
 			continue
 		}
-		switch {
-		case best == nil:
-			best = o
-		case o.over != best.over:
-			if o.over {
-				best = o
-			}
-		case o.over:
-			if o.wait > best.wait {
-				best = o
-			}
-		case o.remain < best.remain:
-			best = o
+		if s := (rlheader.Standing{Over: o.over, Remaining: o.remaining(), Wait: o.wait}); best == nil || rlheader.Closer(s, st) {
+			best, st = o, s
 		}
 	}
 	return best

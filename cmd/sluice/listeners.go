@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"flag"
 	"fmt"
 	"net"
@@ -13,6 +14,7 @@ import (
 	"golang.org/x/net/netutil"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/keepalive"
+	"google.golang.org/grpc/tap"
 )
 
 // listenerOptions are the timeouts and connection caps of serve's two
@@ -26,6 +28,9 @@ type listenerOptions struct {
 	// handshake may take, its age limit and the grace after it, and how
 	// often a client may ping.
 	grpcIdle, grpcHandshake, grpcAge, grpcAgeGrace, grpcPingMin time.Duration
+	// grpcRequest bounds a gRPC call from its headers to its answer,
+	// the reading of its request message included.
+	grpcRequest time.Duration
 	// Connections per listener at most; 0: a share of the open-file limit
 	// (see defaultMaxConns), negative: no cap.
 	httpMaxConns, grpcMaxConns int
@@ -92,6 +97,8 @@ func (o *listenerOptions) flags(fs *flag.FlagSet, errs *envErrs) {
 		"gRPC: after -grpc-max-connection-age, time for the calls in flight before the connection is cut")
 	fs.DurationVar(&o.grpcPingMin, "grpc-min-ping-interval", errs.duration("GRPC_MIN_PING_INTERVAL", 10*time.Second),
 		"gRPC: a client that sends keepalive pings more often than this is disconnected (too_many_pings)")
+	fs.DurationVar(&o.grpcRequest, "grpc-request-timeout", errs.duration("GRPC_REQUEST_TIMEOUT", 30*time.Second),
+		"gRPC: time from a call's headers to its answer, the request message included (a stalled message is let go)")
 	fs.IntVar(&o.grpcMaxConns, "grpc-max-conns", errs.int("GRPC_MAX_CONNECTIONS", 0),
 		"gRPC: open connections at most, more wait to be accepted; 0: 40% of the open-file limit, negative: no cap")
 }
@@ -107,7 +114,7 @@ func (o *listenerOptions) check() error {
 		{"-http-write-timeout", o.write}, {"-http-idle-timeout", o.idle},
 		{"-grpc-idle-timeout", o.grpcIdle}, {"-grpc-handshake-timeout", o.grpcHandshake},
 		{"-grpc-max-connection-age", o.grpcAge}, {"-grpc-max-connection-age-grace", o.grpcAgeGrace},
-		{"-grpc-min-ping-interval", o.grpcPingMin},
+		{"-grpc-min-ping-interval", o.grpcPingMin}, {"-grpc-request-timeout", o.grpcRequest},
 	} {
 		if d.v <= 0 {
 			return fmt.Errorf("%s %v: want a positive duration", d.name, d.v)
@@ -128,10 +135,12 @@ func (o *listenerOptions) httpServer(h http.Handler) *http.Server {
 	}
 }
 
-// grpcOptions returns the server options that bound gRPC connections:
-// handshake time, idle and age limits, and the least ping interval.
+// grpcOptions returns the server options that bound gRPC connections and
+// calls: handshake time, idle and age limits, the least ping interval, and
+// the time of one call (see callDeadline).
 func (o *listenerOptions) grpcOptions() []grpc.ServerOption {
 	return []grpc.ServerOption{
+		grpc.InTapHandle(callDeadline(o.grpcRequest)),
 		grpc.ConnectionTimeout(o.grpcHandshake),
 		grpc.KeepaliveParams(keepalive.ServerParameters{
 			MaxConnectionIdle:     o.grpcIdle,
@@ -142,6 +151,27 @@ func (o *listenerOptions) grpcOptions() []grpc.ServerOption {
 			MinTime:             o.grpcPingMin,
 			PermitWithoutStream: true,
 		}),
+	}
+}
+
+// callDeadline returns a tap handle that gives each gRPC call at most d
+// from its headers: gRPC reads a unary call's request message before any
+// interceptor or handler runs, under the stream's context only, so without
+// it a message that stalls half sent holds its buffer until the connection
+// ends (the idle timeout counts connections without calls). A call whose
+// caller sent a grpc-timeout of at most d (Envoy sends its rate limit
+// filter's timeout, 20 ms by default) already has its deadline and costs
+// nothing more; only calls without one get a timer, which is stopped when
+// the call ends (gRPC then cancels the stream's context, this one's
+// parent).
+func callDeadline(d time.Duration) tap.ServerInHandle {
+	return func(ctx context.Context, _ *tap.Info) (context.Context, error) {
+		if dl, ok := ctx.Deadline(); ok && time.Until(dl) <= d {
+			return ctx, nil
+		}
+		ctx, cancel := context.WithTimeout(ctx, d)
+		_ = cancel // called by the parent's cancellation, at the call's end
+		return ctx, nil
 	}
 }
 

@@ -376,8 +376,9 @@ type Clock interface {
 	Now() time.Time
 }
 
-// MaxKeyLen is the longest key a Limiter accepts, in bytes. Hash longer
-// identifiers (see package httplimit) before they become keys.
+// MaxKeyLen is the longest key a Limiter accepts, in bytes: the one bound
+// on keys, for every store and face. Hash longer identifiers (HashKey)
+// before they become keys.
 const MaxKeyLen = 4096
 
 // ErrBadInput matches, with errors.Is, every error that is the caller's

@@ -53,8 +53,6 @@ package httplimit
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -167,7 +165,8 @@ type Config struct {
 	OnError func(r *http.Request, status int, policy string)
 	// HashKeys replaces every key by a hash (SHA-256, 128 bits, hex) before
 	// it reaches the Limiter or a log, so that client IPs and API keys do
-	// not leave the process. Keys longer than MaxKeyLen are hashed always.
+	// not leave the process. Keys longer than sluice.MaxKeyLen are hashed
+	// always.
 	HashKeys bool
 	// StoreErrorStatus is the status when the Limiter fails; 0 means let
 	// the request through (fail open). Wrap the Limiter with package
@@ -206,9 +205,6 @@ type Config struct {
 	// ends first. Tests replace it to see NGINX's delays without waiting.
 	Wait func(ctx context.Context, d time.Duration) error
 }
-
-// MaxKeyLen is the longest key passed on as is; longer keys are hashed.
-const MaxKeyLen = 1024
 
 // Rejection describes a refused request to Config.WriteRejection.
 type Rejection struct {
@@ -634,7 +630,7 @@ func (m *Middleware) logKey(policy, key string) string {
 	if m.cfg.LogKeys || strings.HasPrefix(key, policy+":#") {
 		return key
 	}
-	return hashKey(policy, key)
+	return sluice.HashKey(policy+":", key)
 }
 
 func (m *Middleware) missingKey(w http.ResponseWriter, r *http.Request, policy string) {
@@ -672,21 +668,15 @@ func (m *Middleware) giveBack(ctx context.Context, ds []decision) {
 }
 
 // finalKey scopes key to its policy, so that two policies never share an
-// allowance, and hashes it when configured or when it is too long.
+// allowance, and hashes it (sluice.HashKey, as "policy:#hash") when
+// configured or when it is longer than sluice.MaxKeyLen. "#" marks a hash,
+// so that no raw key of 32 hex digits can share its allowance.
 func (m *Middleware) finalKey(policy, key string) string {
 	k := policy + ":" + key
-	if m.cfg.HashKeys || len(k) > MaxKeyLen {
-		return hashKey(policy, k)
+	if m.cfg.HashKeys || len(k) > sluice.MaxKeyLen {
+		return sluice.HashKey(policy+":", k)
 	}
 	return k
-}
-
-// hashKey is policy's key k (policy-scoped) hashed: SHA-256, 128 bits, hex.
-// "#" marks a hash, so that no raw key of 32 hex digits can share its
-// allowance.
-func hashKey(policy, k string) string {
-	sum := sha256.Sum256([]byte(k))
-	return policy + ":#" + hex.EncodeToString(sum[:16])
 }
 
 func (m *Middleware) groupKey(c *concurrency, r *http.Request) (string, bool) {

@@ -37,8 +37,8 @@
 //     (envoyproxy/ratelimit's cache key without its window suffix: the
 //     algorithms keep their own windows). Like envoyproxy/ratelimit's keys,
 //     these are ambiguous when keys or values contain "_". A key longer
-//     than sluice.MaxKeyLen is shortened to its first bytes and a SHA-256 of
-//     the whole, rather than refused: refusing would let a client with a
+//     than sluice.MaxKeyLen is shortened to its first bytes and a hash of
+//     the whole (sluice.HashKey), rather than refused: refusing would let a client with a
 //     huge header value turn every decision into an error, which Envoy's
 //     default failure_mode_deny=false admits.
 //   - shadow_mode (of the rule, or Config.ShadowMode for every rule): the

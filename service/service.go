@@ -3,8 +3,6 @@ package service
 import (
 	"cmp"
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -627,8 +625,8 @@ func descriptorName(domain string, d *rlpb.RateLimitDescriptor) string {
 // StoreKey returns the store key of a descriptor: prefix + domain + "_" +
 // each entry's key and value, joined by "_", e.g.
 // "mongo_cps_database_users". A key longer than sluice.MaxKeyLen is cut and
-// ends in "#" and the hex SHA-256 of the whole key, so that it stays
-// distinct and fits.
+// ends in the hash of the whole key (sluice.HashKey: "#" and 128 bits of
+// its SHA-256 in hex), so that it stays distinct and is MaxKeyLen long.
 func StoreKey(prefix, domain string, entries []config.Entry) string {
 	n := len(prefix) + len(domain)
 	for _, e := range entries {
@@ -651,9 +649,7 @@ func shorten(key string) string {
 	if len(key) <= sluice.MaxKeyLen {
 		return key
 	}
-	sum := sha256.Sum256([]byte(key))
-	h := hex.EncodeToString(sum[:])
-	return key[:sluice.MaxKeyLen-len(h)-1] + "#" + h
+	return sluice.HashKey(key[:sluice.MaxKeyLen-sluice.HashedKeyLen], key)
 }
 
 func clampUint32(v int64) uint32 {

@@ -1,11 +1,15 @@
 package service
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
+	"unicode/utf8"
 
 	pb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"github.com/prometheus/client_golang/prometheus"
@@ -58,6 +62,11 @@ const DefaultMaxDetailedSeries = 100
 // FullKey#other.
 const otherSuffix = "#other"
 
+// MaxDetailedLabelBytes is the longest metrics label of a detailed_metric
+// rule's descriptor: a longer one is cut and ends in "#" and 16 hex digits
+// of its SHA-256, so that distinct descriptors keep distinct labels.
+const MaxDetailedLabelBytes = 256
+
 // detailedSet is the labels a detailed_metric rule has counted under.
 type detailedSet struct {
 	labels sync.Map // label → struct{}
@@ -70,6 +79,7 @@ type detailedSet struct {
 // maxDetailed of them (or already has this one), else the rule's other
 // bucket, FullKey#other.
 func (m *metrics) detailed(fullKey, label string) string {
+	label = detailedLabel(label)
 	v, ok := m.detailedSets.Load(fullKey)
 	if !ok {
 		v, _ = m.detailedSets.LoadOrStore(fullKey, new(detailedSet))
@@ -89,6 +99,25 @@ func (m *metrics) detailed(fullKey, label string) string {
 	set.labels.Store(label, struct{}{})
 	set.n++
 	return label
+}
+
+// detailedLabel returns label as a Prometheus label value may be: valid
+// UTF-8 (Prometheus panics on anything else) of at most
+// MaxDetailedLabelBytes. One that is not is made valid, cut at a rune
+// boundary and suffixed with "#" and 16 hex digits of the SHA-256 of the
+// original, which keeps distinct descriptors apart.
+func detailedLabel(label string) string {
+	if len(label) <= MaxDetailedLabelBytes && utf8.ValidString(label) {
+		return label
+	}
+	sum := sha256.Sum256([]byte(label))
+	suffix := "#" + hex.EncodeToString(sum[:8])
+	valid := strings.ToValidUTF8(label, "\uFFFD")
+	n := min(len(valid), MaxDetailedLabelBytes-len(suffix))
+	for n > 0 && n < len(valid) && !utf8.RuneStart(valid[n]) {
+		n--
+	}
+	return valid[:n] + suffix
 }
 
 func newMetrics(reg prometheus.Registerer, maxDetailed int) (*metrics, error) {

@@ -51,13 +51,64 @@ func Method() KeyFunc {
 }
 
 // Header keys by the value of a request header, such as an API key. The
-// value is used as is; set Config.HashKeys to keep secrets out of the store
-// and the logs.
+// value is used as is, trimmed of white space; set Config.HashKeys to keep
+// secrets out of the store.
+//
+// The handler behind the limit then sees the header as it was keyed,
+// whatever the client sent: of several lines of the header only the first
+// (the key) is kept, and a header whose name is the same but for "_" in
+// place of "-" (X_API_Key for X-API-Key) is removed, as NGINX drops headers
+// with underscores. Otherwise an application that reads the last line, or
+// that reads names as CGI and WSGI do (HTTP_X_API_KEY for both spellings),
+// would act on a value the limit never counted, and a client could rotate
+// the counted one to spend no allowance at all.
 func Header(name string) KeyFunc {
+	canon := http.CanonicalHeaderKey(name)
+	underscore := strings.IndexByte(canon, '_') >= 0
 	return func(r *http.Request) (string, bool) {
-		v := strings.TrimSpace(r.Header.Get(name))
+		vs := r.Header[canon]
+		if len(vs) > 1 {
+			r.Header[canon] = vs[:1:1]
+		}
+		for k := range r.Header {
+			if k != canon && (underscore || strings.IndexByte(k, '_') >= 0) && sameButUnderscores(k, canon) {
+				delete(r.Header, k)
+			}
+		}
+		if len(vs) == 0 {
+			return "", false
+		}
+		v := strings.TrimSpace(vs[0])
 		return v, v != ""
 	}
+}
+
+// sameButUnderscores reports whether the header names a and b are the
+// same in any case with "_" read as "-", as CGI and WSGI read them.
+func sameButUnderscores(a, b string) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := 0; i < len(a); i++ {
+		x, y := a[i], b[i]
+		if x == '_' {
+			x = '-'
+		}
+		if y == '_' {
+			y = '-'
+		}
+		if x != y && lower(x) != lower(y) {
+			return false
+		}
+	}
+	return true
+}
+
+func lower(c byte) byte {
+	if 'A' <= c && c <= 'Z' {
+		return c + 'a' - 'A'
+	}
+	return c
 }
 
 // ContextValue keys by a value the request's context holds under key, such

@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"net/http"
+	"strings"
 
 	"github.com/sluicehq/sluice/clientip"
 )
@@ -48,4 +49,24 @@ func appendQuoted(b []byte, s string) []byte {
 		b = append(b, c)
 	}
 	return append(b, '"')
+}
+
+// dropUnderscoreForwarding removes from h every header whose name is that
+// of a forwarding header this hop writes (X-Forwarded-For, -Host, -Proto)
+// with "_" for some "-": CGI and WSGI servers read
+// X_Forwarded_For as X-Forwarded-For (both are HTTP_X_FORWARDED_FOR), so a
+// client could shadow the header this hop wrote. NGINX drops every header
+// with an underscore by default.
+func dropUnderscoreForwarding(h http.Header) {
+	for k := range h {
+		if strings.IndexByte(k, '_') < 0 {
+			continue
+		}
+		n := strings.ReplaceAll(k, "_", "-")
+		for _, f := range [...]string{"X-Forwarded-For", "X-Forwarded-Host", "X-Forwarded-Proto"} {
+			if strings.EqualFold(n, f) {
+				delete(h, k)
+			}
+		}
+	}
 }

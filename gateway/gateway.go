@@ -459,6 +459,7 @@ func (g *Gateway) forwarder(st *state, u Upstream, route string) http.Handler {
 					pr.Out.Header["X-Forwarded-For"] = v
 				}
 			}
+			dropUnderscoreForwarding(pr.Out.Header)
 			pr.SetURL(target)
 			pr.SetXForwarded()
 			if fromProxy {

@@ -3,6 +3,7 @@ package gateway_test
 import (
 	"net/http"
 	"net/http/httptest"
+	"sync"
 	"testing"
 
 	"github.com/sluicehq/sluice/clientip"
@@ -45,5 +46,64 @@ func TestUnderscoreForwardingHeadersDropped(t *testing.T) {
 		if up.headers[0].Get("X_custom") != "kept" {
 			t.Errorf("trusted=%v: a header with _ that no hop writes was dropped", trusted)
 		}
+	}
+}
+
+// An encoded slash has two readings: NGINX and applications that decode
+// the whole path see a slash, ServeMux sees a character of its segment.
+// When the two readings match different routes, the request is limited by
+// both, so that neither kind of upstream reaches a limited handler past
+// its limit: "/users/a%2Fb/reset" is ServeMux's {id} "a/b" of the reset
+// route, though read as a slash it is only under "/"; and
+// "/users/x%2F..%2F..%2Fadmin%2Fx" is the decoding upstream's /admin/x,
+// though ServeMux sees one {id} of /users/{id}.
+func TestEncodedSlashLimitedByBothReadings(t *testing.T) {
+	up := newUpstream(t)
+	app := http.NewServeMux() // what a Go upstream routes to
+	var mu sync.Mutex
+	hits := map[string]int{}
+	for _, p := range []string{"POST /users/{id}/reset", "/users/{id}", "/admin/", "/"} {
+		app.HandleFunc(p, func(http.ResponseWriter, *http.Request) {
+			mu.Lock()
+			hits[p]++
+			mu.Unlock()
+		})
+	}
+	up.set(app.ServeHTTP)
+	cfg := parsed(t, `
+limits:
+  - {name: reset, key: ip, rate: 1r/m, algorithm: fixed_window}
+  - {name: admin, key: ip, rate: 1r/m, algorithm: fixed_window}
+  - {name: users, key: ip, rate: 100r/m, algorithm: fixed_window}
+  - {name: all, key: ip, rate: 100r/m, algorithm: fixed_window}
+routes:
+  - {name: reset, match: "POST /users/{id}/reset", limits: [reset]}
+  - {name: users, match: "/users/{id}", limits: [users]}
+  - {name: admin, match: "/admin/", limits: [admin]}
+  - {name: all, match: "/", limits: [all]}
+`, up)
+	_, srv := front(t, cfg)
+	c := srv.Client()
+	for i, target := range []string{"/users/bob/reset", "/users/a%2Fb/reset", "/users/x%2F..%2F/reset", "/users/b%2Fo%2F/reset"} {
+		code := doRaw(t, srv.URL, c, "POST", target, "").StatusCode
+		if want := map[bool]int{true: 200, false: 429}[i == 0]; code != want {
+			t.Errorf("POST %s: %d, want %d", target, code, want)
+		}
+	}
+	for i, target := range []string{"/admin/x", "/users/x%2F..%2F..%2Fadmin%2Fx", "/admin%2Fx"} {
+		code := doRaw(t, srv.URL, c, "GET", target, "").StatusCode
+		if want := map[bool]int{true: 200, false: 429}[i == 0]; code != want {
+			t.Errorf("GET %s: %d, want %d", target, code, want)
+		}
+	}
+	// Unambiguous: the encoded slash inside {id} is one user, and both
+	// readings agree that /users/a%2Fb is under users or nothing else.
+	if code := doRaw(t, srv.URL, c, "GET", "/users/a%2Fb", "").StatusCode; code != 200 {
+		t.Errorf("GET /users/a%%2Fb: %d, want 200", code)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if n := hits["POST /users/{id}/reset"]; n != 1 {
+		t.Errorf("the upstream's reset handler ran %d times, want 1 (the limit)", n)
 	}
 }

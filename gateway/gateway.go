@@ -37,7 +37,9 @@
 // method in upper case, the path decoded with no "//", "." or ".." segment
 // and no trailing slash, the host in lower case without port or trailing
 // dot, as NGINX's $host; "/public/../admin", "/%61dmin/" and, read first
-// as a slash, "/admin%2Fx" are limited under "/admin". The upstream
+// as a slash, "/admin%2Fx" are limited under "/admin" (a request whose
+// two readings of "%2F", as a slash and as ServeMux reads it, match two
+// routes is limited by both). The upstream
 // receives the request as the client sent it. A request with no canonical
 // form (a malformed Host such as "api.example.com..") is answered 400.
 // Unlike ServeMux, the gateway never redirects.
@@ -215,7 +217,9 @@ type state struct {
 
 type route struct {
 	name    string
-	handler http.Handler
+	handler http.Handler // wrap(the route's forwarder)
+	// wrap puts the route's method check and limits in front of next.
+	wrap func(next http.Handler) http.Handler
 }
 
 // ServeHTTP makes a route a ServeMux handler, to be found, never called.
@@ -324,18 +328,20 @@ func (g *Gateway) compile(cfg Config) (*state, error) {
 	if cfg.AccessLog != nil {
 		refusalLevel = slog.LevelDebug
 	}
-	mw := func(rt Route) (http.Handler, error) {
+	// mw returns the route's limits, in front of any handler, and its
+	// forwarder.
+	mw := func(rt Route) (func(http.Handler) http.Handler, http.Handler, error) {
 		up := cfg.Upstreams[0].Name
 		if rt.Upstream != "" {
 			up = rt.Upstream
 		}
 		u, ok := ups[up]
 		if !ok {
-			return nil, fmt.Errorf("gateway: route %q: no upstream named %q", rt.Name, rt.Upstream)
+			return nil, nil, fmt.Errorf("gateway: route %q: no upstream named %q", rt.Name, rt.Upstream)
 		}
 		h := g.forwarder(st, u, rt.Name)
 		if len(rt.Policies) == 0 && len(rt.Concurrency) == 0 {
-			return h, nil
+			return func(next http.Handler) http.Handler { return next }, h, nil
 		}
 		pol := slices.Clone(rt.Policies) // the caller's are not changed
 		conc := slices.Clone(rt.Concurrency)
@@ -386,9 +392,9 @@ func (g *Gateway) compile(cfg Config) (*state, error) {
 			},
 		})
 		if err != nil {
-			return nil, fmt.Errorf("gateway: route %q: %w", rt.Name, err)
+			return nil, nil, fmt.Errorf("gateway: route %q: %w", rt.Name, err)
 		}
-		return m.Handler(h), nil
+		return m.Handler, h, nil
 	}
 	names := map[string]bool{}
 	for _, rt := range cfg.Routes {
@@ -402,14 +408,17 @@ func (g *Gateway) compile(cfg Config) (*state, error) {
 		if len(rt.Patterns) == 0 {
 			return nil, fmt.Errorf("gateway: route %q has no pattern", rt.Name)
 		}
-		h, err := mw(rt)
+		wrap, fwd, err := mw(rt)
 		if err != nil {
 			return nil, err
 		}
 		if len(rt.Methods) > 0 {
-			h = st.onlyMethods(rt, h) // before any limit: a denied request spends none
+			limits := wrap
+			wrap = func(next http.Handler) http.Handler {
+				return st.onlyMethods(rt, limits(next)) // before any limit: a denied request spends none
+			}
 		}
-		r := &route{name: rt.Name, handler: h}
+		r := &route{name: rt.Name, handler: wrap(fwd), wrap: wrap}
 		for _, p := range rt.Patterns {
 			if err := register(st.mux, p, r); err != nil {
 				return nil, fmt.Errorf("gateway: route %q: %w", rt.Name, err)

@@ -84,7 +84,8 @@ func canonicalPattern(pattern string) (string, error) {
 // slash is read first as a slash ("/admin%2Fx" is under "/admin/"); a
 // request that matches no route so is matched again with %2F inside its
 // segment ("/users/a%2Fb" as one {id}), as ServeMux reads it, so that it is
-// unlimited only when neither reading matches a route.
+// unlimited only when neither reading matches a route, and limited by both
+// routes when the readings match two.
 func (st *state) match(w http.ResponseWriter, r *http.Request) (*route, *http.Request) {
 	c, err := request.FromRequest(r)
 	if err != nil {
@@ -101,8 +102,14 @@ func (st *state) match(w http.ResponseWriter, r *http.Request) (*route, *http.Re
 	)
 	if d := request.DecodeSlashes(c.Path); d != c.Path {
 		rt, pattern = st.find(r, c, d)
-	}
-	if rt == nil {
+		if other, otherPattern := st.find(r, c, c.Path); other != nil && other != rt {
+			if rt != nil {
+				r.Pattern = otherPattern
+				return both(other, rt, pattern), r
+			}
+			rt, pattern = other, otherPattern
+		}
+	} else {
 		rt, pattern = st.find(r, c, c.Path)
 	}
 	if rt == nil {
@@ -110,6 +117,19 @@ func (st *state) match(w http.ResponseWriter, r *http.Request) (*route, *http.Re
 	}
 	r.Pattern = pattern // for httplimit.Route keys
 	return rt, r
+}
+
+// both returns a route that applies the method check and limits of first
+// (whose pattern the request already carries), then those of second, and
+// forwards as second does: the route of a request whose two readings of
+// an encoded slash match two routes, so that the upstream reaches neither
+// route's handler past its limit, whichever reading it takes.
+func both(first, second *route, secondPattern string) *route {
+	then := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		r.Pattern = secondPattern
+		second.handler.ServeHTTP(w, r)
+	})
+	return &route{name: second.name, handler: first.wrap(then), wrap: nil}
 }
 
 // find returns the route of the canonical request c with the canonical

@@ -624,7 +624,12 @@ func descriptorName(domain string, d *rlpb.RateLimitDescriptor) string {
 
 // StoreKey returns the store key of a descriptor: prefix + domain + "_" +
 // each entry's key and value, joined by "_", e.g.
-// "mongo_cps_database_users". A key longer than sluice.MaxKeyLen is cut and
+// "mongo_cps_database_users", as envoyproxy/ratelimit spells it. A value
+// (the client's choice: a header's, through /auth) has its "_" and "%"
+// escaped as "%5F" and "%25", so that no value can spell the key of
+// another descriptor ("victim_path_/login" at depth one is not tenant
+// "victim" with path "/login") and spend its allowance. A key longer than
+// sluice.MaxKeyLen is cut and
 // ends in the hash of the whole key (sluice.HashKey: "#" and 128 bits of
 // its SHA-256 in hex), so that it stays distinct and is MaxKeyLen long.
 func StoreKey(prefix, domain string, entries []config.Entry) string {
@@ -640,9 +645,28 @@ func StoreKey(prefix, domain string, entries []config.Entry) string {
 		b.WriteByte('_')
 		b.WriteString(e.Key)
 		b.WriteByte('_')
-		b.WriteString(e.Value)
+		writeKeyValue(&b, e.Value)
 	}
 	return shorten(b.String())
+}
+
+// writeKeyValue writes a descriptor value into a store key, its "_" and
+// "%" escaped (see StoreKey).
+func writeKeyValue(b *strings.Builder, v string) {
+	for {
+		i := strings.IndexAny(v, "_%")
+		if i < 0 {
+			b.WriteString(v)
+			return
+		}
+		b.WriteString(v[:i])
+		if v[i] == '_' {
+			b.WriteString("%5F")
+		} else {
+			b.WriteString("%25")
+		}
+		v = v[i+1:]
+	}
 }
 
 func shorten(key string) string {

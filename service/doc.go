@@ -89,8 +89,10 @@
 // open): "open" answers OK with the rule's whole allowance reported
 // remaining, "closed" answers OVER_LIMIT with duration_until_reset the time
 // until the store is tried again, and "local" decides on a local store
-// (FailurePolicy.Local, or a memstore the Service creates on first use and
-// Close closes) under the rule's share of the limit (the limit divided by
+// (FailurePolicy.Local, which the caller picks, such as a memstore.Store:
+// the Service builds no store; without it New refuses Mode local, and New
+// and SetRules refuse a *config.Config with a local rule, naming its file
+// and line) under the rule's share of the limit (the limit divided by
 // FailurePolicy.Nodes, by default). A limit override keeps its matched
 // rule's mode. Every such decision counts in sluice_rls_store_errors_total.
 //

@@ -5,13 +5,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"iter"
 	"log/slog"
-	"sync"
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/config"
 	"github.com/sluicehq/sluice/failsafe"
-	"github.com/sluicehq/sluice/memstore"
 )
 
 // FailurePolicy is the failure policy of package failsafe (a failsafe.Config)
@@ -24,23 +23,21 @@ import (
 // The fields mean what failsafe.Config says, with these differences:
 // Primary must be nil (the store is Config.Limiter); Mode is the failure
 // mode of rules whose FailureMode is "" (and of limit overrides that match
-// no rule), default failsafe.Open, Envoy's own default; Local nil means an
-// in-memory store (package memstore) that the Service creates on first use
-// and Close closes; Logger nil means Config.Logger; Clock also drives the
-// owned local store. The zero FailurePolicy is usable.
+// no rule), default failsafe.Open, Envoy's own default; Local is the store
+// of rules whose failure_mode is local (the caller picks it, such as a
+// memstore.Store, and closes it): nil is an error of New when Mode is
+// Local, and of New and SetRules when a rule's failure_mode is local (for a
+// Rules that lists its rules, as *config.Config does; a local rule that
+// another Rules returns is then answered with an error while the store
+// fails); Logger nil means Config.Logger. The zero FailurePolicy is usable.
 type FailurePolicy = failsafe.Config
 
-// fallback applies a FailurePolicy: one failsafe.Group around the store,
-// and the local store the Service may own.
+// fallback applies a FailurePolicy: one failsafe.Group around the store.
 type fallback struct {
-	group   *failsafe.Group
-	breaker *failsafe.Breaker // the Group's, for the health checks
-	def     *failsafe.Limiter // the default mode's Limiter
-
-	clock   sluice.Clock
-	ownedMu sync.Mutex
-	owned   *memstore.Store
-	closed  bool
+	group    *failsafe.Group
+	breaker  *failsafe.Breaker // the Group's, for the health checks
+	def      *failsafe.Limiter // the default mode's Limiter
+	hasLocal bool              // FailurePolicy.Local is set
 }
 
 func newFallback(primary sluice.Limiter, p *FailurePolicy, log *slog.Logger) (*fallback, error) {
@@ -50,13 +47,13 @@ func newFallback(primary sluice.Limiter, p *FailurePolicy, log *slog.Logger) (*f
 	if p.Primary != nil {
 		return nil, errors.New("service: Config.Failure.Primary must be nil: Config.Limiter is the store")
 	}
-	f := &fallback{clock: p.Clock}
+	if p.Mode == failsafe.Local && p.Local == nil {
+		return nil, errors.New("service: Config.Failure.Mode is local but Config.Failure.Local is nil: pass the local store (such as a memstore.Store)")
+	}
+	f := &fallback{hasLocal: p.Local != nil}
 	cfg := *p
 	cfg.Primary = primary
 	cfg.Logger = cmp.Or(cfg.Logger, log)
-	if cfg.Local == nil {
-		cfg.Local = ownedLocal{f}
-	}
 	g, err := failsafe.NewGroup(cfg)
 	if err != nil {
 		return nil, fmt.Errorf("service: %w", err)
@@ -104,54 +101,24 @@ func (s *Service) allowFailsafe(ctx context.Context, p *plan, key string) (sluic
 	return res, err
 }
 
-// ownedLocal is the local store of a FailurePolicy without one: a memstore
-// the Service creates on first use and Close closes.
-type ownedLocal struct{ f *fallback }
-
-var (
-	_ sluice.Limiter  = ownedLocal{}
-	_ sluice.Refunder = ownedLocal{}
-)
-
-func (o ownedLocal) Allow(ctx context.Context, key string, lim sluice.Limit) (sluice.Result, error) {
-	return o.AllowN(ctx, key, lim, 1)
+// listedRules is a Rules that lists its rules, as *config.Config does.
+type listedRules interface {
+	RateLimits() iter.Seq[*config.RateLimit]
 }
 
-func (o ownedLocal) AllowN(ctx context.Context, key string, lim sluice.Limit, cost int) (sluice.Result, error) {
-	l := o.f.localLimiter()
-	if l == nil {
-		return sluice.Result{}, errors.New("service: closed")
-	}
-	return l.AllowN(ctx, key, lim, cost)
-}
-
-func (o ownedLocal) RefundN(ctx context.Context, key string, lim sluice.Limit, cost int) error {
-	l := o.f.localLimiter()
-	if l == nil {
+// checkRules refuses rules that f cannot serve: a rule whose failure_mode
+// is local when the policy has no Local store. It can only see the rules
+// of a Rules that lists them.
+func (f *fallback) checkRules(r Rules) error {
+	lr, ok := r.(listedRules)
+	if c, isConfig := r.(*config.Config); f.hasLocal || !ok || isConfig && c == nil {
 		return nil
 	}
-	return l.RefundN(ctx, key, lim, cost)
-}
-
-// localLimiter returns the owned local store, creating it on first use;
-// nil after Close.
-func (f *fallback) localLimiter() *memstore.Store {
-	f.ownedMu.Lock()
-	defer f.ownedMu.Unlock()
-	if f.owned == nil && !f.closed {
-		f.owned = memstore.New(memstore.Config{Clock: f.clock})
-	}
-	return f.owned
-}
-
-func (f *fallback) close() error {
-	f.ownedMu.Lock()
-	defer f.ownedMu.Unlock()
-	f.closed = true
-	if f.owned != nil {
-		err := f.owned.Close()
-		f.owned = nil
-		return err
+	for rl := range lr.RateLimits() {
+		if rl.FailureMode == failsafe.Local.String() {
+			return &config.Error{File: rl.File, Line: rl.Line, Msg: fmt.Sprintf(
+				"rule %s has failure_mode: local, but the failure policy has no local store (service: Config.Failure.Local is nil)", policyName(rl))}
+		}
 	}
 	return nil
 }

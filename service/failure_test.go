@@ -60,9 +60,20 @@ func failHarness(t *testing.T, p service.FailurePolicy) (*harness, *flaky) {
 	if p.Clock == nil {
 		p.Clock = clock
 	}
+	if p.Local == nil {
+		p.Local = newLocal(t, clock)
+	}
 	h := start(t, t0, service.Config{Rules: modeRules(10, config.Second), Limiter: fl, Failure: &p})
 	h.clock = clock
 	return h, fl
+}
+
+// newLocal is a memory store for the rules whose failure_mode is local,
+// closed when the test ends; a nil clock is the system's.
+func newLocal(t *testing.T, clock sluice.Clock) *memstore.Store {
+	local := memstore.New(memstore.Config{Clock: clock, SweepInterval: -1})
+	t.Cleanup(func() { local.Close() })
+	return local
 }
 
 func answers(t *testing.T, h *harness, key string, n int) string {

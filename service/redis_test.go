@@ -327,7 +327,7 @@ func TestRedisD42StoreDown(t *testing.T) {
 	url := "redis://" + srv.Addr
 	raw := redisHarness(t, url, service.Config{Rules: modeRules(10, config.Hour)})
 	guarded := redisHarness(t, url, service.Config{Rules: modeRules(10, config.Hour),
-		Failure: &service.FailurePolicy{Mode: failsafe.Closed, Nodes: 2, Timeout: 200 * time.Millisecond, Threshold: 2}})
+		Failure: &service.FailurePolicy{Mode: failsafe.Closed, Nodes: 2, Timeout: 200 * time.Millisecond, Threshold: 2, Local: newLocal(t, nil)}})
 	for _, key := range []string{"open", "closed", "local", "default"} {
 		if got := answers(t, guarded, key, 1); got != "ok" {
 			t.Fatalf("%s rule on a live store: %s", key, got)

@@ -286,26 +286,33 @@ func New(cfg Config) (*Service, error) {
 		s.m = m
 		s.gatherer, _ = cfg.Registerer.(prometheus.Gatherer)
 	}
-	s.SetRules(cfg.Rules)
+	if err := s.SetRules(cfg.Rules); err != nil {
+		return nil, err
+	}
 	s.SetServing(true)
 	return s, nil
 }
 
-// Close releases what the Service owns: the local store of
-// Config.Failure, when the Service created it. It does not close
-// Config.Limiter. Decisions that need the local store after Close are
-// errors.
-func (s *Service) Close() error {
-	if s.fb != nil {
-		return s.fb.close()
-	}
-	return nil
-}
+// Close releases what the Service holds. The Service owns no store: it
+// closes neither Config.Limiter nor Config.Failure.Local, which are the
+// caller's. It returns nil, and may be called more than once.
+func (s *Service) Close() error { return nil }
 
 // SetRules replaces the rules, as on a config reload. Requests already
 // being answered finish with the rules they started with. nil means no
-// rules.
-func (s *Service) SetRules(r Rules) { s.rules.Store(&rulesBox{r: r}) }
+// rules. Rules the Service cannot serve are refused, and the current ones
+// kept: a rule whose failure_mode is local when Config.Failure has no
+// Local store (seen in a Rules that lists its rules, as *config.Config
+// does; the error is a *config.Error naming the rule's file and line).
+func (s *Service) SetRules(r Rules) error {
+	if s.fb != nil {
+		if err := s.fb.checkRules(r); err != nil {
+			return err
+		}
+	}
+	s.rules.Store(&rulesBox{r: r})
+	return nil
+}
 
 // SetServing sets what the health checks report: SERVING (and 200 at GET
 // /healthcheck) or NOT_SERVING (and 503), as when draining before a

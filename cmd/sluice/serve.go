@@ -396,7 +396,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	if err != nil {
 		return fail(1, err)
 	}
-	defer svc.Close() // the local fallback store, if a rule used one
+	defer svc.Close()
 	auth := &authEndpoint{svc: svc, trusted: trusted}
 	if err := auth.set(rules); err != nil {
 		return fail(1, err)
@@ -411,7 +411,9 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		if err != nil {
 			return err
 		}
-		svc.SetRules(c)
+		if err := svc.SetRules(c); err != nil {
+			return err
+		}
 		auth.h.Store(&h)
 		return nil
 	}
@@ -574,7 +576,11 @@ func openStoreLog(ctx context.Context, store, failure string, localCache bool, m
 		// Denials only, so no accuracy is lost (see package relief).
 		limiter = relief.NewOverLimitCache(rs, relief.CacheConfig{})
 	}
-	return openedStore{limiter: limiter, failure: &service.FailurePolicy{Mode: mode}, close: func() { rs.Close() }, connected: rs.Connected}, nil
+	// The store of rules whose failure_mode is local (and of every rule
+	// with -failure-mode local), while Redis fails.
+	local := memstore.New(memstore.Config{})
+	return openedStore{limiter: limiter, failure: &service.FailurePolicy{Mode: mode, Local: local},
+		close: func() { rs.Close(); local.Close() }, connected: rs.Connected}, nil
 }
 
 // openStore is openStoreLog logging on slog's default logger.

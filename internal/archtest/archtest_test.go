@@ -172,7 +172,6 @@ type allowedEdge struct {
 var allowedEdges = []allowedEdge{
 	{from: "gateway", to: "httplimit", why: "the proxy is httplimit's middleware plus routes and upstreams"},
 	{from: "sim", to: "algorithm", why: "the simulator steps the pure algorithms on a simulated clock, with no store"},
-	{from: "service", to: "memstore", debt: true, why: "failure.go builds its own memory store for failure_mode local; the failure policy belongs in failsafe, and only cmd/sluice should pick a store"},
 	{from: "client", to: "memstore", debt: true, why: "pacer.go: a Pacer given no Limiter builds a memory store; a concrete store inside a face"},
 }
 
@@ -482,7 +481,7 @@ func cleanGraph() []string {
 		"httplimit: . clientip request rlheader queue internal/promreg std:net/http",
 		"gateway: . httplimit config std:net/http/httputil",
 		"std:net/http/httputil: std:net/http",
-		"service: . config failsafe rlheader memstore google.golang.org/grpc",
+		"service: . config failsafe rlheader google.golang.org/grpc",
 		"client: . rlheader memstore std:net/http",
 		"sim: . algorithm gonum.org/v1/plot",
 		"cmd/sluice: . memstore redisstore gateway service",

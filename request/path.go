@@ -33,6 +33,9 @@ func Path(p string) (string, error) {
 			}
 			i += 2
 			d := hi<<4 | lo
+			if d == 0 {
+				return "", &Error{"path", "NUL"}
+			}
 			if d != '/' && safe[d] {
 				b = append(b, d)
 			} else {
@@ -40,6 +43,8 @@ func Path(p string) (string, error) {
 			}
 		case c == '/' || safe[c]:
 			b = append(b, c)
+		case c == 0:
+			return "", &Error{"path", "NUL"}
 		default:
 			b = append(b, '%', hexUpper[c>>4], hexUpper[c&15])
 		}
@@ -103,7 +108,7 @@ func isCanonicalPath(p string) bool {
 			if !ok1 || !ok2 {
 				return false
 			}
-			if d := hi<<4 | lo; d != '/' && safe[d] {
+			if d := hi<<4 | lo; d == 0 || d != '/' && safe[d] {
 				return false
 			}
 			i += 2

@@ -44,6 +44,8 @@ var canonCases = []struct {
 	{"path", "/a%2fb", "/a%2Fb"},
 	{"path", "/a%25b", "/a%25b"},
 	{"path", "/a%3Fb", "/a%3Fb"},
+	{"path", "/login%00", ""}, // C, PHP and NGINX stop at a NUL or refuse it
+	{"path", "/login\x00", ""},
 	{"path", "/%zz", ""},
 	{"path", "/%4", ""},
 	{"path", "/%", ""},

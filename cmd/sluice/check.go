@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"flag"
 	"fmt"
 	"io"
@@ -34,7 +35,12 @@ func check(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "sluice check: give the config's PATH. Run 'sluice check -h' for the usage.")
 		return 2
 	}
-	cfg, err := config.Load(fs.Arg(0))
+	// As serve checks them first: regular files, within the total size.
+	_, err := checkConfigFiles(context.Background(), fs.Arg(0))
+	var cfg *config.Config
+	if err == nil {
+		cfg, err = config.Load(fs.Arg(0))
+	}
 	if err == nil {
 		err = checkRulesForStore(cfg, storeValidator(*store))
 	}

@@ -36,4 +36,9 @@ func TestServeRefusesAConfigOverItsTotalSize(t *testing.T) {
 	case <-time.After(5 * time.Second):
 		t.Fatal("serve did not refuse the config within 5s: it loads it")
 	}
+	// sluice check says so too: a config it passes starts.
+	var cout, cerr strings.Builder
+	if code := check([]string{dir}, &cout, &cerr); code != 1 || !strings.Contains(cerr.String(), "bytes in all") {
+		t.Errorf("sluice check: exit %d, stderr %q; want 1 naming the config's total size", code, cerr.String())
+	}
 }

@@ -141,6 +141,7 @@ func (o *listenerOptions) httpServer(h http.Handler) *http.Server {
 func (o *listenerOptions) grpcOptions() []grpc.ServerOption {
 	return []grpc.ServerOption{
 		grpc.InTapHandle(callDeadline(o.grpcRequest)),
+		grpc.StreamInterceptor(watchRequestDeadline),
 		grpc.ConnectionTimeout(o.grpcHandshake),
 		grpc.KeepaliveParams(keepalive.ServerParameters{
 			MaxConnectionIdle:     o.grpcIdle,
@@ -165,7 +166,13 @@ func (o *listenerOptions) grpcOptions() []grpc.ServerOption {
 // the call ends (gRPC then cancels the stream's context, this one's
 // parent).
 func callDeadline(d time.Duration) tap.ServerInHandle {
-	return func(ctx context.Context, _ *tap.Info) (context.Context, error) {
+	return func(ctx context.Context, info *tap.Info) (context.Context, error) {
+		if info.FullMethodName == healthWatch {
+			// The stream stays open as long as its watcher: only the
+			// reading of its request is bounded (see watchRequestDeadline).
+			ctx, cancel := context.WithCancel(ctx)
+			return context.WithValue(ctx, requestTimerKey{}, time.AfterFunc(d, cancel)), nil
+		}
 		if dl, ok := ctx.Deadline(); ok && time.Until(dl) <= d {
 			return ctx, nil
 		}
@@ -173,6 +180,39 @@ func callDeadline(d time.Duration) tap.ServerInHandle {
 		_ = cancel // called by the parent's cancellation, at the call's end
 		return ctx, nil
 	}
+}
+
+// healthWatch is the gRPC health service's streaming method: its stream
+// is meant to stay open, so callDeadline bounds only the reading of its
+// request message, with a timer that watchRequestDeadline stops once the
+// message is in.
+const healthWatch = "/grpc.health.v1.Health/Watch"
+
+// requestTimerKey is the context key of a Watch call's request timer.
+type requestTimerKey struct{}
+
+// watchRequestDeadline is the stream interceptor that stops a Watch call's
+// request timer (see callDeadline) when its request message has been
+// read, so that the stream then lasts as long as its watcher.
+func watchRequestDeadline(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
+	if t, ok := ss.Context().Value(requestTimerKey{}).(*time.Timer); ok {
+		ss = &stopOnRecv{ServerStream: ss, t: t}
+	}
+	return handler(srv, ss)
+}
+
+// stopOnRecv stops t once a message has been received.
+type stopOnRecv struct {
+	grpc.ServerStream
+	t *time.Timer
+}
+
+func (s *stopOnRecv) RecvMsg(m any) error {
+	err := s.ServerStream.RecvMsg(m)
+	if err == nil {
+		s.t.Stop()
+	}
+	return err
 }
 
 // limit caps ln at n open connections (see listenerOptions): at the cap,

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"encoding/binary"
 	"net"
 	"regexp"
@@ -10,6 +11,9 @@ import (
 
 	"golang.org/x/net/http2"
 	"golang.org/x/net/http2/hpack"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 )
 
 // A gRPC call whose request message stalls half sent is ended by
@@ -19,14 +23,57 @@ import (
 // each with nearly 1 MiB sent once, held their memory for a day. Before,
 // the call below got no answer at all.
 func TestServeEndsAStalledGRPCRequest(t *testing.T) {
+	addr := serveGRPCWithRequestTimeout(t, "300ms")
+	for _, method := range []string{"/envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit", healthWatch} {
+		t.Run(method, func(t *testing.T) { stallRequest(t, addr, method) })
+	}
+}
+
+// A health Watch stream, once its request is read, lasts as long as its
+// watcher: -grpc-request-timeout bounds only the reading of the request.
+func TestServeKeepsAHealthWatchOpen(t *testing.T) {
+	addr := serveGRPCWithRequestTimeout(t, "300ms")
+	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	w, err := healthpb.NewHealthClient(conn).Watch(ctx, &healthpb.HealthCheckRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r, err := w.Recv(); err != nil || r.GetStatus() != healthpb.HealthCheckResponse_SERVING {
+		t.Fatalf("first Watch answer: %v %v", r, err)
+	}
+	got := make(chan error, 1)
+	go func() { _, err := w.Recv(); got <- err }()
+	select {
+	case err := <-got:
+		t.Fatalf("the Watch stream ended after its request was read: %v", err)
+	case <-time.After(time.Second): // three request timeouts
+	}
+}
+
+// serveGRPCWithRequestTimeout starts serve with -grpc-request-timeout d
+// and returns its gRPC address.
+func serveGRPCWithRequestTimeout(t *testing.T, d string) string {
 	re := regexp.MustCompile(`gRPC  (\S+)`)
 	var addr string
-	startCmd(t, runServe, []string{"-http-addr", "127.0.0.1:0", "-grpc-addr", "127.0.0.1:0", "-grpc-request-timeout", "300ms"}, func(out string) bool {
+	startCmd(t, runServe, []string{"-http-addr", "127.0.0.1:0", "-grpc-addr", "127.0.0.1:0", "-grpc-request-timeout", d}, func(out string) bool {
 		if m := re.FindStringSubmatch(out); m != nil {
 			addr = m[1]
 		}
 		return addr != ""
 	})
+	return addr
+}
+
+// stallRequest opens a call of method at addr whose request message
+// stops after 10 of its 1,000 bytes, and waits up to 5 s for the server
+// to end it.
+func stallRequest(t *testing.T, addr, method string) {
 	c, err := net.Dial("tcp", addr)
 	if err != nil {
 		t.Fatal(err)
@@ -38,7 +85,7 @@ func TestServeEndsAStalledGRPCRequest(t *testing.T) {
 	var hb bytes.Buffer
 	enc := hpack.NewEncoder(&hb)
 	for _, kv := range [][2]string{{":method", "POST"}, {":scheme", "http"}, {":authority", "sluice"},
-		{":path", "/envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit"},
+		{":path", method},
 		{"content-type", "application/grpc"}, {"te", "trailers"}} {
 		enc.WriteField(hpack.HeaderField{Name: kv[0], Value: kv[1]})
 	}

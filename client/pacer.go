@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice"
-	"github.com/sluicehq/sluice/memstore"
 )
 
 // ErrWaitTooLong is wrapped by the error of a Pacer that would have to wait
@@ -16,7 +15,8 @@ import (
 // Transport does not retry it.
 var ErrWaitTooLong = errors.New("client: wait would exceed the request's deadline")
 
-// sweepEvery is how often a Pacer with its own store drops idle keys.
+// sweepEvery is how often a Pacer drops idle keys (and, with its own
+// limiter, their allowances).
 const sweepEvery = time.Minute
 
 // Pacer is an http.RoundTripper that keeps requests under a rate limit on
@@ -82,10 +82,11 @@ type Pacer struct {
 	// sluice.PerSecond(9) against a server that allows 10/s. Each request
 	// costs 1.
 	Limit sluice.Limit
-	// Limiter holds the allowances. Nil means an in-memory store of the
-	// Pacer's own (package memstore), whose idle keys are dropped every
-	// minute. A shared limiter (such as package redisstore) paces many
-	// processes together.
+	// Limiter holds the allowances. Nil means an in-process limiter of the
+	// Pacer's own (the algorithms of package algorithm in a map, on the
+	// system's monotonic clock), whose idle keys are dropped every minute:
+	// package client needs no store. A shared limiter (such as package
+	// redisstore) paces many processes together.
 	Limiter sluice.Limiter
 	// Key names the allowance a request spends. Nil means PerHost.
 	Key func(*http.Request) string
@@ -102,7 +103,7 @@ type Pacer struct {
 	IgnoreServer bool
 
 	once      sync.Once
-	store     *memstore.Store // set when the Pacer owns its limiter
+	local     *localLimiter // set when the Pacer owns its limiter
 	mu        sync.Mutex
 	keys      map[string]*paceState
 	lastSweep time.Time
@@ -136,8 +137,8 @@ type paceState struct {
 func (p *Pacer) init() {
 	p.once.Do(func() {
 		if p.Limiter == nil {
-			p.store = memstore.New(memstore.Config{SweepInterval: -1})
-			p.Limiter = p.store
+			p.local = newLocalLimiter()
+			p.Limiter = p.local
 		}
 		p.keys = make(map[string]*paceState)
 	})
@@ -149,8 +150,8 @@ func (p *Pacer) acquire(key string, now time.Time) *paceState {
 	defer p.mu.Unlock()
 	if now.Sub(p.lastSweep) >= sweepEvery {
 		p.lastSweep = now
-		if p.store != nil {
-			p.store.Sweep()
+		if p.local != nil {
+			p.local.sweep()
 		}
 		for k, s := range p.keys {
 			s.mu.Lock()

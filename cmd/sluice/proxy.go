@@ -59,7 +59,7 @@ func runProxy(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	fs.DurationVar(&o.timeouts.ClientHeader, "client-header-timeout", 0, "time to read a request's header (default the config's client_header_timeout, else 60s)")
 	fs.DurationVar(&o.timeouts.ClientBody, "client-body-timeout", 0, "time between two reads of a request's body; past it 408 (default the config's client_body_timeout, else 60s)")
 	fs.DurationVar(&o.timeouts.Send, "send-timeout", 0, "time for each write of a response to the client; past it the connection closes (default the config's send_timeout, else 60s)")
-	fs.IntVar(&o.maxConns, "max-conns", 0, "open client connections at most on -listen, more wait to be accepted (NGINX's worker_connections); 0: 40% of the open-file limit, negative: no cap")
+	fs.IntVar(&o.maxConns, "max-conns", 0, "open client connections at most on -listen (NGINX's worker_connections): at the cap a new one takes the place of the connection idle longest, or waits; 0: 40% of the open-file limit, negative: no cap")
 	fs.DurationVar(&o.timeouts.Keepalive, "keepalive-timeout", 0, "how long an idle keep-alive connection is kept (default the config's keepalive_timeout, else 75s)")
 	if code, done := parseCommandLine(fs, args, stdout, stderr, proxyUsage, 0); done {
 		return code
@@ -172,12 +172,15 @@ func runProxy(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		return fail(1, err)
 	}
 	// A cap on client connections keeps file descriptors for the
-	// upstreams, the store and the config file, whatever the clients do.
-	ln = limit(ln, o.maxConns)
+	// upstreams, the store and the config file, whatever the clients do;
+	// at the cap, an idle keep-alive connection gives its place to a new
+	// one.
+	ln, connState := capConns(ln, o.maxConns)
 	// The header and idle timeouts are the server's; the gateway bounds
 	// each read of a body and each write of a response itself, so that
 	// neither a long upload nor a long stream is cut.
 	hs := file.Config.Timeouts.Server(gw, log)
+	hs.ConnState = connState
 	if o.h2c {
 		var p http.Protocols
 		p.SetHTTP1(true)

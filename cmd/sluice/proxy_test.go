@@ -405,16 +405,31 @@ routes: [{name: all, match: /, limits: [k]}]
 }
 
 // -max-conns caps the client connections: with a cap of 1, a second
-// connection is accepted only once the first closes.
+// connection waits while the first is busy (its request at the upstream),
+// and takes its place as soon as the first is idle between keep-alive
+// requests, without waiting for -keepalive-timeout: clients that open
+// connections and leave them idle cannot hold the proxy (as NGINX reuses
+// idle keep-alive connections when worker_connections run out).
 func TestProxyMaxConns(t *testing.T) {
-	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}))
+	release := make(chan struct{})
+	entered := make(chan struct{}, 1)
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/first" {
+			entered <- struct{}{}
+			<-release
+		}
+	}))
 	defer up.Close()
-	p := launchProxy(t, "-upstream", up.URL, "-max-conns", "1")
+	defer close(release)
+	p := launchProxy(t, "-upstream", up.URL, "-max-conns", "1", "-keepalive-timeout", "1h")
 	host := strings.TrimPrefix(p.url, "http://")
 	first, err := net.Dial("tcp", host)
 	if err != nil {
 		t.Fatal(err)
 	}
+	defer first.Close()
+	fmt.Fprintf(first, "GET /first HTTP/1.1\r\nHost: %s\r\n\r\n", host)
+	<-entered // the first connection is accepted and busy
 	done := make(chan int, 1)
 	go func() {
 		tr := &http.Transport{DisableKeepAlives: true}
@@ -427,21 +442,22 @@ func TestProxyMaxConns(t *testing.T) {
 		resp.Body.Close()
 		done <- resp.StatusCode
 	}()
-	// The first connection is served (so it was accepted), and the second
-	// request waits behind it until it closes.
-	fmt.Fprintf(first, "GET /first HTTP/1.1\r\nHost: %s\r\n\r\n", host)
+	select {
+	case code := <-done:
+		t.Fatalf("a second connection was served (%d) while the first was busy", code)
+	case <-time.After(200 * time.Millisecond):
+	}
+	release <- struct{}{} // the first is answered, then idle
 	resp, err := http.ReadResponse(bufio.NewReader(first), nil)
 	if err != nil || resp.StatusCode != 200 {
 		t.Fatalf("first: %v %v", resp, err)
 	}
 	resp.Body.Close()
-	select {
-	case code := <-done:
-		t.Fatalf("a second connection was served (%d) while the first was open", code)
-	default:
-	}
-	first.Close()
 	if code := <-done; code != 200 {
-		t.Fatalf("second after the first closed: %d, want 200", code)
+		t.Fatalf("second, once the first was idle: %d, want 200", code)
+	}
+	first.SetReadDeadline(time.Now().Add(5 * time.Second))
+	if n, err := first.Read(make([]byte, 1)); n != 0 || err == nil {
+		t.Errorf("the idle first connection is still open (%d, %v), want it closed for the second", n, err)
 	}
 }

@@ -1,0 +1,141 @@
+package main
+
+import (
+	"net"
+	"net/http"
+	"sync"
+	"time"
+)
+
+// capConns caps the open connections of ln at n (0: defaultMaxConns,
+// negative: no cap) and returns the listener and the http.Server
+// ConnState hook that tells it which connections are idle.
+//
+// At the cap, a new connection does not wait for a connection to close by
+// itself, which an idle keep-alive connection does only after the
+// keep-alive timeout: the connection idle the longest is closed and the new
+// one takes its place, as NGINX reuses idle keep-alive connections when
+// its worker_connections run out. So clients that open connections and
+// leave them idle cannot hold the proxy, and when every connection is busy
+// (a request being read, served or answered) the new one waits, accepted
+// but unread, until one closes. At most one connection beyond n is open,
+// the one waiting.
+func capConns(ln net.Listener, n int) (net.Listener, func(net.Conn, http.ConnState)) {
+	if n == 0 {
+		n = defaultMaxConns()
+	}
+	if n < 0 {
+		return ln, nil
+	}
+	l := &drainListener{Listener: ln, places: make(chan struct{}, n), idle: map[*drainConn]time.Time{}, idled: make(chan struct{}, 1), done: make(chan struct{})}
+	return l, l.connState
+}
+
+// drainListener is capConns's listener.
+type drainListener struct {
+	net.Listener
+	places chan struct{} // one token per open connection
+
+	mu   sync.Mutex
+	idle map[*drainConn]time.Time // idle since
+
+	idled chan struct{} // a connection went idle (one buffered signal)
+
+	closeOnce sync.Once
+	done      chan struct{}
+}
+
+func (l *drainListener) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	if err != nil {
+		return nil, err
+	}
+	for {
+		select {
+		case l.places <- struct{}{}:
+			return &drainConn{Conn: c, l: l}, nil
+		default:
+		}
+		if l.closeIdlest() {
+			continue // its place is free, unless another took it
+		}
+		select {
+		case l.places <- struct{}{}:
+			return &drainConn{Conn: c, l: l}, nil
+		case <-l.idled: // a busy connection went idle: take its place
+		case <-l.done:
+			c.Close()
+			return nil, net.ErrClosed
+		}
+	}
+}
+
+func (l *drainListener) Close() error {
+	l.closeOnce.Do(func() { close(l.done) })
+	return l.Listener.Close()
+}
+
+// closeIdlest closes the connection idle the longest, and reports whether
+// there was one.
+func (l *drainListener) closeIdlest() bool {
+	l.mu.Lock()
+	var (
+		oldest *drainConn
+		since  time.Time
+	)
+	for c, t := range l.idle {
+		if oldest == nil || t.Before(since) {
+			oldest, since = c, t
+		}
+	}
+	if oldest != nil {
+		delete(l.idle, oldest)
+	}
+	l.mu.Unlock()
+	if oldest == nil {
+		return false
+	}
+	oldest.Close()
+	return true
+}
+
+// connState is the http.Server's ConnState hook: it keeps the set of idle
+// connections (between keep-alive requests, or an HTTP/2 connection with no
+// stream).
+func (l *drainListener) connState(c net.Conn, s http.ConnState) {
+	dc, ok := c.(*drainConn)
+	if !ok {
+		return
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if s == http.StateIdle && !dc.closed {
+		l.idle[dc] = time.Now()
+		select {
+		case l.idled <- struct{}{}:
+		default:
+		}
+	} else {
+		delete(l.idle, dc)
+	}
+}
+
+// drainConn is a connection of a drainListener: closing it frees its place.
+type drainConn struct {
+	net.Conn
+	l      *drainListener
+	once   sync.Once
+	closed bool // under l.mu
+}
+
+func (c *drainConn) Close() error {
+	err := c.Conn.Close()
+	c.once.Do(func() {
+		c.l.mu.Lock()
+		c.closed = true
+		delete(c.l.idle, c)
+		c.l.mu.Unlock()
+		<-c.l.places
+	})
+	return err
+}

@@ -154,6 +154,12 @@ type Config struct {
 	// 0 means DefaultMaxDescriptors and DefaultMaxEntries; negative is an
 	// error.
 	MaxDescriptors, MaxEntries int
+	// MaxJSONBytesInFlight bounds the request bodies POST /json holds
+	// while it reads them, all requests together: a body that would take
+	// more is answered 503 with Retry-After, so that many slow clients
+	// cannot make the process hold their bodies without end. 0 means
+	// DefaultMaxJSONBytesInFlight; negative is an error.
+	MaxJSONBytesInFlight int64
 	// MaxDetailedSeries caps the metrics series of each rule with
 	// detailed_metric, whose labels are the descriptors clients send: a
 	// rule counts under at most this many descriptor labels, and under
@@ -181,6 +187,10 @@ const (
 	DefaultMaxOverride = 100_000
 	DefaultMaxCost     = 100_000
 )
+
+// DefaultMaxJSONBytesInFlight is Config.MaxJSONBytesInFlight's default:
+// 128 MiB, 128 bodies of the largest size at once.
+const DefaultMaxJSONBytesInFlight = 128 << 20
 
 // Defaults of Config.MaxDescriptors and Config.MaxEntries: Envoy sends one
 // descriptor per rate limit action of a route and one entry per action
@@ -226,6 +236,11 @@ type Service struct {
 	serving  atomic.Bool
 	healthFn func() bool  // Config.Healthy
 	lastLog  atomic.Int64 // Unix ns of the last store error log line
+
+	// maxJSONBytes is Config.MaxJSONBytesInFlight; jsonBytes the bytes
+	// of the POST /json bodies being read now.
+	maxJSONBytes int64
+	jsonBytes    atomic.Int64
 }
 
 // New returns a Service configured by cfg. It fails when cfg.Limiter is nil
@@ -271,6 +286,10 @@ func New(cfg Config) (*Service, error) {
 			return nil, err
 		}
 		s.auth = a
+	}
+	s.maxJSONBytes = cmp.Or(cfg.MaxJSONBytesInFlight, DefaultMaxJSONBytesInFlight)
+	if cfg.MaxJSONBytesInFlight < 0 {
+		return nil, fmt.Errorf("service: Config.MaxJSONBytesInFlight %d is negative", cfg.MaxJSONBytesInFlight)
 	}
 	if cfg.MaxDescriptors < 0 || cfg.MaxEntries < 0 {
 		return nil, fmt.Errorf("service: Config.MaxDescriptors %d or MaxEntries %d is negative", cfg.MaxDescriptors, cfg.MaxEntries)

@@ -50,7 +50,9 @@ func (s *Service) RegisterGRPC(r grpc.ServiceRegistrar) {
 //     in protojson out, with status 200 when OK and 429 when OVER_LIMIT, and
 //     response_headers_to_add also set as HTTP headers. A body that is not
 //     a valid request is answered 400 with a one-line message, a body over
-//     MaxJSONBody 413, a store failure 503.
+//     MaxJSONBody 413, a store failure 503, and a body that would take the
+//     bodies being read past Config.MaxJSONBytesInFlight 503 with
+//     Retry-After.
 //   - GET /healthcheck: 200 "OK", or 503 after SetServing(false) or while
 //     Config.Healthy reports false.
 //   - GET /metrics: the Prometheus metrics, when Config.Registerer is a
@@ -82,9 +84,53 @@ func (s *Service) serveHealth(w http.ResponseWriter, _ *http.Request) {
 	io.WriteString(w, "OK")
 }
 
+// errJSONBusy is readJSONBody's error when the bodies being read would
+// hold more than Config.MaxJSONBytesInFlight.
+var errJSONBusy = errors.New("service: too many request bytes being read at once; retry")
+
+// readJSONBody reads r's body, at most MaxJSONBody bytes, counting each
+// byte read against the bodies in flight (Config.MaxJSONBytesInFlight):
+// it returns errJSONBusy rather than go past them. held is what the body
+// counts for, given back by the caller when the request ends, error or
+// not. A body is counted as its bytes arrive, not by its Content-Length,
+// so that a client must send what it holds.
+func (s *Service) readJSONBody(w http.ResponseWriter, r *http.Request) (body []byte, held int64, err error) {
+	if r.ContentLength > MaxJSONBody {
+		return nil, 0, &http.MaxBytesError{Limit: MaxJSONBody}
+	}
+	rd := http.MaxBytesReader(w, r.Body, MaxJSONBody)
+	buf := make([]byte, 0, 512)
+	for {
+		if len(buf) == cap(buf) {
+			buf = append(buf, 0)[:len(buf)] // room to read into, as io.ReadAll grows
+		}
+		n, err := rd.Read(buf[len(buf):cap(buf)])
+		if n > 0 {
+			if s.jsonBytes.Add(int64(n)) > s.maxJSONBytes {
+				s.jsonBytes.Add(-int64(n))
+				return nil, held, errJSONBusy
+			}
+			held += int64(n)
+			buf = buf[:len(buf)+n]
+		}
+		if err == io.EOF {
+			return buf, held, nil
+		}
+		if err != nil {
+			return nil, held, err
+		}
+	}
+}
+
 func (s *Service) serveJSON(w http.ResponseWriter, r *http.Request) {
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, MaxJSONBody))
+	body, held, err := s.readJSONBody(w, r)
+	defer s.jsonBytes.Add(-held)
 	if err != nil {
+		if errors.Is(err, errJSONBusy) {
+			w.Header().Set("Retry-After", "1")
+			http.Error(w, err.Error(), http.StatusServiceUnavailable)
+			return
+		}
 		var tooBig *http.MaxBytesError
 		if errors.As(err, &tooBig) {
 			http.Error(w, "service: request body exceeds "+strconv.Itoa(MaxJSONBody)+" bytes", http.StatusRequestEntityTooLarge)

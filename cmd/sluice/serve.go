@@ -148,7 +148,7 @@ type serveOptions struct {
 	listen                                                          listenerOptions
 	maxDetailed                                                     int
 	maxOverride, maxCost, maxDescs, maxEntries                      int
-	memMaxBytes                                                     int64
+	memMaxBytes, jsonInFlight                                       int64
 }
 
 // env returns the environment variable name, or def when it is unset or
@@ -301,6 +301,8 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		"the largest requests_per_unit a descriptor's limit override may ask for; larger is refused (400, InvalidArgument)")
 	fs.IntVar(&o.maxCost, "max-cost", envErr.int("MAX_COST", service.DefaultMaxCost),
 		"the largest hits_addend a request or descriptor may ask for; larger is refused (400, InvalidArgument)")
+	fs.Int64Var(&o.jsonInFlight, "json-max-bytes-in-flight", int64(envErr.int("JSON_MAX_BYTES_IN_FLIGHT", service.DefaultMaxJSONBytesInFlight)),
+		"POST /json: the request bodies being read, all together, at most this many bytes; past it, 503 with Retry-After")
 	fs.IntVar(&o.maxDescs, "max-descriptors", envErr.int("MAX_DESCRIPTORS", service.DefaultMaxDescriptors),
 		"the most descriptors a request may carry; more is refused (400, InvalidArgument)")
 	fs.IntVar(&o.maxEntries, "max-entries", envErr.int("MAX_ENTRIES", service.DefaultMaxEntries),
@@ -328,6 +330,9 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	}
 	if o.maxCost <= 0 {
 		return fail(2, fmt.Sprintf("-max-cost %d: want at least 1", o.maxCost))
+	}
+	if o.jsonInFlight < service.MaxJSONBody {
+		return fail(2, fmt.Sprintf("-json-max-bytes-in-flight %d: want at least %d (one body of the largest size)", o.jsonInFlight, service.MaxJSONBody))
 	}
 	if o.maxDescs <= 0 || o.maxEntries <= 0 {
 		return fail(2, fmt.Sprintf("-max-descriptors %d, -max-entries %d: want at least 1", o.maxDescs, o.maxEntries))
@@ -392,7 +397,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	svc, err = service.New(service.Config{Limiter: st.limiter, Rules: rules, Prefix: o.prefix, ShadowMode: o.shadow,
 		Headers: headers, LegacyNames: legacyNamesFromEnv(), Logger: log, Registerer: reg, Failure: st.failure, Healthy: healthy,
 		MaxDetailedSeries: o.maxDetailed, MaxOverride: uint32(o.maxOverride), MaxCost: uint64(o.maxCost),
-		MaxDescriptors: o.maxDescs, MaxEntries: o.maxEntries})
+		MaxDescriptors: o.maxDescs, MaxEntries: o.maxEntries, MaxJSONBytesInFlight: o.jsonInFlight})
 	if err != nil {
 		return fail(1, err)
 	}

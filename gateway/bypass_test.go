@@ -107,3 +107,43 @@ routes:
 		t.Errorf("the upstream's reset handler ran %d times, want 1 (the limit)", n)
 	}
 }
+
+// An HTTP/1.1 "Upgrade: h2c" is never passed on: an upstream that took it
+// would answer 101 and speak HTTP/2 through the tunnel the proxy keeps for
+// an upgrade, and every request the client then sends on it would reach
+// the upstream unrouted and unlimited. The request goes on as a plain one.
+// (A WebSocket upgrade is passed on as before.)
+func TestH2CUpgradeNotForwarded(t *testing.T) {
+	up := newUpstream(t)
+	_, srv := front(t, direct(t, up))
+	for _, upgrade := range []string{"h2c", "H2C", "websocket, h2c"} {
+		req, _ := http.NewRequest("GET", srv.URL+"/x", nil)
+		req.Header.Set("Connection", "Upgrade")
+		req.Header.Set("Upgrade", upgrade)
+		req.Header.Set("HTTP2-Settings", "AAMAAABkAARAAAAAAAIAAAAA")
+		resp, err := srv.Client().Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			t.Errorf("Upgrade: %s: %d, want 200 (a plain request)", upgrade, resp.StatusCode)
+		}
+	}
+	req, _ := http.NewRequest("GET", srv.URL+"/ws", nil)
+	req.Header.Set("Connection", "Upgrade")
+	req.Header.Set("Upgrade", "websocket")
+	if resp, err := srv.Client().Do(req); err == nil {
+		resp.Body.Close()
+	}
+	up.mu.Lock()
+	defer up.mu.Unlock()
+	for i, h := range up.headers[:3] {
+		if h.Get("Upgrade") != "" || h.Get("Http2-Settings") != "" {
+			t.Errorf("request %d: the upstream got Upgrade %q, HTTP2-Settings %q", i, h.Get("Upgrade"), h.Get("Http2-Settings"))
+		}
+	}
+	if h := up.headers[3]; h.Get("Upgrade") != "websocket" {
+		t.Errorf("a WebSocket upgrade reached the upstream with Upgrade %q", h.Get("Upgrade"))
+	}
+}

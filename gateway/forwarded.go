@@ -70,3 +70,22 @@ func dropUnderscoreForwarding(h http.Header) {
 		}
 	}
 }
+
+// dropH2CUpgrade removes an upgrade to HTTP/2 (h2c, alone or among other
+// protocols) from h, which ReverseProxy would pass on: an upstream that
+// took it would answer 101 and speak HTTP/2 through the tunnel the proxy
+// keeps for an upgrade, and the requests the client sent on it would
+// reach the upstream unrouted and unlimited. The request goes on as a
+// plain one.
+func dropH2CUpgrade(h http.Header) {
+	for _, v := range h["Upgrade"] {
+		for tok := range strings.SplitSeq(v, ",") {
+			if strings.EqualFold(strings.TrimSpace(tok), "h2c") {
+				delete(h, "Upgrade")
+				delete(h, "Http2-Settings")
+				delete(h, "Connection")
+				return
+			}
+		}
+	}
+}

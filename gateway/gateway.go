@@ -469,6 +469,7 @@ func (g *Gateway) forwarder(st *state, u Upstream, route string) http.Handler {
 				}
 			}
 			dropUnderscoreForwarding(pr.Out.Header)
+			dropH2CUpgrade(pr.Out.Header)
 			pr.SetURL(target)
 			pr.SetXForwarded()
 			if fromProxy {

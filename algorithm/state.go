@@ -42,7 +42,7 @@ type State[S any] interface {
 	Decider
 }
 
-// States holds the states of a fixed number of keys of one algorithm, by
+// States holds the states of a fixed number of keys under one limit, by
 // index, in one slice: a simulator's or a test's store, without a hash
 // table or locks. The zero States is not usable; see NewStates.
 type States interface {
@@ -54,17 +54,18 @@ type States interface {
 	// Size returns the bytes of one state held by value, as unsafe.Sizeof
 	// reports them; a state's heap beyond that is its Bytes.
 	Size() int
-	// Prepare is the algorithm's Decider.Prepare, callable without a key.
-	Prepare(lim sluice.Limit) int64
-	// TakeAt is At(i).TakePrepared(now, lim, prepared, cost) and then
-	// At(i).Bytes(), in one call: a simulator's step.
-	TakeAt(i int, now int64, lim sluice.Limit, prepared int64, cost int) (res sluice.Result, bytes int)
+	// Limit returns the limit the states are decided under, and the
+	// algorithm's Prepare of it.
+	Limit() (lim sluice.Limit, prepared int64)
+	// Take is At(i).TakePrepared(now, Limit(), cost) and then At(i).Bytes(),
+	// in one call: a simulator's step.
+	Take(i int, now int64, cost int) (res sluice.Result, bytes int)
 }
 
 // registry makes the States of each algorithm, indexed by sluice.Algorithm:
 // the algorithm package's one line per algorithm, which also checks at
 // compile time that the state has every Decider method.
-var registry = [...]func(n int) States{
+var registry = [...]func(lim sluice.Limit, n int) States{
 	sluice.TokenBucket:   newStates[TokenBucket],
 	sluice.FixedWindow:   newStates[FixedWindow],
 	sluice.SlidingWindow: newStates[SlidingWindow],
@@ -72,26 +73,35 @@ var registry = [...]func(n int) States{
 	sluice.LeakyBucket:   newStates[LeakyBucket],
 }
 
-// NewStates returns n fresh states of algorithm a, or nil if a is not an
-// algorithm this package implements.
-func NewStates(a sluice.Algorithm, n int) States {
-	if int(a) >= len(registry) {
+// NewStates returns n fresh states of lim's algorithm, decided under lim,
+// or nil if lim.Algorithm is not an algorithm this package implements. lim
+// must be valid (see sluice.Limit.Validate).
+func NewStates(lim sluice.Limit, n int) States {
+	if int(lim.Algorithm) >= len(registry) {
 		return nil
 	}
-	return registry[a](n)
+	return registry[lim.Algorithm](lim, n)
 }
 
-// stateSlice is the States of the algorithm whose state is S.
-type stateSlice[S any, P State[S]] []S
+// stateSlice is the States of the algorithm whose state is S. Its methods
+// have pointer receivers, so that an interface call reaches them without a
+// wrapper that copies the slice.
+type stateSlice[S any, P State[S]] struct {
+	s        []S
+	lim      sluice.Limit
+	prepared int64
+}
 
-func newStates[S any, P State[S]](n int) States { return stateSlice[S, P](make([]S, n)) }
+func newStates[S any, P State[S]](lim sluice.Limit, n int) States {
+	return &stateSlice[S, P]{s: make([]S, n), lim: lim, prepared: P(nil).Prepare(lim)}
+}
 
-func (s stateSlice[S, P]) Len() int                       { return len(s) }
-func (s stateSlice[S, P]) At(i int) Decider               { return P(&s[i]) }
-func (s stateSlice[S, P]) Size() int                      { return int(unsafe.Sizeof(*new(S))) }
-func (s stateSlice[S, P]) Prepare(lim sluice.Limit) int64 { return P(nil).Prepare(lim) }
+func (s *stateSlice[S, P]) Len() int                     { return len(s.s) }
+func (s *stateSlice[S, P]) At(i int) Decider             { return P(&s.s[i]) }
+func (s *stateSlice[S, P]) Size() int                    { return int(unsafe.Sizeof(*new(S))) }
+func (s *stateSlice[S, P]) Limit() (sluice.Limit, int64) { return s.lim, s.prepared }
 
-func (s stateSlice[S, P]) TakeAt(i int, now int64, lim sluice.Limit, prepared int64, cost int) (sluice.Result, int) {
-	st := P(&s[i])
-	return st.TakePrepared(now, lim, prepared, cost), st.Bytes()
+func (s *stateSlice[S, P]) Take(i int, now int64, cost int) (sluice.Result, int) {
+	st := P(&s.s[i])
+	return st.TakePrepared(now, s.lim, s.prepared, cost), st.Bytes()
 }

@@ -178,16 +178,15 @@ func (w *window) count(cut int64) int64 {
 
 // lane is one algorithm's states and tallies.
 type lane struct {
-	alg      sluice.Algorithm
-	lim      sluice.Limit
-	states   algorithm.States // one per key
-	prepared int64            // the algorithm's Prepare(lim): a token bucket's interval, a leaky bucket's milli-rate
-	win      []window
-	peak     []int32  // per key: the most heap bytes its state held (a sliding log's entries)
-	exact    bool     // the reference: an exact log, decided on win
-	wrong    []uint32 // per key: disagreements with the log
-	queue    bool     // leaky bucket as a queue: count admissions when they leave
-	rep      AlgorithmReport
+	alg    sluice.Algorithm
+	lim    sluice.Limit
+	states algorithm.States // one per key, under lim
+	win    []window
+	peak   []int32  // per key: the most heap bytes its state held (a sliding log's entries)
+	exact  bool     // the reference: an exact log, decided on win
+	wrong  []uint32 // per key: disagreements with the log
+	queue  bool     // leaky bucket as a queue: count admissions when they leave
+	rep    AlgorithmReport
 }
 
 // newQueueLane returns the leaky bucket as a queue.
@@ -201,8 +200,7 @@ func newQueueLane(c *Config, keys, buckets int) *lane {
 
 func newLane(a sluice.Algorithm, c *Config, keys, buckets int) *lane {
 	l := &lane{alg: a, lim: c.limit(a), win: make([]window, keys), wrong: make([]uint32, keys)}
-	l.states = algorithm.NewStates(a, keys) // a is valid: Config.defaults validated c.limit(a)
-	l.prepared = l.states.Prepare(l.lim)
+	l.states = algorithm.NewStates(l.lim, keys) // valid: Config.defaults validated c.limit(a)
 	l.peak = make([]int32, keys)
 	l.rep = AlgorithmReport{
 		Algorithm:        a.String(),
@@ -221,7 +219,8 @@ func (l *lane) departure(key uint32, at int64) int64 {
 	if x <= 0 {
 		return at
 	}
-	return at + x*1000/l.prepared*int64(time.Millisecond)
+	_, milli := l.states.Limit() // the leaky bucket's milli-rate
+	return at + x*1000/milli*int64(time.Millisecond)
 }
 
 // take decides e under this lane's algorithm.
@@ -229,7 +228,7 @@ func (l *lane) take(e Event) bool {
 	if l.exact {
 		return l.win[e.Key].count(e.At-int64(l.lim.Period))+int64(e.Cost) <= int64(l.lim.Rate)
 	}
-	res, bytes := l.states.TakeAt(int(e.Key), e.At, l.lim, l.prepared, int(e.Cost))
+	res, bytes := l.states.Take(int(e.Key), e.At, int(e.Cost))
 	l.peak[e.Key] = max(l.peak[e.Key], int32(bytes))
 	return res.Allowed
 }

@@ -139,6 +139,32 @@ func notActedOn() []string {
 	return out
 }
 
+// mootFlags returns the settings of o that its store makes moot, as flag
+// names: with the memory store, which never fails, -local-cache,
+// -health-needs-store and an explicit -failure-mode (flags or their
+// environment variables); with Redis, an explicit -memory-max-bytes.
+func mootFlags(fs *flag.FlagSet, o *serveOptions) []string {
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	var out []string
+	if isMemory(o.store) {
+		if o.localCache {
+			out = append(out, "-local-cache")
+		}
+		if o.healthNeedsStore {
+			out = append(out, "-health-needs-store")
+		}
+		if set["failure-mode"] {
+			out = append(out, "-failure-mode")
+		}
+		return out
+	}
+	if _, env := os.LookupEnv("MEMSTORE_MAX_BYTES"); set["memory-max-bytes"] || env {
+		out = append(out, "-memory-max-bytes")
+	}
+	return out
+}
+
 // serveOptions are serve's settings, from flags over envoyproxy/ratelimit's
 // environment variables over defaults.
 type serveOptions struct {
@@ -340,6 +366,9 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	if o.maxDetailed <= 0 {
 		return fail(2, fmt.Sprintf("-detailed-metric-max-series %d: want at least 1", o.maxDetailed))
 	}
+	if _, err := failsafe.ParseMode(o.failure); err != nil {
+		return fail(2, "-failure-mode:", err) // whatever the store: a typo must not wait for Redis
+	}
 	trusted, err := parseTrustedProxies(o.trustedProxies)
 	if err != nil {
 		return fail(2, "-trusted-proxies:", err)
@@ -348,8 +377,9 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	if err != nil {
 		return fail(2, err)
 	}
-	if ignored := notActedOn(); len(ignored) > 0 {
-		log.Info("accepted and not acted on", "env", strings.Join(ignored, ","))
+	ignored, moot := notActedOn(), mootFlags(fs, &o)
+	if len(ignored) > 0 || len(moot) > 0 {
+		log.Info("accepted and not acted on", "env", strings.Join(ignored, ","), "flags", strings.Join(moot, ","))
 	}
 
 	// The files are checked (regular files, under the size cap, read

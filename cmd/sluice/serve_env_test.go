@@ -80,3 +80,44 @@ func TestServeLegacyHeaderNamesFromEnv(t *testing.T) {
 		t.Errorf("headers %v: want X-RL-Reset and no RateLimit-Limit", resp.Header)
 	}
 }
+
+// A -failure-mode that is not a mode is refused whatever the store: before,
+// with the memory store it was accepted without a word, and the typo
+// stopped serve only once it was pointed at Redis.
+func TestServeRefusesABadFailureModeOnEveryStore(t *testing.T) {
+	var out, errb syncBuffer
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	code := runServe(ctx, []string{"-http-addr", "127.0.0.1:0", "-grpc-addr", "127.0.0.1:0", "-failure-mode", "bogus"}, &out, &errb)
+	if code != 2 || !strings.Contains(errb.String(), "bogus") {
+		t.Errorf("-failure-mode bogus on the memory store: exit %d, stderr %q; want 2 naming it", code, errb.String())
+	}
+}
+
+// Settings that the chosen store makes moot are named in the start-up
+// line of what is not acted on: before, -local-cache, -failure-mode and
+// -health-needs-store with the memory store, and -memory-max-bytes with
+// Redis, were accepted without a word.
+func TestServeNamesFlagsItDoesNotActOn(t *testing.T) {
+	for _, tt := range []struct {
+		args []string
+		want []string
+	}{
+		{[]string{"-local-cache", "-failure-mode", "closed", "-health-needs-store"}, []string{"-local-cache", "-failure-mode", "-health-needs-store"}},
+		{[]string{"-store", "redis://127.0.0.1:1", "-memory-max-bytes", "1000000"}, []string{"-memory-max-bytes"}},
+	} {
+		s := launch(t, tt.args...)
+		line := ""
+		for l := range strings.SplitSeq(s.stderr.String(), "\n") {
+			if strings.Contains(l, "not acted on") {
+				line = l
+			}
+		}
+		for _, w := range tt.want {
+			if !strings.Contains(line, w) {
+				t.Errorf("serve %v: start-up line %q does not name %s", tt.args, line, w)
+			}
+		}
+		s.stop(t)
+	}
+}

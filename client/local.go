@@ -51,7 +51,7 @@ func (l *localLimiter) AllowN(_ context.Context, key string, lim sluice.Limit, c
 	defer l.mu.Unlock()
 	st := l.states[k]
 	if st == nil {
-		sts := algorithm.NewStates(lim.Algorithm, 1)
+		sts := algorithm.NewStates(lim, 1)
 		if sts == nil {
 			return sluice.Result{}, fmt.Errorf("%w: no algorithm %v", sluice.ErrInvalidLimit, lim.Algorithm)
 		}

@@ -32,8 +32,8 @@
 // they are one resource. The root stays "/". An invalid escape ("%zz") or a
 // path that does not start with "/" is malformed, as is a NUL ("%00"),
 // where C and PHP applications end the path and NGINX answers 400; "" is
-// "/". A "#" in a request's target (a fragment, which a target never
-// has) is malformed too: Node's URL parser, Express's, drops it.
+// "/". (A raw "#" in a target is part of the path, "%23": it is sent on
+// escaped, so no upstream reads it as a fragment.)
 //
 // Host: the Host header's host, in lower case, without its port and
 // without one trailing dot, as NGINX's $host: "API.Example.com.:8080" is
@@ -121,14 +121,8 @@ func New(method, path, host string) (Canonical, error) {
 }
 
 // FromRequest returns the canonical form of r: New(r.Method,
-// r.URL.EscapedPath(), r.Host). A server request whose target holds a "#"
-// is malformed: a request target has no fragment, and a server that
-// parses it as a URL would route "/login#x" to "/login". r and r.URL must
-// not be nil.
+// r.URL.EscapedPath(), r.Host). r and r.URL must not be nil.
 func FromRequest(r *http.Request) (Canonical, error) {
-	if strings.IndexByte(r.RequestURI, '#') >= 0 {
-		return Canonical{}, &Error{"path", "a fragment (#) in the request target"}
-	}
 	return New(r.Method, r.URL.EscapedPath(), r.Host)
 }
 

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"io"
@@ -13,6 +14,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 )
 
 // A spelling is one way to write the request a limit is about.
@@ -295,5 +297,101 @@ forward_auth:
 	}
 	if r := authCall(t, s.url, map[string]string{"X-Forwarded-Uri": "/", "X-Forwarded-Host": "api.example.com.."}); r.code != http.StatusBadRequest {
 		t.Errorf("api.example.com..: %d %s, want 400", r.code, r.body)
+	}
+}
+
+// rawStatus writes req to the proxy at base as it is, and returns the
+// status of the answer.
+func rawStatus(t *testing.T, base, req string) int {
+	t.Helper()
+	c, err := net.Dial("tcp", strings.TrimPrefix(base, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	c.SetDeadline(time.Now().Add(5 * time.Second))
+	if _, err := io.WriteString(c, req); err != nil {
+		t.Fatal(err)
+	}
+	resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+	if err != nil {
+		t.Fatalf("%q: %v", req, err)
+	}
+	resp.Body.Close()
+	return resp.StatusCode
+}
+
+// Through sluice proxy, written byte by byte as an attacker would: no
+// spelling of a limited request reaches the upstream's handler more often
+// than the limit, as three kinds of upstream route it: Go's ServeMux (an
+// encoded slash inside a {id}), Node's URL parser (which would drop a
+// "#...", had the proxy not sent it on as "%23") and a WSGI server (which
+// reads X_API_KEY as X-API-Key, the last of two lines).
+func TestProxyNoRawSpellingReachesAHandlerPastItsLimit(t *testing.T) {
+	var mu sync.Mutex
+	mux, node, wsgiKey := map[string]int{}, map[string]int{}, map[string]int{}
+	app := http.NewServeMux()
+	for _, p := range []string{"POST /users/{id}/reset", "/login", "/k/", "/"} {
+		app.HandleFunc(p, func(http.ResponseWriter, *http.Request) {
+			mu.Lock()
+			mux[p]++
+			mu.Unlock()
+		})
+	}
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		path, _, _ := strings.Cut(r.RequestURI, "#")
+		node[path]++
+		var key string
+		for name, v := range r.Header {
+			if strings.EqualFold(strings.ReplaceAll(name, "_", "-"), "X-API-Key") {
+				key = v[len(v)-1]
+			}
+		}
+		wsgiKey[key]++
+		mu.Unlock()
+		app.ServeHTTP(w, r)
+	}))
+	defer up.Close()
+	cfg := filepath.Join(t.TempDir(), "proxy.yaml")
+	writeAtomic(t, cfg, `
+limits:
+  - {name: reset, key: ip, rate: 2r/h, algorithm: token_bucket}
+  - {name: login, key: ip, rate: 2r/h, algorithm: token_bucket}
+  - {name: apikey, key: "header:X-API-Key", rate: 2r/h, algorithm: token_bucket, missing_key: skip}
+  - {name: all, key: ip, rate: 1000r/h, algorithm: token_bucket}
+routes:
+  - {name: reset, match: "POST /users/{id}/reset", limits: [reset]}
+  - {name: login, match: /login, methods: [POST], limits: [login]}
+  - {name: k, match: /k/, limits: [apikey]}
+  - {name: all, match: /, limits: [all]}
+`)
+	p := launchProxy(t, "-config", cfg, "-upstream", up.URL)
+	const end = "Host: app\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
+	for _, target := range []string{"/users/bob/reset", "/users/bob/reset", "/users/a%2Fb/reset", "/users/x%2F..%2F/reset", "/users/bob%2F/reset", "/users/b%2Fo%2F/reset"} {
+		rawStatus(t, p.url, "POST "+target+" HTTP/1.1\r\n"+end)
+	}
+	for _, line := range []string{"POST /login", "POST /login", "POST /login#x", "post /login#", "POST /login?a#x", "POST /login%00", "POST //login/"} {
+		rawStatus(t, p.url, line+" HTTP/1.1\r\n"+end)
+	}
+	for _, h := range []string{
+		"X-API-Key: k1\r\n", "X-API-Key: k1\r\n",
+		"X-API-Key: rotating1\r\nX-API-Key: k1\r\n",
+		"X-API-Key:\r\nX-API-Key: k1\r\n",
+		"X_API_KEY: k1\r\n",
+		"X-API-Key: rotating2\r\nX_Api_Key: k1\r\n",
+	} {
+		rawStatus(t, p.url, "GET /k/x HTTP/1.1\r\n"+h+end)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if n := mux["POST /users/{id}/reset"]; n > 2 {
+		t.Errorf("a ServeMux upstream ran its reset handler %d times, limit 2", n)
+	}
+	if n := node["/login"]; n > 2 {
+		t.Errorf("a Node upstream saw /login %d times, limit 2", n)
+	}
+	if n := wsgiKey["k1"]; n > 2 {
+		t.Errorf("a WSGI upstream saw the API key k1 %d times, limit 2", n)
 	}
 }

@@ -298,6 +298,12 @@ memory store. SIGHUP reloads the config; SIGTERM drains and stops.`,
 // runServe runs the service until ctx ends, then drains it: in-flight
 // requests finish (for up to 10 seconds) before it returns.
 func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	// Reloads on SIGHUP: taken from the start, since SIGHUP's default
+	// action would end the process while it loads the config or opens the
+	// store; one that comes during start-up reloads once serve runs.
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
 	var o serveOptions
 	fs := flag.NewFlagSet("sluice serve", flag.ContinueOnError)
 	fs.SetOutput(stderr)
@@ -480,11 +486,6 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	go func() { errc <- hs.Serve(limit(httpLn, o.listen.httpMaxConns)) }()
 	go func() { errc <- gs.Serve(limit(grpcLn, o.listen.grpcMaxConns)) }()
 
-	// Reloads on SIGHUP: registered before the addresses are printed, so
-	// that whoever reads them can signal at once.
-	hup := make(chan os.Signal, 1)
-	signal.Notify(hup, syscall.SIGHUP)
-	defer signal.Stop(hup)
 
 	// And on file change, with the watches in place before the addresses
 	// are printed too.

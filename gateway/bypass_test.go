@@ -3,6 +3,9 @@ package gateway_test
 import (
 	"net/http"
 	"net/http/httptest"
+	"net/url"
+	"path"
+	"strings"
 	"sync"
 	"testing"
 
@@ -145,5 +148,41 @@ func TestH2CUpgradeNotForwarded(t *testing.T) {
 	}
 	if h := up.headers[3]; h.Get("Upgrade") != "websocket" {
 		t.Errorf("a WebSocket upgrade reached the upstream with Upgrade %q", h.Get("Upgrade"))
+	}
+}
+
+// An upstream with a base path gets the request's path under it, never
+// beside it: the path goes on in canonical form (no ".", ".." or "//"
+// left for the upstream to resolve above the base), and a path whose
+// encoded slashes would climb out of the base once decoded is 400.
+// (Without a base path the upstream gets the path as sent.)
+func TestBasePathNotEscaped(t *testing.T) {
+	up := newUpstream(t)
+	var mu sync.Mutex
+	var seen []string
+	up.set(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		seen = append(seen, r.RequestURI)
+		mu.Unlock()
+	})
+	cfg := direct(t, up)
+	cfg.Upstreams[0].URL = mustURL(t, up.URL+"/base")
+	_, srv := front(t, cfg)
+	for _, target := range []string{"/x", "/../secret", "/a/../../secret", "/%2e%2e/secret", "/.%2E/secret", "//secret", "/x/..%2F..%2Fsecret", "/x%2F..%2F..%2Fsecret"} {
+		resp := doRaw(t, srv.URL, srv.Client(), "GET", target, "")
+		if resp.StatusCode != 200 && resp.StatusCode != 400 {
+			t.Errorf("%s: %d", target, resp.StatusCode)
+		}
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	for _, uri := range seen {
+		p, _ := url.PathUnescape(uri)
+		if c := path.Clean(p); c != "/base" && !strings.HasPrefix(c, "/base/") {
+			t.Errorf("the upstream got %s, which resolves to %s, outside /base", uri, c)
+		}
+	}
+	if len(seen) < 5 {
+		t.Errorf("the upstream got %d requests: %q; want at least the 5 without encoded slashes", len(seen), seen)
 	}
 }

@@ -40,7 +40,9 @@
 // as a slash, "/admin%2Fx" are limited under "/admin" (a request whose
 // two readings of "%2F", as a slash and as ServeMux reads it, match two
 // routes is limited by both). The upstream
-// receives the request as the client sent it. A request with no canonical
+// receives the request as the client sent it, save that an upstream with a
+// base path gets the canonical path under it (nothing left to resolve
+// above the base; "/x%2F..%2F..%2Fsecret" is 400). A request with no canonical
 // form (a malformed Host such as "api.example.com..") is answered 400.
 // Unlike ServeMux, the gateway never redirects.
 //
@@ -75,6 +77,7 @@ import (
 	"net/url"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -82,6 +85,7 @@ import (
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/clientip"
 	"github.com/sluicehq/sluice/httplimit"
+	"github.com/sluicehq/sluice/request"
 	"github.com/sluicehq/sluice/rlheader"
 )
 
@@ -91,7 +95,8 @@ type Upstream struct {
 	// unique.
 	Name string
 	// URL is where requests go: scheme, host and an optional base path,
-	// which is joined to the request's path.
+	// which is joined to the request's path (in canonical form, so that
+	// no ".." reaches above the base).
 	URL *url.URL
 	// MaxInFlight is the most requests forwarded to this upstream at once;
 	// beyond it the gateway sheds load with 503. 0 means no limit.
@@ -502,7 +507,14 @@ func (g *Gateway) forwarder(st *state, u Upstream, route string) http.Handler {
 		},
 	}
 	mine := g.counter(u.Name)
+	based := target.Path != "" && target.Path != "/"
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if based {
+			var ok bool
+			if r, ok = st.underBase(w, r, route); !ok {
+				return
+			}
+		}
 		// A request counts in flight once its body is here (or streams).
 		if !st.readAhead(w, r, route) {
 			return
@@ -526,6 +538,35 @@ func (g *Gateway) forwarder(st *state, u Upstream, route string) http.Handler {
 		}
 		rp.ServeHTTP(w, r)
 	})
+}
+
+// underBase returns r with its path in canonical form, for an upstream
+// with a base path: the upstream joins the path to its base, so a "..",
+// "%2E%2E" or "//" left in it would resolve above the base, out of the
+// part of the upstream the proxy serves. A path whose encoded slashes
+// would climb above the base once decoded ("/x%2F..%2F..%2Fsecret") is
+// answered 400, and underBase returns false.
+func (st *state) underBase(w http.ResponseWriter, r *http.Request, route string) (*http.Request, bool) {
+	c, err := request.Of(r)
+	if err == nil && (strings.Contains(c.Path, "..%2F") || strings.Contains(c.Path, "%2F..")) {
+		err = &request.Error{Part: "path", Reason: "an encoded slash next to a .. segment"}
+	}
+	if err != nil {
+		st.malformed(w, r, err)
+		return r, false
+	}
+	if c.Path == r.URL.EscapedPath() {
+		return r, true
+	}
+	u := *r.URL
+	u.Path, u.RawPath = c.Path, ""
+	if strings.IndexByte(c.Path, '%') >= 0 {
+		u.Path, _ = url.PathUnescape(c.Path) // canonical: its escapes are valid
+		u.RawPath = c.Path
+	}
+	l := *r
+	l.URL = &u
+	return &l, true
 }
 
 // keepHeaders puts back, on the final response, the headers set before the

@@ -461,3 +461,41 @@ func TestProxyMaxConns(t *testing.T) {
 		t.Errorf("the idle first connection is still open (%d, %v), want it closed for the second", n, err)
 	}
 }
+
+// A log written into the watched config directory does not feed itself:
+// with -log-level debug and stderr a file beside the config, each line
+// the watcher logged about a change to a file that is not the config was
+// itself such a change, and the log grew without end (tens of thousands
+// of lines a second).
+func TestProxyDebugLogInConfigDirDoesNotFeedItself(t *testing.T) {
+	dir := t.TempDir()
+	cfg := filepath.Join(dir, "proxy.yaml")
+	writeAtomic(t, cfg, proxyCfg)
+	logf, err := os.Create(filepath.Join(dir, "sluice.log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer logf.Close()
+	up := httptest.NewServer(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
+	defer up.Close()
+	ctx, cancel := context.WithCancel(context.Background())
+	var out syncBuffer
+	done := make(chan int, 1)
+	go func() {
+		done <- runProxy(ctx, []string{"-listen", "127.0.0.1:0", "-admin-addr", "", "-log-level", "debug", "-config", cfg, "-upstream", up.URL}, &out, logf)
+	}()
+	for !strings.Contains(out.String(), "listening") {
+		time.Sleep(10 * time.Millisecond) // polling for start-up
+	}
+	time.Sleep(200 * time.Millisecond) // for the watch to be set up
+	io.WriteString(logf, "one write beside the config\n")
+	time.Sleep(time.Second) // the log's own growth is what is measured
+	cancel()
+	if code := <-done; code != 0 {
+		t.Fatalf("exit %d", code)
+	}
+	b, _ := os.ReadFile(logf.Name())
+	if n := strings.Count(string(b), "\n"); n > 100 {
+		t.Errorf("the log has %d lines after a second of idling; it feeds itself:\n%.600s", n, b)
+	}
+}

@@ -290,8 +290,10 @@ func (cw *configWatcher) run(ctx context.Context) {
 				continue // metadata only: not a change of content
 			}
 			if !cw.relevant(ev.Name) {
-				cw.log.Debug("config watch: not a config file", "event", ev.String())
-				continue // a log file, an editor's swap file: no reload
+				// A log file, an editor's swap file: no reload, and no
+				// log line, which, written to a log in this directory,
+				// would be the next event.
+				continue
 			}
 			cw.log.Debug("config watch", "event", ev.String())
 			arm()

@@ -10,7 +10,8 @@ import (
 // access writes one line for a request the gateway answered itself, in
 // NGINX's combined format followed by the outcome (REJECTED, SHED,
 // UPSTREAM_ERROR, DENIED for a method a route does not allow, BODY_TIMEOUT
-// and BAD_BODY for a body that stalled or was malformed; NO_KEY, BAD_COST
+// and BAD_BODY for a body that stalled or was malformed, QUEUE_FULL beyond
+// Config.MaxQueued; NO_KEY, BAD_COST
 // or UNAVAILABLE when a policy could not decide) and what caused it:
 //
 //	203.0.113.9 - - [30/Nov/2026:05:34:23 +0000] "GET /api/x HTTP/1.1" 429 187 "-" "curl/8.5.0" outcome=REJECTED by="per_ip"

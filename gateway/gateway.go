@@ -196,13 +196,24 @@ type Config struct {
 	Metrics *Metrics
 	// Wait replaces the queue's timer, as httplimit.Config.Wait.
 	Wait func(ctx context.Context, d time.Duration) error
+	// MaxQueued is the most requests waiting in the queues of policies
+	// with a Queue at once, all routes together; beyond it a request that
+	// would wait is answered 503 with Retry-After and charged nothing. Each
+	// waiting request holds its connection's (or HTTP/2 stream's) memory,
+	// and the keys of a header can be many: burst bounds one key's queue,
+	// this bounds them all. 0 is DefaultMaxQueued; negative, no bound.
+	MaxQueued int
 }
+
+// DefaultMaxQueued is Config.MaxQueued's default.
+const DefaultMaxQueued = 4096
 
 // Gateway is a rate limiting reverse proxy. It is an http.Handler, safe for
 // concurrent use.
 type Gateway struct {
 	state     atomic.Pointer[state]
 	inflight  atomic.Int64 // forwarded now, all upstreams
+	queued    atomic.Int64 // waiting in a queue now, all routes
 	transport http.RoundTripper
 
 	mu       sync.Mutex
@@ -377,7 +388,7 @@ func (g *Gateway) compile(cfg Config) (*state, error) {
 			RefusalLevel:          refusalLevel,
 			LogKeys:               cfg.LogKeys,
 			Metrics:               cfg.Limits,
-			Wait:                  cfg.Wait,
+			Wait:                  g.boundedWait(st, rt.Name),
 			Ready:                 func(w http.ResponseWriter, r *http.Request) bool { return st.readAhead(w, r, rt.Name) },
 			OnError: func(r *http.Request, status int, policy string) {
 				outcome := "UNAVAILABLE"
@@ -399,7 +410,10 @@ func (g *Gateway) compile(cfg Config) (*state, error) {
 		if err != nil {
 			return nil, nil, fmt.Errorf("gateway: route %q: %w", rt.Name, err)
 		}
-		return m.Handler, h, nil
+		if !queued(pol) {
+			return m.Handler, h, nil
+		}
+		return func(next http.Handler) http.Handler { return withWriter(m.Handler(next)) }, h, nil
 	}
 	names := map[string]bool{}
 	for _, rt := range cfg.Routes {

@@ -34,7 +34,7 @@ type proxyOptions struct {
 	accessLog, logLevel                                     string
 	dryRun, h2c, watch, check                               bool
 	timeouts                                                gateway.Timeouts // 0: the file's, else NGINX's
-	maxConns                                                int
+	maxConns, maxQueued                                     int
 }
 
 // runProxy runs the rate limiting reverse proxy until ctx ends, then drains
@@ -60,6 +60,7 @@ func runProxy(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	fs.DurationVar(&o.timeouts.ClientBody, "client-body-timeout", 0, "time between two reads of a request's body; past it 408 (default the config's client_body_timeout, else 60s)")
 	fs.DurationVar(&o.timeouts.Send, "send-timeout", 0, "time for each write of a response to the client; past it the connection closes (default the config's send_timeout, else 60s)")
 	fs.IntVar(&o.maxConns, "max-conns", 0, "open client connections at most on -listen (NGINX's worker_connections): at the cap a new one takes the place of the connection idle longest, or waits; 0: 40% of the open-file limit, negative: no cap")
+	fs.IntVar(&o.maxQueued, "max-queued", 0, "requests waiting in the limits' queues at most, all keys and routes together; beyond: 503 (0: 4096, negative: no bound)")
 	fs.DurationVar(&o.timeouts.Keepalive, "keepalive-timeout", 0, "how long an idle keep-alive connection is kept (default the config's keepalive_timeout, else 75s)")
 	if code, done := parseCommandLine(fs, args, stdout, stderr, proxyUsage, 0); done {
 		return code
@@ -136,6 +137,7 @@ func runProxy(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		c := f.Config
 		c.Limiter, c.Logger, c.AccessLog, c.Limits, c.Metrics = limiter, log, accessLog, limits, metrics
 		c.DryRun = c.DryRun || o.dryRun
+		c.MaxQueued = o.maxQueued
 		return c
 	}
 	gw, err := gateway.New(complete(file))

@@ -74,6 +74,19 @@ func (e *envErrs) int(name string, def int) int {
 	return n
 }
 
+// bools records the environment variables names that are set and are not
+// booleans (strconv.ParseBool's forms, as envoyproxy/ratelimit reads
+// them): their readers (envBool) would otherwise take their default.
+func (e *envErrs) bools(names ...string) {
+	for _, name := range names {
+		if v := strings.TrimSpace(os.Getenv(name)); v != "" {
+			if _, err := strconv.ParseBool(v); err != nil {
+				*e = append(*e, fmt.Errorf("%s=%q: want true or false", name, v))
+			}
+		}
+	}
+}
+
 // flags defines the listener flags on fs, their defaults from the
 // environment (malformed values go to errs).
 func (o *listenerOptions) flags(fs *flag.FlagSet, errs *envErrs) {

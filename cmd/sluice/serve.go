@@ -188,7 +188,8 @@ func env(name, def string) string {
 
 // envBool returns the environment variable name read as a boolean
 // (strconv.ParseBool's forms, as envoyproxy/ratelimit reads them), or def
-// when it is unset, empty or not a boolean.
+// when it is unset, empty or not a boolean (which serve refuses at
+// start-up: see envErrs.bools).
 func envBool(name string, def bool) bool {
 	if b, err := strconv.ParseBool(os.Getenv(name)); err == nil {
 		return b
@@ -305,6 +306,8 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	signal.Notify(hup, syscall.SIGHUP)
 	defer signal.Stop(hup)
 	var o serveOptions
+	var envErr envErrs
+	envErr.bools("REDIS_TLS", "SHADOW_MODE", "LIMIT_RESPONSE_HEADERS_ENABLED", "REDIS_HEALTH_CHECK_ACTIVE_CONNECTION", "RUNTIME_WATCH_ROOT")
 	fs := flag.NewFlagSet("sluice serve", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	defConfig := runtimeConfigDir()
@@ -319,13 +322,12 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	fs.StringVar(&o.headers, "headers", defHeaders, "response_headers_to_add: off, legacy or draft-11")
 	fs.StringVar(&o.prefix, "prefix", env("CACHE_KEY_PREFIX", ""), "prefix of every store key")
 	fs.StringVar(&o.failure, "failure-mode", "open", "with Redis, what to do when it fails: open, closed or local")
-	fs.BoolVar(&o.localCache, "local-cache", envInt("LOCAL_CACHE_SIZE_IN_BYTES") > 0, "with Redis, answer keys known to be over their limit from memory until their retry-after (no round trip; LOCAL_CACHE_SIZE_IN_BYTES > 0 turns it on)")
+	fs.BoolVar(&o.localCache, "local-cache", envErr.int("LOCAL_CACHE_SIZE_IN_BYTES", 0) > 0, "with Redis, answer keys known to be over their limit from memory until their retry-after (no round trip; LOCAL_CACHE_SIZE_IN_BYTES > 0 turns it on)")
 	fs.BoolVar(&o.healthNeedsStore, "health-needs-store", envBool("REDIS_HEALTH_CHECK_ACTIVE_CONNECTION", false), "with Redis, /healthcheck and gRPC health report NOT_SERVING (503) while Redis is unreachable or failing; default: they report the process, which applies the failure mode")
 	fs.BoolVar(&o.shadow, "shadow", envBool("SHADOW_MODE", false), "shadow mode: decide and count, never refuse")
 	fs.StringVar(&o.logLevel, "log-level", env("LOG_LEVEL", "info"), "log level: debug, info, warn or error")
 	fs.BoolVar(&o.watch, "watch", true, "reload the config when its files change (SIGHUP always reloads)")
 	fs.StringVar(&o.trustedProxies, "trusted-proxies", "", "the reverse proxies that call /auth, whose X-Forwarded-For is believed: comma-separated networks or addresses, added to the config's forward_auth trusted_proxies")
-	var envErr envErrs
 	o.listen.flags(fs, &envErr)
 	fs.Int64Var(&o.memMaxBytes, "memory-max-bytes", int64(envErr.int("MEMSTORE_MAX_BYTES", memstore.DefaultMaxBytes)),
 		"the memory store's budget in bytes (keys, states, sliding log entries); at it, keys are evicted (sluice_memstore_evictions_total)")
@@ -485,7 +487,6 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	errc := make(chan error, 2)
 	go func() { errc <- hs.Serve(limit(httpLn, o.listen.httpMaxConns)) }()
 	go func() { errc <- gs.Serve(limit(grpcLn, o.listen.grpcMaxConns)) }()
-
 
 	// And on file change, with the watches in place before the addresses
 	// are printed too.
@@ -664,15 +665,6 @@ func localAddr(a net.Addr) string {
 		host = "localhost"
 	}
 	return net.JoinHostPort(host, port)
-}
-
-// envInt reads an integer environment variable; unset or malformed is 0.
-func envInt(name string) int64 {
-	n, err := strconv.ParseInt(strings.TrimSpace(os.Getenv(name)), 10, 64)
-	if err != nil {
-		return 0
-	}
-	return n
 }
 
 // parseTrustedProxies parses -trusted-proxies: networks or addresses

@@ -121,3 +121,30 @@ func TestServeNamesFlagsItDoesNotActOn(t *testing.T) {
 		s.stop(t)
 	}
 }
+
+// envoyproxy/ratelimit's boolean and numeric variables that do not parse
+// are refused (exit 2, naming them), as envoyproxy/ratelimit refuses
+// them: before, REDIS_TLS=yes was read as false without a word (plain TCP
+// to a Redis the operator meant to reach over TLS), and SHADOW_MODE=on or
+// LOCAL_CACHE_SIZE_IN_BYTES=1MB likewise fell back to their defaults.
+func TestServeRefusesMalformedEnv(t *testing.T) {
+	for _, tt := range []struct{ name, value string }{
+		{"REDIS_TLS", "yes"},
+		{"SHADOW_MODE", "on"},
+		{"LIMIT_RESPONSE_HEADERS_ENABLED", "enabled"},
+		{"REDIS_HEALTH_CHECK_ACTIVE_CONNECTION", "y"},
+		{"RUNTIME_WATCH_ROOT", "no"},
+		{"LOCAL_CACHE_SIZE_IN_BYTES", "1MB"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Setenv(tt.name, tt.value)
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+			defer cancel()
+			var out, errb syncBuffer
+			code := runServe(ctx, []string{"-http-addr", "127.0.0.1:0", "-grpc-addr", "127.0.0.1:0"}, &out, &errb)
+			if code != 2 || !strings.Contains(errb.String(), tt.name) {
+				t.Errorf("%s=%s: exit %d, stderr %q; want 2 naming it", tt.name, tt.value, code, errb.String())
+			}
+		})
+	}
+}

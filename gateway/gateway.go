@@ -410,10 +410,7 @@ func (g *Gateway) compile(cfg Config) (*state, error) {
 		if err != nil {
 			return nil, nil, fmt.Errorf("gateway: route %q: %w", rt.Name, err)
 		}
-		if !queued(pol) {
-			return m.Handler, h, nil
-		}
-		return func(next http.Handler) http.Handler { return withWriter(m.Handler(next)) }, h, nil
+		return m.Handler, h, nil
 	}
 	names := map[string]bool{}
 	for _, rt := range cfg.Routes {
@@ -451,11 +448,11 @@ func (g *Gateway) compile(cfg Config) (*state, error) {
 // ServeHTTP routes r, applies its route's limits and forwards it.
 func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	st := g.state.Load()
-	rt, r := st.match(w, r)
+	sw := &sendWriter{ResponseWriter: w, dl: deadlinesOf(w), d: st.timeouts.Send}
+	rt, r := st.match(sw, r)
 	if rt == nil {
 		return // malformed: match answered 400
 	}
-	sw := &sendWriter{ResponseWriter: w, dl: deadlinesOf(w), d: st.timeouts.Send}
 	if r.ProtoMajor == 1 {
 		// For the server's last flush, after the handler. (An HTTP/2
 		// stream's deadline ends with the stream; its connection has

@@ -6,7 +6,6 @@ import (
 	"net/http"
 	"time"
 
-	"github.com/sluicehq/sluice/httplimit"
 	"github.com/sluicehq/sluice/rlheader"
 )
 
@@ -16,44 +15,10 @@ import (
 // boundedWait has answered.
 var errQueueFull = errors.New("gateway: too many requests waiting")
 
-// queued reports whether some policy of pol has a queue.
-func queued(pol []httplimit.Policy) bool {
-	for _, p := range pol {
-		if p.Queue != nil {
-			return true
-		}
-	}
-	return false
-}
-
-// writerCtx carries a request's ResponseWriter and the request to the
-// Wait of its route's middleware, which is given only a context, so that
-// a wait refused for MaxQueued can be answered.
-type writerCtx struct {
-	context.Context
-	w http.ResponseWriter
-	r *http.Request
-}
-
+// writerKey is the context key under which match stores a request's
+// *sendWriter, whose req is the request as routed: boundedWait is given
+// only a context, and answers a request it refuses.
 type writerKey struct{}
-
-func (c *writerCtx) Value(key any) any {
-	if key == (writerKey{}) {
-		return c
-	}
-	return c.Context.Value(key)
-}
-
-// withWriter returns h with the ResponseWriter in the request's context,
-// for boundedWait: the middleware of a route with a queued policy.
-func withWriter(h http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		wc := &writerCtx{Context: r.Context(), w: w}
-		r = r.WithContext(wc)
-		wc.r = r
-		h.ServeHTTP(w, r)
-	})
-}
 
 // boundedWait returns the Wait of route's middleware: Config.Wait (or a
 // timer), for at most Config.MaxQueued requests at once over the whole
@@ -74,9 +39,11 @@ func (g *Gateway) boundedWait(st *state, route string) func(context.Context, tim
 		}
 		if g.queued.Add(1) > limit {
 			g.queued.Add(-1)
-			if wc, ok := ctx.Value(writerKey{}).(*writerCtx); ok {
-				st.queueFull(wc.w, wc.r, route)
+			sw, ok := ctx.Value(writerKey{}).(*sendWriter)
+			if !ok || sw.req == nil {
+				return wait(ctx, d) // unreachable: match stores it; never leave a request unanswered
 			}
+			st.queueFull(sw, sw.req, route)
 			return errQueueFull
 		}
 		defer g.queued.Add(-1)

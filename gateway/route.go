@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"net/http"
@@ -95,7 +96,16 @@ func (st *state) match(w http.ResponseWriter, r *http.Request) (*route, *http.Re
 	if len(st.cfg.Routes) == 0 {
 		return st.fallback, r // no limit: nothing keys on the form
 	}
-	r = r.WithContext(request.NewContext(r.Context(), c))
+	var ctx context.Context
+	if sw, ok := w.(*sendWriter); ok {
+		ctx = request.NewContextValue(r.Context(), c, writerKey{}, sw) // for boundedWait
+	} else {
+		ctx = request.NewContext(r.Context(), c)
+	}
+	r = r.WithContext(ctx)
+	if sw, ok := w.(*sendWriter); ok {
+		sw.req = r
+	}
 	var (
 		rt      *route
 		pattern string

@@ -118,8 +118,9 @@ func (noDeadlines) SetWriteDeadline(time.Time) error { return http.ErrNotSupport
 // its connection, however long the response streams.
 type sendWriter struct {
 	http.ResponseWriter
-	dl deadlines
-	d  time.Duration
+	dl  deadlines
+	d   time.Duration
+	req *http.Request // the request as routed, for boundedWait's answer
 }
 
 func (s *sendWriter) arm() { s.dl.SetWriteDeadline(time.Now().Add(s.d)) }

@@ -128,16 +128,21 @@ func FromRequest(r *http.Request) (Canonical, error) {
 
 type ctxKey struct{}
 
-// canonCtx is a context that carries a Canonical: one allocation where
-// context.WithValue and a *Canonical would take two.
+// canonCtx is a context that carries a Canonical, and optionally one more
+// value: one allocation where context.WithValue and a *Canonical would
+// take two (three with the value).
 type canonCtx struct {
 	context.Context
-	c Canonical
+	c        Canonical
+	key, val any
 }
 
 func (x *canonCtx) Value(key any) any {
 	if key == (ctxKey{}) {
 		return &x.c
+	}
+	if x.key != nil && key == x.key {
+		return x.val
 	}
 	return x.Context.Value(key)
 }
@@ -146,7 +151,14 @@ func (x *canonCtx) Value(key any) any {
 // request passes through later finds its form (Of) instead of computing
 // it again.
 func NewContext(ctx context.Context, c Canonical) context.Context {
-	return &canonCtx{ctx, c}
+	return &canonCtx{Context: ctx, c: c}
+}
+
+// NewContextValue is NewContext with one more value, as
+// context.WithValue(NewContext(ctx, c), key, val) would carry it, in the
+// same allocation. key must be comparable and not nil.
+func NewContextValue(ctx context.Context, c Canonical, key, val any) context.Context {
+	return &canonCtx{Context: ctx, c: c, key: key, val: val}
 }
 
 // FromContext returns the form NewContext stored in ctx, or nil.

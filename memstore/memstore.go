@@ -107,8 +107,10 @@ type shard struct {
 	sl stateTable[algorithm.SlidingLog, *algorithm.SlidingLog]
 	lb stateTable[algorithm.LeakyBucket, *algorithm.LeakyBucket]
 	// tables holds the tables above by sluice.Algorithm, for the operations
-	// that treat every algorithm alike: refund, sweep, evict, bytes.
+	// that treat every algorithm alike: refund, sweep, evict; counts holds
+	// their byte counts, for bytes.
 	tables []states
+	counts []*tableBytes
 	n      int
 
 	maxKeys   int
@@ -189,6 +191,9 @@ func (sh *shard) init(seed maphash.Seed) {
 		sluice.SlidingWindow: sh.sw.init(seed),
 		sluice.SlidingLog:    sh.sl.init(seed),
 		sluice.LeakyBucket:   sh.lb.init(seed),
+	}
+	for _, t := range sh.tables {
+		sh.counts = append(sh.counts, t.counts())
 	}
 }
 
@@ -349,8 +354,8 @@ func evictOne[S any, P expiring[S]](t *table[S], h uint64) bool {
 // bytes returns the heap the shard's tables hold.
 func (sh *shard) bytes() int64 {
 	var b int64
-	for _, t := range sh.tables {
-		b += t.bytes()
+	for _, c := range sh.counts {
+		b += c.bytes()
 	}
 	return b
 }

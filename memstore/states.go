@@ -25,6 +25,9 @@ type states interface {
 	evictAt(i uint64)
 	// bytes returns the heap the table holds.
 	bytes() int64
+	// counts returns the table's byte counts, for a shard to sum without
+	// calling bytes.
+	counts() *tableBytes
 }
 
 // stateTable is the table of the algorithm whose state is S.
@@ -36,6 +39,8 @@ func (t *stateTable[S, P]) init(seed maphash.Seed) states {
 	t.heapOf = func(st *S) int64 { return int64(P(st).Bytes()) }
 	return t
 }
+
+func (t *stateTable[S, P]) counts() *tableBytes { return &t.tableBytes }
 
 func (*stateTable[S, P]) prepare(lim sluice.Limit) int64 { return P(nil).Prepare(lim) }
 

@@ -36,16 +36,24 @@ import (
 // which heapOf reports when an entry is deleted.
 type table[S any] struct {
 	slots []slot[S]
-	size  uint64 // len(slots)
-	n     int
-	seed  maphash.Seed
+	tableBytes
+	n    int
+	seed maphash.Seed
 
-	slotBytes int64 // unsafe.Sizeof(slot[S]{})
-	keyBytes  int64 // Σ keyCost of the keys held
-	heap      int64 // Σ heap bytes of the states held, beyond their slots
 	// heapOf returns the heap bytes a state holds beyond its slot; nil for
 	// states that hold none.
 	heapOf func(*S) int64
+}
+
+// tableBytes is the part of a table that says how many bytes it holds. It
+// does not depend on the state type, so that a shard sums its tables' bytes
+// (on every new key) by reading fields rather than calling each table
+// through an interface.
+type tableBytes struct {
+	size      uint64 // len(slots)
+	slotBytes int64  // unsafe.Sizeof(slot[S]{})
+	keyBytes  int64  // Σ keyCost of the keys held
+	heap      int64  // Σ heap bytes of the states held, beyond their slots
 }
 
 type slot[S any] struct {
@@ -58,10 +66,9 @@ const minTableSize = 8
 
 func newTable[S any](seed maphash.Seed) table[S] {
 	return table[S]{
-		slots:     make([]slot[S], minTableSize),
-		size:      minTableSize,
-		seed:      seed,
-		slotBytes: int64(unsafe.Sizeof(slot[S]{})),
+		slots:      make([]slot[S], minTableSize),
+		tableBytes: tableBytes{size: minTableSize, slotBytes: int64(unsafe.Sizeof(slot[S]{}))},
+		seed:       seed,
 	}
 }
 
@@ -72,8 +79,8 @@ func keyCost(n int) int64 { return int64(n+7) &^ 7 }
 
 // bytes returns the heap the table holds: its slots, its keys and its
 // states' own heap.
-func (t *table[S]) bytes() int64 {
-	return int64(len(t.slots))*t.slotBytes + t.keyBytes + t.heap
+func (b *tableBytes) bytes() int64 {
+	return int64(b.size)*b.slotBytes + b.keyBytes + b.heap
 }
 
 // growth returns the bytes the next insert adds to the slot array by

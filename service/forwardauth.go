@@ -33,6 +33,22 @@ type forwardAuth struct {
 // endpoint reads it; res finds the client's address for client_ip entries
 // (nil: a Resolver that trusts fa.TrustedProxies). The auth request's peer
 // is the proxy, so a client_ip entry needs a Resolver that trusts it.
+// newForwardAuth is the package's newForwardAuth within the Service's
+// request caps: a section whose requests would have more descriptors, or
+// longer ones, than the Service accepts (Config.MaxDescriptors,
+// MaxEntries) is an error, not a handler that answers every request 400.
+func (s *Service) newForwardAuth(fa *config.ForwardAuth, res *clientip.Resolver) (*forwardAuth, error) {
+	if n := len(fa.Descriptors); n > s.maxDescs {
+		return nil, fmt.Errorf("service: forward_auth builds %d descriptors, over the maximum of %d a request may carry (-max-descriptors)", n, s.maxDescs)
+	}
+	for i, d := range fa.Descriptors {
+		if n := len(d.Entries); n > s.maxEnts {
+			return nil, fmt.Errorf("service: forward_auth descriptor %d has %d entries, over the maximum of %d (-max-entries)", i, n, s.maxEnts)
+		}
+	}
+	return newForwardAuth(fa, res)
+}
+
 func newForwardAuth(fa *config.ForwardAuth, res *clientip.Resolver) (*forwardAuth, error) {
 	if fa.Domain == "" {
 		return nil, errors.New("service: forward_auth has no domain")
@@ -247,7 +263,7 @@ func (s *Service) ForwardAuthHandler(fa *config.ForwardAuth, res *clientip.Resol
 	if fa == nil {
 		return nil, errors.New("service: ForwardAuthHandler: nil forward_auth section")
 	}
-	a, err := newForwardAuth(fa, res)
+	a, err := s.newForwardAuth(fa, res)
 	if err != nil {
 		return nil, err
 	}

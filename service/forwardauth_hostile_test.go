@@ -4,8 +4,10 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strconv"
+	"strings"
 	"testing"
 
+	"github.com/sluicehq/sluice/config"
 	"github.com/sluicehq/sluice/service"
 )
 
@@ -63,5 +65,37 @@ func TestForwardAuthDisagreeingForwardedHeadersAreRefused(t *testing.T) {
 		if code := hit(extra); code != http.StatusTooManyRequests {
 			t.Errorf("POST /login with the agreeing %v: %d, want 429", extra, code)
 		}
+	}
+}
+
+// A forward_auth section that builds more descriptors, or longer ones, than
+// the Service accepts in a request (Config.MaxDescriptors, MaxEntries) is
+// refused when the handler is built, at start-up or on reload, instead of
+// being loaded and then answering every /auth request 400: before, the
+// handler was built and every request failed.
+func TestForwardAuthOverTheRequestCapsIsRefused(t *testing.T) {
+	h := start(t, t0, service.Config{Rules: edgeRules(), MaxDescriptors: 2, MaxEntries: 2})
+	lit := func(n int) config.AuthDescriptor {
+		var d config.AuthDescriptor
+		for i := range n {
+			d.Entries = append(d.Entries, config.AuthEntry{Key: "k" + strconv.Itoa(i), From: config.FromLiteral, Value: "v"})
+		}
+		return d
+	}
+	for _, tt := range []struct {
+		name  string
+		descs []config.AuthDescriptor
+		msg   string
+	}{
+		{"descriptors", []config.AuthDescriptor{lit(1), lit(1), lit(1)}, "3 descriptors"},
+		{"entries", []config.AuthDescriptor{lit(3)}, "3 entries"},
+	} {
+		fa := &config.ForwardAuth{Domain: "edge", Descriptors: tt.descs}
+		if _, err := h.svc.ForwardAuthHandler(fa, nil); err == nil || !strings.Contains(err.Error(), tt.msg) {
+			t.Errorf("%s: %v, want an error mentioning %q", tt.name, err, tt.msg)
+		}
+	}
+	if _, err := h.svc.ForwardAuthHandler(&config.ForwardAuth{Domain: "edge", Descriptors: []config.AuthDescriptor{lit(2), lit(2)}}, nil); err != nil {
+		t.Errorf("at the caps: %v", err)
 	}
 }

@@ -281,7 +281,7 @@ func New(cfg Config) (*Service, error) {
 		s.refunder, _ = cfg.Limiter.(sluice.Refunder)
 	}
 	if cfg.ForwardAuth != nil {
-		a, err := newForwardAuth(cfg.ForwardAuth, cfg.AuthResolver)
+		a, err := s.newForwardAuth(cfg.ForwardAuth, cfg.AuthResolver)
 		if err != nil {
 			return nil, err
 		}

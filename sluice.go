@@ -370,6 +370,42 @@ type Refunder interface {
 	RefundN(ctx context.Context, key string, lim Limit, cost int) error
 }
 
+// Peeker is implemented by limiters that can read a key's state without
+// spending it: a check-only request (envoyproxy/ratelimit's hits_addend 0),
+// an admin view of a key. Every store implements it, and every wrapper that
+// wraps a Peeker forwards it.
+//
+// A peek answers what a decision of cost 0 would, and changes nothing (no
+// write, no expiry refreshed, nothing created):
+//
+//   - Allowed is true unless the key is already over its limit, which only a
+//     limit lowered since the units were spent, or a SlidingWindow with
+//     CountRejected, can make so. A key with Remaining 0 that is exactly at
+//     its limit is Allowed, as envoyproxy/ratelimit answers OK with
+//     remaining 0 for a check at the limit.
+//   - Remaining is what the last decision reported, updated to now: the
+//     units of cost 1 that would be admitted right now. Remaining > 0 exactly
+//     when AllowN(key, lim, 1) would admit a request now.
+//   - ResetAfter is the key's real reset, as a decision reports it: right
+//     after an AllowN, a peek at the same instant reports the same Remaining
+//     and ResetAfter. For a fixed window it is the end of the current window
+//     even for an unused key (as envoyproxy/ratelimit's duration_until_reset);
+//     for the other algorithms an unused key has ResetAfter 0.
+//   - RetryAfter is zero when Allowed, else the time until the key is back
+//     within its limit if nothing else is spent.
+//
+// A key never used peeks as a fresh key: Remaining is the limit's capacity.
+type Peeker interface {
+	// Peek returns key's state under lim at the limiter's current time,
+	// without spending. Its errors are AllowN's: bad input (the key or the
+	// limit; there is no cost) and a failing backend.
+	Peek(ctx context.Context, key string, lim Limit) (Result, error)
+}
+
+// CheckPeek validates a Peek's input: the key and the limit. It is Check
+// without a cost, and does not allocate unless it returns an error.
+func CheckPeek(key string, lim Limit) error { return Check(key, lim, 1) }
+
 // LimitValidator is implemented by a Limiter that cannot serve every Limit
 // that Limit.Validate accepts (redisstore keeps time in microseconds, for
 // one), and by wrappers that forward to such a Limiter. A Limiter that does

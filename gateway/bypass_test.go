@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/sluicehq/sluice/clientip"
+	"github.com/sluicehq/sluice/gateway"
 )
 
 // The forwarding headers this hop writes cannot be shadowed by a client's
@@ -184,5 +185,22 @@ func TestBasePathNotEscaped(t *testing.T) {
 	}
 	if len(seen) < 5 {
 		t.Errorf("the upstream got %d requests: %q; want at least the 5 without encoded slashes", len(seen), seen)
+	}
+}
+
+// A header key that no request can carry is refused with its line, not
+// loaded as a limit that never applies: Go's server keeps Host and
+// Transfer-Encoding out of the header map (key: host is the host's
+// canonical form), and a name that is not a token is never a header.
+// With missing_key: skip such a limit let everything through.
+func TestHeaderKeyNoRequestCarriesRefused(t *testing.T) {
+	for _, name := range []string{"Host", "host", "Transfer-Encoding", "X API", "X-Key:"} {
+		_, err := gateway.ParseFile("proxy.yaml", []byte(`upstream: http://127.0.0.1:1
+limits: [{name: l, key: "header:`+name+`", rate: 1r/s, algorithm: fixed_window, missing_key: skip}]
+routes: [{name: all, match: /, limits: [l]}]
+`))
+		if err == nil || !strings.Contains(err.Error(), "proxy.yaml:2:") {
+			t.Errorf("header:%s: %v, want an error at line 2", name, err)
+		}
 	}
 }

@@ -642,7 +642,11 @@ func (p *fileParser) key(n *yaml.Node, res *clientip.Resolver) (func(string) htt
 			kf := httplimit.Method() // canonical: "post" is POST
 			f = func(string) httplimit.KeyFunc { return kf }
 		case strings.HasPrefix(s, "header:") && len(s) > len("header:"):
-			kf := httplimit.Header(s[len("header:"):])
+			name := s[len("header:"):]
+			if err := keyHeader(name); err != nil {
+				return nil, p.errf(n, "key %q: %v", s, err)
+			}
+			kf := httplimit.Header(name)
 			f = func(string) httplimit.KeyFunc { return kf }
 		default:
 			return nil, p.errf(n, "key %q: want ip, global, route, host, method or header:NAME, or a list of them", s)
@@ -824,4 +828,23 @@ func (p *fileParser) routeLimit(n *yaml.Node, limits map[string]limitSpec, route
 	}
 	pol.Queue = &q
 	return pol, nil
+}
+
+// keyHeader says why no request carries the header name, or nil: Go's
+// server keeps Host and Transfer-Encoding out of the header map, and a
+// name that is not a token is no header at all. A limit keyed on one
+// would never apply (or, with missing_key: reject, refuse everything).
+func keyHeader(name string) error {
+	for i := 0; i < len(name); i++ {
+		if c := name[i]; c <= ' ' || c >= 0x7f || strings.IndexByte("\"(),/:;<=>?@[\\]{}", c) >= 0 {
+			return fmt.Errorf("%q is not a header name", name)
+		}
+	}
+	switch {
+	case strings.EqualFold(name, "Host"):
+		return errors.New("the Host header is the request's host: use key: host (its canonical form)")
+	case strings.EqualFold(name, "Transfer-Encoding"):
+		return errors.New("no request's header map holds Transfer-Encoding")
+	}
+	return nil
 }

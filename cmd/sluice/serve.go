@@ -393,8 +393,19 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	// The files are checked (regular files, under the size cap, read
 	// within a deadline) before they are loaded, so that a FIFO or a
 	// device among them is refused instead of blocking start-up.
+	// SIGTERM during start-up is a stop, not a failure.
+	stoppedEarly := func() bool {
+		if ctx.Err() == nil {
+			return false
+		}
+		log.Info("stopped during start-up")
+		return true
+	}
 	sum, err := checkConfigFiles(ctx, o.configPath)
 	if err != nil {
+		if stoppedEarly() {
+			return 0
+		}
 		return fail(1, err)
 	}
 	known := o.configPath != ""
@@ -407,6 +418,9 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		err = checkRulesForStore(rules, validate)
 	}
 	if err != nil {
+		if stoppedEarly() {
+			return 0
+		}
 		return fail(1, err)
 	}
 	headers, err := service.ParseHeaderMode(o.headers)

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"path/filepath"
 	"strings"
@@ -34,5 +35,19 @@ func TestServeSurvivesSIGHUPDuringStartUp(t *testing.T) {
 	case <-p.exited:
 		t.Fatalf("exited: %v: %s", p.exitErr, p.stderr.String())
 	default:
+	}
+}
+
+// SIGTERM while serve is still loading its config is a stop, not a failure:
+// exit 0 with a line saying so. Before, it was exit 1 with "cannot read:
+// context canceled", which a supervisor counts as a crash.
+func TestServeStoppedDuringStartUpExitsZero(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "rl.yaml")
+	writeFile(t, path, cfgBlocked)
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel() // SIGTERM before the config is read
+	var out, errb syncBuffer
+	if code := runServe(ctx, []string{"-config", path, "-http-addr", "127.0.0.1:0", "-grpc-addr", "127.0.0.1:0"}, &out, &errb); code != 0 {
+		t.Errorf("exit %d, stderr %q; want 0", code, errb.String())
 	}
 }

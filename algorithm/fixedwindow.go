@@ -42,6 +42,14 @@ func (s *FixedWindow) Take(now int64, lim sluice.Limit, cost int) sluice.Result 
 	return res
 }
 
+// Peek reports the window that holds now without spending: a window that
+// has ended reads as a new, empty one, and ResetAfter is always the end of
+// the window that holds now.
+func (s *FixedWindow) Peek(now int64, lim sluice.Limit) sluice.Result {
+	c := *s // a value with no heap: Take of cost 0 on a copy changes nothing here
+	return c.Take(now, lim, 0)
+}
+
 // Refund gives cost units back to the window that holds now, if it is still
 // the window they were spent in.
 func (s *FixedWindow) Refund(now int64, lim sluice.Limit, cost int) {

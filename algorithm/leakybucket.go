@@ -93,6 +93,14 @@ func (s *LeakyBucket) TakeRate(now int64, lim sluice.Limit, rate int64, cost int
 	return res
 }
 
+// Peek reports the bucket drained to now without charging: Remaining is
+// how many requests would pass back to back, ResetAfter the time until it
+// has drained empty, 0 for an empty bucket.
+func (s *LeakyBucket) Peek(now int64, lim sluice.Limit) sluice.Result {
+	c := *s // a value with no heap: Take of cost 0 on a copy changes nothing here
+	return c.Take(now, lim, 0)
+}
+
 // Refund takes cost requests back out of the bucket at now. If the Take it
 // undoes moved Last forward, NGINX's truncated drain has lost a fraction of
 // a milli-request that Refund cannot restore: the refunded bucket may be

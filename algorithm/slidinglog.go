@@ -126,6 +126,39 @@ func (s *SlidingLog) Take(now int64, lim sluice.Limit, cost int) sluice.Result {
 	return res
 }
 
+// Peek reports the log at now without logging anything: the units in
+// (now−Period, now] against Rate, and ResetAfter the time until the newest
+// of them leaves the window, 0 for an empty log. It reads the ring and
+// writes nothing, so it needs no copy of it.
+func (s *SlidingLog) Peek(now int64, lim sluice.Limit) sluice.Result {
+	p, rate := int64(lim.Period), int64(lim.Rate)
+	// Skip the entries that have left the window, as expire would drop them.
+	i, sum := int32(0), s.sum
+	for ; i < s.n && s.entry(i).at <= now-p; i++ {
+		sum -= s.entry(i).n
+	}
+	var res sluice.Result
+	if i == s.n {
+		res.Allowed, res.Remaining = true, int(rate)
+		return res
+	}
+	res.ResetAfter = time.Duration(s.entry(s.n-1).at + p - now)
+	if sum > rate {
+		// Over a limit lowered since: wait until enough old entries leave.
+		need := sum - rate
+		for ; need > s.entry(i).n; i++ {
+			need -= s.entry(i).n
+		}
+		// The entry that brings the sum to the limit leaves at its instant
+		// plus p; the next one keeps it there.
+		res.RetryAfter = time.Duration(s.entry(i).at + p - now)
+		return res
+	}
+	res.Allowed = true
+	res.Remaining = int(rate - sum)
+	return res
+}
+
 // add logs c units at at, which is no earlier than the newest entry: into
 // the newest entry if it lies in the same slot of length res, else as a new
 // entry, growing the ring up to maxLogEntries (up to rate entries for an

@@ -109,6 +109,13 @@ func (s *SlidingWindow) retryAfter(now, p, rate, c int64) int64 {
 	return wait
 }
 
+// Peek reports the estimate at now without spending: ResetAfter is the time
+// until no counted unit weighs on it, 0 for a fresh key.
+func (s *SlidingWindow) Peek(now int64, lim sluice.Limit) sluice.Result {
+	c := *s // a value with no heap: Take of cost 0 on a copy changes nothing here
+	return c.Take(now, lim, 0)
+}
+
 // Refund gives cost units back to the current window.
 func (s *SlidingWindow) Refund(now int64, lim sluice.Limit, cost int) {
 	p := int64(lim.Period)

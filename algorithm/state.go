@@ -26,6 +26,11 @@ type Decider interface {
 	Take(now int64, lim sluice.Limit, cost int) sluice.Result
 	// Refund gives cost units back at now, never beyond a fresh key's.
 	Refund(now int64, lim sluice.Limit, cost int)
+	// Peek returns what a decision of cost 0 at now would (see
+	// sluice.Peeker): Allowed unless the state is over lim, Remaining and
+	// ResetAfter as a Take at now would report them, RetryAfter zero when
+	// Allowed. It never changes the state.
+	Peek(now int64, lim sluice.Limit) sluice.Result
 	// Expires returns the instant from which the state is indistinguishable
 	// from a fresh key's.
 	Expires() int64

@@ -55,6 +55,13 @@ func (s *TokenBucket) TakeInterval(now int64, lim sluice.Limit, t int64, cost in
 	return res
 }
 
+// Peek reports the bucket at now without spending: ResetAfter is the time
+// until it is full, 0 for a full bucket.
+func (s *TokenBucket) Peek(now int64, lim sluice.Limit) sluice.Result {
+	c := *s // a value with no heap: Take of cost 0 on a copy changes nothing here
+	return c.Take(now, lim, 0)
+}
+
 // Refund gives cost units back at now, never beyond a full bucket.
 func (s *TokenBucket) Refund(now int64, lim sluice.Limit, cost int) {
 	s.TAT -= int64(cost) * Interval(lim)

@@ -154,7 +154,7 @@ func (o *listenerOptions) httpServer(h http.Handler) *http.Server {
 func (o *listenerOptions) grpcOptions() []grpc.ServerOption {
 	return []grpc.ServerOption{
 		grpc.InTapHandle(callDeadline(o.grpcRequest)),
-		grpc.StreamInterceptor(watchRequestDeadline),
+		grpc.ChainStreamInterceptor(watchRequestDeadline), // chained: other options may add their own
 		grpc.ConnectionTimeout(o.grpcHandshake),
 		grpc.KeepaliveParams(keepalive.ServerParameters{
 			MaxConnectionIdle:     o.grpcIdle,

@@ -131,6 +131,7 @@ type shard struct {
 var (
 	_ sluice.Limiter  = (*Store)(nil)
 	_ sluice.Refunder = (*Store)(nil)
+	_ sluice.Peeker   = (*Store)(nil)
 )
 
 // New returns a Store configured by cfg and starts its janitor. Call Close
@@ -278,6 +279,25 @@ func (sh *shard) decide(now int64, h uint64, key string, lim sluice.Limit, cost 
 	default: // an algorithm sluice knows and this store does not
 		return sluice.Result{}, errNoTable(lim.Algorithm)
 	}
+}
+
+// Peek returns key's state under lim now without spending (see
+// sluice.Peeker): it creates no key, refreshes no expiry and allocates
+// nothing. A key the store does not hold, never used or swept or evicted,
+// peeks as fresh. The error is only for bad input.
+func (s *Store) Peek(_ context.Context, key string, lim sluice.Limit) (sluice.Result, error) {
+	if err := sluice.CheckPeek(key, lim); err != nil {
+		return sluice.Result{}, err
+	}
+	now := s.now()
+	h := maphash.String(s.seed, key)
+	sh := &s.shards[h>>s.shift]
+	if int(lim.Algorithm) >= len(sh.tables) { // tables never change after New
+		return sluice.Result{}, errNoTable(lim.Algorithm)
+	}
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	return sh.tables[lim.Algorithm].peek(h, key, now, lim), nil
 }
 
 // RefundN gives cost units back to key's allowance under lim, never beyond a

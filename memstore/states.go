@@ -14,6 +14,9 @@ type states interface {
 	// prepare returns the constant decide passes to TakePrepared for lim (see
 	// algorithm.Decider's Prepare).
 	prepare(lim sluice.Limit) int64
+	// peek returns key's state at now without changing it, or a fresh
+	// key's if the table does not hold it (see sluice.Peeker).
+	peek(h uint64, key string, now int64, lim sluice.Limit) sluice.Result
 	// refund gives cost units back to key, if the table holds it.
 	refund(h uint64, key string, now int64, lim sluice.Limit, cost int)
 	// sweep drops the keys that are fresh at now and returns how many.
@@ -30,8 +33,13 @@ type states interface {
 	counts() *tableBytes
 }
 
-// stateTable is the table of the algorithm whose state is S.
-type stateTable[S any, P algorithm.State[S]] struct{ table[S] }
+// stateTable is the table of the algorithm whose state is S. fresh stays
+// the zero state, a fresh key for peek to read (Peek writes nothing), so
+// that a peek at a key the table does not hold allocates nothing.
+type stateTable[S any, P algorithm.State[S]] struct {
+	table[S]
+	fresh S
+}
 
 // init makes t an empty table and returns it.
 func (t *stateTable[S, P]) init(seed maphash.Seed) states {
@@ -43,6 +51,14 @@ func (t *stateTable[S, P]) init(seed maphash.Seed) states {
 func (t *stateTable[S, P]) counts() *tableBytes { return &t.tableBytes }
 
 func (*stateTable[S, P]) prepare(lim sluice.Limit) int64 { return P(nil).Prepare(lim) }
+
+func (t *stateTable[S, P]) peek(h uint64, key string, now int64, lim sluice.Limit) sluice.Result {
+	st := t.get(h, key)
+	if st == nil {
+		st = &t.fresh
+	}
+	return P(st).Peek(now, lim)
+}
 
 func (t *stateTable[S, P]) refund(h uint64, key string, now int64, lim sluice.Limit, cost int) {
 	if st := P(t.get(h, key)); st != nil {

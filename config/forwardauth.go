@@ -390,6 +390,11 @@ func (p *parser) authEntry(n *yaml.Node) (AuthEntry, error) {
 		return e, p.errf(firstOf(headerNode, n), "forward_auth entry %q is from: header but names no header (header: X-...)", e.Key)
 	case e.From == FromHeader && !validHeaderName(e.Header):
 		return e, p.errf(headerNode, "header %q is not a valid header name", e.Header)
+	case e.From == FromHeader && strings.EqualFold(e.Header, "Host"):
+		// net/http moves it out of the headers: never a value, never a limit.
+		return e, p.errf(headerNode, "header %q is never among the forwarded request's headers (the host is not a header to the server): write from: host, which reads X-Forwarded-Host", e.Header)
+	case e.From == FromHeader && strings.EqualFold(e.Header, "Transfer-Encoding"):
+		return e, p.errf(headerNode, "header %q is never among the forwarded request's headers (the server consumes it)", e.Header)
 	case e.From != FromHeader && headerNode != nil:
 		return e, p.errf(headerNode, "header applies only to from: header, not from: %v", e.From)
 	case e.From == FromLiteral && (valueNode == nil || e.Value == ""):

@@ -216,6 +216,7 @@ func RunWith(t *testing.T, newStore NewStore, opts Options) {
 	t.Run("keys-independent", func(t *testing.T) { RunKeysIndependent(t, newStore) })
 	t.Run("concurrent-one-key", func(t *testing.T) { runConcurrent(t, newStore, 64, opts.HidesUnits) })
 	t.Run("refund", func(t *testing.T) { RunRefund(t, newStore) })
+	t.Run("peek", func(t *testing.T) { RunPeek(t, newStore) })
 }
 
 // RunSteps runs every case of Cases.
@@ -442,6 +443,76 @@ func RunRefund(t *testing.T, newStore NewStore) {
 			if r := allow(t, store, key, lim, 1); r.Allowed {
 				t.Errorf("refunds raised the key above a fresh key's allowance")
 			}
+		})
+	}
+}
+
+// RunPeek checks, for limiters that implement sluice.Peeker, that a peek
+// reads a key's state without spending it, for every algorithm: a fresh key
+// peeks allowed with its capacity; after 2 hits on a 7/minute key a peek
+// reports remaining 5 and the same ResetAfter as the last hit, twice; a key
+// spent to its limit, and then denied, peeks allowed with remaining 0 and
+// the last decision's reset (a check at the limit is not over it); and the
+// decisions that follow are those of a twin key never peeked at.
+func RunPeek(t *testing.T, newStore NewStore) {
+	for _, lim := range allAlgorithms(7) {
+		t.Run(lim.Algorithm.String(), func(t *testing.T) {
+			clock := clocktest.New()
+			store := newStore(t, clock)
+			pk, ok := store.(sluice.Peeker)
+			if !ok {
+				t.Skip("store does not implement sluice.Peeker")
+			}
+			peeked, twin := keyOf(t)+":peeked", keyOf(t)+":twin"
+			peek := func(when string) sluice.Result {
+				t.Helper()
+				r, err := pk.Peek(context.Background(), peeked, lim)
+				if err != nil {
+					t.Fatalf("Peek %s: %v", when, err)
+				}
+				if again, err := pk.Peek(context.Background(), peeked, lim); err != nil || again != r {
+					t.Fatalf("Peek %s = %s, then %s, %v", when, show(r), show(again), err)
+				}
+				return r
+			}
+			both := func(cost int) sluice.Result {
+				t.Helper()
+				a, b := allow(t, store, peeked, lim, cost), allow(t, store, twin, lim, cost)
+				if a != b {
+					t.Fatalf("AllowN(%d) = %s on the key peeked at, %s on its twin", cost, show(a), show(b))
+				}
+				return a
+			}
+			if r := peek("of a fresh key"); !r.Allowed || r.Remaining != 7 || r.RetryAfter != 0 {
+				t.Errorf("Peek of a fresh key = %s, want allowed, remaining 7", show(r))
+			}
+			clock.Advance(10 * time.Second)
+			both(1)
+			last := both(1)
+			want := sluice.Result{Allowed: true, Remaining: 5, ResetAfter: last.ResetAfter}
+			if r := peek("after 2 hits"); r != want {
+				t.Errorf("Peek after 2 hits = %s, want %s", show(r), show(want))
+			}
+			clock.Advance(time.Second)
+			both(1)
+			last = both(4)
+			if !last.Allowed || last.Remaining != 0 {
+				t.Fatalf("AllowN(4) after 3 hits = %s, want allowed, remaining 0", show(last))
+			}
+			want = sluice.Result{Allowed: true, ResetAfter: last.ResetAfter}
+			if r := peek("at the limit"); r != want {
+				t.Errorf("Peek at the limit = %s, want %s", show(r), show(want))
+			}
+			denied := both(1)
+			if denied.Allowed {
+				t.Fatalf("AllowN(1) over the limit = %s, want denied", show(denied))
+			}
+			want = sluice.Result{Allowed: true, ResetAfter: denied.ResetAfter}
+			if r := peek("after a denial"); r != want {
+				t.Errorf("Peek after a denial = %s, want %s", show(r), show(want))
+			}
+			clock.Advance(2 * time.Minute)
+			both(3)
 		})
 	}
 }

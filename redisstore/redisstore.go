@@ -108,6 +108,7 @@ var (
 	_ sluice.Limiter        = (*Store)(nil)
 	_ sluice.Refunder       = (*Store)(nil)
 	_ sluice.LimitValidator = (*Store)(nil)
+	_ sluice.Peeker         = (*Store)(nil)
 )
 
 // New connects to Redis as cfg says and returns a Store. An unreachable
@@ -196,12 +197,28 @@ func (s *Store) RefundN(ctx context.Context, key string, lim sluice.Limit, cost 
 	return err
 }
 
+// Peek returns key's state under lim at the server's time without spending
+// (see sluice.Peeker), in one round trip: the algorithm's script in its
+// read-only mode, which writes nothing, so a key never used stays absent.
+// The error is for bad input and for Redis failing.
+func (s *Store) Peek(ctx context.Context, key string, lim sluice.Limit) (sluice.Result, error) {
+	if err := sluice.CheckPeek(key, lim); err != nil {
+		return sluice.Result{}, err
+	}
+	return s.exec(ctx, "peek", key, lim, 0)
+}
+
 // run checks its input and runs lim's script in mode, "take" or "refund",
 // with one EVALSHA.
 func (s *Store) run(ctx context.Context, mode, key string, lim sluice.Limit, cost int) (sluice.Result, error) {
 	if err := sluice.Check(key, lim, cost); err != nil {
 		return sluice.Result{}, err
 	}
+	return s.exec(ctx, mode, key, lim, cost)
+}
+
+// exec runs lim's script in mode with cost, input already checked.
+func (s *Store) exec(ctx context.Context, mode, key string, lim sluice.Limit, cost int) (sluice.Result, error) {
 	params, err := s.params(lim)
 	if err != nil {
 		return sluice.Result{}, err

@@ -1,7 +1,7 @@
 -- fixed_window.lua: a counter per epoch-aligned window.
 --
 -- KEYS[1]  a hash: e = end of the counted window (microseconds), n = count
--- ARGV[1]  mode: "take" or "refund"          (see prelude.lua)
+-- ARGV[1]  mode: "take", "refund" or "peek" (see prelude.lua)
 -- ARGV[2]  now in microseconds, or ""         (see prelude.lua)
 -- ARGV[3]  period P in microseconds
 -- ARGV[4]  rate: units per window
@@ -36,6 +36,8 @@ if c > rate - n then
   return {0, math.max(rate - n, 0), e - now, e - now}
 end
 n = n + c
-redis.call('HSET', KEYS[1], 'e', int(e), 'n', int(n))
-expire(KEYS[1], e - now)
+if write then
+  redis.call('HSET', KEYS[1], 'e', int(e), 'n', int(n))
+  expire(KEYS[1], e - now)
+end
 return {1, rate - n, 0, e - now}

@@ -5,7 +5,7 @@
 -- KEYS[1]  a hash: x = excess in milli-requests after the last admitted
 --          request, l = its time in Unix milliseconds, u = the instant in
 --          microseconds at which the bucket has drained empty
--- ARGV[1]  mode: "take" or "refund"          (see prelude.lua)
+-- ARGV[1]  mode: "take", "refund" or "peek" (see prelude.lua)
 -- ARGV[2]  now in microseconds, or ""         (see prelude.lua)
 -- ARGV[3]  rate in milli-requests per second, truncated as NGINX does
 -- ARGV[4]  burst: requests admitted back to back (NGINX's burst + 1)
@@ -46,8 +46,10 @@ end
 
 local function save()
   untl = (last + math.ceil((x + 1000) * 1000 / rate)) * 1000
-  redis.call('HSET', KEYS[1], 'x', int(x), 'l', int(last), 'u', int(untl))
-  expire(KEYS[1], untl - now)
+  if write then
+    redis.call('HSET', KEYS[1], 'x', int(x), 'l', int(last), 'u', int(untl))
+    expire(KEYS[1], untl - now)
+  end
 end
 
 if mode == 'refund' then
@@ -79,4 +81,5 @@ if ms ~= 0 then
   last = nowMs
 end
 save()
-return {1, math.floor((burst - excess) / 1000), 0, untl - now}
+-- (A peek at an empty bucket has untl at most now.)
+return {1, math.floor((burst - excess) / 1000), 0, math.max(untl - now, 0)}

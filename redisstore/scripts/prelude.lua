@@ -1,6 +1,9 @@
 -- prelude.lua: prepended to every script of this folder before it is loaded.
 --
--- ARGV[1] is the mode: "take" decides a request, "refund" gives units back.
+-- ARGV[1] is the mode: "take" decides a request, "refund" gives units back,
+-- "peek" answers as "take" would for a cost of 0 (the cost ARGV the Go side
+-- sends then) and writes nothing: no key is created, changed, deleted or
+-- given a new expiry (see sluice.Peeker).
 -- ARGV[2] is the instant in microseconds since the Unix epoch. Production
 -- always sends "" so that the script reads the store's own clock (TIME);
 -- only the test suite sends an instant, to control time.
@@ -11,6 +14,7 @@
 -- written as differences, and the Go side refuses, through ValidateLimit,
 -- the few limits that would still need more.
 local mode = ARGV[1]
+local write = mode ~= 'peek' -- every write below is skipped on a peek
 local now
 if ARGV[2] ~= '' then
   now = tonumber(ARGV[2])
@@ -27,6 +31,9 @@ end
 -- expire sets the key's time to live to us microseconds, rounded up to
 -- milliseconds, or deletes it when nothing is left to remember.
 local function expire(key, us)
+  if not write then
+    return
+  end
   if us <= 0 then
     redis.call('DEL', key)
   else

@@ -8,7 +8,7 @@
 --          entries oldest first, instants in microseconds and strictly
 --          increasing (an entry's instant is the latest of its units'); at
 --          most ARGV[7] entries
--- ARGV[1]  mode: "take" or "refund"          (see prelude.lua)
+-- ARGV[1]  mode: "take", "refund" or "peek" (see prelude.lua)
 -- ARGV[2]  now in microseconds, or ""         (see prelude.lua)
 -- ARGV[3]  period P in microseconds
 -- ARGV[4]  rate: units per period
@@ -55,6 +55,9 @@ local live = (#log - 1) / 2
 -- save writes the log, to expire when the newest entry leaves the window,
 -- or deletes the key when no entry is left.
 local function save()
+  if not write then
+    return
+  end
   if #log < 3 then
     redis.call('DEL', key)
     return
@@ -94,6 +97,13 @@ if cost > rate - sum then
     save()
   end
   return {0, math.max(rate - sum, 0), log[i] + P - now, log[#log - 1] + P - now}
+end
+
+if mode == 'peek' then -- within the limit: nothing to log
+  if live == 0 then
+    return {1, rate, 0, 0}
+  end
+  return {1, rate - sum, 0, log[#log - 1] + P - now}
 end
 
 -- math.fmod is exact on integers below 2^53, where % (a − floor(a/b)·b)

@@ -2,7 +2,7 @@
 --
 -- KEYS[1]  a hash: s = start of the current window (microseconds),
 --          p = units in the previous window, c = units in the current one
--- ARGV[1]  mode: "take" or "refund"          (see prelude.lua)
+-- ARGV[1]  mode: "take", "refund" or "peek" (see prelude.lua)
 -- ARGV[2]  now in microseconds, or ""         (see prelude.lua)
 -- ARGV[3]  period P in microseconds
 -- ARGV[4]  rate: units per period
@@ -39,7 +39,8 @@ local function save()
   elseif prev > 0 then
     untl = start + P
   end
-  if untl <= now then
+  if not write then -- a peek: the reset only
+  elseif untl <= now then
     redis.call('DEL', KEYS[1])
   else
     redis.call('HSET', KEYS[1], 's', int(start), 'p', int(prev), 'c', int(curr))

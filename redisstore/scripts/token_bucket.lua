@@ -2,7 +2,7 @@
 --
 -- KEYS[1]  the key's theoretical arrival time (TAT): "<µs>" or "<µs>.<nnn>",
 --          microseconds since the epoch and, if any, nanoseconds beyond them
--- ARGV[1]  mode: "take" or "refund"          (see prelude.lua)
+-- ARGV[1]  mode: "take", "refund" or "peek" (see prelude.lua)
 -- ARGV[2]  now in microseconds, or ""         (see prelude.lua)
 -- ARGV[3]  emission interval T, in the unit ARGV[6] names
 -- ARGV[4]  burst B
@@ -57,6 +57,9 @@ end
 -- save stores TAT = now + x, x > 0 in the unit of T, to expire when the
 -- bucket is full again, or deletes the key when x ≤ 0.
 local function save(x)
+  if not write then
+    return
+  end
   if x <= 0 then
     redis.call('DEL', KEYS[1])
     return

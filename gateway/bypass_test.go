@@ -204,3 +204,28 @@ routes: [{name: all, match: /, limits: [l]}]
 		}
 	}
 }
+
+// A client's X-Real-IP (what NGINX set with proxy_set_header X-Real-IP
+// $remote_addr, and what applications behind it read) reaches the upstream
+// only from a trusted proxy, as X-Forwarded-For does: from anyone else it
+// is dropped, so that no client names its own address to an application
+// that moved from behind NGINX.
+func TestUntrustedXRealIPDropped(t *testing.T) {
+	for _, trusted := range []bool{false, true} {
+		up := newUpstream(t)
+		cfg := direct(t, up)
+		if trusted {
+			pfx, _ := clientip.ParsePrefixes("192.0.2.0/24")
+			cfg.TrustedProxies = &clientip.Resolver{TrustedProxies: pfx}
+		}
+		g := newGateway(t, cfg)
+		r := httptest.NewRequest("GET", "/x", nil) // from 192.0.2.1
+		r.Header.Set("X-Real-IP", "203.0.113.66")
+		w := httptest.NewRecorder()
+		g.ServeHTTP(w, r)
+		got := up.headers[0].Get("X-Real-IP")
+		if want := map[bool]string{false: "", true: "203.0.113.66"}[trusted]; got != want {
+			t.Errorf("trusted=%v: X-Real-IP %q, want %q", trusted, got, want)
+		}
+	}
+}

@@ -479,6 +479,11 @@ func (g *Gateway) forwarder(st *state, u Upstream, route string) http.Handler {
 			// Keep the client's X-Forwarded-For only from a trusted proxy;
 			// SetXForwarded then appends the peer.
 			fromProxy := trusted.TrustsPeer(pr.In) // as the ip key decides
+			if !fromProxy {
+				// NGINX's X-Real-IP, which applications behind it read,
+				// is a trusted proxy's to tell, as X-Forwarded-For.
+				delete(pr.Out.Header, "X-Real-Ip")
+			}
 			if fromProxy {
 				if v := pr.In.Header.Values("X-Forwarded-For"); len(v) > 0 {
 					pr.Out.Header["X-Forwarded-For"] = v

@@ -44,6 +44,7 @@ var (
 	_ sluice.Limiter        = (*lazyStore)(nil)
 	_ sluice.Refunder       = (*lazyStore)(nil)
 	_ sluice.LimitValidator = (*lazyStore)(nil)
+	_ sluice.Peeker         = (*lazyStore)(nil)
 )
 
 // ValidateLimit is redisstore.ValidateLimit, connected or not.
@@ -123,6 +124,14 @@ func (l *lazyStore) Allow(ctx context.Context, key string, lim sluice.Limit) (sl
 func (l *lazyStore) AllowN(ctx context.Context, key string, lim sluice.Limit, cost int) (sluice.Result, error) {
 	if s := l.store.Load(); s != nil {
 		return s.AllowN(ctx, key, lim, cost)
+	}
+	return sluice.Result{}, l.notConnected()
+}
+
+// Peek reads the key on Redis, or fails while it has never answered.
+func (l *lazyStore) Peek(ctx context.Context, key string, lim sluice.Limit) (sluice.Result, error) {
+	if s := l.store.Load(); s != nil {
+		return s.Peek(ctx, key, lim)
 	}
 	return sluice.Result{}, l.notConnected()
 }

@@ -63,13 +63,18 @@
 //
 // envoyproxy/ratelimit answers a cost of 0 with INCRBY 0: the counter is
 // read, not changed, and the answer is OVER_LIMIT only if the counter is
-// already above the limit. Sluice's stores never let a key go above its
-// limit (a denied request spends nothing), so that answer would always be
-// OK; and they cannot be read without spending. A check-only descriptor is
-// therefore answered without the store: OK (OVER_LIMIT for a blocking
-// rule), current_limit set, limit_remaining the limit's capacity (an upper
-// bound: the true value is unknown), duration_until_reset unset. It never
-// chooses the response headers. A descriptor with is_negative_hits gives
+// already above the limit. Sluice reads the key the same way, through
+// sluice.Peeker (every store and wrapper of this module is one), and spends
+// nothing: limit_remaining is the key's remaining now, duration_until_reset
+// its real reset (for a fixed window, the end of the window), and the code
+// OK unless the key is over its limit (a limit lowered since it was spent;
+// a denied request spends nothing in Sluice, so a key at its limit checks
+// OK with remaining 0, as envoyproxy/ratelimit's check at the limit does).
+// A store failure is a decision's: the rule's failure mode answers. With a
+// Limiter that cannot peek, a check-only descriptor is answered without the
+// store: OK (OVER_LIMIT for a blocking rule), current_limit set,
+// limit_remaining the limit's capacity, duration_until_reset unset. A check
+// never chooses the response headers. A descriptor with is_negative_hits gives
 // its cost back through sluice.Refunder, when the Limiter implements it,
 // and is otherwise answered like a check.
 //

@@ -738,6 +738,15 @@ func (s *Service) decide(ctx context.Context, domain string, i int, p *plan, sp 
 		return s.finish(o, sp), nil
 	}
 	if p.check {
+		if p.cost == 0 { // a check only: the key read without spending (peek.go)
+			res, ok, err := s.peek(ctx, domain, i, p)
+			if err != nil {
+				return o, s.storeError(ctx, i, p, err)
+			}
+			if ok {
+				return s.peeked(o, sp, res), nil
+			}
+		}
 		if p.refund && p.cost > 0 && capacity >= 1 {
 			c := int(min(p.cost, uint64(capacity)))
 			key := StoreKey(s.prefix, domain, p.entries)

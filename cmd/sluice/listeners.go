@@ -4,14 +4,12 @@ import (
 	"context"
 	"flag"
 	"fmt"
-	"net"
 	"net/http"
 	"os"
 	"strconv"
 	"strings"
 	"time"
 
-	"golang.org/x/net/netutil"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/keepalive"
 	"google.golang.org/grpc/tap"
@@ -99,7 +97,7 @@ func (o *listenerOptions) flags(fs *flag.FlagSet, errs *envErrs) {
 	fs.DurationVar(&o.idle, "http-idle-timeout", errs.duration("HTTP_IDLE_TIMEOUT", 75*time.Second),
 		"HTTP: how long an idle keep-alive connection is kept (NGINX keepalive_timeout)")
 	fs.IntVar(&o.httpMaxConns, "http-max-conns", errs.int("HTTP_MAX_CONNECTIONS", 0),
-		"HTTP: open connections at most, more wait to be accepted; 0: 40% of the open-file limit, negative: no cap")
+		"HTTP: open connections at most: at the cap the one idle longest gives way to a new one, else it waits; 0: 40% of the open-file limit, negative: no cap")
 	fs.DurationVar(&o.grpcIdle, "grpc-idle-timeout", errs.duration("GRPC_MAX_CONNECTION_IDLE", 3*time.Minute),
 		"gRPC: a connection without calls for this long is closed with GOAWAY (NGINX http2_idle_timeout)")
 	fs.DurationVar(&o.grpcHandshake, "grpc-handshake-timeout", errs.duration("GRPC_CONNECTION_TIMEOUT", 10*time.Second),
@@ -226,30 +224,4 @@ func (s *stopOnRecv) RecvMsg(m any) error {
 		s.t.Stop()
 	}
 	return err
-}
-
-// limit caps ln at n open connections (see listenerOptions): at the cap,
-// Accept waits for one to close, and new clients wait in the kernel's
-// backlog instead of taking file descriptors the other listener, the store
-// and the config reader need.
-func limit(ln net.Listener, n int) net.Listener {
-	if n == 0 {
-		n = defaultMaxConns()
-	}
-	if n < 0 {
-		return ln
-	}
-	return netutil.LimitListener(ln, n)
-}
-
-// defaultMaxConns is a listener's default connection cap: 40% of the
-// process's open-file limit (so that the two listeners together leave a
-// fifth of it for everything else), at least 16; -1 (no cap) when the
-// limit is not known.
-func defaultMaxConns() int {
-	n := openFileLimit()
-	if n <= 0 {
-		return -1
-	}
-	return int(max(n*2/5, 16))
 }

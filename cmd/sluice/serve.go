@@ -499,8 +499,14 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	gs := grpc.NewServer(append(service.GRPCServerOptions(), o.listen.grpcOptions()...)...)
 	svc.RegisterGRPC(gs)
 	errc := make(chan error, 2)
-	go func() { errc <- hs.Serve(limit(httpLn, o.listen.httpMaxConns)) }()
-	go func() { errc <- gs.Serve(limit(grpcLn, o.listen.grpcMaxConns)) }()
+	// Each listener holds at most its share of the file descriptors; at
+	// the HTTP cap, an idle keep-alive connection gives its place to a new
+	// client (see capConns).
+	httpCapped, httpConnState := capConns(httpLn, o.listen.httpMaxConns)
+	hs.ConnState = httpConnState
+	grpcCapped, _ := capConns(grpcLn, o.listen.grpcMaxConns)
+	go func() { errc <- hs.Serve(httpCapped) }()
+	go func() { errc <- gs.Serve(grpcCapped) }()
 
 	// And on file change, with the watches in place before the addresses
 	// are printed too.

@@ -9,7 +9,9 @@ import (
 
 // capConns caps the open connections of ln at n (0: defaultMaxConns,
 // negative: no cap) and returns the listener and the http.Server
-// ConnState hook that tells it which connections are idle.
+// ConnState hook that tells it which connections are idle. It is the one
+// connection cap of every listener: sluice proxy's -max-conns, sluice
+// serve's -http-max-conns and -grpc-max-conns.
 //
 // At the cap, a new connection does not wait for a connection to close by
 // itself, which an idle keep-alive connection does only after the
@@ -19,7 +21,9 @@ import (
 // leave them idle cannot hold the proxy, and when every connection is busy
 // (a request being read, served or answered) the new one waits, accepted
 // but unread, until one closes. At most one connection beyond n is open,
-// the one waiting.
+// the one waiting. A server that never calls the hook (gRPC's, whose
+// connections without calls its idle timeout closes) has no idle
+// connections to give way: a new connection waits for one to close.
 func capConns(ln net.Listener, n int) (net.Listener, func(net.Conn, http.ConnState)) {
 	if n == 0 {
 		n = defaultMaxConns()
@@ -138,4 +142,16 @@ func (c *drainConn) Close() error {
 		<-c.l.places
 	})
 	return err
+}
+
+// defaultMaxConns is a listener's default connection cap: 40% of the
+// process's open-file limit (so that the two listeners together leave a
+// fifth of it for everything else), at least 16; -1 (no cap) when the
+// limit is not known.
+func defaultMaxConns() int {
+	n := openFileLimit()
+	if n <= 0 {
+		return -1
+	}
+	return int(max(n*2/5, 16))
 }

@@ -286,17 +286,24 @@ func (sh *shard) decide(now int64, h uint64, key string, lim sluice.Limit, cost 
 // nothing. A key the store does not hold, never used or swept or evicted,
 // peeks as fresh. The error is only for bad input.
 func (s *Store) Peek(_ context.Context, key string, lim sluice.Limit) (sluice.Result, error) {
-	if err := sluice.CheckPeek(key, lim); err != nil {
-		return sluice.Result{}, err
+	if len(key) == 0 || len(key) > sluice.MaxKeyLen {
+		return sluice.Result{}, sluice.CheckPeek(key, lim)
 	}
 	now := s.now()
 	h := maphash.String(s.seed, key)
 	sh := &s.shards[h>>s.shift]
-	if int(lim.Algorithm) >= len(sh.tables) { // tables never change after New
-		return sluice.Result{}, errNoTable(lim.Algorithm)
-	}
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
+	if !sh.valid || lim != sh.lim { // as decide: a limit seen last is valid
+		if err := lim.Validate(); err != nil {
+			return sluice.Result{}, err
+		}
+		if int(lim.Algorithm) >= len(sh.tables) {
+			return sluice.Result{}, errNoTable(lim.Algorithm)
+		}
+		sh.lim, sh.valid = lim, true
+		sh.derived = sh.tables[lim.Algorithm].prepare(lim)
+	}
 	return sh.tables[lim.Algorithm].peek(h, key, now, lim), nil
 }
 

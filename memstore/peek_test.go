@@ -2,6 +2,7 @@ package memstore_test
 
 import (
 	"context"
+	"errors"
 	"testing"
 	"time"
 
@@ -53,8 +54,11 @@ func TestPeekCreatesNoKey(t *testing.T) {
 	if n := s.Len(); n != 0 {
 		t.Fatalf("after 100 peeks at unused keys the store holds %d keys, want 0", n)
 	}
-	if _, err := s.Peek(ctx, "", lim); err == nil {
-		t.Fatal("Peek with an empty key: no error")
+	if _, err := s.Peek(ctx, "", lim); !errors.Is(err, sluice.ErrInvalidKey) {
+		t.Fatalf("Peek with an empty key: %v, want ErrInvalidKey", err)
+	}
+	if _, err := s.Peek(ctx, "k", sluice.Limit{Algorithm: sluice.FixedWindow, Period: time.Minute}); !errors.Is(err, sluice.ErrInvalidLimit) {
+		t.Fatalf("Peek with rate 0: %v, want ErrInvalidLimit", err)
 	}
 }
 

@@ -1,12 +1,16 @@
 package service_test
 
 import (
+	"context"
+	"fmt"
 	"testing"
 	"time"
 
 	pb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 
+	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/config"
+	"github.com/sluicehq/sluice/failsafe"
 	"github.com/sluicehq/sluice/internal/clocktest"
 	"github.com/sluicehq/sluice/memstore"
 	"github.com/sluicehq/sluice/service"
@@ -53,5 +57,56 @@ func TestCheckOnlyDescriptorReadsTheKey(t *testing.T) {
 				t.Errorf("check at the limit: %s, want %s", got, want)
 			}
 		})
+	}
+}
+
+// flakyPeeker is a flaky store that can peek: down, its peeks fail too.
+type flakyPeeker struct {
+	*flaky
+	mem *memstore.Store
+}
+
+func (f flakyPeeker) Peek(ctx context.Context, key string, lim sluice.Limit) (sluice.Result, error) {
+	f.calls.Add(1)
+	if f.down.Load() {
+		return sluice.Result{}, errDown
+	}
+	return f.mem.Peek(ctx, key, lim)
+}
+
+// TestCheckOnlyDescriptorFailureModes: while the store fails, a check-only
+// descriptor is answered by its rule's failure mode, as a hit is: open OK
+// with the whole limit, closed OVER_LIMIT (and a store error counted), local
+// the local store's share (10/s over 2 nodes: 5).
+func TestCheckOnlyDescriptorFailureModes(t *testing.T) {
+	clock := clocktest.At(time.Unix(t0, 0))
+	mem := memstore.New(memstore.Config{Clock: clock, SweepInterval: -1})
+	t.Cleanup(func() { mem.Close() })
+	store := flakyPeeker{&flaky{Limiter: mem}, mem}
+	p := service.FailurePolicy{Mode: failsafe.Open, Nodes: 2, Threshold: 1000, Clock: clock, Local: newLocal(t, clock)}
+	h := start(t, t0, service.Config{Rules: modeRules(10, config.Second), Limiter: store, Failure: &p})
+	check := func(key string) string {
+		t.Helper()
+		resp, err := h.svc.ShouldRateLimit(context.Background(), request("d", 0, withHits(desc(key, "x"), 0)))
+		if err != nil {
+			t.Fatalf("check %s: %v", key, err)
+		}
+		st := resp.GetStatuses()[0]
+		return fmt.Sprintf("%v %d", st.GetCode(), st.GetLimitRemaining())
+	}
+	for range 3 {
+		h.svc.ShouldRateLimit(context.Background(), request("d", 1, desc("open", "x")))
+	}
+	if got, want := check("open"), "OK 7"; got != want {
+		t.Errorf("check after 3 hits, store up: %s, want %s", got, want)
+	}
+	store.down.Store(true)
+	for key, want := range map[string]string{"open": "OK 10", "closed": "OVER_LIMIT 0", "local": "OK 5", "default": "OK 10"} {
+		if got := check(key); got != want {
+			t.Errorf("check of the %s rule, store down: %s, want %s", key, got, want)
+		}
+	}
+	if got := counter(t, h, "sluice_rls_store_errors_total", "d.closed"); got != 1 {
+		t.Errorf("store errors of d.closed = %v, want 1", got)
 	}
 }

@@ -160,9 +160,9 @@ func TestAppendStatuses(t *testing.T) {
 	}
 }
 
-// TestA3 is the rejection of standards case A3: 429 with Retry-After no
+// TestRejectionRetryAfterNotBeforeResetWithProblemBody is the rejection of standards case A3: 429 with Retry-After no
 // earlier than t, RateLimit, and the problem body.
-func TestA3(t *testing.T) {
+func TestRejectionRetryAfterNotBeforeResetWithProblemBody(t *testing.T) {
 	st := Status{Name: "default", Remaining: 0, Reset: 30 * time.Second}
 	if got, want := string(AppendStatuses(nil, st)), `"default";r=0;t=30`; got != want {
 		t.Errorf("RateLimit = %s, want %s", got, want)
@@ -192,8 +192,8 @@ func TestA3(t *testing.T) {
 	}
 }
 
-// TestA9 is standards case A9: a zero or sub-second window is rejected.
-func TestA9(t *testing.T) {
+// TestPolicyWindowUnderOneSecondRejected is standards case A9: a zero or sub-second window is rejected.
+func TestPolicyWindowUnderOneSecondRejected(t *testing.T) {
 	for _, w := range []time.Duration{0, 500 * time.Millisecond, 1500 * time.Millisecond, -time.Second} {
 		if err := (Policy{Name: "p", Quota: 1, Window: w}).Validate(); err == nil {
 			t.Errorf("Validate accepts window %v", w)
@@ -206,11 +206,11 @@ func TestA9(t *testing.T) {
 	}
 }
 
-// TestA10 documents the choice for standards case A10 at this layer: the
+// TestZeroRemainingSerializesAsValidField documents the choice for standards case A10 at this layer: the
 // serializer writes r=0 whatever the response status, and the result is a
 // valid field. Whether a 3xx carries RateLimit at all is the middleware's
 // decision (package httplimit), not the wire format's.
-func TestA10(t *testing.T) {
+func TestZeroRemainingSerializesAsValidField(t *testing.T) {
 	got := string(AppendStatuses(nil, Status{Name: "default", Remaining: 0, Reset: 30 * time.Second}))
 	checkItem(t, httpsfvList(t, got), 0, "default", "r", int64(0), "t", int64(30))
 }
@@ -347,10 +347,10 @@ func TestParsePolicies(t *testing.T) {
 	}
 }
 
-// TestB27 is standards case B27 at this layer: both fields parse, and the
+// TestRetryAfterAndRateLimitBothParse is standards case B27 at this layer: both fields parse, and the
 // Retry-After delay (20 s) is what the client obeys over t (40 s). The
 // precedence itself is the client's rule; here we check the values it needs.
-func TestB27(t *testing.T) {
+func TestRetryAfterAndRateLimitBothParse(t *testing.T) {
 	now := time.Unix(1700000000, 0)
 	ra, ok := ParseRetryAfter("20", now)
 	ss, err := ParseStatuses([]string{`"d";r=15;t=40`})

@@ -14,10 +14,11 @@ import (
 	"github.com/sluicehq/sluice/service"
 )
 
-// D43: with the over-limit cache in front of the store (sluice serve
-// -local-cache), a key known to be over its limit is answered OVER_LIMIT
-// for the rest of the window without a call to the store.
-func TestD43OverLimitCache(t *testing.T) {
+// TestOverLimitCacheAnswersWithoutStoreUntilWindowEnds: with the over-limit
+// cache in front of the store (sluice serve -local-cache), a key known to be
+// over its limit is answered OVER_LIMIT for the rest of the window without a
+// call to the store.
+func TestOverLimitCacheAnswersWithoutStoreUntilWindowEnds(t *testing.T) {
 	clock := clocktest.At(time.Unix(t0, 0))
 	mem := memstore.New(memstore.Config{Clock: clock, SweepInterval: -1})
 	defer mem.Close()

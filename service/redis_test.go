@@ -117,7 +117,7 @@ func checkStatus(t *testing.T, what string, st *pb.RateLimitResponse_DescriptorS
 	}
 }
 
-func TestRedisD33BadRequests(t *testing.T) {
+func TestRedisMalformedRequestsRefusedBeforeStore(t *testing.T) {
 	forEachRedis(t, service.Config{Rules: mongo(500, config.Second)}, func(t *testing.T, h *harness, _ func(*pb.RateLimitRequest) *pb.RateLimitResponse) {
 		for _, req := range []*pb.RateLimitRequest{
 			request("", 0, desc("database", "users")),
@@ -140,7 +140,7 @@ func TestRedisD33BadRequests(t *testing.T) {
 	})
 }
 
-func TestRedisD34FixedWindowSecond(t *testing.T) {
+func TestRedisPerSecondRuleFirstHitStatus(t *testing.T) {
 	forEachRedis(t, service.Config{Rules: mongo(500, config.Second)}, func(t *testing.T, h *harness, call func(*pb.RateLimitRequest) *pb.RateLimitResponse) {
 		resp := call(request("mongo_cps", 0, desc("database", "users")))
 		if resp.GetOverallCode() != pb.RateLimitResponse_OK {
@@ -154,9 +154,9 @@ func TestRedisD34FixedWindowSecond(t *testing.T) {
 	})
 }
 
-// TestRedisD34Key checks the key the store writes and that it expires
+// TestRedisStoreKeyExpiresWithinWindow checks the key the store writes and that it expires
 // within the window (the store's own form of envoyproxy/ratelimit's EXPIRE).
-func TestRedisD34Key(t *testing.T) {
+func TestRedisStoreKeyExpiresWithinWindow(t *testing.T) {
 	srv := redistest.Single(t)
 	rs := openRedis(t, "redis://"+srv.Addr)
 	prefix := uniquePrefix(t)
@@ -174,14 +174,14 @@ func TestRedisD34Key(t *testing.T) {
 	}
 }
 
-func TestRedisD35MinuteWindow(t *testing.T) {
+func TestRedisPerMinuteRuleFirstHitStatus(t *testing.T) {
 	forEachRedis(t, service.Config{Rules: mongo(10, config.Minute)}, func(t *testing.T, h *harness, call func(*pb.RateLimitRequest) *pb.RateLimitResponse) {
 		resp := call(request("mongo_cps", 0, desc("database", "users")))
 		checkStatus(t, "first hit", resp.GetStatuses()[0], `OK remaining=9 limit={10 MINUTE ""}`, time.Minute)
 	})
 }
 
-func TestRedisD36OverLimit(t *testing.T) {
+func TestRedisHitOverLimitIsOverLimitWithReset(t *testing.T) {
 	forEachRedis(t, service.Config{Rules: mongo(5, config.Hour)}, func(t *testing.T, h *harness, call func(*pb.RateLimitRequest) *pb.RateLimitResponse) {
 		req := request("mongo_cps", 0, desc("database", "users"))
 		for i := 1; i <= 5; i++ {
@@ -196,7 +196,7 @@ func TestRedisD36OverLimit(t *testing.T) {
 	})
 }
 
-func TestRedisD37ShadowMode(t *testing.T) {
+func TestRedisShadowModeRuleAllowsAndCounts(t *testing.T) {
 	rules := mongo(5, config.Hour)
 	rules.rules[0].rl.ShadowMode = true
 	forEachRedis(t, service.Config{Rules: rules}, func(t *testing.T, h *harness, call func(*pb.RateLimitRequest) *pb.RateLimitResponse) {
@@ -209,7 +209,7 @@ func TestRedisD37ShadowMode(t *testing.T) {
 	})
 }
 
-func TestRedisD38Unlimited(t *testing.T) {
+func TestRedisUnlimitedRuleSkipsStore(t *testing.T) {
 	rules := (&fakeRules{domain: "internal"}).add(&config.RateLimit{FullKey: "internal.ldap", Unlimited: true}, "ldap", "")
 	forEachRedis(t, service.Config{Rules: rules}, func(t *testing.T, h *harness, call func(*pb.RateLimitRequest) *pb.RateLimitResponse) {
 		resp := call(request("internal", 0, desc("ldap", "bob")))
@@ -222,7 +222,7 @@ func TestRedisD38Unlimited(t *testing.T) {
 	})
 }
 
-func TestRedisD39HitsAddend(t *testing.T) {
+func TestRedisHitsAddendCountsAndCheckOnlySpendsNothing(t *testing.T) {
 	forEachRedis(t, service.Config{Rules: mongo(5, config.Hour)}, func(t *testing.T, h *harness, call func(*pb.RateLimitRequest) *pb.RateLimitResponse) {
 		resp := call(request("mongo_cps", 0, desc("database", "users")))
 		checkStatus(t, "request hits_addend 0", resp.GetStatuses()[0], `OK remaining=4 limit={5 HOUR ""}`, time.Hour)
@@ -244,7 +244,7 @@ func TestRedisD39HitsAddend(t *testing.T) {
 	})
 }
 
-func TestRedisD40DepthMismatch(t *testing.T) {
+func TestRedisDescriptorDeeperThanRuleIsUnlimited(t *testing.T) {
 	rules := (&fakeRules{domain: "d"}).add(fixed("d.key_value", 1, config.Second), "key", "value")
 	forEachRedis(t, service.Config{Rules: rules}, func(t *testing.T, h *harness, call func(*pb.RateLimitRequest) *pb.RateLimitResponse) {
 		for i := 0; i < 2; i++ {
@@ -259,7 +259,7 @@ func TestRedisD40DepthMismatch(t *testing.T) {
 	})
 }
 
-func TestRedisD41TwoDescriptors(t *testing.T) {
+func TestRedisOverallCodeIsWorstDescriptorAndHeadersNameIt(t *testing.T) {
 	rules := (&fakeRules{domain: "d"}).
 		add(fixed("d.a", 10, config.Hour), "a", "").
 		add(fixed("d.b", 1, config.Hour), "b", "")
@@ -319,10 +319,10 @@ func TestRedisExactUnderConcurrency(t *testing.T) {
 	})
 }
 
-// TestRedisD42StoreDown kills a Redis server of the test's own under the
+// TestRedisStoreDownAnsweredByFailureMode kills a Redis server of the test's own under the
 // service: without a failure policy the service answers Unavailable (and
 // Envoy's failure_mode_deny decides); with one, each rule's mode answers.
-func TestRedisD42StoreDown(t *testing.T) {
+func TestRedisStoreDownAnsweredByFailureMode(t *testing.T) {
 	srv := redistest.StartServer(t)
 	url := "redis://" + srv.Addr
 	raw := redisHarness(t, url, service.Config{Rules: modeRules(10, config.Hour)})

@@ -27,12 +27,13 @@ import (
 
 const t0 = 1700000000
 
-// mongo is the rule of D34: domain mongo_cps, database=users, 500/s.
+// mongo is envoyproxy/ratelimit's example rule: domain mongo_cps,
+// database=users, rpu per unit.
 func mongo(rpu uint32, unit config.Unit) *fakeRules {
 	return (&fakeRules{domain: "mongo_cps"}).add(fixed("mongo_cps.database_users", rpu, unit), "database", "users")
 }
 
-func TestD33BadRequests(t *testing.T) {
+func TestMalformedRequestsRefusedOnEveryFace(t *testing.T) {
 	cases := []struct {
 		name string
 		req  *pb.RateLimitRequest
@@ -69,7 +70,7 @@ func TestD33BadRequests(t *testing.T) {
 	}
 }
 
-func TestD34FixedWindowSecond(t *testing.T) {
+func TestPerSecondRuleFirstHitStatus(t *testing.T) {
 	forEachFace(t, t0, service.Config{Rules: mongo(500, config.Second)}, func(t *testing.T, h *harness, call func(*pb.RateLimitRequest) *pb.RateLimitResponse) {
 		resp := call(request("mongo_cps", 0, desc("database", "users")))
 		if resp.GetOverallCode() != pb.RateLimitResponse_OK {
@@ -85,7 +86,7 @@ func TestD34FixedWindowSecond(t *testing.T) {
 	})
 }
 
-func TestD35MinuteWindow(t *testing.T) {
+func TestPerMinuteRuleResetsAtMinuteBoundary(t *testing.T) {
 	forEachFace(t, t0+30, service.Config{Rules: mongo(10, config.Minute)}, func(t *testing.T, h *harness, call func(*pb.RateLimitRequest) *pb.RateLimitResponse) {
 		resp := call(request("mongo_cps", 0, desc("database", "users")))
 		const want = `OK remaining=9 limit={10 MINUTE ""} reset=10s`
@@ -95,7 +96,7 @@ func TestD35MinuteWindow(t *testing.T) {
 	})
 }
 
-func TestD36OverLimit(t *testing.T) {
+func TestHitOverLimitIsOverLimitWithTimeToReset(t *testing.T) {
 	forEachFace(t, t0, service.Config{Rules: mongo(5, config.Second)}, func(t *testing.T, h *harness, call func(*pb.RateLimitRequest) *pb.RateLimitResponse) {
 		req := request("mongo_cps", 0, desc("database", "users"))
 		for i := 1; i <= 5; i++ {
@@ -115,7 +116,7 @@ func TestD36OverLimit(t *testing.T) {
 	})
 }
 
-func TestD37ShadowMode(t *testing.T) {
+func TestShadowModeRuleAllowsAndCounts(t *testing.T) {
 	rules := mongo(5, config.Second)
 	rules.rules[0].rl.ShadowMode = true
 	forEachFace(t, t0, service.Config{Rules: rules, Headers: service.HeadersDraft11}, func(t *testing.T, h *harness, call func(*pb.RateLimitRequest) *pb.RateLimitResponse) {
@@ -184,7 +185,7 @@ func counter(t *testing.T, h *harness, name, rule string) float64 {
 	return 0
 }
 
-func TestD38Unlimited(t *testing.T) {
+func TestUnlimitedRuleSkipsStore(t *testing.T) {
 	rules := (&fakeRules{domain: "internal"}).add(&config.RateLimit{FullKey: "internal.ldap", Unlimited: true}, "ldap", "")
 	forEachFace(t, t0, service.Config{Rules: rules}, func(t *testing.T, h *harness, call func(*pb.RateLimitRequest) *pb.RateLimitResponse) {
 		for i := 0; i < 3; i++ {
@@ -199,7 +200,7 @@ func TestD38Unlimited(t *testing.T) {
 	})
 }
 
-func TestD39HitsAddend(t *testing.T) {
+func TestHitsAddendCountsAndCheckOnlySpendsNothing(t *testing.T) {
 	forEachFace(t, t0, service.Config{Rules: mongo(5, config.Second)}, func(t *testing.T, h *harness, call func(*pb.RateLimitRequest) *pb.RateLimitResponse) {
 		// hits_addend 0 at request level counts as 1.
 		resp := call(request("mongo_cps", 0, desc("database", "users")))
@@ -228,7 +229,7 @@ func TestD39HitsAddend(t *testing.T) {
 	})
 }
 
-func TestD40DepthMismatch(t *testing.T) {
+func TestDescriptorDeeperThanRuleIsUnlimited(t *testing.T) {
 	rules := (&fakeRules{domain: "d"}).add(fixed("d.key_value", 1, config.Second), "key", "value")
 	forEachFace(t, t0, service.Config{Rules: rules, Headers: service.HeadersDraft11}, func(t *testing.T, h *harness, call func(*pb.RateLimitRequest) *pb.RateLimitResponse) {
 		for i := 0; i < 3; i++ {
@@ -250,7 +251,7 @@ func TestD40DepthMismatch(t *testing.T) {
 	})
 }
 
-func TestD41TwoDescriptors(t *testing.T) {
+func TestOverallCodeIsWorstDescriptor(t *testing.T) {
 	rules := (&fakeRules{domain: "d"}).
 		add(fixed("d.a", 10, config.Second), "a", "").
 		add(fixed("d.b", 1, config.Second), "b", "")

@@ -15,7 +15,7 @@ import (
 
 // NGINX runs limit_req before limit_conn: a request waiting its turn in a
 // queue holds no concurrency slot, and takes one once it proceeds.
-func TestReviewQueuedRequestHoldsNoSlot(t *testing.T) {
+func TestQueuedRequestHoldsNoConcurrencySlot(t *testing.T) {
 	slots := new(httplimit.Slots)
 	during := -1
 	m := mustNew(t, httplimit.Config{
@@ -45,7 +45,7 @@ func TestReviewQueuedRequestHoldsNoSlot(t *testing.T) {
 
 // A request refused for concurrency spends no rate limit, and its refusal
 // shows the concurrency policy only.
-func TestReviewConcurrencyRefusalSpendsNoRate(t *testing.T) {
+func TestConcurrencyRefusalSpendsNoRate(t *testing.T) {
 	m := mustNew(t, httplimit.Config{
 		Limiter: newStore(t, clocktest.At(minute0)),
 		Policies: []httplimit.Policy{{

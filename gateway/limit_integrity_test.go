@@ -15,7 +15,7 @@ import (
 
 // An encoded slash must not take a request out of a subtree's limit: NGINX
 // matches locations on the decoded URI, and most upstreams decode %2F too.
-func TestReviewEncodedSlashStaysLimited(t *testing.T) {
+func TestEncodedSlashStaysLimited(t *testing.T) {
 	up := newUpstream(t)
 	cfg := parsed(t, `
 limits: [{name: admin, key: global, rate: 1r/m, algorithm: fixed_window}]
@@ -38,7 +38,7 @@ routes:
 // Host names are case-insensitive and may carry a trailing dot (NGINX
 // lowercases $host and drops the dot before matching server_name): neither
 // may take a request out of a host route's limit.
-func TestReviewHostCaseStaysLimited(t *testing.T) {
+func TestHostCaseAndTrailingDotStayLimited(t *testing.T) {
 	up := newUpstream(t)
 	cfg := parsed(t, `
 limits: [{name: api, key: global, rate: 1r/m, algorithm: fixed_window}]
@@ -58,7 +58,7 @@ routes: [{name: api, match: "GET Api.Example./", limits: [api]}]
 
 // key: host must not give a client a fresh allowance per spelling of the
 // same host (case, port, trailing dot), as NGINX's $host does not.
-func TestReviewHostKeyNormalized(t *testing.T) {
+func TestHostKeyNormalizedAcrossSpellings(t *testing.T) {
 	up := newUpstream(t)
 	cfg := parsed(t, `
 limits: [{name: h, key: host, rate: 1r/m, algorithm: fixed_window}]
@@ -78,7 +78,7 @@ routes: [{name: all, match: /, limits: [h]}]
 
 // An upstream's 1xx (100 Continue for a client's Expect: 100-continue, 103
 // Early Hints) must not wipe the RateLimit headers of the final response.
-func TestReviewInformationalKeepsRateLimitHeaders(t *testing.T) {
+func TestInformationalResponseKeepsRateLimitHeaders(t *testing.T) {
 	up := newUpstream(t)
 	up.set(func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path == "/hints" {
@@ -116,7 +116,7 @@ routes: [{name: all, match: /, limits: [per_ip]}]
 
 // Behind a trusted proxy that terminates TLS, the upstream must learn the
 // scheme and host the client used, not the hop between proxy and gateway.
-func TestReviewTrustedForwardedProtoKept(t *testing.T) {
+func TestTrustedProxyForwardedProtoKept(t *testing.T) {
 	up := newUpstream(t)
 	pfx, _ := clientip.ParsePrefixes("127.0.0.0/8")
 	_, srv := front(t, gateway.Config{
@@ -160,7 +160,7 @@ func TestReviewTrustedForwardedProtoKept(t *testing.T) {
 // queue holds no limit_conn slot. With limit_conn 1 and a queue of burst 5
 // on the same key, a second and a third request that arrive while the first
 // has finished both wait their turn; neither gets limit_conn_status.
-func TestReviewQueuedRequestHoldsNoConnSlot(t *testing.T) {
+func TestQueuedRequestHoldsNoConnSlot(t *testing.T) {
 	up := newUpstream(t)
 	cfg := parsed(t, `
 status: 429
@@ -231,7 +231,7 @@ func getLater(t *testing.T, c *http.Client, u string) <-chan int {
 
 // A second YAML document in the file is not silently ignored: a config
 // split by "---" (limits in the second part) would otherwise run unlimited.
-func TestReviewSecondDocumentRefused(t *testing.T) {
+func TestSecondYAMLDocumentRefused(t *testing.T) {
 	_, err := gateway.ParseFile("proxy.yaml", []byte("upstream: http://u\n---\nlimits: []\n"))
 	if err == nil || !strings.HasPrefix(err.Error(), "proxy.yaml:") {
 		t.Fatalf("err %v, want an error naming the file", err)
@@ -240,7 +240,7 @@ func TestReviewSecondDocumentRefused(t *testing.T) {
 
 // Two routes of one name are refused with the line, as the parser promises
 // for everything New checks.
-func TestReviewDuplicateRouteNameHasLine(t *testing.T) {
+func TestDuplicateRouteNameErrorHasLine(t *testing.T) {
 	_, err := gateway.ParseFile("proxy.yaml", []byte("upstream: http://u\nroutes:\n  - {name: a, match: /a}\n  - {name: a, match: /b}\n"))
 	if err == nil || !strings.HasPrefix(err.Error(), "proxy.yaml:4:") {
 		t.Fatalf("err %v, want proxy.yaml:4:…", err)
@@ -250,7 +250,7 @@ func TestReviewDuplicateRouteNameHasLine(t *testing.T) {
 // An Upgrade (websocket-style) through a limited route still switches
 // protocols and carries bytes both ways: the gateway's wrapping of the
 // ResponseWriter keeps Hijack reachable.
-func TestReviewUpgradeThroughLimitedRoute(t *testing.T) {
+func TestUpgradeThroughLimitedRoute(t *testing.T) {
 	up := newUpstream(t)
 	up.set(func(w http.ResponseWriter, r *http.Request) {
 		if r.Header.Get("Upgrade") != "echo" {

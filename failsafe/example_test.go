@@ -25,7 +25,10 @@ func Example() {
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
 
 	// Four servers share 100/min; while Redis is down each enforces a quarter.
-	l, _ := failsafe.New(failsafe.Config{Primary: down{}, Mode: failsafe.Local, Local: local, Nodes: 4, Logger: quiet})
+	l, err := failsafe.New(failsafe.Config{Primary: down{}, Mode: failsafe.Local, Local: local, Nodes: 4, Logger: quiet})
+	if err != nil {
+		panic(err)
+	}
 	admitted := 0
 	for range 100 {
 		if r, err := l.Allow(context.Background(), "user:42", sluice.PerMinute(100)); err == nil && r.Allowed {
@@ -34,8 +37,11 @@ func Example() {
 	}
 	fmt.Println("local fallback admitted", admitted)
 
-	closed, _ := failsafe.New(failsafe.Config{Primary: down{}, Mode: failsafe.Closed, Logger: quiet})
-	_, err := closed.Allow(context.Background(), "user:42", sluice.PerMinute(100))
+	closed, err := failsafe.New(failsafe.Config{Primary: down{}, Mode: failsafe.Closed, Logger: quiet})
+	if err != nil {
+		panic(err)
+	}
+	_, err = closed.Allow(context.Background(), "user:42", sluice.PerMinute(100))
 	fmt.Println(errors.Is(err, failsafe.ErrUnavailable))
 	// Output:
 	// local fallback admitted 25

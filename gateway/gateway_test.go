@@ -621,7 +621,10 @@ func TestStreaming(t *testing.T) {
 		t.Fatalf("first event %q %v: the proxy buffered the stream", line, err)
 	}
 	close(more)
-	rest, _ := io.ReadAll(br)
+	rest, err := io.ReadAll(br)
+	if err != nil {
+		t.Fatal(err)
+	}
 	if !strings.Contains(string(rest), "data: two") {
 		t.Fatalf("rest %q", rest)
 	}

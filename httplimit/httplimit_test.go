@@ -156,7 +156,10 @@ func TestTwoPolicies(t *testing.T) {
 	}
 	// permin spent 3, not 4: the refused request's unit came back.
 	lim := sluice.Limit{Algorithm: sluice.FixedWindow, Rate: 50, Period: time.Minute}
-	r, _ := store.AllowN(context.Background(), "permin:k1", lim, 1)
+	r, err := store.AllowN(context.Background(), "permin:k1", lim, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
 	if r.Remaining != 46 {
 		t.Errorf("permin has %d left after 3 admitted requests and a refused one, want 46", r.Remaining)
 	}
@@ -321,7 +324,9 @@ func TestHashKeys(t *testing.T) {
 	r.Header.Set("X-Api-Key", "secret-key-123")
 	do(m.Handler(http.HandlerFunc(ok)), r)
 	// The raw key was never used.
-	if res, _ := store.Allow(context.Background(), "api:secret-key-123", sluice.PerMinute(1)); !res.Allowed {
+	if res, err := store.Allow(context.Background(), "api:secret-key-123", sluice.PerMinute(1)); err != nil {
+		t.Fatal(err)
+	} else if !res.Allowed {
 		t.Fatal("the raw key reached the store")
 	}
 }

@@ -45,7 +45,10 @@ func Example_clock() {
 	lim := sluice.Limit{Algorithm: sluice.SlidingLog, Rate: 3, Period: time.Second}
 	for _, step := range []time.Duration{0, 100 * time.Millisecond, 100 * time.Millisecond, 100 * time.Millisecond, 700 * time.Millisecond} {
 		clock.Advance(step)
-		res, _ := store.Allow(context.Background(), "k", lim)
+		res, err := store.Allow(context.Background(), "k", lim)
+		if err != nil {
+			panic(err)
+		}
 		fmt.Printf("allowed=%v remaining=%d retry-after=%v\n", res.Allowed, res.Remaining, res.RetryAfter)
 	}
 	// Output:

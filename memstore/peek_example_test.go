@@ -22,7 +22,10 @@ func ExampleStore_Peek() {
 	store.Allow(ctx, "user:42", lim)
 	clock.Advance(10 * time.Second)
 	for range 2 {
-		res, _ := store.Peek(ctx, "user:42", lim)
+		res, err := store.Peek(ctx, "user:42", lim)
+		if err != nil {
+			panic(err)
+		}
 		fmt.Println(res.Allowed, res.Remaining, res.ResetAfter)
 	}
 	// Output:

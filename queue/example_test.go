@@ -95,12 +95,18 @@ func ExampleDecision_Cancel() {
 	}
 	ctx := context.Background()
 	q.Reserve(ctx, "k")
-	d, _ := q.Reserve(ctx, "k")
+	d, err := q.Reserve(ctx, "k")
+	if err != nil {
+		panic(err)
+	}
 	fmt.Println(d.Status(), d.Delay)
 	if err := d.Cancel(ctx); err != nil {
 		panic(err)
 	}
-	d, _ = q.Reserve(ctx, "k")
+	d, err = q.Reserve(ctx, "k")
+	if err != nil {
+		panic(err)
+	}
 	fmt.Println(d.Status(), d.Delay)
 	// Output:
 	// DELAYED 1s

@@ -595,7 +595,10 @@ func TestDecisionCancel(t *testing.T) {
 		t.Fatal(err)
 	}
 	fq := newQueue(t, failingRefund{c.l}, queue.Config{Rate: 1, Period: time.Second, Burst: 2})
-	d, _ := fq.Reserve(ctx, "other")
+	d, err := fq.Reserve(ctx, "other")
+	if err != nil {
+		t.Fatal(err)
+	}
 	if err := d.Cancel(ctx); !errors.Is(err, errBackend) || !strings.HasPrefix(err.Error(), "queue: ") {
 		t.Fatalf("Cancel with a failing refund = %v, want a queue error wrapping the backend's", err)
 	}

@@ -46,7 +46,9 @@ func TestConcurrencyLimit(t *testing.T) {
 	if err := b.Release(ctx, leases[0]); err != nil {
 		t.Fatalf("a second release: %v", err)
 	}
-	if _, ok, _, _ := a.Acquire(ctx, key, 5, 10*time.Second); !ok {
+	if _, ok, _, err := a.Acquire(ctx, key, 5, 10*time.Second); err != nil {
+		t.Fatal(err)
+	} else if !ok {
 		t.Fatal("a released slot was not given again")
 	}
 	// The holders vanish without releasing; 4s in, one renews.
@@ -57,7 +59,9 @@ func TestConcurrencyLimit(t *testing.T) {
 	clock.Advance(6 * time.Second)
 	got := 0
 	for range 10 {
-		if _, ok, _, _ := b.Acquire(ctx, key, 5, 10*time.Second); ok {
+		if _, ok, _, err := b.Acquire(ctx, key, 5, 10*time.Second); err != nil {
+			t.Fatal(err)
+		} else if ok {
 			got++
 		}
 	}

@@ -46,7 +46,10 @@ func ExampleStore_Acquire() {
 }
 
 func ExampleParseURL() {
-	opt, _ := redisstore.ParseURL("redis+sentinel://:secret@sentinel-a:26379,sentinel-b:26379/mymaster?db=2")
+	opt, err := redisstore.ParseURL("redis+sentinel://:secret@sentinel-a:26379,sentinel-b:26379/mymaster?db=2")
+	if err != nil {
+		panic(err)
+	}
 	fmt.Println(opt.InitAddress, opt.Sentinel.MasterSet, opt.SelectDB)
 	// Output: [sentinel-a:26379 sentinel-b:26379] mymaster 2
 }

@@ -43,7 +43,9 @@ func TestPeekWritesNothing(t *testing.T) {
 		if got := srv.Do(t, "DUMP", s.Key(a, key)); got != dump {
 			t.Errorf("%v: a peek changed the key's value", a)
 		}
-		if pttl, _ := strconv.ParseInt(srv.Do(t, "PTTL", s.Key(a, key)), 10, 64); pttl < 3590000 {
+		if pttl, err := strconv.ParseInt(srv.Do(t, "PTTL", s.Key(a, key)), 10, 64); err != nil {
+			t.Fatal(err)
+		} else if pttl < 3590000 {
 			t.Errorf("%v: after a peek PTTL = %d ms, want the 3600000 set before it", a, pttl)
 		}
 	}
@@ -75,7 +77,10 @@ func TestPeekAgreesWithMemstore(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			want, _ := ms.Peek(ctx, key, lim)
+			want, err := ms.Peek(ctx, key, lim)
+			if err != nil {
+				t.Fatal(err)
+			}
 			if got != want {
 				t.Errorf("%v step %d: Peek = %+v on Redis, %+v in memory", a, i, got, want)
 			}

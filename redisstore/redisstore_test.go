@@ -225,7 +225,9 @@ func TestSlidingLogPeriodShrinks(t *testing.T) {
 	short := sluice.Limit{Algorithm: sluice.SlidingLog, Rate: 5, Period: 2 * time.Second}
 	admitted := 0
 	for range 10 {
-		if r, _ := s.Allow(ctx, key, short); r.Allowed {
+		if r, err := s.Allow(ctx, key, short); err != nil {
+			t.Fatal(err)
+		} else if r.Allowed {
 			admitted++
 		}
 	}

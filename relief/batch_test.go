@@ -55,7 +55,9 @@ func TestBatcher(t *testing.T) {
 	total := admitted.Load()
 	for _, s := range servers {
 		for range 20 {
-			if r, _ := s.Allow(ctx, "hot", lim); r.Allowed {
+			if r, err := s.Allow(ctx, "hot", lim); err != nil {
+				t.Fatal(err)
+			} else if r.Allowed {
 				total++
 			}
 		}
@@ -80,13 +82,17 @@ func TestBatcherFixedWindowBoundary(t *testing.T) {
 	b := relief.NewBatcher(newMem(t, clock), relief.BatchConfig{Batch: 10, Hold: 100 * time.Millisecond, Clock: clock})
 	lim := sluice.Limit{Algorithm: sluice.FixedWindow, Rate: 10, Period: time.Second}
 	clock.Advance(950 * time.Millisecond)
-	if r, _ := b.Allow(ctx, "k", lim); !r.Allowed {
+	if r, err := b.Allow(ctx, "k", lim); err != nil {
+		t.Fatal(err)
+	} else if !r.Allowed {
 		t.Fatal("first request denied")
 	}
 	clock.Advance(60 * time.Millisecond) // the next window; the reservation is 60 ms old
 	admitted := 0
 	for range 30 {
-		if r, _ := b.Allow(ctx, "k", lim); r.Allowed {
+		if r, err := b.Allow(ctx, "k", lim); err != nil {
+			t.Fatal(err)
+		} else if r.Allowed {
 			admitted++
 		}
 	}

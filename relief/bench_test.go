@@ -18,7 +18,9 @@ func BenchmarkCachedDenial(b *testing.B) {
 	c := relief.NewOverLimitCache(newMem(b, clock), relief.CacheConfig{Clock: clock})
 	lim := sluice.PerHour(1)
 	c.Allow(ctx, "k", lim)
-	if r, _ := c.Allow(ctx, "k", lim); r.Allowed {
+	if r, err := c.Allow(ctx, "k", lim); err != nil {
+		b.Fatal(err)
+	} else if r.Allowed {
 		b.Fatal("second request admitted")
 	}
 	b.ReportAllocs()

@@ -18,7 +18,11 @@ func ExampleOverLimitCache() {
 	// answered from memory until the retry-after.
 	denied := 0
 	for range 1000 {
-		if r, _ := cache.Allow(context.Background(), "greedy", sluice.PerMinute(10)); !r.Allowed {
+		r, err := cache.Allow(context.Background(), "greedy", sluice.PerMinute(10))
+		if err != nil {
+			panic(err)
+		}
+		if !r.Allowed {
 			denied++
 		}
 	}

@@ -34,11 +34,16 @@ func TestOverLimitCachePeekAnswersFromCache(t *testing.T) {
 	c := relief.NewOverLimitCache(inner, relief.CacheConfig{Clock: clock})
 	lim := sluice.Limit{Algorithm: sluice.FixedWindow, Rate: 3, Period: time.Minute}
 	c.AllowN(ctx, "k", lim, 3)
-	if r, _ := c.AllowN(ctx, "k", lim, 1); r.Allowed {
+	if r, err := c.AllowN(ctx, "k", lim, 1); err != nil {
+		t.Fatal(err)
+	} else if r.Allowed {
 		t.Fatal("the 4th unit of 3 was admitted")
 	}
 	clock.Advance(time.Second)
-	want, _ := inner.Peek(ctx, "k", lim)
+	want, err := inner.Peek(ctx, "k", lim)
+	if err != nil {
+		t.Fatal(err)
+	}
 	got, err := c.Peek(ctx, "k", lim)
 	if err != nil || got != want {
 		t.Fatalf("Peek over a cached denial = %+v, %v; the store says %+v", got, err, want)

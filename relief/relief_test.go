@@ -57,7 +57,10 @@ func TestOverLimitCache(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				want, _ := ref.Allow(ctx, key, lim)
+				want, err := ref.Allow(ctx, key, lim)
+				if err != nil {
+					t.Fatal(err)
+				}
 				if got.Allowed != want.Allowed {
 					t.Fatalf("step %d: cached Allowed=%v, store says %v", step, got.Allowed, want.Allowed)
 				}
@@ -83,7 +86,9 @@ func TestHybrid(t *testing.T) {
 	lim := sluice.PerMinute(10)
 	admitted := 0
 	for range 20 {
-		if r, _ := h.Allow(ctx, "k", lim); r.Allowed {
+		if r, err := h.Allow(ctx, "k", lim); err != nil {
+			t.Fatal(err)
+		} else if r.Allowed {
 			admitted++
 		}
 	}
@@ -92,7 +97,9 @@ func TestHybrid(t *testing.T) {
 	}
 	// The global limit is spent elsewhere: a local admission is refunded.
 	global.AllowN(ctx, "k2", lim, 10)
-	if r, _ := h.Allow(ctx, "k2", lim); r.Allowed {
+	if r, err := h.Allow(ctx, "k2", lim); err != nil {
+		t.Fatal(err)
+	} else if r.Allowed {
 		t.Fatal("admitted past the global limit")
 	}
 	for range 5 {
@@ -100,7 +107,9 @@ func TestHybrid(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if r, _ := local.Allow(ctx, "k2", half(lim)); r.Allowed {
+	if r, err := local.Allow(ctx, "k2", half(lim)); err != nil {
+		t.Fatal(err)
+	} else if r.Allowed {
 		t.Fatal("the local share was not refunded after the global denial: 6 local admissions")
 	}
 }

@@ -34,7 +34,10 @@ func TestBalanceAndStability(t *testing.T) {
 		}
 	}
 	// A sixth node takes about a sixth of the keys, only from the others.
-	r6, _ := ring.New(nodes(6), 0)
+	r6, err := ring.New(nodes(6), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
 	moved := 0
 	for i := range keys {
 		o := r6.Owner("user:" + strconv.Itoa(i))
@@ -49,7 +52,10 @@ func TestBalanceAndStability(t *testing.T) {
 		t.Errorf("adding a sixth node moved %d keys, want about %d", moved, keys/6)
 	}
 	// Every process that builds the ring from the same nodes agrees.
-	again, _ := ring.New(nodes(5), 0)
+	again, err := ring.New(nodes(5), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
 	for i := range 1000 {
 		k := "user:" + strconv.Itoa(i)
 		if again.Owner(k) != r.Owner(k) {
@@ -72,7 +78,10 @@ func TestBadInput(t *testing.T) {
 }
 
 func ExampleRing_Owner() {
-	r, _ := ring.New([]string{"sluice-a:8081", "sluice-b:8081", "sluice-c:8081"}, 0)
+	r, err := ring.New([]string{"sluice-a:8081", "sluice-b:8081", "sluice-c:8081"}, 0)
+	if err != nil {
+		panic(err)
+	}
 	// Every server computes the same owner for a key, and sends the
 	// decision there: the hash is stable across processes and builds.
 	fmt.Println(r.Owner("user:42"))

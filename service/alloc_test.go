@@ -169,7 +169,9 @@ sluice_rls_within_limit_total rule=mongo_cps.database_users
 	if got := series(); got != admitted {
 		t.Errorf("after admissions, series:\n%s\nwant:\n%s", got, admitted)
 	}
-	if resp, _ := h.svc.ShouldRateLimit(context.Background(), req); resp.GetOverallCode() != pb.RateLimitResponse_OVER_LIMIT {
+	if resp, err := h.svc.ShouldRateLimit(context.Background(), req); err != nil {
+		t.Fatal(err)
+	} else if resp.GetOverallCode() != pb.RateLimitResponse_OVER_LIMIT {
 		t.Fatalf("6th hit: %v, want OVER_LIMIT", resp.GetOverallCode())
 	}
 	const denied = `sluice_rls_decision_seconds code=ok

@@ -229,7 +229,10 @@ func (h *harness) post(path string, body []byte) (*http.Response, []byte) {
 		panic(err)
 	}
 	defer resp.Body.Close()
-	out, _ := io.ReadAll(resp.Body)
+	out, err := io.ReadAll(resp.Body)
+	if err != nil {
+		panic(err)
+	}
 	return resp, out
 }
 

@@ -378,7 +378,10 @@ func TestSetRules(t *testing.T) {
 		t.Fatalf("no rules: %v, %v; want OK without a limit", resp, err)
 	}
 	h.svc.SetRules(mongo(1, config.Second))
-	resp, _ = h.svc.ShouldRateLimit(context.Background(), req)
+	resp, err = h.svc.ShouldRateLimit(context.Background(), req)
+	if err != nil {
+		t.Fatal(err)
+	}
 	if got := statusString(resp.GetStatuses()[0]); got != `OK remaining=0 limit={1 SECOND ""} reset=1s` {
 		t.Errorf("after SetRules: %s", got)
 	}
@@ -394,7 +397,10 @@ func TestHugeDescriptorValue(t *testing.T) {
 			t.Fatalf("hit %d: %v, %v; want %v", i+1, resp.GetOverallCode(), err, want)
 		}
 	}
-	other, _ := h.svc.ShouldRateLimit(context.Background(), request("d", 0, desc("ua", long+"y")))
+	other, err := h.svc.ShouldRateLimit(context.Background(), request("d", 0, desc("ua", long+"y")))
+	if err != nil {
+		t.Fatal(err)
+	}
 	if other.GetOverallCode() != pb.RateLimitResponse_OK {
 		t.Errorf("a different long value shares the key: %v", other.GetOverallCode())
 	}
@@ -482,11 +488,17 @@ func TestHeaders(t *testing.T) {
 			t.Errorf("first request: %v, want %v", got, want)
 		}
 		h.clock.Advance(30 * time.Second)
-		resp, _ = h.svc.ShouldRateLimit(context.Background(), request("api", 99, desc("user", "bob")))
+		resp, err = h.svc.ShouldRateLimit(context.Background(), request("api", 99, desc("user", "bob")))
+		if err != nil {
+			t.Fatal(err)
+		}
 		if got := headerMap(resp)["RateLimit"]; got != `"default";r=0;t=30` {
 			t.Errorf("100th: RateLimit %q", got)
 		}
-		resp, _ = h.svc.ShouldRateLimit(context.Background(), req)
+		resp, err = h.svc.ShouldRateLimit(context.Background(), req)
+		if err != nil {
+			t.Fatal(err)
+		}
 		want = map[string]string{
 			"RateLimit-Policy": `"default";q=100;w=60`,
 			"RateLimit":        `"default";r=0;t=30`,
@@ -503,7 +515,10 @@ func TestHeaders(t *testing.T) {
 	})
 	t.Run("legacy", func(t *testing.T) {
 		h := start(t, t0-20, service.Config{Rules: rules, Headers: service.HeadersLegacy})
-		resp, _ := h.svc.ShouldRateLimit(context.Background(), req)
+		resp, err := h.svc.ShouldRateLimit(context.Background(), req)
+		if err != nil {
+			t.Fatal(err)
+		}
 		want := map[string]string{"RateLimit-Limit": "100", "RateLimit-Remaining": "99", "RateLimit-Reset": "60"}
 		if got := headerMap(resp); !equalMaps(got, want) {
 			t.Errorf("%v, want %v", got, want)
@@ -521,7 +536,10 @@ func TestHeaders(t *testing.T) {
 	})
 	t.Run("off", func(t *testing.T) {
 		h := start(t, t0, service.Config{Rules: rules})
-		resp, _ := h.svc.ShouldRateLimit(context.Background(), req)
+		resp, err := h.svc.ShouldRateLimit(context.Background(), req)
+		if err != nil {
+			t.Fatal(err)
+		}
 		if len(resp.GetResponseHeadersToAdd()) != 0 {
 			t.Errorf("headers with HeadersOff: %v", resp.GetResponseHeadersToAdd())
 		}

@@ -82,12 +82,21 @@ func TestBounds(t *testing.T) {
 }
 
 func TestDeterministic(t *testing.T) {
-	a, _ := Run(Config{Seed: 3}, Zipf{Keys: 20})
-	b, _ := Run(Config{Seed: 3}, Zipf{Keys: 20})
+	a, err := Run(Config{Seed: 3}, Zipf{Keys: 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := Run(Config{Seed: 3}, Zipf{Keys: 20})
+	if err != nil {
+		t.Fatal(err)
+	}
 	if a.Requests != b.Requests || a.Algorithms[0].Admitted != b.Algorithms[0].Admitted {
 		t.Errorf("same seed, different runs: %d/%d vs %d/%d", a.Requests, a.Algorithms[0].Admitted, b.Requests, b.Algorithms[0].Admitted)
 	}
-	c, _ := Run(Config{Seed: 4}, Zipf{Keys: 20})
+	c, err := Run(Config{Seed: 4}, Zipf{Keys: 20})
+	if err != nil {
+		t.Fatal(err)
+	}
 	if c.Requests == a.Requests {
 		t.Errorf("seeds 3 and 4 gave the same number of requests %d", a.Requests)
 	}

@@ -2,6 +2,7 @@ package service_test
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -20,7 +21,9 @@ import (
 )
 
 // flaky is a store that fails while down and otherwise asks a memstore;
-// it counts the calls that reach it.
+// it counts the calls that reach it. Like recorder it forwards the wrapped
+// Limiter's optional capabilities (sluice.Peeker, sluice.Refunder,
+// sluice.LimitValidator); while down, its peeks and refunds fail too.
 type flaky struct {
 	sluice.Limiter
 	down  atomic.Bool
@@ -34,6 +37,31 @@ func (f *flaky) AllowN(ctx context.Context, key string, lim sluice.Limit, cost i
 	}
 	return f.Limiter.AllowN(ctx, key, lim, cost)
 }
+
+func (f *flaky) Peek(ctx context.Context, key string, lim sluice.Limit) (sluice.Result, error) {
+	pk, ok := f.Limiter.(sluice.Peeker)
+	if !ok {
+		return sluice.Result{}, errors.ErrUnsupported
+	}
+	f.calls.Add(1)
+	if f.down.Load() {
+		return sluice.Result{}, errDown
+	}
+	return pk.Peek(ctx, key, lim)
+}
+
+func (f *flaky) RefundN(ctx context.Context, key string, lim sluice.Limit, cost int) error {
+	if _, ok := f.Limiter.(sluice.Refunder); !ok {
+		return errors.ErrUnsupported
+	}
+	f.calls.Add(1)
+	if f.down.Load() {
+		return errDown
+	}
+	return refund(f.Limiter, ctx, key, lim, cost)
+}
+
+func (f *flaky) ValidateLimit(lim sluice.Limit) error { return validateLimit(f.Limiter, lim) }
 
 // modeRules has one rule per failure mode in the domain "d": key "open",
 // "closed", "local" (each with that failure_mode) and "default" (none),

@@ -3,6 +3,7 @@ package service_test
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -96,10 +97,14 @@ func fixed(fullKey string, rpu uint32, unit config.Unit) *config.RateLimit {
 }
 
 // recorder is a sluice.Limiter that records the keys it is asked about.
+// It forwards the optional capabilities of the Limiter it wraps
+// (sluice.Peeker, sluice.Refunder, sluice.LimitValidator), so the Service
+// under test takes the paths it takes on a real store.
 type recorder struct {
 	sluice.Limiter
-	mu   sync.Mutex
-	keys []string
+	mu    sync.Mutex
+	keys  []string // keys of AllowN calls
+	peeks []string // keys of Peek calls
 }
 
 func (r *recorder) AllowN(ctx context.Context, key string, lim sluice.Limit, cost int) (sluice.Result, error) {
@@ -109,10 +114,61 @@ func (r *recorder) AllowN(ctx context.Context, key string, lim sluice.Limit, cos
 	return r.Limiter.AllowN(ctx, key, lim, cost)
 }
 
+// Peek forwards to the wrapped Limiter's Peek, recording the key; a
+// Limiter that cannot peek gives errors.ErrUnsupported, as relief's and
+// failsafe's wrappers do.
+func (r *recorder) Peek(ctx context.Context, key string, lim sluice.Limit) (sluice.Result, error) {
+	pk, ok := r.Limiter.(sluice.Peeker)
+	if !ok {
+		return sluice.Result{}, errors.ErrUnsupported
+	}
+	r.mu.Lock()
+	r.peeks = append(r.peeks, key)
+	r.mu.Unlock()
+	return pk.Peek(ctx, key, lim)
+}
+
+// RefundN forwards to the wrapped Limiter's RefundN, or gives
+// errors.ErrUnsupported.
+func (r *recorder) RefundN(ctx context.Context, key string, lim sluice.Limit, cost int) error {
+	return refund(r.Limiter, ctx, key, lim, cost)
+}
+
+// ValidateLimit forwards to the wrapped Limiter's ValidateLimit; a Limiter
+// without one serves every valid Limit.
+func (r *recorder) ValidateLimit(lim sluice.Limit) error {
+	return validateLimit(r.Limiter, lim)
+}
+
+// calls returns the keys of the AllowN calls so far.
 func (r *recorder) calls() []string {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return append([]string(nil), r.keys...)
+}
+
+// peeked returns the keys of the Peek calls so far.
+func (r *recorder) peeked() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]string(nil), r.peeks...)
+}
+
+// refund is l's RefundN, or errors.ErrUnsupported when l cannot refund.
+func refund(l sluice.Limiter, ctx context.Context, key string, lim sluice.Limit, cost int) error {
+	rf, ok := l.(sluice.Refunder)
+	if !ok {
+		return errors.ErrUnsupported
+	}
+	return rf.RefundN(ctx, key, lim, cost)
+}
+
+// validateLimit is l's ValidateLimit, or nil when l has none.
+func validateLimit(l sluice.Limiter, lim sluice.Limit) error {
+	if v, ok := l.(sluice.LimitValidator); ok {
+		return v.ValidateLimit(lim)
+	}
+	return nil
 }
 
 // harness is a Service on a memstore with a fake clock, served over gRPC

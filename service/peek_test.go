@@ -8,7 +8,6 @@ import (
 
 	pb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 
-	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/config"
 	"github.com/sluicehq/sluice/failsafe"
 	"github.com/sluicehq/sluice/internal/clocktest"
@@ -60,20 +59,6 @@ func TestCheckOnlyDescriptorReadsTheKey(t *testing.T) {
 	}
 }
 
-// flakyPeeker is a flaky store that can peek: down, its peeks fail too.
-type flakyPeeker struct {
-	*flaky
-	mem *memstore.Store
-}
-
-func (f flakyPeeker) Peek(ctx context.Context, key string, lim sluice.Limit) (sluice.Result, error) {
-	f.calls.Add(1)
-	if f.down.Load() {
-		return sluice.Result{}, errDown
-	}
-	return f.mem.Peek(ctx, key, lim)
-}
-
 // TestCheckOnlyDescriptorFailureModes: while the store fails, a check-only
 // descriptor is answered by its rule's failure mode, as a hit is: open OK
 // with the whole limit, closed OVER_LIMIT (and a store error counted), local
@@ -82,7 +67,7 @@ func TestCheckOnlyDescriptorFailureModes(t *testing.T) {
 	clock := clocktest.At(time.Unix(t0, 0))
 	mem := memstore.New(memstore.Config{Clock: clock, SweepInterval: -1})
 	t.Cleanup(func() { mem.Close() })
-	store := flakyPeeker{&flaky{Limiter: mem}, mem}
+	store := &flaky{Limiter: mem}
 	p := service.FailurePolicy{Mode: failsafe.Open, Nodes: 2, Threshold: 1000, Clock: clock, Local: newLocal(t, clock)}
 	h := start(t, t0, service.Config{Rules: modeRules(10, config.Second), Limiter: store, Failure: &p})
 	check := func(key string) string {

@@ -226,12 +226,15 @@ func TestRedisHitsAddendCountsAndCheckOnlySpendsNothing(t *testing.T) {
 	forEachRedis(t, service.Config{Rules: mongo(5, config.Hour)}, func(t *testing.T, h *harness, call func(*pb.RateLimitRequest) *pb.RateLimitResponse) {
 		resp := call(request("mongo_cps", 0, desc("database", "users")))
 		checkStatus(t, "request hits_addend 0", resp.GetStatuses()[0], `OK remaining=4 limit={5 HOUR ""}`, time.Hour)
+		// A check (descriptor hits_addend 0) peeks the key: its remaining
+		// and its real reset, nothing spent.
 		resp = call(request("mongo_cps", 7, withHits(desc("database", "users"), 0)))
-		if got := statusString(resp.GetStatuses()[0]); got != `OK remaining=5 limit={5 HOUR ""}` {
-			t.Errorf("check only: %s", got)
-		}
+		checkStatus(t, "check only", resp.GetStatuses()[0], `OK remaining=4 limit={5 HOUR ""}`, time.Hour)
 		if got := h.store.calls(); len(got) != 1 {
-			t.Errorf("store calls = %q, want just the first", got)
+			t.Errorf("store AllowN calls = %q, want just the first", got)
+		}
+		if got := h.store.peeked(); len(got) != 1 {
+			t.Errorf("store Peek calls = %q, want one", got)
 		}
 		resp = call(request("mongo_cps", 2, desc("database", "users")))
 		checkStatus(t, "2 more", resp.GetStatuses()[0], `OK remaining=2 limit={5 HOUR ""}`, time.Hour)

@@ -207,13 +207,17 @@ func TestHitsAddendCountsAndCheckOnlySpendsNothing(t *testing.T) {
 		if got := resp.GetStatuses()[0].GetLimitRemaining(); got != 4 {
 			t.Errorf("request hits_addend 0: remaining %d, want 4", got)
 		}
-		// A descriptor hits_addend of 0 is a check: nothing spent, no store call.
+		// A descriptor hits_addend of 0 is a check: the key is peeked, its
+		// remaining and reset reported, nothing spent.
 		resp = call(request("mongo_cps", 7, withHits(desc("database", "users"), 0)))
-		if got, want := statusString(resp.GetStatuses()[0]), `OK remaining=5 limit={5 SECOND ""}`; got != want {
+		if got, want := statusString(resp.GetStatuses()[0]), `OK remaining=4 limit={5 SECOND ""} reset=1s`; got != want {
 			t.Errorf("check only: status = %s, want %s", got, want)
 		}
 		if got := h.store.calls(); len(got) != 1 {
-			t.Errorf("store calls = %q, want just the first", got)
+			t.Errorf("store AllowN calls = %q, want just the first", got)
+		}
+		if got := h.store.peeked(); len(got) != 1 || got[0] != "mongo_cps_database_users" {
+			t.Errorf("store Peek calls = %q, want [mongo_cps_database_users]", got)
 		}
 		// Two more hits make 3; a request hits_addend of 3 makes 6 > 5.
 		call(request("mongo_cps", 2, desc("database", "users")))

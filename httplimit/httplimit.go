@@ -217,7 +217,8 @@ type Rejection struct {
 }
 
 // Middleware applies a Config's policies to requests. It is safe for
-// concurrent use.
+// concurrent use. Its zero value is not usable (it has no store and no
+// policies); make one with New.
 type Middleware struct {
 	cfg      Config
 	policies []compiled

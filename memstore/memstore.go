@@ -77,7 +77,8 @@ const (
 )
 
 // Store is a sharded in-memory limiter. It is safe for concurrent use. Call
-// Close to stop its janitor.
+// Close to stop its janitor. Its zero value is not usable (it has no
+// shards); make one with New.
 type Store struct {
 	clock    sluice.Clock
 	base     time.Time

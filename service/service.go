@@ -214,7 +214,8 @@ const MaxUnlimited = math.MaxUint32
 var ErrInvalidRequest = errors.New("service: invalid request")
 
 // Service answers rate limit requests. It is safe for concurrent use; its
-// rules may be swapped with SetRules while it serves.
+// rules may be swapped with SetRules while it serves. Its zero value is not
+// usable (it has no Limiter, rules or metrics); make one with New.
 type Service struct {
 	limiter  sluice.Limiter
 	refunder sluice.Refunder // nil when the limiter cannot refund

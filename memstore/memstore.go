@@ -256,7 +256,8 @@ func (sh *shard) decide(now int64, h uint64, key string, lim sluice.Limit, cost 
 	}
 	// The one switch on the algorithm: each case calls its state's methods
 	// directly, as generic code would not (it calls them through a
-	// dictionary, about 10% slower on a held key), and the method that
+	// dictionary, measurably slower on a held key: see BENCHMARKS.md,
+	// section "Figures moved from code comments"), and the method that
 	// does the work rather than TakePrepared, whose forwarding costs a few
 	// instructions.
 	switch lim.Algorithm {

@@ -13,20 +13,21 @@ import (
 // Why not a Go map: a map hashes the key again, cannot hand out a pointer to
 // a value (so a value map costs a second lookup to write the state back, and
 // a pointer map a heap object per key), and never gives memory back after
-// deletions. Measured on the token bucket path, a pointer map cost 50 ns and
-// 69 bytes per key, a value map 62 ns and 61 bytes; see BENCHMARKS.md for
-// this table's figures.
+// deletions. Both map forms cost more time and bytes per key than this
+// table on the token bucket path (the measurements: see BENCHMARKS.md,
+// section "Figures moved from code comments").
 //
 // Layout: linear probing over one array of slots, each holding 32 bits of
 // the key's hash (0 marks an empty slot), the key and the state, so that a
 // probe reads one cache line and compares a key only when the hash bits
 // match. Keeping the tag in the slot rather than in a side array of tag
 // bytes saves a cache miss per decision on a table larger than the caches
-// (100,000 keys, one goroutine: 110 ns to 74 ns). The slot index is the hash
-// scaled onto the table's size by a multiplication, so the table can grow by
-// half rather than double, which keeps it between 13/24 and 13/16 full and
-// costs less memory than doubling would: it grows when it would pass 13/16
-// full and shrinks by a third while a sweep leaves it under 1/8 full.
+// (see BENCHMARKS.md, section "Figures moved from code comments"). The
+// slot index is the hash scaled onto the table's size by a multiplication,
+// so the table can grow by half rather than double, which keeps it between
+// 13/24 and 13/16 full and costs less memory than doubling would: it grows
+// when it would pass 13/16 full and shrinks by a third while a sweep leaves
+// it under 1/8 full.
 // Deletion shifts the following entries back (no tombstones), so probe
 // chains never rot.
 //

@@ -1,8 +1,9 @@
 package service
 
-// The memory of one decision. A ShouldRateLimit call over gRPC costs about
-// 30 µs of CPU on both ends of the connection, most of it in gRPC and its
-// allocations; the service's own share is kept small by allocating little:
+// The memory of one decision. Most of the CPU a ShouldRateLimit call over
+// gRPC costs on both ends of the connection is in gRPC and its allocations
+// (the figure: see BENCHMARKS.md, section "Figures moved from code comments");
+// the service's own share is kept small by allocating little:
 //
 //   - the plans, outcomes and entries of a request live in a scratch taken
 //     from a pool and given back, cleared, when the response is built

@@ -19,9 +19,10 @@ const MaxConcurrentStreams = 128
 // which is gRPC's own: grpc.NumStreamWorkers with 32 workers per
 // GOMAXPROCS, so that calls run on long-lived goroutines whose stacks have
 // already grown, instead of on a new goroutine per call (a call that finds
-// every worker busy gets its own goroutine, as without the option). On 2
-// cores this saved about 2–4 µs of CPU per call at 16 and 64 concurrent
-// calls; far more idle workers than concurrent calls cost CPU instead.
+// every worker busy gets its own goroutine, as without the option). This
+// saved CPU per call at 16 and 64 concurrent calls (the figures: see
+// BENCHMARKS.md, section "Figures moved from code comments"); far more idle
+// workers than concurrent calls cost CPU instead.
 // Flow-control windows and buffer sizes are left at gRPC's defaults: the
 // messages are small, and static windows made no measurable difference.
 //

@@ -41,6 +41,8 @@ type proxyOptions struct {
 // it: requests in flight (queued ones included) finish for up to 10
 // seconds.
 func runProxy(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	hup, stopHUP := reloadSignal() // first: SIGHUP during start-up must not kill the proxy
+	defer stopHUP()
 	var o proxyOptions
 	fs := flag.NewFlagSet("sluice proxy", flag.ContinueOnError)
 	fs.SetOutput(stderr)
@@ -209,9 +211,6 @@ func runProxy(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		go func() { errc <- admin.Serve(adminLn) }()
 	}
 
-	hup := make(chan os.Signal, 1)
-	signal.Notify(hup, syscall.SIGHUP)
-	defer signal.Stop(hup)
 	if lf, ok := accessLog.(*logFile); ok {
 		usr1 := make(chan os.Signal, 1)
 		signal.Notify(usr1, syscall.SIGUSR1)

@@ -9,9 +9,11 @@ import (
 	"log/slog"
 	"net/http"
 	"os"
+	"os/signal"
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/fsnotify/fsnotify"
@@ -414,6 +416,17 @@ func watchDirs(path string, extra []string) []string {
 		add(d)
 	}
 	return dirs
+}
+
+// reloadSignal is the first step of serve and proxy: it takes SIGHUP (a
+// reload, see mainLoop) from the very start, since SIGHUP's default action
+// would end the process while it loads its config, opens its store or
+// listens; one that comes during start-up reloads once mainLoop runs. stop
+// gives SIGHUP back.
+func reloadSignal() (hup <-chan os.Signal, stop func()) {
+	c := make(chan os.Signal, 1)
+	signal.Notify(c, syscall.SIGHUP)
+	return c, func() { signal.Stop(c) }
 }
 
 // reloadRequest is a reload asked of mainLoop's reload goroutine.

@@ -15,13 +15,11 @@ import (
 	"net/netip"
 	"net/url"
 	"os"
-	"os/signal"
 	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
 	"sync/atomic"
-	"syscall"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -299,12 +297,8 @@ memory store. SIGHUP reloads the config; SIGTERM drains and stops.`,
 // runServe runs the service until ctx ends, then drains it: in-flight
 // requests finish (for up to 10 seconds) before it returns.
 func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	// Reloads on SIGHUP: taken from the start, since SIGHUP's default
-	// action would end the process while it loads the config or opens the
-	// store; one that comes during start-up reloads once serve runs.
-	hup := make(chan os.Signal, 1)
-	signal.Notify(hup, syscall.SIGHUP)
-	defer signal.Stop(hup)
+	hup, stopHUP := reloadSignal() // first: SIGHUP during start-up must not kill serve
+	defer stopHUP()
 	var o serveOptions
 	var envErr envErrs
 	envErr.bools("REDIS_TLS", "SHADOW_MODE", "LIMIT_RESPONSE_HEADERS_ENABLED", "REDIS_HEALTH_CHECK_ACTIVE_CONNECTION", "RUNTIME_WATCH_ROOT")

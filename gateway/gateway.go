@@ -159,9 +159,14 @@ type Config struct {
 	// HashKeys hashes keys before they reach the Limiter or a log.
 	HashKeys bool
 	// LogKeys writes keys into log lines as they are. By default a log
-	// line shows a key's hash, so that a key taken from a header (an API
-	// key) never reaches a log; see httplimit.Config.LogKeys.
+	// line shows a key's keyed hash, so that a key taken from a header (an
+	// API key) or a client IP never reaches a log; see
+	// httplimit.Config.LogKeys.
 	LogKeys bool
+	// LogKeySecret is the secret of that keyed hash (HMAC-SHA-256); empty:
+	// a random one per process. Replicas given the same secret write the
+	// same hash for a key. See httplimit.Config.LogKeySecret.
+	LogKeySecret []byte
 	// StoreErrorStatus is the status when the Limiter fails; 0 lets the
 	// request through (see httplimit.Config).
 	StoreErrorStatus int
@@ -387,6 +392,7 @@ func (g *Gateway) compile(cfg Config) (*state, error) {
 			Logger:                cfg.Logger,
 			RefusalLevel:          refusalLevel,
 			LogKeys:               cfg.LogKeys,
+			LogKeySecret:          cfg.LogKeySecret,
 			Metrics:               cfg.Limits,
 			Wait:                  g.boundedWait(st, rt.Name),
 			Ready:                 func(w http.ResponseWriter, r *http.Request) bool { return st.readAhead(w, r, rt.Name) },

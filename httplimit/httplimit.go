@@ -185,10 +185,18 @@ type Config struct {
 	// show nowhere else.
 	RefusalLevel slog.Level
 	// LogKeys writes keys into log lines as they are. By default a log
-	// line shows a key's hash (the form HashKeys stores), so that a key
-	// taken from a header, a cookie or a query parameter, such as an API
-	// key, never reaches a log.
+	// line shows a keyed hash of the key ("policy:~" and 128 bits of
+	// HMAC-SHA-256 under LogKeySecret, in hex; not the form HashKeys
+	// stores), so that a key taken from a header, a cookie or a query
+	// parameter, such as an API key, or a client IP never reaches a log,
+	// not even as a hash that could be reversed by trying every value.
 	LogKeys bool
+	// LogKeySecret is the secret of the keyed hash of keys in log lines
+	// (see LogKeys): equal keys show equal hashes under one secret, so
+	// replicas given the same secret write logs that can be correlated.
+	// Empty: a random secret drawn once per process, shared by every
+	// Middleware of the process.
+	LogKeySecret []byte
 	// Ready, when not nil, is called once the rate limits have admitted a
 	// request and any queue has let it go, before the Concurrency slots
 	// are taken; it may replace r.Body. It returns false when it has
@@ -255,6 +263,9 @@ func New(cfg Config) (*Middleware, error) {
 	}
 	if cfg.StatusCode == 0 {
 		cfg.StatusCode = http.StatusTooManyRequests
+	}
+	if len(cfg.LogKeySecret) == 0 {
+		cfg.LogKeySecret = processLogKeySecret()
 	}
 	if cfg.StatusCode < 400 || cfg.StatusCode > 599 {
 		return nil, fmt.Errorf("httplimit: status %d is not between 400 and 599", cfg.StatusCode)
@@ -625,13 +636,14 @@ func (m *Middleware) logRefusal(ctx context.Context, r *http.Request, policy, ke
 	m.cfg.Logger.Log(ctx, level, "httplimit: refused", args...)
 }
 
-// logKey is key as a log line shows it: hashed, unless LogKeys or it is a
-// hash already.
+// logKey is key as a log line shows it: its keyed hash (see logHash),
+// unless LogKeys. A key that HashKeys made a hash is hashed again: the
+// store's hash is a plain one.
 func (m *Middleware) logKey(policy, key string) string {
-	if m.cfg.LogKeys || strings.HasPrefix(key, policy+":#") {
+	if m.cfg.LogKeys {
 		return key
 	}
-	return sluice.HashKey(policy+":", key)
+	return logHash(m.cfg.LogKeySecret, policy, key)
 }
 
 func (m *Middleware) missingKey(w http.ResponseWriter, r *http.Request, policy string) {

@@ -24,7 +24,7 @@ func TestRefusalLogHidesTheKey(t *testing.T) {
 		level   slog.Level
 		want    string // in the info-level log; "" for nothing
 	}{
-		{"hashed", false, 0, "key=p:#"},
+		{"hashed", false, 0, "key=p:~"},
 		{"raw on request", true, 0, "key=p:sk_live_SECRET"},
 		{"debug", false, slog.LevelDebug, ""},
 	} {

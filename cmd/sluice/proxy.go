@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"cmp"
 	"context"
 	"flag"
@@ -25,13 +26,14 @@ import (
 	"github.com/sluicehq/sluice/failsafe"
 	"github.com/sluicehq/sluice/gateway"
 	"github.com/sluicehq/sluice/httplimit"
+	"github.com/sluicehq/sluice/internal/safefile"
 	"github.com/sluicehq/sluice/memstore"
 )
 
 // proxyOptions are the flags of sluice proxy.
 type proxyOptions struct {
 	configPath, upstream, listen, adminAddr, store, failure string
-	accessLog, logLevel                                     string
+	accessLog, logLevel, logKeySecretFile                   string
 	dryRun, h2c, watch, check                               bool
 	timeouts                                                gateway.Timeouts // 0: the file's, else NGINX's
 	maxConns, maxQueued                                     int
@@ -54,6 +56,7 @@ func runProxy(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	fs.StringVar(&o.failure, "failure-mode", "open", "with Redis, what to do when it fails: open, closed or local")
 	fs.StringVar(&o.accessLog, "access-log", "", `where the access log of refused requests goes: stderr, stdout, off or a file (default the config's, else stderr)`)
 	fs.StringVar(&o.logLevel, "log-level", "info", "log level: debug, info, warn or error")
+	fs.StringVar(&o.logKeySecretFile, "log-key-secret-file", "", "a file holding the secret (16 bytes at least) of the keyed hash that logs show of keys, the same on every replica so that their logs correlate; default: a random secret per process")
 	fs.BoolVar(&o.dryRun, "dry-run", false, "decide and log, never refuse or delay (NGINX's limit_req_dry_run)")
 	fs.BoolVar(&o.h2c, "h2c", false, "also accept HTTP/2 without TLS (prior knowledge)")
 	fs.BoolVar(&o.watch, "watch", true, "reload the config when its file changes (SIGHUP always reloads)")
@@ -88,6 +91,10 @@ func runProxy(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		debug.SetGCPercent(400)
 	}
 
+	logKeySecret, err := readLogKeySecret(ctx, o.logKeySecretFile)
+	if err != nil {
+		return fail(2, err)
+	}
 	sum, known := fingerprintBeforeLoad(o.configPath)
 	file, err := loadProxyFile(ctx, o)
 	if err != nil {
@@ -138,6 +145,7 @@ func runProxy(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	complete := func(f *gateway.File) gateway.Config {
 		c := f.Config
 		c.Limiter, c.Logger, c.AccessLog, c.Limits, c.Metrics = limiter, log, accessLog, limits, metrics
+		c.LogKeySecret = logKeySecret
 		c.DryRun = c.DryRun || o.dryRun
 		c.MaxQueued = o.maxQueued
 		return c
@@ -466,4 +474,27 @@ func checkUpstream(ctx context.Context, log *slog.Logger, u gateway.Upstream) {
 		return
 	}
 	c.Close()
+}
+
+// minLogKeySecret is the shortest secret -log-key-secret-file takes: with
+// fewer bytes, trying every secret for every IPv4 address would again be
+// within reach.
+const minLogKeySecret = 16
+
+// readLogKeySecret reads the secret of -log-key-secret-file (a regular
+// file, 4 KiB at most, white space around it trimmed); "" gives nil (a
+// random secret per process, see httplimit.Config.LogKeySecret).
+func readLogKeySecret(ctx context.Context, path string) ([]byte, error) {
+	if path == "" {
+		return nil, nil
+	}
+	b, err := safefile.Read(ctx, path, 4<<10)
+	if err != nil {
+		return nil, fmt.Errorf("-log-key-secret-file: %w", err)
+	}
+	b = bytes.TrimSpace(b)
+	if len(b) < minLogKeySecret {
+		return nil, fmt.Errorf("-log-key-secret-file %s: %d bytes of secret, want %d at least (such as the output of openssl rand -hex 32)", path, len(b), minLogKeySecret)
+	}
+	return b, nil
 }

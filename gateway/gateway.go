@@ -144,6 +144,15 @@ type Config struct {
 	// MaxInFlight is the most requests forwarded at once to all upstreams
 	// together; beyond it the gateway sheds load with 503. 0: no limit.
 	MaxInFlight int
+	// ClientMaxBodySize is the largest request body accepted, in bytes
+	// (NGINX's client_max_body_size). A request whose Content-Length is
+	// larger is answered 413 once its route is known, before its body is
+	// read and before any limit, so it is charged nothing (as NGINX checks
+	// it before its access phases); a body of unknown length (chunked) is
+	// answered 413 once it grows past the cap, after the limits, as NGINX
+	// reads it. The connection is closed after a 413. 0: 1 MiB, NGINX's
+	// default; negative: no cap.
+	ClientMaxBodySize int64
 	// StatusCode answers a request over a rate limit (limit_req_status).
 	// Default 429.
 	StatusCode int
@@ -234,6 +243,7 @@ type state struct {
 	fallback *route
 	logMu    *sync.Mutex // the access log's, shared across Update
 	timeouts Timeouts    // cfg.Timeouts with defaults
+	maxBody  int64       // cfg.ClientMaxBodySize with its default; <= 0: no cap
 }
 
 type route struct {
@@ -327,7 +337,10 @@ func (g *Gateway) compile(cfg Config) (*state, error) {
 			return nil, fmt.Errorf("gateway: trusted proxies: %w", err)
 		}
 	}
-	st := &state{cfg: cfg, mux: http.NewServeMux(), logMu: &g.logMu, timeouts: cfg.Timeouts.WithDefaults()}
+	st := &state{cfg: cfg, mux: http.NewServeMux(), logMu: &g.logMu, timeouts: cfg.Timeouts.WithDefaults(), maxBody: cfg.ClientMaxBodySize}
+	if st.maxBody == 0 {
+		st.maxBody = DefaultClientMaxBodySize
+	}
 	ups := map[string]Upstream{}
 	for i, u := range cfg.Upstreams {
 		if u.Name == "" {
@@ -466,6 +479,9 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		defer sw.arm()
 		// And for its discarding of a body the handler left unread.
 		defer st.boundDiscard(sw, r)
+	}
+	if !st.capBody(sw, r, rt.name) {
+		return
 	}
 	rt.handler.ServeHTTP(sw, r)
 }
@@ -659,6 +675,11 @@ func (st *state) upstreamError(w http.ResponseWriter, r *http.Request, route, up
 		// The client's body stalled on its way to the upstream: the
 		// client's fault, not the upstream's.
 		st.bodyTimeout(sb.ResponseWriter, r, route)
+		return
+	}
+	if sb, ok := w.(*streamingBody); ok && sb.body.tooLarge.Load() {
+		// The client's body grew past the cap on its way.
+		st.bodyTooLarge(sb.ResponseWriter, r, route)
 		return
 	}
 	if r.Context().Err() != nil {

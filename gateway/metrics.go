@@ -18,7 +18,7 @@ type Metrics struct {
 
 // NewMetrics creates the metrics and registers them with reg:
 //
-//	sluice_proxy_requests_total{route, outcome}  outcome: forwarded, rejected, shed, denied, upstream_error, body_timeout, error, cancelled, queue_full, malformed
+//	sluice_proxy_requests_total{route, outcome}  outcome: forwarded, rejected, shed, denied, upstream_error, body_timeout, body_too_large, error, cancelled, queue_full, malformed
 //	sluice_proxy_in_flight{upstream}              requests being forwarded now
 //	sluice_proxy_reading_body                     requests whose body is being read before they are forwarded
 //

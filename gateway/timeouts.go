@@ -160,6 +160,7 @@ type clientBody struct {
 	dl       deadlines
 	d        time.Duration
 	timedOut atomic.Bool // a read of the rest stalled past d
+	tooLarge atomic.Bool // the rest grew past the body cap (see capBody)
 	ended    atomic.Bool // the rest was read to its end
 }
 
@@ -181,6 +182,8 @@ func (b *clientBody) Read(p []byte) (int, error) {
 		b.ended.Store(true)
 	case err != nil && isTimeout(err):
 		b.timedOut.Store(true)
+	case err != nil && isTooLarge(err):
+		b.tooLarge.Store(true)
 	}
 	return n, err
 }
@@ -245,15 +248,13 @@ func (st *state) readAhead(w http.ResponseWriter, r *http.Request, route string)
 	case r.Context().Err() != nil || errors.Is(err, io.ErrUnexpectedEOF):
 		st.cfg.Metrics.outcome(route, "cancelled") // the client left
 		return false
+	case isTooLarge(err):
+		st.bodyTooLarge(w, r, route)
+		return false
 	default:
-		var mbe *http.MaxBytesError
-		status := http.StatusBadRequest
-		if errors.As(err, &mbe) {
-			status = http.StatusRequestEntityTooLarge
-		}
 		w.Header().Set("Connection", "close")
-		n := writeProblem(w, rlheader.Problem{Title: http.StatusText(status), Status: status, Detail: "the request body could not be read"}, status)
-		st.access(r, status, n, "BAD_BODY", nil)
+		n := writeProblem(w, rlheader.Problem{Title: http.StatusText(http.StatusBadRequest), Status: http.StatusBadRequest, Detail: "the request body could not be read"}, http.StatusBadRequest)
+		st.access(r, http.StatusBadRequest, n, "BAD_BODY", nil)
 		st.cfg.Metrics.outcome(route, "error")
 		return false
 	}

@@ -33,7 +33,7 @@ import (
 // proxyOptions are the flags of sluice proxy.
 type proxyOptions struct {
 	configPath, upstream, listen, adminAddr, store, failure string
-	accessLog, logLevel, logKeySecretFile                   string
+	accessLog, logLevel, logKeySecretFile, maxBody          string
 	dryRun, h2c, watch, check                               bool
 	timeouts                                                gateway.Timeouts // 0: the file's, else NGINX's
 	maxConns, maxQueued                                     int
@@ -65,6 +65,7 @@ func runProxy(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	fs.DurationVar(&o.timeouts.ClientBody, "client-body-timeout", 0, "time between two reads of a request's body; past it 408 (default the config's client_body_timeout, else 60s)")
 	fs.DurationVar(&o.timeouts.Send, "send-timeout", 0, "time for each write of a response to the client; past it the connection closes (default the config's send_timeout, else 60s)")
 	fs.IntVar(&o.maxConns, "max-conns", 0, "open client connections at most on -listen (NGINX's worker_connections): at the cap a new one takes the place of the connection idle longest, or waits; 0: 40% of the open-file limit, negative: no cap")
+	fs.StringVar(&o.maxBody, "client-max-body-size", "", "the largest request body, as NGINX's client_max_body_size (such as 512k, 1m, 10m): larger is 413, charged nothing when its Content-Length says so; 0: no cap (default 1m)")
 	fs.IntVar(&o.maxQueued, "max-queued", 0, "requests waiting in the limits' queues at most, all keys and routes together; beyond: 503 (0: 4096, negative: no bound)")
 	fs.DurationVar(&o.timeouts.Keepalive, "keepalive-timeout", 0, "how long an idle keep-alive connection is kept (default the config's keepalive_timeout, else 75s)")
 	if code, done := parseCommandLine(fs, args, stdout, stderr, proxyUsage, 0); done {
@@ -94,6 +95,15 @@ func runProxy(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	logKeySecret, err := readLogKeySecret(ctx, o.logKeySecretFile)
 	if err != nil {
 		return fail(2, err)
+	}
+	var maxBody int64 // 0: the gateway's default
+	if o.maxBody != "" {
+		if maxBody, err = gateway.ParseSize(o.maxBody); err != nil {
+			return fail(2, "-client-max-body-size:", err)
+		}
+		if maxBody == 0 {
+			maxBody = -1 // NGINX's 0: no cap
+		}
 	}
 	sum, known := fingerprintBeforeLoad(o.configPath)
 	file, err := loadProxyFile(ctx, o)
@@ -146,6 +156,9 @@ func runProxy(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		c := f.Config
 		c.Limiter, c.Logger, c.AccessLog, c.Limits, c.Metrics = limiter, log, accessLog, limits, metrics
 		c.LogKeySecret = logKeySecret
+		if maxBody != 0 {
+			c.ClientMaxBodySize = maxBody
+		}
 		c.DryRun = c.DryRun || o.dryRun
 		c.MaxQueued = o.maxQueued
 		return c

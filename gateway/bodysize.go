@@ -1,0 +1,76 @@
+package gateway
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"net/http"
+	"strconv"
+
+	"github.com/sluicehq/sluice/rlheader"
+)
+
+// DefaultClientMaxBodySize is Config.ClientMaxBodySize's default, NGINX's
+// client_max_body_size default: 1 MiB.
+const DefaultClientMaxBodySize = 1 << 20
+
+// capBody applies the body cap (Config.ClientMaxBodySize) to r once its
+// route is known: a Content-Length over it is answered 413 at once, before
+// any limit or body read, and capBody returns false; a body of unknown
+// length is wrapped so that reading past the cap fails with
+// *http.MaxBytesError, which readAhead and upstreamError answer 413. A
+// body with a Content-Length needs no wrapper: net/http reads no more.
+func (st *state) capBody(w http.ResponseWriter, r *http.Request, route string) bool {
+	if st.maxBody <= 0 {
+		return true
+	}
+	if r.ContentLength > st.maxBody {
+		st.bodyTooLarge(w, r, route)
+		return false
+	}
+	if r.ContentLength < 0 && r.Body != nil && r.Body != http.NoBody {
+		r.Body = http.MaxBytesReader(w, r.Body, st.maxBody)
+	}
+	return true
+}
+
+// bodyTooLarge answers 413 to a request whose body is over the cap, and
+// closes the connection (the rest of the body is not read).
+func (st *state) bodyTooLarge(w http.ResponseWriter, r *http.Request, route string) {
+	w.Header().Set("Connection", "close")
+	status := http.StatusRequestEntityTooLarge
+	n := writeProblem(w, rlheader.Problem{
+		Title: http.StatusText(status), Status: status,
+		Detail: "the request body is larger than client_max_body_size (" + strconv.FormatInt(st.maxBody, 10) + " bytes)",
+	}, status)
+	st.access(r, status, n, "BODY_TOO_LARGE", nil)
+	st.cfg.Metrics.outcome(route, "body_too_large")
+}
+
+func isTooLarge(err error) bool {
+	var mbe *http.MaxBytesError
+	return errors.As(err, &mbe)
+}
+
+// ParseSize reads a size as NGINX writes one (client_max_body_size 1m): a
+// whole number of bytes, or of KiB, MiB or GiB with the suffix k, m or g
+// in either case. A negative number, an unknown suffix or a size over
+// math.MaxInt64 bytes is an error.
+func ParseSize(s string) (int64, error) {
+	num, mult := s, int64(1)
+	if n := len(s); n > 0 {
+		switch s[n-1] {
+		case 'k', 'K':
+			num, mult = s[:n-1], 1<<10
+		case 'm', 'M':
+			num, mult = s[:n-1], 1<<20
+		case 'g', 'G':
+			num, mult = s[:n-1], 1<<30
+		}
+	}
+	v, err := strconv.ParseInt(num, 10, 64)
+	if err != nil || v < 0 || num[0] == '+' || v > math.MaxInt64/mult {
+		return 0, fmt.Errorf("size %q: want a number of bytes, or of k, m or g, such as 1m", s)
+	}
+	return v * mult, nil
+}

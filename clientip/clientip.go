@@ -64,9 +64,15 @@
 // an unterminated quoted string swallows the rest of its field line.
 //
 // A Resolver reads one header, X-Forwarded-For by default or Forwarded,
-// never both: a proxy maintains one of them and passes the other through
-// as the client sent it, so reading "whichever is present" would let the
-// client choose the answer.
+// never "whichever is present": a proxy maintains one of them and passes
+// the other through as the client sent it, so that would let the client
+// choose the answer. One check crosses them: reading X-Forwarded-For, a
+// trusted peer's request that also carries a Forwarded header naming
+// another client is answered with the peer. Behind a trusted proxy that
+// maintains only Forwarded (the Resolver left at its default by mistake),
+// a client's own X-Forwarded-For would otherwise choose its key; now
+// it lands in the allowance of the proxy's address, shared with every
+// other such request. Set Header to Forwarded behind such a proxy.
 //
 // Addresses come out normalized: an IPv4-mapped IPv6 address (as a
 // dual-stack listener reports IPv4 peers) becomes IPv4, and IPv6 zones are
@@ -247,6 +253,9 @@ func (r *Resolver) ClientIP(req *http.Request) (netip.Addr, error) {
 	switch r.Header {
 	case XForwardedFor:
 		client, ok = r.fromXForwardedFor(req.Header.Values("X-Forwarded-For"))
+		if ok && r.forwardedDisagrees(req, client) {
+			return peer, nil
+		}
 	case Forwarded:
 		client, ok = r.fromForwarded(req.Header.Values("Forwarded"))
 	}
@@ -254,6 +263,24 @@ func (r *Resolver) ClientIP(req *http.Request) (netip.Addr, error) {
 		return peer, nil
 	}
 	return client, nil
+}
+
+// forwardedDisagrees reports whether req, from a trusted peer, also
+// carries a Forwarded header naming another client than client, the one
+// X-Forwarded-For names. A trusted proxy appends the client it saw to the
+// header it maintains and passes the other through as the client wrote
+// it; when that proxy maintains only Forwarded, an X-Forwarded-For read
+// by default would be the client's own choice, so a disagreement is
+// answered with the peer instead. (Reading Forwarded, a Resolver never
+// looks at X-Forwarded-For: a proxy that maintains Forwarded but lets a
+// client's X-Forwarded-For through cannot choose the answer either way.)
+func (r *Resolver) forwardedDisagrees(req *http.Request, client netip.Addr) bool {
+	fwd := req.Header.Values("Forwarded")
+	if len(fwd) == 0 {
+		return false
+	}
+	other, ok := r.fromForwarded(fwd)
+	return ok && other != client
 }
 
 // Key returns a rate limit key for req's client: the canonical text of

@@ -216,12 +216,14 @@ func TestSpoofing(t *testing.T) {
 	}
 }
 
-// TestHeaderChoice: a Resolver reads only its own header.
+// TestHeaderChoice: a Resolver reads only its own header; reading
+// X-Forwarded-For, a Forwarded naming another client gives the peer (see
+// TestConflictingForwardingHeadersGiveThePeer).
 func TestHeaderChoice(t *testing.T) {
 	trusted := mustPrefixes(t, "10.0.0.0/8")
 	req := request("10.0.0.2:443", "X-Forwarded-For", "198.51.100.7")
 	req.Header.Add("Forwarded", "for=203.0.113.9")
-	for h, want := range map[clientip.Header]string{clientip.XForwardedFor: "198.51.100.7", clientip.Forwarded: "203.0.113.9"} {
+	for h, want := range map[clientip.Header]string{clientip.XForwardedFor: "10.0.0.2", clientip.Forwarded: "203.0.113.9"} {
 		r := &clientip.Resolver{TrustedProxies: trusted, Header: h}
 		if got, _ := r.ClientIP(req); got.String() != want {
 			t.Errorf("Header %v: ClientIP = %v, want %s", h, got, want)

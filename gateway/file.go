@@ -1,12 +1,10 @@
 package gateway
 
 import (
-	"bytes"
 	"cmp"
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"net/url"
 	"regexp"
@@ -22,6 +20,7 @@ import (
 	"github.com/sluicehq/sluice/config"
 	"github.com/sluicehq/sluice/httplimit"
 	"github.com/sluicehq/sluice/internal/safefile"
+	"github.com/sluicehq/sluice/internal/strictyaml"
 	"github.com/sluicehq/sluice/queue"
 )
 
@@ -64,10 +63,10 @@ type File struct {
 }
 
 // LoadFile reads and parses the file at name: a regular file (a symlink
-// to one is followed) of at most safefile.DefaultLimit bytes, read until
+// to one is followed) of at most strictyaml.MaxBytes (1 MiB), read until
 // ctx ends. A FIFO, a device or a directory is refused without blocking.
 func LoadFile(ctx context.Context, name string) (*File, error) {
-	data, err := safefile.Read(ctx, name, safefile.DefaultLimit)
+	data, err := safefile.Read(ctx, name, strictyaml.MaxBytes)
 	if err != nil {
 		// safefile's message starts with the path, which the Error has.
 		why := strings.TrimPrefix(err.Error(), name+": ")
@@ -90,44 +89,28 @@ var (
 )
 
 // ParseFile parses a proxy configuration. Every error is a *config.Error
-// naming the file, the line and what is wrong. ParseFile never panics.
+// naming the file, the line and what is wrong. ParseFile never panics. The
+// YAML is read as the rate limit config's is (internal/strictyaml): one
+// document, at most 1 MiB, aliases counted against a node budget of the
+// file's bytes, merge keys (<<), a key once per mapping.
 func ParseFile(name string, data []byte) (*File, error) {
-	p := &fileParser{f: &File{Name: name}}
-	var doc yaml.Node
-	dec := yaml.NewDecoder(bytes.NewReader(data))
-	if err := dec.Decode(&doc); err != nil {
-		if errors.Is(err, io.EOF) {
-			return &File{Name: name}, nil // an empty file: no limits
-		}
-		return nil, config.SyntaxError(name, data, err)
+	doc, err := strictyaml.Decode(name, data)
+	if err != nil {
+		return nil, err
 	}
-	root := &doc
-	if root.Kind == yaml.DocumentNode && len(root.Content) == 1 {
-		root = root.Content[0]
+	if doc.Root == nil {
+		return &File{Name: name}, nil // an empty file: no limits
 	}
-	for {
-		// Another document would be ignored; an empty one (a trailing
-		// "---") is harmless.
-		var next yaml.Node
-		err := dec.Decode(&next)
-		if errors.Is(err, io.EOF) {
-			break
-		}
-		if err != nil {
-			return nil, config.SyntaxError(name, data, err)
-		}
-		if len(next.Content) > 0 && next.Content[0].Tag != "!!null" {
-			return nil, p.errf(&next, "a second YAML document (after ---): a proxy config is one document")
-		}
-	}
-	if err := p.parse(root); err != nil {
+	p := &fileParser{f: &File{Name: name}, doc: doc}
+	if err := p.parse(doc.Root); err != nil {
 		return nil, err
 	}
 	return p.f, nil
 }
 
 type fileParser struct {
-	f *File
+	f   *File
+	doc *strictyaml.Doc
 }
 
 func (p *fileParser) errf(n *yaml.Node, format string, args ...any) error {
@@ -138,28 +121,17 @@ func (p *fileParser) errf(n *yaml.Node, format string, args ...any) error {
 	return e
 }
 
-// fields returns n's mapping as key → value node, refusing keys not in
-// allowed and duplicates.
+// fields returns n's mapping as key → value node (aliases followed),
+// refusing keys not in allowed (with a suggestion) and duplicates; merge
+// keys are expanded.
 func (p *fileParser) fields(n *yaml.Node, what string, allowed []string) (map[string]*yaml.Node, error) {
-	if n.Kind == yaml.AliasNode {
-		n = n.Alias
+	pairs, err := p.doc.Fields(n, what, allowed)
+	if err != nil {
+		return nil, err
 	}
-	if n.Kind != yaml.MappingNode {
-		return nil, p.errf(n, "%s must be a mapping", what)
-	}
-	m := map[string]*yaml.Node{}
-	for i := 0; i+1 < len(n.Content); i += 2 {
-		k, v := n.Content[i], n.Content[i+1]
-		if v.Kind == yaml.AliasNode {
-			v = v.Alias
-		}
-		if !slices.Contains(allowed, k.Value) {
-			return nil, p.errf(k, "unknown key %q in %s (known: %s)", k.Value, what, strings.Join(allowed, ", "))
-		}
-		if _, dup := m[k.Value]; dup {
-			return nil, p.errf(k, "key %q appears twice in %s", k.Value, what)
-		}
-		m[k.Value] = v
+	m := make(map[string]*yaml.Node, len(pairs))
+	for _, kv := range pairs {
+		m[kv.Key.Value] = strictyaml.Deref(kv.Value)
 	}
 	return m, nil
 }

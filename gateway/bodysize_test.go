@@ -114,3 +114,30 @@ func TestParseSize(t *testing.T) {
 		}
 	}
 }
+
+// The proxy file's client_max_body_size is NGINX's: a size such as 10k or
+// 1m, 0 for no cap; anything else is refused with its line.
+func TestFileClientMaxBodySize(t *testing.T) {
+	for in, want := range map[string]int64{"10k": 10 << 10, "2m": 2 << 20, "0": -1} {
+		f, err := gateway.ParseFile("proxy.yaml", []byte("upstream: http://127.0.0.1:1\nclient_max_body_size: "+in+"\n"))
+		if err != nil || f.Config.ClientMaxBodySize != want {
+			t.Errorf("client_max_body_size: %s: %v, %v; want %d", in, f, err, want)
+		}
+	}
+	f, err := gateway.ParseFile("proxy.yaml", []byte("upstream: http://127.0.0.1:1\n"))
+	if err != nil || f.Config.ClientMaxBodySize != 0 {
+		t.Errorf("no client_max_body_size: %v, %v; want 0 (the default)", f, err)
+	}
+	if _, err := gateway.ParseFile("proxy.yaml", []byte("upstream: http://127.0.0.1:1\nclient_max_body_size: 1mb\n")); err == nil || !strings.Contains(err.Error(), "proxy.yaml:2:") {
+		t.Errorf("client_max_body_size: 1mb: %v, want an error at proxy.yaml:2", err)
+	}
+}
+
+// log_key_secret_file names the file of the secret that keys' hashes in
+// logs are keyed with (the program reads it, see sluice proxy).
+func TestFileLogKeySecretFile(t *testing.T) {
+	f, err := gateway.ParseFile("proxy.yaml", []byte("upstream: http://127.0.0.1:1\nlog_key_secret_file: /run/secrets/log-key\n"))
+	if err != nil || f.LogKeySecretFile != "/run/secrets/log-key" {
+		t.Errorf("log_key_secret_file: %v, %v", f, err)
+	}
+}

@@ -60,6 +60,10 @@ type File struct {
 	// AccessLog is where the access log goes: "stderr" (default), "stdout",
 	// "off", or a file path.
 	AccessLog string
+	// LogKeySecretFile is the file holding the secret of the keyed hash
+	// of keys in logs (Config.LogKeySecret), which the program reads; ""
+	// if not set.
+	LogKeySecretFile string
 }
 
 // LoadFile reads and parses the file at name: a regular file (a symlink
@@ -77,7 +81,7 @@ func LoadFile(ctx context.Context, name string) (*File, error) {
 
 // The keys each block accepts.
 var (
-	fileKeys     = []string{"listen", "store", "upstream", "upstreams", "max_in_flight", "status", "conn_status", "dry_run", "headers", "hash_keys", "log_keys", "trusted_proxies", "forwarded_header", "upstream_timeout", "client_header_timeout", "client_body_timeout", "send_timeout", "keepalive_timeout", "store_error_status", "access_log", "limits", "conns", "routes"}
+	fileKeys     = []string{"listen", "store", "upstream", "upstreams", "max_in_flight", "status", "conn_status", "dry_run", "headers", "hash_keys", "log_keys", "trusted_proxies", "forwarded_header", "upstream_timeout", "client_header_timeout", "client_body_timeout", "send_timeout", "keepalive_timeout", "store_error_status", "access_log", "client_max_body_size", "log_key_secret_file", "limits", "conns", "routes"}
 	upstreamKeys = []string{"name", "url", "max_in_flight", "preserve_host"}
 	limitKeys    = []string{"name", "key", "rate", "burst", "nodelay", "delay", "algorithm", "missing_key", "dry_run"}
 	connKeys     = []string{"name", "key", "max", "missing_key", "dry_run"}
@@ -251,8 +255,20 @@ func (p *fileParser) parse(root *yaml.Node) error {
 		p.optStr(top, "listen", &p.f.Listen),
 		p.optStr(top, "store", &p.f.Store),
 		p.optStr(top, "access_log", &p.f.AccessLog),
+		p.optStr(top, "log_key_secret_file", &p.f.LogKeySecretFile),
 	); err != nil {
 		return err
+	}
+	if n := top["client_max_body_size"]; n != nil {
+		v, err := p.str(n, "client_max_body_size")
+		if err != nil {
+			return err
+		}
+		size, err := ParseSize(v)
+		if err != nil {
+			return p.errf(n, "client_max_body_size: %v", err)
+		}
+		c.ClientMaxBodySize = cmp.Or(size, -1) // NGINX's 0: no cap
 	}
 	if n := top["upstream"]; n != nil {
 		if top["upstreams"] != nil {

@@ -56,7 +56,7 @@ func runProxy(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	fs.StringVar(&o.failure, "failure-mode", "open", "with Redis, what to do when it fails: open, closed or local")
 	fs.StringVar(&o.accessLog, "access-log", "", `where the access log of refused requests goes: stderr, stdout, off or a file (default the config's, else stderr)`)
 	fs.StringVar(&o.logLevel, "log-level", "info", "log level: debug, info, warn or error")
-	fs.StringVar(&o.logKeySecretFile, "log-key-secret-file", "", "a file holding the secret (16 bytes at least) of the keyed hash that logs show of keys, the same on every replica so that their logs correlate; default: a random secret per process")
+	fs.StringVar(&o.logKeySecretFile, "log-key-secret-file", "", "a file holding the secret (16 bytes at least) of the keyed hash that logs show of keys, the same on every replica so that their logs correlate (default the config's log_key_secret_file, else a random secret per process)")
 	fs.BoolVar(&o.dryRun, "dry-run", false, "decide and log, never refuse or delay (NGINX's limit_req_dry_run)")
 	fs.BoolVar(&o.h2c, "h2c", false, "also accept HTTP/2 without TLS (prior knowledge)")
 	fs.BoolVar(&o.watch, "watch", true, "reload the config when its file changes (SIGHUP always reloads)")
@@ -65,7 +65,7 @@ func runProxy(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	fs.DurationVar(&o.timeouts.ClientBody, "client-body-timeout", 0, "time between two reads of a request's body; past it 408 (default the config's client_body_timeout, else 60s)")
 	fs.DurationVar(&o.timeouts.Send, "send-timeout", 0, "time for each write of a response to the client; past it the connection closes (default the config's send_timeout, else 60s)")
 	fs.IntVar(&o.maxConns, "max-conns", 0, "open client connections at most on -listen (NGINX's worker_connections): at the cap a new one takes the place of the connection idle longest, or waits; 0: 40% of the open-file limit, negative: no cap")
-	fs.StringVar(&o.maxBody, "client-max-body-size", "", "the largest request body, as NGINX's client_max_body_size (such as 512k, 1m, 10m): larger is 413, charged nothing when its Content-Length says so; 0: no cap (default 1m)")
+	fs.StringVar(&o.maxBody, "client-max-body-size", "", "the largest request body, as NGINX's client_max_body_size (such as 512k, 1m, 10m): larger is 413, charged nothing when its Content-Length says so; 0: no cap (default the config's client_max_body_size, else 1m)")
 	fs.IntVar(&o.maxQueued, "max-queued", 0, "requests waiting in the limits' queues at most, all keys and routes together; beyond: 503 (0: 4096, negative: no bound)")
 	fs.DurationVar(&o.timeouts.Keepalive, "keepalive-timeout", 0, "how long an idle keep-alive connection is kept (default the config's keepalive_timeout, else 75s)")
 	if code, done := parseCommandLine(fs, args, stdout, stderr, proxyUsage, 0); done {
@@ -92,11 +92,7 @@ func runProxy(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		debug.SetGCPercent(400)
 	}
 
-	logKeySecret, err := readLogKeySecret(ctx, o.logKeySecretFile)
-	if err != nil {
-		return fail(2, err)
-	}
-	var maxBody int64 // 0: the gateway's default
+	var maxBody int64 // 0: the file's, else the gateway's default
 	if o.maxBody != "" {
 		if maxBody, err = gateway.ParseSize(o.maxBody); err != nil {
 			return fail(2, "-client-max-body-size:", err)
@@ -112,6 +108,12 @@ func runProxy(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	}
 	if o.check {
 		return checkProxy(file, stdout, stderr)
+	}
+	// The secret is read at start only (see startOnly), the flag's file
+	// before the config's.
+	logKeySecret, err := readLogKeySecret(ctx, cmp.Or(o.logKeySecretFile, file.LogKeySecretFile))
+	if err != nil {
+		return fail(2, err)
 	}
 	o.listen = cmp.Or(o.listen, file.Listen, ":8080")
 	o.store = cmp.Or(o.store, file.Store)
@@ -301,6 +303,7 @@ func startOnly(started, f *gateway.File) []string {
 		{"listen", started.Listen, f.Listen},
 		{"store", started.Store, f.Store},
 		{"access_log", started.AccessLog, f.AccessLog},
+		{"log_key_secret_file", started.LogKeySecretFile, f.LogKeySecretFile},
 		{"upstream_timeout", started.Config.UpstreamTimeout, f.Config.UpstreamTimeout},
 		{"client_header_timeout", started.Config.Timeouts.ClientHeader, f.Config.Timeouts.ClientHeader},
 		{"keepalive_timeout", started.Config.Timeouts.Keepalive, f.Config.Timeouts.Keepalive},

@@ -9,7 +9,7 @@ import (
 	"testing"
 )
 
-// -log-key-secret-file sets the secret of the keyed hash that refusal
+// -log-key-secret-file (or the file's log_key_secret_file) sets the secret of the keyed hash that refusal
 // lines show of a key: proxies given the same secret (replicas) write the
 // same hash for a client, another secret another hash; a secret too short
 // to be one is refused.
@@ -40,6 +40,12 @@ func TestProxyLogKeySecretFile(t *testing.T) {
 	a, b, c := logged("-log-key-secret-file", s1), logged("-log-key-secret-file", s1), logged("-log-key-secret-file", s2)
 	if a != b || a == c || strings.Contains(a, "127.0.0.1") {
 		t.Errorf("secret 1: %q and %q (want equal), secret 2: %q (want another)", a, b, c)
+	}
+	// The config's log_key_secret_file, as the flag.
+	withKey := filepath.Join(dir, "with-key.yaml")
+	writeFile(t, withKey, proxyCfg+"log_key_secret_file: "+s1+"\n")
+	if d := logged("-config", withKey); d != a {
+		t.Errorf("log_key_secret_file secret 1: %q, want %q as with the flag", d, a)
 	}
 	var out, errb syncBuffer
 	if code := runProxy(t.Context(), []string{"-config", cfg, "-upstream", up.URL, "-log-key-secret-file", short}, &out, &errb); code != 2 || !strings.Contains(errb.String(), "want 16 at least") {

@@ -275,7 +275,7 @@ func (r *Resolver) ClientIP(req *http.Request) (netip.Addr, error) {
 // looks at X-Forwarded-For: a proxy that maintains Forwarded but lets a
 // client's X-Forwarded-For through cannot choose the answer either way.)
 func (r *Resolver) forwardedDisagrees(req *http.Request, client netip.Addr) bool {
-	fwd := req.Header.Values("Forwarded")
+	fwd := req.Header["Forwarded"] // canonical already: no canonicalizing lookup per request
 	if len(fwd) == 0 {
 		return false
 	}

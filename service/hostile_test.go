@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	rlpb "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
+	pb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	typepb "github.com/envoyproxy/go-control-plane/envoy/type/v3"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -60,5 +61,34 @@ func TestOverrideAndCostAboveOperatorMaximaAreRefused(t *testing.T) {
 	}
 	if _, err := h.svc.ShouldRateLimit(context.Background(), request("mongo_cps", 0, withHits(override(1000, desc("database", "users")), 100))); err != nil {
 		t.Errorf("at the maxima: %v", err)
+	}
+}
+
+// By default there is no maximum, as in envoyproxy/ratelimit: an operator's
+// override of 1,000,000 per DAY and a cost of 1,000,000 (a byte or token
+// count) are decided, not refused. A refusal would be an error, and Envoy
+// admits a request whose rate limit call fails unless failure_mode_deny is
+// set, so a default maximum turned such limits off. The amplification the
+// maxima once guarded against is gone: a large override or cost on a
+// sliding log is one entry, and the store call is one decision.
+func TestLargeOverridesAndCostsAreDecidedByDefault(t *testing.T) {
+	rules := mongo(5, config.Second)
+	rules.rules[0].rl.Limit.Algorithm = sluice.SlidingLog
+	h := start(t, t0, service.Config{Rules: rules})
+	d := desc("database", "users")
+	d.Limit = &rlpb.RateLimitDescriptor_RateLimitOverride{RequestsPerUnit: 1_000_000, Unit: typepb.RateLimitUnit_DAY}
+	resp, err := h.svc.ShouldRateLimit(context.Background(), request("mongo_cps", 0, withHits(d, 1_000_000)))
+	if err != nil {
+		t.Fatalf("override 1,000,000/DAY with cost 1,000,000: %v; want a decision", err)
+	}
+	if got := resp.GetOverallCode(); got != pb.RateLimitResponse_OK {
+		t.Errorf("override 1,000,000/DAY with cost 1,000,000: %v, want OK (the whole allowance)", got)
+	}
+	resp, err = h.svc.ShouldRateLimit(context.Background(), request("mongo_cps", 0, withHits(desc("database", "users"), 1_000_000)))
+	if err != nil {
+		t.Fatalf("cost 1,000,000 on a 5/s rule: %v; want a decision", err)
+	}
+	if got := resp.GetOverallCode(); got != pb.RateLimitResponse_OVER_LIMIT {
+		t.Errorf("cost 1,000,000 on a 5/s rule: %v, want OVER_LIMIT", got)
 	}
 }

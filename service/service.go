@@ -138,13 +138,15 @@ type Config struct {
 	Logger *slog.Logger
 	// MaxOverride is the largest requests_per_unit a descriptor's limit
 	// override may ask for; a request with a larger one is refused with
-	// InvalidArgument (400 over HTTP), since the override is chosen by the
-	// caller and its capacity is what the store must hold. 0 means
-	// DefaultMaxOverride.
+	// InvalidArgument (400 over HTTP). Set it when the callers that send
+	// overrides are not trusted; mind that Envoy admits a request whose
+	// rate limit call fails unless its filter sets failure_mode_deny. 0
+	// means DefaultMaxOverride: no maximum, as in envoyproxy/ratelimit.
 	MaxOverride uint32
 	// MaxCost is the largest cost (hits_addend, of the request or of a
 	// descriptor) a request may ask for; a larger one is refused as
-	// MaxOverride is. 0 means DefaultMaxCost.
+	// MaxOverride is. 0 means DefaultMaxCost: no maximum (within it, a
+	// cost above a rule's capacity is OVER_LIMIT).
 	MaxCost uint64
 	// MaxDescriptors is the most descriptors a request may carry, and
 	// MaxEntries the most entries one descriptor may: a request with more
@@ -179,13 +181,15 @@ type Config struct {
 	Registerer prometheus.Registerer
 }
 
-// Defaults of Config.MaxOverride and Config.MaxCost: generous for real
-// overrides (100,000 per unit) and costs (a batch or a count of tokens),
-// and far below what a hostile caller would ask for to make the store
-// hold millions of units in one key.
+// Defaults of Config.MaxOverride and Config.MaxCost: no maximum, the
+// range of the wire's fields, as envoyproxy/ratelimit accepts. Every
+// algorithm keeps bounded state per key whatever the rate (the sliding
+// log at most LogEntries+1 entries) and a cost above a limit's capacity
+// is a denial, so a large override or cost costs the store no more than
+// a small one; the maxima exist for operators who want to refuse them.
 const (
-	DefaultMaxOverride = 100_000
-	DefaultMaxCost     = 100_000
+	DefaultMaxOverride = math.MaxUint32
+	DefaultMaxCost     = math.MaxUint64
 )
 
 // DefaultMaxJSONBytesInFlight is Config.MaxJSONBytesInFlight's default:

@@ -325,10 +325,10 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	o.listen.flags(fs, &envErr)
 	fs.Int64Var(&o.memMaxBytes, "memory-max-bytes", int64(envErr.int("MEMSTORE_MAX_BYTES", memstore.DefaultMaxBytes)),
 		"the memory store's budget in bytes (keys, states, sliding log entries); at it, keys are evicted (sluice_memstore_evictions_total)")
-	fs.IntVar(&o.maxOverride, "max-override", envErr.int("MAX_OVERRIDE", service.DefaultMaxOverride),
-		"the largest requests_per_unit a descriptor's limit override may ask for; larger is refused (400, InvalidArgument)")
-	fs.IntVar(&o.maxCost, "max-cost", envErr.int("MAX_COST", service.DefaultMaxCost),
-		"the largest hits_addend a request or descriptor may ask for; larger is refused (400, InvalidArgument)")
+	fs.IntVar(&o.maxOverride, "max-override", envErr.int("MAX_OVERRIDE", 0),
+		"the largest requests_per_unit a descriptor's limit override may ask for; larger is refused (400, InvalidArgument); 0: no maximum")
+	fs.IntVar(&o.maxCost, "max-cost", envErr.int("MAX_COST", 0),
+		"the largest hits_addend a request or descriptor may ask for; larger is refused (400, InvalidArgument); 0: no maximum")
 	fs.Int64Var(&o.jsonInFlight, "json-max-bytes-in-flight", int64(envErr.int("JSON_MAX_BYTES_IN_FLIGHT", service.DefaultMaxJSONBytesInFlight)),
 		"POST /json: the request bodies being read, all together, at most this many bytes; past it, 503 with Retry-After")
 	fs.IntVar(&o.maxDescs, "max-descriptors", envErr.int("MAX_DESCRIPTORS", service.DefaultMaxDescriptors),
@@ -350,14 +350,14 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	if err := refusedByEnv(); err != nil {
 		return fail(2, err)
 	}
-	if o.maxOverride <= 0 || o.maxOverride > math.MaxUint32 {
-		return fail(2, fmt.Sprintf("-max-override %d: want 1 to %d", o.maxOverride, uint32(math.MaxUint32)))
+	if o.maxOverride < 0 || o.maxOverride > math.MaxUint32 {
+		return fail(2, fmt.Sprintf("-max-override %d: want 0 (no maximum) to %d", o.maxOverride, uint32(math.MaxUint32)))
 	}
 	if o.memMaxBytes <= 0 {
 		return fail(2, fmt.Sprintf("-memory-max-bytes %d: want a positive number of bytes", o.memMaxBytes))
 	}
-	if o.maxCost <= 0 {
-		return fail(2, fmt.Sprintf("-max-cost %d: want at least 1", o.maxCost))
+	if o.maxCost < 0 {
+		return fail(2, fmt.Sprintf("-max-cost %d: want 0 (no maximum) or more", o.maxCost))
 	}
 	if o.jsonInFlight < service.MaxJSONBody {
 		return fail(2, fmt.Sprintf("-json-max-bytes-in-flight %d: want at least %d (one body of the largest size)", o.jsonInFlight, service.MaxJSONBody))

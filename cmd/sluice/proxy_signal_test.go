@@ -41,8 +41,11 @@ func TestProxySurvivesSIGHUPDuringStartUp(t *testing.T) {
 		t.Fatal(err)
 	}
 	// The shell's $$ is the proxy's PID once it execs: SIGHUP every 20 ms
-	// for a second, from 50 ms after the exec.
-	prelude := `(sleep 0.05; for i in $(seq 50); do kill -HUP $$ 2>/dev/null || exit 0; sleep 0.02; done) &`
+	// for two seconds, from 300 ms after the exec. Not sooner: between the
+	// exec and the first line of runProxy the runtime and the packages'
+	// init run, and a SIGHUP there ends any Go program; on a loaded machine
+	// under -race that took more than 50 ms.
+	prelude := `(sleep 0.3; for i in $(seq 100); do kill -HUP $$ 2>/dev/null || exit 0; sleep 0.02; done) &`
 	cmd := exec.Command("sh", "-c", prelude+` exec "$0" "$@"`, self, "proxy", "-config", cfg, "-upstream", up.URL,
 		"-listen", "127.0.0.1:0", "-admin-addr", "", "-watch=false")
 	cmd.Env = append(os.Environ(), runMainEnv+"=1")
@@ -84,7 +87,7 @@ func TestProxySurvivesSIGHUPDuringStartUp(t *testing.T) {
 	select {
 	case <-exited:
 		t.Fatalf("exited after start-up (%v): %s", waitErr, stderr.String())
-	case <-time.After(1200 * time.Millisecond):
+	case <-time.After(2500 * time.Millisecond):
 	}
 	if code := getStatus(t, url+"/r1/x"); code != 200 {
 		t.Fatalf("GET: %d, want 200", code)

@@ -26,9 +26,11 @@ func TestServeSurvivesSIGHUPDuringStartUp(t *testing.T) {
 		}
 		writeFile(t, filepath.Join(dir, fmt.Sprintf("d%d.yaml", i)), b.String())
 	}
-	// The shell's $$ is serve's PID once it execs.
+	// The shell's $$ is serve's PID once it execs. The reload of 3 MB of
+	// rules is waited for up to 30 s: on a loaded machine under -race it
+	// took more than 5.
 	p := startProcess(t, "(sleep 0.2; kill -HUP $$) & true", "serve", "-config", dir, "-http-addr", "127.0.0.1:0", "-grpc-addr", "127.0.0.1:0")
-	if _, ok := metricWithin(t, p.httpURL, "sluice_config_reloads_total", 5*time.Second, func(v float64) bool { return v >= 1 }); !ok {
+	if _, ok := metricWithin(t, p.httpURL, "sluice_config_reloads_total", 30*time.Second, func(v float64) bool { return v >= 1 }); !ok {
 		t.Errorf("no reload after the SIGHUP sent during start-up: %s", p.stderr.String())
 	}
 	select {

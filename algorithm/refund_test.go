@@ -90,9 +90,9 @@ func TestRefundSteps(t *testing.T) {
 		runOps(t, new(algorithm.SlidingLog), lim, []op{
 			take(0, 1, ok(2, time.Second), time.Second),
 			take(500*ms, 1, ok(1, time.Second), 1500*ms),
-			refund(500*ms, 1, time.Second), // the newest entry goes
+			refund(500*ms, 1, 1500*ms), // the oldest entry goes
 			take(500*ms, 2, ok(0, time.Second), 1500*ms),
-			take(time.Second, 2, no(1, 500*ms, 500*ms), 1500*ms),
+			take(time.Second, 2, no(0, 500*ms, 500*ms), 1500*ms),
 			refund(2*time.Second, 5, 0),
 		})
 	})

@@ -43,10 +43,10 @@ type logEntry struct {
 // the time until enough of the oldest entries have left for the request to
 // fit, Remaining is Rate minus the units logged, ResetAfter the time until
 // the newest entry leaves; all three are exact for the log as it is kept. A
-// Refund removes units from the newest entries, keeping their instants. If
-// the limit changes, or the clock steps back, and more than LogEntries+1
-// entries would meet, the two oldest are merged into one stamped with the
-// later instant: still conservative, and the bound holds.
+// Refund removes units from the oldest entries, which is conservative (see
+// Refund). If the limit changes, or the clock steps back, and more than
+// LogEntries+1 entries would meet, the two oldest are merged into one
+// stamped with the later instant: still conservative, and the bound holds.
 type SlidingLog struct {
 	buf  []logEntry // ring of entries
 	head int32      // index of the oldest entry
@@ -198,21 +198,33 @@ func (s *SlidingLog) add(at, c, res, rate int64) {
 	*s.entry(s.n - 1) = logEntry{at: at, n: c}
 }
 
-// Refund removes cost units from the newest entries, as if they had never
-// been logged. An entry that keeps some units keeps its instant, which a
-// merge may have moved later: a refund after a merge is conservative.
+// Refund removes cost units from the oldest live entries, whichever
+// requests they were logged for. It cannot know which entries the refunded
+// units are in, so it removes the units that leave the window first: every
+// unit it keeps then carries an instant no earlier than the real one it
+// stands for, so no window ever holds more than Rate of the admitted units
+// that were not refunded, and the log may admit a little less than if the
+// refunded request had never been logged (its units give way at the oldest
+// instants, not at its own). This holds for refunds of requests still in
+// the window (now−Period, now]; a request that has left it has nothing left
+// to give back. An entry that keeps some units keeps its instant. Refunding
+// more than the log holds empties it.
 func (s *SlidingLog) Refund(now int64, lim sluice.Limit, cost int) {
 	s.expire(now - int64(lim.Period))
 	c := int64(cost)
 	for c > 0 && s.n > 0 {
-		last := s.entry(s.n - 1)
-		if last.n > c {
-			last.n -= c
+		first := &s.buf[s.head]
+		if first.n > c {
+			first.n -= c
 			s.sum -= c
 			break
 		}
-		c -= last.n
-		s.sum -= last.n
+		c -= first.n
+		s.sum -= first.n
+		s.head++
+		if s.head == int32(len(s.buf)) {
+			s.head = 0
+		}
 		s.n--
 	}
 	if s.n == 0 {

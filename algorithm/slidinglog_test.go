@@ -71,3 +71,23 @@ func TestSlidingLogBound(t *testing.T) {
 		}
 	})
 }
+
+// TestSlidingLogRefundKeepsWindowWithinRate: a refund takes its units from
+// the oldest entries, never the newest, so that no window ever holds more
+// than Rate of the requests that were admitted and not refunded. A (t0) and
+// B (t0+31s) are admitted under 2 per minute; A is refunded at t0+32s. Were
+// B's entry removed, A's would leave at t0+60s and C and D would both be
+// admitted at t0+60.001s: B, C and D, 3 units, in (t0+30.5s, t0+90.5s].
+func TestSlidingLogRefundKeepsWindowWithinRate(t *testing.T) {
+	const s = time.Second
+	lim := sluice.Limit{Algorithm: sluice.SlidingLog, Rate: 2, Period: time.Minute}
+	c := 60*s + time.Millisecond
+	runOps(t, new(algorithm.SlidingLog), lim, []op{
+		take(0, 1, ok(1, time.Minute), time.Minute),           // A
+		take(31*s, 1, ok(0, time.Minute), 91*s),               // B
+		refund(32*s, 1, 91*s),                                 // A's unit: the entry of t0 goes, B's stays
+		take(c, 1, ok(0, time.Minute), c+time.Minute),         // C
+		take(c, 1, no(0, 91*s-c, time.Minute), c+time.Minute), // D waits for B to leave
+		take(91*s, 1, ok(0, time.Minute), 91*s+time.Minute),   // D
+	})
+}

@@ -66,18 +66,20 @@ local function save()
 end
 
 if mode == 'refund' then
-  -- Remove cost units from the newest entries; an entry that keeps some
-  -- keeps its instant.
+  -- Remove cost units from the oldest live entries, as
+  -- algorithm.SlidingLog.Refund does: the units kept then carry instants no
+  -- earlier than the real ones, so no window holds more than rate. An entry
+  -- that keeps some keeps its instant.
   local c = math.min(cost, sum)
   log[1] = sum - c
   while c > 0 do
-    if log[#log] > c then
-      log[#log] = log[#log] - c
+    if log[3] > c then
+      log[3] = log[3] - c
       c = 0
     else
-      c = c - log[#log]
-      log[#log] = nil
-      log[#log] = nil
+      c = c - log[3]
+      table.remove(log, 2)
+      table.remove(log, 2)
     end
   end
   save()

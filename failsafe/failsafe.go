@@ -106,6 +106,17 @@ type Config struct {
 	// Share. Default 1.
 	Nodes int
 	// Timeout bounds each call to Primary. Default 50ms.
+	//
+	// A caller's deadline bounds the call too: Primary gets at most 9/10
+	// of the time the caller has left, so that when it does not answer in
+	// time the Mode's answer still reaches the caller before its deadline
+	// (behind Envoy, whose deadline is 20ms, Primary gets 18ms). A call
+	// that runs out of its time is a failure of Primary, as a timeout is:
+	// it counts toward the breaker and the Mode answers. Two exceptions
+	// say nothing about Primary, trip nothing and return the context's
+	// error: a caller that cancels its context, and a caller whose
+	// deadline left Primary less than Timeout/10 (an already late or
+	// hostile caller, which must not open the breaker for everyone).
 	Timeout time.Duration
 	// Threshold is how many consecutive failures open the breaker.
 	// Default 3.
@@ -270,8 +281,9 @@ func (l *Limiter) Decide(ctx context.Context, key string, lim sluice.Limit, cost
 		res, err = l.degrade(ctx, key, lim, cost, nil)
 		return res, true, err
 	}
-	cctx, cancel := l.g.bound(ctx)
+	cctx, cancel, judged := l.g.bound(ctx)
 	res, err = l.g.cfg.Primary.AllowN(cctx, key, lim, cost)
+	ranOut := cctx.Err() != nil
 	cancel()
 	if err == nil {
 		if b.Success(probe) {
@@ -283,8 +295,7 @@ func (l *Limiter) Decide(ctx context.Context, key string, lim sluice.Limit, cost
 		b.Release(probe)
 		return res, false, err
 	}
-	if ctx.Err() != nil {
-		// The caller gave up; that says nothing about the store.
+	if callerGaveUp(ctx, ranOut, judged) {
 		b.Release(probe)
 		return sluice.Result{}, false, err
 	}
@@ -306,7 +317,7 @@ func (l *Limiter) RefundN(ctx context.Context, key string, lim sluice.Limit, cos
 		if !ok {
 			return nil
 		}
-		cctx, cancel := l.g.bound(ctx)
+		cctx, cancel, _ := l.g.bound(ctx)
 		defer cancel()
 		return rf.RefundN(cctx, key, lim, cost)
 	}
@@ -317,16 +328,27 @@ func (l *Limiter) RefundN(ctx context.Context, key string, lim sluice.Limit, cos
 	return nil
 }
 
-// bound returns ctx bounded by the per-call timeout. When ctx's own
-// deadline comes first, a context.WithTimeout would behave as ctx itself,
-// so ctx is returned as is, saving its allocations and timer: the common
-// case behind a gRPC server, whose clients (Envoy) send a deadline shorter
-// than the default timeout.
-func (g *Group) bound(ctx context.Context) (context.Context, context.CancelFunc) {
-	if d, ok := ctx.Deadline(); ok && time.Until(d) <= g.cfg.Timeout {
-		return ctx, func() {}
+// bound returns ctx bounded for one call to the primary: by Timeout, and
+// by 9/10 of the time ctx has left, so that the Mode can still answer
+// before ctx's deadline when the primary runs out of time. judged reports
+// whether the primary was given enough time (Timeout/10) for running out
+// of it to be its failure (see Config.Timeout).
+func (g *Group) bound(ctx context.Context) (_ context.Context, _ context.CancelFunc, judged bool) {
+	d := g.cfg.Timeout
+	if dl, ok := ctx.Deadline(); ok {
+		d = min(d, time.Until(dl)/10*9)
 	}
-	return context.WithTimeout(ctx, g.cfg.Timeout)
+	cctx, cancel := context.WithTimeout(ctx, d)
+	return cctx, cancel, d >= g.cfg.Timeout/10
+}
+
+// callerGaveUp reports whether a failed call to the primary says nothing
+// about the store: the caller cancelled ctx, or the call ran out of a time
+// too short to judge the store by (bound's judged is false). A call that
+// ran out of a time long enough, whether Timeout or the caller's deadline,
+// is the store's failure: it was slower than the time there was.
+func callerGaveUp(ctx context.Context, ranOut, judged bool) bool {
+	return errors.Is(ctx.Err(), context.Canceled) || ranOut && !judged
 }
 
 // degrade answers without the primary, as the Mode says. cause is the

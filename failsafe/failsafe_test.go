@@ -224,18 +224,21 @@ func TestTimeout(t *testing.T) {
 }
 
 // The per-call timeout and the caller's deadline: whichever comes first
-// ends a hanging call, and only the timeout counts as the store failing.
+// ends a hanging call (the caller's leaving a tenth of its time for the
+// mode's answer), and the store failed, unless the caller's deadline left
+// it less than a tenth of the timeout.
 func TestCallerDeadline(t *testing.T) {
 	for _, tc := range []struct {
 		name     string
 		deadline time.Duration // the caller's; 0: none
 		want     time.Duration // what a hanging primary costs
-		gaveUp   bool          // the caller's deadline ended it: an error, no fallback
+		gaveUp   bool          // too short to judge the store: an error, no fallback
 	}{
 		{"no deadline", 0, 50 * time.Millisecond, false},
 		{"later deadline", time.Second, 50 * time.Millisecond, false},
-		{"same deadline", 50 * time.Millisecond, 50 * time.Millisecond, true},
-		{"earlier deadline", 10 * time.Millisecond, 10 * time.Millisecond, true},
+		{"same deadline", 50 * time.Millisecond, 45 * time.Millisecond, false},
+		{"earlier deadline", 10 * time.Millisecond, 9 * time.Millisecond, false},
+		{"deadline too short to judge", 5 * time.Millisecond, 4500 * time.Microsecond, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
@@ -253,7 +256,7 @@ func TestCallerDeadline(t *testing.T) {
 				}
 				switch {
 				case tc.gaveUp && !errors.Is(err, context.DeadlineExceeded):
-					t.Errorf("%+v, %v; want the caller's context.DeadlineExceeded", r, err)
+					t.Errorf("%+v, %v; want context.DeadlineExceeded", r, err)
 				case !tc.gaveUp && (err != nil || !r.Allowed):
 					t.Errorf("%+v, %v; want admitted (mode open)", r, err)
 				}

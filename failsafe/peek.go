@@ -12,7 +12,8 @@ var _ sluice.Peeker = (*Limiter)(nil)
 
 // Peek reads key's state on the primary without spending (see
 // sluice.Peeker), through the same timeout and breaker as a decision: a
-// failed peek counts as a failure of the primary. While the primary fails,
+// failed peek counts as a failure of the primary, a peek that runs out of
+// the caller's time too (see Config.Timeout). While the primary fails,
 // or the open breaker skips it, the Mode answers:
 //
 //   - Open: allowed, with the limit's whole capacity remaining and no reset
@@ -46,8 +47,9 @@ func (l *Limiter) DecidePeek(ctx context.Context, key string, lim sluice.Limit) 
 		res, err = l.degradePeek(ctx, key, lim, nil)
 		return res, true, err
 	}
-	cctx, cancel := l.g.bound(ctx)
+	cctx, cancel, judged := l.g.bound(ctx)
 	res, err = pk.Peek(cctx, key, lim)
+	ranOut := cctx.Err() != nil
 	cancel()
 	switch {
 	case err == nil:
@@ -55,7 +57,7 @@ func (l *Limiter) DecidePeek(ctx context.Context, key string, lim sluice.Limit) 
 			l.g.cfg.Logger.Info("failsafe: rate limit store is back")
 		}
 		return res, false, nil
-	case errors.Is(err, sluice.ErrBadInput), ctx.Err() != nil:
+	case errors.Is(err, sluice.ErrBadInput), callerGaveUp(ctx, ranOut, judged):
 		// The caller's mistake, or the caller gave up: nothing about the store.
 		b.Release(probe)
 		return sluice.Result{}, false, err

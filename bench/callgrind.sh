@@ -4,8 +4,8 @@
 # the difference in iterations, so set-up and tear-down cancel. The count
 # does not depend on what else the machine is doing, unlike ns/op.
 #
-#   go test -c -o /tmp/memstore.test ./memstore
-#   bench/callgrind.sh /tmp/memstore.test 'AllowN/hotkey/token_bucket$'
+#   go test -c -o memstore.test ./memstore
+#   bench/callgrind.sh ./memstore.test 'AllowN/hotkey/token_bucket$'
 #
 # Usage: callgrind.sh TESTBINARY BENCHREGEXP [N1 [N2]]   (defaults 100000 300000)
 set -eu

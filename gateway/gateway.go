@@ -657,16 +657,22 @@ func (b *bufferPool) Put(buf []byte) {
 
 // shed answers 503 when the upstream is saturated.
 func (st *state) shed(w http.ResponseWriter, r *http.Request, route, upstream string) {
+	st.unavailable(w, r, route, "the upstream is saturated; retry later", "SHED", upstream, "shed")
+}
+
+// unavailable answers 503 with Retry-After 1 (load shedding, not a rate
+// limit), logs outcome with by and counts metric for the route.
+func (st *state) unavailable(w http.ResponseWriter, r *http.Request, route, detail, outcome, by, metric string) {
 	h := w.Header()
 	h.Set("Retry-After", "1")
 	h.Set("Cache-Control", "no-store")
 	n := writeProblem(w, rlheader.Problem{
 		Title:  "Service Unavailable",
 		Status: http.StatusServiceUnavailable,
-		Detail: "the upstream is saturated; retry later",
+		Detail: detail,
 	}, http.StatusServiceUnavailable)
-	st.access(r, http.StatusServiceUnavailable, n, "SHED", []string{upstream})
-	st.cfg.Metrics.outcome(route, "shed")
+	st.access(r, http.StatusServiceUnavailable, n, outcome, []string{by})
+	st.cfg.Metrics.outcome(route, metric)
 }
 
 // upstreamError answers 502, or 504 on a timeout, when forwarding failed.

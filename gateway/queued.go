@@ -6,7 +6,6 @@ import (
 	"net/http"
 	"time"
 
-	"github.com/sluicehq/sluice/rlheader"
 )
 
 // This file bounds the requests waiting in queues (Config.MaxQueued).
@@ -65,14 +64,5 @@ func sleep(ctx context.Context, d time.Duration) error {
 
 // queueFull answers 503 to a request that would wait beyond MaxQueued.
 func (st *state) queueFull(w http.ResponseWriter, r *http.Request, route string) {
-	h := w.Header()
-	h.Set("Retry-After", "1")
-	h.Set("Cache-Control", "no-store")
-	n := writeProblem(w, rlheader.Problem{
-		Title:  "Service Unavailable",
-		Status: http.StatusServiceUnavailable,
-		Detail: "too many requests are waiting in queues; retry later",
-	}, http.StatusServiceUnavailable)
-	st.access(r, http.StatusServiceUnavailable, n, "QUEUE_FULL", []string{route})
-	st.cfg.Metrics.outcome(route, "queue_full")
+	st.unavailable(w, r, route, "too many requests are waiting in queues; retry later", "QUEUE_FULL", route, "queue_full")
 }

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"net/http"
 	"time"
-
 )
 
 // This file bounds the requests waiting in queues (Config.MaxQueued).

@@ -1,8 +1,6 @@
 package service
 
 import (
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"strings"
@@ -13,6 +11,8 @@ import (
 
 	pb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/sluicehq/sluice"
 )
 
 // counterKind indexes the counter vectors of metrics.
@@ -104,20 +104,18 @@ func (m *metrics) detailed(fullKey, label string) string {
 // detailedLabel returns label as a Prometheus label value may be: valid
 // UTF-8 (Prometheus panics on anything else) of at most
 // MaxDetailedLabelBytes. One that is not is made valid, cut at a rune
-// boundary and suffixed with "#" and 16 hex digits of the SHA-256 of the
-// original, which keeps distinct descriptors apart.
+// boundary and ended with sluice.HashKey's hash of the original, which
+// keeps distinct descriptors apart.
 func detailedLabel(label string) string {
 	if len(label) <= MaxDetailedLabelBytes && utf8.ValidString(label) {
 		return label
 	}
-	sum := sha256.Sum256([]byte(label))
-	suffix := "#" + hex.EncodeToString(sum[:8])
 	valid := strings.ToValidUTF8(label, "\uFFFD")
-	n := min(len(valid), MaxDetailedLabelBytes-len(suffix))
+	n := min(len(valid), MaxDetailedLabelBytes-sluice.HashedKeyLen)
 	for n > 0 && n < len(valid) && !utf8.RuneStart(valid[n]) {
 		n--
 	}
-	return valid[:n] + suffix
+	return sluice.HashKey(valid[:n], label)
 }
 
 func newMetrics(reg prometheus.Registerer, maxDetailed int) (*metrics, error) {

@@ -63,8 +63,9 @@ const DefaultMaxDetailedSeries = 100
 const otherSuffix = "#other"
 
 // MaxDetailedLabelBytes is the longest metrics label of a detailed_metric
-// rule's descriptor: a longer one is cut and ends in "#" and 16 hex digits
-// of its SHA-256, so that distinct descriptors keep distinct labels.
+// rule's descriptor: a longer one is cut and ends in sluice.HashKey's hash
+// of it ("#" and 32 hex digits), so that distinct descriptors keep
+// distinct labels.
 const MaxDetailedLabelBytes = 256
 
 // detailedSet is the labels a detailed_metric rule has counted under.

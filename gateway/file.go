@@ -81,7 +81,7 @@ func LoadFile(ctx context.Context, name string) (*File, error) {
 
 // The keys each block accepts.
 var (
-	fileKeys     = []string{"listen", "store", "upstream", "upstreams", "max_in_flight", "status", "conn_status", "dry_run", "headers", "hash_keys", "log_keys", "trusted_proxies", "forwarded_header", "upstream_timeout", "client_header_timeout", "client_body_timeout", "send_timeout", "keepalive_timeout", "store_error_status", "access_log", "client_max_body_size", "log_key_secret_file", "limits", "conns", "routes"}
+	fileKeys     = []string{"listen", "store", "upstream", "upstreams", "max_in_flight", "status", "conn_status", "dry_run", "headers", "hash_keys", "log_keys", "trusted_proxies", "forwarded_header", "upstream_timeout", "client_header_timeout", "client_body_timeout", "client_body_min_rate", "send_timeout", "keepalive_timeout", "store_error_status", "access_log", "client_max_body_size", "log_key_secret_file", "limits", "conns", "routes"}
 	upstreamKeys = []string{"name", "url", "max_in_flight", "preserve_host"}
 	limitKeys    = []string{"name", "key", "rate", "burst", "nodelay", "delay", "algorithm", "missing_key", "dry_run"}
 	connKeys     = []string{"name", "key", "max", "missing_key", "dry_run"}
@@ -269,6 +269,17 @@ func (p *fileParser) parse(root *yaml.Node) error {
 			return p.errf(n, "client_max_body_size: %v", err)
 		}
 		c.ClientMaxBodySize = cmp.Or(size, -1) // NGINX's 0: no cap
+	}
+	if n := top["client_body_min_rate"]; n != nil { // bytes per second, as a size
+		v, err := p.str(n, "client_body_min_rate")
+		if err != nil {
+			return err
+		}
+		rate, err := ParseSize(v)
+		if err != nil {
+			return p.errf(n, "client_body_min_rate: %v", err)
+		}
+		c.Timeouts.ClientBodyMinRate = cmp.Or(rate, -1) // 0: off
 	}
 	if n := top["upstream"]; n != nil {
 		if top["upstreams"] != nil {

@@ -97,7 +97,7 @@ func TestFileTimeouts(t *testing.T) {
 		t.Fatal(err)
 	}
 	got := f.Config.Timeouts.WithDefaults()
-	want := gateway.Timeouts{ClientHeader: gateway.DefaultClientHeaderTimeout, ClientBody: 5e9, Send: gateway.DefaultSendTimeout, Keepalive: 120e9}
+	want := gateway.Timeouts{ClientHeader: gateway.DefaultClientHeaderTimeout, ClientBody: 5e9, ClientBodyMinRate: gateway.DefaultClientBodyMinRate, Send: gateway.DefaultSendTimeout, Keepalive: 120e9}
 	if got != want {
 		t.Fatalf("timeouts %+v, want %+v", got, want)
 	}

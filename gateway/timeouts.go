@@ -1,12 +1,14 @@
 package gateway
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"io"
 	"log/slog"
 	"net"
 	"net/http"
+	"strconv"
 	"sync/atomic"
 	"time"
 
@@ -24,6 +26,16 @@ type Timeouts struct {
 	// request's body, not the whole body (client_body_timeout; default
 	// 60 s). Past it the request ends with 408 and frees its place.
 	ClientBody time.Duration
+	// ClientBodyMinRate is the least average rate, in bytes per second,
+	// at which a body streaming to the upstream (one larger than the
+	// read-ahead buffer) must arrive, as Apache's mod_reqtimeout MinRate:
+	// the body must be whole by ClientBody plus one second per
+	// ClientBodyMinRate bytes received, counted from when it starts to
+	// stream, or the request ends with 408 and frees its place. Without
+	// it a client sending a byte just within each ClientBody holds its
+	// place for days. Zero is DefaultClientBodyMinRate; negative turns
+	// it off (then only ClientBody bounds each read).
+	ClientBodyMinRate int64
 	// Send bounds the wait for each write of a response to the client,
 	// not the whole response (send_timeout; default 60 s). Past it the
 	// connection is closed.
@@ -41,7 +53,14 @@ const (
 	DefaultKeepaliveTimeout    = 75 * time.Second
 )
 
-// WithDefaults returns t with each zero field set to NGINX's default.
+// DefaultClientBodyMinRate is ClientBodyMinRate's default, 1 KiB/s: a
+// hundredth of a slow mobile uplink, so no real client is cut, while a
+// body of the default 1 MiB cap holds its place for at most about 18
+// minutes (ClientBody + 1024 s) however it is trickled.
+const DefaultClientBodyMinRate = 1 << 10
+
+// WithDefaults returns t with each zero field set to NGINX's default
+// (ClientBodyMinRate, which NGINX lacks, to DefaultClientBodyMinRate).
 func (t Timeouts) WithDefaults() Timeouts {
 	or := func(d, def time.Duration) time.Duration {
 		if d <= 0 {
@@ -54,6 +73,8 @@ func (t Timeouts) WithDefaults() Timeouts {
 		ClientBody:   or(t.ClientBody, DefaultClientBodyTimeout),
 		Send:         or(t.Send, DefaultSendTimeout),
 		Keepalive:    or(t.Keepalive, DefaultKeepaliveTimeout),
+		// Negative (off) is kept, so that defaults apply once.
+		ClientBodyMinRate: cmp.Or(t.ClientBodyMinRate, DefaultClientBodyMinRate),
 	}
 }
 
@@ -152,14 +173,18 @@ func (s *sendWriter) Unwrap() http.ResponseWriter { return s.ResponseWriter }
 
 // clientBody is a request body read through the gateway: what was read
 // ahead, then (for a body larger than bodyBuffer) the rest, each read of
-// which must arrive within the body timeout.
+// which must arrive within the body timeout, and the whole of which must
+// arrive at the minimum rate on average.
 type clientBody struct {
 	ahead    []byte
 	rest     io.ReadCloser // nil when ahead is the whole body
 	orig     io.ReadCloser
 	dl       deadlines
 	d        time.Duration
-	timedOut atomic.Bool // a read of the rest stalled past d
+	minRate  int64       // bytes per second; <= 0: none
+	start    time.Time   // the first read of the rest (zero: none yet)
+	streamed int64       // bytes of the rest read since start
+	timedOut atomic.Bool // a read of the rest stalled past d or fell below minRate
 	tooLarge atomic.Bool // the rest grew past the body cap (see capBody)
 	ended    atomic.Bool // the rest was read to its end
 }
@@ -176,7 +201,7 @@ func (b *clientBody) Read(p []byte) (int, error) {
 	if b.rest == nil {
 		return 0, io.EOF
 	}
-	n, err := b.readRest(p)
+	n, err := b.readStream(p)
 	switch {
 	case err == io.EOF:
 		b.ended.Store(true)
@@ -194,6 +219,33 @@ func (b *clientBody) Read(p []byte) (int, error) {
 func (b *clientBody) readRest(p []byte) (int, error) {
 	b.dl.SetReadDeadline(time.Now().Add(b.d))
 	n, err := b.rest.Read(p)
+	if err != nil {
+		b.dl.SetReadDeadline(time.Time{})
+	}
+	return n, err
+}
+
+// readStream reads the rest of a body streaming to the upstream, within
+// the body timeout and the deadline the minimum rate sets: start +
+// d + streamed/minRate. Only Read calls it, one read at a time.
+func (b *clientBody) readStream(p []byte) (int, error) {
+	now := time.Now()
+	if b.start.IsZero() {
+		b.start = now // not at the read-ahead: the request may wait for its place
+	}
+	deadline := now.Add(b.d)
+	if b.minRate > 0 {
+		secs := b.streamed / b.minRate
+		if secs < 1<<32 { // beyond, no sooner than now + d anyway
+			credit := time.Duration(secs)*time.Second + time.Duration(b.streamed%b.minRate)*time.Second/time.Duration(b.minRate)
+			if byRate := b.start.Add(b.d + credit); byRate.Before(deadline) {
+				deadline = byRate
+			}
+		}
+	}
+	b.dl.SetReadDeadline(deadline)
+	n, err := b.rest.Read(p)
+	b.streamed += int64(n)
 	if err != nil {
 		b.dl.SetReadDeadline(time.Time{})
 	}
@@ -224,7 +276,7 @@ func (st *state) readAhead(w http.ResponseWriter, r *http.Request, route string)
 	if r.ContentLength > 0 && r.ContentLength < bodyBuffer {
 		n = int(r.ContentLength) + 1 // room to see the end without another read
 	}
-	b := &clientBody{ahead: make([]byte, n), rest: r.Body, orig: r.Body, dl: deadlinesOf(w), d: st.timeouts.ClientBody}
+	b := &clientBody{ahead: make([]byte, n), rest: r.Body, orig: r.Body, dl: deadlinesOf(w), d: st.timeouts.ClientBody, minRate: st.timeouts.ClientBodyMinRate}
 	st.cfg.Metrics.reading(1)
 	defer st.cfg.Metrics.reading(-1)
 	filled := 0
@@ -263,12 +315,16 @@ func (st *state) readAhead(w http.ResponseWriter, r *http.Request, route string)
 }
 
 // bodyTimeout answers 408 to a request whose body stalled past the body
-// timeout, and closes the connection (the rest of the body is not read).
+// timeout or fell below the minimum rate, and closes the connection (the rest of the body is not read).
 func (st *state) bodyTimeout(w http.ResponseWriter, r *http.Request, route string) {
 	w.Header().Set("Connection", "close")
+	detail := "the request body stalled for longer than " + st.timeouts.ClientBody.String()
+	if st.timeouts.ClientBodyMinRate > 0 {
+		detail += " or arrived at under " + strconv.FormatInt(st.timeouts.ClientBodyMinRate, 10) + " bytes/s"
+	}
 	n := writeProblem(w, rlheader.Problem{
 		Title: "Request Timeout", Status: http.StatusRequestTimeout,
-		Detail: "the request body stalled for longer than " + st.timeouts.ClientBody.String(),
+		Detail: detail,
 	}, http.StatusRequestTimeout)
 	st.access(r, http.StatusRequestTimeout, n, "BODY_TIMEOUT", nil)
 	st.cfg.Metrics.outcome(route, "body_timeout")

@@ -34,6 +34,7 @@ import (
 type proxyOptions struct {
 	configPath, upstream, listen, adminAddr, store, failure string
 	accessLog, logLevel, logKeySecretFile, maxBody          string
+	bodyMinRate                                             string
 	dryRun, h2c, watch, check                               bool
 	timeouts                                                gateway.Timeouts // 0: the file's, else NGINX's
 	maxConns, maxQueued                                     int
@@ -63,6 +64,7 @@ func runProxy(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	fs.BoolVar(&o.check, "check", false, "check the config, print its routes and exit (like nginx -t)")
 	fs.DurationVar(&o.timeouts.ClientHeader, "client-header-timeout", 0, "time to read a request's header (default the config's client_header_timeout, else 60s)")
 	fs.DurationVar(&o.timeouts.ClientBody, "client-body-timeout", 0, "time between two reads of a request's body; past it 408 (default the config's client_body_timeout, else 60s)")
+	fs.StringVar(&o.bodyMinRate, "client-body-min-rate", "", "the least average rate of a streamed request body, bytes per second (such as 1k): slower, past client-body-timeout, is 408; 0: off (default the config's client_body_min_rate, else 1k)")
 	fs.DurationVar(&o.timeouts.Send, "send-timeout", 0, "time for each write of a response to the client; past it the connection closes (default the config's send_timeout, else 60s)")
 	fs.IntVar(&o.maxConns, "max-conns", 0, "open client connections at most on -listen (NGINX's worker_connections): at the cap a new one takes the place of the connection idle longest, or waits; 0: 40% of the open-file limit, negative: no cap")
 	fs.StringVar(&o.maxBody, "client-max-body-size", "", "the largest request body, as NGINX's client_max_body_size (such as 512k, 1m, 10m): larger is 413, charged nothing when its Content-Length says so; 0: no cap (default the config's client_max_body_size, else 1m)")
@@ -100,6 +102,13 @@ func runProxy(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		if maxBody == 0 {
 			maxBody = -1 // NGINX's 0: no cap
 		}
+	}
+	if o.bodyMinRate != "" {
+		rate, err := gateway.ParseSize(o.bodyMinRate)
+		if err != nil {
+			return fail(2, "-client-body-min-rate:", err)
+		}
+		o.timeouts.ClientBodyMinRate = cmp.Or(rate, -1) // 0: off
 	}
 	sum, known := fingerprintBeforeLoad(o.configPath)
 	file, err := loadProxyFile(ctx, o)
@@ -399,6 +408,7 @@ func loadProxyFile(ctx context.Context, o proxyOptions) (*gateway.File, error) {
 	t, ft := o.timeouts, &f.Config.Timeouts
 	ft.ClientHeader = cmp.Or(t.ClientHeader, ft.ClientHeader)
 	ft.ClientBody = cmp.Or(t.ClientBody, ft.ClientBody)
+	ft.ClientBodyMinRate = cmp.Or(t.ClientBodyMinRate, ft.ClientBodyMinRate)
 	ft.Send = cmp.Or(t.Send, ft.Send)
 	ft.Keepalive = cmp.Or(t.Keepalive, ft.Keepalive)
 	if o.upstream != "" {

@@ -103,7 +103,7 @@ var edges = []edgeKind{
 	{edgeCharts, []string{"gonum.org/v1/plot"}, core},
 	{edgeFileWatch, []string{"github.com/fsnotify"}, core},
 	// YAML is read in one place (internal/strictyaml) and by config, which compiles it.
-	{edgeYAMLParser, []string{"gopkg.in/yaml.v3", "go.yaml.in/yaml"}, []layer{vocabulary, pure, store, wrapper}},
+	{edgeYAMLParser, []string{"go.yaml.in/yaml/v3", "go.yaml.in/yaml"}, []layer{vocabulary, pure, store, wrapper}},
 }
 
 // A pkgRule places one package of the module in a layer and grants it the

@@ -13,6 +13,8 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/keepalive"
 	"google.golang.org/grpc/tap"
+
+	"github.com/sluicehq/sluice/gateway"
 )
 
 // listenerOptions are the timeouts and connection caps of serve's two
@@ -224,4 +226,41 @@ func (s *stopOnRecv) RecvMsg(m any) error {
 		s.t.Stop()
 	}
 	return err
+}
+
+// size returns the environment variable name as a size, in the one
+// spelling every size of both commands takes (gateway.ParseSize: bytes, or
+// k, m or g, as NGINX writes sizes), or def when it is unset or empty; a
+// malformed value is recorded and def returned.
+func (e *envErrs) size(name string, def int64) int64 {
+	v := strings.TrimSpace(os.Getenv(name))
+	if v == "" {
+		return def
+	}
+	n, err := gateway.ParseSize(v)
+	if err != nil {
+		*e = append(*e, fmt.Errorf("%s=%q: %w", name, v, err))
+		return def
+	}
+	return n
+}
+
+// sizeFlag is a flag.Value for a size in gateway.ParseSize's spelling
+// (1048576, 1024k, 1m).
+type sizeFlag struct{ p *int64 }
+
+func (f sizeFlag) String() string {
+	if f.p == nil {
+		return "0"
+	}
+	return strconv.FormatInt(*f.p, 10)
+}
+
+func (f sizeFlag) Set(s string) error {
+	n, err := gateway.ParseSize(s)
+	if err != nil {
+		return err
+	}
+	*f.p = n
+	return nil
 }

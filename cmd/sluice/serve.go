@@ -323,14 +323,16 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	fs.BoolVar(&o.watch, "watch", true, "reload the config when its files change (SIGHUP always reloads)")
 	fs.StringVar(&o.trustedProxies, "trusted-proxies", "", "the reverse proxies that call /auth, whose X-Forwarded-For is believed: comma-separated networks or addresses, added to the config's forward_auth trusted_proxies")
 	o.listen.flags(fs, &envErr)
-	fs.Int64Var(&o.memMaxBytes, "memory-max-bytes", int64(envErr.int("MEMSTORE_MAX_BYTES", memstore.DefaultMaxBytes)),
-		"the memory store's budget in bytes (keys, states, sliding log entries); at it, keys are evicted (sluice_memstore_evictions_total)")
+	o.memMaxBytes = envErr.size("MEMSTORE_MAX_BYTES", memstore.DefaultMaxBytes)
+	fs.Var(sizeFlag{&o.memMaxBytes}, "memory-max-bytes",
+		"the memory store's budget in bytes, or k, m or g (such as 256m) (keys, states, sliding log entries); at it, keys are evicted (sluice_memstore_evictions_total)")
 	fs.IntVar(&o.maxOverride, "max-override", envErr.int("MAX_OVERRIDE", 0),
 		"the largest requests_per_unit a descriptor's limit override may ask for; larger is refused (400, InvalidArgument); 0: no maximum")
 	fs.IntVar(&o.maxCost, "max-cost", envErr.int("MAX_COST", 0),
 		"the largest hits_addend a request or descriptor may ask for; larger is refused (400, InvalidArgument); 0: no maximum")
-	fs.Int64Var(&o.jsonInFlight, "json-max-bytes-in-flight", int64(envErr.int("JSON_MAX_BYTES_IN_FLIGHT", service.DefaultMaxJSONBytesInFlight)),
-		"POST /json: the request bodies being read, all together, at most this many bytes; past it, 503 with Retry-After")
+	o.jsonInFlight = envErr.size("JSON_MAX_BYTES_IN_FLIGHT", service.DefaultMaxJSONBytesInFlight)
+	fs.Var(sizeFlag{&o.jsonInFlight}, "json-max-bytes-in-flight",
+		"POST /json: the request bodies being read, all together, at most this many bytes, or k, m or g (such as 128m); past it, 503 with Retry-After")
 	fs.IntVar(&o.maxDescs, "max-descriptors", envErr.int("MAX_DESCRIPTORS", service.DefaultMaxDescriptors),
 		"the most descriptors a request may carry; more is refused (400, InvalidArgument)")
 	fs.IntVar(&o.maxEntries, "max-entries", envErr.int("MAX_ENTRIES", service.DefaultMaxEntries),

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"net/http"
 	"path/filepath"
 	"testing"
@@ -77,6 +78,26 @@ func TestServeMemoryStoreBudgetAndMetrics(t *testing.T) {
 		if v := metric(t, s.url, name); !want(v) {
 			t.Errorf("%s = %v", name, v)
 		}
+	}
+}
+
+// serve's sizes take the spelling proxy's sizes take (NGINX's: 1m, 512k),
+// as flags and as environment variables: before, -memory-max-bytes 1m was
+// "invalid value" while -client-max-body-size 1m was the only way.
+func TestServeSizesTakeTheProxysSpelling(t *testing.T) {
+	s := launch(t, "-memory-max-bytes", "1m", "-json-max-bytes-in-flight", "2m")
+	post(t, s.url, `{"domain":"example","descriptors":[{"entries":[{"key":"user","value":"alice"}]}]}`)
+	if v := metric(t, s.url, "sluice_memstore_max_bytes"); v != 1<<20 {
+		t.Errorf("-memory-max-bytes 1m: sluice_memstore_max_bytes = %v, want %d", v, 1<<20)
+	}
+	t.Setenv("MEMSTORE_MAX_BYTES", "2m")
+	s = launch(t)
+	if v := metric(t, s.url, "sluice_memstore_max_bytes"); v != 2<<20 {
+		t.Errorf("MEMSTORE_MAX_BYTES=2m: sluice_memstore_max_bytes = %v, want %d", v, 2<<20)
+	}
+	var out, errb syncBuffer
+	if code := runServe(context.Background(), []string{"-memory-max-bytes", "1q"}, &out, &errb); code != 2 {
+		t.Errorf("-memory-max-bytes 1q: exit %d, want 2; stderr %q", code, errb.String())
 	}
 }
 

@@ -14,6 +14,7 @@ import (
 	"os"
 	"os/signal"
 	"runtime/debug"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -387,7 +388,11 @@ func checkProxy(f *gateway.File, stdout, stderr io.Writer) int {
 	}
 	fmt.Fprintln(stdout, "anything else: no limit, to", c.Upstreams[0].Name)
 	t := c.Timeouts.WithDefaults()
-	fmt.Fprintf(stdout, "timeouts: client_header %v, client_body %v, send %v, keepalive %v\n", t.ClientHeader, t.ClientBody, t.Send, t.Keepalive)
+	rate := "off"
+	if t.ClientBodyMinRate > 0 {
+		rate = strconv.FormatInt(t.ClientBodyMinRate, 10) + " B/s"
+	}
+	fmt.Fprintf(stdout, "timeouts: client_header %v, client_body %v (min rate %s), send %v, keepalive %v\n", t.ClientHeader, t.ClientBody, rate, t.Send, t.Keepalive)
 	return 0
 }
 

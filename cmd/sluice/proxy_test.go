@@ -233,6 +233,14 @@ func TestProxyCheck(t *testing.T) {
 	if !strings.Contains(out.String(), "limit a: queue 1 per 1s, burst 5, delay=2") {
 		t.Fatalf("output %q", out.String())
 	}
+	// The body's least rate is a timeout like the others: -check shows it.
+	if !strings.Contains(out.String(), "client_body 1m0s (min rate 1024 B/s)") {
+		t.Errorf("output %q does not show the default client_body_min_rate", out.String())
+	}
+	var off syncBuffer
+	if code := runProxy(context.Background(), []string{"-check", "-config", good, "-client-body-min-rate", "0"}, &off, &errb); code != 0 || !strings.Contains(off.String(), "(min rate off)") {
+		t.Errorf("-client-body-min-rate 0: exit %d, output %q", code, off.String())
+	}
 	bad := filepath.Join(dir, "bad.yaml")
 	os.WriteFile(bad, []byte("upstream: http://127.0.0.1:1\nstatus: 600\n"), 0o644)
 	if code := runProxy(context.Background(), []string{"-check", "-config", bad}, &out, &errb); code != 1 || !strings.Contains(errb.String(), "bad.yaml:2:") {

@@ -240,6 +240,12 @@ const LoadTimeout = 10 * time.Second
 // bounds the memory of reading one (see the package documentation).
 const MaxFileBytes = strictyaml.MaxBytes
 
+// MaxTotalBytes bounds a config as a whole, all its files together: 16
+// MiB, far above any real set of rules, so that a directory of many files
+// each under MaxFileBytes cannot make LoadContext read, parse and hold an
+// unbounded amount of YAML.
+const MaxTotalBytes = 16 << 20
+
 // Load is LoadContext with a deadline of LoadTimeout.
 func Load(path string) (*Config, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), LoadTimeout)
@@ -255,7 +261,10 @@ func Load(path string) (*Config, error) {
 // MaxFileBytes: a directory, FIFO, socket or device named
 // *.yaml is refused, without blocking, with an error that wraps
 // safefile.ErrNotRegular, and a larger file with one that wraps
-// safefile.ErrTooLarge and states its size. LoadContext gives up when ctx
+// safefile.ErrTooLarge and states its size. All the files together may
+// hold at most MaxTotalBytes: LoadContext reads them all before parsing
+// any and refuses a config over that total with an error naming path,
+// the total and the limit. LoadContext gives up when ctx
 // ends. Errors are *Error values that name the file, and the line where
 // there is one.
 func LoadContext(ctx context.Context, path string) (*Config, error) {
@@ -272,13 +281,26 @@ func LoadContext(ctx context.Context, path string) (*Config, error) {
 			return nil, &Error{File: path, Msg: "no .yaml or .yml files in directory"}
 		}
 	}
-	domains := make([]*Domain, 0, len(files))
-	for _, f := range files {
+	// Read every file before parsing any, so that the total is bounded
+	// by what is parsed, and a config over MaxTotalBytes is refused
+	// having held at most MaxTotalBytes+MaxFileBytes of it.
+	datas := make([][]byte, len(files))
+	total := 0
+	for i, f := range files {
 		data, err := safefile.Read(ctx, f, MaxFileBytes)
 		if err != nil {
 			return nil, &Error{File: f, Msg: "cannot read: " + unwrapPath(err, f), Err: err}
 		}
-		d, err := Parse(f, data)
+		if total += len(data); total > MaxTotalBytes {
+			return nil, &Error{File: path, Msg: fmt.Sprintf("%d bytes in all in the first %d of %d files (up to %s), over the limit of %d: split the rules over fewer, smaller files",
+				total, i+1, len(files), filepath.Base(f), MaxTotalBytes)}
+		}
+		datas[i] = data
+	}
+	domains := make([]*Domain, 0, len(files))
+	for i, f := range files {
+		d, err := Parse(f, datas[i])
+		datas[i] = nil
 		if err != nil {
 			return nil, err
 		}

@@ -301,3 +301,38 @@ func TestLoadContextGivesUpWhenTheContextEnds(t *testing.T) {
 		t.Errorf("LoadContext with a cancelled context = %v, want context.Canceled", err)
 	}
 }
+
+// TestLoadRefusesAConfigOverItsTotalSize fills a directory with 17 files,
+// each one byte under MaxFileBytes: every file passes the per-file cap but
+// together they are over MaxTotalBytes, and LoadContext, which any library
+// caller uses, must refuse them with an *Error naming the directory, the
+// total and the cap.
+func TestLoadRefusesAConfigOverItsTotalSize(t *testing.T) {
+	const n = 17
+	files := make(map[string]string, n)
+	for i := range n {
+		head := fmt.Sprintf("domain: filler%02d\n", i)
+		line := "# " + strings.Repeat("x", 77) + "\n"
+		body := head + strings.Repeat(line, (MaxFileBytes-1-len(head))/len(line))
+		body += "#" + strings.Repeat("x", MaxFileBytes-1-len(body)-2) + "\n"
+		if len(body) != MaxFileBytes-1 {
+			t.Fatalf("file of %d bytes, want %d", len(body), MaxFileBytes-1)
+		}
+		files[fmt.Sprintf("f%02d.yaml", i)] = body
+	}
+	dir := writeFiles(t, files)
+	c, err := LoadContext(context.Background(), dir)
+	if err == nil {
+		t.Fatalf("LoadContext accepted %d files of %d bytes (%d in all, over MaxTotalBytes %d) with %d domains",
+			n, MaxFileBytes-1, n*(MaxFileBytes-1), MaxTotalBytes, len(c.Domains()))
+	}
+	total := (MaxTotalBytes/(MaxFileBytes-1) + 1) * (MaxFileBytes - 1)
+	for _, want := range []string{dir + ": config: ", fmt.Sprintf("%d bytes in all", total), fmt.Sprintf("over the limit of %d", MaxTotalBytes)} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("LoadContext = %v, want an error containing %q", err, want)
+		}
+	}
+	if e, ok := errors.AsType[*Error](err); !ok || e.File != dir {
+		t.Errorf("LoadContext error %T %v is not an *Error naming %s", err, err, dir)
+	}
+}

@@ -157,18 +157,12 @@ func loadRulesWith(apply func(*config.Config) error) func(string) error {
 	}
 }
 
-// maxConfigBytes bounds a config as a whole, all its files together: 16
-// MiB, far above any real set of rules, so that a directory of many files
-// each under config.MaxFileBytes cannot make a load parse, and hold, an
-// unbounded amount of YAML.
-const maxConfigBytes = 16 << 20
-
 // fingerprint hashes the names and contents of the config files at path,
 // each read with safefile.Read: a file that is not a regular file (a FIFO,
 // a device such as /dev/zero, followed symlinks included) or is over
 // config.MaxFileBytes (what the loader reads at most) is an error (a
-// *config.Error naming it), as are files over maxConfigBytes together and
-// ctx ending.
+// *config.Error naming it), as are files over config.MaxTotalBytes
+// together (which the loader refuses too) and ctx ending.
 func fingerprint(ctx context.Context, path string) ([sha256.Size]byte, error) {
 	var sum [sha256.Size]byte
 	files, err := config.Files(path)
@@ -182,9 +176,9 @@ func fingerprint(ctx context.Context, path string) ([sha256.Size]byte, error) {
 		if err != nil {
 			return sum, &config.Error{File: f, Msg: "cannot read: " + strings.TrimPrefix(err.Error(), f+": "), Err: err}
 		}
-		if total += len(b); total > maxConfigBytes {
+		if total += len(b); total > config.MaxTotalBytes {
 			return sum, &config.Error{File: path, Msg: fmt.Sprintf("more than %d bytes in all (%d files, %d bytes up to %s): split the rules over fewer, smaller files",
-				maxConfigBytes, len(files), total, f)}
+				config.MaxTotalBytes, len(files), total, f)}
 		}
 		io.WriteString(h, f)
 		h.Write([]byte{0})

@@ -12,7 +12,7 @@ import (
 )
 
 // A config directory is bounded as a whole, not only file by file: files
-// each under config.MaxFileBytes but together over maxConfigBytes are
+// each under config.MaxFileBytes but together over config.MaxTotalBytes are
 // refused at start-up, at once and naming the total, instead of being
 // parsed (200 files of 1 MB took a running server to 1.5 GB on a reload).
 func TestServeRefusesAConfigOverItsTotalSize(t *testing.T) {
@@ -20,7 +20,7 @@ func TestServeRefusesAConfigOverItsTotalSize(t *testing.T) {
 	writeFile(t, filepath.Join(dir, "a.yaml"), cfgBlocked)
 	// Comment lines: valid YAML, each file just under the per-file cap.
 	filler := strings.Repeat("# "+strings.Repeat("x", 77)+"\n", (config.MaxFileBytes-1024)/80)
-	for i := range maxConfigBytes/len(filler) + 1 {
+	for i := range config.MaxTotalBytes/len(filler) + 1 {
 		writeFile(t, filepath.Join(dir, fmt.Sprintf("f%02d.yaml", i)), fmt.Sprintf("domain: filler%d\n%s", i, filler))
 	}
 	var out, errb syncBuffer

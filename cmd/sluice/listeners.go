@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"net/http"
@@ -40,38 +41,43 @@ type listenerOptions struct {
 // serve refuses them (exit 2) instead of ignoring them.
 type envErrs []error
 
-// duration returns the environment variable name as a time.Duration
-// (time.ParseDuration's forms, or a whole number of seconds), or def when
-// it is unset or empty; a malformed value is recorded and def returned.
-func (e *envErrs) duration(name string, def time.Duration) time.Duration {
+// envParse returns the environment variable name read by parse, or def
+// when it is unset or empty; a value parse refuses is recorded in e (as
+// "NAME=value: want ...") and def returned. It is the one reader behind
+// duration, int and size.
+func envParse[T any](e *envErrs, name string, def T, want string, parse func(string) (T, error)) T {
 	v := strings.TrimSpace(os.Getenv(name))
 	if v == "" {
 		return def
 	}
-	if n, err := strconv.ParseInt(v, 10, 64); err == nil && n >= 0 {
-		return time.Duration(n) * time.Second
-	}
-	d, err := time.ParseDuration(v)
-	if err != nil || d < 0 {
-		*e = append(*e, fmt.Errorf("%s=%q: want a duration such as 30s or 5m", name, v))
+	x, err := parse(v)
+	if err != nil {
+		*e = append(*e, fmt.Errorf("%s=%q: want %s", name, v, want))
 		return def
 	}
-	return d
+	return x
+}
+
+// duration returns the environment variable name as a time.Duration
+// (time.ParseDuration's forms, or a whole number of seconds), or def when
+// it is unset or empty; a malformed value is recorded and def returned.
+func (e *envErrs) duration(name string, def time.Duration) time.Duration {
+	return envParse(e, name, def, "a duration such as 30s or 5m", func(v string) (time.Duration, error) {
+		if n, err := strconv.ParseInt(v, 10, 64); err == nil && n >= 0 {
+			return time.Duration(n) * time.Second, nil
+		}
+		d, err := time.ParseDuration(v)
+		if err == nil && d < 0 {
+			err = errors.New("negative")
+		}
+		return d, err
+	})
 }
 
 // int returns the environment variable name as an integer, or def when it
 // is unset or empty; a malformed value is recorded and def returned.
 func (e *envErrs) int(name string, def int) int {
-	v := strings.TrimSpace(os.Getenv(name))
-	if v == "" {
-		return def
-	}
-	n, err := strconv.Atoi(v)
-	if err != nil {
-		*e = append(*e, fmt.Errorf("%s=%q: want an integer", name, v))
-		return def
-	}
-	return n
+	return envParse(e, name, def, "an integer", strconv.Atoi)
 }
 
 // bools records the environment variables names that are set and are not
@@ -233,16 +239,7 @@ func (s *stopOnRecv) RecvMsg(m any) error {
 // k, m or g, as NGINX writes sizes), or def when it is unset or empty; a
 // malformed value is recorded and def returned.
 func (e *envErrs) size(name string, def int64) int64 {
-	v := strings.TrimSpace(os.Getenv(name))
-	if v == "" {
-		return def
-	}
-	n, err := gateway.ParseSize(v)
-	if err != nil {
-		*e = append(*e, fmt.Errorf("%s=%q: %w", name, v, err))
-		return def
-	}
-	return n
+	return envParse(e, name, def, "a number of bytes, or of k, m or g, such as 1m", gateway.ParseSize)
 }
 
 // sizeFlag is a flag.Value for a size in gateway.ParseSize's spelling

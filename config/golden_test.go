@@ -3,10 +3,12 @@ package config
 import (
 	"bytes"
 	"flag"
-	"os"
+	"io"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/sluicehq/sluice/internal/goldentest"
 )
 
 var update = flag.Bool("update", false, "rewrite the .golden files of testdata with the current output")
@@ -17,47 +19,13 @@ var update = flag.Bool("update", false, "rewrite the .golden files of testdata w
 // `go test ./config -run Golden -update` to rewrite them, then review the
 // diff.
 func TestGolden(t *testing.T) {
-	for _, dir := range []string{"valid", "invalid"} {
-		files, err := filepath.Glob(filepath.Join("testdata", dir, "*.yaml"))
-		if err != nil || len(files) == 0 {
-			t.Fatalf("no golden inputs in testdata/%s: %v", dir, err)
+	goldentest.Run(t, "testdata", *update, func(name string, data []byte) (func(io.Writer), error) {
+		d, err := Parse(name, data)
+		if err != nil {
+			return nil, err
 		}
-		for _, file := range files {
-			name := filepath.Base(file)
-			t.Run(dir+"/"+strings.TrimSuffix(name, ".yaml"), func(t *testing.T) {
-				data, err := os.ReadFile(file)
-				if err != nil {
-					t.Fatal(err)
-				}
-				d, err := Parse(name, data)
-				var got bytes.Buffer
-				switch {
-				case dir == "valid" && err != nil:
-					t.Fatalf("Parse: %v", err)
-				case dir == "invalid" && err == nil:
-					t.Fatalf("Parse succeeded, want an error")
-				case err != nil:
-					got.WriteString(err.Error() + "\n")
-				default:
-					d.Dump(&got)
-				}
-				golden := strings.TrimSuffix(file, ".yaml") + ".golden"
-				if *update {
-					if err := os.WriteFile(golden, got.Bytes(), 0o644); err != nil {
-						t.Fatal(err)
-					}
-					return
-				}
-				want, err := os.ReadFile(golden)
-				if err != nil {
-					t.Fatalf("%v (run with -update to create it)", err)
-				}
-				if got.String() != string(want) {
-					t.Errorf("%s: got\n%s\nwant\n%s", name, got.String(), want)
-				}
-			})
-		}
-	}
+		return func(w io.Writer) { d.Dump(w) }, nil
+	})
 }
 
 // TestLoadGoldenDir loads every valid golden file as one directory, the way

@@ -1,20 +1,18 @@
 package gateway_test
 
 import (
-	"bytes"
 	"flag"
 	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
-	"os"
 	"path/filepath"
-	"strings"
 	"testing"
 	"time"
 
 	"github.com/sluicehq/sluice/gateway"
 	"github.com/sluicehq/sluice/httplimit"
+	"github.com/sluicehq/sluice/internal/goldentest"
 )
 
 var update = flag.Bool("update", false, "rewrite the .golden files of testdata/golden with the current output")
@@ -26,47 +24,13 @@ var update = flag.Bool("update", false, "rewrite the .golden files of testdata/g
 // `go test ./gateway -run ProxyFileGolden -update` to rewrite them, then
 // read the diff.
 func TestProxyFileGolden(t *testing.T) {
-	for _, dir := range []string{"valid", "invalid"} {
-		files, err := filepath.Glob(filepath.Join("testdata", "golden", dir, "*.yaml"))
-		if err != nil || len(files) == 0 {
-			t.Fatalf("no golden inputs in testdata/golden/%s: %v", dir, err)
+	goldentest.Run(t, filepath.Join("testdata", "golden"), *update, func(name string, data []byte) (func(io.Writer), error) {
+		f, err := gateway.ParseFile(name, data)
+		if err != nil {
+			return nil, err
 		}
-		for _, file := range files {
-			name := filepath.Base(file)
-			t.Run(dir+"/"+strings.TrimSuffix(name, ".yaml"), func(t *testing.T) {
-				data, err := os.ReadFile(file)
-				if err != nil {
-					t.Fatal(err)
-				}
-				f, err := gateway.ParseFile(name, data)
-				var got bytes.Buffer
-				switch {
-				case dir == "valid" && err != nil:
-					t.Fatalf("ParseFile: %v", err)
-				case dir == "invalid" && err == nil:
-					t.Fatalf("ParseFile succeeded, want an error")
-				case err != nil:
-					got.WriteString(err.Error() + "\n")
-				default:
-					dumpFile(&got, f)
-				}
-				golden := strings.TrimSuffix(file, ".yaml") + ".golden"
-				if *update {
-					if err := os.WriteFile(golden, got.Bytes(), 0o644); err != nil {
-						t.Fatal(err)
-					}
-					return
-				}
-				want, err := os.ReadFile(golden)
-				if err != nil {
-					t.Fatalf("%v (run with -update to create it)", err)
-				}
-				if got.String() != string(want) {
-					t.Errorf("%s: got\n%s\nwant\n%s", name, got.String(), want)
-				}
-			})
-		}
-	}
+		return func(w io.Writer) { dumpFile(w, f) }, nil
+	})
 }
 
 // probe is the request every key of a valid golden file is computed for,

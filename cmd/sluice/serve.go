@@ -189,7 +189,7 @@ func env(name, def string) string {
 // when it is unset, empty or not a boolean (which serve refuses at
 // start-up: see envErrs.bools).
 func envBool(name string, def bool) bool {
-	if b, err := strconv.ParseBool(os.Getenv(name)); err == nil {
+	if b, err := strconv.ParseBool(strings.TrimSpace(os.Getenv(name))); err == nil {
 		return b
 	}
 	return def

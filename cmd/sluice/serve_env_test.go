@@ -148,3 +148,19 @@ func TestServeRefusesMalformedEnv(t *testing.T) {
 		})
 	}
 }
+
+// A boolean variable with spaces around it is read as the start-up check
+// reads it: envErrs.bools accepted " true" (it trims), while envBool did not
+// trim and fell back to the default, so SHADOW_MODE=" true" passed the check
+// and did nothing.
+func TestEnvBoolReadsWhatTheCheckAccepts(t *testing.T) {
+	t.Setenv("SHADOW_MODE", " true ")
+	var errs envErrs
+	errs.bools("SHADOW_MODE")
+	if len(errs) != 0 {
+		t.Fatalf("the start-up check refused %q: %v", " true ", errs)
+	}
+	if !envBool("SHADOW_MODE", false) {
+		t.Errorf(`envBool("SHADOW_MODE") with " true " = false, want true`)
+	}
+}

@@ -1,7 +1,6 @@
 package service
 
 import (
-	"errors"
 	"fmt"
 	"strings"
 	"sync"
@@ -13,6 +12,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/internal/promreg"
 )
 
 // counterKind indexes the counter vectors of metrics.
@@ -141,33 +141,16 @@ func newMetrics(reg prometheus.Registerer, maxDetailed int) (*metrics, error) {
 			Buckets: []float64{.00005, .0001, .00025, .0005, .001, .0025, .005, .01, .025, .05, .1},
 		}, []string{"code"}),
 	}
+	var err error
 	for i, c := range m.vecs {
-		got, err := register(reg, c)
-		if err != nil {
-			return nil, err
+		if m.vecs[i], err = promreg.Register(reg, c); err != nil {
+			return nil, fmt.Errorf("service: registering metrics: %w", err)
 		}
-		m.vecs[i] = got.(*prometheus.CounterVec)
 	}
-	got, err := register(reg, m.seconds)
-	if err != nil {
-		return nil, err
+	if m.seconds, err = promreg.Register(reg, m.seconds); err != nil {
+		return nil, fmt.Errorf("service: registering metrics: %w", err)
 	}
-	m.seconds = got.(*prometheus.HistogramVec)
 	return m, nil
-}
-
-// register registers c, or returns the identical collector registered
-// before (a second Service on one registry shares the metrics).
-func register(reg prometheus.Registerer, c prometheus.Collector) (prometheus.Collector, error) {
-	err := reg.Register(c)
-	if err == nil {
-		return c, nil
-	}
-	var are prometheus.AlreadyRegisteredError
-	if errors.As(err, &are) {
-		return are.ExistingCollector, nil
-	}
-	return nil, fmt.Errorf("service: registering metrics: %w", err)
 }
 
 // ruleCounters are the counters of one rule label, each looked up once, on

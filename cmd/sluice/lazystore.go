@@ -33,7 +33,7 @@ var errNotConnected = errors.New("rate limit store not connected yet")
 // itself after later outages. It is safe for concurrent use.
 type lazyStore struct {
 	store   atomic.Pointer[redisstore.Store]
-	lastErr atomic.Pointer[error] // the last connection error, while not connected
+	lastErr atomic.Pointer[error] // what a call returns while not connected: the last connection error, wrapped once (see unavailable)
 
 	stop context.CancelFunc
 	done chan struct{}
@@ -71,7 +71,7 @@ func openLazy(ctx context.Context, cfg redisstore.Config, log *slog.Logger) (*la
 		stop()
 		return nil, err
 	}
-	l.lastErr.Store(&err)
+	l.lastErr.Store(unavailable(err))
 	log.Warn("rate limit store unreachable: starting with the failure mode applied, reconnecting in the background", "err", err)
 	go l.connect(bg, cfg, log)
 	return l, nil
@@ -98,7 +98,7 @@ func (l *lazyStore) connect(ctx context.Context, cfg redisstore.Config, log *slo
 			log.Info("rate limit store connected")
 			return
 		}
-		l.lastErr.Store(&err)
+		l.lastErr.Store(unavailable(err))
 		wait = min(2*wait, maxRetry)
 		t.Reset(wait)
 	}
@@ -107,12 +107,22 @@ func (l *lazyStore) connect(ctx context.Context, cfg redisstore.Config, log *slo
 // Connected reports whether Redis has answered once.
 func (l *lazyStore) Connected() bool { return l.store.Load() != nil }
 
+// unavailable wraps a connection error as calls return it until Redis
+// answers, built once per connection attempt rather than once per call.
+func unavailable(err error) *error {
+	e := fmt.Errorf("%w: %w: %w", sluice.ErrUnavailable, errNotConnected, err)
+	return &e
+}
+
+// errNotYet is what a call returns before the first attempt has failed.
+var errNotYet = fmt.Errorf("%w: %w", sluice.ErrUnavailable, errNotConnected)
+
 // notConnected returns the error of a call made before Redis answered.
 func (l *lazyStore) notConnected() error {
 	if p := l.lastErr.Load(); p != nil {
-		return fmt.Errorf("%w: %w: %w", sluice.ErrUnavailable, errNotConnected, *p)
+		return *p
 	}
-	return fmt.Errorf("%w: %w", sluice.ErrUnavailable, errNotConnected)
+	return errNotYet
 }
 
 // Allow is AllowN with cost 1.
@@ -144,14 +154,16 @@ func (l *lazyStore) RefundN(ctx context.Context, key string, lim sluice.Limit, c
 	return l.notConnected()
 }
 
-// Close stops connecting and closes the store.
+// Close stops connecting and closes the store, returning the store's
+// Close error (the first call's; later calls return nil).
 func (l *lazyStore) Close() error {
+	var err error
 	l.once.Do(func() {
 		l.stop()
 		<-l.done
 		if s := l.store.Load(); s != nil {
-			s.Close()
+			err = s.Close()
 		}
 	})
-	return nil
+	return err
 }

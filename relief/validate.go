@@ -19,6 +19,11 @@ func validate(inner sluice.Limiter, lim sluice.Limit) error {
 	if err := lim.Validate(); err != nil {
 		return err
 	}
+	return validateInner(inner, lim)
+}
+
+// validateInner is validate for a lim already known to be valid.
+func validateInner(inner sluice.Limiter, lim sluice.Limit) error {
 	if v, ok := inner.(sluice.LimitValidator); ok {
 		return v.ValidateLimit(lim)
 	}
@@ -38,7 +43,7 @@ func (b *Batcher) ValidateLimit(lim sluice.Limit) error { return validate(b.inne
 // are joined.
 func (h *Hybrid) ValidateLimit(lim sluice.Limit) error {
 	if err := lim.Validate(); err != nil {
-		return err
+		return err // before h.share, which expects a valid limit
 	}
-	return errors.Join(validate(h.local, h.share(lim)), validate(h.global, lim))
+	return errors.Join(validate(h.local, h.share(lim)), validateInner(h.global, lim))
 }

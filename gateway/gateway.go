@@ -71,7 +71,6 @@ import (
 	"log"
 	"log/slog"
 	"maps"
-	"net"
 	"net/http"
 	"net/http/httputil"
 	"net/url"
@@ -677,16 +676,18 @@ func (st *state) unavailable(w http.ResponseWriter, r *http.Request, route, deta
 
 // upstreamError answers 502, or 504 on a timeout, when forwarding failed.
 func (st *state) upstreamError(w http.ResponseWriter, r *http.Request, route, upstream string, err error) {
-	if sb, ok := w.(*streamingBody); ok && sb.body.timedOut.Load() {
-		// The client's body stalled on its way to the upstream: the
-		// client's fault, not the upstream's.
-		st.bodyTimeout(sb.ResponseWriter, r, route)
-		return
-	}
-	if sb, ok := w.(*streamingBody); ok && sb.body.tooLarge.Load() {
-		// The client's body grew past the cap on its way.
-		st.bodyTooLarge(sb.ResponseWriter, r, route)
-		return
+	if sb, ok := w.(*streamingBody); ok {
+		switch {
+		case sb.body.timedOut.Load():
+			// The client's body stalled on its way to the upstream: the
+			// client's fault, not the upstream's.
+			st.bodyTimeout(sb.ResponseWriter, r, route)
+			return
+		case sb.body.tooLarge.Load():
+			// The client's body grew past the cap on its way.
+			st.bodyTooLarge(sb.ResponseWriter, r, route)
+			return
+		}
 	}
 	if r.Context().Err() != nil {
 		// The client left; there is no one to answer.
@@ -694,8 +695,7 @@ func (st *state) upstreamError(w http.ResponseWriter, r *http.Request, route, up
 		return
 	}
 	status, title := http.StatusBadGateway, "Bad Gateway"
-	var ne net.Error
-	if errors.Is(err, context.DeadlineExceeded) || (errors.As(err, &ne) && ne.Timeout()) {
+	if isTimeout(err) {
 		status, title = http.StatusGatewayTimeout, "Gateway Timeout"
 	}
 	st.cfg.Logger.Warn("gateway: upstream failed", "upstream", upstream, "method", r.Method, "path", r.URL.Path, "status", status, "err", err)

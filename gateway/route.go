@@ -1,7 +1,6 @@
 package gateway
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"net/http"
@@ -96,15 +95,11 @@ func (st *state) match(w http.ResponseWriter, r *http.Request) (*route, *http.Re
 	if len(st.cfg.Routes) == 0 {
 		return st.fallback, r // no limit: nothing keys on the form
 	}
-	var ctx context.Context
 	if sw, ok := w.(*sendWriter); ok {
-		ctx = request.NewContextValue(r.Context(), c, writerKey{}, sw) // for boundedWait
-	} else {
-		ctx = request.NewContext(r.Context(), c)
-	}
-	r = r.WithContext(ctx)
-	if sw, ok := w.(*sendWriter); ok {
+		r = r.WithContext(request.NewContextValue(r.Context(), c, writerKey{}, sw)) // for boundedWait
 		sw.req = r
+	} else {
+		r = r.WithContext(request.NewContext(r.Context(), c))
 	}
 	var (
 		rt      *route

@@ -345,10 +345,10 @@ func (r *Resolver) ipv6Bits() (int, error) {
 // no peer, and a RemoteAddr that is not an address is not trusted.
 func (r *Resolver) TrustsPeer(req *http.Request) bool {
 	if r == nil || len(r.TrustedProxies) == 0 {
-		return false
+		return false // before parsing RemoteAddr: nothing to trust
 	}
 	peer, err := Peer(req)
-	return err == nil && r.trusted(peer)
+	return err == nil && r.trustsAddr(peer)
 }
 
 // Peer returns req's TCP peer, r.RemoteAddr ("host:port" or a bare

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"net/http"
 	"time"
+
+	"github.com/sluicehq/sluice/httplimit"
 )
 
 // This file bounds the requests waiting in queues (Config.MaxQueued).
@@ -29,12 +31,12 @@ func (g *Gateway) boundedWait(st *state, route string) func(context.Context, tim
 	}
 	wait := st.cfg.Wait
 	if wait == nil {
-		wait = sleep
+		wait = httplimit.Sleep
+	}
+	if limit < 0 {
+		return wait
 	}
 	return func(ctx context.Context, d time.Duration) error {
-		if limit < 0 {
-			return wait(ctx, d)
-		}
 		if g.queued.Add(1) > limit {
 			g.queued.Add(-1)
 			sw, ok := ctx.Value(writerKey{}).(*sendWriter)
@@ -46,18 +48,6 @@ func (g *Gateway) boundedWait(st *state, route string) func(context.Context, tim
 		}
 		defer g.queued.Add(-1)
 		return wait(ctx, d)
-	}
-}
-
-// sleep waits d, or until ctx ends.
-func sleep(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
 	}
 }
 

@@ -277,7 +277,7 @@ func New(cfg Config) (*Middleware, error) {
 		return nil, fmt.Errorf("httplimit: concurrency status %d is not between 400 and 599", cfg.ConcurrencyStatusCode)
 	}
 	if cfg.Wait == nil {
-		cfg.Wait = sleep
+		cfg.Wait = Sleep
 	}
 	if cfg.StoreErrorStatus != 0 && (cfg.StoreErrorStatus < 400 || cfg.StoreErrorStatus > 599) {
 		return nil, fmt.Errorf("httplimit: store error status %d is not between 400 and 599", cfg.StoreErrorStatus)
@@ -533,8 +533,9 @@ func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, next http.Han
 	next.ServeHTTP(w, r)
 }
 
-// sleep is Config.Wait's default: a timer, cut short by ctx.
-func sleep(ctx context.Context, d time.Duration) error {
+// Sleep is Config.Wait's default: it waits d on a timer and returns nil,
+// or returns ctx's error as soon as ctx ends. Safe for concurrent use.
+func Sleep(ctx context.Context, d time.Duration) error {
 	t := time.NewTimer(d)
 	defer t.Stop()
 	select {

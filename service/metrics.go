@@ -71,6 +71,8 @@ const MaxDetailedLabelBytes = 256
 // detailedSet is the labels a detailed_metric rule has counted under.
 type detailedSet struct {
 	labels sync.Map // label → struct{}
+	other  string   // FullKey#other
+	full   atomic.Bool
 	mu     sync.Mutex
 	n      int
 }
@@ -83,11 +85,14 @@ func (m *metrics) detailed(fullKey, label string) string {
 	label = detailedLabel(label)
 	v, ok := m.detailedSets.Load(fullKey)
 	if !ok {
-		v, _ = m.detailedSets.LoadOrStore(fullKey, new(detailedSet))
+		v, _ = m.detailedSets.LoadOrStore(fullKey, &detailedSet{other: fullKey + otherSuffix})
 	}
 	set := v.(*detailedSet)
 	if _, ok := set.labels.Load(label); ok {
 		return label
+	}
+	if set.full.Load() {
+		return set.other // no lock and no allocation once the rule is full
 	}
 	set.mu.Lock()
 	defer set.mu.Unlock()
@@ -95,7 +100,8 @@ func (m *metrics) detailed(fullKey, label string) string {
 		return label
 	}
 	if set.n >= m.maxDetailed {
-		return fullKey + otherSuffix
+		set.full.Store(true)
+		return set.other
 	}
 	set.labels.Store(label, struct{}{})
 	set.n++

@@ -126,11 +126,9 @@ func (b *Batcher) AllowN(ctx context.Context, key string, lim sluice.Limit, cost
 	ck := cacheKey{key, lim}
 
 	sh.mu.Lock()
-	if p := sh.m[ck]; p != nil && now < p.until && p.units >= cost {
-		p.units -= cost
-		left, reset := p.units, max(p.reset-now, 0)
+	if res, ok := spend(sh, ck, now, cost); ok {
 		sh.mu.Unlock()
-		return sluice.Result{Allowed: true, Remaining: left, ResetAfter: time.Duration(reset)}, nil
+		return res, nil
 	}
 	return b.reserve(ctx, sh, ck, now, cost)
 }

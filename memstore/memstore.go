@@ -238,21 +238,32 @@ func (s *Store) AllowN(_ context.Context, key string, lim sluice.Limit, cost int
 	return s.shards[h>>s.shift].decide(now, h, key, lim, cost)
 }
 
+// use makes lim, which differs from the last limit the shard saw, its
+// current one: it validates lim and prepares its derived values. The
+// callers compare first (a limit seen last is valid), so that the common
+// case stays inline on the hot path. sh.mu is held.
+func (sh *shard) use(lim sluice.Limit) error {
+	if err := lim.Validate(); err != nil {
+		return err
+	}
+	if int(lim.Algorithm) >= len(sh.tables) {
+		return errNoTable(lim.Algorithm)
+	}
+	sh.lim, sh.valid = lim, true
+	sh.derived = sh.tables[lim.Algorithm].prepare(lim)
+	return nil
+}
+
 // decide makes one decision under the shard's lock. The deferred unlock
 // keeps a shard usable even if a decision ever panics and is recovered (as
 // net/http recovers a handler).
 func (sh *shard) decide(now int64, h uint64, key string, lim sluice.Limit, cost int) (sluice.Result, error) {
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
-	if !sh.valid || lim != sh.lim {
-		if err := lim.Validate(); err != nil {
+	if !sh.valid || lim != sh.lim { // a limit seen last is valid
+		if err := sh.use(lim); err != nil {
 			return sluice.Result{}, err
 		}
-		if int(lim.Algorithm) >= len(sh.tables) {
-			return sluice.Result{}, errNoTable(lim.Algorithm)
-		}
-		sh.lim, sh.valid = lim, true
-		sh.derived = sh.tables[lim.Algorithm].prepare(lim)
 	}
 	// The one switch on the algorithm: each case calls its state's methods
 	// directly, as generic code would not (it calls them through a
@@ -296,15 +307,10 @@ func (s *Store) Peek(_ context.Context, key string, lim sluice.Limit) (sluice.Re
 	sh := &s.shards[h>>s.shift]
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
-	if !sh.valid || lim != sh.lim { // as decide: a limit seen last is valid
-		if err := lim.Validate(); err != nil {
+	if !sh.valid || lim != sh.lim { // a limit seen last is valid
+		if err := sh.use(lim); err != nil {
 			return sluice.Result{}, err
 		}
-		if int(lim.Algorithm) >= len(sh.tables) {
-			return sluice.Result{}, errNoTable(lim.Algorithm)
-		}
-		sh.lim, sh.valid = lim, true
-		sh.derived = sh.tables[lim.Algorithm].prepare(lim)
 	}
 	return sh.tables[lim.Algorithm].peek(h, key, now, lim), nil
 }

@@ -52,6 +52,16 @@ func isTooLarge(err error) bool {
 	return errors.As(err, &mbe)
 }
 
+// ParseSizeOrOff is ParseSize for a bound whose 0 means none, as NGINX's
+// client_max_body_size 0: it returns -1 (the Config fields' "off") for 0.
+func ParseSizeOrOff(s string) (int64, error) {
+	v, err := ParseSize(s)
+	if err == nil && v == 0 {
+		v = -1
+	}
+	return v, err
+}
+
 // ParseSize reads a size as NGINX writes one (client_max_body_size 1m): a
 // whole number of bytes, or of KiB, MiB or GiB with the suffix k, m or g
 // in either case. A negative number, an unknown suffix or a size over

@@ -245,6 +245,24 @@ func (p *fileParser) optDuration(m map[string]*yaml.Node, key string, positive b
 	return nil
 }
 
+// optSizeOrOff reads a size in ParseSizeOrOff's spelling into dst.
+func (p *fileParser) optSizeOrOff(m map[string]*yaml.Node, key string, dst *int64) error {
+	n := m[key]
+	if n == nil {
+		return nil
+	}
+	s, err := p.str(n, key)
+	if err != nil {
+		return err
+	}
+	v, err := ParseSizeOrOff(s)
+	if err != nil {
+		return p.errf(n, "%s: %v", key, err)
+	}
+	*dst = v
+	return nil
+}
+
 func (p *fileParser) parse(root *yaml.Node) error {
 	top, err := p.fields(root, "the file", fileKeys)
 	if err != nil {
@@ -259,27 +277,11 @@ func (p *fileParser) parse(root *yaml.Node) error {
 	); err != nil {
 		return err
 	}
-	if n := top["client_max_body_size"]; n != nil {
-		v, err := p.str(n, "client_max_body_size")
-		if err != nil {
-			return err
-		}
-		size, err := ParseSize(v)
-		if err != nil {
-			return p.errf(n, "client_max_body_size: %v", err)
-		}
-		c.ClientMaxBodySize = cmp.Or(size, -1) // NGINX's 0: no cap
-	}
-	if n := top["client_body_min_rate"]; n != nil { // bytes per second, as a size
-		v, err := p.str(n, "client_body_min_rate")
-		if err != nil {
-			return err
-		}
-		rate, err := ParseSize(v)
-		if err != nil {
-			return p.errf(n, "client_body_min_rate: %v", err)
-		}
-		c.Timeouts.ClientBodyMinRate = cmp.Or(rate, -1) // 0: off
+	if err := cmp.Or(
+		p.optSizeOrOff(top, "client_max_body_size", &c.ClientMaxBodySize),          // NGINX's 0: no cap
+		p.optSizeOrOff(top, "client_body_min_rate", &c.Timeouts.ClientBodyMinRate), // bytes per second; 0: off
+	); err != nil {
+		return err
 	}
 	if n := top["upstream"]; n != nil {
 		if top["upstreams"] != nil {

@@ -97,19 +97,14 @@ func runProxy(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 
 	var maxBody int64 // 0: the file's, else the gateway's default
 	if o.maxBody != "" {
-		if maxBody, err = gateway.ParseSize(o.maxBody); err != nil {
+		if maxBody, err = gateway.ParseSizeOrOff(o.maxBody); err != nil {
 			return fail(2, "-client-max-body-size:", err)
-		}
-		if maxBody == 0 {
-			maxBody = -1 // NGINX's 0: no cap
 		}
 	}
 	if o.bodyMinRate != "" {
-		rate, err := gateway.ParseSize(o.bodyMinRate)
-		if err != nil {
+		if o.timeouts.ClientBodyMinRate, err = gateway.ParseSizeOrOff(o.bodyMinRate); err != nil {
 			return fail(2, "-client-body-min-rate:", err)
 		}
-		o.timeouts.ClientBodyMinRate = cmp.Or(rate, -1) // 0: off
 	}
 	sum, known := fingerprintBeforeLoad(o.configPath)
 	file, err := loadProxyFile(ctx, o)

@@ -36,6 +36,7 @@ type proxyOptions struct {
 	configPath, upstream, listen, adminAddr, store, failure string
 	accessLog, logLevel, logKeySecretFile, maxBody          string
 	bodyMinRate                                             string
+	maxBodySize                                             int64 // -client-max-body-size read: 0 unset, -1 off
 	dryRun, h2c, watch, check                               bool
 	timeouts                                                gateway.Timeouts // 0: the file's, else NGINX's
 	maxConns, maxQueued                                     int
@@ -95,9 +96,8 @@ func runProxy(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		debug.SetGCPercent(400)
 	}
 
-	var maxBody int64 // 0: the file's, else the gateway's default
-	if o.maxBody != "" {
-		if maxBody, err = gateway.ParseSizeOrOff(o.maxBody); err != nil {
+	if o.maxBody != "" { // else the file's, else the gateway's default
+		if o.maxBodySize, err = gateway.ParseSizeOrOff(o.maxBody); err != nil {
 			return fail(2, "-client-max-body-size:", err)
 		}
 	}
@@ -163,9 +163,6 @@ func runProxy(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		c := f.Config
 		c.Limiter, c.Logger, c.AccessLog, c.Limits, c.Metrics = limiter, log, accessLog, limits, metrics
 		c.LogKeySecret = logKeySecret
-		if maxBody != 0 {
-			c.ClientMaxBodySize = maxBody
-		}
 		c.DryRun = c.DryRun || o.dryRun
 		c.MaxQueued = o.maxQueued
 		return c
@@ -411,6 +408,7 @@ func loadProxyFile(ctx context.Context, o proxyOptions) (*gateway.File, error) {
 	ft.ClientBodyMinRate = cmp.Or(t.ClientBodyMinRate, ft.ClientBodyMinRate)
 	ft.Send = cmp.Or(t.Send, ft.Send)
 	ft.Keepalive = cmp.Or(t.Keepalive, ft.Keepalive)
+	f.Config.ClientMaxBodySize = cmp.Or(o.maxBodySize, f.Config.ClientMaxBodySize)
 	if o.upstream != "" {
 		u, err := url.Parse(o.upstream)
 		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {

@@ -28,7 +28,7 @@ func TestUnderscoreForwardingHeadersDropped(t *testing.T) {
 		}
 		g := newGateway(t, cfg)
 		r := httptest.NewRequest("GET", "/x", nil)
-		for _, name := range []string{"X_Forwarded_For", "X-Forwarded_Host", "x_forwarded-proto"} {
+		for _, name := range []string{"X_Forwarded_For", "X-Forwarded_Host", "x_forwarded-proto", "X_Real_Ip"} {
 			r.Header[http.CanonicalHeaderKey(name)] = []string{"203.0.113.66"}
 		}
 		r.Header["X_custom"] = []string{"kept"}

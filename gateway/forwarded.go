@@ -5,6 +5,7 @@ import (
 	"strings"
 
 	"github.com/sluicehq/sluice/clientip"
+	"github.com/sluicehq/sluice/httplimit"
 )
 
 // forwardedElement is the RFC 7239 Forwarded element of this hop for r:
@@ -52,19 +53,19 @@ func appendQuoted(b []byte, s string) []byte {
 }
 
 // dropUnderscoreForwarding removes from h every header whose name is that
-// of a forwarding header this hop writes (X-Forwarded-For, -Host, -Proto)
-// with "_" for some "-": CGI and WSGI servers read
-// X_Forwarded_For as X-Forwarded-For (both are HTTP_X_FORWARDED_FOR), so a
-// client could shadow the header this hop wrote. NGINX drops every header
-// with an underscore by default.
+// of a forwarding header (X-Forwarded-For, -Host, -Proto, which this hop
+// writes, and X-Real-Ip, which only a trusted proxy may tell) with "_" for
+// some "-": CGI and WSGI servers read X_Forwarded_For as X-Forwarded-For
+// (both are HTTP_X_FORWARDED_FOR), so a client could shadow the header
+// this hop wrote or dropped. NGINX drops every header with an underscore
+// by default.
 func dropUnderscoreForwarding(h http.Header) {
 	for k := range h {
 		if strings.IndexByte(k, '_') < 0 {
 			continue
 		}
-		n := strings.ReplaceAll(k, "_", "-")
-		for _, f := range [...]string{"X-Forwarded-For", "X-Forwarded-Host", "X-Forwarded-Proto"} {
-			if strings.EqualFold(n, f) {
+		for _, f := range [...]string{"X-Forwarded-For", "X-Forwarded-Host", "X-Forwarded-Proto", "X-Real-Ip"} {
+			if httplimit.SameHeaderToCGI(k, f) {
 				delete(h, k)
 			}
 		}

@@ -71,7 +71,7 @@ func Header(name string) KeyFunc {
 			r.Header[canon] = vs[:1:1]
 		}
 		for k := range r.Header {
-			if k != canon && (underscore || strings.IndexByte(k, '_') >= 0) && sameButUnderscores(k, canon) {
+			if k != canon && (underscore || strings.IndexByte(k, '_') >= 0) && SameHeaderToCGI(k, canon) {
 				delete(r.Header, k)
 			}
 		}
@@ -83,9 +83,11 @@ func Header(name string) KeyFunc {
 	}
 }
 
-// sameButUnderscores reports whether the header names a and b are the
-// same in any case with "_" read as "-", as CGI and WSGI read them.
-func sameButUnderscores(a, b string) bool {
+// SameHeaderToCGI reports whether the header names a and b are the same
+// in any case with "_" read as "-", as CGI and WSGI servers read them
+// (X_Forwarded_For and X-Forwarded-For are both HTTP_X_FORWARDED_FOR). It
+// does not allocate.
+func SameHeaderToCGI(a, b string) bool {
 	if len(a) != len(b) {
 		return false
 	}

@@ -439,7 +439,9 @@ func RunRefund(t *testing.T, newStore NewStore) {
 			store := newStore(t, clocktest.New())
 			rf, ok := store.(sluice.Refunder)
 			if !ok {
-				t.Skip("store does not implement sluice.Refunder")
+				// Every store and wrapper refunds; a skip here would let
+				// one that lost RefundN pass the suite.
+				t.Fatalf("%T does not implement sluice.Refunder", store)
 			}
 			ctx, key := context.Background(), keyOf(t)
 			if r := allow(t, store, key, lim, 4); !r.Allowed {
@@ -485,7 +487,9 @@ func RunPeek(t *testing.T, newStore NewStore) {
 			store := newStore(t, clock)
 			pk, ok := store.(sluice.Peeker)
 			if !ok {
-				t.Skip("store does not implement sluice.Peeker")
+				// sluice.Peeker's contract: every store and wrapper peeks.
+				// A skip here would let one that lost Peek pass the suite.
+				t.Fatalf("%T does not implement sluice.Peeker", store)
 			}
 			peeked, twin := keyOf(t)+":peeked", keyOf(t)+":twin"
 			peek := func(when string) sluice.Result {

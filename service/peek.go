@@ -15,7 +15,7 @@ import (
 // mode answers with Config.Failure; otherwise failsafe's Closed answer
 // (sluice.ErrUnavailable) is a denial and any other error fails the call.
 func (s *Service) peek(ctx context.Context, domain string, i int, p *plan) (res sluice.Result, ok bool, err error) {
-	key := StoreKey(s.prefix, domain, p.entries)
+	key := s.storeKey(domain, p.entries)
 	if s.fb != nil {
 		l := s.fb.limiterOf(p)
 		res, fellBack, err := l.DecidePeek(ctx, key, p.lim)

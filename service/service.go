@@ -123,6 +123,9 @@ type Config struct {
 	// Prefix is prepended to every store key, like envoyproxy/ratelimit's
 	// CACHE_KEY_PREFIX. Default "".
 	Prefix string
+	// KeyFormat is how store keys are spelled. The zero value, KeySluice,
+	// is StoreKey's; KeyEnvoy is EnvoyStoreKey's.
+	KeyFormat KeyFormat
 	// ShadowMode puts every rule in shadow mode, like
 	// envoyproxy/ratelimit's SHADOW_MODE: decisions are made and counted,
 	// and every answer is OK.
@@ -227,6 +230,7 @@ type Service struct {
 	auth     *forwardAuth    // nil without Config.ForwardAuth
 	rules    atomic.Pointer[rulesBox]
 	prefix   string
+	rawKeys  bool   // Config.KeyFormat is KeyEnvoy
 	maxRPU   uint32 // Config.MaxOverride
 	maxCost  uint64 // Config.MaxCost
 	maxDescs int    // Config.MaxDescriptors
@@ -261,6 +265,7 @@ func New(cfg Config) (*Service, error) {
 	s := &Service{
 		limiter:  cfg.Limiter,
 		prefix:   cfg.Prefix,
+		rawKeys:  cfg.KeyFormat == KeyEnvoy,
 		maxRPU:   cmp.Or(cfg.MaxOverride, DefaultMaxOverride),
 		maxCost:  cmp.Or(cfg.MaxCost, DefaultMaxCost),
 		maxDescs: cmp.Or(cfg.MaxDescriptors, DefaultMaxDescriptors),
@@ -653,6 +658,52 @@ func descriptorName(domain string, d *rlpb.RateLimitDescriptor) string {
 	return b.String()
 }
 
+// KeyFormat says how a Service spells store keys (Config.KeyFormat).
+type KeyFormat int
+
+const (
+	// KeySluice is StoreKey: values escaped, so that no value can spell
+	// another descriptor's key.
+	KeySluice KeyFormat = iota
+	// KeyEnvoy is EnvoyStoreKey: envoyproxy/ratelimit's cache key up to its
+	// window start, values as sent, for a store that shares counters with
+	// envoyproxy/ratelimit (redisstore's envoy key format). Values can then
+	// spell each other's keys, as in envoyproxy/ratelimit.
+	KeyEnvoy
+)
+
+// storeKey is the store key of a descriptor in the Service's KeyFormat.
+func (s *Service) storeKey(domain string, entries []config.Entry) string {
+	if s.rawKeys {
+		return EnvoyStoreKey(s.prefix, domain, entries)
+	}
+	return StoreKey(s.prefix, domain, entries)
+}
+
+// EnvoyStoreKey returns envoyproxy/ratelimit's cache key of a descriptor up
+// to its window start: prefix + domain + "_" + key + "_" + value + "_" for
+// each entry, values as they are (e.g. "mongo_cps_database_users_"). A key
+// longer than sluice.MaxKeyLen is shortened as StoreKey's is, so it is no
+// longer envoyproxy/ratelimit's.
+func EnvoyStoreKey(prefix, domain string, entries []config.Entry) string {
+	n := len(prefix) + len(domain) + 1
+	for _, e := range entries {
+		n += 2 + len(e.Key) + len(e.Value)
+	}
+	var b strings.Builder
+	b.Grow(n)
+	b.WriteString(prefix)
+	b.WriteString(domain)
+	b.WriteByte('_')
+	for _, e := range entries {
+		b.WriteString(e.Key)
+		b.WriteByte('_')
+		b.WriteString(e.Value)
+		b.WriteByte('_')
+	}
+	return shorten(b.String())
+}
+
 // StoreKey returns the store key of a descriptor: prefix + domain + "_" +
 // each entry's key and value, joined by "_", e.g.
 // "mongo_cps_database_users", as envoyproxy/ratelimit spells it. A value
@@ -759,7 +810,7 @@ func (s *Service) decide(ctx context.Context, domain string, i int, p *plan, sp 
 		}
 		if p.refund && p.cost > 0 && capacity >= 1 {
 			c := int(min(p.cost, uint64(capacity)))
-			key := StoreKey(s.prefix, domain, p.entries)
+			key := s.storeKey(domain, p.entries)
 			switch {
 			case s.fb != nil:
 				if err := s.fb.limiterOf(p).RefundN(ctx, key, p.lim, c); err != nil {
@@ -785,7 +836,7 @@ func (s *Service) decide(ctx context.Context, domain string, i int, p *plan, sp 
 		s.m.count(p.ctr, p.label, p.cost, true, false, p.shadow)
 		return s.finish(o, sp), nil
 	}
-	key := StoreKey(s.prefix, domain, p.entries)
+	key := s.storeKey(domain, p.entries)
 	var res sluice.Result
 	var err error
 	if s.fb != nil {

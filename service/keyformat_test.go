@@ -34,7 +34,7 @@ func TestKeyEnvoySpellsValuesRaw(t *testing.T) {
 // sluice.MaxKeyLen is still shortened, as every store refuses longer keys.
 func TestEnvoyStoreKey(t *testing.T) {
 	es := []config.Entry{{Key: "database", Value: "users_1"}, {Key: "empty", Value: ""}}
-	if got, want := service.EnvoyStoreKey("p", "mongo_cps", es), "pmongo_cps_database_users_1_empty_"; got != want {
+	if got, want := service.EnvoyStoreKey("p", "mongo_cps", es), "pmongo_cps_database_users_1_empty__"; got != want {
 		t.Errorf("EnvoyStoreKey = %q, want %q", got, want)
 	}
 	long := []config.Entry{{Key: "k", Value: string(make([]byte, 5000))}}

@@ -1,6 +1,7 @@
 package config
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -172,14 +173,31 @@ func (d *Domain) Lookup(entries []Entry) *RateLimit {
 // Rules returns the number of rate_limit blocks in d.
 func (d *Domain) Rules() int { return d.rules }
 
+// Options are the choices of how files combine into a Config. The zero
+// Options is what New, Load and LoadContext use.
+type Options struct {
+	// MergeDomains merges the files of one domain into one domain, as
+	// envoyproxy/ratelimit's MERGE_DOMAIN_CONFIG=true does: their
+	// top-level descriptors are put together, and one key and value at the
+	// top level of two of them is an error naming both places. Each file
+	// is still parsed alone, so a replaces names a rule of its own file.
+	// false: two files of one domain are an error.
+	MergeDomains bool
+}
+
 // New combines domains into a Config. Two domains with the same name are an
 // error, and so are two domains with a forward_auth section: the
 // forward-auth endpoint serves one domain.
-func New(domains ...*Domain) (*Config, error) {
+func New(domains ...*Domain) (*Config, error) { return Options{}.New(domains...) }
+
+// New combines domains into a Config as the package-level New does, with
+// the choices of o.
+func (o Options) New(domains ...*Domain) (*Config, error) {
 	c := &Config{domains: make(map[string]*Domain, len(domains))}
 	var auth *ForwardAuth
 	for _, d := range domains {
-		if prev := c.domains[d.Name]; prev != nil {
+		prev := c.domains[d.Name]
+		if prev != nil && !o.MergeDomains {
 			return nil, &Error{File: d.File, Line: d.Line, Msg: fmt.Sprintf("duplicate domain %q (also in %s:%d)", d.Name, prev.File, prev.Line)}
 		}
 		if fa := d.ForwardAuth; fa != nil {
@@ -190,11 +208,37 @@ func New(domains ...*Domain) (*Config, error) {
 			}
 			auth = fa
 		}
-		c.domains[d.Name] = d
-		c.sorted = append(c.sorted, d)
+		if prev == nil {
+			c.domains[d.Name] = d
+			c.sorted = append(c.sorted, d)
+			continue
+		}
+		merged, err := merge(prev, d)
+		if err != nil {
+			return nil, err
+		}
+		c.domains[d.Name] = merged
+		c.sorted[slices.Index(c.sorted, prev)] = merged
 	}
 	slices.SortFunc(c.sorted, func(a, b *Domain) int { return strings.Compare(a.Name, b.Name) })
 	return c, nil
+}
+
+// merge returns a domain with the top-level descriptors of a and then
+// b, and the forward_auth of either; a and b are not changed.
+func merge(a, b *Domain) (*Domain, error) {
+	m := &Domain{Name: a.Name, File: a.File, Line: a.Line, ForwardAuth: cmp.Or(a.ForwardAuth, b.ForwardAuth), rules: a.rules + b.rules}
+	for _, n := range a.root.nodes {
+		m.root.add(n)
+	}
+	for _, n := range b.root.nodes {
+		if prev := a.root.find(n.Key, n.Value); prev != nil {
+			return nil, &Error{File: b.File, Line: n.line, Msg: fmt.Sprintf(
+				"duplicate descriptor: key %q value %q of domain %q is already at %s:%d (files of one domain are merged)", n.Key, n.Value, a.Name, a.File, prev.line)}
+		}
+		m.root.add(n)
+	}
+	return m, nil
 }
 
 // Files returns the files Load reads for path: path itself, or the entries
@@ -247,10 +291,18 @@ const MaxFileBytes = strictyaml.MaxBytes
 const MaxTotalBytes = 16 << 20
 
 // Load is LoadContext with a deadline of LoadTimeout.
-func Load(path string) (*Config, error) {
+func Load(path string) (*Config, error) { return Options{}.Load(path) }
+
+// Load is the package-level Load with the choices of o.
+func (o Options) Load(path string) (*Config, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), LoadTimeout)
 	defer cancel()
-	return LoadContext(ctx, path)
+	return o.LoadContext(ctx, path)
+}
+
+// LoadContext is the package-level LoadContext with the choices of o.
+func (o Options) LoadContext(ctx context.Context, path string) (*Config, error) {
+	return o.loadContext(ctx, path)
 }
 
 // LoadContext reads a config from path: a YAML file, or a directory whose
@@ -268,6 +320,10 @@ func Load(path string) (*Config, error) {
 // ends. Errors are *Error values that name the file, and the line where
 // there is one.
 func LoadContext(ctx context.Context, path string) (*Config, error) {
+	return Options{}.loadContext(ctx, path)
+}
+
+func (o Options) loadContext(ctx context.Context, path string) (*Config, error) {
 	fi, err := os.Stat(path)
 	if err != nil {
 		return nil, &Error{File: path, Msg: "cannot read: " + unwrapPath(err, path), Err: err}
@@ -306,7 +362,7 @@ func LoadContext(ctx context.Context, path string) (*Config, error) {
 		}
 		domains = append(domains, d)
 	}
-	return New(domains...)
+	return o.New(domains...)
 }
 
 // unwrapPath returns err's message without the path, which the *Error
@@ -389,8 +445,13 @@ func dumpLevel(b *strings.Builder, lv *level, depth int) {
 		var flags []string
 		if r := n.limit; r != nil {
 			b.WriteString(": " + describe(r))
-			if r.Name != "" {
-				flags = append(flags, "name="+r.Name)
+			for _, m := range r.More {
+				b.WriteString(" and " + describe(m))
+			}
+			for _, m := range r.Limits() {
+				if m.Name != "" {
+					flags = append(flags, "name="+m.Name)
+				}
 			}
 			if len(r.Replaces) > 0 {
 				flags = append(flags, "replaces="+strings.Join(r.Replaces, ","))
@@ -406,6 +467,9 @@ func dumpLevel(b *strings.Builder, lv *level, depth int) {
 			}
 			if r.FailureMode != "" {
 				flags = append(flags, "failure_mode="+r.FailureMode)
+			}
+			if r.Metadata != nil {
+				flags = append(flags, "metadata")
 			}
 		}
 		if n.ShareThreshold {

@@ -24,7 +24,7 @@ const (
 // The keys each block accepts.
 var (
 	rootKeys       = []string{"domain", "descriptors", "forward_auth"}
-	descriptorKeys = []string{"key", "value", "rate_limit", "descriptors", "shadow_mode", "detailed_metric", "value_to_metric", "share_threshold", "quota_mode"}
+	descriptorKeys = []string{"key", "value", "rate_limit", "rate_limits", "descriptors", "shadow_mode", "detailed_metric", "value_to_metric", "share_threshold", "quota_mode", "metadata"}
 	rateLimitKeys  = []string{"unit", "requests_per_unit", "unlimited", "name", "replaces", "algorithm", "burst", "unit_multiplier", "failure_mode"}
 	replacesKeys   = []string{"name"}
 )
@@ -47,7 +47,9 @@ type parser struct {
 	domain *Domain
 	count  int             // descriptors so far
 	names  map[string]bool // rule names in the domain
-	refs   []*yaml.Node    // replaces names, checked at the end
+	// listNames are the names of the limits of rate_limits lists.
+	listNames map[string]bool
+	refs      []*yaml.Node // replaces names, checked at the end
 }
 
 // errf returns an *Error at n's position.
@@ -76,6 +78,7 @@ func (p *parser) parse(data []byte) (*Domain, error) {
 	d := &Domain{File: p.file}
 	p.domain = d
 	p.names = make(map[string]bool)
+	p.listNames = make(map[string]bool)
 	var descriptors, domainNode, authKey, auth *yaml.Node
 	for _, f := range fields {
 		switch f.key.Value {
@@ -105,6 +108,9 @@ func (p *parser) parse(data []byte) (*Domain, error) {
 	for _, n := range p.refs {
 		if !p.names[n.Value] {
 			return nil, p.errf(n, "replaces %q, but no rate_limit of domain %q has that name", n.Value, d.Name)
+		}
+		if p.listNames[n.Value] {
+			return nil, p.errf(n, "replaces %q, a limit of a rate_limits list: only a rate_limit block can be replaced", n.Value)
 		}
 	}
 	if auth != nil {
@@ -221,7 +227,16 @@ func (p *parser) descriptors(n *yaml.Node, lv *level, parentKey string, parent [
 	return nil
 }
 
-// descriptor compiles one descriptor mapping into lv.
+// descriptorRead holds what descriptorFields read of one descriptor
+// beside its PathEntry: the nodes the later steps need and its flags.
+type descriptorRead struct {
+	keyNode, rateLimit, rateLimits, children, shareNode, metaKey *yaml.Node
+	shadow, quota, detailed                                      bool
+	metadata                                                     map[string]any
+}
+
+// descriptor compiles one descriptor mapping into lv: its fields, the
+// checks between them, its rules, then its children.
 func (p *parser) descriptor(n *yaml.Node, lv *level, parentKey string, parent []PathEntry) error {
 	if err := p.countOne(n); err != nil {
 		return err
@@ -232,53 +247,14 @@ func (p *parser) descriptor(n *yaml.Node, lv *level, parentKey string, parent []
 	}
 	n = deref(n)
 	nd := &node{line: n.Line}
-	var keyNode, rateLimit, children, shareNode *yaml.Node
-	var shadow, quota, detailed bool
+	var k descriptorRead
 	for _, f := range fields {
-		switch f.key.Value {
-		case "key":
-			keyNode = f.val
-			nd.Key, err = p.str(f.val, "key")
-		case "value":
-			nd.Value, err = p.str(f.val, "value")
-		case "rate_limit":
-			rateLimit = f.val
-		case "descriptors":
-			children = f.val
-		case "shadow_mode":
-			shadow, err = p.boolean(f.val, "shadow_mode")
-		case "quota_mode":
-			quota, err = p.boolean(f.val, "quota_mode")
-		case "detailed_metric":
-			detailed, err = p.boolean(f.val, "detailed_metric")
-		case "value_to_metric":
-			nd.ValueToMetric, err = p.boolean(f.val, "value_to_metric")
-		case "share_threshold":
-			shareNode = f.key
-			nd.ShareThreshold, err = p.boolean(f.val, "share_threshold")
-		}
-		if err != nil {
+		if err := p.descriptorField(f, nd, &k); err != nil {
 			return err
 		}
 	}
-	switch {
-	case keyNode == nil:
-		return p.errf(n, "descriptor has no key")
-	case nd.Key == "":
-		return p.errf(deref(keyNode), "descriptor has an empty key")
-	}
-	if strings.Contains(nd.Value, "*") {
-		nd.Wildcard = true
-		nd.pat = compile(nd.Value)
-	}
-	if nd.ShareThreshold && !nd.Wildcard {
-		return p.errf(shareNode, "share_threshold needs a wildcard value (one with '*')")
-	}
-	if prev := lv.find(nd.Key, nd.Value); prev != nil {
-		if nd.Value == "" {
-			return p.errf(n, "duplicate descriptor: key %q without a value is already at line %d", nd.Key, prev.line)
-		}
-		return p.errf(n, "duplicate descriptor: key %q value %q is already at line %d", nd.Key, nd.Value, prev.line)
+	if err := p.checkDescriptor(n, lv, nd, &k); err != nil {
+		return err
 	}
 	fullKey := parentKey + "." + nd.Key
 	if nd.Value != "" {
@@ -287,23 +263,152 @@ func (p *parser) descriptor(n *yaml.Node, lv *level, parentKey string, parent []
 	path := make([]PathEntry, len(parent)+1)
 	copy(path, parent)
 	path[len(parent)] = nd.PathEntry
-	if rateLimit != nil {
-		r, err := p.rateLimit(rateLimit)
-		if err != nil {
-			return err
-		}
-		r.FullKey, r.Path = fullKey, path
-		r.ShadowMode, r.QuotaMode, r.DetailedMetric = shadow, quota, detailed
-		nd.limit = r
-		p.domain.rules++
+	if err := p.descriptorRules(nd, &k, fullKey, path); err != nil {
+		return err
 	}
-	if children != nil {
-		if err := p.descriptors(children, &nd.children, fullKey, path); err != nil {
+	if k.children != nil {
+		if err := p.descriptors(k.children, &nd.children, fullKey, path); err != nil {
 			return err
 		}
 	}
 	lv.add(nd)
 	return nil
+}
+
+// descriptorField reads one key of a descriptor into nd and k.
+func (p *parser) descriptorField(f field, nd *node, k *descriptorRead) (err error) {
+	switch f.key.Value {
+	case "key":
+		k.keyNode = f.val
+		nd.Key, err = p.str(f.val, "key")
+	case "value":
+		nd.Value, err = p.str(f.val, "value")
+	case "rate_limit":
+		k.rateLimit = f.val
+	case "rate_limits":
+		k.rateLimits = f.val
+	case "descriptors":
+		k.children = f.val
+	case "shadow_mode":
+		k.shadow, err = p.boolean(f.val, "shadow_mode")
+	case "quota_mode":
+		k.quota, err = p.boolean(f.val, "quota_mode")
+	case "detailed_metric":
+		k.detailed, err = p.boolean(f.val, "detailed_metric")
+	case "value_to_metric":
+		nd.ValueToMetric, err = p.boolean(f.val, "value_to_metric")
+	case "share_threshold":
+		k.shareNode = f.key
+		nd.ShareThreshold, err = p.boolean(f.val, "share_threshold")
+	case "metadata":
+		k.metaKey = f.key
+		k.metadata, err = p.metadata(f.val)
+	}
+	return err
+}
+
+// checkDescriptor checks what involves several keys of a descriptor, and
+// that lv has no descriptor of the same key and value.
+func (p *parser) checkDescriptor(n *yaml.Node, lv *level, nd *node, k *descriptorRead) error {
+	switch {
+	case k.keyNode == nil:
+		return p.errf(n, "descriptor has no key")
+	case nd.Key == "":
+		return p.errf(deref(k.keyNode), "descriptor has an empty key")
+	}
+	if strings.Contains(nd.Value, "*") {
+		nd.Wildcard = true
+		nd.pat = compile(nd.Value)
+	}
+	if nd.ShareThreshold && !nd.Wildcard {
+		return p.errf(k.shareNode, "share_threshold needs a wildcard value (one with '*')")
+	}
+	if k.rateLimit != nil && k.rateLimits != nil {
+		return p.errf(n, "descriptor has both rate_limit and rate_limits: write one rate_limits list")
+	}
+	if k.metaKey != nil && k.rateLimit == nil && k.rateLimits == nil {
+		return p.errf(k.metaKey, "metadata applies to a descriptor with a rate_limit: it is returned for the rule a request matches, and this descriptor has none")
+	}
+	if prev := lv.find(nd.Key, nd.Value); prev != nil {
+		if nd.Value == "" {
+			return p.errf(n, "duplicate descriptor: key %q without a value is already at line %d", nd.Key, prev.line)
+		}
+		return p.errf(n, "duplicate descriptor: key %q value %q is already at line %d", nd.Key, nd.Value, prev.line)
+	}
+	return nil
+}
+
+// descriptorRules compiles a descriptor's rate_limit, or its rate_limits
+// list, into nd.limit, with the descriptor's flags and metadata.
+func (p *parser) descriptorRules(nd *node, k *descriptorRead, fullKey string, path []PathEntry) error {
+	var rules []*RateLimit
+	switch {
+	case k.rateLimit != nil:
+		r, err := p.rateLimit(k.rateLimit)
+		if err != nil {
+			return err
+		}
+		rules = []*RateLimit{r}
+	case k.rateLimits != nil:
+		var err error
+		if rules, err = p.rateLimitList(k.rateLimits); err != nil {
+			return err
+		}
+	default:
+		return nil
+	}
+	shared, toMetric := false, false
+	for _, e := range path {
+		shared = shared || e.ShareThreshold
+		toMetric = toMetric || e.ValueToMetric
+	}
+	for _, r := range rules {
+		r.FullKey, r.Path = fullKey, path
+		r.ShadowMode, r.QuotaMode, r.DetailedMetric = k.shadow, k.quota, k.detailed
+		r.Metadata, r.Shared, r.ValueToMetric = k.metadata, shared, toMetric && !k.detailed
+	}
+	nd.limit = rules[0]
+	if len(rules) > 1 {
+		nd.limit.More = rules[1:]
+	}
+	p.domain.rules += len(rules)
+	return nil
+}
+
+// rateLimitList compiles a rate_limits list: one or more limits, each a
+// rate_limit block that limits (neither unlimited nor 0, which rate_limit
+// writes), of periods that differ.
+func (p *parser) rateLimitList(n *yaml.Node) ([]*RateLimit, error) {
+	n = deref(n)
+	if n.Kind != yaml.SequenceNode || len(n.Content) == 0 {
+		return nil, p.errf(n, "rate_limits must be a list of one or more rate_limit blocks, not %s", kind(n))
+	}
+	rules := make([]*RateLimit, 0, len(n.Content))
+	for _, item := range n.Content {
+		if err := p.countOne(item); err != nil {
+			return nil, err
+		}
+		r, err := p.rateLimit(item)
+		if err != nil {
+			return nil, err
+		}
+		if len(r.Replaces) > 0 {
+			return nil, p.errf(deref(item), "replaces in a rate_limits list: a rule that replaces others is a rate_limit block")
+		}
+		if r.Name != "" {
+			p.listNames[r.Name] = true
+		}
+		if r.Unlimited || r.RequestsPerUnit == 0 {
+			return nil, p.errf(deref(item), "a rate_limits list holds limits: write unlimited, or requests_per_unit 0 (which blocks), as a rate_limit block")
+		}
+		for _, prev := range rules {
+			if prev.Period() == r.Period() {
+				return nil, p.errf(deref(item), "a second limit per %v in rate_limits (the first is at line %d): each limit of a list needs its own period, and one of them is the tighter", r.Period(), prev.Line)
+			}
+		}
+		rules = append(rules, r)
+	}
+	return rules, nil
 }
 
 // rateLimit compiles a rate_limit block: its keys, then the checks that

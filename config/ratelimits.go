@@ -3,7 +3,8 @@ package config
 import "iter"
 
 // RateLimits yields every rule of c: its domains in name order, and in
-// each the rules in config order, parents before their children. A
+// each the rules in config order, parents before their children, the limits of a rate_limits list in
+// list order. A
 // program checks the rules against what its store can serve with it.
 func (c *Config) RateLimits() iter.Seq[*RateLimit] {
 	return func(yield func(*RateLimit) bool) {
@@ -19,8 +20,15 @@ func (c *Config) RateLimits() iter.Seq[*RateLimit] {
 // has returned false.
 func yieldLevel(lv *level, yield func(*RateLimit) bool) bool {
 	for _, n := range lv.nodes {
-		if n.limit != nil && !yield(n.limit) {
-			return false
+		if n.limit != nil {
+			if !yield(n.limit) {
+				return false
+			}
+			for _, r := range n.limit.More {
+				if !yield(r) {
+					return false
+				}
+			}
 		}
 		if !yieldLevel(&n.children, yield) {
 			return false

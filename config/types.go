@@ -141,6 +141,37 @@ type RateLimit struct {
 	// File and Line locate the rule's rate_limit block in its config file.
 	File string
 	Line int
+	// Metadata is the descriptor's metadata map (envoyproxy/ratelimit's
+	// descriptor metadata), nil when it has none: mappings are
+	// map[string]any, lists []any, scalars string, int64, float64, bool
+	// or nil. The service returns it in dynamic_metadata. Every rule of a
+	// rate_limits list shares the same map; it must not be modified.
+	Metadata map[string]any
+	// More are the further limits of a rate_limits list (a Sluice
+	// extension): the rule itself is the list's first limit, More the
+	// rest, in config order, each a RateLimit with the same FullKey, Path,
+	// flags and Metadata and its own limit, name, unit and line; nil for
+	// a rate_limit block. A request is admitted only if every limit of
+	// the list admits it. Their periods differ (load refuses two limits
+	// of one period in a list), so that each has its own counter.
+	More []*RateLimit
+	// Shared reports whether some level of Path has ShareThreshold: the
+	// counter is then keyed by those levels' patterns rather than by the
+	// request's values. Derived from Path at load.
+	Shared bool
+	// ValueToMetric reports whether some level of Path has
+	// ValueToMetric (and DetailedMetric is off): the metrics name then
+	// holds request values. Derived from Path at load.
+	ValueToMetric bool
+}
+
+// Limits returns the rule and then each of More: every limit a request
+// that matches the rule must pass. It allocates a slice when More is set.
+func (r *RateLimit) Limits() []*RateLimit {
+	if len(r.More) == 0 {
+		return []*RateLimit{r}
+	}
+	return append([]*RateLimit{r}, r.More...)
 }
 
 // Period returns the length of one unit times the multiplier; calendar

@@ -1,0 +1,142 @@
+package config
+
+import (
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+)
+
+// A descriptor's metadata is loaded as typed values (it was refused as an
+// unknown key before), and every limit of a rate_limits list carries it.
+func TestMetadataLoadsTypedValues(t *testing.T) {
+	c := mustParse(t, `
+domain: api
+descriptors:
+  - key: user
+    rate_limits:
+      - {unit: second, requests_per_unit: 10}
+      - {unit: day, requests_per_unit: 10000}
+    metadata:
+      team: payments
+      quoted: "yes"
+      n: 3
+      ratio: 0.5
+      flag: true
+      none: null
+      nested: {list: [1, two, {three: 3}]}
+`)
+	r := c.Lookup("api", entries("user", "bob"))
+	if r == nil {
+		t.Fatal("no rule")
+	}
+	want := map[string]any{
+		"team": "payments", "quoted": "yes", "n": int64(3), "ratio": 0.5, "flag": true, "none": nil,
+		"nested": map[string]any{"list": []any{int64(1), "two", map[string]any{"three": int64(3)}}},
+	}
+	if !reflect.DeepEqual(r.Metadata, want) {
+		t.Errorf("Metadata = %#v\nwant %#v", r.Metadata, want)
+	}
+	if len(r.More) != 1 || !reflect.DeepEqual(r.More[0].Metadata, want) {
+		t.Errorf("the list's second limit does not carry the metadata: %+v", r.More)
+	}
+}
+
+// A rate_limits list compiles to the rule (its first limit) and More (the
+// rest), each with its own limit and the descriptor's path and flags.
+func TestRateLimitsListCompilesEveryLimit(t *testing.T) {
+	c := mustParse(t, `
+domain: api
+descriptors:
+  - key: user
+    shadow_mode: true
+    rate_limits:
+      - {unit: second, requests_per_unit: 10}
+      - {name: daily, unit: day, requests_per_unit: 10000, algorithm: sliding_window}
+`)
+	r := c.Lookup("api", entries("user", "bob"))
+	if r == nil || len(r.More) != 1 {
+		t.Fatalf("rule %+v, want one limit in More", r)
+	}
+	m := r.More[0]
+	if r.Limit.Rate != 10 || r.Limit.Period != time.Second || m.Limit.Rate != 10000 || m.Limit.Period != 24*time.Hour {
+		t.Errorf("limits %v and %v, want 10/1s and 10000/24h", r.Limit, m.Limit)
+	}
+	if m.Name != "daily" || m.FullKey != "api.user" || !m.ShadowMode || m.Line == r.Line {
+		t.Errorf("second limit %+v: want its own name and line, the descriptor's key and flags", m)
+	}
+	n := 0
+	for range c.RateLimits() {
+		n++
+	}
+	if n != 2 || c.Domain("api").Rules() != 2 {
+		t.Errorf("RateLimits yields %d, Rules() = %d; want 2 and 2", n, c.Domain("api").Rules())
+	}
+}
+
+// Shared and ValueToMetric summarize the path: any level with
+// share_threshold or value_to_metric; detailed_metric turns
+// value_to_metric off, as envoyproxy/ratelimit ignores it then.
+func TestPathFlagsSummarized(t *testing.T) {
+	c := mustParse(t, `
+domain: api
+descriptors:
+  - key: files
+    value: files/*
+    share_threshold: true
+    descriptors:
+      - key: user
+        value_to_metric: true
+        rate_limit: {unit: minute, requests_per_unit: 5}
+  - key: path
+    value_to_metric: true
+    detailed_metric: true
+    rate_limit: {unit: minute, requests_per_unit: 5}
+  - key: plain
+    rate_limit: {unit: minute, requests_per_unit: 5}
+`)
+	r := c.Lookup("api", entries("files", "files/a.pdf", "user", "bob"))
+	if r == nil || !r.Shared || !r.ValueToMetric {
+		t.Errorf("files/user: %+v, want Shared and ValueToMetric", r)
+	}
+	if r := c.Lookup("api", entries("path", "/x")); r == nil || r.ValueToMetric || r.Shared {
+		t.Errorf("detailed path: %+v, want neither flag", r)
+	}
+	if r := c.Lookup("api", entries("plain", "x")); r == nil || r.ValueToMetric || r.Shared {
+		t.Errorf("plain: %+v, want neither flag", r)
+	}
+}
+
+// With MergeDomains, two files of one domain become one domain with the
+// descriptors of both (an error without it); a top-level descriptor in
+// both is an error naming both files.
+func TestMergeDomains(t *testing.T) {
+	a, err := Parse("a.yaml", []byte("domain: api\ndescriptors:\n  - key: user\n    rate_limit: {unit: second, requests_per_unit: 1}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := Parse("b.yaml", []byte("domain: api\ndescriptors:\n  - key: path\n    rate_limit: {unit: second, requests_per_unit: 2}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := New(a, b); err == nil || !strings.Contains(err.Error(), "duplicate domain") {
+		t.Errorf("New without merging: %v, want a duplicate domain error", err)
+	}
+	c, err := Options{MergeDomains: true}.New(a, b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Lookup("api", entries("user", "x")) == nil || c.Lookup("api", entries("path", "x")) == nil {
+		t.Error("merged domain lacks a file's rule")
+	}
+	if got := c.Domain("api").Rules(); got != 2 || len(c.Domains()) != 1 {
+		t.Errorf("merged: %d rules in %d domains, want 2 in 1", got, len(c.Domains()))
+	}
+	if a.Lookup(entries("path", "x")) != nil {
+		t.Error("merging changed the first file's domain")
+	}
+	_, err = Options{MergeDomains: true}.New(a, b, a)
+	if err == nil || !strings.Contains(err.Error(), `a.yaml:3: config: duplicate descriptor: key "user"`) || !strings.Contains(err.Error(), "already at a.yaml:3") {
+		t.Errorf("merging a file twice: %v, want a duplicate descriptor error naming both places", err)
+	}
+}

@@ -1,0 +1,113 @@
+package config
+
+import (
+	"slices"
+
+	"go.yaml.in/yaml/v3"
+)
+
+// maxMetadataDepth bounds the nesting of a descriptor's metadata, so that
+// reading it cannot exhaust the stack whatever the file holds.
+const maxMetadataDepth = 32
+
+// yaml11Bools are the plain scalars that YAML 1.1 (gopkg.in/yaml.v2, which
+// envoyproxy/ratelimit reads its files with) takes for booleans and YAML
+// 1.2 (this package's reader) for strings. In metadata, which has no
+// schema to say which is meant, the same file would give different values
+// to the two services; such a value is refused unless quoted.
+var yaml11Bools = []string{"y", "Y", "yes", "Yes", "YES", "n", "N", "no", "No", "NO", "on", "On", "ON", "off", "Off", "OFF"}
+
+// metadata reads a descriptor's metadata: a mapping of any keys to any
+// values. Mappings become map[string]any, lists []any, and scalars
+// string, int64, float64, bool or nil by their YAML tag. nil when n is
+// null or empty.
+func (p *parser) metadata(n *yaml.Node) (map[string]any, error) {
+	n = deref(n)
+	if isNull(n) {
+		return nil, nil
+	}
+	if n.Kind != yaml.MappingNode {
+		return nil, p.errf(n, "metadata must be a mapping, not %s", kind(n))
+	}
+	v, err := p.metaValue(n, 0)
+	if err != nil {
+		return nil, err
+	}
+	m := v.(map[string]any)
+	if len(m) == 0 {
+		return nil, nil
+	}
+	return m, nil
+}
+
+// metaValue reads one metadata node at depth.
+func (p *parser) metaValue(n *yaml.Node, depth int) (any, error) {
+	n = deref(n)
+	if depth > maxMetadataDepth {
+		return nil, p.errf(n, "metadata nested deeper than %d levels", maxMetadataDepth)
+	}
+	switch n.Kind {
+	case yaml.MappingNode:
+		pairs, err := p.doc.Pairs(n, "metadata")
+		if err != nil {
+			return nil, err
+		}
+		m := make(map[string]any, len(pairs))
+		for _, pr := range pairs {
+			if m[pr.Key.Value], err = p.metaValue(pr.Value, depth+1); err != nil {
+				return nil, err
+			}
+		}
+		return m, nil
+	case yaml.SequenceNode:
+		l := make([]any, len(n.Content))
+		for i, c := range n.Content {
+			var err error
+			if l[i], err = p.metaValue(c, depth+1); err != nil {
+				return nil, err
+			}
+		}
+		return l, nil
+	case yaml.ScalarNode:
+		return p.metaScalar(n)
+	}
+	return nil, p.errf(n, "metadata cannot hold %s", kind(n))
+}
+
+// metaScalar reads a metadata scalar by its tag.
+func (p *parser) metaScalar(n *yaml.Node) (any, error) {
+	switch n.ShortTag() {
+	case "!!null":
+		return nil, nil
+	case "!!bool":
+		var b bool
+		if err := n.Decode(&b); err != nil {
+			return nil, p.errf(n, "metadata value %q is not a boolean", n.Value)
+		}
+		return b, nil
+	case "!!int":
+		var i int64
+		if err := n.Decode(&i); err == nil {
+			return i, nil
+		}
+		var f float64
+		if err := n.Decode(&f); err != nil {
+			return nil, p.errf(n, "metadata value %q is not a number", n.Value)
+		}
+		return f, nil
+	case "!!float":
+		var f float64
+		if err := n.Decode(&f); err != nil {
+			return nil, p.errf(n, "metadata value %q is not a number", n.Value)
+		}
+		return f, nil
+	case "!!timestamp":
+		return n.Value, nil // a date, as written
+	case "!!str":
+		if n.Style == 0 && slices.Contains(yaml11Bools, n.Value) {
+			return nil, p.errf(n, "metadata value %s is a string here but a boolean to envoyproxy/ratelimit (YAML 1.1): quote it (%q) or write true or false", n.Value, n.Value)
+		}
+		return n.Value, nil
+	}
+	return nil, p.errf(n, "metadata value %q has the tag %s, which metadata cannot hold", n.Value, n.ShortTag())
+}

@@ -357,13 +357,7 @@ func callerGaveUp(ctx context.Context, ranOut, judged bool) bool {
 // while it is closed).
 func (l *Limiter) degrade(ctx context.Context, key string, lim sluice.Limit, cost int, cause error) (sluice.Result, error) {
 	g := l.g
-	if cause != nil {
-		g.errors.Add(1)
-		g.errorsTotal.Add(1)
-	}
-	g.fallback.Add(1)
-	g.fallbackTotal.Add(1)
-	g.maybeLog(cause)
+	g.countFallback(cause)
 	switch l.mode {
 	case Closed:
 		retry := g.breaker.RetryAfter(g.breaker.Now())
@@ -385,6 +379,19 @@ func (l *Limiter) degrade(ctx context.Context, key string, lim sluice.Limit, cos
 	default: // Open: admitted; the allowance is unknown, so report it untouched
 		return sluice.Result{Allowed: true, Remaining: max(lim.Capacity()-cost, 0)}, nil
 	}
+}
+
+// countFallback counts an answer made without the primary, and cause (the
+// primary's error, nil when the breaker skipped it) as one of its errors,
+// then logs as maybeLog does.
+func (g *Group) countFallback(cause error) {
+	if cause != nil {
+		g.errors.Add(1)
+		g.errorsTotal.Add(1)
+	}
+	g.fallback.Add(1)
+	g.fallbackTotal.Add(1)
+	g.maybeLog(cause)
 }
 
 // maybeLog writes one line per LogInterval while the primary fails: the

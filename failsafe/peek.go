@@ -74,13 +74,7 @@ func (l *Limiter) degradePeek(ctx context.Context, key string, lim sluice.Limit,
 	if l.mode == Closed {
 		return l.degrade(ctx, key, lim, 1, cause) // a decision's answer: nothing is spent in Closed mode
 	}
-	if cause != nil {
-		g.errors.Add(1)
-		g.errorsTotal.Add(1)
-	}
-	g.fallback.Add(1)
-	g.fallbackTotal.Add(1)
-	g.maybeLog(cause)
+	g.countFallback(cause)
 	if l.mode == Local {
 		pk, ok := g.cfg.Local.(sluice.Peeker)
 		if !ok {

@@ -87,6 +87,8 @@ const (
 	edgeCharts     = "the chart library"
 	edgeFileWatch  = "file watching"
 	edgeYAMLParser = "the YAML parser"
+	edgeTracing    = "OpenTelemetry"
+	edgeStatsd     = "a statsd client"
 )
 
 var core = []layer{vocabulary, pure, store, wrapper, helper, support}
@@ -104,6 +106,11 @@ var edges = []edgeKind{
 	{edgeFileWatch, []string{"github.com/fsnotify"}, core},
 	// YAML is read in one place (internal/strictyaml) and by config, which compiles it.
 	{edgeYAMLParser, []string{"go.yaml.in/yaml/v3", "go.yaml.in/yaml"}, []layer{vocabulary, pure, store, wrapper}},
+	// Tracing is set up in one place (internal/tracing) and installed by
+	// the wiring around a face's servers; no face or core package traces.
+	{edgeTracing, []string{"go.opentelemetry.io"}, []layer{vocabulary, pure, store, wrapper, helper, support, face}},
+	// The service's statsd sink; the core reports numbers, faces export them.
+	{edgeStatsd, []string{"github.com/lyft/gostats"}, core},
 }
 
 // A pkgRule places one package of the module in a layer and grants it the
@@ -142,11 +149,24 @@ var packages = map[string]pkgRule{
 	"internal/redistest":  {layer: support, grants: map[string]string{edgeTesting: "it starts redis-server for tests"}},
 	"internal/goldentest": {layer: support, grants: map[string]string{edgeTesting: "it is the golden-file walker config's and gateway's tests call"}},
 	"internal/archtest":   {layer: support},
-	"httplimit":           {layer: face},
-	"gateway":             {layer: face},
-	"service":             {layer: face},
-	"client":              {layer: face},
-	"sim":                 {layer: face},
+	"internal/tracing": {layer: support, grants: map[string]string{
+		edgeTracing: "it is the one place that sets up OpenTelemetry (exporter, sampler, propagators, otelgrpc)",
+		edgeGRPC:    "the OTLP/gRPC exporter and otelgrpc's stats handler for the gRPC server",
+		edgeHTTP:    "the OTLP/HTTP exporter and the span around the HTTP endpoints",
+		edgeSQL:     "only database/sql/driver's interfaces, through github.com/google/uuid in OpenTelemetry's resource package",
+	}},
+	"internal/tracing/otlptest": {layer: support, grants: map[string]string{
+		edgeTracing: "only OTLP's protobuf messages (go.opentelemetry.io/proto/otlp), which it receives",
+		edgeGRPC:    "it serves the OTLP collector's TraceService for tests",
+		edgeHTTP:    "it serves OTLP's POST /v1/traces for tests",
+	}},
+	"httplimit": {layer: face},
+	"gateway":   {layer: face},
+	"service": {layer: face, grants: map[string]string{
+		edgeStatsd: "its counters feed a statsd store beside Prometheus, with envoyproxy/ratelimit's names",
+	}},
+	"client": {layer: face},
+	"sim":    {layer: face},
 }
 
 // prefixLayers places packages the table does not name: every main package
@@ -480,10 +500,12 @@ func cleanGraph() []string {
 		"internal/redistest: std:testing",
 		"internal/goldentest: std:testing",
 		"internal/archtest:",
+		"internal/tracing: go.opentelemetry.io/otel google.golang.org/grpc std:net/http std:database/sql/driver",
+		"internal/tracing/otlptest: go.opentelemetry.io/proto/otlp google.golang.org/grpc std:net/http",
 		"httplimit: . clientip request rlheader queue internal/promreg std:net/http",
 		"gateway: . httplimit config std:net/http/httputil",
 		"std:net/http/httputil: std:net/http",
-		"service: . config failsafe rlheader google.golang.org/grpc",
+		"service: . config failsafe rlheader google.golang.org/grpc github.com/lyft/gostats",
 		"client: . algorithm rlheader std:net/http",
 		"sim: . algorithm gonum.org/v1/plot",
 		"cmd/sluice: . memstore redisstore gateway service",
@@ -546,6 +568,16 @@ func TestLayerRulesCanFail(t *testing.T) {
 			name:  "a face imports a Redis client",
 			lines: replace(cleanGraph(), "httplimit: . rlheader github.com/redis/rueidis"),
 			want:  []string{"httplimit depends on github.com/redis/rueidis (a Redis client)", "a face may not reach"},
+		},
+		{
+			name:  "a face traces",
+			lines: replace(cleanGraph(), "httplimit: . rlheader go.opentelemetry.io/otel"),
+			want:  []string{"httplimit depends on go.opentelemetry.io/otel (OpenTelemetry)", "a face may not reach"},
+		},
+		{
+			name:  "a store sends statsd",
+			lines: replace(cleanGraph(), "memstore: . algorithm github.com/lyft/gostats"),
+			want:  []string{"memstore depends on github.com/lyft/gostats (a statsd client)", "a store may not reach"},
 		},
 		{
 			name:  "a wrapper imports a store",

@@ -1,0 +1,245 @@
+package main
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"os"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
+
+	"github.com/sluicehq/sluice/internal/safefile"
+)
+
+// grpcTLSOptions are the gRPC listener's TLS settings: envoyproxy/ratelimit's
+// GRPC_SERVER_USE_TLS, GRPC_SERVER_TLS_CERT and _KEY, GRPC_CLIENT_TLS_CACERT
+// and _SAN, as flags whose defaults are those variables. The zero value is
+// plaintext gRPC.
+type grpcTLSOptions struct {
+	use                            bool
+	cert, key, clientCA, clientSAN string
+}
+
+// maxTLSFileBytes caps each certificate, key and CA file: a PEM bundle of
+// a few hundred CAs is far below it.
+const maxTLSFileBytes = 1 << 20
+
+// tlsReloadEvery is how often, at most, the files are looked at again:
+// on a handshake at least this long after the last look.
+const tlsReloadEvery = time.Second
+
+// tlsReadTimeout bounds the reading of the files (safefile.Read).
+const tlsReadTimeout = 5 * time.Second
+
+// flags defines the TLS flags on fs, their defaults from the environment
+// (a GRPC_SERVER_USE_TLS that is not a boolean goes to errs).
+func (o *grpcTLSOptions) flags(fs *flag.FlagSet, errs *envErrs) {
+	errs.bools("GRPC_SERVER_USE_TLS")
+	fs.BoolVar(&o.use, "grpc-tls", envBool("GRPC_SERVER_USE_TLS", false),
+		"gRPC: serve TLS with -grpc-tls-cert and -grpc-tls-key (re-read when they change on disk)")
+	fs.StringVar(&o.cert, "grpc-tls-cert", os.Getenv("GRPC_SERVER_TLS_CERT"),
+		"gRPC: the server's certificate chain, a PEM file")
+	fs.StringVar(&o.key, "grpc-tls-key", os.Getenv("GRPC_SERVER_TLS_KEY"),
+		"gRPC: the server's private key, a PEM file")
+	fs.StringVar(&o.clientCA, "grpc-tls-client-ca", os.Getenv("GRPC_CLIENT_TLS_CACERT"),
+		"gRPC: require client certificates signed by these CAs (a PEM file; mTLS)")
+	fs.StringVar(&o.clientSAN, "grpc-tls-client-san", os.Getenv("GRPC_CLIENT_TLS_SAN"),
+		"gRPC: with -grpc-tls-client-ca, the client certificate must carry this SAN (a DNS name, IP, URI such as a SPIFFE ID, or email)")
+}
+
+// check refuses the settings that do not go together: TLS without both
+// files of its pair, a client CA or SAN without TLS (plaintext would be
+// served to clients the operator meant to verify), and a SAN without a
+// client CA (nothing would be verified).
+func (o grpcTLSOptions) check() error {
+	switch {
+	case o.use && (o.cert == "" || o.key == ""):
+		return errors.New("-grpc-tls (GRPC_SERVER_USE_TLS) needs -grpc-tls-cert and -grpc-tls-key (GRPC_SERVER_TLS_CERT, GRPC_SERVER_TLS_KEY)")
+	case !o.use && (o.clientCA != "" || o.clientSAN != ""):
+		return errors.New("-grpc-tls-client-ca and -grpc-tls-client-san (GRPC_CLIENT_TLS_CACERT, GRPC_CLIENT_TLS_SAN) verify clients over TLS: set -grpc-tls (GRPC_SERVER_USE_TLS=true) too, or unset them")
+	case o.clientSAN != "" && o.clientCA == "":
+		return errors.New("-grpc-tls-client-san (GRPC_CLIENT_TLS_SAN) needs -grpc-tls-client-ca (GRPC_CLIENT_TLS_CACERT): without it no client certificate is asked for")
+	}
+	return nil
+}
+
+// notActedOn returns the flags of a server pair given without -grpc-tls,
+// which serve names in its start-up line (as envoyproxy/ratelimit, it
+// serves plaintext then).
+func (o grpcTLSOptions) notActedOn() []string {
+	if o.use {
+		return nil
+	}
+	var out []string
+	if o.cert != "" {
+		out = append(out, "-grpc-tls-cert")
+	}
+	if o.key != "" {
+		out = append(out, "-grpc-tls-key")
+	}
+	return out
+}
+
+// grpcTLS is the gRPC listener's TLS: the certificate, key and client CA
+// read from their files, read again when one of them has changed (its
+// identity, size or modification time; looked at on a handshake, once a
+// second at most). A replacement that does not load keeps the running
+// config and is logged once. It is safe for concurrent use.
+type grpcTLS struct {
+	o   grpcTLSOptions
+	log *slog.Logger
+	now func() time.Time
+
+	mu      sync.Mutex // held by the one handshake that looks at the files
+	checked time.Time
+	seen    []os.FileInfo // of the files last loaded or tried, in files' order
+
+	cur atomic.Pointer[tls.Config]
+}
+
+// newGRPCTLS loads the files of o (o.use must be true) and returns the
+// TLS of the gRPC listener; now is its clock. An error here is serve's
+// exit: a bad certificate at start-up is never served around.
+func newGRPCTLS(ctx context.Context, o grpcTLSOptions, log *slog.Logger, now func() time.Time) (*grpcTLS, error) {
+	g := &grpcTLS{o: o, log: log, now: now, checked: now()}
+	g.seen = g.stat()
+	cfg, err := g.load(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("gRPC TLS: %w", err)
+	}
+	g.cur.Store(cfg)
+	return g, nil
+}
+
+// serverOption returns the gRPC server option that serves g's TLS.
+func (g *grpcTLS) serverOption() grpc.ServerOption {
+	return grpc.Creds(credentials.NewTLS(&tls.Config{GetConfigForClient: g.configForClient}))
+}
+
+// files returns the paths g reads: the certificate, the key and the
+// client CA when there is one.
+func (g *grpcTLS) files() []string {
+	f := []string{g.o.cert, g.o.key}
+	if g.o.clientCA != "" {
+		f = append(f, g.o.clientCA)
+	}
+	return f
+}
+
+// configForClient is tls.Config.GetConfigForClient: the running config,
+// after looking at the files when the last look is a second old. While
+// one handshake looks, the others take the running config.
+func (g *grpcTLS) configForClient(*tls.ClientHelloInfo) (*tls.Config, error) {
+	if g.mu.TryLock() {
+		if now := g.now(); now.Sub(g.checked) >= tlsReloadEvery {
+			g.checked = now
+			g.reloadIfChanged()
+		}
+		g.mu.Unlock()
+	}
+	return g.cur.Load(), nil
+}
+
+// stat returns the os.Stat of each file, nil for one that cannot be
+// stat'ed.
+func (g *grpcTLS) stat() []os.FileInfo {
+	var out []os.FileInfo
+	for _, p := range g.files() {
+		fi, _ := os.Stat(p)
+		out = append(out, fi)
+	}
+	return out
+}
+
+// sameFile reports whether a and b are the same file, unchanged: the same
+// identity (device and inode), size and modification time, or both nil.
+func sameFile(a, b os.FileInfo) bool {
+	if a == nil || b == nil {
+		return a == nil && b == nil
+	}
+	return os.SameFile(a, b) && a.Size() == b.Size() && a.ModTime().Equal(b.ModTime())
+}
+
+// reloadIfChanged loads the files again when one changed since they were
+// last loaded or tried; g.mu is held.
+func (g *grpcTLS) reloadIfChanged() {
+	now := g.stat()
+	if slices.EqualFunc(now, g.seen, sameFile) {
+		return
+	}
+	g.seen = now // a bad set is tried once, and again when a file changes
+	ctx, cancel := context.WithTimeout(context.Background(), tlsReadTimeout)
+	defer cancel()
+	cfg, err := g.load(ctx)
+	if err != nil {
+		g.log.Error("gRPC TLS: the certificate files changed and do not load; keeping the running ones", "err", err)
+		return
+	}
+	g.cur.Store(cfg)
+	g.log.Info("gRPC TLS: certificate files reloaded", "cert", g.o.cert, "client_ca", g.o.clientCA)
+}
+
+// load reads the files and returns the server config they make.
+func (g *grpcTLS) load(ctx context.Context) (*tls.Config, error) {
+	read := func(p string) ([]byte, error) { return safefile.Read(ctx, p, maxTLSFileBytes) }
+	certPEM, err := read(g.o.cert)
+	if err != nil {
+		return nil, err
+	}
+	keyPEM, err := read(g.o.key)
+	if err != nil {
+		return nil, err
+	}
+	pair, err := tls.X509KeyPair(certPEM, keyPEM)
+	if err != nil {
+		return nil, fmt.Errorf("%s, %s: %w", g.o.cert, g.o.key, err)
+	}
+	cfg := &tls.Config{Certificates: []tls.Certificate{pair}, MinVersion: tls.VersionTLS12, NextProtos: []string{"h2"}}
+	if g.o.clientCA == "" {
+		return cfg, nil
+	}
+	caPEM, err := read(g.o.clientCA)
+	if err != nil {
+		return nil, err
+	}
+	// Only the file's CAs: unlike envoyproxy/ratelimit, which adds them to
+	// the system's, a certificate from a public CA does not pass.
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(caPEM) {
+		return nil, fmt.Errorf("%s: no PEM certificate", g.o.clientCA)
+	}
+	cfg.ClientAuth, cfg.ClientCAs = tls.RequireAndVerifyClientCert, pool
+	if san := g.o.clientSAN; san != "" {
+		cfg.VerifyConnection = func(cs tls.ConnectionState) error {
+			if len(cs.PeerCertificates) == 0 || !hasSAN(cs.PeerCertificates[0], san) {
+				return fmt.Errorf("the client certificate does not carry the SAN %q", san)
+			}
+			return nil
+		}
+	}
+	return cfg, nil
+}
+
+// hasSAN reports whether c carries san: a DNS name or IP address as
+// x509.Certificate.VerifyHostname matches them (wildcards included), a
+// URI (a SPIFFE ID) or an email address, equal.
+func hasSAN(c *x509.Certificate, san string) bool {
+	if c.VerifyHostname(san) == nil {
+		return true
+	}
+	for _, u := range c.URIs {
+		if u.String() == san {
+			return true
+		}
+	}
+	return slices.Contains(c.EmailAddresses, san)
+}

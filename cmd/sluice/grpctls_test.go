@@ -1,0 +1,380 @@
+package main
+
+import (
+	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
+	"io"
+	"log/slog"
+	"math/big"
+	"net"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+
+	"google.golang.org/grpc/health"
+)
+
+// testCA is a certificate authority made for one test.
+type testCA struct {
+	cert *x509.Certificate
+	key  *ecdsa.PrivateKey
+	pem  []byte
+}
+
+// newTestCA returns a new self-signed CA named name.
+func newTestCA(t *testing.T, name string) *testCA {
+	t.Helper()
+	key := newKey(t)
+	tmpl := &x509.Certificate{
+		SerialNumber:          big.NewInt(1),
+		Subject:               pkix.Name{CommonName: name},
+		NotBefore:             time.Now().Add(-time.Hour),
+		NotAfter:              time.Now().Add(time.Hour),
+		IsCA:                  true,
+		BasicConstraintsValid: true,
+		KeyUsage:              x509.KeyUsageCertSign,
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := x509.ParseCertificate(der)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &testCA{cert: c, key: key, pem: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})}
+}
+
+func newKey(t *testing.T) *ecdsa.PrivateKey {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return key
+}
+
+// leaf is a certificate issued by a testCA, as PEM, and as the pair a
+// Go client or server uses.
+type leaf struct {
+	certPEM, keyPEM []byte
+	pair            tls.Certificate
+}
+
+// issue returns a certificate for cn with the given SANs ("spiffe://..."
+// as a URI, an IP, else a DNS name), for a server or a client.
+func (ca *testCA) issue(t *testing.T, cn string, client bool, sans ...string) leaf {
+	t.Helper()
+	key := newKey(t)
+	serial, _ := rand.Int(rand.Reader, big.NewInt(1<<62))
+	tmpl := &x509.Certificate{
+		SerialNumber: serial,
+		Subject:      pkix.Name{CommonName: cn},
+		NotBefore:    time.Now().Add(-time.Hour),
+		NotAfter:     time.Now().Add(time.Hour),
+		KeyUsage:     x509.KeyUsageDigitalSignature,
+		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+	}
+	if client {
+		tmpl.ExtKeyUsage = []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}
+	}
+	for _, s := range sans {
+		if u, err := url.Parse(s); err == nil && u.Scheme != "" {
+			tmpl.URIs = append(tmpl.URIs, u)
+		} else if ip := net.ParseIP(s); ip != nil {
+			tmpl.IPAddresses = append(tmpl.IPAddresses, ip)
+		} else {
+			tmpl.DNSNames = append(tmpl.DNSNames, s)
+		}
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.cert, &key.PublicKey, ca.key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kder, err := x509.MarshalECPrivateKey(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := leaf{
+		certPEM: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}),
+		keyPEM:  pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kder}),
+	}
+	if l.pair, err = tls.X509KeyPair(l.certPEM, l.keyPEM); err != nil {
+		t.Fatal(err)
+	}
+	return l
+}
+
+// tlsFiles writes a server pair and a client CA into dir and returns the
+// options that name them.
+func tlsFiles(t *testing.T, dir string, server leaf, clientCA *testCA) grpcTLSOptions {
+	t.Helper()
+	o := grpcTLSOptions{use: true, cert: filepath.Join(dir, "tls.crt"), key: filepath.Join(dir, "tls.key")}
+	writeBytes(t, o.cert, server.certPEM)
+	writeBytes(t, o.key, server.keyPEM)
+	if clientCA != nil {
+		o.clientCA = filepath.Join(dir, "ca.crt")
+		writeBytes(t, o.clientCA, clientCA.pem)
+	}
+	return o
+}
+
+// writeBytes replaces the file at path with b, as a new file renamed over
+// the old one (as a secret's update or cert-manager does).
+func writeBytes(t *testing.T, path string, b []byte) {
+	t.Helper()
+	tmp := path + ".new"
+	if err := os.WriteFile(tmp, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// fakeClock is a clock a test moves by hand.
+type fakeClock struct {
+	mu  sync.Mutex
+	now time.Time
+}
+
+func (c *fakeClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.now
+}
+
+func (c *fakeClock) Add(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.now = c.now.Add(d)
+}
+
+// serveTLSHealth serves gRPC's health service with the credentials of g
+// on a loopback port and returns its address.
+func serveTLSHealth(t *testing.T, g *grpcTLS) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := grpc.NewServer(g.serverOption())
+	healthpb.RegisterHealthServer(s, health.NewServer())
+	go s.Serve(ln)
+	t.Cleanup(s.Stop)
+	return ln.Addr().String()
+}
+
+// healthCheck calls the health service at addr over TLS trusting
+// serverCA, with the client certificate cert when it is not nil, and
+// returns the error and the server's leaf certificate.
+func healthCheck(t *testing.T, addr string, serverCA *testCA, cert *tls.Certificate) (*x509.Certificate, error) {
+	t.Helper()
+	pool := x509.NewCertPool()
+	pool.AddCert(serverCA.cert)
+	var seen *x509.Certificate
+	var mu sync.Mutex
+	cfg := &tls.Config{RootCAs: pool, ServerName: "sluice.test", VerifyConnection: func(cs tls.ConnectionState) error {
+		mu.Lock()
+		defer mu.Unlock()
+		seen = cs.PeerCertificates[0]
+		return nil
+	}}
+	if cert != nil {
+		cfg.Certificates = []tls.Certificate{*cert}
+	}
+	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(credentials.NewTLS(cfg)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	_, err = healthpb.NewHealthClient(conn).Check(ctx, &healthpb.HealthCheckRequest{})
+	mu.Lock()
+	defer mu.Unlock()
+	return seen, err
+}
+
+func quietLogger() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
+
+// With GRPC_CLIENT_TLS_CACERT, a client without a certificate is refused
+// and one with a certificate from that CA is served; one from another CA
+// is refused.
+func TestGRPCmTLSRefusesAClientWithoutACertificate(t *testing.T) {
+	serverCA, clientCA, otherCA := newTestCA(t, "server CA"), newTestCA(t, "client CA"), newTestCA(t, "other CA")
+	o := tlsFiles(t, t.TempDir(), serverCA.issue(t, "sluice", false, "sluice.test"), clientCA)
+	g, err := newGRPCTLS(context.Background(), o, quietLogger(), time.Now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := serveTLSHealth(t, g)
+	if _, err := healthCheck(t, addr, serverCA, nil); err == nil {
+		t.Error("a client without a certificate was served")
+	}
+	other := otherCA.issue(t, "envoy", true, "envoy.test")
+	if _, err := healthCheck(t, addr, serverCA, &other.pair); err == nil {
+		t.Error("a client with a certificate of another CA was served")
+	}
+	good := clientCA.issue(t, "envoy", true, "envoy.test")
+	if _, err := healthCheck(t, addr, serverCA, &good.pair); err != nil {
+		t.Errorf("a client with a certificate of the client CA: %v", err)
+	}
+}
+
+// With GRPC_CLIENT_TLS_SAN, the client's certificate must carry that SAN
+// (a DNS name, or a URI such as a SPIFFE ID), even when the CA signed it.
+func TestGRPCmTLSRequiresTheClientSAN(t *testing.T) {
+	for _, san := range []string{"envoy.test", "spiffe://cluster.local/ns/gw/sa/envoy"} {
+		t.Run(san, func(t *testing.T) {
+			serverCA, clientCA := newTestCA(t, "server CA"), newTestCA(t, "client CA")
+			o := tlsFiles(t, t.TempDir(), serverCA.issue(t, "sluice", false, "sluice.test"), clientCA)
+			o.clientSAN = san
+			g, err := newGRPCTLS(context.Background(), o, quietLogger(), time.Now)
+			if err != nil {
+				t.Fatal(err)
+			}
+			addr := serveTLSHealth(t, g)
+			wrong := clientCA.issue(t, "other", true, "other.test", "spiffe://cluster.local/ns/x/sa/other")
+			if _, err := healthCheck(t, addr, serverCA, &wrong.pair); err == nil {
+				t.Error("a client certificate without the SAN was served")
+			}
+			right := clientCA.issue(t, "envoy", true, san)
+			if _, err := healthCheck(t, addr, serverCA, &right.pair); err != nil {
+				t.Errorf("a client certificate with the SAN: %v", err)
+			}
+		})
+	}
+}
+
+// A certificate, key and client CA replaced on disk are served without a
+// restart, once a second has passed since the files were last looked at;
+// a bad replacement keeps the running certificate and is logged.
+func TestGRPCTLSPicksUpReplacedCertificates(t *testing.T) {
+	serverCA, clientCA := newTestCA(t, "server CA"), newTestCA(t, "client CA")
+	dir := t.TempDir()
+	first := serverCA.issue(t, "first", false, "sluice.test")
+	o := tlsFiles(t, dir, first, clientCA)
+	clock := &fakeClock{now: time.Unix(1_000_000, 0)}
+	var logs syncBuffer
+	g, err := newGRPCTLS(context.Background(), o, slog.New(slog.NewTextHandler(&logs, nil)), clock.Now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := serveTLSHealth(t, g)
+	client := clientCA.issue(t, "envoy", true, "envoy.test")
+	served := func() string {
+		t.Helper()
+		c, err := healthCheck(t, addr, serverCA, &client.pair)
+		if err != nil {
+			t.Fatalf("health check: %v", err)
+		}
+		return c.Subject.CommonName
+	}
+	if got := served(); got != "first" {
+		t.Fatalf("served %q, want first", got)
+	}
+
+	second := serverCA.issue(t, "second", false, "sluice.test")
+	writeBytes(t, o.cert, second.certPEM)
+	writeBytes(t, o.key, second.keyPEM)
+	clock.Add(500 * time.Millisecond)
+	if got := served(); got != "first" {
+		t.Errorf("within a second of the last look: served %q, want first (files are looked at once a second at most)", got)
+	}
+	clock.Add(600 * time.Millisecond)
+	if got := served(); got != "second" {
+		t.Errorf("after the files were replaced: served %q, want second", got)
+	}
+
+	// A key that does not match: the running pair stays, and it is logged.
+	writeBytes(t, o.key, serverCA.issue(t, "third", false, "sluice.test").keyPEM)
+	clock.Add(2 * time.Second)
+	if got := served(); got != "second" {
+		t.Errorf("after a bad replacement: served %q, want second", got)
+	}
+	if !strings.Contains(logs.String(), "keeping the running") {
+		t.Errorf("the bad replacement was not logged: %s", logs.String())
+	}
+
+	// A new client CA: the old CA's clients are refused, the new one's served.
+	newCA := newTestCA(t, "new client CA")
+	writeBytes(t, o.key, second.keyPEM)
+	writeBytes(t, o.clientCA, newCA.pem)
+	clock.Add(2 * time.Second)
+	if _, err := healthCheck(t, addr, serverCA, &client.pair); err == nil {
+		t.Error("after the client CA was replaced, a client of the old CA was served")
+	}
+	newClient := newCA.issue(t, "envoy", true, "envoy.test")
+	if _, err := healthCheck(t, addr, serverCA, &newClient.pair); err != nil {
+		t.Errorf("after the client CA was replaced, a client of the new CA: %v", err)
+	}
+}
+
+// A bad certificate at start-up is an error (serve exits), and so are a
+// file that is not a regular one and a file over the size cap.
+func TestGRPCTLSRefusesBadFilesAtStartUp(t *testing.T) {
+	serverCA := newTestCA(t, "server CA")
+	good := serverCA.issue(t, "sluice", false, "sluice.test")
+	cases := map[string]func(o *grpcTLSOptions){
+		"missing key":    func(o *grpcTLSOptions) { o.key = filepath.Join(filepath.Dir(o.key), "nope") },
+		"key of another": func(o *grpcTLSOptions) { writeBytes(t, o.key, serverCA.issue(t, "x", false).keyPEM) },
+		"a directory":    func(o *grpcTLSOptions) { o.cert = filepath.Dir(o.cert) },
+		"too large":      func(o *grpcTLSOptions) { writeBytes(t, o.cert, make([]byte, maxTLSFileBytes+1)) },
+		"CA without a certificate": func(o *grpcTLSOptions) {
+			o.clientCA = filepath.Join(filepath.Dir(o.cert), "ca.crt")
+			writeBytes(t, o.clientCA, []byte("not PEM\n"))
+		},
+	}
+	for name, spoil := range cases {
+		t.Run(name, func(t *testing.T) {
+			o := tlsFiles(t, t.TempDir(), good, nil)
+			spoil(&o)
+			if _, err := newGRPCTLS(context.Background(), o, quietLogger(), time.Now); err == nil {
+				t.Error("no error")
+			}
+		})
+	}
+}
+
+// The settings that make no sense together are refused, rather than one
+// of them ignored: TLS without its pair, and a client CA or SAN without
+// TLS (which would serve plaintext to a client the operator meant to
+// verify), or a SAN without a CA (which would check nothing).
+func TestGRPCTLSOptionsCheck(t *testing.T) {
+	for _, c := range []struct {
+		o  grpcTLSOptions
+		ok bool
+	}{
+		{grpcTLSOptions{}, true},
+		{grpcTLSOptions{use: true, cert: "c", key: "k"}, true},
+		{grpcTLSOptions{use: true, cert: "c", key: "k", clientCA: "ca", clientSAN: "s"}, true},
+		{grpcTLSOptions{cert: "c", key: "k"}, true}, // named in the start-up line instead
+		{grpcTLSOptions{use: true, cert: "c"}, false},
+		{grpcTLSOptions{use: true, key: "k"}, false},
+		{grpcTLSOptions{clientCA: "ca"}, false},
+		{grpcTLSOptions{clientSAN: "s"}, false},
+		{grpcTLSOptions{use: true, cert: "c", key: "k", clientSAN: "s"}, false},
+	} {
+		if err := c.o.check(); (err == nil) != c.ok {
+			t.Errorf("%+v: check() = %v, want ok %v", c.o, err, c.ok)
+		}
+	}
+	if got := (grpcTLSOptions{cert: "c", key: "k"}).notActedOn(); strings.Join(got, ",") != "-grpc-tls-cert,-grpc-tls-key" {
+		t.Errorf("cert and key without TLS: notActedOn() = %v", got)
+	}
+}

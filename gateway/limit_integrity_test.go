@@ -13,67 +13,62 @@ import (
 	"github.com/sluicehq/sluice/gateway"
 )
 
+// spelling is one way to write a request: its path and its Host ("" for
+// the server's own).
+type spelling struct{ path, host string }
+
+// spellingsShareOneAllowance serves a proxy of yaml, whose limit admits one
+// request, and sends first (which must be admitted), then each of others,
+// which must be refused: another spelling of the same request gets no
+// fresh allowance. which names the limit in failures.
+func spellingsShareOneAllowance(t *testing.T, yaml string, first spelling, others []spelling, which string) {
+	t.Helper()
+	_, srv := front(t, parsed(t, yaml, newUpstream(t)))
+	c := srv.Client()
+	if code := doRaw(t, srv.URL, c, "GET", first.path, first.host).StatusCode; code != 200 {
+		t.Fatalf("first: %d", code)
+	}
+	for _, o := range others {
+		if code := doRaw(t, srv.URL, c, "GET", o.path, o.host).StatusCode; code != 429 {
+			t.Errorf("path %s, Host %q: %d, want 429 (%s)", o.path, o.host, code, which)
+		}
+	}
+}
+
 // An encoded slash must not take a request out of a subtree's limit: NGINX
 // matches locations on the decoded URI, and most upstreams decode %2F too.
 func TestEncodedSlashStaysLimited(t *testing.T) {
-	up := newUpstream(t)
-	cfg := parsed(t, `
+	var others []spelling
+	for _, p := range []string{"/admin%2Fb", "/admin%2fb", "/x/..%2Fadmin%2Fb", "/admin%2Fb/", "/items%2F7"} {
+		others = append(others, spelling{path: p})
+	}
+	spellingsShareOneAllowance(t, `
 limits: [{name: admin, key: global, rate: 1r/m, algorithm: fixed_window}]
 routes:
   - {name: admin, match: /admin/, limits: [admin]}
   - {name: item, match: "/items/{id}", limits: [admin]}
-`, up)
-	_, srv := front(t, cfg)
-	c := srv.Client()
-	if code := doRaw(t, srv.URL, c, "GET", "/admin/a", "").StatusCode; code != 200 {
-		t.Fatalf("first: %d", code)
-	}
-	for _, p := range []string{"/admin%2Fb", "/admin%2fb", "/x/..%2Fadmin%2Fb", "/admin%2Fb/", "/items%2F7"} {
-		if code := doRaw(t, srv.URL, c, "GET", p, "").StatusCode; code != 429 {
-			t.Errorf("%s: %d, want 429 (the /admin/ limit)", p, code)
-		}
-	}
+`, spelling{path: "/admin/a"}, others, "the /admin/ limit")
 }
 
 // Host names are case-insensitive and may carry a trailing dot (NGINX
 // lowercases $host and drops the dot before matching server_name): neither
 // may take a request out of a host route's limit.
 func TestHostCaseAndTrailingDotStayLimited(t *testing.T) {
-	up := newUpstream(t)
-	cfg := parsed(t, `
+	spellingsShareOneAllowance(t, `
 limits: [{name: api, key: global, rate: 1r/m, algorithm: fixed_window}]
 routes: [{name: api, match: "GET Api.Example./", limits: [api]}]
-`, up)
-	_, srv := front(t, cfg)
-	c := srv.Client()
-	if code := doRaw(t, srv.URL, c, "GET", "/a", "api.example").StatusCode; code != 200 {
-		t.Fatalf("first: %d", code)
-	}
-	for _, h := range []string{"API.example", "api.example.", "Api.Example.:8080"} {
-		if code := doRaw(t, srv.URL, c, "GET", "/a", h).StatusCode; code != 429 {
-			t.Errorf("Host %q: %d, want 429 (the api.example limit)", h, code)
-		}
-	}
+`, spelling{"/a", "api.example"},
+		[]spelling{{"/a", "API.example"}, {"/a", "api.example."}, {"/a", "Api.Example.:8080"}}, "the api.example limit")
 }
 
 // key: host must not give a client a fresh allowance per spelling of the
 // same host (case, port, trailing dot), as NGINX's $host does not.
 func TestHostKeyNormalizedAcrossSpellings(t *testing.T) {
-	up := newUpstream(t)
-	cfg := parsed(t, `
+	spellingsShareOneAllowance(t, `
 limits: [{name: h, key: host, rate: 1r/m, algorithm: fixed_window}]
 routes: [{name: all, match: /, limits: [h]}]
-`, up)
-	_, srv := front(t, cfg)
-	c := srv.Client()
-	if code := doRaw(t, srv.URL, c, "GET", "/", "a.example").StatusCode; code != 200 {
-		t.Fatalf("first: %d", code)
-	}
-	for _, h := range []string{"A.EXAMPLE", "a.example:81", "a.example."} {
-		if code := doRaw(t, srv.URL, c, "GET", "/", h).StatusCode; code != 429 {
-			t.Errorf("Host %q: %d, want 429 (same host)", h, code)
-		}
-	}
+`, spelling{"/", "a.example"},
+		[]spelling{{"/", "A.EXAMPLE"}, {"/", "a.example:81"}, {"/", "a.example."}}, "same host")
 }
 
 // An upstream's 1xx (100 Continue for a client's Expect: 100-continue, 103

@@ -115,20 +115,30 @@ func (p *bubbleProxy) client() (*http.Client, func()) {
 // length total, then stalls; it returns the response's status (0 if none
 // came within a minute) and when it came.
 func (p *bubbleProxy) slowPost(t *testing.T, total, n int) (int, time.Time) {
-	c, err := p.front.Dial(context.Background(), "", "")
+	return p.trickledPost(t, total, n, 0, 0, time.Minute)
+}
+
+// get sends a GET of path through a new client of the proxy and returns
+// the response's status.
+func (p *bubbleProxy) get(t *testing.T, path string) int {
+	t.Helper()
+	c, closeClient := p.client()
+	defer closeClient()
+	resp, err := c.Get("http://app.test" + path)
 	if err != nil {
-		t.Error(err)
-		return 0, time.Time{}
-	}
-	defer c.Close()
-	go fmt.Fprintf(c, "POST /upload HTTP/1.1\r\nHost: app.test\r\nContent-Length: %d\r\n\r\n%s", total, strings.Repeat("x", n))
-	c.SetReadDeadline(time.Now().Add(time.Minute))
-	resp, err := http.ReadResponse(bufio.NewReader(c), nil)
-	if err != nil {
-		return 0, time.Time{}
+		t.Fatal(err)
 	}
 	resp.Body.Close()
-	return resp.StatusCode, time.Now()
+	return resp.StatusCode
+}
+
+// discardCounting is an upstream that counts its requests in n and reads
+// their bodies.
+func discardCounting(n *atomic.Int64) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		n.Add(1)
+		io.Copy(io.Discard, r.Body)
+	}
 }
 
 // The slow-body attack: five clients each send a POST's header and one
@@ -140,11 +150,7 @@ func TestSlowBodiesHoldNoInFlightPlace(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		const bodyTimeout = 2 * time.Second
 		var reached atomic.Int64
-		p := newBubbleProxy(t, gateway.Config{MaxInFlight: 5, Timeouts: gateway.Timeouts{ClientBody: bodyTimeout}},
-			func(w http.ResponseWriter, r *http.Request) {
-				reached.Add(1)
-				io.Copy(io.Discard, r.Body)
-			})
+		p := newBubbleProxy(t, gateway.Config{MaxInFlight: 5, Timeouts: gateway.Timeouts{ClientBody: bodyTimeout}}, discardCounting(&reached))
 		defer p.close()
 		start := time.Now()
 		var wg sync.WaitGroup
@@ -159,15 +165,8 @@ func TestSlowBodiesHoldNoInFlightPlace(t *testing.T) {
 			})
 		}
 		time.Sleep(time.Second) // fake time: the bubble's clock
-		c, closeClient := p.client()
-		defer closeClient()
-		resp, err := c.Get("http://app.test/normal")
-		if err != nil {
-			t.Fatal(err)
-		}
-		resp.Body.Close()
-		if resp.StatusCode != http.StatusOK {
-			t.Errorf("normal request during the slow bodies: %d, want 200", resp.StatusCode)
+		if code := p.get(t, "/normal"); code != http.StatusOK {
+			t.Errorf("normal request during the slow bodies: %d, want 200", code)
 		}
 		wg.Wait()
 		if n := reached.Load(); n != 1 {
@@ -183,11 +182,7 @@ func TestStreamedBodyStallIs408(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		const bodyTimeout = 2 * time.Second
 		var reached atomic.Int64
-		p := newBubbleProxy(t, gateway.Config{MaxInFlight: 1, Timeouts: gateway.Timeouts{ClientBody: bodyTimeout}},
-			func(w http.ResponseWriter, r *http.Request) {
-				reached.Add(1)
-				io.Copy(io.Discard, r.Body)
-			})
+		p := newBubbleProxy(t, gateway.Config{MaxInFlight: 1, Timeouts: gateway.Timeouts{ClientBody: bodyTimeout}}, discardCounting(&reached))
 		defer p.close()
 		start := time.Now()
 		code, at := p.slowPost(t, 100<<10, 40<<10)
@@ -200,15 +195,8 @@ func TestStreamedBodyStallIs408(t *testing.T) {
 		if reached.Load() != 1 {
 			t.Errorf("the upstream saw %d requests, want 1 (the body streamed)", reached.Load())
 		}
-		c, closeClient := p.client()
-		defer closeClient()
-		resp, err := c.Get("http://app.test/after")
-		if err != nil {
-			t.Fatal(err)
-		}
-		resp.Body.Close()
-		if resp.StatusCode != http.StatusOK {
-			t.Errorf("after the stalled upload: %d, want 200 (its place freed)", resp.StatusCode)
+		if code := p.get(t, "/after"); code != http.StatusOK {
+			t.Errorf("after the stalled upload: %d, want 200 (its place freed)", code)
 		}
 	})
 }
@@ -295,15 +283,8 @@ func TestSlowBodyHoldsNoConnSlot(t *testing.T) {
 			done <- code
 		}()
 		time.Sleep(time.Second)
-		c, closeClient := p.client()
-		defer closeClient()
-		resp, err := c.Get("http://app.test/normal")
-		if err != nil {
-			t.Fatal(err)
-		}
-		resp.Body.Close()
-		if resp.StatusCode != http.StatusOK {
-			t.Errorf("normal request beside a stalled body: %d, want 200", resp.StatusCode)
+		if code := p.get(t, "/normal"); code != http.StatusOK {
+			t.Errorf("normal request beside a stalled body: %d, want 200", code)
 		}
 		if code := <-done; code != http.StatusRequestTimeout {
 			t.Errorf("stalled body: %d, want 408", code)

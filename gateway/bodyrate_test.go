@@ -72,20 +72,9 @@ func TestTrickledBodyBelowMinRateIs408(t *testing.T) {
 		}()
 		start := time.Now()
 		code, at := p.trickledPost(t, 1<<20, 16<<10, 1, bodyTimeout-10*time.Millisecond, 10*time.Minute)
-		if code != http.StatusRequestTimeout {
-			t.Fatalf("a body trickled at 1 byte per %v: status %d after 10 minutes, want 408", bodyTimeout-10*time.Millisecond, code)
-		}
 		// 16 KiB ahead, then 1 byte: the deadline is the body timeout
 		// plus 1 ms after the stream began.
-		if d := at.Sub(start); d < bodyTimeout || d > 2*bodyTimeout {
-			t.Errorf("answered after %v, want about the body timeout %v", d, bodyTimeout)
-		}
-		if reached.Load() != 1 {
-			t.Errorf("the upstream saw %d requests, want 1 (the body streamed)", reached.Load())
-		}
-		if code := p.get(t, "/after"); code != http.StatusOK {
-			t.Errorf("after the trickled upload: %d, want 200 (its place freed)", code)
-		}
+		p.streamedBodyCut(t, "upload trickled at 1 byte per "+(bodyTimeout-10*time.Millisecond).String(), code, start, at, bodyTimeout, 2*bodyTimeout, &reached)
 	})
 }
 

@@ -132,6 +132,27 @@ func (p *bubbleProxy) get(t *testing.T, path string) int {
 	return resp.StatusCode
 }
 
+// streamedBodyCut checks what a streamed body cut by the body timeout
+// shows: the client got 408 (code, at the time at) no sooner than
+// bodyTimeout after start and no later than latest after it, the upstream
+// saw the one request (reached), and the request's place in flight is
+// freed: the next request is served. how says how the body was sent.
+func (p *bubbleProxy) streamedBodyCut(t *testing.T, how string, code int, start, at time.Time, bodyTimeout, latest time.Duration, reached *atomic.Int64) {
+	t.Helper()
+	if code != http.StatusRequestTimeout {
+		t.Fatalf("%s: status %d, want 408", how, code)
+	}
+	if d := at.Sub(start); d < bodyTimeout || d > latest {
+		t.Errorf("%s: answered after %v, want about the body timeout %v", how, d, bodyTimeout)
+	}
+	if reached.Load() != 1 {
+		t.Errorf("%s: the upstream saw %d requests, want 1 (the body streamed)", how, reached.Load())
+	}
+	if code := p.get(t, "/after"); code != http.StatusOK {
+		t.Errorf("after the %s: %d, want 200 (its place freed)", how, code)
+	}
+}
+
 // discardCounting is an upstream that counts its requests in n and reads
 // their bodies.
 func discardCounting(n *atomic.Int64) http.HandlerFunc {
@@ -186,18 +207,7 @@ func TestStreamedBodyStallIs408(t *testing.T) {
 		defer p.close()
 		start := time.Now()
 		code, at := p.slowPost(t, 100<<10, 40<<10)
-		if code != http.StatusRequestTimeout {
-			t.Fatalf("status %d, want 408", code)
-		}
-		if d := at.Sub(start); d < bodyTimeout || d > bodyTimeout+time.Second {
-			t.Errorf("answered after %v, want the body timeout %v", d, bodyTimeout)
-		}
-		if reached.Load() != 1 {
-			t.Errorf("the upstream saw %d requests, want 1 (the body streamed)", reached.Load())
-		}
-		if code := p.get(t, "/after"); code != http.StatusOK {
-			t.Errorf("after the stalled upload: %d, want 200 (its place freed)", code)
-		}
+		p.streamedBodyCut(t, "stalled upload", code, start, at, bodyTimeout, bodyTimeout+time.Second, &reached)
 	})
 }
 

@@ -11,12 +11,13 @@ import (
 	"github.com/sluicehq/sluice/memstore"
 )
 
-// BenchmarkGateway is one request through the gateway's handler to a real
-// upstream on loopback, with one rate limit on the route (admitted): the
-// proxy's own cost plus the upstream round trip, client side excluded.
-func BenchmarkGateway(b *testing.B) {
+// benchGateway is a gateway in front of a real upstream on loopback, with
+// one rate limit on every route that admits all the benchmark sends; all
+// is closed when b ends.
+func benchGateway(b *testing.B) *gateway.Gateway {
+	b.Helper()
 	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, "ok\n") }))
-	defer up.Close()
+	b.Cleanup(up.Close)
 	f, err := gateway.ParseFile("b.yaml", []byte(`
 limits: [{name: l, key: ip, rate: 1000000000r/s, burst: 1000000, nodelay: true}]
 routes: [{name: all, match: /, limits: [l]}]
@@ -25,7 +26,7 @@ routes: [{name: all, match: /, limits: [l]}]
 		b.Fatal(err)
 	}
 	store := memstore.New(memstore.Config{})
-	defer store.Close()
+	b.Cleanup(func() { store.Close() })
 	cfg := f.Config
 	cfg.Upstreams = []gateway.Upstream{{Name: "u", URL: mustURL(b, up.URL)}}
 	cfg.Limiter = store
@@ -34,7 +35,15 @@ routes: [{name: all, match: /, limits: [l]}]
 	if err != nil {
 		b.Fatal(err)
 	}
-	defer g.Close()
+	b.Cleanup(func() { g.Close() })
+	return g
+}
+
+// BenchmarkGateway is one request through the gateway's handler to a real
+// upstream on loopback, with one rate limit on the route (admitted): the
+// proxy's own cost plus the upstream round trip, client side excluded.
+func BenchmarkGateway(b *testing.B) {
+	g := benchGateway(b)
 	b.ReportAllocs()
 	b.RunParallel(func(pb *testing.PB) {
 		for pb.Next() {
@@ -54,26 +63,7 @@ routes: [{name: all, match: /, limits: [l]}]
 // the gateway sets reach a real connection) to a real upstream: the
 // client's, the proxy's and the upstream's cost together.
 func BenchmarkGatewayServer(b *testing.B) {
-	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, "ok\n") }))
-	defer up.Close()
-	store := memstore.New(memstore.Config{})
-	defer store.Close()
-	f, err := gateway.ParseFile("b.yaml", []byte(`
-limits: [{name: l, key: ip, rate: 1000000000r/s, burst: 1000000, nodelay: true}]
-routes: [{name: all, match: /, limits: [l]}]
-`))
-	if err != nil {
-		b.Fatal(err)
-	}
-	cfg := f.Config
-	cfg.Upstreams = []gateway.Upstream{{Name: "u", URL: mustURL(b, up.URL)}}
-	cfg.Limiter = store
-	cfg.Logger = quiet
-	g, err := gateway.New(cfg)
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer g.Close()
+	g := benchGateway(b)
 	srv := httptest.NewServer(g)
 	defer srv.Close()
 	for _, method := range []string{"GET", "POST"} {
@@ -85,7 +75,10 @@ routes: [{name: all, match: /, limits: [l]}]
 				if method == "POST" {
 					body = strings.NewReader(`{"a":1}`)
 				}
-				req, _ := http.NewRequest(method, srv.URL+"/x", body)
+				req, err := http.NewRequest(method, srv.URL+"/x", body)
+				if err != nil {
+					b.Fatal(err)
+				}
 				resp, err := c.Do(req)
 				if err != nil {
 					b.Fatal(err)

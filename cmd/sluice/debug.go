@@ -1,0 +1,160 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/pprof"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/sluicehq/sluice/config"
+)
+
+// debugWriteTimeout is the debug listener's write timeout: longer than
+// the default 30-second CPU profile, which net/http/pprof refuses to take
+// when it would outlast the write timeout; so a profile or trace may ask
+// for up to two minutes.
+const debugWriteTimeout = 2 * time.Minute
+
+// debugMaxConns caps the debug listener's connections: it is for people
+// and their tools, not for traffic.
+const debugMaxConns = 64
+
+// debugAddrFromEnv returns the debug listener's address from
+// envoyproxy/ratelimit's DEBUG_HOST (default: all interfaces) and
+// DEBUG_PORT (default 6070), and whether either is set.
+func debugAddrFromEnv() (addr string, explicit bool) {
+	host, port := os.Getenv("DEBUG_HOST"), os.Getenv("DEBUG_PORT")
+	return net.JoinHostPort(host, env("DEBUG_PORT", "6070")), host != "" || port != ""
+}
+
+// debugEndpoints are the debug listener's paths and what they serve, as
+// its index lists them.
+var debugEndpoints = []struct{ path, help string }{
+	{"/rlconfig", "the running rate limit rules, one line per rule"},
+	{"/debug/pprof/", "pprof's profiles: heap, goroutine, allocs, block, mutex, threadcreate"},
+	{"/debug/pprof/profile", "a CPU profile (?seconds=N, default 30, at most 119)"},
+	{"/debug/pprof/trace", "an execution trace (?seconds=N, default 1, at most 119)"},
+	{"/debug/pprof/symbol", "pprof's symbol lookup"},
+}
+
+// debugHandler returns the debug listener's handler: an index at /, the
+// running rules at /rlconfig (rules returns them, nil when none is
+// loaded) and net/http/pprof's handlers, but not its cmdline, which would
+// show -store's Redis password to anyone who reaches the port. It is its
+// own mux: nothing of it is on the main listener.
+func debugHandler(rules func() *config.Config) http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /{$}", func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		for _, e := range debugEndpoints {
+			fmt.Fprintf(w, "%s: %s\n", e.path, e.help)
+		}
+	})
+	mux.HandleFunc("GET /rlconfig", func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		writeRLConfig(w, rules())
+	})
+	// pprof.Index serves runtime/pprof's profiles by name; cmdline is
+	// not one of them, and pprof.Cmdline is not registered.
+	mux.HandleFunc("/debug/pprof/", pprof.Index)
+	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+	return mux
+}
+
+// writeRLConfig writes c's rules (none when c is nil), one line each, in
+// envoyproxy/ratelimit's /rlconfig form
+//
+//	<full key>: unit=<UNIT> requests_per_unit=<n>, shadow_mode: <bool>, quota_mode: <bool>
+//
+// (an unlimited rule has unit UNKNOWN and 0, as there), then Sluice's
+// reading of the rule: ", sluice: " and its sluice.Limit, "unlimited" or
+// "blocked". Domains come in name order, rules in config order.
+func writeRLConfig(w io.Writer, c *config.Config) {
+	if c == nil {
+		return
+	}
+	var b strings.Builder
+	for r := range c.RateLimits() {
+		unit, n := r.Unit, r.RequestsPerUnit
+		if r.Unlimited {
+			unit, n = config.UnitUnknown, 0
+		}
+		b.WriteString(r.FullKey + ": unit=" + strings.ToUpper(unit.String()) +
+			" requests_per_unit=" + strconv.FormatUint(uint64(n), 10) +
+			", shadow_mode: " + strconv.FormatBool(r.ShadowMode) +
+			", quota_mode: " + strconv.FormatBool(r.QuotaMode) + ", sluice: ")
+		switch {
+		case r.Unlimited:
+			b.WriteString("unlimited")
+		case r.BlocksAll():
+			b.WriteString("blocked")
+		default:
+			b.WriteString(r.Limit.String())
+		}
+		b.WriteByte('\n')
+	}
+	io.WriteString(w, b.String())
+}
+
+// debugServer is the debug listener, serving.
+type debugServer struct {
+	srv  *http.Server
+	ln   net.Listener
+	stop context.CancelFunc // ends the requests in flight (a profile)
+}
+
+// startDebug serves h on addr with o's HTTP header, read and idle timeouts
+// and debugWriteTimeout, at most debugMaxConns connections. An empty addr
+// is no debug listener (nil). When addr cannot be listened on, that is an
+// error if explicit (the operator asked for it), else a warning on log and
+// no listener, as envoyproxy/ratelimit serves on without its debug port.
+func startDebug(addr string, explicit bool, o *listenerOptions, h http.Handler, log *slog.Logger) (*debugServer, error) {
+	if addr == "" {
+		return nil, nil
+	}
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		if explicit {
+			return nil, fmt.Errorf("debug listener: %w", err)
+		}
+		log.Warn("no debug listener (/rlconfig, pprof) on its default address; set DEBUG_PORT or -debug-addr", "err", err)
+		return nil, nil
+	}
+	ctx, stop := context.WithCancel(context.Background())
+	srv := &http.Server{
+		Handler:           h,
+		ReadHeaderTimeout: o.readHeader,
+		ReadTimeout:       o.read,
+		WriteTimeout:      max(o.write, debugWriteTimeout),
+		IdleTimeout:       o.idle,
+		MaxHeaderBytes:    64 << 10,
+		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+		BaseContext:       func(net.Listener) context.Context { return ctx },
+	}
+	capped, connState := capConns(ln, debugMaxConns)
+	srv.ConnState = connState
+	go srv.Serve(capped)
+	return &debugServer{srv: srv, ln: ln, stop: stop}, nil
+}
+
+// shutdown stops d (nil: nothing): the requests in flight are ended (a
+// profile or trace returns what it has), then the server drains until ctx
+// ends and is closed. It returns once the listener is closed.
+func (d *debugServer) shutdown(ctx context.Context) {
+	if d == nil {
+		return
+	}
+	d.stop()
+	if err := d.srv.Shutdown(ctx); err != nil {
+		d.srv.Close()
+	}
+}

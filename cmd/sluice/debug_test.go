@@ -1,0 +1,206 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"runtime/pprof"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sluicehq/sluice/config"
+)
+
+// parseRules compiles the one-domain config yaml.
+func parseRules(t *testing.T, yaml string) *config.Config {
+	t.Helper()
+	d, err := config.Parse("test.yaml", []byte(yaml))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := config.New(d)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// get returns the status and body of GET url.
+func get(t *testing.T, url string) (int, string) {
+	t.Helper()
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}
+
+// /rlconfig prints one line per rule in envoyproxy/ratelimit's form, which
+// scripts and test suites written for it match ("<full key>: unit=MINUTE
+// requests_per_unit=10, shadow_mode: false"), with Sluice's own reading of
+// the rule after it; it follows the running config.
+func TestDebugRLConfigPrintsTheRunningRules(t *testing.T) {
+	rules := parseRules(t, `domain: shop
+descriptors:
+  - key: user
+    rate_limit: {unit: minute, requests_per_unit: 10}
+  - key: path
+    value: /admin
+    shadow_mode: true
+    rate_limit: {unit: hour, requests_per_unit: 5}
+    descriptors:
+      - key: user
+        rate_limit: {unlimited: true}
+`)
+	cur := rules
+	srv := httptest.NewServer(debugHandler(func() *config.Config { return cur }))
+	defer srv.Close()
+	code, body := get(t, srv.URL+"/rlconfig")
+	if code != 200 {
+		t.Fatalf("GET /rlconfig: %d %s", code, body)
+	}
+	for _, want := range []string{
+		"shop.user: unit=MINUTE requests_per_unit=10, shadow_mode: false, quota_mode: false, sluice: fixed_window 10/1m0s\n",
+		"shop.path_/admin: unit=HOUR requests_per_unit=5, shadow_mode: true, quota_mode: false, sluice: fixed_window 5/1h0m0s\n",
+		"shop.path_/admin.user: unit=UNKNOWN requests_per_unit=0, shadow_mode: false, quota_mode: false, sluice: unlimited\n",
+	} {
+		if !strings.Contains(body, want) {
+			t.Errorf("GET /rlconfig lacks %q:\n%s", want, body)
+		}
+	}
+	cur = parseRules(t, "domain: other\ndescriptors:\n  - key: k\n    rate_limit: {unit: second, requests_per_unit: 0}\n")
+	if _, body := get(t, srv.URL+"/rlconfig"); body != "other.k: unit=SECOND requests_per_unit=0, shadow_mode: false, quota_mode: false, sluice: blocked\n" {
+		t.Errorf("after a reload, GET /rlconfig = %q", body)
+	}
+	cur = nil
+	if code, body := get(t, srv.URL+"/rlconfig"); code != 200 || body != "" {
+		t.Errorf("with no config loaded: %d %q", code, body)
+	}
+}
+
+// The debug listener serves pprof, but not its command line (which may
+// hold -store's Redis password); its index lists the endpoints.
+func TestDebugServesPprofButNotTheCommandLine(t *testing.T) {
+	srv := httptest.NewServer(debugHandler(func() *config.Config { return nil }))
+	defer srv.Close()
+	if code, body := get(t, srv.URL+"/debug/pprof/goroutine?debug=1"); code != 200 || !strings.Contains(body, "goroutine profile") {
+		t.Errorf("GET /debug/pprof/goroutine: %d %.100s", code, body)
+	}
+	if code, body := get(t, srv.URL+"/debug/pprof/cmdline"); code == 200 || strings.Contains(body, os.Args[0]) {
+		t.Errorf("GET /debug/pprof/cmdline: %d %.100s", code, body)
+	}
+	if code, body := get(t, srv.URL+"/"); code != 200 || !strings.Contains(body, "/rlconfig") || !strings.Contains(body, "/debug/pprof/") {
+		t.Errorf("GET /: %d %s", code, body)
+	}
+	if code, _ := get(t, srv.URL+"/nothing"); code != 404 {
+		t.Errorf("GET /nothing: %d, want 404", code)
+	}
+}
+
+// DEBUG_HOST and DEBUG_PORT name the debug listener, as in
+// envoyproxy/ratelimit, all interfaces and port 6070 by default; a set
+// one makes the address explicit (a failure to listen is then serve's
+// exit, not a warning).
+func TestDebugAddrFromEnv(t *testing.T) {
+	for _, c := range []struct {
+		host, port, want string
+		explicit         bool
+	}{
+		{"", "", ":6070", false},
+		{"127.0.0.1", "", "127.0.0.1:6070", true},
+		{"", "7000", ":7000", true},
+		{"::1", "7000", "[::1]:7000", true},
+	} {
+		t.Setenv("DEBUG_HOST", c.host)
+		t.Setenv("DEBUG_PORT", c.port)
+		if addr, explicit := debugAddrFromEnv(); addr != c.want || explicit != c.explicit {
+			t.Errorf("DEBUG_HOST=%q DEBUG_PORT=%q: %q %v, want %q %v", c.host, c.port, addr, explicit, c.want, c.explicit)
+		}
+	}
+}
+
+// A debug address that cannot be listened on is an error when it was
+// asked for, and a warning when it is the default (as envoyproxy/ratelimit
+// logs it and serves on): two services on one host must not fail for a
+// port nobody asked for. An empty address is no debug listener.
+func TestStartDebugFailsOnlyForAnExplicitAddress(t *testing.T) {
+	busy, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer busy.Close()
+	var lo listenerOptions
+	lo.flags(newTestFlagSet(), new(envErrs))
+	h := http.NotFoundHandler()
+	if d, err := startDebug(busy.Addr().String(), true, &lo, h, quietLogger()); err == nil {
+		d.shutdown(context.Background())
+		t.Error("an explicit busy address: no error")
+	}
+	var logs syncBuffer
+	d, err := startDebug(busy.Addr().String(), false, &lo, h, slog.New(slog.NewTextHandler(&logs, nil)))
+	if err != nil || d != nil {
+		t.Errorf("the default address busy: %v %v, want no listener and no error", d, err)
+	}
+	if !strings.Contains(logs.String(), "debug listener") {
+		t.Errorf("the default address busy was not logged: %s", logs.String())
+	}
+	if d, err := startDebug("", true, &lo, h, quietLogger()); d != nil || err != nil {
+		t.Errorf("an empty address: %v %v, want none", d, err)
+	}
+}
+
+// The debug listener has the HTTP listener's header, read and idle
+// timeouts, and a write timeout long enough for a default 30-second CPU
+// profile; a profile in flight ends when serve stops instead of holding
+// the stop for its length.
+func TestDebugListenerTimeoutsAndStop(t *testing.T) {
+	var lo listenerOptions
+	lo.flags(newTestFlagSet(), new(envErrs))
+	d, err := startDebug("127.0.0.1:0", true, &lo, debugHandler(func() *config.Config { return nil }), quietLogger())
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := d.srv
+	if s.ReadHeaderTimeout != lo.readHeader || s.ReadTimeout != lo.read || s.IdleTimeout != lo.idle || s.WriteTimeout < 31*time.Second {
+		t.Errorf("timeouts: header %v read %v idle %v write %v", s.ReadHeaderTimeout, s.ReadTimeout, s.IdleTimeout, s.WriteTimeout)
+	}
+	url := "http://" + d.ln.Addr().String()
+	got := make(chan int, 1)
+	go func() {
+		resp, err := http.Get(url + "/debug/pprof/profile?seconds=60")
+		if err != nil {
+			got <- -1
+			return
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		got <- resp.StatusCode
+	}()
+	eventually(t, "the profile is running", func() bool {
+		var b strings.Builder
+		pprof.Lookup("goroutine").WriteTo(&b, 2)
+		return strings.Contains(b.String(), "net/http/pprof.Profile(")
+	})
+	start := time.Now()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	d.shutdown(ctx)
+	if took := time.Since(start); took > 5*time.Second {
+		t.Errorf("stopping with a 60s profile in flight took %v", took)
+	}
+	select {
+	case <-got:
+	case <-time.After(5 * time.Second):
+		t.Error("the profile request did not end")
+	}
+}
+
+func newTestFlagSet() *flag.FlagSet { return flag.NewFlagSet("test", flag.ContinueOnError) }

@@ -1,6 +1,7 @@
 package service
 
 import (
+	"errors"
 	"fmt"
 	"strings"
 	"sync"
@@ -9,6 +10,7 @@ import (
 	"unicode/utf8"
 
 	pb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	gostats "github.com/lyft/gostats"
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/sluicehq/sluice"
@@ -53,6 +55,10 @@ type metrics struct {
 	// across SetRules, as the series are.
 	maxDetailed  int
 	detailedSets sync.Map
+
+	// sd is the statsd sink fed beside the Prometheus counters; nil (the
+	// default) sends nothing and costs one load per count.
+	sd atomic.Pointer[statsdSink]
 }
 
 // DefaultMaxDetailedSeries is the default of Config.MaxDetailedSeries.
@@ -167,6 +173,7 @@ type ruleCounters struct {
 	m     *metrics
 	label string
 	c     [numCounters]atomic.Pointer[prometheus.Counter]
+	sc    [numCounters]atomic.Pointer[statsdCounter] // the statsd sink's, when there is one
 }
 
 // counters returns the counters of label; nil when m is nil or label is
@@ -188,14 +195,19 @@ func (rc *ruleCounters) add(k counterKind, v float64) {
 	(*p).Add(v)
 }
 
-// add adds v to counter k of label: through rc when it is set (the
-// rule's cached counters), else by looking the label up.
-func (m *metrics) add(rc *ruleCounters, label string, k counterKind, v float64) {
+// add adds v to counter k of label, in Prometheus and in the statsd sink
+// when there is one: through rc when it is set (the rule's cached
+// counters), else by looking the label up. This is the one place the
+// service counts.
+func (m *metrics) add(rc *ruleCounters, label string, k counterKind, v uint64) {
 	if rc != nil {
-		rc.add(k, v)
-		return
+		rc.add(k, float64(v))
+	} else {
+		m.vecs[k].WithLabelValues(label).Add(float64(v))
 	}
-	m.vecs[k].WithLabelValues(label).Add(v)
+	if sd := m.sd.Load(); sd != nil {
+		sd.add(rc, label, k, v)
+	}
 }
 
 // count records one descriptor's decision of cost units under rule label;
@@ -204,7 +216,7 @@ func (m *metrics) count(rc *ruleCounters, label string, cost uint64, over, near,
 	if m == nil || label == "" {
 		return
 	}
-	c := float64(cost)
+	c := cost
 	m.add(rc, label, hitsCounter, c)
 	switch {
 	case over:
@@ -235,6 +247,9 @@ func (m *metrics) observe(d time.Duration, resp *pb.RateLimitResponse, err error
 	case resp.GetOverallCode() == pb.RateLimitResponse_OVER_LIMIT:
 		code = codeOverLimit
 	}
+	if sd := m.sd.Load(); sd != nil {
+		sd.observe(d, err)
+	}
 	p := m.codes[code].Load()
 	if p == nil {
 		o := m.seconds.WithLabelValues(codeNames[code])
@@ -243,3 +258,160 @@ func (m *metrics) observe(d time.Duration, resp *pb.RateLimitResponse, err error
 	}
 	(*p).Observe(d.Seconds())
 }
+
+// statsdSuffixes are the statsd names of the per-rule counters, after
+// ratelimit.service.rate_limit.<rule>., as envoyproxy/ratelimit names
+// them. A store error is not counted per rule there: it is the service's
+// call.should_rate_limit.redis_error.
+var statsdSuffixes = [numCounters]string{
+	hitsCounter:   "total_hits",
+	overCounter:   "over_limit",
+	nearCounter:   "near_limit",
+	withinCounter: "within_limit",
+	shadowCounter: "shadow_mode",
+}
+
+// statsdCounter boxes a gostats.Counter for an atomic.Pointer.
+type statsdCounter struct{ gostats.Counter }
+
+// statsdSink sends the service's counts with envoyproxy/ratelimit's stat
+// names to a gostats store (see SendStatsd).
+type statsdSink struct {
+	rules         gostats.Scope // ratelimit.service.rate_limit
+	redisError    gostats.Counter
+	serviceError  gostats.Counter
+	totalRequests gostats.Counter
+	responseTime  gostats.Timer
+}
+
+// SendStatsd makes the Service count into store as well as into its
+// Prometheus metrics, under envoyproxy/ratelimit's stat names, each
+// tagged with tags (EXTRA_TAGS; nil for none):
+//
+//   - ratelimit.service.rate_limit.<rule>.{total_hits,over_limit,near_limit,within_limit,shadow_mode},
+//     where <rule> is the rule's metrics label (its FullKey, or what
+//     detailed_metric and value_to_metric make of it) with ":", "|",
+//     control characters and the dots of IPv4 addresses made "_", as
+//     envoyproxy/ratelimit sanitizes stat names;
+//   - ratelimit.service.call.should_rate_limit.redis_error (a store
+//     error) and .service_error (a malformed request);
+//   - ratelimit_server.ShouldRateLimit.total_requests and .response_time
+//     (a timer in microseconds), for every decision, gRPC and POST /json.
+//
+// The store flushes them (gostats.Store.Start); the Service only counts.
+// It needs Config.Registerer, the counting SendStatsd feeds from, and
+// should be called before the Service serves; a later call replaces the
+// store. A nil store stops sending.
+func (s *Service) SendStatsd(store gostats.Store, tags map[string]string) error {
+	if s.m == nil {
+		return errors.New("service: SendStatsd needs the metrics of Config.Registerer")
+	}
+	if store == nil {
+		s.m.sd.Store(nil)
+		return nil
+	}
+	root := store.ScopeWithTags("ratelimit", tags)
+	call := root.Scope("service").Scope("call").Scope("should_rate_limit")
+	server := store.ScopeWithTags("ratelimit_server", tags).Scope("ShouldRateLimit")
+	s.m.sd.Store(&statsdSink{
+		rules:         root.Scope("service").Scope("rate_limit"),
+		redisError:    call.NewCounter("redis_error"),
+		serviceError:  call.NewCounter("service_error"),
+		totalRequests: server.NewCounter("total_requests"),
+		responseTime:  server.NewTimer("response_time"),
+	})
+	return nil
+}
+
+// add adds v to counter k of label; rc, when set, caches label's counter.
+func (sd *statsdSink) add(rc *ruleCounters, label string, k counterKind, v uint64) {
+	if k == storeErrorsCounter {
+		sd.redisError.Add(v)
+		return
+	}
+	if rc == nil {
+		sd.rules.NewCounter(statsdName(label) + "." + statsdSuffixes[k]).Add(v)
+		return
+	}
+	p := rc.sc[k].Load()
+	if p == nil {
+		p = &statsdCounter{sd.rules.NewCounter(statsdName(label) + "." + statsdSuffixes[k])}
+		rc.sc[k].Store(p)
+	}
+	p.Add(v)
+}
+
+// observe counts one decision that took d and ended in err.
+func (sd *statsdSink) observe(d time.Duration, err error) {
+	sd.totalRequests.Inc()
+	sd.responseTime.AddDuration(d)
+	if errors.Is(err, ErrInvalidRequest) {
+		sd.serviceError.Inc()
+	}
+}
+
+// statsdName returns a metrics label as a statsd name may spell it: ":"
+// and "|" (the statsd line's separators), control characters (a newline
+// ends a line) and the dots inside IPv4 addresses (which would split the
+// address into name levels) become "_", as envoyproxy/ratelimit sanitizes
+// its stat names; other dots stay name levels.
+func statsdName(label string) string {
+	b := []byte(label)
+	for i, c := range b {
+		if c == ':' || c == '|' || c < 0x20 || c == 0x7f {
+			b[i] = '_'
+		}
+	}
+	joinIPv4Dots(b)
+	return string(b)
+}
+
+// joinIPv4Dots makes "_" the three dots of every IPv4 address in b: four
+// dot-separated runs of one to three digits, not inside a longer run of
+// digits or dots.
+func joinIPv4Dots(b []byte) {
+	for i := 0; i < len(b); {
+		if !isDigit(b[i]) || (i > 0 && (isDigit(b[i-1]) || b[i-1] == '.')) {
+			i++
+			continue
+		}
+		end, dots, ok := ipv4At(b, i)
+		if ok {
+			for _, d := range dots {
+				b[d] = '_'
+			}
+			i = end
+			continue
+		}
+		i++
+	}
+}
+
+// ipv4At reports whether b[i:] starts with an IPv4 address that is not
+// followed by a digit or another dot-and-digit, and where it ends and its
+// dots are.
+func ipv4At(b []byte, i int) (end int, dots [3]int, ok bool) {
+	for part := range 4 {
+		n := 0
+		for i < len(b) && isDigit(b[i]) && n < 4 {
+			i++
+			n++
+		}
+		if n == 0 || n > 3 {
+			return 0, dots, false
+		}
+		if part < 3 {
+			if i >= len(b) || b[i] != '.' {
+				return 0, dots, false
+			}
+			dots[part] = i
+			i++
+		}
+	}
+	if i < len(b) && (isDigit(b[i]) || (b[i] == '.' && i+1 < len(b) && isDigit(b[i+1]))) {
+		return 0, dots, false
+	}
+	return i, dots, true
+}
+
+func isDigit(c byte) bool { return '0' <= c && c <= '9' }

@@ -17,11 +17,20 @@ import (
 // algorithm, from 16 goroutines per CPU spread over 1,000 keys, so that
 // rueidis pipelines them and ns/op is mostly the server's time per script;
 // allocs/op is what the store and rueidis allocate around each round trip.
+//
+// keys=envoy is the fixed window under KeyEnvoy (envoyproxy/ratelimit's
+// layout, with EXPIRATION_JITTER_MAX_SECONDS' default of 300).
 func BenchmarkAllowN(b *testing.B) {
-	s := open(b, singleURL(b), nil)
+	sluiceKeys := open(b, singleURL(b), nil)
+	envoy := openEnvoy(b, singleURL(b), nil, 300*time.Second)
 	ctx := context.Background()
-	for _, a := range sluice.Algorithms() {
-		b.Run("alg="+a.String(), func(b *testing.B) {
+	algs := sluice.Algorithms()
+	for i := range len(algs) + 1 {
+		a, s, name := sluice.FixedWindow, envoy, "alg=fixed_window/keys=envoy"
+		if i < len(algs) {
+			a, s, name = algs[i], sluiceKeys, "alg="+algs[i].String()
+		}
+		b.Run(name, func(b *testing.B) {
 			lim := sluice.Limit{Algorithm: a, Rate: 1_000_000, Period: time.Hour, Burst: 1_000_000}
 			prefix := "bench:" + strconv.FormatInt(time.Now().UnixNano(), 36) + ":"
 			keys := make([]string, 1000)

@@ -2,6 +2,7 @@ package redisstore
 
 import (
 	"context"
+	"time"
 
 	"github.com/sluicehq/sluice"
 )
@@ -22,3 +23,7 @@ func NewWithClock(ctx context.Context, cfg Config, clock sluice.Clock) (*Store, 
 func RunScript(ctx context.Context, s *Store, body string) (sluice.Result, error) {
 	return decode(s.client.Do(ctx, s.client.B().Eval().Script(body).Numkeys(0).Build()))
 }
+
+// SetGuessClock makes s guess the window start of the envoy key format
+// from now instead of the host's clock, to test a host whose clock is off.
+func SetGuessClock(s *Store, now func() time.Time) { s.guessNow = now }

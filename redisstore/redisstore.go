@@ -92,6 +92,18 @@ type Config struct {
 	// certificate authority in RootCAs, client certificates. Nil means the
 	// system's roots, checked against the URL's host. Ignored for redis://.
 	TLS *tls.Config
+	// KeyFormat says where fixed-window counters are kept. The zero value,
+	// KeySluice, is Sluice's own layout; KeyEnvoy shares
+	// envoyproxy/ratelimit's (see KeyEnvoy).
+	KeyFormat KeyFormat
+	// ExpirationJitter is, with KeyEnvoy, the most a counter's time to
+	// live exceeds its period (envoyproxy/ratelimit's
+	// EXPIRATION_JITTER_MAX_SECONDS): each admitted hit sets it to the
+	// period plus a random whole number of seconds below ExpirationJitter,
+	// so that counters written together do not all expire together. Zero:
+	// no jitter. Unused with KeySluice, whose keys expire as soon as their
+	// state is as good as fresh.
+	ExpirationJitter time.Duration
 }
 
 // Store is a Redis-backed sluice.Limiter. It is safe for concurrent use;
@@ -102,6 +114,8 @@ type Store struct {
 	prefix     string
 	clock      sluice.Clock // tests only: sent to the scripts instead of TIME
 	last       atomic.Pointer[cachedParams]
+	envoy      *envoyState      // nil unless Config.KeyFormat is KeyEnvoy
+	guessNow   func() time.Time // tests only: the host's clock for KeyEnvoy's guess
 }
 
 var (
@@ -117,6 +131,15 @@ func New(ctx context.Context, cfg Config) (*Store, error) {
 	s := &Store{client: cfg.Client, prefix: cfg.Prefix}
 	if s.prefix == "" {
 		s.prefix = DefaultPrefix
+	}
+	switch {
+	case cfg.KeyFormat == KeyEnvoy:
+		if cfg.ExpirationJitter < 0 {
+			return nil, fmt.Errorf("redisstore: ExpirationJitter %v is negative", cfg.ExpirationJitter)
+		}
+		s.envoy = newEnvoyState(cfg.ExpirationJitter)
+	case cfg.KeyFormat != KeySluice:
+		return nil, fmt.Errorf("redisstore: unknown %v", cfg.KeyFormat)
 	}
 	if s.client == nil {
 		if cfg.URL == "" {
@@ -219,6 +242,9 @@ func (s *Store) run(ctx context.Context, mode, key string, lim sluice.Limit, cos
 
 // exec runs lim's script in mode with cost, input already checked.
 func (s *Store) exec(ctx context.Context, mode, key string, lim sluice.Limit, cost int) (sluice.Result, error) {
+	if s.sharesEnvoyLayout(lim) {
+		return s.execEnvoy(ctx, mode, key, lim, cost)
+	}
 	params, err := s.params(lim)
 	if err != nil {
 		return sluice.Result{}, err
@@ -328,24 +354,40 @@ var ErrReply = errors.New("redisstore: unexpected reply")
 // into a Result. It never panics on a reply of another shape, and does not
 // allocate on a well-formed one.
 func decode(resp rueidis.RedisResult) (sluice.Result, error) {
+	vals, err := decodeInts(resp)
+	if err != nil {
+		return sluice.Result{}, err
+	}
+	return result(vals)
+}
+
+// decodeInts returns a script's reply of four integers, without
+// allocating on a well-formed one.
+func decodeInts(resp rueidis.RedisResult) ([4]int64, error) {
+	var vals [4]int64
 	msgs, err := resp.ToArray()
 	if err != nil {
 		if resp.Error() == nil { // a reply came, but not an array
-			return sluice.Result{}, fmt.Errorf("%w: %v", ErrReply, err)
+			return vals, fmt.Errorf("%w: %v", ErrReply, err)
 		}
-		return sluice.Result{}, fmt.Errorf("redisstore: %w", err)
+		return vals, fmt.Errorf("redisstore: %w", err)
 	}
 	if len(msgs) != 4 {
-		return sluice.Result{}, fmt.Errorf("%w: an array of %d elements, want 4", ErrReply, len(msgs))
+		return vals, fmt.Errorf("%w: an array of %d elements, want 4", ErrReply, len(msgs))
 	}
-	var vals [4]int64
 	for i := range msgs {
 		v, err := msgs[i].AsInt64()
 		if err != nil {
-			return sluice.Result{}, fmt.Errorf("%w: element %d: %v", ErrReply, i, err)
+			return vals, fmt.Errorf("%w: element %d: %v", ErrReply, i, err)
 		}
 		vals[i] = v
 	}
+	return vals, nil
+}
+
+// result turns a script's reply, {allowed, remaining, retry_us, reset_us},
+// into a Result, or an error wrapping ErrReply for values out of range.
+func result(vals [4]int64) (sluice.Result, error) {
 	if vals[0] < 0 || vals[0] > 1 || vals[1] < 0 || vals[2] < 0 || vals[3] < 0 {
 		return sluice.Result{}, fmt.Errorf("%w: %v", ErrReply, vals)
 	}

@@ -1,0 +1,229 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	gostats "github.com/lyft/gostats"
+	"google.golang.org/grpc"
+
+	"github.com/sluicehq/sluice/internal/tracing"
+	"github.com/sluicehq/sluice/service"
+)
+
+// statsdEnv are the variables that configure the statsd sink: with
+// USE_STATSD not true (or DISABLE_STATS true) the set ones are named in
+// serve's start-up line of things not acted on.
+var statsdEnv = []string{"STATSD_HOST", "STATSD_PORT", "STATSD_PROTOCOL", "EXTRA_TAGS", "STATS_FLUSH_INTERVAL"}
+
+// tracingEnv are the variables that configure tracing besides
+// TRACING_ENABLED: with tracing off the set ones are named in serve's
+// start-up line of things not acted on.
+var tracingEnv = []string{"TRACING_SERVICE_NAME", "TRACING_SERVICE_NAMESPACE", "TRACING_SERVICE_INSTANCE_ID",
+	"TRACING_EXPORTER_PROTOCOL", "TRACING_SAMPLING_RATE"}
+
+// telemetrySettings are serve's tracing and statsd settings, from
+// envoyproxy/ratelimit's variables.
+type telemetrySettings struct {
+	tracing       bool
+	tracer        tracing.Config
+	statsd        bool
+	statsdHost    string
+	statsdPort    int
+	statsdProto   string
+	extraTags     map[string]string
+	flushInterval time.Duration
+}
+
+// telemetryFromEnv reads the tracing and statsd variables; malformed ones
+// go to errs. Tracing is off unless TRACING_ENABLED is true, as in
+// envoyproxy/ratelimit; statsd is off unless USE_STATSD is true (in
+// envoyproxy/ratelimit it defaults to true: Sluice's own metrics are
+// Prometheus's, always at GET /metrics) and DISABLE_STATS is not.
+func telemetryFromEnv(errs *envErrs) telemetrySettings {
+	errs.bools("TRACING_ENABLED", "USE_STATSD", "DISABLE_STATS")
+	s := telemetrySettings{
+		tracing: envBool("TRACING_ENABLED", false),
+		tracer: tracing.Config{
+			ServiceName: env("TRACING_SERVICE_NAME", tracing.DefaultServiceName),
+			Namespace:   os.Getenv("TRACING_SERVICE_NAMESPACE"),
+			InstanceID:  os.Getenv("TRACING_SERVICE_INSTANCE_ID"),
+			Protocol:    strings.ToLower(strings.TrimSpace(env("TRACING_EXPORTER_PROTOCOL", tracing.ProtocolHTTP))),
+		},
+		statsd:        envBool("USE_STATSD", false) && !envBool("DISABLE_STATS", false),
+		statsdHost:    env("STATSD_HOST", "localhost"),
+		statsdPort:    envParse(errs, "STATSD_PORT", 8125, "a port number", parsePort),
+		statsdProto:   strings.ToLower(strings.TrimSpace(env("STATSD_PROTOCOL", "tcp"))),
+		flushInterval: errs.duration("STATS_FLUSH_INTERVAL", 10*time.Second),
+	}
+	if p := s.tracer.Protocol; p != tracing.ProtocolHTTP && p != tracing.ProtocolGRPC {
+		*errs = append(*errs, fmt.Errorf("TRACING_EXPORTER_PROTOCOL=%q: want http or grpc", p))
+	}
+	rate := envParse(errs, "TRACING_SAMPLING_RATE", 1.0, "a number from 0 to 1", parseRate)
+	s.tracer.SamplingRate = &rate
+	if p := s.statsdProto; p != "tcp" && p != "udp" {
+		*errs = append(*errs, fmt.Errorf("STATSD_PROTOCOL=%q: want tcp or udp", p))
+	}
+	if s.flushInterval <= 0 {
+		*errs = append(*errs, errors.New("STATS_FLUSH_INTERVAL: want a duration above 0"))
+	}
+	tags, err := parseExtraTags(os.Getenv("EXTRA_TAGS"))
+	if err != nil {
+		*errs = append(*errs, err)
+	}
+	s.extraTags = tags
+	return s
+}
+
+func parsePort(v string) (int, error) {
+	n, err := strconv.Atoi(v)
+	if err == nil && (n < 1 || n > 65535) {
+		err = errors.New("out of range")
+	}
+	return n, err
+}
+
+func parseRate(v string) (float64, error) {
+	r, err := strconv.ParseFloat(v, 64)
+	if err == nil && !(r >= 0 && r <= 1) {
+		err = errors.New("out of range")
+	}
+	return r, err
+}
+
+// parseExtraTags reads EXTRA_TAGS: "key:value" pairs separated by commas,
+// as envoyproxy/ratelimit reads them; nil when v is empty.
+func parseExtraTags(v string) (map[string]string, error) {
+	if strings.TrimSpace(v) == "" {
+		return nil, nil
+	}
+	tags := map[string]string{}
+	for pair := range strings.SplitSeq(v, ",") {
+		k, val, ok := strings.Cut(pair, ":")
+		k, val = strings.TrimSpace(k), strings.TrimSpace(val)
+		if !ok || k == "" {
+			return nil, fmt.Errorf("EXTRA_TAGS=%q: want key:value pairs separated by commas", v)
+		}
+		tags[k] = val
+	}
+	return tags, nil
+}
+
+// notActedOn returns the telemetry variables that are set and have no
+// effect with the settings s: the tracing ones without TRACING_ENABLED,
+// the statsd ones without USE_STATSD.
+func (s telemetrySettings) notActedOn() []string {
+	var out []string
+	add := func(on bool, names []string) {
+		for _, name := range names {
+			if _, set := os.LookupEnv(name); set && !on {
+				out = append(out, name)
+			}
+		}
+	}
+	add(s.tracing, tracingEnv)
+	add(s.statsd, statsdEnv)
+	return out
+}
+
+// telemetry is serve's tracing and statsd, running. Its zero value (and a
+// nil *telemetry) is both off: nothing installed, nothing sent.
+type telemetry struct {
+	tracer *tracing.Provider // nil: tracing off
+	store  gostats.Store     // nil: statsd off
+	stop   context.CancelFunc
+	done   chan struct{} // closed when the flush loop has flushed its last
+}
+
+// startTelemetry starts what s turns on: the tracer provider (its
+// exporter connects lazily) and the statsd store with its flush loop.
+func startTelemetry(ctx context.Context, s telemetrySettings, log *slog.Logger) (*telemetry, error) {
+	t := &telemetry{}
+	if s.tracing {
+		p, err := tracing.Start(ctx, s.tracer)
+		if err != nil {
+			return nil, err
+		}
+		t.tracer = p
+		log.Info("tracing", "service", s.tracer.ServiceName, "protocol", s.tracer.Protocol, "sampling_rate", *s.tracer.SamplingRate)
+	}
+	if s.statsd {
+		sink := gostats.NewNetSink(gostats.WithStatsdHost(s.statsdHost), gostats.WithStatsdPort(s.statsdPort),
+			gostats.WithStatsdProtocol(s.statsdProto), gostats.WithLogger(statsdLogger{log}))
+		t.store = gostats.NewStore(sink, false)
+		// The Go runtime's gauges, ratelimit.go.*, as envoyproxy/ratelimit sends them.
+		t.store.AddStatGenerator(gostats.NewRuntimeStats(t.store.ScopeWithTags("ratelimit", s.extraTags).Scope("go")))
+		loop, stop := context.WithCancel(context.Background())
+		t.stop, t.done = stop, make(chan struct{})
+		go func() {
+			defer close(t.done)
+			ticker := time.NewTicker(s.flushInterval)
+			defer ticker.Stop()
+			t.store.StartContext(loop, ticker) // flushes once more when loop ends
+		}()
+		log.Info("statsd", "addr", fmt.Sprintf("%s:%d", s.statsdHost, s.statsdPort), "protocol", s.statsdProto,
+			"flush_interval", s.flushInterval)
+	}
+	return t, nil
+}
+
+// attach makes svc count into the statsd store, when there is one.
+func (t *telemetry) attach(svc *service.Service, s telemetrySettings) error {
+	if t == nil || t.store == nil {
+		return nil
+	}
+	return svc.SendStatsd(t.store, s.extraTags)
+}
+
+// grpcOptions are the gRPC server options tracing needs: none when off.
+func (t *telemetry) grpcOptions() []grpc.ServerOption {
+	if t == nil {
+		return nil
+	}
+	return t.tracer.GRPCServerOptions()
+}
+
+// handler returns h traced, or h itself when tracing is off.
+func (t *telemetry) handler(h http.Handler) http.Handler {
+	if t == nil {
+		return h
+	}
+	return t.tracer.Handler(h, "/json", "/healthcheck", "/metrics", service.ForwardAuthPath)
+}
+
+// shutdown flushes the spans and the stats still held, within ctx (the
+// grace period of serve's drain); what is not sent by then is dropped.
+func (t *telemetry) shutdown(ctx context.Context, log *slog.Logger) {
+	if t == nil {
+		return
+	}
+	if err := t.tracer.Shutdown(ctx); err != nil {
+		log.Warn("spans not flushed", "err", err)
+	}
+	if t.stop != nil {
+		t.stop()
+		select {
+		case <-t.done:
+		case <-ctx.Done():
+			log.Warn("stats not flushed within the grace period")
+		}
+	}
+}
+
+// statsdLogger is gostats's logger on slog.
+type statsdLogger struct{ log *slog.Logger }
+
+func (l statsdLogger) Errorf(msg string, args ...any) {
+	l.log.Error("statsd: " + fmt.Sprintf(msg, args...))
+}
+
+func (l statsdLogger) Warnf(msg string, args ...any) {
+	l.log.Warn("statsd: " + fmt.Sprintf(msg, args...))
+}

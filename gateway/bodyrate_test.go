@@ -93,7 +93,10 @@ func TestSteadyBodyAboveMinRateIsNotCut(t *testing.T) {
 				var got atomic.Int64
 				p := newBubbleProxy(t, gateway.Config{MaxInFlight: 1, Timeouts: gateway.Timeouts{ClientBody: bodyTimeout, ClientBodyMinRate: tc.minRate}},
 					func(w http.ResponseWriter, r *http.Request) {
-						n, _ := io.Copy(io.Discard, r.Body)
+						n, err := io.Copy(io.Discard, r.Body)
+						if err != nil {
+							t.Errorf("the upstream reading the body: %v", err)
+						}
 						got.Store(n)
 					})
 				defer p.close()

@@ -48,8 +48,11 @@ func rawPost(t *testing.T, srv *httptest.Server, hdr, body string) (*http.Respon
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, _ := io.ReadAll(resp.Body)
+	b, err := io.ReadAll(resp.Body)
 	resp.Body.Close()
+	if err != nil {
+		t.Fatalf("reading the response: %v", err)
+	}
 	// A connection kept alive would answer this second request.
 	io.WriteString(c, "GET /other HTTP/1.1\r\nHost: app.test\r\n\r\n")
 	_, err = http.ReadResponse(br, nil)
@@ -93,7 +96,13 @@ func TestClientMaxBodySize(t *testing.T) {
 	}
 	t.Run("disabled", func(t *testing.T) {
 		up := newUpstream(t)
-		up.set(func(w http.ResponseWriter, r *http.Request) { n, _ := io.Copy(io.Discard, r.Body); fmt.Fprint(w, n) })
+		up.set(func(w http.ResponseWriter, r *http.Request) {
+			n, err := io.Copy(io.Discard, r.Body)
+			if err != nil {
+				t.Errorf("the upstream reading the body: %v", err)
+			}
+			fmt.Fprint(w, n)
+		})
 		srv := bodySizeProxy(t, up, -1)
 		resp, body, _ := rawPost(t, srv, fmt.Sprintf("Content-Length: %d\r\n", 2*mib), strings.Repeat("x", 2*mib))
 		if resp.StatusCode != 200 || body != fmt.Sprint(2*mib) {

@@ -9,7 +9,6 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/sluicehq/sluice/clientip"
 	"github.com/sluicehq/sluice/gateway"
 )
 
@@ -23,8 +22,7 @@ func TestUnderscoreForwardingHeadersDropped(t *testing.T) {
 		up := newUpstream(t)
 		cfg := direct(t, up)
 		if trusted {
-			pfx, _ := clientip.ParsePrefixes("192.0.2.0/24")
-			cfg.TrustedProxies = &clientip.Resolver{TrustedProxies: pfx}
+			cfg.TrustedProxies = trust(t, "192.0.2.0/24")
 		}
 		g := newGateway(t, cfg)
 		r := httptest.NewRequest("GET", "/x", nil)
@@ -178,7 +176,11 @@ func TestBasePathNotEscaped(t *testing.T) {
 	mu.Lock()
 	defer mu.Unlock()
 	for _, uri := range seen {
-		p, _ := url.PathUnescape(uri)
+		p, err := url.PathUnescape(uri)
+		if err != nil {
+			t.Errorf("the upstream got %s, not a path: %v", uri, err)
+			continue
+		}
 		if c := path.Clean(p); c != "/base" && !strings.HasPrefix(c, "/base/") {
 			t.Errorf("the upstream got %s, which resolves to %s, outside /base", uri, c)
 		}
@@ -215,8 +217,7 @@ func TestUntrustedXRealIPDropped(t *testing.T) {
 		up := newUpstream(t)
 		cfg := direct(t, up)
 		if trusted {
-			pfx, _ := clientip.ParsePrefixes("192.0.2.0/24")
-			cfg.TrustedProxies = &clientip.Resolver{TrustedProxies: pfx}
+			cfg.TrustedProxies = trust(t, "192.0.2.0/24")
 		}
 		g := newGateway(t, cfg)
 		r := httptest.NewRequest("GET", "/x", nil) // from 192.0.2.1

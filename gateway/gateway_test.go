@@ -91,6 +91,21 @@ func direct(t testing.TB, up *upstream) gateway.Config {
 	return gateway.Config{Upstreams: []gateway.Upstream{{Name: "app", URL: mustURL(t, up.URL)}}}
 }
 
+// trust is a Resolver of X-Forwarded-For (or header, if given) that trusts
+// the peers in cidr; a bad cidr fails the test.
+func trust(t testing.TB, cidr string, header ...clientip.Header) *clientip.Resolver {
+	t.Helper()
+	pfx, err := clientip.ParsePrefixes(cidr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := &clientip.Resolver{TrustedProxies: pfx}
+	if len(header) > 0 {
+		r.Header = header[0]
+	}
+	return r
+}
+
 func mustURL(t testing.TB, s string) *url.URL {
 	u, err := url.Parse(s)
 	if err != nil {
@@ -637,8 +652,7 @@ func TestForwardingHeaders(t *testing.T) {
 		up := newUpstream(t)
 		cfg := direct(t, up)
 		if trusted {
-			pfx, _ := clientip.ParsePrefixes("127.0.0.0/8")
-			cfg.TrustedProxies = &clientip.Resolver{TrustedProxies: pfx}
+			cfg.TrustedProxies = trust(t, "127.0.0.0/8")
 		}
 		_, srv := front(t, cfg)
 		req, _ := http.NewRequest("GET", srv.URL+"/", nil)
@@ -910,13 +924,10 @@ func TestForwardedChain(t *testing.T) {
 	for _, trusted := range []bool{false, true} {
 		up := newUpstream(t)
 		cfg := direct(t, up)
-		res := &clientip.Resolver{Header: clientip.Forwarded}
+		cfg.TrustedProxies = trust(t, "10.0.0.0/8", clientip.Forwarded)
 		if trusted {
-			res.TrustedProxies, _ = clientip.ParsePrefixes("127.0.0.0/8")
-		} else {
-			res.TrustedProxies, _ = clientip.ParsePrefixes("10.0.0.0/8")
+			cfg.TrustedProxies = trust(t, "127.0.0.0/8", clientip.Forwarded)
 		}
-		cfg.TrustedProxies = res
 		_, srv := front(t, cfg)
 		req, _ := http.NewRequest("GET", srv.URL+"/", nil)
 		req.Header.Set("Forwarded", `for="[2001:db8::7]";proto=https`)
@@ -936,8 +947,7 @@ func TestForwardedChain(t *testing.T) {
 			t.Errorf("trusted=%v: Forwarded %q, want %q", trusted, got, want)
 		}
 		// The upstream, trusting the gateway (loopback), finds the client.
-		back := &clientip.Resolver{Header: clientip.Forwarded}
-		back.TrustedProxies, _ = clientip.ParsePrefixes("127.0.0.0/8")
+		back := trust(t, "127.0.0.0/8", clientip.Forwarded)
 		r := httptest.NewRequest("GET", "/", nil)
 		r.RemoteAddr = "127.0.0.1:40000"
 		r.Header["Forwarded"] = up.headers[0].Values("Forwarded")

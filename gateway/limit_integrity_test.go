@@ -9,7 +9,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sluicehq/sluice/clientip"
 	"github.com/sluicehq/sluice/gateway"
 )
 
@@ -113,10 +112,9 @@ routes: [{name: all, match: /, limits: [per_ip]}]
 // scheme and host the client used, not the hop between proxy and gateway.
 func TestTrustedProxyForwardedProtoKept(t *testing.T) {
 	up := newUpstream(t)
-	pfx, _ := clientip.ParsePrefixes("127.0.0.0/8")
 	_, srv := front(t, gateway.Config{
 		Upstreams:      direct(t, up).Upstreams,
-		TrustedProxies: &clientip.Resolver{TrustedProxies: pfx},
+		TrustedProxies: trust(t, "127.0.0.0/8"),
 	})
 	req, _ := http.NewRequest("GET", srv.URL+"/", nil)
 	req.Header.Set("X-Forwarded-For", "198.51.100.7")
@@ -260,7 +258,11 @@ func TestUpgradeThroughLimitedRoute(t *testing.T) {
 		defer conn.Close()
 		brw.WriteString("HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: echo\r\n\r\n")
 		brw.Flush()
-		line, _ := brw.ReadString('\n')
+		line, err := brw.ReadString('\n')
+		if err != nil {
+			t.Error(err)
+			return
+		}
 		brw.WriteString("echo " + line)
 		brw.Flush()
 	})

@@ -44,8 +44,7 @@ routes:
 func TestZonedPeerTrustedForForwarding(t *testing.T) {
 	up := newUpstream(t)
 	cfg := direct(t, up)
-	pfx, _ := clientip.ParsePrefixes("fe80::/10")
-	cfg.TrustedProxies = &clientip.Resolver{TrustedProxies: pfx, Header: clientip.Forwarded}
+	cfg.TrustedProxies = trust(t, "fe80::/10", clientip.Forwarded)
 	g := newGateway(t, cfg)
 	r := httptest.NewRequest("GET", "/x", nil)
 	r.RemoteAddr = "[fe80::1%eth0]:4711"

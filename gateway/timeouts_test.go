@@ -307,7 +307,10 @@ func TestSlowBodyHoldsNoConnSlot(t *testing.T) {
 func TestBodiesForwardedWhole(t *testing.T) {
 	up := newUpstream(t)
 	up.set(func(w http.ResponseWriter, r *http.Request) {
-		b, _ := io.ReadAll(r.Body)
+		b, err := io.ReadAll(r.Body)
+		if err != nil {
+			t.Errorf("the upstream reading the body: %v", err)
+		}
 		fmt.Fprintf(w, "%d %d", len(b), strings.Count(string(b), "z"))
 	})
 	for _, h2 := range []bool{false, true} {
@@ -325,8 +328,11 @@ func TestBodiesForwardedWhole(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				got, _ := io.ReadAll(resp.Body)
+				got, err := io.ReadAll(resp.Body)
 				resp.Body.Close()
+				if err != nil {
+					t.Fatal(err)
+				}
 				if want := fmt.Sprintf("%d %d", n, n); resp.StatusCode != 200 || string(got) != want {
 					t.Errorf("h2 %v, %d bytes, chunked %v: %d %q, want 200 %q", h2, n, chunked, resp.StatusCode, got, want)
 				}
@@ -343,7 +349,11 @@ func TestSlowBodyOverHTTP2(t *testing.T) {
 	cfg.MaxInFlight = 1
 	cfg.Timeouts.ClientBody = time.Second // room to see it stalled on a loaded machine
 	reg := prometheus.NewRegistry()
-	cfg.Metrics, _ = gateway.NewMetrics(reg)
+	m, err := gateway.NewMetrics(reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.Metrics = m
 	srv := httptest.NewUnstartedServer(newGateway(t, cfg))
 	srv.EnableHTTP2 = true
 	srv.StartTLS()
@@ -410,7 +420,10 @@ func TestExpectContinueAfterIdle(t *testing.T) {
 		const sendTimeout = 2 * time.Second
 		p := newBubbleProxy(t, gateway.Config{Timeouts: gateway.Timeouts{Send: sendTimeout}},
 			func(w http.ResponseWriter, r *http.Request) {
-				b, _ := io.ReadAll(r.Body)
+				b, err := io.ReadAll(r.Body)
+				if err != nil {
+					t.Errorf("the upstream reading the body: %v", err)
+				}
 				fmt.Fprintf(w, "got %d", len(b))
 			})
 		defer p.close()
@@ -441,8 +454,11 @@ func TestExpectContinueAfterIdle(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		b, _ := io.ReadAll(resp.Body)
+		b, err := io.ReadAll(resp.Body)
 		resp.Body.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
 		if resp.StatusCode != 200 || string(b) != "got 5" {
 			t.Fatalf("final response: %d %q", resp.StatusCode, b)
 		}

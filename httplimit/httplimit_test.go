@@ -114,7 +114,10 @@ func TestContract(t *testing.T) {
 	if err != nil || len(st) != 1 || st[0].Remaining != 0 || st[0].Reset != 30*time.Second {
 		t.Errorf("RateLimit parses back as %+v, %v", st, err)
 	}
-	ra, _ := rlheader.ParseRetryAfter(w.Header().Get("Retry-After"), clock.Now())
+	ra, ok := rlheader.ParseRetryAfter(w.Header().Get("Retry-After"), clock.Now())
+	if !ok {
+		t.Fatalf("Retry-After %q does not parse", w.Header().Get("Retry-After"))
+	}
 	if ra < st[0].Reset {
 		t.Errorf("Retry-After %v earlier than the effective window %v", ra, st[0].Reset)
 	}

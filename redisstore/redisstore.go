@@ -11,7 +11,10 @@
 //
 // Keys are "<prefix>:<algorithm>:{<key>}". The braces make the caller's key
 // the Cluster hash tag, so that companion keys a future script may need land
-// in the same slot.
+// in the same slot. Under Config.KeyFormat KeyEnvoy, fixed windows of whole
+// seconds are kept instead in envoyproxy/ratelimit's layout, one plain
+// integer per window, so that both services can share one Redis during a
+// rolling swap (see KeyEnvoy).
 //
 // Redis keeps time in microseconds (TIME), so durations in a Result are
 // whole microseconds, rounded so that a wait is never reported shorter than
@@ -104,6 +107,22 @@ type Config struct {
 	// no jitter. Unused with KeySluice, whose keys expire as soon as their
 	// state is as good as fresh.
 	ExpirationJitter time.Duration
+	// Connections is the most connections to each Redis node that the
+	// store pipelines its decisions over (envoyproxy/ratelimit's
+	// REDIS_POOL_SIZE), rounded down to a power of two, at most 256. Zero:
+	// rueidis's default (up to 4 to a single Redis or through Sentinel, 1
+	// to each Cluster node).
+	Connections int
+	// FlushDelay is how long the store may wait after writing a pipeline
+	// to gather the next one (rueidis's MaxFlushDelay; envoyproxy/ratelimit's
+	// REDIS_PIPELINE_WINDOW): fewer system calls under load, for up to that
+	// much latency. Zero: every command is written at once.
+	FlushDelay time.Duration
+	// SentinelUsername and SentinelPassword authenticate to the sentinels
+	// of a redis+sentinel:// URL (envoyproxy/ratelimit's
+	// REDIS_SENTINEL_AUTH); the URL's user information is for Redis
+	// itself. Empty: no AUTH to the sentinels.
+	SentinelUsername, SentinelPassword string
 }
 
 // Store is a Redis-backed sluice.Limiter. It is safe for concurrent use;
@@ -145,16 +164,9 @@ func New(ctx context.Context, cfg Config) (*Store, error) {
 		if cfg.URL == "" {
 			return nil, errors.New("redisstore: neither URL nor Client is set")
 		}
-		opt, err := ParseURL(cfg.URL)
+		opt, err := clientOption(cfg)
 		if err != nil {
 			return nil, err
-		}
-		if opt.TLSConfig != nil && cfg.TLS != nil {
-			c := cfg.TLS.Clone()
-			if c.ServerName == "" {
-				c.ServerName = opt.TLSConfig.ServerName
-			}
-			opt.TLSConfig = c
 		}
 		c, err := rueidis.NewClient(opt)
 		if err != nil {
@@ -177,8 +189,9 @@ func (s *Store) Close() error {
 	return nil
 }
 
-// Key returns the Redis key that holds key's state under algorithm a, or ""
-// for an unknown algorithm.
+// Key returns the Redis key that holds key's state under algorithm a in
+// Sluice's layout, or "" for an unknown algorithm. (Under KeyEnvoy, a fixed
+// window of whole seconds is kept in key followed by its window start.)
 func (s *Store) Key(a sluice.Algorithm, key string) string {
 	if int(a) >= len(algorithms) {
 		return ""

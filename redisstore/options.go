@@ -1,0 +1,105 @@
+package redisstore
+
+import (
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"math/bits"
+	"os"
+
+	"github.com/redis/rueidis"
+)
+
+// TLSFiles names the PEM files of TLS connections to Redis, as
+// envoyproxy/ratelimit's REDIS_TLS_CLIENT_CERT, REDIS_TLS_CLIENT_KEY,
+// REDIS_TLS_CACERT and REDIS_TLS_SKIP_HOSTNAME_VERIFICATION do. The zero
+// value is the system's authorities, no client certificate, the name
+// checked.
+type TLSFiles struct {
+	// CertFile and KeyFile are a client certificate and its key, for a
+	// Redis that requires one; both or neither.
+	CertFile, KeyFile string
+	// CAFile holds the authorities that sign Redis's certificate; "" is
+	// the system's.
+	CAFile string
+	// SkipHostnameVerification accepts a certificate whose names do not
+	// include the host of the URL. Its chain is still verified against
+	// the authorities.
+	SkipHostnameVerification bool
+}
+
+// LoadTLS reads f's files into a tls.Config for Config.TLS. An error names
+// the file it could not use.
+func LoadTLS(f TLSFiles) (*tls.Config, error) {
+	c := &tls.Config{MinVersion: tls.VersionTLS12}
+	if (f.CertFile == "") != (f.KeyFile == "") {
+		return nil, errors.New("redisstore: a client certificate needs both its certificate and its key file")
+	}
+	if f.CertFile != "" {
+		cert, err := tls.LoadX509KeyPair(f.CertFile, f.KeyFile)
+		if err != nil {
+			return nil, fmt.Errorf("redisstore: client certificate %s, key %s: %w", f.CertFile, f.KeyFile, err)
+		}
+		c.Certificates = []tls.Certificate{cert}
+	}
+	if f.CAFile != "" {
+		pem, err := os.ReadFile(f.CAFile)
+		if err != nil {
+			return nil, fmt.Errorf("redisstore: certificate authorities: %w", err)
+		}
+		c.RootCAs = x509.NewCertPool()
+		if !c.RootCAs.AppendCertsFromPEM(pem) {
+			return nil, fmt.Errorf("redisstore: certificate authorities %s: no PEM certificate in it", f.CAFile)
+		}
+	}
+	if f.SkipHostnameVerification {
+		// Go's own verification checks the name with the chain; it is
+		// turned off, and the chain verified here without the name.
+		roots := c.RootCAs
+		c.InsecureSkipVerify = true
+		c.VerifyConnection = func(cs tls.ConnectionState) error {
+			if len(cs.PeerCertificates) == 0 {
+				return errors.New("redisstore: Redis presented no certificate")
+			}
+			inter := x509.NewCertPool()
+			for _, ic := range cs.PeerCertificates[1:] {
+				inter.AddCert(ic)
+			}
+			_, err := cs.PeerCertificates[0].Verify(x509.VerifyOptions{Roots: roots, Intermediates: inter})
+			return err
+		}
+	}
+	return c, nil
+}
+
+// clientOption returns the rueidis options of cfg, whose URL is set.
+func clientOption(cfg Config) (rueidis.ClientOption, error) {
+	opt, err := ParseURL(cfg.URL)
+	if err != nil {
+		return opt, err
+	}
+	if opt.TLSConfig != nil && cfg.TLS != nil {
+		c := cfg.TLS.Clone()
+		if c.ServerName == "" {
+			c.ServerName = opt.TLSConfig.ServerName
+		}
+		opt.TLSConfig = c
+	}
+	switch {
+	case cfg.Connections < 0:
+		return opt, fmt.Errorf("redisstore: Connections %d is negative", cfg.Connections)
+	case cfg.Connections == 1:
+		opt.PipelineMultiplex = -1 // rueidis: one connection (0 is its default)
+	case cfg.Connections > 1:
+		opt.PipelineMultiplex = min(bits.Len(uint(cfg.Connections))-1, rueidis.MaxPipelineMultiplex)
+	}
+	if cfg.FlushDelay < 0 {
+		return opt, fmt.Errorf("redisstore: FlushDelay %v is negative", cfg.FlushDelay)
+	}
+	opt.MaxFlushDelay = cfg.FlushDelay
+	if cfg.SentinelUsername != "" || cfg.SentinelPassword != "" {
+		opt.Sentinel.Username, opt.Sentinel.Password = cfg.SentinelUsername, cfg.SentinelPassword
+	}
+	return opt, nil
+}

@@ -49,6 +49,23 @@ func checkClientIP(t *testing.T, r *clientip.Resolver, peer string, lines []stri
 	}
 }
 
+// headerCase is a named list of header lines and the client address a
+// Resolver must find in them.
+type headerCase struct {
+	name  string
+	lines []string
+	want  string
+}
+
+// checkHeaderCases runs each case as a subtest of checkClientIP, in a
+// request from peer.
+func checkHeaderCases(t *testing.T, r *clientip.Resolver, peer string, cases []headerCase) {
+	t.Helper()
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) { checkClientIP(t, r, peer, c.lines, c.want) })
+	}
+}
+
 // TestClientIPRightmostUntrustedOrPeer: the client is the rightmost
 // untrusted address of the trusted peer's header lines (one list), the
 // leftmost when all are trusted, and the peer itself when the peer is
@@ -95,12 +112,7 @@ func TestClientIPRightmostUntrustedOrPeer(t *testing.T) {
 
 func TestXForwardedFor(t *testing.T) {
 	r := &clientip.Resolver{TrustedProxies: mustPrefixes(t, "10.0.0.0/8", "2001:db8:ffff::/48")}
-	const peer = "10.0.0.2:443"
-	tests := []struct {
-		name  string
-		lines []string
-		want  string
-	}{
+	checkHeaderCases(t, r, "10.0.0.2:443", []headerCase{
 		{"absent", nil, "10.0.0.2"},
 		{"one", []string{"203.0.113.9"}, "203.0.113.9"},
 		{"no spaces", []string{"203.0.113.9,198.51.100.7,10.0.0.1"}, "198.51.100.7"},
@@ -130,20 +142,12 @@ func TestXForwardedFor(t *testing.T) {
 		{"leading zero octet", []string{"198.051.100.7"}, "10.0.0.2"},
 		{"port too large", []string{"198.51.100.7:99999"}, "10.0.0.2"},
 		{"hostname", []string{"client.example.com"}, "10.0.0.2"},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) { checkClientIP(t, r, peer, tt.lines, tt.want) })
-	}
+	})
 }
 
 func TestForwarded(t *testing.T) {
 	r := &clientip.Resolver{TrustedProxies: mustPrefixes(t, "10.0.0.0/8", "2001:db8:ffff::/48"), Header: clientip.Forwarded}
-	const peer = "10.0.0.2:443"
-	tests := []struct {
-		name  string
-		lines []string
-		want  string
-	}{
+	checkHeaderCases(t, r, "10.0.0.2:443", []headerCase{
 		{"absent", nil, "10.0.0.2"},
 		{"rfc example pairs", []string{"for=192.0.2.60;proto=http;by=203.0.113.43"}, "192.0.2.60"},
 		{"rfc example list", []string{"for=192.0.2.43, for=198.51.100.17"}, "198.51.100.17"},
@@ -179,10 +183,7 @@ func TestForwarded(t *testing.T) {
 		{"control char in quotes", []string{"for=\"192.0.2.60\x01\""}, "10.0.0.2"},
 		{"xff syntax", []string{"192.0.2.60"}, "10.0.0.2"},
 		{"garbage left of answer", []string{`for="oops, for=_x, for=192.0.2.60"`, "for=198.51.100.17"}, "198.51.100.17"},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) { checkClientIP(t, r, peer, tt.lines, tt.want) })
-	}
+	})
 }
 
 // TestSpoofing: a client with no trusted proxy in front cannot change its

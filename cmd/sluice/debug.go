@@ -105,19 +105,21 @@ func writeRLConfig(w io.Writer, c *config.Config) {
 	io.WriteString(w, b.String())
 }
 
-// debugServer is the debug listener, serving.
+// debugServer is the debug listener: its server and socket, served by
+// serve and stopped by shutdown.
 type debugServer struct {
 	srv  *http.Server
-	ln   net.Listener
+	ln   net.Listener       // capped at debugMaxConns
 	stop context.CancelFunc // ends the requests in flight (a profile)
 }
 
-// startDebug serves h on addr with o's HTTP header, read and idle timeouts
-// and debugWriteTimeout, at most debugMaxConns connections. An empty addr
-// is no debug listener (nil). When addr cannot be listened on, that is an
-// error if explicit (the operator asked for it), else a warning on log and
-// no listener, as envoyproxy/ratelimit serves on without its debug port.
-func startDebug(addr string, explicit bool, o *listenerOptions, h http.Handler, log *slog.Logger) (*debugServer, error) {
+// listenDebug listens on addr for h, with o's HTTP header, read and idle
+// timeouts and debugWriteTimeout, at most debugMaxConns connections. An
+// empty addr is no debug listener (nil). When addr cannot be listened on,
+// that is an error if explicit (the operator asked for it), else a
+// warning on log and no listener, as envoyproxy/ratelimit serves on
+// without its debug port.
+func listenDebug(addr string, explicit bool, o *listenerOptions, h http.Handler, log *slog.Logger) (*debugServer, error) {
 	if addr == "" {
 		return nil, nil
 	}
@@ -142,17 +144,19 @@ func startDebug(addr string, explicit bool, o *listenerOptions, h http.Handler, 
 	}
 	capped, connState := capConns(ln, debugMaxConns)
 	srv.ConnState = connState
-	go srv.Serve(capped)
-	return &debugServer{srv: srv, ln: ln, stop: stop}, nil
+	return &debugServer{srv: srv, ln: capped, stop: stop}, nil
 }
 
-// shutdown stops d (nil: nothing): the requests in flight are ended (a
-// profile or trace returns what it has), then the server drains until ctx
-// ends and is closed. It returns once the listener is closed.
+// addr returns the address d listens on.
+func (d *debugServer) addr() net.Addr { return d.ln.Addr() }
+
+// serve serves until shutdown (then http.ErrServerClosed) or a failure.
+func (d *debugServer) serve() error { return d.srv.Serve(d.ln) }
+
+// shutdown stops d: the requests in flight are ended (a profile or trace
+// returns what it has), then the server drains until ctx ends and is
+// closed.
 func (d *debugServer) shutdown(ctx context.Context) {
-	if d == nil {
-		return
-	}
 	d.stop()
 	if err := d.srv.Shutdown(ctx); err != nil {
 		d.srv.Close()

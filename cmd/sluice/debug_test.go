@@ -131,7 +131,7 @@ func TestDebugAddrFromEnv(t *testing.T) {
 // asked for, and a warning when it is the default (as envoyproxy/ratelimit
 // logs it and serves on): two services on one host must not fail for a
 // port nobody asked for. An empty address is no debug listener.
-func TestStartDebugFailsOnlyForAnExplicitAddress(t *testing.T) {
+func TestListenDebugFailsOnlyForAnExplicitAddress(t *testing.T) {
 	busy, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -140,19 +140,19 @@ func TestStartDebugFailsOnlyForAnExplicitAddress(t *testing.T) {
 	var lo listenerOptions
 	lo.flags(newTestFlagSet(), new(envErrs))
 	h := http.NotFoundHandler()
-	if d, err := startDebug(busy.Addr().String(), true, &lo, h, quietLogger()); err == nil {
-		d.shutdown(context.Background())
+	if d, err := listenDebug(busy.Addr().String(), true, &lo, h, quietLogger()); err == nil {
+		d.ln.Close()
 		t.Error("an explicit busy address: no error")
 	}
 	var logs syncBuffer
-	d, err := startDebug(busy.Addr().String(), false, &lo, h, slog.New(slog.NewTextHandler(&logs, nil)))
+	d, err := listenDebug(busy.Addr().String(), false, &lo, h, slog.New(slog.NewTextHandler(&logs, nil)))
 	if err != nil || d != nil {
 		t.Errorf("the default address busy: %v %v, want no listener and no error", d, err)
 	}
 	if !strings.Contains(logs.String(), "debug listener") {
 		t.Errorf("the default address busy was not logged: %s", logs.String())
 	}
-	if d, err := startDebug("", true, &lo, h, quietLogger()); d != nil || err != nil {
+	if d, err := listenDebug("", true, &lo, h, quietLogger()); d != nil || err != nil {
 		t.Errorf("an empty address: %v %v, want none", d, err)
 	}
 }
@@ -164,15 +164,17 @@ func TestStartDebugFailsOnlyForAnExplicitAddress(t *testing.T) {
 func TestDebugListenerTimeoutsAndStop(t *testing.T) {
 	var lo listenerOptions
 	lo.flags(newTestFlagSet(), new(envErrs))
-	d, err := startDebug("127.0.0.1:0", true, &lo, debugHandler(func() *config.Config { return nil }), quietLogger())
+	d, err := listenDebug("127.0.0.1:0", true, &lo, debugHandler(func() *config.Config { return nil }), quietLogger())
 	if err != nil {
 		t.Fatal(err)
 	}
+	served := make(chan error, 1)
+	go func() { served <- d.serve() }()
 	s := d.srv
 	if s.ReadHeaderTimeout != lo.readHeader || s.ReadTimeout != lo.read || s.IdleTimeout != lo.idle || s.WriteTimeout < 31*time.Second {
 		t.Errorf("timeouts: header %v read %v idle %v write %v", s.ReadHeaderTimeout, s.ReadTimeout, s.IdleTimeout, s.WriteTimeout)
 	}
-	url := "http://" + d.ln.Addr().String()
+	url := "http://" + d.addr().String()
 	got := make(chan int, 1)
 	go func() {
 		resp, err := http.Get(url + "/debug/pprof/profile?seconds=60")
@@ -200,6 +202,9 @@ func TestDebugListenerTimeoutsAndStop(t *testing.T) {
 	case <-got:
 	case <-time.After(5 * time.Second):
 		t.Error("the profile request did not end")
+	}
+	if err := <-served; err != http.ErrServerClosed {
+		t.Errorf("serve returned %v, want http.ErrServerClosed", err)
 	}
 }
 

@@ -326,6 +326,11 @@ func (p *parser) checkDescriptor(n *yaml.Node, lv *level, nd *node, k *descripto
 	if k.rateLimit != nil && k.rateLimits != nil {
 		return p.errf(n, "descriptor has both rate_limit and rate_limits: write one rate_limits list")
 	}
+	if k.rateLimit == nil && k.rateLimits == nil {
+		if err := p.ruleless(n, k); err != nil {
+			return err
+		}
+	}
 	if k.metaKey != nil && k.rateLimit == nil && k.rateLimits == nil {
 		return p.errf(k.metaKey, "metadata applies to a descriptor with a rate_limit: it is returned for the rule a request matches, and this descriptor has none")
 	}
@@ -334,6 +339,21 @@ func (p *parser) checkDescriptor(n *yaml.Node, lv *level, nd *node, k *descripto
 			return p.errf(n, "duplicate descriptor: key %q without a value is already at line %d", nd.Key, prev.line)
 		}
 		return p.errf(n, "duplicate descriptor: key %q value %q is already at line %d", nd.Key, nd.Value, prev.line)
+	}
+	return nil
+}
+
+// ruleless refuses the flags of a descriptor's rule (shadow_mode,
+// quota_mode, detailed_metric) set on a descriptor with no rule, which
+// they would not change: envoyproxy/ratelimit ignores them there.
+func (p *parser) ruleless(n *yaml.Node, k *descriptorRead) error {
+	for _, f := range []struct {
+		on   bool
+		name string
+	}{{k.shadow, "shadow_mode"}, {k.quota, "quota_mode"}, {k.detailed, "detailed_metric"}} {
+		if f.on {
+			return p.errf(n, "%s applies to a descriptor's own rate_limit, and this descriptor has none: set it beside the rate_limit of the descriptor it is meant for", f.name)
+		}
 	}
 	return nil
 }

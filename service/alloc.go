@@ -136,7 +136,7 @@ func (h *headerBlock) list() []*corepb.HeaderValue { return h.ptrs[:h.n:h.n] }
 type ruleInfo struct {
 	policyHeader string            // the RateLimit-Policy value (HeadersDraft11)
 	limitHeader  string            // the legacy Limit value (HeadersLegacy)
-	ctr          *ruleCounters     // nil without metrics, or with DetailedMetric
+	ctr          *ruleCounters     // nil without metrics, or with DetailedMetric or ValueToMetric
 	fail         *failsafe.Limiter // the rule's failure mode's; nil without Config.Failure
 }
 
@@ -169,7 +169,7 @@ func (s *Service) info(b *rulesBox, r *config.RateLimit) *ruleInfo {
 	case HeadersLegacy:
 		in.limitHeader = strconv.FormatUint(uint64(r.RequestsPerUnit), 10)
 	}
-	if !r.DetailedMetric {
+	if !r.DetailedMetric && !r.ValueToMetric {
 		in.ctr = s.m.counters(r.FullKey)
 	}
 	if s.fb != nil {

@@ -15,7 +15,11 @@ import (
 // mode answers with Config.Failure; otherwise failsafe's Closed answer
 // (sluice.ErrUnavailable) is a denial and any other error fails the call.
 func (s *Service) peek(ctx context.Context, domain string, i int, p *plan) (res sluice.Result, ok bool, err error) {
-	key := s.storeKey(domain, p.entries)
+	return s.peekKey(ctx, i, p, s.storeKey(domain, p.entries))
+}
+
+// peekKey is peek at the given key.
+func (s *Service) peekKey(ctx context.Context, i int, p *plan, key string) (res sluice.Result, ok bool, err error) {
 	if s.fb != nil {
 		l := s.fb.limiterOf(p)
 		res, fellBack, err := l.DecidePeek(ctx, key, p.lim)

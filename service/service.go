@@ -130,6 +130,32 @@ type Config struct {
 	// envoyproxy/ratelimit's SHADOW_MODE: decisions are made and counted,
 	// and every answer is OK.
 	ShadowMode bool
+	// QuotaMode puts every descriptor in quota mode, like
+	// envoyproxy/ratelimit's QUOTA_MODE: every descriptor but an unlimited
+	// one counts as a quota, those that match no rule included, and the
+	// answer is OVER_LIMIT only when every quota descriptor is over its
+	// limit (a matchless one never is). Statuses still say which are
+	// over. false: only rules with quota_mode are quotas.
+	QuotaMode bool
+	// DynamicMetadata, like envoyproxy/ratelimit's
+	// RESPONSE_DYNAMIC_METADATA, sets the response's dynamic_metadata:
+	// the domain, each descriptor's entries ("key=value"), override and
+	// hits_addend, the request's hits_addend, and the metadata of the
+	// rules whose descriptors were admitted, deep-merged (see the package
+	// documentation). false: no dynamic_metadata, at no cost.
+	DynamicMetadata bool
+	// NearLimitRatio is envoyproxy/ratelimit's NEAR_LIMIT_RATIO: an
+	// admitted decision counts as near the limit (sluice_rls_near_limit)
+	// when the units spent exceed ⌊capacity × NearLimitRatio⌋. 0 means
+	// DefaultNearLimitRatio (0.8); it must be in [0, 1].
+	NearLimitRatio float64
+	// StopIncrementWhenOverLimit is envoyproxy/ratelimit's
+	// STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT: when a descriptor of a
+	// request is over its limit (in shadow or quota mode too), the
+	// request spends on none of its descriptors: what the others spent is
+	// refunded through sluice.Refunder, and their limit_remaining says so.
+	// false: each admitted descriptor spends, whatever the others say.
+	StopIncrementWhenOverLimit bool
 	// Headers says what goes in response_headers_to_add. Default
 	// HeadersOff.
 	Headers HeaderMode
@@ -184,6 +210,10 @@ type Config struct {
 	Registerer prometheus.Registerer
 }
 
+// DefaultNearLimitRatio is Config.NearLimitRatio's default, as
+// envoyproxy/ratelimit's NEAR_LIMIT_RATIO.
+const DefaultNearLimitRatio = 0.8
+
 // Defaults of Config.MaxOverride and Config.MaxCost: no maximum, the
 // range of the wire's fields, as envoyproxy/ratelimit accepts. Every
 // algorithm keeps bounded state per key whatever the rate (the sliding
@@ -236,6 +266,10 @@ type Service struct {
 	maxDescs int    // Config.MaxDescriptors
 	maxEnts  int    // Config.MaxEntries
 	shadow   bool
+	quota    bool    // Config.QuotaMode
+	dynMeta  bool    // Config.DynamicMetadata
+	nearRat  float64 // Config.NearLimitRatio
+	stopIncr bool    // Config.StopIncrementWhenOverLimit
 	headers  HeaderMode
 	legacy   LegacyNames
 	log      *slog.Logger
@@ -259,6 +293,9 @@ func New(cfg Config) (*Service, error) {
 	if cfg.Limiter == nil {
 		return nil, errors.New("service: Config.Limiter is nil")
 	}
+	if !(cfg.NearLimitRatio >= 0 && cfg.NearLimitRatio <= 1) {
+		return nil, fmt.Errorf("service: Config.NearLimitRatio %v is not in [0, 1]", cfg.NearLimitRatio)
+	}
 	if cfg.Headers > HeadersDraft11 {
 		return nil, fmt.Errorf("service: unknown header mode %d", cfg.Headers)
 	}
@@ -271,6 +308,10 @@ func New(cfg Config) (*Service, error) {
 		maxDescs: cmp.Or(cfg.MaxDescriptors, DefaultMaxDescriptors),
 		maxEnts:  cmp.Or(cfg.MaxEntries, DefaultMaxEntries),
 		shadow:   cfg.ShadowMode,
+		quota:    cfg.QuotaMode,
+		dynMeta:  cfg.DynamicMetadata,
+		nearRat:  cmp.Or(cfg.NearLimitRatio, DefaultNearLimitRatio),
+		stopIncr: cfg.StopIncrementWhenOverLimit,
 		headers:  cfg.Headers,
 		legacy: LegacyNames{
 			Limit:     cmp.Or(cfg.LegacyNames.Limit, DefaultLegacyNames.Limit),
@@ -390,6 +431,7 @@ type plan struct {
 	refund  bool // is_negative_hits
 	keyDesc *rlpb.RateLimitDescriptor
 	entries []config.Entry
+	meta    map[string]any // the matched rule's metadata, kept through an override
 }
 
 // outcome is one descriptor's answer.
@@ -397,6 +439,8 @@ type outcome struct {
 	st       *pb.RateLimitResponse_DescriptorStatus
 	eligible bool // may choose the response headers
 	over     bool // enforced and over the limit
+	denied   bool // over the limit, enforced or not (shadow mode)
+	spent    bool // the store spent the cost (see Config.StopIncrementWhenOverLimit)
 	remain   int64
 	wait     time.Duration
 	p        *plan
@@ -495,6 +539,9 @@ func (s *Service) shouldRateLimit(ctx context.Context, req *pb.RateLimitRequest,
 			if p.rule != nil && len(p.rule.Replaces) > 0 {
 				replaced = true
 			}
+			if p.rule != nil && p.rule.Shared {
+				shareEntries(p.rule, entries)
+			}
 		}
 		if o := d.GetLimit(); o != nil {
 			if _, ok := overrideUnits[o.GetUnit()]; !ok {
@@ -513,6 +560,7 @@ func (s *Service) shouldRateLimit(ctx context.Context, req *pb.RateLimitRequest,
 	}
 
 	resp, parts := newResponse(len(plans))
+	quotas, denied := false, false
 	for i := range plans {
 		o, err := s.decide(ctx, req.GetDomain(), i, &plans[i], &parts[i])
 		if err != nil {
@@ -520,9 +568,22 @@ func (s *Service) shouldRateLimit(ctx context.Context, req *pb.RateLimitRequest,
 		}
 		outs[i] = o
 		resp.Statuses[i] = o.st
+		denied = denied || o.denied
+		quotas = quotas || s.isQuota(&plans[i])
 		if o.st.GetCode() == pb.RateLimitResponse_OVER_LIMIT {
 			resp.OverallCode = pb.RateLimitResponse_OVER_LIMIT
 		}
+	}
+	if quotas {
+		resp.OverallCode = s.overall(plans, outs)
+	}
+	if denied && s.stopIncr {
+		if err := s.unspend(ctx, req.GetDomain(), plans, outs); err != nil {
+			return nil, nil, err
+		}
+	}
+	if s.dynMeta {
+		resp.DynamicMetadata = dynamicMetadata(req, plans, outs)
 	}
 	if s.headers != HeadersOff {
 		resp.ResponseHeadersToAdd = s.responseHeaders(outs, resp.OverallCode == pb.RateLimitResponse_OVER_LIMIT)
@@ -581,6 +642,9 @@ const overrideLabel = "_override"
 // descriptor's override. b holds the rules the plan's rule came from.
 func (s *Service) resolve(b *rulesBox, domain string, p *plan) {
 	r := p.rule
+	if r != nil {
+		p.meta = r.Metadata
+	}
 	if o := p.keyDesc.GetLimit(); o != nil {
 		u := overrideUnits[o.GetUnit()]
 		rpu := o.GetRequestsPerUnit()
@@ -590,7 +654,7 @@ func (s *Service) resolve(b *rulesBox, domain string, p *plan) {
 		if r != nil {
 			lim.Algorithm = r.Limit.Algorithm
 			p.name = r.Name
-			p.label = s.label(domain, r, p.keyDesc)
+			p.label = s.label(domain, r, p)
 			if r.Name != "" {
 				p.policy = r.Name
 			}
@@ -618,7 +682,7 @@ func (s *Service) resolve(b *rulesBox, domain string, p *plan) {
 	p.period = r.Period()
 	p.name = r.Name
 	p.policy = policyName(r)
-	p.label = s.label(domain, r, p.keyDesc)
+	p.label = s.label(domain, r, p)
 	p.shadow = r.ShadowMode || s.shadow
 	if in := s.info(b, r); in != nil {
 		p.info, p.ctr = in, in.ctr
@@ -629,15 +693,18 @@ func (s *Service) resolve(b *rulesBox, domain string, p *plan) {
 // name, else its FullKey.
 func policyName(r *config.RateLimit) string { return cmp.Or(r.Name, r.FullKey) }
 
-// label is the metrics label of a rule: its FullKey, or with
-// DetailedMetric the descriptor itself while the rule has fewer than
-// Config.MaxDetailedSeries labels, else FullKey#other.
-func (s *Service) label(domain string, r *config.RateLimit, d *rlpb.RateLimitDescriptor) string {
-	if r.DetailedMetric {
-		if s.m == nil {
-			return r.FullKey // counted nowhere
-		}
-		return s.m.detailed(r.FullKey, descriptorName(domain, d))
+// label is the metrics label of a rule: its FullKey; with DetailedMetric
+// the descriptor itself (detailedName), with ValueToMetric the FullKey
+// with the request's values (valueToMetricName), each while the rule has
+// fewer than Config.MaxDetailedSeries labels, else FullKey#other.
+func (s *Service) label(domain string, r *config.RateLimit, p *plan) string {
+	switch {
+	case s.m == nil:
+		return r.FullKey // counted nowhere
+	case r.DetailedMetric:
+		return s.m.detailed(r.FullKey, detailedName(domain, p.entries))
+	case r.ValueToMetric:
+		return s.m.detailed(r.FullKey, valueToMetricName(domain, r, p.keyDesc))
 	}
 	return r.FullKey
 }
@@ -790,44 +857,18 @@ func (s *Service) decide(ctx context.Context, domain string, i int, p *plan, sp 
 	o.st.CurrentLimit = &sp.lim
 	capacity := p.lim.Capacity()
 
-	if p.rpu == 0 { // a block rule
+	switch {
+	case p.rpu == 0: // a block rule
 		o.over, o.wait = true, p.period
 		if !p.check {
 			o.eligible = !p.shadow
 		}
 		s.m.count(p.ctr, p.label, p.cost, true, false, p.shadow)
 		return s.finish(o, sp), nil
-	}
-	if p.check {
-		if p.cost == 0 { // a check only: the key read without spending (peek.go)
-			res, ok, err := s.peek(ctx, domain, i, p)
-			if err != nil {
-				return o, s.storeError(ctx, i, p, err)
-			}
-			if ok {
-				return s.peeked(o, sp, res), nil
-			}
-		}
-		if p.refund && p.cost > 0 && capacity >= 1 {
-			c := int(min(p.cost, uint64(capacity)))
-			key := s.storeKey(domain, p.entries)
-			switch {
-			case s.fb != nil:
-				if err := s.fb.limiterOf(p).RefundN(ctx, key, p.lim, c); err != nil {
-					if ctx.Err() != nil || errors.Is(err, sluice.ErrBadInput) {
-						return o, s.storeError(ctx, i, p, err)
-					}
-					// A refund is a courtesy: a failing store loses it.
-					s.m.storeError(p.ctr, p.label)
-				}
-			case s.refunder != nil:
-				if err := s.refunder.RefundN(ctx, key, p.lim, c); err != nil {
-					return o, s.storeError(ctx, i, p, err)
-				}
-			}
-		}
-		o.st.LimitRemaining = clampUint32(int64(capacity))
-		return o, nil
+	case len(r.More) > 0: // a rate_limits list (multi.go); never an override
+		return s.decideAll(ctx, domain, i, p, sp, o)
+	case p.check:
+		return s.decideCheck(ctx, domain, i, p, sp, o)
 	}
 	o.eligible = !p.shadow
 	if capacity >= 1 && p.cost > uint64(capacity) {
@@ -836,7 +877,62 @@ func (s *Service) decide(ctx context.Context, domain string, i int, p *plan, sp 
 		s.m.count(p.ctr, p.label, p.cost, true, false, p.shadow)
 		return s.finish(o, sp), nil
 	}
-	key := s.storeKey(domain, p.entries)
+	res, err := s.spend(ctx, i, p, s.storeKey(domain, p.entries))
+	if err != nil {
+		return o, err
+	}
+	return s.decided(o, sp, res), nil
+}
+
+// decideCheck answers a descriptor that spends nothing: a check only
+// (cost 0), read through peek, or a refund (is_negative_hits).
+func (s *Service) decideCheck(ctx context.Context, domain string, i int, p *plan, sp *statusParts, o outcome) (outcome, error) {
+	capacity := p.lim.Capacity()
+	if p.cost == 0 { // a check only: the key read without spending (peek.go)
+		res, ok, err := s.peek(ctx, domain, i, p)
+		if err != nil {
+			return o, s.storeError(ctx, i, p, err)
+		}
+		if ok {
+			return s.peeked(o, sp, res), nil
+		}
+	}
+	if p.refund && p.cost > 0 && capacity >= 1 {
+		c := int(min(p.cost, uint64(capacity)))
+		if err := s.giveBack(ctx, i, p, s.storeKey(domain, p.entries), c); err != nil {
+			return o, err
+		}
+	}
+	o.st.LimitRemaining = clampUint32(int64(capacity))
+	return o, nil
+}
+
+// giveBack refunds c units of p's limit at key, through the rule's
+// failure mode's Limiter with Config.Failure (a failing store then loses
+// the refund, counted: a refund is a courtesy), else through the
+// Limiter when it is a sluice.Refunder.
+func (s *Service) giveBack(ctx context.Context, i int, p *plan, key string, c int) error {
+	switch {
+	case s.fb != nil:
+		if err := s.fb.limiterOf(p).RefundN(ctx, key, p.lim, c); err != nil {
+			if ctx.Err() != nil || errors.Is(err, sluice.ErrBadInput) {
+				return s.storeError(ctx, i, p, err)
+			}
+			s.m.storeError(p.ctr, p.label)
+		}
+	case s.refunder != nil:
+		if err := s.refunder.RefundN(ctx, key, p.lim, c); err != nil {
+			return s.storeError(ctx, i, p, err)
+		}
+	}
+	return nil
+}
+
+// spend asks the store to spend p's cost at key under p.lim: through the
+// rule's failure mode with Config.Failure, else the Limiter, whose
+// failsafe Closed answer (sluice.ErrUnavailable) is a denial. Any other
+// failure is ShouldRateLimit's error.
+func (s *Service) spend(ctx context.Context, i int, p *plan, key string) (sluice.Result, error) {
 	var res sluice.Result
 	var err error
 	if s.fb != nil {
@@ -847,27 +943,43 @@ func (s *Service) decide(ctx context.Context, domain string, i int, p *plan, sp 
 	}
 	if err != nil {
 		if s.fb != nil || !errors.Is(err, sluice.ErrUnavailable) {
-			return o, s.storeError(ctx, i, p, err)
+			return res, s.storeError(ctx, i, p, err)
 		}
 		// failsafe's Closed mode: its answer is a denial.
 		s.m.storeError(p.ctr, p.label)
 		s.logError(i, p, err)
 		res = sluice.Result{RetryAfter: res.RetryAfter}
 	}
+	return res, nil
+}
+
+// decided fills in a spending descriptor's outcome from the store's
+// Result, and counts it.
+func (s *Service) decided(o outcome, sp *statusParts, res sluice.Result) outcome {
+	p := o.p
 	if res.Allowed {
+		o.spent = true
 		o.remain, o.wait = int64(res.Remaining), res.ResetAfter
 		o.st.LimitRemaining = clampUint32(o.remain)
-		s.m.count(p.ctr, p.label, p.cost, false, o.remain*5 < int64(capacity), false)
+		s.m.count(p.ctr, p.label, p.cost, false, s.near(p.lim.Capacity(), o.remain), false)
 	} else {
 		o.over, o.wait = true, res.RetryAfter
 		s.m.count(p.ctr, p.label, p.cost, true, false, p.shadow)
 	}
-	return s.finish(o, sp), nil
+	return s.finish(o, sp)
+}
+
+// near reports whether an admitted decision that left remain of capacity
+// is near the limit: the units spent exceed ⌊capacity × NearLimitRatio⌋,
+// envoyproxy/ratelimit's near_limit threshold.
+func (s *Service) near(capacity int, remain int64) bool {
+	return int64(capacity)-remain > int64(math.Floor(float64(capacity)*s.nearRat))
 }
 
 // finish sets the code and duration of a decided outcome, the latter in
 // sp.
 func (s *Service) finish(o outcome, sp *statusParts) outcome {
+	o.denied = o.over
 	if o.over {
 		if o.p.shadow {
 			o.over = false

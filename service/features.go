@@ -1,0 +1,182 @@
+package service
+
+// envoyproxy/ratelimit's descriptor features beyond the limit itself:
+// share_threshold, value_to_metric and detailed_metric names, quota mode
+// and the response's dynamic metadata.
+
+import (
+	"fmt"
+	"strings"
+
+	rlpb "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
+	pb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	"google.golang.org/protobuf/types/known/structpb"
+
+	"github.com/sluicehq/sluice/config"
+)
+
+// shareEntries puts the pattern in place of the request's value at every
+// level of r's path with share_threshold, so that every value the pattern
+// matches counts in one key, as envoyproxy/ratelimit keys such a counter
+// by its pattern. entries matched r, so they are as many as r.Path.
+func shareEntries(r *config.RateLimit, entries []config.Entry) {
+	for i := range entries {
+		if i < len(r.Path) && r.Path[i].ShareThreshold {
+			entries[i].Value = r.Path[i].Value
+		}
+	}
+}
+
+// detailedName is the metrics name of a descriptor under a
+// detailed_metric rule, as envoyproxy/ratelimit builds it: the domain,
+// then ".key_value" per entry, the "_" even for an empty value; entries
+// hold the patterns of share_threshold levels.
+func detailedName(domain string, entries []config.Entry) string {
+	var b strings.Builder
+	b.WriteString(domain)
+	for _, e := range entries {
+		b.WriteByte('.')
+		b.WriteString(e.Key)
+		b.WriteByte('_')
+		b.WriteString(e.Value)
+	}
+	return b.String()
+}
+
+// valueToMetricName is the metrics name of a descriptor under a rule with
+// value_to_metric on some level: r's FullKey, except that a level with
+// value_to_metric that matched by key only or by a wildcard names the
+// request's value instead (key_value, or just key for an empty value).
+func valueToMetricName(domain string, r *config.RateLimit, d *rlpb.RateLimitDescriptor) string {
+	var b strings.Builder
+	b.WriteString(domain)
+	for i, e := range d.GetEntries() {
+		if i >= len(r.Path) {
+			break
+		}
+		pe := r.Path[i]
+		b.WriteByte('.')
+		b.WriteString(pe.Key)
+		v := pe.Value
+		if pe.ValueToMetric && (v == "" || pe.Wildcard) {
+			v = e.GetValue()
+		}
+		if v != "" {
+			b.WriteByte('_')
+			b.WriteString(v)
+		}
+	}
+	return b.String()
+}
+
+// isQuota reports whether a plan's descriptor counts as a quota: its rule
+// has quota_mode, or under Config.QuotaMode any descriptor but an
+// unlimited one, a descriptor without a rule included.
+func (s *Service) isQuota(p *plan) bool {
+	if s.quota {
+		return p.rule == nil || !p.rule.Unlimited
+	}
+	return p.rule != nil && p.rule.QuotaMode
+}
+
+// overall returns the response's code, as envoyproxy/ratelimit's quota
+// mode has it: OVER_LIMIT when a descriptor that is not a quota is over
+// its limit, or when there is a quota descriptor and every one of them is
+// over. Without quotas that is: when any descriptor is over.
+func (s *Service) overall(plans []plan, outs []outcome) pb.RateLimitResponse_Code {
+	quotas, quotasOver := 0, 0
+	for i := range outs {
+		over := outs[i].st.GetCode() == pb.RateLimitResponse_OVER_LIMIT
+		switch {
+		case s.isQuota(&plans[i]):
+			quotas++
+			if over {
+				quotasOver++
+			}
+		case over:
+			return pb.RateLimitResponse_OVER_LIMIT
+		}
+	}
+	if quotas > 0 && quotasOver == quotas {
+		return pb.RateLimitResponse_OVER_LIMIT
+	}
+	return pb.RateLimitResponse_OK
+}
+
+// dynamicMetadata is the response's dynamic_metadata (Config.DynamicMetadata),
+// in envoyproxy/ratelimit's shape: domain; descriptors, one per request
+// descriptor, each with its entries as "key=value", its limit override
+// in text ("requests_per_unit:N unit:UNIT") and its hitsAddend when set;
+// the request's hitsAddend when not 0; and metadata, the deep merge of the
+// metadata of the rules whose descriptors were admitted (OK, a rule
+// matched, not unlimited), when not empty. A rule's metadata is kept
+// whatever its metrics name or a limit override: envoyproxy/ratelimit
+// loses it for a detailed_metric rule, a value_to_metric name and an
+// override, which Sluice takes for a fault and does not copy.
+func dynamicMetadata(req *pb.RateLimitRequest, plans []plan, outs []outcome) *structpb.Struct {
+	fields := map[string]*structpb.Value{"domain": structpb.NewStringValue(req.GetDomain())}
+	descs := make([]*structpb.Value, len(req.GetDescriptors()))
+	for i, d := range req.GetDescriptors() {
+		descs[i] = structpb.NewStructValue(descriptorStruct(d))
+	}
+	fields["descriptors"] = structpb.NewListValue(&structpb.ListValue{Values: descs})
+	if h := req.GetHitsAddend(); h != 0 {
+		fields["hitsAddend"] = structpb.NewNumberValue(float64(h))
+	}
+	var merged map[string]any
+	for i := range plans {
+		md := plans[i].meta
+		if md == nil || outs[i].st.GetCode() != pb.RateLimitResponse_OK || plans[i].rule == nil || plans[i].rule.Unlimited {
+			continue
+		}
+		if merged == nil {
+			merged = make(map[string]any, len(md))
+		}
+		mergeMetadata(merged, md)
+	}
+	if len(merged) > 0 {
+		if st, err := structpb.NewStruct(merged); err == nil {
+			fields["metadata"] = structpb.NewStructValue(st)
+		}
+	}
+	return &structpb.Struct{Fields: fields}
+}
+
+// descriptorStruct is one request descriptor in dynamic_metadata.
+func descriptorStruct(d *rlpb.RateLimitDescriptor) *structpb.Struct {
+	entries := make([]*structpb.Value, len(d.GetEntries()))
+	for i, e := range d.GetEntries() {
+		entries[i] = structpb.NewStringValue(e.GetKey() + "=" + e.GetValue())
+	}
+	f := map[string]*structpb.Value{"entries": structpb.NewListValue(&structpb.ListValue{Values: entries})}
+	if o := d.GetLimit(); o != nil {
+		f["limit"] = structpb.NewStringValue(fmt.Sprintf("requests_per_unit:%d unit:%s", o.GetRequestsPerUnit(), o.GetUnit()))
+	}
+	if h := d.GetHitsAddend(); h != nil {
+		f["hitsAddend"] = structpb.NewNumberValue(float64(h.GetValue()))
+	}
+	return &structpb.Struct{Fields: f}
+}
+
+// mergeMetadata merges src into dst: a mapping in both is merged in turn;
+// otherwise dst's value, the first one, stays. src is not changed: the
+// mappings dst takes from it are copied.
+func mergeMetadata(dst, src map[string]any) {
+	for k, v := range src {
+		cur, ok := dst[k]
+		if !ok {
+			if m, isMap := v.(map[string]any); isMap {
+				c := make(map[string]any, len(m))
+				mergeMetadata(c, m)
+				v = c
+			}
+			dst[k] = v
+			continue
+		}
+		cm, curIsMap := cur.(map[string]any)
+		sm, srcIsMap := v.(map[string]any)
+		if curIsMap && srcIsMap {
+			mergeMetadata(cm, sm)
+		}
+	}
+}

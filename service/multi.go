@@ -1,0 +1,184 @@
+package service
+
+// Several limits on one descriptor (a rate_limits list, config.RateLimit's
+// More), and giving back what a request spent (Config.StopIncrementWhenOverLimit).
+
+import (
+	"context"
+	"strconv"
+	"time"
+
+	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/config"
+	"github.com/sluicehq/sluice/rlheader"
+)
+
+// limitKey is the store key of the j-th limit of a rule's list: the
+// descriptor's key for the first, so that a one-limit list counts where
+// rate_limit does, and the key with "#" and the limit's period in seconds
+// for the others (a list's periods differ), shortened as StoreKey's are.
+func limitKey(base string, r *config.RateLimit, j int) string {
+	if j == 0 {
+		return base
+	}
+	return shorten(base + "#" + strconv.FormatInt(int64(r.Period()/time.Second), 10) + "s")
+}
+
+// limitPlans returns a plan per limit of p's rule: p with the limit's
+// sluice.Limit, unit, name and failure mode. The first keeps p's cached
+// ruleInfo; the others have none (their header values are derived when
+// they are reported).
+func limitPlans(p *plan) []plan {
+	limits := p.rule.Limits()
+	qs := make([]plan, len(limits))
+	for j, lr := range limits {
+		q := *p
+		q.rule, q.lim, q.rpu, q.period = lr, lr.Limit, lr.RequestsPerUnit, lr.Period()
+		if int(lr.Unit) < len(configUnits) {
+			q.unit = configUnits[lr.Unit]
+		}
+		q.name, q.policy = lr.Name, policyName(lr)
+		if j > 0 {
+			q.info = nil
+		}
+		qs[j] = q
+	}
+	return qs
+}
+
+// report makes p describe the limit q of its list (in its status and the
+// response headers); p keeps its rule, the list's first limit, so that
+// what follows the decision (refunds, metadata) sees the whole list.
+func report(p, q *plan, sp *statusParts) {
+	p.lim, p.rpu, p.unit, p.period, p.name, p.policy, p.info = q.lim, q.rpu, q.unit, q.period, q.name, q.policy, q.info
+	sp.lim.Name, sp.lim.RequestsPerUnit, sp.lim.Unit = p.name, p.rpu, p.unit
+}
+
+// tighter reports whether a is closer to exhaustion than b, as the
+// response headers choose (rlheader.Closer).
+func tighter(a, b sluice.Result) bool {
+	return rlheader.Closer(standing(a), standing(b))
+}
+
+func standing(r sluice.Result) rlheader.Standing {
+	if !r.Allowed {
+		return rlheader.Standing{Over: true, Wait: r.RetryAfter}
+	}
+	return rlheader.Standing{Remaining: int64(r.Remaining), Wait: r.ResetAfter}
+}
+
+// decideAll answers a descriptor whose rule has several limits: a check
+// reads them all and reports the tightest; a refund gives back to each;
+// otherwise each limit spends in turn, and the first that refuses makes
+// the descriptor OVER_LIMIT, after what the limits before it spent is
+// refunded, so that a request is charged on all of them or none. The
+// status and headers describe the limit that refused, or when all admit
+// the tightest of them.
+func (s *Service) decideAll(ctx context.Context, domain string, i int, p *plan, sp *statusParts, o outcome) (outcome, error) {
+	base := s.storeKey(domain, p.entries)
+	qs := limitPlans(p)
+	if p.check {
+		return s.checkAll(ctx, domain, i, p, sp, o, qs, base)
+	}
+	o.eligible = !p.shadow
+	best := -1
+	var bestRes sluice.Result
+	for j := range qs {
+		q := &qs[j]
+		var res sluice.Result
+		if c := q.lim.Capacity(); c >= 1 && q.cost > uint64(c) {
+			res = sluice.Result{RetryAfter: q.period} // never admitted
+		} else {
+			var err error
+			if res, err = s.spend(ctx, i, q, limitKey(base, q.rule, j)); err != nil {
+				s.refundLimits(ctx, i, qs[:j], base)
+				return o, err
+			}
+		}
+		if !res.Allowed {
+			s.refundLimits(ctx, i, qs[:j], base)
+			best, bestRes = j, res
+			break
+		}
+		if best < 0 || tighter(res, bestRes) {
+			best, bestRes = j, res
+		}
+	}
+	report(p, &qs[best], sp)
+	return s.decided(o, sp, bestRes), nil
+}
+
+// checkAll answers a check-only or refunding descriptor of several
+// limits.
+func (s *Service) checkAll(ctx context.Context, domain string, i int, p *plan, sp *statusParts, o outcome, qs []plan, base string) (outcome, error) {
+	if p.refund {
+		for j := range qs {
+			q := &qs[j]
+			if c := q.lim.Capacity(); q.cost > 0 && c >= 1 {
+				if err := s.giveBack(ctx, i, q, limitKey(base, q.rule, j), int(min(q.cost, uint64(c)))); err != nil {
+					return o, err
+				}
+			}
+		}
+		o.st.LimitRemaining = clampUint32(int64(p.lim.Capacity()))
+		return o, nil
+	}
+	best := -1
+	var bestRes sluice.Result
+	for j := range qs {
+		q := &qs[j]
+		res, ok, err := s.peekKey(ctx, i, q, limitKey(base, q.rule, j))
+		if err != nil {
+			return o, s.storeError(ctx, i, q, err)
+		}
+		if !ok {
+			return s.decideCheck(ctx, domain, i, p, sp, o)
+		}
+		if best < 0 || tighter(res, bestRes) {
+			best, bestRes = j, res
+		}
+	}
+	report(p, &qs[best], sp)
+	return s.peeked(o, sp, bestRes), nil
+}
+
+// refundLimits gives back what the limits qs spent, a request refused by
+// a later limit of their list. A failing refund is counted and logged,
+// not the request's error: the refusal stands either way.
+func (s *Service) refundLimits(ctx context.Context, i int, qs []plan, base string) {
+	for j := range qs {
+		q := &qs[j]
+		c := q.lim.Capacity()
+		if c < 1 {
+			continue
+		}
+		if err := s.giveBack(ctx, i, q, limitKey(base, q.rule, j), int(min(q.cost, uint64(c)))); err != nil {
+			s.logError(i, q, err)
+		}
+	}
+}
+
+// unspend gives back what every descriptor of a request spent, because
+// one of them was over its limit (Config.StopIncrementWhenOverLimit), and
+// puts the cost back in their limit_remaining.
+func (s *Service) unspend(ctx context.Context, domain string, plans []plan, outs []outcome) error {
+	for i := range outs {
+		o := &outs[i]
+		if !o.spent {
+			continue
+		}
+		p := &plans[i]
+		base := s.storeKey(domain, p.entries)
+		if len(p.rule.More) > 0 {
+			s.refundLimits(ctx, i, limitPlans(p), base)
+		} else if c := p.lim.Capacity(); c >= 1 {
+			if err := s.giveBack(ctx, i, p, base, int(min(p.cost, uint64(c)))); err != nil {
+				return err
+			}
+		}
+		o.spent = false
+		o.remain = min(o.remain+int64(min(p.cost, uint64(p.lim.Capacity()))), int64(p.lim.Capacity()))
+		o.st.LimitRemaining = clampUint32(o.remain)
+	}
+	return nil
+}

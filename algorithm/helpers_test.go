@@ -183,6 +183,13 @@ func costGen(lim sluice.Limit) *rapid.Generator[int] {
 	return rapid.OneOf(rapid.Just(1), rapid.IntRange(1, lim.Capacity()))
 }
 
+// drawRun draws a limit of alg, then between minN and maxN requests under
+// it from a drawn start.
+func drawRun(t *rapid.T, alg sluice.Algorithm, minN, maxN int) (sluice.Limit, []req) {
+	lim := drawLimit(t, alg)
+	return lim, drawRequests(t, lim, drawStart(t, lim), minN, maxN)
+}
+
 // drawRequests draws between minN and maxN requests in increasing order of
 // time, starting at start.
 func drawRequests(t *rapid.T, lim sluice.Limit, start int64, minN, maxN int) []req {

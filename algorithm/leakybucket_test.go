@@ -184,8 +184,7 @@ func TestLeakyBucketCost(t *testing.T) {
 // decision and the stored excess and last at every step.
 func TestLeakyBucketReference(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
-		lim := drawLimit(t, sluice.LeakyBucket)
-		reqs := drawRequests(t, lim, drawStart(t, lim), 1, 150)
+		lim, reqs := drawRun(t, sluice.LeakyBucket, 1, 150)
 		if rapid.Bool().Draw(t, "jumps") {
 			// Move some requests back in time: within a minute (elapsed 0)
 			// or further (elapsed 1).

@@ -74,8 +74,7 @@ func TestPeekOverLoweredLimit(t *testing.T) {
 // and the decisions get exactly the Results they get without the peeks.
 func TestPeekChangesNothing(t *testing.T) {
 	forEachKind(t, func(t *rapid.T, k kind) {
-		lim := drawLimit(t, k.alg)
-		reqs := drawRequests(t, lim, drawStart(t, lim), 1, 80)
+		lim, reqs := drawRun(t, k.alg, 1, 80)
 		peeks := rapid.SliceOfN(rapid.Bool(), len(reqs), len(reqs)).Draw(t, "peekBefore")
 		gaps := gapGen(lim)
 		with, without := k.fresh(), k.fresh()
@@ -106,8 +105,7 @@ func TestPeekChangesNothing(t *testing.T) {
 // instant of an admitted request reports that request's Result.
 func TestPeekAgreesWithTake(t *testing.T) {
 	forEachKind(t, func(t *rapid.T, k kind) {
-		lim := drawLimit(t, k.alg)
-		reqs := drawRequests(t, lim, drawStart(t, lim), 1, 80)
+		lim, reqs := drawRun(t, k.alg, 1, 80)
 		gaps := gapGen(lim)
 		s := k.fresh()
 		for i, r := range reqs {
@@ -141,8 +139,7 @@ func TestPeekAgreesWithTake(t *testing.T) {
 // after RetryAfter, and one nanosecond earlier still as denied.
 func TestPeekRetryAfterHonest(t *testing.T) {
 	forEachKind(t, func(t *rapid.T, k kind) {
-		lim := drawLimit(t, k.alg)
-		reqs := drawRequests(t, lim, drawStart(t, lim), 1, 60)
+		lim, reqs := drawRun(t, k.alg, 1, 60)
 		s := k.fresh()
 		play(s, lim, reqs)
 		lower := drawLimitCR(t, k.alg, lim.CountRejected)

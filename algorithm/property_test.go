@@ -26,8 +26,7 @@ func forEachKind(t *testing.T, prop func(t *rapid.T, k kind)) {
 // the time until Expires: both say when the key is as good as fresh.
 func TestResultInvariants(t *testing.T) {
 	forEachKind(t, func(t *rapid.T, k kind) {
-		lim := drawLimit(t, k.alg)
-		reqs := drawRequests(t, lim, drawStart(t, lim), 1, 100)
+		lim, reqs := drawRun(t, k.alg, 1, 100)
 		s := k.fresh()
 		for i, r := range reqs {
 			res := s.Take(r.at, lim, r.cost)
@@ -97,8 +96,7 @@ func checkRetryAfter(t *rapid.T, k kind, lim sluice.Limit, reqs []req) {
 // cost 1 at the same instant are admitted, and the next is denied.
 func TestRemainingExact(t *testing.T) {
 	forEachKind(t, func(t *rapid.T, k kind) {
-		lim := drawLimit(t, k.alg)
-		reqs := drawRequests(t, lim, drawStart(t, lim), 1, 100)
+		lim, reqs := drawRun(t, k.alg, 1, 100)
 		s := k.fresh()
 		for i, r := range reqs {
 			res := s.Take(r.at, lim, r.cost)
@@ -134,8 +132,7 @@ func TestRemainingExact(t *testing.T) {
 // afterwards may deny a request the untouched one admits, never the reverse.
 func TestRefund(t *testing.T) {
 	forEachKind(t, func(t *rapid.T, k kind) {
-		lim := drawLimit(t, k.alg)
-		history := drawRequests(t, lim, drawStart(t, lim), 0, 60)
+		lim, history := drawRun(t, k.alg, 0, 60)
 		s := k.fresh()
 		play(s, lim, history)
 		now := t0
@@ -182,8 +179,7 @@ func TestRefund(t *testing.T) {
 // for any following sequence, Result for Result.
 func TestExpires(t *testing.T) {
 	forEachKind(t, func(t *rapid.T, k kind) {
-		lim := drawLimit(t, k.alg)
-		history := drawRequests(t, lim, drawStart(t, lim), 1, 60)
+		lim, history := drawRun(t, k.alg, 1, 60)
 		s := k.fresh()
 		play(s, lim, history)
 		start := max(s.Expires(), history[len(history)-1].at)

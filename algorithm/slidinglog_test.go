@@ -61,8 +61,7 @@ func TestSlidingLogExact(t *testing.T) {
 // in any half-open window [a, a+Period).
 func TestSlidingLogBound(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
-		lim := drawLimit(t, sluice.SlidingLog)
-		reqs := drawRequests(t, lim, drawStart(t, lim), 1, 150)
+		lim, reqs := drawRun(t, sluice.SlidingLog, 1, 150)
 		s := new(algorithm.SlidingLog)
 		admitted, _ := play(s, lim, reqs)
 		checkWindows(t, lim, admitted, lim.Rate)

@@ -91,8 +91,7 @@ func TestSlidingWindowCost(t *testing.T) {
 // more than 2·Rate in any window of length Period.
 func TestSlidingWindowBound(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
-		lim := drawLimit(t, sluice.SlidingWindow)
-		reqs := drawRequests(t, lim, drawStart(t, lim), 1, 150)
+		lim, reqs := drawRun(t, sluice.SlidingWindow, 1, 150)
 		admitted, _ := play(new(algorithm.SlidingWindow), lim, reqs)
 		checkWindows(t, lim, admitted, 2*lim.Rate)
 	})

@@ -81,8 +81,7 @@ func TestTokenBucketInterval(t *testing.T) {
 // admitted·Period ≤ Burst·Period + Rate·(b−a), in exact arithmetic.
 func TestTokenBucketBound(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
-		lim := drawLimit(t, sluice.TokenBucket)
-		reqs := drawRequests(t, lim, drawStart(t, lim), 1, 120)
+		lim, reqs := drawRun(t, sluice.TokenBucket, 1, 120)
 		admitted, _ := play(new(algorithm.TokenBucket), lim, reqs)
 		p, burst, rate := big.NewInt(int64(lim.Period)), big.NewInt(int64(lim.Burst)), big.NewInt(int64(lim.Rate))
 		for i, a := range admitted {

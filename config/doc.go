@@ -33,12 +33,39 @@
 //
 // The keys of envoyproxy/ratelimit are accepted with its meanings: on a
 // descriptor key, value, rate_limit, descriptors, shadow_mode,
-// detailed_metric, value_to_metric, share_threshold and quota_mode; in a
-// rate_limit unit (second, minute, hour, day, week, month, year; any case),
-// requests_per_unit, unlimited, name and replaces (a list of {name: ...}).
-// Sluice adds algorithm, burst, unit_multiplier and failure_mode under
-// rate_limit, and a forward_auth section beside descriptors (see Forward
-// auth below). Anchors, aliases and merge keys (<<) work as in YAML.
+// detailed_metric, value_to_metric, share_threshold, quota_mode and
+// metadata (a mapping of anything, returned in the service's
+// dynamic_metadata; RateLimit.Metadata); in a rate_limit unit (second,
+// minute, hour, day, week, month, year; any case), requests_per_unit,
+// unlimited, name and replaces (a list of {name: ...}). Sluice adds
+// algorithm, burst, unit_multiplier and failure_mode under rate_limit, a
+// rate_limits list beside it (below), and a forward_auth section beside
+// descriptors (see Forward auth below). Anchors, aliases and merge keys
+// (<<) work as in YAML.
+//
+// A descriptor may carry several limits, each a rate_limit block, in a
+// rate_limits list instead of its rate_limit (a Sluice extension;
+// envoyproxy/ratelimit refuses the same key twice as a duplicate):
+//
+//	descriptors:
+//	  - key: user
+//	    rate_limits:
+//	      - {unit: second, requests_per_unit: 10}
+//	      - {name: daily, unit: day, requests_per_unit: 10000}
+//
+// A request that matches it is admitted only when every limit admits it,
+// and is then charged on all of them (the service refunds the others when
+// one refuses). The list's first limit is the RateLimit that Lookup
+// returns, the others its More. A list's limits have periods that differ,
+// and none is unlimited, 0 (a block) or a replaces: those are rate_limit
+// blocks; a rule's name in a list may not be replaced.
+//
+// metadata values keep their YAML type (strings, whole numbers as int64,
+// other numbers as float64, booleans, null, lists, mappings). A plain
+// y, yes, n, no, on or off (any of their case forms) is refused in
+// metadata: envoyproxy/ratelimit's YAML 1.1 reader takes it for a boolean
+// and this package's for a string, so the same file would mean different
+// things to the two; quote it or write true or false.
 //
 // Reading is bounded by a file's bytes, since a config is input like any
 // other. Each file must be a regular file (symlinks are followed) of at
@@ -54,8 +81,12 @@
 // where it is silent: an unknown key, a missing or empty domain or key, a
 // unit together with unlimited: true, a missing unit or requests_per_unit on
 // a limited rule, a duplicate key/value at one level, a duplicate domain
-// across files, share_threshold without a wildcard value, a replaces naming
-// no rule of the domain, burst with a window algorithm, a limit that
+// across files (unless Options.MergeDomains, envoyproxy/ratelimit's
+// MERGE_DOMAIN_CONFIG, merges them), share_threshold without a wildcard value, a replaces naming
+// no rule of the domain, shadow_mode, quota_mode, detailed_metric or
+// metadata on a descriptor without a rule of its own (where they would
+// change nothing), rate_limit beside rate_limits, burst with a window
+// algorithm, a limit that
 // sluice.Limit.Validate rejects, and a forward_auth section that is
 // incomplete or in a second domain are all errors. Every error is an *Error that
 // names the file, line and column, such as

@@ -44,10 +44,29 @@
 //   - shadow_mode (of the rule, or Config.ShadowMode for every rule): the
 //     decision is made and counted (sluice_rls_shadow_mode_total), and the
 //     answer is OK.
-//   - overall_code is OVER_LIMIT if any descriptor is. Descriptors are
-//     evaluated in order and each spends independently, so an allowed
-//     descriptor has spent its cost even when another is over the limit
-//     (as envoyproxy/ratelimit's INCRBY does).
+//   - overall_code is OVER_LIMIT if any descriptor is, with quotas set
+//     apart: a descriptor whose rule has quota_mode (under
+//     Config.QuotaMode, any descriptor but an unlimited one, one without
+//     a rule included) makes the answer OVER_LIMIT only when every quota
+//     descriptor of the request is over its limit, as in
+//     envoyproxy/ratelimit; its own status still says OVER_LIMIT.
+//     Descriptors are evaluated in order and each spends independently,
+//     so an allowed descriptor has spent its cost even when another is
+//     over the limit (as envoyproxy/ratelimit's INCRBY does), unless
+//     Config.StopIncrementWhenOverLimit: then what the others spent is
+//     refunded (sluice.Refunder) and their limit_remaining includes it.
+//   - share_threshold: at a wildcard level with it, the key holds the
+//     pattern (such as "files/*") instead of the request's value, so that
+//     every value the pattern matches counts in one counter.
+//   - A rate_limits list (a Sluice extension: several limits on one
+//     descriptor, such as 10 a second and 10,000 a day) is charged on all
+//     its limits or none: each spends in turn (the first at the
+//     descriptor's key, the others at the key + "#" + the period in
+//     seconds, such as "#86400s"), and the first that refuses makes the
+//     descriptor OVER_LIMIT after what the limits before it spent is
+//     refunded. The status and headers describe the limit that refused,
+//     else the one closest to exhaustion; a check reads every limit and
+//     reports the closest.
 //
 // Each status carries current_limit {requests_per_unit, unit, name} as
 // configured (or overridden), limit_remaining (sluice.Result.Remaining,
@@ -77,6 +96,23 @@
 // never chooses the response headers. A descriptor with is_negative_hits gives
 // its cost back through sluice.Refunder, when the Limiter implements it,
 // and is otherwise answered like a check.
+//
+// # Dynamic metadata
+//
+// With Config.DynamicMetadata (envoyproxy/ratelimit's
+// RESPONSE_DYNAMIC_METADATA), the response's dynamic_metadata is a Struct
+// of envoyproxy/ratelimit's shape: "domain"; "descriptors", one per
+// request descriptor, {"entries": ["key=value", ...], "limit": the
+// override as "requests_per_unit:N unit:UNIT" when sent, "hitsAddend":
+// its own when set}; "hitsAddend", the request's, when not 0; and
+// "metadata", when not empty: the deep merge of the metadata of the
+// rules whose descriptors were admitted (OK, a rule matched, not
+// unlimited), in request order, mappings merged and otherwise the first
+// value kept. Over-limit descriptors, quota ones included, add nothing;
+// shadow-mode ones answered OK do. envoyproxy/ratelimit loses a rule's
+// metadata when the rule has detailed_metric, when value_to_metric
+// changes its name and when a limit override applies; Sluice keeps it in
+// all three, taking the loss for a fault.
 //
 // # Store failures
 //
@@ -161,12 +197,17 @@
 // # Metrics
 //
 // With a Config.Registerer, the service counts hits (in units of cost),
-// over-limit, near-limit (fewer than 20% of the capacity remaining after an
-// admitted decision), within-limit and shadow-mode hits per rule, store
-// errors per rule, and the decision latency. The only per-rule label is the
-// rule's FullKey, whose values the configuration bounds; a rule with
+// over-limit, near-limit (an admitted decision after which the units spent
+// exceed ⌊capacity × Config.NearLimitRatio⌋, by default 0.8, as
+// envoyproxy/ratelimit's NEAR_LIMIT_RATIO), within-limit and shadow-mode
+// hits per rule, store errors per rule, and the decision latency. The only
+// per-rule label is the rule's FullKey, whose values the configuration
+// bounds (a share_threshold level keeps its pattern); a rule with
 // detailed_metric is labelled with the request's descriptor
-// (domain.key_value.key_value) instead, for at most
-// Config.MaxDetailedSeries descriptors per rule (default 100); the
-// descriptors past them are counted under FullKey#other.
+// (domain.key_value.key_value, the "_" even for an empty value, a
+// share_threshold level's pattern as its value) instead, and one with
+// value_to_metric levels with its FullKey in which those levels that
+// matched by key only or by a wildcard name the request's value; either
+// for at most Config.MaxDetailedSeries names per rule (default 100), the
+// names past them counted under FullKey#other.
 package service

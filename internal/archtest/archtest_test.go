@@ -149,6 +149,11 @@ var packages = map[string]pkgRule{
 	"internal/redistest":  {layer: support, grants: map[string]string{edgeTesting: "it starts redis-server for tests"}},
 	"internal/goldentest": {layer: support, grants: map[string]string{edgeTesting: "it is the golden-file walker config's and gateway's tests call"}},
 	"internal/archtest":   {layer: support},
+	"internal/xdstest": {layer: support, grants: map[string]string{
+		edgeTesting: "it runs go-control-plane's xDS server and makes certificates for xDS tests",
+		edgeGRPC:    "it is an xDS server (go-control-plane's server and snapshot cache)",
+		edgeHTTP:    "only through gRPC",
+	}},
 	"internal/tracing": {layer: support, grants: map[string]string{
 		edgeTracing: "it is the one place that sets up OpenTelemetry (exporter, sampler, propagators, otelgrpc)",
 		edgeGRPC:    "the OTLP/gRPC exporter and otelgrpc's stats handler for the gRPC server",
@@ -167,6 +172,9 @@ var packages = map[string]pkgRule{
 	}},
 	"client": {layer: face},
 	"sim":    {layer: face},
+	// The config's face toward an xDS control plane: a gRPC client that
+	// compiles what it receives with config, as the file loader does.
+	"internal/xdsconfig": {layer: face},
 }
 
 // prefixLayers places packages the table does not name: every main package
@@ -502,6 +510,8 @@ func cleanGraph() []string {
 		"internal/archtest:",
 		"internal/tracing: go.opentelemetry.io/otel google.golang.org/grpc std:net/http std:database/sql/driver",
 		"internal/tracing/otlptest: go.opentelemetry.io/proto/otlp google.golang.org/grpc std:net/http",
+		"internal/xdstest: github.com/envoyproxy/go-control-plane google.golang.org/grpc std:net/http std:testing",
+		"internal/xdsconfig: config internal/promreg github.com/envoyproxy/go-control-plane google.golang.org/grpc",
 		"httplimit: . clientip request rlheader queue internal/promreg std:net/http",
 		"gateway: . httplimit config std:net/http/httputil",
 		"std:net/http/httputil: std:net/http",

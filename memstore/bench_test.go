@@ -21,27 +21,38 @@ func benchLimit(a sluice.Algorithm) sluice.Limit {
 	return sluice.Limit{Algorithm: a, Rate: rate, Period: time.Second, Burst: rate}
 }
 
-func BenchmarkAllowN(b *testing.B) {
-	ctx := context.Background()
+// forEachHotKey runs bench once per algorithm, as "hotkey/<algorithm>", on
+// a fresh store without a sweeper and the algorithm's benchLimit.
+func forEachHotKey(b *testing.B, bench func(b *testing.B, s *memstore.Store, lim sluice.Limit)) {
 	for _, a := range sluice.Algorithms() {
 		lim := benchLimit(a)
 		b.Run("hotkey/"+a.String(), func(b *testing.B) {
 			s := memstore.New(memstore.Config{SweepInterval: -1})
 			defer s.Close()
-			allowed := 0
-			for b.Loop() {
-				r, err := s.AllowN(ctx, "user:42", lim, 1)
-				if err != nil {
-					b.Fatal(err)
-				}
-				if r.Allowed {
-					allowed++
-				}
-			}
-			if allowed == 0 {
-				b.Fatal("nothing admitted")
-			}
+			bench(b, s, lim)
 		})
+	}
+}
+
+func BenchmarkAllowN(b *testing.B) {
+	ctx := context.Background()
+	forEachHotKey(b, func(b *testing.B, s *memstore.Store, lim sluice.Limit) {
+		allowed := 0
+		for b.Loop() {
+			r, err := s.AllowN(ctx, "user:42", lim, 1)
+			if err != nil {
+				b.Fatal(err)
+			}
+			if r.Allowed {
+				allowed++
+			}
+		}
+		if allowed == 0 {
+			b.Fatal("nothing admitted")
+		}
+	})
+	for _, a := range sluice.Algorithms() {
+		lim := benchLimit(a)
 		const nkeys = 100_000
 		b.Run("keys=100000/parallel/"+a.String(), func(b *testing.B) {
 			s := memstore.New(memstore.Config{SweepInterval: -1})
@@ -49,7 +60,9 @@ func BenchmarkAllowN(b *testing.B) {
 			keys := make([]string, nkeys)
 			for i := range keys {
 				keys[i] = "user:" + strconv.Itoa(i)
-				s.AllowN(ctx, keys[i], lim, 1)
+				if _, err := s.AllowN(ctx, keys[i], lim, 1); err != nil {
+					b.Fatal(err)
+				}
 			}
 			b.ResetTimer()
 			b.RunParallel(func(pb *testing.PB) {

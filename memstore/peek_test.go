@@ -64,17 +64,14 @@ func TestPeekCreatesNoKey(t *testing.T) {
 
 func BenchmarkPeek(b *testing.B) {
 	ctx := context.Background()
-	for _, a := range sluice.Algorithms() {
-		lim := benchLimit(a)
-		b.Run("hotkey/"+a.String(), func(b *testing.B) {
-			s := memstore.New(memstore.Config{SweepInterval: -1})
-			defer s.Close()
-			s.AllowN(ctx, "user:42", lim, 1)
-			for b.Loop() {
-				if _, err := s.Peek(ctx, "user:42", lim); err != nil {
-					b.Fatal(err)
-				}
+	forEachHotKey(b, func(b *testing.B, s *memstore.Store, lim sluice.Limit) {
+		if _, err := s.AllowN(ctx, "user:42", lim, 1); err != nil {
+			b.Fatal(err)
+		}
+		for b.Loop() {
+			if _, err := s.Peek(ctx, "user:42", lim); err != nil {
+				b.Fatal(err)
 			}
-		})
-	}
+		}
+	})
 }

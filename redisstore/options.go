@@ -98,6 +98,12 @@ func clientOption(cfg Config) (rueidis.ClientOption, error) {
 		return opt, fmt.Errorf("redisstore: FlushDelay %v is negative", cfg.FlushDelay)
 	}
 	opt.MaxFlushDelay = cfg.FlushDelay
+	switch {
+	case cfg.Timeout < 0:
+		return opt, fmt.Errorf("redisstore: Timeout %v is negative", cfg.Timeout)
+	case cfg.Timeout > 0:
+		opt.Dialer.Timeout, opt.ConnWriteTimeout = cfg.Timeout, cfg.Timeout
+	}
 	if cfg.SentinelUsername != "" || cfg.SentinelPassword != "" {
 		opt.Sentinel.Username, opt.Sentinel.Password = cfg.SentinelUsername, cfg.SentinelPassword
 	}

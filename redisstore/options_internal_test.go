@@ -26,4 +26,9 @@ func TestClientOption(t *testing.T) {
 	if _, err := clientOption(Config{URL: "redis://127.0.0.1:6379", Connections: -1}); err == nil {
 		t.Error("Connections -1: no error")
 	}
+	// Config.Timeout (REDIS_TIMEOUT) bounds connecting and every reply.
+	opt, err := clientOption(Config{URL: "redis://127.0.0.1:6379", Timeout: 3 * time.Second})
+	if err != nil || opt.Dialer.Timeout != 3*time.Second || opt.ConnWriteTimeout != 3*time.Second {
+		t.Errorf("Timeout 3s: dial %v, reply %v, %v; want 3s, 3s", opt.Dialer.Timeout, opt.ConnWriteTimeout, err)
+	}
 }

@@ -123,6 +123,11 @@ type Config struct {
 	// REDIS_SENTINEL_AUTH); the URL's user information is for Redis
 	// itself. Empty: no AUTH to the sentinels.
 	SentinelUsername, SentinelPassword string
+	// Timeout bounds connecting to Redis and waiting for a reply on a
+	// connection (envoyproxy/ratelimit's REDIS_TIMEOUT; rueidis's
+	// Dialer.Timeout and ConnWriteTimeout). Zero: rueidis's defaults (5 s
+	// to connect, 10 s for replies).
+	Timeout time.Duration
 }
 
 // Store is a Redis-backed sluice.Limiter. It is safe for concurrent use;

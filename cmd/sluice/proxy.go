@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"cmp"
 	"context"
+	"crypto/sha256"
 	"flag"
 	"fmt"
 	"io"
@@ -24,6 +25,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/failsafe"
 	"github.com/sluicehq/sluice/gateway"
 	"github.com/sluicehq/sluice/httplimit"
@@ -44,11 +46,97 @@ type proxyOptions struct {
 
 // runProxy runs the rate limiting reverse proxy until ctx ends, then drains
 // it: requests in flight (queued ones included) finish for up to 10
-// seconds.
+// seconds. It runs the steps of the app lifecycle (see app) with the
+// proxy's parts.
 func runProxy(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	hup, stopHUP := reloadSignal() // first: SIGHUP during start-up must not kill the proxy
-	defer stopHUP()
-	var o proxyOptions
+	a := newApp(stderr, "sluice proxy:") // first: SIGHUP during start-up must not kill the proxy
+	defer a.close()
+	o, code, done := parseProxyFlags(args, stdout, stderr)
+	if done {
+		return code
+	}
+	p := &proxyApp{o: o, stderr: stderr}
+	if err := p.checkOptions(); err != nil {
+		return a.exit(err)
+	}
+	a.log = p.log
+	sum, known := fingerprintBeforeLoad(p.o.configPath)
+	file, err := loadProxyFile(ctx, p.o) // with the size flags checkOptions read
+	if err != nil {
+		return a.exit(err)
+	}
+	if p.o.check {
+		return checkProxy(file, stdout, stderr)
+	}
+	p.file = file
+	if err := p.start(ctx, a, sum, known); err != nil {
+		return a.exit(err)
+	}
+	p.printBanner(stdout)
+	return a.run(ctx)
+}
+
+// proxyApp is the proxy's parts, as its start-up steps open them.
+type proxyApp struct {
+	o      proxyOptions
+	stderr io.Writer
+	log    *slog.Logger
+	file   *gateway.File // the config at start-up
+
+	logKeySecret []byte
+	accessLog    io.Writer
+	limiter      sluice.Limiter
+	reg          *prometheus.Registry
+	limits       *httplimit.Metrics
+	metrics      *gateway.Metrics
+	gw           *gateway.Gateway
+
+	ln, adminLn net.Listener // adminLn nil without -admin-addr
+}
+
+// start opens the proxy's parts and starts its listeners, step by step: the
+// start-only settings of the file (openFileSettings), the store
+// (openLimiter), the metrics, the gateway, the config's reloader, and
+// the listeners.
+func (p *proxyApp) start(ctx context.Context, a *app, sum [sha256.Size]byte, known bool) error {
+	if err := p.openFileSettings(ctx, a); err != nil {
+		return err
+	}
+	if err := p.openLimiter(ctx, a); err != nil {
+		return err
+	}
+	if err := p.openMetrics(); err != nil {
+		return err
+	}
+	gw, err := gateway.New(p.complete(p.file))
+	if err != nil {
+		return err
+	}
+	p.gw = gw
+	a.onClose(gw.Close)
+	for _, u := range p.file.Config.Upstreams {
+		checkUpstream(ctx, p.log, u)
+	}
+	var rl *reloader
+	if p.o.configPath != "" {
+		if rl, err = newReloader(p.o.configPath, func(string) error { return p.reload(ctx) }, p.log, p.reg, sum, known); err != nil {
+			return err
+		}
+	}
+	a.reloadWith(rl, "no -config")
+	if err := p.serve(a); err != nil {
+		return err
+	}
+	p.reopenOnSIGUSR1(a)
+	if p.o.watch {
+		a.watch(ctx, p.o.configPath, nil, "config file")
+	}
+	return nil
+}
+
+// parseProxyFlags reads the proxy's command line; done is true when the
+// proxy is to end with code (-h, or a flag that does not parse).
+func parseProxyFlags(args []string, stdout, stderr io.Writer) (o proxyOptions, code int, done bool) {
 	fs := flag.NewFlagSet("sluice proxy", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.StringVar(&o.configPath, "config", "", "the proxy's YAML config (routes, limits, conns; see docs/proxy.md)")
@@ -72,21 +160,25 @@ func runProxy(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	fs.StringVar(&o.maxBody, "client-max-body-size", "", "the largest request body, as NGINX's client_max_body_size (such as 512k, 1m, 10m): larger is 413, charged nothing when its Content-Length says so; 0: no cap (default the config's client_max_body_size, else 1m)")
 	fs.IntVar(&o.maxQueued, "max-queued", 0, "requests waiting in the limits' queues at most, all keys and routes together; beyond: 503 (0: 4096, negative: no bound)")
 	fs.DurationVar(&o.timeouts.Keepalive, "keepalive-timeout", 0, "how long an idle keep-alive connection is kept (default the config's keepalive_timeout, else 75s)")
-	if code, done := parseCommandLine(fs, args, stdout, stderr, proxyUsage, 0); done {
-		return code
-	}
-	fail := exitWith(stderr, "sluice proxy:")
+	code, done = parseCommandLine(fs, args, stdout, stderr, proxyUsage, 0)
+	return o, code, done
+}
+
+// checkOptions refuses the flags the proxy cannot run with (exit 2), makes
+// the logger, sets the garbage collector's pace and reads the size flags.
+func (p *proxyApp) checkOptions() error {
+	o := &p.o
 	for _, d := range []time.Duration{o.timeouts.ClientHeader, o.timeouts.ClientBody, o.timeouts.Send, o.timeouts.Keepalive} {
 		if d < 0 {
-			return fail(2, "a timeout flag is negative: want a positive duration such as 30s")
+			return exitCode(2, "a timeout flag is negative: want a positive duration such as 30s")
 		}
 	}
 	if o.configPath == "" && o.upstream == "" {
-		return fail(2, "give -config FILE, -upstream URL, or both")
+		return exitCode(2, "give -config FILE, -upstream URL, or both")
 	}
-	log, err := newLogger(o.logLevel, stderr)
-	if err != nil {
-		return fail(2, err)
+	var err error
+	if p.log, err = newLogger(o.logLevel, p.stderr); err != nil {
+		return exitCode(2, err)
 	}
 	if os.Getenv("GOGC") == "" {
 		// A proxy's live heap is a few MB of buffers and connections, so
@@ -95,203 +187,190 @@ func runProxy(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		// the collections; GOGC in the environment overrides it.
 		debug.SetGCPercent(400)
 	}
-
 	if o.maxBody != "" { // else the file's, else the gateway's default
 		if o.maxBodySize, err = gateway.ParseSizeOrOff(o.maxBody); err != nil {
-			return fail(2, "-client-max-body-size:", err)
+			return exitCode(2, "-client-max-body-size:", err)
 		}
 	}
 	if o.bodyMinRate != "" {
 		if o.timeouts.ClientBodyMinRate, err = gateway.ParseSizeOrOff(o.bodyMinRate); err != nil {
-			return fail(2, "-client-body-min-rate:", err)
+			return exitCode(2, "-client-body-min-rate:", err)
 		}
 	}
-	sum, known := fingerprintBeforeLoad(o.configPath)
-	file, err := loadProxyFile(ctx, o)
-	if err != nil {
-		return fail(1, err)
-	}
-	if o.check {
-		return checkProxy(file, stdout, stderr)
-	}
-	// The secret is read at start only (see startOnly), the flag's file
-	// before the config's.
-	logKeySecret, err := readLogKeySecret(ctx, cmp.Or(o.logKeySecretFile, file.LogKeySecretFile))
-	if err != nil {
-		return fail(2, err)
-	}
-	o.listen = cmp.Or(o.listen, file.Listen, ":8080")
-	o.store = cmp.Or(o.store, file.Store)
-	accessLog, closeLog, err := openAccessLog(o.accessLog, file.AccessLog, stderr)
-	if err != nil {
-		return fail(1, err)
-	}
-	defer closeLog()
+	return nil
+}
 
-	limiter, failure, closeStore, err := openStore(ctx, o.store, o.failure, false)
+// openFileSettings reads the settings that apply at start only (see
+// startOnly): the log key secret (the flag's file before the config's),
+// the listen address, the store and the access log.
+func (p *proxyApp) openFileSettings(ctx context.Context, a *app) error {
+	var err error
+	if p.logKeySecret, err = readLogKeySecret(ctx, cmp.Or(p.o.logKeySecretFile, p.file.LogKeySecretFile)); err != nil {
+		return exitCode(2, err)
+	}
+	p.o.listen = cmp.Or(p.o.listen, p.file.Listen, ":8080")
+	p.o.store = cmp.Or(p.o.store, p.file.Store)
+	accessLog, closeLog, err := openAccessLog(p.o.accessLog, p.file.AccessLog, p.stderr)
 	if err != nil {
-		return fail(1, err)
+		return err
 	}
-	defer closeStore()
-	if failure != nil {
-		// Redis behind one breaker, with the -failure-mode; local mode
-		// decides on an in-process store meanwhile.
-		fc := failsafe.Config{Primary: limiter, Mode: failure.Mode, Logger: log}
-		if failure.Mode == failsafe.Local {
-			local := memstore.New(memstore.Config{})
-			defer local.Close()
-			fc.Local = local
-		}
-		fl, err := failsafe.New(fc)
-		if err != nil {
-			return fail(1, err)
-		}
-		limiter = fl
-	}
-	reg := prometheus.NewRegistry()
-	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	limits, err := httplimit.NewMetrics(reg)
-	if err != nil {
-		return fail(1, err)
-	}
-	metrics, err := gateway.NewMetrics(reg)
-	if err != nil {
-		return fail(1, err)
-	}
-	// complete fills in what the file does not say.
-	complete := func(f *gateway.File) gateway.Config {
-		c := f.Config
-		c.Limiter, c.Logger, c.AccessLog, c.Limits, c.Metrics = limiter, log, accessLog, limits, metrics
-		c.LogKeySecret = logKeySecret
-		c.DryRun = c.DryRun || o.dryRun
-		c.MaxQueued = o.maxQueued
-		return c
-	}
-	gw, err := gateway.New(complete(file))
-	if err != nil {
-		return fail(1, err)
-	}
-	defer gw.Close()
-	for _, u := range file.Config.Upstreams {
-		checkUpstream(ctx, log, u)
-	}
+	p.accessLog = accessLog
+	a.onClose(closeLog)
+	return nil
+}
 
-	var rl *reloader
-	if o.configPath != "" {
-		apply := func(string) error {
-			f, err := loadProxyFile(ctx, o)
-			if err != nil {
-				return err
-			}
-			if err := gw.Update(complete(f)); err != nil {
-				return err
-			}
-			if s := startOnly(file, f); len(s) > 0 {
-				log.Warn("reloaded, but these settings apply only at start; restart to change them", "settings", s)
-			}
-			return nil
-		}
-		if rl, err = newReloader(o.configPath, apply, log, reg, sum, known); err != nil {
-			return fail(1, err)
-		}
-	}
-
-	ln, err := net.Listen("tcp", o.listen)
+// openLimiter opens the store: Redis behind one breaker, with the
+// -failure-mode (local mode decides on an in-process store meanwhile),
+// or the memory store.
+func (p *proxyApp) openLimiter(ctx context.Context, a *app) error {
+	limiter, failure, closeStore, err := openStore(ctx, p.o.store, p.o.failure, false)
 	if err != nil {
-		return fail(1, err)
+		return err
 	}
+	a.onClose(closeStore)
+	p.limiter = limiter
+	if failure == nil {
+		return nil
+	}
+	fc := failsafe.Config{Primary: limiter, Mode: failure.Mode, Logger: p.log}
+	if failure.Mode == failsafe.Local {
+		local := memstore.New(memstore.Config{})
+		a.onClose(func() { local.Close() })
+		fc.Local = local
+	}
+	fl, err := failsafe.New(fc)
+	if err != nil {
+		return err
+	}
+	p.limiter = fl
+	return nil
+}
+
+// openMetrics makes the registry of /metrics, with the process's, the
+// limits' and the gateway's metrics.
+func (p *proxyApp) openMetrics() error {
+	p.reg = prometheus.NewRegistry()
+	p.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	var err error
+	if p.limits, err = httplimit.NewMetrics(p.reg); err != nil {
+		return err
+	}
+	p.metrics, err = gateway.NewMetrics(p.reg)
+	return err
+}
+
+// complete fills in what the file does not say.
+func (p *proxyApp) complete(f *gateway.File) gateway.Config {
+	c := f.Config
+	c.Limiter, c.Logger, c.AccessLog, c.Limits, c.Metrics = p.limiter, p.log, p.accessLog, p.limits, p.metrics
+	c.LogKeySecret = p.logKeySecret
+	c.DryRun = c.DryRun || p.o.dryRun
+	c.MaxQueued = p.o.maxQueued
+	return c
+}
+
+// reload loads the config file again and swaps it in; the settings that
+// apply at start only are named in a warning when they changed.
+func (p *proxyApp) reload(ctx context.Context) error {
+	f, err := loadProxyFile(ctx, p.o)
+	if err != nil {
+		return err
+	}
+	if err := p.gw.Update(p.complete(f)); err != nil {
+		return err
+	}
+	if s := startOnly(p.file, f); len(s) > 0 {
+		p.log.Warn("reloaded, but these settings apply only at start; restart to change them", "settings", s)
+	}
+	return nil
+}
+
+// serve opens the listeners and serves the gateway on -listen and, with
+// -admin-addr, /metrics and /healthcheck on the admin listener.
+func (p *proxyApp) serve(a *app) error {
+	ln, err := a.listen(p.o.listen)
+	if err != nil {
+		return err
+	}
+	p.ln = ln
 	// A cap on client connections keeps file descriptors for the
 	// upstreams, the store and the config file, whatever the clients do;
 	// at the cap, an idle keep-alive connection gives its place to a new
 	// one.
-	ln, connState := capConns(ln, o.maxConns)
+	ln, connState := capConns(ln, p.o.maxConns)
 	// The header and idle timeouts are the server's; the gateway bounds
 	// each read of a body and each write of a response itself, so that
 	// neither a long upload nor a long stream is cut.
-	hs := file.Config.Timeouts.Server(gw, log)
+	hs := p.file.Config.Timeouts.Server(p.gw, p.log)
 	hs.ConnState = connState
-	if o.h2c {
-		var p http.Protocols
-		p.SetHTTP1(true)
-		p.SetUnencryptedHTTP2(true)
-		hs.Protocols = &p
+	if p.o.h2c {
+		var pr http.Protocols
+		pr.SetHTTP1(true)
+		pr.SetUnencryptedHTTP2(true)
+		hs.Protocols = &pr
 	}
-	errc := make(chan error, 2)
-	go func() { errc <- hs.Serve(ln) }()
-	var admin *http.Server
-	var adminLn net.Listener
-	if o.adminAddr != "" {
-		if adminLn, err = net.Listen("tcp", o.adminAddr); err != nil {
-			hs.Close()
-			return fail(1, "admin:", err)
-		}
-		mux := http.NewServeMux()
-		mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
-		mux.HandleFunc("GET /healthcheck", func(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, "OK\n") })
-		// Nothing on the admin listener streams: its whole request and
-		// response are bounded too.
-		admin = file.Config.Timeouts.Server(mux, log)
-		at := file.Config.Timeouts.WithDefaults()
-		admin.ReadTimeout, admin.WriteTimeout = at.ClientHeader+at.ClientBody, at.Send
-		go func() { errc <- admin.Serve(adminLn) }()
+	a.serveHTTP(hs, ln)
+	if p.o.adminAddr == "" {
+		return nil
 	}
+	if p.adminLn, err = a.listen(p.o.adminAddr); err != nil {
+		return exitCode(1, "admin:", err)
+	}
+	mux := http.NewServeMux()
+	mux.Handle("GET /metrics", promhttp.HandlerFor(p.reg, promhttp.HandlerOpts{}))
+	mux.HandleFunc("GET /healthcheck", func(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, "OK\n") })
+	// Nothing on the admin listener streams: its whole request and
+	// response are bounded too.
+	admin := p.file.Config.Timeouts.Server(mux, p.log)
+	at := p.file.Config.Timeouts.WithDefaults()
+	admin.ReadTimeout, admin.WriteTimeout = at.ClientHeader+at.ClientBody, at.Send
+	a.serveHTTP(admin, p.adminLn)
+	return nil
+}
 
-	if lf, ok := accessLog.(*logFile); ok {
-		usr1 := make(chan os.Signal, 1)
-		signal.Notify(usr1, syscall.SIGUSR1)
-		defer signal.Stop(usr1)
-		stopReopen, reopenDone := make(chan struct{}), make(chan struct{})
-		defer func() { close(stopReopen); <-reopenDone }()
-		go func() {
-			defer close(reopenDone)
-			for {
-				select {
-				case <-usr1:
-					if err := lf.reopen(); err != nil {
-						log.Error("access log not reopened; still writing the old file", "err", err)
-					} else {
-						log.Info("access log reopened", "path", lf.path)
-					}
-				case <-stopReopen:
-					return
+// reopenOnSIGUSR1 reopens the access log file, if it is one, on SIGUSR1
+// (see logFile), until the command ends.
+func (p *proxyApp) reopenOnSIGUSR1(a *app) {
+	lf, ok := p.accessLog.(*logFile)
+	if !ok {
+		return
+	}
+	usr1 := make(chan os.Signal, 1)
+	signal.Notify(usr1, syscall.SIGUSR1)
+	a.onClose(func() { signal.Stop(usr1) })
+	stopReopen, reopenDone := make(chan struct{}), make(chan struct{})
+	a.onClose(func() { close(stopReopen); <-reopenDone })
+	go func() {
+		defer close(reopenDone)
+		for {
+			select {
+			case <-usr1:
+				if err := lf.reopen(); err != nil {
+					p.log.Error("access log not reopened; still writing the old file", "err", err)
+				} else {
+					p.log.Info("access log reopened", "path", lf.path)
 				}
+			case <-stopReopen:
+				return
 			}
-		}()
-	}
-	var changed <-chan struct{}
-	if rl != nil && o.watch {
-		cw, err := watchConfig(ctx, o.configPath, nil, log)
-		if err != nil {
-			log.Warn("not watching the config file; reload with SIGHUP", "config", o.configPath, "err", err)
-		} else {
-			defer cw.Close()
-			changed = cw.C
 		}
-	}
+	}()
+}
 
-	fmt.Fprintf(stdout, "sluice %s proxy on store %s\n", buildVersion(), storeName(o.store))
-	fmt.Fprintf(stdout, "  listening  http://%s", localAddr(ln.Addr()))
-	if o.h2c {
+// printBanner prints where the proxy listens and what it forwards to.
+func (p *proxyApp) printBanner(stdout io.Writer) {
+	fmt.Fprintf(stdout, "sluice %s proxy on store %s\n", buildVersion(), storeName(p.o.store))
+	fmt.Fprintf(stdout, "  listening  http://%s", localAddr(p.ln.Addr()))
+	if p.o.h2c {
 		fmt.Fprint(stdout, "  (HTTP/1.1 and h2c)")
 	}
 	fmt.Fprintln(stdout)
-	for _, u := range file.Config.Upstreams {
+	for _, u := range p.file.Config.Upstreams {
 		fmt.Fprintf(stdout, "  upstream   %s  %s\n", u.Name, u.URL.Redacted())
 	}
-	if adminLn != nil {
-		fmt.Fprintf(stdout, "  admin      http://%s  (GET /metrics, GET /healthcheck)\n", localAddr(adminLn.Addr()))
+	if p.adminLn != nil {
+		fmt.Fprintf(stdout, "  admin      http://%s  (GET /metrics, GET /healthcheck)\n", localAddr(p.adminLn.Addr()))
 	}
-
-	code := mainLoop(ctx, log, rl, hup, changed, errc, "no -config", fail)
-	shutdown, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	if admin != nil {
-		admin.Shutdown(shutdown)
-	}
-	if err := hs.Shutdown(shutdown); err != nil {
-		hs.Close()
-	}
-	return code
 }
 
 // startOnly names the settings of f, a reloaded config, that differ from

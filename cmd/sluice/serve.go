@@ -3,6 +3,7 @@ package main
 import (
 	"cmp"
 	"context"
+	"crypto/sha256"
 	_ "embed"
 	"errors"
 	"flag"
@@ -20,7 +21,6 @@ import (
 	"strconv"
 	"strings"
 	"sync/atomic"
-	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc"
@@ -295,17 +295,113 @@ memory store. SIGHUP reloads the config; SIGTERM drains and stops.`,
 }
 
 // runServe runs the service until ctx ends, then drains it: in-flight
-// requests finish (for up to 10 seconds) before it returns.
+// requests finish (for up to 10 seconds) before it returns. It runs the
+// steps of the app lifecycle (see app) with serve's parts; each step of
+// startServe is the one place for its kind of change.
 func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	hup, stopHUP := reloadSignal() // first: SIGHUP during start-up must not kill serve
-	defer stopHUP()
-	var o serveOptions
-	var envErr envErrs
+	a := newApp(stderr, "sluice serve:") // first: SIGHUP during start-up must not kill serve
+	defer a.close()
+	s, code, done := parseServeFlags(args, stdout, stderr)
+	if done {
+		return code
+	}
+	if err := s.start(ctx, a, stdout); err != nil {
+		return a.exit(err)
+	}
+	return a.run(ctx)
+}
+
+// serveApp is serve's parts, as its start-up steps open them.
+type serveApp struct {
+	o         serveOptions
+	fs        *flag.FlagSet // tells flags set from defaults (mootFlags, watchRoots)
+	defConfig string        // -config's default (RUNTIME_ROOT)
+	envErr    envErrs       // environment variables that do not parse
+
+	log      *slog.Logger
+	trusted  []netip.Prefix // -trusted-proxies
+	sum      [sha256.Size]byte
+	rules    *config.Config // the config at start-up
+	validate func(sluice.Limit) error
+	headers  service.HeaderMode
+	st       openedStore
+	reg      *prometheus.Registry
+	svc      *service.Service
+	auth     *authEndpoint
+
+	httpLn, grpcLn net.Listener
+}
+
+// start opens serve's parts and starts its listeners, step by step; a
+// step's error ends serve (see app.exit). The steps, in order:
+//
+//   - checkOptions: settings refused at start-up (exit 2), and the logger;
+//   - loadConfig: the config at start-up;
+//   - openStore: the store;
+//   - serviceConfig: service.Config from the settings (a new setting of
+//     the service goes there);
+//   - configSource: how the config is reloaded (the files' reloader and
+//     their watch; another source of config, such as xDS, replaces it);
+//   - grpcServerOptions: the gRPC server's options;
+//   - listen and startServers: the listeners (an extra one, such as a
+//     debug listener, is opened and served there too);
+//   - telemetry: set up before the service is built, its shutdown
+//     registered with a.onClose (run after the drain).
+func (s *serveApp) start(ctx context.Context, a *app, stdout io.Writer) error {
+	if err := s.checkOptions(); err != nil {
+		return err
+	}
+	a.log = s.log
+	if err := s.loadConfig(ctx); err != nil {
+		return err
+	}
+	if err := s.openStore(ctx); err != nil {
+		return err
+	}
+	a.onClose(s.st.close)
+	// Telemetry goes here: set up before the service, shut down by a
+	// function given to a.onClose.
+	svc, err := service.New(s.serviceConfig())
+	if err != nil {
+		return err
+	}
+	s.svc = svc
+	a.onClose(func() { svc.Close() })
+	s.auth = &authEndpoint{svc: svc, trusted: s.trusted}
+	if err := s.auth.set(s.rules); err != nil {
+		return err
+	}
+	rl, err := s.configSource()
+	if err != nil {
+		return err
+	}
+	a.reloadWith(rl, "the built-in example config")
+	if err := s.listen(a); err != nil {
+		return err
+	}
+	s.startServers(a)
+	// And on file change, with the watches in place before the addresses
+	// are printed too.
+	if s.o.watch {
+		a.watch(ctx, s.o.configPath, watchRoots(s.fs, s.o.configPath, s.defConfig), "config files")
+	}
+	s.printBanner(stdout)
+	// Drain: the health checks fail first, then both listeners close.
+	a.onDrain(func() { svc.SetServing(false) })
+	return nil
+}
+
+// parseServeFlags reads serve's command line over envoyproxy/ratelimit's
+// environment variables; done is true when serve is to end with code
+// (-h, or a flag that does not parse).
+func parseServeFlags(args []string, stdout, stderr io.Writer) (s *serveApp, code int, done bool) {
+	s = &serveApp{defConfig: runtimeConfigDir()}
+	o, envErr := &s.o, &s.envErr
 	envErr.bools("REDIS_TLS", "SHADOW_MODE", "LIMIT_RESPONSE_HEADERS_ENABLED", "REDIS_HEALTH_CHECK_ACTIVE_CONNECTION", "RUNTIME_WATCH_ROOT")
 	fs := flag.NewFlagSet("sluice serve", flag.ContinueOnError)
+	s.fs = fs
 	fs.SetOutput(stderr)
-	defConfig := runtimeConfigDir()
-	fs.StringVar(&o.configPath, "config", defConfig, "a config file or directory (envoyproxy/ratelimit's YAML); default: the built-in example")
+	fs.StringVar(&o.configPath, "config", s.defConfig, "a config file or directory (envoyproxy/ratelimit's YAML); default: the built-in example")
 	fs.StringVar(&o.store, "store", redisFromEnv(), "memory, or a Redis URL (redis://, rediss://, redis+cluster://, redis+sentinel://)")
 	fs.StringVar(&o.httpAddr, "http-addr", net.JoinHostPort(env("HOST", ""), env("PORT", "8080")), "HTTP address: POST /json, /healthcheck, /metrics")
 	fs.StringVar(&o.grpcAddr, "grpc-addr", net.JoinHostPort(env("GRPC_HOST", ""), env("GRPC_PORT", "8081")), "gRPC address: envoy.service.ratelimit.v3.RateLimitService")
@@ -322,7 +418,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	fs.StringVar(&o.logLevel, "log-level", env("LOG_LEVEL", "info"), "log level: debug, info, warn or error")
 	fs.BoolVar(&o.watch, "watch", true, "reload the config when its files change (SIGHUP always reloads)")
 	fs.StringVar(&o.trustedProxies, "trusted-proxies", "", "the reverse proxies that call /auth, whose X-Forwarded-For is believed: comma-separated networks or addresses, added to the config's forward_auth trusted_proxies")
-	o.listen.flags(fs, &envErr)
+	o.listen.flags(fs, envErr)
 	o.memMaxBytes = envErr.size("MEMSTORE_MAX_BYTES", memstore.DefaultMaxBytes)
 	fs.Var(sizeFlag{&o.memMaxBytes}, "memory-max-bytes",
 		"the memory store's budget in bytes, or k, m or g (such as 256m) (keys, states, sliding log entries); at it, keys are evicted (sluice_memstore_evictions_total)")
@@ -339,218 +435,212 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		"the most entries a descriptor may carry; more is refused (400, InvalidArgument)")
 	fs.IntVar(&o.maxDetailed, "detailed-metric-max-series", envErr.int("DETAILED_METRIC_MAX_SERIES", service.DefaultMaxDetailedSeries),
 		"metrics series per detailed_metric rule at most (one per descriptor); past them, the rule's FULLKEY#other series counts")
-	if code, done := parseCommandLine(fs, args, stdout, stderr, serveUsage, 0); done {
-		return code
-	}
-	fail := exitWith(stderr, "sluice serve:")
-	if len(envErr) > 0 {
-		return fail(2, errors.Join(envErr...))
+	code, done = parseCommandLine(fs, args, stdout, stderr, serveUsage, 0)
+	return s, code, done
+}
+
+// checkOptions refuses the settings serve cannot run with (exit 2): the
+// environment variables that do not parse or that serve refuses, and
+// flags out of their range; then it makes the logger and logs the
+// settings accepted and not acted on.
+func (s *serveApp) checkOptions() error {
+	o := &s.o
+	if len(s.envErr) > 0 {
+		return exitCode(2, errors.Join(s.envErr...))
 	}
 	if err := o.listen.check(); err != nil {
-		return fail(2, err)
+		return exitCode(2, err)
 	}
 	if err := refusedByEnv(); err != nil {
-		return fail(2, err)
+		return exitCode(2, err)
 	}
-	if o.maxOverride < 0 || o.maxOverride > math.MaxUint32 {
-		return fail(2, fmt.Sprintf("-max-override %d: want 0 (no maximum) to %d", o.maxOverride, uint32(math.MaxUint32)))
-	}
-	if o.memMaxBytes <= 0 {
-		return fail(2, fmt.Sprintf("-memory-max-bytes %d: want a positive number of bytes", o.memMaxBytes))
-	}
-	if o.maxCost < 0 {
-		return fail(2, fmt.Sprintf("-max-cost %d: want 0 (no maximum) or more", o.maxCost))
-	}
-	if o.jsonInFlight < service.MaxJSONBody {
-		return fail(2, fmt.Sprintf("-json-max-bytes-in-flight %d: want at least %d (one body of the largest size)", o.jsonInFlight, service.MaxJSONBody))
-	}
-	if o.maxDescs <= 0 || o.maxEntries <= 0 {
-		return fail(2, fmt.Sprintf("-max-descriptors %d, -max-entries %d: want at least 1", o.maxDescs, o.maxEntries))
-	}
-	if o.maxDetailed <= 0 {
-		return fail(2, fmt.Sprintf("-detailed-metric-max-series %d: want at least 1", o.maxDetailed))
+	if err := o.checkLimits(); err != nil {
+		return exitCode(2, err)
 	}
 	if _, err := failsafe.ParseMode(o.failure); err != nil {
-		return fail(2, "-failure-mode:", err) // whatever the store: a typo must not wait for Redis
+		return exitCode(2, "-failure-mode:", err) // whatever the store: a typo must not wait for Redis
 	}
 	trusted, err := parseTrustedProxies(o.trustedProxies)
 	if err != nil {
-		return fail(2, "-trusted-proxies:", err)
+		return exitCode(2, "-trusted-proxies:", err)
 	}
-	log, err := newLogger(o.logLevel, stderr)
-	if err != nil {
-		return fail(2, err)
+	s.trusted = trusted
+	if s.log, err = newLogger(o.logLevel, s.fs.Output()); err != nil {
+		return exitCode(2, err)
 	}
-	ignored, moot := notActedOn(), mootFlags(fs, &o)
+	ignored, moot := notActedOn(), mootFlags(s.fs, o)
 	if len(ignored) > 0 || len(moot) > 0 {
-		log.Info("accepted and not acted on", "env", strings.Join(ignored, ","), "flags", strings.Join(moot, ","))
+		s.log.Info("accepted and not acted on", "env", strings.Join(ignored, ","), "flags", strings.Join(moot, ","))
 	}
+	return nil
+}
 
-	// The files are checked (regular files, under the size cap, read
-	// within a deadline) before they are loaded, so that a FIFO or a
-	// device among them is refused instead of blocking start-up.
-	// SIGTERM during start-up is a stop, not a failure.
-	stoppedEarly := func() bool {
-		if ctx.Err() == nil {
-			return false
-		}
-		log.Info("stopped during start-up")
-		return true
+// checkLimits refuses bounds out of their range.
+func (o *serveOptions) checkLimits() error {
+	switch {
+	case o.maxOverride < 0 || o.maxOverride > math.MaxUint32:
+		return fmt.Errorf("-max-override %d: want 0 (no maximum) to %d", o.maxOverride, uint32(math.MaxUint32))
+	case o.memMaxBytes <= 0:
+		return fmt.Errorf("-memory-max-bytes %d: want a positive number of bytes", o.memMaxBytes)
+	case o.maxCost < 0:
+		return fmt.Errorf("-max-cost %d: want 0 (no maximum) or more", o.maxCost)
+	case o.jsonInFlight < service.MaxJSONBody:
+		return fmt.Errorf("-json-max-bytes-in-flight %d: want at least %d (one body of the largest size)", o.jsonInFlight, service.MaxJSONBody)
+	case o.maxDescs <= 0 || o.maxEntries <= 0:
+		return fmt.Errorf("-max-descriptors %d, -max-entries %d: want at least 1", o.maxDescs, o.maxEntries)
+	case o.maxDetailed <= 0:
+		return fmt.Errorf("-detailed-metric-max-series %d: want at least 1", o.maxDetailed)
 	}
-	sum, err := checkConfigFiles(ctx, o.configPath)
+	return nil
+}
+
+// loadConfig loads the config at start-up and checks it against the
+// forward-auth settings and the store's limits, before the store is
+// opened; then it reads -headers, whose refusal is exit 2.
+//
+// The files are checked (regular files, under the size cap, read within a
+// deadline) before they are loaded, so that a FIFO or a device among them
+// is refused instead of blocking start-up. SIGTERM during start-up is a
+// stop, not a failure.
+func (s *serveApp) loadConfig(ctx context.Context) error {
+	sum, err := checkConfigFiles(ctx, s.o.configPath)
 	if err != nil {
-		if stoppedEarly() {
-			return 0
-		}
-		return fail(1, err)
+		return stoppedEarly(ctx, err)
 	}
-	known := o.configPath != ""
-	rules, err := loadRules(ctx, o.configPath)
+	s.sum = sum
+	rules, err := loadRules(ctx, s.o.configPath)
 	if err == nil {
-		err = checkForwardAuth(rules, trusted) // before the store is opened
+		err = checkForwardAuth(rules, s.trusted) // before the store is opened
 	}
-	validate := storeValidator(o.store)
+	s.validate = storeValidator(s.o.store)
 	if err == nil {
-		err = checkRulesForStore(rules, validate)
+		err = checkRulesForStore(rules, s.validate)
 	}
 	if err != nil {
-		if stoppedEarly() {
-			return 0
-		}
-		return fail(1, err)
+		return stoppedEarly(ctx, err)
 	}
-	headers, err := service.ParseHeaderMode(o.headers)
+	s.rules = rules
+	if s.headers, err = service.ParseHeaderMode(s.o.headers); err != nil {
+		return exitCode(2, err)
+	}
+	if strings.EqualFold(s.o.headers, "draft11") {
+		s.log.Warn("-headers draft11 is the old spelling of draft-11; it still works", "headers", s.o.headers)
+	}
+	return nil
+}
+
+// openStore opens the store of -store and the metrics registry, with the
+// memory store's metrics on it.
+func (s *serveApp) openStore(ctx context.Context) error {
+	o := &s.o
+	st, err := openStoreLog(ctx, o.store, o.failure, o.localCache, o.memMaxBytes, s.log)
 	if err != nil {
-		return fail(2, err)
+		return err
 	}
-	if strings.EqualFold(o.headers, "draft11") {
-		log.Warn("-headers draft11 is the old spelling of draft-11; it still works", "headers", o.headers)
-	}
-	st, err := openStoreLog(ctx, o.store, o.failure, o.localCache, o.memMaxBytes, log)
-	if err != nil {
-		return fail(1, err)
-	}
-	defer st.close()
-	reg := prometheus.NewRegistry()
+	s.st = st
+	s.reg = prometheus.NewRegistry()
 	if st.mem != nil {
-		reg.MustRegister(newMemstoreCollector(st.mem))
+		s.reg.MustRegister(newMemstoreCollector(st.mem))
 	}
-	var svc *service.Service
+	return nil
+}
+
+// serviceConfig returns the service's config from serve's settings and
+// parts: the one place where a setting of the service is passed on.
+func (s *serveApp) serviceConfig() service.Config {
+	o := &s.o
 	var healthy func() bool
 	if o.healthNeedsStore {
 		// envoyproxy/ratelimit's REDIS_HEALTH_CHECK_ACTIVE_CONNECTION:
 		// unhealthy while the store has never answered or is failing.
-		healthy = func() bool { return st.connected() && svc.StoreAvailable() }
+		healthy = func() bool { return s.st.connected() && s.svc.StoreAvailable() }
 	}
-	svc, err = service.New(service.Config{Limiter: st.limiter, Rules: rules, Prefix: o.prefix, ShadowMode: o.shadow,
-		Headers: headers, LegacyNames: legacyNamesFromEnv(), Logger: log, Registerer: reg, Failure: st.failure, Healthy: healthy,
+	return service.Config{Limiter: s.st.limiter, Rules: s.rules, Prefix: o.prefix, ShadowMode: o.shadow,
+		Headers: s.headers, LegacyNames: legacyNamesFromEnv(), Logger: s.log, Registerer: s.reg, Failure: s.st.failure, Healthy: healthy,
 		MaxDetailedSeries: o.maxDetailed, MaxOverride: uint32(o.maxOverride), MaxCost: uint64(o.maxCost),
-		MaxDescriptors: o.maxDescs, MaxEntries: o.maxEntries, MaxJSONBytesInFlight: o.jsonInFlight})
-	if err != nil {
-		return fail(1, err)
-	}
-	defer svc.Close()
-	auth := &authEndpoint{svc: svc, trusted: trusted}
-	if err := auth.set(rules); err != nil {
-		return fail(1, err)
-	}
-	// apply swaps a reloaded config in: the forward-auth mapping is built
-	// first, so that a config whose mapping fails keeps the running one.
-	apply := func(c *config.Config) error {
-		if err := checkRulesForStore(c, validate); err != nil {
-			return err
-		}
-		h, err := auth.build(c)
-		if err != nil {
-			return err
-		}
-		if err := svc.SetRules(c); err != nil {
-			return err
-		}
-		auth.h.Store(&h)
-		return nil
-	}
+		MaxDescriptors: o.maxDescs, MaxEntries: o.maxEntries, MaxJSONBytesInFlight: o.jsonInFlight}
+}
 
-	var rl *reloader
-	if o.configPath != "" {
-		if rl, err = newReloader(o.configPath, loadRulesWith(apply), log, reg, sum, known); err != nil {
-			return fail(1, err)
-		}
+// apply swaps a reloaded config in: the forward-auth mapping is built
+// first, so that a config whose mapping fails keeps the running one.
+func (s *serveApp) apply(c *config.Config) error {
+	if err := checkRulesForStore(c, s.validate); err != nil {
+		return err
 	}
+	h, err := s.auth.build(c)
+	if err != nil {
+		return err
+	}
+	if err := s.svc.SetRules(c); err != nil {
+		return err
+	}
+	s.auth.h.Store(&h)
+	return nil
+}
 
-	httpLn, err := net.Listen("tcp", o.httpAddr)
-	if err != nil {
-		return fail(1, err)
+// configSource returns the reloader of the config files, nil for the
+// built-in example (nothing to reload). Another source of config (xDS)
+// would give its configs to apply instead, and return nil.
+func (s *serveApp) configSource() (*reloader, error) {
+	if s.o.configPath == "" {
+		return nil, nil
 	}
-	grpcLn, err := net.Listen("tcp", o.grpcAddr)
-	if err != nil {
-		httpLn.Close()
-		return fail(1, err)
+	return newReloader(s.o.configPath, loadRulesWith(s.apply), s.log, s.reg, s.sum, true)
+}
+
+// grpcServerOptions returns the gRPC server's options: the service's and
+// the listener's bounds (an interceptor or credentials go here too).
+func (s *serveApp) grpcServerOptions() []grpc.ServerOption {
+	return append(service.GRPCServerOptions(), s.o.listen.grpcOptions()...)
+}
+
+// listen opens serve's listeners (HTTP, gRPC); an extra listener, such as
+// a debug one, is opened here too.
+func (s *serveApp) listen(a *app) (err error) {
+	if s.httpLn, err = a.listen(s.o.httpAddr); err != nil {
+		return err
 	}
+	s.grpcLn, err = a.listen(s.o.grpcAddr)
+	return err
+}
+
+// startServers serves HTTP (POST /json, forward auth, health, metrics) and
+// gRPC on their listeners. Each listener holds at most its share of the
+// file descriptors; at the HTTP cap, an idle keep-alive connection gives
+// its place to a new client (see capConns).
+func (s *serveApp) startServers(a *app) {
 	mux := http.NewServeMux()
-	mux.Handle(service.ForwardAuthPath, auth)
-	mux.Handle("/", svc.Handler())
-	hs := o.listen.httpServer(mux)
-	hs.ErrorLog = slog.NewLogLogger(log.Handler(), slog.LevelWarn)
-	gs := grpc.NewServer(append(service.GRPCServerOptions(), o.listen.grpcOptions()...)...)
-	svc.RegisterGRPC(gs)
-	errc := make(chan error, 2)
-	// Each listener holds at most its share of the file descriptors; at
-	// the HTTP cap, an idle keep-alive connection gives its place to a new
-	// client (see capConns).
-	httpCapped, httpConnState := capConns(httpLn, o.listen.httpMaxConns)
+	mux.Handle(service.ForwardAuthPath, s.auth)
+	mux.Handle("/", s.svc.Handler())
+	hs := s.o.listen.httpServer(mux)
+	hs.ErrorLog = slog.NewLogLogger(s.log.Handler(), slog.LevelWarn)
+	gs := grpc.NewServer(s.grpcServerOptions()...)
+	s.svc.RegisterGRPC(gs)
+	httpCapped, httpConnState := capConns(s.httpLn, s.o.listen.httpMaxConns)
 	hs.ConnState = httpConnState
-	grpcCapped, _ := capConns(grpcLn, o.listen.grpcMaxConns)
-	go func() { errc <- hs.Serve(httpCapped) }()
-	go func() { errc <- gs.Serve(grpcCapped) }()
+	grpcCapped, _ := capConns(s.grpcLn, s.o.listen.grpcMaxConns)
+	a.serveHTTP(hs, httpCapped)
+	a.serveGRPC(gs, grpcCapped)
+}
 
-	// And on file change, with the watches in place before the addresses
-	// are printed too.
-	var changed <-chan struct{}
-	if rl != nil && o.watch {
-		cw, err := watchConfig(ctx, o.configPath, watchRoots(fs, o.configPath, defConfig), log)
-		if err != nil {
-			log.Warn("not watching the config files; reload with SIGHUP", "config", o.configPath, "err", err)
-		} else {
-			defer cw.Close()
-			changed = cw.C
-		}
-	}
-
-	source := cmp.Or(o.configPath, "the built-in example config")
-	fmt.Fprintf(stdout, "sluice %s serving %s on store %s\n", buildVersion(), source, storeName(o.store))
+// printBanner prints what serve serves and where, and with the built-in
+// example, how to try it.
+func (s *serveApp) printBanner(stdout io.Writer) {
+	source := cmp.Or(s.o.configPath, "the built-in example config")
+	fmt.Fprintf(stdout, "sluice %s serving %s on store %s\n", buildVersion(), source, storeName(s.o.store))
 	endpoints := "POST /json, GET /healthcheck, GET /metrics"
-	if fa := rules.ForwardAuth(); fa != nil {
+	if fa := s.rules.ForwardAuth(); fa != nil {
 		endpoints = "POST /json, " + service.ForwardAuthPath + " (forward auth, domain " + fa.Domain + "), GET /healthcheck, GET /metrics"
 	}
-	fmt.Fprintf(stdout, "  HTTP  http://%s  (%s)\n", localAddr(httpLn.Addr()), endpoints)
-	fmt.Fprintf(stdout, "  gRPC  %s  (envoy.service.ratelimit.v3.RateLimitService)\n", grpcLn.Addr())
-	if o.configPath == "" {
+	httpAddr := localAddr(s.httpLn.Addr())
+	fmt.Fprintf(stdout, "  HTTP  http://%s  (%s)\n", httpAddr, endpoints)
+	fmt.Fprintf(stdout, "  gRPC  %s  (envoy.service.ratelimit.v3.RateLimitService)\n", s.grpcLn.Addr())
+	if s.o.configPath == "" {
 		fmt.Fprintf(stdout, "Try it: the example allows 3 per minute per user, so the 4th is a 429:\n")
-		fmt.Fprintf(stdout, "  for i in 1 2 3 4; do curl -s -o /dev/null -w '%%{http_code}\\n' -XPOST http://%s/json -d '{\"domain\":\"example\",\"descriptors\":[{\"entries\":[{\"key\":\"user\",\"value\":\"alice\"}]}]}'; done\n", localAddr(httpLn.Addr()))
+		fmt.Fprintf(stdout, "  for i in 1 2 3 4; do curl -s -o /dev/null -w '%%{http_code}\\n' -XPOST http://%s/json -d '{\"domain\":\"example\",\"descriptors\":[{\"entries\":[{\"key\":\"user\",\"value\":\"alice\"}]}]}'; done\n", httpAddr)
 		fmt.Fprintf(stdout, "The same as a reverse proxy's forward-auth call (X-User is the user; try -i for the headers):\n")
-		fmt.Fprintf(stdout, "  for i in 1 2 3 4; do curl -s -o /dev/null -w '%%{http_code}\\n' -H 'X-User: bob' http://%s%s; done\n", localAddr(httpLn.Addr()), service.ForwardAuthPath)
+		fmt.Fprintf(stdout, "  for i in 1 2 3 4; do curl -s -o /dev/null -w '%%{http_code}\\n' -H 'X-User: bob' http://%s%s; done\n", httpAddr, service.ForwardAuthPath)
 	}
-
-	code := mainLoop(ctx, log, rl, hup, changed, errc, "the built-in example config", fail)
-	// Drain: the health checks fail, both listeners close, and the
-	// requests and calls in flight finish, for up to 10 seconds in all;
-	// what is left then is cut.
-	svc.SetServing(false)
-	shutdown, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	stopped := make(chan struct{})
-	go func() { gs.GracefulStop(); close(stopped) }()
-	if err := hs.Shutdown(shutdown); err != nil {
-		hs.Close()
-	}
-	select {
-	case <-stopped:
-	case <-shutdown.Done():
-		gs.Stop()
-		<-stopped
-	}
-	return code
 }
 
 // watchRoots returns the directories to watch besides those of the config

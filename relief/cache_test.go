@@ -18,13 +18,7 @@ import (
 // which for a bucket is later than when the next request fits).
 func TestOverLimitCacheDenialMatchesStore(t *testing.T) {
 	ctx := context.Background()
-	for _, lim := range []sluice.Limit{
-		sluice.PerSecond(5).WithBurst(10),
-		{Algorithm: sluice.FixedWindow, Rate: 10, Period: time.Second},
-		{Algorithm: sluice.SlidingLog, Rate: 10, Period: time.Second},
-		{Algorithm: sluice.SlidingWindow, Rate: 10, Period: time.Second},
-		{Algorithm: sluice.LeakyBucket, Rate: 5, Period: time.Second, Burst: 10},
-	} {
+	for _, lim := range oneOfEach {
 		t.Run(lim.Algorithm.String(), func(t *testing.T) {
 			clock := clocktest.New()
 			ref := newMem(t, clock)

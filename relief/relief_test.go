@@ -20,6 +20,15 @@ func newMem(t testing.TB, clock sluice.Clock) *memstore.Store {
 	return s
 }
 
+// oneOfEach is a limit of every algorithm, about 10 requests a second.
+var oneOfEach = []sluice.Limit{
+	sluice.PerSecond(5).WithBurst(10),
+	{Algorithm: sluice.FixedWindow, Rate: 10, Period: time.Second},
+	{Algorithm: sluice.SlidingLog, Rate: 10, Period: time.Second},
+	{Algorithm: sluice.SlidingWindow, Rate: 10, Period: time.Second},
+	{Algorithm: sluice.LeakyBucket, Rate: 5, Period: time.Second, Burst: 10},
+}
+
 // counting wraps a limiter and counts the calls that reach it: the round
 // trips a remote store would make.
 type counting struct {
@@ -40,13 +49,7 @@ func TestOverLimitCache(t *testing.T) {
 	ref := newMem(t, clock) // the same limit, uncached
 	inner := &counting{Limiter: newMem(t, clock)}
 	c := relief.NewOverLimitCache(inner, relief.CacheConfig{Clock: clock})
-	for _, lim := range []sluice.Limit{
-		sluice.PerSecond(5).WithBurst(10),
-		{Algorithm: sluice.FixedWindow, Rate: 10, Period: time.Second},
-		{Algorithm: sluice.SlidingLog, Rate: 10, Period: time.Second},
-		{Algorithm: sluice.SlidingWindow, Rate: 10, Period: time.Second},
-		{Algorithm: sluice.LeakyBucket, Rate: 5, Period: time.Second, Burst: 10},
-	} {
+	for _, lim := range oneOfEach {
 		t.Run(lim.Algorithm.String(), func(t *testing.T) {
 			inner.calls.Store(0)
 			key := "ignores-429:" + lim.Algorithm.String()

@@ -160,9 +160,7 @@ var packages = map[string]pkgRule{
 		edgeHTTP:    "the OTLP/HTTP exporter and the span around the HTTP endpoints",
 		edgeSQL:     "only database/sql/driver's interfaces, through github.com/google/uuid in OpenTelemetry's resource package",
 	}},
-	"internal/statsd": {layer: support, grants: map[string]string{
-		edgeStatsd: "it is the DogStatsD sink of a lyft/gostats store",
-	}},
+	"internal/statsd": {layer: support},
 	"internal/tracing/otlptest": {layer: support, grants: map[string]string{
 		edgeTracing: "only OTLP's protobuf messages (go.opentelemetry.io/proto/otlp), which it receives",
 		edgeGRPC:    "it serves the OTLP collector's TraceService for tests",
@@ -513,7 +511,7 @@ func cleanGraph() []string {
 		"internal/archtest:",
 		"internal/tracing: go.opentelemetry.io/otel google.golang.org/grpc std:net/http std:database/sql/driver",
 		"internal/tracing/otlptest: go.opentelemetry.io/proto/otlp google.golang.org/grpc std:net/http",
-		"internal/statsd: github.com/lyft/gostats std:net",
+		"internal/statsd: std:net std:regexp",
 		"internal/xdstest: github.com/envoyproxy/go-control-plane google.golang.org/grpc std:net/http std:testing",
 		"internal/xdsconfig: config internal/promreg github.com/envoyproxy/go-control-plane google.golang.org/grpc",
 		"httplimit: . clientip request rlheader queue internal/promreg std:net/http",

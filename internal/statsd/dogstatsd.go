@@ -13,11 +13,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-
-	gostats "github.com/lyft/gostats"
 )
-
-var _ gostats.FlushableSink = (*DogSink)(nil)
 
 // DatagramBytes is the most bytes one datagram carries: lines are packed
 // into datagrams of at most this size (an Ethernet MTU less the IP and
@@ -103,7 +99,8 @@ func mogrifierFromEnv(name string, lookup func(string) (string, bool)) (Mogrifie
 	return m, nil
 }
 
-// DogSink is a gostats sink that sends DogStatsD lines over UDP. It is
+// DogSink is a gostats sink (gostats.FlushableSink, without importing
+// gostats) that sends DogStatsD lines over UDP. It is
 // safe for concurrent use; its zero value is not usable: make one with
 // NewDogSink.
 type DogSink struct {

@@ -167,20 +167,25 @@ func BenchmarkRedisClient(b *testing.B) {
 // keys[i·2654435761 mod len(keys)], a fixed scatter over the keys. Latency is
 // recorded per operation into a slice allocated before the timer starts.
 func benchRedis(b *testing.B, c redisClient, addr string, keys []string, conc int) {
-	decide, closeFn, err := c.open(addr)
+	decide, closeFn := warmed(b, func() (redisDecide, func(), error) { return c.open(addr) }, keys, conc)
+	defer closeFn()
+	measure(b, context.Background(), decide, keys, conc).report(b)
+}
+
+// warmed opens a decision with open and warms it up over keys from conc
+// goroutines: connections dialled, the script's SHA known to the client
+// (and the server), the client's pool grown to what conc goroutines use.
+// The caller closes it with the function returned.
+func warmed(b *testing.B, open func() (redisDecide, func(), error), keys []string, conc int) (redisDecide, func()) {
+	decide, closeFn, err := open()
 	if err != nil {
 		b.Fatal(err)
 	}
-	defer closeFn()
-	ctx := context.Background()
-
-	// Warm up: connections dialled, the script's SHA known to the client, the
-	// go-redis pool grown to what conc goroutines use.
-	if _, err := runRedis(ctx, decide, keys, conc, max(20*conc, 2000), nil); err != nil {
+	if _, err := runRedis(context.Background(), decide, keys, conc, max(20*conc, 2000), nil); err != nil {
+		closeFn()
 		b.Fatal(err)
 	}
-
-	measure(b, ctx, decide, keys, conc).report(b)
+	return decide, closeFn
 }
 
 // redisScenario is one case of the Redis benchmarks: keys spread the

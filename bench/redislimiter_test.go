@@ -177,18 +177,9 @@ func warmRedisLimiter(b *testing.B, l redisLimiter, addr string, keys []string) 
 // benchRedisLimiter is benchRedis for a limiter, with the server's and this
 // process's CPU time per decision.
 func benchRedisLimiter(b *testing.B, l redisLimiter, addr string, admin rueidis.Client, keys []string, conc int) {
-	decide, closeFn, err := l.open(addr, 1)
-	if err != nil {
-		b.Fatal(err)
-	}
+	decide, closeFn := warmed(b, func() (redisDecide, func(), error) { return l.open(addr, 1) }, keys, conc)
 	defer closeFn()
 	ctx := context.Background()
-
-	// Warm up: connections dialled, the script's SHA known to the client and
-	// the server, the go-redis pool grown to what conc goroutines use.
-	if _, err := runRedis(ctx, decide, keys, conc, max(20*conc, 2000), nil); err != nil {
-		b.Fatal(err)
-	}
 
 	if err := admin.Do(ctx, admin.B().ConfigResetstat().Build()).Error(); err != nil {
 		b.Fatal(err)

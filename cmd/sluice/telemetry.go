@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"net/http"
 	"os"
 	"strconv"
@@ -14,14 +15,19 @@ import (
 	gostats "github.com/lyft/gostats"
 	"google.golang.org/grpc"
 
+	"github.com/sluicehq/sluice/internal/statsd"
 	"github.com/sluicehq/sluice/internal/tracing"
 	"github.com/sluicehq/sluice/service"
 )
 
-// statsdEnv are the variables that configure the statsd sink: with
-// USE_STATSD not true (or DISABLE_STATS true) the set ones are named in
-// serve's start-up line of things not acted on.
-var statsdEnv = []string{"STATSD_HOST", "STATSD_PORT", "STATSD_PROTOCOL", "EXTRA_TAGS", "STATS_FLUSH_INTERVAL"}
+// statsdEnv are the variables that configure the statsd and DogStatsD
+// sinks: with neither on (or DISABLE_STATS true) the set ones are named in
+// serve's start-up line of things not acted on, as are dogEnv's without
+// USE_DOG_STATSD and STATSD_PROTOCOL with it (DogStatsD is UDP).
+var (
+	statsdEnv = []string{"STATSD_HOST", "STATSD_PORT", "EXTRA_TAGS", "STATS_FLUSH_INTERVAL"}
+	dogEnv    = []string{"USE_DOG_STATSD_MOGRIFIERS"}
+)
 
 // tracingEnv are the variables that configure tracing besides
 // TRACING_ENABLED: with tracing off the set ones are named in serve's
@@ -29,12 +35,17 @@ var statsdEnv = []string{"STATSD_HOST", "STATSD_PORT", "STATSD_PROTOCOL", "EXTRA
 var tracingEnv = []string{"TRACING_SERVICE_NAME", "TRACING_SERVICE_NAMESPACE", "TRACING_SERVICE_INSTANCE_ID",
 	"TRACING_EXPORTER_PROTOCOL", "TRACING_SAMPLING_RATE"}
 
+// The DogStatsD sink is one a gostats store can flush into.
+var _ gostats.FlushableSink = (*statsd.DogSink)(nil)
+
 // telemetrySettings are serve's tracing and statsd settings, from
 // envoyproxy/ratelimit's variables.
 type telemetrySettings struct {
 	tracing       bool
 	tracer        tracing.Config
 	statsd        bool
+	dog           bool               // DogStatsD instead of plain statsd
+	mogrifiers    []statsd.Mogrifier // USE_DOG_STATSD_MOGRIFIERS
 	statsdHost    string
 	statsdPort    int
 	statsdProto   string
@@ -46,9 +57,11 @@ type telemetrySettings struct {
 // go to errs. Tracing is off unless TRACING_ENABLED is true, as in
 // envoyproxy/ratelimit; statsd is off unless USE_STATSD is true (in
 // envoyproxy/ratelimit it defaults to true: Sluice's own metrics are
-// Prometheus's, always at GET /metrics) and DISABLE_STATS is not.
+// Prometheus's, always at GET /metrics), DogStatsD unless USE_DOG_STATSD
+// is, and both while DISABLE_STATS is true. Both at once is refused, as
+// envoyproxy/ratelimit refuses two stats sinks.
 func telemetryFromEnv(errs *envErrs) telemetrySettings {
-	errs.bools("TRACING_ENABLED", "USE_STATSD", "DISABLE_STATS")
+	errs.bools("TRACING_ENABLED", "USE_STATSD", "USE_DOG_STATSD", "DISABLE_STATS")
 	s := telemetrySettings{
 		tracing: envBool("TRACING_ENABLED", false),
 		tracer: tracing.Config{
@@ -58,6 +71,7 @@ func telemetryFromEnv(errs *envErrs) telemetrySettings {
 			Protocol:    strings.ToLower(strings.TrimSpace(env("TRACING_EXPORTER_PROTOCOL", tracing.ProtocolHTTP))),
 		},
 		statsd:        envBool("USE_STATSD", false) && !envBool("DISABLE_STATS", false),
+		dog:           envBool("USE_DOG_STATSD", false) && !envBool("DISABLE_STATS", false),
 		statsdHost:    env("STATSD_HOST", "localhost"),
 		statsdPort:    envParse(errs, "STATSD_PORT", 8125, "a port number", parsePort),
 		statsdProto:   strings.ToLower(strings.TrimSpace(env("STATSD_PROTOCOL", "tcp"))),
@@ -79,6 +93,16 @@ func telemetryFromEnv(errs *envErrs) telemetrySettings {
 		*errs = append(*errs, err)
 	}
 	s.extraTags = tags
+	if s.dog {
+		if s.statsd {
+			*errs = append(*errs, errors.New("USE_STATSD and USE_DOG_STATSD are both true: choose one stats sink (envoyproxy/ratelimit refuses both too)"))
+		}
+		s.statsd = true
+		names := os.Getenv("USE_DOG_STATSD_MOGRIFIERS")
+		if s.mogrifiers, err = statsd.MogrifiersFromEnv(names, os.LookupEnv); err != nil {
+			*errs = append(*errs, fmt.Errorf("USE_DOG_STATSD_MOGRIFIERS=%q: %w", names, err))
+		}
+	}
 	return s
 }
 
@@ -130,6 +154,8 @@ func (s telemetrySettings) notActedOn() []string {
 	}
 	add(s.tracing, tracingEnv)
 	add(s.statsd, statsdEnv)
+	add(s.dog, dogEnv)
+	add(!s.dog && s.statsd, []string{"STATSD_PROTOCOL"})
 	return out
 }
 
@@ -155,8 +181,10 @@ func startTelemetry(ctx context.Context, s telemetrySettings, log *slog.Logger) 
 		log.Info("tracing", "service", s.tracer.ServiceName, "protocol", s.tracer.Protocol, "sampling_rate", *s.tracer.SamplingRate)
 	}
 	if s.statsd {
-		sink := gostats.NewNetSink(gostats.WithStatsdHost(s.statsdHost), gostats.WithStatsdPort(s.statsdPort),
-			gostats.WithStatsdProtocol(s.statsdProto), gostats.WithLogger(statsdLogger{log}))
+		sink, err := s.statsdSink(log)
+		if err != nil {
+			return nil, errors.Join(err, t.tracer.Shutdown(ctx))
+		}
 		t.store = gostats.NewStore(sink, false)
 		// The Go runtime's gauges, ratelimit.go.*, as envoyproxy/ratelimit sends them.
 		t.store.AddStatGenerator(gostats.NewRuntimeStats(t.store.ScopeWithTags("ratelimit", s.extraTags).Scope("go")))
@@ -168,10 +196,29 @@ func startTelemetry(ctx context.Context, s telemetrySettings, log *slog.Logger) 
 			defer ticker.Stop()
 			t.store.StartContext(loop, ticker) // flushes once more when loop ends
 		}()
-		log.Info("statsd", "addr", fmt.Sprintf("%s:%d", s.statsdHost, s.statsdPort), "protocol", s.statsdProto,
-			"flush_interval", s.flushInterval)
+		proto := s.statsdProto
+		if s.dog {
+			proto = "udp"
+		}
+		log.Info("statsd", "addr", net.JoinHostPort(s.statsdHost, strconv.Itoa(s.statsdPort)), "dogstatsd", s.dog,
+			"protocol", proto, "flush_interval", s.flushInterval)
 	}
 	return t, nil
+}
+
+// statsdSink is the sink s asks for: DogStatsD (UDP, mogrified) or
+// gostats's statsd sink (TCP by default, as envoyproxy/ratelimit's).
+func (s telemetrySettings) statsdSink(log *slog.Logger) (gostats.Sink, error) {
+	addr := net.JoinHostPort(s.statsdHost, strconv.Itoa(s.statsdPort))
+	if s.dog {
+		d, err := statsd.NewDogSink(addr, s.mogrifiers)
+		if err != nil {
+			return nil, err
+		}
+		return d, nil
+	}
+	return gostats.NewNetSink(gostats.WithStatsdHost(s.statsdHost), gostats.WithStatsdPort(s.statsdPort),
+		gostats.WithStatsdProtocol(s.statsdProto), gostats.WithLogger(statsdLogger{log})), nil
 }
 
 // attach makes svc count into the statsd store, when there is one.

@@ -110,6 +110,16 @@ func failFirst(n, status int, kv ...string) *fakeServer {
 // and server-given waits get no jitter, so waits are exact.
 func zeroRand() float64 { return 0 }
 
+// roundTrip is rt's response to a GET of url; an error fails the test.
+func roundTrip(t *testing.T, rt http.RoundTripper, url string) *http.Response {
+	t.Helper()
+	resp, err := rt.RoundTrip(get(t, url))
+	if err != nil {
+		t.Fatalf("GET %s: %v", url, err)
+	}
+	return resp
+}
+
 func get(t *testing.T, url string) *http.Request {
 	t.Helper()
 	req, err := http.NewRequest(http.MethodGet, url, nil)

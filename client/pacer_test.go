@@ -260,7 +260,7 @@ func TestPacerRetryAfterHoldsKey(t *testing.T) {
 		})
 		p := &client.Pacer{Base: srv, Limit: sluice.PerSecond(100)}
 		t0 := time.Now()
-		resp, _ := p.RoundTrip(get(t, "http://a.test/"))
+		resp := roundTrip(t, p, "http://a.test/")
 		if resp.StatusCode != 429 {
 			t.Fatalf("first: %d", resp.StatusCode)
 		}

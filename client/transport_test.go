@@ -438,17 +438,17 @@ func TestNestedTransports(t *testing.T) {
 func TestRetryOnAndCheckRetry(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		srv := always(http.StatusInternalServerError)
-		resp, _ := (&client.Transport{Base: srv}).RoundTrip(get(t, "http://api.test/"))
+		resp := roundTrip(t, &client.Transport{Base: srv}, "http://api.test/")
 		if resp.StatusCode != 500 || srv.count() != 1 {
 			t.Fatalf("500 retried %d times by default", srv.count()-1)
 		}
 		srv = always(http.StatusInternalServerError)
-		resp, _ = (&client.Transport{Base: srv, RetryOn: []int{500}}).RoundTrip(get(t, "http://api.test/"))
+		resp = roundTrip(t, &client.Transport{Base: srv, RetryOn: []int{500}}, "http://api.test/")
 		if resp.StatusCode != 500 || srv.count() != client.DefaultMaxAttempts {
 			t.Fatalf("RetryOn 500: %d attempts", srv.count())
 		}
 		srv = always(http.StatusTooManyRequests)
-		resp, _ = (&client.Transport{Base: srv, RetryOn: []int{}}).RoundTrip(get(t, "http://api.test/"))
+		resp = roundTrip(t, &client.Transport{Base: srv, RetryOn: []int{}}, "http://api.test/")
 		if resp.StatusCode != 429 || srv.count() != 1 {
 			t.Fatalf("empty RetryOn: %d attempts", srv.count())
 		}
@@ -456,7 +456,7 @@ func TestRetryOnAndCheckRetry(t *testing.T) {
 		check := func(_ *http.Request, resp *http.Response, err error) bool {
 			return err == nil && resp.StatusCode == 409
 		}
-		resp, _ = (&client.Transport{Base: srv, CheckRetry: check, Backoff: client.Backoff{MaxAttempts: 2}}).RoundTrip(get(t, "http://api.test/"))
+		resp = roundTrip(t, &client.Transport{Base: srv, CheckRetry: check, Backoff: client.Backoff{MaxAttempts: 2}}, "http://api.test/")
 		if resp.StatusCode != 409 || srv.count() != 2 {
 			t.Fatalf("CheckRetry 409: %d attempts", srv.count())
 		}

@@ -46,7 +46,7 @@ func TestConflictingForwardingHeadersGiveThePeer(t *testing.T) {
 	// From an untrusted peer, neither header is read.
 	req := request("192.0.2.1:4711", "X-Forwarded-For", "198.51.100.66")
 	req.Header.Add("Forwarded", "for=203.0.113.7")
-	if got, _ := (&clientip.Resolver{TrustedProxies: trusted}).ClientIP(req); got.String() != "192.0.2.1" {
+	if got := clientIP(t, &clientip.Resolver{TrustedProxies: trusted}, req); got != "192.0.2.1" {
 		t.Errorf("untrusted peer: %v", got)
 	}
 }

@@ -37,7 +37,10 @@ func Example() {
 }
 
 func ExampleResolver_forwarded() {
-	trusted, _ := clientip.ParsePrefixes("10.0.0.0/8")
+	trusted, err := clientip.ParsePrefixes("10.0.0.0/8")
+	if err != nil {
+		panic(err)
+	}
 	r := &clientip.Resolver{TrustedProxies: trusted, Header: clientip.Forwarded, IPv6Prefix: 128}
 
 	req := httptest.NewRequest(http.MethodGet, "/", nil)

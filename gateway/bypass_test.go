@@ -21,9 +21,7 @@ func TestUnderscoreForwardingHeadersDropped(t *testing.T) {
 	for _, trusted := range []bool{false, true} {
 		up := newUpstream(t)
 		cfg := direct(t, up)
-		if trusted {
-			cfg.TrustedProxies = trust(t, "192.0.2.0/24")
-		}
+		cfg.TrustedProxies = trustIf(t, trusted, "192.0.2.0/24")
 		g := newGateway(t, cfg)
 		r := httptest.NewRequest("GET", "/x", nil)
 		for _, name := range []string{"X_Forwarded_For", "X-Forwarded_Host", "x_forwarded-proto", "X_Real_Ip"} {
@@ -216,9 +214,7 @@ func TestUntrustedXRealIPDropped(t *testing.T) {
 	for _, trusted := range []bool{false, true} {
 		up := newUpstream(t)
 		cfg := direct(t, up)
-		if trusted {
-			cfg.TrustedProxies = trust(t, "192.0.2.0/24")
-		}
+		cfg.TrustedProxies = trustIf(t, trusted, "192.0.2.0/24")
 		g := newGateway(t, cfg)
 		r := httptest.NewRequest("GET", "/x", nil) // from 192.0.2.1
 		r.Header.Set("X-Real-IP", "203.0.113.66")

@@ -106,6 +106,14 @@ func trust(t testing.TB, cidr string, header ...clientip.Header) *clientip.Resol
 	return r
 }
 
+// trustIf is trust(t, cidr) if trusted, and nil (no peer trusted) if not.
+func trustIf(t testing.TB, trusted bool, cidr string) *clientip.Resolver {
+	if !trusted {
+		return nil
+	}
+	return trust(t, cidr)
+}
+
 func mustURL(t testing.TB, s string) *url.URL {
 	u, err := url.Parse(s)
 	if err != nil {
@@ -651,9 +659,7 @@ func TestForwardingHeaders(t *testing.T) {
 	for _, trusted := range []bool{false, true} {
 		up := newUpstream(t)
 		cfg := direct(t, up)
-		if trusted {
-			cfg.TrustedProxies = trust(t, "127.0.0.0/8")
-		}
+		cfg.TrustedProxies = trustIf(t, trusted, "127.0.0.0/8")
 		_, srv := front(t, cfg)
 		req, _ := http.NewRequest("GET", srv.URL+"/", nil)
 		req.Header.Set("Connection", "X-Secret")

@@ -378,3 +378,42 @@ func TestGRPCTLSOptionsCheck(t *testing.T) {
 		t.Errorf("cert and key without TLS: notActedOn() = %v", got)
 	}
 }
+
+// A client whose CA was replaced is refused even when it resumes a TLS
+// session from before the replacement: crypto/tls checks a resumed
+// session's chains against the running config's client CAs, which must
+// stay so.
+func TestGRPCmTLSDoesNotResumeAcrossACARotation(t *testing.T) {
+	serverCA, clientCA := newTestCA(t, "server CA"), newTestCA(t, "client CA")
+	o := tlsFiles(t, t.TempDir(), serverCA.issue(t, "sluice", false, "sluice.test"), clientCA)
+	clock := &fakeClock{now: time.Unix(1_000_000, 0)}
+	g, err := newGRPCTLS(context.Background(), o, quietLogger(), clock.Now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := serveTLSHealth(t, g)
+	pool := x509.NewCertPool()
+	pool.AddCert(serverCA.cert)
+	client := clientCA.issue(t, "envoy", true, "envoy.test")
+	cfg := &tls.Config{RootCAs: pool, ServerName: "sluice.test", Certificates: []tls.Certificate{client.pair},
+		ClientSessionCache: tls.NewLRUClientSessionCache(8)}
+	check := func() error {
+		conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(credentials.NewTLS(cfg)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer conn.Close()
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_, err = healthpb.NewHealthClient(conn).Check(ctx, &healthpb.HealthCheckRequest{})
+		return err
+	}
+	if err := check(); err != nil {
+		t.Fatal(err)
+	}
+	writeBytes(t, o.clientCA, newTestCA(t, "new client CA").pem)
+	clock.Add(2 * time.Second)
+	if err := check(); err == nil {
+		t.Error("after the client CA was replaced, a client of the old CA was served (a resumed session?)")
+	}
+}

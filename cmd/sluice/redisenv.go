@@ -1,0 +1,299 @@
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"net/url"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/sluicehq/sluice/redisstore"
+	"github.com/sluicehq/sluice/service"
+)
+
+// defaultJitter is envoyproxy/ratelimit's EXPIRATION_JITTER_MAX_SECONDS
+// default, in seconds.
+const defaultJitter = 300
+
+// redisTuning is one store's share of envoyproxy/ratelimit's variables:
+// the main store's REDIS_*, or the per-second store's REDIS_PERSECOND_*.
+type redisTuning struct {
+	pool    int           // REDIS_POOL_SIZE: redisstore.Config.Connections
+	window  time.Duration // REDIS_PIPELINE_WINDOW: FlushDelay
+	timeout time.Duration // REDIS_TIMEOUT: Timeout
+}
+
+// read reads the tuning variables that start with prefix.
+func (t *redisTuning) read(prefix string, errs *envErrs) {
+	t.pool = errs.int(prefix+"POOL_SIZE", 0)
+	t.window = errs.duration(prefix+"PIPELINE_WINDOW", 0)
+	t.timeout = errs.duration(prefix+"TIMEOUT", 0)
+}
+
+// redisOptions are serve's Redis settings beyond -store and -prefix: the
+// key format, the per-second store and the variables of
+// envoyproxy/ratelimit's that tune the connections.
+type redisOptions struct {
+	keyFormat string // -redis-key-format
+	perSecond string // -store-per-second; "" is none
+	jitter    int    // EXPIRATION_JITTER_MAX_SECONDS
+
+	main, second redisTuning
+}
+
+// flags defines -redis-key-format and -store-per-second on fs and reads
+// the variables, their malformed values going to errs.
+func (o *redisOptions) flags(fs *flag.FlagSet, errs *envErrs) {
+	errs.bools("REDIS_PERSECOND", "REDIS_PERSECOND_TLS", "REDIS_TLS_SKIP_HOSTNAME_VERIFICATION")
+	fs.StringVar(&o.keyFormat, "redis-key-format", env("REDIS_KEY_FORMAT", "sluice"),
+		"with Redis, where fixed windows count: sluice (Sluice's keys), or envoy (envoyproxy/ratelimit's keys and CACHE_KEY_PREFIX, so that both can share one Redis during a rolling swap; see docs/serve.md)")
+	perSecond := ""
+	if envBool("REDIS_PERSECOND", false) {
+		if perSecond = redisURLFromEnv("REDIS_PERSECOND_"); perSecond == "" {
+			*errs = append(*errs, errors.New("REDIS_PERSECOND=true needs REDIS_PERSECOND_URL: the per-second Redis"))
+		}
+	}
+	fs.StringVar(&o.perSecond, "store-per-second", perSecond,
+		"with Redis, a second Redis URL for the limits whose period is under a minute (REDIS_PERSECOND); default: none, every limit on -store")
+	o.jitter = errs.int("EXPIRATION_JITTER_MAX_SECONDS", defaultJitter)
+	o.main.read("REDIS_", errs)
+	o.second.read("REDIS_PERSECOND_", errs)
+}
+
+// check refuses settings that cannot act with -store store: an unknown
+// key format, the envoy key format or a per-second store without Redis,
+// a per-second URL that does not parse, negative numbers.
+func (o *redisOptions) check(store string) error {
+	f, err := redisstore.ParseKeyFormat(o.keyFormat)
+	if err != nil {
+		return fmt.Errorf("-redis-key-format (REDIS_KEY_FORMAT): %w", err)
+	}
+	if isMemory(store) {
+		if f == redisstore.KeyEnvoy {
+			return errors.New("-redis-key-format envoy: the memory store has no Redis keys; set -store (REDIS_URL)")
+		}
+		if o.perSecond != "" {
+			return errors.New("-store-per-second (REDIS_PERSECOND): needs a Redis -store (REDIS_URL) for the other limits")
+		}
+	}
+	if o.perSecond != "" {
+		if _, err := redisstore.ParseURL(o.perSecond); err != nil {
+			return fmt.Errorf("-store-per-second (REDIS_PERSECOND_URL): %w", err)
+		}
+	}
+	for name, v := range map[string]int64{
+		"EXPIRATION_JITTER_MAX_SECONDS": int64(o.jitter),
+		"REDIS_POOL_SIZE":               int64(o.main.pool), "REDIS_PERSECOND_POOL_SIZE": int64(o.second.pool),
+		"REDIS_PIPELINE_WINDOW": int64(o.main.window), "REDIS_PERSECOND_PIPELINE_WINDOW": int64(o.second.window),
+	} {
+		if v < 0 {
+			return fmt.Errorf("%s=%s: want 0 or more", name, os.Getenv(name))
+		}
+	}
+	return nil
+}
+
+// serviceKeyFormat is the service's key format for -redis-key-format: the
+// envoy layout's keys spell values raw.
+func (o *redisOptions) serviceKeyFormat() service.KeyFormat {
+	if f, _ := redisstore.ParseKeyFormat(o.keyFormat); f == redisstore.KeyEnvoy {
+		return service.KeyEnvoy
+	}
+	return service.KeySluice
+}
+
+// storeConfigs returns the configs of the store at mainURL and of the
+// per-second store (nil without -store-per-second). The TLS files are
+// read here: a file that cannot be used is an error.
+func (o *redisOptions) storeConfigs(mainURL string) (main redisstore.Config, perSecond *redisstore.Config, err error) {
+	f, err := redisstore.ParseKeyFormat(o.keyFormat)
+	if err != nil {
+		return main, nil, err
+	}
+	base := redisstore.Config{KeyFormat: f}
+	if f == redisstore.KeyEnvoy {
+		base.ExpirationJitter = time.Duration(o.jitter) * time.Second
+	}
+	if files := tlsFilesFromEnv(); files != (redisstore.TLSFiles{}) && anyTLS(mainURL, o.perSecond) {
+		if base.TLS, err = redisstore.LoadTLS(files); err != nil {
+			return main, nil, err
+		}
+	}
+	main = o.main.config(base, mainURL, os.Getenv("REDIS_SENTINEL_AUTH"))
+	if o.perSecond != "" {
+		ps := o.second.config(base, o.perSecond, os.Getenv("REDIS_PERSECOND_SENTINEL_AUTH"))
+		perSecond = &ps
+	}
+	return main, perSecond, nil
+}
+
+// config returns base for the store at u with t's tuning and the
+// sentinels' auth, "password" or "user:password".
+func (t redisTuning) config(base redisstore.Config, u, sentinelAuth string) redisstore.Config {
+	c := base
+	c.URL, c.Connections, c.FlushDelay, c.Timeout = u, t.pool, t.window, t.timeout
+	if sentinelAuth != "" && isSentinel(u) {
+		user, pass, ok := strings.Cut(sentinelAuth, ":")
+		if !ok {
+			user, pass = "", sentinelAuth
+		}
+		c.SentinelUsername, c.SentinelPassword = user, pass
+	}
+	return c
+}
+
+// tlsFilesFromEnv is REDIS_TLS_CLIENT_CERT, _KEY, _CACERT and
+// REDIS_TLS_SKIP_HOSTNAME_VERIFICATION, shared by both stores as in
+// envoyproxy/ratelimit.
+func tlsFilesFromEnv() redisstore.TLSFiles {
+	return redisstore.TLSFiles{
+		CertFile: os.Getenv("REDIS_TLS_CLIENT_CERT"), KeyFile: os.Getenv("REDIS_TLS_CLIENT_KEY"),
+		CAFile: os.Getenv("REDIS_TLS_CACERT"), SkipHostnameVerification: envBool("REDIS_TLS_SKIP_HOSTNAME_VERIFICATION", false),
+	}
+}
+
+// anyTLS reports whether any of the URLs is rediss.
+func anyTLS(urls ...string) bool {
+	for _, u := range urls {
+		if strings.HasPrefix(u, "rediss://") || strings.HasPrefix(u, "rediss+") {
+			return true
+		}
+	}
+	return false
+}
+
+// isSentinel reports whether u is a redis+sentinel or rediss+sentinel URL.
+func isSentinel(u string) bool {
+	scheme, _, _ := strings.Cut(u, "://")
+	return strings.HasSuffix(scheme, "+sentinel")
+}
+
+// notActedOn returns the Redis variables that are set (not empty) and that
+// serve does not act on with the stores given, each as "NAME (why)" or
+// "NAME=value (why)", for the start-up line.
+func (o *redisOptions) notActedOn(store string) []string {
+	var out []string
+	name := func(n, why string) {
+		if os.Getenv(n) != "" {
+			out = append(out, n+" ("+why+")")
+		}
+	}
+	valued := func(n, ok, why string) {
+		if v := os.Getenv(n); v != "" && !sameEnvValue(strings.TrimSpace(v), ok) {
+			out = append(out, n+"="+v+" ("+why+")")
+		}
+	}
+	if isMemory(store) {
+		for _, n := range []string{"REDIS_POOL_SIZE", "REDIS_PIPELINE_WINDOW", "REDIS_PIPELINE_LIMIT", "REDIS_TIMEOUT",
+			"REDIS_SENTINEL_AUTH", "REDIS_TLS_CLIENT_CERT", "REDIS_TLS_CLIENT_KEY", "REDIS_TLS_CACERT",
+			"REDIS_TLS_SKIP_HOSTNAME_VERIFICATION", "REDIS_CLUSTER_PIPELINE_PARALLELISM", "REDIS_POOL_ON_EMPTY_BEHAVIOR",
+			"REDIS_STARTUP_INITIAL_INTERVAL", "REDIS_STARTUP_MAX_INTERVAL", "REDIS_STARTUP_MAX_ELAPSED_TIME",
+			"EXPIRATION_JITTER_MAX_SECONDS"} {
+			name(n, "the store is memory")
+		}
+	} else {
+		tuningNotActedOn("REDIS_", name, valued)
+		if !anyTLS(store, o.perSecond) {
+			for _, n := range []string{"REDIS_TLS_CLIENT_CERT", "REDIS_TLS_CLIENT_KEY", "REDIS_TLS_CACERT", "REDIS_TLS_SKIP_HOSTNAME_VERIFICATION"} {
+				name(n, "no store is rediss://: REDIS_TLS is false")
+			}
+		}
+		if !isSentinel(store) {
+			name("REDIS_SENTINEL_AUTH", "the store is not redis+sentinel://")
+		}
+		for _, n := range []string{"REDIS_STARTUP_INITIAL_INTERVAL", "REDIS_STARTUP_MAX_INTERVAL", "REDIS_STARTUP_MAX_ELAPSED_TIME"} {
+			name(n, "serve starts without Redis, the failure mode answering, and reconnects by itself: 0.5 s doubling to 30 s, for ever")
+		}
+		if f, _ := redisstore.ParseKeyFormat(o.keyFormat); f != redisstore.KeyEnvoy {
+			name("EXPIRATION_JITTER_MAX_SECONDS", "only -redis-key-format envoy keys take a jitter; Sluice's expire when their state is as good as fresh")
+		}
+	}
+	o.perSecondNotActedOn(store, name, valued)
+	return out
+}
+
+// tuningNotActedOn names the variables with prefix that rueidis has no
+// knob for, when set to another value than their default.
+func tuningNotActedOn(prefix string, name func(n, why string), valued func(n, ok, why string)) {
+	valued(prefix+"PIPELINE_LIMIT", "0", "rueidis flushes a pipeline when its buffer is written and after the pipeline window, not after a count of commands")
+	name(prefix+"CLUSTER_PIPELINE_PARALLELISM", "rueidis writes to every Cluster node at once, each on its own connections")
+	valued(prefix+"POOL_ON_EMPTY_BEHAVIOR", "WAIT", "rueidis queues commands on its pipelined connections, which never run out: WAIT is what it does")
+}
+
+// perSecondNotActedOn names the REDIS_PERSECOND_ variables: all of them
+// without a per-second store, else those rueidis has no knob for.
+func (o *redisOptions) perSecondNotActedOn(store string, name func(n, why string), valued func(n, ok, why string)) {
+	all := []string{"REDIS_PERSECOND_URL", "REDIS_PERSECOND_TYPE", "REDIS_PERSECOND_AUTH", "REDIS_PERSECOND_TLS",
+		"REDIS_PERSECOND_SOCKET_TYPE", "REDIS_PERSECOND_POOL_SIZE", "REDIS_PERSECOND_PIPELINE_WINDOW",
+		"REDIS_PERSECOND_PIPELINE_LIMIT", "REDIS_PERSECOND_TIMEOUT", "REDIS_PERSECOND_SENTINEL_AUTH",
+		"REDIS_PERSECOND_CLUSTER_PIPELINE_PARALLELISM", "REDIS_PERSECOND_POOL_ON_EMPTY_BEHAVIOR"}
+	switch {
+	case isMemory(store):
+		for _, n := range all {
+			name(n, "the store is memory")
+		}
+	case o.perSecond == "" || !envBool("REDIS_PERSECOND", false):
+		// With -store-per-second given as a flag, the variables built no URL.
+		why := "REDIS_PERSECOND is not true"
+		if o.perSecond != "" {
+			why = "-store-per-second is given"
+		}
+		for _, n := range all {
+			name(n, why)
+		}
+	default:
+		tuningNotActedOn("REDIS_PERSECOND_", name, valued)
+		valued("REDIS_PERSECOND_SOCKET_TYPE", "tcp", "Sluice speaks TCP to Redis only")
+		if !isSentinel(o.perSecond) {
+			name("REDIS_PERSECOND_SENTINEL_AUTH", "the per-second store is not redis+sentinel://")
+		}
+	}
+}
+
+// redisURLFromEnv returns the Redis URL that envoyproxy/ratelimit's
+// variables with prefix ("REDIS_" or "REDIS_PERSECOND_") name, or "" when
+// prefix+URL is unset: the URL, which when it is envoyproxy/ratelimit's
+// host:port (not a URL) becomes one, with scheme rediss when prefix+TLS is
+// true, and redis+cluster or redis+sentinel per prefix+TYPE (a sentinel URL
+// is "master,host:port,host:port"); prefix+AUTH, "password" or
+// "user:password", becomes the URL's user information unless the URL has
+// one.
+func redisURLFromEnv(prefix string) string {
+	u := os.Getenv(prefix + "URL")
+	if u == "" {
+		return ""
+	}
+	if !strings.Contains(u, "://") {
+		scheme := "redis"
+		if envBool(prefix+"TLS", false) {
+			scheme = "rediss"
+		}
+		switch strings.ToLower(os.Getenv(prefix + "TYPE")) {
+		case "cluster":
+			scheme += "+cluster"
+		case "sentinel":
+			scheme += "+sentinel"
+			if master, hosts, ok := strings.Cut(u, ","); ok {
+				u = hosts + "/" + master
+			}
+		}
+		u = scheme + "://" + u
+	}
+	if auth := os.Getenv(prefix + "AUTH"); auth != "" {
+		scheme, rest, _ := strings.Cut(u, "://")
+		authority := rest
+		if i := strings.IndexAny(rest, "/?"); i >= 0 {
+			authority = rest[:i]
+		}
+		if !strings.Contains(authority, "@") {
+			user, pass, ok := strings.Cut(auth, ":")
+			if !ok {
+				user, pass = "", auth
+			}
+			u = scheme + "://" + url.UserPassword(user, pass).String() + "@" + rest
+		}
+	}
+	return u
+}

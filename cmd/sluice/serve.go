@@ -56,7 +56,7 @@ var ignoredEnv = []string{
 	"XDS_CLIENT_BACKOFF_JITTER",
 	"USE_DOG_STATSD_MOGRIFIERS", "STATSD_HOST", "STATSD_PORT", "EXTRA_TAGS", "STATS_FLUSH_INTERVAL",
 	"PROMETHEUS_ADDR", "PROMETHEUS_PATH", "PROMETHEUS_MAPPER_YAML",
-	"EXPIRATION_JITTER_MAX_SECONDS", "NEAR_LIMIT_RATIO", "STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT",
+	"EXPIRATION_JITTER_MAX_SECONDS",
 	"HEALTHY_WITH_AT_LEAST_ONE_CONFIG_LOADED",
 	"REDIS_POOL_SIZE", "REDIS_TLS_CLIENT_CERT", "REDIS_TLS_CLIENT_KEY", "REDIS_TLS_CACERT",
 	"REDIS_PIPELINE_WINDOW", "REDIS_PIPELINE_LIMIT",
@@ -116,7 +116,6 @@ var onlyValueEnv = []struct{ name, value string }{
 	{"REDIS_TLS_SKIP_HOSTNAME_VERIFICATION", "false"},
 	{"MEMCACHE_TLS", "false"},
 	{"MEMCACHE_TLS_SKIP_HOSTNAME_VERIFICATION", "false"},
-	{"MERGE_DOMAIN_CONFIG", "false"},
 	{"TRACING_ENABLED", "false"},
 }
 
@@ -173,6 +172,12 @@ type serveOptions struct {
 	maxDetailed                                                     int
 	maxOverride, maxCost, maxDescs, maxEntries                      int
 	memMaxBytes, jsonInFlight                                       int64
+
+	// rules are envoyproxy/ratelimit's settings of how rules act:
+	// QUOTA_MODE, RESPONSE_DYNAMIC_METADATA, NEAR_LIMIT_RATIO,
+	// STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT and (for loading)
+	// MERGE_DOMAIN_CONFIG.
+	rules ruleOptions
 }
 
 // env returns the environment variable name, or def when it is unset or
@@ -435,8 +440,35 @@ func parseServeFlags(args []string, stdout, stderr io.Writer) (s *serveApp, code
 		"the most entries a descriptor may carry; more is refused (400, InvalidArgument)")
 	fs.IntVar(&o.maxDetailed, "detailed-metric-max-series", envErr.int("DETAILED_METRIC_MAX_SERIES", service.DefaultMaxDetailedSeries),
 		"metrics series per detailed_metric rule at most (one per descriptor); past them, the rule's FULLKEY#other series counts")
+	o.rules = readRuleOptions(envErr)
 	code, done = parseCommandLine(fs, args, stdout, stderr, serveUsage, 0)
 	return s, code, done
+}
+
+// ruleOptions are envoyproxy/ratelimit's variables of how rules act, read
+// from the environment only, as there.
+type ruleOptions struct {
+	quota, dynamicMetadata, stopIncrement bool
+	nearRatio                             float64
+	load                                  config.Options
+}
+
+// readRuleOptions reads ruleOptions, recording bad values in envErr.
+func readRuleOptions(envErr *envErrs) ruleOptions {
+	envErr.bools("QUOTA_MODE", "RESPONSE_DYNAMIC_METADATA", "STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT", "MERGE_DOMAIN_CONFIG")
+	return ruleOptions{
+		quota:           envBool("QUOTA_MODE", false),
+		dynamicMetadata: envBool("RESPONSE_DYNAMIC_METADATA", false),
+		stopIncrement:   envBool("STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT", false),
+		nearRatio: envParse(envErr, "NEAR_LIMIT_RATIO", service.DefaultNearLimitRatio, "a number from 0 to 1, such as 0.8", func(v string) (float64, error) {
+			f, err := strconv.ParseFloat(v, 64)
+			if err == nil && !(f >= 0 && f <= 1) {
+				err = errors.New("out of range")
+			}
+			return f, err
+		}),
+		load: config.Options{MergeDomains: envBool("MERGE_DOMAIN_CONFIG", false)},
+	}
 }
 
 // checkOptions refuses the settings serve cannot run with (exit 2): the
@@ -508,7 +540,7 @@ func (s *serveApp) loadConfig(ctx context.Context) error {
 		return stoppedEarly(ctx, err)
 	}
 	s.sum = sum
-	rules, err := loadRules(ctx, s.o.configPath)
+	rules, err := loadRules(ctx, s.o.configPath, s.o.rules.load)
 	if err == nil {
 		err = checkForwardAuth(rules, s.trusted) // before the store is opened
 	}
@@ -558,7 +590,9 @@ func (s *serveApp) serviceConfig() service.Config {
 	return service.Config{Limiter: s.st.limiter, Rules: s.rules, Prefix: o.prefix, ShadowMode: o.shadow,
 		Headers: s.headers, LegacyNames: legacyNamesFromEnv(), Logger: s.log, Registerer: s.reg, Failure: s.st.failure, Healthy: healthy,
 		MaxDetailedSeries: o.maxDetailed, MaxOverride: uint32(o.maxOverride), MaxCost: uint64(o.maxCost),
-		MaxDescriptors: o.maxDescs, MaxEntries: o.maxEntries, MaxJSONBytesInFlight: o.jsonInFlight}
+		MaxDescriptors: o.maxDescs, MaxEntries: o.maxEntries, MaxJSONBytesInFlight: o.jsonInFlight,
+		QuotaMode: o.rules.quota, DynamicMetadata: o.rules.dynamicMetadata, NearLimitRatio: o.rules.nearRatio,
+		StopIncrementWhenOverLimit: o.rules.stopIncrement}
 }
 
 // apply swaps a reloaded config in: the forward-auth mapping is built
@@ -585,7 +619,14 @@ func (s *serveApp) configSource() (*reloader, error) {
 	if s.o.configPath == "" {
 		return nil, nil
 	}
-	return newReloader(s.o.configPath, loadRulesWith(s.apply), s.log, s.reg, s.sum, true)
+	load := func(path string) error {
+		rules, err := s.o.rules.load.Load(path)
+		if err != nil {
+			return err
+		}
+		return s.apply(rules)
+	}
+	return newReloader(s.o.configPath, load, s.log, s.reg, s.sum, true)
 }
 
 // grpcServerOptions returns the gRPC server's options: the service's and
@@ -665,12 +706,13 @@ func watchRoots(fs *flag.FlagSet, configPath, defConfig string) []string {
 }
 
 // loadRules loads the config at path, or the built-in example when path is
-// empty; it gives up when ctx ends (SIGTERM) or after config.LoadTimeout.
-func loadRules(ctx context.Context, path string) (*config.Config, error) {
+// empty, with opts; it gives up when ctx ends (SIGTERM) or after
+// config.LoadTimeout.
+func loadRules(ctx context.Context, path string, opts config.Options) (*config.Config, error) {
 	if path != "" {
 		ctx, cancel := context.WithTimeout(ctx, config.LoadTimeout)
 		defer cancel()
-		return config.LoadContext(ctx, path)
+		return opts.LoadContext(ctx, path)
 	}
 	d, err := config.Parse("built-in example", exampleConfig)
 	if err != nil {

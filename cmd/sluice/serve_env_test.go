@@ -45,8 +45,8 @@ func TestServeRefusesEnvItCannotHonour(t *testing.T) {
 // in the one start-up line: before, REDIS_POOL_SIZE, REDIS_PERSECOND,
 // LOG_FORMAT and the rest were ignored without a word.
 func TestServeNamesEveryEnvItDoesNotActOn(t *testing.T) {
-	for _, name := range []string{"REDIS_POOL_SIZE", "REDIS_PERSECOND_URL", "LOG_FORMAT", "NEAR_LIMIT_RATIO",
-		"EXPIRATION_JITTER_MAX_SECONDS", "STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT", "MERGE_DOMAIN_CONFIG",
+	for _, name := range []string{"REDIS_POOL_SIZE", "REDIS_PERSECOND_URL", "LOG_FORMAT",
+		"EXPIRATION_JITTER_MAX_SECONDS",
 		"REDIS_TLS_CACERT", "REDIS_TLS_SKIP_HOSTNAME_VERIFICATION", "TRACING_ENABLED", "STATSD_HOST",
 		"GRPC_CLIENT_TLS_CACERT"} {
 		t.Setenv(name, "x")

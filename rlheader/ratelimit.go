@@ -133,12 +133,7 @@ func validateName(what, s string) error {
 func AppendPolicies(dst []byte, ps ...Policy) []byte {
 	for i := range ps {
 		p := &ps[i]
-		if i > 0 {
-			dst = append(dst, ", "...)
-		}
-		dst = appendString(dst, p.Name)
-		dst = append(dst, ";q="...)
-		dst = appendInteger(dst, p.Quota)
+		dst = appendMember(dst, i, p.Name, ";q=", p.Quota)
 		if p.Unit != "" {
 			dst = append(dst, ";qu="...)
 			dst = appendString(dst, p.Unit)
@@ -147,10 +142,7 @@ func AppendPolicies(dst []byte, ps ...Policy) []byte {
 			dst = append(dst, ";w="...)
 			dst = appendInteger(dst, ceilSeconds(p.Window))
 		}
-		if p.PartitionKey != nil {
-			dst = append(dst, ";pk="...)
-			dst = appendByteSeq(dst, p.PartitionKey)
-		}
+		dst = appendPartitionKey(dst, p.PartitionKey)
 	}
 	return dst
 }
@@ -166,22 +158,35 @@ func AppendPolicies(dst []byte, ps ...Policy) []byte {
 func AppendStatuses(dst []byte, ss ...Status) []byte {
 	for i := range ss {
 		s := &ss[i]
-		if i > 0 {
-			dst = append(dst, ", "...)
-		}
-		dst = appendString(dst, s.Name)
-		dst = append(dst, ";r="...)
-		dst = appendInteger(dst, s.Remaining)
+		dst = appendMember(dst, i, s.Name, ";r=", s.Remaining)
 		if s.Reset >= 0 {
 			dst = append(dst, ";t="...)
 			dst = appendInteger(dst, ceilSeconds(s.Reset))
 		}
-		if s.PartitionKey != nil {
-			dst = append(dst, ";pk="...)
-			dst = appendByteSeq(dst, s.PartitionKey)
-		}
+		dst = appendPartitionKey(dst, s.PartitionKey)
 	}
 	return dst
+}
+
+// appendMember appends the start of the i-th member of a list: the
+// separator (none before the first), its name and its first parameter,
+// param (";q=" or ";r=") with the integer n.
+func appendMember(dst []byte, i int, name, param string, n int64) []byte {
+	if i > 0 {
+		dst = append(dst, ", "...)
+	}
+	dst = appendString(dst, name)
+	dst = append(dst, param...)
+	return appendInteger(dst, n)
+}
+
+// appendPartitionKey appends the pk parameter, unless pk is nil.
+func appendPartitionKey(dst []byte, pk []byte) []byte {
+	if pk == nil {
+		return dst
+	}
+	dst = append(dst, ";pk="...)
+	return appendByteSeq(dst, pk)
 }
 
 // ceilSeconds is d in whole seconds, rounded up; 0 for d <= 0.

@@ -255,79 +255,20 @@ type compiled struct {
 
 // New checks cfg and returns a Middleware.
 func New(cfg Config) (*Middleware, error) {
-	if cfg.Limiter == nil && len(cfg.Policies) > 0 {
-		return nil, errors.New("httplimit: Config.Limiter is nil")
-	}
-	if len(cfg.Policies) == 0 && len(cfg.Concurrency) == 0 {
-		return nil, errors.New("httplimit: no policies")
-	}
-	if cfg.StatusCode == 0 {
-		cfg.StatusCode = http.StatusTooManyRequests
-	}
-	if len(cfg.LogKeySecret) == 0 {
-		cfg.LogKeySecret = processLogKeySecret()
-	}
-	if cfg.StatusCode < 400 || cfg.StatusCode > 599 {
-		return nil, fmt.Errorf("httplimit: status %d is not between 400 and 599", cfg.StatusCode)
-	}
-	if cfg.ConcurrencyStatusCode == 0 {
-		cfg.ConcurrencyStatusCode = cfg.StatusCode
-	}
-	if cfg.ConcurrencyStatusCode < 400 || cfg.ConcurrencyStatusCode > 599 {
-		return nil, fmt.Errorf("httplimit: concurrency status %d is not between 400 and 599", cfg.ConcurrencyStatusCode)
-	}
-	if cfg.Wait == nil {
-		cfg.Wait = Sleep
-	}
-	if cfg.StoreErrorStatus != 0 && (cfg.StoreErrorStatus < 400 || cfg.StoreErrorStatus > 599) {
-		return nil, fmt.Errorf("httplimit: store error status %d is not between 400 and 599", cfg.StoreErrorStatus)
-	}
-	if cfg.Logger == nil {
-		cfg.Logger = slog.Default()
+	if err := cfg.complete(); err != nil {
+		return nil, err
 	}
 	m := &Middleware{cfg: cfg}
-	names := map[string]bool{}
-	checkName := func(n string) error {
-		if n == "" {
-			return errors.New("httplimit: a policy has no name")
-		}
-		if names[n] {
-			return fmt.Errorf("httplimit: two policies are named %q", n)
-		}
-		names[n] = true
-		for i := 0; i < len(n); i++ {
-			if n[i] < 0x20 || n[i] > 0x7e {
-				return fmt.Errorf("httplimit: policy name %q is not printable ASCII", n)
-			}
-		}
-		return nil
-	}
+	names := policyNames{}
 	for _, p := range cfg.Policies {
-		if err := checkName(p.Name); err != nil {
+		if err := names.add(p.Name); err != nil {
 			return nil, err
 		}
-		var q *queue.Queue
-		if p.Queue != nil {
-			if p.Limit != (sluice.Limit{}) {
-				return nil, fmt.Errorf("httplimit: policy %q has both a Limit and a Queue", p.Name)
-			}
-			var err error
-			if q, err = queue.New(cfg.Limiter, *p.Queue); err != nil {
-				return nil, fmt.Errorf("httplimit: policy %q: %w", p.Name, err)
-			}
-			p.Limit = q.Limit()
+		c, err := compilePolicy(cfg.Limiter, p)
+		if err != nil {
+			return nil, err
 		}
-		if err := p.Limit.Validate(); err != nil {
-			return nil, fmt.Errorf("httplimit: policy %q: %w", p.Name, err)
-		}
-		if p.Key == nil {
-			return nil, fmt.Errorf("httplimit: policy %q has no key function", p.Name)
-		}
-		h := rlheader.Policy{Name: p.Name, Quota: int64(p.Limit.Rate)}
-		if p.Limit.Period%time.Second == 0 {
-			h.Window = p.Limit.Period // w is whole seconds; otherwise it is left out
-		}
-		m.policies = append(m.policies, compiled{Policy: p, header: h, q: q})
+		m.policies = append(m.policies, c)
 	}
 	// Shadow policies go first, so that every request is counted by them
 	// even when an enforced policy refuses it.
@@ -349,7 +290,7 @@ func New(cfg Config) (*Middleware, error) {
 	}
 	m.allPolicies = string(rlheader.AppendPolicies(nil, all...))
 	for _, c := range cfg.Concurrency {
-		if err := checkName(c.Name); err != nil {
+		if err := names.add(c.Name); err != nil {
 			return nil, err
 		}
 		if c.Max < 1 {
@@ -362,6 +303,90 @@ func New(cfg Config) (*Middleware, error) {
 		m.conc = append(m.conc, &concurrency{ConcurrencyPolicy: c, slots: slots})
 	}
 	return m, nil
+}
+
+// complete checks cfg's settings and fills in its defaults.
+func (cfg *Config) complete() error {
+	if cfg.Limiter == nil && len(cfg.Policies) > 0 {
+		return errors.New("httplimit: Config.Limiter is nil")
+	}
+	if len(cfg.Policies) == 0 && len(cfg.Concurrency) == 0 {
+		return errors.New("httplimit: no policies")
+	}
+	if cfg.StatusCode == 0 {
+		cfg.StatusCode = http.StatusTooManyRequests
+	}
+	if len(cfg.LogKeySecret) == 0 {
+		cfg.LogKeySecret = processLogKeySecret()
+	}
+	if cfg.StatusCode < 400 || cfg.StatusCode > 599 {
+		return fmt.Errorf("httplimit: status %d is not between 400 and 599", cfg.StatusCode)
+	}
+	if cfg.ConcurrencyStatusCode == 0 {
+		cfg.ConcurrencyStatusCode = cfg.StatusCode
+	}
+	if cfg.ConcurrencyStatusCode < 400 || cfg.ConcurrencyStatusCode > 599 {
+		return fmt.Errorf("httplimit: concurrency status %d is not between 400 and 599", cfg.ConcurrencyStatusCode)
+	}
+	if cfg.Wait == nil {
+		cfg.Wait = Sleep
+	}
+	if cfg.StoreErrorStatus != 0 && (cfg.StoreErrorStatus < 400 || cfg.StoreErrorStatus > 599) {
+		return fmt.Errorf("httplimit: store error status %d is not between 400 and 599", cfg.StoreErrorStatus)
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	return nil
+}
+
+// policyNames are the names of a Middleware's policies, rate and in-flight
+// ones together.
+type policyNames map[string]bool
+
+// add refuses an empty name, one already taken, and one that is not
+// printable ASCII (it goes into headers and keys); else it takes it.
+func (names policyNames) add(n string) error {
+	if n == "" {
+		return errors.New("httplimit: a policy has no name")
+	}
+	if names[n] {
+		return fmt.Errorf("httplimit: two policies are named %q", n)
+	}
+	names[n] = true
+	for i := 0; i < len(n); i++ {
+		if n[i] < 0x20 || n[i] > 0x7e {
+			return fmt.Errorf("httplimit: policy name %q is not printable ASCII", n)
+		}
+	}
+	return nil
+}
+
+// compilePolicy checks p and returns it with its queue (on limiter) and its
+// RateLimit-Policy item.
+func compilePolicy(limiter sluice.Limiter, p Policy) (compiled, error) {
+	var q *queue.Queue
+	if p.Queue != nil {
+		if p.Limit != (sluice.Limit{}) {
+			return compiled{}, fmt.Errorf("httplimit: policy %q has both a Limit and a Queue", p.Name)
+		}
+		var err error
+		if q, err = queue.New(limiter, *p.Queue); err != nil {
+			return compiled{}, fmt.Errorf("httplimit: policy %q: %w", p.Name, err)
+		}
+		p.Limit = q.Limit()
+	}
+	if err := p.Limit.Validate(); err != nil {
+		return compiled{}, fmt.Errorf("httplimit: policy %q: %w", p.Name, err)
+	}
+	if p.Key == nil {
+		return compiled{}, fmt.Errorf("httplimit: policy %q has no key function", p.Name)
+	}
+	h := rlheader.Policy{Name: p.Name, Quota: int64(p.Limit.Rate)}
+	if p.Limit.Period%time.Second == 0 {
+		h.Window = p.Limit.Period // w is whole seconds; otherwise it is left out
+	}
+	return compiled{Policy: p, header: h, q: q}, nil
 }
 
 // Handler returns next wrapped by the middleware.
@@ -387,67 +412,63 @@ type decision struct {
 	res  sluice.Result
 }
 
+// serve runs the request through the rate policies (rateLimits), answers
+// a refusal, waits the longest delay a queued policy asks, then runs it
+// through the in-flight policies to next (serveInFlight).
 func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, next http.Handler) {
 	ctx := r.Context()
 	var buf [4]decision // no allocation for up to 4 policies
-	decisions := buf[:0]
-	var refused *decision
-	var delay time.Duration // the longest wait a queued policy asks
+	decisions, refused, delay, ok := m.rateLimits(w, r, buf[:0])
+	if !ok {
+		return
+	}
+	m.setHeaders(w.Header(), decisions)
+	if refused {
+		m.giveBack(ctx, decisions)
+		last := &decisions[len(decisions)-1]
+		m.reject(w, r, Rejection{Status: m.cfg.StatusCode, Policies: []string{last.p.Name}, RetryAfter: last.res.RetryAfter})
+		return
+	}
+	if delay > 0 {
+		if err := m.cfg.Wait(ctx, delay); err != nil {
+			// The client went away while queued: its place goes to the
+			// next request, and there is no one to answer.
+			m.giveBack(ctx, decisions)
+			m.cfg.Logger.Debug("httplimit: left the queue", "delay", delay, "err", err)
+			for _, d := range decisions {
+				m.cfg.Metrics.decision(d.p.Name, "cancelled")
+			}
+			return
+		}
+	}
+	if m.cfg.Ready != nil && !m.cfg.Ready(w, r) {
+		return
+	}
+	m.serveInFlight(w, r, decisions, next)
+}
+
+// rateLimits spends the request's cost on each rate policy in order, onto
+// decisions: the enforced policies' decisions, the last one the refusal
+// when refused, and the longest delay a queued policy asks. The first
+// refusal ends the run (the rest would be given back anyway). ok is false
+// when it has answered the request itself (a missing key, an impossible
+// cost, a failing limiter), having given back what was spent.
+func (m *Middleware) rateLimits(w http.ResponseWriter, r *http.Request, decisions []decision) (_ []decision, refused bool, delay time.Duration, ok bool) {
+	ctx := r.Context()
 	for i := range m.policies {
 		p := &m.policies[i]
-		key, ok := p.Key(r)
-		if !ok || key == "" {
-			if p.OnMissingKey == SkipMissing {
-				continue
-			}
-			m.giveBack(ctx, decisions)
-			m.missingKey(w, r, p.Name)
-			return
+		key, cost, ok := m.keyAndCost(w, r, p, decisions)
+		if !ok {
+			return nil, false, 0, false
 		}
-		key = m.finalKey(p.Name, key)
-		cost := 1
-		if p.Cost != nil {
-			cost = p.Cost(r)
+		if key == "" {
+			continue // no key, skipped
 		}
-		if cost < 1 || cost > p.Limit.Capacity() {
-			m.giveBack(ctx, decisions)
-			m.cfg.Logger.Error("httplimit: cost function returned an impossible cost", "policy", p.Name, "cost", cost, "capacity", p.Limit.Capacity())
-			m.fail(w, r, http.StatusInternalServerError, "rate limit cost out of range", p.Name)
-			return
-		}
-		var start time.Time
-		if m.cfg.Metrics != nil {
-			start = time.Now()
-		}
-		var res sluice.Result
-		var wait time.Duration
-		var err error
-		if p.q != nil {
-			var d queue.Decision
-			d, err = p.q.ReserveN(ctx, key, cost)
-			res, wait = d.Result, d.Delay
-		} else {
-			res, err = m.cfg.Limiter.AllowN(ctx, key, p.Limit, cost)
-		}
-		if m.cfg.Metrics != nil {
-			m.cfg.Metrics.latency(p.Name, time.Since(start))
-		}
+		res, wait, err := m.spend(ctx, p, key, cost)
 		if err != nil {
-			m.cfg.Metrics.storeError(p.Name)
-			m.cfg.Logger.Warn("httplimit: limiter failed", "policy", p.Name, "err", err)
-			closed := errors.Is(err, sluice.ErrUnavailable) // a limiter that fails closed
-			if closed || m.cfg.StoreErrorStatus != 0 {
+			if m.storeFailed(w, r, p, res, err) {
 				m.giveBack(ctx, decisions)
-				status := m.cfg.StoreErrorStatus
-				if status == 0 {
-					status = http.StatusServiceUnavailable
-				}
-				if closed && res.RetryAfter > 0 {
-					w.Header().Set(rlheader.HeaderRetryAfter, rlheader.FormatRetryAfter(res.RetryAfter))
-				}
-				w.Header().Set("Cache-Control", "no-store")
-				m.fail(w, r, status, "rate limiter unavailable", p.Name)
-				return
+				return nil, false, 0, false
 			}
 			continue // fail open for this policy
 		}
@@ -469,37 +490,90 @@ func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, next http.Han
 		}
 		decisions = append(decisions, decision{p: p, key: key, cost: cost, res: res})
 		if !res.Allowed {
-			refused = &decisions[len(decisions)-1]
-			break // the rest would be given back anyway
+			return decisions, true, delay, true
 		}
 	}
+	return decisions, false, delay, true
+}
 
-	m.setHeaders(w.Header(), decisions)
-	if refused != nil {
-		m.giveBack(ctx, decisions)
-		m.reject(w, r, Rejection{Status: m.cfg.StatusCode, Policies: []string{refused.p.Name}, RetryAfter: refused.res.RetryAfter})
-		return
-	}
-	if delay > 0 {
-		if err := m.cfg.Wait(ctx, delay); err != nil {
-			// The client went away while queued: its place goes to the
-			// next request, and there is no one to answer.
-			m.giveBack(ctx, decisions)
-			m.cfg.Logger.Debug("httplimit: left the queue", "delay", delay, "err", err)
-			for _, d := range decisions {
-				m.cfg.Metrics.decision(d.p.Name, "cancelled")
-			}
-			return
+// keyAndCost returns the request's final key and cost for p; key "" skips
+// p (no key, and p skips requests without one). ok is false when it has
+// answered the request (no key, or a cost out of p's range), having given
+// back what decisions spent.
+func (m *Middleware) keyAndCost(w http.ResponseWriter, r *http.Request, p *compiled, decisions []decision) (key string, cost int, ok bool) {
+	key, found := p.Key(r)
+	if !found || key == "" {
+		if p.OnMissingKey == SkipMissing {
+			return "", 0, true
 		}
+		m.giveBack(r.Context(), decisions)
+		m.missingKey(w, r, p.Name)
+		return "", 0, false
 	}
-	if m.cfg.Ready != nil && !m.cfg.Ready(w, r) {
-		return
+	cost = 1
+	if p.Cost != nil {
+		cost = p.Cost(r)
 	}
-	// In-flight limits after the rate limits, as NGINX runs limit_conn
-	// after limit_req: a request waiting in a queue holds no slot. A
-	// request refused here gets back what the rate limits charged.
-	// Each slot taken is released by a deferred call, also when a later
-	// policy refuses or the handler panics.
+	if cost < 1 || cost > p.Limit.Capacity() {
+		m.giveBack(r.Context(), decisions)
+		m.cfg.Logger.Error("httplimit: cost function returned an impossible cost", "policy", p.Name, "cost", cost, "capacity", p.Limit.Capacity())
+		m.fail(w, r, http.StatusInternalServerError, "rate limit cost out of range", p.Name)
+		return "", 0, false
+	}
+	return m.finalKey(p.Name, key), cost, true
+}
+
+// spend asks p's limiter (or its queue) to spend cost units of key, and
+// times the call; wait is the delay a queued policy asks.
+func (m *Middleware) spend(ctx context.Context, p *compiled, key string, cost int) (res sluice.Result, wait time.Duration, err error) {
+	var start time.Time
+	if m.cfg.Metrics != nil {
+		start = time.Now()
+	}
+	if p.q != nil {
+		var d queue.Decision
+		d, err = p.q.ReserveN(ctx, key, cost)
+		res, wait = d.Result, d.Delay
+	} else {
+		res, err = m.cfg.Limiter.AllowN(ctx, key, p.Limit, cost)
+	}
+	if m.cfg.Metrics != nil {
+		m.cfg.Metrics.latency(p.Name, time.Since(start))
+	}
+	return res, wait, err
+}
+
+// storeFailed counts and logs a failing limiter, and answers the request
+// when the failure refuses it: a limiter that fails closed
+// (sluice.ErrUnavailable, with its Retry-After), or StoreErrorStatus set.
+// It reports whether it answered; if not, p fails open.
+func (m *Middleware) storeFailed(w http.ResponseWriter, r *http.Request, p *compiled, res sluice.Result, err error) bool {
+	m.cfg.Metrics.storeError(p.Name)
+	m.cfg.Logger.Warn("httplimit: limiter failed", "policy", p.Name, "err", err)
+	closed := errors.Is(err, sluice.ErrUnavailable) // a limiter that fails closed
+	if !closed && m.cfg.StoreErrorStatus == 0 {
+		return false
+	}
+	status := m.cfg.StoreErrorStatus
+	if status == 0 {
+		status = http.StatusServiceUnavailable
+	}
+	if closed && res.RetryAfter > 0 {
+		w.Header().Set(rlheader.HeaderRetryAfter, rlheader.FormatRetryAfter(res.RetryAfter))
+	}
+	w.Header().Set("Cache-Control", "no-store")
+	m.fail(w, r, status, "rate limiter unavailable", p.Name)
+	return true
+}
+
+// serveInFlight runs the request through the in-flight policies and, if
+// they admit it, next. In-flight limits come after the rate limits, as
+// NGINX runs limit_conn after limit_req: a request waiting in a queue
+// holds no slot. A request refused here gets back what the rate limits
+// charged (decisions). Each slot taken is released by a deferred call,
+// also when a later policy refuses or the handler panics.
+func (m *Middleware) serveInFlight(w http.ResponseWriter, r *http.Request, decisions []decision, next http.Handler) {
+	ctx := r.Context()
 	for _, c := range m.conc {
 		key, ok := m.groupKey(c, r)
 		if !ok {
@@ -517,20 +591,27 @@ func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, next http.Han
 				m.cfg.Metrics.decision(c.Name, "shadow_rejected")
 				continue
 			}
-			m.cfg.Metrics.decision(c.Name, "rejected")
-			m.giveBack(ctx, decisions)
-			m.clearHeaders(w.Header())
-			rej := Rejection{Status: m.cfg.ConcurrencyStatusCode, Policies: []string{c.Name}, RetryAfter: time.Second}
-			if !m.cfg.NoDraftHeaders {
-				p := rlheader.Policy{Name: c.Name, Quota: int64(c.Max), Unit: rlheader.UnitConcurrentRequests}
-				w.Header()[hdrPolicy] = []string{string(rlheader.AppendPolicies(nil, p))}
-			}
-			m.reject(w, r, rej)
+			m.concurrencyRefused(w, r, c, decisions)
 			return
 		}
 		defer c.release(key) // runs even if next panics
 	}
 	next.ServeHTTP(w, r)
+}
+
+// concurrencyRefused answers a request that in-flight policy c refuses:
+// what the rate limits charged is given back, and their headers replaced
+// by c's RateLimit-Policy.
+func (m *Middleware) concurrencyRefused(w http.ResponseWriter, r *http.Request, c *concurrency, decisions []decision) {
+	m.cfg.Metrics.decision(c.Name, "rejected")
+	m.giveBack(r.Context(), decisions)
+	m.clearHeaders(w.Header())
+	rej := Rejection{Status: m.cfg.ConcurrencyStatusCode, Policies: []string{c.Name}, RetryAfter: time.Second}
+	if !m.cfg.NoDraftHeaders {
+		p := rlheader.Policy{Name: c.Name, Quota: int64(c.Max), Unit: rlheader.UnitConcurrentRequests}
+		w.Header()[hdrPolicy] = []string{string(rlheader.AppendPolicies(nil, p))}
+	}
+	m.reject(w, r, rej)
 }
 
 // Sleep is Config.Wait's default: it waits d on a timer and returns nil,

@@ -255,47 +255,71 @@ func appendByteSeq(dst []byte, b []byte) []byte {
 // what time.Duration holds (about 292 years) saturates. No lines, or only an
 // empty value, is an empty list: nil, nil.
 func ParsePolicies(fieldLines []string) ([]Policy, error) {
-	ms, err := parseSFList(fieldLines)
-	if err != nil || len(ms) == 0 {
-		return nil, err
-	}
-	ps := make([]Policy, len(ms))
-	for i := range ms {
-		m := &ms[i]
-		name, err := memberName("RateLimit-Policy", i, m)
-		if err != nil {
-			return nil, err
-		}
-		p := Policy{Name: name}
-		q, ok := lookupParam(m.params, "q")
-		if !ok {
-			return nil, paramError("RateLimit-Policy", i, name, "q", "missing")
-		}
-		if p.Quota, err = nonNegativeInteger("RateLimit-Policy", i, name, "q", q); err != nil {
-			return nil, err
-		}
+	return parseList(fieldLines, "RateLimit-Policy", "q", func(m *sfMember, at memberAt, quota int64) (Policy, error) {
+		p := Policy{Name: at.name, Quota: quota}
 		if qu, ok := lookupParam(m.params, "qu"); ok {
 			if qu.kind != sfString {
-				return nil, paramError("RateLimit-Policy", i, name, "qu", "is "+qu.kind.String()+", want a String")
+				return p, at.paramError("qu", "is "+qu.kind.String()+", want a String")
 			}
 			p.Unit = qu.str
 		}
 		if w, ok := lookupParam(m.params, "w"); ok {
-			secs, err := nonNegativeInteger("RateLimit-Policy", i, name, "w", w)
+			secs, err := nonNegativeInteger(at.field, at.i, at.name, "w", w)
 			if err != nil {
-				return nil, err
+				return p, err
 			}
 			if secs == 0 {
-				return nil, paramError("RateLimit-Policy", i, name, "w", "is 0, want a positive Integer")
+				return p, at.paramError("w", "is 0, want a positive Integer")
 			}
 			p.Window = secondsDuration(secs)
 		}
-		if p.PartitionKey, err = partitionKey("RateLimit-Policy", i, name, m.params); err != nil {
+		var err error
+		p.PartitionKey, err = partitionKey(at.field, at.i, at.name, m.params)
+		return p, err
+	})
+}
+
+// memberAt names a member in errors: the field, the member's index in the
+// list and its name.
+type memberAt struct {
+	field string
+	i     int
+	name  string
+}
+
+func (at memberAt) paramError(param, problem string) error {
+	return paramError(at.field, at.i, at.name, param, problem)
+}
+
+// parseList parses the field lines of field strictly as a List whose every
+// member has a name and the required non-negative Integer parameter param
+// (q or r), then reads the rest of each member with member. No lines, or
+// only an empty value, is an empty list: nil, nil.
+func parseList[T any](fieldLines []string, field, param string, member func(m *sfMember, at memberAt, n int64) (T, error)) ([]T, error) {
+	ms, err := parseSFList(fieldLines)
+	if err != nil || len(ms) == 0 {
+		return nil, err
+	}
+	out := make([]T, len(ms))
+	for i := range ms {
+		m := &ms[i]
+		at := memberAt{field: field, i: i}
+		if at.name, err = memberName(field, i, m); err != nil {
 			return nil, err
 		}
-		ps[i] = p
+		v, ok := lookupParam(m.params, param)
+		if !ok {
+			return nil, at.paramError(param, "missing")
+		}
+		n, err := nonNegativeInteger(field, i, at.name, param, v)
+		if err != nil {
+			return nil, err
+		}
+		if out[i], err = member(m, at, n); err != nil {
+			return nil, err
+		}
 	}
-	return ps, nil
+	return out, nil
 }
 
 // ParseStatuses parses the field lines of RateLimit strictly, as
@@ -307,38 +331,19 @@ func ParsePolicies(fieldLines []string) ([]Policy, error) {
 // beyond what time.Duration holds saturates. Any violation returns an error,
 // and the caller must then ignore the whole field.
 func ParseStatuses(fieldLines []string) ([]Status, error) {
-	ms, err := parseSFList(fieldLines)
-	if err != nil || len(ms) == 0 {
-		return nil, err
-	}
-	ss := make([]Status, len(ms))
-	for i := range ms {
-		m := &ms[i]
-		name, err := memberName("RateLimit", i, m)
-		if err != nil {
-			return nil, err
-		}
-		s := Status{Name: name, Reset: -1}
-		r, ok := lookupParam(m.params, "r")
-		if !ok {
-			return nil, paramError("RateLimit", i, name, "r", "missing")
-		}
-		if s.Remaining, err = nonNegativeInteger("RateLimit", i, name, "r", r); err != nil {
-			return nil, err
-		}
+	return parseList(fieldLines, "RateLimit", "r", func(m *sfMember, at memberAt, remaining int64) (Status, error) {
+		s := Status{Name: at.name, Remaining: remaining, Reset: -1}
 		if t, ok := lookupParam(m.params, "t"); ok {
-			secs, err := nonNegativeInteger("RateLimit", i, name, "t", t)
+			secs, err := nonNegativeInteger(at.field, at.i, at.name, "t", t)
 			if err != nil {
-				return nil, err
+				return s, err
 			}
 			s.Reset = secondsDuration(secs)
 		}
-		if s.PartitionKey, err = partitionKey("RateLimit", i, name, m.params); err != nil {
-			return nil, err
-		}
-		ss[i] = s
-	}
-	return ss, nil
+		var err error
+		s.PartitionKey, err = partitionKey(at.field, at.i, at.name, m.params)
+		return s, err
+	})
 }
 
 // memberName returns the String value of list member i.

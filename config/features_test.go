@@ -140,3 +140,13 @@ func TestMergeDomains(t *testing.T) {
 		t.Errorf("merging a file twice: %v, want a duplicate descriptor error naming both places", err)
 	}
 }
+
+// Metadata nested past maxMetadataDepth is refused with its line, so
+// that reading a hostile file cannot exhaust the stack.
+func TestMetadataDepthBounded(t *testing.T) {
+	deep := strings.Repeat("{a: ", maxMetadataDepth+2) + "1" + strings.Repeat("}", maxMetadataDepth+2)
+	_, err := Parse("deep.yaml", []byte("domain: d\ndescriptors:\n  - key: k\n    rate_limit: {unit: second, requests_per_unit: 1}\n    metadata: "+deep+"\n"))
+	if err == nil || !strings.Contains(err.Error(), "deep.yaml:5:") || !strings.Contains(err.Error(), "nested deeper") {
+		t.Errorf("Parse: %v, want a nesting error at line 5", err)
+	}
+}

@@ -183,6 +183,13 @@ descriptors:
 // several limits on one descriptor: a request is charged on all of them
 // or none; the status names the limit that refused, else the tightest.
 func TestSeveralLimitsChargeAllOrNone(t *testing.T) {
+	t.Run("store", func(t *testing.T) { severalLimits(t, nil) })
+	// With a failure policy each limit is decided through its failure
+	// mode's Limiter, and refunds go the same way.
+	t.Run("failure-policy", func(t *testing.T) { severalLimits(t, &service.FailurePolicy{}) })
+}
+
+func severalLimits(t *testing.T, fp *service.FailurePolicy) {
 	rules := parseRules(t, `
 domain: d
 descriptors:
@@ -191,7 +198,7 @@ descriptors:
       - {name: burst, unit: second, requests_per_unit: 2}
       - {name: daily, unit: day, requests_per_unit: 3}
 `)
-	h := start(t, t0, service.Config{Rules: rules, Headers: service.HeadersLegacy})
+	h := start(t, t0, service.Config{Rules: rules, Headers: service.HeadersLegacy, Failure: fp})
 	hit := func() *pb.RateLimitResponse { return decideOne(t, h, request("d", 0, desc("user", "bob"))) }
 	r1, r2, r3 := hit(), hit(), hit()
 	if r1.GetOverallCode() != pb.RateLimitResponse_OK || r2.GetOverallCode() != pb.RateLimitResponse_OK {

@@ -24,6 +24,15 @@ func peeker(inner sluice.Limiter) (sluice.Peeker, error) {
 	return nil, fmt.Errorf("relief: %T cannot peek: %w", inner, errors.ErrUnsupported)
 }
 
+// checkedPeeker checks a peek's key and limit (sluice.CheckPeek), then
+// returns inner as a sluice.Peeker as peeker does.
+func checkedPeeker(inner sluice.Limiter, key string, lim sluice.Limit) (sluice.Peeker, error) {
+	if err := sluice.CheckPeek(key, lim); err != nil {
+		return nil, err
+	}
+	return peeker(inner)
+}
+
 // Peek reads key's state without spending (see sluice.Peeker). While a
 // denial of key is cached the cache answers, with no round trip: remaining
 // 0 and the remembered reset (allowed, as a key at its limit peeks; the
@@ -31,10 +40,7 @@ func peeker(inner sluice.Limiter) (sluice.Peeker, error) {
 // the inner limiter, which must be a sluice.Peeker (else the error wraps
 // errors.ErrUnsupported).
 func (c *OverLimitCache) Peek(ctx context.Context, key string, lim sluice.Limit) (sluice.Result, error) {
-	if err := sluice.CheckPeek(key, lim); err != nil {
-		return sluice.Result{}, err
-	}
-	pk, err := peeker(c.inner)
+	pk, err := checkedPeeker(c.inner, key, lim)
 	if err != nil {
 		return sluice.Result{}, err
 	}
@@ -82,10 +88,7 @@ func (h *Hybrid) Peek(ctx context.Context, key string, lim sluice.Limit) (sluice
 // still admit. Units other servers hold are not seen. The inner limiter
 // must be a sluice.Peeker (else the error wraps errors.ErrUnsupported).
 func (b *Batcher) Peek(ctx context.Context, key string, lim sluice.Limit) (sluice.Result, error) {
-	if err := sluice.CheckPeek(key, lim); err != nil {
-		return sluice.Result{}, err
-	}
-	pk, err := peeker(b.inner)
+	pk, err := checkedPeeker(b.inner, key, lim)
 	if err != nil {
 		return sluice.Result{}, err
 	}

@@ -263,11 +263,35 @@ func (p *fileParser) optSizeOrOff(m map[string]*yaml.Node, key string, dst *int6
 	return nil
 }
 
+// parse reads the file's top-level mapping into p.f, in the order of its
+// steps; the first error ends it.
 func (p *fileParser) parse(root *yaml.Node) error {
 	top, err := p.fields(root, "the file", fileKeys)
 	if err != nil {
 		return err
 	}
+	if err := p.startSettings(top); err != nil {
+		return err
+	}
+	if err := p.upstreams(top); err != nil {
+		return err
+	}
+	// No upstream is not an error here: the program may give one (sluice
+	// proxy -upstream); New refuses a Config without any.
+	if err := p.settings(top); err != nil {
+		return err
+	}
+	res, err := p.clientIP(top)
+	if err != nil {
+		return err
+	}
+	p.f.Config.TrustedProxies = res
+	return p.lists(top, res)
+}
+
+// startSettings reads the settings the program applies at start (listen,
+// store, access_log, log_key_secret_file) and the body's size bounds.
+func (p *fileParser) startSettings(top map[string]*yaml.Node) error {
 	c := &p.f.Config
 	if err := cmp.Or(
 		p.optStr(top, "listen", &p.f.Listen),
@@ -277,12 +301,15 @@ func (p *fileParser) parse(root *yaml.Node) error {
 	); err != nil {
 		return err
 	}
-	if err := cmp.Or(
+	return cmp.Or(
 		p.optSizeOrOff(top, "client_max_body_size", &c.ClientMaxBodySize),          // NGINX's 0: no cap
 		p.optSizeOrOff(top, "client_body_min_rate", &c.Timeouts.ClientBodyMinRate), // bytes per second; 0: off
-	); err != nil {
-		return err
-	}
+	)
+}
+
+// upstreams reads upstream (one URL) or upstreams (a list), not both.
+func (p *fileParser) upstreams(top map[string]*yaml.Node) error {
+	c := &p.f.Config
 	if n := top["upstream"]; n != nil {
 		if top["upstreams"] != nil {
 			return p.errf(n, "both upstream and upstreams: use one")
@@ -293,18 +320,20 @@ func (p *fileParser) parse(root *yaml.Node) error {
 		}
 		c.Upstreams = []Upstream{{Name: "upstream", URL: u}}
 	}
-	if err := p.each(top, "upstreams", func(it *yaml.Node) error {
+	return p.each(top, "upstreams", func(it *yaml.Node) error {
 		u, err := p.upstream(it, c.Upstreams)
 		if err != nil {
 			return err
 		}
 		c.Upstreams = append(c.Upstreams, u)
 		return nil
-	}); err != nil {
-		return err
-	}
-	// No upstream is not an error here: the program may give one (sluice
-	// proxy -upstream); New refuses a Config without any.
+	})
+}
+
+// settings reads the gateway's bounds, statuses, switches, headers and
+// timeouts.
+func (p *fileParser) settings(top map[string]*yaml.Node) error {
+	c := &p.f.Config
 	if err := cmp.Or(
 		p.optInt(top, "max_in_flight", 0, 1<<30, &c.MaxInFlight),
 		// NGINX's limit_req_status and limit_conn_status accept 400 to 599.
@@ -317,55 +346,71 @@ func (p *fileParser) parse(root *yaml.Node) error {
 	); err != nil {
 		return err
 	}
-	if n := top["headers"]; n != nil {
-		s, err := p.str(n, "headers")
-		if err != nil {
-			return err
-		}
-		switch s {
-		case "draft-11":
-		case "legacy":
-			c.NoDraftHeaders, c.LegacyHeaders = true, true
-		case "both":
-			c.LegacyHeaders = true
-		case "off":
-			c.NoDraftHeaders = true
-		default:
-			return p.errf(n, "headers %q: want draft-11, legacy, both or off", s)
-		}
+	if err := p.headers(top["headers"]); err != nil {
+		return err
 	}
-	if err := cmp.Or(
+	return cmp.Or(
 		p.optDuration(top, "upstream_timeout", false, &c.UpstreamTimeout),
 		p.optDuration(top, "client_header_timeout", true, &c.Timeouts.ClientHeader),
 		p.optDuration(top, "client_body_timeout", true, &c.Timeouts.ClientBody),
 		p.optDuration(top, "send_timeout", true, &c.Timeouts.Send),
 		p.optDuration(top, "keepalive_timeout", true, &c.Timeouts.Keepalive),
-	); err != nil {
+	)
+}
+
+// headers reads headers (n, nil when absent): draft-11, legacy, both or
+// off.
+func (p *fileParser) headers(n *yaml.Node) error {
+	if n == nil {
+		return nil
+	}
+	c := &p.f.Config
+	s, err := p.str(n, "headers")
+	if err != nil {
 		return err
 	}
+	switch s {
+	case "draft-11":
+	case "legacy":
+		c.NoDraftHeaders, c.LegacyHeaders = true, true
+	case "both":
+		c.LegacyHeaders = true
+	case "off":
+		c.NoDraftHeaders = true
+	default:
+		return p.errf(n, "headers %q: want draft-11, legacy, both or off", s)
+	}
+	return nil
+}
+
+// clientIP returns the resolver of trusted_proxies and forwarded_header.
+func (p *fileParser) clientIP(top map[string]*yaml.Node) (*clientip.Resolver, error) {
 	res := &clientip.Resolver{}
 	if n := top["trusted_proxies"]; n != nil {
 		cidrs, err := p.strs(n, "trusted_proxies")
 		if err != nil {
-			return err
+			return nil, err
 		}
 		if res.TrustedProxies, err = clientip.ParsePrefixes(cidrs...); err != nil {
-			return p.errf(n, "trusted_proxies: %v", err)
+			return nil, p.errf(n, "trusted_proxies: %v", err)
 		}
 	}
 	if n := top["forwarded_header"]; n != nil {
 		s, err := p.str(n, "forwarded_header")
 		if err != nil {
-			return err
+			return nil, err
 		}
 		if res.Header, err = clientip.ParseHeader(s); err != nil {
-			return p.errf(n, "forwarded_header: %v", err)
+			return nil, p.errf(n, "forwarded_header: %v", err)
 		}
 	}
-	c.TrustedProxies = res
+	return res, nil
+}
 
-	// Each list may name the items of those before it; the first error
-	// ends the parse.
+// lists reads limits, conns and routes. Each list may name the items of
+// those before it; the first error ends the parse.
+func (p *fileParser) lists(top map[string]*yaml.Node, res *clientip.Resolver) error {
+	c := &p.f.Config
 	limits := map[string]limitSpec{}
 	if err := p.each(top, "limits", func(it *yaml.Node) error {
 		l, err := p.limit(it, res, limits)

@@ -321,27 +321,63 @@ func getOrNew[V any](m map[string]*V, name string) *V {
 	return v
 }
 
+// compile checks cfg and builds the state that serves it: its upstreams,
+// and a route for each of its routes on the mux, the fallback forwarding
+// anything else to the first upstream.
 func (g *Gateway) compile(cfg Config) (*state, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	if len(cfg.Upstreams) == 0 {
-		return nil, errors.New("gateway: no upstream")
+	if err := cfg.checkLimits(); err != nil {
+		return nil, err
 	}
-	if cfg.MaxInFlight < 0 {
-		return nil, fmt.Errorf("gateway: max in flight %d is negative", cfg.MaxInFlight)
-	}
-	if cfg.TrustedProxies != nil {
-		if err := cfg.TrustedProxies.Validate(); err != nil {
-			return nil, fmt.Errorf("gateway: trusted proxies: %w", err)
-		}
+	ups, err := upstreamsByName(cfg.Upstreams)
+	if err != nil {
+		return nil, err
 	}
 	st := &state{cfg: cfg, mux: http.NewServeMux(), logMu: &g.logMu, timeouts: cfg.Timeouts.WithDefaults(), maxBody: cfg.ClientMaxBodySize}
 	if st.maxBody == 0 {
 		st.maxBody = DefaultClientMaxBodySize
 	}
+	names := map[string]bool{}
+	for _, rt := range cfg.Routes {
+		if rt.Name == "" {
+			return nil, errors.New("gateway: a route has no name")
+		}
+		if names[rt.Name] {
+			return nil, fmt.Errorf("gateway: two routes are named %q", rt.Name)
+		}
+		names[rt.Name] = true
+		if err := g.addRoute(st, ups, rt); err != nil {
+			return nil, err
+		}
+	}
+	st.fallback = &route{name: Unmatched, handler: g.forwarder(st, cfg.Upstreams[0], Unmatched)}
+	return st, nil
+}
+
+// checkLimits refuses a config without upstream, a negative in-flight
+// bound and trusted proxies that do not validate.
+func (cfg *Config) checkLimits() error {
+	if len(cfg.Upstreams) == 0 {
+		return errors.New("gateway: no upstream")
+	}
+	if cfg.MaxInFlight < 0 {
+		return fmt.Errorf("gateway: max in flight %d is negative", cfg.MaxInFlight)
+	}
+	if cfg.TrustedProxies != nil {
+		if err := cfg.TrustedProxies.Validate(); err != nil {
+			return fmt.Errorf("gateway: trusted proxies: %w", err)
+		}
+	}
+	return nil
+}
+
+// upstreamsByName checks the upstreams (a name, unique; an http or https
+// URL with a host; no negative in-flight bound) and maps them by name.
+func upstreamsByName(list []Upstream) (map[string]Upstream, error) {
 	ups := map[string]Upstream{}
-	for i, u := range cfg.Upstreams {
+	for i, u := range list {
 		if u.Name == "" {
 			return nil, fmt.Errorf("gateway: upstream %d has no name", i+1)
 		}
@@ -356,111 +392,116 @@ func (g *Gateway) compile(cfg Config) (*state, error) {
 		}
 		ups[u.Name] = u
 	}
+	return ups, nil
+}
+
+// addRoute registers rt's patterns on st's mux: its method filter, then
+// its limits, then its forwarder to its upstream.
+func (g *Gateway) addRoute(st *state, ups map[string]Upstream, rt Route) error {
+	if len(rt.Patterns) == 0 {
+		return fmt.Errorf("gateway: route %q has no pattern", rt.Name)
+	}
+	wrap, fwd, err := g.routeLimits(st, ups, rt)
+	if err != nil {
+		return err
+	}
+	if len(rt.Methods) > 0 {
+		limits := wrap
+		wrap = func(next http.Handler) http.Handler {
+			return st.onlyMethods(rt, limits(next)) // before any limit: a denied request spends none
+		}
+	}
+	r := &route{name: rt.Name, handler: wrap(fwd), wrap: wrap}
+	for _, p := range rt.Patterns {
+		if err := register(st.mux, p, r); err != nil {
+			return fmt.Errorf("gateway: route %q: %w", rt.Name, err)
+		}
+	}
+	return nil
+}
+
+// routeLimits returns the route's limits, in front of any handler, and its
+// forwarder.
+func (g *Gateway) routeLimits(st *state, ups map[string]Upstream, rt Route) (func(http.Handler) http.Handler, http.Handler, error) {
+	cfg := &st.cfg
+	up := cfg.Upstreams[0].Name
+	if rt.Upstream != "" {
+		up = rt.Upstream
+	}
+	u, ok := ups[up]
+	if !ok {
+		return nil, nil, fmt.Errorf("gateway: route %q: no upstream named %q", rt.Name, rt.Upstream)
+	}
+	h := g.forwarder(st, u, rt.Name)
+	if len(rt.Policies) == 0 && len(rt.Concurrency) == 0 {
+		return func(next http.Handler) http.Handler { return next }, h, nil
+	}
+	pol := slices.Clone(rt.Policies) // the caller's are not changed
+	conc := slices.Clone(rt.Concurrency)
+	for i := range conc {
+		if conc[i].Slots == nil {
+			conc[i].Slots = g.slotsFor(conc[i].Name)
+		}
+	}
+	if cfg.DryRun {
+		for i := range pol {
+			pol[i].Shadow = true
+		}
+		for i := range conc {
+			conc[i].Shadow = true
+		}
+	}
+	m, err := httplimit.New(g.limitsConfig(st, rt.Name, pol, conc))
+	if err != nil {
+		return nil, nil, fmt.Errorf("gateway: route %q: %w", rt.Name, err)
+	}
+	return m.Handler, h, nil
+}
+
+// limitsConfig returns the httplimit config of route's policies: the
+// gateway's settings, its queue wait and body read-ahead, and its access
+// log and metrics for errors and refusals.
+func (g *Gateway) limitsConfig(st *state, route string, pol []httplimit.Policy, conc []httplimit.ConcurrencyPolicy) httplimit.Config {
+	cfg := &st.cfg
 	// A refusal is one line: the access log's when there is one.
 	refusalLevel := slog.LevelInfo
 	if cfg.AccessLog != nil {
 		refusalLevel = slog.LevelDebug
 	}
-	// mw returns the route's limits, in front of any handler, and its
-	// forwarder.
-	mw := func(rt Route) (func(http.Handler) http.Handler, http.Handler, error) {
-		up := cfg.Upstreams[0].Name
-		if rt.Upstream != "" {
-			up = rt.Upstream
-		}
-		u, ok := ups[up]
-		if !ok {
-			return nil, nil, fmt.Errorf("gateway: route %q: no upstream named %q", rt.Name, rt.Upstream)
-		}
-		h := g.forwarder(st, u, rt.Name)
-		if len(rt.Policies) == 0 && len(rt.Concurrency) == 0 {
-			return func(next http.Handler) http.Handler { return next }, h, nil
-		}
-		pol := slices.Clone(rt.Policies) // the caller's are not changed
-		conc := slices.Clone(rt.Concurrency)
-		for i := range conc {
-			if conc[i].Slots == nil {
-				conc[i].Slots = g.slotsFor(conc[i].Name)
+	return httplimit.Config{
+		Limiter:               cfg.Limiter,
+		Policies:              pol,
+		Concurrency:           conc,
+		StatusCode:            cfg.StatusCode,
+		ConcurrencyStatusCode: cfg.ConcurrencyStatusCode,
+		NoDraftHeaders:        cfg.NoDraftHeaders,
+		LegacyHeaders:         cfg.LegacyHeaders,
+		HashKeys:              cfg.HashKeys,
+		StoreErrorStatus:      cfg.StoreErrorStatus,
+		Logger:                cfg.Logger,
+		RefusalLevel:          refusalLevel,
+		LogKeys:               cfg.LogKeys,
+		LogKeySecret:          cfg.LogKeySecret,
+		Metrics:               cfg.Limits,
+		Wait:                  g.boundedWait(st, route),
+		Ready:                 func(w http.ResponseWriter, r *http.Request) bool { return st.readAhead(w, r, route) },
+		OnError: func(r *http.Request, status int, policy string) {
+			outcome := "UNAVAILABLE"
+			switch status {
+			case http.StatusBadRequest:
+				outcome = "NO_KEY"
+			case http.StatusInternalServerError:
+				outcome = "BAD_COST"
 			}
-		}
-		if cfg.DryRun {
-			for i := range pol {
-				pol[i].Shadow = true
-			}
-			for i := range conc {
-				conc[i].Shadow = true
-			}
-		}
-		m, err := httplimit.New(httplimit.Config{
-			Limiter:               cfg.Limiter,
-			Policies:              pol,
-			Concurrency:           conc,
-			StatusCode:            cfg.StatusCode,
-			ConcurrencyStatusCode: cfg.ConcurrencyStatusCode,
-			NoDraftHeaders:        cfg.NoDraftHeaders,
-			LegacyHeaders:         cfg.LegacyHeaders,
-			HashKeys:              cfg.HashKeys,
-			StoreErrorStatus:      cfg.StoreErrorStatus,
-			Logger:                cfg.Logger,
-			RefusalLevel:          refusalLevel,
-			LogKeys:               cfg.LogKeys,
-			LogKeySecret:          cfg.LogKeySecret,
-			Metrics:               cfg.Limits,
-			Wait:                  g.boundedWait(st, rt.Name),
-			Ready:                 func(w http.ResponseWriter, r *http.Request) bool { return st.readAhead(w, r, rt.Name) },
-			OnError: func(r *http.Request, status int, policy string) {
-				outcome := "UNAVAILABLE"
-				switch status {
-				case http.StatusBadRequest:
-					outcome = "NO_KEY"
-				case http.StatusInternalServerError:
-					outcome = "BAD_COST"
-				}
-				st.access(r, status, -1, outcome, []string{policy})
-				cfg.Metrics.outcome(rt.Name, "error")
-			},
-			WriteRejection: func(w http.ResponseWriter, r *http.Request, rej httplimit.Rejection) {
-				n := writeProblem(w, rlheader.QuotaExceeded(rej.Status, rej.Policies...), rej.Status)
-				st.access(r, rej.Status, n, "REJECTED", rej.Policies)
-				cfg.Metrics.outcome(rt.Name, "rejected")
-			},
-		})
-		if err != nil {
-			return nil, nil, fmt.Errorf("gateway: route %q: %w", rt.Name, err)
-		}
-		return m.Handler, h, nil
+			st.access(r, status, -1, outcome, []string{policy})
+			cfg.Metrics.outcome(route, "error")
+		},
+		WriteRejection: func(w http.ResponseWriter, r *http.Request, rej httplimit.Rejection) {
+			n := writeProblem(w, rlheader.QuotaExceeded(rej.Status, rej.Policies...), rej.Status)
+			st.access(r, rej.Status, n, "REJECTED", rej.Policies)
+			cfg.Metrics.outcome(route, "rejected")
+		},
 	}
-	names := map[string]bool{}
-	for _, rt := range cfg.Routes {
-		if rt.Name == "" {
-			return nil, errors.New("gateway: a route has no name")
-		}
-		if names[rt.Name] {
-			return nil, fmt.Errorf("gateway: two routes are named %q", rt.Name)
-		}
-		names[rt.Name] = true
-		if len(rt.Patterns) == 0 {
-			return nil, fmt.Errorf("gateway: route %q has no pattern", rt.Name)
-		}
-		wrap, fwd, err := mw(rt)
-		if err != nil {
-			return nil, err
-		}
-		if len(rt.Methods) > 0 {
-			limits := wrap
-			wrap = func(next http.Handler) http.Handler {
-				return st.onlyMethods(rt, limits(next)) // before any limit: a denied request spends none
-			}
-		}
-		r := &route{name: rt.Name, handler: wrap(fwd), wrap: wrap}
-		for _, p := range rt.Patterns {
-			if err := register(st.mux, p, r); err != nil {
-				return nil, fmt.Errorf("gateway: route %q: %w", rt.Name, err)
-			}
-		}
-	}
-	st.fallback = &route{name: Unmatched, handler: g.forwarder(st, cfg.Upstreams[0], Unmatched)}
-	return st, nil
 }
 
 // ServeHTTP routes r, applies its route's limits and forwards it.

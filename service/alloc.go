@@ -134,7 +134,7 @@ func (h *headerBlock) list() []*corepb.HeaderValue { return h.ptrs[:h.n:h.n] }
 // once: the header values that do not depend on the request, and the
 // rule's counters.
 type ruleInfo struct {
-	policyHeader string            // the RateLimit-Policy value (HeadersDraft11)
+	policyHeader string            // the RateLimit-Policy value (HeadersDraft11), every limit of a list
 	limitHeader  string            // the legacy Limit value (HeadersLegacy)
 	ctr          *ruleCounters     // nil without metrics, or with DetailedMetric or ValueToMetric
 	fail         *failsafe.Limiter // the rule's failure mode's; nil without Config.Failure
@@ -165,7 +165,7 @@ func (s *Service) info(b *rulesBox, r *config.RateLimit) *ruleInfo {
 	in := &ruleInfo{}
 	switch s.headers {
 	case HeadersDraft11:
-		in.policyHeader = string(rlheader.AppendPolicies(nil, rlheader.Policy{Name: policyName(r), Quota: int64(r.RequestsPerUnit), Window: r.Period()}))
+		in.policyHeader = string(rlheader.AppendPolicies(nil, rulePolicies(r)...))
 	case HeadersLegacy:
 		in.limitHeader = strconv.FormatUint(uint64(r.RequestsPerUnit), 10)
 	}

@@ -3,6 +3,7 @@ package service_test
 import (
 	"context"
 	"encoding/json"
+	"strings"
 	"testing"
 	"time"
 
@@ -229,6 +230,34 @@ descriptors:
 	ck := decideOne(t, h, request("d", 0, withHits(desc("user", "bob"), 0)))
 	if st := ck.GetStatuses()[0]; st.GetCurrentLimit().GetName() != "daily" || st.GetLimitRemaining() != 0 {
 		t.Errorf("check: %s, want daily with 0 left", statusString(st))
+	}
+	// A cost the per-second limit can never admit is refused there
+	// first; the day's limit, spent, would refuse it for longer, and the
+	// status says so (its reset, not a second).
+	big := decideOne(t, h, request("d", 0, withHits(desc("user", "bob"), 3)))
+	if st := big.GetStatuses()[0]; st.GetCurrentLimit().GetName() != "daily" || st.GetDurationUntilReset().AsDuration() <= time.Second {
+		t.Errorf("a cost of 3: %s, want refused by daily until the day ends", statusString(st))
+	}
+}
+
+// The draft-11 RateLimit-Policy of a rate_limits list lists every limit
+// (unnamed ones as FullKey#<seconds>s), and RateLimit names the tightest.
+func TestSeveralLimitsHeaders(t *testing.T) {
+	rules := parseRules(t, `
+domain: d
+descriptors:
+  - key: user
+    rate_limits:
+      - {unit: second, requests_per_unit: 5}
+      - {unit: day, requests_per_unit: 2}
+`)
+	h := start(t, t0, service.Config{Rules: rules, Headers: service.HeadersDraft11})
+	hd := headerMap(decideOne(t, h, request("d", 0, desc("user", "bob"))))
+	if got, want := hd["RateLimit-Policy"], `"d.user";q=5;w=1, "d.user#86400s";q=2;w=86400`; got != want {
+		t.Errorf("RateLimit-Policy %q, want %q", got, want)
+	}
+	if got := hd["RateLimit"]; !strings.HasPrefix(got, `"d.user#86400s";r=1;`) {
+		t.Errorf("RateLimit %q, want the daily limit's, 1 left", got)
 	}
 }
 

@@ -5,6 +5,7 @@ import (
 
 	corepb "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 
+	"github.com/sluicehq/sluice/config"
 	"github.com/sluicehq/sluice/rlheader"
 )
 
@@ -32,6 +33,16 @@ func (p *plan) headerPolicy() rlheader.Policy {
 	return rlheader.Policy{Name: p.policy, Quota: int64(p.rpu), Window: p.period}
 }
 
+// rulePolicies are the RateLimit-Policy items of every limit of r: one,
+// or one per limit of a rate_limits list.
+func rulePolicies(r *config.RateLimit) []rlheader.Policy {
+	pols := []rlheader.Policy{{Name: policyName(r), Quota: int64(r.RequestsPerUnit), Window: r.Period()}}
+	for j, m := range r.More {
+		pols = append(pols, rlheader.Policy{Name: listPolicyName(m, j+1), Quota: int64(m.RequestsPerUnit), Window: m.Period()})
+	}
+	return pols
+}
+
 // remaining is the remaining quota the response headers report: none when
 // over the limit.
 func (o *outcome) remaining() int64 {
@@ -55,6 +66,8 @@ func (s *Service) responseHeaders(outs []outcome, over bool) []*corepb.HeaderVal
 		policy := ""
 		if o.p.info != nil {
 			policy = o.p.info.policyHeader
+		} else if r := o.p.rule; r != nil && len(r.More) > 0 {
+			policy = string(rlheader.AppendPolicies(nil, rulePolicies(r)...))
 		} else {
 			policy = string(rlheader.AppendPolicies(nil, o.p.headerPolicy()))
 		}

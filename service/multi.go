@@ -24,6 +24,17 @@ func limitKey(base string, r *config.RateLimit, j int) string {
 	return shorten(base + "#" + strconv.FormatInt(int64(r.Period()/time.Second), 10) + "s")
 }
 
+// listPolicyName is the name the j-th limit of a rule's list goes by in
+// the response headers: its name, else the rule's FullKey for the first
+// and FullKey#<period in seconds>s for the others, as their store keys
+// end, so that the limits of a list have distinct names.
+func listPolicyName(r *config.RateLimit, j int) string {
+	if r.Name != "" || j == 0 {
+		return policyName(r)
+	}
+	return r.FullKey + "#" + strconv.FormatInt(int64(r.Period()/time.Second), 10) + "s"
+}
+
 // limitPlans returns a plan per limit of p's rule: p with the limit's
 // sluice.Limit, unit, name and failure mode. The first keeps p's cached
 // ruleInfo; the others have none (their header values are derived when
@@ -37,7 +48,7 @@ func limitPlans(p *plan) []plan {
 		if int(lr.Unit) < len(configUnits) {
 			q.unit = configUnits[lr.Unit]
 		}
-		q.name, q.policy = lr.Name, policyName(lr)
+		q.name, q.policy = lr.Name, listPolicyName(lr, j)
 		if j > 0 {
 			q.info = nil
 		}
@@ -97,7 +108,7 @@ func (s *Service) decideAll(ctx context.Context, domain string, i int, p *plan, 
 		}
 		if !res.Allowed {
 			s.refundLimits(ctx, i, qs[:j], base)
-			best, bestRes = j, res
+			best, bestRes = s.longestRefusal(ctx, i, qs, base, j, res)
 			break
 		}
 		if best < 0 || tighter(res, bestRes) {
@@ -106,6 +117,33 @@ func (s *Service) decideAll(ctx context.Context, domain string, i int, p *plan, 
 	}
 	report(p, &qs[best], sp)
 	return s.decided(o, sp, bestRes), nil
+}
+
+// longestRefusal returns the limit whose refusal the status reports: the
+// j-th limit, which refused with res, unless a limit after it, read
+// without spending, would refuse the cost too for longer. Retry-After
+// then says when every limit admits, not just the first that refused. A
+// limit that cannot be read is passed over.
+func (s *Service) longestRefusal(ctx context.Context, i int, qs []plan, base string, j int, res sluice.Result) (int, sluice.Result) {
+	best := j
+	for k := j + 1; k < len(qs); k++ {
+		q := &qs[k]
+		r, ok, err := s.peekKey(ctx, i, q, limitKey(base, q.rule, k))
+		if err != nil || !ok {
+			continue
+		}
+		wait := r.RetryAfter
+		if r.Allowed {
+			if uint64(r.Remaining) >= q.cost {
+				continue // it would admit
+			}
+			wait = r.ResetAfter
+		}
+		if wait > res.RetryAfter {
+			best, res = k, sluice.Result{RetryAfter: wait}
+		}
+	}
+	return best, res
 }
 
 // checkAll answers a check-only or refunding descriptor of several

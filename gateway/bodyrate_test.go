@@ -63,9 +63,7 @@ func (p *bubbleProxy) trickledPost(t *testing.T, total, fast, chunk int, gap, li
 // and its place is freed for the next request.
 func TestTrickledBodyBelowMinRateIs408(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		const bodyTimeout = 2 * time.Second
-		var reached atomic.Int64
-		p := newBubbleProxy(t, gateway.Config{MaxInFlight: 1, Timeouts: gateway.Timeouts{ClientBody: bodyTimeout}}, discardCounting(&reached))
+		p, reached := bodyTimeoutProxy(t, 1)
 		defer func() {
 			p.close()
 			time.Sleep(time.Second) // the server's lingering close after the 408
@@ -74,7 +72,7 @@ func TestTrickledBodyBelowMinRateIs408(t *testing.T) {
 		code, at := p.trickledPost(t, 1<<20, 16<<10, 1, bodyTimeout-10*time.Millisecond, 10*time.Minute)
 		// 16 KiB ahead, then 1 byte: the deadline is the body timeout
 		// plus 1 ms after the stream began.
-		p.streamedBodyCut(t, "upload trickled at 1 byte per "+(bodyTimeout-10*time.Millisecond).String(), code, start, at, bodyTimeout, 2*bodyTimeout, &reached)
+		p.streamedBodyCut(t, "upload trickled at 1 byte per "+(bodyTimeout-10*time.Millisecond).String(), code, start, at, 2*bodyTimeout, reached)
 	})
 }
 
@@ -89,7 +87,6 @@ func TestSteadyBodyAboveMinRateIsNotCut(t *testing.T) {
 	}{{"default", 0, 1536}, {"off", -1, 1}} {
 		t.Run(tc.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
-				const bodyTimeout = 2 * time.Second
 				var got atomic.Int64
 				p := newBubbleProxy(t, gateway.Config{MaxInFlight: 1, Timeouts: gateway.Timeouts{ClientBody: bodyTimeout, ClientBodyMinRate: tc.minRate}},
 					func(w http.ResponseWriter, r *http.Request) {

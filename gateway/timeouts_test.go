@@ -137,7 +137,7 @@ func (p *bubbleProxy) get(t *testing.T, path string) int {
 // bodyTimeout after start and no later than latest after it, the upstream
 // saw the one request (reached), and the request's place in flight is
 // freed: the next request is served. how says how the body was sent.
-func (p *bubbleProxy) streamedBodyCut(t *testing.T, how string, code int, start, at time.Time, bodyTimeout, latest time.Duration, reached *atomic.Int64) {
+func (p *bubbleProxy) streamedBodyCut(t *testing.T, how string, code int, start, at time.Time, latest time.Duration, reached *atomic.Int64) {
 	t.Helper()
 	if code != http.StatusRequestTimeout {
 		t.Fatalf("%s: status %d, want 408", how, code)
@@ -151,6 +151,18 @@ func (p *bubbleProxy) streamedBodyCut(t *testing.T, how string, code int, start,
 	if code := p.get(t, "/after"); code != http.StatusOK {
 		t.Errorf("after the %s: %d, want 200 (its place freed)", how, code)
 	}
+}
+
+// bodyTimeout is the body timeout of a bodyTimeoutProxy.
+const bodyTimeout = 2 * time.Second
+
+// bodyTimeoutProxy is a bubble proxy with maxInFlight places and a body
+// timeout of bodyTimeout in front of a discardCounting upstream, whose
+// count it returns.
+func bodyTimeoutProxy(t *testing.T, maxInFlight int) (*bubbleProxy, *atomic.Int64) {
+	t.Helper()
+	reached := new(atomic.Int64)
+	return newBubbleProxy(t, gateway.Config{MaxInFlight: maxInFlight, Timeouts: gateway.Timeouts{ClientBody: bodyTimeout}}, discardCounting(reached)), reached
 }
 
 // discardCounting is an upstream that counts its requests in n and reads
@@ -169,9 +181,7 @@ func discardCounting(n *atomic.Int64) http.HandlerFunc {
 // has stalled for the body timeout.
 func TestSlowBodiesHoldNoInFlightPlace(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		const bodyTimeout = 2 * time.Second
-		var reached atomic.Int64
-		p := newBubbleProxy(t, gateway.Config{MaxInFlight: 5, Timeouts: gateway.Timeouts{ClientBody: bodyTimeout}}, discardCounting(&reached))
+		p, reached := bodyTimeoutProxy(t, 5)
 		defer p.close()
 		start := time.Now()
 		var wg sync.WaitGroup
@@ -201,13 +211,11 @@ func TestSlowBodiesHoldNoInFlightPlace(t *testing.T) {
 // client gets 408 (not the upstream's 502 or 504) and its place is freed.
 func TestStreamedBodyStallIs408(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		const bodyTimeout = 2 * time.Second
-		var reached atomic.Int64
-		p := newBubbleProxy(t, gateway.Config{MaxInFlight: 1, Timeouts: gateway.Timeouts{ClientBody: bodyTimeout}}, discardCounting(&reached))
+		p, reached := bodyTimeoutProxy(t, 1)
 		defer p.close()
 		start := time.Now()
 		code, at := p.slowPost(t, 100<<10, 40<<10)
-		p.streamedBodyCut(t, "stalled upload", code, start, at, bodyTimeout, bodyTimeout+time.Second, &reached)
+		p.streamedBodyCut(t, "stalled upload", code, start, at, bodyTimeout+time.Second, reached)
 	})
 }
 
@@ -280,7 +288,6 @@ func TestSendTimeoutEndsAStalledReader(t *testing.T) {
 // a client stalling in its body holds no slot.
 func TestSlowBodyHoldsNoConnSlot(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		const bodyTimeout = 2 * time.Second
 		p := newBubbleProxy(t, gateway.Config{
 			Timeouts: gateway.Timeouts{ClientBody: bodyTimeout},
 			Routes: []gateway.Route{{Name: "all", Patterns: []string{"/"},
@@ -472,7 +479,6 @@ func TestExpectContinueAfterIdle(t *testing.T) {
 // it forever.
 func TestRefusedBodyDiscardIsBounded(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		const bodyTimeout = 2 * time.Second
 		p := newBubbleProxy(t, gateway.Config{
 			Timeouts: gateway.Timeouts{ClientBody: bodyTimeout},
 			Routes:   []gateway.Route{{Name: "ro", Patterns: []string{"/"}, Methods: []string{"GET"}}},

@@ -48,12 +48,7 @@ var ignoredEnv = []string{
 	// TLS on the gRPC listener is refused (refusedEnv); these go with it.
 	"GRPC_SERVER_TLS_CERT", "GRPC_SERVER_TLS_KEY", "GRPC_CLIENT_TLS_CACERT", "GRPC_CLIENT_TLS_SAN",
 	"LOG_FORMAT", "FORCE_START_WITHOUT_INITIAL_CONFIG",
-	"CONFIG_GRPC_XDS_NODE_ID", "CONFIG_GRPC_XDS_NODE_METADATA", "CONFIG_GRPC_XDS_SERVER_URL",
-	"CONFIG_GRPC_XDS_SERVER_CONNECT_RETRY_INTERVAL", "CONFIG_GRPC_XDS_CLIENT_ADDITIONAL_HEADERS",
-	"CONFIG_GRPC_XDS_SERVER_USE_TLS", "CONFIG_GRPC_XDS_CLIENT_TLS_CERT", "CONFIG_GRPC_XDS_CLIENT_TLS_KEY",
-	"CONFIG_GRPC_XDS_SERVER_TLS_CACERT", "CONFIG_GRPC_XDS_SERVER_TLS_SAN",
-	"XDS_CLIENT_BACKOFF_INITIAL_INTERVAL", "XDS_CLIENT_BACKOFF_MAX_INTERVAL", "XDS_CLIENT_BACKOFF_RANDOM_FACTOR",
-	"XDS_CLIENT_BACKOFF_JITTER",
+	// The xDS provider's variables: see xdsEnv and xdsNotActedOn.
 	"USE_DOG_STATSD_MOGRIFIERS", "STATSD_HOST", "STATSD_PORT", "EXTRA_TAGS", "STATS_FLUSH_INTERVAL",
 	"PROMETHEUS_ADDR", "PROMETHEUS_PATH", "PROMETHEUS_MAPPER_YAML",
 	"EXPIRATION_JITTER_MAX_SECONDS",
@@ -75,7 +70,6 @@ var ignoredEnv = []string{
 var refusedEnv = []struct{ name, ok, why string }{
 	{"GRPC_SERVER_USE_TLS", "false", "the gRPC listener has no TLS (nor client certificates): terminate TLS in front of it, in a sidecar or the mesh"},
 	{"GRPC_UDS", "", "the gRPC listener is TCP only: use -grpc-addr (GRPC_HOST, GRPC_PORT), bound to 127.0.0.1 for a local caller"},
-	{"CONFIG_TYPE", "FILE", "the config is read from files only (-config, RUNTIME_ROOT), never from an xDS server"},
 }
 
 // refusedByEnv returns the error of the first refusedEnv variable set to
@@ -322,6 +316,7 @@ type serveApp struct {
 	fs        *flag.FlagSet // tells flags set from defaults (mootFlags, watchRoots)
 	defConfig string        // -config's default (RUNTIME_ROOT)
 	envErr    envErrs       // environment variables that do not parse
+	xds       *xdsSettings  // CONFIG_TYPE=GRPC_XDS_SOTW's; nil for files
 
 	log      *slog.Logger
 	trusted  []netip.Prefix // -trusted-proxies
@@ -380,7 +375,12 @@ func (s *serveApp) start(ctx context.Context, a *app, stdout io.Writer) error {
 	if err != nil {
 		return err
 	}
-	a.reloadWith(rl, "the built-in example config")
+	a.reloadWith(rl, s.configName())
+	if s.xds != nil {
+		if err := s.startXDS(ctx, a); err != nil {
+			return err
+		}
+	}
 	if err := s.listen(a); err != nil {
 		return err
 	}
@@ -441,6 +441,7 @@ func parseServeFlags(args []string, stdout, stderr io.Writer) (s *serveApp, code
 	fs.IntVar(&o.maxDetailed, "detailed-metric-max-series", envErr.int("DETAILED_METRIC_MAX_SERIES", service.DefaultMaxDetailedSeries),
 		"metrics series per detailed_metric rule at most (one per descriptor); past them, the rule's FULLKEY#other series counts")
 	o.rules = readRuleOptions(envErr)
+	s.xds = xdsFromEnv(envErr)
 	code, done = parseCommandLine(fs, args, stdout, stderr, serveUsage, 0)
 	return s, code, done
 }
@@ -500,7 +501,10 @@ func (s *serveApp) checkOptions() error {
 	if s.log, err = newLogger(o.logLevel, s.fs.Output()); err != nil {
 		return exitCode(2, err)
 	}
-	ignored, moot := notActedOn(), mootFlags(s.fs, o)
+	if err := s.checkXDS(); err != nil {
+		return err
+	}
+	ignored, moot := xdsNotActedOn(s.xds, notActedOn()), mootFlags(s.fs, o)
 	if len(ignored) > 0 || len(moot) > 0 {
 		s.log.Info("accepted and not acted on", "env", strings.Join(ignored, ","), "flags", strings.Join(moot, ","))
 	}
@@ -535,6 +539,11 @@ func (o *serveOptions) checkLimits() error {
 // is refused instead of blocking start-up. SIGTERM during start-up is a
 // stop, not a failure.
 func (s *serveApp) loadConfig(ctx context.Context) error {
+	if s.xds != nil {
+		// Under xDS, no domains until the first config (see startXDS).
+		s.rules, s.validate = noDomains(), storeValidator(s.o.store)
+		return s.readHeaders()
+	}
 	sum, err := checkConfigFiles(ctx, s.o.configPath)
 	if err != nil {
 		return stoppedEarly(ctx, err)
@@ -552,6 +561,11 @@ func (s *serveApp) loadConfig(ctx context.Context) error {
 		return stoppedEarly(ctx, err)
 	}
 	s.rules = rules
+	return s.readHeaders()
+}
+
+// readHeaders reads -headers, whose refusal is exit 2.
+func (s *serveApp) readHeaders() (err error) {
 	if s.headers, err = service.ParseHeaderMode(s.o.headers); err != nil {
 		return exitCode(2, err)
 	}
@@ -667,7 +681,7 @@ func (s *serveApp) startServers(a *app) {
 // printBanner prints what serve serves and where, and with the built-in
 // example, how to try it.
 func (s *serveApp) printBanner(stdout io.Writer) {
-	source := cmp.Or(s.o.configPath, "the built-in example config")
+	source := s.configName()
 	fmt.Fprintf(stdout, "sluice %s serving %s on store %s\n", buildVersion(), source, storeName(s.o.store))
 	endpoints := "POST /json, GET /healthcheck, GET /metrics"
 	if fa := s.rules.ForwardAuth(); fa != nil {
@@ -676,12 +690,21 @@ func (s *serveApp) printBanner(stdout io.Writer) {
 	httpAddr := localAddr(s.httpLn.Addr())
 	fmt.Fprintf(stdout, "  HTTP  http://%s  (%s)\n", httpAddr, endpoints)
 	fmt.Fprintf(stdout, "  gRPC  %s  (envoy.service.ratelimit.v3.RateLimitService)\n", s.grpcLn.Addr())
-	if s.o.configPath == "" {
+	if s.o.configPath == "" && s.xds == nil {
 		fmt.Fprintf(stdout, "Try it: the example allows 3 per minute per user, so the 4th is a 429:\n")
 		fmt.Fprintf(stdout, "  for i in 1 2 3 4; do curl -s -o /dev/null -w '%%{http_code}\\n' -XPOST http://%s/json -d '{\"domain\":\"example\",\"descriptors\":[{\"entries\":[{\"key\":\"user\",\"value\":\"alice\"}]}]}'; done\n", httpAddr)
 		fmt.Fprintf(stdout, "The same as a reverse proxy's forward-auth call (X-User is the user; try -i for the headers):\n")
 		fmt.Fprintf(stdout, "  for i in 1 2 3 4; do curl -s -o /dev/null -w '%%{http_code}\\n' -H 'X-User: bob' http://%s%s; done\n", httpAddr, service.ForwardAuthPath)
 	}
+}
+
+// configName names serve's config source: its path, the xDS server, or
+// the built-in example.
+func (s *serveApp) configName() string {
+	if s.xds != nil {
+		return "the config from the xDS server " + s.xds.client.Target
+	}
+	return cmp.Or(s.o.configPath, "the built-in example config")
 }
 
 // watchRoots returns the directories to watch besides those of the config

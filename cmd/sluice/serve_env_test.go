@@ -13,13 +13,14 @@ import (
 // service or serve other rules than the operator's are refused (exit 2,
 // naming the variable) instead of being ignored: gRPC over TLS with client
 // certificates (Sluice would serve plaintext to anyone), a gRPC Unix socket
-// (Sluice would listen on TCP), the xDS config source (Sluice would serve
-// its built-in example). Before, serve started with each of them.
+// (Sluice would listen on TCP), a config type other than FILE and
+// GRPC_XDS_SOTW (Sluice would serve its built-in example). Before, serve
+// started with each of them.
 func TestServeRefusesEnvItCannotHonour(t *testing.T) {
 	for _, tt := range []struct{ name, value string }{
 		{"GRPC_SERVER_USE_TLS", "true"},
 		{"GRPC_UDS", "/run/ratelimit.sock"},
-		{"CONFIG_TYPE", "GRPC_XDS_SOTW"},
+		{"CONFIG_TYPE", "ETCD"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Setenv(tt.name, tt.value)

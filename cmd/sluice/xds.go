@@ -1,0 +1,269 @@
+package main
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"flag"
+	"fmt"
+	"math"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"google.golang.org/grpc/credentials"
+
+	"github.com/sluicehq/sluice/config"
+	"github.com/sluicehq/sluice/internal/safefile"
+	"github.com/sluicehq/sluice/internal/xdsconfig"
+)
+
+// xdsEnv are envoyproxy/ratelimit's variables of its xDS config provider,
+// which serve acts on under CONFIG_TYPE=GRPC_XDS_SOTW and names as not
+// acted on under CONFIG_TYPE=FILE (see xdsNotActedOn).
+var xdsEnv = []string{
+	"CONFIG_GRPC_XDS_NODE_ID", "CONFIG_GRPC_XDS_NODE_METADATA", "CONFIG_GRPC_XDS_SERVER_URL",
+	"CONFIG_GRPC_XDS_SERVER_CONNECT_RETRY_INTERVAL", "CONFIG_GRPC_XDS_CLIENT_ADDITIONAL_HEADERS",
+	"CONFIG_GRPC_XDS_SERVER_USE_TLS", "CONFIG_GRPC_XDS_CLIENT_TLS_CERT", "CONFIG_GRPC_XDS_CLIENT_TLS_KEY",
+	"CONFIG_GRPC_XDS_SERVER_TLS_CACERT", "CONFIG_GRPC_XDS_SERVER_TLS_SAN",
+	"XDS_CLIENT_BACKOFF_INITIAL_INTERVAL", "XDS_CLIENT_BACKOFF_MAX_INTERVAL", "XDS_CLIENT_BACKOFF_RANDOM_FACTOR",
+	"XDS_CLIENT_BACKOFF_JITTER", "XDS_CLIENT_MAX_MSG_SIZE_IN_BYTES",
+}
+
+// xdsTLSEnv are the xDS TLS variables that CONFIG_GRPC_XDS_SERVER_USE_TLS
+// turns on.
+var xdsTLSEnv = []string{"CONFIG_GRPC_XDS_CLIENT_TLS_CERT", "CONFIG_GRPC_XDS_CLIENT_TLS_KEY",
+	"CONFIG_GRPC_XDS_SERVER_TLS_CACERT", "CONFIG_GRPC_XDS_SERVER_TLS_SAN"}
+
+// xdsSettings are serve's settings under CONFIG_TYPE=GRPC_XDS_SOTW, from
+// envoyproxy/ratelimit's variables with its defaults.
+type xdsSettings struct {
+	client xdsconfig.Config // without Apply, Logger, Registerer and TLS
+	// forceStart (FORCE_START_WITHOUT_INITIAL_CONFIG) serves at once with
+	// no domains instead of waiting for the first config.
+	forceStart bool
+	useTLS     bool
+	// The TLS files and the server name to verify; read by credentials.
+	cert, key, ca, san string
+}
+
+// configIsXDS reads CONFIG_TYPE: false for FILE (or unset), true for
+// GRPC_XDS_SOTW (any case); another value is recorded in e.
+func configIsXDS(e *envErrs) bool {
+	return envParse(e, "CONFIG_TYPE", false, "FILE or GRPC_XDS_SOTW", func(v string) (bool, error) {
+		switch {
+		case strings.EqualFold(v, "FILE"):
+			return false, nil
+		case strings.EqualFold(v, "GRPC_XDS_SOTW"):
+			return true, nil
+		}
+		return false, errors.New("unknown config type")
+	})
+}
+
+// xdsFromEnv returns the xDS settings when CONFIG_TYPE is GRPC_XDS_SOTW,
+// else nil; values that do not parse are recorded in e.
+func xdsFromEnv(e *envErrs) *xdsSettings {
+	if !configIsXDS(e) {
+		return nil
+	}
+	e.bools("CONFIG_GRPC_XDS_SERVER_USE_TLS", "XDS_CLIENT_BACKOFF_JITTER", "FORCE_START_WITHOUT_INITIAL_CONFIG")
+	x := &xdsSettings{
+		useTLS:     envBool("CONFIG_GRPC_XDS_SERVER_USE_TLS", false),
+		forceStart: envBool("FORCE_START_WITHOUT_INITIAL_CONFIG", false),
+		cert:       os.Getenv("CONFIG_GRPC_XDS_CLIENT_TLS_CERT"),
+		key:        os.Getenv("CONFIG_GRPC_XDS_CLIENT_TLS_KEY"),
+		ca:         os.Getenv("CONFIG_GRPC_XDS_SERVER_TLS_CACERT"),
+		san:        os.Getenv("CONFIG_GRPC_XDS_SERVER_TLS_SAN"),
+	}
+	c := &x.client
+	c.Target = env("CONFIG_GRPC_XDS_SERVER_URL", "localhost:18000")
+	c.NodeID = env("CONFIG_GRPC_XDS_NODE_ID", "default")
+	c.NodeMetadata = envPairs(e, "CONFIG_GRPC_XDS_NODE_METADATA", "=")
+	c.Headers = envPairs(e, "CONFIG_GRPC_XDS_CLIENT_ADDITIONAL_HEADERS", ":")
+	c.ConnectRetry = e.duration("CONFIG_GRPC_XDS_SERVER_CONNECT_RETRY_INTERVAL", xdsconfig.DefaultConnectRetry)
+	def := xdsconfig.DefaultBackoff
+	c.Backoff = xdsconfig.Backoff{
+		Initial: e.duration("XDS_CLIENT_BACKOFF_INITIAL_INTERVAL", def.Initial),
+		Max:     e.duration("XDS_CLIENT_BACKOFF_MAX_INTERVAL", def.Max),
+		Factor: envParse(e, "XDS_CLIENT_BACKOFF_RANDOM_FACTOR", def.Factor, "a number, 0 or more", func(v string) (float64, error) {
+			f, err := strconv.ParseFloat(v, 64)
+			if err == nil && (f < 0 || math.IsInf(f, 0) || math.IsNaN(f)) {
+				err = errors.New("out of range")
+			}
+			return f, err
+		}),
+		Jitter: envBool("XDS_CLIENT_BACKOFF_JITTER", def.Jitter),
+	}
+	if c.MaxMsgSize = e.int("XDS_CLIENT_MAX_MSG_SIZE_IN_BYTES", 0); c.MaxMsgSize < 0 {
+		*e = append(*e, fmt.Errorf("XDS_CLIENT_MAX_MSG_SIZE_IN_BYTES=%d: want 0 (gRPC's default, 4 MiB) or more", c.MaxMsgSize))
+	}
+	return x
+}
+
+// envPairs reads the environment variable name as envoyproxy/ratelimit
+// does, "k1<sep>v1,k2<sep>v2", each pair cut at its first sep; empty
+// items are skipped, and an item without sep is recorded in e (where
+// envoyproxy/ratelimit drops it without a word).
+func envPairs(e *envErrs, name, sep string) map[string]string {
+	v := os.Getenv(name)
+	if strings.TrimSpace(v) == "" {
+		return nil
+	}
+	out := map[string]string{}
+	for item := range strings.SplitSeq(v, ",") {
+		if strings.TrimSpace(item) == "" {
+			continue
+		}
+		k, val, ok := strings.Cut(item, sep)
+		if k = strings.TrimSpace(k); !ok || k == "" {
+			*e = append(*e, fmt.Errorf("%s=%q: want key%svalue pairs separated by commas; %q is not one", name, v, sep, item))
+			continue
+		}
+		out[k] = strings.TrimSpace(val)
+	}
+	return out
+}
+
+// xdsNotActedOn adjusts serve's list of variables set and not acted on
+// (ignored, from notActedOn) to the config type: under xDS,
+// FORCE_START_WITHOUT_INITIAL_CONFIG is acted on, and the TLS variables
+// are not while CONFIG_GRPC_XDS_SERVER_USE_TLS is false; under FILE, every
+// xDS variable that is set is not acted on.
+func xdsNotActedOn(x *xdsSettings, ignored []string) []string {
+	var add []string
+	switch {
+	case x == nil:
+		add = xdsEnv
+	case !x.useTLS:
+		add = xdsTLSEnv
+	}
+	for _, name := range add {
+		if _, ok := os.LookupEnv(name); ok && !slices.Contains(ignored, name) {
+			ignored = append(ignored, name)
+		}
+	}
+	if x != nil {
+		ignored = slices.DeleteFunc(ignored, func(n string) bool { return n == "FORCE_START_WITHOUT_INITIAL_CONFIG" })
+	}
+	return ignored
+}
+
+// credentials returns the TLS of the connection to the xDS server, nil
+// for plaintext: the CA file's certificates as the roots (the system's
+// without one), the client pair if one is given (both files or
+// neither), and the SAN as the name to verify (the server URL's host
+// without one). The files are read once, here, each at most
+// maxTLSFileBytes.
+func (x *xdsSettings) credentials(ctx context.Context) (credentials.TransportCredentials, error) {
+	if !x.useTLS {
+		return nil, nil
+	}
+	tc := &tls.Config{MinVersion: tls.VersionTLS12, ServerName: x.san}
+	if x.ca != "" {
+		pem, err := safefile.Read(ctx, x.ca, maxTLSFileBytes)
+		if err != nil {
+			return nil, fmt.Errorf("CONFIG_GRPC_XDS_SERVER_TLS_CACERT: %w", err)
+		}
+		tc.RootCAs = x509.NewCertPool()
+		if !tc.RootCAs.AppendCertsFromPEM(pem) {
+			return nil, fmt.Errorf("CONFIG_GRPC_XDS_SERVER_TLS_CACERT: %s holds no PEM certificate", x.ca)
+		}
+	}
+	if (x.cert == "") != (x.key == "") {
+		return nil, errors.New("CONFIG_GRPC_XDS_CLIENT_TLS_CERT and CONFIG_GRPC_XDS_CLIENT_TLS_KEY: set both or neither")
+	}
+	if x.cert != "" {
+		certPEM, err := safefile.Read(ctx, x.cert, maxTLSFileBytes)
+		if err != nil {
+			return nil, fmt.Errorf("CONFIG_GRPC_XDS_CLIENT_TLS_CERT: %w", err)
+		}
+		keyPEM, err := safefile.Read(ctx, x.key, maxTLSFileBytes)
+		if err != nil {
+			return nil, fmt.Errorf("CONFIG_GRPC_XDS_CLIENT_TLS_KEY: %w", err)
+		}
+		pair, err := tls.X509KeyPair(certPEM, keyPEM)
+		if err != nil {
+			return nil, fmt.Errorf("CONFIG_GRPC_XDS_CLIENT_TLS_CERT, _KEY: %w", err)
+		}
+		tc.Certificates = []tls.Certificate{pair}
+	}
+	return credentials.NewTLS(tc), nil
+}
+
+// checkXDS refuses a config path given with -config under xDS, which
+// would otherwise be ignored; RUNTIME_ROOT, which only sets -config's
+// default, is logged as not used.
+func (s *serveApp) checkXDS() error {
+	if s.xds == nil {
+		return nil
+	}
+	explicit := false
+	s.fs.Visit(func(f *flag.Flag) { explicit = explicit || f.Name == "config" })
+	if explicit {
+		return exitCode(2, "-config and CONFIG_TYPE=GRPC_XDS_SOTW: the config comes from files or from the xDS server, not both")
+	}
+	if s.o.configPath != "" {
+		s.log.Warn("CONFIG_TYPE=GRPC_XDS_SOTW: the config comes from the xDS server; RUNTIME_ROOT's files are not read", "RUNTIME_ROOT", os.Getenv("RUNTIME_ROOT"))
+	}
+	s.o.configPath = ""
+	return nil
+}
+
+// noDomains is the config serve starts with under xDS before the first
+// config arrives (served only with FORCE_START_WITHOUT_INITIAL_CONFIG):
+// every descriptor is unmatched and allowed, as envoyproxy/ratelimit
+// answers a config of no domains.
+func noDomains() *config.Config {
+	c, _ := config.New() // no domains cannot collide
+	return c
+}
+
+// xdsWaitLog is how often serve logs that it is still waiting for the
+// first config from the xDS server.
+const xdsWaitLog = 30 * time.Second
+
+// startXDS subscribes to the xDS server, each config it sends going
+// through apply as a reloaded file's does (ACKed if it applies, NACKed
+// with the error if not, the running config kept), and waits for the
+// first config unless FORCE_START_WITHOUT_INITIAL_CONFIG: serve's
+// listeners open only once there are rules to serve. The subscription
+// ends when serve does.
+func (s *serveApp) startXDS(ctx context.Context, a *app) error {
+	creds, err := s.xds.credentials(ctx)
+	if err != nil {
+		return exitCode(2, err)
+	}
+	cfg := s.xds.client
+	cfg.TLS, cfg.Logger, cfg.Registerer = creds, s.log, s.reg
+	cfg.Options = s.o.rules.load // MERGE_DOMAIN_CONFIG, as for files
+	cfg.Apply = func(_ context.Context, c *config.Config) error { return s.apply(c) }
+	cl, err := xdsconfig.New(cfg)
+	if err != nil {
+		return err
+	}
+	rctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); cl.Run(rctx) }()
+	a.onClose(func() { cancel(); <-done })
+	if s.xds.forceStart {
+		s.log.Info("xds: serving with no domains until the first config (FORCE_START_WITHOUT_INITIAL_CONFIG)", "server", cfg.Target)
+		return nil
+	}
+	s.log.Info("xds: waiting for the first config before serving", "server", cfg.Target, "node", cfg.NodeID)
+	tick := time.NewTicker(xdsWaitLog)
+	defer tick.Stop()
+	for {
+		select {
+		case <-cl.Ready():
+			return nil
+		case <-ctx.Done():
+			return stoppedEarly(ctx, ctx.Err())
+		case <-tick.C:
+			s.log.Warn("xds: still waiting for the first config; not serving yet", "server", cfg.Target)
+		}
+	}
+}

@@ -105,6 +105,33 @@ func (p *bubbleProxy) close() {
 	}
 }
 
+// dial opens a connection to the proxy on which reads and writes give up
+// after a minute, and a reader of its responses; the caller closes it.
+func (p *bubbleProxy) dial(t *testing.T) (net.Conn, *bufio.Reader) {
+	t.Helper()
+	c, err := p.front.Dial(context.Background(), "", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.SetDeadline(time.Now().Add(time.Minute))
+	return c, bufio.NewReader(c)
+}
+
+// readResponse reads a response from br and the whole of its body; an
+// error fails the test.
+func readResponse(t *testing.T, br *bufio.Reader) *http.Response {
+	t.Helper()
+	resp, err := http.ReadResponse(br, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if _, err := io.Copy(io.Discard, resp.Body); err != nil {
+		t.Fatalf("reading the body: %v", err)
+	}
+	return resp
+}
+
 // client returns an HTTP client of the proxy.
 func (p *bubbleProxy) client() (*http.Client, func()) {
 	tr := &http.Transport{DialContext: p.front.Dial}
@@ -434,24 +461,14 @@ func TestExpectContinueAfterIdle(t *testing.T) {
 				fmt.Fprintf(w, "got %d", len(b))
 			})
 		defer p.close()
-		c, err := p.front.Dial(context.Background(), "", "")
-		if err != nil {
-			t.Fatal(err)
-		}
+		c, br := p.dial(t)
 		defer c.Close()
-		c.SetDeadline(time.Now().Add(time.Minute))
-		br := bufio.NewReader(c)
 		go io.WriteString(c, "GET /first HTTP/1.1\r\nHost: app.test\r\n\r\n")
-		resp, err := http.ReadResponse(br, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		io.Copy(io.Discard, resp.Body)
-		resp.Body.Close()
+		readResponse(t, br)
 
 		time.Sleep(2 * sendTimeout) // idle, within keepalive_timeout
 		go io.WriteString(c, "POST /second HTTP/1.1\r\nHost: app.test\r\nContent-Length: 5\r\nExpect: 100-continue\r\n\r\n")
-		resp, err = http.ReadResponse(br, nil)
+		resp, err := http.ReadResponse(br, nil)
 		if err != nil || resp.StatusCode != http.StatusContinue {
 			t.Fatalf("interim response: %v %v, want 100 Continue", resp, err)
 		}
@@ -484,21 +501,10 @@ func TestRefusedBodyDiscardIsBounded(t *testing.T) {
 			Routes:   []gateway.Route{{Name: "ro", Patterns: []string{"/"}, Methods: []string{"GET"}}},
 		}, func(w http.ResponseWriter, r *http.Request) {})
 		defer p.close()
-		c, err := p.front.Dial(context.Background(), "", "")
-		if err != nil {
-			t.Fatal(err)
-		}
+		c, br := p.dial(t)
 		defer c.Close()
-		c.SetReadDeadline(time.Now().Add(time.Minute))
 		go io.WriteString(c, "POST /x HTTP/1.1\r\nHost: app.test\r\nContent-Length: 1000\r\n\r\nx")
-		br := bufio.NewReader(c)
-		resp, err := http.ReadResponse(br, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		io.Copy(io.Discard, resp.Body)
-		resp.Body.Close()
-		if resp.StatusCode != http.StatusForbidden {
+		if resp := readResponse(t, br); resp.StatusCode != http.StatusForbidden {
 			t.Fatalf("status %d, want 403", resp.StatusCode)
 		}
 		answered := time.Now()

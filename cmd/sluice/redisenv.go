@@ -1,14 +1,17 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"flag"
 	"fmt"
+	"log/slog"
 	"net/url"
 	"os"
 	"strings"
 	"time"
 
+	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/redisstore"
 	"github.com/sluicehq/sluice/service"
 )
@@ -172,7 +175,8 @@ func isSentinel(u string) bool {
 
 // notActedOn returns the Redis variables that are set (not empty) and that
 // serve does not act on with the stores given, each as "NAME (why)" or
-// "NAME=value (why)", for the start-up line.
+// "NAME=value (why)", for the start-up line (whose list is comma-separated:
+// no why has a comma).
 func (o *redisOptions) notActedOn(store string) []string {
 	var out []string
 	name := func(n, why string) {
@@ -204,7 +208,7 @@ func (o *redisOptions) notActedOn(store string) []string {
 			name("REDIS_SENTINEL_AUTH", "the store is not redis+sentinel://")
 		}
 		for _, n := range []string{"REDIS_STARTUP_INITIAL_INTERVAL", "REDIS_STARTUP_MAX_INTERVAL", "REDIS_STARTUP_MAX_ELAPSED_TIME"} {
-			name(n, "serve starts without Redis, the failure mode answering, and reconnects by itself: 0.5 s doubling to 30 s, for ever")
+			name(n, "serve starts without Redis (the failure mode answers) and reconnects by itself: 0.5 s doubling to 30 s for ever")
 		}
 		if f, _ := redisstore.ParseKeyFormat(o.keyFormat); f != redisstore.KeyEnvoy {
 			name("EXPIRATION_JITTER_MAX_SECONDS", "only -redis-key-format envoy keys take a jitter; Sluice's expire when their state is as good as fresh")
@@ -217,9 +221,9 @@ func (o *redisOptions) notActedOn(store string) []string {
 // tuningNotActedOn names the variables with prefix that rueidis has no
 // knob for, when set to another value than their default.
 func tuningNotActedOn(prefix string, name func(n, why string), valued func(n, ok, why string)) {
-	valued(prefix+"PIPELINE_LIMIT", "0", "rueidis flushes a pipeline when its buffer is written and after the pipeline window, not after a count of commands")
-	name(prefix+"CLUSTER_PIPELINE_PARALLELISM", "rueidis writes to every Cluster node at once, each on its own connections")
-	valued(prefix+"POOL_ON_EMPTY_BEHAVIOR", "WAIT", "rueidis queues commands on its pipelined connections, which never run out: WAIT is what it does")
+	valued(prefix+"PIPELINE_LIMIT", "0", "rueidis flushes a pipeline by its buffer and the pipeline window: never after a count of commands")
+	name(prefix+"CLUSTER_PIPELINE_PARALLELISM", "rueidis writes to every Cluster node at once on its own connections")
+	valued(prefix+"POOL_ON_EMPTY_BEHAVIOR", "WAIT", "rueidis queues commands on pipelined connections that never run out: WAIT is what it does")
 }
 
 // perSecondNotActedOn names the REDIS_PERSECOND_ variables: all of them
@@ -296,4 +300,40 @@ func redisURLFromEnv(prefix string) string {
 		}
 	}
 	return u
+}
+
+// redisStores are the Redis stores serve decides on: the main store, and
+// with -store-per-second the split between it and the per-second store.
+type redisStores struct {
+	limiter   sluice.Limiter
+	close     func()
+	connected func() bool // both stores have answered once (see lazyStore)
+}
+
+// openRedis opens the Redis store at store with o's settings (nil: the
+// URL's alone) and, with -store-per-second, the per-second store and the
+// split between them (see periodSplit). Either Redis being down is no
+// error (see openLazy).
+func openRedis(ctx context.Context, store string, o *redisOptions, log *slog.Logger) (redisStores, error) {
+	main, perSecond := redisstore.Config{URL: store}, (*redisstore.Config)(nil)
+	if o != nil {
+		var err error
+		if main, perSecond, err = o.storeConfigs(store); err != nil {
+			return redisStores{}, err
+		}
+	}
+	rs, err := openLazy(ctx, main, log)
+	if err != nil {
+		return redisStores{}, err
+	}
+	if perSecond == nil {
+		return redisStores{limiter: rs, close: func() { rs.Close() }, connected: rs.Connected}, nil
+	}
+	ps, err := openLazy(ctx, *perSecond, log.With("store", "per-second"))
+	if err != nil {
+		rs.Close()
+		return redisStores{}, fmt.Errorf("-store-per-second: %w", err)
+	}
+	return redisStores{limiter: newPeriodSplit(rs, ps), close: func() { rs.Close(); ps.Close() },
+		connected: func() bool { return rs.Connected() && ps.Connected() }}, nil
 }

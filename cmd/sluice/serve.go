@@ -30,7 +30,6 @@ import (
 	"github.com/sluicehq/sluice/config"
 	"github.com/sluicehq/sluice/failsafe"
 	"github.com/sluicehq/sluice/memstore"
-	"github.com/sluicehq/sluice/redisstore"
 	"github.com/sluicehq/sluice/relief"
 	"github.com/sluicehq/sluice/service"
 )
@@ -51,12 +50,8 @@ var ignoredEnv = []string{
 	// The xDS provider's variables: see xdsEnv and xdsNotActedOn.
 	"USE_DOG_STATSD_MOGRIFIERS", "STATSD_HOST", "STATSD_PORT", "EXTRA_TAGS", "STATS_FLUSH_INTERVAL",
 	"PROMETHEUS_ADDR", "PROMETHEUS_PATH", "PROMETHEUS_MAPPER_YAML",
-	"EXPIRATION_JITTER_MAX_SECONDS",
 	"HEALTHY_WITH_AT_LEAST_ONE_CONFIG_LOADED",
-	"REDIS_POOL_SIZE", "REDIS_TLS_CLIENT_CERT", "REDIS_TLS_CLIENT_KEY", "REDIS_TLS_CACERT",
-	"REDIS_PIPELINE_WINDOW", "REDIS_PIPELINE_LIMIT",
-	"REDIS_PERSECOND_SOCKET_TYPE", "REDIS_PERSECOND_TYPE", "REDIS_PERSECOND_URL", "REDIS_PERSECOND_POOL_SIZE",
-	"REDIS_PERSECOND_AUTH", "REDIS_PERSECOND_TLS", "REDIS_PERSECOND_PIPELINE_WINDOW", "REDIS_PERSECOND_PIPELINE_LIMIT",
+	// The Redis variables: see redisOptions.notActedOn.
 	"MEMCACHE_HOST_PORT", "MEMCACHE_MAX_IDLE_CONNS", "MEMCACHE_SRV", "MEMCACHE_SRV_REFRESH",
 	"MEMCACHE_TLS_CLIENT_CERT", "MEMCACHE_TLS_CLIENT_KEY", "MEMCACHE_TLS_CACERT",
 	"TRACING_SERVICE_NAME", "TRACING_SERVICE_NAMESPACE", "TRACING_SERVICE_INSTANCE_ID",
@@ -106,8 +101,6 @@ var onlyValueEnv = []struct{ name, value string }{
 	{"USE_DOG_STATSD", "false"},
 	{"DISABLE_STATS", "false"},
 	{"USE_PROMETHEUS", "false"},
-	{"REDIS_PERSECOND", "false"},
-	{"REDIS_TLS_SKIP_HOSTNAME_VERIFICATION", "false"},
 	{"MEMCACHE_TLS", "false"},
 	{"MEMCACHE_TLS_SKIP_HOSTNAME_VERIFICATION", "false"},
 	{"TRACING_ENABLED", "false"},
@@ -166,6 +159,7 @@ type serveOptions struct {
 	maxDetailed                                                     int
 	maxOverride, maxCost, maxDescs, maxEntries                      int
 	memMaxBytes, jsonInFlight                                       int64
+	redis                                                           redisOptions // -redis-key-format, -store-per-second, REDIS_* tuning
 
 	// rules are envoyproxy/ratelimit's settings of how rules act:
 	// QUOTA_MODE, RESPONSE_DYNAMIC_METADATA, NEAR_LIMIT_RATIO,
@@ -224,41 +218,10 @@ func runtimeConfigDir() string {
 // REDIS_AUTH, "password" or "user:password", becomes the URL's user
 // information unless the URL has one.
 func redisFromEnv() string {
-	u := os.Getenv("REDIS_URL")
-	if u == "" {
-		return "memory"
+	if u := redisURLFromEnv("REDIS_"); u != "" {
+		return u
 	}
-	if !strings.Contains(u, "://") {
-		scheme := "redis"
-		if envBool("REDIS_TLS", false) {
-			scheme = "rediss"
-		}
-		switch strings.ToLower(os.Getenv("REDIS_TYPE")) {
-		case "cluster":
-			scheme += "+cluster"
-		case "sentinel":
-			scheme += "+sentinel"
-			if master, hosts, ok := strings.Cut(u, ","); ok {
-				u = hosts + "/" + master
-			}
-		}
-		u = scheme + "://" + u
-	}
-	if auth := os.Getenv("REDIS_AUTH"); auth != "" {
-		scheme, rest, _ := strings.Cut(u, "://")
-		authority := rest
-		if i := strings.IndexAny(rest, "/?"); i >= 0 {
-			authority = rest[:i]
-		}
-		if !strings.Contains(authority, "@") {
-			user, pass, ok := strings.Cut(auth, ":")
-			if !ok {
-				user, pass = "", auth
-			}
-			u = scheme + "://" + url.UserPassword(user, pass).String() + "@" + rest
-		}
-	}
-	return u
+	return "memory"
 }
 
 // parseLogLevel reads a log level as envoyproxy/ratelimit's LOG_LEVEL
@@ -424,6 +387,7 @@ func parseServeFlags(args []string, stdout, stderr io.Writer) (s *serveApp, code
 	fs.BoolVar(&o.watch, "watch", true, "reload the config when its files change (SIGHUP always reloads)")
 	fs.StringVar(&o.trustedProxies, "trusted-proxies", "", "the reverse proxies that call /auth, whose X-Forwarded-For is believed: comma-separated networks or addresses, added to the config's forward_auth trusted_proxies")
 	o.listen.flags(fs, envErr)
+	o.redis.flags(fs, envErr)
 	o.memMaxBytes = envErr.size("MEMSTORE_MAX_BYTES", memstore.DefaultMaxBytes)
 	fs.Var(sizeFlag{&o.memMaxBytes}, "memory-max-bytes",
 		"the memory store's budget in bytes, or k, m or g (such as 256m) (keys, states, sliding log entries); at it, keys are evicted (sluice_memstore_evictions_total)")
@@ -490,6 +454,9 @@ func (s *serveApp) checkOptions() error {
 	if err := o.checkLimits(); err != nil {
 		return exitCode(2, err)
 	}
+	if err := o.redis.check(o.store); err != nil {
+		return exitCode(2, err)
+	}
 	if _, err := failsafe.ParseMode(o.failure); err != nil {
 		return exitCode(2, "-failure-mode:", err) // whatever the store: a typo must not wait for Redis
 	}
@@ -504,7 +471,7 @@ func (s *serveApp) checkOptions() error {
 	if err := s.checkXDS(); err != nil {
 		return err
 	}
-	ignored, moot := xdsNotActedOn(s.xds, notActedOn()), mootFlags(s.fs, o)
+	ignored, moot := xdsNotActedOn(s.xds, append(notActedOn(), o.redis.notActedOn(o.store)...)), mootFlags(s.fs, o)
 	if len(ignored) > 0 || len(moot) > 0 {
 		s.log.Info("accepted and not acted on", "env", strings.Join(ignored, ","), "flags", strings.Join(moot, ","))
 	}
@@ -579,7 +546,7 @@ func (s *serveApp) readHeaders() (err error) {
 // memory store's metrics on it.
 func (s *serveApp) openStore(ctx context.Context) error {
 	o := &s.o
-	st, err := openStoreLog(ctx, o.store, o.failure, o.localCache, o.memMaxBytes, s.log)
+	st, err := openStoreLog(ctx, o.store, &o.redis, o.failure, o.localCache, o.memMaxBytes, s.log)
 	if err != nil {
 		return err
 	}
@@ -601,7 +568,7 @@ func (s *serveApp) serviceConfig() service.Config {
 		// unhealthy while the store has never answered or is failing.
 		healthy = func() bool { return s.st.connected() && s.svc.StoreAvailable() }
 	}
-	return service.Config{Limiter: s.st.limiter, Rules: s.rules, Prefix: o.prefix, ShadowMode: o.shadow,
+	return service.Config{Limiter: s.st.limiter, Rules: s.rules, Prefix: o.prefix, KeyFormat: o.redis.serviceKeyFormat(), ShadowMode: o.shadow,
 		Headers: s.headers, LegacyNames: legacyNamesFromEnv(), Logger: s.log, Registerer: s.reg, Failure: s.st.failure, Healthy: healthy,
 		MaxDetailedSeries: o.maxDetailed, MaxOverride: uint32(o.maxOverride), MaxCost: uint64(o.maxCost),
 		MaxDescriptors: o.maxDescs, MaxEntries: o.maxEntries, MaxJSONBytesInFlight: o.jsonInFlight,
@@ -763,8 +730,8 @@ type openedStore struct {
 // reconnects in the background, logging on log (see lazyStore).
 //
 // maxBytes is the memory store's byte budget (memstore.Config.MaxBytes; 0:
-// its default).
-func openStoreLog(ctx context.Context, store, failure string, localCache bool, maxBytes int64, log *slog.Logger) (openedStore, error) {
+// its default); ro are the Redis settings (nil: the URL's alone).
+func openStoreLog(ctx context.Context, store string, ro *redisOptions, failure string, localCache bool, maxBytes int64, log *slog.Logger) (openedStore, error) {
 	if isMemory(store) {
 		m := memstore.New(memstore.Config{MaxBytes: maxBytes})
 		return openedStore{limiter: m, close: func() { m.Close() }, connected: func() bool { return true }, mem: m}, nil
@@ -773,27 +740,28 @@ func openStoreLog(ctx context.Context, store, failure string, localCache bool, m
 	if err != nil {
 		return openedStore{}, err
 	}
-	rs, err := openLazy(ctx, redisstore.Config{URL: store}, log)
+	rs, err := openRedis(ctx, store, ro, log)
 	if err != nil {
 		return openedStore{}, err
 	}
 	// The service applies each rule's failure_mode (the flag sets the
-	// default) behind one breaker around the store.
-	var limiter sluice.Limiter = rs
+	// default) behind one breaker around the store (both stores, with
+	// -store-per-second).
+	limiter := rs.limiter
 	if localCache {
 		// Denials only, so no accuracy is lost (see package relief).
-		limiter = relief.NewOverLimitCache(rs, relief.CacheConfig{})
+		limiter = relief.NewOverLimitCache(rs.limiter, relief.CacheConfig{})
 	}
 	// The store of rules whose failure_mode is local (and of every rule
 	// with -failure-mode local), while Redis fails.
 	local := memstore.New(memstore.Config{})
 	return openedStore{limiter: limiter, failure: &service.FailurePolicy{Mode: mode, Local: local},
-		close: func() { rs.Close(); local.Close() }, connected: rs.Connected}, nil
+		close: func() { rs.close(); local.Close() }, connected: rs.connected}, nil
 }
 
 // openStore is openStoreLog logging on slog's default logger.
 func openStore(ctx context.Context, store, failure string, localCache bool) (sluice.Limiter, *service.FailurePolicy, func(), error) {
-	o, err := openStoreLog(ctx, store, failure, localCache, 0, slog.Default())
+	o, err := openStoreLog(ctx, store, nil, failure, localCache, 0, slog.Default())
 	return o.limiter, o.failure, o.close, err
 }
 

@@ -154,12 +154,25 @@ func store(t *testing.T, c *clocktest.Clock) *memstore.Store {
 
 func get(t *testing.T, c *http.Client, u string) *http.Response {
 	t.Helper()
-	resp, err := c.Get(u)
+	req, err := http.NewRequest("GET", u, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	io.Copy(io.Discard, resp.Body)
-	resp.Body.Close()
+	return send(t, c, req)
+}
+
+// send sends req with c and reads the whole response; an error fails the
+// test.
+func send(t *testing.T, c *http.Client, req *http.Request) *http.Response {
+	t.Helper()
+	resp, err := c.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if _, err := io.Copy(io.Discard, resp.Body); err != nil {
+		t.Fatalf("reading the body: %v", err)
+	}
 	return resp
 }
 
@@ -175,13 +188,7 @@ func doRaw(t *testing.T, srv string, c *http.Client, method, target, host string
 	if host != "" {
 		req.Host = host
 	}
-	resp, err := c.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	io.Copy(io.Discard, resp.Body)
-	resp.Body.Close()
-	return resp
+	return send(t, c, req)
 }
 
 // parsed loads a proxy config, yaml preceded by "upstream: <up's URL>".
@@ -197,7 +204,8 @@ func parsed(t *testing.T, yaml string, up *upstream) gateway.Config {
 	return f.Config
 }
 
-// logBuffer is an access log a test reads while the gateway writes it.
+// logBuffer is a log (access log or slog destination) a test reads while
+// the gateway writes it.
 type logBuffer struct {
 	mu sync.Mutex
 	b  bytes.Buffer

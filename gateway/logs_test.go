@@ -1,31 +1,11 @@
 package gateway_test
 
 import (
-	"bytes"
 	"log/slog"
 	"net/http"
 	"strings"
-	"sync"
 	"testing"
 )
-
-// syncLog is a slog destination a test reads while the gateway writes.
-type syncLog struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *syncLog) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *syncLog) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
 
 const secretKeyConfig = `
 limits: [{name: by_key, key: "header:X-Api-Key", rate: 1r/m, algorithm: fixed_window}]
@@ -62,7 +42,7 @@ func TestRefusalIsOneLineWithoutTheKey(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			up := newUpstream(t)
 			cfg := parsed(t, secretKeyConfig, up)
-			var access, logs syncLog
+			var access, logs logBuffer
 			if tc.accessLog {
 				cfg.AccessLog = &access
 			}

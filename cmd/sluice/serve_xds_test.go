@@ -94,7 +94,7 @@ func TestServeTakesItsConfigFromAnXDSServerOverTLS(t *testing.T) {
 	bad := perHour(5)
 	bad.Descriptors = append(bad.Descriptors, bad.Descriptors[0])
 	srv.Push(t, xdsNode, "v3", bad)
-	nack, i := srv.WaitRequest(ctx, t, i+1, xdstest.IsNACK)
+	nack, _ := srv.WaitRequest(ctx, t, i+1, xdstest.IsNACK)
 	if msg := nack.GetErrorDetail().GetMessage(); nack.GetVersionInfo() != "v2" || !strings.Contains(msg, "xds:d-rules") || !strings.Contains(msg, "duplicate descriptor") {
 		t.Errorf("NACK version %q, error %q: want v2 (the running config) and the config error naming xds:d-rules", nack.GetVersionInfo(), msg)
 	}

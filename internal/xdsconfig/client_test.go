@@ -2,6 +2,7 @@ package xdsconfig
 
 import (
 	"context"
+	"log/slog"
 	"strings"
 	"sync"
 	"testing"
@@ -84,7 +85,7 @@ func (w *waits) all() []time.Duration {
 // startClient runs a client of srv until the test ends.
 func startClient(t *testing.T, srv *xdstest.Server, a *applied, w *waits) *Client {
 	t.Helper()
-	c, err := New(Config{Target: srv.Addr, NodeID: "node-1", NodeMetadata: map[string]string{"zone": "a"},
+	c, err := New(Config{Target: srv.Addr, Logger: slog.New(slog.DiscardHandler), NodeID: "node-1", NodeMetadata: map[string]string{"zone": "a"},
 		Headers: map[string]string{"x-tenant": "blue"}, Apply: a.apply, After: w.after, Rand: func() float64 { return 0.5 },
 		Backoff: Backoff{Initial: 7 * time.Second, Max: time.Minute, Factor: 0.5, Jitter: true}, ConnectRetry: 3 * time.Second})
 	if err != nil {
@@ -167,4 +168,37 @@ func TestClientResubscribesWithItsVersionAfterTheServerRestarts(t *testing.T) {
 			t.Errorf("waits %v: want 7s or 3s (the connect retry, rand 0.5) only", ws)
 		}
 	}
+}
+
+// A response over the message size cap is never read: the stream ends,
+// nothing is applied, and the client re-subscribes after its backoff; a
+// response within the cap then applies.
+func TestClientRefusesAResponseOverItsMessageSize(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), waitFor)
+	defer cancel()
+	srv := xdstest.Start(t, "127.0.0.1:0", nil)
+	a := newApplied()
+	w := &waits{}
+	c, err := New(Config{Target: srv.Addr, Logger: slog.New(slog.DiscardHandler), NodeID: "node-1", Apply: a.apply, After: w.after, MaxMsgSize: 4096})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rctx, rcancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { c.Run(rctx); close(done) }()
+	defer func() { rcancel(); <-done }()
+
+	huge := userLimit("a", "d", 5)
+	huge.Descriptors[0].Value = strings.Repeat("v", 8192)
+	srv.Push(t, "node-1", "v1", huge)
+	// Re-subscribed at least twice: the response was refused each time.
+	srv.WaitRequest(ctx, t, 2, func(xdstest.Request) bool { return true })
+	a.mu.Lock()
+	n := a.n
+	a.mu.Unlock()
+	if n != 0 || c.Version() != "" {
+		t.Fatalf("applied %d configs (version %q) from a response over the cap", n, c.Version())
+	}
+	srv.Push(t, "node-1", "v2", userLimit("a", "d", 6))
+	a.waitLimit(ctx, t, "d", "user", "x", 6)
 }

@@ -21,7 +21,9 @@ func TestPeekAllocatesNothing(t *testing.T) {
 			s := newTestStore(t, memstore.Config{Clock: clock})
 			ctx := context.Background()
 			for range 10 {
-				s.AllowN(ctx, "user:42", lim, 1)
+				if _, err := s.AllowN(ctx, "user:42", lim, 1); err != nil {
+					t.Fatal(err)
+				}
 			}
 			for _, key := range []string{"user:42", "user:absent"} {
 				allocs := testing.AllocsPerRun(1000, func() {

@@ -33,7 +33,9 @@ func TestOverLimitCachePeekAnswersFromCache(t *testing.T) {
 	inner := &peekCounting{Store: newMem(t, clock)}
 	c := relief.NewOverLimitCache(inner, relief.CacheConfig{Clock: clock})
 	lim := sluice.Limit{Algorithm: sluice.FixedWindow, Rate: 3, Period: time.Minute}
-	c.AllowN(ctx, "k", lim, 3)
+	if _, err := c.AllowN(ctx, "k", lim, 3); err != nil {
+		t.Fatal(err)
+	}
 	if r, err := c.AllowN(ctx, "k", lim, 1); err != nil {
 		t.Fatal(err)
 	} else if r.Allowed {

@@ -99,7 +99,9 @@ func TestHybrid(t *testing.T) {
 		t.Fatalf("admitted %d with %d global calls; want 5 and 5 (the local half stops the rest)", admitted, g.calls.Load())
 	}
 	// The global limit is spent elsewhere: a local admission is refunded.
-	global.AllowN(ctx, "k2", lim, 10)
+	if _, err := global.AllowN(ctx, "k2", lim, 10); err != nil {
+		t.Fatal(err)
+	}
 	if r, err := h.Allow(ctx, "k2", lim); err != nil {
 		t.Fatal(err)
 	} else if r.Allowed {

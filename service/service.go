@@ -474,83 +474,26 @@ func (s *Service) evaluateIn(ctx context.Context, req *pb.RateLimitRequest, sc *
 }
 
 func (s *Service) shouldRateLimit(ctx context.Context, req *pb.RateLimitRequest, sc *scratch) (*pb.RateLimitResponse, []outcome, error) {
-	if req == nil {
-		return nil, nil, invalid("nil request")
-	}
-	if req.GetDomain() == "" {
-		return nil, nil, invalid("empty domain")
+	hits, entriesIn, err := s.checkRequest(req)
+	if err != nil {
+		return nil, nil, err
 	}
 	descs := req.GetDescriptors()
-	if len(descs) == 0 {
-		return nil, nil, invalid("no descriptors")
-	}
-	if len(descs) > s.maxDescs {
-		return nil, nil, invalid("%d descriptors, over the maximum of %d", len(descs), s.maxDescs)
-	}
-	hits := uint64(req.GetHitsAddend())
-	if hits == 0 {
-		hits = 1
-	}
-	if hits > s.maxCost {
-		return nil, nil, invalid("hits_addend %d is over the maximum cost %d", hits, s.maxCost)
-	}
 	box := s.rules.Load()
 	var rules Rules
 	if box != nil {
 		rules = box.r
 	}
-	n := 0
-	for i, d := range descs {
-		m := len(d.GetEntries())
-		if m > s.maxEnts {
-			return nil, nil, invalid("descriptor %d has %d entries, over the maximum of %d", i, m, s.maxEnts)
-		}
-		n += m
-	}
-	plans, outs, buf := sc.take(len(descs), n)
+	plans, outs, buf := sc.take(len(descs), entriesIn)
 	replaced := false
 	for i, d := range descs {
-		es := d.GetEntries()
-		if len(es) == 0 {
-			return nil, nil, invalid("descriptor %d has no entries", i)
-		}
-		entries := buf[:len(es):len(es)]
-		buf = buf[len(es):]
-		for j, e := range es {
-			if e.GetKey() == "" {
-				return nil, nil, invalid("descriptor %d entry %d has an empty key", i, j)
-			}
-			entries[j] = config.Entry{Key: e.GetKey(), Value: e.GetValue()}
-		}
+		n := len(d.GetEntries())
 		p := &plans[i]
-		p.keyDesc = d
-		p.entries = entries
-		p.cost = hits
-		if h := d.GetHitsAddend(); h != nil {
-			p.cost = h.GetValue()
-			if p.cost > s.maxCost {
-				return nil, nil, invalid("descriptor %d: hits_addend %d is over the maximum cost %d", i, p.cost, s.maxCost)
-			}
+		if err := s.planDescriptor(i, d, buf[:n:n], hits, req.GetDomain(), rules, p); err != nil {
+			return nil, nil, err
 		}
-		p.refund = d.GetIsNegativeHits()
-		p.check = p.cost == 0 || p.refund
-		if rules != nil {
-			p.rule = rules.Lookup(req.GetDomain(), entries)
-			if p.rule != nil && len(p.rule.Replaces) > 0 {
-				replaced = true
-			}
-			if p.rule != nil && p.rule.Shared {
-				shareEntries(p.rule, entries)
-			}
-		}
-		if o := d.GetLimit(); o != nil {
-			if _, ok := overrideUnits[o.GetUnit()]; !ok {
-				return nil, nil, invalid("descriptor %d: limit override has unit %v, want SECOND, MINUTE, HOUR, DAY, MONTH or YEAR", i, o.GetUnit())
-			}
-			if rpu := o.GetRequestsPerUnit(); rpu > s.maxRPU {
-				return nil, nil, invalid("descriptor %d: limit override of %d requests per unit is over the maximum override %d", i, rpu, s.maxRPU)
-			}
-		}
+		buf = buf[n:]
+		replaced = replaced || p.rule != nil && len(p.rule.Replaces) > 0
 	}
 	if replaced {
 		dropReplaced(plans)
@@ -558,13 +501,99 @@ func (s *Service) shouldRateLimit(ctx context.Context, req *pb.RateLimitRequest,
 	for i := range plans {
 		s.resolve(box, req.GetDomain(), &plans[i])
 	}
+	resp, err := s.respond(ctx, req, plans, outs)
+	if err != nil {
+		return nil, nil, err
+	}
+	return resp, outs, nil
+}
 
+// checkRequest checks what bounds a request's work before any of it is
+// done: its domain, how many descriptors and entries it has, and its
+// cost. It returns the request's cost (hits_addend, 0 meaning 1) and the
+// number of entries of all its descriptors.
+func (s *Service) checkRequest(req *pb.RateLimitRequest) (hits uint64, entries int, err error) {
+	if req == nil {
+		return 0, 0, invalid("nil request")
+	}
+	if req.GetDomain() == "" {
+		return 0, 0, invalid("empty domain")
+	}
+	descs := req.GetDescriptors()
+	if len(descs) == 0 {
+		return 0, 0, invalid("no descriptors")
+	}
+	if len(descs) > s.maxDescs {
+		return 0, 0, invalid("%d descriptors, over the maximum of %d", len(descs), s.maxDescs)
+	}
+	hits = max(uint64(req.GetHitsAddend()), 1)
+	if hits > s.maxCost {
+		return 0, 0, invalid("hits_addend %d is over the maximum cost %d", hits, s.maxCost)
+	}
+	for i, d := range descs {
+		m := len(d.GetEntries())
+		if m > s.maxEnts {
+			return 0, 0, invalid("descriptor %d has %d entries, over the maximum of %d", i, m, s.maxEnts)
+		}
+		entries += m
+	}
+	return hits, entries, nil
+}
+
+// planDescriptor fills in p for descriptor i of the request, d, with its
+// entries in entries (room for them, from the scratch), its cost and its
+// rule (share_threshold levels keyed by their patterns), checking its
+// fields.
+func (s *Service) planDescriptor(i int, d *rlpb.RateLimitDescriptor, entries []config.Entry, hits uint64, domain string, rules Rules, p *plan) error {
+	es := d.GetEntries()
+	if len(es) == 0 {
+		return invalid("descriptor %d has no entries", i)
+	}
+	for j, e := range es {
+		if e.GetKey() == "" {
+			return invalid("descriptor %d entry %d has an empty key", i, j)
+		}
+		entries[j] = config.Entry{Key: e.GetKey(), Value: e.GetValue()}
+	}
+	p.keyDesc = d
+	p.entries = entries
+	p.cost = hits
+	if h := d.GetHitsAddend(); h != nil {
+		p.cost = h.GetValue()
+		if p.cost > s.maxCost {
+			return invalid("descriptor %d: hits_addend %d is over the maximum cost %d", i, p.cost, s.maxCost)
+		}
+	}
+	p.refund = d.GetIsNegativeHits()
+	p.check = p.cost == 0 || p.refund
+	if rules != nil {
+		p.rule = rules.Lookup(domain, entries)
+		if p.rule != nil && p.rule.Shared {
+			shareEntries(p.rule, entries)
+		}
+	}
+	if o := d.GetLimit(); o != nil {
+		if _, ok := overrideUnits[o.GetUnit()]; !ok {
+			return invalid("descriptor %d: limit override has unit %v, want SECOND, MINUTE, HOUR, DAY, MONTH or YEAR", i, o.GetUnit())
+		}
+		if rpu := o.GetRequestsPerUnit(); rpu > s.maxRPU {
+			return invalid("descriptor %d: limit override of %d requests per unit is over the maximum override %d", i, rpu, s.maxRPU)
+		}
+	}
+	return nil
+}
+
+// respond decides every planned descriptor, into outs, and builds the
+// response: statuses, the overall code (quota mode's rule when a
+// descriptor is a quota), the refunds of Config.StopIncrementWhenOverLimit,
+// dynamic metadata and headers.
+func (s *Service) respond(ctx context.Context, req *pb.RateLimitRequest, plans []plan, outs []outcome) (*pb.RateLimitResponse, error) {
 	resp, parts := newResponse(len(plans))
 	quotas, denied := false, false
 	for i := range plans {
 		o, err := s.decide(ctx, req.GetDomain(), i, &plans[i], &parts[i])
 		if err != nil {
-			return nil, nil, err
+			return nil, err
 		}
 		outs[i] = o
 		resp.Statuses[i] = o.st
@@ -579,7 +608,7 @@ func (s *Service) shouldRateLimit(ctx context.Context, req *pb.RateLimitRequest,
 	}
 	if denied && s.stopIncr {
 		if err := s.unspend(ctx, req.GetDomain(), plans, outs); err != nil {
-			return nil, nil, err
+			return nil, err
 		}
 	}
 	if s.dynMeta {
@@ -588,7 +617,7 @@ func (s *Service) shouldRateLimit(ctx context.Context, req *pb.RateLimitRequest,
 	if s.headers != HeadersOff {
 		resp.ResponseHeadersToAdd = s.responseHeaders(outs, resp.OverallCode == pb.RateLimitResponse_OVER_LIMIT)
 	}
-	return resp, outs, nil
+	return resp, nil
 }
 
 // dropReplaced forgets the rules that another matched rule replaces.

@@ -16,6 +16,7 @@ import (
 	"math/rand/v2"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	core "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	discovery "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
@@ -262,10 +263,11 @@ func (c *Client) handle(ctx context.Context, resp *discovery.DiscoveryResponse) 
 	c.nonce = resp.GetNonce()
 	req := &discovery.DiscoveryRequest{Node: c.node, TypeUrl: TypeURL, ResponseNonce: resp.GetNonce()}
 	if err != nil {
+		msg := errorDetail(err)
 		c.m.nacks.Inc()
-		c.log.Error("xds: config refused (NACK); keeping the running config", "version", resp.GetVersionInfo(), "running_version", c.acked, "err", err)
+		c.log.Error("xds: config refused (NACK); keeping the running config", "version", resp.GetVersionInfo(), "running_version", c.acked, "err", msg)
 		req.VersionInfo = c.acked
-		req.ErrorDetail = &rpcstatus.Status{Code: 3, Message: err.Error()} // 3: INVALID_ARGUMENT
+		req.ErrorDetail = &rpcstatus.Status{Code: 3, Message: msg} // 3: INVALID_ARGUMENT
 		return req
 	}
 	c.acked = resp.GetVersionInfo()
@@ -286,4 +288,23 @@ func (c *Client) apply(ctx context.Context, resp *discovery.DiscoveryResponse) e
 		return err
 	}
 	return c.cfg.Apply(ctx, rules)
+}
+
+// MaxErrorDetail bounds the error text of a NACK (and of its log line):
+// a config error quotes the values at fault, which a hostile or broken
+// resource can make as long as the resource.
+const MaxErrorDetail = 4096
+
+// errorDetail returns err's text, cut to MaxErrorDetail bytes (on a rune
+// boundary) with the full length said when it is longer.
+func errorDetail(err error) string {
+	msg := err.Error()
+	if len(msg) <= MaxErrorDetail {
+		return msg
+	}
+	cut := MaxErrorDetail - 64 // room for the note
+	for cut > 0 && !utf8.RuneStart(msg[cut]) {
+		cut--
+	}
+	return fmt.Sprintf("%s… (cut; %d bytes in all)", msg[:cut], len(msg))
 }

@@ -2,11 +2,14 @@ package xdsconfig
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"log/slog"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	rlconf "github.com/envoyproxy/go-control-plane/ratelimit/config/ratelimit/v3"
 
@@ -201,4 +204,15 @@ func TestClientRefusesAResponseOverItsMessageSize(t *testing.T) {
 	}
 	srv.Push(t, "node-1", "v2", userLimit("a", "d", 6))
 	a.waitLimit(ctx, t, "d", "user", "x", 6)
+}
+
+func TestNACKErrorTextIsBounded(t *testing.T) {
+	long := errors.New(strings.Repeat("é", MaxErrorDetail)) // two bytes a rune
+	got := errorDetail(long)
+	if len(got) > MaxErrorDetail || !utf8.ValidString(got) || !strings.Contains(got, fmt.Sprintf("%d bytes in all", 2*MaxErrorDetail)) {
+		t.Errorf("errorDetail of %d bytes: %d bytes, valid UTF-8 %v, %q...", 2*MaxErrorDetail, len(got), utf8.ValidString(got), got[len(got)-40:])
+	}
+	if short := errors.New("short"); errorDetail(short) != "short" {
+		t.Errorf("a short error is changed: %q", errorDetail(short))
+	}
 }

@@ -1,0 +1,76 @@
+package service_test
+
+import (
+	"context"
+	"fmt"
+	"testing"
+
+	rlpb "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
+	pb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/sluicehq/sluice/config"
+	"github.com/sluicehq/sluice/memstore"
+	"github.com/sluicehq/sluice/service"
+)
+
+// BenchmarkShouldRateLimitFeatures is BenchmarkShouldRateLimit's one
+// descriptor, headers off, with one envoyproxy/ratelimit feature on at a
+// time, to show what each costs over "plain": a rate_limits list of two
+// limits, share_threshold, quota_mode, and dynamic metadata with a rule's
+// metadata.
+func BenchmarkShouldRateLimitFeatures(b *testing.B) {
+	const big = "requests_per_unit: 1000000000"
+	cases := []struct {
+		name, yaml, value string
+		cfg               service.Config
+	}{
+		{"plain", "  - key: user\n    rate_limit: {unit: second, " + big + "}\n", "", service.Config{}},
+		{"rate_limits", "  - key: user\n    rate_limits:\n      - {unit: second, " + big + "}\n      - {unit: day, " + big + "}\n", "", service.Config{}},
+		{"share_threshold", "  - key: user\n    value: u*\n    share_threshold: true\n    rate_limit: {unit: second, " + big + "}\n", "u", service.Config{}},
+		{"quota_mode", "  - key: user\n    quota_mode: true\n    rate_limit: {unit: second, " + big + "}\n", "", service.Config{}},
+		{"dynamic_metadata", "  - key: user\n    rate_limit: {unit: second, " + big + "}\n    metadata: {team: pay, tier: {level: 2}}\n", "", service.Config{DynamicMetadata: true}},
+	}
+	for _, c := range cases {
+		b.Run(c.name, func(b *testing.B) {
+			d, err := config.Parse("bench.yaml", []byte("domain: bench\ndescriptors:\n"+c.yaml))
+			if err != nil {
+				b.Fatal(err)
+			}
+			rules, err := config.New(d)
+			if err != nil {
+				b.Fatal(err)
+			}
+			store := memstore.New(memstore.Config{})
+			defer store.Close()
+			cfg := c.cfg
+			cfg.Limiter, cfg.Rules, cfg.Registerer = store, rules, prometheus.NewRegistry()
+			svc, err := service.New(cfg)
+			if err != nil {
+				b.Fatal(err)
+			}
+			const users = 1000
+			reqs := make([]*pb.RateLimitRequest, users)
+			for i := range reqs {
+				reqs[i] = &pb.RateLimitRequest{Domain: "bench", Descriptors: []*rlpb.RateLimitDescriptor{{
+					Entries: []*rlpb.RateLimitDescriptor_Entry{{Key: "user", Value: c.value + fmt.Sprintf("%06d", i)}},
+				}}}
+			}
+			ctx := context.Background()
+			for _, r := range reqs {
+				if _, err := svc.ShouldRateLimit(ctx, r); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ReportAllocs()
+			i := 0
+			for b.Loop() {
+				resp, err := svc.ShouldRateLimit(ctx, reqs[i%users])
+				if err != nil || resp.GetOverallCode() != pb.RateLimitResponse_OK {
+					b.Fatal(resp, err)
+				}
+				i++
+			}
+		})
+	}
+}

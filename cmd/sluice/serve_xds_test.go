@@ -9,6 +9,7 @@ import (
 
 	rlconf "github.com/envoyproxy/go-control-plane/ratelimit/config/ratelimit/v3"
 
+	"github.com/sluicehq/sluice/internal/xdsconfig"
 	"github.com/sluicehq/sluice/internal/xdstest"
 )
 
@@ -210,5 +211,44 @@ func TestXDSVariablesNotActedOnAreNamed(t *testing.T) {
 	got := xdsNotActedOn(&xdsSettings{}, []string{"FORCE_START_WITHOUT_INITIAL_CONFIG"})
 	if !slices.Equal(got, []string{"CONFIG_GRPC_XDS_CLIENT_TLS_CERT"}) {
 		t.Errorf("xDS without TLS: %v, want only the TLS cert named", got)
+	}
+}
+
+// With TLS, a server whose certificate does not hold the name to verify
+// (CONFIG_GRPC_XDS_SERVER_TLS_SAN) is not talked to: no request reaches
+// it, and serve says why.
+func TestServeXDSDoesNotTrustAServerWithoutTheSAN(t *testing.T) {
+	pki := xdstest.NewPKI(t)
+	srv := xdstest.Start(t, "127.0.0.1:0", pki.ServerCreds())
+	setXDSEnv(t, srv, pki)
+	t.Setenv("CONFIG_GRPC_XDS_SERVER_TLS_SAN", "other.sluice.test")
+	srv.Push(t, xdsNode, "v1", perHour(1))
+	ctx, cancel := context.WithCancel(context.Background())
+	var out, errb syncBuffer
+	done := make(chan int, 1)
+	go func() {
+		done <- runServe(ctx, []string{"-http-addr", "127.0.0.1:0", "-grpc-addr", "127.0.0.1:0"}, &out, &errb)
+	}()
+	eventually(t, "a certificate error logged", func() bool { return strings.Contains(errb.String(), "other.sluice.test") })
+	cancel()
+	if code := <-done; code != 0 || len(srv.Requests()) != 0 || strings.Contains(out.String(), "HTTP") {
+		t.Errorf("exit %d, %d requests at the server, stdout %q: want 0, none, no listener", code, len(srv.Requests()), out.String())
+	}
+}
+
+// envoyproxy/ratelimit's defaults apply to the variables left unset.
+func TestXDSSettingsDefaults(t *testing.T) {
+	t.Setenv("CONFIG_TYPE", "GRPC_XDS_SOTW")
+	var e envErrs
+	x := xdsFromEnv(&e)
+	c := x.client
+	if len(e) != 0 || c.Target != "localhost:18000" || c.NodeID != "default" || c.ConnectRetry != 3*time.Second ||
+		c.Backoff != (xdsconfig.Backoff{Initial: 10 * time.Second, Max: time.Minute, Factor: 0.5, Jitter: true}) ||
+		c.MaxMsgSize != 0 || x.useTLS || x.forceStart || c.NodeMetadata != nil || c.Headers != nil {
+		t.Errorf("defaults: %+v, %+v (errors %v)", c, x, e)
+	}
+	t.Setenv("CONFIG_TYPE", "FILE")
+	if x := xdsFromEnv(&e); x != nil || len(e) != 0 {
+		t.Errorf("CONFIG_TYPE=FILE: %+v, %v; want no xDS", x, e)
 	}
 }

@@ -21,7 +21,9 @@ func limitKey(base string, r *config.RateLimit, j int) string {
 	if j == 0 {
 		return base
 	}
-	return shorten(base + "#" + strconv.FormatInt(int64(r.Period()/time.Second), 10) + "s")
+	var buf [24]byte
+	suffix := append(strconv.AppendInt(append(buf[:0], '#'), int64(r.Period()/time.Second), 10), 's')
+	return shorten(base + string(suffix))
 }
 
 // listPolicyName is the name the j-th limit of a rule's list goes by in
@@ -40,9 +42,12 @@ func listPolicyName(r *config.RateLimit, j int) string {
 // ruleInfo; the others have none (their header values are derived when
 // they are reported).
 func limitPlans(p *plan) []plan {
-	limits := p.rule.Limits()
-	qs := make([]plan, len(limits))
-	for j, lr := range limits {
+	qs := make([]plan, 1+len(p.rule.More))
+	for j := range qs {
+		lr := p.rule
+		if j > 0 {
+			lr = p.rule.More[j-1]
+		}
 		q := *p
 		q.rule, q.lim, q.rpu, q.period = lr, lr.Limit, lr.RequestsPerUnit, lr.Period()
 		if int(lr.Unit) < len(configUnits) {

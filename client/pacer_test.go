@@ -70,6 +70,21 @@ func (c *tally) add(resp *http.Response, err error) {
 	c.status[resp.StatusCode]++
 }
 
+// getWith is rt's round trip of a GET of url under ctx.
+func getWith(ctx context.Context, rt http.RoundTripper, url string) (*http.Response, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return nil, err
+	}
+	return rt.RoundTrip(req)
+}
+
+// gaveUp reports whether err ends a sender's run: the pacer would have
+// waited past ctx's deadline (ErrWaitTooLong), or ctx is done.
+func gaveUp(ctx context.Context, err error) bool {
+	return err != nil && (errors.Is(err, client.ErrWaitTooLong) || ctx.Err() != nil)
+}
+
 // offer sends requests through rt at the given rate for d, each in a
 // goroutine of its own, and waits for them all.
 func offer(rt http.RoundTripper, url string, rate int, d time.Duration) *tally {
@@ -146,9 +161,8 @@ func TestPacerAdapts(t *testing.T) {
 				for range 4 {
 					wg.Go(func() {
 						for ctx.Err() == nil {
-							req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "http://api.test/", nil)
-							resp, err := p.RoundTrip(req)
-							if err != nil && (errors.Is(err, client.ErrWaitTooLong) || ctx.Err() != nil) {
+							resp, err := getWith(ctx, p, "http://api.test/")
+							if gaveUp(ctx, err) {
 								return
 							}
 							c.add(resp, err)
@@ -203,9 +217,8 @@ func TestPacerRealServer(t *testing.T) {
 						return
 					case <-tick.C:
 					}
-					req, _ := http.NewRequestWithContext(ctx, http.MethodGet, srv.URL, nil)
-					resp, err := rt.RoundTrip(req)
-					if err != nil && (errors.Is(err, client.ErrWaitTooLong) || ctx.Err() != nil) {
+					resp, err := getWith(ctx, rt, srv.URL)
+					if gaveUp(ctx, err) {
 						continue
 					}
 					c.add(resp, err)
@@ -234,7 +247,7 @@ func TestPacerDeadline(t *testing.T) {
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
-		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "http://api.test/", nil)
+		req := get(t, "http://api.test/").WithContext(ctx)
 		t0 := time.Now()
 		_, err := p.RoundTrip(req)
 		if !errors.Is(err, client.ErrWaitTooLong) || time.Since(t0) != 0 || srv.count() != 1 {
@@ -401,7 +414,7 @@ func TestPacerKeyAndErrors(t *testing.T) {
 		slow := &client.Pacer{Base: srv, Limit: sluice.Every(time.Hour)}
 		slow.RoundTrip(get(t, "http://api.test/"))
 		time.AfterFunc(time.Second, cancel)
-		req, _ = http.NewRequestWithContext(ctx, http.MethodGet, "http://api.test/", nil)
+		req = get(t, "http://api.test/").WithContext(ctx)
 		if _, err := slow.RoundTrip(req); !errors.Is(err, context.Canceled) {
 			t.Fatalf("cancelled wait: %v, want context.Canceled", err)
 		}

@@ -2,7 +2,6 @@ package client_test
 
 import (
 	"context"
-	"errors"
 	"net/http"
 	"sync"
 	"sync/atomic"
@@ -22,12 +21,11 @@ func sendFor(t *testing.T, rt http.RoundTripper, url string, d time.Duration) in
 	defer cancel()
 	n := 0
 	for ctx.Err() == nil {
-		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
-		resp, err := rt.RoundTrip(req)
+		resp, err := getWith(ctx, rt, url)
+		if gaveUp(ctx, err) {
+			break
+		}
 		if err != nil {
-			if errors.Is(err, client.ErrWaitTooLong) || ctx.Err() != nil {
-				break
-			}
 			t.Fatal(err)
 		}
 		resp.Body.Close()
@@ -268,9 +266,9 @@ func TestPacerIgnoresStalePolicy(t *testing.T) {
 		p := &client.Pacer{Base: srv, Limit: sluice.PerSecond(100)}
 		var wg sync.WaitGroup
 		for _, id := range []string{"old", "new"} {
+			req := get(t, "http://api.test/")
+			req.Header.Set("Id", id)
 			wg.Go(func() {
-				req, _ := http.NewRequest(http.MethodGet, "http://api.test/", nil)
-				req.Header.Set("Id", id)
 				p.RoundTrip(req)
 			})
 			synctest.Wait()

@@ -258,7 +258,7 @@ func TestRetryOneLayer(t *testing.T) {
 		b := noJitter
 		b.MaxAttempts = 3
 		err = client.Retry(context.Background(), b, func(ctx context.Context) error {
-			req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "http://api.test/", nil)
+			req := get(t, "http://api.test/").WithContext(ctx)
 			resp, err := tr.RoundTrip(req)
 			if err != nil {
 				return err

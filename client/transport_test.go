@@ -334,7 +334,7 @@ func TestContext(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 			defer cancel()
 			srv := always(http.StatusTooManyRequests, "Retry-After", "20")
-			req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "http://api.test/", nil)
+			req := get(t, "http://api.test/").WithContext(ctx)
 			t0 := time.Now()
 			resp, err := (&client.Transport{Base: srv}).RoundTrip(req)
 			if err != nil || resp.StatusCode != 429 || srv.count() != 1 || time.Since(t0) != 0 {
@@ -348,7 +348,7 @@ func TestContext(t *testing.T) {
 			defer cancel()
 			srv := always(http.StatusServiceUnavailable)
 			tr := &client.Transport{Base: srv, Backoff: client.Backoff{Base: 3 * time.Second, Jitter: client.NoJitter, MaxAttempts: 10}}
-			req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "http://api.test/", nil)
+			req := get(t, "http://api.test/").WithContext(ctx)
 			t0 := time.Now()
 			resp, err := tr.RoundTrip(req)
 			// Waits 3 s, then 6 s would end at 9 s; then 12 s would end at
@@ -362,7 +362,7 @@ func TestContext(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
 			ctx, cancel := context.WithCancel(context.Background())
 			srv := always(http.StatusTooManyRequests, "Retry-After", "30")
-			req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "http://api.test/", nil)
+			req := get(t, "http://api.test/").WithContext(ctx)
 			time.AfterFunc(5*time.Second, cancel)
 			t0 := time.Now()
 			resp, err := (&client.Transport{Base: srv}).RoundTrip(req)
@@ -382,7 +382,7 @@ func TestContext(t *testing.T) {
 				cancel()
 				return nil, context.Canceled
 			}}
-			req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "http://api.test/", nil)
+			req := get(t, "http://api.test/").WithContext(ctx)
 			_, err := (&client.Transport{Base: srv}).RoundTrip(req)
 			if !errors.Is(err, context.Canceled) || srv.count() != 1 {
 				t.Fatalf("err %v after %d attempts; want context.Canceled after 1", err, srv.count())

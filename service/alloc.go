@@ -23,6 +23,7 @@ import (
 	corepb "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	pb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"google.golang.org/protobuf/types/known/durationpb"
+	"google.golang.org/protobuf/types/known/structpb"
 
 	"github.com/sluicehq/sluice/config"
 	"github.com/sluicehq/sluice/failsafe"
@@ -138,6 +139,10 @@ type ruleInfo struct {
 	limitHeader  string            // the legacy Limit value (HeadersLegacy)
 	ctr          *ruleCounters     // nil without metrics, or with DetailedMetric or ValueToMetric
 	fail         *failsafe.Limiter // the rule's failure mode's; nil without Config.Failure
+	// meta is the rule's metadata as dynamic_metadata holds it, built
+	// once with Config.DynamicMetadata; shared by the responses that
+	// carry it alone, which only read it.
+	meta *structpb.Value
 }
 
 // maxRuleInfos bounds the cache of one Rules: a Rules that returns a new
@@ -174,6 +179,11 @@ func (s *Service) info(b *rulesBox, r *config.RateLimit) *ruleInfo {
 	}
 	if s.fb != nil {
 		in.fail = s.fb.limiterFor(r)
+	}
+	if s.dynMeta && r.Metadata != nil {
+		if st, err := structpb.NewStruct(r.Metadata); err == nil {
+			in.meta = structpb.NewStructValue(st)
+		}
 	}
 	if v, loaded := b.infos.LoadOrStore(r, in); loaded {
 		return v.(*ruleInfo)

@@ -123,23 +123,47 @@ func dynamicMetadata(req *pb.RateLimitRequest, plans []plan, outs []outcome) *st
 	if h := req.GetHitsAddend(); h != 0 {
 		fields["hitsAddend"] = structpb.NewNumberValue(float64(h))
 	}
+	if md := passedMetadata(plans, outs); md != nil {
+		fields["metadata"] = md
+	}
+	return &structpb.Struct{Fields: fields}
+}
+
+// passedMetadata is dynamic_metadata's metadata: the metadata of the rules
+// whose descriptors were admitted, merged; nil when there is none. The
+// metadata of one rule alone is its cached value (ruleInfo.meta) when it
+// has one.
+func passedMetadata(plans []plan, outs []outcome) *structpb.Value {
+	var first *plan
 	var merged map[string]any
 	for i := range plans {
-		md := plans[i].meta
-		if md == nil || outs[i].st.GetCode() != pb.RateLimitResponse_OK || plans[i].rule == nil || plans[i].rule.Unlimited {
+		p := &plans[i]
+		if p.meta == nil || outs[i].st.GetCode() != pb.RateLimitResponse_OK || p.rule == nil || p.rule.Unlimited {
+			continue
+		}
+		if first == nil {
+			first = p
 			continue
 		}
 		if merged == nil {
-			merged = make(map[string]any, len(md))
+			merged = make(map[string]any, len(first.meta))
+			mergeMetadata(merged, first.meta)
 		}
-		mergeMetadata(merged, md)
+		mergeMetadata(merged, p.meta)
 	}
-	if len(merged) > 0 {
-		if st, err := structpb.NewStruct(merged); err == nil {
-			fields["metadata"] = structpb.NewStructValue(st)
-		}
+	switch {
+	case first == nil:
+		return nil
+	case merged == nil && first.metaVal != nil:
+		return first.metaVal
+	case merged == nil:
+		merged = first.meta
 	}
-	return &structpb.Struct{Fields: fields}
+	st, err := structpb.NewStruct(merged)
+	if err != nil {
+		return nil // config's values always convert
+	}
+	return structpb.NewStructValue(st)
 }
 
 // descriptorStruct is one request descriptor in dynamic_metadata.

@@ -175,6 +175,21 @@ descriptors:
 	if normJSON(t, got) != normJSON(t, []byte(want)) {
 		t.Errorf("dynamic_metadata\n got %s\nwant %s", got, want)
 	}
+	// One admitted rule alone: its metadata as configured, the same in
+	// every response (a cached value) and with an override too.
+	for range 2 {
+		one := decideOne(t, h, request("d", 0, desc("a", "1")))
+		got, _ := protojson.Marshal(one.GetDynamicMetadata().GetFields()["metadata"])
+		if normJSON(t, got) != `{"sub":{"x":1},"team":"pay"}` {
+			t.Errorf("one rule's metadata %s", got)
+		}
+	}
+	ov := desc("b", "3")
+	ov.Limit = &rlpb.RateLimitDescriptor_RateLimitOverride{RequestsPerUnit: 9, Unit: typepb.RateLimitUnit_HOUR}
+	got, _ = protojson.Marshal(decideOne(t, h, request("d", 0, ov)).GetDynamicMetadata().GetFields()["metadata"])
+	if normJSON(t, got) != `{"sub":{"y":2},"team":"other"}` {
+		t.Errorf("an overridden rule's metadata %s, want its own (envoyproxy/ratelimit loses it)", got)
+	}
 	h2 := start(t, t0, service.Config{Rules: rules})
 	if md := decideOne(t, h2, req).GetDynamicMetadata(); md != nil {
 		t.Errorf("without DynamicMetadata: %v, want none", md)

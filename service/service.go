@@ -19,6 +19,7 @@ import (
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/structpb"
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/clientip"
@@ -431,7 +432,8 @@ type plan struct {
 	refund  bool // is_negative_hits
 	keyDesc *rlpb.RateLimitDescriptor
 	entries []config.Entry
-	meta    map[string]any // the matched rule's metadata, kept through an override
+	meta    map[string]any  // the matched rule's metadata, kept through an override
+	metaVal *structpb.Value // meta converted, from the rule's ruleInfo; nil: convert meta
 }
 
 // outcome is one descriptor's answer.
@@ -714,7 +716,7 @@ func (s *Service) resolve(b *rulesBox, domain string, p *plan) {
 	p.label = s.label(domain, r, p)
 	p.shadow = r.ShadowMode || s.shadow
 	if in := s.info(b, r); in != nil {
-		p.info, p.ctr = in, in.ctr
+		p.info, p.ctr, p.metaVal = in, in.ctr, in.meta
 	}
 }
 

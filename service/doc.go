@@ -64,9 +64,12 @@
 //     descriptor's key, the others at the key + "#" + the period in
 //     seconds, such as "#86400s"), and the first that refuses makes the
 //     descriptor OVER_LIMIT after what the limits before it spent is
-//     refunded. The status and headers describe the limit that refused,
-//     else the one closest to exhaustion; a check reads every limit and
-//     reports the closest.
+//     refunded. The status and headers describe the limit that refused
+//     (or a later one that, read without spending, would refuse for
+//     longer), else the one closest to exhaustion; a check reads every
+//     limit and reports the closest. HeadersDraft11's RateLimit-Policy
+//     lists every limit of the list, an unnamed one after the first as
+//     FullKey#<seconds>s.
 //
 // Each status carries current_limit {requests_per_unit, unit, name} as
 // configured (or overridden), limit_remaining (sluice.Result.Remaining,

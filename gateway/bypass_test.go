@@ -117,15 +117,8 @@ func TestH2CUpgradeNotForwarded(t *testing.T) {
 	up := newUpstream(t)
 	_, srv := front(t, direct(t, up))
 	for _, upgrade := range []string{"h2c", "H2C", "websocket, h2c"} {
-		req, _ := http.NewRequest("GET", srv.URL+"/x", nil)
-		req.Header.Set("Connection", "Upgrade")
-		req.Header.Set("Upgrade", upgrade)
-		req.Header.Set("HTTP2-Settings", "AAMAAABkAARAAAAAAAIAAAAA")
-		resp, err := srv.Client().Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		resp.Body.Close()
+		resp := getHeaders(t, srv.Client(), srv.URL+"/x",
+			"Connection", "Upgrade", "Upgrade", upgrade, "HTTP2-Settings", "AAMAAABkAARAAAAAAAIAAAAA")
 		if resp.StatusCode != http.StatusOK {
 			t.Errorf("Upgrade: %s: %d, want 200 (a plain request)", upgrade, resp.StatusCode)
 		}

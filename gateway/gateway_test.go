@@ -161,6 +161,19 @@ func get(t *testing.T, c *http.Client, u string) *http.Response {
 	return send(t, c, req)
 }
 
+// getHeaders is get with the header lines kv (name, value, name, value...).
+func getHeaders(t *testing.T, c *http.Client, u string, kv ...string) *http.Response {
+	t.Helper()
+	req, err := http.NewRequest("GET", u, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i+1 < len(kv); i += 2 {
+		req.Header.Set(kv[i], kv[i+1])
+	}
+	return send(t, c, req)
+}
+
 // send sends req with c and reads the whole response; an error fails the
 // test.
 func send(t *testing.T, c *http.Client, req *http.Request) *http.Response {
@@ -670,17 +683,9 @@ func TestForwardingHeaders(t *testing.T) {
 		cfg := direct(t, up)
 		cfg.TrustedProxies = trustIf(t, trusted, "127.0.0.0/8")
 		_, srv := front(t, cfg)
-		req, _ := http.NewRequest("GET", srv.URL+"/", nil)
-		req.Header.Set("Connection", "X-Secret")
-		req.Header.Set("X-Secret", "hop")
-		req.Header.Set("X-Forwarded-For", "198.51.100.7")
 		// A client that asks for no compression.
 		plain := &http.Client{Transport: &http.Transport{DisableCompression: true}}
-		resp, err := plain.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		resp.Body.Close()
+		getHeaders(t, plain, srv.URL+"/", "Connection", "X-Secret", "X-Secret", "hop", "X-Forwarded-For", "198.51.100.7")
 		plain.CloseIdleConnections()
 		h := up.headers[0]
 		if h.Get("X-Secret") != "" {
@@ -944,13 +949,7 @@ func TestForwardedChain(t *testing.T) {
 			cfg.TrustedProxies = trust(t, "127.0.0.0/8", clientip.Forwarded)
 		}
 		_, srv := front(t, cfg)
-		req, _ := http.NewRequest("GET", srv.URL+"/", nil)
-		req.Header.Set("Forwarded", `for="[2001:db8::7]";proto=https`)
-		resp, err := srv.Client().Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		resp.Body.Close()
+		getHeaders(t, srv.Client(), srv.URL+"/", "Forwarded", `for="[2001:db8::7]";proto=https`)
 		got := strings.Join(up.headers[0].Values("Forwarded"), ", ")
 		host := strings.TrimPrefix(srv.URL, "http://")
 		hop := `for=127.0.0.1;host="` + host + `";proto=http`

@@ -116,15 +116,8 @@ func TestTrustedProxyForwardedProtoKept(t *testing.T) {
 		Upstreams:      direct(t, up).Upstreams,
 		TrustedProxies: trust(t, "127.0.0.0/8"),
 	})
-	req, _ := http.NewRequest("GET", srv.URL+"/", nil)
-	req.Header.Set("X-Forwarded-For", "198.51.100.7")
-	req.Header.Set("X-Forwarded-Proto", "https")
-	req.Header.Set("X-Forwarded-Host", "shop.example")
-	resp, err := srv.Client().Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp.Body.Close()
+	getHeaders(t, srv.Client(), srv.URL+"/",
+		"X-Forwarded-For", "198.51.100.7", "X-Forwarded-Proto", "https", "X-Forwarded-Host", "shop.example")
 	h := up.headers[0]
 	if h.Get("X-Forwarded-Proto") != "https" || h.Get("X-Forwarded-Host") != "shop.example" {
 		t.Errorf("X-Forwarded-Proto %q, -Host %q: want the trusted proxy's https, shop.example",
@@ -134,14 +127,7 @@ func TestTrustedProxyForwardedProtoKept(t *testing.T) {
 	// From an untrusted peer both are the gateway's own.
 	up2 := newUpstream(t)
 	_, srv2 := front(t, direct(t, up2))
-	req, _ = http.NewRequest("GET", srv2.URL+"/", nil)
-	req.Header.Set("X-Forwarded-Proto", "https")
-	req.Header.Set("X-Forwarded-Host", "shop.example")
-	resp, err = srv2.Client().Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp.Body.Close()
+	getHeaders(t, srv2.Client(), srv2.URL+"/", "X-Forwarded-Proto", "https", "X-Forwarded-Host", "shop.example")
 	h = up2.headers[0]
 	if h.Get("X-Forwarded-Proto") != "http" || h.Get("X-Forwarded-Host") == "shop.example" {
 		t.Errorf("untrusted: X-Forwarded-Proto %q, -Host %q: a client's own were believed",

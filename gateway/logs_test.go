@@ -17,15 +17,8 @@ routes: [{name: api, match: /, limits: [by_key], conns: [conn_key]}]
 func refuse(t *testing.T, url string, c *http.Client) {
 	t.Helper()
 	for i, want := range []int{200, 429} {
-		req, _ := http.NewRequest("GET", url+"/x", nil)
-		req.Header.Set("X-Api-Key", "sk_live_SECRET")
-		resp, err := c.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		resp.Body.Close()
-		if resp.StatusCode != want {
-			t.Fatalf("request %d: %d, want %d", i+1, resp.StatusCode, want)
+		if code := getHeaders(t, c, url+"/x", "X-Api-Key", "sk_live_SECRET").StatusCode; code != want {
+			t.Fatalf("request %d: %d, want %d", i+1, code, want)
 		}
 	}
 }

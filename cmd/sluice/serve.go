@@ -430,6 +430,11 @@ func readRuleOptions(envErr *envErrs) ruleOptions {
 			if err == nil && !(f >= 0 && f <= 1) {
 				err = errors.New("out of range")
 			}
+			if f == 0 {
+				// service.Config's 0 is the default; the smallest ratio
+				// puts the threshold at 0 as 0 does there.
+				f = math.SmallestNonzeroFloat64
+			}
 			return f, err
 		}),
 		load: config.Options{MergeDomains: envBool("MERGE_DOMAIN_CONFIG", false)},

@@ -268,3 +268,13 @@ func TestServeRefusesBadNearLimitRatio(t *testing.T) {
 		}
 	}
 }
+
+// NEAR_LIMIT_RATIO=0 means 0, as in envoyproxy/ratelimit (every admitted
+// hit is near the limit), not service.Config's default of 0.8.
+func TestNearLimitRatioZeroIsZero(t *testing.T) {
+	t.Setenv("NEAR_LIMIT_RATIO", "0")
+	var e envErrs
+	if got := readRuleOptions(&e).nearRatio; len(e) != 0 || got <= 0 || got*1e15 >= 1 {
+		t.Errorf("NEAR_LIMIT_RATIO=0: ratio %v (errors %v), want a positive ratio that floors every capacity to 0", got, e)
+	}
+}

@@ -148,7 +148,9 @@ type Config struct {
 	// NearLimitRatio is envoyproxy/ratelimit's NEAR_LIMIT_RATIO: an
 	// admitted decision counts as near the limit (sluice_rls_near_limit)
 	// when the units spent exceed ⌊capacity × NearLimitRatio⌋. 0 means
-	// DefaultNearLimitRatio (0.8); it must be in [0, 1].
+	// DefaultNearLimitRatio (0.8); for a threshold of 0 (every admitted
+	// decision near), use math.SmallestNonzeroFloat64. It must be in
+	// [0, 1].
 	NearLimitRatio float64
 	// StopIncrementWhenOverLimit is envoyproxy/ratelimit's
 	// STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT: when a descriptor of a

@@ -123,3 +123,36 @@ func TestSendStatsdNeedsMetrics(t *testing.T) {
 		t.Error("SendStatsd without Config.Registerer succeeded")
 	}
 }
+
+// statsd and Prometheus count the same decisions the same: every
+// per-rule counter of one equals the other's, whatever the mix of
+// admitted, near, over and shadowed decisions.
+func TestStatsdAgreesWithPrometheus(t *testing.T) {
+	rules := mongo(5, config.Minute)
+	rules.add(func() *config.RateLimit {
+		r := fixed("mongo_cps.shadowed", 3, config.Minute)
+		r.ShadowMode = true
+		return r
+	}(), "shadowed", "")
+	h, sink, store := statsdHarness(t, service.Config{Rules: rules}, nil)
+	ctx := context.Background()
+	for i := range 40 {
+		d := desc("database", "users")
+		if i%3 == 0 {
+			d = desc("shadowed", "x")
+		}
+		h.svc.ShouldRateLimit(ctx, request("mongo_cps", uint32(i%4), d))
+	}
+	store.Flush()
+	for prom, suffix := range map[string]string{
+		"sluice_rls_hits_total": "total_hits", "sluice_rls_over_limit_total": "over_limit",
+		"sluice_rls_near_limit_total": "near_limit", "sluice_rls_within_limit_total": "within_limit",
+		"sluice_rls_shadow_mode_total": "shadow_mode",
+	} {
+		for label, v := range seriesOf(t, h, prom, "mongo_cps.") {
+			if got := sink.Counter("ratelimit.service.rate_limit." + label + "." + suffix); float64(got) != v {
+				t.Errorf("%s{rule=%q} = %v, statsd %s = %d", prom, label, v, suffix, got)
+			}
+		}
+	}
+}

@@ -85,6 +85,20 @@ func gaveUp(ctx context.Context, err error) bool {
 	return err != nil && (errors.Is(err, client.ErrWaitTooLong) || ctx.Err() != nil)
 }
 
+// load runs send in n goroutines for d (send stops when its ctx is done),
+// waits for them all, and returns what they counted in the tally.
+func load(n int, d time.Duration, send func(ctx context.Context, c *tally)) *tally {
+	var c tally
+	var wg sync.WaitGroup
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	defer cancel()
+	for range n {
+		wg.Go(func() { send(ctx, &c) })
+	}
+	wg.Wait()
+	return &c
+}
+
 // offer sends requests through rt at the given rate for d, each in a
 // goroutine of its own, and waits for them all.
 func offer(rt http.RoundTripper, url string, rate int, d time.Duration) *tally {
@@ -154,22 +168,15 @@ func TestPacerAdapts(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				srv := inProcess{limited(t, sluice.PerSecond(10))}
 				p := &client.Pacer{Base: srv, Limit: sluice.PerSecond(20).WithBurst(1), IgnoreServer: ignore}
-				var c tally
-				var wg sync.WaitGroup
-				ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-				defer cancel()
-				for range 4 {
-					wg.Go(func() {
-						for ctx.Err() == nil {
-							resp, err := getWith(ctx, p, "http://api.test/")
-							if gaveUp(ctx, err) {
-								return
-							}
-							c.add(resp, err)
+				c := load(4, 30*time.Second, func(ctx context.Context, c *tally) {
+					for ctx.Err() == nil {
+						resp, err := getWith(ctx, p, "http://api.test/")
+						if gaveUp(ctx, err) {
+							return
 						}
-					})
-				}
-				wg.Wait()
+						c.add(resp, err)
+					}
+				})
 				if len(c.errs) > 0 {
 					t.Fatalf("errors: %v", c.errs)
 				}
@@ -203,30 +210,22 @@ func TestPacerRealServer(t *testing.T) {
 	defer base.CloseIdleConnections()
 
 	run := func(rt http.RoundTripper) *tally {
-		var c tally
-		var wg sync.WaitGroup
-		ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
-		defer cancel()
-		for range 8 {
-			wg.Go(func() {
-				tick := time.NewTicker(80 * time.Millisecond) // 8 × 12.5/s = 100/s
-				defer tick.Stop()
-				for {
-					select {
-					case <-ctx.Done():
-						return
-					case <-tick.C:
-					}
-					resp, err := getWith(ctx, rt, srv.URL)
-					if gaveUp(ctx, err) {
-						continue
-					}
-					c.add(resp, err)
+		return load(8, 500*time.Millisecond, func(ctx context.Context, c *tally) {
+			tick := time.NewTicker(80 * time.Millisecond) // 8 × 12.5/s = 100/s
+			defer tick.Stop()
+			for {
+				select {
+				case <-ctx.Done():
+					return
+				case <-tick.C:
 				}
-			})
-		}
-		wg.Wait()
-		return &c
+				resp, err := getWith(ctx, rt, srv.URL)
+				if gaveUp(ctx, err) {
+					continue
+				}
+				c.add(resp, err)
+			}
+		})
 	}
 
 	c := run(&client.Pacer{Base: base, Limit: sluice.PerSecond(40).WithBurst(1)})

@@ -182,6 +182,13 @@ func send(t *testing.T, c *http.Client, req *http.Request) *http.Response {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return drained(t, resp)
+}
+
+// drained reads the whole of resp's body and closes it; a read error fails
+// the test.
+func drained(t *testing.T, resp *http.Response) *http.Response {
+	t.Helper()
 	defer resp.Body.Close()
 	if _, err := io.Copy(io.Discard, resp.Body); err != nil {
 		t.Fatalf("reading the body: %v", err)

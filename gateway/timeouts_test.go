@@ -125,11 +125,7 @@ func readResponse(t *testing.T, br *bufio.Reader) *http.Response {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer resp.Body.Close()
-	if _, err := io.Copy(io.Discard, resp.Body); err != nil {
-		t.Fatalf("reading the body: %v", err)
-	}
-	return resp
+	return drained(t, resp)
 }
 
 // client returns an HTTP client of the proxy.

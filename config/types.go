@@ -166,7 +166,7 @@ type RateLimit struct {
 }
 
 // Limits returns the rule and then each of More: every limit a request
-// that matches the rule must pass. It allocates a slice when More is set.
+// that matches the rule must pass, in a new slice.
 func (r *RateLimit) Limits() []*RateLimit {
 	if len(r.More) == 0 {
 		return []*RateLimit{r}

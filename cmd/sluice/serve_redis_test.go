@@ -130,3 +130,38 @@ func TestServeNamesRedisVariablesNotActedOn(t *testing.T) {
 		t.Errorf("start-up line %q names REDIS_POOL_SIZE, which is acted on", line)
 	}
 }
+
+// envoyproxy/ratelimit's TLS variables reach the connection to Redis:
+// REDIS_TLS_CACERT names the authority of a TLS Redis whose certificate is
+// for 127.0.0.1, and REDIS_TLS_SKIP_HOSTNAME_VERIFICATION lets it be
+// reached as localhost. With -failure-mode closed, a store that cannot
+// connect answers 429 at once; one that decides admits the first request
+// of a rule of 1 per hour.
+func TestServeRedisTLSFromEnv(t *testing.T) {
+	srv := redistest.StartTLSServer(t)
+	_, ca, _ := strings.Cut(srv.Do(t, "CONFIG", "GET", "tls-ca-cert-file"), "\n")
+	port := srv.TLSAddr[strings.LastIndexByte(srv.TLSAddr, ':')+1:]
+	path := filepath.Join(t.TempDir(), "rl.yaml")
+	writeFile(t, path, "domain: d\ndescriptors:\n  - key: k\n    rate_limit:\n      unit: hour\n      requests_per_unit: 1\n")
+	t.Setenv("REDIS_TLS", "true")
+	for _, tt := range []struct {
+		name, host, ca, skip string
+		decides              bool
+	}{
+		{"no authority", "127.0.0.1", "", "", false},
+		{"REDIS_TLS_CACERT", "127.0.0.1", strings.TrimSpace(ca), "", true},
+		{"another name", "localhost", strings.TrimSpace(ca), "", false},
+		{"another name, REDIS_TLS_SKIP_HOSTNAME_VERIFICATION", "localhost", strings.TrimSpace(ca), "true", true},
+	} {
+		t.Setenv("REDIS_URL", tt.host+":"+port)
+		t.Setenv("REDIS_TLS_CACERT", tt.ca)
+		t.Setenv("REDIS_TLS_SKIP_HOSTNAME_VERIFICATION", tt.skip)
+		t.Setenv("CACHE_KEY_PREFIX", strconv.FormatInt(time.Now().UnixNano(), 36))
+		s := launch(t, "-config", path, "-failure-mode", "closed")
+		first := post(t, s.url, reqK)
+		if decided := first == 200; decided != tt.decides {
+			t.Errorf("%s: the first request is %d; want Redis deciding: %v", tt.name, first, tt.decides)
+		}
+		s.stop(t)
+	}
+}

@@ -173,7 +173,7 @@ func TestServerWaitValues(t *testing.T) {
 
 // A POST without an idempotency key is never retried; one with it is, with
 // the same body bytes; so is a PUT.
-func TestIdempotency(t *testing.T) {
+func TestOnlyIdempotentRequestsRetried(t *testing.T) {
 	payload := []byte(`{"amount":42}`)
 	cases := []struct {
 		method  string
@@ -251,7 +251,7 @@ func TestNonRewindableBody(t *testing.T) {
 }
 
 // The caps hold: attempts, total time, and the cap on server-given waits.
-func TestCaps(t *testing.T) {
+func TestRetryCapsAttemptsTimeAndServerWaits(t *testing.T) {
 	t.Run("attempts", func(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
 			srv := always(http.StatusBadGateway)
@@ -328,7 +328,7 @@ func TestCaps(t *testing.T) {
 
 // The request's context and deadline: no wait past the deadline, no retry
 // once the context is done, a cancelled wait ends the request.
-func TestContext(t *testing.T) {
+func TestRetryEndsWithTheRequestContext(t *testing.T) {
 	t.Run("server wait past the deadline", func(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)

@@ -139,7 +139,7 @@ func TestModes(t *testing.T) {
 
 // The breaker stops calling a failing primary, probes it after the back-off
 // (which doubles while probes fail), and goes back to it by itself.
-func TestBreaker(t *testing.T) {
+func TestBreakerBacksOffAndRecoversByItself(t *testing.T) {
 	ctx := context.Background()
 	clock := clocktest.New()
 	p := &primary{}
@@ -209,7 +209,7 @@ func hanging(t *testing.T) *failsafe.Limiter {
 }
 
 // A primary that hangs costs at most the timeout.
-func TestTimeout(t *testing.T) {
+func TestHungPrimaryCostsAtMostTheTimeout(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		l := hanging(t)
 		start := time.Now()

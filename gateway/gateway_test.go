@@ -651,7 +651,7 @@ func TestUpstreamErrors(t *testing.T) {
 }
 
 // A streamed response reaches the client before the upstream finishes it.
-func TestStreaming(t *testing.T) {
+func TestStreamedResponseReachesClientBeforeItEnds(t *testing.T) {
 	up := newUpstream(t)
 	more := make(chan struct{})
 	up.set(func(w http.ResponseWriter, r *http.Request) {
@@ -716,7 +716,7 @@ func TestForwardingHeaders(t *testing.T) {
 
 // Routing: the most specific pattern wins, methods and hosts count, dot
 // segments cannot dodge a limit, and unmatched requests pass unlimited.
-func TestRouting(t *testing.T) {
+func TestMostSpecificRouteWinsAndNoPathDodgesIt(t *testing.T) {
 	up := newUpstream(t)
 	cfg := parsed(t, `
 limits:
@@ -753,7 +753,7 @@ routes:
 }
 
 // Update swaps the config; a bad one is refused and the running one kept.
-func TestUpdate(t *testing.T) {
+func TestUpdateRefusesBadConfigAndKeepsTheRunningOne(t *testing.T) {
 	up := newUpstream(t)
 	lim := store(t, clocktest.New())
 	strict := parsed(t, `
@@ -787,7 +787,7 @@ routes: [{name: all, match: /, limits: [one]}]
 }
 
 // Dry run: nothing is refused or delayed, and refusals are still counted.
-func TestDryRun(t *testing.T) {
+func TestDryRunRefusesNothingAndCountsRefusals(t *testing.T) {
 	up := newUpstream(t)
 	cfg := parsed(t, `
 dry_run: true

@@ -300,7 +300,7 @@ func TestStoreError(t *testing.T) {
 
 // Route keys with Go 1.22 ServeMux patterns: one allowance per route, not
 // per URL.
-func TestRouteKey(t *testing.T) {
+func TestRouteKeyIsOneAllowancePerRoute(t *testing.T) {
 	m := mustNew(t, httplimit.Config{
 		Limiter:  newStore(t, clocktest.At(minute0)),
 		Policies: []httplimit.Policy{{Name: "route", Limit: sluice.PerMinute(2), Key: httplimit.Route()}},
@@ -319,7 +319,7 @@ func TestRouteKey(t *testing.T) {
 
 // Keys are scoped by policy and, when asked, hashed before they reach the
 // store.
-func TestHashKeys(t *testing.T) {
+func TestKeysScopedByPolicyAndHashed(t *testing.T) {
 	store := newStore(t, clocktest.At(minute0))
 	m := mustNew(t, httplimit.Config{Limiter: store, HashKeys: true,
 		Policies: []httplimit.Policy{{Name: "api", Limit: sluice.PerMinute(1), Key: httplimit.Header("X-Api-Key")}}})

@@ -538,9 +538,9 @@ func TestSteadyOutflow(t *testing.T) {
 	}
 }
 
-// TestJanitor runs a queue over a store with its janitor, which must end
-// with Close inside the bubble.
-func TestJanitor(t *testing.T) {
+// TestJanitorEndsWithClose runs a queue over a store with its janitor,
+// which must end with Close inside the bubble.
+func TestJanitorEndsWithClose(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		s := memstore.New(memstore.Config{})
 		defer s.Close()

@@ -17,7 +17,7 @@ import (
 // Four servers with batches of 10 share one global limit of 100 per hour:
 // together they never admit more than 100, the global store sees a small
 // share of the requests, and unspent units go back after Hold.
-func TestBatcher(t *testing.T) {
+func TestBatchersShareOneGlobalLimit(t *testing.T) {
 	ctx := context.Background()
 	clock := clocktest.New()
 	g := &counting{Limiter: newMem(t, clock)}

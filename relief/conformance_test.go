@@ -31,7 +31,7 @@ func TestConformance(t *testing.T) {
 			return relief.NewBatcher(newMem(t, clock), relief.BatchConfig{Clock: clock})
 		}, storetest.Options{Reserves: true})
 	})
-	// Over-limit cache in front of a batcher, as TestBatcher's servers: a
+	// Over-limit cache in front of a batcher, as TestBatchersShareOneGlobalLimit's servers: a
 	// remembered denial hides units that racing requests reserved or gave
 	// back meanwhile (storetest.Options.HidesUnits).
 	t.Run("OverLimitCache+Batcher", func(t *testing.T) {

@@ -43,7 +43,7 @@ func (c *counting) AllowN(ctx context.Context, key string, lim sluice.Limit, cos
 
 // A client that ignores denials and keeps sending reaches the store once per
 // RetryAfter, and every answer is the one the store would have given.
-func TestOverLimitCache(t *testing.T) {
+func TestOverLimitCacheAsksStoreOncePerRetryAfter(t *testing.T) {
 	ctx := context.Background()
 	clock := clocktest.New()
 	ref := newMem(t, clock) // the same limit, uncached

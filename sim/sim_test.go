@@ -37,11 +37,11 @@ func TestBoundaryAttack(t *testing.T) {
 	}
 }
 
-// TestBounds checks, over every pattern, the promises of the core: the log
+// TestEveryPatternStaysWithinTheCoreBounds checks, over every pattern, the promises of the core: the log
 // never exceeds N in a period; the token bucket never exceeds
 // Burst + Rate·t/Period in a span t; up to LogEntries per period the log is
 // exact (it agrees with the reference).
-func TestBounds(t *testing.T) {
+func TestEveryPatternStaysWithinTheCoreBounds(t *testing.T) {
 	cfgs := []Config{
 		{Rate: 100, Period: time.Minute, Burst: 20},
 		{Rate: 5, Period: time.Second, Burst: 3},
@@ -157,10 +157,10 @@ func BenchmarkRun(b *testing.B) {
 	}
 }
 
-// TestQueue: the leaky bucket as a queue admits exactly what the meter
+// TestQueueAdmitsAsTheMeterAndLetsOutSmoothly: the leaky bucket as a queue admits exactly what the meter
 // admits, and what it lets out is smooth: never more than the rate allows
 // in any second (plus the one in service), however bursty the arrivals.
-func TestQueue(t *testing.T) {
+func TestQueueAdmitsAsTheMeterAndLetsOutSmoothly(t *testing.T) {
 	c := Config{Rate: 100, Period: time.Minute, Burst: 20, Seed: 3, Queue: true,
 		Algorithms: []sluice.Algorithm{sluice.LeakyBucket}}
 	r, err := Run(c, Bursts{})

@@ -86,13 +86,17 @@ func (o *redisOptions) check(store string) error {
 			return fmt.Errorf("-store-per-second (REDIS_PERSECOND_URL): %w", err)
 		}
 	}
-	for name, v := range map[string]int64{
-		"EXPIRATION_JITTER_MAX_SECONDS": int64(o.jitter),
-		"REDIS_POOL_SIZE":               int64(o.main.pool), "REDIS_PERSECOND_POOL_SIZE": int64(o.second.pool),
-		"REDIS_PIPELINE_WINDOW": int64(o.main.window), "REDIS_PERSECOND_PIPELINE_WINDOW": int64(o.second.window),
+	for _, v := range []struct {
+		name string
+		n    int64
+	}{
+		{"EXPIRATION_JITTER_MAX_SECONDS", int64(o.jitter)},
+		{"REDIS_POOL_SIZE", int64(o.main.pool)}, {"REDIS_PERSECOND_POOL_SIZE", int64(o.second.pool)},
+		{"REDIS_PIPELINE_WINDOW", int64(o.main.window)}, {"REDIS_PERSECOND_PIPELINE_WINDOW", int64(o.second.window)},
+		{"REDIS_TIMEOUT", int64(o.main.timeout)}, {"REDIS_PERSECOND_TIMEOUT", int64(o.second.timeout)},
 	} {
-		if v < 0 {
-			return fmt.Errorf("%s=%s: want 0 or more", name, os.Getenv(name))
+		if v.n < 0 {
+			return fmt.Errorf("%s=%s: want 0 or more", v.name, os.Getenv(v.name))
 		}
 	}
 	return nil

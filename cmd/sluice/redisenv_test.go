@@ -155,6 +155,7 @@ func TestRedisEnvRefused(t *testing.T) {
 		{map[string]string{"REDIS_PERSECOND": "yes"}, nil, "redis://r:6379", "REDIS_PERSECOND"},
 		{map[string]string{"REDIS_POOL_SIZE": "ten"}, nil, "redis://r:6379", "REDIS_POOL_SIZE"},
 		{map[string]string{"REDIS_POOL_SIZE": "-1"}, nil, "redis://r:6379", "REDIS_POOL_SIZE"},
+		{map[string]string{"REDIS_PERSECOND_TIMEOUT": "-2s"}, nil, "redis://r:6379", "REDIS_PERSECOND_TIMEOUT"},
 		{nil, []string{"-store-per-second", "http://ps"}, "redis://r:6379", "-store-per-second"},
 	} {
 		o, errs := redisOpts(t, tt.env, tt.args...)

@@ -48,14 +48,12 @@ var ignoredEnv = []string{
 	"GRPC_SERVER_TLS_CERT", "GRPC_SERVER_TLS_KEY", "GRPC_CLIENT_TLS_CACERT", "GRPC_CLIENT_TLS_SAN",
 	"LOG_FORMAT", "FORCE_START_WITHOUT_INITIAL_CONFIG",
 	// The xDS provider's variables: see xdsEnv and xdsNotActedOn.
-	"USE_DOG_STATSD_MOGRIFIERS", "STATSD_HOST", "STATSD_PORT", "EXTRA_TAGS", "STATS_FLUSH_INTERVAL",
+	// Tracing and statsd: see telemetrySettings.notActedOn.
 	"PROMETHEUS_ADDR", "PROMETHEUS_PATH", "PROMETHEUS_MAPPER_YAML",
 	"HEALTHY_WITH_AT_LEAST_ONE_CONFIG_LOADED",
 	// The Redis variables: see redisOptions.notActedOn.
 	"MEMCACHE_HOST_PORT", "MEMCACHE_MAX_IDLE_CONNS", "MEMCACHE_SRV", "MEMCACHE_SRV_REFRESH",
 	"MEMCACHE_TLS_CLIENT_CERT", "MEMCACHE_TLS_CLIENT_KEY", "MEMCACHE_TLS_CACERT",
-	"TRACING_SERVICE_NAME", "TRACING_SERVICE_NAMESPACE", "TRACING_SERVICE_INSTANCE_ID",
-	"TRACING_EXPORTER_PROTOCOL", "TRACING_SAMPLING_RATE",
 }
 
 // refusedEnv are envoyproxy/ratelimit settings that serve refuses (exit 2)
@@ -91,19 +89,17 @@ func sameEnvValue(v, want string) bool {
 // onlyValueEnv are envoyproxy/ratelimit settings that Sluice acts on with
 // one value only, the one given here (compared without case): with another
 // they are named in the start-up log line too. Sluice always ignores dot
-// files, only speaks TCP to Redis, has no memcache backend and no statsd
-// (its metrics are Prometheus's, at GET /metrics).
+// files, only speaks TCP to Redis, has no memcache backend, and always
+// serves Prometheus's metrics at GET /metrics (DISABLE_STATS=true stops
+// only statsd).
 var onlyValueEnv = []struct{ name, value string }{
 	{"RUNTIME_IGNOREDOTFILES", "true"},
 	{"REDIS_SOCKET_TYPE", "tcp"},
 	{"BACKEND_TYPE", "redis"},
-	{"USE_STATSD", "false"},
-	{"USE_DOG_STATSD", "false"},
 	{"DISABLE_STATS", "false"},
 	{"USE_PROMETHEUS", "false"},
 	{"MEMCACHE_TLS", "false"},
 	{"MEMCACHE_TLS_SKIP_HOSTNAME_VERIFICATION", "false"},
-	{"TRACING_ENABLED", "false"},
 }
 
 // notActedOn returns the envoyproxy/ratelimit variables that are set and
@@ -293,6 +289,9 @@ type serveApp struct {
 	auth     *authEndpoint
 
 	httpLn, grpcLn net.Listener
+
+	telSet telemetrySettings // TRACING_*, USE_STATSD and the rest
+	tel    *telemetry
 }
 
 // start opens serve's parts and starts its listeners, step by step; a
@@ -322,14 +321,18 @@ func (s *serveApp) start(ctx context.Context, a *app, stdout io.Writer) error {
 		return err
 	}
 	a.onClose(s.st.close)
-	// Telemetry goes here: set up before the service, shut down by a
-	// function given to a.onClose.
+	if err := s.startTelemetry(ctx, a); err != nil {
+		return err
+	}
 	svc, err := service.New(s.serviceConfig())
 	if err != nil {
 		return err
 	}
 	s.svc = svc
 	a.onClose(func() { svc.Close() })
+	if err := s.tel.attach(svc, s.telSet); err != nil {
+		return err
+	}
 	s.auth = &authEndpoint{svc: svc, trusted: s.trusted}
 	if err := s.auth.set(s.rules); err != nil {
 		return err
@@ -406,6 +409,7 @@ func parseServeFlags(args []string, stdout, stderr io.Writer) (s *serveApp, code
 		"metrics series per detailed_metric rule at most (one per descriptor); past them, the rule's FULLKEY#other series counts")
 	o.rules = readRuleOptions(envErr)
 	s.xds = xdsFromEnv(envErr)
+	s.telSet = telemetryFromEnv(envErr)
 	code, done = parseCommandLine(fs, args, stdout, stderr, serveUsage, 0)
 	return s, code, done
 }
@@ -476,7 +480,7 @@ func (s *serveApp) checkOptions() error {
 	if err := s.checkXDS(); err != nil {
 		return err
 	}
-	ignored, moot := xdsNotActedOn(s.xds, append(notActedOn(), o.redis.notActedOn(o.store)...)), mootFlags(s.fs, o)
+	ignored, moot := xdsNotActedOn(s.xds, slices.Concat(notActedOn(), o.redis.notActedOn(o.store), s.telSet.notActedOn())), mootFlags(s.fs, o)
 	if len(ignored) > 0 || len(moot) > 0 {
 		s.log.Info("accepted and not acted on", "env", strings.Join(ignored, ","), "flags", strings.Join(moot, ","))
 	}
@@ -618,7 +622,7 @@ func (s *serveApp) configSource() (*reloader, error) {
 // grpcServerOptions returns the gRPC server's options: the service's and
 // the listener's bounds (an interceptor or credentials go here too).
 func (s *serveApp) grpcServerOptions() []grpc.ServerOption {
-	return append(service.GRPCServerOptions(), s.o.listen.grpcOptions()...)
+	return slices.Concat(service.GRPCServerOptions(), s.o.listen.grpcOptions(), s.tel.grpcOptions())
 }
 
 // listen opens serve's listeners (HTTP, gRPC); an extra listener, such as
@@ -639,7 +643,7 @@ func (s *serveApp) startServers(a *app) {
 	mux := http.NewServeMux()
 	mux.Handle(service.ForwardAuthPath, s.auth)
 	mux.Handle("/", s.svc.Handler())
-	hs := s.o.listen.httpServer(mux)
+	hs := s.o.listen.httpServer(s.tel.handler(mux))
 	hs.ErrorLog = slog.NewLogLogger(s.log.Handler(), slog.LevelWarn)
 	gs := grpc.NewServer(s.grpcServerOptions()...)
 	s.svc.RegisterGRPC(gs)

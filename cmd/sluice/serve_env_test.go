@@ -48,7 +48,7 @@ func TestServeRefusesEnvItCannotHonour(t *testing.T) {
 func TestServeNamesEveryEnvItDoesNotActOn(t *testing.T) {
 	for _, name := range []string{"REDIS_POOL_SIZE", "REDIS_PERSECOND_URL", "LOG_FORMAT",
 		"EXPIRATION_JITTER_MAX_SECONDS",
-		"REDIS_TLS_CACERT", "REDIS_TLS_SKIP_HOSTNAME_VERIFICATION", "TRACING_ENABLED", "STATSD_HOST",
+		"REDIS_TLS_CACERT", "REDIS_TLS_SKIP_HOSTNAME_VERIFICATION",
 		"GRPC_CLIENT_TLS_CACERT"} {
 		t.Setenv(name, "x")
 		// The Redis variables are named, with why, by redisOptions.

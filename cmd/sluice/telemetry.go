@@ -274,3 +274,21 @@ func (l statsdLogger) Errorf(msg string, args ...any) {
 func (l statsdLogger) Warnf(msg string, args ...any) {
 	l.log.Warn("statsd: " + fmt.Sprintf(msg, args...))
 }
+
+// startTelemetry starts serve's tracing and statsd (before the service,
+// which counts into the statsd store) and registers their flush to run
+// after the drain, for at most drainGrace: the spans and counts of the
+// requests the drain let finish are sent too.
+func (s *serveApp) startTelemetry(ctx context.Context, a *app) error {
+	t, err := startTelemetry(ctx, s.telSet, s.log)
+	if err != nil {
+		return exitCode(1, err)
+	}
+	s.tel = t
+	a.onClose(func() {
+		flush, cancel := context.WithTimeout(context.Background(), drainGrace)
+		defer cancel()
+		t.shutdown(flush, s.log)
+	})
+	return nil
+}

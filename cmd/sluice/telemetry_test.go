@@ -1,0 +1,336 @@
+package main
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	rlpb "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
+	pb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/metadata"
+
+	"github.com/sluicehq/sluice/internal/tracing/otlptest"
+)
+
+// telemetryConfig is a config whose one rule admits 2 a minute.
+const telemetryConfig = "domain: d\ndescriptors:\n  - key: k\n    rate_limit:\n      unit: minute\n      requests_per_unit: 2\n"
+
+// launchBoth starts `sluice serve` with telemetryConfig and returns it with
+// its HTTP URL and gRPC address.
+func launchBoth(t *testing.T) (s *server, grpcAddr string) {
+	t.Helper()
+	cfg := filepath.Join(t.TempDir(), "rl.yaml")
+	if err := os.WriteFile(cfg, []byte(telemetryConfig), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	httpRe, grpcRe := regexp.MustCompile(`HTTP  (http://\S+)`), regexp.MustCompile(`gRPC  (\S+)`)
+	var url string
+	s = startCmd(t, runServe, []string{"-http-addr", "127.0.0.1:0", "-grpc-addr", "127.0.0.1:0", "-config", cfg}, func(out string) bool {
+		h, g := httpRe.FindStringSubmatch(out), grpcRe.FindStringSubmatch(out)
+		if h == nil || g == nil {
+			return false
+		}
+		url, grpcAddr = h[1], g[1]
+		return true
+	})
+	s.url = url
+	return s, grpcAddr
+}
+
+// callRLS makes n ShouldRateLimit calls for k=v over gRPC, each with md
+// as metadata, and returns their overall codes.
+func callRLS(t *testing.T, addr string, n int, md ...string) []pb.RateLimitResponse_Code {
+	t.Helper()
+	cc, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cc.Close()
+	c := pb.NewRateLimitServiceClient(cc)
+	var codes []pb.RateLimitResponse_Code
+	for range n {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		ctx = metadata.AppendToOutgoingContext(ctx, md...)
+		resp, err := c.ShouldRateLimit(ctx, &pb.RateLimitRequest{Domain: "d", Descriptors: []*rlpb.RateLimitDescriptor{
+			{Entries: []*rlpb.RateLimitDescriptor_Entry{{Key: "k", Value: "v"}}},
+		}})
+		cancel()
+		if err != nil {
+			t.Fatal(err)
+		}
+		codes = append(codes, resp.GetOverallCode())
+	}
+	return codes
+}
+
+// With TRACING_ENABLED=true, serve's gRPC calls and POST /json requests
+// reach an OTLP collector as server spans, continuing the caller's W3C
+// trace, under TRACING_SERVICE_NAME; the spans still buffered at SIGTERM
+// are flushed within the drain.
+func TestServeSendsSpansToAnOTLPCollector(t *testing.T) {
+	for _, proto := range []string{"grpc", "http"} {
+		t.Run(proto, func(t *testing.T) {
+			r, err := otlptest.Start()
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer r.Close()
+			endpoint := r.HTTPURL
+			if proto == "grpc" {
+				endpoint = "http://" + r.GRPCAddr
+			}
+			t.Setenv("TRACING_ENABLED", "true")
+			t.Setenv("TRACING_EXPORTER_PROTOCOL", proto)
+			t.Setenv("TRACING_SERVICE_NAME", "edge-rls")
+			t.Setenv("OTEL_EXPORTER_OTLP_ENDPOINT", endpoint)
+			s, grpcAddr := launchBoth(t)
+			const trace = "0af7651916cd43dd8448eb211c80319c"
+			callRLS(t, grpcAddr, 1, "traceparent", "00-"+trace+"-b7ad6b7169203331-01")
+			if code := post(t, s.url, reqK); code != http.StatusOK {
+				t.Fatalf("POST /json: %d", code)
+			}
+			s.stop(t)
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			spans := r.Wait(ctx, 2)
+			names := map[string]bool{}
+			for _, sp := range spans {
+				names[sp.Span.GetName()] = true
+				if sp.Service != "edge-rls" {
+					t.Errorf("span %q of service %q, want edge-rls", sp.Span.GetName(), sp.Service)
+				}
+				if strings.HasSuffix(sp.Span.GetName(), "/ShouldRateLimit") && sp.Span.GetTraceId() == nil {
+					t.Error("gRPC span without a trace id")
+				}
+			}
+			if !names["envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit"] || !names["POST /json"] {
+				t.Fatalf("spans %v, want the gRPC call's and POST /json's", names)
+			}
+		})
+	}
+}
+
+// udpListener listens on a loopback UDP port and returns what it receives,
+// line by line, on a channel.
+func udpListener(t *testing.T) (port int, lines <-chan string) {
+	t.Helper()
+	pc, err := net.ListenPacket("udp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { pc.Close() })
+	ch := make(chan string, 1024)
+	go func() {
+		buf := make([]byte, 64<<10)
+		for {
+			n, _, err := pc.ReadFrom(buf)
+			if err != nil {
+				close(ch)
+				return
+			}
+			for line := range strings.SplitSeq(strings.TrimSpace(string(buf[:n])), "\n") {
+				select {
+				case ch <- line:
+				default: // the test has what it needs
+				}
+			}
+		}
+	}()
+	return pc.LocalAddr().(*net.UDPAddr).Port, ch
+}
+
+// With USE_STATSD=true, serve sends envoyproxy/ratelimit's stats to
+// STATSD_HOST:STATSD_PORT (over UDP with STATSD_PROTOCOL=udp), each tagged
+// with EXTRA_TAGS; the counts held at SIGTERM are flushed within the drain
+// (the flush interval here is an hour).
+func TestServeSendsEnvoyRatelimitStatsToStatsd(t *testing.T) {
+	port, lines := udpListener(t)
+	t.Setenv("USE_STATSD", "true")
+	t.Setenv("STATSD_HOST", "127.0.0.1")
+	t.Setenv("STATSD_PORT", strconv.Itoa(port))
+	t.Setenv("STATSD_PROTOCOL", "udp")
+	t.Setenv("EXTRA_TAGS", "cluster:eu1")
+	t.Setenv("STATS_FLUSH_INTERVAL", "1h")
+	s, grpcAddr := launchBoth(t)
+	callRLS(t, grpcAddr, 3)
+	s.stop(t)
+	const rule = "ratelimit.service.rate_limit.d.k."
+	want := map[string]bool{
+		rule + "total_hits.__cluster=eu1:3|c":                               false,
+		rule + "within_limit.__cluster=eu1:2|c":                             false,
+		rule + "over_limit.__cluster=eu1:1|c":                               false,
+		rule + "near_limit.__cluster=eu1:1|c":                               false,
+		"ratelimit_server.ShouldRateLimit.total_requests.__cluster=eu1:3|c": false,
+	}
+	var got []string
+	deadline := time.After(10 * time.Second)
+	for slices.Contains(mapValues(want), false) {
+		select {
+		case line, ok := <-lines:
+			if !ok {
+				t.Fatal("listener closed")
+			}
+			got = append(got, line)
+			if _, ok := want[line]; ok {
+				want[line] = true
+			}
+		case <-deadline:
+			t.Fatalf("within 10s the statsd listener received %q; still missing some of %v", got, want)
+		}
+	}
+}
+
+// With USE_DOG_STATSD=true the stats go out as DogStatsD lines over UDP:
+// EXTRA_TAGS as DogStatsD tags, and names rewritten by the mogrifiers of
+// USE_DOG_STATSD_MOGRIFIERS, as envoyproxy/ratelimit's README configures
+// them.
+func TestServeSendsDogStatsD(t *testing.T) {
+	port, lines := udpListener(t)
+	t.Setenv("USE_DOG_STATSD", "true")
+	t.Setenv("STATSD_HOST", "127.0.0.1")
+	t.Setenv("STATSD_PORT", strconv.Itoa(port))
+	t.Setenv("EXTRA_TAGS", "cluster:eu1")
+	t.Setenv("STATS_FLUSH_INTERVAL", "1h")
+	t.Setenv("USE_DOG_STATSD_MOGRIFIERS", "HITS")
+	t.Setenv("DOG_STATSD_MOGRIFIER_HITS_PATTERN", `^ratelimit\.service\.rate_limit\.([^.]+)\.(.*)\.([^.]+)$`)
+	t.Setenv("DOG_STATSD_MOGRIFIER_HITS_NAME", "ratelimit.service.rate_limit.$3")
+	t.Setenv("DOG_STATSD_MOGRIFIER_HITS_TAGS", "domain:$1,descriptor:$2")
+	s, grpcAddr := launchBoth(t)
+	callRLS(t, grpcAddr, 3)
+	s.stop(t)
+	want := map[string]bool{
+		"ratelimit.service.rate_limit.over_limit:1|c|#cluster:eu1,domain:d,descriptor:k": false,
+		"ratelimit.service.rate_limit.total_hits:3|c|#cluster:eu1,domain:d,descriptor:k": false,
+		"ratelimit_server.ShouldRateLimit.total_requests:3|c|#cluster:eu1":               false,
+	}
+	var got []string
+	deadline := time.After(10 * time.Second)
+	for slices.Contains(mapValues(want), false) {
+		select {
+		case line := <-lines:
+			got = append(got, line)
+			if _, ok := want[line]; ok {
+				want[line] = true
+			}
+		case <-deadline:
+			t.Fatalf("within 10s the DogStatsD listener received %q; still missing some of %v", got, want)
+		}
+	}
+}
+
+func mapValues(m map[string]bool) []bool {
+	var out []bool
+	for _, v := range m {
+		out = append(out, v)
+	}
+	return out
+}
+
+// Tracing and statsd are off by default: nothing is installed on the
+// gRPC server or around the HTTP handler, and nothing is started.
+func TestTelemetryOffByDefaultInstallsNothing(t *testing.T) {
+	var errs envErrs
+	s := telemetryFromEnv(&errs)
+	if len(errs) != 0 || s.tracing || s.statsd {
+		t.Fatalf("defaults: tracing %v, statsd %v, errors %v", s.tracing, s.statsd, errs)
+	}
+	tel, err := startTelemetry(context.Background(), s, quietTelemetryLog())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if opts := tel.grpcOptions(); len(opts) != 0 {
+		t.Errorf("%d gRPC server options with tracing off, want none", len(opts))
+	}
+	h := http.NewServeMux()
+	if got, ok := tel.handler(h).(*http.ServeMux); !ok || got != h {
+		t.Error("the HTTP handler was wrapped with tracing off")
+	}
+	if tel.store != nil {
+		t.Error("a statsd store was started with USE_STATSD unset")
+	}
+	tel.shutdown(context.Background(), quietTelemetryLog())
+}
+
+// Malformed telemetry variables are refused at start-up (serve exits 2)
+// instead of falling back to a default the operator did not ask for.
+func TestTelemetryRefusesMalformedEnv(t *testing.T) {
+	for _, kv := range [][2]string{
+		{"TRACING_ENABLED", "yes please"},
+		{"TRACING_SAMPLING_RATE", "2"},
+		{"TRACING_SAMPLING_RATE", "often"},
+		{"TRACING_EXPORTER_PROTOCOL", "zipkin"},
+		{"USE_STATSD", "maybe"},
+		{"STATSD_PORT", "99999"},
+		{"STATSD_PROTOCOL", "sctp"},
+		{"EXTRA_TAGS", "novalue"},
+		{"STATS_FLUSH_INTERVAL", "0"},
+		{"USE_DOG_STATSD_MOGRIFIERS", "NOPATTERN"},
+	} {
+		t.Run(kv[0]+"="+kv[1], func(t *testing.T) {
+			t.Setenv(kv[0], kv[1])
+			t.Setenv("USE_DOG_STATSD", strconv.FormatBool(kv[0] == "USE_DOG_STATSD_MOGRIFIERS"))
+			var errs envErrs
+			telemetryFromEnv(&errs)
+			if len(errs) == 0 || !strings.Contains(errs[0].Error(), kv[0]) {
+				t.Fatalf("errors %v, want one naming %s", errs, kv[0])
+			}
+		})
+	}
+}
+
+// envoyproxy/ratelimit refuses two stats sinks; so does serve.
+func TestTelemetryRefusesStatsdAndDogStatsDTogether(t *testing.T) {
+	t.Setenv("USE_STATSD", "true")
+	t.Setenv("USE_DOG_STATSD", "true")
+	var errs envErrs
+	telemetryFromEnv(&errs)
+	if len(errs) != 1 || !strings.Contains(errs[0].Error(), "USE_DOG_STATSD") {
+		t.Fatalf("errors %v, want one naming both", errs)
+	}
+}
+
+// A statsd or tracing variable set while its feature is off does nothing,
+// and is named in the start-up line; turned on, it is not.
+func TestTelemetryNamesSettingsOfAFeatureThatIsOff(t *testing.T) {
+	t.Setenv("STATSD_HOST", "statsd.internal")
+	t.Setenv("TRACING_SAMPLING_RATE", "0.5")
+	var errs envErrs
+	got := telemetryFromEnv(&errs).notActedOn()
+	if !slices.Contains(got, "STATSD_HOST") || !slices.Contains(got, "TRACING_SAMPLING_RATE") {
+		t.Errorf("off: notActedOn = %v, want STATSD_HOST and TRACING_SAMPLING_RATE", got)
+	}
+	t.Setenv("USE_STATSD", "true")
+	t.Setenv("TRACING_ENABLED", "true")
+	if got := telemetryFromEnv(&errs).notActedOn(); len(got) != 0 {
+		t.Errorf("on: notActedOn = %v, want nothing", got)
+	}
+	t.Setenv("DISABLE_STATS", "true")
+	if s := telemetryFromEnv(&errs); s.statsd || !slices.Contains(s.notActedOn(), "STATSD_HOST") {
+		t.Errorf("DISABLE_STATS=true left statsd on (or its settings unnamed)")
+	}
+}
+
+// EXTRA_TAGS is read as envoyproxy/ratelimit reads it.
+func TestParseExtraTags(t *testing.T) {
+	got, err := parseExtraTags("cluster:eu1, team : edge,empty:")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 3 || got["cluster"] != "eu1" || got["team"] != "edge" || got["empty"] != "" {
+		t.Errorf("tags %v", got)
+	}
+}
+
+func quietTelemetryLog() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }

@@ -122,12 +122,21 @@ func evalUsecPerCall(b *testing.B, srv *redistest.Server) float64 {
 
 // BenchmarkScriptCPU reports each algorithm's Redis CPU per decision (INFO
 // commandstats, redis-µs/call): admitted and denied decisions of cost 1 on
-// 100 keys under 1,000 per second (burst 1,000), on Redis's clock.
+// 100 keys under 1,000 per second (burst 1,000), on Redis's clock;
+// keys=envoy is the fixed window under KeyEnvoy.
 func BenchmarkScriptCPU(b *testing.B) {
-	for _, a := range sluice.Algorithms() {
-		b.Run("alg="+a.String(), func(b *testing.B) {
+	algs := sluice.Algorithms()
+	for i := range len(algs) + 1 {
+		a, name := sluice.FixedWindow, "alg=fixed_window/keys=envoy"
+		if i < len(algs) {
+			a, name = algs[i], "alg="+algs[i].String()
+		}
+		b.Run(name, func(b *testing.B) {
 			srv := redistest.StartServer(b)
 			s := open(b, "redis://"+srv.Addr, nil)
+			if i == len(algs) {
+				s = openEnvoy(b, "redis://"+srv.Addr, nil, 300*time.Second)
+			}
 			ctx := context.Background()
 			lim := sluice.Limit{Algorithm: a, Rate: 1000, Period: time.Second, Burst: 1000}
 			if _, err := s.Allow(ctx, "cpu:warm", lim); err != nil {

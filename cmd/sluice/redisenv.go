@@ -231,32 +231,36 @@ func tuningNotActedOn(prefix string, name func(n, why string), valued func(n, ok
 }
 
 // perSecondNotActedOn names the REDIS_PERSECOND_ variables: all of them
-// without a per-second store, else those rueidis has no knob for.
+// without a per-second store; with one given by -store-per-second rather
+// than REDIS_PERSECOND, those that would have built its URL; and those
+// rueidis has no knob for.
 func (o *redisOptions) perSecondNotActedOn(store string, name func(n, why string), valued func(n, ok, why string)) {
-	all := []string{"REDIS_PERSECOND_URL", "REDIS_PERSECOND_TYPE", "REDIS_PERSECOND_AUTH", "REDIS_PERSECOND_TLS",
-		"REDIS_PERSECOND_SOCKET_TYPE", "REDIS_PERSECOND_POOL_SIZE", "REDIS_PERSECOND_PIPELINE_WINDOW",
+	url := []string{"REDIS_PERSECOND_URL", "REDIS_PERSECOND_TYPE", "REDIS_PERSECOND_AUTH", "REDIS_PERSECOND_TLS"}
+	tuning := []string{"REDIS_PERSECOND_SOCKET_TYPE", "REDIS_PERSECOND_POOL_SIZE", "REDIS_PERSECOND_PIPELINE_WINDOW",
 		"REDIS_PERSECOND_PIPELINE_LIMIT", "REDIS_PERSECOND_TIMEOUT", "REDIS_PERSECOND_SENTINEL_AUTH",
 		"REDIS_PERSECOND_CLUSTER_PIPELINE_PARALLELISM", "REDIS_PERSECOND_POOL_ON_EMPTY_BEHAVIOR"}
+	why := ""
 	switch {
 	case isMemory(store):
-		for _, n := range all {
-			name(n, "the store is memory")
-		}
-	case o.perSecond == "" || !envBool("REDIS_PERSECOND", false):
-		// With -store-per-second given as a flag, the variables built no URL.
-		why := "REDIS_PERSECOND is not true"
-		if o.perSecond != "" {
-			why = "-store-per-second is given"
-		}
-		for _, n := range all {
+		why = "the store is memory"
+	case o.perSecond == "":
+		why = "REDIS_PERSECOND is not true"
+	}
+	if why != "" {
+		for _, n := range append(url, tuning...) {
 			name(n, why)
 		}
-	default:
-		tuningNotActedOn("REDIS_PERSECOND_", name, valued)
-		valued("REDIS_PERSECOND_SOCKET_TYPE", "tcp", "Sluice speaks TCP to Redis only")
-		if !isSentinel(o.perSecond) {
-			name("REDIS_PERSECOND_SENTINEL_AUTH", "the per-second store is not redis+sentinel://")
+		return
+	}
+	if !envBool("REDIS_PERSECOND", false) {
+		for _, n := range url {
+			name(n, "-store-per-second is given")
 		}
+	}
+	tuningNotActedOn("REDIS_PERSECOND_", name, valued)
+	valued("REDIS_PERSECOND_SOCKET_TYPE", "tcp", "Sluice speaks TCP to Redis only")
+	if !isSentinel(o.perSecond) {
+		name("REDIS_PERSECOND_SENTINEL_AUTH", "the per-second store is not redis+sentinel://")
 	}
 }
 

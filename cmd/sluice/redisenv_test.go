@@ -113,10 +113,16 @@ func TestRedisEnvNotActedOn(t *testing.T) {
 			[]string{"REDIS_PERSECOND_URL", "REDIS_PERSECOND_POOL_SIZE"}},
 		{"what rueidis has no knob for", map[string]string{"REDIS_PIPELINE_LIMIT": "8", "REDIS_CLUSTER_PIPELINE_PARALLELISM": "2", "REDIS_POOL_ON_EMPTY_BEHAVIOR": "ERROR", "REDIS_STARTUP_MAX_ELAPSED_TIME": "1m"}, "redis://r:6379",
 			[]string{"REDIS_PIPELINE_LIMIT", "REDIS_CLUSTER_PIPELINE_PARALLELISM", "REDIS_POOL_ON_EMPTY_BEHAVIOR", "REDIS_STARTUP_MAX_ELAPSED_TIME"}},
+		{"the per-second URL's variables with -store-per-second", map[string]string{"REDIS_PERSECOND_URL": "ps:6379", "REDIS_PERSECOND_POOL_SIZE": "3"}, "redis://r:6379",
+			[]string{"REDIS_PERSECOND_URL"}},
 		{"jitter with Sluice's keys", map[string]string{"EXPIRATION_JITTER_MAX_SECONDS": "10"}, "redis://r:6379", []string{"EXPIRATION_JITTER_MAX_SECONDS"}},
 		{"their defaults", map[string]string{"REDIS_PIPELINE_LIMIT": "0", "REDIS_POOL_ON_EMPTY_BEHAVIOR": "wait", "REDIS_TIMEOUT": ""}, "redis://r:6379", nil},
 	} {
-		o, errs := redisOpts(t, tt.env)
+		var args []string
+		if strings.Contains(tt.name, "-store-per-second") {
+			args = []string{"-store-per-second", "redis://ps:6379"}
+		}
+		o, errs := redisOpts(t, tt.env, args...)
 		if len(errs) > 0 {
 			t.Fatalf("%s: %v", tt.name, errs)
 		}

@@ -14,7 +14,7 @@ import (
 // whole conformance suite, as the store it wraps is: the wrapper adds
 // nothing to a decision while the store answers.
 func TestConformance(t *testing.T) {
-	for _, mode := range []failsafe.Mode{failsafe.Open, failsafe.Closed, failsafe.Local} {
+	for _, mode := range everyMode {
 		t.Run(mode.String(), func(t *testing.T) {
 			storetest.Run(t, func(t *testing.T, clock sluice.Clock) sluice.Limiter {
 				primary := memstore.New(memstore.Config{Clock: clock, SweepInterval: -1})

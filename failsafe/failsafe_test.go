@@ -82,6 +82,10 @@ func (h *logs) count(substr string) int {
 
 var lim = sluice.PerSecond(10)
 
+// everyMode is every Mode, for the tests that hold each to the same
+// behaviour.
+var everyMode = []failsafe.Mode{failsafe.Open, failsafe.Closed, failsafe.Local}
+
 func newLimiter(t *testing.T, mode failsafe.Mode, p *primary, clock sluice.Clock, h *logs) *failsafe.Limiter {
 	t.Helper()
 	local := memstore.New(memstore.Config{Clock: clock, SweepInterval: -1})

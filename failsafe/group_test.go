@@ -139,7 +139,7 @@ func TestBreakerProbesOnceAndBacksOff(t *testing.T) {
 // store, an Open, Closed or Local decision allocates nothing (a dead Redis
 // must not make every request cost garbage).
 func TestOpenBreakerDecisionsAllocateNothing(t *testing.T) {
-	for _, mode := range []failsafe.Mode{failsafe.Open, failsafe.Closed, failsafe.Local} {
+	for _, mode := range everyMode {
 		l := newLimiter(t, mode, downPrimary(), clocktest.New(), &logs{})
 		ctx := context.Background()
 		for range 3 { // Threshold 3 opens the breaker

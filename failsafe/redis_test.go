@@ -27,7 +27,7 @@ import (
 // limit: each key admitted at most its share, one unit per answer, and
 // denied (with a RetryAfter, not an error) beyond it.
 func TestRedisKilledMidLoad(t *testing.T) {
-	for _, mode := range []failsafe.Mode{failsafe.Open, failsafe.Closed, failsafe.Local} {
+	for _, mode := range everyMode {
 		t.Run(mode.String(), func(t *testing.T) {
 			srv := redistest.StartServer(t)
 			ctx := context.Background()

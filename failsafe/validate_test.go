@@ -18,7 +18,7 @@ import (
 func TestValidateLimitForwards(t *testing.T) {
 	mem := memstore.New(memstore.Config{SweepInterval: -1})
 	defer mem.Close()
-	for _, mode := range []failsafe.Mode{failsafe.Open, failsafe.Closed, failsafe.Local} {
+	for _, mode := range everyMode {
 		l, err := failsafe.New(failsafe.Config{Primary: storetest.PickyAbout(mem), Mode: mode, Local: mem})
 		if err != nil {
 			t.Fatal(err)

@@ -342,6 +342,7 @@ func openRedis(ctx context.Context, store string, o *redisOptions, log *slog.Log
 		rs.Close()
 		return redisStores{}, fmt.Errorf("-store-per-second: %w", err)
 	}
+	log.Info("limits whose period is under a minute are on the per-second store", "store", storeName(perSecond.URL))
 	return redisStores{limiter: newPeriodSplit(rs, ps), close: func() { rs.Close(); ps.Close() },
 		connected: func() bool { return rs.Connected() && ps.Connected() }}, nil
 }

@@ -99,6 +99,9 @@ func TestServePerSecondRedis(t *testing.T) {
 			t.Fatalf("%s: %d", k, code)
 		}
 	}
+	if !strings.Contains(s.stderr.String(), "per-second store") || !strings.Contains(s.stderr.String(), perSecond.Addr) {
+		t.Errorf("the log does not name the per-second store %s: %s", perSecond.Addr, s.stderr.String())
+	}
 	if got := main.Do(t, "KEYS", "*"); !strings.Contains(got, "slow") || strings.Contains(got, "fast") {
 		t.Errorf("REDIS_URL's keys: %q, want the hourly limit's only", got)
 	}

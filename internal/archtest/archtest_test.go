@@ -145,8 +145,12 @@ var packages = map[string]pkgRule{
 		edgeHTTP:    "only through Prometheus's client library",
 		edgeGRPC:    "only protobuf, through Prometheus's client library",
 	}},
-	"internal/storetest":  {layer: support, grants: map[string]string{edgeTesting: "it is the conformance suite tests call"}},
-	"internal/redistest":  {layer: support, grants: map[string]string{edgeTesting: "it starts redis-server for tests"}},
+	"internal/storetest": {layer: support, grants: map[string]string{edgeTesting: "it is the conformance suite tests call"}},
+	"internal/redistest": {layer: support, grants: map[string]string{edgeTesting: "it starts redis-server for tests"}},
+	"internal/pgtest": {layer: support, grants: map[string]string{
+		edgeTesting: "it starts PostgreSQL servers for tests",
+		edgeSQL:     "it waits for a server, and makes schemas, with pgx",
+	}},
 	"internal/goldentest": {layer: support, grants: map[string]string{edgeTesting: "it is the golden-file walker config's and gateway's tests call"}},
 	"internal/archtest":   {layer: support},
 	"internal/xdstest": {layer: support, grants: map[string]string{
@@ -507,6 +511,7 @@ func cleanGraph() []string {
 		"std:expvar: std:net/http",
 		"internal/storetest: . internal/clocktest std:testing",
 		"internal/redistest: std:testing",
+		"internal/pgtest: std:testing github.com/jackc/pgx/v5",
 		"internal/goldentest: std:testing",
 		"internal/archtest:",
 		"internal/tracing: go.opentelemetry.io/otel google.golang.org/grpc std:net/http std:database/sql/driver",

@@ -169,6 +169,163 @@ type Limit struct {
 	// window (Cloudflare counts every request this way). It is an error with
 	// the other algorithms.
 	CountRejected bool
+	// Calendar, when set (its Unit is not zero), aligns a FixedWindow's
+	// windows to calendar periods in a time zone (a month resetting on the
+	// 15th, Berlin time) instead of to multiples of Period since the Unix
+	// epoch; Period must then be the unit's nominal length
+	// (CalendarUnit.Nominal), which faces report as the window's length.
+	// The zero Calendar means no calendar: windows of Period. It is an
+	// error with the other algorithms. See package calendar for the math.
+	Calendar Calendar
+}
+
+// CalendarUnit is the length of a calendar period. The zero value,
+// NoCalendar, means the Limit has no calendar.
+type CalendarUnit uint8
+
+// The calendar units. A day runs from local midnight to the next (23 or 25
+// hours across a daylight saving change, 23h30 or 24h30 on Lord Howe
+// Island); a week from its first weekday's midnight; a month, quarter or
+// year from midnight of its anchor day.
+const (
+	NoCalendar CalendarUnit = iota
+	CalendarDay
+	CalendarWeek
+	CalendarMonth
+	CalendarQuarter
+	CalendarYear
+
+	numCalendarUnits = iota
+)
+
+var calendarUnitNames = [numCalendarUnits]string{"", "day", "week", "month", "quarter", "year"}
+
+// String returns the unit's configuration name, such as "month", or "" for
+// NoCalendar.
+func (u CalendarUnit) String() string {
+	if int(u) < len(calendarUnitNames) {
+		return calendarUnitNames[u]
+	}
+	return "calendar_unit(" + strconv.Itoa(int(u)) + ")"
+}
+
+// Nominal returns the unit's nominal length, the Period a Limit with a
+// Calendar of this unit must have: a day is 24 h, a week 7 days, a month 30
+// days, a quarter 90 days and a year 365 days (envoyproxy/ratelimit's
+// lengths for the units it has). The calendar's periods themselves vary
+// (see package calendar). It returns 0 for NoCalendar or an unknown unit.
+func (u CalendarUnit) Nominal() time.Duration {
+	const day = 24 * time.Hour
+	switch u {
+	case CalendarDay:
+		return day
+	case CalendarWeek:
+		return 7 * day
+	case CalendarMonth:
+		return 30 * day
+	case CalendarQuarter:
+		return 90 * day
+	case CalendarYear:
+		return 365 * day
+	}
+	return 0
+}
+
+// WeekStart is the day a calendar week starts on. The zero value, ISOWeek,
+// is Monday, as in ISO 8601; WeekStartingOn names any other day.
+type WeekStart uint8
+
+// ISOWeek starts weeks on Monday, as ISO 8601 does.
+const ISOWeek WeekStart = 0
+
+// WeekStartingOn returns the WeekStart of weeks that begin on d.
+func WeekStartingOn(d time.Weekday) WeekStart { return WeekStart(d%7) + 1 }
+
+// Weekday returns the day weeks start on: Monday for ISOWeek.
+func (w WeekStart) Weekday() time.Weekday {
+	if w == ISOWeek {
+		return time.Monday
+	}
+	return time.Weekday(w-1) % 7
+}
+
+// Calendar aligns a FixedWindow to calendar periods in a time zone. The zero
+// value is no calendar. A Calendar is a plain comparable value; two that
+// hold different *time.Location pointers for the same zone compare unequal
+// (load a zone once and share it).
+type Calendar struct {
+	// Location is the time zone periods are aligned in; nil means UTC. Load
+	// it with time.LoadLocation (a binary for a scratch image should
+	// import time/tzdata).
+	Location *time.Location
+	// Unit is the period's length; NoCalendar (zero) means no calendar.
+	Unit CalendarUnit
+	// FirstWeekday is the day a CalendarWeek starts; the zero value is ISO
+	// 8601's Monday. It must be zero for the other units.
+	FirstWeekday WeekStart
+	// AnchorDay is the day of the month a month, quarter or year starts on,
+	// 1 to 31; 0 means 1. A month too short for it starts on its last day
+	// (anchor 31 starts February's period on the 28th or 29th). It must be
+	// zero for a day or a week.
+	AnchorDay uint8
+	// AnchorMonth is the month (1 to 12) a year starts in, or one of the
+	// months a quarter starts in (quarters start every three months from
+	// it); 0 means January. It must be zero for a day, a week or a month.
+	AnchorMonth uint8
+}
+
+// IsZero reports whether c is the zero Calendar: no calendar.
+func (c Calendar) IsZero() bool { return c == Calendar{} }
+
+// Validate reports whether c is a usable calendar (the zero Calendar is);
+// the error wraps ErrInvalidLimit.
+func (c Calendar) Validate() error {
+	switch {
+	case c.IsZero():
+		return nil
+	case c.Unit == NoCalendar:
+		return fmt.Errorf("%w: calendar fields set without a calendar unit", ErrInvalidLimit)
+	case int(c.Unit) >= numCalendarUnits:
+		return fmt.Errorf("%w: unknown calendar unit %d", ErrInvalidLimit, c.Unit)
+	case c.FirstWeekday > 7:
+		return fmt.Errorf("%w: unknown first weekday %d", ErrInvalidLimit, c.FirstWeekday)
+	case c.FirstWeekday != ISOWeek && c.Unit != CalendarWeek:
+		return fmt.Errorf("%w: a first weekday applies only to a week, not a %v", ErrInvalidLimit, c.Unit)
+	case c.AnchorDay > 31:
+		return fmt.Errorf("%w: anchor day %d must be 1 to 31", ErrInvalidLimit, c.AnchorDay)
+	case c.AnchorDay != 0 && c.Unit < CalendarMonth:
+		return fmt.Errorf("%w: an anchor day applies to a month, quarter or year, not a %v", ErrInvalidLimit, c.Unit)
+	case c.AnchorMonth > 12:
+		return fmt.Errorf("%w: anchor month %d must be 1 to 12", ErrInvalidLimit, c.AnchorMonth)
+	case c.AnchorMonth != 0 && c.Unit < CalendarQuarter:
+		return fmt.Errorf("%w: an anchor month applies to a quarter or a year, not a %v", ErrInvalidLimit, c.Unit)
+	}
+	return nil
+}
+
+// String describes c, for example "month Europe/Berlin anchor 15", or ""
+// for the zero Calendar.
+func (c Calendar) String() string {
+	if c.IsZero() {
+		return ""
+	}
+	s := c.Unit.String() + " " + c.Location.String()
+	if c.Unit == CalendarWeek && c.FirstWeekday != ISOWeek {
+		s += " from " + c.FirstWeekday.Weekday().String()
+	}
+	if c.AnchorMonth > 1 {
+		s += " anchor month " + strconv.Itoa(int(c.AnchorMonth))
+	}
+	if c.AnchorDay > 1 {
+		s += " anchor " + strconv.Itoa(int(c.AnchorDay))
+	}
+	return s
+}
+
+// PerCalendar returns a FixedWindow of n per period of c, with the Period
+// c's unit requires.
+func PerCalendar(n int, c Calendar) Limit {
+	return Limit{Algorithm: FixedWindow, Rate: n, Period: c.Unit.Nominal(), Calendar: c}
 }
 
 // MaxPeriod is the longest Period a Limit may have: about 292 years is what
@@ -233,6 +390,8 @@ func (l Limit) Validate() error {
 		return fmt.Errorf("%w: period %v exceeds the maximum %v", ErrInvalidLimit, l.Period, MaxPeriod)
 	case l.CountRejected && l.Algorithm != SlidingWindow:
 		return fmt.Errorf("%w: count-rejected applies only to sliding_window, not %v", ErrInvalidLimit, l.Algorithm)
+	case l.Calendar != Calendar{}:
+		return l.validateCalendar()
 	}
 	switch {
 	case l.Algorithm.UsesBurst():
@@ -277,6 +436,20 @@ func (l Limit) Validate() error {
 	return nil
 }
 
+// validateCalendar checks the rules of a Limit with a Calendar.
+func (l Limit) validateCalendar() error {
+	if err := l.Calendar.Validate(); err != nil {
+		return err
+	}
+	if l.Algorithm != FixedWindow {
+		return fmt.Errorf("%w: a calendar applies only to fixed_window, not %v", ErrInvalidLimit, l.Algorithm)
+	}
+	if n := l.Calendar.Unit.Nominal(); l.Period != n {
+		return fmt.Errorf("%w: period %v of a calendar %v must be its nominal %v", ErrInvalidLimit, l.Period, l.Calendar.Unit, n)
+	}
+	return nil
+}
+
 // fits reports whether a·b ≤ c·d, in 128-bit arithmetic.
 func fits(a, b, c, d uint64) bool {
 	h1, l1 := bits.Mul64(a, b)
@@ -303,6 +476,9 @@ func (l Limit) String() string {
 	}
 	if l.CountRejected {
 		s += " count-rejected"
+	}
+	if l.Calendar != (Calendar{}) {
+		s += " calendar " + l.Calendar.String()
 	}
 	return s
 }

@@ -18,7 +18,12 @@ type FixedWindow struct {
 }
 
 // Take decides a request of cost units at now and spends them if admitted.
+// With a Calendar, the window is the calendar period that holds now
+// (calendarwindow.go).
 func (s *FixedWindow) Take(now int64, lim sluice.Limit, cost int) sluice.Result {
+	if lim.Calendar.Unit != sluice.NoCalendar {
+		return s.takeCalendar(now, lim, cost)
+	}
 	p := int64(lim.Period)
 	switch {
 	case now >= s.End: // a new window
@@ -29,6 +34,11 @@ func (s *FixedWindow) Take(now int64, lim sluice.Limit, cost int) sluice.Result 
 		// holds now but keep the count, conservatively, as SlidingWindow does.
 		s.End = windowStart(now, p) + p
 	}
+	return s.spend(now, lim, cost)
+}
+
+// spend decides cost units in the window ending at End, which holds now.
+func (s *FixedWindow) spend(now int64, lim sluice.Limit, cost int) sluice.Result {
 	res := sluice.Result{ResetAfter: time.Duration(s.End - now)}
 	rate := int64(lim.Rate)
 	if int64(cost) > rate-s.Count {

@@ -126,6 +126,7 @@ var packages = map[string]pkgRule{
 	".":          {layer: vocabulary},
 	"algorithm":  {layer: pure},
 	"ring":       {layer: pure},
+	"calendar":   {layer: pure},
 	"memstore":   {layer: store},
 	"redisstore": {layer: store, grants: map[string]string{edgeRedis: "it is the Redis store"}},
 	"failsafe":   {layer: wrapper},
@@ -207,6 +208,7 @@ var allowedEdges = []allowedEdge{
 	{from: "gateway", to: "httplimit", why: "the proxy is httplimit's middleware plus routes and upstreams"},
 	{from: "sim", to: "algorithm", why: "the simulator steps the pure algorithms on a simulated clock, with no store"},
 	{from: "client", to: "algorithm", why: "a Pacer given no Limiter paces in process with the pure algorithms, so that the client stands alone and picks no store"},
+	{from: "algorithm", to: "calendar", why: "a fixed window with a calendar takes its windows from the calendar math"},
 }
 
 // A graph is the import graph go list reports: every package reachable from
@@ -491,7 +493,8 @@ func toPath(s string) string {
 func cleanGraph() []string {
 	return []string{
 		".: std:time",
-		"algorithm: . std:time",
+		"algorithm: . calendar std:time",
+		"calendar: . std:time",
 		"ring: std:sort",
 		"memstore: . algorithm std:sync",
 		"redisstore: . algorithm github.com/redis/rueidis",

@@ -1,0 +1,61 @@
+package algorithm
+
+import (
+	"time"
+
+	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/calendar"
+)
+
+// takeCalendar is FixedWindow.Take for a limit with a Calendar: the window
+// is the calendar period that holds now (package calendar), so a month is a
+// month in its time zone, a day is 23 or 25 hours across a daylight saving
+// change, and ResetAfter is the exact time to the period's end. The state is
+// the same End and Count as an epoch-aligned window's.
+//
+// The period is computed only when it may have changed: when now reaches
+// End, or when End is further away than the unit's shortest period (the
+// clock went back, or the limit changed). Otherwise now lies in the period
+// ending at End, and a decision costs what an epoch-aligned one does.
+func (s *FixedWindow) takeCalendar(now int64, lim sluice.Limit, cost int) sluice.Result {
+	if now >= s.End || s.End-now > int64(shortest(lim.Calendar.Unit)) {
+		_, end := calendar.Period(lim.Calendar, time.Unix(0, now))
+		if e := end.UnixNano(); e != s.End {
+			if now >= s.End {
+				s.Count = 0 // a new period
+			}
+			// Else the clock went back or the calendar changed: move to the
+			// period that holds now but keep the count, conservatively, as
+			// an epoch-aligned window does.
+			s.End = e
+		}
+	}
+	return s.spend(now, lim, cost)
+}
+
+// shortest returns a length no calendar period of unit u is shorter than,
+// leaving room for daylight saving changes and for a zone that skipped a
+// day: a period this far from its end or further must be recomputed.
+func shortest(u sluice.CalendarUnit) time.Duration {
+	const day = 24 * time.Hour
+	switch u {
+	case sluice.CalendarDay:
+		return 12 * time.Hour // 23 h, 23h30 across daylight saving
+	case sluice.CalendarWeek:
+		return 5 * day
+	case sluice.CalendarMonth:
+		return 26 * day
+	case sluice.CalendarQuarter:
+		return 88 * day
+	}
+	return 363 * day
+}
+
+// CalendarPeriod returns the calendar period of lim that holds now, in Unix
+// nanoseconds: [start, end). lim must have a Calendar. A store that keeps
+// its state elsewhere (redisstore's scripts) computes the window here, with
+// the zone data Go has, and passes it on.
+func CalendarPeriod(lim sluice.Limit, now int64) (start, end int64) {
+	s, e := calendar.Period(lim.Calendar, time.Unix(0, now))
+	return s.UnixNano(), e.UnixNano()
+}

@@ -1,0 +1,122 @@
+package algorithm_test
+
+import (
+	"testing"
+	"time"
+	_ "time/tzdata"
+
+	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/algorithm"
+)
+
+func berlinMonth15(t *testing.T) sluice.Limit {
+	t.Helper()
+	loc, err := time.LoadLocation("Europe/Berlin")
+	if err != nil {
+		t.Fatal(err)
+	}
+	lim := sluice.PerCalendar(3, sluice.Calendar{Location: loc, Unit: sluice.CalendarMonth, AnchorDay: 15})
+	if err := lim.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	return lim
+}
+
+// TestCalendarWindowResetsAtThePeriodsEnd: a fixed window with a Berlin
+// month anchored on the 15th spends its rate, denies with RetryAfter and
+// ResetAfter exactly the time to 15 April 00:00 Berlin time (a period that
+// crosses the change to summer time, so 31 days less an hour from its
+// start), and admits again from that instant, not a 30-day multiple.
+func TestCalendarWindowResetsAtThePeriodsEnd(t *testing.T) {
+	lim := berlinMonth15(t)
+	loc := lim.Calendar.Location
+	boundary := time.Date(2026, 4, 15, 0, 0, 0, 0, loc)
+	now := time.Date(2026, 4, 14, 22, 0, 0, 0, loc) // two hours before
+	var s algorithm.FixedWindow
+	for i := range 3 {
+		if res := s.Take(now.UnixNano(), lim, 1); !res.Allowed || res.Remaining != 2-i {
+			t.Fatalf("take %d: %+v", i, res)
+		}
+	}
+	res := s.Take(now.UnixNano(), lim, 1)
+	if res.Allowed || res.RetryAfter != 2*time.Hour || res.ResetAfter != 2*time.Hour {
+		t.Fatalf("over the rate: %+v, want denied with RetryAfter and ResetAfter 2h", res)
+	}
+	if got := time.Unix(0, s.Expires()); !got.Equal(boundary) {
+		t.Fatalf("Expires %v, want %v", got, boundary)
+	}
+	if res := s.Take(boundary.Add(-time.Nanosecond).UnixNano(), lim, 1); res.Allowed || res.RetryAfter != time.Nanosecond {
+		t.Fatalf("a nanosecond before the end: %+v", res)
+	}
+	res = s.Take(boundary.UnixNano(), lim, 1)
+	wantReset := time.Date(2026, 5, 15, 0, 0, 0, 0, loc).Sub(boundary)
+	if !res.Allowed || res.Remaining != 2 || res.ResetAfter != wantReset {
+		t.Fatalf("at the boundary: %+v, want admitted with 2 left and ResetAfter %v", res, wantReset)
+	}
+	if wantReset != 30*24*time.Hour {
+		t.Fatalf("15 April to 15 May lasts %v", wantReset)
+	}
+}
+
+// TestCalendarWindowPeekAndRefund: a peek reports the period without
+// spending, and a refund gives units back only within the period they were
+// spent in.
+func TestCalendarWindowPeekAndRefund(t *testing.T) {
+	lim := berlinMonth15(t)
+	loc := lim.Calendar.Location
+	now := time.Date(2026, 3, 20, 12, 0, 0, 0, loc)
+	end := time.Date(2026, 4, 15, 0, 0, 0, 0, loc)
+	var s algorithm.FixedWindow
+	s.Take(now.UnixNano(), lim, 2)
+	if res := s.Peek(now.UnixNano(), lim); !res.Allowed || res.Remaining != 1 || res.ResetAfter != end.Sub(now) {
+		t.Fatalf("peek: %+v, want 1 left, ResetAfter %v", res, end.Sub(now))
+	}
+	s.Refund(now.Add(time.Hour).UnixNano(), lim, 1)
+	if res := s.Peek(now.UnixNano(), lim); res.Remaining != 2 {
+		t.Fatalf("after a refund in the period: %+v, want 2 left", res)
+	}
+	s.Refund(end.UnixNano(), lim, 1) // the next period: nothing to give back
+	if res := s.Peek(now.UnixNano(), lim); res.Remaining != 2 {
+		t.Fatalf("after a refund past the period: %+v, want still 2 left", res)
+	}
+}
+
+// TestCalendarWindowClockBack: when the clock goes back into the previous
+// period, the window moves to the period that holds now and keeps its count
+// (conservative, as an epoch-aligned window does); ResetAfter is that
+// period's end.
+func TestCalendarWindowClockBack(t *testing.T) {
+	lim := berlinMonth15(t)
+	loc := lim.Calendar.Location
+	after := time.Date(2026, 4, 16, 0, 0, 0, 0, loc)
+	before := time.Date(2026, 4, 10, 0, 0, 0, 0, loc)
+	var s algorithm.FixedWindow
+	s.Take(after.UnixNano(), lim, 3)
+	res := s.Take(before.UnixNano(), lim, 1)
+	if res.Allowed || res.ResetAfter != 5*24*time.Hour {
+		t.Fatalf("clock back into the previous period: %+v, want denied with ResetAfter 120h", res)
+	}
+}
+
+// TestCalendarDayAcrossDST: a Berlin day limit's windows last 23 h on the
+// day clocks go forward and 25 h on the day they go back.
+func TestCalendarDayAcrossDST(t *testing.T) {
+	loc, err := time.LoadLocation("Europe/Berlin")
+	if err != nil {
+		t.Fatal(err)
+	}
+	lim := sluice.PerCalendar(1, sluice.Calendar{Location: loc, Unit: sluice.CalendarDay})
+	for _, tc := range []struct {
+		day  time.Time
+		want time.Duration
+	}{
+		{time.Date(2026, 3, 29, 0, 0, 0, 0, loc), 23 * time.Hour},
+		{time.Date(2026, 10, 25, 0, 0, 0, 0, loc), 25 * time.Hour},
+		{time.Date(2026, 6, 1, 0, 0, 0, 0, loc), 24 * time.Hour},
+	} {
+		var s algorithm.FixedWindow
+		if res := s.Take(tc.day.UnixNano(), lim, 1); !res.Allowed || res.ResetAfter != tc.want {
+			t.Errorf("%v: %+v, want ResetAfter %v", tc.day, res, tc.want)
+		}
+	}
+}

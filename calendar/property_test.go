@@ -112,6 +112,9 @@ func TestStartMatchesPeriod(t *testing.T) {
 		at := genInstant(t)
 		start, end := calendar.Period(c, at)
 		n := calendar.Index(c, at)
+		if calendar.Index(c, start) != n {
+			return // a wall clock that went back across midnight: see Period
+		}
 		if s := calendar.Start(c, n); !s.Equal(start) {
 			t.Fatalf("%v: Start(Index(%v)) = %v, Period says %v", c, at, s, start)
 		}

@@ -1,0 +1,354 @@
+// Package pgstore is a sluice.Limiter on PostgreSQL for quotas: allowances
+// over a period that must be exact and durable, such as the calls a tenant's
+// plan allows per month, counted where a customer's bill can be checked.
+//
+// It serves the fixed window only (sluice.FixedWindow; ValidateLimit
+// refuses the other algorithms, which memstore and redisstore serve). Each
+// decision is one INSERT … ON CONFLICT DO UPDATE … WHERE … RETURNING
+// statement that adds the cost to the period's row only if the count stays
+// within the quota, guarded on the insert path too, under PostgreSQL's
+// default READ COMMITTED isolation: exact under any number of processes and
+// connections, with no lost update and no transaction to retry.
+//
+// The period is computed in Go from the store's Clock and passed to the
+// statement as a start and an end, so a period that is not aligned to the
+// Unix epoch (a calendar month in a time zone) uses the same table and the
+// same statement through Spend. The row a decision counts in is also the
+// ledger row of its period: it stays after the period ends, and Usage reads
+// it back.
+//
+// Its schema is applied by Migrate (Open and New call it) from SQL files
+// embedded in the package.
+package pgstore
+
+import (
+	"context"
+	"crypto/sha256"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/sluicehq/sluice"
+)
+
+// Config configures a Store. The zero Config is usable.
+type Config struct {
+	// Clock tells the time that periods are computed from; nil means the
+	// system clock. Processes that share a database should keep their
+	// clocks in step: a period boundary is where each one's clock puts it.
+	Clock sluice.Clock
+}
+
+// Store is a sluice.Limiter, sluice.Refunder, sluice.Peeker and
+// sluice.LimitValidator on a PostgreSQL pool. It is safe for concurrent use.
+// The zero Store is not usable; see Open and New.
+type Store struct {
+	pool  *pgxpool.Pool
+	owned bool
+	clock sluice.Clock
+}
+
+var (
+	_ sluice.Limiter        = (*Store)(nil)
+	_ sluice.Refunder       = (*Store)(nil)
+	_ sluice.Peeker         = (*Store)(nil)
+	_ sluice.LimitValidator = (*Store)(nil)
+)
+
+// Open connects to the database at url (a postgres:// URL or a key=value
+// connection string, with pgxpool's pool_* settings), applies the
+// migrations, and returns a Store that owns the pool: Close closes it. It
+// fails if the database cannot be reached before ctx ends.
+func Open(ctx context.Context, url string, cfg Config) (*Store, error) {
+	pool, err := pgxpool.New(ctx, url)
+	if err != nil {
+		return nil, fmt.Errorf("pgstore: %w", err)
+	}
+	s, err := New(ctx, pool, cfg)
+	if err != nil {
+		pool.Close()
+		return nil, err
+	}
+	s.owned = true
+	return s, nil
+}
+
+// New applies the migrations on pool and returns a Store that uses it. The
+// caller keeps the pool: Close leaves it open.
+func New(ctx context.Context, pool *pgxpool.Pool, cfg Config) (*Store, error) {
+	if err := Migrate(ctx, pool); err != nil {
+		return nil, err
+	}
+	return &Store{pool: pool, clock: cfg.Clock}, nil
+}
+
+// Pool returns the store's pool, for code that keeps more in the same
+// database.
+func (s *Store) Pool() *pgxpool.Pool { return s.pool }
+
+// Close closes the pool if Open made it. It always returns nil.
+func (s *Store) Close() error {
+	if s.owned {
+		s.pool.Close()
+	}
+	return nil
+}
+
+func (s *Store) now() time.Time {
+	if s.clock == nil {
+		return time.Now()
+	}
+	return s.clock.Now()
+}
+
+// ValidateLimit returns nil for a valid fixed-window limit whose period is a
+// whole number of microseconds (PostgreSQL's timestamps count microseconds),
+// and an error wrapping sluice.ErrInvalidLimit otherwise. It needs no
+// database.
+func ValidateLimit(lim sluice.Limit) error {
+	if err := lim.Validate(); err != nil {
+		return err
+	}
+	if lim.Algorithm != sluice.FixedWindow {
+		return fmt.Errorf("%w: pgstore serves fixed_window quotas only, not %v (memstore and redisstore serve it)", sluice.ErrInvalidLimit, lim.Algorithm)
+	}
+	if lim.Period%time.Microsecond != 0 {
+		return fmt.Errorf("%w: pgstore keeps time in microseconds, as PostgreSQL does; period %v is not a whole number of them", sluice.ErrInvalidLimit, lim.Period)
+	}
+	return nil
+}
+
+// ValidateLimit is the package's ValidateLimit.
+func (s *Store) ValidateLimit(lim sluice.Limit) error { return ValidateLimit(lim) }
+
+// check validates a call's input: sluice.Check, then the limits this store
+// refuses.
+func check(key string, lim sluice.Limit, cost int) error {
+	if err := sluice.Check(key, lim, cost); err != nil {
+		return err
+	}
+	return ValidateLimit(lim)
+}
+
+// window returns the fixed window of lim that holds now: [start, end),
+// aligned to the Unix epoch, as package algorithm's FixedWindow aligns it.
+func window(now time.Time, lim sluice.Limit) (start, end time.Time) {
+	p := int64(lim.Period)
+	n := now.UnixNano()
+	q := n / p
+	if n%p < 0 {
+		q--
+	}
+	start = time.Unix(0, q*p).UTC()
+	return start, start.Add(lim.Period)
+}
+
+// Allow is AllowN with a cost of 1.
+func (s *Store) Allow(ctx context.Context, key string, lim sluice.Limit) (sluice.Result, error) {
+	return s.AllowN(ctx, key, lim, 1)
+}
+
+// AllowN spends cost units of key's quota in the fixed window that holds
+// the store's current time, if the window's count stays within lim.Rate.
+// A denial spends nothing and reports the window's count as it is after the
+// decision: Remaining is what is left of the quota, RetryAfter and
+// ResetAfter the time to the window's end. Errors wrap sluice.ErrBadInput
+// for bad input, and the database's error (or ctx's) otherwise.
+func (s *Store) AllowN(ctx context.Context, key string, lim sluice.Limit, cost int) (sluice.Result, error) {
+	if err := check(key, lim, cost); err != nil {
+		return sluice.Result{}, err
+	}
+	now := s.now()
+	start, end := window(now, lim)
+	count, ok, end, err := s.spend(ctx, key, start, end, int64(lim.Rate), int64(cost))
+	if err != nil {
+		return sluice.Result{}, err
+	}
+	res := sluice.Result{Allowed: ok, Remaining: int(max(int64(lim.Rate)-count, 0)), ResetAfter: end.Sub(now)}
+	if !ok {
+		res.RetryAfter = res.ResetAfter
+	}
+	return res, nil
+}
+
+// Spend adds cost units to key's count in the period [start, end) if the
+// count stays within quota, in one statement, and returns the count after
+// the decision and whether it was admitted. It is AllowN for a period the
+// caller computes (a calendar month, say); every caller must compute a
+// period's start the same way, as the start names the period. A denied
+// call's count is read after the decision, so it may include units that
+// others spent meanwhile. Errors wrap sluice.ErrBadInput for a bad key, an
+// empty period, a quota outside [1, sluice.MaxRate] or a cost outside
+// [1, quota].
+func (s *Store) Spend(ctx context.Context, key string, start, end time.Time, quota, cost int64) (count int64, admitted bool, err error) {
+	if err := checkPeriod(key, start, end, quota, cost); err != nil {
+		return 0, false, err
+	}
+	count, admitted, _, err = s.spend(ctx, key, start, end, quota, cost)
+	return count, admitted, err
+}
+
+func checkPeriod(key string, start, end time.Time, quota, cost int64) error {
+	if err := sluice.Check(key, sluice.Limit{Algorithm: sluice.FixedWindow, Rate: 1, Period: time.Second}, 1); err != nil {
+		return err
+	}
+	switch {
+	case !end.After(start):
+		return fmt.Errorf("%w: period ends at %v, not after its start %v", sluice.ErrInvalidLimit, end, start)
+	case quota < 1 || quota > sluice.MaxRate:
+		return fmt.Errorf("%w: quota %d must be between 1 and %d", sluice.ErrInvalidLimit, quota, int64(sluice.MaxRate))
+	case cost < 1:
+		return fmt.Errorf("%w: cost %d must be at least 1", sluice.ErrInvalidCost, cost)
+	case cost > quota:
+		return fmt.Errorf("%w: cost %d exceeds the quota %d", sluice.ErrCostExceedsCapacity, cost, quota)
+	}
+	return nil
+}
+
+// spendSQL is a decision. The row source is empty when the cost alone
+// exceeds the quota, so the insert path is guarded as the update path is
+// (the DO UPDATE's WHERE guards only the update). A conflicting row is
+// locked and its latest version checked, so concurrent decisions queue on
+// the row and none is lost. A denial returns no row.
+const spendSQL = `INSERT INTO sluice_usage AS u (key_hash, period_start, period_end, key, count, quota)
+SELECT $1, $2, $3, $4, $5::bigint, $6::bigint WHERE $5::bigint <= $6::bigint
+ON CONFLICT (key_hash, period_start) DO UPDATE
+SET count = u.count + excluded.count, period_end = excluded.period_end, quota = excluded.quota, updated_at = now()
+WHERE u.count + excluded.count <= excluded.quota
+RETURNING u.count, u.period_end`
+
+// countSQL reads a period's count.
+const countSQL = `SELECT count FROM sluice_usage WHERE key_hash = $1 AND period_start = $2`
+
+// spend runs spendSQL and, on a denial, countSQL. It returns the period's
+// count, whether the cost was admitted, and the period's end.
+func (s *Store) spend(ctx context.Context, key string, start, end time.Time, quota, cost int64) (int64, bool, time.Time, error) {
+	h := hash(key)
+	var count int64
+	var until time.Time
+	err := s.pool.QueryRow(ctx, spendSQL, h[:], start, end, []byte(key), cost, quota).Scan(&count, &until)
+	if err == nil {
+		return count, true, until, nil
+	}
+	if !errors.Is(err, pgx.ErrNoRows) {
+		return 0, false, end, fmt.Errorf("pgstore: spending: %w", err)
+	}
+	count, err = s.count(ctx, h[:], start)
+	return count, false, end, err
+}
+
+// count reads the count of the period of key hash h that starts at start;
+// 0 if there is none.
+func (s *Store) count(ctx context.Context, h []byte, start time.Time) (int64, error) {
+	var count int64
+	err := s.pool.QueryRow(ctx, countSQL, h, start).Scan(&count)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, fmt.Errorf("pgstore: reading a count: %w", err)
+	}
+	return count, nil
+}
+
+// hash is the row's key: SHA-256 of the key, an index entry of fixed size
+// whatever the key's length.
+func hash(key string) [sha256.Size]byte { return sha256.Sum256([]byte(key)) }
+
+// Peek reports key's quota in the window that holds the store's current
+// time without spending or writing: Allowed unless the window's count is
+// above lim.Rate (a quota lowered since), Remaining what is left,
+// ResetAfter the time to the window's end even for an unused key.
+func (s *Store) Peek(ctx context.Context, key string, lim sluice.Limit) (sluice.Result, error) {
+	if err := check(key, lim, 1); err != nil {
+		return sluice.Result{}, err
+	}
+	now := s.now()
+	start, end := window(now, lim)
+	h := hash(key)
+	count, err := s.count(ctx, h[:], start)
+	if err != nil {
+		return sluice.Result{}, err
+	}
+	rate := int64(lim.Rate)
+	res := sluice.Result{Allowed: count <= rate, Remaining: int(max(rate-count, 0)), ResetAfter: end.Sub(now)}
+	if !res.Allowed {
+		res.RetryAfter = res.ResetAfter
+	}
+	return res, nil
+}
+
+// refundSQL gives units back to a period, never below zero.
+const refundSQL = `UPDATE sluice_usage SET count = greatest(count - $3::bigint, 0), updated_at = now()
+WHERE key_hash = $1 AND period_start = $2`
+
+// RefundN gives cost units back to key's count in the window that holds the
+// store's current time, never below zero; units spent in an earlier window
+// stay spent there. A key with no count in the window is left alone.
+func (s *Store) RefundN(ctx context.Context, key string, lim sluice.Limit, cost int) error {
+	if err := check(key, lim, cost); err != nil {
+		return err
+	}
+	start, _ := window(s.now(), lim)
+	return s.Refund(ctx, key, start, int64(cost))
+}
+
+// Refund gives cost units back to key's count in the period that starts at
+// start (see Spend), never below zero.
+func (s *Store) Refund(ctx context.Context, key string, start time.Time, cost int64) error {
+	if err := checkPeriod(key, start, start.Add(1), max(cost, 1), cost); err != nil {
+		return err
+	}
+	h := hash(key)
+	if _, err := s.pool.Exec(ctx, refundSQL, h[:], start, cost); err != nil {
+		return fmt.Errorf("pgstore: refunding: %w", err)
+	}
+	return nil
+}
+
+// Period is one row of the usage ledger: a key's count in one period.
+type Period struct {
+	// Start and End bound the period: [Start, End).
+	Start, End time.Time
+	// Count is the units admitted in the period, less those refunded.
+	Count int64
+	// Quota is the allowance in force at the period's last admission.
+	Quota int64
+	// Updated is when the row was last written, on the database's clock.
+	Updated time.Time
+}
+
+// MaxUsagePeriods bounds the periods one Usage call returns.
+const MaxUsagePeriods = 1000
+
+// usageSQL reads a key's newest periods, newest first.
+const usageSQL = `SELECT period_start, period_end, count, quota, updated_at FROM sluice_usage
+WHERE key_hash = $1 ORDER BY period_start DESC LIMIT $2`
+
+// Usage returns key's ledger: its newest periods that have a row (a period
+// with no decision has none), at most MaxUsagePeriods, oldest first.
+func (s *Store) Usage(ctx context.Context, key string) ([]Period, error) {
+	if err := checkPeriod(key, time.Time{}, time.Time{}.Add(1), 1, 1); err != nil {
+		return nil, err
+	}
+	h := hash(key)
+	rows, err := s.pool.Query(ctx, usageSQL, h[:], MaxUsagePeriods)
+	if err != nil {
+		return nil, fmt.Errorf("pgstore: reading usage: %w", err)
+	}
+	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (Period, error) {
+		var p Period
+		err := r.Scan(&p.Start, &p.End, &p.Count, &p.Quota, &p.Updated)
+		return p, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("pgstore: reading usage: %w", err)
+	}
+	for i, j := 0, len(out)-1; i < j; i, j = i+1, j-1 {
+		out[i], out[j] = out[j], out[i]
+	}
+	return out, nil
+}

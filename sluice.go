@@ -467,18 +467,19 @@ const MaxRate = 1 << 53
 // bound stays so that configurations that load keep loading the same.
 const MaxLogRate = 1 << 20
 
-// String describes l, for example "token_bucket 5/1s burst 10" or
-// "fixed_window 100/1m0s".
+// String describes l, for example "token_bucket 5/1s burst 10",
+// "fixed_window 100/1m0s" or "fixed_window 100/calendar month Europe/Berlin
+// anchor 15".
 func (l Limit) String() string {
+	if l.Calendar != (Calendar{}) {
+		return l.Algorithm.String() + " " + strconv.Itoa(l.Rate) + "/calendar " + l.Calendar.String()
+	}
 	s := l.Algorithm.String() + " " + strconv.Itoa(l.Rate) + "/" + l.Period.String()
 	if l.Algorithm.UsesBurst() {
 		s += " burst " + strconv.Itoa(l.Burst)
 	}
 	if l.CountRejected {
 		s += " count-rejected"
-	}
-	if l.Calendar != (Calendar{}) {
-		s += " calendar " + l.Calendar.String()
 	}
 	return s
 }

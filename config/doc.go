@@ -38,10 +38,28 @@
 // dynamic_metadata; RateLimit.Metadata); in a rate_limit unit (second,
 // minute, hour, day, week, month, year; any case), requests_per_unit,
 // unlimited, name and replaces (a list of {name: ...}). Sluice adds
-// algorithm, burst, unit_multiplier and failure_mode under rate_limit, a
-// rate_limits list beside it (below), and a forward_auth section beside
-// descriptors (see Forward auth below). Anchors, aliases and merge keys
-// (<<) work as in YAML.
+// algorithm, burst, unit_multiplier, failure_mode and calendar under
+// rate_limit, a rate_limits list beside it (below), and a forward_auth
+// section beside descriptors (see Forward auth below). Anchors, aliases and
+// merge keys (<<) work as in YAML.
+//
+// A unit is a fixed length counted from the Unix epoch, as in
+// envoyproxy/ratelimit: a day is 24 hours of UTC, a month 30 days, a year
+// 365. A calendar block on a fixed_window of unit day, week, month or year
+// makes the window the calendar period in a time zone instead:
+//
+//	rate_limit:
+//	  unit: month
+//	  requests_per_unit: 10000
+//	  calendar:
+//	    time_zone: Europe/Berlin   # an IANA name, or UTC; required
+//	    anchor_day: 15             # month or year: the period starts on the 15th (1-31, clamped)
+//	    # anchor_month: 4          # year: the period starts in April
+//	    # first_weekday: sunday    # week: default iso (Monday)
+//
+// The period is [local midnight of its first day, local midnight of the
+// next period's first day), exact across daylight saving changes (see
+// package calendar); RateLimit.Limit.Calendar holds it.
 //
 // A descriptor may carry several limits, each a rate_limit block, in a
 // rate_limits list instead of its rate_limit (a Sluice extension;

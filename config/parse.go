@@ -25,7 +25,7 @@ const (
 var (
 	rootKeys       = []string{"domain", "descriptors", "forward_auth"}
 	descriptorKeys = []string{"key", "value", "rate_limit", "rate_limits", "descriptors", "shadow_mode", "detailed_metric", "value_to_metric", "share_threshold", "quota_mode", "metadata"}
-	rateLimitKeys  = []string{"unit", "requests_per_unit", "unlimited", "name", "replaces", "algorithm", "burst", "unit_multiplier", "failure_mode"}
+	rateLimitKeys  = []string{"unit", "requests_per_unit", "unlimited", "name", "replaces", "algorithm", "burst", "unit_multiplier", "failure_mode", "calendar"}
 	replacesKeys   = []string{"name"}
 )
 
@@ -467,6 +467,7 @@ func (p *parser) rateLimit(n *yaml.Node) (*RateLimit, error) {
 // field for.
 type rateLimitRead struct {
 	unit, rpu, alg, burst, mult, fail *yaml.Node // key nodes; nil when absent
+	cal, calValue                     *yaml.Node // the calendar key and its block
 	unitText                          string
 	burstValue                        int64
 }
@@ -509,6 +510,8 @@ func (p *parser) rateLimitField(f field, r *RateLimit, k *rateLimitRead) (err er
 		k.mult = f.key
 		v, err = p.integer(f.val, "unit_multiplier", 1, math.MaxInt32)
 		r.UnitMultiplier = int(v)
+	case "calendar":
+		k.cal, k.calValue = f.key, f.val
 	case "failure_mode":
 		k.fail = f.key
 		if r.FailureMode, err = p.str(f.val, "failure_mode"); err == nil {
@@ -528,8 +531,8 @@ func (p *parser) unlimited(r *RateLimit, k *rateLimitRead) error {
 	switch {
 	case k.unitText != "":
 		return p.errf(k.unit, "should not specify rate limit unit when unlimited")
-	case k.alg != nil, k.burst != nil, k.mult != nil, k.fail != nil:
-		key := firstOf(k.alg, k.burst, k.mult, k.fail)
+	case k.alg != nil, k.burst != nil, k.mult != nil, k.fail != nil, k.cal != nil:
+		key := firstOf(k.alg, k.burst, k.mult, k.fail, k.cal)
 		return p.errf(key, "%s has no effect when unlimited", key.Value)
 	}
 	r.Limit = sluice.Limit{}
@@ -561,6 +564,11 @@ func (p *parser) limit(n *yaml.Node, r *RateLimit, k *rateLimitRead) error {
 	r.Limit.Burst = int(r.RequestsPerUnit)
 	if k.burst != nil {
 		r.Limit.Burst = int(k.burstValue)
+	}
+	if k.cal != nil {
+		if err := p.calendar(k.cal, k.calValue, r); err != nil {
+			return err
+		}
 	}
 	if r.RequestsPerUnit > 0 {
 		if err := r.Limit.Validate(); err != nil {

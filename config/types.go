@@ -128,8 +128,10 @@ type RateLimit struct {
 	Replaces []string
 	// Limit is the sluice.Limit the rule enforces: the algorithm (default
 	// fixed window, as envoyproxy/ratelimit), RequestsPerUnit per
-	// Unit×UnitMultiplier, Burst (default RequestsPerUnit). Invalid when
-	// Unlimited or RequestsPerUnit is 0 (a rule that blocks everything).
+	// Unit×UnitMultiplier, Burst (default RequestsPerUnit), and the
+	// Calendar of a calendar block (a Sluice extension; zero without one).
+	// Invalid when Unlimited or RequestsPerUnit is 0 (a rule that blocks
+	// everything).
 	Limit sluice.Limit
 	// FailureMode is the rule's failure policy ("open", "closed", "local"),
 	// "" for the service's default.

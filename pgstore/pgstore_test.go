@@ -16,21 +16,11 @@ import (
 	"github.com/sluicehq/sluice/pgstore"
 )
 
-func TestMain(m *testing.M) { pgtest.Main(m) }
-
 // open returns a store on a fresh schema of the shared server, with its
 // migrations applied, reading time from clock.
 func open(t testing.TB, clock sluice.Clock) (*pgstore.Store, string) {
 	t.Helper()
-	url := pgtest.Schema(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	s, err := pgstore.Open(ctx, url, pgstore.Config{Clock: clock})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { s.Close() })
-	return s, url
+	return openURL(t, pgtest.Schema(t), clock)
 }
 
 var hour = sluice.Limit{Algorithm: sluice.FixedWindow, Rate: 10, Period: time.Hour}

@@ -1,0 +1,117 @@
+package pgstore_test
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/internal/pgtest"
+)
+
+// load is a number of goroutines deciding on one key until stopped,
+// counting what they were told.
+type load struct {
+	admitted, failed, inDoubt atomic.Int64
+	stop                      chan struct{}
+	wg                        sync.WaitGroup
+}
+
+// TestRestartMidLoadLosesAndDoublesNothing stops PostgreSQL (a fast
+// shutdown, as an operator's; and an immediate one, as a crash's) while 16
+// goroutines decide on one quota, starts it again, and
+// checks that decisions fail while it is down (the failure policy is the
+// caller's: package failsafe wraps stores), succeed again after, and that
+// the ledger's count is the number of admissions the callers were told of:
+// none lost, none doubled. The one count a caller cannot know is that of a
+// call whose connection broke after its statement was sent (it may have
+// committed): the count may exceed the admissions by at most those calls,
+// and equals them when there were none.
+func TestRestartMidLoadLosesAndDoublesNothing(t *testing.T) {
+	t.Run("stop", func(t *testing.T) { restartMidLoad(t, (*pgtest.Server).Stop) })
+	t.Run("crash", func(t *testing.T) { restartMidLoad(t, (*pgtest.Server).Crash) })
+}
+
+func restartMidLoad(t *testing.T, stop func(*pgtest.Server) error) {
+	srv := pgtest.StartServer(t)
+	s, _ := openURL(t, srv.URL()+"&pool_max_conns=16", nil)
+	lim := sluice.Limit{Algorithm: sluice.FixedWindow, Rate: 1 << 40, Period: sluice.MaxPeriod}
+	const key = "crash"
+	l := &load{stop: make(chan struct{})}
+	for range 16 {
+		l.wg.Go(func() {
+			for {
+				select {
+				case <-l.stop:
+					return
+				default:
+				}
+				ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+				r, err := s.Allow(ctx, key, lim)
+				cancel()
+				switch {
+				case errors.Is(err, sluice.ErrBadInput):
+					t.Error(err)
+					return
+				case err != nil:
+					l.failed.Add(1)
+					var connect *pgconn.ConnectError
+					if !pgconn.SafeToRetry(err) && !errors.As(err, &connect) {
+						l.inDoubt.Add(1)
+					}
+					time.Sleep(time.Millisecond) // a real failing call takes time too
+				case r.Allowed:
+					l.admitted.Add(1)
+				}
+			}
+		})
+	}
+	stopped := false
+	defer func() {
+		if !stopped {
+			close(l.stop)
+			l.wg.Wait()
+		}
+	}()
+	waitFor(t, "200 admissions before the stop", func() bool { return l.admitted.Load() >= 200 })
+	if err := stop(srv); err != nil {
+		t.Fatal(err)
+	}
+	before := l.failed.Load()
+	waitFor(t, "20 failures while PostgreSQL is down", func() bool { return l.failed.Load()-before >= 20 })
+	if err := srv.Start(); err != nil {
+		t.Fatal(err)
+	}
+	restarted := l.admitted.Load()
+	waitFor(t, "200 admissions after the restart", func() bool { return l.admitted.Load()-restarted >= 200 })
+	close(l.stop)
+	l.wg.Wait()
+	stopped = true
+
+	u, err := s.Usage(context.Background(), key)
+	if err != nil || len(u) != 1 {
+		t.Fatalf("Usage = %+v, %v; want one period", u, err)
+	}
+	admitted, inDoubt := l.admitted.Load(), l.inDoubt.Load()
+	t.Logf("admitted %d, failed %d (in doubt %d), ledger %d", admitted, l.failed.Load(), inDoubt, u[0].Count)
+	if u[0].Count < admitted || u[0].Count > admitted+inDoubt {
+		t.Errorf("the ledger counts %d; the callers were told of %d admissions (and %d calls broke in flight)", u[0].Count, admitted, inDoubt)
+	}
+}
+
+// waitFor polls cond until it holds, failing t after 30 seconds.
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}

@@ -260,6 +260,9 @@ func (s *Store) run(ctx context.Context, mode, key string, lim sluice.Limit, cos
 
 // exec runs lim's script in mode with cost, input already checked.
 func (s *Store) exec(ctx context.Context, mode, key string, lim sluice.Limit, cost int) (sluice.Result, error) {
+	if lim.Calendar.Unit != sluice.NoCalendar {
+		return s.execCalendar(ctx, mode, key, lim, cost) // calendar.go
+	}
 	if s.sharesEnvoyLayout(lim) {
 		return s.execEnvoy(ctx, mode, key, lim, cost)
 	}

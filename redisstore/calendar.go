@@ -1,0 +1,39 @@
+package redisstore
+
+import (
+	"context"
+	"strconv"
+	"time"
+
+	"github.com/redis/rueidis"
+
+	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/calendar"
+)
+
+// calendarScript decides a fixed window over calendar periods
+// (scripts/calendar_window.lua).
+var calendarScript = rueidis.NewLuaScript(mustRead("prelude.lua") + "\n" + mustRead("calendar_window.lua"))
+
+// execCalendar runs a limit with a Calendar: Go computes the host's current
+// period and the next one's end with its zone data (package calendar;
+// Redis has none), and the script counts in the one that holds Redis's
+// now. The key is the fixed window's (Key(sluice.FixedWindow, key)), so a
+// key's count carries over when its limit gains or loses a calendar, as
+// in the memory store. Under KeyEnvoy too: envoyproxy/ratelimit has no
+// calendar periods to share.
+func (s *Store) execCalendar(ctx context.Context, mode, key string, lim sluice.Limit, cost int) (sluice.Result, error) {
+	start, end := calendar.Period(lim.Calendar, s.hostNow())
+	_, next := calendar.Period(lim.Calendar, end)
+	args := []string{
+		mode, s.nowArg(),
+		strconv.FormatInt(micros(start), 10), strconv.Itoa(lim.Rate), strconv.Itoa(cost),
+		strconv.FormatInt(micros(end), 10), strconv.FormatInt(micros(next), 10),
+	}
+	resp := calendarScript.Exec(ctx, s.client, []string{s.Key(sluice.FixedWindow, key)}, args)
+	return decode(resp)
+}
+
+// micros returns t in microseconds since the Unix epoch. Period boundaries
+// are whole seconds (zone offsets are), so nothing is rounded.
+func micros(t time.Time) int64 { return t.UnixMicro() }

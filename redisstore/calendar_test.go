@@ -1,0 +1,134 @@
+package redisstore_test
+
+import (
+	"context"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+	_ "time/tzdata"
+
+	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/calendar"
+	"github.com/sluicehq/sluice/internal/clocktest"
+	"github.com/sluicehq/sluice/internal/redistest"
+	"github.com/sluicehq/sluice/redisstore"
+)
+
+// openCalendarStore returns a store on a real redis-server (the package's
+// shared one) with cfg, whose scripts and calendar take the time from clock
+// (nil: Redis's TIME and the host's clock).
+func openCalendarStore(t *testing.T, cfg redisstore.Config, clock sluice.Clock) (*redisstore.Store, *redistest.Server) {
+	t.Helper()
+	srv := redistest.Single(t)
+	cfg.URL = "redis://" + srv.Addr
+	var (
+		s   *redisstore.Store
+		err error
+	)
+	if clock != nil {
+		s, err = redisstore.NewWithClock(context.Background(), cfg, clock)
+	} else {
+		s, err = redisstore.New(context.Background(), cfg)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s, srv
+}
+
+func berlin(t *testing.T) *time.Location {
+	t.Helper()
+	loc, err := time.LoadLocation("Europe/Berlin")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return loc
+}
+
+// TestCalendarMonthOnRedis: a quota of 5 per Berlin calendar month on a
+// real redis-server, on a fake clock: spent out late on 31 January, denied
+// with RetryAfter exactly to Berlin's midnight (23:00 UTC), admitted again
+// from that instant with ResetAfter the length of February; the key lives
+// until the period's end and no longer.
+func TestCalendarMonthOnRedis(t *testing.T) {
+	loc := berlin(t)
+	clock := clocktest.At(time.Date(2026, 1, 31, 22, 0, 0, 0, loc))
+	s, srv := openCalendarStore(t, redisstore.Config{}, clock)
+	ctx := context.Background()
+	key := "calendar-month:" + strconv.FormatInt(time.Now().UnixNano(), 36)
+	lim := sluice.PerCalendar(5, sluice.Calendar{Location: loc, Unit: sluice.CalendarMonth})
+	allow := func(cost int) sluice.Result {
+		t.Helper()
+		res, err := s.AllowN(ctx, key, lim, cost)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res
+	}
+	if res := allow(5); !res.Allowed || res.Remaining != 0 || res.ResetAfter != 2*time.Hour {
+		t.Fatalf("spending the month: %+v, want admitted, 0 left, ResetAfter 2h", res)
+	}
+	pttl, err := strconv.ParseInt(strings.TrimSpace(srv.Do(t, "PTTL", s.Key(sluice.FixedWindow, key))), 10, 64)
+	if err != nil || pttl <= 0 || pttl > 2*3600*1000 {
+		t.Errorf("PTTL %d ms (%v), want in (0, 2h]", pttl, err)
+	}
+	clock.Set(time.Date(2026, 1, 31, 23, 30, 0, 0, loc))
+	if res := allow(1); res.Allowed || res.RetryAfter != 30*time.Minute || res.ResetAfter != 30*time.Minute {
+		t.Fatalf("half an hour before Berlin's midnight: %+v, want denied, RetryAfter 30m", res)
+	}
+	midnight := time.Date(2026, 2, 1, 0, 0, 0, 0, loc)
+	clock.Set(midnight.Add(-time.Microsecond))
+	if res := allow(1); res.Allowed || res.RetryAfter != time.Microsecond {
+		t.Fatalf("a microsecond before: %+v", res)
+	}
+	clock.Set(midnight)
+	if res := allow(1); !res.Allowed || res.Remaining != 4 || res.ResetAfter != 28*24*time.Hour {
+		t.Fatalf("at Berlin's midnight: %+v, want admitted, 4 left, ResetAfter 672h", res)
+	}
+	peek, err := s.Peek(ctx, key, lim)
+	if err != nil || peek.Remaining != 4 || peek.ResetAfter != 28*24*time.Hour {
+		t.Fatalf("peek: %+v, %v", peek, err)
+	}
+	if err := s.RefundN(ctx, key, lim, 1); err != nil {
+		t.Fatal(err)
+	}
+	if res := allow(5); !res.Allowed || res.Remaining != 0 {
+		t.Fatalf("after a refund: %+v, want 5 admitted", res)
+	}
+}
+
+// TestCalendarAgreesWithHostPeriods: on Redis's own clock, a Berlin day
+// limit admits its rate and reports ResetAfter within a second of the end
+// of the Berlin day the host computes; under envoyproxy/ratelimit's key
+// format too, where a calendar window keeps Sluice's key (envoyproxy has
+// no calendar periods to share).
+func TestCalendarAgreesWithHostPeriods(t *testing.T) {
+	for _, format := range []redisstore.KeyFormat{redisstore.KeySluice, redisstore.KeyEnvoy} {
+		s, srv := openCalendarStore(t, redisstore.Config{KeyFormat: format}, nil)
+		lim := sluice.PerCalendar(3, sluice.Calendar{Location: berlin(t), Unit: sluice.CalendarDay})
+		key := "calendar-day:" + strconv.FormatInt(time.Now().UnixNano(), 36)
+		admitted := 0
+		for range 5 {
+			before := time.Now()
+			res, err := s.Allow(context.Background(), key, lim)
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, end := calendar.Period(lim.Calendar, before)
+			if want := end.Sub(before); res.ResetAfter > want || res.ResetAfter < want-time.Second {
+				t.Errorf("format %v: ResetAfter %v, want about %v", format, res.ResetAfter, want)
+			}
+			if res.Allowed {
+				admitted++
+			}
+		}
+		if admitted != 3 {
+			t.Errorf("format %v: admitted %d of 5, want 3", format, admitted)
+		}
+		if got := strings.TrimSpace(srv.Do(t, "EXISTS", s.Key(sluice.FixedWindow, key))); got != "1" {
+			t.Errorf("format %v: the calendar window's key %q: EXISTS %s", format, s.Key(sluice.FixedWindow, key), got)
+		}
+	}
+}

@@ -1,0 +1,60 @@
+-- calendar_window.lua: a fixed window over calendar periods (a month in a
+-- time zone, a day of 23 or 25 hours). Redis has no zone data, so the Go
+-- side computes the periods (package calendar) around its own clock and
+-- sends three boundaries; the script picks the period that holds its own
+-- now, so a host clock a little off from Redis's still counts in Redis's
+-- period. The state is fixed_window.lua's, in the same key.
+--
+-- KEYS[1]  a hash: e = end of the counted period (microseconds), n = count
+-- ARGV[1]  mode: "take", "refund" or "peek" (see prelude.lua)
+-- ARGV[2]  now in microseconds, or ""         (see prelude.lua)
+-- ARGV[3]  s: the start of the host's current period, in microseconds
+-- ARGV[4]  rate: units per period
+-- ARGV[5]  cost c
+-- ARGV[6]  e1: the end of the host's current period (the next one's start)
+-- ARGV[7]  e2: the end of the next period
+--
+-- Reply: {allowed (0|1), remaining, retry_after_us, reset_after_us}; for a
+-- refund {1, 0, 0, 0}. The key expires at the end of its period.
+local s = tonumber(ARGV[3])
+local rate = tonumber(ARGV[4])
+local c = tonumber(ARGV[5])
+local e1 = tonumber(ARGV[6])
+local e2 = tonumber(ARGV[7])
+local st = redis.call('HMGET', KEYS[1], 'e', 'n')
+local e = tonumber(st[1] or '0')
+local n = tonumber(st[2] or '0')
+
+-- The end of the period that holds now: the previous period ends at s.
+local want = e2
+if now < s then
+  want = s
+elseif now < e1 then
+  want = e1
+end
+
+if mode == 'refund' then
+  if now < e and e == want and n > 0 then
+    n = math.max(n - c, 0)
+    redis.call('HSET', KEYS[1], 'n', int(n))
+  end
+  return {1, 0, 0, 0}
+end
+
+if now >= e then -- a new period
+  e = want
+  n = 0
+elseif e ~= want then
+  -- The clock went back or the calendar changed: move to the period that
+  -- holds now but keep the count, conservatively.
+  e = want
+end
+if c > rate - n then
+  return {0, math.max(rate - n, 0), e - now, e - now}
+end
+n = n + c
+if write then
+  redis.call('HSET', KEYS[1], 'e', int(e), 'n', int(n))
+  expire(KEYS[1], e - now)
+end
+return {1, rate - n, 0, e - now}

@@ -133,6 +133,7 @@ var packages = map[string]pkgRule{
 	"failsafe":   {layer: wrapper},
 	"relief":     {layer: wrapper},
 	"queue":      {layer: wrapper},
+	"adaptive":   {layer: wrapper},
 	"request":    {layer: helper, grants: map[string]string{edgeHTTP: "it computes the canonical form of an *http.Request"}},
 	"clientip":   {layer: helper, grants: map[string]string{edgeHTTP: "it reads an *http.Request's peer and forwarding headers"}},
 	"rlheader":   {layer: helper},
@@ -178,7 +179,10 @@ var packages = map[string]pkgRule{
 		edgeStatsd: "its counters feed a statsd store beside Prometheus, with envoyproxy/ratelimit's names",
 	}},
 	"client": {layer: face},
-	"sim":    {layer: face},
+	// gRPC server interceptors: rate limits through any Limiter, and
+	// adaptive concurrency through package adaptive.
+	"grpclimit": {layer: face},
+	"sim":       {layer: face},
 	// The config's face toward an xDS control plane: a gRPC client that
 	// compiles what it receives with config, as the file loader does.
 	"internal/xdsconfig": {layer: face},
@@ -528,7 +532,9 @@ func cleanGraph() []string {
 		"gateway: . httplimit config std:net/http/httputil",
 		"std:net/http/httputil: std:net/http",
 		"service: . config failsafe rlheader google.golang.org/grpc github.com/lyft/gostats",
-		"client: . algorithm rlheader std:net/http",
+		"client: . algorithm rlheader std:net/http google.golang.org/grpc",
+		"adaptive: .",
+		"grpclimit: . adaptive google.golang.org/grpc",
 		"sim: . algorithm gonum.org/v1/plot",
 		"cmd/sluice: . memstore redisstore gateway service",
 		"examples/client: client gateway memstore",
@@ -585,6 +591,16 @@ func TestLayerRulesCanFail(t *testing.T) {
 			name:  "rlheader imports gRPC",
 			lines: replace(cleanGraph(), "rlheader: google.golang.org/grpc/status"),
 			want:  []string{"rlheader depends on google.golang.org/grpc/status (gRPC/protobuf)", "a shared edge helper"},
+		},
+		{
+			name:  "the adaptive limiter imports gRPC",
+			lines: replace(cleanGraph(), "adaptive: . google.golang.org/grpc"),
+			want:  []string{"adaptive depends on google.golang.org/grpc (gRPC/protobuf)", "a wrapper may not reach"},
+		},
+		{
+			name:  "the gRPC face imports another face",
+			lines: replace(cleanGraph(), "grpclimit: . adaptive client google.golang.org/grpc"),
+			want:  []string{"grpclimit imports client", "a face"},
 		},
 		{
 			name:  "a face imports a Redis client",

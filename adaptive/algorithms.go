@@ -1,0 +1,127 @@
+package adaptive
+
+import (
+	"fmt"
+	"time"
+)
+
+// Gradient2 moves the limit by the ratio of a long-term latency to the
+// latest window's, after Netflix's Gradient2Limit. Per window of mean
+// latency short:
+//
+//   - long is a running mean of the windows' latencies: the plain mean of
+//     the first ten, then an exponential average over LongWindow windows
+//     (factor 2/(LongWindow+1)); when long/short > 2 (latency dropped
+//     sharply) long is cut by 5%, so that it recovers quickly;
+//   - if fewer than half the limit were in flight, the limit stays (an idle
+//     system says nothing about its capacity);
+//   - gradient = clamp(Tolerance·long/short, 0.5, 1);
+//     new = limit·gradient + QueueSize, smoothed:
+//     limit·(1−Smoothing) + new·Smoothing; then clamped to [Min, Max].
+//
+// Dropped requests do not move it. The zero value uses Netflix's defaults.
+type Gradient2 struct {
+	// Tolerance is how much slower than long a window may be before the
+	// limit falls. Zero means 1.5; otherwise at least 1.
+	Tolerance float64
+	// Smoothing is the weight of each new estimate, in (0, 1]. Zero
+	// means 0.2.
+	Smoothing float64
+	// QueueSize is added to the limit at each update, the headroom that
+	// lets it probe upward. Zero means 4; negative is refused.
+	QueueSize int
+	// LongWindow is the span, in windows, of long's exponential average.
+	// Zero means 600.
+	LongWindow int
+}
+
+type gradient2 struct {
+	Gradient2
+	long  float64
+	warm  int
+	total float64
+}
+
+func (g Gradient2) newController() (controller, error) {
+	if g.Tolerance == 0 {
+		g.Tolerance = 1.5
+	}
+	if g.Smoothing == 0 {
+		g.Smoothing = 0.2
+	}
+	if g.QueueSize == 0 {
+		g.QueueSize = 4
+	}
+	if g.LongWindow == 0 {
+		g.LongWindow = 600
+	}
+	if !(g.Tolerance >= 1) || !(g.Smoothing > 0 && g.Smoothing <= 1) || g.QueueSize < 0 || g.LongWindow < 1 {
+		return nil, fmt.Errorf("%w: Gradient2 needs Tolerance >= 1, Smoothing in (0, 1], QueueSize >= 0, LongWindow >= 1; have %+v", ErrInvalidConfig, g)
+	}
+	return &gradient2{Gradient2: g}, nil
+}
+
+// warmup is the number of windows whose plain mean starts long.
+const warmup = 10
+
+func (g *gradient2) next(limit float64, w window) float64 {
+	if w.rtt <= 0 {
+		return limit
+	}
+	short := float64(w.rtt)
+	if g.warm < warmup {
+		g.warm++
+		g.total += short
+		g.long = g.total / float64(g.warm)
+	} else {
+		f := 2 / float64(g.LongWindow+1)
+		g.long = g.long*(1-f) + short*f
+	}
+	if g.long/short > 2 {
+		g.long *= 0.95
+	}
+	if float64(w.inflight) < limit/2 {
+		return limit
+	}
+	gradient := min(max(g.Tolerance*g.long/short, 0.5), 1)
+	n := limit*gradient + float64(g.QueueSize)
+	return limit*(1-g.Smoothing) + n*g.Smoothing
+}
+
+// AIMD grows the limit by one per window while it is in use and cuts it by
+// BackoffRatio when a window saw a Dropped request or a mean latency above
+// Timeout, after Netflix's AIMDLimit. Timeout is the latency objective:
+// AIMD holds latency near it. The zero value uses Netflix's defaults.
+type AIMD struct {
+	// BackoffRatio multiplies the limit on a bad window, in [0.5, 1).
+	// Zero means 0.9.
+	BackoffRatio float64
+	// Timeout is the mean latency above which a window counts as bad.
+	// Zero means 5s.
+	Timeout time.Duration
+}
+
+type aimd struct{ AIMD }
+
+func (a AIMD) newController() (controller, error) {
+	if a.BackoffRatio == 0 {
+		a.BackoffRatio = 0.9
+	}
+	if a.Timeout == 0 {
+		a.Timeout = 5 * time.Second
+	}
+	if !(a.BackoffRatio >= 0.5 && a.BackoffRatio < 1) || a.Timeout < 0 {
+		return nil, fmt.Errorf("%w: AIMD needs BackoffRatio in [0.5, 1) and Timeout >= 0; have %+v", ErrInvalidConfig, a)
+	}
+	return &aimd{a}, nil
+}
+
+func (a *aimd) next(limit float64, w window) float64 {
+	switch {
+	case w.dropped || w.rtt > a.Timeout:
+		return float64(int(limit * a.BackoffRatio))
+	case float64(w.inflight)*2 >= limit:
+		return limit + 1
+	}
+	return limit
+}

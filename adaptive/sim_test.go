@@ -1,0 +1,262 @@
+package adaptive_test
+
+import (
+	"container/heap"
+	"context"
+	"math/rand/v2"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/sluicehq/sluice/adaptive"
+	"github.com/sluicehq/sluice/internal/clocktest"
+)
+
+// The simulated backend has servers workers, each serving one request in
+// service time, and a FIFO queue in front of them: past servers requests in
+// flight, every extra request waits its turn, so latency grows with
+// concurrency as Little's law says (n in flight at capacity servers/service
+// per second take n/capacity each). Requests arrive as a Poisson process.
+// Everything runs on a fake clock, event by event: a run is deterministic.
+type backend struct {
+	servers int
+	service time.Duration
+	free    timeHeap // when each worker is next free
+}
+
+// start returns when a request arriving at t completes.
+func (b *backend) start(t time.Duration) time.Duration {
+	if b.free == nil {
+		b.free = make(timeHeap, b.servers)
+	}
+	f := b.free[0]
+	begin := max(t, f)
+	b.free[0] = begin + b.service
+	heap.Fix(&b.free, 0)
+	return begin + b.service
+}
+
+type timeHeap []time.Duration
+
+func (h timeHeap) Len() int           { return len(h) }
+func (h timeHeap) Less(i, j int) bool { return h[i] < h[j] }
+func (h timeHeap) Swap(i, j int)      { h[i], h[j] = h[j], h[i] }
+func (h *timeHeap) Push(x any)        { *h = append(*h, x.(time.Duration)) }
+func (h *timeHeap) Pop() any {
+	old := *h
+	x := old[len(old)-1]
+	*h = old[:len(old)-1]
+	return x
+}
+
+type completion struct {
+	at, arrived time.Duration
+	tok         adaptive.Token
+}
+
+type completions []completion
+
+func (h completions) Len() int           { return len(h) }
+func (h completions) Less(i, j int) bool { return h[i].at < h[j].at }
+func (h completions) Swap(i, j int)      { h[i], h[j] = h[j], h[i] }
+func (h *completions) Push(x any)        { *h = append(*h, x.(completion)) }
+func (h *completions) Pop() any {
+	old := *h
+	x := old[len(old)-1]
+	*h = old[:len(old)-1]
+	return x
+}
+
+// admitter is what the simulation limits with: an adaptive Limiter or a
+// fixed bound.
+type admitter interface {
+	Acquire(ctx context.Context, p adaptive.Priority) (adaptive.Token, bool)
+}
+
+// fixed admits while fewer than n are in flight; its Tokens are zero, so
+// the simulation counts completions for it.
+type fixed struct{ n, inflight int }
+
+type simResult struct {
+	p99      time.Duration
+	goodput  float64 // completions per second after the warm-up
+	offered  ByPrio
+	rejected ByPrio
+	limit    int
+}
+
+type ByPrio [adaptive.NumPriorities]int
+
+type simConfig struct {
+	servers  int
+	service  time.Duration
+	load     float64 // offered load as a multiple of capacity
+	duration time.Duration
+	warmup   time.Duration
+	mix      [adaptive.NumPriorities]float64 // share of arrivals per priority, by Index
+}
+
+func (c simConfig) capacity() float64 { return float64(c.servers) / c.service.Seconds() }
+
+// simulate runs c's traffic through lim (or through fix when lim is nil).
+func simulate(t *testing.T, c simConfig, lim *adaptive.Limiter, clock *clocktest.Clock, fix *fixed) simResult {
+	t.Helper()
+	rng := rand.New(rand.NewPCG(1, 2))
+	be := &backend{servers: c.servers, service: c.service}
+	var pending completions
+	rate := c.load * c.capacity()
+	epoch := clock.Now()
+	next := time.Duration(rng.ExpFloat64() / rate * float64(time.Second))
+	var lat []time.Duration
+	var res simResult
+	done := 0
+	ctx := context.Background()
+	for next < c.duration {
+		if len(pending) > 0 && pending[0].at <= next {
+			ev := heap.Pop(&pending).(completion)
+			clock.Set(epoch.Add(ev.at))
+			if lim != nil {
+				ev.tok.Done(adaptive.Success)
+			} else {
+				fix.inflight--
+			}
+			if ev.arrived >= c.warmup {
+				lat = append(lat, ev.at-ev.arrived)
+				done++
+			}
+			continue
+		}
+		now := next
+		next += time.Duration(rng.ExpFloat64() / rate * float64(time.Second))
+		clock.Set(epoch.Add(now))
+		p := pick(rng.Float64(), c.mix)
+		measured := now >= c.warmup
+		if measured {
+			res.offered[p.Index()]++
+		}
+		var tok adaptive.Token
+		ok := false
+		if lim != nil {
+			tok, ok = lim.Acquire(ctx, p)
+		} else if fix.inflight < fix.n {
+			fix.inflight++
+			ok = true
+		}
+		if !ok {
+			if measured {
+				res.rejected[p.Index()]++
+			}
+			continue
+		}
+		heap.Push(&pending, completion{at: be.start(now), arrived: now, tok: tok})
+	}
+	slices.Sort(lat)
+	if len(lat) > 0 {
+		res.p99 = lat[len(lat)*99/100]
+	}
+	res.goodput = float64(done) / (c.duration - c.warmup).Seconds()
+	if lim != nil {
+		res.limit = lim.Limit()
+	}
+	return res
+}
+
+func pick(r float64, mix [adaptive.NumPriorities]float64) adaptive.Priority {
+	if mix == ([adaptive.NumPriorities]float64{}) {
+		return adaptive.Default
+	}
+	for i, share := range mix {
+		if r < share {
+			return adaptive.Priority(i - 1)
+		}
+		r -= share
+	}
+	return adaptive.Critical
+}
+
+// The scenario of issue "close the loop": 50 workers of 10ms each (5,000
+// requests/s of capacity, 10ms unloaded latency) offered 1.5× their
+// capacity for two simulated minutes, measured after the first 30 s.
+var overload = simConfig{
+	servers:  50,
+	service:  10 * time.Millisecond,
+	load:     1.5,
+	duration: 120 * time.Second,
+	warmup:   30 * time.Second,
+}
+
+func TestAdaptiveKeepsLatencyNearUnloadedAndGoodputNearCapacity(t *testing.T) {
+	unloaded := overload.service
+	for _, tc := range []struct {
+		name string
+		algo adaptive.Algorithm
+	}{
+		{"gradient2", adaptive.Gradient2{}},
+		{"aimd", adaptive.AIMD{Timeout: 3 * unloaded / 2}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			clock := clocktest.New()
+			lim, err := adaptive.New(adaptive.Config{
+				Algorithm: tc.algo, Clock: clock, Max: 1000,
+				Window: 10 * unloaded, // 100ms: ten service times
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			r := simulate(t, overload, lim, clock, nil)
+			t.Logf("%s: p99 %v (%.2f× unloaded), goodput %.0f/s (%.1f%% of capacity), final limit %d",
+				tc.name, r.p99, float64(r.p99)/float64(unloaded), r.goodput, 100*r.goodput/overload.capacity(), r.limit)
+			if r.p99 > 2*unloaded {
+				t.Errorf("p99 %v exceeds twice the unloaded latency %v", r.p99, unloaded)
+			}
+			if r.goodput < 0.9*overload.capacity() {
+				t.Errorf("goodput %.0f/s is below 90%% of the capacity %.0f/s", r.goodput, overload.capacity())
+			}
+		})
+	}
+}
+
+func TestFixedLimitsEitherQueueOrWaste(t *testing.T) {
+	unloaded := overload.service
+	high := simulate(t, overload, nil, clocktest.New(), &fixed{n: 500})
+	t.Logf("fixed 500: p99 %v (%.1f× unloaded), goodput %.0f/s", high.p99, float64(high.p99)/float64(unloaded), high.goodput)
+	if high.p99 < 5*unloaded {
+		t.Errorf("a limit of 500 over 50 workers should queue: p99 %v, want at least 5× %v", high.p99, unloaded)
+	}
+	low := simulate(t, overload, nil, clocktest.New(), &fixed{n: 20})
+	t.Logf("fixed 20: p99 %v, goodput %.0f/s (%.1f%% of capacity)", low.p99, low.goodput, 100*low.goodput/overload.capacity())
+	if low.goodput > 0.5*overload.capacity() {
+		t.Errorf("a limit of 20 over 50 workers should waste capacity: goodput %.0f/s of %.0f/s", low.goodput, overload.capacity())
+	}
+}
+
+func TestPrioritySheddingDropsSheddableFirst(t *testing.T) {
+	c := overload
+	// 1.5× capacity: a fifth critical (0.3× capacity), three tenths default
+	// (0.45×), half sheddable (0.75×).
+	c.mix = [adaptive.NumPriorities]float64{0.5, 0.3, 0.2}
+	clock := clocktest.New()
+	lim, err := adaptive.New(adaptive.Config{
+		Algorithm: adaptive.AIMD{Timeout: 15 * time.Millisecond}, Clock: clock, Max: 1000,
+		Window: 100 * time.Millisecond,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := simulate(t, c, lim, clock, nil)
+	rate := func(p adaptive.Priority) float64 {
+		return float64(r.rejected[p.Index()]) / float64(r.offered[p.Index()])
+	}
+	t.Logf("refused: sheddable %.1f%%, default %.1f%%, critical %.1f%%; p99 %v",
+		100*rate(adaptive.Sheddable), 100*rate(adaptive.Default), 100*rate(adaptive.Critical), r.p99)
+	if !(rate(adaptive.Sheddable) > rate(adaptive.Default) && rate(adaptive.Default) >= rate(adaptive.Critical)) {
+		t.Errorf("refusal rates should fall with priority")
+	}
+	if rate(adaptive.Critical) > 0.01 {
+		t.Errorf("%.1f%% of critical requests refused, want at most 1%% while lower priorities can be shed", 100*rate(adaptive.Critical))
+	}
+	total := r.rejected[0] + r.rejected[1] + r.rejected[2]
+	if share := float64(r.rejected[0]) / float64(total); share < 0.9 {
+		t.Errorf("sheddable requests are %.1f%% of those refused, want at least 90%%", 100*share)
+	}
+}

@@ -74,3 +74,18 @@ func TestCrashAndStartKeepsCommittedRows(t *testing.T) {
 		t.Fatalf("after the restart: %d rows, %v; want 2", n, err)
 	}
 }
+
+// TestSettingsOverrideTheDefaults: a setting given to StartServer wins over
+// the package's own (fsync is off by default).
+func TestSettingsOverrideTheDefaults(t *testing.T) {
+	for _, tc := range []struct {
+		settings []string
+		want     string
+	}{{nil, "off"}, {[]string{"fsync=on"}, "on"}} {
+		s := pgtest.StartServer(t, tc.settings...)
+		var got string
+		if err := connect(t, s.URL()).QueryRow(context.Background(), "SHOW fsync").Scan(&got); err != nil || got != tc.want {
+			t.Errorf("StartServer(%q): fsync is %q, %v; want %q", tc.settings, got, err, tc.want)
+		}
+	}
+}

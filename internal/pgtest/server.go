@@ -33,10 +33,11 @@ type Server struct {
 	// across Stop and Start.
 	Port int
 
-	tl   tools
-	dir  string // the server's own directory: data/, the socket, the log
-	data string
-	log  string
+	tl       tools
+	dir      string // the server's own directory: data/, the socket, the log
+	data     string
+	log      string
+	settings []string // extra -c settings
 
 	mu     sync.Mutex
 	cmd    *exec.Cmd     // nil when the server is not running
@@ -45,13 +46,14 @@ type Server struct {
 }
 
 // StartServer starts a dedicated server, which the test may stop and start
-// again, and waits until it answers. t.Cleanup stops it and removes its
-// directory. Call it from the test's goroutine: it skips or fails t when
+// again, and waits until it answers. Each of settings, such as "fsync=on",
+// is passed as a -c option after the package's own, so it may override
+// them. t.Cleanup stops the server and removes its directory. Call it from the test's goroutine: it skips or fails t when
 // PostgreSQL is missing, and fails t when the server does not start, with
 // its log.
-func StartServer(t testing.TB) *Server {
+func StartServer(t testing.TB, settings ...string) *Server {
 	t.Helper()
-	s, err := newServer(need(t))
+	s, err := newServer(need(t), settings...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -61,14 +63,14 @@ func StartServer(t testing.TB) *Server {
 
 // newServer makes a directory, runs initdb in it and starts the server on
 // a free port.
-func newServer(tl tools) (*Server, error) {
+func newServer(tl tools, settings ...string) (*Server, error) {
 	// Not t.TempDir: its parent is private to this user, and the server
 	// may run as another.
 	dir, err := os.MkdirTemp("", "pgtest-")
 	if err != nil {
 		return nil, fmt.Errorf("pgtest: %w", err)
 	}
-	s := &Server{tl: tl, dir: dir, data: filepath.Join(dir, "data"), log: filepath.Join(dir, "postgres.log")}
+	s := &Server{tl: tl, dir: dir, data: filepath.Join(dir, "data"), log: filepath.Join(dir, "postgres.log"), settings: settings}
 	if err := s.initdb(); err != nil {
 		os.RemoveAll(dir)
 		return nil, err
@@ -153,9 +155,13 @@ func (s *Server) Start() error {
 	if err != nil {
 		return fmt.Errorf("pgtest: %w", err)
 	}
-	cmd := exec.Command(s.tl.postgres, "-D", s.data, "-p", strconv.Itoa(s.Port), "-k", s.dir,
+	args := []string{"-D", s.data, "-p", strconv.Itoa(s.Port), "-k", s.dir,
 		"-c", "listen_addresses=127.0.0.1", "-c", "fsync=off", "-c", "max_connections=300",
-		"-c", "shared_buffers=32MB")
+		"-c", "shared_buffers=32MB"}
+	for _, set := range s.settings {
+		args = append(args, "-c", set)
+	}
+	cmd := exec.Command(s.tl.postgres, args...)
 	cmd.Dir = s.dir
 	cmd.Stdout, cmd.Stderr = logf, logf
 	cmd.SysProcAttr = s.sysProcAttr()

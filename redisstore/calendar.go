@@ -3,6 +3,7 @@ package redisstore
 import (
 	"context"
 	"strconv"
+	"sync/atomic"
 	"time"
 
 	"github.com/redis/rueidis"
@@ -23,8 +24,7 @@ var calendarScript = rueidis.NewLuaScript(mustRead("prelude.lua") + "\n" + mustR
 // in the memory store. Under KeyEnvoy too: envoyproxy/ratelimit has no
 // calendar periods to share.
 func (s *Store) execCalendar(ctx context.Context, mode, key string, lim sluice.Limit, cost int) (sluice.Result, error) {
-	start, end := calendar.Period(lim.Calendar, s.hostNow())
-	_, next := calendar.Period(lim.Calendar, end)
+	start, end, next := hostPeriods(lim.Calendar, s.hostNow())
 	args := []string{
 		mode, s.nowArg(),
 		strconv.FormatInt(micros(start), 10), strconv.Itoa(lim.Rate), strconv.Itoa(cost),
@@ -37,3 +37,27 @@ func (s *Store) execCalendar(ctx context.Context, mode, key string, lim sluice.L
 // micros returns t in microseconds since the Unix epoch. Period boundaries
 // are whole seconds (zone offsets are), so nothing is rounded.
 func micros(t time.Time) int64 { return t.UnixMicro() }
+
+// periods is a calendar's period that holds some instant, and the next
+// period's end.
+type periods struct {
+	cal              sluice.Calendar
+	start, end, next time.Time
+}
+
+// lastPeriods caches the periods computed last (the common case: one hot
+// calendar, many decisions in one period), so that a decision does not
+// pay for the zone arithmetic (about 1 µs) every time.
+var lastPeriods atomic.Pointer[periods]
+
+// hostPeriods returns the period of c that holds now and the next period's
+// end.
+func hostPeriods(c sluice.Calendar, now time.Time) (start, end, next time.Time) {
+	if p := lastPeriods.Load(); p != nil && p.cal == c && !now.Before(p.start) && now.Before(p.end) {
+		return p.start, p.end, p.next
+	}
+	start, end = calendar.Period(c, now)
+	_, next = calendar.Period(c, end)
+	lastPeriods.Store(&periods{cal: c, start: start, end: end, next: next})
+	return start, end, next
+}

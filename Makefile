@@ -5,16 +5,25 @@ STATICCHECK ?= honnef.co/go/tools/cmd/staticcheck@v0.8.2
 # The Debian packages of the programs the Redis tests run (redis-server, redis-cli).
 REDIS_PACKAGES = redis-server redis-tools
 HAVE_REDIS = command -v redis-server >/dev/null 2>&1 && command -v redis-cli >/dev/null 2>&1
+# The Debian package of the PostgreSQL server the pgstore tests run (initdb and
+# postgres, found where internal/pgtest looks: $SLUICE_POSTGRES_BIN,
+# `pg_config --bindir`, /usr/lib/postgresql/<version>/bin).
+POSTGRES_PACKAGES = postgresql
+HAVE_POSTGRES = { [ -n "$$SLUICE_POSTGRES_BIN" ] && [ -x "$$SLUICE_POSTGRES_BIN/initdb" ]; } || \
+	[ -x "$$(pg_config --bindir 2>/dev/null)/initdb" ] || ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1
 
-.PHONY: test deps vet bench bench-peers lint fmt
+.PHONY: test deps deps-redis deps-postgres vet bench bench-peers lint fmt
 
 ## test: vet, then run every test with the race detector in random order
 test: deps vet
 	$(GO) test -race -shuffle=on ./...
 	@$(HAVE_REDIS) || echo "make test: WARNING: the Redis tests were SKIPPED: redis-server/redis-cli not found (apt-get install $(REDIS_PACKAGES))"
+	@$(HAVE_POSTGRES) || echo "make test: WARNING: the PostgreSQL tests were SKIPPED: initdb/postgres not found (apt-get install $(POSTGRES_PACKAGES))"
 
-## deps: what the tests need beyond Go: Redis, installed from Debian's packages when run as root
-deps:
+## deps: what the tests need beyond Go: Redis and PostgreSQL, installed from Debian's packages when run as root
+deps: deps-redis deps-postgres
+
+deps-redis:
 	@if $(HAVE_REDIS); then \
 		echo "deps: $$(redis-server --version)"; \
 	elif [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
@@ -26,6 +35,20 @@ deps:
 		echo "deps: WARNING: redis-server/redis-cli not found, so the Redis tests will be SKIPPED."; \
 		echo "deps: install them with: sudo apt-get install $(REDIS_PACKAGES)  (or run make test as root);"; \
 		echo "deps: set SLUICE_REQUIRE_REDIS=1 to make their absence a failure."; \
+	fi
+
+deps-postgres:
+	@if $(HAVE_POSTGRES); then \
+		echo "deps: PostgreSQL found: $$(pg_config --version 2>/dev/null || ls -d /usr/lib/postgresql/*/bin)"; \
+	elif [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+		echo "deps: PostgreSQL's initdb/postgres missing; installing $(POSTGRES_PACKAGES) from Debian's packages"; \
+		set -x; \
+		apt-get update -q && \
+		DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends $(POSTGRES_PACKAGES); \
+	else \
+		echo "deps: WARNING: PostgreSQL's initdb/postgres not found, so the PostgreSQL tests will be SKIPPED."; \
+		echo "deps: install them with: sudo apt-get install $(POSTGRES_PACKAGES)  (or run make test as root);"; \
+		echo "deps: set SLUICE_REQUIRE_POSTGRES=1 to make their absence a failure."; \
 	fi
 
 vet:

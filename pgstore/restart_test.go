@@ -33,13 +33,15 @@ type load struct {
 // committed): the count may exceed the admissions by at most those calls,
 // and equals them when there were none.
 func TestRestartMidLoadLosesAndDoublesNothing(t *testing.T) {
-	t.Run("stop", func(t *testing.T) { restartMidLoad(t, (*pgtest.Server).Stop) })
-	t.Run("crash", func(t *testing.T) { restartMidLoad(t, (*pgtest.Server).Crash) })
+	srv := pgtest.StartServer(t)
+	t.Run("stop", func(t *testing.T) { restartMidLoad(t, srv, (*pgtest.Server).Stop) })
+	t.Run("crash", func(t *testing.T) { restartMidLoad(t, srv, (*pgtest.Server).Crash) })
 }
 
-func restartMidLoad(t *testing.T, stop func(*pgtest.Server) error) {
-	srv := pgtest.StartServer(t)
-	s, _ := openURL(t, srv.URL()+"&pool_max_conns=16", nil)
+// restartMidLoad runs the load on a fresh schema of srv, stops srv with
+// stop and starts it again.
+func restartMidLoad(t *testing.T, srv *pgtest.Server, stop func(*pgtest.Server) error) {
+	s, _ := openURL(t, srv.Schema(t)+"&pool_max_conns=16", nil)
 	lim := sluice.Limit{Algorithm: sluice.FixedWindow, Rate: 1 << 40, Period: sluice.MaxPeriod}
 	const key = "crash"
 	l := &load{stop: make(chan struct{})}

@@ -76,16 +76,15 @@ func TestCrashAndStartKeepsCommittedRows(t *testing.T) {
 }
 
 // TestSettingsOverrideTheDefaults: a setting given to StartServer wins over
-// the package's own (fsync is off by default).
+// the package's own (fsync is off by default, as on the shared server).
 func TestSettingsOverrideTheDefaults(t *testing.T) {
 	for _, tc := range []struct {
-		settings []string
-		want     string
-	}{{nil, "off"}, {[]string{"fsync=on"}, "on"}} {
-		s := pgtest.StartServer(t, tc.settings...)
+		url  string
+		want string
+	}{{pgtest.Shared(t).URL(), "off"}, {pgtest.StartServer(t, "fsync=on").URL(), "on"}} {
 		var got string
-		if err := connect(t, s.URL()).QueryRow(context.Background(), "SHOW fsync").Scan(&got); err != nil || got != tc.want {
-			t.Errorf("StartServer(%q): fsync is %q, %v; want %q", tc.settings, got, err, tc.want)
+		if err := connect(t, tc.url).QueryRow(context.Background(), "SHOW fsync").Scan(&got); err != nil || got != tc.want {
+			t.Errorf("fsync is %q, %v; want %q", got, err, tc.want)
 		}
 	}
 }

@@ -67,12 +67,6 @@ func (h *completions) Pop() any {
 	return x
 }
 
-// admitter is what the simulation limits with: an adaptive Limiter or a
-// fixed bound.
-type admitter interface {
-	Acquire(ctx context.Context, p adaptive.Priority) (adaptive.Token, bool)
-}
-
 // fixed admits while fewer than n are in flight; its Tokens are zero, so
 // the simulation counts completions for it.
 type fixed struct{ n, inflight int }

@@ -1,0 +1,449 @@
+package main
+
+import (
+	"archive/tar"
+	"bytes"
+	"context"
+	"debug/elf"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/google/go-containerregistry/pkg/v1/layout"
+	"github.com/google/go-containerregistry/pkg/v1/mutate"
+	"github.com/google/go-containerregistry/pkg/v1/tarball"
+)
+
+// repoRoot is the main module's directory, from this package's.
+const repoRoot = "../.."
+
+// testVersion is the version linked into the binary the test builds.
+const testVersion = "v0.0.0-imagetest"
+
+// buildSluice builds the static sluice binary as `make image` does and
+// returns its path.
+func buildSluice(t *testing.T) string {
+	t.Helper()
+	gobin := filepath.Join(runtime.GOROOT(), "bin", "go")
+	if _, err := os.Stat(gobin); err != nil {
+		gobin = "go"
+	}
+	out := filepath.Join(t.TempDir(), "sluice")
+	cmd := exec.Command(gobin, "build", "-trimpath", "-ldflags", "-s -w -X main.version="+testVersion, "-o", out, "./cmd/sluice")
+	cmd.Dir = repoRoot
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS=linux")
+	if b, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("go build ./cmd/sluice: %v\n%s", err, b)
+	}
+	return out
+}
+
+// caCerts returns a PEM bundle for the image: the machine's, or a fixture.
+func caCerts(t *testing.T) string {
+	t.Helper()
+	const system = "/etc/ssl/certs/ca-certificates.crt"
+	if _, err := os.Stat(system); err == nil {
+		return system
+	}
+	t.Logf("%s not found (install ca-certificates): the image gets a test bundle instead", system)
+	p := filepath.Join(t.TempDir(), "ca.pem")
+	fixture := "-----BEGIN CERTIFICATE-----\nMA==\n-----END CERTIFICATE-----\n"
+	if err := os.WriteFile(p, []byte(fixture), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// The image `make image` writes is what the Dockerfile promises: read back
+// from its OCI layout and its tarball, it starts the static binary as the
+// non-root user with `serve`, carries the OCI labels, and its root
+// filesystem holds the binary, CA certificates and a passwd entry, and no shell.
+// Then, as root, it runs `sluice version` and a short `sluice serve`
+// chrooted into the unpacked filesystem.
+func TestImage(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skip("the image is a Linux image; building and running it is tested on Linux only")
+	}
+	bin := buildSluice(t)
+	dir := t.TempDir()
+	lay, tb := filepath.Join(dir, "layout"), filepath.Join(dir, "sluice.tar")
+	var out bytes.Buffer
+	err := run([]string{"-binary", bin, "-ca-certs", caCerts(t), "-version", testVersion,
+		"-revision", "0123abc", "-layout", lay, "-tarball", tb, "-tag", "sluice:test"}, &out)
+	if err != nil {
+		t.Fatalf("image: %v", err)
+	}
+	img := readLayout(t, lay)
+	checkConfig(t, img)
+	fromTar, err := tarball.ImageFromPath(tb, nil)
+	if err != nil {
+		t.Fatalf("reading the tarball back: %v", err)
+	}
+	// A docker tarball keeps the config and the layers, not the manifest.
+	c1, _ := img.ConfigName()
+	c2, _ := fromTar.ConfigName()
+	if c1 != c2 {
+		t.Errorf("the layout's image config is %s, the tarball's %s: want the same image", c1, c2)
+	}
+	d1, _ := img.Digest()
+	if !strings.Contains(out.String(), d1.String()) {
+		t.Errorf("image printed %q, want its digest %s", out.String(), d1)
+	}
+
+	root := unpack(t, img)
+	checkRootFS(t, root)
+	if os.Geteuid() != 0 {
+		t.Skip("SKIPPED running the image: chroot needs root (the image was built, read back and unpacked)")
+	}
+	runVersion(t, root)
+	runCalendarCheck(t, root)
+	runServe(t, root)
+}
+
+// The same inputs give the same image, digest for digest.
+func TestImageReproducible(t *testing.T) {
+	bin := filepath.Join(t.TempDir(), "sluice")
+	if err := os.WriteFile(bin, []byte("\x7fELF fake"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	o := Options{Binary: bin, CACerts: caCerts(t), Version: "v1", Revision: "r", Arch: "amd64"}
+	a, err := Build(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := Build(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	da, _ := a.Digest()
+	db, _ := b.Digest()
+	if da != db {
+		t.Errorf("two builds of the same inputs: %s and %s", da, db)
+	}
+	o.Revision = "other"
+	c, err := Build(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if dc, _ := c.Digest(); dc == da {
+		t.Errorf("another revision label gave the same digest %s", dc)
+	}
+}
+
+// A binary that is not an executable, or a CA file with no certificate, is
+// refused: an image that cannot start is not written.
+func TestImageRefusesBadInputs(t *testing.T) {
+	dir := t.TempDir()
+	notELF := filepath.Join(dir, "script")
+	noCert := filepath.Join(dir, "empty.pem")
+	os.WriteFile(notELF, []byte("#!/bin/sh\n"), 0o755)
+	os.WriteFile(noCert, []byte("nothing"), 0o644)
+	for name, o := range map[string]Options{
+		"not ELF":        {Binary: notELF, CACerts: caCerts(t)},
+		"no certificate": {Binary: "/proc/self/exe", CACerts: noCert},
+		"missing binary": {Binary: filepath.Join(dir, "absent"), CACerts: caCerts(t)},
+	} {
+		if _, err := Build(o); err == nil {
+			t.Errorf("%s: built an image, want an error", name)
+		}
+	}
+	if err := run([]string{"-binary", "/proc/self/exe"}, io.Discard); err == nil {
+		t.Error("image with neither -layout nor -tarball: want an error")
+	}
+}
+
+// readLayout reads the only image of the OCI layout at dir and checks its
+// reference annotation.
+func readLayout(t *testing.T, dir string) v1.Image {
+	t.Helper()
+	idx, err := layout.ImageIndexFromPath(dir)
+	if err != nil {
+		t.Fatalf("reading the layout back: %v", err)
+	}
+	m, err := idx.IndexManifest()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(m.Manifests) != 1 {
+		t.Fatalf("the layout holds %d images, want 1", len(m.Manifests))
+	}
+	desc := m.Manifests[0]
+	if got := desc.Annotations["org.opencontainers.image.ref.name"]; got != "sluice:test" {
+		t.Errorf("ref.name annotation %q, want sluice:test", got)
+	}
+	img, err := idx.Image(desc.Digest)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return img
+}
+
+// checkConfig checks what a runtime reads to start the container.
+func checkConfig(t *testing.T, img v1.Image) {
+	t.Helper()
+	cf, err := img.ConfigFile()
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := cf.Config
+	if !slices.Equal(c.Entrypoint, []string{"/usr/local/bin/sluice"}) || !slices.Equal(c.Cmd, []string{"serve"}) {
+		t.Errorf("entrypoint %q cmd %q, want [/usr/local/bin/sluice] [serve]", c.Entrypoint, c.Cmd)
+	}
+	if c.User != "65532:65532" {
+		t.Errorf("user %q, want 65532:65532 (numeric, not root)", c.User)
+	}
+	want := map[string]string{
+		"org.opencontainers.image.source":   "https://github.com/sluicehq/sluice",
+		"org.opencontainers.image.revision": "0123abc",
+		"org.opencontainers.image.version":  testVersion,
+	}
+	for k, v := range want {
+		if c.Labels[k] != v {
+			t.Errorf("label %s = %q, want %q", k, c.Labels[k], v)
+		}
+	}
+	if cf.OS != "linux" || cf.Architecture != runtime.GOARCH {
+		t.Errorf("platform %s/%s, want linux/%s", cf.OS, cf.Architecture, runtime.GOARCH)
+	}
+	mt, _ := img.MediaType()
+	if mt != "application/vnd.oci.image.manifest.v1+json" {
+		t.Errorf("manifest media type %s, want OCI's", mt)
+	}
+}
+
+// unpack writes the image's flattened root filesystem to a new directory.
+func unpack(t *testing.T, img v1.Image) string {
+	t.Helper()
+	root := filepath.Join(t.TempDir(), "rootfs")
+	if err := os.Mkdir(root, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	os.Chmod(root, 0o755)
+	rc := mutate.Extract(img)
+	defer rc.Close()
+	tr := tar.NewReader(rc)
+	for {
+		h, err := tr.Next()
+		if errors.Is(err, io.EOF) {
+			return root
+		}
+		if err != nil {
+			t.Fatalf("unpacking: %v", err)
+		}
+		if err := unpackOne(root, h, tr); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// unpackOne writes one tar entry under root: directories and regular files only.
+func unpackOne(root string, h *tar.Header, r io.Reader) error {
+	clean := filepath.Clean("/" + h.Name)
+	p := filepath.Join(root, clean)
+	mode := os.FileMode(h.Mode & 0o777)
+	if h.Mode&0o1000 != 0 {
+		mode |= os.ModeSticky
+	}
+	switch h.Typeflag {
+	case tar.TypeDir:
+		if err := os.MkdirAll(p, 0o755); err != nil {
+			return err
+		}
+		return os.Chmod(p, mode)
+	case tar.TypeReg:
+		b, err := io.ReadAll(r)
+		if err != nil {
+			return err
+		}
+		if err := os.WriteFile(p, b, mode); err != nil {
+			return err
+		}
+		return os.Chmod(p, mode)
+	}
+	return fmt.Errorf("unpacking %s: unexpected entry type %c", h.Name, h.Typeflag)
+}
+
+// checkRootFS checks the unpacked image's files.
+func checkRootFS(t *testing.T, root string) {
+	t.Helper()
+	for _, p := range []string{"/usr/local/bin/sluice", "/etc/ssl/certs/ca-certificates.crt", "/etc/passwd", "/etc/group"} {
+		if _, err := os.Stat(filepath.Join(root, p)); err != nil {
+			t.Errorf("the image lacks %s: %v", p, err)
+		}
+	}
+	for _, sh := range []string{"/bin/sh", "/bin/bash", "/usr/bin/sh"} {
+		if _, err := os.Lstat(filepath.Join(root, sh)); err == nil {
+			t.Errorf("the image has a shell, %s", sh)
+		}
+	}
+	passwd, _ := os.ReadFile(filepath.Join(root, "etc/passwd"))
+	if !strings.Contains(string(passwd), "sluice:x:65532:65532:") {
+		t.Errorf("/etc/passwd has no sluice user 65532: %q", passwd)
+	}
+	f, err := elf.Open(filepath.Join(root, "usr/local/bin/sluice"))
+	if err != nil {
+		t.Fatalf("the binary is not ELF: %v", err)
+	}
+	defer f.Close()
+	for _, p := range f.Progs {
+		if p.Type == elf.PT_INTERP {
+			t.Error("the binary asks for a dynamic loader: it is not static (CGO_ENABLED=0)")
+		}
+	}
+}
+
+// inImage returns a command run chrooted into root as the image's user,
+// with the image's environment.
+func inImage(root string, args ...string) *exec.Cmd {
+	cmd := exec.Command("/usr/local/bin/sluice", args...)
+	cmd.Dir = "/"
+	cmd.Env = []string{"PATH=/usr/local/bin"}
+	cmd.SysProcAttr = &syscall.SysProcAttr{
+		Chroot:     root,
+		Credential: &syscall.Credential{Uid: 65532, Gid: 65532},
+	}
+	return cmd
+}
+
+// runVersion runs `sluice version` in the image.
+func runVersion(t *testing.T, root string) {
+	t.Helper()
+	out, err := inImage(root, "version").CombinedOutput()
+	if err != nil {
+		t.Fatalf("sluice version in the image: %v\n%s", err, out)
+	}
+	if got := strings.TrimSpace(string(out)); got != "sluice "+testVersion {
+		t.Errorf("sluice version printed %q, want %q", got, "sluice "+testVersion)
+	}
+}
+
+// freeAddr returns a loopback address no one listens on now.
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().String()
+}
+
+// runServe starts `sluice serve` (the built-in example) in the image, waits
+// for /healthcheck, spends user alice's 3 per minute and stops it with SIGTERM.
+func runServe(t *testing.T, root string) {
+	t.Helper()
+	httpAddr, grpcAddr := freeAddr(t), freeAddr(t)
+	cmd := inImage(root, "serve", "-http-addr", httpAddr, "-grpc-addr", grpcAddr)
+	var logs syncBuffer
+	cmd.Stdout, cmd.Stderr = &logs, &logs
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("starting sluice serve in the image: %v", err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	exited := false
+	defer func() {
+		if !exited {
+			cmd.Process.Kill()
+			<-done
+		}
+		t.Logf("serve's output:\n%s", logs.String())
+	}()
+	waitHealthy(t, "http://"+httpAddr+"/healthcheck", done)
+	body := `{"domain":"example","descriptors":[{"entries":[{"key":"user","value":"alice"}]}]}`
+	var codes []int
+	for range 4 {
+		resp, err := http.Post("http://"+httpAddr+"/json", "application/json", strings.NewReader(body))
+		if err != nil {
+			t.Fatalf("POST /json: %v", err)
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		codes = append(codes, resp.StatusCode)
+	}
+	if !slices.Equal(codes, []int{200, 200, 200, 429}) {
+		t.Errorf("alice's four calls answered %v, want [200 200 200 429]", codes)
+	}
+	cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case err := <-done:
+		exited = true
+		if err != nil {
+			t.Errorf("serve after SIGTERM: %v, want exit status 0", err)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("serve did not stop within 20 s of SIGTERM (its drain is 10 s)")
+	}
+}
+
+// runCalendarCheck runs `sluice check` in the image on a rule whose calendar
+// names a time zone: it loads only if the binary carries the zone
+// database, since the image has no /usr/share/zoneinfo.
+func runCalendarCheck(t *testing.T, root string) {
+	t.Helper()
+	conf := "domain: tz\ndescriptors:\n  - key: plan\n    rate_limit:\n      unit: day\n      requests_per_unit: 5\n      calendar:\n        time_zone: Asia/Tokyo\n"
+	if err := os.WriteFile(filepath.Join(root, "tmp/tz.yaml"), []byte(conf), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := inImage(root, "check", "/tmp/tz.yaml").CombinedOutput(); err != nil {
+		t.Errorf("sluice check of a rule in Asia/Tokyo, in an image without /usr/share/zoneinfo: %v\n%s", err, out)
+	}
+}
+
+// waitHealthy polls url until it answers 200, the process ends, or 60 s pass.
+func waitHealthy(t *testing.T, url string, done chan error) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	for {
+		select {
+		case err := <-done:
+			done <- err // for the caller's deferred wait
+			t.Fatalf("serve in the image exited before it was healthy: %v", err)
+		case <-ctx.Done():
+			t.Fatal("serve in the image was not healthy within 60 s")
+		case <-time.After(50 * time.Millisecond):
+		}
+		resp, err := http.Get(url)
+		if err != nil {
+			continue
+		}
+		resp.Body.Close()
+		if resp.StatusCode == http.StatusOK {
+			return
+		}
+	}
+}
+
+// syncBuffer is a bytes.Buffer safe for a process's two output streams.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+// Write appends p.
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+// String returns what was written so far.
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}

@@ -14,11 +14,14 @@ import (
 // the same End and Count as an epoch-aligned window's.
 //
 // The period is computed only when it may have changed: when now reaches
-// End, or when End is further away than the unit's shortest period (the
-// clock went back, or the limit changed). Otherwise now lies in the period
-// ending at End, and a decision costs what an epoch-aligned one does.
+// End, or when End is further away than the unit's shortest period and
+// now's local date is not in the period before End's (the clock went back,
+// or the limit changed). Otherwise now lies in the period ending at End,
+// and a decision costs what an epoch-aligned one does, or a little more
+// early in a period. (After a limit changes to a calendar, an End that the
+// old limit set and that is near is trusted until it passes.)
 func (s *FixedWindow) takeCalendar(now int64, lim sluice.Limit, cost int) sluice.Result {
-	if now >= s.End || s.End-now > int64(shortest(lim.Calendar.Unit)) {
+	if now >= s.End || s.End-now > int64(shortest(lim.Calendar.Unit)) && !endsAt(lim.Calendar, now, s.End) {
 		_, end := calendar.Period(lim.Calendar, time.Unix(0, now))
 		if e := end.UnixNano(); e != s.End {
 			if now >= s.End {
@@ -33,6 +36,16 @@ func (s *FixedWindow) takeCalendar(now int64, lim sluice.Limit, cost int) sluice
 	return s.spend(now, lim, cost)
 }
 
+// endsAt reports whether now, before end, lies in the period of c that
+// ends at end, a period boundary: whether now's local date falls in the
+// period before the one end's local date falls in. Local dates are cheap
+// (no zone transitions to find), and an instant whose local date is in a
+// period is never before that period's start; where a wall clock goes back
+// across midnight the dates say no and the caller computes the period.
+func endsAt(c sluice.Calendar, now, end int64) bool {
+	return calendar.Index(c, time.Unix(0, now)) == calendar.Index(c, time.Unix(0, end))-1
+}
+
 // shortest returns a length no calendar period of unit u is shorter than,
 // leaving room for daylight saving changes and for a zone that skipped a
 // day: a period this far from its end or further must be recomputed.
@@ -40,11 +53,11 @@ func shortest(u sluice.CalendarUnit) time.Duration {
 	const day = 24 * time.Hour
 	switch u {
 	case sluice.CalendarDay:
-		return 12 * time.Hour // 23 h, 23h30 across daylight saving
+		return 20 * time.Hour // 23 h or 23h30 across daylight saving
 	case sluice.CalendarWeek:
-		return 5 * day
+		return 5 * day // a week that lost a day to a zone's move across the date line
 	case sluice.CalendarMonth:
-		return 26 * day
+		return 27 * day
 	case sluice.CalendarQuarter:
 		return 88 * day
 	}

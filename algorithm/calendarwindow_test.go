@@ -120,3 +120,32 @@ func TestCalendarDayAcrossDST(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkCalendarWindow is a decision of a calendar month's window late
+// in its period (the end is known: no zone arithmetic) and early in it
+// (the period is recomputed: ~1 µs), beside an epoch-aligned window.
+func BenchmarkCalendarWindow(b *testing.B) {
+	loc, err := time.LoadLocation("Europe/Berlin")
+	if err != nil {
+		b.Fatal(err)
+	}
+	cal := sluice.PerCalendar(1<<40, sluice.Calendar{Location: loc, Unit: sluice.CalendarMonth})
+	plain := sluice.Limit{Algorithm: sluice.FixedWindow, Rate: 1 << 40, Period: cal.Period}
+	for _, tc := range []struct {
+		name string
+		lim  sluice.Limit
+		at   time.Time
+	}{
+		{"epoch", plain, time.Date(2026, 3, 20, 0, 0, 0, 0, loc)},
+		{"calendar/late", cal, time.Date(2026, 3, 20, 0, 0, 0, 0, loc)},
+		{"calendar/early", cal, time.Date(2026, 3, 2, 0, 0, 0, 0, loc)},
+	} {
+		b.Run(tc.name, func(b *testing.B) {
+			var s algorithm.FixedWindow
+			now := tc.at.UnixNano()
+			for b.Loop() {
+				s.Take(now, tc.lim, 1)
+			}
+		})
+	}
+}

@@ -24,3 +24,13 @@ func BenchmarkPeriod(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkIndex is the cost of numbering the period of an instant's local
+// date, the cheap check a calendar window makes early in a period.
+func BenchmarkIndex(b *testing.B) {
+	c := sluice.Calendar{Location: zone(b, "Europe/Berlin"), Unit: sluice.CalendarMonth}
+	at := time.Date(2026, 3, 20, 12, 0, 0, 0, time.UTC)
+	for b.Loop() {
+		calendar.Index(c, at)
+	}
+}

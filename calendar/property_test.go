@@ -123,3 +123,19 @@ func TestStartMatchesPeriod(t *testing.T) {
 		}
 	})
 }
+
+// TestCivilArithmeticMatchesTime: the calendar's day numbers agree with the
+// time package's for every day from 1600 to 2400 (through Index and Start
+// on a UTC day calendar).
+func TestCivilArithmeticMatchesTime(t *testing.T) {
+	c := sluice.Calendar{Location: time.UTC, Unit: sluice.CalendarDay}
+	for d := time.Date(1600, 1, 1, 0, 0, 0, 0, time.UTC); d.Year() < 2400; d = d.AddDate(0, 0, 1) {
+		n := calendar.Index(c, d)
+		if want := d.Unix() / 86400; n != want { // midnight UTC: a whole number of days
+			t.Fatalf("%v: day %d, want %d", d, n, want)
+		}
+		if s := calendar.Start(c, n); !s.Equal(d) {
+			t.Fatalf("Start(%d) = %v, want %v", n, s, d)
+		}
+	}
+}

@@ -19,6 +19,11 @@
 //
 // Its schema is applied by Migrate (Open and New call it) from SQL files
 // embedded in the package.
+//
+// When a key's limit changes period, counting goes on in the row of the
+// period that holds now under the new limit: a row that starts at the same
+// instant is continued (its end moved to the new period's), any other
+// period starts from zero.
 package pgstore
 
 import (
@@ -40,6 +45,12 @@ type Config struct {
 	// system clock. Processes that share a database should keep their
 	// clocks in step: a period boundary is where each one's clock puts it.
 	Clock sluice.Clock
+	// NoMigrate leaves the schema alone: New and Open neither migrate nor
+	// connect, so a process can start while the database is down, its
+	// decisions failing until it is back. The schema must then be brought
+	// up to date by Migrate beforehand (a `migrate` command). The zero
+	// value migrates.
+	NoMigrate bool
 }
 
 // Store is a sluice.Limiter, sluice.Refunder, sluice.Peeker and
@@ -61,7 +72,8 @@ var (
 // Open connects to the database at url (a postgres:// URL or a key=value
 // connection string, with pgxpool's pool_* settings), applies the
 // migrations, and returns a Store that owns the pool: Close closes it. It
-// fails if the database cannot be reached before ctx ends.
+// fails if the database cannot be reached before ctx ends, unless
+// cfg.NoMigrate, when it does not connect at all.
 func Open(ctx context.Context, url string, cfg Config) (*Store, error) {
 	pool, err := pgxpool.New(ctx, url)
 	if err != nil {
@@ -76,11 +88,13 @@ func Open(ctx context.Context, url string, cfg Config) (*Store, error) {
 	return s, nil
 }
 
-// New applies the migrations on pool and returns a Store that uses it. The
-// caller keeps the pool: Close leaves it open.
+// New applies the migrations on pool (unless cfg.NoMigrate) and returns a
+// Store that uses it. The caller keeps the pool: Close leaves it open.
 func New(ctx context.Context, pool *pgxpool.Pool, cfg Config) (*Store, error) {
-	if err := Migrate(ctx, pool); err != nil {
-		return nil, err
+	if !cfg.NoMigrate {
+		if err := Migrate(ctx, pool); err != nil {
+			return nil, err
+		}
 	}
 	return &Store{pool: pool, clock: cfg.Clock}, nil
 }

@@ -12,6 +12,7 @@ import (
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/internal/pgtest"
+	"github.com/sluicehq/sluice/pgstore"
 )
 
 // load is a number of goroutines deciding on one key until stopped,
@@ -115,5 +116,37 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 			t.Fatalf("timed out waiting for %s", what)
 		}
 		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// TestNoMigrateStartsWhileDown: with NoMigrate, Open succeeds while the
+// database is down, decisions fail until it is back, and once Migrate has
+// run they succeed.
+func TestNoMigrateStartsWhileDown(t *testing.T) {
+	srv := pgtest.StartServer(t)
+	url := srv.Schema(t)
+	// Stop with no client connected: Schema's connections are closed.
+	if err := srv.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	s, err := pgstore.Open(ctx, url, pgstore.Config{NoMigrate: true})
+	if err != nil {
+		t.Fatalf("Open with NoMigrate while the database is down: %v", err)
+	}
+	defer s.Close()
+	lim := sluice.Limit{Algorithm: sluice.FixedWindow, Rate: 5, Period: time.Hour}
+	if _, err := s.Allow(ctx, "k", lim); err == nil || errors.Is(err, sluice.ErrBadInput) {
+		t.Fatalf("Allow while the database is down: %v, want a backend error", err)
+	}
+	if err := srv.Start(); err != nil {
+		t.Fatal(err)
+	}
+	if err := pgstore.Migrate(ctx, s.Pool()); err != nil {
+		t.Fatal(err)
+	}
+	if r, err := s.Allow(ctx, "k", lim); err != nil || !r.Allowed || r.Remaining != 4 {
+		t.Fatalf("Allow after Migrate = %+v, %v; want allowed, remaining 4", r, err)
 	}
 }

@@ -46,11 +46,10 @@ var ignoredEnv = []string{
 	"DEBUG_HOST", "DEBUG_PORT",
 	// TLS on the gRPC listener is refused (refusedEnv); these go with it.
 	"GRPC_SERVER_TLS_CERT", "GRPC_SERVER_TLS_KEY", "GRPC_CLIENT_TLS_CACERT", "GRPC_CLIENT_TLS_SAN",
-	"LOG_FORMAT", "FORCE_START_WITHOUT_INITIAL_CONFIG",
+	"LOG_FORMAT",
 	// The xDS provider's variables: see xdsEnv and xdsNotActedOn.
 	// Tracing and statsd: see telemetrySettings.notActedOn.
 	"PROMETHEUS_ADDR", "PROMETHEUS_PATH", "PROMETHEUS_MAPPER_YAML",
-	"HEALTHY_WITH_AT_LEAST_ONE_CONFIG_LOADED",
 	// The Redis variables: see redisOptions.notActedOn.
 	"MEMCACHE_HOST_PORT", "MEMCACHE_MAX_IDLE_CONNS", "MEMCACHE_SRV", "MEMCACHE_SRV_REFRESH",
 	"MEMCACHE_TLS_CLIENT_CERT", "MEMCACHE_TLS_CLIENT_KEY", "MEMCACHE_TLS_CACERT",
@@ -156,6 +155,12 @@ type serveOptions struct {
 	maxOverride, maxCost, maxDescs, maxEntries                      int
 	memMaxBytes, jsonInFlight                                       int64
 	redis                                                           redisOptions // -redis-key-format, -store-per-second, REDIS_* tuning
+
+	// forceStart and healthNeedsConfig are envoyproxy/ratelimit's
+	// FORCE_START_WITHOUT_INITIAL_CONFIG and
+	// HEALTHY_WITH_AT_LEAST_ONE_CONFIG_LOADED (-start-without-config,
+	// -health-needs-config).
+	forceStart, healthNeedsConfig bool
 
 	// rules are envoyproxy/ratelimit's settings of how rules act:
 	// QUOTA_MODE, RESPONSE_DYNAMIC_METADATA, NEAR_LIMIT_RATIO,
@@ -292,6 +297,11 @@ type serveApp struct {
 
 	telSet telemetrySettings // TRACING_*, USE_STATSD and the rest
 	tel    *telemetry
+
+	known bool // sum is the fingerprint of the config files
+	// hasConfig is whether the running config has a domain (see
+	// -health-needs-config).
+	hasConfig atomic.Bool
 }
 
 // start opens serve's parts and starts its listeners, step by step; a
@@ -343,6 +353,7 @@ func (s *serveApp) start(ctx context.Context, a *app, stdout io.Writer) error {
 	}
 	a.reloadWith(rl, s.configName())
 	if s.xds != nil {
+		s.xds.forceStart = s.o.forceStart // -start-without-config over the variable
 		if err := s.startXDS(ctx, a); err != nil {
 			return err
 		}
@@ -368,7 +379,8 @@ func (s *serveApp) start(ctx context.Context, a *app, stdout io.Writer) error {
 func parseServeFlags(args []string, stdout, stderr io.Writer) (s *serveApp, code int, done bool) {
 	s = &serveApp{defConfig: runtimeConfigDir()}
 	o, envErr := &s.o, &s.envErr
-	envErr.bools("REDIS_TLS", "SHADOW_MODE", "LIMIT_RESPONSE_HEADERS_ENABLED", "REDIS_HEALTH_CHECK_ACTIVE_CONNECTION", "RUNTIME_WATCH_ROOT")
+	envErr.bools("REDIS_TLS", "SHADOW_MODE", "LIMIT_RESPONSE_HEADERS_ENABLED", "REDIS_HEALTH_CHECK_ACTIVE_CONNECTION", "RUNTIME_WATCH_ROOT",
+		"FORCE_START_WITHOUT_INITIAL_CONFIG", "HEALTHY_WITH_AT_LEAST_ONE_CONFIG_LOADED")
 	fs := flag.NewFlagSet("sluice serve", flag.ContinueOnError)
 	s.fs = fs
 	fs.SetOutput(stderr)
@@ -385,6 +397,8 @@ func parseServeFlags(args []string, stdout, stderr io.Writer) (s *serveApp, code
 	fs.StringVar(&o.failure, "failure-mode", "open", "with Redis, what to do when it fails: open, closed or local")
 	fs.BoolVar(&o.localCache, "local-cache", envErr.int("LOCAL_CACHE_SIZE_IN_BYTES", 0) > 0, "with Redis, answer keys known to be over their limit from memory until their retry-after (no round trip; LOCAL_CACHE_SIZE_IN_BYTES > 0 turns it on)")
 	fs.BoolVar(&o.healthNeedsStore, "health-needs-store", envBool("REDIS_HEALTH_CHECK_ACTIVE_CONNECTION", false), "with Redis, /healthcheck and gRPC health report NOT_SERVING (503) while Redis is unreachable or failing; default: they report the process, which applies the failure mode")
+	fs.BoolVar(&o.healthNeedsConfig, "health-needs-config", envBool("HEALTHY_WITH_AT_LEAST_ONE_CONFIG_LOADED", false), "/healthcheck and gRPC health report NOT_SERVING (503) while no config with a domain runs (see -start-without-config)")
+	fs.BoolVar(&o.forceStart, "start-without-config", envBool("FORCE_START_WITHOUT_INITIAL_CONFIG", false), "start even when the config does not load (a broken or missing file): no rule applies until a reload loads it; default: exit status 1")
 	fs.BoolVar(&o.shadow, "shadow", envBool("SHADOW_MODE", false), "shadow mode: decide and count, never refuse")
 	fs.StringVar(&o.logLevel, "log-level", env("LOG_LEVEL", "info"), "log level: debug, info, warn or error")
 	fs.BoolVar(&o.watch, "watch", true, "reload the config when its files change (SIGHUP always reloads)")
@@ -520,25 +534,44 @@ func (s *serveApp) loadConfig(ctx context.Context) error {
 		s.rules, s.validate = noDomains(), storeValidator(s.o.store)
 		return s.readHeaders()
 	}
+	s.validate = storeValidator(s.o.store)
+	rules, err := s.loadStartConfig(ctx)
+	if err != nil {
+		if err = stoppedEarly(ctx, err); errors.Is(err, errStoppedEarly) || !s.o.forceStart {
+			return err
+		}
+		// -start-without-config (FORCE_START_WITHOUT_INITIAL_CONFIG).
+		s.log.Warn("starting without a config: no rule applies until a reload loads it", "config", s.o.configPath, "err", err)
+	}
+	s.rules = rules
+	s.hasConfig.Store(hasDomain(rules))
+	return s.readHeaders()
+}
+
+// loadStartConfig checks the config files and loads them, and checks the
+// config against the forward-auth settings and the store's limits.
+func (s *serveApp) loadStartConfig(ctx context.Context) (*config.Config, error) {
 	sum, err := checkConfigFiles(ctx, s.o.configPath)
 	if err != nil {
-		return stoppedEarly(ctx, err)
+		return nil, err
 	}
-	s.sum = sum
+	s.sum, s.known = sum, true
 	rules, err := loadRules(ctx, s.o.configPath, s.o.rules.load)
 	if err == nil {
 		err = checkForwardAuth(rules, s.trusted) // before the store is opened
 	}
-	s.validate = storeValidator(s.o.store)
 	if err == nil {
 		err = checkRulesForStore(rules, s.validate)
 	}
 	if err != nil {
-		return stoppedEarly(ctx, err)
+		return nil, err
 	}
-	s.rules = rules
-	return s.readHeaders()
+	return rules, nil
 }
+
+// hasDomain reports whether c has a domain: what envoyproxy/ratelimit's
+// HEALTHY_WITH_AT_LEAST_ONE_CONFIG_LOADED calls a config loaded.
+func hasDomain(c *config.Config) bool { return len(c.Domains()) > 0 }
 
 // readHeaders reads -headers, whose refusal is exit 2.
 func (s *serveApp) readHeaders() (err error) {
@@ -571,18 +604,32 @@ func (s *serveApp) openStore(ctx context.Context) error {
 // parts: the one place where a setting of the service is passed on.
 func (s *serveApp) serviceConfig() service.Config {
 	o := &s.o
-	var healthy func() bool
-	if o.healthNeedsStore {
-		// envoyproxy/ratelimit's REDIS_HEALTH_CHECK_ACTIVE_CONNECTION:
-		// unhealthy while the store has never answered or is failing.
-		healthy = func() bool { return s.st.connected() && s.svc.StoreAvailable() }
+	var rules service.Rules // nil, not a nil *config.Config, without a config
+	if s.rules != nil {
+		rules = s.rules
 	}
-	return service.Config{Limiter: s.st.limiter, Rules: s.rules, Prefix: o.prefix, KeyFormat: o.redis.serviceKeyFormat(), ShadowMode: o.shadow,
-		Headers: s.headers, LegacyNames: legacyNamesFromEnv(), Logger: s.log, Registerer: s.reg, Failure: s.st.failure, Healthy: healthy,
+	return service.Config{Limiter: s.st.limiter, Rules: rules, Prefix: o.prefix, KeyFormat: o.redis.serviceKeyFormat(), ShadowMode: o.shadow,
+		Headers: s.headers, LegacyNames: legacyNamesFromEnv(), Logger: s.log, Registerer: s.reg, Failure: s.st.failure, Healthy: s.healthy(),
 		MaxDetailedSeries: o.maxDetailed, MaxOverride: uint32(o.maxOverride), MaxCost: uint64(o.maxCost),
 		MaxDescriptors: o.maxDescs, MaxEntries: o.maxEntries, MaxJSONBytesInFlight: o.jsonInFlight,
 		QuotaMode: o.rules.quota, DynamicMetadata: o.rules.dynamicMetadata, NearLimitRatio: o.rules.nearRatio,
 		StopIncrementWhenOverLimit: o.rules.stopIncrement}
+}
+
+// healthy returns the service's Config.Healthy: nil (the process only),
+// or the checks that -health-needs-store and -health-needs-config ask for.
+func (s *serveApp) healthy() func() bool {
+	store, cfg := s.o.healthNeedsStore, s.o.healthNeedsConfig
+	if !store && !cfg {
+		return nil
+	}
+	return func() bool {
+		// envoyproxy/ratelimit's REDIS_HEALTH_CHECK_ACTIVE_CONNECTION:
+		// unhealthy while the store has never answered or is failing;
+		// its HEALTHY_WITH_AT_LEAST_ONE_CONFIG_LOADED: while no config
+		// with a domain runs.
+		return (!store || s.st.connected() && s.svc.StoreAvailable()) && (!cfg || s.hasConfig.Load())
+	}
 }
 
 // apply swaps a reloaded config in: the forward-auth mapping is built
@@ -599,6 +646,7 @@ func (s *serveApp) apply(c *config.Config) error {
 		return err
 	}
 	s.auth.h.Store(&h)
+	s.hasConfig.Store(hasDomain(c))
 	return nil
 }
 
@@ -616,7 +664,7 @@ func (s *serveApp) configSource() (*reloader, error) {
 		}
 		return s.apply(rules)
 	}
-	return newReloader(s.o.configPath, load, s.log, s.reg, s.sum, true)
+	return newReloader(s.o.configPath, load, s.log, s.reg, s.sum, s.known)
 }
 
 // grpcServerOptions returns the gRPC server's options: the service's and

@@ -1,0 +1,130 @@
+package main
+
+import (
+	"context"
+	"net/http"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// postStatus returns the status of POST /json with body.
+func postStatus(t *testing.T, url, body string) int {
+	t.Helper()
+	code, err := status(http.DefaultClient, url, body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return code
+}
+
+// FORCE_START_WITHOUT_INITIAL_CONFIG=true starts serve although its config
+// does not load, with no rules (every descriptor OK) until a reload loads
+// one; before, the variable was only named as not acted on and serve
+// exited 1.
+func TestServeForceStartWithoutInitialConfig(t *testing.T) {
+	dir := t.TempDir()
+	cfg := filepath.Join(dir, "config.yaml")
+	writeFile(t, cfg, cfgBroken)
+	t.Setenv("FORCE_START_WITHOUT_INITIAL_CONFIG", "true")
+	s := launch(t, "-config", cfg)
+	if !strings.Contains(s.stderr.String(), "requets_per_unit") {
+		t.Errorf("the config's error is not logged: %s", s.stderr.String())
+	}
+	if got := postStatus(t, s.url, reqK); got != 200 {
+		t.Errorf("without a config: %d, want 200 (no rule applies)", got)
+	}
+	if got := healthStatus(t, s.url); got != 200 {
+		t.Errorf("health without a config and without HEALTHY_WITH_AT_LEAST_ONE_CONFIG_LOADED: %d, want 200", got)
+	}
+	writeAtomic(t, cfg, cfgBlocked)
+	eventually(t, "the fixed config to be loaded on its change", func() bool { return postStatus(t, s.url, reqK) == 429 })
+}
+
+// A config file that does not exist yet (written later by a sidecar) is
+// watched for too under FORCE_START_WITHOUT_INITIAL_CONFIG.
+func TestServeForceStartLoadsAConfigWrittenLater(t *testing.T) {
+	cfg := filepath.Join(t.TempDir(), "config.yaml")
+	t.Setenv("FORCE_START_WITHOUT_INITIAL_CONFIG", "1")
+	s := launch(t, "-config", cfg)
+	if got := postStatus(t, s.url, reqK); got != 200 {
+		t.Errorf("without a config: %d, want 200", got)
+	}
+	writeAtomic(t, cfg, cfgBlocked)
+	eventually(t, "the new config to be loaded", func() bool { return postStatus(t, s.url, reqK) == 429 })
+}
+
+// Without it (false or unset), a config that does not load is exit
+// status 1, as before: Sluice never serves without the operator's rules
+// unless told to.
+func TestServeWithoutForceStartRefusesABrokenConfig(t *testing.T) {
+	cfg := filepath.Join(t.TempDir(), "config.yaml")
+	writeFile(t, cfg, cfgBroken)
+	for _, v := range []string{"", "false"} {
+		t.Setenv("FORCE_START_WITHOUT_INITIAL_CONFIG", v)
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		var out, errb syncBuffer
+		code := runServe(ctx, []string{"-config", cfg, "-http-addr", "127.0.0.1:0", "-grpc-addr", "127.0.0.1:0"}, &out, &errb)
+		cancel()
+		if code != 1 || !strings.Contains(errb.String(), "requets_per_unit") {
+			t.Errorf("FORCE_START_WITHOUT_INITIAL_CONFIG=%q: exit %d, stderr %q; want 1 naming the error", v, code, errb.String())
+		}
+	}
+}
+
+// HEALTHY_WITH_AT_LEAST_ONE_CONFIG_LOADED=true fails the health checks
+// while no config with a domain is running (503 on /healthcheck), and
+// passes them once one is; a failed reload keeps the running config and
+// its health. Before, the variable was named as not acted on and serve
+// reported healthy without any rule.
+func TestServeHealthyWithAtLeastOneConfigLoaded(t *testing.T) {
+	dir := t.TempDir()
+	cfg := filepath.Join(dir, "config.yaml")
+	writeFile(t, cfg, cfgBroken)
+	t.Setenv("FORCE_START_WITHOUT_INITIAL_CONFIG", "true")
+	t.Setenv("HEALTHY_WITH_AT_LEAST_ONE_CONFIG_LOADED", "true")
+	s := launch(t, "-config", cfg)
+	if got := healthStatus(t, s.url); got != 503 {
+		t.Errorf("health without a config: %d, want 503", got)
+	}
+	writeAtomic(t, cfg, cfgUnlimited)
+	eventually(t, "healthy once a config is loaded", func() bool { return healthStatus(t, s.url) == 200 })
+	writeAtomic(t, cfg, cfgBroken)
+	eventually(t, "the broken reload to be counted", func() bool { return metric(t, s.url, "sluice_config_reload_failures_total") >= 1 })
+	if got := healthStatus(t, s.url); got != 200 {
+		t.Errorf("health after a failed reload that kept the running config: %d, want 200", got)
+	}
+}
+
+// With a config at start-up, the setting changes nothing: serve is healthy
+// from the start, with the built-in example too.
+func TestServeHealthyWithConfigAtStart(t *testing.T) {
+	t.Setenv("HEALTHY_WITH_AT_LEAST_ONE_CONFIG_LOADED", "true")
+	s := launch(t)
+	if got := healthStatus(t, s.url); got != 200 {
+		t.Errorf("health with the built-in example: %d, want 200", got)
+	}
+}
+
+// The two are envoyproxy/ratelimit's, acted on: never in the not-acted-on
+// line.
+func TestServeActsOnStartConfigEnv(t *testing.T) {
+	for _, name := range []string{"FORCE_START_WITHOUT_INITIAL_CONFIG", "HEALTHY_WITH_AT_LEAST_ONE_CONFIG_LOADED"} {
+		t.Setenv(name, "true")
+	}
+	for _, n := range notActedOn() {
+		if strings.HasPrefix(n, "FORCE_START") || strings.HasPrefix(n, "HEALTHY_WITH") {
+			t.Errorf("notActedOn() names %s", n)
+		}
+	}
+	// A value that is no boolean is refused, not read as false.
+	t.Setenv("FORCE_START_WITHOUT_INITIAL_CONFIG", "yes")
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second) // ends a serve that did start
+	defer cancel()
+	var out, errb syncBuffer
+	if code := runServe(ctx, []string{"-http-addr", "127.0.0.1:0", "-grpc-addr", "127.0.0.1:0"}, &out, &errb); code != 2 ||
+		!strings.Contains(errb.String(), "FORCE_START_WITHOUT_INITIAL_CONFIG") {
+		t.Errorf("FORCE_START_WITHOUT_INITIAL_CONFIG=yes: exit %d, stderr %q; want 2 naming it", code, errb.String())
+	}
+}

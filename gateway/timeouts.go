@@ -80,9 +80,13 @@ func (t Timeouts) WithDefaults() Timeouts {
 
 // Server returns an http.Server for h (a Gateway) with t's ClientHeader as
 // ReadHeaderTimeout and Keepalive as IdleTimeout (zero fields: the
-// defaults). It sets no ReadTimeout or WriteTimeout, which would bound a
-// whole upload or a whole streamed response: the Gateway bounds each read
-// and write instead (ClientBody, Send). errorLog may be nil.
+// defaults), request headers of at most 64 KiB, and its errors logged on
+// errorLog at Warn (nil: the standard logger). It sets no ReadTimeout or
+// WriteTimeout, which would bound a whole upload or a whole streamed
+// response: the Gateway bounds each read and write instead (ClientBody,
+// Send); a caller whose handler never streams sets them. It is the one
+// place where sluice's HTTP servers are made (sluice proxy's, its admin
+// listener's and sluice serve's).
 func (t Timeouts) Server(h http.Handler, errorLog *slog.Logger) *http.Server {
 	t = t.WithDefaults()
 	s := &http.Server{

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"os"
 	"strconv"
@@ -142,16 +143,16 @@ func (o *listenerOptions) check() error {
 	return nil
 }
 
-// httpServer returns the HTTP server of serve with the timeouts of o.
-func (o *listenerOptions) httpServer(h http.Handler) *http.Server {
-	return &http.Server{
-		Handler:           h,
-		ReadHeaderTimeout: o.readHeader,
-		ReadTimeout:       o.read,
-		WriteTimeout:      o.write,
-		IdleTimeout:       o.idle,
-		MaxHeaderBytes:    64 << 10,
-	}
+// httpServer returns the HTTP server of serve for h with the timeouts of
+// o, its errors logged on errorLog (nil: the standard logger). It is the
+// proxy's server (gateway.Timeouts.Server, the one place where both
+// commands' HTTP servers are made) with serve's header and idle
+// timeouts, and bounds on the whole request and response too, since
+// nothing serve answers streams.
+func (o *listenerOptions) httpServer(h http.Handler, errorLog *slog.Logger) *http.Server {
+	hs := gateway.Timeouts{ClientHeader: o.readHeader, Keepalive: o.idle}.Server(h, errorLog)
+	hs.ReadTimeout, hs.WriteTimeout = o.read, o.write
+	return hs
 }
 
 // grpcOptions returns the server options that bound gRPC connections and

@@ -69,7 +69,7 @@ func serveHealth(t *testing.T, opts ...grpc.ServerOption) healthpb.HealthClient 
 func TestGRPCCallSpanReachesCollectorOverGRPC(t *testing.T) {
 	r := receiver(t)
 	t.Setenv("OTEL_EXPORTER_OTLP_ENDPOINT", "http://"+r.GRPCAddr)
-	p := start(t, Config{Protocol: ProtocolGRPC, ServiceName: "rls-test"})
+	p := start(t, Config{Protocol: ProtocolGRPC, ServiceName: "rls-test", Namespace: "edge", InstanceID: "pod-7"})
 	c := serveHealth(t, p.GRPCServerOptions()...)
 	ctx := metadata.AppendToOutgoingContext(context.Background(), "traceparent", "00-"+parentTrace+"-"+parentSpan+"-01")
 	if _, err := c.Check(ctx, &healthpb.HealthCheckRequest{}); err != nil {
@@ -90,6 +90,9 @@ func TestGRPCCallSpanReachesCollectorOverGRPC(t *testing.T) {
 	}
 	if got := hex.EncodeToString(s.Span.GetTraceId()); got != parentTrace {
 		t.Errorf("trace id %s, want the caller's %s", got, parentTrace)
+	}
+	if s.Resource["service.namespace"] != "edge" || s.Resource["service.instance.id"] != "pod-7" {
+		t.Errorf("resource %v, want service.namespace edge and service.instance.id pod-7", s.Resource)
 	}
 	if got := hex.EncodeToString(s.Span.GetParentSpanId()); got != parentSpan {
 		t.Errorf("parent span %s, want the caller's %s", got, parentSpan)

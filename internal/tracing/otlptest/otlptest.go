@@ -20,10 +20,12 @@ import (
 // MaxBodyBytes bounds one HTTP export request the receiver reads.
 const MaxBodyBytes = 16 << 20
 
-// Span is one received span with its resource's service.name.
+// Span is one received span with its resource's service.name and its
+// other string attributes.
 type Span struct {
-	Service string
-	Span    *tracepb.Span
+	Service  string
+	Resource map[string]string
+	Span     *tracepb.Span
 }
 
 // Receiver keeps the spans exported to it. Its zero value is not usable:
@@ -92,15 +94,13 @@ func (r *Receiver) add(req *coltrace.ExportTraceServiceRequest) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	for _, rs := range req.GetResourceSpans() {
-		var service string
+		res := map[string]string{}
 		for _, a := range rs.GetResource().GetAttributes() {
-			if a.GetKey() == "service.name" {
-				service = a.GetValue().GetStringValue()
-			}
+			res[a.GetKey()] = a.GetValue().GetStringValue()
 		}
 		for _, ss := range rs.GetScopeSpans() {
 			for _, s := range ss.GetSpans() {
-				r.spans = append(r.spans, Span{Service: service, Span: s})
+				r.spans = append(r.spans, Span{Service: res["service.name"], Resource: res, Span: s})
 			}
 		}
 	}

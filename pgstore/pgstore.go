@@ -366,3 +366,41 @@ func (s *Store) Usage(ctx context.Context, key string) ([]Period, error) {
 	}
 	return out, nil
 }
+
+// Entry is one row of the ledger export: a key's count in one period.
+type Entry struct {
+	// Key is the key as AllowN or Spend received it.
+	Key string
+	Period
+}
+
+// ledgerSQL reads the periods that start in [$1, $2), in order.
+const ledgerSQL = `SELECT key, period_start, period_end, count, quota, updated_at FROM sluice_usage
+WHERE period_start >= $1 AND period_start < $2 ORDER BY period_start, key_hash`
+
+// Ledger calls each for every period that starts in [from, to), every key's,
+// in order of the period's start, streaming the rows rather than holding
+// them: an export of any size in constant memory. An error from each stops
+// the export and is returned as it is; the database's errors are wrapped.
+func (s *Store) Ledger(ctx context.Context, from, to time.Time, each func(Entry) error) error {
+	rows, err := s.pool.Query(ctx, ledgerSQL, from, to)
+	if err != nil {
+		return fmt.Errorf("pgstore: reading the ledger: %w", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var e Entry
+		var key []byte
+		if err := rows.Scan(&key, &e.Start, &e.End, &e.Count, &e.Quota, &e.Updated); err != nil {
+			return fmt.Errorf("pgstore: reading the ledger: %w", err)
+		}
+		e.Key = string(key)
+		if err := each(e); err != nil {
+			return err
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("pgstore: reading the ledger: %w", err)
+	}
+	return nil
+}

@@ -3,6 +3,8 @@ package pgstore_test
 import (
 	"context"
 	"errors"
+	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -240,5 +242,42 @@ func TestDeadlineHonoured(t *testing.T) {
 	}
 	if d := time.Since(begin); d > 5*time.Second {
 		t.Errorf("AllowN returned %v after its deadline of 300ms", d)
+	}
+}
+
+// TestLedgerExportsPeriodsInOrder: the export lists every key's periods
+// that start in the range asked for, in order of their start, with the
+// keys as given (any bytes), and stops at the first error its callback
+// returns.
+func TestLedgerExportsPeriodsInOrder(t *testing.T) {
+	start := time.Date(2026, 3, 1, 10, 0, 0, 0, time.UTC)
+	clock := clocktest.At(start)
+	s, _ := open(t, clock)
+	ctx := context.Background()
+	for h := range 3 {
+		for _, key := range []string{"a", "b\x00\xff"} {
+			if r, err := s.AllowN(ctx, key, hour, h+1); err != nil || !r.Allowed {
+				t.Fatal(r, err)
+			}
+		}
+		clock.Advance(time.Hour)
+	}
+	var got []string
+	err := s.Ledger(ctx, start.Add(time.Hour), start.Add(3*time.Hour), func(e pgstore.Entry) error {
+		got = append(got, fmt.Sprintf("%s %q %d", e.Start.UTC().Format("15:04"), e.Key, e.Count))
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 4 || !strings.HasPrefix(got[0], "11:00") || !strings.HasPrefix(got[3], "12:00") ||
+		!slices.Contains(got, `11:00 "b\x00\xff" 2`) || !slices.Contains(got, `12:00 "a" 3`) {
+		t.Errorf("Ledger(11:00, 13:00) = %q", got)
+	}
+	stop := errors.New("stop")
+	n := 0
+	err = s.Ledger(ctx, start, start.Add(3*time.Hour), func(pgstore.Entry) error { n++; return stop })
+	if err != stop || n != 1 {
+		t.Errorf("Ledger with a callback that fails: %d calls, %v; want 1 call and its error", n, err)
 	}
 }

@@ -24,5 +24,5 @@ CREATE TABLE sluice_usage (
     CHECK (count >= 0 AND count <= quota)
 );
 
--- Reading or exporting the ledger by period.
-CREATE INDEX sluice_usage_period_end ON sluice_usage (period_end);
+-- Exporting the ledger by period (Ledger).
+CREATE INDEX sluice_usage_period_start ON sluice_usage (period_start);

@@ -1,10 +1,10 @@
 // Package adaptive is a concurrency limiter whose limit follows the measured
 // latency: it admits a request while fewer than the limit are in flight, and
 // after each window of completed requests it moves the limit as its
-// Algorithm says (Gradient2 or AIMD), between a floor and a ceiling. When a
-// backend slows down because it is past its capacity, the limit falls and the
-// excess is refused at once rather than queued; when latency is back to
-// normal, the limit grows again.
+// Algorithm says (Gradient, Gradient2 or AIMD), between a floor and a
+// ceiling. When a backend slows down because it is past its capacity, the
+// limit falls and the excess is refused at once rather than queued; when
+// latency is back to normal, the limit grows again.
 //
 // Requests carry a Priority. Each priority may fill only a share of the
 // limit (Sheddable less than Default, Default less than Critical), so as the
@@ -82,8 +82,8 @@ const (
 	// Success: the request completed; its latency is a sample.
 	Success Outcome = iota
 	// Dropped: the request failed in a way that signals overload (a
-	// timeout, a refusal by the backend). AIMD backs off on it; Gradient2
-	// ignores it, as Netflix's does.
+	// timeout, a refusal by the backend). AIMD backs off on it; Gradient
+	// and Gradient2 ignore it, as Envoy's and Netflix's do.
 	Dropped
 	// Ignored: the request says nothing about the backend's load (the
 	// client went away, the request was invalid); no sample is taken.
@@ -107,7 +107,9 @@ const (
 // in flight, between 1 and 200, one-second windows of at least 10 samples,
 // on the system clock.
 type Config struct {
-	// Algorithm moves the limit after each window. Nil means Gradient2{}.
+	// Algorithm moves the limit after each window. Nil means Gradient2{}
+	// (Netflix's defaults); under overload that does not let up it drifts
+	// upward (see docs/adaptive.md), where Gradient and AIMD do not.
 	Algorithm Algorithm
 	// Initial is the limit before the first window. Zero means
 	// DefaultInitial; it is clamped into [Min, Max].
@@ -138,13 +140,14 @@ type Config struct {
 var ErrInvalidConfig = errors.New("adaptive: invalid config")
 
 // An Algorithm moves a limit from one window's measurements. The
-// implementations are Gradient2 and AIMD; the set is closed.
+// implementations are Gradient, Gradient2 and AIMD; the set is closed.
 type Algorithm interface {
 	newController() (controller, error)
 }
 
 // window is what a controller sees of one window.
 type window struct {
+	end      time.Time     // when the window closed
 	rtt      time.Duration // mean latency of the successful samples; 0 if none
 	inflight int           // most requests in flight at once during the window
 	dropped  bool          // some request ended Dropped
@@ -334,7 +337,7 @@ func (l *Limiter) record(now time.Time, rtt time.Duration, o Outcome) {
 	if now.Sub(l.winStart) < l.span || l.winN+l.winDrops < l.minSamples {
 		return
 	}
-	w := window{inflight: l.winMaxFlow, dropped: l.winDrops > 0}
+	w := window{end: now, inflight: l.winMaxFlow, dropped: l.winDrops > 0}
 	if l.winN > 0 {
 		w.rtt = l.winSum / time.Duration(l.winN)
 		l.lastRTT = w.rtt

@@ -178,6 +178,53 @@ func TestGradient2FallsWhenLatencyRisesAndHoldsWhenIdle(t *testing.T) {
 	}
 }
 
+// closedWindow completes n requests of latency rtt in one window of an
+// hour-long span: the clock passes the span before the last completion,
+// which closes the window with all n samples in it. It returns the limit
+// after.
+func closedWindow(t *testing.T, l *adaptive.Limiter, clock *clocktest.Clock, n int, rtt time.Duration) int {
+	t.Helper()
+	toks := fill(t, l, adaptive.Critical, n)
+	for _, tok := range toks[:n-1] {
+		tok.Record(rtt, adaptive.Success)
+	}
+	clock.Advance(time.Hour)
+	toks[n-1].Record(rtt, adaptive.Success)
+	return l.Limit()
+}
+
+func TestGradientMeasuresMinRTTAtLowConcurrencyThenRestoresTheLimit(t *testing.T) {
+	clock := clocktest.New()
+	l := mustNew(t, adaptive.Config{
+		Algorithm: adaptive.Gradient{ProbeInterval: 150 * time.Minute, Jitter: -1},
+		Initial:   40, MinSamples: 1, Window: time.Hour, Clock: clock,
+	})
+	// The first window starts a measurement: the limit is pinned to 3,
+	// one window drains, the next measures.
+	if got := closedWindow(t, l, clock, 30, 20*time.Millisecond); got != 3 {
+		t.Fatalf("limit %d after the first window, want 3 while minRTT is measured", got)
+	}
+	if got := closedWindow(t, l, clock, 3, 50*time.Millisecond); got != 3 {
+		t.Fatalf("limit %d after the draining window, want 3", got)
+	}
+	if got := closedWindow(t, l, clock, 3, 10*time.Millisecond); got != 40 {
+		t.Fatalf("limit %d after the measurement, want 40 restored", got)
+	}
+	// minRTT is 10ms, the target 12.5ms (a 25% buffer): at the target the
+	// limit grows by √40, to 46.
+	if got := closedWindow(t, l, clock, 40, 12500*time.Microsecond); got != 46 {
+		t.Fatalf("limit %d after a window at the target, want 40+√40 = 46", got)
+	}
+	// At twice the target, the gradient is 0.5: 46·0.5+√46 = 29.8.
+	if got := closedWindow(t, l, clock, 46, 25*time.Millisecond); got != 29 {
+		t.Fatalf("limit %d after a window at twice the target, want 29", got)
+	}
+	// The interval has passed: the next window measures again.
+	if got := closedWindow(t, l, clock, 29, 12500*time.Microsecond); got != 3 {
+		t.Fatalf("limit %d a ProbeInterval later, want 3 while minRTT is measured again", got)
+	}
+}
+
 func TestNewRefusesBadConfigs(t *testing.T) {
 	for name, c := range map[string]adaptive.Config{
 		"min above max":      {Min: 10, Max: 5},
@@ -186,6 +233,8 @@ func TestNewRefusesBadConfigs(t *testing.T) {
 		"negative window":    {Window: -time.Second},
 		"gradient tolerance": {Algorithm: adaptive.Gradient2{Tolerance: 0.5}},
 		"aimd ratio":         {Algorithm: adaptive.AIMD{BackoffRatio: 1}},
+		"gradient buffer":    {Algorithm: adaptive.Gradient{Buffer: -1}},
+		"gradient probe":     {Algorithm: adaptive.Gradient{ProbeConcurrency: -1}},
 	} {
 		if _, err := adaptive.New(c); !errors.Is(err, adaptive.ErrInvalidConfig) {
 			t.Errorf("%s: New returned %v, want ErrInvalidConfig", name, err)

@@ -2,6 +2,8 @@ package adaptive
 
 import (
 	"fmt"
+	"math"
+	"math/rand/v2"
 	"time"
 )
 
@@ -124,4 +126,113 @@ func (a *aimd) next(limit float64, w window) float64 {
 		return limit + 1
 	}
 	return limit
+}
+
+// Gradient moves the limit by the ratio of the minimum latency, measured
+// now and then at a low concurrency, to the latest window's, after Envoy's
+// adaptive concurrency filter (its gradient controller). Per window of mean
+// latency short:
+//
+//	gradient = clamp(minRTT·(1+Buffer)/short, 0.5, 2)
+//	new = gradient·limit + √limit
+//
+// then clamped to [Min, Max]. The √limit is the headroom that lets the
+// limit probe upward.
+//
+// minRTT is measured at the first window and then every ProbeInterval
+// (plus up to Jitter of it, at random, so that replicas do not measure at
+// once): the limit is pinned to ProbeConcurrency for ProbeWindows windows
+// after one window to drain what was in flight, minRTT becomes the lowest
+// mean latency of those windows, and the limit returns to where it was.
+// While it measures, most requests are refused, as with Envoy; that is
+// the price of a baseline that queueing cannot shift, which is what keeps
+// Gradient from drifting under sustained overload as Gradient2 does.
+//
+// Dropped requests do not move it. The zero value uses Envoy's defaults
+// and a ProbeInterval of one minute.
+type Gradient struct {
+	// Buffer is how much above minRTT the latency may be before the
+	// limit falls. Zero means 0.25; negative is refused.
+	Buffer float64
+	// ProbeInterval is the time between minRTT measurements. Zero means
+	// one minute.
+	ProbeInterval time.Duration
+	// ProbeConcurrency is the limit while minRTT is measured. Zero means
+	// 3.
+	ProbeConcurrency int
+	// ProbeWindows is the number of windows minRTT is measured over,
+	// after the window that drains. Zero means 1.
+	ProbeWindows int
+	// Jitter is the largest random fraction of ProbeInterval added to
+	// each interval, in [0, 1]. Zero means 0.15; negative means none.
+	Jitter float64
+}
+
+type gradient struct {
+	Gradient
+	minRTT    time.Duration
+	probing   int           // windows left in the measurement; 0: not measuring
+	lowest    time.Duration // the lowest mean of the measurement's windows so far
+	saved     float64       // the limit before the measurement
+	nextProbe time.Time
+}
+
+func (g Gradient) newController() (controller, error) {
+	if g.Buffer == 0 {
+		g.Buffer = 0.25
+	}
+	if g.ProbeInterval == 0 {
+		g.ProbeInterval = time.Minute
+	}
+	if g.ProbeConcurrency == 0 {
+		g.ProbeConcurrency = 3
+	}
+	if g.ProbeWindows == 0 {
+		g.ProbeWindows = 1
+	}
+	switch {
+	case g.Jitter == 0:
+		g.Jitter = 0.15
+	case g.Jitter < 0:
+		g.Jitter = 0
+	}
+	if !(g.Buffer >= 0) || g.ProbeInterval < 0 || g.ProbeConcurrency < 1 || g.ProbeWindows < 1 || !(g.Jitter <= 1) {
+		return nil, fmt.Errorf("%w: Gradient needs Buffer >= 0, ProbeInterval >= 0, ProbeConcurrency >= 1, ProbeWindows >= 1, Jitter <= 1; have %+v", ErrInvalidConfig, g)
+	}
+	return &gradient{Gradient: g}, nil
+}
+
+func (g *gradient) next(limit float64, w window) float64 {
+	if g.probing > 0 {
+		return g.measure(w)
+	}
+	if g.minRTT == 0 || !w.end.Before(g.nextProbe) {
+		// Pin the limit; the first window drains what is in flight.
+		g.probing, g.lowest, g.saved = g.ProbeWindows+1, 0, limit
+		return float64(g.ProbeConcurrency)
+	}
+	if w.rtt <= 0 {
+		return limit
+	}
+	target := float64(g.minRTT) * (1 + g.Buffer)
+	gradient := min(max(target/float64(w.rtt), 0.5), 2)
+	return gradient*limit + math.Sqrt(limit)
+}
+
+// measure takes one window of a minRTT measurement and returns the limit.
+func (g *gradient) measure(w window) float64 {
+	g.probing--
+	if g.probing < g.ProbeWindows && w.rtt > 0 && (g.lowest == 0 || w.rtt < g.lowest) {
+		g.lowest = w.rtt
+	}
+	if g.probing > 0 {
+		return float64(g.ProbeConcurrency)
+	}
+	if g.lowest == 0 { // no sample: measure again
+		g.probing = g.ProbeWindows
+		return float64(g.ProbeConcurrency)
+	}
+	g.minRTT = g.lowest
+	g.nextProbe = w.end.Add(g.ProbeInterval + time.Duration(rand.Float64()*g.Jitter*float64(g.ProbeInterval)))
+	return g.saved
 }

@@ -210,6 +210,20 @@ func TestAIMDKeepsLatencyNearUnloadedAndGoodputNearCapacity(t *testing.T) {
 	}
 }
 
+// Gradient, whose baseline is a minimum latency measured at low
+// concurrency now and then, holds p99 under twice the unloaded latency
+// at full goodput too, with Envoy's defaults (a 25% buffer).
+func TestGradientKeepsLatencyNearUnloadedAndGoodputNearCapacity(t *testing.T) {
+	unloaded := overload.service
+	r := runOverload(t, adaptive.Gradient{})
+	if r.p99 > 2*unloaded {
+		t.Errorf("p99 %v exceeds twice the unloaded latency %v", r.p99, unloaded)
+	}
+	if r.goodput < 0.9*overload.capacity() {
+		t.Errorf("goodput %.0f/s is below 90%% of the capacity %.0f/s", r.goodput, overload.capacity())
+	}
+}
+
 // Gradient2 compares each window with a long average of the windows
 // themselves, so under overload that never lets up the average learns
 // the queueing it should prevent, and the limit drifts upward with it:

@@ -281,3 +281,38 @@ func TestLedgerExportsPeriodsInOrder(t *testing.T) {
 		t.Errorf("Ledger with a callback that fails: %d calls, %v; want 1 call and its error", n, err)
 	}
 }
+
+// TestSpendCountsInAPeriodTheCallerComputes: a calendar period (15 February
+// to 15 March at midnight UTC+1, Berlin's winter time: 28 days, aligned to
+// no epoch-based window) is counted and bounded as a window is, and kept in
+// the ledger with its own bounds; an empty period and a cost above the
+// quota are bad input.
+func TestSpendCountsInAPeriodTheCallerComputes(t *testing.T) {
+	s, _ := open(t, clocktest.New())
+	ctx := context.Background()
+	berlin := time.FixedZone("CET", 3600)
+	start := time.Date(2026, 2, 15, 0, 0, 0, 0, berlin)
+	end := time.Date(2026, 3, 15, 0, 0, 0, 0, berlin)
+	for _, tc := range []struct {
+		cost, count int64
+		admitted    bool
+	}{{3, 3, true}, {3, 3, false}, {2, 5, true}} {
+		count, ok, err := s.Spend(ctx, "tenant:acme", start, end, 5, tc.cost)
+		if err != nil || ok != tc.admitted || count != tc.count {
+			t.Fatalf("Spend(%d) = %d, %v, %v; want %d, %v", tc.cost, count, ok, err, tc.count, tc.admitted)
+		}
+	}
+	if err := s.Refund(ctx, "tenant:acme", start, 4); err != nil {
+		t.Fatal(err)
+	}
+	u, err := s.Usage(ctx, "tenant:acme")
+	if err != nil || len(u) != 1 || !u[0].Start.Equal(start) || !u[0].End.Equal(end) || u[0].Count != 1 {
+		t.Fatalf("Usage = %+v, %v; want the period %v–%v with 1", u, err, start, end)
+	}
+	if _, _, err := s.Spend(ctx, "k", end, start, 5, 1); !errors.Is(err, sluice.ErrInvalidLimit) {
+		t.Errorf("Spend over a period that ends before it starts: %v, want ErrInvalidLimit", err)
+	}
+	if _, _, err := s.Spend(ctx, "k", start, end, 5, 6); !errors.Is(err, sluice.ErrCostExceedsCapacity) {
+		t.Errorf("Spend of 6 on a quota of 5: %v, want ErrCostExceedsCapacity", err)
+	}
+}

@@ -21,6 +21,8 @@ import (
 type backend struct {
 	servers int
 	service time.Duration
+	slowAt  time.Duration // from then on (if positive) each request takes slow
+	slow    time.Duration
 	free    timeHeap // when each worker is next free
 }
 
@@ -29,11 +31,14 @@ func (b *backend) start(t time.Duration) time.Duration {
 	if b.free == nil {
 		b.free = make(timeHeap, b.servers)
 	}
-	f := b.free[0]
-	begin := max(t, f)
-	b.free[0] = begin + b.service
+	svc := b.service
+	if b.slowAt > 0 && t >= b.slowAt {
+		svc = b.slow
+	}
+	begin := max(t, b.free[0])
+	b.free[0] = begin + svc
 	heap.Fix(&b.free, 0)
-	return begin + b.service
+	return begin + svc
 }
 
 type timeHeap []time.Duration
@@ -88,6 +93,8 @@ type simConfig struct {
 	duration time.Duration
 	warmup   time.Duration
 	mix      [adaptive.NumPriorities]float64 // share of arrivals per priority, by Index
+	slowAt   time.Duration                   // if positive, service becomes slow then
+	slow     time.Duration
 }
 
 func (c simConfig) capacity() float64 { return float64(c.servers) / c.service.Seconds() }
@@ -96,7 +103,7 @@ func (c simConfig) capacity() float64 { return float64(c.servers) / c.service.Se
 func simulate(t *testing.T, c simConfig, lim *adaptive.Limiter, clock *clocktest.Clock, fix *fixed) simResult {
 	t.Helper()
 	rng := rand.New(rand.NewPCG(1, 2))
-	be := &backend{servers: c.servers, service: c.service}
+	be := &backend{servers: c.servers, service: c.service, slowAt: c.slowAt, slow: c.slow}
 	var pending completions
 	rate := c.load * c.capacity()
 	epoch := clock.Now()
@@ -284,5 +291,38 @@ func TestPrioritySheddingDropsSheddableFirst(t *testing.T) {
 	total := r.rejected[0] + r.rejected[1] + r.rejected[2]
 	if share := float64(r.rejected[0]) / float64(total); share < 0.9 {
 		t.Errorf("sheddable requests are %.1f%% of those refused, want at least 90%%", 100*share)
+	}
+}
+
+// When the backend's capacity moves (each request takes twice as long from
+// the 30th second on: half the capacity, twice the unloaded latency),
+// Gradient's next minimum-latency measurement finds the new baseline, and
+// the limit follows: measured from the 90th second, p99 is within twice the
+// new unloaded latency and goodput at least 90% of the new capacity.
+// AIMD's latency objective, fixed at 1.5× the old latency, is now below the
+// unloaded latency: it holds the limit at its floor and wastes capacity.
+func TestGradientFollowsACapacityThatMoves(t *testing.T) {
+	c := overload
+	c.duration, c.warmup = 150*time.Second, 90*time.Second
+	c.slowAt, c.slow = 30*time.Second, 2*c.service
+	newCapacity := float64(c.servers) / c.slow.Seconds()
+	run := func(algo adaptive.Algorithm) simResult {
+		clock := clocktest.New()
+		lim := mustNew(t, adaptive.Config{Algorithm: algo, Clock: clock, Max: 1000, Window: 10 * c.service})
+		r := simulate(t, c, lim, clock, nil)
+		t.Logf("%T: p99 %v (%.2f× the new unloaded latency), goodput %.0f/s (%.1f%% of the new capacity), final limit %d",
+			algo, r.p99, float64(r.p99)/float64(c.slow), r.goodput, 100*r.goodput/newCapacity, r.limit)
+		return r
+	}
+	g := run(adaptive.Gradient{})
+	if g.p99 > 2*c.slow {
+		t.Errorf("Gradient: p99 %v exceeds twice the new unloaded latency %v", g.p99, c.slow)
+	}
+	if g.goodput < 0.9*newCapacity {
+		t.Errorf("Gradient: goodput %.0f/s is below 90%% of the new capacity %.0f/s", g.goodput, newCapacity)
+	}
+	a := run(adaptive.AIMD{Timeout: 3 * c.service / 2})
+	if a.goodput > 0.5*newCapacity {
+		t.Errorf("AIMD with an objective below the new unloaded latency: goodput %.0f/s, want it to waste capacity", a.goodput)
 	}
 }

@@ -80,6 +80,21 @@ func (s set) names() []string {
 	return n
 }
 
+// selected returns the one Service whose labels sel selects, or "" when
+// none or several are.
+func (s set) selected(sel labels.Selector) string {
+	found := ""
+	for name, o := range s {
+		if svc, ok := o.(*corev1.Service); ok && sel.Matches(labels.Set(svc.Labels)) {
+			if found != "" {
+				return ""
+			}
+			found = name
+		}
+	}
+	return found
+}
+
 // container returns the container called name.
 func container(t testing.TB, spec corev1.PodSpec, name string) corev1.Container {
 	t.Helper()
@@ -296,9 +311,8 @@ func checkExtras(t testing.TB, s set, d *appsv1.Deployment, e Expect) {
 		case *autoscalingv2.HorizontalPodAutoscaler:
 			hpa = o.Spec.ScaleTargetRef.Kind == "Deployment" && o.Spec.ScaleTargetRef.Name == d.Name
 		case *monitoringv1.ServiceMonitor:
-			svc, _ := s["Service/"+e.Service].(*corev1.Service)
 			sel, err := metav1.LabelSelectorAsSelector(&o.Spec.Selector)
-			sm = svc != nil && err == nil && sel.Matches(labels.Set(svc.Labels)) &&
+			sm = err == nil && s.selected(sel) == "Service/"+e.Service &&
 				len(o.Spec.Endpoints) == 1 && o.Spec.Endpoints[0].Port == "http" && o.Spec.Endpoints[0].Path == "/metrics"
 		}
 	}

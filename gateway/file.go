@@ -522,6 +522,9 @@ func (p *fileParser) name(n *yaml.Node, taken func(string) bool) (string, error)
 
 var rateRE = regexp.MustCompile(`^([0-9]+)r/(s|m|h|d)$`)
 
+// limit reads an item of limits: its name (not taken by limits before
+// it), key and rate, and either an algorithm (excess rejected at once) or
+// NGINX's queue (burst, delay, nodelay).
 func (p *fileParser) limit(n *yaml.Node, res *clientip.Resolver, limits map[string]limitSpec) (limitSpec, error) {
 	var l limitSpec
 	m, err := p.fields(n, "a limit", limitKeys)
@@ -537,69 +540,21 @@ func (p *fileParser) limit(n *yaml.Node, res *clientip.Resolver, limits map[stri
 	if l.key, err = p.key(m["key"], res); err != nil {
 		return l, err
 	}
-	rs, err := p.str(m["rate"], "rate")
+	rate, period, err := p.rate(m["rate"])
 	if err != nil {
 		return l, err
 	}
-	rm := rateRE.FindStringSubmatch(strings.ReplaceAll(rs, " ", ""))
-	if rm == nil {
-		return l, p.errf(m["rate"], "rate %q: want N r/s, r/m, r/h or r/d, such as 10r/s or 30r/m", rs)
-	}
-	rate, err := strconv.Atoi(rm[1])
-	if err != nil || rate < 1 {
-		return l, p.errf(m["rate"], "rate %q: the number must be at least 1", rs)
-	}
-	period := map[string]time.Duration{"s": time.Second, "m": time.Minute, "h": time.Hour, "d": 24 * time.Hour}[rm[2]]
-	burst, hasBurst := 0, m["burst"] != nil
-	if hasBurst {
-		// NGINX refuses an explicit burst=0 ("invalid burst value").
-		if burst, err = p.integer(m["burst"], "burst", 1, 1<<30); err != nil {
-			return l, p.errf(m["burst"], "burst %s: must be at least 1 (leave it out for none, as NGINX does)", m["burst"].Value)
-		}
-	}
-	noDelay := false
-	if err := p.optBool(m, "nodelay", &noDelay); err != nil {
+	q, hasBurst, err := p.queueParams(m)
+	if err != nil {
 		return l, err
 	}
-	delay := 0
-	if v := m["delay"]; v != nil {
-		if noDelay {
-			return l, p.errf(v, "delay and nodelay exclude each other, as in NGINX")
-		}
-		// NGINX refuses an explicit delay=0 ("invalid delay value").
-		if delay, err = p.integer(v, "delay", 1, 1<<30); err != nil {
-			return l, p.errf(v, "delay %s: must be at least 1 (leave it out for none, as NGINX does)", v.Value)
-		}
-		if delay > burst {
-			return l, p.errf(v, "delay %d is above burst %d", delay, burst)
-		}
-	}
+	q.Rate, q.Period = rate, period
 	if v := m["algorithm"]; v != nil {
-		s, err := p.str(v, "algorithm")
-		if err != nil {
+		if l.limit, err = p.algorithmLimit(v, m, q, hasBurst); err != nil {
 			return l, err
 		}
-		alg, err := sluice.ParseAlgorithm(s)
-		if err != nil {
-			return l, p.errf(v, "algorithm %q: want token_bucket, fixed_window, sliding_window, sliding_log or leaky_bucket (or leave it out for NGINX's queue)", s)
-		}
-		if noDelay || m["delay"] != nil {
-			return l, p.errf(v, "nodelay and delay belong to the queue; with algorithm %s every excess request is rejected at once", s)
-		}
-		// As in sluice serve's config: burst is for the buckets, and
-		// defaults to the rate (a bucket holds one period's worth).
-		if hasBurst && alg != sluice.TokenBucket && alg != sluice.LeakyBucket {
-			return l, p.errf(m["burst"], "burst applies only to token_bucket and leaky_bucket, not %v", alg)
-		}
-		if !hasBurst {
-			burst = rate
-		}
-		l.limit = sluice.Limit{Algorithm: alg, Rate: rate, Period: period, Burst: burst}
-		if err := l.limit.Validate(); err != nil {
-			return l, p.errf(v, "%v", err)
-		}
 	} else {
-		l.queue = &queue.Config{Rate: rate, Period: period, Burst: burst, Delay: delay, NoDelay: noDelay}
+		l.queue = &q
 		if err := l.queue.Validate(); err != nil {
 			return l, p.errf(m["rate"], "%v", err)
 		}
@@ -608,6 +563,83 @@ func (p *fileParser) limit(n *yaml.Node, res *clientip.Resolver, limits map[stri
 		return l, err
 	}
 	return l, p.optBool(m, "dry_run", &l.shadow)
+}
+
+// rate reads a limit's rate, NGINX's "N r/s" (or r/m, r/h, r/d; spaces
+// allowed), as a count and its period.
+func (p *fileParser) rate(n *yaml.Node) (int, time.Duration, error) {
+	rs, err := p.str(n, "rate")
+	if err != nil {
+		return 0, 0, err
+	}
+	rm := rateRE.FindStringSubmatch(strings.ReplaceAll(rs, " ", ""))
+	if rm == nil {
+		return 0, 0, p.errf(n, "rate %q: want N r/s, r/m, r/h or r/d, such as 10r/s or 30r/m", rs)
+	}
+	rate, err := strconv.Atoi(rm[1])
+	if err != nil || rate < 1 {
+		return 0, 0, p.errf(n, "rate %q: the number must be at least 1", rs)
+	}
+	period := map[string]time.Duration{"s": time.Second, "m": time.Minute, "h": time.Hour, "d": 24 * time.Hour}[rm[2]]
+	return rate, period, nil
+}
+
+// queueParams reads a limit's burst, nodelay and delay, as NGINX's
+// limit_req takes them; hasBurst reports whether burst was given.
+func (p *fileParser) queueParams(m map[string]*yaml.Node) (q queue.Config, hasBurst bool, err error) {
+	if hasBurst = m["burst"] != nil; hasBurst {
+		// NGINX refuses an explicit burst=0 ("invalid burst value").
+		if q.Burst, err = p.integer(m["burst"], "burst", 1, 1<<30); err != nil {
+			return q, hasBurst, p.errf(m["burst"], "burst %s: must be at least 1 (leave it out for none, as NGINX does)", m["burst"].Value)
+		}
+	}
+	if err := p.optBool(m, "nodelay", &q.NoDelay); err != nil {
+		return q, hasBurst, err
+	}
+	if v := m["delay"]; v != nil {
+		if q.NoDelay {
+			return q, hasBurst, p.errf(v, "delay and nodelay exclude each other, as in NGINX")
+		}
+		// NGINX refuses an explicit delay=0 ("invalid delay value").
+		if q.Delay, err = p.integer(v, "delay", 1, 1<<30); err != nil {
+			return q, hasBurst, p.errf(v, "delay %s: must be at least 1 (leave it out for none, as NGINX does)", v.Value)
+		}
+		if q.Delay > q.Burst {
+			return q, hasBurst, p.errf(v, "delay %d is above burst %d", q.Delay, q.Burst)
+		}
+	}
+	return q, hasBurst, nil
+}
+
+// algorithmLimit returns the limit of a limit with an algorithm (v), which
+// rejects every excess request at once: no queue settings, a burst for
+// the buckets only (their rate by default).
+func (p *fileParser) algorithmLimit(v *yaml.Node, m map[string]*yaml.Node, q queue.Config, hasBurst bool) (sluice.Limit, error) {
+	s, err := p.str(v, "algorithm")
+	if err != nil {
+		return sluice.Limit{}, err
+	}
+	alg, err := sluice.ParseAlgorithm(s)
+	if err != nil {
+		return sluice.Limit{}, p.errf(v, "algorithm %q: want token_bucket, fixed_window, sliding_window, sliding_log or leaky_bucket (or leave it out for NGINX's queue)", s)
+	}
+	if q.NoDelay || m["delay"] != nil {
+		return sluice.Limit{}, p.errf(v, "nodelay and delay belong to the queue; with algorithm %s every excess request is rejected at once", s)
+	}
+	// As in sluice serve's config: burst is for the buckets, and
+	// defaults to the rate (a bucket holds one period's worth).
+	if hasBurst && alg != sluice.TokenBucket && alg != sluice.LeakyBucket {
+		return sluice.Limit{}, p.errf(m["burst"], "burst applies only to token_bucket and leaky_bucket, not %v", alg)
+	}
+	burst := q.Burst
+	if !hasBurst {
+		burst = q.Rate
+	}
+	lim := sluice.Limit{Algorithm: alg, Rate: q.Rate, Period: q.Period, Burst: burst}
+	if err := lim.Validate(); err != nil {
+		return sluice.Limit{}, p.errf(v, "%v", err)
+	}
+	return lim, nil
 }
 
 func (p *fileParser) conn(n *yaml.Node, res *clientip.Resolver, limits map[string]limitSpec, conns map[string]connSpec) (connSpec, error) {
@@ -711,6 +743,8 @@ func (p *fileParser) key(n *yaml.Node, res *clientip.Resolver) (func(string) htt
 	}, nil
 }
 
+// route reads an item of routes: its name, patterns (registered on mux,
+// to find conflicts), methods, upstream, limits and conns.
 func (p *fileParser) route(n *yaml.Node, mux *http.ServeMux, limits map[string]limitSpec, conns map[string]connSpec) (Route, error) {
 	var rt Route
 	m, err := p.fields(n, "a route", routeKeys)
@@ -726,38 +760,11 @@ func (p *fileParser) route(n *yaml.Node, mux *http.ServeMux, limits map[string]l
 	if !nameRE.MatchString(rt.Name) || rt.Name == Unmatched {
 		return rt, p.errf(m["name"], "route name %q: use 1 to 64 letters, digits, '_', '.' or '-'", rt.Name)
 	}
-	if rt.Patterns, err = p.strs(m["match"], "match"); err != nil {
+	if rt.Patterns, err = p.patterns(m["match"], mux); err != nil {
 		return rt, err
 	}
-	if len(rt.Patterns) == 0 {
-		return rt, p.errf(m["match"], "match has no pattern")
-	}
-	for i, pat := range rt.Patterns {
-		at := m["match"]
-		if at.Kind == yaml.SequenceNode {
-			at = at.Content[i]
-		}
-		if err := register(mux, pat, http.NotFoundHandler()); err != nil {
-			return rt, p.errf(at, "%v", err)
-		}
-	}
-	if v := m["methods"]; v != nil {
-		if rt.Methods, err = p.strs(v, "methods"); err != nil {
-			return rt, err
-		}
-		for _, meth := range rt.Methods {
-			if !methodRE.MatchString(meth) {
-				return rt, p.errf(v, "method %q: want an upper-case method such as GET or POST", meth)
-			}
-		}
-		if len(rt.Methods) == 0 {
-			return rt, p.errf(v, "methods is empty: leave it out to allow every method")
-		}
-		for _, pat := range rt.Patterns {
-			if strings.ContainsAny(pat, " \t") {
-				return rt, p.errf(v, "methods and a method in the pattern %q: use one", pat)
-			}
-		}
+	if rt.Methods, err = p.methods(m["methods"], rt.Patterns); err != nil {
+		return rt, err
 	}
 	if v := m["upstream"]; v != nil {
 		if rt.Upstream, err = p.str(v, "upstream"); err != nil {
@@ -767,40 +774,109 @@ func (p *fileParser) route(n *yaml.Node, mux *http.ServeMux, limits map[string]l
 			return rt, p.errf(v, "no upstream named %q", rt.Upstream)
 		}
 	}
-	if v := m["limits"]; v != nil {
-		items := []*yaml.Node{v}
-		if v.Kind == yaml.SequenceNode {
-			items = v.Content
+	if rt.Policies, err = p.routeLimits(m["limits"], limits, rt.Name); err != nil {
+		return rt, err
+	}
+	rt.Concurrency, err = p.routeConns(m["conns"], conns, rt.Name)
+	return rt, err
+}
+
+// patterns reads a route's match (n): one pattern or a list, each
+// registered on mux, so that one that conflicts with another route's is
+// found with its line.
+func (p *fileParser) patterns(n *yaml.Node, mux *http.ServeMux) ([]string, error) {
+	pats, err := p.strs(n, "match")
+	if err != nil {
+		return nil, err
+	}
+	if len(pats) == 0 {
+		return nil, p.errf(n, "match has no pattern")
+	}
+	for i, pat := range pats {
+		at := n
+		if at.Kind == yaml.SequenceNode {
+			at = at.Content[i]
 		}
-		for _, it := range items {
-			pol, err := p.routeLimit(it, limits, rt.Name)
-			if err != nil {
-				return rt, err
-			}
-			if slices.ContainsFunc(rt.Policies, func(o httplimit.Policy) bool { return o.Name == pol.Name }) {
-				return rt, p.errf(it, "limit %q is named twice in the route", pol.Name)
-			}
-			rt.Policies = append(rt.Policies, pol)
+		if err := register(mux, pat, http.NotFoundHandler()); err != nil {
+			return nil, p.errf(at, "%v", err)
 		}
 	}
-	if v := m["conns"]; v != nil {
-		names, err := p.strs(v, "conns")
+	return pats, nil
+}
+
+// methods reads a route's methods (n, nil when absent): upper-case
+// methods, at least one, and no method in the route's patterns besides.
+func (p *fileParser) methods(n *yaml.Node, patterns []string) ([]string, error) {
+	if n == nil {
+		return nil, nil
+	}
+	methods, err := p.strs(n, "methods")
+	if err != nil {
+		return nil, err
+	}
+	for _, meth := range methods {
+		if !methodRE.MatchString(meth) {
+			return nil, p.errf(n, "method %q: want an upper-case method such as GET or POST", meth)
+		}
+	}
+	if len(methods) == 0 {
+		return nil, p.errf(n, "methods is empty: leave it out to allow every method")
+	}
+	for _, pat := range patterns {
+		if strings.ContainsAny(pat, " \t") {
+			return nil, p.errf(n, "methods and a method in the pattern %q: use one", pat)
+		}
+	}
+	return methods, nil
+}
+
+// routeLimits reads a route's limits (n, nil when absent): one item or a
+// list (see routeLimit), each limit named once.
+func (p *fileParser) routeLimits(n *yaml.Node, limits map[string]limitSpec, route string) ([]httplimit.Policy, error) {
+	if n == nil {
+		return nil, nil
+	}
+	items := []*yaml.Node{n}
+	if n.Kind == yaml.SequenceNode {
+		items = n.Content
+	}
+	var pols []httplimit.Policy
+	for _, it := range items {
+		pol, err := p.routeLimit(it, limits, route)
 		if err != nil {
-			return rt, err
+			return nil, err
 		}
-		for _, name := range names {
-			c, ok := conns[name]
-			if !ok {
-				return rt, p.errf(v, "no conn limit named %q", name)
-			}
-			cp := httplimit.ConcurrencyPolicy{Name: c.name, Max: c.max, OnMissingKey: c.missing, Shadow: c.shadow}
-			if c.key != nil {
-				cp.Key = c.key(rt.Name)
-			}
-			rt.Concurrency = append(rt.Concurrency, cp)
+		if slices.ContainsFunc(pols, func(o httplimit.Policy) bool { return o.Name == pol.Name }) {
+			return nil, p.errf(it, "limit %q is named twice in the route", pol.Name)
 		}
+		pols = append(pols, pol)
 	}
-	return rt, nil
+	return pols, nil
+}
+
+// routeConns reads a route's conns (n, nil when absent): the names of conn
+// limits, as the route's in-flight policies.
+func (p *fileParser) routeConns(n *yaml.Node, conns map[string]connSpec, route string) ([]httplimit.ConcurrencyPolicy, error) {
+	if n == nil {
+		return nil, nil
+	}
+	names, err := p.strs(n, "conns")
+	if err != nil {
+		return nil, err
+	}
+	var out []httplimit.ConcurrencyPolicy
+	for _, name := range names {
+		c, ok := conns[name]
+		if !ok {
+			return nil, p.errf(n, "no conn limit named %q", name)
+		}
+		cp := httplimit.ConcurrencyPolicy{Name: c.name, Max: c.max, OnMissingKey: c.missing, Shadow: c.shadow}
+		if c.key != nil {
+			cp.Key = c.key(route)
+		}
+		out = append(out, cp)
+	}
+	return out, nil
 }
 
 // methodRE is a method as the methods of a route name it: a token in upper

@@ -530,54 +530,62 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // pattern matches.
 const Unmatched = "-"
 
+// rewrite returns the proxy's Rewrite for upstream u: the forwarding
+// headers a client sent are kept only from a trusted proxy (as the ip key
+// decides), this hop's are added (X-Forwarded-*, and Forwarded when the
+// resolver reads RFC 7239's), and the request goes to u's URL.
+func rewrite(trusted *clientip.Resolver, u Upstream) func(*httputil.ProxyRequest) {
+	target := u.URL
+	return func(pr *httputil.ProxyRequest) {
+		// Keep the client's X-Forwarded-For only from a trusted proxy;
+		// SetXForwarded then appends the peer.
+		fromProxy := trusted.TrustsPeer(pr.In) // as the ip key decides
+		if !fromProxy {
+			// NGINX's X-Real-IP, which applications behind it read,
+			// is a trusted proxy's to tell, as X-Forwarded-For.
+			delete(pr.Out.Header, "X-Real-Ip")
+		}
+		if fromProxy {
+			if v := pr.In.Header.Values("X-Forwarded-For"); len(v) > 0 {
+				pr.Out.Header["X-Forwarded-For"] = v
+			}
+		}
+		dropUnderscoreForwarding(pr.Out.Header)
+		dropH2CUpgrade(pr.Out.Header)
+		pr.SetURL(target)
+		pr.SetXForwarded()
+		if fromProxy {
+			// The host and scheme the client used are the trusted
+			// proxy's to tell (it may have terminated TLS), not this
+			// hop's.
+			for _, k := range []string{"X-Forwarded-Host", "X-Forwarded-Proto"} {
+				if v := pr.In.Header.Values(k); len(v) > 0 {
+					pr.Out.Header[k] = v
+				}
+			}
+		}
+		if trusted != nil && trusted.Header == clientip.Forwarded {
+			// RFC 7239 chosen: pass the trusted chain on and add this
+			// hop's element, as SetXForwarded does for X-Forwarded-For.
+			var chain []string
+			if fromProxy {
+				chain = pr.In.Header.Values("Forwarded")
+			}
+			pr.Out.Header["Forwarded"] = append(chain[:len(chain):len(chain)], forwardedElement(pr.In))
+		}
+		if u.PreserveHost {
+			pr.Out.Host = pr.In.Host
+		}
+	}
+}
+
 // forwarder returns the handler of route that sheds load beyond the
 // in-flight limits and forwards the rest to u.
 func (g *Gateway) forwarder(st *state, u Upstream, route string) http.Handler {
 	target := u.URL
-	trusted := st.cfg.TrustedProxies
 	rp := &httputil.ReverseProxy{
-		Transport: g.transport,
-		Rewrite: func(pr *httputil.ProxyRequest) {
-			// Keep the client's X-Forwarded-For only from a trusted proxy;
-			// SetXForwarded then appends the peer.
-			fromProxy := trusted.TrustsPeer(pr.In) // as the ip key decides
-			if !fromProxy {
-				// NGINX's X-Real-IP, which applications behind it read,
-				// is a trusted proxy's to tell, as X-Forwarded-For.
-				delete(pr.Out.Header, "X-Real-Ip")
-			}
-			if fromProxy {
-				if v := pr.In.Header.Values("X-Forwarded-For"); len(v) > 0 {
-					pr.Out.Header["X-Forwarded-For"] = v
-				}
-			}
-			dropUnderscoreForwarding(pr.Out.Header)
-			dropH2CUpgrade(pr.Out.Header)
-			pr.SetURL(target)
-			pr.SetXForwarded()
-			if fromProxy {
-				// The host and scheme the client used are the trusted
-				// proxy's to tell (it may have terminated TLS), not this
-				// hop's.
-				for _, k := range []string{"X-Forwarded-Host", "X-Forwarded-Proto"} {
-					if v := pr.In.Header.Values(k); len(v) > 0 {
-						pr.Out.Header[k] = v
-					}
-				}
-			}
-			if trusted != nil && trusted.Header == clientip.Forwarded {
-				// RFC 7239 chosen: pass the trusted chain on and add this
-				// hop's element, as SetXForwarded does for X-Forwarded-For.
-				var chain []string
-				if fromProxy {
-					chain = pr.In.Header.Values("Forwarded")
-				}
-				pr.Out.Header["Forwarded"] = append(chain[:len(chain):len(chain)], forwardedElement(pr.In))
-			}
-			if u.PreserveHost {
-				pr.Out.Host = pr.In.Host
-			}
-		},
+		Transport:  g.transport,
+		Rewrite:    rewrite(st.cfg.TrustedProxies, u),
 		BufferPool: copyBuffers,
 		ErrorLog:   log.New(slogWriter{st.cfg.Logger}, "", 0),
 		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {

@@ -173,7 +173,9 @@ type telemetry struct {
 func startTelemetry(ctx context.Context, s telemetrySettings, log *slog.Logger) (*telemetry, error) {
 	t := &telemetry{}
 	if s.tracing {
-		p, err := tracing.Start(ctx, s.tracer)
+		cfg := s.tracer
+		cfg.Logger = log
+		p, err := tracing.Start(ctx, cfg)
 		if err != nil {
 			return nil, err
 		}

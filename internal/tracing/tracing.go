@@ -14,11 +14,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"strings"
 
 	"go.opentelemetry.io/contrib/instrumentation/google.golang.org/grpc/otelgrpc"
 	"go.opentelemetry.io/contrib/propagators/b3"
+	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracegrpc"
@@ -61,6 +63,11 @@ type Config struct {
 	// breaks a trace the proxy chose to record, nor records one the proxy
 	// dropped.
 	SamplingRate *float64
+	// Logger receives OpenTelemetry's errors (a collector that cannot be
+	// reached, spans dropped), at Warn. It is set process-wide (otel's
+	// error handler is global); nil leaves OpenTelemetry's default, which
+	// writes to standard error.
+	Logger *slog.Logger
 }
 
 // Provider holds a tracer provider, its exporter and the propagators. A nil
@@ -100,6 +107,10 @@ func Start(ctx context.Context, cfg Config) (*Provider, error) {
 	res, err := resource.Merge(resource.Default(), resource.NewSchemaless(attributes(cfg)...))
 	if err != nil {
 		return nil, errors.Join(fmt.Errorf("tracing: resource: %w", err), exp.Shutdown(ctx))
+	}
+	if cfg.Logger != nil {
+		log := cfg.Logger
+		otel.SetErrorHandler(otel.ErrorHandlerFunc(func(err error) { log.Warn("tracing", "err", err) }))
 	}
 	tp := sdktrace.NewTracerProvider(
 		sdktrace.WithBatcher(exp),

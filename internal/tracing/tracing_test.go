@@ -1,11 +1,15 @@
 package tracing
 
 import (
+	"bytes"
 	"context"
 	"encoding/hex"
+	"log/slog"
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -199,3 +203,46 @@ func TestStartRefusesBadSettings(t *testing.T) {
 }
 
 func ptr[T any](v T) *T { return &v }
+
+// OpenTelemetry's errors (here: a collector that refuses connections)
+// reach Config.Logger, instead of OpenTelemetry's own line on stderr.
+func TestExportErrorsGoToTheLogger(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close() // nothing listens there now
+	t.Setenv("OTEL_EXPORTER_OTLP_ENDPOINT", "http://"+addr)
+	t.Setenv("OTEL_EXPORTER_OTLP_TIMEOUT", "100") // ms: the export gives up (and is reported) at once
+	var buf syncBuffer
+	p, err := Start(context.Background(), Config{Protocol: ProtocolGRPC, Logger: slog.New(slog.NewTextHandler(&buf, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.Handler(http.NotFoundHandler()).ServeHTTP(httptest.NewRecorder(), httptest.NewRequest("GET", "/", nil))
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	p.Shutdown(ctx)
+	if !strings.Contains(buf.String(), "level=WARN msg=tracing err=") {
+		t.Errorf("log %q, want the export error at WARN", buf.String())
+	}
+}
+
+// syncBuffer is a bytes.Buffer safe for the exporter's goroutine.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}

@@ -136,7 +136,7 @@ func (g *GRPC) UnaryClientInterceptor() grpc.UnaryClientInterceptor {
 		case err == nil:
 			return nil
 		case ctx.Err() != nil:
-			return status.FromContextError(context.Cause(ctx)).Err()
+			return contextStatus(ctx)
 		case last != nil:
 			return last
 		}
@@ -229,7 +229,7 @@ func (g *GRPC) pace(ctx context.Context, target, method string, call func(ctx co
 			return status.Error(codes.DeadlineExceeded, err.Error())
 		}
 		if ctx.Err() != nil {
-			return status.FromContextError(context.Cause(ctx)).Err()
+			return contextStatus(ctx)
 		}
 		return status.Error(codes.Unavailable, err.Error())
 	}
@@ -257,4 +257,15 @@ func (p *Pacer) holdOff(s *paceState, seq uint64, wait time.Duration) {
 	s.applied = seq
 	s.budget = 0
 	s.until = now.Add(wait)
+}
+
+// contextStatus is the status of a call whose context ended: CANCELED or
+// DEADLINE_EXCEEDED, with the context's cause as its message when it has
+// one of its own.
+func contextStatus(ctx context.Context) error {
+	st := status.FromContextError(ctx.Err())
+	if cause := context.Cause(ctx); cause != nil && cause != ctx.Err() {
+		return status.Error(st.Code(), cause.Error())
+	}
+	return st.Err()
 }

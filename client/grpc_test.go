@@ -2,6 +2,7 @@ package client_test
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"testing"
 	"testing/synctest"
@@ -229,4 +230,19 @@ func TestIdempotentByProtoReadsTheMethodOption(t *testing.T) {
 			t.Errorf("IdempotentByProto(%q) = %v, want %v", m, got, want)
 		}
 	}
+}
+
+func TestGRPCCancelledCallEndsCanceledWhateverTheCause(t *testing.T) {
+	cc := fakeConn(t)
+	synctest.Test(t, func(t *testing.T) {
+		ctx, cancel := context.WithCancelCause(context.Background())
+		invoke := func(context.Context, string, any, any, *grpc.ClientConn, ...grpc.CallOption) error {
+			cancel(errors.New("shutting down"))
+			return refused(t, codes.Unavailable, time.Second)
+		}
+		err := retrying().UnaryClientInterceptor()(ctx, method, nil, nil, cc, invoke)
+		if status.Code(err) != codes.Canceled {
+			t.Errorf("got %v, want CANCELED", err)
+		}
+	})
 }

@@ -132,3 +132,40 @@ func TestCalendarAgreesWithHostPeriods(t *testing.T) {
 		}
 	}
 }
+
+// TestCalendarHostClockOff: the host computes periods from its own clock
+// and Redis counts by its own: a host two seconds ahead of Redis, or two
+// behind, still has Redis count in the period that holds Redis's time, so
+// a quota spent in January stays spent until Redis's clock reaches Berlin's
+// midnight, and no longer.
+func TestCalendarHostClockOff(t *testing.T) {
+	loc := berlin(t)
+	midnight := time.Date(2026, 2, 1, 0, 0, 0, 0, loc)
+	for _, skew := range []time.Duration{2 * time.Second, -2 * time.Second} {
+		redisClock := clocktest.At(midnight.Add(-10 * time.Second))
+		s, _ := openCalendarStore(t, redisstore.Config{}, redisClock)
+		redisstore.SetGuessClock(s, func() time.Time { return redisClock.Now().Add(skew) })
+		key := "calendar-skew:" + strconv.FormatInt(time.Now().UnixNano(), 36)
+		lim := sluice.PerCalendar(2, sluice.Calendar{Location: loc, Unit: sluice.CalendarMonth})
+		allow := func() sluice.Result {
+			t.Helper()
+			res, err := s.Allow(context.Background(), key, lim)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return res
+		}
+		allow()
+		if res := allow(); !res.Allowed || res.ResetAfter != 10*time.Second {
+			t.Fatalf("skew %v: spending January: %+v, want ResetAfter 10s", skew, res)
+		}
+		redisClock.Set(midnight.Add(-time.Second)) // host: 23:59:59 + skew
+		if res := allow(); res.Allowed || res.RetryAfter != time.Second {
+			t.Fatalf("skew %v: a second before Redis's midnight: %+v, want denied, RetryAfter 1s", skew, res)
+		}
+		redisClock.Set(midnight.Add(time.Second)) // host: 00:00:01 + skew
+		if res := allow(); !res.Allowed || res.ResetAfter != 28*24*time.Hour-time.Second {
+			t.Fatalf("skew %v: a second after Redis's midnight: %+v, want admitted in February", skew, res)
+		}
+	}
+}

@@ -239,12 +239,14 @@ func (t *telemetry) grpcOptions() []grpc.ServerOption {
 	return t.tracer.GRPCServerOptions()
 }
 
-// handler returns h traced, or h itself when tracing is off.
+// handler returns h with the decisions (POST /json and forward auth)
+// traced, or h itself when tracing is off; health checks and metrics
+// scrapes are not traced.
 func (t *telemetry) handler(h http.Handler) http.Handler {
 	if t == nil {
 		return h
 	}
-	return t.tracer.Handler(h, "/json", "/healthcheck", "/metrics", service.ForwardAuthPath)
+	return t.tracer.Handler(h, "/json", service.ForwardAuthPath)
 }
 
 // shutdown flushes the spans and the stats still held, within ctx (the

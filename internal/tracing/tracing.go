@@ -157,25 +157,26 @@ func (p *Provider) GRPCServerOptions() []grpc.ServerOption {
 	))}
 }
 
-// Handler returns h with one server span per request, named by its method
-// and, when it is one of paths, its path (any other path is left out of
-// the name, which clients choose); h itself when p is nil.
+// Handler returns h with one server span per request to one of paths
+// (named by its method and path), continuing the caller's trace; requests
+// to other paths (health checks, metrics scrapes, paths clients make up)
+// are served by h untraced. It returns h itself when p is nil.
 func (p *Provider) Handler(h http.Handler, paths ...string) http.Handler {
 	if p == nil {
 		return h
 	}
-	known := make(map[string]bool, len(paths))
+	traced := make(map[string]bool, len(paths))
 	for _, path := range paths {
-		known[path] = true
+		traced[path] = true
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		name := r.Method
-		if known[r.URL.Path] {
-			name += " " + r.URL.Path
+		if !traced[r.URL.Path] {
+			h.ServeHTTP(w, r)
+			return
 		}
 		ctx := p.props.Extract(r.Context(), propagation.HeaderCarrier(r.Header))
-		ctx, span := p.tr.Start(ctx, name, trace.WithSpanKind(trace.SpanKindServer),
-			trace.WithAttributes(attribute.String("http.request.method", r.Method)))
+		ctx, span := p.tr.Start(ctx, r.Method+" "+r.URL.Path, trace.WithSpanKind(trace.SpanKindServer),
+			trace.WithAttributes(attribute.String("http.request.method", r.Method), attribute.String("url.path", r.URL.Path)))
 		defer span.End()
 		sw := &statusWriter{ResponseWriter: w, code: http.StatusOK}
 		h.ServeHTTP(sw, r.WithContext(ctx))

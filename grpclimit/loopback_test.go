@@ -206,3 +206,36 @@ func TestMethodsLimitOnlyTheirMethod(t *testing.T) {
 		}
 	}
 }
+
+func TestStreamsSpendOnceWhenTheyOpen(t *testing.T) {
+	rl := newRateLimit(t, grpclimit.RateLimitConfig{Limit: sluice.PerMinute(1)})
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := grpc.NewServer(grpc.ChainStreamInterceptor(rl.Stream()))
+	healthpb.RegisterHealthServer(srv, health.NewServer())
+	go func() { _ = srv.Serve(lis) }()
+	t.Cleanup(srv.Stop)
+	hc := dial(t, lis.Addr().String())
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	first, err := hc.Watch(ctx, &healthpb.HealthCheckRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := first.Recv(); err != nil {
+		t.Fatalf("the first stream's first message: %v", err)
+	}
+	second, err := hc.Watch(ctx, &healthpb.HealthCheckRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = second.Recv()
+	if status.Code(err) != codes.ResourceExhausted {
+		t.Fatalf("a second stream: %v, want RESOURCE_EXHAUSTED", err)
+	}
+	if d, ok := client.RetryInfoDelay(err); !ok || d < 59*time.Second {
+		t.Errorf("the stream's refusal has RetryInfo %v (%v), want about a minute", d, ok)
+	}
+}

@@ -110,7 +110,10 @@ func NewRateLimit(c RateLimitConfig) (*RateLimit, error) {
 }
 
 // ByMethod keys each call by its full method name: one allowance per method
-// shared by every caller.
+// shared by every caller. gRPC runs the interceptors only for registered
+// methods, unless the server has an UnknownServiceHandler (a proxy): then
+// the name is the caller's choice, and each distinct name is a key of its
+// own in the Limiter; key such a server by something else.
 func ByMethod(_ context.Context, fullMethod string) string { return fullMethod }
 
 // ByMetadata returns a key function that keys a call by its method and the

@@ -11,9 +11,10 @@
 // connections, with no lost update and no transaction to retry.
 //
 // The period is computed in Go from the store's Clock and passed to the
-// statement as a start and an end, so a period that is not aligned to the
-// Unix epoch (a calendar month in a time zone) uses the same table and the
-// same statement through Spend. The row a decision counts in is also the
+// statement as a start and an end: a window of Period aligned to the Unix
+// epoch, or, for a limit with a sluice.Calendar, the calendar period that
+// holds now (a month resetting on the 15th, Berlin time), with ResetAfter
+// the exact time to its end. Spend takes a period the caller computes. The row a decision counts in is also the
 // ledger row of its period: it stays after the period ends, and Usage reads
 // it back.
 //
@@ -37,6 +38,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/calendar"
 )
 
 // Config configures a Store. The zero Config is usable.
@@ -147,9 +149,14 @@ func check(key string, lim sluice.Limit, cost int) error {
 	return ValidateLimit(lim)
 }
 
-// window returns the fixed window of lim that holds now: [start, end),
-// aligned to the Unix epoch, as package algorithm's FixedWindow aligns it.
+// window returns the fixed window of lim that holds now, [start, end), as
+// package algorithm's FixedWindow computes it: the calendar period that
+// holds now for a limit with a Calendar (package calendar), else the window
+// of Period aligned to the Unix epoch.
 func window(now time.Time, lim sluice.Limit) (start, end time.Time) {
+	if lim.Calendar.Unit != sluice.NoCalendar {
+		return calendar.Period(lim.Calendar, now)
+	}
 	p := int64(lim.Period)
 	n := now.UnixNano()
 	q := n / p

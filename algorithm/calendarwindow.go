@@ -64,11 +64,18 @@ func shortest(u sluice.CalendarUnit) time.Duration {
 	return 363 * day
 }
 
-// CalendarPeriod returns the calendar period of lim that holds now, in Unix
-// nanoseconds: [start, end). lim must have a Calendar. A store that keeps
-// its state elsewhere (redisstore's scripts) computes the window here, with
-// the zone data Go has, and passes it on.
-func CalendarPeriod(lim sluice.Limit, now int64) (start, end int64) {
+// FixedWindowPeriod returns the window of a FixedWindow limit that holds
+// now, in Unix nanoseconds: [start, end). Without a Calendar it is the
+// multiple of Period since the Unix epoch that FixedWindow.Take counts in;
+// with one, the calendar period (package calendar). A store that keeps its
+// counters elsewhere (a database row per period) computes the window here,
+// so that it counts in the windows the memory store does.
+func FixedWindowPeriod(lim sluice.Limit, now int64) (start, end int64) {
+	if lim.Calendar.Unit == sluice.NoCalendar {
+		p := int64(lim.Period)
+		start = windowStart(now, p)
+		return start, start + p
+	}
 	s, e := calendar.Period(lim.Calendar, time.Unix(0, now))
 	return s.UnixNano(), e.UnixNano()
 }

@@ -149,3 +149,23 @@ func BenchmarkCalendarWindow(b *testing.B) {
 		})
 	}
 }
+
+// TestFixedWindowPeriodIsTakesWindow: FixedWindowPeriod names the window
+// Take counts in, with and without a calendar: its end is where Take
+// resets.
+func TestFixedWindowPeriodIsTakesWindow(t *testing.T) {
+	cal := berlinMonth15(t)
+	plain := sluice.Limit{Algorithm: sluice.FixedWindow, Rate: 3, Period: cal.Period}
+	at := time.Date(2026, 3, 29, 12, 0, 0, 0, cal.Calendar.Location).UnixNano()
+	for _, lim := range []sluice.Limit{cal, plain} {
+		start, end := algorithm.FixedWindowPeriod(lim, at)
+		var s algorithm.FixedWindow
+		res := s.Take(at, lim, 1)
+		if start > at || end <= at || res.ResetAfter != time.Duration(end-at) || s.Expires() != end {
+			t.Errorf("%v: [%d, %d) around %d; Take reset in %v", lim, start, end, at, res.ResetAfter)
+		}
+	}
+	if start, end := algorithm.FixedWindowPeriod(cal, at); time.Duration(end-start) != 31*24*time.Hour-time.Hour {
+		t.Errorf("the Berlin month from 15 March lasts %v", time.Duration(end-start))
+	}
+}

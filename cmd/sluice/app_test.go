@@ -1,0 +1,103 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"net"
+	"net/http"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+)
+
+// A server that fails ends the command with exit status 1, its error on
+// stderr; the drain still runs, after the onDrain functions, and the parts
+// are closed after it, last opened first.
+func TestAppServerFailureEndsRunAndDrains(t *testing.T) {
+	var stderr syncBuffer
+	a := newApp(&stderr, "sluice test:")
+	var order []string
+	a.onClose(func() { order = append(order, "close first opened") })
+	a.onClose(func() { order = append(order, "close last opened") })
+	a.onDrain(func() { order = append(order, "onDrain") })
+	a.serve(func() error { return errors.New("listener broke") }, func(ctx context.Context) {
+		if _, ok := ctx.Deadline(); !ok {
+			t.Error("drain without a deadline")
+		}
+		order = append(order, "drain")
+	})
+	code := a.run(context.Background())
+	a.close()
+	if code != 1 || !strings.Contains(stderr.String(), "sluice test: listener broke") {
+		t.Errorf("exit %d, stderr %q; want 1 naming the error", code, stderr.String())
+	}
+	want := []string{"onDrain", "drain", "close last opened", "close first opened"}
+	if !slices.Equal(order, want) {
+		t.Errorf("order %v, want %v", order, want)
+	}
+}
+
+// The end of the context ends run with exit status 0, after the servers
+// drained.
+func TestAppContextEndIsACleanStop(t *testing.T) {
+	var stderr syncBuffer
+	a := newApp(&stderr, "sluice test:")
+	defer a.close()
+	a.log = quietLogger()
+	stop := make(chan struct{})
+	drained := false
+	a.serve(func() error { <-stop; return http.ErrServerClosed }, func(context.Context) { drained = true; close(stop) })
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if code := a.run(ctx); code != 0 || !drained {
+		t.Errorf("exit %d, drained %v; want 0 and drained (stderr %q)", code, drained, stderr.String())
+	}
+}
+
+// A step that fails after a server started (an admin listener that cannot
+// listen, say) leaves nothing behind: close stops the started server and
+// closes its listener, as the command returns its exit status.
+func TestAppCloseStopsServersStartedBeforeAFailure(t *testing.T) {
+	var stderr syncBuffer
+	a := newApp(&stderr, "sluice test:")
+	ln, err := a.listen("127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	hs := &http.Server{Handler: http.NotFoundHandler(), ReadHeaderTimeout: time.Second}
+	a.serveHTTP(hs, ln)
+	if code := a.exit(exitCode(1, "admin:", errors.New("address in use"))); code != 1 || stderr.String() != "sluice test: admin: address in use\n" {
+		t.Errorf("exit %d, stderr %q", code, stderr.String())
+	}
+	a.close()
+	select {
+	case err := <-a.errc:
+		if !errors.Is(err, http.ErrServerClosed) {
+			t.Errorf("Serve returned %v, want http.ErrServerClosed", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("the server still serves after close")
+	}
+	if c, err := net.DialTimeout("tcp", ln.Addr().String(), time.Second); err == nil {
+		c.Close()
+		t.Error("the listener still accepts after close")
+	}
+}
+
+// A start-up step cut short by the end of the context (SIGTERM) is a
+// stop, exit status 0 and logged, not a failure.
+func TestAppStoppedDuringStartUp(t *testing.T) {
+	var stderr syncBuffer
+	a := newApp(&stderr, "sluice test:")
+	defer a.close()
+	a.log = quietLogger()
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if code := a.exit(stoppedEarly(ctx, errors.New("reading the config: context canceled"))); code != 0 || stderr.String() != "" {
+		t.Errorf("exit %d, stderr %q; want 0 and nothing printed", code, stderr.String())
+	}
+	if code := a.exit(stoppedEarly(context.Background(), errors.New("bad config"))); code != 1 {
+		t.Errorf("a failure with the context alive: exit %d, want 1", code)
+	}
+}

@@ -145,18 +145,6 @@ func (r *reloader) failed(trigger string, err error) {
 	r.log.Error("reload failed; keeping the running config", attrs...)
 }
 
-// loadRulesWith returns the load of a reloader that loads a rate limit config
-// (serve's) and swaps it in with apply.
-func loadRulesWith(apply func(*config.Config) error) func(string) error {
-	return func(path string) error {
-		rules, err := config.Load(path)
-		if err != nil {
-			return err
-		}
-		return apply(rules)
-	}
-}
-
 // fingerprint hashes the names and contents of the config files at path,
 // each read with safefile.Read: a file that is not a regular file (a FIFO,
 // a device such as /dev/zero, followed symlinks included) or is over

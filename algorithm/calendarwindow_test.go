@@ -5,6 +5,8 @@ import (
 	"time"
 	_ "time/tzdata"
 
+	"pgregory.net/rapid"
+
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/algorithm"
 )
@@ -168,4 +170,44 @@ func TestFixedWindowPeriodIsTakesWindow(t *testing.T) {
 	if start, end := algorithm.FixedWindowPeriod(cal, at); time.Duration(end-start) != 31*24*time.Hour-time.Hour {
 		t.Errorf("the Berlin month from 15 March lasts %v", time.Duration(end-start))
 	}
+}
+
+// TestCalendarWindowMatchesModel: on a clock that moves forward by random
+// steps (seconds to weeks) through random zones and units, a calendar
+// window admits exactly what a model does that counts per calendar.Period
+// (with no shortcut), and reports ResetAfter to that period's end: the
+// shortcuts that skip the zone arithmetic never change a decision.
+func TestCalendarWindowMatchesModel(t *testing.T) {
+	zones := []string{"UTC", "Europe/Berlin", "America/New_York", "Australia/Lord_Howe", "America/Santiago", "America/Havana", "Pacific/Apia"}
+	rapid.Check(t, func(t *rapid.T) {
+		loc, err := time.LoadLocation(rapid.SampledFrom(zones).Draw(t, "zone"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		c := sluice.Calendar{Location: loc, Unit: sluice.CalendarUnit(rapid.IntRange(1, 5).Draw(t, "unit"))}
+		if c.Unit >= sluice.CalendarMonth {
+			c.AnchorDay = uint8(rapid.IntRange(0, 31).Draw(t, "anchor"))
+		}
+		rate := rapid.IntRange(1, 5).Draw(t, "rate")
+		lim := sluice.PerCalendar(rate, c)
+		now := time.Date(rapid.IntRange(2008, 2030).Draw(t, "year"), time.Month(rapid.IntRange(1, 12).Draw(t, "month")), 1, 0, 0, 0, 0, time.UTC).UnixNano()
+		var s algorithm.FixedWindow
+		counts := map[int64]int{} // period end → units spent
+		for i := range 60 {
+			longest := int64(10 * 24 * time.Hour)
+			if rapid.Bool().Draw(t, "small") { // many decisions in one period, some across its end
+				longest = int64(time.Hour)
+			}
+			now += rapid.Int64Range(1, longest).Draw(t, "step")
+			_, end := algorithm.FixedWindowPeriod(lim, now)
+			res := s.Take(now, lim, 1)
+			want := counts[end] < rate
+			if res.Allowed != want || res.ResetAfter != time.Duration(end-now) {
+				t.Fatalf("step %d at %v: %+v, want allowed %v, ResetAfter %v", i, time.Unix(0, now).In(loc), res, want, time.Duration(end-now))
+			}
+			if want {
+				counts[end]++
+			}
+		}
+	})
 }

@@ -322,7 +322,9 @@ func (t Token) Release() {
 func (l *Limiter) record(now time.Time, rtt time.Duration, o Outcome) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	l.inflight--
+	if l.inflight > 0 { // a Token ended twice must not open extra slots
+		l.inflight--
+	}
 	switch {
 	case o == Ignored:
 		return

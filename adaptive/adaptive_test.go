@@ -292,3 +292,14 @@ func BenchmarkAcquireDoneParallel(b *testing.B) {
 		}
 	})
 }
+
+func TestATokenEndedTwiceOpensNoExtraSlot(t *testing.T) {
+	l := mustNew(t, adaptive.Config{Initial: 2, Clock: clocktest.New()})
+	tok := fill(t, l, adaptive.Critical, 1)[0]
+	tok.Release()
+	tok.Release()
+	fill(t, l, adaptive.Critical, 2)
+	if _, ok := l.Acquire(context.Background(), adaptive.Critical); ok {
+		t.Fatal("a third request was admitted under a limit of 2 after a Token was released twice")
+	}
+}

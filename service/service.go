@@ -207,6 +207,11 @@ type Config struct {
 	// use; `sluice serve` sets it with REDIS_HEALTH_CHECK_ACTIVE_CONNECTION
 	// (see StoreAvailable).
 	Healthy func() bool
+	// TenantLimit, when set, gives a matched rule's descriptor its
+	// tenant's limit at run time (a plan or an override; see
+	// TenantLimitsBy and package plans), asked after the rule is found.
+	// Nil: every descriptor gets its rule's limit.
+	TenantLimit TenantLimitFunc
 	// Registerer receives the service's metrics; nil means no metrics.
 	// When it is also a prometheus.Gatherer (as *prometheus.Registry is),
 	// Handler serves it at GET /metrics.
@@ -283,6 +288,8 @@ type Service struct {
 	healthFn func() bool  // Config.Healthy
 	lastLog  atomic.Int64 // Unix ns of the last store error log line
 
+	tenantFn TenantLimitFunc // Config.TenantLimit
+
 	// maxJSONBytes is Config.MaxJSONBytesInFlight; jsonBytes the bytes
 	// of the POST /json bodies being read now.
 	maxJSONBytes int64
@@ -324,6 +331,7 @@ func New(cfg Config) (*Service, error) {
 		log:      cmp.Or(cfg.Logger, slog.Default()),
 		health:   health.NewServer(),
 		healthFn: cfg.Healthy,
+		tenantFn: cfg.TenantLimit,
 	}
 	if cfg.Failure != nil {
 		fb, err := newFallback(cfg.Limiter, cfg.Failure, s.log)
@@ -504,6 +512,7 @@ func (s *Service) shouldRateLimit(ctx context.Context, req *pb.RateLimitRequest,
 	}
 	for i := range plans {
 		s.resolve(box, req.GetDomain(), &plans[i])
+		s.tenantLimit(ctx, req.GetDomain(), &plans[i])
 	}
 	resp, err := s.respond(ctx, req, plans, outs)
 	if err != nil {

@@ -17,6 +17,7 @@ HAVE_POSTGRES = { [ -n "$$SLUICE_POSTGRES_BIN" ] && [ -x "$$SLUICE_POSTGRES_BIN/
 ## test: vet, then run every test with the race detector in random order
 test: deps vet
 	$(GO) test -race -shuffle=on ./...
+	$(MAKE) test-deploy
 	@$(HAVE_REDIS) || echo "make test: WARNING: the Redis tests were SKIPPED: redis-server/redis-cli not found (apt-get install $(REDIS_PACKAGES))"
 	@$(HAVE_POSTGRES) || echo "make test: WARNING: the PostgreSQL tests were SKIPPED: initdb/postgres not found (apt-get install $(POSTGRES_PACKAGES))"
 
@@ -78,3 +79,19 @@ docs:
 	$(GO) run ./cmd/sluice simulate -pattern ramp -chart docs/ramp.svg,docs/ramp.png
 	$(GO) run ./cmd/sluice simulate -pattern bursts -queue -algorithms token_bucket,leaky_bucket -chart docs/queue.svg,docs/queue.png
 	$(GO) run ./cmd/sluice simulate accuracy -requests 10000000 -keys 100000 -seed 1
+
+## image: sluice's container image, built without a daemon (as the Dockerfile's): build/sluice-image
+## (an OCI image layout) and build/sluice-image.tar (for docker load / podman load)
+VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo devel)
+REVISION ?= $(shell git rev-parse HEAD 2>/dev/null || echo unknown)
+.PHONY: image test-deploy
+image:
+	mkdir -p build
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags "-s -w -X main.version=$(VERSION)" -o build/sluice ./cmd/sluice
+	cd deploy && $(GO) run ./image -binary ../build/sluice -version $(VERSION) -revision $(REVISION) \
+		-tag sluice:$(VERSION) -layout ../build/sluice-image -tarball ../build/sluice-image.tar
+
+## test-deploy: deploy/'s own module, which `go test ./...` skips: the image (built, read back, run
+## chrooted when root), the Kubernetes manifests and the Helm chart (helm lint when helm is installed)
+test-deploy:
+	cd deploy && $(GO) vet ./... && $(GO) test -shuffle=on ./...

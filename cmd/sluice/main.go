@@ -1,6 +1,7 @@
 // Command sluice is the one binary of Sluice: a rate limit service, a
-// rate limiting reverse proxy, a config checker and a simulator, as the
-// commands serve, proxy, check, simulate, help and version.
+// rate limiting reverse proxy, a config checker, a schema migrator and a
+// simulator, as the commands serve, proxy, check, migrate, simulate, help
+// and version.
 package main
 
 import (
@@ -30,6 +31,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 	}
 	switch args[0] {
 	case "help":
+		if len(args) > 1 && args[1] == "migrate" {
+			return runMigrate(context.Background(), []string{"-h"}, stdout, stderr)
+		}
 		return commandHelp(args[1:], stdout, stderr)
 	case "-h", "-help", "--help":
 		mainUsage(stdout)
@@ -46,6 +50,10 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return runProxy(ctx, args[1:], stdout, stderr)
 	case "simulate":
 		return simulate(args[1:], stdout, stderr)
+	case "migrate":
+		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+		defer stop()
+		return runMigrate(ctx, args[1:], stdout, stderr)
 	case "version", "-version", "--version":
 		fmt.Fprintln(stdout, "sluice", buildVersion())
 		return 0
@@ -68,6 +76,8 @@ Commands:
             (sluice check PATH; a file or a directory of *.yaml files)
   help      show this help; sluice help COMMAND shows a command's flags
             and examples, as sluice COMMAND -h does
+  migrate   bring a PostgreSQL store's schema up to date (sluice migrate
+            postgres://…; serve applies it on start too)
   proxy     run a rate limiting reverse proxy in front of a service, like
             NGINX limit_req/limit_conn with honest headers
             (sluice proxy -upstream URL -config FILE; -check validates

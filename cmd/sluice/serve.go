@@ -154,7 +154,8 @@ type serveOptions struct {
 	maxDetailed                                                     int
 	maxOverride, maxCost, maxDescs, maxEntries                      int
 	memMaxBytes, jsonInFlight                                       int64
-	redis                                                           redisOptions // -redis-key-format, -store-per-second, REDIS_* tuning
+	redis                                                           redisOptions  // -redis-key-format, -store-per-second, REDIS_* tuning
+	remote                                                          remoteOptions // -migrate, -reserve-units, -reserve-hold, -local-share (pgstore.go)
 
 	// forceStart and healthNeedsConfig are envoyproxy/ratelimit's
 	// FORCE_START_WITHOUT_INITIAL_CONFIG and
@@ -385,7 +386,7 @@ func parseServeFlags(args []string, stdout, stderr io.Writer) (s *serveApp, code
 	s.fs = fs
 	fs.SetOutput(stderr)
 	fs.StringVar(&o.configPath, "config", s.defConfig, "a config file or directory (envoyproxy/ratelimit's YAML); default: the built-in example")
-	fs.StringVar(&o.store, "store", redisFromEnv(), "memory, or a Redis URL (redis://, rediss://, redis+cluster://, redis+sentinel://)")
+	fs.StringVar(&o.store, "store", redisFromEnv(), "memory, a Redis URL (redis://, rediss://, redis+cluster://, redis+sentinel://), or a PostgreSQL URL (postgres://, postgresql://: fixed-window quotas, durable)")
 	fs.StringVar(&o.httpAddr, "http-addr", net.JoinHostPort(env("HOST", ""), env("PORT", "8080")), "HTTP address: POST /json, /healthcheck, /metrics")
 	fs.StringVar(&o.grpcAddr, "grpc-addr", net.JoinHostPort(env("GRPC_HOST", ""), env("GRPC_PORT", "8081")), "gRPC address: envoy.service.ratelimit.v3.RateLimitService")
 	defHeaders := "draft-11"
@@ -394,7 +395,7 @@ func parseServeFlags(args []string, stdout, stderr io.Writer) (s *serveApp, code
 	}
 	fs.StringVar(&o.headers, "headers", defHeaders, "response_headers_to_add: off, legacy or draft-11")
 	fs.StringVar(&o.prefix, "prefix", env("CACHE_KEY_PREFIX", ""), "prefix of every store key")
-	fs.StringVar(&o.failure, "failure-mode", "open", "with Redis, what to do when it fails: open, closed or local")
+	fs.StringVar(&o.failure, "failure-mode", "open", "with Redis or PostgreSQL, what to do when it fails: open, closed or local (unset on PostgreSQL: closed)")
 	fs.BoolVar(&o.localCache, "local-cache", envErr.int("LOCAL_CACHE_SIZE_IN_BYTES", 0) > 0, "with Redis, answer keys known to be over their limit from memory until their retry-after (no round trip; LOCAL_CACHE_SIZE_IN_BYTES > 0 turns it on)")
 	fs.BoolVar(&o.healthNeedsStore, "health-needs-store", envBool("REDIS_HEALTH_CHECK_ACTIVE_CONNECTION", false), "with Redis, /healthcheck and gRPC health report NOT_SERVING (503) while Redis is unreachable or failing; default: they report the process, which applies the failure mode")
 	fs.BoolVar(&o.healthNeedsConfig, "health-needs-config", envBool("HEALTHY_WITH_AT_LEAST_ONE_CONFIG_LOADED", false), "/healthcheck and gRPC health report NOT_SERVING (503) while no config with a domain runs (see -start-without-config)")
@@ -405,6 +406,7 @@ func parseServeFlags(args []string, stdout, stderr io.Writer) (s *serveApp, code
 	fs.StringVar(&o.trustedProxies, "trusted-proxies", "", "the reverse proxies that call /auth, whose X-Forwarded-For is believed: comma-separated networks or addresses, added to the config's forward_auth trusted_proxies")
 	o.listen.flags(fs, envErr)
 	o.redis.flags(fs, envErr)
+	o.remote.flags(fs)
 	o.memMaxBytes = envErr.size("MEMSTORE_MAX_BYTES", memstore.DefaultMaxBytes)
 	fs.Var(sizeFlag{&o.memMaxBytes}, "memory-max-bytes",
 		"the memory store's budget in bytes, or k, m or g (such as 256m) (keys, states, sliding log entries); at it, keys are evicted (sluice_memstore_evictions_total)")
@@ -480,6 +482,9 @@ func (s *serveApp) checkOptions() error {
 	if err := o.redis.check(o.store); err != nil {
 		return exitCode(2, err)
 	}
+	if err := o.remote.check(s.fs, o); err != nil {
+		return exitCode(2, err)
+	}
 	if _, err := failsafe.ParseMode(o.failure); err != nil {
 		return exitCode(2, "-failure-mode:", err) // whatever the store: a typo must not wait for Redis
 	}
@@ -494,7 +499,7 @@ func (s *serveApp) checkOptions() error {
 	if err := s.checkXDS(); err != nil {
 		return err
 	}
-	ignored, moot := xdsNotActedOn(s.xds, slices.Concat(notActedOn(), o.redis.notActedOn(o.store), s.telSet.notActedOn())), mootFlags(s.fs, o)
+	ignored, moot := xdsNotActedOn(s.xds, slices.Concat(notActedOn(), o.storeNotActedOn(), s.telSet.notActedOn())), mootFlags(s.fs, o)
 	if len(ignored) > 0 || len(moot) > 0 {
 		s.log.Info("accepted and not acted on", "env", strings.Join(ignored, ","), "flags", strings.Join(moot, ","))
 	}
@@ -531,10 +536,10 @@ func (o *serveOptions) checkLimits() error {
 func (s *serveApp) loadConfig(ctx context.Context) error {
 	if s.xds != nil {
 		// Under xDS, no domains until the first config (see startXDS).
-		s.rules, s.validate = noDomains(), storeValidator(s.o.store)
+		s.rules, s.validate = noDomains(), s.o.validator()
 		return s.readHeaders()
 	}
-	s.validate = storeValidator(s.o.store)
+	s.validate = s.o.validator()
 	rules, err := s.loadStartConfig(ctx)
 	if err != nil {
 		if err = stoppedEarly(ctx, err); errors.Is(err, errStoppedEarly) || !s.o.forceStart {
@@ -588,7 +593,7 @@ func (s *serveApp) readHeaders() (err error) {
 // memory store's metrics on it.
 func (s *serveApp) openStore(ctx context.Context) error {
 	o := &s.o
-	st, err := openStoreLog(ctx, o.store, &o.redis, o.failure, o.localCache, o.memMaxBytes, s.log)
+	st, err := openServeStore(ctx, o, isSet(s.fs, "failure-mode"), s.log)
 	if err != nil {
 		return err
 	}

@@ -1,0 +1,218 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"os"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/failsafe"
+	"github.com/sluicehq/sluice/memstore"
+	"github.com/sluicehq/sluice/pgstore"
+	"github.com/sluicehq/sluice/service"
+)
+
+// remoteOptions are serve's settings of a remote store beyond -store:
+// PostgreSQL's migrations on start (-migrate), and the reservations and
+// local share in front of Redis or PostgreSQL (see reserve.go).
+type remoteOptions struct {
+	migrate bool // -migrate: apply pgstore's migrations on start
+
+	reserveUnits int           // -reserve-units: relief.BatchConfig.Batch; 0 is off
+	reserveHold  time.Duration // -reserve-hold: relief.BatchConfig.Hold
+	localShare   int           // -local-share: 1/N of each limit decided locally first; 0 is off
+}
+
+// flags defines -migrate, -reserve-units, -reserve-hold and -local-share
+// on fs.
+func (r *remoteOptions) flags(fs *flag.FlagSet) {
+	fs.BoolVar(&r.migrate, "migrate", true,
+		"with PostgreSQL, apply the schema's migrations on start (the database must then be reachable to start); -migrate=false starts without connecting, the schema brought up to date beforehand by sluice migrate")
+	fs.IntVar(&r.reserveUnits, "reserve-units", 0,
+		"with Redis or PostgreSQL, reserve a key's units B at a time and spend them in this process without a round trip: the process holds at most B-1 unspent units per key, for at most -reserve-hold, refunded at shutdown; 0: off")
+	fs.DurationVar(&r.reserveHold, "reserve-hold", 100*time.Millisecond,
+		"with -reserve-units, how long a reservation's unspent units are held before they go back")
+	fs.IntVar(&r.localShare, "local-share", 0,
+		"with Redis or PostgreSQL, N: a request must first pass 1/N of its limit (rounded up) counted in this process, so a burst past one process's share never reaches the store; set N to the number of processes or fewer; 0: off")
+}
+
+// check refuses settings that cannot act with -store store (exit 2):
+// -migrate=false, reservations or a local share without a remote store,
+// Redis's key format and per-second store with PostgreSQL.
+func (r *remoteOptions) check(fs *flag.FlagSet, o *serveOptions) error {
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	switch {
+	case r.reserveUnits < 0 || r.reserveUnits == 1:
+		return fmt.Errorf("-reserve-units %d: want 0 (off) or at least 2 (a reservation of 1 is no batch)", r.reserveUnits)
+	case r.reserveHold <= 0:
+		return fmt.Errorf("-reserve-hold %v: want a positive duration", r.reserveHold)
+	case r.localShare < 0:
+		return fmt.Errorf("-local-share %d: want 0 (off) or at least 1", r.localShare)
+	case set["reserve-hold"] && r.reserveUnits == 0:
+		return errors.New("-reserve-hold needs -reserve-units")
+	}
+	if isMemory(o.store) && (r.reserveUnits > 0 || r.localShare > 0) {
+		return errors.New("-reserve-units and -local-share need a remote store (-store redis://… or postgres://…): the memory store is already local")
+	}
+	if !isPostgres(o.store) {
+		if set["migrate"] {
+			return errors.New("-migrate: only a PostgreSQL -store (postgres://…) has migrations")
+		}
+		return nil
+	}
+	if o.redis.perSecond != "" {
+		return errors.New("-store-per-second (REDIS_PERSECOND): needs a Redis -store, not PostgreSQL")
+	}
+	if o.redis.serviceKeyFormat() == service.KeyEnvoy {
+		return errors.New("-redis-key-format envoy: PostgreSQL has no Redis keys")
+	}
+	return nil
+}
+
+// isPostgres reports whether -store names a PostgreSQL database.
+func isPostgres(store string) bool {
+	s := strings.ToLower(store)
+	return strings.HasPrefix(s, "postgres://") || strings.HasPrefix(s, "postgresql://")
+}
+
+// validator returns the check of the limits serve's store serves (see
+// checkRulesForStore): pgstore.ValidateLimit on PostgreSQL, which refuses
+// every algorithm but fixed_window, else the store's (storeValidator); with
+// -local-share, the local share of the limit must be one as well.
+func (o *serveOptions) validator() func(sluice.Limit) error {
+	v := storeValidator(o.store)
+	if isPostgres(o.store) {
+		v = pgstore.ValidateLimit
+	}
+	if o.remote.localShare <= 0 || v == nil {
+		return v
+	}
+	share := localShare(o.remote.localShare)
+	return func(lim sluice.Limit) error {
+		if err := v(lim); err != nil {
+			return err
+		}
+		if err := share(lim).Validate(); err != nil {
+			return fmt.Errorf("-local-share %d: the local share %w", o.remote.localShare, err)
+		}
+		return nil
+	}
+}
+
+// storeNotActedOn returns the store's environment variables that serve
+// does not act on: with PostgreSQL, every Redis variable set; else
+// redisOptions.notActedOn's.
+func (o *serveOptions) storeNotActedOn() []string {
+	if !isPostgres(o.store) {
+		return o.redis.notActedOn(o.store)
+	}
+	var out []string
+	for _, kv := range os.Environ() {
+		name, v, _ := strings.Cut(kv, "=")
+		if strings.HasPrefix(name, "REDIS_") && v != "" && name != "REDIS_URL" {
+			out = append(out, name+" (the store is PostgreSQL)")
+		}
+	}
+	return out
+}
+
+// openServeStore opens serve's store: PostgreSQL (openPostgres) or what
+// openStoreLog opens, then puts the reservations, the local share and the
+// over-limit cache (-local-cache) in front of it, in that order from the
+// store out (see wrapRemote). failureSet says whether the operator set
+// -failure-mode.
+func openServeStore(ctx context.Context, o *serveOptions, failureSet bool, log *slog.Logger) (openedStore, error) {
+	var st openedStore
+	var err error
+	if isPostgres(o.store) {
+		st, err = openPostgres(ctx, o.store, o.failure, failureSet, o.remote.migrate, log)
+	} else {
+		st, err = openStoreLog(ctx, o.store, &o.redis, o.failure, false, o.memMaxBytes, log)
+	}
+	if err != nil || st.mem != nil {
+		return st, err // the memory store is local already (mootFlags names -local-cache)
+	}
+	return o.remote.wrapRemote(st, o.localCache, log), nil
+}
+
+// openPostgres opens the PostgreSQL store at url (pgstore.Open), applying
+// the migrations first when migrate is set: then the database must answer
+// within firstConnect, or serve does not start. Without migrate nothing
+// connects at start: decisions fail (the failure mode answers) until the
+// database answers, and connected turns true once a ping has succeeded.
+//
+// Quotas are accounting, so the failure mode defaults to closed on
+// PostgreSQL: when the operator set no -failure-mode (failureSet false),
+// a failed decision is refused, and the log says so.
+func openPostgres(ctx context.Context, url, failure string, failureSet, migrate bool, log *slog.Logger) (openedStore, error) {
+	mode, err := failsafe.ParseMode(failure)
+	if err != nil {
+		return openedStore{}, err
+	}
+	if !failureSet {
+		mode = failsafe.Closed
+	}
+	cctx, cancel := context.WithTimeout(ctx, firstConnect)
+	st, err := pgstore.Open(cctx, url, pgstore.Config{NoMigrate: !migrate})
+	cancel()
+	if err != nil {
+		if migrate {
+			return openedStore{}, fmt.Errorf("%s: %w (with -migrate=false serve starts without the database, once `sluice migrate` has brought its schema up to date)", storeName(url), err)
+		}
+		return openedStore{}, fmt.Errorf("%s: %w", storeName(url), err)
+	}
+	log.Info("store PostgreSQL", "store", storeName(url), "migrated", migrate,
+		"failure_mode", mode.String(), "failure_mode_from", map[bool]string{true: "-failure-mode", false: "the default on PostgreSQL: quotas fail closed"}[failureSet])
+	var up atomic.Bool
+	bg, stop := context.WithCancel(context.WithoutCancel(ctx))
+	done := make(chan struct{})
+	if migrate {
+		up.Store(true)
+		close(done)
+	} else {
+		go pingUntilUp(bg, st, &up, log, done)
+	}
+	local := memstore.New(memstore.Config{})
+	return openedStore{limiter: st, failure: &service.FailurePolicy{Mode: mode, Local: local},
+		close:     func() { stop(); <-done; st.Close(); local.Close() },
+		connected: up.Load}, nil
+}
+
+// pingUntilUp pings st's database with lazyStore's back-off until it
+// answers (up is then set) or ctx ends; it closes done when it returns.
+func pingUntilUp(ctx context.Context, st *pgstore.Store, up *atomic.Bool, log *slog.Logger, done chan<- struct{}) {
+	defer close(done)
+	wait := firstRetry
+	for {
+		pctx, cancel := context.WithTimeout(ctx, firstConnect)
+		err := st.Pool().Ping(pctx)
+		cancel()
+		if err == nil {
+			up.Store(true)
+			log.Info("rate limit store connected")
+			return
+		}
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return
+		case <-t.C:
+		}
+		wait = min(2*wait, maxRetry)
+	}
+}
+
+// isSet reports whether the flag name was set on the command line.
+func isSet(fs *flag.FlagSet, name string) bool {
+	set := false
+	fs.Visit(func(f *flag.Flag) { set = set || f.Name == name })
+	return set
+}

@@ -1,0 +1,238 @@
+//go:build unix
+
+package main
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/sluicehq/sluice/internal/pgtest"
+)
+
+// cfgQuota is a fixed-window quota of n per day for user, which pgstore
+// holds.
+func cfgQuota(n int) string {
+	return fmt.Sprintf("domain: q\ndescriptors:\n  - key: user\n    rate_limit:\n      unit: day\n      requests_per_unit: %d\n", n)
+}
+
+const reqAlice = `{"domain":"q","descriptors":[{"entries":[{"key":"user","value":"alice"}]}]}`
+
+// noPostgres is a PostgreSQL URL where nothing listens: serve refuses
+// rules and settings before connecting, and -migrate=false never
+// connects at start.
+const noPostgres = "postgres://postgres@127.0.0.1:1/sluice?connect_timeout=2"
+
+// storeCount is the count of every period of every key in the store at url.
+func storeCount(t *testing.T, url string) int64 {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	conn, err := pgx.Connect(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	var n int64
+	if err := conn.QueryRow(ctx, "SELECT coalesce(sum(count), 0) FROM sluice_usage").Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+// Serve on a real PostgreSQL: the quota admits up to its limit, then
+// OVER_LIMIT (429), counted in the database; sluice migrate twice applies
+// the schema once; reservations hold at most B−1 units per process and
+// give them back at shutdown. One server, a schema per subtest.
+func TestServeOnPostgres(t *testing.T) {
+	srv := pgtest.StartServer(t)
+
+	t.Run("quota admits up to its limit then over limit", func(t *testing.T) {
+		url := srv.Schema(t)
+		path := filepath.Join(t.TempDir(), "q.yaml")
+		writeFile(t, path, cfgQuota(3))
+		s := launch(t, "-config", path, "-store", url)
+		var codes []int
+		for range 4 {
+			codes = append(codes, post(t, s.url, reqAlice))
+		}
+		if fmt.Sprint(codes) != "[200 200 200 429]" {
+			t.Fatalf("codes %v, want [200 200 200 429]", codes)
+		}
+		if n := storeCount(t, url); n != 3 {
+			t.Errorf("the database counts %d, want 3", n)
+		}
+		if !strings.Contains(s.stderr.String(), "failure_mode=closed") {
+			t.Errorf("the start-up log does not say quotas fail closed: %s", s.stderr.String())
+		}
+	})
+
+	t.Run("migrate twice applies the schema once", func(t *testing.T) {
+		url := srv.Schema(t)
+		_, out := runCase{[]string{"migrate", url}, 0, "applied 0001_usage.sql", ""}.check(t)
+		if strings.Contains(out, "nothing applied") {
+			t.Errorf("first migrate: %q", out)
+		}
+		_, out = runCase{[]string{"migrate", "-store", url}, 0, "nothing applied", ""}.check(t)
+		if strings.Contains(out, "applied 0") {
+			t.Errorf("second migrate applied again: %q", out)
+		}
+		// The schema is then all serve needs with -migrate=false.
+		path := filepath.Join(t.TempDir(), "q.yaml")
+		writeFile(t, path, cfgQuota(1))
+		s := launch(t, "-config", path, "-store", url, "-migrate=false")
+		if a, b := post(t, s.url, reqAlice), post(t, s.url, reqAlice); a != 200 || b != 429 {
+			t.Errorf("serve -migrate=false on a migrated schema: %d, %d; want 200, 429", a, b)
+		}
+	})
+
+	t.Run("reservations hold at most B-1 per process and are refunded at shutdown", func(t *testing.T) {
+		testReservations(t, srv.Schema(t))
+	})
+}
+
+// testReservations runs three serve processes (in this test binary, each
+// with its own reservations) with -reserve-units 5 and a long hold on one
+// quota of 30: at every moment the database counts at most 3×(5−1) units
+// over what was admitted (exactly that once each has reserved and spent
+// one), never more than the quota is admitted; a process that shuts down
+// gives its 4 back; once all have, the database counts exactly what was
+// admitted, so a fresh process admits the rest: exactly the quota in all.
+func testReservations(t *testing.T, url string) {
+	const procs, batch, quota = 3, 5, 30
+	path := filepath.Join(t.TempDir(), "q.yaml")
+	writeFile(t, path, cfgQuota(quota))
+	day := time.Now().UTC().YearDay()
+	var ss []*server
+	for range procs {
+		ss = append(ss, launch(t, "-config", path, "-store", url, "-reserve-units", fmt.Sprint(batch), "-reserve-hold", "1h"))
+	}
+	var admitted atomic.Int64
+	held := func(when string) {
+		t.Helper()
+		n, a := storeCount(t, url), admitted.Load()
+		if n < a || n-a > procs*(batch-1) || a > quota {
+			t.Fatalf("%s: the database counts %d for %d admitted: want between them at most %d held (quota %d)", when, n, a, procs*(batch-1), quota)
+		}
+	}
+	// In turns: each process reserves once and spends 1 of its 5.
+	for i := range procs {
+		if code := post(t, ss[i].url, reqAlice); code != 200 {
+			t.Fatalf("request %d: %d, want 200", i, code)
+		}
+		admitted.Add(1)
+		held(fmt.Sprintf("after request %d", i))
+	}
+	if n, a := storeCount(t, url), admitted.Load(); n-a != procs*(batch-1) {
+		t.Fatalf("the database counts %d for %d admitted: want the bound, %d held", n, a, procs*(batch-1))
+	}
+	// The first process stops: its 4 units go back.
+	ss[0].stop(t)
+	if !strings.Contains(ss[0].stderr.String(), "reservations refunded at shutdown") || !strings.Contains(ss[0].stderr.String(), fmt.Sprintf("units=%d", batch-1)) {
+		t.Errorf("no refund of %d units logged at shutdown: %s", batch-1, ss[0].stderr.String())
+	}
+	if n, a := storeCount(t, url), admitted.Load(); n-a != (procs-1)*(batch-1) {
+		t.Fatalf("after one process stopped the database counts %d for %d admitted: want %d held", n, a, (procs-1)*(batch-1))
+	}
+	ss = ss[1:]
+	// Then all at once, twice the quota.
+	var wg sync.WaitGroup
+	for i := range 2 * quota {
+		wg.Go(func() {
+			code, err := status(http.DefaultClient, ss[i%len(ss)].url, reqAlice)
+			if err != nil {
+				t.Error(err)
+			} else if code == 200 {
+				admitted.Add(1)
+			}
+		})
+	}
+	wg.Wait()
+	held("after the burst")
+	if a := admitted.Load(); a < quota-procs*(batch-1) {
+		t.Errorf("admitted %d: want at least the quota %d less what the processes hold, %d", a, quota, quota-procs*(batch-1))
+	}
+	for _, s := range ss {
+		s.stop(t)
+	}
+	if n, a := storeCount(t, url), admitted.Load(); n != a {
+		t.Errorf("after shutdown the database counts %d for %d admitted: the reservations were not all refunded", n, a)
+	}
+	// A process without reservations takes the rest, and no more.
+	s := launch(t, "-config", path, "-store", url)
+	for range quota {
+		if post(t, s.url, reqAlice) == 200 {
+			admitted.Add(1)
+		}
+	}
+	if time.Now().UTC().YearDay() != day {
+		t.Skip("the test straddled midnight UTC, when the daily quota starts again")
+	}
+	if a := admitted.Load(); a != quota {
+		t.Errorf("admitted %d in all, want exactly the quota %d", a, quota)
+	}
+}
+
+// Quotas fail closed on PostgreSQL unless -failure-mode says otherwise:
+// with the database down (-migrate=false starts without it), a decision
+// is refused, and -health-needs-store reports NOT_SERVING; with
+// -failure-mode open it is admitted. No PostgreSQL needed.
+func TestServePostgresDownFailsClosedByDefault(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "q.yaml")
+	writeFile(t, path, cfgQuota(100))
+	s := launch(t, "-config", path, "-store", noPostgres, "-migrate=false", "-health-needs-store")
+	if code := post(t, s.url, reqAlice); code == 200 {
+		t.Errorf("a decision with PostgreSQL down was admitted (%d): quotas must fail closed by default", code)
+	}
+	if resp, err := http.Get(s.url + "/healthcheck"); err != nil || resp.StatusCode != http.StatusServiceUnavailable {
+		t.Errorf("healthcheck with PostgreSQL down and -health-needs-store: %v %v, want 503", resp, err)
+	} else {
+		resp.Body.Close()
+	}
+	if !strings.Contains(s.stderr.String(), "failure_mode=closed") {
+		t.Errorf("the start-up log does not say quotas fail closed: %s", s.stderr.String())
+	}
+	open := launch(t, "-config", path, "-store", noPostgres, "-migrate=false", "-failure-mode", "open")
+	if code := post(t, open.url, reqAlice); code != 200 {
+		t.Errorf("-failure-mode open with PostgreSQL down: %d, want 200", code)
+	}
+}
+
+// A rule pgstore cannot hold (any algorithm but fixed_window) is refused at
+// start with its file:line, before any connection; as are settings that
+// do not go with PostgreSQL. `sluice migrate`'s usage errors are exit 2,
+// an unreachable database exit 1.
+func TestServePostgresRefusesWhatItCannotDo(t *testing.T) {
+	dir := t.TempDir()
+	bad := filepath.Join(dir, "tb.yaml")
+	writeFile(t, bad, "domain: q\ndescriptors:\n  - key: user\n    rate_limit:\n      unit: second\n      requests_per_unit: 10\n      algorithm: token_bucket\n      burst: 10\n")
+	good := filepath.Join(dir, "q.yaml")
+	writeFile(t, good, cfgQuota(10))
+	serveArgs := func(args ...string) []string {
+		return append([]string{"serve", "-http-addr", "127.0.0.1:0", "-grpc-addr", "127.0.0.1:0"}, args...)
+	}
+	for _, tt := range []runCase{
+		{serveArgs("-config", bad, "-store", noPostgres), 1, "", bad + ":5"},
+		{serveArgs("-config", bad, "-store", "postgresql://127.0.0.1:1/x"), 1, "", "fixed_window"},
+		{serveArgs("-config", good, "-store", noPostgres, "-redis-key-format", "envoy"), 2, "", "PostgreSQL has no Redis keys"},
+		{serveArgs("-config", good, "-reserve-units", "5"), 2, "", "need a remote store"},
+		{serveArgs("-config", good, "-store", noPostgres, "-reserve-units", "1"), 2, "", "-reserve-units 1"},
+		{serveArgs("-config", good, "-store", "redis://127.0.0.1:1", "-migrate"), 2, "", "only a PostgreSQL -store"},
+		{[]string{"migrate"}, 2, "", "give the database's URL"},
+		{[]string{"migrate", "redis://127.0.0.1:1"}, 2, "", "not a PostgreSQL URL"},
+		{[]string{"migrate", "-store", noPostgres, noPostgres}, 2, "", "not both"},
+		{[]string{"migrate", "-timeout", "5s", noPostgres}, 1, "", "127.0.0.1:1"},
+		{[]string{"help", "migrate"}, 0, "Usage: sluice migrate", ""},
+		{[]string{"help"}, 0, "migrate", ""},
+	} {
+		tt.check(t)
+	}
+}

@@ -132,16 +132,9 @@ func listenDebug(addr string, explicit bool, o *listenerOptions, h http.Handler,
 		return nil, nil
 	}
 	ctx, stop := context.WithCancel(context.Background())
-	srv := &http.Server{
-		Handler:           h,
-		ReadHeaderTimeout: o.readHeader,
-		ReadTimeout:       o.read,
-		WriteTimeout:      max(o.write, debugWriteTimeout),
-		IdleTimeout:       o.idle,
-		MaxHeaderBytes:    64 << 10,
-		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
-		BaseContext:       func(net.Listener) context.Context { return ctx },
-	}
+	srv := o.httpServer(h, log) // the HTTP listener's bounds, then:
+	srv.WriteTimeout = max(o.write, debugWriteTimeout)
+	srv.BaseContext = func(net.Listener) context.Context { return ctx }
 	capped, connState := capConns(ln, debugMaxConns)
 	srv.ConnState = connState
 	return &debugServer{srv: srv, ln: capped, stop: stop}, nil

@@ -49,6 +49,11 @@
 // go (a queued request holds none), and is released when the handler
 // returns, even if it panics. A request refused for concurrency spends no
 // rate limit.
+//
+// AdaptivePolicy sheds load with an adaptive concurrency limiter (package
+// adaptive), after the ConcurrencyPolicies: its limit follows the
+// handler's latency, lower priorities are refused first, and a refusal is
+// 503 with Retry-After (load shedding, not a client over its rate).
 package httplimit
 
 import (
@@ -146,6 +151,10 @@ type Config struct {
 	// limit_conn runs after limit_req. A request they refuse gets back
 	// what Policies charged.
 	Concurrency []ConcurrencyPolicy
+	// Adaptive are the adaptive concurrency limits (load shedding),
+	// taken after Concurrency; a request they refuse is answered 503 and
+	// gets back what Policies charged. See AdaptivePolicy.
+	Adaptive []AdaptivePolicy
 	// StatusCode is the status of a refused request. Default 429.
 	StatusCode int
 	// ConcurrencyStatusCode is the status of a request refused by a
@@ -231,6 +240,7 @@ type Middleware struct {
 	cfg      Config
 	policies []compiled
 	conc     []*concurrency
+	adaptive []AdaptivePolicy
 	// allPolicies is RateLimit-Policy when every enforced policy applied,
 	// the usual case, written once.
 	allPolicies string
@@ -302,6 +312,13 @@ func New(cfg Config) (*Middleware, error) {
 		}
 		m.conc = append(m.conc, &concurrency{ConcurrencyPolicy: c, slots: slots})
 	}
+	var err error
+	if m.adaptive, err = compileAdaptive(cfg.Adaptive, names); err != nil {
+		return nil, err
+	}
+	for _, a := range m.adaptive {
+		cfg.Metrics.watch(a.Name, a.Limiter)
+	}
 	return m, nil
 }
 
@@ -310,7 +327,7 @@ func (cfg *Config) complete() error {
 	if cfg.Limiter == nil && len(cfg.Policies) > 0 {
 		return errors.New("httplimit: Config.Limiter is nil")
 	}
-	if len(cfg.Policies) == 0 && len(cfg.Concurrency) == 0 {
+	if len(cfg.Policies) == 0 && len(cfg.Concurrency) == 0 && len(cfg.Adaptive) == 0 {
 		return errors.New("httplimit: no policies")
 	}
 	if cfg.StatusCode == 0 {
@@ -595,6 +612,10 @@ func (m *Middleware) serveInFlight(w http.ResponseWriter, r *http.Request, decis
 			return
 		}
 		defer c.release(key) // runs even if next panics
+	}
+	if len(m.adaptive) > 0 {
+		m.serveAdaptive(w, r, decisions, next)
+		return
 	}
 	next.ServeHTTP(w, r)
 }

@@ -15,13 +15,17 @@ type Metrics struct {
 	decisions   *prometheus.CounterVec
 	storeErrors *prometheus.CounterVec
 	duration    *prometheus.HistogramVec
+	adaptive    *adaptiveGauges
 }
 
 // NewMetrics creates the metrics and registers them with reg:
 //
-//	sluice_http_decisions_total{policy, outcome}   outcome: allowed, delayed, rejected, shadow_rejected, cancelled
+//	sluice_http_decisions_total{policy, outcome}   outcome: allowed, delayed, rejected, shadow_rejected, cancelled, shed, shadow_shed
 //	sluice_http_store_errors_total{policy}
 //	sluice_http_decision_duration_seconds{policy}  time spent in the Limiter
+//	sluice_http_adaptive_limit{policy}             an adaptive policy's current limit
+//	sluice_http_adaptive_in_flight{policy}         requests in flight under it
+//	sluice_http_adaptive_latency_seconds{policy}   its limiter's latest mean latency
 //
 // Called again with the same reg, it returns Metrics that count into the
 // series registered the first time.
@@ -37,6 +41,7 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 			Name: "sluice_http_decision_duration_seconds", Help: "Time spent deciding, by policy.",
 			Buckets: []float64{1e-6, 5e-6, 25e-6, 1e-4, 5e-4, 1e-3, 5e-3, 0.025, 0.1},
 		}, []string{"policy"}),
+		adaptive: newAdaptiveGauges(),
 	}
 	var err error
 	if m.decisions, err = promreg.Register(reg, m.decisions); err != nil {
@@ -46,6 +51,9 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 		return nil, fmt.Errorf("httplimit: metrics: %w", err)
 	}
 	if m.duration, err = promreg.Register(reg, m.duration); err != nil {
+		return nil, fmt.Errorf("httplimit: metrics: %w", err)
+	}
+	if m.adaptive, err = promreg.Register(reg, m.adaptive); err != nil {
 		return nil, fmt.Errorf("httplimit: metrics: %w", err)
 	}
 	return m, nil

@@ -179,7 +179,7 @@ func (w *docWriter) message(m protoreflect.Message, top bool) error {
 	fields := m.Descriptor().Fields()
 	for i := range fields.Len() {
 		fd := fields.Get(i)
-		if !m.Has(fd) || top && fd.Name() == "name" {
+		if !m.Has(fd) && !blockCount(m, fd) || top && fd.Name() == "name" {
 			continue
 		}
 		comma()
@@ -193,6 +193,18 @@ func (w *docWriter) message(m protoreflect.Message, top bool) error {
 	}
 	w.buf.WriteByte('}')
 	return w.check()
+}
+
+// blockCount reports whether fd is the requests_per_unit of a limited
+// RateLimitPolicy: written even at 0, which proto3 does not mark present,
+// since 0 blocks (as envoyproxy/ratelimit reads it) and a policy without
+// it would be refused as missing one.
+func blockCount(m protoreflect.Message, fd protoreflect.FieldDescriptor) bool {
+	if fd.Name() != "requests_per_unit" || m.Descriptor().FullName() != "ratelimit.config.ratelimit.v3.RateLimitPolicy" {
+		return false
+	}
+	u := m.Descriptor().Fields().ByName("unlimited")
+	return u == nil || !m.Get(u).Bool()
 }
 
 // key writes a JSON key and its colon.

@@ -313,3 +313,19 @@ func BenchmarkCompile(b *testing.B) {
 		}
 	})
 }
+
+// A block rule (requests_per_unit 0, which proto3 does not mark present) is
+// compiled as the file's requests_per_unit: 0 is, not refused as missing.
+func TestBlockRuleWithZeroRequestsPerUnitCompiles(t *testing.T) {
+	r := &rlconf.RateLimitConfig{Name: "block", Domain: "d", Descriptors: []*rlconf.RateLimitDescriptor{
+		{Key: "k", RateLimit: limit(rlconf.RateLimitUnit_SECOND, 0)},
+	}}
+	c, err := Compile(config.Options{}, pack(t, r))
+	if err != nil {
+		t.Fatalf("a block rule is refused: %v", err)
+	}
+	rule := c.Lookup("d", []config.Entry{{Key: "k", Value: "v"}})
+	if rule == nil || rule.Unlimited || rule.RequestsPerUnit != 0 || rule.Unit != config.Second {
+		t.Fatalf("k: %+v, want a rule of 0 per second", rule)
+	}
+}

@@ -19,3 +19,7 @@ func newStore(t *testing.T, clock sluice.Clock) sluice.Limiter {
 }
 
 func TestConformance(t *testing.T) { storetest.Run(t, newStore) }
+
+func TestSettleLeavesSpentEqualToActualCosts(t *testing.T) { storetest.RunSettle(t, newStore) }
+
+func TestDebtDelaysTheNextRequestByWhatItOwes(t *testing.T) { storetest.RunDebt(t, newStore, 0) }

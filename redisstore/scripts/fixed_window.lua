@@ -1,7 +1,9 @@
 -- fixed_window.lua: a counter per epoch-aligned window.
 --
 -- KEYS[1]  a hash: e = end of the counted window (microseconds), n = count
--- ARGV[1]  mode: "take", "refund" or "peek" (see prelude.lua)
+-- ARGV[1]  mode: "take", "refund", "peek" (see prelude.lua) or "charge":
+--          count c units in the window past the rate if need be (up to
+--          twice it), then answer as "peek" would
 -- ARGV[2]  now in microseconds, or ""         (see prelude.lua)
 -- ARGV[3]  period P in microseconds
 -- ARGV[4]  rate: units per window
@@ -31,6 +33,15 @@ elseif e - now > P then
   -- The clock went back or the period shrank: move to the window that holds
   -- now but keep the count, conservatively.
   e = now - now % P + P
+end
+if mode == 'charge' then
+  local cap = math.min(2 * rate, 9007199254740992)
+  if n < cap then
+    n = n + math.min(c, cap - n)
+  end
+  redis.call('HSET', KEYS[1], 'e', int(e), 'n', int(n))
+  expire(KEYS[1], e - now)
+  c = 0
 end
 if c > rate - n then
   return {0, math.max(rate - n, 0), e - now, e - now}

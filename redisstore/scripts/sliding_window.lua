@@ -2,7 +2,9 @@
 --
 -- KEYS[1]  a hash: s = start of the current window (microseconds),
 --          p = units in the previous window, c = units in the current one
--- ARGV[1]  mode: "take", "refund" or "peek" (see prelude.lua)
+-- ARGV[1]  mode: "take", "refund", "peek" (see prelude.lua) or "charge":
+--          count cost units in the current window past the rate if need
+--          be (up to twice it), then answer as "peek" would
 -- ARGV[2]  now in microseconds, or ""         (see prelude.lua)
 -- ARGV[3]  period P in microseconds
 -- ARGV[4]  rate: units per period
@@ -53,6 +55,14 @@ if mode == 'refund' then
   curr = math.max(curr - cost, 0)
   save()
   return {1, 0, 0, 0}
+end
+
+if mode == 'charge' then
+  local cap = math.min(2 * rate, 9007199254740992)
+  if curr < cap then
+    curr = curr + math.min(cost, cap - curr)
+  end
+  cost = 0
 end
 
 local elapsed = now - start

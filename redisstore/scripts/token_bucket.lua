@@ -2,7 +2,10 @@
 --
 -- KEYS[1]  the key's theoretical arrival time (TAT): "<µs>" or "<µs>.<nnn>",
 --          microseconds since the epoch and, if any, nanoseconds beyond them
--- ARGV[1]  mode: "take", "refund" or "peek" (see prelude.lua)
+-- ARGV[1]  mode: "take", "refund", "peek" (see prelude.lua) or "charge":
+--          spend c units whether or not they fit, pushing TAT past a full
+--          bucket's span (a debt) up to two spans from now, then answer as
+--          "peek" would
 -- ARGV[2]  now in microseconds, or ""         (see prelude.lua)
 -- ARGV[3]  emission interval T, in the unit ARGV[6] names
 -- ARGV[4]  burst B
@@ -83,6 +86,14 @@ if mode == 'refund' then
 end
 
 local span = B * T
+if mode == 'charge' then
+  -- Whole units that fit below two spans; c is capped first so that c·T
+  -- stays below 2^53 (B·T is below 2^52 in "ns", see above).
+  local add = math.min(c, 2 * B, floordiv(math.max(2 * span - d, 0)))
+  d = d + add * T
+  save(d)
+  c = 0
+end
 local nxt = d + c * T
 if nxt > span then
   return {0, floordiv(math.max(span - d, 0)), ceilus(nxt - span), ceilus(d)}

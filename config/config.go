@@ -36,6 +36,9 @@ type Domain struct {
 	// ForwardAuth is the domain's forward_auth section (a Sluice
 	// extension), or nil when it has none.
 	ForwardAuth *ForwardAuth
+	// RLQS is the domain's rlqs section (a Sluice extension: how the rate
+	// limit quota service divides its rules), or nil for the defaults.
+	RLQS *RLQS
 
 	root  level
 	rules int
@@ -228,6 +231,10 @@ func (o Options) New(domains ...*Domain) (*Config, error) {
 // b, and the forward_auth of either; a and b are not changed.
 func merge(a, b *Domain) (*Domain, error) {
 	m := &Domain{Name: a.Name, File: a.File, Line: a.Line, ForwardAuth: cmp.Or(a.ForwardAuth, b.ForwardAuth), rules: a.rules + b.rules}
+	var err error
+	if m.RLQS, err = mergeRLQS(a, b); err != nil {
+		return nil, err
+	}
 	for _, n := range a.root.nodes {
 		m.root.add(n)
 	}

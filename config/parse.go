@@ -23,7 +23,7 @@ const (
 
 // The keys each block accepts.
 var (
-	rootKeys       = []string{"domain", "descriptors", "forward_auth"}
+	rootKeys       = []string{"domain", "descriptors", "forward_auth", "rlqs"}
 	descriptorKeys = []string{"key", "value", "rate_limit", "rate_limits", "descriptors", "shadow_mode", "detailed_metric", "value_to_metric", "share_threshold", "quota_mode", "metadata"}
 	rateLimitKeys  = []string{"unit", "requests_per_unit", "unlimited", "name", "replaces", "algorithm", "burst", "unit_multiplier", "failure_mode", "calendar"}
 	replacesKeys   = []string{"name"}
@@ -95,6 +95,10 @@ func (p *parser) parse(data []byte) (*Domain, error) {
 			descriptors = f.val
 		case "forward_auth":
 			authKey, auth = f.key, f.val
+		case "rlqs":
+			if d.RLQS, err = p.rlqs(f.key, f.val); err != nil {
+				return nil, err
+			}
 		}
 	}
 	if domainNode == nil {

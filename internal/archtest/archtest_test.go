@@ -168,6 +168,10 @@ var packages = map[string]pkgRule{
 		edgeSQL:     "only database/sql/driver's interfaces, through github.com/google/uuid in OpenTelemetry's resource package",
 	}},
 	"internal/statsd": {layer: support},
+	"internal/rlqstest": {layer: support, grants: map[string]string{
+		edgeGRPC: "it is a simulated Envoy speaking RLQS (Envoy's generated types, gRPC's stream interfaces)",
+		edgeHTTP: "only through gRPC",
+	}},
 	"internal/tracing/otlptest": {layer: support, grants: map[string]string{
 		edgeTracing: "only OTLP's protobuf messages (go.opentelemetry.io/proto/otlp), which it receives",
 		edgeGRPC:    "it serves the OTLP collector's TraceService for tests",
@@ -183,6 +187,9 @@ var packages = map[string]pkgRule{
 	// adaptive concurrency through package adaptive.
 	"grpclimit": {layer: face},
 	"sim":       {layer: face},
+	// Envoy's rate limit quota service (RLQS) on the config's rules; the
+	// store it divides limits through is passed in.
+	"rlqs": {layer: face},
 	// The admin API: peek, reset, plans, overrides, usage and the ledger,
 	// behind a token or mTLS, every call audited; the stores behind it
 	// are interfaces cmd/sluice fills in.
@@ -535,6 +542,8 @@ func cleanGraph() []string {
 		"internal/tracing: go.opentelemetry.io/otel google.golang.org/grpc std:net/http std:database/sql/driver",
 		"internal/tracing/otlptest: go.opentelemetry.io/proto/otlp google.golang.org/grpc std:net/http",
 		"internal/statsd: std:net std:regexp",
+		"internal/rlqstest: github.com/envoyproxy/go-control-plane google.golang.org/grpc",
+		"rlqs: config internal/promreg github.com/envoyproxy/go-control-plane google.golang.org/grpc",
 		"internal/xdstest: github.com/envoyproxy/go-control-plane google.golang.org/grpc std:net/http std:testing",
 		"internal/xdsconfig: config internal/promreg github.com/envoyproxy/go-control-plane google.golang.org/grpc",
 		"httplimit: . clientip request rlheader queue internal/promreg std:net/http",

@@ -1,0 +1,137 @@
+package rlqs
+
+import (
+	"strings"
+	"sync"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/sluicehq/sluice/internal/promreg"
+)
+
+// MaxBucketSeries is the most buckets the metrics list; the rest are
+// counted in sluice_rlqs_buckets_unlisted.
+const MaxBucketSeries = 1000
+
+// bucketStats is what this replica knows of each bucket: per client, the
+// demand it reported and the rate it was assigned.
+type bucketStats struct {
+	mu      sync.Mutex
+	buckets map[string]*bucketStat
+
+	usage, assigned, clients, unlisted *prometheus.Desc
+}
+
+type bucketStat struct {
+	domain  string
+	clients map[string][2]float64 // demand, assigned
+	all     int                   // clients in the store, all replicas
+	gen     uint64                // bumped when all changes
+	nudge   map[string]chan<- struct{}
+}
+
+func newBucketStats() *bucketStats {
+	l := []string{"domain", "bucket"}
+	return &bucketStats{
+		buckets:  make(map[string]*bucketStat),
+		usage:    prometheus.NewDesc("sluice_rlqs_bucket_reported_requests_per_second", "Requests per second (allowed and denied) that this replica's clients last reported for the bucket.", l, nil),
+		assigned: prometheus.NewDesc("sluice_rlqs_bucket_assigned_requests_per_second", "Requests per second that this replica last assigned to its clients of the bucket, summed.", l, nil),
+		clients:  prometheus.NewDesc("sluice_rlqs_bucket_clients", "Clients of the bucket in the store, all replicas, at this replica's last assignment.", l, nil),
+		unlisted: prometheus.NewDesc("sluice_rlqs_buckets_unlisted", "Buckets beyond the first 1000, not listed by bucket.", nil, nil),
+	}
+}
+
+func (s *bucketStats) register(reg prometheus.Registerer) error {
+	_, err := promreg.Register[prometheus.Collector](reg, s)
+	return err
+}
+
+// set records a client's demand and assigned rate, and the number of
+// clients in the store; it returns the bucket's generation, which changes
+// with that number.
+// A change of the client's demand by more than 5% also changes the
+// generation. A change of the number nudges the bucket's other clients on this replica (a
+// non-blocking send on their nudge channels) to divide again.
+func (s *bucketStats) set(domain, key, client string, nudge chan<- struct{}, demand, assigned float64, all int) uint64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	b := s.buckets[key]
+	if b == nil {
+		b = &bucketStat{domain: domain, clients: make(map[string][2]float64), nudge: make(map[string]chan<- struct{})}
+		s.buckets[key] = b
+	}
+	prev, had := b.clients[client]
+	b.clients[client] = [2]float64{demand, assigned}
+	b.nudge[client] = nudge
+	if had && !closeRates(prev[0], demand) && b.all == all {
+		b.gen++ // the others divide again at their next tick
+	}
+	if b.all != all {
+		b.all = all
+		b.gen++
+		for c, ch := range b.nudge {
+			if c == client {
+				continue
+			}
+			select {
+			case ch <- struct{}{}:
+			default:
+			}
+		}
+	}
+	return b.gen
+}
+
+// generation returns the bucket's generation (see set).
+func (s *bucketStats) generation(key string) uint64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if b := s.buckets[key]; b != nil {
+		return b.gen
+	}
+	return 0
+}
+
+// remove forgets a client of a bucket.
+func (s *bucketStats) remove(key, client string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if b := s.buckets[key]; b != nil {
+		delete(b.clients, client)
+		delete(b.nudge, client)
+		if len(b.clients) == 0 {
+			delete(s.buckets, key)
+		}
+	}
+}
+
+// Describe implements prometheus.Collector.
+func (s *bucketStats) Describe(ch chan<- *prometheus.Desc) {
+	ch <- s.usage
+	ch <- s.assigned
+	ch <- s.clients
+	ch <- s.unlisted
+}
+
+// Collect implements prometheus.Collector.
+func (s *bucketStats) Collect(ch chan<- prometheus.Metric) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n := 0
+	for key, b := range s.buckets {
+		if n == MaxBucketSeries {
+			break
+		}
+		n++
+		var use, got float64
+		for _, v := range b.clients {
+			use += v[0]
+			got += v[1]
+		}
+		name := strings.TrimPrefix(key, b.domain)
+		ch <- prometheus.MustNewConstMetric(s.usage, prometheus.GaugeValue, use, b.domain, name)
+		ch <- prometheus.MustNewConstMetric(s.assigned, prometheus.GaugeValue, got, b.domain, name)
+		ch <- prometheus.MustNewConstMetric(s.clients, prometheus.GaugeValue, float64(b.all), b.domain, name)
+	}
+	ch <- prometheus.MustNewConstMetric(s.unlisted, prometheus.GaugeValue, float64(len(s.buckets)-n))
+}

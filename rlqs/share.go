@@ -1,0 +1,105 @@
+package rlqs
+
+import (
+	"math"
+	"slices"
+	"time"
+
+	typev3 "github.com/envoyproxy/go-control-plane/envoy/type/v3"
+	"google.golang.org/protobuf/types/known/durationpb"
+	"google.golang.org/protobuf/types/known/wrapperspb"
+
+	"github.com/sluicehq/sluice/config"
+)
+
+// share returns client's part of total (requests per second) given every
+// client's demand: reserve×total is divided equally, the rest by max-min
+// fairness over demand (a client gets its demand or an equal part of what
+// is left, whichever is less), and what demand leaves over is divided
+// equally again. The parts of all clients add up to total. It returns 0
+// when client is not in demand.
+func share(total, reserve float64, demand map[string]float64, client string) float64 {
+	n := len(demand)
+	mine, ok := demand[client]
+	if !ok || n == 0 {
+		return 0
+	}
+	ds := make([]float64, 0, n)
+	for _, d := range demand {
+		ds = append(ds, max(d, 0))
+	}
+	slices.Sort(ds)
+	pool := total * (1 - reserve)
+	left := pool
+	var mineGets float64 = -1
+	for i, d := range ds {
+		give := min(d, left/float64(n-i))
+		left -= give
+		if mineGets < 0 && d >= max(mine, 0) {
+			mineGets = give
+		}
+	}
+	return total*reserve/float64(n) + mineGets + left/float64(n)
+}
+
+// ruleRate returns a rule's rate in requests per second and its burst: of
+// a rate_limits list, the limit with the lowest rate. Windows become a
+// token bucket holding one window's requests (see docs/rlqs.md).
+func ruleRate(r *config.RateLimit) (rate, burst float64) {
+	rate = math.Inf(1)
+	for _, l := range r.Limits() {
+		p := l.Period().Seconds()
+		if p <= 0 {
+			continue
+		}
+		if lr := float64(l.RequestsPerUnit) / p; lr < rate {
+			rate = lr
+			burst = float64(l.RequestsPerUnit)
+			if l.Limit.Burst > 0 {
+				burst = float64(l.Limit.Burst)
+			}
+		}
+	}
+	if math.IsInf(rate, 1) {
+		return 0, 0
+	}
+	return rate, burst
+}
+
+// precision is the fewest tokens a fill adds, so that rounding a rate down
+// to whole tokens per whole seconds loses at most 1/precision of it.
+const precision = 100
+
+// tokenBucket returns the strategy for a share of rate (requests per
+// second) with burst tokens: a TokenBucket whose fill interval is whole
+// seconds (Envoy divides by the interval's seconds), rounded down so that
+// the shares of all clients never add up to more than the rule's rate; a
+// share that rounds to no token at all is DENY_ALL.
+func tokenBucket(rate, burst float64) *typev3.RateLimitStrategy {
+	if rate <= 0 {
+		return blanket(typev3.RateLimitStrategy_DENY_ALL)
+	}
+	secs := min(math.Ceil(precision/rate), 86400)
+	tokens := math.Floor(min(rate*secs, math.MaxUint32))
+	if tokens < 1 {
+		return blanket(typev3.RateLimitStrategy_DENY_ALL)
+	}
+	maxTokens := math.Floor(min(max(burst, 1), math.MaxUint32))
+	return &typev3.RateLimitStrategy{Strategy: &typev3.RateLimitStrategy_TokenBucket{TokenBucket: &typev3.TokenBucket{
+		MaxTokens:     uint32(maxTokens),
+		TokensPerFill: wrapperspb.UInt32(uint32(tokens)),
+		FillInterval:  durationpb.New(time.Duration(secs) * time.Second),
+	}}}
+}
+
+// blanket returns a blanket rule strategy.
+func blanket(b typev3.RateLimitStrategy_BlanketRule) *typev3.RateLimitStrategy {
+	return &typev3.RateLimitStrategy{Strategy: &typev3.RateLimitStrategy_BlanketRule_{BlanketRule: b}}
+}
+
+// close reports whether two token bucket rates differ by less than 5%, so
+// that the server keeps sending the same strategy (an Envoy then only
+// extends its time to live, and keeps its bucket's tokens).
+func closeRates(a, b float64) bool {
+	return math.Abs(a-b) <= 0.05*max(a, b)
+}

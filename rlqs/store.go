@@ -1,0 +1,72 @@
+package rlqs
+
+import (
+	"context"
+	"sync"
+	"time"
+)
+
+// Store keeps the latest demand of every client of every bucket, so that
+// Sluice replicas that serve different Envoys divide one limit between all
+// of them. Implementations: MemoryStore (one process) and
+// redisstore.RLQSStore (replicas sharing Redis). Its methods use only
+// standard types so that a store package implements it without importing
+// this one. They must be safe for concurrent use.
+type Store interface {
+	// Report records client's demand of bucket (requests per second) at
+	// now, to count until now+ttl, and returns the demand of every client
+	// of bucket whose record counts at now, client's own included.
+	Report(ctx context.Context, bucket, client string, demand float64, now time.Time, ttl time.Duration) (map[string]float64, error)
+	// Forget removes client's record of bucket.
+	Forget(ctx context.Context, bucket, client string) error
+}
+
+// MemoryStore is a Store in process memory. The zero value is ready to use.
+type MemoryStore struct {
+	mu      sync.Mutex
+	buckets map[string]map[string]record
+}
+
+type record struct {
+	demand  float64
+	expires time.Time
+}
+
+var _ Store = (*MemoryStore)(nil)
+
+// Report implements Store; it drops the expired records of bucket.
+func (m *MemoryStore) Report(_ context.Context, bucket, client string, demand float64, now time.Time, ttl time.Duration) (map[string]float64, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.buckets == nil {
+		m.buckets = make(map[string]map[string]record)
+	}
+	b := m.buckets[bucket]
+	if b == nil {
+		b = make(map[string]record)
+		m.buckets[bucket] = b
+	}
+	b[client] = record{demand, now.Add(ttl)}
+	out := make(map[string]float64, len(b))
+	for c, r := range b {
+		if !now.Before(r.expires) {
+			delete(b, c)
+			continue
+		}
+		out[c] = r.demand
+	}
+	return out, nil
+}
+
+// Forget implements Store.
+func (m *MemoryStore) Forget(_ context.Context, bucket, client string) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if b := m.buckets[bucket]; b != nil {
+		delete(b, client)
+		if len(b) == 0 {
+			delete(m.buckets, bucket)
+		}
+	}
+	return nil
+}

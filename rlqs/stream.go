@@ -1,0 +1,351 @@
+package rlqs
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"maps"
+	"time"
+
+	rlqspb "github.com/envoyproxy/go-control-plane/envoy/service/rate_limit_quota/v3"
+	typev3 "github.com/envoyproxy/go-control-plane/envoy/type/v3"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/durationpb"
+
+	"github.com/sluicehq/sluice/config"
+)
+
+// stream is the state of one Envoy's stream; only its run goroutine
+// touches it.
+type stream struct {
+	srv    *Server
+	st     grpc.BidiStreamingServer[rlqspb.RateLimitQuotaUsageReports, rlqspb.RateLimitQuotaResponse]
+	client string
+	named  bool
+	nudge  chan struct{} // a bucket's number of clients changed
+
+	domain  string
+	rules   *config.Domain // nil: the domain is not in the config
+	set     *config.RLQS
+	buckets map[string]*bucket // by idKey
+}
+
+// bucket is one subscribed bucket of a stream.
+type bucket struct {
+	id         *rlqspb.BucketId
+	rule       *config.RateLimit // nil: no rule matches
+	key        string            // the store's name; "" without a rule
+	demand     float64           // requests per second, last report
+	lastActive time.Time         // last report with requests, or the subscription
+	rate       float64           // the token rate last sent
+	strategy   *typev3.RateLimitStrategy
+	gen        uint64 // the bucket's generation at the last division
+}
+
+// run receives the stream's messages and answers them until the client
+// ends the stream, a message is refused, or the server shuts down.
+func (c *stream) run() error {
+	msgs := make(chan *rlqspb.RateLimitQuotaUsageReports)
+	errc := make(chan error, 1)
+	done := make(chan struct{})
+	defer close(done)
+	go func() {
+		for {
+			m, err := c.st.Recv()
+			if err != nil {
+				errc <- err
+				return
+			}
+			select {
+			case msgs <- m:
+			case <-done:
+				return
+			}
+		}
+	}()
+	first := time.NewTimer(c.srv.cfg.FirstMessageTimeout)
+	defer first.Stop()
+	var tick <-chan time.Time
+	shutdown := false
+	defer func() { c.forgetAll(shutdown) }()
+	for {
+		select {
+		case m := <-msgs:
+			if err := c.handle(m); err != nil {
+				return err
+			}
+			if tick == nil {
+				first.Stop()
+				t := time.NewTicker(tickEvery)
+				defer t.Stop()
+				tick = t.C
+			}
+		case err := <-errc:
+			if errors.Is(err, io.EOF) {
+				return nil
+			}
+			return err
+		case <-first.C:
+			return status.Errorf(codes.DeadlineExceeded, "rlqs: no usage report within %v of opening the stream", c.srv.cfg.FirstMessageTimeout)
+		case now := <-tick:
+			if err := c.abandonIdle(now); err != nil {
+				return err
+			}
+			if err := c.redivide(now); err != nil {
+				return err
+			}
+		case <-c.nudge:
+			if err := c.redivide(time.Now()); err != nil {
+				return err
+			}
+		case <-c.srv.closing:
+			shutdown = true
+			c.fallback()
+			return status.Error(codes.Unavailable, "rlqs: the server is shutting down; reconnect")
+		}
+	}
+}
+
+// handle answers one message of usage reports with an assignment for
+// each bucket it reports.
+func (c *stream) handle(m *rlqspb.RateLimitQuotaUsageReports) error {
+	if err := c.checkDomain(m.GetDomain()); err != nil {
+		return err
+	}
+	if err := validate(m); err != nil {
+		return err
+	}
+	now := time.Now()
+	resp := &rlqspb.RateLimitQuotaResponse{}
+	for _, u := range m.GetBucketQuotaUsages() {
+		b, err := c.bucketOf(u.GetBucketId(), now)
+		if err != nil {
+			return err
+		}
+		n := float64(u.GetNumRequestsAllowed()) + float64(u.GetNumRequestsDenied())
+		if el := u.GetTimeElapsed().AsDuration(); u.GetTimeElapsed() != nil && el > 0 {
+			b.demand = n / el.Seconds()
+		}
+		if n > 0 {
+			b.lastActive = now
+		}
+		if a := c.assign(b, now); a != nil {
+			resp.BucketAction = append(resp.BucketAction, a)
+		}
+	}
+	if len(resp.BucketAction) == 0 {
+		return nil
+	}
+	return c.st.Send(resp)
+}
+
+// checkDomain takes the domain of the first message, and refuses a
+// missing one or a change.
+func (c *stream) checkDomain(d string) error {
+	if c.domain == "" {
+		if d == "" {
+			return status.Error(codes.InvalidArgument, "rlqs: the first message has no domain")
+		}
+		c.domain = d
+		if c.rules = c.srv.cfg.Rules().Domain(d); c.rules != nil {
+			c.set = c.rules.RLQS
+		}
+		return nil
+	}
+	if d != "" && d != c.domain {
+		return status.Errorf(codes.InvalidArgument, "rlqs: domain %q after %q: a stream serves one domain; open a new stream", truncate(d), truncate(c.domain))
+	}
+	return nil
+}
+
+// validate checks a message's reports: bucket ids of 1 to
+// config.MaxBucketPairs pairs with non-empty keys and values of at most
+// MaxPairBytes, and no negative time elapsed. A missing or zero
+// time_elapsed is accepted (Envoy sends 0s in a bucket's first report).
+func validate(m *rlqspb.RateLimitQuotaUsageReports) error {
+	for i, u := range m.GetBucketQuotaUsages() {
+		pairs := u.GetBucketId().GetBucket()
+		if len(pairs) == 0 || len(pairs) > config.MaxBucketPairs {
+			return status.Errorf(codes.InvalidArgument, "rlqs: bucket_quota_usages[%d]: a bucket id has 1 to %d pairs, not %d", i, config.MaxBucketPairs, len(pairs))
+		}
+		for k, v := range pairs {
+			if k == "" || v == "" || len(k) > MaxPairBytes || len(v) > MaxPairBytes {
+				return status.Errorf(codes.InvalidArgument, "rlqs: bucket_quota_usages[%d]: bucket id pair %q=%q: keys and values are 1 to %d bytes", i, truncate(k), truncate(v), MaxPairBytes)
+			}
+		}
+		if d := u.GetTimeElapsed(); d != nil && (d.CheckValid() != nil || d.AsDuration() < 0) {
+			return status.Errorf(codes.InvalidArgument, "rlqs: bucket_quota_usages[%d]: time_elapsed %v is not a duration of 0 or more", i, d.AsDuration())
+		}
+	}
+	return nil
+}
+
+// bucketOf returns the stream's bucket of id, subscribing it (and mapping
+// it to a rule) on its first report.
+func (c *stream) bucketOf(id *rlqspb.BucketId, now time.Time) (*bucket, error) {
+	k := idKey(id.GetBucket())
+	if b := c.buckets[k]; b != nil {
+		return b, nil
+	}
+	if len(c.buckets) >= MaxBuckets {
+		return nil, status.Errorf(codes.ResourceExhausted, "rlqs: more than %d buckets on one stream", MaxBuckets)
+	}
+	pairs := maps.Clone(id.GetBucket())
+	b := &bucket{id: &rlqspb.BucketId{Bucket: pairs}, lastActive: now}
+	if c.rules != nil {
+		if r, path := c.rules.LookupBucket(pairs); r != nil {
+			b.rule, b.key = r, bucketKey(c.domain, r, path)
+		}
+	}
+	c.buckets[k] = b
+	return b, nil
+}
+
+// assign returns the bucket's assignment for now, or nil when the store
+// fails before the bucket had one (the Envoy keeps its
+// no_assignment_behavior).
+func (c *stream) assign(b *bucket, now time.Time) *rlqspb.RateLimitQuotaResponse_BucketAction {
+	switch r := b.rule; {
+	case r == nil || r.Unlimited || r.ShadowMode:
+		b.strategy = blanket(typev3.RateLimitStrategy_ALLOW_ALL)
+	case r.BlocksAll():
+		b.strategy = blanket(typev3.RateLimitStrategy_DENY_ALL)
+	default:
+		if !c.divide(b, now) && b.strategy == nil {
+			return nil
+		}
+	}
+	return assignment(b, c.set.TTL())
+}
+
+// divide computes the stream's share of the bucket's rule from every
+// client's demand in the store; false when the store failed (the bucket
+// keeps its strategy).
+func (c *stream) divide(b *bucket, now time.Time) bool {
+	ctx, cancel := context.WithTimeout(c.st.Context(), storeTimeout)
+	defer cancel()
+	demand, err := c.srv.cfg.Store.Report(ctx, b.key, c.client, b.demand, now, c.set.ReportLife())
+	if err != nil {
+		c.srv.cfg.Logger.Warn("rlqs: the store failed; the bucket keeps its assignment", "bucket", b.key, "err", err)
+		return false
+	}
+	rate, burst := ruleRate(b.rule)
+	mine := share(rate, c.set.ReserveFraction(), demand, c.client)
+	if b.strategy == nil || !closeRates(mine, b.rate) {
+		b.rate = mine
+		b.strategy = tokenBucket(mine, burst*mine/rate)
+	}
+	b.gen = c.srv.stats.set(c.domain, b.key, c.client, c.nudge, b.demand, b.rate, len(demand))
+	return true
+}
+
+// tickEvery is how often a stream looks for idle buckets and for buckets
+// whose number of clients changed.
+const tickEvery = time.Second
+
+// redivide sends a new assignment for each bucket whose number of clients
+// changed since its last division (a client joined or left, seen by a
+// report to this replica), when the share moved: so that a client does
+// not hold a share meant for fewer clients until its next report. A
+// report to this replica nudges its streams at once; another replica's
+// change is seen at the next tick after a report here.
+func (c *stream) redivide(now time.Time) error {
+	resp := &rlqspb.RateLimitQuotaResponse{}
+	for _, b := range c.buckets {
+		if b.strategy == nil || b.rule == nil || b.rule.Unlimited || b.rule.ShadowMode || b.rule.BlocksAll() || c.srv.stats.generation(b.key) == b.gen {
+			continue
+		}
+		old := b.strategy
+		if c.divide(b, now) && b.strategy != old {
+			resp.BucketAction = append(resp.BucketAction, assignment(b, c.set.TTL()))
+		}
+	}
+	if len(resp.BucketAction) == 0 {
+		return nil
+	}
+	return c.st.Send(resp)
+}
+
+// assignment returns b's strategy as an action with a time to live.
+func assignment(b *bucket, ttl time.Duration) *rlqspb.RateLimitQuotaResponse_BucketAction {
+	return &rlqspb.RateLimitQuotaResponse_BucketAction{
+		BucketId: b.id,
+		BucketAction: &rlqspb.RateLimitQuotaResponse_BucketAction_QuotaAssignmentAction_{QuotaAssignmentAction: &rlqspb.RateLimitQuotaResponse_BucketAction_QuotaAssignmentAction{
+			AssignmentTimeToLive: durationpb.New(ttl),
+			RateLimitStrategy:    b.strategy,
+		}},
+	}
+}
+
+// abandonIdle tells the client to abandon the buckets that saw no
+// request for the domain's abandon_after, and forgets them.
+func (c *stream) abandonIdle(now time.Time) error {
+	resp := &rlqspb.RateLimitQuotaResponse{}
+	for k, b := range c.buckets {
+		if now.Sub(b.lastActive) < c.set.Abandon() {
+			continue
+		}
+		resp.BucketAction = append(resp.BucketAction, &rlqspb.RateLimitQuotaResponse_BucketAction{
+			BucketId:     b.id,
+			BucketAction: &rlqspb.RateLimitQuotaResponse_BucketAction_AbandonAction_{AbandonAction: &rlqspb.RateLimitQuotaResponse_BucketAction_AbandonAction{}},
+		})
+		c.forget(b)
+		delete(c.buckets, k)
+	}
+	if len(resp.BucketAction) == 0 {
+		return nil
+	}
+	return c.st.Send(resp)
+}
+
+// fallback sends every assigned bucket its strategy with a time to live
+// of 0: it expires at once, so that the Envoy applies its
+// expired_assignment_behavior while it reconnects.
+func (c *stream) fallback() {
+	resp := &rlqspb.RateLimitQuotaResponse{}
+	for _, b := range c.buckets {
+		if b.strategy != nil {
+			resp.BucketAction = append(resp.BucketAction, assignment(b, 0))
+		}
+	}
+	if len(resp.BucketAction) > 0 {
+		_ = c.st.Send(resp) // the stream ends anyway
+	}
+}
+
+// forgetAll removes the stream's records when it ends: all of them,
+// except at shutdown those of a named client, which the replica it
+// reconnects to takes over.
+func (c *stream) forgetAll(shutdown bool) {
+	for _, b := range c.buckets {
+		if shutdown && c.named {
+			c.srv.stats.remove(b.key, c.client)
+			continue
+		}
+		c.forget(b)
+	}
+}
+
+// forget removes the stream's record of b from the store and the metrics.
+func (c *stream) forget(b *bucket) {
+	if b.key == "" {
+		return
+	}
+	c.srv.stats.remove(b.key, c.client)
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(c.st.Context()), storeTimeout)
+	defer cancel()
+	if err := c.srv.cfg.Store.Forget(ctx, b.key, c.client); err != nil {
+		c.srv.cfg.Logger.Warn("rlqs: the store failed to forget a client; its record expires", "bucket", b.key, "err", err)
+	}
+}
+
+// truncate shortens a client's string for an error message.
+func truncate(s string) string {
+	if len(s) > 64 {
+		return fmt.Sprintf("%s…", s[:64])
+	}
+	return s
+}

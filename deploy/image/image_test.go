@@ -37,10 +37,7 @@ const testVersion = "v0.0.0-imagetest"
 // returns its path.
 func buildSluice(t *testing.T) string {
 	t.Helper()
-	gobin := filepath.Join(runtime.GOROOT(), "bin", "go")
-	if _, err := os.Stat(gobin); err != nil {
-		gobin = "go"
-	}
+	gobin := "go" // go test puts its own GOROOT/bin first in PATH
 	out := filepath.Join(t.TempDir(), "sluice")
 	cmd := exec.Command(gobin, "build", "-trimpath", "-ldflags", "-s -w -X main.version="+testVersion, "-o", out, "./cmd/sluice")
 	cmd.Dir = repoRoot

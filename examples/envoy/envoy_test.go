@@ -11,7 +11,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"slices"
 	"strings"
 	"testing"
@@ -276,10 +275,7 @@ func TestEnvoyDescriptorsAgainstSluice(t *testing.T) {
 // loopback ports until the test ends, and returns a client of its gRPC port.
 func startSluice(t *testing.T) rlsv3.RateLimitServiceClient {
 	t.Helper()
-	gobin := filepath.Join(runtime.GOROOT(), "bin", "go")
-	if _, err := os.Stat(gobin); err != nil {
-		gobin = "go"
-	}
+	gobin := "go" // go test puts its own GOROOT/bin first in PATH
 	bin := filepath.Join(t.TempDir(), "sluice")
 	build := exec.Command(gobin, "build", "-o", bin, "../../cmd/sluice")
 	if out, err := build.CombinedOutput(); err != nil {

@@ -156,6 +156,7 @@ type serveOptions struct {
 	memMaxBytes, jsonInFlight                                       int64
 	redis                                                           redisOptions  // -redis-key-format, -store-per-second, REDIS_* tuning
 	remote                                                          remoteOptions // -migrate, -reserve-units, -reserve-hold, -local-share (pgstore.go)
+	admin                                                           adminOptions  // -admin-*, -plans* (adminlisten.go)
 
 	// forceStart and healthNeedsConfig are envoyproxy/ratelimit's
 	// FORCE_START_WITHOUT_INITIAL_CONFIG and
@@ -295,6 +296,7 @@ type serveApp struct {
 	auth     *authEndpoint
 
 	httpLn, grpcLn net.Listener
+	admin          adminParts // the plans' tenant lookup (adminlisten.go)
 
 	telSet telemetrySettings // TRACING_*, USE_STATSD and the rest
 	tel    *telemetry
@@ -332,10 +334,13 @@ func (s *serveApp) start(ctx context.Context, a *app, stdout io.Writer) error {
 		return err
 	}
 	a.onClose(s.st.close)
+	if err := s.openAdmin(ctx, a); err != nil {
+		return err
+	}
 	if err := s.startTelemetry(ctx, a); err != nil {
 		return err
 	}
-	svc, err := service.New(s.serviceConfig())
+	svc, err := service.New(s.withAdmin(s.serviceConfig()))
 	if err != nil {
 		return err
 	}
@@ -407,6 +412,7 @@ func parseServeFlags(args []string, stdout, stderr io.Writer) (s *serveApp, code
 	o.listen.flags(fs, envErr)
 	o.redis.flags(fs, envErr)
 	o.remote.flags(fs)
+	o.admin.flags(fs)
 	o.memMaxBytes = envErr.size("MEMSTORE_MAX_BYTES", memstore.DefaultMaxBytes)
 	fs.Var(sizeFlag{&o.memMaxBytes}, "memory-max-bytes",
 		"the memory store's budget in bytes, or k, m or g (such as 256m) (keys, states, sliding log entries); at it, keys are evicted (sluice_memstore_evictions_total)")

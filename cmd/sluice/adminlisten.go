@@ -1,0 +1,303 @@
+package main
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/sluicehq/sluice/admin"
+	"github.com/sluicehq/sluice/internal/safefile"
+	"github.com/sluicehq/sluice/pgstore"
+	"github.com/sluicehq/sluice/plans"
+	"github.com/sluicehq/sluice/service"
+)
+
+// adminTokenEnv is the environment variable that holds the admin API's
+// bearer token (serve's, and the admin command's), when no file is given.
+const adminTokenEnv = "SLUICE_ADMIN_TOKEN"
+
+// adminOptions are serve's admin listener and plans settings.
+type adminOptions struct {
+	addr                    string // -admin-addr; "" is off
+	tokenFile               string // -admin-token-file
+	tlsCert, tlsKey, caFile string // -admin-tls-cert, -admin-tls-key, -admin-client-ca
+	plansURL                string // -plans; "" is off
+	staleness               time.Duration
+	tenantKey               string
+}
+
+// flags defines the admin and plans flags on fs.
+func (o *adminOptions) flags(fs *flag.FlagSet) {
+	fs.StringVar(&o.addr, "admin-addr", "", "address of the admin API (peek, reset, plans, overrides, usage, ledger); empty: off. A port alone or :port listens on loopback (127.0.0.1); it needs a token (-admin-token-file or "+adminTokenEnv+") or mTLS")
+	fs.StringVar(&o.tokenFile, "admin-token-file", "", "file holding the admin API's bearer token (else "+adminTokenEnv+")")
+	fs.StringVar(&o.tlsCert, "admin-tls-cert", "", "the admin listener's TLS certificate (PEM); with -admin-tls-key it serves HTTPS")
+	fs.StringVar(&o.tlsKey, "admin-tls-key", "", "the admin listener's TLS key (PEM)")
+	fs.StringVar(&o.caFile, "admin-client-ca", "", "CA bundle (PEM) that admin clients' certificates must chain to (mTLS); such a client needs no token")
+	fs.StringVar(&o.plansURL, "plans", "", "PostgreSQL URL of plans and per-tenant overrides (the -store URL to share its database); empty: off")
+	fs.DurationVar(&o.staleness, "plans-staleness", plans.DefaultStaleness, "longest a tenant's plan and overrides are used from memory before they are read again")
+	fs.StringVar(&o.tenantKey, "plans-tenant-key", "tenant", "descriptor entry whose value names the tenant whose plan applies")
+}
+
+// adminAddr returns the listen address of -admin-addr: a port alone or
+// :port means loopback.
+func adminAddr(addr string) string {
+	if !strings.Contains(addr, ":") {
+		return net.JoinHostPort("127.0.0.1", addr)
+	}
+	if host, port, err := net.SplitHostPort(addr); err == nil && host == "" {
+		return net.JoinHostPort("127.0.0.1", port)
+	}
+	return addr
+}
+
+// check refuses admin settings that would not be acted on, or would
+// serve an API nobody can (or everybody could) call.
+func (o *adminOptions) check(fs *flag.FlagSet) error {
+	if o.addr == "" {
+		for _, name := range []string{"admin-token-file", "admin-tls-cert", "admin-tls-key", "admin-client-ca"} {
+			if isSet(fs, name) {
+				return exitCode(2, fmt.Sprintf("-%s needs -admin-addr (the admin API is off)", name))
+			}
+		}
+	}
+	if o.plansURL == "" && (isSet(fs, "plans-staleness") || isSet(fs, "plans-tenant-key")) {
+		return exitCode(2, "-plans-staleness and -plans-tenant-key need -plans")
+	}
+	if o.plansURL != "" && !isPostgres(o.plansURL) {
+		return exitCode(2, "-plans must be a PostgreSQL URL (postgres://…)")
+	}
+	if o.staleness <= 0 || o.tenantKey == "" {
+		return exitCode(2, "-plans-staleness must be positive and -plans-tenant-key not empty")
+	}
+	if (o.tlsCert == "") != (o.tlsKey == "") || o.caFile != "" && o.tlsCert == "" {
+		return exitCode(2, "-admin-tls-cert and -admin-tls-key go together, and -admin-client-ca needs them")
+	}
+	if o.tokenFile != "" && os.Getenv(adminTokenEnv) != "" {
+		return exitCode(2, "both -admin-token-file and "+adminTokenEnv+" are set: give one")
+	}
+	return nil
+}
+
+// token reads the admin token: the file's content or the environment
+// variable's, surrounding white space removed; nil for none.
+func (o *adminOptions) token(ctx context.Context) ([]byte, error) {
+	t := []byte(os.Getenv(adminTokenEnv))
+	if o.tokenFile != "" {
+		b, err := safefile.Read(ctx, o.tokenFile, 4<<10)
+		if err != nil {
+			return nil, err
+		}
+		if t = []byte(strings.TrimSpace(string(b))); len(t) == 0 {
+			return nil, fmt.Errorf("%s is empty", o.tokenFile)
+		}
+	}
+	t = []byte(strings.TrimSpace(string(t)))
+	if len(t) > 0 && len(t) < 16 {
+		return nil, errors.New("the admin token is shorter than 16 bytes")
+	}
+	return t, nil
+}
+
+// tlsConfig loads the admin listener's TLS, nil without -admin-tls-cert.
+func (o *adminOptions) tlsConfig(ctx context.Context) (*tls.Config, error) {
+	if o.tlsCert == "" {
+		return nil, nil
+	}
+	read := func(p string) ([]byte, error) { return safefile.Read(ctx, p, maxTLSFileBytes) }
+	certPEM, err := read(o.tlsCert)
+	if err != nil {
+		return nil, err
+	}
+	keyPEM, err := read(o.tlsKey)
+	if err != nil {
+		return nil, err
+	}
+	pair, err := tls.X509KeyPair(certPEM, keyPEM)
+	if err != nil {
+		return nil, fmt.Errorf("%s, %s: %w", o.tlsCert, o.tlsKey, err)
+	}
+	cfg := &tls.Config{Certificates: []tls.Certificate{pair}, MinVersion: tls.VersionTLS12}
+	if o.caFile == "" {
+		return cfg, nil
+	}
+	caPEM, err := read(o.caFile)
+	if err != nil {
+		return nil, err
+	}
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(caPEM) {
+		return nil, fmt.Errorf("%s holds no PEM certificate", o.caFile)
+	}
+	// A client may still come with a token instead: verify a certificate
+	// when one is sent.
+	cfg.ClientCAs, cfg.ClientAuth = pool, tls.VerifyClientCertIfGiven
+	return cfg, nil
+}
+
+// adminParts are what openAdmin opened: the tenant lookup the service
+// asks (nil without -plans).
+type adminParts struct {
+	tenantLimit service.TenantLimitFunc
+}
+
+// withAdmin adds the plans' tenant lookup to the service's config.
+func (s *serveApp) withAdmin(c service.Config) service.Config {
+	c.TenantLimit = s.admin.tenantLimit
+	return c
+}
+
+// openAdmin opens the plans (-plans) and the admin listener
+// (-admin-addr), serving the admin API on it.
+func (s *serveApp) openAdmin(ctx context.Context, a *app) error {
+	o := &s.o.admin
+	if err := o.check(s.fs); err != nil {
+		return err
+	}
+	var pl *pgstore.PlanStore
+	var cache *plans.Cache
+	if o.plansURL != "" {
+		cctx, cancel := context.WithTimeout(ctx, firstConnect)
+		st, err := pgstore.Open(cctx, o.plansURL, pgstore.Config{NoMigrate: !s.o.remote.migrate})
+		cancel()
+		if err != nil {
+			return fmt.Errorf("-plans %s: %w", storeName(o.plansURL), err)
+		}
+		a.onClose(func() { st.Close() })
+		pl = pgstore.NewPlanStore(st.Pool())
+		cache = plans.NewCache(planSource{pl}, plans.Config{Staleness: o.staleness, Logger: s.log})
+		s.admin.tenantLimit = service.TenantLimitsBy(cache, o.tenantKey)
+		s.log.Info("plans", "store", storeName(o.plansURL), "staleness", o.staleness, "tenant_key", o.tenantKey)
+	}
+	if o.addr == "" {
+		return nil
+	}
+	cfg, err := s.adminConfig(ctx, a, pl, cache)
+	if err != nil {
+		return err
+	}
+	return s.serveAdmin(ctx, a, admin.New(cfg))
+}
+
+// adminConfig builds the admin API's config from serve's parts.
+func (s *serveApp) adminConfig(ctx context.Context, a *app, pl *pgstore.PlanStore, cache *plans.Cache) (admin.Config, error) {
+	o := &s.o.admin
+	tok, err := o.token(ctx)
+	if err != nil {
+		return admin.Config{}, exitCode(2, "admin token:", err)
+	}
+	if len(tok) == 0 && o.caFile == "" {
+		return admin.Config{}, exitCode(2, "-admin-addr needs a token (-admin-token-file or "+adminTokenEnv+") or -admin-client-ca")
+	}
+	cfg := admin.Config{Limiter: s.st.limiter, Token: tok, ClientCerts: o.caFile != "", Logger: s.log.With("log", "audit")}
+	if pl != nil {
+		cfg.Plans, cfg.Changed = planWriter{pl}, cache.Invalidate
+	}
+	if isPostgres(s.o.store) {
+		// A pool of its own: the store in use may be wrapped (reservations).
+		cctx, cancel := context.WithTimeout(ctx, firstConnect)
+		st, err := pgstore.Open(cctx, s.o.store, pgstore.Config{NoMigrate: true})
+		cancel()
+		if err != nil {
+			return admin.Config{}, err
+		}
+		a.onClose(func() { st.Close() })
+		cfg.Usage = usageSource{st}
+	}
+	return cfg, nil
+}
+
+// serveAdmin listens on -admin-addr (with TLS when set) and serves api.
+func (s *serveApp) serveAdmin(ctx context.Context, a *app, api *admin.API) error {
+	o := &s.o.admin
+	tc, err := o.tlsConfig(ctx)
+	if err != nil {
+		return exitCode(2, "admin TLS:", err)
+	}
+	ln, err := a.listen(adminAddr(o.addr))
+	if err != nil {
+		return exitCode(1, "admin:", err)
+	}
+	scheme := "http"
+	if tc != nil {
+		ln, scheme = tls.NewListener(ln, tc), "https"
+	}
+	hs := &http.Server{Handler: api, ReadHeaderTimeout: 5 * time.Second, ReadTimeout: 30 * time.Second,
+		WriteTimeout: admin.DefaultTimeout + 5*time.Second, IdleTimeout: time.Minute, MaxHeaderBytes: 16 << 10,
+		ErrorLog: slog.NewLogLogger(s.log.Handler(), slog.LevelWarn)}
+	a.serveHTTP(hs, ln)
+	s.log.Info("admin API", "url", scheme+"://"+localAddr(ln.Addr()), "mtls", o.caFile != "")
+	return nil
+}
+
+// planSource is a plans.Source over a PlanStore.
+type planSource struct{ p *pgstore.PlanStore }
+
+func (s planSource) Tenant(ctx context.Context, tenant string) (plans.Tenant, error) {
+	rec, err := s.p.Tenant(ctx, tenant)
+	if err != nil {
+		return plans.Tenant{}, err
+	}
+	os := make([]plans.RawOverride, len(rec.Overrides))
+	for i, o := range rec.Overrides {
+		os[i] = plans.RawOverride{Name: o.Name, Limit: o.Limit, Expires: o.Expires}
+	}
+	return plans.DecodeTenant(rec.Plan, rec.Limits, os)
+}
+
+// planWriter is an admin.PlanWriter over a PlanStore: pgstore's
+// ErrNotFound becomes admin's.
+type planWriter struct{ p *pgstore.PlanStore }
+
+func notFound(err error) error {
+	if errors.Is(err, pgstore.ErrNotFound) {
+		return fmt.Errorf("%w: %w", admin.ErrNotFound, err)
+	}
+	return err
+}
+
+func (w planWriter) SetPlan(ctx context.Context, name string, limits []byte) error {
+	return w.p.SetPlan(ctx, name, limits)
+}
+
+func (w planWriter) AssignPlan(ctx context.Context, tenant, plan string) error {
+	return notFound(w.p.AssignPlan(ctx, tenant, plan))
+}
+
+func (w planWriter) SetOverride(ctx context.Context, tenant, name string, limit []byte, expires time.Time) error {
+	return w.p.SetOverride(ctx, tenant, name, limit, expires)
+}
+
+func (w planWriter) ClearOverride(ctx context.Context, tenant, name string) error {
+	return notFound(w.p.ClearOverride(ctx, tenant, name))
+}
+
+// usageSource is an admin.UsageSource over pgstore's ledger.
+type usageSource struct{ st *pgstore.Store }
+
+func period(p pgstore.Period) admin.Period {
+	return admin.Period{Start: p.Start, End: p.End, Count: p.Count, Quota: p.Quota, Updated: p.Updated}
+}
+
+func (u usageSource) Usage(ctx context.Context, key string) ([]admin.Period, error) {
+	ps, err := u.st.Usage(ctx, key)
+	out := make([]admin.Period, len(ps))
+	for i, p := range ps {
+		out[i] = period(p)
+	}
+	return out, err
+}
+
+func (u usageSource) Ledger(ctx context.Context, from, to time.Time, each func(admin.Entry) error) error {
+	return u.st.Ledger(ctx, from, to, func(e pgstore.Entry) error {
+		return each(admin.Entry{Key: e.Key, Period: period(e.Period)})
+	})
+}

@@ -56,6 +56,10 @@ func TestChartRenders(t *testing.T) {
 			if err != nil {
 				t.Fatalf("rendering: %v", err)
 			}
+			if !strings.Contains(files["NOTES.txt"], release+"-sluice:8081") {
+				t.Errorf("NOTES.txt does not name the gRPC Service:\n%s", files["NOTES.txt"])
+			}
+			delete(files, "NOTES.txt")
 			var objs []kube.Object
 			for _, name := range slices.Sorted(maps.Keys(files)) {
 				o, err := kube.Decode(name, []byte(files[name]))
@@ -113,6 +117,7 @@ func TestChartWithHelm(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		delete(files, "NOTES.txt")
 		var want []kube.Object
 		for _, f := range files {
 			o, _ := kube.Decode("render", []byte(f))

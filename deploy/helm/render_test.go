@@ -16,7 +16,8 @@ import (
 
 // render renders the chart at dir as `helm template RELEASE dir` would,
 // with overrides merged over values.yaml, and returns each template's
-// output by file name (partials, _*.tpl, and NOTES.txt excluded). It is Go's
+// output by file name (partials, _*.tpl, excluded; NOTES.txt included,
+// though it is not a manifest). It is Go's
 // text/template with the Helm functions the chart uses (include, toYaml,
 // nindent, indent, quote, default, trunc, trimSuffix, int, add, list,
 // fail), .Values, .Release and .Chart; a missing value is an error, which
@@ -57,7 +58,7 @@ func render(dir, release string, overrides map[string]any) (map[string]string, e
 	out := map[string]string{}
 	for _, p := range paths {
 		name := filepath.Base(p)
-		if strings.HasPrefix(name, "_") || name == "NOTES.txt" {
+		if strings.HasPrefix(name, "_") {
 			continue
 		}
 		var buf bytes.Buffer

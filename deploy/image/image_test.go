@@ -444,3 +444,48 @@ func (b *syncBuffer) String() string {
 	defer b.mu.Unlock()
 	return b.buf.String()
 }
+
+// The Dockerfile builds the image `make image` writes: the same entrypoint,
+// command, user, environment, ports, labels and /etc/passwd, so that the
+// tested image stands for both.
+func TestDockerfileMatchesImage(t *testing.T) {
+	data, err := os.ReadFile(filepath.Join(repoRoot, "Dockerfile"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	df := string(data)
+	c := imageConfig(Options{})
+	var ports []string
+	for p := range c.ExposedPorts {
+		ports = append(ports, strings.TrimSuffix(p, "/tcp"))
+	}
+	slices.Sort(ports)
+	want := []string{
+		"FROM scratch\n",
+		fmt.Sprintf("ENTRYPOINT [%q]\n", c.Entrypoint[0]),
+		fmt.Sprintf("CMD [%q]\n", c.Cmd[0]),
+		"USER " + c.User + "\n",
+		"ENV " + c.Env[0] + "\n",
+		"EXPOSE " + strings.Join(ports, " ") + "\n",
+		"-o /out" + BinaryPath + " ./cmd/sluice",
+		"CGO_ENABLED=0",
+		"cp " + CACertsPath + " /out/etc/ssl/certs/",
+	}
+	for k := range c.Labels {
+		want = append(want, k+"=")
+	}
+	files, err := rootFiles(Options{Binary: "/proc/self/exe", CACerts: caCerts(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range files {
+		if f.path == "etc/passwd" || f.path == "etc/group" {
+			want = append(want, fmt.Sprintf("echo '%s' > /out/%s", strings.TrimSuffix(string(f.body), "\n"), f.path))
+		}
+	}
+	for _, w := range want {
+		if !strings.Contains(df, w) {
+			t.Errorf("the Dockerfile lacks %q, which deploy/image writes", w)
+		}
+	}
+}

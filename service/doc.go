@@ -41,9 +41,12 @@
 //     the whole (sluice.HashKey), rather than refused: refusing would let a client with a
 //     huge header value turn every decision into an error, which Envoy's
 //     default failure_mode_deny=false admits.
-//   - shadow_mode (of the rule, or Config.ShadowMode for every rule): the
-//     decision is made and counted (sluice_rls_shadow_mode_total), and the
-//     answer is OK.
+//   - a rule's shadow_mode: the decision is made and counted
+//     (sluice_rls_shadow_mode_total), and its descriptor's status is OK.
+//     Config.ShadowMode (SHADOW_MODE) is applied last, as in
+//     envoyproxy/ratelimit: statuses, counters, metadata and headers are
+//     as without it, and only an OVER_LIMIT overall code becomes OK
+//     (sluice_rls_global_shadow_mode_total).
 //   - overall_code is OVER_LIMIT if any descriptor is, with quotas set
 //     apart: a descriptor whose rule has quota_mode (under
 //     Config.QuotaMode, any descriptor but an unlimited one, one without

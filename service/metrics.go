@@ -56,6 +56,10 @@ type metrics struct {
 	maxDetailed  int
 	detailedSets sync.Map
 
+	// globalShadowed counts the requests Config.ShadowMode answered OK; a
+	// vector without labels, so that its series appears on first use.
+	globalShadowed *prometheus.CounterVec
+
 	// sd is the statsd sink fed beside the Prometheus counters; nil (the
 	// default) sends nothing and costs one load per count.
 	sd atomic.Pointer[statsdSink]
@@ -154,6 +158,13 @@ func newMetrics(reg prometheus.Registerer, maxDetailed int) (*metrics, error) {
 		}, []string{"code"}),
 	}
 	var err error
+	m.globalShadowed, err = promreg.Register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
+		Namespace: "sluice", Subsystem: "rls", Name: "global_shadow_mode_total",
+		Help: "Requests over the limit answered OK by the service-wide shadow mode.",
+	}, nil))
+	if err != nil {
+		return nil, fmt.Errorf("service: registering metrics: %w", err)
+	}
 	for i, c := range m.vecs {
 		if m.vecs[i], err = promreg.Register(reg, c); err != nil {
 			return nil, fmt.Errorf("service: registering metrics: %w", err)
@@ -258,6 +269,17 @@ func (m *metrics) count(rc *ruleCounters, label string, cost uint64, over, near,
 	}
 }
 
+// globalShadow counts one request that Config.ShadowMode answered OK.
+func (m *metrics) globalShadow() {
+	if m == nil {
+		return
+	}
+	m.globalShadowed.WithLabelValues().Inc()
+	if sd := m.sd.Load(); sd != nil {
+		sd.globalShadow.Inc()
+	}
+}
+
 func (m *metrics) storeError(rc *ruleCounters, label string) {
 	if m == nil {
 		return
@@ -309,6 +331,7 @@ type statsdSink struct {
 	rules         gostats.Scope // ratelimit.service.rate_limit
 	redisError    gostats.Counter
 	serviceError  gostats.Counter
+	globalShadow  gostats.Counter
 	totalRequests gostats.Counter
 	responseTime  gostats.Timer
 }
@@ -324,6 +347,8 @@ type statsdSink struct {
 //     envoyproxy/ratelimit sanitizes stat names;
 //   - ratelimit.service.call.should_rate_limit.redis_error (a store
 //     error) and .service_error (a malformed request);
+//   - ratelimit.service.global_shadow_mode (a request Config.ShadowMode
+//     answered OK);
 //   - ratelimit_server.ShouldRateLimit.total_requests and .response_time
 //     (a timer in microseconds), for every decision, gRPC and POST /json.
 //
@@ -346,6 +371,7 @@ func (s *Service) SendStatsd(store gostats.Store, tags map[string]string) error 
 		rules:         root.Scope("service").Scope("rate_limit"),
 		redisError:    call.NewCounter("redis_error"),
 		serviceError:  call.NewCounter("service_error"),
+		globalShadow:  root.Scope("service").NewCounter("global_shadow_mode"),
 		totalRequests: server.NewCounter("total_requests"),
 		responseTime:  server.NewTimer("response_time"),
 	})

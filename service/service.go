@@ -127,9 +127,12 @@ type Config struct {
 	// KeyFormat is how store keys are spelled. The zero value, KeySluice,
 	// is StoreKey's; KeyEnvoy is EnvoyStoreKey's.
 	KeyFormat KeyFormat
-	// ShadowMode puts every rule in shadow mode, like
-	// envoyproxy/ratelimit's SHADOW_MODE: decisions are made and counted,
-	// and every answer is OK.
+	// ShadowMode is envoyproxy/ratelimit's SHADOW_MODE: every request is
+	// decided, counted and answered as without it (statuses OVER_LIMIT,
+	// over_limit counted, dynamic metadata and headers as without it),
+	// except that an OVER_LIMIT overall code becomes OK, counted in
+	// sluice_rls_global_shadow_mode_total. A rule's own shadow_mode is
+	// another thing: its descriptor's status is OK.
 	ShadowMode bool
 	// QuotaMode puts every descriptor in quota mode, like
 	// envoyproxy/ratelimit's QUOTA_MODE: every descriptor but an unlimited
@@ -619,6 +622,12 @@ func (s *Service) respond(ctx context.Context, req *pb.RateLimitRequest, plans [
 	if quotas {
 		resp.OverallCode = s.overall(plans, outs)
 	}
+	if s.shadow && resp.OverallCode == pb.RateLimitResponse_OVER_LIMIT {
+		// Config.ShadowMode, as envoyproxy/ratelimit's SHADOW_MODE: after
+		// every other rule, only the overall code turns OK.
+		resp.OverallCode = pb.RateLimitResponse_OK
+		s.m.globalShadow()
+	}
 	if denied && s.stopIncr {
 		if err := s.unspend(ctx, req.GetDomain(), plans, outs); err != nil {
 			return nil, err
@@ -725,7 +734,7 @@ func (s *Service) resolve(b *rulesBox, domain string, p *plan) {
 	p.name = r.Name
 	p.policy = policyName(r)
 	p.label = s.label(domain, r, p)
-	p.shadow = r.ShadowMode || s.shadow
+	p.shadow = r.ShadowMode // Config.ShadowMode acts on the overall code only (respond)
 	if in := s.info(b, r); in != nil {
 		p.info, p.ctr, p.metaVal = in, in.ctr, in.meta
 	}

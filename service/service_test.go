@@ -148,8 +148,23 @@ func TestServiceWideShadowMode(t *testing.T) {
 			t.Fatalf("hit %d: %v, %v; want OK", i+1, resp, err)
 		}
 	}
-	if got := counter(t, h, "sluice_rls_shadow_mode_total", "mongo_cps.database_users"); got != 2 {
-		t.Errorf("shadow mode hits = %v, want 2", got)
+	// Counted as without it: over the limit, not a rule's shadow mode.
+	wantCounters(t, h, "mongo_cps.database_users", map[string]float64{
+		"sluice_rls_over_limit_total":  2,
+		"sluice_rls_shadow_mode_total": 0,
+	})
+	mfs, err := h.reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	global := 0.0
+	for _, mf := range mfs {
+		if mf.GetName() == "sluice_rls_global_shadow_mode_total" {
+			global = mf.GetMetric()[0].GetCounter().GetValue()
+		}
+	}
+	if global != 2 {
+		t.Errorf("sluice_rls_global_shadow_mode_total = %v, want 2", global)
 	}
 }
 

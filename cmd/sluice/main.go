@@ -54,6 +54,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 		defer stop()
 		return runMigrate(ctx, args[1:], stdout, stderr)
+	case "admin":
+		return runAdmin(context.Background(), args[1:], stdout, stderr)
 	case "version", "-version", "--version":
 		fmt.Fprintln(stdout, "sluice", buildVersion())
 		return 0
@@ -72,6 +74,8 @@ Usage:
   sluice <command> [arguments]
 
 Commands:
+  admin     call a running serve's admin API: peek, reset, plans,
+            overrides, usage, the ledger (sluice admin -h)
   check     validate a rate limit config and print its descriptor tree
             (sluice check PATH; a file or a directory of *.yaml files)
   help      show this help; sluice help COMMAND shows a command's flags

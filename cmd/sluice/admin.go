@@ -1,0 +1,275 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/sluicehq/sluice/internal/safefile"
+)
+
+// adminURLEnv is the environment variable of sluice admin's -url default.
+const adminURLEnv = "SLUICE_ADMIN_URL"
+
+// adminUsage is admin's -h.
+var adminUsage = usage{
+	synopsis: "sluice admin [flags] OPERATION [ARGUMENTS]",
+	about: `Admin calls the admin API of a running sluice serve (its -admin-addr) and
+prints the answer: JSON, CSV for a CSV ledger export, or "ok" for a change.
+The token is read from -token-file, else ` + adminTokenEnv + `; with -cert and -key
+the call authenticates by client certificate (mTLS). Exit status 1 when the
+API refuses or fails the call (its status and message on stderr), 2 for a
+usage error. Operations:
+
+  peek KEY LIMIT                  a key's state under LIMIT, spending nothing
+  reset KEY LIMIT                 give back what KEY spent in its window
+  set-plan PLAN LIMITS            create or replace a plan: {"NAME": LIMIT, ...}
+  assign TENANT PLAN              put a tenant on a plan ("" takes it off)
+  override TENANT NAME LIMIT [EXPIRES]
+                                  a tenant's own limit of NAME (domain.key...),
+                                  until EXPIRES (RFC 3339, or a duration from now)
+  clear-override TENANT NAME      delete a tenant's override
+  usage KEY                       a key's usage by period, from the ledger
+  ledger FROM TO [csv|json]       every period starting in [FROM, TO) (RFC 3339)
+
+LIMIT is JSON: {"rate": 10000, "calendar": {"unit": "month", "time_zone":
+"Europe/Berlin", "anchor_day": 15}} or {"rate": 100, "period": "1m"}
+(algorithm: fixed_window unless "algorithm" says otherwise).`,
+	examples: []string{
+		`sluice admin set-plan pro '{"api.tenant": {"rate": 10000, "calendar": {"unit": "month"}}}'`,
+		"sluice admin assign acme pro",
+		`sluice admin override acme api.tenant '{"rate": 20000, "calendar": {"unit": "month"}}' 72h`,
+		"sluice admin -url https://sluice:9901 -ca ca.pem ledger 2026-01-01T00:00:00Z 2026-02-01T00:00:00Z csv",
+	},
+}
+
+// adminClient is sluice admin's connection settings.
+type adminClient struct {
+	base      string
+	tokenFile string
+	ca        string
+	cert, key string
+	timeout   time.Duration
+}
+
+// adminCall is one HTTP call an operation makes.
+type adminCall struct {
+	method, path string
+	body         any
+}
+
+// runAdmin runs `sluice admin`.
+func runAdmin(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("sluice admin", flag.ContinueOnError)
+	var c adminClient
+	fs.StringVar(&c.base, "url", env(adminURLEnv, "http://127.0.0.1:9901"), "the admin API's base URL (serve's -admin-addr)")
+	fs.StringVar(&c.tokenFile, "token-file", "", "file holding the bearer token (else "+adminTokenEnv+")")
+	fs.StringVar(&c.ca, "ca", "", "CA bundle (PEM) that the API's certificate must chain to; default: the system's")
+	fs.StringVar(&c.cert, "cert", "", "client certificate (PEM) for mTLS, with -key")
+	fs.StringVar(&c.key, "key", "", "client key (PEM) for mTLS")
+	fs.DurationVar(&c.timeout, "timeout", 30*time.Second, "give up on a call after this long (a ledger export: 10 times this)")
+	if code, done := parseCommandLine(fs, args, stdout, stderr, adminUsage, 6); done {
+		return code
+	}
+	fail := exitWith(stderr, "sluice admin:")
+	if fs.NArg() == 0 {
+		return fail(2, "give an operation. Run 'sluice admin -h' for the list.")
+	}
+	call, err := adminOperation(fs.Args(), time.Now())
+	if err != nil {
+		return fail(2, err)
+	}
+	if err := c.do(ctx, call, stdout); err != nil {
+		var ue usageErr
+		if errors.As(err, &ue) {
+			return fail(2, err)
+		}
+		return fail(1, err)
+	}
+	return 0
+}
+
+// usageErr is a setting of sluice admin that cannot work (exit status 2).
+type usageErr struct{ error }
+
+// adminOperation maps an operation's arguments to its call.
+func adminOperation(args []string, now time.Time) (adminCall, error) {
+	op, a := args[0], args[1:]
+	want := map[string][2]int{"peek": {2, 2}, "reset": {2, 2}, "set-plan": {2, 2}, "assign": {2, 2},
+		"override": {3, 4}, "clear-override": {2, 2}, "usage": {1, 1}, "ledger": {2, 3}}
+	n, ok := want[op]
+	if !ok {
+		return adminCall{}, fmt.Errorf("unknown operation %q. Run 'sluice admin -h' for the list.", op)
+	}
+	if len(a) < n[0] || len(a) > n[1] {
+		return adminCall{}, fmt.Errorf("%s takes %d to %d arguments, got %d. Run 'sluice admin -h' for the usage.", op, n[0], n[1], len(a))
+	}
+	raw := func(s, what string) (json.RawMessage, error) {
+		if !json.Valid([]byte(s)) {
+			return nil, fmt.Errorf("%s: %s is not JSON", op, what)
+		}
+		return json.RawMessage(s), nil
+	}
+	esc := url.PathEscape
+	switch op {
+	case "peek", "reset":
+		lim, err := raw(a[1], "LIMIT")
+		return adminCall{"POST", "/v1/keys/" + op, map[string]any{"key": a[0], "limit": lim}}, err
+	case "set-plan":
+		lims, err := raw(a[1], "LIMITS")
+		return adminCall{"PUT", "/v1/plans/" + esc(a[0]), map[string]any{"limits": lims}}, err
+	case "assign":
+		return adminCall{"PUT", "/v1/tenants/" + esc(a[0]) + "/plan", map[string]any{"plan": a[1]}}, nil
+	case "override":
+		return overrideCall(a, now)
+	case "clear-override":
+		return adminCall{"DELETE", "/v1/tenants/" + esc(a[0]) + "/overrides/" + esc(a[1]), nil}, nil
+	case "usage":
+		return adminCall{"GET", "/v1/usage?" + url.Values{"key": {a[0]}}.Encode(), nil}, nil
+	}
+	q := url.Values{"from": {a[0]}, "to": {a[1]}}
+	if len(a) == 3 {
+		q.Set("format", a[2])
+	}
+	return adminCall{"GET", "/v1/ledger?" + q.Encode(), nil}, nil
+}
+
+// overrideCall is the override operation's call: EXPIRES is an RFC 3339
+// time or a duration from now.
+func overrideCall(a []string, now time.Time) (adminCall, error) {
+	if !json.Valid([]byte(a[2])) {
+		return adminCall{}, errors.New("override: LIMIT is not JSON")
+	}
+	body := map[string]any{"limit": json.RawMessage(a[2])}
+	if len(a) == 4 {
+		exp, err := time.Parse(time.RFC3339, a[3])
+		if err != nil {
+			d, derr := time.ParseDuration(a[3])
+			if derr != nil || d <= 0 {
+				return adminCall{}, fmt.Errorf("override: EXPIRES %q is neither an RFC 3339 time nor a positive duration", a[3])
+			}
+			exp = now.Add(d)
+		}
+		body["expires"] = exp.UTC().Format(time.RFC3339Nano)
+	}
+	return adminCall{"PUT", "/v1/tenants/" + url.PathEscape(a[0]) + "/overrides/" + url.PathEscape(a[1]), body}, nil
+}
+
+// httpClient returns the client of c's TLS settings.
+func (c *adminClient) httpClient(ctx context.Context) (*http.Client, error) {
+	tc := &tls.Config{MinVersion: tls.VersionTLS12}
+	if c.ca != "" {
+		pem, err := safefile.Read(ctx, c.ca, maxTLSFileBytes)
+		if err != nil {
+			return nil, usageErr{err}
+		}
+		tc.RootCAs = x509.NewCertPool()
+		if !tc.RootCAs.AppendCertsFromPEM(pem) {
+			return nil, usageErr{fmt.Errorf("%s holds no PEM certificate", c.ca)}
+		}
+	}
+	if (c.cert == "") != (c.key == "") {
+		return nil, usageErr{errors.New("-cert and -key go together")}
+	}
+	if c.cert != "" {
+		pair, err := tls.LoadX509KeyPair(c.cert, c.key)
+		if err != nil {
+			return nil, usageErr{err}
+		}
+		tc.Certificates = []tls.Certificate{pair}
+	}
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	tr.TLSClientConfig = tc
+	return &http.Client{Transport: tr}, nil
+}
+
+// token returns the bearer token, "" for none.
+func (c *adminClient) token(ctx context.Context) (string, error) {
+	if c.tokenFile == "" {
+		return strings.TrimSpace(os.Getenv(adminTokenEnv)), nil
+	}
+	b, err := safefile.Read(ctx, c.tokenFile, 4<<10)
+	if err != nil {
+		return "", usageErr{err}
+	}
+	return strings.TrimSpace(string(b)), nil
+}
+
+// do makes call and copies a successful answer to stdout.
+func (c *adminClient) do(ctx context.Context, call adminCall, stdout io.Writer) error {
+	timeout := c.timeout
+	if strings.HasPrefix(call.path, "/v1/ledger") {
+		timeout *= 10
+	}
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	hc, err := c.httpClient(ctx)
+	if err != nil {
+		return err
+	}
+	req, err := c.request(ctx, call)
+	if err != nil {
+		return err
+	}
+	resp, err := hc.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode/100 != 2 {
+		b, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
+		var e struct{ Error string }
+		if json.Unmarshal(b, &e) != nil || e.Error == "" {
+			e.Error = strings.TrimSpace(string(b))
+		}
+		return fmt.Errorf("%s %s: %s: %s", call.method, req.URL.Path, resp.Status, e.Error)
+	}
+	if resp.StatusCode == http.StatusNoContent {
+		_, err = io.WriteString(stdout, "ok\n")
+		return err
+	}
+	_, err = io.Copy(stdout, resp.Body)
+	return err
+}
+
+// request builds call's request with its body and token.
+func (c *adminClient) request(ctx context.Context, call adminCall) (*http.Request, error) {
+	var body io.Reader
+	if call.body != nil {
+		b, err := json.Marshal(call.body)
+		if err != nil {
+			return nil, usageErr{err}
+		}
+		body = bytes.NewReader(b)
+	}
+	base, err := url.Parse(strings.TrimRight(c.base, "/"))
+	if err != nil || (base.Scheme != "http" && base.Scheme != "https") || base.Host == "" {
+		return nil, usageErr{fmt.Errorf("-url %q: want http://host:port or https://host:port", c.base)}
+	}
+	req, err := http.NewRequestWithContext(ctx, call.method, base.String()+call.path, body)
+	if err != nil {
+		return nil, usageErr{err}
+	}
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	tok, err := c.token(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if tok != "" {
+		req.Header.Set("Authorization", "Bearer "+tok)
+	}
+	return req, nil
+}

@@ -70,13 +70,14 @@ func valueToMetricName(domain string, r *config.RateLimit, d *rlpb.RateLimitDesc
 }
 
 // isQuota reports whether a plan's descriptor counts as a quota: its rule
-// has quota_mode, or under Config.QuotaMode any descriptor but an
-// unlimited one, a descriptor without a rule included.
+// has quota_mode, or under Config.QuotaMode any descriptor, a descriptor
+// without a rule included; never one whose rule is unlimited, as in
+// envoyproxy/ratelimit.
 func (s *Service) isQuota(p *plan) bool {
-	if s.quota {
-		return p.rule == nil || !p.rule.Unlimited
+	if p.rule != nil && p.rule.Unlimited {
+		return false
 	}
-	return p.rule != nil && p.rule.QuotaMode
+	return s.quota || p.rule != nil && p.rule.QuotaMode
 }
 
 // overall returns the response's code, as envoyproxy/ratelimit's quota

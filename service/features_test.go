@@ -337,3 +337,23 @@ func normJSON(t *testing.T, b []byte) string {
 	}
 	return string(out)
 }
+
+// An unlimited rule with quota_mode is not a quota (as under QUOTA_MODE):
+// beside a quota over its limit, it does not keep the answer OK.
+func TestUnlimitedRuleWithQuotaModeIsNotAQuota(t *testing.T) {
+	h := start(t, t0, service.Config{Rules: parseRules(t, `
+domain: d
+descriptors:
+  - key: q
+    quota_mode: true
+    rate_limit: {unit: minute, requests_per_unit: 1}
+  - key: free
+    quota_mode: true
+    rate_limit: {unlimited: true}
+`)})
+	decideOne(t, h, request("d", 0, desc("q", "a")))
+	resp := decideOne(t, h, request("d", 0, desc("q", "a"), desc("free", "a")))
+	if resp.GetOverallCode() != pb.RateLimitResponse_OVER_LIMIT {
+		t.Errorf("the only quota over, beside an unlimited one: overall %v, want OVER_LIMIT", resp.GetOverallCode())
+	}
+}

@@ -111,7 +111,30 @@ type Policy struct {
 	// RejectMissing.
 	OnMissingKey MissingKey
 	// Shadow evaluates and logs the policy without ever refusing a request.
+	// A shadow policy neither settles nor counts responses.
 	Shadow bool
+	// Settle, when not nil, settles each admitted request at its actual
+	// cost once the handler has answered (see Settle): reserve on the
+	// estimate (Cost), then refund the surplus or charge the shortfall.
+	// The Limiter must be a sluice.Refunder and a sluice.Charger.
+	Settle *Settle
+	// CountOnly, when not empty, makes the policy count responses rather
+	// than requests: a request is refused only while the key has no unit
+	// left (spending nothing; Retry-After is when the key's state resets,
+	// at the latest), and each response whose status is in the set spends
+	// one unit once the handler has answered, e.g. 401 and 403 for
+	// failed logins, 404 for scanners. The Limiter must be a
+	// sluice.Charger and a sluice.Peeker.
+	CountOnly StatusSet
+	// Penalty, when positive, is a penalty box: a key that breaks the
+	// policy (a request refused; with CountOnly, the counted response
+	// that leaves no unit; with Settle, a charge that leaves it in debt)
+	// is refused for Penalty, whatever it has left, with the reason header
+	// naming the policy. The box is kept in the Limiter (one unit per
+	// Penalty under the key "\x00box:<policy's key>"), so that replicas
+	// sharing a store share it. The Limiter must be a sluice.Charger and
+	// a sluice.Peeker.
+	Penalty time.Duration
 }
 
 // ConcurrencyPolicy bounds the requests in flight at once, per key (Key
@@ -399,6 +422,9 @@ func compilePolicy(limiter sluice.Limiter, p Policy) (compiled, error) {
 	if p.Key == nil {
 		return compiled{}, fmt.Errorf("httplimit: policy %q has no key function", p.Name)
 	}
+	if err := checkAfter(limiter, &p); err != nil {
+		return compiled{}, err
+	}
 	h := rlheader.Policy{Name: p.Name, Quota: int64(p.Limit.Rate)}
 	if p.Limit.Period%time.Second == 0 {
 		h.Window = p.Limit.Period // w is whole seconds; otherwise it is left out
@@ -552,7 +578,7 @@ func (m *Middleware) spend(ctx context.Context, p *compiled, key string, cost in
 		d, err = p.q.ReserveN(ctx, key, cost)
 		res, wait = d.Result, d.Delay
 	} else {
-		res, err = m.cfg.Limiter.AllowN(ctx, key, p.Limit, cost)
+		res, err = m.decide(ctx, p, key, cost) // AllowN, or a penalty box or a count (after.go)
 	}
 	if m.cfg.Metrics != nil {
 		m.cfg.Metrics.latency(p.Name, time.Since(start))
@@ -612,6 +638,11 @@ func (m *Middleware) serveInFlight(w http.ResponseWriter, r *http.Request, decis
 			return
 		}
 		defer c.release(key) // runs even if next panics
+	}
+	if needsAfter(decisions) { // a policy settles or counts once the handler has answered
+		sw := &statusWriter{ResponseWriter: w}
+		defer m.afterResponse(r, sw, decisions)
+		w = sw
 	}
 	if len(m.adaptive) > 0 {
 		m.serveAdaptive(w, r, decisions, next)
@@ -777,7 +808,7 @@ func (m *Middleware) giveBack(ctx context.Context, ds []decision) {
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
 	defer cancel()
 	for _, d := range ds {
-		if d.res.Allowed {
+		if d.res.Allowed && d.p.CountOnly.IsEmpty() { // a policy that counts responses spent nothing yet
 			rf.RefundN(rctx, d.key, d.p.Limit, d.cost)
 		}
 	}

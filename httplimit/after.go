@@ -1,0 +1,287 @@
+package httplimit
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/sluicehq/sluice"
+)
+
+// DefaultCostHeader is the response header (or trailer) a policy with a
+// Settle reads the actual cost from when Settle.Header is empty.
+const DefaultCostHeader = "Sluice-Cost"
+
+// Settle says where a policy finds a request's actual cost once the handler
+// has answered: the request was admitted on its estimated cost (Policy.Cost,
+// or 1), and the difference is settled then, refunded when the actual cost
+// is lower, charged when it is higher, into debt if need be (see
+// sluice.Charger), so that the key's next requests wait what it owes and
+// their headers say so. What the response itself reported was the estimate.
+type Settle struct {
+	// Header is the response header or trailer that holds the actual cost,
+	// a decimal integer of at least 0 (up to 18 digits). Empty means
+	// DefaultCostHeader. A response without it, or with anything else in
+	// it, leaves the estimate spent (a bad value is logged).
+	Header string
+	// Cost, when not nil, returns the actual cost instead of Header, from
+	// the request, the status answered and the response's header map
+	// (trailers included, under http.TrailerPrefix when the handler
+	// declared none); ok false leaves the estimate spent.
+	Cost func(r *http.Request, status int, h http.Header) (cost int, ok bool)
+}
+
+// maxCostDigits bounds the digits of a cost header: work bounded by the
+// bytes the upstream sent, and no overflow.
+const maxCostDigits = 18
+
+// StatusSet is a set of HTTP statuses (100 to 599), for a policy that counts
+// only the responses it matches. The zero StatusSet is empty.
+type StatusSet struct{ bits [8]uint64 }
+
+// ParseStatusSet returns the set of the statuses items name: each an exact
+// status ("401") or a class ("4xx", "5xx").
+func ParseStatusSet(items ...string) (StatusSet, error) {
+	var s StatusSet
+	for _, it := range items {
+		if len(it) == 3 && it[0] >= '1' && it[0] <= '5' && strings.EqualFold(it[1:], "xx") {
+			base := int(it[0]-'0') * 100
+			for c := base; c < base+100; c++ {
+				s.Add(c)
+			}
+			continue
+		}
+		c, err := strconv.Atoi(it)
+		if err != nil || len(it) != 3 || c < 100 || c > 599 {
+			return StatusSet{}, fmt.Errorf("httplimit: %q is not a status (100 to 599) or a class (1xx to 5xx)", it)
+		}
+		s.Add(c)
+	}
+	return s, nil
+}
+
+// Add puts status in the set; a status outside 100 to 599 is ignored.
+func (s *StatusSet) Add(status int) {
+	if status >= 100 && status <= 599 {
+		i := status - 100
+		s.bits[i/64] |= 1 << (i % 64)
+	}
+}
+
+// Has reports whether status is in the set.
+func (s *StatusSet) Has(status int) bool {
+	if status < 100 || status > 599 {
+		return false
+	}
+	i := status - 100
+	return s.bits[i/64]&(1<<(i%64)) != 0
+}
+
+// IsEmpty reports whether the set holds no status.
+func (s *StatusSet) IsEmpty() bool { return s.bits == [8]uint64{} }
+
+// checkAfter checks what p asks of the limiter after the response (Settle,
+// CountOnly) and for its penalty box: the capabilities it needs, and a box
+// limit the limiter can hold.
+func checkAfter(limiter sluice.Limiter, p *Policy) error {
+	_, charges := limiter.(sluice.Charger)
+	if p.Settle != nil || !p.CountOnly.IsEmpty() || p.Penalty > 0 {
+		if p.Queue != nil {
+			return fmt.Errorf("httplimit: policy %q: Settle, CountOnly and Penalty do not go with a Queue", p.Name)
+		}
+		if !charges {
+			return fmt.Errorf("httplimit: policy %q: %w: %T has no ChargeN", p.Name, sluice.ErrCannotSettle, limiter)
+		}
+	}
+	if _, ok := limiter.(sluice.Refunder); p.Settle != nil && !ok {
+		return fmt.Errorf("httplimit: policy %q: %w: %T has no RefundN", p.Name, sluice.ErrCannotSettle, limiter)
+	}
+	if p.Settle != nil && p.Settle.Header != "" && p.Settle.Cost == nil {
+		for i := 0; i < len(p.Settle.Header); i++ {
+			if c := p.Settle.Header[i]; c <= ' ' || c >= 0x7f || c == ':' {
+				return fmt.Errorf("httplimit: policy %q: %q is not a header name", p.Name, p.Settle.Header)
+			}
+		}
+	}
+	if p.Settle != nil && !p.CountOnly.IsEmpty() {
+		return fmt.Errorf("httplimit: policy %q: Settle and CountOnly exclude each other (a counted response costs 1)", p.Name)
+	}
+	if p.Penalty < 0 {
+		return fmt.Errorf("httplimit: policy %q: penalty %v is negative", p.Name, p.Penalty)
+	}
+	if p.Penalty > 0 {
+		if _, ok := limiter.(sluice.Peeker); !ok {
+			return fmt.Errorf("httplimit: policy %q: a penalty box needs a limiter that can Peek; %T cannot", p.Name, limiter)
+		}
+		box := boxLimit(p.Penalty)
+		if err := box.Validate(); err != nil {
+			return fmt.Errorf("httplimit: policy %q: penalty %v: %w", p.Name, p.Penalty, err)
+		}
+		if v, ok := limiter.(sluice.LimitValidator); ok {
+			if err := v.ValidateLimit(box); err != nil {
+				return fmt.Errorf("httplimit: policy %q: penalty %v: %w", p.Name, p.Penalty, err)
+			}
+		}
+	}
+	return nil
+}
+
+// boxLimit is the limit of a penalty box of d: one unit per d, so that a
+// charge of one empties it until d has passed, to the nanosecond.
+func boxLimit(d time.Duration) sluice.Limit {
+	return sluice.Limit{Algorithm: sluice.TokenBucket, Rate: 1, Period: d, Burst: 1}
+}
+
+// boxPrefix starts a penalty box's key: no policy's key starts with a NUL
+// byte (every key starts with its policy's printable name).
+const boxPrefix = "\x00box:"
+
+// boxKey is the key of key's penalty box (key is a policy's final key).
+func boxKey(key string) string {
+	k := boxPrefix + key
+	if len(k) > sluice.MaxKeyLen {
+		return sluice.HashKey(boxPrefix, k)
+	}
+	return k
+}
+
+// decide is p's decision on key: refused while the key is in p's penalty
+// box; for a policy that counts responses, a look at the count (refused
+// when none is left, spending nothing); else AllowN, and a refusal puts the
+// key in the box.
+func (m *Middleware) decide(ctx context.Context, p *compiled, key string, cost int) (sluice.Result, error) {
+	if p.Penalty > 0 {
+		if res, boxed, err := m.boxed(ctx, p, key); err != nil || boxed {
+			return res, err
+		}
+	}
+	if !p.CountOnly.IsEmpty() {
+		res, err := m.cfg.Limiter.(sluice.Peeker).Peek(ctx, key, p.Limit)
+		if err == nil && res.Allowed && res.Remaining == 0 {
+			// Nothing left: a request now would be over the count. The
+			// key waits, at the latest, until its state resets.
+			res.Allowed, res.RetryAfter = false, res.ResetAfter
+		}
+		return res, err
+	}
+	res, err := m.cfg.Limiter.AllowN(ctx, key, p.Limit, cost)
+	if err == nil && !res.Allowed && p.Penalty > 0 {
+		return m.box(ctx, p, key)
+	}
+	return res, err
+}
+
+// boxed reports whether key is in a penalty box, and the refusal if so.
+func (m *Middleware) boxed(ctx context.Context, p *compiled, key string) (sluice.Result, bool, error) {
+	// Under a box of any length, the key is boxed while its theoretical
+	// arrival time is ahead: a penalty changed by a reload keeps a box
+	// already running to its end.
+	res, err := m.cfg.Limiter.(sluice.Peeker).Peek(ctx, boxKey(key), boxLimit(p.Penalty))
+	if err != nil || res.Remaining > 0 {
+		return sluice.Result{}, false, err
+	}
+	return sluice.Result{RetryAfter: res.ResetAfter, ResetAfter: res.ResetAfter}, true, nil
+}
+
+// box puts key in p's penalty box for p.Penalty and returns the refusal.
+func (m *Middleware) box(ctx context.Context, p *compiled, key string) (sluice.Result, error) {
+	if _, err := m.cfg.Limiter.(sluice.Charger).ChargeN(ctx, boxKey(key), boxLimit(p.Penalty), 1); err != nil {
+		return sluice.Result{}, err
+	}
+	m.cfg.Logger.Info("httplimit: key put in the penalty box", "policy", p.Name, "key", m.logKey(p.Name, key), "for", p.Penalty)
+	return sluice.Result{RetryAfter: p.Penalty, ResetAfter: p.Penalty}, nil
+}
+
+// needsAfter reports whether a decision asks for the response: a policy
+// that settles, or one that counts responses.
+func needsAfter(ds []decision) bool {
+	for i := range ds {
+		if ds[i].p.Settle != nil || !ds[i].p.CountOnly.IsEmpty() {
+			return true
+		}
+	}
+	return false
+}
+
+// afterResponse settles and counts, for each decision that asks, once the
+// handler has answered with sw's status: what outlives the request is
+// bounded by a second, as a refund is.
+func (m *Middleware) afterResponse(r *http.Request, sw *statusWriter, ds []decision) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), time.Second)
+	defer cancel()
+	status := sw.status()
+	for i := range ds {
+		d := &ds[i]
+		switch {
+		case d.p.Settle != nil:
+			if actual, ok := m.actualCost(r, d.p, status, sw.Header()); ok {
+				m.settle(ctx, d, actual)
+			}
+		case !d.p.CountOnly.IsEmpty() && d.p.CountOnly.Has(status):
+			m.count(ctx, d)
+		}
+	}
+}
+
+// actualCost reads the actual cost of a request under p from its Settle.
+func (m *Middleware) actualCost(r *http.Request, p *compiled, status int, h http.Header) (int, bool) {
+	if p.Settle.Cost != nil {
+		c, ok := p.Settle.Cost(r, status, h)
+		return max(c, 0), ok
+	}
+	name := p.Settle.Header
+	if name == "" {
+		name = DefaultCostHeader
+	}
+	v := h.Get(name)
+	if v == "" {
+		v = h.Get(http.TrailerPrefix + name)
+	}
+	if v == "" {
+		return 0, false
+	}
+	v = strings.TrimSpace(v)
+	if len(v) == 0 || len(v) > maxCostDigits || strings.IndexFunc(v, func(c rune) bool { return c < '0' || c > '9' }) >= 0 {
+		m.cfg.Logger.Warn("httplimit: the actual cost is not a whole number; the estimate stays spent", "policy", p.Name, "header", name, "value", strconv.Quote(v[:min(len(v), 32)]))
+		return 0, false
+	}
+	c, _ := strconv.Atoi(v) // 18 digits fit
+	return c, true
+}
+
+// settle makes d's request cost actual: the surplus of the estimate
+// refunded, the shortfall charged (into debt if need be). A charge that
+// leaves the key over its limit puts it in the penalty box, if p has one.
+func (m *Middleware) settle(ctx context.Context, d *decision, actual int) {
+	var err error
+	switch {
+	case actual < d.cost:
+		err = m.cfg.Limiter.(sluice.Refunder).RefundN(ctx, d.key, d.p.Limit, d.cost-actual)
+	case actual > d.cost:
+		var res sluice.Result
+		res, err = m.cfg.Limiter.(sluice.Charger).ChargeN(ctx, d.key, d.p.Limit, actual-d.cost)
+		if err == nil && !res.Allowed && d.p.Penalty > 0 {
+			_, err = m.box(ctx, d.p, d.key)
+		}
+	}
+	if err != nil {
+		m.cfg.Metrics.storeError(d.p.Name)
+		m.cfg.Logger.Warn("httplimit: settling the actual cost failed", "policy", d.p.Name, "err", err)
+	}
+}
+
+// count spends one unit of d's key for a response its policy counts; the
+// unit that leaves none puts the key in the penalty box, if p has one.
+func (m *Middleware) count(ctx context.Context, d *decision) {
+	res, err := m.cfg.Limiter.(sluice.Charger).ChargeN(ctx, d.key, d.p.Limit, 1)
+	if err == nil && d.p.Penalty > 0 && (res.Remaining == 0 || !res.Allowed) {
+		_, err = m.box(ctx, d.p, d.key)
+	}
+	if err != nil {
+		m.cfg.Metrics.storeError(d.p.Name)
+		m.cfg.Logger.Warn("httplimit: counting the response failed", "policy", d.p.Name, "err", err)
+	}
+}

@@ -142,6 +142,12 @@ func openServeStore(ctx context.Context, o *serveOptions, failureSet bool, log *
 	return o.remote.wrapRemote(st, o.localCache, log), nil
 }
 
+// pgDecisionTimeout bounds a decision on PostgreSQL before the failure
+// mode answers: longer than Redis's 50 ms (failsafe's default), since
+// decisions on one hot key queue on its row lock and, with few connections
+// in the pool, on the pool.
+const pgDecisionTimeout = 250 * time.Millisecond
+
 // openPostgres opens the PostgreSQL store at url (pgstore.Open), applying
 // the migrations first when migrate is set: then the database must answer
 // within firstConnect, or serve does not start. Without migrate nothing
@@ -180,7 +186,7 @@ func openPostgres(ctx context.Context, url, failure string, failureSet, migrate 
 		go pingUntilUp(bg, st, &up, log, done)
 	}
 	local := memstore.New(memstore.Config{})
-	return openedStore{limiter: st, failure: &service.FailurePolicy{Mode: mode, Local: local},
+	return openedStore{limiter: st, failure: &service.FailurePolicy{Mode: mode, Local: local, Timeout: pgDecisionTimeout},
 		close:     func() { stop(); <-done; st.Close(); local.Close() },
 		connected: up.Load}, nil
 }

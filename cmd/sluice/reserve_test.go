@@ -2,13 +2,17 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"log/slog"
+	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/internal/clocktest"
+	"github.com/sluicehq/sluice/internal/redistest"
 	"github.com/sluicehq/sluice/memstore"
 	"github.com/sluicehq/sluice/relief"
 )
@@ -86,5 +90,40 @@ func TestReservationsReleaseGivesBackWhatIsHeld(t *testing.T) {
 	admitN(t, r, "held", hour, 1)
 	if got := remaining("held", hour); got != 7 {
 		t.Errorf("after release a decision reserved a batch: %d left, want 7", got)
+	}
+}
+
+// Reservations in front of Redis: two processes with -reserve-units 4 on a
+// quota of 10 an hour hold units while they run; once both have shut down
+// (giving back what they held), a third without reservations admits the
+// rest, so the three admit exactly 10.
+func TestServeReservationsOnRedisAreRefundedAtShutdown(t *testing.T) {
+	srv := redistest.Single(t)
+	path := filepath.Join(t.TempDir(), "q.yaml")
+	writeFile(t, path, strings.ReplaceAll(cfgQuota(10), "unit: day", "unit: hour"))
+	hour := time.Now().Truncate(time.Hour)
+	store := "redis://" + srv.Addr + "/" + fmt.Sprint(time.Now().UnixNano()%15+1) // a database of its own, most likely
+	admitted := 0
+	for _, args := range [][]string{{"-reserve-units", "4", "-reserve-hold", "1h"}, {"-reserve-units", "4", "-reserve-hold", "1h"}, nil} {
+		s := launch(t, append([]string{"-config", path, "-store", store}, args...)...)
+		for range 3 {
+			if post(t, s.url, reqAlice) == 200 {
+				admitted++
+			}
+		}
+		if args == nil {
+			for range 10 {
+				if post(t, s.url, reqAlice) == 200 {
+					admitted++
+				}
+			}
+		}
+		s.stop(t)
+	}
+	if time.Now().Truncate(time.Hour) != hour {
+		t.Skip("the test straddled the hour, when the quota starts again")
+	}
+	if admitted != 10 {
+		t.Errorf("admitted %d in all, want exactly the quota, 10", admitted)
 	}
 }

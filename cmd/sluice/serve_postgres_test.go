@@ -94,6 +94,28 @@ func TestServeOnPostgres(t *testing.T) {
 		}
 	})
 
+	t.Run("a local share decides first in each process", func(t *testing.T) {
+		url := srv.Schema(t)
+		path := filepath.Join(t.TempDir(), "q.yaml")
+		writeFile(t, path, cfgQuota(10))
+		one, two := launch(t, "-config", path, "-store", url, "-local-share", "3"), launch(t, "-config", path, "-store", url, "-local-share", "3")
+		got := 0
+		for range 6 {
+			if post(t, one.url, reqAlice) == 200 {
+				got++
+			}
+		}
+		if got != 4 || storeCount(t, url) != 4 {
+			t.Errorf("one process admitted %d of 6 (the database counts %d); want its share of 10 in 3, rounded up: 4", got, storeCount(t, url))
+		}
+		for range 6 {
+			post(t, two.url, reqAlice)
+		}
+		if n := storeCount(t, url); n != 8 {
+			t.Errorf("two processes: the database counts %d, want two shares, 8", n)
+		}
+	})
+
 	t.Run("reservations hold at most B-1 per process and are refunded at shutdown", func(t *testing.T) {
 		testReservations(t, srv.Schema(t))
 	})

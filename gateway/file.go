@@ -81,11 +81,11 @@ func LoadFile(ctx context.Context, name string) (*File, error) {
 
 // The keys each block accepts.
 var (
-	fileKeys     = []string{"listen", "store", "upstream", "upstreams", "max_in_flight", "status", "conn_status", "dry_run", "headers", "hash_keys", "log_keys", "trusted_proxies", "forwarded_header", "upstream_timeout", "client_header_timeout", "client_body_timeout", "client_body_min_rate", "send_timeout", "keepalive_timeout", "store_error_status", "access_log", "client_max_body_size", "log_key_secret_file", "limits", "conns", "routes"}
-	upstreamKeys = []string{"name", "url", "max_in_flight", "preserve_host"}
+	fileKeys     = []string{"listen", "store", "upstream", "upstreams", "max_in_flight", "adaptive", "status", "conn_status", "dry_run", "headers", "hash_keys", "log_keys", "trusted_proxies", "forwarded_header", "upstream_timeout", "client_header_timeout", "client_body_timeout", "client_body_min_rate", "send_timeout", "keepalive_timeout", "store_error_status", "access_log", "client_max_body_size", "log_key_secret_file", "limits", "conns", "routes"}
+	upstreamKeys = []string{"name", "url", "max_in_flight", "adaptive", "preserve_host"}
 	limitKeys    = []string{"name", "key", "rate", "burst", "nodelay", "delay", "algorithm", "missing_key", "dry_run"}
 	connKeys     = []string{"name", "key", "max", "missing_key", "dry_run"}
-	routeKeys    = []string{"name", "match", "methods", "upstream", "limits", "conns"}
+	routeKeys    = []string{"name", "match", "methods", "upstream", "priority", "limits", "conns"}
 	// A route's limits entry, when it is a mapping: a limit named above
 	// with this route's own burst, as NGINX's limit_req zone=z burst=N in
 	// one location.
@@ -335,7 +335,7 @@ func (p *fileParser) upstreams(top map[string]*yaml.Node) error {
 func (p *fileParser) settings(top map[string]*yaml.Node) error {
 	c := &p.f.Config
 	if err := cmp.Or(
-		p.optInt(top, "max_in_flight", 0, 1<<30, &c.MaxInFlight),
+		p.maxInFlight(top, &c.MaxInFlight, &c.Adaptive),
 		// NGINX's limit_req_status and limit_conn_status accept 400 to 599.
 		p.optInt(top, "status", 400, 599, &c.StatusCode),
 		p.optInt(top, "conn_status", 400, 599, &c.ConcurrencyStatusCode),
@@ -480,7 +480,7 @@ func (p *fileParser) upstream(n *yaml.Node, before []Upstream) (Upstream, error)
 		return u, err
 	}
 	return u, cmp.Or(
-		p.optInt(m, "max_in_flight", 0, 1<<30, &u.MaxInFlight),
+		p.maxInFlight(m, &u.MaxInFlight, &u.Adaptive),
 		p.optBool(m, "preserve_host", &u.PreserveHost),
 	)
 }
@@ -773,6 +773,9 @@ func (p *fileParser) route(n *yaml.Node, mux *http.ServeMux, limits map[string]l
 		if !slices.ContainsFunc(p.f.Config.Upstreams, func(u Upstream) bool { return u.Name == rt.Upstream }) {
 			return rt, p.errf(v, "no upstream named %q", rt.Upstream)
 		}
+	}
+	if rt.Priority, err = p.routePriority(m["priority"], rt.Upstream); err != nil {
+		return rt, err
 	}
 	if rt.Policies, err = p.routeLimits(m["limits"], limits, rt.Name); err != nil {
 		return rt, err

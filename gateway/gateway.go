@@ -82,6 +82,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/adaptive"
 	"github.com/sluicehq/sluice/clientip"
 	"github.com/sluicehq/sluice/httplimit"
 	"github.com/sluicehq/sluice/request"
@@ -100,6 +101,10 @@ type Upstream struct {
 	// MaxInFlight is the most requests forwarded to this upstream at once;
 	// beyond it the gateway sheds load with 503. 0 means no limit.
 	MaxInFlight int
+	// Adaptive, when not nil, is an adaptive limit on the requests
+	// forwarded to this upstream at once, instead of MaxInFlight (which
+	// must then be 0); beyond it the gateway sheds load with 503.
+	Adaptive *Adaptive
 	// PreserveHost passes the client's Host header on, rather than the
 	// upstream's host (NGINX's proxy_set_header Host $host).
 	PreserveHost bool
@@ -129,6 +134,11 @@ type Route struct {
 	Policies []httplimit.Policy
 	// Concurrency are the route's in-flight limits per key (limit_conn).
 	Concurrency []httplimit.ConcurrencyPolicy
+	// Priority is the route's requests' priority under the adaptive
+	// limits (Config.Adaptive, Upstream.Adaptive): the lowest is shed
+	// first. The zero value is adaptive.Default; another needs an
+	// adaptive limit on the route's upstream or the gateway.
+	Priority adaptive.Priority
 }
 
 // Config configures a Gateway.
@@ -143,6 +153,10 @@ type Config struct {
 	// MaxInFlight is the most requests forwarded at once to all upstreams
 	// together; beyond it the gateway sheds load with 503. 0: no limit.
 	MaxInFlight int
+	// Adaptive, when not nil, is an adaptive limit on the requests
+	// forwarded at once to all upstreams together, taken before an
+	// upstream's own; beyond it the gateway sheds load with 503.
+	Adaptive *Adaptive
 	// ClientMaxBodySize is the largest request body accepted, in bytes
 	// (NGINX's client_max_body_size). A request whose Content-Length is
 	// larger is answered 413 once its route is known, before its body is
@@ -232,7 +246,10 @@ type Gateway struct {
 	mu       sync.Mutex
 	counters map[string]*atomic.Int64    // per upstream name, kept across Update
 	slots    map[string]*httplimit.Slots // per concurrency policy name, likewise
-	logMu    sync.Mutex
+	// adaptives are the adaptive limiters, "" the global one, else by
+	// "upstream:" and the upstream's name; kept across Update.
+	adaptives map[string]*adaptiveLimiter
+	logMu     sync.Mutex
 }
 
 // state is one configuration, compiled.
@@ -243,6 +260,10 @@ type state struct {
 	logMu    *sync.Mutex // the access log's, shared across Update
 	timeouts Timeouts    // cfg.Timeouts with defaults
 	maxBody  int64       // cfg.ClientMaxBodySize with its default; <= 0: no cap
+
+	global      *adaptive.Limiter            // cfg.Adaptive's
+	perUpstream map[string]*adaptive.Limiter // by upstream name, for those with Adaptive
+	priorities  map[string]adaptive.Priority // by route name, those not Default
 }
 
 type route struct {
@@ -339,6 +360,9 @@ func (g *Gateway) compile(cfg Config) (*state, error) {
 	if st.maxBody == 0 {
 		st.maxBody = DefaultClientMaxBodySize
 	}
+	if err := g.compileAdaptive(st, &cfg); err != nil {
+		return nil, err
+	}
 	names := map[string]bool{}
 	for _, rt := range cfg.Routes {
 		if rt.Name == "" {
@@ -352,7 +376,11 @@ func (g *Gateway) compile(cfg Config) (*state, error) {
 			return nil, err
 		}
 	}
-	st.fallback = &route{name: Unmatched, handler: g.forwarder(st, cfg.Upstreams[0], Unmatched)}
+	fwd, err := g.forwarder(st, cfg.Upstreams[0], Unmatched)
+	if err != nil {
+		return nil, err
+	}
+	st.fallback = &route{name: Unmatched, handler: fwd}
 	return st, nil
 }
 
@@ -432,7 +460,10 @@ func (g *Gateway) routeLimits(st *state, ups map[string]Upstream, rt Route) (fun
 	if !ok {
 		return nil, nil, fmt.Errorf("gateway: route %q: no upstream named %q", rt.Name, rt.Upstream)
 	}
-	h := g.forwarder(st, u, rt.Name)
+	h, err := g.forwarder(st, u, rt.Name)
+	if err != nil {
+		return nil, nil, err
+	}
 	if len(rt.Policies) == 0 && len(rt.Concurrency) == 0 {
 		return func(next http.Handler) http.Handler { return next }, h, nil
 	}
@@ -580,8 +611,8 @@ func rewrite(trusted *clientip.Resolver, u Upstream) func(*httputil.ProxyRequest
 }
 
 // forwarder returns the handler of route that sheds load beyond the
-// in-flight limits and forwards the rest to u.
-func (g *Gateway) forwarder(st *state, u Upstream, route string) http.Handler {
+// in-flight limits (fixed, then adaptive) and forwards the rest to u.
+func (g *Gateway) forwarder(st *state, u Upstream, route string) (http.Handler, error) {
 	target := u.URL
 	rp := &httputil.ReverseProxy{
 		Transport:  g.transport,
@@ -594,6 +625,21 @@ func (g *Gateway) forwarder(st *state, u Upstream, route string) http.Handler {
 	}
 	mine := g.counter(u.Name)
 	based := target.Path != "" && target.Path != "/"
+	forward, err := g.adaptiveShedding(st, u, route, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		st.cfg.Metrics.outcome(route, "forwarded")
+		st.cfg.Metrics.inflight(u.Name, 1)
+		defer st.cfg.Metrics.inflight(u.Name, -1)
+		if len(w.Header()) > 0 {
+			w = &keepHeaders{ResponseWriter: w, saved: maps.Clone(w.Header())}
+		}
+		if b, ok := r.Body.(*clientBody); ok && b.rest != nil {
+			w = &streamingBody{ResponseWriter: w, body: b} // for upstreamError
+		}
+		rp.ServeHTTP(w, r)
+	}))
+	if err != nil {
+		return nil, err
+	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if based {
 			var ok bool
@@ -613,17 +659,8 @@ func (g *Gateway) forwarder(st *state, u Upstream, route string) http.Handler {
 			st.shed(w, r, route, u.Name)
 			return
 		}
-		st.cfg.Metrics.outcome(route, "forwarded")
-		st.cfg.Metrics.inflight(u.Name, 1)
-		defer st.cfg.Metrics.inflight(u.Name, -1)
-		if len(w.Header()) > 0 {
-			w = &keepHeaders{ResponseWriter: w, saved: maps.Clone(w.Header())}
-		}
-		if b, ok := r.Body.(*clientBody); ok && b.rest != nil {
-			w = &streamingBody{ResponseWriter: w, body: b} // for upstreamError
-		}
-		rp.ServeHTTP(w, r)
-	})
+		forward.ServeHTTP(w, r)
+	}), nil
 }
 
 // underBase returns r with its path in canonical form, for an upstream

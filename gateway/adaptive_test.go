@@ -1,0 +1,197 @@
+package gateway_test
+
+import (
+	"io"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/sluicehq/sluice/adaptive"
+	"github.com/sluicehq/sluice/gateway"
+	"github.com/sluicehq/sluice/httplimit"
+	"github.com/sluicehq/sluice/rlheader"
+)
+
+// An upstream on loopback with 4 workers of 20 ms each, sent 40 requests
+// at once through a proxy file's max_in_flight: adaptive: the limit falls
+// from 40 towards the upstream's 4 workers, the excess is shed with 503,
+// Retry-After and the reason header naming the limit, the sheddable
+// route's requests first, and sluice_http_adaptive_limit shows the limit.
+func TestAdaptiveMaxInFlightShedsAnUpstreamPastCapacity(t *testing.T) {
+	up := newUpstream(t)
+	sem := make(chan struct{}, 4)
+	up.set(func(w http.ResponseWriter, r *http.Request) {
+		sem <- struct{}{}
+		time.Sleep(20 * time.Millisecond)
+		<-sem
+		io.WriteString(w, "ok")
+	})
+	f, err := gateway.ParseFile("proxy.yaml", []byte(`
+upstreams:
+  - name: app
+    url: `+up.URL+`
+    max_in_flight: adaptive
+    adaptive: {algorithm: aimd, latency_objective: 50ms, initial: 40, min: 2, max: 100, window: 100ms, min_samples: 5}
+routes:
+  - {name: batch, match: /batch/, priority: sheddable}
+  - {name: api, match: /api/, priority: critical}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg := prometheus.NewRegistry()
+	if f.Config.Limits, err = httplimit.NewMetrics(reg); err != nil {
+		t.Fatal(err)
+	}
+	_, srv := front(t, f.Config)
+	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 64}}
+	defer client.CloseIdleConnections()
+
+	var mu sync.Mutex
+	served, shed := map[string]int{}, map[string]int{}
+	var bad []string
+	deadline := time.Now().Add(3 * time.Second)
+	var wg sync.WaitGroup
+	for i := range 40 {
+		path := "/api/x"
+		if i%2 == 0 {
+			path = "/batch/x"
+		}
+		wg.Go(func() {
+			for time.Now().Before(deadline) {
+				resp, err := client.Get(srv.URL + path)
+				if err != nil {
+					mu.Lock()
+					bad = append(bad, err.Error())
+					mu.Unlock()
+					return
+				}
+				io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+				mu.Lock()
+				switch resp.StatusCode {
+				case http.StatusOK:
+					served[path]++
+				case http.StatusServiceUnavailable:
+					shed[path]++
+					if resp.Header.Get("Retry-After") == "" || resp.Header.Get(rlheader.HeaderReason) != "max_in_flight:app" {
+						bad = append(bad, "a 503 without Retry-After or the reason: "+resp.Header.Get(rlheader.HeaderReason))
+					}
+				default:
+					bad = append(bad, resp.Status)
+				}
+				mu.Unlock()
+				if resp.StatusCode != http.StatusOK {
+					time.Sleep(5 * time.Millisecond)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	limit := policyGauge(t, reg, "sluice_http_adaptive_limit", "max_in_flight:app")
+	t.Logf("limit %v; served %v; shed %v", limit, served, shed)
+	if len(bad) > 0 {
+		t.Fatalf("%d bad answers, first %s", len(bad), bad[0])
+	}
+	if limit > 20 {
+		t.Errorf("sluice_http_adaptive_limit = %v, want it fallen by half from 40 towards the upstream's 4 workers", limit)
+	}
+	rate := func(p string) float64 { return float64(shed[p]) / float64(shed[p]+served[p]) }
+	if !(rate("/batch/x") > rate("/api/x")) {
+		t.Errorf("refused: batch (sheddable) %.2f, api (critical) %.2f; want the sheddable route refused first", rate("/batch/x"), rate("/api/x"))
+	}
+	if served["/api/x"] == 0 {
+		t.Error("no critical request served")
+	}
+}
+
+// policyGauge returns the value of the gauge name whose policy label is
+// policy in reg.
+func policyGauge(t *testing.T, reg *prometheus.Registry, name, policy string) float64 {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() != name {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "policy" && l.GetValue() == policy {
+					return m.GetGauge().GetValue()
+				}
+			}
+		}
+	}
+	t.Fatalf("no %s{policy=%q}", name, policy)
+	return 0
+}
+
+// The priority header sets a request's priority from a trusted proxy,
+// and from any other client only lowers it below its route's: with the
+// limit full for sheddable requests, a critical route's request marked
+// sheddable is shed, and a default one marked critical is not raised.
+func TestAdaptivePriorityHeaderOnlyLowersFromUntrustedClients(t *testing.T) {
+	up := newUpstream(t)
+	entered, release := up.hold("/hold")
+	cfg := gateway.Config{
+		Upstreams: []gateway.Upstream{{Name: "app", URL: mustURL(t, up.URL), Adaptive: &gateway.Adaptive{
+			Limiter:        adaptive.Config{Initial: 2, Max: 2, SheddableShare: 0.5, DefaultShare: 0.5},
+			PriorityHeader: "X-Priority",
+		}}},
+		Routes: []gateway.Route{
+			{Name: "hold", Patterns: []string{"/hold"}},
+			{Name: "vip", Patterns: []string{"/vip"}, Priority: adaptive.Critical},
+			{Name: "plain", Patterns: []string{"/plain"}},
+		},
+	}
+	_, srv := front(t, cfg)
+	held := make(chan struct{})
+	go func() {
+		defer close(held)
+		if resp, err := srv.Client().Get(srv.URL + "/hold"); err == nil {
+			io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+		}
+	}()
+	defer func() { close(release); <-held }()
+	<-entered // one in flight: default and sheddable (share 1 of 2) are full
+	for _, c := range []struct {
+		path, prio string
+		want       int
+	}{
+		{"/vip", "sheddable", http.StatusServiceUnavailable},
+		{"/plain", "critical", http.StatusServiceUnavailable},
+		{"/vip", "", http.StatusOK},
+	} {
+		resp := getHeaders(t, srv.Client(), srv.URL+c.path, "X-Priority", c.prio)
+		if resp.StatusCode != c.want {
+			t.Errorf("%s with X-Priority %q: %d, want %d", c.path, c.prio, resp.StatusCode, c.want)
+		}
+	}
+}
+
+func TestAdaptiveFileErrors(t *testing.T) {
+	for _, c := range []struct{ yaml, want string }{
+		{"upstreams: [{name: a, url: 'http://x', adaptive: {min: 2}}]", "need max_in_flight: adaptive"},
+		{"upstreams: [{name: a, url: 'http://x', max_in_flight: lots}]", `max_in_flight "lots"`},
+		{"max_in_flight: adaptive\nadaptive: {algorithm: vegas}", "want gradient, gradient2 or aimd"},
+		{"max_in_flight: adaptive\nadaptive: {latency_objective: 10ms}", "latency_objective is aimd's"},
+		{"max_in_flight: adaptive\nadaptive: {min: 10, max: 5}", "above max"},
+		{"max_in_flight: adaptive\nadaptive: {algorithm: aimd, probe_interval: 1m}", "probe_interval is gradient's"},
+		{"max_in_flight: adaptive\nadaptive: {floor: 3}", "floor"},
+		{"upstream: 'http://x'\nroutes: [{name: r, match: /, priority: sheddable}]", "would act on nothing"},
+		{"max_in_flight: adaptive\nupstream: 'http://x'\nroutes: [{name: r, match: /, priority: urgent}]", `priority "urgent"`},
+	} {
+		_, err := gateway.ParseFile("proxy.yaml", []byte(c.yaml))
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: error %v, want one containing %q", c.yaml, err, c.want)
+		}
+	}
+}

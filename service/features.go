@@ -29,16 +29,20 @@ func shareEntries(r *config.RateLimit, entries []config.Entry) {
 
 // detailedName is the metrics name of a descriptor under a
 // detailed_metric rule, as envoyproxy/ratelimit builds it: the domain,
-// then ".key_value" per entry, the "_" even for an empty value; entries
-// hold the patterns of share_threshold levels.
-func detailedName(domain string, entries []config.Entry) string {
+// then ".key_value" per entry, the "_" even for an empty value unless the
+// rule has a share_threshold level (shared: envoyproxy/ratelimit then
+// writes just the key for an empty value); entries hold the patterns of
+// share_threshold levels.
+func detailedName(domain string, entries []config.Entry, shared bool) string {
 	var b strings.Builder
 	b.WriteString(domain)
 	for _, e := range entries {
 		b.WriteByte('.')
 		b.WriteString(e.Key)
-		b.WriteByte('_')
-		b.WriteString(e.Value)
+		if !shared || e.Value != "" {
+			b.WriteByte('_')
+			b.WriteString(e.Value)
+		}
 	}
 	return b.String()
 }
@@ -46,7 +50,8 @@ func detailedName(domain string, entries []config.Entry) string {
 // valueToMetricName is the metrics name of a descriptor under a rule with
 // value_to_metric on some level: r's FullKey, except that a level with
 // value_to_metric that matched by key only or by a wildcard names the
-// request's value instead (key_value, or just key for an empty value).
+// request's value instead (key_value, or just key for an empty value). A
+// share_threshold level keeps its pattern, as its values share a counter.
 func valueToMetricName(domain string, r *config.RateLimit, d *rlpb.RateLimitDescriptor) string {
 	var b strings.Builder
 	b.WriteString(domain)
@@ -58,7 +63,7 @@ func valueToMetricName(domain string, r *config.RateLimit, d *rlpb.RateLimitDesc
 		b.WriteByte('.')
 		b.WriteString(pe.Key)
 		v := pe.Value
-		if pe.ValueToMetric && (v == "" || pe.Wildcard) {
+		if pe.ValueToMetric && !pe.ShareThreshold && (v == "" || pe.Wildcard) {
 			v = e.GetValue()
 		}
 		if v != "" {

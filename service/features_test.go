@@ -58,8 +58,8 @@ descriptors:
 }
 
 // value_to_metric names the series by the request's value at a key-only
-// level; detailed_metric names it by the whole descriptor, "_" even for
-// an empty value, share_threshold levels by their pattern.
+// level; detailed_metric names it by the whole descriptor, share_threshold
+// levels by their pattern.
 func TestMetricNamesFromRequestValues(t *testing.T) {
 	rules := parseRules(t, `
 domain: d
@@ -83,8 +83,34 @@ descriptors:
 	if got := counter(t, h, "sluice_rls_hits_total", "d.route_checkout.user"); got != 1 {
 		t.Errorf("value_to_metric: hits under d.route_checkout.user = %v, want 1", got)
 	}
-	if got := counter(t, h, "sluice_rls_hits_total", "d.path_/api/*.tag_"); got != 1 {
-		t.Errorf("detailed_metric: hits under d.path_/api/*.tag_ = %v, want 1", got)
+	// With a share_threshold level, envoyproxy/ratelimit writes the other
+	// levels as its descriptorKey does: no "_" for an empty value.
+	if got := counter(t, h, "sluice_rls_hits_total", "d.path_/api/*.tag"); got != 1 {
+		t.Errorf("detailed_metric: hits under d.path_/api/*.tag = %v, want 1", got)
+	}
+}
+
+// At a share_threshold level the metrics name keeps the pattern, even
+// with value_to_metric on that level (the value would give each its own
+// series, where the values share one counter).
+func TestValueToMetricKeepsTheShareThresholdPattern(t *testing.T) {
+	rules := parseRules(t, `
+domain: d
+descriptors:
+  - key: files
+    value: files/*
+    share_threshold: true
+    value_to_metric: true
+    descriptors:
+      - key: user
+        value_to_metric: true
+        rate_limit: {unit: minute, requests_per_unit: 100}
+`)
+	h := start(t, t0, service.Config{Rules: rules})
+	decideOne(t, h, request("d", 0, desc("files", "files/a.pdf", "user", "bob")))
+	decideOne(t, h, request("d", 0, desc("files", "files/b.csv", "user", "bob")))
+	if got := counter(t, h, "sluice_rls_hits_total", "d.files_files/*.user_bob"); got != 2 {
+		t.Errorf("hits under d.files_files/*.user_bob = %v, want 2", got)
 	}
 }
 

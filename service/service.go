@@ -753,7 +753,7 @@ func (s *Service) label(domain string, r *config.RateLimit, p *plan) string {
 	case s.m == nil:
 		return r.FullKey // counted nowhere
 	case r.DetailedMetric:
-		return s.m.detailed(r.FullKey, detailedName(domain, p.entries))
+		return s.m.detailed(r.FullKey, detailedName(domain, p.entries, r.Shared))
 	case r.ValueToMetric:
 		return s.m.detailed(r.FullKey, valueToMetricName(domain, r, p.keyDesc))
 	}

@@ -1,0 +1,168 @@
+//go:build unix
+
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sluicehq/sluice/config"
+	"github.com/sluicehq/sluice/internal/pgtest"
+	"github.com/sluicehq/sluice/service"
+)
+
+// adminCLI runs `sluice admin` against url with the token in tokenFile.
+func adminCLI(t *testing.T, url, tokenFile string, args ...string) (code int, stdout, stderr string) {
+	t.Helper()
+	var out, errb bytes.Buffer
+	all := append([]string{"admin", "-url", url}, args...)
+	if tokenFile != "" {
+		all = append([]string{"admin", "-url", url, "-token-file", tokenFile}, args...)
+	}
+	code = run(all, &out, &errb)
+	return code, out.String(), errb.String()
+}
+
+// Every admin operation round-trips through the CLI to a real serve on
+// PostgreSQL: a plan raises a tenant's quota on the next decision, an
+// override lowers it, peek and usage report the count the store holds,
+// usage equals the ledger export (CSV and JSON), reset gives the units
+// back, clearing twice and assigning a missing plan fail with 404, a call
+// without a token fails with 401, and every call is in the audit log.
+func TestAdminCLIRoundTripsEveryOperation(t *testing.T) {
+	srv := pgtest.StartServer(t)
+	url := srv.Schema(t)
+	dir := t.TempDir()
+	cfg, tokenFile := filepath.Join(dir, "q.yaml"), filepath.Join(dir, "token")
+	writeFile(t, cfg, cfgQuota(2))
+	writeFile(t, tokenFile, "a-long-enough-admin-token\n")
+	s := launch(t, "-config", cfg, "-store", url, "-plans", url, "-plans-tenant-key", "user",
+		"-admin-addr", "127.0.0.1:0", "-admin-token-file", tokenFile)
+	m := regexp.MustCompile(`admin API.*?(http://127\.0\.0\.1:\d+)`).FindStringSubmatch(s.stderr.String())
+	if m == nil {
+		t.Fatalf("no admin API address in the log: %s", s.stderr.String())
+	}
+	api := m[1]
+	ok := func(args ...string) string {
+		t.Helper()
+		code, out, errs := adminCLI(t, api, tokenFile, args...)
+		if code != 0 {
+			t.Fatalf("sluice admin %v: exit %d: %s", args, code, errs)
+		}
+		return out
+	}
+	reqBob := strings.ReplaceAll(reqAlice, "alice", "bob")
+
+	if out := ok("set-plan", "pro", `{"q.user": {"rate": 5, "period": "24h"}}`); out != "ok\n" {
+		t.Errorf("set-plan printed %q", out)
+	}
+	ok("assign", "alice", "pro")
+	var codes []int
+	for range 4 {
+		codes = append(codes, post(t, s.url, reqAlice), post(t, s.url, reqBob))
+	}
+	if fmt.Sprint(codes) != "[200 200 200 200 200 429 200 429]" {
+		t.Errorf("alice (pro: 5/day) and bob (the rule's 2/day) alternating: %v", codes)
+	}
+	ok("override", "alice", "q.user", `{"rate": 1, "period": "24h"}`, "1h")
+	if c := post(t, s.url, reqAlice); c != 429 {
+		t.Errorf("alice after an override of 1/day: %d, want 429", c)
+	}
+
+	key := service.StoreKey("", "q", []config.Entry{{Key: "user", Value: "alice"}})
+	if out := ok("peek", key, `{"rate": 5, "period": "24h"}`); !strings.Contains(out, `"remaining":1`) {
+		t.Errorf("peek of alice under 5/day: %s, want remaining 1 (4 spent)", out)
+	}
+	var usage struct {
+		Periods []struct {
+			Start string
+			Count int64
+		}
+	}
+	if err := json.Unmarshal([]byte(ok("usage", key)), &usage); err != nil || len(usage.Periods) != 1 || usage.Periods[0].Count != 4 {
+		t.Fatalf("usage of alice: %+v (%v), want one period of 4", usage, err)
+	}
+	from, to := time.Now().Add(-48*time.Hour).UTC().Format(time.RFC3339), time.Now().Add(time.Hour).UTC().Format(time.RFC3339)
+	var ledger []struct {
+		Key   string
+		Start string
+		Count int64
+	}
+	if err := json.Unmarshal([]byte(ok("ledger", from, to, "json")), &ledger); err != nil {
+		t.Fatal(err)
+	}
+	counts := map[string]int64{}
+	for _, e := range ledger {
+		counts[e.Key] += e.Count
+		if e.Key == key && e.Start != usage.Periods[0].Start {
+			t.Errorf("ledger period of alice starts %s, usage says %s", e.Start, usage.Periods[0].Start)
+		}
+	}
+	bobKey := service.StoreKey("", "q", []config.Entry{{Key: "user", Value: "bob"}})
+	if len(ledger) != 2 || counts[key] != usage.Periods[0].Count || counts[bobKey] != 2 {
+		t.Errorf("ledger %+v, want alice %d (as usage) and bob 2", ledger, usage.Periods[0].Count)
+	}
+	csv := ok("ledger", from, to, "csv")
+	if lines := strings.Split(strings.TrimSpace(csv), "\n"); len(lines) != 3 || !strings.HasPrefix(lines[0], "key,start,end,count,quota,updated") {
+		t.Errorf("CSV ledger: %q", csv)
+	}
+
+	if out := ok("reset", key, `{"rate": 5, "period": "24h"}`); !strings.Contains(out, `"refunded":4`) || !strings.Contains(out, `"remaining":5`) {
+		t.Errorf("reset of alice: %s, want 4 refunded, 5 remaining", out)
+	}
+	ok("clear-override", "alice", "q.user")
+	if c := post(t, s.url, reqAlice); c != 200 {
+		t.Errorf("alice after reset and clearing the override (pro: 5/day): %d, want 200", c)
+	}
+	if code, _, errs := adminCLI(t, api, tokenFile, "clear-override", "alice", "q.user"); code != 1 || !strings.Contains(errs, "404") {
+		t.Errorf("clearing twice: exit %d %q, want 1 with 404", code, errs)
+	}
+	if code, _, errs := adminCLI(t, api, tokenFile, "assign", "alice", "gold"); code != 1 || !strings.Contains(errs, "404") {
+		t.Errorf("assigning a missing plan: exit %d %q, want 1 with 404", code, errs)
+	}
+	if code, _, errs := adminCLI(t, api, "", "usage", key); code != 1 || !strings.Contains(errs, "401") {
+		t.Errorf("no token: exit %d %q, want 1 with 401", code, errs)
+	}
+	log := s.stderr.String()
+	for _, op := range []string{"PUT /v1/plans/{plan}", "PUT /v1/tenants/{tenant}/plan", "PUT /v1/tenants/{tenant}/overrides/{name}",
+		"DELETE /v1/tenants/{tenant}/overrides/{name}", "POST /v1/keys/peek", "POST /v1/keys/reset", "GET /v1/usage", "GET /v1/ledger"} {
+		if !strings.Contains(log, op) {
+			t.Errorf("the audit log has no line of %s", op)
+		}
+	}
+	if n := strings.Count(log, "admin call"); n != 12 {
+		t.Errorf("%d audit lines, want 12 (one per call)", n)
+	}
+}
+
+// Settings that could not be acted on are refused at start (exit 2): admin
+// flags without -admin-addr, an admin listener nobody can authenticate to.
+func TestServeRefusesAdminSettingsItCannotActOn(t *testing.T) {
+	for _, args := range [][]string{
+		{"-admin-token-file", "/nonexistent"},
+		{"-admin-addr", "127.0.0.1:0"},
+		{"-plans-staleness", "2s"},
+		{"-plans", "redis://localhost:6379"},
+		{"-admin-addr", "127.0.0.1:0", "-admin-tls-cert", "c.pem"},
+	} {
+		var out, errb bytes.Buffer
+		if code := run(append([]string{"serve", "-http-addr", "127.0.0.1:0", "-grpc-addr", "127.0.0.1:0"}, args...), &out, &errb); code != 2 {
+			t.Errorf("serve %v: exit %d (%s), want 2", args, code, errb.String())
+		}
+	}
+}
+
+// A port alone, or :port, puts the admin listener on loopback.
+func TestAdminAddrDefaultsToLoopback(t *testing.T) {
+	for in, want := range map[string]string{"9901": "127.0.0.1:9901", ":9901": "127.0.0.1:9901", "0.0.0.0:9901": "0.0.0.0:9901", "[::1]:9901": "[::1]:9901"} {
+		if got := adminAddr(in); got != want {
+			t.Errorf("adminAddr(%q) = %q, want %q", in, got, want)
+		}
+	}
+}

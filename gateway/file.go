@@ -83,13 +83,13 @@ func LoadFile(ctx context.Context, name string) (*File, error) {
 var (
 	fileKeys     = []string{"listen", "store", "upstream", "upstreams", "max_in_flight", "adaptive", "status", "conn_status", "dry_run", "headers", "hash_keys", "log_keys", "trusted_proxies", "forwarded_header", "upstream_timeout", "client_header_timeout", "client_body_timeout", "client_body_min_rate", "send_timeout", "keepalive_timeout", "store_error_status", "access_log", "client_max_body_size", "log_key_secret_file", "limits", "conns", "routes"}
 	upstreamKeys = []string{"name", "url", "max_in_flight", "adaptive", "preserve_host"}
-	limitKeys    = []string{"name", "key", "rate", "burst", "nodelay", "delay", "algorithm", "missing_key", "dry_run"}
+	limitKeys    = []string{"name", "key", "rate", "burst", "nodelay", "delay", "algorithm", "missing_key", "dry_run", "count_responses", "penalty"}
 	connKeys     = []string{"name", "key", "max", "missing_key", "dry_run"}
 	routeKeys    = []string{"name", "match", "methods", "upstream", "priority", "limits", "conns"}
 	// A route's limits entry, when it is a mapping: a limit named above
 	// with this route's own burst, as NGINX's limit_req zone=z burst=N in
 	// one location.
-	routeLimitKeys = []string{"name", "burst", "nodelay", "delay"}
+	routeLimitKeys = []string{"name", "burst", "nodelay", "delay", "cost_from_response_header"}
 )
 
 // ParseFile parses a proxy configuration. Every error is a *config.Error
@@ -494,6 +494,9 @@ type limitSpec struct {
 	queue   *queue.Config
 	missing httplimit.MissingKey
 	shadow  bool
+	// countOnly and penalty: count_responses and penalty (afterfile.go).
+	countOnly httplimit.StatusSet
+	penalty   time.Duration
 }
 
 type connSpec struct {
@@ -560,6 +563,9 @@ func (p *fileParser) limit(n *yaml.Node, res *clientip.Resolver, limits map[stri
 		}
 	}
 	if l.missing, err = p.missing(m["missing_key"]); err != nil {
+		return l, err
+	}
+	if err := p.countAndPenalty(m, &l); err != nil {
 		return l, err
 	}
 	return l, p.optBool(m, "dry_run", &l.shadow)
@@ -917,6 +923,15 @@ func (p *fileParser) routeLimit(n *yaml.Node, limits map[string]limitSpec, route
 	pol = httplimit.Policy{
 		Name: l.name, Limit: l.limit, Queue: l.queue, Key: l.key(route),
 		OnMissingKey: l.missing, Shadow: l.shadow,
+		CountOnly: l.countOnly, Penalty: l.penalty,
+	}
+	if v := m["cost_from_response_header"]; v != nil {
+		if pol.Settle, err = p.costHeader(v, l); err != nil {
+			return pol, err
+		}
+		if len(m) == 2 {
+			return pol, nil
+		}
 	}
 	if len(m) <= 1 {
 		return pol, nil

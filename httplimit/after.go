@@ -106,6 +106,9 @@ func checkAfter(limiter sluice.Limiter, p *Policy) error {
 			}
 		}
 	}
+	if a := p.Limit.Algorithm; (p.Settle != nil || !p.CountOnly.IsEmpty()) && a != sluice.TokenBucket && a != sluice.FixedWindow && a != sluice.SlidingWindow {
+		return fmt.Errorf("httplimit: policy %q: %w: %v cannot carry a debt (use token_bucket, fixed_window or sliding_window)", p.Name, sluice.ErrInvalidLimit, a)
+	}
 	if p.Settle != nil && !p.CountOnly.IsEmpty() {
 		return fmt.Errorf("httplimit: policy %q: Settle and CountOnly exclude each other (a counted response costs 1)", p.Name)
 	}

@@ -1,0 +1,139 @@
+package gateway_test
+
+import (
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sluicehq/sluice/gateway"
+	"github.com/sluicehq/sluice/httplimit"
+	"github.com/sluicehq/sluice/internal/clocktest"
+)
+
+// accounts is an upstream: /login answers 401 unless ?ok=1, /complete
+// reports the tokens it spent, ?cost=, in X-Tokens.
+func accounts(t *testing.T) *httptest.Server {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Path {
+		case "/login":
+			if r.URL.Query().Get("ok") != "1" {
+				w.WriteHeader(http.StatusUnauthorized)
+			}
+		case "/complete":
+			w.Header().Set("X-Tokens", r.URL.Query().Get("cost"))
+		}
+	}))
+	t.Cleanup(srv.Close)
+	return srv
+}
+
+func proxyFile(t *testing.T, up *httptest.Server, clock *clocktest.Clock, yaml string) *httptest.Server {
+	t.Helper()
+	f, err := gateway.ParseFile("proxy.yaml", []byte("upstream: "+up.URL+"\n"+yaml))
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.Config.Limiter = store(t, clock)
+	_, srv := front(t, f.Config)
+	return srv
+}
+
+func postAs(t *testing.T, srv *httptest.Server, user, path string) *http.Response {
+	t.Helper()
+	req, err := http.NewRequest("POST", srv.URL+path, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("X-User", user)
+	return send(t, srv.Client(), req)
+}
+
+// Through the proxy: 5 failed logins within a minute put the user in the
+// penalty box for 10 minutes (the reason header names the limit), successful
+// logins do not count, and the box ends on time.
+func TestProxyPenaltyBoxForFailedLogins(t *testing.T) {
+	clock := clocktest.At(time.Unix(1700000040, 0))
+	srv := proxyFile(t, accounts(t), clock, `
+limits:
+  - {name: failed-logins, key: "header:X-User", rate: 5r/m, algorithm: fixed_window, count_responses: [401, 403], penalty: 10m}
+routes: [{name: login, match: /login, limits: [failed-logins]}]
+`)
+	for range 10 {
+		if resp := postAs(t, srv, "ann", "/login?ok=1"); resp.StatusCode != 200 {
+			t.Fatalf("successful login: %d", resp.StatusCode)
+		}
+	}
+	for i := range 5 {
+		if resp := postAs(t, srv, "ann", "/login"); resp.StatusCode != 401 {
+			t.Fatalf("failed login %d: %d, want the upstream's 401", i+1, resp.StatusCode)
+		}
+		clock.Advance(5 * time.Second)
+	}
+	resp := postAs(t, srv, "ann", "/login?ok=1")
+	if resp.StatusCode != 429 || resp.Header.Get(httplimit.ReasonHeader) != "failed-logins" || resp.Header.Get("Retry-After") != "595" {
+		t.Fatalf("boxed: %d, reason %q, Retry-After %q; want 429, failed-logins, 595 (boxed 5 s ago)", resp.StatusCode, resp.Header.Get(httplimit.ReasonHeader), resp.Header.Get("Retry-After"))
+	}
+	clock.Advance(595*time.Second - time.Nanosecond)
+	if resp := postAs(t, srv, "ann", "/login?ok=1"); resp.StatusCode != 429 {
+		t.Errorf("just before the box ends: %d, want 429", resp.StatusCode)
+	}
+	clock.Advance(time.Nanosecond)
+	if resp := postAs(t, srv, "ann", "/login?ok=1"); resp.StatusCode != 200 {
+		t.Errorf("when the box ends: %d, want 200", resp.StatusCode)
+	}
+}
+
+// Through the proxy: cost_from_response_header settles each request at the
+// tokens the upstream reports; the next response's RateLimit says what is
+// left, and a key in debt waits exactly what it owes.
+func TestProxySettlesFromTheResponseHeader(t *testing.T) {
+	clock := clocktest.New()
+	srv := proxyFile(t, accounts(t), clock, `
+limits:
+  - {name: tokens, key: "header:X-User", rate: 100r/m, burst: 100, algorithm: token_bucket}
+routes: [{name: llm, match: /complete, limits: [{name: tokens, cost_from_response_header: X-Tokens}]}]
+`)
+	postAs(t, srv, "ann", "/complete?cost=60")
+	if got := postAs(t, srv, "ann", "/complete?cost=90").Header.Get("RateLimit"); !strings.HasPrefix(got, `"tokens";r=39;`) {
+		t.Fatalf("after 60 tokens: RateLimit %q, want r=39 (60 settled, 1 estimated)", got)
+	}
+	// 150 spent of 100: 50 owed, 30 s at 600 ms a token, and the next
+	// request's own token.
+	resp := postAs(t, srv, "ann", "/complete?cost=1")
+	if resp.StatusCode != 429 || resp.Header.Get("Retry-After") != "31" {
+		t.Fatalf("in debt: %d, Retry-After %q; want 429, 31 (30.6 s rounded up)", resp.StatusCode, resp.Header.Get("Retry-After"))
+	}
+	clock.Advance(30600*time.Millisecond - time.Nanosecond)
+	if resp := postAs(t, srv, "ann", "/complete?cost=1"); resp.StatusCode != 429 {
+		t.Errorf("1 ns before the debt is paid: %d", resp.StatusCode)
+	}
+	clock.Advance(time.Nanosecond)
+	if resp := postAs(t, srv, "ann", "/complete?cost=1"); resp.StatusCode != 200 {
+		t.Errorf("when the debt is paid: %d", resp.StatusCode)
+	}
+}
+
+// The keys are checked where they are written.
+func TestProxyFileRefusesBadCountAndCost(t *testing.T) {
+	want := map[string]string{
+		"bad status": "is not a status", "queue counts": "need an algorithm", "log counts": "cannot",
+		"zero penalty": "not a positive duration", "cost on queue": "is a queue", "cost bad name": "not a header name",
+		"cost and count": "does not go with count_responses",
+	}
+	for name, yaml := range map[string]string{
+		"bad status":     `limits: [{name: l, key: ip, rate: 5r/m, algorithm: fixed_window, count_responses: [600]}]`,
+		"queue counts":   `limits: [{name: l, key: ip, rate: 5r/m, count_responses: [401]}]`,
+		"log counts":     `limits: [{name: l, key: ip, rate: 5r/m, algorithm: sliding_log, count_responses: 4xx}]`,
+		"zero penalty":   `limits: [{name: l, key: ip, rate: 5r/m, algorithm: fixed_window, penalty: 0s}]`,
+		"cost on queue":  "limits: [{name: l, key: ip, rate: 5r/m}]\nroutes: [{name: r, match: /, limits: [{name: l, cost_from_response_header: X-Cost}]}]",
+		"cost bad name":  "limits: [{name: l, key: ip, rate: 5r/m, algorithm: token_bucket}]\nroutes: [{name: r, match: /, limits: [{name: l, cost_from_response_header: \"a b\"}]}]",
+		"cost and count": "limits: [{name: l, key: ip, rate: 5r/m, algorithm: token_bucket, count_responses: [401]}]\nroutes: [{name: r, match: /, limits: [{name: l, cost_from_response_header: X-Cost}]}]",
+	} {
+		_, err := gateway.ParseFile("proxy.yaml", []byte("upstream: http://127.0.0.1:1\n"+yaml))
+		if err == nil || !strings.Contains(err.Error(), want[name]) {
+			t.Errorf("%s: %v, want an error saying %q", name, err, want[name])
+		}
+	}
+}

@@ -25,6 +25,10 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/layout"
 	"github.com/google/go-containerregistry/pkg/v1/mutate"
 	"github.com/google/go-containerregistry/pkg/v1/tarball"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/sluicehq/sluice/deploy/internal/kube"
 )
 
 // repoRoot is the main module's directory, from this package's.
@@ -108,6 +112,7 @@ func TestImage(t *testing.T) {
 	runVersion(t, root)
 	runCalendarCheck(t, root)
 	runServe(t, root)
+	runAsDeployment(t, root)
 }
 
 // The same inputs give the same image, digest for digest.
@@ -338,32 +343,48 @@ func freeAddr(t *testing.T) string {
 	return l.Addr().String()
 }
 
-// runServe starts `sluice serve` (the built-in example) in the image, waits
-// for /healthcheck, spends user alice's 3 per minute and stops it with SIGTERM.
-func runServe(t *testing.T, root string) {
+// served is a `sluice serve` running in the image.
+type served struct {
+	http    string // its HTTP address
+	cmd     *exec.Cmd
+	done    chan error
+	logs    *syncBuffer
+	stopped bool // by stop, which waited for it
+}
+
+// serveInImage starts `sluice serve` in the image with env added to the
+// image's, on free loopback ports, and waits for /healthcheck. The process
+// is killed when the test ends, unless stop stopped it.
+func serveInImage(t *testing.T, root string, env []string, args ...string) *served {
 	t.Helper()
 	httpAddr, grpcAddr := freeAddr(t), freeAddr(t)
-	cmd := inImage(root, "serve", "-http-addr", httpAddr, "-grpc-addr", grpcAddr)
-	var logs syncBuffer
-	cmd.Stdout, cmd.Stderr = &logs, &logs
+	cmd := inImage(root, append([]string{"serve", "-http-addr", httpAddr, "-grpc-addr", grpcAddr}, args...)...)
+	cmd.Env = append(cmd.Env, env...)
+	s := &served{http: httpAddr, cmd: cmd, done: make(chan error, 1), logs: new(syncBuffer)}
+	cmd.Stdout, cmd.Stderr = s.logs, s.logs
 	if err := cmd.Start(); err != nil {
 		t.Fatalf("starting sluice serve in the image: %v", err)
 	}
-	done := make(chan error, 1)
-	go func() { done <- cmd.Wait() }()
-	exited := false
-	defer func() {
-		if !exited {
+	go func() { s.done <- cmd.Wait() }()
+	t.Cleanup(func() {
+		if !s.stopped {
 			cmd.Process.Kill()
-			<-done
+			<-s.done
 		}
-		t.Logf("serve's output:\n%s", logs.String())
-	}()
-	waitHealthy(t, "http://"+httpAddr+"/healthcheck", done)
-	body := `{"domain":"example","descriptors":[{"entries":[{"key":"user","value":"alice"}]}]}`
+		if t.Failed() {
+			t.Logf("serve's output:\n%s", s.logs.String())
+		}
+	})
+	waitHealthy(t, "http://"+httpAddr+"/healthcheck", s.done)
+	return s
+}
+
+// codes posts body to /json n times and returns the status codes.
+func (s *served) codes(t *testing.T, body string, n int) []int {
+	t.Helper()
 	var codes []int
-	for range 4 {
-		resp, err := http.Post("http://"+httpAddr+"/json", "application/json", strings.NewReader(body))
+	for range n {
+		resp, err := http.Post("http://"+s.http+"/json", "application/json", strings.NewReader(body))
 		if err != nil {
 			t.Fatalf("POST /json: %v", err)
 		}
@@ -371,19 +392,38 @@ func runServe(t *testing.T, root string) {
 		resp.Body.Close()
 		codes = append(codes, resp.StatusCode)
 	}
-	if !slices.Equal(codes, []int{200, 200, 200, 429}) {
-		t.Errorf("alice's four calls answered %v, want [200 200 200 429]", codes)
-	}
-	cmd.Process.Signal(syscall.SIGTERM)
+	return codes
+}
+
+// stop sends SIGTERM and wants exit status 0 within the drain and a margin.
+func (s *served) stop(t *testing.T) {
+	t.Helper()
+	s.cmd.Process.Signal(syscall.SIGTERM)
 	select {
-	case err := <-done:
-		exited = true
+	case err := <-s.done:
+		s.stopped = true
 		if err != nil {
 			t.Errorf("serve after SIGTERM: %v, want exit status 0", err)
 		}
 	case <-time.After(20 * time.Second):
 		t.Fatal("serve did not stop within 20 s of SIGTERM (its drain is 10 s)")
 	}
+}
+
+// userBody is a /json request for user u in domain example.
+func userBody(u string) string {
+	return `{"domain":"example","descriptors":[{"entries":[{"key":"user","value":"` + u + `"}]}]}`
+}
+
+// runServe starts `sluice serve` (the built-in example) in the image,
+// spends user alice's 3 per minute and stops it with SIGTERM.
+func runServe(t *testing.T, root string) {
+	t.Helper()
+	s := serveInImage(t, root, nil)
+	if got := s.codes(t, userBody("alice"), 4); !slices.Equal(got, []int{200, 200, 200, 429}) {
+		t.Errorf("alice's four calls answered %v, want [200 200 200 429]", got)
+	}
+	s.stop(t)
 }
 
 // runCalendarCheck runs `sluice check` in the image on a rule whose calendar
@@ -487,5 +527,125 @@ func TestDockerfileMatchesImage(t *testing.T) {
 		if !strings.Contains(df, w) {
 			t.Errorf("the Dockerfile lacks %q, which deploy/image writes", w)
 		}
+	}
+}
+
+// runAsDeployment runs the image as deploy/kubernetes/deployment.yaml does:
+// its literal environment, and configmap.yaml's files where the Deployment
+// mounts them, laid out as the kubelet does (timestamped directory, ..data
+// symlink, a symlink per file). Sluice serves that config, and reloads it
+// when the ..data symlink is swapped, as on a ConfigMap update.
+func runAsDeployment(t *testing.T, root string) {
+	t.Helper()
+	dep, cm := deploymentObjects(t)
+	c := dep.Spec.Template.Spec.Containers[0]
+	var env []string
+	for _, e := range c.Env {
+		if e.ValueFrom == nil {
+			env = append(env, e.Name+"="+e.Value)
+		}
+	}
+	var mount string
+	for _, m := range c.VolumeMounts {
+		if m.Name == "config" {
+			mount = filepath.Join(root, m.MountPath)
+		}
+	}
+	if mount == "" {
+		t.Fatal("the Deployment mounts no volume config")
+	}
+	kubeletWrite(t, mount, "..2026_01_01_00_00_00.1", cm.Data)
+	s := serveInImage(t, root, env)
+	if strings.Contains(s.logs.String(), "not acted on") {
+		t.Errorf("serve names some of the Deployment's settings as not acted on:\n%s", s.logs.String())
+	}
+	if strings.Contains(s.logs.String(), "built-in example") {
+		t.Fatalf("serve with the Deployment's environment serves the built-in example, not the ConfigMap:\n%s", s.logs.String())
+	}
+	if got := s.codes(t, userBody("alice"), 4); !slices.Equal(got, []int{200, 200, 200, 429}) {
+		t.Errorf("with the ConfigMap's 3 per minute, alice's four calls answered %v, want [200 200 200 429]", got)
+	}
+	updated := map[string]string{}
+	for k, v := range cm.Data {
+		updated[k] = strings.Replace(v, "requests_per_unit: 3", "requests_per_unit: 1", 1)
+	}
+	kubeletWrite(t, mount, "..2026_01_01_00_01_00.2", updated)
+	waitMetric(t, s, "sluice_config_reloads_total 1")
+	if got := s.codes(t, userBody("bob"), 2); !slices.Equal(got, []int{200, 429}) {
+		t.Errorf("after the ConfigMap update to 1 per minute, bob's two calls answered %v, want [200 429]", got)
+	}
+	s.stop(t)
+}
+
+// deploymentObjects reads the Deployment and the ConfigMap of deploy/kubernetes.
+func deploymentObjects(t *testing.T) (*appsv1.Deployment, *corev1.ConfigMap) {
+	t.Helper()
+	var objs []kube.Object
+	for _, f := range []string{"../kubernetes/deployment.yaml", "../kubernetes/configmap.yaml"} {
+		data, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		o, err := kube.Decode(f, data)
+		if err != nil {
+			t.Fatal(err)
+		}
+		objs = append(objs, o...)
+	}
+	dep, ok1 := objs[0].(*appsv1.Deployment)
+	cm, ok2 := objs[1].(*corev1.ConfigMap)
+	if !ok1 || !ok2 {
+		t.Fatalf("want a Deployment and a ConfigMap, have %T and %T", objs[0], objs[1])
+	}
+	return dep, cm
+}
+
+// kubeletWrite writes files into dir as the kubelet updates a ConfigMap
+// volume: a new timestamped directory, a ..data_tmp symlink to it renamed
+// over ..data, and a symlink ..data/NAME per file.
+func kubeletWrite(t *testing.T, dir, stamp string, files map[string]string) {
+	t.Helper()
+	ts := filepath.Join(dir, stamp)
+	if err := os.MkdirAll(ts, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	os.Chmod(dir, 0o755)
+	for name, text := range files {
+		if err := os.WriteFile(filepath.Join(ts, name), []byte(text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		link := filepath.Join(dir, name)
+		if _, err := os.Lstat(link); err != nil {
+			if err := os.Symlink(filepath.Join("..data", name), link); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	tmp := filepath.Join(dir, "..data_tmp")
+	if err := os.Symlink(stamp, tmp); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(tmp, filepath.Join(dir, "..data")); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// waitMetric polls serve's /metrics until a line is want, for up to 30 s.
+func waitMetric(t *testing.T, s *served, want string) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		resp, err := http.Get("http://" + s.http + "/metrics")
+		if err == nil {
+			b, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if slices.Contains(strings.Split(string(b), "\n"), want) {
+				return
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("serve's /metrics had no line %q within 30 s", want)
+		}
+		time.Sleep(100 * time.Millisecond) // waiting for a real process, with a deadline
 	}
 }

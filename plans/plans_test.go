@@ -1,0 +1,197 @@
+package plans_test
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/internal/clocktest"
+	"github.com/sluicehq/sluice/plans"
+)
+
+// countingSource answers t, counting reads; err, when set, fails them;
+// gate, when set, holds each read until closed.
+type countingSource struct {
+	mu    sync.Mutex
+	t     plans.Tenant
+	err   error
+	reads atomic.Int64
+	gate  chan struct{}
+}
+
+func (s *countingSource) Tenant(ctx context.Context, _ string) (plans.Tenant, error) {
+	s.reads.Add(1)
+	if s.gate != nil {
+		<-s.gate
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.t, s.err
+}
+
+func (s *countingSource) set(t plans.Tenant, err error) {
+	s.mu.Lock()
+	s.t, s.err = t, err
+	s.mu.Unlock()
+}
+
+var (
+	perMin = func(n int) sluice.Limit {
+		return sluice.Limit{Algorithm: sluice.FixedWindow, Rate: n, Period: time.Minute, Burst: n}
+	}
+	ctx = context.Background()
+)
+
+// A record is read at most once per staleness: a change shows at the
+// first lookup at least Staleness after the last read, not before.
+func TestCacheReadsAtMostOncePerStaleness(t *testing.T) {
+	clk := clocktest.New()
+	src := &countingSource{t: plans.Tenant{Plan: "a", Limits: map[string]sluice.Limit{"d.k": perMin(1)}}}
+	c := plans.NewCache(src, plans.Config{Clock: clk, Staleness: 250 * time.Millisecond})
+	for range 100 {
+		if lim, ok := c.Limit(ctx, "t", "d.k"); !ok || lim.Rate != 1 {
+			t.Fatalf("Limit = %v %v, want the plan's 1", lim, ok)
+		}
+	}
+	src.set(plans.Tenant{Plan: "b", Limits: map[string]sluice.Limit{"d.k": perMin(2)}}, nil)
+	clk.Advance(249 * time.Millisecond)
+	if lim, _ := c.Limit(ctx, "t", "d.k"); lim.Rate != 1 {
+		t.Errorf("within the staleness: rate %d, want the cached 1", lim.Rate)
+	}
+	clk.Advance(time.Millisecond)
+	if lim, _ := c.Limit(ctx, "t", "d.k"); lim.Rate != 2 {
+		t.Errorf("at the staleness: rate %d, want the new 2", lim.Rate)
+	}
+	if n := src.reads.Load(); n != 2 {
+		t.Errorf("%d reads, want 2", n)
+	}
+	c.Invalidate("t")
+	c.Limit(ctx, "t", "d.k")
+	if n := src.reads.Load(); n != 3 {
+		t.Errorf("after Invalidate: %d reads, want 3", n)
+	}
+}
+
+// An override wins over the plan until the instant it expires, judged by
+// the cache's clock on every lookup, not by the staleness.
+func TestOverrideWinsUntilItExpires(t *testing.T) {
+	clk := clocktest.New()
+	exp := clk.Now().Add(time.Second)
+	src := &countingSource{t: plans.Tenant{Limits: map[string]sluice.Limit{"d.k": perMin(1)},
+		Overrides: map[string]plans.Override{"d.k": {Limit: perMin(9), Expires: exp}, "d.j": {Limit: perMin(7)}}}}
+	c := plans.NewCache(src, plans.Config{Clock: clk, Staleness: time.Hour})
+	if lim, _ := c.Limit(ctx, "t", "d.k"); lim.Rate != 9 {
+		t.Errorf("before expiry: %d, want the override's 9", lim.Rate)
+	}
+	clk.Set(exp)
+	if lim, _ := c.Limit(ctx, "t", "d.k"); lim.Rate != 1 {
+		t.Errorf("at expiry: %d, want the plan's 1", lim.Rate)
+	}
+	if lim, ok := c.Limit(ctx, "t", "d.j"); !ok || lim.Rate != 7 {
+		t.Errorf("an override without expiry: %v %v, want 7", lim, ok)
+	}
+	if _, ok := c.Limit(ctx, "t", "d.none"); ok {
+		t.Error("a name with no plan limit and no override has a limit")
+	}
+	if _, ok := c.Limit(ctx, "", "d.k"); ok {
+		t.Error("the empty tenant has a limit")
+	}
+}
+
+// While the source fails, the last record read stays in force and is read
+// again once per staleness, not on every lookup.
+func TestFailingSourceKeepsTheLastRecord(t *testing.T) {
+	clk := clocktest.New()
+	src := &countingSource{t: plans.Tenant{Limits: map[string]sluice.Limit{"d.k": perMin(3)}}}
+	c := plans.NewCache(src, plans.Config{Clock: clk, Staleness: time.Second, Logger: discard()})
+	c.Limit(ctx, "t", "d.k")
+	src.set(plans.Tenant{}, errors.New("database down"))
+	clk.Advance(time.Second)
+	for range 10 {
+		if lim, ok := c.Limit(ctx, "t", "d.k"); !ok || lim.Rate != 3 {
+			t.Fatalf("while failing: %v %v, want the last known 3", lim, ok)
+		}
+	}
+	if n := src.reads.Load(); n != 2 {
+		t.Errorf("%d reads while failing, want 2 (one per staleness)", n)
+	}
+}
+
+// Concurrent lookups of a tenant whose record is being read share that
+// one read.
+func TestConcurrentLookupsShareOneRead(t *testing.T) {
+	src := &countingSource{t: plans.Tenant{Limits: map[string]sluice.Limit{"d.k": perMin(4)}}, gate: make(chan struct{})}
+	c := plans.NewCache(src, plans.Config{Clock: clocktest.New()})
+	var wg sync.WaitGroup
+	for range 8 {
+		wg.Go(func() {
+			if lim, _ := c.Limit(ctx, "t", "d.k"); lim.Rate != 4 {
+				t.Errorf("rate %d, want 4", lim.Rate)
+			}
+		})
+	}
+	for src.reads.Load() == 0 {
+		time.Sleep(time.Millisecond) // polling for the first read to start
+	}
+	close(src.gate)
+	wg.Wait()
+	if n := src.reads.Load(); n != 1 {
+		t.Errorf("%d reads, want 1", n)
+	}
+}
+
+// The cache holds at most MaxTenants records, whatever tenants clients
+// name.
+func TestCacheIsBoundedInTenants(t *testing.T) {
+	src := &countingSource{}
+	clk := clocktest.New()
+	c := plans.NewCache(src, plans.Config{Clock: clk, MaxTenants: 3})
+	for i := range 100 {
+		c.Limit(ctx, string(rune('a'+i%26))+string(rune('a'+i/26)), "d.k")
+	}
+	// The three newest are held: looking them up again reads nothing.
+	before := src.reads.Load()
+	c.Limit(ctx, "vd", "d.k")
+	if src.reads.Load() != before {
+		t.Error("the newest tenant was dropped")
+	}
+	c.Limit(ctx, "aa", "d.k")
+	if src.reads.Load() != before+1 {
+		t.Error("the first tenant of 100 is still held with MaxTenants 3")
+	}
+}
+
+// Limits decode strictly and convert to the sluice.Limit they describe;
+// FromSluice is the inverse.
+func TestParseLimit(t *testing.T) {
+	lim, err := plans.ParseLimit([]byte(`{"rate": 10000, "calendar": {"unit": "month", "time_zone": "Europe/Berlin", "anchor_day": 15}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if lim.Algorithm != sluice.FixedWindow || lim.Rate != 10000 || lim.Calendar.Unit != sluice.CalendarMonth ||
+		lim.Calendar.Location.String() != "Europe/Berlin" || lim.Calendar.AnchorDay != 15 || lim.Period != 30*24*time.Hour {
+		t.Errorf("ParseLimit = %+v", lim)
+	}
+	back, err := plans.FromSluice(lim).Sluice()
+	if err != nil || back != lim {
+		t.Errorf("FromSluice round trip: %+v %v, want %+v", back, err, lim)
+	}
+	tb, err := plans.ParseLimit([]byte(`{"algorithm": "token_bucket", "rate": 5, "period": "1s", "burst": 20}`))
+	if err != nil || tb.Burst != 20 || tb.Algorithm != sluice.TokenBucket {
+		t.Errorf("token bucket: %+v %v", tb, err)
+	}
+	for _, bad := range []string{`{"rate": 1}`, `{"rate": 0, "period": "1s"}`, `{"rate": 1, "period": "1s", "x": 1}`,
+		`{"rate": 1, "period": "1s"} {}`, `{"rate": 1, "calendar": {"unit": "month", "time_zone": "Mars/Olympus"}}`,
+		`{"algorithm": "magic", "rate": 1, "period": "1s"}`, `[]`} {
+		if _, err := plans.ParseLimit([]byte(bad)); !errors.Is(err, plans.ErrInvalid) {
+			t.Errorf("ParseLimit(%s) = %v, want ErrInvalid", bad, err)
+		}
+	}
+	if _, err := plans.ParseLimits([]byte(`{"": {"rate": 1, "period": "1s"}}`)); !errors.Is(err, plans.ErrInvalid) {
+		t.Errorf("an empty limit name: %v", err)
+	}
+}

@@ -107,8 +107,8 @@ func (o *serveOptions) validator() func(sluice.Limit) error {
 }
 
 // storeNotActedOn returns the store's environment variables that serve
-// does not act on: with PostgreSQL, every Redis variable set; else
-// redisOptions.notActedOn's.
+// does not act on: with PostgreSQL, every Redis variable set (REDIS_URL
+// too: -store names the database); else redisOptions.notActedOn's.
 func (o *serveOptions) storeNotActedOn() []string {
 	if !isPostgres(o.store) {
 		return o.redis.notActedOn(o.store)
@@ -116,7 +116,7 @@ func (o *serveOptions) storeNotActedOn() []string {
 	var out []string
 	for _, kv := range os.Environ() {
 		name, v, _ := strings.Cut(kv, "=")
-		if strings.HasPrefix(name, "REDIS_") && v != "" && name != "REDIS_URL" {
+		if strings.HasPrefix(name, "REDIS_") && v != "" {
 			out = append(out, name+" (the store is PostgreSQL)")
 		}
 	}

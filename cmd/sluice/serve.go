@@ -256,6 +256,7 @@ memory store. SIGHUP reloads the config; SIGTERM drains and stops.`,
 	examples: []string{
 		"sluice serve",
 		"sluice serve -config /etc/ratelimit/config -store redis://redis:6379 -failure-mode open",
+		"sluice serve -config /etc/ratelimit/config -store postgres://sluice@db:5432/sluice -reserve-units 20",
 	},
 }
 

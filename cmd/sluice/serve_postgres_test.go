@@ -206,11 +206,16 @@ func testReservations(t *testing.T, url string) {
 // Quotas fail closed on PostgreSQL unless -failure-mode says otherwise:
 // with the database down (-migrate=false starts without it), a decision
 // is refused, and -health-needs-store reports NOT_SERVING; with
-// -failure-mode open it is admitted. No PostgreSQL needed.
+// -failure-mode open it is admitted. Redis's variables are named as not
+// acted on. No PostgreSQL needed.
 func TestServePostgresDownFailsClosedByDefault(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "q.yaml")
 	writeFile(t, path, cfgQuota(100))
+	t.Setenv("REDIS_POOL_SIZE", "10")
 	s := launch(t, "-config", path, "-store", noPostgres, "-migrate=false", "-health-needs-store")
+	if !strings.Contains(s.stderr.String(), "REDIS_POOL_SIZE (the store is PostgreSQL)") {
+		t.Errorf("REDIS_POOL_SIZE is not named as not acted on: %s", s.stderr.String())
+	}
 	if code := post(t, s.url, reqAlice); code == 200 {
 		t.Errorf("a decision with PostgreSQL down was admitted (%d): quotas must fail closed by default", code)
 	}

@@ -213,17 +213,29 @@ func needsAfter(ds []decision) bool {
 // handler has answered with sw's status: what outlives the request is
 // bounded by a second, as a refund is.
 func (m *Middleware) afterResponse(r *http.Request, sw *statusWriter, ds []decision) {
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), time.Second)
-	defer cancel()
 	status := sw.status()
+	var ctx context.Context // made on first use: most responses need no store call
 	for i := range ds {
 		d := &ds[i]
+		actual, ok := 0, false
 		switch {
 		case d.p.Settle != nil:
-			if actual, ok := m.actualCost(r, d.p, status, sw.Header()); ok {
-				m.settle(ctx, d, actual)
-			}
-		case !d.p.CountOnly.IsEmpty() && d.p.CountOnly.Has(status):
+			actual, ok = m.actualCost(r, d.p, status, sw.Header())
+			ok = ok && actual != d.cost
+		case !d.p.CountOnly.IsEmpty():
+			ok = d.p.CountOnly.Has(status)
+		}
+		if !ok {
+			continue
+		}
+		if ctx == nil {
+			var cancel context.CancelFunc
+			ctx, cancel = context.WithTimeout(context.WithoutCancel(r.Context()), time.Second)
+			defer cancel()
+		}
+		if d.p.Settle != nil {
+			m.settle(ctx, d, actual)
+		} else {
 			m.count(ctx, d)
 		}
 	}

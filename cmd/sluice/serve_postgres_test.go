@@ -10,6 +10,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -121,8 +122,8 @@ func TestServeOnPostgres(t *testing.T) {
 	})
 }
 
-// testReservations runs three serve processes (in this test binary, each
-// with its own reservations) with -reserve-units 5 and a long hold on one
+// testReservations runs three serve processes (OS processes of this test
+// binary) with -reserve-units 5 and a long hold on one
 // quota of 30: at every moment the database counts at most 3×(5−1) units
 // over what was admitted (exactly that once each has reserved and spent
 // one), never more than the quota is admitted; a process that shuts down
@@ -133,9 +134,9 @@ func testReservations(t *testing.T, url string) {
 	path := filepath.Join(t.TempDir(), "q.yaml")
 	writeFile(t, path, cfgQuota(quota))
 	day := time.Now().UTC().YearDay()
-	var ss []*server
+	var ss []*process
 	for range procs {
-		ss = append(ss, launch(t, "-config", path, "-store", url, "-reserve-units", fmt.Sprint(batch), "-reserve-hold", "1h"))
+		ss = append(ss, startServeProcess(t, "-config", path, "-store", url, "-reserve-units", fmt.Sprint(batch), "-reserve-hold", "1h"))
 	}
 	var admitted atomic.Int64
 	held := func(when string) {
@@ -147,7 +148,7 @@ func testReservations(t *testing.T, url string) {
 	}
 	// In turns: each process reserves once and spends 1 of its 5.
 	for i := range procs {
-		if code := post(t, ss[i].url, reqAlice); code != 200 {
+		if code := post(t, ss[i].httpURL, reqAlice); code != 200 {
 			t.Fatalf("request %d: %d, want 200", i, code)
 		}
 		admitted.Add(1)
@@ -157,7 +158,7 @@ func testReservations(t *testing.T, url string) {
 		t.Fatalf("the database counts %d for %d admitted: want the bound, %d held", n, a, procs*(batch-1))
 	}
 	// The first process stops: its 4 units go back.
-	ss[0].stop(t)
+	stopProcess(t, ss[0])
 	if !strings.Contains(ss[0].stderr.String(), "reservations refunded at shutdown") || !strings.Contains(ss[0].stderr.String(), fmt.Sprintf("units=%d", batch-1)) {
 		t.Errorf("no refund of %d units logged at shutdown: %s", batch-1, ss[0].stderr.String())
 	}
@@ -169,7 +170,7 @@ func testReservations(t *testing.T, url string) {
 	var wg sync.WaitGroup
 	for i := range 2 * quota {
 		wg.Go(func() {
-			code, err := status(http.DefaultClient, ss[i%len(ss)].url, reqAlice)
+			code, err := status(http.DefaultClient, ss[i%len(ss)].httpURL, reqAlice)
 			if err != nil {
 				t.Error(err)
 			} else if code == 200 {
@@ -182,8 +183,8 @@ func testReservations(t *testing.T, url string) {
 	if a := admitted.Load(); a < quota-procs*(batch-1) {
 		t.Errorf("admitted %d: want at least the quota %d less what the processes hold, %d", a, quota, quota-procs*(batch-1))
 	}
-	for _, s := range ss {
-		s.stop(t)
+	for _, p := range ss {
+		stopProcess(t, p)
 	}
 	if n, a := storeCount(t, url), admitted.Load(); n != a {
 		t.Errorf("after shutdown the database counts %d for %d admitted: the reservations were not all refunded", n, a)
@@ -261,5 +262,28 @@ func TestServePostgresRefusesWhatItCannotDo(t *testing.T) {
 		{[]string{"help"}, 0, "migrate", ""},
 	} {
 		tt.check(t)
+	}
+}
+
+// startServeProcess runs `sluice serve args` as a child process on free
+// loopback ports (see startProcess).
+func startServeProcess(t *testing.T, args ...string) *process {
+	t.Helper()
+	return startProcess(t, ":", append([]string{"serve", "-http-addr", "127.0.0.1:0", "-grpc-addr", "127.0.0.1:0"}, args...)...)
+}
+
+// stopProcess sends p SIGTERM and checks that it exits 0 within 15 s.
+func stopProcess(t *testing.T, p *process) {
+	t.Helper()
+	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-p.exited:
+		if p.exitErr != nil {
+			t.Errorf("serve exited with %v: %s", p.exitErr, p.stderr.String())
+		}
+	case <-time.After(15 * time.Second):
+		t.Fatalf("serve did not stop within 15 s of SIGTERM: %s", p.stderr.String())
 	}
 }

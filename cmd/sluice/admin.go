@@ -110,10 +110,10 @@ func adminOperation(args []string, now time.Time) (adminCall, error) {
 		"override": {3, 4}, "clear-override": {2, 2}, "usage": {1, 1}, "ledger": {2, 3}}
 	n, ok := want[op]
 	if !ok {
-		return adminCall{}, fmt.Errorf("unknown operation %q. Run 'sluice admin -h' for the list.", op)
+		return adminCall{}, fmt.Errorf("unknown operation %q. Run 'sluice admin -h' for the list", op)
 	}
 	if len(a) < n[0] || len(a) > n[1] {
-		return adminCall{}, fmt.Errorf("%s takes %d to %d arguments, got %d. Run 'sluice admin -h' for the usage.", op, n[0], n[1], len(a))
+		return adminCall{}, fmt.Errorf("%s takes %d to %d arguments, got %d. Run 'sluice admin -h' for the usage", op, n[0], n[1], len(a))
 	}
 	raw := func(s, what string) (json.RawMessage, error) {
 		if !json.Valid([]byte(s)) {

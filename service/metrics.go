@@ -401,12 +401,19 @@ func (sd *statsdSink) observe(d time.Duration, err error) {
 	}
 }
 
-// statsdName returns a metrics label as a statsd name may spell it: ":"
-// and "|" (the statsd line's separators), control characters (a newline
-// ends a line) and the dots inside IPv4 addresses (which would split the
-// address into name levels) become "_", as envoyproxy/ratelimit sanitizes
-// its stat names; other dots stay name levels.
+// statsdName returns a metrics label as a statsd name may spell it, as
+// envoyproxy/ratelimit sanitizes its stat names: ":" and "|" (the statsd
+// line's separators) become "_", and so do the dots of every match of
+// the unanchored pattern \d{1,3}(\.\d{1,3}){3}, leftmost first (an IPv4
+// address, whose dots would split it into name levels); Sluice also makes
+// control characters "_" (a newline would end the statsd line). Other
+// dots stay name levels. A hand-written scan, not a regexp: it runs for
+// each new name of a detailed rule (TestStatsdNameAgreesWithTheRegexp
+// holds it to the regexp).
 func statsdName(label string) string {
+	if !needsSanitizing(label) {
+		return label
+	}
 	b := []byte(label)
 	for i, c := range b {
 		if c == ':' || c == '|' || c < 0x20 || c == 0x7f {
@@ -417,52 +424,62 @@ func statsdName(label string) string {
 	return string(b)
 }
 
-// joinIPv4Dots makes "_" the three dots of every IPv4 address in b: four
-// dot-separated runs of one to three digits, not inside a longer run of
-// digits or dots.
+// needsSanitizing reports whether statsdName may change label: it has a
+// dot or a character made "_".
+func needsSanitizing(label string) bool {
+	for i := 0; i < len(label); i++ {
+		if c := label[i]; c == '.' || c == ':' || c == '|' || c < 0x20 || c == 0x7f {
+			return true
+		}
+	}
+	return false
+}
+
+// joinIPv4Dots makes "_" the three dots of every match in b of
+// \d{1,3}(\.\d{1,3}){3}, unanchored, leftmost first, each search going
+// on where the last match ended, as regexp.ReplaceAll does.
 func joinIPv4Dots(b []byte) {
 	for i := 0; i < len(b); {
-		if !isDigit(b[i]) || (i > 0 && (isDigit(b[i-1]) || b[i-1] == '.')) {
+		end, dots, ok := ipv4At(b, i)
+		if !ok {
 			i++
 			continue
 		}
-		end, dots, ok := ipv4At(b, i)
-		if ok {
-			for _, d := range dots {
-				b[d] = '_'
-			}
-			i = end
-			continue
+		for _, d := range dots {
+			b[d] = '_'
 		}
-		i++
+		i = end
 	}
 }
 
-// ipv4At reports whether b[i:] starts with an IPv4 address that is not
-// followed by a digit or another dot-and-digit, and where it ends and its
-// dots are.
+// ipv4At reports whether the pattern matches at b[i:], and where the
+// match ends and its dots are. The first three parts are runs of one to
+// three digits each ended by a dot (the pattern cannot stop inside a run
+// that a dot must follow); the last is the first one to three digits of
+// the run after the third dot, greedy.
 func ipv4At(b []byte, i int) (end int, dots [3]int, ok bool) {
-	for part := range 4 {
-		n := 0
-		for i < len(b) && isDigit(b[i]) && n < 4 {
-			i++
-			n++
-		}
-		if n == 0 || n > 3 {
+	for part := range 3 {
+		n := digitsAt(b, i, 4)
+		if n == 0 || n > 3 || i+n >= len(b) || b[i+n] != '.' {
 			return 0, dots, false
 		}
-		if part < 3 {
-			if i >= len(b) || b[i] != '.' {
-				return 0, dots, false
-			}
-			dots[part] = i
-			i++
-		}
+		dots[part] = i + n
+		i += n + 1
 	}
-	if i < len(b) && (isDigit(b[i]) || (b[i] == '.' && i+1 < len(b) && isDigit(b[i+1]))) {
+	n := digitsAt(b, i, 3)
+	if n == 0 {
 		return 0, dots, false
 	}
-	return i, dots, true
+	return i + n, dots, true
+}
+
+// digitsAt counts the ASCII digits at b[i:], up to max.
+func digitsAt(b []byte, i, max int) int {
+	n := 0
+	for i+n < len(b) && n < max && isDigit(b[i+n]) {
+		n++
+	}
+	return n
 }
 
 func isDigit(c byte) bool { return '0' <= c && c <= '9' }

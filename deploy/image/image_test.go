@@ -72,8 +72,11 @@ func caCerts(t *testing.T) string {
 // from its OCI layout and its tarball, it starts the static binary as the
 // non-root user with `serve`, carries the OCI labels, and its root
 // filesystem holds the binary, CA certificates and a passwd entry, and no shell.
-// Then, as root, it runs `sluice version` and a short `sluice serve`
-// chrooted into the unpacked filesystem.
+// Then, as root, chrooted into the unpacked filesystem as user 65532, it
+// runs `sluice version`, `sluice check` of a rule with a time zone, a short
+// `sluice serve` of the built-in example, and serve as the Kubernetes
+// Deployment runs it, through a ConfigMap update. Not root: the running is
+// skipped, and the test says so.
 func TestImage(t *testing.T) {
 	if runtime.GOOS != "linux" {
 		t.Skip("the image is a Linux image; building and running it is tested on Linux only")

@@ -166,3 +166,39 @@ func TestAdminAddrDefaultsToLoopback(t *testing.T) {
 		}
 	}
 }
+
+// With -admin-client-ca, a client whose certificate chains to the CA is
+// served without a token and audited by its certificate's subject; one
+// without a certificate or token gets 401, one with another CA's
+// certificate no TLS connection at all.
+func TestAdminMTLS(t *testing.T) {
+	dir := t.TempDir()
+	serverCA, clientCA, otherCA := newTestCA(t, "server-ca"), newTestCA(t, "client-ca"), newTestCA(t, "other-ca")
+	srvLeaf := serverCA.issue(t, "sluice", false, "127.0.0.1")
+	files := map[string][]byte{"tls.crt": srvLeaf.certPEM, "tls.key": srvLeaf.keyPEM, "clients.pem": clientCA.pem, "server-ca.pem": serverCA.pem}
+	ops, stranger := clientCA.issue(t, "ops", true), otherCA.issue(t, "ops", true)
+	files["ops.crt"], files["ops.key"], files["x.crt"], files["x.key"] = ops.certPEM, ops.keyPEM, stranger.certPEM, stranger.keyPEM
+	for name, b := range files {
+		writeBytes(t, filepath.Join(dir, name), b)
+	}
+	p := func(name string) string { return filepath.Join(dir, name) }
+	s := launch(t, "-admin-addr", "127.0.0.1:0", "-admin-tls-cert", p("tls.crt"), "-admin-tls-key", p("tls.key"), "-admin-client-ca", p("clients.pem"))
+	m := regexp.MustCompile(`admin API.*?(https://127\.0\.0\.1:\d+)`).FindStringSubmatch(s.stderr.String())
+	if m == nil {
+		t.Fatalf("no admin API address in the log: %s", s.stderr.String())
+	}
+	peek := []string{"peek", "example_user_alice", `{"rate": 3, "period": "1m"}`}
+	code, out, errs := adminCLI(t, m[1], "", append([]string{"-ca", p("server-ca.pem"), "-cert", p("ops.crt"), "-key", p("ops.key")}, peek...)...)
+	if code != 0 || !strings.Contains(out, `"remaining":3`) {
+		t.Errorf("with the client certificate: exit %d %s %s, want the key's state", code, out, errs)
+	}
+	if !strings.Contains(s.stderr.String(), `who="cert:CN=ops"`) {
+		t.Errorf("the audit line does not name the certificate: %s", s.stderr.String())
+	}
+	if code, _, errs := adminCLI(t, m[1], "", append([]string{"-ca", p("server-ca.pem")}, peek...)...); code != 1 || !strings.Contains(errs, "401") {
+		t.Errorf("without certificate or token: exit %d %q, want 1 with 401", code, errs)
+	}
+	if code, _, errs := adminCLI(t, m[1], "", append([]string{"-ca", p("server-ca.pem"), "-cert", p("x.crt"), "-key", p("x.key")}, peek...)...); code != 1 || strings.Contains(errs, "200") {
+		t.Errorf("another CA's certificate: exit %d %q, want 1 (no TLS connection)", code, errs)
+	}
+}

@@ -327,6 +327,9 @@ func inImage(root string, args ...string) *exec.Cmd {
 func runVersion(t *testing.T, root string) {
 	t.Helper()
 	out, err := inImage(root, "version").CombinedOutput()
+	if errors.Is(err, syscall.EPERM) {
+		t.Skipf("SKIPPED running the image: root, but chroot or setuid is not permitted here (%v)", err)
+	}
 	if err != nil {
 		t.Fatalf("sluice version in the image: %v\n%s", err, out)
 	}

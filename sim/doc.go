@@ -20,6 +20,13 @@
 // chart (WriteChart, SVG or PNG). Accuracy runs the sliding window counter
 // against the log over a large heavy-tailed population, as Cloudflare did.
 //
+// RunOverload is another kind of simulation: a backend whose latency grows
+// with concurrency past its capacity (Little's law), with fixed and
+// adaptive limits on requests in flight (package adaptive) in front of
+// it, compared by p99 latency and goodput (OverloadReport: a table, JSON,
+// a chart); adaptive.Gradient's probe times are jittered at random, so
+// its figures alone vary a little from run to run.
+//
 // Everything is deterministic for a given seed: random numbers come from
 // math/rand/v2's PCG seeded with Config.Seed.
 package sim

@@ -10,16 +10,19 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/adaptive"
 	"github.com/sluicehq/sluice/sim"
 )
 
 // simulateUsage and accuracyUsage are simulate's -h.
 var (
 	simulateUsage = usage{
-		synopsis: "sluice simulate [flags]\n       sluice simulate accuracy [flags]",
+		synopsis: "sluice simulate [flags]\n       sluice simulate accuracy [flags]\n       sluice simulate overload [flags]",
 		about: `Simulate runs a traffic pattern through every algorithm on a simulated clock
 and compares what each admits; "simulate accuracy" measures the sliding
-window's error against the exact sliding log (sluice simulate accuracy -h).`,
+window's error against the exact sliding log (sluice simulate accuracy -h);
+"simulate overload" puts fixed and adaptive limits on requests in flight in
+front of a backend past its capacity (sluice simulate overload -h).`,
 		examples: []string{
 			"sluice simulate -pattern boundary",
 			"sluice simulate -pattern bursts -chart bursts.svg",
@@ -32,6 +35,18 @@ exact sliding log, and reports how many requests the window admits wrongly
 or refuses wrongly.`,
 		examples: []string{"sluice simulate accuracy -requests 1000000 -keys 10000"},
 	}
+	overloadUsage = usage{
+		synopsis: "sluice simulate overload [flags]",
+		about: `Overload offers a backend of -servers workers of -service each (a FIFO queue
+in front: latency grows with concurrency past its capacity, as Little's law
+says) -load times its capacity, and compares a fixed limit on requests in
+flight set too high, one set too low, and the adaptive limits (AIMD with a
+latency objective, Gradient, Gradient2): p99 latency, goodput, refusals.`,
+		examples: []string{
+			"sluice simulate overload",
+			"sluice simulate overload -load 3 -chart overload.png",
+		},
+	}
 )
 
 // simulate runs `sluice simulate [accuracy] [flags]`: it parses the flags,
@@ -39,6 +54,9 @@ or refuses wrongly.`,
 func simulate(args []string, stdout, stderr io.Writer) int {
 	if len(args) > 0 && args[0] == "accuracy" {
 		return accuracy(args[1:], stdout, stderr)
+	}
+	if len(args) > 0 && args[0] == "overload" {
+		return overload(args[1:], stdout, stderr)
 	}
 	fs := flag.NewFlagSet("sluice simulate", flag.ContinueOnError)
 	fs.SetOutput(stderr)
@@ -146,6 +164,54 @@ func accuracy(args []string, stdout, stderr io.Writer) int {
 	return print(stdout, stderr, *asJSON, a, a.WriteTable)
 }
 
+// overload runs `sluice simulate overload`.
+func overload(args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("sluice simulate overload", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	var c sim.OverloadConfig
+	fs.IntVar(&c.Servers, "servers", 50, "the backend's workers")
+	fs.DurationVar(&c.Service, "service", 10*time.Millisecond, "the time a worker takes per request (the unloaded latency)")
+	fs.Float64Var(&c.Load, "load", 1.5, "offered load, a multiple of the capacity (servers/service)")
+	fs.DurationVar(&c.Duration, "duration", time.Minute, "simulated time")
+	fs.DurationVar(&c.Warmup, "warmup", 20*time.Second, "the start left out of the figures")
+	fs.Uint64Var(&c.Seed, "seed", 1, "random seed")
+	high := fs.Int("fixed-high", 0, "the fixed limit set too high (default ten times -servers)")
+	low := fs.Int("fixed-low", 0, "the fixed limit set too low (default 40% of -servers)")
+	objective := fs.Duration("objective", 0, "AIMD's latency objective (default 1.5 × -service)")
+	asJSON := fs.Bool("json", false, "print the report as JSON")
+	charts := fs.String("chart", "", "write a chart to these comma-separated .svg and .png files")
+	if code, done := parseCommandLine(fs, args, stdout, stderr, overloadUsage, 0); done {
+		return code
+	}
+	if c.Servers > 0 && c.Service > 0 {
+		c.Limits = sim.DefaultOverloadLimits(c.Servers, c.Service)
+		if *high > 0 {
+			c.Limits[0] = sim.OverloadLimit{Name: fmt.Sprintf("fixed %d", *high), Fixed: *high}
+		}
+		if *low > 0 {
+			c.Limits[1] = sim.OverloadLimit{Name: fmt.Sprintf("fixed %d", *low), Fixed: *low}
+		}
+		if *objective > 0 {
+			c.Limits[2].Adaptive = adaptive.AIMD{Timeout: *objective}
+		}
+	}
+	rep, err := sim.RunOverload(c)
+	if err != nil {
+		fmt.Fprintln(stderr, "sluice simulate overload:", err)
+		return 1
+	}
+	for name := range strings.SplitSeq(*charts, ",") {
+		if name == "" {
+			continue
+		}
+		if err := writeChartOf(rep, name); err != nil {
+			fmt.Fprintln(stderr, "sluice simulate overload:", err)
+			return 1
+		}
+	}
+	return print(stdout, stderr, *asJSON, rep, rep.WriteTable)
+}
+
 // print writes v as JSON or as a table.
 func print(stdout, stderr io.Writer, asJSON bool, v any, table func(io.Writer) error) int {
 	var err error
@@ -163,7 +229,13 @@ func print(stdout, stderr io.Writer, asJSON bool, v any, table func(io.Writer) e
 	return 0
 }
 
-func writeChart(rep *sim.Report, name string) error {
+func writeChart(rep *sim.Report, name string) error { return writeChartOf(rep, name) }
+
+// writeChartOf writes rep's chart to the file name, in the format its
+// extension names.
+func writeChartOf(rep interface {
+	WriteChart(io.Writer, string) error
+}, name string) error {
 	format, err := sim.FormatOf(name)
 	if err != nil {
 		return err

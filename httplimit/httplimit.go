@@ -43,6 +43,14 @@
 // longest of their delays, and a request whose client goes away while it
 // waits gives its place back and reaches no handler.
 //
+// Some policies look at the response once the handler has answered (see
+// docs/settle.md): one with Settle admits a request on its estimated cost
+// and settles it at the actual cost the response reports (a header, a
+// trailer or a callback), refunding the surplus or charging the shortfall
+// into debt; one with CountOnly counts only the responses whose status it
+// matches (failed logins, 404s, 5xx); and one with a Penalty refuses a key
+// that broke it for that long, the reason header naming it.
+//
 // ConcurrencyPolicy bounds requests in flight, per key or in total, like
 // NGINX limit_conn. As limit_conn runs after limit_req, a slot is taken
 // once the rate limits have admitted the request and any queue has let it

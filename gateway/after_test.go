@@ -1,8 +1,10 @@
 package gateway_test
 
 import (
+	"context"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -10,6 +12,8 @@ import (
 	"github.com/sluicehq/sluice/gateway"
 	"github.com/sluicehq/sluice/httplimit"
 	"github.com/sluicehq/sluice/internal/clocktest"
+	"github.com/sluicehq/sluice/internal/redistest"
+	"github.com/sluicehq/sluice/redisstore"
 )
 
 // accounts is an upstream: /login answers 401 unless ?ok=1, /complete
@@ -135,5 +139,47 @@ func TestProxyFileRefusesBadCountAndCost(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), want[name]) {
 			t.Errorf("%s: %v, want an error saying %q", name, err, want[name])
 		}
+	}
+}
+
+// Two proxies sharing Redis share the count and the penalty box: failed
+// logins through one box the user on the other, with the box's time left
+// (Redis's own clock, so within a second of it).
+func TestProxyPenaltyBoxIsSharedOnRedis(t *testing.T) {
+	rs, err := redisstore.New(context.Background(), redisstore.Config{URL: "redis://" + redistest.Single(t).Addr})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rs.Close()
+	up := accounts(t)
+	name := "logins" + strconv.FormatInt(time.Now().UnixNano(), 36) // the server outlives a -count=N run
+	yaml := "upstream: " + up.URL + `
+limits:
+  - {name: ` + name + `, key: "header:X-User", rate: 5r/m, algorithm: fixed_window, count_responses: 401, penalty: 10m}
+routes: [{name: login, match: /login, limits: [` + name + `]}]
+`
+	var fronts [2]*httptest.Server
+	for i := range fronts {
+		f, err := gateway.ParseFile("proxy.yaml", []byte(yaml))
+		if err != nil {
+			t.Fatal(err)
+		}
+		f.Config.Limiter = rs
+		_, fronts[i] = front(t, f.Config)
+	}
+	for i := range 5 {
+		if resp := postAs(t, fronts[i%2], "ann", "/login"); resp.StatusCode != 401 {
+			t.Fatalf("failed login %d: %d", i+1, resp.StatusCode)
+		}
+	}
+	for _, srv := range fronts {
+		resp := postAs(t, srv, "ann", "/login?ok=1")
+		ra, _ := strconv.Atoi(resp.Header.Get("Retry-After"))
+		if resp.StatusCode != 429 || resp.Header.Get(httplimit.ReasonHeader) != name || ra < 599 || ra > 600 {
+			t.Errorf("boxed on Redis: %d, reason %q, Retry-After %q; want 429, %s, 599 or 600", resp.StatusCode, resp.Header.Get(httplimit.ReasonHeader), resp.Header.Get("Retry-After"), name)
+		}
+	}
+	if resp := postAs(t, fronts[0], "bob", "/login?ok=1"); resp.StatusCode != 200 {
+		t.Errorf("another user: %d, want 200", resp.StatusCode)
 	}
 }

@@ -145,10 +145,10 @@ func newMetrics(reg prometheus.Registerer, maxDetailed int) (*metrics, error) {
 		maxDetailed: maxDetailed,
 		vecs: [numCounters]*prometheus.CounterVec{
 			hitsCounter:        counter("hits_total", "Hits (units of cost) asked of each rule."),
-			overCounter:        counter("over_limit_total", "Hits over each rule's limit, shadow mode included."),
-			nearCounter:        counter("near_limit_total", "Admitted hits that left less than 20% of the rule's capacity."),
+			overCounter:        counter("over_limit_total", "Hits over each rule's limit, shadow mode included; of a request that crossed the limit, the part past it."),
+			nearCounter:        counter("near_limit_total", "Hits past floor(capacity × NEAR_LIMIT_RATIO, default 0.8) of each rule's capacity and within it: of an admitted request, and of one that crossed the limit the part up to it."),
 			withinCounter:      counter("within_limit_total", "Hits admitted by each rule."),
-			shadowCounter:      counter("shadow_mode_total", "Hits over the limit of a rule in shadow mode, answered OK."),
+			shadowCounter:      counter("shadow_mode_total", "Hits over the limit of a rule in shadow mode (counted as over_limit), answered OK."),
 			storeErrorsCounter: counter("store_errors_total", "Decisions the store failed to make, per rule."),
 		},
 		seconds: prometheus.NewHistogramVec(prometheus.HistogramOpts{
@@ -216,55 +216,60 @@ func (m *metrics) add(rc *ruleCounters, label string, k counterKind, v float64) 
 	m.vecs[k].WithLabelValues(label).Add(v)
 }
 
-// counted returns the counters one decision adds its cost to: hits, and
-// over (with shadow) or within (with near), as count adds them.
-func counted(over, near, shadow bool) (ks [3]counterKind, n int) {
-	ks[0], n = hitsCounter, 1
-	switch {
-	case over:
-		ks[n], n = overCounter, n+1
-		if shadow {
-			ks[n], n = shadowCounter, n+1
-		}
-	default:
-		ks[n], n = withinCounter, n+1
-		if near {
-			ks[n], n = nearCounter, n+1
-		}
-	}
-	return ks, n
+// tally is what one descriptor's decision adds to its rule's counters
+// (see Service.tallyOf): hits, and within or over, each with its near
+// and shadow parts.
+type tally struct {
+	hits, within, near, over, shadow uint64
+	denied                           bool // counted over (within when false)
 }
 
-// count records one descriptor's decision of cost units under rule label,
-// in Prometheus and in the statsd sink when there is one; rc, when set,
-// holds label's counters.
-func (m *metrics) count(rc *ruleCounters, label string, cost uint64, over, near, shadow bool) {
+// kinds returns the counters t adds to and how much, as count adds them:
+// hits, then over (with shadow) or within, then near.
+func (t tally) kinds() (ks [4]counterKind, vs [4]uint64, n int) {
+	ks[0], vs[0], n = hitsCounter, t.hits, 1
+	if t.denied {
+		ks[n], vs[n], n = overCounter, t.over, n+1
+		if t.shadow > 0 {
+			ks[n], vs[n], n = shadowCounter, t.shadow, n+1
+		}
+	} else {
+		ks[n], vs[n], n = withinCounter, t.within, n+1
+	}
+	if t.near > 0 {
+		ks[n], vs[n], n = nearCounter, t.near, n+1
+	}
+	return ks, vs, n
+}
+
+// count records one descriptor's decision, t, under rule label, in
+// Prometheus and in the statsd sink when there is one: both count the
+// same tally. rc, when set, holds label's counters.
+func (m *metrics) count(rc *ruleCounters, label string, t tally) {
 	if m == nil || label == "" {
 		return
 	}
-	// Prometheus's adds are spelled out, not a loop over counted: with
+	// Prometheus's adds are spelled out, not a loop over kinds: with
 	// no statsd sink a decision then costs what it did before the sink,
 	// within callgrind's noise (+11 instructions of about 3,870; +37
 	// with the loop; see BENCHMARKS.md, "Tracing and statsd").
 	// TestStatsdAgreesWithPrometheus holds the two to the same counts.
-	c := float64(cost)
-	m.add(rc, label, hitsCounter, c)
-	switch {
-	case over:
-		m.add(rc, label, overCounter, c)
-		if shadow {
-			m.add(rc, label, shadowCounter, c)
+	m.add(rc, label, hitsCounter, float64(t.hits))
+	if t.denied {
+		m.add(rc, label, overCounter, float64(t.over))
+		if t.shadow > 0 {
+			m.add(rc, label, shadowCounter, float64(t.shadow))
 		}
-	default:
-		m.add(rc, label, withinCounter, c)
-		if near {
-			m.add(rc, label, nearCounter, c)
-		}
+	} else {
+		m.add(rc, label, withinCounter, float64(t.within))
+	}
+	if t.near > 0 {
+		m.add(rc, label, nearCounter, float64(t.near))
 	}
 	if sd := m.sd.Load(); sd != nil {
-		ks, n := counted(over, near, shadow)
-		for _, k := range ks[:n] {
-			sd.add(rc, label, k, cost)
+		ks, vs, n := t.kinds()
+		for i := range n {
+			sd.add(rc, label, ks[i], vs[i])
 		}
 	}
 }

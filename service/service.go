@@ -148,12 +148,13 @@ type Config struct {
 	// rules whose descriptors were admitted, deep-merged (see the package
 	// documentation). false: no dynamic_metadata, at no cost.
 	DynamicMetadata bool
-	// NearLimitRatio is envoyproxy/ratelimit's NEAR_LIMIT_RATIO: an
-	// admitted decision counts as near the limit (sluice_rls_near_limit)
-	// when the units spent exceed ⌊capacity × NearLimitRatio⌋. 0 means
+	// NearLimitRatio is envoyproxy/ratelimit's NEAR_LIMIT_RATIO: the
+	// units spent past ⌊capacity × NearLimitRatio⌋ (computed in float32,
+	// as there) and up to the limit count as near the limit
+	// (sluice_rls_near_limit_total), those of a request that crosses the
+	// limit included (its units past it are over_limit). 0 means
 	// DefaultNearLimitRatio (0.8); for a threshold of 0 (every admitted
-	// decision near), use math.SmallestNonzeroFloat64. It must be in
-	// [0, 1].
+	// unit near), use math.SmallestNonzeroFloat64. It must be in [0, 1].
 	NearLimitRatio float64
 	// StopIncrementWhenOverLimit is envoyproxy/ratelimit's
 	// STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT: when a descriptor of a
@@ -901,7 +902,7 @@ func (s *Service) decide(ctx context.Context, domain string, i int, p *plan, sp 
 		return o, nil
 	case r.Unlimited:
 		o.st.LimitRemaining = MaxUnlimited
-		s.m.count(p.ctr, p.label, p.cost, false, false, false)
+		s.m.count(p.ctr, p.label, tally{hits: p.cost, within: p.cost})
 		return o, nil
 	}
 	sp.lim.Name, sp.lim.RequestsPerUnit, sp.lim.Unit = p.name, p.rpu, p.unit
@@ -914,7 +915,7 @@ func (s *Service) decide(ctx context.Context, domain string, i int, p *plan, sp 
 		if !p.check {
 			o.eligible = !p.shadow
 		}
-		s.m.count(p.ctr, p.label, p.cost, true, false, p.shadow)
+		s.m.count(p.ctr, p.label, s.tallyOf(0, p.cost, false, 0, p.shadow))
 		return s.finish(o, sp), nil
 	case len(r.More) > 0: // a rate_limits list (multi.go); never an override
 		return s.decideAll(ctx, domain, i, p, sp, o)
@@ -925,7 +926,7 @@ func (s *Service) decide(ctx context.Context, domain string, i int, p *plan, sp 
 	if capacity >= 1 && p.cost > uint64(capacity) {
 		// It can never be admitted: a denial, not bad input.
 		o.over, o.wait = true, p.period
-		s.m.count(p.ctr, p.label, p.cost, true, false, p.shadow)
+		s.m.count(p.ctr, p.label, s.tallyOf(capacity, p.cost, false, 0, p.shadow))
 		return s.finish(o, sp), nil
 	}
 	res, err := s.spend(ctx, i, p, s.storeKey(domain, p.entries))
@@ -1012,19 +1013,57 @@ func (s *Service) decided(o outcome, sp *statusParts, res sluice.Result) outcome
 		o.spent = true
 		o.remain, o.wait = int64(res.Remaining), res.ResetAfter
 		o.st.LimitRemaining = clampUint32(o.remain)
-		s.m.count(p.ctr, p.label, p.cost, false, s.near(p.lim.Capacity(), o.remain), false)
 	} else {
 		o.over, o.wait = true, res.RetryAfter
-		s.m.count(p.ctr, p.label, p.cost, true, false, p.shadow)
 	}
+	s.m.count(p.ctr, p.label, s.tallyOf(p.lim.Capacity(), p.cost, res.Allowed, int64(res.Remaining), p.shadow))
 	return s.finish(o, sp)
 }
 
-// near reports whether an admitted decision that left remain of capacity
-// is near the limit: the units spent exceed ⌊capacity × NearLimitRatio⌋,
-// envoyproxy/ratelimit's near_limit threshold.
-func (s *Service) near(capacity int, remain int64) bool {
-	return int64(capacity)-remain > int64(math.Floor(float64(capacity)*s.nearRat))
+// tallyOf is what a decision of cost units on a limit of capacity adds to
+// the counters, as envoyproxy/ratelimit counts a request of several hits
+// (its base_limiter): remain is what the store reports left, after an
+// admitted decision or before a refused one (a refused one spends
+// nothing). With the near threshold ⌊capacity × NearLimitRatio⌋, computed
+// in float32 as there:
+//   - admitted, the units past the threshold are near_limit, all within;
+//   - refused with units left (the request crosses the limit), the units
+//     past the limit are over_limit and those between the threshold (or
+//     what was spent, if more) and the limit near_limit;
+//   - refused at or past the limit, every unit is over_limit.
+//
+// A rule in shadow mode counts its over_limit units in shadow_mode too.
+// A request of more units than the capacity is refused unread (remain
+// 0): every unit over.
+func (s *Service) tallyOf(capacity int, cost uint64, allowed bool, remain int64, shadow bool) tally {
+	c := uint64(max(capacity, 0))
+	left := min(uint64(max(remain, 0)), c)
+	threshold := uint64(math.Floor(float64(float32(c) * float32(s.nearRat))))
+	t := tally{hits: cost, denied: !allowed}
+	if allowed {
+		t.within = cost
+		after := c - left
+		before := after - min(cost, after)
+		switch {
+		case after <= threshold:
+		case before >= threshold:
+			t.near = cost
+		default:
+			t.near = after - threshold
+		}
+		return t
+	}
+	before := c - left
+	if before >= c {
+		t.over = cost
+	} else {
+		t.over = before + cost - c
+		t.near = c - max(threshold, before)
+	}
+	if shadow {
+		t.shadow = t.over
+	}
+	return t
 }
 
 // finish sets the code and duration of a decided outcome, the latter in

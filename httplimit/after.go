@@ -164,9 +164,8 @@ func (m *Middleware) decide(ctx context.Context, p *compiled, key string, cost i
 	if !p.CountOnly.IsEmpty() {
 		res, err := m.cfg.Limiter.(sluice.Peeker).Peek(ctx, key, p.Limit)
 		if err == nil && res.Allowed && res.Remaining == 0 {
-			// Nothing left: a request now would be over the count. The
-			// key waits, at the latest, until its state resets.
-			res.Allowed, res.RetryAfter = false, res.ResetAfter
+			// Nothing left: a request now would be over the count.
+			res.Allowed, res.RetryAfter = false, untilOneUnit(p.Limit, res.ResetAfter)
 		}
 		return res, err
 	}
@@ -175,6 +174,18 @@ func (m *Middleware) decide(ctx context.Context, p *compiled, key string, cost i
 		return m.box(ctx, p, key)
 	}
 	return res, err
+}
+
+// untilOneUnit is the time until a key with nothing left under lim, whose
+// state resets in reset, has a unit again: exact for a token bucket (its
+// reset less the refill of all but one unit) and a fixed window (its
+// reset); for a sliding window, the reset, at the latest.
+func untilOneUnit(lim sluice.Limit, reset time.Duration) time.Duration {
+	if lim.Algorithm != sluice.TokenBucket {
+		return reset
+	}
+	t := (int64(lim.Period)-1)/int64(lim.Rate) + 1 // the emission interval
+	return max(reset-time.Duration(int64(lim.Burst-1)*t), 0)
 }
 
 // boxed reports whether key is in a penalty box, and the refusal if so.

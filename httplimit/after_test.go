@@ -207,3 +207,36 @@ func TestSettleIgnoresBadCostsAndTakesACallback(t *testing.T) {
 		t.Errorf("after a callback's cost of 4: RateLimit %q, want 4 + 1 spent", got)
 	}
 }
+
+// A policy counting 404s on a token bucket refuses a key with nothing left
+// until exactly one unit has come back, not until the bucket is full.
+func TestCountedTokenBucketRefusesUntilOneUnitReturns(t *testing.T) {
+	clock := clocktest.At(minute0)
+	store := memstore.New(memstore.Config{Clock: clock, SweepInterval: -1})
+	t.Cleanup(func() { store.Close() })
+	notFound, _ := httplimit.ParseStatusSet("404")
+	m, err := httplimit.New(httplimit.Config{Limiter: store, Policies: []httplimit.Policy{{
+		Name: "scanners", Key: httplimit.Header("X-User"), Limit: sluice.PerMinute(3), CountOnly: notFound,
+	}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := m.Handler(http.NotFoundHandler())
+	for range 3 {
+		if w := call(h, ""); w.Code != http.StatusNotFound {
+			t.Fatalf("a counted 404: %d", w.Code)
+		}
+	}
+	w := call(h, "")
+	if w.Code != http.StatusTooManyRequests || w.Header().Get("Retry-After") != "20" {
+		t.Fatalf("after 3 404s of 3/min: %d, Retry-After %q; want 429, 20 (one unit back)", w.Code, w.Header().Get("Retry-After"))
+	}
+	clock.Advance(20*time.Second - time.Nanosecond)
+	if w := call(h, ""); w.Code != http.StatusTooManyRequests {
+		t.Errorf("1 ns before a unit is back: %d", w.Code)
+	}
+	clock.Advance(time.Nanosecond)
+	if w := call(h, ""); w.Code != http.StatusNotFound {
+		t.Errorf("when a unit is back: %d, want the handler's 404", w.Code)
+	}
+}

@@ -128,8 +128,9 @@ type Policy struct {
 	Settle *Settle
 	// CountOnly, when not empty, makes the policy count responses rather
 	// than requests: a request is refused only while the key has no unit
-	// left (spending nothing; Retry-After is when the key's state resets,
-	// at the latest), and each response whose status is in the set spends
+	// left (spending nothing; Retry-After is when a unit is back: exact
+	// for a token bucket and a fixed window, the key's reset for a sliding
+	// window), and each response whose status is in the set spends
 	// one unit once the handler has answered, e.g. 401 and 403 for
 	// failed logins, 404 for scanners. The Limiter must be a
 	// sluice.Charger and a sluice.Peeker.

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"sync"
 	"time"
 
 	"github.com/sluicehq/sluice/adaptive"
@@ -130,9 +131,9 @@ func (m *Middleware) serveAdaptive(w http.ResponseWriter, r *http.Request, decis
 	ctx := r.Context()
 	var buf [maxAdaptive]adaptive.Token
 	toks := buf[:0]
-	sw := &statusWriter{ResponseWriter: w}
+	finished := false
 	defer func() {
-		if !sw.done { // refused, or next panicked: no sample
+		if !finished { // refused, or next panicked: no sample
 			for _, t := range toks {
 				t.Release()
 			}
@@ -159,8 +160,10 @@ func (m *Middleware) serveAdaptive(w http.ResponseWriter, r *http.Request, decis
 		}
 		toks = append(toks, tok)
 	}
+	sw := statusWriters.Get().(*statusWriter)
+	sw.ResponseWriter = w
 	next.ServeHTTP(sw, r)
-	sw.done = true
+	finished = true
 	gone := ctx.Err() != nil
 	for i, t := range toks {
 		o := adaptive.Ignored
@@ -169,7 +172,15 @@ func (m *Middleware) serveAdaptive(w http.ResponseWriter, r *http.Request, decis
 		}
 		t.Done(o)
 	}
+	// The handler has returned, so it may no longer use sw (net/http's
+	// contract for a ResponseWriter); one that panicked is not reused.
+	*sw = statusWriter{}
+	statusWriters.Put(sw)
 }
+
+// statusWriters recycles the statusWriters of requests whose handler
+// returned, so that an admitted request allocates none.
+var statusWriters = sync.Pool{New: func() any { return new(statusWriter) }}
 
 // shed answers a request that adaptive policy a refuses: 503 with
 // Retry-After, what the rate limits charged given back and their headers
@@ -186,8 +197,7 @@ func (m *Middleware) shed(w http.ResponseWriter, r *http.Request, a *AdaptivePol
 // adaptive limiter's outcome.
 type statusWriter struct {
 	http.ResponseWriter
-	code int  // 0 until WriteHeader or Write
-	done bool // the handler returned
+	code int // 0 until WriteHeader or Write
 }
 
 func (s *statusWriter) WriteHeader(code int) {

@@ -227,3 +227,30 @@ func TestPriorityFromHeaderAndMethod(t *testing.T) {
 		}
 	}
 }
+
+// A handler that panics frees its place under the adaptive limit, so the
+// next request is admitted.
+func TestAdaptivePanicFreesTheSlot(t *testing.T) {
+	lim, err := adaptive.New(adaptive.Config{Initial: 1, Max: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := mustNew(t, httplimit.Config{Adaptive: []httplimit.AdaptivePolicy{{Name: "shed", Limiter: lim}}})
+	panics := true
+	h := m.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if panics {
+			panic("boom")
+		}
+	}))
+	func() {
+		defer func() { recover() }()
+		do(h, httptest.NewRequest(http.MethodGet, "/", nil))
+	}()
+	panics = false
+	if w := do(h, httptest.NewRequest(http.MethodGet, "/", nil)); w.Code != http.StatusOK {
+		t.Fatalf("after a panic: %d, want 200 (the slot freed)", w.Code)
+	}
+	if n := lim.Stats().InFlight; n != 0 {
+		t.Errorf("%d in flight after both requests, want 0", n)
+	}
+}

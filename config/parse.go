@@ -21,6 +21,12 @@ const (
 	maxDescriptors = 200_000 // descriptors in one file, aliases expanded
 )
 
+// MaxListLimits is the most limits a descriptor's rate_limits list may
+// hold: a request on the descriptor spends on each of them and the load
+// compares every pair, so a longer list is refused at its line. Real
+// lists hold two or three (a second, a day, a month).
+const MaxListLimits = 16
+
 // The keys each block accepts.
 var (
 	rootKeys       = []string{"domain", "descriptors", "forward_auth", "rlqs"}
@@ -406,6 +412,9 @@ func (p *parser) rateLimitList(n *yaml.Node) ([]*RateLimit, error) {
 	n = deref(n)
 	if n.Kind != yaml.SequenceNode || len(n.Content) == 0 {
 		return nil, p.errf(n, "rate_limits must be a list of one or more rate_limit blocks, not %s", kind(n))
+	}
+	if len(n.Content) > MaxListLimits {
+		return nil, p.errf(n, "%d limits in rate_limits, over the limit of %d", len(n.Content), MaxListLimits)
 	}
 	rules := make([]*RateLimit, 0, len(n.Content))
 	for _, item := range n.Content {

@@ -37,8 +37,10 @@ type Source interface {
 // Config configures a Cache. The zero Config is usable.
 type Config struct {
 	// Staleness is the longest a tenant's record is used after it was
-	// read: a change in the Source takes effect on every lookup that
-	// starts at least Staleness after it. 0 means DefaultStaleness.
+	// read: a change in the Source takes effect on the lookups that start
+	// at least Staleness after it (those that arrive while the record is
+	// being read again, within Timeout, still get the one before). 0
+	// means DefaultStaleness.
 	Staleness time.Duration
 	// Clock tells the time of staleness and expiry; nil means the system
 	// clock.
@@ -58,15 +60,18 @@ type Config struct {
 const (
 	DefaultStaleness  = time.Second
 	DefaultMaxTenants = 100_000
-	DefaultTimeout    = time.Second
+	DefaultTimeout    = 250 * time.Millisecond
 )
 
 // Cache answers which limit a tenant has for a name, reading each tenant's
-// record from its Source at most once per Staleness (concurrent lookups of
-// one tenant share one read). While the Source fails, the record last read
-// is kept (or no record, for a tenant never read: the config's limits
-// apply), and read again after Staleness. It is safe for concurrent use.
-// The zero Cache is not usable; see NewCache.
+// record from its Source at most once per Staleness, on the lookup that
+// finds it stale. Concurrent lookups of a tenant never read share the one
+// read; those of a tenant being read again use the record before it rather
+// than wait, so a change can take Staleness plus one read's time to show
+// (at most Timeout). While the Source fails, the record last read is kept
+// (or no record, for a tenant never read: the config's limits apply), and
+// read again after Staleness. It is safe for concurrent use. The zero
+// Cache is not usable; see NewCache.
 type Cache struct {
 	src Source
 	cfg Config
@@ -82,6 +87,9 @@ type entry struct {
 	ready   chan struct{}
 	t       Tenant
 	fetched time.Time
+	// hasPrev: t holds the record read before, which lookups use while
+	// the read that made this entry is under way.
+	hasPrev bool
 }
 
 type systemClock struct{}
@@ -149,14 +157,17 @@ func (c *Cache) tenant(ctx context.Context, tenant string) (Tenant, time.Time) {
 				c.mu.Unlock()
 				return e.t, now
 			}
-		default: // a read is under way: wait for it
+		default: // a read is under way: use the record before it, or wait
 			c.mu.Unlock()
+			if e.hasPrev {
+				return e.t, now
+			}
 			return c.wait(ctx, e), now
 		}
 	}
 	next := &entry{ready: make(chan struct{}), fetched: now}
 	if e != nil {
-		next.t = e.t // kept if the read fails
+		next.t, next.hasPrev = e.t, true // kept if the read fails
 	} else if len(c.tenants) >= c.cfg.MaxTenants {
 		for k := range c.tenants { // drop one to make room
 			delete(c.tenants, k)

@@ -195,3 +195,28 @@ func TestParseLimit(t *testing.T) {
 		t.Errorf("an empty limit name: %v", err)
 	}
 }
+
+// While a tenant's record is read again, other lookups get the record
+// before it at once instead of waiting for the read (a hung database costs
+// one lookup per staleness its wait, not every lookup).
+func TestLookupsDuringARereadUseThePreviousRecord(t *testing.T) {
+	clk := clocktest.New()
+	src := &countingSource{t: plans.Tenant{Limits: map[string]sluice.Limit{"d.k": perMin(1)}}}
+	c := plans.NewCache(src, plans.Config{Clock: clk, Staleness: time.Second})
+	c.Limit(ctx, "t", "d.k")
+	src.set(plans.Tenant{Limits: map[string]sluice.Limit{"d.k": perMin(2)}}, nil)
+	src.gate = make(chan struct{})
+	clk.Advance(time.Second)
+	done := make(chan sluice.Limit)
+	go func() { lim, _ := c.Limit(ctx, "t", "d.k"); done <- lim }()
+	for src.reads.Load() < 2 {
+		time.Sleep(time.Millisecond) // polling for the reread to start
+	}
+	if lim, _ := c.Limit(ctx, "t", "d.k"); lim.Rate != 1 {
+		t.Errorf("during the reread: rate %d, want the previous record's 1 without waiting", lim.Rate)
+	}
+	close(src.gate)
+	if lim := <-done; lim.Rate != 2 {
+		t.Errorf("the rereading lookup: rate %d, want the new 2", lim.Rate)
+	}
+}

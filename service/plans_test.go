@@ -112,3 +112,29 @@ func TestTenantPlanSelectsLimitByTenantEntry(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkTenantLimit is an RLS decision of a tenant descriptor with the
+// plans' lookup (a cached tenant on a plan) and without it.
+func BenchmarkTenantLimit(b *testing.B) {
+	src := &tenantSource{t: map[string]plans.Tenant{"acme": {Plan: "pro", Limits: map[string]sluice.Limit{
+		"api.tenant": {Algorithm: sluice.FixedWindow, Rate: 1 << 30, Period: time.Hour, Burst: 1 << 30},
+	}}}}
+	for _, on := range []bool{false, true} {
+		name := map[bool]string{false: "off", true: "on"}[on]
+		b.Run(name, func(b *testing.B) {
+			cfg := service.Config{Rules: (&fakeRules{domain: "api"}).add(fixed("api.tenant", 1<<30, config.Hour), "tenant", "")}
+			if on {
+				cfg.TenantLimit = service.TenantLimitsBy(plans.NewCache(src, plans.Config{}), "tenant")
+			}
+			h := start(b, 1_700_000_000, cfg)
+			req := request("api", 0, desc("tenant", "acme"))
+			ctx := context.Background()
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, err := h.svc.ShouldRateLimit(ctx, req); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}

@@ -2,13 +2,6 @@ package redisstore_test
 
 import (
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
-	"crypto/x509"
-	"crypto/x509/pkix"
-	"encoding/pem"
-	"math/big"
 	"net"
 	"os"
 	"path/filepath"
@@ -20,6 +13,7 @@ import (
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/internal/redistest"
+	"github.com/sluicehq/sluice/internal/testpki"
 	"github.com/sluicehq/sluice/redisstore"
 )
 
@@ -79,57 +73,19 @@ func TestSentinelAuth(t *testing.T) {
 }
 
 // pki is a certificate authority and, signed by it, a server certificate
-// for 127.0.0.1 (no host name) and a client certificate, as PEM files.
+// for 127.0.0.1 (no host name) and a client certificate, as PEM files
+// (internal/testpki's).
 type pki struct {
 	ca, serverCert, serverKey, clientCert, clientKey string
 }
 
 func makePKI(t *testing.T, dir string) pki {
 	t.Helper()
-	key := func() *ecdsa.PrivateKey {
-		k, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return k
-	}
-	write := func(name, kind string, der []byte) string {
-		p := filepath.Join(dir, name)
-		if err := os.WriteFile(p, pem.EncodeToMemory(&pem.Block{Type: kind, Bytes: der}), 0o600); err != nil {
-			t.Fatal(err)
-		}
-		return p
-	}
-	now := time.Now()
-	caKey := key()
-	caTmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "test CA"},
-		NotBefore: now.Add(-time.Hour), NotAfter: now.Add(time.Hour), IsCA: true, BasicConstraintsValid: true,
-		KeyUsage: x509.KeyUsageCertSign}
-	caDER, err := x509.CreateCertificate(rand.Reader, caTmpl, caTmpl, &caKey.PublicKey, caKey)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ca, _ := x509.ParseCertificate(caDER)
-	leaf := func(serial int64, usage x509.ExtKeyUsage, ips []net.IP) (string, string) {
-		k := key()
-		tmpl := &x509.Certificate{SerialNumber: big.NewInt(serial), Subject: pkix.Name{CommonName: "leaf " + strconv.FormatInt(serial, 10)},
-			NotBefore: now.Add(-time.Hour), NotAfter: now.Add(time.Hour), IPAddresses: ips,
-			KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{usage}}
-		der, err := x509.CreateCertificate(rand.Reader, tmpl, ca, &k.PublicKey, caKey)
-		if err != nil {
-			t.Fatal(err)
-		}
-		kder, err := x509.MarshalECPrivateKey(k)
-		if err != nil {
-			t.Fatal(err)
-		}
-		name := strconv.FormatInt(serial, 10)
-		return write(name+".crt", "CERTIFICATE", der), write(name+".key", "EC PRIVATE KEY", kder)
-	}
+	ca := testpki.NewCA(t, "test CA")
 	var p pki
-	p.ca = write("ca.crt", "CERTIFICATE", caDER)
-	p.serverCert, p.serverKey = leaf(2, x509.ExtKeyUsageServerAuth, []net.IP{net.IPv4(127, 0, 0, 1)})
-	p.clientCert, p.clientKey = leaf(3, x509.ExtKeyUsageClientAuth, nil)
+	p.ca = ca.WriteFile(t, dir, "ca.crt")
+	p.serverCert, p.serverKey = ca.Issue(t, "leaf 2", false, "127.0.0.1").WriteFiles(t, dir, "2")
+	p.clientCert, p.clientKey = ca.Issue(t, "leaf 3", true).WriteFiles(t, dir, "3")
 	return p
 }
 

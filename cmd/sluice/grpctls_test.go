@@ -2,18 +2,11 @@ package main
 
 import (
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
 	"crypto/x509"
-	"crypto/x509/pkix"
-	"encoding/pem"
 	"io"
 	"log/slog"
-	"math/big"
 	"net"
-	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -26,46 +19,23 @@ import (
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 
 	"google.golang.org/grpc/health"
+
+	"github.com/sluicehq/sluice/internal/testpki"
 )
 
-// testCA is a certificate authority made for one test.
+// testCA is a certificate authority made for one test: internal/testpki's,
+// under the names this package's tests use.
 type testCA struct {
+	ca   *testpki.CA
 	cert *x509.Certificate
-	key  *ecdsa.PrivateKey
 	pem  []byte
 }
 
 // newTestCA returns a new self-signed CA named name.
 func newTestCA(t *testing.T, name string) *testCA {
 	t.Helper()
-	key := newKey(t)
-	tmpl := &x509.Certificate{
-		SerialNumber:          big.NewInt(1),
-		Subject:               pkix.Name{CommonName: name},
-		NotBefore:             time.Now().Add(-time.Hour),
-		NotAfter:              time.Now().Add(time.Hour),
-		IsCA:                  true,
-		BasicConstraintsValid: true,
-		KeyUsage:              x509.KeyUsageCertSign,
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	c, err := x509.ParseCertificate(der)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return &testCA{cert: c, key: key, pem: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})}
-}
-
-func newKey(t *testing.T) *ecdsa.PrivateKey {
-	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return key
+	ca := testpki.NewCA(t, name)
+	return &testCA{ca: ca, cert: ca.Cert, pem: ca.PEM}
 }
 
 // leaf is a certificate issued by a testCA, as PEM, and as the pair a
@@ -79,44 +49,8 @@ type leaf struct {
 // as a URI, an IP, else a DNS name), for a server or a client.
 func (ca *testCA) issue(t *testing.T, cn string, client bool, sans ...string) leaf {
 	t.Helper()
-	key := newKey(t)
-	serial, _ := rand.Int(rand.Reader, big.NewInt(1<<62))
-	tmpl := &x509.Certificate{
-		SerialNumber: serial,
-		Subject:      pkix.Name{CommonName: cn},
-		NotBefore:    time.Now().Add(-time.Hour),
-		NotAfter:     time.Now().Add(time.Hour),
-		KeyUsage:     x509.KeyUsageDigitalSignature,
-		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
-	}
-	if client {
-		tmpl.ExtKeyUsage = []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}
-	}
-	for _, s := range sans {
-		if u, err := url.Parse(s); err == nil && u.Scheme != "" {
-			tmpl.URIs = append(tmpl.URIs, u)
-		} else if ip := net.ParseIP(s); ip != nil {
-			tmpl.IPAddresses = append(tmpl.IPAddresses, ip)
-		} else {
-			tmpl.DNSNames = append(tmpl.DNSNames, s)
-		}
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.cert, &key.PublicKey, ca.key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	kder, err := x509.MarshalECPrivateKey(key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	l := leaf{
-		certPEM: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}),
-		keyPEM:  pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kder}),
-	}
-	if l.pair, err = tls.X509KeyPair(l.certPEM, l.keyPEM); err != nil {
-		t.Fatal(err)
-	}
-	return l
+	l := ca.ca.Issue(t, cn, client, sans...)
+	return leaf{certPEM: l.CertPEM, keyPEM: l.KeyPEM, pair: l.Pair}
 }
 
 // tlsFiles writes a server pair and a client CA into dir and returns the

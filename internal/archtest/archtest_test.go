@@ -150,6 +150,7 @@ var packages = map[string]pkgRule{
 	}},
 	"internal/storetest": {layer: support, grants: map[string]string{edgeTesting: "it is the conformance suite tests call"}},
 	"internal/redistest": {layer: support, grants: map[string]string{edgeTesting: "it starts redis-server for tests"}},
+	"internal/testpki":   {layer: support, grants: map[string]string{edgeTesting: "it makes the certificates of TLS tests"}},
 	"internal/pgtest": {layer: support, grants: map[string]string{
 		edgeTesting: "it starts PostgreSQL servers for tests",
 		edgeSQL:     "it waits for a server, and makes schemas, with pgx",
@@ -535,7 +536,8 @@ func cleanGraph() []string {
 		"github.com/prometheus/client_golang/prometheus: std:expvar google.golang.org/protobuf/proto",
 		"std:expvar: std:net/http",
 		"internal/storetest: . internal/clocktest std:testing",
-		"internal/redistest: std:testing",
+		"internal/redistest: internal/testpki std:testing",
+		"internal/testpki: std:testing",
 		"internal/pgtest: std:testing github.com/jackc/pgx/v5",
 		"internal/goldentest: std:testing",
 		"internal/archtest:",

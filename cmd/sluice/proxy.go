@@ -26,6 +26,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/adaptive"
 	"github.com/sluicehq/sluice/failsafe"
 	"github.com/sluicehq/sluice/gateway"
 	"github.com/sluicehq/sluice/httplimit"
@@ -418,6 +419,9 @@ func checkProxy(f *gateway.File, stdout, stderr io.Writer) int {
 		if u.MaxInFlight > 0 {
 			fmt.Fprintf(stdout, " max_in_flight=%d", u.MaxInFlight)
 		}
+		if u.Adaptive != nil {
+			fmt.Fprint(stdout, " max_in_flight=adaptive")
+		}
 		fmt.Fprintln(stdout)
 	}
 	for _, rt := range c.Routes {
@@ -428,6 +432,9 @@ func checkProxy(f *gateway.File, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stdout, "route %s %q -> %s", rt.Name, rt.Patterns, up)
 		if len(rt.Methods) > 0 {
 			fmt.Fprintf(stdout, " (methods %s; others 403)", strings.Join(rt.Methods, ", "))
+		}
+		if rt.Priority != adaptive.Default {
+			fmt.Fprintf(stdout, " priority %s", rt.Priority)
 		}
 		fmt.Fprintln(stdout)
 		for _, p := range rt.Policies {

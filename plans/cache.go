@@ -135,12 +135,17 @@ func (c *Cache) Limit(ctx context.Context, tenant, name string) (lim sluice.Limi
 	return lim, ok
 }
 
-// Invalidate forgets tenant's record, so that the next lookup reads it:
-// the admin API calls it after a change, which then takes effect at once in
-// this process (other processes within Staleness).
+// Invalidate forgets tenant's record ("": every tenant's, as after a
+// plan's limits change), so that the next lookup reads it: the admin API
+// calls it after a change, which then takes effect at once in this process
+// (other processes within Staleness).
 func (c *Cache) Invalidate(tenant string) {
 	c.mu.Lock()
-	delete(c.tenants, tenant)
+	if tenant == "" {
+		clear(c.tenants)
+	} else {
+		delete(c.tenants, tenant)
+	}
 	c.mu.Unlock()
 }
 

@@ -74,6 +74,13 @@ func TestCacheReadsAtMostOncePerStaleness(t *testing.T) {
 	if n := src.reads.Load(); n != 3 {
 		t.Errorf("after Invalidate: %d reads, want 3", n)
 	}
+	c.Limit(ctx, "u", "d.k")
+	c.Invalidate("") // a plan changed: every tenant
+	c.Limit(ctx, "t", "d.k")
+	c.Limit(ctx, "u", "d.k")
+	if n := src.reads.Load(); n != 6 {
+		t.Errorf("after Invalidate(\"\"): %d reads, want 6 (both tenants read again)", n)
+	}
 }
 
 // An override wins over the plan until the instant it expires, judged by

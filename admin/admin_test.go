@@ -388,3 +388,25 @@ func TestUsageAndLedgerExport(t *testing.T) {
 		t.Errorf("an empty JSON export: %d %q, want []", code, body)
 	}
 }
+
+// A page mounted with Handle is behind the same authentication and audit
+// log as the API's own routes, and is not listed among them.
+func TestHandleMountsAPageBehindTheSameAuthAndAudit(t *testing.T) {
+	f := newFixture(t, admin.Config{})
+	f.api.Handle("GET /live", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "page") }))
+	if code, _, _ := f.do(t, "GET", "/live", "", ""); code != http.StatusUnauthorized {
+		t.Errorf("the page without a token: %d, want 401", code)
+	}
+	if code, body, _ := f.do(t, "GET", "/live", "Bearer "+token, ""); code != 200 || body != "page" {
+		t.Errorf("the page with the token: %d %q", code, body)
+	}
+	lines := f.auditLines(t)
+	if len(lines) != 2 || lines[1]["op"] != "GET /live" || lines[1]["who"] != "token" {
+		t.Errorf("audit lines %v, want two, the second GET /live by token", lines)
+	}
+	for _, r := range f.api.Routes() {
+		if strings.Contains(r, "/live") {
+			t.Errorf("Routes lists the mounted page %s", r)
+		}
+	}
+}

@@ -88,17 +88,14 @@ func telemetryFromEnv(errs *envErrs) telemetrySettings {
 	if s.flushInterval <= 0 {
 		*errs = append(*errs, errors.New("STATS_FLUSH_INTERVAL: want a duration above 0"))
 	}
-	tags, err := parseExtraTags(os.Getenv("EXTRA_TAGS"))
-	if err != nil {
-		*errs = append(*errs, err)
-	}
-	s.extraTags = tags
+	s.extraTags = envPairs(errs, "EXTRA_TAGS", ":")
 	if s.dog {
 		if s.statsd {
 			*errs = append(*errs, errors.New("USE_STATSD and USE_DOG_STATSD are both true: choose one stats sink (envoyproxy/ratelimit refuses both too)"))
 		}
 		s.statsd = true
 		names := os.Getenv("USE_DOG_STATSD_MOGRIFIERS")
+		var err error
 		if s.mogrifiers, err = statsd.MogrifiersFromEnv(names, os.LookupEnv); err != nil {
 			*errs = append(*errs, fmt.Errorf("USE_DOG_STATSD_MOGRIFIERS=%q: %w", names, err))
 		}
@@ -120,24 +117,6 @@ func parseRate(v string) (float64, error) {
 		err = errors.New("out of range")
 	}
 	return r, err
-}
-
-// parseExtraTags reads EXTRA_TAGS: "key:value" pairs separated by commas,
-// as envoyproxy/ratelimit reads them; nil when v is empty.
-func parseExtraTags(v string) (map[string]string, error) {
-	if strings.TrimSpace(v) == "" {
-		return nil, nil
-	}
-	tags := map[string]string{}
-	for pair := range strings.SplitSeq(v, ",") {
-		k, val, ok := strings.Cut(pair, ":")
-		k, val = strings.TrimSpace(k), strings.TrimSpace(val)
-		if !ok || k == "" {
-			return nil, fmt.Errorf("EXTRA_TAGS=%q: want key:value pairs separated by commas", v)
-		}
-		tags[k] = val
-	}
-	return tags, nil
 }
 
 // notActedOn returns the telemetry variables that are set and have no

@@ -4,6 +4,7 @@ import (
 	"context"
 	"io"
 	"log/slog"
+	"maps"
 	"net"
 	"net/http"
 	"os"
@@ -322,14 +323,41 @@ func TestTelemetryNamesSettingsOfAFeatureThatIsOff(t *testing.T) {
 	}
 }
 
-// EXTRA_TAGS is read as envoyproxy/ratelimit reads it.
-func TestParseExtraTags(t *testing.T) {
-	got, err := parseExtraTags("cluster:eu1, team : edge,empty:")
-	if err != nil {
-		t.Fatal(err)
+// EXTRA_TAGS, CONFIG_GRPC_XDS_NODE_METADATA and
+// CONFIG_GRPC_XDS_CLIENT_ADDITIONAL_HEADERS are read by one rule, which
+// accepts whatever envoyproxy/ratelimit accepts and reads it the same: an
+// empty item (a trailing comma) is skipped, each item is cut at its first
+// separator, keys and values are kept as written; an item without the
+// separator is refused, naming the variable.
+func TestPairVariablesShareOneRule(t *testing.T) {
+	for _, v := range []struct{ name, sep string }{
+		{"EXTRA_TAGS", ":"},
+		{"CONFIG_GRPC_XDS_NODE_METADATA", "="},
+		{"CONFIG_GRPC_XDS_CLIENT_ADDITIONAL_HEADERS", ":"},
+	} {
+		t.Run(v.name, func(t *testing.T) {
+			t.Setenv(v.name, "cluster"+v.sep+"eu1,, team "+v.sep+" edge,empty"+v.sep+",")
+			var errs envErrs
+			got := envPairs(&errs, v.name, v.sep)
+			if len(errs) != 0 {
+				t.Fatalf("errors %v", errs)
+			}
+			want := map[string]string{"cluster": "eu1", " team ": " edge", "empty": ""}
+			if !maps.Equal(got, want) {
+				t.Errorf("pairs %q, want %q", got, want)
+			}
+			t.Setenv(v.name, "cluster"+v.sep+"eu1,zone")
+			errs = nil
+			envPairs(&errs, v.name, v.sep)
+			if len(errs) != 1 || !strings.Contains(errs[0].Error(), v.name) {
+				t.Errorf("an item without %q: errors %v, want one naming %s", v.sep, errs, v.name)
+			}
+		})
 	}
-	if len(got) != 3 || got["cluster"] != "eu1" || got["team"] != "edge" || got["empty"] != "" {
-		t.Errorf("tags %v", got)
+	t.Setenv("EXTRA_TAGS", "a:b,")
+	var errs envErrs
+	if s := telemetryFromEnv(&errs); len(errs) != 0 || !maps.Equal(s.extraTags, map[string]string{"a": "b"}) {
+		t.Errorf("EXTRA_TAGS=a:b, gives %v, %v; want the tag a:b", s.extraTags, errs)
 	}
 }
 

@@ -104,10 +104,17 @@ func xdsFromEnv(e *envErrs) *xdsSettings {
 	return x
 }
 
-// envPairs reads the environment variable name as envoyproxy/ratelimit
-// does, "k1<sep>v1,k2<sep>v2", each pair cut at its first sep; empty
-// items are skipped, and an item without sep is recorded in e (where
-// envoyproxy/ratelimit drops it without a word).
+// envPairs reads the environment variable name, "k1<sep>v1,k2<sep>v2",
+// by the one rule of every such variable (EXTRA_TAGS,
+// CONFIG_GRPC_XDS_NODE_METADATA, CONFIG_GRPC_XDS_CLIENT_ADDITIONAL_HEADERS),
+// which accepts all that envoyproxy/ratelimit accepts and reads it the
+// same way: a blank value is no pairs; items are split at every comma; an
+// empty item (a trailing comma) is skipped, as envoyproxy/ratelimit's
+// node metadata skips it (its envconfig maps refuse it); each item is cut
+// at its first sep, keys and values kept as written, not trimmed. An item
+// without sep or with an empty key is recorded in e, naming the variable,
+// where envoyproxy/ratelimit drops it without a word (node metadata) or
+// fails to start (the maps).
 func envPairs(e *envErrs, name, sep string) map[string]string {
 	v := os.Getenv(name)
 	if strings.TrimSpace(v) == "" {
@@ -115,15 +122,15 @@ func envPairs(e *envErrs, name, sep string) map[string]string {
 	}
 	out := map[string]string{}
 	for item := range strings.SplitSeq(v, ",") {
-		if strings.TrimSpace(item) == "" {
+		if item == "" {
 			continue
 		}
 		k, val, ok := strings.Cut(item, sep)
-		if k = strings.TrimSpace(k); !ok || k == "" {
+		if !ok || k == "" {
 			*e = append(*e, fmt.Errorf("%s=%q: want key%svalue pairs separated by commas; %q is not one", name, v, sep, item))
 			continue
 		}
-		out[k] = strings.TrimSpace(val)
+		out[k] = val
 	}
 	return out
 }

@@ -14,7 +14,11 @@ import (
 // adaptive): a request is admitted while fewer requests are in flight than
 // the limiter's current limit allows for its priority, and refused at once
 // otherwise. The limit follows the handler's measured latency, so it falls
-// when the handler slows down because it is past its capacity.
+// when the handler slows down because it is past its capacity. A request's
+// latency runs from its admission until its response header is written (or
+// the handler returns without writing one), so that a client reading the
+// body slowly does not pass for a slow handler; it holds its place until
+// the handler returns.
 //
 // A refusal is load shedding, not a rate limit: it is answered 503 Service
 // Unavailable (whatever Config.StatusCode says), with Retry-After, the
@@ -162,15 +166,24 @@ func (m *Middleware) serveAdaptive(w http.ResponseWriter, r *http.Request, decis
 	}
 	sw := statusWriters.Get().(*statusWriter)
 	sw.ResponseWriter = w
+	start := time.Now()
 	next.ServeHTTP(sw, r)
 	finished = true
+	// The sample ends when the response's header was written (or the
+	// handler returned without writing), not when its body was: a client
+	// that reads slowly must not pass for a slow backend.
+	end := sw.wrote
+	if end.IsZero() {
+		end = time.Now()
+	}
+	rtt := max(end.Sub(start), 1) // a zero latency would be no sample
 	gone := ctx.Err() != nil
 	for i, t := range toks {
 		o := adaptive.Ignored
 		if !gone {
 			o = m.adaptive[i].Outcome(sw.status())
 		}
-		t.Done(o)
+		t.Record(rtt, o)
 	}
 	// The handler has returned, so it may no longer use sw (net/http's
 	// contract for a ResponseWriter); one that panicked is not reused.
@@ -197,19 +210,20 @@ func (m *Middleware) shed(w http.ResponseWriter, r *http.Request, a *AdaptivePol
 // adaptive limiter's outcome.
 type statusWriter struct {
 	http.ResponseWriter
-	code int // 0 until WriteHeader or Write
+	code  int       // 0 until WriteHeader or Write
+	wrote time.Time // when code was set
 }
 
 func (s *statusWriter) WriteHeader(code int) {
 	if s.code == 0 && code >= 200 {
-		s.code = code
+		s.code, s.wrote = code, time.Now()
 	}
 	s.ResponseWriter.WriteHeader(code)
 }
 
 func (s *statusWriter) Write(p []byte) (int, error) {
 	if s.code == 0 {
-		s.code = http.StatusOK
+		s.code, s.wrote = http.StatusOK, time.Now()
 	}
 	return s.ResponseWriter.Write(p)
 }
@@ -230,7 +244,7 @@ func (s *statusWriter) Unwrap() http.ResponseWriter { return s.ResponseWriter }
 // that assert http.Flusher.
 func (s *statusWriter) Flush() {
 	if s.code == 0 {
-		s.code = http.StatusOK
+		s.code, s.wrote = http.StatusOK, time.Now()
 	}
 	_ = http.NewResponseController(s.ResponseWriter).Flush()
 }

@@ -254,3 +254,44 @@ func TestAdaptivePanicFreesTheSlot(t *testing.T) {
 		t.Errorf("%d in flight after both requests, want 0", n)
 	}
 }
+
+// The latency sample ends when the response's header is written, not when
+// its body is: a handler that answers at once and then streams its body
+// for 100 ms (a client reading slowly) keeps the limit, where one that
+// takes 100 ms before its header makes it fall.
+func TestAdaptiveLatencyEndsAtTheResponseHeader(t *testing.T) {
+	for _, c := range []struct {
+		name       string
+		headerLate bool
+		wantFall   bool
+	}{{"body slow", false, false}, {"header slow", true, true}} {
+		t.Run(c.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				lim, err := adaptive.New(adaptive.Config{
+					Algorithm: adaptive.AIMD{Timeout: 50 * time.Millisecond},
+					Initial:   20, Max: 20, Window: 100 * time.Millisecond, MinSamples: 1,
+				})
+				if err != nil {
+					t.Fatal(err)
+				}
+				m := mustNew(t, httplimit.Config{Adaptive: []httplimit.AdaptivePolicy{{Name: "a", Limiter: lim}}})
+				h := m.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+					if c.headerLate {
+						time.Sleep(100 * time.Millisecond)
+					}
+					w.WriteHeader(http.StatusOK)
+					if !c.headerLate {
+						time.Sleep(100 * time.Millisecond)
+					}
+					w.Write([]byte("done"))
+				}))
+				for range 20 {
+					do(h, httptest.NewRequest(http.MethodGet, "/", nil))
+				}
+				if fell := lim.Limit() < 20; fell != c.wantFall {
+					t.Errorf("limit %d after 20 requests; want it fallen: %v", lim.Limit(), c.wantFall)
+				}
+			})
+		})
+	}
+}

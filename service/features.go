@@ -27,6 +27,25 @@ func shareEntries(r *config.RateLimit, entries []config.Entry) {
 	}
 }
 
+// levelName is the one builder of envoyproxy/ratelimit-style names of a
+// descriptor: domain, then ".key" for each of n levels, and "_value" when
+// the value is not empty or underscoreEmpty is set (detailed_metric's "_"
+// for an empty value). level returns level i's key and value.
+func levelName(domain string, n int, underscoreEmpty bool, level func(i int) (key, value string)) string {
+	var b strings.Builder
+	b.WriteString(domain)
+	for i := range n {
+		k, v := level(i)
+		b.WriteByte('.')
+		b.WriteString(k)
+		if underscoreEmpty || v != "" {
+			b.WriteByte('_')
+			b.WriteString(v)
+		}
+	}
+	return b.String()
+}
+
 // detailedName is the metrics name of a descriptor under a
 // detailed_metric rule, as envoyproxy/ratelimit builds it: the domain,
 // then ".key_value" per entry, the "_" even for an empty value unless the
@@ -34,17 +53,9 @@ func shareEntries(r *config.RateLimit, entries []config.Entry) {
 // writes just the key for an empty value); entries hold the patterns of
 // share_threshold levels.
 func detailedName(domain string, entries []config.Entry, shared bool) string {
-	var b strings.Builder
-	b.WriteString(domain)
-	for _, e := range entries {
-		b.WriteByte('.')
-		b.WriteString(e.Key)
-		if !shared || e.Value != "" {
-			b.WriteByte('_')
-			b.WriteString(e.Value)
-		}
-	}
-	return b.String()
+	return levelName(domain, len(entries), !shared, func(i int) (string, string) {
+		return entries[i].Key, entries[i].Value
+	})
 }
 
 // valueToMetricName is the metrics name of a descriptor under a rule with
@@ -53,25 +64,24 @@ func detailedName(domain string, entries []config.Entry, shared bool) string {
 // request's value instead (key_value, or just key for an empty value). A
 // share_threshold level keeps its pattern, as its values share a counter.
 func valueToMetricName(domain string, r *config.RateLimit, d *rlpb.RateLimitDescriptor) string {
-	var b strings.Builder
-	b.WriteString(domain)
-	for i, e := range d.GetEntries() {
-		if i >= len(r.Path) {
-			break
-		}
+	es := d.GetEntries()
+	return levelName(domain, min(len(es), len(r.Path)), false, func(i int) (string, string) {
 		pe := r.Path[i]
-		b.WriteByte('.')
-		b.WriteString(pe.Key)
 		v := pe.Value
 		if pe.ValueToMetric && !pe.ShareThreshold && (v == "" || pe.Wildcard) {
-			v = e.GetValue()
+			v = es[i].GetValue()
 		}
-		if v != "" {
-			b.WriteByte('_')
-			b.WriteString(v)
-		}
-	}
-	return b.String()
+		return pe.Key, v
+	})
+}
+
+// descriptorName is domain.key_value.key_value, the FullKey style of a
+// descriptor (a key with an empty value is just the key).
+func descriptorName(domain string, d *rlpb.RateLimitDescriptor) string {
+	es := d.GetEntries()
+	return levelName(domain, len(es), false, func(i int) (string, string) {
+		return es[i].GetKey(), es[i].GetValue()
+	})
 }
 
 // isQuota reports whether a plan's descriptor counts as a quota: its rule

@@ -761,22 +761,6 @@ func (s *Service) label(domain string, r *config.RateLimit, p *plan) string {
 	return r.FullKey
 }
 
-// descriptorName is domain.key_value.key_value, the FullKey style of a
-// descriptor (a key with an empty value is just the key).
-func descriptorName(domain string, d *rlpb.RateLimitDescriptor) string {
-	var b strings.Builder
-	b.WriteString(domain)
-	for _, e := range d.GetEntries() {
-		b.WriteByte('.')
-		b.WriteString(e.GetKey())
-		if e.GetValue() != "" {
-			b.WriteByte('_')
-			b.WriteString(e.GetValue())
-		}
-	}
-	return b.String()
-}
-
 // KeyFormat says how a Service spells store keys (Config.KeyFormat).
 type KeyFormat int
 

@@ -80,7 +80,7 @@ func commandHelp(args []string, stdout, stderr io.Writer) int {
 		return 0
 	}
 	switch args[0] {
-	case "serve", "proxy", "check", "simulate":
+	case "serve", "proxy", "check", "simulate", "migrate", "admin":
 		return run([]string{args[0], "-h"}, stdout, stderr)
 	case "help", "version":
 		mainUsage(stdout)

@@ -31,9 +31,6 @@ func run(args []string, stdout, stderr io.Writer) int {
 	}
 	switch args[0] {
 	case "help":
-		if len(args) > 1 && args[1] == "migrate" {
-			return runMigrate(context.Background(), []string{"-h"}, stdout, stderr)
-		}
 		return commandHelp(args[1:], stdout, stderr)
 	case "-h", "-help", "--help":
 		mainUsage(stdout)

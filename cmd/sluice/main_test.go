@@ -37,6 +37,10 @@ func TestRun(t *testing.T) {
 		{[]string{"version"}, 0, "sluice ", ""},
 		{[]string{"bogus"}, 2, "", `unknown command "bogus"`},
 	}
+	// Every command the main usage lists has its own help.
+	for _, cmd := range []string{"serve", "proxy", "check", "simulate", "migrate", "admin"} {
+		tests = append(tests, runCase{[]string{"help", cmd}, 0, "Usage: sluice " + cmd, ""})
+	}
 	for _, tt := range tests {
 		tt.check(t)
 	}

@@ -265,7 +265,8 @@ func (c *Client) handle(ctx context.Context, resp *discovery.DiscoveryResponse) 
 	if err != nil {
 		msg := errorDetail(err)
 		c.m.nacks.Inc()
-		c.log.Error("xds: config refused (NACK); keeping the running config", "version", resp.GetVersionInfo(), "running_version", c.acked, "err", msg)
+		c.log.Error("xds: config refused (NACK); keeping the running config",
+			"version", bounded(resp.GetVersionInfo(), maxLoggedVersion), "running_version", bounded(c.acked, maxLoggedVersion), "err", msg)
 		req.VersionInfo = c.acked
 		req.ErrorDetail = &rpcstatus.Status{Code: 3, Message: msg} // 3: INVALID_ARGUMENT
 		return req
@@ -273,7 +274,7 @@ func (c *Client) handle(ctx context.Context, resp *discovery.DiscoveryResponse) 
 	c.acked = resp.GetVersionInfo()
 	req.VersionInfo = c.acked
 	c.m.acks.Inc()
-	c.log.Info("xds: config applied (ACK)", "version", c.acked, "resources", len(resp.GetResources()))
+	c.log.Info("xds: config applied (ACK)", "version", bounded(c.acked, maxLoggedVersion), "resources", len(resp.GetResources()))
 	c.once.Do(func() { close(c.ready) })
 	return req
 }
@@ -295,16 +296,23 @@ func (c *Client) apply(ctx context.Context, resp *discovery.DiscoveryResponse) e
 // resource can make as long as the resource.
 const MaxErrorDetail = 4096
 
-// errorDetail returns err's text, cut to MaxErrorDetail bytes (on a rune
-// boundary) with the full length said when it is longer.
-func errorDetail(err error) string {
-	msg := err.Error()
-	if len(msg) <= MaxErrorDetail {
-		return msg
+// maxLoggedVersion bounds a version_info in a log line: the server
+// chooses it, and could make it as long as a response (the ACK echoes it
+// whole, as the protocol needs).
+const maxLoggedVersion = 256
+
+// errorDetail returns err's text, cut to MaxErrorDetail bytes (bounded).
+func errorDetail(err error) string { return bounded(err.Error(), MaxErrorDetail) }
+
+// bounded returns s cut to max bytes (on a rune boundary, room kept for
+// a note of the full length) when it is longer.
+func bounded(s string, max int) string {
+	if len(s) <= max {
+		return s
 	}
-	cut := MaxErrorDetail - 64 // room for the note
-	for cut > 0 && !utf8.RuneStart(msg[cut]) {
+	cut := max - 64 // room for the note
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
 		cut--
 	}
-	return fmt.Sprintf("%s… (cut; %d bytes in all)", msg[:cut], len(msg))
+	return fmt.Sprintf("%s… (cut; %d bytes in all)", s[:cut], len(s))
 }

@@ -86,10 +86,19 @@ func TestServeOnPostgres(t *testing.T) {
 		if strings.Contains(out, "applied 0") {
 			t.Errorf("second migrate applied again: %q", out)
 		}
-		// The schema is then all serve needs with -migrate=false.
+		// The schema is then all serve needs with -migrate=false, which
+		// connects in the background and is then healthy.
 		path := filepath.Join(t.TempDir(), "q.yaml")
 		writeFile(t, path, cfgQuota(1))
-		s := launch(t, "-config", path, "-store", url, "-migrate=false")
+		s := launch(t, "-config", path, "-store", url, "-migrate=false", "-health-needs-store")
+		eventually(t, "healthy once the database answered", func() bool {
+			resp, err := http.Get(s.url + "/healthcheck")
+			if err != nil {
+				return false
+			}
+			resp.Body.Close()
+			return resp.StatusCode == 200
+		})
 		if a, b := post(t, s.url, reqAlice), post(t, s.url, reqAlice); a != 200 || b != 429 {
 			t.Errorf("serve -migrate=false on a migrated schema: %d, %d; want 200, 429", a, b)
 		}

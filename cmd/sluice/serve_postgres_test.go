@@ -296,3 +296,54 @@ func stopProcess(t *testing.T, p *process) {
 		t.Fatalf("serve did not stop within 15 s of SIGTERM: %s", p.stderr.String())
 	}
 }
+
+// PostgreSQL stopped under serve: decisions fail closed (the default on
+// PostgreSQL) and are not counted; once it is back, serve decides on it
+// again by itself, and the database counts exactly the requests admitted,
+// none lost and none doubled.
+func TestServePostgresRestartFailsClosedThenResumes(t *testing.T) {
+	srv := pgtest.StartServer(t)
+	url := srv.Schema(t)
+	path := filepath.Join(t.TempDir(), "q.yaml")
+	writeFile(t, path, cfgQuota(1000))
+	s := launch(t, "-config", path, "-store", url)
+	admitted := 0
+	for range 5 {
+		if post(t, s.url, reqAlice) == 200 {
+			admitted++
+		}
+	}
+	if admitted != 5 {
+		t.Fatalf("admitted %d of 5 with the database up", admitted)
+	}
+	if err := srv.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 5 {
+		if code := post(t, s.url, reqAlice); code == 200 {
+			t.Errorf("request %d with the database down: 200, want a refusal (quotas fail closed)", i)
+		}
+	}
+	if err := srv.Start(); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(30 * time.Second) // the breaker's back-off, doubling from 1 s
+	for ok := false; !ok; {
+		if time.Now().After(deadline) {
+			t.Fatalf("no request admitted within 30 s of the database's return: %s", s.stderr.String())
+		}
+		if ok = post(t, s.url, reqAlice) == 200; ok {
+			admitted++
+		} else {
+			time.Sleep(100 * time.Millisecond) // waiting for the breaker's probe
+		}
+	}
+	for range 5 {
+		if post(t, s.url, reqAlice) == 200 {
+			admitted++
+		}
+	}
+	if n := storeCount(t, url); n != int64(admitted) {
+		t.Errorf("the database counts %d, and %d were admitted", n, admitted)
+	}
+}

@@ -17,7 +17,8 @@
 //   - The cost of a descriptor is its own hits_addend when set (0 there
 //     means a check only), else the request's hits_addend, where 0 means 1.
 //   - A descriptor's limit override (requests_per_unit and unit) replaces
-//     the matched rule's limit; it applies even when no rule matches, and
+//     the matched rule's limit; it applies even when no rule matches (but
+//     not in a domain the rules do not configure, nor without rules), and
 //     it is never in shadow mode, as in envoyproxy/ratelimit. The override
 //     keeps a matched rule's algorithm and name; without one it is a fixed
 //     window named after the descriptor.

@@ -514,8 +514,9 @@ func (s *Service) shouldRateLimit(ctx context.Context, req *pb.RateLimitRequest,
 	if replaced {
 		dropReplaced(plans)
 	}
+	overrides := domainKnown(rules, req.GetDomain())
 	for i := range plans {
-		s.resolve(box, req.GetDomain(), &plans[i])
+		s.resolve(box, req.GetDomain(), &plans[i], overrides)
 		s.tenantLimit(ctx, req.GetDomain(), &plans[i])
 	}
 	resp, err := s.respond(ctx, req, plans, outs)
@@ -690,14 +691,32 @@ var configUnits = [...]pb.RateLimitResponse_RateLimit_Unit{
 // rule: the descriptor's values must not become labels.
 const overrideLabel = "_override"
 
+// domainKnown reports whether the request's domain may use limit
+// overrides: whether rules configure it, as envoyproxy/ratelimit's
+// GetLimit answers no limit for an unknown domain before it reads an
+// override. Rules that cannot say (no Domain method) know every domain;
+// nil rules, none.
+func domainKnown(rules Rules, domain string) bool {
+	switch r := rules.(type) {
+	case nil:
+		return false
+	case interface {
+		Domain(name string) *config.Domain
+	}:
+		return r.Domain(domain) != nil
+	}
+	return true
+}
+
 // resolve fills in the limit a plan enforces: the rule's, or the
-// descriptor's override. b holds the rules the plan's rule came from.
-func (s *Service) resolve(b *rulesBox, domain string, p *plan) {
+// descriptor's override when overrides is set (domainKnown). b holds the
+// rules the plan's rule came from.
+func (s *Service) resolve(b *rulesBox, domain string, p *plan, overrides bool) {
 	r := p.rule
 	if r != nil {
 		p.meta = r.Metadata
 	}
-	if o := p.keyDesc.GetLimit(); o != nil {
+	if o := p.keyDesc.GetLimit(); o != nil && overrides {
 		u := overrideUnits[o.GetUnit()]
 		rpu := o.GetRequestsPerUnit()
 		lim := sluice.Limit{Algorithm: sluice.FixedWindow}

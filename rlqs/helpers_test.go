@@ -11,11 +11,12 @@ import (
 	"google.golang.org/grpc/metadata"
 
 	"github.com/sluicehq/sluice/config"
+	"github.com/sluicehq/sluice/internal/redistest"
 	"github.com/sluicehq/sluice/internal/rlqstest"
 	"github.com/sluicehq/sluice/rlqs"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+func TestMain(m *testing.M) { goleak.VerifyTestMain(redistest.Wrap(m), redistest.IgnoreRueidis()...) }
 
 // edgeYAML is the config the simulations run: 100 requests per second on
 // bucket {api: <anything>}, shared by every Envoy that reports it.

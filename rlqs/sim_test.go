@@ -2,10 +2,12 @@ package rlqs_test
 
 import (
 	"context"
+	"sync"
 	"testing"
 	"testing/synctest"
 	"time"
 
+	"github.com/sluicehq/sluice/internal/rlqstest"
 	"github.com/sluicehq/sluice/rlqs"
 )
 
@@ -30,7 +32,7 @@ func TestTenEnvoysAdmitTheGlobalLimitWithinFivePercent(t *testing.T) {
 	})
 }
 
-func TestTenEnvoysOnTwoReplicasSharingAStoreAdmitTheGlobalLimit(t *testing.T) {
+func TestTenEnvoysOnTwoReplicasSharingMemoryAdmitTheGlobalLimit(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		st := &rlqs.MemoryStore{}
 		a, b := newServer(t, st), newServer(t, st)
@@ -49,10 +51,50 @@ func shutdown(t *testing.T, s *rlqs.Server) {
 	}
 }
 
+// topology is where the simulated Envoys connect: replicas Sluice
+// servers sharing a store; Envoy i connects to replica i%replicas.
+type topology struct {
+	name     string
+	replicas int
+	store    func(t *testing.T) rlqs.Store
+}
+
+var topologies = []topology{
+	{"one Sluice", 1, func(*testing.T) rlqs.Store { return &rlqs.MemoryStore{} }},
+	{"two Sluice replicas sharing Redis", 2, func(t *testing.T) rlqs.Store { return newOutside(t, redisRLQS(t), 4) }},
+}
+
+// eachTopology runs test in a synctest bubble for each topology, with its
+// replicas; Envoy i dials (*servers)[i%len].
+func eachTopology(t *testing.T, test func(t *testing.T, st rlqs.Store, servers []*rlqs.Server, pick func(i int) *rlqs.Server)) {
+	for _, tp := range topologies {
+		t.Run(tp.name, func(t *testing.T) {
+			st := tp.store(t)
+			synctest.Test(t, func(t *testing.T) {
+				servers := make([]*rlqs.Server, tp.replicas)
+				for i := range servers {
+					servers[i] = newServer(t, st)
+				}
+				var mu sync.Mutex
+				pick := func(i int) *rlqs.Server {
+					mu.Lock()
+					defer mu.Unlock()
+					return servers[i%len(servers)]
+				}
+				test(t, st, servers, pick)
+				mu.Lock()
+				defer mu.Unlock()
+				for _, s := range servers {
+					shutdown(t, s)
+				}
+			})
+		})
+	}
+}
+
 func TestSharesMoveToWhereTheTrafficIs(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		s := newServer(t, nil)
-		f := newFleet(t.Context(), 10, func(int) *rlqs.Server { return s })
+	eachTopology(t, func(t *testing.T, _ rlqs.Store, _ []*rlqs.Server, pick func(int) *rlqs.Server) {
+		f := newFleet(t.Context(), 10, pick)
 		defer f.close()
 		// Everyone busy, then only the first five.
 		f.drive(20*time.Second, func(int) float64 { return 30 })
@@ -72,14 +114,12 @@ func TestSharesMoveToWhereTheTrafficIs(t *testing.T) {
 		if got := sum(admitted[:5]); got < 0.85*100*30-500 {
 			t.Errorf("the busy Envoys admitted %d in 30 s, want most of the 3000", got)
 		}
-		shutdown(t, s)
 	})
 }
 
 func TestADisconnectedEnvoysShareIsRedistributed(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		s := newServer(t, nil)
-		f := newFleet(t.Context(), 10, func(int) *rlqs.Server { return s })
+	eachTopology(t, func(t *testing.T, _ rlqs.Store, _ []*rlqs.Server, pick func(int) *rlqs.Server) {
+		f := newFleet(t.Context(), 10, pick)
 		f.drive(20*time.Second, func(int) float64 { return 30 })
 		before := f.clients[0].Rate(apiBucket)
 		for _, c := range f.clients[5:] {
@@ -93,38 +133,44 @@ func TestADisconnectedEnvoysShareIsRedistributed(t *testing.T) {
 			t.Errorf("rate %.1f/s with ten Envoys, %.1f/s with five: want about 10 then about 20", before, after)
 		}
 		f.close()
-		shutdown(t, s)
 	})
 }
 
 func TestARestartedSluiceRecoversTheAssignmentsFromTheStore(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		st := &rlqs.MemoryStore{}
-		a := newServer(t, st)
-		var cur = a
-		f := newFleet(t.Context(), 10, func(int) *rlqs.Server { return cur })
+	eachTopology(t, func(t *testing.T, st rlqs.Store, servers []*rlqs.Server, pick func(int) *rlqs.Server) {
+		f := newFleet(t.Context(), 10, pick)
 		defer f.close()
-		f.drive(20*time.Second, func(i int) float64 { return float64(5 + 5*i) })
+		rate := func(i int) float64 { return float64(5 + 5*i) }
+		f.drive(20*time.Second, rate)
 		before := make([]float64, 10)
+		seen := make([]int, 10)
 		for i, c := range f.clients {
 			before[i] = c.Rate(apiBucket)
+			seen[i] = len(c.History(apiBucket))
 		}
-		shutdown(t, a)
+		// Replica 0 restarts; its Envoys' assignments expire at once.
+		shutdown(t, servers[0])
 		synctest.Wait()
-		// The shutdown's assignments expire at once.
 		if _, exp := f.clients[0].Strategy(apiBucket); exp.After(time.Now()) {
 			t.Errorf("after shutdown the assignment expires at %v, want now", exp)
 		}
-		cur = newServer(t, st)
+		servers[0] = newServer(t, st)
 		// The next report reconnects and gets an assignment at once.
-		f.drive(5*time.Second+time.Millisecond, func(i int) float64 { return float64(5 + 5*i) })
+		f.drive(5*time.Second+time.Millisecond, rate)
 		synctest.Wait()
 		for i, c := range f.clients {
-			got := c.Rate(apiBucket)
+			if i%len(servers) != 0 {
+				continue
+			}
+			// The first assignment of the new server, after the shutdown's.
+			h := c.History(apiBucket)
+			if len(h) < seen[i]+2 {
+				t.Fatalf("Envoy %d: %d assignments after the restart, want the shutdown's and a new one", i, len(h)-seen[i])
+			}
+			got := rlqstest.RateOf(h[seen[i]+1])
 			if got < 0.9*before[i] || got > 1.1*before[i] {
-				t.Errorf("Envoy %d: rate %.2f/s after the restart, %.2f/s before", i, got, before[i])
+				t.Errorf("Envoy %d: first rate %.2f/s after the restart, %.2f/s before", i, got, before[i])
 			}
 		}
-		shutdown(t, cur)
 	})
 }

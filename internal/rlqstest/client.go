@@ -66,7 +66,7 @@ type cbucket struct {
 	expires         time.Time                 // zero: never
 	tokens          float64
 	filled          time.Time
-	assignments     int
+	history         []*typev3.RateLimitStrategy
 }
 
 // New starts a client that opens its streams with dial. Close stops it.
@@ -192,10 +192,27 @@ func (c *Client) Strategy(id map[string]string) (*typev3.RateLimitStrategy, time
 	return nil, time.Time{}
 }
 
+// History returns every strategy the bucket was assigned, in order (an
+// abandoned bucket starts over).
+func (c *Client) History(id map[string]string) []*typev3.RateLimitStrategy {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if b := c.buckets[key(id)]; b != nil {
+		return slices.Clone(b.history)
+	}
+	return nil
+}
+
 // Rate returns the requests per second of the bucket's token bucket
 // assignment, 0 without one.
 func (c *Client) Rate(id map[string]string) float64 {
 	s, _ := c.Strategy(id)
+	return RateOf(s)
+}
+
+// RateOf returns the requests per second of a token bucket strategy, 0
+// for any other.
+func RateOf(s *typev3.RateLimitStrategy) float64 {
 	tb := s.GetTokenBucket()
 	if tb == nil {
 		return 0
@@ -334,7 +351,7 @@ func assign(b *cbucket, qa *rlqspb.RateLimitQuotaResponse_BucketAction_QuotaAssi
 	if ttl := qa.GetAssignmentTimeToLive(); ttl != nil {
 		b.expires = now.Add(ttl.AsDuration())
 	}
-	b.assignments++
+	b.history = append(b.history, s)
 	if b.strategy != nil && proto.Equal(b.strategy, s) {
 		return
 	}

@@ -216,6 +216,10 @@ type Config struct {
 	// TenantLimitsBy and package plans), asked after the rule is found.
 	// Nil: every descriptor gets its rule's limit.
 	TenantLimit TenantLimitFunc
+	// Observer, when set, receives each spending decision (see Observer),
+	// e.g. for the admin page's live view. Nil: nothing is observed, at
+	// no cost.
+	Observer Observer
 	// Registerer receives the service's metrics; nil means no metrics.
 	// When it is also a prometheus.Gatherer (as *prometheus.Registry is),
 	// Handler serves it at GET /metrics.
@@ -293,6 +297,7 @@ type Service struct {
 	lastLog  atomic.Int64 // Unix ns of the last store error log line
 
 	tenantFn TenantLimitFunc // Config.TenantLimit
+	obs      Observer        // Config.Observer
 
 	// maxJSONBytes is Config.MaxJSONBytesInFlight; jsonBytes the bytes
 	// of the POST /json bodies being read now.
@@ -336,6 +341,7 @@ func New(cfg Config) (*Service, error) {
 		health:   health.NewServer(),
 		healthFn: cfg.Healthy,
 		tenantFn: cfg.TenantLimit,
+		obs:      cfg.Observer,
 	}
 	if cfg.Failure != nil {
 		fb, err := newFallback(cfg.Limiter, cfg.Failure, s.log)
@@ -614,6 +620,9 @@ func (s *Service) respond(ctx context.Context, req *pb.RateLimitRequest, plans [
 			return nil, err
 		}
 		outs[i] = o
+		if s.obs != nil {
+			s.observe(req.GetDomain(), &plans[i], o)
+		}
 		resp.Statuses[i] = o.st
 		denied = denied || o.denied
 		quotas = quotas || s.isQuota(&plans[i])

@@ -84,18 +84,17 @@ func DefaultOverloadLimits(servers int, service time.Duration) []OverloadLimit {
 // OverloadReport is what RunOverload measured. Its fields are exported
 // for encoding/json.
 type OverloadReport struct {
-	Servers   int     `json:"servers"`
-	Service   string  `json:"service"`
-	Capacity  float64 `json:"capacity_per_second"`
-	Load      float64 `json:"load"`
-	Duration  string  `json:"duration"`
-	Warmup    string  `json:"warmup"`
-	Seed      uint64  `json:"seed"`
-	Bucket    string  `json:"bucket"`
-	Arrivals  int     `json:"arrivals"`
-	Unloaded  string  `json:"unloaded_latency"`
-	Results   []OverloadResult
-	bucketDur time.Duration
+	Servers  int              `json:"servers"`
+	Service  string           `json:"service"`
+	Capacity float64          `json:"capacity_per_second"`
+	Load     float64          `json:"load"`
+	Duration string           `json:"duration"`
+	Warmup   string           `json:"warmup"`
+	Seed     uint64           `json:"seed"`
+	Bucket   string           `json:"bucket"`
+	Arrivals int              `json:"arrivals"`
+	Unloaded string           `json:"unloaded_latency"`
+	Results  []OverloadResult `json:"results"`
 }
 
 // OverloadResult is one limit's figures, measured after the warm-up, and
@@ -180,7 +179,7 @@ func RunOverload(c OverloadConfig) (*OverloadReport, error) {
 	rep := &OverloadReport{
 		Servers: c.Servers, Service: c.Service.String(), Capacity: capacity, Load: c.Load,
 		Duration: c.Duration.String(), Warmup: c.Warmup.String(), Seed: c.Seed,
-		Bucket: c.Bucket.String(), Unloaded: c.Service.String(), bucketDur: c.Bucket,
+		Bucket: c.Bucket.String(), Unloaded: c.Service.String(),
 	}
 	for _, l := range c.Limits {
 		res, arrivals, err := runOneOverload(c, l)

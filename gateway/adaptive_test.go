@@ -195,3 +195,46 @@ func TestAdaptiveFileErrors(t *testing.T) {
 		}
 	}
 }
+
+// Update keeps an upstream's adaptive limiter, and what it has learned and
+// holds in flight, while its settings stay the same, and starts a new one
+// when they change.
+func TestAdaptiveLimiterKeptAcrossUpdate(t *testing.T) {
+	up := newUpstream(t)
+	entered, release := up.hold("/hold")
+	reg := prometheus.NewRegistry()
+	limits, err := httplimit.NewMetrics(reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := func(max int) gateway.Config {
+		return gateway.Config{
+			Upstreams: []gateway.Upstream{{Name: "app", URL: mustURL(t, up.URL), Adaptive: &gateway.Adaptive{Limiter: adaptive.Config{Max: max}}}},
+			Limits:    limits, Logger: quiet,
+		}
+	}
+	g, srv := front(t, cfg(50))
+	held := make(chan struct{})
+	go func() {
+		defer close(held)
+		if resp, err := srv.Client().Get(srv.URL + "/hold"); err == nil {
+			io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+		}
+	}()
+	defer func() { close(release); <-held }()
+	<-entered
+	inFlight := func() float64 { return policyGauge(t, reg, "sluice_http_adaptive_in_flight", "max_in_flight:app") }
+	if err := g.Update(cfg(50)); err != nil {
+		t.Fatal(err)
+	}
+	if n := inFlight(); n != 1 {
+		t.Errorf("after an Update with the same settings: %v in flight, want the held request (1)", n)
+	}
+	if err := g.Update(cfg(60)); err != nil {
+		t.Fatal(err)
+	}
+	if n := inFlight(); n != 0 {
+		t.Errorf("after an Update with a new max: %v in flight, want a new limiter (0)", n)
+	}
+}

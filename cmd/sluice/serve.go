@@ -295,6 +295,7 @@ type serveApp struct {
 	reg      *prometheus.Registry
 	svc      *service.Service
 	auth     *authEndpoint
+	rlqs     *rlqsFace // Envoy's rate limit quota service (cmd/sluice/rlqs.go)
 
 	httpLn, grpcLn net.Listener
 	admin          adminParts // the plans' tenant lookup (adminlisten.go)
@@ -335,6 +336,9 @@ func (s *serveApp) start(ctx context.Context, a *app, stdout io.Writer) error {
 		return err
 	}
 	a.onClose(s.st.close)
+	if err := s.startRLQS(ctx, a); err != nil {
+		return err
+	}
 	if err := s.openAdmin(ctx, a); err != nil {
 		return err
 	}
@@ -658,6 +662,7 @@ func (s *serveApp) apply(c *config.Config) error {
 		return err
 	}
 	s.auth.h.Store(&h)
+	s.rlqs.setRules(c)
 	s.hasConfig.Store(hasDomain(c))
 	return nil
 }
@@ -706,6 +711,7 @@ func (s *serveApp) startServers(a *app) {
 	hs := s.o.listen.httpServer(s.tel.handler(mux), s.log)
 	gs := grpc.NewServer(s.grpcServerOptions()...)
 	s.svc.RegisterGRPC(gs)
+	s.rlqs.srv.Register(gs)
 	httpCapped, httpConnState := capConns(s.httpLn, s.o.listen.httpMaxConns)
 	hs.ConnState = httpConnState
 	grpcCapped, _ := capConns(s.grpcLn, s.o.listen.grpcMaxConns)

@@ -348,8 +348,9 @@ type statsdSink struct {
 //   - ratelimit.service.rate_limit.<rule>.{total_hits,over_limit,near_limit,within_limit,shadow_mode},
 //     where <rule> is the rule's metrics label (its FullKey, or what
 //     detailed_metric and value_to_metric make of it) with ":", "|",
-//     control characters and the dots of IPv4 addresses made "_", as
-//     envoyproxy/ratelimit sanitizes stat names;
+//     control characters and the dots of every match of
+//     \d{1,3}(\.\d{1,3}){3} made "_", as envoyproxy/ratelimit sanitizes
+//     stat names (statsdName);
 //   - ratelimit.service.call.should_rate_limit.redis_error (a store
 //     error) and .service_error (a malformed request);
 //   - ratelimit.service.global_shadow_mode (a request Config.ShadowMode

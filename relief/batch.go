@@ -1,10 +1,17 @@
 package relief
 
 import (
+	"cmp"
 	"context"
+	"errors"
+	"fmt"
+	"math"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/algorithm"
 )
 
 // Batcher takes a very hot key's units from the inner (remote) limiter in
@@ -12,20 +19,34 @@ import (
 // server spend locally with no round trip until they run out or Hold
 // passes. It is safe for concurrent use.
 //
-// Accuracy: units are charged when reserved and spent up to Hold later, so
-// the limit's bound can be exceeded by what is spent late: at most
-// servers × (Batch−1) units in any window, for a key, over what the limit
-// alone admits. For a fixed window a reservation never outlives the window
-// it was charged to, so there the bound is zero. The other way, a server
-// holding unspent units keeps them from the others, at most Batch−1 units
-// per server and key, for at most Hold, after which the next request gives
-// them back (when the inner limiter is a sluice.Refunder, as redisstore
-// is; two reservations that race pool at most Batch−1 units and give the
-// rest back at once). Denials are exact: a request that a batch cannot
-// cover asks for its own cost, and one the store denies while this server
-// is moving units of the key waits for them to land before it is denied. Counting locally and sending increments later would admit up to
-// servers × Batch too many with no bound in time; reserving first keeps the
-// bound small and known.
+// Accuracy: units are charged when reserved and spent up to Hold later.
+// For a fixed window (calendar periods included) a reservation is spent
+// only before the window it was charged to ends (by the store's
+// ResetAfter), and its unspent units go back only while that window is
+// open (see refundBy); units still held at its end stay charged to it, as
+// if spent there. So the bound over what the limit alone admits is zero,
+// with one exception: a refund sent in the last stretch of a window that
+// takes longer to reach the store than the reservation took to come back
+// lands in the next window, which then admits that refund's units (at
+// most Batch−1) too many. For the other algorithms, units spent late can
+// exceed the limit's bound by at most servers × (Batch−1) units in any
+// window, for a key; their refunds follow the same rule (a sliding window
+// takes them back until its window of Period ends, judged on this
+// server's clock, so a store whose clock is off by d may count a refund
+// sent within d of the end in the next one; a sliding log for Period; a
+// token or leaky bucket at any time, never past full).
+//
+// The other way, a server holding unspent units keeps them from the
+// others, at most Batch−1 units per server and key, for at most Hold,
+// after which the next request gives them back if their window is open
+// (when the inner limiter is a sluice.Refunder, as redisstore and pgstore
+// are; two reservations that race pool at most Batch−1 units and give the
+// rest back at once). At shutdown, Release gives back what is held. Denials
+// are exact: a request that a batch cannot cover asks for its own cost,
+// and one the store denies while this server is moving units of the key
+// waits for them to land before it is denied. Counting locally and sending
+// increments later would admit up to servers × Batch too many with no
+// bound in time; reserving first keeps the bound small and known.
 //
 // Once a key is over its limit every request costs a round trip or two;
 // put an OverLimitCache in front of the Batcher so that denials cost none.
@@ -35,6 +56,9 @@ type Batcher struct {
 	batch int
 	hold  time.Duration
 	pools table[*pool]
+	// released is set by Release: decisions go to the inner limiter
+	// directly, and units that land are given back at once.
+	released atomic.Bool
 }
 
 // pool is a server's unspent reservation for one key and limit, and the
@@ -43,6 +67,9 @@ type pool struct {
 	units int
 	until int64 // Unix ns after which unspent units go back
 	reset int64 // Unix ns at which the store's state of the key is as good as new
+	// refundBy is the Unix ns from which the units may no longer go back
+	// to the store: their window has ended (see refundBy).
+	refundBy int64
 	// moving counts the requests reserving units of the key or giving them
 	// back; landed, when not nil, is closed when one of them lands.
 	moving int
@@ -65,8 +92,8 @@ type BatchConfig struct {
 	// Hold is how long a server keeps unspent units. Default 100ms.
 	Hold time.Duration
 	// MaxKeys bounds the keys with a reservation held; beyond it, new
-	// reservations are not pooled (their leftover units are lost). Default
-	// 100,000.
+	// reservations are not pooled (their leftover units go back to the
+	// store at once, when it takes refunds). Default 100,000.
 	MaxKeys int
 	// MaxBytes bounds the memory of the reservations held, in bytes (each
 	// counts its key's bytes and about 128 bytes); beyond it, as beyond
@@ -121,6 +148,9 @@ func (b *Batcher) AllowN(ctx context.Context, key string, lim sluice.Limit, cost
 	if err := sluice.Check(key, lim, cost); err != nil {
 		return sluice.Result{}, err
 	}
+	if b.released.Load() {
+		return b.inner.AllowN(ctx, key, lim, cost)
+	}
 	now := b.pools.now()
 	sh := b.pools.shard(key)
 	ck := cacheKey{key, lim}
@@ -140,7 +170,12 @@ func (b *Batcher) reserve(ctx context.Context, sh *shard[*pool], ck cacheKey, no
 	key, lim := ck.key, ck.lim
 	giveBack := 0
 	if p := sh.m[ck]; p != nil {
-		giveBack, p.units = p.units, 0 // expired or too small: return what is left
+		// Expired or too small: return what is left, if its window is
+		// still open; else it stays charged to the window that ended.
+		if now < p.refundBy {
+			giveBack = p.units
+		}
+		p.units = 0
 	}
 	p := b.begin(sh, ck, now)
 	sh.mu.Unlock()
@@ -169,47 +204,95 @@ func (b *Batcher) reserve(ctx context.Context, sh *shard[*pool], ck cacheKey, no
 		return b.retry(ctx, sh, ck, now, cost, res)
 	}
 	if left := n - cost; left > 0 {
-		until := now + int64(b.hold)
-		if lim.Algorithm == sluice.FixedWindow {
-			// Never spend a window's units in the next one.
-			until = min(until, now+int64(res.ResetAfter))
-		}
-		reset := now + int64(res.ResetAfter)
-		ret := 0 // units to give back to the store at once
-		sh.mu.Lock()
-		q := sh.m[ck]
-		if q == nil {
-			q = &pool{}
-			if !b.pools.put(sh, ck, q, now, (*pool).expiry) {
-				q = nil
-			}
-		}
-		switch {
-		case q == nil:
-			ret = left // no room to hold them
-		case q.units == 0:
-			q.units, q.until, q.reset = left, until, reset
-		default:
-			// Another request reserved meanwhile: pool both, but hold no
-			// more than Batch−1 units; the rest go back.
-			q.units += left
-			q.until = min(q.until, until)
-			q.reset = max(q.reset, reset)
-		}
-		if q != nil && b.rf != nil {
-			if extra := q.units - (b.batch - 1); extra > 0 {
-				q.units -= extra
-				ret = extra
-			}
-		}
-		sh.mu.Unlock()
-		b.refund(ctx, key, lim, ret) // before end, so a denial waits for it
+		b.keep(ctx, sh, ck, now, left, res)
 	}
 	sh.mu.Lock()
 	b.end(sh, ck, p)
 	sh.mu.Unlock()
 	res.Remaining += n - cost
 	return res, nil
+}
+
+// keep pools the left units of a reservation of ck that was sent at sent
+// and answered res, or gives them back to the store at once when they are
+// more than Batch−1 held, when the table has no room for them, or after
+// Release.
+func (b *Batcher) keep(ctx context.Context, sh *shard[*pool], ck cacheKey, sent int64, left int, res sluice.Result) {
+	landed := b.pools.now()
+	until := sent + int64(b.hold)
+	if ck.lim.Algorithm == sluice.FixedWindow {
+		// Never spend a window's units in the next one.
+		until = min(until, sent+int64(res.ResetAfter))
+	}
+	reset := sent + int64(res.ResetAfter)
+	by := refundBy(ck.lim, sent, landed, res)
+	ret := 0 // units to give back to the store at once
+	sh.mu.Lock()
+	q := sh.m[ck]
+	if q == nil && !b.released.Load() {
+		q = &pool{}
+		if !b.pools.put(sh, ck, q, sent, (*pool).expiry) {
+			q = nil
+		}
+	}
+	switch {
+	case q == nil || b.released.Load():
+		ret = left // no room to hold them, or no more holding
+	case q.units == 0:
+		q.units, q.until, q.reset, q.refundBy = left, until, reset, by
+	default:
+		// Another request reserved meanwhile: pool both, but hold no
+		// more than Batch−1 units; the rest go back.
+		q.units += left
+		q.until = min(q.until, until)
+		q.reset = max(q.reset, reset)
+		q.refundBy = min(q.refundBy, by)
+	}
+	if q != nil && b.rf != nil {
+		if extra := q.units - (b.batch - 1); extra > 0 {
+			q.units -= extra
+			ret = extra
+		}
+	}
+	if landed >= by {
+		ret = 0 // the window is ending: the units stay charged to it
+	}
+	sh.mu.Unlock()
+	b.refund(ctx, ck.key, ck.lim, ret) // before end, so a denial waits for it
+}
+
+// refundBy returns the instant (Unix ns, on the Batcher's clock) from which
+// units of lim reserved by a request sent at sent, whose answer res landed
+// at landed, may no longer go back to the store, because the store would
+// count them off a later window than the one they were charged to:
+//
+//   - a fixed window (calendar or not): the end of the window, the earlier
+//     of this clock's (algorithm.FixedWindowPeriod) and the store's
+//     (sent+ResetAfter, which the store's clock decides);
+//   - a sliding window: the end of its current window of Period, on this
+//     clock;
+//   - a sliding log: Period after sent, when the reserved entries leave the
+//     log;
+//   - a token or leaky bucket: never; a refund is always valid there, and
+//     the store never fills a bucket past full.
+//
+// A window's instant is brought forward by the reservation's round trip,
+// so that a refund sent before it lands before the window ends as long as
+// it travels no slower than the reservation did.
+func refundBy(lim sluice.Limit, sent, landed int64, res sluice.Result) int64 {
+	rtt := max(landed-sent, 0)
+	switch lim.Algorithm {
+	case sluice.FixedWindow:
+		_, end := algorithm.FixedWindowPeriod(lim, sent)
+		return min(end, sent+int64(res.ResetAfter)) - rtt
+	case sluice.SlidingWindow:
+		_, end := algorithm.FixedWindowPeriod(sluice.Limit{Period: lim.Period}, sent)
+		return end - rtt
+	case sluice.SlidingLog:
+		return sent + int64(lim.Period) - rtt
+	default:
+		return math.MaxInt64
+	}
 }
 
 // maxWaits bounds how many times a denied request waits for units in
@@ -312,4 +395,110 @@ func (b *Batcher) refund(ctx context.Context, key string, lim sluice.Limit, n in
 	rctx, cancel := refundContext(ctx)
 	b.rf.RefundN(rctx, key, lim, n)
 	cancel()
+}
+
+// releaseWorkers is how many refunds Release makes at once.
+const releaseWorkers = 8
+
+// Released is what Release did with the units the Batcher held.
+type Released struct {
+	// Keys is how many keys (each under one limit) had units given back.
+	Keys int
+	// Units is how many units went back to the inner limiter.
+	Units int
+	// Failed is how many units could have gone back but did not: the
+	// refund failed, ctx ended first, or the inner limiter takes no
+	// refunds.
+	Failed int
+	// Ended is how many units were held for windows that had ended (or
+	// were about to, see refundBy): they stay charged to those windows, as
+	// if spent there.
+	Ended int
+}
+
+// Release stops batching and gives back to the inner limiter every unit
+// this Batcher holds whose window is still open, releaseWorkers refunds at
+// a time, until ctx ends; call it before the inner limiter closes, at
+// shutdown. From its start every decision goes to the inner limiter
+// directly, and a reservation still on its way gives its left units back
+// when it lands (if the window is open), so nothing is held after it. It
+// returns what it did, and the first refund's error, if any (ctx's when
+// ctx ended first). Calling it again gives back nothing more.
+func (b *Batcher) Release(ctx context.Context) (Released, error) {
+	b.released.Store(true)
+	list, out := b.takeAll()
+	if len(list) == 0 {
+		return out, nil
+	}
+	if b.rf == nil {
+		for _, h := range list {
+			out.Failed += h.units
+		}
+		return out, fmt.Errorf("relief: %T takes no refunds: %w", b.inner, errors.ErrUnsupported)
+	}
+	var (
+		mu       sync.Mutex
+		firstErr error
+		wg       sync.WaitGroup
+	)
+	work := make(chan heldUnits)
+	for range min(releaseWorkers, len(list)) {
+		wg.Go(func() {
+			for h := range work {
+				err := ctx.Err()
+				if err == nil {
+					err = b.rf.RefundN(ctx, h.ck.key, h.ck.lim, h.units)
+				}
+				mu.Lock()
+				if err != nil {
+					out.Failed += h.units
+					firstErr = cmp.Or(firstErr, err)
+				} else {
+					out.Keys++
+					out.Units += h.units
+				}
+				mu.Unlock()
+			}
+		})
+	}
+	for _, h := range list {
+		work <- h
+	}
+	close(work)
+	wg.Wait()
+	return out, firstErr
+}
+
+// heldUnits is a refund Release makes.
+type heldUnits struct {
+	ck    cacheKey
+	units int
+}
+
+// takeAll empties every pool, and returns the units to give back (those
+// whose window is open) and a Released that counts the others as Ended.
+// Pools with units in motion stay, empty, for their requests to land in.
+func (b *Batcher) takeAll() ([]heldUnits, Released) {
+	var list []heldUnits
+	var out Released
+	now := b.pools.now()
+	for i := range b.pools.shards {
+		sh := &b.pools.shards[i]
+		sh.mu.Lock()
+		for ck, p := range sh.m {
+			switch {
+			case p.units <= 0:
+			case now < p.refundBy:
+				list = append(list, heldUnits{ck, p.units})
+			default:
+				out.Ended += p.units
+			}
+			p.units = 0
+			if p.moving == 0 {
+				b.pools.del(sh, ck)
+			}
+		}
+		sh.mu.Unlock()
+	}
+	return list, out
 }

@@ -2,6 +2,7 @@ package relief_test
 
 import (
 	"context"
+	"errors"
 	"runtime"
 	"sync"
 	"sync/atomic"
@@ -221,5 +222,215 @@ func TestBatcherWaitsForUnitsInFlight(t *testing.T) {
 	}
 	if !second.Allowed {
 		t.Fatalf("second request denied (%+v) while its server was reserving 10 units", second)
+	}
+}
+
+// admitN asks l for n requests of cost 1 and returns how many it admitted.
+func admitN(t *testing.T, l sluice.Limiter, key string, lim sluice.Limit, n int) int {
+	t.Helper()
+	ok := 0
+	for range n {
+		r, err := l.AllowN(context.Background(), key, lim, 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r.Allowed {
+			ok++
+		}
+	}
+	return ok
+}
+
+// Units held at a fixed window's end were charged to that window: giving
+// them back would count them off the next one, where other servers have
+// spent since. Two servers on one store, a quota of 10 a window: the
+// second window admits 10 together, not 10 plus what one of them held from
+// the first. A calendar period is a fixed window too.
+func TestBatcherDoesNotGiveBackAnEndedWindowsUnitsIntoTheNext(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		start time.Time // 10 s before a window's end
+		lim   sluice.Limit
+	}{
+		{"minute", time.Date(2026, 1, 1, 0, 0, 50, 0, time.UTC), sluice.Limit{Algorithm: sluice.FixedWindow, Rate: 10, Period: time.Minute}},
+		{"calendar day", time.Date(2026, 1, 1, 23, 59, 50, 0, time.UTC), sluice.PerCalendar(10, sluice.Calendar{Unit: sluice.CalendarDay})},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			clock := clocktest.At(tc.start)
+			store := newMem(t, clock)
+			cfg := relief.BatchConfig{Batch: 5, Hold: time.Hour, Clock: clock}
+			a, b := relief.NewBatcher(store, cfg), relief.NewBatcher(store, cfg)
+			if admitN(t, a, "k", tc.lim, 1) != 1 { // a holds 4 of the first window
+				t.Fatal("the first request was denied")
+			}
+			clock.Advance(20 * time.Second) // the next window
+			got := admitN(t, b, "k", tc.lim, 1) + admitN(t, a, "k", tc.lim, 1)
+			got += admitN(t, b, "k", tc.lim, 20) + admitN(t, a, "k", tc.lim, 20)
+			if got != 10 {
+				t.Errorf("the next window admitted %d, want its quota, 10", got)
+			}
+		})
+	}
+}
+
+// refunds records the units given back to a store.
+type refunds struct {
+	*memstore.Store
+	units atomic.Int64
+}
+
+func (r *refunds) RefundN(ctx context.Context, key string, lim sluice.Limit, cost int) error {
+	r.units.Add(int64(cost))
+	return r.Store.RefundN(ctx, key, lim, cost)
+}
+
+// Unspent units go back to the store only while the store would count them
+// off the window they were charged to: a fixed window or a sliding
+// window's window of Period until it ends, a sliding log's entries for
+// Period; a bucket takes them back at any time.
+func TestBatcherGivesBackOnlyUnitsWhoseWindowIsOpen(t *testing.T) {
+	minute := func(a sluice.Algorithm) sluice.Limit {
+		return sluice.Limit{Algorithm: a, Rate: 10, Period: time.Minute, Burst: 10}
+	}
+	for _, tc := range []struct {
+		lim   sluice.Limit
+		after time.Duration // from 10 s before a minute's end
+		want  int64
+	}{
+		{minute(sluice.FixedWindow), 20 * time.Second, 0},
+		{minute(sluice.FixedWindow), 5 * time.Second, 4},
+		{minute(sluice.SlidingWindow), 20 * time.Second, 0},
+		{minute(sluice.SlidingWindow), 5 * time.Second, 4},
+		{minute(sluice.SlidingLog), 20 * time.Second, 4},
+		{minute(sluice.SlidingLog), 70 * time.Second, 0},
+		{minute(sluice.TokenBucket), 70 * time.Second, 4},
+		{minute(sluice.LeakyBucket), 70 * time.Second, 4},
+	} {
+		t.Run(tc.lim.Algorithm.String()+"/"+tc.after.String(), func(t *testing.T) {
+			clock := clocktest.At(time.Date(2026, 1, 1, 0, 0, 50, 0, time.UTC))
+			store := &refunds{Store: newMem(t, clock)}
+			b := relief.NewBatcher(store, relief.BatchConfig{Batch: 5, Hold: time.Second, Clock: clock})
+			if admitN(t, b, "k", tc.lim, 1) != 1 { // holds 4
+				t.Fatal("the first request was denied")
+			}
+			clock.Advance(tc.after)
+			admitN(t, b, "k", tc.lim, 1) // the reservation has expired: it goes back, or not
+			if got := store.units.Load(); got != tc.want {
+				t.Errorf("%v later, %d units went back to the store, want %d", tc.after, got, tc.want)
+			}
+		})
+	}
+}
+
+// At shutdown the units a Batcher holds go back to the store, only those
+// of windows that are still open; decisions after it go to the store
+// directly, with no reservation.
+func TestBatcherReleaseGivesBackWhatIsHeld(t *testing.T) {
+	ctx := context.Background()
+	clock := clocktest.At(time.Date(2026, 1, 1, 0, 0, 10, 0, time.UTC))
+	store := newMem(t, clock)
+	b := relief.NewBatcher(store, relief.BatchConfig{Batch: 5, Hold: time.Hour, Clock: clock})
+	minute := sluice.Limit{Algorithm: sluice.FixedWindow, Rate: 10, Period: time.Minute}
+	hour := sluice.Limit{Algorithm: sluice.FixedWindow, Rate: 10, Period: time.Hour}
+	bucket := sluice.PerHour(10)
+	admitN(t, b, "ended", minute, 1) // holds 4 of a minute that will end
+	clock.Advance(time.Minute)
+	admitN(t, b, "held", hour, 2)     // holds 3 of this hour
+	admitN(t, b, "bucket", bucket, 1) // holds 4 of the bucket
+	remaining := func(key string, lim sluice.Limit) int {
+		t.Helper()
+		res, err := store.Peek(ctx, key, lim)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res.Remaining
+	}
+	if got := remaining("held", hour); got != 5 {
+		t.Fatalf("before Release the store has %d left, want 5 (2 admitted, 3 held)", got)
+	}
+	got, err := b.Release(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := (relief.Released{Keys: 2, Units: 7, Ended: 4}); got != want {
+		t.Errorf("Release = %+v, want %+v", got, want)
+	}
+	if got := remaining("held", hour); got != 8 {
+		t.Errorf("after Release the store has %d left, want 8 (the 3 held given back)", got)
+	}
+	if got := remaining("bucket", bucket); got != 9 {
+		t.Errorf("after Release the bucket has %d left, want 9 (the 4 held given back)", got)
+	}
+	if got := remaining("ended", minute); got != 10 {
+		t.Errorf("the ended minute's units were given back into this minute: %d left, want 10", got)
+	}
+	admitN(t, b, "held", hour, 1)
+	if got := remaining("held", hour); got != 7 {
+		t.Errorf("after Release a decision reserved a batch: %d left, want 7", got)
+	}
+	if again, err := b.Release(ctx); err != nil || again != (relief.Released{}) {
+		t.Errorf("a second Release = %+v, %v; want nothing to give back", again, err)
+	}
+}
+
+// hangingRefunds is a store whose refunds hang until their context ends.
+type hangingRefunds struct {
+	*memstore.Store
+	started chan struct{}
+}
+
+func (h *hangingRefunds) RefundN(ctx context.Context, key string, lim sluice.Limit, cost int) error {
+	close(h.started)
+	<-ctx.Done()
+	return ctx.Err()
+}
+
+// Release is bounded by its context: a store that hangs does not hang the
+// shutdown, and what did not go back is counted as failed.
+func TestBatcherReleaseEndsWithItsContext(t *testing.T) {
+	clock := clocktest.New()
+	store := &hangingRefunds{Store: newMem(t, clock), started: make(chan struct{})}
+	b := relief.NewBatcher(store, relief.BatchConfig{Batch: 5, Hold: time.Hour, Clock: clock})
+	admitN(t, b, "k", sluice.PerHour(10), 1) // holds 4
+	ctx, cancel := context.WithCancel(context.Background())
+	go func() {
+		<-store.started
+		cancel()
+	}()
+	got, err := b.Release(ctx)
+	if !errors.Is(err, context.Canceled) {
+		t.Errorf("Release's error = %v, want the context's", err)
+	}
+	if want := (relief.Released{Failed: 4}); got != want {
+		t.Errorf("Release = %+v, want %+v", got, want)
+	}
+}
+
+// slowTrips is a store whose answers take trip of the clock's time to
+// come back.
+type slowTrips struct {
+	refunds
+	clock *clocktest.Clock
+	trip  time.Duration
+}
+
+func (s *slowTrips) AllowN(ctx context.Context, key string, lim sluice.Limit, cost int) (sluice.Result, error) {
+	r, err := s.Store.AllowN(ctx, key, lim, cost)
+	s.clock.Advance(s.trip)
+	return r, err
+}
+
+// A refund made less than a reservation's round trip before its window's
+// end could land in the next window: the units stay charged to theirs.
+func TestBatcherGivesNothingBackWithinARoundTripOfTheWindowsEnd(t *testing.T) {
+	clock := clocktest.At(time.Date(2026, 1, 1, 0, 0, 50, 0, time.UTC))
+	store := &slowTrips{refunds: refunds{Store: newMem(t, clock)}, clock: clock, trip: 2 * time.Second}
+	b := relief.NewBatcher(store, relief.BatchConfig{Batch: 5, Hold: time.Second, Clock: clock})
+	lim := sluice.Limit{Algorithm: sluice.FixedWindow, Rate: 10, Period: time.Minute}
+	admitN(t, b, "k", lim, 1) // sent at :50, back at :52, holds 4
+	clock.Advance(6500 * time.Millisecond)
+	admitN(t, b, "k", lim, 1) // at 58.5 s: the held units could land after the minute
+	if got := store.units.Load(); got != 0 {
+		t.Errorf("%d units went back 1.5 s before the window's end, after a round trip of 2 s; want 0", got)
 	}
 }

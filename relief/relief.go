@@ -25,8 +25,12 @@
 // boundary).
 //
 // Batcher reserves a very hot key's units from the remote limiter in
-// batches and spends them locally. Accuracy cost: none over the limit; at
-// most servers × (Batch−1) units held back, each for at most Hold.
+// batches and spends them locally. Accuracy cost: for a fixed window none
+// over the limit (unless a refund travels slower than the reservation did,
+// see Batcher); for the other algorithms at most servers × (Batch−1) units
+// over it in a window; and at most servers × (Batch−1) units held back,
+// each for at most Hold. Its Release gives the held units back at
+// shutdown.
 package relief
 
 import (

@@ -157,6 +157,7 @@ var packages = map[string]pkgRule{
 	}},
 	"internal/goldentest": {layer: support, grants: map[string]string{edgeTesting: "it is the golden-file walker config's and gateway's tests call"}},
 	"internal/archtest":   {layer: support},
+	"internal/topk":       {layer: support},
 	"internal/xdstest": {layer: support, grants: map[string]string{
 		edgeTesting: "it runs go-control-plane's xDS server and makes certificates for xDS tests",
 		edgeGRPC:    "it is an xDS server (go-control-plane's server and snapshot cache)",
@@ -195,6 +196,10 @@ var packages = map[string]pkgRule{
 	// behind a token or mTLS, every call audited; the stores behind it
 	// are interfaces cmd/sluice fills in.
 	"admin": {layer: face},
+	// The admin listener's live page: decisions per rule, the most limited
+	// keys, the latest refusals, the config and the store, and a form
+	// that reads a descriptor without spending.
+	"admin/page": {layer: face},
 	// Plans, tenants' plans and overrides, read through a cache of bounded
 	// staleness; the SQL that holds them is pgstore's PlanStore.
 	"plans": {layer: wrapper},
@@ -229,6 +234,7 @@ var allowedEdges = []allowedEdge{
 	{from: "sim", to: "algorithm", why: "the simulator steps the pure algorithms on a simulated clock, with no store"},
 	{from: "client", to: "algorithm", why: "a Pacer given no Limiter paces in process with the pure algorithms, so that the client stands alone and picks no store"},
 	{from: "algorithm", to: "calendar", why: "a fixed window with a calendar takes its windows from the calendar math"},
+	{from: "admin/page", to: "service", why: "the page is the service's Observer (service.Decision) and asks it check-only descriptors for its form"},
 }
 
 // A graph is the import graph go list reports: every package reachable from
@@ -524,6 +530,8 @@ func cleanGraph() []string {
 		"relief: .",
 		"plans: . std:log/slog",
 		"admin: . plans std:net/http",
+		"admin/page: . config service internal/topk std:net/http",
+		"internal/topk: std:sync",
 		"queue: . algorithm",
 		"request: std:net/http",
 		"clientip: std:net/http",

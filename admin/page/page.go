@@ -1,0 +1,197 @@
+// Package page is the admin listener's live page: what the rate limit
+// service decides right now, for an operator. It shows decisions per
+// second per rule (allowed, limited, shadow), the keys limited most over
+// the last minutes (a space-saving sketch of bounded memory,
+// internal/topk), the latest refusals (a bounded ring), the loaded config
+// with its source and load time, the store's health and circuit breaker,
+// and a form that reads a descriptor's state without spending (a
+// check-only request: hits_addend 0).
+//
+// The page is server-rendered HTML (html/template, embedded with embed)
+// that works without JavaScript; a small hand-written script updates it
+// from a server-sent event stream and sends the form without a reload.
+// The same data is served as JSON for scripts. Keys are shown hashed
+// (sluice.HashKey) unless Config.RawKeys allows them.
+//
+// A Page is a service.Observer: give it to service.Config.Observer, and
+// mount its routes behind the admin API's authentication with Mount.
+package page
+
+import (
+	"cmp"
+	"context"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	pb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+
+	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/config"
+	"github.com/sluicehq/sluice/internal/topk"
+	"github.com/sluicehq/sluice/service"
+)
+
+// Decider answers a rate limit request; *service.Service is one. The page
+// sends it check-only requests (every descriptor's hits_addend 0), which
+// spend nothing.
+type Decider interface {
+	ShouldRateLimit(ctx context.Context, req *pb.RateLimitRequest) (*pb.RateLimitResponse, error)
+}
+
+// LoadedConfig is the config that runs: its rules, where they came from
+// and when they were loaded.
+type LoadedConfig struct {
+	Rules  *config.Config // nil: none loaded
+	Source string
+	Loaded time.Time
+}
+
+// StoreState is the store's health as the page shows it.
+type StoreState struct {
+	// Name names the store (its kind and address, never a password).
+	Name string `json:"name"`
+	// Connected is whether the store has answered at least once.
+	Connected bool `json:"connected"`
+	// Breaker is the circuit breaker's state: "closed" (the store is
+	// asked), "open" (the failure mode answers) or "none" (no breaker).
+	Breaker string `json:"breaker"`
+	// FailureMode is what answers while the breaker is open.
+	FailureMode string `json:"failure_mode,omitempty"`
+}
+
+// Config configures a Page. Its zero value is a page of decisions only:
+// no config, store or form.
+type Config struct {
+	// Decider answers the form's check-only requests. Nil: the form
+	// answers 501. It may be set later with SetDecider.
+	Decider Decider
+	// Config returns the running config. Nil: none shown.
+	Config func() LoadedConfig
+	// Store returns the store's state. Nil: none shown.
+	Store func() StoreState
+	// RawKeys shows keys as they are; false shows them hashed with
+	// sluice.HashKey, so that the page holds and shows no descriptor
+	// value.
+	RawKeys bool
+	// TopK is the number of counters of the heavy-hitters sketch of each
+	// minute; 0 means DefaultTopK.
+	TopK int
+	// Minutes is how many minutes the top list covers; 0 means
+	// DefaultMinutes.
+	Minutes int
+	// Refusals is how many latest refusals are kept; 0 means
+	// DefaultRefusals.
+	Refusals int
+	// Interval is how often the event stream sends the page's data; 0
+	// means DefaultInterval.
+	Interval time.Duration
+	// MaxStreams bounds the event streams open at once; one more is
+	// answered 503. 0 means DefaultMaxStreams.
+	MaxStreams int
+	// Now tells the time. Nil: time.Now.
+	Now func() time.Time
+}
+
+// Defaults of Config.
+const (
+	DefaultTopK       = 64
+	DefaultMinutes    = 5
+	DefaultRefusals   = 50
+	DefaultInterval   = time.Second
+	DefaultMaxStreams = 16
+	// MaxRules is the most rules counted apart; decisions of more rules
+	// (after reloads that rename them) are counted under OtherRule.
+	MaxRules = 256
+)
+
+// OtherRule is the row of the rules past MaxRules.
+const OtherRule = "(other rules)"
+
+// Page is the live page. It is safe for concurrent use; make one with
+// New. Observe is its hot path: a map read and an atomic add per allowed
+// decision; a refusal also hashes its key and updates the sketch and the
+// ring under short locks.
+type Page struct {
+	cfg     Config
+	decider atomic.Pointer[deciderBox]
+
+	rules  sync.Map // rule → *ruleCounts
+	nRules atomic.Int64
+
+	top *topk.Window
+
+	ringMu sync.Mutex
+	ring   []Refusal
+	next   int
+	filled bool
+
+	rateMu   sync.Mutex
+	lastAt   time.Time
+	lastTot  map[string][3]uint64
+	lastRate map[string][3]float64
+
+	streams atomic.Int64
+}
+
+type deciderBox struct{ d Decider }
+
+// ruleCounts counts one rule's decisions: allowed, limited, shadow.
+type ruleCounts struct{ n [3]atomic.Uint64 }
+
+// New returns the page of cfg.
+func New(cfg Config) *Page {
+	cfg.TopK = cmp.Or(cfg.TopK, DefaultTopK)
+	cfg.Minutes = cmp.Or(cfg.Minutes, DefaultMinutes)
+	cfg.Refusals = cmp.Or(cfg.Refusals, DefaultRefusals)
+	cfg.Interval = cmp.Or(cfg.Interval, DefaultInterval)
+	cfg.MaxStreams = cmp.Or(cfg.MaxStreams, DefaultMaxStreams)
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	p := &Page{cfg: cfg, ring: make([]Refusal, max(cfg.Refusals, 1))}
+	p.top = topk.NewWindow(cfg.TopK, max(cfg.Minutes, 1), time.Minute, cfg.Now)
+	if cfg.Decider != nil {
+		p.SetDecider(cfg.Decider)
+	}
+	return p
+}
+
+// SetDecider sets the Decider the form asks (for a service built after
+// the page).
+func (p *Page) SetDecider(d Decider) { p.decider.Store(&deciderBox{d}) }
+
+// Observe counts one decision; it is the page's service.Observer.
+func (p *Page) Observe(d service.Decision) {
+	c := p.counts(d.Rule)
+	c.n[min(int(d.Outcome), 2)].Add(1)
+	if d.Outcome == service.Allowed {
+		return
+	}
+	key := d.Key
+	if !p.cfg.RawKeys {
+		key = sluice.HashKey("", key)
+	}
+	p.top.Add(d.Rule+"\x00"+key, 1)
+	p.ringMu.Lock()
+	p.ring[p.next] = Refusal{Time: p.cfg.Now(), Domain: d.Domain, Rule: d.Rule, Outcome: d.Outcome.String(), Key: key, Cost: d.Cost}
+	p.next = (p.next + 1) % len(p.ring)
+	p.filled = p.filled || p.next == 0
+	p.ringMu.Unlock()
+}
+
+// counts returns rule's counters, made on first use while fewer than
+// MaxRules exist.
+func (p *Page) counts(rule string) *ruleCounts {
+	if c, ok := p.rules.Load(rule); ok {
+		return c.(*ruleCounts)
+	}
+	if p.nRules.Load() >= MaxRules {
+		rule = OtherRule
+	}
+	c, loaded := p.rules.LoadOrStore(rule, &ruleCounts{})
+	if !loaded && rule != OtherRule {
+		p.nRules.Add(1)
+	}
+	return c.(*ruleCounts)
+}

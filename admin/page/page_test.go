@@ -1,0 +1,221 @@
+package page
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"strings"
+	"testing"
+	"time"
+
+	pb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+
+	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/service"
+)
+
+type clock struct{ t time.Time }
+
+func (c *clock) now() time.Time { return c.t }
+
+func serve(t *testing.T, p *Page) *httptest.Server {
+	t.Helper()
+	mux := http.NewServeMux()
+	p.Mount(mux)
+	srv := httptest.NewServer(mux)
+	t.Cleanup(srv.Close)
+	return srv
+}
+
+func getJSON(t *testing.T, url string) Snapshot {
+	t.Helper()
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var s Snapshot
+	if err := json.NewDecoder(resp.Body).Decode(&s); err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// The JSON counts each rule's outcomes, their rates per second, the
+// limited keys hashed in the top list and the refusals newest first.
+func TestDataCountsRatesAndHashesKeys(t *testing.T) {
+	c := &clock{t: time.Unix(1_000_000, 0)}
+	p := New(Config{Now: c.now, Refusals: 3})
+	srv := serve(t, p)
+	getJSON(t, srv.URL+"/page/data.json") // the first rate sample
+	for range 10 {
+		p.Observe(service.Decision{Domain: "d", Rule: "d.a", Outcome: service.Allowed, Cost: 1})
+	}
+	for i := range 5 {
+		p.Observe(service.Decision{Domain: "d", Rule: "d.a", Outcome: service.Limited, Cost: 1, Key: "d|a=" + string(rune('0'+i%2))})
+	}
+	p.Observe(service.Decision{Domain: "d", Rule: "d.s", Outcome: service.Shadow, Cost: 1, Key: "d|s=x"})
+	c.t = c.t.Add(2 * time.Second)
+	s := getJSON(t, srv.URL+"/page/data.json")
+	if len(s.Rules) != 2 || s.Rules[0].Rule != "d.a" || s.Rules[0].Allowed != 10 || s.Rules[0].Limited != 5 || s.Rules[0].AllowedPerSec != 5 || s.Rules[1].Shadow != 1 {
+		t.Fatalf("rules %+v", s.Rules)
+	}
+	if len(s.Top) != 3 || s.Top[0].Key != sluice.HashKey("", "d|a=0") || s.Top[0].Count != 3 || s.Top[0].Rule != "d.a" {
+		t.Fatalf("top %+v, want d|a=0 hashed first with 3", s.Top)
+	}
+	if len(s.Refusals) != 3 || s.Refusals[0].Rule != "d.s" || s.Refusals[0].Outcome != "shadow" {
+		t.Fatalf("refusals %+v, want the 3 newest, the shadow one first", s.Refusals)
+	}
+	for _, r := range s.Refusals {
+		if strings.Contains(r.Key, "|") {
+			t.Fatalf("a raw key is shown: %+v", r)
+		}
+	}
+}
+
+func TestRawKeysAreShownWhenAllowed(t *testing.T) {
+	p := New(Config{RawKeys: true})
+	p.Observe(service.Decision{Rule: "r", Outcome: service.Limited, Key: "d|k=v"})
+	if s := p.Snapshot(); s.Top[0].Key != "d|k=v" || s.Refusals[0].Key != "d|k=v" {
+		t.Fatalf("%+v", s)
+	}
+}
+
+// Rules past MaxRules are counted together: the page's memory is bounded
+// whatever the rules' names.
+func TestRulesPastTheCapAreCountedAsOther(t *testing.T) {
+	p := New(Config{})
+	for i := range MaxRules + 10 {
+		p.Observe(service.Decision{Rule: "r" + strings.Repeat("x", i), Outcome: service.Allowed})
+	}
+	rules := p.Snapshot().Rules
+	if len(rules) != MaxRules+1 {
+		t.Fatalf("%d rules, want %d and %q", len(rules), MaxRules, OtherRule)
+	}
+	for _, r := range rules {
+		if r.Rule == OtherRule && r.Allowed != 10 {
+			t.Fatalf("other: %+v", r)
+		}
+	}
+}
+
+// The event stream sends a snapshot at once and then one per interval.
+func TestEventsStreamSnapshots(t *testing.T) {
+	p := New(Config{Interval: 10 * time.Millisecond})
+	p.Observe(service.Decision{Rule: "d.a", Outcome: service.Allowed})
+	srv := serve(t, p)
+	resp, err := http.Get(srv.URL + "/page/events")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if ct := resp.Header.Get("Content-Type"); ct != "text/event-stream" {
+		t.Fatalf("Content-Type %q", ct)
+	}
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(nil, 1<<20)
+	events := 0
+	for events < 2 && sc.Scan() {
+		if data, ok := strings.CutPrefix(sc.Text(), "data: "); ok {
+			var s Snapshot
+			if err := json.Unmarshal([]byte(data), &s); err != nil || len(s.Rules) != 1 {
+				t.Fatalf("event %q: %v", data, err)
+			}
+			events++
+		}
+	}
+	if events != 2 {
+		t.Fatalf("%d events: %v", events, sc.Err())
+	}
+}
+
+// Streams past MaxStreams are refused, so that clients cannot hold an
+// unbounded number of goroutines.
+func TestStreamsPastTheCapAreRefused(t *testing.T) {
+	p := New(Config{MaxStreams: 1, Interval: time.Hour})
+	srv := serve(t, p)
+	first, err := http.Get(srv.URL + "/page/events")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer first.Body.Close()
+	second, err := http.Get(srv.URL + "/page/events")
+	if err != nil {
+		t.Fatal(err)
+	}
+	second.Body.Close()
+	if second.StatusCode != http.StatusServiceUnavailable {
+		t.Fatalf("second stream: %d, want 503", second.StatusCode)
+	}
+}
+
+// decider records the requests the form sends.
+type decider struct{ got []*pb.RateLimitRequest }
+
+func (d *decider) ShouldRateLimit(_ context.Context, req *pb.RateLimitRequest) (*pb.RateLimitResponse, error) {
+	d.got = append(d.got, req)
+	return &pb.RateLimitResponse{Statuses: []*pb.RateLimitResponse_DescriptorStatus{{
+		Code: pb.RateLimitResponse_OVER_LIMIT, LimitRemaining: 0,
+		CurrentLimit: &pb.RateLimitResponse_RateLimit{Name: "n", RequestsPerUnit: 3, Unit: pb.RateLimitResponse_RateLimit_MINUTE},
+	}}}, nil
+}
+
+// The form sends a check-only descriptor (hits_addend 0) and shows the
+// answer, as JSON for the script and as the page without it; malformed
+// forms are refused before the service is asked.
+func TestTrySendsACheckOnlyDescriptor(t *testing.T) {
+	d := &decider{}
+	srv := serve(t, New(Config{Decider: d}))
+	form := url.Values{"domain": {"d"}, "descriptor": {"user=alice\n\nplan = x\n"}}
+	resp, err := http.PostForm(srv.URL+"/page/try?format=json", form)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var res TryResult
+	json.NewDecoder(resp.Body).Decode(&res)
+	resp.Body.Close()
+	if res.Code != "OVER_LIMIT" || !res.Matched || res.Limit != "3 per MINUTE" || len(d.got) != 1 {
+		t.Fatalf("result %+v", res)
+	}
+	desc := d.got[0].GetDescriptors()[0]
+	if hits := desc.GetHitsAddend(); hits == nil || hits.GetValue() != 0 || len(desc.GetEntries()) != 2 || desc.GetEntries()[1].GetKey() != "plan " {
+		t.Fatalf("sent %v", desc)
+	}
+	resp, err = http.PostForm(srv.URL+"/page/try", form)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b strings.Builder
+	bufio.NewReader(resp.Body).WriteTo(&b)
+	resp.Body.Close()
+	if !strings.Contains(b.String(), `<dd id="try-code">OVER_LIMIT</dd>`) {
+		t.Fatalf("the page without the script shows no result:\n%s", b.String())
+	}
+	for _, bad := range []url.Values{{"domain": {""}, "descriptor": {"a=b"}}, {"domain": {"d"}, "descriptor": {"novalue"}}, {"domain": {"d"}, "descriptor": {strings.Repeat("a=b\n", 65)}}} {
+		resp, err := http.PostForm(srv.URL+"/page/try?format=json", bad)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusBadRequest {
+			t.Errorf("%v: %d, want 400", bad, resp.StatusCode)
+		}
+	}
+	if len(d.got) != 2 {
+		t.Fatalf("the service was asked %d times, want 2", len(d.got))
+	}
+}
+
+// Observing an allowed decision allocates nothing: the page's cost on
+// the hot path.
+func TestObservingAnAllowedDecisionAllocatesNothing(t *testing.T) {
+	p := New(Config{})
+	d := service.Decision{Domain: "d", Rule: "d.a", Outcome: service.Allowed, Cost: 1}
+	p.Observe(d)
+	if a := testing.AllocsPerRun(1000, func() { p.Observe(d) }); a != 0 {
+		t.Fatalf("%v allocations per allowed decision", a)
+	}
+}

@@ -12,9 +12,12 @@ import (
 	"net/http"
 	"os"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/sluicehq/sluice/admin"
+	"github.com/sluicehq/sluice/admin/page"
+	"github.com/sluicehq/sluice/config"
 	"github.com/sluicehq/sluice/internal/safefile"
 	"github.com/sluicehq/sluice/pgstore"
 	"github.com/sluicehq/sluice/plans"
@@ -33,6 +36,7 @@ type adminOptions struct {
 	plansURL                string // -plans; "" is off
 	staleness               time.Duration
 	tenantKey               string
+	rawKeys                 bool // -admin-raw-keys
 }
 
 // flags defines the admin and plans flags on fs.
@@ -45,6 +49,7 @@ func (o *adminOptions) flags(fs *flag.FlagSet) {
 	fs.StringVar(&o.plansURL, "plans", "", "PostgreSQL URL of plans and per-tenant overrides (the -store URL to share its database); empty: off")
 	fs.DurationVar(&o.staleness, "plans-staleness", plans.DefaultStaleness, "longest a tenant's plan and overrides are used from memory before they are read again")
 	fs.StringVar(&o.tenantKey, "plans-tenant-key", "tenant", "descriptor entry whose value names the tenant whose plan applies")
+	fs.BoolVar(&o.rawKeys, "admin-raw-keys", false, "the admin listener's live page (/page) shows the keys it lists as they are, descriptor values included; default: hashed")
 }
 
 // adminAddr returns the listen address of -admin-addr: a port alone or
@@ -63,7 +68,7 @@ func adminAddr(addr string) string {
 // serve an API nobody can (or everybody could) call.
 func (o *adminOptions) check(fs *flag.FlagSet) error {
 	if o.addr == "" {
-		for _, name := range []string{"admin-token-file", "admin-tls-cert", "admin-tls-key", "admin-client-ca"} {
+		for _, name := range []string{"admin-token-file", "admin-tls-cert", "admin-tls-key", "admin-client-ca", "admin-raw-keys"} {
 			if isSet(fs, name) {
 				return exitCode(2, fmt.Sprintf("-%s needs -admin-addr (the admin API is off)", name))
 			}
@@ -144,15 +149,67 @@ func (o *adminOptions) tlsConfig(ctx context.Context) (*tls.Config, error) {
 }
 
 // adminParts are what openAdmin opened: the tenant lookup the service
-// asks (nil without -plans).
+// asks (nil without -plans) and the live page (nil without -admin-addr),
+// with the config it shows.
 type adminParts struct {
 	tenantLimit service.TenantLimitFunc
+	page        *page.Page
+	loaded      atomic.Pointer[page.LoadedConfig]
+	svc         atomic.Pointer[service.Service] // for the page's store state
 }
 
-// withAdmin adds the plans' tenant lookup to the service's config.
+// withAdmin adds the plans' tenant lookup and the live page's observer to
+// the service's config, and records the start-up config for the page.
 func (s *serveApp) withAdmin(c service.Config) service.Config {
 	c.TenantLimit = s.admin.tenantLimit
+	if s.admin.page != nil {
+		c.Observer = s.admin.page
+		s.configLoaded(s.rules)
+	}
 	return c
+}
+
+// configLoaded records c as the running config, for the live page.
+func (s *serveApp) configLoaded(c *config.Config) {
+	if s.admin.page == nil {
+		return
+	}
+	s.admin.loaded.Store(&page.LoadedConfig{Rules: c, Source: s.configName(), Loaded: time.Now()})
+}
+
+// serviceStarted gives the live page the service: its form asks it, and
+// the store's breaker state is its.
+func (s *serveApp) serviceStarted(svc *service.Service) {
+	if s.admin.page != nil {
+		s.admin.svc.Store(svc)
+		s.admin.page.SetDecider(svc)
+	}
+}
+
+// newPage makes the live page of the admin listener.
+func (s *serveApp) newPage() *page.Page {
+	return page.New(page.Config{
+		RawKeys: s.o.admin.rawKeys,
+		Config: func() page.LoadedConfig {
+			if lc := s.admin.loaded.Load(); lc != nil {
+				return *lc
+			}
+			return page.LoadedConfig{Source: s.configName()}
+		},
+		Store: s.storeState,
+	})
+}
+
+// storeState is the store's health for the live page.
+func (s *serveApp) storeState() page.StoreState {
+	st := page.StoreState{Name: storeName(s.o.store), Connected: s.st.connected(), Breaker: "none"}
+	if f := s.st.failure; f != nil {
+		st.Breaker, st.FailureMode = "closed", f.Mode.String()
+		if svc := s.admin.svc.Load(); svc != nil && !svc.StoreAvailable() {
+			st.Breaker = "open"
+		}
+	}
+	return st
 }
 
 // openAdmin opens the plans (-plans) and the admin listener
@@ -184,7 +241,10 @@ func (s *serveApp) openAdmin(ctx context.Context, a *app) error {
 	if err != nil {
 		return err
 	}
-	return s.serveAdmin(ctx, a, admin.New(cfg))
+	api := admin.New(cfg)
+	s.admin.page = s.newPage()
+	s.admin.page.Mount(api)
+	return s.serveAdmin(ctx, a, api)
 }
 
 // adminConfig builds the admin API's config from serve's parts.
@@ -234,7 +294,7 @@ func (s *serveApp) serveAdmin(ctx context.Context, a *app, api *admin.API) error
 		WriteTimeout: admin.DefaultTimeout + 5*time.Second, IdleTimeout: time.Minute, MaxHeaderBytes: 16 << 10,
 		ErrorLog: slog.NewLogLogger(s.log.Handler(), slog.LevelWarn)}
 	a.serveHTTP(hs, ln)
-	s.log.Info("admin API", "url", scheme+"://"+localAddr(ln.Addr()), "mtls", o.caFile != "")
+	s.log.Info("admin API", "url", scheme+"://"+localAddr(ln.Addr()), "mtls", o.caFile != "", "page", scheme+"://"+localAddr(ln.Addr())+page.Path)
 	return nil
 }
 

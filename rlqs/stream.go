@@ -29,7 +29,7 @@ type stream struct {
 
 	domain  string
 	rules   *config.Domain // nil: the domain is not in the config
-	set     *config.RLQS
+	set     *config.RLQS   // the domain's rlqs section; nil: defaults
 	buckets map[string]*bucket // by idKey
 }
 
@@ -150,15 +150,23 @@ func (c *stream) checkDomain(d string) error {
 			return status.Error(codes.InvalidArgument, "rlqs: the first message has no domain")
 		}
 		c.domain = d
-		if c.rules = c.srv.cfg.Rules().Domain(d); c.rules != nil {
-			c.set = c.rules.RLQS
-		}
+		c.refresh()
 		return nil
 	}
 	if d != "" && d != c.domain {
 		return status.Errorf(codes.InvalidArgument, "rlqs: domain %q after %q: a stream serves one domain; open a new stream", truncate(d), truncate(c.domain))
 	}
 	return nil
+}
+
+// refresh takes the domain's rules and rlqs section from the running
+// config: a reload applies to the buckets subscribed after it, and to
+// the stream's settings from then on.
+func (c *stream) refresh() {
+	c.rules, c.set = c.srv.cfg.Rules().Domain(c.domain), nil
+	if c.rules != nil {
+		c.set = c.rules.RLQS
+	}
 }
 
 // validate checks a message's reports: bucket ids of 1 to
@@ -193,6 +201,7 @@ func (c *stream) bucketOf(id *rlqspb.BucketId, now time.Time) (*bucket, error) {
 	if len(c.buckets) >= MaxBuckets {
 		return nil, status.Errorf(codes.ResourceExhausted, "rlqs: more than %d buckets on one stream", MaxBuckets)
 	}
+	c.refresh()
 	pairs := maps.Clone(id.GetBucket())
 	b := &bucket{id: &rlqspb.BucketId{Bucket: pairs}, lastActive: now}
 	if c.rules != nil {

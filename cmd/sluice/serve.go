@@ -43,13 +43,36 @@ var exampleConfig []byte
 // not act on; present ones are named in one start-up log line
 // (docs/serve.md's table says what Sluice does instead).
 var ignoredEnv = []string{
-	// The gRPC TLS variables: see grpcTLSOptions.notActedOn.
+	"DEBUG_HOST", "DEBUG_PORT",
+	// TLS on the gRPC listener is refused (refusedEnv); these go with it.
+	"GRPC_SERVER_TLS_CERT", "GRPC_SERVER_TLS_KEY", "GRPC_CLIENT_TLS_CACERT", "GRPC_CLIENT_TLS_SAN",
+	"LOG_FORMAT",
 	// The xDS provider's variables: see xdsEnv and xdsNotActedOn.
 	// Tracing and statsd: see telemetrySettings.notActedOn.
 	"PROMETHEUS_ADDR", "PROMETHEUS_PATH", "PROMETHEUS_MAPPER_YAML",
 	// The Redis variables: see redisOptions.notActedOn.
 	"MEMCACHE_HOST_PORT", "MEMCACHE_MAX_IDLE_CONNS", "MEMCACHE_SRV", "MEMCACHE_SRV_REFRESH",
 	"MEMCACHE_TLS_CLIENT_CERT", "MEMCACHE_TLS_CLIENT_KEY", "MEMCACHE_TLS_CACERT",
+}
+
+// refusedEnv are envoyproxy/ratelimit settings that serve refuses (exit 2)
+// with any value but ok (compared as onlyValueEnv compares), because
+// ignoring them would expose the service or serve other rules than the
+// operator's: why says what to do instead.
+var refusedEnv = []struct{ name, ok, why string }{
+	{"GRPC_SERVER_USE_TLS", "false", "the gRPC listener has no TLS (nor client certificates): terminate TLS in front of it, in a sidecar or the mesh"},
+	{"GRPC_UDS", "", "the gRPC listener is TCP only: use -grpc-addr (GRPC_HOST, GRPC_PORT), bound to 127.0.0.1 for a local caller"},
+}
+
+// refusedByEnv returns the error of the first refusedEnv variable set to
+// another value than its ok one, or nil.
+func refusedByEnv() error {
+	for _, e := range refusedEnv {
+		if v, ok := os.LookupEnv(e.name); ok && v != "" && !sameEnvValue(v, e.ok) {
+			return fmt.Errorf("%s=%s is not supported: %s", e.name, v, e.why)
+		}
+	}
+	return nil
 }
 
 // sameEnvValue reports whether the environment value v means want:
@@ -125,7 +148,7 @@ func mootFlags(fs *flag.FlagSet, o *serveOptions) []string {
 // environment variables over defaults.
 type serveOptions struct {
 	configPath, store, httpAddr, grpcAddr, headers, prefix, failure string
-	logLevel, logFormat, trustedProxies                             string
+	logLevel, trustedProxies                                        string
 	shadow, watch, localCache, healthNeedsStore                     bool
 	listen                                                          listenerOptions
 	maxDetailed                                                     int
@@ -275,10 +298,6 @@ type serveApp struct {
 	rlqs     *rlqsFace // Envoy's rate limit quota service (cmd/sluice/rlqs.go)
 
 	httpLn, grpcLn net.Listener
-	grpcTLS        *grpcTLS     // -grpc-tls's; nil: plaintext gRPC
-	debug          *debugServer // -debug-addr's; nil: none
-	// running is the config apply swapped in last; nil: rules's.
-	running atomic.Pointer[config.Config]
 	admin          adminParts // the plans' tenant lookup (adminlisten.go)
 
 	telSet telemetrySettings // TRACING_*, USE_STATSD and the rest
@@ -351,7 +370,7 @@ func (s *serveApp) start(ctx context.Context, a *app, stdout io.Writer) error {
 			return err
 		}
 	}
-	if err := s.listen(ctx, a); err != nil {
+	if err := s.listen(a); err != nil {
 		return err
 	}
 	s.startServers(a)
@@ -394,7 +413,6 @@ func parseServeFlags(args []string, stdout, stderr io.Writer) (s *serveApp, code
 	fs.BoolVar(&o.forceStart, "start-without-config", envBool("FORCE_START_WITHOUT_INITIAL_CONFIG", false), "start even when the config does not load (a broken or missing file): no rule applies until a reload loads it; default: exit status 1")
 	fs.BoolVar(&o.shadow, "shadow", envBool("SHADOW_MODE", false), "shadow mode: decide and count, never refuse")
 	fs.StringVar(&o.logLevel, "log-level", env("LOG_LEVEL", "info"), "log level: debug, info, warn or error")
-	fs.StringVar(&o.logFormat, "log-format", env("LOG_FORMAT", "text"), "log format: text, or json (envoyproxy/ratelimit's keys: @timestamp, @message, level)")
 	fs.BoolVar(&o.watch, "watch", true, "reload the config when its files change (SIGHUP always reloads)")
 	fs.StringVar(&o.trustedProxies, "trusted-proxies", "", "the reverse proxies that call /auth, whose X-Forwarded-For is believed: comma-separated networks or addresses, added to the config's forward_auth trusted_proxies")
 	o.listen.flags(fs, envErr)
@@ -467,6 +485,9 @@ func (s *serveApp) checkOptions() error {
 	if err := o.listen.check(); err != nil {
 		return exitCode(2, err)
 	}
+	if err := refusedByEnv(); err != nil {
+		return exitCode(2, err)
+	}
 	if err := o.checkLimits(); err != nil {
 		return exitCode(2, err)
 	}
@@ -484,13 +505,13 @@ func (s *serveApp) checkOptions() error {
 		return exitCode(2, "-trusted-proxies:", err)
 	}
 	s.trusted = trusted
-	if s.log, err = newLoggerFormat(o.logLevel, o.logFormat, s.fs.Output()); err != nil {
+	if s.log, err = newLogger(o.logLevel, s.fs.Output()); err != nil {
 		return exitCode(2, err)
 	}
 	if err := s.checkXDS(); err != nil {
 		return err
 	}
-	ignored, moot := xdsNotActedOn(s.xds, slices.Concat(notActedOn(), o.storeNotActedOn(), s.telSet.notActedOn())), append(mootFlags(s.fs, o), o.listen.tls.notActedOn()...)
+	ignored, moot := xdsNotActedOn(s.xds, slices.Concat(notActedOn(), o.storeNotActedOn(), s.telSet.notActedOn())), mootFlags(s.fs, o)
 	if len(ignored) > 0 || len(moot) > 0 {
 		s.log.Info("accepted and not acted on", "env", strings.Join(ignored, ","), "flags", strings.Join(moot, ","))
 	}
@@ -643,7 +664,6 @@ func (s *serveApp) apply(c *config.Config) error {
 	}
 	s.auth.h.Store(&h)
 	s.rlqs.setRules(c)
-	s.running.Store(c)
 	s.hasConfig.Store(hasDomain(c))
 	s.configLoaded(c)
 	return nil
@@ -667,48 +687,19 @@ func (s *serveApp) configSource() (*reloader, error) {
 }
 
 // grpcServerOptions returns the gRPC server's options: the service's and
-// the listener's bounds, tracing's, and the TLS credentials of -grpc-tls.
+// the listener's bounds (an interceptor or credentials go here too).
 func (s *serveApp) grpcServerOptions() []grpc.ServerOption {
-	opts := slices.Concat(service.GRPCServerOptions(), s.o.listen.grpcOptions(), s.tel.grpcOptions())
-	if s.grpcTLS != nil {
-		opts = append(opts, s.grpcTLS.serverOption())
-	}
-	return opts
+	return slices.Concat(service.GRPCServerOptions(), s.o.listen.grpcOptions(), s.tel.grpcOptions())
 }
 
-// listen opens serve's listeners: HTTP; gRPC on TCP or -grpc-uds, with
-// the TLS files of -grpc-tls loaded (a bad one is exit status 1); the
-// debug listener of -debug-addr.
-func (s *serveApp) listen(ctx context.Context, a *app) (err error) {
-	lo := &s.o.listen
-	if lo.tls.use {
-		if s.grpcTLS, err = newGRPCTLS(ctx, lo.tls, s.log, time.Now); err != nil {
-			return err
-		}
-	}
+// listen opens serve's listeners (HTTP, gRPC); an extra listener, such as
+// a debug one, is opened here too.
+func (s *serveApp) listen(a *app) (err error) {
 	if s.httpLn, err = a.listen(s.o.httpAddr); err != nil {
 		return err
 	}
-	if s.grpcLn, err = listenGRPC(s.o.grpcAddr, lo.uds); err != nil {
-		return err
-	}
-	a.onClose(func() { s.grpcLn.Close() })
-	if s.debug, err = listenDebug(lo.debugAddr, lo, debugHandler(s.runningRules), s.log); err != nil {
-		return err
-	}
-	if s.debug != nil {
-		a.onClose(func() { s.debug.ln.Close() })
-	}
-	return nil
-}
-
-// runningRules returns the running config: the last one apply swapped
-// in, else the one of start-up (nil without one).
-func (s *serveApp) runningRules() *config.Config {
-	if c := s.running.Load(); c != nil {
-		return c
-	}
-	return s.rules
+	s.grpcLn, err = a.listen(s.o.grpcAddr)
+	return err
 }
 
 // startServers serves HTTP (POST /json, forward auth, health, metrics) and
@@ -728,9 +719,6 @@ func (s *serveApp) startServers(a *app) {
 	grpcCapped, _ := capConns(s.grpcLn, s.o.listen.grpcMaxConns)
 	a.serveHTTP(hs, httpCapped)
 	a.serveGRPC(gs, grpcCapped)
-	if s.debug != nil {
-		a.serve(s.debug.serve, s.debug.shutdown)
-	}
 }
 
 // printBanner prints what serve serves and where, and with the built-in
@@ -744,8 +732,7 @@ func (s *serveApp) printBanner(stdout io.Writer) {
 	}
 	httpAddr := localAddr(s.httpLn.Addr())
 	fmt.Fprintf(stdout, "  HTTP  http://%s  (%s)\n", httpAddr, endpoints)
-	fmt.Fprintf(stdout, "  gRPC  %s  (envoy.service.ratelimit.v3.RateLimitService%s)\n", grpcTarget(s.grpcLn.Addr()), s.o.listen.tls.describe())
-	fmt.Fprintf(stdout, "  debug %s\n", describeDebug(s.debug))
+	fmt.Fprintf(stdout, "  gRPC  %s  (envoy.service.ratelimit.v3.RateLimitService)\n", s.grpcLn.Addr())
 	if s.o.configPath == "" && s.xds == nil {
 		fmt.Fprintf(stdout, "Try it: the example allows 3 per minute per user, so the 4th is a 429:\n")
 		fmt.Fprintf(stdout, "  for i in 1 2 3 4; do curl -s -o /dev/null -w '%%{http_code}\\n' -XPOST http://%s/json -d '{\"domain\":\"example\",\"descriptors\":[{\"entries\":[{\"key\":\"user\",\"value\":\"alice\"}]}]}'; done\n", httpAddr)

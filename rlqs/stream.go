@@ -28,8 +28,8 @@ type stream struct {
 	nudge  chan struct{} // a bucket's number of clients changed
 
 	domain  string
-	rules   *config.Domain // nil: the domain is not in the config
-	set     *config.RLQS   // the domain's rlqs section; nil: defaults
+	rules   *config.Domain     // nil: the domain is not in the config
+	set     *config.RLQS       // the domain's rlqs section; nil: defaults
 	buckets map[string]*bucket // by idKey
 }
 

@@ -148,39 +148,56 @@ func (d *Domain) LookupBucket(pairs map[string]string) (*RateLimit, []Entry) {
 	if len(pairs) == 0 || len(pairs) > MaxBucketPairs {
 		return nil, nil
 	}
-	keys := slices.Sorted(maps.Keys(pairs))
-	used := make([]bool, len(keys))
-	path := make([]Entry, 0, len(keys))
-	if r := d.root.walkSet(keys, pairs, used, &path); r != nil {
-		return r, path
+	w := &setWalk{keys: slices.Sorted(maps.Keys(pairs)), pairs: pairs, failed: make(map[walkState]bool)}
+	w.path = make([]Entry, 0, len(w.keys))
+	if r := w.walk(&d.root, 0); r != nil {
+		return r, w.path
 	}
 	return nil, nil
 }
 
-// walkSet tries each unused key at lv and descends; it returns the rule
+// setWalk is one LookupBucket: the pairs, the path so far, and the
+// (level, pairs used) states already known to lead nowhere, so that the
+// work is bounded by the config's levels times 2^MaxBucketPairs rather
+// than by the orders of the pairs.
+type setWalk struct {
+	keys   []string
+	pairs  map[string]string
+	path   []Entry
+	failed map[walkState]bool
+}
+
+type walkState struct {
+	lv   *level
+	used uint16
+}
+
+// walk tries each unused key at lv and descends; it returns the rule
 // reached with every key used.
-func (lv *level) walkSet(keys []string, pairs map[string]string, used []bool, path *[]Entry) *RateLimit {
-	for i, k := range keys {
-		if used[i] {
+func (w *setWalk) walk(lv *level, used uint16) *RateLimit {
+	if w.failed[walkState{lv, used}] {
+		return nil
+	}
+	for i, k := range w.keys {
+		if used&(1<<i) != 0 {
 			continue
 		}
-		e := Entry{k, pairs[k]}
+		e := Entry{k, w.pairs[k]}
 		n := lv.pick(e)
 		if n == nil {
 			continue
 		}
-		used[i] = true
-		*path = append(*path, e)
-		if len(*path) == len(keys) {
+		w.path = append(w.path, e)
+		if len(w.path) == len(w.keys) {
 			if n.limit != nil {
 				return n.limit
 			}
-		} else if r := n.children.walkSet(keys, pairs, used, path); r != nil {
+		} else if r := w.walk(&n.children, used|1<<i); r != nil {
 			return r
 		}
-		used[i] = false
-		*path = (*path)[:len(*path)-1]
+		w.path = w.path[:len(w.path)-1]
 	}
+	w.failed[walkState{lv, used}] = true
 	return nil
 }
 

@@ -439,6 +439,9 @@ func (d *Domain) Dump(w io.Writer) {
 	if d.ForwardAuth != nil {
 		dumpForwardAuth(&b, d.ForwardAuth)
 	}
+	if d.RLQS != nil {
+		dumpRLQS(&b, d.RLQS)
+	}
 	io.WriteString(w, b.String())
 }
 

@@ -5,6 +5,7 @@ import (
 	"maps"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"go.yaml.in/yaml/v3"
@@ -212,4 +213,11 @@ func mergeRLQS(a, b *Domain) (*RLQS, error) {
 		return a.RLQS, nil
 	}
 	return b.RLQS, nil
+}
+
+// dumpRLQS writes the rlqs section's line of Dump, every value with its
+// default filled in.
+func dumpRLQS(b *strings.Builder, r *RLQS) {
+	fmt.Fprintf(b, "  rlqs (%s:%d) assignment_ttl %v, abandon_after %v, report_ttl %v, reserve %v\n",
+		r.File, r.Line, r.TTL(), r.Abandon(), r.ReportLife(), r.ReserveFraction())
 }

@@ -88,6 +88,12 @@ type rlsTarget struct {
 	// without service.GRPCServerOptions (what `sluice serve` uses): the
 	// A/B of those options within one run.
 	grpcDefaults bool
+	// floor registers rlsFloor instead of the service: a ShouldRateLimit
+	// that answers a constant OK, the least any grpc-go RLS costs.
+	floor bool
+	// opts, when set, are the server's options instead of
+	// service.GRPCServerOptions.
+	opts func() []grpc.ServerOption
 	// cmd is the Redis command each decision sends exactly once (checked
 	// with INFO commandstats), "" when it does not use Redis.
 	cmd string
@@ -99,7 +105,10 @@ type rlsTarget struct {
 // rlsTargets are in the order they run within a case: the baselines first,
 // so that redisstore can report its ratio to them from the same run.
 var rlsTargets = []rlsTarget{
+	{name: "floor", floor: true},
+	{name: "floor-proto-codec", floor: true, opts: rlsOptionsBefore},
 	{name: "memstore", store: openRLSMemstore},
+	{name: "memstore-proto-codec", store: openRLSMemstore, opts: rlsOptionsBefore},
 	{name: "memstore-grpc-defaults", store: openRLSMemstore, grpcDefaults: true},
 	{name: "direct-incrby-expire-rueidis", redis: true, direct: openIncrRueidis, cmd: "incrby", baseline: true},
 	{name: "direct-incrby-expire-goredis", redis: true, direct: openIncrGoRedis, cmd: "incrby", baseline: true},
@@ -346,6 +355,9 @@ func benchRLS(b *testing.B, t rlsTarget, rules service.Rules, addr string, admin
 // loopback port and returns a decision through go-control-plane's client,
 // and a function that stops everything.
 func startRLS(t rlsTarget, rules service.Rules, addr string) (redisDecide, func(), error) {
+	if t.floor {
+		return startRLSServer(t, func(gs grpc.ServiceRegistrar) { pb.RegisterRateLimitServiceServer(gs, rlsFloor{}) }, func() {})
+	}
 	limiter, closeStore, err := t.store(addr)
 	if err != nil {
 		return nil, nil, err
@@ -361,17 +373,28 @@ func startRLS(t rlsTarget, rules service.Rules, addr string) (redisDecide, func(
 		closeStore()
 		return nil, nil, err
 	}
+	return startRLSServer(t, svc.RegisterGRPC, func() { svc.Close(); closeStore() })
+}
+
+// startRLSServer starts a gRPC server with t's options on a free loopback
+// port, registers its services with register, and returns a decision
+// through go-control-plane's client and a function that stops the server
+// and then calls closeFn.
+func startRLSServer(t rlsTarget, register func(grpc.ServiceRegistrar), closeFn func()) (redisDecide, func(), error) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
-		closeStore()
+		closeFn()
 		return nil, nil, err
 	}
 	var opts []grpc.ServerOption
-	if !t.grpcDefaults {
+	switch {
+	case t.opts != nil:
+		opts = t.opts()
+	case !t.grpcDefaults:
 		opts = service.GRPCServerOptions()
 	}
 	gs := grpc.NewServer(opts...)
-	svc.RegisterGRPC(gs)
+	register(gs)
 	served := make(chan struct{})
 	go func() { gs.Serve(ln); close(served) }()
 	var conns []*grpc.ClientConn
@@ -381,8 +404,7 @@ func startRLS(t rlsTarget, rules service.Rules, addr string) (redisDecide, func(
 		}
 		gs.Stop()
 		<-served
-		svc.Close()
-		closeStore()
+		closeFn()
 	}
 	clients := make([]pb.RateLimitServiceClient, rlsConns)
 	for i := range clients {

@@ -26,10 +26,15 @@ func benchLimit(a sluice.Algorithm) sluice.Limit {
 // forEachHotKey runs bench once per algorithm, as "hotkey/<algorithm>", on
 // a fresh store without a sweeper and the algorithm's benchLimit.
 func forEachHotKey(b *testing.B, bench func(b *testing.B, s *memstore.Store, lim sluice.Limit)) {
+	forEachHotKeyWith(b, memstore.Config{SweepInterval: -1}, bench)
+}
+
+// forEachHotKeyWith is forEachHotKey on stores configured by cfg.
+func forEachHotKeyWith(b *testing.B, cfg memstore.Config, bench func(b *testing.B, s *memstore.Store, lim sluice.Limit)) {
 	for _, a := range sluice.Algorithms() {
 		lim := benchLimit(a)
 		b.Run("hotkey/"+a.String(), func(b *testing.B) {
-			s := memstore.New(memstore.Config{SweepInterval: -1})
+			s := memstore.New(cfg)
 			defer s.Close()
 			bench(b, s, lim)
 		})
@@ -37,8 +42,19 @@ func forEachHotKey(b *testing.B, bench func(b *testing.B, s *memstore.Store, lim
 }
 
 func BenchmarkAllowN(b *testing.B) {
+	benchAllowN(b, memstore.Config{SweepInterval: -1})
+	// The same decisions on the coarse clock, refreshed every 100µs.
+	b.Run("coarse", func(b *testing.B) {
+		benchAllowN(b, memstore.Config{SweepInterval: -1, ClockResolution: 100 * time.Microsecond})
+	})
+}
+
+// benchAllowN runs AllowN on a hot key from one goroutine and over 100,000
+// held keys from GOMAXPROCS goroutines, for every algorithm, on stores
+// configured by cfg.
+func benchAllowN(b *testing.B, cfg memstore.Config) {
 	ctx := context.Background()
-	forEachHotKey(b, func(b *testing.B, s *memstore.Store, lim sluice.Limit) {
+	forEachHotKeyWith(b, cfg, func(b *testing.B, s *memstore.Store, lim sluice.Limit) {
 		allowed := 0
 		for b.Loop() {
 			r, err := s.AllowN(ctx, "user:42", lim, 1)
@@ -57,7 +73,7 @@ func BenchmarkAllowN(b *testing.B) {
 		lim := benchLimit(a)
 		const nkeys = 100_000
 		b.Run("keys=100000/parallel/"+a.String(), func(b *testing.B) {
-			s := memstore.New(memstore.Config{SweepInterval: -1})
+			s := memstore.New(cfg)
 			defer s.Close()
 			keys := make([]string, nkeys)
 			for i := range keys {

@@ -28,7 +28,7 @@ func (s *Store) ChargeN(_ context.Context, key string, lim sluice.Limit, cost in
 func (sh *shard) charge(now int64, h uint64, key string, lim sluice.Limit, cost int) (sluice.Result, error) {
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
-	if !sh.valid || lim != sh.lim {
+	if !sh.valid || !sameLimit(&lim, &sh.lim) {
 		if err := sh.use(lim); err != nil {
 			return sluice.Result{}, err
 		}

@@ -64,7 +64,25 @@ type Config struct {
 	// SweepInterval is how often the janitor drops idle keys. Default 30s;
 	// a negative value disables the janitor (call Sweep yourself).
 	SweepInterval time.Duration
+	// ClockResolution, when positive, makes decisions read a coarse clock:
+	// one goroutine reads Clock (or the monotonic clock) every
+	// ClockResolution and decisions load that reading, which costs an
+	// atomic load instead of a clock read. The price is an error of one
+	// resolution, always late, never early: a token bucket refills up to
+	// ClockResolution late, and over any span L of time the store admits
+	// at most what it admits over L+ClockResolution with the exact clock;
+	// a fixed or sliding window's boundaries move up to ClockResolution
+	// late. Values below MinClockResolution are raised to it; choose one
+	// well below the shortest Period in use (100µs against periods of a
+	// second or more is an error of 1/10,000 of a period). The goroutine
+	// stops at Close, after which decisions read the exact clock. Zero,
+	// the default, reads the exact clock at every decision.
+	ClockResolution time.Duration
 }
+
+// MinClockResolution is the finest Config.ClockResolution: below it the
+// publishing goroutine would cost more CPU than the clock reads it saves.
+const MinClockResolution = 10 * time.Microsecond
 
 // Default values of Config's fields.
 const (
@@ -88,6 +106,12 @@ type Store struct {
 	shift    uint // a key's shard is its hash >> shift
 	maxKeys  int
 	maxBytes int64
+
+	// coarse is the coarse clock (Config.ClockResolution), or noCoarse,
+	// whose reading is always 0, when the store has none; coarseDone is
+	// closed when its goroutine has stopped.
+	coarse     *coarseClock
+	coarseDone chan struct{}
 
 	stop     chan struct{}
 	done     chan struct{}
@@ -163,6 +187,7 @@ func New(cfg Config) *Store {
 		shift:    64 - bits,
 		maxKeys:  maxKeys,
 		maxBytes: maxBytes,
+		coarse:   &noCoarse,
 		stop:     make(chan struct{}),
 		done:     make(chan struct{}),
 	}
@@ -172,6 +197,11 @@ func New(cfg Config) *Store {
 		sh.init(s.seed)
 		sh.maxKeys = max(shareOf(maxKeys, pow), 1)
 		sh.maxBytes = max(shareOf(maxBytes, int64(pow)), 1)
+	}
+	if r := cfg.ClockResolution; r > 0 {
+		s.coarse = newCoarseClock(s.exactNow)
+		s.coarseDone = make(chan struct{})
+		go s.coarse.run(max(r, MinClockResolution), s.stop, s.coarseDone)
 	}
 	every := cfg.SweepInterval
 	if every == 0 {
@@ -209,8 +239,18 @@ func shareOf[T int | int64](total, n T) T {
 	return q
 }
 
-// now returns the current instant in Unix nanoseconds.
+// now returns the current instant in Unix nanoseconds: the coarse clock's
+// reading if the store has one running, else the exact one.
 func (s *Store) now() int64 {
+	if t := s.coarse.ns.Load(); t != 0 {
+		return t
+	}
+	return s.exactNow()
+}
+
+// exactNow returns the current instant in Unix nanoseconds from Clock or
+// the monotonic clock.
+func (s *Store) exactNow() int64 {
 	if s.clock != nil {
 		return s.clock.Now().UnixNano()
 	}
@@ -254,13 +294,23 @@ func (sh *shard) use(lim sluice.Limit) error {
 	return nil
 }
 
+// sameLimit reports whether a and b are equal, as a == b does, comparing
+// the fields that differ most often first and without the call to the
+// compiler's equality function for the struct (about 30 instructions of a
+// 500-instruction decision).
+func sameLimit(a, b *sluice.Limit) bool {
+	return a.Rate == b.Rate && a.Period == b.Period && a.Burst == b.Burst &&
+		a.Algorithm == b.Algorithm && a.CountRejected == b.CountRejected &&
+		a.Calendar == b.Calendar
+}
+
 // decide makes one decision under the shard's lock. The deferred unlock
 // keeps a shard usable even if a decision ever panics and is recovered (as
 // net/http recovers a handler).
 func (sh *shard) decide(now int64, h uint64, key string, lim sluice.Limit, cost int) (sluice.Result, error) {
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
-	if !sh.valid || lim != sh.lim { // a limit seen last is valid
+	if !sh.valid || !sameLimit(&lim, &sh.lim) { // a limit seen last is valid
 		if err := sh.use(lim); err != nil {
 			return sluice.Result{}, err
 		}
@@ -307,7 +357,7 @@ func (s *Store) Peek(_ context.Context, key string, lim sluice.Limit) (sluice.Re
 	sh := &s.shards[h>>s.shift]
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
-	if !sh.valid || lim != sh.lim { // a limit seen last is valid
+	if !sh.valid || !sameLimit(&lim, &sh.lim) { // a limit seen last is valid
 		if err := sh.use(lim); err != nil {
 			return sluice.Result{}, err
 		}
@@ -517,10 +567,14 @@ func (s *Store) janitor(every time.Duration) {
 	}
 }
 
-// Close stops the janitor and waits for it to exit. The store remains usable
-// without it. Close is idempotent and always returns nil.
+// Close stops the janitor and the coarse clock's goroutine, and waits for
+// them to exit. The store remains usable without them, reading the exact
+// clock. Close is idempotent and always returns nil.
 func (s *Store) Close() error {
 	s.stopOnce.Do(func() { close(s.stop) })
 	<-s.done
+	if s.coarseDone != nil {
+		<-s.coarseDone
+	}
 	return nil
 }

@@ -43,7 +43,7 @@ func TestReservationsOfAnEndedWindowAreNotRefundedIntoTheNext(t *testing.T) {
 	store := memstore.New(memstore.Config{Clock: clock})
 	defer store.Close()
 	cfg := relief.BatchConfig{Batch: 5, Hold: time.Hour, Clock: clock}
-	a, b := newReservations(store, cfg, clock), newReservations(store, cfg, clock)
+	a, b := newReservations(store, cfg), newReservations(store, cfg)
 	lim := sluice.Limit{Algorithm: sluice.FixedWindow, Rate: 10, Period: time.Minute}
 
 	if admitN(t, a, "k", lim, 1) != 1 { // a holds 4 of the first minute
@@ -64,7 +64,7 @@ func TestReservationsReleaseGivesBackWhatIsHeld(t *testing.T) {
 	clock := clocktest.At(time.Date(2026, 1, 1, 0, 0, 10, 0, time.UTC))
 	store := memstore.New(memstore.Config{Clock: clock})
 	defer store.Close()
-	r := newReservations(store, relief.BatchConfig{Batch: 5, Hold: time.Hour, Clock: clock}, clock)
+	r := newReservations(store, relief.BatchConfig{Batch: 5, Hold: time.Hour, Clock: clock})
 	minute := sluice.Limit{Algorithm: sluice.FixedWindow, Rate: 10, Period: time.Minute}
 	hour := sluice.Limit{Algorithm: sluice.FixedWindow, Rate: 10, Period: time.Hour}
 	admitN(t, r, "ended", minute, 1) // holds 4 of a minute that will end

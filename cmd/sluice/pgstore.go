@@ -83,14 +83,10 @@ func isPostgres(store string) bool {
 }
 
 // validator returns the check of the limits serve's store serves (see
-// checkRulesForStore): pgstore.ValidateLimit on PostgreSQL, which refuses
-// every algorithm but fixed_window, else the store's (storeValidator); with
-// -local-share, the local share of the limit must be one as well.
+// checkRulesForStore): the store's (storeValidator, which check uses too);
+// with -local-share, the local share of the limit must be one as well.
 func (o *serveOptions) validator() func(sluice.Limit) error {
 	v := storeValidator(o.store)
-	if isPostgres(o.store) {
-		v = pgstore.ValidateLimit
-	}
 	if o.remote.localShare <= 0 || v == nil {
 		return v
 	}

@@ -5,6 +5,7 @@ import (
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/config"
+	"github.com/sluicehq/sluice/pgstore"
 	"github.com/sluicehq/sluice/redisstore"
 )
 
@@ -29,11 +30,18 @@ func checkRulesForStore(c *config.Config, v func(sluice.Limit) error) error {
 	return nil
 }
 
-// storeValidator returns the check of the limits a store serves: for
-// Redis, redisstore.ValidateLimit (no connection needed), else nil.
+// storeValidator returns the check of the limits the store named by -store
+// serves, the one place serve and check decide it, with no connection: for
+// PostgreSQL (isPostgres), pgstore.ValidateLimit, which refuses every
+// algorithm but fixed_window; for Redis, redisstore.ValidateLimit; for
+// memory, nil (it serves every valid limit).
 func storeValidator(store string) func(sluice.Limit) error {
-	if isMemory(store) {
+	switch {
+	case isMemory(store):
 		return nil
+	case isPostgres(store):
+		return pgstore.ValidateLimit
+	default:
+		return redisstore.ValidateLimit
 	}
-	return redisstore.ValidateLimit
 }

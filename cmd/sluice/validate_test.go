@@ -8,6 +8,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/sluicehq/sluice"
 )
 
 // cfgTooBigForRedis is a token bucket that passes Limit.Validate and that
@@ -52,4 +54,26 @@ func TestRulesTheStoreCannotServeAreRefused(t *testing.T) {
 	eventually(t, "the reload refused", func() bool {
 		return strings.Contains(s.stderr.String(), "reload failed") && strings.Contains(s.stderr.String(), good+":5")
 	})
+}
+
+// cfgSlidingWindow is a rule every store but PostgreSQL serves (pgstore
+// holds fixed windows only); its rate_limit is at line 5.
+const cfgSlidingWindow = "domain: d\ndescriptors:\n  - key: k\n    rate_limit:\n      unit: minute\n      requests_per_unit: 10\n      algorithm: sliding_window\n"
+
+// sluice check -store postgres://… checks the rules with PostgreSQL's
+// rules, as serve does, not Redis's: a sliding window is refused with its
+// file:line, whichever spelling of the scheme.
+func TestCheckWithAPostgresStoreUsesPostgresRules(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "sw.yaml")
+	writeFile(t, path, cfgSlidingWindow)
+	for _, tt := range []runCase{
+		{[]string{"check", "-store", "postgres://127.0.0.1:1/db", path}, 1, "", path + ":5"},
+		{[]string{"check", "-store", "PostgreSQL://127.0.0.1:1/db", path}, 1, "", path + ":5"},
+		{[]string{"check", "-store", "redis://127.0.0.1:1", path}, 0, "sliding_window", ""},
+	} {
+		tt.check(t)
+	}
+	if storeValidator("postgresql://db/x") == nil || storeValidator("postgresql://db/x")(sluice.PerMinute(10)) == nil {
+		t.Error("storeValidator(postgresql://…) admits a token bucket, which PostgreSQL cannot serve")
+	}
 }

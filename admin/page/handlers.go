@@ -81,7 +81,7 @@ func (p *Page) render(w http.ResponseWriter, status int, try *TryResult) {
 	h.Set("Content-Type", "text/html; charset=utf-8")
 	h.Set("Cache-Control", "no-store")
 	h.Set("X-Content-Type-Options", "nosniff")
-	h.Set("Content-Security-Policy", "default-src 'self'; frame-ancestors 'none'; form-action 'self'")
+	h.Set("Content-Security-Policy", "default-src 'self'; img-src 'self' data:; frame-ancestors 'none'; form-action 'self'")
 	w.WriteHeader(status)
 	_, _ = w.Write(b.Bytes())
 }
@@ -152,6 +152,9 @@ type TryResult struct {
 	// resets (or, over the limit, until one is allowed).
 	Remaining  uint32 `json:"remaining"`
 	ResetAfter string `json:"reset_after,omitempty"`
+	// AtLimit is whether the next request of one unit would be refused:
+	// a rule matches and nothing remains.
+	AtLimit bool `json:"at_limit"`
 }
 
 // serveTry answers the form: the page with the result (the static form
@@ -192,11 +195,12 @@ func (p *Page) try(w http.ResponseWriter, r *http.Request) (TryResult, int) {
 	res.Code = st.GetCode().String()
 	res.Remaining = st.GetLimitRemaining()
 	if d := st.GetDurationUntilReset(); d != nil {
-		res.ResetAfter = d.AsDuration().String()
+		res.ResetAfter = d.AsDuration().Round(time.Millisecond).String()
 	}
 	if l := st.GetCurrentLimit(); l != nil {
 		res.Matched, res.Name = true, l.GetName()
 		res.Limit = formatUint(l.GetRequestsPerUnit()) + " per " + l.GetUnit().String()
+		res.AtLimit = res.Remaining == 0
 	}
 	return res, http.StatusOK
 }

@@ -72,6 +72,7 @@
           [["Code", t.code, "try-code"], ["Limit", t.limit + (t.name ? " (" + t.name + ")" : "")], ["Remaining", t.remaining, "try-remaining"], ["Resets in", t.reset_after || ""]]
             .forEach(function (p) { dl.appendChild(el("dt", p[0])); var dd = el("dd", p[1]); if (p[2]) dd.id = p[2]; dl.appendChild(dd); });
           result.replaceChildren(dl);
+          if (t.at_limit) { var f = el("p", "At the limit: the next request is refused."); f.id = "try-full"; result.appendChild(f); }
         })
         .catch(function (e) { result.replaceChildren(el("p", "The request failed: " + e, "error")); });
     });

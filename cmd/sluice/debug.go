@@ -27,11 +27,18 @@ const debugWriteTimeout = 2 * time.Minute
 const debugMaxConns = 64
 
 // debugAddrFromEnv returns the debug listener's address from
-// envoyproxy/ratelimit's DEBUG_HOST (default: all interfaces) and
-// DEBUG_PORT (default 6070), and whether either is set.
-func debugAddrFromEnv() (addr string, explicit bool) {
+// envoyproxy/ratelimit's DEBUG_HOST and DEBUG_PORT: "" (no debug listener)
+// when neither is set, else DEBUG_HOST (default 127.0.0.1) and DEBUG_PORT
+// (default 6070). Unlike envoyproxy/ratelimit, which serves pprof on
+// 0.0.0.0:6070 whatever the settings, Sluice opens it only when asked,
+// and on loopback unless DEBUG_HOST says otherwise: profiles and the
+// rules are for the operator, not for the network.
+func debugAddrFromEnv() string {
 	host, port := os.Getenv("DEBUG_HOST"), os.Getenv("DEBUG_PORT")
-	return net.JoinHostPort(host, env("DEBUG_PORT", "6070")), host != "" || port != ""
+	if host == "" && port == "" {
+		return ""
+	}
+	return net.JoinHostPort(env("DEBUG_HOST", "127.0.0.1"), env("DEBUG_PORT", "6070"))
 }
 
 // debugEndpoints are the debug listener's paths and what they serve, as
@@ -115,21 +122,15 @@ type debugServer struct {
 
 // listenDebug listens on addr for h, with o's HTTP header, read and idle
 // timeouts and debugWriteTimeout, at most debugMaxConns connections. An
-// empty addr is no debug listener (nil). When addr cannot be listened on,
-// that is an error if explicit (the operator asked for it), else a
-// warning on log and no listener, as envoyproxy/ratelimit serves on
-// without its debug port.
-func listenDebug(addr string, explicit bool, o *listenerOptions, h http.Handler, log *slog.Logger) (*debugServer, error) {
+// empty addr is no debug listener (nil). An address that cannot be
+// listened on is an error: the operator asked for it.
+func listenDebug(addr string, o *listenerOptions, h http.Handler, log *slog.Logger) (*debugServer, error) {
 	if addr == "" {
 		return nil, nil
 	}
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
-		if explicit {
-			return nil, fmt.Errorf("debug listener: %w", err)
-		}
-		log.Warn("no debug listener (/rlconfig, pprof) on its default address; set DEBUG_PORT or -debug-addr", "err", err)
-		return nil, nil
+		return nil, fmt.Errorf("debug listener: %w", err)
 	}
 	ctx, stop := context.WithCancel(context.Background())
 	srv := o.httpServer(h, log) // the HTTP listener's bounds, then:
@@ -154,4 +155,18 @@ func (d *debugServer) shutdown(ctx context.Context) {
 	if err := d.srv.Shutdown(ctx); err != nil {
 		d.srv.Close()
 	}
+}
+
+// describeDebug returns what serve's banner says of the debug listener d
+// (nil: none): where it is, or that it is off and how to turn it on (it
+// is off by default, unlike envoyproxy/ratelimit's, see debugAddrFromEnv).
+func describeDebug(d *debugServer) string {
+	if d == nil {
+		return "off (DEBUG_PORT, DEBUG_HOST or -debug-addr serve /rlconfig and pprof; loopback unless DEBUG_HOST says otherwise)"
+	}
+	where := "loopback only"
+	if tcp, ok := d.addr().(*net.TCPAddr); ok && !tcp.IP.IsLoopback() {
+		where = "not loopback: pprof and the rules are open to whoever reaches it"
+	}
+	return "http://" + localAddr(d.addr()) + "  (/rlconfig, /debug/pprof/; " + where + ")"
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"flag"
 	"io"
-	"log/slog"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -105,33 +104,29 @@ func TestDebugServesPprofButNotTheCommandLine(t *testing.T) {
 	}
 }
 
-// DEBUG_HOST and DEBUG_PORT name the debug listener, as in
-// envoyproxy/ratelimit, all interfaces and port 6070 by default; a set
-// one makes the address explicit (a failure to listen is then serve's
-// exit, not a warning).
+// DEBUG_HOST and DEBUG_PORT name the debug listener: none when neither
+// is set (envoyproxy/ratelimit serves pprof on 0.0.0.0:6070 regardless;
+// Sluice only when asked), loopback unless DEBUG_HOST says otherwise,
+// port 6070 unless DEBUG_PORT does.
 func TestDebugAddrFromEnv(t *testing.T) {
-	for _, c := range []struct {
-		host, port, want string
-		explicit         bool
-	}{
-		{"", "", ":6070", false},
-		{"127.0.0.1", "", "127.0.0.1:6070", true},
-		{"", "7000", ":7000", true},
-		{"::1", "7000", "[::1]:7000", true},
+	for _, c := range []struct{ host, port, want string }{
+		{"", "", ""},
+		{"127.0.0.1", "", "127.0.0.1:6070"},
+		{"0.0.0.0", "", "0.0.0.0:6070"},
+		{"", "7000", "127.0.0.1:7000"},
+		{"::1", "7000", "[::1]:7000"},
 	} {
 		t.Setenv("DEBUG_HOST", c.host)
 		t.Setenv("DEBUG_PORT", c.port)
-		if addr, explicit := debugAddrFromEnv(); addr != c.want || explicit != c.explicit {
-			t.Errorf("DEBUG_HOST=%q DEBUG_PORT=%q: %q %v, want %q %v", c.host, c.port, addr, explicit, c.want, c.explicit)
+		if addr := debugAddrFromEnv(); addr != c.want {
+			t.Errorf("DEBUG_HOST=%q DEBUG_PORT=%q: %q, want %q", c.host, c.port, addr, c.want)
 		}
 	}
 }
 
-// A debug address that cannot be listened on is an error when it was
-// asked for, and a warning when it is the default (as envoyproxy/ratelimit
-// logs it and serves on): two services on one host must not fail for a
-// port nobody asked for. An empty address is no debug listener.
-func TestListenDebugFailsOnlyForAnExplicitAddress(t *testing.T) {
+// A debug address that cannot be listened on is an error (the operator
+// asked for it); an empty address is no debug listener.
+func TestListenDebugFailsOnABusyAddress(t *testing.T) {
 	busy, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -140,19 +135,11 @@ func TestListenDebugFailsOnlyForAnExplicitAddress(t *testing.T) {
 	var lo listenerOptions
 	lo.flags(newTestFlagSet(), new(envErrs))
 	h := http.NotFoundHandler()
-	if d, err := listenDebug(busy.Addr().String(), true, &lo, h, quietLogger()); err == nil {
+	if d, err := listenDebug(busy.Addr().String(), &lo, h, quietLogger()); err == nil {
 		d.ln.Close()
-		t.Error("an explicit busy address: no error")
+		t.Error("a busy address: no error")
 	}
-	var logs syncBuffer
-	d, err := listenDebug(busy.Addr().String(), false, &lo, h, slog.New(slog.NewTextHandler(&logs, nil)))
-	if err != nil || d != nil {
-		t.Errorf("the default address busy: %v %v, want no listener and no error", d, err)
-	}
-	if !strings.Contains(logs.String(), "debug listener") {
-		t.Errorf("the default address busy was not logged: %s", logs.String())
-	}
-	if d, err := listenDebug("", true, &lo, h, quietLogger()); d != nil || err != nil {
+	if d, err := listenDebug("", &lo, h, quietLogger()); d != nil || err != nil {
 		t.Errorf("an empty address: %v %v, want none", d, err)
 	}
 }
@@ -164,7 +151,7 @@ func TestListenDebugFailsOnlyForAnExplicitAddress(t *testing.T) {
 func TestDebugListenerTimeoutsAndStop(t *testing.T) {
 	var lo listenerOptions
 	lo.flags(newTestFlagSet(), new(envErrs))
-	d, err := listenDebug("127.0.0.1:0", true, &lo, debugHandler(func() *config.Config { return nil }), quietLogger())
+	d, err := listenDebug("127.0.0.1:0", &lo, debugHandler(func() *config.Config { return nil }), quietLogger())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -243,3 +243,15 @@ func hasSAN(c *x509.Certificate, san string) bool {
 	}
 	return slices.Contains(c.EmailAddresses, san)
 }
+
+// describe returns what serve's banner says of o after the gRPC service's
+// name: "" for plaintext, ", TLS", or ", mTLS" with a client CA.
+func (o grpcTLSOptions) describe() string {
+	switch {
+	case !o.use:
+		return ""
+	case o.clientCA != "":
+		return ", mTLS"
+	}
+	return ", TLS"
+}

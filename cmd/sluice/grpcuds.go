@@ -49,3 +49,12 @@ func listenUnix(path string) (net.Listener, error) {
 	}
 	return net.Listen("unix", path)
 }
+
+// grpcTarget returns the gRPC target a client dials for the listener
+// address a: "unix:PATH" for a Unix socket, else a's host:port.
+func grpcTarget(a net.Addr) string {
+	if u, ok := a.(*net.UnixAddr); ok {
+		return "unix:" + u.Name
+	}
+	return a.String()
+}

@@ -36,6 +36,12 @@ type listenerOptions struct {
 	// Connections per listener at most; 0: a share of the open-file limit
 	// (see defaultMaxConns), negative: no cap.
 	httpMaxConns, grpcMaxConns int
+	// tls is the gRPC listener's TLS (grpctls.go; zero: plaintext), uds
+	// the Unix socket it listens on instead of TCP (GRPC_UDS; "": TCP),
+	// and debugAddr the debug listener's address (debug.go; "": none).
+	tls       grpcTLSOptions
+	uds       string
+	debugAddr string
 }
 
 // envErrs collects the environment variables that do not parse, so that
@@ -121,10 +127,16 @@ func (o *listenerOptions) flags(fs *flag.FlagSet, errs *envErrs) {
 		"gRPC: time from a call's headers to its answer, the request message included (a stalled message is let go)")
 	fs.IntVar(&o.grpcMaxConns, "grpc-max-conns", errs.int("GRPC_MAX_CONNECTIONS", 0),
 		"gRPC: open connections at most, more wait to be accepted; 0: 40% of the open-file limit, negative: no cap")
+	o.tls.flags(fs, errs)
+	fs.StringVar(&o.uds, "grpc-uds", os.Getenv("GRPC_UDS"),
+		"gRPC: listen on this Unix socket instead of -grpc-addr (a stale socket file is replaced; the socket is removed on stop)")
+	fs.StringVar(&o.debugAddr, "debug-addr", debugAddrFromEnv(),
+		"the debug listener (/rlconfig, pprof): host:port; default off, or DEBUG_HOST:DEBUG_PORT when either is set (DEBUG_HOST 127.0.0.1, DEBUG_PORT 6070 unset)")
 }
 
-// check refuses settings that would disable a bound by accident: every
-// timeout must be positive.
+// check refuses settings that would disable a bound by accident (every
+// timeout must be positive) and gRPC TLS settings that do not go together
+// (see grpcTLSOptions.check).
 func (o *listenerOptions) check() error {
 	for _, d := range []struct {
 		name string
@@ -140,7 +152,7 @@ func (o *listenerOptions) check() error {
 			return fmt.Errorf("%s %v: want a positive duration", d.name, d.v)
 		}
 	}
-	return nil
+	return o.tls.check()
 }
 
 // httpServer returns the HTTP server of serve for h with the timeouts of

@@ -103,14 +103,25 @@ func exitWith(stderr io.Writer, prefix string) func(code int, a ...any) int {
 	}
 }
 
-// newLogger returns the text logger on stderr of serve and proxy, at the
-// level named by -log-level (see parseLogLevel).
+// newLogger returns the logger on stderr of serve and proxy, at the level
+// named by -log-level (see parseLogLevel), in the format of
+// envoyproxy/ratelimit's LOG_FORMAT, text (unset) or json (see logHandler);
+// another format is an error, as an unknown level is.
 func newLogger(level string, stderr io.Writer) (*slog.Logger, error) {
+	return newLoggerFormat(level, os.Getenv("LOG_FORMAT"), stderr)
+}
+
+// newLoggerFormat is newLogger in the given format (serve's -log-format).
+func newLoggerFormat(level, format string, stderr io.Writer) (*slog.Logger, error) {
 	l, err := parseLogLevel(level)
 	if err != nil {
 		return nil, err
 	}
-	return slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: l})), nil
+	h, err := logHandler(format, stderr, &slog.HandlerOptions{Level: l})
+	if err != nil {
+		return nil, err
+	}
+	return slog.New(h), nil
 }
 
 // buildVersion returns the version set at link time, else the main module's

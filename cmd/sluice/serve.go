@@ -21,6 +21,7 @@ import (
 	"strconv"
 	"strings"
 	"sync/atomic"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc"
@@ -43,36 +44,13 @@ var exampleConfig []byte
 // not act on; present ones are named in one start-up log line
 // (docs/serve.md's table says what Sluice does instead).
 var ignoredEnv = []string{
-	"DEBUG_HOST", "DEBUG_PORT",
-	// TLS on the gRPC listener is refused (refusedEnv); these go with it.
-	"GRPC_SERVER_TLS_CERT", "GRPC_SERVER_TLS_KEY", "GRPC_CLIENT_TLS_CACERT", "GRPC_CLIENT_TLS_SAN",
-	"LOG_FORMAT",
+	// The gRPC TLS variables: see grpcTLSOptions.notActedOn.
 	// The xDS provider's variables: see xdsEnv and xdsNotActedOn.
 	// Tracing and statsd: see telemetrySettings.notActedOn.
 	"PROMETHEUS_ADDR", "PROMETHEUS_PATH", "PROMETHEUS_MAPPER_YAML",
 	// The Redis variables: see redisOptions.notActedOn.
 	"MEMCACHE_HOST_PORT", "MEMCACHE_MAX_IDLE_CONNS", "MEMCACHE_SRV", "MEMCACHE_SRV_REFRESH",
 	"MEMCACHE_TLS_CLIENT_CERT", "MEMCACHE_TLS_CLIENT_KEY", "MEMCACHE_TLS_CACERT",
-}
-
-// refusedEnv are envoyproxy/ratelimit settings that serve refuses (exit 2)
-// with any value but ok (compared as onlyValueEnv compares), because
-// ignoring them would expose the service or serve other rules than the
-// operator's: why says what to do instead.
-var refusedEnv = []struct{ name, ok, why string }{
-	{"GRPC_SERVER_USE_TLS", "false", "the gRPC listener has no TLS (nor client certificates): terminate TLS in front of it, in a sidecar or the mesh"},
-	{"GRPC_UDS", "", "the gRPC listener is TCP only: use -grpc-addr (GRPC_HOST, GRPC_PORT), bound to 127.0.0.1 for a local caller"},
-}
-
-// refusedByEnv returns the error of the first refusedEnv variable set to
-// another value than its ok one, or nil.
-func refusedByEnv() error {
-	for _, e := range refusedEnv {
-		if v, ok := os.LookupEnv(e.name); ok && v != "" && !sameEnvValue(v, e.ok) {
-			return fmt.Errorf("%s=%s is not supported: %s", e.name, v, e.why)
-		}
-	}
-	return nil
 }
 
 // sameEnvValue reports whether the environment value v means want:
@@ -148,7 +126,7 @@ func mootFlags(fs *flag.FlagSet, o *serveOptions) []string {
 // environment variables over defaults.
 type serveOptions struct {
 	configPath, store, httpAddr, grpcAddr, headers, prefix, failure string
-	logLevel, trustedProxies                                        string
+	logLevel, logFormat, trustedProxies                             string
 	shadow, watch, localCache, healthNeedsStore                     bool
 	listen                                                          listenerOptions
 	maxDetailed                                                     int
@@ -300,6 +278,9 @@ type serveApp struct {
 	httpLn, grpcLn net.Listener
 	admin          adminParts // the plans' tenant lookup (adminlisten.go)
 
+	grpcTLS *grpcTLS     // -grpc-tls's; nil: plaintext gRPC
+	debug   *debugServer // -debug-addr's; nil: none
+
 	telSet telemetrySettings // TRACING_*, USE_STATSD and the rest
 	tel    *telemetry
 
@@ -307,6 +288,9 @@ type serveApp struct {
 	// hasConfig is whether the running config has a domain (see
 	// -health-needs-config).
 	hasConfig atomic.Bool
+	// running is the config apply swapped in last; nil: rules's (see
+	// runningRules).
+	running atomic.Pointer[config.Config]
 }
 
 // start opens serve's parts and starts its listeners, step by step; a
@@ -370,7 +354,7 @@ func (s *serveApp) start(ctx context.Context, a *app, stdout io.Writer) error {
 			return err
 		}
 	}
-	if err := s.listen(a); err != nil {
+	if err := s.listen(ctx, a); err != nil {
 		return err
 	}
 	s.startServers(a)
@@ -413,6 +397,7 @@ func parseServeFlags(args []string, stdout, stderr io.Writer) (s *serveApp, code
 	fs.BoolVar(&o.forceStart, "start-without-config", envBool("FORCE_START_WITHOUT_INITIAL_CONFIG", false), "start even when the config does not load (a broken or missing file): no rule applies until a reload loads it; default: exit status 1")
 	fs.BoolVar(&o.shadow, "shadow", envBool("SHADOW_MODE", false), "shadow mode: decide and count, never refuse")
 	fs.StringVar(&o.logLevel, "log-level", env("LOG_LEVEL", "info"), "log level: debug, info, warn or error")
+	fs.StringVar(&o.logFormat, "log-format", env("LOG_FORMAT", "text"), "log format: text, or json (envoyproxy/ratelimit's keys: @timestamp, @message, level)")
 	fs.BoolVar(&o.watch, "watch", true, "reload the config when its files change (SIGHUP always reloads)")
 	fs.StringVar(&o.trustedProxies, "trusted-proxies", "", "the reverse proxies that call /auth, whose X-Forwarded-For is believed: comma-separated networks or addresses, added to the config's forward_auth trusted_proxies")
 	o.listen.flags(fs, envErr)
@@ -485,9 +470,6 @@ func (s *serveApp) checkOptions() error {
 	if err := o.listen.check(); err != nil {
 		return exitCode(2, err)
 	}
-	if err := refusedByEnv(); err != nil {
-		return exitCode(2, err)
-	}
 	if err := o.checkLimits(); err != nil {
 		return exitCode(2, err)
 	}
@@ -505,13 +487,13 @@ func (s *serveApp) checkOptions() error {
 		return exitCode(2, "-trusted-proxies:", err)
 	}
 	s.trusted = trusted
-	if s.log, err = newLogger(o.logLevel, s.fs.Output()); err != nil {
+	if s.log, err = newLoggerFormat(o.logLevel, o.logFormat, s.fs.Output()); err != nil {
 		return exitCode(2, err)
 	}
 	if err := s.checkXDS(); err != nil {
 		return err
 	}
-	ignored, moot := xdsNotActedOn(s.xds, slices.Concat(notActedOn(), o.storeNotActedOn(), s.telSet.notActedOn())), mootFlags(s.fs, o)
+	ignored, moot := xdsNotActedOn(s.xds, slices.Concat(notActedOn(), o.storeNotActedOn(), s.telSet.notActedOn())), append(mootFlags(s.fs, o), o.listen.tls.notActedOn()...)
 	if len(ignored) > 0 || len(moot) > 0 {
 		s.log.Info("accepted and not acted on", "env", strings.Join(ignored, ","), "flags", strings.Join(moot, ","))
 	}
@@ -664,6 +646,7 @@ func (s *serveApp) apply(c *config.Config) error {
 	}
 	s.auth.h.Store(&h)
 	s.rlqs.setRules(c)
+	s.running.Store(c)
 	s.hasConfig.Store(hasDomain(c))
 	s.configLoaded(c)
 	return nil
@@ -687,19 +670,48 @@ func (s *serveApp) configSource() (*reloader, error) {
 }
 
 // grpcServerOptions returns the gRPC server's options: the service's and
-// the listener's bounds (an interceptor or credentials go here too).
+// the listener's bounds, tracing's, and the TLS credentials of -grpc-tls.
 func (s *serveApp) grpcServerOptions() []grpc.ServerOption {
-	return slices.Concat(service.GRPCServerOptions(), s.o.listen.grpcOptions(), s.tel.grpcOptions())
+	opts := slices.Concat(service.GRPCServerOptions(), s.o.listen.grpcOptions(), s.tel.grpcOptions())
+	if s.grpcTLS != nil {
+		opts = append(opts, s.grpcTLS.serverOption())
+	}
+	return opts
 }
 
-// listen opens serve's listeners (HTTP, gRPC); an extra listener, such as
-// a debug one, is opened here too.
-func (s *serveApp) listen(a *app) (err error) {
+// listen opens serve's listeners: HTTP; gRPC on TCP or -grpc-uds, with
+// the TLS files of -grpc-tls loaded (a bad one is exit status 1); the
+// debug listener of -debug-addr.
+func (s *serveApp) listen(ctx context.Context, a *app) (err error) {
+	lo := &s.o.listen
+	if lo.tls.use {
+		if s.grpcTLS, err = newGRPCTLS(ctx, lo.tls, s.log, time.Now); err != nil {
+			return err
+		}
+	}
 	if s.httpLn, err = a.listen(s.o.httpAddr); err != nil {
 		return err
 	}
-	s.grpcLn, err = a.listen(s.o.grpcAddr)
-	return err
+	if s.grpcLn, err = listenGRPC(s.o.grpcAddr, lo.uds); err != nil {
+		return err
+	}
+	a.onClose(func() { s.grpcLn.Close() })
+	if s.debug, err = listenDebug(lo.debugAddr, lo, debugHandler(s.runningRules), s.log); err != nil {
+		return err
+	}
+	if s.debug != nil {
+		a.onClose(func() { s.debug.ln.Close() })
+	}
+	return nil
+}
+
+// runningRules returns the running config: the last one apply swapped
+// in, else the one of start-up (nil without one).
+func (s *serveApp) runningRules() *config.Config {
+	if c := s.running.Load(); c != nil {
+		return c
+	}
+	return s.rules
 }
 
 // startServers serves HTTP (POST /json, forward auth, health, metrics) and
@@ -719,6 +731,9 @@ func (s *serveApp) startServers(a *app) {
 	grpcCapped, _ := capConns(s.grpcLn, s.o.listen.grpcMaxConns)
 	a.serveHTTP(hs, httpCapped)
 	a.serveGRPC(gs, grpcCapped)
+	if s.debug != nil {
+		a.serve(s.debug.serve, s.debug.shutdown)
+	}
 }
 
 // printBanner prints what serve serves and where, and with the built-in
@@ -732,7 +747,8 @@ func (s *serveApp) printBanner(stdout io.Writer) {
 	}
 	httpAddr := localAddr(s.httpLn.Addr())
 	fmt.Fprintf(stdout, "  HTTP  http://%s  (%s)\n", httpAddr, endpoints)
-	fmt.Fprintf(stdout, "  gRPC  %s  (envoy.service.ratelimit.v3.RateLimitService)\n", s.grpcLn.Addr())
+	fmt.Fprintf(stdout, "  gRPC  %s  (envoy.service.ratelimit.v3.RateLimitService%s)\n", grpcTarget(s.grpcLn.Addr()), s.o.listen.tls.describe())
+	fmt.Fprintf(stdout, "  debug %s\n", describeDebug(s.debug))
 	if s.o.configPath == "" && s.xds == nil {
 		fmt.Fprintf(stdout, "Try it: the example allows 3 per minute per user, so the 4th is a 429:\n")
 		fmt.Fprintf(stdout, "  for i in 1 2 3 4; do curl -s -o /dev/null -w '%%{http_code}\\n' -XPOST http://%s/json -d '{\"domain\":\"example\",\"descriptors\":[{\"entries\":[{\"key\":\"user\",\"value\":\"alice\"}]}]}'; done\n", httpAddr)

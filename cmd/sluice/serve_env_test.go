@@ -11,15 +11,13 @@ import (
 
 // envoyproxy/ratelimit settings whose silent neglect would expose the
 // service or serve other rules than the operator's are refused (exit 2,
-// naming the variable) instead of being ignored: gRPC over TLS with client
-// certificates (Sluice would serve plaintext to anyone), a gRPC Unix socket
-// (Sluice would listen on TCP), a config type other than FILE and
-// GRPC_XDS_SOTW (Sluice would serve its built-in example). Before, serve
-// started with each of them.
+// naming the variable) instead of being ignored: gRPC over TLS without its
+// certificate and key (Sluice would have to serve plaintext), a config
+// type other than FILE and GRPC_XDS_SOTW (Sluice would serve its built-in
+// example). Before, serve started with each of them.
 func TestServeRefusesEnvItCannotHonour(t *testing.T) {
 	for _, tt := range []struct{ name, value string }{
 		{"GRPC_SERVER_USE_TLS", "true"},
-		{"GRPC_UDS", "/run/ratelimit.sock"},
 		{"CONFIG_TYPE", "ETCD"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
@@ -44,12 +42,11 @@ func TestServeRefusesEnvItCannotHonour(t *testing.T) {
 
 // Every other envoyproxy/ratelimit variable Sluice does not act on is named
 // in the one start-up line: before, REDIS_POOL_SIZE, REDIS_PERSECOND,
-// LOG_FORMAT and the rest were ignored without a word.
+// EXPIRATION_JITTER_MAX_SECONDS and the rest were ignored without a word.
 func TestServeNamesEveryEnvItDoesNotActOn(t *testing.T) {
-	for _, name := range []string{"REDIS_POOL_SIZE", "REDIS_PERSECOND_URL", "LOG_FORMAT",
+	for _, name := range []string{"REDIS_POOL_SIZE", "REDIS_PERSECOND_URL",
 		"EXPIRATION_JITTER_MAX_SECONDS",
-		"REDIS_TLS_CACERT", "REDIS_TLS_SKIP_HOSTNAME_VERIFICATION",
-		"GRPC_CLIENT_TLS_CACERT"} {
+		"REDIS_TLS_CACERT", "REDIS_TLS_SKIP_HOSTNAME_VERIFICATION"} {
 		t.Setenv(name, "x")
 		// The Redis variables are named, with why, by redisOptions.
 		named := append(notActedOn(), (&redisOptions{}).notActedOn("memory")...)
@@ -110,6 +107,9 @@ func TestServeNamesFlagsItDoesNotActOn(t *testing.T) {
 	}{
 		{[]string{"-local-cache", "-failure-mode", "closed", "-health-needs-store"}, []string{"-local-cache", "-failure-mode", "-health-needs-store"}},
 		{[]string{"-store", "redis://127.0.0.1:1", "-memory-max-bytes", "1000000"}, []string{"-memory-max-bytes"}},
+		// GRPC_SERVER_TLS_CERT and _KEY without GRPC_SERVER_USE_TLS:
+		// plaintext, as envoyproxy/ratelimit serves then, and said.
+		{[]string{"-grpc-tls-cert", "tls.crt", "-grpc-tls-key", "tls.key"}, []string{"-grpc-tls-cert", "-grpc-tls-key"}},
 	} {
 		s := launch(t, tt.args...)
 		line := ""

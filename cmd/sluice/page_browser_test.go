@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -215,8 +216,18 @@ func TestLivePageInABrowser(t *testing.T) {
 	writeFile(t, filepath.Join(shots, "page-390.png"), string(narrow))
 	t.Logf("screenshots in %s", shots)
 
-	if errs := consoleErrors(); len(errs) > 0 {
-		t.Errorf("console errors:\n%s", strings.Join(errs, "\n"))
+	// The console is watched: a probe error shows up, and nothing else.
+	before := consoleErrors()
+	evalJS[chromedp.Void](t, ctx, `console.error("probe")`)
+	deadline := time.Now().Add(10 * time.Second)
+	for !slices.ContainsFunc(consoleErrors(), func(e string) bool { return strings.Contains(e, "probe") }) {
+		if time.Now().After(deadline) {
+			t.Fatal("a console.error of the page was not seen: the console is not watched")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if len(before) > 0 {
+		t.Errorf("console errors:\n%s", strings.Join(before, "\n"))
 	}
 }
 

@@ -155,6 +155,24 @@ func (o *listenerOptions) check() error {
 	return o.tls.check()
 }
 
+// notActedOn returns the listener flags that the others make moot, which
+// serve names in its start-up line: the TLS pair without -grpc-tls (see
+// grpcTLSOptions.notActedOn), and with -grpc-uds, -grpc-addr when it (or
+// GRPC_HOST or GRPC_PORT) was set, since gRPC then listens on the socket
+// only.
+func (o *listenerOptions) notActedOn(fs *flag.FlagSet) []string {
+	out := o.tls.notActedOn()
+	if o.uds == "" {
+		return out
+	}
+	set := os.Getenv("GRPC_HOST") != "" || os.Getenv("GRPC_PORT") != ""
+	fs.Visit(func(f *flag.Flag) { set = set || f.Name == "grpc-addr" })
+	if set {
+		out = append(out, "-grpc-addr")
+	}
+	return out
+}
+
 // httpServer returns the HTTP server of serve for h with the timeouts of
 // o, its errors logged on errorLog (nil: the standard logger). It is the
 // proxy's server (gateway.Timeouts.Server, the one place where both

@@ -493,7 +493,7 @@ func (s *serveApp) checkOptions() error {
 	if err := s.checkXDS(); err != nil {
 		return err
 	}
-	ignored, moot := xdsNotActedOn(s.xds, slices.Concat(notActedOn(), o.storeNotActedOn(), s.telSet.notActedOn())), append(mootFlags(s.fs, o), o.listen.tls.notActedOn()...)
+	ignored, moot := xdsNotActedOn(s.xds, slices.Concat(notActedOn(), o.storeNotActedOn(), s.telSet.notActedOn())), append(mootFlags(s.fs, o), o.listen.notActedOn(s.fs)...)
 	if len(ignored) > 0 || len(moot) > 0 {
 		s.log.Info("accepted and not acted on", "env", strings.Join(ignored, ","), "flags", strings.Join(moot, ","))
 	}

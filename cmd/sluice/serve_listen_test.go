@@ -155,6 +155,9 @@ func TestServeGRPCUDSServesOnTheSocketAndRemovesItOnStop(t *testing.T) {
 	if target != "unix:"+sock {
 		t.Fatalf("banner's gRPC target %q, want unix:%s", target, sock)
 	}
+	if !regexp.MustCompile(`not acted on.*flags=\S*-grpc-addr`).MatchString(s.stderr.String()) {
+		t.Errorf("-grpc-addr with GRPC_UDS is not named as not acted on: %s", s.stderr.String())
+	}
 	var codes []pb.RateLimitResponse_Code
 	for range 3 {
 		code, err := shouldRateLimit(t, target, insecure.NewCredentials())

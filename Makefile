@@ -11,8 +11,12 @@ HAVE_REDIS = command -v redis-server >/dev/null 2>&1 && command -v redis-cli >/d
 POSTGRES_PACKAGES = postgresql
 HAVE_POSTGRES = { [ -n "$$SLUICE_POSTGRES_BIN" ] && [ -x "$$SLUICE_POSTGRES_BIN/initdb" ]; } || \
 	[ -x "$$(pg_config --bindir 2>/dev/null)/initdb" ] || ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1
+# The Debian package of the headless browser the live page's test drives
+# (cmd/sluice's TestLivePageInABrowser, through chromedp).
+BROWSER_PACKAGES = chromium
+HAVE_BROWSER = command -v chromium >/dev/null 2>&1 || command -v chromium-browser >/dev/null 2>&1 || command -v google-chrome >/dev/null 2>&1
 
-.PHONY: test deps deps-redis deps-postgres vet bench bench-peers lint fmt
+.PHONY: test deps deps-redis deps-postgres deps-browser vet bench bench-peers lint fmt
 
 ## test: vet, then run every test with the race detector in random order
 test: deps vet
@@ -20,9 +24,10 @@ test: deps vet
 	$(MAKE) test-deploy
 	@$(HAVE_REDIS) || echo "make test: WARNING: the Redis tests were SKIPPED: redis-server/redis-cli not found (apt-get install $(REDIS_PACKAGES))"
 	@$(HAVE_POSTGRES) || echo "make test: WARNING: the PostgreSQL tests were SKIPPED: initdb/postgres not found (apt-get install $(POSTGRES_PACKAGES))"
+	@$(HAVE_BROWSER) || echo "make test: WARNING: the browser test of the live page was SKIPPED: chromium not found (apt-get install $(BROWSER_PACKAGES))"
 
-## deps: what the tests need beyond Go: Redis and PostgreSQL, installed from Debian's packages when run as root
-deps: deps-redis deps-postgres
+## deps: what the tests need beyond Go: Redis, PostgreSQL and Chromium, installed from Debian's packages when run as root
+deps: deps-redis deps-postgres deps-browser
 
 deps-redis:
 	@if $(HAVE_REDIS); then \
@@ -50,6 +55,20 @@ deps-postgres:
 		echo "deps: WARNING: PostgreSQL's initdb/postgres not found, so the PostgreSQL tests will be SKIPPED."; \
 		echo "deps: install them with: sudo apt-get install $(POSTGRES_PACKAGES)  (or run make test as root);"; \
 		echo "deps: set SLUICE_REQUIRE_POSTGRES=1 to make their absence a failure."; \
+	fi
+
+deps-browser:
+	@if $(HAVE_BROWSER); then \
+		echo "deps: Chromium found: $$(chromium --version 2>/dev/null || chromium-browser --version 2>/dev/null || google-chrome --version)"; \
+	elif [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+		echo "deps: chromium missing; installing $(BROWSER_PACKAGES) from Debian's packages"; \
+		set -x; \
+		apt-get update -q && \
+		DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends $(BROWSER_PACKAGES); \
+	else \
+		echo "deps: WARNING: chromium not found, so the browser test of the live page will be SKIPPED."; \
+		echo "deps: install it with: sudo apt-get install $(BROWSER_PACKAGES)  (or run make test as root);"; \
+		echo "deps: set SLUICE_REQUIRE_BROWSER=1 to make its absence a failure."; \
 	fi
 
 vet:

@@ -53,18 +53,19 @@ func (c *coarseClock) tick() {
 
 // run publishes a reading every resolution until stop is closed, then
 // publishes 0: the store's now reads 0 as no reading, so that a store used
-// after Close reads its exact clock rather than a frozen one.
+// after Close reads its exact clock rather than a frozen one. Close waits
+// at most one resolution for it.
 func (c *coarseClock) run(resolution time.Duration, stop <-chan struct{}, done chan<- struct{}) {
 	defer close(done)
-	t := time.NewTicker(resolution)
-	defer t.Stop()
+	pinThread()
 	for {
 		select {
 		case <-stop:
 			c.ns.Store(0)
 			return
-		case <-t.C:
-			c.tick()
+		default:
 		}
+		pause(resolution)
+		c.tick()
 	}
 }

@@ -74,9 +74,17 @@ type Config struct {
 	// a fixed or sliding window's boundaries move up to ClockResolution
 	// late. Values below MinClockResolution are raised to it; choose one
 	// well below the shortest Period in use (100µs against periods of a
-	// second or more is an error of 1/10,000 of a period). The goroutine
-	// stops at Close, after which decisions read the exact clock. Zero,
-	// the default, reads the exact clock at every decision.
+	// second or more is an error of 1/10,000 of a period). The bound holds
+	// while the goroutine gets a CPU every resolution; on a loaded machine
+	// its wait adds to the lag. On Linux the goroutine sleeps on its own
+	// thread in nanosleep; elsewhere on the runtime's timers, which may
+	// serve a resolution under a millisecond at about a millisecond.
+	//
+	// The goroutine costs CPU whether or not the store decides: a wake-up
+	// every resolution (BENCHMARKS.md measures it against what it saves;
+	// it pays only at millions of decisions per second). It stops at
+	// Close, after which decisions read the exact clock. Zero, the
+	// default, reads the exact clock at every decision.
 	ClockResolution time.Duration
 }
 

@@ -51,7 +51,18 @@ func contenders() []contender {
 		}
 		cs = append(cs, contender{
 			name: "sluice-" + strings.ReplaceAll(a.String(), "_", ""),
-			open: func() (decide, func()) { return openSluice(lim) },
+			open: func() (decide, func()) { return openSluice(lim, memstore.Config{}) },
+		})
+	}
+	// The token bucket and the fixed window again on memstore's coarse
+	// clock (Config.ClockResolution), refreshed every 100µs.
+	for _, a := range []sluice.Algorithm{sluice.TokenBucket, sluice.FixedWindow} {
+		lim := sluice.PerSecond(limitN).WithAlgorithm(a)
+		cs = append(cs, contender{
+			name: "sluice-" + strings.ReplaceAll(a.String(), "_", "") + "-coarse",
+			open: func() (decide, func()) {
+				return openSluice(lim, memstore.Config{ClockResolution: 100 * time.Microsecond})
+			},
 		})
 	}
 	return append(cs,
@@ -62,11 +73,11 @@ func contenders() []contender {
 	)
 }
 
-func openSluice(lim sluice.Limit) (decide, func()) {
+func openSluice(lim sluice.Limit, cfg memstore.Config) (decide, func()) {
 	if err := lim.Validate(); err != nil {
 		panic(err)
 	}
-	s := memstore.New(memstore.Config{})
+	s := memstore.New(cfg)
 	return func(ctx context.Context, key string) (bool, error) {
 		res, err := s.AllowN(ctx, key, lim, 1)
 		return res.Allowed, err

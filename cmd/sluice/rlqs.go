@@ -27,8 +27,10 @@ type rlqsFace struct {
 func (s *serveApp) startRLQS(ctx context.Context, a *app) error {
 	f := &rlqsFace{}
 	f.rules.Store(s.rules)
-	var store rlqs.Store // nil: the server's memory store
-	if !isMemory(s.o.store) {
+	// nil: the server's memory store. RLQS shares usage across replicas
+	// through Redis only; on PostgreSQL each replica divides on its own.
+	var store rlqs.Store
+	if !isMemory(s.o.store) && !isPostgres(s.o.store) {
 		main, _, err := s.o.redis.storeConfigs(s.o.store)
 		if err != nil {
 			return err

@@ -160,7 +160,7 @@ func (s *Store) execEnvoy(ctx context.Context, mode, key string, lim sluice.Limi
 		start := now - now%p
 		w := s.envoy.startArg(start)
 		args := []string{mode, s.nowArg(), params[0], params[1], strconv.Itoa(cost), w, s.envoy.jitterArg()}
-		vals, err := decodeInts(envoyScript.Exec(ctx, s.client, []string{key + w}, args))
+		vals, err := decodeInts(execOnKey(ctx, s.client, envoyScript, args, key, w))
 		if err != nil {
 			return sluice.Result{}, err
 		}

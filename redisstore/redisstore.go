@@ -207,7 +207,7 @@ func (s *Store) Key(a sluice.Algorithm, key string) string {
 // key returns the Redis key that holds key's state of the given kind: an
 // algorithm's short name, or "cc" for a concurrency limit.
 func (s *Store) key(kind, key string) string {
-	return s.prefix + ":" + kind + ":{" + key + "}"
+	return s.prefix + ":" + kind + ":{" + key + "}" // as exec's execOnKey builds it
 }
 
 // nowArg is the scripts' ARGV[2]: "" for the server's TIME, or the test
@@ -270,12 +270,13 @@ func (s *Store) exec(ctx context.Context, mode, key string, lim sluice.Limit, co
 	if err != nil {
 		return sluice.Result{}, err
 	}
-	args := make([]string, 0, 6)
+	args := make([]string, 0, 8) // on the stack: room for the sliding log's 7
 	args = append(args, mode, s.nowArg())
 	args = append(args, params[:2]...)
 	args = append(args, strconv.Itoa(cost))
 	args = append(args, params[2:]...)
-	resp := scripts[lim.Algorithm].Exec(ctx, s.client, []string{s.Key(lim.Algorithm, key)}, args)
+	// lim.Algorithm is known: s.params has checked it.
+	resp := execOnKey(ctx, s.client, scripts[lim.Algorithm], args, s.prefix, ":", algorithms[lim.Algorithm].short, ":{", key, "}")
 	return decode(resp)
 }
 

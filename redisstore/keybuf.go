@@ -1,0 +1,51 @@
+package redisstore
+
+import (
+	"context"
+	"sync"
+	"unsafe"
+
+	"github.com/redis/rueidis"
+)
+
+// The Redis key of a decision is built in pooled memory rather than as a
+// new string: it is needed only until Redis has answered the script, and
+// was one of a decision's two allocations (the other is rueidis's reply).
+
+// maxPooledKey is the longest key whose memory is pooled; a longer one
+// (hostile or not) is built in memory the garbage collector takes back.
+const maxPooledKey = 1 << 10
+
+var keyBufs = sync.Pool{New: func() any { b := make([]byte, 0, 128); return &b }}
+
+// execOnKey runs script on one key, the concatenation of parts, with args.
+// The key's memory goes back to the pool only once Redis has replied (a
+// value or a Redis error): then rueidis has written the command and holds
+// no reference to it. After any other outcome (the context done, the
+// connection lost) the command may still sit in rueidis's queue, so the
+// memory is left to the garbage collector, which keeps it while referenced.
+func execOnKey(ctx context.Context, c rueidis.Client, script *rueidis.Lua, args []string, parts ...string) rueidis.RedisResult {
+	bp := keyBufs.Get().(*[]byte)
+	buf := (*bp)[:0]
+	for _, p := range parts {
+		buf = append(buf, p...)
+	}
+	keys := [1]string{unsafe.String(unsafe.SliceData(buf), len(buf))}
+	resp := script.Exec(ctx, c, keys[:], args)
+	if cap(buf) <= maxPooledKey && replied(resp) {
+		*bp = buf[:0]
+		keyBufs.Put(bp)
+	}
+	return resp
+}
+
+// replied reports whether resp is an answer of Redis, a value or an error
+// reply, rather than a failure to get one.
+func replied(resp rueidis.RedisResult) bool {
+	err := resp.Error()
+	if err == nil {
+		return true
+	}
+	_, ok := rueidis.IsRedisErr(err)
+	return ok
+}

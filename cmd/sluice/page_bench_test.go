@@ -1,0 +1,155 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strconv"
+	"testing"
+
+	rlpb "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
+	pb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	"github.com/prometheus/client_golang/prometheus"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+
+	"github.com/sluicehq/sluice/admin/page"
+	"github.com/sluicehq/sluice/config"
+	"github.com/sluicehq/sluice/memstore"
+	"github.com/sluicehq/sluice/service"
+)
+
+// pageRow is one setting of the page benchmarks: no page, the page
+// observing, or the page observing with a client reading its event
+// stream.
+type pageRow struct {
+	name           string
+	page, watching bool
+}
+
+var pageRows = []pageRow{{"off", false, false}, {"page", true, false}, {"page-watched", true, true}}
+
+func pageBenchRules(b *testing.B) *config.Config {
+	b.Helper()
+	d, err := config.Parse("bench.yaml", []byte(telemetryBenchYAML))
+	if err != nil {
+		b.Fatal(err)
+	}
+	rules, err := config.New(d)
+	if err != nil {
+		b.Fatal(err)
+	}
+	return rules
+}
+
+// pageBenchService builds serve's service on the memory store, with the
+// live page as its observer when row says so, and a client reading the
+// page's event stream (every second, as a browser does) when watching.
+func pageBenchService(b *testing.B, rules *config.Config, row pageRow) *service.Service {
+	b.Helper()
+	store := memstore.New(memstore.Config{})
+	b.Cleanup(func() { store.Close() })
+	cfg := service.Config{Limiter: store, Rules: rules, Headers: service.HeadersDraft11, Registerer: prometheus.NewRegistry()}
+	var p *page.Page
+	if row.page {
+		p = page.New(page.Config{Config: func() page.LoadedConfig { return page.LoadedConfig{Rules: rules, Source: "bench.yaml"} }})
+		cfg.Observer = p
+	}
+	svc, err := service.New(cfg)
+	if err != nil {
+		b.Fatal(err)
+	}
+	if row.watching {
+		p.SetDecider(svc)
+		mux := http.NewServeMux()
+		p.Mount(mux)
+		srv := httptest.NewServer(mux)
+		ctx, cancel := context.WithCancel(context.Background())
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, srv.URL+page.Path+"/events", nil)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			b.Fatal(err)
+		}
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			sc := bufio.NewScanner(resp.Body)
+			sc.Buffer(nil, 1<<20)
+			for sc.Scan() {
+			}
+		}()
+		b.Cleanup(func() { cancel(); resp.Body.Close(); <-done; srv.Close() })
+	}
+	return svc
+}
+
+// BenchmarkRLSPage measures what the live page costs a decision made as
+// `sluice serve` makes it (BenchmarkRLSTelemetry's set-up: gRPC over
+// loopback, conc callers, 10,000 keys, every decision an admission): no
+// page, the page observing every decision, and the page observing with a
+// client following its event stream. It reports decisions/s and CPU per
+// decision.
+func BenchmarkRLSPage(b *testing.B) {
+	rules := pageBenchRules(b)
+	reqs := make([]*pb.RateLimitRequest, 10000)
+	for i := range reqs {
+		reqs[i] = &pb.RateLimitRequest{Domain: "bench", Descriptors: []*rlpb.RateLimitDescriptor{
+			{Entries: []*rlpb.RateLimitDescriptor_Entry{{Key: "user", Value: fmt.Sprintf("%06d", i)}}},
+		}}
+	}
+	for _, conc := range []int{1, 64} {
+		for _, row := range pageRows {
+			b.Run("conc="+strconv.Itoa(conc)+"/"+row.name, func(b *testing.B) {
+				svc := pageBenchService(b, rules, row)
+				benchCalls(b, grpcClient(b, svc), reqs, conc)
+			})
+		}
+	}
+}
+
+// BenchmarkDecidePage is one decision in process, no transport: the
+// smallest unit the page adds to, for callgrind (bench/callgrind.sh) and
+// allocs/op.
+func BenchmarkDecidePage(b *testing.B) {
+	rules := pageBenchRules(b)
+	req := &pb.RateLimitRequest{Domain: "bench", Descriptors: []*rlpb.RateLimitDescriptor{
+		{Entries: []*rlpb.RateLimitDescriptor_Entry{{Key: "user", Value: "alice"}}},
+	}}
+	for _, row := range pageRows {
+		b.Run(row.name, func(b *testing.B) {
+			svc := pageBenchService(b, rules, row)
+			ctx := context.Background()
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, err := svc.ShouldRateLimit(ctx, req); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
+
+// grpcClient serves svc over gRPC on loopback, with serve's options, and
+// returns a client of it.
+func grpcClient(b *testing.B, svc *service.Service) pb.RateLimitServiceClient {
+	b.Helper()
+	gs := grpc.NewServer(service.GRPCServerOptions()...)
+	svc.RegisterGRPC(gs)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		b.Fatal(err)
+	}
+	go gs.Serve(ln)
+	cc, err := grpc.NewClient(ln.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() {
+		cc.Close()
+		gs.Stop()
+	})
+	return pb.NewRateLimitServiceClient(cc)
+}

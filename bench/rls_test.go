@@ -225,7 +225,10 @@ func openIncrGoRedis(addr string) (redisDecide, func(), error) {
 // 10,000 (keys=10000) or always the same (keys=1). Server, client and (for
 // the Redis rows) redis-server share the machine's cores.
 //
-// Rows (see rlsTargets): memstore and redisstore are the service on those
+// Rows (see rlsTargets): floor is rlsFloor, a ShouldRateLimit that answers
+// a constant OK, on the same server options (floor-proto-codec and
+// memstore-proto-codec: on the options before the server's codec,
+// rlsOptionsBefore); memstore and redisstore are the service on those
 // stores; memstore-grpc-defaults is memstore on grpc.NewServer() without
 // options, the A/B of service.GRPCServerOptions; service-incrby-expire is
 // the service on envoyproxy/ratelimit's INCRBY+EXPIRE pipeline (incrStore);
@@ -237,7 +240,9 @@ func openIncrGoRedis(addr string) (redisDecide, func(), error) {
 // created per decision (goroutines/op) and its garbage collections per
 // 10,000 decisions (gc/10k-op), the Redis rows the server's CPU
 // (srv-cpu-µs/op), and the rows after a baseline their ops/s divided by the
-// baseline's in the same run (x-<baseline>).
+// baseline's in the same run (x-<baseline>), and every row after the floor
+// its CPU per decision (this process's plus redis-server's) divided by the
+// floor's in the same case (cpu-x-floor).
 func BenchmarkRLS(b *testing.B) {
 	var redisAddr string
 	if _, err := exec.LookPath("redis-server"); err == nil {
@@ -282,7 +287,13 @@ func BenchmarkRLS(b *testing.B) {
 	}
 }
 
-// benchRLS runs one row and returns its decisions per second.
+// rlsFloorCPU is the key of baselines under which benchRLS keeps the floor
+// row's CPU per decision.
+const rlsFloorCPU = "cpu:floor"
+
+// benchRLS runs one row and returns its decisions per second. Rows after
+// the floor in the same case report their CPU per decision divided by the
+// floor's (cpu-x-floor).
 func benchRLS(b *testing.B, t rlsTarget, rules service.Rules, addr string, admin rueidis.Client, values []string, conc int, baselines map[string]float64) float64 {
 	var decide redisDecide
 	if t.direct != nil {
@@ -322,6 +333,7 @@ func benchRLS(b *testing.B, t rlsTarget, rules service.Rules, addr string, admin
 	m := measure(b, ctx, decide, values, conc)
 	rt1 := readRuntime()
 	n := m.n
+	var srvCPU time.Duration
 	if t.cmd != "" {
 		srv1, err := redisServerCPU(ctx, admin)
 		if err != nil {
@@ -336,7 +348,8 @@ func benchRLS(b *testing.B, t rlsTarget, rules service.Rules, addr string, admin
 		if calls != int64(b.N) {
 			b.Fatalf("server counted %d %s calls for %d decisions", calls, strings.ToUpper(t.cmd), b.N)
 		}
-		b.ReportMetric((srv1-srv0).Seconds()*1e6/n, "srv-cpu-µs/op")
+		srvCPU = srv1 - srv0
+		b.ReportMetric(srvCPU.Seconds()*1e6/n, "srv-cpu-µs/op")
 	}
 	m.report(b)
 	b.ReportMetric(float64(m.lat[len(m.lat)-1])/1e3, "max-µs")
@@ -345,8 +358,18 @@ func benchRLS(b *testing.B, t rlsTarget, rules service.Rules, addr string, admin
 	ops := n / m.elapsed.Seconds()
 	if t.redis && !t.baseline {
 		for name, base := range baselines {
-			b.ReportMetric(ops/base, "x-"+strings.TrimPrefix(name, "direct-incrby-expire-"))
+			if name, ok := strings.CutPrefix(name, "direct-incrby-expire-"); ok {
+				b.ReportMetric(ops/base, "x-"+name)
+			}
 		}
+	}
+	// CPU per decision against the floor's in the same case: this
+	// process's, plus redis-server's for the Redis rows.
+	cpu := (m.cpu + srvCPU).Seconds() * 1e6 / n
+	if t.floor && t.opts == nil {
+		baselines[rlsFloorCPU] = cpu
+	} else if base := baselines[rlsFloorCPU]; base > 0 && m.cpu > 0 {
+		b.ReportMetric(cpu/base, "cpu-x-floor")
 	}
 	return ops
 }

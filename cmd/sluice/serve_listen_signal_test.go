@@ -1,0 +1,104 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"io"
+	"io/fs"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	pb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+)
+
+// A real SIGTERM stops a serve process that listens on a Unix socket
+// (GRPC_UDS) and has a debug listener, within its grace period, although
+// a 60-second CPU profile is being taken on the debug listener and a gRPC
+// client holds a connection on the socket; it exits 0 and leaves no
+// socket file. A profile in flight would otherwise hold the debug
+// listener's drain until the grace ran out.
+func TestServeStopsOnSIGTERMWithUDSAndDebugListenerBusy(t *testing.T) {
+	sock := filepath.Join(shortTempDir(t), "rls.sock")
+	cfg := filepath.Join(t.TempDir(), "rl.yaml")
+	if err := os.WriteFile(cfg, []byte(telemetryConfig), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("GRPC_UDS", sock) // the child inherits it
+	debug := freeLoopbackAddr(t)
+	p := startProcess(t, "true", "serve", "-config", cfg, "-http-addr", "127.0.0.1:0", "-debug-addr", debug)
+	if p.grpc != "unix:"+sock {
+		t.Fatalf("gRPC target %q, want unix:%s", p.grpc, sock)
+	}
+	if code, err := shouldRateLimit(t, p.grpc, insecure.NewCredentials()); err != nil || code != pb.RateLimitResponse_OK {
+		t.Fatalf("ShouldRateLimit over the socket: %v %v", code, err)
+	}
+
+	profile := make(chan error, 1)
+	go func() {
+		resp, err := http.Get("http://" + debug + "/debug/pprof/profile?seconds=60")
+		if err == nil {
+			_, err = io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+		}
+		profile <- err
+	}()
+	conn, err := grpc.NewClient(p.grpc, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if _, err := healthpb.NewHealthClient(conn).Check(ctx, &healthpb.HealthCheckRequest{}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the profile is being taken", func() bool {
+		_, body := get(t, "http://"+debug+"/debug/pprof/goroutine?debug=2")
+		return strings.Contains(body, "net/http/pprof.Profile(")
+	})
+
+	start := time.Now()
+	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-p.exited:
+	case <-time.After(drainGrace + 5*time.Second):
+		t.Fatalf("still running %v after SIGTERM: %s", time.Since(start), p.stderr.String())
+	}
+	if took := time.Since(start); took >= drainGrace {
+		t.Errorf("stopping took %v, the whole %v grace: the profile held the drain", took, drainGrace)
+	}
+	if p.exitErr != nil {
+		t.Errorf("exit: %v: %s", p.exitErr, p.stderr.String())
+	}
+	if _, err := os.Lstat(sock); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("the socket file after the stop: %v", err)
+	}
+	select {
+	case <-profile:
+	case <-time.After(5 * time.Second):
+		t.Error("the profile request did not end with the process")
+	}
+}
+
+// freeLoopbackAddr returns a loopback address whose port was free a
+// moment ago.
+func freeLoopbackAddr(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().String()
+}

@@ -219,3 +219,22 @@ func TestSameLimitSeesEveryField(t *testing.T) {
 		t.Errorf("Limit and Calendar have %d fields, the test varies %d", n, len(variants))
 	}
 }
+
+// ClockResolution reports the resolution in force: the configured one,
+// raised to MinClockResolution, while the goroutine runs; 0 without one or
+// after Close.
+func TestClockResolutionReportsTheClockInForce(t *testing.T) {
+	exact := memstore.New(memstore.Config{SweepInterval: -1})
+	defer exact.Close()
+	if r := exact.ClockResolution(); r != 0 {
+		t.Errorf("exact store: ClockResolution %v, want 0", r)
+	}
+	s := memstore.New(memstore.Config{SweepInterval: -1, ClockResolution: time.Nanosecond})
+	if r := s.ClockResolution(); r != memstore.MinClockResolution {
+		t.Errorf("ClockResolution %v, want %v (1ns raised)", r, memstore.MinClockResolution)
+	}
+	s.Close()
+	if r := s.ClockResolution(); r != 0 {
+		t.Errorf("after Close: ClockResolution %v, want 0", r)
+	}
+}

@@ -120,6 +120,7 @@ type Store struct {
 	// closed when its goroutine has stopped.
 	coarse     *coarseClock
 	coarseDone chan struct{}
+	resolution time.Duration
 
 	stop     chan struct{}
 	done     chan struct{}
@@ -209,7 +210,8 @@ func New(cfg Config) *Store {
 	if r := cfg.ClockResolution; r > 0 {
 		s.coarse = newCoarseClock(s.exactNow)
 		s.coarseDone = make(chan struct{})
-		go s.coarse.run(max(r, MinClockResolution), s.stop, s.coarseDone)
+		s.resolution = max(r, MinClockResolution)
+		go s.coarse.run(s.resolution, s.stop, s.coarseDone)
 	}
 	every := cfg.SweepInterval
 	if every == 0 {
@@ -263,6 +265,16 @@ func (s *Store) exactNow() int64 {
 		return s.clock.Now().UnixNano()
 	}
 	return s.baseNS + int64(time.Since(s.base))
+}
+
+// ClockResolution returns the coarse clock's resolution while its goroutine
+// runs (Config.ClockResolution, raised to MinClockResolution), or 0 when
+// decisions read the exact clock: without one, or after Close.
+func (s *Store) ClockResolution() time.Duration {
+	if s.coarse.ns.Load() == 0 {
+		return 0
+	}
+	return s.resolution
 }
 
 // Allow is shorthand for AllowN(ctx, key, lim, 1).

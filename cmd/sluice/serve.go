@@ -99,7 +99,8 @@ func notActedOn() []string {
 // mootFlags returns the settings of o that its store makes moot, as flag
 // names: with the memory store, which never fails, -local-cache,
 // -health-needs-store and an explicit -failure-mode (flags or their
-// environment variables); with Redis, an explicit -memory-max-bytes.
+// environment variables); with Redis, an explicit -memory-max-bytes and
+// -memory-clock-resolution.
 func mootFlags(fs *flag.FlagSet, o *serveOptions) []string {
 	set := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
@@ -119,6 +120,9 @@ func mootFlags(fs *flag.FlagSet, o *serveOptions) []string {
 	if _, env := os.LookupEnv("MEMSTORE_MAX_BYTES"); set["memory-max-bytes"] || env {
 		out = append(out, "-memory-max-bytes")
 	}
+	if set["memory-clock-resolution"] {
+		out = append(out, "-memory-clock-resolution")
+	}
 	return out
 }
 
@@ -132,6 +136,7 @@ type serveOptions struct {
 	maxDetailed                                                     int
 	maxOverride, maxCost, maxDescs, maxEntries                      int
 	memMaxBytes, jsonInFlight                                       int64
+	memClock                                                        time.Duration // -memory-clock-resolution
 	redis                                                           redisOptions  // -redis-key-format, -store-per-second, REDIS_* tuning
 	remote                                                          remoteOptions // -migrate, -reserve-units, -reserve-hold, -local-share (pgstore.go)
 	admin                                                           adminOptions  // -admin-*, -plans* (adminlisten.go)
@@ -407,6 +412,8 @@ func parseServeFlags(args []string, stdout, stderr io.Writer) (s *serveApp, code
 	o.memMaxBytes = envErr.size("MEMSTORE_MAX_BYTES", memstore.DefaultMaxBytes)
 	fs.Var(sizeFlag{&o.memMaxBytes}, "memory-max-bytes",
 		"the memory store's budget in bytes, or k, m or g (such as 256m) (keys, states, sliding log entries); at it, keys are evicted (sluice_memstore_evictions_total)")
+	fs.DurationVar(&o.memClock, "memory-clock-resolution", 0,
+		"with the memory store, read a coarse clock refreshed every this long (10µs to 10ms, such as 100us) instead of the exact clock at each decision: cheaper decisions, refills and window ends up to this late, and a thread that wakes every this long; 0: exact")
 	fs.IntVar(&o.maxOverride, "max-override", envErr.int("MAX_OVERRIDE", 0),
 		"the largest requests_per_unit a descriptor's limit override may ask for; larger is refused (400, InvalidArgument); 0: no maximum")
 	fs.IntVar(&o.maxCost, "max-cost", envErr.int("MAX_COST", 0),
@@ -507,6 +514,8 @@ func (o *serveOptions) checkLimits() error {
 		return fmt.Errorf("-max-override %d: want 0 (no maximum) to %d", o.maxOverride, uint32(math.MaxUint32))
 	case o.memMaxBytes <= 0:
 		return fmt.Errorf("-memory-max-bytes %d: want a positive number of bytes", o.memMaxBytes)
+	case o.memClock != 0 && (o.memClock < memstore.MinClockResolution || o.memClock > maxMemClock):
+		return fmt.Errorf("-memory-clock-resolution %v: want 0 (exact) or %v to %v", o.memClock, memstore.MinClockResolution, maxMemClock)
 	case o.maxCost < 0:
 		return fmt.Errorf("-max-cost %d: want 0 (no maximum) or more", o.maxCost)
 	case o.jsonInFlight < service.MaxJSONBody:
@@ -587,7 +596,14 @@ func (s *serveApp) readHeaders() (err error) {
 // memory store's metrics on it.
 func (s *serveApp) openStore(ctx context.Context) error {
 	o := &s.o
-	st, err := openServeStore(ctx, o, isSet(s.fs, "failure-mode"), s.log)
+	var st openedStore
+	var err error
+	if isMemory(o.store) {
+		// What openServeStore opens for the memory store, with its clock.
+		st = openMemory(memstore.Config{MaxBytes: o.memMaxBytes, ClockResolution: o.memClock})
+	} else {
+		st, err = openServeStore(ctx, o, isSet(s.fs, "failure-mode"), s.log)
+	}
 	if err != nil {
 		return err
 	}
@@ -825,8 +841,7 @@ type openedStore struct {
 // its default); ro are the Redis settings (nil: the URL's alone).
 func openStoreLog(ctx context.Context, store string, ro *redisOptions, failure string, localCache bool, maxBytes int64, log *slog.Logger) (openedStore, error) {
 	if isMemory(store) {
-		m := memstore.New(memstore.Config{MaxBytes: maxBytes})
-		return openedStore{limiter: m, close: func() { m.Close() }, connected: func() bool { return true }, mem: m}, nil
+		return openMemory(memstore.Config{MaxBytes: maxBytes}), nil
 	}
 	mode, err := failsafe.ParseMode(failure)
 	if err != nil {
@@ -849,6 +864,16 @@ func openStoreLog(ctx context.Context, store string, ro *redisOptions, failure s
 	local := memstore.New(memstore.Config{})
 	return openedStore{limiter: limiter, failure: &service.FailurePolicy{Mode: mode, Local: local},
 		close: func() { rs.close(); local.Close() }, connected: rs.connected}, nil
+}
+
+// maxMemClock is the coarsest -memory-clock-resolution: coarser, refills
+// and window ends would be late by a sizeable part of a short period.
+const maxMemClock = 10 * time.Millisecond
+
+// openMemory opens the memory store configured by cfg.
+func openMemory(cfg memstore.Config) openedStore {
+	m := memstore.New(cfg)
+	return openedStore{limiter: m, close: func() { m.Close() }, connected: func() bool { return true }, mem: m}
 }
 
 // openStore is openStoreLog logging on slog's default logger.

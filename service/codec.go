@@ -3,6 +3,8 @@ package service
 import (
 	"fmt"
 
+	pb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+
 	"google.golang.org/grpc/encoding"
 	_ "google.golang.org/grpc/encoding/proto" // registers the codec rlsCodec falls back on
 	"google.golang.org/grpc/mem"
@@ -13,8 +15,8 @@ import (
 // that size, without reflection. go-control-plane ships this code for the
 // rate limit service's messages (RateLimitResponse and the messages it
 // holds) behind the build tag vtprotobuf; a binary built without the tag
-// has no message that implements it, and rlsCodec is then gRPC's own proto
-// codec.
+// has no message that implements it, and rlsCodec then encodes with gRPC's
+// proto codec.
 type vtMarshaler interface {
 	SizeVT() int
 	MarshalToSizedBufferVTStrict(dst []byte) (int, error)
@@ -23,7 +25,8 @@ type vtMarshaler interface {
 // rlsCodec is the codec of the gRPC server of GRPCServerOptions, set on that
 // server alone (grpc.ForceServerCodecV2), never registered for the process:
 // it encodes a message that implements vtMarshaler with its generated code,
-// and leaves every other message, and every decoding, to gRPC's proto codec.
+// decodes a RateLimitRequest of the shape Envoy sends itself
+// (decodeRequest), and leaves every other message to gRPC's proto codec.
 // Both produce the same wire format, so clients cannot tell them apart.
 type rlsCodec struct{ fallback encoding.CodecV2 }
 
@@ -54,9 +57,16 @@ func (c rlsCodec) Marshal(v any) (mem.BufferSlice, error) {
 	return mem.BufferSlice{mem.NewBuffer(buf, pool)}, nil
 }
 
-// Unmarshal decodes data into v with gRPC's proto codec: go-control-plane
-// generates no decoding code for these messages.
+// Unmarshal decodes data into v: a RateLimitRequest of Envoy's shape in one
+// buffer with decodeRequest, anything else with gRPC's proto codec
+// (go-control-plane generates no decoding code for these messages).
 func (c rlsCodec) Unmarshal(data mem.BufferSlice, v any) error {
+	if req, ok := v.(*pb.RateLimitRequest); ok && len(data) == 1 {
+		req.Reset()
+		if decodeRequest(data[0].ReadOnlyData(), req) {
+			return nil
+		}
+	}
 	return c.fallback.Unmarshal(data, v)
 }
 

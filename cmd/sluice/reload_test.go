@@ -497,11 +497,11 @@ func TestServeEnv(t *testing.T) {
 		}
 	})
 	t.Run("not acted on", func(t *testing.T) {
-		t.Setenv("DEBUG_PORT", "6070")
+		t.Setenv("PROMETHEUS_ADDR", ":9090")
 		t.Setenv("USE_STATSD", "false")
 		t.Setenv("RUNTIME_IGNOREDOTFILES", "1")
 		t.Setenv("BACKEND_TYPE", "memcache")
-		if got, want := strings.Join(notActedOn(), ","), "DEBUG_PORT,BACKEND_TYPE=memcache"; got != want {
+		if got, want := strings.Join(notActedOn(), ","), "PROMETHEUS_ADDR,BACKEND_TYPE=memcache"; got != want {
 			t.Errorf("notActedOn() = %s, want %s", got, want)
 		}
 	})

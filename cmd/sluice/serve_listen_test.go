@@ -13,6 +13,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -145,22 +146,21 @@ func TestServeGRPCTLSPicksUpAReplacedCertificate(t *testing.T) {
 	eventually(t, "the replaced certificate is served", func() bool { return served() == "second" })
 }
 
-// With GRPC_UDS, serve answers ShouldRateLimit on the Unix socket (and not
-// on TCP), and SIGTERM stops it within its grace period, removing the
-// socket. Before, GRPC_UDS was refused at start-up (exit 2).
+// With GRPC_UDS, serve answers ShouldRateLimit on the Unix socket, and
+// SIGTERM stops the process (exit 0) within its grace period, removing
+// the socket. Before, GRPC_UDS was refused at start-up (exit 2).
 func TestServeGRPCUDSServesOnTheSocketAndRemovesItOnStop(t *testing.T) {
-	sock := filepath.Join(shortTempDir(t), "rls.sock")
+	dir := shortTempDir(t)
+	sock, cfg := filepath.Join(dir, "rls.sock"), filepath.Join(dir, "rl.yaml")
+	writeFile(t, cfg, telemetryConfig)
 	t.Setenv("GRPC_UDS", sock)
-	s, target, _ := launchListening(t)
-	if target != "unix:"+sock {
-		t.Fatalf("banner's gRPC target %q, want unix:%s", target, sock)
-	}
-	if !regexp.MustCompile(`not acted on.*flags=\S*-grpc-addr`).MatchString(s.stderr.String()) {
-		t.Errorf("-grpc-addr with GRPC_UDS is not named as not acted on: %s", s.stderr.String())
+	p := startProcess(t, "true", "serve", "-config", cfg, "-http-addr", "127.0.0.1:0", "-grpc-addr", "127.0.0.1:0")
+	if p.grpc != "unix:"+sock {
+		t.Fatalf("banner's gRPC target %q, want unix:%s", p.grpc, sock)
 	}
 	var codes []pb.RateLimitResponse_Code
 	for range 3 {
-		code, err := shouldRateLimit(t, target, insecure.NewCredentials())
+		code, err := shouldRateLimit(t, p.grpc, insecure.NewCredentials())
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -169,13 +169,22 @@ func TestServeGRPCUDSServesOnTheSocketAndRemovesItOnStop(t *testing.T) {
 	if want := []pb.RateLimitResponse_Code{pb.RateLimitResponse_OK, pb.RateLimitResponse_OK, pb.RateLimitResponse_OVER_LIMIT}; !slices.Equal(codes, want) {
 		t.Errorf("codes over the socket %v, want %v (2 a minute)", codes, want)
 	}
-	start := time.Now()
-	s.stop(t)
-	if took := time.Since(start); took >= drainGrace {
-		t.Errorf("stopping took %v, more than the %v grace", took, drainGrace)
+	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-p.exited:
+		if p.exitErr != nil {
+			t.Errorf("exit after SIGTERM: %v: %s", p.exitErr, p.stderr.String())
+		}
+	case <-time.After(drainGrace):
+		t.Fatalf("not stopped within the %v grace: %s", drainGrace, p.stderr.String())
 	}
 	if _, err := os.Lstat(sock); !errors.Is(err, fs.ErrNotExist) {
 		t.Errorf("the socket after stop: %v, want it removed", err)
+	}
+	if !regexp.MustCompile(`not acted on.*flags=\S*-grpc-addr`).MatchString(p.stderr.String()) {
+		t.Errorf("-grpc-addr with GRPC_UDS is not named as not acted on: %s", p.stderr.String())
 	}
 }
 

@@ -1,0 +1,100 @@
+//go:build unix
+
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"io"
+	"net/http"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sluicehq/sluice/admin/page"
+)
+
+// -admin-raw-keys without -admin-addr is refused: there is no page whose
+// keys it could show.
+func TestServeRefusesAdminRawKeysWithoutAdminAddr(t *testing.T) {
+	var out, errb bytes.Buffer
+	if code := run([]string{"serve", "-http-addr", "127.0.0.1:0", "-grpc-addr", "127.0.0.1:0", "-admin-raw-keys"}, &out, &errb); code != 2 {
+		t.Fatalf("exit %d (%s), want 2", code, errb.String())
+	}
+}
+
+// getPage GETs url with the token (none when empty) and returns the
+// status and body.
+func getPage(t *testing.T, url, token string) (int, []byte) {
+	t.Helper()
+	req, _ := http.NewRequest(http.MethodGet, url, nil)
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, b
+}
+
+// The page is behind the admin API's authentication and audit log; its
+// JSON shows the config's source, the store, serve's decisions and, with
+// -admin-raw-keys, the refused key as it is; a reload shows the new
+// rules.
+func TestServePageBehindAdminAuthWithRawKeys(t *testing.T) {
+	const token = "a-long-enough-admin-token"
+	dir := t.TempDir()
+	cfg, tokenFile := filepath.Join(dir, "web.yaml"), filepath.Join(dir, "token")
+	writeFile(t, cfg, pageCfg)
+	writeFile(t, tokenFile, token+"\n")
+	s := launch(t, "-config", cfg, "-admin-addr", "127.0.0.1:0", "-admin-token-file", tokenFile, "-admin-raw-keys")
+	m := regexp.MustCompile(`page=(http://127\.0\.0\.1:\d+/page)`).FindStringSubmatch(s.stderr.String())
+	if m == nil {
+		t.Fatalf("no page address in the log: %s", s.stderr.String())
+	}
+	if code, _ := getPage(t, m[1], ""); code != http.StatusUnauthorized {
+		t.Fatalf("the page without a token: %d, want 401", code)
+	}
+	if code, body := getPage(t, m[1], token); code != http.StatusOK || !bytes.Contains(body, []byte("Try a descriptor")) {
+		t.Fatalf("the page with the token: %d %.200s", code, body)
+	}
+	for range 4 {
+		post(t, s.url, webReq("user", "carol"))
+	}
+	_, body := getPage(t, m[1]+"/data.json", token)
+	var snap page.Snapshot
+	if err := json.Unmarshal(body, &snap); err != nil {
+		t.Fatal(err)
+	}
+	if snap.Config == nil || snap.Config.Source != cfg || len(snap.Config.Domains) != 1 || snap.Store == nil || snap.Store.Name != "memory" || snap.Store.Breaker != "none" {
+		t.Fatalf("config %+v store %+v", snap.Config, snap.Store)
+	}
+	if len(snap.Refusals) != 1 || !strings.Contains(snap.Refusals[0].Key, "carol") || len(snap.Top) != 1 || snap.Top[0].Key != snap.Refusals[0].Key {
+		t.Fatalf("refusals %+v top %+v, want carol's raw key", snap.Refusals, snap.Top)
+	}
+	// A reload: the page shows the new rule and a later load time.
+	writeFile(t, cfg, pageCfg+"  - key: team\n    rate_limit: {unit: hour, requests_per_unit: 7}\n")
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		_, body := getPage(t, m[1]+"/data.json", token)
+		var after page.Snapshot
+		if err := json.Unmarshal(body, &after); err != nil {
+			t.Fatal(err)
+		}
+		if rules := after.Config.Domains[0].Rules; len(rules) == 3 && after.Config.Loaded.After(snap.Config.Loaded) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the page still shows %+v after the config changed", after.Config)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if !strings.Contains(s.stderr.String(), `op="GET /page/data.json"`) && !strings.Contains(s.stderr.String(), "GET /page/data.json") {
+		t.Errorf("no audit line for the page's JSON: %s", s.stderr.String())
+	}
+}

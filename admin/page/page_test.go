@@ -219,3 +219,32 @@ func TestObservingAnAllowedDecisionAllocatesNothing(t *testing.T) {
 		t.Fatalf("%v allocations per allowed decision", a)
 	}
 }
+
+// The stream outlives the server's write timeout: each event extends the
+// write deadline, as the admin listener's WriteTimeout would otherwise
+// end the stream after seconds.
+func TestEventsOutliveTheServersWriteTimeout(t *testing.T) {
+	p := New(Config{Interval: 50 * time.Millisecond})
+	mux := http.NewServeMux()
+	p.Mount(mux)
+	srv := httptest.NewUnstartedServer(mux)
+	srv.Config.WriteTimeout = 200 * time.Millisecond
+	srv.Start()
+	t.Cleanup(srv.Close)
+	resp, err := http.Get(srv.URL + "/page/events")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(nil, 1<<20)
+	start, events := time.Now(), 0
+	for sc.Scan() {
+		if strings.HasPrefix(sc.Text(), "data: ") {
+			if events++; time.Since(start) > 600*time.Millisecond {
+				return
+			}
+		}
+	}
+	t.Fatalf("the stream ended after %v and %d events: %v", time.Since(start), events, sc.Err())
+}

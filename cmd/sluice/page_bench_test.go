@@ -153,3 +153,32 @@ func grpcClient(b *testing.B, svc *service.Service) pb.RateLimitServiceClient {
 	})
 	return pb.NewRateLimitServiceClient(cc)
 }
+
+// BenchmarkDecidePageRefused is BenchmarkDecidePage on a rule of one a
+// day: after the first, every decision is a refusal, which the page
+// hashes (sluice.HashKey), counts in its sketch and keeps in its ring.
+func BenchmarkDecidePageRefused(b *testing.B) {
+	d, err := config.Parse("bench.yaml", []byte("domain: bench\ndescriptors:\n  - key: user\n    rate_limit: {unit: day, requests_per_unit: 1}\n"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	rules, err := config.New(d)
+	if err != nil {
+		b.Fatal(err)
+	}
+	req := &pb.RateLimitRequest{Domain: "bench", Descriptors: []*rlpb.RateLimitDescriptor{
+		{Entries: []*rlpb.RateLimitDescriptor_Entry{{Key: "user", Value: "alice"}}},
+	}}
+	for _, row := range pageRows[:2] {
+		b.Run(row.name, func(b *testing.B) {
+			svc := pageBenchService(b, rules, row)
+			ctx := context.Background()
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, err := svc.ShouldRateLimit(ctx, req); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}

@@ -102,6 +102,12 @@ func (p *Page) serveJSON(w http.ResponseWriter, r *http.Request) {
 // that the listener's write timeout does not end the stream and a client
 // that stops reading is dropped.
 func (p *Page) serveEvents(w http.ResponseWriter, r *http.Request) {
+	select {
+	case <-p.done:
+		http.Error(w, "the server is shutting down", http.StatusServiceUnavailable)
+		return
+	default:
+	}
 	if p.streams.Add(1) > int64(p.cfg.MaxStreams) {
 		p.streams.Add(-1)
 		w.Header().Set("Retry-After", "5")
@@ -127,6 +133,8 @@ func (p *Page) serveEvents(w http.ResponseWriter, r *http.Request) {
 		}
 		select {
 		case <-r.Context().Done():
+			return
+		case <-p.done:
 			return
 		case <-t.C:
 		}

@@ -131,7 +131,9 @@ type Page struct {
 	lastTot  map[string][3]uint64
 	lastRate map[string][3]float64
 
-	streams atomic.Int64
+	streams   atomic.Int64
+	done      chan struct{} // closed by Close: the streams end
+	closeOnce sync.Once
 }
 
 type deciderBox struct{ d Decider }
@@ -149,13 +151,18 @@ func New(cfg Config) *Page {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	p := &Page{cfg: cfg, ring: make([]Refusal, max(cfg.Refusals, 1))}
+	p := &Page{cfg: cfg, ring: make([]Refusal, max(cfg.Refusals, 1)), done: make(chan struct{})}
 	p.top = topk.NewWindow(cfg.TopK, max(cfg.Minutes, 1), time.Minute, cfg.Now)
 	if cfg.Decider != nil {
 		p.SetDecider(cfg.Decider)
 	}
 	return p
 }
+
+// Close ends the event streams open now and refuses new ones (503), so
+// that a server's graceful shutdown is not held by them; give it to
+// http.Server.RegisterOnShutdown. The rest of the page keeps working.
+func (p *Page) Close() { p.closeOnce.Do(func() { close(p.done) }) }
 
 // SetDecider sets the Decider the form asks (for a service built after
 // the page).

@@ -248,3 +248,33 @@ func TestEventsOutliveTheServersWriteTimeout(t *testing.T) {
 	}
 	t.Fatalf("the stream ended after %v and %d events: %v", time.Since(start), events, sc.Err())
 }
+
+// Close ends the open streams (a graceful shutdown would wait for them)
+// and refuses new ones.
+func TestCloseEndsTheStreams(t *testing.T) {
+	p := New(Config{Interval: time.Hour})
+	srv := serve(t, p)
+	resp, err := http.Get(srv.URL + "/page/events")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(nil, 1<<20)
+	for sc.Scan() && !strings.HasPrefix(sc.Text(), "data: ") {
+	}
+	p.Close()
+	for sc.Scan() {
+	}
+	if sc.Err() != nil {
+		t.Fatalf("the stream ended with %v, want its end", sc.Err())
+	}
+	again, err := http.Get(srv.URL + "/page/events")
+	if err != nil {
+		t.Fatal(err)
+	}
+	again.Body.Close()
+	if again.StatusCode != http.StatusServiceUnavailable {
+		t.Fatalf("a stream after Close: %d, want 503", again.StatusCode)
+	}
+}

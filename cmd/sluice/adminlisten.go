@@ -293,6 +293,9 @@ func (s *serveApp) serveAdmin(ctx context.Context, a *app, api *admin.API) error
 	hs := &http.Server{Handler: api, ReadHeaderTimeout: 5 * time.Second, ReadTimeout: 30 * time.Second,
 		WriteTimeout: admin.DefaultTimeout + 5*time.Second, IdleTimeout: time.Minute, MaxHeaderBytes: 16 << 10,
 		ErrorLog: slog.NewLogLogger(s.log.Handler(), slog.LevelWarn)}
+	if s.admin.page != nil {
+		hs.RegisterOnShutdown(s.admin.page.Close) // its event streams would hold the drain
+	}
 	a.serveHTTP(hs, ln)
 	s.log.Info("admin API", "url", scheme+"://"+localAddr(ln.Addr()), "mtls", o.caFile != "", "page", scheme+"://"+localAddr(ln.Addr())+page.Path)
 	return nil

@@ -98,3 +98,33 @@ func TestServePageBehindAdminAuthWithRawKeys(t *testing.T) {
 		t.Errorf("no audit line for the page's JSON: %s", s.stderr.String())
 	}
 }
+
+// A browser following the page's event stream does not hold serve's
+// drain: the stream ends when serve stops, well within drainGrace.
+func TestServeStopsPromptlyWithAPageStreamOpen(t *testing.T) {
+	const token = "a-long-enough-admin-token"
+	dir := t.TempDir()
+	cfg, tokenFile := filepath.Join(dir, "web.yaml"), filepath.Join(dir, "token")
+	writeFile(t, cfg, pageCfg)
+	writeFile(t, tokenFile, token+"\n")
+	s := launch(t, "-config", cfg, "-admin-addr", "127.0.0.1:0", "-admin-token-file", tokenFile)
+	m := regexp.MustCompile(`page=(http://127\.0\.0\.1:\d+/page)`).FindStringSubmatch(s.stderr.String())
+	if m == nil {
+		t.Fatalf("no page address in the log: %s", s.stderr.String())
+	}
+	req, _ := http.NewRequest(http.MethodGet, m[1]+"/events", nil)
+	req.Header.Set("Authorization", "Bearer "+token)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if _, err := resp.Body.Read(make([]byte, 64)); err != nil {
+		t.Fatalf("the stream sent nothing: %v", err)
+	}
+	start := time.Now()
+	s.stop(t)
+	if took := time.Since(start); took > drainGrace/2 {
+		t.Errorf("serve took %v to stop with a stream open (drainGrace %v)", took, drainGrace)
+	}
+}

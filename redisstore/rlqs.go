@@ -37,14 +37,19 @@ func NewRLQSStore(client rueidis.Client, prefix string) *RLQSStore {
 // rlqsKeyMargin keeps a bucket's hash a while past its last record.
 const rlqsKeyMargin = time.Minute
 
-// rlqsReport records a client's demand and returns the live records,
-// dropping the expired ones: KEYS[1] the hash; ARGV client, demand, now
-// (ms), expiry (ms), the hash's time to live (ms).
+// rlqsReport records a client's demand: KEYS[1] the hash; ARGV client,
+// "demand expiry-ms", the hash's time to live (ms).
 var rlqsReport = rueidis.NewLuaScript(`
-redis.call('HSET', KEYS[1], ARGV[1], ARGV[2] .. ' ' .. ARGV[4])
-redis.call('PEXPIRE', KEYS[1], ARGV[5])
+redis.call('HSET', KEYS[1], ARGV[1], ARGV[2])
+redis.call('PEXPIRE', KEYS[1], ARGV[3])
+return 1
+`)
+
+// rlqsDemands returns the live records of a hash, flat, and drops the
+// expired ones: KEYS[1] the hash; ARGV[1] now (ms).
+var rlqsDemands = rueidis.NewLuaScript(`
 local all = redis.call('HGETALL', KEYS[1])
-local now = tonumber(ARGV[3])
+local now = tonumber(ARGV[1])
 local out = {}
 for i = 1, #all, 2 do
   local d, e = string.match(all[i + 1], '^(%S+) (%S+)$')
@@ -61,13 +66,22 @@ return out
 // Key returns the hash of bucket.
 func (r *RLQSStore) Key(bucket string) string { return r.prefix + ":rlqs:" + bucket }
 
-// Report implements rlqs.Store: one script call.
-func (r *RLQSStore) Report(ctx context.Context, bucket, client string, demand float64, now time.Time, ttl time.Duration) (map[string]float64, error) {
-	args := []string{client, strconv.FormatFloat(demand, 'g', -1, 64), strconv.FormatInt(now.UnixMilli(), 10),
-		strconv.FormatInt(now.Add(ttl).UnixMilli(), 10), strconv.FormatInt((ttl + rlqsKeyMargin).Milliseconds(), 10)}
-	flat, err := rlqsReport.Exec(ctx, r.client, []string{r.Key(bucket)}, args).AsStrSlice()
+// Report implements rlqs.Store: one script call, O(1).
+func (r *RLQSStore) Report(ctx context.Context, bucket, client string, demand float64, now time.Time, ttl time.Duration) error {
+	rec := strconv.FormatFloat(demand, 'g', -1, 64) + " " + strconv.FormatInt(now.Add(ttl).UnixMilli(), 10)
+	args := []string{client, rec, strconv.FormatInt((ttl + rlqsKeyMargin).Milliseconds(), 10)}
+	if err := rlqsReport.Exec(ctx, r.client, []string{r.Key(bucket)}, args).Error(); err != nil {
+		return fmt.Errorf("redisstore: rlqs report: %w", err)
+	}
+	return nil
+}
+
+// Demands implements rlqs.Store: one script call, linear in the
+// bucket's clients.
+func (r *RLQSStore) Demands(ctx context.Context, bucket string, now time.Time) (map[string]float64, error) {
+	flat, err := rlqsDemands.Exec(ctx, r.client, []string{r.Key(bucket)}, []string{strconv.FormatInt(now.UnixMilli(), 10)}).AsStrSlice()
 	if err != nil {
-		return nil, fmt.Errorf("redisstore: rlqs report: %w", err)
+		return nil, fmt.Errorf("redisstore: rlqs demands: %w", err)
 	}
 	out := make(map[string]float64, len(flat)/2)
 	for i := 0; i+1 < len(flat); i += 2 {

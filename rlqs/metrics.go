@@ -3,6 +3,7 @@ package rlqs
 import (
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -19,7 +20,54 @@ type bucketStats struct {
 	mu      sync.Mutex
 	buckets map[string]*bucketStat
 
+	cache map[string]*fetch // the store's demands per bucket (see demands)
+
 	usage, assigned, clients, unlisted *prometheus.Desc
+}
+
+// fetch is one read of a bucket's demands from the store; done closes
+// when m and err are set.
+type fetch struct {
+	at   time.Time
+	done chan struct{}
+	m    map[string]float64
+	err  error
+}
+
+// maxDemandAge is how long a replica reuses a bucket's demands read from
+// the store: the reports of a bucket's clients within it share one read.
+const maxDemandAge = 500 * time.Millisecond
+
+// demands returns the bucket's demands read at most maxDemandAge before
+// now (unless force), or reads them with read: one read at a time per
+// bucket, which the callers that come meanwhile wait for. fresh reports
+// whether the map was read for this call or while it waited. The map must
+// not be modified.
+func (s *bucketStats) demands(key string, now time.Time, force bool, read func() (map[string]float64, error)) (m map[string]float64, fresh bool, err error) {
+	s.mu.Lock()
+	f := s.cache[key]
+	if f != nil {
+		select {
+		case <-f.done:
+			if force || f.err != nil || now.Sub(f.at) >= maxDemandAge || now.Before(f.at) {
+				f = nil
+			}
+		default: // in flight: wait for it
+			s.mu.Unlock()
+			<-f.done
+			return f.m, true, f.err
+		}
+	}
+	if f != nil {
+		s.mu.Unlock()
+		return f.m, false, nil
+	}
+	f = &fetch{at: now, done: make(chan struct{})}
+	s.cache[key] = f
+	s.mu.Unlock()
+	f.m, f.err = read()
+	close(f.done)
+	return f.m, true, f.err
 }
 
 type bucketStat struct {
@@ -34,6 +82,7 @@ func newBucketStats() *bucketStats {
 	l := []string{"domain", "bucket"}
 	return &bucketStats{
 		buckets:  make(map[string]*bucketStat),
+		cache:    make(map[string]*fetch),
 		usage:    prometheus.NewDesc("sluice_rlqs_bucket_reported_requests_per_second", "Requests per second (allowed and denied) that this replica's clients last reported for the bucket.", l, nil),
 		assigned: prometheus.NewDesc("sluice_rlqs_bucket_assigned_requests_per_second", "Requests per second that this replica last assigned to its clients of the bucket, summed.", l, nil),
 		clients:  prometheus.NewDesc("sluice_rlqs_bucket_clients", "Clients of the bucket in the store, all replicas, at this replica's last assignment.", l, nil),
@@ -47,8 +96,8 @@ func (s *bucketStats) register(reg prometheus.Registerer) error {
 }
 
 // set records a client's demand and assigned rate, and the number of
-// clients in the store; it returns the bucket's generation, which changes
-// with that number.
+// clients in the store (-1: not known, as from a reused read); it returns
+// the bucket's generation, which changes with that number.
 // A change of the client's demand by more than 5% also changes the
 // generation. A change of the number nudges the bucket's other clients on this replica (a
 // non-blocking send on their nudge channels) to divide again.
@@ -63,10 +112,10 @@ func (s *bucketStats) set(domain, key, client string, nudge chan<- struct{}, dem
 	prev, had := b.clients[client]
 	b.clients[client] = [2]float64{demand, assigned}
 	b.nudge[client] = nudge
-	if had && !closeRates(prev[0], demand) && b.all == all {
+	if had && !closeRates(prev[0], demand) && (all < 0 || b.all == all) {
 		b.gen++ // the others divide again at their next tick
 	}
-	if b.all != all {
+	if all >= 0 && b.all != all {
 		b.all = all
 		b.gen++
 		for c, ch := range b.nudge {
@@ -103,6 +152,7 @@ func (s *bucketStats) remove(key, client string) {
 			delete(s.buckets, key)
 		}
 	}
+	delete(s.cache, key) // the next report reads the store
 }
 
 // Describe implements prometheus.Collector.

@@ -71,8 +71,13 @@ func (o *outside) run(f func()) {
 	o.idle <- w
 }
 
-func (o *outside) Report(ctx context.Context, bucket, client string, demand float64, now time.Time, ttl time.Duration) (m map[string]float64, err error) {
-	o.run(func() { m, err = o.st.Report(context.WithoutCancel(ctx), bucket, client, demand, now, ttl) })
+func (o *outside) Report(ctx context.Context, bucket, client string, demand float64, now time.Time, ttl time.Duration) (err error) {
+	o.run(func() { err = o.st.Report(context.WithoutCancel(ctx), bucket, client, demand, now, ttl) })
+	return err
+}
+
+func (o *outside) Demands(ctx context.Context, bucket string, now time.Time) (m map[string]float64, err error) {
+	o.run(func() { m, err = o.st.Demands(context.WithoutCancel(ctx), bucket, now) })
 	return m, err
 }
 
@@ -91,26 +96,30 @@ func TestTenEnvoysOnTwoReplicasSharingRedisAdmitTheGlobalLimit(t *testing.T) {
 	})
 }
 
-func TestRedisRecordsExpireOnTheCallersClock(t *testing.T) {
+func TestStoreRecordsExpireOnTheCallersClock(t *testing.T) {
 	st := redisRLQS(t)
 	ctx := context.Background()
 	now := time.Unix(1_000_000, 0)
-	if _, err := st.Report(ctx, "b", "old", 5, now, 10*time.Second); err != nil {
-		t.Fatal(err)
-	}
-	got, err := st.Report(ctx, "b", "new", 7, now.Add(9*time.Second), 10*time.Second)
-	if err != nil || len(got) != 2 || got["old"] != 5 || got["new"] != 7 {
-		t.Fatalf("at 9 s: %v, %v; want both records", got, err)
-	}
-	got, _ = st.Report(ctx, "b", "new", 8, now.Add(10*time.Second), 10*time.Second)
-	if len(got) != 1 || got["new"] != 8 {
-		t.Errorf("at 10 s: %v, want the old record expired", got)
-	}
-	if err := st.Forget(ctx, "b", "new"); err != nil {
-		t.Fatal(err)
-	}
-	got, _ = st.Report(ctx, "b", "x", 1, now.Add(11*time.Second), 10*time.Second)
-	if len(got) != 1 {
-		t.Errorf("after Forget: %v, want x alone", got)
+	for _, st := range []rlqs.Store{st, &rlqs.MemoryStore{}} {
+		if err := st.Report(ctx, "b", "old", 5, now, 10*time.Second); err != nil {
+			t.Fatal(err)
+		}
+		if err := st.Report(ctx, "b", "new", 7, now.Add(9*time.Second), 10*time.Second); err != nil {
+			t.Fatal(err)
+		}
+		got, err := st.Demands(ctx, "b", now.Add(9*time.Second))
+		if err != nil || len(got) != 2 || got["old"] != 5 || got["new"] != 7 {
+			t.Fatalf("%T at 9 s: %v, %v; want both records", st, got, err)
+		}
+		got, _ = st.Demands(ctx, "b", now.Add(10*time.Second))
+		if len(got) != 1 || got["new"] != 7 {
+			t.Errorf("%T at 10 s: %v, want the old record expired", st, got)
+		}
+		if err := st.Forget(ctx, "b", "new"); err != nil {
+			t.Fatal(err)
+		}
+		if got, _ = st.Demands(ctx, "b", now.Add(11*time.Second)); len(got) != 0 {
+			t.Errorf("%T after Forget: %v, want none", st, got)
+		}
 	}
 }

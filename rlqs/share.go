@@ -13,21 +13,21 @@ import (
 )
 
 // share returns client's part of total (requests per second) given every
-// client's demand: reserve×total is divided equally, the rest by max-min
-// fairness over demand (a client gets its demand or an equal part of what
-// is left, whichever is less), and what demand leaves over is divided
-// equally again. The parts of all clients add up to total. It returns 0
-// when client is not in demand.
-func share(total, reserve float64, demand map[string]float64, client string) float64 {
-	n := len(demand)
-	mine, ok := demand[client]
-	if !ok || n == 0 {
-		return 0
+// client's demand, client's own being mine whatever demand says:
+// reserve×total is divided equally, the rest by max-min fairness over
+// demand (a client gets its demand or an equal part of what is left,
+// whichever is less), and what demand leaves over is divided equally
+// again. The parts of all clients add up to total. It also returns the
+// number of clients.
+func share(total, reserve float64, demand map[string]float64, client string, mine float64) (float64, int) {
+	ds := make([]float64, 0, len(demand)+1)
+	for c, d := range demand {
+		if c != client {
+			ds = append(ds, max(d, 0))
+		}
 	}
-	ds := make([]float64, 0, n)
-	for _, d := range demand {
-		ds = append(ds, max(d, 0))
-	}
+	ds = append(ds, max(mine, 0))
+	n := len(ds)
 	slices.Sort(ds)
 	pool := total * (1 - reserve)
 	left := pool
@@ -39,7 +39,7 @@ func share(total, reserve float64, demand map[string]float64, client string) flo
 			mineGets = give
 		}
 	}
-	return total*reserve/float64(n) + mineGets + left/float64(n)
+	return total*reserve/float64(n) + mineGets + left/float64(n), n
 }
 
 // ruleRate returns a rule's rate in requests per second and its burst: of

@@ -14,9 +14,13 @@ import (
 // this one. They must be safe for concurrent use.
 type Store interface {
 	// Report records client's demand of bucket (requests per second) at
-	// now, to count until now+ttl, and returns the demand of every client
-	// of bucket whose record counts at now, client's own included.
-	Report(ctx context.Context, bucket, client string, demand float64, now time.Time, ttl time.Duration) (map[string]float64, error)
+	// now, to count until now+ttl.
+	Report(ctx context.Context, bucket, client string, demand float64, now time.Time, ttl time.Duration) error
+	// Demands returns the demand of every client of bucket whose record
+	// counts at now, and may drop the others. The server calls it at most
+	// about twice a second per bucket (see Server), so that its cost, which
+	// grows with the clients of the bucket, is not paid on every report.
+	Demands(ctx context.Context, bucket string, now time.Time) (map[string]float64, error)
 	// Forget removes client's record of bucket.
 	Forget(ctx context.Context, bucket, client string) error
 }
@@ -34,8 +38,8 @@ type record struct {
 
 var _ Store = (*MemoryStore)(nil)
 
-// Report implements Store; it drops the expired records of bucket.
-func (m *MemoryStore) Report(_ context.Context, bucket, client string, demand float64, now time.Time, ttl time.Duration) (map[string]float64, error) {
+// Report implements Store.
+func (m *MemoryStore) Report(_ context.Context, bucket, client string, demand float64, now time.Time, ttl time.Duration) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.buckets == nil {
@@ -47,6 +51,14 @@ func (m *MemoryStore) Report(_ context.Context, bucket, client string, demand fl
 		m.buckets[bucket] = b
 	}
 	b[client] = record{demand, now.Add(ttl)}
+	return nil
+}
+
+// Demands implements Store; it drops the expired records of bucket.
+func (m *MemoryStore) Demands(_ context.Context, bucket string, now time.Time) (map[string]float64, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	b := m.buckets[bucket]
 	out := make(map[string]float64, len(b))
 	for c, r := range b {
 		if !now.Before(r.expires) {
@@ -54,6 +66,9 @@ func (m *MemoryStore) Report(_ context.Context, bucket, client string, demand fl
 			continue
 		}
 		out[c] = r.demand
+	}
+	if len(b) == 0 {
+		delete(m.buckets, bucket)
 	}
 	return out, nil
 }

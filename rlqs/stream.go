@@ -42,7 +42,8 @@ type bucket struct {
 	lastActive time.Time         // last report with requests, or the subscription
 	rate       float64           // the token rate last sent
 	strategy   *typev3.RateLimitStrategy
-	gen        uint64 // the bucket's generation at the last division
+	gen        uint64  // the bucket's generation at the last division
+	written    float64 // the demand written to the store at the last division
 }
 
 // run receives the stream's messages and answers them until the client
@@ -236,18 +237,32 @@ func (c *stream) assign(b *bucket, now time.Time) *rlqspb.RateLimitQuotaResponse
 func (c *stream) divide(b *bucket, now time.Time) bool {
 	ctx, cancel := context.WithTimeout(c.st.Context(), storeTimeout)
 	defer cancel()
-	demand, err := c.srv.cfg.Store.Report(ctx, b.key, c.client, b.demand, now, c.set.ReportLife())
+	st := c.srv.cfg.Store
+	err := st.Report(ctx, b.key, c.client, b.demand, now, c.set.ReportLife())
+	var demand map[string]float64
+	fresh := false
+	if err == nil {
+		// A client's first division reads the store, and so does one whose
+		// demand moved, so that the clients of a bucket that join or change
+		// together see each other; a steady report reuses a recent read.
+		force := b.strategy == nil || !closeRates(b.written, b.demand)
+		demand, fresh, err = c.srv.stats.demands(b.key, now, force, func() (map[string]float64, error) { return st.Demands(ctx, b.key, now) })
+	}
 	if err != nil {
 		c.srv.cfg.Logger.Warn("rlqs: the store failed; the bucket keeps its assignment", "bucket", b.key, "err", err)
 		return false
 	}
 	rate, burst := ruleRate(b.rule)
-	mine := share(rate, c.set.ReserveFraction(), demand, c.client)
+	mine, n := share(rate, c.set.ReserveFraction(), demand, c.client, b.demand)
 	if b.strategy == nil || !closeRates(mine, b.rate) {
 		b.rate = mine
 		b.strategy = tokenBucket(mine, burst*mine/rate)
 	}
-	b.gen = c.srv.stats.set(c.domain, b.key, c.client, c.nudge, b.demand, b.rate, len(demand))
+	b.written = b.demand
+	if !fresh {
+		n = -1 // a reused read: the number of clients is as last known
+	}
+	b.gen = c.srv.stats.set(c.domain, b.key, c.client, c.nudge, b.demand, b.rate, n)
 	return true
 }
 

@@ -75,12 +75,21 @@ func (r lazyRLQS) rlqs() (*redisstore.RLQSStore, error) {
 }
 
 // Report implements rlqs.Store.
-func (r lazyRLQS) Report(ctx context.Context, bucket, client string, demand float64, now time.Time, ttl time.Duration) (map[string]float64, error) {
+func (r lazyRLQS) Report(ctx context.Context, bucket, client string, demand float64, now time.Time, ttl time.Duration) error {
+	st, err := r.rlqs()
+	if err != nil {
+		return err
+	}
+	return st.Report(ctx, bucket, client, demand, now, ttl)
+}
+
+// Demands implements rlqs.Store.
+func (r lazyRLQS) Demands(ctx context.Context, bucket string, now time.Time) (map[string]float64, error) {
 	st, err := r.rlqs()
 	if err != nil {
 		return nil, err
 	}
-	return st.Report(ctx, bucket, client, demand, now, ttl)
+	return st.Demands(ctx, bucket, now)
 }
 
 // Forget implements rlqs.Store.

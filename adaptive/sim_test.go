@@ -1,7 +1,6 @@
 package adaptive_test
 
 import (
-	"container/heap"
 	"context"
 	"math/rand/v2"
 	"slices"
@@ -37,21 +36,32 @@ func (b *backend) start(t time.Duration) time.Duration {
 	}
 	begin := max(t, b.free[0])
 	b.free[0] = begin + svc
-	heap.Fix(&b.free, 0)
+	b.free.down(0)
 	return begin + svc
 }
 
+// timeHeap is a min-heap of instants. It and completions are sifted by
+// hand rather than through container/heap, whose interface boxes every
+// pushed and popped value: one allocation per event, which the race
+// detector makes costly over the hundreds of thousands of events of a run.
 type timeHeap []time.Duration
 
-func (h timeHeap) Len() int           { return len(h) }
-func (h timeHeap) Less(i, j int) bool { return h[i] < h[j] }
-func (h timeHeap) Swap(i, j int)      { h[i], h[j] = h[j], h[i] }
-func (h *timeHeap) Push(x any)        { *h = append(*h, x.(time.Duration)) }
-func (h *timeHeap) Pop() any {
-	old := *h
-	x := old[len(old)-1]
-	*h = old[:len(old)-1]
-	return x
+// down restores the heap order after h[i] grew.
+func (h timeHeap) down(i int) {
+	for {
+		c := 2*i + 1
+		if c >= len(h) {
+			return
+		}
+		if c+1 < len(h) && h[c+1] < h[c] {
+			c++
+		}
+		if h[i] <= h[c] {
+			return
+		}
+		h[i], h[c] = h[c], h[i]
+		i = c
+	}
 }
 
 type completion struct {
@@ -59,18 +69,55 @@ type completion struct {
 	tok         adaptive.Token
 }
 
+// completions is a min-heap of completions by their at.
 type completions []completion
 
-func (h completions) Len() int           { return len(h) }
-func (h completions) Less(i, j int) bool { return h[i].at < h[j].at }
-func (h completions) Swap(i, j int)      { h[i], h[j] = h[j], h[i] }
-func (h *completions) Push(x any)        { *h = append(*h, x.(completion)) }
-func (h *completions) Pop() any {
-	old := *h
-	x := old[len(old)-1]
-	*h = old[:len(old)-1]
-	return x
+func (h *completions) push(c completion) {
+	*h = append(*h, c)
+	q := *h
+	for i := len(q) - 1; i > 0; {
+		p := (i - 1) / 2
+		if q[p].at <= q[i].at {
+			break
+		}
+		q[p], q[i] = q[i], q[p]
+		i = p
+	}
 }
+
+func (h *completions) pop() completion {
+	q := *h
+	top := q[0]
+	n := len(q) - 1
+	q[0] = q[n]
+	q = q[:n]
+	for i := 0; ; {
+		c := 2*i + 1
+		if c >= n {
+			break
+		}
+		if c+1 < n && q[c+1].at < q[c].at {
+			c++
+		}
+		if q[i].at <= q[c].at {
+			break
+		}
+		q[i], q[c] = q[c], q[i]
+		i = c
+	}
+	*h = q
+	return top
+}
+
+// eventClock is the simulation's fake clock, set event by event. The
+// simulation runs on one goroutine, so unlike clocktest.Clock it needs no
+// lock, whose cost the race detector multiplies on every event.
+type eventClock struct{ now time.Time }
+
+func newEventClock() *eventClock { return &eventClock{now: clocktest.Epoch} }
+
+// Now returns the instant of the event being played.
+func (c *eventClock) Now() time.Time { return c.now }
 
 // fixed admits while fewer than n are in flight; its Tokens are zero, so
 // the simulation counts completions for it.
@@ -100,7 +147,7 @@ type simConfig struct {
 func (c simConfig) capacity() float64 { return float64(c.servers) / c.service.Seconds() }
 
 // simulate runs c's traffic through lim (or through fix when lim is nil).
-func simulate(t *testing.T, c simConfig, lim *adaptive.Limiter, clock *clocktest.Clock, fix *fixed) simResult {
+func simulate(t *testing.T, c simConfig, lim *adaptive.Limiter, clock *eventClock, fix *fixed) simResult {
 	t.Helper()
 	rng := rand.New(rand.NewPCG(1, 2))
 	be := &backend{servers: c.servers, service: c.service, slowAt: c.slowAt, slow: c.slow}
@@ -108,14 +155,15 @@ func simulate(t *testing.T, c simConfig, lim *adaptive.Limiter, clock *clocktest
 	rate := c.load * c.capacity()
 	epoch := clock.Now()
 	next := time.Duration(rng.ExpFloat64() / rate * float64(time.Second))
-	var lat []time.Duration
+	// Room for every completion measured, so that appending never copies.
+	lat := make([]time.Duration, 0, int(rate*(c.duration-c.warmup).Seconds())+1)
 	var res simResult
 	done := 0
 	ctx := context.Background()
 	for next < c.duration {
 		if len(pending) > 0 && pending[0].at <= next {
-			ev := heap.Pop(&pending).(completion)
-			clock.Set(epoch.Add(ev.at))
+			ev := pending.pop()
+			clock.now = epoch.Add(ev.at)
 			if lim != nil {
 				ev.tok.Done(adaptive.Success)
 			} else {
@@ -129,7 +177,7 @@ func simulate(t *testing.T, c simConfig, lim *adaptive.Limiter, clock *clocktest
 		}
 		now := next
 		next += time.Duration(rng.ExpFloat64() / rate * float64(time.Second))
-		clock.Set(epoch.Add(now))
+		clock.now = epoch.Add(now)
 		p := pick(rng.Float64(), c.mix)
 		measured := now >= c.warmup
 		if measured {
@@ -149,7 +197,7 @@ func simulate(t *testing.T, c simConfig, lim *adaptive.Limiter, clock *clocktest
 			}
 			continue
 		}
-		heap.Push(&pending, completion{at: be.start(now), arrived: now, tok: tok})
+		pending.push(completion{at: be.start(now), arrived: now, tok: tok})
 	}
 	slices.Sort(lat)
 	if len(lat) > 0 {
@@ -190,7 +238,7 @@ var overload = simConfig{
 // 100ms windows (ten service times).
 func runOverload(t *testing.T, algo adaptive.Algorithm) simResult {
 	t.Helper()
-	clock := clocktest.New()
+	clock := newEventClock()
 	lim, err := adaptive.New(adaptive.Config{
 		Algorithm: algo, Clock: clock, Max: 1000,
 		Window: 10 * overload.service,
@@ -251,12 +299,12 @@ func TestGradient2DriftsUnderSustainedOverload(t *testing.T) {
 
 func TestFixedLimitsEitherQueueOrWaste(t *testing.T) {
 	unloaded := overload.service
-	high := simulate(t, overload, nil, clocktest.New(), &fixed{n: 500})
+	high := simulate(t, overload, nil, newEventClock(), &fixed{n: 500})
 	t.Logf("fixed 500: p99 %v (%.1f× unloaded), goodput %.0f/s", high.p99, float64(high.p99)/float64(unloaded), high.goodput)
 	if high.p99 < 5*unloaded {
 		t.Errorf("a limit of 500 over 50 workers should queue: p99 %v, want at least 5× %v", high.p99, unloaded)
 	}
-	low := simulate(t, overload, nil, clocktest.New(), &fixed{n: 20})
+	low := simulate(t, overload, nil, newEventClock(), &fixed{n: 20})
 	t.Logf("fixed 20: p99 %v, goodput %.0f/s (%.1f%% of capacity)", low.p99, low.goodput, 100*low.goodput/overload.capacity())
 	if low.goodput > 0.5*overload.capacity() {
 		t.Errorf("a limit of 20 over 50 workers should waste capacity: goodput %.0f/s of %.0f/s", low.goodput, overload.capacity())
@@ -268,7 +316,7 @@ func TestPrioritySheddingDropsSheddableFirst(t *testing.T) {
 	// 1.5× capacity: a fifth critical (0.3× capacity), three tenths default
 	// (0.45×), half sheddable (0.75×).
 	c.mix = [adaptive.NumPriorities]float64{0.5, 0.3, 0.2}
-	clock := clocktest.New()
+	clock := newEventClock()
 	lim, err := adaptive.New(adaptive.Config{
 		Algorithm: adaptive.AIMD{Timeout: 15 * time.Millisecond}, Clock: clock, Max: 1000,
 		Window: 100 * time.Millisecond,
@@ -307,7 +355,7 @@ func TestGradientFollowsACapacityThatMoves(t *testing.T) {
 	c.slowAt, c.slow = 30*time.Second, 2*c.service
 	newCapacity := float64(c.servers) / c.slow.Seconds()
 	run := func(algo adaptive.Algorithm) simResult {
-		clock := clocktest.New()
+		clock := newEventClock()
 		lim := mustNew(t, adaptive.Config{Algorithm: algo, Clock: clock, Max: 1000, Window: 10 * c.service})
 		r := simulate(t, c, lim, clock, nil)
 		t.Logf("%T: p99 %v (%.2f× the new unloaded latency), goodput %.0f/s (%.1f%% of the new capacity), final limit %d",

@@ -1,7 +1,6 @@
 package sim
 
 import (
-	"container/heap"
 	"context"
 	"errors"
 	"fmt"
@@ -262,13 +261,14 @@ func runOneOverload(c OverloadConfig, l OverloadLimit) (OverloadResult, int, err
 	nb := int((c.Duration + c.Bucket - 1) / c.Bucket)
 	perBucket := make([][]time.Duration, nb)
 	limits := make([]int, nb)
-	var lat []time.Duration
+	// Room for every completion measured, so that appending never copies.
+	lat := make([]time.Duration, 0, int(rate*(c.Duration-c.Warmup).Seconds())+1)
 	arrivals, refused, measured := 0, 0, 0
 	ctx := context.Background()
 	next := gap()
 	for next < c.Duration {
 		if len(pending) > 0 && pending[0].at <= next {
-			ev := heap.Pop(&pending).(pendingReq)
+			ev := pending.pop()
 			clock.now = overloadEpoch.Add(ev.at)
 			lim.done(ev.tok)
 			took := ev.at - ev.arrived
@@ -295,7 +295,7 @@ func runOneOverload(c OverloadConfig, l OverloadLimit) (OverloadResult, int, err
 			}
 			continue
 		}
-		heap.Push(&pending, pendingReq{at: workers.serve(now, c.Service), arrived: now, tok: tok})
+		pending.push(pendingReq{at: workers.serve(now, c.Service), arrived: now, tok: tok})
 	}
 	return overloadResult(c, l.Name, lat, perBucket, limits, lim.limit(), measured, refused), arrivals, nil
 }
@@ -326,26 +326,31 @@ func overloadResult(c OverloadConfig, name string, lat []time.Duration, perBucke
 	return res
 }
 
-// durations is a min-heap of instants, the workers' next free times.
+// durations is a min-heap of instants, the workers' next free times. It
+// and pendingHeap are sifted by hand rather than through container/heap,
+// whose interface boxes every value pushed and popped: an allocation per
+// request, costly over the hundreds of thousands of a run.
 type durations []time.Duration
-
-func (h durations) Len() int           { return len(h) }
-func (h durations) Less(i, j int) bool { return h[i] < h[j] }
-func (h durations) Swap(i, j int)      { h[i], h[j] = h[j], h[i] }
-func (h *durations) Push(x any)        { *h = append(*h, x.(time.Duration)) }
-func (h *durations) Pop() any {
-	old := *h
-	x := old[len(old)-1]
-	*h = old[:len(old)-1]
-	return x
-}
 
 // serve gives a request arriving at t the first free worker, in arrival
 // order, and returns when it completes.
-func (h *durations) serve(t, service time.Duration) time.Duration {
-	end := max(t, (*h)[0]) + service
-	(*h)[0] = end
-	heap.Fix(h, 0)
+func (h durations) serve(t, service time.Duration) time.Duration {
+	end := max(t, h[0]) + service
+	h[0] = end
+	for i := 0; ; { // sift the grown root down
+		c := 2*i + 1
+		if c >= len(h) {
+			break
+		}
+		if c+1 < len(h) && h[c+1] < h[c] {
+			c++
+		}
+		if h[i] <= h[c] {
+			break
+		}
+		h[i], h[c] = h[c], h[i]
+		i = c
+	}
 	return end
 }
 
@@ -355,17 +360,44 @@ type pendingReq struct {
 	tok         adaptive.Token
 }
 
+// pendingHeap is a min-heap of admitted requests by completion.
 type pendingHeap []pendingReq
 
-func (h pendingHeap) Len() int           { return len(h) }
-func (h pendingHeap) Less(i, j int) bool { return h[i].at < h[j].at }
-func (h pendingHeap) Swap(i, j int)      { h[i], h[j] = h[j], h[i] }
-func (h *pendingHeap) Push(x any)        { *h = append(*h, x.(pendingReq)) }
-func (h *pendingHeap) Pop() any {
-	old := *h
-	x := old[len(old)-1]
-	*h = old[:len(old)-1]
-	return x
+func (h *pendingHeap) push(r pendingReq) {
+	*h = append(*h, r)
+	q := *h
+	for i := len(q) - 1; i > 0; {
+		p := (i - 1) / 2
+		if q[p].at <= q[i].at {
+			break
+		}
+		q[p], q[i] = q[i], q[p]
+		i = p
+	}
+}
+
+func (h *pendingHeap) pop() pendingReq {
+	q := *h
+	top := q[0]
+	n := len(q) - 1
+	q[0] = q[n]
+	q = q[:n]
+	for i := 0; ; {
+		c := 2*i + 1
+		if c >= n {
+			break
+		}
+		if c+1 < n && q[c+1].at < q[c].at {
+			c++
+		}
+		if q[i].at <= q[c].at {
+			break
+		}
+		q[i], q[c] = q[c], q[i]
+		i = c
+	}
+	*h = q
+	return top
 }
 
 // WriteTable writes r as a table, one row per limit.

@@ -128,3 +128,32 @@ func TestServeStopsPromptlyWithAPageStreamOpen(t *testing.T) {
 		t.Errorf("serve took %v to stop with a stream open (drainGrace %v)", took, drainGrace)
 	}
 }
+
+// With a store that does not answer, the page says so: not connected,
+// the failure mode, and the breaker open once decisions have failed.
+func TestServePageShowsAFailingStore(t *testing.T) {
+	const token = "a-long-enough-admin-token"
+	dir := t.TempDir()
+	cfg, tokenFile := filepath.Join(dir, "web.yaml"), filepath.Join(dir, "token")
+	writeFile(t, cfg, pageCfg)
+	writeFile(t, tokenFile, token+"\n")
+	s := launch(t, "-config", cfg, "-store", "redis://127.0.0.1:1", "-admin-addr", "127.0.0.1:0", "-admin-token-file", tokenFile)
+	m := regexp.MustCompile(`page=(http://127\.0\.0\.1:\d+/page)`).FindStringSubmatch(s.stderr.String())
+	if m == nil {
+		t.Fatalf("no page address in the log: %s", s.stderr.String())
+	}
+	var st *page.StoreState
+	eventually(t, "the breaker opening", func() bool {
+		post(t, s.url, webReq("user", "dave"))
+		_, body := getPage(t, m[1]+"/data.json", token)
+		var snap page.Snapshot
+		if err := json.Unmarshal(body, &snap); err != nil {
+			t.Fatal(err)
+		}
+		st = snap.Store
+		return st != nil && st.Breaker == "open"
+	})
+	if st.Connected || st.FailureMode != "open" || !strings.HasPrefix(st.Name, "redis://127.0.0.1:1") {
+		t.Errorf("store %+v, want not connected, failure mode open", st)
+	}
+}

@@ -3,7 +3,6 @@ package rlqs_test
 import (
 	"context"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -60,10 +59,9 @@ func newServer(t testing.TB, store rlqs.Store) *rlqs.Server {
 
 var apiBucket = map[string]string{"api": "v1"}
 
-// fleet is n simulated Envoys, each named (ClientHeader), dialing the
-// server current holds.
+// fleet is simulated Envoys, each named (ClientHeader), each dialing the
+// server its pick returns.
 type fleet struct {
-	current atomic.Pointer[rlqs.Server]
 	clients []*rlqstest.Client
 	ctx     context.Context
 }

@@ -97,7 +97,7 @@ func blanket(b typev3.RateLimitStrategy_BlanketRule) *typev3.RateLimitStrategy {
 	return &typev3.RateLimitStrategy{Strategy: &typev3.RateLimitStrategy_BlanketRule_{BlanketRule: b}}
 }
 
-// close reports whether two token bucket rates differ by less than 5%, so
+// closeRates reports whether two rates differ by less than 5%, so
 // that the server keeps sending the same strategy (an Envoy then only
 // extends its time to live, and keeps its bucket's tokens).
 func closeRates(a, b float64) bool {

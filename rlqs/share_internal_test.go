@@ -1,0 +1,58 @@
+package rlqs
+
+import (
+	"math"
+	"math/rand/v2"
+	"testing"
+)
+
+// The shares of all clients add up to the limit, none is negative, a
+// client that asks for less than an equal part gets at least what it asks
+// (with the reserve beside it), and equal demands get equal shares.
+func TestSharesAddUpToTheLimitAndServeSmallDemandsFirst(t *testing.T) {
+	r := rand.New(rand.NewPCG(1, 2))
+	for range 1000 {
+		n := 1 + r.IntN(20)
+		total := 1 + r.Float64()*1000
+		reserve := r.Float64() * 0.5
+		demand := make(map[string]float64, n)
+		for i := range n {
+			demand[string(rune('a'+i))] = r.Float64() * total / float64(n) * 3
+		}
+		var sum float64
+		for c, d := range demand {
+			s, k := share(total, reserve, demand, c, d)
+			if s < 0 || k != n {
+				t.Fatalf("share %v of %d clients, want ≥ 0 of %d", s, k, n)
+			}
+			if d <= total*(1-reserve)/float64(n) && s < d {
+				t.Fatalf("a client asking %v below an equal part got %v", d, s)
+			}
+			sum += s
+		}
+		if math.Abs(sum-total) > 1e-6*total {
+			t.Fatalf("shares add up to %v, want %v (%v)", sum, total, demand)
+		}
+	}
+	eq := map[string]float64{"a": 50, "b": 50, "c": 50}
+	a, _ := share(90, 0.1, eq, "a", 50)
+	if math.Abs(a-30) > 1e-9 {
+		t.Errorf("equal demands over the limit: %v, want a third of 90", a)
+	}
+}
+
+// A token bucket never gives more than its share, at most 1% less, in
+// whole seconds; a share below one token per day is DENY_ALL.
+func TestTokenBucketRoundsDownInWholeSeconds(t *testing.T) {
+	for _, rate := range []float64{0.003, 0.5, 1, 3.3, 10, 99.9, 1e6} {
+		tb := tokenBucket(rate, 10).GetTokenBucket()
+		secs := tb.GetFillInterval().AsDuration().Seconds()
+		got := float64(tb.GetTokensPerFill().GetValue()) / secs
+		if secs != math.Trunc(secs) || secs < 1 || got > rate || got < 0.99*rate {
+			t.Errorf("rate %v: %v tokens per %v s = %v", rate, tb.GetTokensPerFill().GetValue(), secs, got)
+		}
+	}
+	if s := tokenBucket(1e-6, 1); s.GetBlanketRule().String() != "DENY_ALL" || s.GetTokenBucket() != nil {
+		t.Errorf("a share of a token a week: %v, want DENY_ALL", s)
+	}
+}

@@ -30,7 +30,7 @@ func (s *Store) execCalendar(ctx context.Context, mode, key string, lim sluice.L
 		strconv.FormatInt(micros(start), 10), strconv.Itoa(lim.Rate), strconv.Itoa(cost),
 		strconv.FormatInt(micros(end), 10), strconv.FormatInt(micros(next), 10),
 	}
-	resp := calendarScript.Exec(ctx, s.client, []string{s.Key(sluice.FixedWindow, key)}, args)
+	resp := execOnKey(ctx, s.client, calendarScript, args, s.prefix, ":", algorithms[sluice.FixedWindow].short, ":{", key, "}") // Key(sluice.FixedWindow, key)
 	return decode(resp)
 }
 

@@ -3,10 +3,13 @@ package redisstore_test
 import (
 	"context"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/internal/redistest"
+	"github.com/sluicehq/sluice/redisstore"
 )
 
 // A decision on Redis's clock allocates once, rueidis's reply, for every
@@ -73,5 +76,20 @@ func TestCanceledDecisionKeepsItsKey(t *testing.T) {
 				t.Errorf("the kept key counted %d decisions, want %d", got, n)
 			}
 		})
+	}
+}
+
+// A concurrency lease is kept under <prefix>:cc:{<key>}, its key built as
+// a decision's is.
+func TestLeaseKeyLayout(t *testing.T) {
+	srv := redistest.Single(t)
+	s := open(t, "redis://"+srv.Addr, nil)
+	key := "lease-layout:" + strconv.FormatInt(time.Now().UnixNano(), 36)
+	if _, ok, _, err := s.Acquire(context.Background(), key, 1, time.Minute); err != nil || !ok {
+		t.Fatalf("Acquire: %v, %v", ok, err)
+	}
+	want := redisstore.DefaultPrefix + ":cc:{" + key + "}"
+	if got := strings.TrimSpace(srv.Do(t, "EXISTS", want)); got != "1" {
+		t.Errorf("EXISTS %s: %s, want 1", want, got)
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -19,10 +20,18 @@ import (
 // must not kill it, as it does not kill serve: before, SIGHUP's default
 // action ended the proxy (exit 129) until its reload handler was installed
 // after the config, the store and the listeners.
+//
+// The SIGHUPs start when the proxy opens its config, its first step after
+// taking SIGHUP, and go on every 20 ms until it listens and for two
+// seconds after (see startHUPing). Not at a fixed time after the exec: before the proxy's
+// first line the runtime and the packages' init run, a SIGHUP there ends
+// any Go program, and on a loaded machine under -race that took more than
+// the 300 ms this test once waited.
 func TestProxySurvivesSIGHUPDuringStartUp(t *testing.T) {
 	up := httptest.NewServer(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
 	defer up.Close()
-	// A few thousand routes: a start-up of a good fraction of a second.
+	// A few thousand routes: a start-up of a good fraction of a second
+	// after the config is opened.
 	var b strings.Builder
 	const n = 4000
 	b.WriteString("limits:\n")
@@ -35,61 +44,108 @@ func TestProxySurvivesSIGHUPDuringStartUp(t *testing.T) {
 	}
 	cfg := filepath.Join(t.TempDir(), "proxy.yaml")
 	writeFile(t, cfg, b.String())
+	p := startHUPing(t, cfg, regexp.MustCompile(`listening  (http://\S+)`), "proxy", "-config", cfg, "-upstream", up.URL,
+		"-listen", "127.0.0.1:0", "-admin-addr", "", "-watch=false")
+	p.hupFor(t, 2*time.Second) // still serving through two more seconds of them
+	url := p.addr
+	if code := getStatus(t, url+"/r1/x"); code != 200 {
+		t.Fatalf("GET: %d, want 200", code)
+	}
+}
 
+// hupProcess is a `sluice` command run as a child process by startHUPing.
+type hupProcess struct {
+	cmd     *exec.Cmd
+	stderr  syncBuffer
+	exited  chan struct{}
+	waitErr error
+	addr    string // the first submatch of the line startHUPing waited for
+	sent    int    // SIGHUPs sent before that line was read
+}
+
+// startHUPing runs `sluice args` in a child process and, from when the
+// process opens the file at path (its config: its first step after taking
+// SIGHUP), sends it SIGHUP every 20 ms until it prints a line matching
+// ready on stdout (the first one as soon as the file is opened); it fails
+// the test if the process exits meanwhile. The process is killed when the
+// test ends.
+func startHUPing(t *testing.T, path string, ready *regexp.Regexp, args ...string) *hupProcess {
+	t.Helper()
+	opened := openedOnce(t, path)
 	self, err := os.Executable()
 	if err != nil {
 		t.Fatal(err)
 	}
-	// The shell's $$ is the proxy's PID once it execs: SIGHUP every 20 ms
-	// for two seconds, from 300 ms after the exec. Not sooner: between the
-	// exec and the first line of runProxy the runtime and the packages'
-	// init run, and a SIGHUP there ends any Go program; on a loaded machine
-	// under -race that took more than 50 ms.
-	prelude := `(sleep 0.3; for i in $(seq 100); do kill -HUP $$ 2>/dev/null || exit 0; sleep 0.02; done) &`
-	cmd := exec.Command("sh", "-c", prelude+` exec "$0" "$@"`, self, "proxy", "-config", cfg, "-upstream", up.URL,
-		"-listen", "127.0.0.1:0", "-admin-addr", "", "-watch=false")
-	cmd.Env = append(os.Environ(), runMainEnv+"=1")
-	out, err := cmd.StdoutPipe()
+	p := &hupProcess{cmd: exec.Command(self, args...), exited: make(chan struct{})}
+	p.cmd.Env = append(os.Environ(), runMainEnv+"=1")
+	out, err := p.cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
 	}
-	var stderr syncBuffer
-	cmd.Stderr = &stderr
-	if err := cmd.Start(); err != nil {
+	p.cmd.Stderr = &p.stderr
+	if err := p.cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	var waitErr error
-	exited := make(chan struct{})
-	go func() { waitErr = cmd.Wait(); close(exited) }()
-	defer func() {
-		cmd.Process.Kill()
-		<-exited
-	}()
-	urls := make(chan string, 1)
+	go func() { p.waitErr = p.cmd.Wait(); close(p.exited) }()
+	t.Cleanup(func() {
+		p.cmd.Process.Kill()
+		<-p.exited
+	})
+	addrs := make(chan string, 1)
 	go func() {
-		re := regexp.MustCompile(`listening  (http://\S+)`)
 		sc := bufio.NewScanner(out)
 		for sc.Scan() {
-			if m := re.FindStringSubmatch(sc.Text()); m != nil {
-				urls <- m[1]
+			if m := ready.FindStringSubmatch(sc.Text()); m != nil && len(addrs) == 0 {
+				addrs <- m[1]
 			}
 		}
 	}()
-	var url string
 	select {
-	case url = <-urls:
-	case <-exited:
-		t.Fatalf("exited during start-up (%v): %s", waitErr, stderr.String())
-	case <-time.After(10 * time.Second):
-		t.Fatalf("not listening after 10s: %s", stderr.String())
+	case <-opened:
+	case <-p.exited:
+		t.Fatalf("exited before opening its config (%v): %s", p.waitErr, p.stderr.String())
+	case <-time.After(30 * time.Second):
+		t.Fatalf("did not open its config in 30s: %s", p.stderr.String())
 	}
-	// Past the last SIGHUP, still serving.
-	select {
-	case <-exited:
-		t.Fatalf("exited after start-up (%v): %s", waitErr, stderr.String())
-	case <-time.After(2500 * time.Millisecond):
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
+	deadline := time.After(60 * time.Second)
+	for p.addr == "" {
+		p.hup()
+		p.sent++
+		select {
+		case p.addr = <-addrs:
+		case <-p.exited:
+			t.Fatalf("exited during start-up, after %d SIGHUPs (%v): %s", p.sent, p.waitErr, p.stderr.String())
+		case <-tick.C:
+		case <-deadline:
+			t.Fatalf("not started 60s after opening its config: %s", p.stderr.String())
+		}
 	}
-	if code := getStatus(t, url+"/r1/x"); code != 200 {
-		t.Fatalf("GET: %d, want 200", code)
+	t.Logf("%d SIGHUPs sent during start-up", p.sent)
+	return p
+}
+
+// hup sends SIGHUP; an error is the process's end, which its callers see
+// on exited.
+func (p *hupProcess) hup() { p.cmd.Process.Signal(syscall.SIGHUP) }
+
+// hupFor sends SIGHUP every 20 ms for d, and fails the test if the process
+// exits meanwhile.
+func (p *hupProcess) hupFor(t *testing.T, d time.Duration) {
+	t.Helper()
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
+	end := time.After(d)
+	for {
+		p.hup()
+		select {
+		case <-p.exited:
+			t.Fatalf("exited after start-up (%v): %s", p.waitErr, p.stderr.String())
+		case <-tick.C:
+			continue
+		case <-end:
+		}
+		return
 	}
 }

@@ -65,13 +65,26 @@ type Config struct {
 type Server struct {
 	rlqspb.UnimplementedRateLimitQuotaServiceServer
 
-	cfg      Config
-	nonce    string
-	streamID atomic.Uint64
-	closing  chan struct{}
-	closeOne sync.Once
-	streams  sync.WaitGroup
-	stats    *bucketStats
+	cfg       Config
+	nonce     string
+	streamID  atomic.Uint64
+	closing   chan struct{}
+	closeOne  sync.Once
+	streams   sync.WaitGroup
+	stats     *bucketStats
+	lastWarn  atomic.Int64 // unix nanoseconds of the last store warning
+	storeErrs atomic.Int64 // store failures since the last warning
+}
+
+// warnStore logs a store failure, at most once a second for the server,
+// with the number of failures since the last line.
+func (s *Server) warnStore(now time.Time, msg, bucket string, err error) {
+	s.storeErrs.Add(1)
+	last := s.lastWarn.Load()
+	if now.UnixNano()-last < int64(time.Second) || !s.lastWarn.CompareAndSwap(last, now.UnixNano()) {
+		return
+	}
+	s.cfg.Logger.Warn(msg, "bucket", bucket, "err", err, "failures", s.storeErrs.Swap(0))
 }
 
 // New returns a Server. It registers the metrics on cfg.Registerer.

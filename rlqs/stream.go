@@ -249,7 +249,7 @@ func (c *stream) divide(b *bucket, now time.Time) bool {
 		demand, fresh, err = c.srv.stats.demands(b.key, now, force, func() (map[string]float64, error) { return st.Demands(ctx, b.key, now) })
 	}
 	if err != nil {
-		c.srv.cfg.Logger.Warn("rlqs: the store failed; the bucket keeps its assignment", "bucket", b.key, "err", err)
+		c.srv.warnStore(now, "rlqs: the store failed; the bucket keeps its assignment", b.key, err)
 		return false
 	}
 	rate, burst := ruleRate(b.rule)
@@ -362,7 +362,7 @@ func (c *stream) forget(b *bucket) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(c.st.Context()), storeTimeout)
 	defer cancel()
 	if err := c.srv.cfg.Store.Forget(ctx, b.key, c.client); err != nil {
-		c.srv.cfg.Logger.Warn("rlqs: the store failed to forget a client; its record expires", "bucket", b.key, "err", err)
+		c.srv.warnStore(time.Now(), "rlqs: the store failed to forget a client; its record expires", b.key, err)
 	}
 }
 

@@ -3,6 +3,7 @@ package rlqs_test
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -44,6 +45,10 @@ func endsWith(t *testing.T, code codes.Code, msgs ...*rlqspb.RateLimitQuotaUsage
 
 func TestAFirstMessageWithoutADomainEndsTheStreamInvalidArgument(t *testing.T) {
 	endsWith(t, codes.InvalidArgument, &rlqspb.RateLimitQuotaUsageReports{BucketQuotaUsages: []*rlqspb.RateLimitQuotaUsageReports_BucketQuotaUsage{usage(apiBucket, 0, 1, 0)}})
+}
+
+func TestALongDomainEndsTheStreamInvalidArgument(t *testing.T) {
+	endsWith(t, codes.InvalidArgument, &rlqspb.RateLimitQuotaUsageReports{Domain: strings.Repeat("d", 257), BucketQuotaUsages: []*rlqspb.RateLimitQuotaUsageReports_BucketQuotaUsage{usage(apiBucket, 0, 1, 0)}})
 }
 
 func TestADomainChangeEndsTheStreamInvalidArgument(t *testing.T) {

@@ -35,7 +35,8 @@ const ClientHeader = "sluice-rlqs-client"
 const (
 	// MaxBuckets is the most buckets one stream may subscribe to at once.
 	MaxBuckets = 1000
-	// MaxPairBytes bounds each key and value of a bucket id.
+	// MaxPairBytes bounds each key and value of a bucket id, and the
+	// domain.
 	MaxPairBytes = 256
 	maxClientID  = 128
 	// storeTimeout bounds one store call.

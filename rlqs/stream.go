@@ -150,6 +150,9 @@ func (c *stream) checkDomain(d string) error {
 		if d == "" {
 			return status.Error(codes.InvalidArgument, "rlqs: the first message has no domain")
 		}
+		if len(d) > MaxPairBytes {
+			return status.Errorf(codes.InvalidArgument, "rlqs: domain %q is over %d bytes", truncate(d), MaxPairBytes)
+		}
 		c.domain = d
 		c.refresh()
 		return nil

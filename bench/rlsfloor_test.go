@@ -46,6 +46,12 @@ func rlsOptionsSharedWrite() []grpc.ServerOption {
 	return append(service.GRPCServerOptions(), grpc.SharedWriteBuffer(true))
 }
 
+// rlsOptionsSmallBuffers are service.GRPCServerOptions with read and write
+// buffers of 4 KiB per connection instead of gRPC's 32 KiB.
+func rlsOptionsSmallBuffers() []grpc.ServerOption {
+	return append(service.GRPCServerOptions(), grpc.ReadBufferSize(4<<10), grpc.WriteBufferSize(4<<10))
+}
+
 // BenchmarkRLSCall is one ShouldRateLimit call at a time, client and
 // server in this process, on the floor and on the service with the memory
 // store (rules of rlsYAML, 10,000 keys), for each set of server options:
@@ -62,6 +68,7 @@ func BenchmarkRLSCall(b *testing.B) {
 		{"serve", service.GRPCServerOptions},
 		{"before", rlsOptionsBefore},
 		{"shared-write", rlsOptionsSharedWrite},
+		{"buffers-4k", rlsOptionsSmallBuffers},
 	}
 	values := rlsValues()
 	for _, target := range []rlsTarget{{name: "floor", floor: true}, {name: "memstore", store: openRLSMemstore}} {

@@ -1,8 +1,10 @@
 package main
 
 import (
+	"io"
 	"net/http"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"sync"
@@ -29,6 +31,13 @@ func redisDay(t *testing.T, srv *redistest.Server) int64 {
 // envoyproxy/ratelimit's instances write (INCRBY+EXPIRE, here the mimic:
 // prefix + domain + "_" + key_value_ + window start), so that requests
 // spread over both admit exactly the rule's limit together.
+//
+// Serve fails closed here: a decision that Redis does not answer within
+// the failure policy's 50 ms (a loaded machine under -race) is refused, so
+// the two together never admit more than the limit. Open, the default, it
+// was admitted uncounted: 13 of 12 once. A run with such failures admits
+// at least the limit less one per failure; it is tried again, a few times,
+// for a run without one, which must admit exactly the limit.
 func TestServeEnvoyKeyFormatSharesTheLimit(t *testing.T) {
 	srv := redistest.Single(t)
 	path := filepath.Join(t.TempDir(), "rl.yaml")
@@ -37,7 +46,7 @@ func TestServeEnvoyKeyFormatSharesTheLimit(t *testing.T) {
 	for attempt := 0; ; attempt++ {
 		prefix := "swap" + strconv.FormatInt(time.Now().UnixNano(), 36) + "_"
 		t.Setenv("CACHE_KEY_PREFIX", prefix)
-		s := launch(t, "-config", path, "-store", "redis://"+srv.Addr, "-redis-key-format", "envoy")
+		s := launch(t, "-config", path, "-store", "redis://"+srv.Addr, "-redis-key-format", "envoy", "-failure-mode", "closed")
 		day := redisDay(t, srv)
 		key := prefix + "swap_user_alice_" + strconv.FormatInt(day*86400, 10)
 		var envoyOK, sluiceOK atomic.Int64
@@ -71,13 +80,22 @@ func TestServeEnvoyKeyFormatSharesTheLimit(t *testing.T) {
 			wg.Go(func() { hit(i) })
 		}
 		wg.Wait()
+		failed := int64(metricSum(t, s.url, "sluice_rls_store_errors_total"))
 		s.stop(t)
 		if redisDay(t, srv) != day && attempt == 0 {
 			continue // the run straddled midnight UTC
 		}
-		if got := envoyOK.Load() + sluiceOK.Load(); got != limit || envoyOK.Load() == 0 || sluiceOK.Load() == 0 {
-			t.Errorf("admitted %d (envoyproxy/ratelimit %d, sluice serve %d), want exactly %d, some by each",
-				got, envoyOK.Load(), sluiceOK.Load(), limit)
+		got := envoyOK.Load() + sluiceOK.Load()
+		if got > limit || got < limit-failed || envoyOK.Load() == 0 || sluiceOK.Load() == 0 {
+			t.Fatalf("admitted %d (envoyproxy/ratelimit %d, sluice serve %d, %d of its decisions failed), want %d less at most one per failure, some by each",
+				got, envoyOK.Load(), sluiceOK.Load(), failed, limit)
+		}
+		if failed > 0 && attempt < 4 {
+			t.Logf("%d of serve's decisions failed (admitted %d of %d); again", failed, got, limit)
+			continue
+		}
+		if got != limit {
+			t.Errorf("admitted %d (envoyproxy/ratelimit %d, sluice serve %d), want exactly %d", got, envoyOK.Load(), sluiceOK.Load(), limit)
 		}
 		return
 	}
@@ -167,4 +185,28 @@ func TestServeRedisTLSFromEnv(t *testing.T) {
 		}
 		s.stop(t)
 	}
+}
+
+// metricSum returns the sum of the samples of the metric name (every
+// label set) that serve at url exposes; 0 when there are none.
+func metricSum(t *testing.T, url, name string) float64 {
+	t.Helper()
+	resp, err := http.Get(url + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sum := 0.0
+	for _, m := range regexp.MustCompile(`(?m)^`+regexp.QuoteMeta(name)+`(?:\{[^}]*\})? (\S+)$`).FindAllSubmatch(b, -1) {
+		v, err := strconv.ParseFloat(string(m[1]), 64)
+		if err != nil {
+			t.Fatalf("%s: %q", name, m[1])
+		}
+		sum += v
+	}
+	return sum
 }

@@ -36,8 +36,8 @@ func redisDay(t *testing.T, srv *redistest.Server) int64 {
 // the failure policy's 50 ms (a loaded machine under -race) is refused, so
 // the two together never admit more than the limit. Open, the default, it
 // was admitted uncounted: 13 of 12 once. A run with such failures admits
-// at least the limit less one per failure; it is tried again, a few times,
-// for a run without one, which must admit exactly the limit.
+// at least the limit less one per failure; it is tried again, up to five
+// runs, for one without, which must admit exactly the limit.
 func TestServeEnvoyKeyFormatSharesTheLimit(t *testing.T) {
 	srv := redistest.Single(t)
 	path := filepath.Join(t.TempDir(), "rl.yaml")
@@ -94,7 +94,7 @@ func TestServeEnvoyKeyFormatSharesTheLimit(t *testing.T) {
 			t.Logf("%d of serve's decisions failed (admitted %d of %d); again", failed, got, limit)
 			continue
 		}
-		if got != limit {
+		if failed == 0 && got != limit {
 			t.Errorf("admitted %d (envoyproxy/ratelimit %d, sluice serve %d), want exactly %d", got, envoyOK.Load(), sluiceOK.Load(), limit)
 		}
 		return

@@ -38,18 +38,28 @@ type fetch struct {
 // the store: the reports of a bucket's clients within it share one read.
 const maxDemandAge = 500 * time.Millisecond
 
+// recountAge is the age of a replica's last read of a bucket beyond which
+// a stream's tick reads it again to see clients come and go on other
+// replicas: at most one read per bucket and replica every 2 s.
+const recountAge = 2 * time.Second
+
 // demands returns the bucket's demands read at most maxDemandAge before
 // now (unless force), or reads them with read: one read at a time per
 // bucket, which the callers that come meanwhile wait for. fresh reports
 // whether the map was read for this call or while it waited. The map must
 // not be modified.
 func (s *bucketStats) demands(key string, now time.Time, force bool, read func() (map[string]float64, error)) (m map[string]float64, fresh bool, err error) {
+	return s.demandsWithin(key, now, maxDemandAge, force, read)
+}
+
+// demandsWithin is demands with the age of a read to reuse.
+func (s *bucketStats) demandsWithin(key string, now time.Time, maxAge time.Duration, force bool, read func() (map[string]float64, error)) (m map[string]float64, fresh bool, err error) {
 	s.mu.Lock()
 	f := s.cache[key]
 	if f != nil {
 		select {
 		case <-f.done:
-			if force || f.err != nil || now.Sub(f.at) >= maxDemandAge || now.Before(f.at) {
+			if force || f.err != nil || now.Sub(f.at) >= maxAge || now.Before(f.at) {
 				f = nil
 			}
 		default: // in flight: wait for it
@@ -128,6 +138,44 @@ func (s *bucketStats) set(domain, key, client string, nudge chan<- struct{}, dem
 			}
 		}
 	}
+	return b.gen
+}
+
+// count records the bucket's number of clients as a read of the store
+// found it: a change changes the generation and nudges the bucket's
+// clients on this replica.
+func (s *bucketStats) count(key string, all int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	b := s.buckets[key]
+	if b == nil || b.all == all {
+		return
+	}
+	b.all = all
+	b.gen++
+	for _, ch := range b.nudge {
+		select {
+		case ch <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// watch registers a client's nudge channel on the bucket before it reads
+// the store, and returns the bucket's generation then: a change after it,
+// by any client, shows as another generation.
+func (s *bucketStats) watch(domain, key, client string, nudge chan<- struct{}) uint64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	b := s.buckets[key]
+	if b == nil {
+		b = &bucketStat{domain: domain, clients: make(map[string][2]float64), nudge: make(map[string]chan<- struct{})}
+		s.buckets[key] = b
+	}
+	if _, ok := b.clients[client]; !ok {
+		b.clients[client] = [2]float64{}
+	}
+	b.nudge[client] = nudge
 	return b.gen
 }
 

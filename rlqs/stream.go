@@ -95,11 +95,11 @@ func (c *stream) run() error {
 			if err := c.abandonIdle(now); err != nil {
 				return err
 			}
-			if err := c.redivide(now); err != nil {
+			if err := c.redivide(now, true); err != nil {
 				return err
 			}
 		case <-c.nudge:
-			if err := c.redivide(time.Now()); err != nil {
+			if err := c.redivide(time.Now(), false); err != nil {
 				return err
 			}
 		case <-c.srv.closing:
@@ -240,6 +240,7 @@ func (c *stream) assign(b *bucket, now time.Time) *rlqspb.RateLimitQuotaResponse
 func (c *stream) divide(b *bucket, now time.Time) bool {
 	ctx, cancel := context.WithTimeout(c.st.Context(), storeTimeout)
 	defer cancel()
+	g0 := c.srv.stats.watch(c.domain, b.key, c.client, c.nudge)
 	st := c.srv.cfg.Store
 	err := st.Report(ctx, b.key, c.client, b.demand, now, c.set.ReportLife())
 	var demand map[string]float64
@@ -265,7 +266,8 @@ func (c *stream) divide(b *bucket, now time.Time) bool {
 	if !fresh {
 		n = -1 // a reused read: the number of clients is as last known
 	}
-	b.gen = c.srv.stats.set(c.domain, b.key, c.client, c.nudge, b.demand, b.rate, n)
+	c.srv.stats.set(c.domain, b.key, c.client, c.nudge, b.demand, b.rate, n)
+	b.gen = g0 // any change since the read, this one's included, divides again
 	return true
 }
 
@@ -279,10 +281,21 @@ const tickEvery = time.Second
 // not hold a share meant for fewer clients until its next report. A
 // report to this replica nudges its streams at once; another replica's
 // change is seen at the next tick after a report here.
-func (c *stream) redivide(now time.Time) error {
+//
+// On a tick (reread), each bucket's demands are read again when the
+// replica's last read is over recountAge old, so that a client coming or
+// going on another replica is seen within about 3 s even when no report
+// comes here.
+func (c *stream) redivide(now time.Time, reread bool) error {
 	resp := &rlqspb.RateLimitQuotaResponse{}
 	for _, b := range c.buckets {
-		if b.strategy == nil || b.rule == nil || b.rule.Unlimited || b.rule.ShadowMode || b.rule.BlocksAll() || c.srv.stats.generation(b.key) == b.gen {
+		if b.strategy == nil || b.rule == nil || b.rule.Unlimited || b.rule.ShadowMode || b.rule.BlocksAll() {
+			continue
+		}
+		if reread {
+			c.recount(b, now)
+		}
+		if c.srv.stats.generation(b.key) == b.gen {
 			continue
 		}
 		old := b.strategy
@@ -305,6 +318,22 @@ func assignment(b *bucket, ttl time.Duration) *rlqspb.RateLimitQuotaResponse_Buc
 			RateLimitStrategy:    b.strategy,
 		}},
 	}
+}
+
+// recount reads b's demands if the replica's last read is stale, and
+// records the number of clients it finds.
+func (c *stream) recount(b *bucket, now time.Time) {
+	ctx, cancel := context.WithTimeout(c.st.Context(), storeTimeout)
+	defer cancel()
+	m, fresh, err := c.srv.stats.demandsWithin(b.key, now, recountAge, false, func() (map[string]float64, error) { return c.srv.cfg.Store.Demands(ctx, b.key, now) })
+	if err != nil || !fresh {
+		return
+	}
+	n := len(m)
+	if _, ok := m[c.client]; !ok {
+		n++
+	}
+	c.srv.stats.count(b.key, n)
 }
 
 // abandonIdle tells the client to abandon the buckets that saw no

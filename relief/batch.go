@@ -41,7 +41,11 @@ import (
 // after which the next request gives them back if their window is open
 // (when the inner limiter is a sluice.Refunder, as redisstore and pgstore
 // are; two reservations that race pool at most Batch−1 units and give the
-// rest back at once). At shutdown, Release gives back what is held. Denials
+// rest back at once). A reservation whose request gives up (its context
+// ends) before the store answers goes on, bounded as a refund is, and its
+// units are held when the answer lands, so that a store that counted it
+// does not keep them charged for nobody. At shutdown, Release gives back
+// what is held. Denials
 // are exact: a request that a batch cannot cover asks for its own cost,
 // and one the store denies while this server is moving units of the key
 // waits for them to land before it is denied. Counting locally and sending
@@ -182,7 +186,7 @@ func (b *Batcher) reserve(ctx context.Context, sh *shard[*pool], ck cacheKey, no
 
 	b.refund(ctx, key, lim, giveBack)
 	n := max(min(b.batch, lim.Capacity()), cost)
-	res, err := b.inner.AllowN(ctx, key, lim, n)
+	res, later, err := b.take(ctx, sh, ck, p, now, n)
 	for err == nil && !res.Allowed && n > cost {
 		// Not a whole batch left: take what is left if it covers this
 		// request, else ask for just this request, so that a denial's
@@ -192,7 +196,10 @@ func (b *Batcher) reserve(ctx context.Context, sh *shard[*pool], ck cacheKey, no
 		} else {
 			n = cost
 		}
-		res, err = b.inner.AllowN(ctx, key, lim, n)
+		res, later, err = b.take(ctx, sh, ck, p, now, n)
+	}
+	if later {
+		return res, err // the answer lands without this request (see take)
 	}
 	if err != nil || !res.Allowed {
 		sh.mu.Lock()
@@ -211,6 +218,47 @@ func (b *Batcher) reserve(ctx context.Context, sh *shard[*pool], ck cacheKey, no
 	sh.mu.Unlock()
 	res.Remaining += n - cost
 	return res, nil
+}
+
+// take asks the inner limiter for n units of ck for a request sent at
+// sent, on a context that the request's end does not cancel (bounded as a
+// refund's is): a remote store may count a reservation whose answer comes
+// after the request gave up, and a batch counted for nobody would stay
+// charged, never spent nor given back. When ctx ends first, take returns
+// later true and ctx's error: the answer then lands on a goroutine of its
+// own, which holds its units (none spent) as keep does and ends p. A
+// context that cannot end costs no goroutine.
+func (b *Batcher) take(ctx context.Context, sh *shard[*pool], ck cacheKey, p *pool, sent int64, n int) (res sluice.Result, later bool, err error) {
+	if ctx.Done() == nil {
+		res, err = b.inner.AllowN(ctx, ck.key, ck.lim, n)
+		return res, false, err
+	}
+	type answer struct {
+		res sluice.Result
+		err error
+	}
+	answered := make(chan answer, 1)
+	go func() {
+		actx, cancel := refundContext(ctx)
+		res, err := b.inner.AllowN(actx, ck.key, ck.lim, n)
+		cancel()
+		answered <- answer{res, err}
+	}()
+	select {
+	case a := <-answered:
+		return a.res, false, a.err
+	case <-ctx.Done():
+	}
+	go func() {
+		a := <-answered
+		if a.err == nil && a.res.Allowed {
+			b.keep(context.WithoutCancel(ctx), sh, ck, sent, n, a.res)
+		}
+		sh.mu.Lock()
+		b.end(sh, ck, p)
+		sh.mu.Unlock()
+	}()
+	return sluice.Result{}, true, ctx.Err()
 }
 
 // keep pools the left units of a reservation of ck that was sent at sent

@@ -7,6 +7,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/sluicehq/sluice"
@@ -433,4 +434,66 @@ func TestBatcherGivesNothingBackWithinARoundTripOfTheWindowsEnd(t *testing.T) {
 	if got := store.units.Load(); got != 0 {
 		t.Errorf("%d units went back 1.5 s before the window's end, after a round trip of 2 s; want 0", got)
 	}
+}
+
+// answersLate is a store that counts a reservation at once but answers it
+// only when answer is closed, or with its context's error when that ends
+// first, as a remote store's client does when a reply comes after the
+// decision's deadline.
+type answersLate struct {
+	*memstore.Store
+	reached chan struct{} // closed when the first AllowN has counted
+	answer  chan struct{}
+}
+
+func (a *answersLate) AllowN(ctx context.Context, key string, lim sluice.Limit, cost int) (sluice.Result, error) {
+	res, err := a.Store.AllowN(context.Background(), key, lim, cost)
+	close(a.reached)
+	select {
+	case <-a.answer:
+		return res, err
+	case <-ctx.Done():
+		return sluice.Result{}, ctx.Err()
+	}
+}
+
+// A reservation the store counted but answered after the request gave up
+// (its decision's deadline, on a loaded machine) is not lost: its units
+// are held when the answer lands, and Release gives them back, so that a
+// stopped server leaves nothing charged. Before, the Batcher gave up with
+// the request and the batch stayed charged for nobody: 5 units of a quota
+// of 10, where an unbatched decision loses at most its own cost.
+func TestBatcherKeepsAReservationThatLandsAfterItsRequestGaveUp(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		clock := clocktest.New()
+		store := newMem(t, clock)
+		late := &answersLate{Store: store, reached: make(chan struct{}), answer: make(chan struct{})}
+		b := relief.NewBatcher(late, relief.BatchConfig{Batch: 5, Hold: time.Hour, Clock: clock})
+		lim := sluice.Limit{Algorithm: sluice.FixedWindow, Rate: 10, Period: time.Hour}
+		ctx, cancel := context.WithCancel(context.Background())
+		gaveUp := make(chan error, 1)
+		go func() {
+			_, err := b.Allow(ctx, "k", lim)
+			gaveUp <- err
+		}()
+		<-late.reached
+		cancel()
+		if err := <-gaveUp; !errors.Is(err, context.Canceled) {
+			t.Fatalf("the request whose context ended: %v, want context.Canceled", err)
+		}
+		close(late.answer) // the reply lands
+		synctest.Wait()
+		// Landed, the 5 unspent units are held as any reservation's: 4
+		// (Batch−1), the fifth given back at once.
+		if got, err := b.Release(context.Background()); err != nil || got.Units != 4 {
+			t.Errorf("Release = %+v, %v; want the 4 units held of the late reservation given back", got, err)
+		}
+		res, err := store.Peek(context.Background(), "k", lim)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.Remaining != 10 {
+			t.Errorf("the store has %d of 10 left: the late reservation's units were charged for nobody", res.Remaining)
+		}
+	})
 }

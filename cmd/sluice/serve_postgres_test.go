@@ -177,17 +177,29 @@ func testReservations(t *testing.T, url string) {
 	ss = ss[1:]
 	// Then all at once, twice the quota.
 	var wg sync.WaitGroup
+	var codesMu sync.Mutex
+	codes := map[int]int{}
 	for i := range 2 * quota {
 		wg.Go(func() {
 			code, err := status(http.DefaultClient, ss[i%len(ss)].httpURL, reqAlice)
 			if err != nil {
 				t.Error(err)
-			} else if code == 200 {
+				return
+			}
+			if code == 200 {
 				admitted.Add(1)
 			}
+			codesMu.Lock()
+			codes[code]++
+			codesMu.Unlock()
 		})
 	}
 	wg.Wait()
+	failed := 0.0
+	for _, p := range ss {
+		failed += metricSum(t, p.httpURL, "sluice_rls_store_errors_total")
+	}
+	t.Logf("the burst's answers: %v; %v decisions failed", codes, failed)
 	held("after the burst")
 	if a := admitted.Load(); a < quota-procs*(batch-1) {
 		t.Errorf("admitted %d: want at least the quota %d less what the processes hold, %d", a, quota, quota-procs*(batch-1))
@@ -197,6 +209,9 @@ func testReservations(t *testing.T, url string) {
 	}
 	if n, a := storeCount(t, url), admitted.Load(); n != a {
 		t.Errorf("after shutdown the database counts %d for %d admitted: the reservations were not all refunded", n, a)
+		for _, p := range ss {
+			t.Logf("a process's log: %s", p.stderr.String())
+		}
 	}
 	// A process without reservations takes the rest, and no more.
 	s := launch(t, "-config", path, "-store", url)
@@ -208,8 +223,11 @@ func testReservations(t *testing.T, url string) {
 	if time.Now().UTC().YearDay() != day {
 		t.Skip("the test straddled midnight UTC, when the daily quota starts again")
 	}
-	if a := admitted.Load(); a != quota {
-		t.Errorf("admitted %d in all, want exactly the quota %d", a, quota)
+	// A decision of this process that failed (past its 250 ms on a loaded
+	// machine) was refused, and may have been counted all the same.
+	failedLast := int64(metricSum(t, s.url, "sluice_rls_store_errors_total"))
+	if a := admitted.Load(); a > quota || a < quota-failedLast || (failedLast == 0 && a != quota) {
+		t.Errorf("admitted %d in all, want exactly the quota %d (less at most one per failed decision of the last process: %d)", a, quota, failedLast)
 	}
 }
 

@@ -30,153 +30,182 @@ func TestLoadThousandClients(t *testing.T) {
 	if os.Getenv("SLUICE_RLQS_LOAD") == "" {
 		t.Skip("set SLUICE_RLQS_LOAD=1 to measure 1,000 RLQS clients")
 	}
-	const n = 1000
-	for _, tc := range []struct {
-		shared, redis bool
-	}{{true, false}, {false, false}, {true, true}} {
-		shared := tc.shared
+	for _, tc := range []struct{ shared, redis bool }{{true, false}, {false, false}, {true, true}} {
 		t.Run(fmt.Sprintf("one bucket shared by all: %v, Redis: %v", tc.shared, tc.redis), func(t *testing.T) {
 			var st rlqs.Store
 			if tc.redis {
 				st = redisRLQS(t)
 			}
 			s := newServer(t, st)
-			ln, err := net.Listen("tcp", "127.0.0.1:0")
-			if err != nil {
-				t.Fatal(err)
-			}
-			gs := grpc.NewServer()
-			s.Register(gs)
-			go func() { _ = gs.Serve(ln) }()
-			defer gs.Stop()
 			g0 := runtime.NumGoroutine()
-			var before runtime.MemStats
+			var before, after runtime.MemStats
 			runtime.GC()
 			runtime.ReadMemStats(&before)
-			streams := make([]grpc.BidiStreamingClient[rlqspb.RateLimitQuotaUsageReports, rlqspb.RateLimitQuotaResponse], n)
-			ctx, cancel := context.WithCancel(t.Context())
-			defer cancel()
-			for i := range streams {
-				cc, err := grpc.NewClient(ln.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
-				if err != nil {
-					t.Fatal(err)
-				}
-				defer cc.Close()
-				sctx := metadata.AppendToOutgoingContext(ctx, rlqs.ClientHeader, fmt.Sprint("envoy-", i))
-				if streams[i], err = rlqspb.NewRateLimitQuotaServiceClient(cc).StreamRateLimitQuotas(sctx); err != nil {
-					t.Fatal(err)
-				}
-			}
-			// Each stream's responses are read as they come, as Envoy
-			// does (an unread stream stalls on flow control); a report's
-			// latency runs to the next response after it was sent.
-			got := make([]chan time.Time, n)
-			for i := range streams {
-				got[i] = make(chan time.Time, 1024)
-				go func() {
-					for {
-						if _, err := streams[i].Recv(); err != nil {
-							close(got[i])
-							return
-						}
-						got[i] <- time.Now()
-					}
-				}()
-			}
-			report := func(i int, first bool) (time.Duration, error) {
-				m := &rlqspb.RateLimitQuotaUsageReports{}
-				if first {
-					m.Domain = "edge"
-				}
-				id := map[string]string{"api": "v1"}
-				if !shared {
-					id["api"] = fmt.Sprint("v", i)
-				}
-				m.BucketQuotaUsages = []*rlqspb.RateLimitQuotaUsageReports_BucketQuotaUsage{usage(id, 5*time.Second, uint64(50+i%100), uint64(i%7))}
-				start := time.Now()
-				if err := streams[i].Send(m); err != nil {
-					return 0, err
-				}
-				for at := range got[i] {
-					if !at.Before(start) {
-						return at.Sub(start), nil
-					}
-				}
-				return 0, fmt.Errorf("stream %d ended", i)
-			}
-			pushes := func() (k int) {
-				for i := range got {
-					for len(got[i]) > 0 {
-						<-got[i]
-						k++
-					}
-				}
-				return k
-			}
-			// Every stream subscribes.
-			var wg sync.WaitGroup
-			for i := range streams {
-				wg.Go(func() {
-					if _, err := report(i, true); err != nil {
-						t.Error(err)
-					}
-				})
-			}
-			wg.Wait()
-			var after runtime.MemStats
+			r := newLoadRig(t, s, 1000, tc.shared)
+			r.subscribe(t)
+			time.Sleep(2 * time.Second)
 			runtime.GC()
 			runtime.ReadMemStats(&after)
-			time.Sleep(2 * time.Second)
-			t.Logf("reassignments pushed while the %d streams subscribed: %d", n, pushes())
+			t.Logf("reassignments pushed while the %d streams subscribed: %d", len(r.streams), r.pushes())
 			t.Logf("%d streams held: %d goroutines more, %.1f MiB more heap (server and clients in one process)",
-				n, runtime.NumGoroutine()-g0, float64(after.HeapAlloc-before.HeapAlloc)/(1<<20))
-			// Envoy's pace: each stream reports every 5 s, spread out.
-			lat := make([][]time.Duration, n)
-			run := func(d time.Duration, gap time.Duration) (int64, []time.Duration) {
-				var count atomic.Int64
-				end := time.Now().Add(d)
-				for i := range streams {
-					lat[i] = lat[i][:0]
-					wg.Go(func() {
-						if gap > 0 {
-							time.Sleep(time.Duration(i) * gap / n)
-						}
-						for time.Now().Before(end) {
-							l, err := report(i, false)
-							if err != nil {
-								t.Error(err)
-								return
-							}
-							count.Add(1)
-							lat[i] = append(lat[i], l)
-							if gap > 0 {
-								time.Sleep(gap - l)
-							}
-						}
-					})
-				}
-				wg.Wait()
-				all := slices.Concat(lat...)
-				slices.Sort(all)
-				return count.Load(), all
-			}
-			pct := func(all []time.Duration, p float64) time.Duration {
-				return all[min(len(all)-1, int(p*float64(len(all))))]
-			}
-			c, all := run(15*time.Second, 5*time.Second)
+				len(r.streams), runtime.NumGoroutine()-g0, float64(after.HeapAlloc-before.HeapAlloc)/(1<<20))
+			c, all := r.run(t, 15*time.Second, 5*time.Second)
 			t.Logf("at Envoy's pace (each every 5 s): %d reports in 15 s (%.0f/s); report→assignment p50 %v p99 %v max %v",
 				c, float64(c)/15, pct(all, .5), pct(all, .99), all[len(all)-1])
-			t.Logf("reassignments pushed at Envoy's pace: %d", pushes())
-			c, all = run(5*time.Second, 0)
+			t.Logf("reassignments pushed at Envoy's pace: %d", r.pushes())
+			c, all = r.run(t, 5*time.Second, 0)
 			t.Logf("flat out: %d reports in 5 s (%.0f/s); report→assignment p50 %v p99 %v max %v",
 				c, float64(c)/5, pct(all, .5), pct(all, .99), all[len(all)-1])
-			for _, st := range streams {
-				_ = st.CloseSend()
-			}
-			cancel()
-			sctx, scancel := context.WithTimeout(context.Background(), 10*time.Second)
-			defer scancel()
-			_ = s.Shutdown(sctx)
+			r.close()
 		})
+	}
+}
+
+func pct(all []time.Duration, p float64) time.Duration {
+	return all[min(len(all)-1, int(p*float64(len(all))))]
+}
+
+// loadRig is n RLQS streams to one server over loopback gRPC. Each
+// stream's responses are read as they come, as Envoy does (an unread
+// stream stalls on flow control), into got with their arrival times.
+type loadRig struct {
+	srv     *rlqs.Server
+	gs      *grpc.Server
+	shared  bool
+	cancel  context.CancelFunc
+	streams []grpc.BidiStreamingClient[rlqspb.RateLimitQuotaUsageReports, rlqspb.RateLimitQuotaResponse]
+	got     []chan time.Time
+	conns   []*grpc.ClientConn
+}
+
+func newLoadRig(t *testing.T, s *rlqs.Server, n int, shared bool) *loadRig {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := &loadRig{srv: s, gs: grpc.NewServer(), shared: shared}
+	s.Register(r.gs)
+	go func() { _ = r.gs.Serve(ln) }()
+	ctx, cancel := context.WithCancel(t.Context())
+	r.cancel = cancel
+	for i := range n {
+		cc, err := grpc.NewClient(ln.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		r.conns = append(r.conns, cc)
+		sctx := metadata.AppendToOutgoingContext(ctx, rlqs.ClientHeader, fmt.Sprint("envoy-", i))
+		st, err := rlqspb.NewRateLimitQuotaServiceClient(cc).StreamRateLimitQuotas(sctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := make(chan time.Time, 1024)
+		go func() {
+			defer close(got)
+			for {
+				if _, err := st.Recv(); err != nil {
+					return
+				}
+				got <- time.Now()
+			}
+		}()
+		r.streams, r.got = append(r.streams, st), append(r.got, got)
+	}
+	return r
+}
+
+// report sends stream i's report and returns the time to the next
+// response after it.
+func (r *loadRig) report(i int, first bool) (time.Duration, error) {
+	m := &rlqspb.RateLimitQuotaUsageReports{}
+	if first {
+		m.Domain = "edge"
+	}
+	id := map[string]string{"api": "v1"}
+	if !r.shared {
+		id["api"] = fmt.Sprint("v", i)
+	}
+	m.BucketQuotaUsages = []*rlqspb.RateLimitQuotaUsageReports_BucketQuotaUsage{usage(id, 5*time.Second, uint64(50+i%100), uint64(i%7))}
+	start := time.Now()
+	if err := r.streams[i].Send(m); err != nil {
+		return 0, err
+	}
+	for at := range r.got[i] {
+		if !at.Before(start) {
+			return at.Sub(start), nil
+		}
+	}
+	return 0, fmt.Errorf("stream %d ended", i)
+}
+
+// subscribe sends every stream's first report at once.
+func (r *loadRig) subscribe(t *testing.T) {
+	var wg sync.WaitGroup
+	for i := range r.streams {
+		wg.Go(func() {
+			if _, err := r.report(i, true); err != nil {
+				t.Error(err)
+			}
+		})
+	}
+	wg.Wait()
+}
+
+// pushes drains and counts the responses no report waited for.
+func (r *loadRig) pushes() (k int) {
+	for _, got := range r.got {
+		for len(got) > 0 {
+			<-got
+			k++
+		}
+	}
+	return k
+}
+
+// run has every stream report for d, every gap (spread out) or, with gap
+// 0, again as soon as it is answered; it returns the reports answered and
+// their latencies, sorted.
+func (r *loadRig) run(t *testing.T, d, gap time.Duration) (int64, []time.Duration) {
+	var count atomic.Int64
+	lat := make([][]time.Duration, len(r.streams))
+	end := time.Now().Add(d)
+	var wg sync.WaitGroup
+	for i := range r.streams {
+		wg.Go(func() {
+			if gap > 0 {
+				time.Sleep(time.Duration(i) * gap / time.Duration(len(r.streams)))
+			}
+			for time.Now().Before(end) {
+				l, err := r.report(i, false)
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				count.Add(1)
+				lat[i] = append(lat[i], l)
+				if gap > 0 {
+					time.Sleep(gap - l)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	all := slices.Concat(lat...)
+	slices.Sort(all)
+	return count.Load(), all
+}
+
+// close ends the streams, shuts the server down and stops gRPC.
+func (r *loadRig) close() {
+	for _, st := range r.streams {
+		_ = st.CloseSend()
+	}
+	r.cancel()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	_ = r.srv.Shutdown(ctx)
+	r.gs.Stop()
+	for _, cc := range r.conns {
+		_ = cc.Close()
 	}
 }

@@ -284,7 +284,12 @@ func runOneOverload(c OverloadConfig, l OverloadLimit) (OverloadResult, int, err
 		next += gap()
 		clock.now = overloadEpoch.Add(now)
 		arrivals++
-		limits[int(now/c.Bucket)] = lim.limit()
+		if b := int(now / c.Bucket); next >= c.Duration || int(next/c.Bucket) != b {
+			// The bucket's last arrival: its limit is the bucket's. Read
+			// once per bucket, not per arrival (an adaptive limit's
+			// Limit takes its lock).
+			limits[b] = lim.limit()
+		}
 		if now >= c.Warmup {
 			measured++
 		}

@@ -763,7 +763,7 @@ func (s *serveApp) printBanner(stdout io.Writer) {
 	}
 	httpAddr := localAddr(s.httpLn.Addr())
 	fmt.Fprintf(stdout, "  HTTP  http://%s  (%s)\n", httpAddr, endpoints)
-	fmt.Fprintf(stdout, "  gRPC  %s  (envoy.service.ratelimit.v3.RateLimitService%s)\n", grpcTarget(s.grpcLn.Addr()), s.o.listen.tls.describe())
+	fmt.Fprintf(stdout, "  gRPC  %s  (envoy.service.ratelimit.v3.RateLimitService and RLQS%s)\n", grpcTarget(s.grpcLn.Addr()), s.o.listen.tls.describe())
 	fmt.Fprintf(stdout, "  debug %s\n", describeDebug(s.debug))
 	if s.o.configPath == "" && s.xds == nil {
 		fmt.Fprintf(stdout, "Try it: the example allows 3 per minute per user, so the 4th is a 429:\n")

@@ -33,7 +33,7 @@ type layer int
 
 const (
 	vocabulary layer = iota // package sluice: Limit, Result, Limiter, Clock, errors
-	pure                    // pure state transitions and data structures: algorithm, ring
+	pure                    // pure state transitions and data structures: algorithm, calendar
 	store                   // the Limiters that hold state: memstore, redisstore
 	wrapper                 // Limiters around any Limiter: failsafe, relief, queue
 	helper                  // shared edge helpers: request, clientip, rlheader, config
@@ -125,7 +125,6 @@ type pkgRule struct {
 var packages = map[string]pkgRule{
 	".":          {layer: vocabulary},
 	"algorithm":  {layer: pure},
-	"ring":       {layer: pure},
 	"calendar":   {layer: pure},
 	"memstore":   {layer: store},
 	"redisstore": {layer: store, grants: map[string]string{edgeRedis: "it is the Redis store"}},
@@ -521,7 +520,6 @@ func cleanGraph() []string {
 		".: std:time",
 		"algorithm: . calendar std:time",
 		"calendar: . std:time",
-		"ring: std:sort",
 		"memstore: . algorithm std:sync",
 		"redisstore: . algorithm github.com/redis/rueidis",
 		"github.com/redis/rueidis: std:net",
@@ -693,9 +691,9 @@ func TestLayerRulesCanFail(t *testing.T) {
 		{
 			name: "a package of the table is gone",
 			lines: slices.DeleteFunc(cleanGraph(), func(l string) bool {
-				return strings.HasPrefix(l, "ring:")
+				return strings.HasPrefix(l, "relief:")
 			}),
-			want: []string{"packages has a row for ring (a pure package), which is not in the module"},
+			want: []string{"packages has a row for relief (a wrapper), which is not in the module"},
 		},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -144,63 +144,17 @@ func parseForwardedElement(s string) (netip.Addr, bool) {
 		ok   bool
 		seen uint8 // bits for for, by, host, proto
 	)
-	for i := 0; ; {
-		for i < len(s) && isOWS(s[i]) {
-			i++
-		}
-		if i == len(s) {
-			break
-		}
+	for i := skipOWS(s, 0); i < len(s); i = skipOWS(s, i) {
 		if s[i] == ';' { // an empty forwarded-pair
 			i++
 			continue
 		}
-		j := i
-		for j < len(s) && isTchar(s[j]) {
-			j++
-		}
-		if j == i || j == len(s) || s[j] != '=' {
+		name, value, next, pairOK := forwardedPair(s, i)
+		if !pairOK {
 			return netip.Addr{}, false
 		}
-		name := s[i:j]
-		i = j + 1
-		var value string
-		if i < len(s) && s[i] == '"' {
-			var quotedOK bool
-			value, i, quotedOK = quotedString(s, i)
-			if !quotedOK {
-				return netip.Addr{}, false
-			}
-		} else {
-			j = i
-			for j < len(s) && isTchar(s[j]) {
-				j++
-			}
-			if j == i {
-				return netip.Addr{}, false
-			}
-			value, i = s[i:j], j
-		}
-		for i < len(s) && isOWS(s[i]) {
-			i++
-		}
-		if i < len(s) {
-			if s[i] != ';' {
-				return netip.Addr{}, false
-			}
-			i++
-		}
-		var bit uint8
-		switch {
-		case strings.EqualFold(name, "for"):
-			bit = 1
-		case strings.EqualFold(name, "by"):
-			bit = 2
-		case strings.EqualFold(name, "host"):
-			bit = 4
-		case strings.EqualFold(name, "proto"):
-			bit = 8
-		}
+		i = next
+		bit := forwardedParamBit(name)
 		if seen&bit != 0 {
 			return netip.Addr{}, false // a parameter must not repeat (RFC 7239, section 4)
 		}
@@ -210,6 +164,72 @@ func parseForwardedElement(s string) (netip.Addr, bool) {
 		}
 	}
 	return node, ok
+}
+
+// forwardedPair reads the forwarded-pair starting at s[i] (not whitespace)
+// with the whitespace and ";" after it, and returns its name, its value
+// (unquoted) and the index just past it. It fails where the grammar breaks.
+func forwardedPair(s string, i int) (name, value string, next int, ok bool) {
+	j := tokenEnd(s, i)
+	if j == i || j == len(s) || s[j] != '=' {
+		return "", "", 0, false
+	}
+	name = s[i:j]
+	i = j + 1
+	if i < len(s) && s[i] == '"' {
+		if value, i, ok = quotedString(s, i); !ok {
+			return "", "", 0, false
+		}
+	} else {
+		j = tokenEnd(s, i)
+		if j == i {
+			return "", "", 0, false
+		}
+		value, i = s[i:j], j
+	}
+	i = skipOWS(s, i)
+	if i < len(s) {
+		if s[i] != ';' {
+			return "", "", 0, false
+		}
+		i++
+	}
+	return name, value, i, true
+}
+
+// forwardedParamBit is the bit in parseForwardedElement's seen set for the
+// parameter name: 1 for, 2 by, 4 host, 8 proto, 0 an extension parameter
+// (which may repeat).
+func forwardedParamBit(name string) uint8 {
+	switch {
+	case strings.EqualFold(name, "for"):
+		return 1
+	case strings.EqualFold(name, "by"):
+		return 2
+	case strings.EqualFold(name, "host"):
+		return 4
+	case strings.EqualFold(name, "proto"):
+		return 8
+	}
+	return 0
+}
+
+// skipOWS returns the index of the first byte at or after i that is not
+// optional whitespace.
+func skipOWS(s string, i int) int {
+	for i < len(s) && isOWS(s[i]) {
+		i++
+	}
+	return i
+}
+
+// tokenEnd returns the index just past the run of token characters that
+// starts at i (i itself when there is none).
+func tokenEnd(s string, i int) int {
+	for i < len(s) && isTchar(s[i]) {
+		i++
+	}
+	return i
 }
 
 // quotedString reads the quoted-string starting at s[i] (a '"') and returns

@@ -337,7 +337,8 @@ func (p *parser) authDescriptor(n *yaml.Node) (AuthDescriptor, error) {
 	return d, nil
 }
 
-// authEntry compiles one forward_auth entry.
+// authEntry compiles one forward_auth entry: its fields are read, then
+// checked together.
 func (p *parser) authEntry(n *yaml.Node) (AuthEntry, error) {
 	var e AuthEntry
 	if err := p.countOne(n); err != nil {
@@ -349,60 +350,88 @@ func (p *parser) authEntry(n *yaml.Node) (AuthEntry, error) {
 	}
 	n = deref(n)
 	e.Line, e.Column = n.Line, n.Column
-	var keyNode, fromNode, headerNode, valueNode *yaml.Node
+	var at authEntryNodes
 	for _, f := range fields {
-		switch f.key.Value {
-		case "key":
-			keyNode = f.key
-			e.Key, err = p.str(f.val, "key")
-		case "from":
-			fromNode = f.key
-			var s string
-			if s, err = p.str(f.val, "from"); err == nil {
-				var ok bool
-				if e.From, ok = parseAuthSource(s); !ok {
-					msg := fmt.Sprintf("unknown from %q (want %s)", s, authSourceList)
-					if g := suggest(s, authSourceNames[:]); g != "" {
-						msg = fmt.Sprintf("unknown from %q (did you mean %q?)", s, g)
-					}
-					err = p.errf(deref(f.val), "%s", msg)
-				}
-			}
-		case "header":
-			headerNode = f.key
-			e.Header, err = p.str(f.val, "header")
-		case "value":
-			valueNode = f.key
-			e.Value, err = p.str(f.val, "value")
-		}
-		if err != nil {
+		if err := p.authField(&e, &at, f.key, f.val); err != nil {
 			return e, err
 		}
 	}
+	return e, p.checkAuthEntry(n, &e, &at)
+}
+
+// authEntryNodes holds the key node of each field an entry wrote (nil for a
+// field it did not write), for checkAuthEntry's positions.
+type authEntryNodes struct {
+	key, from, header, value *yaml.Node
+}
+
+// authField reads the field named by key into e and notes key in at.
+func (p *parser) authField(e *AuthEntry, at *authEntryNodes, key, val *yaml.Node) error {
+	var err error
+	switch key.Value {
+	case "key":
+		at.key = key
+		e.Key, err = p.str(val, "key")
+	case "from":
+		at.from = key
+		e.From, err = p.authFrom(val)
+	case "header":
+		at.header = key
+		e.Header, err = p.str(val, "header")
+	case "value":
+		at.value = key
+		e.Value, err = p.str(val, "value")
+	}
+	return err
+}
+
+// authFrom reads a from: value, suggesting the closest source for an
+// unknown one.
+func (p *parser) authFrom(val *yaml.Node) (AuthSource, error) {
+	s, err := p.str(val, "from")
+	if err != nil {
+		return 0, err
+	}
+	from, ok := parseAuthSource(s)
+	if ok {
+		return from, nil
+	}
+	msg := fmt.Sprintf("unknown from %q (want %s)", s, authSourceList)
+	if g := suggest(s, authSourceNames[:]); g != "" {
+		msg = fmt.Sprintf("unknown from %q (did you mean %q?)", s, g)
+	}
+	return 0, p.errf(deref(val), "%s", msg)
+}
+
+// checkAuthEntry refuses an entry (at node n) whose fields do not go
+// together. It is one flat list of rules, one case a rule, each with its
+// own message, so that a reader finds the rule for a message in one place;
+// splitting it would scatter the list without making any rule simpler.
+func (p *parser) checkAuthEntry(n *yaml.Node, e *AuthEntry, at *authEntryNodes) error {
 	switch {
-	case keyNode == nil:
-		return e, p.errf(n, "forward_auth entry has no key")
+	case at.key == nil:
+		return p.errf(n, "forward_auth entry has no key")
 	case e.Key == "":
-		return e, p.errf(keyNode, "forward_auth entry has an empty key")
-	case fromNode == nil:
-		return e, p.errf(n, "forward_auth entry %q has no from (want %s)", e.Key, authSourceList)
-	case e.From == FromHeader && (headerNode == nil || e.Header == ""):
-		return e, p.errf(firstOf(headerNode, n), "forward_auth entry %q is from: header but names no header (header: X-...)", e.Key)
+		return p.errf(at.key, "forward_auth entry has an empty key")
+	case at.from == nil:
+		return p.errf(n, "forward_auth entry %q has no from (want %s)", e.Key, authSourceList)
+	case e.From == FromHeader && (at.header == nil || e.Header == ""):
+		return p.errf(firstOf(at.header, n), "forward_auth entry %q is from: header but names no header (header: X-...)", e.Key)
 	case e.From == FromHeader && !validHeaderName(e.Header):
-		return e, p.errf(headerNode, "header %q is not a valid header name", e.Header)
+		return p.errf(at.header, "header %q is not a valid header name", e.Header)
 	case e.From == FromHeader && strings.EqualFold(e.Header, "Host"):
 		// net/http moves it out of the headers: never a value, never a limit.
-		return e, p.errf(headerNode, "header %q is never among the forwarded request's headers (the host is not a header to the server): write from: host, which reads X-Forwarded-Host", e.Header)
+		return p.errf(at.header, "header %q is never among the forwarded request's headers (the host is not a header to the server): write from: host, which reads X-Forwarded-Host", e.Header)
 	case e.From == FromHeader && strings.EqualFold(e.Header, "Transfer-Encoding"):
-		return e, p.errf(headerNode, "header %q is never among the forwarded request's headers (the server consumes it)", e.Header)
-	case e.From != FromHeader && headerNode != nil:
-		return e, p.errf(headerNode, "header applies only to from: header, not from: %v", e.From)
-	case e.From == FromLiteral && (valueNode == nil || e.Value == ""):
-		return e, p.errf(firstOf(valueNode, n), "forward_auth entry %q is from: literal but has no value", e.Key)
-	case e.From != FromLiteral && valueNode != nil:
-		return e, p.errf(valueNode, "value applies only to from: literal; from: %v reads the value from the request", e.From)
+		return p.errf(at.header, "header %q is never among the forwarded request's headers (the server consumes it)", e.Header)
+	case e.From != FromHeader && at.header != nil:
+		return p.errf(at.header, "header applies only to from: header, not from: %v", e.From)
+	case e.From == FromLiteral && (at.value == nil || e.Value == ""):
+		return p.errf(firstOf(at.value, n), "forward_auth entry %q is from: literal but has no value", e.Key)
+	case e.From != FromLiteral && at.value != nil:
+		return p.errf(at.value, "value applies only to from: literal; from: %v reads the value from the request", e.From)
 	}
-	return e, nil
+	return nil
 }
 
 // parseAuthSource returns the source named s (exact, lower case).

@@ -97,70 +97,88 @@ var (
 	months    = [...]string{"Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"}
 )
 
-// parseHTTPDate parses the three HTTP-date formats of RFC 9110 §5.6.7. The
-// day name must be a valid one but is not checked against the date.
+// parseHTTPDate parses the three HTTP-date formats of RFC 9110 §5.6.7,
+// told apart by where the first comma stands. The day name must be a valid
+// one but is not checked against the date.
 func parseHTTPDate(v string, now time.Time) (time.Time, bool) {
 	comma := strings.IndexByte(v, ',')
 	switch {
 	case comma == 3:
-		// IMF-fixdate: "Sun, 06 Nov 1994 08:49:37 GMT"
-		if len(v) != 29 || !slices.Contains(shortDays[:], v[:3]) || v[3:5] != ", " ||
-			v[7] != ' ' || v[11] != ' ' || v[16] != ' ' || v[25:] != " GMT" {
-			return time.Time{}, false
-		}
-		day, ok1 := num(v[5:7])
-		mon, ok2 := month(v[8:11])
-		year, ok3 := num(v[12:16])
-		if !ok1 || !ok2 || !ok3 {
-			return time.Time{}, false
-		}
-		return makeDate(year, mon, day, v[17:25])
+		return parseIMFFixdate(v)
 	case comma > 3:
-		// rfc850-date: "Sunday, 06-Nov-94 08:49:37 GMT"
-		rest := v[comma:]
-		if !slices.Contains(longDays[:], v[:comma]) || len(rest) != 24 || rest[:2] != ", " {
-			return time.Time{}, false
-		}
-		rest = rest[2:] // "06-Nov-94 08:49:37 GMT"
-		if rest[2] != '-' || rest[6] != '-' || rest[9] != ' ' || rest[18:] != " GMT" {
-			return time.Time{}, false
-		}
-		day, ok1 := num(rest[:2])
-		mon, ok2 := month(rest[3:6])
-		yy, ok3 := num(rest[7:9])
-		if !ok1 || !ok2 || !ok3 {
-			return time.Time{}, false
-		}
-		nowYear := now.UTC().Year()
-		// The year with these last two digits that is at most 50 years
-		// ahead of now and less than 50 behind it.
-		year := nowYear - nowYear%100 + yy
-		switch {
-		case year > nowYear+50:
-			year -= 100
-		case year <= nowYear-50:
-			year += 100
-		}
-		return makeDate(year, mon, day, rest[10:18])
+		return parseRFC850Date(v, comma, now)
 	case comma < 0:
-		// asctime-date: "Sun Nov  6 08:49:37 1994"
-		if len(v) != 24 || !slices.Contains(shortDays[:], v[:3]) || v[3] != ' ' || v[7] != ' ' ||
-			v[10] != ' ' || v[19] != ' ' {
-			return time.Time{}, false
-		}
-		mon, ok1 := month(v[4:7])
-		dd := v[8:10]
-		if dd[0] == ' ' {
-			dd = dd[1:]
-		}
-		day, ok2 := num(dd)
-		year, ok3 := num(v[20:])
-		if !ok1 || !ok2 || !ok3 {
-			return time.Time{}, false
-		}
-		return makeDate(year, mon, day, v[11:19])
+		return parseAsctimeDate(v)
 	}
 	return time.Time{}, false
+}
+
+// parseIMFFixdate parses "Sun, 06 Nov 1994 08:49:37 GMT".
+func parseIMFFixdate(v string) (time.Time, bool) {
+	if len(v) != 29 || !slices.Contains(shortDays[:], v[:3]) || v[3:5] != ", " ||
+		v[7] != ' ' || v[11] != ' ' || v[16] != ' ' || v[25:] != " GMT" {
+		return time.Time{}, false
+	}
+	day, ok1 := num(v[5:7])
+	mon, ok2 := month(v[8:11])
+	year, ok3 := num(v[12:16])
+	if !ok1 || !ok2 || !ok3 {
+		return time.Time{}, false
+	}
+	return makeDate(year, mon, day, v[17:25])
+}
+
+// parseRFC850Date parses "Sunday, 06-Nov-94 08:49:37 GMT", whose comma
+// stands at index comma; the two-digit year is read relative to now.
+func parseRFC850Date(v string, comma int, now time.Time) (time.Time, bool) {
+	rest := v[comma:]
+	if !slices.Contains(longDays[:], v[:comma]) || len(rest) != 24 || rest[:2] != ", " {
+		return time.Time{}, false
+	}
+	rest = rest[2:] // "06-Nov-94 08:49:37 GMT"
+	if rest[2] != '-' || rest[6] != '-' || rest[9] != ' ' || rest[18:] != " GMT" {
+		return time.Time{}, false
+	}
+	day, ok1 := num(rest[:2])
+	mon, ok2 := month(rest[3:6])
+	yy, ok3 := num(rest[7:9])
+	if !ok1 || !ok2 || !ok3 {
+		return time.Time{}, false
+	}
+	return makeDate(twoDigitYear(yy, now), mon, day, rest[10:18])
+}
+
+// twoDigitYear is the year ending in the two digits yy that is at most 50
+// years ahead of now and less than 50 behind it.
+func twoDigitYear(yy int, now time.Time) int {
+	nowYear := now.UTC().Year()
+	year := nowYear - nowYear%100 + yy
+	switch {
+	case year > nowYear+50:
+		year -= 100
+	case year <= nowYear-50:
+		year += 100
+	}
+	return year
+}
+
+// parseAsctimeDate parses "Sun Nov  6 08:49:37 1994".
+func parseAsctimeDate(v string) (time.Time, bool) {
+	if len(v) != 24 || !slices.Contains(shortDays[:], v[:3]) || v[3] != ' ' || v[7] != ' ' ||
+		v[10] != ' ' || v[19] != ' ' {
+		return time.Time{}, false
+	}
+	mon, ok1 := month(v[4:7])
+	dd := v[8:10]
+	if dd[0] == ' ' {
+		dd = dd[1:]
+	}
+	day, ok2 := num(dd)
+	year, ok3 := num(v[20:])
+	if !ok1 || !ok2 || !ok3 {
+		return time.Time{}, false
+	}
+	return makeDate(year, mon, day, v[11:19])
 }
 
 func month(s string) (time.Month, bool) {

@@ -227,3 +227,24 @@ func TestLookupsDuringARereadUseThePreviousRecord(t *testing.T) {
 		t.Errorf("the rereading lookup: rate %d, want the new 2", lim.Rate)
 	}
 }
+
+// A tenant name a client could send that no tenant may have is not looked
+// up: the Source is not read for it.
+func TestLookupReadsNoSourceForAnImpossibleTenant(t *testing.T) {
+	src := &countingSource{t: plans.Tenant{Limits: map[string]sluice.Limit{"p": perMin(5)}}}
+	c := plans.NewCache(src, plans.Config{Clock: clocktest.New()})
+	for _, tenant := range []string{"", string(make([]byte, plans.MaxNameLen+1)), "a\nb", "\xff"} {
+		if lim, ok := plans.Lookup(ctx, c, tenant, "p"); ok {
+			t.Errorf("Lookup(%q) = %v, want none", tenant, lim)
+		}
+	}
+	if n := src.reads.Load(); n != 0 {
+		t.Fatalf("the source was read %d times, want 0", n)
+	}
+	if lim, ok := plans.Lookup(ctx, c, "acme", "p"); !ok || lim.Rate != 5 {
+		t.Fatalf("Lookup(acme) = %v %v, want the plan's 5", lim, ok)
+	}
+	if _, ok := plans.Lookup(ctx, nil, "acme", "p"); ok {
+		t.Fatal("a nil Limits gave a limit")
+	}
+}

@@ -49,7 +49,7 @@ func TestLeasesShareAnInFlightLimit(t *testing.T) {
 	}
 	relB()
 	relB() // a second release is harmless
-	relB2, ok, err := a.Acquire(ctx, key, 2)
+	relB2, ok, err := b.Acquire(ctx, key, 2)
 	if err != nil || !ok {
 		t.Fatalf("after a release: ok=%v err=%v; want the slot again", ok, err)
 	}

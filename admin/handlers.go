@@ -186,13 +186,9 @@ func (a *API) setPlan(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, "malformed body: limits: "+err.Error())
 		return
 	}
-	ctx, cancel := context.WithTimeout(r.Context(), a.cfg.Timeout)
-	defer cancel()
-	if err := pw.SetPlan(ctx, r.PathValue("plan"), compact(req.Limits)); err != nil {
-		errStatus(w, err)
-		return
-	}
-	a.changed(w, "")
+	a.change(w, r, "", func(ctx context.Context) error {
+		return pw.SetPlan(ctx, r.PathValue("plan"), compact(req.Limits))
+	})
 }
 
 func compact(b []byte) []byte {
@@ -225,13 +221,22 @@ func (a *API) assignPlan(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
+	a.change(w, r, r.PathValue("tenant"), func(ctx context.Context) error {
+		return pw.AssignPlan(ctx, r.PathValue("tenant"), *req.Plan)
+	})
+}
+
+// change runs op, a write to the plans store, under the configured timeout
+// and answers as changed does for tenant ("" for a plan), or with the
+// status of op's error.
+func (a *API) change(w http.ResponseWriter, r *http.Request, tenant string, op func(context.Context) error) {
 	ctx, cancel := context.WithTimeout(r.Context(), a.cfg.Timeout)
 	defer cancel()
-	if err := pw.AssignPlan(ctx, r.PathValue("tenant"), *req.Plan); err != nil {
+	if err := op(ctx); err != nil {
 		errStatus(w, err)
 		return
 	}
-	a.changed(w, r.PathValue("tenant"))
+	a.changed(w, tenant)
 }
 
 // setOverride sets a tenant's override of a limit name, until an optional
@@ -263,13 +268,9 @@ func (a *API) setOverride(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	ctx, cancel := context.WithTimeout(r.Context(), a.cfg.Timeout)
-	defer cancel()
-	if err := pw.SetOverride(ctx, r.PathValue("tenant"), r.PathValue("name"), compact(req.Limit), exp); err != nil {
-		errStatus(w, err)
-		return
-	}
-	a.changed(w, r.PathValue("tenant"))
+	a.change(w, r, r.PathValue("tenant"), func(ctx context.Context) error {
+		return pw.SetOverride(ctx, r.PathValue("tenant"), r.PathValue("name"), compact(req.Limit), exp)
+	})
 }
 
 // clearOverride deletes a tenant's override.
@@ -278,13 +279,9 @@ func (a *API) clearOverride(w http.ResponseWriter, r *http.Request) {
 	if pw == nil || !names(w, r, "tenant", "name") {
 		return
 	}
-	ctx, cancel := context.WithTimeout(r.Context(), a.cfg.Timeout)
-	defer cancel()
-	if err := pw.ClearOverride(ctx, r.PathValue("tenant"), r.PathValue("name")); err != nil {
-		errStatus(w, err)
-		return
-	}
-	a.changed(w, r.PathValue("tenant"))
+	a.change(w, r, r.PathValue("tenant"), func(ctx context.Context) error {
+		return pw.ClearOverride(ctx, r.PathValue("tenant"), r.PathValue("name"))
+	})
 }
 
 // usage lists a key's periods.

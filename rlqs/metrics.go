@@ -114,11 +114,7 @@ func (s *bucketStats) register(reg prometheus.Registerer) error {
 func (s *bucketStats) set(domain, key, client string, nudge chan<- struct{}, demand, assigned float64, all int) uint64 {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	b := s.buckets[key]
-	if b == nil {
-		b = &bucketStat{domain: domain, clients: make(map[string][2]float64), nudge: make(map[string]chan<- struct{})}
-		s.buckets[key] = b
-	}
+	b := s.bucket(domain, key)
 	prev, had := b.clients[client]
 	b.clients[client] = [2]float64{demand, assigned}
 	b.nudge[client] = nudge
@@ -126,17 +122,7 @@ func (s *bucketStats) set(domain, key, client string, nudge chan<- struct{}, dem
 		b.gen++ // the others divide again at their next tick
 	}
 	if all >= 0 && b.all != all {
-		b.all = all
-		b.gen++
-		for c, ch := range b.nudge {
-			if c == client {
-				continue
-			}
-			select {
-			case ch <- struct{}{}:
-			default:
-			}
-		}
+		b.recount(all, client)
 	}
 	return b.gen
 }
@@ -151,9 +137,30 @@ func (s *bucketStats) count(key string, all int) {
 	if b == nil || b.all == all {
 		return
 	}
+	b.recount(all, "")
+}
+
+// bucket returns the bucket of key, made for domain if it is new. The
+// caller holds s.mu.
+func (s *bucketStats) bucket(domain, key string) *bucketStat {
+	b := s.buckets[key]
+	if b == nil {
+		b = &bucketStat{domain: domain, clients: make(map[string][2]float64), nudge: make(map[string]chan<- struct{})}
+		s.buckets[key] = b
+	}
+	return b
+}
+
+// recount records a new number of clients in the store: another generation,
+// and a non-blocking nudge to each client on this replica but the one named
+// by except ("" nudges them all), so that they divide again.
+func (b *bucketStat) recount(all int, except string) {
 	b.all = all
 	b.gen++
-	for _, ch := range b.nudge {
+	for c, ch := range b.nudge {
+		if except != "" && c == except {
+			continue
+		}
 		select {
 		case ch <- struct{}{}:
 		default:
@@ -167,11 +174,7 @@ func (s *bucketStats) count(key string, all int) {
 func (s *bucketStats) watch(domain, key, client string, nudge chan<- struct{}) uint64 {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	b := s.buckets[key]
-	if b == nil {
-		b = &bucketStat{domain: domain, clients: make(map[string][2]float64), nudge: make(map[string]chan<- struct{})}
-		s.buckets[key] = b
-	}
+	b := s.bucket(domain, key)
 	if _, ok := b.clients[client]; !ok {
 		b.clients[client] = [2]float64{}
 	}

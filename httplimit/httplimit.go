@@ -144,6 +144,10 @@ type Policy struct {
 	// sharing a store share it. The Limiter must be a sluice.Charger and
 	// a sluice.Peeker.
 	Penalty time.Duration
+	// TenantLimit, when not nil, gives a request its tenant's limit in
+	// place of Limit (see PlanLimits), checked as Limit is; a tenant limit
+	// the policy cannot use is logged and Limit applies. Not with Queue.
+	TenantLimit TenantLimitFunc
 }
 
 // ConcurrencyPolicy bounds the requests in flight at once, per key (Key
@@ -166,6 +170,10 @@ type ConcurrencyPolicy struct {
 	// together: keys are scoped by Name, so policies of different names
 	// that share Slots share nothing but their counts without Key.
 	Slots *Slots
+	// InFlight, when set, counts the requests in flight instead of Slots
+	// (which must then be nil): redisstore.Leases, to bound the requests
+	// of every process on one Redis together. See InFlight for its failure.
+	InFlight InFlight
 }
 
 // CostFunc returns what a request costs.
@@ -300,6 +308,7 @@ func New(cfg Config) (*Middleware, error) {
 	if err := cfg.complete(); err != nil {
 		return nil, err
 	}
+	tenant bool         // Limit is a request's tenant's (forTenant)
 	m := &Middleware{cfg: cfg}
 	names := policyNames{}
 	for _, p := range cfg.Policies {
@@ -338,8 +347,11 @@ func New(cfg Config) (*Middleware, error) {
 		if c.Max < 1 {
 			return nil, fmt.Errorf("httplimit: concurrency policy %q: max %d must be at least 1", c.Name, c.Max)
 		}
+		if c.Slots != nil && c.InFlight != nil {
+			return nil, fmt.Errorf("httplimit: concurrency policy %q: both Slots and InFlight are set", c.Name)
+		}
 		slots := c.Slots
-		if slots == nil {
+		if slots == nil && c.InFlight == nil {
 			slots = new(Slots)
 		}
 		m.conc = append(m.conc, &concurrency{ConcurrencyPolicy: c, slots: slots})
@@ -444,6 +456,9 @@ func compilePolicy(limiter sluice.Limiter, p Policy) (compiled, error) {
 // Handler returns next wrapped by the middleware.
 func (m *Middleware) Handler(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { m.serve(w, r, next) })
+	if err := checkTenantLimit(&p); err != nil {
+		return compiled{}, err
+	}
 }
 
 // Wrap is New followed by Handler, as a func(http.Handler) http.Handler for
@@ -508,7 +523,7 @@ func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, next http.Han
 func (m *Middleware) rateLimits(w http.ResponseWriter, r *http.Request, decisions []decision) (_ []decision, refused bool, delay time.Duration, ok bool) {
 	ctx := r.Context()
 	for i := range m.policies {
-		p := &m.policies[i]
+		p := m.forTenant(r, &m.policies[i])
 		key, cost, ok := m.keyAndCost(w, r, p, decisions)
 		if !ok {
 			return nil, false, 0, false
@@ -637,6 +652,16 @@ func (m *Middleware) serveInFlight(w http.ResponseWriter, r *http.Request, decis
 			m.missingKey(w, r, c.Name)
 			return
 		}
+		if c.InFlight != nil {
+			release, ok := m.acquireShared(w, r, c, key, decisions)
+			if !ok {
+				return
+			}
+			if release != nil {
+				defer release() // runs even if next panics
+			}
+			continue
+		}
 		if !c.acquire(key) {
 			m.logRefusal(ctx, r, c.Name, key, c.Shadow, "reason", "concurrency")
 			if c.Shadow {
@@ -706,7 +731,7 @@ func (m *Middleware) setHeaders(h http.Header, ds []decision) {
 	var buf [128]byte
 	if !m.cfg.NoDraftHeaders {
 		policies := m.allPolicies
-		if len(ds) != m.enforced { // some policy skipped or not reached
+		if len(ds) != m.enforced || tenantLimited(ds) { // some policy skipped, not reached, or a tenant's
 			b := buf[:0]
 			for i := range ds {
 				if i > 0 {
@@ -870,27 +895,6 @@ type concurrency struct {
 	slots *Slots
 }
 
-func (c *concurrency) acquire(key string) bool {
-	s := c.slots
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.inflight[key] >= c.Max {
-		return false
-	}
-	if s.inflight == nil {
-		s.inflight = map[string]int{}
-	}
-	s.inflight[key]++
-	return true
-}
+func (c *concurrency) acquire(key string) bool { return c.slots.take(key, c.Max) }
 
-func (c *concurrency) release(key string) {
-	s := c.slots
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if n := s.inflight[key]; n <= 1 {
-		delete(s.inflight, key)
-	} else {
-		s.inflight[key] = n - 1
-	}
-}
+func (c *concurrency) release(key string) { c.slots.give(key) }

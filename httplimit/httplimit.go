@@ -301,6 +301,7 @@ type compiled struct {
 	Policy
 	header rlheader.Policy
 	q      *queue.Queue // for a queued policy
+	tenant bool         // Limit is a request's tenant's (forTenant)
 }
 
 // New checks cfg and returns a Middleware.
@@ -308,7 +309,6 @@ func New(cfg Config) (*Middleware, error) {
 	if err := cfg.complete(); err != nil {
 		return nil, err
 	}
-	tenant bool         // Limit is a request's tenant's (forTenant)
 	m := &Middleware{cfg: cfg}
 	names := policyNames{}
 	for _, p := range cfg.Policies {
@@ -446,6 +446,9 @@ func compilePolicy(limiter sluice.Limiter, p Policy) (compiled, error) {
 	if err := checkAfter(limiter, &p); err != nil {
 		return compiled{}, err
 	}
+	if err := checkTenantLimit(&p); err != nil {
+		return compiled{}, err
+	}
 	h := rlheader.Policy{Name: p.Name, Quota: int64(p.Limit.Rate)}
 	if p.Limit.Period%time.Second == 0 {
 		h.Window = p.Limit.Period // w is whole seconds; otherwise it is left out
@@ -456,9 +459,6 @@ func compilePolicy(limiter sluice.Limiter, p Policy) (compiled, error) {
 // Handler returns next wrapped by the middleware.
 func (m *Middleware) Handler(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { m.serve(w, r, next) })
-	if err := checkTenantLimit(&p); err != nil {
-		return compiled{}, err
-	}
 }
 
 // Wrap is New followed by Handler, as a func(http.Handler) http.Handler for

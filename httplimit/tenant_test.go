@@ -1,0 +1,197 @@
+package httplimit_test
+
+import (
+	"context"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/httplimit"
+	"github.com/sluicehq/sluice/internal/clocktest"
+	"github.com/sluicehq/sluice/internal/pgtest"
+	"github.com/sluicehq/sluice/memstore"
+	"github.com/sluicehq/sluice/pgstore"
+	"github.com/sluicehq/sluice/plans"
+	"github.com/sluicehq/sluice/queue"
+)
+
+// pgPlans is a plans.Source over a PlanStore, as sluice serve and sluice
+// proxy read one.
+type pgPlans struct{ p *pgstore.PlanStore }
+
+func (s pgPlans) Tenant(ctx context.Context, tenant string) (plans.Tenant, error) {
+	rec, err := s.p.Tenant(ctx, tenant)
+	if err != nil {
+		return plans.Tenant{}, err
+	}
+	os := make([]plans.RawOverride, len(rec.Overrides))
+	for i, o := range rec.Overrides {
+		os[i] = plans.RawOverride{Name: o.Name, Limit: o.Limit, Expires: o.Expires}
+	}
+	return plans.DecodeTenant(rec.Plan, rec.Limits, os)
+}
+
+// planStore opens a PlanStore on a PostgreSQL server of the test's own.
+func planStore(t *testing.T) *pgstore.PlanStore {
+	t.Helper()
+	srv := pgtest.StartServer(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	st, err := pgstore.Open(ctx, srv.URL(), pgstore.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	return pgstore.NewPlanStore(st.Pool())
+}
+
+// admitted sends n requests of tenant through h and counts the 200s.
+func admitted(h http.Handler, tenant string, n int) int {
+	ok := 0
+	for range n {
+		w := httptest.NewRecorder()
+		r := httptest.NewRequest(http.MethodGet, "/", nil)
+		r.Header.Set("X-Tenant", tenant)
+		h.ServeHTTP(w, r)
+		if w.Code == http.StatusOK {
+			ok++
+		}
+	}
+	return ok
+}
+
+// Through the middleware, a tenant's override set in PostgreSQL takes
+// effect at the cache's staleness (not a nanosecond before) and ends
+// exactly at its expiry; assigning a plan changes the limit.
+func TestPlanLimitsFollowOverridesAndPlansInPostgres(t *testing.T) {
+	ps := planStore(t)
+	ctx := context.Background()
+	// 10s into a minute of now (PostgreSQL keeps microseconds), so that
+	// the staleness below stays in the first minute's window.
+	base := time.Now().UTC().Truncate(time.Minute)
+	clk := clocktest.At(base.Add(10 * time.Second))
+	const staleness = 2 * time.Second
+	cache := plans.NewCache(pgPlans{ps}, plans.Config{Clock: clk, Staleness: staleness})
+	// A fixed window of a minute per key; each step below moves the clock
+	// to a new minute so that every count starts from zero.
+	m, err := httplimit.New(httplimit.Config{
+		Logger:  quiet,
+		Limiter: memstore.New(memstore.Config{Clock: clk}),
+		Policies: []httplimit.Policy{{
+			Name:        "api",
+			Limit:       sluice.Limit{Algorithm: sluice.FixedWindow, Rate: 2, Period: time.Minute},
+			Key:         httplimit.Header("X-Tenant"),
+			TenantLimit: httplimit.PlanLimits(cache, httplimit.TenantHeader("X-Tenant"), "api"),
+		}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := m.Handler(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
+	minute := func(i int) { clk.Set(base.Add(time.Duration(i) * time.Minute)) }
+
+	if got := admitted(h, "acme", 10); got != 2 {
+		t.Fatalf("no plan: %d admitted, want the policy's 2", got)
+	}
+	read := clk.Now() // the cache read acme's record now
+	if err := ps.SetPlan(ctx, "pro", []byte(`{"api": {"rate": 5, "period": "1m"}}`)); err != nil {
+		t.Fatal(err)
+	}
+	if err := ps.AssignPlan(ctx, "acme", "pro"); err != nil {
+		t.Fatal(err)
+	}
+	expires := base.Add(10 * time.Minute) // a window starts at it
+	if err := ps.SetOverride(ctx, "acme", "api", []byte(`{"rate": 7, "period": "1m"}`), expires); err != nil {
+		t.Fatal(err)
+	}
+	clk.Set(read.Add(staleness - time.Nanosecond))
+	if got := admitted(h, "acme", 10); got != 0 {
+		t.Fatalf("1ns before the staleness: %d more admitted, want 0 (the policy's 2 are spent)", got)
+	}
+	clk.Set(read.Add(staleness))
+	if got := admitted(h, "acme", 10); got != 5 {
+		t.Fatalf("at the staleness: %d more admitted, want 5 (the override's 7 less the 2 spent)", got)
+	}
+	minute(3)
+	if got := admitted(h, "acme", 10); got != 7 {
+		t.Fatalf("override: %d admitted, want 7", got)
+	}
+	clk.Set(expires.Add(-time.Nanosecond)) // minute 9's window, fresh
+	if got := admitted(h, "acme", 10); got != 7 {
+		t.Fatalf("1ns before expiry: %d admitted, want the override's 7", got)
+	}
+	clk.Set(expires) // minute 10's window, fresh
+	if got := admitted(h, "acme", 10); got != 5 {
+		t.Fatalf("at expiry: %d admitted, want the plan's 5", got)
+	}
+	if got := admitted(h, "other", 10); got != 2 {
+		t.Fatalf("a tenant on no plan: %d admitted, want the policy's 2", got)
+	}
+}
+
+// fixedLimits is a plans.Limits that gives every tenant lim.
+type fixedLimits struct{ lim sluice.Limit }
+
+func (f fixedLimits) Limit(context.Context, string, string) (sluice.Limit, bool) { return f.lim, true }
+
+// A queued policy's meter is fixed when it is made: a TenantLimit on it is
+// refused, not ignored.
+func TestTenantLimitOnAQueueIsRefused(t *testing.T) {
+	_, err := httplimit.New(httplimit.Config{
+		Limiter: memstore.New(memstore.Config{}),
+		Policies: []httplimit.Policy{{Name: "q", Queue: &queue.Config{Rate: 1, Period: time.Second}, Key: httplimit.Global(),
+			TenantLimit: httplimit.PlanLimits(fixedLimits{}, httplimit.TenantHeader("X-Tenant"), "q")}},
+	})
+	if err == nil || !strings.Contains(err.Error(), "TenantLimit") {
+		t.Fatalf("New = %v, want an error naming TenantLimit", err)
+	}
+}
+
+// RateLimit-Policy shows the quota a request was decided on: its
+// tenant's, not the policy's.
+func TestTenantLimitShowsInRateLimitPolicy(t *testing.T) {
+	h := tenantHandler(t, sluice.Limit{Algorithm: sluice.FixedWindow, Rate: 9, Period: time.Hour}, httplimit.Policy{})
+	w := httptest.NewRecorder()
+	r := httptest.NewRequest(http.MethodGet, "/", nil)
+	r.Header.Set("X-Tenant", "acme")
+	h.ServeHTTP(w, r)
+	if got, want := w.Header().Get("RateLimit-Policy"), `"api";q=9;w=3600`; got != want {
+		t.Fatalf("RateLimit-Policy = %q, want %q", got, want)
+	}
+	w = httptest.NewRecorder()
+	h.ServeHTTP(w, httptest.NewRequest(http.MethodGet, "/", nil))
+	if got, want := w.Header().Get("RateLimit-Policy"), `"api";q=2;w=60`; got != want {
+		t.Fatalf("without a tenant: RateLimit-Policy = %q, want %q", got, want)
+	}
+}
+
+// A tenant limit the policy cannot use (a counted-responses policy needs a
+// window or a token bucket) is not applied: the policy's limit is.
+func TestUnusableTenantLimitKeepsThePolicys(t *testing.T) {
+	ok, err := httplimit.ParseStatusSet("200")
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := tenantHandler(t, sluice.Limit{Algorithm: sluice.LeakyBucket, Rate: 9, Period: time.Hour, Burst: 9},
+		httplimit.Policy{CountOnly: ok})
+	if got := admitted(h, "acme", 10); got != 2 {
+		t.Fatalf("%d admitted, want the policy's 2", got)
+	}
+}
+
+// tenantHandler is a middleware of one policy "api" (2 a minute, keyed by
+// nothing, with p's settings) whose every tenant has lim.
+func tenantHandler(t *testing.T, lim sluice.Limit, p httplimit.Policy) http.Handler {
+	t.Helper()
+	p.Name, p.Key = "api", httplimit.Global()
+	p.Limit = sluice.Limit{Algorithm: sluice.FixedWindow, Rate: 2, Period: time.Minute}
+	p.TenantLimit = httplimit.PlanLimits(fixedLimits{lim}, httplimit.TenantHeader("X-Tenant"), "api")
+	m, err := httplimit.New(httplimit.Config{Logger: quiet, Limiter: memstore.New(memstore.Config{}), Policies: []httplimit.Policy{p}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m.Handler(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
+}

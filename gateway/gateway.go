@@ -192,6 +192,12 @@ type Config struct {
 	// StoreErrorStatus is the status when the Limiter fails; 0 lets the
 	// request through (see httplimit.Config).
 	StoreErrorStatus int
+	// InFlight, when set, counts the requests in flight of every
+	// concurrency policy without Slots of its own, instead of the
+	// Gateway's in-process counts: redisstore.Leases shares limit_conn
+	// across proxies on one Redis. Its failures follow
+	// httplimit.InFlight's policy.
+	InFlight httplimit.InFlight
 	// TrustedProxies decides whose X-Forwarded-For is believed, both for
 	// the client-IP keys of Routes and for the header sent upstream.
 	// Nil trusts no proxy.
@@ -230,10 +236,6 @@ type Config struct {
 	// and the keys of a header can be many: burst bounds one key's queue,
 	// this bounds them all. 0 is DefaultMaxQueued; negative, no bound.
 	MaxQueued int
-	// Plans, when not nil, gives each request its tenant's limits (its
-	// plan's and overrides') in place of the routes' limits with an
-	// algorithm; see Plans. Nil: every request gets the routes' limits.
-	Plans *Plans
 }
 
 // DefaultMaxQueued is Config.MaxQueued's default.
@@ -356,9 +358,6 @@ func (g *Gateway) compile(cfg Config) (*state, error) {
 	if err := cfg.checkLimits(); err != nil {
 		return nil, err
 	}
-	if err := cfg.Plans.check(); err != nil {
-		return nil, err
-	}
 	ups, err := upstreamsByName(cfg.Upstreams)
 	if err != nil {
 		return nil, err
@@ -475,10 +474,13 @@ func (g *Gateway) routeLimits(st *state, ups map[string]Upstream, rt Route) (fun
 		return func(next http.Handler) http.Handler { return next }, h, nil
 	}
 	pol := slices.Clone(rt.Policies) // the caller's are not changed
-	st.cfg.Plans.apply(pol)
 	conc := slices.Clone(rt.Concurrency)
 	for i := range conc {
-		if conc[i].Slots == nil {
+		switch {
+		case conc[i].Slots != nil || conc[i].InFlight != nil:
+		case cfg.InFlight != nil:
+			conc[i].InFlight = cfg.InFlight
+		default:
 			conc[i].Slots = g.slotsFor(conc[i].Name)
 		}
 	}

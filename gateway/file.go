@@ -81,7 +81,7 @@ func LoadFile(ctx context.Context, name string) (*File, error) {
 
 // The keys each block accepts.
 var (
-	fileKeys     = []string{"listen", "store", "upstream", "upstreams", "max_in_flight", "adaptive", "status", "conn_status", "dry_run", "headers", "hash_keys", "log_keys", "trusted_proxies", "forwarded_header", "upstream_timeout", "client_header_timeout", "client_body_timeout", "client_body_min_rate", "send_timeout", "keepalive_timeout", "store_error_status", "access_log", "client_max_body_size", "log_key_secret_file", "limits", "conns", "routes"}
+	fileKeys     = []string{"listen", "store", "upstream", "upstreams", "max_in_flight", "adaptive", "status", "conn_status", "dry_run", "headers", "hash_keys", "log_keys", "trusted_proxies", "forwarded_header", "upstream_timeout", "client_header_timeout", "client_body_timeout", "client_body_min_rate", "send_timeout", "keepalive_timeout", "store_error_status", "access_log", "client_max_body_size", "log_key_secret_file", "limits", "conns", "routes", "plans"}
 	upstreamKeys = []string{"name", "url", "max_in_flight", "adaptive", "preserve_host"}
 	limitKeys    = []string{"name", "key", "rate", "burst", "nodelay", "delay", "algorithm", "missing_key", "dry_run", "count_responses", "penalty"}
 	connKeys     = []string{"name", "key", "max", "missing_key", "dry_run"}
@@ -286,7 +286,13 @@ func (p *fileParser) parse(root *yaml.Node) error {
 		return err
 	}
 	p.f.Config.TrustedProxies = res
-	return p.lists(top, res)
+	if err := p.plans(top["plans"]); err != nil {
+		return err
+	}
+	if err := p.lists(top, res); err != nil {
+		return err
+	}
+	return p.checkPlans(top["plans"])
 }
 
 // startSettings reads the settings the program applies at start (listen,

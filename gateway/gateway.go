@@ -236,6 +236,10 @@ type Config struct {
 	// and the keys of a header can be many: burst bounds one key's queue,
 	// this bounds them all. 0 is DefaultMaxQueued; negative, no bound.
 	MaxQueued int
+	// Plans, when not nil, gives each request its tenant's limits (its
+	// plan's and overrides') in place of the routes' limits with an
+	// algorithm; see Plans. Nil: every request gets the routes' limits.
+	Plans *Plans
 }
 
 // DefaultMaxQueued is Config.MaxQueued's default.
@@ -358,6 +362,9 @@ func (g *Gateway) compile(cfg Config) (*state, error) {
 	if err := cfg.checkLimits(); err != nil {
 		return nil, err
 	}
+	if err := cfg.Plans.check(); err != nil {
+		return nil, err
+	}
 	ups, err := upstreamsByName(cfg.Upstreams)
 	if err != nil {
 		return nil, err
@@ -474,6 +481,7 @@ func (g *Gateway) routeLimits(st *state, ups map[string]Upstream, rt Route) (fun
 		return func(next http.Handler) http.Handler { return next }, h, nil
 	}
 	pol := slices.Clone(rt.Policies) // the caller's are not changed
+	st.cfg.Plans.apply(pol)
 	conc := slices.Clone(rt.Concurrency)
 	for i := range conc {
 		switch {

@@ -2,18 +2,14 @@ package pgstore_test
 
 import (
 	"context"
-	"fmt"
 	"os"
-	"os/exec"
 	"strconv"
-	"strings"
-	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/internal/pgtest"
+	"github.com/sluicehq/sluice/internal/storetest"
 	"github.com/sluicehq/sluice/pgstore"
 )
 
@@ -40,33 +36,11 @@ func TestManyProcessesAdmitExactlyTheQuota(t *testing.T) {
 	}
 	url := pgtest.Schema(t)
 	key := "processes:" + strconv.FormatInt(time.Now().UnixNano(), 36)
-	outs := make([]string, processes)
-	var wg sync.WaitGroup
-	for p := range processes {
-		wg.Go(func() {
-			cmd := exec.Command(os.Args[0], "-test.run=^TestChildProcess$", "-test.count=1", "-test.v")
-			cmd.Env = append(os.Environ(), "SLUICE_PGSTORE_CHILD_URL="+url, "SLUICE_PGSTORE_CHILD_KEY="+key)
-			out, err := cmd.CombinedOutput()
-			if err != nil {
-				t.Errorf("child %d: %v\n%s", p, err, out)
-			}
-			outs[p] = string(out)
-		})
-	}
-	wg.Wait()
+	each := storetest.RunChildren(t, processes, "TestChildProcess",
+		"SLUICE_PGSTORE_CHILD_URL="+url, "SLUICE_PGSTORE_CHILD_KEY="+key)
 	total := 0
-	var each []int
-	for p, out := range outs {
-		_, after, ok := strings.Cut(out, "admitted=")
-		if !ok {
-			t.Fatalf("child %d printed no count:\n%s", p, out)
-		}
-		n, err := strconv.Atoi(strings.Fields(after)[0])
-		if err != nil {
-			t.Fatalf("child %d: %v", p, err)
-		}
+	for _, n := range each {
 		total += n
-		each = append(each, n)
 	}
 	t.Logf("admitted per process: %v", each)
 	if total != quota {
@@ -87,25 +61,7 @@ func TestChildProcess(t *testing.T) {
 		t.Skip("a child of TestManyProcessesAdmitExactlyTheQuota; nothing to do on its own")
 	}
 	s, _ := openURL(t, url+"&pool_max_conns=8", nil)
-	key := os.Getenv("SLUICE_PGSTORE_CHILD_KEY")
-	var admitted atomic.Int64
-	var wg sync.WaitGroup
-	for range goroutines {
-		wg.Go(func() {
-			for range attempts {
-				r, err := s.Allow(context.Background(), key, quotaLimit)
-				if err != nil {
-					t.Error(err)
-					return
-				}
-				if r.Allowed {
-					admitted.Add(1)
-				}
-			}
-		})
-	}
-	wg.Wait()
-	fmt.Printf("admitted=%d\n", admitted.Load())
+	storetest.AdmitAndPrint(t, s, os.Getenv("SLUICE_PGSTORE_CHILD_KEY"), quotaLimit, goroutines, attempts)
 }
 
 // openURL opens a store on url, closed when the test ends.

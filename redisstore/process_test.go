@@ -2,17 +2,13 @@ package redisstore_test
 
 import (
 	"context"
-	"fmt"
 	"os"
-	"os/exec"
 	"strconv"
-	"strings"
-	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/internal/storetest"
 	"github.com/sluicehq/sluice/redisstore"
 )
 
@@ -35,31 +31,10 @@ func TestManyProcessesExact(t *testing.T) {
 	for _, a := range []sluice.Algorithm{sluice.TokenBucket, sluice.FixedWindow, sluice.SlidingLog, sluice.LeakyBucket} {
 		t.Run(a.String(), func(t *testing.T) {
 			key := "processes:" + a.String() + ":" + strconv.FormatInt(time.Now().UnixNano(), 36)
-			outs := make([]string, processes)
-			var wg sync.WaitGroup
-			for p := range processes {
-				wg.Go(func() {
-					cmd := exec.Command(os.Args[0], "-test.run=^TestChildProcess$", "-test.count=1", "-test.v")
-					cmd.Env = append(os.Environ(),
-						"SLUICE_CHILD_URL="+url, "SLUICE_CHILD_KEY="+key, "SLUICE_CHILD_ALG="+a.String())
-					out, err := cmd.CombinedOutput()
-					if err != nil {
-						t.Errorf("child %d: %v\n%s", p, err, out)
-					}
-					outs[p] = string(out)
-				})
-			}
-			wg.Wait()
+			each := storetest.RunChildren(t, processes, "TestChildProcess",
+				"SLUICE_CHILD_URL="+url, "SLUICE_CHILD_KEY="+key, "SLUICE_CHILD_ALG="+a.String())
 			total := 0
-			for p, out := range outs {
-				_, after, ok := strings.Cut(out, "admitted=")
-				if !ok {
-					t.Fatalf("child %d printed no count:\n%s", p, out)
-				}
-				n, err := strconv.Atoi(strings.Fields(after)[0])
-				if err != nil {
-					t.Fatalf("child %d: %v", p, err)
-				}
+			for _, n := range each {
 				total += n
 			}
 			if total != allowance {
@@ -87,23 +62,5 @@ func TestChildProcess(t *testing.T) {
 	defer s.Close()
 	// Per hour, so that nothing refills while the test runs.
 	lim := sluice.Limit{Algorithm: a, Rate: allowance, Period: time.Hour, Burst: allowance}
-	key := os.Getenv("SLUICE_CHILD_KEY")
-	var admitted atomic.Int64
-	var wg sync.WaitGroup
-	for range goroutines {
-		wg.Go(func() {
-			for range 2 * allowance / goroutines {
-				r, err := s.Allow(context.Background(), key, lim)
-				if err != nil {
-					t.Error(err)
-					return
-				}
-				if r.Allowed {
-					admitted.Add(1)
-				}
-			}
-		})
-	}
-	wg.Wait()
-	fmt.Printf("admitted=%d\n", admitted.Load())
+	storetest.AdmitAndPrint(t, s, os.Getenv("SLUICE_CHILD_KEY"), lim, goroutines, 2*allowance/goroutines)
 }

@@ -33,12 +33,7 @@ func parseRules(t *testing.T, yaml string) *config.Config {
 // get returns the status and body of GET url.
 func get(t *testing.T, url string) (int, string) {
 	t.Helper()
-	resp, err := http.Get(url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
+	resp, b := call(t, http.MethodGet, url, "", nil)
 	return resp.StatusCode, string(b)
 }
 

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"io"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -25,22 +24,7 @@ type authResp struct {
 // the given headers.
 func authCall(t *testing.T, url string, hdr map[string]string) authResp {
 	t.Helper()
-	req, err := http.NewRequest("GET", url+"/auth", nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for k, v := range hdr {
-		req.Header.Set(k, v)
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	if err != nil {
-		t.Fatal(err)
-	}
+	resp, b := call(t, http.MethodGet, url+"/auth", "", hdr)
 	return authResp{resp.StatusCode, resp.Header, b}
 }
 

@@ -5,7 +5,6 @@ package main
 import (
 	"bytes"
 	"encoding/json"
-	"io"
 	"net/http"
 	"path/filepath"
 	"regexp"
@@ -29,16 +28,7 @@ func TestServeRefusesAdminRawKeysWithoutAdminAddr(t *testing.T) {
 // status and body.
 func getPage(t *testing.T, url, token string) (int, []byte) {
 	t.Helper()
-	req, _ := http.NewRequest(http.MethodGet, url, nil)
-	if token != "" {
-		req.Header.Set("Authorization", "Bearer "+token)
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
+	resp, b := call(t, http.MethodGet, url, "", bearer(token))
 	return resp.StatusCode, b
 }
 

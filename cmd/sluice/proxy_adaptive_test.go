@@ -92,12 +92,7 @@ func TestProxyAdaptiveMaxInFlight(t *testing.T) {
 	if !(rate("/batch/x") > rate("/api/x")) || served["/api/x"] == 0 {
 		t.Errorf("refused: batch (sheddable) %.2f, api (critical) %.2f; want sheddable refused first", rate("/batch/x"), rate("/api/x"))
 	}
-	resp, err := http.Get(p.admin + "/metrics")
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
+	_, b := call(t, http.MethodGet, p.admin+"/metrics", "", nil)
 	m := regexp.MustCompile(`(?m)^sluice_http_adaptive_limit\{policy="max_in_flight"\} (\S+)$`).FindSubmatch(b)
 	if m == nil {
 		t.Fatalf("no sluice_http_adaptive_limit in the metrics:\n%s", b)

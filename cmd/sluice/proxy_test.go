@@ -93,12 +93,7 @@ func TestProxy(t *testing.T) {
 	if !strings.Contains(p.stderr.String(), `"GET /api/x HTTP/1.1" 429 `) {
 		t.Fatalf("no access log line: %s", p.stderr.String())
 	}
-	resp, err := http.Get(p.admin + "/metrics")
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
+	_, b := call(t, http.MethodGet, p.admin+"/metrics", "", nil)
 	if !strings.Contains(string(b), `sluice_proxy_requests_total{outcome="rejected",route="api"} 1`) ||
 		!strings.Contains(string(b), `sluice_http_decisions_total{outcome="rejected",policy="per_ip"} 1`) {
 		t.Fatalf("metrics:\n%s", b)

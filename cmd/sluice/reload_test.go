@@ -115,15 +115,7 @@ func eventually(t *testing.T, what string, cond func() bool) {
 // -1 when it is missing.
 func metric(t *testing.T, url, name string) float64 {
 	t.Helper()
-	resp, err := http.Get(url + "/metrics")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, b := call(t, http.MethodGet, url+"/metrics", "", nil)
 	m := regexp.MustCompile(`(?m)^` + name + ` (\S+)$`).FindSubmatch(b)
 	if m == nil {
 		return -1

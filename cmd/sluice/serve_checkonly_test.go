@@ -2,10 +2,8 @@ package main
 
 import (
 	"fmt"
-	"io"
 	"net/http"
 	"path/filepath"
-	"strings"
 	"testing"
 	"time"
 
@@ -82,15 +80,7 @@ func checkOnlyAfterTwoHits(t *testing.T, url, store string) {
 // decodes the response, failing the test unless it is a 200 or a 429.
 func rlsPost(t *testing.T, url, body string) *pb.RateLimitResponse {
 	t.Helper()
-	resp, err := http.Post(url+"/json", "application/json", strings.NewReader(body))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	if err != nil {
-		t.Fatal(err)
-	}
+	resp, b := call(t, http.MethodPost, url+"/json", body, map[string]string{"Content-Type": "application/json"})
 	if resp.StatusCode != http.StatusOK && resp.StatusCode != http.StatusTooManyRequests {
 		t.Fatalf("POST /json: %d %s", resp.StatusCode, b)
 	}

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"io"
 	"net/http"
 	"path/filepath"
 	"regexp"
@@ -191,15 +190,7 @@ func TestServeRedisTLSFromEnv(t *testing.T) {
 // label set) that serve at url exposes; 0 when there are none.
 func metricSum(t *testing.T, url, name string) float64 {
 	t.Helper()
-	resp, err := http.Get(url + "/metrics")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, b := call(t, http.MethodGet, url+"/metrics", "", nil)
 	sum := 0.0
 	for _, m := range regexp.MustCompile(`(?m)^`+regexp.QuoteMeta(name)+`(?:\{[^}]*\})? (\S+)$`).FindAllSubmatch(b, -1) {
 		v, err := strconv.ParseFloat(string(m[1]), 64)

@@ -19,6 +19,11 @@ import (
 // once serve or proxy is asked to stop; what is left then is cut.
 const drainGrace = 10 * time.Second
 
+// closeGrace is what the parts closed after the drain (the flush of spans
+// and stats, the refund of reservations) have beyond drainGrace: a signal
+// stops the process within drainGrace + closeGrace, however slow they are.
+const closeGrace = time.Second
+
 // app is the lifecycle that serve and proxy share; each command supplies
 // its parts (its config, store, handlers and listeners) and the app runs
 // them through the same four steps:
@@ -53,7 +58,8 @@ type app struct {
 	errc    chan error                  // the first server that stops
 	drains  []func(ctx context.Context) // one per server
 	onDrn   []func()
-	drained bool // the servers have been drained
+	drained bool      // the servers have been drained
+	stopBy  time.Time // set when run is asked to stop: the end of closeContext
 	closers []func()
 }
 
@@ -69,6 +75,17 @@ func newApp(stderr io.Writer, prefix string) *app {
 // onClose registers f to run when the command ends, after the drain, in
 // the reverse order of registration (as defer would).
 func (a *app) onClose(f func()) { a.closers = append(a.closers, f) }
+
+// closeContext returns the context of work done while closing (a flush,
+// a refund): it ends drainGrace + closeGrace after the command was asked
+// to stop, or closeGrace from now when it never ran (a start-up failure).
+func (a *app) closeContext() (context.Context, context.CancelFunc) {
+	by := a.stopBy
+	if by.IsZero() {
+		by = time.Now().Add(closeGrace)
+	}
+	return context.WithDeadline(context.Background(), by)
+}
 
 // onDrain registers f to run when the command is asked to stop, before
 // its servers drain.
@@ -211,6 +228,7 @@ func (a *app) watch(ctx context.Context, path string, extra []string, what strin
 // drainGrace. It returns the exit code: 0, or 1 if a server failed.
 func (a *app) run(ctx context.Context) int {
 	code := mainLoop(ctx, a.log, a.rl, a.hup, a.changed, a.errc, a.noReload, a.fail)
+	a.stopBy = time.Now().Add(drainGrace + closeGrace)
 	for _, f := range a.onDrn {
 		f()
 	}

@@ -101,3 +101,42 @@ func TestAppStoppedDuringStartUp(t *testing.T) {
 		t.Errorf("a failure with the context alive: exit %d, want 1", code)
 	}
 }
+
+// What is closed after the drain (a flush of spans, a refund of
+// reservations) shares one deadline: drainGrace + closeGrace after the stop
+// was asked, however long the drain took, so that a slow or unreachable
+// collector or store cannot hold the process past its grace period.
+func TestAppClosingWorkEndsWithinTheGracePeriod(t *testing.T) {
+	var stderr syncBuffer
+	a := newApp(&stderr, "sluice test:")
+	a.log = quietLogger()
+	if ctx, cancel := a.closeContext(); true {
+		dl, ok := ctx.Deadline()
+		cancel()
+		if !ok || time.Until(dl) > closeGrace {
+			t.Errorf("before run: closeContext deadline %v (set %v), want within %v", time.Until(dl), ok, closeGrace)
+		}
+	}
+	var within time.Duration
+	stop := make(chan struct{})
+	a.serve(func() error { <-stop; return http.ErrServerClosed }, func(context.Context) { close(stop) })
+	a.onClose(func() {
+		ctx, cancel := a.closeContext()
+		defer cancel()
+		dl, _ := ctx.Deadline()
+		within = dl.Sub(a.stopBy.Add(-drainGrace - closeGrace))
+	})
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	asked := time.Now()
+	if code := a.run(ctx); code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr.String())
+	}
+	a.close()
+	if within != drainGrace+closeGrace {
+		t.Errorf("a closer's deadline is %v after the stop, want drainGrace+closeGrace = %v", within, drainGrace+closeGrace)
+	}
+	if a.stopBy.Sub(asked) > drainGrace+closeGrace+time.Second {
+		t.Errorf("stopBy %v after the stop was asked, want at most %v", a.stopBy.Sub(asked), drainGrace+closeGrace)
+	}
+}

@@ -3,16 +3,11 @@ package main
 import (
 	"context"
 	"log/slog"
-	"time"
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/memstore"
 	"github.com/sluicehq/sluice/relief"
 )
-
-// releaseTimeout bounds the refund of the reservations at shutdown, which
-// runs after the drain.
-const releaseTimeout = 5 * time.Second
 
 // wrapRemote puts, from the store out, the reservations (-reserve-units:
 // relief.Batcher, whose units left at shutdown are refunded before the
@@ -35,12 +30,10 @@ func (r *remoteOptions) wrapRemote(st openedStore, localCache bool, log *slog.Lo
 		lim = relief.NewOverLimitCache(lim, relief.CacheConfig{})
 	}
 	st.limiter = lim
+	if res != nil {
+		st.release = func(ctx context.Context) { res.release(ctx, log) }
+	}
 	st.close = func() {
-		if res != nil {
-			ctx, cancel := context.WithTimeout(context.Background(), releaseTimeout)
-			res.release(ctx, log)
-			cancel()
-		}
 		if local != nil {
 			local.Close()
 		}

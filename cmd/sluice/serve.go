@@ -324,7 +324,7 @@ func (s *serveApp) start(ctx context.Context, a *app, stdout io.Writer) error {
 	if err := s.openStore(ctx); err != nil {
 		return err
 	}
-	a.onClose(s.st.close)
+	a.onClose(func() { s.st.shutdown(a) })
 	if err := s.startRLQS(ctx, a); err != nil {
 		return err
 	}
@@ -819,11 +819,25 @@ func loadRules(ctx context.Context, path string, opts config.Options) (*config.C
 	return config.New(d)
 }
 
+// shutdown releases what st holds within a's closeContext, then closes it.
+func (st openedStore) shutdown(a *app) {
+	if st.release != nil {
+		ctx, cancel := a.closeContext()
+		st.release(ctx)
+		cancel()
+	}
+	st.close()
+}
+
 // openedStore is the store named by -store, opened.
 type openedStore struct {
 	limiter sluice.Limiter
 	failure *service.FailurePolicy // nil for the memory store
 	close   func()
+	// release gives back what the store holds for this process (the
+	// units of -reserve-units), within its context; nil when nothing is
+	// held.
+	release func(ctx context.Context)
 	// connected reports whether the store has answered once (see
 	// lazyStore); always true for the memory store.
 	connected func() bool

@@ -260,8 +260,8 @@ func (l statsdLogger) Warnf(msg string, args ...any) {
 
 // startTelemetry starts serve's tracing and statsd (before the service,
 // which counts into the statsd store) and registers their flush to run
-// after the drain, for at most drainGrace: the spans and counts of the
-// requests the drain let finish are sent too.
+// after the drain, within the app's closeContext: the spans and counts of
+// the requests the drain let finish are sent too, if time is left.
 func (s *serveApp) startTelemetry(ctx context.Context, a *app) error {
 	t, err := startTelemetry(ctx, s.telSet, s.log)
 	if err != nil {
@@ -269,7 +269,7 @@ func (s *serveApp) startTelemetry(ctx context.Context, a *app) error {
 	}
 	s.tel = t
 	a.onClose(func() {
-		flush, cancel := context.WithTimeout(context.Background(), drainGrace)
+		flush, cancel := a.closeContext()
 		defer cancel()
 		t.shutdown(flush, s.log)
 	})

@@ -87,6 +87,7 @@ type proxyApp struct {
 	logKeySecret []byte
 	accessLog    io.Writer
 	limiter      sluice.Limiter
+	conns        *redisConns // the conns' counts on Redis; nil on the memory store
 	reg          *prometheus.Registry
 	limits       *httplimit.Metrics
 	metrics      *gateway.Metrics
@@ -233,6 +234,9 @@ func (p *proxyApp) openLimiter(ctx context.Context, a *app) error {
 	if failure == nil {
 		return nil
 	}
+	if ls, ok := limiter.(*lazyStore); ok { // conns are counted on Redis too
+		p.conns = &redisConns{store: ls, mode: failure.Mode}
+	}
 	fc := failsafe.Config{Primary: limiter, Mode: failure.Mode, Logger: p.log}
 	if failure.Mode == failsafe.Local {
 		local := memstore.New(memstore.Config{})
@@ -265,6 +269,9 @@ func (p *proxyApp) complete(f *gateway.File) gateway.Config {
 	c := f.Config
 	c.Limiter, c.Logger, c.AccessLog, c.Limits, c.Metrics = p.limiter, p.log, p.accessLog, p.limits, p.metrics
 	c.LogKeySecret = p.logKeySecret
+	if p.conns != nil {
+		c.InFlight = p.conns
+	}
 	c.DryRun = c.DryRun || p.o.dryRun
 	c.MaxQueued = p.o.maxQueued
 	return c

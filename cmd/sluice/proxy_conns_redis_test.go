@@ -1,0 +1,55 @@
+package main
+
+import (
+	"net/http"
+	"net/http/httptest"
+	"path/filepath"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/sluicehq/sluice/internal/redistest"
+)
+
+// Two `sluice proxy` on one Redis share a conns limit: together they admit
+// exactly max requests of a key in flight. When Redis goes down, the
+// failure mode applies to conns too: closed refuses with conn_status,
+// open admits.
+func TestProxyConnsSharedOnRedis(t *testing.T) {
+	redis := redistest.StartServer(t)
+	entered, leave := make(chan struct{}, 4), make(chan struct{})
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/slow" {
+			entered <- struct{}{}
+			<-leave
+		}
+	}))
+	defer up.Close()
+	defer close(leave)
+	name := "c" + strconv.FormatInt(time.Now().UnixNano(), 36)
+	path := filepath.Join(t.TempDir(), "proxy.yaml")
+	writeFile(t, path, "upstream: "+up.URL+"\nconn_status: 503\nconns: [{name: "+name+", key: global, max: 2}]\nroutes: [{name: all, match: /, conns: ["+name+"]}]\n")
+	store := "redis://" + redis.Addr
+	closed := launchProxy(t, "-config", path, "-store", store, "-failure-mode", "closed")
+	open := launchProxy(t, "-config", path, "-store", store, "-failure-mode", "open")
+	for _, p := range []*proxyRun{closed, open} {
+		go http.Get(p.url + "/slow")
+		select {
+		case <-entered:
+		case <-time.After(10 * time.Second):
+			t.Fatal("a held request did not reach the upstream")
+		}
+	}
+	for i, p := range []*proxyRun{closed, open} {
+		if got := getStatus(t, p.url+"/"); got != 503 {
+			t.Fatalf("third request in flight, on proxy %d: %d; want 503 (2 held across both)", i, got)
+		}
+	}
+	redis.Kill()
+	if got := getStatus(t, closed.url+"/"); got != 503 {
+		t.Errorf("Redis down, failure mode closed: %d; want 503", got)
+	}
+	if got := getStatus(t, open.url+"/"); got != 200 {
+		t.Errorf("Redis down, failure mode open: %d; want 200", got)
+	}
+}

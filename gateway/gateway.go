@@ -227,6 +227,11 @@ type Config struct {
 	// the gateway's own outcomes. Reuse them across Update.
 	Limits  *httplimit.Metrics
 	Metrics *Metrics
+	// Observer, when not nil, is handed every decision of the routes'
+	// policies (httplimit.Config.Observer) and every request the gateway
+	// sheds itself (max in flight, a full queue): Policy "shed:" and the
+	// upstream, or "queue_full", Key the route. Nil costs nothing.
+	Observer httplimit.Observer
 	// Wait replaces the queue's timer, as httplimit.Config.Wait.
 	Wait func(ctx context.Context, d time.Duration) error
 	// MaxQueued is the most requests waiting in the queues of policies
@@ -532,6 +537,7 @@ func (g *Gateway) limitsConfig(st *state, route string, pol []httplimit.Policy, 
 		LogKeys:               cfg.LogKeys,
 		LogKeySecret:          cfg.LogKeySecret,
 		Metrics:               cfg.Limits,
+		Observer:              cfg.Observer,
 		Wait:                  g.boundedWait(st, route),
 		Ready:                 func(w http.ResponseWriter, r *http.Request) bool { return st.readAhead(w, r, route) },
 		OnError: func(r *http.Request, status int, policy string) {
@@ -776,6 +782,7 @@ func (st *state) unavailable(w http.ResponseWriter, r *http.Request, route, deta
 	}, http.StatusServiceUnavailable)
 	st.access(r, http.StatusServiceUnavailable, n, outcome, []string{by})
 	st.cfg.Metrics.outcome(route, metric)
+	st.observeShed(route, by, metric)
 }
 
 // upstreamError answers 502, or 504 on a timeout, when forwarding failed.

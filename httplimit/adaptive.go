@@ -157,6 +157,7 @@ func (m *Middleware) serveAdaptive(w http.ResponseWriter, r *http.Request, decis
 			m.logRefusal(ctx, r, a.Name, "", a.Shadow, "reason", "adaptive", "priority", p.String(), "limit", a.Limiter.Limit())
 			if a.Shadow {
 				m.cfg.Metrics.decision(a.Name, "shadow_shed")
+				m.observe(a.Name, Shadow, 1, "")
 				continue
 			}
 			m.shed(w, r, a, decisions)
@@ -200,6 +201,7 @@ var statusWriters = sync.Pool{New: func() any { return new(statusWriter) }}
 // removed.
 func (m *Middleware) shed(w http.ResponseWriter, r *http.Request, a *AdaptivePolicy, decisions []decision) {
 	m.cfg.Metrics.decision(a.Name, "shed")
+	m.observe(a.Name, Limited, 1, "")
 	m.giveBack(r.Context(), decisions)
 	m.clearHeaders(w.Header())
 	wait := max(a.Limiter.RetryAfter(), a.MinRetryAfter)

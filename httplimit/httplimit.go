@@ -256,6 +256,9 @@ type Config struct {
 	Ready func(w http.ResponseWriter, r *http.Request) bool
 	// Metrics, when not nil, counts decisions, store errors and latency.
 	Metrics *Metrics
+	// Observer, when not nil, is handed every decision (see Observer): a
+	// live view of who is limited. Nil costs nothing.
+	Observer Observer
 	// Wait makes a request that a queued policy admitted wait d before it
 	// goes on, and returns an error if it must not go on (its context
 	// ended). Nil waits on a timer, returning ctx.Err() when the context
@@ -552,6 +555,9 @@ func (m *Middleware) rateLimits(w http.ResponseWriter, r *http.Request, decision
 			m.logRefusal(ctx, r, p.Name, key, p.Shadow, "remaining", res.Remaining, "retry_after", res.RetryAfter)
 		}
 		m.cfg.Metrics.decision(p.Name, outcome)
+		if m.cfg.Observer != nil {
+			m.observe(p.Name, observed(res.Allowed, p.Shadow), cost, key)
+		}
 		if p.Shadow {
 			continue // never refuses, never shows
 		}
@@ -666,8 +672,10 @@ func (m *Middleware) serveInFlight(w http.ResponseWriter, r *http.Request, decis
 			m.logRefusal(ctx, r, c.Name, key, c.Shadow, "reason", "concurrency")
 			if c.Shadow {
 				m.cfg.Metrics.decision(c.Name, "shadow_rejected")
+				m.observe(c.Name, Shadow, 1, key)
 				continue
 			}
+			m.observe(c.Name, Limited, 1, key)
 			m.concurrencyRefused(w, r, c, decisions)
 			return
 		}
@@ -853,11 +861,7 @@ func (m *Middleware) giveBack(ctx context.Context, ds []decision) {
 // configured or when it is longer than sluice.MaxKeyLen. "#" marks a hash,
 // so that no raw key of 32 hex digits can share its allowance.
 func (m *Middleware) finalKey(policy, key string) string {
-	k := policy + ":" + key
-	if m.cfg.HashKeys || len(k) > sluice.MaxKeyLen {
-		return sluice.HashKey(policy+":", k)
-	}
-	return k
+	return PolicyKey(policy, key, m.cfg.HashKeys)
 }
 
 func (m *Middleware) groupKey(c *concurrency, r *http.Request) (string, bool) {

@@ -2,15 +2,12 @@ package main
 
 import (
 	"context"
-	"crypto/tls"
-	"crypto/x509"
 	"errors"
 	"flag"
 	"fmt"
 	"log/slog"
 	"net"
 	"net/http"
-	"os"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -18,7 +15,6 @@ import (
 	"github.com/sluicehq/sluice/admin"
 	"github.com/sluicehq/sluice/admin/page"
 	"github.com/sluicehq/sluice/config"
-	"github.com/sluicehq/sluice/internal/safefile"
 	"github.com/sluicehq/sluice/pgstore"
 	"github.com/sluicehq/sluice/plans"
 	"github.com/sluicehq/sluice/service"
@@ -30,26 +26,20 @@ const adminTokenEnv = "SLUICE_ADMIN_TOKEN"
 
 // adminOptions are serve's admin listener and plans settings.
 type adminOptions struct {
-	addr                    string // -admin-addr; "" is off
-	tokenFile               string // -admin-token-file
-	tlsCert, tlsKey, caFile string // -admin-tls-cert, -admin-tls-key, -admin-client-ca
-	plansURL                string // -plans; "" is off
-	staleness               time.Duration
-	tenantKey               string
-	rawKeys                 bool // -admin-raw-keys
+	adminAuth
+	addr      string // -admin-addr; "" is off
+	plansURL  string // -plans; "" is off
+	staleness time.Duration
+	tenantKey string
 }
 
 // flags defines the admin and plans flags on fs.
 func (o *adminOptions) flags(fs *flag.FlagSet) {
 	fs.StringVar(&o.addr, "admin-addr", "", "address of the admin API (peek, reset, plans, overrides, usage, ledger); empty: off. A port alone or :port listens on loopback (127.0.0.1); it needs a token (-admin-token-file or "+adminTokenEnv+") or mTLS")
-	fs.StringVar(&o.tokenFile, "admin-token-file", "", "file holding the admin API's bearer token (else "+adminTokenEnv+")")
-	fs.StringVar(&o.tlsCert, "admin-tls-cert", "", "the admin listener's TLS certificate (PEM); with -admin-tls-key it serves HTTPS")
-	fs.StringVar(&o.tlsKey, "admin-tls-key", "", "the admin listener's TLS key (PEM)")
-	fs.StringVar(&o.caFile, "admin-client-ca", "", "CA bundle (PEM) that admin clients' certificates must chain to (mTLS); such a client needs no token")
+	o.adminAuth.flags(fs)
 	fs.StringVar(&o.plansURL, "plans", "", "PostgreSQL URL of plans and per-tenant overrides (the -store URL to share its database); empty: off")
 	fs.DurationVar(&o.staleness, "plans-staleness", plans.DefaultStaleness, "longest a tenant's plan and overrides are used from memory before they are read again")
 	fs.StringVar(&o.tenantKey, "plans-tenant-key", "tenant", "descriptor entry whose value names the tenant whose plan applies")
-	fs.BoolVar(&o.rawKeys, "admin-raw-keys", false, "the admin listener's live page (/page) shows the keys it lists as they are, descriptor values included; default: hashed")
 }
 
 // adminAddr returns the listen address of -admin-addr: a port alone or
@@ -68,10 +58,8 @@ func adminAddr(addr string) string {
 // serve an API nobody can (or everybody could) call.
 func (o *adminOptions) check(fs *flag.FlagSet) error {
 	if o.addr == "" {
-		for _, name := range []string{"admin-token-file", "admin-tls-cert", "admin-tls-key", "admin-client-ca", "admin-raw-keys"} {
-			if isSet(fs, name) {
-				return exitCode(2, fmt.Sprintf("-%s needs -admin-addr (the admin API is off)", name))
-			}
+		if err := o.checkOff(fs); err != nil {
+			return err
 		}
 	}
 	if o.plansURL == "" && (isSet(fs, "plans-staleness") || isSet(fs, "plans-tenant-key")) {
@@ -83,69 +71,7 @@ func (o *adminOptions) check(fs *flag.FlagSet) error {
 	if o.staleness <= 0 || o.tenantKey == "" {
 		return exitCode(2, "-plans-staleness must be positive and -plans-tenant-key not empty")
 	}
-	if (o.tlsCert == "") != (o.tlsKey == "") || o.caFile != "" && o.tlsCert == "" {
-		return exitCode(2, "-admin-tls-cert and -admin-tls-key go together, and -admin-client-ca needs them")
-	}
-	if o.tokenFile != "" && os.Getenv(adminTokenEnv) != "" {
-		return exitCode(2, "both -admin-token-file and "+adminTokenEnv+" are set: give one")
-	}
-	return nil
-}
-
-// token reads the admin token: the file's content or the environment
-// variable's, surrounding white space removed; nil for none.
-func (o *adminOptions) token(ctx context.Context) ([]byte, error) {
-	t := []byte(os.Getenv(adminTokenEnv))
-	if o.tokenFile != "" {
-		b, err := safefile.Read(ctx, o.tokenFile, 4<<10)
-		if err != nil {
-			return nil, err
-		}
-		if t = []byte(strings.TrimSpace(string(b))); len(t) == 0 {
-			return nil, fmt.Errorf("%s is empty", o.tokenFile)
-		}
-	}
-	t = []byte(strings.TrimSpace(string(t)))
-	if len(t) > 0 && len(t) < 16 {
-		return nil, errors.New("the admin token is shorter than 16 bytes")
-	}
-	return t, nil
-}
-
-// tlsConfig loads the admin listener's TLS, nil without -admin-tls-cert.
-func (o *adminOptions) tlsConfig(ctx context.Context) (*tls.Config, error) {
-	if o.tlsCert == "" {
-		return nil, nil
-	}
-	read := func(p string) ([]byte, error) { return safefile.Read(ctx, p, maxTLSFileBytes) }
-	certPEM, err := read(o.tlsCert)
-	if err != nil {
-		return nil, err
-	}
-	keyPEM, err := read(o.tlsKey)
-	if err != nil {
-		return nil, err
-	}
-	pair, err := tls.X509KeyPair(certPEM, keyPEM)
-	if err != nil {
-		return nil, fmt.Errorf("%s, %s: %w", o.tlsCert, o.tlsKey, err)
-	}
-	cfg := &tls.Config{Certificates: []tls.Certificate{pair}, MinVersion: tls.VersionTLS12}
-	if o.caFile == "" {
-		return cfg, nil
-	}
-	caPEM, err := read(o.caFile)
-	if err != nil {
-		return nil, err
-	}
-	pool := x509.NewCertPool()
-	if !pool.AppendCertsFromPEM(caPEM) {
-		return nil, fmt.Errorf("%s holds no PEM certificate", o.caFile)
-	}
-	// A client may still come with a token instead: verify a certificate
-	// when one is sent.
-	cfg.ClientCAs, cfg.ClientAuth = pool, tls.VerifyClientCertIfGiven
-	return cfg, nil
+	return o.adminAuth.check()
 }
 
 // adminParts are what openAdmin opened: the tenant lookup the service
@@ -250,14 +176,14 @@ func (s *serveApp) openAdmin(ctx context.Context, a *app) error {
 // adminConfig builds the admin API's config from serve's parts.
 func (s *serveApp) adminConfig(ctx context.Context, a *app, pl *pgstore.PlanStore, cache *plans.Cache) (admin.Config, error) {
 	o := &s.o.admin
-	tok, err := o.token(ctx)
+	cfg, ok, err := o.apiAuth(ctx)
 	if err != nil {
-		return admin.Config{}, exitCode(2, "admin token:", err)
+		return admin.Config{}, err
 	}
-	if len(tok) == 0 && o.caFile == "" {
+	if !ok {
 		return admin.Config{}, exitCode(2, "-admin-addr needs a token (-admin-token-file or "+adminTokenEnv+") or -admin-client-ca")
 	}
-	cfg := admin.Config{Limiter: s.st.limiter, Token: tok, ClientCerts: o.caFile != "", Logger: s.log.With("log", "audit")}
+	cfg.Limiter, cfg.Logger = s.st.limiter, s.log.With("log", "audit")
 	if pl != nil {
 		cfg.Plans, cfg.Changed = planWriter{pl}, cache.Invalidate
 	}
@@ -278,25 +204,17 @@ func (s *serveApp) adminConfig(ctx context.Context, a *app, pl *pgstore.PlanStor
 // serveAdmin listens on -admin-addr (with TLS when set) and serves api.
 func (s *serveApp) serveAdmin(ctx context.Context, a *app, api *admin.API) error {
 	o := &s.o.admin
-	tc, err := o.tlsConfig(ctx)
-	if err != nil {
-		return exitCode(2, "admin TLS:", err)
-	}
 	ln, err := a.listen(adminAddr(o.addr))
 	if err != nil {
 		return exitCode(1, "admin:", err)
 	}
-	scheme := "http"
-	if tc != nil {
-		ln, scheme = tls.NewListener(ln, tc), "https"
-	}
 	hs := &http.Server{Handler: api, ReadHeaderTimeout: 5 * time.Second, ReadTimeout: 30 * time.Second,
 		WriteTimeout: admin.DefaultTimeout + 5*time.Second, IdleTimeout: time.Minute, MaxHeaderBytes: 16 << 10,
 		ErrorLog: slog.NewLogLogger(s.log.Handler(), slog.LevelWarn)}
-	if s.admin.page != nil {
-		hs.RegisterOnShutdown(s.admin.page.Close) // its event streams would hold the drain
+	scheme, err := o.serveAdminOn(ctx, a, ln, hs, s.admin.page)
+	if err != nil {
+		return err
 	}
-	a.serveHTTP(hs, ln)
 	s.log.Info("admin API", "url", scheme+"://"+localAddr(ln.Addr()), "mtls", o.caFile != "", "page", scheme+"://"+localAddr(ln.Addr())+page.Path)
 	return nil
 }

@@ -27,6 +27,7 @@ import (
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/adaptive"
+	"github.com/sluicehq/sluice/admin/page"
 	"github.com/sluicehq/sluice/failsafe"
 	"github.com/sluicehq/sluice/gateway"
 	"github.com/sluicehq/sluice/httplimit"
@@ -43,6 +44,8 @@ type proxyOptions struct {
 	dryRun, h2c, watch, check                               bool
 	timeouts                                                gateway.Timeouts // 0: the file's, else NGINX's
 	maxConns, maxQueued                                     int
+	admin                                                   adminAuth     // the page's and admin API's (see proxyadmin.go)
+	fs                                                      *flag.FlagSet // for the flags given
 }
 
 // runProxy runs the rate limiting reverse proxy until ctx ends, then drains
@@ -92,8 +95,10 @@ type proxyApp struct {
 	limits       *httplimit.Metrics
 	metrics      *gateway.Metrics
 	gw           *gateway.Gateway
+	pg           proxyPage // the live page; off without admin auth
 
 	ln, adminLn net.Listener // adminLn nil without -admin-addr
+	adminScheme string       // http, or https with -admin-tls-cert
 }
 
 // start opens the proxy's parts and starts its listeners, step by step: the
@@ -108,6 +113,9 @@ func (p *proxyApp) start(ctx context.Context, a *app, sum [sha256.Size]byte, kno
 		return err
 	}
 	if err := p.openMetrics(); err != nil {
+		return err
+	}
+	if err := p.openPage(ctx); err != nil {
 		return err
 	}
 	gw, err := gateway.New(p.complete(p.file))
@@ -126,7 +134,7 @@ func (p *proxyApp) start(ctx context.Context, a *app, sum [sha256.Size]byte, kno
 		}
 	}
 	a.reloadWith(rl, "no -config")
-	if err := p.serve(a); err != nil {
+	if err := p.serve(ctx, a); err != nil {
 		return err
 	}
 	p.reopenOnSIGUSR1(a)
@@ -144,7 +152,9 @@ func parseProxyFlags(args []string, stdout, stderr io.Writer) (o proxyOptions, c
 	fs.StringVar(&o.configPath, "config", "", "the proxy's YAML config (routes, limits, conns; see docs/proxy.md)")
 	fs.StringVar(&o.upstream, "upstream", "", "the upstream URL (overrides the config's first upstream)")
 	fs.StringVar(&o.listen, "listen", "", `address to listen on (default the config's "listen", else :8080)`)
-	fs.StringVar(&o.adminAddr, "admin-addr", "127.0.0.1:9901", "address of /metrics and /healthcheck; empty: none")
+	fs.StringVar(&o.adminAddr, "admin-addr", "127.0.0.1:9901", "address of /metrics and /healthcheck (no authentication), and with a token (-admin-token-file or "+adminTokenEnv+") or -admin-client-ca of the live page (/page) and admin API behind it; empty: none")
+	o.admin.flags(fs)
+	o.fs = fs
 	fs.StringVar(&o.store, "store", "", `memory, or a Redis URL (default the config's "store", else memory)`)
 	fs.StringVar(&o.failure, "failure-mode", "open", "with Redis, what to do when it fails: open, closed or local")
 	fs.StringVar(&o.accessLog, "access-log", "", `where the access log of refused requests goes: stderr, stdout, off or a file (default the config's, else stderr)`)
@@ -274,6 +284,7 @@ func (p *proxyApp) complete(f *gateway.File) gateway.Config {
 	}
 	c.DryRun = c.DryRun || p.o.dryRun
 	c.MaxQueued = p.o.maxQueued
+	c.Observer = p.observer()
 	return c
 }
 
@@ -287,6 +298,7 @@ func (p *proxyApp) reload(ctx context.Context) error {
 	if err := p.gw.Update(p.complete(f)); err != nil {
 		return err
 	}
+	p.configLoaded()
 	if s := startOnly(p.file, f); len(s) > 0 {
 		p.log.Warn("reloaded, but these settings apply only at start; restart to change them", "settings", s)
 	}
@@ -295,7 +307,7 @@ func (p *proxyApp) reload(ctx context.Context) error {
 
 // serve opens the listeners and serves the gateway on -listen and, with
 // -admin-addr, /metrics and /healthcheck on the admin listener.
-func (p *proxyApp) serve(a *app) error {
+func (p *proxyApp) serve(ctx context.Context, a *app) error {
 	ln, err := a.listen(p.o.listen)
 	if err != nil {
 		return err
@@ -329,11 +341,11 @@ func (p *proxyApp) serve(a *app) error {
 	mux.HandleFunc("GET /healthcheck", func(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, "OK\n") })
 	// Nothing on the admin listener streams: its whole request and
 	// response are bounded too.
-	admin := p.file.Config.Timeouts.Server(mux, p.log)
+	admin := p.file.Config.Timeouts.Server(p.adminHandler(mux), p.log)
 	at := p.file.Config.Timeouts.WithDefaults()
 	admin.ReadTimeout, admin.WriteTimeout = at.ClientHeader+at.ClientBody, at.Send
-	a.serveHTTP(admin, p.adminLn)
-	return nil
+	p.adminScheme, err = p.o.admin.serveAdminOn(ctx, a, p.adminLn, admin, p.pg.page)
+	return err
 }
 
 // reopenOnSIGUSR1 reopens the access log file, if it is one, on SIGUSR1
@@ -377,7 +389,10 @@ func (p *proxyApp) printBanner(stdout io.Writer) {
 		fmt.Fprintf(stdout, "  upstream   %s  %s\n", u.Name, u.URL.Redacted())
 	}
 	if p.adminLn != nil {
-		fmt.Fprintf(stdout, "  admin      http://%s  (GET /metrics, GET /healthcheck)\n", localAddr(p.adminLn.Addr()))
+		fmt.Fprintf(stdout, "  admin      %s://%s  (GET /metrics, GET /healthcheck)\n", p.adminScheme, localAddr(p.adminLn.Addr()))
+		if p.pg.page != nil {
+			fmt.Fprintf(stdout, "  page       %s://%s%s  (admin token or client certificate)\n", p.adminScheme, localAddr(p.adminLn.Addr()), page.Path)
+		}
 	}
 }
 

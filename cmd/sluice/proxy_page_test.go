@@ -1,0 +1,142 @@
+package main
+
+import (
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/admin/page"
+)
+
+// adminGet GETs url with the bearer token (none when ""), and returns its
+// status and body.
+func adminGet(t *testing.T, url, token string) (int, []byte) {
+	t.Helper()
+	req, _ := http.NewRequest(http.MethodGet, url, nil)
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, b
+}
+
+// tryProxyKey asks the proxy page's form for key's state under policy.
+func tryProxyKey(t *testing.T, admin, token, policy, key string) page.TryResult {
+	t.Helper()
+	form := url.Values{"domain": {policy}, "descriptor": {"key=" + key}}
+	req, _ := http.NewRequest(http.MethodPost, admin+"/page/try?format=json", strings.NewReader(form.Encode()))
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	req.Header.Set("Authorization", "Bearer "+token)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var res page.TryResult
+	if err := json.NewDecoder(resp.Body).Decode(&res); err != nil || resp.StatusCode != 200 {
+		t.Fatalf("the form: status %d, %v", resp.StatusCode, err)
+	}
+	return res
+}
+
+// The live page on a running proxy: behind the admin token (while
+// /metrics and /healthcheck still answer without one), its counters move
+// with the proxy's decisions, the client driven over its limit tops the
+// list (hashed), and the form reads a client's state without spending.
+func TestProxyLivePage(t *testing.T) {
+	const token = "a-long-enough-admin-token"
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "hello") }))
+	defer up.Close()
+	dir := t.TempDir()
+	cfg, tokenFile := filepath.Join(dir, "proxy.yaml"), filepath.Join(dir, "token")
+	writeFile(t, cfg, proxyCfg)
+	writeFile(t, tokenFile, token+"\n")
+	p := launchProxy(t, "-config", cfg, "-upstream", up.URL, "-admin-token-file", tokenFile)
+
+	for _, path := range []string{"/page", "/page/data.json"} {
+		if code, _ := adminGet(t, p.admin+path, ""); code != http.StatusUnauthorized {
+			t.Errorf("GET %s without the token: %d, want 401", path, code)
+		}
+		if code, _ := adminGet(t, p.admin+path, "not-the-token-at-all"); code != http.StatusForbidden {
+			t.Errorf("GET %s with a wrong token: %d, want 403", path, code)
+		}
+	}
+	if code, body := adminGet(t, p.admin+"/metrics", ""); code != 200 || !strings.Contains(string(body), "go_goroutines") {
+		t.Errorf("/metrics without a token: %d, want 200 and the metrics", code)
+	}
+	if code, _ := adminGet(t, p.admin+"/healthcheck", ""); code != 200 {
+		t.Errorf("/healthcheck without a token: %d, want 200", code)
+	}
+
+	// The form, twice, before any traffic: 2 remain both times.
+	for range 2 {
+		res := tryProxyKey(t, p.admin, token, "per_ip", "127.0.0.1")
+		if !res.Matched || res.Code != "OK" || res.Remaining != 2 || res.AtLimit {
+			t.Fatalf("the form for 127.0.0.1 before traffic: %+v, want matched, OK, 2 remaining", res)
+		}
+	}
+	if res := tryProxyKey(t, p.admin, token, "no_such_policy", "x"); res.Matched {
+		t.Errorf("the form matched an unknown policy: %+v", res)
+	}
+	// 5 requests on 2 a minute: the form spent nothing, so 2 pass.
+	var codes []int
+	for range 5 {
+		codes = append(codes, getStatus(t, p.url+"/api/x"))
+	}
+	if !slices.Equal(codes, []int{200, 200, 429, 429, 429}) {
+		t.Fatalf("codes %v, want 2 admitted then refused (the form must spend nothing)", codes)
+	}
+	if res := tryProxyKey(t, p.admin, token, "per_ip", "127.0.0.1"); res.Remaining != 0 || !res.AtLimit {
+		t.Errorf("the form for 127.0.0.1 after traffic: %+v, want 0 remaining, at the limit", res)
+	}
+
+	code, body := adminGet(t, p.admin+"/page/data.json", token)
+	var snap page.Snapshot
+	if err := json.Unmarshal(body, &snap); err != nil || code != 200 {
+		t.Fatalf("data.json: %d %v: %s", code, err, body)
+	}
+	i := slices.IndexFunc(snap.Rules, func(r page.RuleRate) bool { return r.Rule == "per_ip" })
+	if i < 0 || snap.Rules[i].Allowed != 2 || snap.Rules[i].Limited != 3 {
+		t.Fatalf("rules %+v, want per_ip with 2 allowed and 3 limited", snap.Rules)
+	}
+	want := sluice.HashKey("", "per_ip:127.0.0.1")
+	if len(snap.Top) == 0 || snap.Top[0].Key != want || snap.Top[0].Count != 3 || snap.Top[0].Rule != "per_ip" {
+		t.Errorf("top %+v, want per_ip's hashed key %s with 3 refusals first", snap.Top, want)
+	}
+	if strings.Contains(string(body), "127.0.0.1") {
+		t.Error("the page's data holds the client's IP without -admin-raw-keys")
+	}
+	if snap.Config == nil || snap.Config.Source != cfg {
+		t.Errorf("config %+v, want its source %s", snap.Config, cfg)
+	}
+	if code, html := adminGet(t, p.admin+"/page", token); code != 200 || !strings.Contains(string(html), "per_ip") {
+		t.Errorf("GET /page with the token: %d, want 200 and the page naming per_ip", code)
+	}
+}
+
+// Without a token or client CA the proxy's admin listener is as it was:
+// /metrics and /healthcheck, and no page.
+func TestProxyAdminWithoutTokenHasNoPage(t *testing.T) {
+	t.Setenv(adminTokenEnv, "")
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}))
+	defer up.Close()
+	p := launchProxy(t, "-upstream", up.URL)
+	if code, _ := adminGet(t, p.admin+"/page", ""); code != http.StatusNotFound {
+		t.Errorf("GET /page without any admin auth configured: %d, want 404", code)
+	}
+	if code, _ := adminGet(t, p.admin+"/metrics", ""); code != 200 {
+		t.Errorf("/metrics: %d, want 200", code)
+	}
+}

@@ -1,0 +1,180 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"sync/atomic"
+	"time"
+
+	pb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	"google.golang.org/protobuf/types/known/durationpb"
+
+	"github.com/sluicehq/sluice/admin"
+	"github.com/sluicehq/sluice/admin/page"
+	"github.com/sluicehq/sluice/failsafe"
+	"github.com/sluicehq/sluice/gateway"
+	"github.com/sluicehq/sluice/httplimit"
+	"github.com/sluicehq/sluice/service"
+)
+
+// proxyPage is the proxy's live page and admin API, on its admin
+// listener behind the admin authentication (serve's flags: a token or a
+// client certificate); off (page nil) without a token or client CA, when
+// the admin listener serves /metrics and /healthcheck only, as before.
+type proxyPage struct {
+	page   *page.Page
+	api    *admin.API
+	loaded atomic.Pointer[page.LoadedConfig]
+}
+
+// openPage makes the live page and the admin API when the admin listener
+// is on and has a token or a client CA; it refuses the admin flags that
+// would not be acted on.
+func (p *proxyApp) openPage(ctx context.Context) error {
+	o := &p.o.admin
+	if p.o.adminAddr == "" {
+		return o.checkOff(p.o.fs)
+	}
+	if err := o.check(); err != nil {
+		return err
+	}
+	cfg, ok, err := o.apiAuth(ctx)
+	if err != nil {
+		return err
+	}
+	if !ok {
+		if o.rawKeys {
+			return exitCode(2, "-admin-raw-keys needs the page, which needs a token (-admin-token-file or "+adminTokenEnv+") or -admin-client-ca")
+		}
+		return nil
+	}
+	cfg.Limiter, cfg.Logger = p.limiter, p.log.With("log", "audit")
+	p.pg.api = admin.New(cfg)
+	p.pg.page = page.New(page.Config{
+		RawKeys: o.rawKeys,
+		Decider: proxyDecider{p},
+		Config: func() page.LoadedConfig {
+			if lc := p.pg.loaded.Load(); lc != nil {
+				return *lc
+			}
+			return page.LoadedConfig{}
+		},
+		Store: p.storeState,
+	})
+	p.pg.page.Mount(p.pg.api)
+	p.configLoaded()
+	return nil
+}
+
+// configLoaded records the running config's source and load time for
+// the live page.
+func (p *proxyApp) configLoaded() {
+	if p.pg.page == nil {
+		return
+	}
+	src := p.o.configPath
+	if src == "" {
+		src = "-upstream " + p.o.upstream
+	}
+	p.pg.loaded.Store(&page.LoadedConfig{Source: src, Loaded: time.Now()})
+}
+
+// observer is the gateway's Observer: the live page's, or nil.
+func (p *proxyApp) observer() httplimit.Observer {
+	if p.pg.page == nil {
+		return nil
+	}
+	return proxyObserver{p.pg.page}
+}
+
+// adminHandler is the admin listener's handler: /metrics and /healthcheck
+// open to all (Prometheus and probes), the rest (the page and the admin
+// API) behind the admin authentication when the page is on.
+func (p *proxyApp) adminHandler(mux *http.ServeMux) http.Handler {
+	if p.pg.api != nil {
+		mux.Handle("/", p.pg.api)
+	}
+	return mux
+}
+
+// storeState is the store's state for the live page: with Redis, its
+// breaker (Connected says the breaker is closed: the proxy does not
+// track a first answer).
+func (p *proxyApp) storeState() page.StoreState {
+	st := page.StoreState{Name: storeName(p.o.store), Connected: true, Breaker: "none"}
+	if f, ok := p.limiter.(*failsafe.Limiter); ok {
+		st.Breaker, st.FailureMode, st.Connected = "closed", f.Mode().String(), f.Available()
+		if !f.Available() {
+			st.Breaker = "open"
+		}
+	}
+	return st
+}
+
+// proxyObserver hands the proxy's decisions to the live page: a policy
+// is a rule of domain "proxy".
+type proxyObserver struct{ p *page.Page }
+
+func (o proxyObserver) Observe(d httplimit.Decision) {
+	o.p.Observe(service.Decision{Domain: "proxy", Rule: d.Policy, Outcome: service.Outcome(d.Outcome), Cost: uint64(d.Cost), Key: d.Key})
+}
+
+// proxyDecider answers the live page's form from the proxy's limiter:
+// the domain names a rate policy, the one entry's value is the key its
+// key function would return (a client IP, a header's value); the key's
+// state is read without spending (gateway.Peek).
+type proxyDecider struct{ p *proxyApp }
+
+func (d proxyDecider) ShouldRateLimit(ctx context.Context, req *pb.RateLimitRequest) (*pb.RateLimitResponse, error) {
+	ds := req.GetDescriptors()
+	if len(ds) != 1 || len(ds[0].GetEntries()) != 1 {
+		return nil, errors.New("on the proxy, give one entry: key=VALUE, the value of the policy's key (such as a client IP)")
+	}
+	ps, err := d.p.gw.Peek(ctx, req.GetDomain(), ds[0].GetEntries()[0].GetValue())
+	if errors.Is(err, gateway.ErrNoPolicy) {
+		return &pb.RateLimitResponse{OverallCode: pb.RateLimitResponse_OK, Statuses: []*pb.RateLimitResponse_DescriptorStatus{{Code: pb.RateLimitResponse_OK}}}, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	return peekResponse(ps), nil
+}
+
+// peekResponse is a policy's state as a rate limit response: OVER_LIMIT
+// when the key is over its limit, the limit named by the policy and its
+// full description.
+func peekResponse(ps gateway.PolicyState) *pb.RateLimitResponse {
+	code := pb.RateLimitResponse_OK
+	reset := ps.Result.ResetAfter
+	if !ps.Result.Allowed {
+		code, reset = pb.RateLimitResponse_OVER_LIMIT, ps.Result.RetryAfter
+	}
+	st := &pb.RateLimitResponse_DescriptorStatus{
+		Code: code,
+		CurrentLimit: &pb.RateLimitResponse_RateLimit{
+			Name:            ps.Policy + ": " + ps.Limit.String(),
+			RequestsPerUnit: uint32(min(ps.Limit.Rate, 1<<32-1)),
+			Unit:            unitOf(ps.Limit.Period),
+		},
+		LimitRemaining:     uint32(min(max(ps.Result.Remaining, 0), 1<<32-1)),
+		DurationUntilReset: durationpb.New(reset),
+	}
+	return &pb.RateLimitResponse{OverallCode: code, Statuses: []*pb.RateLimitResponse_DescriptorStatus{st}}
+}
+
+// unitOf is the rate limit unit of a period, UNKNOWN when it is none of
+// them (the limit's name then says it).
+func unitOf(p time.Duration) pb.RateLimitResponse_RateLimit_Unit {
+	switch p {
+	case time.Second:
+		return pb.RateLimitResponse_RateLimit_SECOND
+	case time.Minute:
+		return pb.RateLimitResponse_RateLimit_MINUTE
+	case time.Hour:
+		return pb.RateLimitResponse_RateLimit_HOUR
+	case 24 * time.Hour:
+		return pb.RateLimitResponse_RateLimit_DAY
+	}
+	return pb.RateLimitResponse_RateLimit_UNKNOWN
+}

@@ -14,10 +14,10 @@ import (
 // Two `sluice proxy` on one Redis share a conns limit: together they admit
 // exactly max requests of a key in flight. When Redis goes down, the
 // failure mode applies to conns too: closed refuses with conn_status,
-// open admits.
+// open admits, local counts in the process meanwhile.
 func TestProxyConnsSharedOnRedis(t *testing.T) {
 	redis := redistest.StartServer(t)
-	entered, leave := make(chan struct{}, 4), make(chan struct{})
+	entered, leave := make(chan struct{}, 8), make(chan struct{})
 	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path == "/slow" {
 			entered <- struct{}{}
@@ -32,7 +32,8 @@ func TestProxyConnsSharedOnRedis(t *testing.T) {
 	store := "redis://" + redis.Addr
 	closed := launchProxy(t, "-config", path, "-store", store, "-failure-mode", "closed")
 	open := launchProxy(t, "-config", path, "-store", store, "-failure-mode", "open")
-	for _, p := range []*proxyRun{closed, open} {
+	local := launchProxy(t, "-config", path, "-store", store, "-failure-mode", "local")
+	hold := func(p *proxyRun) {
 		go http.Get(p.url + "/slow")
 		select {
 		case <-entered:
@@ -40,7 +41,9 @@ func TestProxyConnsSharedOnRedis(t *testing.T) {
 			t.Fatal("a held request did not reach the upstream")
 		}
 	}
-	for i, p := range []*proxyRun{closed, open} {
+	hold(closed)
+	hold(open)
+	for i, p := range []*proxyRun{closed, open, local} {
 		if got := getStatus(t, p.url+"/"); got != 503 {
 			t.Fatalf("third request in flight, on proxy %d: %d; want 503 (2 held across both)", i, got)
 		}
@@ -51,5 +54,10 @@ func TestProxyConnsSharedOnRedis(t *testing.T) {
 	}
 	if got := getStatus(t, open.url+"/"); got != 200 {
 		t.Errorf("Redis down, failure mode open: %d; want 200", got)
+	}
+	hold(local)
+	hold(local)
+	if got := getStatus(t, local.url+"/"); got != 503 {
+		t.Errorf("Redis down, failure mode local, 2 in flight in the process: %d; want 503", got)
 	}
 }

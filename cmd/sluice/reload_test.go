@@ -32,26 +32,43 @@ const (
 
 // server is a `sluice serve` (or proxy) running in the test.
 type server struct {
-	url    string
+	url    string // the HTTP base URL
+	grpc   string // serve's gRPC target
+	debug  string // what serve's banner says of its debug listener
 	stderr *syncBuffer
 	cancel context.CancelFunc
 	done   chan int // receives the exit code
 }
 
+// The lines of serve's banner that launch reads.
+var (
+	bannerHTTP  = regexp.MustCompile(`HTTP  (http://\S+)`)
+	bannerGRPC  = regexp.MustCompile(`gRPC  (\S+)`)
+	bannerDebug = regexp.MustCompile(`debug (.+)\n`)
+)
+
 // launch starts `sluice serve args` on free loopback ports and waits for
-// its address; the caller stops it (see stop), or the test's end does.
+// its banner's HTTP, gRPC and debug lines; the caller stops it (see stop),
+// or the test's end does.
 func launch(t *testing.T, args ...string) *server {
 	t.Helper()
-	re := regexp.MustCompile(`HTTP  (http://\S+)`)
-	var url string
-	s := startCmd(t, runServe, append([]string{"-http-addr", "127.0.0.1:0", "-grpc-addr", "127.0.0.1:0"}, args...), func(out string) bool {
-		m := re.FindStringSubmatch(out)
-		if m != nil {
-			url = m[1]
+	return launchRun(t, runServe, args...)
+}
+
+// launchRun is launch with run in place of runServe (to give it another
+// stderr, say).
+func launchRun(t *testing.T, run func(context.Context, []string, io.Writer, io.Writer) int, args ...string) *server {
+	t.Helper()
+	var url, grpcTarget, debug string
+	s := startCmd(t, run, append([]string{"-http-addr", "127.0.0.1:0", "-grpc-addr", "127.0.0.1:0"}, args...), func(out string) bool {
+		h, g, d := bannerHTTP.FindStringSubmatch(out), bannerGRPC.FindStringSubmatch(out), bannerDebug.FindStringSubmatch(out)
+		if h == nil || g == nil || d == nil {
+			return false
 		}
-		return m != nil
+		url, grpcTarget, debug = h[1], g[1], d[1]
+		return true
 	})
-	s.url = url
+	s.url, s.grpc, s.debug = url, grpcTarget, debug
 	return s
 }
 

@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/binary"
 	"net"
-	"regexp"
 	"testing"
 	"time"
 
@@ -59,15 +58,8 @@ func TestServeKeepsAHealthWatchOpen(t *testing.T) {
 // serveGRPCWithRequestTimeout starts serve with -grpc-request-timeout d
 // and returns its gRPC address.
 func serveGRPCWithRequestTimeout(t *testing.T, d string) string {
-	re := regexp.MustCompile(`gRPC  (\S+)`)
-	var addr string
-	startCmd(t, runServe, []string{"-http-addr", "127.0.0.1:0", "-grpc-addr", "127.0.0.1:0", "-grpc-request-timeout", d}, func(out string) bool {
-		if m := re.FindStringSubmatch(out); m != nil {
-			addr = m[1]
-		}
-		return addr != ""
-	})
-	return addr
+	t.Helper()
+	return launch(t, "-grpc-request-timeout", d).grpc
 }
 
 // stallRequest opens a call of method at addr whose request message

@@ -297,17 +297,9 @@ func TestServeLogInConfigDirDoesNotReloadInALoop(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer logFile.Close()
-	re := regexp.MustCompile(`HTTP  (http://\S+)`)
-	var url string
-	startCmd(t, func(ctx context.Context, args []string, stdout, _ io.Writer) int {
+	url := launchRun(t, func(ctx context.Context, args []string, stdout, _ io.Writer) int {
 		return runServe(ctx, args, stdout, logFile)
-	}, []string{"-config", dir, "-http-addr", "127.0.0.1:0", "-grpc-addr", "127.0.0.1:0"}, func(out string) bool {
-		m := re.FindStringSubmatch(out)
-		if m != nil {
-			url = m[1]
-		}
-		return m != nil
-	})
+	}, "-config", dir).url
 	if err := os.Symlink(filepath.Join(dir, "nowhere"), filepath.Join(dir, "b.yaml")); err != nil {
 		t.Fatal(err)
 	}
@@ -327,17 +319,8 @@ func TestServeLogInConfigDirDoesNotReloadInALoop(t *testing.T) {
 // handshake timeout.
 func TestServeCutsSlowClients(t *testing.T) {
 	const d = 300 * time.Millisecond
-	httpRe, grpcRe := regexp.MustCompile(`HTTP  http://(\S+)`), regexp.MustCompile(`gRPC  (\S+)`)
-	var httpAddr, grpcAddr string
-	startCmd(t, runServe, []string{"-http-addr", "127.0.0.1:0", "-grpc-addr", "127.0.0.1:0",
-		"-http-read-header-timeout", d.String(), "-grpc-handshake-timeout", d.String()}, func(out string) bool {
-		h, g := httpRe.FindStringSubmatch(out), grpcRe.FindStringSubmatch(out)
-		if h == nil || g == nil {
-			return false
-		}
-		httpAddr, grpcAddr = h[1], g[1]
-		return true
-	})
+	s := launch(t, "-http-read-header-timeout", d.String(), "-grpc-handshake-timeout", d.String())
+	httpAddr, grpcAddr := strings.TrimPrefix(s.url, "http://"), s.grpc
 	for _, c := range []struct{ name, addr, send string }{
 		{"HTTP, headers never finished", httpAddr, "GET /healthcheck HTTP/1.1\r\nHost: x\r\nX-Slow: "},
 		{"gRPC, no preface", grpcAddr, ""},

@@ -39,18 +39,8 @@ func launchListening(t *testing.T, args ...string) (s *server, grpcTarget, debug
 // launchListeningConfig is launchListening with the config file cfg.
 func launchListeningConfig(t *testing.T, cfg string, args ...string) (s *server, grpcTarget, debug string) {
 	t.Helper()
-	httpRe, grpcRe, debugRe := regexp.MustCompile(`HTTP  (http://\S+)`), regexp.MustCompile(`gRPC  (\S+)`), regexp.MustCompile(`debug (.+)\n`)
-	var url string
-	s = startCmd(t, runServe, append([]string{"-http-addr", "127.0.0.1:0", "-grpc-addr", "127.0.0.1:0", "-config", cfg}, args...), func(out string) bool {
-		h, g, d := httpRe.FindStringSubmatch(out), grpcRe.FindStringSubmatch(out), debugRe.FindStringSubmatch(out)
-		if h == nil || g == nil || d == nil {
-			return false
-		}
-		url, grpcTarget, debug = h[1], g[1], d[1]
-		return true
-	})
-	s.url = url
-	return s, grpcTarget, debug
+	s = launch(t, append([]string{"-config", cfg}, args...)...)
+	return s, s.grpc, s.debug
 }
 
 // shouldRateLimit makes one ShouldRateLimit call for k=v at target with

@@ -32,14 +32,8 @@ func TestServeAnswersRLQSOnItsGRPCPort(t *testing.T) {
 	if err := os.WriteFile(path, []byte(rlqsServeYAML), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	re := regexp.MustCompile(`gRPC  (\S+)`)
-	var addr string
-	s := startCmd(t, runServe, []string{"-http-addr", "127.0.0.1:0", "-grpc-addr", "127.0.0.1:0", "-config", path}, func(out string) bool {
-		if m := re.FindStringSubmatch(out); m != nil {
-			addr = m[1]
-		}
-		return addr != ""
-	})
+	s := launch(t, "-config", path)
+	addr := s.grpc
 	cc, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
 		t.Fatal(err)

@@ -7,9 +7,6 @@ import (
 	"maps"
 	"net"
 	"net/http"
-	"os"
-	"path/filepath"
-	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -27,28 +24,6 @@ import (
 
 // telemetryConfig is a config whose one rule admits 2 a minute.
 const telemetryConfig = "domain: d\ndescriptors:\n  - key: k\n    rate_limit:\n      unit: minute\n      requests_per_unit: 2\n"
-
-// launchBoth starts `sluice serve` with telemetryConfig and returns it with
-// its HTTP URL and gRPC address.
-func launchBoth(t *testing.T) (s *server, grpcAddr string) {
-	t.Helper()
-	cfg := filepath.Join(t.TempDir(), "rl.yaml")
-	if err := os.WriteFile(cfg, []byte(telemetryConfig), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	httpRe, grpcRe := regexp.MustCompile(`HTTP  (http://\S+)`), regexp.MustCompile(`gRPC  (\S+)`)
-	var url string
-	s = startCmd(t, runServe, []string{"-http-addr", "127.0.0.1:0", "-grpc-addr", "127.0.0.1:0", "-config", cfg}, func(out string) bool {
-		h, g := httpRe.FindStringSubmatch(out), grpcRe.FindStringSubmatch(out)
-		if h == nil || g == nil {
-			return false
-		}
-		url, grpcAddr = h[1], g[1]
-		return true
-	})
-	s.url = url
-	return s, grpcAddr
-}
 
 // callRLS makes n ShouldRateLimit calls for k=v over gRPC, each with md
 // as metadata, and returns their overall codes.
@@ -96,7 +71,7 @@ func TestServeSendsSpansToAnOTLPCollector(t *testing.T) {
 			t.Setenv("TRACING_EXPORTER_PROTOCOL", proto)
 			t.Setenv("TRACING_SERVICE_NAME", "edge-rls")
 			t.Setenv("OTEL_EXPORTER_OTLP_ENDPOINT", endpoint)
-			s, grpcAddr := launchBoth(t)
+			s, grpcAddr, _ := launchListening(t)
 			const trace = "0af7651916cd43dd8448eb211c80319c"
 			callRLS(t, grpcAddr, 1, "traceparent", "00-"+trace+"-b7ad6b7169203331-01")
 			if code := post(t, s.url, reqK); code != http.StatusOK {
@@ -164,7 +139,7 @@ func TestServeSendsEnvoyRatelimitStatsToStatsd(t *testing.T) {
 	t.Setenv("STATSD_PROTOCOL", "udp")
 	t.Setenv("EXTRA_TAGS", "cluster:eu1")
 	t.Setenv("STATS_FLUSH_INTERVAL", "1h")
-	s, grpcAddr := launchBoth(t)
+	s, grpcAddr, _ := launchListening(t)
 	callRLS(t, grpcAddr, 3)
 	s.stop(t)
 	const rule = "ratelimit.service.rate_limit.d.k."
@@ -208,7 +183,7 @@ func TestServeSendsDogStatsD(t *testing.T) {
 	t.Setenv("DOG_STATSD_MOGRIFIER_HITS_PATTERN", `^ratelimit\.service\.rate_limit\.([^.]+)\.(.*)\.([^.]+)$`)
 	t.Setenv("DOG_STATSD_MOGRIFIER_HITS_NAME", "ratelimit.service.rate_limit.$3")
 	t.Setenv("DOG_STATSD_MOGRIFIER_HITS_TAGS", "domain:$1,descriptor:$2")
-	s, grpcAddr := launchBoth(t)
+	s, grpcAddr, _ := launchListening(t)
 	callRLS(t, grpcAddr, 3)
 	s.stop(t)
 	want := map[string]bool{

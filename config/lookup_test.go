@@ -131,10 +131,8 @@ func TestLookupNilConfig(t *testing.T) {
 	}
 }
 
-// TestLookupEnvoyCases checks what cases D34–D40 of the standards need from
-// the config: the rule, its fields and its sluice.Limit.
-func TestLookupEnvoyCases(t *testing.T) {
-	c := mustParse(t, `
+// envoyCasesConfig holds the rules of cases D33–D40 of the standards.
+const envoyCasesConfig = `
 domain: mongo_cps
 descriptors:
   - key: database
@@ -167,7 +165,12 @@ descriptors:
     rate_limit:
       unit: second
       requests_per_unit: 300
-`)
+`
+
+// TestLookupEnvoyCaseFixedWindow checks what case D34 of the standards needs from
+// the config: the rule, its fields and its sluice.Limit.
+func TestLookupEnvoyCaseFixedWindow(t *testing.T) {
+	c := mustParse(t, envoyCasesConfig)
 	// D34.
 	r := c.Lookup("mongo_cps", entries("database", "users"))
 	if r == nil {
@@ -180,8 +183,14 @@ descriptors:
 	if r.Unlimited || r.ShadowMode || r.BlocksAll() {
 		t.Errorf("D34: flags set on %+v", r)
 	}
+}
+
+// TestLookupEnvoyCaseFlags checks the unit, shadow_mode, unlimited and
+// blocking rules of cases D35–D38 of the standards.
+func TestLookupEnvoyCaseFlags(t *testing.T) {
+	c := mustParse(t, envoyCasesConfig)
 	// D35, D36.
-	r = c.Lookup("mongo_cps", entries("database", "logs"))
+	r := c.Lookup("mongo_cps", entries("database", "logs"))
 	if r == nil || r.Unit != Minute || r.Period() != time.Minute || r.Limit.Rate != 5 || r.ShadowMode {
 		t.Errorf("D35/D36: got %+v, want 5 per minute, enforced", r)
 	}
@@ -197,15 +206,21 @@ descriptors:
 	if r = c.Lookup("mongo_cps", entries("database", "banned")); r == nil || !r.BlocksAll() || r.Limit.Validate() == nil {
 		t.Errorf("got %+v, want a rule that blocks all", r)
 	}
+}
+
+// TestLookupEnvoyCaseDepths checks cases D40 (a rule at the request's own
+// depth only) and D33 (an empty domain has no rules) of the standards.
+func TestLookupEnvoyCaseDepths(t *testing.T) {
+	c := mustParse(t, envoyCasesConfig)
 	// D40.
-	if r = c.Lookup("mongo_cps", entries("key", "value", "subkey", "subvalue")); r != nil {
+	if r := c.Lookup("mongo_cps", entries("key", "value", "subkey", "subvalue")); r != nil {
 		t.Errorf("D40: got %+v, want no rule", r)
 	}
-	if r = c.Lookup("mongo_cps", entries("key", "value")); r == nil || r.RequestsPerUnit != 300 {
+	if r := c.Lookup("mongo_cps", entries("key", "value")); r == nil || r.RequestsPerUnit != 300 {
 		t.Errorf("D40 at the right depth: got %+v, want 300 per second", r)
 	}
 	// D33 is the service's: an empty domain is not configured.
-	if r = c.Lookup("", entries("database", "users")); r != nil {
+	if r := c.Lookup("", entries("database", "users")); r != nil {
 		t.Errorf("empty domain: got %+v, want nil", r)
 	}
 }

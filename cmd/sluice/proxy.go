@@ -33,6 +33,7 @@ import (
 	"github.com/sluicehq/sluice/httplimit"
 	"github.com/sluicehq/sluice/internal/safefile"
 	"github.com/sluicehq/sluice/memstore"
+	"github.com/sluicehq/sluice/plans"
 )
 
 // proxyOptions are the flags of sluice proxy.
@@ -46,6 +47,9 @@ type proxyOptions struct {
 	maxConns, maxQueued                                     int
 	admin                                                   adminAuth     // the page's and admin API's (see proxyadmin.go)
 	fs                                                      *flag.FlagSet // for the flags given
+
+	// plans are -plans and -plans-staleness (proxyplans.go).
+	plans plansFlags
 }
 
 // runProxy runs the rate limiting reverse proxy until ctx ends, then drains
@@ -99,6 +103,9 @@ type proxyApp struct {
 
 	ln, adminLn net.Listener // adminLn nil without -admin-addr
 	adminScheme string       // http, or https with -admin-tls-cert
+
+	// plans is where the gateway looks tenants up (-plans); nil without.
+	plans *plans.Cache
 }
 
 // start opens the proxy's parts and starts its listeners, step by step: the
@@ -113,6 +120,9 @@ func (p *proxyApp) start(ctx context.Context, a *app, sum [sha256.Size]byte, kno
 		return err
 	}
 	if err := p.openMetrics(); err != nil {
+		return err
+	}
+	if err := p.openPlans(ctx, a); err != nil {
 		return err
 	}
 	if err := p.openPage(ctx); err != nil {
@@ -155,6 +165,7 @@ func parseProxyFlags(args []string, stdout, stderr io.Writer) (o proxyOptions, c
 	fs.StringVar(&o.adminAddr, "admin-addr", "127.0.0.1:9901", "address of /metrics and /healthcheck (no authentication), and with a token (-admin-token-file or "+adminTokenEnv+") or -admin-client-ca of the live page (/page) and admin API behind it; empty: none")
 	o.admin.flags(fs)
 	o.fs = fs
+	o.plans.flags(fs)
 	fs.StringVar(&o.store, "store", "", `memory, or a Redis URL (default the config's "store", else memory)`)
 	fs.StringVar(&o.failure, "failure-mode", "open", "with Redis, what to do when it fails: open, closed or local")
 	fs.StringVar(&o.accessLog, "access-log", "", `where the access log of refused requests goes: stderr, stdout, off or a file (default the config's, else stderr)`)
@@ -279,6 +290,7 @@ func (p *proxyApp) complete(f *gateway.File) gateway.Config {
 	c := f.Config
 	c.Limiter, c.Logger, c.AccessLog, c.Limits, c.Metrics = p.limiter, p.log, p.accessLog, p.limits, p.metrics
 	c.LogKeySecret = p.logKeySecret
+	c.Plans = p.withPlans(c.Plans)
 	if p.conns != nil {
 		c.InFlight = p.conns
 	}
@@ -425,6 +437,9 @@ func checkProxy(f *gateway.File, stdout, stderr io.Writer) int {
 	c.Limiter = memstore.New(memstore.Config{SweepInterval: -1})
 	defer c.Limiter.(*memstore.Store).Close()
 	c.Logger = slog.New(slog.DiscardHandler)
+	if c.Plans != nil {
+		c.Plans = &gateway.Plans{TenantHeader: c.Plans.TenantHeader, Limits: noPlans{}}
+	}
 	if len(c.Upstreams) == 0 {
 		fmt.Fprintf(stderr, "sluice proxy: %s: no upstream (set upstream in the file, or -upstream)\n", f.Name)
 		return 1

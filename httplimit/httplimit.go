@@ -151,7 +151,7 @@ type Policy struct {
 }
 
 // ConcurrencyPolicy bounds the requests in flight at once, per key (Key
-// set) or in total (Key nil), in this process.
+// set) or in total (Key nil), in this process, or wherever InFlight counts.
 type ConcurrencyPolicy struct {
 	// Name identifies the policy, as Policy.Name does.
 	Name string

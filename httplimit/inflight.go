@@ -63,10 +63,11 @@ func (s *Slots) give(key string) {
 // release to run when the request ends (nil when none was taken) and
 // whether to go on; when it returns false it has answered the request.
 func (m *Middleware) acquireShared(w http.ResponseWriter, r *http.Request, c *concurrency, key string, decisions []decision) (func(), bool) {
-	if key == "" {
-		key = c.Name + ":" // one group: scoped by name in a shared count
+	shared := key
+	if shared == "" {
+		shared = c.Name + ":" // one group: scoped by name in a shared count
 	}
-	release, ok, err := c.InFlight.Acquire(r.Context(), key, c.Max)
+	release, ok, err := c.InFlight.Acquire(r.Context(), shared, c.Max)
 	if err != nil {
 		return nil, m.inflightFailed(w, r, c, decisions, err)
 	}
@@ -76,8 +77,10 @@ func (m *Middleware) acquireShared(w http.ResponseWriter, r *http.Request, c *co
 	m.logRefusal(r.Context(), r, c.Name, key, c.Shadow, "reason", "concurrency")
 	if c.Shadow {
 		m.cfg.Metrics.decision(c.Name, "shadow_rejected")
+		m.observe(c.Name, Shadow, 1, key)
 		return nil, true
 	}
+	m.observe(c.Name, Limited, 1, key)
 	m.concurrencyRefused(w, r, c, decisions)
 	return nil, false
 }

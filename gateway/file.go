@@ -49,9 +49,9 @@ import (
 type File struct {
 	// Name is the file's name as given to ParseFile.
 	Name string
-	// Config is the Gateway's configuration, without Limiter, Logger,
-	// AccessLog, Limits, Metrics, Transport and Wait, which the program
-	// sets.
+	// Config is the Gateway's configuration, without Limiter, InFlight,
+	// Logger, AccessLog, Limits, Metrics, Transport and Wait, which the
+	// program sets.
 	Config Config
 	// Listen is the address to listen on ("" if not set).
 	Listen string

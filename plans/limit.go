@@ -7,9 +7,11 @@
 // A limit in a plan or an override is named by the descriptor it applies
 // to: the domain and the descriptor's entry keys, joined by dots (Name), so
 // "api.tenant" is the limit of a descriptor of domain api with the single
-// entry tenant=…, whatever the tenant. An override of a name wins over the
-// plan's limit of that name until it expires; a name neither has keeps the
-// config's rule.
+// entry tenant=…, whatever the tenant. The middleware and the proxy name it
+// by their policy's (their limit's) name instead. An override of a name
+// wins over the plan's limit of that name until it expires; a name neither
+// has keeps the config's rule (or the policy's). The middleware and the
+// proxy look a limit up with Lookup.
 //
 // The package holds no database client: a Source reads a tenant's record
 // (pgstore's PlanStore, in PostgreSQL), and the Cache decides with its own

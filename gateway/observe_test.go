@@ -1,0 +1,98 @@
+package gateway_test
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"sync"
+	"testing"
+
+	"github.com/sluicehq/sluice/gateway"
+	"github.com/sluicehq/sluice/httplimit"
+	"github.com/sluicehq/sluice/memstore"
+)
+
+// observed is an httplimit.Observer that keeps what it is handed.
+type observed struct {
+	mu sync.Mutex
+	ds []httplimit.Decision
+}
+
+func (o *observed) Observe(d httplimit.Decision) {
+	o.mu.Lock()
+	o.ds = append(o.ds, d)
+	o.mu.Unlock()
+}
+
+// holding is an upstream that holds each request until release closes.
+type holding struct {
+	entered chan struct{}
+	release chan struct{}
+}
+
+func (h holding) RoundTrip(r *http.Request) (*http.Response, error) {
+	h.entered <- struct{}{}
+	<-h.release
+	return canned{}.RoundTrip(r)
+}
+
+// The gateway hands its observer the routes' decisions and the requests
+// it sheds itself: a request beyond max_in_flight is policy "shed:" and
+// the upstream, keyed by the route; and Peek reads a key's state under a
+// policy without spending, by the key a request would have.
+func TestGatewayObservesShedsAndPeeks(t *testing.T) {
+	f, err := gateway.ParseFile("o.yaml", []byte(`
+limits: [{name: per_ip, key: ip, rate: 3r/m, algorithm: fixed_window}]
+routes: [{name: api, match: /api/, limits: [per_ip]}]
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	store := memstore.New(memstore.Config{})
+	defer store.Close()
+	up := holding{entered: make(chan struct{}, 1), release: make(chan struct{})}
+	obs := &observed{}
+	cfg := f.Config
+	cfg.Upstreams = []gateway.Upstream{{Name: "u", URL: mustURL(t, "http://upstream.invalid"), MaxInFlight: 1}}
+	cfg.Limiter, cfg.Logger, cfg.Transport, cfg.Observer = store, quiet, up, obs
+	g, err := gateway.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer g.Close()
+	send := func() int {
+		r := httptest.NewRequest("GET", "/api/x", nil)
+		r.RemoteAddr = "192.0.2.1:1234"
+		w := httptest.NewRecorder()
+		g.ServeHTTP(w, r)
+		return w.Code
+	}
+	done := make(chan int)
+	go func() { done <- send() }()
+	<-up.entered
+	if c := send(); c != http.StatusServiceUnavailable {
+		t.Fatalf("a request beyond max_in_flight: %d, want 503", c)
+	}
+	close(up.release)
+	if c := <-done; c != 200 {
+		t.Fatalf("the first request: %d", c)
+	}
+	obs.mu.Lock()
+	got := append([]httplimit.Decision(nil), obs.ds...)
+	obs.mu.Unlock()
+	shed := httplimit.Decision{Policy: "shed:u", Outcome: httplimit.Limited, Cost: 1, Key: "api"}
+	if len(got) != 3 || got[2] != shed || got[0].Policy != "per_ip" || got[0].Outcome != httplimit.Allowed {
+		t.Fatalf("observed %+v, want per_ip allowed twice, then %+v", got, shed)
+	}
+
+	for range 2 { // two spent: 1 remains, however often it is read
+		ps, err := g.Peek(context.Background(), "per_ip", "192.0.2.1")
+		if err != nil || ps.Result.Remaining != 1 || !ps.Result.Allowed || ps.Key != "per_ip:192.0.2.1" || ps.Route != "api" {
+			t.Fatalf("Peek: %+v, %v; want 1 remaining of per_ip:192.0.2.1", ps, err)
+		}
+	}
+	if _, err := g.Peek(context.Background(), "nope", "x"); !errors.Is(err, gateway.ErrNoPolicy) {
+		t.Errorf("Peek of an unknown policy: %v, want ErrNoPolicy", err)
+	}
+}

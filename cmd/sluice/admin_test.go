@@ -88,6 +88,24 @@ func TestAdminCLIRoundTripsEveryOperation(t *testing.T) {
 	if err := json.Unmarshal([]byte(ok("usage", key)), &usage); err != nil || len(usage.Periods) != 1 || usage.Periods[0].Count != 4 {
 		t.Fatalf("usage of alice: %+v (%v), want one period of 4", usage, err)
 	}
+	checkLedger(t, ok, key, usage.Periods[0].Start, usage.Periods[0].Count)
+
+	if out := ok("reset", key, `{"rate": 5, "period": "24h"}`); !strings.Contains(out, `"refunded":4`) || !strings.Contains(out, `"remaining":5`) {
+		t.Errorf("reset of alice: %s, want 4 refunded, 5 remaining", out)
+	}
+	ok("clear-override", "alice", "q.user")
+	if c := post(t, s.url, reqAlice); c != 200 {
+		t.Errorf("alice after reset and clearing the override (pro: 5/day): %d, want 200", c)
+	}
+	checkAdminRefusals(t, api, tokenFile, key)
+	checkAuditLog(t, s.stderr.String())
+}
+
+// checkLedger checks the ledger export over the last two days, as JSON
+// and as CSV, against alice's usage (one period starting aliceStart,
+// aliceCount units under aliceKey) and bob's 2; ok runs `sluice admin`.
+func checkLedger(t *testing.T, ok func(args ...string) string, aliceKey, aliceStart string, aliceCount int64) {
+	t.Helper()
 	from, to := time.Now().Add(-48*time.Hour).UTC().Format(time.RFC3339), time.Now().Add(time.Hour).UTC().Format(time.RFC3339)
 	var ledger []struct {
 		Key   string
@@ -100,26 +118,25 @@ func TestAdminCLIRoundTripsEveryOperation(t *testing.T) {
 	counts := map[string]int64{}
 	for _, e := range ledger {
 		counts[e.Key] += e.Count
-		if e.Key == key && e.Start != usage.Periods[0].Start {
-			t.Errorf("ledger period of alice starts %s, usage says %s", e.Start, usage.Periods[0].Start)
+		if e.Key == aliceKey && e.Start != aliceStart {
+			t.Errorf("ledger period of alice starts %s, usage says %s", e.Start, aliceStart)
 		}
 	}
 	bobKey := service.StoreKey("", "q", []config.Entry{{Key: "user", Value: "bob"}})
-	if len(ledger) != 2 || counts[key] != usage.Periods[0].Count || counts[bobKey] != 2 {
-		t.Errorf("ledger %+v, want alice %d (as usage) and bob 2", ledger, usage.Periods[0].Count)
+	if len(ledger) != 2 || counts[aliceKey] != aliceCount || counts[bobKey] != 2 {
+		t.Errorf("ledger %+v, want alice %d (as usage) and bob 2", ledger, aliceCount)
 	}
 	csv := ok("ledger", from, to, "csv")
 	if lines := strings.Split(strings.TrimSpace(csv), "\n"); len(lines) != 3 || !strings.HasPrefix(lines[0], "key,start,end,count,quota,updated") {
 		t.Errorf("CSV ledger: %q", csv)
 	}
+}
 
-	if out := ok("reset", key, `{"rate": 5, "period": "24h"}`); !strings.Contains(out, `"refunded":4`) || !strings.Contains(out, `"remaining":5`) {
-		t.Errorf("reset of alice: %s, want 4 refunded, 5 remaining", out)
-	}
-	ok("clear-override", "alice", "q.user")
-	if c := post(t, s.url, reqAlice); c != 200 {
-		t.Errorf("alice after reset and clearing the override (pro: 5/day): %d, want 200", c)
-	}
+// checkAdminRefusals checks that the admin API refuses, with exit 1 and
+// its status, clearing a cleared override, assigning a missing plan and a
+// call without a token.
+func checkAdminRefusals(t *testing.T, api, tokenFile, key string) {
+	t.Helper()
 	if code, _, errs := adminCLI(t, api, tokenFile, "clear-override", "alice", "q.user"); code != 1 || !strings.Contains(errs, "404") {
 		t.Errorf("clearing twice: exit %d %q, want 1 with 404", code, errs)
 	}
@@ -129,7 +146,12 @@ func TestAdminCLIRoundTripsEveryOperation(t *testing.T) {
 	if code, _, errs := adminCLI(t, api, "", "usage", key); code != 1 || !strings.Contains(errs, "401") {
 		t.Errorf("no token: exit %d %q, want 1 with 401", code, errs)
 	}
-	log := s.stderr.String()
+}
+
+// checkAuditLog checks that the log has an audit line of each admin
+// operation, one per call.
+func checkAuditLog(t *testing.T, log string) {
+	t.Helper()
 	for _, op := range []string{"PUT /v1/plans/{plan}", "PUT /v1/tenants/{tenant}/plan", "PUT /v1/tenants/{tenant}/overrides/{name}",
 		"DELETE /v1/tenants/{tenant}/overrides/{name}", "POST /v1/keys/peek", "POST /v1/keys/reset", "GET /v1/usage", "GET /v1/ledger"} {
 		if !strings.Contains(log, op) {

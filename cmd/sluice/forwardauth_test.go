@@ -89,29 +89,7 @@ func TestServeForwardAuth(t *testing.T) {
 	if r.code != http.StatusTooManyRequests {
 		t.Fatalf("3rd: %d %s, want 429", r.code, r.body)
 	}
-	retry, err := strconv.Atoi(r.hdr.Get("Retry-After"))
-	if err != nil || retry < 1 || retry > 3600 {
-		t.Errorf("429: Retry-After %q, want whole seconds in [1, 3600]", r.hdr.Get("Retry-After"))
-	}
-	want := map[string]string{
-		"RateLimit":                  `"per-ip";r=0;t=` + r.hdr.Get("Retry-After"),
-		"RateLimit-Policy":           `"per-ip";q=2;w=3600`,
-		"Cache-Control":              "no-store",
-		"Content-Type":               "application/problem+json",
-		"Sluice-Rate-Limited-Reason": "per-ip",
-	}
-	for k, v := range want {
-		if got := r.hdr.Get(k); got != v {
-			t.Errorf("429: %s = %q, want %q", k, got, v)
-		}
-	}
-	var problem struct {
-		Status   int      `json:"status"`
-		Violated []string `json:"violated-policies"`
-	}
-	if err := json.Unmarshal(r.body, &problem); err != nil || problem.Status != 429 || len(problem.Violated) != 1 || problem.Violated[0] != "per-ip" {
-		t.Errorf("429 body %s (%v), want a problem naming per-ip", r.body, err)
-	}
+	checkPerIPOverLimit(t, r)
 	// Another client behind the same proxy has its own allowance, and the
 	// rest of the HTTP face is still there.
 	if r := authCall(t, s.url, fromProxy("203.0.113.8", "/")); r.code != 200 {
@@ -158,6 +136,36 @@ func TestServeForwardAuth(t *testing.T) {
 	}
 	if r := tenant("beta"); r.code != 200 || !strings.HasPrefix(r.hdr.Get("RateLimit"), `"per-tenant";`) {
 		t.Errorf("after the failed reload, tenant beta: %d %q, want the running mapping's 200", r.code, r.hdr.Get("RateLimit"))
+	}
+}
+
+// checkPerIPOverLimit checks /auth's 429 of the per-ip policy (2 an
+// hour): a Retry-After in whole seconds within the hour, the RateLimit
+// fields, no caching, and a problem body naming per-ip.
+func checkPerIPOverLimit(t *testing.T, r authResp) {
+	t.Helper()
+	retry, err := strconv.Atoi(r.hdr.Get("Retry-After"))
+	if err != nil || retry < 1 || retry > 3600 {
+		t.Errorf("429: Retry-After %q, want whole seconds in [1, 3600]", r.hdr.Get("Retry-After"))
+	}
+	want := map[string]string{
+		"RateLimit":                  `"per-ip";r=0;t=` + r.hdr.Get("Retry-After"),
+		"RateLimit-Policy":           `"per-ip";q=2;w=3600`,
+		"Cache-Control":              "no-store",
+		"Content-Type":               "application/problem+json",
+		"Sluice-Rate-Limited-Reason": "per-ip",
+	}
+	for k, v := range want {
+		if got := r.hdr.Get(k); got != v {
+			t.Errorf("429: %s = %q, want %q", k, got, v)
+		}
+	}
+	var problem struct {
+		Status   int      `json:"status"`
+		Violated []string `json:"violated-policies"`
+	}
+	if err := json.Unmarshal(r.body, &problem); err != nil || problem.Status != 429 || len(problem.Violated) != 1 || problem.Violated[0] != "per-ip" {
+		t.Errorf("429 body %s (%v), want a problem naming per-ip", r.body, err)
 	}
 }
 

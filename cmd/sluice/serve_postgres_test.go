@@ -176,10 +176,32 @@ func testReservations(t *testing.T, url string) {
 	}
 	ss = ss[1:]
 	// Then all at once, twice the quota.
+	burstAcross(t, ss, 2*quota, &admitted)
+	held("after the burst")
+	if a := admitted.Load(); a < quota-procs*(batch-1) {
+		t.Errorf("admitted %d: want at least the quota %d less what the processes hold, %d", a, quota, quota-procs*(batch-1))
+	}
+	for _, p := range ss {
+		stopProcess(t, p)
+	}
+	if n, a := storeCount(t, url), admitted.Load(); n != a {
+		t.Errorf("after shutdown the database counts %d for %d admitted: the reservations were not all refunded", n, a)
+		for _, p := range ss {
+			t.Logf("a process's log: %s", p.stderr.String())
+		}
+	}
+	// A process without reservations takes the rest, and no more.
+	lastTakesTheRest(t, url, path, quota, day, &admitted)
+}
+
+// burstAcross sends n requests for alice at once, spread over the
+// processes ss, and adds the admitted ones to admitted.
+func burstAcross(t *testing.T, ss []*process, n int, admitted *atomic.Int64) {
+	t.Helper()
 	var wg sync.WaitGroup
 	var codesMu sync.Mutex
 	codes := map[int]int{}
-	for i := range 2 * quota {
+	for i := range n {
 		wg.Go(func() {
 			code, err := status(http.DefaultClient, ss[i%len(ss)].httpURL, reqAlice)
 			if err != nil {
@@ -200,20 +222,14 @@ func testReservations(t *testing.T, url string) {
 		failed += metricSum(t, p.httpURL, "sluice_rls_store_errors_total")
 	}
 	t.Logf("the burst's answers: %v; %v decisions failed", codes, failed)
-	held("after the burst")
-	if a := admitted.Load(); a < quota-procs*(batch-1) {
-		t.Errorf("admitted %d: want at least the quota %d less what the processes hold, %d", a, quota, quota-procs*(batch-1))
-	}
-	for _, p := range ss {
-		stopProcess(t, p)
-	}
-	if n, a := storeCount(t, url), admitted.Load(); n != a {
-		t.Errorf("after shutdown the database counts %d for %d admitted: the reservations were not all refunded", n, a)
-		for _, p := range ss {
-			t.Logf("a process's log: %s", p.stderr.String())
-		}
-	}
-	// A process without reservations takes the rest, and no more.
+}
+
+// lastTakesTheRest starts serve without reservations on the quota's
+// config at path and store url, and checks that with what admitted counts
+// it admits exactly the quota in all (the test is skipped if it straddled
+// midnight UTC, the start of day of the year day).
+func lastTakesTheRest(t *testing.T, url, path string, quota, day int, admitted *atomic.Int64) {
+	t.Helper()
 	s := launch(t, "-config", path, "-store", url)
 	for range quota {
 		if post(t, s.url, reqAlice) == 200 {
@@ -226,7 +242,7 @@ func testReservations(t *testing.T, url string) {
 	// A decision of this process that failed (past its 250 ms on a loaded
 	// machine) was refused, and may have been counted all the same.
 	failedLast := int64(metricSum(t, s.url, "sluice_rls_store_errors_total"))
-	if a := admitted.Load(); a > quota || a < quota-failedLast || (failedLast == 0 && a != quota) {
+	if a := admitted.Load(); a > int64(quota) || a < int64(quota)-failedLast || (failedLast == 0 && a != int64(quota)) {
 		t.Errorf("admitted %d in all, want exactly the quota %d (less at most one per failed decision of the last process: %d)", a, quota, failedLast)
 	}
 }

@@ -22,85 +22,103 @@ func FuzzServerWait(f *testing.F) {
 	f.Fuzz(func(t *testing.T, retryAfter, rateLimit string, maxWaitSec int64) {
 		now := time.Date(2024, 3, 1, 12, 0, 0, 0, time.UTC)
 		h := http.Header{}
-		if retryAfter != "" {
-			for v := range strings.SplitSeq(retryAfter, "\n") {
-				h.Add(rlheader.HeaderRetryAfter, v)
-			}
-		}
-		if rateLimit != "" {
-			for v := range strings.SplitSeq(rateLimit, "\n") {
-				h.Add(rlheader.HeaderRateLimit, v)
-			}
-		}
+		addLines(h, rlheader.HeaderRetryAfter, retryAfter)
+		addLines(h, rlheader.HeaderRateLimit, rateLimit)
 
 		d, ok := ServerWait(h, now)
 		if d < 0 || d > rlheader.MaxRetryAfter || !ok && d != 0 {
 			t.Fatalf("ServerWait = %v, %v", d, ok)
 		}
-		raValid := false
-		if vs := h.Values(rlheader.HeaderRetryAfter); len(vs) == 1 {
-			if ra, rok := rlheader.ParseRetryAfter(vs[0], now); rok {
-				raValid = true
-				if !ok || d != ra {
-					t.Fatalf("ServerWait = %v, %v; Retry-After %q says %v and takes precedence", d, ok, vs[0], ra)
-				}
-			}
-		}
-		ss, err := rlheader.ParseStatuses(h.Values(rlheader.HeaderRateLimit))
-		if !raValid {
-			if err != nil && ok {
-				t.Fatalf("ServerWait = %v, true from a malformed RateLimit (%v)", d, err)
-			}
-			exhausted := false
-			for _, s := range ss {
-				if s.Remaining == 0 && s.Reset >= 0 {
-					exhausted = true
-					if err == nil && s.Reset > d {
-						t.Fatalf("ServerWait = %v, below an exhausted item's t %v", d, s.Reset)
-					}
-				}
-			}
-			if err == nil && ok != exhausted {
-				t.Fatalf("ServerWait = %v, %v; exhausted items: %v", d, ok, exhausted)
-			}
-		}
-
+		checkServerWaitSources(t, h, now, d, ok)
 		if rep, rok := rateLimitReport(h); rok {
+			_, err := rlheader.ParseStatuses(h.Values(rlheader.HeaderRateLimit))
 			if err != nil || rep.remaining < 0 || rep.remaining > rlheader.MaxInteger || rep.reset < 0 {
 				t.Fatalf("rateLimitReport = %+v from %q (parse error %v)", rep, rateLimit, err)
 			}
 		}
-
 		limit := time.Duration(maxWaitSec%1_000_000) * time.Second
 		for _, r := range []float64{0, 0.5, 0.999} {
-			tr := &Transport{MaxServerWait: limit, Backoff: Backoff{Rand: func() float64 { return r }}}
-			eff := serverWaitBound(limit)
-			prev := time.Duration(0)
-			for attempt := 1; attempt <= 3; attempt++ {
-				w, fromServer, wok := tr.nextWait(h, now, attempt, prev)
-				if fromServer != (ok && d > 0) {
-					t.Fatalf("nextWait: fromServer %v, server wait %v, %v", fromServer, d, ok)
-				}
-				if !wok {
-					if !fromServer || eff < 0 || d <= eff {
-						t.Fatalf("nextWait gave up with server wait %v, cap %v", d, eff)
-					}
-					continue
-				}
-				if w < 0 {
-					t.Fatalf("nextWait = %v", w)
-				}
-				if fromServer {
-					if w < d || eff >= 0 && w > eff || w-d > d/10+1 {
-						t.Fatalf("nextWait = %v for server wait %v, cap %v", w, d, eff)
-					}
-				} else if w > DefaultCap {
-					t.Fatalf("nextWait = %v, above the backoff's cap", w)
-				}
-				prev = w
-			}
+			checkNextWaits(t, h, now, d, ok, limit, r)
 		}
 	})
+}
+
+// addLines adds one field line of name per '\n'-separated line of v; none
+// for an empty v.
+func addLines(h http.Header, name, v string) {
+	if v == "" {
+		return
+	}
+	for line := range strings.SplitSeq(v, "\n") {
+		h.Add(name, line)
+	}
+}
+
+// checkServerWaitSources checks ServerWait's answer d, ok for h against
+// the headers it came from: a valid single Retry-After wins; otherwise a
+// malformed RateLimit gives nothing, and a well-formed one gives a wait
+// exactly when an item is exhausted, no shorter than any exhausted item's t.
+func checkServerWaitSources(t *testing.T, h http.Header, now time.Time, d time.Duration, ok bool) {
+	t.Helper()
+	if vs := h.Values(rlheader.HeaderRetryAfter); len(vs) == 1 {
+		if ra, rok := rlheader.ParseRetryAfter(vs[0], now); rok {
+			if !ok || d != ra {
+				t.Fatalf("ServerWait = %v, %v; Retry-After %q says %v and takes precedence", d, ok, vs[0], ra)
+			}
+			return
+		}
+	}
+	ss, err := rlheader.ParseStatuses(h.Values(rlheader.HeaderRateLimit))
+	if err != nil && ok {
+		t.Fatalf("ServerWait = %v, true from a malformed RateLimit (%v)", d, err)
+	}
+	exhausted := false
+	for _, s := range ss {
+		if s.Remaining == 0 && s.Reset >= 0 {
+			exhausted = true
+			if err == nil && s.Reset > d {
+				t.Fatalf("ServerWait = %v, below an exhausted item's t %v", d, s.Reset)
+			}
+		}
+	}
+	if err == nil && ok != exhausted {
+		t.Fatalf("ServerWait = %v, %v; exhausted items: %v", d, ok, exhausted)
+	}
+}
+
+// checkNextWaits checks three attempts' waits of a Transport with
+// MaxServerWait limit and jitter r, against the server's wait d, ok: the
+// server's wait (up to a tenth more, within the cap) when it gave one, or
+// giving up when that is over the cap; the backoff, within its cap,
+// otherwise.
+func checkNextWaits(t *testing.T, h http.Header, now time.Time, d time.Duration, ok bool, limit time.Duration, r float64) {
+	t.Helper()
+	tr := &Transport{MaxServerWait: limit, Backoff: Backoff{Rand: func() float64 { return r }}}
+	eff := serverWaitBound(limit)
+	prev := time.Duration(0)
+	for attempt := 1; attempt <= 3; attempt++ {
+		w, fromServer, wok := tr.nextWait(h, now, attempt, prev)
+		if fromServer != (ok && d > 0) {
+			t.Fatalf("nextWait: fromServer %v, server wait %v, %v", fromServer, d, ok)
+		}
+		if !wok {
+			if !fromServer || eff < 0 || d <= eff {
+				t.Fatalf("nextWait gave up with server wait %v, cap %v", d, eff)
+			}
+			continue
+		}
+		if w < 0 {
+			t.Fatalf("nextWait = %v", w)
+		}
+		if fromServer {
+			if w < d || eff >= 0 && w > eff || w-d > d/10+1 {
+				t.Fatalf("nextWait = %v for server wait %v, cap %v", w, d, eff)
+			}
+		} else if w > DefaultCap {
+			t.Fatalf("nextWait = %v, above the backoff's cap", w)
+		}
+		prev = w
+	}
 }
 
 // FuzzPolicyLimit checks what a Pacer learns from RateLimit-Policy (one

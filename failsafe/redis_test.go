@@ -53,22 +53,12 @@ func TestRedisKilledMidLoad(t *testing.T) {
 			lim := sluice.Limit{Algorithm: sluice.FixedWindow, Rate: 1_000_000, Period: time.Hour}
 			share := failsafe.Split(lim, nodes)
 			key := func(g int) string { return "killed:" + mode.String() + ":" + strconv.Itoa(g) }
-			// Answers from Redis leave at least half the limit (no key spends
-			// half a million units in this test); answers from the local
-			// share leave fewer than share.Rate.
-			fromRedis := func(r sluice.Result) bool { return r.Allowed && r.Remaining >= lim.Rate/2 }
-			var (
-				localAdmitted [16]int // per goroutine, each its own key
-				localDenied   [16]int
-				lowest        [16]int // lowest Remaining of a local admission
-			)
+			m := &midLoad{mode: mode, lim: lim, share: share}
 
 			// Load that runs through the kill and the restart.
 			var (
-				wg       sync.WaitGroup
-				stop     = make(chan struct{})
-				slowest  atomic.Int64
-				outcomes [3]atomic.Int64 // answered as the mode says, denied with ErrUnavailable, anything else
+				wg   sync.WaitGroup
+				stop = make(chan struct{})
 			)
 			for g := range 16 {
 				wg.Go(func() {
@@ -80,82 +70,41 @@ func TestRedisKilledMidLoad(t *testing.T) {
 						}
 						start := time.Now()
 						r, err := l.Allow(ctx, key(g), lim)
-						if d := int64(time.Since(start)); d > slowest.Load() {
-							slowest.Store(d)
-						}
-						switch {
-						case err == nil && fromRedis(r):
-							outcomes[0].Add(1)
-						case err == nil && mode == failsafe.Open && r.Allowed && r.Remaining == lim.Rate-1:
-							outcomes[0].Add(1) // admitted, the allowance reported untouched
-						case err == nil && mode == failsafe.Local && r.Allowed && r.Remaining < share.Rate:
-							outcomes[0].Add(1)
-							localAdmitted[g]++
-							if localAdmitted[g] == 1 || r.Remaining < lowest[g] {
-								lowest[g] = r.Remaining
-							}
-						case err == nil && mode == failsafe.Local && !r.Allowed && r.Remaining == 0 && r.RetryAfter > 0:
-							outcomes[0].Add(1) // the local share ran out: a denial, as it should be
-							localDenied[g]++
-						case errors.Is(err, failsafe.ErrUnavailable) && !r.Allowed && mode == failsafe.Closed:
-							outcomes[1].Add(1)
-						default:
-							outcomes[2].Add(1)
+						m.took(time.Since(start))
+						if !m.record(g, r, err) {
 							t.Errorf("mode %v: unexpected outcome %+v, %v", mode, r, err)
 							return
 						}
 					}
 				})
 			}
-			waitFor := func(what string, cond func() bool) {
-				t.Helper()
-				deadline := time.Now().Add(30 * time.Second)
-				for !cond() {
-					if time.Now().After(deadline) {
-						t.Fatalf("timed out waiting for %s", what)
-					}
-					time.Sleep(5 * time.Millisecond) // polling a condition, not passing time for an algorithm
-				}
-			}
-			waitFor("decisions on Redis", func() bool { return outcomes[0].Load() > 100 })
+			waitForRedis(t, "decisions on Redis", func() bool { return m.outcomes[0].Load() > 100 })
 			srv.Kill()
-			waitFor("the breaker to open", func() bool { return !l.Available() })
+			waitForRedis(t, "the breaker to open", func() bool { return !l.Available() })
 			switch mode {
 			case failsafe.Closed:
-				n := outcomes[1].Load()
-				waitFor("denials while Redis is down", func() bool { return outcomes[1].Load() > n+100 })
+				n := m.outcomes[1].Load()
+				waitForRedis(t, "denials while Redis is down", func() bool { return m.outcomes[1].Load() > n+100 })
 			default:
-				n := outcomes[0].Load()
-				waitFor("admissions while Redis is down", func() bool { return outcomes[0].Load() > n+100 })
+				n := m.outcomes[0].Load()
+				waitForRedis(t, "admissions while Redis is down", func() bool { return m.outcomes[0].Load() > n+100 })
 			}
 			srv.Restart(t)
 			// Move the breaker's clock past each back-off, so that calls
 			// probe until one finds Redis back.
-			waitFor("the breaker to close", func() bool {
+			waitForRedis(t, "the breaker to close", func() bool {
 				clock.Advance(time.Minute)
 				return l.Available()
 			})
 			close(stop)
 			wg.Wait()
-			if outcomes[2].Load() != 0 {
-				t.Fatalf("%d unexpected outcomes", outcomes[2].Load())
+			if m.outcomes[2].Load() != 0 {
+				t.Fatalf("%d unexpected outcomes", m.outcomes[2].Load())
 			}
 			if mode == failsafe.Local {
-				answered := 0
-				for g := range localAdmitted {
-					answered += localAdmitted[g] + localDenied[g]
-					if localAdmitted[g] > share.Rate {
-						t.Errorf("key %d: the local limiter admitted %d, more than the share %d", g, localAdmitted[g], share.Rate)
-					}
-					if n := localAdmitted[g]; n > 0 && lowest[g] != share.Rate-n {
-						t.Errorf("key %d: %d local admissions left %d remaining, want %d: not one unit of the share each", g, n, lowest[g], share.Rate-n)
-					}
-				}
-				if answered < 100 {
-					t.Errorf("only %d answers came from the local limiter while Redis was down", answered)
-				}
+				m.checkLocal(t)
 			}
-			if d := time.Duration(slowest.Load()); d > 2*time.Second {
+			if d := time.Duration(m.slowest.Load()); d > 2*time.Second {
 				t.Errorf("slowest decision took %v; the timeout is 500ms", d)
 			}
 			// Back on Redis: the key's state is in Redis again.
@@ -166,5 +115,91 @@ func TestRedisKilledMidLoad(t *testing.T) {
 				t.Fatalf("after recovery the decision did not reach Redis: EXISTS = %q", got)
 			}
 		})
+	}
+}
+
+// midLoad is what TestRedisKilledMidLoad's 16 goroutines (each on a key
+// of its own) were answered under mode, with limit lim and local share
+// share.
+type midLoad struct {
+	mode          failsafe.Mode
+	lim, share    sluice.Limit
+	slowest       atomic.Int64    // the slowest decision's duration
+	outcomes      [3]atomic.Int64 // answered as the mode says, denied with ErrUnavailable, anything else
+	localAdmitted [16]int         // per goroutine
+	localDenied   [16]int
+	lowest        [16]int // lowest Remaining of a local admission
+}
+
+// took records a decision's duration.
+func (m *midLoad) took(d time.Duration) {
+	if int64(d) > m.slowest.Load() {
+		m.slowest.Store(int64(d))
+	}
+}
+
+// fromRedis reports whether r came from Redis: such answers leave at least
+// half the limit (no key spends half a million units in the test), where
+// answers from the local share leave fewer than share.Rate.
+func (m *midLoad) fromRedis(r sluice.Result) bool {
+	return r.Allowed && r.Remaining >= m.lim.Rate/2
+}
+
+// record counts goroutine g's answer r, err and reports whether it is one
+// the mode allows, from Redis or with Redis down.
+func (m *midLoad) record(g int, r sluice.Result, err error) bool {
+	switch {
+	case err == nil && m.fromRedis(r):
+		m.outcomes[0].Add(1)
+	case err == nil && m.mode == failsafe.Open && r.Allowed && r.Remaining == m.lim.Rate-1:
+		m.outcomes[0].Add(1) // admitted, the allowance reported untouched
+	case err == nil && m.mode == failsafe.Local && r.Allowed && r.Remaining < m.share.Rate:
+		m.outcomes[0].Add(1)
+		m.localAdmitted[g]++
+		if m.localAdmitted[g] == 1 || r.Remaining < m.lowest[g] {
+			m.lowest[g] = r.Remaining
+		}
+	case err == nil && m.mode == failsafe.Local && !r.Allowed && r.Remaining == 0 && r.RetryAfter > 0:
+		m.outcomes[0].Add(1) // the local share ran out: a denial, as it should be
+		m.localDenied[g]++
+	case errors.Is(err, failsafe.ErrUnavailable) && !r.Allowed && m.mode == failsafe.Closed:
+		m.outcomes[1].Add(1)
+	default:
+		m.outcomes[2].Add(1)
+		return false
+	}
+	return true
+}
+
+// checkLocal checks the local limiter's answers (mode Local, once the
+// goroutines have stopped): no key admitted over the share, each admission
+// spent one unit of it, and at least 100 answers came from it.
+func (m *midLoad) checkLocal(t *testing.T) {
+	t.Helper()
+	answered := 0
+	for g := range m.localAdmitted {
+		answered += m.localAdmitted[g] + m.localDenied[g]
+		if m.localAdmitted[g] > m.share.Rate {
+			t.Errorf("key %d: the local limiter admitted %d, more than the share %d", g, m.localAdmitted[g], m.share.Rate)
+		}
+		if n := m.localAdmitted[g]; n > 0 && m.lowest[g] != m.share.Rate-n {
+			t.Errorf("key %d: %d local admissions left %d remaining, want %d: not one unit of the share each", g, n, m.lowest[g], m.share.Rate-n)
+		}
+	}
+	if answered < 100 {
+		t.Errorf("only %d answers came from the local limiter while Redis was down", answered)
+	}
+}
+
+// waitForRedis polls cond every 5 ms until it holds, failing the test
+// with what after 30 seconds.
+func waitForRedis(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(5 * time.Millisecond) // polling a condition, not passing time for an algorithm
 	}
 }

@@ -195,3 +195,40 @@ func tenantHandler(t *testing.T, lim sluice.Limit, p httplimit.Policy) http.Hand
 	}
 	return m.Handler(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
 }
+
+// BenchmarkTenantLimit is a request through one policy whose tenant has a
+// limit of its own (looked up in a plans.Cache), next to one without.
+func BenchmarkTenantLimit(b *testing.B) {
+	src := staticSource{plans.Tenant{Limits: map[string]sluice.Limit{"api": {Algorithm: sluice.TokenBucket, Rate: 1 << 29, Period: time.Hour, Burst: 1 << 29}}}}
+	cache := plans.NewCache(src, plans.Config{})
+	for _, c := range []struct {
+		name   string
+		tenant httplimit.TenantLimitFunc
+	}{{"policy", nil}, {"tenant", httplimit.PlanLimits(cache, httplimit.TenantHeader("X-Tenant"), "api")}} {
+		b.Run(c.name, func(b *testing.B) {
+			mem := memstore.New(memstore.Config{})
+			defer mem.Close()
+			m, err := httplimit.New(httplimit.Config{Logger: quiet, Limiter: mem, Policies: []httplimit.Policy{{
+				Name: "api", Key: httplimit.Global(), TenantLimit: c.tenant,
+				Limit: sluice.Limit{Algorithm: sluice.TokenBucket, Rate: 1 << 30, Period: time.Hour, Burst: 1 << 30},
+			}}})
+			if err != nil {
+				b.Fatal(err)
+			}
+			h := m.Handler(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
+			r := httptest.NewRequest(http.MethodGet, "/", nil)
+			r.Header.Set("X-Tenant", "acme")
+			w := httptest.NewRecorder()
+			b.ReportAllocs()
+			for b.Loop() {
+				clear(w.Header())
+				h.ServeHTTP(w, r)
+			}
+		})
+	}
+}
+
+// staticSource is a plans.Source whose every tenant is t.
+type staticSource struct{ t plans.Tenant }
+
+func (s staticSource) Tenant(context.Context, string) (plans.Tenant, error) { return s.t, nil }

@@ -81,61 +81,75 @@ func FuzzCanonical(f *testing.F) {
 			}
 			return
 		}
-		// 1. A fixed point, which every other spelling comes back to.
-		same := func(what, m, p, h string) {
-			t.Helper()
-			got, err := request.New(m, p, h)
-			if err != nil || got != c {
-				t.Fatalf("%s: New(%q, %q, %q) = %+v, %v; want %+v (from %q %q %q)", what, m, p, h, got, err, c, method, target, host)
-			}
-		}
-		same("again", c.Method, c.Path, c.Host)
-		same("lower method", strings.ToLower(c.Method), c.Path, c.Host)
-		same("doubled slash", c.Method, "/"+c.Path, c.Host)
-		same("trailing slash", c.Method, c.Path+"/", c.Host)
-		same("dot segment", c.Method, "/."+c.Path, c.Host)
-		same("dot-dot segment", c.Method, "/x/%2e%2E"+c.Path, c.Host)
-		same("escaped", c.Method, escapeAll(c.Path), c.Host)
-		if d := request.DecodeSlashes(c.Path); request.DecodeSlashes(d) != d {
-			t.Fatalf("DecodeSlashes(%q) = %q is not a fixed point", c.Path, d)
-		} else if p, err := request.Path(d); err != nil || p != d {
-			t.Fatalf("DecodeSlashes(%q) = %q is not canonical (%q, %v)", c.Path, d, p, err)
-		}
-		if c.Host != "" {
-			h := strings.ToUpper(c.Host)
-			if h[0] != '[' {
-				h += "."
-			}
-			same("host spelling", c.Method, c.Path, h+":8080")
-		}
-
-		// 2. Routing. Only what the standard server would hand a handler.
-		u, err := url.ParseRequestURI(target)
-		if err != nil || u.EscapedPath() != target || u.RawQuery != "" || u.Fragment != "" || target == "" {
-			return
-		}
-		r := &http.Request{Method: method, Host: host, URL: u}
-		if _, pat := exact.Handler(r); pat != "" {
-			pm, ph, pp := patternParts(pat)
-			want, err := request.Path(pp)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if c.Path != want || (ph != "" && c.Host != ph) || (pm != "" && c.Method != pm) {
-				t.Fatalf("%q %q Host %q is routed to %q but its form is %+v", method, target, host, pat, c)
-			}
-		}
-		if strings.Contains(strings.ToLower(target), "%2e") || (len(target) > 1 && strings.HasSuffix(target, "/")) ||
-			method != c.Method || stripPort(host) != c.Host {
-			return
-		}
-		_, pat := routing.Handler(r)
-		cu := &url.URL{Path: unescape(t, c.Path), RawPath: c.Path}
-		_, cpat := routing.Handler(&http.Request{Method: c.Method, Host: c.Host, URL: cu})
-		if pat != cpat {
-			t.Fatalf("%q %q Host %q is routed to %q, its form %+v to %q", method, target, host, pat, c, cpat)
-		}
+		checkFixedPoint(t, c, method, target, host)
+		checkRouting(t, exact, routing, c, method, target, host)
 	})
+}
+
+// checkFixedPoint checks that c, the form of method, target and host, is
+// a fixed point that every other spelling of it comes back to.
+func checkFixedPoint(t *testing.T, c request.Canonical, method, target, host string) {
+	t.Helper()
+	same := func(what, m, p, h string) {
+		t.Helper()
+		got, err := request.New(m, p, h)
+		if err != nil || got != c {
+			t.Fatalf("%s: New(%q, %q, %q) = %+v, %v; want %+v (from %q %q %q)", what, m, p, h, got, err, c, method, target, host)
+		}
+	}
+	same("again", c.Method, c.Path, c.Host)
+	same("lower method", strings.ToLower(c.Method), c.Path, c.Host)
+	same("doubled slash", c.Method, "/"+c.Path, c.Host)
+	same("trailing slash", c.Method, c.Path+"/", c.Host)
+	same("dot segment", c.Method, "/."+c.Path, c.Host)
+	same("dot-dot segment", c.Method, "/x/%2e%2E"+c.Path, c.Host)
+	same("escaped", c.Method, escapeAll(c.Path), c.Host)
+	if d := request.DecodeSlashes(c.Path); request.DecodeSlashes(d) != d {
+		t.Fatalf("DecodeSlashes(%q) = %q is not a fixed point", c.Path, d)
+	} else if p, err := request.Path(d); err != nil || p != d {
+		t.Fatalf("DecodeSlashes(%q) = %q is not canonical (%q, %v)", c.Path, d, p, err)
+	}
+	if c.Host != "" {
+		h := strings.ToUpper(c.Host)
+		if h[0] != '[' {
+			h += "."
+		}
+		same("host spelling", c.Method, c.Path, h+":8080")
+	}
+}
+
+// checkRouting checks that the form c of a request the standard server
+// would hand a handler (method, target, host) routes as the request does:
+// on exact's patterns, to a pattern c matches; on routing's, to the same
+// pattern as the request.
+func checkRouting(t *testing.T, exact, routing *http.ServeMux, c request.Canonical, method, target, host string) {
+	t.Helper()
+	// Only what the standard server would hand a handler.
+	u, err := url.ParseRequestURI(target)
+	if err != nil || u.EscapedPath() != target || u.RawQuery != "" || u.Fragment != "" || target == "" {
+		return
+	}
+	r := &http.Request{Method: method, Host: host, URL: u}
+	if _, pat := exact.Handler(r); pat != "" {
+		pm, ph, pp := patternParts(pat)
+		want, err := request.Path(pp)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if c.Path != want || (ph != "" && c.Host != ph) || (pm != "" && c.Method != pm) {
+			t.Fatalf("%q %q Host %q is routed to %q but its form is %+v", method, target, host, pat, c)
+		}
+	}
+	if strings.Contains(strings.ToLower(target), "%2e") || (len(target) > 1 && strings.HasSuffix(target, "/")) ||
+		method != c.Method || stripPort(host) != c.Host {
+		return
+	}
+	_, pat := routing.Handler(r)
+	cu := &url.URL{Path: unescape(t, c.Path), RawPath: c.Path}
+	_, cpat := routing.Handler(&http.Request{Method: c.Method, Host: c.Host, URL: cu})
+	if pat != cpat {
+		t.Fatalf("%q %q Host %q is routed to %q, its form %+v to %q", method, target, host, pat, c, cpat)
+	}
 }
 
 // escapeAll percent-encodes every byte of p but "/" in lower-case hex,

@@ -124,7 +124,7 @@ func (g *Gateway) adaptiveShedding(st *state, u Upstream, route string, next htt
 		LogKeys:      st.cfg.LogKeys,
 		LogKeySecret: st.cfg.LogKeySecret,
 		Metrics:      st.cfg.Limits,
-		Observer:     st.cfg.Observer,
+		Observer:     st.adaptiveObserver(route),
 		WriteRejection: func(w http.ResponseWriter, r *http.Request, rej httplimit.Rejection) {
 			n := writeProblem(w, rlheader.Problem{
 				Title:  "Service Unavailable",

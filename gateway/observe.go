@@ -25,6 +25,29 @@ func (st *state) observeShed(route, by, metric string) {
 	o.Observe(httplimit.Decision{Policy: policy, Outcome: httplimit.Limited, Cost: 1, Key: route})
 }
 
+// routeKeyed is an Observer that gives a keyless refusal (an adaptive
+// limit's shed) the route as its key, as the gateway's own sheds have.
+type routeKeyed struct {
+	o     httplimit.Observer
+	route string
+}
+
+func (r routeKeyed) Observe(d httplimit.Decision) {
+	if d.Key == "" && d.Outcome != httplimit.Allowed {
+		d.Key = r.route
+	}
+	r.o.Observe(d)
+}
+
+// adaptiveObserver is the Observer of route's adaptive limits: nil
+// without Config.Observer.
+func (st *state) adaptiveObserver(route string) httplimit.Observer {
+	if st.cfg.Observer == nil {
+		return nil
+	}
+	return routeKeyed{st.cfg.Observer, route}
+}
+
 // ErrNoPolicy is Peek's error for a name that is no rate policy of the
 // running config (an in-flight policy has no state to read).
 var ErrNoPolicy = errors.New("gateway: no rate policy of that name")

@@ -96,3 +96,43 @@ routes: [{name: api, match: /api/, limits: [per_ip]}]
 		t.Errorf("Peek of an unknown policy: %v, want ErrNoPolicy", err)
 	}
 }
+
+// A request an adaptive max_in_flight sheds is observed keyed by its
+// route, as the gateway's other sheds are, not by an empty key.
+func TestGatewayObservesAdaptiveShedByRoute(t *testing.T) {
+	f, err := gateway.ParseFile("o.yaml", []byte(`
+upstreams:
+  - {name: u, url: "http://upstream.invalid", max_in_flight: adaptive, adaptive: {initial: 1, min: 1, max: 1}}
+routes: [{name: api, match: /api/}]
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	up := holding{entered: make(chan struct{}, 1), release: make(chan struct{})}
+	obs := &observed{}
+	cfg := f.Config
+	cfg.Logger, cfg.Transport, cfg.Observer = quiet, up, obs
+	g, err := gateway.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer g.Close()
+	send := func() int {
+		w := httptest.NewRecorder()
+		g.ServeHTTP(w, httptest.NewRequest("GET", "/api/x", nil))
+		return w.Code
+	}
+	done := make(chan int)
+	go func() { done <- send() }()
+	<-up.entered
+	if c := send(); c != http.StatusServiceUnavailable {
+		t.Fatalf("a request beyond the adaptive limit: %d, want 503", c)
+	}
+	close(up.release)
+	<-done
+	obs.mu.Lock()
+	defer obs.mu.Unlock()
+	if len(obs.ds) != 1 || obs.ds[0].Key != "api" || obs.ds[0].Outcome != httplimit.Limited || obs.ds[0].Policy != gateway.UpstreamAdaptiveName("u") {
+		t.Errorf("observed %+v, want one refusal by %s keyed api", obs.ds, gateway.UpstreamAdaptiveName("u"))
+	}
+}

@@ -45,17 +45,7 @@ func TestProxyAdmittedCounts(t *testing.T) {
 		t.Skip("nginx not found in PATH: skipping (install it, e.g. Debian's nginx package)")
 	}
 	dir := t.TempDir()
-	sluiceBin := os.Getenv("SLUICE")
-	if sluiceBin == "" {
-		goBin, err := exec.LookPath("go")
-		if err != nil {
-			t.Skip("go not found in PATH to build sluice, and $SLUICE not set")
-		}
-		sluiceBin = filepath.Join(dir, "sluice")
-		if out, err := exec.Command(goBin, "build", "-C", "..", "-o", sluiceBin, "./cmd/sluice").CombinedOutput(); err != nil {
-			t.Fatalf("go build ./cmd/sluice: %v\n%s", err, out)
-		}
-	}
+	sluiceBin := sluiceBinary(t, dir)
 
 	upstream := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		io.WriteString(w, "ok\n")
@@ -64,22 +54,9 @@ func TestProxyAdmittedCounts(t *testing.T) {
 
 	slAddr := startSluiceProxy(t, sluiceBin, dir, upstream.URL)
 	ngAddr := startNginx(t, nginx, dir, upstream.URL)
-	targets := []struct{ name, addr string }{{"sluice", slAddr}, {"nginx", ngAddr}}
-	clients := make([]*http.Client, len(targets))
-	for i, tg := range targets {
-		tr := &http.Transport{MaxIdleConnsPerHost: 64, DisableCompression: true}
-		defer tr.CloseIdleConnections()
-		clients[i] = &http.Client{Transport: tr, Timeout: 30 * time.Second}
-		if err := proxyWaitOK(clients[i], "http://"+tg.addr+"/warm"); err != nil {
-			t.Fatalf("%s: %v", tg.name, err)
-		}
-		// Open 32 connections to each proxy before the clock starts, on a
-		// path without limits.
-		var wg sync.WaitGroup
-		for range 32 {
-			wg.Go(func() { proxyGet(clients[i], "http://"+tg.addr+"/warm") })
-		}
-		wg.Wait()
+	targets := []proxyTarget{{name: "sluice", addr: slAddr}, {name: "nginx", addr: ngAddr}}
+	for i := range targets {
+		targets[i].client = warmClient(t, targets[i])
 	}
 
 	var mu sync.Mutex
@@ -88,110 +65,7 @@ func TestProxyAdmittedCounts(t *testing.T) {
 		for _, c := range proxyCases {
 			t.Run(c.name, func(t *testing.T) {
 				t.Parallel()
-				sched, slack := proxySchedule(c)
-				want := proxyModel(c, sched)
-				start := time.Now().Add(300 * time.Millisecond)
-				type outcome struct {
-					status  int
-					took    time.Duration
-					late    time.Duration
-					err     error
-					arrival int
-				}
-				results := make([][]outcome, len(targets))
-				for i := range results {
-					results[i] = make([]outcome, len(sched))
-				}
-				var wg sync.WaitGroup
-				for k, at := range sched {
-					time.Sleep(time.Until(start.Add(at)))
-					for i, tg := range targets {
-						wg.Go(func() {
-							url := "http://" + tg.addr + "/" + c.name + "/"
-							late := time.Since(start) - at
-							t0 := time.Now()
-							status, err := proxyGet(clients[i], url)
-							results[i][k] = outcome{status: status, took: time.Since(t0), late: late, err: err, arrival: k}
-						})
-					}
-				}
-				wg.Wait()
-
-				modelAdmitted := 0
-				for _, d := range want {
-					if d.admitted {
-						modelAdmitted++
-					}
-				}
-				admitted := make([]int, len(targets))
-				limited := make([]int, len(targets))
-				var maxLate time.Duration
-				var delayNotes []string
-				for i, tg := range targets {
-					var gotDelays []time.Duration
-					for _, o := range results[i] {
-						maxLate = max(maxLate, o.late)
-						switch {
-						case o.err != nil:
-							t.Errorf("%s: arrival %d: %v", tg.name, o.arrival, o.err)
-						case o.status == http.StatusOK:
-							admitted[i]++
-							gotDelays = append(gotDelays, o.took)
-						case o.status == http.StatusTooManyRequests || o.status == http.StatusServiceUnavailable:
-							limited[i]++
-						default:
-							t.Errorf("%s: arrival %d: status %d", tg.name, o.arrival, o.status)
-						}
-					}
-					if c.delaying() {
-						// Requests of one burst arrive together, and which of
-						// them waits longest is down to chance: compare the
-						// sorted lists.
-						slices.Sort(gotDelays)
-						wantDelays := delaysOf(want)
-						var worst time.Duration
-						for j := range min(len(gotDelays), len(wantDelays)) {
-							d := gotDelays[j] - wantDelays[j]
-							if d < -5*time.Millisecond || d > 250*time.Millisecond {
-								t.Errorf("%s: delay %v, model %v", tg.name, gotDelays[j], wantDelays[j])
-							}
-							worst = max(worst, d)
-						}
-						delayNotes = append(delayNotes, fmt.Sprintf("%s: %s (measured − model ≤ %v)", tg.name, fmtDelays(gotDelays), worst.Round(100*time.Microsecond)))
-					}
-				}
-				// Arrivals at the same time are interchangeable; compare
-				// the admitted count of every such group too.
-				wantGroup := map[time.Duration]int{}
-				for k, d := range want {
-					if d.admitted {
-						wantGroup[sched[k]]++
-					}
-				}
-				for i, tg := range targets {
-					got := map[time.Duration]int{}
-					for _, o := range results[i] {
-						if o.status == http.StatusOK {
-							got[sched[o.arrival]]++
-						}
-					}
-					for _, at := range sched {
-						if got[at] != wantGroup[at] {
-							t.Errorf("%s: arrivals at %v: %d admitted, the NGINX model %d", tg.name, at, got[at], wantGroup[at])
-						}
-					}
-				}
-				for i, tg := range targets {
-					if admitted[i] != modelAdmitted {
-						t.Errorf("%s admitted %d, the NGINX model %d (latest arrival %v after its time)", tg.name, admitted[i], modelAdmitted, maxLate)
-					}
-				}
-				row := fmt.Sprintf("| %s | %d | %d | %d | %d | %d/%d | %d/%d | %v | %v |",
-					c.config(), len(sched), modelAdmitted, admitted[0], admitted[1], admitted[0], limited[0], admitted[1], limited[1],
-					slack.Round(time.Millisecond), maxLate.Round(100*time.Microsecond))
-				if c.delaying() {
-					row += "\n  model delays: " + fmtDelays(delaysOf(want)) + "\n  " + strings.Join(delayNotes, "\n  ")
-				}
+				row := runProxyCase(t, c, targets)
 				mu.Lock()
 				rows = append(rows, row)
 				mu.Unlock()
@@ -200,6 +74,188 @@ func TestProxyAdmittedCounts(t *testing.T) {
 	})
 	slices.Sort(rows)
 	t.Log("\n| limit | arrivals | model admitted | sluice admitted | nginx admitted | sluice 200/429 | nginx 200/429 | min margin | latest send |\n|---|---:|---:|---:|---:|---|---|---:|---:|\n" + strings.Join(rows, "\n"))
+}
+
+// proxyTarget is a proxy under comparison: its name, address and client.
+type proxyTarget struct {
+	name, addr string
+	client     *http.Client
+}
+
+// sluiceBinary returns $SLUICE, or else sluice built into dir (skipping
+// the test without go in PATH).
+func sluiceBinary(t *testing.T, dir string) string {
+	t.Helper()
+	if bin := os.Getenv("SLUICE"); bin != "" {
+		return bin
+	}
+	goBin, err := exec.LookPath("go")
+	if err != nil {
+		t.Skip("go not found in PATH to build sluice, and $SLUICE not set")
+	}
+	bin := filepath.Join(dir, "sluice")
+	if out, err := exec.Command(goBin, "build", "-C", "..", "-o", bin, "./cmd/sluice").CombinedOutput(); err != nil {
+		t.Fatalf("go build ./cmd/sluice: %v\n%s", err, out)
+	}
+	return bin
+}
+
+// warmClient returns a client of tg, closed at the test's end, with 32
+// connections to it open before the clock starts, on a path without
+// limits.
+func warmClient(t *testing.T, tg proxyTarget) *http.Client {
+	t.Helper()
+	tr := &http.Transport{MaxIdleConnsPerHost: 64, DisableCompression: true}
+	t.Cleanup(tr.CloseIdleConnections)
+	client := &http.Client{Transport: tr, Timeout: 30 * time.Second}
+	if err := proxyWaitOK(client, "http://"+tg.addr+"/warm"); err != nil {
+		t.Fatalf("%s: %v", tg.name, err)
+	}
+	var wg sync.WaitGroup
+	for range 32 {
+		wg.Go(func() { proxyGet(client, "http://"+tg.addr+"/warm") })
+	}
+	wg.Wait()
+	return client
+}
+
+// proxyOutcome is the answer to one arrival.
+type proxyOutcome struct {
+	status  int
+	took    time.Duration
+	late    time.Duration
+	err     error
+	arrival int
+}
+
+// runProxyCase sends case c's schedule to every target at once, checks
+// each target's answers against the NGINX model and returns the case's
+// row of the report.
+func runProxyCase(t *testing.T, c proxyCase, targets []proxyTarget) string {
+	sched, slack := proxySchedule(c)
+	want := proxyModel(c, sched)
+	results := sendSchedule(c, sched, targets)
+	modelAdmitted := 0
+	for _, d := range want {
+		if d.admitted {
+			modelAdmitted++
+		}
+	}
+	admitted := make([]int, len(targets))
+	limited := make([]int, len(targets))
+	var maxLate time.Duration
+	var delayNotes []string
+	for i, tg := range targets {
+		var gotDelays []time.Duration
+		admitted[i], limited[i], gotDelays, maxLate = tallyOutcomes(t, tg.name, results[i], maxLate)
+		if c.delaying() {
+			delayNotes = append(delayNotes, checkDelays(t, tg.name, gotDelays, delaysOf(want)))
+		}
+	}
+	checkArrivalGroups(t, targets, sched, want, results)
+	for i, tg := range targets {
+		if admitted[i] != modelAdmitted {
+			t.Errorf("%s admitted %d, the NGINX model %d (latest arrival %v after its time)", tg.name, admitted[i], modelAdmitted, maxLate)
+		}
+	}
+	row := fmt.Sprintf("| %s | %d | %d | %d | %d | %d/%d | %d/%d | %v | %v |",
+		c.config(), len(sched), modelAdmitted, admitted[0], admitted[1], admitted[0], limited[0], admitted[1], limited[1],
+		slack.Round(time.Millisecond), maxLate.Round(100*time.Microsecond))
+	if c.delaying() {
+		row += "\n  model delays: " + fmtDelays(delaysOf(want)) + "\n  " + strings.Join(delayNotes, "\n  ")
+	}
+	return row
+}
+
+// sendSchedule sends one request of case c to every target at each time
+// of sched (from 300 ms on) and returns each target's outcomes, by arrival.
+func sendSchedule(c proxyCase, sched []time.Duration, targets []proxyTarget) [][]proxyOutcome {
+	start := time.Now().Add(300 * time.Millisecond)
+	results := make([][]proxyOutcome, len(targets))
+	for i := range results {
+		results[i] = make([]proxyOutcome, len(sched))
+	}
+	var wg sync.WaitGroup
+	for k, at := range sched {
+		time.Sleep(time.Until(start.Add(at)))
+		for i, tg := range targets {
+			wg.Go(func() {
+				url := "http://" + tg.addr + "/" + c.name + "/"
+				late := time.Since(start) - at
+				t0 := time.Now()
+				status, err := proxyGet(tg.client, url)
+				results[i][k] = proxyOutcome{status: status, took: time.Since(t0), late: late, err: err, arrival: k}
+			})
+		}
+	}
+	wg.Wait()
+	return results
+}
+
+// tallyOutcomes counts a target's admitted and limited answers, failing
+// the test for an error or another status, and returns them with the
+// admitted ones' delays and the latest send (at least maxLate).
+func tallyOutcomes(t *testing.T, name string, outs []proxyOutcome, maxLate time.Duration) (admitted, limited int, delays []time.Duration, latest time.Duration) {
+	t.Helper()
+	latest = maxLate
+	for _, o := range outs {
+		latest = max(latest, o.late)
+		switch {
+		case o.err != nil:
+			t.Errorf("%s: arrival %d: %v", name, o.arrival, o.err)
+		case o.status == http.StatusOK:
+			admitted++
+			delays = append(delays, o.took)
+		case o.status == http.StatusTooManyRequests || o.status == http.StatusServiceUnavailable:
+			limited++
+		default:
+			t.Errorf("%s: arrival %d: status %d", name, o.arrival, o.status)
+		}
+	}
+	return admitted, limited, delays, latest
+}
+
+// checkDelays compares a target's delays with the model's and returns a
+// note for the report. Requests of one burst arrive together, and which
+// of them waits longest is down to chance: it compares the sorted lists.
+func checkDelays(t *testing.T, name string, got, want []time.Duration) string {
+	t.Helper()
+	slices.Sort(got)
+	var worst time.Duration
+	for j := range min(len(got), len(want)) {
+		d := got[j] - want[j]
+		if d < -5*time.Millisecond || d > 250*time.Millisecond {
+			t.Errorf("%s: delay %v, model %v", name, got[j], want[j])
+		}
+		worst = max(worst, d)
+	}
+	return fmt.Sprintf("%s: %s (measured − model ≤ %v)", name, fmtDelays(got), worst.Round(100*time.Microsecond))
+}
+
+// checkArrivalGroups compares, for every group of arrivals at the same
+// time (which are interchangeable), each target's admitted count with the
+// model's.
+func checkArrivalGroups(t *testing.T, targets []proxyTarget, sched []time.Duration, want []ngxDecision, results [][]proxyOutcome) {
+	t.Helper()
+	wantGroup := map[time.Duration]int{}
+	for k, d := range want {
+		if d.admitted {
+			wantGroup[sched[k]]++
+		}
+	}
+	for i, tg := range targets {
+		got := map[time.Duration]int{}
+		for _, o := range results[i] {
+			if o.status == http.StatusOK {
+				got[sched[o.arrival]]++
+			}
+		}
+		for _, at := range sched {
+			if got[at] != wantGroup[at] {
+				t.Errorf("%s: arrivals at %v: %d admitted, the NGINX model %d", tg.name, at, got[at], wantGroup[at])
+			}
+		}
+	}
 }
 
 // proxyCase is one limit, in NGINX's terms.

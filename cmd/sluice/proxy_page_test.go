@@ -140,3 +140,23 @@ func TestProxyAdminWithoutTokenHasNoPage(t *testing.T) {
 		t.Errorf("/metrics: %d, want 200", code)
 	}
 }
+
+// Admin flags the proxy would not act on are refused: the page's flag
+// without a token or client CA (no page), and any admin flag with the
+// admin listener off.
+func TestProxyRefusesAdminFlagsNotActedOn(t *testing.T) {
+	t.Setenv(adminTokenEnv, "")
+	tokenFile := filepath.Join(t.TempDir(), "token")
+	writeFile(t, tokenFile, "a-long-enough-admin-token\n")
+	for _, args := range [][]string{
+		{"-admin-raw-keys"},
+		{"-admin-addr", "", "-admin-token-file", tokenFile},
+		{"-admin-addr", "", "-admin-raw-keys"},
+	} {
+		var out, errb strings.Builder
+		args = append([]string{"proxy", "-upstream", "http://127.0.0.1:1", "-listen", "127.0.0.1:0"}, args...)
+		if code := run(args, &out, &errb); code != 2 || !strings.Contains(errb.String(), "-admin-") {
+			t.Errorf("sluice %s: exit %d, want 2 naming the flag: %s", strings.Join(args, " "), code, errb.String())
+		}
+	}
+}

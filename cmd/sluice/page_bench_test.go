@@ -34,7 +34,13 @@ var pageRows = []pageRow{{"off", false, false}, {"page", true, false}, {"page-wa
 
 func pageBenchRules(b *testing.B) *config.Config {
 	b.Helper()
-	d, err := config.Parse("bench.yaml", []byte(telemetryBenchYAML))
+	return benchRules(b, telemetryBenchYAML)
+}
+
+// benchRules compiles the config text yaml, as bench.yaml.
+func benchRules(b *testing.B, yaml string) *config.Config {
+	b.Helper()
+	d, err := config.Parse("bench.yaml", []byte(yaml))
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -114,11 +120,16 @@ func BenchmarkRLSPage(b *testing.B) {
 // smallest unit the page adds to, for callgrind (bench/callgrind.sh) and
 // allocs/op.
 func BenchmarkDecidePage(b *testing.B) {
-	rules := pageBenchRules(b)
+	benchDecide(b, pageBenchRules(b), pageRows)
+}
+
+// benchDecide measures one decision for alice in process under rules, on
+// the service of each row.
+func benchDecide(b *testing.B, rules *config.Config, rows []pageRow) {
 	req := &pb.RateLimitRequest{Domain: "bench", Descriptors: []*rlpb.RateLimitDescriptor{
 		{Entries: []*rlpb.RateLimitDescriptor_Entry{{Key: "user", Value: "alice"}}},
 	}}
-	for _, row := range pageRows {
+	for _, row := range rows {
 		b.Run(row.name, func(b *testing.B) {
 			svc := pageBenchService(b, rules, row)
 			ctx := context.Background()
@@ -132,11 +143,11 @@ func BenchmarkDecidePage(b *testing.B) {
 	}
 }
 
-// grpcClient serves svc over gRPC on loopback, with serve's options, and
-// returns a client of it.
-func grpcClient(b *testing.B, svc *service.Service) pb.RateLimitServiceClient {
+// grpcClient serves svc over gRPC on loopback, with serve's options and
+// opts, and returns a client of it; both are stopped when b ends.
+func grpcClient(b *testing.B, svc *service.Service, opts ...grpc.ServerOption) pb.RateLimitServiceClient {
 	b.Helper()
-	gs := grpc.NewServer(service.GRPCServerOptions()...)
+	gs := grpc.NewServer(append(service.GRPCServerOptions(), opts...)...)
 	svc.RegisterGRPC(gs)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -158,27 +169,6 @@ func grpcClient(b *testing.B, svc *service.Service) pb.RateLimitServiceClient {
 // day: after the first, every decision is a refusal, which the page
 // hashes (sluice.HashKey), counts in its sketch and keeps in its ring.
 func BenchmarkDecidePageRefused(b *testing.B) {
-	d, err := config.Parse("bench.yaml", []byte("domain: bench\ndescriptors:\n  - key: user\n    rate_limit: {unit: day, requests_per_unit: 1}\n"))
-	if err != nil {
-		b.Fatal(err)
-	}
-	rules, err := config.New(d)
-	if err != nil {
-		b.Fatal(err)
-	}
-	req := &pb.RateLimitRequest{Domain: "bench", Descriptors: []*rlpb.RateLimitDescriptor{
-		{Entries: []*rlpb.RateLimitDescriptor_Entry{{Key: "user", Value: "alice"}}},
-	}}
-	for _, row := range pageRows[:2] {
-		b.Run(row.name, func(b *testing.B) {
-			svc := pageBenchService(b, rules, row)
-			ctx := context.Background()
-			b.ReportAllocs()
-			for b.Loop() {
-				if _, err := svc.ShouldRateLimit(ctx, req); err != nil {
-					b.Fatal(err)
-				}
-			}
-		})
-	}
+	rules := benchRules(b, "domain: bench\ndescriptors:\n  - key: user\n    rate_limit: {unit: day, requests_per_unit: 1}\n")
+	benchDecide(b, rules, pageRows[:2])
 }

@@ -14,8 +14,6 @@ import (
 	rlpb "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
 	pb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"github.com/prometheus/client_golang/prometheus"
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/sluicehq/sluice/config"
 	"github.com/sluicehq/sluice/internal/tracing/otlptest"
@@ -138,26 +136,14 @@ func telemetryBenchServer(b *testing.B, rules *config.Config) pb.RateLimitServic
 	if err := tel.attach(svc, set); err != nil {
 		b.Fatal(err)
 	}
-	gs := grpc.NewServer(append(service.GRPCServerOptions(), tel.grpcOptions()...)...)
-	svc.RegisterGRPC(gs)
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		b.Fatal(err)
-	}
-	go gs.Serve(ln)
-	cc, err := grpc.NewClient(ln.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		b.Fatal(err)
-	}
+	// Registered first, so run after grpcClient's: once the server stopped.
 	b.Cleanup(func() {
-		cc.Close()
-		gs.Stop()
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
 		tel.shutdown(ctx, log)
 		store.Close()
 	})
-	return pb.NewRateLimitServiceClient(cc)
+	return grpcClient(b, svc, tel.grpcOptions()...)
 }
 
 // benchCalls makes b.N calls from conc goroutines, after a warm-up, and

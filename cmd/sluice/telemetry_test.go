@@ -143,29 +143,12 @@ func TestServeSendsEnvoyRatelimitStatsToStatsd(t *testing.T) {
 	callRLS(t, grpcAddr, 3)
 	s.stop(t)
 	const rule = "ratelimit.service.rate_limit.d.k."
-	want := map[string]bool{
-		rule + "total_hits.__cluster=eu1:3|c":                               false,
-		rule + "within_limit.__cluster=eu1:2|c":                             false,
-		rule + "over_limit.__cluster=eu1:1|c":                               false,
-		rule + "near_limit.__cluster=eu1:1|c":                               false,
-		"ratelimit_server.ShouldRateLimit.total_requests.__cluster=eu1:3|c": false,
-	}
-	var got []string
-	deadline := time.After(10 * time.Second)
-	for slices.Contains(mapValues(want), false) {
-		select {
-		case line, ok := <-lines:
-			if !ok {
-				t.Fatal("listener closed")
-			}
-			got = append(got, line)
-			if _, ok := want[line]; ok {
-				want[line] = true
-			}
-		case <-deadline:
-			t.Fatalf("within 10s the statsd listener received %q; still missing some of %v", got, want)
-		}
-	}
+	awaitLines(t, "statsd", lines,
+		rule+"total_hits.__cluster=eu1:3|c",
+		rule+"within_limit.__cluster=eu1:2|c",
+		rule+"over_limit.__cluster=eu1:1|c",
+		rule+"near_limit.__cluster=eu1:1|c",
+		"ratelimit_server.ShouldRateLimit.total_requests.__cluster=eu1:3|c")
 }
 
 // With USE_DOG_STATSD=true the stats go out as DogStatsD lines over UDP:
@@ -186,32 +169,35 @@ func TestServeSendsDogStatsD(t *testing.T) {
 	s, grpcAddr, _ := launchListening(t)
 	callRLS(t, grpcAddr, 3)
 	s.stop(t)
-	want := map[string]bool{
-		"ratelimit.service.rate_limit.over_limit:1|c|#cluster:eu1,domain:d,descriptor:k": false,
-		"ratelimit.service.rate_limit.total_hits:3|c|#cluster:eu1,domain:d,descriptor:k": false,
-		"ratelimit_server.ShouldRateLimit.total_requests:3|c|#cluster:eu1":               false,
+	awaitLines(t, "DogStatsD", lines,
+		"ratelimit.service.rate_limit.over_limit:1|c|#cluster:eu1,domain:d,descriptor:k",
+		"ratelimit.service.rate_limit.total_hits:3|c|#cluster:eu1,domain:d,descriptor:k",
+		"ratelimit_server.ShouldRateLimit.total_requests:3|c|#cluster:eu1")
+}
+
+// awaitLines reads lines until each of want has come, failing the test
+// when the channel closes first or 10 seconds pass; what names the
+// listener in the failure.
+func awaitLines(t *testing.T, what string, lines <-chan string, want ...string) {
+	t.Helper()
+	missing := map[string]bool{}
+	for _, w := range want {
+		missing[w] = true
 	}
 	var got []string
 	deadline := time.After(10 * time.Second)
-	for slices.Contains(mapValues(want), false) {
+	for len(missing) > 0 {
 		select {
-		case line := <-lines:
-			got = append(got, line)
-			if _, ok := want[line]; ok {
-				want[line] = true
+		case line, ok := <-lines:
+			if !ok {
+				t.Fatalf("the %s listener closed; it received %q, still missing %q", what, got, slices.Sorted(maps.Keys(missing)))
 			}
+			got = append(got, line)
+			delete(missing, line)
 		case <-deadline:
-			t.Fatalf("within 10s the DogStatsD listener received %q; still missing some of %v", got, want)
+			t.Fatalf("within 10s the %s listener received %q; still missing %q", what, got, slices.Sorted(maps.Keys(missing)))
 		}
 	}
-}
-
-func mapValues(m map[string]bool) []bool {
-	var out []bool
-	for _, v := range m {
-		out = append(out, v)
-	}
-	return out
 }
 
 // Tracing and statsd are off by default: nothing is installed on the

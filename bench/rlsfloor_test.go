@@ -39,13 +39,6 @@ func rlsOptionsBefore() []grpc.ServerOption {
 	}
 }
 
-// rlsOptionsSharedWrite are service.GRPCServerOptions with gRPC's shared
-// write buffers (a connection's write buffer taken from a pool while it
-// writes, instead of held for its life).
-func rlsOptionsSharedWrite() []grpc.ServerOption {
-	return append(service.GRPCServerOptions(), grpc.SharedWriteBuffer(true))
-}
-
 // rlsOptionsSmallBuffers are service.GRPCServerOptions with read and write
 // buffers of 4 KiB per connection instead of gRPC's 32 KiB.
 func rlsOptionsSmallBuffers() []grpc.ServerOption {
@@ -67,7 +60,6 @@ func BenchmarkRLSCall(b *testing.B) {
 	}{
 		{"serve", service.GRPCServerOptions},
 		{"before", rlsOptionsBefore},
-		{"shared-write", rlsOptionsSharedWrite},
 		{"buffers-4k", rlsOptionsSmallBuffers},
 	}
 	values := rlsValues()

@@ -144,6 +144,20 @@ func healthCheck(t *testing.T, addr string, serverCA *testCA, cert *tls.Certific
 	return seen, err
 }
 
+// checkServed checks that a health check at addr by a client trusting
+// serverCA and presenting cert (none when nil) is served when want is
+// true, refused otherwise; who names the client in a failure.
+func checkServed(t *testing.T, addr string, serverCA *testCA, cert *tls.Certificate, want bool, who string) {
+	t.Helper()
+	_, err := healthCheck(t, addr, serverCA, cert)
+	switch {
+	case want && err != nil:
+		t.Errorf("%s: %v", who, err)
+	case !want && err == nil:
+		t.Errorf("%s was served", who)
+	}
+}
+
 func quietLogger() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
 
 // With GRPC_CLIENT_TLS_CACERT, a client without a certificate is refused
@@ -157,17 +171,11 @@ func TestGRPCmTLSRefusesAClientWithoutACertificate(t *testing.T) {
 		t.Fatal(err)
 	}
 	addr := serveTLSHealth(t, g)
-	if _, err := healthCheck(t, addr, serverCA, nil); err == nil {
-		t.Error("a client without a certificate was served")
-	}
+	checkServed(t, addr, serverCA, nil, false, "a client without a certificate")
 	other := otherCA.issue(t, "envoy", true, "envoy.test")
-	if _, err := healthCheck(t, addr, serverCA, &other.pair); err == nil {
-		t.Error("a client with a certificate of another CA was served")
-	}
+	checkServed(t, addr, serverCA, &other.pair, false, "a client with a certificate of another CA")
 	good := clientCA.issue(t, "envoy", true, "envoy.test")
-	if _, err := healthCheck(t, addr, serverCA, &good.pair); err != nil {
-		t.Errorf("a client with a certificate of the client CA: %v", err)
-	}
+	checkServed(t, addr, serverCA, &good.pair, true, "a client with a certificate of the client CA")
 }
 
 // With GRPC_CLIENT_TLS_SAN, the client's certificate must carry that SAN
@@ -184,13 +192,9 @@ func TestGRPCmTLSRequiresTheClientSAN(t *testing.T) {
 			}
 			addr := serveTLSHealth(t, g)
 			wrong := clientCA.issue(t, "other", true, "other.test", "spiffe://cluster.local/ns/x/sa/other")
-			if _, err := healthCheck(t, addr, serverCA, &wrong.pair); err == nil {
-				t.Error("a client certificate without the SAN was served")
-			}
+			checkServed(t, addr, serverCA, &wrong.pair, false, "a client certificate without the SAN")
 			right := clientCA.issue(t, "envoy", true, san)
-			if _, err := healthCheck(t, addr, serverCA, &right.pair); err != nil {
-				t.Errorf("a client certificate with the SAN: %v", err)
-			}
+			checkServed(t, addr, serverCA, &right.pair, true, "a client certificate with the SAN")
 		})
 	}
 }
@@ -250,13 +254,9 @@ func TestGRPCTLSPicksUpReplacedCertificates(t *testing.T) {
 	writeBytes(t, o.key, second.keyPEM)
 	writeBytes(t, o.clientCA, newCA.pem)
 	clock.Add(2 * time.Second)
-	if _, err := healthCheck(t, addr, serverCA, &client.pair); err == nil {
-		t.Error("after the client CA was replaced, a client of the old CA was served")
-	}
+	checkServed(t, addr, serverCA, &client.pair, false, "after the client CA was replaced, a client of the old CA")
 	newClient := newCA.issue(t, "envoy", true, "envoy.test")
-	if _, err := healthCheck(t, addr, serverCA, &newClient.pair); err != nil {
-		t.Errorf("after the client CA was replaced, a client of the new CA: %v", err)
-	}
+	checkServed(t, addr, serverCA, &newClient.pair, true, "after the client CA was replaced, a client of the new CA")
 }
 
 // A bad certificate at start-up is an error (serve exits), and so are a

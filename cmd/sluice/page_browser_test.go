@@ -8,7 +8,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"regexp"
 	"slices"
 	"strings"
 	"sync"
@@ -122,17 +121,9 @@ func webReq(key, value string) string {
 func TestLivePageInABrowser(t *testing.T) {
 	const token = "a-long-enough-admin-token"
 	ctx, consoleErrors := browser(t, token)
-	dir := t.TempDir()
-	cfg, tokenFile := filepath.Join(dir, "web.yaml"), filepath.Join(dir, "token")
-	writeFile(t, cfg, pageCfg)
-	writeFile(t, tokenFile, token+"\n")
-	s := launch(t, "-config", cfg, "-admin-addr", "127.0.0.1:0", "-admin-token-file", tokenFile)
-	m := regexp.MustCompile(`page=(http://127\.0\.0\.1:\d+/page)`).FindStringSubmatch(s.stderr.String())
-	if m == nil {
-		t.Fatalf("no page address in the log: %s", s.stderr.String())
-	}
+	s, pageURL, cfg := launchPage(t, token)
 
-	if err := chromedp.Do(ctx, chromedp.Navigate(m[1])); err != nil {
+	if err := chromedp.Do(ctx, chromedp.Navigate(pageURL)); err != nil {
 		t.Fatal(err)
 	}
 	waitJS(t, ctx, "the event stream", `document.getElementById("live").textContent === "Live."`)
@@ -190,7 +181,7 @@ func TestLivePageInABrowser(t *testing.T) {
 		t.Errorf("bob after the form: %d then %d, want 200 then 429 (the form spent nothing)", c1, c2)
 	}
 
-	shots := cmpOr(os.Getenv("SLUICE_PAGE_SCREENSHOT"), dir)
+	shots := cmpOr(os.Getenv("SLUICE_PAGE_SCREENSHOT"), filepath.Dir(cfg))
 	png, err := chromedp.Run(ctx, chromedp.FullScreenshot(100))
 	if err != nil {
 		t.Fatal(err)

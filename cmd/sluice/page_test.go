@@ -38,25 +38,17 @@ func getPage(t *testing.T, url, token string) (int, []byte) {
 // rules.
 func TestServePageBehindAdminAuthWithRawKeys(t *testing.T) {
 	const token = "a-long-enough-admin-token"
-	dir := t.TempDir()
-	cfg, tokenFile := filepath.Join(dir, "web.yaml"), filepath.Join(dir, "token")
-	writeFile(t, cfg, pageCfg)
-	writeFile(t, tokenFile, token+"\n")
-	s := launch(t, "-config", cfg, "-admin-addr", "127.0.0.1:0", "-admin-token-file", tokenFile, "-admin-raw-keys")
-	m := regexp.MustCompile(`page=(http://127\.0\.0\.1:\d+/page)`).FindStringSubmatch(s.stderr.String())
-	if m == nil {
-		t.Fatalf("no page address in the log: %s", s.stderr.String())
-	}
-	if code, _ := getPage(t, m[1], ""); code != http.StatusUnauthorized {
+	s, pageURL, cfg := launchPage(t, token, "-admin-raw-keys")
+	if code, _ := getPage(t, pageURL, ""); code != http.StatusUnauthorized {
 		t.Fatalf("the page without a token: %d, want 401", code)
 	}
-	if code, body := getPage(t, m[1], token); code != http.StatusOK || !bytes.Contains(body, []byte("Try a descriptor")) {
+	if code, body := getPage(t, pageURL, token); code != http.StatusOK || !bytes.Contains(body, []byte("Try a descriptor")) {
 		t.Fatalf("the page with the token: %d %.200s", code, body)
 	}
 	for range 4 {
 		post(t, s.url, webReq("user", "carol"))
 	}
-	_, body := getPage(t, m[1]+"/data.json", token)
+	_, body := getPage(t, pageURL+"/data.json", token)
 	var snap page.Snapshot
 	if err := json.Unmarshal(body, &snap); err != nil {
 		t.Fatal(err)
@@ -71,7 +63,7 @@ func TestServePageBehindAdminAuthWithRawKeys(t *testing.T) {
 	writeFile(t, cfg, pageCfg+"  - key: team\n    rate_limit: {unit: hour, requests_per_unit: 7}\n")
 	deadline := time.Now().Add(20 * time.Second)
 	for {
-		_, body := getPage(t, m[1]+"/data.json", token)
+		_, body := getPage(t, pageURL+"/data.json", token)
 		var after page.Snapshot
 		if err := json.Unmarshal(body, &after); err != nil {
 			t.Fatal(err)
@@ -93,16 +85,8 @@ func TestServePageBehindAdminAuthWithRawKeys(t *testing.T) {
 // drain: the stream ends when serve stops, well within drainGrace.
 func TestServeStopsPromptlyWithAPageStreamOpen(t *testing.T) {
 	const token = "a-long-enough-admin-token"
-	dir := t.TempDir()
-	cfg, tokenFile := filepath.Join(dir, "web.yaml"), filepath.Join(dir, "token")
-	writeFile(t, cfg, pageCfg)
-	writeFile(t, tokenFile, token+"\n")
-	s := launch(t, "-config", cfg, "-admin-addr", "127.0.0.1:0", "-admin-token-file", tokenFile)
-	m := regexp.MustCompile(`page=(http://127\.0\.0\.1:\d+/page)`).FindStringSubmatch(s.stderr.String())
-	if m == nil {
-		t.Fatalf("no page address in the log: %s", s.stderr.String())
-	}
-	req, _ := http.NewRequest(http.MethodGet, m[1]+"/events", nil)
+	s, pageURL, _ := launchPage(t, token)
+	req, _ := http.NewRequest(http.MethodGet, pageURL+"/events", nil)
 	req.Header.Set("Authorization", "Bearer "+token)
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
@@ -123,19 +107,11 @@ func TestServeStopsPromptlyWithAPageStreamOpen(t *testing.T) {
 // the failure mode, and the breaker open once decisions have failed.
 func TestServePageShowsAFailingStore(t *testing.T) {
 	const token = "a-long-enough-admin-token"
-	dir := t.TempDir()
-	cfg, tokenFile := filepath.Join(dir, "web.yaml"), filepath.Join(dir, "token")
-	writeFile(t, cfg, pageCfg)
-	writeFile(t, tokenFile, token+"\n")
-	s := launch(t, "-config", cfg, "-store", "redis://127.0.0.1:1", "-admin-addr", "127.0.0.1:0", "-admin-token-file", tokenFile)
-	m := regexp.MustCompile(`page=(http://127\.0\.0\.1:\d+/page)`).FindStringSubmatch(s.stderr.String())
-	if m == nil {
-		t.Fatalf("no page address in the log: %s", s.stderr.String())
-	}
+	s, pageURL, _ := launchPage(t, token, "-store", "redis://127.0.0.1:1")
 	var st *page.StoreState
 	eventually(t, "the breaker opening", func() bool {
 		post(t, s.url, webReq("user", "dave"))
-		_, body := getPage(t, m[1]+"/data.json", token)
+		_, body := getPage(t, pageURL+"/data.json", token)
 		var snap page.Snapshot
 		if err := json.Unmarshal(body, &snap); err != nil {
 			t.Fatal(err)
@@ -146,4 +122,21 @@ func TestServePageShowsAFailingStore(t *testing.T) {
 	if st.Connected || st.FailureMode != "open" || !strings.HasPrefix(st.Name, "redis://127.0.0.1:1") {
 		t.Errorf("store %+v, want not connected, failure mode open", st)
 	}
+}
+
+// launchPage starts serve on pageCfg with an admin listener whose token
+// is token, and args, and returns it, the page's URL from its log and the
+// config file's path.
+func launchPage(t *testing.T, token string, args ...string) (s *server, pageURL, cfg string) {
+	t.Helper()
+	dir := t.TempDir()
+	cfg, tokenFile := filepath.Join(dir, "web.yaml"), filepath.Join(dir, "token")
+	writeFile(t, cfg, pageCfg)
+	writeFile(t, tokenFile, token+"\n")
+	s = launch(t, append([]string{"-config", cfg, "-admin-addr", "127.0.0.1:0", "-admin-token-file", tokenFile}, args...)...)
+	m := regexp.MustCompile(`page=(http://127\.0\.0\.1:\d+/page)`).FindStringSubmatch(s.stderr.String())
+	if m == nil {
+		t.Fatalf("no page address in the log: %s", s.stderr.String())
+	}
+	return s, m[1], cfg
 }

@@ -14,20 +14,7 @@ import (
 // got 200.
 func TestServeAuthClientForwardedHeadersDoNotBypass(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "edge.yaml")
-	writeAtomic(t, path, `domain: edge
-descriptors:
-  - key: method
-    value: POST
-    descriptors:
-      - key: path
-        value: /login
-        rate_limit: {unit: hour, requests_per_unit: 2, algorithm: token_bucket, name: login}
-forward_auth:
-  descriptors:
-    - entries:
-        - {key: method, from: method}
-        - {key: path, from: path}
-`)
+	writeAtomic(t, path, bypassAuthRules)
 	s := launch(t, "-config", path)
 	nginx := func(extra map[string]string) int {
 		hdr := map[string]string{"X-Original-URI": "/login", "X-Original-Method": "POST"}

@@ -20,16 +20,7 @@ func TestServeRefusesEnvItCannotHonour(t *testing.T) {
 		{"GRPC_SERVER_USE_TLS", "true"},
 		{"CONFIG_TYPE", "ETCD"},
 	} {
-		t.Run(tt.name, func(t *testing.T) {
-			t.Setenv(tt.name, tt.value)
-			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-			defer cancel()
-			var out, errb syncBuffer
-			code := runServe(ctx, []string{"-http-addr", "127.0.0.1:0", "-grpc-addr", "127.0.0.1:0"}, &out, &errb)
-			if code != 2 || !strings.Contains(errb.String(), tt.name) {
-				t.Errorf("%s=%s: exit %d, stderr %q; want 2 naming it", tt.name, tt.value, code, errb.String())
-			}
-		})
+		t.Run(tt.name, func(t *testing.T) { refusesEnv(t, tt.name, tt.value) })
 	}
 	// Their harmless values start.
 	for _, tt := range []struct{ name, value string }{
@@ -127,6 +118,20 @@ func TestServeNamesFlagsItDoesNotActOn(t *testing.T) {
 	}
 }
 
+// refusesEnv checks that serve, with the variable name set to value,
+// exits 2 naming it (within 2 seconds).
+func refusesEnv(t *testing.T, name, value string) {
+	t.Helper()
+	t.Setenv(name, value)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	var out, errb syncBuffer
+	code := runServe(ctx, []string{"-http-addr", "127.0.0.1:0", "-grpc-addr", "127.0.0.1:0"}, &out, &errb)
+	if code != 2 || !strings.Contains(errb.String(), name) {
+		t.Errorf("%s=%s: exit %d, stderr %q; want 2 naming it", name, value, code, errb.String())
+	}
+}
+
 // envoyproxy/ratelimit's boolean and numeric variables that do not parse
 // are refused (exit 2, naming them), as envoyproxy/ratelimit refuses
 // them: before, REDIS_TLS=yes was read as false without a word (plain TCP
@@ -141,16 +146,7 @@ func TestServeRefusesMalformedEnv(t *testing.T) {
 		{"RUNTIME_WATCH_ROOT", "no"},
 		{"LOCAL_CACHE_SIZE_IN_BYTES", "1MB"},
 	} {
-		t.Run(tt.name, func(t *testing.T) {
-			t.Setenv(tt.name, tt.value)
-			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-			defer cancel()
-			var out, errb syncBuffer
-			code := runServe(ctx, []string{"-http-addr", "127.0.0.1:0", "-grpc-addr", "127.0.0.1:0"}, &out, &errb)
-			if code != 2 || !strings.Contains(errb.String(), tt.name) {
-				t.Errorf("%s=%s: exit %d, stderr %q; want 2 naming it", tt.name, tt.value, code, errb.String())
-			}
-		})
+		t.Run(tt.name, func(t *testing.T) { refusesEnv(t, tt.name, tt.value) })
 	}
 }
 

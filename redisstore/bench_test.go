@@ -32,24 +32,40 @@ func BenchmarkAllowN(b *testing.B) {
 		}
 		b.Run(name, func(b *testing.B) {
 			lim := sluice.Limit{Algorithm: a, Rate: 1_000_000, Period: time.Hour, Burst: 1_000_000}
-			prefix := "bench:" + strconv.FormatInt(time.Now().UnixNano(), 36) + ":"
-			keys := make([]string, 1000)
-			for i := range keys {
-				keys[i] = prefix + strconv.Itoa(i)
-			}
-			var next atomic.Int64
-			b.ReportAllocs()
-			b.SetParallelism(16)
-			b.RunParallel(func(pb *testing.PB) {
-				for pb.Next() {
-					if _, err := s.Allow(ctx, keys[next.Add(1)%int64(len(keys))], lim); err != nil {
-						b.Error(err)
-						return
-					}
-				}
+			keys := benchKeys("bench:")
+			parallelOverKeys(b, keys, func(key string) error {
+				_, err := s.Allow(ctx, key, lim)
+				return err
 			})
 		})
 	}
+}
+
+// benchKeys returns 1,000 keys under prefix and a suffix of this run.
+func benchKeys(prefix string) []string {
+	prefix += strconv.FormatInt(time.Now().UnixNano(), 36) + ":"
+	keys := make([]string, 1000)
+	for i := range keys {
+		keys[i] = prefix + strconv.Itoa(i)
+	}
+	return keys
+}
+
+// parallelOverKeys runs call from 16 goroutines per CPU, each call on the
+// next of keys in turn, reporting allocations; an error fails b and ends
+// that goroutine.
+func parallelOverKeys(b *testing.B, keys []string, call func(key string) error) {
+	var next atomic.Int64
+	b.ReportAllocs()
+	b.SetParallelism(16)
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			if err := call(keys[next.Add(1)%int64(len(keys))]); err != nil {
+				b.Error(err)
+				return
+			}
+		}
+	})
 }
 
 // BenchmarkSlidingLogWork measures what the sliding log costs Redis at rates

@@ -22,20 +22,7 @@ func openCalendarStore(t *testing.T, cfg redisstore.Config, clock sluice.Clock) 
 	t.Helper()
 	srv := redistest.Single(t)
 	cfg.URL = "redis://" + srv.Addr
-	var (
-		s   *redisstore.Store
-		err error
-	)
-	if clock != nil {
-		s, err = redisstore.NewWithClock(context.Background(), cfg, clock)
-	} else {
-		s, err = redisstore.New(context.Background(), cfg)
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { s.Close() })
-	return s, srv
+	return openConfig(t, cfg, clock), srv
 }
 
 func berlin(t *testing.T) *time.Location {

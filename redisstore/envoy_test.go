@@ -21,21 +21,7 @@ import (
 // on clock (nil: Redis's TIME).
 func openEnvoy(t testing.TB, url string, clock sluice.Clock, jitter time.Duration) *redisstore.Store {
 	t.Helper()
-	cfg := redisstore.Config{URL: url, KeyFormat: redisstore.KeyEnvoy, ExpirationJitter: jitter}
-	var (
-		s   *redisstore.Store
-		err error
-	)
-	if clock != nil {
-		s, err = redisstore.NewWithClock(context.Background(), cfg, clock)
-	} else {
-		s, err = redisstore.New(context.Background(), cfg)
-	}
-	if err != nil {
-		t.Fatalf("redisstore.New(%s): %v", url, err)
-	}
-	t.Cleanup(func() { s.Close() })
-	return s
+	return openConfig(t, redisstore.Config{URL: url, KeyFormat: redisstore.KeyEnvoy, ExpirationJitter: jitter}, clock)
 }
 
 // uniq returns a key part no other test run uses.

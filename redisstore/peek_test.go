@@ -3,7 +3,6 @@ package redisstore_test
 import (
 	"context"
 	"strconv"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -98,22 +97,15 @@ func BenchmarkPeek(b *testing.B) {
 	for _, a := range sluice.Algorithms() {
 		b.Run("alg="+a.String(), func(b *testing.B) {
 			lim := sluice.Limit{Algorithm: a, Rate: 100, Period: time.Hour, Burst: 100}
-			prefix := "benchpeek:" + strconv.FormatInt(time.Now().UnixNano(), 36) + ":"
-			keys := make([]string, 1000)
-			for i := range keys {
-				keys[i] = prefix + strconv.Itoa(i)
-				s.AllowN(ctx, keys[i], lim, 50)
-			}
-			var next atomic.Int64
-			b.ReportAllocs()
-			b.SetParallelism(16)
-			b.RunParallel(func(pb *testing.PB) {
-				for pb.Next() {
-					if _, err := s.Peek(ctx, keys[next.Add(1)%int64(len(keys))], lim); err != nil {
-						b.Error(err)
-						return
-					}
+			keys := benchKeys("benchpeek:")
+			for _, k := range keys {
+				if _, err := s.AllowN(ctx, k, lim, 50); err != nil {
+					b.Fatal(err)
 				}
+			}
+			parallelOverKeys(b, keys, func(key string) error {
+				_, err := s.Peek(ctx, key, lim)
+				return err
 			})
 		})
 	}

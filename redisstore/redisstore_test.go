@@ -29,17 +29,24 @@ func TestMain(m *testing.M) {
 // from Redis's TIME when clock is nil.
 func open(t testing.TB, url string, clock sluice.Clock) *redisstore.Store {
 	t.Helper()
+	return openConfig(t, redisstore.Config{URL: url}, clock)
+}
+
+// openConfig returns a store on cfg, closed when the test ends, whose
+// scripts take the time from clock, or from Redis's TIME when clock is nil.
+func openConfig(t testing.TB, cfg redisstore.Config, clock sluice.Clock) *redisstore.Store {
+	t.Helper()
 	var (
 		s   *redisstore.Store
 		err error
 	)
 	if clock != nil {
-		s, err = redisstore.NewWithClock(context.Background(), redisstore.Config{URL: url}, clock)
+		s, err = redisstore.NewWithClock(context.Background(), cfg, clock)
 	} else {
-		s, err = redisstore.New(context.Background(), redisstore.Config{URL: url})
+		s, err = redisstore.New(context.Background(), cfg)
 	}
 	if err != nil {
-		t.Fatalf("redisstore.New(%s): %v", url, err)
+		t.Fatalf("redisstore.New(%s): %v", cfg.URL, err)
 	}
 	t.Cleanup(func() { s.Close() })
 	return s

@@ -2,15 +2,14 @@ package pgstore_test
 
 import (
 	"context"
-	"slices"
 	"strconv"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/internal/pgtest"
+	"github.com/sluicehq/sluice/internal/storetest"
 )
 
 // BenchmarkDecisions measures admitted fixed-window decisions of cost 1:
@@ -61,32 +60,9 @@ func benchDecisions(b *testing.B, url string, conc int, hot bool) {
 		})
 	}
 	wg.Wait()
-	lat := make([]time.Duration, b.N)
-	var next atomic.Int64
-	b.ResetTimer()
-	begin := time.Now()
-	for range conc {
-		wg.Go(func() {
-			for {
-				i := next.Add(1) - 1
-				if i >= int64(b.N) {
-					return
-				}
-				t0 := time.Now()
-				r, err := s.Allow(ctx, keys[i%int64(len(keys))], lim)
-				lat[i] = time.Since(t0)
-				if err != nil || !r.Allowed {
-					b.Errorf("Allow = %+v, %v", r, err)
-					return
-				}
-			}
-		})
-	}
-	wg.Wait()
-	elapsed := time.Since(begin)
-	b.StopTimer()
-	slices.Sort(lat)
-	b.ReportMetric(float64(b.N)/elapsed.Seconds(), "decisions/s")
+	lat := storetest.TimedDecisions(b, conc, func(i int64) (sluice.Result, error) {
+		return s.Allow(ctx, keys[i%int64(len(keys))], lim)
+	})
 	b.ReportMetric(float64(lat[len(lat)/2].Microseconds()), "p50-µs")
 	b.ReportMetric(float64(lat[len(lat)*99/100].Microseconds()), "p99-µs")
 }

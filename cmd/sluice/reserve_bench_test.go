@@ -4,15 +4,13 @@ package main
 
 import (
 	"context"
-	"slices"
 	"strconv"
-	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/internal/pgtest"
+	"github.com/sluicehq/sluice/internal/storetest"
 	"github.com/sluicehq/sluice/pgstore"
 	"github.com/sluicehq/sluice/relief"
 )
@@ -58,32 +56,8 @@ func benchReservations(b *testing.B, url string, reserve, conc int, hot bool) {
 		}
 		return prefix + strconv.FormatInt(i%10000, 10)
 	}
-	lat := make([]time.Duration, b.N)
-	var next atomic.Int64
-	var wg sync.WaitGroup
-	b.ResetTimer()
-	begin := time.Now()
-	for range conc {
-		wg.Go(func() {
-			for {
-				i := next.Add(1) - 1
-				if i >= int64(b.N) {
-					return
-				}
-				t0 := time.Now()
-				r, err := lim.AllowN(ctx, key(i), quota, 1)
-				lat[i] = time.Since(t0)
-				if err != nil || !r.Allowed {
-					b.Errorf("AllowN = %+v, %v", r, err)
-					return
-				}
-			}
-		})
-	}
-	wg.Wait()
-	elapsed := time.Since(begin)
-	b.StopTimer()
-	slices.Sort(lat)
-	b.ReportMetric(float64(b.N)/elapsed.Seconds(), "decisions/s")
+	lat := storetest.TimedDecisions(b, conc, func(i int64) (sluice.Result, error) {
+		return lim.AllowN(ctx, key(i), quota, 1)
+	})
 	b.ReportMetric(float64(lat[len(lat)*99/100].Microseconds()), "p99-µs")
 }

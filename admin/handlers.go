@@ -178,12 +178,7 @@ func (a *API) setPlan(w http.ResponseWriter, r *http.Request) {
 	if !a.readBody(w, r, &req) {
 		return
 	}
-	if len(req.Limits) == 0 {
-		writeError(w, http.StatusBadRequest, "malformed body: limits: required")
-		return
-	}
-	if _, err := plans.ParseLimits(req.Limits); err != nil {
-		writeError(w, http.StatusBadRequest, "malformed body: limits: "+err.Error())
+	if !validField(w, "limits", req.Limits, func(b []byte) error { _, err := plans.ParseLimits(b); return err }) {
 		return
 	}
 	a.change(w, r, "", func(ctx context.Context) error {
@@ -239,6 +234,20 @@ func (a *API) change(w http.ResponseWriter, r *http.Request, tenant string, op f
 	a.changed(w, tenant)
 }
 
+// validField reports whether raw, the body's field name, is present and
+// parses; if not, it answers 400 naming the field and why.
+func validField(w http.ResponseWriter, name string, raw json.RawMessage, parse func([]byte) error) bool {
+	if len(raw) == 0 {
+		writeError(w, http.StatusBadRequest, "malformed body: "+name+": required")
+		return false
+	}
+	if err := parse(raw); err != nil {
+		writeError(w, http.StatusBadRequest, "malformed body: "+name+": "+err.Error())
+		return false
+	}
+	return true
+}
+
 // setOverride sets a tenant's override of a limit name, until an optional
 // expiry.
 func (a *API) setOverride(w http.ResponseWriter, r *http.Request) {
@@ -253,12 +262,7 @@ func (a *API) setOverride(w http.ResponseWriter, r *http.Request) {
 	if !a.readBody(w, r, &req) {
 		return
 	}
-	if len(req.Limit) == 0 {
-		writeError(w, http.StatusBadRequest, "malformed body: limit: required")
-		return
-	}
-	if _, err := plans.ParseLimit(req.Limit); err != nil {
-		writeError(w, http.StatusBadRequest, "malformed body: limit: "+err.Error())
+	if !validField(w, "limit", req.Limit, func(b []byte) error { _, err := plans.ParseLimit(b); return err }) {
 		return
 	}
 	var exp time.Time

@@ -107,11 +107,7 @@ func TestEventsStreamSnapshots(t *testing.T) {
 	p := New(Config{Interval: 10 * time.Millisecond})
 	p.Observe(service.Decision{Rule: "d.a", Outcome: service.Allowed})
 	srv := serve(t, p)
-	resp, err := http.Get(srv.URL + "/page/events")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
+	resp := events(t, srv.URL)
 	if ct := resp.Header.Get("Content-Type"); ct != "text/event-stream" {
 		t.Fatalf("Content-Type %q", ct)
 	}
@@ -137,16 +133,8 @@ func TestEventsStreamSnapshots(t *testing.T) {
 func TestStreamsPastTheCapAreRefused(t *testing.T) {
 	p := New(Config{MaxStreams: 1, Interval: time.Hour})
 	srv := serve(t, p)
-	first, err := http.Get(srv.URL + "/page/events")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer first.Body.Close()
-	second, err := http.Get(srv.URL + "/page/events")
-	if err != nil {
-		t.Fatal(err)
-	}
-	second.Body.Close()
+	events(t, srv.URL) // the first stream, held open
+	second := events(t, srv.URL)
 	if second.StatusCode != http.StatusServiceUnavailable {
 		t.Fatalf("second stream: %d, want 503", second.StatusCode)
 	}
@@ -231,11 +219,7 @@ func TestEventsOutliveTheServersWriteTimeout(t *testing.T) {
 	srv.Config.WriteTimeout = 200 * time.Millisecond
 	srv.Start()
 	t.Cleanup(srv.Close)
-	resp, err := http.Get(srv.URL + "/page/events")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
+	resp := events(t, srv.URL)
 	sc := bufio.NewScanner(resp.Body)
 	sc.Buffer(nil, 1<<20)
 	start, events := time.Now(), 0
@@ -254,11 +238,7 @@ func TestEventsOutliveTheServersWriteTimeout(t *testing.T) {
 func TestCloseEndsTheStreams(t *testing.T) {
 	p := New(Config{Interval: time.Hour})
 	srv := serve(t, p)
-	resp, err := http.Get(srv.URL + "/page/events")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
+	resp := events(t, srv.URL)
 	sc := bufio.NewScanner(resp.Body)
 	sc.Buffer(nil, 1<<20)
 	for sc.Scan() && !strings.HasPrefix(sc.Text(), "data: ") {
@@ -269,12 +249,21 @@ func TestCloseEndsTheStreams(t *testing.T) {
 	if sc.Err() != nil {
 		t.Fatalf("the stream ended with %v, want its end", sc.Err())
 	}
-	again, err := http.Get(srv.URL + "/page/events")
-	if err != nil {
-		t.Fatal(err)
-	}
-	again.Body.Close()
+	again := events(t, srv.URL)
 	if again.StatusCode != http.StatusServiceUnavailable {
 		t.Fatalf("a stream after Close: %d, want 503", again.StatusCode)
 	}
+}
+
+// events opens the page's event stream on the server at base; its body is
+// closed when the test ends (before the server's own close, registered
+// earlier).
+func events(t *testing.T, base string) *http.Response {
+	t.Helper()
+	resp, err := http.Get(base + "/page/events")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { resp.Body.Close() })
+	return resp
 }

@@ -1,11 +1,8 @@
 package main
 
 import (
-	"io"
 	"net/http"
-	"net/http/httptest"
 	"strings"
-	"sync/atomic"
 	"testing"
 )
 
@@ -13,12 +10,7 @@ import (
 // client_max_body_size: over it, 413 and the upstream sees nothing; a size
 // that does not parse is refused.
 func TestProxyClientMaxBodySizeFlag(t *testing.T) {
-	var hits atomic.Int64
-	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		hits.Add(1)
-		io.Copy(io.Discard, r.Body)
-	}))
-	defer up.Close()
+	up, hits := discardingUpstream(t)
 	p := launchProxy(t, "-upstream", up.URL, "-client-max-body-size", "1k")
 	for _, tc := range []struct {
 		n, want int

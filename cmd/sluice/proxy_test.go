@@ -284,12 +284,7 @@ func TestProxyReopenAccessLog(t *testing.T) {
 // upstream sees none of them; each ends with 408 once its body has stalled
 // for client_body_timeout.
 func TestProxySlowBodies(t *testing.T) {
-	var hits atomic.Int64
-	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		hits.Add(1)
-		io.Copy(io.Discard, r.Body)
-	}))
-	defer up.Close()
+	up, hits := discardingUpstream(t)
 	cfg := filepath.Join(t.TempDir(), "p.yaml")
 	os.WriteFile(cfg, []byte("max_in_flight: 5\n"), 0o644)
 	const bodyTimeout = time.Second
@@ -501,4 +496,17 @@ func TestProxyDebugLogInConfigDirDoesNotFeedItself(t *testing.T) {
 	if n := strings.Count(string(b), "\n"); n > 100 {
 		t.Errorf("the log has %d lines after a second of idling; it feeds itself:\n%.600s", n, b)
 	}
+}
+
+// discardingUpstream is an upstream, closed when the test ends, that reads
+// and discards each request's body and counts the requests in hits.
+func discardingUpstream(t *testing.T) (up *httptest.Server, hits *atomic.Int64) {
+	t.Helper()
+	hits = new(atomic.Int64)
+	up = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		hits.Add(1)
+		io.Copy(io.Discard, r.Body)
+	}))
+	t.Cleanup(up.Close)
+	return up, hits
 }

@@ -215,18 +215,9 @@ func TestServeRefusesConfigFilesThatAreNotRegular(t *testing.T) {
 				if err := bad.make(filepath.Join(dir, "z.yaml")); err != nil {
 					t.Fatal(err)
 				}
-				var out, errb syncBuffer
-				done := make(chan int, 1)
-				go func() {
-					done <- runServe(context.Background(), []string{"-config", dir, "-http-addr", "127.0.0.1:0", "-grpc-addr", "127.0.0.1:0"}, &out, &errb)
-				}()
-				select {
-				case code := <-done:
-					if code != 1 || !strings.Contains(errb.String(), "z.yaml") || !strings.Contains(errb.String(), "not a regular file") {
-						t.Errorf("exit %d, stderr %q; want 1 naming z.yaml as not a regular file", code, errb.String())
-					}
-				case <-time.After(5 * time.Second):
-					t.Fatalf("serve still starting after 5s with %s as a config file", bad.name)
+				code, errs := serveExit(t, 5*time.Second, "serve still starting with "+bad.name+" as a config file", "-config", dir)
+				if code != 1 || !strings.Contains(errs, "z.yaml") || !strings.Contains(errs, "not a regular file") {
+					t.Errorf("exit %d, stderr %q; want 1 naming z.yaml as not a regular file", code, errs)
 				}
 			})
 			t.Run("reload", func(t *testing.T) {

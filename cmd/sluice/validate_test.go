@@ -1,7 +1,6 @@
 package main
 
 import (
-	"context"
 	"os"
 	"path/filepath"
 	"strings"
@@ -32,18 +31,8 @@ func TestRulesTheStoreCannotServeAreRefused(t *testing.T) {
 		tt.check(t)
 	}
 
-	var out, errb syncBuffer
-	done := make(chan int, 1)
-	go func() {
-		done <- runServe(context.Background(), []string{"-config", bad, "-store", store, "-http-addr", "127.0.0.1:0", "-grpc-addr", "127.0.0.1:0"}, &out, &errb)
-	}()
-	select {
-	case code := <-done:
-		if code != 1 || !strings.Contains(errb.String(), bad+":5") {
-			t.Errorf("serve with a rule Redis cannot serve: exit %d, %q; want 1 and %s:5", code, errb.String(), bad)
-		}
-	case <-time.After(10 * time.Second):
-		t.Fatal("serve started with a rule Redis cannot serve")
+	if code, errs := serveExit(t, 10*time.Second, "serve started with a rule Redis cannot serve", "-config", bad, "-store", store); code != 1 || !strings.Contains(errs, bad+":5") {
+		t.Errorf("serve with a rule Redis cannot serve: exit %d, %q; want 1 and %s:5", code, errs, bad)
 	}
 
 	good := filepath.Join(t.TempDir(), "rl.yaml")

@@ -17,7 +17,7 @@ import (
 )
 
 // parseRules compiles the one-domain config yaml.
-func parseRules(t *testing.T, yaml string) *config.Config {
+func parseRules(t testing.TB, yaml string) *config.Config {
 	t.Helper()
 	d, err := config.Parse("test.yaml", []byte(yaml))
 	if err != nil {

@@ -32,25 +32,6 @@ type pageRow struct {
 
 var pageRows = []pageRow{{"off", false, false}, {"page", true, false}, {"page-watched", true, true}}
 
-func pageBenchRules(b *testing.B) *config.Config {
-	b.Helper()
-	return benchRules(b, telemetryBenchYAML)
-}
-
-// benchRules compiles the config text yaml, as bench.yaml.
-func benchRules(b *testing.B, yaml string) *config.Config {
-	b.Helper()
-	d, err := config.Parse("bench.yaml", []byte(yaml))
-	if err != nil {
-		b.Fatal(err)
-	}
-	rules, err := config.New(d)
-	if err != nil {
-		b.Fatal(err)
-	}
-	return rules
-}
-
 // pageBenchService builds serve's service on the memory store, with the
 // live page as its observer when row says so, and a client reading the
 // page's event stream (every second, as a browser does) when watching.
@@ -99,7 +80,7 @@ func pageBenchService(b *testing.B, rules *config.Config, row pageRow) *service.
 // client following its event stream. It reports decisions/s and CPU per
 // decision.
 func BenchmarkRLSPage(b *testing.B) {
-	rules := pageBenchRules(b)
+	rules := parseRules(b, telemetryBenchYAML)
 	reqs := make([]*pb.RateLimitRequest, 10000)
 	for i := range reqs {
 		reqs[i] = &pb.RateLimitRequest{Domain: "bench", Descriptors: []*rlpb.RateLimitDescriptor{
@@ -120,7 +101,7 @@ func BenchmarkRLSPage(b *testing.B) {
 // smallest unit the page adds to, for callgrind (bench/callgrind.sh) and
 // allocs/op.
 func BenchmarkDecidePage(b *testing.B) {
-	benchDecide(b, pageBenchRules(b), pageRows)
+	benchDecide(b, parseRules(b, telemetryBenchYAML), pageRows)
 }
 
 // benchDecide measures one decision for alice in process under rules, on
@@ -169,6 +150,6 @@ func grpcClient(b *testing.B, svc *service.Service, opts ...grpc.ServerOption) p
 // day: after the first, every decision is a refusal, which the page
 // hashes (sluice.HashKey), counts in its sketch and keeps in its ring.
 func BenchmarkDecidePageRefused(b *testing.B) {
-	rules := benchRules(b, "domain: bench\ndescriptors:\n  - key: user\n    rate_limit: {unit: day, requests_per_unit: 1}\n")
+	rules := parseRules(b, "domain: bench\ndescriptors:\n  - key: user\n    rate_limit: {unit: day, requests_per_unit: 1}\n")
 	benchDecide(b, rules, pageRows[:2])
 }

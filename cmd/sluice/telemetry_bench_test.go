@@ -87,14 +87,7 @@ func BenchmarkRLSTelemetry(b *testing.B) {
 		{name: "statsd", env: map[string]string{"USE_STATSD": "true", "STATSD_HOST": "127.0.0.1",
 			"STATSD_PORT": strconv.Itoa(statsdPort), "STATS_FLUSH_INTERVAL": "1s"}},
 	}
-	d, err := config.Parse("bench.yaml", []byte(telemetryBenchYAML))
-	if err != nil {
-		b.Fatal(err)
-	}
-	rules, err := config.New(d)
-	if err != nil {
-		b.Fatal(err)
-	}
+	rules := parseRules(b, telemetryBenchYAML)
 	reqs := make([]*pb.RateLimitRequest, 10000)
 	for i := range reqs {
 		reqs[i] = &pb.RateLimitRequest{Domain: "bench", Descriptors: []*rlpb.RateLimitDescriptor{

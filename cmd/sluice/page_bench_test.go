@@ -3,7 +3,6 @@ package main
 import (
 	"bufio"
 	"context"
-	"fmt"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -81,12 +80,7 @@ func pageBenchService(b *testing.B, rules *config.Config, row pageRow) *service.
 // decision.
 func BenchmarkRLSPage(b *testing.B) {
 	rules := parseRules(b, telemetryBenchYAML)
-	reqs := make([]*pb.RateLimitRequest, 10000)
-	for i := range reqs {
-		reqs[i] = &pb.RateLimitRequest{Domain: "bench", Descriptors: []*rlpb.RateLimitDescriptor{
-			{Entries: []*rlpb.RateLimitDescriptor_Entry{{Key: "user", Value: fmt.Sprintf("%06d", i)}}},
-		}}
-	}
+	reqs := userRequests(10000)
 	for _, conc := range []int{1, 64} {
 		for _, row := range pageRows {
 			b.Run("conc="+strconv.Itoa(conc)+"/"+row.name, func(b *testing.B) {

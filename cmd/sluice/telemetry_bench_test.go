@@ -88,12 +88,7 @@ func BenchmarkRLSTelemetry(b *testing.B) {
 			"STATSD_PORT": strconv.Itoa(statsdPort), "STATS_FLUSH_INTERVAL": "1s"}},
 	}
 	rules := parseRules(b, telemetryBenchYAML)
-	reqs := make([]*pb.RateLimitRequest, 10000)
-	for i := range reqs {
-		reqs[i] = &pb.RateLimitRequest{Domain: "bench", Descriptors: []*rlpb.RateLimitDescriptor{
-			{Entries: []*rlpb.RateLimitDescriptor_Entry{{Key: "user", Value: fmt.Sprintf("%06d", i)}}},
-		}}
-	}
+	reqs := userRequests(10000)
 	for _, conc := range []int{1, 64} {
 		for _, row := range rows {
 			b.Run("conc="+strconv.Itoa(conc)+"/"+row.name, func(b *testing.B) {
@@ -178,4 +173,16 @@ func benchCalls(b *testing.B, c pb.RateLimitServiceClient, reqs []*pb.RateLimitR
 	b.StopTimer()
 	b.ReportMetric(float64(b.N)/elapsed.Seconds(), "decisions/s")
 	b.ReportMetric(float64(cpu.Microseconds())/float64(b.N), "cpu-µs/op")
+}
+
+// userRequests returns n requests of domain bench, each for a user of its
+// own (000000, 000001, ...).
+func userRequests(n int) []*pb.RateLimitRequest {
+	reqs := make([]*pb.RateLimitRequest, n)
+	for i := range reqs {
+		reqs[i] = &pb.RateLimitRequest{Domain: "bench", Descriptors: []*rlpb.RateLimitDescriptor{
+			{Entries: []*rlpb.RateLimitDescriptor_Entry{{Key: "user", Value: fmt.Sprintf("%06d", i)}}},
+		}}
+	}
+	return reqs
 }

@@ -10,7 +10,6 @@ import (
 	pb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/sluicehq/sluice/config"
 	"github.com/sluicehq/sluice/memstore"
 	"github.com/sluicehq/sluice/service"
 )
@@ -42,14 +41,7 @@ descriptors:
 // 3 descriptors; the values cycle over 10,000 users. The /par variants call
 // it from GOMAXPROCS goroutines.
 func BenchmarkShouldRateLimit(b *testing.B) {
-	d, err := config.Parse("bench.yaml", []byte(benchYAML))
-	if err != nil {
-		b.Fatal(err)
-	}
-	rules, err := config.New(d)
-	if err != nil {
-		b.Fatal(err)
-	}
+	rules := parseRules(b, benchYAML)
 	const users = 10000
 	for _, descs := range []int{1, 3} {
 		reqs := make([]*pb.RateLimitRequest, users)

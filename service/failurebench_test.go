@@ -10,7 +10,6 @@ import (
 	pb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 
 	"github.com/sluicehq/sluice"
-	"github.com/sluicehq/sluice/config"
 	"github.com/sluicehq/sluice/failsafe"
 	"github.com/sluicehq/sluice/memstore"
 	"github.com/sluicehq/sluice/service"
@@ -22,19 +21,12 @@ import (
 // of each failure mode. The request carries a deadline shorter than the
 // policy's timeout, as Envoy's do.
 func BenchmarkShouldRateLimitFailurePolicy(b *testing.B) {
-	d, err := config.Parse("bench.yaml", []byte(`domain: bench
+	rules := parseRules(b, `domain: bench
 descriptors:
   - {key: open, rate_limit: {unit: second, requests_per_unit: 1000000000, failure_mode: open}}
   - {key: closed, rate_limit: {unit: second, requests_per_unit: 1000000000, failure_mode: closed}}
   - {key: local, rate_limit: {unit: second, requests_per_unit: 1000000000, failure_mode: local}}
-`))
-	if err != nil {
-		b.Fatal(err)
-	}
-	rules, err := config.New(d)
-	if err != nil {
-		b.Fatal(err)
-	}
+`)
 	for _, down := range []bool{false, true} {
 		for _, mode := range []string{"open", "closed", "local"} {
 			b.Run(fmt.Sprintf("down=%v/mode=%s", down, mode), func(b *testing.B) {

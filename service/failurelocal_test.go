@@ -14,7 +14,7 @@ import (
 )
 
 // parseRules is the *config.Config of one YAML file.
-func parseRules(t *testing.T, yaml string) *config.Config {
+func parseRules(t testing.TB, yaml string) *config.Config {
 	t.Helper()
 	d, err := config.Parse("rules.yaml", []byte(yaml))
 	if err != nil {

@@ -9,7 +9,6 @@ import (
 	pb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/sluicehq/sluice/config"
 	"github.com/sluicehq/sluice/memstore"
 	"github.com/sluicehq/sluice/service"
 )
@@ -33,14 +32,7 @@ func BenchmarkShouldRateLimitFeatures(b *testing.B) {
 	}
 	for _, c := range cases {
 		b.Run(c.name, func(b *testing.B) {
-			d, err := config.Parse("bench.yaml", []byte("domain: bench\ndescriptors:\n"+c.yaml))
-			if err != nil {
-				b.Fatal(err)
-			}
-			rules, err := config.New(d)
-			if err != nil {
-				b.Fatal(err)
-			}
+			rules := parseRules(b, "domain: bench\ndescriptors:\n"+c.yaml)
 			store := memstore.New(memstore.Config{})
 			defer store.Close()
 			cfg := c.cfg

@@ -131,6 +131,16 @@ func healthCheck(t *testing.T, addr string, serverCA *testCA, cert *tls.Certific
 	if cert != nil {
 		cfg.Certificates = []tls.Certificate{*cert}
 	}
+	err := healthOverTLS(t, addr, cfg)
+	mu.Lock()
+	defer mu.Unlock()
+	return seen, err
+}
+
+// healthOverTLS makes one health check at addr over TLS with cfg, on a
+// connection of its own, within 5 seconds, and returns its error.
+func healthOverTLS(t *testing.T, addr string, cfg *tls.Config) error {
+	t.Helper()
 	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(credentials.NewTLS(cfg)))
 	if err != nil {
 		t.Fatal(err)
@@ -139,9 +149,7 @@ func healthCheck(t *testing.T, addr string, serverCA *testCA, cert *tls.Certific
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	_, err = healthpb.NewHealthClient(conn).Check(ctx, &healthpb.HealthCheckRequest{})
-	mu.Lock()
-	defer mu.Unlock()
-	return seen, err
+	return err
 }
 
 // checkServed checks that a health check at addr by a client trusting
@@ -331,17 +339,7 @@ func TestGRPCmTLSDoesNotResumeAcrossACARotation(t *testing.T) {
 	client := clientCA.issue(t, "envoy", true, "envoy.test")
 	cfg := &tls.Config{RootCAs: pool, ServerName: "sluice.test", Certificates: []tls.Certificate{client.pair},
 		ClientSessionCache: tls.NewLRUClientSessionCache(8)}
-	check := func() error {
-		conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(credentials.NewTLS(cfg)))
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer conn.Close()
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		_, err = healthpb.NewHealthClient(conn).Check(ctx, &healthpb.HealthCheckRequest{})
-		return err
-	}
+	check := func() error { return healthOverTLS(t, addr, cfg) }
 	if err := check(); err != nil {
 		t.Fatal(err)
 	}

@@ -16,7 +16,8 @@ var calendarKeys = []string{"time_zone", "anchor_day", "anchor_month", "first_we
 // calendarUnits maps the config units a calendar applies to onto the
 // calendar's units.
 var calendarUnits = map[Unit]sluice.CalendarUnit{
-	Day: sluice.CalendarDay, Week: sluice.CalendarWeek, Month: sluice.CalendarMonth, Year: sluice.CalendarYear,
+	Day: sluice.CalendarDay, Week: sluice.CalendarWeek, Month: sluice.CalendarMonth,
+	Quarter: sluice.CalendarQuarter, Year: sluice.CalendarYear,
 }
 
 // maxZoneName bounds a time_zone's length: the longest IANA name is about
@@ -29,7 +30,7 @@ const maxZoneName = 64
 func (p *parser) calendar(key, val *yaml.Node, r *RateLimit) error {
 	cu, ok := calendarUnits[r.Unit]
 	if !ok {
-		return p.errf(key, "a calendar applies to unit day, week, month or year, not %v", r.Unit)
+		return p.errf(key, "a calendar applies to unit day, week, month, quarter or year, not %v", r.Unit)
 	}
 	if r.Limit.Algorithm != sluice.FixedWindow {
 		return p.errf(key, "a calendar applies only to fixed_window, not %v", r.Limit.Algorithm)
@@ -49,9 +50,9 @@ func (p *parser) calendar(key, val *yaml.Node, r *RateLimit) error {
 			zone = true
 			c.Location, err = p.timeZone(f.val)
 		case "anchor_day":
-			err = p.calendarAnchor(f, cu >= sluice.CalendarMonth, 31, &c.AnchorDay, "month or year")
+			err = p.calendarAnchor(f, cu >= sluice.CalendarMonth, 31, &c.AnchorDay, "month, quarter or year")
 		case "anchor_month":
-			err = p.calendarAnchor(f, cu == sluice.CalendarYear, 12, &c.AnchorMonth, "year")
+			err = p.calendarAnchor(f, cu >= sluice.CalendarQuarter, 12, &c.AnchorMonth, "quarter or year")
 		case "first_weekday":
 			c.FirstWeekday, err = p.firstWeekday(f, cu)
 		}

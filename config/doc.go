@@ -36,7 +36,8 @@
 // detailed_metric, value_to_metric, share_threshold, quota_mode and
 // metadata (a mapping of anything, returned in the service's
 // dynamic_metadata; RateLimit.Metadata); in a rate_limit unit (second,
-// minute, hour, day, week, month, year; any case), requests_per_unit,
+// minute, hour, day, week, month, year; any case; and Sluice's quarter,
+// only with a calendar block), requests_per_unit,
 // unlimited, name and replaces (a list of {name: ...}). Sluice adds
 // algorithm, burst, unit_multiplier, failure_mode and calendar under
 // rate_limit, a rate_limits list beside it (below), and a forward_auth
@@ -45,16 +46,18 @@
 //
 // A unit is a fixed length counted from the Unix epoch, as in
 // envoyproxy/ratelimit: a day is 24 hours of UTC, a month 30 days, a year
-// 365. A calendar block on a fixed_window of unit day, week, month or year
-// makes the window the calendar period in a time zone instead:
+// 365. A calendar block on a fixed_window of unit day, week, month, quarter
+// or year makes the window the calendar period in a time zone instead.
+// Quarter is not an envoyproxy/ratelimit unit and has no fixed length, so
+// unit quarter without a calendar block is an error:
 //
 //	rate_limit:
 //	  unit: month
 //	  requests_per_unit: 10000
 //	  calendar:
 //	    time_zone: Europe/Berlin   # an IANA name, or UTC; required
-//	    anchor_day: 15             # month or year: the period starts on the 15th (1-31, clamped)
-//	    # anchor_month: 4          # year: the period starts in April
+//	    anchor_day: 15             # month, quarter or year: the period starts on the 15th (1-31, clamped)
+//	    # anchor_month: 4          # year: starts in April; quarter: April, July, October, January
 //	    # first_weekday: sunday    # week: default iso (Monday)
 //
 // The period is [local midnight of its first day, local midnight of the

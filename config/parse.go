@@ -560,7 +560,10 @@ func (p *parser) limit(n *yaml.Node, r *RateLimit, k *rateLimitRead) error {
 	}
 	var ok bool
 	if r.Unit, ok = ParseUnit(k.unitText); !ok {
-		return p.errf(k.unit, "invalid rate limit unit %q (want second, minute, hour, day, week, month or year)", k.unitText)
+		return p.errf(k.unit, "invalid rate limit unit %q (want second, minute, hour, day, week, month or year; or quarter with a calendar block)", k.unitText)
+	}
+	if r.Unit == Quarter && k.cal == nil {
+		return p.errf(k.unit, "unit quarter needs a calendar block (such as calendar: {time_zone: UTC}): a quarter is a calendar period, which envoyproxy/ratelimit has no unit for")
 	}
 	if k.rpu == nil {
 		return p.errf(n, "rate_limit has no requests_per_unit (0 blocks every request)")

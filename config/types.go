@@ -8,11 +8,15 @@ import (
 )
 
 // Unit is the unit of a rate limit's requests_per_unit, as envoyproxy/ratelimit
-// names them, plus calendar units.
+// names them, plus Quarter, which exists only with a calendar block.
 type Unit uint8
 
 // The units. Second, Minute, Hour and Day are fixed lengths; Week, Month and
-// Year are calendar units in envoyproxy/ratelimit's protocol.
+// Year are calendar units in envoyproxy/ratelimit's protocol, counted there
+// (and here, without a calendar block) as 7, 30 and 365 days. Quarter is a
+// Sluice extension that envoyproxy/ratelimit does not have: load accepts it
+// only with a calendar block, so it always means a calendar quarter in a
+// time zone; its nominal length is 90 days.
 const (
 	UnitUnknown Unit = iota
 	Second
@@ -22,6 +26,7 @@ const (
 	Week
 	Month
 	Year
+	Quarter
 )
 
 var unitNames = [...]string{
@@ -33,6 +38,7 @@ var unitNames = [...]string{
 	Week:        "week",
 	Month:       "month",
 	Year:        "year",
+	Quarter:     "quarter",
 }
 
 var unitLengths = [...]time.Duration{
@@ -43,6 +49,9 @@ var unitLengths = [...]time.Duration{
 	Week:   7 * 24 * time.Hour,
 	Month:  30 * 24 * time.Hour,
 	Year:   365 * 24 * time.Hour,
+	// Quarter is the calendar's nominal quarter (sluice.CalendarQuarter's
+	// Nominal), the Period a Limit with a quarterly Calendar has.
+	Quarter: 90 * 24 * time.Hour,
 }
 
 // String returns the unit's configuration name in lower case, such as
@@ -55,8 +64,8 @@ func (u Unit) String() string {
 }
 
 // Duration returns the nominal length of one unit: a week is 7 days, a month
-// 30 and a year 365, as envoyproxy/ratelimit counts them. It returns 0 for
-// UnitUnknown.
+// 30 and a year 365, as envoyproxy/ratelimit counts them, and a quarter 90.
+// It returns 0 for UnitUnknown.
 func (u Unit) Duration() time.Duration {
 	if int(u) < len(unitLengths) {
 		return unitLengths[u]
@@ -65,8 +74,9 @@ func (u Unit) Duration() time.Duration {
 }
 
 // ParseUnit returns the unit named s, ignoring case ("second", "SECOND"), as
-// envoyproxy/ratelimit accepts them. It returns UnitUnknown and false for any
-// other string.
+// envoyproxy/ratelimit accepts them, or Quarter for "quarter" (which a
+// config accepts only with a calendar block). It returns UnitUnknown and
+// false for any other string.
 func ParseUnit(s string) (Unit, bool) {
 	for i, n := range unitNames {
 		if i != int(UnitUnknown) && strings.EqualFold(s, n) {

@@ -71,7 +71,13 @@ func TestBatchersShareOneGlobalLimit(t *testing.T) {
 		t.Fatalf("after Hold, %d admitted in all: units held by servers did not come back", total)
 	}
 	t.Logf("%d global calls for %d requests", g.calls.Load(), 64*10+4*20)
-	if calls := g.calls.Load(); calls > 80 {
+	// Typically 18-46 calls. The bound is a quarter of the requests, not a
+	// typical figure: while a server's pool is empty or its first denial not
+	// yet cached, each of its 16 goroutines may call the store at once, and
+	// under the race detector's scheduling that reached 126 in 1 of 300 runs
+	// (the old bound of 80 failed CI that way). Without batching and caching
+	// every one of the 720 requests would call.
+	if calls := g.calls.Load(); calls > 720/4 {
 		t.Errorf("%d global calls for 720 requests: batching and caching spared too few", calls)
 	}
 }

@@ -28,6 +28,7 @@ routes:
 // 503, Retry-After and the reason max_in_flight, the sheddable route's
 // first, and the admin endpoint's gauge shows the limit fallen from 40.
 func TestProxyAdaptiveMaxInFlight(t *testing.T) {
+	t.Parallel() // waits on processes and timers; touches no process-wide state
 	sem := make(chan struct{}, 4)
 	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		sem <- struct{}{}

@@ -28,6 +28,7 @@ import (
 // any Go program, and on a loaded machine under -race that took more than
 // the 300 ms this test once waited.
 func TestProxySurvivesSIGHUPDuringStartUp(t *testing.T) {
+	t.Parallel() // waits on processes and timers; touches no process-wide state
 	up := httptest.NewServer(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
 	defer up.Close()
 	// A few thousand routes: a start-up of a good fraction of a second

@@ -284,6 +284,7 @@ func TestProxyReopenAccessLog(t *testing.T) {
 // upstream sees none of them; each ends with 408 once its body has stalled
 // for client_body_timeout.
 func TestProxySlowBodies(t *testing.T) {
+	t.Parallel() // waits on processes and timers; touches no process-wide state
 	up, hits := discardingUpstream(t)
 	cfg := filepath.Join(t.TempDir(), "p.yaml")
 	os.WriteFile(cfg, []byte("max_in_flight: 5\n"), 0o644)
@@ -466,6 +467,7 @@ func TestProxyMaxConns(t *testing.T) {
 // itself such a change, and the log grew without end (tens of thousands
 // of lines a second).
 func TestProxyDebugLogInConfigDirDoesNotFeedItself(t *testing.T) {
+	t.Parallel() // waits on processes and timers; touches no process-wide state
 	dir := t.TempDir()
 	cfg := filepath.Join(dir, "proxy.yaml")
 	writeAtomic(t, cfg, proxyCfg)

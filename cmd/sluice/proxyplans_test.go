@@ -47,6 +47,7 @@ func until(t *testing.T, url, tenant string, want int, deadline time.Time, what 
 // tenant's limit within the staleness, an override lowers it within the
 // staleness, and the override ends at its expiry, not before.
 func TestProxyPlansOnPostgres(t *testing.T) {
+	t.Parallel() // waits on processes and timers; touches no process-wide state
 	srv := pgtest.StartServer(t)
 	ctx := context.Background()
 	st, err := pgstore.Open(ctx, srv.URL(), pgstore.Config{}) // the schema, as serve makes it

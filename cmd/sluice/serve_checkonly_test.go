@@ -33,9 +33,26 @@ func TestServeCheckOnlyDescriptorReportsRemainingAndReset(t *testing.T) {
 	} {
 		t.Run(store.name, func(t *testing.T) {
 			s := launch(t, append([]string{"-config", path}, store.args(t)...)...)
+			warmUntilStoreDecides(t, s.url)
 			checkOnlyAfterTwoHits(t, s.url, store.name)
 		})
 	}
+}
+
+// warmUntilStoreDecides hits a warm-up key of the 7/minute rule until it
+// is refused, which only the store does (the failure mode, open, admits):
+// the first decisions on a Redis that serve has just connected to load its
+// scripts, and under load they can outlast the decision deadline and be
+// answered by the failure mode, which would count nothing.
+func warmUntilStoreDecides(t *testing.T, url string) {
+	t.Helper()
+	warm := fmt.Sprintf(`{"domain":"d","descriptors":[{"entries":[{"key":"k","value":"warm-%d"}]}]}`, time.Now().UnixNano())
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); {
+		if rlsPost(t, url, warm).GetOverallCode() == pb.RateLimitResponse_OVER_LIMIT {
+			return
+		}
+	}
+	t.Fatal("the store never refused the warm-up key within 10s: decisions are answered by the failure mode")
 }
 
 // checkOnlyAfterTwoHits spends 2 hits of a fresh key, checks it, then hits

@@ -31,6 +31,7 @@ func TestServeEndsAStalledGRPCRequest(t *testing.T) {
 // A health Watch stream, once its request is read, lasts as long as its
 // watcher: -grpc-request-timeout bounds only the reading of the request.
 func TestServeKeepsAHealthWatchOpen(t *testing.T) {
+	t.Parallel() // waits on processes and timers; touches no process-wide state
 	addr := serveGRPCWithRequestTimeout(t, "300ms")
 	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {

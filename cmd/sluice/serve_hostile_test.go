@@ -207,6 +207,7 @@ var badConfigFiles = []struct {
 // the reload fails and says so in its metrics, later edits and SIGHUP
 // still reload, and SIGTERM still stops the process within 5 seconds.
 func TestServeRefusesConfigFilesThatAreNotRegular(t *testing.T) {
+	t.Parallel() // waits on processes and timers; touches no process-wide state
 	for _, bad := range badConfigFiles {
 		t.Run(bad.name, func(t *testing.T) {
 			t.Run("start-up", func(t *testing.T) {
@@ -281,6 +282,7 @@ func writeFile(t *testing.T, path, body string) {
 // dangling symlink), each failed reload's log line must not trigger the
 // next reload.
 func TestServeLogInConfigDirDoesNotReloadInALoop(t *testing.T) {
+	t.Parallel() // waits on processes and timers; touches no process-wide state
 	dir := t.TempDir()
 	writeFile(t, filepath.Join(dir, "a.yaml"), cfgBlocked)
 	logFile, err := os.Create(filepath.Join(dir, "sluice.log"))

@@ -109,6 +109,7 @@ func TestServeGRPCmTLSServesOnlyClientsWithACertificate(t *testing.T) {
 // The server certificate replaced on disk (renamed over, as a Secret's
 // update does) is served to new connections without a restart.
 func TestServeGRPCTLSPicksUpAReplacedCertificate(t *testing.T) {
+	t.Parallel() // waits on processes and timers; touches no process-wide state
 	ca := newTestCA(t, "server CA")
 	dir := t.TempDir()
 	o := tlsFiles(t, dir, ca.issue(t, "first", false, "sluice.test"), nil)

@@ -54,6 +54,7 @@ func storeCount(t *testing.T, url string) int64 {
 // the schema once; reservations hold at most B−1 units per process and
 // give them back at shutdown. One server, a schema per subtest.
 func TestServeOnPostgres(t *testing.T) {
+	t.Parallel() // waits on processes and timers; touches no process-wide state
 	srv := pgtest.StartServer(t)
 
 	t.Run("quota admits up to its limit then over limit", func(t *testing.T) {
@@ -336,6 +337,7 @@ func stopProcess(t *testing.T, p *process) {
 // again by itself, and the database counts exactly the requests admitted,
 // none lost and none doubled.
 func TestServePostgresRestartFailsClosedThenResumes(t *testing.T) {
+	t.Parallel() // waits on processes and timers; touches no process-wide state
 	srv := pgtest.StartServer(t)
 	url := srv.Schema(t)
 	path := filepath.Join(t.TempDir(), "q.yaml")

@@ -25,6 +25,7 @@ import (
 // rules, keeps serve parsing for a good while after opening it (seconds
 // under -race).
 func TestServeSurvivesSIGHUPDuringStartUp(t *testing.T) {
+	t.Parallel() // waits on processes and timers; touches no process-wide state
 	dir := t.TempDir()
 	var b strings.Builder
 	b.WriteString("domain: d\ndescriptors:\n")

@@ -9,6 +9,7 @@ import (
 // `sluice simulate overload` prints the comparison of fixed and adaptive
 // limits, writes its chart, and refuses a scenario it cannot run.
 func TestSimulateOverload(t *testing.T) {
+	t.Parallel() // waits on processes and timers; touches no process-wide state
 	png := filepath.Join(t.TempDir(), "overload.png")
 	for _, tt := range []runCase{
 		{[]string{"simulate", "overload", "-duration", "5s", "-warmup", "1s", "-chart", png}, 0, "adaptive gradient", ""},

@@ -18,9 +18,11 @@ HAVE_BROWSER = command -v chromium >/dev/null 2>&1 || command -v chromium-browse
 
 .PHONY: test deps deps-redis deps-postgres deps-browser vet bench bench-peers lint fmt
 
-## test: vet, then run every test with the race detector in random order
+## test: vet, then run every test with the race detector in random order;
+## four test binaries at once (-p 4), since most of the long tests wait on
+## processes, sockets and timers rather than on the CPU
 test: deps vet
-	$(GO) test -race -shuffle=on ./...
+	$(GO) test -race -shuffle=on -p 4 ./...
 	$(MAKE) test-deploy
 	@$(HAVE_REDIS) || echo "make test: WARNING: the Redis tests were SKIPPED: redis-server/redis-cli not found (apt-get install $(REDIS_PACKAGES))"
 	@$(HAVE_POSTGRES) || echo "make test: WARNING: the PostgreSQL tests were SKIPPED: initdb/postgres not found (apt-get install $(POSTGRES_PACKAGES))"

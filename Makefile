@@ -31,47 +31,33 @@ test: deps vet
 ## deps: what the tests need beyond Go: Redis, PostgreSQL and Chromium, installed from Debian's packages when run as root
 deps: deps-redis deps-postgres deps-browser
 
+# deps_install: $(1) the HAVE_ test, $(2) what it prints when found, $(3) what is
+# missing, $(4) the _PACKAGES variable, $(5) which tests skip without it, $(6) the
+# SLUICE_REQUIRE_ suffix that makes its absence a failure. Installs from Debian's
+# packages when run as root with apt-get; otherwise warns.
+define deps_install
+@if $($(1)); then \
+	echo "deps: $(2)"; \
+elif [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+	echo "deps: $(3) missing; installing $($(4)) from Debian's packages"; \
+	set -x; \
+	apt-get update -q && \
+	DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends $($(4)); \
+else \
+	echo "deps: WARNING: $(3) not found, so $(5) will be SKIPPED."; \
+	echo "deps: install with: sudo apt-get install $($(4))  (or run make test as root);"; \
+	echo "deps: set SLUICE_REQUIRE_$(6)=1 to make the absence a failure."; \
+fi
+endef
+
 deps-redis:
-	@if $(HAVE_REDIS); then \
-		echo "deps: $$(redis-server --version)"; \
-	elif [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
-		echo "deps: redis-server/redis-cli missing; installing $(REDIS_PACKAGES) from Debian's packages"; \
-		set -x; \
-		apt-get update -q && \
-		DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends $(REDIS_PACKAGES); \
-	else \
-		echo "deps: WARNING: redis-server/redis-cli not found, so the Redis tests will be SKIPPED."; \
-		echo "deps: install them with: sudo apt-get install $(REDIS_PACKAGES)  (or run make test as root);"; \
-		echo "deps: set SLUICE_REQUIRE_REDIS=1 to make their absence a failure."; \
-	fi
+	$(call deps_install,HAVE_REDIS,$$(redis-server --version),redis-server/redis-cli,REDIS_PACKAGES,the Redis tests,REDIS)
 
 deps-postgres:
-	@if $(HAVE_POSTGRES); then \
-		echo "deps: PostgreSQL found: $$(pg_config --version 2>/dev/null || ls -d /usr/lib/postgresql/*/bin)"; \
-	elif [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
-		echo "deps: PostgreSQL's initdb/postgres missing; installing $(POSTGRES_PACKAGES) from Debian's packages"; \
-		set -x; \
-		apt-get update -q && \
-		DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends $(POSTGRES_PACKAGES); \
-	else \
-		echo "deps: WARNING: PostgreSQL's initdb/postgres not found, so the PostgreSQL tests will be SKIPPED."; \
-		echo "deps: install them with: sudo apt-get install $(POSTGRES_PACKAGES)  (or run make test as root);"; \
-		echo "deps: set SLUICE_REQUIRE_POSTGRES=1 to make their absence a failure."; \
-	fi
+	$(call deps_install,HAVE_POSTGRES,PostgreSQL found: $$(pg_config --version 2>/dev/null || ls -d /usr/lib/postgresql/*/bin),PostgreSQL's initdb/postgres,POSTGRES_PACKAGES,the PostgreSQL tests,POSTGRES)
 
 deps-browser:
-	@if $(HAVE_BROWSER); then \
-		echo "deps: Chromium found: $$(chromium --version 2>/dev/null || chromium-browser --version 2>/dev/null || google-chrome --version)"; \
-	elif [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
-		echo "deps: chromium missing; installing $(BROWSER_PACKAGES) from Debian's packages"; \
-		set -x; \
-		apt-get update -q && \
-		DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends $(BROWSER_PACKAGES); \
-	else \
-		echo "deps: WARNING: chromium not found, so the browser test of the live page will be SKIPPED."; \
-		echo "deps: install it with: sudo apt-get install $(BROWSER_PACKAGES)  (or run make test as root);"; \
-		echo "deps: set SLUICE_REQUIRE_BROWSER=1 to make its absence a failure."; \
-	fi
+	$(call deps_install,HAVE_BROWSER,Chromium found: $$(chromium --version 2>/dev/null || chromium-browser --version 2>/dev/null || google-chrome --version),chromium,BROWSER_PACKAGES,the browser test of the live page,BROWSER)
 
 vet:
 	$(GO) vet ./...

@@ -390,7 +390,7 @@ func (l Limit) Validate() error {
 		return fmt.Errorf("%w: period %v exceeds the maximum %v", ErrInvalidLimit, l.Period, MaxPeriod)
 	case l.CountRejected && l.Algorithm != SlidingWindow:
 		return fmt.Errorf("%w: count-rejected applies only to sliding_window, not %v", ErrInvalidLimit, l.Algorithm)
-	case l.Calendar != Calendar{}:
+	case !l.Calendar.IsZero():
 		return l.validateCalendar()
 	}
 	switch {
@@ -471,7 +471,7 @@ const MaxLogRate = 1 << 20
 // "fixed_window 100/1m0s" or "fixed_window 100/calendar month Europe/Berlin
 // anchor 15".
 func (l Limit) String() string {
-	if l.Calendar != (Calendar{}) {
+	if !l.Calendar.IsZero() {
 		return l.Algorithm.String() + " " + strconv.Itoa(l.Rate) + "/calendar " + l.Calendar.String()
 	}
 	s := l.Algorithm.String() + " " + strconv.Itoa(l.Rate) + "/" + l.Period.String()

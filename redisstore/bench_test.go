@@ -19,19 +19,25 @@ import (
 // allocs/op is what the store and rueidis allocate around each round trip.
 //
 // keys=envoy is the fixed window under KeyEnvoy (envoyproxy/ratelimit's
-// layout, with EXPIRATION_JITTER_MAX_SECONDS' default of 300).
+// layout, with EXPIRATION_JITTER_MAX_SECONDS' default of 300);
+// calendar=month is a fixed window over UTC calendar months.
 func BenchmarkAllowN(b *testing.B) {
 	sluiceKeys := open(b, singleURL(b), nil)
 	envoy := openEnvoy(b, singleURL(b), nil, 300*time.Second)
 	ctx := context.Background()
 	algs := sluice.Algorithms()
-	for i := range len(algs) + 1 {
+	for i := range len(algs) + 2 {
 		a, s, name := sluice.FixedWindow, envoy, "alg=fixed_window/keys=envoy"
-		if i < len(algs) {
+		lim := sluice.Limit{Algorithm: a, Rate: 1_000_000, Period: time.Hour, Burst: 1_000_000}
+		switch {
+		case i < len(algs):
 			a, s, name = algs[i], sluiceKeys, "alg="+algs[i].String()
+			lim.Algorithm = a
+		case i == len(algs)+1:
+			s, name = sluiceKeys, "alg=fixed_window/calendar=month"
+			lim = sluice.PerCalendar(1_000_000, sluice.Calendar{Unit: sluice.CalendarMonth})
 		}
 		b.Run(name, func(b *testing.B) {
-			lim := sluice.Limit{Algorithm: a, Rate: 1_000_000, Period: time.Hour, Burst: 1_000_000}
 			keys := benchKeys("bench:")
 			parallelOverKeys(b, keys, func(key string) error {
 				_, err := s.Allow(ctx, key, lim)

@@ -24,40 +24,43 @@ var calendarScript = rueidis.NewLuaScript(mustRead("prelude.lua") + "\n" + mustR
 // in the memory store. Under KeyEnvoy too: envoyproxy/ratelimit has no
 // calendar periods to share.
 func (s *Store) execCalendar(ctx context.Context, mode, key string, lim sluice.Limit, cost int) (sluice.Result, error) {
-	start, end, next := hostPeriods(lim.Calendar, s.hostNow())
-	args := []string{
-		mode, s.nowArg(),
-		strconv.FormatInt(micros(start), 10), strconv.Itoa(lim.Rate), strconv.Itoa(cost),
-		strconv.FormatInt(micros(end), 10), strconv.FormatInt(micros(next), 10),
+	params, err := s.params(lim) // the nominal period in microseconds, the rate
+	if err != nil {
+		return sluice.Result{}, err
 	}
+	p := hostPeriods(lim.Calendar, s.hostNow())
+	args := []string{mode, s.nowArg(), p.startArg, params[1], strconv.Itoa(cost), p.endArg, p.nextArg}
 	resp := execOnKey(ctx, s.client, calendarScript, args, s.prefix, ":", algorithms[sluice.FixedWindow].short, ":{", key, "}") // Key(sluice.FixedWindow, key)
 	return decode(resp)
 }
 
-// micros returns t in microseconds since the Unix epoch. Period boundaries
-// are whole seconds (zone offsets are), so nothing is rounded.
-func micros(t time.Time) int64 { return t.UnixMicro() }
-
 // periods is a calendar's period that holds some instant, and the next
-// period's end.
+// period's end; with each instant in microseconds since the Unix epoch,
+// formatted as the script's argument. Period boundaries are whole seconds
+// (zone offsets are), so nothing is rounded.
 type periods struct {
-	cal              sluice.Calendar
-	start, end, next time.Time
+	cal                       sluice.Calendar
+	start, end                time.Time
+	startArg, endArg, nextArg string
 }
 
 // lastPeriods caches the periods computed last (the common case: one hot
 // calendar, many decisions in one period), so that a decision does not
-// pay for the zone arithmetic (about 1 µs) every time.
+// pay for the zone arithmetic (about 1 µs) nor the formatting every time.
 var lastPeriods atomic.Pointer[periods]
 
 // hostPeriods returns the period of c that holds now and the next period's
 // end.
-func hostPeriods(c sluice.Calendar, now time.Time) (start, end, next time.Time) {
+func hostPeriods(c sluice.Calendar, now time.Time) *periods {
 	if p := lastPeriods.Load(); p != nil && p.cal == c && !now.Before(p.start) && now.Before(p.end) {
-		return p.start, p.end, p.next
+		return p
 	}
-	start, end = calendar.Period(c, now)
-	_, next = calendar.Period(c, end)
-	lastPeriods.Store(&periods{cal: c, start: start, end: end, next: next})
-	return start, end, next
+	start, end := calendar.Period(c, now)
+	_, next := calendar.Period(c, end)
+	p := &periods{cal: c, start: start, end: end, startArg: micros(start), endArg: micros(end), nextArg: micros(next)}
+	lastPeriods.Store(p)
+	return p
 }
+
+// micros formats t in microseconds since the Unix epoch.
+func micros(t time.Time) string { return strconv.FormatInt(t.UnixMicro(), 10) }

@@ -49,6 +49,17 @@ func (r *Report) WriteChart(w io.Writer, format string) error {
 	}
 	width := 8 * vg.Inch
 	height := vg.Length(0.6+1.7*float64(len(r.Algorithms))) * vg.Inch
+	plots, err := r.panels()
+	if err != nil {
+		return err
+	}
+	return writeStacked(w, format, width, height, fmt.Sprintf("%s — %d per %s, burst %d", r.Pattern, r.Rate, r.Period, r.Burst), plots)
+}
+
+// writeStacked draws plots one above the other on a shared time axis under
+// title, on a white background (so the chart reads the same on a dark
+// page), and writes the chart to w in format (SVG or PNG).
+func writeStacked(w io.Writer, format string, width, height vg.Length, title string, plots []*plot.Plot) error {
 	var c vg.CanvasWriterTo
 	switch format {
 	case SVG:
@@ -58,16 +69,10 @@ func (r *Report) WriteChart(w io.Writer, format string) error {
 	default:
 		return fmt.Errorf("sim: chart: unknown format %q (want svg or png)", format)
 	}
-	plots, err := r.panels()
-	if err != nil {
-		return err
-	}
 	dc := draw.New(c)
-	// White background, so the chart reads the same on a dark page.
 	dc.SetColor(color.White)
 	dc.Fill(dc.Rectangle.Path())
 	top := draw.Crop(dc, 0, 0, 0, -0.5*vg.Inch)
-	title := fmt.Sprintf("%s — %d per %s, burst %d", r.Pattern, r.Rate, r.Period, r.Burst)
 	font := plot.DefaultFont
 	font.Size = vg.Points(12)
 	dc.FillText(draw.TextStyle{Color: color.Black, Font: font, Handler: plot.DefaultTextHandler, XAlign: draw.XCenter},
@@ -81,7 +86,7 @@ func (r *Report) WriteChart(w io.Writer, format string) error {
 	for i, p := range plots {
 		p.Draw(canvases[i][0])
 	}
-	_, err = c.WriteTo(w)
+	_, err := c.WriteTo(w)
 	return err
 }
 

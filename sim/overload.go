@@ -14,9 +14,6 @@ import (
 	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/plotter"
 	"gonum.org/v1/plot/vg"
-	"gonum.org/v1/plot/vg/draw"
-	"gonum.org/v1/plot/vg/vgimg"
-	"gonum.org/v1/plot/vg/vgsvg"
 
 	"github.com/sluicehq/sluice/adaptive"
 )
@@ -440,40 +437,12 @@ func (r *OverloadReport) WriteChart(w io.Writer, format string) error {
 	if len(r.Results) == 0 {
 		return errors.New("sim: chart: no limits to draw")
 	}
-	width, height := 8*vg.Inch, 7*vg.Inch
-	var c vg.CanvasWriterTo
-	switch format {
-	case SVG:
-		c = vgsvg.New(width, height)
-	case PNG:
-		c = vgimg.PngCanvas{Canvas: vgimg.NewWith(vgimg.UseWH(width, height), vgimg.UseDPI(96))}
-	default:
-		return fmt.Errorf("sim: chart: unknown format %q (want svg or png)", format)
-	}
 	plots, err := r.overloadPanels()
 	if err != nil {
 		return err
 	}
-	dc := draw.New(c)
-	dc.SetColor(color.White)
-	dc.Fill(dc.Rectangle.Path())
-	top := draw.Crop(dc, 0, 0, 0, -0.5*vg.Inch)
 	title := fmt.Sprintf("%d workers of %s (capacity %.0f/s) offered %.2g× capacity", r.Servers, r.Service, r.Capacity, r.Load)
-	font := plot.DefaultFont
-	font.Size = vg.Points(12)
-	dc.FillText(draw.TextStyle{Color: color.Black, Font: font, Handler: plot.DefaultTextHandler, XAlign: draw.XCenter},
-		vg.Point{X: width / 2, Y: height - 0.3*vg.Inch}, title)
-	tiles := draw.Tiles{Rows: len(plots), Cols: 1, PadX: vg.Millimeter, PadY: 2 * vg.Millimeter, PadTop: vg.Millimeter, PadBottom: vg.Millimeter, PadLeft: vg.Millimeter, PadRight: 2 * vg.Millimeter}
-	grid := make([][]*plot.Plot, len(plots))
-	for i, p := range plots {
-		grid[i] = []*plot.Plot{p}
-	}
-	canvases := plot.Align(grid, tiles, top)
-	for i, p := range plots {
-		p.Draw(canvases[i][0])
-	}
-	_, err = c.WriteTo(w)
-	return err
+	return writeStacked(w, format, 8*vg.Inch, 7*vg.Inch, title, plots)
 }
 
 // overloadPanels builds the latency, goodput and limit panels.

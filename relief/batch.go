@@ -126,10 +126,10 @@ func NewBatcher(inner sluice.Limiter, cfg BatchConfig) *Batcher {
 // RefundN gives units back to the inner limiter, which was charged for
 // them when they were reserved.
 func (b *Batcher) RefundN(ctx context.Context, key string, lim sluice.Limit, cost int) error {
-	if rf, ok := b.inner.(sluice.Refunder); ok {
-		return rf.RefundN(ctx, key, lim, cost)
+	if b.rf == nil {
+		return nil
 	}
-	return nil
+	return b.rf.RefundN(ctx, key, lim, cost)
 }
 
 // Allow is shorthand for AllowN(ctx, key, lim, 1).

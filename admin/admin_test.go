@@ -237,6 +237,8 @@ func TestMalformedBodiesAre400WithAMessage(t *testing.T) {
 		{"POST", "/v1/keys/peek", `{"key":"","limit":` + limitJSON + `}`, "key"},
 		{"POST", "/v1/keys/reset", `{"key":"k","limit":{"rate":0,"period":"1m"}}`, "rate"},
 		{"POST", "/v1/keys/peek", `{"key":"k","limit":` + limitJSON + `} {}`, "after the JSON"},
+		{"POST", "/v1/keys/peek", `{"key":"k","limit":` + limitJSON + `}}`, "after the JSON"},
+		{"POST", "/v1/keys/peek", `{"key":"k","limit":` + limitJSON + `}]`, "after the JSON"},
 		{"PUT", "/v1/plans/pro", `{"limits":{"x":{"rate":1,"period":"soon"}}}`, "period"},
 		{"PUT", "/v1/plans/pro", `{}`, "limits: required"},
 		{"PUT", "/v1/tenants/acme/plan", `{}`, "plan is required"},

@@ -36,7 +36,8 @@ func (a *API) readBody(w http.ResponseWriter, r *http.Request, v any) (ok bool) 
 		writeError(w, http.StatusBadRequest, "malformed body: "+err.Error())
 		return false
 	}
-	if dec.More() {
+	// Not dec.More, which is false before a stray '}' or ']'.
+	if len(bytes.TrimSpace(body[dec.InputOffset():])) != 0 {
 		writeError(w, http.StatusBadRequest, "malformed body: data after the JSON object")
 		return false
 	}

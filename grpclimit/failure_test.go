@@ -73,3 +73,25 @@ func TestNewRateLimitRefusesInvalidLimits(t *testing.T) {
 		}
 	}
 }
+
+// A cost the limit cannot take (below 1, or past the limit's capacity) is
+// the caller's mistake, not the store's failure: it is refused with
+// INVALID_ARGUMENT, whatever StoreErrorCode says, rather than let through
+// unlimited as a failing store would be.
+func TestABadCostIsRefusedAsInvalidArgumentNotLetThrough(t *testing.T) {
+	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
+	for _, cost := range []int{0, -1, 1000} {
+		rl := newRateLimit(t, grpclimit.RateLimitConfig{
+			Limit: sluice.PerSecond(10), Logger: quiet,
+			Cost: func(context.Context, string) int { return cost },
+		})
+		called := false
+		_, err := rl.Unary()(context.Background(), nil, info, func(context.Context, any) (any, error) {
+			called = true
+			return nil, nil
+		})
+		if status.Code(err) != codes.InvalidArgument || called {
+			t.Errorf("cost %d: got %v (handler called: %v), want InvalidArgument", cost, err, called)
+		}
+	}
+}

@@ -27,6 +27,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
 
 	"github.com/sluicehq/sluice"
 )
@@ -60,7 +61,9 @@ type RateLimitConfig struct {
 	// unlimited. Nil means ByMethod. A key longer than sluice.MaxKeyLen
 	// is hashed (sluice.HashKey) rather than refused.
 	Key func(ctx context.Context, fullMethod string) string
-	// Cost returns what a call spends, at least 1. Nil means 1.
+	// Cost returns what a call spends, at least 1. Nil means 1. A call
+	// whose cost is below 1 or past its limit's capacity is refused with
+	// INVALID_ARGUMENT (never let through as a failing store would be).
 	Cost func(ctx context.Context, fullMethod string) int
 	// Domain is the ErrorInfo domain of refusals. Empty means DefaultDomain.
 	Domain string
@@ -176,6 +179,9 @@ func (r *RateLimit) admit(ctx context.Context, method string) error {
 	}
 	res, err := r.c.Limiter.AllowN(ctx, key, lim, cost)
 	switch {
+	case errors.Is(err, sluice.ErrBadInput):
+		// The call's cost, not the store: refuse it rather than fail open.
+		return status.Error(codes.InvalidArgument, "grpclimit: "+err.Error())
 	case err != nil:
 		return r.storeFailed(ctx, method, res, err)
 	case !res.Allowed:

@@ -38,7 +38,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/sluicehq/sluice"
-	"github.com/sluicehq/sluice/calendar"
+	"github.com/sluicehq/sluice/algorithm"
 )
 
 // Config configures a Store. The zero Config is usable.
@@ -150,21 +150,12 @@ func check(key string, lim sluice.Limit, cost int) error {
 }
 
 // window returns the fixed window of lim that holds now, [start, end), as
-// package algorithm's FixedWindow computes it: the calendar period that
-// holds now for a limit with a Calendar (package calendar), else the window
-// of Period aligned to the Unix epoch.
+// package algorithm's FixedWindow counts in (algorithm.FixedWindowPeriod):
+// the calendar period that holds now for a limit with a Calendar, else the
+// window of Period aligned to the Unix epoch.
 func window(now time.Time, lim sluice.Limit) (start, end time.Time) {
-	if lim.Calendar.Unit != sluice.NoCalendar {
-		return calendar.Period(lim.Calendar, now)
-	}
-	p := int64(lim.Period)
-	n := now.UnixNano()
-	q := n / p
-	if n%p < 0 {
-		q--
-	}
-	start = time.Unix(0, q*p).UTC()
-	return start, start.Add(lim.Period)
+	s, e := algorithm.FixedWindowPeriod(lim, now.UnixNano())
+	return time.Unix(0, s).UTC(), time.Unix(0, e).UTC()
 }
 
 // Allow is AllowN with a cost of 1.

@@ -305,6 +305,9 @@ type compiled struct {
 	header rlheader.Policy
 	q      *queue.Queue // for a queued policy
 	tenant bool         // Limit is a request's tenant's (forTenant)
+	// tenants holds the policy made for each tenant limit seen (forTenant);
+	// nil without a TenantLimit.
+	tenants *tenantPolicies
 }
 
 // New checks cfg and returns a Middleware.
@@ -456,7 +459,11 @@ func compilePolicy(limiter sluice.Limiter, p Policy) (compiled, error) {
 	if p.Limit.Period%time.Second == 0 {
 		h.Window = p.Limit.Period // w is whole seconds; otherwise it is left out
 	}
-	return compiled{Policy: p, header: h, q: q}, nil
+	c := compiled{Policy: p, header: h, q: q}
+	if p.TenantLimit != nil {
+		c.tenants = &tenantPolicies{byLimit: map[sluice.Limit]*compiled{}}
+	}
+	return c, nil
 }
 
 // Handler returns next wrapped by the middleware.

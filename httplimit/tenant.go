@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/textproto"
+	"sync"
 	"time"
 
 	"github.com/sluicehq/sluice"
@@ -56,7 +57,8 @@ func checkTenantLimit(p *Policy) error {
 // forTenant returns p with the request's tenant limit in place of its
 // Limit, or p itself when there is none or the tenant limit is one p
 // cannot use (a debt-carrying policy needs a debt-carrying algorithm; the
-// Limiter must accept it): that is logged, and p's limit applies.
+// Limiter must accept it): that is logged, and p's limit applies. A limit
+// seen before costs neither a copy of p nor its checks again.
 func (m *Middleware) forTenant(r *http.Request, p *compiled) *compiled {
 	if p.TenantLimit == nil {
 		return p
@@ -64,6 +66,9 @@ func (m *Middleware) forTenant(r *http.Request, p *compiled) *compiled {
 	lim, ok := p.TenantLimit(r)
 	if !ok || lim == p.Limit {
 		return p
+	}
+	if c := p.tenants.get(lim); c != nil {
+		return c
 	}
 	c := *p
 	c.Limit = lim
@@ -76,7 +81,37 @@ func (m *Middleware) forTenant(r *http.Request, p *compiled) *compiled {
 	if lim.Period%time.Second == 0 {
 		c.header.Window = lim.Period
 	}
+	p.tenants.put(lim, &c)
 	return &c
+}
+
+// maxTenantPolicies bounds the tenant limits a policy keeps made: plans
+// and overrides are the operator's, but a store full of distinct
+// overrides must not grow the process without bound. Past it, a limit not
+// kept is made on each request, as it would be without the cache.
+const maxTenantPolicies = 1024
+
+// tenantPolicies keeps the policy made for each tenant limit (forTenant),
+// up to maxTenantPolicies of them. Safe for concurrent use.
+type tenantPolicies struct {
+	mu      sync.RWMutex
+	byLimit map[sluice.Limit]*compiled
+}
+
+// get returns the policy kept for lim, or nil.
+func (t *tenantPolicies) get(lim sluice.Limit) *compiled {
+	t.mu.RLock()
+	defer t.mu.RUnlock()
+	return t.byLimit[lim]
+}
+
+// put keeps c for lim while there is room.
+func (t *tenantPolicies) put(lim sluice.Limit, c *compiled) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if len(t.byLimit) < maxTenantPolicies {
+		t.byLimit[lim] = c
+	}
 }
 
 // usableTenantLimit checks p's Limit as New checks a policy's.

@@ -2,6 +2,7 @@ package httplimit_test
 
 import (
 	"context"
+	"maps"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -232,3 +233,43 @@ func BenchmarkTenantLimit(b *testing.B) {
 type staticSource struct{ t plans.Tenant }
 
 func (s staticSource) Tenant(context.Context, string) (plans.Tenant, error) { return s.t, nil }
+
+// tenantSource is a plans.Source whose tenants each have their own limit
+// of "api"; an unknown tenant has none.
+type tenantSource map[string]sluice.Limit
+
+func (s tenantSource) Tenant(_ context.Context, name string) (plans.Tenant, error) {
+	lim, ok := s[name]
+	if !ok {
+		return plans.Tenant{}, nil
+	}
+	return plans.Tenant{Limits: map[string]sluice.Limit{"api": lim}}, nil
+}
+
+// Tenants of different limits interleaved, each decided many times, each
+// keep their own limit: a tenant limit made once and reused for the next
+// requests is never another tenant's.
+func TestInterleavedTenantsKeepTheirOwnLimits(t *testing.T) {
+	win := func(rate int) sluice.Limit {
+		return sluice.Limit{Algorithm: sluice.FixedWindow, Rate: rate, Period: time.Minute}
+	}
+	clk := clocktest.At(time.Date(2026, 1, 1, 0, 0, 10, 0, time.UTC)) // one window throughout
+	cache := plans.NewCache(tenantSource{"a": win(3), "b": win(5)}, plans.Config{Clock: clk})
+	m, err := httplimit.New(httplimit.Config{Logger: quiet, Limiter: memstore.New(memstore.Config{Clock: clk}), Policies: []httplimit.Policy{{
+		Name: "api", Limit: win(2), Key: httplimit.Header("X-Tenant"),
+		TenantLimit: httplimit.PlanLimits(cache, httplimit.TenantHeader("X-Tenant"), "api"),
+	}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := m.Handler(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
+	got := map[string]int{}
+	for range 10 {
+		for _, tenant := range []string{"a", "b", "c"} {
+			got[tenant] += admitted(h, tenant, 1)
+		}
+	}
+	if want := map[string]int{"a": 3, "b": 5, "c": 2}; !maps.Equal(got, want) {
+		t.Fatalf("admitted %v, want %v", got, want)
+	}
+}

@@ -38,7 +38,7 @@ func (o *adminOptions) flags(fs *flag.FlagSet) {
 	fs.StringVar(&o.addr, "admin-addr", "", "address of the admin API (peek, reset, plans, overrides, usage, ledger); empty: off. A port alone or :port listens on loopback (127.0.0.1); it needs a token (-admin-token-file or "+adminTokenEnv+") or mTLS")
 	o.adminAuth.flags(fs)
 	fs.StringVar(&o.plansURL, "plans", "", "PostgreSQL URL of plans and per-tenant overrides (the -store URL to share its database); empty: off")
-	fs.DurationVar(&o.staleness, "plans-staleness", plans.DefaultStaleness, "longest a tenant's plan and overrides are used from memory before they are read again")
+	stalenessFlag(fs, &o.staleness)
 	fs.StringVar(&o.tenantKey, "plans-tenant-key", "tenant", "descriptor entry whose value names the tenant whose plan applies")
 }
 
@@ -148,15 +148,11 @@ func (s *serveApp) openAdmin(ctx context.Context, a *app) error {
 	var pl *pgstore.PlanStore
 	var cache *plans.Cache
 	if o.plansURL != "" {
-		cctx, cancel := context.WithTimeout(ctx, firstConnect)
-		st, err := pgstore.Open(cctx, o.plansURL, pgstore.Config{NoMigrate: !s.o.remote.migrate})
-		cancel()
+		var err error
+		pl, cache, err = openPlanCache(ctx, a, o.plansURL, s.o.remote.migrate, o.staleness, s.log)
 		if err != nil {
-			return fmt.Errorf("-plans %s: %w", storeName(o.plansURL), err)
+			return err
 		}
-		a.onClose(func() { st.Close() })
-		pl = pgstore.NewPlanStore(st.Pool())
-		cache = plans.NewCache(planSource{pl}, plans.Config{Staleness: o.staleness, Logger: s.log})
 		s.admin.tenantLimit = service.TenantLimitsBy(cache, o.tenantKey)
 		s.log.Info("plans", "store", storeName(o.plansURL), "staleness", o.staleness, "tenant_key", o.tenantKey)
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"log/slog"
 	"time"
 
 	"github.com/sluicehq/sluice"
@@ -25,7 +26,29 @@ type plansFlags struct {
 func (o *plansFlags) flags(fs *flag.FlagSet) {
 	o.fs = fs
 	fs.StringVar(&o.url, "plans", "", "PostgreSQL URL of plans and per-tenant overrides, whose schema sluice serve or sluice migrate made; the config's plans block names the tenant's header; empty: off")
-	fs.DurationVar(&o.staleness, "plans-staleness", plans.DefaultStaleness, "longest a tenant's plan and overrides are used from memory before they are read again")
+	stalenessFlag(fs, &o.staleness)
+}
+
+// stalenessFlag defines -plans-staleness on fs, of the same meaning in
+// serve and proxy.
+func stalenessFlag(fs *flag.FlagSet, d *time.Duration) {
+	fs.DurationVar(d, "plans-staleness", plans.DefaultStaleness, "longest a tenant's plan and overrides are used from memory before they are read again")
+}
+
+// openPlanCache connects to the plans' database at url (migrating its
+// schema only when migrate), closes it when a closes, and returns its plan
+// store and the cache that reads tenants through it, each used from memory
+// for at most staleness. Serve and proxy open -plans with it.
+func openPlanCache(ctx context.Context, a *app, url string, migrate bool, staleness time.Duration, log *slog.Logger) (*pgstore.PlanStore, *plans.Cache, error) {
+	cctx, cancel := context.WithTimeout(ctx, firstConnect)
+	st, err := pgstore.Open(cctx, url, pgstore.Config{NoMigrate: !migrate})
+	cancel()
+	if err != nil {
+		return nil, nil, fmt.Errorf("-plans %s: %w", storeName(url), err)
+	}
+	a.onClose(func() { st.Close() })
+	pl := pgstore.NewPlanStore(st.Pool())
+	return pl, plans.NewCache(planSource{pl}, plans.Config{Staleness: staleness, Logger: log}), nil
 }
 
 // check refuses plans flags the proxy would not act on.
@@ -56,14 +79,11 @@ func (p *proxyApp) openPlans(ctx context.Context, a *app) error {
 	if err := o.check(p.file); err != nil || o.url == "" {
 		return err
 	}
-	cctx, cancel := context.WithTimeout(ctx, firstConnect)
-	st, err := pgstore.Open(cctx, o.url, pgstore.Config{NoMigrate: true})
-	cancel()
+	_, cache, err := openPlanCache(ctx, a, o.url, false, o.staleness, p.log)
 	if err != nil {
-		return fmt.Errorf("-plans %s: %w", storeName(o.url), err)
+		return err
 	}
-	a.onClose(func() { st.Close() })
-	p.plans = plans.NewCache(planSource{pgstore.NewPlanStore(st.Pool())}, plans.Config{Staleness: o.staleness, Logger: p.log})
+	p.plans = cache
 	p.log.Info("plans", "store", storeName(o.url), "staleness", o.staleness, "tenant_header", p.file.Config.Plans.TenantHeader)
 	return nil
 }

@@ -109,3 +109,25 @@ func clientOption(cfg Config) (rueidis.ClientOption, error) {
 	}
 	return opt, nil
 }
+
+// clientOnly returns an error naming the first option of cfg, whose Client
+// is set, that says how to connect: the client is connected already.
+func clientOnly(cfg Config) error {
+	for _, o := range []struct {
+		name string
+		set  bool
+	}{
+		{"URL", cfg.URL != ""},
+		{"TLS", cfg.TLS != nil},
+		{"Connections", cfg.Connections != 0},
+		{"FlushDelay", cfg.FlushDelay != 0},
+		{"Timeout", cfg.Timeout != 0},
+		{"SentinelUsername", cfg.SentinelUsername != ""},
+		{"SentinelPassword", cfg.SentinelPassword != ""},
+	} {
+		if o.set {
+			return fmt.Errorf("redisstore: %s is set with Client: the client's own connection options apply", o.name)
+		}
+	}
+	return nil
+}

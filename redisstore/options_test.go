@@ -2,6 +2,7 @@ package redisstore_test
 
 import (
 	"context"
+	"crypto/tls"
 	"net"
 	"os"
 	"path/filepath"
@@ -10,6 +11,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/redis/rueidis"
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/internal/redistest"
@@ -185,6 +188,35 @@ func TestLoadTLSErrors(t *testing.T) {
 	} {
 		if _, err := redisstore.LoadTLS(f); err == nil {
 			t.Errorf("LoadTLS(%+v): no error", f)
+		}
+	}
+}
+
+// A store on a caller's Client does not open connections, so the options
+// that say how to open them are refused rather than ignored: each one is
+// an error that names it, and the store is not made.
+func TestClientRefusesConnectionOptions(t *testing.T) {
+	c, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{redistest.Single(t).Addr}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	for name, cfg := range map[string]redisstore.Config{
+		"URL":              {URL: "redis://elsewhere:6379"},
+		"TLS":              {TLS: &tls.Config{}},
+		"Connections":      {Connections: 4},
+		"FlushDelay":       {FlushDelay: time.Millisecond},
+		"Timeout":          {Timeout: time.Second},
+		"SentinelUsername": {SentinelUsername: "u"},
+		"SentinelPassword": {SentinelPassword: "p"},
+	} {
+		cfg.Client = c
+		s, err := redisstore.New(context.Background(), cfg)
+		if err == nil {
+			s.Close()
+			t.Errorf("Client with %s: no error", name)
+		} else if !strings.Contains(err.Error(), name) {
+			t.Errorf("Client with %s: error %q does not name it", name, err)
 		}
 	}
 }

@@ -87,7 +87,9 @@ type Config struct {
 	// URL says where Redis is; see ParseURL for the forms.
 	URL string
 	// Client is an existing rueidis client to use instead of URL. The store
-	// does not close it.
+	// does not close it. The options that say how to connect (URL, TLS,
+	// Connections, FlushDelay, Timeout, SentinelUsername,
+	// SentinelPassword) are the client's own then: New refuses them.
 	Client rueidis.Client
 	// Prefix starts every key the store writes. Default "sluice".
 	Prefix string
@@ -165,7 +167,11 @@ func New(ctx context.Context, cfg Config) (*Store, error) {
 	case cfg.KeyFormat != KeySluice:
 		return nil, fmt.Errorf("redisstore: unknown %v", cfg.KeyFormat)
 	}
-	if s.client == nil {
+	if s.client != nil {
+		if err := clientOnly(cfg); err != nil {
+			return nil, err
+		}
+	} else {
 		if cfg.URL == "" {
 			return nil, errors.New("redisstore: neither URL nor Client is set")
 		}

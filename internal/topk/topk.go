@@ -90,14 +90,20 @@ func (s *Sketch) Len() int {
 
 // Top returns up to n keys, heaviest first (ties by key), copied.
 func (s *Sketch) Top(n int) []Item {
+	items := s.items()
+	SortItems(items)
+	return items[:min(max(n, 0), len(items))]
+}
+
+// items returns a copy of the sketch's keys, in no order.
+func (s *Sketch) items() []Item {
 	s.mu.Lock()
+	defer s.mu.Unlock()
 	items := make([]Item, len(s.heap))
 	for i, e := range s.heap {
 		items[i] = Item{Key: e.key, Count: e.count, Error: e.error}
 	}
-	s.mu.Unlock()
-	SortItems(items)
-	return items[:min(max(n, 0), len(items))]
+	return items
 }
 
 // Reset forgets every key and the total, keeping the memory.

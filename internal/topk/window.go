@@ -66,7 +66,7 @@ func (w *Window) Top(n int) []Item {
 	w.mu.Unlock()
 	sum := map[string]Item{}
 	for _, s := range live {
-		for _, it := range s.Top(s.K()) {
+		for _, it := range s.items() { // summed, then sorted once below
 			t := sum[it.Key]
 			t.Key, t.Count, t.Error = it.Key, t.Count+it.Count, t.Error+it.Error
 			sum[it.Key] = t

@@ -6,6 +6,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/sluicehq/sluice"
@@ -129,26 +130,27 @@ func TestFailingSourceKeepsTheLastRecord(t *testing.T) {
 }
 
 // Concurrent lookups of a tenant whose record is being read share that
-// one read.
+// one read. In a bubble, so that every lookup has surely started (one
+// reading, the others waiting for it) before the read is let through.
 func TestConcurrentLookupsShareOneRead(t *testing.T) {
-	src := &countingSource{t: plans.Tenant{Limits: map[string]sluice.Limit{"d.k": perMin(4)}}, gate: make(chan struct{})}
-	c := plans.NewCache(src, plans.Config{Clock: clocktest.New()})
-	var wg sync.WaitGroup
-	for range 8 {
-		wg.Go(func() {
-			if lim, _ := c.Limit(ctx, "t", "d.k"); lim.Rate != 4 {
-				t.Errorf("rate %d, want 4", lim.Rate)
-			}
-		})
-	}
-	for src.reads.Load() == 0 {
-		time.Sleep(time.Millisecond) // polling for the first read to start
-	}
-	close(src.gate)
-	wg.Wait()
-	if n := src.reads.Load(); n != 1 {
-		t.Errorf("%d reads, want 1", n)
-	}
+	synctest.Test(t, func(t *testing.T) {
+		src := &countingSource{t: plans.Tenant{Limits: map[string]sluice.Limit{"d.k": perMin(4)}}, gate: make(chan struct{})}
+		c := plans.NewCache(src, plans.Config{Clock: clocktest.New()})
+		var wg sync.WaitGroup
+		for range 8 {
+			wg.Go(func() {
+				if lim, _ := c.Limit(ctx, "t", "d.k"); lim.Rate != 4 {
+					t.Errorf("rate %d, want 4", lim.Rate)
+				}
+			})
+		}
+		synctest.Wait()
+		close(src.gate)
+		wg.Wait()
+		if n := src.reads.Load(); n != 1 {
+			t.Errorf("%d reads, want 1", n)
+		}
+	})
 }
 
 // The cache holds at most MaxTenants records, whatever tenants clients

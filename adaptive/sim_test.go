@@ -178,7 +178,7 @@ func simulate(t *testing.T, c simConfig, lim *adaptive.Limiter, clock *eventCloc
 		now := next
 		next += time.Duration(rng.ExpFloat64() / rate * float64(time.Second))
 		clock.now = epoch.Add(now)
-		p := pick(rng.Float64(), c.mix)
+		p := pick(rng, c.mix)
 		measured := now >= c.warmup
 		if measured {
 			res.offered[p.Index()]++
@@ -210,10 +210,14 @@ func simulate(t *testing.T, c simConfig, lim *adaptive.Limiter, clock *eventCloc
 	return res
 }
 
-func pick(r float64, mix [adaptive.NumPriorities]float64) adaptive.Priority {
+// pick draws an arrival's priority from mix, or returns Default, drawing
+// nothing, when mix is unset: then the arrivals are those of package sim's
+// RunOverload with the same defaults, whose figures docs/adaptive.md shows.
+func pick(rng *rand.Rand, mix [adaptive.NumPriorities]float64) adaptive.Priority {
 	if mix == ([adaptive.NumPriorities]float64{}) {
 		return adaptive.Default
 	}
+	r := rng.Float64()
 	for i, share := range mix {
 		if r < share {
 			return adaptive.Priority(i - 1)

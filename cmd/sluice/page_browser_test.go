@@ -207,7 +207,15 @@ func TestLivePageInABrowser(t *testing.T) {
 	writeFile(t, filepath.Join(shots, "page-390.png"), string(narrow))
 	t.Logf("screenshots in %s", shots)
 
-	// The console is watched: a probe error shows up, and nothing else.
+	checkConsoleClean(t, ctx, consoleErrors)
+}
+
+// checkConsoleClean fails t if the page in ctx logged a console error
+// before now, and if a probe error it logs now is not seen by
+// consoleErrors (then the console is not watched and a clean one proves
+// nothing).
+func checkConsoleClean(t *testing.T, ctx context.Context, consoleErrors func() []string) {
+	t.Helper()
 	before := consoleErrors()
 	evalJS[chromedp.Void](t, ctx, `console.error("probe")`)
 	deadline := time.Now().Add(10 * time.Second)

@@ -9,9 +9,7 @@ import (
 	"net/http/httptest"
 	"path/filepath"
 	"slices"
-	"strings"
 	"testing"
-	"time"
 
 	"github.com/chromedp/chromedp"
 
@@ -61,17 +59,5 @@ func TestProxyLivePageInABrowser(t *testing.T) {
 		t.Errorf("the form for an unseen client: remaining %s, want 2", rem)
 	}
 
-	// The console is watched: a probe error shows up, and nothing else.
-	before := consoleErrors()
-	evalJS[chromedp.Void](t, ctx, `console.error("probe")`)
-	deadline := time.Now().Add(10 * time.Second)
-	for !slices.ContainsFunc(consoleErrors(), func(e string) bool { return strings.Contains(e, "probe") }) {
-		if time.Now().After(deadline) {
-			t.Fatal("a console.error of the page was not seen: the console is not watched")
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	if len(before) > 0 {
-		t.Errorf("console errors:\n%s", strings.Join(before, "\n"))
-	}
+	checkConsoleClean(t, ctx, consoleErrors)
 }

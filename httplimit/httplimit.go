@@ -853,13 +853,19 @@ func (m *Middleware) giveBack(ctx context.Context, ds []decision) {
 	if !ok {
 		return
 	}
-	// A refund outlives a cancelled request, but not a hung store.
-	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
-	defer cancel()
+	// A refund outlives a cancelled request, but not a hung store; the
+	// context is made on first use: a lone refusal gives nothing back.
+	var rctx context.Context
 	for _, d := range ds {
-		if d.res.Allowed && d.p.CountOnly.IsEmpty() { // a policy that counts responses spent nothing yet
-			rf.RefundN(rctx, d.key, d.p.Limit, d.cost)
+		if !d.res.Allowed || !d.p.CountOnly.IsEmpty() { // a policy that counts responses spent nothing yet
+			continue
 		}
+		if rctx == nil {
+			var cancel context.CancelFunc
+			rctx, cancel = context.WithTimeout(context.WithoutCancel(ctx), time.Second)
+			defer cancel()
+		}
+		rf.RefundN(rctx, d.key, d.p.Limit, d.cost)
 	}
 }
 

@@ -113,15 +113,11 @@ func (cc *Concurrency) Unary() grpc.UnaryServerInterceptor {
 		if err != nil {
 			return nil, err
 		}
-		done := false
-		defer func() {
-			if !done { // the handler panicked: free the slot, take no sample
-				tok.Release()
-			}
-		}()
-		resp, err := handler(ctx, req)
-		done = true
-		tok.Done(cc.c.Outcome(err))
+		var resp any
+		err = cc.serve(tok, func() (err error) {
+			resp, err = handler(ctx, req)
+			return err
+		})
 		return resp, err
 	}
 }
@@ -135,17 +131,23 @@ func (cc *Concurrency) Stream() grpc.StreamServerInterceptor {
 		if err != nil {
 			return err
 		}
-		done := false
-		defer func() {
-			if !done { // the handler panicked: free the slot, take no sample
-				tok.Release()
-			}
-		}()
-		err = handler(srv, ss)
-		done = true
-		tok.Done(cc.c.Outcome(err))
-		return err
+		return cc.serve(tok, func() error { return handler(srv, ss) })
 	}
+}
+
+// serve runs an admitted call's handler under tok: the call's outcome is
+// tok's sample, and a handler that panics frees the slot and takes none.
+func (cc *Concurrency) serve(tok adaptive.Token, handler func() error) error {
+	done := false
+	defer func() {
+		if !done {
+			tok.Release()
+		}
+	}()
+	err := handler()
+	done = true
+	tok.Done(cc.c.Outcome(err))
+	return err
 }
 
 func (cc *Concurrency) acquire(ctx context.Context, method string) (adaptive.Token, error) {

@@ -85,18 +85,12 @@ func (p *parser) metaScalar(n *yaml.Node) (any, error) {
 			return nil, p.errf(n, "metadata value %q is not a boolean", n.Value)
 		}
 		return b, nil
-	case "!!int":
+	case "!!int", "!!float":
 		var i int64
-		if err := n.Decode(&i); err == nil {
+		if n.ShortTag() == "!!int" && n.Decode(&i) == nil {
 			return i, nil
 		}
-		var f float64
-		if err := n.Decode(&f); err != nil {
-			return nil, p.errf(n, "metadata value %q is not a number", n.Value)
-		}
-		return f, nil
-	case "!!float":
-		var f float64
+		var f float64 // a float, or an int too large for int64
 		if err := n.Decode(&f); err != nil {
 			return nil, p.errf(n, "metadata value %q is not a number", n.Value)
 		}

@@ -287,7 +287,8 @@ type Middleware struct {
 	// allPolicies is RateLimit-Policy when every enforced policy applied,
 	// the usual case, written once.
 	allPolicies string
-	enforced    int // policies that are not in shadow mode
+	enforced    int        // policies that are not in shadow mode
+	logMACs     *sync.Pool // of HMACs under cfg.LogKeySecret (logHash)
 }
 
 // Header names in canonical form, set straight into the header map: Set
@@ -315,7 +316,7 @@ func New(cfg Config) (*Middleware, error) {
 	if err := cfg.complete(); err != nil {
 		return nil, err
 	}
-	m := &Middleware{cfg: cfg}
+	m := &Middleware{cfg: cfg, logMACs: logMACs(cfg.LogKeySecret)}
 	names := policyNames{}
 	for _, p := range cfg.Policies {
 		if err := names.add(p.Name); err != nil {
@@ -826,7 +827,7 @@ func (m *Middleware) logKey(policy, key string) string {
 	if m.cfg.LogKeys {
 		return key
 	}
-	return logHash(m.cfg.LogKeySecret, policy, key)
+	return logHash(m.logMACs, policy, key)
 }
 
 func (m *Middleware) missingKey(w http.ResponseWriter, r *http.Request, policy string) {

@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
+	"hash"
 	"sync"
 )
 
@@ -24,13 +25,21 @@ var processLogKeySecret = sync.OnceValue(func() []byte {
 // that never leaves the process (or the operator's replicas), the log tells
 // one key from another and nothing more. "~" keeps it apart from a store
 // key's "#" hash (sluice.HashKey), which it is not.
-func logHash(secret []byte, policy, key string) string {
-	mac := hmac.New(sha256.New, secret)
+func logHash(macs *sync.Pool, policy, key string) string {
+	mac := macs.Get().(hash.Hash)
+	mac.Reset()
 	mac.Write([]byte(key))
 	var sum [sha256.Size]byte
 	b := make([]byte, 0, len(policy)+2+32)
 	b = append(b, policy...)
 	b = append(b, ':', '~')
 	b = hex.AppendEncode(b, mac.Sum(sum[:0])[:16])
+	macs.Put(mac)
 	return string(b)
+}
+
+// logMACs returns a pool of HMAC-SHA-256 under secret for logHash, so that
+// a refusal's log line does not make one.
+func logMACs(secret []byte) *sync.Pool {
+	return &sync.Pool{New: func() any { return hmac.New(sha256.New, secret) }}
 }

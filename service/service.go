@@ -739,7 +739,7 @@ func (s *Service) resolve(b *rulesBox, domain string, p *plan, overrides bool) {
 				p.policy = r.Name
 			}
 			if in := s.info(b, r); in != nil {
-				p.ctr = in.ctr // the rule's label, unless DetailedMetric (then nil)
+				p.ctr = in.ctr // the rule's label; nil when the request names it (DetailedMetric, ValueToMetric)
 			}
 		}
 		lim.Rate, lim.Burst, lim.Period = int(rpu), int(rpu), u.period

@@ -747,20 +747,24 @@ func (k *keepHeaders) Unwrap() http.ResponseWriter { return k.ResponseWriter }
 // bodies, which each would otherwise allocate (32 KiB) for every response.
 var copyBuffers = &bufferPool{}
 
-// bufferPool is an httputil.BufferPool of 32 KiB buffers.
+// bufferPool is an httputil.BufferPool of 32 KiB buffers. It pools them
+// as array pointers, which a slice of the whole buffer converts back to,
+// so that a Put allocates nothing.
 type bufferPool struct{ p sync.Pool }
 
+// copyBufferSize is the size of bufferPool's buffers.
+const copyBufferSize = 32 << 10
+
 func (b *bufferPool) Get() []byte {
-	if v, ok := b.p.Get().(*[]byte); ok {
-		return *v
+	if v, ok := b.p.Get().(*[copyBufferSize]byte); ok {
+		return v[:]
 	}
-	return make([]byte, 32<<10)
+	return make([]byte, copyBufferSize)
 }
 
 func (b *bufferPool) Put(buf []byte) {
-	if cap(buf) == 32<<10 {
-		buf = buf[:cap(buf)]
-		b.p.Put(&buf)
+	if cap(buf) == copyBufferSize {
+		b.p.Put((*[copyBufferSize]byte)(buf[:copyBufferSize]))
 	}
 }
 

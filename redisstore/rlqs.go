@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/redis/rueidis"
@@ -85,7 +84,7 @@ func (r *RLQSStore) Demands(ctx context.Context, bucket string, now time.Time) (
 	}
 	out := make(map[string]float64, len(flat)/2)
 	for i := 0; i+1 < len(flat); i += 2 {
-		d, err := strconv.ParseFloat(strings.TrimSpace(flat[i+1]), 64)
+		d, err := strconv.ParseFloat(flat[i+1], 64) // the script sends it without spaces
 		if err != nil {
 			continue // not written by Report
 		}

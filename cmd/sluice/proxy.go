@@ -462,44 +462,7 @@ func checkProxy(f *gateway.File, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stdout)
 	}
 	for _, rt := range c.Routes {
-		up := rt.Upstream
-		if up == "" {
-			up = c.Upstreams[0].Name
-		}
-		fmt.Fprintf(stdout, "route %s %q -> %s", rt.Name, rt.Patterns, up)
-		if len(rt.Methods) > 0 {
-			fmt.Fprintf(stdout, " (methods %s; others 403)", strings.Join(rt.Methods, ", "))
-		}
-		if rt.Priority != adaptive.Default {
-			fmt.Fprintf(stdout, " priority %s", rt.Priority)
-		}
-		fmt.Fprintln(stdout)
-		for _, p := range rt.Policies {
-			if p.Queue != nil {
-				q := p.Queue
-				mode := "delay all excess"
-				switch {
-				case q.NoDelay:
-					mode = "nodelay"
-				case q.Delay > 0:
-					mode = fmt.Sprintf("delay=%d", q.Delay)
-				}
-				fmt.Fprintf(stdout, "  limit %s: queue %d per %v, burst %d, %s", p.Name, q.Rate, q.Period, q.Burst, mode)
-			} else {
-				fmt.Fprintf(stdout, "  limit %s: %v %d per %v, burst %d", p.Name, p.Limit.Algorithm, p.Limit.Rate, p.Limit.Period, p.Limit.Burst)
-			}
-			if p.Shadow || c.DryRun {
-				fmt.Fprint(stdout, " (dry run)")
-			}
-			fmt.Fprintln(stdout)
-		}
-		for _, cp := range rt.Concurrency {
-			fmt.Fprintf(stdout, "  conns %s: at most %d in flight", cp.Name, cp.Max)
-			if cp.Shadow || c.DryRun {
-				fmt.Fprint(stdout, " (dry run)")
-			}
-			fmt.Fprintln(stdout)
-		}
+		printRoute(stdout, rt, c.Upstreams[0].Name, c.DryRun)
 	}
 	fmt.Fprintln(stdout, "anything else: no limit, to", c.Upstreams[0].Name)
 	t := c.Timeouts.WithDefaults()
@@ -509,6 +472,49 @@ func checkProxy(f *gateway.File, stdout, stderr io.Writer) int {
 	}
 	fmt.Fprintf(stdout, "timeouts: client_header %v, client_body %v (min rate %s), send %v, keepalive %v\n", t.ClientHeader, t.ClientBody, rate, t.Send, t.Keepalive)
 	return 0
+}
+
+// printRoute prints rt and its limits as sluice proxy -check shows them:
+// to defaultUpstream when rt names none, each limit dry run when dryRun.
+func printRoute(stdout io.Writer, rt gateway.Route, defaultUpstream string, dryRun bool) {
+	up := rt.Upstream
+	if up == "" {
+		up = defaultUpstream
+	}
+	fmt.Fprintf(stdout, "route %s %q -> %s", rt.Name, rt.Patterns, up)
+	if len(rt.Methods) > 0 {
+		fmt.Fprintf(stdout, " (methods %s; others 403)", strings.Join(rt.Methods, ", "))
+	}
+	if rt.Priority != adaptive.Default {
+		fmt.Fprintf(stdout, " priority %s", rt.Priority)
+	}
+	fmt.Fprintln(stdout)
+	for _, p := range rt.Policies {
+		if p.Queue != nil {
+			q := p.Queue
+			mode := "delay all excess"
+			switch {
+			case q.NoDelay:
+				mode = "nodelay"
+			case q.Delay > 0:
+				mode = fmt.Sprintf("delay=%d", q.Delay)
+			}
+			fmt.Fprintf(stdout, "  limit %s: queue %d per %v, burst %d, %s", p.Name, q.Rate, q.Period, q.Burst, mode)
+		} else {
+			fmt.Fprintf(stdout, "  limit %s: %v %d per %v, burst %d", p.Name, p.Limit.Algorithm, p.Limit.Rate, p.Limit.Period, p.Limit.Burst)
+		}
+		if p.Shadow || dryRun {
+			fmt.Fprint(stdout, " (dry run)")
+		}
+		fmt.Fprintln(stdout)
+	}
+	for _, cp := range rt.Concurrency {
+		fmt.Fprintf(stdout, "  conns %s: at most %d in flight", cp.Name, cp.Max)
+		if cp.Shadow || dryRun {
+			fmt.Fprint(stdout, " (dry run)")
+		}
+		fmt.Fprintln(stdout)
+	}
 }
 
 // loadProxyFile reads the config (or starts from nothing) and applies

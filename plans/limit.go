@@ -118,13 +118,16 @@ func CheckName(name string) error {
 	return nil
 }
 
+// strictJSON decodes b into v: one JSON value, no unknown fields, nothing
+// after it but white space.
 func strictJSON(b []byte, v any) error {
 	dec := json.NewDecoder(bytes.NewReader(b))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {
 		return fmt.Errorf("%w: %v", ErrInvalid, err)
 	}
-	if dec.More() {
+	// Not dec.More, which is false before a stray '}' or ']'.
+	if len(bytes.TrimSpace(b[dec.InputOffset():])) != 0 {
 		return fmt.Errorf("%w: data after the JSON value", ErrInvalid)
 	}
 	return nil

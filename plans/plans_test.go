@@ -195,7 +195,8 @@ func TestParseLimit(t *testing.T) {
 	}
 	for _, bad := range []string{`{"rate": 1}`, `{"rate": 0, "period": "1s"}`, `{"rate": 1, "period": "1s", "x": 1}`,
 		`{"rate": 1, "period": "1s"} {}`, `{"rate": 1, "calendar": {"unit": "month", "time_zone": "Mars/Olympus"}}`,
-		`{"algorithm": "magic", "rate": 1, "period": "1s"}`, `[]`} {
+		`{"algorithm": "magic", "rate": 1, "period": "1s"}`, `[]`,
+		`{"rate": 1, "period": "1s"}}`, `{"rate": 1, "period": "1s"}]`} {
 		if _, err := plans.ParseLimit([]byte(bad)); !errors.Is(err, plans.ErrInvalid) {
 			t.Errorf("ParseLimit(%s) = %v, want ErrInvalid", bad, err)
 		}

@@ -186,6 +186,8 @@ func TestAdaptiveFileErrors(t *testing.T) {
 		{"max_in_flight: adaptive\nadaptive: {min: 10, max: 5}", "above max"},
 		{"max_in_flight: adaptive\nadaptive: {algorithm: aimd, probe_interval: 1m}", "probe_interval is gradient's"},
 		{"max_in_flight: adaptive\nadaptive: {floor: 3}", "floor"},
+		{"max_in_flight: adaptive\nadaptive: {priority_header: 'X Priority'}", "priority_header"},
+		{"max_in_flight: adaptive\nadaptive: {priority_header: ''}", "priority_header"},
 		{"upstream: 'http://x'\nroutes: [{name: r, match: /, priority: sheddable}]", "would act on nothing"},
 		{"max_in_flight: adaptive\nupstream: 'http://x'\nroutes: [{name: r, match: /, priority: urgent}]", `priority "urgent"`},
 	} {

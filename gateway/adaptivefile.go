@@ -58,6 +58,11 @@ func (p *fileParser) adaptive(n *yaml.Node) (*Adaptive, error) {
 	); err != nil {
 		return nil, err
 	}
+	if h := m["priority_header"]; h != nil {
+		if err := keyHeader(a.PriorityHeader); err != nil || a.PriorityHeader == "" {
+			return nil, p.errf(h, "priority_header: %v", cmpErr(err, "empty"))
+		}
+	}
 	if c.Min > 0 && c.Max > 0 && c.Min > c.Max {
 		return nil, p.errf(m["min"], "adaptive min %d is above max %d", c.Min, c.Max)
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sync"
+	"sync/atomic"
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/failsafe"
@@ -21,8 +22,8 @@ type redisConns struct {
 	mode  failsafe.Mode
 	local httplimit.Slots // local mode's counts while Redis fails
 
-	mu     sync.Mutex
-	leases *redisstore.Leases // made once the store has connected
+	mu     sync.Mutex                        // held while the leases are made
+	leases atomic.Pointer[redisstore.Leases] // made once the store has connected
 }
 
 var _ httplimit.InFlight = (*redisConns)(nil)
@@ -48,20 +49,25 @@ func (c *redisConns) Acquire(ctx context.Context, key string, max int) (func(), 
 	}
 }
 
-// get returns the leases of the connected store.
+// get returns the leases of the connected store; once they are made, it
+// takes no lock (every conns-limited request asks).
 func (c *redisConns) get() (*redisstore.Leases, error) {
 	s := c.store.store.Load()
 	if s == nil {
 		return nil, c.store.notConnected()
 	}
+	if l := c.leases.Load(); l != nil {
+		return l, nil
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.leases == nil {
-		l, err := redisstore.NewLeases(s, redisstore.LeasesConfig{})
-		if err != nil {
-			return nil, err
-		}
-		c.leases = l
+	if l := c.leases.Load(); l != nil {
+		return l, nil
 	}
-	return c.leases, nil
+	l, err := redisstore.NewLeases(s, redisstore.LeasesConfig{})
+	if err != nil {
+		return nil, err
+	}
+	c.leases.Store(l)
+	return l, nil
 }

@@ -218,6 +218,8 @@ func (s *serveApp) serveAdmin(ctx context.Context, a *app, api *admin.API) error
 // planSource is a plans.Source over a PlanStore.
 type planSource struct{ p *pgstore.PlanStore }
 
+// Tenant reads tenant's plan and overrides and decodes them
+// (plans.DecodeTenant).
 func (s planSource) Tenant(ctx context.Context, tenant string) (plans.Tenant, error) {
 	rec, err := s.p.Tenant(ctx, tenant)
 	if err != nil {
@@ -241,18 +243,23 @@ func notFound(err error) error {
 	return err
 }
 
+// SetPlan creates or replaces the plan name with limits.
 func (w planWriter) SetPlan(ctx context.Context, name string, limits []byte) error {
 	return w.p.SetPlan(ctx, name, limits)
 }
 
+// AssignPlan gives tenant the plan; an unknown plan is admin.ErrNotFound.
 func (w planWriter) AssignPlan(ctx context.Context, tenant, plan string) error {
 	return notFound(w.p.AssignPlan(ctx, tenant, plan))
 }
 
+// SetOverride creates or replaces tenant's override of name until expires.
 func (w planWriter) SetOverride(ctx context.Context, tenant, name string, limit []byte, expires time.Time) error {
 	return w.p.SetOverride(ctx, tenant, name, limit, expires)
 }
 
+// ClearOverride removes tenant's override of name; none is
+// admin.ErrNotFound.
 func (w planWriter) ClearOverride(ctx context.Context, tenant, name string) error {
 	return notFound(w.p.ClearOverride(ctx, tenant, name))
 }
@@ -264,6 +271,7 @@ func period(p pgstore.Period) admin.Period {
 	return admin.Period{Start: p.Start, End: p.End, Count: p.Count, Quota: p.Quota, Updated: p.Updated}
 }
 
+// Usage is the ledger's periods of key, as admin.Periods.
 func (u usageSource) Usage(ctx context.Context, key string) ([]admin.Period, error) {
 	ps, err := u.st.Usage(ctx, key)
 	out := make([]admin.Period, len(ps))
@@ -273,6 +281,7 @@ func (u usageSource) Usage(ctx context.Context, key string) ([]admin.Period, err
 	return out, err
 }
 
+// Ledger calls each with every ledger entry between from and to.
 func (u usageSource) Ledger(ctx context.Context, from, to time.Time, each func(admin.Entry) error) error {
 	return u.st.Ledger(ctx, from, to, func(e pgstore.Entry) error {
 		return each(admin.Entry{Key: e.Key, Period: period(e.Period)})

@@ -113,6 +113,7 @@ type exitError struct {
 	msg  []any
 }
 
+// Error is the message, its parts spaced as fmt.Sprintln spaces them.
 func (e *exitError) Error() string {
 	s := fmt.Sprintln(e.msg...)
 	return s[:len(s)-1]

@@ -49,6 +49,9 @@ type drainListener struct {
 	done      chan struct{}
 }
 
+// Accept waits for a connection and for a place for it: a free one, or
+// the place of an idle connection it closes; after Close it returns
+// net.ErrClosed.
 func (l *drainListener) Accept() (net.Conn, error) {
 	c, err := l.Listener.Accept()
 	if err != nil {
@@ -74,6 +77,7 @@ func (l *drainListener) Accept() (net.Conn, error) {
 	}
 }
 
+// Close stops Accept and closes the listener.
 func (l *drainListener) Close() error {
 	l.closeOnce.Do(func() { close(l.done) })
 	return l.Listener.Close()
@@ -132,6 +136,7 @@ type drainConn struct {
 	closed bool // under l.mu
 }
 
+// Close closes the connection and frees its place (once).
 func (c *drainConn) Close() error {
 	err := c.Conn.Close()
 	c.once.Do(func() {

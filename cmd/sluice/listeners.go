@@ -257,6 +257,7 @@ type stopOnRecv struct {
 	t *time.Timer
 }
 
+// RecvMsg receives m and stops the timer once one has arrived.
 func (s *stopOnRecv) RecvMsg(m any) error {
 	err := s.ServerStream.RecvMsg(m)
 	if err == nil {
@@ -277,6 +278,7 @@ func (e *envErrs) size(name string, def int64) int64 {
 // (1048576, 1024k, 1m).
 type sizeFlag struct{ p *int64 }
 
+// String is the size in bytes; "0" for the zero sizeFlag.
 func (f sizeFlag) String() string {
 	if f.p == nil {
 		return "0"
@@ -284,6 +286,7 @@ func (f sizeFlag) String() string {
 	return strconv.FormatInt(*f.p, 10)
 }
 
+// Set parses s with gateway.ParseSize; a malformed s is an error.
 func (f sizeFlag) Set(s string) error {
 	n, err := gateway.ParseSize(s)
 	if err != nil {

@@ -579,6 +579,7 @@ type logFile struct {
 	f    *os.File
 }
 
+// Write appends p to the file open now (reopen may swap it).
 func (l *logFile) Write(p []byte) (int, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()

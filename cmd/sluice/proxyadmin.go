@@ -116,6 +116,7 @@ func (p *proxyApp) storeState() page.StoreState {
 // is a rule of domain "proxy".
 type proxyObserver struct{ p *page.Page }
 
+// Observe shows d on the live page as a decision of domain "proxy".
 func (o proxyObserver) Observe(d httplimit.Decision) {
 	o.p.Observe(service.Decision{Domain: "proxy", Rule: d.Policy, Outcome: service.Outcome(d.Outcome), Cost: uint64(d.Cost), Key: d.Key})
 }
@@ -126,6 +127,8 @@ func (o proxyObserver) Observe(d httplimit.Decision) {
 // state is read without spending (gateway.Peek).
 type proxyDecider struct{ p *proxyApp }
 
+// ShouldRateLimit reads the state of the one entry's key under the
+// policy the domain names, without spending.
 func (d proxyDecider) ShouldRateLimit(ctx context.Context, req *pb.RateLimitRequest) (*pb.RateLimitResponse, error) {
 	ds := req.GetDescriptors()
 	if len(ds) != 1 || len(ds[0].GetEntries()) != 1 {

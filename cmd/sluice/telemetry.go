@@ -250,10 +250,12 @@ func (t *telemetry) shutdown(ctx context.Context, log *slog.Logger) {
 // statsdLogger is gostats's logger on slog.
 type statsdLogger struct{ log *slog.Logger }
 
+// Errorf logs gostats's error at level error.
 func (l statsdLogger) Errorf(msg string, args ...any) {
 	l.log.Error("statsd: " + fmt.Sprintf(msg, args...))
 }
 
+// Warnf logs gostats's warning at level warn.
 func (l statsdLogger) Warnf(msg string, args ...any) {
 	l.log.Warn("statsd: " + fmt.Sprintf(msg, args...))
 }

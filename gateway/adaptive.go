@@ -25,7 +25,8 @@ type Adaptive struct {
 	// request's priority ("sheddable", "default" or "critical"): from a
 	// trusted proxy (Config.TrustedProxies) to any priority, from any
 	// other client only below its route's, so that a client can mark its
-	// own work sheddable but never raise it.
+	// own work sheddable but never raise it. New refuses one that is no
+	// header name.
 	PriorityHeader string
 }
 
@@ -49,6 +50,11 @@ func UpstreamAdaptiveName(upstream string) string { return GlobalAdaptiveName + 
 func (g *Gateway) adaptiveFor(name string, a *Adaptive) (*adaptive.Limiter, error) {
 	if a == nil {
 		return nil, nil
+	}
+	if a.PriorityHeader != "" {
+		if err := keyHeader(a.PriorityHeader); err != nil {
+			return nil, fmt.Errorf("priority header: %w", err)
+		}
 	}
 	g.mu.Lock()
 	defer g.mu.Unlock()

@@ -240,3 +240,21 @@ func TestAdaptiveLimiterKeptAcrossUpdate(t *testing.T) {
 		t.Errorf("after an Update with a new max: %v in flight, want a new limiter (0)", n)
 	}
 }
+
+// New refuses an Adaptive whose PriorityHeader is no header name, global
+// or an upstream's, as the file does: no request would carry it.
+func TestAdaptivePriorityHeaderMustBeAHeaderName(t *testing.T) {
+	bad := &gateway.Adaptive{PriorityHeader: "X Priority"}
+	for name, cfg := range map[string]gateway.Config{
+		"global":   {Upstreams: []gateway.Upstream{{Name: "app", URL: mustURL(t, "http://127.0.0.1:1")}}, Adaptive: bad, Logger: quiet},
+		"upstream": {Upstreams: []gateway.Upstream{{Name: "app", URL: mustURL(t, "http://127.0.0.1:1"), Adaptive: bad}}, Logger: quiet},
+	} {
+		g, err := gateway.New(cfg)
+		if err == nil {
+			g.Close()
+			t.Errorf("%s: New accepted PriorityHeader %q", name, bad.PriorityHeader)
+		} else if !strings.Contains(err.Error(), "priority header") {
+			t.Errorf("%s: error %v, want one about the priority header", name, err)
+		}
+	}
+}

@@ -361,7 +361,7 @@ func New(cfg Config) (*Middleware, error) {
 		if slots == nil && c.InFlight == nil {
 			slots = new(Slots)
 		}
-		m.conc = append(m.conc, &concurrency{ConcurrencyPolicy: c, slots: slots})
+		m.conc = append(m.conc, &concurrency{ConcurrencyPolicy: c, slots: slots, group: c.Name + ":"})
 	}
 	var err error
 	if m.adaptive, err = compileAdaptive(cfg.Adaptive, names); err != nil {
@@ -911,6 +911,9 @@ func (s *Slots) InFlight(key string) int {
 type concurrency struct {
 	ConcurrencyPolicy
 	slots *Slots
+	// group is a keyless policy's key in a shared InFlight: its name and
+	// ":", made once rather than per request.
+	group string
 }
 
 func (c *concurrency) acquire(key string) bool { return c.slots.take(key, c.Max) }

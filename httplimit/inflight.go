@@ -65,7 +65,7 @@ func (s *Slots) give(key string) {
 func (m *Middleware) acquireShared(w http.ResponseWriter, r *http.Request, c *concurrency, key string, decisions []decision) (func(), bool) {
 	shared := key
 	if shared == "" {
-		shared = c.Name + ":" // one group: scoped by name in a shared count
+		shared = c.group // one group: scoped by name in a shared count
 	}
 	release, ok, err := c.InFlight.Acquire(r.Context(), shared, c.Max)
 	if err != nil {

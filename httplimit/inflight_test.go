@@ -48,7 +48,7 @@ func TestInFlightSharedByMiddlewares(t *testing.T) {
 	in := &countingInFlight{}
 	pol := []httplimit.ConcurrencyPolicy{{Name: "conn", Max: 1, Key: httplimit.Header("X-Key"), InFlight: in}}
 	a := mustNew(t, httplimit.Config{Concurrency: pol})
-	seen := &seenDecisions{}
+	seen := &recorder{}
 	b := mustNew(t, httplimit.Config{Concurrency: pol, ConcurrencyStatusCode: 503, Observer: seen})
 	inside, leave := make(chan struct{}), make(chan struct{})
 	slow := a.Handler(http.HandlerFunc(func(http.ResponseWriter, *http.Request) { close(inside); <-leave }))
@@ -63,8 +63,8 @@ func TestInFlightSharedByMiddlewares(t *testing.T) {
 	if w := do(b.Handler(http.HandlerFunc(ok)), req()); w.Code != 503 || w.Header().Get(httplimit.ReasonHeader) != "conn" {
 		t.Fatalf("second request on the other middleware: %d %q; want 503 by conn", w.Code, w.Header().Get(httplimit.ReasonHeader))
 	}
-	if len(seen.d) != 1 || seen.d[0].Policy != "conn" || seen.d[0].Outcome != httplimit.Limited {
-		t.Fatalf("observed %+v; want one limited decision of conn", seen.d)
+	if len(seen.ds) != 1 || seen.ds[0].Policy != "conn" || seen.ds[0].Outcome != httplimit.Limited {
+		t.Fatalf("observed %+v; want one limited decision of conn", seen.ds)
 	}
 	close(leave)
 	<-done
@@ -114,16 +114,4 @@ func TestInFlightAndSlotsRefused(t *testing.T) {
 	if err == nil {
 		t.Fatal("both accepted")
 	}
-}
-
-// seenDecisions is an Observer that keeps what it is given.
-type seenDecisions struct {
-	mu sync.Mutex
-	d  []httplimit.Decision
-}
-
-func (s *seenDecisions) Observe(d httplimit.Decision) {
-	s.mu.Lock()
-	s.d = append(s.d, d)
-	s.mu.Unlock()
 }

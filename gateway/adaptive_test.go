@@ -3,6 +3,7 @@ package gateway_test
 import (
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"sync"
 	"testing"
@@ -152,15 +153,7 @@ func TestAdaptivePriorityHeaderOnlyLowersFromUntrustedClients(t *testing.T) {
 		},
 	}
 	_, srv := front(t, cfg)
-	held := make(chan struct{})
-	go func() {
-		defer close(held)
-		if resp, err := srv.Client().Get(srv.URL + "/hold"); err == nil {
-			io.Copy(io.Discard, resp.Body)
-			resp.Body.Close()
-		}
-	}()
-	defer func() { close(release); <-held }()
+	defer holdOne(srv, "/hold", release)()
 	<-entered // one in flight: default and sheddable (share 1 of 2) are full
 	for _, c := range []struct {
 		path, prio string
@@ -216,15 +209,7 @@ func TestAdaptiveLimiterKeptAcrossUpdate(t *testing.T) {
 		}
 	}
 	g, srv := front(t, cfg(50))
-	held := make(chan struct{})
-	go func() {
-		defer close(held)
-		if resp, err := srv.Client().Get(srv.URL + "/hold"); err == nil {
-			io.Copy(io.Discard, resp.Body)
-			resp.Body.Close()
-		}
-	}()
-	defer func() { close(release); <-held }()
+	defer holdOne(srv, "/hold", release)()
 	<-entered
 	inFlight := func() float64 { return policyGauge(t, reg, "sluice_http_adaptive_in_flight", "max_in_flight:app") }
 	if err := g.Update(cfg(50)); err != nil {
@@ -257,4 +242,19 @@ func TestAdaptivePriorityHeaderMustBeAHeaderName(t *testing.T) {
 			t.Errorf("%s: error %v, want one about the priority header", name, err)
 		}
 	}
+}
+
+// holdOne sends a GET of path to srv in the background, for an upstream
+// that holds it until release is closed; the func it returns closes
+// release and waits for the request to end.
+func holdOne(srv *httptest.Server, path string, release chan struct{}) func() {
+	held := make(chan struct{})
+	go func() {
+		defer close(held)
+		if resp, err := srv.Client().Get(srv.URL + path); err == nil {
+			io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+		}
+	}()
+	return func() { close(release); <-held }
 }

@@ -183,7 +183,7 @@ func (c *adminClient) httpClient(ctx context.Context) (*http.Client, error) {
 		return nil, usageErr{errors.New("-cert and -key go together")}
 	}
 	if c.cert != "" {
-		pair, err := tls.LoadX509KeyPair(c.cert, c.key)
+		pair, err := loadKeyPair(ctx, c.cert, c.key)
 		if err != nil {
 			return nil, usageErr{err}
 		}

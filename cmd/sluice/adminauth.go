@@ -96,24 +96,15 @@ func (o *adminAuth) tlsConfig(ctx context.Context) (*tls.Config, error) {
 	if o.tlsCert == "" {
 		return nil, nil
 	}
-	read := func(p string) ([]byte, error) { return safefile.Read(ctx, p, maxTLSFileBytes) }
-	certPEM, err := read(o.tlsCert)
+	pair, err := loadKeyPair(ctx, o.tlsCert, o.tlsKey)
 	if err != nil {
 		return nil, err
-	}
-	keyPEM, err := read(o.tlsKey)
-	if err != nil {
-		return nil, err
-	}
-	pair, err := tls.X509KeyPair(certPEM, keyPEM)
-	if err != nil {
-		return nil, fmt.Errorf("%s, %s: %w", o.tlsCert, o.tlsKey, err)
 	}
 	cfg := &tls.Config{Certificates: []tls.Certificate{pair}, MinVersion: tls.VersionTLS12}
 	if o.caFile == "" {
 		return cfg, nil
 	}
-	caPEM, err := read(o.caFile)
+	caPEM, err := safefile.Read(ctx, o.caFile, maxTLSFileBytes)
 	if err != nil {
 		return nil, err
 	}

@@ -33,6 +33,25 @@ type grpcTLSOptions struct {
 // a few hundred CAs is far below it.
 const maxTLSFileBytes = 1 << 20
 
+// loadKeyPair reads the certificate and key files as every TLS file is
+// read (safefile.Read: a regular file, at most maxTLSFileBytes, within
+// ctx) and parses them into a pair; an error names both files.
+func loadKeyPair(ctx context.Context, cert, key string) (tls.Certificate, error) {
+	certPEM, err := safefile.Read(ctx, cert, maxTLSFileBytes)
+	if err != nil {
+		return tls.Certificate{}, err
+	}
+	keyPEM, err := safefile.Read(ctx, key, maxTLSFileBytes)
+	if err != nil {
+		return tls.Certificate{}, err
+	}
+	pair, err := tls.X509KeyPair(certPEM, keyPEM)
+	if err != nil {
+		return tls.Certificate{}, fmt.Errorf("%s, %s: %w", cert, key, err)
+	}
+	return pair, nil
+}
+
 // tlsReloadEvery is how often, at most, the files are looked at again:
 // on a handshake at least this long after the last look.
 const tlsReloadEvery = time.Second
@@ -190,24 +209,15 @@ func (g *grpcTLS) reloadIfChanged() {
 
 // load reads the files and returns the server config they make.
 func (g *grpcTLS) load(ctx context.Context) (*tls.Config, error) {
-	read := func(p string) ([]byte, error) { return safefile.Read(ctx, p, maxTLSFileBytes) }
-	certPEM, err := read(g.o.cert)
+	pair, err := loadKeyPair(ctx, g.o.cert, g.o.key)
 	if err != nil {
 		return nil, err
-	}
-	keyPEM, err := read(g.o.key)
-	if err != nil {
-		return nil, err
-	}
-	pair, err := tls.X509KeyPair(certPEM, keyPEM)
-	if err != nil {
-		return nil, fmt.Errorf("%s, %s: %w", g.o.cert, g.o.key, err)
 	}
 	cfg := &tls.Config{Certificates: []tls.Certificate{pair}, MinVersion: tls.VersionTLS12, NextProtos: []string{"h2"}}
 	if g.o.clientCA == "" {
 		return cfg, nil
 	}
-	caPEM, err := read(g.o.clientCA)
+	caPEM, err := safefile.Read(ctx, g.o.clientCA, maxTLSFileBytes)
 	if err != nil {
 		return nil, err
 	}

@@ -1,31 +1,17 @@
 package httplimit
 
-// Outcome is how a policy decided a request, as an Observer sees it.
-type Outcome uint8
+import "github.com/sluicehq/sluice"
 
-// The outcomes of a decision. Their values are those of service.Outcome,
-// so that one observer may show both.
+// Outcome is how a policy's decision of a request ended: sluice.Outcome,
+// the one type the service's and the middleware's observers share.
+type Outcome = sluice.Outcome
+
+// The outcomes of a decision (sluice's).
 const (
-	// Allowed: the request was within the policy and spent (a queued
-	// policy's delayed request included).
-	Allowed Outcome = iota
-	// Limited: the policy refused the request.
-	Limited
-	// Shadow: the policy would have refused the request, but it is in
-	// shadow mode (or the run is a dry run), so it went on.
-	Shadow
+	Allowed = sluice.OutcomeAllowed
+	Limited = sluice.OutcomeLimited
+	Shadow  = sluice.OutcomeShadow
 )
-
-// String returns "allowed", "limited" or "shadow".
-func (o Outcome) String() string {
-	switch o {
-	case Limited:
-		return "limited"
-	case Shadow:
-		return "shadow"
-	}
-	return "allowed"
-}
 
 // Decision is one policy's decision of one request, as Config.Observer
 // receives it.

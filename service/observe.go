@@ -1,29 +1,17 @@
 package service
 
-// Outcome is how a descriptor was decided, as an Observer sees it.
-type Outcome uint8
+import "github.com/sluicehq/sluice"
 
-// The outcomes of a decision.
+// Outcome is how a descriptor ended: sluice.Outcome, the one type the
+// service's and the middleware's observers share.
+type Outcome = sluice.Outcome
+
+// The outcomes of a decision (sluice's).
 const (
-	// Allowed: the descriptor was within its limit and spent.
-	Allowed Outcome = iota
-	// Limited: the descriptor was over its limit and answered OVER_LIMIT.
-	Limited
-	// Shadow: the descriptor was over its limit but its rule is in shadow
-	// mode, so it was answered OK.
-	Shadow
+	Allowed = sluice.OutcomeAllowed
+	Limited = sluice.OutcomeLimited
+	Shadow  = sluice.OutcomeShadow
 )
-
-// String returns "allowed", "limited" or "shadow".
-func (o Outcome) String() string {
-	switch o {
-	case Limited:
-		return "limited"
-	case Shadow:
-		return "shadow"
-	}
-	return "allowed"
-}
 
 // Decision is one descriptor's decision, as Config.Observer receives it.
 type Decision struct {

@@ -118,7 +118,7 @@ type proxyObserver struct{ p *page.Page }
 
 // Observe shows d on the live page as a decision of domain "proxy".
 func (o proxyObserver) Observe(d httplimit.Decision) {
-	o.p.Observe(service.Decision{Domain: "proxy", Rule: d.Policy, Outcome: service.Outcome(d.Outcome), Cost: uint64(d.Cost), Key: d.Key})
+	o.p.Observe(service.Decision{Domain: "proxy", Rule: d.Policy, Outcome: d.Outcome, Cost: uint64(d.Cost), Key: d.Key})
 }
 
 // proxyDecider answers the live page's form from the proxy's limiter:

@@ -136,12 +136,17 @@ var packages = map[string]pkgRule{
 	"request":    {layer: helper, grants: map[string]string{edgeHTTP: "it computes the canonical form of an *http.Request"}},
 	"clientip":   {layer: helper, grants: map[string]string{edgeHTTP: "it reads an *http.Request's peer and forwarding headers"}},
 	"rlheader":   {layer: helper},
+	"config/configtest": {layer: helper, grants: map[string]string{
+		edgeTesting: "it compiles configurations for tests, failing the test on error",
+		edgeHTTP:    "only through config",
+	}},
 	"config": {layer: helper, grants: map[string]string{
 		edgeHTTP: "only through clientip and request: forward_auth's trusted proxies and canonical rule values",
 	}},
 	"internal/safefile":   {layer: support},
 	"internal/strictyaml": {layer: support},
 	"internal/clocktest":  {layer: support},
+	"internal/testlog":    {layer: support},
 	"internal/promreg": {layer: support, grants: map[string]string{
 		edgeMetrics: "it registers Prometheus collectors for the faces",
 		edgeHTTP:    "only through Prometheus's client library",
@@ -538,6 +543,8 @@ func cleanGraph() []string {
 		"internal/safefile: std:os",
 		"internal/strictyaml: internal/safefile gopkg.in/yaml.v3",
 		"internal/clocktest: std:sync",
+		"internal/testlog: std:sync",
+		"config/configtest: config std:testing",
 		"internal/promreg: github.com/prometheus/client_golang/prometheus",
 		"github.com/prometheus/client_golang/prometheus: std:expvar google.golang.org/protobuf/proto",
 		"std:expvar: std:net/http",

@@ -9,13 +9,15 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/sluicehq/sluice/internal/testlog"
 )
 
 // A server that fails ends the command with exit status 1, its error on
 // stderr; the drain still runs, after the onDrain functions, and the parts
 // are closed after it, last opened first.
 func TestAppServerFailureEndsRunAndDrains(t *testing.T) {
-	var stderr syncBuffer
+	var stderr testlog.Buffer
 	a := newApp(&stderr, "sluice test:")
 	var order []string
 	a.onClose(func() { order = append(order, "close first opened") })
@@ -41,7 +43,7 @@ func TestAppServerFailureEndsRunAndDrains(t *testing.T) {
 // The end of the context ends run with exit status 0, after the servers
 // drained.
 func TestAppContextEndIsACleanStop(t *testing.T) {
-	var stderr syncBuffer
+	var stderr testlog.Buffer
 	a := newApp(&stderr, "sluice test:")
 	defer a.close()
 	a.log = quietLogger()
@@ -59,7 +61,7 @@ func TestAppContextEndIsACleanStop(t *testing.T) {
 // listen, say) leaves nothing behind: close stops the started server and
 // closes its listener, as the command returns its exit status.
 func TestAppCloseStopsServersStartedBeforeAFailure(t *testing.T) {
-	var stderr syncBuffer
+	var stderr testlog.Buffer
 	a := newApp(&stderr, "sluice test:")
 	ln, err := a.listen("127.0.0.1:0")
 	if err != nil {
@@ -88,7 +90,7 @@ func TestAppCloseStopsServersStartedBeforeAFailure(t *testing.T) {
 // A start-up step cut short by the end of the context (SIGTERM) is a
 // stop, exit status 0 and logged, not a failure.
 func TestAppStoppedDuringStartUp(t *testing.T) {
-	var stderr syncBuffer
+	var stderr testlog.Buffer
 	a := newApp(&stderr, "sluice test:")
 	defer a.close()
 	a.log = quietLogger()
@@ -107,7 +109,7 @@ func TestAppStoppedDuringStartUp(t *testing.T) {
 // was asked, however long the drain took, so that a slow or unreachable
 // collector or store cannot hold the process past its grace period.
 func TestAppClosingWorkEndsWithinTheGracePeriod(t *testing.T) {
-	var stderr syncBuffer
+	var stderr testlog.Buffer
 	a := newApp(&stderr, "sluice test:")
 	a.log = quietLogger()
 	if ctx, cancel := a.closeContext(); true {

@@ -20,6 +20,7 @@ import (
 
 	"google.golang.org/grpc/health"
 
+	"github.com/sluicehq/sluice/internal/testlog"
 	"github.com/sluicehq/sluice/internal/testpki"
 )
 
@@ -216,7 +217,7 @@ func TestGRPCTLSPicksUpReplacedCertificates(t *testing.T) {
 	first := serverCA.issue(t, "first", false, "sluice.test")
 	o := tlsFiles(t, dir, first, clientCA)
 	clock := &fakeClock{now: time.Unix(1_000_000, 0)}
-	var logs syncBuffer
+	var logs testlog.Buffer
 	g, err := newGRPCTLS(context.Background(), o, slog.New(slog.NewTextHandler(&logs, nil)), clock.Now)
 	if err != nil {
 		t.Fatal(err)

@@ -13,6 +13,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/sluicehq/sluice/internal/testlog"
 )
 
 const adaptiveProxyCfg = `
@@ -41,7 +43,7 @@ func TestProxyAdaptiveMaxInFlight(t *testing.T) {
 	if err := os.WriteFile(cfg, []byte(adaptiveProxyCfg), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	var out, errb syncBuffer
+	var out, errb testlog.Buffer
 	if code := runProxy(context.Background(), []string{"-check", "-config", cfg, "-upstream", up.URL}, &out, &errb); code != 0 ||
 		!strings.Contains(out.String(), "priority sheddable") {
 		t.Fatalf("-check: exit %d, output %q, stderr %q", code, out.String(), errb.String())

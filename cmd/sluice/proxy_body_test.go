@@ -4,6 +4,8 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+
+	"github.com/sluicehq/sluice/internal/testlog"
 )
 
 // -client-max-body-size caps request bodies as NGINX's
@@ -27,7 +29,7 @@ func TestProxyClientMaxBodySizeFlag(t *testing.T) {
 	if n := hits.Load(); n != 1 {
 		t.Errorf("the upstream saw %d requests, want 1", n)
 	}
-	var out, errb syncBuffer
+	var out, errb testlog.Buffer
 	if code := runProxy(t.Context(), []string{"-upstream", up.URL, "-client-max-body-size", "1mb"}, &out, &errb); code != 2 || !strings.Contains(errb.String(), "-client-max-body-size") {
 		t.Errorf("-client-max-body-size 1mb: exit %d, %q; want 2 and why", code, errb.String())
 	}

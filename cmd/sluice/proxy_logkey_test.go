@@ -7,6 +7,8 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+
+	"github.com/sluicehq/sluice/internal/testlog"
 )
 
 // -log-key-secret-file (or the file's log_key_secret_file) sets the secret of the keyed hash that refusal
@@ -47,7 +49,7 @@ func TestProxyLogKeySecretFile(t *testing.T) {
 	if d := logged("-config", withKey); d != a {
 		t.Errorf("log_key_secret_file secret 1: %q, want %q as with the flag", d, a)
 	}
-	var out, errb syncBuffer
+	var out, errb testlog.Buffer
 	if code := runProxy(t.Context(), []string{"-config", cfg, "-upstream", up.URL, "-log-key-secret-file", short}, &out, &errb); code != 2 || !strings.Contains(errb.String(), "want 16 at least") {
 		t.Errorf("a 9-byte secret: exit %d, %q; want 2 and why", code, errb.String())
 	}

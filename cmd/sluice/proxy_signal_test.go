@@ -13,6 +13,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/sluicehq/sluice/internal/testlog"
 )
 
 // A SIGHUP that comes while sluice proxy is still starting (a large config
@@ -57,7 +59,7 @@ func TestProxySurvivesSIGHUPDuringStartUp(t *testing.T) {
 // hupProcess is a `sluice` command run as a child process by startHUPing.
 type hupProcess struct {
 	cmd     *exec.Cmd
-	stderr  syncBuffer
+	stderr  testlog.Buffer
 	exited  chan struct{}
 	waitErr error
 	addr    string // the first submatch of the line startHUPing waited for

@@ -18,6 +18,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/sluicehq/sluice/internal/testlog"
 )
 
 // proxyRun is a `sluice proxy` running in the test.
@@ -123,7 +125,7 @@ func TestProxyStartup(t *testing.T) {
 	dir := t.TempDir()
 	cfg := filepath.Join(dir, "bad.yaml")
 	os.WriteFile(cfg, []byte("upstream: http://127.0.0.1:1\nlimits:\n  - {name: a, key: ip, rate: 1r/s, burst: 0}\n"), 0o644)
-	var out, errb syncBuffer
+	var out, errb testlog.Buffer
 	if code := runProxy(context.Background(), []string{"-config", cfg, "-listen", "127.0.0.1:0", "-admin-addr", ""}, &out, &errb); code != 1 {
 		t.Fatalf("exit %d, want 1", code)
 	}
@@ -221,7 +223,7 @@ func TestProxyCheck(t *testing.T) {
 	dir := t.TempDir()
 	good := filepath.Join(dir, "good.yaml")
 	os.WriteFile(good, []byte("upstream: http://127.0.0.1:1\nlimits: [{name: a, key: ip, rate: 1r/s, burst: 5, delay: 2}]\nroutes: [{name: r, match: /a/, limits: [a]}]\n"), 0o644)
-	var out, errb syncBuffer
+	var out, errb testlog.Buffer
 	if code := runProxy(context.Background(), []string{"-check", "-config", good}, &out, &errb); code != 0 {
 		t.Fatalf("exit %d: %s", code, errb.String())
 	}
@@ -232,7 +234,7 @@ func TestProxyCheck(t *testing.T) {
 	if !strings.Contains(out.String(), "client_body 1m0s (min rate 1024 B/s)") {
 		t.Errorf("output %q does not show the default client_body_min_rate", out.String())
 	}
-	var off syncBuffer
+	var off testlog.Buffer
 	if code := runProxy(context.Background(), []string{"-check", "-config", good, "-client-body-min-rate", "0"}, &off, &errb); code != 0 || !strings.Contains(off.String(), "(min rate off)") {
 		t.Errorf("-client-body-min-rate 0: exit %d, output %q", code, off.String())
 	}
@@ -346,7 +348,7 @@ func TestProxyRefusesAFIFOConfig(t *testing.T) {
 	if err := syscall.Mkfifo(fifo, 0o644); err != nil {
 		t.Skip("no FIFO here:", err)
 	}
-	var out, errb syncBuffer
+	var out, errb testlog.Buffer
 	done := make(chan int, 1)
 	go func() {
 		done <- runProxy(context.Background(), []string{"-check", "-config", fifo}, &out, &errb)
@@ -479,7 +481,7 @@ func TestProxyDebugLogInConfigDirDoesNotFeedItself(t *testing.T) {
 	up := httptest.NewServer(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
 	defer up.Close()
 	ctx, cancel := context.WithCancel(context.Background())
-	var out syncBuffer
+	var out testlog.Buffer
 	done := make(chan int, 1)
 	go func() {
 		done <- runProxy(ctx, []string{"-listen", "127.0.0.1:0", "-admin-addr", "", "-log-level", "debug", "-config", cfg, "-upstream", up.URL}, &out, logf)

@@ -18,6 +18,8 @@ import (
 	"time"
 
 	"go.uber.org/goleak"
+
+	"github.com/sluicehq/sluice/internal/testlog"
 )
 
 // Two configs for domain d that answer a request for k differently, whatever
@@ -35,7 +37,7 @@ type server struct {
 	url    string // the HTTP base URL
 	grpc   string // serve's gRPC target
 	debug  string // what serve's banner says of its debug listener
-	stderr *syncBuffer
+	stderr *testlog.Buffer
 	cancel context.CancelFunc
 	done   chan int // receives the exit code
 }
@@ -77,8 +79,8 @@ func launchRun(t *testing.T, run func(context.Context, []string, io.Writer, io.W
 func startCmd(t *testing.T, run func(context.Context, []string, io.Writer, io.Writer) int, args []string, ready func(stdout string) bool) *server {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	var out syncBuffer
-	s := &server{stderr: &syncBuffer{}, cancel: cancel, done: make(chan int, 1)}
+	var out testlog.Buffer
+	s := &server{stderr: &testlog.Buffer{}, cancel: cancel, done: make(chan int, 1)}
 	go func() { s.done <- run(ctx, args, &out, s.stderr) }()
 	t.Cleanup(func() { s.stop(t) })
 	deadline := time.Now().Add(10 * time.Second)

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/config"
+	"github.com/sluicehq/sluice/internal/testlog"
 )
 
 // A config directory is bounded as a whole, not only file by file: files
@@ -38,7 +39,7 @@ func TestServeRefusesAConfigOverItsTotalSize(t *testing.T) {
 // running at d, the test stops with what.
 func serveExit(t *testing.T, d time.Duration, what string, args ...string) (code int, stderr string) {
 	t.Helper()
-	var out, errb syncBuffer
+	var out, errb testlog.Buffer
 	done := make(chan int, 1)
 	go func() {
 		done <- runServe(context.Background(), append([]string{"-http-addr", "127.0.0.1:0", "-grpc-addr", "127.0.0.1:0"}, args...), &out, &errb)

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/sluicehq/sluice/internal/testlog"
 )
 
 // envoyproxy/ratelimit settings whose silent neglect would expose the
@@ -78,7 +80,7 @@ func TestServeLegacyHeaderNamesFromEnv(t *testing.T) {
 // with the memory store it was accepted without a word, and the typo
 // stopped serve only once it was pointed at Redis.
 func TestServeRefusesABadFailureModeOnEveryStore(t *testing.T) {
-	var out, errb syncBuffer
+	var out, errb testlog.Buffer
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
 	code := runServe(ctx, []string{"-http-addr", "127.0.0.1:0", "-grpc-addr", "127.0.0.1:0", "-failure-mode", "bogus"}, &out, &errb)
@@ -125,7 +127,7 @@ func refusesEnv(t *testing.T, name, value string) {
 	t.Setenv(name, value)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
-	var out, errb syncBuffer
+	var out, errb testlog.Buffer
 	code := runServe(ctx, []string{"-http-addr", "127.0.0.1:0", "-grpc-addr", "127.0.0.1:0"}, &out, &errb)
 	if code != 2 || !strings.Contains(errb.String(), name) {
 		t.Errorf("%s=%s: exit %d, stderr %q; want 2 naming it", name, value, code, errb.String())

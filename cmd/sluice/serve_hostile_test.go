@@ -24,6 +24,7 @@ import (
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 
 	"github.com/sluicehq/sluice/internal/redistest"
+	"github.com/sluicehq/sluice/internal/testlog"
 )
 
 // runMainEnv, set in a child process's environment, makes the test binary
@@ -43,7 +44,7 @@ func TestMain(m *testing.M) {
 type process struct {
 	cmd           *exec.Cmd
 	httpURL, grpc string
-	stderr        *syncBuffer
+	stderr        *testlog.Buffer
 	exited        chan struct{}
 	exitErr       error
 }
@@ -63,7 +64,7 @@ func startProcess(t *testing.T, prelude string, args ...string) *process {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := &process{cmd: cmd, stderr: &syncBuffer{}, exited: make(chan struct{})}
+	p := &process{cmd: cmd, stderr: &testlog.Buffer{}, exited: make(chan struct{})}
 	cmd.Stderr = p.stderr
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)

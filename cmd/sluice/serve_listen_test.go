@@ -22,6 +22,8 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
+
+	"github.com/sluicehq/sluice/internal/testlog"
 )
 
 // launchListening starts `sluice serve -config` with telemetryConfig (k=v:
@@ -260,7 +262,7 @@ func TestServeLogFormatJSON(t *testing.T) {
 	}
 
 	t.Setenv("LOG_FORMAT", "logfmt")
-	var out, errb syncBuffer
+	var out, errb testlog.Buffer
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	if code := runServe(ctx, []string{"-http-addr", "127.0.0.1:0", "-grpc-addr", "127.0.0.1:0"}, &out, &errb); code != 2 || !strings.Contains(errb.String(), "logfmt") {
@@ -272,7 +274,7 @@ func TestServeLogFormatJSON(t *testing.T) {
 // LOG_FORMAT too.
 func TestNewLoggerFollowsLOG_FORMAT(t *testing.T) {
 	t.Setenv("LOG_FORMAT", "JSON")
-	var b syncBuffer
+	var b testlog.Buffer
 	l, err := newLogger("info", &b)
 	if err != nil {
 		t.Fatal(err)

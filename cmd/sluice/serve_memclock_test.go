@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/sluicehq/sluice/internal/testlog"
 )
 
 // -memory-clock-resolution puts the memory store on a coarse clock of that
@@ -39,7 +41,7 @@ func TestServeMemoryClockResolutionReachesTheStore(t *testing.T) {
 // flag: finer costs more than it saves, coarser makes short periods late.
 func TestServeRefusesAMemoryClockResolutionOutOfRange(t *testing.T) {
 	for _, v := range []string{"1us", "11ms", "-1ms"} {
-		var out, errb syncBuffer
+		var out, errb testlog.Buffer
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 		code := runServe(ctx, []string{"-http-addr", "127.0.0.1:0", "-grpc-addr", "127.0.0.1:0", "-memory-clock-resolution", v}, &out, &errb)
 		cancel()

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/sluicehq/sluice/internal/testlog"
 )
 
 // A SIGHUP that comes while serve is still starting (loading a large
@@ -55,7 +57,7 @@ func TestServeStoppedDuringStartUpExitsZero(t *testing.T) {
 	writeFile(t, path, cfgBlocked)
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel() // SIGTERM before the config is read
-	var out, errb syncBuffer
+	var out, errb testlog.Buffer
 	if code := runServe(ctx, []string{"-config", path, "-http-addr", "127.0.0.1:0", "-grpc-addr", "127.0.0.1:0"}, &out, &errb); code != 0 {
 		t.Errorf("exit %d, stderr %q; want 0", code, errb.String())
 	}

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/sluicehq/sluice/internal/testlog"
 )
 
 // postStatus returns the status of POST /json with body.
@@ -64,7 +66,7 @@ func TestServeWithoutForceStartRefusesABrokenConfig(t *testing.T) {
 	for _, v := range []string{"", "false"} {
 		t.Setenv("FORCE_START_WITHOUT_INITIAL_CONFIG", v)
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		var out, errb syncBuffer
+		var out, errb testlog.Buffer
 		code := runServe(ctx, []string{"-config", cfg, "-http-addr", "127.0.0.1:0", "-grpc-addr", "127.0.0.1:0"}, &out, &errb)
 		cancel()
 		if code != 1 || !strings.Contains(errb.String(), "requets_per_unit") {
@@ -122,7 +124,7 @@ func TestServeActsOnStartConfigEnv(t *testing.T) {
 	t.Setenv("FORCE_START_WITHOUT_INITIAL_CONFIG", "yes")
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second) // ends a serve that did start
 	defer cancel()
-	var out, errb syncBuffer
+	var out, errb testlog.Buffer
 	if code := runServe(ctx, []string{"-http-addr", "127.0.0.1:0", "-grpc-addr", "127.0.0.1:0"}, &out, &errb); code != 2 ||
 		!strings.Contains(errb.String(), "FORCE_START_WITHOUT_INITIAL_CONFIG") {
 		t.Errorf("FORCE_START_WITHOUT_INITIAL_CONFIG=yes: exit %d, stderr %q; want 2 naming it", code, errb.String())

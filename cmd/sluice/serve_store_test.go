@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/internal/redistest"
+	"github.com/sluicehq/sluice/internal/testlog"
 )
 
 // healthStatus returns the status of GET /healthcheck.
@@ -95,7 +96,7 @@ func TestServeSizesTakeTheProxysSpelling(t *testing.T) {
 	if v := metric(t, s.url, "sluice_memstore_max_bytes"); v != 2<<20 {
 		t.Errorf("MEMSTORE_MAX_BYTES=2m: sluice_memstore_max_bytes = %v, want %d", v, 2<<20)
 	}
-	var out, errb syncBuffer
+	var out, errb testlog.Buffer
 	if code := runServe(context.Background(), []string{"-memory-max-bytes", "1q"}, &out, &errb); code != 2 {
 		t.Errorf("-memory-max-bytes 1q: exit %d, want 2; stderr %q", code, errb.String())
 	}

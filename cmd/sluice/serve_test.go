@@ -8,33 +8,16 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/sluicehq/sluice/internal/testlog"
 )
-
-// syncBuffer is a bytes.Buffer safe for the server goroutine and the test.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 // startServe runs `sluice serve args` until the test ends (see launch)
 // and returns the HTTP base URL it prints and its stderr.
-func startServe(t *testing.T, args ...string) (url string, stderr *syncBuffer) {
+func startServe(t *testing.T, args ...string) (url string, stderr *testlog.Buffer) {
 	t.Helper()
 	s := launch(t, args...)
 	return s.url, s.stderr

@@ -9,6 +9,7 @@ import (
 
 	rlconf "github.com/envoyproxy/go-control-plane/ratelimit/config/ratelimit/v3"
 
+	"github.com/sluicehq/sluice/internal/testlog"
 	"github.com/sluicehq/sluice/internal/xdsconfig"
 	"github.com/sluicehq/sluice/internal/xdstest"
 )
@@ -127,7 +128,7 @@ func TestServeWaitsForTheFirstXDSConfig(t *testing.T) {
 	srv := xdstest.Start(t, "127.0.0.1:0", nil)
 	setXDSEnv(t, srv, nil)
 	ctx, cancel := context.WithCancel(context.Background())
-	var out, errb syncBuffer
+	var out, errb testlog.Buffer
 	done := make(chan int, 1)
 	go func() {
 		done <- runServe(ctx, []string{"-http-addr", "127.0.0.1:0", "-grpc-addr", "127.0.0.1:0"}, &out, &errb)
@@ -187,7 +188,7 @@ func TestServeRefusesXDSSettingsItCannotActOn(t *testing.T) {
 			}
 			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 			defer cancel()
-			var out, errb syncBuffer
+			var out, errb testlog.Buffer
 			code := runServe(ctx, append([]string{"-http-addr", "127.0.0.1:0", "-grpc-addr", "127.0.0.1:0"}, tt.args...), &out, &errb)
 			if code != 2 || !strings.Contains(errb.String(), tt.want) {
 				t.Errorf("exit %d, stderr %q: want 2 naming %s", code, errb.String(), tt.want)
@@ -224,7 +225,7 @@ func TestServeXDSDoesNotTrustAServerWithoutTheSAN(t *testing.T) {
 	t.Setenv("CONFIG_GRPC_XDS_SERVER_TLS_SAN", "other.sluice.test")
 	srv.Push(t, xdsNode, "v1", perHour(1))
 	ctx, cancel := context.WithCancel(context.Background())
-	var out, errb syncBuffer
+	var out, errb testlog.Buffer
 	done := make(chan int, 1)
 	go func() {
 		done <- runServe(ctx, []string{"-http-addr", "127.0.0.1:0", "-grpc-addr", "127.0.0.1:0"}, &out, &errb)

@@ -16,7 +16,6 @@ import (
 	"runtime"
 	"slices"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -29,6 +28,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/sluicehq/sluice/deploy/internal/kube"
+	"github.com/sluicehq/sluice/internal/testlog"
 )
 
 // repoRoot is the main module's directory, from this package's.
@@ -354,7 +354,7 @@ type served struct {
 	http    string // its HTTP address
 	cmd     *exec.Cmd
 	done    chan error
-	logs    *syncBuffer
+	logs    *testlog.Buffer
 	stopped bool // by stop, which waited for it
 }
 
@@ -366,7 +366,7 @@ func serveInImage(t *testing.T, root string, env []string, args ...string) *serv
 	httpAddr, grpcAddr := freeAddr(t), freeAddr(t)
 	cmd := inImage(root, append([]string{"serve", "-http-addr", httpAddr, "-grpc-addr", grpcAddr}, args...)...)
 	cmd.Env = append(cmd.Env, env...)
-	s := &served{http: httpAddr, cmd: cmd, done: make(chan error, 1), logs: new(syncBuffer)}
+	s := &served{http: httpAddr, cmd: cmd, done: make(chan error, 1), logs: new(testlog.Buffer)}
 	cmd.Stdout, cmd.Stderr = s.logs, s.logs
 	if err := cmd.Start(); err != nil {
 		t.Fatalf("starting sluice serve in the image: %v", err)
@@ -469,26 +469,6 @@ func waitHealthy(t *testing.T, url string, done chan error) {
 			return
 		}
 	}
-}
-
-// syncBuffer is a bytes.Buffer safe for a process's two output streams.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-// Write appends p.
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-// String returns what was written so far.
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }
 
 // The Dockerfile builds the image `make image` writes: the same entrypoint,

@@ -207,6 +207,10 @@ var packages = map[string]pkgRule{
 	// Plans, tenants' plans and overrides, read through a cache of bounded
 	// staleness; the SQL that holds them is pgstore's PlanStore.
 	"plans": {layer: wrapper},
+	// The plans.Source over pgstore's PlanStore: a store and a wrapper may
+	// not import each other, so the one adapter between them is wiring,
+	// shared by cmd/sluice and the faces' tests.
+	"pgstore/pgplans": {layer: wiring},
 	// The config's face toward an xDS control plane: a gRPC client that
 	// compiles what it receives with config, as the file loader does.
 	"internal/xdsconfig": {layer: face},
@@ -532,6 +536,7 @@ func cleanGraph() []string {
 		"failsafe: . std:log/slog",
 		"relief: .",
 		"plans: . std:log/slog",
+		"pgstore/pgplans: pgstore plans",
 		"admin: . plans std:net/http",
 		"admin/page: . config service internal/topk std:net/http",
 		"internal/topk: std:sync",

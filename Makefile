@@ -23,10 +23,18 @@ HAVE_BROWSER = command -v chromium >/dev/null 2>&1 || command -v chromium-browse
 ## processes, sockets and timers rather than on the CPU
 test: deps vet
 	$(GO) test -race -shuffle=on -p 4 ./...
+	$(MAKE) test-allocs
 	$(MAKE) test-deploy
 	@$(HAVE_REDIS) || echo "make test: WARNING: the Redis tests were SKIPPED: redis-server/redis-cli not found (apt-get install $(REDIS_PACKAGES))"
 	@$(HAVE_POSTGRES) || echo "make test: WARNING: the PostgreSQL tests were SKIPPED: initdb/postgres not found (apt-get install $(POSTGRES_PACKAGES))"
 	@$(HAVE_BROWSER) || echo "make test: WARNING: the browser test of the live page was SKIPPED: chromium not found (apt-get install $(BROWSER_PACKAGES))"
+
+## test-allocs: the allocation guards (tests that count with
+## testing.AllocsPerRun, named ...Alloc...) once more without the race
+## detector, whose sync.Pool drops items at random: under -race they skip
+.PHONY: test-allocs
+test-allocs:
+	$(GO) test -count=1 -run 'Alloc' $$(git grep -l AllocsPerRun -- '*_test.go' ':!bench' ':!deploy' | xargs -n1 dirname | sort -u | sed 's|^|./|')
 
 ## deps: what the tests need beyond Go: Redis, PostgreSQL and Chromium, installed from Debian's packages when run as root
 deps: deps-redis deps-postgres deps-browser

@@ -1,0 +1,94 @@
+package httplimit_test
+
+import (
+	"net/http"
+	"net/http/httptest"
+	"testing"
+	"time"
+
+	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/httplimit"
+	"github.com/sluicehq/sluice/memstore"
+)
+
+// TestServeAllocationsStayWithinBudget guards the middleware's hot path on
+// the memory store: an allocation added to an admitted or a refused request
+// fails it (testing.AllocsPerRun counts exactly, unlike a timing). The
+// budgets are today's counts. Admitted, two rate policies and an in-flight
+// policy: each policy's store key (2), the in-flight group key and its
+// release (2), and the three header values the response carries (3).
+// Refused: the 429's body, headers and the log line's hashed key add the
+// rest.
+func TestServeAllocationsStayWithinBudget(t *testing.T) {
+	if raceEnabled {
+		t.Skip("the race detector's sync.Pool drops items at random; make test runs this without -race")
+	}
+	if testing.CoverMode() != "" {
+		t.Skip("coverage counters allocate")
+	}
+	ok := http.HandlerFunc(func(http.ResponseWriter, *http.Request) {})
+	for _, c := range []struct {
+		name   string
+		cfg    httplimit.Config
+		status int
+		budget float64
+	}{
+		{"admitted", httplimit.Config{
+			Policies: []httplimit.Policy{
+				{Name: "per-host", Key: httplimit.Host(), Limit: sluice.Limit{Algorithm: sluice.SlidingWindow, Rate: 1 << 20, Period: time.Second, Burst: 1 << 20}},
+				{Name: "per-method", Key: httplimit.Method(), Limit: sluice.Limit{Algorithm: sluice.TokenBucket, Rate: 1 << 20, Period: time.Second, Burst: 1 << 20}},
+			},
+			Concurrency: []httplimit.ConcurrencyPolicy{{Name: "conns", Max: 1 << 20, Key: httplimit.Host()}},
+		}, http.StatusOK, 7},
+		{"refused", httplimit.Config{
+			Policies: []httplimit.Policy{
+				{Name: "none", Key: httplimit.Host(), Limit: sluice.Limit{Algorithm: sluice.FixedWindow, Rate: 1, Period: time.Hour}},
+			},
+		}, http.StatusTooManyRequests, 25},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			st := memstore.New(memstore.Config{})
+			defer st.Close()
+			c.cfg.Limiter, c.cfg.Logger = st, quiet
+			m, err := httplimit.New(c.cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			h := m.Handler(ok)
+			r := httptest.NewRequest(http.MethodGet, "http://example.com/x", nil)
+			rec := &statusWriter{h: http.Header{}}
+			h.ServeHTTP(rec, r)
+			h.ServeHTTP(rec, r) // the refused case's first request is admitted
+			if rec.status == 0 {
+				rec.status = http.StatusOK // nothing written: net/http sends 200
+			}
+			if rec.status != c.status {
+				t.Fatalf("status %d, want %d", rec.status, c.status)
+			}
+			n := testing.AllocsPerRun(200, func() {
+				clear(rec.h)
+				h.ServeHTTP(rec, r)
+			})
+			t.Logf("%.1f allocations per request", n)
+			if n > c.budget {
+				t.Errorf("%.1f allocations per %s request, at most %v before", n, c.name, c.budget)
+			}
+		})
+	}
+}
+
+// statusWriter is a ResponseWriter that keeps its header map and the last
+// status written (200 when the handler writes none).
+type statusWriter struct {
+	h      http.Header
+	status int
+}
+
+func (w *statusWriter) Header() http.Header { return w.h }
+func (w *statusWriter) Write(p []byte) (int, error) {
+	if w.status == 0 {
+		w.status = http.StatusOK
+	}
+	return len(p), nil
+}
+func (w *statusWriter) WriteHeader(code int) { w.status = code }

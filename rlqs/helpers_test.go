@@ -10,6 +10,7 @@ import (
 	"google.golang.org/grpc/metadata"
 
 	"github.com/sluicehq/sluice/config"
+	"github.com/sluicehq/sluice/config/configtest"
 	"github.com/sluicehq/sluice/internal/redistest"
 	"github.com/sluicehq/sluice/internal/rlqstest"
 	"github.com/sluicehq/sluice/rlqs"
@@ -34,22 +35,9 @@ descriptors:
     rate_limit: {unit: second, requests_per_unit: 0}
 `
 
-func rules(t testing.TB) *config.Config {
-	t.Helper()
-	d, err := config.Parse("edge.yaml", []byte(edgeYAML))
-	if err != nil {
-		t.Fatal(err)
-	}
-	c, err := config.New(d)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return c
-}
-
 func newServer(t testing.TB, store rlqs.Store) *rlqs.Server {
 	t.Helper()
-	c := rules(t)
+	c := configtest.Parse(t, edgeYAML)
 	s, err := rlqs.New(rlqs.Config{Rules: func() *config.Config { return c }, Store: store})
 	if err != nil {
 		t.Fatal(err)

@@ -9,6 +9,7 @@ import (
 	dto "github.com/prometheus/client_model/go"
 
 	"github.com/sluicehq/sluice/config"
+	"github.com/sluicehq/sluice/config/configtest"
 	"github.com/sluicehq/sluice/rlqs"
 )
 
@@ -44,7 +45,7 @@ func label(m *dto.Metric, name string) string {
 func TestPerBucketMetricsShowUsageSharesAndClients(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		reg := prometheus.NewRegistry()
-		c := rules(t)
+		c := configtest.Parse(t, edgeYAML)
 		s, err := rlqs.New(rlqs.Config{Rules: func() *config.Config { return c }, Registerer: reg})
 		if err != nil {
 			t.Fatal(err)

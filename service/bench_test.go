@@ -10,6 +10,7 @@ import (
 	pb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/sluicehq/sluice/config/configtest"
 	"github.com/sluicehq/sluice/memstore"
 	"github.com/sluicehq/sluice/service"
 )
@@ -41,7 +42,7 @@ descriptors:
 // 3 descriptors; the values cycle over 10,000 users. The /par variants call
 // it from GOMAXPROCS goroutines.
 func BenchmarkShouldRateLimit(b *testing.B) {
-	rules := parseRules(b, benchYAML)
+	rules := configtest.Parse(b, benchYAML)
 	const users = 10000
 	for _, descs := range []int{1, 3} {
 		reqs := make([]*pb.RateLimitRequest, users)

@@ -10,6 +10,7 @@ import (
 	pb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/config/configtest"
 	"github.com/sluicehq/sluice/failsafe"
 	"github.com/sluicehq/sluice/memstore"
 	"github.com/sluicehq/sluice/service"
@@ -21,7 +22,7 @@ import (
 // of each failure mode. The request carries a deadline shorter than the
 // policy's timeout, as Envoy's do.
 func BenchmarkShouldRateLimitFailurePolicy(b *testing.B) {
-	rules := parseRules(b, `domain: bench
+	rules := configtest.Parse(b, `domain: bench
 descriptors:
   - {key: open, rate_limit: {unit: second, requests_per_unit: 1000000000, failure_mode: open}}
   - {key: closed, rate_limit: {unit: second, requests_per_unit: 1000000000, failure_mode: closed}}

@@ -9,23 +9,10 @@ import (
 	pb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 
 	"github.com/sluicehq/sluice/config"
+	"github.com/sluicehq/sluice/config/configtest"
 	"github.com/sluicehq/sluice/failsafe"
 	"github.com/sluicehq/sluice/service"
 )
-
-// parseRules is the *config.Config of one YAML file.
-func parseRules(t testing.TB, yaml string) *config.Config {
-	t.Helper()
-	d, err := config.Parse("rules.yaml", []byte(yaml))
-	if err != nil {
-		t.Fatal(err)
-	}
-	c, err := config.New(d)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return c
-}
 
 const localRuleYAML = `domain: d
 descriptors:
@@ -51,7 +38,7 @@ func TestFailureLocalModeNeedsLocalStore(t *testing.T) {
 	}
 
 	_, err := service.New(service.Config{Limiter: failing{}, Logger: discard(),
-		Failure: &service.FailurePolicy{}, Rules: parseRules(t, localRuleYAML)})
+		Failure: &service.FailurePolicy{}, Rules: configtest.Parse(t, localRuleYAML)})
 	var ce *config.Error
 	if !errors.As(err, &ce) || ce.File != "rules.yaml" || ce.Line != 6 || !strings.Contains(err.Error(), "failure_mode: local") {
 		t.Errorf("New with a local rule and no Local store: %v, want a config error at rules.yaml:6", err)
@@ -59,11 +46,11 @@ func TestFailureLocalModeNeedsLocalStore(t *testing.T) {
 
 	// A reload to such rules is refused, and the running rules stay.
 	svc, err := service.New(service.Config{Limiter: newLocal(t, nil), Logger: discard(),
-		Failure: &service.FailurePolicy{}, Rules: parseRules(t, openRulesYAML)})
+		Failure: &service.FailurePolicy{}, Rules: configtest.Parse(t, openRulesYAML)})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := svc.SetRules(parseRules(t, localRuleYAML)); err == nil {
+	if err := svc.SetRules(configtest.Parse(t, localRuleYAML)); err == nil {
 		t.Error("SetRules with a local rule and no Local store: no error")
 	}
 	// The running rule (1 per second) still answers; the refused one
@@ -75,7 +62,7 @@ func TestFailureLocalModeNeedsLocalStore(t *testing.T) {
 
 	// With a Local store, the same rules load.
 	if _, err := service.New(service.Config{Limiter: failing{}, Logger: discard(),
-		Failure: &service.FailurePolicy{Local: newLocal(t, nil)}, Rules: parseRules(t, localRuleYAML)}); err != nil {
+		Failure: &service.FailurePolicy{Local: newLocal(t, nil)}, Rules: configtest.Parse(t, localRuleYAML)}); err != nil {
 		t.Errorf("New with a local rule and a Local store: %v", err)
 	}
 }

@@ -9,6 +9,7 @@ import (
 	pb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/sluicehq/sluice/config/configtest"
 	"github.com/sluicehq/sluice/memstore"
 	"github.com/sluicehq/sluice/service"
 )
@@ -32,7 +33,7 @@ func BenchmarkShouldRateLimitFeatures(b *testing.B) {
 	}
 	for _, c := range cases {
 		b.Run(c.name, func(b *testing.B) {
-			rules := parseRules(b, "domain: bench\ndescriptors:\n"+c.yaml)
+			rules := configtest.Parse(b, "domain: bench\ndescriptors:\n"+c.yaml)
 			store := memstore.New(memstore.Config{})
 			defer store.Close()
 			cfg := c.cfg

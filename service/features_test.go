@@ -12,6 +12,7 @@ import (
 	typepb "github.com/envoyproxy/go-control-plane/envoy/type/v3"
 	"google.golang.org/protobuf/encoding/protojson"
 
+	"github.com/sluicehq/sluice/config/configtest"
 	"github.com/sluicehq/sluice/service"
 )
 
@@ -28,7 +29,7 @@ func decideOne(t *testing.T, h *harness, req *pb.RateLimitRequest) *pb.RateLimit
 // keyed by the pattern (each value had its own before); the metrics name
 // keeps the pattern.
 func TestShareThresholdSharesOneCounter(t *testing.T) {
-	rules := parseRules(t, `
+	rules := configtest.Parse(t, `
 domain: d
 descriptors:
   - key: files
@@ -61,7 +62,7 @@ descriptors:
 // level; detailed_metric names it by the whole descriptor, share_threshold
 // levels by their pattern.
 func TestMetricNamesFromRequestValues(t *testing.T) {
-	rules := parseRules(t, `
+	rules := configtest.Parse(t, `
 domain: d
 descriptors:
   - key: route
@@ -94,7 +95,7 @@ descriptors:
 // with value_to_metric on that level (the value would give each its own
 // series, where the values share one counter).
 func TestValueToMetricKeepsTheShareThresholdPattern(t *testing.T) {
-	rules := parseRules(t, `
+	rules := configtest.Parse(t, `
 domain: d
 descriptors:
   - key: files
@@ -131,7 +132,7 @@ descriptors:
 // response OVER_LIMIT while another quota descriptor admits; once every
 // quota descriptor is over, it does. Statuses still say which are over.
 func TestQuotaModeOverOnlyWhenAllQuotasAre(t *testing.T) {
-	h := start(t, t0, service.Config{Rules: parseRules(t, quotaRules)})
+	h := start(t, t0, service.Config{Rules: configtest.Parse(t, quotaRules)})
 	decideOne(t, h, request("d", 0, desc("q1", "a")))
 	resp := decideOne(t, h, request("d", 0, desc("q1", "a"), desc("q2", "a")))
 	if resp.GetOverallCode() != pb.RateLimitResponse_OK {
@@ -156,7 +157,7 @@ func TestQuotaModeOverOnlyWhenAllQuotasAre(t *testing.T) {
 // envoyproxy/ratelimit; without the unmatched one it is, once all are
 // over.
 func TestGlobalQuotaModeCountsUnmatchedDescriptors(t *testing.T) {
-	h := start(t, t0, service.Config{Rules: parseRules(t, quotaRules), QuotaMode: true})
+	h := start(t, t0, service.Config{Rules: configtest.Parse(t, quotaRules), QuotaMode: true})
 	decideOne(t, h, request("d", 0, desc("plain", "a")))
 	resp := decideOne(t, h, request("d", 0, desc("plain", "a")))
 	if resp.GetOverallCode() != pb.RateLimitResponse_OVER_LIMIT {
@@ -173,7 +174,7 @@ func TestGlobalQuotaModeCountsUnmatchedDescriptors(t *testing.T) {
 // (the first value wins, mappings merge); a detailed_metric rule's
 // metadata is kept (envoyproxy/ratelimit loses it).
 func TestDynamicMetadata(t *testing.T) {
-	rules := parseRules(t, `
+	rules := configtest.Parse(t, `
 domain: d
 descriptors:
   - key: a
@@ -232,7 +233,7 @@ func TestSeveralLimitsChargeAllOrNone(t *testing.T) {
 }
 
 func severalLimits(t *testing.T, fp *service.FailurePolicy) {
-	rules := parseRules(t, `
+	rules := configtest.Parse(t, `
 domain: d
 descriptors:
   - key: user
@@ -284,7 +285,7 @@ descriptors:
 // The draft-11 RateLimit-Policy of a rate_limits list lists every limit
 // (unnamed ones as FullKey#<seconds>s), and RateLimit names the tightest.
 func TestSeveralLimitsHeaders(t *testing.T) {
-	rules := parseRules(t, `
+	rules := configtest.Parse(t, `
 domain: d
 descriptors:
   - key: user
@@ -305,7 +306,7 @@ descriptors:
 // Config.StopIncrementWhenOverLimit: when one descriptor of a request is
 // over, the others spend nothing (without it, they spend).
 func TestStopIncrementWhenOverLimit(t *testing.T) {
-	rules := parseRules(t, `
+	rules := configtest.Parse(t, `
 domain: d
 descriptors:
   - key: a
@@ -337,7 +338,7 @@ descriptors:
 // Config.NearLimitRatio sets where near_limit starts: with 0.5 on a
 // 10/minute rule, the 6th hit is the first near the limit.
 func TestNearLimitRatio(t *testing.T) {
-	rules := parseRules(t, "domain: d\ndescriptors:\n  - key: k\n    rate_limit: {unit: minute, requests_per_unit: 10}\n")
+	rules := configtest.Parse(t, "domain: d\ndescriptors:\n  - key: k\n    rate_limit: {unit: minute, requests_per_unit: 10}\n")
 	h := start(t, t0, service.Config{Rules: rules, NearLimitRatio: 0.5})
 	for range 6 {
 		decideOne(t, h, request("d", 0, desc("k", "v")))
@@ -367,7 +368,7 @@ func normJSON(t *testing.T, b []byte) string {
 // An unlimited rule with quota_mode is not a quota (as under QUOTA_MODE):
 // beside a quota over its limit, it does not keep the answer OK.
 func TestUnlimitedRuleWithQuotaModeIsNotAQuota(t *testing.T) {
-	h := start(t, t0, service.Config{Rules: parseRules(t, `
+	h := start(t, t0, service.Config{Rules: configtest.Parse(t, `
 domain: d
 descriptors:
   - key: q

@@ -5,6 +5,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/sluicehq/sluice/config/configtest"
 	"github.com/sluicehq/sluice/service"
 )
 
@@ -24,7 +25,7 @@ func (d *decisions) Observe(x service.Decision) {
 // and the store key of a refusal only; unmatched, unlimited and
 // check-only descriptors are not observed.
 func TestObserverSeesRuleOutcomeAndTheKeyOfRefusals(t *testing.T) {
-	rules := parseRules(t, `
+	rules := configtest.Parse(t, `
 domain: d
 descriptors:
   - key: a

@@ -7,6 +7,7 @@ import (
 	pb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	typepb "github.com/envoyproxy/go-control-plane/envoy/type/v3"
 
+	"github.com/sluicehq/sluice/config/configtest"
 	"github.com/sluicehq/sluice/service"
 )
 
@@ -16,7 +17,7 @@ import (
 // however often it comes, and writes no key. In a configured domain the
 // override applies, a rule matched or not.
 func TestLimitOverrideOnAnUnknownDomainIsNotApplied(t *testing.T) {
-	rules := parseRules(t, `
+	rules := configtest.Parse(t, `
 domain: d
 descriptors:
   - key: k

@@ -5,6 +5,7 @@ import (
 
 	pb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 
+	"github.com/sluicehq/sluice/config/configtest"
 	"github.com/sluicehq/sluice/service"
 )
 
@@ -14,7 +15,7 @@ import (
 // to its limit), and only the overall code turns OK, counted in
 // global_shadow_mode.
 func TestGlobalShadowModeFlipsOnlyTheOverallCode(t *testing.T) {
-	rules := parseRules(t, `
+	rules := configtest.Parse(t, `
 domain: d
 descriptors:
   - key: a

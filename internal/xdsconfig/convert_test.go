@@ -14,6 +14,7 @@ import (
 	"google.golang.org/protobuf/types/known/structpb"
 
 	"github.com/sluicehq/sluice/config"
+	"github.com/sluicehq/sluice/config/configtest"
 )
 
 // pack wraps resources as a response carries them.
@@ -93,14 +94,7 @@ func TestResourceCompilesToWhatTheSameFileCompilesTo(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	d, err := config.Parse("mongo.yaml", []byte(mongoYAML))
-	if err != nil {
-		t.Fatal(err)
-	}
-	want, err := config.New(d)
-	if err != nil {
-		t.Fatal(err)
-	}
+	want := configtest.Parse(t, mongoYAML)
 	if rules(got) != rules(want) {
 		t.Errorf("from xDS:\n%s\nfrom the file:\n%s", dump(got), dump(want))
 	}

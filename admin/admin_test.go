@@ -20,6 +20,7 @@ import (
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/admin"
 	"github.com/sluicehq/sluice/internal/clocktest"
+	"github.com/sluicehq/sluice/internal/testlog"
 	"github.com/sluicehq/sluice/memstore"
 )
 
@@ -99,26 +100,13 @@ type fixture struct {
 	api   *admin.API
 	srv   *httptest.Server
 	plans *fakePlans
-	log   *bytes.Buffer
-	logMu *sync.Mutex
+	log   *testlog.Buffer
 	clock *clocktest.Clock
-}
-
-// lockedBuffer is an io.Writer safe for the server's goroutines.
-type lockedBuffer struct {
-	mu *sync.Mutex
-	b  *bytes.Buffer
-}
-
-func (l lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
 }
 
 func newFixture(t *testing.T, cfg admin.Config) *fixture {
 	t.Helper()
-	f := &fixture{plans: newFakePlans(), log: &bytes.Buffer{}, logMu: &sync.Mutex{}, clock: clocktest.At(time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC))}
+	f := &fixture{plans: newFakePlans(), log: &testlog.Buffer{}, clock: clocktest.At(time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC))}
 	mem := memstore.New(memstore.Config{Clock: f.clock, SweepInterval: -1})
 	t.Cleanup(func() { mem.Close() })
 	if cfg.Limiter == nil {
@@ -134,7 +122,7 @@ func newFixture(t *testing.T, cfg admin.Config) *fixture {
 		cfg.Token = []byte(token)
 	}
 	cfg.Clock = f.clock
-	cfg.Logger = slog.New(slog.NewJSONHandler(lockedBuffer{f.logMu, f.log}, nil))
+	cfg.Logger = slog.New(slog.NewJSONHandler(f.log, nil))
 	f.api = admin.New(cfg)
 	f.srv = httptest.NewServer(f.api)
 	t.Cleanup(f.srv.Close)
@@ -162,8 +150,6 @@ func (f *fixture) do(t *testing.T, method, path, auth, body string) (int, string
 // auditLines returns the audit log's lines, decoded.
 func (f *fixture) auditLines(t *testing.T) []map[string]any {
 	t.Helper()
-	f.logMu.Lock()
-	defer f.logMu.Unlock()
 	var out []map[string]any
 	for _, l := range strings.Split(strings.TrimSpace(f.log.String()), "\n") {
 		if l == "" {

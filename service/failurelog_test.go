@@ -1,39 +1,20 @@
 package service_test
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"log/slog"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/sluicehq/sluice/config"
 	"github.com/sluicehq/sluice/failsafe"
 	"github.com/sluicehq/sluice/internal/clocktest"
+	"github.com/sluicehq/sluice/internal/testlog"
 	"github.com/sluicehq/sluice/memstore"
 	"github.com/sluicehq/sluice/service"
 )
-
-// lockedBuffer is a bytes.Buffer safe for concurrent writers.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
 
 // During an outage, the breaker's log line tells the truth: the failure
 // mode that answers (open here, not the breaker's internal closed), and
@@ -44,7 +25,7 @@ func TestFailureLogMatchesModeAndMetrics(t *testing.T) {
 	t.Cleanup(func() { mem.Close() })
 	fl := &flaky{Limiter: mem}
 	fl.down.Store(true)
-	var logs lockedBuffer
+	var logs testlog.Buffer
 	h := start(t, t0, service.Config{Rules: modeRules(10, config.Second), Limiter: fl,
 		Logger:  slog.New(slog.NewTextHandler(&logs, nil)),
 		Failure: &service.FailurePolicy{Mode: failsafe.Open, Clock: clock}})

@@ -1,7 +1,6 @@
 package tracing
 
 import (
-	"bytes"
 	"context"
 	"encoding/hex"
 	"log/slog"
@@ -9,7 +8,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -19,6 +17,7 @@ import (
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/metadata"
 
+	"github.com/sluicehq/sluice/internal/testlog"
 	"github.com/sluicehq/sluice/internal/tracing/otlptest"
 )
 
@@ -215,7 +214,7 @@ func TestExportErrorsGoToTheLogger(t *testing.T) {
 	ln.Close() // nothing listens there now
 	t.Setenv("OTEL_EXPORTER_OTLP_ENDPOINT", "http://"+addr)
 	t.Setenv("OTEL_EXPORTER_OTLP_TIMEOUT", "100") // ms: the export gives up (and is reported) at once
-	var buf syncBuffer
+	var buf testlog.Buffer
 	p, err := Start(context.Background(), Config{Protocol: ProtocolGRPC, Logger: slog.New(slog.NewTextHandler(&buf, nil))})
 	if err != nil {
 		t.Fatal(err)
@@ -227,22 +226,4 @@ func TestExportErrorsGoToTheLogger(t *testing.T) {
 	if !strings.Contains(buf.String(), "level=WARN msg=tracing err=") {
 		t.Errorf("log %q, want the export error at WARN", buf.String())
 	}
-}
-
-// syncBuffer is a bytes.Buffer safe for the exporter's goroutine.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }

@@ -31,6 +31,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/plans"
 )
 
 // UsageSource is the usage ledger the API reads (pgstore's Store, through
@@ -104,7 +105,7 @@ type Config struct {
 	// ExportTimeout bounds one ledger export. 0 means DefaultExportTimeout.
 	ExportTimeout time.Duration
 	// Clock tells the time an override's expiry is checked against (an
-	// expiry in the past is refused). Nil: the system clock.
+	// expiry in the past is refused). Nil: plans.SystemClock.
 	Clock sluice.Clock
 }
 
@@ -138,7 +139,7 @@ func New(cfg Config) *API {
 		cfg.ExportTimeout = DefaultExportTimeout
 	}
 	if cfg.Clock == nil {
-		cfg.Clock = systemClock{}
+		cfg.Clock = plans.SystemClock{}
 	}
 	a := &API{cfg: cfg, log: cfg.Logger, mux: http.NewServeMux()}
 	if a.log == nil {
@@ -157,10 +158,6 @@ func New(cfg Config) *API {
 	a.route("GET /v1/ledger", a.ledger)
 	return a
 }
-
-type systemClock struct{}
-
-func (systemClock) Now() time.Time { return time.Now() }
 
 // Routes lists the API's own routes ("METHOD /path/{param}"), in the order
 // New registers them; those added by Handle are not listed.

@@ -42,8 +42,8 @@ type Config struct {
 	// being read again, within Timeout, still get the one before). 0
 	// means DefaultStaleness.
 	Staleness time.Duration
-	// Clock tells the time of staleness and expiry; nil means the system
-	// clock.
+	// Clock tells the time of staleness and expiry; nil means
+	// SystemClock.
 	Clock sluice.Clock
 	// MaxTenants bounds the tenants held at once (tenant names come from
 	// requests, so from clients); past it a tenant is dropped to make room.
@@ -92,9 +92,13 @@ type entry struct {
 	hasPrev bool
 }
 
-type systemClock struct{}
+// SystemClock is the sluice.Clock of the system's time, which a nil Clock in
+// Config (and in the admin API's, which checks an override's expiry against
+// the same time) stands for. Its zero value is the only value and ready to use.
+type SystemClock struct{}
 
-func (systemClock) Now() time.Time { return time.Now() }
+// Now returns time.Now(), with its monotonic reading.
+func (SystemClock) Now() time.Time { return time.Now() }
 
 // NewCache returns a Cache over src.
 func NewCache(src Source, cfg Config) *Cache {
@@ -102,7 +106,7 @@ func NewCache(src Source, cfg Config) *Cache {
 		cfg.Staleness = DefaultStaleness
 	}
 	if cfg.Clock == nil {
-		cfg.Clock = systemClock{}
+		cfg.Clock = SystemClock{}
 	}
 	if cfg.MaxTenants <= 0 {
 		cfg.MaxTenants = DefaultMaxTenants

@@ -14,21 +14,8 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/config"
+	"github.com/sluicehq/sluice/config/configtest"
 )
-
-// parseRules compiles the one-domain config yaml.
-func parseRules(t testing.TB, yaml string) *config.Config {
-	t.Helper()
-	d, err := config.Parse("test.yaml", []byte(yaml))
-	if err != nil {
-		t.Fatal(err)
-	}
-	c, err := config.New(d)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return c
-}
 
 // get returns the status and body of GET url.
 func get(t *testing.T, url string) (int, string) {
@@ -42,7 +29,7 @@ func get(t *testing.T, url string) (int, string) {
 // requests_per_unit=10, shadow_mode: false"), with Sluice's own reading of
 // the rule after it; it follows the running config.
 func TestDebugRLConfigPrintsTheRunningRules(t *testing.T) {
-	rules := parseRules(t, `domain: shop
+	rules := configtest.Parse(t, `domain: shop
 descriptors:
   - key: user
     rate_limit: {unit: minute, requests_per_unit: 10}
@@ -70,7 +57,7 @@ descriptors:
 			t.Errorf("GET /rlconfig lacks %q:\n%s", want, body)
 		}
 	}
-	cur = parseRules(t, "domain: other\ndescriptors:\n  - key: k\n    rate_limit: {unit: second, requests_per_unit: 0}\n")
+	cur = configtest.Parse(t, "domain: other\ndescriptors:\n  - key: k\n    rate_limit: {unit: second, requests_per_unit: 0}\n")
 	if _, body := get(t, srv.URL+"/rlconfig"); body != "other.k: unit=SECOND requests_per_unit=0, shadow_mode: false, quota_mode: false, sluice: blocked\n" {
 		t.Errorf("after a reload, GET /rlconfig = %q", body)
 	}

@@ -17,6 +17,7 @@ import (
 
 	"github.com/sluicehq/sluice/admin/page"
 	"github.com/sluicehq/sluice/config"
+	"github.com/sluicehq/sluice/config/configtest"
 	"github.com/sluicehq/sluice/memstore"
 	"github.com/sluicehq/sluice/service"
 )
@@ -79,7 +80,7 @@ func pageBenchService(b *testing.B, rules *config.Config, row pageRow) *service.
 // client following its event stream. It reports decisions/s and CPU per
 // decision.
 func BenchmarkRLSPage(b *testing.B) {
-	rules := parseRules(b, telemetryBenchYAML)
+	rules := configtest.Parse(b, telemetryBenchYAML)
 	reqs := userRequests(10000)
 	for _, conc := range []int{1, 64} {
 		for _, row := range pageRows {
@@ -95,7 +96,7 @@ func BenchmarkRLSPage(b *testing.B) {
 // smallest unit the page adds to, for callgrind (bench/callgrind.sh) and
 // allocs/op.
 func BenchmarkDecidePage(b *testing.B) {
-	benchDecide(b, parseRules(b, telemetryBenchYAML), pageRows)
+	benchDecide(b, configtest.Parse(b, telemetryBenchYAML), pageRows)
 }
 
 // benchDecide measures one decision for alice in process under rules, on
@@ -144,6 +145,6 @@ func grpcClient(b *testing.B, svc *service.Service, opts ...grpc.ServerOption) p
 // day: after the first, every decision is a refusal, which the page
 // hashes (sluice.HashKey), counts in its sketch and keeps in its ring.
 func BenchmarkDecidePageRefused(b *testing.B) {
-	rules := parseRules(b, "domain: bench\ndescriptors:\n  - key: user\n    rate_limit: {unit: day, requests_per_unit: 1}\n")
+	rules := configtest.Parse(b, "domain: bench\ndescriptors:\n  - key: user\n    rate_limit: {unit: day, requests_per_unit: 1}\n")
 	benchDecide(b, rules, pageRows[:2])
 }

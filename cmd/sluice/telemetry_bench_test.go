@@ -16,6 +16,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/sluicehq/sluice/config"
+	"github.com/sluicehq/sluice/config/configtest"
 	"github.com/sluicehq/sluice/internal/tracing/otlptest"
 	"github.com/sluicehq/sluice/memstore"
 	"github.com/sluicehq/sluice/service"
@@ -87,7 +88,7 @@ func BenchmarkRLSTelemetry(b *testing.B) {
 		{name: "statsd", env: map[string]string{"USE_STATSD": "true", "STATSD_HOST": "127.0.0.1",
 			"STATSD_PORT": strconv.Itoa(statsdPort), "STATS_FLUSH_INTERVAL": "1s"}},
 	}
-	rules := parseRules(b, telemetryBenchYAML)
+	rules := configtest.Parse(b, telemetryBenchYAML)
 	reqs := userRequests(10000)
 	for _, conc := range []int{1, 64} {
 		for _, row := range rows {

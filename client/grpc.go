@@ -210,20 +210,14 @@ func (g *GRPC) pace(ctx context.Context, target, method string, call func(ctx co
 	if p == nil {
 		return call(ctx)
 	}
-	p.init()
 	req := (&http.Request{
 		Method: http.MethodPost,
 		URL:    &url.URL{Scheme: "grpc", Host: target, Path: method},
 		Host:   target,
 		Header: http.Header{},
 	}).WithContext(ctx)
-	key := PerHost(req)
-	if p.Key != nil {
-		key = p.Key(req)
-	}
-	s := p.acquire(key, time.Now())
+	s, seq, err := p.enter(req)
 	defer p.release(s)
-	seq, err := p.wait(req, key, s)
 	if err != nil {
 		if errors.Is(err, ErrWaitTooLong) {
 			return status.Error(codes.DeadlineExceeded, err.Error())

@@ -186,14 +186,8 @@ func (p *Pacer) release(s *paceState) {
 // after the request's deadline, and the context's cause when the context
 // ends during the wait.
 func (p *Pacer) RoundTrip(req *http.Request) (*http.Response, error) {
-	p.init()
-	key := PerHost(req)
-	if p.Key != nil {
-		key = p.Key(req)
-	}
-	s := p.acquire(key, time.Now())
+	s, seq, err := p.enter(req)
 	defer p.release(s)
-	seq, err := p.wait(req, key, s)
 	if err != nil {
 		if req.Body != nil {
 			_ = req.Body.Close()
@@ -209,6 +203,21 @@ func (p *Pacer) RoundTrip(req *http.Request) (*http.Response, error) {
 		p.observe(s, seq, resp)
 	}
 	return resp, err
+}
+
+// enter waits until req may be sent (see wait), under the key p.Key (or
+// PerHost) gives it. It returns the key's state, which the caller hands to
+// release once the request is done, whatever the error, and the request's
+// sequence number.
+func (p *Pacer) enter(req *http.Request) (*paceState, uint64, error) {
+	p.init()
+	key := PerHost(req)
+	if p.Key != nil {
+		key = p.Key(req)
+	}
+	s := p.acquire(key, time.Now())
+	seq, err := p.wait(req, key, s)
+	return s, seq, err
 }
 
 // wait blocks until the request may be sent, and returns its sequence number.

@@ -12,6 +12,7 @@ import (
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/internal/clocktest"
+	"github.com/sluicehq/sluice/internal/storetest"
 	"github.com/sluicehq/sluice/memstore"
 	"github.com/sluicehq/sluice/relief"
 )
@@ -30,31 +31,17 @@ func TestBatchersShareOneGlobalLimit(t *testing.T) {
 	for i := range servers {
 		servers[i] = relief.NewOverLimitCache(relief.NewBatcher(g, relief.BatchConfig{Batch: 10, Hold: time.Second, Clock: clock}), relief.CacheConfig{Clock: clock})
 	}
-	var admitted atomic.Int64
-	var wg sync.WaitGroup
-	for i := range 64 {
-		wg.Go(func() {
-			for range 10 {
-				r, err := servers[i%4].Allow(ctx, "hot", lim)
-				if err != nil {
-					t.Error(err)
-					return
-				}
-				if r.Allowed {
-					admitted.Add(1)
-				}
-			}
-		})
-	}
-	wg.Wait()
-	if a := admitted.Load(); a > 100 {
-		t.Fatalf("admitted %d, more than the limit of 100", a)
-	} else if a < 100-4*9 {
-		t.Fatalf("admitted %d: more than servers×(batch−1) = 36 units held back", a)
+	admitted, _ := storetest.Hammer(t, 64, 10, func(i int) (sluice.Result, error) {
+		return servers[i%4].Allow(ctx, "hot", lim)
+	})
+	if admitted > 100 {
+		t.Fatalf("admitted %d, more than the limit of 100", admitted)
+	} else if admitted < 100-4*9 {
+		t.Fatalf("admitted %d: more than servers×(batch−1) = 36 units held back", admitted)
 	}
 	// Unspent units come back after Hold, when the next request arrives.
 	clock.Advance(2 * time.Second)
-	total := admitted.Load()
+	total := admitted
 	for _, s := range servers {
 		for range 20 {
 			if r, err := s.Allow(ctx, "hot", lim); err != nil {

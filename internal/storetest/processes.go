@@ -8,7 +8,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 
 	"github.com/sluicehq/sluice"
@@ -54,22 +53,8 @@ func RunChildren(t testing.TB, n int, child string, env ...string) []int {
 // prints "admitted=N", the number allowed. An error fails t and ends that
 // goroutine's attempts.
 func AdmitAndPrint(t testing.TB, l sluice.Limiter, key string, lim sluice.Limit, goroutines, attempts int) {
-	var admitted atomic.Int64
-	var wg sync.WaitGroup
-	for range goroutines {
-		wg.Go(func() {
-			for range attempts {
-				r, err := l.AllowN(context.Background(), key, lim, 1)
-				if err != nil {
-					t.Error(err)
-					return
-				}
-				if r.Allowed {
-					admitted.Add(1)
-				}
-			}
-		})
-	}
-	wg.Wait()
-	fmt.Printf("admitted=%d\n", admitted.Load())
+	admitted, _ := Hammer(t, goroutines, attempts, func(int) (sluice.Result, error) {
+		return l.AllowN(context.Background(), key, lim, 1)
+	})
+	fmt.Printf("admitted=%d\n", admitted)
 }

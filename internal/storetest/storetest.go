@@ -394,41 +394,50 @@ func runConcurrent(t *testing.T, newStore NewStore, g int, hides bool) {
 		t.Run(lim.Algorithm.String(), func(t *testing.T) {
 			store := newStore(t, clocktest.New())
 			key := keyOf(t)
-			var admitted, denied atomic.Int64
-			var wg sync.WaitGroup
-			errs := make(chan error, g)
-			for range g {
-				wg.Go(func() {
-					for range 2 * allowance / g * 2 {
-						r, err := store.AllowN(context.Background(), key, lim, 1)
-						if err != nil {
-							errs <- err
-							return
-						}
-						if r.Allowed {
-							admitted.Add(1)
-						} else {
-							denied.Add(1)
-						}
-					}
-				})
+			admitted, denied := Hammer(t, g, 2*allowance/g*2, func(int) (sluice.Result, error) {
+				return store.AllowN(context.Background(), key, lim, 1)
+			})
+			if t.Failed() {
+				t.FailNow()
 			}
-			wg.Wait()
-			close(errs)
-			for err := range errs {
-				t.Fatal(err)
-			}
-			switch n := admitted.Load(); {
+			switch n := admitted; {
 			case hides && (n > allowance || n == 0):
-				t.Errorf("%d goroutines admitted %d, want between 1 and %d (denied %d)", g, n, allowance, denied.Load())
+				t.Errorf("%d goroutines admitted %d, want between 1 and %d (denied %d)", g, n, allowance, denied)
 			case !hides && n != allowance:
-				t.Errorf("%d goroutines admitted %d, want exactly %d (denied %d)", g, n, allowance, denied.Load())
+				t.Errorf("%d goroutines admitted %d, want exactly %d (denied %d)", g, n, allowance, denied)
 			}
-			if denied.Load() == 0 {
+			if denied == 0 {
 				t.Errorf("nothing was denied: the test did not exceed the allowance")
 			}
 		})
 	}
+}
+
+// Hammer calls call attempts times from each of goroutines goroutines at
+// once (call receives the goroutine's index) and counts the calls allowed
+// and denied. An error fails t (t.Error) and ends that goroutine's calls;
+// a caller that must not go on after one checks t.Failed.
+func Hammer(t testing.TB, goroutines, attempts int, call func(g int) (sluice.Result, error)) (admitted, denied int) {
+	var a, d atomic.Int64
+	var wg sync.WaitGroup
+	for g := range goroutines {
+		wg.Go(func() {
+			for range attempts {
+				r, err := call(g)
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				if r.Allowed {
+					a.Add(1)
+				} else {
+					d.Add(1)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	return int(a.Load()), int(d.Load())
 }
 
 // RunRefund checks, for stores that implement sluice.Refunder, that a refund

@@ -49,12 +49,4 @@ elseif e ~= want then
   -- holds now but keep the count, conservatively.
   e = want
 end
-if c > rate - n then
-  return {0, math.max(rate - n, 0), e - now, e - now}
-end
-n = n + c
-if write then
-  redis.call('HSET', KEYS[1], 'e', int(e), 'n', int(n))
-  expire(KEYS[1], e - now)
-end
-return {1, rate - n, 0, e - now}
+return window_take(KEYS[1], e, n, rate, c)

@@ -35,20 +35,9 @@ elseif e - now > P then
   e = now - now % P + P
 end
 if mode == 'charge' then
-  local cap = math.min(2 * rate, 9007199254740992)
-  if n < cap then
-    n = n + math.min(c, cap - n)
-  end
+  n = overcount(n, c, rate)
   redis.call('HSET', KEYS[1], 'e', int(e), 'n', int(n))
   expire(KEYS[1], e - now)
   c = 0
 end
-if c > rate - n then
-  return {0, math.max(rate - n, 0), e - now, e - now}
-end
-n = n + c
-if write then
-  redis.call('HSET', KEYS[1], 'e', int(e), 'n', int(n))
-  expire(KEYS[1], e - now)
-end
-return {1, rate - n, 0, e - now}
+return window_take(KEYS[1], e, n, rate, c)

@@ -1,4 +1,6 @@
--- prelude.lua: prepended to every script of this folder before it is loaded.
+-- prelude.lua: prepended to every script of this folder before it is loaded;
+-- it reads the mode and the clock, and holds the helpers more than one
+-- script uses.
 --
 -- ARGV[1] is the mode: "take" decides a request, "refund" gives units back,
 -- "peek" answers as "take" would for a cost of 0 (the cost ARGV the Go side
@@ -84,4 +86,31 @@ local function muldivceil(a, b, c)
     q = q + 1
   end
   return q
+end
+
+-- overcount returns count with cost added, past rate if need be but not
+-- past twice it (nor 2^53): a "charge" of the window algorithms counts
+-- units already spent elsewhere, which may not fit.
+local function overcount(count, cost, rate)
+  local cap = math.min(2 * rate, 9007199254740992)
+  if count < cap then
+    count = count + math.min(cost, cap - count)
+  end
+  return count
+end
+
+-- window_take decides a take or a peek of c units on a counter of n units
+-- in a window ending at e (the hash, e and n, of fixed_window.lua and
+-- calendar_window.lua), saves the count on an admitted take, and returns
+-- the reply.
+local function window_take(key, e, n, rate, c)
+  if c > rate - n then
+    return {0, math.max(rate - n, 0), e - now, e - now}
+  end
+  n = n + c
+  if write then
+    redis.call('HSET', key, 'e', int(e), 'n', int(n))
+    expire(key, e - now)
+  end
+  return {1, rate - n, 0, e - now}
 end

@@ -58,10 +58,7 @@ if mode == 'refund' then
 end
 
 if mode == 'charge' then
-  local cap = math.min(2 * rate, 9007199254740992)
-  if curr < cap then
-    curr = curr + math.min(cost, cap - curr)
-  end
+  curr = overcount(curr, cost, rate)
   cost = 0
 end
 

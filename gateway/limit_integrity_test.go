@@ -279,3 +279,38 @@ routes: [{name: all, match: /, limits: [per_ip], conns: [c]}]
 		t.Fatalf("%q %v", buf, err)
 	}
 }
+
+// A last segment "%2F" is the trailing slash ServeMux reads it as ("/%2F"
+// is the root "/{$}" of a Go upstream): the proxy routes and keys it as the
+// path without it, so no spelling of "/" or "/login" gets the upstream's
+// handler past the limit of the route that matches that path alone.
+func TestSlashSegmentSharesThePathsLimit(t *testing.T) {
+	up := newUpstream(t)
+	app := http.NewServeMux()
+	var root, login atomic.Int64
+	app.HandleFunc("/{$}", func(http.ResponseWriter, *http.Request) { root.Add(1) })
+	app.HandleFunc("/login/{$}", func(http.ResponseWriter, *http.Request) { login.Add(1) })
+	app.HandleFunc("/", func(http.ResponseWriter, *http.Request) {})
+	up.set(app.ServeHTTP)
+	cfg := parsed(t, `
+limits: [{name: one, key: [ip, route], rate: 2r/m, algorithm: fixed_window}]
+routes:
+  - {name: root, match: "/{$}", limits: [one]}
+  - {name: login, match: "/login", limits: [one]}
+  - {name: all, match: /}
+`, up)
+	_, srv := front(t, cfg)
+	c := srv.Client()
+	for _, target := range []string{"/", "/%2F", "/%2f", "//%2F", "/%2F/", "/%2F/%2F"} {
+		doRaw(t, srv.URL, c, "GET", target, "")
+	}
+	for _, target := range []string{"/login", "/login/%2F", "/login/%2f/", "/login/%2F/%2F"} {
+		doRaw(t, srv.URL, c, "GET", target, "")
+	}
+	if n := root.Load(); n > 2 {
+		t.Errorf("the upstream's root handler ran %d times, want at most 2 (the limit)", n)
+	}
+	if n := login.Load(); n > 2 {
+		t.Errorf("the upstream's /login/ handler ran %d times, want at most 2 (the limit)", n)
+	}
+}

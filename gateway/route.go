@@ -35,8 +35,9 @@ func register(mux *http.ServeMux, pattern string, h http.Handler) (err error) {
 
 // canonicalPattern returns pattern as the canonical forms of requests
 // are matched against it: its method in upper case, its host in canonical
-// form. It refuses a host with a port (hosts match without one) and an
-// empty, "." or ".." path segment, which no request's canonical path has.
+// form. It refuses a host with a port (hosts match without one), an
+// empty, "." or ".." path segment and a last segment "%2F", which no
+// request's canonical path has.
 func canonicalPattern(pattern string) (string, error) {
 	method, rest := "", pattern
 	if i := strings.IndexAny(pattern, " \t"); i >= 0 {
@@ -67,8 +68,12 @@ func canonicalPattern(pattern string) (string, error) {
 		if seg == "" && i == len(segs)-1 {
 			continue // the root, or a subtree's trailing slash
 		}
-		if d, err := url.PathUnescape(seg); err != nil || d == "" || d == "." || d == ".." {
+		d, err := url.PathUnescape(seg)
+		if err != nil || d == "" || d == "." || d == ".." {
 			return "", fmt.Errorf("path segment %q never matches: requests are matched without empty, \".\" and \"..\" segments", seg)
+		}
+		if d == "/" && i == len(segs)-1 {
+			return "", fmt.Errorf("path segment %q never matches: a request's last %%2F is its trailing slash, and requests are matched without one", seg)
 		}
 	}
 	return method + host + path, nil

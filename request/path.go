@@ -71,17 +71,26 @@ func Path(p string) (string, error) {
 		}
 		i = j
 	}
+	for len(out) >= len(slashSegment) && string(out[len(out)-len(slashSegment):]) == slashSegment {
+		out = out[:len(out)-len(slashSegment)] // ServeMux's trailing slash
+	}
 	if len(out) == 0 {
 		return "/", nil
 	}
 	return string(out), nil
 }
 
+// slashSegment is a last segment that is an encoded slash alone, which
+// ServeMux reads as a trailing slash ("/a/%2F" matches the pattern
+// "/a/{$}"), so a canonical path ends in none.
+const slashSegment = "/%2F"
+
 // isCanonicalPath reports whether p, which starts with "/", is canonical
 // already: only safe bytes, "/" and upper-case escapes of unsafe octets
-// (or of "/"), no empty, "." or ".." segment, and no trailing slash.
+// (or of "/"), no empty, "." or ".." segment, no trailing slash and no
+// last segment that is "%2F" alone.
 func isCanonicalPath(p string) bool {
-	if len(p) > 1 && p[len(p)-1] == '/' {
+	if len(p) > 1 && p[len(p)-1] == '/' || strings.HasSuffix(p, slashSegment) {
 		return false
 	}
 	segStart := 1

@@ -29,7 +29,10 @@
 // removed as RFC 3986 section 5.2.4 removes dot segments, and a trailing
 // slash is dropped: "/login/" is "/login", because ServeMux sends "/tree" to
 // "/tree/" and many frameworks route "/login/" to "/login", so to a limit
-// they are one resource. The root stays "/". An invalid escape ("%zz") or a
+// they are one resource. A last segment that is "%2F" alone is such a
+// trailing slash too, as ServeMux reads it ("/a/%2F" matches the pattern
+// "/a/{$}", "/%2F" the root "/{$}"), and dropped with it: "/a/%2F" is "/a"
+// and "/%2F" is "/". The root stays "/". An invalid escape ("%zz") or a
 // path that does not start with "/" is malformed, as is a NUL ("%00"),
 // where C and PHP applications end the path and NGINX answers 400; "" is
 // "/". (A raw "#" in a target is part of the path, "%23": it is sent on

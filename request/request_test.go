@@ -68,6 +68,13 @@ var canonCases = []struct {
 	{"path", "/login//", "/login"},
 	{"path", "/", "/"},
 	{"path", "//", "/"},
+	{"path", "/%2F", "/"}, // ServeMux reads a last segment %2F as a trailing slash
+	{"path", "/%2f/", "/"},
+	{"path", "/login/%2F", "/login"},
+	{"path", "/login/%2F/%2F", "/login"},
+	{"path", "/login/%2F/x/..", "/login"},
+	{"path", "/login%2F", "/login%2F"},
+	{"path", "/%2F/login", "/%2F/login"},
 	{"path", "", "/"},
 	{"path", "login", ""},
 	{"path", "*", ""},

@@ -9,6 +9,7 @@ import (
 
 	"github.com/sluicehq/sluice/adaptive"
 	"github.com/sluicehq/sluice/internal/clocktest"
+	"github.com/sluicehq/sluice/internal/eventq"
 )
 
 // The simulated backend has servers workers, each serving one request in
@@ -22,91 +23,25 @@ type backend struct {
 	service time.Duration
 	slowAt  time.Duration // from then on (if positive) each request takes slow
 	slow    time.Duration
-	free    timeHeap // when each worker is next free
+	free    eventq.Workers
 }
 
 // start returns when a request arriving at t completes.
 func (b *backend) start(t time.Duration) time.Duration {
 	if b.free == nil {
-		b.free = make(timeHeap, b.servers)
+		b.free = eventq.NewWorkers(b.servers)
 	}
 	svc := b.service
 	if b.slowAt > 0 && t >= b.slowAt {
 		svc = b.slow
 	}
-	begin := max(t, b.free[0])
-	b.free[0] = begin + svc
-	b.free.down(0)
-	return begin + svc
+	return b.free.Serve(t, svc)
 }
 
-// timeHeap is a min-heap of instants. It and completions are sifted by
-// hand rather than through container/heap, whose interface boxes every
-// pushed and popped value: one allocation per event, which the race
-// detector makes costly over the hundreds of thousands of events of a run.
-type timeHeap []time.Duration
-
-// down restores the heap order after h[i] grew.
-func (h timeHeap) down(i int) {
-	for {
-		c := 2*i + 1
-		if c >= len(h) {
-			return
-		}
-		if c+1 < len(h) && h[c+1] < h[c] {
-			c++
-		}
-		if h[i] <= h[c] {
-			return
-		}
-		h[i], h[c] = h[c], h[i]
-		i = c
-	}
-}
-
+// completion is an admitted request in flight.
 type completion struct {
-	at, arrived time.Duration
-	tok         adaptive.Token
-}
-
-// completions is a min-heap of completions by their at.
-type completions []completion
-
-func (h *completions) push(c completion) {
-	*h = append(*h, c)
-	q := *h
-	for i := len(q) - 1; i > 0; {
-		p := (i - 1) / 2
-		if q[p].at <= q[i].at {
-			break
-		}
-		q[p], q[i] = q[i], q[p]
-		i = p
-	}
-}
-
-func (h *completions) pop() completion {
-	q := *h
-	top := q[0]
-	n := len(q) - 1
-	q[0] = q[n]
-	q = q[:n]
-	for i := 0; ; {
-		c := 2*i + 1
-		if c >= n {
-			break
-		}
-		if c+1 < n && q[c+1].at < q[c].at {
-			c++
-		}
-		if q[i].at <= q[c].at {
-			break
-		}
-		q[i], q[c] = q[c], q[i]
-		i = c
-	}
-	*h = q
-	return top
+	arrived time.Duration
+	tok     adaptive.Token
 }
 
 // eventClock is the simulation's fake clock, set event by event. The
@@ -151,7 +86,7 @@ func simulate(t *testing.T, c simConfig, lim *adaptive.Limiter, clock *eventCloc
 	t.Helper()
 	rng := rand.New(rand.NewPCG(1, 2))
 	be := &backend{servers: c.servers, service: c.service, slowAt: c.slowAt, slow: c.slow}
-	var pending completions
+	var pending eventq.Queue[completion] // by when each completes
 	rate := c.load * c.capacity()
 	epoch := clock.Now()
 	next := time.Duration(rng.ExpFloat64() / rate * float64(time.Second))
@@ -161,16 +96,16 @@ func simulate(t *testing.T, c simConfig, lim *adaptive.Limiter, clock *eventCloc
 	done := 0
 	ctx := context.Background()
 	for next < c.duration {
-		if len(pending) > 0 && pending[0].at <= next {
-			ev := pending.pop()
-			clock.now = epoch.Add(ev.at)
+		if pending.Len() > 0 && pending.Next() <= next {
+			at, ev := pending.Pop()
+			clock.now = epoch.Add(at)
 			if lim != nil {
 				ev.tok.Done(adaptive.Success)
 			} else {
 				fix.inflight--
 			}
 			if ev.arrived >= c.warmup {
-				lat = append(lat, ev.at-ev.arrived)
+				lat = append(lat, at-ev.arrived)
 				done++
 			}
 			continue
@@ -197,7 +132,7 @@ func simulate(t *testing.T, c simConfig, lim *adaptive.Limiter, clock *eventCloc
 			}
 			continue
 		}
-		pending.push(completion{at: be.start(now), arrived: now, tok: tok})
+		pending.Push(be.start(now), completion{arrived: now, tok: tok})
 	}
 	slices.Sort(lat)
 	if len(lat) > 0 {

@@ -16,6 +16,7 @@ import (
 	"gonum.org/v1/plot/vg"
 
 	"github.com/sluicehq/sluice/adaptive"
+	"github.com/sluicehq/sluice/internal/eventq"
 )
 
 // OverloadConfig is a backend past its capacity and the in-flight limits
@@ -253,8 +254,8 @@ func runOneOverload(c OverloadConfig, l OverloadLimit) (OverloadResult, int, err
 	rng := rand.New(rand.NewPCG(c.Seed, 2))
 	rate := c.Load * float64(c.Servers) / c.Service.Seconds()
 	gap := func() time.Duration { return time.Duration(rng.ExpFloat64() / rate * float64(time.Second)) }
-	workers := make(durations, c.Servers) // when each worker is next free
-	var pending pendingHeap
+	workers := eventq.NewWorkers(c.Servers)
+	var pending eventq.Queue[pendingReq] // by completion
 	nb := int((c.Duration + c.Bucket - 1) / c.Bucket)
 	perBucket := make([][]time.Duration, nb)
 	limits := make([]int, nb)
@@ -264,12 +265,12 @@ func runOneOverload(c OverloadConfig, l OverloadLimit) (OverloadResult, int, err
 	ctx := context.Background()
 	next := gap()
 	for next < c.Duration {
-		if len(pending) > 0 && pending[0].at <= next {
-			ev := pending.pop()
-			clock.now = overloadEpoch.Add(ev.at)
+		if pending.Len() > 0 && pending.Next() <= next {
+			at, ev := pending.Pop()
+			clock.now = overloadEpoch.Add(at)
 			lim.done(ev.tok)
-			took := ev.at - ev.arrived
-			if b := int(ev.at / c.Bucket); b < nb {
+			took := at - ev.arrived
+			if b := int(at / c.Bucket); b < nb {
 				perBucket[b] = append(perBucket[b], took)
 			}
 			if ev.arrived >= c.Warmup {
@@ -297,7 +298,7 @@ func runOneOverload(c OverloadConfig, l OverloadLimit) (OverloadResult, int, err
 			}
 			continue
 		}
-		pending.push(pendingReq{at: workers.serve(now, c.Service), arrived: now, tok: tok})
+		pending.Push(workers.Serve(now, c.Service), pendingReq{arrived: now, tok: tok})
 	}
 	return overloadResult(c, l.Name, lat, perBucket, limits, lim.limit(), measured, refused), arrivals, nil
 }
@@ -328,78 +329,10 @@ func overloadResult(c OverloadConfig, name string, lat []time.Duration, perBucke
 	return res
 }
 
-// durations is a min-heap of instants, the workers' next free times. It
-// and pendingHeap are sifted by hand rather than through container/heap,
-// whose interface boxes every value pushed and popped: an allocation per
-// request, costly over the hundreds of thousands of a run.
-type durations []time.Duration
-
-// serve gives a request arriving at t the first free worker, in arrival
-// order, and returns when it completes.
-func (h durations) serve(t, service time.Duration) time.Duration {
-	end := max(t, h[0]) + service
-	h[0] = end
-	for i := 0; ; { // sift the grown root down
-		c := 2*i + 1
-		if c >= len(h) {
-			break
-		}
-		if c+1 < len(h) && h[c+1] < h[c] {
-			c++
-		}
-		if h[i] <= h[c] {
-			break
-		}
-		h[i], h[c] = h[c], h[i]
-		i = c
-	}
-	return end
-}
-
-// pendingReq is an admitted request, completing at at.
+// pendingReq is an admitted request in flight.
 type pendingReq struct {
-	at, arrived time.Duration
-	tok         adaptive.Token
-}
-
-// pendingHeap is a min-heap of admitted requests by completion.
-type pendingHeap []pendingReq
-
-func (h *pendingHeap) push(r pendingReq) {
-	*h = append(*h, r)
-	q := *h
-	for i := len(q) - 1; i > 0; {
-		p := (i - 1) / 2
-		if q[p].at <= q[i].at {
-			break
-		}
-		q[p], q[i] = q[i], q[p]
-		i = p
-	}
-}
-
-func (h *pendingHeap) pop() pendingReq {
-	q := *h
-	top := q[0]
-	n := len(q) - 1
-	q[0] = q[n]
-	q = q[:n]
-	for i := 0; ; {
-		c := 2*i + 1
-		if c >= n {
-			break
-		}
-		if c+1 < n && q[c+1].at < q[c].at {
-			c++
-		}
-		if q[i].at <= q[c].at {
-			break
-		}
-		q[i], q[c] = q[c], q[i]
-		i = c
-	}
-	*h = q
-	return top
+	arrived time.Duration
+	tok     adaptive.Token
 }
 
 // WriteTable writes r as a table, one row per limit.

@@ -147,6 +147,7 @@ var packages = map[string]pkgRule{
 	"internal/strictyaml": {layer: support},
 	"internal/clocktest":  {layer: support},
 	"internal/testlog":    {layer: support},
+	"internal/eventq":     {layer: support},
 	"internal/promreg": {layer: support, grants: map[string]string{
 		edgeMetrics: "it registers Prometheus collectors for the faces",
 		edgeHTTP:    "only through Prometheus's client library",
@@ -549,6 +550,7 @@ func cleanGraph() []string {
 		"internal/strictyaml: internal/safefile gopkg.in/yaml.v3",
 		"internal/clocktest: std:sync",
 		"internal/testlog: std:sync",
+		"internal/eventq: std:time",
 		"config/configtest: config std:testing",
 		"internal/promreg: github.com/prometheus/client_golang/prometheus",
 		"github.com/prometheus/client_golang/prometheus: std:expvar google.golang.org/protobuf/proto",
@@ -573,7 +575,7 @@ func cleanGraph() []string {
 		"client: . algorithm rlheader std:net/http google.golang.org/grpc",
 		"adaptive: .",
 		"grpclimit: . adaptive google.golang.org/grpc",
-		"sim: . algorithm gonum.org/v1/plot",
+		"sim: . algorithm internal/eventq gonum.org/v1/plot",
 		"cmd/sluice: . memstore redisstore gateway service",
 		"examples/client: client gateway memstore",
 	}

@@ -84,9 +84,23 @@ func (s *StatusSet) Has(status int) bool {
 func (s *StatusSet) IsEmpty() bool { return s.bits == [8]uint64{} }
 
 // checkAfter checks what p asks of the limiter after the response (Settle,
-// CountOnly) and for its penalty box: the capabilities it needs, and a box
-// limit the limiter can hold.
+// CountOnly) and for its penalty box: the capabilities it needs, a
+// settlement it can carry, and a box limit the limiter can hold, in that
+// order (the first error is returned).
 func checkAfter(limiter sluice.Limiter, p *Policy) error {
+	if err := checkAfterCapabilities(limiter, p); err != nil {
+		return err
+	}
+	if err := checkSettlement(p); err != nil {
+		return err
+	}
+	return checkPenalty(limiter, p)
+}
+
+// checkAfterCapabilities checks that a policy which charges after the
+// response (Settle, CountOnly, Penalty) has no Queue and a limiter that can
+// charge, and refund for Settle.
+func checkAfterCapabilities(limiter sluice.Limiter, p *Policy) error {
 	_, charges := limiter.(sluice.Charger)
 	if p.Settle != nil || !p.CountOnly.IsEmpty() || p.Penalty > 0 {
 		if p.Queue != nil {
@@ -99,6 +113,13 @@ func checkAfter(limiter sluice.Limiter, p *Policy) error {
 	if _, ok := limiter.(sluice.Refunder); p.Settle != nil && !ok {
 		return fmt.Errorf("httplimit: policy %q: %w: %T has no RefundN", p.Name, sluice.ErrCannotSettle, limiter)
 	}
+	return nil
+}
+
+// checkSettlement checks Settle's header name, that the algorithm can
+// carry the debt a settlement or a counted response leaves, and that Settle
+// and CountOnly are not both set.
+func checkSettlement(p *Policy) error {
 	if p.Settle != nil && p.Settle.Header != "" && p.Settle.Cost == nil {
 		for i := 0; i < len(p.Settle.Header); i++ {
 			if c := p.Settle.Header[i]; c <= ' ' || c >= 0x7f || c == ':' {
@@ -112,21 +133,28 @@ func checkAfter(limiter sluice.Limiter, p *Policy) error {
 	if p.Settle != nil && !p.CountOnly.IsEmpty() {
 		return fmt.Errorf("httplimit: policy %q: Settle and CountOnly exclude each other (a counted response costs 1)", p.Name)
 	}
+	return nil
+}
+
+// checkPenalty checks p's penalty box: not negative, and when set, a
+// limiter that can Peek and hold the box's limit.
+func checkPenalty(limiter sluice.Limiter, p *Policy) error {
 	if p.Penalty < 0 {
 		return fmt.Errorf("httplimit: policy %q: penalty %v is negative", p.Name, p.Penalty)
 	}
-	if p.Penalty > 0 {
-		if _, ok := limiter.(sluice.Peeker); !ok {
-			return fmt.Errorf("httplimit: policy %q: a penalty box needs a limiter that can Peek; %T cannot", p.Name, limiter)
-		}
-		box := boxLimit(p.Penalty)
-		if err := box.Validate(); err != nil {
+	if p.Penalty == 0 {
+		return nil
+	}
+	if _, ok := limiter.(sluice.Peeker); !ok {
+		return fmt.Errorf("httplimit: policy %q: a penalty box needs a limiter that can Peek; %T cannot", p.Name, limiter)
+	}
+	box := boxLimit(p.Penalty)
+	if err := box.Validate(); err != nil {
+		return fmt.Errorf("httplimit: policy %q: penalty %v: %w", p.Name, p.Penalty, err)
+	}
+	if v, ok := limiter.(sluice.LimitValidator); ok {
+		if err := v.ValidateLimit(box); err != nil {
 			return fmt.Errorf("httplimit: policy %q: penalty %v: %w", p.Name, p.Penalty, err)
-		}
-		if v, ok := limiter.(sluice.LimitValidator); ok {
-			if err := v.ValidateLimit(box); err != nil {
-				return fmt.Errorf("httplimit: policy %q: penalty %v: %w", p.Name, p.Penalty, err)
-			}
 		}
 	}
 	return nil

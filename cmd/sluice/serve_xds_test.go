@@ -180,6 +180,7 @@ func TestServeRefusesXDSSettingsItCannotActOn(t *testing.T) {
 		{"header without :", map[string]string{"CONFIG_TYPE": "GRPC_XDS_SOTW", "CONFIG_GRPC_XDS_CLIENT_ADDITIONAL_HEADERS": "x-a"}, nil, "CONFIG_GRPC_XDS_CLIENT_ADDITIONAL_HEADERS"},
 		{"bad backoff", map[string]string{"CONFIG_TYPE": "GRPC_XDS_SOTW", "XDS_CLIENT_BACKOFF_RANDOM_FACTOR": "-1"}, nil, "XDS_CLIENT_BACKOFF_RANDOM_FACTOR"},
 		{"cert without key", map[string]string{"CONFIG_TYPE": "GRPC_XDS_SOTW", "CONFIG_GRPC_XDS_SERVER_USE_TLS": "true", "CONFIG_GRPC_XDS_CLIENT_TLS_CERT": "/nonexistent"}, nil, "CONFIG_GRPC_XDS_CLIENT_TLS_KEY"},
+		{"key file missing", map[string]string{"CONFIG_TYPE": "GRPC_XDS_SOTW", "CONFIG_GRPC_XDS_SERVER_USE_TLS": "true", "CONFIG_GRPC_XDS_CLIENT_TLS_CERT": "/nonexistent/c.pem", "CONFIG_GRPC_XDS_CLIENT_TLS_KEY": "/nonexistent/k.pem"}, nil, "CONFIG_GRPC_XDS_CLIENT_TLS_KEY"},
 		{"-config too", map[string]string{"CONFIG_TYPE": "grpc_xds_sotw"}, []string{"-config", "x.yaml"}, "-config"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {

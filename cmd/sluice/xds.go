@@ -164,7 +164,7 @@ func xdsNotActedOn(x *xdsSettings, ignored []string) []string {
 // without one), the client pair if one is given (both files or
 // neither), and the SAN as the name to verify (the server URL's host
 // without one). The files are read once, here, each at most
-// maxTLSFileBytes.
+// maxTLSFileBytes (the pair by loadKeyPair, as every TLS pair is).
 func (x *xdsSettings) credentials(ctx context.Context) (credentials.TransportCredentials, error) {
 	if !x.useTLS {
 		return nil, nil
@@ -184,17 +184,9 @@ func (x *xdsSettings) credentials(ctx context.Context) (credentials.TransportCre
 		return nil, errors.New("CONFIG_GRPC_XDS_CLIENT_TLS_CERT and CONFIG_GRPC_XDS_CLIENT_TLS_KEY: set both or neither")
 	}
 	if x.cert != "" {
-		certPEM, err := safefile.Read(ctx, x.cert, maxTLSFileBytes)
+		pair, err := loadKeyPair(ctx, x.cert, x.key)
 		if err != nil {
-			return nil, fmt.Errorf("CONFIG_GRPC_XDS_CLIENT_TLS_CERT: %w", err)
-		}
-		keyPEM, err := safefile.Read(ctx, x.key, maxTLSFileBytes)
-		if err != nil {
-			return nil, fmt.Errorf("CONFIG_GRPC_XDS_CLIENT_TLS_KEY: %w", err)
-		}
-		pair, err := tls.X509KeyPair(certPEM, keyPEM)
-		if err != nil {
-			return nil, fmt.Errorf("CONFIG_GRPC_XDS_CLIENT_TLS_CERT, _KEY: %w", err)
+			return nil, fmt.Errorf("CONFIG_GRPC_XDS_CLIENT_TLS_CERT, CONFIG_GRPC_XDS_CLIENT_TLS_KEY: %w", err)
 		}
 		tc.Certificates = []tls.Certificate{pair}
 	}

@@ -13,23 +13,9 @@ import (
 	"github.com/sluicehq/sluice/internal/pgtest"
 	"github.com/sluicehq/sluice/memstore"
 	"github.com/sluicehq/sluice/pgstore"
+	"github.com/sluicehq/sluice/pgstore/pgplans"
 	"github.com/sluicehq/sluice/plans"
 )
-
-// pgPlans is a plans.Source over a PlanStore, as sluice proxy reads one.
-type pgPlans struct{ p *pgstore.PlanStore }
-
-func (s pgPlans) Tenant(ctx context.Context, tenant string) (plans.Tenant, error) {
-	rec, err := s.p.Tenant(ctx, tenant)
-	if err != nil {
-		return plans.Tenant{}, err
-	}
-	os := make([]plans.RawOverride, len(rec.Overrides))
-	for i, o := range rec.Overrides {
-		os[i] = plans.RawOverride{Name: o.Name, Limit: o.Limit, Expires: o.Expires}
-	}
-	return plans.DecodeTenant(rec.Plan, rec.Limits, os)
-}
 
 const plansFile = `
 plans: {tenant_header: X-Tenant}
@@ -64,7 +50,7 @@ func TestProxyPlansFollowOverridesAndPlansInPostgres(t *testing.T) {
 	defer mem.Close()
 	cfg := f.Config
 	cfg.Logger, cfg.Limiter = quiet, mem
-	cfg.Plans.Limits = plans.NewCache(pgPlans{ps}, plans.Config{Clock: clk, Staleness: staleness})
+	cfg.Plans.Limits = plans.NewCache(pgplans.New(ps), plans.Config{Clock: clk, Staleness: staleness})
 	g, err := gateway.New(cfg)
 	if err != nil {
 		t.Fatal(err)

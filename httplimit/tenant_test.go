@@ -15,25 +15,10 @@ import (
 	"github.com/sluicehq/sluice/internal/pgtest"
 	"github.com/sluicehq/sluice/memstore"
 	"github.com/sluicehq/sluice/pgstore"
+	"github.com/sluicehq/sluice/pgstore/pgplans"
 	"github.com/sluicehq/sluice/plans"
 	"github.com/sluicehq/sluice/queue"
 )
-
-// pgPlans is a plans.Source over a PlanStore, as sluice serve and sluice
-// proxy read one.
-type pgPlans struct{ p *pgstore.PlanStore }
-
-func (s pgPlans) Tenant(ctx context.Context, tenant string) (plans.Tenant, error) {
-	rec, err := s.p.Tenant(ctx, tenant)
-	if err != nil {
-		return plans.Tenant{}, err
-	}
-	os := make([]plans.RawOverride, len(rec.Overrides))
-	for i, o := range rec.Overrides {
-		os[i] = plans.RawOverride{Name: o.Name, Limit: o.Limit, Expires: o.Expires}
-	}
-	return plans.DecodeTenant(rec.Plan, rec.Limits, os)
-}
 
 // planStore opens a PlanStore on a PostgreSQL server of the test's own.
 func planStore(t *testing.T) *pgstore.PlanStore {
@@ -75,7 +60,7 @@ func TestPlanLimitsFollowOverridesAndPlansInPostgres(t *testing.T) {
 	base := time.Now().UTC().Truncate(time.Minute)
 	clk := clocktest.At(base.Add(10 * time.Second))
 	const staleness = 2 * time.Second
-	cache := plans.NewCache(pgPlans{ps}, plans.Config{Clock: clk, Staleness: staleness})
+	cache := plans.NewCache(pgplans.New(ps), plans.Config{Clock: clk, Staleness: staleness})
 	// A fixed window of a minute per key; each step below moves the clock
 	// to a new minute so that every count starts from zero.
 	m, err := httplimit.New(httplimit.Config{

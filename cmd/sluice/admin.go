@@ -12,7 +12,6 @@ import (
 	"io"
 	"net/http"
 	"net/url"
-	"os"
 	"strings"
 	"time"
 
@@ -194,16 +193,14 @@ func (c *adminClient) httpClient(ctx context.Context) (*http.Client, error) {
 	return &http.Client{Transport: tr}, nil
 }
 
-// token returns the bearer token, "" for none.
+// token returns the bearer token (readAdminToken), "" for none; a file
+// that cannot be read is a usage error.
 func (c *adminClient) token(ctx context.Context) (string, error) {
-	if c.tokenFile == "" {
-		return strings.TrimSpace(os.Getenv(adminTokenEnv)), nil
-	}
-	b, err := safefile.Read(ctx, c.tokenFile, 4<<10)
+	t, err := readAdminToken(ctx, c.tokenFile)
 	if err != nil {
 		return "", usageErr{err}
 	}
-	return strings.TrimSpace(string(b)), nil
+	return t, nil
 }
 
 // do makes call and copies a successful answer to stdout.

@@ -6,6 +6,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"os"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -222,5 +223,44 @@ func TestAdminMTLS(t *testing.T) {
 	}
 	if code, _, errs := adminCLI(t, m[1], "", append([]string{"-ca", p("server-ca.pem"), "-cert", p("x.crt"), "-key", p("x.key")}, peek...)...); code != 1 || strings.Contains(errs, "200") {
 		t.Errorf("another CA's certificate: exit %d %q, want 1 (no TLS connection)", code, errs)
+	}
+}
+
+// serve and the admin command read the token the same way: from the file
+// if one is named, else from SLUICE_ADMIN_TOKEN, white space around it
+// removed; serve alone refuses a named file that holds nothing and a
+// token shorter than 16 bytes.
+func TestAdminTokenIsReadAlikeByServeAndTheCommand(t *testing.T) {
+	ctx := t.Context()
+	dir := t.TempDir()
+	write := func(name, content string) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(content), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	const tok = "0123456789abcdef-token"
+	for _, tt := range []struct {
+		name, file, env, want string
+		serveErr              bool
+	}{
+		{"file, trimmed", write("tok", "  "+tok+"\n"), "", tok, false},
+		{"environment, trimmed", "", "\t" + tok + " ", tok, false},
+		{"none", "", "", "", false},
+		{"empty file", write("empty", " \n"), "", "", true},
+		{"short", write("short", "abc\n"), "", "abc", true},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Setenv(adminTokenEnv, tt.env)
+			got, err := (&adminClient{tokenFile: tt.file}).token(ctx)
+			if err != nil || got != tt.want {
+				t.Errorf("admin command: %q, %v; want %q", got, err, tt.want)
+			}
+			b, err := (&adminAuth{tokenFile: tt.file}).token(ctx)
+			if tt.serveErr != (err != nil) || err == nil && string(b) != tt.want {
+				t.Errorf("serve: %q, %v; want %q (refused: %v)", b, err, tt.want, tt.serveErr)
+			}
+		})
 	}
 }

@@ -60,24 +60,35 @@ func (o *adminAuth) check() error {
 	return nil
 }
 
-// token reads the admin token: the file's content or the environment
-// variable's, surrounding white space removed; nil for none.
-func (o *adminAuth) token(ctx context.Context) ([]byte, error) {
-	t := []byte(os.Getenv(adminTokenEnv))
-	if o.tokenFile != "" {
-		b, err := safefile.Read(ctx, o.tokenFile, 4<<10)
-		if err != nil {
-			return nil, err
-		}
-		if t = []byte(strings.TrimSpace(string(b))); len(t) == 0 {
-			return nil, fmt.Errorf("%s is empty", o.tokenFile)
-		}
+// readAdminToken returns the admin API's bearer token as serve and the
+// admin command both read it: the content of file when one is named (a
+// regular file of 4 KiB at most, through safefile), else adminTokenEnv's
+// value; surrounding white space removed either way, "" for none.
+func readAdminToken(ctx context.Context, file string) (string, error) {
+	if file == "" {
+		return strings.TrimSpace(os.Getenv(adminTokenEnv)), nil
 	}
-	t = []byte(strings.TrimSpace(string(t)))
+	b, err := safefile.Read(ctx, file, 4<<10)
+	if err != nil {
+		return "", err
+	}
+	return strings.TrimSpace(string(b)), nil
+}
+
+// token reads the admin token (readAdminToken); nil for none. A named
+// file that holds nothing, or a token shorter than 16 bytes, is refused.
+func (o *adminAuth) token(ctx context.Context) ([]byte, error) {
+	t, err := readAdminToken(ctx, o.tokenFile)
+	if err != nil {
+		return nil, err
+	}
+	if t == "" && o.tokenFile != "" {
+		return nil, fmt.Errorf("%s is empty", o.tokenFile)
+	}
 	if len(t) > 0 && len(t) < 16 {
 		return nil, errors.New("the admin token is shorter than 16 bytes")
 	}
-	return t, nil
+	return []byte(t), nil
 }
 
 // apiAuth reads the token and returns the admin API's authentication;

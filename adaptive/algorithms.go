@@ -166,6 +166,11 @@ type Gradient struct {
 	// Jitter is the largest random fraction of ProbeInterval added to
 	// each interval, in [0, 1]. Zero means 0.15; negative means none.
 	Jitter float64
+	// Seed, if not zero, seeds the Limiter's own source of the jitter
+	// (PCG), so that a run on a simulated clock repeats itself. Zero
+	// draws from math/rand/v2's global source, different in every
+	// process, which is what keeps replicas' probes apart.
+	Seed uint64
 }
 
 type gradient struct {
@@ -175,6 +180,7 @@ type gradient struct {
 	lowest    time.Duration // the lowest mean of the measurement's windows so far
 	saved     float64       // the limit before the measurement
 	nextProbe time.Time
+	rng       *rand.Rand // nil: the global source
 }
 
 func (g Gradient) newController() (controller, error) {
@@ -199,7 +205,11 @@ func (g Gradient) newController() (controller, error) {
 	if !(g.Buffer >= 0) || g.ProbeInterval < 0 || g.ProbeConcurrency < 1 || g.ProbeWindows < 1 || !(g.Jitter <= 1) {
 		return nil, fmt.Errorf("%w: Gradient needs Buffer >= 0, ProbeInterval >= 0, ProbeConcurrency >= 1, ProbeWindows >= 1, Jitter <= 1; have %+v", ErrInvalidConfig, g)
 	}
-	return &gradient{Gradient: g}, nil
+	c := &gradient{Gradient: g}
+	if g.Seed != 0 {
+		c.rng = rand.New(rand.NewPCG(g.Seed, 0))
+	}
+	return c, nil
 }
 
 func (g *gradient) next(limit float64, w window) float64 {
@@ -233,6 +243,15 @@ func (g *gradient) measure(w window) float64 {
 		return float64(g.ProbeConcurrency)
 	}
 	g.minRTT = g.lowest
-	g.nextProbe = w.end.Add(g.ProbeInterval + time.Duration(rand.Float64()*g.Jitter*float64(g.ProbeInterval)))
+	g.nextProbe = w.end.Add(g.ProbeInterval + time.Duration(g.random()*g.Jitter*float64(g.ProbeInterval)))
 	return g.saved
+}
+
+// random returns a number in [0, 1) from the seeded source, or the global
+// one.
+func (g *gradient) random() float64 {
+	if g.rng == nil {
+		return rand.Float64()
+	}
+	return g.rng.Float64()
 }

@@ -209,7 +209,7 @@ func TestAIMDKeepsLatencyNearUnloadedAndGoodputNearCapacity(t *testing.T) {
 // at full goodput too, with Envoy's defaults (a 25% buffer).
 func TestGradientKeepsLatencyNearUnloadedAndGoodputNearCapacity(t *testing.T) {
 	unloaded := overload.service
-	r := runOverload(t, adaptive.Gradient{})
+	r := runOverload(t, adaptive.Gradient{Seed: 1}) // as sluice simulate overload's run of seed 1
 	if r.p99 > 2*unloaded {
 		t.Errorf("p99 %v exceeds twice the unloaded latency %v", r.p99, unloaded)
 	}
@@ -301,7 +301,7 @@ func TestGradientFollowsACapacityThatMoves(t *testing.T) {
 			algo, r.p99, float64(r.p99)/float64(c.slow), r.goodput, 100*r.goodput/newCapacity, r.limit)
 		return r
 	}
-	g := run(adaptive.Gradient{})
+	g := run(adaptive.Gradient{Seed: 1})
 	if g.p99 > 2*c.slow {
 		t.Errorf("Gradient: p99 %v exceeds twice the new unloaded latency %v", g.p99, c.slow)
 	}
@@ -311,5 +311,20 @@ func TestGradientFollowsACapacityThatMoves(t *testing.T) {
 	a := run(adaptive.AIMD{Timeout: 3 * c.service / 2})
 	if a.goodput > 0.5*newCapacity {
 		t.Errorf("AIMD with an objective below the new unloaded latency: goodput %.0f/s, want it to waste capacity", a.goodput)
+	}
+}
+
+// Gradient with a Seed jitters its probes from its own source: two runs on
+// the same arrivals and the same seed measure the same, probe for probe.
+func TestGradientWithASeedRepeatsItsRun(t *testing.T) {
+	c := overload
+	c.duration, c.warmup = 20*time.Second, 2*time.Second
+	run := func() simResult {
+		clock := newEventClock()
+		algo := adaptive.Gradient{ProbeInterval: time.Second, Jitter: 0.5, Seed: 7}
+		return simulate(t, c, mustNew(t, adaptive.Config{Algorithm: algo, Clock: clock, Max: 1000, Window: 10 * c.service}), clock, nil)
+	}
+	if a, b := run(), run(); a != b {
+		t.Errorf("two runs of seed 7: %+v and %+v", a, b)
 	}
 }

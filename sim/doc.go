@@ -24,8 +24,8 @@
 // with concurrency past its capacity (Little's law), with fixed and
 // adaptive limits on requests in flight (package adaptive) in front of
 // it, compared by p99 latency and goodput (OverloadReport: a table, JSON,
-// a chart); adaptive.Gradient's probe times are jittered at random, so
-// its figures alone vary a little from run to run.
+// a chart); adaptive.Gradient's probe times are jittered from a source
+// seeded with the run's Seed.
 //
 // Everything is deterministic for a given seed: random numbers come from
 // math/rand/v2's PCG seeded with Config.Seed.

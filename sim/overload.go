@@ -40,7 +40,8 @@ type OverloadConfig struct {
 	// Duration is the simulated time; Warmup, the start left out of the
 	// figures. Defaults 60s and 20s.
 	Duration, Warmup time.Duration
-	// Seed seeds the arrivals. Default 1.
+	// Seed seeds the arrivals, and the probe jitter of an
+	// adaptive.Gradient whose own Seed is zero. Default 1.
 	Seed uint64
 	// Bucket is the span of each point of the report's series. Default 1s.
 	Bucket time.Duration
@@ -211,7 +212,12 @@ func newLimiter(c OverloadConfig, l OverloadLimit, clock *simClock) (*limiter, e
 	if w == 0 {
 		w = 10 * c.Service
 	}
-	lim, err := adaptive.New(adaptive.Config{Algorithm: l.Adaptive, Clock: clock, Max: 1000, Window: w})
+	algo := l.Adaptive
+	if g, ok := algo.(adaptive.Gradient); ok && g.Seed == 0 {
+		g.Seed = c.Seed // jitter from the run's seed, not the process's source
+		algo = g
+	}
+	lim, err := adaptive.New(adaptive.Config{Algorithm: algo, Clock: clock, Max: 1000, Window: w})
 	if err != nil {
 		return nil, fmt.Errorf("sim: overload: limit %q: %w", l.Name, err)
 	}

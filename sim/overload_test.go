@@ -2,6 +2,7 @@ package sim_test
 
 import (
 	"bytes"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -95,5 +96,26 @@ func TestOverloadConfigErrors(t *testing.T) {
 		if _, err := sim.RunOverload(c.cfg); err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%+v: error %v, want one containing %q", c.cfg, err, c.want)
 		}
+	}
+}
+
+// A run with adaptive.Gradient repeats itself for the same seed: its probe
+// times are jittered from a source seeded with the run's Seed, not from the
+// process's global one.
+func TestOverloadGradientRunRepeatsForTheSameSeed(t *testing.T) {
+	c := sim.OverloadConfig{Duration: 20 * time.Second, Warmup: 2 * time.Second, Seed: 7, Limits: []sim.OverloadLimit{
+		// Probes every second or so, each jittered by up to half of that.
+		{Name: "gradient", Adaptive: adaptive.Gradient{ProbeInterval: time.Second, Jitter: 0.5}},
+	}}
+	run := func() sim.OverloadResult {
+		rep, err := sim.RunOverload(c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return rep.Results[0]
+	}
+	a, b := run(), run()
+	if a.P99 != b.P99 || !slices.Equal(a.LimitOverTime, b.LimitOverTime) {
+		t.Errorf("two runs of seed 7: p99 %s and %s, limits over time\n%v\n%v", a.P99, b.P99, a.LimitOverTime, b.LimitOverTime)
 	}
 }

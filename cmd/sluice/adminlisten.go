@@ -65,8 +65,8 @@ func (o *adminOptions) check(fs *flag.FlagSet) error {
 	if o.plansURL == "" && (isSet(fs, "plans-staleness") || isSet(fs, "plans-tenant-key")) {
 		return exitCode(2, "-plans-staleness and -plans-tenant-key need -plans")
 	}
-	if o.plansURL != "" && !isPostgres(o.plansURL) {
-		return exitCode(2, "-plans must be a PostgreSQL URL (postgres://…)")
+	if err := checkPlansURL(o.plansURL); err != nil {
+		return err
 	}
 	if o.staleness <= 0 || o.tenantKey == "" {
 		return exitCode(2, "-plans-staleness must be positive and -plans-tenant-key not empty")

@@ -35,6 +35,15 @@ func stalenessFlag(fs *flag.FlagSet, d *time.Duration) {
 	fs.DurationVar(d, "plans-staleness", plans.DefaultStaleness, "longest a tenant's plan and overrides are used from memory before they are read again")
 }
 
+// checkPlansURL refuses a -plans, serve's or proxy's, that is not a
+// PostgreSQL URL (exit status 2); "" (off) passes.
+func checkPlansURL(url string) error {
+	if url != "" && !isPostgres(url) {
+		return exitCode(2, "-plans must be a PostgreSQL URL (postgres://…)")
+	}
+	return nil
+}
+
 // openPlanCache connects to the plans' database at url (migrating its
 // schema only when migrate), closes it when a closes, and returns its plan
 // store and the cache that reads tenants through it, each used from memory
@@ -59,8 +68,8 @@ func (o *plansFlags) check(f *gateway.File) error {
 		}
 		return nil
 	}
-	if !isPostgres(o.url) {
-		return exitCode(2, "-plans must be a PostgreSQL URL (postgres://…)")
+	if err := checkPlansURL(o.url); err != nil {
+		return err
 	}
 	if o.staleness <= 0 {
 		return exitCode(2, "-plans-staleness must be positive")

@@ -215,23 +215,6 @@ func (s *serveApp) serveAdmin(ctx context.Context, a *app, api *admin.API) error
 	return nil
 }
 
-// planSource is a plans.Source over a PlanStore.
-type planSource struct{ p *pgstore.PlanStore }
-
-// Tenant reads tenant's plan and overrides and decodes them
-// (plans.DecodeTenant).
-func (s planSource) Tenant(ctx context.Context, tenant string) (plans.Tenant, error) {
-	rec, err := s.p.Tenant(ctx, tenant)
-	if err != nil {
-		return plans.Tenant{}, err
-	}
-	os := make([]plans.RawOverride, len(rec.Overrides))
-	for i, o := range rec.Overrides {
-		os[i] = plans.RawOverride{Name: o.Name, Limit: o.Limit, Expires: o.Expires}
-	}
-	return plans.DecodeTenant(rec.Plan, rec.Limits, os)
-}
-
 // planWriter is an admin.PlanWriter over a PlanStore: pgstore's
 // ErrNotFound becomes admin's.
 type planWriter struct{ p *pgstore.PlanStore }

@@ -10,6 +10,7 @@ import (
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/gateway"
 	"github.com/sluicehq/sluice/pgstore"
+	"github.com/sluicehq/sluice/pgstore/pgplans"
 	"github.com/sluicehq/sluice/plans"
 )
 
@@ -57,7 +58,7 @@ func openPlanCache(ctx context.Context, a *app, url string, migrate bool, stalen
 	}
 	a.onClose(func() { st.Close() })
 	pl := pgstore.NewPlanStore(st.Pool())
-	return pl, plans.NewCache(planSource{pl}, plans.Config{Staleness: staleness, Logger: log}), nil
+	return pl, plans.NewCache(pgplans.New(pl), plans.Config{Staleness: staleness, Logger: log}), nil
 }
 
 // check refuses plans flags the proxy would not act on.

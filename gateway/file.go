@@ -140,6 +140,39 @@ func (p *fileParser) fields(n *yaml.Node, what string, allowed []string) (map[st
 	return m, nil
 }
 
+// item is fields for an item of a list (what: "a limit"), which must
+// have every key in required: when one is missing, the error names them
+// all ("a limit needs a name, a key and a rate").
+func (p *fileParser) item(n *yaml.Node, what string, allowed []string, required ...string) (map[string]*yaml.Node, error) {
+	m, err := p.fields(n, what, allowed)
+	if err != nil {
+		return nil, err
+	}
+	for _, k := range required {
+		if m[k] == nil {
+			return nil, p.errf(n, "%s needs %s", what, needs(required))
+		}
+	}
+	return m, nil
+}
+
+// needs lists keys as an error says an item needs them: "a name, a key
+// and a rate".
+func needs(keys []string) string {
+	var b strings.Builder
+	for i, k := range keys {
+		switch {
+		case i == 0:
+		case i == len(keys)-1:
+			b.WriteString(" and ")
+		default:
+			b.WriteString(", ")
+		}
+		b.WriteString("a " + k)
+	}
+	return b.String()
+}
+
 func (p *fileParser) str(n *yaml.Node, what string) (string, error) {
 	if n.Kind != yaml.ScalarNode || n.Tag == "!!null" {
 		return "", p.errf(n, "%s must be a string", what)
@@ -229,24 +262,29 @@ func (p *fileParser) optBool(m map[string]*yaml.Node, key string, dst *bool) (er
 // optDuration sets *dst from m[key], a duration such as 30s or 1m, if m
 // has key; positive refuses 0.
 func (p *fileParser) optDuration(m map[string]*yaml.Node, key string, positive bool, dst *time.Duration) error {
-	n := m[key]
-	if n == nil {
-		return nil
-	}
-	s, err := p.str(n, key)
-	if err != nil {
-		return err
-	}
-	d, err := time.ParseDuration(s)
-	if err != nil || d < 0 || (positive && d == 0) {
-		return p.errf(n, "%s %q is not a positive duration such as 30s or 1m", key, s)
-	}
-	*dst = d
-	return nil
+	return optParsed(p, m, key, dst, func(s string) (time.Duration, error) {
+		d, err := time.ParseDuration(s)
+		if err != nil || d < 0 || (positive && d == 0) {
+			return 0, fmt.Errorf("%s %q is not a positive duration such as 30s or 1m", key, s)
+		}
+		return d, nil
+	})
 }
 
 // optSizeOrOff reads a size in ParseSizeOrOff's spelling into dst.
 func (p *fileParser) optSizeOrOff(m map[string]*yaml.Node, key string, dst *int64) error {
+	return optParsed(p, m, key, dst, func(s string) (int64, error) {
+		v, err := ParseSizeOrOff(s)
+		if err != nil {
+			return 0, fmt.Errorf("%s: %w", key, err)
+		}
+		return v, nil
+	})
+}
+
+// optParsed sets *dst to parse of the string m[key], if m has key; parse's
+// error is the error at the key's line.
+func optParsed[T any](p *fileParser, m map[string]*yaml.Node, key string, dst *T, parse func(string) (T, error)) error {
 	n := m[key]
 	if n == nil {
 		return nil
@@ -255,9 +293,9 @@ func (p *fileParser) optSizeOrOff(m map[string]*yaml.Node, key string, dst *int6
 	if err != nil {
 		return err
 	}
-	v, err := ParseSizeOrOff(s)
+	v, err := parse(s)
 	if err != nil {
-		return p.errf(n, "%s: %v", key, err)
+		return p.errf(n, "%v", err)
 	}
 	*dst = v
 	return nil
@@ -469,12 +507,9 @@ func (p *fileParser) url(n *yaml.Node) (*url.URL, error) {
 
 func (p *fileParser) upstream(n *yaml.Node, before []Upstream) (Upstream, error) {
 	var u Upstream
-	m, err := p.fields(n, "an upstream", upstreamKeys)
+	m, err := p.item(n, "an upstream", upstreamKeys, "name", "url")
 	if err != nil {
 		return u, err
-	}
-	if m["name"] == nil || m["url"] == nil {
-		return u, p.errf(n, "an upstream needs a name and a url")
 	}
 	if u.Name, err = p.str(m["name"], "name"); err != nil {
 		return u, err
@@ -536,12 +571,9 @@ var rateRE = regexp.MustCompile(`^([0-9]+)r/(s|m|h|d)$`)
 // NGINX's queue (burst, delay, nodelay).
 func (p *fileParser) limit(n *yaml.Node, res *clientip.Resolver, limits map[string]limitSpec) (limitSpec, error) {
 	var l limitSpec
-	m, err := p.fields(n, "a limit", limitKeys)
+	m, err := p.item(n, "a limit", limitKeys, "name", "key", "rate")
 	if err != nil {
 		return l, err
-	}
-	if m["name"] == nil || m["key"] == nil || m["rate"] == nil {
-		return l, p.errf(n, "a limit needs a name, a key and a rate")
 	}
 	if l.name, err = p.name(m["name"], func(s string) bool { _, ok := limits[s]; return ok }); err != nil {
 		return l, err
@@ -656,12 +688,9 @@ func (p *fileParser) algorithmLimit(v *yaml.Node, m map[string]*yaml.Node, q que
 
 func (p *fileParser) conn(n *yaml.Node, res *clientip.Resolver, limits map[string]limitSpec, conns map[string]connSpec) (connSpec, error) {
 	var c connSpec
-	m, err := p.fields(n, "a conn limit", connKeys)
+	m, err := p.item(n, "a conn limit", connKeys, "name", "max")
 	if err != nil {
 		return c, err
-	}
-	if m["name"] == nil || m["max"] == nil {
-		return c, p.errf(n, "a conn limit needs a name and a max")
 	}
 	taken := func(s string) bool {
 		_, a := limits[s]
@@ -759,12 +788,9 @@ func (p *fileParser) key(n *yaml.Node, res *clientip.Resolver) (func(string) htt
 // to find conflicts), methods, upstream, limits and conns.
 func (p *fileParser) route(n *yaml.Node, mux *http.ServeMux, limits map[string]limitSpec, conns map[string]connSpec) (Route, error) {
 	var rt Route
-	m, err := p.fields(n, "a route", routeKeys)
+	m, err := p.item(n, "a route", routeKeys, "name", "match")
 	if err != nil {
 		return rt, err
-	}
-	if m["name"] == nil || m["match"] == nil {
-		return rt, p.errf(n, "a route needs a name and a match")
 	}
 	if rt.Name, err = p.str(m["name"], "name"); err != nil {
 		return rt, err

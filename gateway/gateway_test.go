@@ -409,6 +409,21 @@ func TestNGINXConfigErrors(t *testing.T) {
 	}
 }
 
+// An upstream, limit, conn limit or route without a key it needs is an
+// error at its line that names every key the item needs.
+func TestItemWithoutARequiredKeySaysWhatItNeeds(t *testing.T) {
+	for _, tc := range []struct{ yaml, want string }{
+		{"upstreams:\n  - {name: a}\n", "proxy.yaml:2:5: config: an upstream needs a name and a url"},
+		{"upstream: http://u\nlimits:\n  - {name: a, rate: 1r/s}\n", "proxy.yaml:3:5: config: a limit needs a name, a key and a rate"},
+		{"upstream: http://u\nconns:\n  - {max: 1}\n", "proxy.yaml:3:5: config: a conn limit needs a name and a max"},
+		{"upstream: http://u\nroutes:\n  - {name: r}\n", "proxy.yaml:3:5: config: a route needs a name and a match"},
+	} {
+		if _, err := gateway.ParseFile("proxy.yaml", []byte(tc.yaml)); err == nil || err.Error() != tc.want {
+			t.Errorf("%q: error %v, want %q", tc.yaml, err, tc.want)
+		}
+	}
+}
+
 // NGINX case 62: limit_conn 1 — a second request while the first is in
 // flight is refused, over a second HTTP/1.1 connection and over a second
 // HTTP/2 stream of the same connection; after the first completes, a new

@@ -1,15 +1,19 @@
 #!/usr/bin/env bash
-# proxy.sh measures `sluice proxy` against NGINX limit_req with wrk: the same
-# trivial upstream reached directly, through sluice proxy and through NGINX,
-# in one run. See BENCHMARKS.md, "Reverse proxy (sluice proxy vs NGINX
-# limit_req)".
+# proxy.sh measures `sluice proxy` against NGINX limit_req and HAProxy's
+# stick tables with wrk: the same trivial upstream reached directly, through
+# sluice proxy, through three prototype forwarding engines (bench/proxyengine:
+# a bare httputil.ReverseProxy, the floor of Go's reverse proxy; a lean
+# net/http handler; fasthttp), through NGINX and through HAProxy, in one run.
+# See BENCHMARKS.md, "Reverse proxy (sluice proxy vs NGINX limit_req)" and
+# "The proxy's forwarding engine", and docs/adr/0001-proxy-engine.md.
 #
 # Usage, from the repository or from bench/:
 #
 #	bench/proxy.sh
 #
-# Needs wrk, nginx, curl, pgrep and ss on PATH, and Go to build sluice (or
-# SLUICE=path to a sluice binary built beforehand). Everything listens on
+# Needs wrk, nginx, haproxy, curl, pgrep and ss on PATH, and Go to build
+# sluice and the engines (or SLUICE=path to a sluice binary built
+# beforehand). Everything listens on
 # loopback ports it picks; everything it starts is killed when it exits.
 # Environment knobs, with their defaults:
 #
@@ -18,13 +22,15 @@
 #	THREADS=2 CONNS=64   wrk -t and -c of the loaded runs
 #	WORKERS=2      worker_processes of both NGINX instances
 #	KEEP=1         keep the temporary directory (configs, logs, wrk output)
+#	TARGETS="direct sluice floor lean fast nginx haproxy"   which to run,
+#	               in this order (the upstream always runs)
 #
 # The upstream is an NGINX server block that answers `return 200 "ok\n"`,
 # in an NGINX instance of its own: the cheapest upstream there is (no body
 # to read, no allocation, no garbage collector sharing the cores with the
 # Go proxy), and the same for all three targets.
 #
-# Scenarios, one run of each target (direct, sluice, nginx) per scenario:
+# Scenarios, one run of each target per scenario:
 #
 #	open   path /open/: rate=1000000r/s burst=100000 nodelay, one key (the
 #	       client address), far above what the machine can serve, so no
@@ -39,10 +45,27 @@
 # (the sluice process; NGINX's master and workers) and of the upstream, over
 # the measured run.
 #
-# Both proxies use their defaults otherwise, with access logs off; sluice
+# Every proxy uses its defaults otherwise, with access logs off; sluice
 # proxy uses its memory store. NGINX runs worker_processes 2 (the machine's
 # cores, as GOMAXPROCS for sluice) and keeps idle upstream connections
 # (keepalive 128), as sluice's transport does.
+#
+# The engines of bench/proxyengine (-engine floor, lean, fast) have the
+# same two routes with the same rates in a memstore keyed by the client
+# address, and answer 429 with Retry-After and a short problem+json body;
+# "floor" has no limit at all (its "limited" row forwards everything).
+#
+# HAProxy runs nbthread 2 and reuses upstream connections (http-reuse
+# always). Its limit is the usual stick-table one: the client address is
+# tracked in a table per route storing http_req_rate(1s), and a request is
+# denied with 429 when the rate, this request included, is over rate+burst
+# (1,100,000 for open, 1,100 for limited). It is not a leaky bucket: the
+# rate is a sliding count over the last second, and it counts refused
+# requests too, so a client that keeps sending above the limit is refused
+# entirely rather than admitted at the rate (NGINX and sluice admit 1,000/s
+# to such a client; HAProxy admits about the first 1,100 and then what the
+# sliding count lets through). The open scenario, where nothing is
+# limited, compares like with like; limited compares the cost of a refusal.
 set -euo pipefail
 
 DURATION=${DURATION:-15s}
@@ -54,7 +77,9 @@ WORKERS=${WORKERS:-2}
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 root=$(cd "$here/.." && pwd)
 
-for tool in wrk nginx curl pgrep ss; do
+TARGETS=${TARGETS:-direct sluice floor lean fast nginx haproxy}
+
+for tool in wrk nginx haproxy curl pgrep ss; do
 	command -v "$tool" >/dev/null || { echo "proxy.sh: $tool is not installed" >&2; exit 1; }
 done
 
@@ -109,6 +134,10 @@ wait_up() {
 free_port up_port
 free_port sl_port
 free_port ng_port
+free_port hp_port
+free_port fl_port
+free_port le_port
+free_port fa_port
 
 if [ -n "${SLUICE:-}" ]; then
 	sluice=$SLUICE
@@ -116,6 +145,8 @@ else
 	sluice=$dir/sluice
 	(cd "$root" && go build -o "$sluice" ./cmd/sluice)
 fi
+engine=$dir/proxyengine
+(cd "$here" && go build -o "$engine" ./proxyengine)
 
 # nginx_conf prints the common head of an NGINX config: every file in $dir/$1.
 nginx_conf() {
@@ -194,6 +225,34 @@ routes:
   - {name: limited, match: /limited/, limits: [limited]}
 EOF
 
+cat >"$dir/haproxy.cfg" <<EOF
+global
+    nbthread $WORKERS
+    maxconn 4096
+defaults
+    mode http
+    timeout connect 5s
+    timeout client 75s
+    timeout server 60s
+    option http-keep-alive
+    http-reuse always
+frontend proxy
+    bind 127.0.0.1:$hp_port
+    acl open path_beg /open/
+    acl limited path_beg /limited/
+    http-request track-sc0 src table open if open
+    http-request track-sc0 src table limited if limited
+    http-request deny deny_status 429 if open { sc_http_req_rate(0) gt 1100000 }
+    http-request deny deny_status 429 if limited { sc_http_req_rate(0) gt 1100 }
+    default_backend upstream
+backend upstream
+    server up 127.0.0.1:$up_port
+backend open
+    stick-table type ip size 100k expire 10s store http_req_rate(1s)
+backend limited
+    stick-table type ip size 100k expire 10s store http_req_rate(1s)
+EOF
+
 nginx -p "$dir/upstream" -c "$dir/upstream/nginx.conf" -e "$dir/upstream/error.log" &
 up_pid=$!
 pids+=($up_pid)
@@ -203,10 +262,27 @@ pids+=($ng_pid)
 "$sluice" proxy -config "$dir/sluice.yaml" -access-log off -admin-addr "" -watch=false -log-level warn >"$dir/sluice.out" 2>&1 &
 sl_pid=$!
 pids+=($sl_pid)
+haproxy -db -f "$dir/haproxy.cfg" >"$dir/haproxy.out" 2>&1 &
+hp_pid=$!
+pids+=($hp_pid)
+# start_engine starts bench/proxyengine's engine $1 on port $2.
+start_engine() {
+	"$engine" -engine "$1" -listen "127.0.0.1:$2" -upstream "http://127.0.0.1:$up_port" >"$dir/$1.out" 2>&1 &
+}
+start_engine floor "$fl_port"
+fl_pid=$!
+start_engine lean "$le_port"
+le_pid=$!
+start_engine fast "$fa_port"
+fa_pid=$!
+pids+=($fl_pid $le_pid $fa_pid)
 
 wait_up "http://127.0.0.1:$up_port/open/"
 wait_up "http://127.0.0.1:$ng_port/open/"
 wait_up "http://127.0.0.1:$sl_port/open/"
+for port in $hp_port $fl_port $le_port $fa_port; do
+	wait_up "http://127.0.0.1:$port/open/"
+done
 
 # to_us converts a wrk duration (850.00us, 1.23ms, 2.00s) to microseconds.
 to_us() {
@@ -237,14 +313,18 @@ cpu_us() {
 
 # run runs wrk against one target and prints a table row:
 # scenario target req/s p50 p99 max (µs) requests non-2xx share, and the CPU
-# time per request of the proxy (sluice proxy or NGINX's workers) and of the
-# upstream.
+# time per request of the proxy (its process, NGINX's workers too) and of
+# the upstream.
 run() {
 	local scenario=$1 target=$2 url=$3 t=$4 c=$5 out proxy_pid
 	out=$dir/wrk-$scenario-$target.txt
 	case $target in
 	sluice) proxy_pid=$sl_pid ;;
 	nginx) proxy_pid=$ng_pid ;;
+	haproxy) proxy_pid=$hp_pid ;;
+	floor) proxy_pid=$fl_pid ;;
+	lean) proxy_pid=$le_pid ;;
+	fast) proxy_pid=$fa_pid ;;
 	*) proxy_pid= ;;
 	esac
 	if [ "$scenario" != limited ]; then
@@ -277,7 +357,7 @@ run() {
 }
 
 echo "# $(date -u +%Y-%m-%dT%H:%M:%SZ) commit $(git -C "$root" rev-parse --short HEAD 2>/dev/null || echo unknown)"
-echo "# $(nginx -v 2>&1); $(wrk -v 2>&1 | head -1 | cut -d' ' -f1-2); $("$sluice" version 2>/dev/null | head -1 || true)"
+echo "# $(nginx -v 2>&1); $(haproxy -v | head -1 | cut -d' ' -f1-3); $(wrk -v 2>&1 | head -1 | cut -d' ' -f1-2); $("$sluice" version 2>/dev/null | head -1 || true)"
 echo "# load before: $(cut -d' ' -f1-3 /proc/loadavg)"
 echo "# wrk -t$THREADS -c$CONNS -d$DURATION --latency (open-c1: -t1 -c1), warm-up $WARMUP except for limited"
 echo "| scenario | target | req/s | p50 µs | p99 µs | max µs | requests | non-2xx | non-2xx share | proxy CPU µs/req | upstream CPU µs/req |"
@@ -288,8 +368,18 @@ for scenario in open open-c1 limited; do
 	if [ "$scenario" = open-c1 ]; then
 		t=1 c=1
 	fi
-	run "$scenario" direct "http://127.0.0.1:$up_port$path" "$t" "$c"
-	run "$scenario" sluice "http://127.0.0.1:$sl_port$path" "$t" "$c"
-	run "$scenario" nginx "http://127.0.0.1:$ng_port$path" "$t" "$c"
+	for target in $TARGETS; do
+		case $target in
+		direct) port=$up_port ;;
+		sluice) port=$sl_port ;;
+		floor) port=$fl_port ;;
+		lean) port=$le_port ;;
+		fast) port=$fa_port ;;
+		nginx) port=$ng_port ;;
+		haproxy) port=$hp_port ;;
+		*) echo "proxy.sh: unknown target $target" >&2; exit 1 ;;
+		esac
+		run "$scenario" "$target" "http://127.0.0.1:$port$path" "$t" "$c"
+	done
 done
 echo "# load after: $(cut -d' ' -f1-3 /proc/loadavg)"

@@ -35,11 +35,7 @@ func BenchmarkGatewayMaxInFlight(b *testing.B) {
 			defer g.Close()
 			b.ReportAllocs()
 			for b.Loop() {
-				r := httptest.NewRequest("GET", "/x", nil)
-				r.RemoteAddr = "192.0.2.1:1234"
-				w := httptest.NewRecorder()
-				g.ServeHTTP(w, r)
-				if w.Code != 200 {
+				if w := served(g, "GET", "/x"); w.Code != 200 {
 					b.Fatalf("status %d", w.Code)
 				}
 			}

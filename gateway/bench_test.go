@@ -8,7 +8,6 @@ import (
 	"testing"
 
 	"github.com/sluicehq/sluice/gateway"
-	"github.com/sluicehq/sluice/memstore"
 )
 
 // benchGateway is a gateway in front of a real upstream on loopback, with
@@ -18,25 +17,10 @@ func benchGateway(b *testing.B) *gateway.Gateway {
 	b.Helper()
 	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, "ok\n") }))
 	b.Cleanup(up.Close)
-	f, err := gateway.ParseFile("b.yaml", []byte(`
+	return gatewayOf(b, `
 limits: [{name: l, key: ip, rate: 1000000000r/s, burst: 1000000, nodelay: true}]
 routes: [{name: all, match: /, limits: [l]}]
-`))
-	if err != nil {
-		b.Fatal(err)
-	}
-	store := memstore.New(memstore.Config{})
-	b.Cleanup(func() { store.Close() })
-	cfg := f.Config
-	cfg.Upstreams = []gateway.Upstream{{Name: "u", URL: mustURL(b, up.URL)}}
-	cfg.Limiter = store
-	cfg.Logger = quiet
-	g, err := gateway.New(cfg)
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { g.Close() })
-	return g
+`, up.URL, nil, nil)
 }
 
 // BenchmarkGateway is one request through the gateway's handler to a real
@@ -47,11 +31,7 @@ func BenchmarkGateway(b *testing.B) {
 	b.ReportAllocs()
 	b.RunParallel(func(pb *testing.PB) {
 		for pb.Next() {
-			r := httptest.NewRequest("GET", "/x", nil)
-			r.RemoteAddr = "192.0.2.1:1234"
-			w := httptest.NewRecorder()
-			g.ServeHTTP(w, r)
-			if w.Code != 200 {
+			if w := served(g, "GET", "/x"); w.Code != 200 {
 				b.Fatalf("status %d", w.Code)
 			}
 		}
@@ -111,27 +91,12 @@ func (canned) RoundTrip(r *http.Request) (*http.Response, error) {
 // form, and one spelled otherwise (lower-case method, escapes, slashes,
 // host case and port).
 func BenchmarkGatewayRouting(b *testing.B) {
-	f, err := gateway.ParseFile("b.yaml", []byte(`
+	g := gatewayOf(b, `
 limits: [{name: l, key: ip, rate: 1000000000r/s, burst: 1000000, nodelay: true}]
 routes:
   - {name: api, match: /api/, limits: [l]}
   - {name: login, match: "POST /login", limits: [l]}
-`))
-	if err != nil {
-		b.Fatal(err)
-	}
-	store := memstore.New(memstore.Config{})
-	defer store.Close()
-	cfg := f.Config
-	cfg.Upstreams = []gateway.Upstream{{Name: "u", URL: mustURL(b, "http://upstream.invalid")}}
-	cfg.Limiter = store
-	cfg.Logger = quiet
-	cfg.Transport = canned{}
-	g, err := gateway.New(cfg)
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer g.Close()
+`, "http://upstream.invalid", canned{}, nil)
 	for _, bc := range []struct{ name, method, target, host string }{
 		{"canonical", "GET", "/api/users/42", "api.example.com"},
 		{"spelled", "post", "//%6Cogin/", "API.example.com.:8080"},

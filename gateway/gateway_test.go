@@ -2,7 +2,6 @@ package gateway_test
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -28,6 +27,7 @@ import (
 	"github.com/sluicehq/sluice/httplimit"
 	"github.com/sluicehq/sluice/internal/clocktest"
 	"github.com/sluicehq/sluice/internal/redistest"
+	"github.com/sluicehq/sluice/internal/testlog"
 	"github.com/sluicehq/sluice/memstore"
 	"github.com/sluicehq/sluice/queue"
 	"github.com/sluicehq/sluice/rlheader"
@@ -137,6 +137,35 @@ func newGateway(t testing.TB, cfg gateway.Config) *gateway.Gateway {
 	return g
 }
 
+// gatewayOf returns a quiet Gateway of yaml (a proxy file without its
+// upstream) that forwards to the upstream "u" at upURL through rt (the
+// default transport when nil) and limits in a memstore of its own; edit,
+// when not nil, changes the Config before New. All is closed when tb ends.
+func gatewayOf(tb testing.TB, yaml, upURL string, rt http.RoundTripper, edit func(*gateway.Config)) *gateway.Gateway {
+	tb.Helper()
+	f, err := gateway.ParseFile("proxy.yaml", []byte(yaml))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	lim := memstore.New(memstore.Config{})
+	tb.Cleanup(func() { lim.Close() })
+	cfg := f.Config
+	cfg.Upstreams = []gateway.Upstream{{Name: "u", URL: mustURL(tb, upURL)}}
+	cfg.Limiter, cfg.Logger, cfg.Transport = lim, quiet, rt
+	if edit != nil {
+		edit(&cfg)
+	}
+	return newGateway(tb, cfg)
+}
+
+// served is what h answers a request of method for target from
+// httptest's client, 192.0.2.1:1234.
+func served(h http.Handler, method, target string) *httptest.ResponseRecorder {
+	w := httptest.NewRecorder()
+	h.ServeHTTP(w, httptest.NewRequest(method, target, nil))
+	return w
+}
+
 // front starts a Gateway on a real server.
 func front(t *testing.T, cfg gateway.Config) (*gateway.Gateway, *httptest.Server) {
 	t.Helper()
@@ -222,25 +251,6 @@ func parsed(t *testing.T, yaml string, up *upstream) gateway.Config {
 	}
 	f.Config.Limiter = store(t, clocktest.New())
 	return f.Config
-}
-
-// logBuffer is a log (access log or slog destination) a test reads while
-// the gateway writes it.
-type logBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *logBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *logBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
 }
 
 // NGINX cases 55, 59 and 60: no burst, requests at given instants, through
@@ -601,7 +611,7 @@ routes: [{name: all, match: /, limits: [q]}]
 func TestShedLoad(t *testing.T) {
 	up := newUpstream(t)
 	entered, release := up.hold("/slow")
-	var log logBuffer
+	var log testlog.Buffer
 	cfg := direct(t, up)
 	cfg.Upstreams[0].MaxInFlight = 1
 	cfg.MaxInFlight = 100
@@ -826,7 +836,7 @@ routes: [{name: all, match: /, limits: [one]}]
 // Rejections carry the full header contract and an access log line.
 func TestRejectionContract(t *testing.T) {
 	up := newUpstream(t)
-	var log logBuffer
+	var log testlog.Buffer
 	cfg := parsed(t, `
 headers: both
 limits: [{name: per_ip, key: ip, rate: 2r/m, algorithm: fixed_window}]
@@ -940,7 +950,7 @@ func mustQueueLimit(t *testing.T, lim *memstore.Store) sluice.Limit {
 // access log and the metrics too.
 func TestMissingKeyLogged(t *testing.T) {
 	up := newUpstream(t)
-	var log logBuffer
+	var log testlog.Buffer
 	cfg := parsed(t, `
 limits: [{name: by_key, key: "header:X-Api-Key", rate: 10r/s, algorithm: token_bucket}]
 routes: [{name: api, match: /, limits: [by_key]}]

@@ -5,6 +5,8 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+
+	"github.com/sluicehq/sluice/internal/testlog"
 )
 
 const secretKeyConfig = `
@@ -35,7 +37,7 @@ func TestRefusalIsOneLineWithoutTheKey(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			up := newUpstream(t)
 			cfg := parsed(t, secretKeyConfig, up)
-			var access, logs logBuffer
+			var access, logs testlog.Buffer
 			if tc.accessLog {
 				cfg.AccessLog = &access
 			}

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/sluicehq/sluice/gateway"
+	"github.com/sluicehq/sluice/internal/testlog"
 )
 
 // NGINX's location = /login { limit_except POST { deny all; } limit_req …; }:
@@ -13,7 +14,7 @@ import (
 // reaches the upstream nor spends the limit; GET allows HEAD.
 func TestRouteMethodsDenyOthers(t *testing.T) {
 	up := newUpstream(t)
-	var log logBuffer
+	var log testlog.Buffer
 	cfg := parsed(t, `
 limits: [{name: login, key: ip, rate: 2r/h, algorithm: fixed_window}]
 routes:

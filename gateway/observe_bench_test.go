@@ -1,13 +1,11 @@
 package gateway_test
 
 import (
-	"net/http/httptest"
 	"testing"
 
 	"github.com/sluicehq/sluice/admin/page"
 	"github.com/sluicehq/sluice/gateway"
 	"github.com/sluicehq/sluice/httplimit"
-	"github.com/sluicehq/sluice/memstore"
 	"github.com/sluicehq/sluice/service"
 )
 
@@ -32,40 +30,22 @@ func BenchmarkGatewayObserver(b *testing.B) {
 	} {
 		for _, obs := range []string{"off", "page"} {
 			b.Run(bc.name+"/"+obs, func(b *testing.B) {
-				f, err := gateway.ParseFile("b.yaml", []byte(`
-limits: [{name: l, key: ip, rate: `+bc.rate+`}]
-routes: [{name: api, match: /api/, limits: [l]}]
-`))
-				if err != nil {
-					b.Fatal(err)
-				}
-				store := memstore.New(memstore.Config{})
-				defer store.Close()
-				cfg := f.Config
-				cfg.Upstreams = []gateway.Upstream{{Name: "u", URL: mustURL(b, "http://upstream.invalid")}}
-				cfg.Limiter, cfg.Logger, cfg.Transport = store, quiet, canned{}
+				var edit func(*gateway.Config)
 				if obs == "page" {
 					pg := page.New(page.Config{})
-					defer pg.Close()
-					cfg.Observer = pageObserver{pg}
+					b.Cleanup(pg.Close) // after the gateway's
+					edit = func(c *gateway.Config) { c.Observer = pageObserver{pg} }
 				}
-				g, err := gateway.New(cfg)
-				if err != nil {
-					b.Fatal(err)
-				}
-				defer g.Close()
+				g := gatewayOf(b, `
+limits: [{name: l, key: ip, rate: `+bc.rate+`}]
+routes: [{name: api, match: /api/, limits: [l]}]
+`, "http://upstream.invalid", canned{}, edit)
 				if bc.code == 429 { // spend the one request of the day
-					r := httptest.NewRequest("GET", "/api/x", nil)
-					r.RemoteAddr = "192.0.2.1:1234"
-					g.ServeHTTP(httptest.NewRecorder(), r)
+					served(g, "GET", "/api/x")
 				}
 				b.ReportAllocs()
 				for b.Loop() {
-					r := httptest.NewRequest("GET", "/api/x", nil)
-					r.RemoteAddr = "192.0.2.1:1234"
-					w := httptest.NewRecorder()
-					g.ServeHTTP(w, r)
-					if w.Code != bc.code {
+					if w := served(g, "GET", "/api/x"); w.Code != bc.code {
 						b.Fatalf("status %d, want %d", w.Code, bc.code)
 					}
 				}

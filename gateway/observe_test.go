@@ -4,13 +4,11 @@ import (
 	"context"
 	"errors"
 	"net/http"
-	"net/http/httptest"
 	"sync"
 	"testing"
 
 	"github.com/sluicehq/sluice/gateway"
 	"github.com/sluicehq/sluice/httplimit"
-	"github.com/sluicehq/sluice/memstore"
 )
 
 // observed is an httplimit.Observer that keeps what it is handed.
@@ -37,46 +35,33 @@ func (h holding) RoundTrip(r *http.Request) (*http.Response, error) {
 	return canned{}.RoundTrip(r)
 }
 
+// shedWhileHeld sends g a GET of /api/x, which up holds, and a second
+// one while the first is held; once up has let the first go, it returns
+// both statuses.
+func shedWhileHeld(g http.Handler, up holding) (second, first int) {
+	done := make(chan int)
+	go func() { done <- served(g, "GET", "/api/x").Code }()
+	<-up.entered
+	second = served(g, "GET", "/api/x").Code
+	close(up.release)
+	return second, <-done
+}
+
 // The gateway hands its observer the routes' decisions and the requests
 // it sheds itself: a request beyond max_in_flight is policy "shed:" and
 // the upstream, keyed by the route; and Peek reads a key's state under a
 // policy without spending, by the key a request would have.
 func TestGatewayObservesShedsAndPeeks(t *testing.T) {
-	f, err := gateway.ParseFile("o.yaml", []byte(`
-limits: [{name: per_ip, key: ip, rate: 3r/m, algorithm: fixed_window}]
-routes: [{name: api, match: /api/, limits: [per_ip]}]
-`))
-	if err != nil {
-		t.Fatal(err)
-	}
-	store := memstore.New(memstore.Config{})
-	defer store.Close()
 	up := holding{entered: make(chan struct{}, 1), release: make(chan struct{})}
 	obs := &observed{}
-	cfg := f.Config
-	cfg.Upstreams = []gateway.Upstream{{Name: "u", URL: mustURL(t, "http://upstream.invalid"), MaxInFlight: 1}}
-	cfg.Limiter, cfg.Logger, cfg.Transport, cfg.Observer = store, quiet, up, obs
-	g, err := gateway.New(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer g.Close()
-	send := func() int {
-		r := httptest.NewRequest("GET", "/api/x", nil)
-		r.RemoteAddr = "192.0.2.1:1234"
-		w := httptest.NewRecorder()
-		g.ServeHTTP(w, r)
-		return w.Code
-	}
-	done := make(chan int)
-	go func() { done <- send() }()
-	<-up.entered
-	if c := send(); c != http.StatusServiceUnavailable {
-		t.Fatalf("a request beyond max_in_flight: %d, want 503", c)
-	}
-	close(up.release)
-	if c := <-done; c != 200 {
-		t.Fatalf("the first request: %d", c)
+	g := gatewayOf(t, `
+limits: [{name: per_ip, key: ip, rate: 3r/m, algorithm: fixed_window}]
+routes: [{name: api, match: /api/, limits: [per_ip]}]
+`, "http://upstream.invalid", up, func(c *gateway.Config) { c.Upstreams[0].MaxInFlight, c.Observer = 1, obs })
+	if second, first := shedWhileHeld(g, up); second != http.StatusServiceUnavailable {
+		t.Fatalf("a request beyond max_in_flight: %d, want 503", second)
+	} else if first != 200 {
+		t.Fatalf("the first request: %d", first)
 	}
 	obs.mu.Lock()
 	got := append([]httplimit.Decision(nil), obs.ds...)
@@ -111,25 +96,11 @@ routes: [{name: api, match: /api/}]
 	up := holding{entered: make(chan struct{}, 1), release: make(chan struct{})}
 	obs := &observed{}
 	cfg := f.Config
-	cfg.Logger, cfg.Transport, cfg.Observer = quiet, up, obs
-	g, err := gateway.New(cfg)
-	if err != nil {
-		t.Fatal(err)
+	cfg.Transport, cfg.Observer = up, obs
+	g := newGateway(t, cfg)
+	if second, _ := shedWhileHeld(g, up); second != http.StatusServiceUnavailable {
+		t.Fatalf("a request beyond the adaptive limit: %d, want 503", second)
 	}
-	defer g.Close()
-	send := func() int {
-		w := httptest.NewRecorder()
-		g.ServeHTTP(w, httptest.NewRequest("GET", "/api/x", nil))
-		return w.Code
-	}
-	done := make(chan int)
-	go func() { done <- send() }()
-	<-up.entered
-	if c := send(); c != http.StatusServiceUnavailable {
-		t.Fatalf("a request beyond the adaptive limit: %d, want 503", c)
-	}
-	close(up.release)
-	<-done
 	obs.mu.Lock()
 	defer obs.mu.Unlock()
 	if len(obs.ds) != 1 || obs.ds[0].Key != "api" || obs.ds[0].Outcome != httplimit.Limited || obs.ds[0].Policy != gateway.UpstreamAdaptiveName("u") {

@@ -817,22 +817,7 @@ func (s *Service) storeKey(domain string, entries []config.Entry) string {
 // longer than sluice.MaxKeyLen is shortened as StoreKey's is, so it is no
 // longer envoyproxy/ratelimit's.
 func EnvoyStoreKey(prefix, domain string, entries []config.Entry) string {
-	n := len(prefix) + len(domain) + 1
-	for _, e := range entries {
-		n += 2 + len(e.Key) + len(e.Value)
-	}
-	var b strings.Builder
-	b.Grow(n)
-	b.WriteString(prefix)
-	b.WriteString(domain)
-	b.WriteByte('_')
-	for _, e := range entries {
-		b.WriteString(e.Key)
-		b.WriteByte('_')
-		b.WriteString(e.Value)
-		b.WriteByte('_')
-	}
-	return shorten(b.String())
+	return joinKey(prefix, domain, entries, true)
 }
 
 // StoreKey returns the store key of a descriptor: prefix + domain + "_" +
@@ -846,7 +831,14 @@ func EnvoyStoreKey(prefix, domain string, entries []config.Entry) string {
 // ends in the hash of the whole key (sluice.HashKey: "#" and 128 bits of
 // its SHA-256 in hex), so that it stays distinct and is MaxKeyLen long.
 func StoreKey(prefix, domain string, entries []config.Entry) string {
-	n := len(prefix) + len(domain)
+	return joinKey(prefix, domain, entries, false)
+}
+
+// joinKey spells both store keys: prefix + domain + "_" + key + "_" +
+// value for each entry, with the value escaped (StoreKey) or raw and a
+// final "_" (EnvoyStoreKey).
+func joinKey(prefix, domain string, entries []config.Entry, envoy bool) string {
+	n := len(prefix) + len(domain) + 1
 	for _, e := range entries {
 		n += 2 + len(e.Key) + len(e.Value)
 	}
@@ -858,7 +850,14 @@ func StoreKey(prefix, domain string, entries []config.Entry) string {
 		b.WriteByte('_')
 		b.WriteString(e.Key)
 		b.WriteByte('_')
-		writeKeyValue(&b, e.Value)
+		if envoy {
+			b.WriteString(e.Value)
+		} else {
+			writeKeyValue(&b, e.Value)
+		}
+	}
+	if envoy {
+		b.WriteByte('_')
 	}
 	return shorten(b.String())
 }

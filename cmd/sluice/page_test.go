@@ -24,14 +24,6 @@ func TestServeRefusesAdminRawKeysWithoutAdminAddr(t *testing.T) {
 	}
 }
 
-// getPage GETs url with the token (none when empty) and returns the
-// status and body.
-func getPage(t *testing.T, url, token string) (int, []byte) {
-	t.Helper()
-	resp, b := call(t, http.MethodGet, url, "", bearer(token))
-	return resp.StatusCode, b
-}
-
 // The page is behind the admin API's authentication and audit log; its
 // JSON shows the config's source, the store, serve's decisions and, with
 // -admin-raw-keys, the refused key as it is; a reload shows the new
@@ -39,16 +31,16 @@ func getPage(t *testing.T, url, token string) (int, []byte) {
 func TestServePageBehindAdminAuthWithRawKeys(t *testing.T) {
 	const token = "a-long-enough-admin-token"
 	s, pageURL, cfg := launchPage(t, token, "-admin-raw-keys")
-	if code, _ := getPage(t, pageURL, ""); code != http.StatusUnauthorized {
+	if code, _ := adminGet(t, pageURL, ""); code != http.StatusUnauthorized {
 		t.Fatalf("the page without a token: %d, want 401", code)
 	}
-	if code, body := getPage(t, pageURL, token); code != http.StatusOK || !bytes.Contains(body, []byte("Try a descriptor")) {
+	if code, body := adminGet(t, pageURL, token); code != http.StatusOK || !bytes.Contains(body, []byte("Try a descriptor")) {
 		t.Fatalf("the page with the token: %d %.200s", code, body)
 	}
 	for range 4 {
 		post(t, s.url, webReq("user", "carol"))
 	}
-	_, body := getPage(t, pageURL+"/data.json", token)
+	_, body := adminGet(t, pageURL+"/data.json", token)
 	var snap page.Snapshot
 	if err := json.Unmarshal(body, &snap); err != nil {
 		t.Fatal(err)
@@ -63,7 +55,7 @@ func TestServePageBehindAdminAuthWithRawKeys(t *testing.T) {
 	writeFile(t, cfg, pageCfg+"  - key: team\n    rate_limit: {unit: hour, requests_per_unit: 7}\n")
 	deadline := time.Now().Add(20 * time.Second)
 	for {
-		_, body := getPage(t, pageURL+"/data.json", token)
+		_, body := adminGet(t, pageURL+"/data.json", token)
 		var after page.Snapshot
 		if err := json.Unmarshal(body, &after); err != nil {
 			t.Fatal(err)
@@ -111,7 +103,7 @@ func TestServePageShowsAFailingStore(t *testing.T) {
 	var st *page.StoreState
 	eventually(t, "the breaker opening", func() bool {
 		post(t, s.url, webReq("user", "dave"))
-		_, body := getPage(t, pageURL+"/data.json", token)
+		_, body := adminGet(t, pageURL+"/data.json", token)
 		var snap page.Snapshot
 		if err := json.Unmarshal(body, &snap); err != nil {
 			t.Fatal(err)

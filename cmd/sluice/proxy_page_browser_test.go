@@ -4,10 +4,6 @@ package main
 
 import (
 	"fmt"
-	"io"
-	"net/http"
-	"net/http/httptest"
-	"path/filepath"
 	"slices"
 	"testing"
 
@@ -23,13 +19,7 @@ import (
 func TestProxyLivePageInABrowser(t *testing.T) {
 	const token = "a-long-enough-admin-token"
 	ctx, consoleErrors := browser(t, token)
-	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "hello") }))
-	defer up.Close()
-	dir := t.TempDir()
-	cfg, tokenFile := filepath.Join(dir, "proxy.yaml"), filepath.Join(dir, "token")
-	writeFile(t, cfg, proxyCfg)
-	writeFile(t, tokenFile, token+"\n")
-	p := launchProxy(t, "-config", cfg, "-upstream", up.URL, "-admin-token-file", tokenFile)
+	p, _ := launchProxyPage(t, token)
 	if err := chromedp.Do(ctx, chromedp.Navigate(p.admin+"/page")); err != nil {
 		t.Fatal(err)
 	}

@@ -19,16 +19,7 @@ import (
 // status and body.
 func adminGet(t *testing.T, url, token string) (int, []byte) {
 	t.Helper()
-	req, _ := http.NewRequest(http.MethodGet, url, nil)
-	if token != "" {
-		req.Header.Set("Authorization", "Bearer "+token)
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
+	resp, b := call(t, http.MethodGet, url, "", bearer(token))
 	return resp.StatusCode, b
 }
 
@@ -36,19 +27,28 @@ func adminGet(t *testing.T, url, token string) (int, []byte) {
 func tryProxyKey(t *testing.T, admin, token, policy, key string) page.TryResult {
 	t.Helper()
 	form := url.Values{"domain": {policy}, "descriptor": {"key=" + key}}
-	req, _ := http.NewRequest(http.MethodPost, admin+"/page/try?format=json", strings.NewReader(form.Encode()))
-	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
-	req.Header.Set("Authorization", "Bearer "+token)
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
+	hdr := bearer(token)
+	hdr["Content-Type"] = "application/x-www-form-urlencoded"
+	resp, b := call(t, http.MethodPost, admin+"/page/try?format=json", form.Encode(), hdr)
 	var res page.TryResult
-	if err := json.NewDecoder(resp.Body).Decode(&res); err != nil || resp.StatusCode != 200 {
+	if err := json.Unmarshal(b, &res); err != nil || resp.StatusCode != 200 {
 		t.Fatalf("the form: status %d, %v", resp.StatusCode, err)
 	}
 	return res
+}
+
+// launchProxyPage starts sluice proxy on proxyCfg (per_ip: 2 a minute) in
+// front of an upstream that answers every request, with the admin
+// listener's page behind token, and returns it and the config file's path.
+func launchProxyPage(t *testing.T, token string) (p *proxyRun, cfg string) {
+	t.Helper()
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "hello") }))
+	t.Cleanup(up.Close)
+	dir := t.TempDir()
+	cfg, tokenFile := filepath.Join(dir, "proxy.yaml"), filepath.Join(dir, "token")
+	writeFile(t, cfg, proxyCfg)
+	writeFile(t, tokenFile, token+"\n")
+	return launchProxy(t, "-config", cfg, "-upstream", up.URL, "-admin-token-file", tokenFile), cfg
 }
 
 // The live page on a running proxy: behind the admin token (while
@@ -57,30 +57,38 @@ func tryProxyKey(t *testing.T, admin, token, policy, key string) page.TryResult 
 // list (hashed), and the form reads a client's state without spending.
 func TestProxyLivePage(t *testing.T) {
 	const token = "a-long-enough-admin-token"
-	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "hello") }))
-	defer up.Close()
-	dir := t.TempDir()
-	cfg, tokenFile := filepath.Join(dir, "proxy.yaml"), filepath.Join(dir, "token")
-	writeFile(t, cfg, proxyCfg)
-	writeFile(t, tokenFile, token+"\n")
-	p := launchProxy(t, "-config", cfg, "-upstream", up.URL, "-admin-token-file", tokenFile)
+	p, cfg := launchProxyPage(t, token)
+	checkPageNeedsTheToken(t, p.admin)
+	checkFormSpendsNothing(t, p, token)
+	checkPageDataCountsTheProxy(t, p.admin, token, cfg)
+}
 
+// checkPageNeedsTheToken: the page and its data answer 401 without a token
+// and 403 with a wrong one, while /metrics and /healthcheck answer anyone.
+func checkPageNeedsTheToken(t *testing.T, admin string) {
+	t.Helper()
 	for _, path := range []string{"/page", "/page/data.json"} {
-		if code, _ := adminGet(t, p.admin+path, ""); code != http.StatusUnauthorized {
+		if code, _ := adminGet(t, admin+path, ""); code != http.StatusUnauthorized {
 			t.Errorf("GET %s without the token: %d, want 401", path, code)
 		}
-		if code, _ := adminGet(t, p.admin+path, "not-the-token-at-all"); code != http.StatusForbidden {
+		if code, _ := adminGet(t, admin+path, "not-the-token-at-all"); code != http.StatusForbidden {
 			t.Errorf("GET %s with a wrong token: %d, want 403", path, code)
 		}
 	}
-	if code, body := adminGet(t, p.admin+"/metrics", ""); code != 200 || !strings.Contains(string(body), "go_goroutines") {
+	if code, body := adminGet(t, admin+"/metrics", ""); code != 200 || !strings.Contains(string(body), "go_goroutines") {
 		t.Errorf("/metrics without a token: %d, want 200 and the metrics", code)
 	}
-	if code, _ := adminGet(t, p.admin+"/healthcheck", ""); code != 200 {
+	if code, _ := adminGet(t, admin+"/healthcheck", ""); code != 200 {
 		t.Errorf("/healthcheck without a token: %d, want 200", code)
 	}
+}
 
-	// The form, twice, before any traffic: 2 remain both times.
+// checkFormSpendsNothing asks the form twice before any traffic (2 remain
+// both times, an unknown policy matches nothing), then sends 5 requests
+// on per_ip's 2 a minute: 2 pass, and the form then reads the client at
+// its limit.
+func checkFormSpendsNothing(t *testing.T, p *proxyRun, token string) {
+	t.Helper()
 	for range 2 {
 		res := tryProxyKey(t, p.admin, token, "per_ip", "127.0.0.1")
 		if !res.Matched || res.Code != "OK" || res.Remaining != 2 || res.AtLimit {
@@ -90,7 +98,6 @@ func TestProxyLivePage(t *testing.T) {
 	if res := tryProxyKey(t, p.admin, token, "no_such_policy", "x"); res.Matched {
 		t.Errorf("the form matched an unknown policy: %+v", res)
 	}
-	// 5 requests on 2 a minute: the form spent nothing, so 2 pass.
 	var codes []int
 	for range 5 {
 		codes = append(codes, getStatus(t, p.url+"/api/x"))
@@ -101,8 +108,15 @@ func TestProxyLivePage(t *testing.T) {
 	if res := tryProxyKey(t, p.admin, token, "per_ip", "127.0.0.1"); res.Remaining != 0 || !res.AtLimit {
 		t.Errorf("the form for 127.0.0.1 after traffic: %+v, want 0 remaining, at the limit", res)
 	}
+}
 
-	code, body := adminGet(t, p.admin+"/page/data.json", token)
+// checkPageDataCountsTheProxy reads the page's data after
+// checkFormSpendsNothing's traffic: per_ip with 2 allowed and 3 limited,
+// the client's hashed key (never its IP) first in the top list, the
+// config's source; and the page itself names per_ip.
+func checkPageDataCountsTheProxy(t *testing.T, admin, token, cfg string) {
+	t.Helper()
+	code, body := adminGet(t, admin+"/page/data.json", token)
 	var snap page.Snapshot
 	if err := json.Unmarshal(body, &snap); err != nil || code != 200 {
 		t.Fatalf("data.json: %d %v: %s", code, err, body)
@@ -121,7 +135,7 @@ func TestProxyLivePage(t *testing.T) {
 	if snap.Config == nil || snap.Config.Source != cfg {
 		t.Errorf("config %+v, want its source %s", snap.Config, cfg)
 	}
-	if code, html := adminGet(t, p.admin+"/page", token); code != 200 || !strings.Contains(string(html), "per_ip") {
+	if code, html := adminGet(t, admin+"/page", token); code != 200 || !strings.Contains(string(html), "per_ip") {
 		t.Errorf("GET /page with the token: %d, want 200 and the page naming per_ip", code)
 	}
 }

@@ -54,6 +54,21 @@ func postAs(t *testing.T, srv *httptest.Server, user, path string) *http.Respons
 	return send(t, srv.Client(), req)
 }
 
+// refusedForExactly checks that ann's POST of path is refused (429) until
+// clock has moved d, to the nanosecond, and admitted (200) then; when
+// names that moment in failures.
+func refusedForExactly(t *testing.T, srv *httptest.Server, clock *clocktest.Clock, d time.Duration, path, when string) {
+	t.Helper()
+	clock.Advance(d - time.Nanosecond)
+	if resp := postAs(t, srv, "ann", path); resp.StatusCode != 429 {
+		t.Errorf("1 ns before %s: %d, want 429", when, resp.StatusCode)
+	}
+	clock.Advance(time.Nanosecond)
+	if resp := postAs(t, srv, "ann", path); resp.StatusCode != 200 {
+		t.Errorf("when %s: %d, want 200", when, resp.StatusCode)
+	}
+}
+
 // Through the proxy: 5 failed logins within a minute put the user in the
 // penalty box for 10 minutes (the reason header names the limit), successful
 // logins do not count, and the box ends on time.
@@ -79,14 +94,7 @@ routes: [{name: login, match: /login, limits: [failed-logins]}]
 	if resp.StatusCode != 429 || resp.Header.Get(httplimit.ReasonHeader) != "failed-logins" || resp.Header.Get("Retry-After") != "595" {
 		t.Fatalf("boxed: %d, reason %q, Retry-After %q; want 429, failed-logins, 595 (boxed 5 s ago)", resp.StatusCode, resp.Header.Get(httplimit.ReasonHeader), resp.Header.Get("Retry-After"))
 	}
-	clock.Advance(595*time.Second - time.Nanosecond)
-	if resp := postAs(t, srv, "ann", "/login?ok=1"); resp.StatusCode != 429 {
-		t.Errorf("just before the box ends: %d, want 429", resp.StatusCode)
-	}
-	clock.Advance(time.Nanosecond)
-	if resp := postAs(t, srv, "ann", "/login?ok=1"); resp.StatusCode != 200 {
-		t.Errorf("when the box ends: %d, want 200", resp.StatusCode)
-	}
+	refusedForExactly(t, srv, clock, 595*time.Second, "/login?ok=1", "the box ends")
 }
 
 // Through the proxy: cost_from_response_header settles each request at the
@@ -109,14 +117,7 @@ routes: [{name: llm, match: /complete, limits: [{name: tokens, cost_from_respons
 	if resp.StatusCode != 429 || resp.Header.Get("Retry-After") != "31" {
 		t.Fatalf("in debt: %d, Retry-After %q; want 429, 31 (30.6 s rounded up)", resp.StatusCode, resp.Header.Get("Retry-After"))
 	}
-	clock.Advance(30600*time.Millisecond - time.Nanosecond)
-	if resp := postAs(t, srv, "ann", "/complete?cost=1"); resp.StatusCode != 429 {
-		t.Errorf("1 ns before the debt is paid: %d", resp.StatusCode)
-	}
-	clock.Advance(time.Nanosecond)
-	if resp := postAs(t, srv, "ann", "/complete?cost=1"); resp.StatusCode != 200 {
-		t.Errorf("when the debt is paid: %d", resp.StatusCode)
-	}
+	refusedForExactly(t, srv, clock, 30600*time.Millisecond, "/complete?cost=1", "the debt is paid")
 }
 
 // The keys are checked where they are written.

@@ -393,7 +393,8 @@ routes: [{name: all, match: /, limits: [q]}]
 }
 
 // NGINX case 61: burst=0, delay=0 and statuses outside 400–599 are config
-// errors, with the line.
+// errors, with the line, as every error of the file is; one for an item
+// without a key it needs names all the keys the item needs.
 func TestNGINXConfigErrors(t *testing.T) {
 	for _, tc := range []struct{ yaml, want string }{
 		{"upstream: http://u\nlimits:\n  - {name: a, key: ip, rate: 1r/s, burst: 0}\n", "proxy.yaml:3:"},
@@ -411,25 +412,15 @@ func TestNGINXConfigErrors(t *testing.T) {
 		{"upstream: ftp://u\n", "proxy.yaml:1:"},
 		{"upstream: http://u\n  bad: [\n", "proxy.yaml:2:"},
 		{"[]", "proxy.yaml:1:1: config: the file must be a mapping"},
-	} {
-		_, err := gateway.ParseFile("proxy.yaml", []byte(tc.yaml))
-		if err == nil || !strings.HasPrefix(err.Error(), tc.want) {
-			t.Errorf("%q: error %v, want it to start with %q", tc.yaml, err, tc.want)
-		}
-	}
-}
-
-// An upstream, limit, conn limit or route without a key it needs is an
-// error at its line that names every key the item needs.
-func TestItemWithoutARequiredKeySaysWhatItNeeds(t *testing.T) {
-	for _, tc := range []struct{ yaml, want string }{
+		// An item without a key it needs: the error names all it needs.
 		{"upstreams:\n  - {name: a}\n", "proxy.yaml:2:5: config: an upstream needs a name and a url"},
 		{"upstream: http://u\nlimits:\n  - {name: a, rate: 1r/s}\n", "proxy.yaml:3:5: config: a limit needs a name, a key and a rate"},
 		{"upstream: http://u\nconns:\n  - {max: 1}\n", "proxy.yaml:3:5: config: a conn limit needs a name and a max"},
 		{"upstream: http://u\nroutes:\n  - {name: r}\n", "proxy.yaml:3:5: config: a route needs a name and a match"},
 	} {
-		if _, err := gateway.ParseFile("proxy.yaml", []byte(tc.yaml)); err == nil || err.Error() != tc.want {
-			t.Errorf("%q: error %v, want %q", tc.yaml, err, tc.want)
+		_, err := gateway.ParseFile("proxy.yaml", []byte(tc.yaml))
+		if err == nil || !strings.HasPrefix(err.Error(), tc.want) {
+			t.Errorf("%q: error %v, want it to start with %q", tc.yaml, err, tc.want)
 		}
 	}
 }

@@ -81,18 +81,25 @@ func parsePeer(s string) (netip.Addr, bool) {
 	return netip.Addr{}, false
 }
 
-func FuzzXForwardedFor(f *testing.F) {
+// fuzzHeader fuzzes a Resolver that trusts fuzzTrusted and reads h, whose
+// field name is name, on a RemoteAddr and a value of h; for each request
+// that check passes with a trusted peer p, prop checks the answer got.
+func fuzzHeader(f *testing.F, h clientip.Header, name string, prop func(t *testing.T, value string, lines []string, got, p netip.Addr)) {
 	for _, s := range fuzzSeeds {
 		f.Add(s.peer, s.value)
 	}
-	r := &clientip.Resolver{TrustedProxies: fuzzTrusted}
+	r := &clientip.Resolver{TrustedProxies: fuzzTrusted, Header: h}
 	f.Fuzz(func(t *testing.T, peer, value string) {
 		lines := strings.Split(value, "\n")
-		req := &http.Request{RemoteAddr: peer, Header: http.Header{"X-Forwarded-For": lines}}
-		got, p, ok := check(t, r, req)
-		if !ok || !fuzzTrustedAddr(p) {
-			return
+		req := &http.Request{RemoteAddr: peer, Header: http.Header{name: lines}}
+		if got, p, ok := check(t, r, req); ok && fuzzTrustedAddr(p) {
+			prop(t, value, lines, got, p)
 		}
+	})
+}
+
+func FuzzXForwardedFor(f *testing.F) {
+	fuzzHeader(f, clientip.XForwardedFor, "X-Forwarded-For", func(t *testing.T, _ string, lines []string, got, p netip.Addr) {
 		if want := referenceXFF(lines, p); got != want {
 			t.Fatalf("peer %v, X-Forwarded-For %q: ClientIP = %v, reference says %v", p, lines, got, want)
 		}
@@ -142,17 +149,7 @@ func (e fuzzError) Error() string { return string(e) }
 const errBracketedIPv4 = fuzzError("bracketed IPv4")
 
 func FuzzForwarded(f *testing.F) {
-	for _, s := range fuzzSeeds {
-		f.Add(s.peer, s.value)
-	}
-	r := &clientip.Resolver{TrustedProxies: fuzzTrusted, Header: clientip.Forwarded}
-	f.Fuzz(func(t *testing.T, peer, value string) {
-		lines := strings.Split(value, "\n")
-		req := &http.Request{RemoteAddr: peer, Header: http.Header{"Forwarded": lines}}
-		got, p, ok := check(t, r, req)
-		if !ok || !fuzzTrustedAddr(p) {
-			return
-		}
+	fuzzHeader(f, clientip.Forwarded, "Forwarded", func(t *testing.T, value string, lines []string, got, p netip.Addr) {
 		// Anything but the peer must be an address written in the header.
 		if got != p && !mentions(value, got) {
 			t.Fatalf("Forwarded %q: ClientIP = %v, which the header does not contain", value, got)

@@ -18,6 +18,12 @@ import (
 // UTF-8, is left to the proto library, which then decodes the whole
 // message, so both decode every input alike. The work is two passes over
 // the request's bytes.
+//
+// The two passes spell out their own loops over each message's fields
+// (scanRequest and fill, scanDescriptor and fillDescriptor, scanEntry and
+// fillEntry) although the loops look alike: one walker shared by both,
+// calling back per field, measured 5-17% more instructions per decode
+// (bench/callgrind.sh), on every request the server answers.
 
 // maxSharedStrings is the most string bytes of one request kept in one
 // allocation. Past it each string gets its own, so that a string the

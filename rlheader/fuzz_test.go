@@ -47,23 +47,31 @@ func FuzzParseStatuses(f *testing.F) {
 				t.Fatalf("ParseStatuses(%q) gave an invalid %+v", lines, st)
 			}
 		}
-		out := AppendStatuses(nil, ss...)
-		again, err := ParseStatuses([]string{string(out)})
-		if err != nil {
-			t.Fatalf("ParseStatuses(%q) rejects our serialization %s of %q: %v", out, out, lines, err)
-		}
-		if len(ss) == 0 {
-			again = ss
-		}
-		if !reflect.DeepEqual(ss, again) {
-			t.Fatalf("%q: parsed %+v, reparsed %s as %+v", lines, ss, out, again)
-		}
-		if len(out) > 0 {
-			if _, err := httpsfv.UnmarshalList([]string{string(out)}); err != nil {
-				t.Fatalf("httpsfv rejects our serialization %s: %v", out, err)
-			}
-		}
+		checkRoundTrip(t, "ParseStatuses", lines, ss, ParseStatuses, AppendStatuses)
 	})
+}
+
+// checkRoundTrip checks that parse (named what) reads the serialization
+// appendTo writes of vs, which parse read from lines, back as vs, and
+// that httpsfv accepts that serialization.
+func checkRoundTrip[T any](t *testing.T, what string, lines []string, vs []T, parse func([]string) ([]T, error), appendTo func([]byte, ...T) []byte) {
+	t.Helper()
+	out := appendTo(nil, vs...)
+	again, err := parse([]string{string(out)})
+	if err != nil {
+		t.Fatalf("%s rejects our serialization %s of %q: %v", what, out, lines, err)
+	}
+	if len(vs) == 0 {
+		again = vs
+	}
+	if !reflect.DeepEqual(vs, again) {
+		t.Fatalf("%q: parsed %+v, reparsed %s as %+v", lines, vs, out, again)
+	}
+	if len(out) > 0 {
+		if _, err := httpsfv.UnmarshalList([]string{string(out)}); err != nil {
+			t.Fatalf("httpsfv rejects our serialization %s: %v", out, err)
+		}
+	}
 }
 
 func FuzzParsePolicies(f *testing.F) {
@@ -82,22 +90,7 @@ func FuzzParsePolicies(f *testing.F) {
 				t.Fatalf("ParsePolicies(%q) gave an invalid %+v", lines, p)
 			}
 		}
-		out := AppendPolicies(nil, ps...)
-		again, err := ParsePolicies([]string{string(out)})
-		if err != nil {
-			t.Fatalf("ParsePolicies rejects our serialization %s of %q: %v", out, lines, err)
-		}
-		if len(ps) == 0 {
-			again = ps
-		}
-		if !reflect.DeepEqual(ps, again) {
-			t.Fatalf("%q: parsed %+v, reparsed %s as %+v", lines, ps, out, again)
-		}
-		if len(out) > 0 {
-			if _, err := httpsfv.UnmarshalList([]string{string(out)}); err != nil {
-				t.Fatalf("httpsfv rejects our serialization %s: %v", out, err)
-			}
-		}
+		checkRoundTrip(t, "ParsePolicies", lines, ps, ParsePolicies, AppendPolicies)
 	})
 }
 

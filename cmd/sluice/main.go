@@ -38,19 +38,13 @@ func run(args []string, stdout, stderr io.Writer) int {
 	case "check":
 		return check(args[1:], stdout, stderr)
 	case "serve":
-		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-		defer stop()
-		return runServe(ctx, args[1:], stdout, stderr)
+		return untilStopped(runServe, args[1:], stdout, stderr)
 	case "proxy":
-		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-		defer stop()
-		return runProxy(ctx, args[1:], stdout, stderr)
+		return untilStopped(runProxy, args[1:], stdout, stderr)
 	case "simulate":
 		return simulate(args[1:], stdout, stderr)
 	case "migrate":
-		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-		defer stop()
-		return runMigrate(ctx, args[1:], stdout, stderr)
+		return untilStopped(runMigrate, args[1:], stdout, stderr)
 	case "admin":
 		return runAdmin(context.Background(), args[1:], stdout, stderr)
 	case "version", "-version", "--version":
@@ -61,6 +55,14 @@ func run(args []string, stdout, stderr io.Writer) int {
 		mainUsage(stderr)
 		return 2
 	}
+}
+
+// untilStopped runs cmd with a context that SIGINT or SIGTERM cancels:
+// serve, proxy and migrate end (gracefully, each its own way) on either.
+func untilStopped(cmd func(context.Context, []string, io.Writer, io.Writer) int, args []string, stdout, stderr io.Writer) int {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	return cmd(ctx, args, stdout, stderr)
 }
 
 // mainUsage prints the general help: the commands.

@@ -58,11 +58,23 @@ descriptors:
 	}
 }
 
-// value_to_metric names the series by the request's value at a key-only
-// level; detailed_metric names it by the whole descriptor, share_threshold
-// levels by their pattern.
+// The metrics series a hit is counted under: value_to_metric names it by
+// the request's value at a key-only level; detailed_metric names it by the
+// whole descriptor; a share_threshold level keeps its pattern, even with
+// value_to_metric on that level (the value would give each its own series,
+// where the values share one counter).
 func TestMetricNamesFromRequestValues(t *testing.T) {
-	rules := configtest.Parse(t, `
+	for _, tc := range []struct {
+		name, rules string
+		hits        []*rlpb.RateLimitDescriptor // each in a request of its own
+		want        map[string]float64          // hits by series
+	}{
+		{
+			// With a share_threshold level, envoyproxy/ratelimit writes the
+			// other levels as its descriptorKey does: no "_" for an empty
+			// value.
+			name: "value_to_metric and detailed_metric",
+			rules: `
 domain: d
 descriptors:
   - key: route
@@ -77,25 +89,13 @@ descriptors:
       - key: tag
         detailed_metric: true
         rate_limit: {unit: minute, requests_per_unit: 100}
-`)
-	h := start(t, t0, service.Config{Rules: rules})
-	decideOne(t, h, request("d", 0, desc("route", "checkout", "user", "bob")))
-	decideOne(t, h, request("d", 0, desc("path", "/api/x", "tag", "")))
-	if got := counter(t, h, "sluice_rls_hits_total", "d.route_checkout.user"); got != 1 {
-		t.Errorf("value_to_metric: hits under d.route_checkout.user = %v, want 1", got)
-	}
-	// With a share_threshold level, envoyproxy/ratelimit writes the other
-	// levels as its descriptorKey does: no "_" for an empty value.
-	if got := counter(t, h, "sluice_rls_hits_total", "d.path_/api/*.tag"); got != 1 {
-		t.Errorf("detailed_metric: hits under d.path_/api/*.tag = %v, want 1", got)
-	}
-}
-
-// At a share_threshold level the metrics name keeps the pattern, even
-// with value_to_metric on that level (the value would give each its own
-// series, where the values share one counter).
-func TestValueToMetricKeepsTheShareThresholdPattern(t *testing.T) {
-	rules := configtest.Parse(t, `
+`,
+			hits: []*rlpb.RateLimitDescriptor{desc("route", "checkout", "user", "bob"), desc("path", "/api/x", "tag", "")},
+			want: map[string]float64{"d.route_checkout.user": 1, "d.path_/api/*.tag": 1},
+		},
+		{
+			name: "value_to_metric on a share_threshold level",
+			rules: `
 domain: d
 descriptors:
   - key: files
@@ -106,12 +106,22 @@ descriptors:
       - key: user
         value_to_metric: true
         rate_limit: {unit: minute, requests_per_unit: 100}
-`)
-	h := start(t, t0, service.Config{Rules: rules})
-	decideOne(t, h, request("d", 0, desc("files", "files/a.pdf", "user", "bob")))
-	decideOne(t, h, request("d", 0, desc("files", "files/b.csv", "user", "bob")))
-	if got := counter(t, h, "sluice_rls_hits_total", "d.files_files/*.user_bob"); got != 2 {
-		t.Errorf("hits under d.files_files/*.user_bob = %v, want 2", got)
+`,
+			hits: []*rlpb.RateLimitDescriptor{desc("files", "files/a.pdf", "user", "bob"), desc("files", "files/b.csv", "user", "bob")},
+			want: map[string]float64{"d.files_files/*.user_bob": 2},
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := start(t, t0, service.Config{Rules: configtest.Parse(t, tc.rules)})
+			for _, d := range tc.hits {
+				decideOne(t, h, request("d", 0, d))
+			}
+			for series, want := range tc.want {
+				if got := counter(t, h, "sluice_rls_hits_total", series); got != want {
+					t.Errorf("hits under %s = %v, want %v", series, got, want)
+				}
+			}
+		})
 	}
 }
 

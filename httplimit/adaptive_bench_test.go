@@ -39,7 +39,7 @@ func BenchmarkAdaptivePolicy(b *testing.B) {
 		b.Run(bc.name, func(b *testing.B) {
 			r := httptest.NewRequest(http.MethodGet, "http://example.com/x", nil)
 			r.Header.Set("Sluice-Priority", "critical")
-			w := &discardWriter{h: http.Header{}}
+			w := &statusWriter{h: http.Header{}}
 			b.ReportAllocs()
 			for b.Loop() {
 				bc.h.ServeHTTP(w, r)
@@ -54,7 +54,7 @@ func TestAdaptivePolicyDoesNotAllocate(t *testing.T) {
 	h := adaptiveHandler(t)
 	r := httptest.NewRequest(http.MethodGet, "http://example.com/x", nil)
 	r.Header.Set("Sluice-Priority", "sheddable")
-	w := &discardWriter{h: http.Header{}}
+	w := &statusWriter{h: http.Header{}}
 	if n := testing.AllocsPerRun(1000, func() { h.ServeHTTP(w, r) }); n != 0 {
 		t.Errorf("%v allocations per admitted request, want 0", n)
 	}

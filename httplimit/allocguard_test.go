@@ -2,19 +2,13 @@ package httplimit_test
 
 import (
 	"net/http"
-	"net/http/httptest"
 	"testing"
-	"time"
-
-	"github.com/sluicehq/sluice"
-	"github.com/sluicehq/sluice/httplimit"
-	"github.com/sluicehq/sluice/memstore"
 )
 
 // TestServeAllocationsStayWithinBudget guards the middleware's hot path on
 // the memory store: an allocation added to an admitted or a refused request
 // fails it (testing.AllocsPerRun counts exactly, unlike a timing). The
-// budgets are today's counts. Admitted, two rate policies and an in-flight
+// budgets, hotPath's, are today's counts. Admitted, two rate policies and an in-flight
 // policy: each policy's store key (2), the in-flight group key and its
 // release (2), and the three header values the response carries (3).
 // Refused: the 429's body, headers and the log line's hashed key add the
@@ -26,36 +20,9 @@ func TestServeAllocationsStayWithinBudget(t *testing.T) {
 	if testing.CoverMode() != "" {
 		t.Skip("coverage counters allocate")
 	}
-	ok := http.HandlerFunc(func(http.ResponseWriter, *http.Request) {})
-	for _, c := range []struct {
-		name   string
-		cfg    httplimit.Config
-		status int
-		budget float64
-	}{
-		{"admitted", httplimit.Config{
-			Policies: []httplimit.Policy{
-				{Name: "per-host", Key: httplimit.Host(), Limit: sluice.Limit{Algorithm: sluice.SlidingWindow, Rate: 1 << 20, Period: time.Second, Burst: 1 << 20}},
-				{Name: "per-method", Key: httplimit.Method(), Limit: sluice.Limit{Algorithm: sluice.TokenBucket, Rate: 1 << 20, Period: time.Second, Burst: 1 << 20}},
-			},
-			Concurrency: []httplimit.ConcurrencyPolicy{{Name: "conns", Max: 1 << 20, Key: httplimit.Host()}},
-		}, http.StatusOK, 7},
-		{"refused", httplimit.Config{
-			Policies: []httplimit.Policy{
-				{Name: "none", Key: httplimit.Host(), Limit: sluice.Limit{Algorithm: sluice.FixedWindow, Rate: 1, Period: time.Hour}},
-			},
-		}, http.StatusTooManyRequests, 25},
-	} {
+	for _, c := range hotPath {
 		t.Run(c.name, func(t *testing.T) {
-			st := memstore.New(memstore.Config{})
-			defer st.Close()
-			c.cfg.Limiter, c.cfg.Logger = st, quiet
-			m, err := httplimit.New(c.cfg)
-			if err != nil {
-				t.Fatal(err)
-			}
-			h := m.Handler(ok)
-			r := httptest.NewRequest(http.MethodGet, "http://example.com/x", nil)
+			h, r := measured(t, c.cfg, http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
 			rec := &statusWriter{h: http.Header{}}
 			h.ServeHTTP(rec, r)
 			h.ServeHTTP(rec, r) // the refused case's first request is admitted

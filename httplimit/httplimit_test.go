@@ -33,13 +33,13 @@ var minute0 = time.Unix(1700000040, 0)
 
 func ok(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusOK) }
 
-func newStore(t *testing.T, clock sluice.Clock) *memstore.Store {
+func newStore(t testing.TB, clock sluice.Clock) *memstore.Store {
 	s := memstore.New(memstore.Config{Clock: clock, SweepInterval: -1})
 	t.Cleanup(func() { s.Close() })
 	return s
 }
 
-func mustNew(t *testing.T, cfg httplimit.Config) *httplimit.Middleware {
+func mustNew(t testing.TB, cfg httplimit.Config) *httplimit.Middleware {
 	t.Helper()
 	if cfg.Logger == nil {
 		cfg.Logger = quiet

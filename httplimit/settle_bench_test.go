@@ -2,14 +2,12 @@ package httplimit_test
 
 import (
 	"net/http"
-	"net/http/httptest"
 	"testing"
 	"time"
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/httplimit"
 	"github.com/sluicehq/sluice/internal/clocktest"
-	"github.com/sluicehq/sluice/memstore"
 )
 
 // BenchmarkServeSettle measures a request through the middleware with one
@@ -32,15 +30,8 @@ func BenchmarkServeSettle(b *testing.B) {
 	} {
 		b.Run(bc.name, func(b *testing.B) {
 			clock := clocktest.New() // a second per request: the key never runs dry
-			st := memstore.New(memstore.Config{Clock: clock, SweepInterval: -1})
-			defer st.Close()
-			m, err := httplimit.New(httplimit.Config{Limiter: st, Logger: quiet, Policies: []httplimit.Policy{bc.pol}})
-			if err != nil {
-				b.Fatal(err)
-			}
-			h := m.Handler(costs)
-			r := httptest.NewRequest(http.MethodGet, "http://example.com/x", nil)
-			w := &discardWriter{h: http.Header{}}
+			h, r := measured(b, httplimit.Config{Limiter: newStore(b, clock), Policies: []httplimit.Policy{bc.pol}}, costs)
+			w := &statusWriter{h: http.Header{}}
 			b.ReportAllocs()
 			for b.Loop() {
 				clock.Advance(time.Second)

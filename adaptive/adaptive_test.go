@@ -199,29 +199,28 @@ func TestGradientMeasuresMinRTTAtLowConcurrencyThenRestoresTheLimit(t *testing.T
 		Algorithm: adaptive.Gradient{ProbeInterval: 150 * time.Minute, Jitter: -1},
 		Initial:   40, MinSamples: 1, Window: time.Hour, Clock: clock,
 	})
-	// The first window starts a measurement: the limit is pinned to 3,
-	// one window drains, the next measures.
-	if got := closedWindow(t, l, clock, 30, 20*time.Millisecond); got != 3 {
-		t.Fatalf("limit %d after the first window, want 3 while minRTT is measured", got)
-	}
-	if got := closedWindow(t, l, clock, 3, 50*time.Millisecond); got != 3 {
-		t.Fatalf("limit %d after the draining window, want 3", got)
-	}
-	if got := closedWindow(t, l, clock, 3, 10*time.Millisecond); got != 40 {
-		t.Fatalf("limit %d after the measurement, want 40 restored", got)
-	}
-	// minRTT is 10ms, the target 12.5ms (a 25% buffer): at the target the
-	// limit grows by √40, to 46.
-	if got := closedWindow(t, l, clock, 40, 12500*time.Microsecond); got != 46 {
-		t.Fatalf("limit %d after a window at the target, want 40+√40 = 46", got)
-	}
-	// At twice the target, the gradient is 0.5: 46·0.5+√46 = 29.8.
-	if got := closedWindow(t, l, clock, 46, 25*time.Millisecond); got != 29 {
-		t.Fatalf("limit %d after a window at twice the target, want 29", got)
-	}
-	// The interval has passed: the next window measures again.
-	if got := closedWindow(t, l, clock, 29, 12500*time.Microsecond); got != 3 {
-		t.Fatalf("limit %d a ProbeInterval later, want 3 while minRTT is measured again", got)
+	for _, w := range []struct {
+		n    int           // requests in the window
+		rtt  time.Duration // each one's latency
+		want int           // the limit after
+		why  string
+	}{
+		// The first window starts a measurement: the limit is pinned to
+		// 3, one window drains, the next measures.
+		{30, 20 * time.Millisecond, 3, "after the first window, want 3 while minRTT is measured"},
+		{3, 50 * time.Millisecond, 3, "after the draining window, want 3"},
+		{3, 10 * time.Millisecond, 40, "after the measurement, want 40 restored"},
+		// minRTT is 10ms, the target 12.5ms (a 25% buffer): at the target
+		// the limit grows by √40, to 46.
+		{40, 12500 * time.Microsecond, 46, "after a window at the target, want 40+√40 = 46"},
+		// At twice the target, the gradient is 0.5: 46·0.5+√46 = 29.8.
+		{46, 25 * time.Millisecond, 29, "after a window at twice the target, want 29"},
+		// The interval has passed: the next window measures again.
+		{29, 12500 * time.Microsecond, 3, "a ProbeInterval later, want 3 while minRTT is measured again"},
+	} {
+		if got := closedWindow(t, l, clock, w.n, w.rtt); got != w.want {
+			t.Fatalf("limit %d %s", got, w.why)
+		}
 	}
 }
 

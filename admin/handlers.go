@@ -93,20 +93,7 @@ func state(key string, lim sluice.Limit, res sluice.Result) keyState {
 }
 
 // peek answers a key's state without spending.
-func (a *API) peek(w http.ResponseWriter, r *http.Request) {
-	key, lim, pk, ok := a.keyCall(w, r)
-	if !ok {
-		return
-	}
-	ctx, cancel := context.WithTimeout(r.Context(), a.cfg.Timeout)
-	defer cancel()
-	res, err := pk.Peek(ctx, key, lim)
-	if err != nil {
-		errStatus(w, err)
-		return
-	}
-	writeJSON(w, state(key, lim, res))
-}
+func (a *API) peek(w http.ResponseWriter, r *http.Request) { a.answerKey(w, r, nil) }
 
 // reset gives back what the key has spent in its current window (a peek,
 // then a refund of the difference to the capacity), and answers its state
@@ -117,6 +104,19 @@ func (a *API) reset(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotImplemented, "the store cannot refund, so cannot reset a key")
 		return
 	}
+	a.answerKey(w, r, func(ctx context.Context, key string, lim sluice.Limit, res sluice.Result) (int, error) {
+		spent := lim.Capacity() - res.Remaining
+		if spent <= 0 {
+			return 0, nil
+		}
+		return spent, rf.RefundN(ctx, key, lim, spent)
+	})
+}
+
+// answerKey answers a peek or reset body with the key's state: read, then,
+// if change is not nil, changed by it (given the state read, it returns
+// the units refunded) and read again.
+func (a *API) answerKey(w http.ResponseWriter, r *http.Request, change func(context.Context, string, sluice.Limit, sluice.Result) (int, error)) {
 	key, lim, pk, ok := a.keyCall(w, r)
 	if !ok {
 		return
@@ -124,19 +124,19 @@ func (a *API) reset(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := context.WithTimeout(r.Context(), a.cfg.Timeout)
 	defer cancel()
 	res, err := pk.Peek(ctx, key, lim)
-	spent := lim.Capacity() - res.Remaining
-	if err == nil && spent > 0 {
-		err = rf.RefundN(ctx, key, lim, spent)
-	}
-	if err == nil {
-		res, err = pk.Peek(ctx, key, lim)
+	refunded := 0
+	if err == nil && change != nil {
+		refunded, err = change(ctx, key, lim, res)
+		if err == nil {
+			res, err = pk.Peek(ctx, key, lim)
+		}
 	}
 	if err != nil {
 		errStatus(w, err)
 		return
 	}
 	st := state(key, lim, res)
-	st.Refunded = max(spent, 0)
+	st.Refunded = refunded
 	writeJSON(w, st)
 }
 

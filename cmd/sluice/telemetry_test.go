@@ -127,52 +127,54 @@ func udpListener(t *testing.T) (port int, lines <-chan string) {
 	return pc.LocalAddr().(*net.UDPAddr).Port, ch
 }
 
-// With USE_STATSD=true, serve sends envoyproxy/ratelimit's stats to
-// STATSD_HOST:STATSD_PORT (over UDP with STATSD_PROTOCOL=udp), each tagged
-// with EXTRA_TAGS; the counts held at SIGTERM are flushed within the drain
-// (the flush interval here is an hour).
-func TestServeSendsEnvoyRatelimitStatsToStatsd(t *testing.T) {
-	port, lines := udpListener(t)
-	t.Setenv("USE_STATSD", "true")
-	t.Setenv("STATSD_HOST", "127.0.0.1")
-	t.Setenv("STATSD_PORT", strconv.Itoa(port))
-	t.Setenv("STATSD_PROTOCOL", "udp")
-	t.Setenv("EXTRA_TAGS", "cluster:eu1")
-	t.Setenv("STATS_FLUSH_INTERVAL", "1h")
-	s, grpcAddr, _ := launchListening(t)
-	callRLS(t, grpcAddr, 3)
-	s.stop(t)
+// serve sends envoyproxy/ratelimit's stats to STATSD_HOST:STATSD_PORT over
+// UDP, each tagged with EXTRA_TAGS, and flushes the counts it holds at
+// SIGTERM within the drain (the flush interval here is an hour): with
+// USE_STATSD=true (STATSD_PROTOCOL=udp) as statsd lines, and with
+// USE_DOG_STATSD=true as DogStatsD lines, EXTRA_TAGS as DogStatsD tags and
+// names rewritten by the mogrifiers of USE_DOG_STATSD_MOGRIFIERS, as
+// envoyproxy/ratelimit's README configures them.
+func TestServeSendsEnvoyRatelimitStats(t *testing.T) {
 	const rule = "ratelimit.service.rate_limit.d.k."
-	awaitLines(t, "statsd", lines,
-		rule+"total_hits.__cluster=eu1:3|c",
-		rule+"within_limit.__cluster=eu1:2|c",
-		rule+"over_limit.__cluster=eu1:1|c",
-		rule+"near_limit.__cluster=eu1:1|c",
-		"ratelimit_server.ShouldRateLimit.total_requests.__cluster=eu1:3|c")
-}
-
-// With USE_DOG_STATSD=true the stats go out as DogStatsD lines over UDP:
-// EXTRA_TAGS as DogStatsD tags, and names rewritten by the mogrifiers of
-// USE_DOG_STATSD_MOGRIFIERS, as envoyproxy/ratelimit's README configures
-// them.
-func TestServeSendsDogStatsD(t *testing.T) {
-	port, lines := udpListener(t)
-	t.Setenv("USE_DOG_STATSD", "true")
-	t.Setenv("STATSD_HOST", "127.0.0.1")
-	t.Setenv("STATSD_PORT", strconv.Itoa(port))
-	t.Setenv("EXTRA_TAGS", "cluster:eu1")
-	t.Setenv("STATS_FLUSH_INTERVAL", "1h")
-	t.Setenv("USE_DOG_STATSD_MOGRIFIERS", "HITS")
-	t.Setenv("DOG_STATSD_MOGRIFIER_HITS_PATTERN", `^ratelimit\.service\.rate_limit\.([^.]+)\.(.*)\.([^.]+)$`)
-	t.Setenv("DOG_STATSD_MOGRIFIER_HITS_NAME", "ratelimit.service.rate_limit.$3")
-	t.Setenv("DOG_STATSD_MOGRIFIER_HITS_TAGS", "domain:$1,descriptor:$2")
-	s, grpcAddr, _ := launchListening(t)
-	callRLS(t, grpcAddr, 3)
-	s.stop(t)
-	awaitLines(t, "DogStatsD", lines,
-		"ratelimit.service.rate_limit.over_limit:1|c|#cluster:eu1,domain:d,descriptor:k",
-		"ratelimit.service.rate_limit.total_hits:3|c|#cluster:eu1,domain:d,descriptor:k",
-		"ratelimit_server.ShouldRateLimit.total_requests:3|c|#cluster:eu1")
+	for _, tt := range []struct {
+		name string
+		env  map[string]string
+		want []string
+	}{
+		{"statsd", map[string]string{"USE_STATSD": "true", "STATSD_PROTOCOL": "udp"}, []string{
+			rule + "total_hits.__cluster=eu1:3|c",
+			rule + "within_limit.__cluster=eu1:2|c",
+			rule + "over_limit.__cluster=eu1:1|c",
+			rule + "near_limit.__cluster=eu1:1|c",
+			"ratelimit_server.ShouldRateLimit.total_requests.__cluster=eu1:3|c",
+		}},
+		{"DogStatsD", map[string]string{
+			"USE_DOG_STATSD":                    "true",
+			"USE_DOG_STATSD_MOGRIFIERS":         "HITS",
+			"DOG_STATSD_MOGRIFIER_HITS_PATTERN": `^ratelimit\.service\.rate_limit\.([^.]+)\.(.*)\.([^.]+)$`,
+			"DOG_STATSD_MOGRIFIER_HITS_NAME":    "ratelimit.service.rate_limit.$3",
+			"DOG_STATSD_MOGRIFIER_HITS_TAGS":    "domain:$1,descriptor:$2",
+		}, []string{
+			"ratelimit.service.rate_limit.over_limit:1|c|#cluster:eu1,domain:d,descriptor:k",
+			"ratelimit.service.rate_limit.total_hits:3|c|#cluster:eu1,domain:d,descriptor:k",
+			"ratelimit_server.ShouldRateLimit.total_requests:3|c|#cluster:eu1",
+		}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			port, lines := udpListener(t)
+			t.Setenv("STATSD_HOST", "127.0.0.1")
+			t.Setenv("STATSD_PORT", strconv.Itoa(port))
+			t.Setenv("EXTRA_TAGS", "cluster:eu1")
+			t.Setenv("STATS_FLUSH_INTERVAL", "1h")
+			for k, v := range tt.env {
+				t.Setenv(k, v)
+			}
+			s, grpcAddr, _ := launchListening(t)
+			callRLS(t, grpcAddr, 3)
+			s.stop(t)
+			awaitLines(t, tt.name, lines, tt.want...)
+		})
+	}
 }
 
 // awaitLines reads lines until each of want has come, failing the test

@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/adaptive"
@@ -130,36 +129,16 @@ func TestAdaptivePolicyShedsWhenTheBackendSlowsPastCapacity(t *testing.T) {
 		if !(rate(adaptive.Sheddable) > rate(adaptive.Critical)) {
 			t.Errorf("refused: sheddable %.2f, critical %.2f; want sheddable refused first", rate(adaptive.Sheddable), rate(adaptive.Critical))
 		}
-		if got := testutil.ToFloat64(gauge(t, reg, "sluice_http_adaptive_limit")); got != float64(limit) {
+		if got := series(t, reg, "sluice_http_adaptive_limit", "", ""); got != float64(limit) {
 			t.Errorf("sluice_http_adaptive_limit = %v, want %d", got, limit)
 		}
-		if got := testutil.ToFloat64(gauge(t, reg, "sluice_http_adaptive_latency_seconds")); got <= 0 {
+		if got := series(t, reg, "sluice_http_adaptive_latency_seconds", "", ""); got <= 0 {
 			t.Errorf("sluice_http_adaptive_latency_seconds = %v, want the last window's mean", got)
 		}
 		if n := decisions(t, reg, "shed"); n != float64(res.shed[adaptive.Sheddable]+res.shed[adaptive.Critical]) {
 			t.Errorf("shed counted %v, want %d", n, res.shed[adaptive.Sheddable]+res.shed[adaptive.Critical])
 		}
 	})
-}
-
-// gauge returns the collector of the one series named name in reg, for
-// testutil.ToFloat64.
-func gauge(t *testing.T, reg *prometheus.Registry, name string) prometheus.Collector {
-	t.Helper()
-	mfs, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, mf := range mfs {
-		if mf.GetName() == name && len(mf.GetMetric()) == 1 {
-			v := mf.GetMetric()[0].GetGauge().GetValue()
-			g := prometheus.NewGauge(prometheus.GaugeOpts{Name: name, Help: "copy"})
-			g.Set(v)
-			return g
-		}
-	}
-	t.Fatalf("no single series %s", name)
-	return nil
 }
 
 // A request the adaptive policy sheds spends no rate limit: what the rate

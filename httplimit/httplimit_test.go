@@ -17,6 +17,7 @@ import (
 
 	"github.com/dunglas/httpsfv"
 	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/httplimit"
@@ -259,23 +260,33 @@ func TestShadow(t *testing.T) {
 // decisions returns the count of decisions with outcome in reg.
 func decisions(t *testing.T, reg *prometheus.Registry, outcome string) float64 {
 	t.Helper()
+	return series(t, reg, "sluice_http_decisions_total", "outcome", outcome)
+}
+
+// series returns the value of the counter or gauge name in reg whose label
+// is value, or of its one series when label is ""; none fails the test.
+func series(t *testing.T, reg *prometheus.Registry, name, label, value string) float64 {
+	t.Helper()
 	mfs, err := reg.Gather()
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, mf := range mfs {
-		if mf.GetName() != "sluice_http_decisions_total" {
+		if mf.GetName() != name {
 			continue
 		}
 		for _, m := range mf.GetMetric() {
-			for _, l := range m.GetLabel() {
-				if l.GetName() == "outcome" && l.GetValue() == outcome {
+			if label == "" && len(mf.GetMetric()) == 1 || slices.ContainsFunc(m.GetLabel(), func(l *dto.LabelPair) bool {
+				return l.GetName() == label && l.GetValue() == value
+			}) {
+				if mf.GetType() == dto.MetricType_COUNTER {
 					return m.GetCounter().GetValue()
 				}
+				return m.GetGauge().GetValue()
 			}
 		}
 	}
-	t.Fatalf("no decisions with outcome %q", outcome)
+	t.Fatalf("no series %s{%s=%q}", name, label, value)
 	return 0
 }
 

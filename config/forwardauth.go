@@ -168,20 +168,10 @@ func (p *parser) forwardAuth(key, n *yaml.Node) (*ForwardAuth, error) {
 			descs = f.val
 		}
 	}
-	const none = "forward_auth has no descriptors (want a list of {entries: [{key: ..., from: ...}]})"
-	if descs == nil {
-		return nil, p.errf(n, none)
-	}
-	items, err := p.items(descs, "forward_auth descriptors must be a list", none)
+	fa.Descriptors, err = compileList(p, n, descs, "forward_auth descriptors must be a list",
+		"forward_auth has no descriptors (want a list of {entries: [{key: ..., from: ...}]})", p.authDescriptor)
 	if err != nil {
 		return nil, err
-	}
-	for _, item := range items {
-		d, err := p.authDescriptor(item)
-		if err != nil {
-			return nil, err
-		}
-		fa.Descriptors = append(fa.Descriptors, d)
 	}
 	if err := p.checkCanonicalValues(fa, &p.domain.root); err != nil {
 		return nil, err
@@ -251,17 +241,30 @@ func canonicalValue(src AuthSource, v string) (string, bool) {
 	return c, c == v
 }
 
-// items returns the items of n, which must be a list of at least one: the
-// errors are notList (followed by what n is) and empty.
-func (p *parser) items(n *yaml.Node, notList, empty string) ([]*yaml.Node, error) {
-	list := deref(n)
+// compileList compiles each item of list, the value of a key of parent
+// (nil when the key is absent), with each. The list must hold at least
+// one item: the errors are none (at parent when the key is absent),
+// notList (followed by what list is) and each's first.
+func compileList[T any](p *parser, parent, list *yaml.Node, notList, none string, each func(*yaml.Node) (T, error)) ([]T, error) {
+	if list == nil {
+		return nil, p.errf(parent, "%s", none)
+	}
+	list = deref(list)
 	if list.Kind != yaml.SequenceNode {
 		return nil, p.errf(list, "%s, not %s", notList, kind(list))
 	}
 	if len(list.Content) == 0 {
-		return nil, p.errf(list, "%s", empty)
+		return nil, p.errf(list, "%s", none)
 	}
-	return list.Content, nil
+	var out []T // grown as each item passes each's checks (and counts)
+	for _, item := range list.Content {
+		v, err := each(item)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, v)
+	}
+	return out, nil
 }
 
 // prefixes reads trusted_proxies: a list of networks ("10.0.0.0/8") or
@@ -319,22 +322,9 @@ func (p *parser) authDescriptor(n *yaml.Node) (AuthDescriptor, error) {
 	for _, f := range fields {
 		entries = f.val // the only key
 	}
-	const none = "forward_auth descriptor has no entries"
-	if entries == nil {
-		return d, p.errf(n, none)
-	}
-	items, err := p.items(entries, "entries must be a list of {key: ..., from: ...}", none)
-	if err != nil {
-		return d, err
-	}
-	for _, item := range items {
-		e, err := p.authEntry(item)
-		if err != nil {
-			return d, err
-		}
-		d.Entries = append(d.Entries, e)
-	}
-	return d, nil
+	d.Entries, err = compileList(p, n, entries, "entries must be a list of {key: ..., from: ...}",
+		"forward_auth descriptor has no entries", p.authEntry)
+	return d, err
 }
 
 // authEntry compiles one forward_auth entry: its fields are read, then

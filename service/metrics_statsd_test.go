@@ -23,17 +23,21 @@ func statsdHarness(t *testing.T, cfg service.Config, tags map[string]string) (*h
 	return h, sink, store
 }
 
+// mongoAndShadowed is the rules of mongo_cps: database (users, per
+// minute) and shadowed, in shadow mode (shadowed per minute).
+func mongoAndShadowed(users, shadowed uint32) *fakeRules {
+	rules := mongo(users, config.Minute)
+	r := fixed("mongo_cps.shadowed", shadowed, config.Minute)
+	r.ShadowMode = true
+	rules.add(r, "shadowed", "")
+	return rules
+}
+
 // The decisions are sent under envoyproxy/ratelimit's stat names, with the
 // counts Prometheus has: dashboards built on its statsd output keep
 // working.
 func TestStatsdCountsUnderEnvoyRatelimitNames(t *testing.T) {
-	rules := mongo(2, config.Minute)
-	rules.add(func() *config.RateLimit {
-		r := fixed("mongo_cps.shadowed", 1, config.Minute)
-		r.ShadowMode = true
-		return r
-	}(), "shadowed", "")
-	h, sink, store := statsdHarness(t, service.Config{Rules: rules}, nil)
+	h, sink, store := statsdHarness(t, service.Config{Rules: mongoAndShadowed(2, 1)}, nil)
 	ctx := context.Background()
 	for range 3 {
 		h.svc.ShouldRateLimit(ctx, request("mongo_cps", 0, desc("database", "users")))
@@ -128,13 +132,7 @@ func TestSendStatsdNeedsMetrics(t *testing.T) {
 // per-rule counter of one equals the other's, whatever the mix of
 // admitted, near, over and shadowed decisions.
 func TestStatsdAgreesWithPrometheus(t *testing.T) {
-	rules := mongo(5, config.Minute)
-	rules.add(func() *config.RateLimit {
-		r := fixed("mongo_cps.shadowed", 3, config.Minute)
-		r.ShadowMode = true
-		return r
-	}(), "shadowed", "")
-	h, sink, store := statsdHarness(t, service.Config{Rules: rules}, nil)
+	h, sink, store := statsdHarness(t, service.Config{Rules: mongoAndShadowed(5, 3)}, nil)
 	ctx := context.Background()
 	for i := range 40 {
 		d := desc("database", "users")

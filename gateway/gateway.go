@@ -70,7 +70,6 @@ import (
 	"io"
 	"log"
 	"log/slog"
-	"maps"
 	"net/http"
 	"net/http/httputil"
 	"net/url"
@@ -654,7 +653,7 @@ func (g *Gateway) forwarder(st *state, u Upstream, route string) (http.Handler, 
 		st.cfg.Metrics.inflight(u.Name, 1)
 		defer st.cfg.Metrics.inflight(u.Name, -1)
 		if len(w.Header()) > 0 {
-			w = &keepHeaders{ResponseWriter: w, saved: maps.Clone(w.Header())}
+			w = keepHeadersOf(w)
 		}
 		if b, ok := r.Body.(*clientBody); ok && b.rest != nil {
 			w = &streamingBody{ResponseWriter: w, body: b} // for upstreamError
@@ -722,8 +721,26 @@ func (st *state) underBase(w http.ResponseWriter, r *http.Request, route string)
 // Early Hints).
 type keepHeaders struct {
 	http.ResponseWriter
-	saved   http.Header
+	saved   []savedHeader // in few, which holds the usual ones
+	few     [4]savedHeader
 	cleared bool // a 1xx was written, and the header map cleared after it
+}
+
+// savedHeader is a header's name and values (shared, not copied).
+type savedHeader struct {
+	name   string
+	values []string
+}
+
+// keepHeadersOf wraps w, keeping the headers set on it now, in one
+// allocation when they are four at most.
+func keepHeadersOf(w http.ResponseWriter) *keepHeaders {
+	k := &keepHeaders{ResponseWriter: w}
+	k.saved = k.few[:0]
+	for name, v := range w.Header() {
+		k.saved = append(k.saved, savedHeader{name, v})
+	}
+	return k
 }
 
 func (k *keepHeaders) WriteHeader(code int) {
@@ -732,8 +749,8 @@ func (k *keepHeaders) WriteHeader(code int) {
 	} else if k.cleared {
 		k.cleared = false
 		h := k.ResponseWriter.Header()
-		for name, v := range k.saved {
-			h[name] = append(v[:len(v):len(v)], h[name]...)
+		for _, s := range k.saved {
+			h[s.name] = append(s.values[:len(s.values):len(s.values)], h[s.name]...)
 		}
 	}
 	k.ResponseWriter.WriteHeader(code)

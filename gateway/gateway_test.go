@@ -868,15 +868,11 @@ routes: [{name: all, match: /, limits: [q]}]
 	queued := make(chan struct{}, 1)
 	cfg.Wait = func(ctx context.Context, d time.Duration) error {
 		queued <- struct{}{}
-		timer := time.NewTimer(d)
-		defer timer.Stop()
-		select {
-		case <-timer.C:
-			return nil
-		case <-ctx.Done():
+		err := httplimit.Sleep(ctx, d) // the default Wait
+		if err != nil {
 			left.Add(1)
-			return ctx.Err()
 		}
+		return err
 	}
 	_, srv := front(t, cfg)
 	if get(t, srv.Client(), srv.URL+"/").StatusCode != 200 {

@@ -12,8 +12,10 @@
 #	make bench-all                  # about 15 minutes on 2 cores
 #	BENCH_QUICK=1 make bench-all    # about 2 minutes: checks the run, not the figures
 #
-# The tables, each one `go test -bench` invocation (one process: its rows
-# alternate run by run with -count) unless said otherwise:
+# The tables, each made of rounds: one round is one process of the bench
+# test binary running every row of the table once, so that the rows of a
+# table alternate and share the machine's load alike (-count would repeat
+# each row in place):
 #
 #	in process   BenchmarkLimiters: hot key (1 goroutine) and 100,000 keys
 #	             (2 goroutines), Sluice's algorithms and x/time/rate, httprate,
@@ -50,11 +52,11 @@ BENCH_CACHE=${BENCH_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/sluice-bench}
 
 if [ "${BENCH_QUICK:-}" = 1 ]; then
 	mode=quick
-	lim_count=1 lim_time=50ms rls_n=3000 rls_count=1 mw_count=1 mw_time=50ms
+	lim_rounds=1 lim_time=50ms rls_n=3000 rls_rounds=1 mw_rounds=1 mw_time=50ms
 	proxy_duration=2s proxy_warmup=1s suite_timeout=300
 else
 	mode=full
-	lim_count=6 lim_time=300ms rls_n=20000 rls_count=3 mw_count=5 mw_time=300ms
+	lim_rounds=6 lim_time=300ms rls_n=20000 rls_rounds=3 mw_rounds=5 mw_time=300ms
 	proxy_duration=15s proxy_warmup=3s suite_timeout=900
 fi
 
@@ -83,27 +85,33 @@ out=$work/tables.md
 # and after ($2), seconds ($3), and the exit status ($4) when not 0.
 stamp() {
 	local status=""
-	[ "$4" = 0 ] || status="; **exit status $4** (see the rows)"
+	[ "$4" = 0 ] || status="; **exit status $4** in a round (see the rows)"
 	printf '_%s UTC · commit %s · %s · %s · load average %s before, %s after · %s s%s._\n\n' \
 		"$(date -u '+%Y-%m-%d %H:%M')" "$commit" "$machine" "$gover" "$1" "$2" "$3" "$status"
 }
 
-# suite NAME COMMAND… runs a command from bench/ with the suite timeout,
-# its output in $work/NAME.txt, and sets load0, load1, secs and rc.
+# suite NAME ROUNDS COMMAND… runs a command ROUNDS times from bench/, each
+# with the suite timeout, its output in $work/NAME.txt, and sets load0,
+# load1, secs and rc (the first non-zero exit status of a round, else 0).
 suite() {
-	local name=$1 t0
-	shift
-	say "$name: $*"
+	local name=$1 rounds=$2 t0 i r
+	shift 2
+	say "$name: $rounds× $*"
 	load0=$(load)
 	t0=$(date +%s)
-	(cd "$here" && timeout "$suite_timeout" "$@") >"$work/$name.txt" 2>&1
-	rc=$?
+	rc=0
+	: >"$work/$name.txt"
+	for i in $(seq "$rounds"); do
+		(cd "$here" && timeout "$suite_timeout" "$@") >>"$work/$name.txt" 2>&1
+		r=$?
+		if [ "$r" != 0 ]; then
+			say "$name: round $i: exit status $r; the end of its output:"
+			tail -5 "$work/$name.txt" >&2
+			[ "$rc" != 0 ] || rc=$r
+		fi
+	done
 	secs=$(($(date +%s) - t0))
 	load1=$(load)
-	if [ "$rc" != 0 ]; then
-		say "$name: exit status $rc; the end of its output:"
-		tail -5 "$work/$name.txt" >&2
-	fi
 }
 
 # table NAME ARGS… prints the markdown table of benchtable ARGS over
@@ -157,13 +165,13 @@ missing() {
 }
 
 in_process() {
-	suite limiters "$work/bench.test" -test.run '^$' -test.bench 'Limiters|Clock' -test.benchmem -test.cpu 2 \
-		-test.count "$lim_count" -test.benchtime "$lim_time"
+	suite limiters "$lim_rounds" "$work/bench.test" -test.run '^$' -test.bench 'Limiters|Clock' -test.benchmem -test.cpu 2 \
+		-test.benchtime "$lim_time"
 	printf '### In process: one decision, Sluice and the Go limiters\n\n'
 	stamp "$load0" "$load1" "$secs" "$rc"
 	cat <<EOF
-\`BenchmarkLimiters\` and \`BenchmarkClock\`, \`-cpu 2 -count $lim_count -benchtime $lim_time\`: each run
-of the process runs every row once, so rows alternate. ns/op median (range) over the runs; the last column
+\`BenchmarkLimiters\` and \`BenchmarkClock\`, \`-cpu 2 -benchtime $lim_time\`, $lim_rounds rounds (a process each,
+every row once per round). ns/op median (range) over the rounds; the last column
 is the row's ns/op over sluice-tokenbucket's (below 1: faster than Sluice's default). Hot key: one goroutine,
 one key. 100,000 keys: two goroutines (b.RunParallel), every key held before the timer starts.
 
@@ -183,12 +191,12 @@ rls_processes() {
 	envoy=$(envoy_ratelimit)
 	local m
 	m=$(missing redis-server)
-	suite rls-processes env SLUICE="$work/sluice" ENVOY_RATELIMIT="$envoy" "$work/bench.test" -test.run '^$' \
-		-test.bench 'RLSProcesses' -test.benchmem -test.count "$rls_count" -test.benchtime "${rls_n}x"
+	suite rls-processes "$rls_rounds" env SLUICE="$work/sluice" ENVOY_RATELIMIT="$envoy" "$work/bench.test" -test.run '^$' \
+		-test.bench 'RLSProcesses' -test.benchmem -test.benchtime "${rls_n}x"
 	printf '### %s\n\n' "$title"
 	stamp "$load0" "$load1" "$secs" "$rc"
 	cat <<EOF
-\`BenchmarkRLSProcesses\`, \`-count $rls_count -benchtime ${rls_n}x\`: one load generator (64 goroutines, one
+\`BenchmarkRLSProcesses\`, \`-benchtime ${rls_n}x\`, $rls_rounds rounds: one load generator (64 goroutines, one
 gRPC connection, 10,000 descriptor values) calls each server in turn on loopback; floor is a constant OK on
 serve's gRPC options; sluice serve and envoyproxy/ratelimit ($ENVOY_RATELIMIT_VERSION) run with their
 defaults and one rule (fixed window, 1e9 per second: every call admitted) on the same redis-server.
@@ -205,12 +213,12 @@ EOF
 }
 
 rls_in_process() {
-	suite rls "$work/bench.test" -test.run '^$' -test.benchmem -test.count "$rls_count" -test.benchtime "${rls_n}x" \
+	suite rls "$rls_rounds" "$work/bench.test" -test.run '^$' -test.benchmem -test.benchtime "${rls_n}x" \
 		-test.bench 'RLS$/keys=10000/conc=64/target=(floor|memstore|direct-incrby-expire-rueidis|service-incrby-expire|redisstore)$'
 	printf '### RLS over gRPC, server and load generator in one process\n\n'
 	stamp "$load0" "$load1" "$secs" "$rc"
 	cat <<EOF
-\`BenchmarkRLS\` at 10,000 keys and 64 concurrent calls, \`-count $rls_count -benchtime ${rls_n}x\`, as in
+\`BenchmarkRLS\` at 10,000 keys and 64 concurrent calls, \`-benchtime ${rls_n}x\`, $rls_rounds rounds, as in
 "RLS: the floor, the server's codec, Redis allocations": process CPU is client and server together;
 × floor is the CPU per decision (process + redis-server) over the floor's.
 
@@ -227,23 +235,23 @@ redis_store() {
 		not_measured "$title" "$m missing"
 		return
 	fi
-	suite redis-limiter "$work/bench.test" -test.run '^$' -test.benchmem -test.count "$rls_count" -test.benchtime "${rls_n}x" \
+	suite redis-limiter "$rls_rounds" "$work/bench.test" -test.run '^$' -test.benchmem -test.benchtime "${rls_n}x" \
 		-test.bench 'RedisLimiter/keys=10000/conc=64/'
 	printf '### %s\n\n' "$title"
 	stamp "$load0" "$load1" "$secs" "$rc"
-	printf '`BenchmarkRedisLimiter` at 10,000 keys and 64 goroutines, `-count %s -benchtime %sx`.\n\n' "$rls_count" "$rls_n"
+	printf '`BenchmarkRedisLimiter` at 10,000 keys and 64 goroutines, `-benchtime %sx`, %s rounds.\n\n' "$rls_n" "$rls_rounds"
 	table redis-limiter -prefix 'BenchmarkRedisLimiter/keys=10000/conc=64/limiter=' -first limiter \
 		-cols 'ops/s,p50-µs,p99-µs,lua-µs/op,srv-cpu-µs/op,cli-cpu-µs/op,allocs/op' \
 		-labels 'decisions/s,p50 µs,p99 µs,script µs,Redis CPU µs,client CPU µs,allocs/op'
 }
 
 middleware() {
-	suite middleware "$work/bench.test" -test.run '^$' -test.bench 'Middleware' -test.benchmem -test.cpu 2 \
-		-test.count "$mw_count" -test.benchtime "$mw_time"
+	suite middleware "$mw_rounds" "$work/bench.test" -test.run '^$' -test.bench 'Middleware' -test.benchmem -test.cpu 2 \
+		-test.benchtime "$mw_time"
 	printf '### HTTP middleware: httplimit vs httprate and tollbooth\n\n'
 	stamp "$load0" "$load1" "$secs" "$rc"
-	printf '`BenchmarkMiddleware`, `-cpu 2 -count %s -benchtime %s`; the last column is over none (no middleware).\n\n' "$mw_count" "$mw_time"
-	table middleware -prefix 'BenchmarkMiddleware/' -first middleware -cols 'ns/op,allocs/op,B/op' -ref none
+	printf '`BenchmarkMiddleware`, `-cpu 2 -benchtime %s`, %s rounds: none is the handler alone; parallel/ is b.RunParallel on 2 goroutines.\n\n' "$mw_time" "$mw_rounds"
+	table middleware -prefix 'BenchmarkMiddleware/' -first middleware -cols 'ns/op,allocs/op,B/op'
 }
 
 proxy() {
@@ -254,7 +262,7 @@ proxy() {
 		not_measured "$title" "$m missing"
 		return
 	fi
-	suite proxy env SLUICE="$work/sluice" DURATION="$proxy_duration" WARMUP="$proxy_warmup" KEEP= ./proxy.sh
+	suite proxy 1 env SLUICE="$work/sluice" DURATION="$proxy_duration" WARMUP="$proxy_warmup" KEEP= ./proxy.sh
 	printf '### %s\n\n' "$title"
 	stamp "$load0" "$load1" "$secs" "$rc"
 	printf '`bench/proxy.sh` with `DURATION=%s WARMUP=%s`; its own notes are the lines before and after the table.\n\n' \

@@ -56,7 +56,8 @@ type table struct {
 	cols, labels       []string
 	order              []string                        // rows, in the order they first appeared
 	runs               map[string]map[string][]float64 // row → unit → one value per run
-	notes              map[string]string               // row → why it has no figures (skipped, failed)
+	notes              map[string]string               // row → why a run has no figures (skipped, failed): the first message
+	unfinished         map[string]int                  // row → runs skipped or failed
 }
 
 // procsSuffix is the -GOMAXPROCS suffix go test adds to a benchmark's name.
@@ -74,13 +75,14 @@ var messageLine = regexp.MustCompile(`^\s+\S+\.go:\d+: (.*)$`)
 func (t *table) read(r io.Reader) error {
 	t.runs = map[string]map[string][]float64{}
 	t.notes = map[string]string{}
+	t.unfinished = map[string]int{}
 	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 64<<10), 1<<20)
 	pending := "" // the row of the last status line, waiting for its message
 	for sc.Scan() {
 		line := sc.Text()
 		if pending != "" {
-			if m := messageLine.FindStringSubmatch(line); m != nil && !strings.HasPrefix(t.notes[pending], "failed: ") {
+			if m := messageLine.FindStringSubmatch(line); m != nil && !strings.Contains(t.notes[pending], ": ") {
 				t.notes[pending] += ": " + m[1]
 			}
 			pending = ""
@@ -88,6 +90,7 @@ func (t *table) read(r io.Reader) error {
 		if m := statusLine.FindStringSubmatch(line); m != nil {
 			if row, ok := t.row(m[2]); ok {
 				t.add(row)
+				t.unfinished[row]++
 				if _, seen := t.notes[row]; !seen {
 					t.notes[row] = map[string]string{"SKIP": "skipped", "FAIL": "failed"}[m[1]]
 				}
@@ -157,8 +160,15 @@ func (t *table) write(w io.Writer) error {
 	if len(t.order) == 0 {
 		lines = append(lines, "| (no result: see the log) |")
 	}
+	var notes []string // of the rows with figures and a run without
 	for _, row := range t.order {
 		lines = append(lines, t.line(row))
+		if t.runs[row] != nil && t.unfinished[row] > 0 {
+			notes = append(notes, fmt.Sprintf("- %s: %d run(s) %s", row, t.unfinished[row], t.notes[row]))
+		}
+	}
+	if notes != nil {
+		lines = append(append(lines, ""), notes...)
 	}
 	_, err := io.WriteString(w, strings.Join(lines, "\n")+"\n")
 	return err
@@ -174,7 +184,11 @@ func (t *table) line(row string) string {
 		}
 		return "| " + row + " | 0 | " + strings.TrimSpace(t.notes[row]) + " |" + strings.Repeat(" |", empty)
 	}
-	cells := []string{row, strconv.Itoa(maxRuns(runs))}
+	n := strconv.Itoa(maxRuns(runs))
+	if u := t.unfinished[row]; u > 0 {
+		n += fmt.Sprintf(" (+%d without figures)", u)
+	}
+	cells := []string{row, n}
 	for _, c := range t.cols {
 		cells = append(cells, cell(runs[c]))
 	}

@@ -5,8 +5,9 @@ import (
 	"testing"
 )
 
-// sample is go test's output for three runs of two rows, a skipped row and
-// a failed one, with the lines go test prints around them.
+// sample is go test's output for three runs of two rows (one of which
+// also failed once), a skipped row and a failed one, with the lines go test
+// prints around them.
 const sample = `goos: linux
 cpu: AMD EPYC
 BenchmarkX/case/a-2         	   20000	      1000 ns/op	  12000 ops/s	       0 allocs/op
@@ -20,6 +21,8 @@ BenchmarkX/case/b-2         	   20000	      2000 ns/op	   4500 ops/s	       2 al
     x_test.go:41: more
 BenchmarkX/case/a-2         	   20000	      1100 ns/op	  13000 ops/s	       0 allocs/op
 BenchmarkX/case/b-2         	   20000	      2500 ns/op	   5000 ops/s	       2 allocs/op
+--- FAIL: BenchmarkX/case/b-2
+    x_test.go:40: redis-server counted 0 calls for 1 decisions
 BenchmarkY/case/a-2         	   20000	         1 ns/op
 PASS
 `
@@ -42,9 +45,11 @@ func TestCellsAreMediansWithTheirRange(t *testing.T) {
 		"| target | runs | ns/op | ops/s | allocs/op |",
 		"|---|---:|---:|---:|---:|",
 		"| a | 3 | 1100 (1000–1200) | 12.0k (11.0k–13.0k) | 0.00 |",
-		"| b | 3 | 2500 (2000–3000) | 4500 (4000–5000) | 2.00 |",
+		"| b | 3 (+1 without figures) | 2500 (2000–3000) | 4500 (4000–5000) | 2.00 |",
 		"| c | 0 | skipped: not measured: redis-server not found in PATH | | |",
 		"| d | 0 | failed: server counted 3 calls for 4 decisions | | |",
+		"",
+		"- b: 1 run(s) failed: redis-server counted 0 calls for 1 decisions",
 	}
 	if got := strings.Join(lines, "\n"); got != strings.Join(want, "\n") {
 		t.Errorf("got\n%s\nwant\n%s", got, strings.Join(want, "\n"))
@@ -56,7 +61,7 @@ func TestRefColumnDividesTheFirstMetricByTheRefRows(t *testing.T) {
 	if lines[0] != "| row | runs | ns/op | ÷ a |" {
 		t.Errorf("heading %q", lines[0])
 	}
-	if want := "| b | 3 | 2500 (2000–3000) | 2.27 |"; lines[3] != want {
+	if want := "| b | 3 (+1 without figures) | 2500 (2000–3000) | 2.27 |"; lines[3] != want {
 		t.Errorf("row b: got %q, want %q", lines[3], want)
 	}
 }

@@ -14,24 +14,7 @@ import (
 // starts with prefix, with their values.
 func seriesOf(t *testing.T, h *harness, name, prefix string) map[string]float64 {
 	t.Helper()
-	mfs, err := h.reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	out := map[string]float64{}
-	for _, mf := range mfs {
-		if mf.GetName() != name {
-			continue
-		}
-		for _, m := range mf.GetMetric() {
-			for _, l := range m.GetLabel() {
-				if l.GetName() == "rule" && strings.HasPrefix(l.GetValue(), prefix) {
-					out[l.GetValue()] = m.GetCounter().GetValue()
-				}
-			}
-		}
-	}
-	return out
+	return ruleCounters(t, h, name, func(rule string) bool { return strings.HasPrefix(rule, prefix) })
 }
 
 // detailed_metric labels series by client-chosen values: their number is

@@ -178,26 +178,35 @@ func wantCounters(t *testing.T, h *harness, rule string, want map[string]float64
 	}
 }
 
-// counter reads a per-rule counter of h's registry.
+// counter reads a per-rule counter of h's registry (0 when the rule has no
+// series).
 func counter(t *testing.T, h *harness, name, rule string) float64 {
+	t.Helper()
+	return ruleCounters(t, h, name, func(r string) bool { return r == rule })[rule]
+}
+
+// ruleCounters returns the values of counter name by rule label, for the
+// rules match accepts.
+func ruleCounters(t *testing.T, h *harness, name string, match func(rule string) bool) map[string]float64 {
 	t.Helper()
 	mfs, err := h.reg.Gather()
 	if err != nil {
 		t.Fatal(err)
 	}
+	out := map[string]float64{}
 	for _, mf := range mfs {
 		if mf.GetName() != name {
 			continue
 		}
 		for _, m := range mf.GetMetric() {
 			for _, l := range m.GetLabel() {
-				if l.GetName() == "rule" && l.GetValue() == rule {
-					return m.GetCounter().GetValue()
+				if l.GetName() == "rule" && match(l.GetValue()) {
+					out[l.GetValue()] = m.GetCounter().GetValue()
 				}
 			}
 		}
 	}
-	return 0
+	return out
 }
 
 func TestUnlimitedRuleSkipsStore(t *testing.T) {

@@ -9,56 +9,14 @@ import (
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/internal/clocktest"
+	"github.com/sluicehq/sluice/internal/storetest"
 	"github.com/sluicehq/sluice/memstore"
 )
 
-// TestCalendarMonthAcrossBoundary: a quota of 5 per calendar month in
-// Europe/Berlin, decided by the store on a fake clock: spent out late on 31
-// January, denied with RetryAfter exactly to Berlin's midnight (23:00 UTC,
-// not UTC's), admitted again from that instant with ResetAfter the length of
-// February, and a peek agrees.
+// TestCalendarMonthAcrossBoundary: storetest's Berlin calendar month,
+// decided by the store on a fake clock to the nanosecond.
 func TestCalendarMonthAcrossBoundary(t *testing.T) {
-	berlin, err := time.LoadLocation("Europe/Berlin")
-	if err != nil {
-		t.Fatal(err)
-	}
-	clock := clocktest.At(time.Date(2026, 1, 31, 22, 0, 0, 0, berlin))
-	store := memstore.New(memstore.Config{Clock: clock, SweepInterval: -1})
-	defer store.Close()
-	ctx := context.Background()
-	lim := sluice.PerCalendar(5, sluice.Calendar{Location: berlin, Unit: sluice.CalendarMonth})
-	allow := func(cost int) sluice.Result {
-		t.Helper()
-		res, err := store.AllowN(ctx, "tenant:acme", lim, cost)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return res
-	}
-	if res := allow(5); !res.Allowed || res.Remaining != 0 || res.ResetAfter != 2*time.Hour {
-		t.Fatalf("spending the month: %+v, want admitted, 0 left, ResetAfter 2h", res)
-	}
-	clock.Set(time.Date(2026, 1, 31, 23, 30, 0, 0, time.UTC).Add(-time.Hour)) // 23:30 Berlin
-	if res := allow(1); res.Allowed || res.RetryAfter != 30*time.Minute {
-		t.Fatalf("half an hour before Berlin's midnight: %+v, want denied, RetryAfter 30m", res)
-	}
-	midnight := time.Date(2026, 2, 1, 0, 0, 0, 0, berlin)
-	clock.Set(midnight.Add(-time.Nanosecond))
-	if res := allow(1); res.Allowed || res.RetryAfter != time.Nanosecond {
-		t.Fatalf("a nanosecond before: %+v", res)
-	}
-	clock.Set(midnight)
-	res := allow(1)
-	if want := 28 * 24 * time.Hour; !res.Allowed || res.Remaining != 4 || res.ResetAfter != want {
-		t.Fatalf("at Berlin's midnight: %+v, want admitted, 4 left, ResetAfter %v", res, want)
-	}
-	peek, err := store.Peek(ctx, "tenant:acme", lim)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if peek.Remaining != 4 || peek.ResetAfter != 28*24*time.Hour {
-		t.Fatalf("peek: %+v", peek)
-	}
+	storetest.RunCalendarMonth(t, newStore, storetest.Options{})
 }
 
 // TestCalendarAnchoredMonthAcrossDST: a month anchored on the 15th crosses

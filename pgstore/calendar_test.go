@@ -9,6 +9,7 @@ import (
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/algorithm"
 	"github.com/sluicehq/sluice/internal/clocktest"
+	"github.com/sluicehq/sluice/internal/storetest"
 )
 
 // TestCalendarPeriodsAgreeWithTheAlgorithm: for limits with a calendar (a
@@ -79,4 +80,13 @@ func TestCalendarPeriodsAgreeWithTheAlgorithm(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestCalendarMonth: storetest's Berlin calendar month on PostgreSQL, whose
+// timestamps keep microseconds.
+func TestCalendarMonth(t *testing.T) {
+	storetest.RunCalendarMonth(t, func(t *testing.T, clock sluice.Clock) sluice.Limiter {
+		s, _ := open(t, clock)
+		return s
+	}, storetest.Options{Resolution: time.Microsecond})
 }

@@ -230,14 +230,7 @@ func TestSlidingLogPeriodShrinks(t *testing.T) {
 	}
 	// Same instant, period 2 s: the two old entries leave, two remain.
 	short := sluice.Limit{Algorithm: sluice.SlidingLog, Rate: 5, Period: 2 * time.Second}
-	admitted := 0
-	for range 10 {
-		if r, err := s.Allow(ctx, key, short); err != nil {
-			t.Fatal(err)
-		} else if r.Allowed {
-			admitted++
-		}
-	}
+	admitted := storetest.CountAllowed(t, 10, func() (sluice.Result, error) { return s.Allow(ctx, key, short) })
 	if admitted != 3 {
 		t.Fatalf("after the period shrank, %d admitted, want 3 (5 minus the 2 still in the window)", admitted)
 	}

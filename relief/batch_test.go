@@ -43,13 +43,7 @@ func TestBatchersShareOneGlobalLimit(t *testing.T) {
 	clock.Advance(2 * time.Second)
 	total := admitted
 	for _, s := range servers {
-		for range 20 {
-			if r, err := s.Allow(ctx, "hot", lim); err != nil {
-				t.Fatal(err)
-			} else if r.Allowed {
-				total++
-			}
-		}
+		total += storetest.CountAllowed(t, 20, func() (sluice.Result, error) { return s.Allow(ctx, "hot", lim) })
 	}
 	if total > 100 {
 		t.Fatalf("admitted %d in all, more than 100", total)
@@ -83,14 +77,7 @@ func TestBatcherFixedWindowBoundary(t *testing.T) {
 		t.Fatal("first request denied")
 	}
 	clock.Advance(60 * time.Millisecond) // the next window; the reservation is 60 ms old
-	admitted := 0
-	for range 30 {
-		if r, err := b.Allow(ctx, "k", lim); err != nil {
-			t.Fatal(err)
-		} else if r.Allowed {
-			admitted++
-		}
-	}
+	admitted := storetest.CountAllowed(t, 30, func() (sluice.Result, error) { return b.Allow(ctx, "k", lim) })
 	if admitted != 10 {
 		t.Fatalf("the next window admitted %d, want exactly its 10", admitted)
 	}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/internal/clocktest"
+	"github.com/sluicehq/sluice/internal/storetest"
 	"github.com/sluicehq/sluice/memstore"
 	"github.com/sluicehq/sluice/relief"
 )
@@ -87,14 +88,7 @@ func TestHybrid(t *testing.T) {
 	half := func(l sluice.Limit) sluice.Limit { l.Rate, l.Burst = l.Rate/2, l.Burst/2; return l }
 	h := relief.NewHybrid(local, g, half)
 	lim := sluice.PerMinute(10)
-	admitted := 0
-	for range 20 {
-		if r, err := h.Allow(ctx, "k", lim); err != nil {
-			t.Fatal(err)
-		} else if r.Allowed {
-			admitted++
-		}
-	}
+	admitted := storetest.CountAllowed(t, 20, func() (sluice.Result, error) { return h.Allow(ctx, "k", lim) })
 	if admitted != 5 || g.calls.Load() != 5 {
 		t.Fatalf("admitted %d with %d global calls; want 5 and 5 (the local half stops the rest)", admitted, g.calls.Load())
 	}

@@ -440,6 +440,24 @@ func Hammer(t testing.TB, goroutines, attempts int, call func(g int) (sluice.Res
 	return int(a.Load()), int(d.Load())
 }
 
+// CountAllowed makes n calls of call one after another and returns how many
+// were allowed. An error stops t (t.Fatal), so that a count cannot come out
+// right on errors.
+func CountAllowed(t testing.TB, n int, call func() (sluice.Result, error)) int {
+	t.Helper()
+	allowed := 0
+	for range n {
+		r, err := call()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r.Allowed {
+			allowed++
+		}
+	}
+	return allowed
+}
+
 // RunRefund checks, for stores that implement sluice.Refunder, that a refund
 // gives back exactly what was spent and never more than a fresh key holds.
 func RunRefund(t *testing.T, newStore NewStore) {

@@ -6,7 +6,6 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
-	"os"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -235,9 +234,7 @@ func TestAdminTokenIsReadAlikeByServeAndTheCommand(t *testing.T) {
 	dir := t.TempDir()
 	write := func(name, content string) string {
 		p := filepath.Join(dir, name)
-		if err := os.WriteFile(p, []byte(content), 0o600); err != nil {
-			t.Fatal(err)
-		}
+		writeFile(t, p, content)
 		return p
 	}
 	const tok = "0123456789abcdef-token"

@@ -37,9 +37,7 @@ func fromProxy(client, uri string) map[string]string {
 func writeAtomic(t *testing.T, path, body string) {
 	t.Helper()
 	tmp := filepath.Join(filepath.Dir(path), ".tmp-"+filepath.Base(path))
-	if err := os.WriteFile(tmp, []byte(body), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	writeFile(t, tmp, body)
 	if err := os.Rename(tmp, path); err != nil {
 		t.Fatal(err)
 	}

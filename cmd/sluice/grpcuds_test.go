@@ -67,9 +67,7 @@ func TestListenUnixRemovesOnlyStaleSockets(t *testing.T) {
 	}
 
 	file := filepath.Join(dir, "data")
-	if err := os.WriteFile(file, []byte("keep me"), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	writeFile(t, file, "keep me")
 	sub := filepath.Join(dir, "sub")
 	if err := os.Mkdir(sub, 0o755); err != nil {
 		t.Fatal(err)

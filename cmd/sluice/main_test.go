@@ -49,9 +49,7 @@ func TestRun(t *testing.T) {
 func TestSimulate(t *testing.T) {
 	dir := t.TempDir()
 	replay := filepath.Join(dir, "in.csv")
-	if err := os.WriteFile(replay, []byte("1735689600,a\n1735689599,a\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	writeFile(t, replay, "1735689600,a\n1735689599,a\n")
 	svg, png := filepath.Join(dir, "c.svg"), filepath.Join(dir, "c.png")
 	tests := []runCase{
 		{[]string{"simulate", "-pattern", "boundary"}, 0, "fixed_window", ""},
@@ -81,9 +79,7 @@ func TestCheck(t *testing.T) {
 		bad:  "domain: shop\ndescriptors:\n  - key: user\n    rate_limit:\n      unit: second\n      requets_per_unit: 5\n",
 	}
 	for name, body := range files {
-		if err := os.WriteFile(name, []byte(body), 0o644); err != nil {
-			t.Fatal(err)
-		}
+		writeFile(t, name, body)
 	}
 	golden := filepath.Join("..", "..", "config", "testdata", "valid")
 	tests := []runCase{

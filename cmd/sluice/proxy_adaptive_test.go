@@ -5,7 +5,6 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
-	"os"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -44,9 +43,7 @@ func TestProxyAdaptiveMaxInFlight(t *testing.T) {
 	}))
 	defer up.Close()
 	cfg := filepath.Join(t.TempDir(), "proxy.yaml")
-	if err := os.WriteFile(cfg, []byte(adaptiveProxyCfg), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	writeFile(t, cfg, adaptiveProxyCfg)
 	var out, errb testlog.Buffer
 	if code := runProxy(context.Background(), []string{"-check", "-config", cfg, "-upstream", up.URL}, &out, &errb); code != 0 ||
 		!strings.Contains(out.String(), "priority sheddable") {

@@ -78,9 +78,7 @@ func TestProxy(t *testing.T) {
 	defer up.Close()
 	dir := t.TempDir()
 	cfg := filepath.Join(dir, "proxy.yaml")
-	if err := os.WriteFile(cfg, []byte(proxyCfg), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	writeFile(t, cfg, proxyCfg)
 	p := launchProxy(t, "-config", cfg, "-upstream", up.URL)
 	var codes []int
 	for range 3 {
@@ -102,9 +100,7 @@ func TestProxy(t *testing.T) {
 	}
 
 	// A broken config is refused, with its line, and the limits stay.
-	if err := os.WriteFile(cfg, []byte(proxyCfg+"  - {name: bad, match: \"GET /{\"}\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	writeFile(t, cfg, proxyCfg+"  - {name: bad, match: \"GET /{\"}\n")
 	eventually(t, "the failed reload is logged", func() bool {
 		return strings.Contains(p.stderr.String(), "proxy.yaml:6:")
 	})
@@ -112,9 +108,7 @@ func TestProxy(t *testing.T) {
 		t.Fatal("the running config was not kept")
 	}
 	// A good one applies on SIGHUP too (the watcher may also see it).
-	if err := os.WriteFile(cfg, []byte("routes: []\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	writeFile(t, cfg, "routes: []\n")
 	syscall.Kill(os.Getpid(), syscall.SIGHUP)
 	eventually(t, "the new config applies", func() bool { return getStatus(t, p.url+"/api/x") == 200 })
 }

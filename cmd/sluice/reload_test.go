@@ -176,9 +176,7 @@ func (c *configMap) update(files map[string]string) {
 		t.Fatal(err)
 	}
 	for name, body := range files {
-		if err := os.WriteFile(filepath.Join(c.dir, data, name), []byte(body), 0o644); err != nil {
-			t.Fatal(err)
-		}
+		writeFile(t, filepath.Join(c.dir, data, name), body)
 	}
 	old, _ := os.Readlink(filepath.Join(c.dir, "..data"))
 	tmp := filepath.Join(c.dir, "..data_tmp")
@@ -263,21 +261,15 @@ func TestServeWatchConfigMap(t *testing.T) {
 func TestServeWatchFile(t *testing.T) {
 	dir := t.TempDir()
 	path := filepath.Join(dir, "rl.yaml")
-	if err := os.WriteFile(path, []byte(cfgBlocked), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	writeFile(t, path, cfgBlocked)
 	s := launch(t, "-config", path)
 	if got := post(t, s.url, reqK); got != 429 {
 		t.Fatalf("blocked config: %d", got)
 	}
-	if err := os.WriteFile(path, []byte(cfgUnlimited), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	writeFile(t, path, cfgUnlimited)
 	eventually(t, "the unlimited config after a write", func() bool { return post(t, s.url, reqK) == 200 })
 	tmp := filepath.Join(dir, ".rl.yaml.swp")
-	if err := os.WriteFile(tmp, []byte(cfgBlocked), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	writeFile(t, tmp, cfgBlocked)
 	if err := os.Rename(tmp, path); err != nil {
 		t.Fatal(err)
 	}
@@ -295,9 +287,7 @@ func TestServeWatchRuntimeRoot(t *testing.T) {
 		if err := os.MkdirAll(d, 0o755); err != nil {
 			t.Fatal(err)
 		}
-		if err := os.WriteFile(filepath.Join(d, "rl.yaml"), []byte(cfg), 0o644); err != nil {
-			t.Fatal(err)
-		}
+		writeFile(t, filepath.Join(d, "rl.yaml"), cfg)
 	}
 	current := filepath.Join(base, "current")
 	if err := os.Symlink("v1", current); err != nil {

@@ -29,9 +29,7 @@ import (
 func TestServeStopsOnSIGTERMWithUDSAndDebugListenerBusy(t *testing.T) {
 	sock := filepath.Join(shortTempDir(t), "rls.sock")
 	cfg := filepath.Join(t.TempDir(), "rl.yaml")
-	if err := os.WriteFile(cfg, []byte(telemetryConfig), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	writeFile(t, cfg, telemetryConfig)
 	t.Setenv("GRPC_UDS", sock) // the child inherits it
 	debug := freeLoopbackAddr(t)
 	p := startProcess(t, "true", "serve", "-config", cfg, "-http-addr", "127.0.0.1:0", "-debug-addr", debug)

@@ -32,9 +32,7 @@ import (
 func launchListening(t *testing.T, args ...string) (s *server, grpcTarget, debug string) {
 	t.Helper()
 	cfg := filepath.Join(t.TempDir(), "rl.yaml")
-	if err := os.WriteFile(cfg, []byte(telemetryConfig), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	writeFile(t, cfg, telemetryConfig)
 	return launchListeningConfig(t, cfg, args...)
 }
 
@@ -189,9 +187,7 @@ func TestServeDebugListenerServesRLConfigAndPprof(t *testing.T) {
 	t.Setenv("DEBUG_HOST", "127.0.0.1")
 	t.Setenv("DEBUG_PORT", "0")
 	cfg := filepath.Join(t.TempDir(), "rl.yaml")
-	if err := os.WriteFile(cfg, []byte(telemetryConfig), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	writeFile(t, cfg, telemetryConfig)
 	s, _, debug := launchListeningConfig(t, cfg)
 	m := regexp.MustCompile(`^(http://\S+)`).FindStringSubmatch(debug)
 	if m == nil {
@@ -201,9 +197,7 @@ func TestServeDebugListenerServesRLConfigAndPprof(t *testing.T) {
 	if code, body := get(t, durl+"/rlconfig"); code != 200 || !strings.Contains(body, "d.k: unit=MINUTE requests_per_unit=2,") {
 		t.Errorf("GET /rlconfig: %d %q, want the loaded rule", code, body)
 	}
-	if err := os.WriteFile(cfg, []byte(strings.Replace(telemetryConfig, "requests_per_unit: 2", "requests_per_unit: 9", 1)), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	writeFile(t, cfg, strings.Replace(telemetryConfig, "requests_per_unit: 2", "requests_per_unit: 9", 1))
 	eventually(t, "/rlconfig shows the reloaded config", func() bool {
 		_, body := get(t, durl+"/rlconfig")
 		return strings.Contains(body, "d.k: unit=MINUTE requests_per_unit=9,")

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"os"
 	"path/filepath"
 	"regexp"
 	"testing"
@@ -29,9 +28,7 @@ descriptors:
 func TestServeAnswersRLQSOnItsGRPCPort(t *testing.T) {
 	dir := t.TempDir()
 	path := filepath.Join(dir, "edge.yaml")
-	if err := os.WriteFile(path, []byte(rlqsServeYAML), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	writeFile(t, path, rlqsServeYAML)
 	s := launch(t, "-config", path)
 	addr := s.grpc
 	cc, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
@@ -65,9 +62,7 @@ func TestServeAnswersRLQSOnItsGRPCPort(t *testing.T) {
 		t.Fatalf("assignment %v, want 50 tokens a second for 7s", qa)
 	}
 	// A reload applies to buckets subscribed after it.
-	if err := os.WriteFile(path, []byte(regexp.MustCompile(`50`).ReplaceAllString(rlqsServeYAML, "80")), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	writeFile(t, path, regexp.MustCompile(`50`).ReplaceAllString(rlqsServeYAML, "80"))
 	for end := time.Now().Add(10 * time.Second); ; time.Sleep(50 * time.Millisecond) {
 		if qa := report("", "v"+time.Now().String()); rate(qa) == 80 {
 			break

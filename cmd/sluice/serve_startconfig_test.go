@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"net/http"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -10,16 +9,6 @@ import (
 
 	"github.com/sluicehq/sluice/internal/testlog"
 )
-
-// postStatus returns the status of POST /json with body.
-func postStatus(t *testing.T, url, body string) int {
-	t.Helper()
-	code, err := status(http.DefaultClient, url, body)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return code
-}
 
 // FORCE_START_WITHOUT_INITIAL_CONFIG=true starts serve although its config
 // does not load, with no rules (every descriptor OK) until a reload loads
@@ -34,14 +23,14 @@ func TestServeForceStartWithoutInitialConfig(t *testing.T) {
 	if !strings.Contains(s.stderr.String(), "requets_per_unit") {
 		t.Errorf("the config's error is not logged: %s", s.stderr.String())
 	}
-	if got := postStatus(t, s.url, reqK); got != 200 {
+	if got := post(t, s.url, reqK); got != 200 {
 		t.Errorf("without a config: %d, want 200 (no rule applies)", got)
 	}
 	if got := healthStatus(t, s.url); got != 200 {
 		t.Errorf("health without a config and without HEALTHY_WITH_AT_LEAST_ONE_CONFIG_LOADED: %d, want 200", got)
 	}
 	writeAtomic(t, cfg, cfgBlocked)
-	eventually(t, "the fixed config to be loaded on its change", func() bool { return postStatus(t, s.url, reqK) == 429 })
+	eventually(t, "the fixed config to be loaded on its change", func() bool { return post(t, s.url, reqK) == 429 })
 }
 
 // A config file that does not exist yet (written later by a sidecar) is
@@ -50,11 +39,11 @@ func TestServeForceStartLoadsAConfigWrittenLater(t *testing.T) {
 	cfg := filepath.Join(t.TempDir(), "config.yaml")
 	t.Setenv("FORCE_START_WITHOUT_INITIAL_CONFIG", "1")
 	s := launch(t, "-config", cfg)
-	if got := postStatus(t, s.url, reqK); got != 200 {
+	if got := post(t, s.url, reqK); got != 200 {
 		t.Errorf("without a config: %d, want 200", got)
 	}
 	writeAtomic(t, cfg, cfgBlocked)
-	eventually(t, "the new config to be loaded", func() bool { return postStatus(t, s.url, reqK) == 429 })
+	eventually(t, "the new config to be loaded", func() bool { return post(t, s.url, reqK) == 429 })
 }
 
 // Without it (false or unset), a config that does not load is exit

@@ -57,9 +57,7 @@ func TestServeReload(t *testing.T) {
 	path := filepath.Join(dir, "rl.yaml")
 	write := func(n int) {
 		cfg := "domain: d\ndescriptors:\n  - key: k\n    rate_limit:\n      unit: hour\n      requests_per_unit: " + string(rune('0'+n)) + "\n"
-		if err := os.WriteFile(path, []byte(cfg), 0o644); err != nil {
-			t.Fatal(err)
-		}
+		writeFile(t, path, cfg)
 	}
 	write(1)
 	url, stderr := startServe(t, "-config", path)
@@ -84,9 +82,7 @@ func TestServeReload(t *testing.T) {
 	if got := req("y"); got != 200 {
 		t.Fatalf("after reload to 5 per hour, a new key: %d", got)
 	}
-	if err := os.WriteFile(path, []byte("domain: d\ndescriptors:\n  - key: k\n    rate_limit:\n      unit: fortnight\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	writeFile(t, path, "domain: d\ndescriptors:\n  - key: k\n    rate_limit:\n      unit: fortnight\n")
 	reload("keeping the running config")
 	codes := []int{}
 	for range 5 {

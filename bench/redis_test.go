@@ -78,12 +78,18 @@ var redisClients = []redisClient{
 // multiplex is log2(GOMAXPROCS) capped at 2, i.e. 2 connections at -cpu 2).
 // The script is run with (*rueidis.Lua).Exec: EVALSHA, EVAL on NOSCRIPT.
 func openRueidis(addr string) (redisDecide, func(), error) {
+	return openRueidisGCRA(addr, []string{redisIntervalUS, redisBurst, redisCost})
+}
+
+// openRueidisGCRA runs the GCRA script (testdata/gcra.lua) with args
+// (emission interval in µs, burst, cost) on a rueidis client with its
+// default options.
+func openRueidisGCRA(addr string, args []string) (redisDecide, func(), error) {
 	c, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{addr}})
 	if err != nil {
 		return nil, nil, err
 	}
 	script := rueidis.NewLuaScript(gcraLua)
-	args := []string{redisIntervalUS, redisBurst, redisCost}
 	return func(ctx context.Context, key *[1]string) (bool, error) {
 		arr, err := script.Exec(ctx, c, key[:], args).ToArray()
 		if err != nil {

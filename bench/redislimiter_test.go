@@ -85,22 +85,7 @@ func openRedisRate(addr string, cost int) (redisDecide, func(), error) {
 // none of the store's work (no validation, no key prefix, no decoding of a
 // Result).
 func openScriptOnly(addr string, cost int) (redisDecide, func(), error) {
-	c, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{addr}})
-	if err != nil {
-		return nil, nil, err
-	}
-	script := rueidis.NewLuaScript(gcraLua)
-	args := []string{"1", strconv.Itoa(redisLimitBurst), strconv.Itoa(cost)} // 1 µs = 1/1e6 s
-	return func(ctx context.Context, key *[1]string) (bool, error) {
-		arr, err := script.Exec(ctx, c, key[:], args).AsIntSlice()
-		if err != nil {
-			return false, err
-		}
-		if len(arr) != 4 {
-			return false, fmt.Errorf("reply of %d elements, want 4", len(arr))
-		}
-		return arr[0] == 1, nil
-	}, c.Close, nil
+	return openRueidisGCRA(addr, []string{"1", strconv.Itoa(redisLimitBurst), strconv.Itoa(cost)}) // 1 µs = 1/1e6 s
 }
 
 // BenchmarkRedisLimiter compares Redis-backed rate limiters, each making one

@@ -21,7 +21,6 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/sluicehq/sluice"
-	"github.com/sluicehq/sluice/config"
 	"github.com/sluicehq/sluice/failsafe"
 	"github.com/sluicehq/sluice/memstore"
 	"github.com/sluicehq/sluice/redisstore"
@@ -257,14 +256,7 @@ func BenchmarkRLS(b *testing.B) {
 		}
 		defer admin.Close()
 	}
-	d, err := config.Parse("rls.yaml", []byte(rlsYAML))
-	if err != nil {
-		b.Fatal(err)
-	}
-	rules, err := config.New(d)
-	if err != nil {
-		b.Fatal(err)
-	}
+	rules := rlsRules(b)
 	values := rlsValues()
 	for _, keys := range [][]string{values, {"hot"}} {
 		for _, conc := range []int{1, 16, 64} {

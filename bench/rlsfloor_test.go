@@ -8,7 +8,7 @@ import (
 	pb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"google.golang.org/grpc"
 
-	"github.com/sluicehq/sluice/config"
+	"github.com/sluicehq/sluice/config/configtest"
 	"github.com/sluicehq/sluice/service"
 )
 
@@ -96,14 +96,4 @@ func BenchmarkRLSCall(b *testing.B) {
 }
 
 // rlsRules are the service's rules of rlsYAML.
-func rlsRules(b *testing.B) service.Rules {
-	d, err := config.Parse("rls.yaml", []byte(rlsYAML))
-	if err != nil {
-		b.Fatal(err)
-	}
-	rules, err := config.New(d)
-	if err != nil {
-		b.Fatal(err)
-	}
-	return rules
-}
+func rlsRules(b *testing.B) service.Rules { return configtest.Parse(b, rlsYAML) }

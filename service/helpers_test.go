@@ -292,20 +292,29 @@ func (h *harness) post(path string, body []byte) (*http.Response, []byte) {
 	return resp, out
 }
 
+// faceTest is a test body run once per face: call sends a request through
+// the face and fails the test on an error.
+type faceTest = func(t *testing.T, h *harness, call func(*pb.RateLimitRequest) *pb.RateLimitResponse)
+
 // forEachFace runs f as a subtest for every face, each on a fresh harness.
-func forEachFace(t *testing.T, now int64, cfg service.Config, f func(t *testing.T, h *harness, call func(*pb.RateLimitRequest) *pb.RateLimitResponse)) {
+func forEachFace(t *testing.T, now int64, cfg service.Config, f faceTest) {
+	eachFace(t, func(t *testing.T) *harness { return start(t, now, cfg) }, f)
+}
+
+// eachFace runs f as a subtest for every face, each on a fresh harness
+// from newHarness.
+func eachFace(t *testing.T, newHarness func(*testing.T) *harness, f faceTest) {
 	for _, fc := range faces {
 		t.Run(fc.name, func(t *testing.T) {
-			h := start(t, now, cfg)
-			call := func(req *pb.RateLimitRequest) *pb.RateLimitResponse {
+			h := newHarness(t)
+			f(t, h, func(req *pb.RateLimitRequest) *pb.RateLimitResponse {
 				t.Helper()
 				resp, err := fc.call(h, req)
 				if err != nil {
 					t.Fatalf("ShouldRateLimit(%v): %v", req, err)
 				}
 				return resp
-			}
-			f(t, h, call)
+			})
 		})
 	}
 }

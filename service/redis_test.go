@@ -82,23 +82,11 @@ func redisHarness(t *testing.T, url string, cfg service.Config) *harness {
 }
 
 // forEachRedis runs f for every backend and face, each on a fresh harness.
-func forEachRedis(t *testing.T, cfg service.Config, f func(t *testing.T, h *harness, call func(*pb.RateLimitRequest) *pb.RateLimitResponse)) {
+func forEachRedis(t *testing.T, cfg service.Config, f faceTest) {
 	for _, b := range backends {
 		t.Run(b.name, func(t *testing.T) {
 			url := b.url(t)
-			for _, fc := range faces {
-				t.Run(fc.name, func(t *testing.T) {
-					h := redisHarness(t, url, cfg)
-					f(t, h, func(req *pb.RateLimitRequest) *pb.RateLimitResponse {
-						t.Helper()
-						resp, err := fc.call(h, req)
-						if err != nil {
-							t.Fatalf("ShouldRateLimit(%v): %v", req, err)
-						}
-						return resp
-					})
-				})
-			}
+			eachFace(t, func(t *testing.T) *harness { return redisHarness(t, url, cfg) }, f)
 		})
 	}
 }

@@ -52,16 +52,13 @@ func TestGRPCConnectionAgeAndIdleCloseConnections(t *testing.T) {
 			healthpb.RegisterHealthServer(s, health.NewServer())
 			go s.Serve(ln)
 			defer s.Stop()
-			conn, err := grpc.NewClient(ln.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+			conn, err := dialHealthy(t, ln.Addr().String(), insecure.NewCredentials(), 10*time.Second)
+			defer conn.Close()
 			if err != nil {
 				t.Fatal(err)
 			}
-			defer conn.Close()
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 			defer cancel()
-			if _, err := healthpb.NewHealthClient(conn).Check(ctx, &healthpb.HealthCheckRequest{}); err != nil {
-				t.Fatal(err)
-			}
 			for st := conn.GetState(); st == connectivity.Ready; st = conn.GetState() {
 				if !conn.WaitForStateChange(ctx, st) {
 					t.Fatalf("still %v after 10s: no GOAWAY", st)

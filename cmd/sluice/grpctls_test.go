@@ -142,15 +142,25 @@ func healthCheck(t *testing.T, addr string, serverCA *testCA, cert *tls.Certific
 // connection of its own, within 5 seconds, and returns its error.
 func healthOverTLS(t *testing.T, addr string, cfg *tls.Config) error {
 	t.Helper()
-	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(credentials.NewTLS(cfg)))
+	conn, err := dialHealthy(t, addr, credentials.NewTLS(cfg), 5*time.Second)
+	conn.Close()
+	return err
+}
+
+// dialHealthy opens a gRPC connection to target with creds and makes one
+// health check on it within timeout. It returns the connection, which the
+// caller closes, and the check's error; a connection that cannot be made
+// fails the test.
+func dialHealthy(t *testing.T, target string, creds credentials.TransportCredentials, timeout time.Duration) (*grpc.ClientConn, error) {
+	t.Helper()
+	conn, err := grpc.NewClient(target, grpc.WithTransportCredentials(creds))
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer conn.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
 	_, err = healthpb.NewHealthClient(conn).Check(ctx, &healthpb.HealthCheckRequest{})
-	return err
+	return conn, err
 }
 
 // checkServed checks that a health check at addr by a client trusting

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"context"
 	"errors"
 	"io"
 	"io/fs"
@@ -15,9 +14,7 @@ import (
 	"time"
 
 	pb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
-	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
-	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 )
 
 // A real SIGTERM stops a serve process that listens on a Unix socket
@@ -49,14 +46,9 @@ func TestServeStopsOnSIGTERMWithUDSAndDebugListenerBusy(t *testing.T) {
 		}
 		profile <- err
 	}()
-	conn, err := grpc.NewClient(p.grpc, grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
+	conn, err := dialHealthy(t, p.grpc, insecure.NewCredentials(), 5*time.Second)
 	defer conn.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	if _, err := healthpb.NewHealthClient(conn).Check(ctx, &healthpb.HealthCheckRequest{}); err != nil {
+	if err != nil {
 		t.Fatal(err)
 	}
 	eventually(t, "the profile is being taken", func() bool {

@@ -242,9 +242,11 @@ func canonicalValue(src AuthSource, v string) (string, bool) {
 }
 
 // compileList compiles each item of list, the value of a key of parent
-// (nil when the key is absent), with each. The list must hold at least
-// one item: the errors are none (at parent when the key is absent),
-// notList (followed by what list is) and each's first.
+// (nil when the key is absent), with each, after counting it against
+// maxDescriptors (countOne: aliases can repeat a list). The list must hold
+// at least one item: the errors are none (at parent when the key is
+// absent), notList (followed by what list is), then the first of the
+// count's and each's.
 func compileList[T any](p *parser, parent, list *yaml.Node, notList, none string, each func(*yaml.Node) (T, error)) ([]T, error) {
 	if list == nil {
 		return nil, p.errf(parent, "%s", none)
@@ -256,8 +258,11 @@ func compileList[T any](p *parser, parent, list *yaml.Node, notList, none string
 	if len(list.Content) == 0 {
 		return nil, p.errf(list, "%s", none)
 	}
-	var out []T // grown as each item passes each's checks (and counts)
+	var out []T // grown as each item passes its count and each's checks
 	for _, item := range list.Content {
+		if err := p.countOne(item); err != nil {
+			return nil, err
+		}
 		v, err := each(item)
 		if err != nil {
 			return nil, err
@@ -309,9 +314,6 @@ func parseProxy(s string) (netip.Prefix, error) {
 // authDescriptor compiles one forward_auth descriptor.
 func (p *parser) authDescriptor(n *yaml.Node) (AuthDescriptor, error) {
 	var d AuthDescriptor
-	if err := p.countOne(n); err != nil {
-		return d, err
-	}
 	fields, err := p.fields(n, whereAuthDesc, authDescriptorKeys)
 	if err != nil {
 		return d, err
@@ -331,9 +333,6 @@ func (p *parser) authDescriptor(n *yaml.Node) (AuthDescriptor, error) {
 // checked together.
 func (p *parser) authEntry(n *yaml.Node) (AuthEntry, error) {
 	var e AuthEntry
-	if err := p.countOne(n); err != nil {
-		return e, err
-	}
 	fields, err := p.fields(n, whereAuthEntry, authEntryKeys)
 	if err != nil {
 		return e, err

@@ -17,6 +17,7 @@ import (
 	"github.com/sluicehq/sluice/failsafe"
 	"github.com/sluicehq/sluice/internal/clocktest"
 	"github.com/sluicehq/sluice/internal/redistest"
+	"github.com/sluicehq/sluice/internal/storetest"
 	"github.com/sluicehq/sluice/memstore"
 )
 
@@ -124,16 +125,7 @@ func TestModes(t *testing.T) {
 	})
 	t.Run("local enforces a share", func(t *testing.T) {
 		l := newLimiter(t, failsafe.Local, downPrimary(), clocktest.New(), &logs{})
-		admitted := 0
-		for range 20 {
-			r, err := l.Allow(ctx, "k", lim)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if r.Allowed {
-				admitted++
-			}
-		}
+		admitted := storetest.CountAllowed(t, 20, func() (sluice.Result, error) { return l.Allow(ctx, "k", lim) })
 		// 10/s split over 2 nodes: a burst of 5 locally.
 		if admitted != 5 {
 			t.Fatalf("local fallback admitted %d of 20, want 5 (10 ÷ 2 nodes)", admitted)

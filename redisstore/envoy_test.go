@@ -14,6 +14,7 @@ import (
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/internal/clocktest"
 	"github.com/sluicehq/sluice/internal/redistest"
+	"github.com/sluicehq/sluice/internal/storetest"
 	"github.com/sluicehq/sluice/redisstore"
 )
 
@@ -263,16 +264,9 @@ func TestEnvoyCluster(t *testing.T) {
 	s := openEnvoy(t, url, clocktest.At(time.Unix(1_700_000_000, 0)), 0)
 	for k := range 20 {
 		base := uniq("cluster_d_k_" + strconv.Itoa(k) + "_")
-		admitted := 0
-		for range 4 {
-			r, err := s.Allow(context.Background(), base, fixedWindow(3, time.Minute))
-			if err != nil {
-				t.Fatal(err)
-			}
-			if r.Allowed {
-				admitted++
-			}
-		}
+		admitted := storetest.CountAllowed(t, 4, func() (sluice.Result, error) {
+			return s.Allow(context.Background(), base, fixedWindow(3, time.Minute))
+		})
 		if admitted != 3 {
 			t.Errorf("key %s: admitted %d of 4, want 3", base, admitted)
 		}

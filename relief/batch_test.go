@@ -209,17 +209,7 @@ func TestBatcherWaitsForUnitsInFlight(t *testing.T) {
 // admitN asks l for n requests of cost 1 and returns how many it admitted.
 func admitN(t *testing.T, l sluice.Limiter, key string, lim sluice.Limit, n int) int {
 	t.Helper()
-	ok := 0
-	for range n {
-		r, err := l.AllowN(context.Background(), key, lim, 1)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if r.Allowed {
-			ok++
-		}
-	}
-	return ok
+	return storetest.CountAllowed(t, n, func() (sluice.Result, error) { return l.AllowN(context.Background(), key, lim, 1) })
 }
 
 // Units held at a fixed window's end were charged to that window: giving

@@ -14,6 +14,7 @@ import (
 	"github.com/sluicehq/sluice/adaptive"
 	"github.com/sluicehq/sluice/gateway"
 	"github.com/sluicehq/sluice/httplimit"
+	"github.com/sluicehq/sluice/httplimit/httplimittest"
 	"github.com/sluicehq/sluice/rlheader"
 )
 
@@ -93,7 +94,7 @@ routes:
 		})
 	}
 	wg.Wait()
-	limit := policyGauge(t, reg, "sluice_http_adaptive_limit", "max_in_flight:app")
+	limit := httplimittest.Series(t, reg, "sluice_http_adaptive_limit", "policy", "max_in_flight:app")
 	t.Logf("limit %v; served %v; shed %v", limit, served, shed)
 	if len(bad) > 0 {
 		t.Fatalf("%d bad answers, first %s", len(bad), bad[0])
@@ -108,30 +109,6 @@ routes:
 	if served["/api/x"] == 0 {
 		t.Error("no critical request served")
 	}
-}
-
-// policyGauge returns the value of the gauge name whose policy label is
-// policy in reg.
-func policyGauge(t *testing.T, reg *prometheus.Registry, name, policy string) float64 {
-	t.Helper()
-	mfs, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, mf := range mfs {
-		if mf.GetName() != name {
-			continue
-		}
-		for _, m := range mf.GetMetric() {
-			for _, l := range m.GetLabel() {
-				if l.GetName() == "policy" && l.GetValue() == policy {
-					return m.GetGauge().GetValue()
-				}
-			}
-		}
-	}
-	t.Fatalf("no %s{policy=%q}", name, policy)
-	return 0
 }
 
 // The priority header sets a request's priority from a trusted proxy,
@@ -211,7 +188,9 @@ func TestAdaptiveLimiterKeptAcrossUpdate(t *testing.T) {
 	g, srv := front(t, cfg(50))
 	defer holdOne(srv, "/hold", release)()
 	<-entered
-	inFlight := func() float64 { return policyGauge(t, reg, "sluice_http_adaptive_in_flight", "max_in_flight:app") }
+	inFlight := func() float64 {
+		return httplimittest.Series(t, reg, "sluice_http_adaptive_in_flight", "policy", "max_in_flight:app")
+	}
 	if err := g.Update(cfg(50)); err != nil {
 		t.Fatal(err)
 	}

@@ -4,24 +4,12 @@ import (
 	"context"
 	"errors"
 	"net/http"
-	"sync"
 	"testing"
 
 	"github.com/sluicehq/sluice/gateway"
 	"github.com/sluicehq/sluice/httplimit"
+	"github.com/sluicehq/sluice/httplimit/httplimittest"
 )
-
-// observed is an httplimit.Observer that keeps what it is handed.
-type observed struct {
-	mu sync.Mutex
-	ds []httplimit.Decision
-}
-
-func (o *observed) Observe(d httplimit.Decision) {
-	o.mu.Lock()
-	o.ds = append(o.ds, d)
-	o.mu.Unlock()
-}
 
 // holding is an upstream that holds each request until release closes.
 type holding struct {
@@ -53,7 +41,7 @@ func shedWhileHeld(g http.Handler, up holding) (second, first int) {
 // policy without spending, by the key a request would have.
 func TestGatewayObservesShedsAndPeeks(t *testing.T) {
 	up := holding{entered: make(chan struct{}, 1), release: make(chan struct{})}
-	obs := &observed{}
+	obs := &httplimittest.Recorder[httplimit.Decision]{}
 	g := gatewayOf(t, `
 limits: [{name: per_ip, key: ip, rate: 3r/m, algorithm: fixed_window}]
 routes: [{name: api, match: /api/, limits: [per_ip]}]
@@ -63,9 +51,7 @@ routes: [{name: api, match: /api/, limits: [per_ip]}]
 	} else if first != 200 {
 		t.Fatalf("the first request: %d", first)
 	}
-	obs.mu.Lock()
-	got := append([]httplimit.Decision(nil), obs.ds...)
-	obs.mu.Unlock()
+	got := obs.Decisions()
 	shed := httplimit.Decision{Policy: "shed:u", Outcome: httplimit.Limited, Cost: 1, Key: "api"}
 	if len(got) != 3 || got[2] != shed || got[0].Policy != "per_ip" || got[0].Outcome != httplimit.Allowed {
 		t.Fatalf("observed %+v, want per_ip allowed twice, then %+v", got, shed)
@@ -94,16 +80,14 @@ routes: [{name: api, match: /api/}]
 		t.Fatal(err)
 	}
 	up := holding{entered: make(chan struct{}, 1), release: make(chan struct{})}
-	obs := &observed{}
+	obs := &httplimittest.Recorder[httplimit.Decision]{}
 	cfg := f.Config
 	cfg.Transport, cfg.Observer = up, obs
 	g := newGateway(t, cfg)
 	if second, _ := shedWhileHeld(g, up); second != http.StatusServiceUnavailable {
 		t.Fatalf("a request beyond the adaptive limit: %d, want 503", second)
 	}
-	obs.mu.Lock()
-	defer obs.mu.Unlock()
-	if len(obs.ds) != 1 || obs.ds[0].Key != "api" || obs.ds[0].Outcome != httplimit.Limited || obs.ds[0].Policy != gateway.UpstreamAdaptiveName("u") {
-		t.Errorf("observed %+v, want one refusal by %s keyed api", obs.ds, gateway.UpstreamAdaptiveName("u"))
+	if ds := obs.Decisions(); len(ds) != 1 || ds[0].Key != "api" || ds[0].Outcome != httplimit.Limited || ds[0].Policy != gateway.UpstreamAdaptiveName("u") {
+		t.Errorf("observed %+v, want one refusal by %s keyed api", ds, gateway.UpstreamAdaptiveName("u"))
 	}
 }

@@ -17,10 +17,10 @@ import (
 
 	"github.com/dunglas/httpsfv"
 	"github.com/prometheus/client_golang/prometheus"
-	dto "github.com/prometheus/client_model/go"
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/httplimit"
+	"github.com/sluicehq/sluice/httplimit/httplimittest"
 	"github.com/sluicehq/sluice/internal/clocktest"
 	"github.com/sluicehq/sluice/memstore"
 	"github.com/sluicehq/sluice/rlheader"
@@ -260,34 +260,7 @@ func TestShadow(t *testing.T) {
 // decisions returns the count of decisions with outcome in reg.
 func decisions(t *testing.T, reg *prometheus.Registry, outcome string) float64 {
 	t.Helper()
-	return series(t, reg, "sluice_http_decisions_total", "outcome", outcome)
-}
-
-// series returns the value of the counter or gauge name in reg whose label
-// is value, or of its one series when label is ""; none fails the test.
-func series(t *testing.T, reg *prometheus.Registry, name, label, value string) float64 {
-	t.Helper()
-	mfs, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, mf := range mfs {
-		if mf.GetName() != name {
-			continue
-		}
-		for _, m := range mf.GetMetric() {
-			if label == "" && len(mf.GetMetric()) == 1 || slices.ContainsFunc(m.GetLabel(), func(l *dto.LabelPair) bool {
-				return l.GetName() == label && l.GetValue() == value
-			}) {
-				if mf.GetType() == dto.MetricType_COUNTER {
-					return m.GetCounter().GetValue()
-				}
-				return m.GetGauge().GetValue()
-			}
-		}
-	}
-	t.Fatalf("no series %s{%s=%q}", name, label, value)
-	return 0
+	return httplimittest.Series(t, reg, "sluice_http_decisions_total", "outcome", outcome)
 }
 
 // failing is a limiter whose store is down.

@@ -10,6 +10,7 @@ import (
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/httplimit"
+	"github.com/sluicehq/sluice/httplimit/httplimittest"
 )
 
 // countingInFlight is an InFlight that records its keys and releases, or
@@ -48,7 +49,7 @@ func TestInFlightSharedByMiddlewares(t *testing.T) {
 	in := &countingInFlight{}
 	pol := []httplimit.ConcurrencyPolicy{{Name: "conn", Max: 1, Key: httplimit.Header("X-Key"), InFlight: in}}
 	a := mustNew(t, httplimit.Config{Concurrency: pol})
-	seen := &recorder{}
+	seen := &httplimittest.Recorder[httplimit.Decision]{}
 	b := mustNew(t, httplimit.Config{Concurrency: pol, ConcurrencyStatusCode: 503, Observer: seen})
 	inside, leave := make(chan struct{}), make(chan struct{})
 	slow := a.Handler(http.HandlerFunc(func(http.ResponseWriter, *http.Request) { close(inside); <-leave }))
@@ -63,8 +64,8 @@ func TestInFlightSharedByMiddlewares(t *testing.T) {
 	if w := do(b.Handler(http.HandlerFunc(ok)), req()); w.Code != 503 || w.Header().Get(httplimit.ReasonHeader) != "conn" {
 		t.Fatalf("second request on the other middleware: %d %q; want 503 by conn", w.Code, w.Header().Get(httplimit.ReasonHeader))
 	}
-	if len(seen.ds) != 1 || seen.ds[0].Policy != "conn" || seen.ds[0].Outcome != httplimit.Limited {
-		t.Fatalf("observed %+v; want one limited decision of conn", seen.ds)
+	if ds := seen.Decisions(); len(ds) != 1 || ds[0].Policy != "conn" || ds[0].Outcome != httplimit.Limited {
+		t.Fatalf("observed %+v; want one limited decision of conn", ds)
 	}
 	close(leave)
 	<-done

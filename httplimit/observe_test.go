@@ -5,26 +5,14 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"slices"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/httplimit"
+	"github.com/sluicehq/sluice/httplimit/httplimittest"
 	"github.com/sluicehq/sluice/memstore"
 )
-
-// recorder is an Observer that keeps what it is handed.
-type recorder struct {
-	mu sync.Mutex
-	ds []httplimit.Decision
-}
-
-func (r *recorder) Observe(d httplimit.Decision) {
-	r.mu.Lock()
-	r.ds = append(r.ds, d)
-	r.mu.Unlock()
-}
 
 // The Observer is handed each policy's decision: an admitted request
 // without its key, a refusal with the policy's final key, a shadow
@@ -32,7 +20,7 @@ func (r *recorder) Observe(d httplimit.Decision) {
 func TestObserverSeesEveryDecision(t *testing.T) {
 	store := memstore.New(memstore.Config{})
 	defer store.Close()
-	rec := &recorder{}
+	rec := &httplimittest.Recorder[httplimit.Decision]{}
 	lim := sluice.Limit{Algorithm: sluice.FixedWindow, Rate: 1, Period: time.Hour}
 	m, err := httplimit.New(httplimit.Config{
 		Limiter: store,
@@ -86,9 +74,7 @@ func TestObserverSeesEveryDecision(t *testing.T) {
 		{Policy: "shadow", Outcome: A, Cost: 1}, {Policy: "user", Outcome: A, Cost: 1}, // carol's rate limits
 		{Policy: "conns", Outcome: L, Cost: 1}, // carol's slot
 	}
-	rec.mu.Lock()
-	defer rec.mu.Unlock()
-	if !slices.Equal(rec.ds, want) {
-		t.Errorf("observed\n%+v\nwant\n%+v", rec.ds, want)
+	if got := rec.Decisions(); !slices.Equal(got, want) {
+		t.Errorf("observed\n%+v\nwant\n%+v", got, want)
 	}
 }

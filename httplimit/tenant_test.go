@@ -11,6 +11,7 @@ import (
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/httplimit"
+	"github.com/sluicehq/sluice/httplimit/httplimittest"
 	"github.com/sluicehq/sluice/internal/clocktest"
 	"github.com/sluicehq/sluice/internal/pgtest"
 	"github.com/sluicehq/sluice/memstore"
@@ -51,21 +52,14 @@ func admitted(h http.Handler, tenant string, n int) int {
 
 // Through the middleware, a tenant's override set in PostgreSQL takes
 // effect at the cache's staleness (not a nanosecond before) and ends
-// exactly at its expiry; assigning a plan changes the limit.
+// exactly at its expiry; assigning a plan changes the limit (the story of
+// httplimittest.PlansScenario).
 func TestPlanLimitsFollowOverridesAndPlansInPostgres(t *testing.T) {
 	ps := planStore(t)
-	ctx := context.Background()
-	// 10s into a minute of now (PostgreSQL keeps microseconds), so that
-	// the staleness below stays in the first minute's window.
-	base := time.Now().UTC().Truncate(time.Minute)
-	clk := clocktest.At(base.Add(10 * time.Second))
-	const staleness = 2 * time.Second
-	cache := plans.NewCache(pgplans.New(ps), plans.Config{Clock: clk, Staleness: staleness})
-	// A fixed window of a minute per key; each step below moves the clock
-	// to a new minute so that every count starts from zero.
-	m, err := httplimit.New(httplimit.Config{
-		Logger:  quiet,
-		Limiter: memstore.New(memstore.Config{Clock: clk}),
+	sc := httplimittest.NewPlansScenario()
+	cache := plans.NewCache(pgplans.New(ps), plans.Config{Clock: sc.Clock, Staleness: sc.Staleness})
+	m := mustNew(t, httplimit.Config{
+		Limiter: newStore(t, sc.Clock),
 		Policies: []httplimit.Policy{{
 			Name:        "api",
 			Limit:       sluice.Limit{Algorithm: sluice.FixedWindow, Rate: 2, Period: time.Minute},
@@ -73,49 +67,8 @@ func TestPlanLimitsFollowOverridesAndPlansInPostgres(t *testing.T) {
 			TenantLimit: httplimit.PlanLimits(cache, httplimit.TenantHeader("X-Tenant"), "api"),
 		}},
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
 	h := m.Handler(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
-	minute := func(i int) { clk.Set(base.Add(time.Duration(i) * time.Minute)) }
-
-	if got := admitted(h, "acme", 10); got != 2 {
-		t.Fatalf("no plan: %d admitted, want the policy's 2", got)
-	}
-	read := clk.Now() // the cache read acme's record now
-	if err := ps.SetPlan(ctx, "pro", []byte(`{"api": {"rate": 5, "period": "1m"}}`)); err != nil {
-		t.Fatal(err)
-	}
-	if err := ps.AssignPlan(ctx, "acme", "pro"); err != nil {
-		t.Fatal(err)
-	}
-	expires := base.Add(10 * time.Minute) // a window starts at it
-	if err := ps.SetOverride(ctx, "acme", "api", []byte(`{"rate": 7, "period": "1m"}`), expires); err != nil {
-		t.Fatal(err)
-	}
-	clk.Set(read.Add(staleness - time.Nanosecond))
-	if got := admitted(h, "acme", 10); got != 0 {
-		t.Fatalf("1ns before the staleness: %d more admitted, want 0 (the policy's 2 are spent)", got)
-	}
-	clk.Set(read.Add(staleness))
-	if got := admitted(h, "acme", 10); got != 5 {
-		t.Fatalf("at the staleness: %d more admitted, want 5 (the override's 7 less the 2 spent)", got)
-	}
-	minute(3)
-	if got := admitted(h, "acme", 10); got != 7 {
-		t.Fatalf("override: %d admitted, want 7", got)
-	}
-	clk.Set(expires.Add(-time.Nanosecond)) // minute 9's window, fresh
-	if got := admitted(h, "acme", 10); got != 7 {
-		t.Fatalf("1ns before expiry: %d admitted, want the override's 7", got)
-	}
-	clk.Set(expires) // minute 10's window, fresh
-	if got := admitted(h, "acme", 10); got != 5 {
-		t.Fatalf("at expiry: %d admitted, want the plan's 5", got)
-	}
-	if got := admitted(h, "other", 10); got != 2 {
-		t.Fatalf("a tenant on no plan: %d admitted, want the policy's 2", got)
-	}
+	sc.Run(t, ps, "api", func(tenant string, n int) int { return admitted(h, tenant, n) })
 }
 
 // fixedLimits is a plans.Limits that gives every tenant lim.

@@ -10,25 +10,36 @@ import (
 	"github.com/sluicehq/sluice/memstore"
 )
 
+// overMemory makes failsafe Limiters in mode over a healthy in-memory
+// primary (and an in-memory local limiter) on the suite's clock.
+func overMemory(mode failsafe.Mode) storetest.NewStore {
+	return func(t *testing.T, clock sluice.Clock) sluice.Limiter {
+		primary := memstore.New(memstore.Config{Clock: clock, SweepInterval: -1})
+		local := memstore.New(memstore.Config{Clock: clock, SweepInterval: -1})
+		t.Cleanup(func() { primary.Close(); local.Close() })
+		l, err := failsafe.New(failsafe.Config{
+			Primary: primary, Mode: mode, Local: local, Nodes: 2,
+			Logger: slog.New(&logs{}), Clock: clock,
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return l
+	}
+}
+
 // With a healthy primary, a failsafe Limiter in every mode is held to the
 // whole conformance suite, as the store it wraps is: the wrapper adds
 // nothing to a decision while the store answers.
 func TestConformance(t *testing.T) {
 	for _, mode := range everyMode {
-		t.Run(mode.String(), func(t *testing.T) {
-			storetest.Run(t, func(t *testing.T, clock sluice.Clock) sluice.Limiter {
-				primary := memstore.New(memstore.Config{Clock: clock, SweepInterval: -1})
-				local := memstore.New(memstore.Config{Clock: clock, SweepInterval: -1})
-				t.Cleanup(func() { primary.Close(); local.Close() })
-				l, err := failsafe.New(failsafe.Config{
-					Primary: primary, Mode: mode, Local: local, Nodes: 2,
-					Logger: slog.New(&logs{}), Clock: clock,
-				})
-				if err != nil {
-					t.Fatal(err)
-				}
-				return l
-			})
-		})
+		t.Run(mode.String(), func(t *testing.T) { storetest.Run(t, overMemory(mode)) })
 	}
+}
+
+// A failsafe limiter forwards ChargeN to its primary while the breaker is
+// closed: settles and debts come out exactly as on the store alone.
+func TestSettleForwardsToThePrimary(t *testing.T) {
+	t.Run("settle", func(t *testing.T) { storetest.RunSettle(t, overMemory(failsafe.Open)) })
+	t.Run("debt", func(t *testing.T) { storetest.RunDebt(t, overMemory(failsafe.Open), 0) })
 }

@@ -37,7 +37,7 @@ var lost = map[string]map[string]string{
 	"fast": {
 		"1xx (103 Early Hints) passed on":                       "fasthttp's client skips 1xx responses; its server has no way to send one",
 		"a streamed response reaches the client before it ends": "fasthttp reads the upstream's body whole before answering (StreamResponseBody streams without flushing per chunk)",
-		"trailers passed on":                                    "the upstream's trailer does not reach the client through HostClient.Do into the server's Response",
+		"trailers passed on":                                    "the upstream's trailers are read, but the buffered body goes out with a Content-Length, and fasthttp writes trailers only after a chunked body stream",
 		"an upgrade is tunnelled":                               "the upgrade reaches the upstream as a plain request (Upgrade is hop-by-hop) and the 101 is not tunnelled; it needs a hijack path of its own",
 	},
 }

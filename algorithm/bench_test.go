@@ -19,10 +19,11 @@ func hotLimit(alg sluice.Algorithm) sluice.Limit {
 
 const hotStep = int64(5 * time.Millisecond)
 
-// warm brings s to its steady state under lim: for the sliding log, two
-// periods at the rate, so that its ring has grown to its largest size.
-func warm(tb testing.TB, s state, lim sluice.Limit) int64 {
-	now := t0
+// warm returns a fresh state of k brought to its steady state under
+// hotLimit, that limit, and the instant it reached: for the sliding log,
+// two periods at the rate, so that its ring has grown to its largest size.
+func warm(tb testing.TB, k kind) (lim sluice.Limit, s state, now int64) {
+	lim, s, now = hotLimit(k.alg), k.fresh(), t0
 	for range 2 * lim.Capacity() {
 		s.Take(now, lim, 1)
 	}
@@ -35,15 +36,13 @@ func warm(tb testing.TB, s state, lim sluice.Limit) int64 {
 			tb.Fatalf("sliding log ring holds %d after warming, want at least %d", l.BufLen(), algorithm.LogEntries)
 		}
 	}
-	return now
+	return lim, s, now
 }
 
 func BenchmarkTake(b *testing.B) {
 	for _, k := range kinds {
 		b.Run(k.alg.String(), func(b *testing.B) {
-			lim := hotLimit(k.alg)
-			s := k.fresh()
-			now := warm(b, s, lim)
+			lim, s, now := warm(b, k)
 			b.ReportAllocs()
 			for b.Loop() {
 				now += hotStep
@@ -57,9 +56,7 @@ func BenchmarkTake(b *testing.B) {
 func TestTakeAllocs(t *testing.T) {
 	for _, k := range kinds {
 		t.Run(k.alg.String(), func(t *testing.T) {
-			lim := hotLimit(k.alg)
-			s := k.fresh()
-			now := warm(t, s, lim)
+			lim, s, now := warm(t, k)
 			cost := 0
 			allocs := testing.AllocsPerRun(1000, func() {
 				now += hotStep

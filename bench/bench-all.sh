@@ -203,7 +203,8 @@ rls_processes() {
 \`BenchmarkRLSProcesses\`, \`-benchtime ${rls_n}x\`, rounds: $rls_rounds. One load generator (64 goroutines, one
 gRPC connection, 10,000 descriptor values) calls each server in turn on loopback; floor is a constant OK on
 serve's gRPC options; sluice serve and envoyproxy/ratelimit ($ENVOY_RATELIMIT_VERSION) run with their
-defaults and one rule (fixed window, 1e9 per second: every call admitted) on the same redis-server.
+defaults and one rule (fixed window, 1e9 per second: every call admitted) on the same redis-server, emptied
+before each row (so sluice serve answers with draft-11 RateLimit headers, envoyproxy/ratelimit with none).
 srv CPU is the server process's CPU per decision (all threads, /proc), Redis CPU redis-server's (INFO cpu);
 × floor is (srv + Redis CPU) over the floor's srv CPU in the same run. fallback/op: decisions sluice serve's
 failure policy answered without Redis (its 50 ms per-call timeout passed): a row where it is above 0 counts

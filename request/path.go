@@ -49,7 +49,13 @@ func Path(p string) (string, error) {
 			b = append(b, '%', hexUpper[c>>4], hexUpper[c&15])
 		}
 	}
-	// Pass 2: drop empty and "." segments, resolve "..", in place.
+	return removeDotSegments(b), nil // pass 2
+}
+
+// removeDotSegments returns the path b (escaped, one spelling per octet)
+// without empty and "." segments, with ".." resolved and without a last
+// "%2F" segment, working in place in b: "/" for nothing left.
+func removeDotSegments(b []byte) string {
 	out := b[:0]
 	for i := 0; i < len(b); {
 		j := i + 1 // b[i] is '/'
@@ -75,9 +81,9 @@ func Path(p string) (string, error) {
 		out = out[:len(out)-len(slashSegment)] // ServeMux's trailing slash
 	}
 	if len(out) == 0 {
-		return "/", nil
+		return "/"
 	}
-	return string(out), nil
+	return string(out)
 }
 
 // slashSegment is a last segment that is an encoded slash alone, which

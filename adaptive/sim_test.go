@@ -44,15 +44,8 @@ type completion struct {
 	tok     adaptive.Token
 }
 
-// eventClock is the simulation's fake clock, set event by event. The
-// simulation runs on one goroutine, so unlike clocktest.Clock it needs no
-// lock, whose cost the race detector multiplies on every event.
-type eventClock struct{ now time.Time }
-
-func newEventClock() *eventClock { return &eventClock{now: clocktest.Epoch} }
-
-// Now returns the instant of the event being played.
-func (c *eventClock) Now() time.Time { return c.now }
+// newEventClock is the simulation's clock, at clocktest.Epoch.
+func newEventClock() *eventq.Clock { return eventq.NewClock(clocktest.Epoch) }
 
 // fixed admits while fewer than n are in flight; its Tokens are zero, so
 // the simulation counts completions for it.
@@ -82,13 +75,12 @@ type simConfig struct {
 func (c simConfig) capacity() float64 { return float64(c.servers) / c.service.Seconds() }
 
 // simulate runs c's traffic through lim (or through fix when lim is nil).
-func simulate(t *testing.T, c simConfig, lim *adaptive.Limiter, clock *eventClock, fix *fixed) simResult {
+func simulate(t *testing.T, c simConfig, lim *adaptive.Limiter, clock *eventq.Clock, fix *fixed) simResult {
 	t.Helper()
 	rng := rand.New(rand.NewPCG(1, 2))
 	be := &backend{servers: c.servers, service: c.service, slowAt: c.slowAt, slow: c.slow}
 	var pending eventq.Queue[completion] // by when each completes
 	rate := c.load * c.capacity()
-	epoch := clock.Now()
 	next := time.Duration(rng.ExpFloat64() / rate * float64(time.Second))
 	// Room for every completion measured, so that appending never copies.
 	lat := make([]time.Duration, 0, int(rate*(c.duration-c.warmup).Seconds())+1)
@@ -98,7 +90,7 @@ func simulate(t *testing.T, c simConfig, lim *adaptive.Limiter, clock *eventCloc
 	for next < c.duration {
 		if pending.Len() > 0 && pending.Next() <= next {
 			at, ev := pending.Pop()
-			clock.now = epoch.Add(at)
+			clock.Set(at)
 			if lim != nil {
 				ev.tok.Done(adaptive.Success)
 			} else {
@@ -112,7 +104,7 @@ func simulate(t *testing.T, c simConfig, lim *adaptive.Limiter, clock *eventCloc
 		}
 		now := next
 		next += time.Duration(rng.ExpFloat64() / rate * float64(time.Second))
-		clock.now = epoch.Add(now)
+		clock.Set(now)
 		p := pick(rng, c.mix)
 		measured := now >= c.warmup
 		if measured {

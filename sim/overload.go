@@ -190,11 +190,6 @@ func RunOverload(c OverloadConfig) (*OverloadReport, error) {
 	return rep, nil
 }
 
-// simClock is the simulation's clock, set event by event.
-type simClock struct{ now time.Time }
-
-func (c *simClock) Now() time.Time { return c.now }
-
 // overloadEpoch is the simulated clock's start; only differences count.
 var overloadEpoch = time.Date(2024, 1, 1, 0, 0, 0, 0, time.UTC)
 
@@ -204,7 +199,7 @@ type limiter struct {
 	lim             *adaptive.Limiter
 }
 
-func newLimiter(c OverloadConfig, l OverloadLimit, clock *simClock) (*limiter, error) {
+func newLimiter(c OverloadConfig, l OverloadLimit, clock *eventq.Clock) (*limiter, error) {
 	if l.Adaptive == nil {
 		return &limiter{fixed: l.Fixed}, nil
 	}
@@ -252,7 +247,7 @@ func (l *limiter) limit() int {
 
 // runOneOverload runs c's arrivals through limit l and measures.
 func runOneOverload(c OverloadConfig, l OverloadLimit) (OverloadResult, int, error) {
-	clock := &simClock{now: overloadEpoch}
+	clock := eventq.NewClock(overloadEpoch)
 	lim, err := newLimiter(c, l, clock)
 	if err != nil {
 		return OverloadResult{}, 0, err
@@ -273,7 +268,7 @@ func runOneOverload(c OverloadConfig, l OverloadLimit) (OverloadResult, int, err
 	for next < c.Duration {
 		if pending.Len() > 0 && pending.Next() <= next {
 			at, ev := pending.Pop()
-			clock.now = overloadEpoch.Add(at)
+			clock.Set(at)
 			lim.done(ev.tok)
 			took := at - ev.arrived
 			if b := int(at / c.Bucket); b < nb {
@@ -286,7 +281,7 @@ func runOneOverload(c OverloadConfig, l OverloadLimit) (OverloadResult, int, err
 		}
 		now := next
 		next += gap()
-		clock.now = overloadEpoch.Add(now)
+		clock.Set(now)
 		arrivals++
 		if b := int(now / c.Bucket); next >= c.Duration || int(next/c.Bucket) != b {
 			// The bucket's last arrival: its limit is the bucket's. Read

@@ -1,6 +1,7 @@
-// Package eventq holds the two queues of a discrete-event simulation of a
-// backend on a simulated clock: the workers' next free instants, and the
-// admitted requests ordered by when they complete.
+// Package eventq holds the parts of a discrete-event simulation of a
+// backend: its two queues (the workers' next free instants, and the
+// admitted requests ordered by when they complete) and its clock, set
+// event by event.
 //
 // Both are binary min-heaps sifted by hand rather than through
 // container/heap, whose interface boxes every value pushed and popped: one
@@ -103,3 +104,22 @@ func (q *Queue[T]) Pop() (time.Duration, T) {
 	q.items = h
 	return top.at, top.v
 }
+
+// Clock is a simulation's clock (a sluice.Clock), set to each event's
+// instant as the event is played. It takes no lock: a simulation plays its
+// events on one goroutine, and the lock of a clock shared between
+// goroutines (clocktest.Clock) costs on every event, the more so under the
+// race detector. Its zero value reads the zero time until Set; make one
+// with NewClock.
+type Clock struct {
+	epoch, now time.Time
+}
+
+// NewClock returns a Clock at epoch, the simulation's start.
+func NewClock(epoch time.Time) *Clock { return &Clock{epoch: epoch, now: epoch} }
+
+// Set moves the clock to at after the simulation's start.
+func (c *Clock) Set(at time.Duration) { c.now = c.epoch.Add(at) }
+
+// Now returns the instant of the event being played.
+func (c *Clock) Now() time.Time { return c.now }

@@ -56,3 +56,19 @@ func TestWorkersQueueRequestsBeyondTheirNumber(t *testing.T) {
 		t.Errorf("a request arriving after every worker is free completes at %v, want 110", end)
 	}
 }
+
+// The clock reads its epoch until set, then the epoch plus the instant it
+// was set to, in whatever order the events come.
+func TestClockReadsTheEventsInstantFromItsEpoch(t *testing.T) {
+	epoch := time.Date(2024, 1, 1, 0, 0, 0, 0, time.UTC)
+	c := NewClock(epoch)
+	if got := c.Now(); !got.Equal(epoch) {
+		t.Errorf("before any event: %v, want the epoch %v", got, epoch)
+	}
+	for _, at := range []time.Duration{3 * time.Second, time.Second} {
+		c.Set(at)
+		if got := c.Now(); !got.Equal(epoch.Add(at)) {
+			t.Errorf("Set(%v): %v, want %v", at, got, epoch.Add(at))
+		}
+	}
+}

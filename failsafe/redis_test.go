@@ -15,6 +15,7 @@ import (
 	"github.com/sluicehq/sluice/failsafe"
 	"github.com/sluicehq/sluice/internal/clocktest"
 	"github.com/sluicehq/sluice/internal/redistest"
+	"github.com/sluicehq/sluice/internal/storetest"
 	"github.com/sluicehq/sluice/memstore"
 	"github.com/sluicehq/sluice/redisstore"
 )
@@ -78,21 +79,21 @@ func TestRedisKilledMidLoad(t *testing.T) {
 					}
 				})
 			}
-			waitForRedis(t, "decisions on Redis", func() bool { return m.outcomes[0].Load() > 100 })
+			storetest.WaitFor(t, "decisions on Redis", func() bool { return m.outcomes[0].Load() > 100 })
 			srv.Kill()
-			waitForRedis(t, "the breaker to open", func() bool { return !l.Available() })
+			storetest.WaitFor(t, "the breaker to open", func() bool { return !l.Available() })
 			switch mode {
 			case failsafe.Closed:
 				n := m.outcomes[1].Load()
-				waitForRedis(t, "denials while Redis is down", func() bool { return m.outcomes[1].Load() > n+100 })
+				storetest.WaitFor(t, "denials while Redis is down", func() bool { return m.outcomes[1].Load() > n+100 })
 			default:
 				n := m.outcomes[0].Load()
-				waitForRedis(t, "admissions while Redis is down", func() bool { return m.outcomes[0].Load() > n+100 })
+				storetest.WaitFor(t, "admissions while Redis is down", func() bool { return m.outcomes[0].Load() > n+100 })
 			}
 			srv.Restart(t)
 			// Move the breaker's clock past each back-off, so that calls
 			// probe until one finds Redis back.
-			waitForRedis(t, "the breaker to close", func() bool {
+			storetest.WaitFor(t, "the breaker to close", func() bool {
 				clock.Advance(time.Minute)
 				return l.Available()
 			})
@@ -188,18 +189,5 @@ func (m *midLoad) checkLocal(t *testing.T) {
 	}
 	if answered < 100 {
 		t.Errorf("only %d answers came from the local limiter while Redis was down", answered)
-	}
-}
-
-// waitForRedis polls cond every 5 ms until it holds, failing the test
-// with what after 30 seconds.
-func waitForRedis(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(5 * time.Millisecond) // polling a condition, not passing time for an algorithm
 	}
 }

@@ -12,6 +12,7 @@ import (
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/internal/pgtest"
+	"github.com/sluicehq/sluice/internal/storetest"
 	"github.com/sluicehq/sluice/pgstore"
 )
 
@@ -81,17 +82,17 @@ func restartMidLoad(t *testing.T, srv *pgtest.Server, stop func(*pgtest.Server) 
 			l.wg.Wait()
 		}
 	}()
-	waitFor(t, "200 admissions before the stop", func() bool { return l.admitted.Load() >= 200 })
+	storetest.WaitFor(t, "200 admissions before the stop", func() bool { return l.admitted.Load() >= 200 })
 	if err := stop(srv); err != nil {
 		t.Fatal(err)
 	}
 	before := l.failed.Load()
-	waitFor(t, "20 failures while PostgreSQL is down", func() bool { return l.failed.Load()-before >= 20 })
+	storetest.WaitFor(t, "20 failures while PostgreSQL is down", func() bool { return l.failed.Load()-before >= 20 })
 	if err := srv.Start(); err != nil {
 		t.Fatal(err)
 	}
 	restarted := l.admitted.Load()
-	waitFor(t, "200 admissions after the restart", func() bool { return l.admitted.Load()-restarted >= 200 })
+	storetest.WaitFor(t, "200 admissions after the restart", func() bool { return l.admitted.Load()-restarted >= 200 })
 	close(l.stop)
 	l.wg.Wait()
 	stopped = true
@@ -104,18 +105,6 @@ func restartMidLoad(t *testing.T, srv *pgtest.Server, stop func(*pgtest.Server) 
 	t.Logf("admitted %d, failed %d (in doubt %d), ledger %d", admitted, l.failed.Load(), inDoubt, u[0].Count)
 	if u[0].Count < admitted || u[0].Count > admitted+inDoubt {
 		t.Errorf("the ledger counts %d; the callers were told of %d admissions (and %d calls broke in flight)", u[0].Count, admitted, inDoubt)
-	}
-}
-
-// waitFor polls cond until it holds, failing t after 30 seconds.
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(5 * time.Millisecond)
 	}
 }
 

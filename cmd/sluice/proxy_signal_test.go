@@ -1,20 +1,15 @@
 package main
 
 import (
-	"bufio"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
-	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
-
-	"github.com/sluicehq/sluice/internal/testlog"
 )
 
 // A SIGHUP that comes while sluice proxy is still starting (a large config
@@ -58,12 +53,9 @@ func TestProxySurvivesSIGHUPDuringStartUp(t *testing.T) {
 
 // hupProcess is a `sluice` command run as a child process by startHUPing.
 type hupProcess struct {
-	cmd     *exec.Cmd
-	stderr  testlog.Buffer
-	exited  chan struct{}
-	waitErr error
-	addr    string // the first submatch of the line startHUPing waited for
-	sent    int    // SIGHUPs sent before that line was read
+	*child
+	addr string // the first submatch of the line startHUPing waited for
+	sent int    // SIGHUPs sent before that line was read
 }
 
 // startHUPing runs `sluice args` in a child process and, from when the
@@ -75,38 +67,13 @@ type hupProcess struct {
 func startHUPing(t *testing.T, path string, ready *regexp.Regexp, args ...string) *hupProcess {
 	t.Helper()
 	opened := openedOnce(t, path)
-	self, err := os.Executable()
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := &hupProcess{cmd: exec.Command(self, args...), exited: make(chan struct{})}
-	p.cmd.Env = append(os.Environ(), runMainEnv+"=1")
-	out, err := p.cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	p.cmd.Stderr = &p.stderr
-	if err := p.cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	go func() { p.waitErr = p.cmd.Wait(); close(p.exited) }()
-	t.Cleanup(func() {
-		p.cmd.Process.Kill()
-		<-p.exited
-	})
-	addrs := make(chan string, 1)
-	go func() {
-		sc := bufio.NewScanner(out)
-		for sc.Scan() {
-			if m := ready.FindStringSubmatch(sc.Text()); m != nil && len(addrs) == 0 {
-				addrs <- m[1]
-			}
-		}
-	}()
+	c, lines := startChild(t, testBinary(t), args...)
+	p := &hupProcess{child: c}
+	defer drain(lines)
 	select {
 	case <-opened:
 	case <-p.exited:
-		t.Fatalf("exited before opening its config (%v): %s", p.waitErr, p.stderr.String())
+		t.Fatalf("exited before opening its config (%v): %s", p.exitErr, p.stderr.String())
 	case <-time.After(30 * time.Second):
 		t.Fatalf("did not open its config in 30s: %s", p.stderr.String())
 	}
@@ -117,9 +84,12 @@ func startHUPing(t *testing.T, path string, ready *regexp.Regexp, args ...string
 		p.hup()
 		p.sent++
 		select {
-		case p.addr = <-addrs:
+		case l := <-lines:
+			if m := ready.FindStringSubmatch(l); m != nil {
+				p.addr = m[1]
+			}
 		case <-p.exited:
-			t.Fatalf("exited during start-up, after %d SIGHUPs (%v): %s", p.sent, p.waitErr, p.stderr.String())
+			t.Fatalf("exited during start-up, after %d SIGHUPs (%v): %s", p.sent, p.exitErr, p.stderr.String())
 		case <-tick.C:
 		case <-deadline:
 			t.Fatalf("not started 60s after opening its config: %s", p.stderr.String())
@@ -144,7 +114,7 @@ func (p *hupProcess) hupFor(t *testing.T, d time.Duration) {
 		p.hup()
 		select {
 		case <-p.exited:
-			t.Fatalf("exited after start-up (%v): %s", p.waitErr, p.stderr.String())
+			t.Fatalf("exited after start-up (%v): %s", p.exitErr, p.stderr.String())
 		case <-tick.C:
 			continue
 		case <-end:

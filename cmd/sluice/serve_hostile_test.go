@@ -38,41 +38,46 @@ func TestMain(m *testing.M) {
 	os.Exit(redistest.Wrap(m).Run())
 }
 
-// process is a `sluice` command running as a child process.
-type process struct {
-	cmd           *exec.Cmd
-	httpURL, grpc string
-	stderr        *testlog.Buffer
-	exited        chan struct{}
-	exitErr       error
+// child is the test binary running `sluice` (TestMain runs main when
+// runMainEnv is set) as a child process, its stderr kept.
+type child struct {
+	cmd     *exec.Cmd
+	stderr  testlog.Buffer
+	exited  chan struct{} // closed once the process has exited
+	exitErr error         // Wait's error, set before exited is closed
 }
 
-// startProcess runs `sluice args` in a child process whose shell first
-// runs prelude (such as "ulimit -n 256"), waits for serve's addresses and
-// kills the process when the test ends.
-func startProcess(t *testing.T, prelude string, args ...string) *process {
+// testBinary returns the path of the running test binary.
+func testBinary(t *testing.T) string {
 	t.Helper()
 	self, err := os.Executable()
 	if err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.Command("sh", append([]string{"-c", prelude + `; exec "$0" "$@"`, self}, args...)...)
-	cmd.Env = append(os.Environ(), runMainEnv+"=1")
-	out, err := cmd.StdoutPipe()
+	return self
+}
+
+// startChild starts name args with runMainEnv set and returns it and its
+// stdout line by line, which the caller reads to the end (drain): the
+// channel closes when stdout does. The process is killed when the test
+// ends.
+func startChild(t *testing.T, name string, args ...string) (*child, <-chan string) {
+	t.Helper()
+	c := &child{cmd: exec.Command(name, args...), exited: make(chan struct{})}
+	c.cmd.Env = append(os.Environ(), runMainEnv+"=1")
+	out, err := c.cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := &process{cmd: cmd, stderr: &testlog.Buffer{}, exited: make(chan struct{})}
-	cmd.Stderr = p.stderr
-	if err := cmd.Start(); err != nil {
+	c.cmd.Stderr = &c.stderr
+	if err := c.cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	go func() { p.exitErr = cmd.Wait(); close(p.exited) }()
+	go func() { c.exitErr = c.cmd.Wait(); close(c.exited) }()
 	t.Cleanup(func() {
-		cmd.Process.Kill()
-		<-p.exited
+		c.cmd.Process.Kill()
+		<-c.exited
 	})
-	httpRe, grpcRe := regexp.MustCompile(`HTTP  (http://\S+)`), regexp.MustCompile(`gRPC  (\S+)`)
 	lines := make(chan string)
 	go func() {
 		sc := bufio.NewScanner(out)
@@ -82,6 +87,48 @@ func startProcess(t *testing.T, prelude string, args ...string) *process {
 		close(lines)
 		io.Copy(io.Discard, out)
 	}()
+	return c, lines
+}
+
+// drain reads the rest of lines in the background.
+func drain(lines <-chan string) {
+	go func() {
+		for range lines {
+		}
+	}()
+}
+
+// stop sends SIGTERM and fails the test unless the process exits 0 within
+// d.
+func (c *child) stop(t *testing.T, d time.Duration) {
+	t.Helper()
+	if err := c.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-c.exited:
+		if c.exitErr != nil {
+			t.Errorf("exit after SIGTERM: %v: %s", c.exitErr, c.stderr.String())
+		}
+	case <-time.After(d):
+		t.Fatalf("still running %v after SIGTERM: %s", d, c.stderr.String())
+	}
+}
+
+// process is a `sluice serve` running as a child process.
+type process struct {
+	*child
+	httpURL, grpc string
+}
+
+// startProcess runs `sluice args` in a child process whose shell first
+// runs prelude (such as "ulimit -n 256"), waits for serve's addresses and
+// kills the process when the test ends.
+func startProcess(t *testing.T, prelude string, args ...string) *process {
+	t.Helper()
+	c, lines := startChild(t, "sh", append([]string{"-c", prelude + `; exec "$0" "$@"`, testBinary(t)}, args...)...)
+	p := &process{child: c}
+	httpRe, grpcRe := regexp.MustCompile(`HTTP  (http://\S+)`), regexp.MustCompile(`gRPC  (\S+)`)
 	timeout := time.After(10 * time.Second)
 	for p.httpURL == "" || p.grpc == "" {
 		select {
@@ -100,10 +147,7 @@ func startProcess(t *testing.T, prelude string, args ...string) *process {
 			t.Fatalf("printed no addresses: %s", p.stderr.String())
 		}
 	}
-	go func() {
-		for range lines {
-		}
-	}()
+	drain(lines)
 	return p
 }
 
@@ -249,15 +293,7 @@ func TestServeRefusesConfigFilesThatAreNotRegular(t *testing.T) {
 				}
 				p.cmd.Process.Signal(syscall.SIGHUP)
 				time.Sleep(200 * time.Millisecond) // let the reload start: SIGTERM must interrupt it
-				p.cmd.Process.Signal(syscall.SIGTERM)
-				select {
-				case <-p.exited:
-					if p.exitErr != nil {
-						t.Errorf("exit after SIGTERM: %v: %s", p.exitErr, p.stderr.String())
-					}
-				case <-time.After(5 * time.Second):
-					t.Fatalf("still running 5s after SIGTERM: %s", p.stderr.String())
-				}
+				p.stop(t, 5*time.Second)
 			})
 		})
 	}

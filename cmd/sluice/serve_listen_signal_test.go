@@ -9,7 +9,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -57,19 +56,9 @@ func TestServeStopsOnSIGTERMWithUDSAndDebugListenerBusy(t *testing.T) {
 	})
 
 	start := time.Now()
-	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
-		t.Fatal(err)
-	}
-	select {
-	case <-p.exited:
-	case <-time.After(drainGrace + 5*time.Second):
-		t.Fatalf("still running %v after SIGTERM: %s", time.Since(start), p.stderr.String())
-	}
+	p.stop(t, drainGrace+5*time.Second)
 	if took := time.Since(start); took >= drainGrace {
 		t.Errorf("stopping took %v, the whole %v grace: the profile held the drain", took, drainGrace)
-	}
-	if p.exitErr != nil {
-		t.Errorf("exit: %v: %s", p.exitErr, p.stderr.String())
 	}
 	if _, err := os.Lstat(sock); !errors.Is(err, fs.ErrNotExist) {
 		t.Errorf("the socket file after the stop: %v", err)

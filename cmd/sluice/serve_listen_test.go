@@ -13,7 +13,6 @@ import (
 	"slices"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -160,17 +159,7 @@ func TestServeGRPCUDSServesOnTheSocketAndRemovesItOnStop(t *testing.T) {
 	if want := []pb.RateLimitResponse_Code{pb.RateLimitResponse_OK, pb.RateLimitResponse_OK, pb.RateLimitResponse_OVER_LIMIT}; !slices.Equal(codes, want) {
 		t.Errorf("codes over the socket %v, want %v (2 a minute)", codes, want)
 	}
-	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
-		t.Fatal(err)
-	}
-	select {
-	case <-p.exited:
-		if p.exitErr != nil {
-			t.Errorf("exit after SIGTERM: %v: %s", p.exitErr, p.stderr.String())
-		}
-	case <-time.After(drainGrace):
-		t.Fatalf("not stopped within the %v grace: %s", drainGrace, p.stderr.String())
-	}
+	p.stop(t, drainGrace)
 	if _, err := os.Lstat(sock); !errors.Is(err, fs.ErrNotExist) {
 		t.Errorf("the socket after stop: %v, want it removed", err)
 	}

@@ -10,7 +10,6 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
@@ -168,7 +167,7 @@ func testReservations(t *testing.T, url string) {
 		t.Fatalf("the database counts %d for %d admitted: want the bound, %d held", n, a, procs*(batch-1))
 	}
 	// The first process stops: its 4 units go back.
-	stopProcess(t, ss[0])
+	ss[0].stop(t, 15*time.Second)
 	if !strings.Contains(ss[0].stderr.String(), "reservations refunded at shutdown") || !strings.Contains(ss[0].stderr.String(), fmt.Sprintf("units=%d", batch-1)) {
 		t.Errorf("no refund of %d units logged at shutdown: %s", batch-1, ss[0].stderr.String())
 	}
@@ -183,7 +182,7 @@ func testReservations(t *testing.T, url string) {
 		t.Errorf("admitted %d: want at least the quota %d less what the processes hold, %d", a, quota, quota-procs*(batch-1))
 	}
 	for _, p := range ss {
-		stopProcess(t, p)
+		p.stop(t, 15*time.Second)
 	}
 	if n, a := storeCount(t, url), admitted.Load(); n != a {
 		t.Errorf("after shutdown the database counts %d for %d admitted: the reservations were not all refunded", n, a)
@@ -314,22 +313,6 @@ func TestServePostgresRefusesWhatItCannotDo(t *testing.T) {
 func startServeProcess(t *testing.T, args ...string) *process {
 	t.Helper()
 	return startProcess(t, ":", append([]string{"serve", "-http-addr", "127.0.0.1:0", "-grpc-addr", "127.0.0.1:0"}, args...)...)
-}
-
-// stopProcess sends p SIGTERM and checks that it exits 0 within 15 s.
-func stopProcess(t *testing.T, p *process) {
-	t.Helper()
-	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
-		t.Fatal(err)
-	}
-	select {
-	case <-p.exited:
-		if p.exitErr != nil {
-			t.Errorf("serve exited with %v: %s", p.exitErr, p.stderr.String())
-		}
-	case <-time.After(15 * time.Second):
-		t.Fatalf("serve did not stop within 15 s of SIGTERM: %s", p.stderr.String())
-	}
 }
 
 // PostgreSQL stopped under serve: decisions fail closed (the default on

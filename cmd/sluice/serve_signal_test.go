@@ -44,7 +44,7 @@ func TestServeSurvivesSIGHUPDuringStartUp(t *testing.T) {
 	}
 	select {
 	case <-p.exited:
-		t.Fatalf("exited: %v: %s", p.waitErr, p.stderr.String())
+		t.Fatalf("exited: %v: %s", p.exitErr, p.stderr.String())
 	default:
 	}
 }

@@ -1,7 +1,6 @@
 package storetest
 
 import (
-	"context"
 	"testing"
 	"time"
 	_ "time/tzdata" // Europe/Berlin wherever the tests run
@@ -46,13 +45,7 @@ func RunCalendarMonth(t *testing.T, newStore NewStore, opts Options) {
 	if p := peek(t, store, key, lim); p.Remaining != 4 || p.ResetAfter != february {
 		t.Fatalf("peek: %s, want 4 left, ResetAfter %v", show(p), february)
 	}
-	rf, ok := store.(sluice.Refunder)
-	if !ok {
-		t.Fatalf("%T does not implement sluice.Refunder", store)
-	}
-	if err := rf.RefundN(context.Background(), key, lim, 1); err != nil {
-		t.Fatal(err)
-	}
+	refund(t, store, key, lim, 1)
 	if r := allow(t, store, key, lim, 5); !r.Allowed || r.Remaining != 0 {
 		t.Fatalf("after a refund: %s, want 5 admitted", show(r))
 	}

@@ -362,6 +362,20 @@ func allow(t *testing.T, store sluice.Limiter, key string, lim sluice.Limit, cos
 	return r
 }
 
+// refund is RefundN that fails the test on an error or a limiter without
+// it: every store and wrapper refunds, and a skip would let one that lost
+// RefundN pass the suite.
+func refund(t *testing.T, store sluice.Limiter, key string, lim sluice.Limit, n int) {
+	t.Helper()
+	rf, ok := store.(sluice.Refunder)
+	if !ok {
+		t.Fatalf("%T does not implement sluice.Refunder", store)
+	}
+	if err := rf.RefundN(context.Background(), key, lim, n); err != nil {
+		t.Fatalf("RefundN(%s, %d): %v", key, n, err)
+	}
+}
+
 // RunKeysIndependent checks that spending one key's allowance leaves other
 // keys alone.
 func RunKeysIndependent(t *testing.T, newStore NewStore) {
@@ -464,19 +478,11 @@ func RunRefund(t *testing.T, newStore NewStore) {
 	for _, lim := range allAlgorithms(4) {
 		t.Run(lim.Algorithm.String(), func(t *testing.T) {
 			store := newStore(t, clocktest.New())
-			rf, ok := store.(sluice.Refunder)
-			if !ok {
-				// Every store and wrapper refunds; a skip here would let
-				// one that lost RefundN pass the suite.
-				t.Fatalf("%T does not implement sluice.Refunder", store)
-			}
-			ctx, key := context.Background(), keyOf(t)
+			key := keyOf(t)
 			if r := allow(t, store, key, lim, 4); !r.Allowed {
 				t.Fatalf("AllowN(4) denied on a fresh key")
 			}
-			if err := rf.RefundN(ctx, key, lim, 2); err != nil {
-				t.Fatalf("RefundN: %v", err)
-			}
+			refund(t, store, key, lim, 2)
 			if r := allow(t, store, key, lim, 2); !r.Allowed {
 				t.Errorf("after refunding 2, AllowN(2) denied")
 			}
@@ -484,12 +490,8 @@ func RunRefund(t *testing.T, newStore NewStore) {
 				t.Errorf("after refunding 2 and spending 2, AllowN(1) allowed")
 			}
 			// Refunding more than was spent stops at a fresh key.
-			if err := rf.RefundN(ctx, key, lim, 4); err != nil {
-				t.Fatalf("RefundN: %v", err)
-			}
-			if err := rf.RefundN(ctx, key, lim, 4); err != nil {
-				t.Fatalf("RefundN: %v", err)
-			}
+			refund(t, store, key, lim, 4)
+			refund(t, store, key, lim, 4)
 			if r := allow(t, store, key, lim, 4); !r.Allowed {
 				t.Errorf("after refunding everything, AllowN(4) denied")
 			}

@@ -35,21 +35,6 @@ func planStore(t *testing.T) *pgstore.PlanStore {
 	return pgstore.NewPlanStore(st.Pool())
 }
 
-// admitted sends n requests of tenant through h and counts the 200s.
-func admitted(h http.Handler, tenant string, n int) int {
-	ok := 0
-	for range n {
-		w := httptest.NewRecorder()
-		r := httptest.NewRequest(http.MethodGet, "/", nil)
-		r.Header.Set("X-Tenant", tenant)
-		h.ServeHTTP(w, r)
-		if w.Code == http.StatusOK {
-			ok++
-		}
-	}
-	return ok
-}
-
 // Through the middleware, a tenant's override set in PostgreSQL takes
 // effect at the cache's staleness (not a nanosecond before) and ends
 // exactly at its expiry; assigning a plan changes the limit (the story of
@@ -68,7 +53,7 @@ func TestPlanLimitsFollowOverridesAndPlansInPostgres(t *testing.T) {
 		}},
 	})
 	h := m.Handler(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
-	sc.Run(t, ps, "api", func(tenant string, n int) int { return admitted(h, tenant, n) })
+	sc.Run(t, ps, "api", h)
 }
 
 // fixedLimits is a plans.Limits that gives every tenant lim.
@@ -116,7 +101,7 @@ func TestUnusableTenantLimitKeepsThePolicys(t *testing.T) {
 	}
 	h := tenantHandler(t, sluice.Limit{Algorithm: sluice.LeakyBucket, Rate: 9, Period: time.Hour, Burst: 9},
 		httplimit.Policy{CountOnly: ok})
-	if got := admitted(h, "acme", 10); got != 2 {
+	if got := httplimittest.Admitted(h, "acme", 10); got != 2 {
 		t.Fatalf("%d admitted, want the policy's 2", got)
 	}
 }
@@ -204,7 +189,7 @@ func TestInterleavedTenantsKeepTheirOwnLimits(t *testing.T) {
 	got := map[string]int{}
 	for range 10 {
 		for _, tenant := range []string{"a", "b", "c"} {
-			got[tenant] += admitted(h, tenant, 1)
+			got[tenant] += httplimittest.Admitted(h, tenant, 1)
 		}
 	}
 	if want := map[string]int{"a": 3, "b": 5, "c": 2}; !maps.Equal(got, want) {

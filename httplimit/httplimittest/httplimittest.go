@@ -1,13 +1,15 @@
 // Package httplimittest holds what the tests of httplimit and of the proxy
 // built on it (package gateway) share: an observer that records decisions,
 // a reader of their Prometheus series, and the scenario their plans tests
-// run against PostgreSQL. It imports neither face, so each face's tests
+// run against PostgreSQL, with the tenant's requests it sends. It imports neither face, so each face's tests
 // use it with their own types.
 package httplimittest
 
 import (
 	"context"
 	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"slices"
 	"sync"
 	"testing"
@@ -103,19 +105,18 @@ func NewPlansScenario() PlansScenario {
 	return PlansScenario{Base: base, Clock: clocktest.At(base.Add(10 * time.Second)), Staleness: 2 * time.Second}
 }
 
-// Run tells the story through send, which sends n requests of tenant and
-// returns how many were admitted, with plans written to store for the
-// limit named limit: tenant acme's override takes effect at the cache's
-// staleness (not a nanosecond before) and ends exactly at its expiry, its
-// plan then applies, a tenant on no plan keeps the limit's 2, and so does
-// acme once its plan is taken away. Every window the scenario counts in
-// is a fresh one but the first.
-func (s PlansScenario) Run(t testing.TB, store PlanStore, limit string, send func(tenant string, n int) int) {
+// Run tells the story through h, a handler limited by tenant header
+// X-Tenant, with plans written to store for the limit named limit: tenant
+// acme's override takes effect at the cache's staleness (not a nanosecond
+// before) and ends exactly at its expiry, its plan then applies, a tenant
+// on no plan keeps the limit's 2, and so does acme once its plan is taken
+// away. Every window the scenario counts in is a fresh one but the first.
+func (s PlansScenario) Run(t testing.TB, store PlanStore, limit string, h http.Handler) {
 	t.Helper()
 	ctx := context.Background()
 	admits := func(when, tenant string, want int) {
 		t.Helper()
-		if got := send(tenant, 10); got != want {
+		if got := Admitted(h, tenant, 10); got != want {
 			t.Fatalf("%s: %d admitted, want %d", when, got, want)
 		}
 	}
@@ -139,6 +140,21 @@ func (s PlansScenario) Run(t testing.TB, store PlanStore, limit string, send fun
 	must(t, store.AssignPlan(ctx, "acme", ""))
 	s.Clock.Set(expires.Add(time.Minute)) // past the staleness
 	admits("off its plan (the limit's)", "acme", 2)
+}
+
+// Admitted sends h n GET requests of tenant (its X-Tenant header) and
+// returns how many h answered 200.
+func Admitted(h http.Handler, tenant string, n int) int {
+	ok := 0
+	for range n {
+		w := httptest.NewRecorder()
+		r := httptest.NewRequest(http.MethodGet, "/", nil)
+		r.Header.Set("X-Tenant", tenant)
+		if h.ServeHTTP(w, r); w.Code == http.StatusOK {
+			ok++
+		}
+	}
+	return ok
 }
 
 func must(t testing.TB, err error) {

@@ -143,7 +143,7 @@ var packages = map[string]pkgRule{
 	"httplimit/httplimittest": {layer: helper, grants: map[string]string{
 		edgeTesting: "it is the decision recorder, series reader and plans scenario httplimit's and gateway's tests share",
 		edgeMetrics: "it reads the series the faces' metrics register, for their tests",
-		edgeHTTP:    "only through Prometheus's client library",
+		edgeHTTP:    "it sends the plans scenario's requests to the handler under test",
 		edgeGRPC:    "only protobuf, through Prometheus's client library",
 	}},
 	"config": {layer: helper, grants: map[string]string{
@@ -558,7 +558,7 @@ func cleanGraph() []string {
 		"internal/testlog: std:sync",
 		"internal/eventq: std:time",
 		"config/configtest: config std:testing",
-		"httplimit/httplimittest: internal/clocktest std:testing github.com/prometheus/client_golang/prometheus",
+		"httplimit/httplimittest: internal/clocktest std:testing std:net/http github.com/prometheus/client_golang/prometheus",
 		"internal/promreg: github.com/prometheus/client_golang/prometheus",
 		"github.com/prometheus/client_golang/prometheus: std:expvar google.golang.org/protobuf/proto",
 		"std:expvar: std:net/http",

@@ -12,18 +12,11 @@ import (
 	"time"
 )
 
-// A SIGHUP that comes while sluice proxy is still starting (a large config
-// being loaded, a config-reloader sidecar signalling right after a deploy)
-// must not kill it, as it does not kill serve: before, SIGHUP's default
-// action ended the proxy (exit 129) until its reload handler was installed
-// after the config, the store and the listeners.
-//
-// The SIGHUPs start when the proxy opens its config, its first step after
-// taking SIGHUP, and go on every 20 ms until it listens and for two
-// seconds after (see startHUPing). Not at a fixed time after the exec: before the proxy's
-// first line the runtime and the packages' init run, a SIGHUP there ends
-// any Go program, and on a loaded machine under -race that took more than
-// the 300 ms this test once waited.
+// sluice proxy, like serve, takes SIGHUP from its start, so that one sent
+// while it is still starting (as a config-reloader sidecar may right after
+// a deploy) does not end it with exit 129; TestServeSurvivesSIGHUPDuringStartUp
+// tells why the SIGHUPs go from when the config is opened (startHUPing). The
+// proxy keeps serving through two more seconds of them.
 func TestProxySurvivesSIGHUPDuringStartUp(t *testing.T) {
 	t.Parallel() // waits on processes and timers; touches no process-wide state
 	up := httptest.NewServer(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))

@@ -212,18 +212,10 @@ EOF
 EOF
 } >"$dir/nginx/nginx.conf"
 
-cat >"$dir/sluice.yaml" <<EOF
-listen: 127.0.0.1:$sl_port
-upstream: http://127.0.0.1:$up_port
-status: 429
-access_log: "off"
-limits:
-  - {name: open, key: ip, rate: 1000000r/s, burst: 100000, nodelay: true}
-  - {name: limited, key: ip, rate: 1000r/s, burst: 100, nodelay: true}
-routes:
-  - {name: open, match: /open/, limits: [open]}
-  - {name: limited, match: /limited/, limits: [limited]}
-EOF
+{
+	printf 'listen: 127.0.0.1:%s\nupstream: http://127.0.0.1:%s\naccess_log: "off"\n' "$sl_port" "$up_port"
+	cat "$here/testdata/proxy-routes.yaml"
+} >"$dir/sluice.yaml"
 
 cat >"$dir/haproxy.cfg" <<EOF
 global
@@ -277,11 +269,17 @@ start_engine fast "$fa_port"
 fa_pid=$!
 pids+=($fl_pid $le_pid $fa_pid)
 
-wait_up "http://127.0.0.1:$up_port/open/"
-wait_up "http://127.0.0.1:$ng_port/open/"
-wait_up "http://127.0.0.1:$sl_port/open/"
-for port in $hp_port $fl_port $le_port $fa_port; do
-	wait_up "http://127.0.0.1:$port/open/"
+# Each target's port, and each proxy's process (whose CPU time is counted).
+declare -A port=([direct]=$up_port [sluice]=$sl_port [floor]=$fl_port [lean]=$le_port
+	[fast]=$fa_port [nginx]=$ng_port [haproxy]=$hp_port)
+declare -A pid=([sluice]=$sl_pid [floor]=$fl_pid [lean]=$le_pid [fast]=$fa_pid
+	[nginx]=$ng_pid [haproxy]=$hp_pid)
+for target in $TARGETS; do
+	[ -n "${port[$target]:-}" ] || { echo "proxy.sh: unknown target $target" >&2; exit 1; }
+done
+
+for p in "${port[@]}"; do
+	wait_up "http://127.0.0.1:$p/open/"
 done
 
 # to_us converts a wrk duration (850.00us, 1.23ms, 2.00s) to microseconds.
@@ -318,15 +316,7 @@ cpu_us() {
 run() {
 	local scenario=$1 target=$2 url=$3 t=$4 c=$5 out proxy_pid
 	out=$dir/wrk-$scenario-$target.txt
-	case $target in
-	sluice) proxy_pid=$sl_pid ;;
-	nginx) proxy_pid=$ng_pid ;;
-	haproxy) proxy_pid=$hp_pid ;;
-	floor) proxy_pid=$fl_pid ;;
-	lean) proxy_pid=$le_pid ;;
-	fast) proxy_pid=$fa_pid ;;
-	*) proxy_pid= ;;
-	esac
+	proxy_pid=${pid[$target]:-}
 	if [ "$scenario" != limited ]; then
 		wrk -t"$t" -c"$c" -d"$WARMUP" "$url" >/dev/null
 	fi
@@ -356,7 +346,14 @@ run() {
 		"$pxcpu" "$(cpu_us $((up1 - up0)) "$total")"
 }
 
-echo "# $(date -u +%Y-%m-%dT%H:%M:%SZ) commit $(git -C "$root" rev-parse --short HEAD 2>/dev/null || echo unknown)"
+built="built from the checkout"
+if [ -n "${SLUICE:-}" ]; then
+	built="sluice prebuilt ($SLUICE), engines built from the checkout"
+fi
+if [ -n "$(git -C "$root" status --porcelain --untracked-files=no 2>/dev/null)" ]; then
+	built="$built, which has uncommitted changes"
+fi
+echo "# $(date -u +%Y-%m-%dT%H:%M:%SZ) commit $(git -C "$root" rev-parse --short HEAD 2>/dev/null || echo unknown), $built"
 echo "# $(nginx -v 2>&1); $(haproxy -v | head -1 | cut -d' ' -f1-3); $(wrk -v 2>&1 | head -1 | cut -d' ' -f1-2); $("$sluice" version 2>/dev/null | head -1 || true)"
 echo "# load before: $(cut -d' ' -f1-3 /proc/loadavg)"
 echo "# wrk -t$THREADS -c$CONNS -d$DURATION --latency (open-c1: -t1 -c1), warm-up $WARMUP except for limited"
@@ -369,17 +366,7 @@ for scenario in open open-c1 limited; do
 		t=1 c=1
 	fi
 	for target in $TARGETS; do
-		case $target in
-		direct) port=$up_port ;;
-		sluice) port=$sl_port ;;
-		floor) port=$fl_port ;;
-		lean) port=$le_port ;;
-		fast) port=$fa_port ;;
-		nginx) port=$ng_port ;;
-		haproxy) port=$hp_port ;;
-		*) echo "proxy.sh: unknown target $target" >&2; exit 1 ;;
-		esac
-		run "$scenario" "$target" "http://127.0.0.1:$port$path" "$t" "$c"
+		run "$scenario" "$target" "http://127.0.0.1:${port[$target]}$path" "$t" "$c"
 	done
 done
 echo "# load after: $(cut -d' ' -f1-3 /proc/loadavg)"

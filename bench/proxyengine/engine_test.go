@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net"
 	"net/url"
+	"os"
 	"testing"
 	"time"
 
@@ -137,17 +138,14 @@ func startEngine(tb testing.TB, engine string, up *url.URL) string {
 	return ln.Addr().String()
 }
 
-// sluiceGateway is `sluice proxy`'s gateway with bench/proxy.sh's routes.
+// sluiceGateway is `sluice proxy`'s gateway with bench/proxy.sh's routes
+// (testdata/proxy-routes.yaml).
 func sluiceGateway(tb testing.TB, up *url.URL) *gateway.Gateway {
-	f, err := gateway.ParseFile("bench.yaml", []byte(`
-status: 429
-limits:
-  - {name: open, key: ip, rate: 1000000r/s, burst: 100000, nodelay: true}
-  - {name: limited, key: ip, rate: 1000r/s, burst: 100, nodelay: true}
-routes:
-  - {name: open, match: /open/, limits: [open]}
-  - {name: limited, match: /limited/, limits: [limited]}
-`))
+	routes, err := os.ReadFile("../testdata/proxy-routes.yaml")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	f, err := gateway.ParseFile("proxy-routes.yaml", routes)
 	if err != nil {
 		tb.Fatal(err)
 	}

@@ -230,27 +230,11 @@ func (g *GRPC) pace(ctx context.Context, target, method string, call func(ctx co
 	err = call(ctx)
 	if c := status.Code(err); !p.IgnoreServer && (c == codes.ResourceExhausted || c == codes.Unavailable) {
 		if wait, ok := RetryInfoDelay(err); ok {
-			p.holdOff(s, seq, wait)
+			// As a Retry-After does for HTTP: no request until wait.
+			p.hold(s, seq, time.Now(), report{reset: wait})
 		}
 	}
 	return err
-}
-
-// holdOff blocks s until wait from now, as a Retry-After does for HTTP
-// (bounded by MaxServerWait), unless a later request's report is in force.
-func (p *Pacer) holdOff(s *paceState, seq uint64, wait time.Duration) {
-	if maxWait := serverWaitBound(p.MaxServerWait); maxWait > 0 {
-		wait = min(wait, maxWait)
-	}
-	now := time.Now()
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if seq <= s.applied {
-		return
-	}
-	s.applied = seq
-	s.budget = 0
-	s.until = now.Add(wait)
 }
 
 // contextStatus is the status of a call whose context ended: CANCELED or

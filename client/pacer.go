@@ -327,9 +327,16 @@ func (p *Pacer) observe(s *paceState, seq uint64, resp *http.Response) {
 	if !ok {
 		rep, ok = rateLimitReport(resp.Header)
 	}
-	if !ok {
-		return
+	if ok {
+		p.hold(s, seq, now, rep)
 	}
+}
+
+// hold puts the server's report on request seq in force on s, unless a
+// later request's is: until rep.reset from now (bounded by MaxServerWait),
+// at most rep.remaining requests, less those sent since seq (none left
+// blocks the key until then).
+func (p *Pacer) hold(s *paceState, seq uint64, now time.Time, rep report) {
 	if maxWait := serverWaitBound(p.MaxServerWait); maxWait > 0 {
 		rep.reset = min(rep.reset, maxWait)
 	}

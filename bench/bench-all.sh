@@ -79,7 +79,8 @@ say() { echo "bench-all: $*" >&2; }
 load() { cut -d' ' -f1-3 /proc/loadavg; }
 
 commit=$(git -C "$root" describe --always --dirty 2>/dev/null || echo unknown)
-cpu_model=$(awk -F': ' '/^model name/ {print $2; exit}' /proc/cpuinfo 2>/dev/null)
+cpu_model=$(awk -F'\t*: ' '$1 == "model name" {n = $2} $1 == "cpu family" {f = $2} $1 == "model" {m = $2}
+	END {if (n != "") printf "%s, family %s model %s", n, f, m}' /proc/cpuinfo 2>/dev/null)
 machine="$(nproc) CPUs (${cpu_model:-unknown CPU}), kernel $(uname -r), $(awk '/^MemTotal/ {printf "%.0f GiB", $2 / 1048576}' /proc/meminfo)"
 gover=$(go version | cut -d' ' -f3-)
 started=$(date +%s)

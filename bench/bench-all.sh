@@ -176,9 +176,9 @@ in_process() {
 	stamp "$load0" "$load1" "$secs" "$rc"
 	cat <<EOF
 \`BenchmarkLimiters\` and \`BenchmarkClock\`, \`-cpu 2 -benchtime $lim_time\`, rounds: $lim_rounds (a process each,
-every row once per round). ns/op median (range) over the rounds; the last column
-is the row's ns/op over sluice-tokenbucket's (below 1: faster than Sluice's default). Hot key: one goroutine,
-one key. 100,000 keys: two goroutines (b.RunParallel), every key held before the timer starts.
+every row once per round). ns/op median (range) over the rounds; the last column is the row's ns/op over
+sluice-tokenbucket's in the same round, median (range) of the rounds (below 1: faster than Sluice's
+default). Hot key: one goroutine, one key. 100,000 keys: two goroutines (b.RunParallel), every key held before the timer starts.
 
 Hot key:
 

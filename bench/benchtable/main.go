@@ -10,7 +10,8 @@
 // A benchmark that was skipped or failed gets a row that says so, with the
 // first line of its message (a row "not measured: redis-server not found"
 // rather than no row). With -ref, a last column divides each row's first
-// metric by the ref row's (medians).
+// metric by the ref row's, run by run (the i-th run of each: the same round
+// when each round is one go test process), median and range.
 package main
 
 import (
@@ -29,7 +30,7 @@ func main() {
 	prefix := flag.String("prefix", "Benchmark", "the benchmarks of the table: names starting with this; the rest of the name is the row's")
 	cols := flag.String("cols", "ns/op", "comma-separated metrics (units as go test prints them: ns/op, allocs/op, ops/s, …)")
 	labels := flag.String("labels", "", "comma-separated column headings, one per metric (default: the units)")
-	ref := flag.String("ref", "", "a row: add a column with each row's first metric divided by this row's")
+	ref := flag.String("ref", "", "a row: add a column with each row's first metric divided by this row's, run by run")
 	first := flag.String("first", "row", "heading of the first column")
 	flag.Parse()
 	t := table{prefix: *prefix, cols: strings.Split(*cols, ","), ref: *ref, first: *first}
@@ -193,13 +194,37 @@ func (t *table) line(row string) string {
 		cells = append(cells, cell(runs[c]))
 	}
 	if t.ref != "" {
-		ratio := "–"
-		if base := median(t.runs[t.ref][t.cols[0]]); base > 0 && len(runs[t.cols[0]]) > 0 {
-			ratio = fmt.Sprintf("%.2f", median(runs[t.cols[0]])/base)
-		}
-		cells = append(cells, ratio)
+		cells = append(cells, refRatio(runs[t.cols[0]], t.runs[t.ref][t.cols[0]]))
 	}
 	return "| " + strings.Join(cells, " | ") + " |"
+}
+
+// refRatio is the cell of the -ref column: vs over ref run by run (the
+// i-th run of each, made in the same round) as a median with its range,
+// when both have as many runs; else the ratio of their medians.
+func refRatio(vs, ref []float64) string {
+	if len(vs) == 0 || len(ref) == 0 {
+		return "–"
+	}
+	if len(vs) != len(ref) {
+		if m := median(ref); m > 0 {
+			return strconv.FormatFloat(median(vs)/m, 'f', 2, 64) + " (of medians)"
+		}
+		return "–"
+	}
+	ratios := make([]float64, len(vs))
+	for i := range vs {
+		if ref[i] <= 0 {
+			return "–"
+		}
+		ratios[i] = vs[i] / ref[i]
+	}
+	s := slices.Sorted(slices.Values(ratios))
+	r := strconv.FormatFloat(median(s), 'f', 2, 64)
+	if lo, hi := strconv.FormatFloat(s[0], 'f', 2, 64), strconv.FormatFloat(s[len(s)-1], 'f', 2, 64); lo != hi {
+		r += " (" + lo + "–" + hi + ")"
+	}
+	return r
 }
 
 // maxRuns is the number of runs of a row: the most values of any metric.

@@ -56,13 +56,20 @@ func TestCellsAreMediansWithTheirRange(t *testing.T) {
 	}
 }
 
-func TestRefColumnDividesTheFirstMetricByTheRefRows(t *testing.T) {
+func TestRefColumnDividesTheFirstMetricByTheRefRowsRunByRun(t *testing.T) {
 	lines := render(t, table{prefix: "BenchmarkX/case/", cols: []string{"ns/op"}, ref: "a", first: "row"})
 	if lines[0] != "| row | runs | ns/op | ÷ a |" {
 		t.Errorf("heading %q", lines[0])
 	}
-	if want := "| b | 3 (+1 without figures) | 2500 (2000–3000) | 2.27 |"; lines[3] != want {
+	// b over a run by run: 3000/1000, 2000/1200, 2500/1100.
+	if want := "| b | 3 (+1 without figures) | 2500 (2000–3000) | 2.27 (1.67–3.00) |"; lines[3] != want {
 		t.Errorf("row b: got %q, want %q", lines[3], want)
+	}
+}
+
+func TestRefRatioOfRowsWithDifferentRunCountsIsOfMedians(t *testing.T) {
+	if got, want := refRatio([]float64{2, 4}, []float64{1, 2, 3}), "1.50 (of medians)"; got != want {
+		t.Errorf("refRatio = %q, want %q", got, want)
 	}
 }
 

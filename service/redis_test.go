@@ -16,10 +16,7 @@ package service_test
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"math"
-	"net/http"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -91,6 +88,13 @@ func forEachRedis(t *testing.T, cfg service.Config, f faceTest) {
 	}
 }
 
+// forEachStore runs f on every face over the recording store, then over
+// each Redis backend: for a case that holds whatever the store's clock.
+func forEachStore(t *testing.T, cfg service.Config, f faceTest) {
+	t.Run("fake", func(t *testing.T) { forEachFace(t, t0, cfg, f) })
+	t.Run("redis", func(t *testing.T) { forEachRedis(t, cfg, f) })
+}
+
 // checkStatus compares a status with everything but duration_until_reset
 // exactly, and requires 0 < duration_until_reset ≤ maxReset.
 func checkStatus(t *testing.T, what string, st *pb.RateLimitResponse_DescriptorStatus, want string, maxReset time.Duration) {
@@ -106,26 +110,11 @@ func checkStatus(t *testing.T, what string, st *pb.RateLimitResponse_DescriptorS
 }
 
 func TestRedisMalformedRequestsRefusedBeforeStore(t *testing.T) {
-	forEachRedis(t, service.Config{Rules: mongo(500, config.Second)}, func(t *testing.T, h *harness, _ func(*pb.RateLimitRequest) *pb.RateLimitResponse) {
-		for _, req := range []*pb.RateLimitRequest{
-			request("", 0, desc("database", "users")),
-			request("mongo_cps", 0),
-			request("mongo_cps", 0, desc("database", "users"), desc("", "x")),
-		} {
-			if _, err := h.svc.ShouldRateLimit(context.Background(), req); !errors.Is(err, service.ErrInvalidRequest) {
-				t.Errorf("direct %v: %v, want ErrInvalidRequest", req, err)
-			}
-			if _, err := h.grpc.ShouldRateLimit(context.Background(), req); status.Code(err) != codes.InvalidArgument {
-				t.Errorf("grpc %v: %v, want InvalidArgument", req, err)
-			}
-			if resp, body := h.postJSON(req); resp.StatusCode != http.StatusBadRequest {
-				t.Errorf("http %v: %d %s, want 400", req, resp.StatusCode, body)
-			}
-		}
-		if got := h.store.calls(); len(got) != 0 {
-			t.Errorf("store called for bad requests: %q", got)
-		}
-	})
+	for _, b := range backends {
+		t.Run(b.name, func(t *testing.T) {
+			refusesMalformed(t, redisHarness(t, b.url(t), service.Config{Rules: mongo(500, config.Second)}))
+		})
+	}
 }
 
 func TestRedisPerSecondRuleFirstHitStatus(t *testing.T) {
@@ -197,19 +186,6 @@ func TestRedisShadowModeRuleAllowsAndCounts(t *testing.T) {
 	})
 }
 
-func TestRedisUnlimitedRuleSkipsStore(t *testing.T) {
-	rules := (&fakeRules{domain: "internal"}).add(&config.RateLimit{FullKey: "internal.ldap", Unlimited: true}, "ldap", "")
-	forEachRedis(t, service.Config{Rules: rules}, func(t *testing.T, h *harness, call func(*pb.RateLimitRequest) *pb.RateLimitResponse) {
-		resp := call(request("internal", 0, desc("ldap", "bob")))
-		if got, want := statusString(resp.GetStatuses()[0]), fmt.Sprintf("OK remaining=%d", uint32(math.MaxUint32)); got != want {
-			t.Errorf("status %s, want %s", got, want)
-		}
-		if got := h.store.calls(); len(got) != 0 {
-			t.Errorf("store called for an unlimited rule: %q", got)
-		}
-	})
-}
-
 func TestRedisHitsAddendCountsAndCheckOnlySpendsNothing(t *testing.T) {
 	forEachRedis(t, service.Config{Rules: mongo(5, config.Hour)}, func(t *testing.T, h *harness, call func(*pb.RateLimitRequest) *pb.RateLimitResponse) {
 		resp := call(request("mongo_cps", 0, desc("database", "users")))
@@ -232,21 +208,6 @@ func TestRedisHitsAddendCountsAndCheckOnlySpendsNothing(t *testing.T) {
 		}
 		resp = call(request("mongo_cps", 3, withHits(desc("database", "users"), 2)))
 		checkStatus(t, "descriptor hits_addend 2", resp.GetStatuses()[0], `OK remaining=0 limit={5 HOUR ""}`, time.Hour)
-	})
-}
-
-func TestRedisDescriptorDeeperThanRuleIsUnlimited(t *testing.T) {
-	rules := (&fakeRules{domain: "d"}).add(fixed("d.key_value", 1, config.Second), "key", "value")
-	forEachRedis(t, service.Config{Rules: rules}, func(t *testing.T, h *harness, call func(*pb.RateLimitRequest) *pb.RateLimitResponse) {
-		for i := 0; i < 2; i++ {
-			resp := call(request("d", 0, desc("key", "value", "subkey", "subvalue")))
-			if st := resp.GetStatuses()[0]; resp.GetOverallCode() != pb.RateLimitResponse_OK || st.GetCurrentLimit() != nil {
-				t.Errorf("%v %s, want OK with current_limit unset", resp.GetOverallCode(), statusString(st))
-			}
-		}
-		if got := h.store.calls(); len(got) != 0 {
-			t.Errorf("store called with no rule: %q", got)
-		}
 	})
 }
 

@@ -35,6 +35,14 @@ func mongo(rpu uint32, unit config.Unit) *fakeRules {
 }
 
 func TestMalformedRequestsRefusedOnEveryFace(t *testing.T) {
+	refusesMalformed(t, start(t, t0, service.Config{Rules: mongo(500, config.Second)}))
+}
+
+// refusesMalformed sends h malformed requests through every face: each is
+// refused as invalid, saying why, and the store is never called. h's rules
+// are mongo's.
+func refusesMalformed(t *testing.T, h *harness) {
+	t.Helper()
 	cases := []struct {
 		name string
 		req  *pb.RateLimitRequest
@@ -49,7 +57,6 @@ func TestMalformedRequestsRefusedOnEveryFace(t *testing.T) {
 			Limit:   &rlpb.RateLimitDescriptor_RateLimitOverride{RequestsPerUnit: 5},
 		}), "limit override has unit UNKNOWN"},
 	}
-	h := start(t, t0, service.Config{Rules: mongo(500, config.Second)})
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			_, err := h.svc.ShouldRateLimit(context.Background(), c.req)
@@ -265,7 +272,7 @@ func ruleCounters(t *testing.T, h *harness, name string, match func(rule string)
 
 func TestUnlimitedRuleSkipsStore(t *testing.T) {
 	rules := (&fakeRules{domain: "internal"}).add(&config.RateLimit{FullKey: "internal.ldap", Unlimited: true}, "ldap", "")
-	forEachFace(t, t0, service.Config{Rules: rules}, func(t *testing.T, h *harness, call func(*pb.RateLimitRequest) *pb.RateLimitResponse) {
+	forEachStore(t, service.Config{Rules: rules}, func(t *testing.T, h *harness, call func(*pb.RateLimitRequest) *pb.RateLimitResponse) {
 		for i := 0; i < 3; i++ {
 			resp := call(request("internal", 0, desc("ldap", "bob")))
 			if got, want := statusString(resp.GetStatuses()[0]), "OK remaining=4294967295"; got != want {
@@ -313,7 +320,7 @@ func TestHitsAddendCountsAndCheckOnlySpendsNothing(t *testing.T) {
 
 func TestDescriptorDeeperThanRuleIsUnlimited(t *testing.T) {
 	rules := (&fakeRules{domain: "d"}).add(fixed("d.key_value", 1, config.Second), "key", "value")
-	forEachFace(t, t0, service.Config{Rules: rules, Headers: service.HeadersDraft11}, func(t *testing.T, h *harness, call func(*pb.RateLimitRequest) *pb.RateLimitResponse) {
+	forEachStore(t, service.Config{Rules: rules, Headers: service.HeadersDraft11}, func(t *testing.T, h *harness, call func(*pb.RateLimitRequest) *pb.RateLimitResponse) {
 		for i := 0; i < 3; i++ {
 			resp := call(request("d", 0, desc("key", "value", "subkey", "subvalue")))
 			if resp.GetOverallCode() != pb.RateLimitResponse_OK {

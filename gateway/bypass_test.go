@@ -12,28 +12,38 @@ import (
 	"github.com/sluicehq/sluice/gateway"
 )
 
+// upstreamHeaders sends a GET of /x with header from 192.0.2.1 through a
+// gateway that trusts 192.0.2.0/24 when trusted (else no peer), and
+// returns the header the upstream received; a status other than 200 fails
+// the test.
+func upstreamHeaders(t *testing.T, trusted bool, header http.Header) http.Header {
+	t.Helper()
+	up := newUpstream(t)
+	cfg := direct(t, up)
+	cfg.TrustedProxies = trustIf(t, trusted, "192.0.2.0/24")
+	g := newGateway(t, cfg)
+	r := httptest.NewRequest("GET", "/x", nil) // from 192.0.2.1
+	r.Header = header.Clone()
+	w := httptest.NewRecorder()
+	if g.ServeHTTP(w, r); w.Code != http.StatusOK {
+		t.Fatalf("%d %s", w.Code, w.Body)
+	}
+	return up.headers[0]
+}
+
 // The forwarding headers this hop writes cannot be shadowed by a client's
 // spelling with "_" for "-" (X_Forwarded_For), which CGI and WSGI servers
 // read as the same header (HTTP_X_FORWARDED_FOR): such headers are dropped,
 // from any peer, as NGINX drops headers with underscores, so that the
 // upstream sees one X-Forwarded-For, the one this hop wrote.
 func TestUnderscoreForwardingHeadersDropped(t *testing.T) {
+	sent := http.Header{"X_custom": {"kept"}}
+	for _, name := range []string{"X_Forwarded_For", "X-Forwarded_Host", "x_forwarded-proto", "X_Real_Ip"} {
+		sent[http.CanonicalHeaderKey(name)] = []string{"203.0.113.66"}
+	}
 	for _, trusted := range []bool{false, true} {
-		up := newUpstream(t)
-		cfg := direct(t, up)
-		cfg.TrustedProxies = trustIf(t, trusted, "192.0.2.0/24")
-		g := newGateway(t, cfg)
-		r := httptest.NewRequest("GET", "/x", nil)
-		for _, name := range []string{"X_Forwarded_For", "X-Forwarded_Host", "x_forwarded-proto", "X_Real_Ip"} {
-			r.Header[http.CanonicalHeaderKey(name)] = []string{"203.0.113.66"}
-		}
-		r.Header["X_custom"] = []string{"kept"}
-		w := httptest.NewRecorder()
-		g.ServeHTTP(w, r)
-		if w.Code != http.StatusOK {
-			t.Fatalf("%d %s", w.Code, w.Body)
-		}
-		for name, v := range up.headers[0] {
+		got := upstreamHeaders(t, trusted, sent)
+		for name, v := range got {
 			if name == "X_custom" {
 				continue
 			}
@@ -43,7 +53,7 @@ func TestUnderscoreForwardingHeadersDropped(t *testing.T) {
 				}
 			}
 		}
-		if up.headers[0].Get("X_custom") != "kept" {
+		if got.Get("X_custom") != "kept" {
 			t.Errorf("trusted=%v: a header with _ that no hop writes was dropped", trusted)
 		}
 	}
@@ -205,15 +215,7 @@ routes: [{name: all, match: /, limits: [l]}]
 // that moved from behind NGINX.
 func TestUntrustedXRealIPDropped(t *testing.T) {
 	for _, trusted := range []bool{false, true} {
-		up := newUpstream(t)
-		cfg := direct(t, up)
-		cfg.TrustedProxies = trustIf(t, trusted, "192.0.2.0/24")
-		g := newGateway(t, cfg)
-		r := httptest.NewRequest("GET", "/x", nil) // from 192.0.2.1
-		r.Header.Set("X-Real-IP", "203.0.113.66")
-		w := httptest.NewRecorder()
-		g.ServeHTTP(w, r)
-		got := up.headers[0].Get("X-Real-IP")
+		got := upstreamHeaders(t, trusted, http.Header{"X-Real-Ip": {"203.0.113.66"}}).Get("X-Real-IP")
 		if want := map[bool]string{false: "", true: "203.0.113.66"}[trusted]; got != want {
 			t.Errorf("trusted=%v: X-Real-IP %q, want %q", trusted, got, want)
 		}

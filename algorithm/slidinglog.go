@@ -85,16 +85,21 @@ func (s *SlidingLog) entry(i int32) *logEntry {
 // expire drops the entries at or before cut.
 func (s *SlidingLog) expire(cut int64) {
 	for s.n > 0 && s.buf[s.head].at <= cut {
-		s.sum -= s.buf[s.head].n
-		s.head++
-		if s.head == int32(len(s.buf)) {
-			s.head = 0
-		}
-		s.n--
+		s.dropOldest()
 	}
 	if s.n == 0 {
 		s.head, s.sum = 0, 0
 	}
+}
+
+// dropOldest removes the oldest entry and its units; the log is not empty.
+func (s *SlidingLog) dropOldest() {
+	s.sum -= s.buf[s.head].n
+	s.head++
+	if s.head == int32(len(s.buf)) {
+		s.head = 0
+	}
+	s.n--
 }
 
 // Take decides a request of cost units at now and logs them if admitted.
@@ -220,12 +225,7 @@ func (s *SlidingLog) Refund(now int64, lim sluice.Limit, cost int) {
 			break
 		}
 		c -= first.n
-		s.sum -= first.n
-		s.head++
-		if s.head == int32(len(s.buf)) {
-			s.head = 0
-		}
-		s.n--
+		s.dropOldest()
 	}
 	if s.n == 0 {
 		s.head, s.sum, s.until = 0, 0, 0

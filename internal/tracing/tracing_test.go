@@ -47,8 +47,11 @@ func start(t *testing.T, cfg Config) *Provider {
 }
 
 // serveHealth serves the gRPC health service with opts and returns a
-// client of it.
-func serveHealth(t *testing.T, opts ...grpc.ServerOption) healthpb.HealthClient {
+// client of it, and stop, which stops the server once its handlers have
+// returned: a call's server span ends after the reply the client reads, so
+// the spans are all ended only after stop (as serve stops its servers
+// before it flushes the spans).
+func serveHealth(t *testing.T, opts ...grpc.ServerOption) (c healthpb.HealthClient, stop func()) {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -63,7 +66,7 @@ func serveHealth(t *testing.T, opts ...grpc.ServerOption) healthpb.HealthClient 
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { cc.Close() })
-	return healthpb.NewHealthClient(cc)
+	return healthpb.NewHealthClient(cc), gs.GracefulStop
 }
 
 // A gRPC call's span reaches an OTLP/gRPC collector, as a child of the
@@ -73,11 +76,12 @@ func TestGRPCCallSpanReachesCollectorOverGRPC(t *testing.T) {
 	r := receiver(t)
 	t.Setenv("OTEL_EXPORTER_OTLP_ENDPOINT", "http://"+r.GRPCAddr)
 	p := start(t, Config{Protocol: ProtocolGRPC, ServiceName: "rls-test", Namespace: "edge", InstanceID: "pod-7"})
-	c := serveHealth(t, p.GRPCServerOptions()...)
+	c, stop := serveHealth(t, p.GRPCServerOptions()...)
 	ctx := metadata.AppendToOutgoingContext(context.Background(), "traceparent", "00-"+parentTrace+"-"+parentSpan+"-01")
 	if _, err := c.Check(ctx, &healthpb.HealthCheckRequest{}); err != nil {
 		t.Fatal(err)
 	}
+	stop()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	if err := p.Shutdown(ctx); err != nil {
@@ -148,7 +152,7 @@ func TestSamplingRateZeroKeepsOnlyParentSampledTraces(t *testing.T) {
 	t.Setenv("OTEL_EXPORTER_OTLP_ENDPOINT", "http://"+r.GRPCAddr)
 	zero := 0.0
 	p := start(t, Config{Protocol: ProtocolGRPC, SamplingRate: &zero})
-	c := serveHealth(t, p.GRPCServerOptions()...)
+	c, stop := serveHealth(t, p.GRPCServerOptions()...)
 	for range 5 {
 		if _, err := c.Check(context.Background(), &healthpb.HealthCheckRequest{}); err != nil {
 			t.Fatal(err)
@@ -158,6 +162,7 @@ func TestSamplingRateZeroKeepsOnlyParentSampledTraces(t *testing.T) {
 	if _, err := c.Check(ctx, &healthpb.HealthCheckRequest{}); err != nil {
 		t.Fatal(err)
 	}
+	stop()
 	if err := p.Shutdown(context.Background()); err != nil {
 		t.Fatal(err)
 	}

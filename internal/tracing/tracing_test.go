@@ -49,8 +49,7 @@ func start(t *testing.T, cfg Config) *Provider {
 // serveHealth serves the gRPC health service with opts and returns a
 // client of it, and stop, which stops the server once its handlers have
 // returned: a call's server span ends after the reply the client reads, so
-// the spans are all ended only after stop (as serve stops its servers
-// before it flushes the spans).
+// the spans are all ended only after stop.
 func serveHealth(t *testing.T, opts ...grpc.ServerOption) (c healthpb.HealthClient, stop func()) {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")

@@ -18,6 +18,15 @@ import (
 
 var agreeKey atomic.Int64
 
+// pair returns a store on the package's redis-server and a memory store
+// that sweeps nothing, both on clock, for tests that compare their answers.
+func pair(t *testing.T, clock sluice.Clock) (*redisstore.Store, *memstore.Store) {
+	t.Helper()
+	ms := memstore.New(memstore.Config{Clock: clock, SweepInterval: -1})
+	t.Cleanup(func() { ms.Close() })
+	return open(t, singleURL(t), clock), ms
+}
+
 // agree plays random sequences of requests and refunds under the limits
 // drawLimit draws, with costs up to the capacity, on the Redis store and on
 // the memory store at the same instants, and checks that every Result is
@@ -33,9 +42,7 @@ var agreeKey atomic.Int64
 // here) still holds the state, which is not fresh at an earlier instant.
 func agree(t *testing.T, drawLimit func(t *rapid.T) sluice.Limit, slack time.Duration, settle bool) {
 	clock := clocktest.New()
-	rs := open(t, singleURL(t), clock)
-	ms := memstore.New(memstore.Config{Clock: clock, SweepInterval: -1})
-	t.Cleanup(func() { ms.Close() })
+	rs, ms := pair(t, clock)
 	ctx := context.Background()
 	near := func(a, b time.Duration) bool { return a-b <= slack && b-a <= slack }
 	rapid.Check(t, func(t *rapid.T) {

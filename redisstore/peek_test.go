@@ -9,7 +9,6 @@ import (
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/internal/clocktest"
 	"github.com/sluicehq/sluice/internal/redistest"
-	"github.com/sluicehq/sluice/memstore"
 )
 
 // TestPeekWritesNothing: a peek at a key never used leaves it absent, and a
@@ -55,9 +54,7 @@ func TestPeekWritesNothing(t *testing.T) {
 // instant of the last decision and later.
 func TestPeekAgreesWithMemstore(t *testing.T) {
 	clock := clocktest.New()
-	rs := open(t, singleURL(t), clock)
-	ms := memstore.New(memstore.Config{Clock: clock, SweepInterval: -1})
-	t.Cleanup(func() { ms.Close() })
+	rs, ms := pair(t, clock)
 	ctx := context.Background()
 	for _, a := range sluice.Algorithms() {
 		lim := sluice.Limit{Algorithm: a, Rate: 10, Period: 10 * time.Second, Burst: 10}

@@ -317,5 +317,8 @@ build
 		esac
 	done
 	printf '_Whole run: %s s; load average at the end %s._\n' "$(($(date +%s) - started))" "$(load)"
-} >"$out"
+} >"$work/raw.md"
+# This run's temporary paths (in the proxy's notes, in a failure's message)
+# say nothing to a reader of the file.
+sed "s|$work|<build dir>|g" "$work/raw.md" >"$out"
 write_out

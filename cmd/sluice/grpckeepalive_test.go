@@ -52,9 +52,9 @@ func TestGRPCConnectionAgeAndIdleCloseConnections(t *testing.T) {
 			healthpb.RegisterHealthServer(s, health.NewServer())
 			go s.Serve(ln)
 			defer s.Stop()
-			conn, err := dialHealthy(t, ln.Addr().String(), insecure.NewCredentials(), 10*time.Second)
+			conn := dial(t, ln.Addr().String(), insecure.NewCredentials())
 			defer conn.Close()
-			if err != nil {
+			if err := checkHealth(conn, 10*time.Second); err != nil {
 				t.Fatal(err)
 			}
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)

@@ -142,25 +142,29 @@ func healthCheck(t *testing.T, addr string, serverCA *testCA, cert *tls.Certific
 // connection of its own, within 5 seconds, and returns its error.
 func healthOverTLS(t *testing.T, addr string, cfg *tls.Config) error {
 	t.Helper()
-	conn, err := dialHealthy(t, addr, credentials.NewTLS(cfg), 5*time.Second)
-	conn.Close()
-	return err
+	conn := dial(t, addr, credentials.NewTLS(cfg))
+	defer conn.Close()
+	return checkHealth(conn, 5*time.Second)
 }
 
-// dialHealthy opens a gRPC connection to target with creds and makes one
-// health check on it within timeout. It returns the connection, which the
-// caller closes, and the check's error; a connection that cannot be made
-// fails the test.
-func dialHealthy(t *testing.T, target string, creds credentials.TransportCredentials, timeout time.Duration) (*grpc.ClientConn, error) {
+// dial opens a gRPC client connection to target with creds, or fails the
+// test; the caller closes it.
+func dial(t testing.TB, target string, creds credentials.TransportCredentials) *grpc.ClientConn {
 	t.Helper()
 	conn, err := grpc.NewClient(target, grpc.WithTransportCredentials(creds))
 	if err != nil {
 		t.Fatal(err)
 	}
+	return conn
+}
+
+// checkHealth makes one gRPC health check on conn within timeout and
+// returns its error.
+func checkHealth(conn *grpc.ClientConn, timeout time.Duration) error {
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
-	_, err = healthpb.NewHealthClient(conn).Check(ctx, &healthpb.HealthCheckRequest{})
-	return conn, err
+	_, err := healthpb.NewHealthClient(conn).Check(ctx, &healthpb.HealthCheckRequest{})
+	return err
 }
 
 // checkServed checks that a health check at addr by a client trusting

@@ -130,10 +130,7 @@ func grpcClient(b *testing.B, svc *service.Service, opts ...grpc.ServerOption) p
 		b.Fatal(err)
 	}
 	go gs.Serve(ln)
-	cc, err := grpc.NewClient(ln.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		b.Fatal(err)
-	}
+	cc := dial(b, ln.Addr().String(), insecure.NewCredentials())
 	b.Cleanup(func() {
 		cc.Close()
 		gs.Stop()

@@ -10,7 +10,6 @@ import (
 
 	"golang.org/x/net/http2"
 	"golang.org/x/net/http2/hpack"
-	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 )
@@ -33,10 +32,7 @@ func TestServeEndsAStalledGRPCRequest(t *testing.T) {
 func TestServeKeepsAHealthWatchOpen(t *testing.T) {
 	t.Parallel() // waits on processes and timers; touches no process-wide state
 	addr := serveGRPCWithRequestTimeout(t, "300ms")
-	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
+	conn := dial(t, addr, insecure.NewCredentials())
 	defer conn.Close()
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()

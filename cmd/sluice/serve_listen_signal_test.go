@@ -45,9 +45,9 @@ func TestServeStopsOnSIGTERMWithUDSAndDebugListenerBusy(t *testing.T) {
 		}
 		profile <- err
 	}()
-	conn, err := dialHealthy(t, p.grpc, insecure.NewCredentials(), 5*time.Second)
+	conn := dial(t, p.grpc, insecure.NewCredentials())
 	defer conn.Close()
-	if err != nil {
+	if err := checkHealth(conn, 5*time.Second); err != nil {
 		t.Fatal(err)
 	}
 	eventually(t, "the profile is being taken", func() bool {

@@ -18,7 +18,6 @@ import (
 
 	rlpb "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
 	pb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
-	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 
@@ -46,10 +45,7 @@ func launchListeningConfig(t *testing.T, cfg string, args ...string) (s *server,
 // creds and returns its overall code, or the call's error.
 func shouldRateLimit(t *testing.T, target string, creds credentials.TransportCredentials) (pb.RateLimitResponse_Code, error) {
 	t.Helper()
-	cc, err := grpc.NewClient(target, grpc.WithTransportCredentials(creds))
-	if err != nil {
-		t.Fatal(err)
-	}
+	cc := dial(t, target, creds)
 	defer cc.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()

@@ -7,7 +7,6 @@ import (
 	"time"
 
 	rlqspb "github.com/envoyproxy/go-control-plane/envoy/service/rate_limit_quota/v3"
-	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
 	grpcstatus "google.golang.org/grpc/status"
@@ -31,10 +30,7 @@ func TestServeAnswersRLQSOnItsGRPCPort(t *testing.T) {
 	writeFile(t, path, rlqsServeYAML)
 	s := launch(t, "-config", path)
 	addr := s.grpc
-	cc, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
+	cc := dial(t, addr, insecure.NewCredentials())
 	defer cc.Close()
 	st, err := rlqspb.NewRateLimitQuotaServiceClient(cc).StreamRateLimitQuotas(t.Context())
 	if err != nil {

@@ -15,7 +15,6 @@ import (
 
 	rlpb "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
 	pb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
-	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/metadata"
 
@@ -29,10 +28,7 @@ const telemetryConfig = "domain: d\ndescriptors:\n  - key: k\n    rate_limit:\n 
 // as metadata, and returns their overall codes.
 func callRLS(t *testing.T, addr string, n int, md ...string) []pb.RateLimitResponse_Code {
 	t.Helper()
-	cc, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
+	cc := dial(t, addr, insecure.NewCredentials())
 	defer cc.Close()
 	c := pb.NewRateLimitServiceClient(cc)
 	var codes []pb.RateLimitResponse_Code

@@ -11,7 +11,8 @@
 #
 #	bench/proxy.sh
 #
-# Needs wrk, nginx, haproxy, curl, pgrep and ss on PATH, and Go to build
+# Needs wrk, nginx, curl, pgrep and ss on PATH, haproxy for the HAProxy
+# rows (left out, with a note, when it is not installed), and Go to build
 # sluice and the engines (or SLUICE=path to a sluice binary built
 # beforehand). Everything listens on
 # loopback ports it picks; everything it starts is killed when it exits.
@@ -77,9 +78,21 @@ WORKERS=${WORKERS:-2}
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 root=$(cd "$here/.." && pwd)
 
-TARGETS=${TARGETS:-direct sluice floor lean fast nginx haproxy}
+if [ -z "${TARGETS:-}" ]; then
+	TARGETS="direct sluice floor lean fast nginx haproxy"
+	if ! command -v haproxy >/dev/null; then
+		echo "proxy.sh: haproxy is not installed: no HAProxy rows" >&2
+		TARGETS=${TARGETS% haproxy}
+	fi
+fi
 
-for tool in wrk nginx haproxy curl pgrep ss; do
+# wants reports whether target $1 is to be run.
+wants() {
+	case " $TARGETS " in *" $1 "*) return 0 ;; esac
+	return 1
+}
+
+for tool in wrk nginx curl pgrep ss $(wants haproxy && echo haproxy); do
 	command -v "$tool" >/dev/null || { echo "proxy.sh: $tool is not installed" >&2; exit 1; }
 done
 
@@ -254,9 +267,12 @@ pids+=($ng_pid)
 "$sluice" proxy -config "$dir/sluice.yaml" -access-log off -admin-addr "" -watch=false -log-level warn >"$dir/sluice.out" 2>&1 &
 sl_pid=$!
 pids+=($sl_pid)
-haproxy -db -f "$dir/haproxy.cfg" >"$dir/haproxy.out" 2>&1 &
-hp_pid=$!
-pids+=($hp_pid)
+hp_pid=
+if wants haproxy; then
+	haproxy -db -f "$dir/haproxy.cfg" >"$dir/haproxy.out" 2>&1 &
+	hp_pid=$!
+	pids+=($hp_pid)
+fi
 # start_engine starts bench/proxyengine's engine $1 on port $2.
 start_engine() {
 	"$engine" -engine "$1" -listen "127.0.0.1:$2" -upstream "http://127.0.0.1:$up_port" >"$dir/$1.out" 2>&1 &
@@ -271,9 +287,13 @@ pids+=($fl_pid $le_pid $fa_pid)
 
 # Each target's port, and each proxy's process (whose CPU time is counted).
 declare -A port=([direct]=$up_port [sluice]=$sl_port [floor]=$fl_port [lean]=$le_port
-	[fast]=$fa_port [nginx]=$ng_port [haproxy]=$hp_port)
+	[fast]=$fa_port [nginx]=$ng_port)
 declare -A pid=([sluice]=$sl_pid [floor]=$fl_pid [lean]=$le_pid [fast]=$fa_pid
-	[nginx]=$ng_pid [haproxy]=$hp_pid)
+	[nginx]=$ng_pid)
+if [ -n "$hp_pid" ]; then
+	port[haproxy]=$hp_port
+	pid[haproxy]=$hp_pid
+fi
 for target in $TARGETS; do
 	[ -n "${port[$target]:-}" ] || { echo "proxy.sh: unknown target $target" >&2; exit 1; }
 done
@@ -354,7 +374,11 @@ if [ -n "$(git -C "$root" status --porcelain --untracked-files=no 2>/dev/null)" 
 	built="$built, which has uncommitted changes"
 fi
 echo "# $(date -u +%Y-%m-%dT%H:%M:%SZ) commit $(git -C "$root" rev-parse --short HEAD 2>/dev/null || echo unknown), $built"
-echo "# $(nginx -v 2>&1); $(haproxy -v | head -1 | cut -d' ' -f1-3); $(wrk -v 2>&1 | head -1 | cut -d' ' -f1-2); $("$sluice" version 2>/dev/null | head -1 || true)"
+peers=$(nginx -v 2>&1)
+if wants haproxy; then
+	peers="$peers; $(haproxy -v | awk 'NR == 1 {print $1, $2, $3}')"
+fi
+echo "# $peers; $(wrk -v 2>&1 | head -1 | cut -d' ' -f1-2); $("$sluice" version 2>/dev/null | head -1 || true)"
 echo "# load before: $(cut -d' ' -f1-3 /proc/loadavg)"
 echo "# wrk -t$THREADS -c$CONNS -d$DURATION --latency (open-c1: -t1 -c1), warm-up $WARMUP except for limited"
 echo "| scenario | target | req/s | p50 µs | p99 µs | max µs | requests | non-2xx | non-2xx share | proxy CPU µs/req | upstream CPU µs/req |"

@@ -130,6 +130,17 @@ type Config struct {
 	// Dialer.Timeout and ConnWriteTimeout). Zero: rueidis's defaults (5 s
 	// to connect, 10 s for replies).
 	Timeout time.Duration
+	// CoalesceWait, when positive, sends the decisions of concurrent
+	// callers on keys of one hash slot (all keys, on a single Redis) as one
+	// script call of up to 64 decisions, each made exactly as alone and
+	// atomically: a batch leaves when it is full, when no other batch of
+	// its algorithm and slot is waiting for Redis (so a lone decision does
+	// not wait), or when CoalesceWait has passed since its first decision,
+	// whichever comes first. A caller whose context ends before its batch
+	// leaves is dropped from it, uncounted; after, its decision counts.
+	// Calendar windows and counters in envoyproxy/ratelimit's layout are
+	// never coalesced. Zero: every decision is its own call.
+	CoalesceWait time.Duration
 }
 
 // Store is a Redis-backed sluice.Limiter. It is safe for concurrent use;
@@ -141,6 +152,7 @@ type Store struct {
 	clock      sluice.Clock // tests only: sent to the scripts instead of TIME
 	last       atomic.Pointer[cachedParams]
 	envoy      *envoyState      // nil unless Config.KeyFormat is KeyEnvoy
+	batches    *coalescer       // nil unless Config.CoalesceWait is positive
 	guessNow   func() time.Time // tests only: the host's clock for KeyEnvoy's guess
 }
 
@@ -167,6 +179,9 @@ func New(ctx context.Context, cfg Config) (*Store, error) {
 	case cfg.KeyFormat != KeySluice:
 		return nil, fmt.Errorf("redisstore: unknown %v", cfg.KeyFormat)
 	}
+	if cfg.CoalesceWait < 0 {
+		return nil, fmt.Errorf("redisstore: CoalesceWait %v is negative", cfg.CoalesceWait)
+	}
 	if s.client != nil {
 		if err := clientOnly(cfg); err != nil {
 			return nil, err
@@ -189,11 +204,19 @@ func New(ctx context.Context, cfg Config) (*Store, error) {
 		s.Close()
 		return nil, fmt.Errorf("redisstore: ping: %w", err)
 	}
+	if cfg.CoalesceWait > 0 {
+		s.batches = newCoalescer(s.client, cfg.CoalesceWait)
+	}
 	return s, nil
 }
 
-// Close closes the client if the store opened it. It always returns nil.
+// Close closes the client if the store opened it, after the decisions
+// waiting to be coalesced have been answered; decisions after Close fail.
+// It always returns nil.
 func (s *Store) Close() error {
+	if s.batches != nil {
+		s.batches.close()
+	}
 	if s.ownsClient {
 		s.client.Close()
 	}
@@ -272,18 +295,29 @@ func (s *Store) exec(ctx context.Context, mode, key string, lim sluice.Limit, co
 	if s.sharesEnvoyLayout(lim) {
 		return s.execEnvoy(ctx, mode, key, lim, cost)
 	}
-	params, err := s.params(lim)
+	args, err := s.scriptArgs(make([]string, 0, 8), mode, lim, cost) // on the stack: room for the sliding log's 7
 	if err != nil {
 		return sluice.Result{}, err
 	}
-	args := make([]string, 0, 8) // on the stack: room for the sliding log's 7
+	// lim.Algorithm is known: s.params has checked it.
+	if s.batches != nil {
+		return s.batches.do(ctx, lim.Algorithm, args, s.prefix, ":", algorithms[lim.Algorithm].short, ":{", key, "}")
+	}
+	resp := execOnKey(ctx, s.client, scripts[lim.Algorithm], args, s.prefix, ":", algorithms[lim.Algorithm].short, ":{", key, "}")
+	return decode(resp)
+}
+
+// scriptArgs appends to args the arguments of lim's script for a decision
+// in mode with cost.
+func (s *Store) scriptArgs(args []string, mode string, lim sluice.Limit, cost int) ([]string, error) {
+	params, err := s.params(lim)
+	if err != nil {
+		return nil, err
+	}
 	args = append(args, mode, s.nowArg())
 	args = append(args, params[:2]...)
 	args = append(args, strconv.Itoa(cost))
-	args = append(args, params[2:]...)
-	// lim.Algorithm is known: s.params has checked it.
-	resp := execOnKey(ctx, s.client, scripts[lim.Algorithm], args, s.prefix, ":", algorithms[lim.Algorithm].short, ":{", key, "}")
-	return decode(resp)
+	return append(args, params[2:]...), nil
 }
 
 // cachedParams is the script arguments of the limit a store saw last.
@@ -403,6 +437,12 @@ func decodeInts(resp rueidis.RedisResult) ([4]int64, error) {
 	if len(msgs) != 4 {
 		return vals, fmt.Errorf("%w: an array of %d elements, want 4", ErrReply, len(msgs))
 	}
+	return decodeMessages(msgs)
+}
+
+// decodeMessages returns the four integers of a script's reply, msgs.
+func decodeMessages(msgs []rueidis.RedisMessage) ([4]int64, error) {
+	var vals [4]int64
 	for i := range msgs {
 		v, err := msgs[i].AsInt64()
 		if err != nil {

@@ -1,0 +1,460 @@
+package redisstore
+
+// Coalescing (Config.CoalesceWait): the decisions that concurrent callers
+// make on keys of one hash slot, under one algorithm, go to Redis together
+// as one EVALSHA of scripts/batch.lua, which makes each of them exactly as
+// the algorithm's own script would, one after the other, in one atomic
+// call. What that saves is per call, on both sides: Redis's cost of
+// starting a script, rueidis's of writing a command and reading its reply.
+//
+// A batch opens with its first decision and leaves when it is full
+// (maxBatch decisions or maxBatchKeyBytes of keys), when its lane (the
+// algorithm and slot) has no other batch waiting for Redis, or when
+// CoalesceWait has passed since it opened, whichever comes first: a lone
+// decision waits for nothing, and no decision waits longer than
+// CoalesceWait before it is sent.
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+	"unsafe"
+
+	"github.com/redis/rueidis"
+
+	"github.com/sluicehq/sluice"
+)
+
+const (
+	// maxBatch is the most decisions in one script call.
+	maxBatch = 64
+	// maxBatchKeyBytes closes a batch once its keys hold this many bytes,
+	// so that a batch's memory and its script's work stay bounded whatever
+	// the keys' lengths.
+	maxBatchKeyBytes = 16 << 10
+	// keptWorkers is the most goroutines a store keeps waiting for batches
+	// to send; more batches at once get a goroutine each, which ends with
+	// its batch.
+	keptWorkers = 16
+)
+
+// errClosed is the error of a decision made after Close.
+var errClosed = errors.New("redisstore: the store is closed")
+
+// batchScripts holds the batch script of each algorithm, in
+// sluice.Algorithm order: scripts/batch.lua around the algorithm's script.
+var batchScripts = func() []*rueidis.Lua {
+	out := make([]*rueidis.Lua, len(algorithms))
+	for a := range algorithms {
+		out[a] = rueidis.NewLuaScript(batchScript(sluice.Algorithm(a)))
+	}
+	return out
+}()
+
+// batchScript returns the text of a's batch script.
+func batchScript(a sluice.Algorithm) string {
+	body := mustRead("prelude.lua") + "\n" + mustRead(a.String()+".lua")
+	return strings.Replace(mustRead("batch.lua"), "\n--DECIDE--\n", "\n"+body+"\n", 1)
+}
+
+// coalescer gathers a store's concurrent decisions into batches. Its zero
+// value is not usable: see newCoalescer.
+type coalescer struct {
+	wait    time.Duration
+	cluster bool // keys of one batch must then share a hash slot
+	// call sends a batch and sets each of its live entries' outcome:
+	// callRedis, or a fake in tests of the waiting.
+	call func(b *batch)
+
+	mu      sync.Mutex
+	lanes   map[uint32]*lane // by slot and algorithm
+	closed  bool
+	workers int // kept workers started
+	work    chan *batch
+	quit    chan struct{}
+	wg      sync.WaitGroup // batches not done, kept workers running
+	pool    sync.Pool      // of *batch
+}
+
+// lane is the batches of one algorithm on one hash slot.
+type lane struct {
+	open *batch // the batch decisions join; nil when none
+	busy int    // batches sent and not answered yet
+}
+
+// entry is one decision in a batch.
+type entry struct {
+	ctx        context.Context
+	key0, key1 int // its key: batch.keyBuf[key0:key1]
+	arg0, arg1 int // its arguments: batch.argBuf[arg0:arg1]
+	res        sluice.Result
+	err        error
+	ready      chan struct{} // one token once res and err are set; reused
+}
+
+// batch is up to maxBatch decisions sent as one script call.
+type batch struct {
+	lane    *lane
+	alg     sluice.Algorithm
+	stride  int // arguments per decision
+	n       int // entries used
+	entries [maxBatch]entry
+	keyBuf  []byte
+	argBuf  []string
+	keys    []string      // of the live entries, built when sent
+	argv    []string      // the script's arguments, built when sent
+	live    []int         // the entries sent, in the order of keys
+	start   chan struct{} // a token: leave now (full, or the lane idle)
+	refs    atomic.Int32  // the sender and each entry's caller
+	replied bool          // Redis answered: its memory may be reused
+}
+
+// newCoalescer returns a coalescer that sends its batches over client.
+func newCoalescer(client rueidis.Client, wait time.Duration) *coalescer {
+	cluster := client.Mode() == rueidis.ClientModeCluster
+	return newCoalescerCall(wait, cluster, func(b *batch) { callRedis(client, b) })
+}
+
+// newCoalescerCall returns a coalescer that sends its batches with call.
+func newCoalescerCall(wait time.Duration, cluster bool, call func(b *batch)) *coalescer {
+	return &coalescer{
+		wait:    wait,
+		cluster: cluster,
+		call:    call,
+		lanes:   make(map[uint32]*lane),
+		work:    make(chan *batch),
+		quit:    make(chan struct{}),
+	}
+}
+
+// close makes later decisions fail and waits until every batch is answered
+// and every worker gone.
+func (c *coalescer) close() {
+	c.mu.Lock()
+	if !c.closed {
+		c.closed = true
+		close(c.quit)
+	}
+	c.mu.Unlock()
+	c.wg.Wait()
+}
+
+// do makes one decision of algorithm alg with args on the key that is the
+// concatenation of parts, in a batch. A caller whose ctx ends first gets
+// its error; its decision is still made if its batch had left by then, and
+// dropped if not.
+func (c *coalescer) do(ctx context.Context, alg sluice.Algorithm, args []string, parts ...string) (sluice.Result, error) {
+	var slot uint16
+	if c.cluster {
+		slot = keySlot(parts)
+	}
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		return sluice.Result{}, errClosed
+	}
+	l := c.lane(slot, alg)
+	b, first := l.open, false
+	if b == nil || b.stride != len(args) {
+		b, first = c.newBatch(l, alg, len(args)), true
+		l.open = b
+	}
+	e := b.add(ctx, args, parts)
+	full := b.n == maxBatch || len(b.keyBuf) >= maxBatchKeyBytes
+	if full {
+		l.open = nil
+	}
+	idle := l.busy == 0
+	c.mu.Unlock()
+	if full || (first && idle) {
+		b.leave()
+	}
+	if first {
+		c.dispatch(b)
+	}
+	select {
+	case <-e.ready:
+		r, err := e.res, e.err
+		c.release(b)
+		return r, err
+	case <-ctx.Done():
+		c.release(b)
+		return sluice.Result{}, fmt.Errorf("redisstore: %w", ctx.Err())
+	}
+}
+
+// lane returns the lane of slot and alg, made if need be. c.mu is held.
+func (c *coalescer) lane(slot uint16, alg sluice.Algorithm) *lane {
+	id := uint32(slot)<<8 | uint32(alg)
+	l := c.lanes[id]
+	if l == nil {
+		l = &lane{}
+		c.lanes[id] = l // at most 16384 slots × the algorithms
+	}
+	return l
+}
+
+// newBatch returns an empty batch of lane l, counted in c.wg until it is
+// answered. c.mu is held.
+func (c *coalescer) newBatch(l *lane, alg sluice.Algorithm, stride int) *batch {
+	b, _ := c.pool.Get().(*batch)
+	if b == nil {
+		b = &batch{start: make(chan struct{}, 1)}
+		for i := range b.entries {
+			b.entries[i].ready = make(chan struct{}, 1)
+		}
+	}
+	b.lane, b.alg, b.stride = l, alg, stride
+	b.refs.Store(1) // the sender's
+	c.wg.Add(1)
+	return b
+}
+
+// add appends a decision to b and returns its entry. c.mu is held.
+func (b *batch) add(ctx context.Context, args []string, parts []string) *entry {
+	e := &b.entries[b.n]
+	b.n++
+	b.refs.Add(1)
+	e.ctx = ctx
+	e.key0 = len(b.keyBuf)
+	for _, p := range parts {
+		b.keyBuf = append(b.keyBuf, p...)
+	}
+	e.key1 = len(b.keyBuf)
+	e.arg0 = len(b.argBuf)
+	b.argBuf = append(b.argBuf, args...)
+	e.arg1 = len(b.argBuf)
+	return e
+}
+
+// leave tells b's sender to send it without waiting any longer.
+func (b *batch) leave() {
+	select {
+	case b.start <- struct{}{}:
+	default: // told already
+	}
+}
+
+// dispatch hands b to an idle worker, or to a new goroutine: a kept
+// worker while there are fewer than keptWorkers, else one for b alone.
+func (c *coalescer) dispatch(b *batch) {
+	select {
+	case c.work <- b:
+		return
+	default:
+	}
+	c.mu.Lock()
+	keep := !c.closed && c.workers < keptWorkers
+	if keep {
+		c.workers++
+		c.wg.Add(1)
+	}
+	c.mu.Unlock()
+	go c.worker(b, keep)
+}
+
+// worker sends b, then, if kept, every batch handed to it until close.
+func (c *coalescer) worker(b *batch, keep bool) {
+	t := time.NewTimer(c.wait)
+	t.Stop()
+	c.send(b, t)
+	if !keep {
+		return
+	}
+	defer c.wg.Done()
+	for {
+		select {
+		case b := <-c.work:
+			c.send(b, t)
+		case <-c.quit:
+			return
+		}
+	}
+}
+
+// send waits until b may leave, sends it and hands each caller its
+// outcome. t is the worker's timer, stopped or expired and drained.
+func (c *coalescer) send(b *batch, t *time.Timer) {
+	select {
+	case <-b.start:
+	default:
+		t.Reset(c.wait)
+		select {
+		case <-b.start:
+			t.Stop()
+		case <-t.C:
+		}
+	}
+	c.mu.Lock()
+	l := b.lane
+	if l.open == b {
+		l.open = nil
+	}
+	l.busy++
+	c.mu.Unlock()
+
+	b.prepare()
+	if len(b.live) > 0 {
+		c.call(b)
+	} else {
+		b.replied = true // nothing was sent
+	}
+
+	c.mu.Lock()
+	l.busy--
+	if l.busy == 0 && l.open != nil {
+		l.open.leave()
+	}
+	c.mu.Unlock()
+	for i := range b.n {
+		b.entries[i].ready <- struct{}{}
+	}
+	c.wg.Done()
+	c.release(b)
+}
+
+// prepare builds b's keys and arguments from the entries whose callers
+// are still waiting, and fails the others.
+func (b *batch) prepare() {
+	b.keys, b.live = b.keys[:0], b.live[:0]
+	b.argv = append(b.argv[:0], strconv.Itoa(b.stride))
+	for i := range b.n {
+		e := &b.entries[i]
+		if err := e.ctx.Err(); err != nil {
+			e.err = fmt.Errorf("redisstore: %w", err) // not sent: not counted
+			continue
+		}
+		k := b.keyBuf[e.key0:e.key1]
+		b.keys = append(b.keys, unsafe.String(unsafe.SliceData(k), len(k)))
+		b.argv = append(b.argv, b.argBuf[e.arg0:e.arg1]...)
+		b.live = append(b.live, i)
+	}
+}
+
+// callRedis sends b's live entries as one call of its algorithm's batch
+// script and sets each one's outcome from the reply. The call's context
+// is not any caller's: one caller that gives up does not fail the others.
+// It ends when Redis answers or the connection's timeout passes.
+func callRedis(client rueidis.Client, b *batch) {
+	resp := batchScripts[b.alg].Exec(context.Background(), client, b.keys, b.argv)
+	b.replied = replied(resp)
+	msgs, err := resp.ToArray()
+	switch {
+	case err != nil && resp.Error() == nil:
+		err = fmt.Errorf("%w: %v", ErrReply, err)
+	case err != nil:
+		err = fmt.Errorf("redisstore: %w", err)
+	}
+	b.answer(msgs, err)
+}
+
+// answer sets the outcome of each of b's live entries from the batch
+// script's reply, msgs, or from err, the call's error.
+func (b *batch) answer(msgs []rueidis.RedisMessage, err error) {
+	if err == nil && len(msgs) != 4*len(b.live) {
+		err = fmt.Errorf("%w: an array of %d elements for %d decisions", ErrReply, len(msgs), len(b.live))
+	}
+	for j, i := range b.live {
+		e := &b.entries[i]
+		if err != nil {
+			e.err = err
+			continue
+		}
+		if rerr := msgs[4*j].Error(); rerr != nil { // this decision failed
+			e.err = fmt.Errorf("redisstore: %w", rerr)
+			continue
+		}
+		var vals [4]int64
+		if vals, e.err = decodeMessages(msgs[4*j : 4*j+4]); e.err == nil {
+			e.res, e.err = result(vals)
+		}
+	}
+}
+
+// release drops one reference to b; the last one returns b to the pool if
+// Redis answered it (else rueidis may still hold its keys' memory, left to
+// the garbage collector).
+func (c *coalescer) release(b *batch) {
+	if b.refs.Add(-1) != 0 {
+		return
+	}
+	if !b.replied {
+		return
+	}
+	for i := range b.n {
+		e := &b.entries[i]
+		select {
+		case <-e.ready: // its caller gave up
+		default:
+		}
+		*e = entry{ready: e.ready}
+	}
+	select {
+	case <-b.start:
+	default:
+	}
+	if cap(b.keyBuf) > 2*maxBatchKeyBytes {
+		b.keyBuf = nil
+	}
+	clear(b.argBuf)
+	clear(b.keys)
+	clear(b.argv)
+	b.keyBuf, b.argBuf, b.keys, b.argv = b.keyBuf[:0], b.argBuf[:0], b.keys[:0], b.argv[:0]
+	b.lane, b.n, b.replied = nil, 0, false
+	c.pool.Put(b)
+}
+
+// keySlot returns the Redis Cluster hash slot of the key that is the
+// concatenation of parts: the CRC16 of its hash tag (the bytes between
+// its first '{' and the first '}' after it, if not empty), else of the
+// whole key, modulo 16384.
+func keySlot(parts []string) uint16 {
+	open, end, at := -1, -1, 0
+	for _, p := range parts {
+		for i := 0; i < len(p) && end < 0; i++ {
+			switch {
+			case open < 0 && p[i] == '{':
+				open = at + i
+			case open >= 0 && p[i] == '}':
+				end = at + i
+			}
+		}
+		at += len(p)
+	}
+	from, to := 0, at
+	if open >= 0 && end > open+1 {
+		from, to = open+1, end
+	}
+	var crc uint16
+	at = 0
+	for _, p := range parts {
+		lo, hi := max(from-at, 0), min(to-at, len(p))
+		for i := lo; i < hi; i++ {
+			crc = crc<<8 ^ crcTable[byte(crc>>8)^p[i]]
+		}
+		at += len(p)
+	}
+	return crc & 16383
+}
+
+// crcTable is CRC-16/XMODEM (polynomial 0x1021, initial value 0, bits
+// not reflected) for each value of the byte in the top of the register.
+var crcTable = func() (t [256]uint16) {
+	for v := range t {
+		r := uint16(v) << 8
+		for range 8 {
+			if r&0x8000 != 0 {
+				r = r<<1 ^ 0x1021
+			} else {
+				r <<= 1
+			}
+		}
+		t[v] = r
+	}
+	return t
+}()

@@ -1,0 +1,42 @@
+-- batch.lua: several decisions of one algorithm in one call (see
+-- coalesce.go). The store loads it with decide's marker line below
+-- replaced by prelude.lua and the algorithm's script, which so become the
+-- body of decide: each decision runs it with its own KEYS and ARGV, exactly
+-- as the algorithm's own script would run alone, one after the other.
+--
+-- KEYS      one key per decision, all in one hash slot
+-- ARGV[1]   s, the number of arguments of each decision
+-- ARGV[2..] the decisions' arguments, s of them each, in the order of KEYS
+--
+-- Reply: four elements per decision, in the order of KEYS: the algorithm's
+-- reply, or an error reply and three zeros for a decision that failed (its
+-- writes before the failure stay, as they would alone; the others are
+-- made all the same).
+local batchKeys, batchArgv = KEYS, ARGV
+local function decide(KEYS, ARGV)
+--DECIDE--
+end
+
+local s = tonumber(batchArgv[1])
+local out = {}
+for i = 1, #batchKeys do
+  local argv = {}
+  local base = 1 + (i - 1) * s
+  for j = 1, s do
+    argv[j] = batchArgv[base + j]
+  end
+  local ok, r = pcall(decide, {batchKeys[i]}, argv)
+  local at = (i - 1) * 4
+  if ok and type(r) == 'table' and r.err == nil and #r == 4 then
+    out[at + 1], out[at + 2], out[at + 3], out[at + 4] = r[1], r[2], r[3], r[4]
+  else
+    local msg = 'batch: decision ' .. i .. ': unexpected reply'
+    if type(r) == 'table' and r.err then
+      msg = r.err
+    elseif not ok then
+      msg = tostring(r)
+    end
+    out[at + 1], out[at + 2], out[at + 3], out[at + 4] = redis.error_reply(msg), 0, 0, 0
+  end
+end
+return out

@@ -50,8 +50,11 @@ set -uo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 root=$(cd "$here/.." && pwd)
-ENVOY_RATELIMIT_MODULE=github.com/envoyproxy/ratelimit/src/service_cmd
-ENVOY_RATELIMIT_VERSION=v1.4.1-0.20260122083618-3fb702589d36 # as bench/rls_envoy_test.go says
+# envoyproxy/ratelimit's module and version: bench/rls_envoy_test.go's
+# constants, the one place they are written.
+envoy_const() { sed -n "s/^[[:space:]]*$1 *= \"\(.*\)\"\$/\1/p" "$here/rls_envoy_test.go"; }
+ENVOY_RATELIMIT_MODULE=$(envoy_const envoyRatelimitModule)
+ENVOY_RATELIMIT_VERSION=$(envoy_const envoyRatelimitVersion)
 BENCH_CACHE=${BENCH_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/sluice-bench}
 
 if [ "${BENCH_QUICK:-}" = 1 ]; then

@@ -28,8 +28,9 @@ import (
 )
 
 // envoyRatelimitModule is the envoyproxy/ratelimit command BenchmarkRLSProcesses
-// runs when $ENVOY_RATELIMIT names its binary, at the version bench-all.sh
-// installs (go install envoyRatelimitModule@envoyRatelimitVersion).
+// runs when $ENVOY_RATELIMIT names its binary, and envoyRatelimitVersion the
+// version bench-all.sh installs (go install envoyRatelimitModule@envoyRatelimitVersion;
+// the script reads both from here).
 const (
 	envoyRatelimitModule  = "github.com/envoyproxy/ratelimit/src/service_cmd"
 	envoyRatelimitVersion = "v1.4.1-0.20260122083618-3fb702589d36"

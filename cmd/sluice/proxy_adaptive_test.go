@@ -2,9 +2,7 @@ package main
 
 import (
 	"context"
-	"io"
 	"net/http"
-	"net/http/httptest"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -33,23 +31,16 @@ routes:
 // (TestAdaptiveMaxInFlightShedsAnUpstreamPastCapacity).
 func TestProxyAdaptiveMaxInFlight(t *testing.T) {
 	t.Parallel() // waits on processes; touches no process-wide state
-	entered, release := make(chan struct{}), make(chan struct{})
-	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.URL.Path == "/api/hold" {
-			entered <- struct{}{}
-			<-release
-		}
-		io.WriteString(w, "ok")
-	}))
-	defer up.Close()
+	upURL, entered, release := holdingUpstream(t, "/api/hold", 0)
+	defer release()
 	cfg := filepath.Join(t.TempDir(), "proxy.yaml")
 	writeFile(t, cfg, adaptiveProxyCfg)
 	var out, errb testlog.Buffer
-	if code := runProxy(context.Background(), []string{"-check", "-config", cfg, "-upstream", up.URL}, &out, &errb); code != 0 ||
+	if code := runProxy(context.Background(), []string{"-check", "-config", cfg, "-upstream", upURL}, &out, &errb); code != 0 ||
 		!strings.Contains(out.String(), "priority sheddable") {
 		t.Fatalf("-check: exit %d, output %q, stderr %q", code, out.String(), errb.String())
 	}
-	p := launchProxy(t, "-config", cfg, "-upstream", up.URL, "-access-log", "off")
+	p := launchProxy(t, "-config", cfg, "-upstream", upURL, "-access-log", "off")
 	held := make(chan string, 1)
 	go func() {
 		resp, err := http.Get(p.url + "/api/hold")
@@ -70,7 +61,7 @@ func TestProxyAdaptiveMaxInFlight(t *testing.T) {
 	if code := getStatus(t, p.url+"/api/x"); code != http.StatusOK {
 		t.Errorf("critical request with one of 2 in flight: %d, want 200", code)
 	}
-	close(release)
+	release()
 	if got := <-held; got != "200 OK" {
 		t.Errorf("held request: %s, want 200 OK", got)
 	}

@@ -2,7 +2,6 @@ package main
 
 import (
 	"net/http"
-	"net/http/httptest"
 	"path/filepath"
 	"strconv"
 	"testing"
@@ -17,18 +16,11 @@ import (
 // open admits, local counts in the process meanwhile.
 func TestProxyConnsSharedOnRedis(t *testing.T) {
 	redis := redistest.StartServer(t)
-	entered, leave := make(chan struct{}, 8), make(chan struct{})
-	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.URL.Path == "/slow" {
-			entered <- struct{}{}
-			<-leave
-		}
-	}))
-	defer up.Close()
-	defer close(leave)
+	upURL, entered, release := holdingUpstream(t, "/slow", 8)
+	defer release()
 	name := "c" + strconv.FormatInt(time.Now().UnixNano(), 36)
 	path := filepath.Join(t.TempDir(), "proxy.yaml")
-	writeFile(t, path, "upstream: "+up.URL+"\nconn_status: 503\nconns: [{name: "+name+", key: global, max: 2}]\nroutes: [{name: all, match: /, conns: ["+name+"]}]\n")
+	writeFile(t, path, "upstream: "+upURL+"\nconn_status: 503\nconns: [{name: "+name+", key: global, max: 2}]\nroutes: [{name: all, match: /, conns: ["+name+"]}]\n")
 	store := "redis://" + redis.Addr
 	closed := launchProxy(t, "-config", path, "-store", store, "-failure-mode", "closed")
 	open := launchProxy(t, "-config", path, "-store", store, "-failure-mode", "open")

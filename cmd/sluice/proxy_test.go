@@ -47,6 +47,30 @@ func launchProxy(t *testing.T, args ...string) *proxyRun {
 	return &proxyRun{server: s, admin: adminURL}
 }
 
+// holdingUpstream starts an upstream that answers 200 at once, but for
+// requests for path, which it holds: each sends on entered (buffered for
+// capacity of them) as it arrives and is answered once release is called.
+// After release nothing is held; release may be called more than once. A
+// test calls it before the proxies in front stop, so that they need not
+// wait for held requests; the upstream closes when the test ends.
+func holdingUpstream(t *testing.T, path string, capacity int) (url string, entered <-chan struct{}, release func()) {
+	t.Helper()
+	in, out := make(chan struct{}, capacity), make(chan struct{})
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == path {
+			in <- struct{}{}
+			<-out
+		}
+	}))
+	var once sync.Once
+	release = func() { once.Do(func() { close(out) }) }
+	t.Cleanup(func() {
+		release()
+		up.Close()
+	})
+	return up.URL, in, release
+}
+
 func getStatus(t *testing.T, url string) int {
 	t.Helper()
 	resp, err := http.Get(url)
@@ -171,17 +195,11 @@ func TestProxyGracefulShutdown(t *testing.T) {
 // -h2c: HTTP/2 without TLS, with the limit_conn rule counting each stream
 // of one connection (NGINX case 62 over h2c).
 func TestProxyH2C(t *testing.T) {
-	entered, release := make(chan struct{}), make(chan struct{})
-	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.URL.Path == "/slow" {
-			entered <- struct{}{}
-			<-release
-		}
-	}))
-	defer up.Close()
+	upURL, entered, release := holdingUpstream(t, "/slow", 0)
+	defer release()
 	cfg := filepath.Join(t.TempDir(), "c.yaml")
 	os.WriteFile(cfg, []byte("conn_status: 503\nconns: [{name: c, key: ip, max: 1}]\nroutes: [{name: all, match: /, conns: [c]}]\n"), 0o644)
-	p := launchProxy(t, "-config", cfg, "-upstream", up.URL, "-h2c")
+	p := launchProxy(t, "-config", cfg, "-upstream", upURL, "-h2c")
 	var protos http.Protocols
 	protos.SetUnencryptedHTTP2(true)
 	tr := &http.Transport{Protocols: &protos}
@@ -203,7 +221,7 @@ func TestProxyH2C(t *testing.T) {
 		t.Fatal(err)
 	}
 	resp.Body.Close()
-	close(release)
+	release()
 	if resp.ProtoMajor != 2 || resp.StatusCode != 503 {
 		t.Fatalf("second stream: %s %d, want HTTP/2 503", resp.Proto, resp.StatusCode)
 	}
@@ -406,17 +424,9 @@ routes: [{name: all, match: /, limits: [k]}]
 // connections and leave them idle cannot hold the proxy (as NGINX reuses
 // idle keep-alive connections when worker_connections run out).
 func TestProxyMaxConns(t *testing.T) {
-	release := make(chan struct{})
-	entered := make(chan struct{}, 1)
-	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.URL.Path == "/first" {
-			entered <- struct{}{}
-			<-release
-		}
-	}))
-	defer up.Close()
-	defer close(release)
-	p := launchProxy(t, "-upstream", up.URL, "-max-conns", "1", "-keepalive-timeout", "1h")
+	upURL, entered, release := holdingUpstream(t, "/first", 1)
+	defer release()
+	p := launchProxy(t, "-upstream", upURL, "-max-conns", "1", "-keepalive-timeout", "1h")
 	host := strings.TrimPrefix(p.url, "http://")
 	first, err := net.Dial("tcp", host)
 	if err != nil {
@@ -442,7 +452,7 @@ func TestProxyMaxConns(t *testing.T) {
 		t.Fatalf("a second connection was served (%d) while the first was busy", code)
 	case <-time.After(200 * time.Millisecond):
 	}
-	release <- struct{}{} // the first is answered, then idle
+	release() // the first is answered, then idle
 	resp, err := http.ReadResponse(bufio.NewReader(first), nil)
 	if err != nil || resp.StatusCode != 200 {
 		t.Fatalf("first: %v %v", resp, err)

@@ -417,6 +417,9 @@ func TestNGINXConfigErrors(t *testing.T) {
 		{"upstream: http://u\nlimits:\n  - {name: a, rate: 1r/s}\n", "proxy.yaml:3:5: config: a limit needs a name, a key and a rate"},
 		{"upstream: http://u\nconns:\n  - {max: 1}\n", "proxy.yaml:3:5: config: a conn limit needs a name and a max"},
 		{"upstream: http://u\nroutes:\n  - {name: r}\n", "proxy.yaml:3:5: config: a route needs a name and a match"},
+		// A pattern no canonical request matches: a last %2F is a trailing slash.
+		{"upstream: http://u\nroutes:\n  - {name: r, match: /a/%2F}\n", "proxy.yaml:3:22: "},
+		{"upstream: http://u\nroutes:\n  - {name: r, match: [/b, \"/a/%2F/{$}\"]}\n", "proxy.yaml:3:27: "},
 	} {
 		_, err := gateway.ParseFile("proxy.yaml", []byte(tc.yaml))
 		if err == nil || !strings.HasPrefix(err.Error(), tc.want) {

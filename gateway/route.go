@@ -36,8 +36,8 @@ func register(mux *http.ServeMux, pattern string, h http.Handler) (err error) {
 // canonicalPattern returns pattern as the canonical forms of requests
 // are matched against it: its method in upper case, its host in canonical
 // form. It refuses a host with a port (hosts match without one), an
-// empty, "." or ".." path segment and a last segment "%2F", which no
-// request's canonical path has.
+// empty, "." or ".." path segment and a last segment "%2F" (before "{$}"
+// or not), which no request's canonical path has.
 func canonicalPattern(pattern string) (string, error) {
 	method, rest := "", pattern
 	if i := strings.IndexAny(pattern, " \t"); i >= 0 {
@@ -64,6 +64,10 @@ func canonicalPattern(pattern string) (string, error) {
 		host = h
 	}
 	segs := strings.Split(path[1:], "/")
+	last := len(segs) - 1 // the segment a request's path ends in
+	if last > 0 && segs[last] == "{$}" {
+		last-- // "/a/{$}" matches the path "/a", as "/a/" does
+	}
 	for i, seg := range segs {
 		if seg == "" && i == len(segs)-1 {
 			continue // the root, or a subtree's trailing slash
@@ -72,7 +76,7 @@ func canonicalPattern(pattern string) (string, error) {
 		if err != nil || d == "" || d == "." || d == ".." {
 			return "", fmt.Errorf("path segment %q never matches: requests are matched without empty, \".\" and \"..\" segments", seg)
 		}
-		if d == "/" && i == len(segs)-1 {
+		if d == "/" && i == last {
 			return "", fmt.Errorf("path segment %q never matches: a request's last %%2F is its trailing slash, and requests are matched without one", seg)
 		}
 	}

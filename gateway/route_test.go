@@ -16,7 +16,7 @@ import (
 // never matches.
 func TestPatternsInCanonicalForm(t *testing.T) {
 	up := newUpstream(t)
-	for _, bad := range []string{"api.example.com:8080/x", "[::1]:80/x", "api..example.com/", "/a//b", "/a/./b", "/a/%2e%2E/b", "/a/%2F", "/a/%2f", "PO(ST /x"} {
+	for _, bad := range []string{"api.example.com:8080/x", "[::1]:80/x", "api..example.com/", "/a//b", "/a/./b", "/a/%2e%2E/b", "/a/%2F", "/a/%2f", "/a/%2F/{$}", "PO(ST /x"} {
 		cfg := direct(t, up)
 		cfg.Routes = []gateway.Route{{Name: "r", Patterns: []string{bad}}}
 		if _, err := gateway.New(cfg); err == nil {

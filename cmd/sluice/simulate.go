@@ -128,13 +128,9 @@ func simulate(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "sluice simulate:", err)
 		return 1
 	}
-	if *charts != "" {
-		for name := range strings.SplitSeq(*charts, ",") {
-			if err := writeChart(rep, name); err != nil {
-				fmt.Fprintln(stderr, "sluice simulate:", err)
-				return 1
-			}
-		}
+	if err := writeCharts(rep, *charts); err != nil {
+		fmt.Fprintln(stderr, "sluice simulate:", err)
+		return 1
 	}
 	return print(stdout, stderr, *asJSON, rep, rep.WriteTable)
 }
@@ -200,14 +196,9 @@ func overload(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "sluice simulate overload:", err)
 		return 1
 	}
-	for name := range strings.SplitSeq(*charts, ",") {
-		if name == "" {
-			continue
-		}
-		if err := writeChartOf(rep, name); err != nil {
-			fmt.Fprintln(stderr, "sluice simulate overload:", err)
-			return 1
-		}
+	if err := writeCharts(rep, *charts); err != nil {
+		fmt.Fprintln(stderr, "sluice simulate overload:", err)
+		return 1
 	}
 	return print(stdout, stderr, *asJSON, rep, rep.WriteTable)
 }
@@ -229,13 +220,29 @@ func print(stdout, stderr io.Writer, asJSON bool, v any, table func(io.Writer) e
 	return 0
 }
 
-func writeChart(rep *sim.Report, name string) error { return writeChartOf(rep, name) }
+// chartWriter is a report that draws its chart: sim.Report and
+// sim.OverloadReport.
+type chartWriter interface {
+	WriteChart(w io.Writer, format string) error
+}
 
-// writeChartOf writes rep's chart to the file name, in the format its
+// writeCharts writes rep's chart to each file of the comma-separated list
+// (-chart), in the format its extension names; an empty item is skipped.
+func writeCharts(rep chartWriter, list string) error {
+	for name := range strings.SplitSeq(list, ",") {
+		if name == "" {
+			continue
+		}
+		if err := writeChart(rep, name); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// writeChart writes rep's chart to the file name, in the format its
 // extension names.
-func writeChartOf(rep interface {
-	WriteChart(io.Writer, string) error
-}, name string) error {
+func writeChart(rep chartWriter, name string) error {
 	format, err := sim.FormatOf(name)
 	if err != nil {
 		return err

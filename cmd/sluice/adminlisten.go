@@ -185,9 +185,7 @@ func (s *serveApp) adminConfig(ctx context.Context, a *app, pl *pgstore.PlanStor
 	}
 	if isPostgres(s.o.store) {
 		// A pool of its own: the store in use may be wrapped (reservations).
-		cctx, cancel := context.WithTimeout(ctx, firstConnect)
-		st, err := pgstore.Open(cctx, s.o.store, pgstore.Config{NoMigrate: true})
-		cancel()
+		st, err := connectPostgres(ctx, s.o.store, false)
 		if err != nil {
 			return admin.Config{}, err
 		}

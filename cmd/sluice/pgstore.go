@@ -161,9 +161,7 @@ func openPostgres(ctx context.Context, url, failure string, failureSet, migrate 
 	if !failureSet {
 		mode = failsafe.Closed
 	}
-	cctx, cancel := context.WithTimeout(ctx, firstConnect)
-	st, err := pgstore.Open(cctx, url, pgstore.Config{NoMigrate: !migrate})
-	cancel()
+	st, err := connectPostgres(ctx, url, migrate)
 	if err != nil {
 		if migrate {
 			return openedStore{}, fmt.Errorf("%s: %w (with -migrate=false serve starts without the database, once `sluice migrate` has brought its schema up to date)", storeName(url), err)
@@ -185,6 +183,16 @@ func openPostgres(ctx context.Context, url, failure string, failureSet, migrate 
 	return openedStore{limiter: st, failure: &service.FailurePolicy{Mode: mode, Local: local, Timeout: pgDecisionTimeout},
 		close:     func() { stop(); <-done; st.Close(); local.Close() },
 		connected: up.Load}, nil
+}
+
+// connectPostgres opens the PostgreSQL database at url (applying the
+// schema's migrations when migrate), waiting at most firstConnect for it:
+// serve's store, its admin API's usage pool and the plans' database, in
+// serve and proxy, open theirs with it.
+func connectPostgres(ctx context.Context, url string, migrate bool) (*pgstore.Store, error) {
+	cctx, cancel := context.WithTimeout(ctx, firstConnect)
+	defer cancel()
+	return pgstore.Open(cctx, url, pgstore.Config{NoMigrate: !migrate})
 }
 
 // pingUntilUp pings st's database with lazyStore's back-off until it

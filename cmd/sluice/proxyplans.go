@@ -50,9 +50,7 @@ func checkPlansURL(url string) error {
 // store and the cache that reads tenants through it, each used from memory
 // for at most staleness. Serve and proxy open -plans with it.
 func openPlanCache(ctx context.Context, a *app, url string, migrate bool, staleness time.Duration, log *slog.Logger) (*pgstore.PlanStore, *plans.Cache, error) {
-	cctx, cancel := context.WithTimeout(ctx, firstConnect)
-	st, err := pgstore.Open(cctx, url, pgstore.Config{NoMigrate: !migrate})
-	cancel()
+	st, err := connectPostgres(ctx, url, migrate)
 	if err != nil {
 		return nil, nil, fmt.Errorf("-plans %s: %w", storeName(url), err)
 	}

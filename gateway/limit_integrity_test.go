@@ -282,8 +282,9 @@ routes: [{name: all, match: /, limits: [per_ip], conns: [c]}]
 
 // A last segment "%2F" is the trailing slash ServeMux reads it as ("/%2F"
 // is the root "/{$}" of a Go upstream): the proxy routes and keys it as the
-// path without it, so no spelling of "/" or "/login" gets the upstream's
-// handler past the limit of the route that matches that path alone.
+// path without it, so every spelling of "/" or "/login" spends the limit
+// of the route that matches that path alone (429 past its 2, not another
+// answer), and none gets the upstream's handler past that limit.
 func TestSlashSegmentSharesThePathsLimit(t *testing.T) {
 	up := newUpstream(t)
 	app := http.NewServeMux()
@@ -301,11 +302,17 @@ routes:
 `, up)
 	_, srv := front(t, cfg)
 	c := srv.Client()
-	for _, target := range []string{"/", "/%2F", "/%2f", "//%2F", "/%2F/", "/%2F/%2F"} {
-		doRaw(t, srv.URL, c, "GET", target, "")
-	}
-	for _, target := range []string{"/login", "/login/%2F", "/login/%2f/", "/login/%2F/%2F"} {
-		doRaw(t, srv.URL, c, "GET", target, "")
+	c.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse } // one request, one count
+	for _, spellings := range [][]string{
+		{"/", "/%2F", "/%2f", "/.//%2F", "/%2F/", "/%2F/%2F"},
+		{"/login", "/login/%2F", "/login/%2f/", "/login/%2F/%2F"},
+	} {
+		for i, target := range spellings {
+			code := doRaw(t, srv.URL, c, "GET", target, "").StatusCode
+			if refused := code == http.StatusTooManyRequests; refused != (i >= 2) {
+				t.Errorf("%s, request %d to its path: %d; want the limit's 2 admitted, then 429", target, i+1, code)
+			}
+		}
 	}
 	if n := root.Load(); n > 2 {
 		t.Errorf("the upstream's root handler ran %d times, want at most 2 (the limit)", n)

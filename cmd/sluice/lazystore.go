@@ -13,8 +13,8 @@ import (
 	"github.com/sluicehq/sluice/redisstore"
 )
 
-// Reconnection back-off of lazyStore: the first retry after
-// firstRetry, doubling up to maxRetry.
+// Reconnection back-off of retryConnect: the first retry after
+// firstRetry, doubling up to maxRetry; each attempt within firstConnect.
 const (
 	firstConnect = 5 * time.Second
 	firstRetry   = 500 * time.Millisecond
@@ -81,26 +81,45 @@ func openLazy(ctx context.Context, cfg redisstore.Config, log *slog.Logger) (*la
 // ends.
 func (l *lazyStore) connect(ctx context.Context, cfg redisstore.Config, log *slog.Logger) {
 	defer close(l.done)
+	connected := retryConnect(ctx, true, func(ctx context.Context) error {
+		s, err := redisstore.New(ctx, cfg)
+		if err != nil {
+			l.lastErr.Store(unavailable(err))
+			return err
+		}
+		l.store.Store(s)
+		return nil
+	})
+	if connected {
+		log.Info("rate limit store connected")
+	}
+}
+
+// retryConnect calls try, each call within firstConnect, until it returns
+// nil (then it returns true) or ctx ends (false). After each failed call
+// it waits, firstRetry the first time, doubling up to maxRetry; with
+// failedOnce (the caller has just tried) it waits before the first call
+// too.
+func retryConnect(ctx context.Context, failedOnce bool, try func(context.Context) error) bool {
 	wait := firstRetry
-	t := time.NewTimer(wait)
-	defer t.Stop()
 	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
+		if failedOnce {
+			t := time.NewTimer(wait)
+			select {
+			case <-ctx.Done():
+				t.Stop()
+				return false
+			case <-t.C:
+			}
+			wait = min(2*wait, maxRetry)
 		}
 		cctx, cancel := context.WithTimeout(ctx, firstConnect)
-		s, err := redisstore.New(cctx, cfg)
+		err := try(cctx)
 		cancel()
 		if err == nil {
-			l.store.Store(s)
-			log.Info("rate limit store connected")
-			return
+			return true
 		}
-		l.lastErr.Store(unavailable(err))
-		wait = min(2*wait, maxRetry)
-		t.Reset(wait)
+		failedOnce = true
 	}
 }
 

@@ -195,28 +195,13 @@ func connectPostgres(ctx context.Context, url string, migrate bool) (*pgstore.St
 	return pgstore.Open(cctx, url, pgstore.Config{NoMigrate: !migrate})
 }
 
-// pingUntilUp pings st's database with lazyStore's back-off until it
+// pingUntilUp pings st's database, with retryConnect's back-off, until it
 // answers (up is then set) or ctx ends; it closes done when it returns.
 func pingUntilUp(ctx context.Context, st *pgstore.Store, up *atomic.Bool, log *slog.Logger, done chan<- struct{}) {
 	defer close(done)
-	wait := firstRetry
-	for {
-		pctx, cancel := context.WithTimeout(ctx, firstConnect)
-		err := st.Pool().Ping(pctx)
-		cancel()
-		if err == nil {
-			up.Store(true)
-			log.Info("rate limit store connected")
-			return
-		}
-		t := time.NewTimer(wait)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return
-		case <-t.C:
-		}
-		wait = min(2*wait, maxRetry)
+	if retryConnect(ctx, false, st.Pool().Ping) {
+		up.Store(true)
+		log.Info("rate limit store connected")
 	}
 }
 

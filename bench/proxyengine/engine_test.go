@@ -9,6 +9,8 @@ import (
 	"net"
 	"net/url"
 	"os"
+	"path/filepath"
+	"runtime"
 	"testing"
 	"time"
 
@@ -141,7 +143,10 @@ func startEngine(tb testing.TB, engine string, up *url.URL) string {
 // sluiceGateway is `sluice proxy`'s gateway with bench/proxy.sh's routes
 // (testdata/proxy-routes.yaml).
 func sluiceGateway(tb testing.TB, up *url.URL) *gateway.Gateway {
-	routes, err := os.ReadFile("../testdata/proxy-routes.yaml")
+	// From this file's directory, so that a test binary run from
+	// elsewhere (bench/callgrind.sh) finds it too.
+	_, here, _, _ := runtime.Caller(0)
+	routes, err := os.ReadFile(filepath.Join(filepath.Dir(here), "..", "testdata", "proxy-routes.yaml"))
 	if err != nil {
 		tb.Fatal(err)
 	}

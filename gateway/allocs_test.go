@@ -2,10 +2,7 @@
 
 package gateway_test
 
-import (
-	"net/http/httptest"
-	"testing"
-)
+import "testing"
 
 // forwardAllocs is the most allocations one admitted request may take
 // through the gateway's handler in TestForwardAllocationsDoNotGrow,
@@ -26,11 +23,7 @@ limits: [{name: l, key: ip, rate: 1000000000r/s, burst: 1000000, nodelay: true}]
 routes: [{name: api, match: /api/, limits: [l]}]
 `, "http://upstream.invalid", canned{}, nil)
 	n := testing.AllocsPerRun(500, func() {
-		r := httptest.NewRequest("GET", "/api/users/42", nil)
-		r.RemoteAddr = "192.0.2.1:1234"
-		w := httptest.NewRecorder()
-		g.ServeHTTP(w, r)
-		if w.Code != 200 {
+		if w := served(g, "GET", "/api/users/42"); w.Code != 200 {
 			t.Fatalf("status %d", w.Code)
 		}
 	})

@@ -1,8 +1,8 @@
 // Package httplimittest holds what the tests of httplimit and of the proxy
 // built on it (package gateway) share: an observer that records decisions,
 // a reader of their Prometheus series, and the scenario their plans tests
-// run against PostgreSQL, with the tenant's requests it sends. It imports neither face, so each face's tests
-// use it with their own types.
+// run against PostgreSQL, with the tenant's requests it sends. It imports
+// neither face, so each face's tests use it with their own types.
 package httplimittest
 
 import (

@@ -14,7 +14,7 @@ import (
 // connection idle longest between keep-alive requests gives its place to a
 // new client, which does not wait for -http-idle-timeout.
 func TestServeMaxConnsIdleKeepAliveGivesWay(t *testing.T) {
-	url, _ := startServe(t, "-http-max-conns", "1", "-http-idle-timeout", "1h")
+	url := launch(t, "-http-max-conns", "1", "-http-idle-timeout", "1h").url
 	host := strings.TrimPrefix(url, "http://")
 	first, err := net.Dial("tcp", host)
 	if err != nil {

@@ -215,7 +215,7 @@ func TestServeForwardAuthTrust(t *testing.T) {
 
 // The built-in example maps X-User to its user rule: 3 per minute.
 func TestServeBuiltInForwardAuth(t *testing.T) {
-	url, _ := startServe(t)
+	url := launch(t).url
 	var codes []int
 	for range 4 {
 		codes = append(codes, authCall(t, url, map[string]string{"X-User": "bob"}).code)

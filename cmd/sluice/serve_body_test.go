@@ -14,7 +14,7 @@ import (
 // with a message saying so, whether its Content-Length announces it or
 // it comes chunked.
 func TestServeJSONBodyOverTheCapIs413(t *testing.T) {
-	url, _ := startServe(t)
+	url := launch(t).url
 	big := `{"domain":"` + strings.Repeat("x", service.MaxJSONBody) + `"}`
 	for _, chunked := range []bool{false, true} {
 		var body io.Reader = strings.NewReader(big)

@@ -25,20 +25,12 @@ import (
 )
 
 // launchListening starts `sluice serve -config` with telemetryConfig (k=v:
-// 2 a minute) and args, and returns it with the gRPC target and the debug
-// line its banner prints.
-func launchListening(t *testing.T, args ...string) (s *server, grpcTarget, debug string) {
+// 2 a minute) and args (see launch).
+func launchListening(t *testing.T, args ...string) *server {
 	t.Helper()
 	cfg := filepath.Join(t.TempDir(), "rl.yaml")
 	writeFile(t, cfg, telemetryConfig)
-	return launchListeningConfig(t, cfg, args...)
-}
-
-// launchListeningConfig is launchListening with the config file cfg.
-func launchListeningConfig(t *testing.T, cfg string, args ...string) (s *server, grpcTarget, debug string) {
-	t.Helper()
-	s = launch(t, append([]string{"-config", cfg}, args...)...)
-	return s, s.grpc, s.debug
+	return launch(t, append([]string{"-config", cfg}, args...)...)
 }
 
 // shouldRateLimit makes one ShouldRateLimit call for k=v at target with
@@ -83,7 +75,7 @@ func TestServeGRPCmTLSServesOnlyClientsWithACertificate(t *testing.T) {
 	t.Setenv("GRPC_SERVER_TLS_CERT", o.cert)
 	t.Setenv("GRPC_SERVER_TLS_KEY", o.key)
 	t.Setenv("GRPC_CLIENT_TLS_CACERT", o.clientCA)
-	_, target, _ := launchListening(t)
+	target := launchListening(t).grpc
 
 	if _, err := shouldRateLimit(t, target, clientTLS(serverCA, nil, nil)); err == nil {
 		t.Error("a client without a certificate was served")
@@ -108,7 +100,7 @@ func TestServeGRPCTLSPicksUpAReplacedCertificate(t *testing.T) {
 	ca := newTestCA(t, "server CA")
 	dir := t.TempDir()
 	o := tlsFiles(t, dir, ca.issue(t, "first", false, "sluice.test"), nil)
-	_, target, _ := launchListening(t, "-grpc-tls", "-grpc-tls-cert", o.cert, "-grpc-tls-key", o.key)
+	target := launchListening(t, "-grpc-tls", "-grpc-tls-cert", o.cert, "-grpc-tls-key", o.key).grpc
 
 	var mu sync.Mutex
 	var cn string
@@ -173,10 +165,10 @@ func TestServeDebugListenerServesRLConfigAndPprof(t *testing.T) {
 	t.Setenv("DEBUG_PORT", "0")
 	cfg := filepath.Join(t.TempDir(), "rl.yaml")
 	writeFile(t, cfg, telemetryConfig)
-	s, _, debug := launchListeningConfig(t, cfg)
-	m := regexp.MustCompile(`^(http://\S+)`).FindStringSubmatch(debug)
+	s := launch(t, "-config", cfg)
+	m := regexp.MustCompile(`^(http://\S+)`).FindStringSubmatch(s.debug)
 	if m == nil {
-		t.Fatalf("banner's debug line %q: no URL", debug)
+		t.Fatalf("banner's debug line %q: no URL", s.debug)
 	}
 	durl := m[1]
 	if code, body := get(t, durl+"/rlconfig"); code != 200 || !strings.Contains(body, "d.k: unit=MINUTE requests_per_unit=2,") {
@@ -206,7 +198,7 @@ func TestServeDebugListenerServesRLConfigAndPprof(t *testing.T) {
 func TestServeHasNoDebugListenerUnlessAsked(t *testing.T) {
 	t.Setenv("DEBUG_HOST", "")
 	t.Setenv("DEBUG_PORT", "")
-	_, _, debug := launchListening(t)
+	debug := launchListening(t).debug
 	if !strings.HasPrefix(debug, "off") || !strings.Contains(debug, "DEBUG_PORT") {
 		t.Errorf("banner's debug line %q, want off and how to turn it on", debug)
 	}
@@ -219,7 +211,7 @@ func TestServeHasNoDebugListenerUnlessAsked(t *testing.T) {
 func TestServeLogFormatJSON(t *testing.T) {
 	t.Setenv("LOG_FORMAT", "json")
 	t.Setenv("MEMCACHE_HOST_PORT", "memcache:11211") // logged at start-up as not acted on
-	s, _, _ := launchListening(t)
+	s := launchListening(t)
 	s.stop(t)
 	lines := strings.Split(strings.TrimSpace(s.stderr.String()), "\n")
 	if len(lines) == 0 || lines[0] == "" {

@@ -11,17 +11,7 @@ import (
 	"syscall"
 	"testing"
 	"time"
-
-	"github.com/sluicehq/sluice/internal/testlog"
 )
-
-// startServe runs `sluice serve args` until the test ends (see launch)
-// and returns the HTTP base URL it prints and its stderr.
-func startServe(t *testing.T, args ...string) (url string, stderr *testlog.Buffer) {
-	t.Helper()
-	s := launch(t, args...)
-	return s.url, s.stderr
-}
 
 // post POSTs body to /json and returns the status code.
 func post(t *testing.T, url, body string) int {
@@ -36,7 +26,7 @@ func post(t *testing.T, url, body string) int {
 // The newcomer's first run: no flags, the built-in example, a 200 and then
 // a 429 as the printed curl line promises.
 func TestServeBuiltInExample(t *testing.T) {
-	url, _ := startServe(t)
+	url := launch(t).url
 	body := `{"domain":"example","descriptors":[{"entries":[{"key":"user","value":"alice"}]}]}`
 	var codes []int
 	for range 4 {
@@ -60,7 +50,8 @@ func TestServeReload(t *testing.T) {
 		writeFile(t, path, cfg)
 	}
 	write(1)
-	url, stderr := startServe(t, "-config", path)
+	s := launch(t, "-config", path)
+	url, stderr := s.url, s.stderr
 	req := func(v string) int {
 		return post(t, url, `{"domain":"d","descriptors":[{"entries":[{"key":"k","value":"`+v+`"}]}]}`)
 	}

@@ -67,9 +67,9 @@ func TestServeSendsSpansToAnOTLPCollector(t *testing.T) {
 			t.Setenv("TRACING_EXPORTER_PROTOCOL", proto)
 			t.Setenv("TRACING_SERVICE_NAME", "edge-rls")
 			t.Setenv("OTEL_EXPORTER_OTLP_ENDPOINT", endpoint)
-			s, grpcAddr, _ := launchListening(t)
+			s := launchListening(t)
 			const trace = "0af7651916cd43dd8448eb211c80319c"
-			callRLS(t, grpcAddr, 1, "traceparent", "00-"+trace+"-b7ad6b7169203331-01")
+			callRLS(t, s.grpc, 1, "traceparent", "00-"+trace+"-b7ad6b7169203331-01")
 			if code := post(t, s.url, reqK); code != http.StatusOK {
 				t.Fatalf("POST /json: %d", code)
 			}
@@ -165,8 +165,8 @@ func TestServeSendsEnvoyRatelimitStats(t *testing.T) {
 			for k, v := range tt.env {
 				t.Setenv(k, v)
 			}
-			s, grpcAddr, _ := launchListening(t)
-			callRLS(t, grpcAddr, 3)
+			s := launchListening(t)
+			callRLS(t, s.grpc, 3)
 			s.stop(t)
 			awaitLines(t, tt.name, lines, tt.want...)
 		})

@@ -201,7 +201,7 @@ func TestAdminMTLS(t *testing.T) {
 	ops, stranger := clientCA.issue(t, "ops", true), otherCA.issue(t, "ops", true)
 	files["ops.crt"], files["ops.key"], files["x.crt"], files["x.key"] = ops.certPEM, ops.keyPEM, stranger.certPEM, stranger.keyPEM
 	for name, b := range files {
-		writeBytes(t, filepath.Join(dir, name), b)
+		writeAtomic(t, filepath.Join(dir, name), string(b))
 	}
 	p := func(name string) string { return filepath.Join(dir, name) }
 	s := launch(t, "-admin-addr", "127.0.0.1:0", "-admin-tls-cert", p("tls.crt"), "-admin-tls-key", p("tls.key"), "-admin-client-ca", p("clients.pem"))

@@ -33,7 +33,9 @@ func fromProxy(client, uri string) map[string]string {
 	return map[string]string{"X-Forwarded-For": client, "X-Forwarded-Method": "GET", "X-Forwarded-Uri": uri, "X-Forwarded-Host": "api.example"}
 }
 
-// writeAtomic publishes a config file by a rename, as a deployment should.
+// writeAtomic replaces the file at path with body, as a new file renamed
+// over the old one: as a deployment should publish a config file, and as a
+// secret's update or cert-manager replaces TLS files.
 func writeAtomic(t *testing.T, path, body string) {
 	t.Helper()
 	tmp := filepath.Join(filepath.Dir(path), ".tmp-"+filepath.Base(path))

@@ -7,7 +7,6 @@ import (
 	"io"
 	"log/slog"
 	"net"
-	"os"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -59,26 +58,13 @@ func (ca *testCA) issue(t *testing.T, cn string, client bool, sans ...string) le
 func tlsFiles(t *testing.T, dir string, server leaf, clientCA *testCA) grpcTLSOptions {
 	t.Helper()
 	o := grpcTLSOptions{use: true, cert: filepath.Join(dir, "tls.crt"), key: filepath.Join(dir, "tls.key")}
-	writeBytes(t, o.cert, server.certPEM)
-	writeBytes(t, o.key, server.keyPEM)
+	writeAtomic(t, o.cert, string(server.certPEM))
+	writeAtomic(t, o.key, string(server.keyPEM))
 	if clientCA != nil {
 		o.clientCA = filepath.Join(dir, "ca.crt")
-		writeBytes(t, o.clientCA, clientCA.pem)
+		writeAtomic(t, o.clientCA, string(clientCA.pem))
 	}
 	return o
-}
-
-// writeBytes replaces the file at path with b, as a new file renamed over
-// the old one (as a secret's update or cert-manager does).
-func writeBytes(t *testing.T, path string, b []byte) {
-	t.Helper()
-	tmp := path + ".new"
-	if err := os.WriteFile(tmp, b, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Rename(tmp, path); err != nil {
-		t.Fatal(err)
-	}
 }
 
 // fakeClock is a clock a test moves by hand.
@@ -251,8 +237,8 @@ func TestGRPCTLSPicksUpReplacedCertificates(t *testing.T) {
 	}
 
 	second := serverCA.issue(t, "second", false, "sluice.test")
-	writeBytes(t, o.cert, second.certPEM)
-	writeBytes(t, o.key, second.keyPEM)
+	writeAtomic(t, o.cert, string(second.certPEM))
+	writeAtomic(t, o.key, string(second.keyPEM))
 	clock.Add(500 * time.Millisecond)
 	if got := served(); got != "first" {
 		t.Errorf("within a second of the last look: served %q, want first (files are looked at once a second at most)", got)
@@ -263,7 +249,7 @@ func TestGRPCTLSPicksUpReplacedCertificates(t *testing.T) {
 	}
 
 	// A key that does not match: the running pair stays, and it is logged.
-	writeBytes(t, o.key, serverCA.issue(t, "third", false, "sluice.test").keyPEM)
+	writeAtomic(t, o.key, string(serverCA.issue(t, "third", false, "sluice.test").keyPEM))
 	clock.Add(2 * time.Second)
 	if got := served(); got != "second" {
 		t.Errorf("after a bad replacement: served %q, want second", got)
@@ -274,8 +260,8 @@ func TestGRPCTLSPicksUpReplacedCertificates(t *testing.T) {
 
 	// A new client CA: the old CA's clients are refused, the new one's served.
 	newCA := newTestCA(t, "new client CA")
-	writeBytes(t, o.key, second.keyPEM)
-	writeBytes(t, o.clientCA, newCA.pem)
+	writeAtomic(t, o.key, string(second.keyPEM))
+	writeAtomic(t, o.clientCA, string(newCA.pem))
 	clock.Add(2 * time.Second)
 	checkServed(t, addr, serverCA, &client.pair, false, "after the client CA was replaced, a client of the old CA")
 	newClient := newCA.issue(t, "envoy", true, "envoy.test")
@@ -289,12 +275,12 @@ func TestGRPCTLSRefusesBadFilesAtStartUp(t *testing.T) {
 	good := serverCA.issue(t, "sluice", false, "sluice.test")
 	cases := map[string]func(o *grpcTLSOptions){
 		"missing key":    func(o *grpcTLSOptions) { o.key = filepath.Join(filepath.Dir(o.key), "nope") },
-		"key of another": func(o *grpcTLSOptions) { writeBytes(t, o.key, serverCA.issue(t, "x", false).keyPEM) },
+		"key of another": func(o *grpcTLSOptions) { writeAtomic(t, o.key, string(serverCA.issue(t, "x", false).keyPEM)) },
 		"a directory":    func(o *grpcTLSOptions) { o.cert = filepath.Dir(o.cert) },
-		"too large":      func(o *grpcTLSOptions) { writeBytes(t, o.cert, make([]byte, maxTLSFileBytes+1)) },
+		"too large":      func(o *grpcTLSOptions) { writeAtomic(t, o.cert, string(make([]byte, maxTLSFileBytes+1))) },
 		"CA without a certificate": func(o *grpcTLSOptions) {
 			o.clientCA = filepath.Join(filepath.Dir(o.cert), "ca.crt")
-			writeBytes(t, o.clientCA, []byte("not PEM\n"))
+			writeAtomic(t, o.clientCA, string([]byte("not PEM\n")))
 		},
 	}
 	for name, spoil := range cases {
@@ -358,7 +344,7 @@ func TestGRPCmTLSDoesNotResumeAcrossACARotation(t *testing.T) {
 	if err := check(); err != nil {
 		t.Fatal(err)
 	}
-	writeBytes(t, o.clientCA, newTestCA(t, "new client CA").pem)
+	writeAtomic(t, o.clientCA, string(newTestCA(t, "new client CA").pem))
 	clock.Add(2 * time.Second)
 	if err := check(); err == nil {
 		t.Error("after the client CA was replaced, a client of the old CA was served (a resumed session?)")

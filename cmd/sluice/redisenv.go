@@ -39,9 +39,10 @@ func (t *redisTuning) read(prefix string, errs *envErrs) {
 // key format, the per-second store and the variables of
 // envoyproxy/ratelimit's that tune the connections.
 type redisOptions struct {
-	keyFormat string // -redis-key-format
-	perSecond string // -store-per-second; "" is none
-	jitter    int    // EXPIRATION_JITTER_MAX_SECONDS
+	keyFormat string        // -redis-key-format
+	perSecond string        // -store-per-second; "" is none
+	jitter    int           // EXPIRATION_JITTER_MAX_SECONDS
+	coalesce  time.Duration // -redis-coalesce-wait: redisstore.Config.CoalesceWait
 
 	main, second redisTuning
 }
@@ -60,6 +61,8 @@ func (o *redisOptions) flags(fs *flag.FlagSet, errs *envErrs) {
 	}
 	fs.StringVar(&o.perSecond, "store-per-second", perSecond,
 		"with Redis, a second Redis URL for the limits whose period is under a minute (REDIS_PERSECOND); default: none, every limit on -store")
+	fs.DurationVar(&o.coalesce, "redis-coalesce-wait", 0,
+		"with Redis, send concurrent decisions on one hash slot as one script call, a decision waiting at most this long for others (none while nothing else is with Redis); 0: one call per decision (see docs/serve.md)")
 	o.jitter = errs.int("EXPIRATION_JITTER_MAX_SECONDS", defaultJitter)
 	o.main.read("REDIS_", errs)
 	o.second.read("REDIS_PERSECOND_", errs)
@@ -80,6 +83,12 @@ func (o *redisOptions) check(store string) error {
 		if o.perSecond != "" {
 			return errors.New("-store-per-second (REDIS_PERSECOND): needs a Redis -store (REDIS_URL) for the other limits")
 		}
+	}
+	switch {
+	case o.coalesce < 0:
+		return fmt.Errorf("-redis-coalesce-wait %v: want 0 or more", o.coalesce)
+	case o.coalesce != 0 && (isMemory(store) || isPostgres(store)):
+		return errors.New("-redis-coalesce-wait: needs a Redis -store (REDIS_URL)")
 	}
 	if o.perSecond != "" {
 		if _, err := redisstore.ParseURL(o.perSecond); err != nil {
@@ -119,7 +128,7 @@ func (o *redisOptions) storeConfigs(mainURL string) (main redisstore.Config, per
 	if err != nil {
 		return main, nil, err
 	}
-	base := redisstore.Config{KeyFormat: f}
+	base := redisstore.Config{KeyFormat: f, CoalesceWait: o.coalesce}
 	if f == redisstore.KeyEnvoy {
 		base.ExpirationJitter = time.Duration(o.jitter) * time.Second
 	}

@@ -118,8 +118,8 @@ func TestServeGRPCTLSPicksUpAReplacedCertificate(t *testing.T) {
 		t.Fatalf("served %q, want first", got)
 	}
 	second := ca.issue(t, "second", false, "sluice.test")
-	writeBytes(t, o.key, second.keyPEM) // key first: a pair that does not match keeps the running one
-	writeBytes(t, o.cert, second.certPEM)
+	writeAtomic(t, o.key, string(second.keyPEM)) // key first: a pair that does not match keeps the running one
+	writeAtomic(t, o.cert, string(second.certPEM))
 	// The files are looked at on a handshake at most once a second.
 	eventually(t, "the replaced certificate is served", func() bool { return served() == "second" })
 }

@@ -26,7 +26,7 @@ func TestServeForceStartWithoutInitialConfig(t *testing.T) {
 	if got := post(t, s.url, reqK); got != 200 {
 		t.Errorf("without a config: %d, want 200 (no rule applies)", got)
 	}
-	if got := healthStatus(t, s.url); got != 200 {
+	if got := getStatus(t, s.url+"/healthcheck"); got != 200 {
 		t.Errorf("health without a config and without HEALTHY_WITH_AT_LEAST_ONE_CONFIG_LOADED: %d, want 200", got)
 	}
 	writeAtomic(t, cfg, cfgBlocked)
@@ -76,14 +76,14 @@ func TestServeHealthyWithAtLeastOneConfigLoaded(t *testing.T) {
 	t.Setenv("FORCE_START_WITHOUT_INITIAL_CONFIG", "true")
 	t.Setenv("HEALTHY_WITH_AT_LEAST_ONE_CONFIG_LOADED", "true")
 	s := launch(t, "-config", cfg)
-	if got := healthStatus(t, s.url); got != 503 {
+	if got := getStatus(t, s.url+"/healthcheck"); got != 503 {
 		t.Errorf("health without a config: %d, want 503", got)
 	}
 	writeAtomic(t, cfg, cfgUnlimited)
-	eventually(t, "healthy once a config is loaded", func() bool { return healthStatus(t, s.url) == 200 })
+	eventually(t, "healthy once a config is loaded", func() bool { return getStatus(t, s.url+"/healthcheck") == 200 })
 	writeAtomic(t, cfg, cfgBroken)
 	eventually(t, "the broken reload to be counted", func() bool { return metric(t, s.url, "sluice_config_reload_failures_total") >= 1 })
-	if got := healthStatus(t, s.url); got != 200 {
+	if got := getStatus(t, s.url+"/healthcheck"); got != 200 {
 		t.Errorf("health after a failed reload that kept the running config: %d, want 200", got)
 	}
 }
@@ -93,7 +93,7 @@ func TestServeHealthyWithAtLeastOneConfigLoaded(t *testing.T) {
 func TestServeHealthyWithConfigAtStart(t *testing.T) {
 	t.Setenv("HEALTHY_WITH_AT_LEAST_ONE_CONFIG_LOADED", "true")
 	s := launch(t)
-	if got := healthStatus(t, s.url); got != 200 {
+	if got := getStatus(t, s.url+"/healthcheck"); got != 200 {
 		t.Errorf("health with the built-in example: %d, want 200", got)
 	}
 }

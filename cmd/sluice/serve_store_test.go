@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"net/http"
 	"path/filepath"
 	"testing"
 	"time"
@@ -10,17 +9,6 @@ import (
 	"github.com/sluicehq/sluice/internal/redistest"
 	"github.com/sluicehq/sluice/internal/testlog"
 )
-
-// healthStatus returns the status of GET /healthcheck.
-func healthStatus(t *testing.T, url string) int {
-	t.Helper()
-	resp, err := http.Get(url + "/healthcheck")
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp.Body.Close()
-	return resp.StatusCode
-}
 
 // serve starts while Redis is down: it applies the failure mode (open:
 // admit) and reconnects by itself once Redis is up, when the limit is
@@ -41,7 +29,7 @@ func TestServeStartsWithoutRedisAndReconnects(t *testing.T) {
 		if a, b := post(t, s.url, reqK), post(t, s.url, reqK); a != 200 || b != 200 {
 			t.Errorf("failure mode open while Redis is down: %d, %d, want 200s", a, b)
 		}
-		if got := healthStatus(t, s.url); got != 200 {
+		if got := getStatus(t, s.url+"/healthcheck"); got != 200 {
 			t.Errorf("/healthcheck while degraded: %d, want 200", got)
 		}
 		s.stop(t)
@@ -49,7 +37,7 @@ func TestServeStartsWithoutRedisAndReconnects(t *testing.T) {
 
 	t.Setenv("REDIS_HEALTH_CHECK_ACTIVE_CONNECTION", "true")
 	s := launch(t, "-config", path, "-store", store)
-	if got := healthStatus(t, s.url); got != 503 {
+	if got := getStatus(t, s.url+"/healthcheck"); got != 503 {
 		t.Errorf("/healthcheck with REDIS_HEALTH_CHECK_ACTIVE_CONNECTION while Redis is down: %d, want 503", got)
 	}
 	if a, b := post(t, s.url, reqK), post(t, s.url, reqK); a != 200 || b != 200 {
@@ -57,7 +45,7 @@ func TestServeStartsWithoutRedisAndReconnects(t *testing.T) {
 	}
 	redis.Restart(t)
 	deadline := time.Now().Add(10 * time.Second)
-	for post(t, s.url, reqK) != 429 || healthStatus(t, s.url) != 200 {
+	for post(t, s.url, reqK) != 429 || getStatus(t, s.url+"/healthcheck") != 200 {
 		if time.Now().After(deadline) {
 			t.Fatalf("not reconnected 10 s after Redis came back: %s", s.stderr.String())
 		}

@@ -246,7 +246,7 @@ memory store. SIGHUP reloads the config; SIGTERM drains and stops.`,
 // runServe runs the service until ctx ends, then drains it: in-flight
 // requests finish (for up to 10 seconds) before it returns. It runs the
 // steps of the app lifecycle (see app) with serve's parts; each step of
-// startServe is the one place for its kind of change.
+// serveApp.start is the one place for its kind of change.
 func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	a := newApp(stderr, "sluice serve:") // first: SIGHUP during start-up must not kill serve
 	defer a.close()

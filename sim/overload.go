@@ -207,16 +207,34 @@ func newLimiter(c OverloadConfig, l OverloadLimit, clock *eventq.Clock) (*limite
 	if w == 0 {
 		w = 10 * c.Service
 	}
-	algo := l.Adaptive
-	if g, ok := algo.(adaptive.Gradient); ok && g.Seed == 0 {
-		g.Seed = c.Seed // jitter from the run's seed, not the process's source
-		algo = g
-	}
-	lim, err := adaptive.New(adaptive.Config{Algorithm: algo, Clock: clock, Max: 1000, Window: w})
+	lim, err := adaptive.New(adaptive.Config{Algorithm: seeded(l.Adaptive, c.Seed), Clock: clock, Max: 1000, Window: w})
 	if err != nil {
 		return nil, fmt.Errorf("sim: overload: limit %q: %w", l.Name, err)
 	}
 	return &limiter{lim: lim}, nil
+}
+
+// seeded returns algo with the probe jitter of an adaptive.Gradient (given
+// as a value or through a pointer) drawn from seed when it has no Seed of
+// its own, rather than from the process's source; the caller's Gradient is
+// not changed. Any other algorithm is returned as it is.
+func seeded(algo adaptive.Algorithm, seed uint64) adaptive.Algorithm {
+	var g adaptive.Gradient
+	switch a := algo.(type) {
+	case adaptive.Gradient:
+		g = a
+	case *adaptive.Gradient:
+		if a == nil {
+			return algo
+		}
+		g = *a
+	default:
+		return algo
+	}
+	if g.Seed == 0 {
+		g.Seed = seed
+	}
+	return g
 }
 
 func (l *limiter) acquire(ctx context.Context) (adaptive.Token, bool) {

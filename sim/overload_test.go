@@ -99,23 +99,32 @@ func TestOverloadConfigErrors(t *testing.T) {
 	}
 }
 
-// A run with adaptive.Gradient repeats itself for the same seed: its probe
-// times are jittered from a source seeded with the run's Seed, not from the
+// A run with adaptive.Gradient repeats itself for the same seed, the
+// Gradient given as a value or through a pointer: its probe times are
+// jittered from a source seeded with the run's Seed, not from the
 // process's global one.
 func TestOverloadGradientRunRepeatsForTheSameSeed(t *testing.T) {
-	c := sim.OverloadConfig{Duration: 20 * time.Second, Warmup: 2 * time.Second, Seed: 7, Limits: []sim.OverloadLimit{
-		// Probes every second or so, each jittered by up to half of that.
-		{Name: "gradient", Adaptive: adaptive.Gradient{ProbeInterval: time.Second, Jitter: 0.5}},
-	}}
-	run := func() sim.OverloadResult {
-		rep, err := sim.RunOverload(c)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return rep.Results[0]
+	// Probes every second or so, each jittered by up to half of that.
+	g := adaptive.Gradient{ProbeInterval: time.Second, Jitter: 0.5}
+	for name, algo := range map[string]adaptive.Algorithm{"value": g, "pointer": &g} {
+		t.Run(name, func(t *testing.T) {
+			c := sim.OverloadConfig{Duration: 20 * time.Second, Warmup: 2 * time.Second, Seed: 7, Limits: []sim.OverloadLimit{
+				{Name: "gradient", Adaptive: algo},
+			}}
+			run := func() sim.OverloadResult {
+				rep, err := sim.RunOverload(c)
+				if err != nil {
+					t.Fatal(err)
+				}
+				return rep.Results[0]
+			}
+			a, b := run(), run()
+			if a.P99 != b.P99 || !slices.Equal(a.LimitOverTime, b.LimitOverTime) {
+				t.Errorf("two runs of seed 7: p99 %s and %s, limits over time\n%v\n%v", a.P99, b.P99, a.LimitOverTime, b.LimitOverTime)
+			}
+		})
 	}
-	a, b := run(), run()
-	if a.P99 != b.P99 || !slices.Equal(a.LimitOverTime, b.LimitOverTime) {
-		t.Errorf("two runs of seed 7: p99 %s and %s, limits over time\n%v\n%v", a.P99, b.P99, a.LimitOverTime, b.LimitOverTime)
+	if g.Seed != 0 {
+		t.Errorf("the caller's Gradient was given Seed %d, want it left as it was", g.Seed)
 	}
 }

@@ -7,12 +7,14 @@ package redisstore
 // call. What that saves is per call, on both sides: Redis's cost of
 // starting a script, rueidis's of writing a command and reading its reply.
 //
-// A batch opens with its first decision and leaves when it is full
-// (maxBatch decisions or maxBatchKeyBytes of keys), when its lane (the
-// algorithm and slot) has no other batch waiting for Redis, or when
-// CoalesceWait has passed since it opened, whichever comes first: a lone
-// decision waits for nothing, and no decision waits longer than
-// CoalesceWait before it is sent.
+// A decision whose lane (its algorithm and slot) has nothing with Redis
+// and no batch open goes alone at once, in its caller's goroutine, as it
+// would without coalescing. Otherwise it joins the lane's open batch (or
+// opens one), which leaves when it is full (maxBatch decisions or
+// maxBatchKeyBytes of keys), when nothing else of its lane is with Redis
+// any more, or when CoalesceWait has passed since it opened, whichever
+// comes first: no decision waits longer than CoalesceWait before it is
+// sent.
 
 import (
 	"context"
@@ -70,6 +72,11 @@ type coalescer struct {
 	// call sends a batch and sets each of its live entries' outcome:
 	// callRedis, or a fake in tests of the waiting.
 	call func(b *batch)
+	// client makes the decisions that go alone; nil in tests of the
+	// waiting, which set fakeAlone instead (given the decision's key, so
+	// that no argument of do escapes to the heap).
+	client    rueidis.Client
+	fakeAlone func(ctx context.Context, key string) (sluice.Result, error)
 
 	mu      sync.Mutex
 	lanes   map[uint32]*lane // by slot and algorithm
@@ -84,7 +91,7 @@ type coalescer struct {
 // lane is the batches of one algorithm on one hash slot.
 type lane struct {
 	open *batch // the batch decisions join; nil when none
-	busy int    // batches sent and not answered yet
+	busy int    // calls sent and not answered yet, batches and lone decisions
 }
 
 // entry is one decision in a batch.
@@ -117,7 +124,9 @@ type batch struct {
 // newCoalescer returns a coalescer that sends its batches over client.
 func newCoalescer(client rueidis.Client, wait time.Duration) *coalescer {
 	cluster := client.Mode() == rueidis.ClientModeCluster
-	return newCoalescerCall(wait, cluster, func(b *batch) { callRedis(client, b) })
+	c := newCoalescerCall(wait, cluster, func(b *batch) { callRedis(client, b) })
+	c.client = client
+	return c
 }
 
 // newCoalescerCall returns a coalescer that sends its batches with call.
@@ -159,6 +168,13 @@ func (c *coalescer) do(ctx context.Context, alg sluice.Algorithm, args []string,
 		return sluice.Result{}, errClosed
 	}
 	l := c.lane(slot, alg)
+	if l.open == nil && l.busy == 0 {
+		l.busy++
+		c.mu.Unlock()
+		r, err := c.alone(ctx, alg, args, parts)
+		c.answered(l)
+		return r, err
+	}
 	b, first := l.open, false
 	if b == nil || b.stride != len(args) {
 		b, first = c.newBatch(l, alg, len(args)), true
@@ -169,9 +185,8 @@ func (c *coalescer) do(ctx context.Context, alg sluice.Algorithm, args []string,
 	if full {
 		l.open = nil
 	}
-	idle := l.busy == 0
 	c.mu.Unlock()
-	if full || (first && idle) {
+	if full {
 		b.leave()
 	}
 	if first {
@@ -186,6 +201,25 @@ func (c *coalescer) do(ctx context.Context, alg sluice.Algorithm, args []string,
 		c.release(b)
 		return sluice.Result{}, fmt.Errorf("redisstore: %w", ctx.Err())
 	}
+}
+
+// alone makes one decision in a call of its own, with the caller's ctx.
+func (c *coalescer) alone(ctx context.Context, alg sluice.Algorithm, args []string, parts []string) (sluice.Result, error) {
+	if c.client == nil {
+		return c.fakeAlone(ctx, strings.Join(parts, ""))
+	}
+	return decode(execOnKey(ctx, c.client, scripts[alg], args, parts...))
+}
+
+// answered counts a call of lane l as answered, and lets the lane's open
+// batch leave if nothing else of the lane is with Redis now.
+func (c *coalescer) answered(l *lane) {
+	c.mu.Lock()
+	l.busy--
+	if l.busy == 0 && l.open != nil {
+		l.open.leave()
+	}
+	c.mu.Unlock()
 }
 
 // lane returns the lane of slot and alg, made if need be. c.mu is held.
@@ -305,12 +339,7 @@ func (c *coalescer) send(b *batch, t *time.Timer) {
 		b.replied = true // nothing was sent
 	}
 
-	c.mu.Lock()
-	l.busy--
-	if l.busy == 0 && l.open != nil {
-		l.open.leave()
-	}
-	c.mu.Unlock()
+	c.answered(l)
 	for i := range b.n {
 		b.entries[i].ready <- struct{}{}
 	}

@@ -45,6 +45,28 @@ func (f *fakeRedis) call(b *batch) {
 	}
 }
 
+// alone answers a decision sent alone, as a call of one.
+func (f *fakeRedis) alone(ctx context.Context, key string) (sluice.Result, error) {
+	f.mu.Lock()
+	f.sizes = append(f.sizes, 1)
+	f.keys = append(f.keys, []string{key})
+	f.at = append(f.at, time.Since(f.start))
+	f.mu.Unlock()
+	select {
+	case <-time.After(f.latency):
+	case <-ctx.Done():
+		return sluice.Result{}, ctx.Err()
+	}
+	return sluice.Result{Allowed: true}, f.fail
+}
+
+// newFake returns a coalescer on f.
+func newFake(f *fakeRedis, wait time.Duration, cluster bool) *coalescer {
+	c := newCoalescerCall(wait, cluster, f.call)
+	c.fakeAlone = f.alone
+	return c
+}
+
 func (f *fakeRedis) calls() ([]int, []time.Duration) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -64,7 +86,7 @@ func decideFake(t *testing.T, c *coalescer, ctx context.Context, key string) (sl
 func TestCoalesceLoneDecisionDoesNotWait(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		f := &fakeRedis{latency: time.Millisecond, start: time.Now()}
-		c := newCoalescerCall(time.Second, false, f.call)
+		c := newFake(f, time.Second, false)
 		defer c.close()
 		for i := range 3 {
 			if _, err := decideFake(t, c, t.Context(), "k"+strconv.Itoa(i)); err != nil {
@@ -85,7 +107,7 @@ func TestCoalesceLoneDecisionDoesNotWait(t *testing.T) {
 func TestCoalesceGathersWhileLaneIsBusy(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		f := &fakeRedis{latency: time.Millisecond, start: time.Now()}
-		c := newCoalescerCall(time.Second, false, f.call)
+		c := newFake(f, time.Second, false)
 		defer c.close()
 		var wg sync.WaitGroup
 		wg.Go(func() { decideFake(t, c, t.Context(), "first") })
@@ -119,7 +141,7 @@ func TestCoalesceGathersWhileLaneIsBusy(t *testing.T) {
 func TestCoalesceWaitBoundsTheDelay(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		f := &fakeRedis{latency: time.Second, start: time.Now()}
-		c := newCoalescerCall(20*time.Microsecond, false, f.call)
+		c := newFake(f, 20*time.Microsecond, false)
 		defer c.close()
 		var wg sync.WaitGroup
 		wg.Go(func() { decideFake(t, c, t.Context(), "slow") })
@@ -139,7 +161,7 @@ func TestCoalesceWaitBoundsTheDelay(t *testing.T) {
 func TestCoalesceFullBatchLeaves(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		f := &fakeRedis{latency: time.Second, start: time.Now()}
-		c := newCoalescerCall(time.Hour, false, f.call)
+		c := newFake(f, time.Hour, false)
 		defer c.close()
 		var wg sync.WaitGroup
 		wg.Go(func() { decideFake(t, c, t.Context(), "slow") })
@@ -159,7 +181,7 @@ func TestCoalesceFullBatchLeaves(t *testing.T) {
 func TestCoalesceBatchKeyBytesBounded(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		f := &fakeRedis{latency: time.Second, start: time.Now()}
-		c := newCoalescerCall(time.Hour, false, f.call)
+		c := newFake(f, time.Hour, false)
 		defer c.close()
 		var wg sync.WaitGroup
 		wg.Go(func() { decideFake(t, c, t.Context(), "slow") })
@@ -181,7 +203,7 @@ func TestCoalesceBatchKeyBytesBounded(t *testing.T) {
 func TestCoalesceGroupsBySlot(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		f := &fakeRedis{latency: time.Millisecond, start: time.Now()}
-		c := newCoalescerCall(time.Second, true, f.call)
+		c := newFake(f, time.Second, true)
 		defer c.close()
 		var wg sync.WaitGroup
 		wg.Go(func() { decideFake(t, c, t.Context(), "a") })
@@ -211,7 +233,7 @@ func TestCoalesceGroupsBySlot(t *testing.T) {
 func TestCoalesceCanceledBeforeSendIsDropped(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		f := &fakeRedis{latency: time.Second, start: time.Now()}
-		c := newCoalescerCall(time.Hour, false, f.call)
+		c := newFake(f, time.Hour, false)
 		defer c.close()
 		var wg sync.WaitGroup
 		wg.Go(func() { decideFake(t, c, t.Context(), "slow") })
@@ -248,16 +270,26 @@ func TestCoalesceCanceledBeforeSendIsDropped(t *testing.T) {
 func TestCoalesceCanceledAfterSendDoesNotBlock(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		f := &fakeRedis{latency: time.Second, start: time.Now()}
-		c := newCoalescerCall(time.Hour, false, f.call)
+		c := newFake(f, time.Millisecond, false)
 		defer c.close()
-		ctx, cancel := context.WithTimeout(t.Context(), time.Millisecond)
+		var wg sync.WaitGroup
+		wg.Go(func() { decideFake(t, c, t.Context(), "slow") })
+		synctest.Wait()
+		wg.Go(func() {
+			if _, err := decideFake(t, c, t.Context(), "stayer"); err != nil {
+				t.Errorf("the caller that waited: %v", err)
+			}
+		})
+		ctx, cancel := context.WithTimeout(t.Context(), 2*time.Millisecond)
 		defer cancel()
-		_, err := decideFake(t, c, ctx, "k")
-		if !errors.Is(err, context.DeadlineExceeded) || time.Since(f.start) != time.Millisecond {
-			t.Errorf("got %v after %v, want context.DeadlineExceeded after 1ms", err, time.Since(f.start))
+		_, err := decideFake(t, c, ctx, "quitter")
+		if !errors.Is(err, context.DeadlineExceeded) || time.Since(f.start) != 2*time.Millisecond {
+			t.Errorf("got %v after %v, want context.DeadlineExceeded after 2ms", err, time.Since(f.start))
 		}
-		if _, err := decideFake(t, c, t.Context(), "next"); err != nil {
-			t.Errorf("the next decision: %v", err)
+		wg.Wait()
+		sizes, at := f.calls()
+		if len(sizes) != 2 || sizes[1] != 2 || at[1] != time.Millisecond {
+			t.Errorf("calls of %v at %v, want [1 2] at [0 1ms]: the caller that gave up was sent", sizes, at)
 		}
 	})
 }
@@ -267,7 +299,7 @@ func TestCoalesceErrorReachesEveryCaller(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		boom := errors.New("boom")
 		f := &fakeRedis{latency: time.Millisecond, start: time.Now(), fail: boom}
-		c := newCoalescerCall(time.Second, false, f.call)
+		c := newFake(f, time.Second, false)
 		defer c.close()
 		var wg sync.WaitGroup
 		for i := range 5 {
@@ -286,7 +318,7 @@ func TestCoalesceErrorReachesEveryCaller(t *testing.T) {
 func TestCoalesceClose(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		f := &fakeRedis{latency: time.Second, start: time.Now()}
-		c := newCoalescerCall(time.Millisecond, false, f.call)
+		c := newFake(f, time.Millisecond, false)
 		var wg sync.WaitGroup
 		for i := range 20 {
 			wg.Go(func() {

@@ -122,6 +122,13 @@
 //	go test -run ProxyAdmittedCounts -v -count 1
 //
 // proxy.sh, a script rather than a test, measures the throughput and
-// latency of `sluice proxy`, NGINX with limit_req and the upstream alone with
-// wrk; see BENCHMARKS.md, "Reverse proxy (sluice proxy vs NGINX limit_req)".
+// latency of `sluice proxy`, NGINX with limit_req, HAProxy with a stick
+// table's http_req_rate, the forwarding engines of proxyengine (a bare
+// httputil.ReverseProxy as the floor, a lean net/http handler, fasthttp) and
+// the upstream alone with wrk; see BENCHMARKS.md, "Reverse proxy (sluice
+// proxy vs NGINX limit_req)" and docs/adr/0001-proxy-engine.md.
+//
+// bench-all.sh (make bench-all in the repository) runs every table above,
+// and proxy.sh, in one run, and writes them stamped with commit, machine and
+// load average into BENCHMARKS.md's last section.
 package bench

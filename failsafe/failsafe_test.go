@@ -87,7 +87,10 @@ var lim = sluice.PerSecond(10)
 // behaviour.
 var everyMode = []failsafe.Mode{failsafe.Open, failsafe.Closed, failsafe.Local}
 
-func newLimiter(t *testing.T, mode failsafe.Mode, p *primary, clock sluice.Clock, h *logs) *failsafe.Limiter {
+// newLimiter is a failsafe Limiter in mode over p, with an in-memory local
+// limiter for 2 nodes and a breaker that opens after 3 failures and backs
+// off from 1 s to 4 s.
+func newLimiter(t *testing.T, mode failsafe.Mode, p sluice.Limiter, clock sluice.Clock, h *logs) *failsafe.Limiter {
 	t.Helper()
 	local := memstore.New(memstore.Config{Clock: clock, SweepInterval: -1})
 	t.Cleanup(func() { local.Close() })

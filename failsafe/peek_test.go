@@ -3,14 +3,12 @@ package failsafe_test
 import (
 	"context"
 	"errors"
-	"log/slog"
 	"testing"
 	"time"
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/failsafe"
 	"github.com/sluicehq/sluice/internal/clocktest"
-	"github.com/sluicehq/sluice/memstore"
 )
 
 // peekPrimary is a primary that can peek: down, it fails peeks too.
@@ -66,17 +64,7 @@ func TestPeekFailureModes(t *testing.T) {
 // newPeekLimiter is newLimiter over a primary that can peek.
 func newPeekLimiter(t *testing.T, mode failsafe.Mode, p *primary, clock sluice.Clock) *failsafe.Limiter {
 	t.Helper()
-	local := memstore.New(memstore.Config{Clock: clock, SweepInterval: -1})
-	t.Cleanup(func() { local.Close() })
-	l, err := failsafe.New(failsafe.Config{
-		Primary: peekPrimary{p}, Mode: mode, Local: local, Nodes: 2,
-		Threshold: 3, Backoff: time.Second, MaxBackoff: 4 * time.Second,
-		Logger: slog.New(&logs{}), LogInterval: 10 * time.Second, Clock: clock,
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return l
+	return newLimiter(t, mode, peekPrimary{p}, clock, &logs{})
 }
 
 // TestPeekPrimaryThatCannotPeek: a primary that is not a sluice.Peeker

@@ -838,7 +838,10 @@ func StoreKey(prefix, domain string, entries []config.Entry) string {
 // value for each entry, with the value escaped (StoreKey) or raw and a
 // final "_" (EnvoyStoreKey).
 func joinKey(prefix, domain string, entries []config.Entry, envoy bool) string {
-	n := len(prefix) + len(domain) + 1
+	n := len(prefix) + len(domain)
+	if envoy {
+		n++ // the final "_"; a byte more than the key would take a size class more
+	}
 	for _, e := range entries {
 		n += 2 + len(e.Key) + len(e.Value)
 	}

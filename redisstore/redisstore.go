@@ -133,13 +133,14 @@ type Config struct {
 	// CoalesceWait, when positive, sends the decisions of concurrent
 	// callers on keys of one hash slot (all keys, on a single Redis) as one
 	// script call of up to 64 decisions, each made exactly as alone and
-	// atomically: a batch leaves when it is full, when no other batch of
-	// its algorithm and slot is waiting for Redis (so a lone decision does
-	// not wait), or when CoalesceWait has passed since its first decision,
-	// whichever comes first. A caller whose context ends before its batch
-	// leaves is dropped from it, uncounted; after, its decision counts.
-	// Calendar windows and counters in envoyproxy/ratelimit's layout are
-	// never coalesced. Zero: every decision is its own call.
+	// atomically. A decision goes alone at once when nothing of its
+	// algorithm and slot is with Redis; else it joins a batch, which
+	// leaves when it is full, when nothing else of its algorithm and slot
+	// is with Redis, or when CoalesceWait has passed since its first
+	// decision, whichever comes first. A caller whose context ends before
+	// its batch leaves is dropped from it, uncounted; after, its decision
+	// counts. Calendar windows and counters in envoyproxy/ratelimit's
+	// layout are never coalesced. Zero: every decision is its own call.
 	CoalesceWait time.Duration
 }
 

@@ -19,11 +19,21 @@ end
 
 local s = tonumber(batchArgv[1])
 local out = {}
+-- The decisions that read the server's clock (an empty instant) read it
+-- once for all: they are made in one atomic call, so at one instant.
+local serverNow
 for i = 1, #batchKeys do
   local argv = {}
   local base = 1 + (i - 1) * s
   for j = 1, s do
     argv[j] = batchArgv[base + j]
+  end
+  if argv[2] == '' then
+    if not serverNow then
+      local t = redis.call('TIME')
+      serverNow = tonumber(t[1]) * 1000000 + tonumber(t[2])
+    end
+    argv[2] = serverNow -- a number: prelude.lua's tonumber keeps it
   end
   local ok, r = pcall(decide, {batchKeys[i]}, argv)
   local at = (i - 1) * 4

@@ -102,7 +102,9 @@ end
 -- window_take decides a take or a peek of c units on a counter of n units
 -- in a window ending at e (the hash, e and n, of fixed_window.lua and
 -- calendar_window.lua), saves the count on an admitted take, and returns
--- the reply.
+-- the reply. A charge has saved its count already and comes with c = 0:
+-- it is answered as a peek, and the count is saved again (unchanged) when
+-- it is within the rate.
 local function window_take(key, e, n, rate, c)
   if c > rate - n then
     return {0, math.max(rate - n, 0), e - now, e - now}

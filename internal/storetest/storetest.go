@@ -436,10 +436,10 @@ func Hammer(t testing.TB, goroutines, attempts int, call func(g int) (sluice.Res
 	var wg sync.WaitGroup
 	for g := range goroutines {
 		wg.Go(func() {
-			for range attempts {
+			for i := range attempts {
 				r, err := call(g)
 				if err != nil {
-					t.Error(err)
+					t.Errorf("goroutine %d, call %d: %v", g, i, err)
 					return
 				}
 				if r.Allowed {

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
-	"slices"
 	"sort"
 	"time"
 
@@ -253,6 +252,9 @@ func Run(c Config, p Pattern) (*Report, error) {
 	return r.report, nil
 }
 
+// simulate is Run's work in three steps: the lanes, one per algorithm
+// and the reference log (lanesFor); every arrival through every lane
+// (play); the report (report).
 func simulate(c Config, p Pattern) (*run, error) {
 	if p == nil {
 		return nil, errors.New("sim: no pattern")
@@ -266,107 +268,139 @@ func simulate(c Config, p Pattern) (*run, error) {
 	span := end - start
 	bucket := max((span+int64(c.Buckets)-1)/int64(c.Buckets), 1)
 	nb := int((span + bucket - 1) / bucket)
-	capacity := int64(math.MaxInt32) // an Event's cost is an int32
-	var lanes []*lane
-	var ref *lane
+	lanes, all, capacity := lanesFor(&c, keys, nb)
+	g := &game{c: &c, all: all, capacity: capacity, start: start, span: span, bucket: bucket, nb: nb,
+		winSpan: max(int64(c.Period), int64(time.Second)), per: int64(c.Period), requests: make([]uint32, keys)}
+	if err := g.play(p); err != nil {
+		return nil, err
+	}
+	rep := g.report(p, lanes)
+	return &run{report: rep, lanes: lanes, requests: g.requests, span: time.Duration(span), period: c.Period}, nil
+}
+
+// lanesFor returns the lanes of c's algorithms (and its queue), the same
+// lanes with the reference first (all: the reference decides first), and
+// the largest cost every lane can admit at once.
+func lanesFor(c *Config, keys, nb int) (lanes, all []*lane, capacity int64) {
+	capacity = int64(math.MaxInt32) // an Event's cost is an int32
 	for _, a := range c.Algorithms {
-		l := newLane(a, &c, keys, nb)
+		l := newLane(a, c, keys, nb)
 		lanes = append(lanes, l)
 		capacity = min(capacity, int64(l.lim.Capacity()))
 	}
 	if c.Queue {
-		q := newQueueLane(&c, keys, nb)
+		q := newQueueLane(c, keys, nb)
 		lanes = append(lanes, q)
 		capacity = min(capacity, int64(q.lim.Capacity()))
 	}
 	// The reference is an exact log, one instant per admitted unit, kept in
 	// its window tally (which holds at least a period): the sliding log
 	// merges units above LogEntries per period, so it is not exact.
-	ref = newLane(sluice.SlidingLog, &c, keys, nb)
+	ref := newLane(sluice.SlidingLog, c, keys, nb)
 	ref.exact = true
-	// The reference decides first.
-	all := append([]*lane{ref}, slices.DeleteFunc(slices.Clone(lanes), func(l *lane) bool { return l == ref })...)
-	capacity = min(capacity, int64(c.Rate))
-	winSpan := max(int64(c.Period), int64(time.Second))
-	per := int64(c.Period)
-	requests := make([]uint32, keys)
-	var n int64
-	var err error
-	rng := rand.New(rand.NewPCG(c.Seed, 0x5109ce))
-	for e := range p.events(&c, rng) {
-		if int64(e.Cost) > capacity {
-			err = fmt.Errorf("sim: arrival %d costs %d, more than every algorithm can admit at once (%d)", n+1, e.Cost, capacity)
-			break
+	all = append([]*lane{ref}, lanes...)
+	return lanes, all, min(capacity, int64(c.Rate))
+}
+
+// game is one run's arrivals played through its lanes.
+type game struct {
+	c                   *Config
+	all                 []*lane // the reference first
+	capacity            int64
+	start, span, bucket int64
+	nb                  int
+	winSpan, per        int64
+	requests            []uint32 // per key
+	n                   int64    // arrivals played
+}
+
+// play sends every arrival of p through every lane, counting what each
+// admits and where it disagrees with the reference.
+func (g *game) play(p Pattern) error {
+	rng := rand.New(rand.NewPCG(g.c.Seed, 0x5109ce))
+	for e := range p.events(g.c, rng) {
+		if int64(e.Cost) > g.capacity {
+			return fmt.Errorf("sim: arrival %d costs %d, more than every algorithm can admit at once (%d)", g.n+1, e.Cost, g.capacity)
 		}
-		n++
-		requests[e.Key]++
-		b := min(int((e.At-start)/bucket), nb-1)
+		g.n++
+		g.requests[e.Key]++
+		b := min(int((e.At-g.start)/g.bucket), g.nb-1)
 		var refOK bool
-		for i, l := range all {
+		for i, l := range g.all {
 			ok := l.take(e)
 			if i == 0 {
 				refOK = ok
 			}
-			if ok {
-				l.rep.Admitted++
-				at, ab := e.At, b
-				if l.queue {
-					at = l.departure(e.Key, e.At)
-					ab = min(int((at-start)/bucket), nb-1)
-				}
-				l.rep.AdmittedOverTime[ab]++
-				inP, inSec := l.win[e.Key].add(at, winSpan, per, e.Cost)
-				l.rep.MaxInPeriod = max(l.rep.MaxInPeriod, inP)
-				l.rep.MaxInSecond = max(l.rep.MaxInSecond, inSec)
-			} else {
-				l.rep.Rejected++
-				l.rep.RejectedOverTime[b]++
-			}
-			if ok != refOK {
-				l.wrong[e.Key]++
-				if ok {
-					l.rep.WronglyAdmitted++
-				} else {
-					l.rep.WronglyRejected++
-				}
-			}
+			g.count(l, e, b, ok, refOK)
 		}
-		if c.Progress != nil && n&(1<<16-1) == 0 {
-			c.Progress(float64(e.At-start) / float64(span))
+		if g.c.Progress != nil && g.n&(1<<16-1) == 0 {
+			g.c.Progress(float64(e.At-g.start) / float64(g.span))
 		}
 	}
-	if err != nil {
-		return nil, err
+	if g.c.Progress != nil {
+		g.c.Progress(1)
 	}
-	if c.Progress != nil {
-		c.Progress(1)
+	return nil
+}
+
+// count records lane l's decision ok on arrival e (in bucket b), against
+// the reference's refOK.
+func (g *game) count(l *lane, e Event, b int, ok, refOK bool) {
+	if ok {
+		l.rep.Admitted++
+		at, ab := e.At, b
+		if l.queue {
+			at = l.departure(e.Key, e.At)
+			ab = min(int((at-g.start)/g.bucket), g.nb-1)
+		}
+		l.rep.AdmittedOverTime[ab]++
+		inP, inSec := l.win[e.Key].add(at, g.winSpan, g.per, e.Cost)
+		l.rep.MaxInPeriod = max(l.rep.MaxInPeriod, inP)
+		l.rep.MaxInSecond = max(l.rep.MaxInSecond, inSec)
+	} else {
+		l.rep.Rejected++
+		l.rep.RejectedOverTime[b]++
 	}
+	if ok != refOK {
+		l.wrong[e.Key]++
+		if ok {
+			l.rep.WronglyAdmitted++
+		} else {
+			l.rep.WronglyRejected++
+		}
+	}
+}
+
+// report is the run's Report: the contract, the arrivals, and each lane's
+// counts and bytes per key.
+func (g *game) report(p Pattern, lanes []*lane) *Report {
+	c := g.c
 	rep := &Report{
 		Pattern:  p.Name(),
 		Rate:     c.Rate,
 		Period:   c.Period.String(),
 		Burst:    c.Burst,
 		Seed:     c.Seed,
-		Start:    time.Unix(0, start).UTC(),
-		Duration: time.Duration(span).String(),
-		Requests: n,
-		Bucket:   time.Duration(bucket).String(),
+		Start:    time.Unix(0, g.start).UTC(),
+		Duration: time.Duration(g.span).String(),
+		Requests: g.n,
+		Bucket:   time.Duration(g.bucket).String(),
 	}
-	for _, v := range requests {
+	for _, v := range g.requests {
 		if v > 0 {
 			rep.Keys++
 		}
 	}
 	for _, l := range lanes {
-		if n > 0 {
-			l.rep.WronglyAdmittedPct = 100 * float64(l.rep.WronglyAdmitted) / float64(n)
-			l.rep.WronglyRejectedPct = 100 * float64(l.rep.WronglyRejected) / float64(n)
+		if g.n > 0 {
+			l.rep.WronglyAdmittedPct = 100 * float64(l.rep.WronglyAdmitted) / float64(g.n)
+			l.rep.WronglyRejectedPct = 100 * float64(l.rep.WronglyRejected) / float64(g.n)
 		}
 		size := int64(l.states.Size())
 		l.rep.BytesPerKey, l.rep.MaxBytesPerKey = float64(size), size
 		var sum, most int64
 		for k, pk := range l.peak {
-			if requests[k] > 0 {
+			if g.requests[k] > 0 {
 				sum += int64(pk)
 				most = max(most, int64(pk))
 			}
@@ -377,5 +411,5 @@ func simulate(c Config, p Pattern) (*run, error) {
 		l.rep.MaxBytesPerKey = size + most
 		rep.Algorithms = append(rep.Algorithms, l.rep)
 	}
-	return &run{report: rep, lanes: lanes, requests: requests, span: time.Duration(span), period: c.Period}, nil
+	return rep
 }

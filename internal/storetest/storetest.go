@@ -204,12 +204,20 @@ type Options struct {
 	HidesUnits bool
 }
 
-// run tells apart the keys of separate runs of the suite against a store
-// that outlives them, such as a Redis server shared by a test binary.
-var run = strconv.FormatInt(time.Now().UnixNano(), 36)
+// run tells apart the keys of separate test binaries against a store that
+// outlives them, such as a redis-server; keySeq counts the keys this binary
+// has handed out, which tells apart the runs of one test within it (go
+// test -count=2).
+var (
+	run    = strconv.FormatInt(time.Now().UnixNano(), 36)
+	keySeq atomic.Uint64
+)
 
-// keyOf returns a key unique to the test t and to this run of the suite.
-func keyOf(t *testing.T) string { return t.Name() + "@" + run }
+// keyOf returns a key named after the test t that no other call returns,
+// in this test binary or another.
+func keyOf(t *testing.T) string {
+	return t.Name() + "@" + run + "." + strconv.FormatUint(keySeq.Add(1), 36)
+}
 
 // Run runs the whole suite against the stores that newStore makes, which
 // keep time to the nanosecond.

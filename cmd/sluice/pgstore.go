@@ -27,10 +27,14 @@ type remoteOptions struct {
 	reserveUnits int           // -reserve-units: relief.BatchConfig.Batch; 0 is off
 	reserveHold  time.Duration // -reserve-hold: relief.BatchConfig.Hold
 	localShare   int           // -local-share: 1/N of each limit decided locally first; 0 is off
+
+	// timeout is -store-timeout: the deadline of one decision on the
+	// store (see withStoreTimeout); 0 keeps the store's default.
+	timeout time.Duration
 }
 
-// flags defines -migrate, -reserve-units, -reserve-hold and -local-share
-// on fs.
+// flags defines -migrate, -reserve-units, -reserve-hold, -local-share and
+// -store-timeout on fs.
 func (r *remoteOptions) flags(fs *flag.FlagSet) {
 	fs.BoolVar(&r.migrate, "migrate", true,
 		"with PostgreSQL, apply the schema's migrations on start (the database must then be reachable to start); -migrate=false starts without connecting, the schema brought up to date beforehand by sluice migrate")
@@ -40,14 +44,18 @@ func (r *remoteOptions) flags(fs *flag.FlagSet) {
 		"with -reserve-units, how long a reservation's unspent units are held before they go back")
 	fs.IntVar(&r.localShare, "local-share", 0,
 		"with Redis or PostgreSQL, N: a request must first pass 1/N of its limit (rounded up) counted in this process, so a burst past one process's share never reaches the store; set N to the number of processes or fewer; 0: off")
+	storeTimeoutFlag(fs, &r.timeout, "Redis or PostgreSQL")
 }
 
-// check refuses settings that cannot act with -store store (exit 2):
-// -migrate=false, reservations or a local share without a remote store,
+// check refuses settings that cannot act with -store store (exit 2): a
+// -store-timeout out of its range, -migrate=false, reservations or a local share without a remote store,
 // Redis's key format and per-second store with PostgreSQL.
 func (r *remoteOptions) check(fs *flag.FlagSet, o *serveOptions) error {
 	set := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	if err := checkStoreTimeout(r.timeout); err != nil {
+		return err
+	}
 	switch {
 	case r.reserveUnits < 0 || r.reserveUnits == 1:
 		return fmt.Errorf("-reserve-units %d: want 0 (off) or at least 2 (a reservation of 1 is no batch)", r.reserveUnits)
@@ -122,8 +130,8 @@ func (o *serveOptions) storeNotActedOn() []string {
 // openServeStore opens serve's store: PostgreSQL (openPostgres) or what
 // openStoreLog opens, then puts the reservations, the local share and the
 // over-limit cache (-local-cache) in front of it, in that order from the
-// store out (see wrapRemote). failureSet says whether the operator set
-// -failure-mode.
+// store out (see wrapRemote), its failure policy's deadline set by
+// -store-timeout. failureSet says whether the operator set -failure-mode.
 func openServeStore(ctx context.Context, o *serveOptions, failureSet bool, log *slog.Logger) (openedStore, error) {
 	var st openedStore
 	var err error
@@ -135,6 +143,7 @@ func openServeStore(ctx context.Context, o *serveOptions, failureSet bool, log *
 	if err != nil || st.mem != nil {
 		return st, err // the memory store is local already (mootFlags names -local-cache)
 	}
+	withStoreTimeout(st.failure, o.remote.timeout)
 	return o.remote.wrapRemote(st, o.localCache, log), nil
 }
 

@@ -34,6 +34,7 @@ import (
 	"github.com/sluicehq/sluice/internal/safefile"
 	"github.com/sluicehq/sluice/memstore"
 	"github.com/sluicehq/sluice/plans"
+	"github.com/sluicehq/sluice/service"
 )
 
 // proxyOptions are the flags of sluice proxy.
@@ -45,6 +46,7 @@ type proxyOptions struct {
 	dryRun, h2c, watch, check                               bool
 	timeouts                                                gateway.Timeouts // 0: the file's, else NGINX's
 	maxConns, maxQueued                                     int
+	storeTimeout                                            time.Duration // -store-timeout: failsafe.Config.Timeout; 0 its default
 	admin                                                   adminAuth     // the page's and admin API's (see proxyadmin.go)
 	fs                                                      *flag.FlagSet // for the flags given
 
@@ -168,6 +170,7 @@ func parseProxyFlags(args []string, stdout, stderr io.Writer) (o proxyOptions, c
 	o.plans.flags(fs)
 	fs.StringVar(&o.store, "store", "", `memory, or a Redis URL (default the config's "store", else memory)`)
 	fs.StringVar(&o.failure, "failure-mode", "open", "with Redis, what to do when it fails: open, closed or local")
+	storeTimeoutFlag(fs, &o.storeTimeout, "Redis")
 	fs.StringVar(&o.accessLog, "access-log", "", `where the access log of refused requests goes: stderr, stdout, off or a file (default the config's, else stderr)`)
 	fs.StringVar(&o.logLevel, "log-level", "info", "log level: debug, info, warn or error")
 	fs.StringVar(&o.logKeySecretFile, "log-key-secret-file", "", "a file holding the secret (16 bytes at least) of the keyed hash that logs show of keys, the same on every replica so that their logs correlate (default the config's log_key_secret_file, else a random secret per process)")
@@ -198,6 +201,9 @@ func (p *proxyApp) checkOptions() error {
 	}
 	if o.configPath == "" && o.upstream == "" {
 		return exitCode(2, "give -config FILE, -upstream URL, or both")
+	}
+	if err := checkStoreTimeout(o.storeTimeout); err != nil {
+		return exitCode(2, err)
 	}
 	var err error
 	if p.log, err = newLogger(o.logLevel, p.stderr); err != nil {
@@ -243,8 +249,9 @@ func (p *proxyApp) openFileSettings(ctx context.Context, a *app) error {
 }
 
 // openLimiter opens the store: Redis behind one breaker, with the
-// -failure-mode (local mode decides on an in-process store meanwhile),
-// or the memory store.
+// -failure-mode (local mode decides on an in-process store meanwhile) and
+// the decision deadline of -store-timeout, or the memory store (which has
+// no deadline: a -store-timeout given with it is logged as not acted on).
 func (p *proxyApp) openLimiter(ctx context.Context, a *app) error {
 	limiter, failure, closeStore, err := openStore(ctx, p.o.store, p.o.failure, false)
 	if err != nil {
@@ -253,12 +260,15 @@ func (p *proxyApp) openLimiter(ctx context.Context, a *app) error {
 	a.onClose(closeStore)
 	p.limiter = limiter
 	if failure == nil {
+		if p.o.storeTimeout > 0 {
+			p.log.Info("accepted and not acted on", "flags", "-store-timeout", "why", "the memory store has no deadline")
+		}
 		return nil
 	}
 	if ls, ok := limiter.(*lazyStore); ok { // conns are counted on Redis too
 		p.conns = &redisConns{store: ls, mode: failure.Mode}
 	}
-	fc := failsafe.Config{Primary: limiter, Mode: failure.Mode, Logger: p.log}
+	fc := p.failsafeConfig(limiter, failure)
 	if failure.Mode == failsafe.Local {
 		local := memstore.New(memstore.Config{})
 		a.onClose(func() { local.Close() })
@@ -270,6 +280,15 @@ func (p *proxyApp) openLimiter(ctx context.Context, a *app) error {
 	}
 	p.limiter = fl
 	return nil
+}
+
+// failsafeConfig is the failsafe.Config of the breaker around the store
+// limiter: failure's mode, and the decision deadline of -store-timeout (0:
+// failure's, failsafe's default). Local mode's store is the caller's to
+// add.
+func (p *proxyApp) failsafeConfig(limiter sluice.Limiter, failure *service.FailurePolicy) failsafe.Config {
+	withStoreTimeout(failure, p.o.storeTimeout)
+	return failsafe.Config{Primary: limiter, Mode: failure.Mode, Timeout: failure.Timeout, Logger: p.log}
 }
 
 // openMetrics makes the registry of /metrics, with the process's, the

@@ -98,8 +98,8 @@ func notActedOn() []string {
 
 // mootFlags returns the settings of o that its store makes moot, as flag
 // names: with the memory store, which never fails, -local-cache,
-// -health-needs-store and an explicit -failure-mode (flags or their
-// environment variables); with Redis, an explicit -memory-max-bytes and
+// -health-needs-store and an explicit -failure-mode or -store-timeout
+// (flags or their environment variables); with Redis, an explicit -memory-max-bytes and
 // -memory-clock-resolution.
 func mootFlags(fs *flag.FlagSet, o *serveOptions) []string {
 	set := map[string]bool{}
@@ -114,6 +114,9 @@ func mootFlags(fs *flag.FlagSet, o *serveOptions) []string {
 		}
 		if set["failure-mode"] {
 			out = append(out, "-failure-mode")
+		}
+		if set["store-timeout"] {
+			out = append(out, "-store-timeout")
 		}
 		return out
 	}

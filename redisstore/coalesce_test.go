@@ -81,6 +81,42 @@ func decideFake(t *testing.T, c *coalescer, ctx context.Context, key string) (sl
 	return c.do(ctx, sluice.FixedWindow, fixedArgs, "p:fw:{", key, "}")
 }
 
+// busyLane returns a coalescer with wait on a fake Redis that answers after
+// latency, a decision on each of first (default "slow") already with Redis,
+// so that the decisions after them gather in batches, and the group those
+// decisions run in, for the test to add its own to and wait on. The
+// coalescer is closed when the test ends.
+func busyLane(t *testing.T, latency, wait time.Duration, cluster bool, first ...string) (*coalescer, *fakeRedis, *sync.WaitGroup) {
+	f := &fakeRedis{latency: latency, start: time.Now()}
+	c := newFake(f, wait, cluster)
+	t.Cleanup(c.close)
+	if len(first) == 0 {
+		first = []string{"slow"}
+	}
+	wg := &sync.WaitGroup{}
+	for _, k := range first {
+		wg.Go(func() { decideFake(t, c, t.Context(), k) })
+	}
+	synctest.Wait() // they are with Redis
+	return c, f, wg
+}
+
+// decideEach starts a decision on each of keys in wg.
+func decideEach(t *testing.T, c *coalescer, wg *sync.WaitGroup, keys ...string) {
+	for _, k := range keys {
+		wg.Go(func() { decideFake(t, c, t.Context(), k) })
+	}
+}
+
+// numbered returns n keys, k0 to k(n-1).
+func numbered(n int) []string {
+	keys := make([]string, n)
+	for i := range keys {
+		keys[i] = "k" + strconv.Itoa(i)
+	}
+	return keys
+}
+
 // A decision with nothing else going on is sent at once: coalescing costs
 // a lone caller no wait.
 func TestCoalesceLoneDecisionDoesNotWait(t *testing.T) {
@@ -106,12 +142,7 @@ func TestCoalesceLoneDecisionDoesNotWait(t *testing.T) {
 // all of them, and each caller gets its own outcome.
 func TestCoalesceGathersWhileLaneIsBusy(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		f := &fakeRedis{latency: time.Millisecond, start: time.Now()}
-		c := newFake(f, time.Second, false)
-		defer c.close()
-		var wg sync.WaitGroup
-		wg.Go(func() { decideFake(t, c, t.Context(), "first") })
-		synctest.Wait() // the first call is with Redis
+		c, f, wg := busyLane(t, time.Millisecond, time.Second, false)
 		got := make([]sluice.Result, 10)
 		for i := range got {
 			wg.Go(func() {
@@ -140,15 +171,8 @@ func TestCoalesceGathersWhileLaneIsBusy(t *testing.T) {
 // A batch whose lane stays busy leaves after the wait, not later.
 func TestCoalesceWaitBoundsTheDelay(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		f := &fakeRedis{latency: time.Second, start: time.Now()}
-		c := newFake(f, 20*time.Microsecond, false)
-		defer c.close()
-		var wg sync.WaitGroup
-		wg.Go(func() { decideFake(t, c, t.Context(), "slow") })
-		synctest.Wait()
-		for i := range 3 {
-			wg.Go(func() { decideFake(t, c, t.Context(), "k"+strconv.Itoa(i)) })
-		}
+		c, f, wg := busyLane(t, time.Second, 20*time.Microsecond, false)
+		decideEach(t, c, wg, numbered(3)...)
 		wg.Wait()
 		sizes, at := f.calls()
 		if len(sizes) != 2 || sizes[1] != 3 || at[1] != 20*time.Microsecond {
@@ -160,15 +184,8 @@ func TestCoalesceWaitBoundsTheDelay(t *testing.T) {
 // A full batch leaves at once, and the next decision opens another.
 func TestCoalesceFullBatchLeaves(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		f := &fakeRedis{latency: time.Second, start: time.Now()}
-		c := newFake(f, time.Hour, false)
-		defer c.close()
-		var wg sync.WaitGroup
-		wg.Go(func() { decideFake(t, c, t.Context(), "slow") })
-		synctest.Wait()
-		for i := range maxBatch + 1 {
-			wg.Go(func() { decideFake(t, c, t.Context(), "k"+strconv.Itoa(i)) })
-		}
+		c, f, wg := busyLane(t, time.Second, time.Hour, false)
+		decideEach(t, c, wg, numbered(maxBatch+1)...)
 		wg.Wait()
 		sizes, at := f.calls()
 		if len(sizes) != 3 || sizes[1] != maxBatch || at[1] != 0 || sizes[2] != 1 || at[2] != time.Second {
@@ -180,16 +197,9 @@ func TestCoalesceFullBatchLeaves(t *testing.T) {
 // A batch's keys are bounded in bytes as well as in number.
 func TestCoalesceBatchKeyBytesBounded(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		f := &fakeRedis{latency: time.Second, start: time.Now()}
-		c := newFake(f, time.Hour, false)
-		defer c.close()
-		var wg sync.WaitGroup
-		wg.Go(func() { decideFake(t, c, t.Context(), "slow") })
-		synctest.Wait()
+		c, f, wg := busyLane(t, time.Second, time.Hour, false)
 		long := string(make([]byte, sluice.MaxKeyLen))
-		for range 5 {
-			wg.Go(func() { decideFake(t, c, t.Context(), long) })
-		}
+		decideEach(t, c, wg, long, long, long, long, long)
 		wg.Wait()
 		sizes, _ := f.calls()
 		if len(sizes) != 3 || sizes[1] != 4 || sizes[2] != 1 {
@@ -202,16 +212,8 @@ func TestCoalesceBatchKeyBytesBounded(t *testing.T) {
 // call; keys of one slot do.
 func TestCoalesceGroupsBySlot(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		f := &fakeRedis{latency: time.Millisecond, start: time.Now()}
-		c := newFake(f, time.Second, true)
-		defer c.close()
-		var wg sync.WaitGroup
-		wg.Go(func() { decideFake(t, c, t.Context(), "a") })
-		wg.Go(func() { decideFake(t, c, t.Context(), "b") })
-		synctest.Wait()
-		for _, k := range []string{"a", "b", "a", "b", "a"} {
-			wg.Go(func() { decideFake(t, c, t.Context(), k) })
-		}
+		c, f, wg := busyLane(t, time.Millisecond, time.Second, true, "a", "b")
+		decideEach(t, c, wg, "a", "b", "a", "b", "a")
 		wg.Wait()
 		f.mu.Lock()
 		defer f.mu.Unlock()
@@ -232,12 +234,7 @@ func TestCoalesceGroupsBySlot(t *testing.T) {
 // counted) and gets its context's error at once; the others are answered.
 func TestCoalesceCanceledBeforeSendIsDropped(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		f := &fakeRedis{latency: time.Second, start: time.Now()}
-		c := newFake(f, time.Hour, false)
-		defer c.close()
-		var wg sync.WaitGroup
-		wg.Go(func() { decideFake(t, c, t.Context(), "slow") })
-		synctest.Wait()
+		c, f, wg := busyLane(t, time.Second, time.Hour, false)
 		ctx, cancel := context.WithCancel(t.Context())
 		var gaveUp error
 		var gaveUpAt time.Duration
@@ -269,12 +266,7 @@ func TestCoalesceCanceledBeforeSendIsDropped(t *testing.T) {
 // batch and the other callers go on.
 func TestCoalesceCanceledAfterSendDoesNotBlock(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		f := &fakeRedis{latency: time.Second, start: time.Now()}
-		c := newFake(f, time.Millisecond, false)
-		defer c.close()
-		var wg sync.WaitGroup
-		wg.Go(func() { decideFake(t, c, t.Context(), "slow") })
-		synctest.Wait()
+		c, f, wg := busyLane(t, time.Second, time.Millisecond, false)
 		wg.Go(func() {
 			if _, err := decideFake(t, c, t.Context(), "stayer"); err != nil {
 				t.Errorf("the caller that waited: %v", err)

@@ -71,7 +71,10 @@ func RunDebt(t *testing.T, newStore NewStore, res time.Duration) {
 			store := newStore(t, clock)
 			lim := sluice.Limit{Algorithm: a, Rate: 10, Period: time.Second, Burst: 10}
 			ctx, key := context.Background(), keyOf(t)
-			ch := store.(sluice.Charger)
+			ch, ok := store.(sluice.Charger)
+			if !ok {
+				t.Fatalf("%T has no ChargeN: the settle suite needs a sluice.Charger", store)
+			}
 			if !carriesDebt(a) {
 				if _, err := ch.ChargeN(ctx, key, lim, 1); !errors.Is(err, sluice.ErrInvalidLimit) {
 					t.Errorf("ChargeN on %v: %v, want ErrInvalidLimit", a, err)

@@ -60,6 +60,8 @@ var minute0 = time.Unix(1700000040, 0).UTC()
 
 // Cases returns the step tables of the suite: worked examples of the
 // sliding window counter and the token bucket, and NGINX limit_req cases.
+// It is one table literal, data rather than logic, so it stays one function
+// however many lines the cases take.
 func Cases() []Case {
 	ms := time.Millisecond
 	tb := sluice.PerSecond(5).WithBurst(10)

@@ -31,9 +31,25 @@ func TestCoalescedConformance(t *testing.T) {
 
 // Concurrent decisions on one hot key share script calls, and the limit
 // still admits exactly its allowance: each decision in a batch is atomic.
+// On a Cluster too, where a call's keys must share a slot.
 func TestCoalescedDecisionsShareCallsAndStayExact(t *testing.T) {
-	srv := redistest.StartServer(t)
-	s := openConfig(t, redisstore.Config{URL: "redis://" + srv.Addr, CoalesceWait: time.Millisecond}, nil)
+	t.Run("single", func(t *testing.T) {
+		srv := redistest.StartServer(t)
+		s := openConfig(t, redisstore.Config{URL: "redis://" + srv.Addr, CoalesceWait: time.Millisecond}, nil)
+		hotKeyShares(t, s, "hot", srv)
+	})
+	t.Run("cluster", func(t *testing.T) {
+		cl := redistest.SharedCluster(t)
+		s := openConfig(t, redisstore.Config{URL: clusterURL(t), CoalesceWait: time.Millisecond}, nil)
+		key := "hot:" + strconv.FormatInt(time.Now().UnixNano(), 36)
+		hotKeyShares(t, s, key, cl.MasterOf(t, s.Key(sluice.FixedWindow, key)))
+	})
+}
+
+// hotKeyShares makes 64 goroutines' decisions on key, which srv holds, and
+// checks that exactly the allowance was admitted in fewer script calls than
+// decisions.
+func hotKeyShares(t *testing.T, s *redisstore.Store, key string, srv *redistest.Server) {
 	srv.Do(t, "CONFIG", "RESETSTAT")
 	const goroutines, each, allowance = 64, 20, 500
 	lim := sluice.Limit{Algorithm: sluice.FixedWindow, Rate: allowance, Period: time.Hour}
@@ -42,7 +58,7 @@ func TestCoalescedDecisionsShareCallsAndStayExact(t *testing.T) {
 	for range goroutines {
 		wg.Go(func() {
 			for range each {
-				r, err := s.Allow(context.Background(), "hot", lim)
+				r, err := s.Allow(context.Background(), key, lim)
 				if err != nil {
 					t.Error(err)
 					return

@@ -736,13 +736,16 @@ func (s *serveApp) runningRules() *config.Config {
 // startServers serves HTTP (POST /json, forward auth, health, metrics) and
 // gRPC on their listeners. Each listener holds at most its share of the
 // file descriptors; at the HTTP cap, an idle keep-alive connection gives
-// its place to a new client (see capConns).
+// its place to a new client (see capConns). The drain ends the gRPC health
+// Watch streams once they have sent NOT_SERVING (see watchDrain).
 func (s *serveApp) startServers(a *app) {
 	mux := http.NewServeMux()
 	mux.Handle(service.ForwardAuthPath, s.auth)
 	mux.Handle("/", s.svc.Handler())
 	hs := s.o.listen.httpServer(s.tel.handler(mux), s.log)
-	gs := grpc.NewServer(s.grpcServerOptions()...)
+	watches := &watchDrain{}
+	a.onDrain(watches.drain)
+	gs := grpc.NewServer(append(s.grpcServerOptions(), grpc.ChainStreamInterceptor(watches.intercept))...)
 	s.svc.RegisterGRPC(gs)
 	s.rlqs.srv.Register(gs)
 	httpCapped, httpConnState := capConns(s.httpLn, s.o.listen.httpMaxConns)

@@ -22,8 +22,11 @@ local out = {}
 -- The decisions that read the server's clock (an empty instant) read it
 -- once for all: they are made in one atomic call, so at one instant.
 local serverNow
+-- One KEYS and one ARGV table for every decision, refilled each time: no
+-- script keeps either past its return.
+local keys, argv = {}, {}
 for i = 1, #batchKeys do
-  local argv = {}
+  keys[1] = batchKeys[i]
   local base = 1 + (i - 1) * s
   for j = 1, s do
     argv[j] = batchArgv[base + j]
@@ -35,7 +38,7 @@ for i = 1, #batchKeys do
     end
     argv[2] = serverNow -- a number: prelude.lua's tonumber keeps it
   end
-  local ok, r = pcall(decide, {batchKeys[i]}, argv)
+  local ok, r = pcall(decide, keys, argv)
   local at = (i - 1) * 4
   if ok and type(r) == 'table' and r.err == nil and #r == 4 then
     out[at + 1], out[at + 2], out[at + 3], out[at + 4] = r[1], r[2], r[3], r[4]

@@ -2,12 +2,15 @@ package main
 
 import (
 	"context"
+	"net"
 	"syscall"
 	"testing"
 	"time"
 
+	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	grpcstatus "google.golang.org/grpc/status"
 )
@@ -52,5 +55,66 @@ func TestServeDrainEndsHealthWatchStreams(t *testing.T) {
 		}
 	case <-time.After(bound - time.Since(start)):
 		t.Fatalf("still running %v after SIGTERM: the Watch stream held the drain: %s", bound, p.stderr.String())
+	}
+}
+
+// watchers starts a gRPC server with the health service h behind w's
+// interceptor and returns a Watch stream on it for each service name.
+func watchers(t *testing.T, h *health.Server, w *watchDrain, services ...string) []healthpb.Health_WatchClient {
+	t.Helper()
+	gs := grpc.NewServer(grpc.ChainStreamInterceptor(w.intercept))
+	healthpb.RegisterHealthServer(gs, h)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go gs.Serve(ln)
+	t.Cleanup(gs.Stop)
+	conn := dial(t, ln.Addr().String(), insecure.NewCredentials())
+	t.Cleanup(func() { conn.Close() })
+	var out []healthpb.Health_WatchClient
+	for _, name := range services {
+		s, err := healthpb.NewHealthClient(conn).Watch(t.Context(), &healthpb.HealthCheckRequest{Service: name})
+		if err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, s)
+	}
+	return out
+}
+
+// recvStatus receives one status of s, failing the test unless it is
+// want.
+func recvStatus(t *testing.T, s healthpb.Health_WatchClient, want healthpb.HealthCheckResponse_ServingStatus) {
+	t.Helper()
+	if r, err := s.Recv(); err != nil || r.GetStatus() != want {
+		t.Fatalf("status %v, %v; want %v", r.GetStatus(), err, want)
+	}
+}
+
+// The drain ends a Watch stream only once its watcher has been told a
+// status other than SERVING, whatever comes first: a watcher already told
+// NOT_SERVING or SERVICE_UNKNOWN is let go as the drain starts; one told
+// SERVING is let go right after it is told NOT_SERVING, never before (it
+// would otherwise never learn to leave). Each ends with Unavailable.
+func TestWatchDrainEndsEachStreamAfterANotServingStatus(t *testing.T) {
+	h := health.NewServer()
+	h.SetServingStatus("down", healthpb.HealthCheckResponse_NOT_SERVING)
+	w := &watchDrain{}
+	s := watchers(t, h, w, "", "down", "unknown")
+	recvStatus(t, s[0], healthpb.HealthCheckResponse_SERVING)
+	recvStatus(t, s[1], healthpb.HealthCheckResponse_NOT_SERVING)
+	recvStatus(t, s[2], healthpb.HealthCheckResponse_SERVICE_UNKNOWN)
+
+	w.drain()
+	for i, name := range []string{"down", "unknown"} {
+		if _, err := s[i+1].Recv(); grpcstatus.Code(err) != codes.Unavailable {
+			t.Errorf("watcher of %q after the drain began: %v; want the stream ended with Unavailable", name, err)
+		}
+	}
+	h.SetServingStatus("", healthpb.HealthCheckResponse_NOT_SERVING)
+	recvStatus(t, s[0], healthpb.HealthCheckResponse_NOT_SERVING)
+	if _, err := s[0].Recv(); grpcstatus.Code(err) != codes.Unavailable {
+		t.Errorf("watcher of \"\" after NOT_SERVING: %v; want the stream ended with Unavailable", err)
 	}
 }

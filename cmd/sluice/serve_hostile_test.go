@@ -12,7 +12,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"regexp"
 	"strings"
 	"sync"
 	"syscall"
@@ -119,29 +118,33 @@ func (c *child) stop(t *testing.T, d time.Duration) {
 type process struct {
 	*child
 	httpURL, grpc string
+	debug         string // the banner's debug line: the listener's URL first, or "off ..."
 }
 
 // startProcess runs `sluice args` in a child process whose shell first
-// runs prelude (such as "ulimit -n 256"), waits for serve's addresses and
-// kills the process when the test ends.
+// runs prelude (such as "ulimit -n 256"), waits for serve's banner (its
+// addresses, the debug line last) and kills the process when the test
+// ends.
 func startProcess(t *testing.T, prelude string, args ...string) *process {
 	t.Helper()
 	c, lines := startChild(t, "sh", append([]string{"-c", prelude + `; exec "$0" "$@"`, testBinary(t)}, args...)...)
 	p := &process{child: c}
-	httpRe, grpcRe := regexp.MustCompile(`HTTP  (http://\S+)`), regexp.MustCompile(`gRPC  (\S+)`)
 	timeout := time.After(10 * time.Second)
-	for p.httpURL == "" || p.grpc == "" {
+	for p.debug == "" {
 		select {
 		case l, ok := <-lines:
 			if !ok {
 				<-p.exited
 				t.Fatalf("exited (%v) before serving: %s", p.exitErr, p.stderr.String())
 			}
-			if m := httpRe.FindStringSubmatch(l); m != nil {
+			if m := bannerHTTP.FindStringSubmatch(l); m != nil {
 				p.httpURL = m[1]
 			}
-			if m := grpcRe.FindStringSubmatch(l); m != nil {
+			if m := bannerGRPC.FindStringSubmatch(l); m != nil {
 				p.grpc = m[1]
+			}
+			if m := bannerDebug.FindStringSubmatch(l + "\n"); m != nil {
+				p.debug = m[1]
 			}
 		case <-timeout:
 			t.Fatalf("printed no addresses: %s", p.stderr.String())

@@ -4,7 +4,6 @@ import (
 	"errors"
 	"io"
 	"io/fs"
-	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -27,8 +26,8 @@ func TestServeStopsOnSIGTERMWithUDSAndDebugListenerBusy(t *testing.T) {
 	cfg := filepath.Join(t.TempDir(), "rl.yaml")
 	writeFile(t, cfg, telemetryConfig)
 	t.Setenv("GRPC_UDS", sock) // the child inherits it
-	debug := freeLoopbackAddr(t)
-	p := startProcess(t, "true", "serve", "-config", cfg, "-http-addr", "127.0.0.1:0", "-debug-addr", debug)
+	p := startProcess(t, "true", "serve", "-config", cfg, "-http-addr", "127.0.0.1:0", "-debug-addr", "127.0.0.1:0")
+	debug, _, _ := strings.Cut(strings.TrimPrefix(p.debug, "http://"), " ")
 	if p.grpc != "unix:"+sock {
 		t.Fatalf("gRPC target %q, want unix:%s", p.grpc, sock)
 	}
@@ -68,16 +67,4 @@ func TestServeStopsOnSIGTERMWithUDSAndDebugListenerBusy(t *testing.T) {
 	case <-time.After(5 * time.Second):
 		t.Error("the profile request did not end with the process")
 	}
-}
-
-// freeLoopbackAddr returns a loopback address whose port was free a
-// moment ago.
-func freeLoopbackAddr(t *testing.T) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().String()
 }

@@ -24,23 +24,14 @@ func TestServeDrainEndsHealthWatchStreams(t *testing.T) {
 	p := startProcess(t, "true", "serve", "-http-addr", "127.0.0.1:0", "-grpc-addr", "127.0.0.1:0")
 	conn := dial(t, p.grpc, insecure.NewCredentials())
 	defer conn.Close()
-	ctx, cancel := context.WithTimeout(t.Context(), drainGrace+5*time.Second)
-	defer cancel()
-	stream, err := healthpb.NewHealthClient(conn).Watch(ctx, &healthpb.HealthCheckRequest{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if r, err := stream.Recv(); err != nil || r.GetStatus() != healthpb.HealthCheckResponse_SERVING {
-		t.Fatalf("first status %v, %v; want SERVING", r.GetStatus(), err)
-	}
+	stream := watchHealth(t, conn, "")
+	recvStatus(t, stream, healthpb.HealthCheckResponse_SERVING)
 
 	start := time.Now()
 	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
-	if r, err := stream.Recv(); err != nil || r.GetStatus() != healthpb.HealthCheckResponse_NOT_SERVING {
-		t.Fatalf("status after SIGTERM %v, %v; want NOT_SERVING", r.GetStatus(), err)
-	}
+	recvStatus(t, stream, healthpb.HealthCheckResponse_NOT_SERVING)
 	if r, err := stream.Recv(); grpcstatus.Code(err) != codes.Unavailable {
 		t.Fatalf("after NOT_SERVING: %v, %v; want the stream ended with Unavailable", r.GetStatus(), err)
 	}
@@ -74,13 +65,23 @@ func watchers(t *testing.T, h *health.Server, w *watchDrain, services ...string)
 	t.Cleanup(func() { conn.Close() })
 	var out []healthpb.Health_WatchClient
 	for _, name := range services {
-		s, err := healthpb.NewHealthClient(conn).Watch(t.Context(), &healthpb.HealthCheckRequest{Service: name})
-		if err != nil {
-			t.Fatal(err)
-		}
-		out = append(out, s)
+		out = append(out, watchHealth(t, conn, name))
 	}
 	return out
+}
+
+// watchHealth opens a health Watch stream of service on conn, for as long
+// as the test runs and at most 20 s (longer than serve's grace), so that a
+// stream that never ends fails the test instead of hanging it.
+func watchHealth(t *testing.T, conn *grpc.ClientConn, service string) healthpb.Health_WatchClient {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), 2*drainGrace)
+	t.Cleanup(cancel)
+	s, err := healthpb.NewHealthClient(conn).Watch(ctx, &healthpb.HealthCheckRequest{Service: service})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
 }
 
 // recvStatus receives one status of s, failing the test unless it is

@@ -38,15 +38,8 @@ func TestServeExportsTheSpanOfACallFinishedDuringTheDrain(t *testing.T) {
 
 	conn := dial(t, s.grpc, insecure.NewCredentials())
 	defer conn.Close()
-	ctx, cancel := context.WithTimeout(t.Context(), 15*time.Second)
-	defer cancel()
-	watch, err := healthpb.NewHealthClient(conn).Watch(ctx, &healthpb.HealthCheckRequest{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if st, err := watch.Recv(); err != nil || st.GetStatus() != healthpb.HealthCheckResponse_SERVING {
-		t.Fatalf("first status %v, %v; want SERVING", st.GetStatus(), err)
-	}
+	watch := watchHealth(t, conn, "")
+	recvStatus(t, watch, healthpb.HealthCheckResponse_SERVING)
 	msg, err := proto.Marshal(&pb.RateLimitRequest{Domain: "d", Descriptors: []*rlpb.RateLimitDescriptor{
 		{Entries: []*rlpb.RateLimitDescriptor_Entry{{Key: "k", Value: "v"}}},
 	}})
@@ -58,9 +51,8 @@ func TestServeExportsTheSpanOfACallFinishedDuringTheDrain(t *testing.T) {
 	call := startRawCall(t, s.grpc, "/envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit", frame[:7])
 
 	s.cancel() // as SIGTERM does
-	if st, err := watch.Recv(); err != nil || st.GetStatus() != healthpb.HealthCheckResponse_NOT_SERVING {
-		t.Fatalf("status after the stop %v, %v; want NOT_SERVING (the drain begun)", st.GetStatus(), err)
-	}
+	// The drain has begun once the watcher is told NOT_SERVING.
+	recvStatus(t, watch, healthpb.HealthCheckResponse_NOT_SERVING)
 	if err := call.fr.WriteData(1, true, frame[7:]); err != nil {
 		t.Fatal(err)
 	}

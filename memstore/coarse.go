@@ -58,6 +58,7 @@ func (c *coarseClock) tick() {
 func (c *coarseClock) run(resolution time.Duration, stop <-chan struct{}, done chan<- struct{}) {
 	defer close(done)
 	pinThread()
+	defer unpinThread()
 	for {
 		select {
 		case <-stop:

@@ -9,5 +9,8 @@ import "time"
 // millisecond (MinClockResolution's doc says so).
 func pinThread() {}
 
+// unpinThread does nothing, as pinThread.
+func unpinThread() {}
+
 // pause sleeps for d.
 func pause(d time.Duration) { time.Sleep(d) }

@@ -13,9 +13,12 @@ func supported() error { return nil }
 // sysProcAttr puts the server in a process group of its own, so that killing
 // the group also kills any child it forked, and asks the kernel to kill it
 // when the thread that started it exits. A Go program ends its threads only
-// when it exits (or when a goroutine locked to its thread returns, which the
-// goroutines that start servers never are), so a server does not outlive an
-// interrupted or crashed test binary.
+// when it exits, or when a goroutine locked to its thread returns still
+// locked: then the servers started from that thread earlier, by whatever
+// goroutine ran there, die with it. No code of this module lets a locked
+// goroutine return so (memstore's coarse clock unlocks first, and its test
+// holds it to that), so a server lives as long as the test binary and does
+// not outlive an interrupted or crashed one.
 func sysProcAttr() *syscall.SysProcAttr {
 	return &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 }

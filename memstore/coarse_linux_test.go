@@ -42,15 +42,16 @@ func TestCoarseClockStopLeavesItsThreadAlive(t *testing.T) {
 	if err := <-started; err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { child.Process.Kill(); child.Wait() })
-	<-finished
 	exited := make(chan error, 1)
-	go func() { exited <- child.Wait() }()
+	go func() { exited <- child.Wait() }() // the one Wait
+	<-finished
 	select {
 	case err := <-exited:
 		t.Fatalf("the child died with the clock's thread: %v", err)
 	case <-time.After(500 * time.Millisecond): // a killed child is reaped at once; one alive this long was spared
 	}
+	child.Process.Kill()
+	<-exited
 }
 
 // offMainThread runs f on a goroutine locked to a thread other than the

@@ -37,8 +37,10 @@ descriptors:
 				if down {
 					lim = failing{}
 				}
+				local := memstore.New(memstore.Config{})
+				defer local.Close()
 				svc, err := service.New(service.Config{Limiter: lim, Rules: rules, Logger: discard(),
-					Failure: &service.FailurePolicy{Mode: failsafe.Open, Timeout: time.Second}})
+					Failure: &service.FailurePolicy{Mode: failsafe.Open, Timeout: time.Second, Local: local}})
 				if err != nil {
 					b.Fatal(err)
 				}

@@ -2,6 +2,7 @@ package pgstore_test
 
 import (
 	"context"
+	"errors"
 	"strconv"
 	"sync"
 	"testing"
@@ -10,6 +11,7 @@ import (
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/internal/pgtest"
 	"github.com/sluicehq/sluice/internal/storetest"
+	"github.com/sluicehq/sluice/pgstore"
 )
 
 // BenchmarkDecisions measures admitted fixed-window decisions of cost 1:
@@ -39,7 +41,7 @@ func BenchmarkDecisions(b *testing.B) {
 }
 
 func benchDecisions(b *testing.B, url string, conc int, hot bool) {
-	s, _ := openURL(b, url+"&pool_max_conns="+strconv.Itoa(conc)+"&pool_min_conns="+strconv.Itoa(conc), nil)
+	s := openConns(b, url, conc)
 	ctx := context.Background()
 	lim := sluice.Limit{Algorithm: sluice.FixedWindow, Rate: sluice.MaxRate, Period: time.Hour}
 	prefix := "bench:" + strconv.FormatInt(time.Now().UnixNano(), 36) + ":"
@@ -50,19 +52,78 @@ func benchDecisions(b *testing.B, url string, conc int, hot bool) {
 			keys[i] = prefix + "hot"
 		}
 	}
-	// Warm the pool's connections and their prepared statements.
-	var wg sync.WaitGroup
-	for i := range conc {
-		wg.Go(func() {
-			if _, err := s.Allow(ctx, keys[i], lim); err != nil {
-				b.Error(err)
-			}
-		})
-	}
-	wg.Wait()
+	warm(b, conc, func(i int) error {
+		_, err := s.Allow(ctx, keys[i], lim)
+		return err
+	})
 	lat := storetest.TimedDecisions(b, conc, func(i int64) (sluice.Result, error) {
 		return s.Allow(ctx, keys[i%int64(len(keys))], lim)
 	})
+	reportLatency(b, lat)
+}
+
+// BenchmarkRefusals measures refused decisions, the path a client past its
+// quota drives: one hot key whose quota of 1 is spent before the timer
+// starts, exactly conc goroutines sharing b.N decisions of cost 1 on a pool
+// of conc connections, fsync=off. Its decisions/s are refusals/s: a
+// decision that admits fails the run.
+func BenchmarkRefusals(b *testing.B) {
+	srv := pgtest.StartServer(b, "fsync=off")
+	for _, conc := range []int{1, 16, 64} {
+		b.Run("fsync=off/conc="+strconv.Itoa(conc)+"/keys=hot", func(b *testing.B) { benchRefusals(b, srv.URL(), conc) })
+	}
+}
+
+func benchRefusals(b *testing.B, url string, conc int) {
+	s := openConns(b, url, conc)
+	ctx := context.Background()
+	lim := sluice.Limit{Algorithm: sluice.FixedWindow, Rate: 1, Period: sluice.MaxPeriod}
+	key := "refused:" + strconv.FormatInt(time.Now().UnixNano(), 36)
+	if r, err := s.Allow(ctx, key, lim); err != nil || !r.Allowed {
+		b.Fatalf("spending the quota: %+v, %v", r, err)
+	}
+	warm(b, conc, func(int) error {
+		_, err := s.Allow(ctx, key, lim)
+		return err
+	})
+	errAdmitted := errors.New("admitted past a spent quota")
+	lat := storetest.TimedDecisions(b, conc, func(int64) (sluice.Result, error) {
+		r, err := s.Allow(ctx, key, lim)
+		if err == nil && r.Allowed {
+			return r, errAdmitted
+		}
+		// TimedDecisions fails a run on a denial; here a denial is the
+		// expected outcome, so it is reported to it as a success.
+		return sluice.Result{Allowed: err == nil}, err
+	})
+	reportLatency(b, lat)
+}
+
+// openConns opens a store on url with a pool of exactly conc connections.
+func openConns(b *testing.B, url string, conc int) *pgstore.Store {
+	s, _ := openURL(b, url+"&pool_max_conns="+strconv.Itoa(conc)+"&pool_min_conns="+strconv.Itoa(conc), nil)
+	return s
+}
+
+// warm makes conc concurrent calls of decide, twice, so that the pool's
+// connections are open and have prepared their statements before the timer
+// starts.
+func warm(b *testing.B, conc int, decide func(i int) error) {
+	for range 2 {
+		var wg sync.WaitGroup
+		for i := range conc {
+			wg.Go(func() {
+				if err := decide(i); err != nil {
+					b.Error(err)
+				}
+			})
+		}
+		wg.Wait()
+	}
+}
+
+// reportLatency reports the p50 and p99 of lat, sorted.
+func reportLatency(b *testing.B, lat []time.Duration) {
 	b.ReportMetric(float64(lat[len(lat)/2].Microseconds()), "p50-µs")
 	b.ReportMetric(float64(lat[len(lat)*99/100].Microseconds()), "p99-µs")
 }

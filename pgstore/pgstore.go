@@ -4,11 +4,13 @@
 //
 // It serves the fixed window only (sluice.FixedWindow; ValidateLimit
 // refuses the other algorithms, which memstore and redisstore serve). Each
-// decision is one INSERT … ON CONFLICT DO UPDATE … WHERE … RETURNING
-// statement that adds the cost to the period's row only if the count stays
-// within the quota, guarded on the insert path too, under PostgreSQL's
-// default READ COMMITTED isolation: exact under any number of processes and
-// connections, with no lost update and no transaction to retry.
+// decision, admitted or refused, is one round trip: a call of a function
+// the migrations create, which runs an INSERT … ON CONFLICT DO UPDATE …
+// WHERE that adds the cost to the period's row only if the count stays
+// within the quota, guarded on the insert path too, and on a refusal reads
+// the count it was refused on, under PostgreSQL's default READ COMMITTED
+// isolation: exact under any number of processes and connections, with no
+// lost update and no transaction to retry.
 //
 // The period is computed in Go from the store's Clock and passed to the
 // statement as a start and an end: a window of Period aligned to the Unix
@@ -191,8 +193,9 @@ func (s *Store) AllowN(ctx context.Context, key string, lim sluice.Limit, cost i
 // the decision and whether it was admitted. It is AllowN for a period the
 // caller computes (a calendar month, say); every caller must compute a
 // period's start the same way, as the start names the period. A denied
-// call's count is read after the decision, so it may include units that
-// others spent meanwhile. Errors wrap sluice.ErrBadInput for a bad key, an
+// call's count is the one it was refused on: the row's latest committed
+// count, a concurrent decision's included, read under the row lock the
+// refusal holds, in the same round trip. Errors wrap sluice.ErrBadInput for a bad key, an
 // empty period, a quota outside [1, sluice.MaxRate] or a cost outside
 // [1, quota].
 func (s *Store) Spend(ctx context.Context, key string, start, end time.Time, quota, cost int64) (count int64, admitted bool, err error) {
@@ -220,36 +223,30 @@ func checkPeriod(key string, start, end time.Time, quota, cost int64) error {
 	return nil
 }
 
-// spendSQL is a decision. The row source is empty when the cost alone
-// exceeds the quota, so the insert path is guarded as the update path is
-// (the DO UPDATE's WHERE guards only the update). A conflicting row is
-// locked and its latest version checked, so concurrent decisions queue on
-// the row and none is lost. A denial returns no row.
-const spendSQL = `INSERT INTO sluice_usage AS u (key_hash, period_start, period_end, key, count, quota)
-SELECT $1, $2, $3, $4, $5::bigint, $6::bigint WHERE $5::bigint <= $6::bigint
-ON CONFLICT (key_hash, period_start) DO UPDATE
-SET count = u.count + excluded.count, period_end = excluded.period_end, quota = excluded.quota, updated_at = now()
-WHERE u.count + excluded.count <= excluded.quota
-RETURNING u.count, u.period_end`
+// spendSQL is a decision, in one round trip whether it admits or refuses:
+// sluice_spend (migration 0003) upserts the period's row only if the count
+// stays within the quota, guarded on the insert path too (the row source is
+// empty when the cost alone exceeds the quota), and on a refusal reads the
+// count it was refused on. A conflicting row is locked and its latest
+// version checked, so concurrent decisions queue on the row and none is
+// lost.
+const spendSQL = `SELECT spent_count, admitted, spent_end FROM sluice_spend($1, $2, $3, $4, $5::bigint, $6::bigint)`
 
 // countSQL reads a period's count.
 const countSQL = `SELECT count FROM sluice_usage WHERE key_hash = $1 AND period_start = $2`
 
-// spend runs spendSQL and, on a denial, countSQL. It returns the period's
-// count, whether the cost was admitted, and the period's end.
+// spend runs spendSQL. It returns the period's count after the decision,
+// whether the cost was admitted, and the period's end.
 func (s *Store) spend(ctx context.Context, key string, start, end time.Time, quota, cost int64) (int64, bool, time.Time, error) {
 	h := hash(key)
 	var count int64
+	var admitted bool
 	var until time.Time
-	err := s.pool.QueryRow(ctx, spendSQL, h[:], start, end, []byte(key), cost, quota).Scan(&count, &until)
-	if err == nil {
-		return count, true, until, nil
-	}
-	if !errors.Is(err, pgx.ErrNoRows) {
+	err := s.pool.QueryRow(ctx, spendSQL, h[:], start, end, []byte(key), cost, quota).Scan(&count, &admitted, &until)
+	if err != nil {
 		return 0, false, end, fmt.Errorf("pgstore: spending: %w", err)
 	}
-	count, err = s.count(ctx, h[:], start)
-	return count, false, end, err
+	return count, admitted, until, nil
 }
 
 // count reads the count of the period of key hash h that starts at start;

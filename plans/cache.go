@@ -21,6 +21,12 @@ type Tenant struct {
 	Overrides map[string]Override
 }
 
+// known reports whether t is more than the zero Tenant of an unknown
+// tenant.
+func (t Tenant) known() bool {
+	return t.Plan != "" || len(t.Limits) > 0 || len(t.Overrides) > 0
+}
+
 // Override is one tenant's limit of one name, until Expires (the zero
 // time: never).
 type Override struct {
@@ -45,22 +51,49 @@ type Config struct {
 	// Clock tells the time of staleness and expiry; nil means
 	// SystemClock.
 	Clock sluice.Clock
-	// MaxTenants bounds the tenants held at once (tenant names come from
-	// requests, so from clients); past it a tenant is dropped to make room.
-	// 0 means DefaultMaxTenants.
+	// MaxTenants bounds the tenants the Source knows (a plan or an
+	// override) held at once; past it one of them is dropped to make room.
+	// Names the Source does not know never take their place (see
+	// MaxUnknownTenants). 0 means DefaultMaxTenants.
 	MaxTenants int
+	// MaxUnknownTenants bounds the names held that the Source does not
+	// know (or whose first read failed), kept so that they are read once
+	// per Staleness rather than on every lookup; past it one of them is
+	// dropped, which costs a read, not a wrong answer. 0 means
+	// DefaultMaxUnknownTenants.
+	MaxUnknownTenants int
+	// MaxReads bounds the Source reads under way at once for names not
+	// held as known tenants (tenant names come from requests, so a client
+	// can send a new one on every request): a lookup that finds all of
+	// them busy reads nothing and has no tenant limit, as for an unknown
+	// tenant, and the name is read on a later lookup. The rereads of known
+	// tenants, at most one per tenant per Staleness, are not counted, so
+	// a flood of names never delays them. 0 means DefaultMaxReads.
+	MaxReads int
 	// Timeout bounds one read of the Source. 0 means DefaultTimeout.
 	Timeout time.Duration
-	// Logger receives the Source's errors, at most one line per Staleness
-	// per tenant. nil means slog.Default().
+	// Logger receives the Source's errors, at most one line per
+	// FailureLogInterval, which counts the failed reads since the line
+	// before. nil means slog.Default().
 	Logger *slog.Logger
 }
 
-// Defaults of Config.
+// Defaults of Config, and the Cache's interval between lines about a
+// failing Source.
 const (
 	DefaultStaleness  = time.Second
 	DefaultMaxTenants = 100_000
-	DefaultTimeout    = 250 * time.Millisecond
+	// DefaultMaxUnknownTenants holds names of at most MaxNameLen bytes:
+	// under 50 MB however long the names clients send.
+	DefaultMaxUnknownTenants = 100_000
+	// DefaultMaxReads: a read is one indexed query, about a millisecond,
+	// so 8 at once still read thousands of new tenants a second, far more
+	// than real tenants first show up, while a flood of names keeps at
+	// most 8 queries in flight, about the size of a PostgreSQL pool
+	// (pgxpool's default is 4 or the number of CPUs).
+	DefaultMaxReads    = 8
+	DefaultTimeout     = 250 * time.Millisecond
+	FailureLogInterval = 10 * time.Second
 )
 
 // Cache answers which limit a tenant has for a name, reading each tenant's
@@ -70,26 +103,46 @@ const (
 // than wait, so a change can take Staleness plus one read's time to show
 // (at most Timeout). While the Source fails, the record last read is kept
 // (or no record, for a tenant never read: the config's limits apply), and
-// read again after Staleness. It is safe for concurrent use. The zero
-// Cache is not usable; see NewCache.
+// read again after Staleness. Names no tenant may have (CheckName) are
+// never read, and at most MaxReads names not known are read at once. It is
+// safe for concurrent use. The zero Cache is not usable; see NewCache.
 type Cache struct {
 	src Source
 	cfg Config
 	log *slog.Logger
 
-	mu      sync.Mutex
-	tenants map[string]*entry
+	mu sync.Mutex
+	// known holds tenants the Source knows; unknown the others, and the
+	// names being read for the first time.
+	known, unknown map[string]*entry
+	reading        int       // reads of entries counted in MaxReads
+	failures       int       // failed reads since the last line logged
+	loggedAt       time.Time // of the last line about failures
+	logged         bool      // whether a line about failures was logged
 }
 
 // entry is one tenant's record as read at fetched; ready is closed once
-// the read that made it ends.
+// the read that made it ends, and t is not read before.
 type entry struct {
 	ready   chan struct{}
 	t       Tenant
 	fetched time.Time
-	// hasPrev: t holds the record read before, which lookups use while
-	// the read that made this entry is under way.
+	// prev is the record read before, which lookups use while the read
+	// that made this entry is under way, when hasPrev.
+	prev    Tenant
 	hasPrev bool
+	// counted: the read holds one of MaxReads.
+	counted bool
+}
+
+// done reports whether e's read has ended.
+func (e *entry) done() bool {
+	select {
+	case <-e.ready:
+		return true
+	default:
+		return false
+	}
 }
 
 // SystemClock is the sluice.Clock of the system's time, which a nil Clock in
@@ -111,6 +164,12 @@ func NewCache(src Source, cfg Config) *Cache {
 	if cfg.MaxTenants <= 0 {
 		cfg.MaxTenants = DefaultMaxTenants
 	}
+	if cfg.MaxUnknownTenants <= 0 {
+		cfg.MaxUnknownTenants = DefaultMaxUnknownTenants
+	}
+	if cfg.MaxReads <= 0 {
+		cfg.MaxReads = DefaultMaxReads
+	}
 	if cfg.Timeout <= 0 {
 		cfg.Timeout = DefaultTimeout
 	}
@@ -118,17 +177,20 @@ func NewCache(src Source, cfg Config) *Cache {
 	if log == nil {
 		log = slog.Default()
 	}
-	return &Cache{src: src, cfg: cfg, log: log, tenants: map[string]*entry{}}
+	return &Cache{src: src, cfg: cfg, log: log, known: map[string]*entry{}, unknown: map[string]*entry{}}
 }
 
 // Staleness is the cache's bound on staleness.
 func (c *Cache) Staleness() time.Duration { return c.cfg.Staleness }
 
 // Limit returns tenant's limit of name: its override that has not expired
-// at the cache's now, else its plan's, else ok is false. An empty tenant
-// has none.
+// at the cache's now, else its plan's, else ok is false. A tenant no
+// tenant may be called (CheckName: empty, over MaxNameLen bytes, a control
+// character or invalid UTF-8) has none and costs no read: every face
+// (the service, the middleware, the proxy) asks here, so all refuse the
+// same names.
 func (c *Cache) Limit(ctx context.Context, tenant, name string) (lim sluice.Limit, ok bool) {
-	if tenant == "" {
+	if !validName(tenant) {
 		return sluice.Limit{}, false
 	}
 	t, now := c.tenant(ctx, tenant)
@@ -146,9 +208,11 @@ func (c *Cache) Limit(ctx context.Context, tenant, name string) (lim sluice.Limi
 func (c *Cache) Invalidate(tenant string) {
 	c.mu.Lock()
 	if tenant == "" {
-		clear(c.tenants)
+		clear(c.known)
+		clear(c.unknown)
 	} else {
-		delete(c.tenants, tenant)
+		delete(c.known, tenant)
+		delete(c.unknown, tenant)
 	}
 	c.mu.Unlock()
 }
@@ -158,7 +222,10 @@ func (c *Cache) Invalidate(tenant string) {
 func (c *Cache) tenant(ctx context.Context, tenant string) (Tenant, time.Time) {
 	now := c.cfg.Clock.Now()
 	c.mu.Lock()
-	e := c.tenants[tenant]
+	e, known := c.known[tenant]
+	if !known {
+		e = c.unknown[tenant]
+	}
 	if e != nil {
 		select {
 		case <-e.ready:
@@ -169,37 +236,101 @@ func (c *Cache) tenant(ctx context.Context, tenant string) (Tenant, time.Time) {
 		default: // a read is under way: use the record before it, or wait
 			c.mu.Unlock()
 			if e.hasPrev {
-				return e.t, now
+				return e.prev, now
 			}
 			return c.wait(ctx, e), now
 		}
 	}
-	next := &entry{ready: make(chan struct{}), fetched: now}
-	if e != nil {
-		next.t, next.hasPrev = e.t, true // kept if the read fails
-	} else if len(c.tenants) >= c.cfg.MaxTenants {
-		for k := range c.tenants { // drop one to make room
-			delete(c.tenants, k)
-			break
+	next := &entry{ready: make(chan struct{}), fetched: now, counted: !known}
+	if next.counted {
+		if c.reading >= c.cfg.MaxReads { // no read: an unknown tenant's answer
+			c.mu.Unlock()
+			return Tenant{}, now
 		}
+		c.reading++
 	}
-	c.tenants[tenant] = next
+	if e != nil {
+		next.t, next.prev, next.hasPrev = e.t, e.t, true // t kept if the read fails
+	}
+	if known {
+		c.known[tenant] = next
+	} else {
+		put(c.unknown, tenant, next, c.cfg.MaxUnknownTenants)
+	}
 	c.mu.Unlock()
 	c.read(ctx, tenant, next)
 	return next.t, now
 }
 
-// read fills in e from the Source, then marks it ready.
+// put sets m[k] to e, first dropping an entry not being read to keep m
+// within max (any entry, when all are being read).
+func put(m map[string]*entry, k string, e *entry, max int) {
+	if _, has := m[k]; !has && len(m) >= max {
+		drop := ""
+		for k, o := range m {
+			drop = k
+			if o.done() { // else being read, and lookups may wait for it
+				break
+			}
+		}
+		delete(m, drop)
+	}
+	m[k] = e
+}
+
+// read fills in e from the Source, files it with the known or the unknown
+// tenants, then marks it ready.
 func (c *Cache) read(ctx context.Context, tenant string, e *entry) {
 	defer close(e.ready)
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.cfg.Timeout)
 	defer cancel()
 	t, err := c.src.Tenant(rctx, tenant)
-	if err != nil {
-		c.log.Warn("plans: reading a tenant failed; its last known limits apply", "tenant", tenant, "error", err)
-		return
+	if err == nil {
+		e.t = t
 	}
-	e.t = t
+	c.mu.Lock()
+	if e.counted {
+		c.reading--
+	}
+	if err == nil {
+		c.file(tenant, e)
+	}
+	failures, log := c.failed(err)
+	c.mu.Unlock()
+	if log {
+		c.log.Warn("plans: reading tenants failed; their last known limits apply",
+			"failures", failures, "tenant", tenant, "error", err)
+	}
+}
+
+// file moves e, whose read succeeded, to the table of what it found, if
+// it is still held (Invalidate or a full table may have dropped it).
+// c.mu is held.
+func (c *Cache) file(tenant string, e *entry) {
+	if e.t.known() && c.unknown[tenant] == e {
+		delete(c.unknown, tenant)
+		put(c.known, tenant, e, c.cfg.MaxTenants)
+	} else if !e.t.known() && c.known[tenant] == e {
+		delete(c.known, tenant)
+		put(c.unknown, tenant, e, c.cfg.MaxUnknownTenants)
+	}
+}
+
+// failed counts a failed read (err not nil), and says whether a line is
+// due and the failures it reports: one line per FailureLogInterval. c.mu
+// is held.
+func (c *Cache) failed(err error) (int, bool) {
+	if err == nil {
+		return 0, false
+	}
+	c.failures++
+	now := c.cfg.Clock.Now()
+	if c.logged && now.Sub(c.loggedAt) < FailureLogInterval {
+		return 0, false
+	}
+	n := c.failures
+	c.failures, c.loggedAt, c.logged = 0, now, true
+	return n, true
 }
 
 // wait waits for e's read, or for ctx's end (then e's previous record is

@@ -16,10 +16,10 @@ type Limits interface {
 // Lookup returns tenant's limit of name from l (an override that has not
 // expired, else its plan's), and false when it has none or when tenant
 // could not name one (CheckName refuses it: empty, over MaxNameLen bytes,
-// a control character): a tenant's name comes from a request, so a
-// hostile one costs no read of the Source. A nil l has no limits.
+// a control character), whatever l: the same names a Cache refuses for
+// every face, the service's included. A nil l has no limits.
 func Lookup(ctx context.Context, l Limits, tenant, name string) (sluice.Limit, bool) {
-	if l == nil || CheckName(tenant) != nil {
+	if l == nil || !validName(tenant) {
 		return sluice.Limit{}, false
 	}
 	return l.Limit(ctx, tenant, name)

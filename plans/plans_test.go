@@ -153,10 +153,10 @@ func TestConcurrentLookupsShareOneRead(t *testing.T) {
 	})
 }
 
-// The cache holds at most MaxTenants records, whatever tenants clients
-// name.
+// The cache holds at most MaxTenants records of known tenants, whatever
+// tenants clients name.
 func TestCacheIsBoundedInTenants(t *testing.T) {
-	src := &countingSource{}
+	src := &countingSource{t: plans.Tenant{Plan: "p"}}
 	clk := clocktest.New()
 	c := plans.NewCache(src, plans.Config{Clock: clk, MaxTenants: 3})
 	for i := range 100 {

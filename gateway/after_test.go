@@ -120,6 +120,61 @@ routes: [{name: llm, match: /complete, limits: [{name: tokens, cost_from_respons
 	refusedForExactly(t, srv, clock, 30600*time.Millisecond, "/complete?cost=1", "the debt is paid")
 }
 
+// The cost header and trailer are the upstream's word to the proxy, not
+// to the client: with cost_from_response_header, the client receives
+// neither (as NGINX's proxy_hide_header), while the request is still
+// settled at that cost, and the upstream's other headers and trailers
+// pass.
+func TestProxyHidesTheCostHeaderAndTrailerFromTheClient(t *testing.T) {
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		cost := r.URL.Query().Get("cost")
+		w.Header().Set("X-Other", "kept")
+		switch r.URL.Path {
+		case "/header":
+			w.Header().Set("X-Tokens", cost)
+			return
+		case "/undeclared": // a trailer the header did not announce
+			w.Write([]byte("streamed"))
+			w.(http.Flusher).Flush() // chunked, so that it can have trailers
+			w.Header().Set(http.TrailerPrefix+"X-Tokens", cost)
+			return
+		}
+		w.Header().Set("Trailer", "X-Tokens, X-Other-Trailer")
+		w.Write([]byte("streamed"))
+		w.Header().Set("X-Tokens", cost)
+		w.Header().Set("X-Other-Trailer", "kept")
+	}))
+	t.Cleanup(up.Close)
+	srv := proxyFile(t, up, clocktest.New(), `
+limits:
+  - {name: tokens, key: "header:X-User", rate: 100r/m, burst: 100, algorithm: token_bucket}
+routes: [{name: llm, match: /, limits: [{name: tokens, cost_from_response_header: X-Tokens}]}]
+`)
+	for _, c := range []struct{ path, wantLeft string }{
+		{"/header?cost=30", `"tokens";r=99;`},    // the estimate, 1, reported
+		{"/trailer?cost=20", `"tokens";r=69;`},   // 30 settled, then 1
+		{"/undeclared?cost=9", `"tokens";r=49;`}, // 20 settled, then 1
+		{"/header?cost=1", `"tokens";r=40;`},     // 9 settled, then 1
+	} {
+		resp := postAs(t, srv, "ann", c.path)
+		if resp.StatusCode != 200 || !strings.HasPrefix(resp.Header.Get("RateLimit"), c.wantLeft) {
+			t.Fatalf("%s: %d, RateLimit %q; want 200, %s (the previous cost settled)", c.path, resp.StatusCode, resp.Header.Get("RateLimit"), c.wantLeft)
+		}
+		if v, ok := resp.Header["X-Tokens"]; ok {
+			t.Errorf("%s: the client got the cost header X-Tokens: %q", c.path, v)
+		}
+		if v, ok := resp.Trailer["X-Tokens"]; ok {
+			t.Errorf("%s: the client got the cost trailer X-Tokens: %q", c.path, v)
+		}
+		if resp.Header.Get("X-Other") != "kept" {
+			t.Errorf("%s: X-Other %q, want the upstream's other headers passed", c.path, resp.Header.Get("X-Other"))
+		}
+		if strings.HasPrefix(c.path, "/trailer") && resp.Trailer.Get("X-Other-Trailer") != "kept" {
+			t.Errorf("%s: trailers %v, want X-Other-Trailer passed", c.path, resp.Trailer)
+		}
+	}
+}
+
 // The keys are checked where they are written.
 func TestProxyFileRefusesBadCountAndCost(t *testing.T) {
 	want := map[string]string{

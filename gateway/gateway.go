@@ -129,7 +129,10 @@ type Route struct {
 	// Policies are the route's rate limits, in order (httplimit.Policy:
 	// reject at once, or queue when Policy.Queue is set). A policy name
 	// used by several routes shares its allowances between them, as an
-	// NGINX zone does.
+	// NGINX zone does. The header (and trailer) a policy's Settle reads
+	// the actual cost from (Settle.Header, or Sluice-Cost; none with a
+	// Settle.Cost) is accounting between the upstream and the gateway:
+	// the client never receives it, as with NGINX's proxy_hide_header.
 	Policies []httplimit.Policy
 	// Concurrency are the route's in-flight limits per key (limit_conn).
 	Concurrency []httplimit.ConcurrencyPolicy
@@ -393,7 +396,7 @@ func (g *Gateway) compile(cfg Config) (*state, error) {
 			return nil, err
 		}
 	}
-	fwd, err := g.forwarder(st, cfg.Upstreams[0], Unmatched)
+	fwd, err := g.forwarder(st, cfg.Upstreams[0], Unmatched, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -477,7 +480,7 @@ func (g *Gateway) routeLimits(st *state, ups map[string]Upstream, rt Route) (fun
 	if !ok {
 		return nil, nil, fmt.Errorf("gateway: route %q: no upstream named %q", rt.Name, rt.Upstream)
 	}
-	h, err := g.forwarder(st, u, rt.Name)
+	h, err := g.forwarder(st, u, rt.Name, costHeaders(rt.Policies))
 	if err != nil {
 		return nil, nil, err
 	}
@@ -634,8 +637,10 @@ func rewrite(trusted *clientip.Resolver, u Upstream) func(*httputil.ProxyRequest
 }
 
 // forwarder returns the handler of route that sheds load beyond the
-// in-flight limits (fixed, then adaptive) and forwards the rest to u.
-func (g *Gateway) forwarder(st *state, u Upstream, route string) (http.Handler, error) {
+// in-flight limits (fixed, then adaptive) and forwards the rest to u,
+// whose response reaches the client without the headers and trailers
+// named in hide (the route's cost headers).
+func (g *Gateway) forwarder(st *state, u Upstream, route string, hide []string) (http.Handler, error) {
 	target := u.URL
 	rp := &httputil.ReverseProxy{
 		Transport:  g.transport,
@@ -654,6 +659,11 @@ func (g *Gateway) forwarder(st *state, u Upstream, route string) (http.Handler, 
 		defer st.cfg.Metrics.inflight(u.Name, -1)
 		if len(w.Header()) > 0 {
 			w = keepHeadersOf(w)
+		}
+		if len(hide) > 0 {
+			hc := &hideCost{ResponseWriter: w, names: hide}
+			defer hc.finish()
+			w = hc
 		}
 		if b, ok := r.Body.(*clientBody); ok && b.rest != nil {
 			w = &streamingBody{ResponseWriter: w, body: b} // for upstreamError

@@ -1,0 +1,129 @@
+package gateway
+
+import (
+	"net/http"
+	"slices"
+	"strings"
+
+	"github.com/sluicehq/sluice/httplimit"
+)
+
+// This file keeps a route's cost headers (cost_from_response_header,
+// httplimit.Settle) between the upstream and the proxy: the upstream's
+// word on what a request cost is accounting, not part of the answer, so
+// the client receives neither the header nor the trailer, as NGINX's
+// proxy_hide_header would have it.
+
+// costHeaders returns the canonical names of the response headers (and
+// trailers) that pol's settlements read: Settle.Header, or
+// httplimit.DefaultCostHeader when it is empty. A Settle with a Cost
+// callback reads no header of its own, and none is hidden for it.
+func costHeaders(pol []httplimit.Policy) []string {
+	var names []string
+	for i := range pol {
+		s := pol[i].Settle
+		if s == nil || s.Cost != nil {
+			continue
+		}
+		name := s.Header
+		if name == "" {
+			name = httplimit.DefaultCostHeader
+		}
+		if name = http.CanonicalHeaderKey(name); !slices.Contains(names, name) {
+			names = append(names, name)
+		}
+	}
+	return names
+}
+
+// hideCost is the ResponseWriter ReverseProxy writes to on a route with
+// cost headers. It sends the response without them and leaves them in
+// the header map once the response is written, where the route's
+// settlements read them after the handler (changes to the map after
+// WriteHeader do not reach the client, but for trailers, which
+// ReverseProxy declares in the Trailer header or marks with
+// http.TrailerPrefix; hideCost takes the cost names out of both).
+type hideCost struct {
+	http.ResponseWriter
+	names   []string
+	written bool
+}
+
+// WriteHeader writes the header without the cost headers, and without
+// the cost names in its Trailer declaration, then puts the cost headers
+// back in the map, out of the client's sight. A 1xx is written as it is
+// (its headers are the upstream's interim ones, cleared after it).
+func (h *hideCost) WriteHeader(code int) {
+	if code >= 100 && code <= 199 && code != http.StatusSwitchingProtocols {
+		h.ResponseWriter.WriteHeader(code)
+		return
+	}
+	if h.written {
+		h.ResponseWriter.WriteHeader(code) // superfluous: net/http logs it
+		return
+	}
+	h.written = true
+	hdr := h.ResponseWriter.Header()
+	saved := make([][]string, len(h.names))
+	for i, name := range h.names {
+		saved[i] = hdr[name]
+		delete(hdr, name)
+	}
+	undeclare(hdr, h.names)
+	h.ResponseWriter.WriteHeader(code)
+	for i, name := range h.names {
+		if saved[i] != nil {
+			hdr[name] = saved[i]
+		}
+	}
+}
+
+// Write writes the header first if it has not been.
+func (h *hideCost) Write(p []byte) (int, error) {
+	if !h.written {
+		h.WriteHeader(http.StatusOK)
+	}
+	return h.ResponseWriter.Write(p)
+}
+
+// Unwrap lets http.ResponseController (ReverseProxy's flushes) reach the
+// underlying ResponseWriter.
+func (h *hideCost) Unwrap() http.ResponseWriter { return h.ResponseWriter }
+
+// finish takes the cost trailers ReverseProxy marked with
+// http.TrailerPrefix (those the upstream did not declare) off the
+// response, which sends such keys when the handler returns, and leaves
+// them in the map under their own names for the settlements. Called once
+// ReverseProxy has returned.
+func (h *hideCost) finish() {
+	hdr := h.ResponseWriter.Header()
+	for _, name := range h.names {
+		if v, ok := hdr[http.TrailerPrefix+name]; ok {
+			delete(hdr, http.TrailerPrefix+name)
+			hdr[name] = append(hdr[name], v...)
+		}
+	}
+}
+
+// undeclare takes names out of hdr's Trailer declaration (one or more
+// comma-separated lists), and drops the header if nothing is left.
+func undeclare(hdr http.Header, names []string) {
+	decl := hdr["Trailer"]
+	if len(decl) == 0 {
+		return
+	}
+	var keep []string
+	for _, v := range decl {
+		for k := range strings.SplitSeq(v, ",") {
+			k = strings.TrimSpace(k)
+			if k != "" && !slices.Contains(names, http.CanonicalHeaderKey(k)) {
+				keep = append(keep, k)
+			}
+		}
+	}
+	if len(keep) == 0 {
+		delete(hdr, "Trailer")
+		return
+	}
+	hdr["Trailer"] = []string{strings.Join(keep, ", ")}
+}

@@ -5,12 +5,13 @@
 // It serves the fixed window only (sluice.FixedWindow; ValidateLimit
 // refuses the other algorithms, which memstore and redisstore serve). Each
 // decision, admitted or refused, is one round trip: a call of a function
-// the migrations create, which runs an INSERT … ON CONFLICT DO UPDATE …
-// WHERE that adds the cost to the period's row only if the count stays
-// within the quota, guarded on the insert path too, and on a refusal reads
-// the count it was refused on, under PostgreSQL's default READ COMMITTED
-// isolation: exact under any number of processes and connections, with no
-// lost update and no transaction to retry.
+// the migrations create, which refuses on the period's committed count
+// without a lock or a write when that count leaves no room, and otherwise
+// runs an INSERT … ON CONFLICT DO UPDATE … WHERE that adds the cost to the
+// period's row only if the count stays within the quota, guarded on the
+// insert path too, under PostgreSQL's default READ COMMITTED isolation:
+// exact under any number of processes and connections, with no lost update
+// and no transaction to retry.
 //
 // The period is computed in Go from the store's Clock and passed to the
 // statement as a start and an end: a window of Period aligned to the Unix
@@ -193,9 +194,9 @@ func (s *Store) AllowN(ctx context.Context, key string, lim sluice.Limit, cost i
 // the decision and whether it was admitted. It is AllowN for a period the
 // caller computes (a calendar month, say); every caller must compute a
 // period's start the same way, as the start names the period. A denied
-// call's count is the one it was refused on: the row's latest committed
-// count, a concurrent decision's included, read under the row lock the
-// refusal holds, in the same round trip. Errors wrap sluice.ErrBadInput for a bad key, an
+// call's count is the one it was refused on: the row's committed count
+// when the decision began, or, for a decision that waited on a concurrent
+// one, the count that one committed. Errors wrap sluice.ErrBadInput for a bad key, an
 // empty period, a quota outside [1, sluice.MaxRate] or a cost outside
 // [1, quota].
 func (s *Store) Spend(ctx context.Context, key string, start, end time.Time, quota, cost int64) (count int64, admitted bool, err error) {
@@ -224,12 +225,13 @@ func checkPeriod(key string, start, end time.Time, quota, cost int64) error {
 }
 
 // spendSQL is a decision, in one round trip whether it admits or refuses:
-// sluice_spend (migration 0003) upserts the period's row only if the count
-// stays within the quota, guarded on the insert path too (the row source is
-// empty when the cost alone exceeds the quota), and on a refusal reads the
-// count it was refused on. A conflicting row is locked and its latest
-// version checked, so concurrent decisions queue on the row and none is
-// lost.
+// sluice_spend (migration 0003) refuses on the committed count when it
+// leaves no room, taking no lock; otherwise it upserts the period's row only
+// if the count stays within the quota, guarded on the insert path too (the
+// row source is empty when the cost alone exceeds the quota), and on a
+// refusal there reads the count it was refused on. A conflicting row is
+// locked and its latest version checked, so concurrent admissions queue on
+// the row and none is lost.
 const spendSQL = `SELECT spent_count, admitted, spent_end FROM sluice_spend($1, $2, $3, $4, $5::bigint, $6::bigint)`
 
 // countSQL reads a period's count.

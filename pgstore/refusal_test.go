@@ -156,3 +156,34 @@ func waitBlockedBy(t *testing.T, pool *pgxpool.Pool, pid uint32) {
 		return n > 0
 	})
 }
+
+// TestRefusalWaitsOnNoLock: a decision refused on the period's committed
+// count is answered while another transaction holds the row locked (an
+// admission in flight, say): a client past its quota does not queue behind
+// the row's writers.
+func TestRefusalWaitsOnNoLock(t *testing.T) {
+	s, url := open(t, clocktest.At(time.Date(2026, 3, 1, 10, 15, 0, 0, time.UTC)))
+	ctx := context.Background()
+	if r, err := s.AllowN(ctx, "spent", hour, 9); err != nil || !r.Allowed {
+		t.Fatalf("spending 9 of 10: %+v, %v", r, err)
+	}
+	conn, err := pgx.Connect(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	tx, err := conn.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback(ctx)
+	if _, err := tx.Exec(ctx, "SELECT * FROM sluice_usage FOR UPDATE"); err != nil {
+		t.Fatal(err)
+	}
+	dctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	want := sluice.Result{Remaining: 1, RetryAfter: 45 * time.Minute, ResetAfter: 45 * time.Minute}
+	if r, err := s.AllowN(dctx, "spent", hour, 2); err != nil || r != want {
+		t.Errorf("AllowN(2) on 9 of 10, the row locked elsewhere = %+v, %v; want %+v at once", r, err, want)
+	}
+}

@@ -7,6 +7,7 @@ import (
 
 	rlpb "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
 	pb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	gostats "github.com/lyft/gostats"
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/sluicehq/sluice/config/configtest"
@@ -18,18 +19,22 @@ import (
 // descriptor, headers off, with one envoyproxy/ratelimit feature on at a
 // time, to show what each costs over "plain": a rate_limits list of two
 // limits, share_threshold, quota_mode, and dynamic metadata with a rule's
-// metadata.
+// metadata, and detailed_metric and value_to_metric with a statsd sink
+// (every one of the 1,000 values its own series).
 func BenchmarkShouldRateLimitFeatures(b *testing.B) {
 	const big = "requests_per_unit: 1000000000"
 	cases := []struct {
 		name, yaml, value string
 		cfg               service.Config
+		statsd            bool
 	}{
-		{"plain", "  - key: user\n    rate_limit: {unit: second, " + big + "}\n", "", service.Config{}},
-		{"rate_limits", "  - key: user\n    rate_limits:\n      - {unit: second, " + big + "}\n      - {unit: day, " + big + "}\n", "", service.Config{}},
-		{"share_threshold", "  - key: user\n    value: u*\n    share_threshold: true\n    rate_limit: {unit: second, " + big + "}\n", "u", service.Config{}},
-		{"quota_mode", "  - key: user\n    quota_mode: true\n    rate_limit: {unit: second, " + big + "}\n", "", service.Config{}},
-		{"dynamic_metadata", "  - key: user\n    rate_limit: {unit: second, " + big + "}\n    metadata: {team: pay, tier: {level: 2}}\n", "", service.Config{DynamicMetadata: true}},
+		{"plain", "  - key: user\n    rate_limit: {unit: second, " + big + "}\n", "", service.Config{}, false},
+		{"rate_limits", "  - key: user\n    rate_limits:\n      - {unit: second, " + big + "}\n      - {unit: day, " + big + "}\n", "", service.Config{}, false},
+		{"share_threshold", "  - key: user\n    value: u*\n    share_threshold: true\n    rate_limit: {unit: second, " + big + "}\n", "u", service.Config{}, false},
+		{"quota_mode", "  - key: user\n    quota_mode: true\n    rate_limit: {unit: second, " + big + "}\n", "", service.Config{}, false},
+		{"dynamic_metadata", "  - key: user\n    rate_limit: {unit: second, " + big + "}\n    metadata: {team: pay, tier: {level: 2}}\n", "", service.Config{DynamicMetadata: true}, false},
+		{"detailed_metric+statsd", "  - key: user\n    detailed_metric: true\n    rate_limit: {unit: second, " + big + "}\n", "", service.Config{MaxDetailedSeries: 1000}, true},
+		{"value_to_metric+statsd", "  - key: user\n    value_to_metric: true\n    rate_limit: {unit: second, " + big + "}\n", "", service.Config{MaxDetailedSeries: 1000}, true},
 	}
 	for _, c := range cases {
 		b.Run(c.name, func(b *testing.B) {
@@ -41,6 +46,11 @@ func BenchmarkShouldRateLimitFeatures(b *testing.B) {
 			svc, err := service.New(cfg)
 			if err != nil {
 				b.Fatal(err)
+			}
+			if c.statsd {
+				if err := svc.SendStatsd(gostats.NewStore(gostats.NewNullSink(), false), nil); err != nil {
+					b.Fatal(err)
+				}
 			}
 			const users = 1000
 			reqs := make([]*pb.RateLimitRequest, users)

@@ -78,44 +78,48 @@ const otherSuffix = "#other"
 // distinct labels.
 const MaxDetailedLabelBytes = 256
 
-// detailedSet is the labels a detailed_metric rule has counted under.
+// detailedSet is the labels a detailed_metric rule has counted under, each
+// with its counters, so that a label's Prometheus series and statsd name
+// are looked up and built once, not on every decision. It holds at most
+// maxDetailed labels and the other bucket.
 type detailedSet struct {
-	labels sync.Map // label → struct{}
-	other  string   // FullKey#other
+	labels sync.Map // label → *ruleCounters
+	other  *ruleCounters
 	full   atomic.Bool
 	mu     sync.Mutex
 	n      int
 }
 
 // detailed returns the label to count a detailed_metric rule's descriptor
-// under: the descriptor's own label while the rule has fewer than
-// maxDetailed of them (or already has this one), else the rule's other
-// bucket, FullKey#other.
-func (m *metrics) detailed(fullKey, label string) string {
+// under, and that label's counters: the descriptor's own label while the
+// rule has fewer than maxDetailed of them (or already has this one), else
+// the rule's other bucket, FullKey#other.
+func (m *metrics) detailed(fullKey, label string) *ruleCounters {
 	label = detailedLabel(label)
 	v, ok := m.detailedSets.Load(fullKey)
 	if !ok {
-		v, _ = m.detailedSets.LoadOrStore(fullKey, &detailedSet{other: fullKey + otherSuffix})
+		v, _ = m.detailedSets.LoadOrStore(fullKey, &detailedSet{other: m.counters(fullKey + otherSuffix)})
 	}
 	set := v.(*detailedSet)
-	if _, ok := set.labels.Load(label); ok {
-		return label
+	if rc, ok := set.labels.Load(label); ok {
+		return rc.(*ruleCounters)
 	}
 	if set.full.Load() {
 		return set.other // no lock and no allocation once the rule is full
 	}
 	set.mu.Lock()
 	defer set.mu.Unlock()
-	if _, ok := set.labels.Load(label); ok {
-		return label
+	if rc, ok := set.labels.Load(label); ok {
+		return rc.(*ruleCounters)
 	}
 	if set.n >= m.maxDetailed {
 		set.full.Store(true)
 		return set.other
 	}
-	set.labels.Store(label, struct{}{})
+	rc := m.counters(label)
+	set.labels.Store(label, rc)
 	set.n++
-	return label
+	return rc
 }
 
 // detailedLabel returns label as a Prometheus label value may be: valid
@@ -327,8 +331,13 @@ var statsdSuffixes = [numCounters]string{
 	shadowCounter: "shadow_mode",
 }
 
-// statsdCounter boxes a gostats.Counter for an atomic.Pointer.
-type statsdCounter struct{ gostats.Counter }
+// statsdCounter boxes a gostats.Counter for an atomic.Pointer, with the
+// sink it counts into: a counter of a sink that SendStatsd replaced is
+// made again in the new one.
+type statsdCounter struct {
+	gostats.Counter
+	sd *statsdSink
+}
 
 // statsdSink sends the service's counts with envoyproxy/ratelimit's stat
 // names to a gostats store (see SendStatsd).
@@ -391,8 +400,8 @@ func (sd *statsdSink) add(rc *ruleCounters, label string, k counterKind, v uint6
 		return
 	}
 	p := rc.sc[k].Load()
-	if p == nil {
-		p = &statsdCounter{sd.rules.NewCounter(statsdName(label) + "." + statsdSuffixes[k])}
+	if p == nil || p.sd != sd {
+		p = &statsdCounter{sd.rules.NewCounter(statsdName(label) + "." + statsdSuffixes[k]), sd}
 		rc.sc[k].Store(p)
 	}
 	p.Add(v)

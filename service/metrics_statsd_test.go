@@ -2,6 +2,7 @@ package service_test
 
 import (
 	"context"
+	"fmt"
 	"testing"
 
 	gostats "github.com/lyft/gostats"
@@ -151,6 +152,64 @@ func TestStatsdAgreesWithPrometheus(t *testing.T) {
 			if got := sink.Counter("ratelimit.service.rate_limit." + label + "." + suffix); float64(got) != v {
 				t.Errorf("%s{rule=%q} = %v, statsd %s = %d", prom, label, v, suffix, got)
 			}
+		}
+	}
+}
+
+// A detailed rule's values are counted under their own stat names, every
+// time (their counters are kept per value), up to Config.MaxDetailedSeries
+// of them; the values past the cap are counted in the rule's other bucket,
+// as in Prometheus.
+func TestStatsdCountsDetailedValuesUpToTheCap(t *testing.T) {
+	rules := (&fakeRules{domain: "d"}).add(func() *config.RateLimit {
+		r := fixed("d.ip", 100, config.Minute)
+		r.DetailedMetric = true
+		return r
+	}(), "ip", "")
+	h, sink, store := statsdHarness(t, service.Config{Rules: rules, MaxDetailedSeries: 3}, nil)
+	for range 2 {
+		for i := range 6 {
+			h.svc.ShouldRateLimit(context.Background(), request("d", 0, desc("ip", fmt.Sprintf("v%d", i))))
+		}
+	}
+	store.Flush()
+	const prefix = "ratelimit.service.rate_limit.d."
+	want := map[string]uint64{"ip_v0": 2, "ip_v1": 2, "ip_v2": 2, "ip#other": 6, "ip_v3": 0}
+	for name, n := range want {
+		if got := sink.Counter(prefix + name + ".total_hits"); got != n {
+			t.Errorf("%s.total_hits = %d, want %d; counters: %v", name, got, n, sink.ListCounters())
+		}
+	}
+}
+
+// A later SendStatsd replaces the store for every rule, those counted
+// before it included: nothing more goes to the first store.
+func TestSendStatsdAgainReplacesTheStore(t *testing.T) {
+	rules := mongoAndShadowed(100, 100)
+	rules.add(func() *config.RateLimit {
+		r := fixed("mongo_cps.ip", 100, config.Minute)
+		r.DetailedMetric = true
+		return r
+	}(), "ip", "")
+	h, first, firstStore := statsdHarness(t, service.Config{Rules: rules}, nil)
+	ctx := context.Background()
+	decide := func() {
+		h.svc.ShouldRateLimit(ctx, request("mongo_cps", 0, desc("database", "users")))
+		h.svc.ShouldRateLimit(ctx, request("mongo_cps", 0, desc("ip", "a")))
+	}
+	decide()
+	second := mock.NewSink()
+	secondStore := gostats.NewStore(second, false)
+	if err := h.svc.SendStatsd(secondStore, nil); err != nil {
+		t.Fatal(err)
+	}
+	decide()
+	firstStore.Flush()
+	secondStore.Flush()
+	for _, name := range []string{"mongo_cps.database_users", "mongo_cps.ip_a"} {
+		name = "ratelimit.service.rate_limit." + name + ".total_hits"
+		if a, b := first.Counter(name), second.Counter(name); a != 1 || b != 1 {
+			t.Errorf("%s: %d in the first store, %d in the second; want 1 and 1", name, a, b)
 		}
 	}
 }

@@ -734,12 +734,12 @@ func (s *Service) resolve(b *rulesBox, domain string, p *plan, overrides bool) {
 		if r != nil {
 			lim.Algorithm = r.Limit.Algorithm
 			p.name = r.Name
-			p.label = s.label(domain, r, p)
+			p.label, p.ctr = s.label(domain, r, p)
 			if r.Name != "" {
 				p.policy = r.Name
 			}
-			if in := s.info(b, r); in != nil {
-				p.ctr = in.ctr // the rule's label; nil when the request names it (DetailedMetric, ValueToMetric)
+			if in := s.info(b, r); in != nil && p.ctr == nil {
+				p.ctr = in.ctr // the rule's label's; nil for DetailedMetric and ValueToMetric, whose label has its own
 			}
 		}
 		lim.Rate, lim.Burst, lim.Period = int(rpu), int(rpu), u.period
@@ -762,10 +762,13 @@ func (s *Service) resolve(b *rulesBox, domain string, p *plan, overrides bool) {
 	p.period = r.Period()
 	p.name = r.Name
 	p.policy = policyName(r)
-	p.label = s.label(domain, r, p)
+	p.label, p.ctr = s.label(domain, r, p)
 	p.shadow = r.ShadowMode // Config.ShadowMode acts on the overall code only (respond)
 	if in := s.info(b, r); in != nil {
-		p.info, p.ctr, p.metaVal = in, in.ctr, in.meta
+		p.info, p.metaVal = in, in.meta
+		if p.ctr == nil {
+			p.ctr = in.ctr
+		}
 	}
 }
 
@@ -773,20 +776,28 @@ func (s *Service) resolve(b *rulesBox, domain string, p *plan, overrides bool) {
 // name, else its FullKey.
 func policyName(r *config.RateLimit) string { return cmp.Or(r.Name, r.FullKey) }
 
-// label is the metrics label of a rule: its FullKey; with DetailedMetric
-// the descriptor itself (detailedName), with ValueToMetric the FullKey
-// with the request's values (valueToMetricName), each while the rule has
-// fewer than Config.MaxDetailedSeries labels, else FullKey#other.
-func (s *Service) label(domain string, r *config.RateLimit, p *plan) string {
+// label is the metrics label of a rule, and its counters when they are
+// cached by label: its FullKey (counters nil: the rule's ruleInfo holds
+// them); with DetailedMetric the descriptor itself (detailedName), with
+// ValueToMetric the FullKey with the request's values
+// (valueToMetricName), each while the rule has fewer than
+// Config.MaxDetailedSeries labels, else FullKey#other.
+func (s *Service) label(domain string, r *config.RateLimit, p *plan) (string, *ruleCounters) {
+	var rc *ruleCounters
 	switch {
 	case s.m == nil:
-		return r.FullKey // counted nowhere
+		return r.FullKey, nil // counted nowhere
 	case r.DetailedMetric:
-		return s.m.detailed(r.FullKey, detailedName(domain, p.entries, r.Shared))
+		rc = s.m.detailed(r.FullKey, detailedName(domain, p.entries, r.Shared))
 	case r.ValueToMetric:
-		return s.m.detailed(r.FullKey, valueToMetricName(domain, r, p.keyDesc))
+		rc = s.m.detailed(r.FullKey, valueToMetricName(domain, r, p.keyDesc))
+	default:
+		return r.FullKey, nil
 	}
-	return r.FullKey
+	if rc == nil { // an empty label: counted nowhere, as count does
+		return "", nil
+	}
+	return rc.label, rc
 }
 
 // KeyFormat says how a Service spells store keys (Config.KeyFormat).

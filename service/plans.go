@@ -9,6 +9,7 @@ import (
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/config"
+	"github.com/sluicehq/sluice/plans"
 )
 
 // TenantLimitFunc is Config.TenantLimit: the limit a descriptor of domain
@@ -26,7 +27,10 @@ type TenantLimits interface {
 // TenantLimitsBy returns a TenantLimitFunc that takes the tenant from the
 // descriptor's entry of key entryKey (such as "tenant") and looks up the
 // limit named domain.key1.key2… (the descriptor's entry keys, as
-// plans.Name spells it) in l. A descriptor without that entry has none.
+// plans.Name spells it) in l through plans.Lookup, as the middleware and
+// the proxy look up a request's. A descriptor without that entry has none,
+// and so has one whose tenant no tenant may be called (plans.CheckName),
+// without asking l.
 func TenantLimitsBy(l TenantLimits, entryKey string) TenantLimitFunc {
 	return func(ctx context.Context, domain string, entries []config.Entry) (sluice.Limit, bool) {
 		tenant := ""
@@ -45,7 +49,7 @@ func TenantLimitsBy(l TenantLimits, entryKey string) TenantLimitFunc {
 			b.WriteByte('.')
 			b.WriteString(e.Key)
 		}
-		return l.Limit(ctx, tenant, b.String())
+		return plans.Lookup(ctx, l, tenant, b.String())
 	}
 }
 

@@ -2,6 +2,8 @@ package service_test
 
 import (
 	"context"
+	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -136,5 +138,33 @@ func BenchmarkTenantLimit(b *testing.B) {
 				}
 			}
 		})
+	}
+}
+
+// askedLimits is a service.TenantLimits that has no limits and records
+// the tenants it was asked about.
+type askedLimits struct {
+	mu    sync.Mutex
+	asked []string
+}
+
+func (a *askedLimits) Limit(_ context.Context, tenant, _ string) (sluice.Limit, bool) {
+	a.mu.Lock()
+	a.asked = append(a.asked, tenant)
+	a.mu.Unlock()
+	return sluice.Limit{}, false
+}
+
+// A descriptor's tenant that no tenant may be called (as plans.CheckName
+// says, the filter the middleware and the proxy apply) is not looked up,
+// whatever TenantLimits the service is given.
+func TestTenantLimitsByAsksNothingForAnImpossibleTenant(t *testing.T) {
+	l := &askedLimits{}
+	fn := service.TenantLimitsBy(l, "tenant")
+	for _, tenant := range []string{"", "a\nb", "\xff", strings.Repeat("a", plans.MaxNameLen+1), "acme"} {
+		fn(context.Background(), "api", []config.Entry{{Key: "tenant", Value: tenant}})
+	}
+	if want := []string{"acme"}; !slices.Equal(l.asked, want) {
+		t.Fatalf("asked about %q, want only %q", l.asked, want)
 	}
 }

@@ -3,6 +3,7 @@ package plans_test
 import (
 	"context"
 	"errors"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -153,24 +154,36 @@ func TestConcurrentLookupsShareOneRead(t *testing.T) {
 	})
 }
 
-// The cache holds at most MaxTenants records of known tenants, whatever
-// tenants clients name.
+// Each of the cache's tables is bounded, whatever tenants clients name:
+// MaxTenants the tenants the Source knows, MaxUnknownTenants the names it
+// does not.
 func TestCacheIsBoundedInTenants(t *testing.T) {
-	src := &countingSource{t: plans.Tenant{Plan: "p"}}
-	clk := clocktest.New()
-	c := plans.NewCache(src, plans.Config{Clock: clk, MaxTenants: 3})
-	for i := range 100 {
-		c.Limit(ctx, string(rune('a'+i%26))+string(rune('a'+i/26)), "d.k")
-	}
-	// The three newest are held: looking them up again reads nothing.
-	before := src.reads.Load()
-	c.Limit(ctx, "vd", "d.k")
-	if src.reads.Load() != before {
-		t.Error("the newest tenant was dropped")
-	}
-	c.Limit(ctx, "aa", "d.k")
-	if src.reads.Load() != before+1 {
-		t.Error("the first tenant of 100 is still held with MaxTenants 3")
+	for _, c := range []struct {
+		name string
+		t    plans.Tenant
+		cfg  plans.Config
+	}{
+		{"known", plans.Tenant{Plan: "p"}, plans.Config{MaxTenants: 3}},
+		{"unknown", plans.Tenant{}, plans.Config{MaxUnknownTenants: 3}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			src := &countingSource{t: c.t}
+			c.cfg.Clock = clocktest.New()
+			cache := plans.NewCache(src, c.cfg)
+			for i := range 100 {
+				cache.Limit(ctx, string(rune('a'+i%26))+string(rune('a'+i/26)), "d.k")
+			}
+			// The three newest are held: looking them up again reads nothing.
+			before := src.reads.Load()
+			cache.Limit(ctx, "vd", "d.k")
+			if src.reads.Load() != before {
+				t.Error("the newest tenant was dropped")
+			}
+			cache.Limit(ctx, "aa", "d.k")
+			if src.reads.Load() != before+1 {
+				t.Error("the first tenant of 100 is still held with a bound of 3")
+			}
+		})
 	}
 }
 
@@ -210,42 +223,52 @@ func TestParseLimit(t *testing.T) {
 // before it at once instead of waiting for the read (a hung database costs
 // one lookup per staleness its wait, not every lookup).
 func TestLookupsDuringARereadUseThePreviousRecord(t *testing.T) {
-	clk := clocktest.New()
-	src := &countingSource{t: plans.Tenant{Limits: map[string]sluice.Limit{"d.k": perMin(1)}}}
-	c := plans.NewCache(src, plans.Config{Clock: clk, Staleness: time.Second})
-	c.Limit(ctx, "t", "d.k")
-	src.set(plans.Tenant{Limits: map[string]sluice.Limit{"d.k": perMin(2)}}, nil)
-	src.gate = make(chan struct{})
-	clk.Advance(time.Second)
-	done := make(chan sluice.Limit)
-	go func() { lim, _ := c.Limit(ctx, "t", "d.k"); done <- lim }()
-	for src.reads.Load() < 2 {
-		time.Sleep(time.Millisecond) // polling for the reread to start
-	}
-	if lim, _ := c.Limit(ctx, "t", "d.k"); lim.Rate != 1 {
-		t.Errorf("during the reread: rate %d, want the previous record's 1 without waiting", lim.Rate)
-	}
-	close(src.gate)
-	if lim := <-done; lim.Rate != 2 {
-		t.Errorf("the rereading lookup: rate %d, want the new 2", lim.Rate)
-	}
+	synctest.Test(t, func(t *testing.T) {
+		clk := clocktest.New()
+		src := &countingSource{t: plans.Tenant{Limits: map[string]sluice.Limit{"d.k": perMin(1)}}}
+		c := plans.NewCache(src, plans.Config{Clock: clk, Staleness: time.Second})
+		c.Limit(ctx, "t", "d.k")
+		src.set(plans.Tenant{Limits: map[string]sluice.Limit{"d.k": perMin(2)}}, nil)
+		src.gate = make(chan struct{})
+		clk.Advance(time.Second)
+		done := make(chan sluice.Limit)
+		go func() { lim, _ := c.Limit(ctx, "t", "d.k"); done <- lim }()
+		synctest.Wait() // the reread has started and waits for the gate
+		if lim, _ := c.Limit(ctx, "t", "d.k"); lim.Rate != 1 {
+			t.Errorf("during the reread: rate %d, want the previous record's 1 without waiting", lim.Rate)
+		}
+		close(src.gate)
+		if lim := <-done; lim.Rate != 2 {
+			t.Errorf("the rereading lookup: rate %d, want the new 2", lim.Rate)
+		}
+	})
 }
 
 // A tenant name a client could send that no tenant may have is not looked
-// up: the Source is not read for it.
+// up, whichever face asks (plans.Lookup for the middleware and the proxy,
+// the cache itself as the service's TenantLimitsBy does): the Source is
+// not read for it.
 func TestLookupReadsNoSourceForAnImpossibleTenant(t *testing.T) {
 	src := &countingSource{t: plans.Tenant{Limits: map[string]sluice.Limit{"p": perMin(5)}}}
 	c := plans.NewCache(src, plans.Config{Clock: clocktest.New()})
-	for _, tenant := range []string{"", string(make([]byte, plans.MaxNameLen+1)), "a\nb", "\xff"} {
-		if lim, ok := plans.Lookup(ctx, c, tenant, "p"); ok {
-			t.Errorf("Lookup(%q) = %v, want none", tenant, lim)
+	for _, look := range []struct {
+		name string
+		f    func(tenant string) (sluice.Limit, bool)
+	}{
+		{"Lookup", func(tenant string) (sluice.Limit, bool) { return plans.Lookup(ctx, c, tenant, "p") }},
+		{"Cache.Limit", func(tenant string) (sluice.Limit, bool) { return c.Limit(ctx, tenant, "p") }},
+	} {
+		for _, tenant := range []string{"", strings.Repeat("a", plans.MaxNameLen+1), "a\nb", "\xff", "a\x7fb"} {
+			if lim, ok := look.f(tenant); ok {
+				t.Errorf("%s(%q) = %v, want none", look.name, tenant, lim)
+			}
+		}
+		if n := src.reads.Load(); n != 0 {
+			t.Fatalf("%s: the source was read %d times, want 0", look.name, n)
 		}
 	}
-	if n := src.reads.Load(); n != 0 {
-		t.Fatalf("the source was read %d times, want 0", n)
-	}
-	if lim, ok := plans.Lookup(ctx, c, "acme", "p"); !ok || lim.Rate != 5 {
-		t.Fatalf("Lookup(acme) = %v %v, want the plan's 5", lim, ok)
+	if lim, ok := plans.Lookup(ctx, c, strings.Repeat("a", plans.MaxNameLen), "p"); !ok || lim.Rate != 5 {
+		t.Fatalf("Lookup of a name of MaxNameLen bytes = %v %v, want the plan's 5", lim, ok)
 	}
 	if _, ok := plans.Lookup(ctx, nil, "acme", "p"); ok {
 		t.Fatal("a nil Limits gave a limit")

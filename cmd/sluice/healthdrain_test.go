@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"net"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -118,4 +119,72 @@ func TestWatchDrainEndsEachStreamAfterANotServingStatus(t *testing.T) {
 	if _, err := s[0].Recv(); grpcstatus.Code(err) != codes.Unavailable {
 		t.Errorf("watcher of \"\" after NOT_SERVING: %v; want the stream ended with Unavailable", err)
 	}
+}
+
+// A Watch that begins once the drain has begun is told the status of the
+// drain (NOT_SERVING, or SERVICE_UNKNOWN for a name the server does not
+// know), then its stream ends with Unavailable: it neither holds the drain
+// nor is ended before its watcher learns to leave.
+func TestWatchDrainEndsAWatchBegunAfterTheDrain(t *testing.T) {
+	h := health.NewServer()
+	w := &watchDrain{}
+	h.SetServingStatus("", healthpb.HealthCheckResponse_NOT_SERVING)
+	w.drain()
+	s := watchers(t, h, w, "", "unknown")
+	recvStatus(t, s[0], healthpb.HealthCheckResponse_NOT_SERVING)
+	recvStatus(t, s[1], healthpb.HealthCheckResponse_SERVICE_UNKNOWN)
+	for i, name := range []string{"", "unknown"} {
+		if _, err := s[i].Recv(); grpcstatus.Code(err) != codes.Unavailable {
+			t.Errorf("watcher of %q begun after the drain: %v; want the stream ended with Unavailable", name, err)
+		}
+	}
+}
+
+// Watches that begin while the drain begins, in serve's order (NOT_SERVING
+// set, then the drain), each end with Unavailable, and only after their
+// watcher was last told a status other than SERVING, whichever side of
+// the drain each began on.
+func TestWatchDrainRacingNewWatchesEachEndAfterNotServing(t *testing.T) {
+	h := health.NewServer()
+	w := &watchDrain{}
+	gs := grpc.NewServer(grpc.ChainStreamInterceptor(w.intercept))
+	healthpb.RegisterHealthServer(gs, h)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go gs.Serve(ln)
+	t.Cleanup(gs.Stop)
+	conn := dial(t, ln.Addr().String(), insecure.NewCredentials())
+	t.Cleanup(func() { conn.Close() })
+	ctx, cancel := context.WithTimeout(t.Context(), 2*drainGrace)
+	defer cancel()
+
+	const watches = 40
+	var wg sync.WaitGroup
+	for i := range watches {
+		wg.Go(func() {
+			s, err := healthpb.NewHealthClient(conn).Watch(ctx, &healthpb.HealthCheckRequest{})
+			if err != nil {
+				t.Errorf("watch %d: %v", i, err)
+				return
+			}
+			last := healthpb.HealthCheckResponse_UNKNOWN
+			for {
+				r, err := s.Recv()
+				if err != nil {
+					if grpcstatus.Code(err) != codes.Unavailable || last != healthpb.HealthCheckResponse_NOT_SERVING {
+						t.Errorf("watch %d ended with %v after it was told %v; want Unavailable after NOT_SERVING", i, err, last)
+					}
+					return
+				}
+				last = r.GetStatus()
+			}
+		})
+		if i == watches/2 {
+			h.SetServingStatus("", healthpb.HealthCheckResponse_NOT_SERVING)
+			w.drain()
+		}
+	}
+	wg.Wait()
 }

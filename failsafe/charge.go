@@ -22,7 +22,7 @@ func (l *Limiter) ChargeN(ctx context.Context, key string, lim sluice.Limit, cos
 		if !ok {
 			return sluice.Result{}, fmt.Errorf("%w: %T has no ChargeN", sluice.ErrCannotSettle, cfg.Primary)
 		}
-		cctx, cancel, _ := l.g.bound(ctx)
+		cctx, cancel, _ := l.g.bound(ctx, l.g.breaker.Now())
 		defer cancel()
 		return ch.ChargeN(cctx, key, lim, cost)
 	}

@@ -281,7 +281,7 @@ func (l *Limiter) Decide(ctx context.Context, key string, lim sluice.Limit, cost
 		res, err = l.degrade(ctx, key, lim, cost, nil)
 		return res, true, err
 	}
-	cctx, cancel, judged := l.g.bound(ctx)
+	cctx, cancel, judged := l.g.bound(ctx, now)
 	res, err = l.g.cfg.Primary.AllowN(cctx, key, lim, cost)
 	ranOut := cctx.Err() != nil
 	cancel()
@@ -317,7 +317,7 @@ func (l *Limiter) RefundN(ctx context.Context, key string, lim sluice.Limit, cos
 		if !ok {
 			return nil
 		}
-		cctx, cancel, _ := l.g.bound(ctx)
+		cctx, cancel, _ := l.g.bound(ctx, l.g.breaker.Now())
 		defer cancel()
 		return rf.RefundN(cctx, key, lim, cost)
 	}
@@ -332,13 +332,19 @@ func (l *Limiter) RefundN(ctx context.Context, key string, lim sluice.Limit, cos
 // by 9/10 of the time ctx has left, so that the Mode can still answer
 // before ctx's deadline when the primary runs out of time. judged reports
 // whether the primary was given enough time (Timeout/10) for running out
-// of it to be its failure (see Config.Timeout).
-func (g *Group) bound(ctx context.Context) (_ context.Context, _ context.CancelFunc, judged bool) {
+// of it to be its failure (see Config.Timeout). now is the breaker's
+// reading of the time for this call: when the breaker reads the system
+// clock, it is used as the start of the bound rather than a second
+// reading (a decision reads the clock once for both).
+func (g *Group) bound(ctx context.Context, now time.Time) (_ context.Context, _ context.CancelFunc, judged bool) {
+	if g.cfg.Clock != nil { // the breaker's time is not the deadlines'
+		now = time.Now()
+	}
 	d := g.cfg.Timeout
 	if dl, ok := ctx.Deadline(); ok {
-		d = min(d, time.Until(dl)/10*9)
+		d = min(d, dl.Sub(now)/10*9)
 	}
-	cctx, cancel := context.WithTimeout(ctx, d)
+	cctx, cancel := context.WithDeadline(ctx, now.Add(d))
 	return cctx, cancel, d >= g.cfg.Timeout/10
 }
 

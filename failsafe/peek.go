@@ -47,7 +47,7 @@ func (l *Limiter) DecidePeek(ctx context.Context, key string, lim sluice.Limit) 
 		res, err = l.degradePeek(ctx, key, lim, nil)
 		return res, true, err
 	}
-	cctx, cancel, judged := l.g.bound(ctx)
+	cctx, cancel, judged := l.g.bound(ctx, now)
 	res, err = pk.Peek(cctx, key, lim)
 	ranOut := cctx.Err() != nil
 	cancel()

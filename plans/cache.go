@@ -263,20 +263,20 @@ func (c *Cache) tenant(ctx context.Context, tenant string) (Tenant, time.Time) {
 	return next.t, now
 }
 
-// put sets m[k] to e, first dropping an entry not being read to keep m
-// within max (any entry, when all are being read).
-func put(m map[string]*entry, k string, e *entry, max int) {
-	if _, has := m[k]; !has && len(m) >= max {
+// put sets m[tenant] to e, first dropping an entry not being read to keep
+// m within bound (any entry, when all are being read).
+func put(m map[string]*entry, tenant string, e *entry, bound int) {
+	if _, has := m[tenant]; !has && len(m) >= bound {
 		drop := ""
-		for k, o := range m {
-			drop = k
+		for name, o := range m {
+			drop = name
 			if o.done() { // else being read, and lookups may wait for it
 				break
 			}
 		}
 		delete(m, drop)
 	}
-	m[k] = e
+	m[tenant] = e
 }
 
 // read fills in e from the Source, files it with the known or the unknown

@@ -1,13 +1,16 @@
 package gateway_test
 
 import (
+	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"testing"
 
 	"github.com/sluicehq/sluice/gateway"
+	"github.com/sluicehq/sluice/memstore"
 )
 
 // benchGateway is a gateway in front of a real upstream on loopback, with
@@ -112,6 +115,57 @@ routes:
 				if w.Code != 200 {
 					b.Fatalf("status %d", w.Code)
 				}
+			}
+		})
+	}
+}
+
+// manyRoutes is a proxy file of n routes, one limit each, whose patterns
+// take the forms the docs list in turn: a subtree, a path with a {name}
+// segment, one with {name...}, an exact path ({$}), a method and a host.
+func manyRoutes(n int) string {
+	var b strings.Builder
+	b.WriteString("upstream: http://127.0.0.1:9\nlimits: [{name: l, key: ip, rate: 10r/s}]\nroutes:\n")
+	for i := range n {
+		var pat string
+		switch i % 5 {
+		case 0:
+			pat = "/svc%d/"
+		case 1:
+			pat = "/users%d/{id}"
+		case 2:
+			pat = "/files%d/{path...}"
+		case 3:
+			pat = "GET /exact%d/{$}"
+		default:
+			pat = "api%d.example.com/"
+		}
+		fmt.Fprintf(&b, "  - {name: r%d, match: %q, limits: [l]}\n", i, fmt.Sprintf(pat, i))
+	}
+	return b.String()
+}
+
+// BenchmarkLoadRoutes is what a start or a reload of sluice proxy does
+// with a file of N routes: parse it, then build the Gateway that serves
+// it.
+func BenchmarkLoadRoutes(b *testing.B) {
+	for _, n := range []int{1000, 4000, 10000} {
+		b.Run(fmt.Sprintf("routes=%d", n), func(b *testing.B) {
+			data := []byte(manyRoutes(n))
+			store := memstore.New(memstore.Config{SweepInterval: -1})
+			defer store.Close()
+			for b.Loop() {
+				f, err := gateway.ParseFile("proxy.yaml", data)
+				if err != nil {
+					b.Fatal(err)
+				}
+				f.Config.Limiter = store
+				f.Config.Logger = slog.New(slog.DiscardHandler)
+				g, err := gateway.New(f.Config)
+				if err != nil {
+					b.Fatal(err)
+				}
+				g.Close()
 			}
 		})
 	}

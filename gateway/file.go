@@ -477,20 +477,26 @@ func (p *fileParser) lists(top map[string]*yaml.Node, res *clientip.Resolver) er
 	}); err != nil {
 		return err
 	}
-	mux := http.NewServeMux() // the routes' patterns, to find conflicts
+	// The routes' patterns, registered once: a conflict is found here,
+	// with its line, and New serves with them.
+	index := newPatternIndex()
+	names := map[string]bool{}
 	// Everything New checks beyond the above (an unknown upstream in a
 	// route, an invalid limit) is found again here, with its line.
-	return p.each(top, "routes", func(it *yaml.Node) error {
-		rt, err := p.route(it, mux, limits, conns)
+	err := p.each(top, "routes", func(it *yaml.Node) error {
+		rt, err := p.route(it, index, len(c.Routes), limits, conns)
 		if err != nil {
 			return err
 		}
-		if slices.ContainsFunc(c.Routes, func(o Route) bool { return o.Name == rt.Name }) {
+		if names[rt.Name] {
 			return p.errf(it, "route name %q is used twice", rt.Name)
 		}
+		names[rt.Name] = true
 		c.Routes = append(c.Routes, rt)
 		return nil
 	})
+	c.index = index
+	return err
 }
 
 func (p *fileParser) url(n *yaml.Node) (*url.URL, error) {
@@ -784,9 +790,9 @@ func (p *fileParser) key(n *yaml.Node, res *clientip.Resolver) (func(string) htt
 	}, nil
 }
 
-// route reads an item of routes: its name, patterns (registered on mux,
-// to find conflicts), methods, upstream, limits and conns.
-func (p *fileParser) route(n *yaml.Node, mux *http.ServeMux, limits map[string]limitSpec, conns map[string]connSpec) (Route, error) {
+// route reads an item of routes, the i-th: its name, patterns (registered
+// on index, to find conflicts), methods, upstream, limits and conns.
+func (p *fileParser) route(n *yaml.Node, index *patternIndex, i int, limits map[string]limitSpec, conns map[string]connSpec) (Route, error) {
 	var rt Route
 	m, err := p.item(n, "a route", routeKeys, "name", "match")
 	if err != nil {
@@ -798,7 +804,7 @@ func (p *fileParser) route(n *yaml.Node, mux *http.ServeMux, limits map[string]l
 	if !nameRE.MatchString(rt.Name) || rt.Name == Unmatched {
 		return rt, p.errf(m["name"], "route name %q: use 1 to 64 letters, digits, '_', '.' or '-'", rt.Name)
 	}
-	if rt.Patterns, err = p.patterns(m["match"], mux); err != nil {
+	if rt.Patterns, err = p.patterns(m["match"], index, i); err != nil {
 		return rt, err
 	}
 	if rt.Methods, err = p.methods(m["methods"], rt.Patterns); err != nil {
@@ -822,10 +828,10 @@ func (p *fileParser) route(n *yaml.Node, mux *http.ServeMux, limits map[string]l
 	return rt, err
 }
 
-// patterns reads a route's match (n): one pattern or a list, each
-// registered on mux, so that one that conflicts with another route's is
-// found with its line.
-func (p *fileParser) patterns(n *yaml.Node, mux *http.ServeMux) ([]string, error) {
+// patterns reads the match (n) of the route'th route: one pattern or a
+// list, each registered on index, so that one that conflicts with another
+// route's is found with its line.
+func (p *fileParser) patterns(n *yaml.Node, index *patternIndex, route int) ([]string, error) {
 	pats, err := p.strs(n, "match")
 	if err != nil {
 		return nil, err
@@ -838,7 +844,7 @@ func (p *fileParser) patterns(n *yaml.Node, mux *http.ServeMux) ([]string, error
 		if at.Kind == yaml.SequenceNode {
 			at = at.Content[i]
 		}
-		if err := register(mux, pat, http.NotFoundHandler()); err != nil {
+		if err := index.add(route, pat); err != nil {
 			return nil, p.errf(at, "%v", err)
 		}
 	}

@@ -247,6 +247,11 @@ type Config struct {
 	// plan's and overrides') in place of the routes' limits with an
 	// algorithm; see Plans. Nil: every request gets the routes' limits.
 	Plans *Plans
+
+	// index is Routes' patterns as ParseFile registered them, which New
+	// and Update use while they still fit Routes; nil: they register
+	// them.
+	index *patternIndex
 }
 
 // DefaultMaxQueued is Config.MaxQueued's default.
@@ -272,7 +277,8 @@ type Gateway struct {
 // state is one configuration, compiled.
 type state struct {
 	cfg      Config
-	mux      *http.ServeMux // its handlers are *route; none if cfg.Routes is empty
+	mux      *http.ServeMux // the patterns of cfg.Routes; its handlers are routeRefs into routes
+	routes   []*route       // cfg.Routes', compiled, in order
 	fallback *route
 	logMu    *sync.Mutex // the access log's, shared across Update
 	timeouts Timeouts    // cfg.Timeouts with defaults
@@ -289,9 +295,6 @@ type route struct {
 	// wrap puts the route's method check and limits in front of next.
 	wrap func(next http.Handler) http.Handler
 }
-
-// ServeHTTP makes a route a ServeMux handler, to be found, never called.
-func (rt *route) ServeHTTP(w http.ResponseWriter, r *http.Request) { rt.handler.ServeHTTP(w, r) }
 
 // New checks cfg and returns a Gateway.
 func New(cfg Config) (*Gateway, error) {
@@ -376,13 +379,18 @@ func (g *Gateway) compile(cfg Config) (*state, error) {
 	if err != nil {
 		return nil, err
 	}
-	st := &state{cfg: cfg, mux: http.NewServeMux(), logMu: &g.logMu, timeouts: cfg.Timeouts.WithDefaults(), maxBody: cfg.ClientMaxBodySize}
+	st := &state{cfg: cfg, logMu: &g.logMu, timeouts: cfg.Timeouts.WithDefaults(), maxBody: cfg.ClientMaxBodySize}
 	if st.maxBody == 0 {
 		st.maxBody = DefaultClientMaxBodySize
 	}
 	if err := g.compileAdaptive(st, &cfg); err != nil {
 		return nil, err
 	}
+	index := cfg.index // registered already, when it fits
+	if !index.fits(cfg.Routes) {
+		index = newPatternIndex()
+	}
+	st.mux = index.mux
 	names := map[string]bool{}
 	for _, rt := range cfg.Routes {
 		if rt.Name == "" {
@@ -392,7 +400,7 @@ func (g *Gateway) compile(cfg Config) (*state, error) {
 			return nil, fmt.Errorf("gateway: two routes are named %q", rt.Name)
 		}
 		names[rt.Name] = true
-		if err := g.addRoute(st, ups, rt); err != nil {
+		if err := g.addRoute(st, ups, rt, index); err != nil {
 			return nil, err
 		}
 	}
@@ -443,9 +451,11 @@ func upstreamsByName(list []Upstream) (map[string]Upstream, error) {
 	return ups, nil
 }
 
-// addRoute registers rt's patterns on st's mux: its method filter, then
-// its limits, then its forwarder to its upstream.
-func (g *Gateway) addRoute(st *state, ups map[string]Upstream, rt Route) error {
+// addRoute compiles rt as st's next route: its method filter, then its
+// limits, then its forwarder to its upstream; and registers its patterns
+// on index, unless they are there already (index is st's, built for
+// st.cfg.Routes).
+func (g *Gateway) addRoute(st *state, ups map[string]Upstream, rt Route, index *patternIndex) error {
 	if len(rt.Patterns) == 0 {
 		return fmt.Errorf("gateway: route %q has no pattern", rt.Name)
 	}
@@ -459,10 +469,13 @@ func (g *Gateway) addRoute(st *state, ups map[string]Upstream, rt Route) error {
 			return st.onlyMethods(rt, limits(next)) // before any limit: a denied request spends none
 		}
 	}
-	r := &route{name: rt.Name, handler: wrap(fwd), wrap: wrap}
-	for _, p := range rt.Patterns {
-		if err := register(st.mux, p, r); err != nil {
-			return fmt.Errorf("gateway: route %q: %w", rt.Name, err)
+	i := len(st.routes)
+	st.routes = append(st.routes, &route{name: rt.Name, handler: wrap(fwd), wrap: wrap})
+	if index != st.cfg.index {
+		for _, p := range rt.Patterns {
+			if err := index.add(i, p); err != nil {
+				return fmt.Errorf("gateway: route %q: %w", rt.Name, err)
+			}
 		}
 	}
 	return nil

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+	"slices"
 	"strings"
 
 	"github.com/sluicehq/sluice/request"
@@ -14,6 +15,56 @@ import (
 // This file routes a request: by its canonical form (package request),
 // computed once here and stored in the request's context for the keys
 // (host, method) and the route's method check.
+
+// routeRef is the handler a pattern index registers for a route's
+// patterns: the route's index in Config.Routes (and state.routes). It is
+// to be found, never called.
+type routeRef int
+
+// ServeHTTP answers 404; a routeRef is found by matching, never served.
+func (routeRef) ServeHTTP(w http.ResponseWriter, r *http.Request) { http.NotFound(w, r) }
+
+// patternIndex is the routes' patterns registered on a ServeMux, each
+// pattern to its route's index. ServeMux checks a new pattern against
+// those before it for conflicts, which makes registering n patterns cost
+// up to n squared comparisons: a Config's index is built once, by
+// ParseFile (which reports a conflict with its line) or else by New, and
+// every Gateway state of that Config shares it. Once built it is only
+// read. The zero value is not usable: start with newPatternIndex.
+type patternIndex struct {
+	mux      *http.ServeMux
+	patterns [][]string // each route's patterns, as registered
+}
+
+// newPatternIndex returns an empty index.
+func newPatternIndex() *patternIndex { return &patternIndex{mux: http.NewServeMux()} }
+
+// add registers pattern for the route at index i (at most one more than
+// the last route added), or returns why it cannot, as register does.
+func (x *patternIndex) add(i int, pattern string) error {
+	if err := register(x.mux, pattern, routeRef(i)); err != nil {
+		return err
+	}
+	for len(x.patterns) <= i {
+		x.patterns = append(x.patterns, nil)
+	}
+	x.patterns[i] = append(x.patterns[i], pattern)
+	return nil
+}
+
+// fits reports whether x was built from routes: the same patterns, in
+// the same order, route by route. A nil index fits nothing.
+func (x *patternIndex) fits(routes []Route) bool {
+	if x == nil || len(x.patterns) != len(routes) {
+		return false
+	}
+	for i := range routes {
+		if !slices.Equal(x.patterns[i], routes[i].Patterns) {
+			return false
+		}
+	}
+	return true
+}
 
 // register registers h for pattern on mux, or returns why it cannot (bad
 // syntax, a host or path no request's canonical form could have, or a
@@ -154,15 +205,15 @@ func (st *state) find(r *http.Request, c request.Canonical, p string) (*route, s
 		look = withCanonical(r, c, p)
 	}
 	h, pattern := st.mux.Handler(look)
-	if rt, ok := h.(*route); ok {
-		return rt, pattern
+	if i, ok := h.(routeRef); ok {
+		return st.routes[i], pattern
 	}
 	if p == "/" {
 		return nil, ""
 	}
 	h, pattern = st.mux.Handler(withCanonical(r, c, p+"/"))
-	if rt, ok := h.(*route); ok {
-		return rt, pattern
+	if i, ok := h.(routeRef); ok {
+		return st.routes[i], pattern
 	}
 	return nil, ""
 }

@@ -63,3 +63,26 @@ func TestZonedPeerTrustedForForwarding(t *testing.T) {
 		t.Errorf("Forwarded %q, want the chain then this hop without the zone", got)
 	}
 }
+
+// A Config from ParseFile whose routes are changed before New is routed
+// by the routes it has then, not by the patterns the file had: the
+// patterns ParseFile registered serve only while they still fit.
+func TestRoutesChangedAfterParseAreRoutedAsTheyAre(t *testing.T) {
+	up := newUpstream(t)
+	cfg := parsed(t, `
+limits: [{name: l, key: global, rate: 1r/h, algorithm: token_bucket}]
+routes:
+  - {name: a, match: /a/, limits: [l]}
+  - {name: b, match: /b/}
+`, up)
+	cfg.Routes[0].Patterns = []string{"/c/"}
+	_, srv := front(t, cfg)
+	for _, c := range []struct {
+		path string
+		want int
+	}{{"/c/x", 200}, {"/c/x", 429}, {"/a/x", 200}, {"/a/x", 200}, {"/b/x", 200}} {
+		if got := get(t, srv.Client(), srv.URL+c.path).StatusCode; got != c.want {
+			t.Errorf("GET %s: %d, want %d (route a is /c/ now, /a/ no route)", c.path, got, c.want)
+		}
+	}
+}

@@ -4,14 +4,13 @@
 //
 // It serves the fixed window only (sluice.FixedWindow; ValidateLimit
 // refuses the other algorithms, which memstore and redisstore serve). Each
-// decision, admitted or refused, is one round trip: a call of a function
-// the migrations create, which refuses on the period's committed count
-// without a lock or a write when that count leaves no room, and otherwise
-// runs an INSERT … ON CONFLICT DO UPDATE … WHERE that adds the cost to the
-// period's row only if the count stays within the quota, guarded on the
-// insert path too, under PostgreSQL's default READ COMMITTED isolation:
-// exact under any number of processes and connections, with no lost update
-// and no transaction to retry.
+// decision, admitted or refused, is one statement: it refuses on the
+// period's committed count, with no lock and no write, when that count
+// leaves no room, and otherwise runs an INSERT … ON CONFLICT DO UPDATE …
+// WHERE that adds the cost to the period's row only if the count stays
+// within the quota, guarded on the insert path too, under PostgreSQL's
+// default READ COMMITTED isolation: exact under any number of processes and
+// connections, with no lost update and no transaction to retry.
 //
 // The period is computed in Go from the store's Clock and passed to the
 // statement as a start and an end: a window of Period aligned to the Unix
@@ -194,9 +193,10 @@ func (s *Store) AllowN(ctx context.Context, key string, lim sluice.Limit, cost i
 // the decision and whether it was admitted. It is AllowN for a period the
 // caller computes (a calendar month, say); every caller must compute a
 // period's start the same way, as the start names the period. A denied
-// call's count is the one it was refused on: the row's committed count
-// when the decision began, or, for a decision that waited on a concurrent
-// one, the count that one committed. Errors wrap sluice.ErrBadInput for a bad key, an
+// call's count is the one it was refused on, the count committed when the
+// decision began; a decision that waited on a concurrent one and was then
+// refused reads the count again after it, which may include units others
+// spent meanwhile. Errors wrap sluice.ErrBadInput for a bad key, an
 // empty period, a quota outside [1, sluice.MaxRate] or a cost outside
 // [1, quota].
 func (s *Store) Spend(ctx context.Context, key string, start, end time.Time, quota, cost int64) (count int64, admitted bool, err error) {
@@ -224,31 +224,63 @@ func checkPeriod(key string, start, end time.Time, quota, cost int64) error {
 	return nil
 }
 
-// spendSQL is a decision, in one round trip whether it admits or refuses:
-// sluice_spend (migration 0003) refuses on the committed count when it
-// leaves no room, taking no lock; otherwise it upserts the period's row only
-// if the count stays within the quota, guarded on the insert path too (the
-// row source is empty when the cost alone exceeds the quota), and on a
-// refusal there reads the count it was refused on. A conflicting row is
-// locked and its latest version checked, so concurrent admissions queue on
-// the row and none is lost.
-const spendSQL = `SELECT spent_count, admitted, spent_end FROM sluice_spend($1, $2, $3, $4, $5::bigint, $6::bigint)`
+// spendSQL is a decision, one statement whether it admits or refuses.
+//
+// cur reads the period's committed count. When it leaves no room, the
+// insert's row source is empty: the statement refuses on that count with
+// no row lock and no write, so a client past its quota neither queues on
+// the row behind its admissions nor costs the database a write; a refusal
+// changes nothing, so one made on the count committed when the statement
+// began is as exact as one made under the lock.
+//
+// Otherwise the upsert decides: its row source is also empty when the cost
+// alone exceeds the quota (the DO UPDATE's WHERE guards only the update),
+// and a conflicting row is locked and its latest version checked, so
+// concurrent admissions queue on the row and none is lost.
+//
+// It returns one row: the count, whether admitted, the period's end, and
+// whether the count is the one the decision was made on. That last is
+// false only when the upsert refused after a concurrent writer's commit
+// (cur saw room, or no row, and the row it then locked had none): cur
+// predates that commit, as every read in the statement shares its
+// snapshot, so the count must be read again.
+const spendSQL = `WITH cur AS (
+	SELECT count FROM sluice_usage WHERE key_hash = $1 AND period_start = $2
+), up AS (
+	INSERT INTO sluice_usage AS u (key_hash, period_start, period_end, key, count, quota)
+	SELECT $1, $2, $3, $4, $5::bigint, $6::bigint
+	WHERE $5::bigint <= $6::bigint AND NOT EXISTS (SELECT FROM cur WHERE cur.count + $5::bigint > $6::bigint)
+	ON CONFLICT (key_hash, period_start) DO UPDATE
+	SET count = u.count + excluded.count, period_end = excluded.period_end, quota = excluded.quota, updated_at = now()
+	WHERE u.count + excluded.count <= excluded.quota
+	RETURNING u.count, u.period_end
+)
+SELECT count, true, period_end, true FROM up
+UNION ALL
+SELECT coalesce((SELECT count FROM cur), 0), false, $3::timestamptz,
+	EXISTS (SELECT FROM cur WHERE cur.count + $5::bigint > $6::bigint)
+WHERE NOT EXISTS (SELECT FROM up)`
 
 // countSQL reads a period's count.
 const countSQL = `SELECT count FROM sluice_usage WHERE key_hash = $1 AND period_start = $2`
 
-// spend runs spendSQL. It returns the period's count after the decision,
-// whether the cost was admitted, and the period's end.
+// spend runs spendSQL and, only for a refusal the upsert made after a
+// concurrent commit, countSQL. It returns the period's count, whether the
+// cost was admitted, and the period's end.
 func (s *Store) spend(ctx context.Context, key string, start, end time.Time, quota, cost int64) (int64, bool, time.Time, error) {
 	h := hash(key)
 	var count int64
-	var admitted bool
+	var admitted, decidedOn bool
 	var until time.Time
-	err := s.pool.QueryRow(ctx, spendSQL, h[:], start, end, []byte(key), cost, quota).Scan(&count, &admitted, &until)
+	err := s.pool.QueryRow(ctx, spendSQL, h[:], start, end, []byte(key), cost, quota).Scan(&count, &admitted, &until, &decidedOn)
 	if err != nil {
 		return 0, false, end, fmt.Errorf("pgstore: spending: %w", err)
 	}
-	return count, admitted, until, nil
+	if decidedOn {
+		return count, admitted, until, nil
+	}
+	count, err = s.count(ctx, h[:], start)
+	return count, false, end, err
 }
 
 // count reads the count of the period of key hash h that starts at start;

@@ -64,20 +64,17 @@ func TestProxyExitsPromptlyWhenIdle(t *testing.T) {
 	c, lines := startChild(t, testBinary(t), "proxy", "-upstream", up.URL, "-listen", "127.0.0.1:0", "-admin-addr", "127.0.0.1:0")
 	listen := regexp.MustCompile(`listening  (http://\S+)`)
 	var url string
-	timeout := time.After(10 * time.Second)
-	for url == "" {
-		select {
-		case l, ok := <-lines:
-			if !ok {
-				<-c.exited
-				t.Fatalf("exited (%v) before listening: %s", c.exitErr, c.stderr.String())
-			}
-			if m := listen.FindStringSubmatch(l); m != nil {
-				url = m[1]
-			}
-		case <-timeout:
-			t.Fatalf("printed no address: %s", c.stderr.String())
+	late := time.AfterFunc(10*time.Second, func() { c.cmd.Process.Kill() }) // ends lines
+	for l := range lines {
+		if m := listen.FindStringSubmatch(l); m != nil {
+			url = m[1]
+			break
 		}
+	}
+	late.Stop()
+	if url == "" {
+		<-c.exited
+		t.Fatalf("exited (%v) before listening, or printed no address in 10 s: %s", c.exitErr, c.stderr.String())
 	}
 	drain(lines)
 	if code, body := get(t, url+"/x"); code != 200 || body != "ok" {

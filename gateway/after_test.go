@@ -4,6 +4,8 @@ import (
 	"context"
 	"net/http"
 	"net/http/httptest"
+	"net/http/httptrace"
+	"net/textproto"
 	"strconv"
 	"strings"
 	"testing"
@@ -133,6 +135,11 @@ func TestProxyHidesTheCostHeaderAndTrailerFromTheClient(t *testing.T) {
 		case "/header":
 			w.Header().Set("X-Tokens", cost)
 			return
+		case "/hints": // and in an interim response before it
+			w.Header().Set("Link", "</a.css>; rel=preload")
+			w.Header().Set("X-Tokens", cost)
+			w.WriteHeader(http.StatusEarlyHints)
+			return
 		case "/undeclared": // a trailer the header did not announce
 			w.Write([]byte("streamed"))
 			w.(http.Flusher).Flush() // chunked, so that it can have trailers
@@ -172,6 +179,26 @@ routes: [{name: llm, match: /, limits: [{name: tokens, cost_from_response_header
 		if strings.HasPrefix(c.path, "/trailer") && resp.Trailer.Get("X-Other-Trailer") != "kept" {
 			t.Errorf("%s: trailers %v, want X-Other-Trailer passed", c.path, resp.Trailer)
 		}
+	}
+	var interim []http.Header
+	trace := &httptrace.ClientTrace{Got1xxResponse: func(_ int, h textproto.MIMEHeader) error {
+		interim = append(interim, http.Header(h))
+		return nil
+	}}
+	req, err := http.NewRequestWithContext(httptrace.WithClientTrace(context.Background(), trace), "POST", srv.URL+"/hints?cost=1", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("X-User", "ann")
+	resp := send(t, srv.Client(), req)
+	if len(interim) != 1 || interim[0].Get("Link") == "" {
+		t.Fatalf("interim responses %v, want the 103 with its Link", interim)
+	}
+	if v, ok := interim[0]["X-Tokens"]; ok {
+		t.Errorf("the client got the cost header X-Tokens in a 103: %q", v)
+	}
+	if v, ok := resp.Header["X-Tokens"]; ok || resp.StatusCode != 200 {
+		t.Errorf("after a 103: %d, X-Tokens %q; want 200 without it", resp.StatusCode, v)
 	}
 }
 

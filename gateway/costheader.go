@@ -51,10 +51,15 @@ type hideCost struct {
 
 // WriteHeader writes the header without the cost headers, and without
 // the cost names in its Trailer declaration, then puts the cost headers
-// back in the map, out of the client's sight. A 1xx is written as it is
-// (its headers are the upstream's interim ones, cleared after it).
+// back in the map, out of the client's sight. A 1xx is written without
+// them (its headers are the upstream's interim ones, which ReverseProxy
+// clears after it; the cost is the final response's).
 func (h *hideCost) WriteHeader(code int) {
 	if code >= 100 && code <= 199 && code != http.StatusSwitchingProtocols {
+		hdr := h.ResponseWriter.Header()
+		for _, name := range h.names {
+			delete(hdr, name)
+		}
 		h.ResponseWriter.WriteHeader(code)
 		return
 	}

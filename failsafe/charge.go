@@ -22,8 +22,8 @@ func (l *Limiter) ChargeN(ctx context.Context, key string, lim sluice.Limit, cos
 		if !ok {
 			return sluice.Result{}, fmt.Errorf("%w: %T has no ChargeN", sluice.ErrCannotSettle, cfg.Primary)
 		}
-		cctx, cancel, _ := l.g.bound(ctx, l.g.breaker.Now())
-		defer cancel()
+		cctx, _ := l.g.bound(ctx, l.g.breaker.Now())
+		defer l.g.release(cctx)
 		return ch.ChargeN(cctx, key, lim, cost)
 	}
 	if ch, ok := cfg.Local.(sluice.Charger); ok && l.mode == Local {

@@ -159,6 +159,8 @@ type Group struct {
 	errorsTotal, fallbackTotal atomic.Int64
 	logMu                      sync.Mutex
 	lastLog                    time.Time
+
+	calls sync.Pool // *callCtx, for reuse (see callCtx)
 }
 
 // Limiter is a sluice.Limiter that keeps answering when its primary fails,
@@ -281,10 +283,10 @@ func (l *Limiter) Decide(ctx context.Context, key string, lim sluice.Limit, cost
 		res, err = l.degrade(ctx, key, lim, cost, nil)
 		return res, true, err
 	}
-	cctx, cancel, judged := l.g.bound(ctx, now)
+	cctx, judged := l.g.bound(ctx, now)
 	res, err = l.g.cfg.Primary.AllowN(cctx, key, lim, cost)
 	ranOut := cctx.Err() != nil
-	cancel()
+	l.g.release(cctx)
 	if err == nil {
 		if b.Success(probe) {
 			l.g.cfg.Logger.Info("failsafe: rate limit store is back")
@@ -317,8 +319,8 @@ func (l *Limiter) RefundN(ctx context.Context, key string, lim sluice.Limit, cos
 		if !ok {
 			return nil
 		}
-		cctx, cancel, _ := l.g.bound(ctx, l.g.breaker.Now())
-		defer cancel()
+		cctx, _ := l.g.bound(ctx, l.g.breaker.Now())
+		defer l.g.release(cctx)
 		return rf.RefundN(cctx, key, lim, cost)
 	}
 	if rf, ok := cfg.Local.(sluice.Refunder); ok && l.mode == Local {
@@ -328,7 +330,8 @@ func (l *Limiter) RefundN(ctx context.Context, key string, lim sluice.Limit, cos
 	return nil
 }
 
-// bound returns ctx bounded for one call to the primary: by Timeout, and
+// bound returns ctx bounded for one call to the primary (to be given back
+// with release): by Timeout, and
 // by 9/10 of the time ctx has left, so that the Mode can still answer
 // before ctx's deadline when the primary runs out of time. judged reports
 // whether the primary was given enough time (Timeout/10) for running out
@@ -336,7 +339,7 @@ func (l *Limiter) RefundN(ctx context.Context, key string, lim sluice.Limit, cos
 // reading of the time for this call: when the breaker reads the system
 // clock, it is used as the start of the bound rather than a second
 // reading (a decision reads the clock once for both).
-func (g *Group) bound(ctx context.Context, now time.Time) (_ context.Context, _ context.CancelFunc, judged bool) {
+func (g *Group) bound(ctx context.Context, now time.Time) (_ *callCtx, judged bool) {
 	if g.cfg.Clock != nil { // the breaker's time is not the deadlines'
 		now = time.Now()
 	}
@@ -344,8 +347,7 @@ func (g *Group) bound(ctx context.Context, now time.Time) (_ context.Context, _ 
 	if dl, ok := ctx.Deadline(); ok {
 		d = min(d, dl.Sub(now)/10*9)
 	}
-	cctx, cancel := context.WithDeadline(ctx, now.Add(d))
-	return cctx, cancel, d >= g.cfg.Timeout/10
+	return g.callCtx(ctx, now, d), d >= g.cfg.Timeout/10
 }
 
 // callerGaveUp reports whether a failed call to the primary says nothing

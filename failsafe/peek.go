@@ -47,10 +47,10 @@ func (l *Limiter) DecidePeek(ctx context.Context, key string, lim sluice.Limit) 
 		res, err = l.degradePeek(ctx, key, lim, nil)
 		return res, true, err
 	}
-	cctx, cancel, judged := l.g.bound(ctx, now)
+	cctx, judged := l.g.bound(ctx, now)
 	res, err = pk.Peek(cctx, key, lim)
 	ranOut := cctx.Err() != nil
-	cancel()
+	l.g.release(cctx)
 	switch {
 	case err == nil:
 		if b.Success(probe) {

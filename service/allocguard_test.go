@@ -22,6 +22,7 @@ type allocCase struct {
 	req     *pb.RateLimitRequest
 	code    pb.RateLimitResponse_Code
 	max     float64
+	failure bool // behind Config.Failure (a breaker, a bounded store call), called with a deadline
 }
 
 // allocCases: what each call costs today. A call returns its response,
@@ -29,15 +30,16 @@ type allocCase struct {
 // descriptor, and the headers that depend on the decision, are the rest;
 // everything else a decision needs is pooled or derived once per rule.
 var allocCases = []allocCase{
-	{"one descriptor, admitted, no headers", service.HeadersOff, request("api", 0, desc("a", "1")), pb.RateLimitResponse_OK, 2},
-	{"one descriptor, admitted, draft-11 headers", service.HeadersDraft11, request("api", 0, desc("a", "1")), pb.RateLimitResponse_OK, 4},
-	{"one descriptor, denied, draft-11 headers", service.HeadersDraft11, request("api", 0, desc("z", "1")), pb.RateLimitResponse_OVER_LIMIT, 4},
-	{"three descriptors, admitted, legacy headers", service.HeadersLegacy, request("api", 0, desc("a", "1"), desc("b", "1"), desc("c", "1")), pb.RateLimitResponse_OK, 8},
-	{"no rule", service.HeadersDraft11, request("api", 0, desc("nothing", "1")), pb.RateLimitResponse_OK, 1},
+	{"one descriptor, admitted, no headers", service.HeadersOff, request("api", 0, desc("a", "1")), pb.RateLimitResponse_OK, 2, false},
+	{"one descriptor, admitted, draft-11 headers", service.HeadersDraft11, request("api", 0, desc("a", "1")), pb.RateLimitResponse_OK, 4, false},
+	{"one descriptor, denied, draft-11 headers", service.HeadersDraft11, request("api", 0, desc("z", "1")), pb.RateLimitResponse_OVER_LIMIT, 4, false},
+	{"three descriptors, admitted, legacy headers", service.HeadersLegacy, request("api", 0, desc("a", "1"), desc("b", "1"), desc("c", "1")), pb.RateLimitResponse_OK, 8, false},
+	{"no rule", service.HeadersDraft11, request("api", 0, desc("nothing", "1")), pb.RateLimitResponse_OK, 1, false},
+	{"one descriptor, admitted, no headers, failure policy", service.HeadersOff, request("api", 0, desc("a", "1")), pb.RateLimitResponse_OK, 2, true},
 }
 
 // ShouldRateLimit allocates no more than it does today, with metrics on, on
-// the memory store (its clock stopped): an allocation added to the hot path fails this test
+// the memory store (its clock stopped), behind the failure policy or not: an allocation added to the hot path fails this test
 // (testing.AllocsPerRun counts exactly, unlike a timing).
 func TestShouldRateLimitAllocations(t *testing.T) {
 	skipIfCountsVary(t)
@@ -104,8 +106,15 @@ func allocsPerCall(t *testing.T, c allocCase, wrap func(sluice.Limiter) sluice.L
 	if wrap != nil {
 		lim = wrap(lim)
 	}
-	h := start(t, t0, service.Config{Rules: rules, Headers: c.headers, Limiter: lim})
+	cfg := service.Config{Rules: rules, Headers: c.headers, Limiter: lim}
 	ctx := context.Background()
+	if c.failure {
+		cfg.Failure = &service.FailurePolicy{Timeout: time.Second}
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, time.Hour) // as gRPC's, from Envoy's timeout
+		t.Cleanup(cancel)
+	}
+	h := start(t, t0, cfg)
 	call := func() {
 		resp, err := h.svc.ShouldRateLimit(ctx, c.req)
 		if err != nil || resp.GetOverallCode() != c.code {

@@ -63,7 +63,9 @@ func testBinary(t *testing.T) string {
 func startChild(t *testing.T, name string, args ...string) (*child, <-chan string) {
 	t.Helper()
 	c := &child{cmd: exec.Command(name, args...), exited: make(chan struct{})}
-	c.cmd.Env = append(os.Environ(), runMainEnv+"=1")
+	// The child is this race-built (under -race) test binary: without
+	// atexit_sleep_ms=0 the race runtime sleeps a second at every exit.
+	c.cmd.Env = append(os.Environ(), runMainEnv+"=1", "GORACE="+strings.TrimSpace(os.Getenv("GORACE")+" atexit_sleep_ms=0"))
 	out, err := c.cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)

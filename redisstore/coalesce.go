@@ -43,6 +43,12 @@ const (
 	// to send; more batches at once get a goroutine each, which ends with
 	// its batch.
 	keptWorkers = 16
+	// closeWait is how long close waits for Redis to answer the batches
+	// on their way before it gives up on them (their decisions fail): as
+	// long as rueidis's Close waits for a silent connection, so that a
+	// Redis that hangs holds a store's Close a second longer with
+	// coalescing, not for the connection's reply timeout (Config.Timeout).
+	closeWait = time.Second
 )
 
 // errClosed is the error of a decision made after Close.
@@ -77,6 +83,10 @@ type coalescer struct {
 	// that no argument of do escapes to the heap).
 	client    rueidis.Client
 	fakeAlone func(ctx context.Context, key string) (sluice.Result, error)
+	// calls is the context of the batches' calls to Redis (no caller's:
+	// see callRedis), which close ends closeWait after it begins.
+	calls    context.Context
+	endCalls context.CancelFunc
 
 	mu      sync.Mutex
 	lanes   map[uint32]*lane // by slot and algorithm
@@ -124,25 +134,33 @@ type batch struct {
 // newCoalescer returns a coalescer that sends its batches over client.
 func newCoalescer(client rueidis.Client, wait time.Duration) *coalescer {
 	cluster := client.Mode() == rueidis.ClientModeCluster
-	c := newCoalescerCall(wait, cluster, func(b *batch) { callRedis(client, b) })
+	c := newCoalescerCall(wait, cluster, nil)
+	c.call = func(b *batch) { callRedis(c.calls, client, b) }
 	c.client = client
 	return c
 }
 
 // newCoalescerCall returns a coalescer that sends its batches with call.
 func newCoalescerCall(wait time.Duration, cluster bool, call func(b *batch)) *coalescer {
+	calls, endCalls := context.WithCancel(context.Background())
 	return &coalescer{
-		wait:    wait,
-		cluster: cluster,
-		call:    call,
-		lanes:   make(map[uint32]*lane),
-		work:    make(chan *batch),
-		quit:    make(chan struct{}),
+		wait:     wait,
+		cluster:  cluster,
+		call:     call,
+		calls:    calls,
+		endCalls: endCalls,
+		lanes:    make(map[uint32]*lane),
+		work:     make(chan *batch),
+		quit:     make(chan struct{}),
 	}
 }
 
 // close makes later decisions fail and waits until every batch is answered
-// and every worker gone.
+// and every worker gone, for up to closeWait. Then it gives up on the
+// calls still with Redis (their decisions fail, errClosed) and returns:
+// a call that rueidis is reading without a deadline ends when the
+// client closes (rueidis's Close ends a silent connection after a
+// second), its worker with it.
 func (c *coalescer) close() {
 	c.mu.Lock()
 	if !c.closed {
@@ -150,7 +168,18 @@ func (c *coalescer) close() {
 		close(c.quit)
 	}
 	c.mu.Unlock()
-	c.wg.Wait()
+	done := make(chan struct{})
+	go func() {
+		c.wg.Wait()
+		close(done)
+	}()
+	giveUp := time.NewTimer(closeWait)
+	defer giveUp.Stop()
+	select {
+	case <-done:
+	case <-giveUp.C:
+	}
+	c.endCalls()
 }
 
 // do makes one decision of algorithm alg with args on the key that is the
@@ -367,15 +396,18 @@ func (b *batch) prepare() {
 
 // callRedis sends b's live entries as one call of its algorithm's batch
 // script and sets each one's outcome from the reply. The call's context
-// is not any caller's: one caller that gives up does not fail the others.
-// It ends when Redis answers or the connection's timeout passes.
-func callRedis(client rueidis.Client, b *batch) {
-	resp := batchScripts[b.alg].Exec(context.Background(), client, b.keys, b.argv)
+// is not any caller's, ctx: one caller that gives up does not fail the
+// others. It ends when Redis answers, the connection's timeout passes or
+// ctx ends (the store closing).
+func callRedis(ctx context.Context, client rueidis.Client, b *batch) {
+	resp := batchScripts[b.alg].Exec(ctx, client, b.keys, b.argv)
 	b.replied = replied(resp)
 	msgs, err := resp.ToArray()
 	switch {
 	case err != nil && resp.Error() == nil:
 		err = fmt.Errorf("%w: %v", ErrReply, err)
+	case err != nil && ctx.Err() != nil:
+		err = fmt.Errorf("%w: Redis did not answer within %v", errClosed, closeWait)
 	case err != nil:
 		err = fmt.Errorf("redisstore: %w", err)
 	}

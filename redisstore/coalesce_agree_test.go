@@ -135,7 +135,7 @@ func TestBatchScriptIsolatesAFailedDecision(t *testing.T) {
 		b.add(context.Background(), args, key(k))
 	}
 	b.prepare()
-	callRedis(s.client, b)
+	callRedis(context.Background(), s.client, b)
 	if e := b.entries[1]; e.err == nil || !strings.Contains(e.err.Error(), "WRONGTYPE") {
 		t.Errorf("the decision on a string key: %+v, %v; want Redis's WRONGTYPE error", e.res, e.err)
 	}

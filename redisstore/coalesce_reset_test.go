@@ -194,3 +194,41 @@ func waitLane(t *testing.T, s *Store, busy int) {
 		time.Sleep(time.Millisecond) // polling a real network's progress
 	}
 }
+
+// Close does not wait on a Redis that hangs for the connection's reply
+// timeout (here 30 s) to fail a batch nobody waits for any more (its
+// callers gave up at their deadlines, as they do behind the failure
+// policy): it gives up on the batch after closeWait, and the client's
+// Close, which ends a silent connection after a second, does the rest.
+func TestCoalescedCloseDoesNotWaitOnAHungRedis(t *testing.T) {
+	srv := redistest.Single(t)
+	p := newHoldProxy(t, srv.Addr)
+	prefix := "hung" + strconv.FormatInt(time.Now().UnixNano(), 36)
+	s, err := New(context.Background(), Config{URL: "redis://" + p.ln.Addr().String(), Prefix: prefix, CoalesceWait: time.Millisecond, Timeout: 30 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	lim := sluice.Limit{Algorithm: sluice.FixedWindow, Rate: 100, Period: time.Hour}
+	p.setHold(true)
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	for i := range 11 { // one alone, ten in a batch behind it
+		wg.Go(func() {
+			if _, err := s.Allow(ctx, "k"+strconv.Itoa(i), lim); err == nil {
+				t.Errorf("k%d: a decision on a hung Redis succeeded", i)
+			}
+		})
+		if i == 0 {
+			p.waitHeld(t, 0)
+		}
+	}
+	waitLane(t, s, 2) // k0 and the batch are with Redis
+	cancel()          // the callers give up
+	wg.Wait()
+
+	start := time.Now()
+	s.Close()
+	if d := time.Since(start); d > 5*time.Second {
+		t.Errorf("Close took %v on a hung Redis, want a few seconds at most", d)
+	}
+}

@@ -395,12 +395,17 @@ func (b *batch) prepare() {
 }
 
 // callRedis sends b's live entries as one call of its algorithm's batch
-// script and sets each one's outcome from the reply. The call's context
+// script and sets each one's outcome from the reply (or, refused with
+// TRYAGAIN, makes each alone: see eachAlone). The call's context
 // is not any caller's, ctx: one caller that gives up does not fail the
 // others. It ends when Redis answers, the connection's timeout passes or
 // ctx ends (the store closing).
 func callRedis(ctx context.Context, client rueidis.Client, b *batch) {
 	resp := batchScripts[b.alg].Exec(ctx, client, b.keys, b.argv)
+	if rerr, ok := rueidis.IsRedisErr(resp.Error()); ok && rerr.IsTryAgain() {
+		b.eachAlone(ctx, client)
+		return
+	}
 	b.replied = replied(resp)
 	msgs, err := resp.ToArray()
 	switch {
@@ -412,6 +417,21 @@ func callRedis(ctx context.Context, client rueidis.Client, b *batch) {
 		err = fmt.Errorf("redisstore: %w", err)
 	}
 	b.answer(msgs, err)
+}
+
+// eachAlone makes each of b's live decisions in a call of its own. It is
+// for a batch Redis refused whole, running nothing, with TRYAGAIN: a
+// Cluster is migrating the batch's slot, and its old node holds some of
+// the keys and not others. Alone, each call goes where its key is (rueidis
+// follows the ASK), as it would without coalescing.
+func (b *batch) eachAlone(ctx context.Context, client rueidis.Client) {
+	b.replied = true
+	for j, i := range b.live {
+		e := &b.entries[i]
+		resp := scripts[b.alg].Exec(ctx, client, b.keys[j:j+1], b.argBuf[e.arg0:e.arg1])
+		b.replied = b.replied && replied(resp)
+		e.res, e.err = decode(resp)
+	}
 }
 
 // answer sets the outcome of each of b's live entries from the batch

@@ -25,6 +25,28 @@ func open(t testing.TB, clock sluice.Clock) (*pgstore.Store, string) {
 	return openURL(t, pgtest.Schema(t), clock)
 }
 
+// openTx begins a transaction on a connection of its own to url and runs
+// sql in it with args: the locks it takes are held until the test commits
+// the transaction or ends (which rolls it back and closes the connection).
+func openTx(t *testing.T, url, sql string, args ...any) pgx.Tx {
+	t.Helper()
+	ctx := context.Background()
+	conn, err := pgx.Connect(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close(ctx) })
+	tx, err := conn.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { tx.Rollback(ctx) })
+	if _, err := tx.Exec(ctx, sql, args...); err != nil {
+		t.Fatal(err)
+	}
+	return tx
+}
+
 var hour = sluice.Limit{Algorithm: sluice.FixedWindow, Rate: 10, Period: time.Hour}
 
 // TestConformance runs the conformance suite on real PostgreSQL for the
@@ -220,23 +242,11 @@ func TestDeadlineHonoured(t *testing.T) {
 	if _, err := s.AllowN(ctx, "held", hour, 1); err != nil {
 		t.Fatal(err)
 	}
-	conn, err := pgx.Connect(ctx, url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close(ctx)
-	tx, err := conn.Begin(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer tx.Rollback(ctx)
-	if _, err := tx.Exec(ctx, "SELECT * FROM sluice_usage FOR UPDATE"); err != nil {
-		t.Fatal(err)
-	}
+	openTx(t, url, "SELECT * FROM sluice_usage FOR UPDATE")
 	dctx, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
 	defer cancel()
 	begin := time.Now()
-	_, err = s.AllowN(dctx, "held", hour, 1)
+	_, err := s.AllowN(dctx, "held", hour, 1)
 	if !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("AllowN on a locked row past its deadline: %v, want an error wrapping DeadlineExceeded", err)
 	}

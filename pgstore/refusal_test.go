@@ -102,24 +102,12 @@ func TestRefusalReportsTheCountOfAConcurrentDecision(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			s, url := open(t, clocktest.At(start.Add(15*time.Minute)))
 			ctx := context.Background()
-			conn, err := pgx.Connect(ctx, url)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer conn.Close(ctx)
 			if tc.before != "" {
-				if _, err := conn.Exec(ctx, tc.before, h[:], start, start.Add(time.Hour)); err != nil {
+				if _, err := s.Pool().Exec(ctx, tc.before, h[:], start, start.Add(time.Hour)); err != nil {
 					t.Fatal(err)
 				}
 			}
-			tx, err := conn.Begin(ctx)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer tx.Rollback(ctx)
-			if _, err := tx.Exec(ctx, tc.during, h[:], start, start.Add(time.Hour)); err != nil {
-				t.Fatal(err)
-			}
+			tx := openTx(t, url, tc.during, h[:], start, start.Add(time.Hour))
 			type result struct {
 				r   sluice.Result
 				err error
@@ -129,7 +117,7 @@ func TestRefusalReportsTheCountOfAConcurrentDecision(t *testing.T) {
 				r, err := s.AllowN(ctx, "k", hour, 5)
 				done <- result{r, err}
 			}()
-			waitBlockedBy(t, s.Pool(), conn.PgConn().PID())
+			waitBlockedBy(t, s.Pool(), tx.Conn().PgConn().PID())
 			if err := tx.Commit(ctx); err != nil {
 				t.Fatal(err)
 			}
@@ -167,19 +155,7 @@ func TestRefusalWaitsOnNoLock(t *testing.T) {
 	if r, err := s.AllowN(ctx, "spent", hour, 9); err != nil || !r.Allowed {
 		t.Fatalf("spending 9 of 10: %+v, %v", r, err)
 	}
-	conn, err := pgx.Connect(ctx, url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close(ctx)
-	tx, err := conn.Begin(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer tx.Rollback(ctx)
-	if _, err := tx.Exec(ctx, "SELECT * FROM sluice_usage FOR UPDATE"); err != nil {
-		t.Fatal(err)
-	}
+	openTx(t, url, "SELECT * FROM sluice_usage FOR UPDATE")
 	dctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	want := sluice.Result{Remaining: 1, RetryAfter: 45 * time.Minute, ResetAfter: 45 * time.Minute}

@@ -210,25 +210,33 @@ func TestCoalescedCloseDoesNotWaitOnAHungRedis(t *testing.T) {
 	}
 	lim := sluice.Limit{Algorithm: sluice.FixedWindow, Rate: 100, Period: time.Hour}
 	p.setHold(true)
-	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
-	for i := range 11 { // one alone, ten in a batch behind it
+	decide := func(ctx context.Context, i int) {
 		wg.Go(func() {
 			if _, err := s.Allow(ctx, "k"+strconv.Itoa(i), lim); err == nil {
 				t.Errorf("k%d: a decision on a hung Redis succeeded", i)
 			}
 		})
-		if i == 0 {
-			p.waitHeld(t, 0)
-		}
+	}
+	// k0 goes alone, with a deadline past the bound on Close (its end
+	// breaks the connection, which would end the batch too); k1 to k10,
+	// in a batch behind it, give up.
+	long, cancelLong := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancelLong()
+	decide(long, 0)
+	p.waitHeld(t, 0)
+	ctx, cancel := context.WithCancel(context.Background())
+	for i := 1; i <= 10; i++ {
+		decide(ctx, i)
 	}
 	waitLane(t, s, 2) // k0 and the batch are with Redis
-	cancel()          // the callers give up
-	wg.Wait()
+	cancel()
 
 	start := time.Now()
 	s.Close()
 	if d := time.Since(start); d > 5*time.Second {
 		t.Errorf("Close took %v on a hung Redis, want a few seconds at most", d)
 	}
+	p.cut() // k0 ends, if the client's Close has not ended it
+	wg.Wait()
 }

@@ -197,7 +197,7 @@ func waitLane(t *testing.T, s *Store, busy int) {
 
 // Close does not wait on a Redis that hangs for the connection's reply
 // timeout (here 30 s) to fail a batch nobody waits for any more (its
-// callers gave up at their deadlines, as they do behind the failure
+// callers gave up, as they do at their deadlines behind the failure
 // policy): it gives up on the batch after closeWait, and the client's
 // Close, which ends a silent connection after a second, does the rest.
 func TestCoalescedCloseDoesNotWaitOnAHungRedis(t *testing.T) {

@@ -92,7 +92,11 @@ var errCircuitOpen = fmt.Errorf("%w: circuit open", ErrUnavailable)
 // Config configures a Limiter or a Group. Only Primary is required; every
 // other zero field has the default its comment gives.
 type Config struct {
-	// Primary is the limiter to protect, such as a redisstore.Store.
+	// Primary is the limiter to protect, such as a redisstore.Store. The
+	// context of each of its calls is the caller's, bounded by Timeout; it
+	// is reused for a later call once the call has returned, so Primary
+	// must not keep using it after returning (the stores of this module
+	// do not).
 	Primary sluice.Limiter
 	// Mode is what to do while Primary fails (New), or the mode the log
 	// lines name (NewGroup). Default Open.

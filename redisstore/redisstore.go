@@ -212,7 +212,8 @@ func New(ctx context.Context, cfg Config) (*Store, error) {
 }
 
 // Close closes the client if the store opened it, after the decisions
-// waiting to be coalesced have been answered; decisions after Close fail.
+// waiting to be coalesced have been answered, or failed after at most a
+// second (a hung Redis does not hold Close); decisions after Close fail.
 // It always returns nil.
 func (s *Store) Close() error {
 	if s.batches != nil {

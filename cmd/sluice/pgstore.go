@@ -44,7 +44,7 @@ func (r *remoteOptions) flags(fs *flag.FlagSet) {
 		"with -reserve-units, how long a reservation's unspent units are held before they go back")
 	fs.IntVar(&r.localShare, "local-share", 0,
 		"with Redis or PostgreSQL, N: a request must first pass 1/N of its limit (rounded up) counted in this process, so a burst past one process's share never reaches the store; set N to the number of processes or fewer; 0: off")
-	storeTimeoutFlag(fs, &r.timeout, "Redis or PostgreSQL")
+	storeTimeoutFlag(fs, &r.timeout, "Redis or PostgreSQL", "50ms on Redis, 250ms on PostgreSQL")
 }
 
 // check refuses settings that cannot act with -store store (exit 2): a

@@ -170,7 +170,7 @@ func parseProxyFlags(args []string, stdout, stderr io.Writer) (o proxyOptions, c
 	o.plans.flags(fs)
 	fs.StringVar(&o.store, "store", "", `memory, or a Redis URL (default the config's "store", else memory)`)
 	fs.StringVar(&o.failure, "failure-mode", "open", "with Redis, what to do when it fails: open, closed or local")
-	storeTimeoutFlag(fs, &o.storeTimeout, "Redis")
+	storeTimeoutFlag(fs, &o.storeTimeout, "Redis", "50ms")
 	fs.StringVar(&o.accessLog, "access-log", "", `where the access log of refused requests goes: stderr, stdout, off or a file (default the config's, else stderr)`)
 	fs.StringVar(&o.logLevel, "log-level", "info", "log level: debug, info, warn or error")
 	fs.StringVar(&o.logKeySecretFile, "log-key-secret-file", "", "a file holding the secret (16 bytes at least) of the keyed hash that logs show of keys, the same on every replica so that their logs correlate (default the config's log_key_secret_file, else a random secret per process)")

@@ -8,17 +8,19 @@ import (
 	"github.com/sluicehq/sluice/service"
 )
 
-// maxStoreTimeout is the longest -store-timeout: a decision held longer
-// than a minute is no rate limiting any caller waits for.
-const maxStoreTimeout = time.Minute
+// maxStoreTimeout is the longest -store-timeout: a third of the 30 s that
+// serve's HTTP listener gives a request and gRPC a call, so that the failure
+// mode answers a decision on a hung store before the caller's connection is
+// cut without an answer.
+const maxStoreTimeout = 10 * time.Second
 
 // storeTimeoutFlag defines -store-timeout on fs, into d: the deadline of
 // one decision on a remote store (failsafe.Config.Timeout), after which the
 // failure mode answers. 0, the default, keeps the store's own: failsafe's
 // 50 ms on Redis, pgDecisionTimeout on PostgreSQL.
-func storeTimeoutFlag(fs *flag.FlagSet, d *time.Duration, stores string) {
+func storeTimeoutFlag(fs *flag.FlagSet, d *time.Duration, stores, defaults string) {
 	fs.DurationVar(d, "store-timeout", 0,
-		"with "+stores+", how long one decision may wait for the store before the failure mode answers (a caller's deadline shortens it to 9/10 of what is left); up to 1m; 0: 50ms on Redis, 250ms on PostgreSQL")
+		"with "+stores+", how long one decision may wait for the store before the failure mode answers (a caller's deadline shortens it to 9/10 of what is left); up to "+maxStoreTimeout.String()+"; 0: "+defaults)
 }
 
 // checkStoreTimeout refuses a -store-timeout out of its range: negative,

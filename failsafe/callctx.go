@@ -2,6 +2,7 @@ package failsafe
 
 import (
 	"context"
+	"slices"
 	"sync"
 	"time"
 )
@@ -27,7 +28,8 @@ type callCtx struct {
 	mu       sync.Mutex // guards the fields below, which a reused callCtx changes
 	parent   context.Context
 	deadline time.Time
-	stop     func() bool // stops watching parent; nil while it is not watched (see Done)
+	stop     func() bool  // stops watching parent; nil while it is not watched (see Done)
+	afters   []*afterFunc // to run when the call ends (see AfterFunc)
 	done     chan struct{}
 	err      error
 }
@@ -53,11 +55,52 @@ func (c *callCtx) Deadline() (time.Time, bool) {
 // context itself.
 func (c *callCtx) Done() <-chan struct{} {
 	c.mu.Lock()
+	c.watchLocked()
+	c.mu.Unlock()
+	return c.done
+}
+
+// watchLocked watches the caller's context, once per call, unless the
+// call ended; c.mu is held.
+func (c *callCtx) watchLocked() {
 	if c.stop == nil && c.err == nil && c.parent.Done() != nil {
 		c.stop = context.AfterFunc(c.parent, c.onParent)
 	}
-	c.mu.Unlock()
-	return c.done
+}
+
+// afterFunc is one function of callCtx.AfterFunc.
+type afterFunc struct{ f func() }
+
+// AfterFunc arranges for f to run in its own goroutine when the call ends
+// (at once if it has), as context.AfterFunc does; stop prevents it and
+// reports whether it did. The context package uses it for the contexts
+// derived from c and for context.AfterFunc(c, f) (as pgx does for every
+// query), instead of a goroutine per call that waits on Done. A function
+// still registered when the call returns runs then, as the context
+// package's cancel runs its children's.
+func (c *callCtx) AfterFunc(f func()) (stop func() bool) {
+	a := &afterFunc{f: f}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.err != nil {
+		go f()
+		return func() bool { return false }
+	}
+	c.watchLocked()
+	c.afters = append(c.afters, a)
+	return func() bool { return c.stopAfter(a) }
+}
+
+// stopAfter unregisters a, reporting whether it was still registered.
+func (c *callCtx) stopAfter(a *afterFunc) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	i := slices.Index(c.afters, a)
+	if i < 0 {
+		return false
+	}
+	c.afters = slices.Delete(c.afters, i, i+1)
+	return true
 }
 
 // Err returns nil until the call ends, then context.DeadlineExceeded or
@@ -67,8 +110,7 @@ func (c *callCtx) Err() error {
 	defer c.mu.Unlock()
 	if c.err == nil {
 		if err := c.parent.Err(); err != nil {
-			c.err = err
-			close(c.done)
+			c.endLocked(err)
 		}
 	}
 	return c.err
@@ -88,15 +130,26 @@ func (c *callCtx) Value(key any) any {
 // end ends the call with err (Canceled when nil), once: the first error
 // stays.
 func (c *callCtx) end(err error) {
+	c.mu.Lock()
+	c.endLocked(err)
+	c.mu.Unlock()
+}
+
+// endLocked is end with c.mu held: it closes Done and starts the
+// functions of AfterFunc.
+func (c *callCtx) endLocked(err error) {
+	if c.err != nil {
+		return
+	}
 	if err == nil {
 		err = context.Canceled
 	}
-	c.mu.Lock()
-	if c.err == nil {
-		c.err = err
-		close(c.done)
+	c.err = err
+	close(c.done)
+	for _, a := range c.afters {
+		go a.f()
 	}
-	c.mu.Unlock()
+	c.afters = nil
 }
 
 // String names the context as the context package's do.
@@ -145,7 +198,7 @@ func (g *Group) release(c *callCtx) {
 		reuse = false
 	}
 	c.stop = nil
-	reuse = reuse && c.err == nil
+	reuse = reuse && c.err == nil && len(c.afters) == 0
 	if reuse {
 		// A context derived from this one may still look at it for a
 		// moment (the context package's watch of a derived context is a

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"slices"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -119,5 +120,56 @@ func TestEndedStoreContextIsNotReused(t *testing.T) {
 				t.Errorf("call %d: context live %v, deadline in %v; want live, in %v", i, live[i], deadlines[i], want)
 			}
 		}
+	})
+}
+
+// A store that registers context.AfterFunc on its call's context (pgx does,
+// for every query, to cancel it) has it run when the bound passes and when
+// the caller cancels, not when it stopped it in time; one still registered
+// when the call returns runs then, as with the context package's
+// contexts.
+func TestStoreAfterFuncRunsWhenTheCallEnds(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var ran []time.Duration
+		start := time.Now()
+		record := func() { ran = append(ran, time.Since(start)) }
+		hang, stopIt := true, false
+		l := funcLimiter(t, func(ctx context.Context) (sluice.Result, error) {
+			stop := context.AfterFunc(ctx, record)
+			if stopIt {
+				stop()
+			}
+			if hang {
+				<-ctx.Done()
+				return sluice.Result{}, ctx.Err()
+			}
+			return sluice.Result{Allowed: true}, nil
+		})
+		check := func(what string, want ...time.Duration) {
+			t.Helper()
+			synctest.Wait()
+			if !slices.Equal(ran, want) {
+				t.Errorf("%s: AfterFunc ran at %v, want %v", what, ran, want)
+			}
+			ran, start = nil, time.Now()
+		}
+		l.Decide(t.Context(), "k", lim, 1)
+		check("hung store", 50*time.Millisecond)
+
+		ctx, cancel := context.WithCancel(t.Context())
+		time.AfterFunc(3*time.Millisecond, cancel)
+		l.Decide(ctx, "k", lim, 1)
+		check("caller cancelled", 3*time.Millisecond)
+
+		hang = false
+		l.Decide(t.Context(), "k", lim, 1)
+		check("still registered when the call returned", 0)
+
+		stopIt = true
+		for range 3 {
+			l.Decide(t.Context(), "k", lim, 1)
+		}
+		time.Sleep(time.Second)
+		check("stopped in time")
 	})
 }

@@ -54,16 +54,7 @@ func TestServeDrainEndsHealthWatchStreams(t *testing.T) {
 // interceptor and returns a Watch stream on it for each service name.
 func watchers(t *testing.T, h *health.Server, w *watchDrain, services ...string) []healthpb.Health_WatchClient {
 	t.Helper()
-	gs := grpc.NewServer(grpc.ChainStreamInterceptor(w.intercept))
-	healthpb.RegisterHealthServer(gs, h)
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	go gs.Serve(ln)
-	t.Cleanup(gs.Stop)
-	conn := dial(t, ln.Addr().String(), insecure.NewCredentials())
-	t.Cleanup(func() { conn.Close() })
+	conn := healthConn(t, h, w)
 	var out []healthpb.Health_WatchClient
 	for _, name := range services {
 		out = append(out, watchHealth(t, conn, name))
@@ -147,16 +138,7 @@ func TestWatchDrainEndsAWatchBegunAfterTheDrain(t *testing.T) {
 func TestWatchDrainRacingNewWatchesEachEndAfterNotServing(t *testing.T) {
 	h := health.NewServer()
 	w := &watchDrain{}
-	gs := grpc.NewServer(grpc.ChainStreamInterceptor(w.intercept))
-	healthpb.RegisterHealthServer(gs, h)
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	go gs.Serve(ln)
-	t.Cleanup(gs.Stop)
-	conn := dial(t, ln.Addr().String(), insecure.NewCredentials())
-	t.Cleanup(func() { conn.Close() })
+	conn := healthConn(t, h, w)
 	ctx, cancel := context.WithTimeout(t.Context(), 2*drainGrace)
 	defer cancel()
 
@@ -187,4 +169,21 @@ func TestWatchDrainRacingNewWatchesEachEndAfterNotServing(t *testing.T) {
 		}
 	}
 	wg.Wait()
+}
+
+// healthConn starts a gRPC server with the health service h behind w's
+// interceptor and returns a connection to it; both end with the test.
+func healthConn(t *testing.T, h *health.Server, w *watchDrain) *grpc.ClientConn {
+	t.Helper()
+	gs := grpc.NewServer(grpc.ChainStreamInterceptor(w.intercept))
+	healthpb.RegisterHealthServer(gs, h)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go gs.Serve(ln)
+	t.Cleanup(gs.Stop)
+	conn := dial(t, ln.Addr().String(), insecure.NewCredentials())
+	t.Cleanup(func() { conn.Close() })
+	return conn
 }

@@ -32,7 +32,16 @@ func shareEntries(r *config.RateLimit, entries []config.Entry) {
 // the value is not empty or underscoreEmpty is set (detailed_metric's "_"
 // for an empty value). level returns level i's key and value.
 func levelName(domain string, n int, underscoreEmpty bool, level func(i int) (key, value string)) string {
+	size := len(domain)
+	for i := range n { // the length first: one allocation, not one per doubling
+		k, v := level(i)
+		size += 1 + len(k)
+		if underscoreEmpty || v != "" {
+			size += 1 + len(v)
+		}
+	}
 	var b strings.Builder
+	b.Grow(size)
 	b.WriteString(domain)
 	for i := range n {
 		k, v := level(i)

@@ -107,9 +107,10 @@ type DogSink struct {
 	conn net.Conn
 	mogs []Mogrifier
 
-	mu   sync.Mutex
-	buf  []byte // lines not yet sent, at most DatagramBytes unless one line is longer
-	line []byte // scratch for one line
+	mu    sync.Mutex
+	buf   []byte               // lines not yet sent, at most DatagramBytes unless one line is longer
+	line  []byte               // scratch for one line
+	names map[string]lineParts // the parts of the names sent, up to maxCachedNames
 }
 
 // NewDogSink returns a sink sending to addr (host:port) over UDP, with
@@ -153,6 +154,19 @@ func (s *DogSink) Close() error {
 // Line returns the DogStatsD line of a stat: its name mogrified, its
 // gostats tags and the mogrifier's as "|#key:value,…".
 func (s *DogSink) Line(dst []byte, name string, value uint64, kind string) []byte {
+	return appendLine(dst, s.parts(name), value, kind)
+}
+
+// lineParts is what a stat's line is made of besides its value and kind:
+// the name as sent, and the tags ("|#key:value,…", or "").
+type lineParts struct{ name, tags string }
+
+// maxCachedNames bounds DogSink.names: the stat names are the service's
+// (bounded by the detailed series cap) and the runtime's, far fewer.
+const maxCachedNames = 4096
+
+// parts mogrifies name and turns its tags into DogStatsD's.
+func (s *DogSink) parts(name string) lineParts {
 	base, tagText, hasTags := strings.Cut(name, ".__")
 	var mogTags []Tag
 	var match []string
@@ -162,11 +176,7 @@ func (s *DogSink) Line(dst []byte, name string, value uint64, kind string) []byt
 			break
 		}
 	}
-	dst = append(dst, base...)
-	dst = append(dst, ':')
-	dst = strconv.AppendUint(dst, value, 10)
-	dst = append(dst, '|')
-	dst = append(dst, kind...)
+	var tags []byte
 	sep := "|#"
 	if hasTags {
 		for pair := range strings.SplitSeq(tagText, ".__") {
@@ -174,21 +184,45 @@ func (s *DogSink) Line(dst []byte, name string, value uint64, kind string) []byt
 			if !ok {
 				continue // not a gostats tag
 			}
-			dst = append(append(append(append(dst, sep...), k...), ':'), v...)
+			tags = append(append(append(append(tags, sep...), k...), ':'), v...)
 			sep = ","
 		}
 	}
 	for _, t := range mogTags {
-		dst = append(append(append(append(dst, sep...), t.Key...), ':'), expand(t.Value, match)...)
+		tags = append(append(append(append(tags, sep...), t.Key...), ':'), expand(t.Value, match)...)
 		sep = ","
 	}
+	return lineParts{base, string(tags)}
+}
+
+// appendLine appends the line of p with value and kind to dst.
+func appendLine(dst []byte, p lineParts, value uint64, kind string) []byte {
+	dst = append(dst, p.name...)
+	dst = append(dst, ':')
+	dst = strconv.AppendUint(dst, value, 10)
+	dst = append(dst, '|')
+	dst = append(dst, kind...)
+	dst = append(dst, p.tags...)
 	return append(dst, '\n')
 }
 
+// write buffers one line, with name's parts made once (the mogrifiers'
+// regular expressions run once per name, not once per stat sent: a timer
+// sends one per decision) for up to maxCachedNames names.
 func (s *DogSink) write(name string, value uint64, kind string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.line = s.Line(s.line[:0], name, value, kind)
+	p, ok := s.names[name]
+	if !ok {
+		p = s.parts(name)
+		if len(s.names) < maxCachedNames {
+			if s.names == nil {
+				s.names = make(map[string]lineParts)
+			}
+			s.names[name] = p
+		}
+	}
+	s.line = appendLine(s.line[:0], p, value, kind)
 	if len(s.buf)+len(s.line) > DatagramBytes {
 		s.send()
 	}

@@ -1,6 +1,8 @@
 package statsd
 
 import (
+	"bytes"
+	"fmt"
 	"net"
 	"slices"
 	"strings"
@@ -113,5 +115,50 @@ func TestDogSinkSendsToUDPListener(t *testing.T) {
 	want := "ratelimit.service.rate_limit.over_limit:2|c|#cluster:eu1,domain:d,descriptor:k_a_0"
 	if !slices.Contains(lines, want) {
 		t.Errorf("no line %q among %d, e.g. %q", want, len(lines), lines[0])
+	}
+}
+
+// The sink sends each stat as Line makes it, whether its name's parts
+// were kept from an earlier stat or not, and keeps at most maxCachedNames
+// names.
+func TestWriteSendsLinesAsLineMakesThem(t *testing.T) {
+	s := readmeSink(t, "127.0.0.1:9")
+	for round := range 2 {
+		for i := range maxCachedNames + 10 {
+			name := fmt.Sprintf("ratelimit.service.rate_limit.d.k_%d.total_hits.__env=prod", i)
+			s.write(name, uint64(round), "c")
+			if want := s.Line(nil, name, uint64(round), "c"); !bytes.Equal(s.line, want) {
+				t.Fatalf("round %d, name %d: sent %q, want %q", round, i, s.line, want)
+			}
+		}
+	}
+	if len(s.names) != maxCachedNames {
+		t.Errorf("%d names kept, want the cap, %d", len(s.names), maxCachedNames)
+	}
+}
+
+// BenchmarkDogSinkTimer is what a decision costs the sink with statsd on:
+// its response_time timing, a name the README's mogrifier does not match,
+// with a gostats tag; and a per-rule counter, which it does.
+func BenchmarkDogSinkTimer(b *testing.B) {
+	mogs, err := MogrifiersFromEnv("HITS", env(readmeEnv))
+	if err != nil {
+		b.Fatal(err)
+	}
+	s, err := NewDogSink("127.0.0.1:9", mogs)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer s.Close()
+	for _, name := range []string{
+		"ratelimit_server.ShouldRateLimit.response_time.__env=prod",
+		"ratelimit.service.rate_limit.mongo_cps.database_users.total_hits.__env=prod",
+	} {
+		b.Run(name[:strings.IndexByte(name, '.')], func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				s.FlushTimer(name, 123)
+			}
+		})
 	}
 }

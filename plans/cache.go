@@ -3,6 +3,7 @@ package plans
 import (
 	"context"
 	"log/slog"
+	"strings"
 	"sync"
 	"time"
 
@@ -253,6 +254,10 @@ func (c *Cache) tenant(ctx context.Context, tenant string) (Tenant, time.Time) {
 	if e != nil {
 		next.t, next.prev, next.hasPrev = e.t, e.t, true // t kept if the read fails
 	}
+	// The tables hold a copy: tenant may be cut from a larger request
+	// field, which a held key would keep alive. A map assignment stores
+	// its key even over an equal one, so every assignment below uses it.
+	tenant = strings.Clone(tenant)
 	if known {
 		c.known[tenant] = next
 	} else {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"runtime"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -183,4 +184,42 @@ func (s *slowSource) Tenant(context.Context, string) (plans.Tenant, error) {
 	s.reads.Add(1)
 	time.Sleep(time.Millisecond) // the database's round trip, in a benchmark only
 	return plans.Tenant{}, nil
+}
+
+// A name held in either table costs its own bytes, not those of the string
+// it was cut from: a tenant taken from a larger request field (a header of
+// up to a megabyte, a token after "Bearer ") must not keep that field alive
+// for as long as the name is held, or MaxUnknownTenants would bound entries,
+// not memory.
+func TestHeldNamesDoNotPinTheStringsTheyWereCutFrom(t *testing.T) {
+	const names, field = 64, 1 << 20
+	for _, tc := range []struct {
+		name string
+		src  plans.Source
+	}{
+		{"unknown", &countingSource{}},
+		{"known", &countingSource{t: plans.Tenant{Plan: "p"}}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := plans.NewCache(tc.src, plans.Config{Clock: clocktest.New()})
+			before := heapInUse()
+			for i := range names {
+				big := fmt.Sprintf("%08d", i) + strings.Repeat("x", field)
+				c.Limit(ctx, big[:8], "d.k")
+			}
+			held := heapInUse() - before
+			runtime.KeepAlive(c)
+			if held > names*field/4 {
+				t.Errorf("%d names of 8 bytes held %d MiB: each pins the %d KiB field it was cut from", names, held>>20, field>>10)
+			}
+		})
+	}
+}
+
+// heapInUse is the heap's bytes in use after a collection.
+func heapInUse() int {
+	runtime.GC()
+	var m runtime.MemStats
+	runtime.ReadMemStats(&m)
+	return int(m.HeapInuse)
 }

@@ -274,3 +274,39 @@ func TestLookupReadsNoSourceForAnImpossibleTenant(t *testing.T) {
 		t.Fatal("a nil Limits gave a limit")
 	}
 }
+
+// A name the Source did not know is read again at the staleness like a
+// known tenant's: a plan assigned to it shows within Staleness, and a plan
+// taken away too; each record then lives in the table of what it is and is
+// not read again before the staleness.
+func TestTenantTurningKnownOrUnknownShowsWithinStaleness(t *testing.T) {
+	clk := clocktest.New()
+	src := &countingSource{}
+	c := plans.NewCache(src, plans.Config{Clock: clk, Staleness: time.Second, MaxTenants: 1, MaxUnknownTenants: 1})
+	plan := plans.Tenant{Plan: "a", Limits: map[string]sluice.Limit{"d.k": perMin(3)}}
+	held := 0 // the rate held; 0: no limit (unknown)
+	if lim, _ := c.Limit(ctx, "t", "d.k"); lim.Rate != held {
+		t.Fatalf("an unknown tenant has rate %d", lim.Rate)
+	}
+	for i, s := range []struct {
+		set  plans.Tenant
+		want int
+	}{{plan, 3}, {plans.Tenant{}, 0}, {plan, 3}} {
+		before := src.reads.Load()
+		src.set(s.set, nil)
+		clk.Advance(time.Second - time.Millisecond)
+		if lim, _ := c.Limit(ctx, "t", "d.k"); lim.Rate != held {
+			t.Errorf("step %d within the staleness: rate %d, want the held %d", i, lim.Rate, held)
+		}
+		clk.Advance(time.Millisecond)
+		for range 3 {
+			if lim, _ := c.Limit(ctx, "t", "d.k"); lim.Rate != s.want {
+				t.Errorf("step %d at the staleness: rate %d, want %d", i, lim.Rate, s.want)
+			}
+		}
+		if n := src.reads.Load() - before; n != 1 {
+			t.Errorf("step %d: %d reads, want 1 (at the staleness)", i, n)
+		}
+		held = s.want
+	}
+}

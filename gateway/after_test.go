@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/gateway"
 	"github.com/sluicehq/sluice/httplimit"
 	"github.com/sluicehq/sluice/internal/clocktest"
@@ -264,5 +265,42 @@ routes: [{name: login, match: /login, limits: [` + name + `]}]
 	}
 	if resp := postAs(t, fronts[0], "bob", "/login?ok=1"); resp.StatusCode != 200 {
 		t.Errorf("another user: %d, want 200", resp.StatusCode)
+	}
+}
+
+// A route's cost header is hidden from the client and read from the
+// upstream's response, so a name that cannot be both is refused, in the
+// file with its line and by New: a hop-by-hop header (the proxy drops it
+// from the upstream's response, and the cost would never be read), one
+// the client needs to read the response (its framing, Retry-After,
+// cookies) and one the limits write themselves (their own value would be
+// read as the cost, and hidden from the client).
+func TestCostHeaderTheClientNeedsOrThatNeverArrivesIsRefused(t *testing.T) {
+	for _, name := range []string{"Keep-Alive", "connection", "Trailer", "Content-Length", "Retry-After", "Set-Cookie", "RateLimit", "X-RateLimit-Remaining", "Sluice-Rate-Limited-Reason"} {
+		_, err := gateway.ParseFile("proxy.yaml", []byte("upstream: http://127.0.0.1:1\nlimits: [{name: l, key: ip, rate: 5r/m, algorithm: token_bucket}]\n"+
+			"routes: [{name: r, match: /, limits: [{name: l, cost_from_response_header: "+name+"}]}]"))
+		if err == nil || !strings.Contains(err.Error(), "proxy.yaml:3:") || !strings.Contains(err.Error(), name) {
+			t.Errorf("cost_from_response_header: %s: %v, want it refused at line 3", name, err)
+		}
+		cfg := gateway.Config{
+			Upstreams: []gateway.Upstream{{Name: "u", URL: mustURL(t, "http://127.0.0.1:1")}},
+			Limiter:   store(t, clocktest.New()),
+			Routes: []gateway.Route{{Name: "r", Patterns: []string{"/"}, Policies: []httplimit.Policy{{
+				Name: "l", Key: httplimit.Global(), Limit: sluice.Limit{Rate: 5, Period: time.Minute, Burst: 5, Algorithm: sluice.TokenBucket},
+				Settle: &httplimit.Settle{Header: name},
+			}}}},
+		}
+		if g, err := gateway.New(cfg); err == nil || !strings.Contains(err.Error(), name) {
+			t.Errorf("Settle.Header %s: New: %v, want it refused", name, err)
+			if g != nil {
+				g.Close()
+			}
+		}
+	}
+	for _, name := range []string{"X-Tokens", "Sluice-Cost"} { // its own header: fine
+		if _, err := gateway.ParseFile("proxy.yaml", []byte("upstream: http://127.0.0.1:1\nlimits: [{name: l, key: ip, rate: 5r/m, algorithm: token_bucket}]\n"+
+			"routes: [{name: r, match: /, limits: [{name: l, cost_from_response_header: "+name+"}]}]")); err != nil {
+			t.Errorf("cost_from_response_header: %s: %v", name, err)
+		}
 	}
 }

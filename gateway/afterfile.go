@@ -50,6 +50,9 @@ func (p *fileParser) costHeader(n *yaml.Node, l limitSpec) (*httplimit.Settle, e
 	if err := keyHeader(name); err != nil {
 		return nil, p.errf(n, "cost_from_response_header: %v", err)
 	}
+	if err := costHeaderName(name); err != nil {
+		return nil, p.errf(n, "cost_from_response_header: %v", err)
+	}
 	switch {
 	case l.queue != nil:
 		return nil, p.errf(n, "limit %q is a queue: cost_from_response_header needs an algorithm", l.name)

@@ -1,11 +1,13 @@
 package gateway
 
 import (
+	"fmt"
 	"net/http"
 	"slices"
 	"strings"
 
 	"github.com/sluicehq/sluice/httplimit"
+	"github.com/sluicehq/sluice/rlheader"
 )
 
 // This file keeps a route's cost headers (cost_from_response_header,
@@ -17,8 +19,9 @@ import (
 // costHeaders returns the canonical names of the response headers (and
 // trailers) that pol's settlements read: Settle.Header, or
 // httplimit.DefaultCostHeader when it is empty. A Settle with a Cost
-// callback reads no header of its own, and none is hidden for it.
-func costHeaders(pol []httplimit.Policy) []string {
+// callback reads no header of its own, and none is hidden for it. A name
+// that cannot be a hidden cost header (see costHeaderName) is an error.
+func costHeaders(pol []httplimit.Policy) ([]string, error) {
 	var names []string
 	for i := range pol {
 		s := pol[i].Settle
@@ -29,11 +32,45 @@ func costHeaders(pol []httplimit.Policy) []string {
 		if name == "" {
 			name = httplimit.DefaultCostHeader
 		}
+		if err := costHeaderName(name); err != nil {
+			return nil, fmt.Errorf("limit %q: %w", pol[i].Name, err)
+		}
 		if name = http.CanonicalHeaderKey(name); !slices.Contains(names, name) {
 			names = append(names, name)
 		}
 	}
-	return names
+	return names, nil
+}
+
+// hopByHop are the headers the proxy drops from an upstream's response
+// (RFC 9110, 7.6.1): a cost in one would never be read.
+var hopByHop = []string{"Connection", "Keep-Alive", "Proxy-Authenticate", "Proxy-Authorization", "Proxy-Connection", "Te", "Trailer", "Transfer-Encoding", "Upgrade"}
+
+// clientsOwn are response headers the client needs, to read the response
+// (its framing, type, encoding, range, caching, redirection, cookies,
+// authentication) or the limits' word on it (written by the limits
+// themselves, whose value would be read as the cost): hiding one as a
+// cost header would break the response.
+var clientsOwn = []string{
+	"Cache-Control", "Content-Encoding", "Content-Length", "Content-Location", "Content-Range", "Content-Type",
+	"Date", "Etag", "Expires", "Last-Modified", "Location", "Set-Cookie", "Vary", "Www-Authenticate",
+	rlheader.HeaderRateLimit, rlheader.HeaderRateLimitPolicy, rlheader.HeaderRetryAfter, rlheader.HeaderReason,
+	"X-Ratelimit-Limit", "X-Ratelimit-Remaining", "X-Ratelimit-Reset",
+}
+
+// costHeaderName returns why name cannot be a route's cost header, which
+// the proxy reads from the upstream's response and hides from the client:
+// a hop-by-hop header never arrives, and one in clientsOwn must not be
+// hidden. Nil: it can.
+func costHeaderName(name string) error {
+	c := http.CanonicalHeaderKey(name)
+	switch {
+	case slices.Contains(hopByHop, c):
+		return fmt.Errorf("cost header %s is hop-by-hop: the proxy drops it from the upstream's response; name a header of its own, such as X-Cost", name)
+	case slices.ContainsFunc(clientsOwn, func(o string) bool { return http.CanonicalHeaderKey(o) == c }):
+		return fmt.Errorf("cost header %s is one the client needs, and a cost header is hidden from the client; name a header of its own, such as X-Cost", name)
+	}
+	return nil
 }
 
 // hideCost is the ResponseWriter ReverseProxy writes to on a route with

@@ -493,7 +493,11 @@ func (g *Gateway) routeLimits(st *state, ups map[string]Upstream, rt Route) (fun
 	if !ok {
 		return nil, nil, fmt.Errorf("gateway: route %q: no upstream named %q", rt.Name, rt.Upstream)
 	}
-	h, err := g.forwarder(st, u, rt.Name, costHeaders(rt.Policies))
+	hide, err := costHeaders(rt.Policies)
+	if err != nil {
+		return nil, nil, fmt.Errorf("gateway: route %q: %w", rt.Name, err)
+	}
+	h, err := g.forwarder(st, u, rt.Name, hide)
 	if err != nil {
 		return nil, nil, err
 	}

@@ -4,10 +4,12 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/sluicehq/sluice/clientip"
 	"github.com/sluicehq/sluice/gateway"
+	"github.com/sluicehq/sluice/internal/clocktest"
 )
 
 // Patterns are matched by requests' canonical form: a pattern's method is
@@ -84,5 +86,78 @@ routes:
 		if got := get(t, srv.Client(), srv.URL+c.path).StatusCode; got != c.want {
 			t.Errorf("GET %s: %d, want %d (route a is /c/ now, /a/ no route)", c.path, got, c.want)
 		}
+	}
+}
+
+// A reload that keeps every route's patterns but changes the rest (the
+// route's name, methods, upstream and limits) serves the new routes, from
+// the first request after Update, while requests are in flight; a reload
+// that fails in New's checks after the file parsed keeps the running
+// routes.
+func TestReloadWithTheSamePatternsServesTheNewRoutes(t *testing.T) {
+	one, two := newUpstream(t), newUpstream(t)
+	file := func(routes string) gateway.Config {
+		f, err := gateway.ParseFile("proxy.yaml", []byte(`
+upstreams: [{name: one, url: "`+one.URL+`"}, {name: two, url: "`+two.URL+`"}]
+limits: [{name: l, key: global, rate: 1r/h, algorithm: token_bucket}]
+routes:
+`+routes))
+		if err != nil {
+			t.Fatal(err)
+		}
+		f.Config.Limiter = store(t, clocktest.New())
+		return f.Config
+	}
+	g, srv := front(t, file(`
+  - {name: a, match: /a/, methods: [GET], upstream: one}
+  - {name: b, match: [/b/, "GET api.example.com/"], upstream: one}
+`))
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Go(func() { // requests in flight across the reloads, for -race
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+				if resp, err := srv.Client().Get(srv.URL + "/b/x"); err == nil {
+					resp.Body.Close()
+				}
+			}
+		}
+	})
+	next := file(`
+  - {name: a2, match: /a/, methods: [POST], upstream: two, limits: [l]}
+  - {name: b, match: [/b/, "GET api.example.com/"], upstream: two}
+`)
+	if err := g.Update(next); err != nil {
+		t.Fatal(err)
+	}
+	close(stop)
+	wg.Wait()
+	before := one.hits.Load()
+	post := func() int {
+		req, _ := http.NewRequest("POST", srv.URL+"/a/x", nil)
+		return send(t, srv.Client(), req).StatusCode
+	}
+	if got := get(t, srv.Client(), srv.URL+"/a/x").StatusCode; got != http.StatusForbidden {
+		t.Errorf("GET /a/x after the reload: %d, want 403 (route a2 takes POST only)", got)
+	}
+	if a, b := post(), post(); a != 200 || b != 429 {
+		t.Errorf("POST /a/x twice after the reload: %d, %d; want 200, 429 (a2's limit)", a, b)
+	}
+	if got := get(t, srv.Client(), srv.URL+"/b/x").StatusCode; got != 200 || one.hits.Load() != before || two.hits.Load() != 2 {
+		t.Errorf("after the reload: /b/x %d, upstream one %d more hits, two %d; want 200, 0, 2 (every route on two)", got, one.hits.Load()-before, two.hits.Load())
+	}
+	bad := file(`
+  - {name: a3, match: /a/, upstream: one}
+  - {name: b, match: [/b/, "GET api.example.com/"], upstream: one}
+`)
+	bad.Routes[1].Upstream = "gone" // New finds it, after route a3
+	if err := g.Update(bad); err == nil {
+		t.Fatal("Update with an unknown upstream: no error")
+	}
+	if got := get(t, srv.Client(), srv.URL+"/a/x").StatusCode; got != http.StatusForbidden || one.hits.Load() != before {
+		t.Errorf("GET /a/x after a failed reload: %d, upstream one %d more hits; want 403, 0 (a2 still runs)", got, one.hits.Load()-before)
 	}
 }

@@ -135,6 +135,18 @@ type entry struct {
 	hasPrev bool
 	// counted: the read holds one of MaxReads.
 	counted bool
+	// invalid: Invalidate was called since the read began; the next
+	// lookup reads again and waits for that read. c.mu guards it.
+	invalid bool
+}
+
+// last is the record e holds: its own once its read has ended, else the
+// one before (none when there is none). c.mu is held.
+func (e *entry) last() Tenant {
+	if e.done() {
+		return e.t
+	}
+	return e.prev
 }
 
 // done reports whether e's read has ended.
@@ -203,17 +215,24 @@ func (c *Cache) Limit(ctx context.Context, tenant, name string) (lim sluice.Limi
 	return lim, ok
 }
 
-// Invalidate forgets tenant's record ("": every tenant's, as after a
-// plan's limits change), so that the next lookup reads it: the admin API
-// calls it after a change, which then takes effect at once in this process
-// (other processes within Staleness).
+// Invalidate makes the next lookup of tenant ("": of every tenant, as
+// after a plan's limits change) read its record, and lookups wait for
+// that read: the admin API calls it after a change, which then takes
+// effect at once in this process (other processes within Staleness). A
+// tenant the Source knew stays held as known meanwhile, so its read is
+// not one of MaxReads (a flood of new names cannot leave it without its
+// limit), and its record stays in force if the read fails.
 func (c *Cache) Invalidate(tenant string) {
 	c.mu.Lock()
 	if tenant == "" {
-		clear(c.known)
+		for _, e := range c.known {
+			e.invalid = true
+		}
 		clear(c.unknown)
 	} else {
-		delete(c.known, tenant)
+		if e := c.known[tenant]; e != nil {
+			e.invalid = true
+		}
 		delete(c.unknown, tenant)
 	}
 	c.mu.Unlock()
@@ -228,7 +247,7 @@ func (c *Cache) tenant(ctx context.Context, tenant string) (Tenant, time.Time) {
 	if !known {
 		e = c.unknown[tenant]
 	}
-	if e != nil {
+	if e != nil && !e.invalid {
 		select {
 		case <-e.ready:
 			if now.Sub(e.fetched) < c.cfg.Staleness {
@@ -252,7 +271,9 @@ func (c *Cache) tenant(ctx context.Context, tenant string) (Tenant, time.Time) {
 		c.reading++
 	}
 	if e != nil {
-		next.t, next.prev, next.hasPrev = e.t, e.t, true // t kept if the read fails
+		// t kept if the read fails; lookups meanwhile use prev, unless
+		// e was invalidated: they wait for the record read after it.
+		next.t, next.prev, next.hasPrev = e.last(), e.last(), !e.invalid
 	}
 	// The tables hold a copy: tenant may be cut from a larger request
 	// field, which a held key would keep alive. A map assignment stores

@@ -223,3 +223,32 @@ func heapInUse() int {
 	runtime.ReadMemStats(&m)
 	return int(m.HeapInuse)
 }
+
+// Invalidate makes a held tenant read again, but as the known tenant it
+// is: while a flood of new names holds every read slot, the lookup after
+// Invalidate (of that tenant, or of all after a plan's change) still reads
+// it and gets its limit, rather than no tenant limit as for a name never
+// seen.
+func TestInvalidatedTenantIsReadDuringAFlood(t *testing.T) {
+	for _, which := range []string{"acme", ""} {
+		synctest.Test(t, func(t *testing.T) {
+			const maxReads = 8
+			src := acmeSource()
+			c := plans.NewCache(src, plans.Config{Clock: clocktest.New(), MaxReads: maxReads})
+			c.Limit(ctx, "acme", "d.k")
+			src.gate = make(chan struct{})
+			var wg sync.WaitGroup
+			for i := range maxReads {
+				wg.Go(func() { c.Limit(ctx, fmt.Sprint("flood-", i), "d.k") })
+			}
+			synctest.Wait() // every read slot is busy
+			c.Invalidate(which)
+			before := src.reads.Load()
+			if lim, _ := c.Limit(ctx, "acme", "d.k"); lim.Rate != 7 || src.reads.Load() != before+1 {
+				t.Errorf("Invalidate(%q) during a flood, then acme: rate %d, %d reads; want 7 from one read", which, lim.Rate, src.reads.Load()-before)
+			}
+			close(src.gate)
+			wg.Wait()
+		})
+	}
+}

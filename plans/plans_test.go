@@ -310,3 +310,31 @@ func TestTenantTurningKnownOrUnknownShowsWithinStaleness(t *testing.T) {
 		held = s.want
 	}
 }
+
+// After Invalidate, lookups do not use the record from before it, even
+// while the read it causes is under way: they wait for that read, so a
+// change made through this process takes effect at once.
+func TestLookupsAfterInvalidateWaitForTheNewRecord(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		src := &countingSource{t: plans.Tenant{Limits: map[string]sluice.Limit{"d.k": perMin(1)}}}
+		c := plans.NewCache(src, plans.Config{Clock: clocktest.New(), Staleness: time.Hour})
+		c.Limit(ctx, "t", "d.k")
+		src.set(plans.Tenant{Limits: map[string]sluice.Limit{"d.k": perMin(2)}}, nil)
+		src.gate = make(chan struct{})
+		c.Invalidate("t")
+		got := make(chan int, 2)
+		for range 2 {
+			go func() { lim, _ := c.Limit(ctx, "t", "d.k"); got <- lim.Rate }()
+			synctest.Wait()
+		}
+		if len(got) != 0 {
+			t.Fatalf("a lookup after Invalidate answered %d before the read ended", <-got)
+		}
+		close(src.gate)
+		for range 2 {
+			if r := <-got; r != 2 {
+				t.Errorf("a lookup after Invalidate: rate %d, want the new 2", r)
+			}
+		}
+	})
+}

@@ -123,12 +123,11 @@ routes: [{name: llm, match: /complete, limits: [{name: tokens, cost_from_respons
 	refusedForExactly(t, srv, clock, 30600*time.Millisecond, "/complete?cost=1", "the debt is paid")
 }
 
-// The cost header and trailer are the upstream's word to the proxy, not
-// to the client: with cost_from_response_header, the client receives
-// neither (as NGINX's proxy_hide_header), while the request is still
-// settled at that cost, and the upstream's other headers and trailers
-// pass.
-func TestProxyHidesTheCostHeaderAndTrailerFromTheClient(t *testing.T) {
+// tokensUpstream reports a request's cost, ?cost=, in X-Tokens: as a header
+// (/header), in a 103 and the final header (/hints), as an undeclared
+// trailer (/undeclared) or else as a declared one, with other headers and
+// trailers beside it.
+func tokensUpstream(t *testing.T) *httptest.Server {
 	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		cost := r.URL.Query().Get("cost")
 		w.Header().Set("X-Other", "kept")
@@ -153,6 +152,16 @@ func TestProxyHidesTheCostHeaderAndTrailerFromTheClient(t *testing.T) {
 		w.Header().Set("X-Other-Trailer", "kept")
 	}))
 	t.Cleanup(up.Close)
+	return up
+}
+
+// The cost header and trailer are the upstream's word to the proxy, not
+// to the client: with cost_from_response_header, the client receives
+// neither (as NGINX's proxy_hide_header), while the request is still
+// settled at that cost, and the upstream's other headers and trailers
+// pass.
+func TestProxyHidesTheCostHeaderAndTrailerFromTheClient(t *testing.T) {
+	up := tokensUpstream(t)
 	srv := proxyFile(t, up, clocktest.New(), `
 limits:
   - {name: tokens, key: "header:X-User", rate: 100r/m, burst: 100, algorithm: token_bucket}
@@ -301,6 +310,43 @@ func TestCostHeaderTheClientNeedsOrThatNeverArrivesIsRefused(t *testing.T) {
 		if _, err := gateway.ParseFile("proxy.yaml", []byte("upstream: http://127.0.0.1:1\nlimits: [{name: l, key: ip, rate: 5r/m, algorithm: token_bucket}]\n"+
 			"routes: [{name: r, match: /, limits: [{name: l, cost_from_response_header: "+name+"}]}]")); err != nil {
 			t.Errorf("cost_from_response_header: %s: %v", name, err)
+		}
+	}
+}
+
+// Over HTTP/2, whose trailers are frames of their own, the client gets
+// neither the cost trailer (declared or not) nor the cost header, and the
+// proxy still settles the cost they carry.
+func TestProxyHidesTheCostTrailerOverHTTP2(t *testing.T) {
+	f, err := gateway.ParseFile("proxy.yaml", []byte("upstream: "+tokensUpstream(t).URL+`
+limits:
+  - {name: tokens, key: "header:X-User", rate: 100r/m, burst: 100, algorithm: token_bucket}
+routes: [{name: llm, match: /, limits: [{name: tokens, cost_from_response_header: X-Tokens}]}]
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.Config.Limiter = store(t, clocktest.New())
+	srv := httptest.NewUnstartedServer(newGateway(t, f.Config))
+	srv.EnableHTTP2 = true
+	srv.StartTLS()
+	t.Cleanup(srv.Close)
+	for _, c := range []struct{ path, wantLeft string }{
+		{"/trailer?cost=20", `"tokens";r=99;`},
+		{"/undeclared?cost=9", `"tokens";r=79;`}, // 20 settled, then 1
+		{"/header?cost=1", `"tokens";r=70;`},     // 9 settled, then 1
+	} {
+		resp := postAs(t, srv, "ann", c.path)
+		if resp.ProtoMajor != 2 || resp.StatusCode != 200 || !strings.HasPrefix(resp.Header.Get("RateLimit"), c.wantLeft) {
+			t.Fatalf("%s: %s %d, RateLimit %q; want HTTP/2 200, %s (the previous cost settled)", c.path, resp.Proto, resp.StatusCode, resp.Header.Get("RateLimit"), c.wantLeft)
+		}
+		_, inHeader := resp.Header["X-Tokens"]
+		_, inTrailer := resp.Trailer["X-Tokens"]
+		if inHeader || inTrailer {
+			t.Errorf("%s: the client got X-Tokens: header %v, trailers %v", c.path, resp.Header, resp.Trailer)
+		}
+		if strings.HasPrefix(c.path, "/trailer") && resp.Trailer.Get("X-Other-Trailer") != "kept" {
+			t.Errorf("%s: trailers %v, want X-Other-Trailer passed", c.path, resp.Trailer)
 		}
 	}
 }

@@ -27,6 +27,16 @@
 //
 // Bad input (errors matching sluice.ErrBadInput) is returned as is: it is the
 // caller's fault, not the store's, and trips nothing.
+//
+// Each call to the primary gets the caller's context bounded by Timeout.
+// Once the call has returned, that context may be lent to a later call, and
+// then answers with that call's values, deadline and end. So a primary must
+// not keep using it after it returned, nor a context derived from it
+// (context.WithoutCancel's included: its values would be another request's,
+// such as its trace), except one that has ended (its Err is not nil): a
+// call's context that ended is never lent again, so a primary may finish,
+// on it, work it started for a caller that gave up, as relief.Batcher does
+// with a reservation under way. The stores of this module follow this rule.
 package failsafe
 
 import (
@@ -94,9 +104,9 @@ var errCircuitOpen = fmt.Errorf("%w: circuit open", ErrUnavailable)
 type Config struct {
 	// Primary is the limiter to protect, such as a redisstore.Store. The
 	// context of each of its calls is the caller's, bounded by Timeout; it
-	// is reused for a later call once the call has returned, so Primary
-	// must not keep using it after returning (the stores of this module
-	// do not).
+	// may be reused for a later call once the call has returned, so
+	// Primary must not keep using it, or a context derived from it, after
+	// returning, unless it has ended (see the package documentation).
 	Primary sluice.Limiter
 	// Mode is what to do while Primary fails (New), or the mode the log
 	// lines name (NewGroup). Default Open.

@@ -44,9 +44,11 @@ import (
 // rest back at once). A reservation whose request gives up (its context
 // ends) before the store answers goes on, bounded as a refund is, and its
 // units are held when the answer lands, so that a store that counted it
-// does not keep them charged for nobody. At shutdown, Release gives back
-// what is held. Denials
-// are exact: a request that a batch cannot cover asks for its own cost,
+// does not keep them charged for nobody. It goes on with the request's
+// values, on a context derived from the request's, which has ended by
+// then: package failsafe, whose call contexts are reused, never lends one
+// that ended to another call. At shutdown, Release gives back what is
+// held. Denials are exact: a request that a batch cannot cover asks for its own cost,
 // and one the store denies while this server is moving units of the key
 // waits for them to land before it is denied. Counting locally and sending
 // increments later would admit up to servers × Batch too many with no

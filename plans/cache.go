@@ -220,9 +220,12 @@ func (c *Cache) Limit(ctx context.Context, tenant, name string) (lim sluice.Limi
 // after a plan's limits change) read its record, and lookups wait for
 // that read: the admin API calls it after a change, which then takes
 // effect at once in this process (other processes within Staleness). A
-// tenant the Source knew stays held as known meanwhile, so its read is
-// not one of MaxReads (a flood of new names cannot leave it without its
-// limit), and its record stays in force if the read fails.
+// tenant held stays held meanwhile, so its record stays in force if the
+// read fails, and that read is not one of MaxReads (a flood of new names
+// cannot leave it without its limit): a known tenant's, and a name held
+// as unknown that one call names (the admin API's, for the tenant it just
+// changed). Invalidate("") forgets the names held as unknown instead: they
+// are read again as new names.
 func (c *Cache) Invalidate(tenant string) {
 	c.mu.Lock()
 	if tenant == "" {
@@ -234,7 +237,9 @@ func (c *Cache) Invalidate(tenant string) {
 		if e := c.known[tenant]; e != nil {
 			e.invalid = true
 		}
-		delete(c.unknown, tenant)
+		if e := c.unknown[tenant]; e != nil {
+			e.invalid = true
+		}
 	}
 	c.mu.Unlock()
 }
@@ -263,7 +268,8 @@ func (c *Cache) tenant(ctx context.Context, tenant string) (Tenant, time.Time) {
 			return c.wait(ctx, e), now
 		}
 	}
-	next := &entry{ready: make(chan struct{}), fetched: now, counted: !known}
+	// Counted: a read of a name not known, unless Invalidate named it.
+	next := &entry{ready: make(chan struct{}), fetched: now, counted: !known && (e == nil || !e.invalid)}
 	if next.counted {
 		if c.reading >= c.cfg.MaxReads { // no read: an unknown tenant's answer
 			c.mu.Unlock()

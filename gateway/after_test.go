@@ -350,3 +350,40 @@ routes: [{name: llm, match: /, limits: [{name: tokens, cost_from_response_header
 		}
 	}
 }
+
+// A 101 (a WebSocket upgrade) is passed on by the proxy writing the
+// upstream's header onto the hijacked connection itself: the cost header
+// is taken off it too (and not settled: the estimate stays spent).
+func TestProxyHidesTheCostHeaderOfA101(t *testing.T) {
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		conn, brw, err := http.NewResponseController(w).Hijack()
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		defer conn.Close()
+		brw.WriteString("HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: test\r\nX-Tokens: 5\r\nX-Other: kept\r\n\r\n")
+		brw.Flush()
+	}))
+	t.Cleanup(up.Close)
+	srv := proxyFile(t, up, clocktest.New(), `
+limits:
+  - {name: tokens, key: "header:X-User", rate: 100r/m, burst: 100, algorithm: token_bucket}
+routes: [{name: llm, match: /, limits: [{name: tokens, cost_from_response_header: X-Tokens}]}]
+`)
+	req, err := http.NewRequest("GET", srv.URL+"/ws", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Connection", "Upgrade")
+	req.Header.Set("Upgrade", "test")
+	req.Header.Set("X-User", "ann")
+	resp, err := srv.Client().Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if _, ok := resp.Header["X-Tokens"]; ok || resp.StatusCode != http.StatusSwitchingProtocols || resp.Header.Get("X-Other") != "kept" {
+		t.Errorf("upgrade: %d, header %v; want 101 without X-Tokens, with X-Other", resp.StatusCode, resp.Header)
+	}
+}

@@ -169,3 +169,18 @@ func undeclare(hdr http.Header, names []string) {
 	}
 	hdr["Trailer"] = []string{strings.Join(keep, ", ")}
 }
+
+// hideOnUpgrade is the ModifyResponse of a route with cost headers (names):
+// ReverseProxy writes a 101's header onto the hijacked connection itself,
+// past hideCost, so the names are taken off the upstream's 101 here, before
+// it does; the settlements find none, and the estimate stays spent.
+func hideOnUpgrade(names []string) func(*http.Response) error {
+	return func(res *http.Response) error {
+		if res.StatusCode == http.StatusSwitchingProtocols {
+			for _, name := range names {
+				delete(res.Header, name)
+			}
+		}
+		return nil
+	}
+}

@@ -668,6 +668,9 @@ func (g *Gateway) forwarder(st *state, u Upstream, route string, hide []string) 
 			st.upstreamError(w, r, route, u.Name, err)
 		},
 	}
+	if len(hide) > 0 {
+		rp.ModifyResponse = hideOnUpgrade(hide)
+	}
 	mine := g.counter(u.Name)
 	based := target.Path != "" && target.Path != "/"
 	forward, err := g.adaptiveShedding(st, u, route, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {

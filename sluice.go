@@ -531,6 +531,10 @@ type Result struct {
 // httplimit prefixes them with the policy's name). When the limit of a key
 // changes, as on a config reload, its state carries over to the new limit
 // rather than starting fresh.
+//
+// An implementation does not use a call's context, nor one derived from it,
+// after the call returns, unless that context has ended: package failsafe
+// lends its calls pooled contexts and takes back those that did not end.
 type Limiter interface {
 	// AllowN spends cost units of key's allowance under lim, if they fit.
 	// A denial is a Result with Allowed false, never an error. The error is

@@ -222,10 +222,10 @@ func (c *Cache) Limit(ctx context.Context, tenant, name string) (lim sluice.Limi
 // effect at once in this process (other processes within Staleness). A
 // tenant held stays held meanwhile, so its record stays in force if the
 // read fails, and that read is not one of MaxReads (a flood of new names
-// cannot leave it without its limit): a known tenant's, and a name held
-// as unknown that one call names (the admin API's, for the tenant it just
-// changed). Invalidate("") forgets the names held as unknown instead: they
-// are read again as new names.
+// cannot leave it without its limit): a known tenant's, and that of a
+// name one call names (the admin API's, for the tenant it just changed),
+// held as unknown until read if it was not held. Invalidate("") forgets
+// the names held as unknown instead: they are read again as new names.
 func (c *Cache) Invalidate(tenant string) {
 	c.mu.Lock()
 	if tenant == "" {
@@ -239,10 +239,19 @@ func (c *Cache) Invalidate(tenant string) {
 		}
 		if e := c.unknown[tenant]; e != nil {
 			e.invalid = true
+		} else if c.known[tenant] == nil { // held as unknown until read
+			put(c.unknown, strings.Clone(tenant), &entry{ready: closed, invalid: true}, c.cfg.MaxUnknownTenants)
 		}
 	}
 	c.mu.Unlock()
 }
+
+// closed is a closed channel: the ready of an entry with no read.
+var closed = func() chan struct{} {
+	ch := make(chan struct{})
+	close(ch)
+	return ch
+}()
 
 // tenant returns tenant's record, reading it when it is older than the
 // staleness, and the time of the lookup.

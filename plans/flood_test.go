@@ -257,25 +257,34 @@ func TestInvalidatedTenantIsReadDuringAFlood(t *testing.T) {
 // (Invalidate of that name) is read at once as well, flood or not: the
 // change takes effect at once in this process, as Invalidate says.
 func TestInvalidatedUnknownNameIsReadDuringAFlood(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		const maxReads = 8
-		src := acmeSource()
-		c := plans.NewCache(src, plans.Config{Clock: clocktest.New(), MaxReads: maxReads})
+	for _, held := range []bool{true, false} {
+		synctest.Test(t, func(t *testing.T) { invalidateUnknownDuringAFlood(t, held) })
+	}
+}
+
+// invalidateUnknownDuringAFlood gives newco a plan while a flood holds
+// every read slot, after a lookup held it as unknown if held, and checks
+// that the lookup after Invalidate gets the plan's limit.
+func invalidateUnknownDuringAFlood(t *testing.T, held bool) {
+	const maxReads = 8
+	src := acmeSource()
+	c := plans.NewCache(src, plans.Config{Clock: clocktest.New(), MaxReads: maxReads})
+	if held {
 		if _, ok := c.Limit(ctx, "newco", "d.k"); ok {
 			t.Fatal("newco has a limit before it has a plan")
 		}
-		src.known["newco"] = plans.Tenant{Plan: "p", Limits: map[string]sluice.Limit{"d.k": perMin(5)}}
-		src.gate = make(chan struct{})
-		var wg sync.WaitGroup
-		for i := range maxReads {
-			wg.Go(func() { c.Limit(ctx, fmt.Sprint("flood-", i), "d.k") })
-		}
-		synctest.Wait() // every read slot is busy
-		c.Invalidate("newco")
-		if lim, _ := c.Limit(ctx, "newco", "d.k"); lim.Rate != 5 {
-			t.Errorf("newco given a plan during a flood, then invalidated: rate %d, want its plan's 5", lim.Rate)
-		}
-		close(src.gate)
-		wg.Wait()
-	})
+	}
+	src.known["newco"] = plans.Tenant{Plan: "p", Limits: map[string]sluice.Limit{"d.k": perMin(5)}}
+	src.gate = make(chan struct{})
+	var wg sync.WaitGroup
+	for i := range maxReads {
+		wg.Go(func() { c.Limit(ctx, fmt.Sprint("flood-", i), "d.k") })
+	}
+	synctest.Wait() // every read slot is busy
+	c.Invalidate("newco")
+	if lim, _ := c.Limit(ctx, "newco", "d.k"); lim.Rate != 5 {
+		t.Errorf("newco (held before: %v) given a plan during a flood, then invalidated: rate %d, want its plan's 5", held, lim.Rate)
+	}
+	close(src.gate)
+	wg.Wait()
 }

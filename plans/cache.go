@@ -239,7 +239,7 @@ func (c *Cache) Invalidate(tenant string) {
 		}
 		if e := c.unknown[tenant]; e != nil {
 			e.invalid = true
-		} else if c.known[tenant] == nil { // held as unknown until read
+		} else if c.known[tenant] == nil && validName(tenant) { // held as unknown until read
 			put(c.unknown, strings.Clone(tenant), &entry{ready: closed, invalid: true}, c.cfg.MaxUnknownTenants)
 		}
 	}

@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgtype"
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
@@ -102,40 +102,46 @@ func (p *PlanStore) ClearOverride(ctx context.Context, tenant, name string) erro
 	return nil
 }
 
-// Tenant reads tenant's record in one statement's snapshot per table; an
-// unknown tenant is the zero record.
+// tenantSQL reads a tenant's plan and its overrides in one statement,
+// one snapshot: one row, whether or not the tenant exists.
+const tenantSQL = `SELECT t.plan, p.limits::text, o.names, o.lims, o.exps
+FROM (SELECT) AS one
+LEFT JOIN sluice_tenants t ON t.tenant = $1
+LEFT JOIN sluice_plans p ON p.name = t.plan
+CROSS JOIN LATERAL (
+	SELECT array_agg(name ORDER BY name) AS names, array_agg(lim::text ORDER BY name) AS lims,
+		array_agg(expires_at ORDER BY name) AS exps
+	FROM (SELECT name, lim, expires_at FROM sluice_overrides WHERE tenant = $1 ORDER BY name LIMIT $2) AS s
+) AS o`
+
+// Tenant reads tenant's record in one statement (one round trip, one
+// snapshot); an unknown tenant is the zero record.
 func (p *PlanStore) Tenant(ctx context.Context, tenant string) (TenantRecord, error) {
 	var rec TenantRecord
-	var limits *string
-	err := p.pool.QueryRow(ctx, `SELECT t.plan, p.limits::text FROM sluice_tenants t
-JOIN sluice_plans p ON p.name = t.plan WHERE t.tenant = $1`, tenant).Scan(&rec.Plan, &limits)
-	switch {
-	case errors.Is(err, pgx.ErrNoRows):
-	case err != nil:
+	var plan, limits *string
+	var names, lims []string
+	var exps []pgtype.Timestamptz
+	err := p.pool.QueryRow(ctx, tenantSQL, tenant, MaxOverridesPerTenant).Scan(&plan, &limits, &names, &lims, &exps)
+	if err != nil {
 		return rec, wrapErr("read tenant", err)
-	case limits != nil:
+	}
+	if plan != nil {
+		rec.Plan = *plan
+	}
+	if limits != nil {
 		rec.Limits = []byte(*limits)
 	}
-	rows, err := p.pool.Query(ctx, `SELECT name, lim::text, expires_at FROM sluice_overrides
-WHERE tenant = $1 ORDER BY name LIMIT $2`, tenant, MaxOverridesPerTenant)
-	if err != nil {
-		return rec, wrapErr("read overrides", err)
+	if len(lims) != len(names) || len(exps) != len(names) {
+		return TenantRecord{}, fmt.Errorf("pgstore: read tenant: %d override names, %d limits, %d expiries", len(names), len(lims), len(exps))
 	}
-	defer rows.Close()
-	for rows.Next() {
-		var o OverrideRecord
-		var lim string
-		var exp *time.Time
-		if err := rows.Scan(&o.Name, &lim, &exp); err != nil {
-			return rec, wrapErr("read overrides", err)
-		}
-		o.Limit = []byte(lim)
-		if exp != nil {
-			o.Expires = *exp
+	for i, name := range names {
+		o := OverrideRecord{Name: name, Limit: []byte(lims[i])}
+		if exps[i].Valid {
+			o.Expires = exps[i].Time
 		}
 		rec.Overrides = append(rec.Overrides, o)
 	}
-	return rec, wrapErr("read overrides", rows.Err())
+	return rec, nil
 }
 
 func wrapErr(op string, err error) error {

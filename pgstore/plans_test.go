@@ -6,6 +6,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/sluicehq/sluice/internal/pgtest"
 	"github.com/sluicehq/sluice/pgstore"
 )
 
@@ -50,5 +53,41 @@ func TestPlanStoreRoundTrip(t *testing.T) {
 	must(ps.AssignPlan(ctx, "acme", ""))
 	if rec, _ := ps.Tenant(ctx, "acme"); rec.Plan != "" || len(rec.Overrides) != 1 {
 		t.Errorf("after unassigning: %+v, want no plan and the one override left", rec)
+	}
+}
+
+// A tenant's read, the one a plans cache makes for every name it has not
+// held (a flood of new names included), is one statement: one round trip
+// and one snapshot for the plan and the overrides together.
+func TestPlanStoreReadsATenantInOneStatement(t *testing.T) {
+	ctx := context.Background()
+	cfg, err := pgxpool.ParseConfig(pgtest.Schema(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sent statements
+	cfg.ConnConfig.Tracer = &sent
+	cfg.MaxConns = 1
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	if _, err := pgstore.New(ctx, pool, pgstore.Config{}); err != nil {
+		t.Fatal(err)
+	}
+	ps := pgstore.NewPlanStore(pool)
+	if err := ps.SetOverride(ctx, "acme", "api.user", []byte(`{"rate":1,"period":"1s"}`), time.Time{}); err != nil {
+		t.Fatal(err)
+	}
+	for _, tenant := range []string{"acme", "nobody"} {
+		ps.Tenant(ctx, tenant) // prepares what the read needs
+		sent.n.Store(0)
+		if _, err := ps.Tenant(ctx, tenant); err != nil {
+			t.Fatal(err)
+		}
+		if n := sent.n.Load(); n != 1 {
+			t.Errorf("reading %s sent %d statements, want 1", tenant, n)
+		}
 	}
 }

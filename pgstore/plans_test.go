@@ -6,9 +6,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5/pgxpool"
-
-	"github.com/sluicehq/sluice/internal/pgtest"
 	"github.com/sluicehq/sluice/pgstore"
 )
 
@@ -61,18 +58,7 @@ func TestPlanStoreRoundTrip(t *testing.T) {
 // and one snapshot for the plan and the overrides together.
 func TestPlanStoreReadsATenantInOneStatement(t *testing.T) {
 	ctx := context.Background()
-	cfg, err := pgxpool.ParseConfig(pgtest.Schema(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var sent statements
-	cfg.ConnConfig.Tracer = &sent
-	cfg.MaxConns = 1
-	pool, err := pgxpool.NewWithConfig(ctx, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(pool.Close)
+	pool, sent := tracedPool(t)
 	if _, err := pgstore.New(ctx, pool, pgstore.Config{}); err != nil {
 		t.Fatal(err)
 	}

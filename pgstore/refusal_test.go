@@ -35,23 +35,31 @@ func (s *statements) TracePrepareStart(ctx context.Context, _ *pgx.Conn, _ pgx.T
 
 func (s *statements) TracePrepareEnd(context.Context, *pgx.Conn, pgx.TracePrepareEndData) {}
 
+// tracedPool returns a pool of one connection to a fresh schema and the
+// count of the statements it sends.
+func tracedPool(t *testing.T) (*pgxpool.Pool, *statements) {
+	t.Helper()
+	cfg, err := pgxpool.ParseConfig(pgtest.Schema(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	sent := &statements{}
+	cfg.ConnConfig.Tracer = sent
+	cfg.MaxConns = 1
+	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	return pool, sent
+}
+
 // TestRefusalIsOneRoundTrip: a refused decision, the path a client past its
 // quota drives, costs the database one statement, as an admission does, and
 // still reports what is left and when to retry.
 func TestRefusalIsOneRoundTrip(t *testing.T) {
 	ctx := context.Background()
-	cfg, err := pgxpool.ParseConfig(pgtest.Schema(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var sent statements
-	cfg.ConnConfig.Tracer = &sent
-	cfg.MaxConns = 1
-	pool, err := pgxpool.NewWithConfig(ctx, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(pool.Close)
+	pool, sent := tracedPool(t)
 	clock := clocktest.At(time.Date(2026, 3, 1, 10, 15, 0, 0, time.UTC))
 	s, err := pgstore.New(ctx, pool, pgstore.Config{Clock: clock})
 	if err != nil {

@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 )
 
@@ -50,6 +51,10 @@ func TestSimulate(t *testing.T) {
 	dir := t.TempDir()
 	replay := filepath.Join(dir, "in.csv")
 	writeFile(t, replay, "1735689600,a\n1735689599,a\n")
+	fifo := filepath.Join(dir, "in.fifo") // no writer: opening it for reading would wait for ever
+	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+		t.Fatal(err)
+	}
 	svg, png := filepath.Join(dir, "c.svg"), filepath.Join(dir, "c.png")
 	tests := []runCase{
 		{[]string{"simulate", "-pattern", "boundary"}, 0, "fixed_window", ""},
@@ -57,6 +62,7 @@ func TestSimulate(t *testing.T) {
 		{[]string{"simulate", "-pattern", "bursts", "-chart", svg + "," + png}, 0, "sliding_log", ""},
 		{[]string{"simulate", "-pattern", "boundary", "-chart", svg + ","}, 0, "fixed_window", ""}, // an empty item is skipped, as overload skips it
 		{[]string{"simulate", "-pattern", "replay", "-file", replay}, 1, "", "line 2, column 1: timestamp 1735689599 is before"},
+		{[]string{"simulate", "-pattern", "replay", "-file", fifo}, 1, "", "not a regular file"},
 		{[]string{"simulate", "-pattern", "nope"}, 2, "", `unknown pattern "nope"`},
 		{[]string{"simulate", "accuracy", "-requests", "5000", "-keys", "100", "-duration", "5m"}, 0, "wrongly admitted", ""},
 		{[]string{"help"}, 0, "simulate", ""},

@@ -1,7 +1,10 @@
 package main
 
 import (
+	"bytes"
+	"context"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -11,6 +14,7 @@ import (
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/adaptive"
+	"github.com/sluicehq/sluice/internal/safefile"
 	"github.com/sluicehq/sluice/sim"
 )
 
@@ -90,37 +94,10 @@ func simulate(args []string, stdout, stderr io.Writer) int {
 			c.Algorithms = append(c.Algorithms, a)
 		}
 	}
-	var p sim.Pattern
-	switch *pattern {
-	case "steady":
-		p = sim.Steady{Load: *load, Keys: *keys}
-	case "bursts":
-		p = sim.Bursts{Load: *load, On: *on, Off: *off}
-	case "boundary":
-		p = sim.Boundary{}
-	case "ramp":
-		p = sim.Ramp{To: *load}
-	case "zipf":
-		p = sim.Zipf{Keys: *keys, Load: *load}
-	case "replay":
-		if *file == "" {
-			fmt.Fprintln(stderr, "sluice simulate: -pattern replay needs -file")
-			return 2
-		}
-		f, err := os.Open(*file)
-		if err != nil {
-			fmt.Fprintln(stderr, "sluice simulate:", err)
-			return 1
-		}
-		p, err = sim.ReadReplay(f, *file)
-		f.Close()
-		if err != nil {
-			fmt.Fprintln(stderr, "sluice simulate:", err)
-			return 1
-		}
-	default:
-		fmt.Fprintf(stderr, "sluice simulate: unknown pattern %q (want steady, bursts, boundary, ramp, zipf or replay)\n", *pattern)
-		return 2
+	p, code, err := simPattern(*pattern, *load, *keys, *on, *off, *file)
+	if err != nil {
+		fmt.Fprintln(stderr, "sluice simulate:", err)
+		return code
 	}
 	c.Progress = progress(stdout, stderr)
 	rep, err := sim.Run(c, p)
@@ -133,6 +110,48 @@ func simulate(args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 	return print(stdout, stderr, *asJSON, rep, rep.WriteTable)
+}
+
+// maxReplayBytes bounds a -file of arrivals: a replay is held in memory
+// whole, about its own size again in events.
+const maxReplayBytes = 256 << 20
+
+// replayReadTimeout bounds reading a -file of arrivals.
+const replayReadTimeout = 30 * time.Second
+
+// simPattern is the arrival pattern the flags name, and the exit status of
+// an error: 2 for a pattern that does not exist or lacks its -file, 1 for a
+// replay file that cannot be read (not a regular file, over
+// maxReplayBytes, or a bad line).
+func simPattern(name string, load float64, keys int, on, off time.Duration, file string) (sim.Pattern, int, error) {
+	switch name {
+	case "steady":
+		return sim.Steady{Load: load, Keys: keys}, 0, nil
+	case "bursts":
+		return sim.Bursts{Load: load, On: on, Off: off}, 0, nil
+	case "boundary":
+		return sim.Boundary{}, 0, nil
+	case "ramp":
+		return sim.Ramp{To: load}, 0, nil
+	case "zipf":
+		return sim.Zipf{Keys: keys, Load: load}, 0, nil
+	case "replay":
+		if file == "" {
+			return nil, 2, errors.New("-pattern replay needs -file")
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), replayReadTimeout)
+		defer cancel()
+		b, err := safefile.Read(ctx, file, maxReplayBytes)
+		if err != nil {
+			return nil, 1, err
+		}
+		p, err := sim.ReadReplay(bytes.NewReader(b), file)
+		if err != nil {
+			return nil, 1, err
+		}
+		return p, 0, nil
+	}
+	return nil, 2, fmt.Errorf("unknown pattern %q (want steady, bursts, boundary, ramp, zipf or replay)", name)
 }
 
 // accuracy runs `sluice simulate accuracy`.

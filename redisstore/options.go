@@ -1,14 +1,17 @@
 package redisstore
 
 import (
+	"context"
 	"crypto/tls"
 	"crypto/x509"
 	"errors"
 	"fmt"
 	"math/bits"
-	"os"
+	"time"
 
 	"github.com/redis/rueidis"
+
+	"github.com/sluicehq/sluice/internal/safefile"
 )
 
 // TLSFiles names the PEM files of TLS connections to Redis, as
@@ -29,22 +32,29 @@ type TLSFiles struct {
 	SkipHostnameVerification bool
 }
 
-// LoadTLS reads f's files into a tls.Config for Config.TLS. An error names
-// the file it could not use.
+// tlsReadTimeout bounds reading LoadTLS's files.
+const tlsReadTimeout = 10 * time.Second
+
+// LoadTLS reads f's files into a tls.Config for Config.TLS. Each must be a
+// regular file (a FIFO or a device is refused at once, not waited on) of at
+// most 1 MiB, and all are read within 10 s. An error names the file it could
+// not use.
 func LoadTLS(f TLSFiles) (*tls.Config, error) {
 	c := &tls.Config{MinVersion: tls.VersionTLS12}
 	if (f.CertFile == "") != (f.KeyFile == "") {
 		return nil, errors.New("redisstore: a client certificate needs both its certificate and its key file")
 	}
+	ctx, cancel := context.WithTimeout(context.Background(), tlsReadTimeout)
+	defer cancel()
 	if f.CertFile != "" {
-		cert, err := tls.LoadX509KeyPair(f.CertFile, f.KeyFile)
+		cert, err := safefile.ReadKeyPair(ctx, f.CertFile, f.KeyFile)
 		if err != nil {
 			return nil, fmt.Errorf("redisstore: client certificate %s, key %s: %w", f.CertFile, f.KeyFile, err)
 		}
 		c.Certificates = []tls.Certificate{cert}
 	}
 	if f.CAFile != "" {
-		pem, err := os.ReadFile(f.CAFile)
+		pem, err := safefile.Read(ctx, f.CAFile, safefile.MaxPEMBytes)
 		if err != nil {
 			return nil, fmt.Errorf("redisstore: certificate authorities: %w", err)
 		}

@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -180,11 +181,18 @@ func TestLoadTLSErrors(t *testing.T) {
 	dir := t.TempDir()
 	bad := filepath.Join(dir, "bad.pem")
 	os.WriteFile(bad, []byte("not a certificate"), 0o600)
+	fifo := filepath.Join(dir, "fifo.pem") // no writer: opening it for reading would wait for ever
+	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+		t.Fatal(err)
+	}
 	for _, f := range []redisstore.TLSFiles{
 		{CAFile: filepath.Join(dir, "missing.pem")},
 		{CAFile: bad},
 		{CertFile: bad, KeyFile: bad},
 		{CertFile: bad},
+		{CAFile: fifo},
+		{CertFile: fifo, KeyFile: bad},
+		{CertFile: bad, KeyFile: fifo},
 	} {
 		if _, err := redisstore.LoadTLS(f); err == nil {
 			t.Errorf("LoadTLS(%+v): no error", f)

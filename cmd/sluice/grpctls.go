@@ -31,25 +31,13 @@ type grpcTLSOptions struct {
 
 // maxTLSFileBytes caps each certificate, key and CA file: a PEM bundle of
 // a few hundred CAs is far below it.
-const maxTLSFileBytes = 1 << 20
+const maxTLSFileBytes = safefile.MaxPEMBytes
 
 // loadKeyPair reads the certificate and key files as every TLS file is
-// read (safefile.Read: a regular file, at most maxTLSFileBytes, within
-// ctx) and parses them into a pair; an error names both files.
+// read (safefile.ReadKeyPair: regular files, at most maxTLSFileBytes each,
+// within ctx) and parses them into a pair; an error names both files.
 func loadKeyPair(ctx context.Context, cert, key string) (tls.Certificate, error) {
-	certPEM, err := safefile.Read(ctx, cert, maxTLSFileBytes)
-	if err != nil {
-		return tls.Certificate{}, err
-	}
-	keyPEM, err := safefile.Read(ctx, key, maxTLSFileBytes)
-	if err != nil {
-		return tls.Certificate{}, err
-	}
-	pair, err := tls.X509KeyPair(certPEM, keyPEM)
-	if err != nil {
-		return tls.Certificate{}, fmt.Errorf("%s, %s: %w", cert, key, err)
-	}
-	return pair, nil
+	return safefile.ReadKeyPair(ctx, cert, key)
 }
 
 // tlsReloadEvery is how often, at most, the files are looked at again:

@@ -250,6 +250,7 @@ var allowedEdges = []allowedEdge{
 	{from: "client", to: "algorithm", why: "a Pacer given no Limiter paces in process with the pure algorithms, so that the client stands alone and picks no store"},
 	{from: "algorithm", to: "calendar", why: "a fixed window with a calendar takes its windows from the calendar math"},
 	{from: "admin/page", to: "service", why: "the page is the service's Observer (service.Decision) and asks it check-only descriptors for its form"},
+	{from: "redisstore", to: "internal/safefile", why: "LoadTLS reads the PEM files REDIS_TLS_* name as every file is read: a regular file under a cap, within a deadline"},
 }
 
 // A graph is the import graph go list reports: every package reachable from

@@ -12,6 +12,7 @@ package safefile
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -116,4 +117,28 @@ func kind(m fs.FileMode) string {
 	default:
 		return "not a regular file"
 	}
+}
+
+// MaxPEMBytes caps each certificate, key or CA file read with
+// ReadKeyPair, and is the limit to pass to Read for a CA bundle: a PEM
+// bundle of a few hundred certificates is well under it.
+const MaxPEMBytes = 1 << 20
+
+// ReadKeyPair reads a PEM certificate (chain) and its key with Read, each a
+// regular file of at most MaxPEMBytes, and pairs them. Errors name the file
+// that could not be read, or both when they do not pair.
+func ReadKeyPair(ctx context.Context, cert, key string) (tls.Certificate, error) {
+	certPEM, err := Read(ctx, cert, MaxPEMBytes)
+	if err != nil {
+		return tls.Certificate{}, err
+	}
+	keyPEM, err := Read(ctx, key, MaxPEMBytes)
+	if err != nil {
+		return tls.Certificate{}, err
+	}
+	pair, err := tls.X509KeyPair(certPEM, keyPEM)
+	if err != nil {
+		return tls.Certificate{}, fmt.Errorf("%s, %s: %w", cert, key, err)
+	}
+	return pair, nil
 }

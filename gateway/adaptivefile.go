@@ -59,8 +59,8 @@ func (p *fileParser) adaptive(n *yaml.Node) (*Adaptive, error) {
 		return nil, err
 	}
 	if h := m["priority_header"]; h != nil {
-		if err := keyHeader(a.PriorityHeader); err != nil || a.PriorityHeader == "" {
-			return nil, p.errf(h, "priority_header: %v", cmpErr(err, "empty"))
+		if err := namedHeader(a.PriorityHeader); err != nil {
+			return nil, p.errf(h, "priority_header: %v", err)
 		}
 	}
 	if c.Min > 0 && c.Max > 0 && c.Min > c.Max {

@@ -1008,6 +1008,15 @@ func (p *fileParser) routeLimit(n *yaml.Node, limits map[string]limitSpec, route
 	return pol, nil
 }
 
+// namedHeader is keyHeader for a key that must name a header: an empty
+// name is refused as "empty".
+func namedHeader(name string) error {
+	if name == "" {
+		return errors.New("empty")
+	}
+	return keyHeader(name)
+}
+
 // keyHeader says why no request carries the header name, or nil: Go's
 // server keeps Host and Transfer-Encoding out of the header map, and a
 // name that is not a token is no header at all. A limit keyed on one

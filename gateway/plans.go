@@ -33,17 +33,10 @@ func (pl *Plans) check() error {
 	if pl.Limits == nil {
 		return errors.New("gateway: plans: no Limits to look tenants up in (sluice proxy -plans)")
 	}
-	if err := keyHeader(pl.TenantHeader); err != nil || pl.TenantHeader == "" {
-		return fmt.Errorf("gateway: plans: tenant_header %q: %v", pl.TenantHeader, cmpErr(err, "empty"))
+	if err := namedHeader(pl.TenantHeader); err != nil {
+		return fmt.Errorf("gateway: plans: tenant_header %q: %w", pl.TenantHeader, err)
 	}
 	return nil
-}
-
-func cmpErr(err error, s string) any {
-	if err != nil {
-		return err
-	}
-	return s
 }
 
 // apply gives pol's limits with an algorithm the tenant's limit of their

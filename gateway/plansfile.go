@@ -29,8 +29,8 @@ func (p *fileParser) plans(n *yaml.Node) error {
 	if err != nil {
 		return err
 	}
-	if err := keyHeader(name); err != nil || name == "" {
-		return p.errf(h, "tenant_header: %v", cmpErr(err, "empty"))
+	if err := namedHeader(name); err != nil {
+		return p.errf(h, "tenant_header: %v", err)
 	}
 	p.f.Config.Plans = &Plans{TenantHeader: name}
 	return nil

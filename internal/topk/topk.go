@@ -97,13 +97,25 @@ func (s *Sketch) Top(n int) []Item {
 
 // items returns a copy of the sketch's keys, in no order.
 func (s *Sketch) items() []Item {
+	items, _ := s.summary()
+	return items
+}
+
+// summary returns a copy of the sketch's keys, in no order, and the most
+// a key it does not hold can weigh: its smallest counter when all k are
+// taken, else 0.
+func (s *Sketch) summary() ([]Item, uint64) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	items := make([]Item, len(s.heap))
 	for i, e := range s.heap {
 		items[i] = Item{Key: e.key, Count: e.count, Error: e.error}
 	}
-	return items
+	var floor uint64
+	if len(s.heap) == s.k {
+		floor = s.heap[0].count
+	}
+	return items, floor
 }
 
 // Reset forgets every key and the total, keeping the memory.

@@ -143,3 +143,42 @@ func TestWindowForgetsSpansOlderThanIt(t *testing.T) {
 		t.Fatalf("Span = %v", w.Span())
 	}
 }
+
+// TestWindowCountsBoundEveryKeysTrueWeight is the window's error bound, as
+// the sketch's: whatever the stream and however it spreads over the
+// spans, a listed key's count is at least its true weight over the spans
+// still in the window and at most that plus its error, also when a span's
+// sketch dropped the key to make room for another.
+func TestWindowCountsBoundEveryKeysTrueWeight(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		k := rapid.IntRange(1, 8).Draw(t, "k")
+		n := rapid.IntRange(1, 4).Draw(t, "spans")
+		keys := rapid.IntRange(1, 16).Draw(t, "keys")
+		stream := rapid.SliceOfN(rapid.IntRange(0, keys-1), 0, 400).Draw(t, "stream")
+		c := &fakeClock{t: time.Unix(1_000_000, 0)}
+		w := NewWindow(k, n, time.Minute, c.now)
+		var spans []map[string]uint64 // true weights of each span, oldest first
+		for _, x := range stream {
+			if len(spans) == 0 || rapid.IntRange(0, 9).Draw(t, "next span") == 0 {
+				if len(spans) > 0 {
+					c.t = c.t.Add(time.Minute)
+				}
+				spans = append(spans, map[string]uint64{})
+			}
+			key := fmt.Sprint("key", x)
+			w.Add(key, 1)
+			spans[len(spans)-1][key]++
+		}
+		truth := map[string]uint64{}
+		for _, s := range spans[max(len(spans)-n, 0):] {
+			for key, v := range s {
+				truth[key] += v
+			}
+		}
+		for _, it := range w.Top(k * n) {
+			if v := truth[it.Key]; it.Count < v || it.Count-it.Error > v {
+				t.Fatalf("%s: true %d over the window, listed %+v", it.Key, v, it)
+			}
+		}
+	})
+}

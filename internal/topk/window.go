@@ -53,7 +53,11 @@ func (w *Window) sketch() *Sketch {
 func (w *Window) Add(key string, weight uint64) { w.sketch().Add(key, weight) }
 
 // Top returns up to n keys, heaviest first, over the spans of the window
-// that are not older than it: each key's counts summed across them.
+// that are not older than it: each key's counts summed across them. A
+// span whose sketch is full and does not hold a key counts for it its
+// smallest counter, in Count and Error alike (the most the key can have
+// had there), so that, as for a Sketch, a key's true weight over the
+// window is in [Count-Error, Count].
 func (w *Window) Top(n int) []Item {
 	now := w.now().UnixNano() / int64(w.span)
 	w.mu.Lock()
@@ -64,17 +68,25 @@ func (w *Window) Top(n int) []Item {
 		}
 	}
 	w.mu.Unlock()
-	sum := map[string]Item{}
+	type sum struct {
+		Item
+		floors uint64 // of the spans that hold the key
+	}
+	sums := map[string]sum{}
+	var floors uint64 // of every span
 	for _, s := range live {
-		for _, it := range s.items() { // summed, then sorted once below
-			t := sum[it.Key]
-			t.Key, t.Count, t.Error = it.Key, t.Count+it.Count, t.Error+it.Error
-			sum[it.Key] = t
+		items, floor := s.summary()
+		floors += floor
+		for _, it := range items { // summed, then sorted once below
+			t := sums[it.Key]
+			t.Key, t.Count, t.Error, t.floors = it.Key, t.Count+it.Count, t.Error+it.Error, t.floors+floor
+			sums[it.Key] = t
 		}
 	}
-	items := make([]Item, 0, len(sum))
-	for _, it := range sum {
-		items = append(items, it)
+	items := make([]Item, 0, len(sums))
+	for _, t := range sums {
+		absent := floors - t.floors
+		items = append(items, Item{Key: t.Key, Count: t.Count + absent, Error: t.Error + absent})
 	}
 	SortItems(items)
 	return items[:min(max(n, 0), len(items))]

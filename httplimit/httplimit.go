@@ -677,15 +677,10 @@ func (m *Middleware) serveInFlight(w http.ResponseWriter, r *http.Request, decis
 			continue
 		}
 		if !c.acquire(key) {
-			m.logRefusal(ctx, r, c.Name, key, c.Shadow, "reason", "concurrency")
-			if c.Shadow {
-				m.cfg.Metrics.decision(c.Name, "shadow_rejected")
-				m.observe(c.Name, Shadow, 1, key)
-				continue
+			if !m.slotRefused(w, r, c, key, decisions) {
+				return
 			}
-			m.observe(c.Name, Limited, 1, key)
-			m.concurrencyRefused(w, r, c, decisions)
-			return
+			continue
 		}
 		defer c.release(key) // runs even if next panics
 	}
@@ -699,6 +694,21 @@ func (m *Middleware) serveInFlight(w http.ResponseWriter, r *http.Request, decis
 		return
 	}
 	next.ServeHTTP(w, r)
+}
+
+// slotRefused logs, counts and observes a request in-flight policy c
+// found no slot of key for, and reports whether it goes on: a shadow
+// policy lets it (without a slot), else concurrencyRefused answers it.
+func (m *Middleware) slotRefused(w http.ResponseWriter, r *http.Request, c *concurrency, key string, decisions []decision) bool {
+	m.logRefusal(r.Context(), r, c.Name, key, c.Shadow, "reason", "concurrency")
+	if c.Shadow {
+		m.cfg.Metrics.decision(c.Name, "shadow_rejected")
+		m.observe(c.Name, Shadow, 1, key)
+		return true
+	}
+	m.observe(c.Name, Limited, 1, key)
+	m.concurrencyRefused(w, r, c, decisions)
+	return false
 }
 
 // concurrencyRefused answers a request that in-flight policy c refuses:

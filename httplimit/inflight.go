@@ -74,15 +74,7 @@ func (m *Middleware) acquireShared(w http.ResponseWriter, r *http.Request, c *co
 	if ok {
 		return release, true
 	}
-	m.logRefusal(r.Context(), r, c.Name, key, c.Shadow, "reason", "concurrency")
-	if c.Shadow {
-		m.cfg.Metrics.decision(c.Name, "shadow_rejected")
-		m.observe(c.Name, Shadow, 1, key)
-		return nil, true
-	}
-	m.observe(c.Name, Limited, 1, key)
-	m.concurrencyRefused(w, r, c, decisions)
-	return nil, false
+	return nil, m.slotRefused(w, r, c, key, decisions)
 }
 
 // inflightFailed counts and logs a failing InFlight and applies the

@@ -138,7 +138,7 @@ func openServeStore(ctx context.Context, o *serveOptions, failureSet bool, log *
 	if isPostgres(o.store) {
 		st, err = openPostgres(ctx, o.store, o.failure, failureSet, o.remote.migrate, log)
 	} else {
-		st, err = openStoreLog(ctx, o.store, &o.redis, o.failure, false, o.memMaxBytes, log)
+		st, err = openStoreLog(ctx, o.store, &o.redis, o.failure, memstore.Config{MaxBytes: o.memMaxBytes, ClockResolution: o.memClock}, log)
 	}
 	if err != nil || st.mem != nil {
 		return st, err // the memory store is local already (mootFlags names -local-cache)

@@ -253,7 +253,7 @@ func (p *proxyApp) openFileSettings(ctx context.Context, a *app) error {
 // the decision deadline of -store-timeout, or the memory store (which has
 // no deadline: a -store-timeout given with it is logged as not acted on).
 func (p *proxyApp) openLimiter(ctx context.Context, a *app) error {
-	limiter, failure, closeStore, err := openStore(ctx, p.o.store, p.o.failure, false)
+	limiter, failure, closeStore, err := openStore(ctx, p.o.store, p.o.failure)
 	if err != nil {
 		return err
 	}

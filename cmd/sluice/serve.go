@@ -31,7 +31,6 @@ import (
 	"github.com/sluicehq/sluice/config"
 	"github.com/sluicehq/sluice/failsafe"
 	"github.com/sluicehq/sluice/memstore"
-	"github.com/sluicehq/sluice/relief"
 	"github.com/sluicehq/sluice/service"
 )
 
@@ -599,14 +598,7 @@ func (s *serveApp) readHeaders() (err error) {
 // memory store's metrics on it.
 func (s *serveApp) openStore(ctx context.Context) error {
 	o := &s.o
-	var st openedStore
-	var err error
-	if isMemory(o.store) {
-		// What openServeStore opens for the memory store, with its clock.
-		st = openMemory(memstore.Config{MaxBytes: o.memMaxBytes, ClockResolution: o.memClock})
-	} else {
-		st, err = openServeStore(ctx, o, isSet(s.fs, "failure-mode"), s.log)
-	}
+	st, err := openServeStore(ctx, o, isSet(s.fs, "failure-mode"), s.log)
 	if err != nil {
 		return err
 	}
@@ -851,17 +843,16 @@ type openedStore struct {
 	mem *memstore.Store
 }
 
-// openStoreLog opens the store named by -store: the memory store, or Redis
-// (behind relief's over-limit cache with -local-cache) with the failure
-// policy of -failure-mode, for the caller to apply. Redis being down is no
-// error: the store then fails every call (the failure policy answers) and
-// reconnects in the background, logging on log (see lazyStore).
-//
-// maxBytes is the memory store's byte budget (memstore.Config.MaxBytes; 0:
-// its default); ro are the Redis settings (nil: the URL's alone).
-func openStoreLog(ctx context.Context, store string, ro *redisOptions, failure string, localCache bool, maxBytes int64, log *slog.Logger) (openedStore, error) {
+// openStoreLog opens the store named by -store: the memory store
+// configured by mem, or Redis with the failure policy of -failure-mode,
+// for the caller to apply. Redis being down is no error: the store then
+// fails every call (the failure policy answers) and reconnects in the
+// background, logging on log (see lazyStore). ro are the Redis settings
+// (nil: the URL's alone). serve's -local-cache is applied by its caller
+// (remoteOptions.wrapRemote).
+func openStoreLog(ctx context.Context, store string, ro *redisOptions, failure string, mem memstore.Config, log *slog.Logger) (openedStore, error) {
 	if isMemory(store) {
-		return openMemory(memstore.Config{MaxBytes: maxBytes}), nil
+		return openMemory(mem), nil
 	}
 	mode, err := failsafe.ParseMode(failure)
 	if err != nil {
@@ -874,15 +865,10 @@ func openStoreLog(ctx context.Context, store string, ro *redisOptions, failure s
 	// The service applies each rule's failure_mode (the flag sets the
 	// default) behind one breaker around the store (both stores, with
 	// -store-per-second).
-	limiter := rs.limiter
-	if localCache {
-		// Denials only, so no accuracy is lost (see package relief).
-		limiter = relief.NewOverLimitCache(rs.limiter, relief.CacheConfig{})
-	}
 	// The store of rules whose failure_mode is local (and of every rule
 	// with -failure-mode local), while Redis fails.
 	local := memstore.New(memstore.Config{})
-	return openedStore{limiter: limiter, failure: &service.FailurePolicy{Mode: mode, Local: local},
+	return openedStore{limiter: rs.limiter, failure: &service.FailurePolicy{Mode: mode, Local: local},
 		close: func() { rs.close(); local.Close() }, connected: rs.connected}, nil
 }
 
@@ -896,9 +882,10 @@ func openMemory(cfg memstore.Config) openedStore {
 	return openedStore{limiter: m, close: func() { m.Close() }, connected: func() bool { return true }, mem: m}
 }
 
-// openStore is openStoreLog logging on slog's default logger.
-func openStore(ctx context.Context, store, failure string, localCache bool) (sluice.Limiter, *service.FailurePolicy, func(), error) {
-	o, err := openStoreLog(ctx, store, nil, failure, localCache, 0, slog.Default())
+// openStore is openStoreLog logging on slog's default logger, with the
+// memory store's defaults.
+func openStore(ctx context.Context, store, failure string) (sluice.Limiter, *service.FailurePolicy, func(), error) {
+	o, err := openStoreLog(ctx, store, nil, failure, memstore.Config{}, slog.Default())
 	return o.limiter, o.failure, o.close, err
 }
 

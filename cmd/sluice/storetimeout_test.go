@@ -84,7 +84,7 @@ func TestProxyStoreTimeoutIsTheDecisionDeadline(t *testing.T) {
 		want    bool
 	}{{0, false}, {200 * time.Millisecond, true}} {
 		t.Run(tt.timeout.String(), func(t *testing.T) {
-			_, failure, closeStore, err := openStore(t.Context(), "redis://127.0.0.1:1", "closed", false)
+			_, failure, closeStore, err := openStore(t.Context(), "redis://127.0.0.1:1", "closed")
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -11,6 +11,7 @@ import (
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/algorithm"
 	"github.com/sluicehq/sluice/internal/clocktest"
+	"github.com/sluicehq/sluice/internal/storetest"
 	"github.com/sluicehq/sluice/memstore"
 )
 
@@ -147,18 +148,13 @@ func TestCoarseClockRunsAndStopsWithTheStore(t *testing.T) {
 		t.Fatal(err)
 	}
 	clock.Advance(time.Minute)
-	admitted := false
-	for deadline := time.Now().Add(10 * time.Second); !admitted && time.Now().Before(deadline); {
+	storetest.WaitFor(t, "the coarse clock to publish the fake clock's new minute", func() bool {
 		res, err := s.AllowN(ctx, "k", lim, 1)
 		if err != nil {
 			t.Fatal(err)
 		}
-		admitted = res.Allowed
-		time.Sleep(time.Millisecond) // waiting for a real goroutine, not passing fake time
-	}
-	if !admitted {
-		t.Fatal("the coarse clock never published the fake clock's new minute")
-	}
+		return res.Allowed
+	})
 	s.Close()
 	clock.Advance(time.Minute)
 	if res, err := s.AllowN(ctx, "k", lim, 1); err != nil || !res.Allowed {

@@ -11,6 +11,7 @@ import (
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/internal/redistest"
+	"github.com/sluicehq/sluice/internal/storetest"
 )
 
 // holdProxy forwards TCP connections to a Redis server. While it holds,
@@ -90,22 +91,14 @@ func (p *holdProxy) setHold(hold bool) {
 	p.mu.Unlock()
 }
 
-// waitHeld waits until more than n bytes are held, for up to 10 s, and
-// returns how many are.
-func (p *holdProxy) waitHeld(t *testing.T, n int) int {
+// waitHeld waits until more than n bytes are held.
+func (p *holdProxy) waitHeld(t *testing.T, n int) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for time.Now().Before(deadline) {
+	storetest.WaitFor(t, "the proxy to hold more than "+strconv.Itoa(n)+" bytes", func() bool {
 		p.mu.Lock()
-		held := p.held
-		p.mu.Unlock()
-		if held > n {
-			return held
-		}
-		time.Sleep(time.Millisecond) // polling a real network's progress
-	}
-	t.Fatalf("the proxy holds %d bytes after 10 s, want more", n)
-	return 0
+		defer p.mu.Unlock()
+		return p.held > n
+	})
 }
 
 // cut resets every connection through the proxy and stops holding.
@@ -173,26 +166,19 @@ func TestCoalescedBatchFailsAloneOnConnectionReset(t *testing.T) {
 	}
 }
 
-// waitLane waits, for up to 10 s, until s's one lane has busy calls with
-// Redis and, when busy is 0, no open batch.
+// waitLane waits until s's one lane has busy calls with Redis and, when
+// busy is 0, no open batch.
 func waitLane(t *testing.T, s *Store, busy int) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	storetest.WaitFor(t, "the lane to have "+strconv.Itoa(busy)+" calls with Redis", func() bool {
 		s.batches.mu.Lock()
+		defer s.batches.mu.Unlock()
 		got, open := 0, false
 		for _, l := range s.batches.lanes {
 			got, open = got+l.busy, open || l.open != nil
 		}
-		s.batches.mu.Unlock()
-		if got == busy && (busy > 0 || !open) {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the lane has %d calls with Redis (open batch: %v) after 10 s, want %d", got, open, busy)
-		}
-		time.Sleep(time.Millisecond) // polling a real network's progress
-	}
+		return got == busy && (busy > 0 || !open)
+	})
 }
 
 // Close does not wait on a Redis that hangs for the connection's reply

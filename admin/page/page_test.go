@@ -14,12 +14,9 @@ import (
 	pb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/internal/clocktest"
 	"github.com/sluicehq/sluice/service"
 )
-
-type clock struct{ t time.Time }
-
-func (c *clock) now() time.Time { return c.t }
 
 func serve(t *testing.T, p *Page) *httptest.Server {
 	t.Helper()
@@ -47,8 +44,8 @@ func getJSON(t *testing.T, url string) Snapshot {
 // The JSON counts each rule's outcomes, their rates per second, the
 // limited keys hashed in the top list and the refusals newest first.
 func TestDataCountsRatesAndHashesKeys(t *testing.T) {
-	c := &clock{t: time.Unix(1_000_000, 0)}
-	p := New(Config{Now: c.now, Refusals: 3})
+	c := clocktest.At(time.Unix(1_000_000, 0))
+	p := New(Config{Now: c.Now, Refusals: 3})
 	srv := serve(t, p)
 	getJSON(t, srv.URL+"/page/data.json") // the first rate sample
 	for range 10 {
@@ -58,7 +55,7 @@ func TestDataCountsRatesAndHashesKeys(t *testing.T) {
 		p.Observe(service.Decision{Domain: "d", Rule: "d.a", Outcome: service.Limited, Cost: 1, Key: "d|a=" + string(rune('0'+i%2))})
 	}
 	p.Observe(service.Decision{Domain: "d", Rule: "d.s", Outcome: service.Shadow, Cost: 1, Key: "d|s=x"})
-	c.t = c.t.Add(2 * time.Second)
+	c.Advance(2 * time.Second)
 	s := getJSON(t, srv.URL+"/page/data.json")
 	if len(s.Rules) != 2 || s.Rules[0].Rule != "d.a" || s.Rules[0].Allowed != 10 || s.Rules[0].Limited != 5 || s.Rules[0].AllowedPerSec != 5 || s.Rules[1].Shadow != 1 {
 		t.Fatalf("rules %+v", s.Rules)

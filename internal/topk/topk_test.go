@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"pgregory.net/rapid"
+
+	"github.com/sluicehq/sluice/internal/clocktest"
 )
 
 // TestEveryKeyAboveNOverKIsListed is the sketch's error bound: whatever
@@ -116,26 +118,21 @@ func TestConcurrentAddsAreAllCounted(t *testing.T) {
 	}
 }
 
-// fakeClock is a settable clock.
-type fakeClock struct{ t time.Time }
-
-func (c *fakeClock) now() time.Time { return c.t }
-
 func TestWindowForgetsSpansOlderThanIt(t *testing.T) {
-	c := &fakeClock{t: time.Unix(1_000_000, 0)}
-	w := NewWindow(8, 3, time.Minute, c.now)
+	c := clocktest.At(time.Unix(1_000_000, 0))
+	w := NewWindow(8, 3, time.Minute, c.Now)
 	w.Add("old", 10)
-	c.t = c.t.Add(time.Minute)
+	c.Advance(time.Minute)
 	w.Add("new", 3)
 	w.Add("old", 1)
 	if top := w.Top(5); len(top) != 2 || top[0].Key != "old" || top[0].Count != 11 || top[1].Count != 3 {
 		t.Fatalf("within the window: %+v", top)
 	}
-	c.t = c.t.Add(2 * time.Minute) // the first span is now 3 minutes old
+	c.Advance(2 * time.Minute) // the first span is now 3 minutes old
 	if top := w.Top(5); len(top) != 2 || top[0].Key != "new" || top[1].Key != "old" || top[1].Count != 1 {
 		t.Fatalf("after the first span expired, want new 3 and old 1 (its second span's): %+v", top)
 	}
-	c.t = c.t.Add(time.Hour)
+	c.Advance(time.Hour)
 	if top := w.Top(5); len(top) != 0 {
 		t.Fatalf("an hour later: %+v", top)
 	}
@@ -155,13 +152,13 @@ func TestWindowCountsBoundEveryKeysTrueWeight(t *testing.T) {
 		n := rapid.IntRange(1, 4).Draw(t, "spans")
 		keys := rapid.IntRange(1, 16).Draw(t, "keys")
 		stream := rapid.SliceOfN(rapid.IntRange(0, keys-1), 0, 400).Draw(t, "stream")
-		c := &fakeClock{t: time.Unix(1_000_000, 0)}
-		w := NewWindow(k, n, time.Minute, c.now)
+		c := clocktest.At(time.Unix(1_000_000, 0))
+		w := NewWindow(k, n, time.Minute, c.Now)
 		var spans []map[string]uint64 // true weights of each span, oldest first
 		for _, x := range stream {
 			if len(spans) == 0 || rapid.IntRange(0, 9).Draw(t, "next span") == 0 {
 				if len(spans) > 0 {
-					c.t = c.t.Add(time.Minute)
+					c.Advance(time.Minute)
 				}
 				spans = append(spans, map[string]uint64{})
 			}

@@ -9,6 +9,7 @@ import (
 	"html/template"
 	"io/fs"
 	"net/http"
+	"strconv"
 	"strings"
 	"time"
 
@@ -197,6 +198,10 @@ func (p *Page) try(w http.ResponseWriter, r *http.Request) (TryResult, int) {
 	resp, err := box.d.ShouldRateLimit(ctx, req)
 	if err != nil {
 		res.Error = err.Error()
+		return res, http.StatusServiceUnavailable
+	}
+	if len(resp.GetStatuses()) != 1 {
+		res.Error = "the service answered " + strconv.Itoa(len(resp.GetStatuses())) + " statuses for one descriptor"
 		return res, http.StatusServiceUnavailable
 	}
 	st := resp.GetStatuses()[0]

@@ -194,6 +194,32 @@ func TestTrySendsACheckOnlyDescriptor(t *testing.T) {
 	}
 }
 
+// answerless answers with no status, as a Decider other than the service
+// may.
+type answerless struct{}
+
+func (answerless) ShouldRateLimit(context.Context, *pb.RateLimitRequest) (*pb.RateLimitResponse, error) {
+	return &pb.RateLimitResponse{}, nil
+}
+
+// A Decider's answer without the descriptor's status is a 503 with why,
+// not a handler that panics and drops the connection.
+func TestTryWithoutAStatusIsAnError(t *testing.T) {
+	srv := serve(t, New(Config{Decider: answerless{}}))
+	resp, err := http.PostForm(srv.URL+"/page/try?format=json", url.Values{"domain": {"d"}, "descriptor": {"a=b"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var res TryResult
+	if err := json.NewDecoder(resp.Body).Decode(&res); err != nil {
+		t.Fatal(err)
+	}
+	if resp.StatusCode != http.StatusServiceUnavailable || res.Error == "" || res.Code != "" {
+		t.Fatalf("%d %+v, want 503 with an error", resp.StatusCode, res)
+	}
+}
+
 // Observing an allowed decision allocates nothing: the page's cost on
 // the hot path.
 func TestObservingAnAllowedDecisionAllocatesNothing(t *testing.T) {

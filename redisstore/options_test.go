@@ -185,17 +185,22 @@ func TestLoadTLSErrors(t *testing.T) {
 	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	for _, f := range []redisstore.TLSFiles{
-		{CAFile: filepath.Join(dir, "missing.pem")},
-		{CAFile: bad},
-		{CertFile: bad, KeyFile: bad},
-		{CertFile: bad},
-		{CAFile: fifo},
-		{CertFile: fifo, KeyFile: bad},
-		{CertFile: bad, KeyFile: fifo},
+	missing := filepath.Join(dir, "missing.pem")
+	for _, tt := range []struct {
+		f    redisstore.TLSFiles
+		name string // what the error must name
+	}{
+		{redisstore.TLSFiles{CAFile: missing}, missing},
+		{redisstore.TLSFiles{CAFile: bad}, bad},
+		{redisstore.TLSFiles{CertFile: bad, KeyFile: bad}, bad},
+		{redisstore.TLSFiles{CertFile: bad}, "key file"},
+		{redisstore.TLSFiles{CAFile: fifo}, fifo},
+		{redisstore.TLSFiles{CertFile: fifo, KeyFile: bad}, fifo},
+		{redisstore.TLSFiles{CertFile: bad, KeyFile: fifo}, fifo},
 	} {
-		if _, err := redisstore.LoadTLS(f); err == nil {
-			t.Errorf("LoadTLS(%+v): no error", f)
+		_, err := redisstore.LoadTLS(tt.f)
+		if err == nil || !strings.Contains(err.Error(), tt.name) {
+			t.Errorf("LoadTLS(%+v) = %v, want an error naming %s", tt.f, err, tt.name)
 		}
 	}
 }

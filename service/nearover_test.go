@@ -1,8 +1,11 @@
 package service_test
 
 import (
+	"context"
 	"testing"
+	"time"
 
+	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/config"
 	"github.com/sluicehq/sluice/service"
 )
@@ -45,5 +48,32 @@ func TestHitsAreSplitBetweenNearAndOverLimit(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// refusingLimiter refuses every request yet reports the limit's whole
+// capacity left: a store whose Remaining contradicts its refusal.
+type refusingLimiter struct{}
+
+func (refusingLimiter) AllowN(_ context.Context, _ string, lim sluice.Limit, _ int) (sluice.Result, error) {
+	return sluice.Result{Remaining: lim.Capacity(), RetryAfter: time.Second}, nil
+}
+
+// A refusal counts the request's hits over the limit, however many units
+// the store says are left: a store that reports more left than the cost
+// it refused cannot make the counters wrap around (2^64 − 9 over_limit
+// hits for one refused hit).
+func TestRefusalWithUnitsLeftCountsItsHitsOver(t *testing.T) {
+	h, sink, store := statsdHarness(t, service.Config{Rules: mongo(10, config.Minute), Limiter: refusingLimiter{}}, nil)
+	decideOne(t, h, request("mongo_cps", 1, desc("database", "users")))
+	store.Flush()
+	const rule = "mongo_cps.database_users"
+	for suffix, want := range map[string]uint64{"near_limit": 0, "over_limit": 1} {
+		if got := sink.Counter("ratelimit.service.rate_limit." + rule + "." + suffix); got != want {
+			t.Errorf("statsd %s = %d, want %d", suffix, got, want)
+		}
+		if got := counter(t, h, "sluice_rls_"+suffix+"_total", rule); got != float64(want) {
+			t.Errorf("sluice_rls_%s_total = %v, want %d", suffix, got, want)
+		}
 	}
 }

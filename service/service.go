@@ -1059,7 +1059,8 @@ func (s *Service) decided(o outcome, sp *statusParts, res sluice.Result) outcome
 //
 // A rule in shadow mode counts its over_limit units in shadow_mode too.
 // A request of more units than the capacity is refused unread (remain
-// 0): every unit over.
+// 0): every unit over. So is one refused with at least its cost left,
+// which a store keeping sluice.Result's contract never reports.
 func (s *Service) tallyOf(capacity int, cost uint64, allowed bool, remain int64, shadow bool) tally {
 	c := uint64(max(capacity, 0))
 	left := min(uint64(max(remain, 0)), c)
@@ -1079,7 +1080,7 @@ func (s *Service) tallyOf(capacity int, cost uint64, allowed bool, remain int64,
 		return t
 	}
 	before := c - left
-	if before >= c {
+	if before >= c || left >= cost { // at or past the limit, or a Remaining the refusal contradicts
 		t.over = cost
 	} else {
 		t.over = before + cost - c

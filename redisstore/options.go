@@ -49,7 +49,7 @@ func LoadTLS(f TLSFiles) (*tls.Config, error) {
 	if f.CertFile != "" {
 		cert, err := safefile.ReadKeyPair(ctx, f.CertFile, f.KeyFile)
 		if err != nil {
-			return nil, fmt.Errorf("redisstore: client certificate %s, key %s: %w", f.CertFile, f.KeyFile, err)
+			return nil, fmt.Errorf("redisstore: client certificate: %w", err) // err names the file(s)
 		}
 		c.Certificates = []tls.Certificate{cert}
 	}

@@ -57,8 +57,8 @@ func checkTenantLimit(p *Policy) error {
 // forTenant returns p with the request's tenant limit in place of its
 // Limit, or p itself when there is none or the tenant limit is one p
 // cannot use (a debt-carrying policy needs a debt-carrying algorithm; the
-// Limiter must accept it): that is logged, and p's limit applies. A limit
-// seen before costs neither a copy of p nor its checks again.
+// Limiter must accept it): that is logged once, and p's limit applies. A
+// limit seen before costs neither a copy of p nor its checks again.
 func (m *Middleware) forTenant(r *http.Request, p *compiled) *compiled {
 	if p.TenantLimit == nil {
 		return p
@@ -74,6 +74,7 @@ func (m *Middleware) forTenant(r *http.Request, p *compiled) *compiled {
 	c.Limit = lim
 	if err := m.usableTenantLimit(&c.Policy); err != nil {
 		m.cfg.Logger.Warn("httplimit: a tenant limit cannot apply; the policy's does", "policy", p.Name, "error", err)
+		p.tenants.put(lim, p) // checked and logged once: p applies for lim
 		return p
 	}
 	c.tenant = true
@@ -92,7 +93,8 @@ func (m *Middleware) forTenant(r *http.Request, p *compiled) *compiled {
 const maxTenantPolicies = 1024
 
 // tenantPolicies keeps the policy made for each tenant limit (forTenant),
-// up to maxTenantPolicies of them. Safe for concurrent use.
+// or the policy itself for a limit it cannot use, up to maxTenantPolicies
+// of them. Safe for concurrent use.
 type tenantPolicies struct {
 	mu      sync.RWMutex
 	byLimit map[sluice.Limit]*compiled

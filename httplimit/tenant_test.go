@@ -2,6 +2,7 @@ package httplimit_test
 
 import (
 	"context"
+	"log/slog"
 	"maps"
 	"net/http"
 	"net/http/httptest"
@@ -14,6 +15,7 @@ import (
 	"github.com/sluicehq/sluice/httplimit/httplimittest"
 	"github.com/sluicehq/sluice/internal/clocktest"
 	"github.com/sluicehq/sluice/internal/pgtest"
+	"github.com/sluicehq/sluice/internal/testlog"
 	"github.com/sluicehq/sluice/memstore"
 	"github.com/sluicehq/sluice/pgstore"
 	"github.com/sluicehq/sluice/pgstore/pgplans"
@@ -106,14 +108,37 @@ func TestUnusableTenantLimitKeepsThePolicys(t *testing.T) {
 	}
 }
 
+// A tenant limit the policy cannot use is logged once, not on each of the
+// tenant's requests: a request of the tenant then costs no check and no
+// log line.
+func TestUnusableTenantLimitIsLoggedOnce(t *testing.T) {
+	ok, err := httplimit.ParseStatusSet("200")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var logs testlog.Buffer
+	h := loggedTenantHandler(t, slog.New(slog.NewTextHandler(&logs, nil)),
+		sluice.Limit{Algorithm: sluice.LeakyBucket, Rate: 9, Period: time.Hour, Burst: 9}, httplimit.Policy{CountOnly: ok})
+	httplimittest.Admitted(h, "acme", 10)
+	if n := strings.Count(logs.String(), "a tenant limit cannot apply"); n != 1 {
+		t.Fatalf("the unusable tenant limit was logged %d times over 10 requests, want once:\n%s", n, logs.String())
+	}
+}
+
 // tenantHandler is a middleware of one policy "api" (2 a minute, keyed by
 // nothing, with p's settings) whose every tenant has lim.
 func tenantHandler(t *testing.T, lim sluice.Limit, p httplimit.Policy) http.Handler {
 	t.Helper()
+	return loggedTenantHandler(t, quiet, lim, p)
+}
+
+// loggedTenantHandler is tenantHandler logging to logger.
+func loggedTenantHandler(t *testing.T, logger *slog.Logger, lim sluice.Limit, p httplimit.Policy) http.Handler {
+	t.Helper()
 	p.Name, p.Key = "api", httplimit.Global()
 	p.Limit = sluice.Limit{Algorithm: sluice.FixedWindow, Rate: 2, Period: time.Minute}
 	p.TenantLimit = httplimit.PlanLimits(fixedLimits{lim}, httplimit.TenantHeader("X-Tenant"), "api")
-	m, err := httplimit.New(httplimit.Config{Logger: quiet, Limiter: memstore.New(memstore.Config{}), Policies: []httplimit.Policy{p}})
+	m, err := httplimit.New(httplimit.Config{Logger: logger, Limiter: memstore.New(memstore.Config{}), Policies: []httplimit.Policy{p}})
 	if err != nil {
 		t.Fatal(err)
 	}

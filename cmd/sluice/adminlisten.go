@@ -27,9 +27,8 @@ const adminTokenEnv = "SLUICE_ADMIN_TOKEN"
 // adminOptions are serve's admin listener and plans settings.
 type adminOptions struct {
 	adminAuth
-	addr      string // -admin-addr; "" is off
-	plansURL  string // -plans; "" is off
-	staleness time.Duration
+	addr      string     // -admin-addr; "" is off
+	plans     plansFlags // -plans ("" is off) and -plans-staleness
 	tenantKey string
 }
 
@@ -37,8 +36,7 @@ type adminOptions struct {
 func (o *adminOptions) flags(fs *flag.FlagSet) {
 	fs.StringVar(&o.addr, "admin-addr", "", "address of the admin API (peek, reset, plans, overrides, usage, ledger); empty: off. A port alone or :port listens on loopback (127.0.0.1); it needs a token (-admin-token-file or "+adminTokenEnv+") or mTLS")
 	o.adminAuth.flags(fs)
-	fs.StringVar(&o.plansURL, "plans", "", "PostgreSQL URL of plans and per-tenant overrides (the -store URL to share its database); empty: off")
-	stalenessFlag(fs, &o.staleness)
+	o.plans.flags(fs, "PostgreSQL URL of plans and per-tenant overrides (the -store URL to share its database); empty: off")
 	fs.StringVar(&o.tenantKey, "plans-tenant-key", "tenant", "descriptor entry whose value names the tenant whose plan applies")
 }
 
@@ -62,14 +60,14 @@ func (o *adminOptions) check(fs *flag.FlagSet) error {
 			return err
 		}
 	}
-	if o.plansURL == "" && (isSet(fs, "plans-staleness") || isSet(fs, "plans-tenant-key")) {
-		return exitCode(2, "-plans-staleness and -plans-tenant-key need -plans")
-	}
-	if err := checkPlansURL(o.plansURL); err != nil {
+	if err := o.plans.checkFlags(); err != nil {
 		return err
 	}
-	if o.staleness <= 0 || o.tenantKey == "" {
-		return exitCode(2, "-plans-staleness must be positive and -plans-tenant-key not empty")
+	if o.plans.url == "" && isSet(fs, "plans-tenant-key") {
+		return exitCode(2, "-plans-tenant-key needs -plans")
+	}
+	if o.tenantKey == "" {
+		return exitCode(2, "-plans-tenant-key must not be empty")
 	}
 	return o.adminAuth.check()
 }
@@ -147,14 +145,14 @@ func (s *serveApp) openAdmin(ctx context.Context, a *app) error {
 	}
 	var pl *pgstore.PlanStore
 	var cache *plans.Cache
-	if o.plansURL != "" {
+	if o.plans.url != "" {
 		var err error
-		pl, cache, err = openPlanCache(ctx, a, o.plansURL, s.o.remote.migrate, o.staleness, s.log)
+		pl, cache, err = openPlanCache(ctx, a, o.plans.url, s.o.remote.migrate, o.plans.staleness, s.log)
 		if err != nil {
 			return err
 		}
 		s.admin.tenantLimit = service.TenantLimitsBy(cache, o.tenantKey)
-		s.log.Info("plans", "store", storeName(o.plansURL), "staleness", o.staleness, "tenant_key", o.tenantKey)
+		s.log.Info("plans", "store", storeName(o.plans.url), "staleness", o.plans.staleness, "tenant_key", o.tenantKey)
 	}
 	if o.addr == "" {
 		return nil

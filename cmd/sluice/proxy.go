@@ -167,7 +167,7 @@ func parseProxyFlags(args []string, stdout, stderr io.Writer) (o proxyOptions, c
 	fs.StringVar(&o.adminAddr, "admin-addr", "127.0.0.1:9901", "address of /metrics and /healthcheck (no authentication), and with a token (-admin-token-file or "+adminTokenEnv+") or -admin-client-ca of the live page (/page) and admin API behind it; empty: none")
 	o.admin.flags(fs)
 	o.fs = fs
-	o.plans.flags(fs)
+	o.plans.flags(fs, "PostgreSQL URL of plans and per-tenant overrides, whose schema sluice serve or sluice migrate made; the config's plans block names the tenant's header; empty: off")
 	fs.StringVar(&o.store, "store", "", `memory, or a Redis URL (default the config's "store", else memory)`)
 	fs.StringVar(&o.failure, "failure-mode", "open", "with Redis, what to do when it fails: open, closed or local")
 	storeTimeoutFlag(fs, &o.storeTimeout, "Redis", "50ms")

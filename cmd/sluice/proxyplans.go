@@ -14,26 +14,36 @@ import (
 	"github.com/sluicehq/sluice/plans"
 )
 
-// plansFlags are the proxy's -plans and -plans-staleness, of the same
-// meaning as serve's: where tenants' plans and overrides are, and how long
-// one is used from memory.
+// plansFlags are -plans and -plans-staleness, serve's and the proxy's:
+// where tenants' plans and overrides are, and how long one is used from
+// memory. The zero value is off until flags defines them.
 type plansFlags struct {
 	url       string
 	staleness time.Duration
 	fs        *flag.FlagSet // to tell the flags given
 }
 
-// flags defines -plans and -plans-staleness on fs.
-func (o *plansFlags) flags(fs *flag.FlagSet) {
+// flags defines -plans, described by usage, and -plans-staleness on fs.
+func (o *plansFlags) flags(fs *flag.FlagSet, usage string) {
 	o.fs = fs
-	fs.StringVar(&o.url, "plans", "", "PostgreSQL URL of plans and per-tenant overrides, whose schema sluice serve or sluice migrate made; the config's plans block names the tenant's header; empty: off")
-	stalenessFlag(fs, &o.staleness)
+	fs.StringVar(&o.url, "plans", "", usage)
+	fs.DurationVar(&o.staleness, "plans-staleness", plans.DefaultStaleness, "longest a tenant's plan and overrides are used from memory before they are read again")
 }
 
-// stalenessFlag defines -plans-staleness on fs, of the same meaning in
-// serve and proxy.
-func stalenessFlag(fs *flag.FlagSet, d *time.Duration) {
-	fs.DurationVar(d, "plans-staleness", plans.DefaultStaleness, "longest a tenant's plan and overrides are used from memory before they are read again")
+// checkFlags refuses, with exit status 2, a -plans-staleness without
+// -plans, a -plans that is not a PostgreSQL URL (checkPlansURL) and a
+// staleness that is not positive.
+func (o *plansFlags) checkFlags() error {
+	if o.url == "" && isSet(o.fs, "plans-staleness") {
+		return exitCode(2, "-plans-staleness needs -plans")
+	}
+	if err := checkPlansURL(o.url); err != nil {
+		return err
+	}
+	if o.staleness <= 0 {
+		return exitCode(2, "-plans-staleness must be positive")
+	}
+	return nil
 }
 
 // checkPlansURL refuses a -plans, serve's or proxy's, that is not a
@@ -61,17 +71,8 @@ func openPlanCache(ctx context.Context, a *app, url string, migrate bool, stalen
 
 // check refuses plans flags the proxy would not act on.
 func (o *plansFlags) check(f *gateway.File) error {
-	if o.url == "" {
-		if isSet(o.fs, "plans-staleness") {
-			return exitCode(2, "-plans-staleness needs -plans")
-		}
-		return nil
-	}
-	if err := checkPlansURL(o.url); err != nil {
+	if err := o.checkFlags(); err != nil || o.url == "" {
 		return err
-	}
-	if o.staleness <= 0 {
-		return exitCode(2, "-plans-staleness must be positive")
 	}
 	if f.Config.Plans == nil {
 		return exitCode(2, fmt.Sprintf("-plans: %s has no plans block (plans: {tenant_header: X-Tenant}), so no limit would use it", f.Name))

@@ -30,7 +30,8 @@ func (s *Store) execCalendar(ctx context.Context, mode, key string, lim sluice.L
 	}
 	p := hostPeriods(lim.Calendar, s.hostNow())
 	args := []string{mode, s.nowArg(), p.startArg, params[1], strconv.Itoa(cost), p.endArg, p.nextArg}
-	resp := execOnKey(ctx, s.client, calendarScript, args, s.prefix, ":", algorithms[sluice.FixedWindow].short, ":{", key, "}") // Key(sluice.FixedWindow, key)
+	parts := s.keyParts(algorithms[sluice.FixedWindow].short, key)
+	resp := execOnKey(ctx, s.client, calendarScript, args, parts[:]...)
 	return decode(resp)
 }
 

@@ -81,7 +81,8 @@ func (s *Store) lease(ctx context.Context, mode string, l Lease, max int) (sluic
 	}
 	ttl := int64((l.TTL + time.Microsecond - 1) / time.Microsecond)
 	args := []string{mode, s.nowArg(), strconv.Itoa(max), strconv.FormatInt(ttl, 10), l.ID}
-	return decode(execOnKey(ctx, s.client, concurrencyScript, args, s.prefix, ":cc:{", l.Key, "}")) // s.key("cc", l.Key)
+	parts := s.keyParts("cc", l.Key)
+	return decode(execOnKey(ctx, s.client, concurrencyScript, args, parts[:]...))
 }
 
 // checkConcurrency validates a concurrency limit's input.

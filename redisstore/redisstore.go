@@ -34,6 +34,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -238,7 +239,14 @@ func (s *Store) Key(a sluice.Algorithm, key string) string {
 // key returns the Redis key that holds key's state of the given kind: an
 // algorithm's short name, or "cc" for a concurrency limit.
 func (s *Store) key(kind, key string) string {
-	return s.prefix + ":" + kind + ":{" + key + "}" // as exec's execOnKey builds it
+	parts := s.keyParts(kind, key)
+	return strings.Join(parts[:], "")
+}
+
+// keyParts returns the parts whose concatenation is s.key(kind, key), for
+// execOnKey and the coalescer, which build the key in pooled memory.
+func (s *Store) keyParts(kind, key string) [6]string {
+	return [6]string{s.prefix, ":", kind, ":{", key, "}"}
 }
 
 // nowArg is the scripts' ARGV[2]: "" for the server's TIME, or the test
@@ -302,10 +310,11 @@ func (s *Store) exec(ctx context.Context, mode, key string, lim sluice.Limit, co
 		return sluice.Result{}, err
 	}
 	// lim.Algorithm is known: s.params has checked it.
+	parts := s.keyParts(algorithms[lim.Algorithm].short, key)
 	if s.batches != nil {
-		return s.batches.do(ctx, lim.Algorithm, args, s.prefix, ":", algorithms[lim.Algorithm].short, ":{", key, "}")
+		return s.batches.do(ctx, lim.Algorithm, args, parts[:]...)
 	}
-	resp := execOnKey(ctx, s.client, scripts[lim.Algorithm], args, s.prefix, ":", algorithms[lim.Algorithm].short, ":{", key, "}")
+	resp := execOnKey(ctx, s.client, scripts[lim.Algorithm], args, parts[:]...)
 	return decode(resp)
 }
 

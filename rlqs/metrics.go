@@ -43,17 +43,12 @@ const maxDemandAge = 500 * time.Millisecond
 // replicas: at most one read per bucket and replica every 2 s.
 const recountAge = 2 * time.Second
 
-// demands returns the bucket's demands read at most maxDemandAge before
-// now (unless force), or reads them with read: one read at a time per
-// bucket, which the callers that come meanwhile wait for. fresh reports
-// whether the map was read for this call or while it waited. The map must
-// not be modified.
-func (s *bucketStats) demands(key string, now time.Time, force bool, read func() (map[string]float64, error)) (m map[string]float64, fresh bool, err error) {
-	return s.demandsWithin(key, now, maxDemandAge, force, read)
-}
-
-// demandsWithin is demands with the age of a read to reuse.
-func (s *bucketStats) demandsWithin(key string, now time.Time, maxAge time.Duration, force bool, read func() (map[string]float64, error)) (m map[string]float64, fresh bool, err error) {
+// demands returns the bucket's demands read less than maxAge before now
+// (maxDemandAge for a report, recountAge for a tick), unless force, or
+// reads them with read: one read at a time per bucket, which the callers
+// that come meanwhile wait for. fresh reports whether the map was read for
+// this call or while it waited. The map must not be modified.
+func (s *bucketStats) demands(key string, now time.Time, maxAge time.Duration, force bool, read func() (map[string]float64, error)) (m map[string]float64, fresh bool, err error) {
 	s.mu.Lock()
 	f := s.cache[key]
 	if f != nil {

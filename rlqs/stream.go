@@ -250,7 +250,7 @@ func (c *stream) divide(b *bucket, now time.Time) bool {
 		// demand moved, so that the clients of a bucket that join or change
 		// together see each other; a steady report reuses a recent read.
 		force := b.strategy == nil || !closeRates(b.written, b.demand)
-		demand, fresh, err = c.srv.stats.demands(b.key, now, force, func() (map[string]float64, error) { return st.Demands(ctx, b.key, now) })
+		demand, fresh, err = c.srv.stats.demands(b.key, now, maxDemandAge, force, func() (map[string]float64, error) { return st.Demands(ctx, b.key, now) })
 	}
 	if err != nil {
 		c.srv.warnStore(now, "rlqs: the store failed; the bucket keeps its assignment", b.key, err)
@@ -325,7 +325,7 @@ func assignment(b *bucket, ttl time.Duration) *rlqspb.RateLimitQuotaResponse_Buc
 func (c *stream) recount(b *bucket, now time.Time) {
 	ctx, cancel := context.WithTimeout(c.st.Context(), storeTimeout)
 	defer cancel()
-	m, fresh, err := c.srv.stats.demandsWithin(b.key, now, recountAge, false, func() (map[string]float64, error) { return c.srv.cfg.Store.Demands(ctx, b.key, now) })
+	m, fresh, err := c.srv.stats.demands(b.key, now, recountAge, false, func() (map[string]float64, error) { return c.srv.cfg.Store.Demands(ctx, b.key, now) })
 	if err != nil || !fresh {
 		return
 	}

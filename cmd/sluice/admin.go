@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"crypto/tls"
-	"crypto/x509"
 	"encoding/json"
 	"errors"
 	"flag"
@@ -14,8 +13,6 @@ import (
 	"net/url"
 	"strings"
 	"time"
-
-	"github.com/sluicehq/sluice/internal/safefile"
 )
 
 // adminURLEnv is the environment variable of sluice admin's -url default.
@@ -169,14 +166,11 @@ func overrideCall(a []string, now time.Time) (adminCall, error) {
 func (c *adminClient) httpClient(ctx context.Context) (*http.Client, error) {
 	tc := &tls.Config{MinVersion: tls.VersionTLS12}
 	if c.ca != "" {
-		pem, err := safefile.Read(ctx, c.ca, maxTLSFileBytes)
+		pool, err := loadCertPool(ctx, c.ca)
 		if err != nil {
 			return nil, usageErr{err}
 		}
-		tc.RootCAs = x509.NewCertPool()
-		if !tc.RootCAs.AppendCertsFromPEM(pem) {
-			return nil, usageErr{fmt.Errorf("%s holds no PEM certificate", c.ca)}
-		}
+		tc.RootCAs = pool
 	}
 	if (c.cert == "") != (c.key == "") {
 		return nil, usageErr{errors.New("-cert and -key go together")}

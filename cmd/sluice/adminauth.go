@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"crypto/tls"
-	"crypto/x509"
 	"errors"
 	"flag"
 	"fmt"
@@ -115,13 +114,9 @@ func (o *adminAuth) tlsConfig(ctx context.Context) (*tls.Config, error) {
 	if o.caFile == "" {
 		return cfg, nil
 	}
-	caPEM, err := safefile.Read(ctx, o.caFile, maxTLSFileBytes)
+	pool, err := loadCertPool(ctx, o.caFile)
 	if err != nil {
 		return nil, err
-	}
-	pool := x509.NewCertPool()
-	if !pool.AppendCertsFromPEM(caPEM) {
-		return nil, fmt.Errorf("%s holds no PEM certificate", o.caFile)
 	}
 	// A client may still come with a token instead: verify a certificate
 	// when one is sent.

@@ -40,6 +40,21 @@ func loadKeyPair(ctx context.Context, cert, key string) (tls.Certificate, error)
 	return safefile.ReadKeyPair(ctx, cert, key)
 }
 
+// loadCertPool reads the PEM file of CAs at path as every TLS file is read
+// (safefile: a regular file of at most maxTLSFileBytes, within ctx) into a
+// pool of those CAs alone; a file without a PEM certificate is an error.
+func loadCertPool(ctx context.Context, path string) (*x509.CertPool, error) {
+	pem, err := safefile.Read(ctx, path, maxTLSFileBytes)
+	if err != nil {
+		return nil, err
+	}
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(pem) {
+		return nil, fmt.Errorf("%s holds no PEM certificate", path)
+	}
+	return pool, nil
+}
+
 // tlsReloadEvery is how often, at most, the files are looked at again:
 // on a handshake at least this long after the last look.
 const tlsReloadEvery = time.Second
@@ -205,15 +220,11 @@ func (g *grpcTLS) load(ctx context.Context) (*tls.Config, error) {
 	if g.o.clientCA == "" {
 		return cfg, nil
 	}
-	caPEM, err := safefile.Read(ctx, g.o.clientCA, maxTLSFileBytes)
-	if err != nil {
-		return nil, err
-	}
 	// Only the file's CAs: unlike envoyproxy/ratelimit, which adds them to
 	// the system's, a certificate from a public CA does not pass.
-	pool := x509.NewCertPool()
-	if !pool.AppendCertsFromPEM(caPEM) {
-		return nil, fmt.Errorf("%s: no PEM certificate", g.o.clientCA)
+	pool, err := loadCertPool(ctx, g.o.clientCA)
+	if err != nil {
+		return nil, err
 	}
 	cfg.ClientAuth, cfg.ClientCAs = tls.RequireAndVerifyClientCert, pool
 	if san := g.o.clientSAN; san != "" {

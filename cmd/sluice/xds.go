@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"crypto/tls"
-	"crypto/x509"
 	"errors"
 	"flag"
 	"fmt"
@@ -17,7 +16,6 @@ import (
 	"google.golang.org/grpc/credentials"
 
 	"github.com/sluicehq/sluice/config"
-	"github.com/sluicehq/sluice/internal/safefile"
 	"github.com/sluicehq/sluice/internal/xdsconfig"
 )
 
@@ -164,21 +162,18 @@ func xdsNotActedOn(x *xdsSettings, ignored []string) []string {
 // without one), the client pair if one is given (both files or
 // neither), and the SAN as the name to verify (the server URL's host
 // without one). The files are read once, here, each at most
-// maxTLSFileBytes (the pair by loadKeyPair, as every TLS pair is).
+// maxTLSFileBytes (the CAs by loadCertPool, the pair by loadKeyPair, as every TLS file is).
 func (x *xdsSettings) credentials(ctx context.Context) (credentials.TransportCredentials, error) {
 	if !x.useTLS {
 		return nil, nil
 	}
 	tc := &tls.Config{MinVersion: tls.VersionTLS12, ServerName: x.san}
 	if x.ca != "" {
-		pem, err := safefile.Read(ctx, x.ca, maxTLSFileBytes)
+		pool, err := loadCertPool(ctx, x.ca)
 		if err != nil {
 			return nil, fmt.Errorf("CONFIG_GRPC_XDS_SERVER_TLS_CACERT: %w", err)
 		}
-		tc.RootCAs = x509.NewCertPool()
-		if !tc.RootCAs.AppendCertsFromPEM(pem) {
-			return nil, fmt.Errorf("CONFIG_GRPC_XDS_SERVER_TLS_CACERT: %s holds no PEM certificate", x.ca)
-		}
+		tc.RootCAs = pool
 	}
 	if (x.cert == "") != (x.key == "") {
 		return nil, errors.New("CONFIG_GRPC_XDS_CLIENT_TLS_CERT and CONFIG_GRPC_XDS_CLIENT_TLS_KEY: set both or neither")

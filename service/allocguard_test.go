@@ -23,6 +23,7 @@ type allocCase struct {
 	code    pb.RateLimitResponse_Code
 	max     float64
 	failure bool // behind Config.Failure (a breaker, a bounded store call), called with a deadline
+	observe bool // with a Config.Observer, which sees the store key of a refusal
 }
 
 // allocCases: what each call costs today. A call returns its response,
@@ -30,12 +31,13 @@ type allocCase struct {
 // descriptor, and the headers that depend on the decision, are the rest;
 // everything else a decision needs is pooled or derived once per rule.
 var allocCases = []allocCase{
-	{"one descriptor, admitted, no headers", service.HeadersOff, request("api", 0, desc("a", "1")), pb.RateLimitResponse_OK, 2, false},
-	{"one descriptor, admitted, draft-11 headers", service.HeadersDraft11, request("api", 0, desc("a", "1")), pb.RateLimitResponse_OK, 4, false},
-	{"one descriptor, denied, draft-11 headers", service.HeadersDraft11, request("api", 0, desc("z", "1")), pb.RateLimitResponse_OVER_LIMIT, 4, false},
-	{"three descriptors, admitted, legacy headers", service.HeadersLegacy, request("api", 0, desc("a", "1"), desc("b", "1"), desc("c", "1")), pb.RateLimitResponse_OK, 8, false},
-	{"no rule", service.HeadersDraft11, request("api", 0, desc("nothing", "1")), pb.RateLimitResponse_OK, 1, false},
-	{"one descriptor, admitted, no headers, failure policy", service.HeadersOff, request("api", 0, desc("a", "1")), pb.RateLimitResponse_OK, 2, true},
+	{"one descriptor, admitted, no headers", service.HeadersOff, request("api", 0, desc("a", "1")), pb.RateLimitResponse_OK, 2, false, false},
+	{"one descriptor, admitted, draft-11 headers", service.HeadersDraft11, request("api", 0, desc("a", "1")), pb.RateLimitResponse_OK, 4, false, false},
+	{"one descriptor, denied, draft-11 headers", service.HeadersDraft11, request("api", 0, desc("z", "1")), pb.RateLimitResponse_OVER_LIMIT, 4, false, false},
+	{"three descriptors, admitted, legacy headers", service.HeadersLegacy, request("api", 0, desc("a", "1"), desc("b", "1"), desc("c", "1")), pb.RateLimitResponse_OK, 8, false, false},
+	{"no rule", service.HeadersDraft11, request("api", 0, desc("nothing", "1")), pb.RateLimitResponse_OK, 1, false, false},
+	{"one descriptor, admitted, no headers, failure policy", service.HeadersOff, request("api", 0, desc("a", "1")), pb.RateLimitResponse_OK, 2, true, false},
+	{"one descriptor, denied, draft-11 headers, observed", service.HeadersDraft11, request("api", 0, desc("z", "1")), pb.RateLimitResponse_OVER_LIMIT, 4, false, true},
 }
 
 // ShouldRateLimit allocates no more than it does today, with metrics on, on
@@ -107,6 +109,9 @@ func allocsPerCall(t *testing.T, c allocCase, wrap func(sluice.Limiter) sluice.L
 		lim = wrap(lim)
 	}
 	cfg := service.Config{Rules: rules, Headers: c.headers, Limiter: lim}
+	if c.observe {
+		cfg.Observer = discardObserver{}
+	}
 	ctx := context.Background()
 	if c.failure {
 		cfg.Failure = &service.FailurePolicy{Timeout: time.Second}
@@ -126,6 +131,11 @@ func allocsPerCall(t *testing.T, c allocCase, wrap func(sluice.Limiter) sluice.L
 	}
 	return testing.AllocsPerRun(1000, call)
 }
+
+// discardObserver is an Observer that keeps nothing.
+type discardObserver struct{}
+
+func (discardObserver) Observe(service.Decision) {}
 
 // skipIfCountsVary skips a test of allocation counts where they vary: under
 // the race detector and with coverage counters.

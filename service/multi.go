@@ -91,7 +91,8 @@ func standing(r sluice.Result) rlheader.Standing {
 // status and headers describe the limit that refused, or when all admit
 // the tightest of them.
 func (s *Service) decideAll(ctx context.Context, domain string, i int, p *plan, sp *statusParts, o outcome) (outcome, error) {
-	base := s.storeKey(domain, p.entries)
+	p.key = s.storeKey(domain, p.entries)
+	base := p.key
 	qs := limitPlans(p)
 	if p.check {
 		return s.checkAll(ctx, domain, i, p, sp, o, qs, base)

@@ -60,7 +60,10 @@ func (s *Service) observe(domain string, p *plan, o outcome) {
 		if p.shadow && !o.over {
 			d.Outcome = Shadow
 		}
-		d.Key = s.storeKey(domain, p.entries)
+		d.Key = p.key // built by decide, unless the rule refused unread
+		if d.Key == "" {
+			d.Key = s.storeKey(domain, p.entries)
+		}
 	}
 	s.obs.Observe(d)
 }

@@ -452,6 +452,7 @@ type plan struct {
 	refund  bool // is_negative_hits
 	keyDesc *rlpb.RateLimitDescriptor
 	entries []config.Entry
+	key     string          // the store key of entries, once decide has built it; "": not built
 	meta    map[string]any  // the matched rule's metadata, kept through an override
 	metaVal *structpb.Value // meta converted, from the rule's ruleInfo; nil: convert meta
 }
@@ -954,7 +955,8 @@ func (s *Service) decide(ctx context.Context, domain string, i int, p *plan, sp 
 		s.m.count(p.ctr, p.label, s.tallyOf(capacity, p.cost, false, 0, p.shadow))
 		return s.finish(o, sp), nil
 	}
-	res, err := s.spend(ctx, i, p, s.storeKey(domain, p.entries))
+	p.key = s.storeKey(domain, p.entries)
+	res, err := s.spend(ctx, i, p, p.key)
 	if err != nil {
 		return o, err
 	}

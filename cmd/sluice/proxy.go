@@ -205,6 +205,9 @@ func (p *proxyApp) checkOptions() error {
 	if err := checkStoreTimeout(o.storeTimeout); err != nil {
 		return exitCode(2, err)
 	}
+	if _, err := failsafe.ParseMode(o.failure); err != nil {
+		return exitCode(2, "-failure-mode:", err) // whatever the store, as serve
+	}
 	var err error
 	if p.log, err = newLogger(o.logLevel, p.stderr); err != nil {
 		return exitCode(2, err)
@@ -250,8 +253,9 @@ func (p *proxyApp) openFileSettings(ctx context.Context, a *app) error {
 
 // openLimiter opens the store: Redis behind one breaker, with the
 // -failure-mode (local mode decides on an in-process store meanwhile) and
-// the decision deadline of -store-timeout, or the memory store (which has
-// no deadline: a -store-timeout given with it is logged as not acted on).
+// the decision deadline of -store-timeout, or the memory store (which
+// never fails and has no deadline: a -failure-mode or -store-timeout given
+// with it is logged as not acted on).
 func (p *proxyApp) openLimiter(ctx context.Context, a *app) error {
 	limiter, failure, closeStore, err := openStore(ctx, p.o.store, p.o.failure)
 	if err != nil {
@@ -260,9 +264,7 @@ func (p *proxyApp) openLimiter(ctx context.Context, a *app) error {
 	a.onClose(closeStore)
 	p.limiter = limiter
 	if failure == nil {
-		if p.o.storeTimeout > 0 {
-			p.log.Info("accepted and not acted on", "flags", "-store-timeout", "why", "the memory store has no deadline")
-		}
+		p.logMemoryMoot()
 		return nil
 	}
 	if ls, ok := limiter.(*lazyStore); ok { // conns are counted on Redis too
@@ -280,6 +282,22 @@ func (p *proxyApp) openLimiter(ctx context.Context, a *app) error {
 	}
 	p.limiter = fl
 	return nil
+}
+
+// logMemoryMoot names, in one line, the store flags given that the memory
+// store makes moot: -failure-mode (it never fails) and -store-timeout (it
+// has no deadline).
+func (p *proxyApp) logMemoryMoot() {
+	var moot []string
+	if isSet(p.o.fs, "failure-mode") {
+		moot = append(moot, "-failure-mode")
+	}
+	if p.o.storeTimeout > 0 {
+		moot = append(moot, "-store-timeout")
+	}
+	if len(moot) > 0 {
+		p.log.Info("accepted and not acted on", "flags", strings.Join(moot, ","), "why", "the memory store never fails and has no deadline")
+	}
 }
 
 // failsafeConfig is the failsafe.Config of the breaker around the store

@@ -132,3 +132,28 @@ func TestServeStoreTimeoutWithMemoryIsNamedMoot(t *testing.T) {
 		t.Errorf("moot flags %q: want -store-timeout", got)
 	}
 }
+
+// An unknown -failure-mode is exit 2 naming the flag in the proxy as in
+// serve, whatever the store: with the memory store it used to start.
+func TestProxyRefusesAnUnknownFailureMode(t *testing.T) {
+	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
+	defer cancel()
+	var out, errb testlog.Buffer
+	code := runProxy(ctx, []string{"-upstream", "http://127.0.0.1:1", "-listen", "127.0.0.1:0", "-admin-addr", "", "-failure-mode", "sometimes"}, &out, &errb)
+	if code != 2 || !strings.Contains(errb.String(), "-failure-mode") {
+		t.Errorf("proxy -failure-mode sometimes: exit %d, stderr %q; want 2 naming the flag", code, errb.String())
+	}
+}
+
+// With the memory store, which never fails, the proxy names a
+// -failure-mode and a -store-timeout it was given in its line of settings
+// accepted and not acted on.
+func TestProxyNamesStoreSettingsMootWithMemory(t *testing.T) {
+	p := launchProxy(t, "-upstream", "http://127.0.0.1:1", "-failure-mode", "closed", "-store-timeout", "1s")
+	for l := range strings.SplitSeq(p.stderr.String(), "\n") {
+		if strings.Contains(l, "not acted on") && strings.Contains(l, "-failure-mode") && strings.Contains(l, "-store-timeout") {
+			return
+		}
+	}
+	t.Errorf("the start-up lines %q do not name -failure-mode and -store-timeout as not acted on", p.stderr.String())
+}

@@ -1,14 +1,10 @@
 package bench
 
 import (
-	"bufio"
-	"bytes"
 	"context"
 	_ "embed"
-	"errors"
 	"fmt"
 	"net"
-	"os/exec"
 	"runtime"
 	"slices"
 	"strconv"
@@ -20,6 +16,8 @@ import (
 
 	goredis "github.com/redis/go-redis/v9"
 	"github.com/redis/rueidis"
+
+	"github.com/sluicehq/sluice/internal/redistest"
 )
 
 // gcraLua is the decision every Redis client runs: a GCRA token bucket read
@@ -153,7 +151,7 @@ func goRedisDecide(c goredis.Scripter) redisDecide {
 // decision in microseconds, and denied/op (0 unless the limit was reached).
 // keys=10000 spreads the decisions over 10,000 keys; keys=1 is one hot key.
 func BenchmarkRedisClient(b *testing.B) {
-	addr := startRedis(b)
+	addr := redistest.StartServer(b).Addr
 	ks := redisKeys()
 	warmRedis(b, addr, append([]string{redisHotKey}, ks...))
 	for _, s := range redisScenarios(ks) {
@@ -339,48 +337,6 @@ func warmRedis(b *testing.B, addr string, keys []string) {
 	}
 }
 
-// startRedis starts a redis-server on a free loopback port, without
-// persistence, waits until it answers PING and returns its address; the
-// server is killed when tb's cleanup runs. If redis-server is not installed,
-// tb is skipped.
-func startRedis(tb testing.TB) string {
-	tb.Helper()
-	bin, err := exec.LookPath("redis-server")
-	if err != nil {
-		tb.Skip("redis-server not found in PATH: skipping the Redis benchmarks (install Redis, e.g. Debian's redis-server package)")
-	}
-	var lastErr error
-	for range 5 { // the port may be taken between choosing and binding it
-		addr, err := freeLoopbackAddr()
-		if err != nil {
-			tb.Fatal(err)
-		}
-		_, port, _ := net.SplitHostPort(addr)
-		var out bytes.Buffer
-		cmd := exec.Command(bin, "--port", port, "--bind", "127.0.0.1",
-			"--save", "", "--appendonly", "no")
-		cmd.Stdout, cmd.Stderr = &out, &out
-		cmd.SysProcAttr = redisProcAttr()
-		if err := cmd.Start(); err != nil {
-			tb.Fatal(err)
-		}
-		exited := make(chan struct{})
-		go func() { cmd.Wait(); close(exited) }()
-		stop := func() {
-			cmd.Process.Kill()
-			<-exited
-		}
-		if lastErr = waitPing(addr, exited); lastErr == nil {
-			tb.Cleanup(stop)
-			return addr
-		}
-		stop()
-		lastErr = fmt.Errorf("%w; redis-server said:\n%s", lastErr, out.Bytes())
-	}
-	tb.Fatal(lastErr)
-	return ""
-}
-
 // freeLoopbackAddr returns a 127.0.0.1 address whose port was free a moment
 // ago.
 func freeLoopbackAddr() (string, error) {
@@ -392,46 +348,6 @@ func freeLoopbackAddr() (string, error) {
 	return l.Addr().String(), nil
 }
 
-// waitPing polls addr with PING until it answers +PONG, the process exits or
-// 10 s pass.
-func waitPing(addr string, exited <-chan struct{}) error {
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		select {
-		case <-exited:
-			return errors.New("redis-server exited before answering PING")
-		default:
-		}
-		if ping(addr) == nil {
-			return nil
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("redis-server on %s did not answer PING within 10s", addr)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
-
-func ping(addr string) error {
-	conn, err := net.DialTimeout("tcp", addr, time.Second)
-	if err != nil {
-		return err
-	}
-	defer conn.Close()
-	conn.SetDeadline(time.Now().Add(time.Second))
-	if _, err := conn.Write([]byte("PING\r\n")); err != nil {
-		return err
-	}
-	line, err := bufio.NewReader(conn).ReadString('\n')
-	if err != nil {
-		return err
-	}
-	if line != "+PONG\r\n" {
-		return fmt.Errorf("PING answered %q", line)
-	}
-	return nil
-}
-
 // redisProcAttr is set per OS in redis_linux_test.go; elsewhere it is nil.
 var redisProcAttr = func() *syscall.SysProcAttr { return nil }
 
@@ -439,7 +355,7 @@ var redisProcAttr = func() *syscall.SysProcAttr { return nil }
 // at one per second admits two requests, denies the third with a retry of
 // about a second, and leaves the key to expire when the bucket is full again.
 func TestRedisGCRAScript(t *testing.T) {
-	addr := startRedis(t)
+	addr := redistest.StartServer(t).Addr
 	c, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{addr}})
 	if err != nil {
 		t.Fatal(err)

@@ -14,6 +14,7 @@ import (
 	"github.com/redis/rueidis"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/internal/redistest"
 	"github.com/sluicehq/sluice/redisstore"
 )
 
@@ -100,7 +101,7 @@ func openScriptOnly(addr string, cost int) (redisDecide, func(), error) {
 // cli-cpu-µs/op, the CPU time of this process (the limiter's client, plus
 // the harness) per decision.
 func BenchmarkRedisLimiter(b *testing.B) {
-	addr := startRedis(b)
+	addr := redistest.StartServer(b).Addr
 	ks := redisKeys()
 	all := append([]string{redisHotKey}, ks...)
 	for _, l := range redisLimiters {

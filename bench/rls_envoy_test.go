@@ -24,6 +24,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 
+	"github.com/sluicehq/sluice/internal/redistest"
 	"github.com/sluicehq/sluice/service"
 )
 
@@ -109,7 +110,7 @@ func BenchmarkRLSProcesses(b *testing.B) {
 	var redisAddr string
 	var admin rueidis.Client
 	if _, err := exec.LookPath("redis-server"); err == nil {
-		redisAddr = startRedis(b)
+		redisAddr = redistest.StartServer(b).Addr
 		c, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{redisAddr}})
 		if err != nil {
 			b.Fatal(err)

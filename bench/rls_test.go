@@ -23,6 +23,7 @@ import (
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/failsafe"
+	"github.com/sluicehq/sluice/internal/redistest"
 	"github.com/sluicehq/sluice/memstore"
 	"github.com/sluicehq/sluice/redisstore"
 	"github.com/sluicehq/sluice/service"
@@ -286,7 +287,7 @@ func openIncrGoRedis(addr string) (redisDecide, func(), error) {
 func BenchmarkRLS(b *testing.B) {
 	var redisAddr string
 	if _, err := exec.LookPath("redis-server"); err == nil {
-		redisAddr = startRedis(b)
+		redisAddr = redistest.StartServer(b).Addr
 	}
 	var admin rueidis.Client
 	if redisAddr != "" {

@@ -13,6 +13,8 @@ import (
 	"net/url"
 	"strings"
 	"time"
+
+	"github.com/sluicehq/sluice/internal/safefile"
 )
 
 // adminURLEnv is the environment variable of sluice admin's -url default.
@@ -176,7 +178,7 @@ func (c *adminClient) httpClient(ctx context.Context) (*http.Client, error) {
 		return nil, usageErr{errors.New("-cert and -key go together")}
 	}
 	if c.cert != "" {
-		pair, err := loadKeyPair(ctx, c.cert, c.key)
+		pair, err := safefile.ReadKeyPair(ctx, c.cert, c.key)
 		if err != nil {
 			return nil, usageErr{err}
 		}

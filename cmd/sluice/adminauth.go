@@ -106,7 +106,7 @@ func (o *adminAuth) tlsConfig(ctx context.Context) (*tls.Config, error) {
 	if o.tlsCert == "" {
 		return nil, nil
 	}
-	pair, err := loadKeyPair(ctx, o.tlsCert, o.tlsKey)
+	pair, err := safefile.ReadKeyPair(ctx, o.tlsCert, o.tlsKey)
 	if err != nil {
 		return nil, err
 	}

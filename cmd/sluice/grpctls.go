@@ -33,13 +33,6 @@ type grpcTLSOptions struct {
 // a few hundred CAs is far below it.
 const maxTLSFileBytes = safefile.MaxPEMBytes
 
-// loadKeyPair reads the certificate and key files as every TLS file is
-// read (safefile.ReadKeyPair: regular files, at most maxTLSFileBytes each,
-// within ctx) and parses them into a pair; an error names both files.
-func loadKeyPair(ctx context.Context, cert, key string) (tls.Certificate, error) {
-	return safefile.ReadKeyPair(ctx, cert, key)
-}
-
 // loadCertPool reads the PEM file of CAs at path as every TLS file is read
 // (safefile: a regular file of at most maxTLSFileBytes, within ctx) into a
 // pool of those CAs alone; a file without a PEM certificate is an error.
@@ -212,7 +205,7 @@ func (g *grpcTLS) reloadIfChanged() {
 
 // load reads the files and returns the server config they make.
 func (g *grpcTLS) load(ctx context.Context) (*tls.Config, error) {
-	pair, err := loadKeyPair(ctx, g.o.cert, g.o.key)
+	pair, err := safefile.ReadKeyPair(ctx, g.o.cert, g.o.key)
 	if err != nil {
 		return nil, err
 	}

@@ -16,6 +16,7 @@ import (
 	"google.golang.org/grpc/credentials"
 
 	"github.com/sluicehq/sluice/config"
+	"github.com/sluicehq/sluice/internal/safefile"
 	"github.com/sluicehq/sluice/internal/xdsconfig"
 )
 
@@ -162,7 +163,7 @@ func xdsNotActedOn(x *xdsSettings, ignored []string) []string {
 // without one), the client pair if one is given (both files or
 // neither), and the SAN as the name to verify (the server URL's host
 // without one). The files are read once, here, each at most
-// maxTLSFileBytes (the CAs by loadCertPool, the pair by loadKeyPair, as every TLS file is).
+// maxTLSFileBytes (the CAs by loadCertPool, the pair by safefile.ReadKeyPair, as every TLS file is).
 func (x *xdsSettings) credentials(ctx context.Context) (credentials.TransportCredentials, error) {
 	if !x.useTLS {
 		return nil, nil
@@ -179,7 +180,7 @@ func (x *xdsSettings) credentials(ctx context.Context) (credentials.TransportCre
 		return nil, errors.New("CONFIG_GRPC_XDS_CLIENT_TLS_CERT and CONFIG_GRPC_XDS_CLIENT_TLS_KEY: set both or neither")
 	}
 	if x.cert != "" {
-		pair, err := loadKeyPair(ctx, x.cert, x.key)
+		pair, err := safefile.ReadKeyPair(ctx, x.cert, x.key)
 		if err != nil {
 			return nil, fmt.Errorf("CONFIG_GRPC_XDS_CLIENT_TLS_CERT, CONFIG_GRPC_XDS_CLIENT_TLS_KEY: %w", err)
 		}

@@ -64,6 +64,12 @@ func TestSimulate(t *testing.T) {
 		{[]string{"simulate", "-pattern", "replay", "-file", replay}, 1, "", "line 2, column 1: timestamp 1735689599 is before"},
 		{[]string{"simulate", "-pattern", "replay", "-file", fifo}, 1, "", "not a regular file"},
 		{[]string{"simulate", "-pattern", "nope"}, 2, "", `unknown pattern "nope"`},
+		// A pattern flag the pattern does not read is refused, not ignored.
+		{[]string{"simulate", "-pattern", "steady", "-file", replay}, 2, "", "-file: -pattern steady does not use it"},
+		{[]string{"simulate", "-pattern", "bursts", "-keys", "10"}, 2, "", "-keys: -pattern bursts does not use it"},
+		{[]string{"simulate", "-pattern", "zipf", "-on", "1s"}, 2, "", "-on: -pattern zipf does not use it"},
+		{[]string{"simulate", "-pattern", "boundary", "-load", "5"}, 2, "", "-load: -pattern boundary does not use it"},
+		{[]string{"simulate", "-pattern", "replay", "-file", replay, "-duration", "1h"}, 2, "", "-duration: -pattern replay does not use it"},
 		{[]string{"simulate", "accuracy", "-requests", "5000", "-keys", "100", "-duration", "5m"}, 0, "wrongly admitted", ""},
 		{[]string{"help"}, 0, "simulate", ""},
 	}

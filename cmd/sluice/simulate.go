@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"strings"
 	"time"
 
@@ -94,6 +95,10 @@ func simulate(args []string, stdout, stderr io.Writer) int {
 			c.Algorithms = append(c.Algorithms, a)
 		}
 	}
+	if err := unusedPatternFlag(fs, *pattern); err != nil {
+		fmt.Fprintln(stderr, "sluice simulate:", err)
+		return 2
+	}
 	p, code, err := simPattern(*pattern, *load, *keys, *on, *off, *file)
 	if err != nil {
 		fmt.Fprintln(stderr, "sluice simulate:", err)
@@ -110,6 +115,33 @@ func simulate(args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 	return print(stdout, stderr, *asJSON, rep, rep.WriteTable)
+}
+
+// patternFlags are the pattern flags of sluice simulate, and patternUses
+// the ones each pattern reads.
+var (
+	patternFlags = []string{"duration", "file", "keys", "load", "off", "on"}
+	patternUses  = map[string][]string{
+		"steady": {"duration", "load", "keys"}, "bursts": {"duration", "load", "on", "off"}, "boundary": {"duration"},
+		"ramp": {"duration", "load"}, "zipf": {"duration", "load", "keys"}, "replay": {"file"}, // a replay lasts as long as its file
+	}
+)
+
+// unusedPatternFlag returns the error of the first pattern flag given on
+// fs that pattern does not read (it would be ignored), or nil; an unknown
+// pattern is simPattern's to refuse.
+func unusedPatternFlag(fs *flag.FlagSet, pattern string) error {
+	uses, ok := patternUses[pattern]
+	if !ok {
+		return nil
+	}
+	var err error
+	fs.Visit(func(f *flag.Flag) {
+		if err == nil && slices.Contains(patternFlags, f.Name) && !slices.Contains(uses, f.Name) {
+			err = fmt.Errorf("-%s: -pattern %s does not use it", f.Name, pattern)
+		}
+	})
+	return err
 }
 
 // maxReplayBytes bounds a -file of arrivals: a replay is held in memory

@@ -63,13 +63,16 @@ func (f *rlqsFace) setRules(c *config.Config) {
 	}
 }
 
-// lazyRLQS is RLQS's store on a lazyStore: an error until Redis answers.
+// lazyRLQS is RLQS's store on a lazyStore: until Redis answers, the
+// lazyStore's error (ErrUnavailable, with the last connection error).
 type lazyRLQS struct{ l *lazyStore }
 
+// rlqs returns the connected store's RLQS records, or the error of a call
+// made before Redis answered.
 func (r lazyRLQS) rlqs() (*redisstore.RLQSStore, error) {
 	st := r.l.store.Load()
 	if st == nil {
-		return nil, errNotConnected
+		return nil, r.l.notConnected()
 	}
 	return st.RLQS(), nil
 }

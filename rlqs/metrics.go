@@ -23,6 +23,9 @@ type bucketStats struct {
 	cache map[string]*fetch // the store's demands per bucket (see demands)
 
 	usage, assigned, clients, unlisted *prometheus.Desc
+
+	mem                                   *budget
+	memUsed, memMax, streams, refusedDesc *prometheus.Desc
 }
 
 // fetch is one read of a bucket's demands from the store; done closes
@@ -83,15 +86,20 @@ type bucketStat struct {
 	nudge   map[string]chan<- struct{}
 }
 
-func newBucketStats() *bucketStats {
+func newBucketStats(mem *budget) *bucketStats {
 	l := []string{"domain", "bucket"}
 	return &bucketStats{
-		buckets:  make(map[string]*bucketStat),
-		cache:    make(map[string]*fetch),
-		usage:    prometheus.NewDesc("sluice_rlqs_bucket_reported_requests_per_second", "Requests per second (allowed and denied) that this replica's clients last reported for the bucket.", l, nil),
-		assigned: prometheus.NewDesc("sluice_rlqs_bucket_assigned_requests_per_second", "Requests per second that this replica last assigned to its clients of the bucket, summed.", l, nil),
-		clients:  prometheus.NewDesc("sluice_rlqs_bucket_clients", "Clients of the bucket in the store, all replicas, at this replica's last assignment.", l, nil),
-		unlisted: prometheus.NewDesc("sluice_rlqs_buckets_unlisted", "Buckets beyond the first 1000, not listed by bucket.", nil, nil),
+		mem:         mem,
+		memUsed:     prometheus.NewDesc("sluice_rlqs_memory_bytes", "Bytes of the RLQS memory budget in use: the streams and their buckets, as accounted (see docs/rlqs.md).", nil, nil),
+		memMax:      prometheus.NewDesc("sluice_rlqs_memory_max_bytes", "The RLQS memory budget (-rlqs-max-bytes).", nil, nil),
+		streams:     prometheus.NewDesc("sluice_rlqs_streams", "RLQS streams open.", nil, nil),
+		refusedDesc: prometheus.NewDesc("sluice_rlqs_refused_total", "Streams and buckets refused at the memory budget or a stream cap (what: stream or bucket).", []string{"what"}, nil),
+		buckets:     make(map[string]*bucketStat),
+		cache:       make(map[string]*fetch),
+		usage:       prometheus.NewDesc("sluice_rlqs_bucket_reported_requests_per_second", "Requests per second (allowed and denied) that this replica's clients last reported for the bucket.", l, nil),
+		assigned:    prometheus.NewDesc("sluice_rlqs_bucket_assigned_requests_per_second", "Requests per second that this replica last assigned to its clients of the bucket, summed.", l, nil),
+		clients:     prometheus.NewDesc("sluice_rlqs_bucket_clients", "Clients of the bucket in the store, all replicas, at this replica's last assignment.", l, nil),
+		unlisted:    prometheus.NewDesc("sluice_rlqs_buckets_unlisted", "Buckets beyond the first 1000, not listed by bucket.", nil, nil),
 	}
 }
 
@@ -207,6 +215,10 @@ func (s *bucketStats) Describe(ch chan<- *prometheus.Desc) {
 	ch <- s.assigned
 	ch <- s.clients
 	ch <- s.unlisted
+	ch <- s.memUsed
+	ch <- s.memMax
+	ch <- s.streams
+	ch <- s.refusedDesc
 }
 
 // Collect implements prometheus.Collector.
@@ -230,4 +242,12 @@ func (s *bucketStats) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(s.clients, prometheus.GaugeValue, float64(b.all), b.domain, name)
 	}
 	ch <- prometheus.MustNewConstMetric(s.unlisted, prometheus.GaugeValue, float64(len(s.buckets)-n))
+	ch <- prometheus.MustNewConstMetric(s.memUsed, prometheus.GaugeValue, float64(s.mem.used.Load()))
+	ch <- prometheus.MustNewConstMetric(s.memMax, prometheus.GaugeValue, float64(s.mem.max))
+	s.mem.mu.Lock()
+	open := s.mem.streams
+	s.mem.mu.Unlock()
+	ch <- prometheus.MustNewConstMetric(s.streams, prometheus.GaugeValue, float64(open))
+	ch <- prometheus.MustNewConstMetric(s.refusedDesc, prometheus.CounterValue, float64(s.mem.refusedStreams.Load()), "stream")
+	ch <- prometheus.MustNewConstMetric(s.refusedDesc, prometheus.CounterValue, float64(s.mem.refusedBuckets.Load()), "bucket")
 }

@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"maps"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -26,9 +27,14 @@ import (
 )
 
 // ClientHeader is the gRPC metadata key by which an Envoy may name itself
-// (Envoy's grpc_service initial_metadata). Streams with the same name are
-// the same client: a reconnected Envoy takes over its own record in the
-// store instead of counting twice until the old one expires.
+// (Envoy's grpc_service initial_metadata). Streams with the same name from
+// the same peer (the same verified client certificate, else the same IP
+// address) are the same client: a reconnected Envoy takes over its own
+// record in the store instead of counting twice until the old one expires.
+// The same name from another peer is another client. Without mTLS, any
+// process of the peer's host can claim a name: a name is to be trusted
+// only as far as the network is (Config.IgnoreClientNames turns names
+// off).
 const ClientHeader = "sluice-rlqs-client"
 
 // Bounds on what one stream may make the server hold.
@@ -52,9 +58,32 @@ type Config struct {
 	// Store divides limits across replicas; nil: a MemoryStore of the
 	// server's own.
 	Store Store
-	// FirstMessageTimeout ends a stream whose first message does not come
-	// within it (DeadlineExceeded). Default 30s.
-	FirstMessageTimeout time.Duration
+	// IdleTimeout ends a stream that sends no message for it, the first
+	// one included (DeadlineExceeded). Default 30s.
+	IdleTimeout time.Duration
+	// MaxBytes bounds the memory of all streams and their buckets
+	// together, as accounted by the server (see docs/rlqs.md); at it, a new
+	// stream is refused with ResourceExhausted and a new bucket gets no
+	// assignment, while the existing ones keep theirs. Default
+	// DefaultMaxBytes.
+	MaxBytes int64
+	// MaxStreams bounds the streams open at once; more are refused with
+	// ResourceExhausted. Default DefaultMaxStreams.
+	MaxStreams int
+	// MaxStreamsPerConn bounds the streams of one gRPC connection (a TCP
+	// peer address; streams without a TCP peer, such as over a Unix
+	// socket, are not counted); more are refused with ResourceExhausted.
+	// Default DefaultMaxStreamsPerConn.
+	MaxStreamsPerConn int
+	// IgnoreClientNames turns named records off: the ClientHeader is not
+	// read, and each stream is a client of its own. Zero value: names are
+	// read, scoped by the peer (see ClientHeader).
+	IgnoreClientNames bool
+	// DivideByStream divides each limit among streams alone, as if every
+	// stream came from a peer of its own. Zero value: the limit is first
+	// divided among peers (verified client certificates, else IP
+	// addresses), then among each peer's streams.
+	DivideByStream bool
 	// Logger logs streams that end in error; nil: slog.Default().
 	Logger *slog.Logger
 	// Registerer gets the per-bucket metrics; nil: none.
@@ -73,8 +102,10 @@ type Server struct {
 	closeOne  sync.Once
 	streams   sync.WaitGroup
 	stats     *bucketStats
+	mem       *budget
 	lastWarn  atomic.Int64 // unix nanoseconds of the last store warning
 	storeErrs atomic.Int64 // store failures since the last warning
+	lastFull  atomic.Int64 // unix nanoseconds of the last budget warning
 }
 
 // warnStore logs a store failure, at most once a second for the server,
@@ -96,15 +127,28 @@ func New(cfg Config) (*Server, error) {
 	if cfg.Store == nil {
 		cfg.Store = &MemoryStore{}
 	}
-	if cfg.FirstMessageTimeout <= 0 {
-		cfg.FirstMessageTimeout = 30 * time.Second
+	if cfg.IdleTimeout <= 0 {
+		cfg.IdleTimeout = 30 * time.Second
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
+	if cfg.MaxBytes < 0 || cfg.MaxStreams < 0 || cfg.MaxStreamsPerConn < 0 {
+		return nil, fmt.Errorf("rlqs: MaxBytes %d, MaxStreams %d, MaxStreamsPerConn %d: want 0 (the default) or more", cfg.MaxBytes, cfg.MaxStreams, cfg.MaxStreamsPerConn)
+	}
+	if cfg.MaxBytes == 0 {
+		cfg.MaxBytes = DefaultMaxBytes
+	}
+	if cfg.MaxStreams == 0 {
+		cfg.MaxStreams = DefaultMaxStreams
+	}
+	if cfg.MaxStreamsPerConn == 0 {
+		cfg.MaxStreamsPerConn = DefaultMaxStreamsPerConn
+	}
 	var b [6]byte
 	_, _ = rand.Read(b[:])
-	s := &Server{cfg: cfg, nonce: hex.EncodeToString(b[:]), closing: make(chan struct{}), stats: newBucketStats()}
+	mem := newBudget(cfg.MaxBytes, cfg.MaxStreams, cfg.MaxStreamsPerConn)
+	s := &Server{cfg: cfg, nonce: hex.EncodeToString(b[:]), closing: make(chan struct{}), stats: newBucketStats(mem), mem: mem}
 	if cfg.Registerer != nil {
 		if err := s.stats.register(cfg.Registerer); err != nil {
 			return nil, err
@@ -146,24 +190,45 @@ func (s *Server) StreamRateLimitQuotas(st grpc.BidiStreamingServer[rlqspb.RateLi
 		return status.Error(codes.Unavailable, "rlqs: the server is shutting down")
 	default:
 	}
+	conn := connKey(st.Context())
+	if err := s.mem.openStream(conn); err != nil {
+		return err
+	}
+	defer s.mem.closeStream(conn)
 	c := &stream{srv: s, st: st, buckets: make(map[string]*bucket), nudge: make(chan struct{}, 1)}
 	c.client, c.named = s.clientID(st.Context())
 	return c.run()
 }
 
-// clientID names a stream's client: its ClientHeader, else a name unique
-// to the stream.
+// clientID names a stream's client in the store: its peer (peerName: the
+// verified client certificate, else the IP address), then its
+// ClientHeader (unless Config.IgnoreClientNames), else a name unique to
+// the stream. So a name is the client's only on its peer: another peer
+// that claims it is another client, and cannot take over or end the
+// first one's records.
 func (s *Server) clientID(ctx context.Context) (string, bool) {
-	if md, ok := metadata.FromIncomingContext(ctx); ok {
+	p := peerName(ctx)
+	if md, ok := metadata.FromIncomingContext(ctx); ok && !s.cfg.IgnoreClientNames {
 		if v := md.Get(ClientHeader); len(v) > 0 && v[0] != "" && len(v[0]) <= maxClientID {
-			return "n:" + v[0], true
+			return withPeer(p, "n:"+v[0]), true
 		}
 	}
 	addr := "?"
-	if p, ok := peer.FromContext(ctx); ok && p.Addr != nil {
-		addr = p.Addr.String()
+	if pr, ok := peer.FromContext(ctx); ok && pr.Addr != nil {
+		addr = pr.Addr.String()
 	}
-	return fmt.Sprintf("s:%s/%d/%s", s.nonce, s.streamID.Add(1), addr), false
+	return withPeer(p, fmt.Sprintf("s:%s/%d/%s", s.nonce, s.streamID.Add(1), addr)), false
+}
+
+// warnFull logs a bucket refused at the memory budget, at most once a
+// second for the server.
+func (s *Server) warnFull(now time.Time, domain string) {
+	last := s.lastFull.Load()
+	if now.UnixNano()-last < int64(time.Second) || !s.lastFull.CompareAndSwap(last, now.UnixNano()) {
+		return
+	}
+	s.cfg.Logger.Warn("rlqs: the memory budget is in use; new buckets get no assignment until streams or buckets end",
+		"domain", truncate(domain), "max_bytes", s.cfg.MaxBytes, "refused_buckets", s.mem.refusedBuckets.Load())
 }
 
 // bucketKey returns the store's name of a bucket: the domain, then the
@@ -171,23 +236,45 @@ func (s *Server) clientID(ctx context.Context) (string, bool) {
 // with share_threshold (all matching values share the limit), as the RLS
 // service names counters.
 func bucketKey(domain string, r *config.RateLimit, path []config.Entry) string {
+	vals := make([]string, len(path))
+	n := len(domain)
+	for i, e := range path {
+		vals[i] = e.Value
+		if i < len(r.Path) && r.Path[i].ShareThreshold {
+			vals[i] = r.Path[i].Value
+		}
+		n += len(e.Key) + len(vals[i]) + 24
+	}
 	var b strings.Builder
+	b.Grow(n) // the exact size, near enough: no doubling left in the string
 	b.WriteString(domain)
 	for i, e := range path {
-		v := e.Value
-		if i < len(r.Path) && r.Path[i].ShareThreshold {
-			v = r.Path[i].Value
-		}
-		fmt.Fprintf(&b, "|%d:%s=%s", len(e.Key), e.Key, v)
+		b.WriteByte('|')
+		b.WriteString(strconv.Itoa(len(e.Key)))
+		b.WriteByte(':')
+		b.WriteString(e.Key)
+		b.WriteByte('=')
+		b.WriteString(vals[i])
 	}
 	return b.String()
 }
 
 // idKey returns a canonical name of a bucket id's pairs (order-insensitive).
 func idKey(pairs map[string]string) string {
+	keys := slices.Sorted(maps.Keys(pairs))
+	n := 0
+	for _, k := range keys {
+		n += len(k) + len(pairs[k]) + 24
+	}
 	var b strings.Builder
-	for _, k := range slices.Sorted(maps.Keys(pairs)) {
-		fmt.Fprintf(&b, "%d:%s=%s|", len(k), k, pairs[k])
+	b.Grow(n)
+	for _, k := range keys {
+		b.WriteString(strconv.Itoa(len(k)))
+		b.WriteByte(':')
+		b.WriteString(k)
+		b.WriteByte('=')
+		b.WriteString(pairs[k])
+		b.WriteByte('|')
 	}
 	return b.String()
 }

@@ -14,33 +14,85 @@ import (
 
 // share returns client's part of total (requests per second) given every
 // client's demand, client's own being mine whatever demand says:
-// reserve×total is divided equally, the rest by max-min fairness over
-// demand (a client gets its demand or an equal part of what is left,
-// whichever is less), and what demand leaves over is divided equally
-// again. The parts of all clients add up to total. It also returns the
-// number of clients.
-func share(total, reserve float64, demand map[string]float64, client string, mine float64) (float64, int) {
-	ds := make([]float64, 0, len(demand)+1)
+// reserve×total is divided equally among the clients, the rest by max-min
+// fairness over demand (a client gets its demand or an equal part of what
+// is left, whichever is less), and what demand leaves over is divided
+// equally again. With byPeer, the rest is first divided so among the
+// peers (see peerOf; a client without one is a peer of its own), over
+// each peer's demand summed, then each peer's part among its clients: so
+// the clients of one peer, whatever they report, leave every other peer
+// at least (1−reserve)×total/peers when it asks for that much. The parts
+// of all clients add up to total. It also returns the number of clients.
+func share(total, reserve float64, demand map[string]float64, client string, mine float64, byPeer bool) (float64, int) {
+	mine = max(mine, 0)
+	if !byPeer {
+		ds := make([]float64, 0, len(demand)+1)
+		for c, d := range demand {
+			if c != client {
+				ds = append(ds, max(d, 0))
+			}
+		}
+		ds = append(ds, mine)
+		n := len(ds)
+		return total*reserve/float64(n) + maxMin(total*(1-reserve), ds, mine), n
+	}
+	myPeer := peerKey(client)
+	sums := make(map[string]float64, len(demand)+1)
+	var peerDs []float64
+	n := 1
 	for c, d := range demand {
-		if c != client {
-			ds = append(ds, max(d, 0))
+		if c == client {
+			continue
+		}
+		n++
+		p := peerKey(c)
+		sums[p] += max(d, 0)
+		if p == myPeer {
+			peerDs = append(peerDs, max(d, 0))
 		}
 	}
-	ds = append(ds, max(mine, 0))
-	n := len(ds)
+	sums[myPeer] += mine
+	peerDs = append(peerDs, mine)
+	ps := make([]float64, 0, len(sums))
+	for _, d := range sums {
+		ps = append(ps, d)
+	}
+	part := maxMin(total*(1-reserve), ps, sums[myPeer])
+	return total*reserve/float64(n) + maxMin(part, peerDs, mine), n
+}
+
+// peerKey returns the peer a client's share is first divided by: its
+// peer, or for a client without one, the client itself.
+func peerKey(client string) string {
+	if p, ok := peerOf(client); ok {
+		return "p" + p
+	}
+	return "c" + client
+}
+
+// maxMin divides pool among demands ds (sorted in place), one of which is
+// mine, by max-min fairness: each gets its demand or an equal part of
+// what is left, whichever is less, and what is left over is divided
+// equally. It returns mine's part.
+func maxMin(pool float64, ds []float64, mine float64) float64 {
 	slices.Sort(ds)
-	pool := total * (1 - reserve)
 	left := pool
-	var mineGets float64 = -1
+	mineGets := -1.0
 	for i, d := range ds {
-		give := min(d, left/float64(n-i))
+		give := min(d, left/float64(len(ds)-i))
 		left -= give
-		if mineGets < 0 && d >= max(mine, 0) {
+		if mineGets < 0 && d >= mine {
 			mineGets = give
 		}
 	}
-	return total*reserve/float64(n) + mineGets + left/float64(n), n
+	return mineGets + left/float64(len(ds))
 }
+
+// demandBound is how many times its rule's rate a client's reported
+// demand counts at most: a report of more (a client cannot spend more than
+// its share, and the denied requests of an honest one rarely reach ten
+// times the whole limit) counts as that much.
+const demandBound = 10
 
 // ruleRate returns a rule's rate in requests per second and its burst: of
 // a rate_limits list, the limit with the lowest rate. Windows become a

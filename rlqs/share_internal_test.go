@@ -11,21 +11,26 @@ import (
 // (with the reserve beside it), and equal demands get equal shares.
 func TestSharesAddUpToTheLimitAndServeSmallDemandsFirst(t *testing.T) {
 	r := rand.New(rand.NewPCG(1, 2))
-	for range 1000 {
+	for i := range 2000 {
+		byPeer := i%2 == 1
 		n := 1 + r.IntN(20)
 		total := 1 + r.Float64()*1000
 		reserve := r.Float64() * 0.5
 		demand := make(map[string]float64, n)
 		for i := range n {
-			demand[string(rune('a'+i))] = r.Float64() * total / float64(n) * 3
+			name := string(rune('a' + i))
+			if byPeer && r.IntN(2) == 0 {
+				name = withPeer(string(rune('a'+r.IntN(3))), name)
+			}
+			demand[name] = r.Float64() * total / float64(n) * 3
 		}
 		var sum float64
 		for c, d := range demand {
-			s, k := share(total, reserve, demand, c, d)
+			s, k := share(total, reserve, demand, c, d, byPeer)
 			if s < 0 || k != n {
 				t.Fatalf("share %v of %d clients, want ≥ 0 of %d", s, k, n)
 			}
-			if d <= total*(1-reserve)/float64(n) && s < d {
+			if d <= total*(1-reserve)/float64(n) && s < d && !byPeer {
 				t.Fatalf("a client asking %v below an equal part got %v", d, s)
 			}
 			sum += s
@@ -35,9 +40,37 @@ func TestSharesAddUpToTheLimitAndServeSmallDemandsFirst(t *testing.T) {
 		}
 	}
 	eq := map[string]float64{"a": 50, "b": 50, "c": 50}
-	a, _ := share(90, 0.1, eq, "a", 50)
-	if math.Abs(a-30) > 1e-9 {
-		t.Errorf("equal demands over the limit: %v, want a third of 90", a)
+	for _, byPeer := range []bool{false, true} {
+		a, _ := share(90, 0.1, eq, "a", 50, byPeer)
+		if math.Abs(a-30) > 1e-9 {
+			t.Errorf("equal demands over the limit (by peer %v): %v, want a third of 90", byPeer, a)
+		}
+	}
+}
+
+// By peer, the clients of one peer, whatever they ask, leave a client of
+// another peer at least (1−reserve)×total/peers of what it asks; the
+// clients of one peer share its part by max-min fairness.
+func TestSharesByPeerKeepEachPeersFloor(t *testing.T) {
+	demand := map[string]float64{withPeer("ip:10.0.0.1", "n:honest"): 100}
+	for i := range 99 {
+		demand[withPeer("ip:10.0.0.66", string(rune('a'+i)))] = 1e9
+	}
+	honest, n := share(100, 0.05, demand, withPeer("ip:10.0.0.1", "n:honest"), 100, true)
+	if floor := 95.0 / 2; honest < floor || n != 100 {
+		t.Errorf("the honest peer's client: %v of %d clients, want at least %v", honest, n, floor)
+	}
+	liar, _ := share(100, 0.05, demand, withPeer("ip:10.0.0.66", "a"), 1e9, true)
+	if want := 0.05 + 47.5/99; math.Abs(liar-want) > 1e-9 {
+		t.Errorf("a client of the peer of 99: %v, want %v (an equal part of its peer's half, and of the reserve)", liar, want)
+	}
+	if p, ok := peerOf(withPeer("x509:spiffe://a|b", "n:x")); !ok || p != "x509:spiffe://a|b" {
+		t.Errorf("peerOf = %q, %v", p, ok)
+	}
+	for _, c := range []string{"n:x", "s:1/2/3", "p:x", "p9:x|y", "px:y"} {
+		if _, ok := peerOf(c); ok {
+			t.Errorf("peerOf(%q) found a peer, want none", c)
+		}
 	}
 }
 

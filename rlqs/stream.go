@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"maps"
+	"math"
 	"time"
 
 	rlqspb "github.com/envoyproxy/go-control-plane/envoy/service/rate_limit_quota/v3"
@@ -44,6 +45,8 @@ type bucket struct {
 	strategy   *typev3.RateLimitStrategy
 	gen        uint64  // the bucket's generation at the last division
 	written    float64 // the demand written to the store at the last division
+	maxDemand  float64 // demandBound times the rule's rate; +Inf without a limit
+	cost       int64   // the bytes the memory budget counts for it
 }
 
 // run receives the stream's messages and answers them until the client
@@ -67,19 +70,20 @@ func (c *stream) run() error {
 			}
 		}
 	}()
-	first := time.NewTimer(c.srv.cfg.FirstMessageTimeout)
-	defer first.Stop()
+	idleFor := c.srv.cfg.IdleTimeout
+	idle := time.NewTimer(idleFor)
+	defer idle.Stop()
 	var tick <-chan time.Time
 	shutdown := false
 	defer func() { c.forgetAll(shutdown) }()
 	for {
 		select {
 		case m := <-msgs:
+			idle.Reset(idleFor)
 			if err := c.handle(m); err != nil {
 				return err
 			}
 			if tick == nil {
-				first.Stop()
 				t := time.NewTicker(tickEvery)
 				defer t.Stop()
 				tick = t.C
@@ -89,8 +93,11 @@ func (c *stream) run() error {
 				return nil
 			}
 			return err
-		case <-first.C:
-			return status.Errorf(codes.DeadlineExceeded, "rlqs: no usage report within %v of opening the stream", c.srv.cfg.FirstMessageTimeout)
+		case <-idle.C:
+			if tick == nil {
+				return status.Errorf(codes.DeadlineExceeded, "rlqs: no usage report within %v of opening the stream", idleFor)
+			}
+			return status.Errorf(codes.DeadlineExceeded, "rlqs: no usage report for %v; the stream is idle", idleFor)
 		case now := <-tick:
 			if err := c.abandonIdle(now); err != nil {
 				return err
@@ -126,9 +133,12 @@ func (c *stream) handle(m *rlqspb.RateLimitQuotaUsageReports) error {
 		if err != nil {
 			return err
 		}
+		if b == nil {
+			continue // refused at the memory budget: no assignment
+		}
 		n := float64(u.GetNumRequestsAllowed()) + float64(u.GetNumRequestsDenied())
 		if el := u.GetTimeElapsed().AsDuration(); u.GetTimeElapsed() != nil && el > 0 {
-			b.demand = n / el.Seconds()
+			b.demand = min(n/el.Seconds(), b.maxDemand)
 		}
 		if n > 0 {
 			b.lastActive = now
@@ -196,7 +206,8 @@ func validate(m *rlqspb.RateLimitQuotaUsageReports) error {
 }
 
 // bucketOf returns the stream's bucket of id, subscribing it (and mapping
-// it to a rule) on its first report.
+// it to a rule) on its first report; nil when a new bucket does not fit in
+// the server's memory budget (the stream's other buckets keep theirs).
 func (c *stream) bucketOf(id *rlqspb.BucketId, now time.Time) (*bucket, error) {
 	k := idKey(id.GetBucket())
 	if b := c.buckets[k]; b != nil {
@@ -206,13 +217,22 @@ func (c *stream) bucketOf(id *rlqspb.BucketId, now time.Time) (*bucket, error) {
 		return nil, status.Errorf(codes.ResourceExhausted, "rlqs: more than %d buckets on one stream", MaxBuckets)
 	}
 	c.refresh()
-	pairs := maps.Clone(id.GetBucket())
-	b := &bucket{id: &rlqspb.BucketId{Bucket: pairs}, lastActive: now}
+	b := &bucket{lastActive: now, maxDemand: math.Inf(1)}
 	if c.rules != nil {
-		if r, path := c.rules.LookupBucket(pairs); r != nil {
+		if r, path := c.rules.LookupBucket(id.GetBucket()); r != nil {
 			b.rule, b.key = r, bucketKey(c.domain, r, path)
+			if rate, _ := ruleRate(r); rate > 0 {
+				b.maxDemand = demandBound * rate
+			}
 		}
 	}
+	b.cost = bucketCost(id.GetBucket(), k, b.key)
+	if !c.srv.mem.take(b.cost) {
+		c.srv.mem.refusedBuckets.Add(1)
+		c.srv.warnFull(now, c.domain)
+		return nil, nil
+	}
+	b.id = &rlqspb.BucketId{Bucket: maps.Clone(id.GetBucket())}
 	c.buckets[k] = b
 	return b, nil
 }
@@ -257,7 +277,7 @@ func (c *stream) divide(b *bucket, now time.Time) bool {
 		return false
 	}
 	rate, burst := ruleRate(b.rule)
-	mine, n := share(rate, c.set.ReserveFraction(), demand, c.client, b.demand)
+	mine, n := share(rate, c.set.ReserveFraction(), demand, c.client, b.demand, !c.srv.cfg.DivideByStream)
 	if b.strategy == nil || !closeRates(mine, b.rate) {
 		b.rate = mine
 		b.strategy = tokenBucket(mine, burst*mine/rate)
@@ -349,6 +369,7 @@ func (c *stream) abandonIdle(now time.Time) error {
 			BucketAction: &rlqspb.RateLimitQuotaResponse_BucketAction_AbandonAction_{AbandonAction: &rlqspb.RateLimitQuotaResponse_BucketAction_AbandonAction{}},
 		})
 		c.forget(b)
+		c.srv.mem.release(b.cost)
 		delete(c.buckets, k)
 	}
 	if len(resp.BucketAction) == 0 {
@@ -377,6 +398,7 @@ func (c *stream) fallback() {
 // reconnects to takes over.
 func (c *stream) forgetAll(shutdown bool) {
 	for _, b := range c.buckets {
+		c.srv.mem.release(b.cost)
 		if shutdown && c.named {
 			c.srv.stats.remove(b.key, c.client)
 			continue

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	rlqspb "github.com/envoyproxy/go-control-plane/envoy/service/rate_limit_quota/v3"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/keepalive"
 	"google.golang.org/grpc/tap"
@@ -214,9 +215,14 @@ func (o *listenerOptions) grpcOptions() []grpc.ServerOption {
 // filter's timeout, 20 ms by default) already has its deadline and costs
 // nothing more; only calls without one get a timer, which is stopped when
 // the call ends (gRPC then cancels the stream's context, this one's
-// parent).
+// parent). An RLQS stream gets none: it is meant to stay open, and RLQS
+// ends it after -rlqs-idle-timeout without a message, a message that
+// stalls half sent included.
 func callDeadline(d time.Duration) tap.ServerInHandle {
 	return func(ctx context.Context, info *tap.Info) (context.Context, error) {
+		if info.FullMethodName == rlqsStream {
+			return ctx, nil
+		}
 		if info.FullMethodName == healthWatch {
 			// The stream stays open as long as its watcher: only the
 			// reading of its request is bounded (see watchRequestDeadline).
@@ -237,6 +243,9 @@ func callDeadline(d time.Duration) tap.ServerInHandle {
 // request message, with a timer that watchRequestDeadline stops once the
 // message is in.
 const healthWatch = "/grpc.health.v1.Health/Watch"
+
+// rlqsStream is RLQS's streaming method, exempt from callDeadline.
+const rlqsStream = rlqspb.RateLimitQuotaService_StreamRateLimitQuotas_FullMethodName
 
 // requestTimerKey is the context key of a Watch call's request timer.
 type requestTimerKey struct{}

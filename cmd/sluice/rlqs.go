@@ -2,6 +2,8 @@ package main
 
 import (
 	"context"
+	"flag"
+	"fmt"
 	"sync/atomic"
 	"time"
 
@@ -20,6 +22,47 @@ const rlqsDrain = 5 * time.Second
 type rlqsFace struct {
 	srv   *rlqs.Server
 	rules atomic.Pointer[config.Config]
+}
+
+// rlqsOptions are RLQS's bounds and trust settings (docs/rlqs.md), flags
+// whose defaults come from RLQS_* environment variables.
+type rlqsOptions struct {
+	idle                      time.Duration
+	maxBytes                  int64
+	maxStreams, maxStreamsOn  int
+	clientNames, divideByPeer bool
+}
+
+// flags defines the RLQS flags on fs, their defaults from the environment
+// (malformed values go to errs).
+func (o *rlqsOptions) flags(fs *flag.FlagSet, errs *envErrs) {
+	errs.bools("RLQS_CLIENT_NAMES", "RLQS_DIVIDE_BY_PEER")
+	fs.DurationVar(&o.idle, "rlqs-idle-timeout", errs.duration("RLQS_IDLE_TIMEOUT", 30*time.Second),
+		"RLQS: a stream that sends no usage report for this long, the first one included, ends (DEADLINE_EXCEEDED); -grpc-request-timeout does not apply to RLQS streams")
+	o.maxBytes = errs.size("RLQS_MAX_BYTES", rlqs.DefaultMaxBytes)
+	fs.Var(sizeFlag{&o.maxBytes}, "rlqs-max-bytes",
+		"RLQS: the memory budget of all streams and buckets in bytes, or k, m or g (such as 64m); past it a new stream is refused (RESOURCE_EXHAUSTED) and a new bucket gets no assignment")
+	fs.IntVar(&o.maxStreams, "rlqs-max-streams", errs.int("RLQS_MAX_STREAMS", rlqs.DefaultMaxStreams),
+		"RLQS: streams open at once at most; more are refused (RESOURCE_EXHAUSTED)")
+	fs.IntVar(&o.maxStreamsOn, "rlqs-max-streams-per-conn", errs.int("RLQS_MAX_STREAMS_PER_CONNECTION", rlqs.DefaultMaxStreamsPerConn),
+		"RLQS: streams open at once on one gRPC connection at most; more are refused (RESOURCE_EXHAUSTED)")
+	fs.BoolVar(&o.clientNames, "rlqs-client-names", envBool("RLQS_CLIENT_NAMES", true),
+		"RLQS: read the sluice-rlqs-client name of a stream (a name is its peer's only: its client certificate, else its IP address); false: each stream is a client of its own")
+	fs.BoolVar(&o.divideByPeer, "rlqs-divide-by-peer", envBool("RLQS_DIVIDE_BY_PEER", true),
+		"RLQS: divide each limit among peers (client certificates, else IP addresses) first, then among each peer's streams; false: among streams alone")
+}
+
+// check refuses bounds that would turn RLQS's bounds off by accident.
+func (o *rlqsOptions) check() error {
+	switch {
+	case o.idle <= 0:
+		return fmt.Errorf("-rlqs-idle-timeout %v: want a positive duration", o.idle)
+	case o.maxBytes <= 0:
+		return fmt.Errorf("-rlqs-max-bytes %d: want a positive size", o.maxBytes)
+	case o.maxStreams <= 0 || o.maxStreamsOn <= 0:
+		return fmt.Errorf("-rlqs-max-streams %d, -rlqs-max-streams-per-conn %d: want positive numbers", o.maxStreams, o.maxStreamsOn)
+	}
+	return nil
 }
 
 // startRLQS makes the RLQS server; startServers registers it, and it
@@ -42,7 +85,10 @@ func (s *serveApp) startRLQS(ctx context.Context, a *app) error {
 		a.onClose(func() { l.Close() })
 		store = lazyRLQS{l}
 	}
-	srv, err := rlqs.New(rlqs.Config{Rules: f.rules.Load, Store: store, Logger: s.log, Registerer: s.reg})
+	o := s.o.rlqs
+	srv, err := rlqs.New(rlqs.Config{Rules: f.rules.Load, Store: store, Logger: s.log, Registerer: s.reg,
+		IdleTimeout: o.idle, MaxBytes: o.maxBytes, MaxStreams: o.maxStreams, MaxStreamsPerConn: o.maxStreamsOn,
+		IgnoreClientNames: !o.clientNames, DivideByStream: !o.divideByPeer})
 	if err != nil {
 		return err
 	}

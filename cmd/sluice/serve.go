@@ -142,6 +142,7 @@ type serveOptions struct {
 	redis                                                           redisOptions  // -redis-key-format, -store-per-second, REDIS_* tuning
 	remote                                                          remoteOptions // -migrate, -reserve-units, -reserve-hold, -local-share (pgstore.go)
 	admin                                                           adminOptions  // -admin-*, -plans* (adminlisten.go)
+	rlqs                                                            rlqsOptions   // -rlqs-* (rlqs.go)
 
 	// forceStart and healthNeedsConfig are envoyproxy/ratelimit's
 	// FORCE_START_WITHOUT_INITIAL_CONFIG and
@@ -411,6 +412,7 @@ func parseServeFlags(args []string, stdout, stderr io.Writer) (s *serveApp, code
 	o.redis.flags(fs, envErr)
 	o.remote.flags(fs)
 	o.admin.flags(fs)
+	o.rlqs.flags(fs, envErr)
 	o.memMaxBytes = envErr.size("MEMSTORE_MAX_BYTES", memstore.DefaultMaxBytes)
 	fs.Var(sizeFlag{&o.memMaxBytes}, "memory-max-bytes",
 		"the memory store's budget in bytes, or k, m or g (such as 256m) (keys, states, sliding log entries); at it, keys are evicted (sluice_memstore_evictions_total)")
@@ -480,6 +482,9 @@ func (s *serveApp) checkOptions() error {
 		return exitCode(2, err)
 	}
 	if err := o.checkLimits(); err != nil {
+		return exitCode(2, err)
+	}
+	if err := o.rlqs.check(); err != nil {
 		return exitCode(2, err)
 	}
 	if err := o.redis.check(o.store); err != nil {

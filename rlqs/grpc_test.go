@@ -2,16 +2,19 @@ package rlqs_test
 
 import (
 	"context"
+	"crypto/tls"
 	"net"
 	"testing"
 	"time"
 
 	rlqspb "github.com/envoyproxy/go-control-plane/envoy/service/rate_limit_quota/v3"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/metadata"
 
 	"github.com/sluicehq/sluice/internal/rlqstest"
+	"github.com/sluicehq/sluice/internal/testpki"
 	"github.com/sluicehq/sluice/rlqs"
 )
 
@@ -84,4 +87,58 @@ func TestThreeEnvoysOverLoopbackGRPCShareTheLimit(t *testing.T) {
 		}
 		return true
 	})
+}
+
+// Over mTLS, a name belongs to the client certificate that claims it:
+// two Envoys of one host with different certificates and the same
+// sluice-rlqs-client name are two clients, and the end of one leaves the
+// other's record.
+func TestANameOverMTLSBelongsToItsCertificate(t *testing.T) {
+	ca := testpki.NewCA(t, "rlqs-test-ca")
+	srvLeaf := ca.Issue(t, "sluice", false, "127.0.0.1")
+	st := &rlqs.MemoryStore{}
+	s := newServerWith(t, rlqs.Config{Store: st})
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	gs := grpc.NewServer(grpc.Creds(credentials.NewTLS(&tls.Config{Certificates: []tls.Certificate{srvLeaf.Pair},
+		ClientAuth: tls.RequireAndVerifyClientCert, ClientCAs: ca.Pool(), MinVersion: tls.VersionTLS12})))
+	s.Register(gs)
+	go func() { _ = gs.Serve(ln) }()
+	t.Cleanup(gs.Stop)
+	ctx := metadata.AppendToOutgoingContext(t.Context(), rlqs.ClientHeader, "envoy-1")
+	openAs := func(l testpki.Leaf) rlqspb.RateLimitQuotaService_StreamRateLimitQuotasClient {
+		cc, err := grpc.NewClient(ln.Addr().String(), grpc.WithTransportCredentials(credentials.NewTLS(&tls.Config{
+			RootCAs: ca.Pool(), Certificates: []tls.Certificate{l.Pair}, ServerName: "127.0.0.1", MinVersion: tls.VersionTLS12})))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = cc.Close() })
+		str, err := rlqspb.NewRateLimitQuotaServiceClient(cc).StreamRateLimitQuotas(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := str.Send(reports(usage(apiBucket, 0, 1, 0))); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := str.Recv(); err != nil {
+			t.Fatal(err)
+		}
+		return str
+	}
+	openAs(ca.Issue(t, "envoy-a", true, "spiffe://edge/envoy-a"))
+	b := openAs(ca.Issue(t, "envoy-b", true, "spiffe://edge/envoy-b"))
+	if n := records(t, st); n != 2 {
+		t.Errorf("%d records for two certificates claiming one name, want 2", n)
+	}
+	_ = b.CloseSend()
+	for {
+		if _, err := b.Recv(); err != nil {
+			break
+		}
+	}
+	if n := records(t, st); n != 1 {
+		t.Errorf("%d records after the second certificate's stream ended, want the first one's (1)", n)
+	}
 }

@@ -12,6 +12,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/sluicehq/sluice/internal/bodyrate"
 	"github.com/sluicehq/sluice/rlheader"
 )
 
@@ -57,7 +58,7 @@ const (
 // hundredth of a slow mobile uplink, so no real client is cut, while a
 // body of the default 1 MiB cap holds its place for at most about 18
 // minutes (ClientBody + 1024 s) however it is trickled.
-const DefaultClientBodyMinRate = 1 << 10
+const DefaultClientBodyMinRate = bodyrate.DefaultMinRate
 
 // WithDefaults returns t with each zero field set to NGINX's default
 // (ClientBodyMinRate, which NGINX lacks, to DefaultClientBodyMinRate).
@@ -237,17 +238,7 @@ func (b *clientBody) readStream(p []byte) (int, error) {
 	if b.start.IsZero() {
 		b.start = now // not at the read-ahead: the request may wait for its place
 	}
-	deadline := now.Add(b.d)
-	if b.minRate > 0 {
-		secs := b.streamed / b.minRate
-		if secs < 1<<32 { // beyond, no sooner than now + d anyway
-			credit := time.Duration(secs)*time.Second + time.Duration(b.streamed%b.minRate)*time.Second/time.Duration(b.minRate)
-			if byRate := b.start.Add(b.d + credit); byRate.Before(deadline) {
-				deadline = byRate
-			}
-		}
-	}
-	b.dl.SetReadDeadline(deadline)
+	b.dl.SetReadDeadline(bodyrate.Deadline(b.start, now, b.d, b.streamed, b.minRate))
 	n, err := b.rest.Read(p)
 	b.streamed += int64(n)
 	if err != nil {

@@ -154,6 +154,7 @@ var packages = map[string]pkgRule{
 	"internal/clocktest":  {layer: support},
 	"internal/testlog":    {layer: support},
 	"internal/eventq":     {layer: support},
+	"internal/bodyrate":   {layer: support},
 	"internal/promreg": {layer: support, grants: map[string]string{
 		edgeMetrics: "it registers Prometheus collectors for the faces",
 		edgeHTTP:    "only through Prometheus's client library",
@@ -558,6 +559,7 @@ func cleanGraph() []string {
 		"internal/clocktest: std:sync",
 		"internal/testlog: std:sync",
 		"internal/eventq: std:time",
+		"internal/bodyrate: std:time",
 		"config/configtest: config std:testing",
 		"httplimit/httplimittest: internal/clocktest std:testing std:net/http github.com/prometheus/client_golang/prometheus",
 		"internal/promreg: github.com/prometheus/client_golang/prometheus",

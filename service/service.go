@@ -198,6 +198,33 @@ type Config struct {
 	// cannot make the process hold their bodies without end. 0 means
 	// DefaultMaxJSONBytesInFlight; negative is an error.
 	MaxJSONBytesInFlight int64
+	// MaxJSONBytesPerPeer bounds the part of MaxJSONBytesInFlight the
+	// bodies from one peer (the connection's remote address; an IPv6
+	// address by its /64) may hold: past it that peer's body is answered
+	// 503 with Retry-After while others are still read, so that one
+	// client's slow bodies cannot make every other caller wait. A peer is
+	// the address a client cannot choose; behind a proxy every client
+	// shares the proxy's, so raise it there (up to MaxJSONBytesInFlight,
+	// which turns the split off). 0 means MaxJSONBytesInFlight divided by
+	// DefaultJSONPeerShares, and never less than MaxJSONBody; negative or
+	// above MaxJSONBytesInFlight is an error.
+	MaxJSONBytesPerPeer int64
+	// JSONBodyTimeout bounds the wait for each read of a POST /json body
+	// (as NGINX's client_body_timeout), and is the grace before
+	// JSONBodyMinRate applies. A body past either is answered 408 and its
+	// connection closed. The http.Server's ReadTimeout, when set, still
+	// bounds the whole request: neither stretches it. 0 means
+	// DefaultJSONBodyTimeout; negative is an error.
+	JSONBodyTimeout time.Duration
+	// JSONBodyMinRate is the least average rate, in bytes per second, at
+	// which a POST /json body must arrive: it must be whole by
+	// JSONBodyTimeout plus one second per JSONBodyMinRate bytes received
+	// (see package internal/bodyrate, which sluice proxy's
+	// client_body_min_rate shares), or it is answered 408. Without it a
+	// client sending a byte just within each JSONBodyTimeout holds its
+	// share of the budget until the read timeout. 0 means 1 KiB/s;
+	// negative turns it off.
+	JSONBodyMinRate int64
 	// MaxDetailedSeries caps the metrics series of each rule with
 	// detailed_metric, whose labels are the descriptors clients send: a
 	// rule counts under at most this many descriptor labels, and under
@@ -244,6 +271,11 @@ const (
 // DefaultMaxJSONBytesInFlight is Config.MaxJSONBytesInFlight's default:
 // 128 MiB, 128 bodies of the largest size at once.
 const DefaultMaxJSONBytesInFlight = 128 << 20
+
+// DefaultJSONBodyTimeout is Config.JSONBodyTimeout's default: 10 s. The
+// callers of a rate limit service are services on the same network; a
+// body of a few hundred bytes arrives in milliseconds.
+const DefaultJSONBodyTimeout = 10 * time.Second
 
 // Defaults of Config.MaxDescriptors and Config.MaxEntries: Envoy sends one
 // descriptor per rate limit action of a route and one entry per action
@@ -299,10 +331,11 @@ type Service struct {
 	tenantFn TenantLimitFunc // Config.TenantLimit
 	obs      Observer        // Config.Observer
 
-	// maxJSONBytes is Config.MaxJSONBytesInFlight; jsonBytes the bytes
-	// of the POST /json bodies being read now.
-	maxJSONBytes int64
-	jsonBytes    atomic.Int64
+	// jsonBytes counts the bytes of the POST /json bodies being read
+	// now; jsonTimeout and jsonMinRate bound how slowly they arrive.
+	jsonBytes   jsonBudget
+	jsonTimeout time.Duration
+	jsonMinRate int64
 }
 
 // New returns a Service configured by cfg. It fails when cfg.Limiter is nil
@@ -359,9 +392,8 @@ func New(cfg Config) (*Service, error) {
 		}
 		s.auth = a
 	}
-	s.maxJSONBytes = cmp.Or(cfg.MaxJSONBytesInFlight, DefaultMaxJSONBytesInFlight)
-	if cfg.MaxJSONBytesInFlight < 0 {
-		return nil, fmt.Errorf("service: Config.MaxJSONBytesInFlight %d is negative", cfg.MaxJSONBytesInFlight)
+	if err := s.setJSONBounds(cfg); err != nil {
+		return nil, err
 	}
 	if cfg.MaxDescriptors < 0 || cfg.MaxEntries < 0 {
 		return nil, fmt.Errorf("service: Config.MaxDescriptors %d or MaxEntries %d is negative", cfg.MaxDescriptors, cfg.MaxEntries)

@@ -5,7 +5,10 @@ import (
 	"errors"
 	"io"
 	"net/http"
+	"net/netip"
+	"os"
 	"strconv"
+	"time"
 
 	pb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -14,6 +17,8 @@ import (
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/encoding/protojson"
+
+	"github.com/sluicehq/sluice/internal/bodyrate"
 )
 
 // MaxJSONBody is the largest request body POST /json reads: 1 MiB.
@@ -51,8 +56,9 @@ func (s *Service) RegisterGRPC(r grpc.ServiceRegistrar) {
 //     response_headers_to_add also set as HTTP headers. A body that is not
 //     a valid request is answered 400 with a one-line message, a body over
 //     MaxJSONBody 413, a store failure 503, and a body that would take the
-//     bodies being read past Config.MaxJSONBytesInFlight 503 with
-//     Retry-After.
+//     bodies being read past Config.MaxJSONBytesInFlight, or its peer's
+//     past Config.MaxJSONBytesPerPeer, 503 with Retry-After, and a body
+//     that stalls or arrives below Config.JSONBodyMinRate 408.
 //   - GET /healthcheck: 200 "OK", or 503 after SetServing(false) or while
 //     Config.Healthy reports false.
 //   - GET /metrics: the Prometheus metrics, when Config.Registerer is a
@@ -85,36 +91,74 @@ func (s *Service) serveHealth(w http.ResponseWriter, _ *http.Request) {
 }
 
 // errJSONBusy is readJSONBody's error when the bodies being read would
-// hold more than Config.MaxJSONBytesInFlight.
-var errJSONBusy = errors.New("service: too many request bytes being read at once; retry")
+// hold more than Config.MaxJSONBytesInFlight, and errJSONPeerBusy when
+// those of the request's peer would hold more than its share
+// (Config.MaxJSONBytesPerPeer).
+var (
+	errJSONBusy     = errors.New("service: too many request bytes being read at once; retry")
+	errJSONPeerBusy = errors.New("service: this client's request bodies being read hold its share of the bytes being read at once; retry")
+)
+
+// errJSONSlow is readJSONBody's error when a read of the body passed its
+// deadline: the body stalled, fell below the minimum rate, or took longer
+// than the server's read timeout.
+var errJSONSlow = errors.New("service: the request body arrived too slowly")
 
 // readJSONBody reads r's body, at most MaxJSONBody bytes, counting each
-// byte read against the bodies in flight (Config.MaxJSONBytesInFlight):
-// it returns errJSONBusy rather than go past them. held is what the body
-// counts for, given back by the caller when the request ends, error or
-// not. A body is counted as its bytes arrive, not by its Content-Length,
-// so that a client must send what it holds.
-func (s *Service) readJSONBody(w http.ResponseWriter, r *http.Request) (body []byte, held int64, err error) {
+// byte read against the bodies in flight, all together and peer's
+// (Config.MaxJSONBytesInFlight and MaxJSONBytesPerPeer): it returns
+// errJSONBusy or errJSONPeerBusy rather than go past them. held is what
+// the body counts for, given back by the caller when the request ends,
+// error or not. A body is counted as its bytes arrive, not by its
+// Content-Length, so that a client must send what it holds. Each read has
+// a deadline (bodyrate.Deadline: Config.JSONBodyTimeout, JSONBodyMinRate),
+// never later than the server's ReadTimeout from when the handler began;
+// past it readJSONBody returns errJSONSlow.
+func (s *Service) readJSONBody(w http.ResponseWriter, r *http.Request, peer netip.Addr) (body []byte, held int64, err error) {
 	if r.ContentLength > MaxJSONBody {
 		return nil, 0, &http.MaxBytesError{Limit: MaxJSONBody}
 	}
+	rc := http.NewResponseController(w)
+	start := time.Now()
+	var whole time.Time // zero: no ReadTimeout to keep
+	if srv, ok := r.Context().Value(http.ServerContextKey).(*http.Server); ok && srv.ReadTimeout > 0 {
+		whole = start.Add(srv.ReadTimeout)
+	}
+	timed := true // false once the writer turns out to have no deadlines
 	rd := http.MaxBytesReader(w, r.Body, MaxJSONBody)
 	buf := make([]byte, 0, 512)
 	for {
 		if len(buf) == cap(buf) {
 			buf = append(buf, 0)[:len(buf)] // room to read into, as io.ReadAll grows
 		}
+		if timed {
+			dl := bodyrate.Deadline(start, time.Now(), s.jsonTimeout, held, s.jsonMinRate)
+			if !whole.IsZero() && whole.Before(dl) {
+				dl = whole
+			}
+			timed = rc.SetReadDeadline(dl) == nil
+		}
 		n, err := rd.Read(buf[len(buf):cap(buf)])
 		if n > 0 {
-			if s.jsonBytes.Add(int64(n)) > s.maxJSONBytes {
-				s.jsonBytes.Add(-int64(n))
-				return nil, held, errJSONBusy
+			if !s.jsonBytes.take(peer, int64(n)) {
+				if s.jsonBytes.full(int64(n)) {
+					return nil, held, errJSONBusy
+				}
+				return nil, held, errJSONPeerBusy
 			}
 			held += int64(n)
 			buf = buf[:len(buf)+n]
 		}
 		if err == io.EOF {
+			if timed {
+				rc.SetReadDeadline(time.Time{}) // for the server's own read that notices a client leaving
+			}
 			return buf, held, nil
+		}
+		// On an error the deadline stays: the server reads no more of
+		// this connection, which it closes.
+		if errors.Is(err, os.ErrDeadlineExceeded) {
+			return nil, held, errJSONSlow
 		}
 		if err != nil {
 			return nil, held, err
@@ -123,20 +167,11 @@ func (s *Service) readJSONBody(w http.ResponseWriter, r *http.Request) (body []b
 }
 
 func (s *Service) serveJSON(w http.ResponseWriter, r *http.Request) {
-	body, held, err := s.readJSONBody(w, r)
-	defer s.jsonBytes.Add(-held)
+	peer := jsonPeer(r)
+	body, held, err := s.readJSONBody(w, r, peer)
+	defer s.jsonBytes.give(peer, held)
 	if err != nil {
-		if errors.Is(err, errJSONBusy) {
-			w.Header().Set("Retry-After", "1")
-			http.Error(w, err.Error(), http.StatusServiceUnavailable)
-			return
-		}
-		var tooBig *http.MaxBytesError
-		if errors.As(err, &tooBig) {
-			http.Error(w, "service: request body exceeds "+strconv.Itoa(MaxJSONBody)+" bytes", http.StatusRequestEntityTooLarge)
-			return
-		}
-		http.Error(w, "service: reading the request body: "+err.Error(), http.StatusBadRequest)
+		s.jsonBodyError(w, err)
 		return
 	}
 	var req pb.RateLimitRequest
@@ -166,6 +201,30 @@ func (s *Service) serveJSON(w http.ResponseWriter, r *http.Request) {
 	}
 	w.WriteHeader(code)
 	w.Write(out)
+}
+
+// jsonBodyError answers a POST /json whose body could not be read.
+func (s *Service) jsonBodyError(w http.ResponseWriter, err error) {
+	var tooBig *http.MaxBytesError
+	switch {
+	case errors.Is(err, errJSONBusy), errors.Is(err, errJSONPeerBusy):
+		w.Header().Set("Retry-After", "1")
+		http.Error(w, err.Error(), http.StatusServiceUnavailable)
+	case errors.Is(err, errJSONSlow):
+		w.Header().Set("Connection", "close") // the rest of the body is not read
+		// The server's write timeout may end with its read timeout,
+		// which may be what cut the body: a second to say so.
+		http.NewResponseController(w).SetWriteDeadline(time.Now().Add(time.Second))
+		msg := err.Error() + ": it stalled for " + s.jsonTimeout.String()
+		if s.jsonMinRate > 0 {
+			msg += ", arrived at under " + strconv.FormatInt(s.jsonMinRate, 10) + " bytes/s"
+		}
+		http.Error(w, msg+" or took longer than the read timeout", http.StatusRequestTimeout)
+	case errors.As(err, &tooBig):
+		http.Error(w, "service: request body exceeds "+strconv.Itoa(MaxJSONBody)+" bytes", http.StatusRequestEntityTooLarge)
+	default:
+		http.Error(w, "service: reading the request body: "+err.Error(), http.StatusBadRequest)
+	}
 }
 
 // httpStatus maps the gRPC code of a ShouldRateLimit error to an HTTP

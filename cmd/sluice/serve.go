@@ -30,6 +30,7 @@ import (
 	"github.com/sluicehq/sluice/clientip"
 	"github.com/sluicehq/sluice/config"
 	"github.com/sluicehq/sluice/failsafe"
+	"github.com/sluicehq/sluice/internal/bodyrate"
 	"github.com/sluicehq/sluice/memstore"
 	"github.com/sluicehq/sluice/service"
 )
@@ -138,6 +139,7 @@ type serveOptions struct {
 	maxDetailed                                                     int
 	maxOverride, maxCost, maxDescs, maxEntries                      int
 	memMaxBytes, jsonInFlight                                       int64
+	jsonPerPeer, jsonMinRate                                        int64
 	memClock                                                        time.Duration // -memory-clock-resolution
 	redis                                                           redisOptions  // -redis-key-format, -store-per-second, REDIS_* tuning
 	remote                                                          remoteOptions // -migrate, -reserve-units, -reserve-hold, -local-share (pgstore.go)
@@ -425,6 +427,12 @@ func parseServeFlags(args []string, stdout, stderr io.Writer) (s *serveApp, code
 	o.jsonInFlight = envErr.size("JSON_MAX_BYTES_IN_FLIGHT", service.DefaultMaxJSONBytesInFlight)
 	fs.Var(sizeFlag{&o.jsonInFlight}, "json-max-bytes-in-flight",
 		"POST /json: the request bodies being read, all together, at most this many bytes, or k, m or g (such as 128m); past it, 503 with Retry-After")
+	o.jsonPerPeer = envErr.size("JSON_MAX_BYTES_PER_PEER", 0)
+	fs.Var(sizeFlag{&o.jsonPerPeer}, "json-max-bytes-per-peer",
+		"POST /json: the request bodies being read from one peer address (an IPv6 one by its /64) at most this many bytes (such as 8m); past it, that peer's body is 503 with Retry-After; 0: a sixteenth of -json-max-bytes-in-flight, at least 1m")
+	o.jsonMinRate = envErr.size("JSON_BODY_MIN_RATE", bodyrate.DefaultMinRate)
+	fs.Var(sizeFlag{&o.jsonMinRate}, "json-body-min-rate",
+		"POST /json: the least average rate of a body past its first 10s, bytes per second (such as 1k); slower is 408; 0: off")
 	fs.IntVar(&o.maxDescs, "max-descriptors", envErr.int("MAX_DESCRIPTORS", service.DefaultMaxDescriptors),
 		"the most descriptors a request may carry; more is refused (400, InvalidArgument)")
 	fs.IntVar(&o.maxEntries, "max-entries", envErr.int("MAX_ENTRIES", service.DefaultMaxEntries),
@@ -527,6 +535,8 @@ func (o *serveOptions) checkLimits() error {
 		return fmt.Errorf("-max-cost %d: want 0 (no maximum) or more", o.maxCost)
 	case o.jsonInFlight < service.MaxJSONBody:
 		return fmt.Errorf("-json-max-bytes-in-flight %d: want at least %d (one body of the largest size)", o.jsonInFlight, service.MaxJSONBody)
+	case o.jsonPerPeer != 0 && (o.jsonPerPeer < service.MaxJSONBody || o.jsonPerPeer > o.jsonInFlight):
+		return fmt.Errorf("-json-max-bytes-per-peer %d: want 0 (the default share) or %d (one body of the largest size) to -json-max-bytes-in-flight %d", o.jsonPerPeer, service.MaxJSONBody, o.jsonInFlight)
 	case o.maxDescs <= 0 || o.maxEntries <= 0:
 		return fmt.Errorf("-max-descriptors %d, -max-entries %d: want at least 1", o.maxDescs, o.maxEntries)
 	case o.maxDetailed <= 0:
@@ -627,6 +637,7 @@ func (s *serveApp) serviceConfig() service.Config {
 		Headers: s.headers, LegacyNames: legacyNamesFromEnv(), Logger: s.log, Registerer: s.reg, Failure: s.st.failure, Healthy: s.healthy(),
 		MaxDetailedSeries: o.maxDetailed, MaxOverride: uint32(o.maxOverride), MaxCost: uint64(o.maxCost),
 		MaxDescriptors: o.maxDescs, MaxEntries: o.maxEntries, MaxJSONBytesInFlight: o.jsonInFlight,
+		MaxJSONBytesPerPeer: o.jsonPerPeer, JSONBodyMinRate: cmp.Or(o.jsonMinRate, -1),
 		QuotaMode: o.rules.quota, DynamicMetadata: o.rules.dynamicMetadata, NearLimitRatio: o.rules.nearRatio,
 		StopIncrementWhenOverLimit: o.rules.stopIncrement}
 }

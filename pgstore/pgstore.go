@@ -41,6 +41,7 @@ import (
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/algorithm"
+	"github.com/sluicehq/sluice/internal/redact"
 )
 
 // Config configures a Store. The zero Config is usable.
@@ -77,16 +78,18 @@ var (
 // connection string, with pgxpool's pool_* settings), applies the
 // migrations, and returns a Store that owns the pool: Close closes it. It
 // fails if the database cannot be reached before ctx ends, unless
-// cfg.NoMigrate, when it does not connect at all.
+// cfg.NoMigrate, when it does not connect at all. Its errors show none of
+// url's secrets (its password, a password or other secret parameter),
+// whatever the driver's errors echo.
 func Open(ctx context.Context, url string, cfg Config) (*Store, error) {
 	pool, err := pgxpool.New(ctx, url)
 	if err != nil {
-		return nil, fmt.Errorf("pgstore: %w", err)
+		return nil, fmt.Errorf("pgstore: %w", redact.Error(err, url))
 	}
 	s, err := New(ctx, pool, cfg)
 	if err != nil {
 		pool.Close()
-		return nil, err
+		return nil, redact.Error(err, url)
 	}
 	s.owned = true
 	return s, nil

@@ -6,25 +6,13 @@ import (
 	"strings"
 
 	"github.com/redis/rueidis"
+
+	redactpkg "github.com/sluicehq/sluice/internal/redact"
 )
 
-// redact hides the password of a URL, for error messages.
-func redact(s string) string {
-	scheme, rest, ok := strings.Cut(s, "://")
-	if !ok {
-		return s
-	}
-	at := strings.LastIndex(rest, "@")
-	slash := strings.IndexAny(rest, "/?")
-	if at < 0 || (slash >= 0 && at > slash) {
-		return s
-	}
-	user, _, hasPass := strings.Cut(rest[:at], ":")
-	if !hasPass {
-		return s
-	}
-	return scheme + "://" + user + ":xxxxx" + rest[at:]
-}
+// redact hides the secrets of a URL (its password, secret query
+// parameters), for error messages.
+func redact(s string) string { return redactpkg.URL(s) }
 
 // ParseURL turns a Redis URL into client options. Errors never show the
 // URL's password. The forms:

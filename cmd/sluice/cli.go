@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"io"
 	"strings"
+
+	"github.com/sluicehq/sluice/internal/redact"
 )
 
 // usage is what a command's -h prints before its flags.
@@ -28,7 +30,12 @@ func (u usage) write(w io.Writer, fs *flag.FlagSet) {
 		}
 	}
 	n := 0
-	fs.VisitAll(func(*flag.Flag) { n++ })
+	fs.VisitAll(func(f *flag.Flag) {
+		n++
+		// A default from the environment (REDIS_URL's -store) may hold
+		// a password: the help shows it masked.
+		f.DefValue = redact.URL(f.DefValue)
+	})
 	if n > 0 {
 		fmt.Fprint(w, "\nFlags:\n")
 		out := fs.Output()

@@ -12,6 +12,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/sluicehq/sluice/internal/redact"
 	"github.com/sluicehq/sluice/pgstore"
 )
 
@@ -97,7 +98,7 @@ type appliedMigration struct {
 func migrate(ctx context.Context, url string) (before, after []appliedMigration, err error) {
 	pool, err := pgxpool.New(ctx, url)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, redact.Error(err, url)
 	}
 	defer pool.Close()
 	if before, err = appliedMigrations(ctx, pool); err != nil {

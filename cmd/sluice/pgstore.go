@@ -13,6 +13,7 @@ import (
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/failsafe"
+	"github.com/sluicehq/sluice/internal/redact"
 	"github.com/sluicehq/sluice/memstore"
 	"github.com/sluicehq/sluice/pgstore"
 	"github.com/sluicehq/sluice/service"
@@ -201,7 +202,8 @@ func openPostgres(ctx context.Context, url, failure string, failureSet, migrate 
 func connectPostgres(ctx context.Context, url string, migrate bool) (*pgstore.Store, error) {
 	cctx, cancel := context.WithTimeout(ctx, firstConnect)
 	defer cancel()
-	return pgstore.Open(cctx, url, pgstore.Config{NoMigrate: !migrate})
+	st, err := pgstore.Open(cctx, url, pgstore.Config{NoMigrate: !migrate})
+	return st, redact.Error(err, url)
 }
 
 // pingUntilUp pings st's database, with retryConnect's back-off, until it

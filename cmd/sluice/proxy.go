@@ -31,6 +31,7 @@ import (
 	"github.com/sluicehq/sluice/failsafe"
 	"github.com/sluicehq/sluice/gateway"
 	"github.com/sluicehq/sluice/httplimit"
+	"github.com/sluicehq/sluice/internal/redact"
 	"github.com/sluicehq/sluice/internal/safefile"
 	"github.com/sluicehq/sluice/memstore"
 	"github.com/sluicehq/sluice/plans"
@@ -435,7 +436,7 @@ func (p *proxyApp) printBanner(stdout io.Writer) {
 	}
 	fmt.Fprintln(stdout)
 	for _, u := range p.file.Config.Upstreams {
-		fmt.Fprintf(stdout, "  upstream   %s  %s\n", u.Name, u.URL.Redacted())
+		fmt.Fprintf(stdout, "  upstream   %s  %s\n", u.Name, redact.URL(u.URL.String()))
 	}
 	if p.adminLn != nil {
 		fmt.Fprintf(stdout, "  admin      %s://%s  (GET /metrics, GET /healthcheck)\n", p.adminScheme, localAddr(p.adminLn.Addr()))
@@ -489,7 +490,7 @@ func checkProxy(f *gateway.File, stdout, stderr io.Writer) int {
 	g.Close()
 	fmt.Fprintf(stdout, "%s: ok\n", f.Name)
 	for _, u := range c.Upstreams {
-		fmt.Fprintf(stdout, "upstream %s %s", u.Name, u.URL.Redacted())
+		fmt.Fprintf(stdout, "upstream %s %s", u.Name, redact.URL(u.URL.String()))
 		if u.MaxInFlight > 0 {
 			fmt.Fprintf(stdout, " max_in_flight=%d", u.MaxInFlight)
 		}

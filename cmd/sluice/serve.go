@@ -14,7 +14,6 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
-	"net/url"
 	"os"
 	"path/filepath"
 	"slices"
@@ -31,6 +30,7 @@ import (
 	"github.com/sluicehq/sluice/config"
 	"github.com/sluicehq/sluice/failsafe"
 	"github.com/sluicehq/sluice/internal/bodyrate"
+	"github.com/sluicehq/sluice/internal/redact"
 	"github.com/sluicehq/sluice/memstore"
 	"github.com/sluicehq/sluice/service"
 )
@@ -908,29 +908,15 @@ func openStore(ctx context.Context, store, failure string) (sluice.Limiter, *ser
 // isMemory reports whether -store names the memory store.
 func isMemory(store string) bool { return store == "" || store == "memory" }
 
-// storeName describes the store without its password: the URL with the
-// password of its user information replaced by "xxxxx" (url.Redacted),
-// the path and query untouched. A URL that net/url does not accept has its
-// whole user information, the authority up to its last '@', replaced.
+// storeName describes the store without its secrets (redact.URL: the
+// password of its user information, secret query parameters, a key=value
+// connection string's password), for every place that prints one: logs,
+// banners, errors, the admin page.
 func storeName(s string) string {
 	if isMemory(s) {
 		return "memory"
 	}
-	if u, err := url.Parse(s); err == nil {
-		return u.Redacted()
-	}
-	scheme, rest, ok := strings.Cut(s, "://")
-	if !ok {
-		return s
-	}
-	end := strings.IndexAny(rest, "/?#")
-	if end < 0 {
-		end = len(rest)
-	}
-	if at := strings.LastIndex(rest[:end], "@"); at >= 0 {
-		return scheme + "://xxxxx@" + rest[at+1:]
-	}
-	return s
+	return redact.URL(s)
 }
 
 // localAddr turns a wildcard listen address into one a curl on this machine

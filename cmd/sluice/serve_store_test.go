@@ -103,7 +103,7 @@ func TestStoreNameRedactsOnlyThePassword(t *testing.T) {
 		"redis://:p@ss@h:6379":                               "redis://:xxxxx@h:6379",
 		"redis+cluster://u:p@a:7000,b:7000":                  "redis+cluster://u:xxxxx@a:7000,b:7000",
 		"redis+sentinel://:p@s1:26379,s2:26379/mymaster?x=@": "redis+sentinel://:xxxxx@s1:26379,s2:26379/mymaster?x=@",
-		"redis://u:p@h:bad/0?x=a@b":                          "redis://xxxxx@h:bad/0?x=a@b", // not a URL net/url accepts
+		"redis://u:p@h:bad/0?x=a@b":                          "redis://u:xxxxx@h:bad/0?x=a@b", // not a URL net/url accepts: the same rule
 	} {
 		if got := storeName(in); got != want {
 			t.Errorf("storeName(%q) = %q, want %q", in, got, want)

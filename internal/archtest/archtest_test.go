@@ -155,6 +155,7 @@ var packages = map[string]pkgRule{
 	"internal/testlog":    {layer: support},
 	"internal/eventq":     {layer: support},
 	"internal/bodyrate":   {layer: support},
+	"internal/redact":     {layer: support},
 	"internal/promreg": {layer: support, grants: map[string]string{
 		edgeMetrics: "it registers Prometheus collectors for the faces",
 		edgeHTTP:    "only through Prometheus's client library",
@@ -252,6 +253,8 @@ var allowedEdges = []allowedEdge{
 	{from: "algorithm", to: "calendar", why: "a fixed window with a calendar takes its windows from the calendar math"},
 	{from: "admin/page", to: "service", why: "the page is the service's Observer (service.Decision) and asks it check-only descriptors for its form"},
 	{from: "redisstore", to: "internal/safefile", why: "LoadTLS reads the PEM files REDIS_TLS_* name as every file is read: a regular file under a cap, within a deadline"},
+	{from: "redisstore", to: "internal/redact", why: "its URL errors mask the URL's secrets by the one rule every printed URL follows"},
+	{from: "pgstore", to: "internal/redact", why: "Open's errors mask the connection string's secrets, whatever the driver echoes, by the one rule every printed URL follows"},
 }
 
 // A graph is the import graph go list reports: every package reachable from
@@ -560,6 +563,7 @@ func cleanGraph() []string {
 		"internal/testlog: std:sync",
 		"internal/eventq: std:time",
 		"internal/bodyrate: std:time",
+		"internal/redact: std:net/url std:strings",
 		"config/configtest: config std:testing",
 		"httplimit/httplimittest: internal/clocktest std:testing std:net/http github.com/prometheus/client_golang/prometheus",
 		"internal/promreg: github.com/prometheus/client_golang/prometheus",

@@ -10,6 +10,8 @@ package xdsconfig
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -73,22 +75,59 @@ type Config struct {
 	// time.After and math/rand/v2's Float64.
 	After func(time.Duration) <-chan time.Time
 	Rand  func() float64
+	// Now is the clock of the refusals' log lines (see Client); nil is
+	// time.Now.
+	Now func() time.Time
 }
 
 // Client is an xDS subscription to the rate limit config. Its methods are
 // safe for concurrent use.
+//
+// A server that sends the same resources again and again (a control plane
+// in a loop, a new version_info each time) costs one apply and one log
+// line, not one per response: a response whose resources are those of the
+// running config is ACKed without being compiled or applied again, and
+// logged at Debug; one whose resources were refused before (among the
+// last maxRefusals refused) is NACKed with the same error without being
+// applied again. A refusal's error is logged at its first response, then
+// at most once per RefusalLogEvery with the count of the responses it
+// refused since its last line.
 type Client struct {
-	cfg   Config
-	conn  *grpc.ClientConn
-	node  *core.Node
-	log   *slog.Logger
-	ready chan struct{}
-	once  sync.Once
-	mu    sync.Mutex
-	acked string // version_info of the last config ACKed
-	nonce string // nonce of the last response
-	m     metrics
+	cfg      Config
+	conn     *grpc.ClientConn
+	node     *core.Node
+	log      *slog.Logger
+	ready    chan struct{}
+	once     sync.Once
+	mu       sync.Mutex
+	acked    string // version_info of the last config ACKed
+	nonce    string // nonce of the last response
+	applied  digest // the resources of the running config (zero: none yet)
+	refusals []*refusal
+	m        metrics
 }
+
+// digest identifies a response's resources: a SHA-256 of their type URLs
+// and bytes, in order.
+type digest [sha256.Size]byte
+
+// refusal is a set of resources refused, its error, and its log line's
+// rate limit.
+type refusal struct {
+	d       digest
+	msg     string    // the NACK's error text
+	logged  time.Time // when a line last logged it
+	repeats int       // responses refused with it since that line
+}
+
+// maxRefusals is how many distinct refused resource sets a Client
+// remembers (the oldest forgotten first): a server alternating between a
+// few bad configs is answered from memory too.
+const maxRefusals = 8
+
+// RefusalLogEvery is the least time between two log lines of one refusal
+// (the same resources, or the same error text) repeated by the server.
+const RefusalLogEvery = time.Minute
 
 // metrics are the client's Prometheus metrics.
 type metrics struct {
@@ -115,6 +154,9 @@ func New(cfg Config) (*Client, error) {
 	}
 	if cfg.Rand == nil {
 		cfg.Rand = rand.Float64
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
 	}
 	if cfg.ConnectRetry <= 0 {
 		cfg.ConnectRetry = DefaultConnectRetry
@@ -255,9 +297,23 @@ func (c *Client) stream(ctx context.Context) (opened, got bool, err error) {
 	}
 }
 
-// handle applies one response and returns its ACK or NACK.
+// handle applies one response and returns its ACK or NACK. Resources
+// already running, or already refused, are answered without applying
+// them again (see Client).
 func (c *Client) handle(ctx context.Context, resp *discovery.DiscoveryResponse) *discovery.DiscoveryRequest {
-	err := c.apply(ctx, resp)
+	d := digestOf(resp)
+	c.mu.Lock()
+	running := c.applied == d
+	prior := c.refusalOf(d)
+	c.mu.Unlock()
+	var err error
+	switch {
+	case running:
+	case prior != nil:
+		err = errors.New(prior.msg)
+	default:
+		err = c.apply(ctx, resp)
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.nonce = resp.GetNonce()
@@ -265,8 +321,7 @@ func (c *Client) handle(ctx context.Context, resp *discovery.DiscoveryResponse) 
 	if err != nil {
 		msg := errorDetail(err)
 		c.m.nacks.Inc()
-		c.log.Error("xds: config refused (NACK); keeping the running config",
-			"version", bounded(resp.GetVersionInfo(), maxLoggedVersion), "running_version", bounded(c.acked, maxLoggedVersion), "err", msg)
+		c.refused(d, msg, resp.GetVersionInfo())
 		req.VersionInfo = c.acked
 		req.ErrorDetail = &rpcstatus.Status{Code: 3, Message: msg} // 3: INVALID_ARGUMENT
 		return req
@@ -274,9 +329,79 @@ func (c *Client) handle(ctx context.Context, resp *discovery.DiscoveryResponse) 
 	c.acked = resp.GetVersionInfo()
 	req.VersionInfo = c.acked
 	c.m.acks.Inc()
+	if running {
+		c.log.Debug("xds: config unchanged (ACK); not applied again", "version", bounded(c.acked, maxLoggedVersion), "resources", len(resp.GetResources()))
+		return req
+	}
+	c.applied = d
 	c.log.Info("xds: config applied (ACK)", "version", bounded(c.acked, maxLoggedVersion), "resources", len(resp.GetResources()))
 	c.once.Do(func() { close(c.ready) })
 	return req
+}
+
+// digestOf returns the digest of resp's type URL and resources.
+func digestOf(resp *discovery.DiscoveryResponse) digest {
+	h := sha256.New()
+	var n [8]byte
+	put := func(b []byte) {
+		binary.BigEndian.PutUint64(n[:], uint64(len(b)))
+		h.Write(n[:])
+		h.Write(b)
+	}
+	put([]byte(resp.GetTypeUrl()))
+	for _, r := range resp.GetResources() {
+		put([]byte(r.GetTypeUrl()))
+		put(r.GetValue())
+	}
+	var d digest
+	h.Sum(d[:0])
+	return d
+}
+
+// refusalOf returns the refusal of the resources d, nil if they were not
+// refused (or are forgotten). c.mu is held.
+func (c *Client) refusalOf(d digest) *refusal {
+	for _, r := range c.refusals {
+		if r.d == d {
+			return r
+		}
+	}
+	return nil
+}
+
+// refused records that the resources d were refused with msg and logs it:
+// at once the first time its resources or its text are seen, then at most
+// once per RefusalLogEvery with the count of repeats. c.mu is held.
+func (c *Client) refused(d digest, msg, version string) {
+	now := c.cfg.Now()
+	r := c.refusalOf(d)
+	if r == nil {
+		for _, o := range c.refusals { // other resources, the same error: one line
+			if o.msg == msg {
+				r = &refusal{d: d, msg: msg, logged: o.logged, repeats: o.repeats}
+				o.repeats = 0
+				break
+			}
+		}
+		if r == nil {
+			r = &refusal{d: d, msg: msg}
+		}
+		if len(c.refusals) == maxRefusals {
+			c.refusals = c.refusals[1:]
+		}
+		c.refusals = append(c.refusals, r)
+	}
+	if !r.logged.IsZero() && now.Sub(r.logged) < RefusalLogEvery {
+		r.repeats++
+		return
+	}
+	args := []any{"version", bounded(version, maxLoggedVersion), "running_version", bounded(c.acked, maxLoggedVersion), "err", msg}
+	if r.logged.IsZero() {
+		c.log.Error("xds: config refused (NACK); keeping the running config", args...)
+	} else {
+		c.log.Error("xds: config refused again (NACK); keeping the running config", append(args, "repeats", r.repeats+1, "since", now.Sub(r.logged).Round(time.Second))...)
+	}
+	r.logged, r.repeats = now, 0
 }
 
 // apply compiles a response and hands it to Config.Apply.

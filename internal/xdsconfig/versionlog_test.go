@@ -39,6 +39,7 @@ func TestLoggedVersionIsBounded(t *testing.T) {
 	}
 	fail = true
 	resp.Nonce = "2"
+	resp.Resources = pack(t, &rlconf.RateLimitConfig{Name: "e", Domain: "e"}) // the running resources would be ACKed unapplied
 	if nack := c.handle(context.Background(), resp); nack.GetErrorDetail() == nil {
 		t.Fatal("no NACK")
 	}

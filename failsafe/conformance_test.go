@@ -12,10 +12,22 @@ import (
 
 // overMemory makes failsafe Limiters in mode over a healthy in-memory
 // primary (and an in-memory local limiter) on the suite's clock.
-func overMemory(mode failsafe.Mode) storetest.NewStore {
+func overMemory(mode failsafe.Mode) storetest.NewStore { return overMemoryOf(mode, 0) }
+
+// smallCapacity is the keys each store of overMemoryOf(mode, smallCapacity)
+// holds, for the suite's eviction flood.
+const smallCapacity = 256
+
+// overMemoryOf is overMemory over stores that hold at most maxKeys keys
+// each (0: the default bound).
+func overMemoryOf(mode failsafe.Mode, maxKeys int) storetest.NewStore {
 	return func(t *testing.T, clock sluice.Clock) sluice.Limiter {
-		primary := memstore.New(memstore.Config{Clock: clock, SweepInterval: -1})
-		local := memstore.New(memstore.Config{Clock: clock, SweepInterval: -1})
+		cfg := memstore.Config{Clock: clock, SweepInterval: -1, MaxKeys: maxKeys}
+		if maxKeys > 0 {
+			cfg.Shards = 4
+		}
+		primary := memstore.New(cfg)
+		local := memstore.New(cfg)
 		t.Cleanup(func() { primary.Close(); local.Close() })
 		l, err := failsafe.New(failsafe.Config{
 			Primary: primary, Mode: mode, Local: local, Nodes: 2,
@@ -33,7 +45,9 @@ func overMemory(mode failsafe.Mode) storetest.NewStore {
 // nothing to a decision while the store answers.
 func TestConformance(t *testing.T) {
 	for _, mode := range everyMode {
-		t.Run(mode.String(), func(t *testing.T) { storetest.Run(t, overMemory(mode)) })
+		t.Run(mode.String(), func(t *testing.T) {
+			storetest.RunWith(t, overMemory(mode), storetest.Options{Small: overMemoryOf(mode, smallCapacity), SmallCapacity: smallCapacity})
+		})
 	}
 }
 

@@ -18,7 +18,20 @@ func newStore(t *testing.T, clock sluice.Clock) sluice.Limiter {
 	return s
 }
 
-func TestConformance(t *testing.T) { storetest.Run(t, newStore) }
+// smallCapacity is the keys a store of smallStore holds.
+const smallCapacity = 256
+
+// smallStore makes stores that hold at most smallCapacity keys, for the
+// suite's eviction flood.
+func smallStore(t *testing.T, clock sluice.Clock) sluice.Limiter {
+	s := memstore.New(memstore.Config{Clock: clock, MaxKeys: smallCapacity, Shards: 4, SweepInterval: -1})
+	t.Cleanup(func() { s.Close() })
+	return s
+}
+
+func TestConformance(t *testing.T) {
+	storetest.RunWith(t, newStore, storetest.Options{Small: smallStore, SmallCapacity: smallCapacity})
+}
 
 func TestSettleLeavesSpentEqualToActualCosts(t *testing.T) { storetest.RunSettle(t, newStore) }
 

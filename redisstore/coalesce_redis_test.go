@@ -18,7 +18,7 @@ import (
 // The conformance suite over a store that coalesces, on one node and on a
 // Cluster: a decision in a batch is the decision alone.
 func TestCoalescedConformance(t *testing.T) {
-	opts := storetest.Options{Resolution: time.Microsecond}
+	opts := storetest.Options{Resolution: time.Microsecond, Unbounded: true}
 	for name, url := range map[string]func(*testing.T) string{"single": func(t *testing.T) string { return singleURL(t) }, "cluster": clusterURL} {
 		t.Run(name, func(t *testing.T) {
 			u := url(t)

@@ -61,7 +61,7 @@ func clusterURL(t *testing.T) string {
 // The conformance suite, with time in the suite's hands, on one node and on
 // a Cluster.
 func TestConformance(t *testing.T) {
-	opts := storetest.Options{Resolution: time.Microsecond}
+	opts := storetest.Options{Resolution: time.Microsecond, Unbounded: true}
 	t.Run("single", func(t *testing.T) {
 		url := singleURL(t)
 		storetest.RunWith(t, func(t *testing.T, clock sluice.Clock) sluice.Limiter { return open(t, url, clock) }, opts)

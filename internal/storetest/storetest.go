@@ -1,7 +1,8 @@
 // Package storetest is the conformance suite every sluice.Limiter runs, the
 // stores and the wrappers around them (failsafe in each mode, relief's
 // over-limit cache, hybrid and batcher): the same step tables on fixed
-// instants, the same bad input, the same concurrency check, so that every
+// instants, the same bad input, the same concurrency check, the same flood
+// of distinct spent keys against a store bounded in memory, so that every
 // Limiter is held to one behaviour. Where a limiter legitimately differs,
 // Options names the difference.
 //
@@ -204,6 +205,19 @@ type Options struct {
 	// no more than the allowance is admitted, and some, instead of exactly
 	// the allowance. Every other check is unchanged.
 	HidesUnits bool
+	// Small makes a limiter like the one under test whose in-memory store
+	// holds at most SmallCapacity keys (a memstore with a small MaxKeys,
+	// under the wrapper), for RunEvictionFlood: a store bounded in memory
+	// must evict, and eviction must never give an allowance back. A
+	// limiter whose store has no bound of its own (Redis, PostgreSQL) sets
+	// Unbounded instead. RunWith fails a limiter that declares neither, so
+	// that no bounded store skips the check by omission.
+	Small         NewStore
+	SmallCapacity int
+	// Unbounded says that the store under test keeps every key until its
+	// state expires (its memory is bounded elsewhere: a Redis maxmemory, a
+	// database's disk), so RunEvictionFlood does not apply.
+	Unbounded bool
 }
 
 // run tells apart the keys of separate test binaries against a store that
@@ -234,6 +248,16 @@ func RunWith(t *testing.T, newStore NewStore, opts Options) {
 	t.Run("concurrent-one-key", func(t *testing.T) { runConcurrent(t, newStore, 64, opts.HidesUnits) })
 	t.Run("refund", func(t *testing.T) { RunRefund(t, newStore) })
 	t.Run("peek", func(t *testing.T) { RunPeek(t, newStore) })
+	t.Run("eviction-flood", func(t *testing.T) {
+		switch {
+		case opts.Small != nil && opts.SmallCapacity > 0:
+			RunEvictionFlood(t, opts.Small, opts.SmallCapacity)
+		case opts.Unbounded:
+			t.Skip("the store keeps every key until it expires: it never evicts")
+		default:
+			t.Fatal("storetest.Options declares neither Small (with SmallCapacity) nor Unbounded: say how the store bounds its keys")
+		}
+	})
 }
 
 // RunSteps runs every case of Cases.
@@ -580,6 +604,57 @@ func RunPeek(t *testing.T, newStore NewStore) {
 			}
 			clock.Advance(2 * time.Minute)
 			both(3)
+		})
+	}
+}
+
+// RunEvictionFlood checks that eviction never gives an allowance back, for
+// every algorithm: a client spends key K to its limit (3 an hour), then
+// floods the store with 16 times capacity distinct keys, each spent to its
+// limit, one a millisecond (so that K is the spent key closest to fresh,
+// the first an eviction by expiry picks). K must be refused after every
+// capacity keys of the flood, and just before its reset; two periods
+// later, when every key of the flood has expired too, K is admitted again
+// (a store may refuse a key longer than its own state says, never
+// forever). small makes a limiter whose store holds at most capacity keys.
+func RunEvictionFlood(t *testing.T, small NewStore, capacity int) {
+	flood := 16 * capacity
+	for _, a := range sluice.Algorithms() {
+		lim := sluice.Limit{Algorithm: a, Rate: 3, Period: 30 * time.Minute, Burst: 3}
+		t.Run(a.String(), func(t *testing.T) {
+			clock := clocktest.New()
+			store := small(t, clock)
+			k := keyOf(t)
+			if r := allow(t, store, k, lim, 3); !r.Allowed {
+				t.Fatalf("AllowN(K, 3) on a fresh key = %s, want allowed", show(r))
+			}
+			first := allow(t, store, k, lim, 1)
+			if first.Allowed || first.RetryAfter <= 0 {
+				t.Fatalf("AllowN(K, 1) after spending 3 = %s, want refused with a RetryAfter", show(first))
+			}
+			reset := clock.Now().Add(first.RetryAfter)
+			refused := func(when string) {
+				t.Helper()
+				if r := allow(t, store, k, lim, 1); r.Allowed {
+					t.Fatalf("%s (the store holds %d keys), K was admitted again (%s), %v before its reset: eviction gave its allowance back",
+						when, capacity, show(r), reset.Sub(clock.Now()))
+				}
+			}
+			prefix := keyOf(t) + ":flood:"
+			for i := range flood {
+				clock.Advance(time.Millisecond)
+				key := prefix + strconv.Itoa(i)
+				allow(t, store, key, lim, 3) // spent, or already refused
+				if n := i + 1; n%capacity == 0 {
+					refused(fmt.Sprintf("after %d distinct spent keys", n))
+				}
+			}
+			clock.Set(reset.Add(-time.Millisecond))
+			refused("a millisecond before K's reset, after the flood")
+			clock.Set(reset.Add(2 * lim.Period))
+			if r := allow(t, store, k, lim, 1); !r.Allowed {
+				t.Errorf("two periods after K's reset, when every flood key has expired, AllowN(K, 1) = %s, want allowed", show(r))
+			}
 		})
 	}
 }

@@ -35,11 +35,11 @@ func (sh *shard) charge(now int64, h uint64, key string, lim sluice.Limit, cost 
 	}
 	switch lim.Algorithm {
 	case sluice.TokenBucket:
-		return lookup(sh, &sh.tb.table, h, key).Charge(now, lim, cost), nil
+		return lookup(sh, &sh.tb.table, now, h, key).Charge(now, lim, cost), nil
 	case sluice.FixedWindow:
-		return lookup(sh, &sh.fw.table, h, key).Charge(now, lim, cost), nil
+		return lookup(sh, &sh.fw.table, now, h, key).Charge(now, lim, cost), nil
 	case sluice.SlidingWindow:
-		return lookup(sh, &sh.sw.table, h, key).Charge(now, lim, cost), nil
+		return lookup(sh, &sh.sw.table, now, h, key).Charge(now, lim, cost), nil
 	}
 	return sluice.Result{}, errNoDebt(lim.Algorithm)
 }

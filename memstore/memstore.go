@@ -151,6 +151,9 @@ type shard struct {
 	maxBytes  int64
 	evictions uint64 // keys evicted to stay within the bounds
 	swept     uint64 // idle keys dropped by sweeps
+	// mem remembers what the keys evicted before their state was fresh had
+	// spent, so that they come back no less spent (evicted.go).
+	mem sketch
 	// lim is the limit this shard validated last, and derived the constant
 	// its algorithm derives from it by a division (algorithm.Decider's
 	// Prepare: a token bucket's emission interval, a leaky bucket's
@@ -206,6 +209,7 @@ func New(cfg Config) *Store {
 		sh.init(s.seed)
 		sh.maxKeys = max(shareOf(maxKeys, pow), 1)
 		sh.maxBytes = max(shareOf(maxBytes, int64(pow)), 1)
+		sh.mem.n = sketchSize(sh.maxBytes, sh.maxKeys)
 	}
 	if r := cfg.ClockResolution; r > 0 {
 		s.coarse = newCoarseClock(s.exactNow)
@@ -343,31 +347,33 @@ func (sh *shard) decide(now int64, h uint64, key string, lim sluice.Limit, cost 
 	// instructions.
 	switch lim.Algorithm {
 	case sluice.TokenBucket:
-		return lookup(sh, &sh.tb.table, h, key).TakeInterval(now, lim, sh.derived, cost), nil
+		return lookup(sh, &sh.tb.table, now, h, key).TakeInterval(now, lim, sh.derived, cost), nil
 	case sluice.FixedWindow:
-		return lookup(sh, &sh.fw.table, h, key).Take(now, lim, cost), nil
+		return lookup(sh, &sh.fw.table, now, h, key).Take(now, lim, cost), nil
 	case sluice.SlidingWindow:
-		return lookup(sh, &sh.sw.table, h, key).Take(now, lim, cost), nil
+		return lookup(sh, &sh.sw.table, now, h, key).Take(now, lim, cost), nil
 	case sluice.SlidingLog:
-		st := lookup(sh, &sh.sl.table, h, key)
+		st := lookup(sh, &sh.sl.table, now, h, key)
 		before := st.Bytes()
 		res := st.Take(now, lim, cost)
 		if grown := st.Bytes() - before; grown != 0 {
 			sh.sl.heap += int64(grown)
-			sh.trim(h)
+			sh.trim(now, h)
 		}
 		return res, nil
 	case sluice.LeakyBucket:
-		return lookup(sh, &sh.lb.table, h, key).TakeRate(now, lim, sh.derived, cost), nil
+		return lookup(sh, &sh.lb.table, now, h, key).TakeRate(now, lim, sh.derived, cost), nil
 	default: // an algorithm sluice knows and this store does not
 		return sluice.Result{}, errNoTable(lim.Algorithm)
 	}
 }
 
 // Peek returns key's state under lim now without spending (see
-// sluice.Peeker): it creates no key, refreshes no expiry and allocates
-// nothing. A key the store does not hold, never used or swept or evicted,
-// peeks as fresh. The error is only for bad input.
+// sluice.Peeker): it creates no key and refreshes no expiry. A key the
+// store does not hold, never used or swept, peeks as fresh; one evicted
+// peeks as the state it would come back with (see the package doc), and
+// that only allocates (a sliding log's ring). The error is only for bad
+// input.
 func (s *Store) Peek(_ context.Context, key string, lim sluice.Limit) (sluice.Result, error) {
 	if len(key) == 0 || len(key) > sluice.MaxKeyLen {
 		return sluice.Result{}, sluice.CheckPeek(key, lim)
@@ -382,7 +388,7 @@ func (s *Store) Peek(_ context.Context, key string, lim sluice.Limit) (sluice.Re
 			return sluice.Result{}, err
 		}
 	}
-	return sh.tables[lim.Algorithm].peek(h, key, now, lim), nil
+	return sh.tables[lim.Algorithm].peek(h, key, now, lim, sh.derived, &sh.mem), nil
 }
 
 // RefundN gives cost units back to key's allowance under lim, never beyond a
@@ -403,12 +409,14 @@ func (s *Store) RefundN(_ context.Context, key string, lim sluice.Limit, cost in
 	return nil
 }
 
-// lookup returns key's state in t, inserting a fresh one if t has none. A
-// new key is cloned, so that the table never pins a caller's larger buffer,
-// and first evicts other keys while the shard would be over either bound
-// with it (its key bytes, and the slots t adds if it must grow). The pointer
-// is valid while the shard's lock is held and nothing else is inserted or
-// deleted.
+// lookup returns key's state in t, inserting one if t has none: fresh, or
+// rebuilt from what the shard's sketch remembers of keys evicted with its
+// hash (at least as spent as the key was when evicted). A new key is
+// cloned, so that the table never pins a caller's larger buffer, and first
+// evicts other keys while the shard would be over either bound with it
+// (its key bytes, and the slots t adds if it must grow). The pointer is
+// valid while the shard's lock is held and nothing else is inserted or
+// deleted. sh.lim and sh.derived are the decision's limit.
 //
 // Eviction work per new key is bounded by the key's bytes: each eviction
 // samples afresh elsewhere in the tables, and once roomEvictions keys have
@@ -416,25 +424,37 @@ func (s *Store) RefundN(_ context.Context, key string, lim sluice.Limit, cost in
 // instead of growing, after which each eviction frees at least 8 bytes (a
 // 4 KB key among 8-byte keys: about 500 evictions at most). Memory moves
 // between algorithms as the sweep empties and shrinks idle tables.
-func lookup[S any, P expiring[S]](sh *shard, t *table[S], h uint64, key string) *S {
+func lookup[S any, P expiring[S]](sh *shard, t *table[S], now int64, h uint64, key string) *S {
 	if st := t.get(h, key); st != nil {
 		return st
 	}
+	return create[S, P](sh, t, now, h, key)
+}
+
+// create is lookup's path for a key t does not hold.
+func create[S any, P expiring[S]](sh *shard, t *table[S], now int64, h uint64, key string) *S {
 	cost := keyCost(len(key))
 	for i, at := 0, h; sh.n > 0 && (sh.n >= sh.maxKeys || sh.bytes()+t.growth()+cost > sh.maxBytes); i, at = i+1, nextProbe(at) {
 		if i >= roomEvictions && t.growth() > 0 {
-			if evictOne[S, P](t, at) {
+			if evictOne[S, P](sh, t, now, at) {
 				sh.n--
 				sh.evictions++
 				continue
 			}
 		}
-		if !sh.evict(at) {
+		if !sh.evict(now, at) {
 			break
 		}
 	}
 	sh.n++
-	return t.insert(h, strings.Clone(key))
+	st := t.insert(h, strings.Clone(key))
+	if until, units, ok := sh.mem.recall(h, now, true); ok {
+		t.restore(st, now, sh.lim, sh.derived, until, units)
+		if t.heapOf != nil {
+			t.heap += t.heapOf(st) // a sliding log's ring; the next new key trims
+		}
+	}
+	return st
 }
 
 // roomEvictions is how many keys a new key may evict from any table before
@@ -447,18 +467,24 @@ const roomEvictions = 64
 func nextProbe(h uint64) uint64 { return h*0x9e3779b97f4a7c15 + 0x632be59bd9b4e019 }
 
 // evictOne evicts the key of t closest to fresh among a sample taken at h,
+// remembering it in the shard's sketch if its state is not fresh at now,
 // and reports whether t had one.
-func evictOne[S any, P expiring[S]](t *table[S], h uint64) bool {
-	i, _, ok := sample[S, P](t, h, evictionSample)
+func evictOne[S any, P expiring[S]](sh *shard, t *table[S], now int64, h uint64) bool {
+	i, e, ok := sample[S, P](t, h, evictionSample)
 	if ok {
+		if e > now {
+			kh, until, units := t.summaryAt(i)
+			sh.mem.remember(kh, now, until, units)
+		}
 		t.evictAt(i)
 	}
 	return ok
 }
 
-// bytes returns the heap the shard's tables hold.
+// bytes returns the heap the shard's tables hold, and its sketch's share
+// (counted from the start, allocated or not).
 func (sh *shard) bytes() int64 {
-	var b int64
+	b := sh.mem.bytes()
 	for _, c := range sh.counts {
 		b += c.bytes()
 	}
@@ -467,9 +493,9 @@ func (sh *shard) bytes() int64 {
 
 // trim evicts keys while the shard is over its byte budget, keeping at least
 // one: a state that grew in place (a sliding log) may have pushed it over.
-func (sh *shard) trim(h uint64) {
+func (sh *shard) trim(now int64, h uint64) {
 	for at := h; sh.n > 1 && sh.bytes() > sh.maxBytes; at = nextProbe(at) {
-		if !sh.evict(at) {
+		if !sh.evict(now, at) {
 			return
 		}
 	}
@@ -495,10 +521,14 @@ type Stats struct {
 	// sweep.
 	Keys int
 	// Bytes is the heap the keys take, as MaxBytes counts it: key bytes,
-	// table slots (spare ones included) and sliding log entries. It stays
-	// within MaxBytes, but for a shard whose one key is larger than the
-	// shard's share.
+	// table slots (spare ones included), sliding log entries, and the
+	// sketch of evicted keys (SketchBytes, counted from the start). It
+	// stays within MaxBytes, but for a shard whose one key is larger than
+	// the shard's share.
 	Bytes int64
+	// SketchBytes is the part of Bytes that the sketch of evicted keys
+	// takes (see the package doc): fixed when the store is made.
+	SketchBytes int64
 	// MaxKeys and MaxBytes are the bounds in force, defaults applied.
 	MaxKeys  int
 	MaxBytes int64
@@ -509,6 +539,13 @@ type Stats struct {
 	Evictions uint64
 	// Swept counts the idle keys dropped by sweeps since New.
 	Swept uint64
+	// Remembered counts the evicted keys, since New, whose state was not
+	// yet fresh and went to the sketch of evicted keys; Merged those of
+	// them that found no free cell and merged into a wildcard, which every
+	// key of its bucket then matches. A Merged that keeps rising means the
+	// sketch is saturated: new keys in its saturated buckets start as spent
+	// as the most spent of the keys merged there, until their reset.
+	Remembered, Merged uint64
 }
 
 // Stats returns the store's current size and its cumulative evictions. It
@@ -523,6 +560,9 @@ func (s *Store) Stats() Stats {
 		st.Bytes += sh.bytes()
 		st.Evictions += sh.evictions
 		st.Swept += sh.swept
+		st.SketchBytes += sh.mem.bytes()
+		st.Remembered += sh.mem.remembered
+		st.Merged += sh.mem.merged
 		sh.mu.Unlock()
 	}
 	return st
@@ -551,9 +591,11 @@ func (s *Store) Sweep() int {
 
 // evict drops one key to make room: of a sample of evictionSample keys per
 // algorithm, taken from the slot the new key's hash h points at on, the one
-// closest to fresh (the earliest to expire). It reports whether it dropped
-// one: false only when the shard is empty.
-func (sh *shard) evict(h uint64) bool {
+// closest to fresh (the earliest to expire: a key already fresh at now
+// first, which loses nothing). A key not yet fresh at now is remembered in
+// the sketch. It reports whether it dropped one: false only when the shard
+// is empty.
+func (sh *shard) evict(now int64, h uint64) bool {
 	var (
 		best  int64
 		which states
@@ -566,6 +608,10 @@ func (sh *shard) evict(h uint64) bool {
 	}
 	if which == nil {
 		return false
+	}
+	if best > now {
+		kh, until, units := which.summaryAt(at)
+		sh.mem.remember(kh, now, until, units)
 	}
 	which.evictAt(at)
 	sh.n--

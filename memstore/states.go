@@ -14,9 +14,11 @@ type states interface {
 	// prepare returns the constant decide passes to TakePrepared for lim (see
 	// algorithm.Decider's Prepare).
 	prepare(lim sluice.Limit) int64
-	// peek returns key's state at now without changing it, or a fresh
-	// key's if the table does not hold it (see sluice.Peeker).
-	peek(h uint64, key string, now int64, lim sluice.Limit) sluice.Result
+	// peek returns key's state at now without changing it; for a key the
+	// table does not hold, a fresh key's, or the state a key created now
+	// would be restored to from mem (see sluice.Peeker). prepared is
+	// prepare(lim).
+	peek(h uint64, key string, now int64, lim sluice.Limit, prepared int64, mem *sketch) sluice.Result
 	// refund gives cost units back to key, if the table holds it.
 	refund(h uint64, key string, now int64, lim sluice.Limit, cost int)
 	// sweep drops the keys that are fresh at now and returns how many.
@@ -24,6 +26,9 @@ type states interface {
 	// sample returns the slot and expiry of the key closest to fresh in a
 	// sample of evictionSample keys taken at h.
 	sample(h uint64) (idx uint64, exp int64, ok bool)
+	// summaryAt returns the hash of the key in slot i and what it leaves
+	// in the sketch if evicted.
+	summaryAt(i uint64) (h uint64, until, units int64)
 	// evictAt drops the key in slot i.
 	evictAt(i uint64)
 	// bytes returns the heap the table holds.
@@ -45,6 +50,7 @@ type stateTable[S any, P algorithm.State[S]] struct {
 func (t *stateTable[S, P]) init(seed maphash.Seed) states {
 	t.table = newTable[S](seed)
 	t.heapOf = func(st *S) int64 { return int64(P(st).Bytes()) }
+	t.summary, t.restore = evictionFuncs[S]()
 	return t
 }
 
@@ -52,12 +58,16 @@ func (t *stateTable[S, P]) counts() *tableBytes { return &t.tableBytes }
 
 func (*stateTable[S, P]) prepare(lim sluice.Limit) int64 { return P(nil).Prepare(lim) }
 
-func (t *stateTable[S, P]) peek(h uint64, key string, now int64, lim sluice.Limit) sluice.Result {
-	st := t.get(h, key)
-	if st == nil {
-		st = &t.fresh
+func (t *stateTable[S, P]) peek(h uint64, key string, now int64, lim sluice.Limit, prepared int64, mem *sketch) sluice.Result {
+	if st := t.get(h, key); st != nil {
+		return P(st).Peek(now, lim)
 	}
-	return P(st).Peek(now, lim)
+	if until, units, ok := mem.recall(h, now, false); ok {
+		var st S // a sliding log's restore allocates its ring: only here
+		t.restore(&st, now, lim, prepared, until, units)
+		return P(&st).Peek(now, lim)
+	}
+	return P(&t.fresh).Peek(now, lim)
 }
 
 func (t *stateTable[S, P]) refund(h uint64, key string, now int64, lim sluice.Limit, cost int) {

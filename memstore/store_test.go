@@ -102,6 +102,9 @@ func TestSweepIsInvisible(t *testing.T) {
 // flooded with 100 times as many keys (10 times for the algorithms other
 // than the token bucket: the bound is the same code for every algorithm)
 // exercises what a large one would, in a tenth of the time under -race.
+// Every key evicted is remembered (none is idle), so the flood saturates
+// the sketch of evicted keys: a fresh key is admitted while the sketch has
+// merged none, and may start as spent as the keys merged after.
 func TestKeyFloodStaysBounded(t *testing.T) {
 	const maxKeys = 1024 // 64 per shard
 	flood := 100 * maxKeys
@@ -121,8 +124,8 @@ func TestKeyFloodStaysBounded(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				if !r.Allowed {
-					t.Fatalf("key %d: a fresh key was denied", i)
+				if !r.Allowed && s.Stats().Merged == 0 {
+					t.Fatalf("key %d: a fresh key was denied, and the sketch of evicted keys has merged none", i)
 				}
 				if i%maxKeys == 0 {
 					if l := s.Len(); l > maxKeys {

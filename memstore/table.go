@@ -3,6 +3,8 @@ package memstore
 import (
 	"hash/maphash"
 	"unsafe"
+
+	"github.com/sluicehq/sluice"
 )
 
 // table is an open-addressing hash table from string keys to states of type
@@ -44,6 +46,11 @@ type table[S any] struct {
 	// heapOf returns the heap bytes a state holds beyond its slot; nil for
 	// states that hold none.
 	heapOf func(*S) int64
+	// summary and restore are the algorithm's evictionFuncs: what an
+	// evicted state leaves in the shard's sketch, and a new state rebuilt
+	// from it.
+	summary func(*S) (until, units int64)
+	restore func(st *S, now int64, lim sluice.Limit, prepared, until, units int64)
 }
 
 // tableBytes is the part of a table that says how many bytes it holds. It
@@ -233,6 +240,13 @@ func sweep[S any, P expiring[S]](t *table[S], now int64) int {
 	}
 	t.shrink()
 	return d
+}
+
+// summaryAt returns the hash of the key in slot i and what its state
+// leaves in the sketch if evicted (see evictionFuncs).
+func (t *table[S]) summaryAt(i uint64) (h uint64, until, units int64) {
+	until, units = t.summary(&t.slots[i].st)
+	return maphash.String(t.seed, t.slots[i].key), until, units
 }
 
 // sampleProbe bounds the slots sample looks at once it has found an entry,

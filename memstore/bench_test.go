@@ -182,3 +182,41 @@ func BenchmarkFootprint(b *testing.B) {
 func footprintConfig(n int) memstore.Config {
 	return memstore.Config{SweepInterval: -1, MaxKeys: 2 * n, MaxBytes: 1 << 40}
 }
+
+// BenchmarkNewKeyAtBound measures the path of a key the store does not
+// hold, in a store at its MaxKeys (65,536): every decision spends the
+// whole allowance of a key new to the table (cycling through 262,144 keys,
+// four times the bound), so it evicts a spent key and creates one: the
+// eviction sample and, with the sketch of evicted keys, a remember and a
+// recall. The clock stands still, so no key is ever idle.
+func BenchmarkNewKeyAtBound(b *testing.B) {
+	keys := make([]string, 1<<18)
+	for i := range keys {
+		keys[i] = "user:" + strconv.Itoa(1e9+i)
+	}
+	for _, a := range sluice.Algorithms() {
+		b.Run(a.String(), func(b *testing.B) {
+			lim := sluice.Limit{Algorithm: a, Rate: 10, Period: time.Hour, Burst: 10}
+			s := memstore.New(memstore.Config{MaxKeys: 1 << 16, SweepInterval: -1, Clock: fixedClock{}})
+			defer s.Close()
+			ctx := context.Background()
+			for _, k := range keys[:1<<16] {
+				if _, err := s.AllowN(ctx, k, lim, 10); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ReportAllocs()
+			b.ResetTimer()
+			for i := 0; b.Loop(); i++ {
+				if _, err := s.AllowN(ctx, keys[(1<<16+i)&(1<<18-1)], lim, 10); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
+
+// fixedClock always tells the same instant.
+type fixedClock struct{}
+
+func (fixedClock) Now() time.Time { return time.Unix(1700000000, 0) }

@@ -203,3 +203,58 @@ func TestSlidingLogAmplificationBounded(t *testing.T) {
 	t.Logf("100 requests of cost %d grew the heap by %d bytes", lim.Rate, grown)
 	runtime.KeepAlive(s)
 }
+
+// The flood the issue reproduced, on a store of 1 MiB (serve's
+// -memory-max-bytes 1m): a client spends its own key (a fixed window of 3
+// an hour, a token bucket of 10 an hour), then sends 40,000 distinct keys,
+// each spent, two and a half times what the store and its sketch hold. Its
+// key is evicted and must come back as spent: refused until its reset, and
+// peeked at as refused while it is out of the store. Before the sketch it
+// came back full after 20,000 keys.
+func TestFloodOfSpentKeysUnderOneMebibyteKeepsRefusing(t *testing.T) {
+	for _, lim := range []sluice.Limit{
+		{Algorithm: sluice.FixedWindow, Rate: 3, Period: time.Hour},
+		{Algorithm: sluice.TokenBucket, Rate: 10, Period: time.Hour, Burst: 10},
+	} {
+		t.Run(lim.Algorithm.String(), func(t *testing.T) {
+			clock := clocktest.New()
+			s := newTestStore(t, memstore.Config{Clock: clock, MaxBytes: 1 << 20})
+			ctx := context.Background()
+			mustAllow(t, s, "mine", lim, lim.Capacity())
+			first := mustAllow(t, s, "mine", lim, 1)
+			if first.Allowed {
+				t.Fatalf("my key after spending its capacity = %+v, want refused", first)
+			}
+			reset := clock.Now().Add(first.RetryAfter)
+			const flood = 40_000
+			for i := range flood {
+				if i%100 == 0 {
+					clock.Advance(time.Millisecond)
+				}
+				key := "flood:" + strconv.Itoa(i)
+				mustAllow(t, s, key, lim, lim.Capacity())
+				if i%5000 == 4999 {
+					if p, err := s.Peek(ctx, "mine", lim); err != nil || p.Remaining != 0 {
+						t.Fatalf("after %d keys Peek(mine) = %+v, %v; want remaining 0", i+1, p, err)
+					}
+					if r := mustAllow(t, s, "mine", lim, 1); r.Allowed {
+						st := s.Stats()
+						t.Fatalf("after %d spent keys (store: %d keys, %d evictions), my key was admitted again: %+v", i+1, st.Keys, st.Evictions, r)
+					}
+				}
+			}
+			st := s.Stats()
+			t.Logf("after %d keys: %d held, %d bytes of %d (sketch %d), %d evicted, %d remembered, %d merged", flood, st.Keys, st.Bytes, st.MaxBytes, st.SketchBytes, st.Evictions, st.Remembered, st.Merged)
+			if st.Evictions < flood/2 || st.Remembered == 0 {
+				t.Fatalf("%d evictions, %d remembered: the flood did not push the key out", st.Evictions, st.Remembered)
+			}
+			if st.Bytes > st.MaxBytes {
+				t.Errorf("Stats().Bytes %d > MaxBytes %d", st.Bytes, st.MaxBytes)
+			}
+			clock.Set(reset.Add(-time.Millisecond))
+			if r := mustAllow(t, s, "mine", lim, 1); r.Allowed {
+				t.Fatalf("a millisecond before my key's reset, it was admitted: %+v", r)
+			}
+		})
+	}
+}

@@ -22,8 +22,9 @@ import (
 // second a function of the first and the fingerprint, so that a cell can
 // move to its key's other bucket. A key merges into its own cell if it has
 // one, else takes a free cell (one whose instant has passed) of the
-// emptier bucket, else moves other keys' cells to their other buckets (at
-// most maxKicks) to free one. Only when that fails does it merge into its
+// emptier bucket, else merges into a wildcard cell either bucket has, else
+// moves other keys' cells to their other buckets (at most maxKicks) to
+// free one. Only when that fails does it merge into its
 // bucket's wildcard cell (fingerprint 0; a bucket turns its live cell that
 // becomes fresh first into one): the latest instant and the most units of
 // the keys merged there, which every key with that bucket matches. A
@@ -140,6 +141,7 @@ func (s *sketch) remember(h uint64, now, until, units int64) {
 	// its buckets.
 	var free [2]*sketchCell
 	var nfree [2]int
+	var wild *sketchCell
 	for j, i := range [2]uint64{i1, i2} {
 		for k := range s.buckets[i] {
 			switch c := &s.buckets[i][k]; {
@@ -149,6 +151,8 @@ func (s *sketch) remember(h uint64, now, until, units int64) {
 			case c.fp == cur.fp:
 				c.until, c.units = max(c.until, until), max(c.units, u)
 				return
+			case c.fp == wildcard:
+				wild = c
 			}
 		}
 	}
@@ -158,6 +162,12 @@ func (s *sketch) remember(h uint64, now, until, units int64) {
 		return
 	case nfree[1] > 0:
 		*free[1] = cur
+		return
+	case wild != nil:
+		// A wildcard of its buckets matches the key already: the area is
+		// saturated, and moving cells would cost maxKicks scans for nothing.
+		s.merged++
+		wild.until, wild.units = max(wild.until, until), max(wild.units, u)
 		return
 	}
 	// Both full: move a cell to its other bucket, and so on, until one

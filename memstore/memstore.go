@@ -73,7 +73,9 @@ type Config struct {
 	Shards int
 	// MaxBytes bounds the heap the store holds, in bytes: every key's bytes,
 	// its state and its table slot (the slot arrays are counted whole,
-	// spare slots included), and a sliding log's entries. Default
+	// spare slots included), a sliding log's entries, and each shard's
+	// sketch of evicted keys (at most an eighth of its share, counted from
+	// the start; see the package doc). Default
 	// DefaultMaxBytes, 256 MiB. Each shard holds at most MaxBytes/Shards
 	// (rounded up), except that a shard always keeps at least one key: a
 	// budget smaller than Shards empty tables (about 2 KB each) holds one

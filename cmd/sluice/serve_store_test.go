@@ -59,10 +59,12 @@ func TestServeMemoryStoreBudgetAndMetrics(t *testing.T) {
 	s := launch(t, "-memory-max-bytes", "1048576")
 	post(t, s.url, `{"domain":"example","descriptors":[{"entries":[{"key":"user","value":"alice"}]}]}`)
 	for name, want := range map[string]func(float64) bool{
-		"sluice_memstore_max_bytes":       func(v float64) bool { return v == 1<<20 },
-		"sluice_memstore_keys":            func(v float64) bool { return v == 1 },
-		"sluice_memstore_bytes":           func(v float64) bool { return v > 0 },
-		"sluice_memstore_evictions_total": func(v float64) bool { return v == 0 },
+		"sluice_memstore_max_bytes":        func(v float64) bool { return v == 1<<20 },
+		"sluice_memstore_keys":             func(v float64) bool { return v == 1 },
+		"sluice_memstore_bytes":            func(v float64) bool { return v > 0 },
+		"sluice_memstore_evictions_total":  func(v float64) bool { return v == 0 },
+		"sluice_memstore_remembered_total": func(v float64) bool { return v == 0 },
+		"sluice_memstore_merged_total":     func(v float64) bool { return v == 0 },
 	} {
 		if v := metric(t, s.url, name); !want(v) {
 			t.Errorf("%s = %v", name, v)

@@ -560,7 +560,9 @@ type Stats struct {
 	// table slots (spare ones included), sliding log entries, and the
 	// sketch of evicted keys (SketchBytes, counted from the start). It
 	// stays within MaxBytes, but for a shard whose one key is larger than
-	// the shard's share.
+	// the shard's share, and for a shard whose new key is a sliding log
+	// rebuilt from the sketch: its ring (at most about 1 KB) may take the
+	// shard past its share until the shard's next new key evicts.
 	Bytes int64
 	// SketchBytes is the part of Bytes that the sketch of evicted keys
 	// takes (see the package doc): fixed when the store is made.

@@ -40,8 +40,9 @@ type BreakerConfig struct {
 // stays down (gobreaker waits the same Timeout every time). gobreaker's
 // extras (rolling count intervals, several half-open probes, pluggable trip
 // functions, state shared through a store) are not needed by either user.
-// One breaker covers the whole dependency, not one key: a store that fails
-// fails for every key.
+// A Breaker covers whatever its caller asks it about: client's, a whole
+// dependency; a failsafe Group, one partition of the keys (see
+// Config.Partitions), so that one key's failures open only its partition.
 //
 // A Breaker is safe for concurrent use. Its zero value is not usable; make
 // one with NewBreaker.
@@ -58,6 +59,14 @@ type Breaker struct {
 
 // NewBreaker returns a closed Breaker configured by cfg.
 func NewBreaker(cfg BreakerConfig) *Breaker {
+	b := &Breaker{}
+	b.init(cfg)
+	return b
+}
+
+// init configures a zero b as NewBreaker does, for a Breaker held by value
+// (a Group's partitions).
+func (b *Breaker) init(cfg BreakerConfig) {
 	if cfg.Threshold <= 0 {
 		cfg.Threshold = 3
 	}
@@ -67,9 +76,8 @@ func NewBreaker(cfg BreakerConfig) *Breaker {
 	if cfg.MaxBackoff < cfg.Backoff {
 		cfg.MaxBackoff = max(30*time.Second, cfg.Backoff)
 	}
-	b := &Breaker{threshold: int64(cfg.Threshold), backoff0: cfg.Backoff, maxBackoff: cfg.MaxBackoff, clock: cfg.Clock}
+	b.threshold, b.backoff0, b.maxBackoff, b.clock = int64(cfg.Threshold), cfg.Backoff, cfg.MaxBackoff, cfg.Clock
 	b.backoff.Store(int64(cfg.Backoff))
-	return b
 }
 
 // Now returns the time on the Breaker's clock.
@@ -99,7 +107,7 @@ func (b *Breaker) Allow(now time.Time) (ok, probe bool) {
 // open breaker (the call was its probe): the dependency is back.
 func (b *Breaker) Success(probe bool) (recovered bool) {
 	if probe {
-		b.openUntil.Store(0)
+		recovered = b.openUntil.Swap(0) != 0
 		b.backoff.Store(int64(b.backoff0))
 	}
 	if b.failures.Load() != 0 {
@@ -108,23 +116,40 @@ func (b *Breaker) Success(probe bool) (recovered bool) {
 	if probe {
 		b.probing.Store(false)
 	}
-	return probe
+	return recovered
 }
 
 // Failure records a call, made at now, that failed: a failed probe reopens
 // the breaker for twice the back-off (up to MaxBackoff); the Threshold-th
-// consecutive failure opens a closed breaker.
-func (b *Breaker) Failure(now time.Time, probe bool) {
+// consecutive failure opens a closed breaker. It reports whether this call
+// opened the breaker (it was closed): of concurrent failures, exactly one
+// opens it.
+func (b *Breaker) Failure(now time.Time, probe bool) (opened bool) {
 	n := b.failures.Add(1)
 	switch {
 	case probe:
 		d := min(2*time.Duration(b.backoff.Load()), b.maxBackoff)
 		b.backoff.Store(int64(d))
-		b.openUntil.Store(now.Add(d).UnixNano())
+		opened = b.openUntil.Swap(now.Add(d).UnixNano()) == 0 // 0: Reset closed it meanwhile
 		b.probing.Store(false)
 	case n >= b.threshold && b.openUntil.Load() == 0:
-		b.openUntil.Store(now.Add(time.Duration(b.backoff.Load())).UnixNano())
+		opened = b.openUntil.CompareAndSwap(0, now.Add(time.Duration(b.backoff.Load())).UnixNano())
 	}
+	return opened
+}
+
+// Reset closes the breaker, as a successful probe does, without waiting
+// for a probe of its own (a Group does so to its partitions when the
+// dependency as a whole is back). It reports whether the breaker was open.
+// A probe in flight is still reported by its caller.
+func (b *Breaker) Reset() (wasOpen bool) {
+	if b.openUntil.Load() == 0 {
+		return false
+	}
+	wasOpen = b.openUntil.Swap(0) != 0
+	b.backoff.Store(int64(b.backoff0))
+	b.failures.Store(0)
+	return wasOpen
 }
 
 // Release records a call that says nothing about the dependency (bad input,

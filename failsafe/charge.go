@@ -17,7 +17,7 @@ var _ sluice.Charger = (*Limiter)(nil)
 // sluice.ErrCannotSettle.
 func (l *Limiter) ChargeN(ctx context.Context, key string, lim sluice.Limit, cost int) (sluice.Result, error) {
 	cfg := &l.g.cfg
-	if l.g.breaker.Available() {
+	if l.g.asking(key) {
 		ch, ok := cfg.Primary.(sluice.Charger)
 		if !ok {
 			return sluice.Result{}, fmt.Errorf("%w: %T has no ChargeN", sluice.ErrCannotSettle, cfg.Primary)

@@ -25,6 +25,14 @@
 // themselves. Errors of the primary are counted and logged at most once per
 // LogInterval, with the count, never once per request.
 //
+// With Config.Partitions above 1 the breaker is partitioned by a hash of
+// the key: a key whose calls fail (a hot key whose calls time out, a key of
+// the wrong type) opens only its partition, and the keys of the other
+// partitions keep going to the primary. A store that fails for every key
+// opens partitions quickly, and once a quarter of them are open the whole
+// Group's breaker opens: every key is then answered by its Mode, and one
+// probe per back-off asks the primary for all of them.
+//
 // Bad input (errors matching sluice.ErrBadInput) is returned as is: it is the
 // caller's fault, not the store's, and trips nothing.
 //
@@ -43,6 +51,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"hash/maphash"
 	"log/slog"
 	"sync"
 	"sync/atomic"
@@ -119,6 +128,13 @@ type Config struct {
 	// Nodes is the number of servers sharing the limit, for the default
 	// Share. Default 1.
 	Nodes int
+	// Partitions is how many breakers share the keys, each key's chosen by
+	// a hash of it: the failures of one key open only its partition (its
+	// Threshold counts that partition's consecutive failures), and the
+	// Group's breaker opens for every key when a quarter of the partitions
+	// (at least one) are open. Default 1: one breaker for every key, the
+	// first failures of any key counting toward it. At most 1024.
+	Partitions int
 	// Timeout bounds each call to Primary. Default 50ms.
 	//
 	// A caller's deadline bounds the call too: Primary gets at most 9/10
@@ -164,7 +180,11 @@ type Config struct {
 // one with NewGroup.
 type Group struct {
 	cfg      Config
-	breaker  *Breaker
+	breaker  *Breaker  // the whole primary's: open when quorum partitions are
+	parts    []Breaker // by a hash of the key; one with Partitions 1
+	seed     maphash.Seed
+	quorum   int64        // open partitions that open breaker
+	open     atomic.Int64 // partitions open
 	limiters [Local + 1]Limiter
 
 	errors   atomic.Int64 // errors since the last log line
@@ -214,6 +234,10 @@ func NewGroup(cfg Config) (*Group, error) {
 	if cfg.Mode > Local {
 		return nil, fmt.Errorf("failsafe: unknown mode %v", cfg.Mode)
 	}
+	if cfg.Partitions > maxPartitions {
+		return nil, fmt.Errorf("failsafe: Config.Partitions %d: at most %d", cfg.Partitions, maxPartitions)
+	}
+	cfg.Partitions = max(cfg.Partitions, 1)
 	if cfg.Nodes <= 0 {
 		cfg.Nodes = 1
 	}
@@ -233,9 +257,16 @@ func NewGroup(cfg Config) (*Group, error) {
 	if cfg.LogMode == "" {
 		cfg.LogMode = cfg.Mode.String()
 	}
-	g := &Group{cfg: cfg, breaker: NewBreaker(BreakerConfig{
-		Threshold: cfg.Threshold, Backoff: cfg.Backoff, MaxBackoff: cfg.MaxBackoff, Clock: cfg.Clock,
-	})}
+	bc := BreakerConfig{Threshold: cfg.Threshold, Backoff: cfg.Backoff, MaxBackoff: cfg.MaxBackoff, Clock: cfg.Clock}
+	g := &Group{cfg: cfg, parts: make([]Breaker, cfg.Partitions), seed: maphash.MakeSeed(),
+		quorum: int64(max(cfg.Partitions/4, 1))}
+	for i := range g.parts {
+		g.parts[i].init(bc)
+	}
+	// The Group's breaker opens on the quorum-th open partition (its one
+	// failure) and is closed by its own probe.
+	bc.Threshold = 1
+	g.breaker = NewBreaker(bc)
 	for m := range g.limiters {
 		g.limiters[m] = Limiter{g: g, mode: Mode(m)}
 	}
@@ -250,12 +281,80 @@ func (g *Group) Limiter(m Mode) *Limiter {
 	return &g.limiters[m]
 }
 
-// Breaker returns the Group's circuit breaker.
-func (g *Group) Breaker() *Breaker { return g.breaker }
+// maxPartitions bounds Config.Partitions: a Group's partitions are a few
+// dozen bytes each, made once.
+const maxPartitions = 1024
 
-// Available reports whether the breaker is closed: the primary is being
-// asked.
+// Available reports whether the Group's breaker is closed: the primary is
+// being asked, for every key whose partition is closed.
 func (g *Group) Available() bool { return g.breaker.Available() }
+
+// OpenPartitions returns how many partitions of the breaker are open (see
+// Config.Partitions).
+func (g *Group) OpenPartitions() int { return int(g.open.Load()) }
+
+// part returns key's partition.
+func (g *Group) part(key string) *Breaker {
+	if len(g.parts) == 1 {
+		return &g.parts[0]
+	}
+	return &g.parts[maphash.String(g.seed, key)%uint64(len(g.parts))]
+}
+
+// admit reports whether a call on key at now may go to the primary, and
+// the breaker to report it to (with Success, Failure or Release, through
+// g.success, g.failure and Breaker.Release) along with whether it probes:
+// the Group's breaker while it is open (its probe asks for every key),
+// else key's partition. When the call may not go, b is the breaker that
+// refused it, for its RetryAfter.
+func (g *Group) admit(key string, now time.Time) (b *Breaker, ok, probe bool) {
+	if !g.breaker.Available() {
+		ok, probe = g.breaker.Allow(now)
+		return g.breaker, ok, probe
+	}
+	b = g.part(key)
+	ok, probe = b.Allow(now)
+	return b, ok, probe
+}
+
+// asking reports whether key's calls go to the primary: the Group's
+// breaker and key's partition are closed.
+func (g *Group) asking(key string) bool {
+	return g.breaker.Available() && g.part(key).Available()
+}
+
+// success reports a call that worked to b (from admit): the Group's probe
+// closes every partition; the last open partition or the Group's breaker
+// closing logs that the store is back, with the counts of its outage.
+func (g *Group) success(b *Breaker, probe bool) {
+	if !b.Success(probe) {
+		return
+	}
+	if b == g.breaker {
+		for i := range g.parts {
+			if g.parts[i].Reset() {
+				g.open.Add(-1)
+			}
+		}
+		g.logBack()
+		return
+	}
+	if g.open.Add(-1) == 0 && g.breaker.Available() {
+		g.logBack()
+	}
+}
+
+// failure reports a failed call, made at now, to b (from admit): a
+// partition that opens counts toward the quorum that opens the Group's
+// breaker.
+func (g *Group) failure(b *Breaker, now time.Time, probe bool) {
+	if !b.Failure(now, probe) || b == g.breaker {
+		return
+	}
+	if g.open.Add(1) >= g.quorum {
+		g.breaker.Failure(now, false)
+	}
+}
 
 // Split returns lim with its rate and burst divided by n (rounded down, at
 // least 1): the share of one of n servers that each enforce the limit
@@ -290,21 +389,19 @@ func (l *Limiter) AllowN(ctx context.Context, key string, lim sluice.Limit, cost
 // the primary (it failed, or the open breaker skipped it): a caller that
 // counts store failures per rule (package service) counts those.
 func (l *Limiter) Decide(ctx context.Context, key string, lim sluice.Limit, cost int) (res sluice.Result, fellBack bool, err error) {
-	b := l.g.breaker
-	now := b.Now()
-	ok, probe := b.Allow(now)
+	g := l.g
+	now := g.breaker.Now()
+	b, ok, probe := g.admit(key, now)
 	if !ok {
-		res, err = l.degrade(ctx, key, lim, cost, nil)
+		res, err = l.degrade(ctx, b, key, lim, cost, nil)
 		return res, true, err
 	}
-	cctx, judged := l.g.bound(ctx, now)
-	res, err = l.g.cfg.Primary.AllowN(cctx, key, lim, cost)
+	cctx, judged := g.bound(ctx, now)
+	res, err = g.cfg.Primary.AllowN(cctx, key, lim, cost)
 	ranOut := cctx.Err() != nil
-	l.g.release(cctx)
+	g.release(cctx)
 	if err == nil {
-		if b.Success(probe) {
-			l.g.cfg.Logger.Info("failsafe: rate limit store is back")
-		}
+		g.success(b, probe)
 		return res, false, nil
 	}
 	if errors.Is(err, sluice.ErrBadInput) {
@@ -315,8 +412,8 @@ func (l *Limiter) Decide(ctx context.Context, key string, lim sluice.Limit, cost
 		b.Release(probe)
 		return sluice.Result{}, false, err
 	}
-	b.Failure(now, probe)
-	res, err = l.degrade(ctx, key, lim, cost, err)
+	g.failure(b, now, probe)
+	res, err = l.degrade(ctx, b, key, lim, cost, err)
 	return res, true, err
 }
 
@@ -328,7 +425,7 @@ func (l *Limiter) Decide(ctx context.Context, key string, lim sluice.Limit, cost
 // most that refund.
 func (l *Limiter) RefundN(ctx context.Context, key string, lim sluice.Limit, cost int) error {
 	cfg := &l.g.cfg
-	if l.g.breaker.Available() {
+	if l.g.asking(key) {
 		rf, ok := cfg.Primary.(sluice.Refunder)
 		if !ok {
 			return nil
@@ -375,14 +472,14 @@ func callerGaveUp(ctx context.Context, ranOut, judged bool) bool {
 
 // degrade answers without the primary, as the Mode says. cause is the
 // primary's error, or nil when the breaker skipped it. A denial's
-// RetryAfter is the time until the breaker's next probe (the back-off
-// while it is closed).
-func (l *Limiter) degrade(ctx context.Context, key string, lim sluice.Limit, cost int, cause error) (sluice.Result, error) {
+// RetryAfter is the time until b's next probe (the back-off while it is
+// closed); b is the breaker that refused the call or counted its failure.
+func (l *Limiter) degrade(ctx context.Context, b *Breaker, key string, lim sluice.Limit, cost int, cause error) (sluice.Result, error) {
 	g := l.g
 	g.countFallback(cause)
 	switch l.mode {
 	case Closed:
-		retry := g.breaker.RetryAfter(g.breaker.Now())
+		retry := b.RetryAfter(b.Now())
 		if cause == nil {
 			return sluice.Result{RetryAfter: retry}, errCircuitOpen
 		}
@@ -392,7 +489,7 @@ func (l *Limiter) degrade(ctx context.Context, key string, lim sluice.Limit, cos
 		if cost > share.Capacity() {
 			// The whole limit would admit it, this server's share never
 			// can: a denial, not bad input.
-			return sluice.Result{RetryAfter: g.breaker.RetryAfter(g.breaker.Now())}, nil
+			return sluice.Result{RetryAfter: b.RetryAfter(b.Now())}, nil
 		}
 		if g.cfg.Local == nil {
 			return sluice.Result{}, errors.New("failsafe: Local mode needs Config.Local")
@@ -446,9 +543,34 @@ func (g *Group) maybeLog(cause error) {
 	if !until.IsZero() {
 		attrs = append(attrs, "retry_at", until.UTC())
 	}
+	if len(g.parts) > 1 {
+		attrs = append(attrs, "open_partitions", g.open.Load(), "partitions", len(g.parts))
+	}
 	g.cfg.Logger.Warn("failsafe: rate limit store failing", attrs...)
 }
 
-// Available reports whether the breaker is closed: the primary is being
-// asked.
+// logBack writes the line that says the primary answers again (the Group's
+// breaker closed, or its last open partition), with the errors and the
+// decisions made without the primary since the previous line and since
+// NewGroup: the counts that a metric of the fallback decisions (package
+// service's sluice_rls_fallback_decisions_total) adds up to. The next
+// failure is logged at once.
+func (g *Group) logBack() {
+	g.logMu.Lock()
+	defer g.logMu.Unlock()
+	g.lastLog = time.Time{}
+	errs, fb := g.errors.Swap(0), g.fallback.Swap(0)
+	g.cfg.Logger.Info("failsafe: rate limit store is back", "mode", g.cfg.LogMode,
+		"errors", errs, "fallback_decisions", fb,
+		"errors_total", g.errorsTotal.Load(), "fallback_decisions_total", g.fallbackTotal.Load())
+}
+
+// FallbackDecisions returns how many decisions (and peeks) the Group's
+// Limiters made without the primary since NewGroup, the figure its log
+// lines give as fallback_decisions_total.
+func (g *Group) FallbackDecisions() int64 { return g.fallbackTotal.Load() }
+
+// Available reports whether the Group's breaker is closed: the primary is
+// being asked (for the keys whose partition is closed, see
+// Config.Partitions).
 func (l *Limiter) Available() bool { return l.g.breaker.Available() }

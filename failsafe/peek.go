@@ -40,39 +40,37 @@ func (l *Limiter) DecidePeek(ctx context.Context, key string, lim sluice.Limit) 
 	if !ok {
 		return sluice.Result{}, false, fmt.Errorf("failsafe: primary %T cannot peek: %w", l.g.cfg.Primary, errors.ErrUnsupported)
 	}
-	b := l.g.breaker
-	now := b.Now()
-	allowed, probe := b.Allow(now)
+	g := l.g
+	now := g.breaker.Now()
+	b, allowed, probe := g.admit(key, now)
 	if !allowed {
-		res, err = l.degradePeek(ctx, key, lim, nil)
+		res, err = l.degradePeek(ctx, b, key, lim, nil)
 		return res, true, err
 	}
-	cctx, judged := l.g.bound(ctx, now)
+	cctx, judged := g.bound(ctx, now)
 	res, err = pk.Peek(cctx, key, lim)
 	ranOut := cctx.Err() != nil
-	l.g.release(cctx)
+	g.release(cctx)
 	switch {
 	case err == nil:
-		if b.Success(probe) {
-			l.g.cfg.Logger.Info("failsafe: rate limit store is back")
-		}
+		g.success(b, probe)
 		return res, false, nil
 	case errors.Is(err, sluice.ErrBadInput), callerGaveUp(ctx, ranOut, judged):
 		// The caller's mistake, or the caller gave up: nothing about the store.
 		b.Release(probe)
 		return sluice.Result{}, false, err
 	}
-	b.Failure(now, probe)
-	res, err = l.degradePeek(ctx, key, lim, err)
+	g.failure(b, now, probe)
+	res, err = l.degradePeek(ctx, b, key, lim, err)
 	return res, true, err
 }
 
 // degradePeek answers a peek without the primary, as the Mode says; it
 // counts and logs as degrade does.
-func (l *Limiter) degradePeek(ctx context.Context, key string, lim sluice.Limit, cause error) (sluice.Result, error) {
+func (l *Limiter) degradePeek(ctx context.Context, b *Breaker, key string, lim sluice.Limit, cause error) (sluice.Result, error) {
 	g := l.g
 	if l.mode == Closed {
-		return l.degrade(ctx, key, lim, 1, cause) // a decision's answer: nothing is spent in Closed mode
+		return l.degrade(ctx, b, key, lim, 1, cause) // a decision's answer: nothing is spent in Closed mode
 	}
 	g.countFallback(cause)
 	if l.mode == Local {

@@ -29,13 +29,23 @@ import (
 // Local, and of New and SetRules when a rule's failure_mode is local (for a
 // Rules that lists its rules, as *config.Config does; a local rule that
 // another Rules returns is then answered with an error while the store
-// fails); Logger nil means Config.Logger. The zero FailurePolicy is usable.
+// fails); Logger nil means Config.Logger; Partitions 0 means
+// DefaultPartitions, so that the failures of one key (a hot key whose calls
+// time out) open only its partition of the breaker and every other tenant's
+// keys keep going to the store (1 restores one breaker for every key). The
+// zero FailurePolicy is usable.
 type FailurePolicy = failsafe.Config
+
+// DefaultPartitions is the number of partitions of the breaker of a
+// FailurePolicy whose Partitions is 0: a hot key sends a sixteenth of the
+// keys to the failure mode, and a store that fails for every key opens the
+// whole breaker once four partitions are open (at most 36 failed calls with
+// Threshold 3).
+const DefaultPartitions = 16
 
 // fallback applies a FailurePolicy: one failsafe.Group around the store.
 type fallback struct {
 	group    *failsafe.Group
-	breaker  *failsafe.Breaker // the Group's, for the health checks
 	def      *failsafe.Limiter // the default mode's Limiter
 	hasLocal bool              // FailurePolicy.Local is set
 }
@@ -54,11 +64,12 @@ func newFallback(primary sluice.Limiter, p *FailurePolicy, log *slog.Logger) (*f
 	cfg := *p
 	cfg.Primary = primary
 	cfg.Logger = cmp.Or(cfg.Logger, log)
+	cfg.Partitions = cmp.Or(cfg.Partitions, DefaultPartitions)
 	g, err := failsafe.NewGroup(cfg)
 	if err != nil {
 		return nil, fmt.Errorf("service: %w", err)
 	}
-	f.group, f.breaker, f.def = g, g.Breaker(), g.Limiter(cfg.Mode)
+	f.group, f.def = g, g.Limiter(cfg.Mode)
 	return f, nil
 }
 
@@ -93,7 +104,7 @@ func (s *Service) allowFailsafe(ctx context.Context, p *plan, key string) (sluic
 	l := s.fb.limiterOf(p)
 	res, fellBack, err := l.Decide(ctx, key, p.lim, int(p.cost))
 	if fellBack {
-		s.m.storeError(p.ctr, p.label)
+		s.m.fallback(p.ctr, p.label, l.Mode())
 		if l.Mode() == failsafe.Closed && errors.Is(err, sluice.ErrUnavailable) {
 			return sluice.Result{RetryAfter: res.RetryAfter}, nil
 		}

@@ -3,6 +3,7 @@ package service_test
 import (
 	"context"
 	"errors"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -176,9 +177,11 @@ func TestFailureModeOpenReport(t *testing.T) {
 // TestFailureBreakerShared: one breaker guards the store for every rule,
 // whatever its mode: failures of rules of different modes add up, once it
 // opens no rule calls the store, and one successful probe brings every
-// rule back to it.
+// rule back to it. (With one partition: with DefaultPartitions each key's
+// failures count toward its own partition, see
+// TestFailureHotKeyLeavesOtherTenantsOnTheStore.)
 func TestFailureBreakerShared(t *testing.T) {
-	h, fl := failHarness(t, service.FailurePolicy{Mode: failsafe.Open, Threshold: 3, Backoff: time.Second})
+	h, fl := failHarness(t, service.FailurePolicy{Mode: failsafe.Open, Threshold: 3, Backoff: time.Second, Partitions: 1})
 	fl.down.Store(true)
 	for _, key := range []string{"open", "closed", "local"} {
 		answers(t, h, key, 1)
@@ -273,5 +276,56 @@ func TestFailureNewErrors(t *testing.T) {
 	}
 	if err := svc.Close(); err != nil {
 		t.Errorf("second Close: %v", err)
+	}
+}
+
+// hotKeyStore fails, as a timeout would, every decision on a key that
+// holds "hot", and asks its memstore for the others.
+type hotKeyStore struct {
+	sluice.Limiter
+	asked atomic.Int64
+}
+
+func (s *hotKeyStore) AllowN(ctx context.Context, key string, lim sluice.Limit, cost int) (sluice.Result, error) {
+	if strings.Contains(key, "hot") {
+		return sluice.Result{}, context.DeadlineExceeded
+	}
+	s.asked.Add(1)
+	return s.Limiter.AllowN(ctx, key, lim, cost)
+}
+
+// TestFailureHotKeyLeavesOtherTenantsOnTheStore: one tenant whose every
+// decision times out (rule failure_mode closed) opens only its partition
+// of the breaker: 100 other tenants of the same rule are still decided by
+// the store (and admitted), save the few whose keys share the hot key's
+// partition (a sixteenth on average; more than 25 of 100 has a chance
+// under one in a million). With one breaker, all 100 were refused.
+func TestFailureHotKeyLeavesOtherTenantsOnTheStore(t *testing.T) {
+	clock := clocktest.At(time.Unix(t0, 0))
+	mem := memstore.New(memstore.Config{Clock: clock, SweepInterval: -1})
+	t.Cleanup(func() { mem.Close() })
+	st := &hotKeyStore{Limiter: mem}
+	h := start(t, t0, service.Config{Rules: modeRules(10, config.Second), Limiter: st,
+		Failure: &service.FailurePolicy{Mode: failsafe.Closed, Local: newLocal(t, clock), Clock: clock, Threshold: 3}})
+	ctx := context.Background()
+	for range 50 {
+		resp, err := h.svc.ShouldRateLimit(ctx, request("d", 0, desc("closed", "hot")))
+		if err != nil || resp.GetOverallCode() != pb.RateLimitResponse_OVER_LIMIT {
+			t.Fatalf("the hot tenant while its store calls time out: %v %v, want OVER_LIMIT (closed)", resp.GetOverallCode(), err)
+		}
+	}
+	refused := 0
+	for i := range 100 {
+		resp, err := h.svc.ShouldRateLimit(ctx, request("d", 0, desc("closed", "tenant"+strconv.Itoa(i))))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if resp.GetOverallCode() != pb.RateLimitResponse_OK {
+			refused++
+		}
+	}
+	if refused > 25 || st.asked.Load() != int64(100-refused) || !h.svc.StoreAvailable() {
+		t.Errorf("other tenants: %d of 100 refused, %d decided by the store, store available %v; want at most 25, the rest by the store, available",
+			refused, st.asked.Load(), h.svc.StoreAvailable())
 	}
 }

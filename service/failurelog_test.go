@@ -67,3 +67,84 @@ func counterSum(t *testing.T, h *harness, name string) float64 {
 	}
 	return sum
 }
+
+// TestStoreBackLineCountsDecisionsWithoutTheStore: when the store answers
+// again, the "store is back" line says how many decisions were made
+// without it, and that figure (with the lines before it) is the metric
+// sluice_rls_fallback_decisions_total, counted per rule and failure mode.
+func TestStoreBackLineCountsDecisionsWithoutTheStore(t *testing.T) {
+	clock := clocktest.At(time.Unix(t0, 0))
+	mem := memstore.New(memstore.Config{Clock: clock, SweepInterval: -1})
+	t.Cleanup(func() { mem.Close() })
+	fl := &flaky{Limiter: mem}
+	fl.down.Store(true)
+	var logs testlog.Buffer
+	h := start(t, t0, service.Config{Rules: modeRules(1000, config.Hour), Limiter: fl,
+		Logger: slog.New(slog.NewTextHandler(&logs, nil)),
+		Failure: &service.FailurePolicy{Mode: failsafe.Open, Local: newLocal(t, clock), Clock: clock,
+			Threshold: 3, Backoff: time.Second}})
+	ctx := context.Background()
+	for _, key := range []string{"default", "closed", "local"} {
+		for range 40 {
+			if _, err := h.svc.ShouldRateLimit(ctx, request("d", 0, desc(key, "x"))); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	fl.down.Store(false)
+	clock.Advance(2 * time.Second) // past the back-off: the next calls probe
+	for _, key := range []string{"default", "closed", "local"} {
+		if _, err := h.svc.ShouldRateLimit(ctx, request("d", 0, desc(key, "x"))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	metric := counterSum(t, h, "sluice_rls_fallback_decisions_total")
+	if metric != 120 {
+		t.Fatalf("fallback decisions metric %v, want 120 (every decision while the store was down)", metric)
+	}
+	for mode, want := range map[string]float64{"open": 40, "closed": 40, "local": 40} {
+		if got := modeSum(t, h, mode); got != want {
+			t.Errorf("fallback decisions of mode %s: %v, want %v", mode, got, want)
+		}
+	}
+	var back string
+	lineSum := 0
+	for _, line := range strings.Split(strings.TrimSpace(logs.String()), "\n") {
+		var n int
+		if i := strings.Index(line, " fallback_decisions="); i >= 0 {
+			fmt.Sscanf(line[i+len(" fallback_decisions="):], "%d", &n)
+			lineSum += n
+		}
+		if strings.Contains(line, "store is back") {
+			back = line
+		}
+	}
+	if back == "" || !strings.Contains(back, "fallback_decisions_total=120") || lineSum != 120 {
+		t.Errorf("the log does not add up to the metric's 120 decisions without the store (lines add %d): back line %q\nall: %s",
+			lineSum, back, logs.String())
+	}
+}
+
+// modeSum returns sluice_rls_fallback_decisions_total of failure mode
+// mode, over its rules.
+func modeSum(t *testing.T, h *harness, mode string) float64 {
+	t.Helper()
+	mfs, err := h.reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sum float64
+	for _, mf := range mfs {
+		if mf.GetName() != "sluice_rls_fallback_decisions_total" {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "mode" && l.GetValue() == mode {
+					sum += m.GetCounter().GetValue()
+				}
+			}
+		}
+	}
+	return sum
+}

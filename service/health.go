@@ -17,7 +17,7 @@ func (s *Service) healthy() bool {
 // circuit breaker of Config.Failure is open (the store failed and the
 // rules' failure modes answer); always true without Config.Failure.
 func (s *Service) StoreAvailable() bool {
-	return s.fb == nil || s.fb.breaker.Available()
+	return s.fb == nil || s.fb.group.Available()
 }
 
 // healthServer is the gRPC health service: the standard one (SetServing

@@ -14,6 +14,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/failsafe"
 	"github.com/sluicehq/sluice/internal/promreg"
 )
 
@@ -27,8 +28,19 @@ const (
 	withinCounter
 	shadowCounter
 	storeErrorsCounter
+	// The decisions made without the store, by the failure mode that
+	// answered them: one vector with a rule and a mode label, curried
+	// by mode (see newMetrics).
+	fallbackOpenCounter
+	fallbackClosedCounter
+	fallbackLocalCounter
 	numCounters
 )
+
+// fallbackKinds are the fallback counters by failsafe.Mode.
+var fallbackKinds = [...]counterKind{
+	failsafe.Open: fallbackOpenCounter, failsafe.Closed: fallbackClosedCounter, failsafe.Local: fallbackLocalCounter,
+}
 
 // decision codes, the label values of decision_seconds.
 const (
@@ -43,8 +55,11 @@ var codeNames = [numCodes]string{codeOK: "ok", codeOverLimit: "over_limit", code
 // metrics are the service's Prometheus collectors. A nil *metrics counts
 // nothing.
 type metrics struct {
-	vecs    [numCounters]*prometheus.CounterVec // by rule
-	seconds *prometheus.HistogramVec            // by code
+	vecs [numCounters]*prometheus.CounterVec // by rule
+	// fallbacks is fallback_decisions_total, by rule and mode; vecs holds
+	// it curried by each mode.
+	fallbacks *prometheus.CounterVec
+	seconds   *prometheus.HistogramVec // by code
 	// codes are seconds' observers, each looked up on first use (so that a
 	// code's series appears when it is first observed, as with
 	// WithLabelValues on every call).
@@ -155,6 +170,10 @@ func newMetrics(reg prometheus.Registerer, maxDetailed int) (*metrics, error) {
 			shadowCounter:      counter("shadow_mode_total", "Hits over the limit of a rule in shadow mode (counted as over_limit), answered OK."),
 			storeErrorsCounter: counter("store_errors_total", "Decisions the store failed to make, per rule."),
 		},
+		fallbacks: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: "sluice", Subsystem: "rls", Name: "fallback_decisions_total",
+			Help: "Decisions (and checks) answered without the store, by its failure or its open breaker, per rule and failure mode (open, closed, local).",
+		}, []string{"rule", "mode"}),
 		seconds: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Namespace: "sluice", Subsystem: "rls", Name: "decision_seconds",
 			Help:    "Time to answer one ShouldRateLimit request, by outcome (ok, over_limit, error).",
@@ -170,9 +189,18 @@ func newMetrics(reg prometheus.Registerer, maxDetailed int) (*metrics, error) {
 		return nil, fmt.Errorf("service: registering metrics: %w", err)
 	}
 	for i, c := range m.vecs {
+		if c == nil {
+			continue // a fallback kind, curried below
+		}
 		if m.vecs[i], err = promreg.Register(reg, c); err != nil {
 			return nil, fmt.Errorf("service: registering metrics: %w", err)
 		}
+	}
+	if m.fallbacks, err = promreg.Register(reg, m.fallbacks); err != nil {
+		return nil, fmt.Errorf("service: registering metrics: %w", err)
+	}
+	for mode, k := range fallbackKinds {
+		m.vecs[k] = m.fallbacks.MustCurryWith(prometheus.Labels{"mode": failsafe.Mode(mode).String()})
 	}
 	if m.seconds, err = promreg.Register(reg, m.seconds); err != nil {
 		return nil, fmt.Errorf("service: registering metrics: %w", err)
@@ -286,6 +314,18 @@ func (m *metrics) globalShadow() {
 	m.globalShadowed.WithLabelValues().Inc()
 	if sd := m.sd.Load(); sd != nil {
 		sd.globalShadow.Inc()
+	}
+}
+
+// fallback counts one decision of rule label answered by failure mode
+// mode without the store (and, as before, one store error of the rule).
+func (m *metrics) fallback(rc *ruleCounters, label string, mode failsafe.Mode) {
+	if m == nil {
+		return
+	}
+	m.storeError(rc, label)
+	if int(mode) < len(fallbackKinds) {
+		m.add(rc, label, fallbackKinds[mode], 1)
 	}
 }
 

@@ -27,7 +27,7 @@ func (s *Service) peekKey(ctx context.Context, i int, p *plan, key string) (res 
 			return sluice.Result{}, false, nil
 		}
 		if fellBack {
-			s.m.storeError(p.ctr, p.label)
+			s.m.fallback(p.ctr, p.label, l.Mode())
 			if l.Mode() == failsafe.Closed && errors.Is(err, sluice.ErrUnavailable) {
 				return sluice.Result{RetryAfter: res.RetryAfter}, true, nil
 			}

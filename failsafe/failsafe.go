@@ -11,7 +11,13 @@
 //     caller can tell "over the limit" from "the limiter is down";
 //   - Local: decide it on a local limiter (an in-memory store) with a
 //     conservative share of the limit, such as the limit divided by the
-//     number of servers, so that the fleet as a whole stays near the limit.
+//     number of servers, so that the fleet as a whole stays near the limit;
+//     and, for a key the primary reported on while it answered, at most
+//     that share of what it reported left (Remaining split by Nodes, until
+//     its ResetAfter), so that a quota nearly spent before an outage stays
+//     nearly spent. What was reported is kept in a fixed table of 4,096
+//     slots per Group (32 KiB) indexed by a hash of the key: a key whose
+//     slot another key took gets the share of the limit.
 //
 // A Group is one breaker around one primary with one Limiter per Mode, for
 // a server whose rules choose their modes (package service); New makes a
@@ -186,13 +192,14 @@ type Group struct {
 	quorum   int64        // open partitions that open breaker
 	open     atomic.Int64 // partitions open
 	limiters [Local + 1]Limiter
+	learned  *learned // nil without Config.Local
 
 	errors   atomic.Int64 // errors since the last log line
 	fallback atomic.Int64 // decisions made without the primary since the last log line
 	// Totals since NewGroup, for log lines that can be compared with a metric.
 	errorsTotal, fallbackTotal atomic.Int64
 	logMu                      sync.Mutex
-	lastLog                    time.Time
+	lastLog, lastBack          time.Time // of the last failing and back lines
 
 	calls sync.Pool // *callCtx, for reuse (see callCtx)
 }
@@ -262,6 +269,9 @@ func NewGroup(cfg Config) (*Group, error) {
 		quorum: int64(max(cfg.Partitions/4, 1))}
 	for i := range g.parts {
 		g.parts[i].init(bc)
+	}
+	if cfg.Local != nil {
+		g.learned = &learned{seed: g.seed}
 	}
 	// The Group's breaker opens on the quorum-th open partition (its one
 	// failure) and is closed by its own probe.
@@ -402,6 +412,9 @@ func (l *Limiter) Decide(ctx context.Context, key string, lim sluice.Limit, cost
 	g.release(cctx)
 	if err == nil {
 		g.success(b, probe)
+		if l.mode == Local && g.learned != nil {
+			g.learned.learn(key, res, now)
+		}
 		return res, false, nil
 	}
 	if errors.Is(err, sluice.ErrBadInput) {
@@ -494,7 +507,17 @@ func (l *Limiter) degrade(ctx context.Context, b *Breaker, key string, lim sluic
 		if g.cfg.Local == nil {
 			return sluice.Result{}, errors.New("failsafe: Local mode needs Config.Local")
 		}
-		return g.cfg.Local.AllowN(ctx, key, share, cost)
+		res, err := g.cfg.Local.AllowN(ctx, key, share, cost)
+		if err != nil || !res.Allowed {
+			return res, err
+		}
+		// What the primary last reported left for key, split as the limit
+		// is: this server spends at most its share of that (the unit
+		// just spent locally stays spent).
+		if rem, hold, ok := g.learned.remaining(key, g.breaker.Now()); ok && share.Capacity()-res.Remaining > rem/g.cfg.Nodes {
+			return sluice.Result{RetryAfter: hold, ResetAfter: hold}, nil
+		}
+		return res, nil
 	default: // Open: admitted; the allowance is unknown, so report it untouched
 		return sluice.Result{Allowed: true, Remaining: max(lim.Capacity()-cost, 0)}, nil
 	}
@@ -554,11 +577,18 @@ func (g *Group) maybeLog(cause error) {
 // decisions made without the primary since the previous line and since
 // NewGroup: the counts that a metric of the fallback decisions (package
 // service's sluice_rls_fallback_decisions_total) adds up to. The next
-// failure is logged at once.
+// failure is logged at once. At most one such line per LogInterval (a
+// partition that keeps opening and closing, under a flapping hot key,
+// must not log per flap): a recovery within it is not logged, and its
+// counts go to the next line.
 func (g *Group) logBack() {
 	g.logMu.Lock()
 	defer g.logMu.Unlock()
-	g.lastLog = time.Time{}
+	now := g.breaker.Now()
+	if !g.lastBack.IsZero() && now.Sub(g.lastBack) < g.cfg.LogInterval {
+		return
+	}
+	g.lastBack, g.lastLog = now, time.Time{}
 	errs, fb := g.errors.Swap(0), g.fallback.Swap(0)
 	g.cfg.Logger.Info("failsafe: rate limit store is back", "mode", g.cfg.LogMode,
 		"errors", errs, "fallback_decisions", fb,
@@ -574,3 +604,7 @@ func (g *Group) FallbackDecisions() int64 { return g.fallbackTotal.Load() }
 // being asked (for the keys whose partition is closed, see
 // Config.Partitions).
 func (l *Limiter) Available() bool { return l.g.breaker.Available() }
+
+// OpenPartitions returns how many partitions of the Group's breaker are
+// open.
+func (l *Limiter) OpenPartitions() int { return l.g.OpenPartitions() }

@@ -152,3 +152,38 @@ func TestPartitionedDecisionsAllocateNothing(t *testing.T) {
 		}
 	}
 }
+
+// TestFlappingPartitionLogsBackOncePerInterval: a hot key whose partition
+// opens and closes again and again (its store calls fail, then work, in
+// turn) logs "store is back" at most once per LogInterval, not once per
+// flap; the decisions of the silent flaps are counted in the next line.
+func TestFlappingPartitionLogsBackOncePerInterval(t *testing.T) {
+	var bad atomic.Bool
+	p := &keyedPrimary{bad: func(string) bool { return bad.Load() }}
+	clock := clocktest.New()
+	lg := &logs{}
+	g, err := failsafe.NewGroup(failsafe.Config{Primary: p, Partitions: 16, Threshold: 3, Backoff: time.Second,
+		LogInterval: 10 * time.Second, Logger: slog.New(lg), Clock: clock})
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := g.Limiter(failsafe.Open)
+	ctx := context.Background()
+	for range 8 { // 8 flaps within 10 s
+		bad.Store(true)
+		for range 3 {
+			l.Allow(ctx, "hot", lim)
+		}
+		bad.Store(false)
+		clock.Advance(time.Second)
+		if _, fellBack, _ := l.Decide(ctx, "hot", lim, 1); fellBack {
+			t.Fatal("the probe after the back-off fell back")
+		}
+	}
+	if n := lg.count("store is back"); n != 1 {
+		t.Errorf("%d 'store is back' lines for 8 flaps within one LogInterval, want 1", n)
+	}
+	if got := g.FallbackDecisions(); got != 24 {
+		t.Errorf("fallback decisions %d, want 24", got)
+	}
+}

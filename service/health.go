@@ -20,6 +20,17 @@ func (s *Service) StoreAvailable() bool {
 	return s.fb == nil || s.fb.group.Available()
 }
 
+// StoreOpenPartitions returns how many partitions of the breaker of
+// Config.Failure are open (the keys of each answered by their rules'
+// failure modes, see FailurePolicy's Partitions); 0 without
+// Config.Failure.
+func (s *Service) StoreOpenPartitions() int {
+	if s.fb == nil {
+		return 0
+	}
+	return s.fb.group.OpenPartitions()
+}
+
 // healthServer is the gRPC health service: the standard one (SetServing
 // sets its statuses, which Watch streams), with Check also consulting
 // Config.Healthy at each call.

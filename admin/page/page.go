@@ -54,8 +54,14 @@ type StoreState struct {
 	// Connected is whether the store has answered at least once.
 	Connected bool `json:"connected"`
 	// Breaker is the circuit breaker's state: "closed" (the store is
-	// asked), "open" (the failure mode answers) or "none" (no breaker).
+	// asked), "open" (the failure mode answers), "partial" (the failure
+	// mode answers the keys of OpenPartitions of its partitions, such as
+	// a hot key's whose calls time out; the other keys are asked of the
+	// store) or "none" (no breaker).
 	Breaker string `json:"breaker"`
+	// OpenPartitions is how many partitions of the breaker are open
+	// while it is "partial"; 0 otherwise.
+	OpenPartitions int `json:"open_partitions,omitempty"`
 	// FailureMode is what answers while the breaker is open.
 	FailureMode string `json:"failure_mode,omitempty"`
 }

@@ -129,8 +129,12 @@ func (s *serveApp) storeState() page.StoreState {
 	st := page.StoreState{Name: storeName(s.o.store), Connected: s.st.connected(), Breaker: "none"}
 	if f := s.st.failure; f != nil {
 		st.Breaker, st.FailureMode = "closed", f.Mode.String()
-		if svc := s.admin.svc.Load(); svc != nil && !svc.StoreAvailable() {
+		switch svc := s.admin.svc.Load(); {
+		case svc == nil:
+		case !svc.StoreAvailable():
 			st.Breaker = "open"
+		case svc.StoreOpenPartitions() > 0:
+			st.Breaker, st.OpenPartitions = "partial", svc.StoreOpenPartitions()
 		}
 	}
 	return st

@@ -109,10 +109,11 @@ func TestServePageShowsAFailingStore(t *testing.T) {
 			t.Fatal(err)
 		}
 		st = snap.Store
-		return st != nil && st.Breaker == "open"
+		// One key: its partition opens ("partial"), or the whole breaker.
+		return st != nil && (st.Breaker == "open" || st.Breaker == "partial" && st.OpenPartitions > 0)
 	})
-	if st.Connected || st.FailureMode != "open" || !strings.HasPrefix(st.Name, "redis://127.0.0.1:1") {
-		t.Errorf("store %+v, want not connected, failure mode open", st)
+	if st.Connected || st.FailureMode != "local" || !strings.HasPrefix(st.Name, "redis://127.0.0.1:1") {
+		t.Errorf("store %+v, want not connected, failure mode local (the default)", st)
 	}
 }
 

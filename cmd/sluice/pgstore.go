@@ -45,7 +45,7 @@ func (r *remoteOptions) flags(fs *flag.FlagSet) {
 		"with -reserve-units, how long a reservation's unspent units are held before they go back")
 	fs.IntVar(&r.localShare, "local-share", 0,
 		"with Redis or PostgreSQL, N: a request must first pass 1/N of its limit (rounded up) counted in this process, so a burst past one process's share never reaches the store; set N to the number of processes or fewer; 0: off")
-	storeTimeoutFlag(fs, &r.timeout, "Redis or PostgreSQL", "50ms on Redis, 250ms on PostgreSQL")
+	storeTimeoutFlag(fs, &r.timeout, "Redis or PostgreSQL", "250ms on Redis and on PostgreSQL")
 }
 
 // check refuses settings that cannot act with -store store (exit 2): a
@@ -55,6 +55,9 @@ func (r *remoteOptions) check(fs *flag.FlagSet, o *serveOptions) error {
 	set := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
 	if err := checkStoreTimeout(r.timeout); err != nil {
+		return err
+	}
+	if err := checkFailureNodes(o.failureNodes); err != nil {
 		return err
 	}
 	switch {
@@ -145,13 +148,13 @@ func openServeStore(ctx context.Context, o *serveOptions, failureSet bool, log *
 		return st, err // the memory store is local already (mootFlags names -local-cache)
 	}
 	withStoreTimeout(st.failure, o.remote.timeout)
+	withFailureNodes(st.failure, o.failureNodes, o.remote.localShare)
 	return o.remote.wrapRemote(st, o.localCache, log), nil
 }
 
 // pgDecisionTimeout bounds a decision on PostgreSQL before the failure
-// mode answers: longer than Redis's 50 ms (failsafe's default), since
-// decisions on one hot key queue on its row lock and, with few connections
-// in the pool, on the pool.
+// mode answers: as redisDecisionTimeout, for decisions on one hot key queue
+// on its row lock and, with few connections in the pool, on the pool.
 const pgDecisionTimeout = 250 * time.Millisecond
 
 // openPostgres opens the PostgreSQL store at url (pgstore.Open), applying

@@ -48,6 +48,7 @@ type proxyOptions struct {
 	timeouts                                                gateway.Timeouts // 0: the file's, else NGINX's
 	maxConns, maxQueued                                     int
 	storeTimeout                                            time.Duration // -store-timeout: failsafe.Config.Timeout; 0 its default
+	failureNodes                                            int           // -failure-nodes: failsafe.Config.Nodes; 0 is 1
 	admin                                                   adminAuth     // the page's and admin API's (see proxyadmin.go)
 	fs                                                      *flag.FlagSet // for the flags given
 
@@ -170,8 +171,9 @@ func parseProxyFlags(args []string, stdout, stderr io.Writer) (o proxyOptions, c
 	o.fs = fs
 	o.plans.flags(fs, "PostgreSQL URL of plans and per-tenant overrides, whose schema sluice serve or sluice migrate made; the config's plans block names the tenant's header; empty: off")
 	fs.StringVar(&o.store, "store", "", `memory, or a Redis URL (default the config's "store", else memory)`)
-	fs.StringVar(&o.failure, "failure-mode", "open", "with Redis, what to do when it fails: open, closed or local")
-	storeTimeoutFlag(fs, &o.storeTimeout, "Redis", "50ms")
+	fs.StringVar(&o.failure, "failure-mode", defaultFailureMode, "with Redis, what to do when it fails: local (the process decides its share of each limit in memory, see -failure-nodes), closed or open (admit)")
+	failureNodesFlag(fs, &o.failureNodes)
+	storeTimeoutFlag(fs, &o.storeTimeout, "Redis", "250ms")
 	fs.StringVar(&o.accessLog, "access-log", "", `where the access log of refused requests goes: stderr, stdout, off or a file (default the config's, else stderr)`)
 	fs.StringVar(&o.logLevel, "log-level", "info", "log level: debug, info, warn or error")
 	fs.StringVar(&o.logKeySecretFile, "log-key-secret-file", "", "a file holding the secret (16 bytes at least) of the keyed hash that logs show of keys, the same on every replica so that their logs correlate (default the config's log_key_secret_file, else a random secret per process)")
@@ -204,6 +206,9 @@ func (p *proxyApp) checkOptions() error {
 		return exitCode(2, "give -config FILE, -upstream URL, or both")
 	}
 	if err := checkStoreTimeout(o.storeTimeout); err != nil {
+		return exitCode(2, err)
+	}
+	if err := checkFailureNodes(o.failureNodes); err != nil {
 		return exitCode(2, err)
 	}
 	if _, err := failsafe.ParseMode(o.failure); err != nil {
@@ -286,7 +291,7 @@ func (p *proxyApp) openLimiter(ctx context.Context, a *app) error {
 }
 
 // logMemoryMoot names, in one line, the store flags given that the memory
-// store makes moot: -failure-mode (it never fails) and -store-timeout (it
+// store makes moot: -failure-mode and -failure-nodes (it never fails) and -store-timeout (it
 // has no deadline).
 func (p *proxyApp) logMemoryMoot() {
 	var moot []string
@@ -295,6 +300,9 @@ func (p *proxyApp) logMemoryMoot() {
 	}
 	if p.o.storeTimeout > 0 {
 		moot = append(moot, "-store-timeout")
+	}
+	if p.o.failureNodes > 0 {
+		moot = append(moot, "-failure-nodes")
 	}
 	if len(moot) > 0 {
 		p.log.Info("accepted and not acted on", "flags", strings.Join(moot, ","), "why", "the memory store never fails and has no deadline")
@@ -307,7 +315,9 @@ func (p *proxyApp) logMemoryMoot() {
 // add.
 func (p *proxyApp) failsafeConfig(limiter sluice.Limiter, failure *service.FailurePolicy) failsafe.Config {
 	withStoreTimeout(failure, p.o.storeTimeout)
-	return failsafe.Config{Primary: limiter, Mode: failure.Mode, Timeout: failure.Timeout, Logger: p.log}
+	withFailureNodes(failure, p.o.failureNodes, 0)
+	return failsafe.Config{Primary: limiter, Mode: failure.Mode, Timeout: failure.Timeout, Nodes: failure.Nodes,
+		Partitions: failure.Partitions, Logger: p.log}
 }
 
 // openMetrics makes the registry of /metrics, with the process's, the

@@ -107,6 +107,8 @@ func (p *proxyApp) storeState() page.StoreState {
 		st.Breaker, st.FailureMode, st.Connected = "closed", f.Mode().String(), f.Available()
 		if !f.Available() {
 			st.Breaker = "open"
+		} else if n := f.OpenPartitions(); n > 0 {
+			st.Breaker, st.OpenPartitions = "partial", n
 		}
 	}
 	return st

@@ -98,7 +98,7 @@ func notActedOn() []string {
 
 // mootFlags returns the settings of o that its store makes moot, as flag
 // names: with the memory store, which never fails, -local-cache,
-// -health-needs-store and an explicit -failure-mode or -store-timeout
+// -health-needs-store and an explicit -failure-mode, -store-timeout or -failure-nodes
 // (flags or their environment variables); with Redis, an explicit -memory-max-bytes and
 // -memory-clock-resolution.
 func mootFlags(fs *flag.FlagSet, o *serveOptions) []string {
@@ -118,6 +118,9 @@ func mootFlags(fs *flag.FlagSet, o *serveOptions) []string {
 		if set["store-timeout"] {
 			out = append(out, "-store-timeout")
 		}
+		if set["failure-nodes"] {
+			out = append(out, "-failure-nodes")
+		}
 		return out
 	}
 	if _, env := os.LookupEnv("MEMSTORE_MAX_BYTES"); set["memory-max-bytes"] || env {
@@ -133,6 +136,7 @@ func mootFlags(fs *flag.FlagSet, o *serveOptions) []string {
 // environment variables over defaults.
 type serveOptions struct {
 	configPath, store, httpAddr, grpcAddr, headers, prefix, failure string
+	failureNodes                                                    int // -failure-nodes: failsafe.Config.Nodes; 0: -local-share's, else 1
 	logLevel, logFormat, trustedProxies                             string
 	shadow, watch, localCache, healthNeedsStore                     bool
 	listen                                                          listenerOptions
@@ -400,7 +404,8 @@ func parseServeFlags(args []string, stdout, stderr io.Writer) (s *serveApp, code
 	}
 	fs.StringVar(&o.headers, "headers", defHeaders, "response_headers_to_add: off, legacy or draft-11")
 	fs.StringVar(&o.prefix, "prefix", env("CACHE_KEY_PREFIX", ""), "prefix of every store key")
-	fs.StringVar(&o.failure, "failure-mode", "open", "with Redis or PostgreSQL, what to do when it fails: open, closed or local (unset on PostgreSQL: closed)")
+	fs.StringVar(&o.failure, "failure-mode", defaultFailureMode, "with Redis or PostgreSQL, what to do when it fails: local (each process decides its share of each limit in memory, see -failure-nodes), closed or open (admit) (unset on PostgreSQL: closed)")
+	failureNodesFlag(fs, &o.failureNodes)
 	fs.BoolVar(&o.localCache, "local-cache", envErr.int("LOCAL_CACHE_SIZE_IN_BYTES", 0) > 0, "with Redis, answer keys known to be over their limit from memory until their retry-after (no round trip; LOCAL_CACHE_SIZE_IN_BYTES > 0 turns it on)")
 	fs.BoolVar(&o.healthNeedsStore, "health-needs-store", envBool("REDIS_HEALTH_CHECK_ACTIVE_CONNECTION", false), "with Redis, /healthcheck and gRPC health report NOT_SERVING (503) while Redis is unreachable or failing; default: they report the process, which applies the failure mode")
 	fs.BoolVar(&o.healthNeedsConfig, "health-needs-config", envBool("HEALTHY_WITH_AT_LEAST_ONE_CONFIG_LOADED", false), "/healthcheck and gRPC health report NOT_SERVING (503) while no config with a domain runs (see -start-without-config)")
@@ -884,7 +889,7 @@ func openStoreLog(ctx context.Context, store string, ro *redisOptions, failure s
 	// The store of rules whose failure_mode is local (and of every rule
 	// with -failure-mode local), while Redis fails.
 	local := memstore.New(memstore.Config{})
-	return openedStore{limiter: rs.limiter, failure: &service.FailurePolicy{Mode: mode, Local: local},
+	return openedStore{limiter: rs.limiter, failure: &service.FailurePolicy{Mode: mode, Local: local, Timeout: redisDecisionTimeout},
 		close: func() { rs.close(); local.Close() }, connected: rs.connected}, nil
 }
 

@@ -10,8 +10,8 @@ import (
 	"github.com/sluicehq/sluice/internal/testlog"
 )
 
-// serve starts while Redis is down: it applies the failure mode (open:
-// admit) and reconnects by itself once Redis is up, when the limit is
+// serve starts while Redis is down: it applies the failure mode (open,
+// given here: admit) and reconnects by itself once Redis is up, when the limit is
 // enforced again. /healthcheck answers 200 while degraded, unless
 // REDIS_HEALTH_CHECK_ACTIVE_CONNECTION is true, as in envoyproxy/ratelimit:
 // then 503 until the store answers.
@@ -25,7 +25,7 @@ func TestServeStartsWithoutRedisAndReconnects(t *testing.T) {
 	store := "redis://" + redis.Addr
 
 	t.Run("default health", func(t *testing.T) {
-		s := launch(t, "-config", path, "-store", store)
+		s := launch(t, "-config", path, "-store", store, "-failure-mode", "open")
 		if a, b := post(t, s.url, reqK), post(t, s.url, reqK); a != 200 || b != 200 {
 			t.Errorf("failure mode open while Redis is down: %d, %d, want 200s", a, b)
 		}
@@ -36,7 +36,7 @@ func TestServeStartsWithoutRedisAndReconnects(t *testing.T) {
 	})
 
 	t.Setenv("REDIS_HEALTH_CHECK_ACTIVE_CONNECTION", "true")
-	s := launch(t, "-config", path, "-store", store)
+	s := launch(t, "-config", path, "-store", store, "-failure-mode", "open")
 	if got := getStatus(t, s.url+"/healthcheck"); got != 503 {
 		t.Errorf("/healthcheck with REDIS_HEALTH_CHECK_ACTIVE_CONNECTION while Redis is down: %d, want 503", got)
 	}

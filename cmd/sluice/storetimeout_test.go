@@ -47,9 +47,10 @@ func answeredByStore(t *testing.T, cfg failsafe.Config) bool {
 }
 
 // -store-timeout is the deadline failsafe gives each decision on serve's
-// store: with a store that answers after 80 ms, Redis's default of 50 ms
-// answers by the failure mode and -store-timeout 200ms gets the store's
-// answer; PostgreSQL keeps its 250 ms unless -store-timeout shortens it.
+// store: with a store that answers after 80 ms, Redis's default of 250 ms
+// (50 ms before, which answered by the failure mode) gets the store's
+// answer and -store-timeout 50ms answers by the failure mode; PostgreSQL
+// keeps its 250 ms unless -store-timeout shortens it.
 // Neither store needs to be up: the policy is built without a connection.
 func TestServeStoreTimeoutIsTheDecisionDeadline(t *testing.T) {
 	for _, tt := range []struct {
@@ -57,8 +58,8 @@ func TestServeStoreTimeoutIsTheDecisionDeadline(t *testing.T) {
 		timeout     time.Duration
 		want        bool
 	}{
-		{"redis default 50ms", "redis://127.0.0.1:1", 0, false},
-		{"redis -store-timeout 200ms", "redis://127.0.0.1:1", 200 * time.Millisecond, true},
+		{"redis default 250ms", "redis://127.0.0.1:1", 0, true},
+		{"redis -store-timeout 50ms", "redis://127.0.0.1:1", 50 * time.Millisecond, false},
 		{"postgres default 250ms", "postgres://u:p@127.0.0.1:1/db", 0, true},
 		{"postgres -store-timeout 50ms", "postgres://u:p@127.0.0.1:1/db", 50 * time.Millisecond, false},
 	} {
@@ -77,12 +78,13 @@ func TestServeStoreTimeoutIsTheDecisionDeadline(t *testing.T) {
 }
 
 // The proxy's breaker takes -store-timeout as its decision deadline too
-// (before the flag, its failsafe.Config had no Timeout at all).
+// (before the flag, its failsafe.Config had no Timeout at all), and
+// Redis's default of 250 ms without it.
 func TestProxyStoreTimeoutIsTheDecisionDeadline(t *testing.T) {
 	for _, tt := range []struct {
 		timeout time.Duration
 		want    bool
-	}{{0, false}, {200 * time.Millisecond, true}} {
+	}{{0, true}, {50 * time.Millisecond, false}} {
 		t.Run(tt.timeout.String(), func(t *testing.T) {
 			_, failure, closeStore, err := openStore(t.Context(), "redis://127.0.0.1:1", "closed")
 			if err != nil {

@@ -1,0 +1,72 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"strings"
+	"testing"
+
+	"github.com/sluicehq/sluice/failsafe"
+	"github.com/sluicehq/sluice/service"
+)
+
+// Unset, -failure-mode is local on Redis: while the store fails each
+// process decides its share of each limit (1/-failure-nodes, else
+// 1/-local-share's N, else the whole limit), behind a partitioned breaker;
+// PostgreSQL's quotas still fail closed.
+func TestServeFailureModeDefaultsToALocalShare(t *testing.T) {
+	for _, tt := range []struct {
+		name         string
+		store        string
+		nodes, share int
+		wantMode     failsafe.Mode
+		wantNodes    int
+	}{
+		{"redis default", "redis://127.0.0.1:1", 0, 0, failsafe.Local, 0},
+		{"redis -failure-nodes 4", "redis://127.0.0.1:1", 4, 0, failsafe.Local, 4},
+		{"redis -local-share 3", "redis://127.0.0.1:1", 0, 3, failsafe.Local, 3},
+		{"postgres default", "postgres://u:p@127.0.0.1:1/db", 0, 0, failsafe.Closed, 0},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			s, code, done := parseServeFlags([]string{"-store", tt.store}, &bytes.Buffer{}, &bytes.Buffer{})
+			if done {
+				t.Fatalf("parse: exit %d", code)
+			}
+			o := &s.o
+			o.failureNodes, o.remote.localShare, o.remote.migrate = tt.nodes, tt.share, false
+			st, err := openServeStore(context.Background(), o, false, quietLogger())
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer st.close()
+			p := findPolicy(t, st)
+			if p.Mode != tt.wantMode || p.Nodes != tt.wantNodes || p.Partitions != service.DefaultPartitions {
+				t.Errorf("policy mode %v, nodes %d, partitions %d; want %v, %d, %d",
+					p.Mode, p.Nodes, p.Partitions, tt.wantMode, tt.wantNodes, service.DefaultPartitions)
+			}
+		})
+	}
+}
+
+// findPolicy returns st's failure policy, failing the test without one.
+func findPolicy(t *testing.T, st openedStore) *service.FailurePolicy {
+	t.Helper()
+	if st.failure == nil {
+		t.Fatal("no failure policy")
+	}
+	return st.failure
+}
+
+// A -failure-nodes out of its range is exit 2 naming it, in serve and
+// proxy.
+func TestFailureNodesOutOfRangeIsRefused(t *testing.T) {
+	for _, args := range [][]string{
+		{"serve", "-store", "redis://127.0.0.1:1", "-failure-nodes", "-1"},
+		{"proxy", "-upstream", "http://127.0.0.1:1", "-failure-nodes", "100000"},
+	} {
+		var out, errb bytes.Buffer
+		if code := run(args, &out, &errb); code != 2 || !strings.Contains(errb.String(), "-failure-nodes") {
+			t.Errorf("%v: exit %d, stderr %q; want 2 naming -failure-nodes", args, code, errb.String())
+		}
+	}
+}

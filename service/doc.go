@@ -134,27 +134,31 @@
 //
 // With Config.Failure (a FailurePolicy; Limiter is then the bare store),
 // each rule's failure_mode decides, "" meaning FailurePolicy.Mode (default
-// open): "open" answers OK with the rule's whole allowance reported
+// open; sluice serve's is local): "open" answers OK with the rule's whole allowance reported
 // remaining, "closed" answers OVER_LIMIT with duration_until_reset the time
 // until the store is tried again, and "local" decides on a local store
 // (FailurePolicy.Local, which the caller picks, such as a memstore.Store:
 // the Service builds no store; without it New refuses Mode local, and New
 // and SetRules refuse a *config.Config with a local rule, naming its file
 // and line) under the rule's share of the limit (the limit divided by
-// FailurePolicy.Nodes, by default). A limit override keeps its matched
-// rule's mode. Every such decision counts in sluice_rls_store_errors_total.
+// FailurePolicy.Nodes, by default, and at most that share of what the store
+// last reported left for the key). A limit override keeps its matched
+// rule's mode. Every such decision counts in sluice_rls_store_errors_total
+// and in sluice_rls_fallback_decisions_total by rule and mode.
 //
 // One circuit breaker (a failsafe.Group around the store, whose Limiter of
 // each mode a rule's failure_mode picks once, when the rule is first used)
 // serves every rule, whatever its mode: the store's health is the store's,
-// not a rule's. Failures of rules of any mode add up to its Threshold; once
-// it opens, no rule calls the store (so a dead Redis costs no timeouts,
+// not a rule's. It is partitioned by a hash of the key (DefaultPartitions):
+// failures of keys of one partition, whatever their rules' modes, add up to
+// its Threshold and open that partition only, so that one hot key (or
+// tenant) whose calls time out sends only its partition's keys to their
+// failure modes; a quarter of the partitions open opens the whole breaker,
+// after which no rule calls the store (so a dead Redis costs no timeouts,
 // however traffic is spread over modes), and one successful probe brings
 // every rule back to the store. A breaker per mode would let a rarely used
 // closed rule keep paying timeouts after the busy open rules' breaker had
-// opened, and would probe the same store several times. The price: a fault
-// that hits only some keys (a Cluster master down) opens the breaker for
-// all, as a single failsafe.Limiter does too. A refund (is_negative_hits)
+// opened, and would probe the same store several times. A refund (is_negative_hits)
 // goes to the store while the breaker is closed, to the local store for a
 // local rule while it is open, and is dropped (counted, not an error) when
 // the store fails.

@@ -3,7 +3,10 @@ package main
 import (
 	"flag"
 	"fmt"
+	"log/slog"
 	"time"
+
+	"github.com/sluicehq/sluice/failsafe"
 
 	"github.com/sluicehq/sluice/service"
 )
@@ -62,4 +65,21 @@ func withFailureNodes(p *service.FailurePolicy, n, fallback int) {
 	if p.Partitions == 0 {
 		p.Partitions = service.DefaultPartitions
 	}
+}
+
+// logFailurePolicy states, in one start-up line, what answers while the
+// store fails: the default failure mode, the decision deadline, the
+// processes a local share splits a limit over and the breaker's
+// partitions; with mode local and one process, that each process then
+// admits the whole limit.
+func logFailurePolicy(log *slog.Logger, p *service.FailurePolicy) {
+	if p == nil {
+		return
+	}
+	attrs := []any{"failure_mode", p.Mode.String(), "store_timeout", p.Timeout,
+		"failure_nodes", max(p.Nodes, 1), "breaker_partitions", p.Partitions}
+	if p.Mode == failsafe.Local && p.Nodes <= 1 {
+		attrs = append(attrs, "note", "while the store fails each process admits the whole limit: set -failure-nodes to the number of processes")
+	}
+	log.Info("store failure policy", attrs...)
 }

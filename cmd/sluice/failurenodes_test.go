@@ -3,10 +3,13 @@ package main
 import (
 	"bytes"
 	"context"
+	"fmt"
+	"log/slog"
 	"strings"
 	"testing"
 
 	"github.com/sluicehq/sluice/failsafe"
+	"github.com/sluicehq/sluice/internal/testlog"
 	"github.com/sluicehq/sluice/service"
 )
 
@@ -34,7 +37,8 @@ func TestServeFailureModeDefaultsToALocalShare(t *testing.T) {
 			}
 			o := &s.o
 			o.failureNodes, o.remote.localShare, o.remote.migrate = tt.nodes, tt.share, false
-			st, err := openServeStore(context.Background(), o, false, quietLogger())
+			var logs testlog.Buffer
+			st, err := openServeStore(context.Background(), o, false, slog.New(slog.NewTextHandler(&logs, nil)))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -43,6 +47,10 @@ func TestServeFailureModeDefaultsToALocalShare(t *testing.T) {
 			if p.Mode != tt.wantMode || p.Nodes != tt.wantNodes || p.Partitions != service.DefaultPartitions {
 				t.Errorf("policy mode %v, nodes %d, partitions %d; want %v, %d, %d",
 					p.Mode, p.Nodes, p.Partitions, tt.wantMode, tt.wantNodes, service.DefaultPartitions)
+			}
+			line := fmt.Sprintf("failure_mode=%v store_timeout=250ms failure_nodes=%d", tt.wantMode, max(tt.wantNodes, 1))
+			if !strings.Contains(logs.String(), line) {
+				t.Errorf("the start-up lines lack %q:\n%s", line, logs.String())
 			}
 		})
 	}

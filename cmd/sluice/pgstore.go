@@ -149,6 +149,7 @@ func openServeStore(ctx context.Context, o *serveOptions, failureSet bool, log *
 	}
 	withStoreTimeout(st.failure, o.remote.timeout)
 	withFailureNodes(st.failure, o.failureNodes, o.remote.localShare)
+	logFailurePolicy(log, st.failure)
 	return o.remote.wrapRemote(st, o.localCache, log), nil
 }
 

@@ -99,7 +99,7 @@ func checkAfter(limiter sluice.Limiter, p *Policy) error {
 
 // checkAfterCapabilities checks that a policy which charges after the
 // response (Settle, CountOnly, Penalty) has no Queue and a limiter that can
-// charge, and refund for Settle.
+// charge, and refund for Settle and CountOnly (a reservation given back).
 func checkAfterCapabilities(limiter sluice.Limiter, p *Policy) error {
 	_, charges := limiter.(sluice.Charger)
 	if p.Settle != nil || !p.CountOnly.IsEmpty() || p.Penalty > 0 {
@@ -110,7 +110,7 @@ func checkAfterCapabilities(limiter sluice.Limiter, p *Policy) error {
 			return fmt.Errorf("httplimit: policy %q: %w: %T has no ChargeN", p.Name, sluice.ErrCannotSettle, limiter)
 		}
 	}
-	if _, ok := limiter.(sluice.Refunder); p.Settle != nil && !ok {
+	if _, ok := limiter.(sluice.Refunder); (p.Settle != nil || !p.CountOnly.IsEmpty()) && !ok {
 		return fmt.Errorf("httplimit: policy %q: %w: %T has no RefundN", p.Name, sluice.ErrCannotSettle, limiter)
 	}
 	return nil
@@ -170,24 +170,41 @@ func boxLimit(d time.Duration) sluice.Limit {
 // byte (every key starts with its policy's printable name).
 const boxPrefix = "\x00box:"
 
+// failPrefix starts the key that counts a CountOnly policy's counted
+// responses alone, for its penalty box (its own key counts them and the
+// reservations of requests still in the handler).
+const failPrefix = "\x00fail:"
+
 // boxKey is the key of key's penalty box (key is a policy's final key).
-func boxKey(key string) string {
-	k := boxPrefix + key
+func boxKey(key string) string { return innerKey(boxPrefix, key) }
+
+// innerKey is the key under prefix (boxPrefix, failPrefix) of a policy's
+// final key, hashed when it would be too long.
+func innerKey(prefix, key string) string {
+	k := prefix + key
 	if len(k) > sluice.MaxKeyLen {
-		return sluice.HashKey(boxPrefix, k)
+		return sluice.HashKey(prefix, k)
 	}
 	return k
 }
 
 // decide is p's decision on key: refused while the key is in p's penalty
-// box; for a policy that counts responses, a look at the count (refused
-// when none is left, spending nothing); else AllowN, and a refusal puts the
-// key in the box.
+// box; for a policy that counts responses, a reservation of one unit
+// (refused when none is left; a shadow policy only looks); else AllowN, and
+// a refusal puts the key in the box.
 func (m *Middleware) decide(ctx context.Context, p *compiled, key string, cost int) (sluice.Result, error) {
 	if p.Penalty > 0 {
 		if res, boxed, err := m.boxed(ctx, p, key); err != nil || boxed {
 			return res, err
 		}
+	}
+	if !p.CountOnly.IsEmpty() && !p.Shadow {
+		// Reserve before the handler runs: the unit of a response that
+		// may be counted is spent before it can be, so that however
+		// many arrive at once, no more than the limit can be counted.
+		// A refusal here does not box: the units may be reservations
+		// that come back.
+		return m.cfg.Limiter.AllowN(ctx, key, p.Limit, 1)
 	}
 	if !p.CountOnly.IsEmpty() {
 		res, err := m.cfg.Limiter.(sluice.Peeker).Peek(ctx, key, p.Limit)
@@ -228,10 +245,19 @@ func (m *Middleware) boxed(ctx context.Context, p *compiled, key string) (sluice
 	return sluice.Result{RetryAfter: res.ResetAfter, ResetAfter: res.ResetAfter}, true, nil
 }
 
-// box puts key in p's penalty box for p.Penalty and returns the refusal.
+// box puts key in p's penalty box for p.Penalty, unless it is in it
+// already, and returns the refusal with the time left in the box. The box's
+// one unit is taken with AllowN, not charged: breaches at once (requests
+// refused together, settlements or counted responses racing) box the key
+// once, where a charge per breach would put the box in debt and double the
+// penalty.
 func (m *Middleware) box(ctx context.Context, p *compiled, key string) (sluice.Result, error) {
-	if _, err := m.cfg.Limiter.(sluice.Charger).ChargeN(ctx, boxKey(key), boxLimit(p.Penalty), 1); err != nil {
+	res, err := m.cfg.Limiter.AllowN(ctx, boxKey(key), boxLimit(p.Penalty), 1)
+	if err != nil {
 		return sluice.Result{}, err
+	}
+	if !res.Allowed { // boxed already, by a breach at the same time
+		return sluice.Result{RetryAfter: res.RetryAfter, ResetAfter: res.RetryAfter}, nil
 	}
 	m.cfg.Logger.Info("httplimit: key put in the penalty box", "policy", p.Name, "key", m.logKey(p.Name, key), "for", p.Penalty)
 	return sluice.Result{RetryAfter: p.Penalty, ResetAfter: p.Penalty}, nil
@@ -249,33 +275,63 @@ func needsAfter(ds []decision) bool {
 }
 
 // afterResponse settles and counts, for each decision that asks, once the
-// handler has answered with sw's status: what outlives the request is
-// bounded by a second, as a refund is.
+// handler has answered with sw's status. A charge outlives the request (a
+// client that hangs up as soon as it has its answer still pays), bounded
+// by a second, as a refund is; a give-back runs on the request's context
+// while the client is there (cancelled, it leaves the unit spent). A
+// client that went away is charged at least what it reserved: a
+// settlement below the estimate refunds nothing, and a counted policy's
+// reservation stays when no status was written (the request may have
+// been served; its answer is unknown).
 func (m *Middleware) afterResponse(r *http.Request, sw *statusWriter, ds []decision) {
 	status := sw.status()
-	var ctx context.Context // made on first use: most responses need no store call
+	gone := r.Context().Err() != nil // the handler has not returned: the client left
+	var held context.Context         // made on first use: most responses need no charge
 	for i := range ds {
 		d := &ds[i]
+		if !d.res.Allowed {
+			continue
+		}
 		actual, ok := 0, false
 		switch {
 		case d.p.Settle != nil:
 			actual, ok = m.actualCost(r, d.p, status, sw.Header())
+			if gone {
+				actual = max(actual, d.cost)
+			}
 			ok = ok && actual != d.cost
 		case !d.p.CountOnly.IsEmpty():
-			ok = d.p.CountOnly.Has(status)
+			counted := d.p.CountOnly.Has(status)
+			if !counted && gone && sw.code == 0 {
+				continue // unknown: the reservation stays
+			}
+			// A response not counted gets its reservation back; a
+			// counted one keeps it, and counts for the penalty box.
+			ok = !counted || d.p.Penalty > 0
 		}
 		if !ok {
 			continue
 		}
-		if ctx == nil {
-			var cancel context.CancelFunc
-			ctx, cancel = context.WithTimeout(context.WithoutCancel(r.Context()), time.Second)
-			defer cancel()
+		ctx := r.Context()
+		refund := actual < d.cost // a settlement's surplus
+		if d.p.Settle == nil {
+			refund = !d.p.CountOnly.Has(status) // a reservation given back
 		}
-		if d.p.Settle != nil {
+		if gone || !refund {
+			if held == nil {
+				var cancel context.CancelFunc
+				held, cancel = context.WithTimeout(context.WithoutCancel(ctx), time.Second)
+				defer cancel()
+			}
+			ctx = held
+		}
+		switch {
+		case d.p.Settle != nil:
 			m.settle(ctx, d, actual)
-		} else {
+		case d.p.CountOnly.Has(status):
 			m.count(ctx, d)
+		default:
+			m.unreserve(ctx, d)
 		}
 	}
 }
@@ -327,15 +383,27 @@ func (m *Middleware) settle(ctx context.Context, d *decision, actual int) {
 	}
 }
 
-// count spends one unit of d's key for a response its policy counts; the
-// unit that leaves none puts the key in the penalty box, if p has one.
+// count counts a response d's policy counts, for its penalty box: its
+// reservation stays spent on d's key, and one unit is charged on the key
+// of the counted responses alone (see failPrefix), whose unit that leaves
+// none puts the key in the box. Requests still in the handler hold units
+// of d's key, not of that one: they box no one before they are counted.
 func (m *Middleware) count(ctx context.Context, d *decision) {
-	res, err := m.cfg.Limiter.(sluice.Charger).ChargeN(ctx, d.key, d.p.Limit, 1)
-	if err == nil && d.p.Penalty > 0 && (res.Remaining == 0 || !res.Allowed) {
+	res, err := m.cfg.Limiter.(sluice.Charger).ChargeN(ctx, innerKey(failPrefix, d.key), d.p.Limit, 1)
+	if err == nil && (res.Remaining == 0 || !res.Allowed) {
 		_, err = m.box(ctx, d.p, d.key)
 	}
 	if err != nil {
 		m.cfg.Metrics.storeError(d.p.Name)
 		m.cfg.Logger.Warn("httplimit: counting the response failed", "policy", d.p.Name, "err", err)
+	}
+}
+
+// unreserve gives back the unit d's request reserved under a policy that
+// counts responses, whose response was not one it counts.
+func (m *Middleware) unreserve(ctx context.Context, d *decision) {
+	if err := m.cfg.Limiter.(sluice.Refunder).RefundN(ctx, d.key, d.p.Limit, 1); err != nil {
+		m.cfg.Metrics.storeError(d.p.Name)
+		m.cfg.Logger.Warn("httplimit: giving back a response's reservation failed", "policy", d.p.Name, "err", err)
 	}
 }

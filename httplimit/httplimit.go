@@ -127,22 +127,30 @@ type Policy struct {
 	// The Limiter must be a sluice.Refunder and a sluice.Charger.
 	Settle *Settle
 	// CountOnly, when not empty, makes the policy count responses rather
-	// than requests: a request is refused only while the key has no unit
-	// left (spending nothing; Retry-After is when a unit is back: exact
-	// for a token bucket and a fixed window, the key's reset for a sliding
-	// window), and each response whose status is in the set spends
-	// one unit once the handler has answered, e.g. 401 and 403 for
-	// failed logins, 404 for scanners. The Limiter must be a
-	// sluice.Charger and a sluice.Peeker.
+	// than requests, e.g. 401 and 403 for failed logins, 404 for
+	// scanners: each request reserves one unit before the handler runs
+	// (refused, 429, when none is left: the units of the responses
+	// counted and of the requests still in the handler), and once the
+	// handler has answered, a response whose status is in the set keeps
+	// it, any other gets it back. So at most the limit's capacity of
+	// counted responses can be under way at once, however many requests
+	// arrive together. A client that leaves before any status was written
+	// keeps its unit spent. Policy.Cost is not used: a response costs 1.
+	// A shadow policy reserves nothing (it looks at what is left). The
+	// Limiter must be a sluice.Refunder, a sluice.Charger and a
+	// sluice.Peeker.
 	CountOnly StatusSet
 	// Penalty, when positive, is a penalty box: a key that breaks the
 	// policy (a request refused; with CountOnly, the counted response
-	// that leaves no unit; with Settle, a charge that leaves it in debt)
+	// that fills the limit; with Settle, a charge that leaves it in debt)
 	// is refused for Penalty, whatever it has left, with the reason header
-	// naming the policy. The box is kept in the Limiter (one unit per
-	// Penalty under the key "\x00box:<policy's key>"), so that replicas
-	// sharing a store share it. The Limiter must be a sluice.Charger and
-	// a sluice.Peeker.
+	// naming the policy. Breaches at once box the key once: for Penalty,
+	// never longer. The box is kept in the Limiter (one unit per Penalty
+	// under the key "\x00box:<policy's key>"; with CountOnly, the counted
+	// responses alone under "\x00fail:<policy's key>", to tell them from
+	// the reservations of requests still in the handler), so that
+	// replicas sharing a store share it. The Limiter must be a
+	// sluice.Charger and a sluice.Peeker.
 	Penalty time.Duration
 	// TenantLimit, when not nil, gives a request its tenant's limit in
 	// place of Limit (see PlanLimits), checked as Limit is; a tenant limit
@@ -592,7 +600,7 @@ func (m *Middleware) keyAndCost(w http.ResponseWriter, r *http.Request, p *compi
 		return "", 0, false
 	}
 	cost = 1
-	if p.Cost != nil {
+	if p.Cost != nil && p.CountOnly.IsEmpty() { // a counted response costs 1
 		cost = p.Cost(r)
 	}
 	if cost < 1 || cost > p.Limit.Capacity() {
@@ -868,7 +876,7 @@ func (m *Middleware) giveBack(ctx context.Context, ds []decision) {
 	// context is made on first use: a lone refusal gives nothing back.
 	var rctx context.Context
 	for _, d := range ds {
-		if !d.res.Allowed || !d.p.CountOnly.IsEmpty() { // a policy that counts responses spent nothing yet
+		if !d.res.Allowed { // a policy that counts responses reserved its unit: given back too
 			continue
 		}
 		if rctx == nil {

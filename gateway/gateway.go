@@ -404,7 +404,7 @@ func (g *Gateway) compile(cfg Config) (*state, error) {
 			return nil, err
 		}
 	}
-	fwd, err := g.forwarder(st, cfg.Upstreams[0], Unmatched, nil)
+	fwd, err := g.forwarder(st, cfg.Upstreams[0], Unmatched, nil, false)
 	if err != nil {
 		return nil, err
 	}
@@ -497,7 +497,7 @@ func (g *Gateway) routeLimits(st *state, ups map[string]Upstream, rt Route) (fun
 	if err != nil {
 		return nil, nil, fmt.Errorf("gateway: route %q: %w", rt.Name, err)
 	}
-	h, err := g.forwarder(st, u, rt.Name, hide)
+	h, err := g.forwarder(st, u, rt.Name, hide, readsResponse(rt.Policies))
 	if err != nil {
 		return nil, nil, err
 	}
@@ -656,8 +656,11 @@ func rewrite(trusted *clientip.Resolver, u Upstream) func(*httputil.ProxyRequest
 // forwarder returns the handler of route that sheds load beyond the
 // in-flight limits (fixed, then adaptive) and forwards the rest to u,
 // whose response reaches the client without the headers and trailers
-// named in hide (the route's cost headers).
-func (g *Gateway) forwarder(st *state, u Upstream, route string, hide []string) (http.Handler, error) {
+// named in hide (the route's cost headers). When drains (the route's
+// limits read the response), a request goes on upstream for a while after
+// its client left (see drain.go), so that it is charged the upstream's
+// answer.
+func (g *Gateway) forwarder(st *state, u Upstream, route string, hide []string, drains bool) (http.Handler, error) {
 	target := u.URL
 	rp := &httputil.ReverseProxy{
 		Transport:  g.transport,
@@ -670,6 +673,9 @@ func (g *Gateway) forwarder(st *state, u Upstream, route string, hide []string) 
 	}
 	if len(hide) > 0 {
 		rp.ModifyResponse = hideOnUpgrade(hide)
+	}
+	if drains {
+		rp.ModifyResponse = drainResponse(rp.ModifyResponse)
 	}
 	mine := g.counter(u.Name)
 	based := target.Path != "" && target.Path != "/"
@@ -687,6 +693,11 @@ func (g *Gateway) forwarder(st *state, u Upstream, route string, hide []string) 
 		}
 		if b, ok := r.Body.(*clientBody); ok && b.rest != nil {
 			w = &streamingBody{ResponseWriter: w, body: b} // for upstreamError
+		}
+		if drains {
+			var end func()
+			r, end = outliveClient(r, w.Header())
+			defer end()
 		}
 		rp.ServeHTTP(w, r)
 	}))
@@ -851,7 +862,7 @@ func (st *state) upstreamError(w http.ResponseWriter, r *http.Request, route, up
 			return
 		}
 	}
-	if r.Context().Err() != nil {
+	if clientLeft(r) {
 		// The client left; there is no one to answer.
 		st.cfg.Metrics.outcome(route, "cancelled")
 		return

@@ -21,6 +21,8 @@ const DefaultCostHeader = "Sluice-Cost"
 // is lower, charged when it is higher, into debt if need be (see
 // sluice.Charger), so that the key's next requests wait what it owes and
 // their headers say so. What the response itself reported was the estimate.
+// A request whose client left before the handler answered is charged at
+// least its estimate: a lower actual cost refunds nothing.
 type Settle struct {
 	// Header is the response header or trailer that holds the actual cost,
 	// a decimal integer of at least 0 (up to 18 digits). Empty means

@@ -170,3 +170,23 @@ func BenchmarkLoadRoutes(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkGatewayReadsResponse is BenchmarkGateway on a route whose limit
+// counts responses (a reservation, its give-back, and the upstream request
+// kept going should the client leave): what reading the response costs.
+func BenchmarkGatewayReadsResponse(b *testing.B) {
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, "ok\n") }))
+	b.Cleanup(up.Close)
+	g := gatewayOf(b, `
+limits: [{name: l, key: ip, rate: 1000000r/s, burst: 1000000, algorithm: token_bucket, count_responses: [401]}]
+routes: [{name: all, match: /, limits: [l]}]
+`, up.URL, nil, nil)
+	b.ReportAllocs()
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			if w := served(g, "GET", "/x"); w.Code != 200 {
+				b.Fatalf("status %d: %v %s", w.Code, w.Header(), w.Body)
+			}
+		}
+	})
+}

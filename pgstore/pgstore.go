@@ -30,13 +30,16 @@
 package pgstore
 
 import (
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"errors"
 	"fmt"
+	"strconv"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/sluicehq/sluice"
@@ -56,15 +59,44 @@ type Config struct {
 	// up to date by Migrate beforehand (a `migrate` command). The zero
 	// value migrates.
 	NoMigrate bool
+	// PerKey bounds the decisions of one key that hold a connection at
+	// once; the others wait in the process until one of them ends or
+	// their context does (then nothing was sent, and nothing is counted).
+	// Decisions of one key queue on its row's lock in PostgreSQL anyway, so
+	// a hot key gains nothing from more: the rest of the pool stays free
+	// for other keys. Zero means DefaultPerKey.
+	PerKey int
+	// Settle is how long a decision already sent to PostgreSQL is waited
+	// for after its caller's deadline (with no deadline: in all), since
+	// the statement is not cancelled from the client side (see AllowN).
+	// One that has not answered by then is given up: its connection is
+	// closed, and its error wraps ErrInDoubt. Zero means DefaultSettle.
+	Settle time.Duration
 }
+
+// DefaultPerKey is Config.PerKey's default: two decisions of a key in
+// flight, so that one's round trip overlaps the other's work on the row.
+const DefaultPerKey = 2
+
+// DefaultSettle is Config.Settle's default.
+const DefaultSettle = 5 * time.Second
+
+// ErrInDoubt is wrapped by the error of a decision whose statement was sent
+// and whose answer never came (the connection broke, or Config.Settle ran
+// out): PostgreSQL may have counted it or not. It is the one case in which
+// the ledger may count units that no caller was told were admitted: at most
+// the cost of the decisions in flight when the connection was lost.
+var ErrInDoubt = errors.New("pgstore: the decision was sent and its outcome is unknown")
 
 // Store is a sluice.Limiter, sluice.Refunder, sluice.Peeker and
 // sluice.LimitValidator on a PostgreSQL pool. It is safe for concurrent use.
 // The zero Store is not usable; see Open and New.
 type Store struct {
-	pool  *pgxpool.Pool
-	owned bool
-	clock sluice.Clock
+	pool   *pgxpool.Pool
+	owned  bool
+	clock  sluice.Clock
+	gate   *gate
+	settle time.Duration
 }
 
 var (
@@ -103,7 +135,11 @@ func New(ctx context.Context, pool *pgxpool.Pool, cfg Config) (*Store, error) {
 			return nil, err
 		}
 	}
-	return &Store{pool: pool, clock: cfg.Clock}, nil
+	if cfg.PerKey < 0 || cfg.Settle < 0 {
+		return nil, fmt.Errorf("pgstore: Config.PerKey %d and Config.Settle %v must not be negative", cfg.PerKey, cfg.Settle)
+	}
+	per := cmp.Or(cfg.PerKey, DefaultPerKey)
+	return &Store{pool: pool, clock: cfg.Clock, gate: newGate(per), settle: cmp.Or(cfg.Settle, DefaultSettle)}, nil
 }
 
 // Pool returns the store's pool, for code that keeps more in the same
@@ -267,30 +303,108 @@ WHERE NOT EXISTS (SELECT FROM up)`
 // countSQL reads a period's count.
 const countSQL = `SELECT count FROM sluice_usage WHERE key_hash = $1 AND period_start = $2`
 
+// setTimeoutSQL sets the server's statement_timeout, in milliseconds, for
+// the rest of the transaction: sent in the same pipeline as spendSQL (one
+// round trip, one implicit transaction), it bounds the decision's statement
+// to its caller's time on the server's side.
+const setTimeoutSQL = `SELECT set_config('statement_timeout', $1, true)`
+
+// queryCanceled is PostgreSQL's SQLSTATE for a statement it cancelled
+// (query_canceled), statement_timeout's among them.
+const queryCanceled = "57014"
+
 // spend runs spendSQL and, only for a refusal the upsert made after a
 // concurrent commit, countSQL. It returns the period's count, whether the
 // cost was admitted, and the period's end.
+//
+// A decision is exact whatever its caller's deadline: the units
+// PostgreSQL counts are the units of the decisions spend reports admitted.
+// Everything that may wait before the statement is sent waits in the
+// process and ends with ctx (the key's place in the gate, a connection of
+// the pool): nothing is sent then. Once sent, the statement is never
+// cancelled from the client side, since a cancellation (or a closed
+// connection) that reaches the server after the commit would leave units
+// counted for a caller told "failed". Instead the server cancels it: the
+// pipeline first sets statement_timeout to the time ctx has left, which
+// stops the statement, and rolls it back, where it is still executing
+// (waiting on the row's lock, say), and never during its commit. spend
+// then waits for the server's answer, whatever it is, and reports it,
+// even after ctx has ended: an admission is returned as one (its caller's
+// wrapper, failsafe, takes a result that comes late), a cancellation as an
+// error. Only an answer that has not come Settle after the deadline is
+// given up, as ErrInDoubt.
 func (s *Store) spend(ctx context.Context, key string, start, end time.Time, quota, cost int64) (int64, bool, time.Time, error) {
 	h := hash(key)
+	sl, err := s.gate.enter(ctx, h)
+	if err != nil {
+		return 0, false, end, fmt.Errorf("pgstore: spending: waiting for the key's other decisions (at most %d in flight): %w", s.gate.per, err)
+	}
+	defer s.gate.exit(h, sl)
+	conn, err := s.pool.Acquire(ctx)
+	if err != nil {
+		return 0, false, end, fmt.Errorf("pgstore: spending: %w", err)
+	}
+	defer conn.Release()
+	var b pgx.Batch
+	bound := s.settle
+	if dl, ok := ctx.Deadline(); ok {
+		left := time.Until(dl)
+		if left <= 0 || ctx.Err() != nil {
+			return 0, false, end, fmt.Errorf("pgstore: spending: %w", cmp.Or(ctx.Err(), context.DeadlineExceeded))
+		}
+		ms := (left + time.Millisecond - 1) / time.Millisecond
+		b.Queue(setTimeoutSQL, strconv.FormatInt(int64(ms), 10))
+		bound += left
+	} else if err := ctx.Err(); err != nil {
+		return 0, false, end, fmt.Errorf("pgstore: spending: %w", err)
+	}
+	b.Queue(spendSQL, h[:], start, end, []byte(key), cost, quota)
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), bound)
+	defer cancel()
 	var count int64
 	var admitted, decidedOn bool
 	var until time.Time
-	err := s.pool.QueryRow(ctx, spendSQL, h[:], start, end, []byte(key), cost, quota).Scan(&count, &admitted, &until, &decidedOn)
+	br := conn.SendBatch(sctx, &b)
+	if b.Len() == 2 {
+		_, err = br.Exec()
+	}
+	if err == nil {
+		err = br.QueryRow().Scan(&count, &admitted, &until, &decidedOn)
+	}
+	if cerr := br.Close(); err == nil {
+		err = cerr
+	}
 	if err != nil {
+		var pe *pgconn.PgError
+		switch {
+		case sctx.Err() != nil || conn.Conn().IsClosed():
+			return 0, false, end, fmt.Errorf("pgstore: spending: %w: %w", ErrInDoubt, err)
+		case b.Len() == 2 && errors.As(err, &pe) && pe.Code == queryCanceled:
+			return 0, false, end, fmt.Errorf("pgstore: spending: %w: the server stopped the statement at its caller's deadline, counting nothing: %w", context.DeadlineExceeded, err)
+		}
 		return 0, false, end, fmt.Errorf("pgstore: spending: %w", err)
 	}
 	if decidedOn {
 		return count, admitted, until, nil
 	}
-	count, err = s.count(ctx, h[:], start)
+	// A refusal: nothing was counted, so reading the count may end with
+	// ctx.
+	count, err = countOn(ctx, conn.Conn(), h[:], start)
 	return count, false, end, err
 }
 
 // count reads the count of the period of key hash h that starts at start;
 // 0 if there is none.
 func (s *Store) count(ctx context.Context, h []byte, start time.Time) (int64, error) {
+	return countOn(ctx, s.pool, h, start)
+}
+
+// countOn is count on q, a pool or one of its connections.
+func countOn(ctx context.Context, q interface {
+	QueryRow(context.Context, string, ...any) pgx.Row
+}, h []byte, start time.Time) (int64, error) {
 	var count int64
-	err := s.pool.QueryRow(ctx, countSQL, h, start).Scan(&count)
+	err := q.QueryRow(ctx, countSQL, h, start).Scan(&count)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return 0, nil
 	}

@@ -17,8 +17,9 @@ import (
 	"github.com/sluicehq/sluice/pgstore"
 )
 
-// statements counts the statements (queries and prepares) a pgx connection
-// sends: a pgx.QueryTracer and pgx.PrepareTracer.
+// statements counts the round trips (queries, prepares and batches) a pgx
+// connection makes: a pgx.QueryTracer, pgx.PrepareTracer and
+// pgx.BatchTracer.
 type statements struct{ n atomic.Int64 }
 
 func (s *statements) TraceQueryStart(ctx context.Context, _ *pgx.Conn, _ pgx.TraceQueryStartData) context.Context {
@@ -34,6 +35,17 @@ func (s *statements) TracePrepareStart(ctx context.Context, _ *pgx.Conn, _ pgx.T
 }
 
 func (s *statements) TracePrepareEnd(context.Context, *pgx.Conn, pgx.TracePrepareEndData) {}
+
+// TraceBatchStart counts a batch as one: its statements go in one round
+// trip.
+func (s *statements) TraceBatchStart(ctx context.Context, _ *pgx.Conn, _ pgx.TraceBatchStartData) context.Context {
+	s.n.Add(1)
+	return ctx
+}
+
+func (s *statements) TraceBatchQuery(context.Context, *pgx.Conn, pgx.TraceBatchQueryData) {}
+
+func (s *statements) TraceBatchEnd(context.Context, *pgx.Conn, pgx.TraceBatchEndData) {}
 
 // tracedPool returns a pool of one connection to a fresh schema and the
 // count of the statements it sends.

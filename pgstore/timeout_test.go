@@ -1,0 +1,147 @@
+package pgstore_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/internal/pgtest"
+	"github.com/sluicehq/sluice/internal/storetest"
+	"github.com/sluicehq/sluice/pgstore"
+)
+
+// slowWrites installs, in the store's schema, a trigger that makes every
+// write of a row of sluice_usage (of the key only, when only is not empty)
+// sleep for a random time up to maxSleep while it holds the row's lock: a
+// slow PostgreSQL, on purpose.
+func slowWrites(t *testing.T, s *pgstore.Store, maxSleep time.Duration, only string) {
+	t.Helper()
+	cond := "true"
+	if only != "" {
+		cond = fmt.Sprintf("NEW.key = convert_to(%s, 'UTF8')", quoteLiteral(only))
+	}
+	sql := fmt.Sprintf(`CREATE FUNCTION slow_usage() RETURNS trigger LANGUAGE plpgsql AS $f$
+BEGIN
+	IF %s THEN PERFORM pg_sleep(random() * %g); END IF;
+	RETURN NEW;
+END $f$;
+CREATE TRIGGER slow_usage BEFORE INSERT OR UPDATE ON sluice_usage FOR EACH ROW EXECUTE FUNCTION slow_usage();`, cond, maxSleep.Seconds())
+	if _, err := s.Pool().Exec(context.Background(), sql); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// quoteLiteral quotes s as an SQL string literal.
+func quoteLiteral(s string) string { return "'" + strings.ReplaceAll(s, "'", "''") + "'" }
+
+// TestTimedOutDecisionsAreNotBilled: 8 goroutines decide on 80 keys (one decision each) of a
+// PostgreSQL whose writes take up to 400 ms, each decision given 250 ms, so
+// that many time out while PostgreSQL works on them. Every decision that
+// was not answered "admitted" must leave the ledger as it was: the ledger's
+// count is exactly the admissions the callers were told of.
+func TestTimedOutDecisionsAreNotBilled(t *testing.T) {
+	s, _ := openURL(t, pgtest.Schema(t)+"&pool_max_conns=8", nil)
+	slowWrites(t, s, 400*time.Millisecond, "")
+	lim := sluice.Limit{Algorithm: sluice.FixedWindow, Rate: 1 << 40, Period: sluice.MaxPeriod}
+	keys := make([]string, 80)
+	for i := range keys {
+		keys[i] = fmt.Sprint("k", i)
+	}
+	var admitted, failed atomic.Int64
+	var wg sync.WaitGroup
+	for g := range 8 {
+		wg.Go(func() {
+			for i := range 10 {
+				ctx, cancel := context.WithTimeout(context.Background(), 250*time.Millisecond)
+				r, err := s.Allow(ctx, keys[g*10+i], lim)
+				cancel()
+				switch {
+				case errors.Is(err, sluice.ErrBadInput):
+					t.Error(err)
+					return
+				case err != nil:
+					failed.Add(1)
+				case r.Allowed:
+					admitted.Add(1)
+				default:
+					t.Errorf("refused under a quota of 2^40: %+v", r)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	var billed int64
+	for _, k := range keys {
+		u, err := s.Usage(context.Background(), k)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, p := range u {
+			billed += p.Count
+		}
+	}
+	t.Logf("admitted %d, failed %d, ledger %d", admitted.Load(), failed.Load(), billed)
+	if failed.Load() < 10 || admitted.Load() < 1 {
+		t.Fatalf("admitted %d, failed %d of 80: the test wants some of each (the slow trigger did not slow enough, or too much)", admitted.Load(), failed.Load())
+	}
+	if billed != admitted.Load() {
+		t.Errorf("the ledger counts %d units; the callers were told of %d admissions (%d decisions failed)", billed, admitted.Load(), failed.Load())
+	}
+}
+
+// TestHotKeyLeavesConnectionsForOtherKeys: 48 goroutines deciding on one
+// hot key, whose every write takes up to 40 ms under its row lock, with a
+// pool of 8 connections, must not keep another key's decisions from a
+// connection: 20 decisions of another key, each given 500 ms, are all
+// answered by the store.
+func TestHotKeyLeavesConnectionsForOtherKeys(t *testing.T) {
+	s, _ := openURL(t, pgtest.Schema(t)+"&pool_max_conns=8", nil)
+	slowWrites(t, s, 40*time.Millisecond, "hot")
+	lim := sluice.Limit{Algorithm: sluice.FixedWindow, Rate: 1 << 40, Period: sluice.MaxPeriod}
+	stop := make(chan struct{})
+	var hot atomic.Int64
+	var wg sync.WaitGroup
+	for range 48 {
+		wg.Go(func() {
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+				if r, err := s.Allow(ctx, "hot", lim); err == nil && r.Allowed {
+					hot.Add(1)
+				}
+				cancel()
+			}
+		})
+	}
+	defer func() { close(stop); wg.Wait() }()
+	storetest.WaitFor(t, "20 admissions of the hot key", func() bool { return hot.Load() >= 20 })
+	answered := 0
+	var slowest time.Duration
+	var lastErr error
+	for range 20 {
+		ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
+		began := time.Now()
+		r, err := s.Allow(ctx, "other", lim)
+		cancel()
+		slowest = max(slowest, time.Since(began))
+		if err == nil && r.Allowed {
+			answered++
+		} else {
+			lastErr = err
+		}
+	}
+	t.Logf("other key: %d of 20 answered, slowest %v; hot key admitted %d meanwhile", answered, slowest, hot.Load())
+	if answered != 20 {
+		t.Errorf("another key's decisions answered %d of 20 within 500 ms behind a hot key (last error: %v)", answered, lastErr)
+	}
+}

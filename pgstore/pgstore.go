@@ -35,7 +35,11 @@ import (
 	"crypto/sha256"
 	"errors"
 	"fmt"
+	"log/slog"
+	"math"
 	"strconv"
+	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -72,7 +76,53 @@ type Config struct {
 	// One that has not answered by then is given up: its connection is
 	// closed, and its error wraps ErrInDoubt. Zero means DefaultSettle.
 	Settle time.Duration
+	// MaxKeysPerGroup bounds the distinct keys counted in one group of
+	// keys (see Group) in one period: the first decision of a key past it
+	// is refused with an error wrapping ErrTooManyKeys, and writes no row,
+	// so a client that chooses descriptor values cannot grow the ledger
+	// without bound (at most MaxKeysPerGroup rows of at most
+	// sluice.MaxKeyLen bytes per group and period). Keys that already have
+	// their row in the period are served as before. Zero means
+	// DefaultMaxKeysPerGroup; a negative value, no bound.
+	MaxKeysPerGroup int64
+	// Group names the group a key counts in for MaxKeysPerGroup; nil means
+	// DefaultGroup.
+	Group func(key string) string
+	// Logger receives a warning, at most once per 10 seconds with the
+	// count since the last, while keys are refused for MaxKeysPerGroup;
+	// nil means slog.Default().
+	Logger *slog.Logger
 }
+
+// DefaultMaxKeysPerGroup is Config.MaxKeysPerGroup's default.
+const DefaultMaxKeysPerGroup = 100_000
+
+// DefaultGroup is Config.Group's default: the key up to its last '_', or
+// "" when it has none. The keys sluice serve spells are the domain, then
+// each descriptor entry's key and value joined by '_' (a value's own '_'
+// escaped), so a key's group is its descriptor with the last value left
+// out: "api_tenant" for every "api_tenant_<value>", or, for
+// "api_tenant_acme_path_<value>", the paths of tenant acme.
+func DefaultGroup(key string) string {
+	if i := strings.LastIndexByte(key, '_'); i >= 0 {
+		return key[:i]
+	}
+	return ""
+}
+
+// ErrTooManyKeys is wrapped by the error of a key's first decision in a
+// period when its group already holds Config.MaxKeysPerGroup keys in that
+// period. It matches sluice.ErrBadInput: the caller chose one key too many,
+// the store did not fail (package failsafe passes it through, tripping
+// nothing; faces answer it as a bad request, with its message).
+var ErrTooManyKeys error = tooManyKeysError{}
+
+type tooManyKeysError struct{}
+
+func (tooManyKeysError) Error() string { return "pgstore: too many keys in the group for the period" }
+
+// Is makes ErrTooManyKeys match sluice.ErrBadInput.
+func (tooManyKeysError) Is(target error) bool { return target == sluice.ErrBadInput }
 
 // DefaultPerKey is Config.PerKey's default: two decisions of a key in
 // flight, so that one's round trip overlaps the other's work on the row.
@@ -97,6 +147,13 @@ type Store struct {
 	clock  sluice.Clock
 	gate   *gate
 	settle time.Duration
+
+	maxKeys int64 // Config.MaxKeysPerGroup; math.MaxInt64 for no bound
+	group   func(string) string
+	log     *slog.Logger
+	// refused counts the keys refused for MaxKeysPerGroup: in all, and
+	// since the last log line; lastLog is that line's time (Unix ns).
+	refused, refusedSince, lastLog atomic.Int64
 }
 
 var (
@@ -139,7 +196,19 @@ func New(ctx context.Context, pool *pgxpool.Pool, cfg Config) (*Store, error) {
 		return nil, fmt.Errorf("pgstore: Config.PerKey %d and Config.Settle %v must not be negative", cfg.PerKey, cfg.Settle)
 	}
 	per := cmp.Or(cfg.PerKey, DefaultPerKey)
-	return &Store{pool: pool, clock: cfg.Clock, gate: newGate(per), settle: cmp.Or(cfg.Settle, DefaultSettle)}, nil
+	maxKeys := cmp.Or(cfg.MaxKeysPerGroup, DefaultMaxKeysPerGroup)
+	if maxKeys < 0 {
+		maxKeys = math.MaxInt64
+	}
+	st := &Store{pool: pool, clock: cfg.Clock, gate: newGate(per), settle: cmp.Or(cfg.Settle, DefaultSettle),
+		maxKeys: maxKeys, group: cfg.Group, log: cfg.Logger}
+	if st.group == nil {
+		st.group = DefaultGroup
+	}
+	if st.log == nil {
+		st.log = slog.Default()
+	}
+	return st, nil
 }
 
 // Pool returns the store's pool, for code that keeps more in the same
@@ -272,32 +341,50 @@ func checkPeriod(key string, start, end time.Time, quota, cost int64) error {
 // changes nothing, so one made on the count committed when the statement
 // began is as exact as one made under the lock.
 //
+// room is a key's first decision in the period (cur has no row): it takes
+// one of the places of the key's group ($7) in the period, of at most $8,
+// or none when none is left; then the upsert inserts nothing and the
+// decision is refused as one key too many. A key that has a row takes no
+// place and touches no group row.
+//
 // Otherwise the upsert decides: its row source is also empty when the cost
 // alone exceeds the quota (the DO UPDATE's WHERE guards only the update),
 // and a conflicting row is locked and its latest version checked, so
 // concurrent admissions queue on the row and none is lost.
 //
-// It returns one row: the count, whether admitted, the period's end, and
-// whether the count is the one the decision was made on. That last is
-// false only when the upsert refused after a concurrent writer's commit
-// (cur saw room, or no row, and the row it then locked had none): cur
-// predates that commit, as every read in the statement shares its
-// snapshot, so the count must be read again.
+// It returns one row: the count, whether admitted, the period's end,
+// whether the count is the one the decision was made on, and whether the
+// key has its place in the group (or needs none: a cost above the quota
+// is refused on its own). The fourth is false only when the upsert
+// refused after a concurrent writer's commit (cur saw room, or no row, and
+// the row it then locked had none): cur predates that commit, as every
+// read in the statement shares its snapshot, so the count must be read
+// again.
 const spendSQL = `WITH cur AS (
 	SELECT count FROM sluice_usage WHERE key_hash = $1 AND period_start = $2
+), room AS (
+	INSERT INTO sluice_usage_groups AS g (group_hash, period_start, period_end, keys)
+	SELECT $7, $2, $3, 1
+	WHERE NOT EXISTS (SELECT FROM cur) AND $5::bigint <= $6::bigint AND $8::bigint >= 1
+	ON CONFLICT (group_hash, period_start) DO UPDATE
+	SET keys = g.keys + 1, period_end = greatest(g.period_end, excluded.period_end)
+	WHERE g.keys < $8::bigint
+	RETURNING 1
 ), up AS (
 	INSERT INTO sluice_usage AS u (key_hash, period_start, period_end, key, count, quota)
 	SELECT $1, $2, $3, $4, $5::bigint, $6::bigint
 	WHERE $5::bigint <= $6::bigint AND NOT EXISTS (SELECT FROM cur WHERE cur.count + $5::bigint > $6::bigint)
+		AND (EXISTS (SELECT FROM cur) OR EXISTS (SELECT FROM room))
 	ON CONFLICT (key_hash, period_start) DO UPDATE
 	SET count = u.count + excluded.count, period_end = excluded.period_end, quota = excluded.quota, updated_at = now()
 	WHERE u.count + excluded.count <= excluded.quota
 	RETURNING u.count, u.period_end
 )
-SELECT count, true, period_end, true FROM up
+SELECT count, true, period_end, true, true FROM up
 UNION ALL
 SELECT coalesce((SELECT count FROM cur), 0), false, $3::timestamptz,
-	EXISTS (SELECT FROM cur WHERE cur.count + $5::bigint > $6::bigint)
+	EXISTS (SELECT FROM cur WHERE cur.count + $5::bigint > $6::bigint),
+	EXISTS (SELECT FROM cur) OR EXISTS (SELECT FROM room) OR $5::bigint > $6::bigint
 WHERE NOT EXISTS (SELECT FROM up)`
 
 // countSQL reads a period's count.
@@ -358,18 +445,19 @@ func (s *Store) spend(ctx context.Context, key string, start, end time.Time, quo
 	} else if err := ctx.Err(); err != nil {
 		return 0, false, end, fmt.Errorf("pgstore: spending: %w", err)
 	}
-	b.Queue(spendSQL, h[:], start, end, []byte(key), cost, quota)
+	gh := hash(s.group(key))
+	b.Queue(spendSQL, h[:], start, end, []byte(key), cost, quota, gh[:], s.maxKeys)
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), bound)
 	defer cancel()
 	var count int64
-	var admitted, decidedOn bool
+	var admitted, decidedOn, placed bool
 	var until time.Time
 	br := conn.SendBatch(sctx, &b)
 	if b.Len() == 2 {
 		_, err = br.Exec()
 	}
 	if err == nil {
-		err = br.QueryRow().Scan(&count, &admitted, &until, &decidedOn)
+		err = br.QueryRow().Scan(&count, &admitted, &until, &decidedOn, &placed)
 	}
 	if cerr := br.Close(); err == nil {
 		err = cerr
@@ -383,6 +471,9 @@ func (s *Store) spend(ctx context.Context, key string, start, end time.Time, quo
 			return 0, false, end, fmt.Errorf("pgstore: spending: %w: the server stopped the statement at its caller's deadline, counting nothing: %w", context.DeadlineExceeded, err)
 		}
 		return 0, false, end, fmt.Errorf("pgstore: spending: %w", err)
+	}
+	if !placed {
+		return 0, false, end, s.tooManyKeys(key, start)
 	}
 	if decidedOn {
 		return count, admitted, until, nil
@@ -412,6 +503,34 @@ func countOn(ctx context.Context, q interface {
 		return 0, fmt.Errorf("pgstore: reading a count: %w", err)
 	}
 	return count, nil
+}
+
+// KeysRefused returns how many first decisions of a key were refused for
+// Config.MaxKeysPerGroup since the Store was made.
+func (s *Store) KeysRefused() int64 { return s.refused.Load() }
+
+// tooManyKeys counts and logs (at most once per 10 s) a key refused for
+// MaxKeysPerGroup, and returns its error.
+func (s *Store) tooManyKeys(key string, start time.Time) error {
+	s.refused.Add(1)
+	s.refusedSince.Add(1)
+	group := clip(s.group(key))
+	now := time.Now().UnixNano()
+	if last := s.lastLog.Load(); now-last >= int64(10*time.Second) && s.lastLog.CompareAndSwap(last, now) {
+		s.log.Warn("pgstore: keys refused: their group holds Config.MaxKeysPerGroup keys in the period",
+			"group", group, "max_keys", s.maxKeys, "refused", s.refusedSince.Swap(0), "refused_total", s.refused.Load())
+	}
+	return fmt.Errorf("%w: the group %q holds %d keys in the period that started at %s; a new key is refused until the next period",
+		ErrTooManyKeys, group, s.maxKeys, start.UTC().Format(time.RFC3339))
+}
+
+// clip cuts a client-chosen name to at most 64 bytes for a message or a
+// log line.
+func clip(s string) string {
+	if len(s) <= 64 {
+		return s
+	}
+	return s[:64] + "…"
 }
 
 // hash is the row's key: SHA-256 of the key, an index entry of fixed size

@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"io"
 	"slices"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -29,11 +31,103 @@ cannot be reached or a migration fails, 2 for a usage error.`,
 	examples: []string{
 		"sluice migrate postgres://sluice@db:5432/sluice",
 		"sluice migrate -store postgres://sluice@db:5432/sluice -timeout 1m",
+		"sluice migrate prune -older-than 90d postgres://sluice@db:5432/sluice",
 	},
 }
 
-// runMigrate runs `sluice migrate`.
+// pruneUsage is `migrate prune`'s -h.
+var pruneUsage = usage{
+	synopsis: "sluice migrate prune -older-than D [flags] [URL]",
+	about: `Prune deletes the usage ledger's periods that ended more than D ago (the
+keys' counts, and the per-group key counts of the cap on distinct keys),
+10,000 rows per statement, and prints how many rows it deleted. A period
+still open is never deleted. D is a Go duration (2160h) or a number of days
+(90d). Export what the bills need first (sluice admin ledger). Run it
+periodically, from cron or a Kubernetes CronJob: rows of periods that ended
+stay until it runs. Exit status 1 when the database cannot be reached or a
+statement fails (what was deleted until then stays deleted), 2 for a usage
+error.`,
+	examples: []string{
+		"sluice migrate prune -older-than 90d postgres://sluice@db:5432/sluice",
+	},
+}
+
+// runPrune runs `sluice migrate prune`.
+func runPrune(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("sluice migrate prune", flag.ContinueOnError)
+	store := fs.String("store", "", "the PostgreSQL database: a postgres:// or postgresql:// URL (or give it as the argument)")
+	olderThan := fs.String("older-than", "", "delete the periods that ended more than this long ago: a Go duration (2160h) or days (90d); required")
+	timeout := fs.Duration("timeout", 10*time.Minute, "give up after this long")
+	if code, done := parseCommandLine(fs, args, stdout, stderr, pruneUsage, 1); done {
+		return code
+	}
+	fail := exitWith(stderr, "sluice migrate prune:")
+	url := *store
+	switch {
+	case url != "" && fs.NArg() == 1:
+		return fail(2, "give the database once: -store or the URL argument, not both")
+	case fs.NArg() == 1:
+		url = fs.Arg(0)
+	case url == "":
+		return fail(2, "give the database's URL (postgres://…). Run 'sluice migrate prune -h' for the usage.")
+	}
+	if !isPostgres(url) {
+		return fail(2, fmt.Sprintf("%s is not a PostgreSQL URL (postgres:// or postgresql://): only PostgreSQL keeps a ledger", storeName(url)))
+	}
+	age, err := parseAge(*olderThan)
+	if err != nil {
+		return fail(2, err.Error())
+	}
+	if *timeout <= 0 {
+		return fail(2, fmt.Sprintf("-timeout %v: want a positive duration", *timeout))
+	}
+	ctx, cancel := context.WithTimeout(ctx, *timeout)
+	defer cancel()
+	pool, err := pgxpool.New(ctx, url)
+	if err != nil {
+		return fail(1, storeName(url)+":", err)
+	}
+	defer pool.Close()
+	before := time.Now().Add(-age)
+	p, err := pgstore.Prune(ctx, pool, before)
+	fmt.Fprintf(stdout, "%s: deleted %d ledger rows and %d key-count rows of periods that ended before %s\n",
+		storeName(url), p.Usage, p.Groups, before.UTC().Format(time.RFC3339))
+	if err != nil {
+		return fail(1, storeName(url)+":", err)
+	}
+	return 0
+}
+
+// parseAge reads -older-than: a Go duration or a whole number of days
+// ("90d"), positive.
+func parseAge(s string) (time.Duration, error) {
+	if s == "" {
+		return 0, errors.New("-older-than is required: how long after its end a period is kept (90d, 2160h)")
+	}
+	var d time.Duration
+	var err error
+	if days, ok := strings.CutSuffix(s, "d"); ok {
+		var n int
+		n, err = strconv.Atoi(days)
+		if err == nil && (n < 0 || n > 100*366) {
+			err = errors.New("out of range")
+		}
+		d = time.Duration(n) * 24 * time.Hour
+	} else {
+		d, err = time.ParseDuration(s)
+	}
+	if err != nil || d <= 0 {
+		return 0, fmt.Errorf("-older-than %q: want a positive Go duration (2160h) or number of days (90d)", s)
+	}
+	return d, nil
+}
+
+// runMigrate runs `sluice migrate`, and `sluice migrate prune`
+// (runPrune).
 func runMigrate(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	if len(args) > 0 && args[0] == "prune" {
+		return runPrune(ctx, args[1:], stdout, stderr)
+	}
 	fs := flag.NewFlagSet("sluice migrate", flag.ContinueOnError)
 	store := fs.String("store", "", "the PostgreSQL database: a postgres:// or postgresql:// URL (or give it as the argument)")
 	timeout := fs.Duration("timeout", 30*time.Second, "give up after this long (connecting, waiting for another migration's lock, applying)")

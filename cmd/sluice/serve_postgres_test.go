@@ -104,6 +104,30 @@ func TestServeOnPostgres(t *testing.T) {
 		}
 	})
 
+	t.Run("migrate prune deletes the periods that ended before its age", func(t *testing.T) {
+		url := srv.Schema(t)
+		runCase{[]string{"migrate", url}, 0, "applied 0003_key_groups.sql", ""}.check(t)
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		conn, err := pgx.Connect(ctx, url)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer conn.Close(ctx)
+		now := time.Now()
+		for i, ended := range []time.Time{now.AddDate(0, 0, -100), now.AddDate(0, 0, -91), now.AddDate(0, 0, -89), now.Add(time.Hour)} {
+			if _, err := conn.Exec(ctx, `INSERT INTO sluice_usage (key_hash, period_start, period_end, key, count, quota)
+VALUES (sha256($1), $2, $3, $1, 1, 1)`, []byte(fmt.Sprint("k", i)), ended.AddDate(0, 0, -30), ended); err != nil {
+				t.Fatal(err)
+			}
+		}
+		runCase{[]string{"migrate", "prune", "-older-than", "90d", url}, 0, "deleted 2 ledger rows", ""}.check(t)
+		if n := storeCount(t, url); n != 2 {
+			t.Errorf("%d rows left, want the 2 periods that ended less than 90 days ago", n)
+		}
+		runCase{[]string{"migrate", "prune", "-older-than", "2160h", "-store", url}, 0, "deleted 0 ledger rows", ""}.check(t)
+	})
+
 	t.Run("a local share decides first in each process", func(t *testing.T) {
 		url := srv.Schema(t)
 		path := filepath.Join(t.TempDir(), "q.yaml")
@@ -301,6 +325,12 @@ func TestServePostgresRefusesWhatItCannotDo(t *testing.T) {
 		{[]string{"migrate", "redis://127.0.0.1:1"}, 2, "", "not a PostgreSQL URL"},
 		{[]string{"migrate", "-store", noPostgres, noPostgres}, 2, "", "not both"},
 		{[]string{"migrate", "-timeout", "5s", noPostgres}, 1, "", "127.0.0.1:1"},
+		{[]string{"migrate", "prune", noPostgres}, 2, "", "-older-than is required"},
+		{[]string{"migrate", "prune", "-older-than", "-3d", noPostgres}, 2, "", `-older-than "-3d"`},
+		{[]string{"migrate", "prune", "-older-than", "soon", noPostgres}, 2, "", `-older-than "soon"`},
+		{[]string{"migrate", "prune", "-older-than", "90d", "redis://127.0.0.1:1"}, 2, "", "not a PostgreSQL URL"},
+		{[]string{"migrate", "prune", "-older-than", "90d"}, 2, "", "give the database's URL"},
+		{[]string{"migrate", "prune", "-h"}, 0, "Usage: sluice migrate prune", ""},
 		{[]string{"help", "migrate"}, 0, "Usage: sluice migrate", ""},
 		{[]string{"help"}, 0, "migrate", ""},
 	} {

@@ -175,7 +175,7 @@ func openPostgres(ctx context.Context, url, failure string, failureSet, migrate 
 	if !failureSet {
 		mode = failsafe.Closed
 	}
-	st, err := connectPostgres(ctx, url, migrate)
+	st, err := connectPostgresLog(ctx, url, migrate, log)
 	if err != nil {
 		if migrate {
 			return openedStore{}, fmt.Errorf("%s: %w (with -migrate=false serve starts without the database, once `sluice migrate` has brought its schema up to date)", storeName(url), err)
@@ -204,9 +204,16 @@ func openPostgres(ctx context.Context, url, failure string, failureSet, migrate 
 // serve's store, its admin API's usage pool and the plans' database, in
 // serve and proxy, open theirs with it.
 func connectPostgres(ctx context.Context, url string, migrate bool) (*pgstore.Store, error) {
+	return connectPostgresLog(ctx, url, migrate, nil)
+}
+
+// connectPostgresLog is connectPostgres whose store logs to log (nil:
+// slog.Default()): serve's decisions store, whose refusals of keys past
+// pgstore's cap on distinct keys per group and period are logged there.
+func connectPostgresLog(ctx context.Context, url string, migrate bool, log *slog.Logger) (*pgstore.Store, error) {
 	cctx, cancel := context.WithTimeout(ctx, firstConnect)
 	defer cancel()
-	st, err := pgstore.Open(cctx, url, pgstore.Config{NoMigrate: !migrate})
+	st, err := pgstore.Open(cctx, url, pgstore.Config{NoMigrate: !migrate, Logger: log})
 	return st, redact.Error(err, url)
 }
 

@@ -127,3 +127,29 @@ func reportLatency(b *testing.B, lat []time.Duration) {
 	b.ReportMetric(float64(lat[len(lat)/2].Microseconds()), "p50-µs")
 	b.ReportMetric(float64(lat[len(lat)*99/100].Microseconds()), "p99-µs")
 }
+
+// BenchmarkDecisionsWithDeadline is BenchmarkDecisions' fsync=off, conc=1
+// over 10,000 keys, each decision given a deadline of 1 s, as every
+// decision behind package failsafe has: the path that bounds the
+// statement on the server's side (statement_timeout) as well.
+func BenchmarkDecisionsWithDeadline(b *testing.B) {
+	srv := pgtest.StartServer(b, "fsync=off")
+	s := openConns(b, srv.URL(), 1)
+	lim := sluice.Limit{Algorithm: sluice.FixedWindow, Rate: sluice.MaxRate, Period: time.Hour}
+	prefix := "bench:" + strconv.FormatInt(time.Now().UnixNano(), 36) + ":"
+	keys := make([]string, 10000)
+	for i := range keys {
+		keys[i] = prefix + strconv.Itoa(i)
+	}
+	decide := func(i int64) (sluice.Result, error) {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		return s.Allow(ctx, keys[i%int64(len(keys))], lim)
+	}
+	warm(b, 1, func(i int) error {
+		_, err := decide(int64(i))
+		return err
+	})
+	lat := storetest.TimedDecisions(b, 1, decide)
+	reportLatency(b, lat)
+}

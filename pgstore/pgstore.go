@@ -23,6 +23,14 @@
 // Its schema is applied by Migrate (Open and New call it) from SQL files
 // embedded in the package.
 //
+// Decisions are exact under timeouts: a decision that fails, or whose
+// caller gave up, counts nothing (AllowN says how); at most Config.PerKey
+// decisions of one key hold a connection at once, so a hot key leaves the
+// pool to the others; a group of keys holds at most
+// Config.MaxKeysPerGroup keys per period, so client-chosen keys cannot
+// grow the ledger without bound; and Prune deletes the periods that have
+// ended, the ledger's retention.
+//
 // When a key's limit changes period, counting goes on in the row of the
 // period that holds now under the new limit: a row that starts at the same
 // instant is continued (its end moved to the new period's), any other
@@ -278,7 +286,17 @@ func (s *Store) Allow(ctx context.Context, key string, lim sluice.Limit) (sluice
 // A denial spends nothing and reports the window's count as it is after the
 // decision: Remaining is what is left of the quota, RetryAfter and
 // ResetAfter the time to the window's end. Errors wrap sluice.ErrBadInput
-// for bad input, and the database's error (or ctx's) otherwise.
+// for bad input (ErrTooManyKeys for a new key past
+// Config.MaxKeysPerGroup), and the database's error (or ctx's) otherwise.
+//
+// It is exact whatever ctx's deadline: units are counted only for a
+// decision it returns admitted. It waits for its key's place
+// (Config.PerKey) and a connection until ctx ends, sending nothing then;
+// once sent, the statement is bounded on the server's side by the time
+// ctx has left, and its answer is returned even when it comes after ctx
+// ended. An error wraps context.DeadlineExceeded when the server stopped
+// the statement (nothing counted), and ErrInDoubt when its answer never
+// came (the connection broke, or Config.Settle ran out).
 func (s *Store) AllowN(ctx context.Context, key string, lim sluice.Limit, cost int) (sluice.Result, error) {
 	if err := check(key, lim, cost); err != nil {
 		return sluice.Result{}, err
@@ -422,55 +440,19 @@ const queryCanceled = "57014"
 // given up, as ErrInDoubt.
 func (s *Store) spend(ctx context.Context, key string, start, end time.Time, quota, cost int64) (int64, bool, time.Time, error) {
 	h := hash(key)
-	sl, err := s.gate.enter(ctx, h)
+	conn, sl, err := s.enter(ctx, h, "spending")
 	if err != nil {
-		return 0, false, end, fmt.Errorf("pgstore: spending: waiting for the key's other decisions (at most %d in flight): %w", s.gate.per, err)
+		return 0, false, end, err
 	}
-	defer s.gate.exit(h, sl)
-	conn, err := s.pool.Acquire(ctx)
-	if err != nil {
-		return 0, false, end, fmt.Errorf("pgstore: spending: %w", err)
-	}
-	defer conn.Release()
-	var b pgx.Batch
-	bound := s.settle
-	if dl, ok := ctx.Deadline(); ok {
-		left := time.Until(dl)
-		if left <= 0 || ctx.Err() != nil {
-			return 0, false, end, fmt.Errorf("pgstore: spending: %w", cmp.Or(ctx.Err(), context.DeadlineExceeded))
-		}
-		ms := (left + time.Millisecond - 1) / time.Millisecond
-		b.Queue(setTimeoutSQL, strconv.FormatInt(int64(ms), 10))
-		bound += left
-	} else if err := ctx.Err(); err != nil {
-		return 0, false, end, fmt.Errorf("pgstore: spending: %w", err)
-	}
+	defer s.leave(h, sl, conn)
 	gh := hash(s.group(key))
-	b.Queue(spendSQL, h[:], start, end, []byte(key), cost, quota, gh[:], s.maxKeys)
-	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), bound)
-	defer cancel()
 	var count int64
 	var admitted, decidedOn, placed bool
 	var until time.Time
-	br := conn.SendBatch(sctx, &b)
-	if b.Len() == 2 {
-		_, err = br.Exec()
-	}
-	if err == nil {
-		err = br.QueryRow().Scan(&count, &admitted, &until, &decidedOn, &placed)
-	}
-	if cerr := br.Close(); err == nil {
-		err = cerr
-	}
+	err = s.write(ctx, conn, "spending", []any{&count, &admitted, &until, &decidedOn, &placed},
+		spendSQL, h[:], start, end, []byte(key), cost, quota, gh[:], s.maxKeys)
 	if err != nil {
-		var pe *pgconn.PgError
-		switch {
-		case sctx.Err() != nil || conn.Conn().IsClosed():
-			return 0, false, end, fmt.Errorf("pgstore: spending: %w: %w", ErrInDoubt, err)
-		case b.Len() == 2 && errors.As(err, &pe) && pe.Code == queryCanceled:
-			return 0, false, end, fmt.Errorf("pgstore: spending: %w: the server stopped the statement at its caller's deadline, counting nothing: %w", context.DeadlineExceeded, err)
-		}
-		return 0, false, end, fmt.Errorf("pgstore: spending: %w", err)
+		return 0, false, end, err
 	}
 	if !placed {
 		return 0, false, end, s.tooManyKeys(key, start)
@@ -482,6 +464,85 @@ func (s *Store) spend(ctx context.Context, key string, start, end time.Time, quo
 	// ctx.
 	count, err = countOn(ctx, conn.Conn(), h[:], start)
 	return count, false, end, err
+}
+
+// enter waits, until ctx ends, for a place in the gate for the key whose
+// hash is h and for a connection; leave gives both back. op names the
+// operation in errors.
+func (s *Store) enter(ctx context.Context, h [sha256.Size]byte, op string) (*pgxpool.Conn, *slot, error) {
+	sl, err := s.gate.enter(ctx, h)
+	if err != nil {
+		return nil, nil, fmt.Errorf("pgstore: %s: waiting for the key's other decisions (at most %d in flight): %w", op, s.gate.per, err)
+	}
+	conn, err := s.pool.Acquire(ctx)
+	if err != nil {
+		s.gate.exit(h, sl)
+		return nil, nil, fmt.Errorf("pgstore: %s: %w", op, err)
+	}
+	return conn, sl, nil
+}
+
+// leave ends what enter began.
+func (s *Store) leave(h [sha256.Size]byte, sl *slot, conn *pgxpool.Conn) {
+	conn.Release()
+	s.gate.exit(h, sl)
+}
+
+// write runs one writing statement, sql with args, on conn, as spend
+// documents: not sent when ctx has ended; once sent, bounded by the server
+// (statement_timeout, set in the same round trip to the time ctx has
+// left) and its answer waited for up to Settle past the deadline. Its row
+// is scanned into dest; with no dest, it is executed and its rows, if
+// any, discarded. op names the operation in errors.
+func (s *Store) write(ctx context.Context, conn *pgxpool.Conn, op string, dest []any, sql string, args ...any) error {
+	bound := s.settle
+	dl, hasDeadline := ctx.Deadline()
+	var ms int64
+	if hasDeadline {
+		left := time.Until(dl)
+		if left <= 0 || ctx.Err() != nil {
+			return fmt.Errorf("pgstore: %s: %w", op, cmp.Or(ctx.Err(), context.DeadlineExceeded))
+		}
+		ms = int64((left + time.Millisecond - 1) / time.Millisecond)
+		bound += left
+	} else if err := ctx.Err(); err != nil {
+		return fmt.Errorf("pgstore: %s: %w", op, err)
+	}
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), bound)
+	defer cancel()
+	var err error
+	switch {
+	case hasDeadline:
+		var b pgx.Batch
+		b.Queue(setTimeoutSQL, strconv.FormatInt(ms, 10))
+		b.Queue(sql, args...)
+		br := conn.SendBatch(sctx, &b)
+		if _, err = br.Exec(); err == nil {
+			if dest != nil {
+				err = br.QueryRow().Scan(dest...)
+			} else {
+				_, err = br.Exec()
+			}
+		}
+		if cerr := br.Close(); err == nil {
+			err = cerr
+		}
+	case dest != nil:
+		err = conn.QueryRow(sctx, sql, args...).Scan(dest...)
+	default:
+		_, err = conn.Exec(sctx, sql, args...)
+	}
+	if err != nil {
+		var pe *pgconn.PgError
+		switch {
+		case sctx.Err() != nil || conn.Conn().IsClosed():
+			return fmt.Errorf("pgstore: %s: %w: %w", op, ErrInDoubt, err)
+		case hasDeadline && errors.As(err, &pe) && pe.Code == queryCanceled:
+			return fmt.Errorf("pgstore: %s: %w: the server stopped the statement at its caller's deadline, changing nothing: %w", op, context.DeadlineExceeded, err)
+		}
+		return fmt.Errorf("pgstore: %s: %w", op, err)
+	}
+	return nil
 }
 
 // count reads the count of the period of key hash h that starts at start;
@@ -576,16 +637,20 @@ func (s *Store) RefundN(ctx context.Context, key string, lim sluice.Limit, cost 
 }
 
 // Refund gives cost units back to key's count in the period that starts at
-// start (see Spend), never below zero.
+// start (see Spend), never below zero. Like a decision, it is exact
+// whatever ctx's deadline: an error means nothing was given back, unless
+// it wraps ErrInDoubt (see AllowN).
 func (s *Store) Refund(ctx context.Context, key string, start time.Time, cost int64) error {
 	if err := checkPeriod(key, start, start.Add(1), max(cost, 1), cost); err != nil {
 		return err
 	}
 	h := hash(key)
-	if _, err := s.pool.Exec(ctx, refundSQL, h[:], start, cost); err != nil {
-		return fmt.Errorf("pgstore: refunding: %w", err)
+	conn, sl, err := s.enter(ctx, h, "refunding")
+	if err != nil {
+		return err
 	}
-	return nil
+	defer s.leave(h, sl, conn)
+	return s.write(ctx, conn, "refunding", nil, refundSQL, h[:], start, cost)
 }
 
 // Period is one row of the usage ledger: a key's count in one period.

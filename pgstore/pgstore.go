@@ -220,7 +220,9 @@ func New(ctx context.Context, pool *pgxpool.Pool, cfg Config) (*Store, error) {
 }
 
 // Pool returns the store's pool, for code that keeps more in the same
-// database.
+// database. A connection of the pool may carry, in its session, the
+// statement_timeout of the store's last decision on it (a few hundred
+// milliseconds, say): code that runs long statements on it sets its own.
 func (s *Store) Pool() *pgxpool.Pool { return s.pool }
 
 // Close closes the pool if Open made it. It always returns nil.
@@ -408,11 +410,60 @@ WHERE NOT EXISTS (SELECT FROM up)`
 // countSQL reads a period's count.
 const countSQL = `SELECT count FROM sluice_usage WHERE key_hash = $1 AND period_start = $2`
 
-// setTimeoutSQL sets the server's statement_timeout, in milliseconds, for
-// the rest of the transaction: sent in the same pipeline as spendSQL (one
-// round trip, one implicit transaction), it bounds the decision's statement
-// to its caller's time on the server's side.
-const setTimeoutSQL = `SELECT set_config('statement_timeout', $1, true)`
+// setTimeoutSQL sets the session's statement_timeout, in milliseconds:
+// sent in the same pipeline as a decision's statement (one round trip)
+// when the connection's value is not the one the decision needs (see
+// serverTimeout), it bounds the statement to its caller's time on the
+// server's side.
+const setTimeoutSQL = `SELECT set_config('statement_timeout', $1, false)`
+
+// timeoutKey is the key, in a connection's pgconn CustomData, of the
+// statement_timeout its session has (an *int64 of milliseconds; absent:
+// the server's default, taken as 0, none).
+const timeoutKey = "sluice.pgstore.statement_timeout"
+
+// serverTimeout is the statement_timeout a decision with left of its time
+// runs under: left rounded up to a step (10 ms up to 100 ms, 50 ms up to
+// 1 s, 500 ms above), so that decisions of similar deadlines find their
+// connection's session already set and send no set_config. The server
+// stops a statement at most one step after its caller's deadline.
+func serverTimeout(left time.Duration) int64 {
+	ms := int64((left + time.Millisecond - 1) / time.Millisecond)
+	step := int64(500)
+	switch {
+	case ms <= 100:
+		step = 10
+	case ms <= 1000:
+		step = 50
+	}
+	return (ms + step - 1) / step * step
+}
+
+// sessionTimeout returns the cell in conn's CustomData that holds its
+// session's statement_timeout (made, at 0, on first use).
+func sessionTimeout(conn *pgx.Conn) *int64 {
+	cd := conn.PgConn().CustomData()
+	if p, ok := cd[timeoutKey].(*int64); ok {
+		return p
+	}
+	p := new(int64)
+	cd[timeoutKey] = p
+	return p
+}
+
+// clearTimeout sets conn's session back to no statement_timeout, if a
+// decision set one, for a statement that may run long (Ledger).
+func clearTimeout(ctx context.Context, conn *pgx.Conn) error {
+	p := sessionTimeout(conn)
+	if *p == 0 {
+		return nil
+	}
+	if _, err := conn.Exec(ctx, setTimeoutSQL, "0"); err != nil {
+		return err
+	}
+	*p = 0
+	return nil
+}
 
 // queryCanceled is PostgreSQL's SQLSTATE for a statement it cancelled
 // (query_canceled), statement_timeout's among them.
@@ -496,25 +547,32 @@ func (s *Store) leave(h [sha256.Size]byte, sl *slot, conn *pgxpool.Conn) {
 // any, discarded. op names the operation in errors.
 func (s *Store) write(ctx context.Context, conn *pgxpool.Conn, op string, dest []any, sql string, args ...any) error {
 	bound := s.settle
-	dl, hasDeadline := ctx.Deadline()
-	var ms int64
-	if hasDeadline {
+	var want int64 // the statement_timeout the statement needs, ms; 0: none
+	if dl, ok := ctx.Deadline(); ok {
 		left := time.Until(dl)
 		if left <= 0 || ctx.Err() != nil {
 			return fmt.Errorf("pgstore: %s: %w", op, cmp.Or(ctx.Err(), context.DeadlineExceeded))
 		}
-		ms = int64((left + time.Millisecond - 1) / time.Millisecond)
-		bound += left
+		want = serverTimeout(left)
+		bound += time.Duration(want) * time.Millisecond
 	} else if err := ctx.Err(); err != nil {
 		return fmt.Errorf("pgstore: %s: %w", op, err)
 	}
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), bound)
 	defer cancel()
+	session := sessionTimeout(conn.Conn())
+	set := *session != want
 	var err error
 	switch {
-	case hasDeadline:
+	case set:
+		// The session's statement_timeout changes with the statement, in
+		// its round trip: set_config runs first, so the statement's own
+		// timer starts under the new value. Recorded only once the batch
+		// succeeded; after a failure the session's value is unknown, and
+		// the next decision on the connection sets it again.
+		*session = -1
 		var b pgx.Batch
-		b.Queue(setTimeoutSQL, strconv.FormatInt(ms, 10))
+		b.Queue(setTimeoutSQL, strconv.FormatInt(want, 10))
 		b.Queue(sql, args...)
 		br := conn.SendBatch(sctx, &b)
 		if _, err = br.Exec(); err == nil {
@@ -527,6 +585,9 @@ func (s *Store) write(ctx context.Context, conn *pgxpool.Conn, op string, dest [
 		if cerr := br.Close(); err == nil {
 			err = cerr
 		}
+		if err == nil {
+			*session = want
+		}
 	case dest != nil:
 		err = conn.QueryRow(sctx, sql, args...).Scan(dest...)
 	default:
@@ -537,7 +598,7 @@ func (s *Store) write(ctx context.Context, conn *pgxpool.Conn, op string, dest [
 		switch {
 		case sctx.Err() != nil || conn.Conn().IsClosed():
 			return fmt.Errorf("pgstore: %s: %w: %w", op, ErrInDoubt, err)
-		case hasDeadline && errors.As(err, &pe) && pe.Code == queryCanceled:
+		case want > 0 && errors.As(err, &pe) && pe.Code == queryCanceled:
 			return fmt.Errorf("pgstore: %s: %w: the server stopped the statement at its caller's deadline, changing nothing: %w", op, context.DeadlineExceeded, err)
 		}
 		return fmt.Errorf("pgstore: %s: %w", op, err)
@@ -679,7 +740,15 @@ func (s *Store) Usage(ctx context.Context, key string) ([]Period, error) {
 		return nil, err
 	}
 	h := hash(key)
-	rows, err := s.pool.Query(ctx, usageSQL, h[:], MaxUsagePeriods)
+	conn, err := s.pool.Acquire(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("pgstore: reading usage: %w", err)
+	}
+	defer conn.Release()
+	if err := clearTimeout(ctx, conn.Conn()); err != nil {
+		return nil, fmt.Errorf("pgstore: reading usage: %w", err)
+	}
+	rows, err := conn.Query(ctx, usageSQL, h[:], MaxUsagePeriods)
 	if err != nil {
 		return nil, fmt.Errorf("pgstore: reading usage: %w", err)
 	}
@@ -713,7 +782,15 @@ WHERE period_start >= $1 AND period_start < $2 ORDER BY period_start, key_hash`
 // them: an export of any size in constant memory. An error from each stops
 // the export and is returned as it is; the database's errors are wrapped.
 func (s *Store) Ledger(ctx context.Context, from, to time.Time, each func(Entry) error) error {
-	rows, err := s.pool.Query(ctx, ledgerSQL, from, to)
+	conn, err := s.pool.Acquire(ctx)
+	if err != nil {
+		return fmt.Errorf("pgstore: reading the ledger: %w", err)
+	}
+	defer conn.Release()
+	if err := clearTimeout(ctx, conn.Conn()); err != nil {
+		return fmt.Errorf("pgstore: reading the ledger: %w", err)
+	}
+	rows, err := conn.Query(ctx, ledgerSQL, from, to)
 	if err != nil {
 		return fmt.Errorf("pgstore: reading the ledger: %w", err)
 	}

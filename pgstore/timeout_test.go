@@ -145,3 +145,54 @@ func TestHotKeyLeavesConnectionsForOtherKeys(t *testing.T) {
 		t.Errorf("another key's decisions answered %d of 20 within 500 ms behind a hot key (last error: %v)", answered, lastErr)
 	}
 }
+
+// TestDecisionTimeoutStaysOutOfLongReads: a decision with a deadline
+// leaves its connection's session bounded by about that deadline (the
+// server's own bound on the statement); Usage and Ledger, which may run
+// long, set it back to none before they read, and a decision without a
+// deadline runs with none.
+func TestDecisionTimeoutStaysOutOfLongReads(t *testing.T) {
+	s, _ := openURL(t, pgtest.Schema(t)+"&pool_max_conns=1", nil)
+	lim := sluice.Limit{Algorithm: sluice.FixedWindow, Rate: 100, Period: time.Hour}
+	session := func() string {
+		t.Helper()
+		var v string
+		if err := s.Pool().QueryRow(context.Background(), "SHOW statement_timeout").Scan(&v); err != nil {
+			t.Fatal(err)
+		}
+		return v
+	}
+	decide := func(d time.Duration) {
+		t.Helper()
+		ctx, cancel := context.Background(), func() {}
+		if d > 0 {
+			ctx, cancel = context.WithTimeout(ctx, d)
+		}
+		defer cancel()
+		if r, err := s.Allow(ctx, "k", lim); err != nil || !r.Allowed {
+			t.Fatalf("Allow = %+v, %v", r, err)
+		}
+	}
+	decide(2 * time.Second)
+	if v := session(); v != "2s" {
+		t.Errorf("after a decision given 2 s, the session's statement_timeout is %q, want 2s", v)
+	}
+	if _, err := s.Usage(context.Background(), "k"); err != nil {
+		t.Fatal(err)
+	}
+	if v := session(); v != "0" {
+		t.Errorf("after Usage, statement_timeout is %q, want 0", v)
+	}
+	decide(2 * time.Second)
+	if err := s.Ledger(context.Background(), time.Time{}, time.Now().Add(time.Hour), func(pgstore.Entry) error { return nil }); err != nil {
+		t.Fatal(err)
+	}
+	if v := session(); v != "0" {
+		t.Errorf("after Ledger, statement_timeout is %q, want 0", v)
+	}
+	decide(2 * time.Second)
+	decide(0)
+	if v := session(); v != "0" {
+		t.Errorf("after a decision without a deadline, statement_timeout is %q, want 0", v)
+	}
+}

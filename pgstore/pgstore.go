@@ -44,7 +44,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"math"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -156,7 +155,7 @@ type Store struct {
 	gate   *gate
 	settle time.Duration
 
-	maxKeys int64 // Config.MaxKeysPerGroup; math.MaxInt64 for no bound
+	maxKeys int64 // Config.MaxKeysPerGroup; 0 for no bound
 	group   func(string) string
 	log     *slog.Logger
 	// refused counts the keys refused for MaxKeysPerGroup: in all, and
@@ -206,7 +205,7 @@ func New(ctx context.Context, pool *pgxpool.Pool, cfg Config) (*Store, error) {
 	per := cmp.Or(cfg.PerKey, DefaultPerKey)
 	maxKeys := cmp.Or(cfg.MaxKeysPerGroup, DefaultMaxKeysPerGroup)
 	if maxKeys < 0 {
-		maxKeys = math.MaxInt64
+		maxKeys = 0
 	}
 	st := &Store{pool: pool, clock: cfg.Clock, gate: newGate(per), settle: cmp.Or(cfg.Settle, DefaultSettle),
 		maxKeys: maxKeys, group: cfg.Group, log: cfg.Logger}
@@ -361,61 +360,59 @@ func checkPeriod(key string, start, end time.Time, quota, cost int64) error {
 // changes nothing, so one made on the count committed when the statement
 // began is as exact as one made under the lock.
 //
-// room is a key's first decision in the period (cur has no row): it takes
-// one of the places of the key's group ($7) in the period, of at most $8,
-// or none when none is left; then the upsert inserts nothing and the
-// decision is refused as one key too many. A key that has a row takes no
-// place and touches no group row.
-//
 // Otherwise the upsert decides: its row source is also empty when the cost
 // alone exceeds the quota (the DO UPDATE's WHERE guards only the update),
 // and a conflicting row is locked and its latest version checked, so
-// concurrent admissions queue on the row and none is lost.
+// concurrent admissions queue on the row and none is lost. A row it
+// inserts (the key's first admission in the period) takes a place in the
+// key's group ($7), by migration 0003's trigger, or fails the statement
+// with SQLSTATE SLK01 when the group has none left: the cap costs nothing
+// to a key that has its row.
 //
-// It returns one row: the count, whether admitted, the period's end,
-// whether the count is the one the decision was made on, and whether the
-// key has its place in the group (or needs none: a cost above the quota
-// is refused on its own). The fourth is false only when the upsert
-// refused after a concurrent writer's commit (cur saw room, or no row, and
-// the row it then locked had none): cur predates that commit, as every
-// read in the statement shares its snapshot, so the count must be read
-// again.
+// It returns one row: the count, whether admitted, the period's end, and
+// whether the count is the one the decision was made on. That last is
+// false only when the upsert refused after a concurrent writer's commit
+// (cur saw room, or no row, and the row it then locked had none): cur
+// predates that commit, as every read in the statement shares its
+// snapshot, so the count must be read again.
 const spendSQL = `WITH cur AS (
 	SELECT count FROM sluice_usage WHERE key_hash = $1 AND period_start = $2
-), room AS (
-	INSERT INTO sluice_usage_groups AS g (group_hash, period_start, period_end, keys)
-	SELECT $7, $2, $3, 1
-	WHERE NOT EXISTS (SELECT FROM cur) AND $5::bigint <= $6::bigint AND $8::bigint >= 1
-	ON CONFLICT (group_hash, period_start) DO UPDATE
-	SET keys = g.keys + 1, period_end = greatest(g.period_end, excluded.period_end)
-	WHERE g.keys < $8::bigint
-	RETURNING 1
 ), up AS (
-	INSERT INTO sluice_usage AS u (key_hash, period_start, period_end, key, count, quota)
-	SELECT $1, $2, $3, $4, $5::bigint, $6::bigint
+	INSERT INTO sluice_usage AS u (key_hash, period_start, period_end, key, count, quota, key_group)
+	SELECT $1, $2, $3, $4, $5::bigint, $6::bigint, $7
 	WHERE $5::bigint <= $6::bigint AND NOT EXISTS (SELECT FROM cur WHERE cur.count + $5::bigint > $6::bigint)
-		AND (EXISTS (SELECT FROM cur) OR EXISTS (SELECT FROM room))
 	ON CONFLICT (key_hash, period_start) DO UPDATE
 	SET count = u.count + excluded.count, period_end = excluded.period_end, quota = excluded.quota, updated_at = now()
 	WHERE u.count + excluded.count <= excluded.quota
 	RETURNING u.count, u.period_end
 )
-SELECT count, true, period_end, true, true FROM up
+SELECT count, true, period_end, true FROM up
 UNION ALL
 SELECT coalesce((SELECT count FROM cur), 0), false, $3::timestamptz,
-	EXISTS (SELECT FROM cur WHERE cur.count + $5::bigint > $6::bigint),
-	EXISTS (SELECT FROM cur) OR EXISTS (SELECT FROM room) OR $5::bigint > $6::bigint
+	EXISTS (SELECT FROM cur WHERE cur.count + $5::bigint > $6::bigint)
 WHERE NOT EXISTS (SELECT FROM up)`
+
+// tooManyKeysCode is the SQLSTATE of migration 0003's trigger when a key's
+// group has no place left in the period.
+const tooManyKeysCode = "SLK01"
 
 // countSQL reads a period's count.
 const countSQL = `SELECT count FROM sluice_usage WHERE key_hash = $1 AND period_start = $2`
 
-// setTimeoutSQL sets the session's statement_timeout, in milliseconds:
-// sent in the same pipeline as a decision's statement (one round trip)
-// when the connection's value is not the one the decision needs (see
+// setTimeoutSQL sets the session's statement_timeout, in milliseconds.
+const setTimeoutSQL = `SELECT set_config('statement_timeout', $1, false)`
+
+// setSessionSQL sets the session's statement_timeout, in milliseconds, and
+// the cap on keys per group that migration 0003's trigger reads: sent in
+// the same pipeline as a decision's statement (one round trip) when the
+// connection's values are not the ones the decision needs (see
 // serverTimeout), it bounds the statement to its caller's time on the
 // server's side.
-const setTimeoutSQL = `SELECT set_config('statement_timeout', $1, false)`
+const setSessionSQL = `SELECT set_config('statement_timeout', $1, false), set_config('sluice.max_keys_per_group', $2, false)`
+
+// session is what a connection's session has been set to by setSessionSQL:
+// statement_timeout (ms; -1: unknown) and the cap (0: not set).
+type session struct{ timeout, maxKeys int64 }
 
 // timeoutKey is the key, in a connection's pgconn CustomData, of the
 // statement_timeout its session has (an *int64 of milliseconds; absent:
@@ -439,14 +436,14 @@ func serverTimeout(left time.Duration) int64 {
 	return (ms + step - 1) / step * step
 }
 
-// sessionTimeout returns the cell in conn's CustomData that holds its
-// session's statement_timeout (made, at 0, on first use).
-func sessionTimeout(conn *pgx.Conn) *int64 {
+// sessionOf returns the cell in conn's CustomData that holds what its
+// session was set to (made, as the server's defaults, on first use).
+func sessionOf(conn *pgx.Conn) *session {
 	cd := conn.PgConn().CustomData()
-	if p, ok := cd[timeoutKey].(*int64); ok {
+	if p, ok := cd[timeoutKey].(*session); ok {
 		return p
 	}
-	p := new(int64)
+	p := &session{}
 	cd[timeoutKey] = p
 	return p
 }
@@ -454,14 +451,15 @@ func sessionTimeout(conn *pgx.Conn) *int64 {
 // clearTimeout sets conn's session back to no statement_timeout, if a
 // decision set one, for a statement that may run long (Ledger).
 func clearTimeout(ctx context.Context, conn *pgx.Conn) error {
-	p := sessionTimeout(conn)
-	if *p == 0 {
+	p := sessionOf(conn)
+	if p.timeout == 0 {
 		return nil
 	}
+	p.timeout = -1
 	if _, err := conn.Exec(ctx, setTimeoutSQL, "0"); err != nil {
 		return err
 	}
-	*p = 0
+	p.timeout = 0
 	return nil
 }
 
@@ -498,15 +496,15 @@ func (s *Store) spend(ctx context.Context, key string, start, end time.Time, quo
 	defer s.leave(h, sl, conn)
 	gh := hash(s.group(key))
 	var count int64
-	var admitted, decidedOn, placed bool
+	var admitted, decidedOn bool
 	var until time.Time
-	err = s.write(ctx, conn, "spending", []any{&count, &admitted, &until, &decidedOn, &placed},
-		spendSQL, h[:], start, end, []byte(key), cost, quota, gh[:], s.maxKeys)
+	err = s.write(ctx, conn, "spending", []any{&count, &admitted, &until, &decidedOn},
+		spendSQL, h[:], start, end, []byte(key), cost, quota, gh[:])
+	if pe := (*pgconn.PgError)(nil); errors.As(err, &pe) && pe.Code == tooManyKeysCode {
+		return 0, false, end, s.tooManyKeys(key, start)
+	}
 	if err != nil {
 		return 0, false, end, err
-	}
-	if !placed {
-		return 0, false, end, s.tooManyKeys(key, start)
 	}
 	if decidedOn {
 		return count, admitted, until, nil
@@ -560,19 +558,18 @@ func (s *Store) write(ctx context.Context, conn *pgxpool.Conn, op string, dest [
 	}
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), bound)
 	defer cancel()
-	session := sessionTimeout(conn.Conn())
-	set := *session != want
+	sess := sessionOf(conn.Conn())
 	var err error
 	switch {
-	case set:
+	case sess.timeout != want || sess.maxKeys != s.maxKeys:
 		// The session's statement_timeout changes with the statement, in
 		// its round trip: set_config runs first, so the statement's own
 		// timer starts under the new value. Recorded only once the batch
 		// succeeded; after a failure the session's value is unknown, and
 		// the next decision on the connection sets it again.
-		*session = -1
+		*sess = session{timeout: -1}
 		var b pgx.Batch
-		b.Queue(setTimeoutSQL, strconv.FormatInt(want, 10))
+		b.Queue(setSessionSQL, strconv.FormatInt(want, 10), strconv.FormatInt(s.maxKeys, 10))
 		b.Queue(sql, args...)
 		br := conn.SendBatch(sctx, &b)
 		if _, err = br.Exec(); err == nil {
@@ -586,7 +583,7 @@ func (s *Store) write(ctx context.Context, conn *pgxpool.Conn, op string, dest [
 			err = cerr
 		}
 		if err == nil {
-			*session = want
+			*sess = session{timeout: want, maxKeys: s.maxKeys}
 		}
 	case dest != nil:
 		err = conn.QueryRow(sctx, sql, args...).Scan(dest...)

@@ -44,6 +44,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -463,6 +464,13 @@ func clearTimeout(ctx context.Context, conn *pgx.Conn) error {
 	return nil
 }
 
+// isTimeout reports whether err is a network timeout: the connection's
+// deadline (Settle) passed.
+func isTimeout(err error) bool {
+	var ne net.Error
+	return errors.As(err, &ne) && ne.Timeout()
+}
+
 // queryCanceled is PostgreSQL's SQLSTATE for a statement it cancelled
 // (query_canceled), statement_timeout's among them.
 const queryCanceled = "57014"
@@ -556,8 +564,18 @@ func (s *Store) write(ctx context.Context, conn *pgxpool.Conn, op string, dest [
 	} else if err := ctx.Err(); err != nil {
 		return fmt.Errorf("pgstore: %s: %w", op, err)
 	}
-	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), bound)
-	defer cancel()
+	// The statement's context keeps ctx's values but not its end, so pgx
+	// never cancels the statement (nor watches a context for it); the
+	// bound on the wait is a deadline on the connection itself, cleared
+	// once the answer is in. Past it, a read fails and pgx closes the
+	// connection: the outcome is in doubt.
+	sctx := ctx
+	if ctx.Done() != nil {
+		sctx = context.WithoutCancel(ctx)
+	}
+	nc := conn.Conn().PgConn().Conn()
+	nc.SetDeadline(time.Now().Add(bound))
+	defer nc.SetDeadline(time.Time{})
 	sess := sessionOf(conn.Conn())
 	var err error
 	switch {
@@ -593,7 +611,7 @@ func (s *Store) write(ctx context.Context, conn *pgxpool.Conn, op string, dest [
 	if err != nil {
 		var pe *pgconn.PgError
 		switch {
-		case sctx.Err() != nil || conn.Conn().IsClosed():
+		case conn.Conn().IsClosed() || isTimeout(err):
 			return fmt.Errorf("pgstore: %s: %w: %w", op, ErrInDoubt, err)
 		case want > 0 && errors.As(err, &pe) && pe.Code == queryCanceled:
 			return fmt.Errorf("pgstore: %s: %w: the server stopped the statement at its caller's deadline, changing nothing: %w", op, context.DeadlineExceeded, err)

@@ -196,3 +196,32 @@ func TestDecisionTimeoutStaysOutOfLongReads(t *testing.T) {
 		t.Errorf("after a decision without a deadline, statement_timeout is %q, want 0", v)
 	}
 }
+
+// TestUnansweredDecisionIsInDoubt: a decision whose answer has not come
+// Config.Settle after it was sent (here: no deadline, a row held locked
+// by another transaction) is given up with an error wrapping
+// pgstore.ErrInDoubt, not left waiting, and its connection is not reused.
+func TestUnansweredDecisionIsInDoubt(t *testing.T) {
+	url := pgtest.Schema(t)
+	ctx := context.Background()
+	s, err := pgstore.Open(ctx, url, pgstore.Config{Settle: 300 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	lim := sluice.Limit{Algorithm: sluice.FixedWindow, Rate: 10, Period: time.Hour}
+	if _, err := s.Allow(ctx, "held", lim); err != nil {
+		t.Fatal(err)
+	}
+	tx := openTx(t, url, "SELECT * FROM sluice_usage FOR UPDATE")
+	began := time.Now()
+	_, err = s.Allow(ctx, "held", lim)
+	took := time.Since(began)
+	if !errors.Is(err, pgstore.ErrInDoubt) || took > 5*time.Second {
+		t.Fatalf("Allow on a row locked elsewhere, no deadline, Settle 300ms = %v after %v; want ErrInDoubt after about 300ms", err, took)
+	}
+	tx.Rollback(ctx)
+	if r, err := s.Allow(ctx, "held", lim); err != nil || !r.Allowed {
+		t.Errorf("Allow once the lock is gone = %+v, %v; want admitted on a fresh connection", r, err)
+	}
+}

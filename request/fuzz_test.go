@@ -56,7 +56,12 @@ func patternParts(p string) (method, host, path string) {
 //     where the request does (when the request is spelled as ServeMux
 //     reads it: no %2E, no trailing slash (nor a last segment %2F, which
 //     ServeMux reads as one), upper-case method, lower-case host; the form
-//     merges those where ServeMux does not).
+//     merges those where ServeMux does not);
+//  3. every PathSemantics folds the canonical path to a canonical path
+//     that it folds no further, and spellings that its upstream takes for
+//     the same resource fold to the same path: under case_insensitive and
+//     iis any change of letters' case, under iis a trailing space or dot,
+//     under servlet path parameters (";x") and trailing white space.
 func FuzzCanonical(f *testing.F) {
 	for _, s := range [][3]string{
 		{"GET", "/login", "api.example.com"},
@@ -72,6 +77,9 @@ func FuzzCanonical(f *testing.F) {
 		{"GET", "/%zz", "api.example.com.."},
 		{"GET", "/login/%2F", ""},    // a last %2F: the trailing slash
 		{"POST", "/users/1/%2f", ""}, // which ServeMux does not merge
+		{"POST", "/LOGIN;jsessionid=1/x/..;y", "h"},
+		{"GET", "/Login%20.%09/a%5Cb", "h"},
+		{"GET", "/adm%C4%B1n/STRA%C3%9FE", "h"},
 	} {
 		f.Add(s[0], s[1], s[2])
 	}
@@ -85,6 +93,7 @@ func FuzzCanonical(f *testing.F) {
 			return
 		}
 		checkFixedPoint(t, c, method, target, host)
+		checkFolds(t, c.Path)
 		checkRouting(t, exact, routing, c, method, target, host)
 	})
 }
@@ -154,6 +163,61 @@ func checkRouting(t *testing.T, exact, routing *http.ServeMux, c request.Canonic
 	if pat != cpat {
 		t.Fatalf("%q %q Host %q is routed to %q, its form %+v to %q", method, target, host, pat, c, cpat)
 	}
+}
+
+// checkFolds checks invariant 3 on the canonical path p.
+func checkFolds(t *testing.T, p string) {
+	t.Helper()
+	for _, s := range []request.PathSemantics{request.PathStrict, request.PathCaseInsensitive, request.PathIIS, request.PathServlet} {
+		f := s.Fold(p)
+		if c, err := request.Path(f); err != nil || c != f {
+			t.Fatalf("%v.Fold(%q) = %q is not canonical (%q, %v)", s, p, f, c, err)
+		}
+		if again := s.Fold(f); again != f {
+			t.Fatalf("%v.Fold(%q) = %q, folded again %q: not idempotent", s, p, f, again)
+		}
+		if s == request.PathStrict && f != p {
+			t.Fatalf("strict.Fold(%q) = %q; want it unchanged", p, f)
+		}
+		same := func(what, variant string) {
+			t.Helper()
+			v, err := request.Path(variant)
+			if err != nil {
+				t.Fatalf("%s of %q: Path(%q): %v", what, p, variant, err)
+			}
+			if g := s.Fold(v); g != f {
+				t.Fatalf("%v: %s %q folds to %q, but %q to %q", s, what, variant, g, p, f)
+			}
+		}
+		switch s {
+		case request.PathCaseInsensitive, request.PathIIS:
+			same("upper case", swapCase(p, true))
+			same("lower case", swapCase(p, false))
+			if s == request.PathIIS {
+				same("trailing space and dot", p+"%20.")
+			}
+		case request.PathServlet:
+			same("path parameter", p+";jsessionid=1")
+			same("trailing white space", p+"%20%09")
+		}
+	}
+}
+
+// swapCase returns the escaped path p with its raw ASCII letters (not its
+// escapes' hex digits) in upper case, or in lower case.
+func swapCase(p string, upper bool) string {
+	b := []byte(p)
+	for i := 0; i < len(b); i++ {
+		switch c := b[i]; {
+		case c == '%':
+			i += 2
+		case upper && 'a' <= c && c <= 'z':
+			b[i] = c - 'a' + 'A'
+		case !upper && 'A' <= c && c <= 'Z':
+			b[i] = c - 'A' + 'a'
+		}
+	}
+	return string(b)
 }
 
 // escapeAll percent-encodes every byte of p but "/" in lower-case hex,

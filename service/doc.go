@@ -100,9 +100,13 @@
 // Limiter that cannot peek, a check-only descriptor is answered without the
 // store: OK (OVER_LIMIT for a blocking rule), current_limit set,
 // limit_remaining the limit's capacity, duration_until_reset unset. A check
-// never chooses the response headers. A descriptor with is_negative_hits gives
-// its cost back through sluice.Refunder, when the Limiter implements it,
-// and is otherwise answered like a check.
+// never chooses the response headers. A descriptor with is_negative_hits
+// spends its cost like any other, as envoyproxy/ratelimit counts it (it
+// ignores the field), unless Config.AllowRefunds: then it gives its cost
+// back through sluice.Refunder, when the Limiter implements it, never
+// above a fresh key's allowance, and is answered like a check. Refunds are
+// off by default because any caller that reaches the service could
+// otherwise restore its own exhausted key.
 //
 // # Dynamic metadata
 //
@@ -158,10 +162,10 @@
 // however traffic is spread over modes), and one successful probe brings
 // every rule back to the store. A breaker per mode would let a rarely used
 // closed rule keep paying timeouts after the busy open rules' breaker had
-// opened, and would probe the same store several times. A refund (is_negative_hits)
-// goes to the store while the breaker is closed, to the local store for a
-// local rule while it is open, and is dropped (counted, not an error) when
-// the store fails.
+// opened, and would probe the same store several times. A refund
+// (is_negative_hits under Config.AllowRefunds) goes to the store while
+// the breaker is closed, to the local store for a local rule while it is
+// open, and is dropped (counted, not an error) when the store fails.
 //
 // # Forward auth
 //

@@ -92,7 +92,7 @@ func failHarness(t *testing.T, p service.FailurePolicy) (*harness, *flaky) {
 	if p.Local == nil {
 		p.Local = newLocal(t, clock)
 	}
-	h := start(t, t0, service.Config{Rules: modeRules(10, config.Second), Limiter: fl, Failure: &p})
+	h := start(t, t0, service.Config{Rules: modeRules(10, config.Second), Limiter: fl, Failure: &p, AllowRefunds: true})
 	h.clock = clock
 	return h, fl
 }

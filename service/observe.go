@@ -35,9 +35,9 @@ type Decision struct {
 // Observer receives every spending decision of a Service: a descriptor
 // matched by a limited rule (or a limit override) and decided by the
 // store or a block rule. Descriptors that match no rule, unlimited rules
-// and check-only or refunding descriptors (hits_addend 0, is_negative_hits)
-// are not observed, nor requests refused as malformed or failed by the
-// store. Observe is called on the request's goroutine, so it must be fast
+// and check-only or refunding descriptors (hits_addend 0, is_negative_hits
+// under Config.AllowRefunds) are not observed, nor requests refused as
+// malformed or failed by the store. Observe is called on the request's goroutine, so it must be fast
 // and safe for concurrent use; it must not keep d.Key past the call unless
 // it means to.
 type Observer interface {

@@ -163,6 +163,14 @@ type Config struct {
 	// refunded through sluice.Refunder, and their limit_remaining says so.
 	// false: each admitted descriptor spends, whatever the others say.
 	StopIncrementWhenOverLimit bool
+	// AllowRefunds lets a descriptor with is_negative_hits give its
+	// hits_addend back to its key (sluice.Refunder; never above a fresh
+	// key's allowance), answered like a check. Any caller that reaches the
+	// service can then restore its own allowance, so turn it on only when
+	// every caller is trusted to refund what it spent. false (the
+	// default): is_negative_hits is ignored and the descriptor spends its
+	// hits_addend, as envoyproxy/ratelimit counts it.
+	AllowRefunds bool
 	// Headers says what goes in response_headers_to_add. Default
 	// HeadersOff.
 	Headers HeaderMode
@@ -318,6 +326,7 @@ type Service struct {
 	dynMeta  bool    // Config.DynamicMetadata
 	nearRat  float64 // Config.NearLimitRatio
 	stopIncr bool    // Config.StopIncrementWhenOverLimit
+	refunds  bool    // Config.AllowRefunds
 	headers  HeaderMode
 	legacy   LegacyNames
 	log      *slog.Logger
@@ -364,6 +373,7 @@ func New(cfg Config) (*Service, error) {
 		dynMeta:  cfg.DynamicMetadata,
 		nearRat:  cmp.Or(cfg.NearLimitRatio, DefaultNearLimitRatio),
 		stopIncr: cfg.StopIncrementWhenOverLimit,
+		refunds:  cfg.AllowRefunds,
 		headers:  cfg.Headers,
 		legacy: LegacyNames{
 			Limit:     cmp.Or(cfg.LegacyNames.Limit, DefaultLegacyNames.Limit),
@@ -621,7 +631,9 @@ func (s *Service) planDescriptor(i int, d *rlpb.RateLimitDescriptor, entries []c
 			return invalid("descriptor %d: hits_addend %d is over the maximum cost %d", i, p.cost, s.maxCost)
 		}
 	}
-	p.refund = d.GetIsNegativeHits()
+	// Without Config.AllowRefunds a refund is a spend, as
+	// envoyproxy/ratelimit counts it: never an allowance given back.
+	p.refund = d.GetIsNegativeHits() && s.refunds
 	p.check = p.cost == 0 || p.refund
 	if rules != nil {
 		p.rule = rules.Lookup(domain, entries)

@@ -763,7 +763,7 @@ func TestNegativeHitsRefund(t *testing.T) {
 	clock := clocktest.At(time.Unix(t0, 0))
 	store := memstore.New(memstore.Config{Clock: clock, SweepInterval: -1})
 	defer store.Close()
-	svc, err := service.New(service.Config{Limiter: store, Rules: mongo(3, config.Second), Logger: discard()})
+	svc, err := service.New(service.Config{Limiter: store, Rules: mongo(3, config.Second), Logger: discard(), AllowRefunds: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -786,4 +786,52 @@ func TestNegativeHitsRefund(t *testing.T) {
 	if strings.Join(got, "\n") != strings.Join(want, "\n") {
 		t.Errorf("got:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
+}
+
+// refundReq is a descriptor of mongo_cps's users key that asks to give
+// back n units (is_negative_hits).
+func refundReq(n uint64) *pb.RateLimitRequest {
+	d := withHits(desc("database", "users"), n)
+	d.IsNegativeHits = true
+	return request("mongo_cps", 0, d)
+}
+
+// By default is_negative_hits is counted as envoyproxy/ratelimit counts
+// it, as a spend of hits_addend: a caller cannot give an exhausted key its
+// allowance back, on any face.
+func TestNegativeHitsAreASpendUnlessRefundsAllowed(t *testing.T) {
+	forEachFace(t, t0, service.Config{Rules: mongo(3, config.Hour)}, func(t *testing.T, h *harness, call func(*pb.RateLimitRequest) *pb.RateLimitResponse) {
+		if got := statusString(call(request("mongo_cps", 3, desc("database", "users"))).GetStatuses()[0]); !strings.HasPrefix(got, "OK remaining=0") {
+			t.Fatalf("spend 3 of 3: %s", got)
+		}
+		resp := call(refundReq(1000))
+		if resp.GetOverallCode() != pb.RateLimitResponse_OVER_LIMIT {
+			t.Errorf("is_negative_hits, hits_addend 1000 on an exhausted key: %s; want OVER_LIMIT (a spend)", statusString(resp.GetStatuses()[0]))
+		}
+		for i := range 2 {
+			resp := call(request("mongo_cps", 1, desc("database", "users")))
+			if got := statusString(resp.GetStatuses()[0]); !strings.HasPrefix(got, "OVER_LIMIT remaining=0") {
+				t.Errorf("request %d after the would-be refund: %s; want OVER_LIMIT remaining=0", i+1, got)
+			}
+		}
+	})
+}
+
+// With AllowRefunds, is_negative_hits gives units back, on every face,
+// but never raises a key above a fresh key's allowance (sluice.Refunder):
+// a refund of 1000 to a key of 3 admits 3 requests, not 1003.
+func TestAllowedRefundNeverRaisesAKeyAboveFresh(t *testing.T) {
+	forEachFace(t, t0, service.Config{Rules: mongo(3, config.Hour), AllowRefunds: true}, func(t *testing.T, h *harness, call func(*pb.RateLimitRequest) *pb.RateLimitResponse) {
+		call(request("mongo_cps", 2, desc("database", "users")))
+		if got := statusString(call(refundReq(1000)).GetStatuses()[0]); !strings.HasPrefix(got, "OK remaining=3") {
+			t.Errorf("refund of 1000: %s; want OK remaining=3, answered like a check", got)
+		}
+		var got []string
+		for range 5 {
+			got = append(got, call(request("mongo_cps", 1, desc("database", "users"))).GetOverallCode().String())
+		}
+		if want := "OK OK OK OVER_LIMIT OVER_LIMIT"; strings.Join(got, " ") != want {
+			t.Errorf("after a refund of 1000 to a key of 3 (2 spent): %s; want %s", strings.Join(got, " "), want)
+		}
+	})
 }

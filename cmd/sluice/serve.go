@@ -139,6 +139,7 @@ type serveOptions struct {
 	failureNodes                                                    int // -failure-nodes: failsafe.Config.Nodes; 0: -local-share's, else 1
 	logLevel, logFormat, trustedProxies                             string
 	shadow, watch, localCache, healthNeedsStore                     bool
+	allowRefunds                                                    bool // -allow-refunds: is_negative_hits gives back
 	listen                                                          listenerOptions
 	maxDetailed                                                     int
 	maxOverride, maxCost, maxDescs, maxEntries                      int
@@ -411,6 +412,9 @@ func parseServeFlags(args []string, stdout, stderr io.Writer) (s *serveApp, code
 	fs.BoolVar(&o.healthNeedsConfig, "health-needs-config", envBool("HEALTHY_WITH_AT_LEAST_ONE_CONFIG_LOADED", false), "/healthcheck and gRPC health report NOT_SERVING (503) while no config with a domain runs (see -start-without-config)")
 	fs.BoolVar(&o.forceStart, "start-without-config", envBool("FORCE_START_WITHOUT_INITIAL_CONFIG", false), "start even when the config does not load (a broken or missing file): no rule applies until a reload loads it; default: exit status 1")
 	fs.BoolVar(&o.shadow, "shadow", envBool("SHADOW_MODE", false), "shadow mode: decide and count, never refuse")
+	envErr.bools("ALLOW_REFUNDS")
+	fs.BoolVar(&o.allowRefunds, "allow-refunds", envBool("ALLOW_REFUNDS", false),
+		"a descriptor with is_negative_hits gives its hits_addend back to its key (never above a fresh key's allowance); default: it spends hits_addend, as envoyproxy/ratelimit counts it. Only for callers trusted to refund what they spent")
 	fs.StringVar(&o.logLevel, "log-level", env("LOG_LEVEL", "info"), "log level: debug, info, warn or error")
 	fs.StringVar(&o.logFormat, "log-format", env("LOG_FORMAT", "text"), "log format: text, or json (envoyproxy/ratelimit's keys: @timestamp, @message, level)")
 	fs.BoolVar(&o.watch, "watch", true, "reload the config when its files change (SIGHUP always reloads)")
@@ -644,7 +648,7 @@ func (s *serveApp) serviceConfig() service.Config {
 		MaxDescriptors: o.maxDescs, MaxEntries: o.maxEntries, MaxJSONBytesInFlight: o.jsonInFlight,
 		MaxJSONBytesPerPeer: o.jsonPerPeer, JSONBodyMinRate: cmp.Or(o.jsonMinRate, -1),
 		QuotaMode: o.rules.quota, DynamicMetadata: o.rules.dynamicMetadata, NearLimitRatio: o.rules.nearRatio,
-		StopIncrementWhenOverLimit: o.rules.stopIncrement}
+		StopIncrementWhenOverLimit: o.rules.stopIncrement, AllowRefunds: o.allowRefunds}
 }
 
 // healthy returns the service's Config.Healthy: nil (the process only),

@@ -147,6 +147,7 @@ func TestServeRefusesMalformedEnv(t *testing.T) {
 		{"REDIS_HEALTH_CHECK_ACTIVE_CONNECTION", "y"},
 		{"RUNTIME_WATCH_ROOT", "no"},
 		{"LOCAL_CACHE_SIZE_IN_BYTES", "1MB"},
+		{"ALLOW_REFUNDS", "yes"},
 	} {
 		t.Run(tt.name, func(t *testing.T) { refusesEnv(t, tt.name, tt.value) })
 	}
@@ -165,5 +166,34 @@ func TestEnvBoolReadsWhatTheCheckAccepts(t *testing.T) {
 	}
 	if !envBool("SHADOW_MODE", false) {
 		t.Errorf(`envBool("SHADOW_MODE") with " true " = false, want true`)
+	}
+}
+
+// Refunds (is_negative_hits) are off unless -allow-refunds or
+// ALLOW_REFUNDS turns them on, the flag over the variable; before, every
+// caller's is_negative_hits gave units back and nothing turned it off.
+func TestServeAllowRefundsFlagAndEnv(t *testing.T) {
+	for _, tt := range []struct {
+		env  string // ALLOW_REFUNDS; "" unset
+		args []string
+		want bool
+	}{
+		{"", nil, false},
+		{"true", nil, true},
+		{"", []string{"-allow-refunds"}, true},
+		{"true", []string{"-allow-refunds=false"}, false},
+		{"false", nil, false},
+	} {
+		if tt.env != "" {
+			t.Setenv("ALLOW_REFUNDS", tt.env)
+		}
+		var out, errb strings.Builder
+		s, code, done := parseServeFlags(tt.args, &out, &errb)
+		if done {
+			t.Fatalf("ALLOW_REFUNDS=%q %v: exit %d: %s", tt.env, tt.args, code, errb.String())
+		}
+		if got := s.serviceConfig().AllowRefunds; got != tt.want {
+			t.Errorf("ALLOW_REFUNDS=%q %v: service AllowRefunds = %v, want %v", tt.env, tt.args, got, tt.want)
+		}
 	}
 }

@@ -79,6 +79,12 @@ type ForwardAuth struct {
 	TrustedProxies []netip.Prefix
 	// Descriptors are the descriptors to build, in order; at least one.
 	Descriptors []AuthDescriptor
+	// PathSemantics is path_semantics: how the application behind the
+	// proxy reads a path, which folds the path of the path and uri
+	// entries (request.PathSemantics.Fold) as `sluice proxy` folds a
+	// route's path: under case_insensitive, "/LOGIN" is "/login". The
+	// zero value, PathStrict, folds nothing.
+	PathSemantics request.PathSemantics
 	// File and Line locate the forward_auth key.
 	File string
 	Line int
@@ -137,7 +143,7 @@ func (c *Config) ForwardAuth() *ForwardAuth {
 
 // The keys of the forward_auth blocks.
 var (
-	forwardAuthKeys    = []string{"trusted_proxies", "descriptors"}
+	forwardAuthKeys    = []string{"trusted_proxies", "path_semantics", "descriptors"}
 	authDescriptorKeys = []string{"entries"}
 	authEntryKeys      = []string{"key", "from", "header", "value"}
 )
@@ -166,6 +172,14 @@ func (p *parser) forwardAuth(key, n *yaml.Node) (*ForwardAuth, error) {
 			}
 		case "descriptors":
 			descs = f.val
+		case "path_semantics":
+			v, err := p.str(f.val, "path_semantics")
+			if err != nil {
+				return nil, err
+			}
+			if fa.PathSemantics, err = request.ParsePathSemantics(v); err != nil || v == "" {
+				return nil, p.errf(f.val, "path_semantics %q: want %s", v, request.PathSemanticsNames)
+			}
 		}
 	}
 	fa.Descriptors, err = compileList(p, n, descs, "forward_auth descriptors must be a list",
@@ -201,8 +215,11 @@ func (p *parser) checkCanonicalValues(fa *ForwardAuth, lv *level) error {
 		for _, nd := range lv.nodes {
 			src, ok := from[nd.Key]
 			if ok && nd.Value != "" && !nd.Wildcard {
-				if want, good := canonicalValue(src, nd.Value); !good {
+				if want, good := canonicalValue(src, nd.Value, fa.PathSemantics); !good {
 					msg := fmt.Sprintf("value %q of key %q never matches: forward_auth reads the %v in canonical form", nd.Value, nd.Key, src)
+					if (src == FromPath || src == FromURI) && fa.PathSemantics != request.PathStrict {
+						msg += ", folded as path_semantics " + fa.PathSemantics.String() + " says"
+					}
 					if want != "" {
 						msg += fmt.Sprintf(" (write %q)", want)
 					}
@@ -219,8 +236,9 @@ func (p *parser) checkCanonicalValues(fa *ForwardAuth, lv *level) error {
 }
 
 // canonicalValue returns the canonical form of a rule value v for the
-// source src, and whether v is already in it ("" when v has none).
-func canonicalValue(src AuthSource, v string) (string, bool) {
+// source src, a path's folded by sem, and whether v is already in it (""
+// when v has none).
+func canonicalValue(src AuthSource, v string, sem request.PathSemantics) (string, bool) {
 	switch src {
 	case FromMethod:
 		m, err := request.Method(v)
@@ -234,7 +252,7 @@ func canonicalValue(src AuthSource, v string) (string, bool) {
 	if err != nil {
 		return "", false
 	}
-	c = request.DecodeSlashes(c)
+	c = sem.Fold(request.DecodeSlashes(c))
 	if src == FromURI && hasQuery {
 		c += "?" + query
 	}
@@ -463,6 +481,9 @@ func dumpForwardAuth(b *strings.Builder, fa *ForwardAuth) {
 		for _, pf := range fa.TrustedProxies {
 			b.WriteString(" " + pf.String())
 		}
+	}
+	if fa.PathSemantics != request.PathStrict {
+		b.WriteString(" path_semantics " + fa.PathSemantics.String())
 	}
 	b.WriteByte('\n')
 	for _, d := range fa.Descriptors {

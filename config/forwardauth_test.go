@@ -7,6 +7,8 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+
+	"github.com/sluicehq/sluice/request"
 )
 
 func TestForwardAuthParse(t *testing.T) {
@@ -141,5 +143,36 @@ func TestForwardAuthHostSource(t *testing.T) {
 	_, err = Parse("edge.yaml", fmt.Appendf(nil, cfg, "API.example.com."))
 	if want := `(write "api.example.com")`; err == nil || !strings.Contains(err.Error(), want) {
 		t.Errorf("a host value not in canonical form: %v, want an error containing %s", err, want)
+	}
+}
+
+// path_semantics says how the application reads a path: it is compiled
+// into ForwardAuth.PathSemantics, and a rule value of a path key must be
+// as that semantics folds it ("/Login" never matches under
+// case_insensitive, whose paths are in lower case); an unknown name is an
+// error with its line.
+func TestForwardAuthPathSemantics(t *testing.T) {
+	const cfg = "domain: edge\ndescriptors:\n  - key: path\n    value: %s\n    rate_limit: {unit: minute, requests_per_unit: 5}\n" +
+		"forward_auth:\n  path_semantics: %s\n  descriptors:\n    - entries: [{key: path, from: path}]\n"
+	d, err := Parse("edge.yaml", fmt.Appendf(nil, cfg, "/login", "iis"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := d.ForwardAuth.PathSemantics; got != request.PathIIS {
+		t.Errorf("PathSemantics = %v, want iis", got)
+	}
+	for _, tc := range []struct{ value, sem, err string }{
+		{"/Login", "case_insensitive", `edge.yaml:3: config: value "/Login" of key "path" never matches: forward_auth reads the path in canonical form, folded as path_semantics case_insensitive says (write "/login")`},
+		{"/login;v=1", "servlet", `(write "/login")`},
+		{"/Login", "strict", ""},
+		{"/login", "tomcat", `edge.yaml:7:19: config: path_semantics "tomcat": want strict, case_insensitive, iis or servlet`},
+	} {
+		_, err := Parse("edge.yaml", fmt.Appendf(nil, cfg, tc.value, tc.sem))
+		switch {
+		case tc.err == "" && err != nil:
+			t.Errorf("%s %s: %v", tc.sem, tc.value, err)
+		case tc.err != "" && (err == nil || !strings.Contains(err.Error(), tc.err)):
+			t.Errorf("%s %s: error %v, want it to contain %q", tc.sem, tc.value, err, tc.err)
+		}
 	}
 }

@@ -22,6 +22,7 @@ import (
 	"github.com/sluicehq/sluice/internal/safefile"
 	"github.com/sluicehq/sluice/internal/strictyaml"
 	"github.com/sluicehq/sluice/queue"
+	"github.com/sluicehq/sluice/request"
 )
 
 // File is a proxy configuration file, parsed: the Config it describes and
@@ -64,6 +65,10 @@ type File struct {
 	// of keys in logs (Config.LogKeySecret), which the program reads; ""
 	// if not set.
 	LogKeySecretFile string
+	// PathSemantics is the file's top-level path_semantics: the
+	// Upstream.PathSemantics of each upstream that sets none, which the
+	// program gives an upstream it adds (sluice proxy -upstream).
+	PathSemantics request.PathSemantics
 }
 
 // LoadFile reads and parses the file at name: a regular file (a symlink
@@ -81,8 +86,8 @@ func LoadFile(ctx context.Context, name string) (*File, error) {
 
 // The keys each block accepts.
 var (
-	fileKeys     = []string{"listen", "store", "upstream", "upstreams", "max_in_flight", "adaptive", "status", "conn_status", "dry_run", "headers", "hash_keys", "log_keys", "trusted_proxies", "forwarded_header", "upstream_timeout", "client_header_timeout", "client_body_timeout", "client_body_min_rate", "send_timeout", "keepalive_timeout", "store_error_status", "access_log", "client_max_body_size", "log_key_secret_file", "limits", "conns", "routes", "plans"}
-	upstreamKeys = []string{"name", "url", "max_in_flight", "adaptive", "preserve_host"}
+	fileKeys     = []string{"listen", "store", "upstream", "upstreams", "max_in_flight", "adaptive", "status", "conn_status", "dry_run", "headers", "hash_keys", "log_keys", "trusted_proxies", "forwarded_header", "upstream_timeout", "client_header_timeout", "client_body_timeout", "client_body_min_rate", "send_timeout", "keepalive_timeout", "store_error_status", "access_log", "client_max_body_size", "log_key_secret_file", "path_semantics", "limits", "conns", "routes", "plans"}
+	upstreamKeys = []string{"name", "url", "max_in_flight", "adaptive", "preserve_host", "path_semantics"}
 	limitKeys    = []string{"name", "key", "rate", "burst", "nodelay", "delay", "algorithm", "missing_key", "dry_run", "count_responses", "penalty"}
 	connKeys     = []string{"name", "key", "max", "missing_key", "dry_run"}
 	routeKeys    = []string{"name", "match", "methods", "upstream", "priority", "limits", "conns"}
@@ -354,6 +359,9 @@ func (p *fileParser) startSettings(top map[string]*yaml.Node) error {
 // upstreams reads upstream (one URL) or upstreams (a list), not both.
 func (p *fileParser) upstreams(top map[string]*yaml.Node) error {
 	c := &p.f.Config
+	if err := p.pathSemantics(top, &p.f.PathSemantics); err != nil {
+		return err
+	}
 	if n := top["upstream"]; n != nil {
 		if top["upstreams"] != nil {
 			return p.errf(n, "both upstream and upstreams: use one")
@@ -362,7 +370,7 @@ func (p *fileParser) upstreams(top map[string]*yaml.Node) error {
 		if err != nil {
 			return err
 		}
-		c.Upstreams = []Upstream{{Name: "upstream", URL: u}}
+		c.Upstreams = []Upstream{{Name: "upstream", URL: u, PathSemantics: p.f.PathSemantics}}
 	}
 	return p.each(top, "upstreams", func(it *yaml.Node) error {
 		u, err := p.upstream(it, c.Upstreams)
@@ -526,10 +534,29 @@ func (p *fileParser) upstream(n *yaml.Node, before []Upstream) (Upstream, error)
 	if u.URL, err = p.url(m["url"]); err != nil {
 		return u, err
 	}
+	u.PathSemantics = p.f.PathSemantics
 	return u, cmp.Or(
 		p.maxInFlight(m, &u.MaxInFlight, &u.Adaptive),
 		p.optBool(m, "preserve_host", &u.PreserveHost),
+		p.pathSemantics(m, &u.PathSemantics),
 	)
+}
+
+// pathSemantics sets *dst from m's path_semantics, if m has it: strict,
+// case_insensitive, iis or servlet.
+func (p *fileParser) pathSemantics(m map[string]*yaml.Node, dst *request.PathSemantics) error {
+	n := m["path_semantics"]
+	if n == nil {
+		return nil
+	}
+	v, err := p.str(n, "path_semantics")
+	if err != nil {
+		return err
+	}
+	if *dst, err = request.ParsePathSemantics(v); err != nil || v == "" {
+		return p.errf(n, "path_semantics %q: want %s", v, request.PathSemanticsNames)
+	}
+	return nil
 }
 
 // limitSpec is a limit as written, made into a Policy per route (the
@@ -818,6 +845,9 @@ func (p *fileParser) route(n *yaml.Node, index *patternIndex, i int, limits map[
 			return rt, p.errf(v, "no upstream named %q", rt.Upstream)
 		}
 	}
+	if err := p.foldedPatterns(m["match"], rt); err != nil {
+		return rt, err
+	}
 	if rt.Priority, err = p.routePriority(m["priority"], rt.Upstream); err != nil {
 		return rt, err
 	}
@@ -849,6 +879,29 @@ func (p *fileParser) patterns(n *yaml.Node, index *patternIndex, route int) ([]s
 		}
 	}
 	return pats, nil
+}
+
+// foldedPatterns refuses, at its line, a pattern of rt (its match, n)
+// that its upstream's path semantics never lets match (checkFoldedPattern).
+func (p *fileParser) foldedPatterns(n *yaml.Node, rt Route) error {
+	ups := p.f.Config.Upstreams
+	i := slices.IndexFunc(ups, func(u Upstream) bool { return u.Name == rt.Upstream })
+	if rt.Upstream == "" && len(ups) > 0 {
+		i = 0
+	}
+	if i < 0 {
+		return nil
+	}
+	for j, pat := range rt.Patterns {
+		if err := checkFoldedPattern(pat, ups[i].PathSemantics); err != nil {
+			at := n
+			if at.Kind == yaml.SequenceNode {
+				at = at.Content[j]
+			}
+			return p.errf(at, "%v", err)
+		}
+	}
+	return nil
 }
 
 // methods reads a route's methods (n, nil when absent): upper-case

@@ -107,6 +107,15 @@ type Upstream struct {
 	// PreserveHost passes the client's Host header on, rather than the
 	// upstream's host (NGINX's proxy_set_header Host $host).
 	PreserveHost bool
+	// PathSemantics is how the upstream reads a request's path, which
+	// decides which spellings of a path match its routes' patterns (see
+	// request.PathSemantics): under PathCaseInsensitive, "/LOGIN" matches
+	// the pattern "/login" and spends its limits. The zero value,
+	// PathStrict, matches the canonical path as it is. The request is
+	// forwarded as sent, whatever the semantics. A route's patterns must
+	// be written as its upstream's semantics folds them (lower case under
+	// case_insensitive and iis, no ";" under servlet).
+	PathSemantics request.PathSemantics
 }
 
 // Route is a set of patterns and what applies to the requests they match.
@@ -280,6 +289,9 @@ type state struct {
 	mux      *http.ServeMux // the patterns of cfg.Routes; its handlers are routeRefs into routes
 	routes   []*route       // cfg.Routes', compiled, in order
 	fallback *route
+	// folded holds, for each semantics other than PathStrict that an
+	// upstream of a route has, the patterns of those routes (matchFolded).
+	folded   []foldedMux
 	logMu    *sync.Mutex // the access log's, shared across Update
 	timeouts Timeouts    // cfg.Timeouts with defaults
 	maxBody  int64       // cfg.ClientMaxBodySize with its default; <= 0: no cap
@@ -291,7 +303,8 @@ type state struct {
 
 type route struct {
 	name    string
-	handler http.Handler // wrap(the route's forwarder)
+	sem     request.PathSemantics // its upstream's
+	handler http.Handler          // wrap(the route's forwarder)
 	// wrap puts the route's method check and limits in front of next.
 	wrap func(next http.Handler) http.Handler
 }
@@ -470,12 +483,48 @@ func (g *Gateway) addRoute(st *state, ups map[string]Upstream, rt Route, index *
 		}
 	}
 	i := len(st.routes)
-	st.routes = append(st.routes, &route{name: rt.Name, handler: wrap(fwd), wrap: wrap})
+	sem := upstreamOf(st, ups, rt).PathSemantics
+	st.routes = append(st.routes, &route{name: rt.Name, sem: sem, handler: wrap(fwd), wrap: wrap})
+	if sem != request.PathStrict {
+		if err := st.addFolded(i, sem, rt); err != nil {
+			return err
+		}
+	}
 	if index != st.cfg.index {
 		for _, p := range rt.Patterns {
 			if err := index.add(i, p); err != nil {
 				return fmt.Errorf("gateway: route %q: %w", rt.Name, err)
 			}
+		}
+	}
+	return nil
+}
+
+// upstreamOf returns rt's upstream (the first of st's when it names none;
+// the zero Upstream for a name that is not in ups, which routeLimits has
+// refused already).
+func upstreamOf(st *state, ups map[string]Upstream, rt Route) Upstream {
+	if rt.Upstream == "" {
+		return st.cfg.Upstreams[0]
+	}
+	return ups[rt.Upstream]
+}
+
+// addFolded registers the patterns of rt, the i-th route, whose upstream
+// reads paths as sem, on st's folded mux of sem (made on first use),
+// refusing a pattern that no folded path matches.
+func (st *state) addFolded(i int, sem request.PathSemantics, rt Route) error {
+	k := slices.IndexFunc(st.folded, func(f foldedMux) bool { return f.sem == sem })
+	if k < 0 {
+		st.folded = append(st.folded, foldedMux{sem: sem, mux: http.NewServeMux()})
+		k = len(st.folded) - 1
+	}
+	for _, p := range rt.Patterns {
+		if err := checkFoldedPattern(p, sem); err != nil {
+			return fmt.Errorf("gateway: route %q: %w", rt.Name, err)
+		}
+		if err := register(st.folded[k].mux, p, routeRef(i)); err != nil {
+			return fmt.Errorf("gateway: route %q: %w", rt.Name, err)
 		}
 	}
 	return nil

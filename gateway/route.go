@@ -161,13 +161,16 @@ func (st *state) match(w http.ResponseWriter, r *http.Request) (*route, *http.Re
 	} else {
 		r = r.WithContext(request.NewContext(r.Context(), c))
 	}
+	if len(st.folded) > 0 {
+		return st.matchFolded(r, c)
+	}
 	var (
 		rt      *route
 		pattern string
 	)
 	if d := request.DecodeSlashes(c.Path); d != c.Path {
-		rt, pattern = st.find(r, c, d)
-		if other, otherPattern := st.find(r, c, c.Path); other != nil && other != rt {
+		rt, pattern = st.find(st.mux, r, c, d)
+		if other, otherPattern := st.find(st.mux, r, c, c.Path); other != nil && other != rt {
 			if rt != nil {
 				r.Pattern = otherPattern
 				return both(other, rt, pattern), r
@@ -175,13 +178,111 @@ func (st *state) match(w http.ResponseWriter, r *http.Request) (*route, *http.Re
 			rt, pattern = other, otherPattern
 		}
 	} else {
-		rt, pattern = st.find(r, c, c.Path)
+		rt, pattern = st.find(st.mux, r, c, c.Path)
 	}
 	if rt == nil {
 		return st.fallback, r
 	}
 	r.Pattern = pattern // for httplimit.Route keys
 	return rt, r
+}
+
+// foldedMux is the patterns of the routes whose upstream reads paths
+// with sem (not PathStrict), matched against paths folded by sem.
+type foldedMux struct {
+	sem request.PathSemantics
+	mux *http.ServeMux
+}
+
+// candidate is a route a reading of a request matches, with its pattern.
+type candidate struct {
+	rt      *route
+	pattern string
+}
+
+// matchFolded is match for a state with routes whose upstream folds
+// paths (Upstream.PathSemantics). A request's candidates are the strict
+// routes its readings (an encoded slash read as a slash, then as
+// ServeMux reads it) match on st.mux, then, for each semantics, the
+// routes of that semantics its folded readings match: "/LOGIN" is
+// "/login" to a case_insensitive route. The first candidate forwards the
+// request (so a request goes where its spelling is routed, as without
+// folding), and every other candidate's limits apply first, as both
+// applies them: no upstream serves a request past the limit of the route
+// it takes the request for. A non-strict route's patterns match only
+// folded paths, so a spelling and its folded form spend the same
+// allowance.
+func (st *state) matchFolded(r *http.Request, c request.Canonical) (*route, *http.Request) {
+	var (
+		buf   [6]candidate
+		cands = buf[:0]
+	)
+	add := func(rt *route, pattern string, strictOnly bool) {
+		if rt == nil || strictOnly && rt.sem != request.PathStrict {
+			return
+		}
+		for _, x := range cands {
+			if x.rt == rt {
+				return
+			}
+		}
+		cands = append(cands, candidate{rt, pattern})
+	}
+	readings := [2]string{request.DecodeSlashes(c.Path), c.Path}
+	n := 2
+	if readings[0] == readings[1] {
+		n = 1
+	}
+	for _, p := range readings[:n] {
+		rt, pattern := st.find(st.mux, r, c, p)
+		add(rt, pattern, true)
+	}
+	for _, f := range st.folded {
+		for _, p := range readings[:n] {
+			rt, pattern := st.find(f.mux, r, c, f.sem.Fold(p))
+			add(rt, pattern, false)
+		}
+	}
+	if len(cands) == 0 {
+		return st.fallback, r
+	}
+	rt, pattern := cands[0].rt, cands[0].pattern
+	for _, x := range cands[1:] {
+		rt, pattern = both(x.rt, rt, pattern), x.pattern
+	}
+	r.Pattern = pattern
+	return rt, r
+}
+
+// checkFoldedPattern returns why pattern can never match under sem: a
+// literal path segment that sem folds to another ("/Login" under
+// case_insensitive, which matches "/login" folded), as no folded path
+// has it. Wildcards match folded segments as they are.
+func checkFoldedPattern(pattern string, sem request.PathSemantics) error {
+	if sem == request.PathStrict {
+		return nil
+	}
+	rest := pattern
+	if i := strings.IndexAny(pattern, " \t"); i >= 0 {
+		rest = strings.TrimLeft(pattern[i:], " \t")
+	}
+	j := strings.IndexByte(rest, '/')
+	if j < 0 {
+		return nil // register says what is wrong
+	}
+	for _, seg := range strings.Split(rest[j+1:], "/") {
+		if seg == "" || strings.HasPrefix(seg, "{") {
+			continue
+		}
+		p, err := request.Path("/" + seg)
+		if err != nil {
+			return nil // register says what is wrong
+		}
+		if f := sem.Fold(p); f != p {
+			return fmt.Errorf("pattern %q never matches: its upstream reads paths as %s, so the segment %q is %q to it; write %q", pattern, sem, seg, strings.TrimPrefix(f, "/"), strings.TrimPrefix(f, "/"))
+		}
+	}
+	return nil
 }
 
 // both returns a route that applies the method check and limits of first
@@ -198,20 +299,21 @@ func both(first, second *route, secondPattern string) *route {
 }
 
 // find returns the route of the canonical request c with the canonical
-// path p, or nil: p's own route, else the subtree p+"/".
-func (st *state) find(r *http.Request, c request.Canonical, p string) (*route, string) {
+// path p on mux (st.mux, or a folded one), or nil: p's own route, else
+// the subtree p+"/".
+func (st *state) find(mux *http.ServeMux, r *http.Request, c request.Canonical, p string) (*route, string) {
 	look := r // already canonical, as most requests are: no copy to match
 	if r.Method != c.Method || !sameHost(r.Host, c.Host) || r.URL.RawPath != "" || r.URL.Path != p {
 		look = withCanonical(r, c, p)
 	}
-	h, pattern := st.mux.Handler(look)
+	h, pattern := mux.Handler(look)
 	if i, ok := h.(routeRef); ok {
 		return st.routes[i], pattern
 	}
 	if p == "/" {
 		return nil, ""
 	}
-	h, pattern = st.mux.Handler(withCanonical(r, c, p+"/"))
+	h, pattern = mux.Handler(withCanonical(r, c, p+"/"))
 	if i, ok := h.(routeRef); ok {
 		return st.routes[i], pattern
 	}

@@ -26,7 +26,8 @@ type forwardAuth struct {
 	domain   string
 	resolver *clientip.Resolver
 	descs    [][]config.AuthEntry
-	canon    bool // some entry reads the method, URI, path or host
+	canon    bool                  // some entry reads the method, URI, path or host
+	paths    request.PathSemantics // fa.PathSemantics: how the application reads a path
 }
 
 // newForwardAuth validates fa, the forward_auth section of a config, as the
@@ -60,7 +61,7 @@ func newForwardAuth(fa *config.ForwardAuth, res *clientip.Resolver) (*forwardAut
 		res = &clientip.Resolver{TrustedProxies: fa.TrustedProxies}
 	}
 	needIP := false
-	a := &forwardAuth{domain: fa.Domain, resolver: res, descs: make([][]config.AuthEntry, len(fa.Descriptors))}
+	a := &forwardAuth{domain: fa.Domain, resolver: res, descs: make([][]config.AuthEntry, len(fa.Descriptors)), paths: fa.PathSemantics}
 	for i, d := range fa.Descriptors {
 		if len(d.Entries) == 0 {
 			return nil, fmt.Errorf("service: forward_auth descriptor %d has no entries", i)
@@ -104,12 +105,12 @@ type forwarded struct {
 	query string // the URI's query, with its "?", as sent
 }
 
-// forwarded reads the forwarded request's method, URI and host from the
-// headers the proxies send; see value. The
+// forwardedOf reads the forwarded request's method, URI and host from the
+// headers the proxies send, the path folded by sem; see value. The
 // error wraps request.ErrMalformed: a request with no canonical form, or
 // whose headers for one of the three disagree (X-Forwarded-Uri and
 // X-Original-URI, two X-Forwarded-Host lines: see agreedHeader).
-func forwardedOf(r *http.Request) (forwarded, error) {
+func forwardedOf(r *http.Request, sem request.PathSemantics) (forwarded, error) {
 	var f forwarded
 	method, err := agreedHeader(r, strings.EqualFold, "X-Forwarded-Method", "X-Original-Method")
 	if err != nil {
@@ -148,8 +149,10 @@ func forwardedOf(r *http.Request) (forwarded, error) {
 	f.canon, err = request.New(method, uri, host)
 	// An encoded slash read as a slash, as the proxy reads it first:
 	// "/login%2F" is "/login" to an application that decodes the whole
-	// path, so it must be to the limit.
-	f.canon.Path = request.DecodeSlashes(f.canon.Path)
+	// path, so it must be to the limit. Then folded as the application
+	// reads it (forward_auth's path_semantics), as `sluice proxy` folds a
+	// route's path: "/LOGIN" is "/login" to a case-insensitive one.
+	f.canon.Path = sem.Fold(request.DecodeSlashes(f.canon.Path))
 	return f, err
 }
 
@@ -163,7 +166,9 @@ func forwardedOf(r *http.Request) (forwarded, error) {
 //   - uri: X-Forwarded-Uri (Traefik, Caddy), else X-Original-URI (NGINX's
 //     usual `proxy_set_header X-Original-URI $request_uri`): its canonical
 //     path ("//login/", "/%6Cogin" and "/a/../login" are "/login"), with
-//     "%2F" read as a slash (request.DecodeSlashes), then the query as sent;
+//     "%2F" read as a slash (request.DecodeSlashes) and folded by the
+//     section's path_semantics (request.PathSemantics.Fold), then the
+//     query as sent;
 //   - path: uri's canonical path, without the query;
 //   - header: the first value of the named request header;
 //   - literal: the entry's value, like Envoy's generic_key;
@@ -228,7 +233,7 @@ func (a *forwardAuth) request(r *http.Request) (*pb.RateLimitRequest, error) {
 	var f forwarded
 	if a.canon {
 		var err error
-		if f, err = forwardedOf(r); err != nil {
+		if f, err = forwardedOf(r, a.paths); err != nil {
 			return nil, err
 		}
 	}

@@ -12,6 +12,7 @@ import (
 	"github.com/sluicehq/sluice/clientip"
 	"github.com/sluicehq/sluice/config"
 	"github.com/sluicehq/sluice/failsafe"
+	canon "github.com/sluicehq/sluice/request"
 	"github.com/sluicehq/sluice/rlheader"
 	"github.com/sluicehq/sluice/service"
 )
@@ -373,5 +374,42 @@ func TestForwardAuthHostSource(t *testing.T) {
 	}
 	if code := auth(h, "GET", "10.0.0.2:5555", nil).Code; code != http.StatusOK {
 		t.Errorf("no X-Forwarded-Host: %d, want 200 (the descriptor is left out)", code)
+	}
+}
+
+// Each spelling of /login spends /login's allowance on /auth exactly when
+// the application behind the proxy serves it as /login, as forward_auth's
+// path_semantics says it reads paths (the same fold as sluice proxy's
+// routes). Before path_semantics, each was a fresh allowance.
+func TestForwardAuthPathFormsSpendTheLimitOfThePathTheUpstreamServes(t *testing.T) {
+	forms := []struct {
+		uri   string
+		folds string
+	}{
+		{"/LOGIN", "case_insensitive iis"},
+		{"/Login?next=/", "case_insensitive iis"},
+		{"/login;x", "servlet"},
+		{"/login%3Bx", "servlet"},
+		{"/login%20", "iis servlet"},
+		{"/login%09", "servlet"},
+		{"/LOGIN;jsessionid=1", ""},
+	}
+	rules := (&fakeRules{domain: "edge"}).add(fixed("edge.method_POST.path", 1, config.Minute), "method", "POST", "path", "")
+	for _, sem := range []canon.PathSemantics{canon.PathStrict, canon.PathCaseInsensitive, canon.PathIIS, canon.PathServlet} {
+		for _, f := range forms {
+			fa := authSection("edge", []config.AuthEntry{{Key: "method", From: config.FromMethod}, {Key: "path", From: config.FromPath}})
+			fa.PathSemantics = sem
+			h := start(t, t0, service.Config{Rules: rules, ForwardAuth: fa})
+			if rec := auth(h, "GET", "10.0.0.2:5555", traefik("203.0.113.7", "POST", "/login")); rec.Code != http.StatusOK {
+				t.Fatalf("%v: /login: %d", sem, rec.Code)
+			}
+			want := http.StatusOK
+			if strings.Contains(" "+f.folds+" ", " "+sem.String()+" ") {
+				want = http.StatusTooManyRequests
+			}
+			if rec := auth(h, "GET", "10.0.0.2:5555", traefik("203.0.113.7", "POST", f.uri)); rec.Code != want {
+				t.Errorf("path_semantics %v: %s after /login's one request: %d, want %d", sem, f.uri, rec.Code, want)
+			}
+		}
 	}
 }

@@ -592,7 +592,7 @@ func loadProxyFile(ctx context.Context, o proxyOptions) (*gateway.File, error) {
 			return nil, fmt.Errorf("-upstream %q: want http:// or https:// and a host", o.upstream)
 		}
 		if len(f.Config.Upstreams) == 0 {
-			f.Config.Upstreams = []gateway.Upstream{{Name: "upstream"}}
+			f.Config.Upstreams = []gateway.Upstream{{Name: "upstream", PathSemantics: f.PathSemantics}}
 		}
 		f.Config.Upstreams[0].URL = u
 	}

@@ -146,6 +146,7 @@
 //
 //	forward_auth:
 //	  trusted_proxies: [10.0.0.0/8, 192.0.2.7]   # optional
+//	  path_semantics: servlet         # optional: strict (default), case_insensitive, iis, servlet
 //	  descriptors:                    # one RateLimitRequest descriptor each
 //	    - entries:
 //	        - {key: remote_address, from: client_ip}
@@ -164,10 +165,12 @@
 // (value itself); header goes with from: header only, value with from:
 // literal only. trusted_proxies lists networks or single addresses, and may
 // be empty when the server is told its proxies otherwise (sluice serve
-// -trusted-proxies). The descriptors are matched against the domain's rules
-// like any request's. At most one domain of a Config has a forward_auth
-// section. ForwardAuth holds it, compiled; Dump prints it after the
-// domain's tree.
+// -trusted-proxies). path_semantics says how the application reads a path
+// (request.PathSemantics): the path of path and uri entries is folded by
+// it, and rule values of their keys must be folded too. The descriptors
+// are matched against the domain's rules like any request's. At most one
+// domain of a Config has a forward_auth section. ForwardAuth holds it,
+// compiled; Dump prints it after the domain's tree.
 //
 // A Config is immutable once loaded and safe for concurrent use; Lookup does
 // not allocate.

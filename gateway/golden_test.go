@@ -13,6 +13,7 @@ import (
 	"github.com/sluicehq/sluice/gateway"
 	"github.com/sluicehq/sluice/httplimit"
 	"github.com/sluicehq/sluice/internal/goldentest"
+	"github.com/sluicehq/sluice/request"
 )
 
 var update = flag.Bool("update", false, "rewrite the .golden files of testdata/golden with the current output")
@@ -93,7 +94,11 @@ func dumpFile(w io.Writer, f *gateway.File) {
 		fmt.Fprintf(w, "trusted_proxies %v forwarded_header %v\n", res.TrustedProxies, res.Header)
 	}
 	for _, u := range c.Upstreams {
-		fmt.Fprintf(w, "upstream %s %s max_in_flight %d preserve_host %t\n", u.Name, u.URL, u.MaxInFlight, u.PreserveHost)
+		fmt.Fprintf(w, "upstream %s %s max_in_flight %d preserve_host %t", u.Name, u.URL, u.MaxInFlight, u.PreserveHost)
+		if u.PathSemantics != request.PathStrict {
+			fmt.Fprintf(w, " path_semantics %v", u.PathSemantics)
+		}
+		fmt.Fprintln(w)
 	}
 	for _, rt := range c.Routes {
 		fmt.Fprintf(w, "route %s match %q", rt.Name, rt.Patterns)

@@ -149,8 +149,8 @@ routes:
 // line, as is a semantics that does not exist.
 func TestPathSemanticsRefusesPatternsThatNeverMatch(t *testing.T) {
 	for _, tc := range []struct{ yaml, want string }{
-		{"path_semantics: case_insensitive\nroutes: [{name: r, match: /Login}]", `proxy.yaml:3:27: config: pattern "/Login" never matches: its upstream reads paths as case_insensitive, so the segment "Login" is "login" to it; write "login"`},
-		{"path_semantics: servlet\nroutes: [{name: r, match: [/a, \"/b;v=1/{x}\"]}]", `proxy.yaml:3:32: config: pattern "/b;v=1/{x}" never matches: its upstream reads paths as servlet, so the segment "b;v=1" is "b" to it`},
+		{"path_semantics: case_insensitive\nroutes: [{name: r, match: /Login}]", `proxy.yaml:3:27: config: pattern "/Login" never matches: its upstream reads paths as case_insensitive, to which "Login" is not a path segment; write "/login"`},
+		{"path_semantics: servlet\nroutes: [{name: r, match: [/a, \"/b;v=1/{x}\"]}]", `proxy.yaml:3:32: config: pattern "/b;v=1/{x}" never matches: its upstream reads paths as servlet, to which "b;v=1" is not a path segment; write "/b/{x}"`},
 		{"path_semantics: iis\nroutes: [{name: r, match: \"GET /a/x.\"}]", `pattern "GET /a/x." never matches`},
 		{"path_semantics: tomcat", `proxy.yaml:2:17: config: path_semantics "tomcat": want strict, case_insensitive, iis or servlet`},
 		{"upstreams: [{name: a, url: \"http://a\", path_semantics: IIS}]", `path_semantics "IIS": want`},

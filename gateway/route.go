@@ -270,7 +270,9 @@ func checkFoldedPattern(pattern string, sem request.PathSemantics) error {
 	if j < 0 {
 		return nil // register says what is wrong
 	}
-	for _, seg := range strings.Split(rest[j+1:], "/") {
+	segs := strings.Split(rest[j+1:], "/")
+	first := ""
+	for i, seg := range segs {
 		if seg == "" || strings.HasPrefix(seg, "{") {
 			continue
 		}
@@ -279,10 +281,17 @@ func checkFoldedPattern(pattern string, sem request.PathSemantics) error {
 			return nil // register says what is wrong
 		}
 		if f := sem.Fold(p); f != p {
-			return fmt.Errorf("pattern %q never matches: its upstream reads paths as %s, so the segment %q is %q to it; write %q", pattern, sem, seg, strings.TrimPrefix(f, "/"), strings.TrimPrefix(f, "/"))
+			if first == "" {
+				first = seg
+			}
+			segs[i] = strings.TrimPrefix(f, "/")
 		}
 	}
-	return nil
+	if first == "" {
+		return nil
+	}
+	want := pattern[:len(pattern)-len(rest)] + rest[:j+1] + strings.Join(segs, "/")
+	return fmt.Errorf("pattern %q never matches: its upstream reads paths as %s, to which %q is not a path segment; write %q", pattern, sem, first, want)
 }
 
 // both returns a route that applies the method check and limits of first

@@ -35,6 +35,7 @@ import (
 	"github.com/sluicehq/sluice/internal/safefile"
 	"github.com/sluicehq/sluice/memstore"
 	"github.com/sluicehq/sluice/plans"
+	"github.com/sluicehq/sluice/request"
 	"github.com/sluicehq/sluice/service"
 )
 
@@ -506,6 +507,9 @@ func checkProxy(f *gateway.File, stdout, stderr io.Writer) int {
 		}
 		if u.Adaptive != nil {
 			fmt.Fprint(stdout, " max_in_flight=adaptive")
+		}
+		if u.PathSemantics != request.PathStrict {
+			fmt.Fprintf(stdout, " path_semantics=%v", u.PathSemantics)
 		}
 		fmt.Fprintln(stdout)
 	}

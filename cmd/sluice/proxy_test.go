@@ -518,3 +518,19 @@ func discardingUpstream(t *testing.T) (up *httptest.Server, hits *atomic.Int64) 
 	t.Cleanup(up.Close)
 	return up, hits
 }
+
+// The file's top-level path_semantics is the upstream's that -upstream
+// gives when the file names none, and -check shows it: the upstream made
+// from the flag would otherwise read paths strictly, and /LOGIN dodge
+// /login's limit in front of an IIS server.
+func TestProxyUpstreamFlagTakesTheFilesPathSemantics(t *testing.T) {
+	cfg := filepath.Join(t.TempDir(), "p.yaml")
+	os.WriteFile(cfg, []byte("path_semantics: iis\nroutes: [{name: login, match: /login}]\n"), 0o644)
+	var out, errb testlog.Buffer
+	if code := runProxy(context.Background(), []string{"-check", "-config", cfg, "-upstream", "http://127.0.0.1:1"}, &out, &errb); code != 0 {
+		t.Fatalf("exit %d: %s", code, errb.String())
+	}
+	if !strings.Contains(out.String(), "upstream upstream http://127.0.0.1:1 path_semantics=iis") {
+		t.Errorf("-check output %q; want the -upstream upstream with path_semantics=iis", out.String())
+	}
+}

@@ -62,18 +62,43 @@ routes:
 	}
 }
 
-// Semantics are per upstream: a case-insensitive (iis) upstream's routes
-// count /LOGIN as /login and /CART/Items as under /cart/, and the request
-// goes to that upstream as sent; a strict upstream's routes beside them
-// match as before. With a strict catch-all, a spelling that it matches
-// goes there (where its spelling is routed, as without path_semantics)
-// and spends the folded route's limit first.
+// Semantics are per upstream: an iis upstream's routes count /LOGIN as
+// /login and /CART/Items as under /cart/, and the request goes to that
+// upstream as sent; a strict upstream's routes beside them match as
+// before. With a strict catch-all, a spelling that it matches as written
+// goes there, as it did before path_semantics, and spends nothing of the
+// shop's limits: the shop never serves it.
 func TestPathSemanticsPerUpstream(t *testing.T) {
-	for _, catchAll := range []bool{false, true} {
-		t.Run(fmt.Sprint("catch-all=", catchAll), func(t *testing.T) {
+	type step struct {
+		target string
+		code   int
+		to     string // "site", "shop" or "" (refused)
+	}
+	for _, tc := range []struct {
+		catchAll bool
+		steps    []step
+	}{
+		{false, []step{
+			{"/LOGIN", 200, "shop"}, // spends login's one request
+			{"/login", 429, ""},
+			{"/Login.", 429, ""},
+			{"/CART/Items", 200, "shop"},
+			{"/static/x", 200, "site"},
+			{"/STATIC/x", 200, "site"}, // the strict route does not match: the fallback, the first upstream
+		}},
+		{true, []step{
+			{"/LOGIN", 200, "site"}, // the catch-all's, as written
+			{"/login", 200, "shop"}, // login's one request
+			{"/login", 429, ""},
+			{"/Login.", 200, "site"},
+			{"/CART/Items", 200, "site"},
+			{"/cart/items", 200, "shop"},
+		}},
+	} {
+		t.Run(fmt.Sprint("catch-all=", tc.catchAll), func(t *testing.T) {
 			site, shop := newUpstream(t), newUpstream(t)
 			all := ""
-			if catchAll {
+			if tc.catchAll {
 				all = "  - {name: all, match: /, upstream: site}\n"
 			}
 			f, err := gateway.ParseFile("proxy.yaml", []byte(fmt.Sprintf(`
@@ -103,42 +128,31 @@ routes:
 			site.set(record)
 			shop.set(record)
 			_, srv := front(t, f.Config)
-			folded := shop // where a folded route's request goes
-			if catchAll {
-				folded = site
-			}
-			for i, step := range []struct {
-				target string
-				code   int
-				to     *upstream
-			}{
-				{"/LOGIN", 200, folded}, // spends login's one request
-				{"/login", 429, nil},
-				{"/Login.", 429, nil},
-				{"/CART/Items", 200, folded},
-				{"/static/x", 200, site},
-				{"/STATIC/x", 200, site}, // the strict route does not match; the fallback or catch-all, on site
-			} {
+			var wantSent []string
+			for i, st := range tc.steps {
 				before := [2]int64{site.hits.Load(), shop.hits.Load()}
-				if code := doRaw(t, srv.URL, srv.Client(), "GET", step.target, "").StatusCode; code != step.code {
-					t.Errorf("step %d: %s: %d, want %d", i, step.target, code, step.code)
+				if code := doRaw(t, srv.URL, srv.Client(), "GET", st.target, "").StatusCode; code != st.code {
+					t.Errorf("step %d: %s: %d, want %d", i, st.target, code, st.code)
 				}
 				got := [2]int64{site.hits.Load() - before[0], shop.hits.Load() - before[1]}
 				want := [2]int64{}
-				switch step.to {
-				case site:
+				switch st.to {
+				case "site":
 					want[0] = 1
-				case shop:
+				case "shop":
 					want[1] = 1
 				}
+				if st.to != "" {
+					wantSent = append(wantSent, st.target)
+				}
 				if got != want {
-					t.Errorf("step %d: %s reached (site, shop) %v times, want %v", i, step.target, got, want)
+					t.Errorf("step %d: %s reached (site, shop) %v times, want %v", i, st.target, got, want)
 				}
 			}
 			mu.Lock()
 			defer mu.Unlock()
-			if len(sent) < 2 || sent[0] != "/LOGIN" || sent[1] != "/CART/Items" {
-				t.Errorf("the upstreams received %q; want /LOGIN and /CART/Items first, as sent", sent)
+			if strings.Join(sent, " ") != strings.Join(wantSent, " ") {
+				t.Errorf("the upstreams received %q; want %q, as sent", sent, wantSent)
 			}
 		})
 	}
@@ -170,5 +184,44 @@ func TestPathSemanticsRefusesPatternsThatNeverMatch(t *testing.T) {
 	cfg.Routes = []gateway.Route{{Name: "r", Patterns: []string{"/Login"}}}
 	if _, err := gateway.New(cfg); err == nil || !strings.Contains(err.Error(), "never matches") {
 		t.Errorf("New with /Login under case_insensitive: %v", err)
+	}
+}
+
+// A route that a request matches as written takes it, as before
+// path_semantics; when its upstream folds paths, the routes of the path
+// it serves apply their limits too: Tomcat serves /admin;jsessionid=1,
+// which its catch-all /{page} matches as written, as /admin, so /admin's
+// limit applies. Before, it was a fresh allowance (200 after /admin's one
+// request).
+func TestPathSemanticsFoldedPathSpendsTheLimitBehindACatchAll(t *testing.T) {
+	portal := newUpstream(t)
+	f, err := gateway.ParseFile("proxy.yaml", []byte(fmt.Sprintf(`
+upstreams: [{name: portal, url: %s, path_semantics: servlet}]
+limits: [{name: l, key: global, rate: 1r/h, algorithm: token_bucket}]
+routes:
+  - {name: page, match: "/{page}"}
+  - {name: admin, match: /admin, limits: [l]}
+`, portal.URL)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.Config.Limiter = store(t, clocktest.New())
+	_, srv := front(t, f.Config)
+	for i, st := range []struct {
+		target string
+		code   int
+	}{
+		{"/admin", 200},
+		{"/admin;jsessionid=1", 429},
+		{"/x/..;/admin", 429},
+		{"/ADMIN", 200}, // servlet paths keep their case
+		{"/home;jsessionid=1", 200},
+	} {
+		if code := doRaw(t, srv.URL, srv.Client(), "GET", st.target, "").StatusCode; code != st.code {
+			t.Errorf("step %d: %s: %d, want %d", i, st.target, code, st.code)
+		}
+	}
+	if got := portal.hits.Load(); got != 3 {
+		t.Errorf("portal reached %d times, want 3", got)
 	}
 }

@@ -201,24 +201,24 @@ type candidate struct {
 }
 
 // matchFolded is match for a state with routes whose upstream folds
-// paths (Upstream.PathSemantics). A request's candidates are the strict
-// routes its readings (an encoded slash read as a slash, then as
-// ServeMux reads it) match on st.mux, then, for each semantics, the
-// routes of that semantics its folded readings match: "/LOGIN" is
-// "/login" to a case_insensitive route. The first candidate forwards the
-// request (so a request goes where its spelling is routed, as without
-// folding), and every other candidate's limits apply first, as both
-// applies them: no upstream serves a request past the limit of the route
-// it takes the request for. A non-strict route's patterns match only
-// folded paths, so a spelling and its folded form spend the same
-// allowance.
+// paths (Upstream.PathSemantics). The request goes where match sends it
+// without folding: to the route its readings (an encoded slash read as a
+// slash, then as ServeMux reads it) match as written, first the one of
+// the first reading; only when none does, to the first route that a
+// reading folded by a non-strict semantics matches ("/LOGIN" is "/login"
+// to a case_insensitive route). Then, when that route's upstream folds
+// paths, the routes of its semantics that its folded readings match
+// apply their limits first, as both applies them: the upstream serves
+// the request as the resource its folded path names, so that resource's
+// limits apply ("/login;x" routed to a servlet catch-all "/{page}" spends
+// "/login"'s allowance too).
 func (st *state) matchFolded(r *http.Request, c request.Canonical) (*route, *http.Request) {
 	var (
 		buf   [6]candidate
 		cands = buf[:0]
 	)
-	add := func(rt *route, pattern string, strictOnly bool) {
-		if rt == nil || strictOnly && rt.sem != request.PathStrict {
+	add := func(rt *route, pattern string) {
+		if rt == nil {
 			return
 		}
 		for _, x := range cands {
@@ -234,17 +234,27 @@ func (st *state) matchFolded(r *http.Request, c request.Canonical) (*route, *htt
 		n = 1
 	}
 	for _, p := range readings[:n] {
-		rt, pattern := st.find(st.mux, r, c, p)
-		add(rt, pattern, true)
+		add(st.find(st.mux, r, c, p))
 	}
-	for _, f := range st.folded {
+	for i := 0; i < len(st.folded) && len(cands) == 0; i++ {
 		for _, p := range readings[:n] {
-			rt, pattern := st.find(f.mux, r, c, f.sem.Fold(p))
-			add(rt, pattern, false)
+			if rt, pattern := st.find(st.folded[i].mux, r, c, st.folded[i].sem.Fold(p)); rt != nil {
+				add(rt, pattern)
+				break
+			}
 		}
 	}
 	if len(cands) == 0 {
 		return st.fallback, r
+	}
+	if sem := cands[0].rt.sem; sem != request.PathStrict {
+		for _, f := range st.folded {
+			if f.sem == sem {
+				for _, p := range readings[:n] {
+					add(st.find(f.mux, r, c, sem.Fold(p)))
+				}
+			}
+		}
 	}
 	rt, pattern := cands[0].rt, cands[0].pattern
 	for _, x := range cands[1:] {

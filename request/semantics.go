@@ -241,7 +241,8 @@ func trimJava(seg []byte) []byte {
 
 // foldCase returns seg with every letter in its case-folded form: ASCII
 // letters in lower case, and, when seg is valid UTF-8, every rune as
-// foldRune maps it. Invalid UTF-8 has its ASCII letters folded only.
+// foldRune maps it. Invalid UTF-8 has its ASCII letters folded only. It
+// folds ASCII in place, in seg.
 func foldCase(seg []byte) []byte {
 	ascii := true
 	for _, c := range seg {
@@ -251,14 +252,12 @@ func foldCase(seg []byte) []byte {
 		}
 	}
 	if ascii || !utf8.Valid(seg) {
-		out := make([]byte, len(seg))
 		for i, c := range seg {
 			if 'A' <= c && c <= 'Z' {
-				c += 'a' - 'A'
+				seg[i] = c + 'a' - 'A'
 			}
-			out[i] = c
 		}
-		return out
+		return seg
 	}
 	out := make([]byte, 0, len(seg)+4)
 	for _, r := range string(seg) {

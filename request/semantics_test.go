@@ -104,3 +104,25 @@ func TestPathSemanticsFoldDoesNotAllocateWhenNothingFolds(t *testing.T) {
 		}
 	}
 }
+
+func BenchmarkPathSemanticsFold(b *testing.B) {
+	for _, bc := range []struct {
+		name string
+		sem  request.PathSemantics
+		path string
+	}{
+		{"strict", request.PathStrict, "/Account/Login;x"},
+		{"case_insensitive/nothing", request.PathCaseInsensitive, "/api/v1/users/42"},
+		{"case_insensitive/folds", request.PathCaseInsensitive, "/API/v1/Users/42"},
+		{"iis/folds", request.PathIIS, "/Account/Login.%20"},
+		{"servlet/nothing", request.PathServlet, "/api/v1/users/42"},
+		{"servlet/folds", request.PathServlet, "/api/v1/users/42;jsessionid=ABCDEF"},
+	} {
+		b.Run(bc.name, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				_ = bc.sem.Fold(bc.path)
+			}
+		})
+	}
+}

@@ -26,3 +26,16 @@ func Example() {
 	// {POST api.example.com /login} <nil>
 	// malformed request: host: empty label true
 }
+
+func ExamplePathSemantics_Fold() {
+	// Spellings that a case-insensitive or servlet application serves as
+	// /login fold to /login; strict folds nothing.
+	for _, p := range []string{"/LOGIN", "/login;jsessionid=1", "/login%20"} {
+		c, _ := request.Path(p)
+		fmt.Println(p, request.PathStrict.Fold(c), request.PathCaseInsensitive.Fold(c), request.PathServlet.Fold(c))
+	}
+	// Output:
+	// /LOGIN /LOGIN /login /LOGIN
+	// /login;jsessionid=1 /login;jsessionid=1 /login;jsessionid=1 /login
+	// /login%20 /login%20 /login%20 /login
+}

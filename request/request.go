@@ -47,6 +47,13 @@
 // ("[2001:db8::1]"); a zone is malformed. "" stays "" (HTTP/1.0 has no
 // Host).
 //
+// Some applications merge more spellings of a path than any server must:
+// IIS and ASP.NET ignore case, servlet containers drop ";" path
+// parameters. PathSemantics.Fold folds a canonical path as such an
+// application reads it; the proxy's routes and forward auth both fold
+// with it, as their configuration's path_semantics says, and the strict
+// default folds nothing.
+//
 // The form is idempotent: canonicalising a Canonical's fields again
 // changes nothing. Two requests that a ServeMux routes to the same handler
 // have the same canonical form; the form merges more than ServeMux does

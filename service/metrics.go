@@ -405,7 +405,8 @@ type statsdSink struct {
 //   - ratelimit.service.global_shadow_mode (a request Config.ShadowMode
 //     answered OK);
 //   - ratelimit_server.ShouldRateLimit.total_requests and .response_time
-//     (a timer in microseconds), for every decision, gRPC and POST /json.
+//     (a timer in milliseconds, with their fractions, as envoyproxy/ratelimit
+//     sends it), for every decision, gRPC and POST /json.
 //
 // The store flushes them (gostats.Store.Start); the Service only counts.
 // It needs Config.Registerer, the counting SendStatsd feeds from, and
@@ -450,7 +451,7 @@ func (sd *statsdSink) add(rc *ruleCounters, label string, k counterKind, v uint6
 // observe counts one decision that took d and ended in err.
 func (sd *statsdSink) observe(d time.Duration, err error) {
 	sd.totalRequests.Inc()
-	sd.responseTime.AddDuration(d)
+	sd.responseTime.AddValue(float64(d) / float64(time.Millisecond)) // not AddDuration: gostats's base is µs
 	if errors.Is(err, ErrInvalidRequest) {
 		sd.serviceError.Inc()
 	}

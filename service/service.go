@@ -295,8 +295,14 @@ const (
 )
 
 // HealthServiceName is the gRPC service name the health service reports,
-// besides the server-wide "".
+// besides the server-wide "" and LegacyHealthServiceName.
 const HealthServiceName = "envoy.service.ratelimit.v3.RateLimitService"
+
+// LegacyHealthServiceName is the one name envoyproxy/ratelimit registers
+// with gRPC health, which Envoy's health checks and Kubernetes' gRPC probes
+// written for it ask for; the health service reports it as it reports
+// HealthServiceName.
+const LegacyHealthServiceName = "ratelimit"
 
 // MaxUnlimited is the limit_remaining of an unlimited rule: MaxUint32, as
 // envoyproxy/ratelimit reports it.
@@ -456,8 +462,9 @@ func (s *Service) SetServing(ok bool) {
 	if ok {
 		st = healthpb.HealthCheckResponse_SERVING
 	}
-	s.health.SetServingStatus("", st)
-	s.health.SetServingStatus(HealthServiceName, st)
+	for _, name := range [...]string{"", HealthServiceName, LegacyHealthServiceName} {
+		s.health.SetServingStatus(name, st)
+	}
 }
 
 // codedError carries a gRPC code with an ordinary wrapped error.

@@ -698,6 +698,10 @@ func TestNewErrors(t *testing.T) {
 	}
 }
 
+// TestHealth checks every name a health check may ask for: the server-wide
+// "", the RLS service's full name, and "ratelimit", the one name
+// envoyproxy/ratelimit registers (Envoy Gateway's and Kubernetes' gRPC
+// probes ask for it).
 func TestHealth(t *testing.T) {
 	h := start(t, t0, service.Config{})
 	hc := healthpb.NewHealthClient(h.conn)
@@ -707,7 +711,7 @@ func TestHealth(t *testing.T) {
 		if !serving {
 			want, wantHTTP = healthpb.HealthCheckResponse_NOT_SERVING, http.StatusServiceUnavailable
 		}
-		for _, name := range []string{"", service.HealthServiceName} {
+		for _, name := range []string{"", service.HealthServiceName, "ratelimit"} {
 			resp, err := hc.Check(context.Background(), &healthpb.HealthCheckRequest{Service: name})
 			if err != nil || resp.GetStatus() != want {
 				t.Errorf("grpc health %q: %v, %v; want %v", name, resp.GetStatus(), err, want)

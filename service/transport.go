@@ -41,9 +41,9 @@ func (g grpcServer) ShouldRateLimit(ctx context.Context, req *pb.RateLimitReques
 
 // RegisterGRPC registers the Service on r (a *grpc.Server) as
 // envoy.service.ratelimit.v3.RateLimitService, and the standard gRPC
-// health service (grpc.health.v1.Health), which reports SERVING for "" and
-// HealthServiceName until SetServing(false); its Check also reports
-// NOT_SERVING while Config.Healthy reports false.
+// health service (grpc.health.v1.Health), which reports SERVING for "",
+// HealthServiceName and LegacyHealthServiceName until SetServing(false);
+// its Check also reports NOT_SERVING while Config.Healthy reports false.
 func (s *Service) RegisterGRPC(r grpc.ServiceRegistrar) {
 	pb.RegisterRateLimitServiceServer(r, grpcServer{s: s})
 	healthpb.RegisterHealthServer(r, healthServer{s.health, s})

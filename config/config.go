@@ -39,6 +39,11 @@ type Domain struct {
 	// RLQS is the domain's rlqs section (a Sluice extension: how the rate
 	// limit quota service divides its rules), or nil for the defaults.
 	RLQS *RLQS
+	// Warnings are what the file holds that envoyproxy/ratelimit accepts
+	// and that changes nothing, or that Sluice reads as envoyproxy/ratelimit
+	// reads it although the file is ambiguous: each names the file, line
+	// and column, for the loader to log. nil when there are none.
+	Warnings []*Error
 
 	root  level
 	rules int
@@ -230,7 +235,8 @@ func (o Options) New(domains ...*Domain) (*Config, error) {
 // merge returns a domain with the top-level descriptors of a and then
 // b, and the forward_auth of either; a and b are not changed.
 func merge(a, b *Domain) (*Domain, error) {
-	m := &Domain{Name: a.Name, File: a.File, Line: a.Line, ForwardAuth: cmp.Or(a.ForwardAuth, b.ForwardAuth), rules: a.rules + b.rules}
+	m := &Domain{Name: a.Name, File: a.File, Line: a.Line, ForwardAuth: cmp.Or(a.ForwardAuth, b.ForwardAuth), rules: a.rules + b.rules,
+		Warnings: slices.Concat(a.Warnings, b.Warnings)}
 	var err error
 	if m.RLQS, err = mergeRLQS(a, b); err != nil {
 		return nil, err
@@ -397,6 +403,19 @@ func (c *Config) Domains() []*Domain {
 	return slices.Clone(c.sorted)
 }
 
+// Warnings returns the Warnings of every domain, the domains sorted by
+// name; nil when there are none (and for a nil Config).
+func (c *Config) Warnings() []*Error {
+	if c == nil {
+		return nil
+	}
+	var ws []*Error
+	for _, d := range c.sorted {
+		ws = append(ws, d.Warnings...)
+	}
+	return ws
+}
+
 // Dump writes the compiled trees of every domain, sorted by name, in a
 // readable form; see (*Domain).Dump. Write errors are ignored.
 func (c *Config) Dump(w io.Writer) {
@@ -441,6 +460,9 @@ func (d *Domain) Dump(w io.Writer) {
 	}
 	if d.RLQS != nil {
 		dumpRLQS(&b, d.RLQS)
+	}
+	for _, w := range d.Warnings {
+		b.WriteString("  warning: " + w.Error() + "\n")
 	}
 	io.WriteString(w, b.String())
 }

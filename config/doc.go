@@ -83,10 +83,18 @@
 //
 // metadata values keep their YAML type (strings, whole numbers as int64,
 // other numbers as float64, booleans, null, lists, mappings). A plain
-// y, yes, n, no, on or off (any of their case forms) is refused in
-// metadata: envoyproxy/ratelimit's YAML 1.1 reader takes it for a boolean
-// and this package's for a string, so the same file would mean different
-// things to the two; quote it or write true or false.
+// y, yes, n, no, on or off (any of their case forms) in metadata is the
+// boolean envoyproxy/ratelimit's YAML 1.1 reader makes of it (this
+// package's YAML 1.2 reader would make it a string), with a warning in
+// Domain.Warnings: quote it for a string.
+//
+// What envoyproxy/ratelimit accepts and ignores loads, with a warning:
+// shadow_mode, quota_mode, detailed_metric and metadata on a descriptor
+// without a rule of its own (envoyproxy/ratelimit reads them only beside
+// the descriptor's own rate_limit, so they do not pass to the rules below),
+// rate_limit: null (no rule; a warning only on a leaf, where a block may
+// have lost its indent) and name: "" (no name). Envoy Gateway's translator
+// writes all of these; refusing them would refuse its configs over xDS.
 //
 // Reading is bounded by a file's bytes, since a config is input like any
 // other. Each file must be a regular file (symlinks are followed) of at
@@ -104,9 +112,7 @@
 // a limited rule, a duplicate key/value at one level, a duplicate domain
 // across files (unless Options.MergeDomains, envoyproxy/ratelimit's
 // MERGE_DOMAIN_CONFIG, merges them), share_threshold without a wildcard value, a replaces naming
-// no rule of the domain, shadow_mode, quota_mode, detailed_metric or
-// metadata on a descriptor without a rule of its own (where they would
-// change nothing), rate_limit beside rate_limits, burst with a window
+// no rule of the domain, rate_limit beside rate_limits, burst with a window
 // algorithm, a limit that
 // sluice.Limit.Validate rejects, and a forward_auth section that is
 // incomplete or in a second domain are all errors. Every error is an *Error that

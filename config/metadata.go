@@ -13,9 +13,13 @@ const maxMetadataDepth = 32
 // yaml11Bools are the plain scalars that YAML 1.1 (gopkg.in/yaml.v2, which
 // envoyproxy/ratelimit reads its files with) takes for booleans and YAML
 // 1.2 (this package's reader) for strings. In metadata, which has no
-// schema to say which is meant, the same file would give different values
-// to the two services; such a value is refused unless quoted.
-var yaml11Bools = []string{"y", "Y", "yes", "Yes", "YES", "n", "N", "no", "No", "NO", "on", "On", "ON", "off", "Off", "OFF"}
+// schema to say which is meant, such a value is read as envoyproxy/ratelimit
+// reads it, a boolean (yaml11True are the true ones), with a warning that
+// quoting it makes it a string.
+var (
+	yaml11Bools = []string{"y", "Y", "yes", "Yes", "YES", "n", "N", "no", "No", "NO", "on", "On", "ON", "off", "Off", "OFF"}
+	yaml11True  = []string{"y", "Y", "yes", "Yes", "YES", "on", "On", "ON"}
+)
 
 // metadata reads a descriptor's metadata: a mapping of any keys to any
 // values. Mappings become map[string]any, lists []any, and scalars
@@ -99,7 +103,9 @@ func (p *parser) metaScalar(n *yaml.Node) (any, error) {
 		return n.Value, nil // a date, as written
 	case "!!str":
 		if n.Style == 0 && slices.Contains(yaml11Bools, n.Value) {
-			return nil, p.errf(n, "metadata value %s is a string here but a boolean to envoyproxy/ratelimit (YAML 1.1): quote it (%q) or write true or false", n.Value, n.Value)
+			b := slices.Contains(yaml11True, n.Value)
+			p.warnf(n, "metadata value %s read as the boolean %t, as envoyproxy/ratelimit (YAML 1.1) reads it: quote it (%q) for a string, or write %t", n.Value, b, n.Value, b)
+			return b, nil
 		}
 		return n.Value, nil
 	}

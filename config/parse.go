@@ -58,6 +58,11 @@ type parser struct {
 	refs      []*yaml.Node // replaces names, checked at the end
 }
 
+// warnf records a warning at n's position in the domain's Warnings.
+func (p *parser) warnf(n *yaml.Node, format string, args ...any) {
+	p.domain.Warnings = append(p.domain.Warnings, p.errf(n, format, args...))
+}
+
 // errf returns an *Error at n's position.
 func (p *parser) errf(n *yaml.Node, format string, args ...any) *Error {
 	e := &Error{File: p.file, Msg: fmt.Sprintf(format, args...)}
@@ -241,6 +246,7 @@ func (p *parser) descriptors(n *yaml.Node, lv *level, parentKey string, parent [
 // beside its PathEntry: the nodes the later steps need and its flags.
 type descriptorRead struct {
 	keyNode, rateLimit, rateLimits, children, shareNode, metaKey *yaml.Node
+	nullRule                                                     *yaml.Node // rate_limit: null
 	shadow, quota, detailed                                      bool
 	metadata                                                     map[string]any
 }
@@ -294,7 +300,13 @@ func (p *parser) descriptorField(f field, nd *node, k *descriptorRead) (err erro
 	case "value":
 		nd.Value, err = p.str(f.val, "value")
 	case "rate_limit":
-		k.rateLimit = f.val
+		// rate_limit: null is no rule, as envoyproxy/ratelimit reads it
+		// (Envoy Gateway writes it on every descriptor above a rule).
+		if isNull(deref(f.val)) {
+			k.nullRule = f.val
+		} else {
+			k.rateLimit = f.val
+		}
 	case "rate_limits":
 		k.rateLimits = f.val
 	case "descriptors":
@@ -337,12 +349,10 @@ func (p *parser) checkDescriptor(n *yaml.Node, lv *level, nd *node, k *descripto
 		return p.errf(n, "descriptor has both rate_limit and rate_limits: write one rate_limits list")
 	}
 	if k.rateLimit == nil && k.rateLimits == nil {
-		if err := p.ruleless(n, k); err != nil {
-			return err
-		}
+		p.ruleless(n, k)
 	}
-	if k.metaKey != nil && k.rateLimit == nil && k.rateLimits == nil {
-		return p.errf(k.metaKey, "metadata applies to a descriptor with a rate_limit: it is returned for the rule a request matches, and this descriptor has none")
+	if k.nullRule != nil && k.children == nil {
+		p.warnf(deref(k.nullRule), "rate_limit is empty, so this descriptor limits nothing (as envoyproxy/ratelimit reads it): if a block was meant, indent it under rate_limit")
 	}
 	if prev := lv.find(nd.Key, nd.Value); prev != nil {
 		if nd.Value == "" {
@@ -353,19 +363,24 @@ func (p *parser) checkDescriptor(n *yaml.Node, lv *level, nd *node, k *descripto
 	return nil
 }
 
-// ruleless refuses the flags of a descriptor's rule (shadow_mode,
-// quota_mode, detailed_metric) set on a descriptor with no rule, which
-// they would not change: envoyproxy/ratelimit ignores them there.
-func (p *parser) ruleless(n *yaml.Node, k *descriptorRead) error {
+// ruleless warns of the flags of a descriptor's rule (shadow_mode,
+// quota_mode, detailed_metric) and of metadata set on a descriptor with no
+// rule, which they do not change: envoyproxy/ratelimit ignores them there,
+// and Envoy Gateway's translator writes shadow_mode on every descriptor of
+// a shadowed rule's path. Ignored, not refused: a refusal would NACK such a
+// config over xDS and stop every later update of the domain.
+func (p *parser) ruleless(n *yaml.Node, k *descriptorRead) {
 	for _, f := range []struct {
 		on   bool
 		name string
 	}{{k.shadow, "shadow_mode"}, {k.quota, "quota_mode"}, {k.detailed, "detailed_metric"}} {
 		if f.on {
-			return p.errf(n, "%s applies to a descriptor's own rate_limit, and this descriptor has none: set it beside the rate_limit of the descriptor it is meant for", f.name)
+			p.warnf(n, "%s applies to a descriptor's own rate_limit, and this descriptor has none: ignored (as envoyproxy/ratelimit ignores it; the rules below keep their own)", f.name)
 		}
 	}
-	return nil
+	if k.metaKey != nil {
+		p.warnf(k.metaKey, "metadata applies to a descriptor with a rate_limit (it is returned for the rule a request matches), and this descriptor has none: ignored, as envoyproxy/ratelimit ignores it")
+	}
 }
 
 // descriptorRules compiles a descriptor's rate_limit, or its rate_limits
@@ -499,11 +514,10 @@ func (p *parser) rateLimitField(f field, r *RateLimit, k *rateLimitRead) (err er
 	case "unlimited":
 		r.Unlimited, err = p.boolean(f.val, "unlimited")
 	case "name":
+		// An empty name is no name, as envoyproxy/ratelimit reads it
+		// (Envoy Gateway writes name: "" on every rule it translates).
 		r.Name, err = p.str(f.val, "name")
-		if err == nil && r.Name == "" {
-			err = p.errf(deref(f.val), "empty name")
-		}
-		if err == nil {
+		if err == nil && r.Name != "" {
 			p.names[r.Name] = true
 		}
 	case "replaces":

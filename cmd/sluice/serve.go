@@ -685,6 +685,9 @@ func (s *serveApp) apply(c *config.Config) error {
 	s.running.Store(c)
 	s.hasConfig.Store(hasDomain(c))
 	s.configLoaded(c)
+	for _, w := range c.Warnings() {
+		s.log.Warn("config: loaded, but this changes nothing or is read as envoyproxy/ratelimit reads it", "warning", w.Error())
+	}
 	return nil
 }
 

@@ -323,3 +323,40 @@ func TestBlockRuleWithZeroRequestsPerUnitCompiles(t *testing.T) {
 		t.Fatalf("k: %+v, want a rule of 0 per second", rule)
 	}
 }
+
+// Envoy Gateway's translator puts shadow_mode on every descriptor of a
+// shadowed rule's path, those without a rate_limit included (its testdata
+// global-shadow-mode). envoyproxy/ratelimit accepts it, ignoring the flag
+// where there is no rule; so does Sluice, with a warning, instead of a
+// NACK that blocked the whole snapshot and every later update.
+func TestGatewayShadowModePathCompilesWithWarnings(t *testing.T) {
+	rc := &rlconf.RateLimitConfig{
+		Name: "default/eg/http", Domain: "default/eg/http",
+		Descriptors: []*rlconf.RateLimitDescriptor{{
+			Key: "httproute/default/backend/rule/0/match/0", Value: "httproute/default/backend/rule/0/match/0",
+			Descriptors: []*rlconf.RateLimitDescriptor{{
+				Key: "rule-0-match-0", Value: "rule-0-match-0", ShadowMode: true,
+				Descriptors: []*rlconf.RateLimitDescriptor{{
+					Key: "masked_remote_address", Value: "0.0.0.0/0", ShadowMode: true,
+					RateLimit: limit(rlconf.RateLimitUnit_SECOND, 5),
+				}},
+			}},
+		}},
+	}
+	c, err := Compile(config.Options{}, pack(t, rc))
+	if err != nil {
+		t.Fatalf("Envoy Gateway's shadow-mode config: %v, want it compiled (envoyproxy/ratelimit accepts it)", err)
+	}
+	r := c.Lookup("default/eg/http", []config.Entry{
+		{Key: "httproute/default/backend/rule/0/match/0", Value: "httproute/default/backend/rule/0/match/0"},
+		{Key: "rule-0-match-0", Value: "rule-0-match-0"},
+		{Key: "masked_remote_address", Value: "0.0.0.0/0"},
+	})
+	if r == nil || r.RequestsPerUnit != 5 || !r.ShadowMode {
+		t.Fatalf("the shadowed rule: %+v, want 5 per second in shadow mode", r)
+	}
+	ws := c.Warnings()
+	if len(ws) != 1 || !strings.Contains(ws[0].Error(), "shadow_mode") || !strings.HasPrefix(ws[0].Error(), "xds:default/eg/http:") {
+		t.Errorf("warnings %v, want one naming shadow_mode at the resource's place", ws)
+	}
+}

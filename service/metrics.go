@@ -388,6 +388,8 @@ type statsdSink struct {
 	globalShadow  gostats.Counter
 	totalRequests gostats.Counter
 	responseTime  gostats.Timer
+	// ratelimit.service.config_load_success and config_load_error
+	loadSuccess, loadError gostats.Counter
 }
 
 // SendStatsd makes the Service count into store as well as into its
@@ -404,6 +406,8 @@ type statsdSink struct {
 //     error) and .service_error (a malformed request);
 //   - ratelimit.service.global_shadow_mode (a request Config.ShadowMode
 //     answered OK);
+//   - ratelimit.service.config_load_success and .config_load_error, as
+//     ConfigLoaded counts them;
 //   - ratelimit_server.ShouldRateLimit.total_requests and .response_time
 //     (a timer in milliseconds, with their fractions, as envoyproxy/ratelimit
 //     sends it), for every decision, gRPC and POST /json.
@@ -428,6 +432,8 @@ func (s *Service) SendStatsd(store gostats.Store, tags map[string]string) error 
 		redisError:    call.NewCounter("redis_error"),
 		serviceError:  call.NewCounter("service_error"),
 		globalShadow:  root.Scope("service").NewCounter("global_shadow_mode"),
+		loadSuccess:   root.Scope("service").NewCounter("config_load_success"),
+		loadError:     root.Scope("service").NewCounter("config_load_error"),
 		totalRequests: server.NewCounter("total_requests"),
 		responseTime:  server.NewTimer("response_time"),
 	})
@@ -446,6 +452,25 @@ func (sd *statsdSink) add(rc *ruleCounters, label string, k counterKind, v uint6
 		rc.sc[k].Store(p)
 	}
 	p.Add(v)
+}
+
+// ConfigLoaded counts one load of the rules (at start, on a reload, from
+// xDS) that ended in err, under envoyproxy/ratelimit's statsd names:
+// ratelimit.service.config_load_success when err is nil, else
+// config_load_error (Envoy Gateway's dashboards map both). It counts
+// nothing until SendStatsd gives it a store.
+func (s *Service) ConfigLoaded(err error) {
+	if s.m == nil {
+		return
+	}
+	sd := s.m.sd.Load()
+	switch {
+	case sd == nil:
+	case err == nil:
+		sd.loadSuccess.Inc()
+	default:
+		sd.loadError.Inc()
+	}
 }
 
 // observe counts one decision that took d and ended in err.

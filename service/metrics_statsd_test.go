@@ -213,3 +213,22 @@ func TestSendStatsdAgainReplacesTheStore(t *testing.T) {
 		}
 	}
 }
+
+// Loads of the rules are counted as envoyproxy/ratelimit counts them,
+// ratelimit.service.config_load_success and config_load_error, which
+// Envoy Gateway's dashboards map.
+func TestStatsdCountsConfigLoads(t *testing.T) {
+	h, sink, store := statsdHarness(t, service.Config{Rules: mongo(1, config.Minute)}, nil)
+	for _, err := range []error{nil, nil, fmt.Errorf("bad.yaml:3:1: config: broken")} {
+		h.svc.ConfigLoaded(err)
+	}
+	store.Flush()
+	for name, want := range map[string]uint64{
+		"ratelimit.service.config_load_success": 2,
+		"ratelimit.service.config_load_error":   1,
+	} {
+		if got := sink.Counter(name); got != want {
+			t.Errorf("%s = %d, want %d", name, got, want)
+		}
+	}
+}

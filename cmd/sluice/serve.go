@@ -354,6 +354,9 @@ func (s *serveApp) start(ctx context.Context, a *app, stdout io.Writer) error {
 	if err := s.tel.attach(svc, s.telSet); err != nil {
 		return err
 	}
+	if s.xds == nil && s.rules != nil {
+		svc.ConfigLoaded(nil) // the files loadConfig loaded, before statsd was attached
+	}
 	s.auth = &authEndpoint{svc: svc, trusted: s.trusted}
 	if err := s.auth.set(s.rules); err != nil {
 		return err
@@ -700,10 +703,11 @@ func (s *serveApp) configSource() (*reloader, error) {
 	}
 	load := func(path string) error {
 		rules, err := s.o.rules.load.Load(path)
-		if err != nil {
-			return err
+		if err == nil {
+			err = s.apply(rules)
 		}
-		return s.apply(rules)
+		s.svc.ConfigLoaded(err)
+		return err
 	}
 	return newReloader(s.o.configPath, load, s.log, s.reg, s.sum, s.known)
 }

@@ -235,7 +235,11 @@ func (s *serveApp) startXDS(ctx context.Context, a *app) error {
 	cfg := s.xds.client
 	cfg.TLS, cfg.Logger, cfg.Registerer = creds, s.log, s.reg
 	cfg.Options = s.o.rules.load // MERGE_DOMAIN_CONFIG, as for files
-	cfg.Apply = func(_ context.Context, c *config.Config) error { return s.apply(c) }
+	cfg.Apply = func(_ context.Context, c *config.Config) error {
+		err := s.apply(c)
+		s.svc.ConfigLoaded(err)
+		return err
+	}
 	cl, err := xdsconfig.New(cfg)
 	if err != nil {
 		return err

@@ -63,6 +63,36 @@ func sameEnvValue(v, want string) bool {
 	return err == nil && strconv.FormatBool(b) == want
 }
 
+// ratelimitDeploymentEnv are the variables that say serve was started as
+// envoyproxy/ratelimit is (its image swapped, its Deployment kept): with
+// one of them set, serve's defaults are envoyproxy/ratelimit's where they
+// change what clients see (headersDefault).
+var ratelimitDeploymentEnv = []string{"RUNTIME_ROOT", "RUNTIME_SUBDIRECTORY", "CONFIG_TYPE", "BACKEND_TYPE", "REDIS_URL", "REDIS_SOCKET_TYPE", "USE_STATSD"}
+
+// headersDefault is -headers's default: SLUICE_HEADERS when set; else, as
+// envoyproxy/ratelimit answers, legacy when LIMIT_RESPONSE_HEADERS_ENABLED
+// is true and off when it is false or when serve runs with envoyproxy/
+// ratelimit's deployment variables (ratelimitDeploymentEnv), so that
+// swapping its image adds no header its clients did not get before; else
+// Sluice's draft-11 headers.
+func headersDefault() string {
+	if v, ok := os.LookupEnv("SLUICE_HEADERS"); ok {
+		return v
+	}
+	if v, ok := os.LookupEnv("LIMIT_RESPONSE_HEADERS_ENABLED"); ok {
+		if b, err := strconv.ParseBool(v); err == nil && b {
+			return "legacy"
+		}
+		return "off" // false, or unparsable: refused by envErrs before it matters
+	}
+	for _, n := range ratelimitDeploymentEnv {
+		if _, ok := os.LookupEnv(n); ok {
+			return "off"
+		}
+	}
+	return "draft-11"
+}
+
 // onlyValueEnv are envoyproxy/ratelimit settings that Sluice acts on with
 // one value only, the one given here (compared without case): with another
 // they are named in the start-up log line too. Sluice always ignores dot
@@ -402,11 +432,7 @@ func parseServeFlags(args []string, stdout, stderr io.Writer) (s *serveApp, code
 	fs.StringVar(&o.store, "store", redisFromEnv(), "memory, a Redis URL (redis://, rediss://, redis+cluster://, redis+sentinel://), or a PostgreSQL URL (postgres://, postgresql://: fixed-window quotas, durable)")
 	fs.StringVar(&o.httpAddr, "http-addr", net.JoinHostPort(env("HOST", ""), env("PORT", "8080")), "HTTP address: POST /json, /healthcheck, /metrics")
 	fs.StringVar(&o.grpcAddr, "grpc-addr", net.JoinHostPort(env("GRPC_HOST", ""), env("GRPC_PORT", "8081")), "gRPC address: envoy.service.ratelimit.v3.RateLimitService")
-	defHeaders := "draft-11"
-	if envBool("LIMIT_RESPONSE_HEADERS_ENABLED", false) {
-		defHeaders = "legacy"
-	}
-	fs.StringVar(&o.headers, "headers", defHeaders, "response_headers_to_add: off, legacy or draft-11")
+	fs.StringVar(&o.headers, "headers", headersDefault(), "response_headers_to_add: off, legacy or draft-11 (default: SLUICE_HEADERS; else legacy when LIMIT_RESPONSE_HEADERS_ENABLED is true, off when it is false or envoyproxy/ratelimit's deployment variables are set, else draft-11)")
 	fs.StringVar(&o.prefix, "prefix", env("CACHE_KEY_PREFIX", ""), "prefix of every store key")
 	fs.StringVar(&o.failure, "failure-mode", defaultFailureMode, "with Redis or PostgreSQL, what to do when it fails: local (each process decides its share of each limit in memory, see -failure-nodes), closed or open (admit) (unset on PostgreSQL: closed)")
 	failureNodesFlag(fs, &o.failureNodes)

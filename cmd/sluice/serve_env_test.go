@@ -2,7 +2,9 @@ package main
 
 import (
 	"context"
+	"io"
 	"net/http"
+	"os"
 	"slices"
 	"strings"
 	"testing"
@@ -194,6 +196,44 @@ func TestServeAllowRefundsFlagAndEnv(t *testing.T) {
 		}
 		if got := s.serviceConfig().AllowRefunds; got != tt.want {
 			t.Errorf("ALLOW_REFUNDS=%q %v: service AllowRefunds = %v, want %v", tt.env, tt.args, got, tt.want)
+		}
+	}
+}
+
+// -headers's default follows the environment: an operator who swaps
+// envoyproxy/ratelimit's image keeps its answers, which carry no rate limit
+// header unless LIMIT_RESPONSE_HEADERS_ENABLED asks for them (Sluice's
+// draft-11 headers, under Envoy Gateway, spell namespaces and policy names
+// in RateLimit-Policy); SLUICE_HEADERS chooses any mode; a new user with
+// none of these gets draft-11.
+func TestServeHeadersDefaultFollowsEnvironment(t *testing.T) {
+	names := append([]string{"SLUICE_HEADERS", "LIMIT_RESPONSE_HEADERS_ENABLED"}, ratelimitDeploymentEnv...)
+	for _, c := range []struct {
+		env  map[string]string
+		args []string
+		want string
+	}{
+		{nil, nil, "draft-11"},
+		{map[string]string{"RUNTIME_ROOT": "/data"}, nil, "off"},
+		{map[string]string{"REDIS_URL": "redis:6379", "USE_STATSD": "false"}, nil, "off"},
+		{map[string]string{"RUNTIME_ROOT": "/data", "LIMIT_RESPONSE_HEADERS_ENABLED": "true"}, nil, "legacy"},
+		{map[string]string{"LIMIT_RESPONSE_HEADERS_ENABLED": "false"}, nil, "off"},
+		{map[string]string{"RUNTIME_ROOT": "/data", "SLUICE_HEADERS": "draft-11"}, nil, "draft-11"},
+		{map[string]string{"SLUICE_HEADERS": "legacy"}, nil, "legacy"},
+		{map[string]string{"RUNTIME_ROOT": "/data"}, []string{"-headers", "draft-11"}, "draft-11"},
+	} {
+		for _, n := range names {
+			t.Setenv(n, c.env[n]) // restored at the end of the test
+			if _, ok := c.env[n]; !ok {
+				os.Unsetenv(n)
+			}
+		}
+		s, code, done := parseServeFlags(c.args, io.Discard, io.Discard)
+		if done {
+			t.Fatalf("env %v args %q: exit %d", c.env, c.args, code)
+		}
+		if s.o.headers != c.want {
+			t.Errorf("env %v args %q: -headers %q, want %q", c.env, c.args, s.o.headers, c.want)
 		}
 	}
 }

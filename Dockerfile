@@ -6,7 +6,9 @@
 # layout and a `docker load` tarball (deploy/image, no daemon, no network
 # beyond the Go module proxy). Both give: the binary at /usr/local/bin/sluice
 # (CGO off, the time zone database embedded), CA certificates at
-# /etc/ssl/certs/ca-certificates.crt, the user sluice (65532:65532), no shell.
+# /etc/ssl/certs/ca-certificates.crt, the user sluice (65532:65532), no shell,
+# and /bin/ratelimit, a link to the binary that serves when invoked by that
+# name (Envoy Gateway's Deployment runs it).
 
 ARG GO_VERSION=1.26
 
@@ -21,7 +23,8 @@ RUN go build -trimpath -ldflags "-s -w -X main.version=${VERSION}" -o /out/usr/l
  && mkdir -p /out/etc/ssl/certs \
  && cp /etc/ssl/certs/ca-certificates.crt /out/etc/ssl/certs/ \
  && echo 'sluice:x:65532:65532:sluice:/nonexistent:/sbin/nologin' > /out/etc/passwd \
- && echo 'sluice:x:65532:' > /out/etc/group
+ && echo 'sluice:x:65532:' > /out/etc/group \
+ && mkdir -p /out/bin && ln -s /usr/local/bin/sluice /out/bin/ratelimit
 
 FROM scratch
 ARG VERSION=devel

@@ -11,6 +11,7 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"runtime/debug"
 	"syscall"
 )
@@ -20,7 +21,26 @@ import (
 var version = ""
 
 func main() {
-	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+	os.Exit(run(commandLine(os.Args), os.Stdout, os.Stderr))
+}
+
+// ratelimitName is envoyproxy/ratelimit's binary name: Envoy Gateway's
+// Deployment and envoyproxy/ratelimit's compose files run /bin/ratelimit
+// with no argument, configured by environment variables alone.
+const ratelimitName = "ratelimit"
+
+// commandLine returns the command line run is given for argv (os.Args):
+// argv without the program's name, except that invoked under
+// envoyproxy/ratelimit's name (the image's /bin/ratelimit link) the
+// program is `sluice serve`, with any arguments after it.
+func commandLine(argv []string) []string {
+	if len(argv) == 0 {
+		return nil
+	}
+	if filepath.Base(argv[0]) == ratelimitName {
+		return append([]string{"serve"}, argv[1:]...)
+	}
+	return argv[1:]
 }
 
 // run executes the command line args and returns the process exit code.

@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -159,5 +160,25 @@ func TestServeHeadersOldSpellingWarns(t *testing.T) {
 	run([]string{"serve", "-h"}, &out, &errb)
 	if !strings.Contains(out.String(), `off, legacy or draft-11 (default "draft-11")`) {
 		t.Errorf("serve -h does not spell draft-11: %s", out.String())
+	}
+}
+
+// Run under envoyproxy/ratelimit's name (the image's /bin/ratelimit, which
+// Envoy Gateway's Deployment runs with no argument), the binary is `sluice
+// serve`; under any other name, the arguments are the command line.
+func TestInvokedAsRatelimitServes(t *testing.T) {
+	for _, c := range []struct {
+		argv, want []string
+	}{
+		{[]string{"/bin/ratelimit"}, []string{"serve"}},
+		{[]string{"ratelimit", "-config", "x"}, []string{"serve", "-config", "x"}},
+		{[]string{"/usr/local/bin/sluice"}, []string{}},
+		{[]string{"/usr/local/bin/sluice", "serve"}, []string{"serve"}},
+		{[]string{"/opt/ratelimit/sluice", "version"}, []string{"version"}},
+		{nil, nil},
+	} {
+		if got := commandLine(c.argv); !slices.Equal(got, c.want) {
+			t.Errorf("commandLine(%q) = %q, want %q", c.argv, got, c.want)
+		}
 	}
 }

@@ -116,6 +116,52 @@ func TestImage(t *testing.T) {
 	runCalendarCheck(t, root)
 	runServe(t, root)
 	runAsDeployment(t, root)
+	runAsRatelimit(t, root)
+}
+
+// runAsRatelimit runs the image as Envoy Gateway's Deployment and
+// envoyproxy/ratelimit's compose files do: /bin/ratelimit with no argument,
+// configured by envoyproxy/ratelimit's variables alone (its runtime
+// directory, ports, no statsd). It must serve that directory's rules, not
+// print the help and exit 0 (a pod then restarts as "Completed").
+func runAsRatelimit(t *testing.T, root string) {
+	t.Helper()
+	dir := filepath.Join(root, "srv/ratelimit/config") // not runAsDeployment's /data
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	conf := "domain: example\ndescriptors:\n  - key: user\n    rate_limit:\n      unit: minute\n      requests_per_unit: 2\n"
+	if err := os.WriteFile(filepath.Join(dir, "rules.yaml"), []byte(conf), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	httpAddr, grpcAddr := freeAddr(t), freeAddr(t)
+	_, httpPort, _ := net.SplitHostPort(httpAddr)
+	_, grpcPort, _ := net.SplitHostPort(grpcAddr)
+	cmd := inImage(root)
+	cmd.Path, cmd.Args = RatelimitPath, []string{RatelimitPath}
+	cmd.Env = append(cmd.Env, "RUNTIME_ROOT=/srv", "RUNTIME_SUBDIRECTORY=ratelimit", "RUNTIME_WATCH_ROOT=false",
+		"RUNTIME_IGNOREDOTFILES=true", "USE_STATSD=false", "LOG_LEVEL=info",
+		"HOST=127.0.0.1", "PORT="+httpPort, "GRPC_HOST=127.0.0.1", "GRPC_PORT="+grpcPort, "DEBUG_PORT=0")
+	s := &served{http: httpAddr, cmd: cmd, done: make(chan error, 1), logs: new(testlog.Buffer)}
+	cmd.Stdout, cmd.Stderr = s.logs, s.logs
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("starting %s in the image: %v", RatelimitPath, err)
+	}
+	go func() { s.done <- cmd.Wait() }()
+	t.Cleanup(func() {
+		if !s.stopped {
+			cmd.Process.Kill()
+			<-s.done
+		}
+		if t.Failed() {
+			t.Logf("%s's output:\n%s", RatelimitPath, s.logs.String())
+		}
+	})
+	waitHealthy(t, "http://"+httpAddr+"/healthcheck", s.done)
+	if got := s.codes(t, userBody("carol"), 3); !slices.Equal(got, []int{200, 200, 429}) {
+		t.Errorf("%s with the runtime directory's 2 per minute: carol's three calls answered %v, want [200 200 429]", RatelimitPath, got)
+	}
+	s.stop(t)
 }
 
 // The same inputs give the same image, digest for digest.
@@ -254,7 +300,8 @@ func unpack(t *testing.T, img v1.Image) string {
 	}
 }
 
-// unpackOne writes one tar entry under root: directories and regular files only.
+// unpackOne writes one tar entry under root: directories, regular files and
+// symbolic links only.
 func unpackOne(root string, h *tar.Header, r io.Reader) error {
 	clean := filepath.Clean("/" + h.Name)
 	p := filepath.Join(root, clean)
@@ -263,6 +310,8 @@ func unpackOne(root string, h *tar.Header, r io.Reader) error {
 		mode |= os.ModeSticky
 	}
 	switch h.Typeflag {
+	case tar.TypeSymlink:
+		return os.Symlink(h.Linkname, p)
 	case tar.TypeDir:
 		if err := os.MkdirAll(p, 0o755); err != nil {
 			return err
@@ -293,6 +342,9 @@ func checkRootFS(t *testing.T, root string) {
 		if _, err := os.Lstat(filepath.Join(root, sh)); err == nil {
 			t.Errorf("the image has a shell, %s", sh)
 		}
+	}
+	if l, err := os.Readlink(filepath.Join(root, RatelimitPath)); err != nil || l != BinaryPath {
+		t.Errorf("%s: a link to %q, %v; want a link to %s (Envoy Gateway runs it)", RatelimitPath, l, err, BinaryPath)
 	}
 	passwd, _ := os.ReadFile(filepath.Join(root, "etc/passwd"))
 	if !strings.Contains(string(passwd), "sluice:x:65532:65532:") {
@@ -496,6 +548,7 @@ func TestDockerfileMatchesImage(t *testing.T) {
 		"-o /out" + BinaryPath + " ./cmd/sluice",
 		"CGO_ENABLED=0",
 		"cp " + CACertsPath + " /out/etc/ssl/certs/",
+		"ln -s " + BinaryPath + " /out" + RatelimitPath,
 	}
 	for k := range c.Labels {
 		want = append(want, k+"=")

@@ -40,6 +40,10 @@ const (
 	// User is the image's user and group, numeric so that Kubernetes'
 	// runAsNonRoot can check it without reading /etc/passwd.
 	User = "65532:65532"
+	// RatelimitPath is envoyproxy/ratelimit's binary path, which Envoy
+	// Gateway's Deployment runs (command: [/bin/ratelimit]): a symbolic
+	// link to BinaryPath, which serves when invoked by that name.
+	RatelimitPath = "/bin/ratelimit"
 	// CACertsPath is where the CA certificates are in the image.
 	CACertsPath = "/etc/ssl/certs/ca-certificates.crt"
 	// Source is the org.opencontainers.image.source label.
@@ -122,11 +126,13 @@ func imageConfig(o Options) v1.Config {
 	}
 }
 
-// file is one entry of the image's root filesystem: a directory when body is nil.
+// file is one entry of the image's root filesystem: a symbolic link to link
+// when link is set, else a directory when body is nil.
 type file struct {
 	path string
 	mode int64
 	body []byte
+	link string
 }
 
 // rootFiles lists the image's root filesystem, parents before children.
@@ -146,6 +152,8 @@ func rootFiles(o Options) ([]file, error) {
 		return nil, errors.New("the CA certificates: " + o.CACerts + " holds no PEM certificate")
 	}
 	return []file{
+		{path: "bin/", mode: 0o755},
+		{path: RatelimitPath[1:], mode: 0o777, link: BinaryPath},
 		{path: "etc/", mode: 0o755},
 		{path: "etc/passwd", mode: 0o644, body: []byte("sluice:x:65532:65532:sluice:/nonexistent:/sbin/nologin\n")},
 		{path: "etc/group", mode: 0o644, body: []byte("sluice:x:65532:\n")},
@@ -168,9 +176,12 @@ func tarOf(files []file, mtime time.Time) ([]byte, error) {
 	tw := tar.NewWriter(&buf)
 	for _, f := range files {
 		h := &tar.Header{Name: f.path, Mode: f.mode, ModTime: mtime, Format: tar.FormatPAX, Uname: "root", Gname: "root"}
-		if f.body == nil {
+		switch {
+		case f.link != "":
+			h.Typeflag, h.Linkname = tar.TypeSymlink, f.link
+		case f.body == nil:
 			h.Typeflag = tar.TypeDir
-		} else {
+		default:
 			h.Typeflag, h.Size = tar.TypeReg, int64(len(f.body))
 		}
 		if err := tw.WriteHeader(h); err != nil {

@@ -2,7 +2,6 @@ package config
 
 import (
 	"strings"
-	"sync"
 	"time"
 
 	"go.yaml.in/yaml/v3"
@@ -19,10 +18,6 @@ var calendarUnits = map[Unit]sluice.CalendarUnit{
 	Day: sluice.CalendarDay, Week: sluice.CalendarWeek, Month: sluice.CalendarMonth,
 	Quarter: sluice.CalendarQuarter, Year: sluice.CalendarYear,
 }
-
-// maxZoneName bounds a time_zone's length: the longest IANA name is about
-// 30 bytes.
-const maxZoneName = 64
 
 // calendar reads a rate_limit's calendar block (val, under the key node
 // key) into r.Limit.Calendar: the periods of r.Unit in a time zone, with
@@ -98,55 +93,16 @@ func (p *parser) firstWeekday(f field, cu sluice.CalendarUnit) (sluice.WeekStart
 	return 0, p.errf(deref(f.val), "unknown first_weekday %q (want monday to sunday, or iso)", s)
 }
 
-// timeZone reads a time_zone: an IANA name that time.LoadLocation knows.
+// timeZone reads a time_zone: an IANA name that sluice.LoadZone, the one
+// reader of time zone names (the admin API's and plans' too), accepts.
 func (p *parser) timeZone(n *yaml.Node) (*time.Location, error) {
 	name, err := p.str(n, "time_zone")
 	if err != nil {
 		return nil, err
 	}
-	n = deref(n)
-	if name == "" || len(name) > maxZoneName || name == "Local" || strings.ContainsFunc(name, badZoneRune) {
-		return nil, p.errf(n, "time_zone %q is not an IANA time zone name (such as Europe/Berlin, or UTC)", truncate(name, maxZoneName))
-	}
-	loc, err := loadLocation(name)
+	loc, err := sluice.LoadZone(name)
 	if err != nil {
-		return nil, p.errf(n, "unknown time_zone %q (want an IANA name such as Europe/Berlin, or UTC)", name)
+		return nil, p.errf(deref(n), "%v", err)
 	}
 	return loc, nil
-}
-
-// badZoneRune reports a rune no IANA zone name has. Names are letters,
-// digits and "/_-+"; refusing the rest keeps paths ("..", a leading "/")
-// and control characters away from the zone database lookup.
-func badZoneRune(r rune) bool {
-	switch {
-	case r >= 'a' && r <= 'z', r >= 'A' && r <= 'Z', r >= '0' && r <= '9':
-		return false
-	}
-	return !strings.ContainsRune("/_-+", r)
-}
-
-func truncate(s string, n int) string {
-	if len(s) > n {
-		return s[:n] + "…"
-	}
-	return s
-}
-
-// zones caches the locations loaded, by name, so that every rule of every
-// load that names a zone shares one *time.Location: their sluice.Limits
-// then compare equal, and a reload does not read the zone database again.
-// It holds only names the database knows (a few hundred at most).
-var zones sync.Map // string → *time.Location
-
-func loadLocation(name string) (*time.Location, error) {
-	if v, ok := zones.Load(name); ok {
-		return v.(*time.Location), nil
-	}
-	loc, err := time.LoadLocation(name)
-	if err != nil {
-		return nil, err
-	}
-	v, _ := zones.LoadOrStore(name, loc)
-	return v.(*time.Location), nil
 }

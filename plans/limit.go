@@ -25,8 +25,9 @@ import (
 	"errors"
 	"fmt"
 	"strings"
-	"sync"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/sluicehq/sluice"
 )
@@ -52,7 +53,8 @@ type Limit struct {
 type Calendar struct {
 	// Unit is day, week, month, quarter or year.
 	Unit string `json:"unit"`
-	// TimeZone is an IANA zone name; "" means UTC.
+	// TimeZone is an IANA zone name, read as the config reads it
+	// (sluice.LoadZone: "Local" is refused); "" means UTC.
 	TimeZone string `json:"time_zone,omitempty"`
 	// AnchorDay is the day of the month a month, quarter or year starts
 	// on (1 to 31); 0 means 1.
@@ -104,28 +106,42 @@ func ParseLimits(b []byte) (map[string]sluice.Limit, error) {
 	return out, nil
 }
 
-// CheckName returns nil for a usable name: 1 to MaxNameLen bytes of UTF-8
-// with no control characters.
+// CheckName returns nil for a usable name: 1 to MaxNameLen bytes of UTF-8,
+// every character printable (a letter, mark, number, punctuation, symbol
+// or the ASCII space: no control or format character, so no bidirectional
+// override such as U+202E that shows a name as another), and no space at
+// either end. It is the one check of plan, tenant and limit names, in a
+// plan's limits and on the admin API alike.
 func CheckName(name string) error {
 	if name == "" || len(name) > MaxNameLen {
 		return fmt.Errorf("%w: a name must be 1 to %d bytes, got %d", ErrInvalid, MaxNameLen, len(name))
 	}
 	if !validName(name) {
-		return fmt.Errorf("%w: name %q has a control character or invalid UTF-8", ErrInvalid, name)
+		return fmt.Errorf("%w: name %+q has a space at an end, or a character that is not printable (a control or format character such as a bidirectional override) or not UTF-8", ErrInvalid, name)
 	}
 	return nil
 }
 
 // validName is CheckName without the error's cost, for names that come
-// from requests.
+// from requests: ASCII is checked byte by byte, the rest rune by rune.
 func validName(name string) bool {
-	if name == "" || len(name) > MaxNameLen {
+	if name == "" || len(name) > MaxNameLen || name[0] == ' ' || name[len(name)-1] == ' ' {
 		return false
 	}
-	for _, r := range name {
-		if r < 0x20 || r == 0x7f || r == '\uFFFD' {
+	for i := 0; i < len(name); {
+		if c := name[i]; c < utf8.RuneSelf {
+			if c < 0x20 || c == 0x7f {
+				return false
+			}
+			i++
+			continue
+		}
+		// IsPrint refuses every space but ASCII's, so ends need no more.
+		r, size := utf8.DecodeRuneInString(name[i:])
+		if r == utf8.RuneError || !unicode.IsPrint(r) {
 			return false
 		}
+		i += size
 	}
 	return true
 }
@@ -200,27 +216,18 @@ func (c Calendar) sluice() (sluice.Calendar, error) {
 	return out, nil
 }
 
-// zones keeps one *time.Location per zone name, so that limits of one zone
-// compare equal (see sluice.Calendar). It holds only names LoadLocation
-// accepted: at most the zones of the time zone database.
-var zones sync.Map
-
+// zone is the location of a limit's time_zone: "" is UTC, any other name
+// is read as the config reads it (sluice.LoadZone: an IANA name, not
+// "Local").
 func zone(name string) (*time.Location, error) {
-	if name == "" || name == "UTC" {
+	if name == "" {
 		return time.UTC, nil
 	}
-	if l, ok := zones.Load(name); ok {
-		return l.(*time.Location), nil
-	}
-	if len(name) > 64 {
-		return nil, fmt.Errorf("%w: time zone name of %d bytes", ErrInvalid, len(name))
-	}
-	loc, err := time.LoadLocation(name)
+	loc, err := sluice.LoadZone(name)
 	if err != nil {
-		return nil, fmt.Errorf("%w: time zone %q: %v", ErrInvalid, name, err)
+		return nil, fmt.Errorf("%w: %v", ErrInvalid, err)
 	}
-	l, _ := zones.LoadOrStore(name, loc)
-	return l.(*time.Location), nil
+	return loc, nil
 }
 
 // FromSluice is the JSON form of lim.

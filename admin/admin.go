@@ -8,10 +8,14 @@
 // Every call is authenticated, by a bearer token (compared in constant
 // time) or by a client certificate that the TLS listener verified (mTLS),
 // and audited: one log line per call with who made it, the operation, its
-// target and its result, refusals included. A call without credentials is
-// answered 401, a wrong token 403, a malformed body 400 with a message, a
-// body over the limit 413; an operation whose backing part is not
-// configured (no PostgreSQL, say) 501.
+// target and its result, refusals included, each client-supplied field cut
+// to MaxLogField bytes. Calls refused for their credentials, which anyone
+// can send, are audited at a bounded rate per peer, and the count of those
+// not written follows in a summary line. A call without credentials is
+// answered 401, a wrong token 403, a call a browser sent from another
+// site 403, a body not sent as application/json 415, a malformed body 400
+// with a message, a body over the limit 413; an operation whose backing
+// part is not configured (no PostgreSQL, say) 501.
 //
 // The API is served on its own listener, off by default (see `sluice
 // serve -admin-addr`). Other pages can mount on the same handler with
@@ -125,9 +129,19 @@ type API struct {
 	token    [32]byte // SHA-256 of Config.Token
 	hasToken bool
 	routes   []string
+	sameSite *http.CrossOriginProtection
+	gate     auditGate // of the audit lines of refused credentials
 }
 
 // New returns the API for cfg.
+//
+// A browser holds the operator's credentials (a client certificate, or a
+// token a page of the listener's own origin uses), so a page of another
+// site could make it call the API: every call other than GET, HEAD and
+// OPTIONS that a browser says comes from another origin (Sec-Fetch-Site,
+// else Origin against Host: net/http's CrossOriginProtection) is refused
+// 403, and a call with a body must send it as Content-Type:
+// application/json (else 415), which a cross-site form cannot.
 func New(cfg Config) *API {
 	if cfg.MaxBodyBytes <= 0 {
 		cfg.MaxBodyBytes = DefaultMaxBodyBytes
@@ -141,7 +155,7 @@ func New(cfg Config) *API {
 	if cfg.Clock == nil {
 		cfg.Clock = plans.SystemClock{}
 	}
-	a := &API{cfg: cfg, log: cfg.Logger, mux: http.NewServeMux()}
+	a := &API{cfg: cfg, log: cfg.Logger, mux: http.NewServeMux(), sameSite: http.NewCrossOriginProtection()}
 	if a.log == nil {
 		a.log = slog.Default()
 	}
@@ -167,11 +181,18 @@ func (a *API) Routes() []string { return append([]string(nil), a.routes...) }
 // authentication and audit log: a page of the same admin listener.
 func (a *API) Handle(pattern string, h http.Handler) { a.mux.Handle(pattern, h) }
 
-// ServeHTTP authenticates the call, serves it and writes its audit line.
+// ServeHTTP authenticates the call, refuses it when a browser sends it
+// from another site (see New), serves it and writes its audit line.
 func (a *API) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
 	rec := &recorder{ResponseWriter: w, status: http.StatusOK}
 	who, status, msg := a.authenticate(r)
+	refused := status != 0 // for its credentials: anyone can send these
+	if status == 0 {
+		if err := a.sameSite.Check(r); err != nil {
+			status, msg = http.StatusForbidden, "cross-origin request refused: a browser sent it from another site ("+err.Error()+")"
+		}
+	}
 	if status != 0 {
 		if status == http.StatusUnauthorized {
 			w.Header().Set("WWW-Authenticate", `Bearer realm="sluice-admin"`)
@@ -180,14 +201,25 @@ func (a *API) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	} else {
 		a.mux.ServeHTTP(rec, r)
 	}
+	if refused {
+		ok, due := a.gate.allow(r.RemoteAddr, a.cfg.Clock.Now())
+		for _, s := range due {
+			a.log.LogAttrs(r.Context(), slog.LevelWarn, "admin calls not logged",
+				slog.String("remote", s.peer), slog.Int("calls", s.n), slog.Time("since", s.since),
+				slog.String("why", "refused for their credentials, past the audit log's rate"))
+		}
+		if !ok {
+			return
+		}
+	}
 	_, pattern := a.mux.Handler(r)
 	a.log.LogAttrs(r.Context(), slog.LevelInfo, "admin call",
-		slog.String("who", who),
-		slog.String("remote", r.RemoteAddr),
-		slog.String("op", cmpOr(pattern, r.Method+" "+r.URL.Path)),
+		slog.String("who", clip(who, MaxLogField)),
+		slog.String("remote", clip(r.RemoteAddr, MaxLogField)),
+		slog.String("op", clip(cmpOr(pattern, r.Method+" "+r.URL.Path), MaxLogField)),
 		slog.String("target", target(r)),
 		slog.Int("status", rec.status),
-		slog.String("error", rec.errMsg),
+		slog.String("error", clip(rec.errMsg, MaxLogField)),
 		slog.Duration("took", time.Since(start)))
 }
 
@@ -199,16 +231,13 @@ func cmpOr(a, b string) string {
 }
 
 // target is what a call acts on, for the audit line: the path's
-// parameters and the query, truncated.
+// parameters and the query, cut to MaxLogField.
 func target(r *http.Request) string {
 	t := r.URL.EscapedPath()
 	if r.URL.RawQuery != "" {
 		t += "?" + r.URL.RawQuery
 	}
-	if len(t) > 512 {
-		t = t[:512] + "…"
-	}
-	return t
+	return clip(t, MaxLogField)
 }
 
 // authenticate returns who makes the call, or the status and message of

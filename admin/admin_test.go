@@ -138,6 +138,9 @@ func (f *fixture) do(t *testing.T, method, path, auth, body string) (int, string
 	if auth != "" {
 		req.Header.Set("Authorization", auth)
 	}
+	if body != "" {
+		req.Header.Set("Content-Type", "application/json")
+	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)

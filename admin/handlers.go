@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"mime"
 	"net/http"
 	"strconv"
 	"time"
@@ -16,10 +17,14 @@ import (
 	"github.com/sluicehq/sluice/plans"
 )
 
-// readBody decodes r's body (at most MaxBodyBytes) into v strictly: an
-// unknown field, a second value or a body over the limit is answered (400
-// or 413) and ok is false.
+// readBody decodes r's body (at most MaxBodyBytes) into v strictly: a
+// body not sent as application/json, an unknown field, a second value or a
+// body over the limit is answered (415, 400 or 413) and ok is false.
 func (a *API) readBody(w http.ResponseWriter, r *http.Request, v any) (ok bool) {
+	if mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type")); err != nil || mt != "application/json" {
+		writeError(w, http.StatusUnsupportedMediaType, "the body must be JSON, sent with Content-Type: application/json")
+		return false
+	}
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, a.cfg.MaxBodyBytes))
 	var tooBig *http.MaxBytesError
 	switch {

@@ -87,10 +87,14 @@ func TestOpenAPIDocumentsEveryStatusTheHandlersAnswer(t *testing.T) {
 	bare := httptest.NewServer(admin.New(admin.Config{Token: []byte(token), Limiter: noPeek{}, Logger: slog.New(slog.DiscardHandler)}))
 	defer bare.Close()
 	seen := map[string]map[int]bool{}
+	contentType := "application/json"
 	send := func(base, op, method, path, auth, body string) {
 		req, _ := http.NewRequest(method, base+path, strings.NewReader(body))
 		if auth != "" {
 			req.Header.Set("Authorization", auth)
+		}
+		if body != "" {
+			req.Header.Set("Content-Type", contentType)
 		}
 		resp, err := http.DefaultClient.Do(req)
 		if err != nil {
@@ -113,6 +117,9 @@ func TestOpenAPIDocumentsEveryStatusTheHandlersAnswer(t *testing.T) {
 		if c.body != "" {
 			send(full.srv.URL, op, c.method, c.path, "Bearer "+token, "{")
 			send(full.srv.URL, op, c.method, c.path, "Bearer "+token, `{"x":"`+strings.Repeat("y", 600)+`"}`)
+			contentType = "text/plain"
+			send(full.srv.URL, op, c.method, c.path, "Bearer "+token, c.body)
+			contentType = "application/json"
 		}
 	}
 	send(full.srv.URL, ops[3], "PUT", "/v1/tenants/acme/plan", "Bearer "+token, `{"plan":"missing"}`)

@@ -77,6 +77,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/internal/keyhash"
 	"github.com/sluicehq/sluice/queue"
 	"github.com/sluicehq/sluice/rlheader"
 )
@@ -295,8 +296,8 @@ type Middleware struct {
 	// allPolicies is RateLimit-Policy when every enforced policy applied,
 	// the usual case, written once.
 	allPolicies string
-	enforced    int        // policies that are not in shadow mode
-	logMACs     *sync.Pool // of HMACs under cfg.LogKeySecret (logHash)
+	enforced    int             // policies that are not in shadow mode
+	keyHash     *keyhash.Hasher // under cfg.LogKeySecret (logHash)
 }
 
 // Header names in canonical form, set straight into the header map: Set
@@ -324,7 +325,7 @@ func New(cfg Config) (*Middleware, error) {
 	if err := cfg.complete(); err != nil {
 		return nil, err
 	}
-	m := &Middleware{cfg: cfg, logMACs: logMACs(cfg.LogKeySecret)}
+	m := &Middleware{cfg: cfg, keyHash: keyhash.New(cfg.LogKeySecret)}
 	names := policyNames{}
 	for _, p := range cfg.Policies {
 		if err := names.add(p.Name); err != nil {
@@ -391,9 +392,6 @@ func (cfg *Config) complete() error {
 	}
 	if cfg.StatusCode == 0 {
 		cfg.StatusCode = http.StatusTooManyRequests
-	}
-	if len(cfg.LogKeySecret) == 0 {
-		cfg.LogKeySecret = processLogKeySecret()
 	}
 	if cfg.StatusCode < 400 || cfg.StatusCode > 599 {
 		return fmt.Errorf("httplimit: status %d is not between 400 and 599", cfg.StatusCode)
@@ -845,7 +843,7 @@ func (m *Middleware) logKey(policy, key string) string {
 	if m.cfg.LogKeys {
 		return key
 	}
-	return logHash(m.logMACs, policy, key)
+	return logHash(m.keyHash, policy, key)
 }
 
 func (m *Middleware) missingKey(w http.ResponseWriter, r *http.Request, policy string) {

@@ -10,8 +10,9 @@
 // The page is server-rendered HTML (html/template, embedded with embed)
 // that works without JavaScript; a small hand-written script updates it
 // from a server-sent event stream and sends the form without a reload.
-// The same data is served as JSON for scripts. Keys are shown hashed
-// (sluice.HashKey) unless Config.RawKeys allows them.
+// The same data is served as JSON for scripts. Keys are shown as a keyed
+// hash (internal/keyhash: HMAC-SHA-256 under Config.KeySecret, or a
+// random secret of the process) unless Config.RawKeys allows them.
 //
 // A Page is a service.Observer: give it to service.Config.Observer, and
 // mount its routes behind the admin API's authentication with Mount.
@@ -26,8 +27,8 @@ import (
 
 	pb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 
-	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/config"
+	"github.com/sluicehq/sluice/internal/keyhash"
 	"github.com/sluicehq/sluice/internal/topk"
 	"github.com/sluicehq/sluice/service"
 )
@@ -76,10 +77,17 @@ type Config struct {
 	Config func() LoadedConfig
 	// Store returns the store's state. Nil: none shown.
 	Store func() StoreState
-	// RawKeys shows keys as they are; false shows them hashed with
-	// sluice.HashKey, so that the page holds and shows no descriptor
-	// value.
+	// RawKeys shows keys as they are; false shows them as a keyed hash
+	// ("~" and the first 128 bits of HMAC-SHA-256 under KeySecret, in
+	// hex), so that the page holds and shows no descriptor value, nor a
+	// hash that could be reversed by hashing every likely value (every
+	// IPv4 address, say) as a plain hash could.
 	RawKeys bool
+	// KeySecret is the secret of the keys' hash: pages (and the proxy's
+	// logs) given the same secret show the same hash of a key. Empty: a
+	// random secret drawn once per process, so that hashes differ from
+	// one process to the next.
+	KeySecret []byte
 	// TopK is the number of counters of the heavy-hitters sketch of each
 	// minute; 0 means DefaultTopK.
 	TopK int
@@ -120,6 +128,7 @@ const OtherRule = "(other rules)"
 // ring under short locks.
 type Page struct {
 	cfg     Config
+	keys    *keyhash.Hasher // under cfg.KeySecret
 	decider atomic.Pointer[deciderBox]
 
 	rules  sync.Map // rule → *ruleCounts
@@ -147,7 +156,7 @@ type deciderBox struct{ d Decider }
 // ruleCounts counts one rule's decisions: allowed, limited, shadow.
 type ruleCounts struct{ n [3]atomic.Uint64 }
 
-// New returns the page of cfg.
+// New returns the page of cfg. It keeps a copy of cfg.KeySecret.
 func New(cfg Config) *Page {
 	cfg.TopK = cmp.Or(cfg.TopK, DefaultTopK)
 	cfg.Minutes = cmp.Or(cfg.Minutes, DefaultMinutes)
@@ -157,7 +166,7 @@ func New(cfg Config) *Page {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	p := &Page{cfg: cfg, ring: make([]Refusal, max(cfg.Refusals, 1)), done: make(chan struct{})}
+	p := &Page{cfg: cfg, keys: keyhash.New(cfg.KeySecret), ring: make([]Refusal, max(cfg.Refusals, 1)), done: make(chan struct{})}
 	p.top = topk.NewWindow(cfg.TopK, max(cfg.Minutes, 1), time.Minute, cfg.Now)
 	if cfg.Decider != nil {
 		p.SetDecider(cfg.Decider)
@@ -183,7 +192,7 @@ func (p *Page) Observe(d service.Decision) {
 	}
 	key := d.Key
 	if !p.cfg.RawKeys {
-		key = sluice.HashKey("", key)
+		key = p.keys.Hash("", key)
 	}
 	p.top.Add(d.Rule+"\x00"+key, 1)
 	p.ringMu.Lock()

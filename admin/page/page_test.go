@@ -13,8 +13,8 @@ import (
 
 	pb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 
-	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/internal/clocktest"
+	"github.com/sluicehq/sluice/internal/keyhash"
 	"github.com/sluicehq/sluice/service"
 )
 
@@ -45,7 +45,8 @@ func getJSON(t *testing.T, url string) Snapshot {
 // limited keys hashed in the top list and the refusals newest first.
 func TestDataCountsRatesAndHashesKeys(t *testing.T) {
 	c := clocktest.At(time.Unix(1_000_000, 0))
-	p := New(Config{Now: c.Now, Refusals: 3})
+	secret := []byte("a secret of the operator's")
+	p := New(Config{Now: c.Now, Refusals: 3, KeySecret: secret})
 	srv := serve(t, p)
 	getJSON(t, srv.URL+"/page/data.json") // the first rate sample
 	for range 10 {
@@ -60,7 +61,7 @@ func TestDataCountsRatesAndHashesKeys(t *testing.T) {
 	if len(s.Rules) != 2 || s.Rules[0].Rule != "d.a" || s.Rules[0].Allowed != 10 || s.Rules[0].Limited != 5 || s.Rules[0].AllowedPerSec != 5 || s.Rules[1].Shadow != 1 {
 		t.Fatalf("rules %+v", s.Rules)
 	}
-	if len(s.Top) != 3 || s.Top[0].Key != sluice.HashKey("", "d|a=0") || s.Top[0].Count != 3 || s.Top[0].Rule != "d.a" {
+	if len(s.Top) != 3 || s.Top[0].Key != keyhash.New(secret).Hash("", "d|a=0") || s.Top[0].Count != 3 || s.Top[0].Rule != "d.a" {
 		t.Fatalf("top %+v, want d|a=0 hashed first with 3", s.Top)
 	}
 	if len(s.Refusals) != 3 || s.Refusals[0].Rule != "d.s" || s.Refusals[0].Outcome != "shadow" {

@@ -171,6 +171,7 @@ var packages = map[string]pkgRule{
 	"internal/goldentest": {layer: support, grants: map[string]string{edgeTesting: "it is the golden-file walker config's and gateway's tests call"}},
 	"internal/archtest":   {layer: support},
 	"internal/topk":       {layer: support},
+	"internal/keyhash":    {layer: support},
 	"internal/xdstest": {layer: support, grants: map[string]string{
 		edgeTesting: "it runs go-control-plane's xDS server and makes certificates for xDS tests",
 		edgeGRPC:    "it is an xDS server (go-control-plane's server and snapshot cache)",

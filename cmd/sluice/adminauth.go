@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"crypto/tls"
 	"errors"
@@ -22,10 +23,11 @@ type adminAuth struct {
 	tokenFile               string // -admin-token-file
 	tlsCert, tlsKey, caFile string // -admin-tls-cert, -admin-tls-key, -admin-client-ca
 	rawKeys                 bool   // -admin-raw-keys
+	maxConns                int    // -admin-max-conns; 0: defaultAdminMaxConns
 }
 
 // adminAuthFlags are the names of adminAuth's flags.
-var adminAuthFlags = []string{"admin-token-file", "admin-tls-cert", "admin-tls-key", "admin-client-ca", "admin-raw-keys"}
+var adminAuthFlags = []string{"admin-token-file", "admin-tls-cert", "admin-tls-key", "admin-client-ca", "admin-raw-keys", "admin-max-conns"}
 
 // flags defines the admin authentication flags on fs.
 func (o *adminAuth) flags(fs *flag.FlagSet) {
@@ -34,6 +36,7 @@ func (o *adminAuth) flags(fs *flag.FlagSet) {
 	fs.StringVar(&o.tlsKey, "admin-tls-key", "", "the admin listener's TLS key (PEM)")
 	fs.StringVar(&o.caFile, "admin-client-ca", "", "CA bundle (PEM) that admin clients' certificates must chain to (mTLS); such a client needs no token")
 	fs.BoolVar(&o.rawKeys, "admin-raw-keys", false, "the admin listener's live page (/page) shows the keys it lists as they are, descriptor values included; default: hashed")
+	fs.IntVar(&o.maxConns, "admin-max-conns", 0, "the admin listener's open connections at most: at the cap the one idle longest gives way to a new one, else it waits; 0: 5% of the open-file limit, 16 to 256; negative: no cap")
 }
 
 // checkOff refuses admin authentication flags given with the admin
@@ -125,13 +128,18 @@ func (o *adminAuth) tlsConfig(ctx context.Context) (*tls.Config, error) {
 }
 
 // serveAdminOn serves hs on ln, the admin listener, with TLS when
-// -admin-tls-cert is set; pg (nil: none) ends its event streams when hs
-// shuts down. It returns the listener's URL scheme.
+// -admin-tls-cert is set and at most -admin-max-conns connections (the
+// public listeners' cap, capConns); pg (nil: none) ends its event streams
+// when hs shuts down. It returns the listener's URL scheme.
 func (o *adminAuth) serveAdminOn(ctx context.Context, a *app, ln net.Listener, hs *http.Server, pg *page.Page) (string, error) {
 	tc, err := o.tlsConfig(ctx)
 	if err != nil {
 		return "", exitCode(2, "admin TLS:", err)
 	}
+	// The public listeners' cap (see capConns), on the connections
+	// before TLS: so many clients idle on this port cannot take the
+	// descriptors the public ones need.
+	ln, hs.ConnState = capConns(ln, cmp.Or(o.maxConns, defaultAdminMaxConns()))
 	scheme := "http"
 	if tc != nil {
 		ln, scheme = tls.NewListener(ln, tc), "https"

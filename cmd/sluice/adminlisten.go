@@ -5,9 +5,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"log/slog"
 	"net"
-	"net/http"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -30,6 +28,10 @@ type adminOptions struct {
 	addr      string     // -admin-addr; "" is off
 	plans     plansFlags // -plans ("" is off) and -plans-staleness
 	tenantKey string
+	// keySecretFile (-log-key-secret-file) holds the secret of the keyed
+	// hash the live page shows of keys, as the proxy's flag of that name;
+	// "": a random secret per process.
+	keySecretFile string
 }
 
 // flags defines the admin and plans flags on fs.
@@ -38,6 +40,7 @@ func (o *adminOptions) flags(fs *flag.FlagSet) {
 	o.adminAuth.flags(fs)
 	o.plans.flags(fs, "PostgreSQL URL of plans and per-tenant overrides (the -store URL to share its database); empty: off")
 	fs.StringVar(&o.tenantKey, "plans-tenant-key", "tenant", "descriptor entry whose value names the tenant whose plan applies")
+	fs.StringVar(&o.keySecretFile, "log-key-secret-file", "", "a file holding the secret (16 bytes at least) of the keyed hash the live page (/page) shows of keys, the same on every replica so that their pages agree (as sluice proxy's flag); default a random secret per process")
 }
 
 // adminAddr returns the listen address of -admin-addr: a port alone or
@@ -59,6 +62,9 @@ func (o *adminOptions) check(fs *flag.FlagSet) error {
 		if err := o.checkOff(fs); err != nil {
 			return err
 		}
+		if o.keySecretFile != "" {
+			return exitCode(2, "-log-key-secret-file needs -admin-addr (the live page is off)")
+		}
 	}
 	if err := o.plans.checkFlags(); err != nil {
 		return err
@@ -78,6 +84,7 @@ func (o *adminOptions) check(fs *flag.FlagSet) error {
 type adminParts struct {
 	tenantLimit service.TenantLimitFunc
 	page        *page.Page
+	keySecret   []byte // of the page's key hashes (-log-key-secret-file)
 	loaded      atomic.Pointer[page.LoadedConfig]
 	svc         atomic.Pointer[service.Service] // for the page's store state
 }
@@ -113,7 +120,8 @@ func (s *serveApp) serviceStarted(svc *service.Service) {
 // newPage makes the live page of the admin listener.
 func (s *serveApp) newPage() *page.Page {
 	return page.New(page.Config{
-		RawKeys: s.o.admin.rawKeys,
+		RawKeys:   s.o.admin.rawKeys,
+		KeySecret: s.admin.keySecret,
 		Config: func() page.LoadedConfig {
 			if lc := s.admin.loaded.Load(); lc != nil {
 				return *lc
@@ -165,6 +173,9 @@ func (s *serveApp) openAdmin(ctx context.Context, a *app) error {
 	if err != nil {
 		return err
 	}
+	if s.admin.keySecret, err = readLogKeySecret(ctx, o.keySecretFile); err != nil {
+		return exitCode(2, err)
+	}
 	api := admin.New(cfg)
 	s.admin.page = s.newPage()
 	s.admin.page.Mount(api)
@@ -204,9 +215,12 @@ func (s *serveApp) serveAdmin(ctx context.Context, a *app, api *admin.API) error
 	if err != nil {
 		return exitCode(1, "admin:", err)
 	}
-	hs := &http.Server{Handler: api, ReadHeaderTimeout: 5 * time.Second, ReadTimeout: 30 * time.Second,
-		WriteTimeout: admin.DefaultTimeout + 5*time.Second, IdleTimeout: time.Minute, MaxHeaderBytes: 16 << 10,
-		ErrorLog: slog.NewLogLogger(s.log.Handler(), slog.LevelWarn)}
+	// The public HTTP listener's header, read, write and idle timeouts
+	// (the one place serve's HTTP servers are made), a write timeout long
+	// enough for a call's own (the export and the page's stream extend
+	// theirs), and serveAdminOn's connection cap.
+	hs := s.o.listen.httpServer(api, s.log)
+	hs.WriteTimeout = max(hs.WriteTimeout, admin.DefaultTimeout+5*time.Second)
 	scheme, err := o.serveAdminOn(ctx, a, ln, hs, s.admin.page)
 	if err != nil {
 		return err

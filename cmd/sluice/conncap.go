@@ -11,7 +11,8 @@ import (
 // negative: no cap) and returns the listener and the http.Server
 // ConnState hook that tells it which connections are idle. It is the one
 // connection cap of every listener: sluice proxy's -max-conns, sluice
-// serve's -http-max-conns and -grpc-max-conns.
+// serve's -http-max-conns and -grpc-max-conns, both commands'
+// -admin-max-conns and the debug listener's.
 //
 // At the cap, a new connection does not wait for a connection to close by
 // itself, which an idle keep-alive connection does only after the
@@ -109,8 +110,12 @@ func (l *drainListener) closeIdlest() bool {
 
 // connState is the http.Server's ConnState hook: it keeps the set of idle
 // connections (between keep-alive requests, or an HTTP/2 connection with no
-// stream).
+// stream). A TLS listener over the capped one hands it its *tls.Conn,
+// which it unwraps.
 func (l *drainListener) connState(c net.Conn, s http.ConnState) {
+	if tc, ok := c.(interface{ NetConn() net.Conn }); ok {
+		c = tc.NetConn() // a *tls.Conn over the listener's connection
+	}
 	dc, ok := c.(*drainConn)
 	if !ok {
 		return
@@ -159,4 +164,18 @@ func defaultMaxConns() int {
 		return -1
 	}
 	return int(max(n*2/5, 16))
+}
+
+// defaultAdminMaxConns is the admin listener's default connection cap: a
+// twentieth of the process's open-file limit, 16 to 256 (256 when the
+// limit is not known). The admin listener is for operators, their tools,
+// Prometheus and probes, not for traffic; its share is small, so that
+// with the public listeners' shares (defaultMaxConns) a tenth or more of
+// the descriptors is left for the store, the upstreams and the files.
+func defaultAdminMaxConns() int {
+	n := openFileLimit()
+	if n <= 0 {
+		return 256
+	}
+	return int(min(max(n/20, 16), 256))
 }

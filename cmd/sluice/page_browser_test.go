@@ -17,7 +17,6 @@ import (
 	"github.com/chromedp/cdproto/network"
 	"github.com/chromedp/chromedp"
 
-	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/config"
 	"github.com/sluicehq/sluice/service"
 )
@@ -146,7 +145,7 @@ func TestLivePageInABrowser(t *testing.T) {
 		`[...document.querySelectorAll("#rules tbody tr")].some(r => r.cells[0].textContent === "web.user" && r.cells[4].textContent === "5" && r.cells[5].textContent === "2")`)
 	waitJS(t, ctx, "the shadow refusal of web.path",
 		`[...document.querySelectorAll("#rules tbody tr")].some(r => r.cells[0].textContent === "web.path" && r.cells[6].textContent === "1")`)
-	alice := sluice.HashKey("", service.StoreKey("", "web", []config.Entry{{Key: "user", Value: "alice"}}))
+	alice := pageHash(service.StoreKey("", "web", []config.Entry{{Key: "user", Value: "alice"}}))
 	waitJS(t, ctx, "alice's hashed key at the top of the list",
 		fmt.Sprintf(`(r => r && r.cells[0].textContent === %q && r.cells[2].textContent === "2")(document.querySelector("#top tbody tr"))`, alice))
 	if body := evalJS[string](t, ctx, `document.body.innerText`); strings.Contains(body, "alice") {

@@ -118,15 +118,16 @@ func TestServePageShowsAFailingStore(t *testing.T) {
 }
 
 // launchPage starts serve on pageCfg with an admin listener whose token
-// is token, and args, and returns it, the page's URL from its log and the
+// is token and whose page hashes keys under pageKeySecret, and args, and returns it, the page's URL from its log and the
 // config file's path.
 func launchPage(t *testing.T, token string, args ...string) (s *server, pageURL, cfg string) {
 	t.Helper()
 	dir := t.TempDir()
-	cfg, tokenFile := filepath.Join(dir, "web.yaml"), filepath.Join(dir, "token")
+	cfg, tokenFile, secretFile := filepath.Join(dir, "web.yaml"), filepath.Join(dir, "token"), filepath.Join(dir, "key-secret")
 	writeFile(t, cfg, pageCfg)
 	writeFile(t, tokenFile, token+"\n")
-	s = launch(t, append([]string{"-config", cfg, "-admin-addr", "127.0.0.1:0", "-admin-token-file", tokenFile}, args...)...)
+	writeFile(t, secretFile, pageKeySecret+"\n")
+	s = launch(t, append([]string{"-config", cfg, "-admin-addr", "127.0.0.1:0", "-admin-token-file", tokenFile, "-log-key-secret-file", secretFile}, args...)...)
 	m := regexp.MustCompile(`page=(http://127\.0\.0\.1:\d+/page)`).FindStringSubmatch(s.stderr.String())
 	if m == nil {
 		t.Fatalf("no page address in the log: %s", s.stderr.String())

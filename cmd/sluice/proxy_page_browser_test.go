@@ -8,8 +8,6 @@ import (
 	"testing"
 
 	"github.com/chromedp/chromedp"
-
-	"github.com/sluicehq/sluice"
 )
 
 // The live page of a running proxy in a real browser: it loads without
@@ -33,7 +31,7 @@ func TestProxyLivePageInABrowser(t *testing.T) {
 	}
 	waitJS(t, ctx, "the counters of per_ip (2 allowed, 2 limited)",
 		`[...document.querySelectorAll("#rules tbody tr")].some(r => r.cells[0].textContent === "per_ip" && r.cells[4].textContent === "2" && r.cells[5].textContent === "2")`)
-	key := sluice.HashKey("", "per_ip:127.0.0.1")
+	key := pageHash("per_ip:127.0.0.1")
 	waitJS(t, ctx, "the client's hashed key at the top of the list",
 		fmt.Sprintf(`(r => r && r.cells[0].textContent === %q && r.cells[2].textContent === "2")(document.querySelector("#top tbody tr"))`, key))
 

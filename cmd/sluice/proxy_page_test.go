@@ -13,6 +13,7 @@ import (
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/admin/page"
+	"github.com/sluicehq/sluice/internal/keyhash"
 )
 
 // adminGet GETs url with the bearer token (none when ""), and returns its
@@ -45,11 +46,19 @@ func launchProxyPage(t *testing.T, token string) (p *proxyRun, cfg string) {
 	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "hello") }))
 	t.Cleanup(up.Close)
 	dir := t.TempDir()
-	cfg, tokenFile := filepath.Join(dir, "proxy.yaml"), filepath.Join(dir, "token")
+	cfg, tokenFile, secretFile := filepath.Join(dir, "proxy.yaml"), filepath.Join(dir, "token"), filepath.Join(dir, "key-secret")
 	writeFile(t, cfg, proxyCfg)
 	writeFile(t, tokenFile, token+"\n")
-	return launchProxy(t, "-config", cfg, "-upstream", up.URL, "-admin-token-file", tokenFile), cfg
+	writeFile(t, secretFile, pageKeySecret+"\n")
+	return launchProxy(t, "-config", cfg, "-upstream", up.URL, "-admin-token-file", tokenFile, "-log-key-secret-file", secretFile), cfg
 }
+
+// pageKeySecret is the secret of the key hashes of the pages the tests
+// launch (-log-key-secret-file), so that they know the hash of a key.
+const pageKeySecret = "the-tests-page-key-secret"
+
+// pageHash is the hash the tests' pages show of key.
+func pageHash(key string) string { return keyhash.New([]byte(pageKeySecret)).Hash("", key) }
 
 // The live page on a running proxy: behind the admin token (while
 // /metrics and /healthcheck still answer without one), its counters move
@@ -125,7 +134,10 @@ func checkPageDataCountsTheProxy(t *testing.T, admin, token, cfg string) {
 	if i < 0 || snap.Rules[i].Allowed != 2 || snap.Rules[i].Limited != 3 {
 		t.Fatalf("rules %+v, want per_ip with 2 allowed and 3 limited", snap.Rules)
 	}
-	want := sluice.HashKey("", "per_ip:127.0.0.1")
+	want := pageHash("per_ip:127.0.0.1") // the logs' hash too: one secret
+	if !strings.Contains(string(body), "~") || want == sluice.HashKey("", "per_ip:127.0.0.1") {
+		t.Fatalf("want a keyed hash, not the key's plain SHA-256")
+	}
 	if len(snap.Top) == 0 || snap.Top[0].Key != want || snap.Top[0].Count != 3 || snap.Top[0].Rule != "per_ip" {
 		t.Errorf("top %+v, want per_ip's hashed key %s with 3 refusals first", snap.Top, want)
 	}

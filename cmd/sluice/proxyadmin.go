@@ -52,8 +52,9 @@ func (p *proxyApp) openPage(ctx context.Context) error {
 	cfg.Limiter, cfg.Logger = p.limiter, p.log.With("log", "audit")
 	p.pg.api = admin.New(cfg)
 	p.pg.page = page.New(page.Config{
-		RawKeys: o.rawKeys,
-		Decider: proxyDecider{p},
+		RawKeys:   o.rawKeys,
+		KeySecret: p.logKeySecret, // the page's hash of a key is the logs'
+		Decider:   proxyDecider{p},
 		Config: func() page.LoadedConfig {
 			if lc := p.pg.loaded.Load(); lc != nil {
 				return *lc

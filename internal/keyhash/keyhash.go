@@ -11,9 +11,11 @@
 package keyhash
 
 import (
+	"crypto/hmac"
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
+	"hash"
 	"sync"
 )
 
@@ -34,51 +36,52 @@ var processSecret = sync.OnceValue(func() []byte {
 // Hasher hashes keys under one secret. It is safe for concurrent use; make
 // one with New. Its zero value is not usable.
 type Hasher struct {
-	ipad, opad [sha256.BlockSize]byte // the secret's HMAC pads
+	macs sync.Pool // of *state
+}
+
+// state is one HMAC-SHA-256 under the secret (crypto/hmac, which keeps
+// the keyed pads' hash states and restores them on Reset), with the
+// buffers its Write and Sum use: pooled, so that hashing a key allocates
+// nothing once the pool is warm.
+type state struct {
+	mac hash.Hash
+	in  []byte
+	sum [sha256.Size]byte
 }
 
 // New returns the Hasher of secret; an empty secret is the process's own,
 // 32 random bytes drawn at its first use, shared by every Hasher made
-// without one, so that hashes differ from one process to the next.
+// without one, so that hashes differ from one process to the next. It
+// keeps a copy of secret.
 func New(secret []byte) *Hasher {
 	if len(secret) == 0 {
 		secret = processSecret()
 	}
-	var k [sha256.BlockSize]byte
-	if len(secret) > sha256.BlockSize {
-		sum := sha256.Sum256(secret)
-		copy(k[:], sum[:])
-	} else {
-		copy(k[:], secret)
-	}
+	secret = append([]byte(nil), secret...)
 	h := &Hasher{}
-	for i, b := range k {
-		h.ipad[i], h.opad[i] = b^0x36, b^0x5c
-	}
+	h.macs.New = func() any { return &state{mac: hmac.New(sha256.New, secret)} }
 	return h
 }
 
-// stackKey is the longest key Append hashes without allocating.
-const stackKey = 512
+// maxKept is the longest input buffer a pooled state keeps.
+const maxKept = 4 << 10
 
 // Append appends Mark and the hash of key to dst and returns it: equal keys
 // give equal results under one secret. It allocates only when dst is too
-// short or key is over 512 bytes. The hash is HMAC-SHA-256 (RFC 2104),
-// written out over sha256.Sum256 so that nothing escapes to the heap.
+// short (or the pool is cold).
 func (h *Hasher) Append(dst []byte, key string) []byte {
-	var buf [sha256.BlockSize + stackKey]byte
-	in := buf[:0]
-	if len(key) > stackKey {
-		in = make([]byte, 0, sha256.BlockSize+len(key))
-	}
-	in = append(append(in, h.ipad[:]...), key...)
-	inner := sha256.Sum256(in)
-	var outer [sha256.BlockSize + sha256.Size]byte
-	copy(outer[:], h.opad[:])
-	copy(outer[sha256.BlockSize:], inner[:])
-	sum := sha256.Sum256(outer[:])
+	st := h.macs.Get().(*state)
+	st.in = append(st.in[:0], key...)
+	st.mac.Reset()
+	st.mac.Write(st.in)
+	sum := st.mac.Sum(st.sum[:0])
 	dst = append(dst, Mark)
-	return hex.AppendEncode(dst, sum[:16])
+	dst = hex.AppendEncode(dst, sum[:16])
+	if cap(st.in) > maxKept {
+		st.in = nil
+	}
+	h.macs.Put(st)
+	return dst
 }
 
 // Hash returns prefix followed by Append's hash of key.

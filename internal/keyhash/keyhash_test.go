@@ -47,8 +47,12 @@ func TestHashIsHMACSHA256(t *testing.T) {
 	}
 }
 
-// Append allocates nothing into a buffer long enough.
+// Append allocates nothing into a buffer long enough, once its pool is
+// warm.
 func TestAppendAllocatesNothing(t *testing.T) {
+	if raceEnabled || testing.CoverMode() != "" {
+		t.Skip("allocation counts vary under the race detector and with coverage")
+	}
 	h := New(nil)
 	buf := make([]byte, 0, 64)
 	h.Append(buf, "warm")

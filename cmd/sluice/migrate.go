@@ -62,17 +62,9 @@ func runPrune(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		return code
 	}
 	fail := exitWith(stderr, "sluice migrate prune:")
-	url := *store
-	switch {
-	case url != "" && fs.NArg() == 1:
-		return fail(2, "give the database once: -store or the URL argument, not both")
-	case fs.NArg() == 1:
-		url = fs.Arg(0)
-	case url == "":
-		return fail(2, "give the database's URL (postgres://…). Run 'sluice migrate prune -h' for the usage.")
-	}
-	if !isPostgres(url) {
-		return fail(2, fmt.Sprintf("%s is not a PostgreSQL URL (postgres:// or postgresql://): only PostgreSQL keeps a ledger", storeName(url)))
+	url, msg := databaseArg(fs, *store, "sluice migrate prune", "keeps a ledger")
+	if msg != "" {
+		return fail(2, msg)
 	}
 	age, err := parseAge(*olderThan)
 	if err != nil {
@@ -96,6 +88,25 @@ func runPrune(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		return fail(1, storeName(url)+":", err)
 	}
 	return 0
+}
+
+// databaseArg returns the PostgreSQL URL that -store (store) or the one
+// argument of fs names, or a message for exit status 2 when it is given
+// twice, not at all, or is not PostgreSQL's; cmd names the command in the
+// message, and only says what only PostgreSQL does.
+func databaseArg(fs *flag.FlagSet, store, cmd, only string) (url, msg string) {
+	switch {
+	case store != "" && fs.NArg() == 1:
+		return "", "give the database once: -store or the URL argument, not both"
+	case fs.NArg() == 1:
+		store = fs.Arg(0)
+	case store == "":
+		return "", "give the database's URL (postgres://…). Run '" + cmd + " -h' for the usage."
+	}
+	if !isPostgres(store) {
+		return "", fmt.Sprintf("%s is not a PostgreSQL URL (postgres:// or postgresql://): only PostgreSQL %s", storeName(store), only)
+	}
+	return store, ""
 }
 
 // parseAge reads -older-than: a Go duration or a whole number of days
@@ -135,17 +146,9 @@ func runMigrate(ctx context.Context, args []string, stdout, stderr io.Writer) in
 		return code
 	}
 	fail := exitWith(stderr, "sluice migrate:")
-	url := *store
-	switch {
-	case url != "" && fs.NArg() == 1:
-		return fail(2, "give the database once: -store or the URL argument, not both")
-	case fs.NArg() == 1:
-		url = fs.Arg(0)
-	case url == "":
-		return fail(2, "give the database's URL (postgres://…). Run 'sluice migrate -h' for the usage.")
-	}
-	if !isPostgres(url) {
-		return fail(2, fmt.Sprintf("%s is not a PostgreSQL URL (postgres:// or postgresql://): only PostgreSQL has migrations", storeName(url)))
+	url, msg := databaseArg(fs, *store, "sluice migrate", "has migrations")
+	if msg != "" {
+		return fail(2, msg)
 	}
 	if *timeout <= 0 {
 		return fail(2, fmt.Sprintf("-timeout %v: want a positive duration", *timeout))

@@ -142,22 +142,7 @@ func runAsRatelimit(t *testing.T, root string) {
 	cmd.Env = append(cmd.Env, "RUNTIME_ROOT=/srv", "RUNTIME_SUBDIRECTORY=ratelimit", "RUNTIME_WATCH_ROOT=false",
 		"RUNTIME_IGNOREDOTFILES=true", "USE_STATSD=false", "LOG_LEVEL=info",
 		"HOST=127.0.0.1", "PORT="+httpPort, "GRPC_HOST=127.0.0.1", "GRPC_PORT="+grpcPort, "DEBUG_PORT=0")
-	s := &served{http: httpAddr, cmd: cmd, done: make(chan error, 1), logs: new(testlog.Buffer)}
-	cmd.Stdout, cmd.Stderr = s.logs, s.logs
-	if err := cmd.Start(); err != nil {
-		t.Fatalf("starting %s in the image: %v", RatelimitPath, err)
-	}
-	go func() { s.done <- cmd.Wait() }()
-	t.Cleanup(func() {
-		if !s.stopped {
-			cmd.Process.Kill()
-			<-s.done
-		}
-		if t.Failed() {
-			t.Logf("%s's output:\n%s", RatelimitPath, s.logs.String())
-		}
-	})
-	waitHealthy(t, "http://"+httpAddr+"/healthcheck", s.done)
+	s := startServed(t, cmd, httpAddr, RatelimitPath)
 	if got := s.codes(t, userBody("carol"), 3); !slices.Equal(got, []int{200, 200, 429}) {
 		t.Errorf("%s with the runtime directory's 2 per minute: carol's three calls answered %v, want [200 200 429]", RatelimitPath, got)
 	}
@@ -418,10 +403,19 @@ func serveInImage(t *testing.T, root string, env []string, args ...string) *serv
 	httpAddr, grpcAddr := freeAddr(t), freeAddr(t)
 	cmd := inImage(root, append([]string{"serve", "-http-addr", httpAddr, "-grpc-addr", grpcAddr}, args...)...)
 	cmd.Env = append(cmd.Env, env...)
+	return startServed(t, cmd, httpAddr, "sluice serve")
+}
+
+// startServed starts cmd, a serve in the image whose HTTP address is
+// httpAddr, and waits for /healthcheck; name names it in the test's
+// messages. The process is killed when the test ends, unless stop stopped
+// it.
+func startServed(t *testing.T, cmd *exec.Cmd, httpAddr, name string) *served {
+	t.Helper()
 	s := &served{http: httpAddr, cmd: cmd, done: make(chan error, 1), logs: new(testlog.Buffer)}
 	cmd.Stdout, cmd.Stderr = s.logs, s.logs
 	if err := cmd.Start(); err != nil {
-		t.Fatalf("starting sluice serve in the image: %v", err)
+		t.Fatalf("starting %s in the image: %v", name, err)
 	}
 	go func() { s.done <- cmd.Wait() }()
 	t.Cleanup(func() {
@@ -430,7 +424,7 @@ func serveInImage(t *testing.T, root string, env []string, args ...string) *serv
 			<-s.done
 		}
 		if t.Failed() {
-			t.Logf("serve's output:\n%s", s.logs.String())
+			t.Logf("%s's output:\n%s", name, s.logs.String())
 		}
 	})
 	waitHealthy(t, "http://"+httpAddr+"/healthcheck", s.done)

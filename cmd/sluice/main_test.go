@@ -158,7 +158,7 @@ func TestServeHeadersOldSpellingWarns(t *testing.T) {
 	}
 	var out, errb bytes.Buffer
 	run([]string{"serve", "-h"}, &out, &errb)
-	if !strings.Contains(out.String(), `off, legacy or draft-11 (default "draft-11")`) {
+	if !strings.Contains(out.String(), "off, legacy or draft-11 (default: SLUICE_HEADERS;") || !strings.Contains(out.String(), `draft-11) (default "draft-11")`) {
 		t.Errorf("serve -h does not spell draft-11: %s", out.String())
 	}
 }

@@ -728,7 +728,9 @@ func (s *serveApp) configSource() (*reloader, error) {
 		return nil, nil
 	}
 	load := func(path string) error {
-		rules, err := s.o.rules.load.Load(path)
+		ctx, cancel := context.WithTimeout(context.Background(), config.LoadTimeout)
+		defer cancel()
+		rules, err := loadConfigPath(ctx, s.o.rules.load, path)
 		if err == nil {
 			err = s.apply(rules)
 		}
@@ -866,13 +868,28 @@ func loadRules(ctx context.Context, path string, opts config.Options) (*config.C
 	if path != "" {
 		ctx, cancel := context.WithTimeout(ctx, config.LoadTimeout)
 		defer cancel()
-		return opts.LoadContext(ctx, path)
+		return loadConfigPath(ctx, opts, path)
 	}
 	d, err := config.Parse("built-in example", exampleConfig)
 	if err != nil {
 		return nil, err
 	}
 	return config.New(d)
+}
+
+// loadConfigPath loads the config at path with opts, as
+// envoyproxy/ratelimit loads its config directory: a directory that
+// exists and holds no config file (no *.yaml or *.yml that is not a dot
+// file) is a config of no domains, under which every descriptor is
+// unmatched and allowed, not an error. A path that does not exist is
+// still one.
+func loadConfigPath(ctx context.Context, opts config.Options, path string) (*config.Config, error) {
+	if fi, err := os.Stat(path); err == nil && fi.IsDir() {
+		if files, err := config.Files(path); err == nil && len(files) == 0 {
+			return noDomains(), nil
+		}
+	}
+	return opts.LoadContext(ctx, path)
 }
 
 // shutdown releases what st holds within a's closeContext, then closes it.

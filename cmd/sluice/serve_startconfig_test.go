@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -118,4 +119,57 @@ func TestServeActsOnStartConfigEnv(t *testing.T) {
 		!strings.Contains(errb.String(), "FORCE_START_WITHOUT_INITIAL_CONFIG") {
 		t.Errorf("FORCE_START_WITHOUT_INITIAL_CONFIG=yes: exit %d, stderr %q; want 2 naming it", code, errb.String())
 	}
+}
+
+// An empty config directory is a config of no domains, as
+// envoyproxy/ratelimit loads it: serve starts without
+// FORCE_START_WITHOUT_INITIAL_CONFIG and allows every descriptor, a file
+// written later is loaded, and removing the last file loads no rules
+// again (with FORCE_START_WITHOUT_INITIAL_CONFIG too) instead of keeping
+// the old ones. Before, serve exited 1 ("no .yaml or .yml files in
+// directory") and a removed last file was a failed reload that kept its
+// rules.
+func TestServeStartsWithAnEmptyConfigDir(t *testing.T) {
+	for _, force := range []string{"", "true"} {
+		t.Run("FORCE_START_WITHOUT_INITIAL_CONFIG="+force, func(t *testing.T) {
+			dir := t.TempDir()
+			t.Setenv("FORCE_START_WITHOUT_INITIAL_CONFIG", force)
+			s := launch(t, "-config", dir)
+			if got := post(t, s.url, reqK); got != 200 {
+				t.Errorf("with no rules: %d, want 200", got)
+			}
+			cfg := filepath.Join(dir, "d.yaml")
+			writeAtomic(t, cfg, cfgBlocked)
+			eventually(t, "the new file to be loaded", func() bool { return post(t, s.url, reqK) == 429 })
+			if err := os.Remove(cfg); err != nil {
+				t.Fatal(err)
+			}
+			eventually(t, "no rules once the last file is removed", func() bool { return post(t, s.url, reqK) == 200 })
+			if n := metric(t, s.url, "sluice_config_reload_failures_total"); n != 0 {
+				t.Errorf("reload failures: %v, want 0", n)
+			}
+		})
+	}
+}
+
+// HEALTHY_WITH_AT_LEAST_ONE_CONFIG_LOADED over a config directory: 503
+// while it is empty, 200 once a file with a domain is loaded, 503 again
+// once the last file is removed (envoyproxy/ratelimit fails its config
+// health component on a config of no domains). Before, serve did not
+// start on the empty directory, and the removal kept the old domain and
+// its 200.
+func TestServeHealthFollowsTheConfigDirectory(t *testing.T) {
+	dir := t.TempDir()
+	t.Setenv("HEALTHY_WITH_AT_LEAST_ONE_CONFIG_LOADED", "true")
+	s := launch(t, "-config", dir)
+	if got := getStatus(t, s.url+"/healthcheck"); got != 503 {
+		t.Errorf("health with an empty directory: %d, want 503", got)
+	}
+	cfg := filepath.Join(dir, "d.yaml")
+	writeAtomic(t, cfg, cfgUnlimited)
+	eventually(t, "healthy once a file with a domain is loaded", func() bool { return getStatus(t, s.url+"/healthcheck") == 200 })
+	if err := os.Remove(cfg); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "unhealthy once the last file is removed", func() bool { return getStatus(t, s.url+"/healthcheck") == 503 })
 }

@@ -22,7 +22,6 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/sluicehq/sluice"
@@ -324,8 +323,7 @@ func (p *proxyApp) failsafeConfig(limiter sluice.Limiter, failure *service.Failu
 // openMetrics makes the registry of /metrics, with the process's, the
 // limits' and the gateway's metrics.
 func (p *proxyApp) openMetrics() error {
-	p.reg = prometheus.NewRegistry()
-	p.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	p.reg = newMetricsRegistry()
 	var err error
 	if p.limits, err = httplimit.NewMetrics(p.reg); err != nil {
 		return err

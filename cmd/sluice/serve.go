@@ -656,7 +656,7 @@ func (s *serveApp) openStore(ctx context.Context) error {
 		return err
 	}
 	s.st = st
-	s.reg = prometheus.NewRegistry()
+	s.reg = newMetricsRegistry()
 	if st.mem != nil {
 		s.reg.MustRegister(newMemstoreCollector(st.mem))
 	}

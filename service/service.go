@@ -666,6 +666,7 @@ func (s *Service) planDescriptor(i int, d *rlpb.RateLimitDescriptor, entries []c
 func (s *Service) respond(ctx context.Context, req *pb.RateLimitRequest, plans []plan, outs []outcome) (*pb.RateLimitResponse, error) {
 	resp, parts := newResponse(len(plans))
 	quotas, denied := false, false
+	debug := s.log.Enabled(ctx, slog.LevelDebug) // once: at info, nothing more per decision
 	for i := range plans {
 		o, err := s.decide(ctx, req.GetDomain(), i, &plans[i], &parts[i])
 		if err != nil {
@@ -674,6 +675,9 @@ func (s *Service) respond(ctx context.Context, req *pb.RateLimitRequest, plans [
 		outs[i] = o
 		if s.obs != nil {
 			s.observe(req.GetDomain(), &plans[i], o)
+		}
+		if debug {
+			s.logDecision(ctx, req.GetDomain(), i, &plans[i], o)
 		}
 		resp.Statuses[i] = o.st
 		denied = denied || o.denied

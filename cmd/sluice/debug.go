@@ -168,5 +168,5 @@ func describeDebug(d *debugServer) string {
 	if tcp, ok := d.addr().(*net.TCPAddr); ok && !tcp.IP.IsLoopback() {
 		where = "not loopback: pprof and the rules are open to whoever reaches it"
 	}
-	return "http://" + localAddr(d.addr()) + "  (/rlconfig, /debug/pprof/; " + where + ")"
+	return "http://" + d.addr().String() + "  (/rlconfig, /debug/pprof/; " + where + ")"
 }

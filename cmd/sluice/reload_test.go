@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
@@ -38,6 +39,7 @@ type server struct {
 	grpc   string // serve's gRPC target
 	debug  string // what serve's banner says of its debug listener
 	stderr *testlog.Buffer
+	stdout *testlog.Buffer // what it printed: its banner
 	cancel context.CancelFunc
 	done   chan int // receives the exit code
 }
@@ -65,6 +67,14 @@ func launchRun(t *testing.T, run func(context.Context, []string, io.Writer, io.W
 	s := startCmd(t, run, append([]string{"-http-addr", "127.0.0.1:0", "-grpc-addr", "127.0.0.1:0"}, args...), func(out string) bool {
 		h, g, d := bannerHTTP.FindStringSubmatch(out), bannerGRPC.FindStringSubmatch(out), bannerDebug.FindStringSubmatch(out)
 		if h == nil || g == nil || d == nil {
+			// With LOG_FORMAT=json the banner is a JSON line.
+			var b struct{ HTTP, GRPC, Debug string }
+			for l := range strings.SplitSeq(out, "\n") {
+				if json.Unmarshal([]byte(l), &b) == nil && b.HTTP != "" {
+					url, grpcTarget, debug = b.HTTP, b.GRPC, b.Debug
+					return true
+				}
+			}
 			return false
 		}
 		url, grpcTarget, debug = h[1], g[1], d[1]
@@ -79,9 +89,9 @@ func launchRun(t *testing.T, run func(context.Context, []string, io.Writer, io.W
 func startCmd(t *testing.T, run func(context.Context, []string, io.Writer, io.Writer) int, args []string, ready func(stdout string) bool) *server {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	var out testlog.Buffer
-	s := &server{stderr: &testlog.Buffer{}, cancel: cancel, done: make(chan int, 1)}
-	go func() { s.done <- run(ctx, args, &out, s.stderr) }()
+	out := &testlog.Buffer{}
+	s := &server{stderr: &testlog.Buffer{}, stdout: out, cancel: cancel, done: make(chan int, 1)}
+	go func() { s.done <- run(ctx, args, out, s.stderr) }()
 	t.Cleanup(func() { s.stop(t) })
 	deadline := time.Now().Add(10 * time.Second)
 	for !ready(out.String()) {

@@ -810,25 +810,56 @@ func (s *serveApp) startServers(a *app) {
 	}
 }
 
-// printBanner prints what serve serves and where, and with the built-in
-// example, how to try it.
+// printBanner prints what serve serves and where, at the addresses its
+// listeners are bound to (a wildcard one said to be every interface),
+// and with the built-in example, how to try it. With -log-format json it
+// is one JSON line with the log's keys instead (and no "try it").
 func (s *serveApp) printBanner(stdout io.Writer) {
 	source := s.configName()
-	fmt.Fprintf(stdout, "sluice %s serving %s on store %s\n", buildVersion(), source, storeName(s.o.store))
 	endpoints := "POST /json, GET /healthcheck, GET /metrics"
 	if fa := s.rules.ForwardAuth(); fa != nil {
 		endpoints = "POST /json, " + service.ForwardAuthPath + " (forward auth, domain " + fa.Domain + "), GET /healthcheck, GET /metrics"
 	}
-	httpAddr := localAddr(s.httpLn.Addr())
-	fmt.Fprintf(stdout, "  HTTP  http://%s  (%s)\n", httpAddr, endpoints)
-	fmt.Fprintf(stdout, "  gRPC  %s  (envoy.service.ratelimit.v3.RateLimitService and RLQS%s)\n", grpcTarget(s.grpcLn.Addr()), s.o.listen.tls.describe())
+	httpURL := "http://" + s.httpLn.Addr().String()
+	grpcAt := grpcTarget(s.grpcLn.Addr())
+	grpcServes := "envoy.service.ratelimit.v3.RateLimitService and RLQS" + s.o.listen.tls.describe()
+	if strings.EqualFold(s.o.logFormat, "json") {
+		h, err := logHandler("json", stdout, nil)
+		if err == nil {
+			slog.New(h).Info("serving", "version", buildVersion(), "config", source, "store", storeName(s.o.store),
+				"http", httpURL, "http_endpoints", endpoints, "http_every_interface", everyInterface(s.httpLn.Addr()),
+				"grpc", grpcAt, "grpc_services", grpcServes, "grpc_every_interface", everyInterface(s.grpcLn.Addr()),
+				"debug", describeDebug(s.debug))
+		}
+		return
+	}
+	fmt.Fprintf(stdout, "sluice %s serving %s on store %s\n", buildVersion(), source, storeName(s.o.store))
+	fmt.Fprintf(stdout, "  HTTP  %s  (%s%s)\n", httpURL, whereBound(s.httpLn.Addr()), endpoints)
+	fmt.Fprintf(stdout, "  gRPC  %s  (%s%s)\n", grpcAt, whereBound(s.grpcLn.Addr()), grpcServes)
 	fmt.Fprintf(stdout, "  debug %s\n", describeDebug(s.debug))
 	if s.o.configPath == "" && s.xds == nil {
+		httpAddr := localAddr(s.httpLn.Addr()) // what a curl on this machine reaches
 		fmt.Fprintf(stdout, "Try it: the example allows 3 per minute per user, so the 4th is a 429:\n")
 		fmt.Fprintf(stdout, "  for i in 1 2 3 4; do curl -s -o /dev/null -w '%%{http_code}\\n' -XPOST http://%s/json -d '{\"domain\":\"example\",\"descriptors\":[{\"entries\":[{\"key\":\"user\",\"value\":\"alice\"}]}]}'; done\n", httpAddr)
 		fmt.Fprintf(stdout, "The same as a reverse proxy's forward-auth call (X-User is the user; try -i for the headers):\n")
 		fmt.Fprintf(stdout, "  for i in 1 2 3 4; do curl -s -o /dev/null -w '%%{http_code}\\n' -H 'X-User: bob' http://%s%s; done\n", httpAddr, service.ForwardAuthPath)
 	}
+}
+
+// everyInterface reports whether a is a wildcard address (0.0.0.0, [::]):
+// a listener on every interface.
+func everyInterface(a net.Addr) bool {
+	tcp, ok := a.(*net.TCPAddr)
+	return ok && (tcp.IP == nil || tcp.IP.IsUnspecified())
+}
+
+// whereBound is the banner's note on a listener bound to every interface,
+// "every interface; ", else "".
+func whereBound(a net.Addr) string {
+	if everyInterface(a) {
+		return "every interface; "
+	}
+	return ""
 }
 
 // configName names serve's config source: its path, the xDS server, or

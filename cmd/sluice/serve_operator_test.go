@@ -1,7 +1,10 @@
 package main
 
 import (
+	"encoding/json"
+	"net"
 	"net/http"
+	"net/url"
 	"strings"
 	"testing"
 )
@@ -16,5 +19,52 @@ func TestServeMetricsHaveGoAndProcessCollectors(t *testing.T) {
 		if !strings.Contains(string(b), "\n"+name) {
 			t.Errorf("/metrics has no %s", strings.TrimSpace(name))
 		}
+	}
+}
+
+// With LOG_FORMAT=json the start-up banner is JSON too: every line serve
+// prints on stdout is a JSON object with envoyproxy/ratelimit's keys,
+// naming the HTTP URL, the gRPC target and the debug listener. Before, it
+// was plain text lines.
+func TestServeBannerIsJSONWithJSONLogs(t *testing.T) {
+	t.Setenv("LOG_FORMAT", "json")
+	s := launch(t)
+	out := strings.TrimSpace(s.stdout.String())
+	if out == "" {
+		t.Fatal("no banner")
+	}
+	for l := range strings.SplitSeq(out, "\n") {
+		var m map[string]any
+		if err := json.Unmarshal([]byte(l), &m); err != nil {
+			t.Fatalf("a banner line that is not JSON: %q: %v", l, err)
+		}
+		if m["@timestamp"] == nil || m["@message"] == nil || m["level"] == nil {
+			t.Errorf("a banner line without @timestamp, @message or level: %q", l)
+		}
+	}
+	if got := post(t, s.url, reqK); got != 200 {
+		t.Errorf("POST /json at the banner's URL %s: %d, want 200", s.url, got)
+	}
+}
+
+// The banner names the address serve is bound to: listening on every
+// interface, it says so ([::] or 0.0.0.0 and the port bound), not
+// localhost. Before, it said http://localhost:PORT.
+func TestServeBannerNamesTheBoundAddress(t *testing.T) {
+	s := launch(t, "-http-addr", ":0")
+	u, err := url.Parse(s.url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ip := net.ParseIP(u.Hostname()); ip == nil || !ip.IsUnspecified() {
+		t.Errorf("banner's HTTP URL %s for -http-addr :0, want the unspecified address it is bound to", s.url)
+	}
+	if !strings.Contains(s.stdout.String(), "every interface") {
+		t.Errorf("banner does not say it listens on every interface: %q", s.stdout.String())
+	}
+	// The loopback address is what it names when bound to it.
+	s2 := launch(t)
+	if !strings.HasPrefix(s2.url, "http://127.0.0.1:") {
+		t.Errorf("banner's HTTP URL %s for -http-addr 127.0.0.1:0", s2.url)
 	}
 }

@@ -229,14 +229,34 @@ func (a *app) watch(ctx context.Context, path string, extra []string, what strin
 // drainGrace. It returns the exit code: 0, or 1 if a server failed.
 func (a *app) run(ctx context.Context) int {
 	code := mainLoop(ctx, a.log, a.rl, a.hup, a.changed, a.errc, a.noReload, a.fail)
-	a.stopBy = time.Now().Add(drainGrace + closeGrace)
+	start := time.Now()
+	a.stopBy = start.Add(drainGrace + closeGrace)
 	for _, f := range a.onDrn {
 		f()
 	}
 	shutdown, cancel := context.WithTimeout(context.Background(), drainGrace)
 	defer cancel()
 	a.drain(shutdown)
+	a.logStopped(ctx, code, time.Since(start), shutdown.Err() != nil)
 	return code
+}
+
+// logStopped logs the one line of a command's end: why it stopped (the
+// signal, as the context's cause names it, or a server's failure, logged
+// before), how long the drain took, and whether drainGrace cut what was
+// still in flight.
+func (a *app) logStopped(ctx context.Context, code int, drain time.Duration, cut bool) {
+	if a.log == nil {
+		return
+	}
+	reason := "a server stopped"
+	if code != 0 {
+		reason = "a server failed"
+	}
+	if ctx.Err() != nil {
+		reason = context.Cause(ctx).Error()
+	}
+	a.log.Info("stopped", "reason", reason, "drain", drain.Round(time.Microsecond).String(), "cut", cut, "exit", code)
 }
 
 // drain drains every server at once within ctx.

@@ -1,12 +1,18 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
+	"errors"
+	"fmt"
 	"net"
 	"net/http"
 	"net/url"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/sluicehq/sluice/internal/testlog"
 )
 
 // serve's /metrics has the Go runtime's and the process's series, as the
@@ -66,5 +72,45 @@ func TestServeBannerNamesTheBoundAddress(t *testing.T) {
 	s2 := launch(t)
 	if !strings.HasPrefix(s2.url, "http://127.0.0.1:") {
 		t.Errorf("banner's HTTP URL %s for -http-addr 127.0.0.1:0", s2.url)
+	}
+}
+
+// serve logs one line when it stops: why (the signal, as the context's
+// cause names it) and how long the drain took. Before, it logged nothing
+// at shutdown.
+func TestServeLogsOneLineAtShutdown(t *testing.T) {
+	ctx, cancel := context.WithCancelCause(context.Background())
+	var out, errb testlog.Buffer
+	done := make(chan int, 1)
+	go func() {
+		done <- runServe(ctx, []string{"-http-addr", "127.0.0.1:0", "-grpc-addr", "127.0.0.1:0", "-log-format", "json"}, &out, &errb)
+	}()
+	eventually(t, "the banner", func() bool { return strings.Contains(out.String(), `"http"`) })
+	cancel(errors.New("terminated signal received"))
+	select {
+	case code := <-done:
+		if code != 0 {
+			t.Fatalf("exit %d: %s", code, errb.String())
+		}
+	case <-time.After(15 * time.Second):
+		t.Fatal("serve did not stop")
+	}
+	var lines []map[string]any
+	for l := range strings.SplitSeq(strings.TrimSpace(errb.String()), "\n") {
+		var m map[string]any
+		if err := json.Unmarshal([]byte(l), &m); l != "" && err != nil {
+			t.Fatalf("%q: %v", l, err)
+		}
+		if m["@message"] == "stopped" {
+			lines = append(lines, m)
+		}
+	}
+	if len(lines) != 1 {
+		t.Fatalf("%d stopped lines, want 1: %s", len(lines), errb.String())
+	}
+	m := lines[0]
+	d, err := time.ParseDuration(fmt.Sprint(m["drain"]))
+	if m["reason"] != "terminated signal received" || err != nil || d < 0 || d > drainGrace {
+		t.Errorf("stopped line %v: want reason %q and the drain's duration", m, "terminated signal received")
 	}
 }

@@ -169,7 +169,12 @@ func testReservations(t *testing.T, url string) {
 	day := time.Now().UTC().YearDay()
 	var ss []*process
 	for range procs {
-		ss = append(ss, startServeProcess(t, "-config", path, "-store", url, "-reserve-units", fmt.Sprint(batch), "-reserve-hold", "1h"))
+		// -store-timeout 5s: this test counts reservations, not deadlines;
+		// under a loaded test run a burst on one key (at most
+		// pgstore's PerKey statements at once, the rest waiting their
+		// turn) outlasted the 250 ms default, and the failure mode's
+		// 429s left fewer admitted than the test's bound.
+		ss = append(ss, startServeProcess(t, "-config", path, "-store", url, "-reserve-units", fmt.Sprint(batch), "-reserve-hold", "1h", "-store-timeout", "5s"))
 	}
 	var admitted atomic.Int64
 	held := func(when string) {

@@ -44,6 +44,7 @@ type bucket struct {
 	rate       float64           // the token rate last sent
 	strategy   *typev3.RateLimitStrategy
 	gen        uint64  // the bucket's generation at the last division
+	reported   bool    // a report with time_elapsed set the demand
 	written    float64 // the demand written to the store at the last division
 	maxDemand  float64 // demandBound times the rule's rate; +Inf without a limit
 	cost       int64   // the bytes the memory budget counts for it
@@ -139,6 +140,7 @@ func (c *stream) handle(m *rlqspb.RateLimitQuotaUsageReports) error {
 		n := float64(u.GetNumRequestsAllowed()) + float64(u.GetNumRequestsDenied())
 		if el := u.GetTimeElapsed().AsDuration(); u.GetTimeElapsed() != nil && el > 0 {
 			b.demand = min(n/el.Seconds(), b.maxDemand)
+			b.reported = true
 		}
 		if n > 0 {
 			b.lastActive = now
@@ -262,15 +264,31 @@ func (c *stream) divide(b *bucket, now time.Time) bool {
 	defer cancel()
 	g0 := c.srv.stats.watch(c.domain, b.key, c.client, c.nudge)
 	st := c.srv.cfg.Store
-	err := st.Report(ctx, b.key, c.client, b.demand, now, c.set.ReportLife())
+	read := func() (map[string]float64, error) { return st.Demands(ctx, b.key, now) }
 	var demand map[string]float64
 	fresh := false
+	var err error
+	if !b.reported && c.named {
+		// A named client's first report of a bucket on a new stream
+		// (time_elapsed 0) leaves its demand as its record in the store
+		// has it: a reconnected client keeps its share.
+		if demand, fresh, err = c.srv.stats.demands(b.key, now, maxDemandAge, b.strategy == nil, read); err == nil {
+			if d, ok := demand[c.client]; ok {
+				b.demand = min(max(d, 0), b.maxDemand)
+			} else {
+				demand = nil // read again after the report, which adds the client
+			}
+		}
+	}
 	if err == nil {
+		err = st.Report(ctx, b.key, c.client, b.demand, now, c.set.ReportLife())
+	}
+	if err == nil && demand == nil {
 		// A client's first division reads the store, and so does one whose
 		// demand moved, so that the clients of a bucket that join or change
 		// together see each other; a steady report reuses a recent read.
 		force := b.strategy == nil || !closeRates(b.written, b.demand)
-		demand, fresh, err = c.srv.stats.demands(b.key, now, maxDemandAge, force, func() (map[string]float64, error) { return st.Demands(ctx, b.key, now) })
+		demand, fresh, err = c.srv.stats.demands(b.key, now, maxDemandAge, force, read)
 	}
 	if err != nil {
 		c.srv.warnStore(now, "rlqs: the store failed; the bucket keeps its assignment", b.key, err)

@@ -104,3 +104,87 @@ func TestANamedClientReconnectingWithZeroElapsedKeepsItsShare(t *testing.T) {
 		synctest.Wait()
 	})
 }
+
+// reportEvery sends conn a report of perSec requests per second on
+// apiBucket every 5 s, the first with time_elapsed 0 as Envoy sends a new
+// bucket's, until ctx ends or the stream does.
+func reportEvery(ctx context.Context, conn rlqstest.Conn, perSec uint64) {
+	el := time.Duration(0)
+	for {
+		if conn.Send(reports(usage(apiBucket, el, perSec*uint64(el/time.Second), 0))) != nil {
+			return
+		}
+		el = 5 * time.Second
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(el):
+		}
+	}
+}
+
+// Two replicas share a store; one Envoy on each asks for the whole limit
+// (100/s), then a third joins on the first replica and asks as much. At
+// every instant, the assignments the three hold (unexpired) add up to at
+// most the limit and the reserve (105/s), and once the others have seen
+// the newcomer it holds its third.
+func TestAJoinOnAnotherReplicaKeepsTheSumOfAssignmentsWithinTheReserve(t *testing.T) {
+	t.Run("memory", func(t *testing.T) { joinOnAnotherReplica(t, &rlqs.MemoryStore{}) })
+	t.Run("redis", func(t *testing.T) { joinOnAnotherReplica(t, newOutside(t, redisRLQS(t), 4)) })
+}
+
+func joinOnAnotherReplica(t *testing.T, st rlqs.Store) {
+	synctest.Test(t, func(t *testing.T) {
+		a, b := newServer(t, st), newServer(t, st)
+		ctx, cancel := context.WithCancel(t.Context())
+		defer cancel()
+		var hs []*held
+		join := func(s *rlqs.Server, name, addr string) {
+			conn, h := client(ctx, s, name, addr)
+			hs = append(hs, h)
+			go reportEvery(ctx, conn, 100)
+		}
+		const limit, bound = 100.0, 105.0
+		worst, worstAt := 0.0, time.Duration(0)
+		start := time.Now()
+		sample := func(d time.Duration) {
+			for end := time.Now().Add(d); time.Now().Before(end); {
+				time.Sleep(100 * time.Millisecond)
+				synctest.Wait()
+				var sum float64
+				for _, h := range hs {
+					r, _ := h.at(time.Now())
+					sum += r
+				}
+				if sum > worst {
+					worst, worstAt = sum, time.Since(start)
+				}
+			}
+		}
+		join(a, "one", "10.0.0.1:5000")
+		sample(2500 * time.Millisecond)
+		join(b, "two", "10.0.0.2:5000")
+		sample(20 * time.Second)
+		joined := time.Since(start)
+		join(a, "three", "10.0.0.3:5000")
+		sample(30 * time.Second)
+		var rates []float64
+		for _, h := range hs {
+			r, _ := h.at(time.Now())
+			rates = append(rates, r)
+		}
+		t.Logf("the third joined at %v; the sum of assignments peaked at %.2f/s at %v; now %.2f/s", joined, worst, worstAt, rates)
+		if worst > bound {
+			t.Errorf("the assignments held add up to %.2f/s at %v, want at most %v/s (the limit %v/s and the reserve)", worst, worstAt, bound, limit)
+		}
+		for i, r := range rates {
+			if r < 0.3*limit {
+				t.Errorf("client %d holds %.2f/s 30 s after the join, want about a third of %v/s", i, r, limit)
+			}
+		}
+		cancel()
+		shutdown(t, a)
+		shutdown(t, b)
+		synctest.Wait()
+	})
+}

@@ -43,8 +43,8 @@ const maxDemandAge = 500 * time.Millisecond
 
 // recountAge is the age of a replica's last read of a bucket beyond which
 // a stream's tick reads it again to see clients come and go on other
-// replicas: at most one read per bucket and replica every 2 s.
-const recountAge = 2 * time.Second
+// replicas: at most one read per bucket and replica every second.
+const recountAge = 1 * time.Second
 
 // demands returns the bucket's demands read less than maxAge before now
 // (maxDemandAge for a report, recountAge for a tick), unless force, or
@@ -82,7 +82,8 @@ type bucketStat struct {
 	domain  string
 	clients map[string][2]float64 // demand, assigned
 	all     int                   // clients in the store, all replicas
-	gen     uint64                // bumped when all changes
+	sum     float64               // their demands summed, at the last read
+	gen     uint64                // bumped when all or sum changes
 	nudge   map[string]chan<- struct{}
 }
 
@@ -109,12 +110,14 @@ func (s *bucketStats) register(reg prometheus.Registerer) error {
 }
 
 // set records a client's demand and assigned rate, and the number of
-// clients in the store (-1: not known, as from a reused read); it returns
+// clients in the store and their demands summed (-1: not known, as from a
+// reused read); it returns
 // the bucket's generation, which changes with that number.
 // A change of the client's demand by more than 5% also changes the
-// generation. A change of the number nudges the bucket's other clients on this replica (a
-// non-blocking send on their nudge channels) to divide again.
-func (s *bucketStats) set(domain, key, client string, nudge chan<- struct{}, demand, assigned float64, all int) uint64 {
+// generation. A change of the number, or of the sum by more than 5%,
+// nudges the bucket's other clients on this replica (a non-blocking send
+// on their nudge channels) to divide again.
+func (s *bucketStats) set(domain, key, client string, nudge chan<- struct{}, demand, assigned float64, all int, sum float64) uint64 {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	b := s.bucket(domain, key)
@@ -124,23 +127,33 @@ func (s *bucketStats) set(domain, key, client string, nudge chan<- struct{}, dem
 	if had && !closeRates(prev[0], demand) && (all < 0 || b.all == all) {
 		b.gen++ // the others divide again at their next tick
 	}
-	if all >= 0 && b.all != all {
-		b.recount(all, client)
+	if all >= 0 {
+		b.observe(all, sum, client)
 	}
 	return b.gen
 }
 
-// count records the bucket's number of clients as a read of the store
-// found it: a change changes the generation and nudges the bucket's
-// clients on this replica.
-func (s *bucketStats) count(key string, all int) {
+// count records the bucket's number of clients and their demands summed
+// as a read of the store found them: a change of the number, or of the sum
+// by more than 5% (a client's demand moved on another replica), changes
+// the generation and nudges the bucket's clients on this replica.
+func (s *bucketStats) count(key string, all int, sum float64) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	b := s.buckets[key]
-	if b == nil || b.all == all {
+	if b := s.buckets[key]; b != nil {
+		b.observe(all, sum, "")
+	}
+}
+
+// observe records what a read of the store found (see count); a change
+// nudges the bucket's clients on this replica but except. The caller
+// holds the stats' lock.
+func (b *bucketStat) observe(all int, sum float64, except string) {
+	if b.all == all && closeRates(b.sum, sum) {
 		return
 	}
-	b.recount(all, "")
+	b.sum = sum
+	b.recount(all, except)
 }
 
 // bucket returns the bucket of key, made for domain if it is new. The
@@ -183,6 +196,16 @@ func (s *bucketStats) watch(domain, key, client string, nudge chan<- struct{}) u
 	}
 	b.nudge[client] = nudge
 	return b.gen
+}
+
+// local returns the number of the bucket's clients on this replica.
+func (s *bucketStats) local(key string) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if b := s.buckets[key]; b != nil {
+		return len(b.clients)
+	}
+	return 0
 }
 
 // generation returns the bucket's generation (see set).

@@ -43,11 +43,12 @@ type bucket struct {
 	lastActive time.Time         // last report with requests, or the subscription
 	rate       float64           // the token rate last sent
 	strategy   *typev3.RateLimitStrategy
-	gen        uint64  // the bucket's generation at the last division
-	reported   bool    // a report with time_elapsed set the demand
-	written    float64 // the demand written to the store at the last division
-	maxDemand  float64 // demandBound times the rule's rate; +Inf without a limit
-	cost       int64   // the bytes the memory budget counts for it
+	gen        uint64    // the bucket's generation at the last division
+	reported   bool      // a report with time_elapsed set the demand
+	raiseAt    time.Time // when rate may rise to the share computed; zero: no rise pending
+	written    float64   // the demand written to the store at the last division
+	maxDemand  float64   // demandBound times the rule's rate; +Inf without a limit
+	cost       int64     // the bytes the memory budget counts for it
 }
 
 // run receives the stream's messages and answers them until the client
@@ -267,16 +268,20 @@ func (c *stream) divide(b *bucket, now time.Time) bool {
 	read := func() (map[string]float64, error) { return st.Demands(ctx, b.key, now) }
 	var demand map[string]float64
 	fresh := false
+	known := false // the client has a record that the others' shares count
 	var err error
-	if !b.reported && c.named {
-		// A named client's first report of a bucket on a new stream
-		// (time_elapsed 0) leaves its demand as its record in the store
-		// has it: a reconnected client keeps its share.
-		if demand, fresh, err = c.srv.stats.demands(b.key, now, maxDemandAge, b.strategy == nil, read); err == nil {
-			if d, ok := demand[c.client]; ok {
+	if c.named && b.strategy == nil {
+		// A named client's first division looks for its record: a
+		// reconnected client is no newcomer (see settle), and a first
+		// report with time_elapsed 0 (as Envoy sends on a new stream)
+		// leaves its demand as its record has it, so it keeps its share.
+		if demand, fresh, err = c.srv.stats.demands(b.key, now, maxDemandAge, true, read); err == nil {
+			d, ok := demand[c.client]
+			known = ok
+			if ok && !b.reported {
 				b.demand = min(max(d, 0), b.maxDemand)
 			} else {
-				demand = nil // read again after the report, which adds the client
+				demand = nil // read again after the report, which adds or changes the client
 			}
 		}
 	}
@@ -295,18 +300,67 @@ func (c *stream) divide(b *bucket, now time.Time) bool {
 		return false
 	}
 	rate, burst := ruleRate(b.rule)
-	mine, n := share(rate, c.set.ReserveFraction(), demand, c.client, b.demand, !c.srv.cfg.DivideByStream)
-	if b.strategy == nil || !closeRates(mine, b.rate) {
-		b.rate = mine
-		b.strategy = tokenBucket(mine, burst*mine/rate)
+	reserve := c.set.ReserveFraction()
+	mine, n := share(rate, reserve, demand, c.client, b.demand, !c.srv.cfg.DivideByStream)
+	remote := n > c.srv.stats.local(b.key)
+	grant := c.settle(b, mine, rate*reserve/float64(n), known, remote, now)
+	if b.strategy == nil || !closeRates(grant, b.rate) {
+		b.rate = grant
+		b.strategy = tokenBucket(grant, burst*grant/rate)
 	}
 	b.written = b.demand
-	if !fresh {
+	sum := -1.0
+	if fresh {
+		sum = 0
+		for _, d := range demand {
+			sum += d
+		}
+	} else {
 		n = -1 // a reused read: the number of clients is as last known
 	}
-	c.srv.stats.set(c.domain, b.key, c.client, c.nudge, b.demand, b.rate, n)
+	c.srv.stats.set(c.domain, b.key, c.client, c.nudge, b.demand, b.rate, n, sum)
 	b.gen = g0 // any change since the read, this one's included, divides again
 	return true
+}
+
+// settleAfter is how long a share waits to rise: by then every replica
+// with clients of the bucket has read the store again (a tick's read at
+// most recountAge+tickEvery after the change, unless a report's read saw
+// it sooner) and shrunk their shares to make room.
+const settleAfter = recountAge + tickEvery
+
+// settle returns the rate b may hold now, given its share mine. When the
+// bucket has clients on other replicas (remote), a client new to the
+// store (known false, its first division) starts at its part of the
+// reserve, reserved (at most), and a share that rose by more than 5%
+// keeps the rate held; either rises to its share settleAfter later (at
+// the next tick that divides again then), when the other clients, on
+// every replica, have seen the change and shrunk. So the sum of the
+// assignments held never passes the limit by more than the newcomers'
+// parts of the reserve. A smaller share, and any share when all the
+// bucket's clients are on this replica (a join nudges them at once), is
+// given at once.
+func (c *stream) settle(b *bucket, mine, reserved float64, known, remote bool, now time.Time) float64 {
+	grant := mine
+	switch {
+	case !remote:
+	case b.strategy == nil && !known:
+		grant = min(mine, reserved)
+	case b.strategy != nil && mine > b.rate && !closeRates(mine, b.rate):
+		grant = b.rate
+	}
+	if grant >= mine {
+		b.raiseAt = time.Time{}
+		return grant
+	}
+	if b.raiseAt.IsZero() {
+		b.raiseAt = now.Add(settleAfter)
+	}
+	if !now.Before(b.raiseAt) {
+		b.raiseAt = time.Time{}
+		return mine
+	}
+	return grant
 }
 
 // tickEvery is how often a stream looks for idle buckets and for buckets
@@ -322,8 +376,10 @@ const tickEvery = time.Second
 //
 // On a tick (reread), each bucket's demands are read again when the
 // replica's last read is over recountAge old, so that a client coming or
-// going on another replica is seen within about 3 s even when no report
-// comes here.
+// going on another replica, or a change of the demands' sum by more than
+// 5%, is seen within about 2 s even when no report comes here. A bucket
+// whose share waits to rise (see settle) divides again at the first tick
+// after its time.
 func (c *stream) redivide(now time.Time, reread bool) error {
 	resp := &rlqspb.RateLimitQuotaResponse{}
 	for _, b := range c.buckets {
@@ -333,7 +389,8 @@ func (c *stream) redivide(now time.Time, reread bool) error {
 		if reread {
 			c.recount(b, now)
 		}
-		if c.srv.stats.generation(b.key) == b.gen {
+		due := !b.raiseAt.IsZero() && !now.Before(b.raiseAt)
+		if c.srv.stats.generation(b.key) == b.gen && !due {
 			continue
 		}
 		old := b.strategy
@@ -371,7 +428,11 @@ func (c *stream) recount(b *bucket, now time.Time) {
 	if _, ok := m[c.client]; !ok {
 		n++
 	}
-	c.srv.stats.count(b.key, n)
+	var sum float64
+	for _, d := range m {
+		sum += d
+	}
+	c.srv.stats.count(b.key, n, sum)
 }
 
 // abandonIdle tells the client to abandon the buckets that saw no

@@ -188,3 +188,44 @@ func joinOnAnotherReplica(t *testing.T, st rlqs.Store) {
 		synctest.Wait()
 	})
 }
+
+// A named Envoy that reconnects to the same replica while its old stream
+// is still open (a connection gone half-open) keeps its record when the
+// old stream ends at last: only a client's newest stream forgets its
+// records, so the other Envoys do not take its share while it still
+// holds it.
+func TestAnOldStreamEndingKeepsItsReconnectedClientsRecord(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		st := &rlqs.MemoryStore{}
+		s := newServer(t, st)
+		ctx, cancel := context.WithCancel(t.Context())
+		defer cancel()
+		old, _ := client(ctx, s, "x", "10.0.0.1:5000")
+		other, hy := client(ctx, s, "y", "10.0.0.2:5000")
+		go reportEvery(ctx, other, 100)
+		go reportEvery(ctx, old, 100)
+		time.Sleep(12 * time.Second)
+		synctest.Wait()
+		again, hx := client(ctx, s, "x", "10.0.0.1:5001")
+		go reportEvery(ctx, again, 100)
+		time.Sleep(time.Second)
+		synctest.Wait()
+		_ = old.CloseSend()
+		worst := 0.0
+		for range 50 { // 5 s, to the reconnected client's next report
+			time.Sleep(100 * time.Millisecond)
+			synctest.Wait()
+			x, _ := hx.at(time.Now())
+			y, _ := hy.at(time.Now())
+			worst = max(worst, x+y)
+		}
+		n := records(t, st)
+		t.Logf("after the old stream ended: %d records; the two Envoys held at most %.2f/s of 100/s", n, worst)
+		if n != 2 || worst > 100 {
+			t.Errorf("%d records and at most %.2f/s held after the old stream ended, want 2 and at most 100/s", n, worst)
+		}
+		cancel()
+		shutdown(t, s)
+		synctest.Wait()
+	})
+}

@@ -106,6 +106,40 @@ type Server struct {
 	lastWarn  atomic.Int64 // unix nanoseconds of the last store warning
 	storeErrs atomic.Int64 // store failures since the last warning
 	lastFull  atomic.Int64 // unix nanoseconds of the last budget warning
+
+	ownMu  sync.Mutex
+	owners map[string]owner // named client → its newest stream here
+}
+
+// owner is a named client's newest stream on this server, and how many of
+// its streams are open.
+type owner struct {
+	stream uint64
+	open   int
+}
+
+// claim records a stream of a named client, the newest one.
+func (s *Server) claim(client string, stream uint64) {
+	s.ownMu.Lock()
+	defer s.ownMu.Unlock()
+	o := s.owners[client]
+	s.owners[client] = owner{stream: stream, open: o.open + 1}
+}
+
+// release records the end of a named client's stream, and reports
+// whether it was the client's newest on this server: an older stream
+// (its connection gone half-open while the client reconnected) leaves
+// the records to the newer one.
+func (s *Server) release(client string, stream uint64) bool {
+	s.ownMu.Lock()
+	defer s.ownMu.Unlock()
+	o := s.owners[client]
+	if o.open--; o.open <= 0 {
+		delete(s.owners, client)
+	} else {
+		s.owners[client] = o
+	}
+	return o.stream == stream
 }
 
 // warnStore logs a store failure, at most once a second for the server,
@@ -148,7 +182,7 @@ func New(cfg Config) (*Server, error) {
 	var b [6]byte
 	_, _ = rand.Read(b[:])
 	mem := newBudget(cfg.MaxBytes, cfg.MaxStreams, cfg.MaxStreamsPerConn)
-	s := &Server{cfg: cfg, nonce: hex.EncodeToString(b[:]), closing: make(chan struct{}), stats: newBucketStats(mem), mem: mem}
+	s := &Server{cfg: cfg, nonce: hex.EncodeToString(b[:]), closing: make(chan struct{}), stats: newBucketStats(mem), mem: mem, owners: make(map[string]owner)}
 	if cfg.Registerer != nil {
 		if err := s.stats.register(cfg.Registerer); err != nil {
 			return nil, err
@@ -197,6 +231,10 @@ func (s *Server) StreamRateLimitQuotas(st grpc.BidiStreamingServer[rlqspb.RateLi
 	defer s.mem.closeStream(conn)
 	c := &stream{srv: s, st: st, buckets: make(map[string]*bucket), nudge: make(chan struct{}, 1)}
 	c.client, c.named = s.clientID(st.Context())
+	if c.named {
+		c.id = s.streamID.Add(1)
+		s.claim(c.client, c.id)
+	}
 	return c.run()
 }
 

@@ -26,6 +26,7 @@ type stream struct {
 	st     grpc.BidiStreamingServer[rlqspb.RateLimitQuotaUsageReports, rlqspb.RateLimitQuotaResponse]
 	client string
 	named  bool
+	id     uint64        // a named client's stream number (see Server.claim)
 	nudge  chan struct{} // a bucket's number of clients changed
 
 	domain  string
@@ -473,11 +474,16 @@ func (c *stream) fallback() {
 }
 
 // forgetAll removes the stream's records when it ends: all of them,
-// except at shutdown those of a named client, which the replica it
-// reconnects to takes over.
+// except those of a named client at shutdown, which the replica it
+// reconnects to takes over, or when a newer stream of the client is open
+// here, which holds them now.
 func (c *stream) forgetAll(shutdown bool) {
+	keep := c.named && !c.srv.release(c.client, c.id)
 	for _, b := range c.buckets {
 		c.srv.mem.release(b.cost)
+		if keep {
+			continue
+		}
 		if shutdown && c.named {
 			c.srv.stats.remove(b.key, c.client)
 			continue

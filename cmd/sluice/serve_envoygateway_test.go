@@ -1,0 +1,305 @@
+package main
+
+import (
+	"context"
+	"crypto/tls"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	rlpb "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
+	pb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	rlconf "github.com/envoyproxy/go-control-plane/ratelimit/config/ratelimit/v3"
+	"go.yaml.in/yaml/v3"
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/protobuf/encoding/protojson"
+
+	"github.com/sluicehq/sluice/internal/redistest"
+	"github.com/sluicehq/sluice/internal/testpki"
+	"github.com/sluicehq/sluice/internal/xdstest"
+)
+
+// egData is where the Envoy Gateway fixtures are (see its README.md).
+const egData = "testdata/envoygateway"
+
+// egAbsentFields are fields Envoy Gateway writes that the go-control-plane
+// proto in go.mod does not carry; false, they are not on the wire.
+var egAbsentFields = map[string]bool{"quota_mode": true, "value_to_metric": true, "share_threshold": true}
+
+// dropAbsentFalse removes egAbsentFields from v's maps, failing the test
+// on one that is not false (it would change the meaning).
+func dropAbsentFalse(t *testing.T, file string, v any) {
+	switch v := v.(type) {
+	case map[string]any:
+		for k, x := range v {
+			if egAbsentFields[k] {
+				if x != false {
+					t.Fatalf("%s: %s is %v: the proto in go.mod cannot carry it", file, k, x)
+				}
+				delete(v, k)
+				continue
+			}
+			dropAbsentFalse(t, file, x)
+		}
+	case []any:
+		for _, x := range v {
+			dropAbsentFalse(t, file, x)
+		}
+	}
+}
+
+// loadEGConfig reads the fixture name.ratelimitconfig.yaml into the
+// RateLimitConfig proto Envoy Gateway would push, its fields by their proto
+// names, an unknown one refused.
+func loadEGConfig(t *testing.T, name string) *rlconf.RateLimitConfig {
+	t.Helper()
+	file := filepath.Join(egData, name+".ratelimitconfig.yaml")
+	b, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var v any
+	if err := yaml.Unmarshal(b, &v); err != nil {
+		t.Fatalf("%s: %v", file, err)
+	}
+	dropAbsentFalse(t, file, v)
+	j, err := json.Marshal(v)
+	if err != nil {
+		t.Fatalf("%s: %v", file, err)
+	}
+	var c rlconf.RateLimitConfig
+	if err := protojson.Unmarshal(j, &c); err != nil {
+		t.Fatalf("%s: %v", file, err)
+	}
+	return &c
+}
+
+// setEGDeploymentEnv sets the environment of Envoy Gateway's rate limit
+// Deployment (deployment-env.yaml), with the values of swap in place of
+// the cluster's (each must name one of its variables), and returns it.
+func setEGDeploymentEnv(t *testing.T, swap map[string]string) map[string]string {
+	t.Helper()
+	file := filepath.Join(egData, "deployment-env.yaml")
+	b, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var env []struct{ Name, Value string }
+	if err := yaml.Unmarshal(b, &env); err != nil {
+		t.Fatalf("%s: %v", file, err)
+	}
+	set := map[string]string{}
+	for _, e := range env {
+		v := e.Value
+		if s, ok := swap[e.Name]; ok {
+			v = s
+		}
+		set[e.Name] = v
+		t.Setenv(e.Name, v)
+	}
+	for n := range swap {
+		if _, ok := set[n]; !ok {
+			t.Fatalf("%s has no %s to swap", file, n)
+		}
+	}
+	return set
+}
+
+// egProbe is one descriptor Envoy sends for a request to Envoy Gateway's
+// first-route, calls times, and how envoyproxy/ratelimit answers it: the
+// limit GetLimit finds for it (0: none, so OK with no current limit), in
+// shadow mode or not, and the hits its key already has in this window.
+type egProbe struct {
+	what    string
+	entries [][2]string
+	calls   int
+	limit   uint32
+	shadow  bool
+	prior   uint32
+}
+
+// want is envoyproxy/ratelimit's descriptor status for the probe's call i
+// (from 1), as its GetResponseDescriptorStatus writes it: within the
+// limit OK with what remains, over it OVER_LIMIT with none (OK in shadow
+// mode), with no limit OK with neither.
+func (p egProbe) want(i int) (code pb.RateLimitResponse_Code, limit, remaining uint32) {
+	if p.limit == 0 {
+		return pb.RateLimitResponse_OK, 0, 0
+	}
+	n := uint64(p.prior) + uint64(i)
+	switch {
+	case n <= uint64(p.limit):
+		return pb.RateLimitResponse_OK, p.limit, uint32(uint64(p.limit) - n)
+	case p.shadow:
+		return pb.RateLimitResponse_OK, p.limit, 0
+	default:
+		return pb.RateLimitResponse_OVER_LIMIT, p.limit, 0
+	}
+}
+
+// route prefixes the route's descriptor entry to kv pairs.
+func route(kv ...string) [][2]string {
+	out := [][2]string{{"first-route", "first-route"}}
+	for i := 0; i+1 < len(kv); i += 2 {
+		out = append(out, [2]string{kv[i], kv[i+1]})
+	}
+	return out
+}
+
+// egCases are Envoy Gateway's translator cases, each with the descriptors
+// Envoy sends for matching requests and for requests a rule does not
+// match, and the answers envoyproxy/ratelimit's GetLimit gives them: a
+// limit only where the request's last entry reaches a descriptor with a
+// rate_limit (by key and value, else by key alone for a config value of
+// ""), none for a shorter or longer descriptor or one whose value is not
+// in the config.
+var egCases = []struct {
+	name   string
+	probes []egProbe
+}{
+	{"global-shadow-mode", []egProbe{
+		{what: "all three headers and the CIDR match", entries: route("rule-0-match-0", "rule-0-match-0", "rule-0-match-1", "rule-0-match-1", "rule-0-match-2", "rule-0-match-2", "masked_remote_address", "0.0.0.0/0"), calls: 7, limit: 5, shadow: true},
+		{what: "x-org-id does not match (the route's other rule shape)", entries: route("rule-0-match-0", "rule-0-match-0", "rule-0-match-1", "rule-0-match-1", "masked_remote_address", "0.0.0.0/0"), calls: 2},
+	}},
+	{"header-and-cidr-matches", []egProbe{
+		{what: "all three headers and the CIDR match", entries: route("rule-0-match-0", "rule-0-match-0", "rule-0-match-1", "rule-0-match-1", "rule-0-match-2", "rule-0-match-2", "masked_remote_address", "0.0.0.0/0"), calls: 7, limit: 5},
+		{what: "x-org-id does not match", entries: route("rule-0-match-0", "rule-0-match-0", "rule-0-match-1", "rule-0-match-1", "masked_remote_address", "0.0.0.0/0"), calls: 2},
+		{what: "the route only", entries: route(), calls: 1},
+	}},
+	{"multiple-matches", []egProbe{
+		{what: "both header matches", entries: route("rule-0-match-0", "rule-0-match-0", "rule-0-match-1", "rule-0-match-1"), calls: 6, limit: 5},
+		{what: "the first match only (shorter than the rule)", entries: route("rule-0-match-0", "rule-0-match-0"), calls: 1},
+		{what: "an entry past the rule (longer)", entries: route("rule-0-match-0", "rule-0-match-0", "rule-0-match-1", "rule-0-match-1", "x-extra", "1"), calls: 1},
+	}},
+	{"masked-remote-address-match", []egProbe{
+		{what: "a client in 192.168.0.0/16", entries: route("masked_remote_address", "192.168.0.0/16"), calls: 6, limit: 5},
+		{what: "another CIDR's value", entries: route("masked_remote_address", "10.0.0.0/8"), calls: 1},
+	}},
+	{"distinct-remote-address-match", []egProbe{
+		{what: "192.168.1.1", entries: route("masked_remote_address", "192.168.0.0/16", "remote_address", "192.168.1.1"), calls: 6, limit: 5},
+		{what: "192.168.1.2, its own counter", entries: route("masked_remote_address", "192.168.0.0/16", "remote_address", "192.168.1.2"), calls: 2, limit: 5},
+		{what: "192.168.1.1 again, still over", entries: route("masked_remote_address", "192.168.0.0/16", "remote_address", "192.168.1.1"), calls: 1, limit: 5, prior: 6},
+		{what: "outside the CIDR", entries: route("masked_remote_address", "10.0.0.0/8", "remote_address", "10.0.0.1"), calls: 1},
+	}},
+	{"distinct-match", []egProbe{
+		{what: "x-user-id alice", entries: route("rule-0-match-0", "alice"), calls: 6, limit: 5},
+		{what: "x-user-id bob, his own counter", entries: route("rule-0-match-0", "bob"), calls: 1, limit: 5},
+	}},
+	{"multiple-rules", []egProbe{
+		{what: "x-user-id one: rule 0", entries: route("rule-0-match-0", "rule-0-match-0"), calls: 6, limit: 5},
+		{what: "x-user-id two: rule 1, 4294967295 a second", entries: route("rule-1-match-0", "rule-1-match-0"), calls: 3, limit: 4294967295},
+		{what: "the route only", entries: route(), calls: 1},
+	}},
+}
+
+// Envoy Gateway's own resources, served to a `sluice serve` started with
+// Envoy Gateway's rate limit Deployment environment (xDS over mutual TLS
+// from a go-control-plane server, Redis, a TLS gRPC listener), answer as
+// envoyproxy/ratelimit answers them: each translator case is pushed as
+// Envoy Gateway pushes it, ACKed, and the descriptors Envoy sends for
+// matching and non-matching requests get envoyproxy/ratelimit's codes,
+// limits and remaining counts, call by call.
+func TestServeAnswersEnvoyGatewayConfigsAsRatelimitDoes(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	xpki := xdstest.NewPKI(t)
+	srv := xdstest.Start(t, "127.0.0.1:0", xpki.ServerCreds())
+	redis := redistest.StartServer(t)
+	// The RLS listener's certificate, as Envoy Gateway mounts it.
+	dir := t.TempDir()
+	ca := testpki.NewCA(t, "rls CA")
+	rlsCert, rlsKey := ca.Issue(t, "sluice.test", false, "sluice.test").WriteFiles(t, dir, "rls")
+	env := setEGDeploymentEnv(t, map[string]string{
+		"CONFIG_GRPC_XDS_SERVER_URL":        srv.Addr,
+		"CONFIG_GRPC_XDS_CLIENT_TLS_CERT":   xpki.ClientCert,
+		"CONFIG_GRPC_XDS_CLIENT_TLS_KEY":    xpki.ClientKey,
+		"CONFIG_GRPC_XDS_SERVER_TLS_CACERT": xpki.CAFile,
+		"GRPC_SERVER_TLS_CERT":              rlsCert,
+		"GRPC_SERVER_TLS_KEY":               rlsKey,
+		"GRPC_SERVER_TLS_CA_CERT":           ca.WriteFile(t, dir, "ca.pem"),
+		"REDIS_URL":                         redis.Addr,
+		"PROMETHEUS_ADDR":                   "127.0.0.1:0",
+		"PROMETHEUS_MAPPER_YAML":            filepath.Join(dir, "absent-mapper.yaml"),
+	})
+	s := launch(t) // FORCE_START_WITHOUT_INITIAL_CONFIG: serves before the first push
+	cc := dial(t, s.grpc, credentials.NewTLS(&tls.Config{RootCAs: ca.Pool(), ServerName: "sluice.test"}))
+	defer cc.Close()
+	rls := pb.NewRateLimitServiceClient(cc)
+
+	i := 0
+	for n, c := range egCases {
+		version := fmt.Sprintf("v%d", n+1)
+		srv.Push(t, env["CONFIG_GRPC_XDS_NODE_ID"], version, loadEGConfig(t, c.name))
+		var r xdstest.Request
+		r, i = srv.WaitRequest(ctx, t, i, func(r xdstest.Request) bool { return xdstest.IsACK(r, version) || xdstest.IsNACK(r) })
+		if xdstest.IsNACK(r) {
+			t.Errorf("%s: NACKed: %s", c.name, r.GetErrorDetail().GetMessage())
+			continue
+		}
+		i++
+		// The limits are whole seconds of the wall clock (serve's fixed
+		// windows, as envoyproxy/ratelimit's): each case runs in a window
+		// of its own, again in the next one if its calls straddled two.
+		var errs []string
+		for attempt := 0; attempt < 3; attempt++ {
+			start := nextSecond(t)
+			errs = egRun(ctx, rls, c.probes)
+			if time.Now().Truncate(time.Second).Equal(start) {
+				break
+			}
+			errs = []string{"straddled two windows"}
+		}
+		for _, e := range errs {
+			t.Errorf("%s: %s", c.name, e)
+		}
+	}
+}
+
+// nextSecond waits for the next whole second of the wall clock (at most
+// one second: the window the next calls count in) and returns it.
+func nextSecond(t *testing.T) time.Time {
+	t.Helper()
+	next := time.Now().Truncate(time.Second).Add(time.Second)
+	time.Sleep(time.Until(next) + 2*time.Millisecond) // a window boundary of the real clock serve reads
+	return next
+}
+
+// egRun makes the probes' calls in order and returns how the answers
+// differ from envoyproxy/ratelimit's.
+func egRun(ctx context.Context, rls pb.RateLimitServiceClient, probes []egProbe) []string {
+	var errs []string
+	for _, p := range probes {
+		d := &rlpb.RateLimitDescriptor{}
+		for _, e := range p.entries {
+			d.Entries = append(d.Entries, &rlpb.RateLimitDescriptor_Entry{Key: e[0], Value: e[1]})
+		}
+		var got, want []string
+		for call := 1; call <= p.calls; call++ {
+			resp, err := rls.ShouldRateLimit(ctx, &pb.RateLimitRequest{Domain: "first-listener", Descriptors: []*rlpb.RateLimitDescriptor{d}})
+			if err != nil {
+				return append(errs, fmt.Sprintf("%s: call %d: %v", p.what, call, err))
+			}
+			code, limit, remaining := p.want(call)
+			want = append(want, fmt.Sprintf("%v/%v limit=%d remaining=%d", code, code, limit, remaining))
+			st := resp.GetStatuses()
+			if len(st) != 1 {
+				got = append(got, fmt.Sprintf("%d statuses", len(st)))
+				continue
+			}
+			gotLimit := st[0].GetCurrentLimit()
+			if gotLimit != nil && gotLimit.GetUnit() != pb.RateLimitResponse_RateLimit_SECOND {
+				got = append(got, "unit "+gotLimit.GetUnit().String())
+				continue
+			}
+			got = append(got, fmt.Sprintf("%v/%v limit=%d remaining=%d", resp.GetOverallCode(), st[0].GetCode(), gotLimit.GetRequestsPerUnit(), st[0].GetLimitRemaining()))
+		}
+		if strings.Join(got, "; ") != strings.Join(want, "; ") {
+			errs = append(errs, fmt.Sprintf("%s (%d calls):\n got  %s\n want %s", p.what, p.calls, strings.Join(got, "; "), strings.Join(want, "; ")))
+		}
+	}
+	return errs
+}

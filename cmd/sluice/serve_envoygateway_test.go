@@ -1,10 +1,13 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"crypto/tls"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -30,12 +33,22 @@ const egData = "testdata/envoygateway"
 // proto in go.mod does not carry; false, they are not on the wire.
 var egAbsentFields = map[string]bool{"quota_mode": true, "value_to_metric": true, "share_threshold": true}
 
+// egNewerUnits are the units Envoy Gateway's newer proto names that the
+// one in go.mod lacks, by their numbers in Envoy's RateLimitUnit: an open
+// enum, so they go on the wire as these numbers all the same.
+var egNewerUnits = map[string]int{"MONTH": 5, "YEAR": 6, "WEEK": 7}
+
 // dropAbsentFalse removes egAbsentFields from v's maps, failing the test
-// on one that is not false (it would change the meaning).
+// on one that is not false (it would change the meaning), and writes
+// egNewerUnits by number.
 func dropAbsentFalse(t *testing.T, file string, v any) {
 	switch v := v.(type) {
 	case map[string]any:
 		for k, x := range v {
+			if n, ok := egNewerUnits[fmt.Sprint(x)]; ok && k == "unit" {
+				v[k] = n
+				continue
+			}
 			if egAbsentFields[k] {
 				if x != false {
 					t.Fatalf("%s: %s is %v: the proto in go.mod cannot carry it", file, k, x)
@@ -52,30 +65,36 @@ func dropAbsentFalse(t *testing.T, file string, v any) {
 	}
 }
 
-// loadEGConfig reads the fixture name.ratelimitconfig.yaml into the
-// RateLimitConfig proto Envoy Gateway would push, its fields by their proto
-// names, an unknown one refused.
-func loadEGConfig(t *testing.T, name string) *rlconf.RateLimitConfig {
+// loadEGConfigs reads the fixture name.ratelimitconfig.yaml into the
+// RateLimitConfig protos Envoy Gateway would push, one a YAML document,
+// their fields by their proto names, an unknown one refused.
+func loadEGConfigs(t *testing.T, name string) []*rlconf.RateLimitConfig {
 	t.Helper()
 	file := filepath.Join(egData, name+".ratelimitconfig.yaml")
 	b, err := os.ReadFile(file)
 	if err != nil {
 		t.Fatal(err)
 	}
-	var v any
-	if err := yaml.Unmarshal(b, &v); err != nil {
-		t.Fatalf("%s: %v", file, err)
+	var out []*rlconf.RateLimitConfig
+	dec := yaml.NewDecoder(bytes.NewReader(b))
+	for {
+		var v any
+		if err := dec.Decode(&v); errors.Is(err, io.EOF) {
+			return out
+		} else if err != nil {
+			t.Fatalf("%s: %v", file, err)
+		}
+		dropAbsentFalse(t, file, v)
+		j, err := json.Marshal(v)
+		if err != nil {
+			t.Fatalf("%s: %v", file, err)
+		}
+		c := &rlconf.RateLimitConfig{}
+		if err := protojson.Unmarshal(j, c); err != nil {
+			t.Fatalf("%s: %v", file, err)
+		}
+		out = append(out, c)
 	}
-	dropAbsentFalse(t, file, v)
-	j, err := json.Marshal(v)
-	if err != nil {
-		t.Fatalf("%s: %v", file, err)
-	}
-	var c rlconf.RateLimitConfig
-	if err := protojson.Unmarshal(j, &c); err != nil {
-		t.Fatalf("%s: %v", file, err)
-	}
-	return &c
 }
 
 // setEGDeploymentEnv sets the environment of Envoy Gateway's rate limit
@@ -109,15 +128,18 @@ func setEGDeploymentEnv(t *testing.T, swap map[string]string) map[string]string 
 	return set
 }
 
-// egProbe is one descriptor Envoy sends for a request to Envoy Gateway's
-// first-route, calls times, and how envoyproxy/ratelimit answers it: the
-// limit GetLimit finds for it (0: none, so OK with no current limit), in
-// shadow mode or not, and the hits its key already has in this window.
+// egProbe is one descriptor Envoy sends for a request, calls times, in
+// domain (first-listener when empty), and how envoyproxy/ratelimit answers
+// it: the limit GetLimit finds for it (0: none, so OK with no current
+// limit) and its unit (SECOND when unset), in shadow mode or not, and the
+// hits its key already has in this window.
 type egProbe struct {
 	what    string
+	domain  string
 	entries [][2]string
 	calls   int
 	limit   uint32
+	unit    pb.RateLimitResponse_RateLimit_Unit
 	shadow  bool
 	prior   uint32
 }
@@ -139,6 +161,11 @@ func (p egProbe) want(i int) (code pb.RateLimitResponse_Code, limit, remaining u
 	default:
 		return pb.RateLimitResponse_OVER_LIMIT, p.limit, 0
 	}
+}
+
+// rooted is the entries root=root then kv pairs.
+func rooted(root string, kv ...string) [][2]string {
+	return append([][2]string{{root, root}}, route(kv...)[1:]...)
 }
 
 // route prefixes the route's descriptor entry to kv pairs.
@@ -194,6 +221,17 @@ var egCases = []struct {
 		{what: "x-user-id two: rule 1, 4294967295 a second", entries: route("rule-1-match-0", "rule-1-match-0"), calls: 3, limit: 4294967295},
 		{what: "the route only", entries: route(), calls: 1},
 	}},
+	{"global-shared-multiple-shared-policies", []egProbe{
+		{what: "the route's own rule", entries: rooted("fourth-route", "rule-0-match-0", "rule-0-match-0"), calls: 11, limit: 10},
+		{what: "shared policy 1", domain: "test-namespace/test-policy-1", entries: rooted("test-namespace/test-policy-1/rule/0", "rule-0-match-0", "rule-0-match-0"), calls: 6, limit: 5},
+		{what: "shared policy 2", domain: "test-namespace/test-policy-2", entries: rooted("test-namespace/test-policy-2/rule/0", "rule-0-match-0", "rule-0-match-0"), calls: 11, limit: 10},
+		{what: "policy 2's descriptor in policy 1's domain", domain: "test-namespace/test-policy-1", entries: rooted("test-namespace/test-policy-2/rule/0", "rule-0-match-0", "rule-0-match-0"), calls: 1},
+		{what: "a domain not pushed", domain: "test-namespace/test-policy-3", entries: rooted("test-namespace/test-policy-3/rule/0", "rule-0-match-0", "rule-0-match-0"), calls: 1},
+	}},
+	{"month-year-rule", []egProbe{
+		{what: "first-route, 5 a month", entries: route("rule-0-match-0", "rule-0-match-0"), calls: 6, limit: 5, unit: pb.RateLimitResponse_RateLimit_MONTH},
+		{what: "second-route, 1 a year", entries: rooted("second-route", "rule-0-match-0", "rule-0-match-0"), calls: 2, limit: 1, unit: pb.RateLimitResponse_RateLimit_YEAR},
+	}},
 }
 
 // Envoy Gateway's own resources, served to a `sluice serve` started with
@@ -202,7 +240,8 @@ var egCases = []struct {
 // envoyproxy/ratelimit answers them: each translator case is pushed as
 // Envoy Gateway pushes it, ACKed, and the descriptors Envoy sends for
 // matching and non-matching requests get envoyproxy/ratelimit's codes,
-// limits and remaining counts, call by call.
+// limits, remaining counts and window ends (duration_until_reset, in whole
+// seconds), call by call.
 func TestServeAnswersEnvoyGatewayConfigsAsRatelimitDoes(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
@@ -233,7 +272,7 @@ func TestServeAnswersEnvoyGatewayConfigsAsRatelimitDoes(t *testing.T) {
 	i := 0
 	for n, c := range egCases {
 		version := fmt.Sprintf("v%d", n+1)
-		srv.Push(t, env["CONFIG_GRPC_XDS_NODE_ID"], version, loadEGConfig(t, c.name))
+		srv.Push(t, env["CONFIG_GRPC_XDS_NODE_ID"], version, loadEGConfigs(t, c.name)...)
 		var r xdstest.Request
 		r, i = srv.WaitRequest(ctx, t, i, func(r xdstest.Request) bool { return xdstest.IsACK(r, version) || xdstest.IsNACK(r) })
 		if xdstest.IsNACK(r) {
@@ -259,6 +298,27 @@ func TestServeAnswersEnvoyGatewayConfigsAsRatelimitDoes(t *testing.T) {
 	}
 }
 
+// egResetSeconds is the first status's duration_until_reset rounded up to
+// whole seconds ("none" when it has none). envoyproxy/ratelimit counts
+// whole seconds (the window's end less the current second); Sluice gives
+// the exact time to the same end, so rounded up they agree.
+func egResetSeconds(resp *pb.RateLimitResponse) string {
+	st := resp.GetStatuses()
+	if len(st) == 0 || st[0].GetDurationUntilReset() == nil {
+		return "none"
+	}
+	d := st[0].GetDurationUntilReset().AsDuration()
+	return fmt.Sprintf("%ds", int64((d+time.Second-1)/time.Second))
+}
+
+// egUnitSeconds are envoyproxy/ratelimit's window lengths (UnitToDivider)
+// for the units the cases use.
+var egUnitSeconds = map[pb.RateLimitResponse_RateLimit_Unit]int64{
+	pb.RateLimitResponse_RateLimit_SECOND: 1,
+	pb.RateLimitResponse_RateLimit_MONTH:  60 * 60 * 24 * 30,
+	pb.RateLimitResponse_RateLimit_YEAR:   60 * 60 * 24 * 365,
+}
+
 // nextSecond waits for the next whole second of the wall clock (at most
 // one second: the window the next calls count in) and returns it.
 func nextSecond(t *testing.T) time.Time {
@@ -277,25 +337,45 @@ func egRun(ctx context.Context, rls pb.RateLimitServiceClient, probes []egProbe)
 		for _, e := range p.entries {
 			d.Entries = append(d.Entries, &rlpb.RateLimitDescriptor_Entry{Key: e[0], Value: e[1]})
 		}
+		domain, unit := p.domain, p.unit
+		if domain == "" {
+			domain = "first-listener"
+		}
+		if unit == pb.RateLimitResponse_RateLimit_UNKNOWN {
+			unit = pb.RateLimitResponse_RateLimit_SECOND
+		}
 		var got, want []string
 		for call := 1; call <= p.calls; call++ {
-			resp, err := rls.ShouldRateLimit(ctx, &pb.RateLimitRequest{Domain: "first-listener", Descriptors: []*rlpb.RateLimitDescriptor{d}})
+			before := time.Now().Unix()
+			resp, err := rls.ShouldRateLimit(ctx, &pb.RateLimitRequest{Domain: domain, Descriptors: []*rlpb.RateLimitDescriptor{d}})
 			if err != nil {
 				return append(errs, fmt.Sprintf("%s: call %d: %v", p.what, call, err))
 			}
 			code, limit, remaining := p.want(call)
-			want = append(want, fmt.Sprintf("%v/%v limit=%d remaining=%d", code, code, limit, remaining))
+			reset := "none"
+			if limit != 0 {
+				// CalculateReset: the unit's seconds less now modulo them
+				// (so windows of 30 and 365 days from the epoch for MONTH
+				// and YEAR), at the second before or after the call.
+				div := egUnitSeconds[unit]
+				reset = fmt.Sprintf("%ds", div-before%div)
+				if after := time.Now().Unix(); after != before && egResetSeconds(resp) == fmt.Sprintf("%ds", div-after%div) {
+					reset = fmt.Sprintf("%ds", div-after%div)
+				}
+			}
+			want = append(want, fmt.Sprintf("%v/%v limit=%d remaining=%d reset=%s", code, code, limit, remaining, reset))
 			st := resp.GetStatuses()
 			if len(st) != 1 {
 				got = append(got, fmt.Sprintf("%d statuses", len(st)))
 				continue
 			}
 			gotLimit := st[0].GetCurrentLimit()
-			if gotLimit != nil && gotLimit.GetUnit() != pb.RateLimitResponse_RateLimit_SECOND {
+			if gotLimit != nil && gotLimit.GetUnit() != unit {
 				got = append(got, "unit "+gotLimit.GetUnit().String())
 				continue
 			}
-			got = append(got, fmt.Sprintf("%v/%v limit=%d remaining=%d", resp.GetOverallCode(), st[0].GetCode(), gotLimit.GetRequestsPerUnit(), st[0].GetLimitRemaining()))
+			gotReset := egResetSeconds(resp)
+			got = append(got, fmt.Sprintf("%v/%v limit=%d remaining=%d reset=%s", resp.GetOverallCode(), st[0].GetCode(), gotLimit.GetRequestsPerUnit(), st[0].GetLimitRemaining(), gotReset))
 		}
 		if strings.Join(got, "; ") != strings.Join(want, "; ") {
 			errs = append(errs, fmt.Sprintf("%s (%d calls):\n got  %s\n want %s", p.what, p.calls, strings.Join(got, "; "), strings.Join(want, "; ")))

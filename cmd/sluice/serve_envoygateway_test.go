@@ -228,6 +228,11 @@ var egCases = []struct {
 		{what: "policy 2's descriptor in policy 1's domain", domain: "test-namespace/test-policy-1", entries: rooted("test-namespace/test-policy-2/rule/0", "rule-0-match-0", "rule-0-match-0"), calls: 1},
 		{what: "a domain not pushed", domain: "test-namespace/test-policy-3", entries: rooted("test-namespace/test-policy-3/rule/0", "rule-0-match-0", "rule-0-match-0"), calls: 1},
 	}},
+	{"multiple-masked-remote-address-match-with-same-cidr", []egProbe{
+		{what: "192.168.0.10 on first-route, 15 an hour", entries: route("masked_remote_address", "192.168.0.10/32"), calls: 16, limit: 15, unit: pb.RateLimitResponse_RateLimit_HOUR},
+		{what: "the same client on second-route, its own 300 an hour", entries: rooted("second-route", "masked_remote_address", "192.168.0.10/32"), calls: 2, limit: 300, unit: pb.RateLimitResponse_RateLimit_HOUR},
+		{what: "another client's /32", entries: route("masked_remote_address", "192.168.0.11/32"), calls: 1},
+	}},
 	{"month-year-rule", []egProbe{
 		{what: "first-route, 5 a month", entries: route("rule-0-match-0", "rule-0-match-0"), calls: 6, limit: 5, unit: pb.RateLimitResponse_RateLimit_MONTH},
 		{what: "second-route, 1 a year", entries: rooted("second-route", "rule-0-match-0", "rule-0-match-0"), calls: 2, limit: 1, unit: pb.RateLimitResponse_RateLimit_YEAR},
@@ -315,6 +320,7 @@ func egResetSeconds(resp *pb.RateLimitResponse) string {
 // for the units the cases use.
 var egUnitSeconds = map[pb.RateLimitResponse_RateLimit_Unit]int64{
 	pb.RateLimitResponse_RateLimit_SECOND: 1,
+	pb.RateLimitResponse_RateLimit_HOUR:   60 * 60,
 	pb.RateLimitResponse_RateLimit_MONTH:  60 * 60 * 24 * 30,
 	pb.RateLimitResponse_RateLimit_YEAR:   60 * 60 * 24 * 365,
 }

@@ -1161,10 +1161,27 @@ func (s *Service) finish(o outcome, sp *statusParts) outcome {
 		}
 	}
 	if o.wait >= 0 {
-		setDuration(&sp.dur, o.wait)
+		setDuration(&sp.dur, resetSeconds(o.wait, o.p.period))
 		o.st.DurationUntilReset = &sp.dur
 	}
 	return o
+}
+
+// resetSeconds is a descriptor's duration_until_reset for a wait of w on a
+// rule of period: w rounded up to whole seconds, as envoyproxy/ratelimit
+// reports it (it counts whole seconds, and Envoy's filter writes
+// X-RateLimit-Reset from the seconds alone, so an exact 750ms would reach
+// the client as 0, where envoyproxy/ratelimit's clients see 1). A period
+// that is not a whole number of seconds (a limit given in code) keeps the
+// exact wait.
+func resetSeconds(w, period time.Duration) time.Duration {
+	if period <= 0 || period%time.Second != 0 {
+		return w
+	}
+	if r := w % time.Second; r != 0 {
+		w += time.Second - r
+	}
+	return w
 }
 
 // storeError turns a Limiter's error into ShouldRateLimit's.

@@ -117,7 +117,10 @@ func TestHitOverLimitIsOverLimitWithTimeToReset(t *testing.T) {
 		if resp.GetOverallCode() != pb.RateLimitResponse_OVER_LIMIT {
 			t.Errorf("6th hit: overall_code = %v, want OVER_LIMIT", resp.GetOverallCode())
 		}
-		const want = `OVER_LIMIT remaining=0 limit={5 SECOND ""} reset=750ms`
+		// 750 ms left, reported in whole seconds as envoyproxy/ratelimit
+		// reports it: Envoy writes X-RateLimit-Reset from the seconds
+		// alone, so 750ms would reach the client as 0.
+		const want = `OVER_LIMIT remaining=0 limit={5 SECOND ""} reset=1s`
 		if got := statusString(resp.GetStatuses()[0]); got != want {
 			t.Errorf("6th hit: status = %s, want %s", got, want)
 		}

@@ -1,6 +1,8 @@
 package page
 
 import (
+	"fmt"
+
 	"crypto/sha256"
 	"encoding/hex"
 	"os"
@@ -9,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/internal/keyhash"
 	"github.com/sluicehq/sluice/service"
 )
 
@@ -82,5 +85,37 @@ func TestPageKeyHashDiffersAcrossProcessesWithoutASecret(t *testing.T) {
 	}
 	if theirs == mine {
 		t.Fatalf("two processes without a secret show one hash %q", mine)
+	}
+}
+
+// A key refused again shows the hash it showed the first time, and every
+// key its own: past the cache of hashes (more keys than its slots, all of
+// one length, under two rules, twice over), each refusal shows the keyed
+// hash of its own key, as hashing it afresh gives.
+func TestPageShowsEachKeysOwnHashPastTheCache(t *testing.T) {
+	secret := []byte("replicas-share-this-one")
+	p := New(Config{KeySecret: secret, Refusals: 1})
+	want := keyhash.New(secret)
+	for pass := range 2 {
+		for i := range 3 * shownSlots {
+			key := fmt.Sprintf("d|remote_address=198.51.%03d.%03d", i/256, i%256)
+			rule := []string{"d.ip", "d.ip_burst"}[i%2]
+			p.Observe(service.Decision{Domain: "d", Rule: rule, Outcome: service.Limited, Cost: 1, Key: key})
+			got := p.Snapshot().Refusals
+			if len(got) != 1 || got[0].Key != want.Hash("", key) || got[0].Rule != rule {
+				t.Fatalf("pass %d, key %q of %s: the page shows %+v, want its hash %q", pass, key, rule, got, want.Hash("", key))
+			}
+		}
+	}
+}
+
+// Refusing a key refused lately allocates nothing: its hash is the one
+// the page made the first time.
+func TestRefusingAKeyAgainAllocatesNothing(t *testing.T) {
+	p := New(Config{})
+	d := service.Decision{Domain: "d", Rule: "d.ip", Outcome: service.Limited, Cost: 1, Key: ipKey}
+	p.Observe(d)
+	if a := testing.AllocsPerRun(1000, func() { p.Observe(d) }); a != 0 {
+		t.Fatalf("%v allocations per refusal of a key refused lately", a)
 	}
 }

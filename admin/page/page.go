@@ -21,6 +21,7 @@ package page
 import (
 	"cmp"
 	"context"
+	"hash/maphash"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -124,11 +125,12 @@ const OtherRule = "(other rules)"
 
 // Page is the live page. It is safe for concurrent use; make one with
 // New. Observe is its hot path: a map read and an atomic add per allowed
-// decision; a refusal also hashes its key and updates the sketch and the
-// ring under short locks.
+// decision; a refusal also updates the sketch and the ring under short
+// locks, and hashes its key unless it was refused lately (shownCache).
 type Page struct {
 	cfg     Config
 	keys    *keyhash.Hasher // under cfg.KeySecret
+	shown   shownCache      // the hashes of the keys refused lately
 	decider atomic.Pointer[deciderBox]
 
 	rules  sync.Map // rule → *ruleCounts
@@ -167,6 +169,7 @@ func New(cfg Config) *Page {
 		cfg.Now = time.Now
 	}
 	p := &Page{cfg: cfg, keys: keyhash.New(cfg.KeySecret), ring: make([]Refusal, max(cfg.Refusals, 1)), done: make(chan struct{})}
+	p.shown.seed = maphash.MakeSeed()
 	p.top = topk.NewWindow(cfg.TopK, max(cfg.Minutes, 1), time.Minute, cfg.Now)
 	if cfg.Decider != nil {
 		p.SetDecider(cfg.Decider)
@@ -190,11 +193,14 @@ func (p *Page) Observe(d service.Decision) {
 	if d.Outcome == service.Allowed {
 		return
 	}
-	key := d.Key
-	if !p.cfg.RawKeys {
-		key = p.keys.Hash("", key)
+	var top, key string
+	if p.cfg.RawKeys {
+		top, key = d.Rule+"\x00"+d.Key, d.Key
+	} else {
+		top = p.shown.top(d.Rule, d.Key, p.keys)
+		key = top[len(d.Rule)+1:]
 	}
-	p.top.Add(d.Rule+"\x00"+key, 1)
+	p.top.Add(top, 1)
 	p.ringMu.Lock()
 	p.ring[p.next] = Refusal{Time: p.cfg.Now(), Domain: d.Domain, Rule: d.Rule, Outcome: d.Outcome.String(), Key: key, Cost: d.Cost}
 	p.next = (p.next + 1) % len(p.ring)

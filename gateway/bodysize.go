@@ -2,11 +2,10 @@ package gateway
 
 import (
 	"errors"
-	"fmt"
-	"math"
 	"net/http"
 	"strconv"
 
+	"github.com/sluicehq/sluice/internal/envflag"
 	"github.com/sluicehq/sluice/rlheader"
 )
 
@@ -65,22 +64,6 @@ func ParseSizeOrOff(s string) (int64, error) {
 // ParseSize reads a size as NGINX writes one (client_max_body_size 1m): a
 // whole number of bytes, or of KiB, MiB or GiB with the suffix k, m or g
 // in either case. A negative number, an unknown suffix or a size over
-// math.MaxInt64 bytes is an error.
-func ParseSize(s string) (int64, error) {
-	num, mult := s, int64(1)
-	if n := len(s); n > 0 {
-		switch s[n-1] {
-		case 'k', 'K':
-			num, mult = s[:n-1], 1<<10
-		case 'm', 'M':
-			num, mult = s[:n-1], 1<<20
-		case 'g', 'G':
-			num, mult = s[:n-1], 1<<30
-		}
-	}
-	v, err := strconv.ParseInt(num, 10, 64)
-	if err != nil || v < 0 || num[0] == '+' || v > math.MaxInt64/mult {
-		return 0, fmt.Errorf("size %q: want a number of bytes, or of k, m or g, such as 1m", s)
-	}
-	return v * mult, nil
-}
+// math.MaxInt64 bytes is an error. It is envflag.ParseSize, the one
+// spelling of a size in the proxy's file and in the commands' flags.
+func ParseSize(s string) (int64, error) { return envflag.ParseSize(s) }

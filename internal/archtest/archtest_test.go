@@ -156,6 +156,7 @@ var packages = map[string]pkgRule{
 	"internal/eventq":     {layer: support},
 	"internal/bodyrate":   {layer: support},
 	"internal/redact":     {layer: support},
+	"internal/envflag":    {layer: support},
 	"internal/promreg": {layer: support, grants: map[string]string{
 		edgeMetrics: "it registers Prometheus collectors for the faces",
 		edgeHTTP:    "only through Prometheus's client library",
@@ -566,6 +567,7 @@ func cleanGraph() []string {
 		"internal/eventq: std:time",
 		"internal/bodyrate: std:time",
 		"internal/redact: std:net/url std:strings",
+		"internal/envflag: std:flag std:os std:time",
 		"config/configtest: config std:testing",
 		"httplimit/httplimittest: internal/clocktest std:testing std:net/http github.com/prometheus/client_golang/prometheus",
 		"internal/promreg: github.com/prometheus/client_golang/prometheus",

@@ -14,6 +14,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/sluicehq/sluice/internal/envflag"
 	"github.com/sluicehq/sluice/internal/safefile"
 )
 
@@ -71,7 +72,7 @@ type adminCall struct {
 func runAdmin(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("sluice admin", flag.ContinueOnError)
 	var c adminClient
-	fs.StringVar(&c.base, "url", env(adminURLEnv, "http://127.0.0.1:9901"), "the admin API's base URL (serve's -admin-addr)")
+	fs.StringVar(&c.base, "url", envflag.String(adminURLEnv, "http://127.0.0.1:9901"), "the admin API's base URL (serve's -admin-addr)")
 	fs.StringVar(&c.tokenFile, "token-file", "", "file holding the bearer token (else "+adminTokenEnv+")")
 	fs.StringVar(&c.ca, "ca", "", "CA bundle (PEM) that the API's certificate must chain to; default: the system's")
 	fs.StringVar(&c.cert, "cert", "", "client certificate (PEM) for mTLS, with -key")

@@ -14,6 +14,7 @@ import (
 
 	"github.com/sluicehq/sluice/admin"
 	"github.com/sluicehq/sluice/admin/page"
+	"github.com/sluicehq/sluice/internal/envflag"
 	"github.com/sluicehq/sluice/internal/safefile"
 )
 
@@ -43,7 +44,7 @@ func (o *adminAuth) flags(fs *flag.FlagSet) {
 // listener off.
 func (o *adminAuth) checkOff(fs *flag.FlagSet) error {
 	for _, name := range adminAuthFlags {
-		if isSet(fs, name) {
+		if envflag.IsSet(fs, name) {
 			return exitCode(2, fmt.Sprintf("-%s needs -admin-addr (the admin API is off)", name))
 		}
 	}

@@ -13,6 +13,7 @@ import (
 	"github.com/sluicehq/sluice/admin"
 	"github.com/sluicehq/sluice/admin/page"
 	"github.com/sluicehq/sluice/config"
+	"github.com/sluicehq/sluice/internal/envflag"
 	"github.com/sluicehq/sluice/pgstore"
 	"github.com/sluicehq/sluice/plans"
 	"github.com/sluicehq/sluice/service"
@@ -69,7 +70,7 @@ func (o *adminOptions) check(fs *flag.FlagSet) error {
 	if err := o.plans.checkFlags(); err != nil {
 		return err
 	}
-	if o.plans.url == "" && isSet(fs, "plans-tenant-key") {
+	if o.plans.url == "" && envflag.IsSet(fs, "plans-tenant-key") {
 		return exitCode(2, "-plans-tenant-key needs -plans")
 	}
 	if o.tenantKey == "" {

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/config"
+	"github.com/sluicehq/sluice/internal/envflag"
 )
 
 // debugWriteTimeout is the debug listener's write timeout: longer than
@@ -38,7 +39,7 @@ func debugAddrFromEnv() string {
 	if host == "" && port == "" {
 		return ""
 	}
-	return net.JoinHostPort(env("DEBUG_HOST", "127.0.0.1"), env("DEBUG_PORT", "6070"))
+	return net.JoinHostPort(envflag.String("DEBUG_HOST", "127.0.0.1"), envflag.String("DEBUG_PORT", "6070"))
 }
 
 // debugEndpoints are the debug listener's paths and what they serve, as

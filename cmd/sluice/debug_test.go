@@ -15,6 +15,7 @@ import (
 
 	"github.com/sluicehq/sluice/config"
 	"github.com/sluicehq/sluice/config/configtest"
+	"github.com/sluicehq/sluice/internal/envflag"
 )
 
 // get returns the status and body of GET url.
@@ -115,7 +116,7 @@ func TestListenDebugFailsOnABusyAddress(t *testing.T) {
 	}
 	defer busy.Close()
 	var lo listenerOptions
-	lo.flags(newTestFlagSet(), new(envErrs))
+	lo.flags(newTestFlagSet(), new(envflag.Errs))
 	h := http.NotFoundHandler()
 	if d, err := listenDebug(busy.Addr().String(), &lo, h, quietLogger()); err == nil {
 		d.ln.Close()
@@ -132,7 +133,7 @@ func TestListenDebugFailsOnABusyAddress(t *testing.T) {
 // the stop for its length.
 func TestDebugListenerTimeoutsAndStop(t *testing.T) {
 	var lo listenerOptions
-	lo.flags(newTestFlagSet(), new(envErrs))
+	lo.flags(newTestFlagSet(), new(envflag.Errs))
 	d, err := listenDebug("127.0.0.1:0", &lo, debugHandler(func() *config.Config { return nil }), quietLogger())
 	if err != nil {
 		t.Fatal(err)

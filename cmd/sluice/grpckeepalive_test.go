@@ -11,6 +11,8 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+
+	"github.com/sluicehq/sluice/internal/envflag"
 )
 
 // GRPC_MAX_CONNECTION_AGE and _GRACE are envoyproxy/ratelimit's, with its
@@ -19,14 +21,14 @@ import (
 // gRPC's default, never).
 func TestGRPCConnectionAgeAndIdleFromEnv(t *testing.T) {
 	var o listenerOptions
-	o.flags(newTestFlagSet(), new(envErrs))
+	o.flags(newTestFlagSet(), new(envflag.Errs))
 	if o.grpcAge != 24*time.Hour || o.grpcAgeGrace != time.Hour || o.grpcIdle != 3*time.Minute {
 		t.Errorf("defaults: age %v grace %v idle %v", o.grpcAge, o.grpcAgeGrace, o.grpcIdle)
 	}
 	t.Setenv("GRPC_MAX_CONNECTION_AGE", "2h")
 	t.Setenv("GRPC_MAX_CONNECTION_AGE_GRACE", "30")
 	t.Setenv("GRPC_MAX_CONNECTION_IDLE", "90s")
-	var errs envErrs
+	var errs envflag.Errs
 	o.flags(newTestFlagSet(), &errs)
 	if len(errs) > 0 || o.grpcAge != 2*time.Hour || o.grpcAgeGrace != 30*time.Second || o.grpcIdle != 90*time.Second {
 		t.Errorf("from the environment: age %v grace %v idle %v, errors %v", o.grpcAge, o.grpcAgeGrace, o.grpcIdle, errs)
@@ -42,7 +44,7 @@ func TestGRPCConnectionAgeAndIdleCloseConnections(t *testing.T) {
 	} {
 		t.Run(name, func(t *testing.T) {
 			var o listenerOptions
-			o.flags(newTestFlagSet(), new(envErrs))
+			o.flags(newTestFlagSet(), new(envflag.Errs))
 			set(&o)
 			ln, err := net.Listen("tcp", "127.0.0.1:0")
 			if err != nil {

@@ -17,6 +17,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
 
+	"github.com/sluicehq/sluice/internal/envflag"
 	"github.com/sluicehq/sluice/internal/safefile"
 )
 
@@ -57,9 +58,9 @@ const tlsReadTimeout = 5 * time.Second
 
 // flags defines the TLS flags on fs, their defaults from the environment
 // (a GRPC_SERVER_USE_TLS that is not a boolean goes to errs).
-func (o *grpcTLSOptions) flags(fs *flag.FlagSet, errs *envErrs) {
-	errs.bools("GRPC_SERVER_USE_TLS")
-	fs.BoolVar(&o.use, "grpc-tls", envBool("GRPC_SERVER_USE_TLS", false),
+func (o *grpcTLSOptions) flags(fs *flag.FlagSet, errs *envflag.Errs) {
+	errs.Bools("GRPC_SERVER_USE_TLS")
+	fs.BoolVar(&o.use, "grpc-tls", envflag.Bool("GRPC_SERVER_USE_TLS", false),
 		"gRPC: serve TLS with -grpc-tls-cert and -grpc-tls-key (re-read when they change on disk)")
 	fs.StringVar(&o.cert, "grpc-tls-cert", os.Getenv("GRPC_SERVER_TLS_CERT"),
 		"gRPC: the server's certificate chain, a PEM file")

@@ -2,14 +2,11 @@ package main
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"log/slog"
 	"net/http"
 	"os"
-	"strconv"
-	"strings"
 	"time"
 
 	rlqspb "github.com/envoyproxy/go-control-plane/envoy/service/rate_limit_quota/v3"
@@ -18,6 +15,7 @@ import (
 	"google.golang.org/grpc/tap"
 
 	"github.com/sluicehq/sluice/gateway"
+	"github.com/sluicehq/sluice/internal/envflag"
 )
 
 // listenerOptions are the timeouts and connection caps of serve's two
@@ -45,88 +43,32 @@ type listenerOptions struct {
 	debugAddr string
 }
 
-// envErrs collects the environment variables that do not parse, so that
-// serve refuses them (exit 2) instead of ignoring them.
-type envErrs []error
-
-// envParse returns the environment variable name read by parse, or def
-// when it is unset or empty; a value parse refuses is recorded in e (as
-// "NAME=value: want ...") and def returned. It is the one reader behind
-// duration, int and size.
-func envParse[T any](e *envErrs, name string, def T, want string, parse func(string) (T, error)) T {
-	v := strings.TrimSpace(os.Getenv(name))
-	if v == "" {
-		return def
-	}
-	x, err := parse(v)
-	if err != nil {
-		*e = append(*e, fmt.Errorf("%s=%q: want %s", name, v, want))
-		return def
-	}
-	return x
-}
-
-// duration returns the environment variable name as a time.Duration
-// (time.ParseDuration's forms, or a whole number of seconds), or def when
-// it is unset or empty; a malformed value is recorded and def returned.
-func (e *envErrs) duration(name string, def time.Duration) time.Duration {
-	return envParse(e, name, def, "a duration such as 30s or 5m", func(v string) (time.Duration, error) {
-		if n, err := strconv.ParseInt(v, 10, 64); err == nil && n >= 0 {
-			return time.Duration(n) * time.Second, nil
-		}
-		d, err := time.ParseDuration(v)
-		if err == nil && d < 0 {
-			err = errors.New("negative")
-		}
-		return d, err
-	})
-}
-
-// int returns the environment variable name as an integer, or def when it
-// is unset or empty; a malformed value is recorded and def returned.
-func (e *envErrs) int(name string, def int) int {
-	return envParse(e, name, def, "an integer", strconv.Atoi)
-}
-
-// bools records the environment variables names that are set and are not
-// booleans (strconv.ParseBool's forms, as envoyproxy/ratelimit reads
-// them): their readers (envBool) would otherwise take their default.
-func (e *envErrs) bools(names ...string) {
-	for _, name := range names {
-		if v := strings.TrimSpace(os.Getenv(name)); v != "" {
-			if _, err := strconv.ParseBool(v); err != nil {
-				*e = append(*e, fmt.Errorf("%s=%q: want true or false", name, v))
-			}
-		}
-	}
-}
-
 // flags defines the listener flags on fs, their defaults from the
 // environment (malformed values go to errs).
-func (o *listenerOptions) flags(fs *flag.FlagSet, errs *envErrs) {
-	fs.DurationVar(&o.readHeader, "http-read-header-timeout", errs.duration("HTTP_READ_HEADER_TIMEOUT", 10*time.Second),
+func (o *listenerOptions) flags(fs *flag.FlagSet, errs *envflag.Errs) {
+	fs.DurationVar(&o.readHeader, "http-read-header-timeout", errs.Duration("HTTP_READ_HEADER_TIMEOUT", 10*time.Second),
 		"HTTP: time to read a request's headers (NGINX client_header_timeout)")
-	fs.DurationVar(&o.read, "http-read-timeout", errs.duration("HTTP_READ_TIMEOUT", 30*time.Second),
+	fs.DurationVar(&o.read, "http-read-timeout", errs.Duration("HTTP_READ_TIMEOUT", 30*time.Second),
 		"HTTP: time to read a whole request, body included (NGINX client_body_timeout)")
-	fs.DurationVar(&o.write, "http-write-timeout", errs.duration("HTTP_WRITE_TIMEOUT", 30*time.Second),
+	fs.DurationVar(&o.write, "http-write-timeout", errs.Duration("HTTP_WRITE_TIMEOUT", 30*time.Second),
 		"HTTP: time from the end of the request's headers to the end of the response (NGINX send_timeout)")
-	fs.DurationVar(&o.idle, "http-idle-timeout", errs.duration("HTTP_IDLE_TIMEOUT", 75*time.Second),
+	fs.DurationVar(&o.idle, "http-idle-timeout", errs.Duration("HTTP_IDLE_TIMEOUT", 75*time.Second),
 		"HTTP: how long an idle keep-alive connection is kept (NGINX keepalive_timeout)")
-	fs.IntVar(&o.httpMaxConns, "http-max-conns", errs.int("HTTP_MAX_CONNECTIONS", 0),
+	fs.IntVar(&o.httpMaxConns, "http-max-conns", errs.Int("HTTP_MAX_CONNECTIONS", 0),
 		"HTTP: open connections at most: at the cap the one idle longest gives way to a new one, else it waits; 0: 40% of the open-file limit, negative: no cap")
-	fs.DurationVar(&o.grpcIdle, "grpc-idle-timeout", errs.duration("GRPC_MAX_CONNECTION_IDLE", 3*time.Minute),
+	fs.DurationVar(&o.grpcIdle, "grpc-idle-timeout", errs.Duration("GRPC_MAX_CONNECTION_IDLE", 3*time.Minute),
 		"gRPC: a connection without calls for this long is closed with GOAWAY (NGINX http2_idle_timeout)")
-	fs.DurationVar(&o.grpcHandshake, "grpc-handshake-timeout", errs.duration("GRPC_CONNECTION_TIMEOUT", 10*time.Second),
+	fs.DurationVar(&o.grpcHandshake, "grpc-handshake-timeout", errs.Duration("GRPC_CONNECTION_TIMEOUT", 10*time.Second),
 		"gRPC: time for a new connection's HTTP/2 handshake")
-	fs.DurationVar(&o.grpcAge, "grpc-max-connection-age", errs.duration("GRPC_MAX_CONNECTION_AGE", 24*time.Hour),
+	fs.DurationVar(&o.grpcAge, "grpc-max-connection-age", errs.Duration("GRPC_MAX_CONNECTION_AGE", 24*time.Hour),
 		"gRPC: a connection this old is closed with GOAWAY, so that clients spread over new servers")
-	fs.DurationVar(&o.grpcAgeGrace, "grpc-max-connection-age-grace", errs.duration("GRPC_MAX_CONNECTION_AGE_GRACE", time.Hour),
+	fs.DurationVar(&o.grpcAgeGrace, "grpc-max-connection-age-grace", errs.Duration("GRPC_MAX_CONNECTION_AGE_GRACE", time.Hour),
 		"gRPC: after -grpc-max-connection-age, time for the calls in flight before the connection is cut")
-	fs.DurationVar(&o.grpcPingMin, "grpc-min-ping-interval", errs.duration("GRPC_MIN_PING_INTERVAL", 10*time.Second),
+	fs.DurationVar(&o.grpcPingMin, "grpc-min-ping-interval", errs.Duration("GRPC_MIN_PING_INTERVAL", 10*time.Second),
 		"gRPC: a client that sends keepalive pings more often than this is disconnected (too_many_pings)")
-	fs.DurationVar(&o.grpcRequest, "grpc-request-timeout", errs.duration("GRPC_REQUEST_TIMEOUT", 30*time.Second),
+	fs.DurationVar(&o.grpcRequest, "grpc-request-timeout", errs.Duration("GRPC_REQUEST_TIMEOUT", 30*time.Second),
 		"gRPC: time from a call's headers to its answer, the request message included (a stalled message is let go)")
-	fs.IntVar(&o.grpcMaxConns, "grpc-max-conns", errs.int("GRPC_MAX_CONNECTIONS", 0),
+	fs.IntVar(&o.grpcMaxConns, "grpc-max-conns", errs.Int("GRPC_MAX_CONNECTIONS", 0),
 		"gRPC: open connections at most, more wait to be accepted; 0: 40% of the open-file limit, negative: no cap")
 	o.tls.flags(fs, errs)
 	fs.StringVar(&o.uds, "grpc-uds", os.Getenv("GRPC_UDS"),
@@ -166,9 +108,7 @@ func (o *listenerOptions) notActedOn(fs *flag.FlagSet) []string {
 	if o.uds == "" {
 		return out
 	}
-	set := os.Getenv("GRPC_HOST") != "" || os.Getenv("GRPC_PORT") != ""
-	fs.Visit(func(f *flag.Flag) { set = set || f.Name == "grpc-addr" })
-	if set {
+	if os.Getenv("GRPC_HOST") != "" || os.Getenv("GRPC_PORT") != "" || envflag.IsSet(fs, "grpc-addr") {
 		out = append(out, "-grpc-addr")
 	}
 	return out
@@ -273,34 +213,4 @@ func (s *stopOnRecv) RecvMsg(m any) error {
 		s.t.Stop()
 	}
 	return err
-}
-
-// size returns the environment variable name as a size, in the one
-// spelling every size of both commands takes (gateway.ParseSize: bytes, or
-// k, m or g, as NGINX writes sizes), or def when it is unset or empty; a
-// malformed value is recorded and def returned.
-func (e *envErrs) size(name string, def int64) int64 {
-	return envParse(e, name, def, "a number of bytes, or of k, m or g, such as 1m", gateway.ParseSize)
-}
-
-// sizeFlag is a flag.Value for a size in gateway.ParseSize's spelling
-// (1048576, 1024k, 1m).
-type sizeFlag struct{ p *int64 }
-
-// String is the size in bytes; "0" for the zero sizeFlag.
-func (f sizeFlag) String() string {
-	if f.p == nil {
-		return "0"
-	}
-	return strconv.FormatInt(*f.p, 10)
-}
-
-// Set parses s with gateway.ParseSize; a malformed s is an error.
-func (f sizeFlag) Set(s string) error {
-	n, err := gateway.ParseSize(s)
-	if err != nil {
-		return err
-	}
-	*f.p = n
-	return nil
 }

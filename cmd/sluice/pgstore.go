@@ -226,10 +226,3 @@ func pingUntilUp(ctx context.Context, st *pgstore.Store, up *atomic.Bool, log *s
 		log.Info("rate limit store connected")
 	}
 }
-
-// isSet reports whether the flag name was set on the command line.
-func isSet(fs *flag.FlagSet, name string) bool {
-	set := false
-	fs.Visit(func(f *flag.Flag) { set = set || f.Name == name })
-	return set
-}

@@ -30,6 +30,7 @@ import (
 	"github.com/sluicehq/sluice/failsafe"
 	"github.com/sluicehq/sluice/gateway"
 	"github.com/sluicehq/sluice/httplimit"
+	"github.com/sluicehq/sluice/internal/envflag"
 	"github.com/sluicehq/sluice/internal/redact"
 	"github.com/sluicehq/sluice/internal/safefile"
 	"github.com/sluicehq/sluice/memstore"
@@ -295,7 +296,7 @@ func (p *proxyApp) openLimiter(ctx context.Context, a *app) error {
 // has no deadline).
 func (p *proxyApp) logMemoryMoot() {
 	var moot []string
-	if isSet(p.o.fs, "failure-mode") {
+	if envflag.IsSet(p.o.fs, "failure-mode") {
 		moot = append(moot, "-failure-mode")
 	}
 	if p.o.storeTimeout > 0 {

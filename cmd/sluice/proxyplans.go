@@ -9,6 +9,7 @@ import (
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/gateway"
+	"github.com/sluicehq/sluice/internal/envflag"
 	"github.com/sluicehq/sluice/pgstore"
 	"github.com/sluicehq/sluice/pgstore/pgplans"
 	"github.com/sluicehq/sluice/plans"
@@ -34,7 +35,7 @@ func (o *plansFlags) flags(fs *flag.FlagSet, usage string) {
 // -plans, a -plans that is not a PostgreSQL URL (checkPlansURL) and a
 // staleness that is not positive.
 func (o *plansFlags) checkFlags() error {
-	if o.url == "" && isSet(o.fs, "plans-staleness") {
+	if o.url == "" && envflag.IsSet(o.fs, "plans-staleness") {
 		return exitCode(2, "-plans-staleness needs -plans")
 	}
 	if err := checkPlansURL(o.url); err != nil {

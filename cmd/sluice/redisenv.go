@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/internal/envflag"
 	"github.com/sluicehq/sluice/redisstore"
 	"github.com/sluicehq/sluice/service"
 )
@@ -29,10 +30,10 @@ type redisTuning struct {
 }
 
 // read reads the tuning variables that start with prefix.
-func (t *redisTuning) read(prefix string, errs *envErrs) {
-	t.pool = errs.int(prefix+"POOL_SIZE", 0)
-	t.window = errs.duration(prefix+"PIPELINE_WINDOW", 0)
-	t.timeout = errs.duration(prefix+"TIMEOUT", 0)
+func (t *redisTuning) read(prefix string, errs *envflag.Errs) {
+	t.pool = errs.Int(prefix+"POOL_SIZE", 0)
+	t.window = errs.Duration(prefix+"PIPELINE_WINDOW", 0)
+	t.timeout = errs.Duration(prefix+"TIMEOUT", 0)
 }
 
 // redisOptions are serve's Redis settings beyond -store and -prefix: the
@@ -49,12 +50,12 @@ type redisOptions struct {
 
 // flags defines -redis-key-format and -store-per-second on fs and reads
 // the variables, their malformed values going to errs.
-func (o *redisOptions) flags(fs *flag.FlagSet, errs *envErrs) {
-	errs.bools("REDIS_PERSECOND", "REDIS_PERSECOND_TLS", "REDIS_TLS_SKIP_HOSTNAME_VERIFICATION")
-	fs.StringVar(&o.keyFormat, "redis-key-format", env("REDIS_KEY_FORMAT", "sluice"),
+func (o *redisOptions) flags(fs *flag.FlagSet, errs *envflag.Errs) {
+	errs.Bools("REDIS_PERSECOND", "REDIS_PERSECOND_TLS", "REDIS_TLS_SKIP_HOSTNAME_VERIFICATION")
+	fs.StringVar(&o.keyFormat, "redis-key-format", envflag.String("REDIS_KEY_FORMAT", "sluice"),
 		"with Redis, where fixed windows count: sluice (Sluice's keys), or envoy (envoyproxy/ratelimit's keys and CACHE_KEY_PREFIX, so that both can share one Redis during a rolling swap; see docs/serve.md)")
 	perSecond := ""
-	if envBool("REDIS_PERSECOND", false) {
+	if envflag.Bool("REDIS_PERSECOND", false) {
 		if perSecond = redisURLFromEnv("REDIS_PERSECOND_"); perSecond == "" {
 			*errs = append(*errs, errors.New("REDIS_PERSECOND=true needs REDIS_PERSECOND_URL: the per-second Redis"))
 		}
@@ -63,7 +64,7 @@ func (o *redisOptions) flags(fs *flag.FlagSet, errs *envErrs) {
 		"with Redis, a second Redis URL for the limits whose period is under a minute (REDIS_PERSECOND); default: none, every limit on -store")
 	fs.DurationVar(&o.coalesce, "redis-coalesce-wait", 0,
 		"with Redis, send concurrent decisions on one hash slot as one script call, a decision waiting at most this long for others (none while nothing else is with Redis); 0: one call per decision (see docs/serve.md)")
-	o.jitter = errs.int("EXPIRATION_JITTER_MAX_SECONDS", defaultJitter)
+	o.jitter = errs.Int("EXPIRATION_JITTER_MAX_SECONDS", defaultJitter)
 	o.main.read("REDIS_", errs)
 	o.second.read("REDIS_PERSECOND_", errs)
 }
@@ -166,7 +167,7 @@ func (t redisTuning) config(base redisstore.Config, u, sentinelAuth string) redi
 func tlsFilesFromEnv() redisstore.TLSFiles {
 	return redisstore.TLSFiles{
 		CertFile: os.Getenv("REDIS_TLS_CLIENT_CERT"), KeyFile: os.Getenv("REDIS_TLS_CLIENT_KEY"),
-		CAFile: os.Getenv("REDIS_TLS_CACERT"), SkipHostnameVerification: envBool("REDIS_TLS_SKIP_HOSTNAME_VERIFICATION", false),
+		CAFile: os.Getenv("REDIS_TLS_CACERT"), SkipHostnameVerification: envflag.Bool("REDIS_TLS_SKIP_HOSTNAME_VERIFICATION", false),
 	}
 }
 
@@ -261,7 +262,7 @@ func (o *redisOptions) perSecondNotActedOn(store string, name func(n, why string
 		}
 		return
 	}
-	if !envBool("REDIS_PERSECOND", false) {
+	if !envflag.Bool("REDIS_PERSECOND", false) {
 		for _, n := range url {
 			name(n, "-store-per-second is given")
 		}
@@ -288,7 +289,7 @@ func redisURLFromEnv(prefix string) string {
 	}
 	if !strings.Contains(u, "://") {
 		scheme := "redis"
-		if envBool(prefix+"TLS", false) {
+		if envflag.Bool(prefix+"TLS", false) {
 			scheme = "rediss"
 		}
 		switch strings.ToLower(os.Getenv(prefix + "TYPE")) {

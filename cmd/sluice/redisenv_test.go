@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluicehq/sluice/internal/envflag"
 	"github.com/sluicehq/sluice/redisstore"
 )
 
@@ -28,7 +29,7 @@ var redisEnvNames = []string{
 
 // redisOpts reads env (over all of redisEnvNames unset) and args into
 // redisOptions, as serve does.
-func redisOpts(t *testing.T, env map[string]string, args ...string) (*redisOptions, envErrs) {
+func redisOpts(t *testing.T, env map[string]string, args ...string) (*redisOptions, envflag.Errs) {
 	t.Helper()
 	for _, n := range redisEnvNames {
 		t.Setenv(n, env[n]) // restored at the end of the test
@@ -37,7 +38,7 @@ func redisOpts(t *testing.T, env map[string]string, args ...string) (*redisOptio
 		}
 	}
 	var o redisOptions
-	var errs envErrs
+	var errs envflag.Errs
 	fs := flag.NewFlagSet("test", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
 	o.flags(fs, &errs)

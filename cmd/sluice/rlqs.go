@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/config"
+	"github.com/sluicehq/sluice/internal/envflag"
 	"github.com/sluicehq/sluice/redisstore"
 	"github.com/sluicehq/sluice/rlqs"
 )
@@ -35,20 +36,20 @@ type rlqsOptions struct {
 
 // flags defines the RLQS flags on fs, their defaults from the environment
 // (malformed values go to errs).
-func (o *rlqsOptions) flags(fs *flag.FlagSet, errs *envErrs) {
-	errs.bools("RLQS_CLIENT_NAMES", "RLQS_DIVIDE_BY_PEER")
-	fs.DurationVar(&o.idle, "rlqs-idle-timeout", errs.duration("RLQS_IDLE_TIMEOUT", 30*time.Second),
+func (o *rlqsOptions) flags(fs *flag.FlagSet, errs *envflag.Errs) {
+	errs.Bools("RLQS_CLIENT_NAMES", "RLQS_DIVIDE_BY_PEER")
+	fs.DurationVar(&o.idle, "rlqs-idle-timeout", errs.Duration("RLQS_IDLE_TIMEOUT", 30*time.Second),
 		"RLQS: a stream that sends no usage report for this long, the first one included, ends (DEADLINE_EXCEEDED); -grpc-request-timeout does not apply to RLQS streams")
-	o.maxBytes = errs.size("RLQS_MAX_BYTES", rlqs.DefaultMaxBytes)
-	fs.Var(sizeFlag{&o.maxBytes}, "rlqs-max-bytes",
+	o.maxBytes = errs.Size("RLQS_MAX_BYTES", rlqs.DefaultMaxBytes)
+	fs.Var(envflag.Size{P: &o.maxBytes}, "rlqs-max-bytes",
 		"RLQS: the memory budget of all streams and buckets in bytes, or k, m or g (such as 64m); past it a new stream is refused (RESOURCE_EXHAUSTED) and a new bucket gets no assignment")
-	fs.IntVar(&o.maxStreams, "rlqs-max-streams", errs.int("RLQS_MAX_STREAMS", rlqs.DefaultMaxStreams),
+	fs.IntVar(&o.maxStreams, "rlqs-max-streams", errs.Int("RLQS_MAX_STREAMS", rlqs.DefaultMaxStreams),
 		"RLQS: streams open at once at most; more are refused (RESOURCE_EXHAUSTED)")
-	fs.IntVar(&o.maxStreamsOn, "rlqs-max-streams-per-conn", errs.int("RLQS_MAX_STREAMS_PER_CONNECTION", rlqs.DefaultMaxStreamsPerConn),
+	fs.IntVar(&o.maxStreamsOn, "rlqs-max-streams-per-conn", errs.Int("RLQS_MAX_STREAMS_PER_CONNECTION", rlqs.DefaultMaxStreamsPerConn),
 		"RLQS: streams open at once on one gRPC connection at most; more are refused (RESOURCE_EXHAUSTED)")
-	fs.BoolVar(&o.clientNames, "rlqs-client-names", envBool("RLQS_CLIENT_NAMES", true),
+	fs.BoolVar(&o.clientNames, "rlqs-client-names", envflag.Bool("RLQS_CLIENT_NAMES", true),
 		"RLQS: read the sluice-rlqs-client name of a stream (a name is its peer's only: its client certificate, else its IP address); false: each stream is a client of its own")
-	fs.BoolVar(&o.divideByPeer, "rlqs-divide-by-peer", envBool("RLQS_DIVIDE_BY_PEER", true),
+	fs.BoolVar(&o.divideByPeer, "rlqs-divide-by-peer", envflag.Bool("RLQS_DIVIDE_BY_PEER", true),
 		"RLQS: divide each limit among peers (client certificates, else IP addresses) first, then among each peer's streams; false: among streams alone")
 }
 

@@ -30,6 +30,7 @@ import (
 	"github.com/sluicehq/sluice/config"
 	"github.com/sluicehq/sluice/failsafe"
 	"github.com/sluicehq/sluice/internal/bodyrate"
+	"github.com/sluicehq/sluice/internal/envflag"
 	"github.com/sluicehq/sluice/internal/redact"
 	"github.com/sluicehq/sluice/memstore"
 	"github.com/sluicehq/sluice/service"
@@ -83,7 +84,7 @@ func headersDefault() string {
 		if b, err := strconv.ParseBool(v); err == nil && b {
 			return "legacy"
 		}
-		return "off" // false, or unparsable: refused by envErrs before it matters
+		return "off" // false, or unparsable: refused by envflag.Errs before it matters
 	}
 	for _, n := range ratelimitDeploymentEnv {
 		if _, ok := os.LookupEnv(n); ok {
@@ -194,26 +195,6 @@ type serveOptions struct {
 	rules ruleOptions
 }
 
-// env returns the environment variable name, or def when it is unset or
-// empty.
-func env(name, def string) string {
-	if v, ok := os.LookupEnv(name); ok && v != "" {
-		return v
-	}
-	return def
-}
-
-// envBool returns the environment variable name read as a boolean
-// (strconv.ParseBool's forms, as envoyproxy/ratelimit reads them), or def
-// when it is unset, empty or not a boolean (which serve refuses at
-// start-up: see envErrs.bools).
-func envBool(name string, def bool) bool {
-	if b, err := strconv.ParseBool(strings.TrimSpace(os.Getenv(name))); err == nil {
-		return b
-	}
-	return def
-}
-
 // legacyNamesFromEnv returns the names of -headers legacy's headers from
 // envoyproxy/ratelimit's LIMIT_LIMIT_HEADER, LIMIT_REMAINING_HEADER and
 // LIMIT_RESET_HEADER; unset ones are service.DefaultLegacyNames'.
@@ -233,7 +214,7 @@ func runtimeConfigDir() string {
 	if root == "" {
 		return ""
 	}
-	return filepath.Join(root, os.Getenv("RUNTIME_SUBDIRECTORY"), env("RUNTIME_APPDIRECTORY", "config"))
+	return filepath.Join(root, os.Getenv("RUNTIME_SUBDIRECTORY"), envflag.String("RUNTIME_APPDIRECTORY", "config"))
 }
 
 // redisFromEnv returns the store that envoyproxy/ratelimit's variables
@@ -305,7 +286,7 @@ type serveApp struct {
 	o         serveOptions
 	fs        *flag.FlagSet // tells flags set from defaults (mootFlags, watchRoots)
 	defConfig string        // -config's default (RUNTIME_ROOT)
-	envErr    envErrs       // environment variables that do not parse
+	envErr    envflag.Errs  // environment variables that do not parse
 	xds       *xdsSettings  // CONFIG_TYPE=GRPC_XDS_SOTW's; nil for files
 
 	log      *slog.Logger
@@ -423,29 +404,29 @@ func (s *serveApp) start(ctx context.Context, a *app, stdout io.Writer) error {
 func parseServeFlags(args []string, stdout, stderr io.Writer) (s *serveApp, code int, done bool) {
 	s = &serveApp{defConfig: runtimeConfigDir()}
 	o, envErr := &s.o, &s.envErr
-	envErr.bools("REDIS_TLS", "SHADOW_MODE", "LIMIT_RESPONSE_HEADERS_ENABLED", "REDIS_HEALTH_CHECK_ACTIVE_CONNECTION", "RUNTIME_WATCH_ROOT",
+	envErr.Bools("REDIS_TLS", "SHADOW_MODE", "LIMIT_RESPONSE_HEADERS_ENABLED", "REDIS_HEALTH_CHECK_ACTIVE_CONNECTION", "RUNTIME_WATCH_ROOT",
 		"FORCE_START_WITHOUT_INITIAL_CONFIG", "HEALTHY_WITH_AT_LEAST_ONE_CONFIG_LOADED")
 	fs := flag.NewFlagSet("sluice serve", flag.ContinueOnError)
 	s.fs = fs
 	fs.SetOutput(stderr)
 	fs.StringVar(&o.configPath, "config", s.defConfig, "a config file or directory (envoyproxy/ratelimit's YAML); default: the built-in example")
 	fs.StringVar(&o.store, "store", redisFromEnv(), "memory, a Redis URL (redis://, rediss://, redis+cluster://, redis+sentinel://), or a PostgreSQL URL (postgres://, postgresql://: fixed-window quotas, durable)")
-	fs.StringVar(&o.httpAddr, "http-addr", net.JoinHostPort(env("HOST", ""), env("PORT", "8080")), "HTTP address: POST /json, /healthcheck, /metrics")
-	fs.StringVar(&o.grpcAddr, "grpc-addr", net.JoinHostPort(env("GRPC_HOST", ""), env("GRPC_PORT", "8081")), "gRPC address: envoy.service.ratelimit.v3.RateLimitService")
+	fs.StringVar(&o.httpAddr, "http-addr", net.JoinHostPort(envflag.String("HOST", ""), envflag.String("PORT", "8080")), "HTTP address: POST /json, /healthcheck, /metrics")
+	fs.StringVar(&o.grpcAddr, "grpc-addr", net.JoinHostPort(envflag.String("GRPC_HOST", ""), envflag.String("GRPC_PORT", "8081")), "gRPC address: envoy.service.ratelimit.v3.RateLimitService")
 	fs.StringVar(&o.headers, "headers", headersDefault(), "response_headers_to_add: off, legacy or draft-11 (default: SLUICE_HEADERS; else legacy when LIMIT_RESPONSE_HEADERS_ENABLED is true, off when it is false or envoyproxy/ratelimit's deployment variables are set, else draft-11)")
-	fs.StringVar(&o.prefix, "prefix", env("CACHE_KEY_PREFIX", ""), "prefix of every store key")
+	fs.StringVar(&o.prefix, "prefix", envflag.String("CACHE_KEY_PREFIX", ""), "prefix of every store key")
 	fs.StringVar(&o.failure, "failure-mode", defaultFailureMode, "with Redis or PostgreSQL, what to do when it fails: local (each process decides its share of each limit in memory, see -failure-nodes), closed or open (admit) (unset on PostgreSQL: closed)")
 	failureNodesFlag(fs, &o.failureNodes)
-	fs.BoolVar(&o.localCache, "local-cache", envErr.int("LOCAL_CACHE_SIZE_IN_BYTES", 0) > 0, "with Redis, answer keys known to be over their limit from memory until their retry-after (no round trip; LOCAL_CACHE_SIZE_IN_BYTES > 0 turns it on)")
-	fs.BoolVar(&o.healthNeedsStore, "health-needs-store", envBool("REDIS_HEALTH_CHECK_ACTIVE_CONNECTION", false), "with Redis, /healthcheck and gRPC health report NOT_SERVING (503) while Redis is unreachable or failing; default: they report the process, which applies the failure mode")
-	fs.BoolVar(&o.healthNeedsConfig, "health-needs-config", envBool("HEALTHY_WITH_AT_LEAST_ONE_CONFIG_LOADED", false), "/healthcheck and gRPC health report NOT_SERVING (503) while no config with a domain runs (see -start-without-config)")
-	fs.BoolVar(&o.forceStart, "start-without-config", envBool("FORCE_START_WITHOUT_INITIAL_CONFIG", false), "start even when the config does not load (a broken or missing file): no rule applies until a reload loads it; default: exit status 1")
-	fs.BoolVar(&o.shadow, "shadow", envBool("SHADOW_MODE", false), "shadow mode: decide and count, never refuse")
-	envErr.bools("ALLOW_REFUNDS")
-	fs.BoolVar(&o.allowRefunds, "allow-refunds", envBool("ALLOW_REFUNDS", false),
+	fs.BoolVar(&o.localCache, "local-cache", envErr.Int("LOCAL_CACHE_SIZE_IN_BYTES", 0) > 0, "with Redis, answer keys known to be over their limit from memory until their retry-after (no round trip; LOCAL_CACHE_SIZE_IN_BYTES > 0 turns it on)")
+	fs.BoolVar(&o.healthNeedsStore, "health-needs-store", envflag.Bool("REDIS_HEALTH_CHECK_ACTIVE_CONNECTION", false), "with Redis, /healthcheck and gRPC health report NOT_SERVING (503) while Redis is unreachable or failing; default: they report the process, which applies the failure mode")
+	fs.BoolVar(&o.healthNeedsConfig, "health-needs-config", envflag.Bool("HEALTHY_WITH_AT_LEAST_ONE_CONFIG_LOADED", false), "/healthcheck and gRPC health report NOT_SERVING (503) while no config with a domain runs (see -start-without-config)")
+	fs.BoolVar(&o.forceStart, "start-without-config", envflag.Bool("FORCE_START_WITHOUT_INITIAL_CONFIG", false), "start even when the config does not load (a broken or missing file): no rule applies until a reload loads it; default: exit status 1")
+	fs.BoolVar(&o.shadow, "shadow", envflag.Bool("SHADOW_MODE", false), "shadow mode: decide and count, never refuse")
+	envErr.Bools("ALLOW_REFUNDS")
+	fs.BoolVar(&o.allowRefunds, "allow-refunds", envflag.Bool("ALLOW_REFUNDS", false),
 		"a descriptor with is_negative_hits gives its hits_addend back to its key (never above a fresh key's allowance); default: it spends hits_addend, as envoyproxy/ratelimit counts it. Only for callers trusted to refund what they spent")
-	fs.StringVar(&o.logLevel, "log-level", env("LOG_LEVEL", "info"), "log level: debug, info, warn or error")
-	fs.StringVar(&o.logFormat, "log-format", env("LOG_FORMAT", "text"), "log format: text, or json (envoyproxy/ratelimit's keys: @timestamp, @message, level)")
+	fs.StringVar(&o.logLevel, "log-level", envflag.String("LOG_LEVEL", "info"), "log level: debug, info, warn or error")
+	fs.StringVar(&o.logFormat, "log-format", envflag.String("LOG_FORMAT", "text"), "log format: text, or json (envoyproxy/ratelimit's keys: @timestamp, @message, level)")
 	fs.BoolVar(&o.watch, "watch", true, "reload the config when its files change (SIGHUP always reloads)")
 	fs.StringVar(&o.trustedProxies, "trusted-proxies", "", "the reverse proxies that call /auth, whose X-Forwarded-For is believed: comma-separated networks or addresses, added to the config's forward_auth trusted_proxies")
 	o.listen.flags(fs, envErr)
@@ -453,29 +434,29 @@ func parseServeFlags(args []string, stdout, stderr io.Writer) (s *serveApp, code
 	o.remote.flags(fs)
 	o.admin.flags(fs)
 	o.rlqs.flags(fs, envErr)
-	o.memMaxBytes = envErr.size("MEMSTORE_MAX_BYTES", memstore.DefaultMaxBytes)
-	fs.Var(sizeFlag{&o.memMaxBytes}, "memory-max-bytes",
+	o.memMaxBytes = envErr.Size("MEMSTORE_MAX_BYTES", memstore.DefaultMaxBytes)
+	fs.Var(envflag.Size{P: &o.memMaxBytes}, "memory-max-bytes",
 		"the memory store's budget in bytes, or k, m or g (such as 256m) (keys, states, sliding log entries); at it, keys are evicted (sluice_memstore_evictions_total)")
 	fs.DurationVar(&o.memClock, "memory-clock-resolution", 0,
 		"with the memory store, read a coarse clock refreshed every this long (10µs to 10ms, such as 100us) instead of the exact clock at each decision: cheaper decisions, refills and window ends up to this late, and a thread that wakes every this long; 0: exact")
-	fs.IntVar(&o.maxOverride, "max-override", envErr.int("MAX_OVERRIDE", 0),
+	fs.IntVar(&o.maxOverride, "max-override", envErr.Int("MAX_OVERRIDE", 0),
 		"the largest requests_per_unit a descriptor's limit override may ask for; larger is refused (400, InvalidArgument); 0: no maximum")
-	fs.IntVar(&o.maxCost, "max-cost", envErr.int("MAX_COST", 0),
+	fs.IntVar(&o.maxCost, "max-cost", envErr.Int("MAX_COST", 0),
 		"the largest hits_addend a request or descriptor may ask for; larger is refused (400, InvalidArgument); 0: no maximum")
-	o.jsonInFlight = envErr.size("JSON_MAX_BYTES_IN_FLIGHT", service.DefaultMaxJSONBytesInFlight)
-	fs.Var(sizeFlag{&o.jsonInFlight}, "json-max-bytes-in-flight",
+	o.jsonInFlight = envErr.Size("JSON_MAX_BYTES_IN_FLIGHT", service.DefaultMaxJSONBytesInFlight)
+	fs.Var(envflag.Size{P: &o.jsonInFlight}, "json-max-bytes-in-flight",
 		"POST /json: the request bodies being read, all together, at most this many bytes, or k, m or g (such as 128m); past it, 503 with Retry-After")
-	o.jsonPerPeer = envErr.size("JSON_MAX_BYTES_PER_PEER", 0)
-	fs.Var(sizeFlag{&o.jsonPerPeer}, "json-max-bytes-per-peer",
+	o.jsonPerPeer = envErr.Size("JSON_MAX_BYTES_PER_PEER", 0)
+	fs.Var(envflag.Size{P: &o.jsonPerPeer}, "json-max-bytes-per-peer",
 		"POST /json: the request bodies being read from one peer address (an IPv6 one by its /64) at most this many bytes (such as 8m); past it, that peer's body is 503 with Retry-After; 0: a sixteenth of -json-max-bytes-in-flight, at least 1m")
-	o.jsonMinRate = envErr.size("JSON_BODY_MIN_RATE", bodyrate.DefaultMinRate)
-	fs.Var(sizeFlag{&o.jsonMinRate}, "json-body-min-rate",
+	o.jsonMinRate = envErr.Size("JSON_BODY_MIN_RATE", bodyrate.DefaultMinRate)
+	fs.Var(envflag.Size{P: &o.jsonMinRate}, "json-body-min-rate",
 		"POST /json: the least average rate of a body past its first 10s, bytes per second (such as 1k); slower is 408; 0: off")
-	fs.IntVar(&o.maxDescs, "max-descriptors", envErr.int("MAX_DESCRIPTORS", service.DefaultMaxDescriptors),
+	fs.IntVar(&o.maxDescs, "max-descriptors", envErr.Int("MAX_DESCRIPTORS", service.DefaultMaxDescriptors),
 		"the most descriptors a request may carry; more is refused (400, InvalidArgument)")
-	fs.IntVar(&o.maxEntries, "max-entries", envErr.int("MAX_ENTRIES", service.DefaultMaxEntries),
+	fs.IntVar(&o.maxEntries, "max-entries", envErr.Int("MAX_ENTRIES", service.DefaultMaxEntries),
 		"the most entries a descriptor may carry; more is refused (400, InvalidArgument)")
-	fs.IntVar(&o.maxDetailed, "detailed-metric-max-series", envErr.int("DETAILED_METRIC_MAX_SERIES", service.DefaultMaxDetailedSeries),
+	fs.IntVar(&o.maxDetailed, "detailed-metric-max-series", envErr.Int("DETAILED_METRIC_MAX_SERIES", service.DefaultMaxDetailedSeries),
 		"metrics series per detailed_metric rule at most (one per descriptor); past them, the rule's FULLKEY#other series counts")
 	o.rules = readRuleOptions(envErr)
 	s.xds = xdsFromEnv(envErr)
@@ -493,13 +474,13 @@ type ruleOptions struct {
 }
 
 // readRuleOptions reads ruleOptions, recording bad values in envErr.
-func readRuleOptions(envErr *envErrs) ruleOptions {
-	envErr.bools("QUOTA_MODE", "RESPONSE_DYNAMIC_METADATA", "STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT", "MERGE_DOMAIN_CONFIG")
+func readRuleOptions(envErr *envflag.Errs) ruleOptions {
+	envErr.Bools("QUOTA_MODE", "RESPONSE_DYNAMIC_METADATA", "STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT", "MERGE_DOMAIN_CONFIG")
 	return ruleOptions{
-		quota:           envBool("QUOTA_MODE", false),
-		dynamicMetadata: envBool("RESPONSE_DYNAMIC_METADATA", false),
-		stopIncrement:   envBool("STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT", false),
-		nearRatio: envParse(envErr, "NEAR_LIMIT_RATIO", service.DefaultNearLimitRatio, "a number from 0 to 1, such as 0.8", func(v string) (float64, error) {
+		quota:           envflag.Bool("QUOTA_MODE", false),
+		dynamicMetadata: envflag.Bool("RESPONSE_DYNAMIC_METADATA", false),
+		stopIncrement:   envflag.Bool("STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT", false),
+		nearRatio: envflag.Parse(envErr, "NEAR_LIMIT_RATIO", service.DefaultNearLimitRatio, "a number from 0 to 1, such as 0.8", func(v string) (float64, error) {
 			f, err := strconv.ParseFloat(v, 64)
 			if err == nil && !(f >= 0 && f <= 1) {
 				err = errors.New("out of range")
@@ -511,7 +492,7 @@ func readRuleOptions(envErr *envErrs) ruleOptions {
 			}
 			return f, err
 		}),
-		load: config.Options{MergeDomains: envBool("MERGE_DOMAIN_CONFIG", false)},
+		load: config.Options{MergeDomains: envflag.Bool("MERGE_DOMAIN_CONFIG", false)},
 	}
 }
 
@@ -651,7 +632,7 @@ func (s *serveApp) readHeaders() (err error) {
 // memory store's metrics on it.
 func (s *serveApp) openStore(ctx context.Context) error {
 	o := &s.o
-	st, err := openServeStore(ctx, o, isSet(s.fs, "failure-mode"), s.log)
+	st, err := openServeStore(ctx, o, envflag.IsSet(s.fs, "failure-mode"), s.log)
 	if err != nil {
 		return err
 	}
@@ -879,10 +860,8 @@ func (s *serveApp) configName() string {
 // reload. The config directory is watched in any case, which is what
 // RUNTIME_WATCH_ROOT=false asks for.
 func watchRoots(fs *flag.FlagSet, configPath, defConfig string) []string {
-	explicit := false
-	fs.Visit(func(f *flag.Flag) { explicit = explicit || f.Name == "config" })
 	root := os.Getenv("RUNTIME_ROOT")
-	if explicit || root == "" || configPath != defConfig || !envBool("RUNTIME_WATCH_ROOT", true) {
+	if envflag.IsSet(fs, "config") || root == "" || configPath != defConfig || !envflag.Bool("RUNTIME_WATCH_ROOT", true) {
 		return nil
 	}
 	abs, err := filepath.Abs(root)

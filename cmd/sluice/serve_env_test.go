@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluicehq/sluice/internal/envflag"
 	"github.com/sluicehq/sluice/internal/testlog"
 )
 
@@ -156,18 +157,18 @@ func TestServeRefusesMalformedEnv(t *testing.T) {
 }
 
 // A boolean variable with spaces around it is read as the start-up check
-// reads it: envErrs.bools accepted " true" (it trims), while envBool did not
-// trim and fell back to the default, so SHADOW_MODE=" true" passed the check
-// and did nothing.
+// reads it: the check (envflag.Errs.Bools) accepted " true" (it trims), while
+// the reader (envflag.Bool) did not trim and fell back to the default, so
+// SHADOW_MODE=" true" passed the check and did nothing.
 func TestEnvBoolReadsWhatTheCheckAccepts(t *testing.T) {
 	t.Setenv("SHADOW_MODE", " true ")
-	var errs envErrs
-	errs.bools("SHADOW_MODE")
+	var errs envflag.Errs
+	errs.Bools("SHADOW_MODE")
 	if len(errs) != 0 {
 		t.Fatalf("the start-up check refused %q: %v", " true ", errs)
 	}
-	if !envBool("SHADOW_MODE", false) {
-		t.Errorf(`envBool("SHADOW_MODE") with " true " = false, want true`)
+	if !envflag.Bool("SHADOW_MODE", false) {
+		t.Errorf(`envflag.Bool("SHADOW_MODE") with " true " = false, want true`)
 	}
 }
 

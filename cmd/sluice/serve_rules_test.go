@@ -12,6 +12,7 @@ import (
 	pb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"google.golang.org/protobuf/encoding/protojson"
 
+	"github.com/sluicehq/sluice/internal/envflag"
 	"github.com/sluicehq/sluice/internal/redistest"
 )
 
@@ -273,7 +274,7 @@ func TestServeRefusesBadNearLimitRatio(t *testing.T) {
 // hit is near the limit), not service.Config's default of 0.8.
 func TestNearLimitRatioZeroIsZero(t *testing.T) {
 	t.Setenv("NEAR_LIMIT_RATIO", "0")
-	var e envErrs
+	var e envflag.Errs
 	if got := readRuleOptions(&e).nearRatio; len(e) != 0 || got <= 0 || got*1e15 >= 1 {
 		t.Errorf("NEAR_LIMIT_RATIO=0: ratio %v (errors %v), want a positive ratio that floors every capacity to 0", got, e)
 	}

@@ -9,6 +9,7 @@ import (
 
 	rlconf "github.com/envoyproxy/go-control-plane/ratelimit/config/ratelimit/v3"
 
+	"github.com/sluicehq/sluice/internal/envflag"
 	"github.com/sluicehq/sluice/internal/testlog"
 	"github.com/sluicehq/sluice/internal/xdsconfig"
 	"github.com/sluicehq/sluice/internal/xdstest"
@@ -241,7 +242,7 @@ func TestServeXDSDoesNotTrustAServerWithoutTheSAN(t *testing.T) {
 // envoyproxy/ratelimit's defaults apply to the variables left unset.
 func TestXDSSettingsDefaults(t *testing.T) {
 	t.Setenv("CONFIG_TYPE", "GRPC_XDS_SOTW")
-	var e envErrs
+	var e envflag.Errs
 	x := xdsFromEnv(&e)
 	c := x.client
 	if len(e) != 0 || c.Target != "localhost:18000" || c.NodeID != "default" || c.ConnectRetry != 3*time.Second ||

@@ -15,6 +15,7 @@ import (
 	gostats "github.com/lyft/gostats"
 	"google.golang.org/grpc"
 
+	"github.com/sluicehq/sluice/internal/envflag"
 	"github.com/sluicehq/sluice/internal/statsd"
 	"github.com/sluicehq/sluice/internal/tracing"
 	"github.com/sluicehq/sluice/service"
@@ -60,27 +61,27 @@ type telemetrySettings struct {
 // Prometheus's, always at GET /metrics), DogStatsD unless USE_DOG_STATSD
 // is, and both while DISABLE_STATS is true. Both at once is refused, as
 // envoyproxy/ratelimit refuses two stats sinks.
-func telemetryFromEnv(errs *envErrs) telemetrySettings {
-	errs.bools("TRACING_ENABLED", "USE_STATSD", "USE_DOG_STATSD", "DISABLE_STATS")
+func telemetryFromEnv(errs *envflag.Errs) telemetrySettings {
+	errs.Bools("TRACING_ENABLED", "USE_STATSD", "USE_DOG_STATSD", "DISABLE_STATS")
 	s := telemetrySettings{
-		tracing: envBool("TRACING_ENABLED", false),
+		tracing: envflag.Bool("TRACING_ENABLED", false),
 		tracer: tracing.Config{
-			ServiceName: env("TRACING_SERVICE_NAME", tracing.DefaultServiceName),
+			ServiceName: envflag.String("TRACING_SERVICE_NAME", tracing.DefaultServiceName),
 			Namespace:   os.Getenv("TRACING_SERVICE_NAMESPACE"),
 			InstanceID:  os.Getenv("TRACING_SERVICE_INSTANCE_ID"),
-			Protocol:    strings.ToLower(strings.TrimSpace(env("TRACING_EXPORTER_PROTOCOL", tracing.ProtocolHTTP))),
+			Protocol:    strings.ToLower(strings.TrimSpace(envflag.String("TRACING_EXPORTER_PROTOCOL", tracing.ProtocolHTTP))),
 		},
-		statsd:        envBool("USE_STATSD", false) && !envBool("DISABLE_STATS", false),
-		dog:           envBool("USE_DOG_STATSD", false) && !envBool("DISABLE_STATS", false),
-		statsdHost:    env("STATSD_HOST", "localhost"),
-		statsdPort:    envParse(errs, "STATSD_PORT", 8125, "a port number", parsePort),
-		statsdProto:   strings.ToLower(strings.TrimSpace(env("STATSD_PROTOCOL", "tcp"))),
-		flushInterval: errs.duration("STATS_FLUSH_INTERVAL", 10*time.Second),
+		statsd:        envflag.Bool("USE_STATSD", false) && !envflag.Bool("DISABLE_STATS", false),
+		dog:           envflag.Bool("USE_DOG_STATSD", false) && !envflag.Bool("DISABLE_STATS", false),
+		statsdHost:    envflag.String("STATSD_HOST", "localhost"),
+		statsdPort:    envflag.Parse(errs, "STATSD_PORT", 8125, "a port number", parsePort),
+		statsdProto:   strings.ToLower(strings.TrimSpace(envflag.String("STATSD_PROTOCOL", "tcp"))),
+		flushInterval: errs.Duration("STATS_FLUSH_INTERVAL", 10*time.Second),
 	}
 	if p := s.tracer.Protocol; p != tracing.ProtocolHTTP && p != tracing.ProtocolGRPC {
 		*errs = append(*errs, fmt.Errorf("TRACING_EXPORTER_PROTOCOL=%q: want http or grpc", p))
 	}
-	rate := envParse(errs, "TRACING_SAMPLING_RATE", 1.0, "a number from 0 to 1", parseRate)
+	rate := envflag.Parse(errs, "TRACING_SAMPLING_RATE", 1.0, "a number from 0 to 1", parseRate)
 	s.tracer.SamplingRate = &rate
 	if p := s.statsdProto; p != "tcp" && p != "udp" {
 		*errs = append(*errs, fmt.Errorf("STATSD_PROTOCOL=%q: want tcp or udp", p))
@@ -88,7 +89,7 @@ func telemetryFromEnv(errs *envErrs) telemetrySettings {
 	if s.flushInterval <= 0 {
 		*errs = append(*errs, errors.New("STATS_FLUSH_INTERVAL: want a duration above 0"))
 	}
-	s.extraTags = envPairs(errs, "EXTRA_TAGS", ":")
+	s.extraTags = errs.Pairs("EXTRA_TAGS", ":")
 	if s.dog {
 		if s.statsd {
 			*errs = append(*errs, errors.New("USE_STATSD and USE_DOG_STATSD are both true: choose one stats sink (envoyproxy/ratelimit refuses both too)"))

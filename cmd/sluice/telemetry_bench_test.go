@@ -17,6 +17,7 @@ import (
 
 	"github.com/sluicehq/sluice/config"
 	"github.com/sluicehq/sluice/config/configtest"
+	"github.com/sluicehq/sluice/internal/envflag"
 	"github.com/sluicehq/sluice/internal/tracing/otlptest"
 	"github.com/sluicehq/sluice/memstore"
 	"github.com/sluicehq/sluice/service"
@@ -107,7 +108,7 @@ func BenchmarkRLSTelemetry(b *testing.B) {
 // environment and returns a client of it.
 func telemetryBenchServer(b *testing.B, rules *config.Config) pb.RateLimitServiceClient {
 	b.Helper()
-	var errs envErrs
+	var errs envflag.Errs
 	set := telemetryFromEnv(&errs)
 	if len(errs) > 0 {
 		b.Fatal(errs)

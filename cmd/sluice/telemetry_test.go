@@ -18,6 +18,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/metadata"
 
+	"github.com/sluicehq/sluice/internal/envflag"
 	"github.com/sluicehq/sluice/internal/tracing/otlptest"
 )
 
@@ -201,7 +202,7 @@ func awaitLines(t *testing.T, what string, lines <-chan string, want ...string) 
 // Tracing and statsd are off by default: nothing is installed on the
 // gRPC server or around the HTTP handler, and nothing is started.
 func TestTelemetryOffByDefaultInstallsNothing(t *testing.T) {
-	var errs envErrs
+	var errs envflag.Errs
 	s := telemetryFromEnv(&errs)
 	if len(errs) != 0 || s.tracing || s.statsd {
 		t.Fatalf("defaults: tracing %v, statsd %v, errors %v", s.tracing, s.statsd, errs)
@@ -241,7 +242,7 @@ func TestTelemetryRefusesMalformedEnv(t *testing.T) {
 		t.Run(kv[0]+"="+kv[1], func(t *testing.T) {
 			t.Setenv(kv[0], kv[1])
 			t.Setenv("USE_DOG_STATSD", strconv.FormatBool(kv[0] == "USE_DOG_STATSD_MOGRIFIERS"))
-			var errs envErrs
+			var errs envflag.Errs
 			telemetryFromEnv(&errs)
 			if len(errs) == 0 || !strings.Contains(errs[0].Error(), kv[0]) {
 				t.Fatalf("errors %v, want one naming %s", errs, kv[0])
@@ -254,7 +255,7 @@ func TestTelemetryRefusesMalformedEnv(t *testing.T) {
 func TestTelemetryRefusesStatsdAndDogStatsDTogether(t *testing.T) {
 	t.Setenv("USE_STATSD", "true")
 	t.Setenv("USE_DOG_STATSD", "true")
-	var errs envErrs
+	var errs envflag.Errs
 	telemetryFromEnv(&errs)
 	if len(errs) != 1 || !strings.Contains(errs[0].Error(), "USE_DOG_STATSD") {
 		t.Fatalf("errors %v, want one naming both", errs)
@@ -266,7 +267,7 @@ func TestTelemetryRefusesStatsdAndDogStatsDTogether(t *testing.T) {
 func TestTelemetryNamesSettingsOfAFeatureThatIsOff(t *testing.T) {
 	t.Setenv("STATSD_HOST", "statsd.internal")
 	t.Setenv("TRACING_SAMPLING_RATE", "0.5")
-	var errs envErrs
+	var errs envflag.Errs
 	got := telemetryFromEnv(&errs).notActedOn()
 	if !slices.Contains(got, "STATSD_HOST") || !slices.Contains(got, "TRACING_SAMPLING_RATE") {
 		t.Errorf("off: notActedOn = %v, want STATSD_HOST and TRACING_SAMPLING_RATE", got)
@@ -296,8 +297,8 @@ func TestPairVariablesShareOneRule(t *testing.T) {
 	} {
 		t.Run(v.name, func(t *testing.T) {
 			t.Setenv(v.name, "cluster"+v.sep+"eu1,, team "+v.sep+" edge,empty"+v.sep+",")
-			var errs envErrs
-			got := envPairs(&errs, v.name, v.sep)
+			var errs envflag.Errs
+			got := errs.Pairs(v.name, v.sep)
 			if len(errs) != 0 {
 				t.Fatalf("errors %v", errs)
 			}
@@ -307,14 +308,14 @@ func TestPairVariablesShareOneRule(t *testing.T) {
 			}
 			t.Setenv(v.name, "cluster"+v.sep+"eu1,zone")
 			errs = nil
-			envPairs(&errs, v.name, v.sep)
+			errs.Pairs(v.name, v.sep)
 			if len(errs) != 1 || !strings.Contains(errs[0].Error(), v.name) {
 				t.Errorf("an item without %q: errors %v, want one naming %s", v.sep, errs, v.name)
 			}
 		})
 	}
 	t.Setenv("EXTRA_TAGS", "a:b,")
-	var errs envErrs
+	var errs envflag.Errs
 	if s := telemetryFromEnv(&errs); len(errs) != 0 || !maps.Equal(s.extraTags, map[string]string{"a": "b"}) {
 		t.Errorf("EXTRA_TAGS=a:b, gives %v, %v; want the tag a:b", s.extraTags, errs)
 	}

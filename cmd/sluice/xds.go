@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/tls"
 	"errors"
-	"flag"
 	"fmt"
 	"math"
 	"os"
@@ -16,6 +15,7 @@ import (
 	"google.golang.org/grpc/credentials"
 
 	"github.com/sluicehq/sluice/config"
+	"github.com/sluicehq/sluice/internal/envflag"
 	"github.com/sluicehq/sluice/internal/safefile"
 	"github.com/sluicehq/sluice/internal/xdsconfig"
 )
@@ -51,8 +51,8 @@ type xdsSettings struct {
 
 // configIsXDS reads CONFIG_TYPE: false for FILE (or unset), true for
 // GRPC_XDS_SOTW (any case); another value is recorded in e.
-func configIsXDS(e *envErrs) bool {
-	return envParse(e, "CONFIG_TYPE", false, "FILE or GRPC_XDS_SOTW", func(v string) (bool, error) {
+func configIsXDS(e *envflag.Errs) bool {
+	return envflag.Parse(e, "CONFIG_TYPE", false, "FILE or GRPC_XDS_SOTW", func(v string) (bool, error) {
 		switch {
 		case strings.EqualFold(v, "FILE"):
 			return false, nil
@@ -65,73 +65,42 @@ func configIsXDS(e *envErrs) bool {
 
 // xdsFromEnv returns the xDS settings when CONFIG_TYPE is GRPC_XDS_SOTW,
 // else nil; values that do not parse are recorded in e.
-func xdsFromEnv(e *envErrs) *xdsSettings {
+func xdsFromEnv(e *envflag.Errs) *xdsSettings {
 	if !configIsXDS(e) {
 		return nil
 	}
-	e.bools("CONFIG_GRPC_XDS_SERVER_USE_TLS", "XDS_CLIENT_BACKOFF_JITTER", "FORCE_START_WITHOUT_INITIAL_CONFIG")
+	e.Bools("CONFIG_GRPC_XDS_SERVER_USE_TLS", "XDS_CLIENT_BACKOFF_JITTER", "FORCE_START_WITHOUT_INITIAL_CONFIG")
 	x := &xdsSettings{
-		useTLS:     envBool("CONFIG_GRPC_XDS_SERVER_USE_TLS", false),
-		forceStart: envBool("FORCE_START_WITHOUT_INITIAL_CONFIG", false),
+		useTLS:     envflag.Bool("CONFIG_GRPC_XDS_SERVER_USE_TLS", false),
+		forceStart: envflag.Bool("FORCE_START_WITHOUT_INITIAL_CONFIG", false),
 		cert:       os.Getenv("CONFIG_GRPC_XDS_CLIENT_TLS_CERT"),
 		key:        os.Getenv("CONFIG_GRPC_XDS_CLIENT_TLS_KEY"),
 		ca:         os.Getenv("CONFIG_GRPC_XDS_SERVER_TLS_CACERT"),
 		san:        os.Getenv("CONFIG_GRPC_XDS_SERVER_TLS_SAN"),
 	}
 	c := &x.client
-	c.Target = env("CONFIG_GRPC_XDS_SERVER_URL", "localhost:18000")
-	c.NodeID = env("CONFIG_GRPC_XDS_NODE_ID", "default")
-	c.NodeMetadata = envPairs(e, "CONFIG_GRPC_XDS_NODE_METADATA", "=")
-	c.Headers = envPairs(e, "CONFIG_GRPC_XDS_CLIENT_ADDITIONAL_HEADERS", ":")
-	c.ConnectRetry = e.duration("CONFIG_GRPC_XDS_SERVER_CONNECT_RETRY_INTERVAL", xdsconfig.DefaultConnectRetry)
+	c.Target = envflag.String("CONFIG_GRPC_XDS_SERVER_URL", "localhost:18000")
+	c.NodeID = envflag.String("CONFIG_GRPC_XDS_NODE_ID", "default")
+	c.NodeMetadata = e.Pairs("CONFIG_GRPC_XDS_NODE_METADATA", "=")
+	c.Headers = e.Pairs("CONFIG_GRPC_XDS_CLIENT_ADDITIONAL_HEADERS", ":")
+	c.ConnectRetry = e.Duration("CONFIG_GRPC_XDS_SERVER_CONNECT_RETRY_INTERVAL", xdsconfig.DefaultConnectRetry)
 	def := xdsconfig.DefaultBackoff
 	c.Backoff = xdsconfig.Backoff{
-		Initial: e.duration("XDS_CLIENT_BACKOFF_INITIAL_INTERVAL", def.Initial),
-		Max:     e.duration("XDS_CLIENT_BACKOFF_MAX_INTERVAL", def.Max),
-		Factor: envParse(e, "XDS_CLIENT_BACKOFF_RANDOM_FACTOR", def.Factor, "a number, 0 or more", func(v string) (float64, error) {
+		Initial: e.Duration("XDS_CLIENT_BACKOFF_INITIAL_INTERVAL", def.Initial),
+		Max:     e.Duration("XDS_CLIENT_BACKOFF_MAX_INTERVAL", def.Max),
+		Factor: envflag.Parse(e, "XDS_CLIENT_BACKOFF_RANDOM_FACTOR", def.Factor, "a number, 0 or more", func(v string) (float64, error) {
 			f, err := strconv.ParseFloat(v, 64)
 			if err == nil && (f < 0 || math.IsInf(f, 0) || math.IsNaN(f)) {
 				err = errors.New("out of range")
 			}
 			return f, err
 		}),
-		Jitter: envBool("XDS_CLIENT_BACKOFF_JITTER", def.Jitter),
+		Jitter: envflag.Bool("XDS_CLIENT_BACKOFF_JITTER", def.Jitter),
 	}
-	if c.MaxMsgSize = e.int("XDS_CLIENT_MAX_MSG_SIZE_IN_BYTES", 0); c.MaxMsgSize < 0 {
+	if c.MaxMsgSize = e.Int("XDS_CLIENT_MAX_MSG_SIZE_IN_BYTES", 0); c.MaxMsgSize < 0 {
 		*e = append(*e, fmt.Errorf("XDS_CLIENT_MAX_MSG_SIZE_IN_BYTES=%d: want 0 (gRPC's default, 4 MiB) or more", c.MaxMsgSize))
 	}
 	return x
-}
-
-// envPairs reads the environment variable name, "k1<sep>v1,k2<sep>v2",
-// by the one rule of every such variable (EXTRA_TAGS,
-// CONFIG_GRPC_XDS_NODE_METADATA, CONFIG_GRPC_XDS_CLIENT_ADDITIONAL_HEADERS),
-// which accepts all that envoyproxy/ratelimit accepts and reads it the
-// same way: a blank value is no pairs; items are split at every comma; an
-// empty item (a trailing comma) is skipped, as envoyproxy/ratelimit's
-// node metadata skips it (its envconfig maps refuse it); each item is cut
-// at its first sep, keys and values kept as written, not trimmed. An item
-// without sep or with an empty key is recorded in e, naming the variable,
-// where envoyproxy/ratelimit drops it without a word (node metadata) or
-// fails to start (the maps).
-func envPairs(e *envErrs, name, sep string) map[string]string {
-	v := os.Getenv(name)
-	if strings.TrimSpace(v) == "" {
-		return nil
-	}
-	out := map[string]string{}
-	for item := range strings.SplitSeq(v, ",") {
-		if item == "" {
-			continue
-		}
-		k, val, ok := strings.Cut(item, sep)
-		if !ok || k == "" {
-			*e = append(*e, fmt.Errorf("%s=%q: want key%svalue pairs separated by commas; %q is not one", name, v, sep, item))
-			continue
-		}
-		out[k] = val
-	}
-	return out
 }
 
 // xdsNotActedOn adjusts serve's list of variables set and not acted on
@@ -196,9 +165,7 @@ func (s *serveApp) checkXDS() error {
 	if s.xds == nil {
 		return nil
 	}
-	explicit := false
-	s.fs.Visit(func(f *flag.Flag) { explicit = explicit || f.Name == "config" })
-	if explicit {
+	if envflag.IsSet(s.fs, "config") {
 		return exitCode(2, "-config and CONFIG_TYPE=GRPC_XDS_SOTW: the config comes from files or from the xDS server, not both")
 	}
 	if s.o.configPath != "" {

@@ -695,10 +695,25 @@ func (s *serveApp) apply(c *config.Config) error {
 	s.running.Store(c)
 	s.hasConfig.Store(hasDomain(c))
 	s.configLoaded(c)
-	for _, w := range c.Warnings() {
-		s.log.Warn("config: loaded, but this changes nothing or is read as envoyproxy/ratelimit reads it", "warning", w.Error())
-	}
+	logConfigWarnings(s.log, c.Warnings())
 	return nil
+}
+
+// maxWarningLines bounds the warning lines of one config load: a file (or
+// an xDS resource) of many descriptors can hold as many warnings, and each
+// reload or update would log them all again.
+const maxWarningLines = 10
+
+// logConfigWarnings logs the first maxWarningLines of ws, one line each,
+// and then one line with how many more there are.
+func logConfigWarnings(log *slog.Logger, ws []*config.Error) {
+	for i, w := range ws {
+		if i == maxWarningLines {
+			log.Warn("config: more warnings not logged; sluice check lists them all", "more", len(ws)-i)
+			return
+		}
+		log.Warn("config: loaded, but this changes nothing or is read as envoyproxy/ratelimit reads it", "warning", w.Error())
+	}
 }
 
 // configSource returns the reloader of the config files, nil for the

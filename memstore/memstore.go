@@ -473,8 +473,6 @@ func create[S any, P expiring[S]](sh *shard, t *table[S], now int64, h uint64, k
 	for i, at := 0, h; sh.n > 0 && (sh.n >= sh.maxKeys || sh.bytes()+t.growth()+cost > sh.maxBytes); i, at = i+1, nextProbe(at) {
 		if i >= roomEvictions && t.growth() > 0 {
 			if evictOne[S, P](sh, t, now, at) {
-				sh.n--
-				sh.evictions++
 				continue
 			}
 		}
@@ -502,19 +500,34 @@ const roomEvictions = 64
 // the last evictions emptied.
 func nextProbe(h uint64) uint64 { return h*0x9e3779b97f4a7c15 + 0x632be59bd9b4e019 }
 
-// evictOne evicts the key of t closest to fresh among a sample taken at h,
-// remembering it in the shard's sketch if its state is not fresh at now,
-// and reports whether t had one.
+// evictOne evicts the key of t closest to fresh among a sample taken at h
+// (see drop), and reports whether t had one.
 func evictOne[S any, P expiring[S]](sh *shard, t *table[S], now int64, h uint64) bool {
 	i, e, ok := sample[S, P](t, h, evictionSample)
 	if ok {
-		if e > now {
-			kh, until, units := t.summaryAt(i)
-			sh.mem.remember(kh, now, until, units)
-		}
-		t.evictAt(i)
+		sh.drop(t, i, e, now)
 	}
 	return ok
+}
+
+// evictable is what drop needs of a table: a *table[S] or a states.
+type evictable interface {
+	summaryAt(i uint64) (h uint64, until, units int64)
+	evictAt(i uint64)
+}
+
+// drop evicts the key in slot i of t, whose state expires at exp: it
+// remembers the key in the shard's sketch if its state is not fresh at
+// now, and counts the eviction. Both of the shard's ways to evict (evict,
+// evictOne) end here.
+func (sh *shard) drop(t evictable, i uint64, exp, now int64) {
+	if exp > now {
+		kh, until, units := t.summaryAt(i)
+		sh.mem.remember(kh, now, until, units)
+	}
+	t.evictAt(i)
+	sh.n--
+	sh.evictions++
 }
 
 // bytes returns the heap the shard's tables hold, and its sketch's share
@@ -647,13 +660,7 @@ func (sh *shard) evict(now int64, h uint64) bool {
 	if which == nil {
 		return false
 	}
-	if best > now {
-		kh, until, units := which.summaryAt(at)
-		sh.mem.remember(kh, now, until, units)
-	}
-	which.evictAt(at)
-	sh.n--
-	sh.evictions++
+	sh.drop(which, at, best, now)
 	return true
 }
 

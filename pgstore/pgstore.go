@@ -449,8 +449,24 @@ func sessionOf(conn *pgx.Conn) *session {
 	return p
 }
 
+// untimed acquires a connection of the pool whose session has no
+// statement_timeout (setting it back if a decision set one), for a
+// statement that may run long (Usage, Ledger). op names the operation in
+// errors. The caller releases the connection.
+func (s *Store) untimed(ctx context.Context, op string) (*pgxpool.Conn, error) {
+	conn, err := s.pool.Acquire(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("pgstore: %s: %w", op, err)
+	}
+	if err := clearTimeout(ctx, conn.Conn()); err != nil {
+		conn.Release()
+		return nil, fmt.Errorf("pgstore: %s: %w", op, err)
+	}
+	return conn, nil
+}
+
 // clearTimeout sets conn's session back to no statement_timeout, if a
-// decision set one, for a statement that may run long (Ledger).
+// decision set one.
 func clearTimeout(ctx context.Context, conn *pgx.Conn) error {
 	p := sessionOf(conn)
 	if p.timeout == 0 {
@@ -755,14 +771,11 @@ func (s *Store) Usage(ctx context.Context, key string) ([]Period, error) {
 		return nil, err
 	}
 	h := hash(key)
-	conn, err := s.pool.Acquire(ctx)
+	conn, err := s.untimed(ctx, "reading usage")
 	if err != nil {
-		return nil, fmt.Errorf("pgstore: reading usage: %w", err)
+		return nil, err
 	}
 	defer conn.Release()
-	if err := clearTimeout(ctx, conn.Conn()); err != nil {
-		return nil, fmt.Errorf("pgstore: reading usage: %w", err)
-	}
 	rows, err := conn.Query(ctx, usageSQL, h[:], MaxUsagePeriods)
 	if err != nil {
 		return nil, fmt.Errorf("pgstore: reading usage: %w", err)
@@ -797,14 +810,11 @@ WHERE period_start >= $1 AND period_start < $2 ORDER BY period_start, key_hash`
 // them: an export of any size in constant memory. An error from each stops
 // the export and is returned as it is; the database's errors are wrapped.
 func (s *Store) Ledger(ctx context.Context, from, to time.Time, each func(Entry) error) error {
-	conn, err := s.pool.Acquire(ctx)
+	conn, err := s.untimed(ctx, "reading the ledger")
 	if err != nil {
-		return fmt.Errorf("pgstore: reading the ledger: %w", err)
+		return err
 	}
 	defer conn.Release()
-	if err := clearTimeout(ctx, conn.Conn()); err != nil {
-		return fmt.Errorf("pgstore: reading the ledger: %w", err)
-	}
 	rows, err := conn.Query(ctx, ledgerSQL, from, to)
 	if err != nil {
 		return fmt.Errorf("pgstore: reading the ledger: %w", err)

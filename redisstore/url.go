@@ -7,12 +7,8 @@ import (
 
 	"github.com/redis/rueidis"
 
-	redactpkg "github.com/sluicehq/sluice/internal/redact"
+	"github.com/sluicehq/sluice/internal/redact"
 )
-
-// redact hides the secrets of a URL (its password, secret query
-// parameters), for error messages.
-func redact(s string) string { return redactpkg.URL(s) }
 
 // ParseURL turns a Redis URL into client options. Errors never show the
 // URL's password. The forms:
@@ -31,11 +27,11 @@ func redact(s string) string { return redactpkg.URL(s) }
 func ParseURL(s string) (rueidis.ClientOption, error) {
 	scheme, rest, ok := strings.Cut(s, "://")
 	if !ok {
-		return rueidis.ClientOption{}, fmt.Errorf("redisstore: URL %q: want redis://host:port, rediss://…, redis+cluster://host:port,host:port or redis+sentinel://host:port,…/master", redact(s))
+		return rueidis.ClientOption{}, fmt.Errorf("redisstore: URL %q: want redis://host:port, rediss://…, redis+cluster://host:port,host:port or redis+sentinel://host:port,…/master", redact.URL(s))
 	}
 	base, kind, _ := strings.Cut(scheme, "+")
 	if base != "redis" && base != "rediss" {
-		return rueidis.ClientOption{}, fmt.Errorf("redisstore: URL %q: scheme %q is not redis, rediss, redis+cluster or redis+sentinel", redact(s), scheme)
+		return rueidis.ClientOption{}, fmt.Errorf("redisstore: URL %q: scheme %q is not redis, rediss, redis+cluster or redis+sentinel", redact.URL(s), scheme)
 	}
 	authority, tail := rest, ""
 	if i := strings.IndexAny(rest, "/?"); i >= 0 {
@@ -48,33 +44,33 @@ func ParseURL(s string) (rueidis.ClientOption, error) {
 	hosts := strings.Split(hostlist, ",")
 	for _, h := range hosts {
 		if h == "" {
-			return rueidis.ClientOption{}, fmt.Errorf("redisstore: URL %q: empty host in %q", redact(s), hostlist)
+			return rueidis.ClientOption{}, fmt.Errorf("redisstore: URL %q: empty host in %q", redact.URL(s), hostlist)
 		}
 	}
 	path, query, _ := strings.Cut(tail, "?")
 	q, err := url.ParseQuery(query)
 	if err != nil {
-		return rueidis.ClientOption{}, fmt.Errorf("redisstore: URL %q: %w", redact(s), err)
+		return rueidis.ClientOption{}, fmt.Errorf("redisstore: URL %q: %w", redact.URL(s), err)
 	}
 	switch kind {
 	case "":
 		if len(hosts) > 1 {
-			return rueidis.ClientOption{}, fmt.Errorf("redisstore: URL %q lists %d hosts: use redis+cluster:// or redis+sentinel://", redact(s), len(hosts))
+			return rueidis.ClientOption{}, fmt.Errorf("redisstore: URL %q lists %d hosts: use redis+cluster:// or redis+sentinel://", redact.URL(s), len(hosts))
 		}
 	case "cluster":
 		if strings.Trim(path, "/") != "" {
-			return rueidis.ClientOption{}, fmt.Errorf("redisstore: URL %q: a Cluster has no database path", redact(s))
+			return rueidis.ClientOption{}, fmt.Errorf("redisstore: URL %q: a Cluster has no database path", redact.URL(s))
 		}
 		path = ""
 	case "sentinel":
 		master := strings.Trim(path, "/")
 		if master == "" || strings.Contains(master, "/") {
-			return rueidis.ClientOption{}, fmt.Errorf("redisstore: URL %q: want redis+sentinel://host:port,…/master-name", redact(s))
+			return rueidis.ClientOption{}, fmt.Errorf("redisstore: URL %q: want redis+sentinel://host:port,…/master-name", redact.URL(s))
 		}
 		q.Set("master_set", master)
 		path = ""
 	default:
-		return rueidis.ClientOption{}, fmt.Errorf("redisstore: URL %q: scheme %q is not redis, rediss, redis+cluster or redis+sentinel", redact(s), scheme)
+		return rueidis.ClientOption{}, fmt.Errorf("redisstore: URL %q: scheme %q is not redis, rediss, redis+cluster or redis+sentinel", redact.URL(s), scheme)
 	}
 	for _, h := range hosts[1:] {
 		q.Add("addr", h)
@@ -85,7 +81,7 @@ func ParseURL(s string) (rueidis.ClientOption, error) {
 	}
 	opt, err := rueidis.ParseURL(u)
 	if err != nil {
-		return rueidis.ClientOption{}, fmt.Errorf("redisstore: URL %q: %w", redact(s), err)
+		return rueidis.ClientOption{}, fmt.Errorf("redisstore: URL %q: %w", redact.URL(s), err)
 	}
 	opt.DisableCache = true // the store never reads through the client-side cache
 	if kind == "" {

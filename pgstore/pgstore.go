@@ -637,16 +637,15 @@ func (s *Store) write(ctx context.Context, conn *pgxpool.Conn, op string, dest [
 	return nil
 }
 
-// count reads the count of the period of key hash h that starts at start;
-// 0 if there is none.
-func (s *Store) count(ctx context.Context, h []byte, start time.Time) (int64, error) {
-	return countOn(ctx, s.pool, h, start)
+// rowQuerier is what countOn reads with: the store's pool or one of its
+// connections.
+type rowQuerier interface {
+	QueryRow(context.Context, string, ...any) pgx.Row
 }
 
-// countOn is count on q, a pool or one of its connections.
-func countOn(ctx context.Context, q interface {
-	QueryRow(context.Context, string, ...any) pgx.Row
-}, h []byte, start time.Time) (int64, error) {
+// countOn reads, with q, the count of the period of key hash h that starts
+// at start; 0 if there is none.
+func countOn(ctx context.Context, q rowQuerier, h []byte, start time.Time) (int64, error) {
 	var count int64
 	err := q.QueryRow(ctx, countSQL, h, start).Scan(&count)
 	if errors.Is(err, pgx.ErrNoRows) {
@@ -701,7 +700,7 @@ func (s *Store) Peek(ctx context.Context, key string, lim sluice.Limit) (sluice.
 	now := s.now()
 	start, end := window(now, lim)
 	h := hash(key)
-	count, err := s.count(ctx, h[:], start)
+	count, err := countOn(ctx, s.pool, h[:], start)
 	if err != nil {
 		return sluice.Result{}, err
 	}

@@ -47,18 +47,23 @@ func jsonPeer(r *http.Request) netip.Addr {
 	return a
 }
 
-// take counts n more bytes for peer, or none and returns false when that
-// would take the peer past its share or everyone past the budget.
-func (b *jsonBudget) take(peer netip.Addr, n int64) bool {
+// take counts n more bytes for peer, or none and returns errJSONBusy when
+// that would take everyone past the budget, errJSONPeerBusy when it would
+// take the peer past its share: the reason is read under the lock that
+// refused, in one acquisition.
+func (b *jsonBudget) take(peer netip.Addr, n int64) error {
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	if b.total+n > b.max {
+		return errJSONBusy
+	}
 	held := b.peers[peer]
-	if b.total+n > b.max || held+n > b.perPeer {
-		return false
+	if held+n > b.perPeer {
+		return errJSONPeerBusy
 	}
 	b.total += n
 	b.peers[peer] = held + n
-	return true
+	return nil
 }
 
 // give gives back n bytes peer held.
@@ -99,12 +104,4 @@ func (s *Service) setJSONBounds(cfg Config) error {
 	s.jsonTimeout = cmp.Or(cfg.JSONBodyTimeout, DefaultJSONBodyTimeout)
 	s.jsonMinRate = cmp.Or(cfg.JSONBodyMinRate, bodyrate.DefaultMinRate)
 	return nil
-}
-
-// full reports whether n more bytes would take everyone past the budget
-// (rather than only a peer past its share).
-func (b *jsonBudget) full(n int64) bool {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.total+n > b.max
 }

@@ -140,11 +140,8 @@ func (s *Service) readJSONBody(w http.ResponseWriter, r *http.Request, peer neti
 		}
 		n, err := rd.Read(buf[len(buf):cap(buf)])
 		if n > 0 {
-			if !s.jsonBytes.take(peer, int64(n)) {
-				if s.jsonBytes.full(int64(n)) {
-					return nil, held, errJSONBusy
-				}
-				return nil, held, errJSONPeerBusy
+			if err := s.jsonBytes.take(peer, int64(n)); err != nil {
+				return nil, held, err
 			}
 			held += int64(n)
 			buf = buf[:len(buf)+n]

@@ -3,7 +3,7 @@ package failsafe
 // PartitionOf returns the index of key's partition in g, for tests that
 // need two keys in different partitions.
 func PartitionOf(g *Group, key string) int {
-	b := g.part(key)
+	b := g.part(g.hash(key))
 	for i := range g.parts {
 		if &g.parts[i] == b {
 			return i

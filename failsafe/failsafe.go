@@ -271,7 +271,7 @@ func NewGroup(cfg Config) (*Group, error) {
 		g.parts[i].init(bc)
 	}
 	if cfg.Local != nil {
-		g.learned = &learned{seed: g.seed}
+		g.learned = &learned{}
 	}
 	// The Group's breaker opens on the quorum-th open partition (its one
 	// failure) and is closed by its own probe.
@@ -303,26 +303,37 @@ func (g *Group) Available() bool { return g.breaker.Available() }
 // Config.Partitions).
 func (g *Group) OpenPartitions() int { return int(g.open.Load()) }
 
-// part returns key's partition.
-func (g *Group) part(key string) *Breaker {
+// hash returns key's hash, which picks its partition and its slot of the
+// learned table: computed once per call, and not at all (0) when the
+// Group has neither more than one partition nor a learned table.
+func (g *Group) hash(key string) uint64 {
+	if len(g.parts) == 1 && g.learned == nil {
+		return 0
+	}
+	return maphash.String(g.seed, key)
+}
+
+// part returns the partition of the key whose hash is h.
+func (g *Group) part(h uint64) *Breaker {
 	if len(g.parts) == 1 {
 		return &g.parts[0]
 	}
-	return &g.parts[maphash.String(g.seed, key)%uint64(len(g.parts))]
+	return &g.parts[h%uint64(len(g.parts))]
 }
 
-// admit reports whether a call on key at now may go to the primary, and
+// admit reports whether a call at now on the key whose hash is h may go
+// to the primary, and
 // the breaker to report it to (with Success, Failure or Release, through
 // g.success, g.failure and Breaker.Release) along with whether it probes:
 // the Group's breaker while it is open (its probe asks for every key),
 // else key's partition. When the call may not go, b is the breaker that
 // refused it, for its RetryAfter.
-func (g *Group) admit(key string, now time.Time) (b *Breaker, ok, probe bool) {
+func (g *Group) admit(h uint64, now time.Time) (b *Breaker, ok, probe bool) {
 	if !g.breaker.Available() {
 		ok, probe = g.breaker.Allow(now)
 		return g.breaker, ok, probe
 	}
-	b = g.part(key)
+	b = g.part(h)
 	ok, probe = b.Allow(now)
 	return b, ok, probe
 }
@@ -330,7 +341,7 @@ func (g *Group) admit(key string, now time.Time) (b *Breaker, ok, probe bool) {
 // asking reports whether key's calls go to the primary: the Group's
 // breaker and key's partition are closed.
 func (g *Group) asking(key string) bool {
-	return g.breaker.Available() && g.part(key).Available()
+	return g.breaker.Available() && g.part(g.hash(key)).Available()
 }
 
 // success reports a call that worked to b (from admit): the Group's probe
@@ -401,9 +412,10 @@ func (l *Limiter) AllowN(ctx context.Context, key string, lim sluice.Limit, cost
 func (l *Limiter) Decide(ctx context.Context, key string, lim sluice.Limit, cost int) (res sluice.Result, fellBack bool, err error) {
 	g := l.g
 	now := g.breaker.Now()
-	b, ok, probe := g.admit(key, now)
+	h := g.hash(key)
+	b, ok, probe := g.admit(h, now)
 	if !ok {
-		res, err = l.degrade(ctx, b, key, lim, cost, nil)
+		res, err = l.degrade(ctx, b, key, h, lim, cost, nil)
 		return res, true, err
 	}
 	cctx, judged := g.bound(ctx, now)
@@ -413,7 +425,7 @@ func (l *Limiter) Decide(ctx context.Context, key string, lim sluice.Limit, cost
 	if err == nil {
 		g.success(b, probe)
 		if l.mode == Local && g.learned != nil {
-			g.learned.learn(key, res, now)
+			g.learned.learn(h, res, now)
 		}
 		return res, false, nil
 	}
@@ -426,7 +438,7 @@ func (l *Limiter) Decide(ctx context.Context, key string, lim sluice.Limit, cost
 		return sluice.Result{}, false, err
 	}
 	g.failure(b, now, probe)
-	res, err = l.degrade(ctx, b, key, lim, cost, err)
+	res, err = l.degrade(ctx, b, key, h, lim, cost, err)
 	return res, true, err
 }
 
@@ -487,7 +499,7 @@ func callerGaveUp(ctx context.Context, ranOut, judged bool) bool {
 // primary's error, or nil when the breaker skipped it. A denial's
 // RetryAfter is the time until b's next probe (the back-off while it is
 // closed); b is the breaker that refused the call or counted its failure.
-func (l *Limiter) degrade(ctx context.Context, b *Breaker, key string, lim sluice.Limit, cost int, cause error) (sluice.Result, error) {
+func (l *Limiter) degrade(ctx context.Context, b *Breaker, key string, h uint64, lim sluice.Limit, cost int, cause error) (sluice.Result, error) {
 	g := l.g
 	g.countFallback(cause)
 	switch l.mode {
@@ -514,7 +526,7 @@ func (l *Limiter) degrade(ctx context.Context, b *Breaker, key string, lim sluic
 		// What the primary last reported left for key, split as the limit
 		// is: this server spends at most its share of that (the unit
 		// just spent locally stays spent).
-		if rem, hold, ok := g.learned.remaining(key, g.breaker.Now()); ok && share.Capacity()-res.Remaining > rem/g.cfg.Nodes {
+		if rem, hold, ok := g.learned.remaining(h, g.breaker.Now()); ok && share.Capacity()-res.Remaining > rem/g.cfg.Nodes {
 			return sluice.Result{RetryAfter: hold, ResetAfter: hold}, nil
 		}
 		return res, nil

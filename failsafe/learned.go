@@ -1,7 +1,6 @@
 package failsafe
 
 import (
-	"hash/maphash"
 	"sync/atomic"
 	"time"
 
@@ -33,16 +32,15 @@ const (
 // left rather than a share of the whole limit (see Limiter.degrade). Its
 // zero value remembers nothing; a nil *learned is off.
 type learned struct {
-	seed  maphash.Seed
 	slots [learnedSlots]atomic.Uint64
 }
 
-// learn records res, the primary's answer for key at now. A report that
+// learn records res, the primary's answer at now for the key whose hash
+// (maphash.String with the Group's seed, Group.hash) is h. A report that
 // holds longer than learnedMaxHold, or a Remaining at or above
 // learnedRemMax, is recorded as no information (the slot is cleared when it
 // was key's).
-func (t *learned) learn(key string, res sluice.Result, now time.Time) {
-	h := maphash.String(t.seed, key)
+func (t *learned) learn(h uint64, res sluice.Result, now time.Time) {
 	slot := &t.slots[h%learnedSlots]
 	tag := h >> (64 - learnedTagBits)
 	if res.Remaining >= learnedRemMax || res.ResetAfter <= 0 || res.ResetAfter >= learnedMaxHold*time.Second {
@@ -58,11 +56,11 @@ func (t *learned) learn(key string, res sluice.Result, now time.Time) {
 	}
 }
 
-// remaining returns the allowance the primary last reported for key, and
+// remaining returns the allowance the primary last reported for the key
+// whose hash is h, and
 // how long that report holds from now; ok is false when there is none (never
 // learned, taken by another key, or expired).
-func (t *learned) remaining(key string, now time.Time) (rem int, hold time.Duration, ok bool) {
-	h := maphash.String(t.seed, key)
+func (t *learned) remaining(h uint64, now time.Time) (rem int, hold time.Duration, ok bool) {
 	v := t.slots[h%learnedSlots].Load()
 	if v == 0 || v>>(64-learnedTagBits) != h>>(64-learnedTagBits) {
 		return 0, 0, false

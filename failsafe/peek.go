@@ -42,9 +42,10 @@ func (l *Limiter) DecidePeek(ctx context.Context, key string, lim sluice.Limit) 
 	}
 	g := l.g
 	now := g.breaker.Now()
-	b, allowed, probe := g.admit(key, now)
+	h := g.hash(key)
+	b, allowed, probe := g.admit(h, now)
 	if !allowed {
-		res, err = l.degradePeek(ctx, b, key, lim, nil)
+		res, err = l.degradePeek(ctx, b, key, h, lim, nil)
 		return res, true, err
 	}
 	cctx, judged := g.bound(ctx, now)
@@ -61,16 +62,16 @@ func (l *Limiter) DecidePeek(ctx context.Context, key string, lim sluice.Limit) 
 		return sluice.Result{}, false, err
 	}
 	g.failure(b, now, probe)
-	res, err = l.degradePeek(ctx, b, key, lim, err)
+	res, err = l.degradePeek(ctx, b, key, h, lim, err)
 	return res, true, err
 }
 
 // degradePeek answers a peek without the primary, as the Mode says; it
 // counts and logs as degrade does.
-func (l *Limiter) degradePeek(ctx context.Context, b *Breaker, key string, lim sluice.Limit, cause error) (sluice.Result, error) {
+func (l *Limiter) degradePeek(ctx context.Context, b *Breaker, key string, h uint64, lim sluice.Limit, cause error) (sluice.Result, error) {
 	g := l.g
 	if l.mode == Closed {
-		return l.degrade(ctx, b, key, lim, 1, cause) // a decision's answer: nothing is spent in Closed mode
+		return l.degrade(ctx, b, key, h, lim, 1, cause) // a decision's answer: nothing is spent in Closed mode
 	}
 	g.countFallback(cause)
 	if l.mode == Local {

@@ -30,10 +30,7 @@ func (s *Service) logDecision(ctx context.Context, domain string, i int, p *plan
 			rule = overrideLabel
 		}
 		if !r.Unlimited {
-			key = p.key
-			if key == "" {
-				key = s.storeKey(domain, p.entries)
-			}
+			key = s.keyOf(domain, p)
 		}
 	}
 	attrs := []slog.Attr{

@@ -60,10 +60,17 @@ func (s *Service) observe(domain string, p *plan, o outcome) {
 		if p.shadow && !o.over {
 			d.Outcome = Shadow
 		}
-		d.Key = p.key // built by decide, unless the rule refused unread
-		if d.Key == "" {
-			d.Key = s.storeKey(domain, p.entries)
-		}
+		d.Key = s.keyOf(domain, p)
 	}
 	s.obs.Observe(d)
+}
+
+// keyOf returns p's store key: the one decide built and spent, or, for a
+// plan decide did not take to the store (a block rule refused it unread),
+// the one it would have built.
+func (s *Service) keyOf(domain string, p *plan) string {
+	if p.key != "" {
+		return p.key
+	}
+	return s.storeKey(domain, p.entries)
 }

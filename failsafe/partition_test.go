@@ -5,6 +5,7 @@ import (
 	"errors"
 	"log/slog"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -185,5 +186,31 @@ func TestFlappingPartitionLogsBackOncePerInterval(t *testing.T) {
 	}
 	if got := g.FallbackDecisions(); got != 24 {
 		t.Errorf("fallback decisions %d, want 24", got)
+	}
+}
+
+// TestTooManyPartitionsRefused: Config.Partitions is the size of a table
+// made once per Group, so a Group refuses more than 1024 of them with an
+// error that names the figure and the bound, rather than allocate what a
+// config asks; 1024 itself is a Group whose keys spread over its
+// partitions.
+func TestTooManyPartitionsRefused(t *testing.T) {
+	p := &keyedPrimary{bad: func(string) bool { return false }}
+	for _, n := range []int{1025, 1 << 30} {
+		_, err := failsafe.NewGroup(failsafe.Config{Primary: p, Partitions: n, Logger: slog.New(&logs{})})
+		if err == nil || !strings.Contains(err.Error(), strconv.Itoa(n)) || !strings.Contains(err.Error(), "1024") {
+			t.Errorf("Partitions %d: NewGroup error %v, want a refusal naming %d and the bound 1024", n, err, n)
+		}
+	}
+	g, err := failsafe.NewGroup(failsafe.Config{Primary: p, Partitions: 1024, Logger: slog.New(&logs{})})
+	if err != nil {
+		t.Fatalf("Partitions 1024: %v", err)
+	}
+	seen := map[int]bool{}
+	for i := range 4096 {
+		seen[failsafe.PartitionOf(g, "k"+strconv.Itoa(i))] = true
+	}
+	if len(seen) < 900 {
+		t.Errorf("4096 keys fell in %d of 1024 partitions, want most of them", len(seen))
 	}
 }

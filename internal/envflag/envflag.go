@@ -102,6 +102,15 @@ func (e *Errs) Size(name string, def int64) int64 {
 	return Parse(e, name, def, "a number of bytes, or of k, m or g, such as 1m", ParseSize)
 }
 
+// SizeVar defines on fs the size flag name (a Size, ParseSize's
+// spelling), stored in bytes at p, whose default is the environment
+// variable env read by Size (def when it is unset or empty; a malformed
+// value is recorded in e and def kept).
+func (e *Errs) SizeVar(fs *flag.FlagSet, p *int64, name, env string, def int64, usage string) {
+	*p = e.Size(env, def)
+	fs.Var(Size{P: p}, name, usage)
+}
+
 // Bools records in e each of the environment variables names that is set
 // (not blank) and is not a boolean in strconv.ParseBool's forms: Bool,
 // which reads them, would otherwise take its default without a word.

@@ -305,3 +305,36 @@ func TestSizeFlag(t *testing.T) {
 		t.Error("zero Size: Set succeeded, want an error")
 	}
 }
+
+// SizeVar's flag starts at the variable's size, the command line wins
+// over it, and a malformed variable is recorded with the default kept.
+func TestSizeVarDefaultsFromTheEnvironment(t *testing.T) {
+	for _, tt := range []struct {
+		name      string
+		value     *string
+		args      []string
+		want      int64
+		malformed bool
+	}{
+		{"unset", nil, nil, 7, false},
+		{"from the variable", ptr("3k"), nil, 3 << 10, false},
+		{"the flag wins", ptr("3k"), []string{"-max", "1m"}, 1 << 20, false},
+		{"malformed", ptr("3x"), nil, 7, true},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			setenv(t, "ENVFLAG_TEST", tt.value)
+			var errs envflag.Errs
+			var n int64
+			fs := flag.NewFlagSet("test", flag.ContinueOnError)
+			fs.SetOutput(io.Discard)
+			errs.SizeVar(fs, &n, "max", "ENVFLAG_TEST", 7, "")
+			if err := fs.Parse(tt.args); err != nil {
+				t.Fatal(err)
+			}
+			if n != tt.want {
+				t.Errorf("size = %d, want %d", n, tt.want)
+			}
+			checkErrs(t, errs, "ENVFLAG_TEST", tt.value, tt.malformed)
+		})
+	}
+}

@@ -40,8 +40,7 @@ func (o *rlqsOptions) flags(fs *flag.FlagSet, errs *envflag.Errs) {
 	errs.Bools("RLQS_CLIENT_NAMES", "RLQS_DIVIDE_BY_PEER")
 	fs.DurationVar(&o.idle, "rlqs-idle-timeout", errs.Duration("RLQS_IDLE_TIMEOUT", 30*time.Second),
 		"RLQS: a stream that sends no usage report for this long, the first one included, ends (DEADLINE_EXCEEDED); -grpc-request-timeout does not apply to RLQS streams")
-	o.maxBytes = errs.Size("RLQS_MAX_BYTES", rlqs.DefaultMaxBytes)
-	fs.Var(envflag.Size{P: &o.maxBytes}, "rlqs-max-bytes",
+	errs.SizeVar(fs, &o.maxBytes, "rlqs-max-bytes", "RLQS_MAX_BYTES", rlqs.DefaultMaxBytes,
 		"RLQS: the memory budget of all streams and buckets in bytes, or k, m or g (such as 64m); past it a new stream is refused (RESOURCE_EXHAUSTED) and a new bucket gets no assignment")
 	fs.IntVar(&o.maxStreams, "rlqs-max-streams", errs.Int("RLQS_MAX_STREAMS", rlqs.DefaultMaxStreams),
 		"RLQS: streams open at once at most; more are refused (RESOURCE_EXHAUSTED)")

@@ -434,8 +434,7 @@ func parseServeFlags(args []string, stdout, stderr io.Writer) (s *serveApp, code
 	o.remote.flags(fs)
 	o.admin.flags(fs)
 	o.rlqs.flags(fs, envErr)
-	o.memMaxBytes = envErr.Size("MEMSTORE_MAX_BYTES", memstore.DefaultMaxBytes)
-	fs.Var(envflag.Size{P: &o.memMaxBytes}, "memory-max-bytes",
+	envErr.SizeVar(fs, &o.memMaxBytes, "memory-max-bytes", "MEMSTORE_MAX_BYTES", memstore.DefaultMaxBytes,
 		"the memory store's budget in bytes, or k, m or g (such as 256m) (keys, states, sliding log entries); at it, keys are evicted (sluice_memstore_evictions_total)")
 	fs.DurationVar(&o.memClock, "memory-clock-resolution", 0,
 		"with the memory store, read a coarse clock refreshed every this long (10µs to 10ms, such as 100us) instead of the exact clock at each decision: cheaper decisions, refills and window ends up to this late, and a thread that wakes every this long; 0: exact")
@@ -443,14 +442,11 @@ func parseServeFlags(args []string, stdout, stderr io.Writer) (s *serveApp, code
 		"the largest requests_per_unit a descriptor's limit override may ask for; larger is refused (400, InvalidArgument); 0: no maximum")
 	fs.IntVar(&o.maxCost, "max-cost", envErr.Int("MAX_COST", 0),
 		"the largest hits_addend a request or descriptor may ask for; larger is refused (400, InvalidArgument); 0: no maximum")
-	o.jsonInFlight = envErr.Size("JSON_MAX_BYTES_IN_FLIGHT", service.DefaultMaxJSONBytesInFlight)
-	fs.Var(envflag.Size{P: &o.jsonInFlight}, "json-max-bytes-in-flight",
+	envErr.SizeVar(fs, &o.jsonInFlight, "json-max-bytes-in-flight", "JSON_MAX_BYTES_IN_FLIGHT", service.DefaultMaxJSONBytesInFlight,
 		"POST /json: the request bodies being read, all together, at most this many bytes, or k, m or g (such as 128m); past it, 503 with Retry-After")
-	o.jsonPerPeer = envErr.Size("JSON_MAX_BYTES_PER_PEER", 0)
-	fs.Var(envflag.Size{P: &o.jsonPerPeer}, "json-max-bytes-per-peer",
+	envErr.SizeVar(fs, &o.jsonPerPeer, "json-max-bytes-per-peer", "JSON_MAX_BYTES_PER_PEER", 0,
 		"POST /json: the request bodies being read from one peer address (an IPv6 one by its /64) at most this many bytes (such as 8m); past it, that peer's body is 503 with Retry-After; 0: a sixteenth of -json-max-bytes-in-flight, at least 1m")
-	o.jsonMinRate = envErr.Size("JSON_BODY_MIN_RATE", bodyrate.DefaultMinRate)
-	fs.Var(envflag.Size{P: &o.jsonMinRate}, "json-body-min-rate",
+	envErr.SizeVar(fs, &o.jsonMinRate, "json-body-min-rate", "JSON_BODY_MIN_RATE", bodyrate.DefaultMinRate,
 		"POST /json: the least average rate of a body past its first 10s, bytes per second (such as 1k); slower is 408; 0: off")
 	fs.IntVar(&o.maxDescs, "max-descriptors", envErr.Int("MAX_DESCRIPTORS", service.DefaultMaxDescriptors),
 		"the most descriptors a request may carry; more is refused (400, InvalidArgument)")

@@ -13,7 +13,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -169,32 +168,7 @@ func TestServeIdleConnectionsDoNotStarve(t *testing.T) {
 
 	// 300 clients, each sending one keep-alive request and then holding
 	// the connection open without a word.
-	var (
-		mu    sync.Mutex
-		conns []net.Conn
-		wg    sync.WaitGroup
-	)
-	defer func() {
-		mu.Lock()
-		for _, c := range conns {
-			c.Close()
-		}
-		mu.Unlock()
-		wg.Wait()
-	}()
-	for range 300 {
-		c, err := net.Dial("tcp", addr)
-		if err != nil {
-			t.Fatal(err)
-		}
-		mu.Lock()
-		conns = append(conns, c)
-		mu.Unlock()
-		if _, err := io.WriteString(c, "GET /healthcheck HTTP/1.1\r\nHost: x\r\n\r\n"); err != nil {
-			t.Fatal(err)
-		}
-		wg.Go(func() { io.Copy(io.Discard, c) }) // reads the answer, then waits
-	}
+	holdIdle(t, addr, "/healthcheck", 300)
 
 	// gRPC first: its listener must not be starved even now.
 	gc := dial(t, p.grpc, insecure.NewCredentials())

@@ -142,8 +142,10 @@ func (s *serveApp) storeState() page.StoreState {
 		case svc == nil:
 		case !svc.StoreAvailable():
 			st.Breaker = "open"
-		case svc.StoreOpenPartitions() > 0:
-			st.Breaker, st.OpenPartitions = "partial", svc.StoreOpenPartitions()
+		default:
+			if n := svc.StoreOpenPartitions(); n > 0 {
+				st.Breaker, st.OpenPartitions = "partial", n
+			}
 		}
 	}
 	return st

@@ -49,6 +49,32 @@ func checkErrs(t *testing.T, errs envflag.Errs, name string, value *string, malf
 	}
 }
 
+// readerCase is one value of the variable ENVFLAG_TEST (nil: unset), what
+// a reader returns for it, and whether it records the value as malformed.
+type readerCase[T comparable] struct {
+	name      string
+	value     *string
+	want      T
+	malformed bool
+}
+
+// testReader runs read on each case's value of ENVFLAG_TEST, checking what
+// it returns and what it records (checkErrs); what names the reader in
+// failures.
+func testReader[T comparable](t *testing.T, what string, read func(*envflag.Errs) T, cases []readerCase[T]) {
+	t.Helper()
+	for _, tt := range cases {
+		t.Run(tt.name, func(t *testing.T) {
+			setenv(t, "ENVFLAG_TEST", tt.value)
+			var errs envflag.Errs
+			if got := read(&errs); got != tt.want {
+				t.Errorf("%s = %v, want %v", what, got, tt.want)
+			}
+			checkErrs(t, errs, "ENVFLAG_TEST", tt.value, tt.malformed)
+		})
+	}
+}
+
 // An unset or empty variable is the default; a set one is returned as
 // written, spaces kept.
 func TestStringIsTheValueOrTheDefault(t *testing.T) {
@@ -108,12 +134,7 @@ func TestBoolReadsWhatBoolsAccepts(t *testing.T) {
 // A duration is whole seconds or Go's form; a negative or malformed one is
 // refused by name and the default kept.
 func TestDuration(t *testing.T) {
-	for _, tt := range []struct {
-		name      string
-		value     *string
-		want      time.Duration
-		malformed bool
-	}{
+	testReader(t, "Duration", func(errs *envflag.Errs) time.Duration { return errs.Duration("ENVFLAG_TEST", 7*time.Second) }, []readerCase[time.Duration]{
 		{"unset", nil, 7 * time.Second, false},
 		{"empty", ptr(""), 7 * time.Second, false},
 		{"whole seconds", ptr("30"), 30 * time.Second, false},
@@ -123,53 +144,25 @@ func TestDuration(t *testing.T) {
 		{"negative seconds", ptr("-3"), 7 * time.Second, true},
 		{"negative duration", ptr("-3s"), 7 * time.Second, true},
 		{"malformed", ptr("soon"), 7 * time.Second, true},
-	} {
-		t.Run(tt.name, func(t *testing.T) {
-			setenv(t, "ENVFLAG_TEST", tt.value)
-			var errs envflag.Errs
-			if got := errs.Duration("ENVFLAG_TEST", 7*time.Second); got != tt.want {
-				t.Errorf("Duration = %v, want %v", got, tt.want)
-			}
-			checkErrs(t, errs, "ENVFLAG_TEST", tt.value, tt.malformed)
-		})
-	}
+	})
 }
 
 // An integer variable: malformed or out of int's range is refused by name.
 func TestInt(t *testing.T) {
-	for _, tt := range []struct {
-		name      string
-		value     *string
-		want      int
-		malformed bool
-	}{
+	testReader(t, "Int", func(errs *envflag.Errs) int { return errs.Int("ENVFLAG_TEST", 5) }, []readerCase[int]{
 		{"unset", nil, 5, false},
 		{"set", ptr("12"), 12, false},
 		{"negative", ptr("-1"), -1, false},
 		{"spaces trimmed", ptr(" 3 "), 3, false},
 		{"malformed", ptr("12k"), 5, true},
 		{"too large", ptr("99999999999999999999"), 5, true},
-	} {
-		t.Run(tt.name, func(t *testing.T) {
-			setenv(t, "ENVFLAG_TEST", tt.value)
-			var errs envflag.Errs
-			if got := errs.Int("ENVFLAG_TEST", 5); got != tt.want {
-				t.Errorf("Int = %d, want %d", got, tt.want)
-			}
-			checkErrs(t, errs, "ENVFLAG_TEST", tt.value, tt.malformed)
-		})
-	}
+	})
 }
 
 // A size variable takes ParseSize's spelling; anything else is refused by
 // name and the default kept.
 func TestSize(t *testing.T) {
-	for _, tt := range []struct {
-		name      string
-		value     *string
-		want      int64
-		malformed bool
-	}{
+	testReader(t, "Size", func(errs *envflag.Errs) int64 { return errs.Size("ENVFLAG_TEST", 9) }, []readerCase[int64]{
 		{"unset", nil, 9, false},
 		{"bytes", ptr("1048576"), 1 << 20, false},
 		{"k", ptr("2k"), 2 << 10, false},
@@ -181,16 +174,7 @@ func TestSize(t *testing.T) {
 		{"sign", ptr("+1"), 9, true},
 		{"overflow", ptr("9999999999g"), 9, true},
 		{"suffix alone", ptr("k"), 9, true},
-	} {
-		t.Run(tt.name, func(t *testing.T) {
-			setenv(t, "ENVFLAG_TEST", tt.value)
-			var errs envflag.Errs
-			if got := errs.Size("ENVFLAG_TEST", 9); got != tt.want {
-				t.Errorf("Size = %d, want %d", got, tt.want)
-			}
-			checkErrs(t, errs, "ENVFLAG_TEST", tt.value, tt.malformed)
-		})
-	}
+	})
 }
 
 // ParseSize reaches math.MaxInt64 bytes and refuses a size past it.

@@ -107,3 +107,22 @@ func TestEveryPrintedStoreHidesItsSecrets(t *testing.T) {
 		noSecret(t, "sluice "+cmd+" -h", hout.String()+herr.String())
 	}
 }
+
+// sluice migrate prune on an unreachable database fails (exit 1) naming
+// the database, with every secret of its URL or key=value string masked,
+// as sluice migrate does.
+func TestMigratePruneHidesTheStoresSecrets(t *testing.T) {
+	for _, store := range []string{secretStore, "host=127.0.0.1 port=1 user=sluice password=PwUser1 connect_timeout=2"} {
+		var out, errb bytes.Buffer
+		code := run([]string{"migrate", "prune", "-older-than", "90d", "-timeout", "5s", store}, &out, &errb)
+		if store == secretStore {
+			if code != 1 {
+				t.Errorf("sluice migrate prune on an unreachable database: exit %d, want 1; stderr %s", code, errb.String())
+			}
+			if !strings.Contains(errb.String(), "127.0.0.1:1") {
+				t.Errorf("the error does not name the database: %s", errb.String())
+			}
+		}
+		noSecret(t, "sluice migrate prune's output", out.String()+errb.String())
+	}
+}

@@ -36,8 +36,8 @@ func share(total, reserve float64, demand map[string]float64, client string, min
 		n := len(ds)
 		return total*reserve/float64(n) + maxMin(total*(1-reserve), ds, mine), n
 	}
-	myPeer := peerKey(client)
-	sums := make(map[string]float64, len(demand)+1)
+	myPeer := peerKeyOf(client)
+	sums := make(map[peerKey]float64, len(demand)+1)
 	var peerDs []float64
 	n := 1
 	for c, d := range demand {
@@ -45,7 +45,7 @@ func share(total, reserve float64, demand map[string]float64, client string, min
 			continue
 		}
 		n++
-		p := peerKey(c)
+		p := peerKeyOf(c)
 		sums[p] += max(d, 0)
 		if p == myPeer {
 			peerDs = append(peerDs, max(d, 0))
@@ -61,13 +61,20 @@ func share(total, reserve float64, demand map[string]float64, client string, min
 	return total*reserve/float64(n) + maxMin(part, peerDs, mine), n
 }
 
-// peerKey returns the peer a client's share is first divided by: its
-// peer, or for a client without one, the client itself.
-func peerKey(client string) string {
+// peerKey is the peer a client's share is first divided by: its peer
+// (see peerOf), or for a client without one, the client itself (own).
+type peerKey struct {
+	name string
+	own  bool
+}
+
+// peerKeyOf returns client's peerKey. It does not allocate: name is a
+// part of client.
+func peerKeyOf(client string) peerKey {
 	if p, ok := peerOf(client); ok {
-		return "p" + p
+		return peerKey{name: p}
 	}
-	return "c" + client
+	return peerKey{name: client, own: true}
 }
 
 // maxMin divides pool among demands ds (sorted in place), one of which is

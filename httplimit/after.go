@@ -295,6 +295,7 @@ func (m *Middleware) afterResponse(r *http.Request, sw *statusWriter, ds []decis
 			continue
 		}
 		actual, ok := 0, false
+		counted := d.p.CountOnly.Has(status) // false for a policy that counts none
 		switch {
 		case d.p.Settle != nil:
 			actual, ok = m.actualCost(r, d.p, status, sw.Header())
@@ -303,7 +304,6 @@ func (m *Middleware) afterResponse(r *http.Request, sw *statusWriter, ds []decis
 			}
 			ok = ok && actual != d.cost
 		case !d.p.CountOnly.IsEmpty():
-			counted := d.p.CountOnly.Has(status)
 			if !counted && gone && sw.code == 0 {
 				continue // unknown: the reservation stays
 			}
@@ -317,7 +317,7 @@ func (m *Middleware) afterResponse(r *http.Request, sw *statusWriter, ds []decis
 		ctx := r.Context()
 		refund := actual < d.cost // a settlement's surplus
 		if d.p.Settle == nil {
-			refund = !d.p.CountOnly.Has(status) // a reservation given back
+			refund = !counted // a reservation given back
 		}
 		if gone || !refund {
 			if held == nil {
@@ -330,7 +330,7 @@ func (m *Middleware) afterResponse(r *http.Request, sw *statusWriter, ds []decis
 		switch {
 		case d.p.Settle != nil:
 			m.settle(ctx, d, actual)
-		case d.p.CountOnly.Has(status):
+		case counted:
 			m.count(ctx, d)
 		default:
 			m.unreserve(ctx, d)

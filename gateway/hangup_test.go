@@ -176,3 +176,86 @@ routes: [{name: login, match: /login, limits: [failed-logins]}]
 		t.Fatalf("after 3 failed logins whose clients hung up: %d, Retry-After %q; want 429, 600 (boxed)", resp.StatusCode, resp.Header.Get("Retry-After"))
 	}
 }
+
+// An upstream whose body never ends does not keep the request of a client
+// that hung up going: the proxy reads at most its 1 MiB past the client
+// for the cost, then closes the upstream's response, well before its 10 s
+// bound on time would, and the estimate stays charged. Hostile: the
+// upstream writes until its writes fail.
+func TestProxyStopsReadingAnEndlessBodyAfterTheClientLeft(t *testing.T) {
+	gone := make(chan struct{}, 1) // the proxy saw the client leave
+	upDone := make(chan int64, 1)  // the bytes the upstream wrote after that
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/stream" {
+			return
+		}
+		w.Header().Set("Trailer", "X-Tokens")
+		w.Write([]byte("first"))
+		w.(http.Flusher).Flush()
+		<-gone
+		chunk := []byte(strings.Repeat("x", 32<<10))
+		var n int64
+		for {
+			k, err := w.Write(chunk)
+			n += int64(k)
+			if err != nil {
+				upDone <- n
+				return
+			}
+			w.(http.Flusher).Flush()
+		}
+	}))
+	t.Cleanup(up.Close)
+	f, err := gateway.ParseFile("proxy.yaml", []byte("upstream: "+up.URL+`
+limits:
+  - {name: tokens, key: "header:X-User", rate: 100r/m, burst: 100, algorithm: token_bucket}
+routes: [{name: llm, match: /, limits: [{name: tokens, cost_from_response_header: X-Tokens}]}]
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.Config.Limiter = store(t, clocktest.New())
+	g := newGateway(t, f.Config)
+	served := make(chan struct{}, 1)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/stream" {
+			context.AfterFunc(r.Context(), func() { gone <- struct{}{} })
+			defer func() { served <- struct{}{} }()
+		}
+		g.ServeHTTP(w, r)
+	}))
+	t.Cleanup(srv.Close)
+	ctx, cancel := context.WithCancel(context.Background())
+	req, err := http.NewRequestWithContext(ctx, "POST", srv.URL+"/stream", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("X-User", "ann")
+	resp, err := srv.Client().Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := io.ReadFull(resp.Body, make([]byte, len("first"))); err != nil {
+		t.Fatal(err)
+	}
+	cancel() // hang up mid-body
+	resp.Body.Close()
+	start := time.Now()
+	select {
+	case <-served:
+	case <-time.After(5 * time.Second): // half the bound on time
+		t.Fatal("the proxy still reads an endless body 5 s after its client left")
+	}
+	select {
+	case n := <-upDone:
+		if n < 1<<20 {
+			t.Errorf("the upstream's writes failed after %d bytes, before the 1 MiB the proxy reads for the cost", n)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("the upstream still writes 5 s after the proxy finished the request")
+	}
+	t.Logf("request finished %v after the hang-up", time.Since(start))
+	if resp := postAs(t, srv, "ann", "/header"); !strings.HasPrefix(resp.Header.Get("RateLimit"), `"tokens";r=98;`) {
+		t.Fatalf("after hanging up on an endless stream: RateLimit %q, want the estimate, 1, kept, then 1", resp.Header.Get("RateLimit"))
+	}
+}

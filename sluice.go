@@ -177,6 +177,14 @@ type Limit struct {
 	// The zero Calendar means no calendar: windows of Period. It is an
 	// error with the other algorithms. See package calendar for the math.
 	Calendar Calendar
+	// Billable marks a limit whose counts a bill is made from. A store that
+	// keeps a ledger (package pgstore) keeps each period of a billable
+	// limit after the period ends, until the ledger is pruned, and may
+	// delete the periods of other limits once they end, so that keys a
+	// client chooses (one per descriptor value) leave no lasting rows. It
+	// changes no decision, and stores that keep no ledger ignore it. The
+	// zero value is not billable.
+	Billable bool
 }
 
 // CalendarUnit is the length of a calendar period. The zero value,

@@ -497,6 +497,12 @@ func dumpLevel(b *strings.Builder, lv *level, depth int) {
 			if r.DetailedMetric {
 				flags = append(flags, "detailed_metric")
 			}
+			for _, m := range r.Limits() {
+				if m.Limit.Billable {
+					flags = append(flags, "billable")
+					break
+				}
+			}
 			if r.FailureMode != "" {
 				flags = append(flags, "failure_mode="+r.FailureMode)
 			}

@@ -39,8 +39,9 @@
 // minute, hour, day, week, month, year; any case; and Sluice's quarter,
 // only with a calendar block), requests_per_unit,
 // unlimited, name and replaces (a list of {name: ...}). Sluice adds
-// algorithm, burst, unit_multiplier, failure_mode and calendar under
-// rate_limit, a rate_limits list beside it (below), and a forward_auth
+// algorithm, burst, unit_multiplier, failure_mode, calendar and billable
+// (true: a PostgreSQL store keeps the rule's periods as its ledger after
+// they end; sluice.Limit.Billable) under rate_limit, a rate_limits list beside it (below), and a forward_auth
 // section beside descriptors (see Forward auth below). Anchors, aliases and
 // merge keys (<<) work as in YAML.
 //

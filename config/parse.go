@@ -31,7 +31,7 @@ const MaxListLimits = 16
 var (
 	rootKeys       = []string{"domain", "descriptors", "forward_auth", "rlqs"}
 	descriptorKeys = []string{"key", "value", "rate_limit", "rate_limits", "descriptors", "shadow_mode", "detailed_metric", "value_to_metric", "share_threshold", "quota_mode", "metadata"}
-	rateLimitKeys  = []string{"unit", "requests_per_unit", "unlimited", "name", "replaces", "algorithm", "burst", "unit_multiplier", "failure_mode", "calendar"}
+	rateLimitKeys  = []string{"unit", "requests_per_unit", "unlimited", "name", "replaces", "algorithm", "burst", "unit_multiplier", "failure_mode", "calendar", "billable"}
 	replacesKeys   = []string{"name"}
 )
 
@@ -495,6 +495,7 @@ func (p *parser) rateLimit(n *yaml.Node) (*RateLimit, error) {
 // field for.
 type rateLimitRead struct {
 	unit, rpu, alg, burst, mult, fail *yaml.Node // key nodes; nil when absent
+	billable                          *yaml.Node // the billable key; nil when absent
 	cal, calValue                     *yaml.Node // the calendar key and its block
 	unitText                          string
 	burstValue                        int64
@@ -539,6 +540,9 @@ func (p *parser) rateLimitField(f field, r *RateLimit, k *rateLimitRead) (err er
 		r.UnitMultiplier = int(v)
 	case "calendar":
 		k.cal, k.calValue = f.key, f.val
+	case "billable":
+		k.billable = f.key
+		r.Limit.Billable, err = p.boolean(f.val, "billable")
 	case "failure_mode":
 		k.fail = f.key
 		if r.FailureMode, err = p.str(f.val, "failure_mode"); err == nil {
@@ -558,8 +562,8 @@ func (p *parser) unlimited(r *RateLimit, k *rateLimitRead) error {
 	switch {
 	case k.unitText != "":
 		return p.errf(k.unit, "should not specify rate limit unit when unlimited")
-	case k.alg != nil, k.burst != nil, k.mult != nil, k.fail != nil, k.cal != nil:
-		key := firstOf(k.alg, k.burst, k.mult, k.fail, k.cal)
+	case k.alg != nil, k.burst != nil, k.mult != nil, k.fail != nil, k.cal != nil, k.billable != nil:
+		key := firstOf(k.alg, k.burst, k.mult, k.fail, k.cal, k.billable)
 		return p.errf(key, "%s has no effect when unlimited", key.Value)
 	}
 	r.Limit = sluice.Limit{}

@@ -139,8 +139,10 @@ type RateLimit struct {
 	// Limit is the sluice.Limit the rule enforces: the algorithm (default
 	// fixed window, as envoyproxy/ratelimit), RequestsPerUnit per
 	// Unit×UnitMultiplier, Burst (default RequestsPerUnit), and the
-	// Calendar of a calendar block (a Sluice extension; zero without one).
-	// Invalid when Unlimited or RequestsPerUnit is 0 (a rule that blocks
+	// Calendar of a calendar block (a Sluice extension; zero without one),
+	// and Billable from billable: true (a Sluice extension: a PostgreSQL
+	// store keeps the rule's periods as the ledger after they end; the
+	// periods of other rules are deleted once ended). Invalid when Unlimited or RequestsPerUnit is 0 (a rule that blocks
 	// everything).
 	Limit sluice.Limit
 	// FailureMode is the rule's failure policy ("open", "closed", "local"),

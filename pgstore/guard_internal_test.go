@@ -25,7 +25,7 @@ func TestInsertPathIsGuarded(t *testing.T) {
 	}
 	defer s.Close()
 	start := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	count, ok, _, err := s.spend(ctx, "k", start, start.AddDate(0, 1, 0), 3, 5)
+	count, ok, _, err := s.spend(ctx, "k", start, start.AddDate(0, 1, 0), 3, 5, true)
 	if err != nil || ok || count != 0 {
 		t.Fatalf("spend(cost 5, quota 3) on a fresh key = count %d, admitted %v, %v; want denied, count 0", count, ok, err)
 	}

@@ -177,3 +177,53 @@ FROM generate_series(1, 12000) AS i`)
 		t.Errorf("Prune again = %+v, %v; want nothing deleted", p, err)
 	}
 }
+
+// TestHostileValuesOfLimitsNotBillableLeaveNoRowsOnceTheirPeriodEnds: 200
+// distinct 4 KB descriptor values on a limit that is not billable write
+// their rows while their period counts, and the background sweep deletes
+// every one of them once the period has ended (SweepGrace later), leaving
+// the billable limit's periods (the ledger) and the current period alone.
+// Before, every such row stayed until an operator pruned by age.
+func TestHostileValuesOfLimitsNotBillableLeaveNoRowsOnceTheirPeriodEnds(t *testing.T) {
+	start := time.Date(2020, 1, 1, 0, 0, 0, 0, time.UTC)
+	clock := clocktest.At(start)
+	s := openCfg(t, pgstore.Config{Clock: clock, SweepEvery: 10 * time.Millisecond})
+	ctx := context.Background()
+	billable := hour
+	billable.Billable = true
+	for i := range 200 {
+		if r, err := s.Allow(ctx, hostileKey(t, 4096), hour); err != nil || !r.Allowed {
+			t.Fatalf("value %d: Allow = %+v, %v", i, r, err)
+		}
+	}
+	for _, k := range []string{"billing_tenant_a", "billing_tenant_b"} {
+		if r, err := s.Allow(ctx, k, billable); err != nil || !r.Allowed {
+			t.Fatalf("%s: Allow = %+v, %v", k, r, err)
+		}
+	}
+	if n, err := pgstore.Sweep(ctx, s.Pool(), clock.Now()); err != nil || n != 0 {
+		t.Fatalf("Sweep within the period = %d, %v; want nothing deleted", n, err)
+	}
+	if n, _ := rows(t, s); n != 202 {
+		t.Fatalf("%d rows while the period counts, want 202", n)
+	}
+	clock.Advance(time.Hour + pgstore.SweepGrace)
+	if r, err := s.Allow(ctx, "api_tenant_now", hour); err != nil || !r.Allowed {
+		t.Fatalf("Allow in the next period = %+v, %v", r, err)
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	for s.Swept() < 200 && time.Now().Before(deadline) {
+		time.Sleep(5 * time.Millisecond) // waiting on the sweep's goroutine, not passing time
+	}
+	if got := s.Swept(); got != 200 {
+		t.Fatalf("the background sweep deleted %d rows, want the 200 ended periods of the limit that is not billable", got)
+	}
+	if n, keyBytes := rows(t, s); n != 3 || keyBytes > 100 {
+		t.Errorf("%d rows (%d key bytes) after the sweep, want 3: the two billable periods and the current one", n, keyBytes)
+	}
+	for _, k := range []string{"billing_tenant_a", "billing_tenant_b"} {
+		if u, err := s.Usage(ctx, k); err != nil || len(u) != 1 || u[0].Count != 1 {
+			t.Errorf("Usage(%s) after the sweep = %+v, %v; want its billable period kept", k, u, err)
+		}
+	}
+}

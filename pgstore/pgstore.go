@@ -16,9 +16,13 @@
 // statement as a start and an end: a window of Period aligned to the Unix
 // epoch, or, for a limit with a sluice.Calendar, the calendar period that
 // holds now (a month resetting on the 15th, Berlin time), with ResetAfter
-// the exact time to its end. Spend takes a period the caller computes. The row a decision counts in is also the
-// ledger row of its period: it stays after the period ends, and Usage reads
-// it back.
+// the exact time to its end. Spend takes a period the caller computes. The
+// row a decision counts in is also the ledger row of its period: for a
+// billable limit (sluice.Limit.Billable) it stays after the period ends,
+// until Prune deletes it, and Usage and Ledger read it back; the rows of
+// other limits are deleted by Sweep once their period has ended
+// (Config.SweepEvery runs it in the background), so that keys a client
+// chooses leave no lasting rows.
 //
 // Its schema is applied by Migrate (Open and New call it) from SQL files
 // embedded in the package.
@@ -97,9 +101,16 @@ type Config struct {
 	// DefaultGroup.
 	Group func(key string) string
 	// Logger receives a warning, at most once per 10 seconds with the
-	// count since the last, while keys are refused for MaxKeysPerGroup;
-	// nil means slog.Default().
+	// count since the last, while keys are refused for MaxKeysPerGroup,
+	// and a warning when a background Sweep fails; nil means
+	// slog.Default().
 	Logger *slog.Logger
+	// SweepEvery, when positive, runs Sweep in the background at this
+	// interval from New until Close, so that the periods of limits that
+	// are not billable are deleted within about SweepEvery after
+	// SweepGrace past their end. Zero or negative: no background sweep
+	// (call Sweep, or `sluice migrate prune`, to delete them).
+	SweepEvery time.Duration
 }
 
 // DefaultMaxKeysPerGroup is Config.MaxKeysPerGroup's default.
@@ -162,6 +173,10 @@ type Store struct {
 	// refused counts the keys refused for MaxKeysPerGroup: in all, and
 	// since the last log line; lastLog is that line's time (Unix ns).
 	refused, refusedSince, lastLog atomic.Int64
+	// stopSweep ends the background sweep (nil without one); swept
+	// counts the rows it deleted.
+	stopSweep func()
+	swept     atomic.Int64
 }
 
 var (
@@ -216,6 +231,9 @@ func New(ctx context.Context, pool *pgxpool.Pool, cfg Config) (*Store, error) {
 	if st.log == nil {
 		st.log = slog.Default()
 	}
+	if cfg.SweepEvery > 0 {
+		st.startSweep(cfg.SweepEvery)
+	}
 	return st, nil
 }
 
@@ -225,8 +243,12 @@ func New(ctx context.Context, pool *pgxpool.Pool, cfg Config) (*Store, error) {
 // milliseconds, say): code that runs long statements on it sets its own.
 func (s *Store) Pool() *pgxpool.Pool { return s.pool }
 
-// Close closes the pool if Open made it. It always returns nil.
+// Close stops the background sweep, if any, and closes the pool if Open
+// made it. It always returns nil.
 func (s *Store) Close() error {
+	if s.stopSweep != nil {
+		s.stopSweep()
+	}
 	if s.owned {
 		s.pool.Close()
 	}
@@ -305,7 +327,7 @@ func (s *Store) AllowN(ctx context.Context, key string, lim sluice.Limit, cost i
 	}
 	now := s.now()
 	start, end := window(now, lim)
-	count, ok, end, err := s.spend(ctx, key, start, end, int64(lim.Rate), int64(cost))
+	count, ok, end, err := s.spend(ctx, key, start, end, int64(lim.Rate), int64(cost), lim.Billable)
 	if err != nil {
 		return sluice.Result{}, err
 	}
@@ -324,14 +346,15 @@ func (s *Store) AllowN(ctx context.Context, key string, lim sluice.Limit, cost i
 // call's count is the one it was refused on, the count committed when the
 // decision began; a decision that waited on a concurrent one and was then
 // refused reads the count again after it, which may include units others
-// spent meanwhile. Errors wrap sluice.ErrBadInput for a bad key, an
+// spent meanwhile. Its period is billable: kept after it ends, until
+// pruned (see sluice.Limit.Billable). Errors wrap sluice.ErrBadInput for a bad key, an
 // empty period, a quota outside [1, sluice.MaxRate] or a cost outside
 // [1, quota].
 func (s *Store) Spend(ctx context.Context, key string, start, end time.Time, quota, cost int64) (count int64, admitted bool, err error) {
 	if err := checkPeriod(key, start, end, quota, cost); err != nil {
 		return 0, false, err
 	}
-	count, admitted, _, err = s.spend(ctx, key, start, end, quota, cost)
+	count, admitted, _, err = s.spend(ctx, key, start, end, quota, cost, true)
 	return count, admitted, err
 }
 
@@ -368,7 +391,9 @@ func checkPeriod(key string, start, end time.Time, quota, cost int64) error {
 // inserts (the key's first admission in the period) takes a place in the
 // key's group ($7), by migration 0003's trigger, or fails the statement
 // with SQLSTATE SLK01 when the group has none left: the cap costs nothing
-// to a key that has its row.
+// to a key that has its row. $8 is whether the limit is billable: the row
+// is kept after its period (the ledger) or swept (Sweep); an admission
+// sets it to the limit's latest.
 //
 // It returns one row: the count, whether admitted, the period's end, and
 // whether the count is the one the decision was made on. That last is
@@ -379,11 +404,12 @@ func checkPeriod(key string, start, end time.Time, quota, cost int64) error {
 const spendSQL = `WITH cur AS (
 	SELECT count FROM sluice_usage WHERE key_hash = $1 AND period_start = $2
 ), up AS (
-	INSERT INTO sluice_usage AS u (key_hash, period_start, period_end, key, count, quota, key_group)
-	SELECT $1, $2, $3, $4, $5::bigint, $6::bigint, $7
+	INSERT INTO sluice_usage AS u (key_hash, period_start, period_end, key, count, quota, key_group, billable)
+	SELECT $1, $2, $3, $4, $5::bigint, $6::bigint, $7, $8
 	WHERE $5::bigint <= $6::bigint AND NOT EXISTS (SELECT FROM cur WHERE cur.count + $5::bigint > $6::bigint)
 	ON CONFLICT (key_hash, period_start) DO UPDATE
-	SET count = u.count + excluded.count, period_end = excluded.period_end, quota = excluded.quota, updated_at = now()
+	SET count = u.count + excluded.count, period_end = excluded.period_end, quota = excluded.quota,
+		billable = excluded.billable, updated_at = now()
 	WHERE u.count + excluded.count <= excluded.quota
 	RETURNING u.count, u.period_end
 )
@@ -511,7 +537,7 @@ const queryCanceled = "57014"
 // wrapper, failsafe, takes a result that comes late), a cancellation as an
 // error. Only an answer that has not come Settle after the deadline is
 // given up, as ErrInDoubt.
-func (s *Store) spend(ctx context.Context, key string, start, end time.Time, quota, cost int64) (int64, bool, time.Time, error) {
+func (s *Store) spend(ctx context.Context, key string, start, end time.Time, quota, cost int64, billable bool) (int64, bool, time.Time, error) {
 	h := hash(key)
 	conn, sl, err := s.enter(ctx, h, "spending")
 	if err != nil {
@@ -523,7 +549,7 @@ func (s *Store) spend(ctx context.Context, key string, start, end time.Time, quo
 	var admitted, decidedOn bool
 	var until time.Time
 	err = s.write(ctx, conn, "spending", []any{&count, &admitted, &until, &decidedOn},
-		spendSQL, h[:], start, end, []byte(key), cost, quota, gh[:])
+		spendSQL, h[:], start, end, []byte(key), cost, quota, gh[:], billable)
 	if pe := (*pgconn.PgError)(nil); errors.As(err, &pe) && pe.Code == tooManyKeysCode {
 		return 0, false, end, s.tooManyKeys(key, start)
 	}

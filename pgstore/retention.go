@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
@@ -54,16 +55,103 @@ func Prune(ctx context.Context, pool *pgxpool.Pool, before time.Time) (Pruned, e
 		sql string
 		n   *int64
 	}{{pruneUsageSQL, &p.Usage}, {pruneGroupsSQL, &p.Groups}} {
-		for {
-			tag, err := pool.Exec(ctx, step.sql, before, PruneBatch)
-			if err != nil {
-				return p, fmt.Errorf("pgstore: pruning: %w", err)
-			}
-			*step.n += tag.RowsAffected()
-			if tag.RowsAffected() < PruneBatch {
-				break
-			}
+		n, err := deleteBatches(ctx, pool.Exec, step.sql, before)
+		*step.n += n
+		if err != nil {
+			return p, fmt.Errorf("pgstore: pruning: %w", err)
 		}
 	}
 	return p, nil
+}
+
+// SweepGrace is how long after its end a period of a limit that is not
+// billable is kept before Sweep deletes it: a process whose clock runs
+// behind by less than this still counts in the row it finds, rather than
+// in a new one from zero.
+const SweepGrace = time.Minute
+
+// sweepSQL deletes one batch of the rows of limits that are not billable
+// whose period ended at or before $1, through the partial index of
+// migration 0004.
+const sweepSQL = `DELETE FROM sluice_usage WHERE ctid = ANY (ARRAY(
+	SELECT ctid FROM sluice_usage WHERE NOT billable AND period_end <= $1 LIMIT $2))`
+
+// Sweep deletes, from the database of pool, the periods of limits that are
+// not billable (sluice.Limit.Billable false) that ended at or before
+// before, PruneBatch rows per statement, and returns how many it deleted
+// (with the error, if ctx ended or the database failed on the way). Their
+// rows are the counts of periods no decision counts in any more, and no
+// ledger: it is what keeps keys that clients choose from growing the table.
+// Billable periods, and every period that has not ended, are left alone.
+// Store runs it in the background with Config.SweepEvery; `sluice migrate
+// prune` runs it with Prune.
+func Sweep(ctx context.Context, pool *pgxpool.Pool, before time.Time) (int64, error) {
+	n, err := deleteBatches(ctx, pool.Exec, sweepSQL, before)
+	if err != nil {
+		return n, fmt.Errorf("pgstore: sweeping: %w", err)
+	}
+	return n, nil
+}
+
+// Swept returns the rows the store's background sweep has deleted.
+func (s *Store) Swept() int64 { return s.swept.Load() }
+
+// startSweep runs a sweep every interval, of the periods that ended
+// SweepGrace before the store's clock, until Close.
+func (s *Store) startSweep(every time.Duration) {
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	s.stopSweep = func() { cancel(); <-done }
+	go func() {
+		defer close(done)
+		t := time.NewTicker(every)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+			}
+			if err := s.sweepOnce(ctx, every); err != nil && ctx.Err() == nil {
+				s.log.Warn("pgstore: sweeping the periods of limits that are not billable failed; retrying", "err", err, "every", every)
+			}
+		}
+	}()
+}
+
+// sweepOnce runs one sweep, within the longer of every and a minute (a
+// sweep of many rows may take longer than a short interval; ticks that
+// come meanwhile are dropped), on a connection with no statement_timeout
+// left from a decision.
+func (s *Store) sweepOnce(ctx context.Context, every time.Duration) error {
+	ctx, cancel := context.WithTimeout(ctx, max(every, time.Minute))
+	defer cancel()
+	conn, err := s.untimed(ctx, "sweeping")
+	if err != nil {
+		return err
+	}
+	defer conn.Release()
+	n, err := deleteBatches(ctx, conn.Exec, sweepSQL, s.now().Add(-SweepGrace))
+	s.swept.Add(n)
+	if err != nil {
+		return fmt.Errorf("pgstore: sweeping: %w", err)
+	}
+	return nil
+}
+
+// deleteBatches runs sql, a DELETE of at most $2 rows that ended at or
+// before $1, until a batch deletes fewer than PruneBatch or ctx ends, and
+// returns the rows deleted.
+func deleteBatches(ctx context.Context, exec func(context.Context, string, ...any) (pgconn.CommandTag, error), sql string, before time.Time) (int64, error) {
+	var n int64
+	for {
+		tag, err := exec(ctx, sql, before, PruneBatch)
+		if err != nil {
+			return n, err
+		}
+		n += tag.RowsAffected()
+		if tag.RowsAffected() < PruneBatch {
+			return n, nil
+		}
+	}
 }

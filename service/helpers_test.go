@@ -103,13 +103,15 @@ func fixed(fullKey string, rpu uint32, unit config.Unit) *config.RateLimit {
 type recorder struct {
 	sluice.Limiter
 	mu    sync.Mutex
-	keys  []string // keys of AllowN calls
-	peeks []string // keys of Peek calls
+	keys  []string       // keys of AllowN calls
+	lims  []sluice.Limit // limits of AllowN calls
+	peeks []string       // keys of Peek calls
 }
 
 func (r *recorder) AllowN(ctx context.Context, key string, lim sluice.Limit, cost int) (sluice.Result, error) {
 	r.mu.Lock()
 	r.keys = append(r.keys, key)
+	r.lims = append(r.lims, lim)
 	r.mu.Unlock()
 	return r.Limiter.AllowN(ctx, key, lim, cost)
 }

@@ -65,6 +65,9 @@ func (s *Service) tenantLimit(ctx context.Context, domain string, p *plan) {
 	if !ok {
 		return
 	}
+	// A plan sets the limit's shape, not what the operator marked billable
+	// on the rule it applies to.
+	lim.Billable = p.rule.Limit.Billable
 	p.lim, p.period, p.info = lim, lim.Period, nil // info's headers are the rule's
 	p.rpu = uint32(min(lim.Rate, MaxUnlimited))
 	p.unit = pb.RateLimitResponse_RateLimit_UNKNOWN

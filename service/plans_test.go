@@ -115,6 +115,36 @@ func TestTenantPlanSelectsLimitByTenantEntry(t *testing.T) {
 	}
 }
 
+// A tenant's plan limit reaches the store billable exactly when the rule it
+// applies to is marked billable: a plan sets the limit's shape, and the
+// operator's billable: true on the rule still decides whether PostgreSQL
+// keeps its periods as the ledger.
+func TestTenantPlanLimitIsBillableAsItsRuleIs(t *testing.T) {
+	src := &tenantSource{t: map[string]plans.Tenant{
+		"pro": {Plan: "pro", Limits: map[string]sluice.Limit{
+			"api.tenant": {Algorithm: sluice.FixedWindow, Rate: 50, Period: time.Hour, Burst: 50},
+			"api.user":   {Algorithm: sluice.FixedWindow, Rate: 60, Period: time.Hour, Burst: 60, Billable: true},
+		}},
+	}}
+	billed := fixed("api.tenant", 5, config.Hour)
+	billed.Limit.Billable = true
+	rules := (&fakeRules{domain: "api"}).add(billed, "tenant", "").add(fixed("api.user", 7, config.Hour), "user", "")
+	h := start(t, 1_700_000_000, service.Config{Rules: rules, TenantLimit: service.TenantLimitsBy(plans.NewCache(src, plans.Config{}), "tenant")})
+	for _, req := range []*pb.RateLimitRequest{request("api", 0, desc("tenant", "pro")), request("api", 0, desc("user", "pro"))} {
+		if _, err := h.svc.ShouldRateLimit(context.Background(), req); err != nil {
+			t.Fatal(err)
+		}
+	}
+	h.store.mu.Lock()
+	defer h.store.mu.Unlock()
+	if len(h.store.lims) != 2 || h.store.lims[0].Rate != 50 || !h.store.lims[0].Billable {
+		t.Errorf("the billable rule's plan limit reached the store as %+v, want 50 per hour, billable", h.store.lims)
+	}
+	if len(h.store.lims) == 2 && (h.store.lims[1].Billable || h.store.lims[1].Rate != 7) {
+		t.Errorf("a rule that is not billable, with no tenant entry, reached the store as %+v, want the rule's 7, not billable", h.store.lims[1])
+	}
+}
+
 // BenchmarkTenantLimit is an RLS decision of a tenant descriptor with the
 // plans' lookup (a cached tenant on a plan) and without it.
 func BenchmarkTenantLimit(b *testing.B) {

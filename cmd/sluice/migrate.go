@@ -42,9 +42,11 @@ var pruneUsage = usage{
 keys' counts, and the per-group key counts of the cap on distinct keys),
 10,000 rows per statement, and prints how many rows it deleted. A period
 still open is never deleted. D is a Go duration (2160h) or a number of days
-(90d). Export what the bills need first (sluice admin ledger). Run it
-periodically, from cron or a Kubernetes CronJob: rows of periods that ended
-stay until it runs. Exit status 1 when the database cannot be reached or a
+(90d). It also deletes, whatever their age, the periods of rules that are
+not billable (no billable: true) that ended more than a minute ago, as a
+running serve does every minute. Export what the bills need first (sluice
+admin ledger). Run it periodically, from cron or a Kubernetes CronJob: rows
+of billable periods that ended stay until it runs. Exit status 1 when the database cannot be reached or a
 statement fails (what was deleted until then stays deleted), 2 for a usage
 error.`,
 	examples: []string{
@@ -84,6 +86,13 @@ func runPrune(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	p, err := pgstore.Prune(ctx, pool, before)
 	fmt.Fprintf(stdout, "%s: deleted %d ledger rows and %d key-count rows of periods that ended before %s\n",
 		storeName(url), p.Usage, p.Groups, before.UTC().Format(time.RFC3339))
+	if err != nil {
+		return fail(1, storeName(url)+":", err)
+	}
+	sweepBefore := time.Now().Add(-pgstore.SweepGrace)
+	n, err := pgstore.Sweep(ctx, pool, sweepBefore)
+	fmt.Fprintf(stdout, "%s: deleted %d rows of rules that are not billable, of periods that ended before %s\n",
+		storeName(url), n, sweepBefore.UTC().Format(time.RFC3339))
 	if err != nil {
 		return fail(1, storeName(url)+":", err)
 	}

@@ -158,6 +158,11 @@ func openServeStore(ctx context.Context, o *serveOptions, failureSet bool, log *
 // on its row lock and, with few connections in the pool, on the pool.
 const pgDecisionTimeout = 250 * time.Millisecond
 
+// pgSweepEvery is how often serve's PostgreSQL store deletes the periods of
+// rules that are not billable once they ended (pgstore.Sweep): their rows
+// are gone about pgstore.SweepGrace plus this after their period.
+const pgSweepEvery = time.Minute
+
 // openPostgres opens the PostgreSQL store at url (pgstore.Open), applying
 // the migrations first when migrate is set: then the database must answer
 // within firstConnect, or serve does not start. Without migrate nothing
@@ -175,14 +180,14 @@ func openPostgres(ctx context.Context, url, failure string, failureSet, migrate 
 	if !failureSet {
 		mode = failsafe.Closed
 	}
-	st, err := connectPostgresLog(ctx, url, migrate, log)
+	st, err := connectPostgresLog(ctx, url, migrate, log, pgSweepEvery)
 	if err != nil {
 		if migrate {
 			return openedStore{}, fmt.Errorf("%s: %w (with -migrate=false serve starts without the database, once `sluice migrate` has brought its schema up to date)", storeName(url), err)
 		}
 		return openedStore{}, fmt.Errorf("%s: %w", storeName(url), err)
 	}
-	log.Info("store PostgreSQL", "store", storeName(url), "migrated", migrate,
+	log.Info("store PostgreSQL", "store", storeName(url), "migrated", migrate, "sweep_not_billable_every", pgSweepEvery,
 		"failure_mode", mode.String(), "failure_mode_from", map[bool]string{true: "-failure-mode", false: "the default on PostgreSQL: quotas fail closed"}[failureSet])
 	var up atomic.Bool
 	bg, stop := context.WithCancel(context.WithoutCancel(ctx))
@@ -204,16 +209,19 @@ func openPostgres(ctx context.Context, url, failure string, failureSet, migrate 
 // serve's store, its admin API's usage pool and the plans' database, in
 // serve and proxy, open theirs with it.
 func connectPostgres(ctx context.Context, url string, migrate bool) (*pgstore.Store, error) {
-	return connectPostgresLog(ctx, url, migrate, nil)
+	return connectPostgresLog(ctx, url, migrate, nil, 0)
 }
 
 // connectPostgresLog is connectPostgres whose store logs to log (nil:
-// slog.Default()): serve's decisions store, whose refusals of keys past
-// pgstore's cap on distinct keys per group and period are logged there.
-func connectPostgresLog(ctx context.Context, url string, migrate bool, log *slog.Logger) (*pgstore.Store, error) {
+// slog.Default()) and sweeps every sweep (0: never; see
+// pgstore.Config.SweepEvery): serve's decisions store, whose refusals of
+// keys past pgstore's cap on distinct keys per group and period are logged
+// there, and which deletes the ended periods of rules that are not
+// billable.
+func connectPostgresLog(ctx context.Context, url string, migrate bool, log *slog.Logger, sweep time.Duration) (*pgstore.Store, error) {
 	cctx, cancel := context.WithTimeout(ctx, firstConnect)
 	defer cancel()
-	st, err := pgstore.Open(cctx, url, pgstore.Config{NoMigrate: !migrate, Logger: log})
+	st, err := pgstore.Open(cctx, url, pgstore.Config{NoMigrate: !migrate, Logger: log, SweepEvery: sweep})
 	return st, redact.Error(err, url)
 }
 

@@ -106,7 +106,7 @@ func TestServeOnPostgres(t *testing.T) {
 
 	t.Run("migrate prune deletes the periods that ended before its age", func(t *testing.T) {
 		url := srv.Schema(t)
-		runCase{[]string{"migrate", url}, 0, "applied 0003_key_groups.sql", ""}.check(t)
+		runCase{[]string{"migrate", url}, 0, "applied 0004_billable.sql", ""}.check(t)
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
 		conn, err := pgx.Connect(ctx, url)
@@ -121,9 +121,17 @@ VALUES (sha256($1), $2, $3, $1, 1, 1)`, []byte(fmt.Sprint("k", i)), ended.AddDat
 				t.Fatal(err)
 			}
 		}
-		runCase{[]string{"migrate", "prune", "-older-than", "90d", url}, 0, "deleted 2 ledger rows", ""}.check(t)
-		if n := storeCount(t, url); n != 2 {
-			t.Errorf("%d rows left, want the 2 periods that ended less than 90 days ago", n)
+		// A rule that is not billable: its period that ended an hour ago
+		// goes whatever its age, its period still counting stays.
+		for i, ended := range []time.Time{now.Add(-time.Hour), now.Add(time.Hour)} {
+			if _, err := conn.Exec(ctx, `INSERT INTO sluice_usage (key_hash, period_start, period_end, key, count, quota, billable)
+VALUES (sha256($1), $2, $3, $1, 1, 1, false)`, []byte(fmt.Sprint("transient", i)), ended.Add(-time.Hour), ended); err != nil {
+				t.Fatal(err)
+			}
+		}
+		runCase{[]string{"migrate", "prune", "-older-than", "90d", url}, 0, "deleted 1 rows of rules that are not billable", ""}.check(t)
+		if n := storeCount(t, url); n != 3 {
+			t.Errorf("%d rows left, want the 2 billable periods that ended less than 90 days ago and the open one that is not billable", n)
 		}
 		runCase{[]string{"migrate", "prune", "-older-than", "2160h", "-store", url}, 0, "deleted 0 ledger rows", ""}.check(t)
 	})

@@ -66,3 +66,25 @@ func TestCheckWithAPostgresStoreUsesPostgresRules(t *testing.T) {
 		t.Error("storeValidator(postgresql://…) admits a token bucket, which PostgreSQL cannot serve")
 	}
 }
+
+// cfgBillable is a billable rule (its rate_limit block at line 5): only a
+// PostgreSQL store keeps the ledger billable: true asks for.
+const cfgBillable = "domain: d\ndescriptors:\n  - key: tenant\n    rate_limit:\n      unit: month\n      requests_per_unit: 1000\n      billable: true\n"
+
+// billable: true is acted on by PostgreSQL alone: sluice check and serve
+// refuse it, with its file:line, with the memory store and with Redis,
+// which keep no ledger, rather than accepting a promise they cannot keep.
+func TestBillableRulesAreRefusedByStoresWithoutALedger(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "bill.yaml")
+	writeFile(t, path, cfgBillable)
+	for _, tt := range []runCase{
+		{[]string{"check", "-store", "memory", path}, 1, "", path + ":5"},
+		{[]string{"check", "-store", "redis://127.0.0.1:1", path}, 1, "", path + ":5"},
+		{[]string{"check", "-store", "postgres://127.0.0.1:1/db", path}, 0, "billable", ""},
+	} {
+		tt.check(t)
+	}
+	if code, errs := serveExit(t, 10*time.Second, "serve started with a billable rule on memory", "-config", path, "-store", "memory"); code != 1 || !strings.Contains(errs, path+":5") || !strings.Contains(errs, "ledger") {
+		t.Errorf("serve with a billable rule on memory: exit %d, %q; want 1, %s:5 and the reason", code, errs, path)
+	}
+}

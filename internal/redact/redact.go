@@ -152,17 +152,25 @@ func scan(s string) (string, []string) {
 	if i := strings.IndexByte(rest, '#'); i >= 0 {
 		rest, frag = rest[:i], rest[i:]
 	}
-	for i, param := range strings.FieldsFunc(rest, func(r rune) bool { return r == '&' || r == ';' }) {
-		if i > 0 {
-			b.WriteByte('&')
+	// Each parameter ends at '&' or ';'; the separators are kept as
+	// written, so only the secrets' values change.
+	for rest != "" {
+		param := rest
+		sep := ""
+		if j := strings.IndexAny(rest, "&;"); j >= 0 {
+			param, sep = rest[:j], rest[j:j+1]
+			rest = rest[j+1:]
+		} else {
+			rest = ""
 		}
 		name, value, hasValue := strings.Cut(param, "=")
 		if hasValue && SecretName(name) {
 			b.WriteString(name + "=" + Mask)
 			secrets = append(secrets, value)
-			continue
+		} else {
+			b.WriteString(param)
 		}
-		b.WriteString(param)
+		b.WriteString(sep)
 	}
 	b.WriteString(frag)
 	return b.String(), secrets

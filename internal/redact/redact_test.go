@@ -26,6 +26,9 @@ func TestURLMasksEverySecret(t *testing.T) {
 		{"host=db user=u password=X dbname=d", "host=db user=u password=xxxxx dbname=d"},
 		{"host=db password = 'a b\\' c' sslpassword=Y", "host=db password = xxxxx sslpassword=xxxxx"},
 		{"user=u", "user=u"},
+		// The separators stay as written: only secrets change.
+		{"http://app.test/x?a=1;b=2&&c=3&", "http://app.test/x?a=1;b=2&&c=3&"},
+		{"http://app.test/x?a=1;token=T&&c=3", "http://app.test/x?a=1;token=xxxxx&&c=3"},
 	} {
 		if got := redact.URL(c.in); got != c.want {
 			t.Errorf("URL(%q) = %q, want %q", c.in, got, c.want)

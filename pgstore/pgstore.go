@@ -587,7 +587,7 @@ func (s *Store) leave(h [sha256.Size]byte, sl *slot, conn *pgxpool.Conn) {
 	s.gate.exit(h, sl)
 }
 
-// write runs one writing statement, sql with args, on conn, as spend
+// write runs one statement (a write, or Peek's read), sql with args, on conn, as spend
 // documents: not sent when ctx has ended; once sent, bounded by the server
 // (statement_timeout, set in the same round trip to the time ctx has
 // left) and its answer waited for up to Settle past the deadline. Its row
@@ -726,7 +726,20 @@ func (s *Store) Peek(ctx context.Context, key string, lim sluice.Limit) (sluice.
 	now := s.now()
 	start, end := window(now, lim)
 	h := hash(key)
-	count, err := countOn(ctx, s.pool, h[:], start)
+	conn, err := s.pool.Acquire(ctx)
+	if err != nil {
+		return sluice.Result{}, fmt.Errorf("pgstore: peeking: %w", err)
+	}
+	defer conn.Release()
+	// Read as a decision is sent: under a statement_timeout of ctx's time
+	// left (none without a deadline), set in the same round trip when the
+	// connection's session has another, such as a shorter one an earlier
+	// decision with a short deadline left on it.
+	var count int64
+	err = s.write(ctx, conn, "peeking", []any{&count}, countSQL, h[:], start)
+	if errors.Is(err, pgx.ErrNoRows) {
+		count, err = 0, nil
+	}
 	if err != nil {
 		return sluice.Result{}, err
 	}

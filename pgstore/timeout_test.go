@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/internal/pgtest"
 	"github.com/sluicehq/sluice/internal/storetest"
@@ -223,5 +225,59 @@ func TestUnansweredDecisionIsInDoubt(t *testing.T) {
 	tx.Rollback(ctx)
 	if r, err := s.Allow(ctx, "held", lim); err != nil || !r.Allowed {
 		t.Errorf("Allow once the lock is gone = %+v, %v; want admitted on a fresh connection", r, err)
+	}
+}
+
+// A Peek is bounded by its own context, not by the statement_timeout a
+// decision with a short deadline left on the pooled connection: on a pool
+// of one connection, after a decision given 50 ms (which sets the
+// session's statement_timeout to 50 ms), a Peek given 10 s that waits
+// 300 ms on a lock of the table answers. Before, PostgreSQL cancelled it
+// after 50 ms ("canceling statement due to statement timeout").
+func TestPeekIsNotCutByAnEarlierDecisionsStatementTimeout(t *testing.T) {
+	url := pgtest.Schema(t)
+	s, _ := openURL(t, url+"&pool_max_conns=1", nil)
+	ctx := context.Background()
+	if _, err := s.Allow(ctx, "k", hour); err != nil { // the row the Peek reads
+		t.Fatal(err)
+	}
+	if _, err := s.Peek(ctx, "k", hour); err != nil { // its statement prepared on the connection
+		t.Fatal(err)
+	}
+	var err error
+	for range 20 { // until one is sent in time: it sets the session's timeout
+		dctx, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
+		_, err = s.Allow(dctx, "other", hour)
+		cancel()
+		if err == nil {
+			break
+		}
+	}
+	if err != nil {
+		t.Fatalf("no decision with a 50 ms deadline answered in 20 tries: %v", err)
+	}
+
+	locker, err := pgx.Connect(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer locker.Close(ctx)
+	tx, err := locker.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tx.Exec(ctx, "LOCK TABLE sluice_usage IN ACCESS EXCLUSIVE MODE"); err != nil {
+		t.Fatal(err)
+	}
+	release := time.AfterFunc(300*time.Millisecond, func() { tx.Rollback(ctx) })
+	defer release.Stop()
+	pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	r, err := s.Peek(pctx, "k", hour)
+	if err != nil {
+		t.Fatalf("Peek with 10 s left, behind a 300 ms lock: %v", err)
+	}
+	if r.Remaining != hour.Rate-1 {
+		t.Errorf("Peek = %+v, want %d remaining", r, hour.Rate-1)
 	}
 }

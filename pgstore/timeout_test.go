@@ -269,8 +269,9 @@ func TestPeekIsNotCutByAnEarlierDecisionsStatementTimeout(t *testing.T) {
 	if _, err := tx.Exec(ctx, "LOCK TABLE sluice_usage IN ACCESS EXCLUSIVE MODE"); err != nil {
 		t.Fatal(err)
 	}
-	release := time.AfterFunc(300*time.Millisecond, func() { tx.Rollback(ctx) })
-	defer release.Stop()
+	released := make(chan struct{})
+	time.AfterFunc(300*time.Millisecond, func() { tx.Rollback(ctx); close(released) })
+	defer func() { <-released }() // before locker closes
 	pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	r, err := s.Peek(pctx, "k", hour)

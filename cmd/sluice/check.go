@@ -15,8 +15,9 @@ var checkUsage = usage{
 	about: `Check validates a rate limit config in envoyproxy/ratelimit's YAML format
 (with Sluice's extensions) and prints the compiled descriptor tree. PATH is a
 file, or a directory whose *.yaml and *.yml files hold one domain each. With
-a Redis -store (by default REDIS_URL's, as sluice serve), a rule Redis cannot
-serve is an error too. The exit status is 0 for a valid config and 1 for an
+a -store (by default REDIS_URL's, as sluice serve), a rule that store cannot
+serve is an error too (a billable rule on memory or Redis, say); without one,
+the config is checked for no particular store. The exit status is 0 for a valid config and 1 for an
 invalid one.`,
 	examples: []string{"sluice check /etc/ratelimit/config", "sluice check -store redis://redis:6379 rl.yaml"},
 }
@@ -41,7 +42,10 @@ func check(args []string, stdout, stderr io.Writer) int {
 	if err == nil {
 		cfg, err = config.Load(fs.Arg(0))
 	}
-	if err == nil {
+	if err == nil && *store != "" {
+		// No -store (and no REDIS_URL): the config is checked for no
+		// particular store, so what only some stores serve (a billable
+		// rule: PostgreSQL) is not refused.
 		err = checkRulesForStore(cfg, storeValidator(*store))
 	}
 	if err != nil {

@@ -27,3 +27,12 @@ func RunScript(ctx context.Context, s *Store, body string) (sluice.Result, error
 // SetGuessClock makes s guess the window start of the envoy key format
 // from now instead of the host's clock, to test a host whose clock is off.
 func SetGuessClock(s *Store, now func() time.Time) { s.guessNow = now }
+
+// OpenLazyWithClock is OpenLazy whose stores' scripts take the time from
+// clock, as NewWithClock's, so that the conformance suite can run on a
+// Lazy store.
+func OpenLazyWithClock(ctx context.Context, cfg Config, clock sluice.Clock) (*Lazy, error) {
+	return openLazy(ctx, cfg, nil, func(ctx context.Context, cfg Config) (*Store, error) {
+		return NewWithClock(ctx, cfg, clock)
+	})
+}

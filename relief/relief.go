@@ -31,6 +31,11 @@
 // over it in a window; and at most servers × (Batch−1) units held back,
 // each for at most Hold. Its Release gives the held units back at
 // shutdown.
+//
+// PeriodSplit sends the limits whose period is under a minute to a store
+// of their own (envoyproxy/ratelimit's REDIS_PERSECOND), so that the
+// short-lived, busy per-second counters can live on a Redis apart.
+// Accuracy cost: none; each limit is decided on one store only.
 package relief
 
 import (

@@ -13,6 +13,7 @@ import (
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/failsafe"
+	"github.com/sluicehq/sluice/internal/backoff"
 	"github.com/sluicehq/sluice/internal/redact"
 	"github.com/sluicehq/sluice/memstore"
 	"github.com/sluicehq/sluice/pgstore"
@@ -165,7 +166,7 @@ const pgSweepEvery = time.Minute
 
 // openPostgres opens the PostgreSQL store at url (pgstore.Open), applying
 // the migrations first when migrate is set: then the database must answer
-// within firstConnect, or serve does not start. Without migrate nothing
+// within 5 s (backoff.Attempt), or serve does not start. Without migrate nothing
 // connects at start: decisions fail (the failure mode answers) until the
 // database answers, and connected turns true once a ping has succeeded.
 //
@@ -205,7 +206,7 @@ func openPostgres(ctx context.Context, url, failure string, failureSet, migrate 
 }
 
 // connectPostgres opens the PostgreSQL database at url (applying the
-// schema's migrations when migrate), waiting at most firstConnect for it:
+// schema's migrations when migrate), waiting at most backoff.Attempt for it:
 // serve's store, its admin API's usage pool and the plans' database, in
 // serve and proxy, open theirs with it.
 func connectPostgres(ctx context.Context, url string, migrate bool) (*pgstore.Store, error) {
@@ -219,17 +220,17 @@ func connectPostgres(ctx context.Context, url string, migrate bool) (*pgstore.St
 // there, and which deletes the ended periods of rules that are not
 // billable.
 func connectPostgresLog(ctx context.Context, url string, migrate bool, log *slog.Logger, sweep time.Duration) (*pgstore.Store, error) {
-	cctx, cancel := context.WithTimeout(ctx, firstConnect)
+	cctx, cancel := context.WithTimeout(ctx, backoff.Attempt)
 	defer cancel()
 	st, err := pgstore.Open(cctx, url, pgstore.Config{NoMigrate: !migrate, Logger: log, SweepEvery: sweep})
 	return st, redact.Error(err, url)
 }
 
-// pingUntilUp pings st's database, with retryConnect's back-off, until it
+// pingUntilUp pings st's database, with backoff.Retry's back-off, until it
 // answers (up is then set) or ctx ends; it closes done when it returns.
 func pingUntilUp(ctx context.Context, st *pgstore.Store, up *atomic.Bool, log *slog.Logger, done chan<- struct{}) {
 	defer close(done)
-	if retryConnect(ctx, false, st.Pool().Ping) {
+	if backoff.Retry(ctx, false, st.Pool().Ping) {
 		up.Store(true)
 		log.Info("rate limit store connected")
 	}

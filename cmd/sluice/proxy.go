@@ -35,6 +35,7 @@ import (
 	"github.com/sluicehq/sluice/internal/safefile"
 	"github.com/sluicehq/sluice/memstore"
 	"github.com/sluicehq/sluice/plans"
+	"github.com/sluicehq/sluice/redisstore"
 	"github.com/sluicehq/sluice/request"
 	"github.com/sluicehq/sluice/service"
 )
@@ -274,7 +275,7 @@ func (p *proxyApp) openLimiter(ctx context.Context, a *app) error {
 		p.logMemoryMoot()
 		return nil
 	}
-	if ls, ok := limiter.(*lazyStore); ok { // conns are counted on Redis too
+	if ls, ok := limiter.(*redisstore.Lazy); ok { // conns are counted on Redis too
 		p.conns = &redisConns{store: ls, mode: failure.Mode}
 	}
 	fc := p.failsafeConfig(limiter, failure)

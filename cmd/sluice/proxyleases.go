@@ -18,7 +18,7 @@ import (
 // open admits (no slot is taken), closed refuses with conn_status, local
 // counts in this process meanwhile. It is an httplimit.InFlight.
 type redisConns struct {
-	store *lazyStore
+	store *redisstore.Lazy
 	mode  failsafe.Mode
 	local httplimit.Slots // local mode's counts while Redis fails
 
@@ -52,9 +52,9 @@ func (c *redisConns) Acquire(ctx context.Context, key string, max int) (func(), 
 // get returns the leases of the connected store; once they are made, it
 // takes no lock (every conns-limited request asks).
 func (c *redisConns) get() (*redisstore.Leases, error) {
-	s := c.store.store.Load()
-	if s == nil {
-		return nil, c.store.notConnected()
+	s, err := c.store.Store()
+	if err != nil {
+		return nil, err
 	}
 	if l := c.leases.Load(); l != nil {
 		return l, nil

@@ -14,6 +14,7 @@ import (
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/internal/envflag"
 	"github.com/sluicehq/sluice/redisstore"
+	"github.com/sluicehq/sluice/relief"
 	"github.com/sluicehq/sluice/service"
 )
 
@@ -325,13 +326,13 @@ func redisURLFromEnv(prefix string) string {
 type redisStores struct {
 	limiter   sluice.Limiter
 	close     func()
-	connected func() bool // both stores have answered once (see lazyStore)
+	connected func() bool // both stores have answered once (see redisstore.Lazy)
 }
 
 // openRedis opens the Redis store at store with o's settings (nil: the
 // URL's alone) and, with -store-per-second, the per-second store and the
-// split between them (see periodSplit). Either Redis being down is no
-// error (see openLazy).
+// split between them (see relief.PeriodSplit). Either Redis being down is
+// no error (see redisstore.OpenLazy).
 func openRedis(ctx context.Context, store string, o *redisOptions, log *slog.Logger) (redisStores, error) {
 	main, perSecond := redisstore.Config{URL: store}, (*redisstore.Config)(nil)
 	if o != nil {
@@ -340,19 +341,19 @@ func openRedis(ctx context.Context, store string, o *redisOptions, log *slog.Log
 			return redisStores{}, err
 		}
 	}
-	rs, err := openLazy(ctx, main, log)
+	rs, err := redisstore.OpenLazy(ctx, main, log)
 	if err != nil {
 		return redisStores{}, err
 	}
 	if perSecond == nil {
 		return redisStores{limiter: rs, close: func() { rs.Close() }, connected: rs.Connected}, nil
 	}
-	ps, err := openLazy(ctx, *perSecond, log.With("store", "per-second"))
+	ps, err := redisstore.OpenLazy(ctx, *perSecond, log.With("store", "per-second"))
 	if err != nil {
 		rs.Close()
 		return redisStores{}, fmt.Errorf("-store-per-second: %w", err)
 	}
 	log.Info("limits whose period is under a minute are on the per-second store", "store", storeName(perSecond.URL))
-	return redisStores{limiter: newPeriodSplit(rs, ps), close: func() { rs.Close(); ps.Close() },
+	return redisStores{limiter: relief.NewPeriodSplit(rs, ps), close: func() { rs.Close(); ps.Close() },
 		connected: func() bool { return rs.Connected() && ps.Connected() }}, nil
 }

@@ -78,12 +78,12 @@ func (s *serveApp) startRLQS(ctx context.Context, a *app) error {
 		if err != nil {
 			return err
 		}
-		l, err := openLazy(ctx, main, s.log.With("store", "rlqs"))
+		l, err := redisstore.OpenLazy(ctx, main, s.log.With("store", "rlqs"))
 		if err != nil {
 			return err
 		}
 		a.onClose(func() { l.Close() })
-		store = lazyRLQS{l}
+		store = l.RLQS()
 	}
 	o := s.o.rlqs
 	srv, err := rlqs.New(rlqs.Config{Rules: f.rules.Load, Store: store, Logger: s.log, Registerer: s.reg,
@@ -107,45 +107,4 @@ func (f *rlqsFace) setRules(c *config.Config) {
 	if f != nil {
 		f.rules.Store(c)
 	}
-}
-
-// lazyRLQS is RLQS's store on a lazyStore: until Redis answers, the
-// lazyStore's error (ErrUnavailable, with the last connection error).
-type lazyRLQS struct{ l *lazyStore }
-
-// rlqs returns the connected store's RLQS records, or the error of a call
-// made before Redis answered.
-func (r lazyRLQS) rlqs() (*redisstore.RLQSStore, error) {
-	st := r.l.store.Load()
-	if st == nil {
-		return nil, r.l.notConnected()
-	}
-	return st.RLQS(), nil
-}
-
-// Report implements rlqs.Store.
-func (r lazyRLQS) Report(ctx context.Context, bucket, client string, demand float64, now time.Time, ttl time.Duration) error {
-	st, err := r.rlqs()
-	if err != nil {
-		return err
-	}
-	return st.Report(ctx, bucket, client, demand, now, ttl)
-}
-
-// Demands implements rlqs.Store.
-func (r lazyRLQS) Demands(ctx context.Context, bucket string, now time.Time) (map[string]float64, error) {
-	st, err := r.rlqs()
-	if err != nil {
-		return nil, err
-	}
-	return st.Demands(ctx, bucket, now)
-}
-
-// Forget implements rlqs.Store.
-func (r lazyRLQS) Forget(ctx context.Context, bucket, client string) error {
-	st, err := r.rlqs()
-	if err != nil {
-		return err
-	}
-	return st.Forget(ctx, bucket, client)
 }

@@ -933,7 +933,7 @@ type openedStore struct {
 	// held.
 	release func(ctx context.Context)
 	// connected reports whether the store has answered once (see
-	// lazyStore); always true for the memory store.
+	// redisstore.Lazy); always true for the memory store.
 	connected func() bool
 	// mem is the memory store, nil with Redis.
 	mem *memstore.Store
@@ -943,7 +943,7 @@ type openedStore struct {
 // configured by mem, or Redis with the failure policy of -failure-mode,
 // for the caller to apply. Redis being down is no error: the store then
 // fails every call (the failure policy answers) and reconnects in the
-// background, logging on log (see lazyStore). ro are the Redis settings
+// background, logging on log (see redisstore.Lazy). ro are the Redis settings
 // (nil: the URL's alone). serve's -local-cache is applied by its caller
 // (remoteOptions.wrapRemote).
 func openStoreLog(ctx context.Context, store string, ro *redisOptions, failure string, mem memstore.Config, log *slog.Logger) (openedStore, error) {

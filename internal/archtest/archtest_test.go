@@ -157,6 +157,7 @@ var packages = map[string]pkgRule{
 	"internal/bodyrate":   {layer: support},
 	"internal/redact":     {layer: support},
 	"internal/envflag":    {layer: support},
+	"internal/backoff":    {layer: support},
 	"internal/promreg": {layer: support, grants: map[string]string{
 		edgeMetrics: "it registers Prometheus collectors for the faces",
 		edgeHTTP:    "only through Prometheus's client library",
@@ -256,6 +257,7 @@ var allowedEdges = []allowedEdge{
 	{from: "admin/page", to: "service", why: "the page is the service's Observer (service.Decision) and asks it check-only descriptors for its form"},
 	{from: "redisstore", to: "internal/safefile", why: "LoadTLS reads the PEM files REDIS_TLS_* name as every file is read: a regular file under a cap, within a deadline"},
 	{from: "redisstore", to: "internal/redact", why: "its URL errors mask the URL's secrets by the one rule every printed URL follows"},
+	{from: "redisstore", to: "internal/backoff", why: "a Lazy store reconnects with the one back-off of the remote stores, which the PostgreSQL ping at start shares"},
 	{from: "pgstore", to: "internal/redact", why: "Open's errors mask the connection string's secrets, whatever the driver echoes, by the one rule every printed URL follows"},
 }
 
@@ -544,7 +546,7 @@ func cleanGraph() []string {
 		"algorithm: . calendar std:time",
 		"calendar: . std:time",
 		"memstore: . algorithm std:sync",
-		"redisstore: . algorithm github.com/redis/rueidis",
+		"redisstore: . algorithm internal/backoff github.com/redis/rueidis",
 		"github.com/redis/rueidis: std:net",
 		"pgstore: . github.com/jackc/pgx/v5",
 		"failsafe: . std:log/slog",
@@ -568,6 +570,7 @@ func cleanGraph() []string {
 		"internal/bodyrate: std:time",
 		"internal/redact: std:net/url std:strings",
 		"internal/envflag: std:flag std:os std:time",
+		"internal/backoff: std:context std:time",
 		"config/configtest: config std:testing",
 		"httplimit/httplimittest: internal/clocktest std:testing std:net/http github.com/prometheus/client_golang/prometheus",
 		"internal/promreg: github.com/prometheus/client_golang/prometheus",

@@ -1,4 +1,4 @@
-package main
+package relief_test
 
 import (
 	"context"
@@ -7,8 +7,29 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/internal/storetest"
 	"github.com/sluicehq/sluice/memstore"
+	"github.com/sluicehq/sluice/relief"
 )
+
+// splitOver is a PeriodSplit over two in-memory stores.
+func splitOver(_ *testing.T, _ sluice.Clock, mem func() *memstore.Store) sluice.Limiter {
+	return relief.NewPeriodSplit(mem(), mem())
+}
+
+// The per-second split, over two in-memory stores, is held to the whole
+// conformance suite (the step tables' limits fall on both sides of a
+// minute), to the settle and debt suites, and to the eviction flood over
+// small stores.
+func TestPeriodSplitConformance(t *testing.T) {
+	runOver(t, splitOver, storetest.Options{})
+	split := func(t *testing.T, clock sluice.Clock) sluice.Limiter {
+		return splitOver(t, clock, func() *memstore.Store { return newMem(t, clock) })
+	}
+	t.Run("settle", func(t *testing.T) { storetest.RunSettle(t, split) })
+	t.Run("debt", func(t *testing.T) { storetest.RunDebt(t, split, 0) })
+	t.Run("calendar", func(t *testing.T) { storetest.RunCalendarMonth(t, split, storetest.Options{}) })
+}
 
 // REDIS_PERSECOND's split: limits whose period is under a minute (the
 // SECOND unit, and Sluice's multiples of a second below 60) are decided,
@@ -19,7 +40,7 @@ func TestPeriodSplitRoutesByPeriod(t *testing.T) {
 	main, perSecond := memstore.New(memstore.Config{}), memstore.New(memstore.Config{})
 	defer main.Close()
 	defer perSecond.Close()
-	var l sluice.Limiter = newPeriodSplit(main, perSecond)
+	var l sluice.Limiter = relief.NewPeriodSplit(main, perSecond)
 	fw := func(p time.Duration) sluice.Limit {
 		return sluice.Limit{Algorithm: sluice.FixedWindow, Rate: 10, Period: p, Burst: 10}
 	}
@@ -53,19 +74,21 @@ func TestPeriodSplitRoutesByPeriod(t *testing.T) {
 	}
 }
 
-// refusing is a store that serves no limit and cannot refund or peek.
+// refusing is a store that serves no limit and cannot refund, peek or
+// charge.
 type refusing struct{ sluice.Limiter }
 
 func (refusing) ValidateLimit(sluice.Limit) error { return sluice.ErrInvalidLimit }
 
 // The split keeps each store's capabilities: ValidateLimit is the chosen
-// store's, and a store that cannot refund or peek gives
-// errors.ErrUnsupported for its limits only.
+// store's, and a store that cannot refund, peek or charge gives
+// errors.ErrUnsupported (sluice.ErrCannotSettle for a charge) for its
+// limits only.
 func TestPeriodSplitCapabilities(t *testing.T) {
 	ctx := context.Background()
 	main := memstore.New(memstore.Config{})
 	defer main.Close()
-	l := newPeriodSplit(main, refusing{main})
+	l := relief.NewPeriodSplit(main, refusing{main})
 	sec, hour := sluice.PerSecond(5), sluice.PerHour(5)
 	if err := l.ValidateLimit(sec); !errors.Is(err, sluice.ErrInvalidLimit) {
 		t.Errorf("ValidateLimit(per second) = %v, want the per-second store's refusal", err)
@@ -78,6 +101,9 @@ func TestPeriodSplitCapabilities(t *testing.T) {
 	}
 	if _, err := l.Peek(ctx, "k", sec); !errors.Is(err, errors.ErrUnsupported) {
 		t.Errorf("Peek on a store without peeks = %v, want errors.ErrUnsupported", err)
+	}
+	if _, err := l.ChargeN(ctx, "k", sec, 1); !errors.Is(err, sluice.ErrCannotSettle) {
+		t.Errorf("ChargeN on a store without charges = %v, want sluice.ErrCannotSettle", err)
 	}
 	if _, err := l.Peek(ctx, "k", hour); err != nil {
 		t.Errorf("Peek on the main store = %v", err)

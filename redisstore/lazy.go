@@ -22,7 +22,9 @@ var ErrNotConnected = errors.New("rate limit store not connected yet")
 // answered once, every call fails with an error wrapping ErrNotConnected
 // and sluice.ErrUnavailable (so that the caller's failure policy
 // answers), while a goroutine keeps connecting with back-off (0.5 s
-// doubling to 30 s, for ever). Once connected, calls go to the Store, which reconnects by itself after
+// doubling to 30 s, for ever). Bad input is refused meanwhile as a
+// connected Store refuses it (sluice.Check, ValidateLimit), not as a
+// store failure. Once connected, calls go to the Store, which reconnects by itself after
 // later outages. It is safe for concurrent use; its zero value is not
 // usable: open one with OpenLazy.
 type Lazy struct {
@@ -129,6 +131,19 @@ func (l *Lazy) notConnected() error {
 	return errNotYet
 }
 
+// refuse returns the error of a call made before Redis answered: check's
+// (the call's input) or ValidateLimit's (a limit Redis cannot serve) for
+// bad input, as a connected store refuses it, else notConnected's.
+func (l *Lazy) refuse(check error, lim sluice.Limit) error {
+	if check != nil {
+		return check
+	}
+	if err := ValidateLimit(lim); err != nil {
+		return err
+	}
+	return l.notConnected()
+}
+
 // ValidateLimit is the package's ValidateLimit, connected or not.
 func (l *Lazy) ValidateLimit(lim sluice.Limit) error { return ValidateLimit(lim) }
 
@@ -142,7 +157,7 @@ func (l *Lazy) AllowN(ctx context.Context, key string, lim sluice.Limit, cost in
 	if s := l.store.Load(); s != nil {
 		return s.AllowN(ctx, key, lim, cost)
 	}
-	return sluice.Result{}, l.notConnected()
+	return sluice.Result{}, l.refuse(sluice.Check(key, lim, cost), lim)
 }
 
 // Peek reads the key on Redis, or fails while it has never answered.
@@ -150,7 +165,7 @@ func (l *Lazy) Peek(ctx context.Context, key string, lim sluice.Limit) (sluice.R
 	if s := l.store.Load(); s != nil {
 		return s.Peek(ctx, key, lim)
 	}
-	return sluice.Result{}, l.notConnected()
+	return sluice.Result{}, l.refuse(sluice.CheckPeek(key, lim), lim)
 }
 
 // RefundN refunds on Redis, or fails while it has never answered.
@@ -158,7 +173,7 @@ func (l *Lazy) RefundN(ctx context.Context, key string, lim sluice.Limit, cost i
 	if s := l.store.Load(); s != nil {
 		return s.RefundN(ctx, key, lim, cost)
 	}
-	return l.notConnected()
+	return l.refuse(sluice.Check(key, lim, cost), lim)
 }
 
 // ChargeN charges on Redis, or fails while it has never answered.
@@ -166,7 +181,7 @@ func (l *Lazy) ChargeN(ctx context.Context, key string, lim sluice.Limit, cost i
 	if s := l.store.Load(); s != nil {
 		return s.ChargeN(ctx, key, lim, cost)
 	}
-	return sluice.Result{}, l.notConnected()
+	return sluice.Result{}, l.refuse(sluice.CheckCharge(key, lim, cost), lim)
 }
 
 // Close stops connecting and closes the store, returning the store's

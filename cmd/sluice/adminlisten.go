@@ -14,6 +14,7 @@ import (
 	"github.com/sluicehq/sluice/admin/page"
 	"github.com/sluicehq/sluice/config"
 	"github.com/sluicehq/sluice/internal/envflag"
+	"github.com/sluicehq/sluice/internal/stores"
 	"github.com/sluicehq/sluice/pgstore"
 	"github.com/sluicehq/sluice/plans"
 	"github.com/sluicehq/sluice/service"
@@ -135,7 +136,7 @@ func (s *serveApp) newPage() *page.Page {
 
 // storeState is the store's health for the live page.
 func (s *serveApp) storeState() page.StoreState {
-	st := page.StoreState{Name: storeName(s.o.store), Connected: s.st.connected(), Breaker: "none"}
+	st := page.StoreState{Name: stores.Name(s.o.store), Connected: s.st.connected(), Breaker: "none"}
 	if f := s.st.failure; f != nil {
 		st.Breaker, st.FailureMode = "closed", f.Mode.String()
 		switch svc := s.admin.svc.Load(); {
@@ -167,7 +168,7 @@ func (s *serveApp) openAdmin(ctx context.Context, a *app) error {
 			return err
 		}
 		s.admin.tenantLimit = service.TenantLimitsBy(cache, o.tenantKey)
-		s.log.Info("plans", "store", storeName(o.plans.url), "staleness", o.plans.staleness, "tenant_key", o.tenantKey)
+		s.log.Info("plans", "store", stores.Name(o.plans.url), "staleness", o.plans.staleness, "tenant_key", o.tenantKey)
 	}
 	if o.addr == "" {
 		return nil
@@ -199,7 +200,7 @@ func (s *serveApp) adminConfig(ctx context.Context, a *app, pl *pgstore.PlanStor
 	if pl != nil {
 		cfg.Plans, cfg.Changed = planWriter{pl}, cache.Invalidate
 	}
-	if isPostgres(s.o.store) {
+	if stores.Is(s.o.store, stores.Postgres) {
 		// A pool of its own: the store in use may be wrapped (reservations).
 		st, err := connectPostgres(ctx, s.o.store, false)
 		if err != nil {

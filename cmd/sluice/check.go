@@ -7,6 +7,7 @@ import (
 	"io"
 
 	"github.com/sluicehq/sluice/config"
+	"github.com/sluicehq/sluice/internal/stores"
 )
 
 // checkUsage is check's -h.
@@ -36,6 +37,10 @@ func check(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "sluice check: give the config's PATH. Run 'sluice check -h' for the usage.")
 		return 2
 	}
+	if _, err := stores.Of(*store); err != nil {
+		fmt.Fprintln(stderr, "sluice check:", err)
+		return 2
+	}
 	// As serve checks them first: regular files, within the total size.
 	_, err := checkConfigFiles(context.Background(), fs.Arg(0))
 	var cfg *config.Config
@@ -46,7 +51,7 @@ func check(args []string, stdout, stderr io.Writer) int {
 		// No -store (and no REDIS_URL): the config is checked for no
 		// particular store, so what only some stores serve (a billable
 		// rule: PostgreSQL) is not refused.
-		err = checkRulesForStore(cfg, storeValidator(*store))
+		err = checkRulesForStore(cfg, stores.Validator(*store))
 	}
 	if err != nil {
 		fmt.Fprintln(stderr, err)

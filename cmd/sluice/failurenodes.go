@@ -4,7 +4,6 @@ import (
 	"flag"
 	"fmt"
 	"log/slog"
-	"time"
 
 	"github.com/sluicehq/sluice/failsafe"
 
@@ -17,17 +16,6 @@ import (
 // everything while the store is slow or down (PostgreSQL's quotas keep
 // closed unless -failure-mode is given).
 const defaultFailureMode = "local"
-
-// redisDecisionTimeout is the default deadline of one decision on Redis
-// (-store-timeout 0), chosen from measurement: a local redis-server on a
-// 2-core machine running 7 other loads (load average 15) answered 256
-// concurrent callers with p99 96 ms, p99.9 145 ms, max 160 ms (64 callers:
-// p99 11 ms, max 26 ms). 50 ms, the former default, was under that p99, so
-// a busy store sent a share of decisions to the failure mode; 250 ms
-// clears the worst decision measured by half again, and is PostgreSQL's
-// (pgDecisionTimeout). A caller's deadline still shortens it (Envoy's
-// 20 ms leaves the store 18 ms).
-const redisDecisionTimeout = 250 * time.Millisecond
 
 // maxFailureNodes bounds -failure-nodes: a share of a limit split over
 // more processes would round to the minimum of 1 for any limit a person

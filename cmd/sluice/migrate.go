@@ -15,6 +15,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/sluicehq/sluice/internal/redact"
+	"github.com/sluicehq/sluice/internal/stores"
 	"github.com/sluicehq/sluice/pgstore"
 )
 
@@ -79,22 +80,22 @@ func runPrune(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	defer cancel()
 	pool, err := pgxpool.New(ctx, url)
 	if err != nil {
-		return fail(1, storeName(url)+":", err)
+		return fail(1, stores.Name(url)+":", err)
 	}
 	defer pool.Close()
 	before := time.Now().Add(-age)
 	p, err := pgstore.Prune(ctx, pool, before)
 	fmt.Fprintf(stdout, "%s: deleted %d ledger rows and %d key-count rows of periods that ended before %s\n",
-		storeName(url), p.Usage, p.Groups, before.UTC().Format(time.RFC3339))
+		stores.Name(url), p.Usage, p.Groups, before.UTC().Format(time.RFC3339))
 	if err != nil {
-		return fail(1, storeName(url)+":", err)
+		return fail(1, stores.Name(url)+":", err)
 	}
 	sweepBefore := time.Now().Add(-pgstore.SweepGrace)
 	n, err := pgstore.Sweep(ctx, pool, sweepBefore)
 	fmt.Fprintf(stdout, "%s: deleted %d rows of rules that are not billable, of periods that ended before %s\n",
-		storeName(url), n, sweepBefore.UTC().Format(time.RFC3339))
+		stores.Name(url), n, sweepBefore.UTC().Format(time.RFC3339))
 	if err != nil {
-		return fail(1, storeName(url)+":", err)
+		return fail(1, stores.Name(url)+":", err)
 	}
 	return 0
 }
@@ -112,8 +113,8 @@ func databaseArg(fs *flag.FlagSet, store, cmd, only string) (url, msg string) {
 	case store == "":
 		return "", "give the database's URL (postgres://…). Run '" + cmd + " -h' for the usage."
 	}
-	if !isPostgres(store) {
-		return "", fmt.Sprintf("%s is not a PostgreSQL URL (postgres:// or postgresql://): only PostgreSQL %s", storeName(store), only)
+	if !stores.Is(store, stores.Postgres) {
+		return "", fmt.Sprintf("%s is not a PostgreSQL URL (postgres:// or postgresql://): only PostgreSQL %s", stores.Name(store), only)
 	}
 	return store, ""
 }
@@ -166,9 +167,9 @@ func runMigrate(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	defer cancel()
 	before, after, err := migrate(ctx, url)
 	if err != nil {
-		return fail(1, storeName(url)+":", err)
+		return fail(1, stores.Name(url)+":", err)
 	}
-	printMigrations(stdout, storeName(url), before, after)
+	printMigrations(stdout, stores.Name(url), before, after)
 	return 0
 }
 

@@ -15,6 +15,7 @@ import (
 	"github.com/sluicehq/sluice/failsafe"
 	"github.com/sluicehq/sluice/internal/backoff"
 	"github.com/sluicehq/sluice/internal/redact"
+	"github.com/sluicehq/sluice/internal/stores"
 	"github.com/sluicehq/sluice/memstore"
 	"github.com/sluicehq/sluice/pgstore"
 	"github.com/sluicehq/sluice/service"
@@ -71,10 +72,14 @@ func (r *remoteOptions) check(fs *flag.FlagSet, o *serveOptions) error {
 	case set["reserve-hold"] && r.reserveUnits == 0:
 		return errors.New("-reserve-hold needs -reserve-units")
 	}
-	if isMemory(o.store) && (r.reserveUnits > 0 || r.localShare > 0) {
+	kind, err := stores.Of(o.store)
+	if err != nil {
+		return err
+	}
+	if !kind.Remote && (r.reserveUnits > 0 || r.localShare > 0) {
 		return errors.New("-reserve-units and -local-share need a remote store (-store redis://… or postgres://…): the memory store is already local")
 	}
-	if !isPostgres(o.store) {
+	if kind != stores.Postgres {
 		if set["migrate"] {
 			return errors.New("-migrate: only a PostgreSQL -store (postgres://…) has migrations")
 		}
@@ -89,17 +94,11 @@ func (r *remoteOptions) check(fs *flag.FlagSet, o *serveOptions) error {
 	return nil
 }
 
-// isPostgres reports whether -store names a PostgreSQL database.
-func isPostgres(store string) bool {
-	s := strings.ToLower(store)
-	return strings.HasPrefix(s, "postgres://") || strings.HasPrefix(s, "postgresql://")
-}
-
 // validator returns the check of the limits serve's store serves (see
-// checkRulesForStore): the store's (storeValidator, which check uses too);
+// checkRulesForStore): the store's (stores.Validator, which check uses too);
 // with -local-share, the local share of the limit must be one as well.
 func (o *serveOptions) validator() func(sluice.Limit) error {
-	v := storeValidator(o.store)
+	v := stores.Validator(o.store)
 	if o.remote.localShare <= 0 || v == nil {
 		return v
 	}
@@ -119,7 +118,7 @@ func (o *serveOptions) validator() func(sluice.Limit) error {
 // does not act on: with PostgreSQL, every Redis variable set (REDIS_URL
 // too: -store names the database); else redisOptions.notActedOn's.
 func (o *serveOptions) storeNotActedOn() []string {
-	if !isPostgres(o.store) {
+	if !stores.Is(o.store, stores.Postgres) {
 		return o.redis.notActedOn(o.store)
 	}
 	var out []string
@@ -140,7 +139,7 @@ func (o *serveOptions) storeNotActedOn() []string {
 func openServeStore(ctx context.Context, o *serveOptions, failureSet bool, log *slog.Logger) (openedStore, error) {
 	var st openedStore
 	var err error
-	if isPostgres(o.store) {
+	if stores.Is(o.store, stores.Postgres) {
 		st, err = openPostgres(ctx, o.store, o.failure, failureSet, o.remote.migrate, log)
 	} else {
 		st, err = openStoreLog(ctx, o.store, &o.redis, o.failure, memstore.Config{MaxBytes: o.memMaxBytes, ClockResolution: o.memClock}, log)
@@ -153,11 +152,6 @@ func openServeStore(ctx context.Context, o *serveOptions, failureSet bool, log *
 	logFailurePolicy(log, st.failure)
 	return o.remote.wrapRemote(st, o.localCache, log), nil
 }
-
-// pgDecisionTimeout bounds a decision on PostgreSQL before the failure
-// mode answers: as redisDecisionTimeout, for decisions on one hot key queue
-// on its row lock and, with few connections in the pool, on the pool.
-const pgDecisionTimeout = 250 * time.Millisecond
 
 // pgSweepEvery is how often serve's PostgreSQL store deletes the periods of
 // rules that are not billable once they ended (pgstore.Sweep): their rows
@@ -184,11 +178,11 @@ func openPostgres(ctx context.Context, url, failure string, failureSet, migrate 
 	st, err := connectPostgresLog(ctx, url, migrate, log, pgSweepEvery)
 	if err != nil {
 		if migrate {
-			return openedStore{}, fmt.Errorf("%s: %w (with -migrate=false serve starts without the database, once `sluice migrate` has brought its schema up to date)", storeName(url), err)
+			return openedStore{}, fmt.Errorf("%s: %w (with -migrate=false serve starts without the database, once `sluice migrate` has brought its schema up to date)", stores.Name(url), err)
 		}
-		return openedStore{}, fmt.Errorf("%s: %w", storeName(url), err)
+		return openedStore{}, fmt.Errorf("%s: %w", stores.Name(url), err)
 	}
-	log.Info("store PostgreSQL", "store", storeName(url), "migrated", migrate, "sweep_not_billable_every", pgSweepEvery,
+	log.Info("store PostgreSQL", "store", stores.Name(url), "migrated", migrate, "sweep_not_billable_every", pgSweepEvery,
 		"failure_mode", mode.String(), "failure_mode_from", map[bool]string{true: "-failure-mode", false: "the default on PostgreSQL: quotas fail closed"}[failureSet])
 	var up atomic.Bool
 	bg, stop := context.WithCancel(context.WithoutCancel(ctx))
@@ -200,7 +194,7 @@ func openPostgres(ctx context.Context, url, failure string, failureSet, migrate 
 		go pingUntilUp(bg, st, &up, log, done)
 	}
 	local := memstore.New(memstore.Config{})
-	return openedStore{limiter: st, failure: &service.FailurePolicy{Mode: mode, Local: local, Timeout: pgDecisionTimeout},
+	return openedStore{limiter: st, failure: &service.FailurePolicy{Mode: mode, Local: local, Timeout: stores.Postgres.DecisionTimeout},
 		close:     func() { stop(); <-done; st.Close(); local.Close() },
 		connected: up.Load}, nil
 }

@@ -33,6 +33,7 @@ import (
 	"github.com/sluicehq/sluice/internal/envflag"
 	"github.com/sluicehq/sluice/internal/redact"
 	"github.com/sluicehq/sluice/internal/safefile"
+	"github.com/sluicehq/sluice/internal/stores"
 	"github.com/sluicehq/sluice/memstore"
 	"github.com/sluicehq/sluice/plans"
 	"github.com/sluicehq/sluice/redisstore"
@@ -250,6 +251,9 @@ func (p *proxyApp) openFileSettings(ctx context.Context, a *app) error {
 	}
 	p.o.listen = cmp.Or(p.o.listen, p.file.Listen, ":8080")
 	p.o.store = cmp.Or(p.o.store, p.file.Store)
+	if err := checkProxyStore(p.o.store); err != nil {
+		return exitCode(2, err)
+	}
 	accessLog, closeLog, err := openAccessLog(p.o.accessLog, p.file.AccessLog, p.stderr)
 	if err != nil {
 		return err
@@ -292,19 +296,36 @@ func (p *proxyApp) openLimiter(ctx context.Context, a *app) error {
 	return nil
 }
 
+// checkProxyStore refuses a -store (or the file's store) that names no
+// kind of store, or a kind the proxy cannot decide on, by name.
+func checkProxyStore(store string) error {
+	kind, err := stores.Of(store)
+	if err != nil {
+		return err
+	}
+	if !kind.Proxy {
+		var can []string
+		for _, k := range stores.Kinds {
+			if k.Proxy {
+				can = append(can, k.Name)
+			}
+		}
+		return fmt.Errorf("-store %s: sluice proxy decides on %s, not on %s (sluice serve does)", stores.Name(store), strings.Join(can, " or "), kind.Name)
+	}
+	return nil
+}
+
 // logMemoryMoot names, in one line, the store flags given that the memory
-// store makes moot: -failure-mode and -failure-nodes (it never fails) and -store-timeout (it
-// has no deadline).
+// store makes moot (stores.Memory.ProxyMoot): -failure-mode and
+// -failure-nodes (it never fails) and -store-timeout (it has no deadline).
 func (p *proxyApp) logMemoryMoot() {
+	given := map[string]bool{"failure-mode": envflag.IsSet(p.o.fs, "failure-mode"),
+		"store-timeout": p.o.storeTimeout > 0, "failure-nodes": p.o.failureNodes > 0}
 	var moot []string
-	if envflag.IsSet(p.o.fs, "failure-mode") {
-		moot = append(moot, "-failure-mode")
-	}
-	if p.o.storeTimeout > 0 {
-		moot = append(moot, "-store-timeout")
-	}
-	if p.o.failureNodes > 0 {
-		moot = append(moot, "-failure-nodes")
+	for _, f := range stores.Memory.ProxyMoot {
+		if given[f] {
+			moot = append(moot, "-"+f)
+		}
 	}
 	if len(moot) > 0 {
 		p.log.Info("accepted and not acted on", "flags", strings.Join(moot, ","), "why", "the memory store never fails and has no deadline")
@@ -440,7 +461,7 @@ func (p *proxyApp) reopenOnSIGUSR1(a *app) {
 
 // printBanner prints where the proxy listens and what it forwards to.
 func (p *proxyApp) printBanner(stdout io.Writer) {
-	fmt.Fprintf(stdout, "sluice %s proxy on store %s\n", buildVersion(), storeName(p.o.store))
+	fmt.Fprintf(stdout, "sluice %s proxy on store %s\n", buildVersion(), stores.Name(p.o.store))
 	fmt.Fprintf(stdout, "  listening  http://%s", localAddr(p.ln.Addr()))
 	if p.o.h2c {
 		fmt.Fprint(stdout, "  (HTTP/1.1 and h2c)")

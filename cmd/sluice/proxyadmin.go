@@ -15,6 +15,7 @@ import (
 	"github.com/sluicehq/sluice/failsafe"
 	"github.com/sluicehq/sluice/gateway"
 	"github.com/sluicehq/sluice/httplimit"
+	"github.com/sluicehq/sluice/internal/stores"
 	"github.com/sluicehq/sluice/service"
 )
 
@@ -103,7 +104,7 @@ func (p *proxyApp) adminHandler(mux *http.ServeMux) http.Handler {
 // breaker (Connected says the breaker is closed: the proxy does not
 // track a first answer).
 func (p *proxyApp) storeState() page.StoreState {
-	st := page.StoreState{Name: storeName(p.o.store), Connected: true, Breaker: "none"}
+	st := page.StoreState{Name: stores.Name(p.o.store), Connected: true, Breaker: "none"}
 	if f, ok := p.limiter.(*failsafe.Limiter); ok {
 		st.Breaker, st.FailureMode, st.Connected = "closed", f.Mode().String(), f.Available()
 		if !f.Available() {

@@ -10,6 +10,7 @@ import (
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/gateway"
 	"github.com/sluicehq/sluice/internal/envflag"
+	"github.com/sluicehq/sluice/internal/stores"
 	"github.com/sluicehq/sluice/pgstore"
 	"github.com/sluicehq/sluice/pgstore/pgplans"
 	"github.com/sluicehq/sluice/plans"
@@ -50,7 +51,7 @@ func (o *plansFlags) checkFlags() error {
 // checkPlansURL refuses a -plans, serve's or proxy's, that is not a
 // PostgreSQL URL (exit status 2); "" (off) passes.
 func checkPlansURL(url string) error {
-	if url != "" && !isPostgres(url) {
+	if url != "" && !stores.Is(url, stores.Postgres) {
 		return exitCode(2, "-plans must be a PostgreSQL URL (postgres://…)")
 	}
 	return nil
@@ -63,7 +64,7 @@ func checkPlansURL(url string) error {
 func openPlanCache(ctx context.Context, a *app, url string, migrate bool, staleness time.Duration, log *slog.Logger) (*pgstore.PlanStore, *plans.Cache, error) {
 	st, err := connectPostgres(ctx, url, migrate)
 	if err != nil {
-		return nil, nil, fmt.Errorf("-plans %s: %w", storeName(url), err)
+		return nil, nil, fmt.Errorf("-plans %s: %w", stores.Name(url), err)
 	}
 	a.onClose(func() { st.Close() })
 	pl := pgstore.NewPlanStore(st.Pool())
@@ -94,7 +95,7 @@ func (p *proxyApp) openPlans(ctx context.Context, a *app) error {
 		return err
 	}
 	p.plans = cache
-	p.log.Info("plans", "store", storeName(o.url), "staleness", o.staleness, "tenant_header", p.file.Config.Plans.TenantHeader)
+	p.log.Info("plans", "store", stores.Name(o.url), "staleness", o.staleness, "tenant_header", p.file.Config.Plans.TenantHeader)
 	return nil
 }
 

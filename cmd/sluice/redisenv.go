@@ -13,6 +13,7 @@ import (
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/internal/envflag"
+	"github.com/sluicehq/sluice/internal/stores"
 	"github.com/sluicehq/sluice/redisstore"
 	"github.com/sluicehq/sluice/relief"
 	"github.com/sluicehq/sluice/service"
@@ -78,7 +79,7 @@ func (o *redisOptions) check(store string) error {
 	if err != nil {
 		return fmt.Errorf("-redis-key-format (REDIS_KEY_FORMAT): %w", err)
 	}
-	if isMemory(store) {
+	if stores.Is(store, stores.Memory) {
 		if f == redisstore.KeyEnvoy {
 			return errors.New("-redis-key-format envoy: the memory store has no Redis keys; set -store (REDIS_URL)")
 		}
@@ -89,7 +90,7 @@ func (o *redisOptions) check(store string) error {
 	switch {
 	case o.coalesce < 0:
 		return fmt.Errorf("-redis-coalesce-wait %v: want 0 or more", o.coalesce)
-	case o.coalesce != 0 && (isMemory(store) || isPostgres(store)):
+	case o.coalesce != 0 && !stores.Is(store, stores.Redis):
 		return errors.New("-redis-coalesce-wait: needs a Redis -store (REDIS_URL)")
 	}
 	if o.perSecond != "" {
@@ -204,7 +205,7 @@ func (o *redisOptions) notActedOn(store string) []string {
 			out = append(out, n+"="+v+" ("+why+")")
 		}
 	}
-	if isMemory(store) {
+	if stores.Is(store, stores.Memory) {
 		for _, n := range []string{"REDIS_POOL_SIZE", "REDIS_PIPELINE_WINDOW", "REDIS_PIPELINE_LIMIT", "REDIS_TIMEOUT",
 			"REDIS_SENTINEL_AUTH", "REDIS_TLS_CLIENT_CERT", "REDIS_TLS_CLIENT_KEY", "REDIS_TLS_CACERT",
 			"REDIS_TLS_SKIP_HOSTNAME_VERIFICATION", "REDIS_CLUSTER_PIPELINE_PARALLELISM", "REDIS_POOL_ON_EMPTY_BEHAVIOR",
@@ -252,7 +253,7 @@ func (o *redisOptions) perSecondNotActedOn(store string, name func(n, why string
 		"REDIS_PERSECOND_CLUSTER_PIPELINE_PARALLELISM", "REDIS_PERSECOND_POOL_ON_EMPTY_BEHAVIOR"}
 	why := ""
 	switch {
-	case isMemory(store):
+	case stores.Is(store, stores.Memory):
 		why = "the store is memory"
 	case o.perSecond == "":
 		why = "REDIS_PERSECOND is not true"
@@ -353,7 +354,7 @@ func openRedis(ctx context.Context, store string, o *redisOptions, log *slog.Log
 		rs.Close()
 		return redisStores{}, fmt.Errorf("-store-per-second: %w", err)
 	}
-	log.Info("limits whose period is under a minute are on the per-second store", "store", storeName(perSecond.URL))
+	log.Info("limits whose period is under a minute are on the per-second store", "store", stores.Name(perSecond.URL))
 	return redisStores{limiter: relief.NewPeriodSplit(rs, ps), close: func() { rs.Close(); ps.Close() },
 		connected: func() bool { return rs.Connected() && ps.Connected() }}, nil
 }

@@ -9,6 +9,7 @@ import (
 
 	"github.com/sluicehq/sluice/config"
 	"github.com/sluicehq/sluice/internal/envflag"
+	"github.com/sluicehq/sluice/internal/stores"
 	"github.com/sluicehq/sluice/redisstore"
 	"github.com/sluicehq/sluice/rlqs"
 )
@@ -73,7 +74,7 @@ func (s *serveApp) startRLQS(ctx context.Context, a *app) error {
 	// nil: the server's memory store. RLQS shares usage across replicas
 	// through Redis only; on PostgreSQL each replica divides on its own.
 	var store rlqs.Store
-	if !isMemory(s.o.store) && !isPostgres(s.o.store) {
+	if stores.Is(s.o.store, stores.Redis) {
 		main, _, err := s.o.redis.storeConfigs(s.o.store)
 		if err != nil {
 			return err

@@ -31,7 +31,7 @@ import (
 	"github.com/sluicehq/sluice/failsafe"
 	"github.com/sluicehq/sluice/internal/bodyrate"
 	"github.com/sluicehq/sluice/internal/envflag"
-	"github.com/sluicehq/sluice/internal/redact"
+	"github.com/sluicehq/sluice/internal/stores"
 	"github.com/sluicehq/sluice/memstore"
 	"github.com/sluicehq/sluice/service"
 )
@@ -136,29 +136,18 @@ func mootFlags(fs *flag.FlagSet, o *serveOptions) []string {
 	set := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
 	var out []string
-	if isMemory(o.store) {
-		if o.localCache {
-			out = append(out, "-local-cache")
-		}
-		if o.healthNeedsStore {
-			out = append(out, "-health-needs-store")
-		}
-		if set["failure-mode"] {
-			out = append(out, "-failure-mode")
-		}
-		if set["store-timeout"] {
-			out = append(out, "-store-timeout")
-		}
-		if set["failure-nodes"] {
-			out = append(out, "-failure-nodes")
-		}
-		return out
+	// Given: set on the command line or by the variable that feeds it.
+	_, memEnv := os.LookupEnv("MEMSTORE_MAX_BYTES")
+	set["local-cache"], set["health-needs-store"] = o.localCache, o.healthNeedsStore
+	set["memory-max-bytes"] = set["memory-max-bytes"] || memEnv
+	kind, err := stores.Of(o.store)
+	if err != nil {
+		return nil // refused by checkOptions
 	}
-	if _, env := os.LookupEnv("MEMSTORE_MAX_BYTES"); set["memory-max-bytes"] || env {
-		out = append(out, "-memory-max-bytes")
-	}
-	if set["memory-clock-resolution"] {
-		out = append(out, "-memory-clock-resolution")
+	for _, f := range kind.Moot {
+		if set[f] {
+			out = append(out, "-"+f)
+		}
 	}
 	return out
 }
@@ -510,6 +499,9 @@ func (s *serveApp) checkOptions() error {
 	if err := o.rlqs.check(); err != nil {
 		return exitCode(2, err)
 	}
+	if _, err := stores.Of(o.store); err != nil {
+		return exitCode(2, err)
+	}
 	if err := o.redis.check(o.store); err != nil {
 		return exitCode(2, err)
 	}
@@ -818,14 +810,14 @@ func (s *serveApp) printBanner(stdout io.Writer) {
 	if strings.EqualFold(s.o.logFormat, "json") {
 		h, err := logHandler("json", stdout, nil)
 		if err == nil {
-			slog.New(h).Info("serving", "version", buildVersion(), "config", source, "store", storeName(s.o.store),
+			slog.New(h).Info("serving", "version", buildVersion(), "config", source, "store", stores.Name(s.o.store),
 				"http", httpURL, "http_endpoints", endpoints, "http_every_interface", everyInterface(s.httpLn.Addr()),
 				"grpc", grpcAt, "grpc_services", grpcServes, "grpc_every_interface", everyInterface(s.grpcLn.Addr()),
 				"debug", describeDebug(s.debug))
 		}
 		return
 	}
-	fmt.Fprintf(stdout, "sluice %s serving %s on store %s\n", buildVersion(), source, storeName(s.o.store))
+	fmt.Fprintf(stdout, "sluice %s serving %s on store %s\n", buildVersion(), source, stores.Name(s.o.store))
 	fmt.Fprintf(stdout, "  HTTP  %s  (%s%s)\n", httpURL, whereBound(s.httpLn.Addr()), endpoints)
 	fmt.Fprintf(stdout, "  gRPC  %s  (%s%s)\n", grpcAt, whereBound(s.grpcLn.Addr()), grpcServes)
 	fmt.Fprintf(stdout, "  debug %s\n", describeDebug(s.debug))
@@ -947,7 +939,7 @@ type openedStore struct {
 // (nil: the URL's alone). serve's -local-cache is applied by its caller
 // (remoteOptions.wrapRemote).
 func openStoreLog(ctx context.Context, store string, ro *redisOptions, failure string, mem memstore.Config, log *slog.Logger) (openedStore, error) {
-	if isMemory(store) {
+	if stores.Is(store, stores.Memory) {
 		return openMemory(mem), nil
 	}
 	mode, err := failsafe.ParseMode(failure)
@@ -964,7 +956,7 @@ func openStoreLog(ctx context.Context, store string, ro *redisOptions, failure s
 	// The store of rules whose failure_mode is local (and of every rule
 	// with -failure-mode local), while Redis fails.
 	local := memstore.New(memstore.Config{})
-	return openedStore{limiter: rs.limiter, failure: &service.FailurePolicy{Mode: mode, Local: local, Timeout: redisDecisionTimeout},
+	return openedStore{limiter: rs.limiter, failure: &service.FailurePolicy{Mode: mode, Local: local, Timeout: stores.Redis.DecisionTimeout},
 		close: func() { rs.close(); local.Close() }, connected: rs.connected}, nil
 }
 
@@ -983,20 +975,6 @@ func openMemory(cfg memstore.Config) openedStore {
 func openStore(ctx context.Context, store, failure string) (sluice.Limiter, *service.FailurePolicy, func(), error) {
 	o, err := openStoreLog(ctx, store, nil, failure, memstore.Config{}, slog.Default())
 	return o.limiter, o.failure, o.close, err
-}
-
-// isMemory reports whether -store names the memory store.
-func isMemory(store string) bool { return store == "" || store == "memory" }
-
-// storeName describes the store without its secrets (redact.URL: the
-// password of its user information, secret query parameters, a key=value
-// connection string's password), for every place that prints one: logs,
-// banners, errors, the admin page.
-func storeName(s string) string {
-	if isMemory(s) {
-		return "memory"
-	}
-	return redact.URL(s)
 }
 
 // localAddr turns a wildcard listen address into one a curl on this machine

@@ -91,24 +91,3 @@ func TestServeSizesTakeTheProxysSpelling(t *testing.T) {
 		t.Errorf("-memory-max-bytes 1q: exit %d, want 2; stderr %q", code, errb.String())
 	}
 }
-
-// The store's printed name hides the password of its URL, and only that:
-// an '@' in the path or the query is not user information.
-func TestStoreNameRedactsOnlyThePassword(t *testing.T) {
-	for in, want := range map[string]string{
-		"memory":                                             "memory",
-		"redis://h:6379":                                     "redis://h:6379",
-		"redis://user:pw@h:6379":                             "redis://user:xxxxx@h:6379",
-		"redis://:secret@h:6379/0?x=a@b":                     "redis://:xxxxx@h:6379/0?x=a@b",
-		"redis://h:6379/0?client_name=a@b":                   "redis://h:6379/0?client_name=a@b",
-		"rediss://:p%40ss@h:6380":                            "rediss://:xxxxx@h:6380",
-		"redis://:p@ss@h:6379":                               "redis://:xxxxx@h:6379",
-		"redis+cluster://u:p@a:7000,b:7000":                  "redis+cluster://u:xxxxx@a:7000,b:7000",
-		"redis+sentinel://:p@s1:26379,s2:26379/mymaster?x=@": "redis+sentinel://:xxxxx@s1:26379,s2:26379/mymaster?x=@",
-		"redis://u:p@h:bad/0?x=a@b":                          "redis://u:xxxxx@h:bad/0?x=a@b", // not a URL net/url accepts: the same rule
-	} {
-		if got := storeName(in); got != want {
-			t.Errorf("storeName(%q) = %q, want %q", in, got, want)
-		}
-	}
-}

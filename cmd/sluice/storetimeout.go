@@ -17,7 +17,7 @@ const maxStoreTimeout = 10 * time.Second
 // storeTimeoutFlag defines -store-timeout on fs, into d: the deadline of
 // one decision on a remote store (failsafe.Config.Timeout), after which the
 // failure mode answers. 0, the default, keeps the store's own: failsafe's
-// redisDecisionTimeout on Redis, pgDecisionTimeout on PostgreSQL.
+// each kind's stores.Kind.DecisionTimeout.
 func storeTimeoutFlag(fs *flag.FlagSet, d *time.Duration, stores, defaults string) {
 	fs.DurationVar(d, "store-timeout", 0,
 		"with "+stores+", how long one decision may wait for the store before the failure mode answers (a caller's deadline shortens it to 9/10 of what is left); up to "+maxStoreTimeout.String()+"; 0: "+defaults)

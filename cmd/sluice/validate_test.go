@@ -7,8 +7,6 @@ import (
 	"syscall"
 	"testing"
 	"time"
-
-	"github.com/sluicehq/sluice"
 )
 
 // cfgTooBigForRedis is a token bucket that passes Limit.Validate and that
@@ -61,9 +59,6 @@ func TestCheckWithAPostgresStoreUsesPostgresRules(t *testing.T) {
 		{[]string{"check", "-store", "redis://127.0.0.1:1", path}, 0, "sliding_window", ""},
 	} {
 		tt.check(t)
-	}
-	if storeValidator("postgresql://db/x") == nil || storeValidator("postgresql://db/x")(sluice.PerMinute(10)) == nil {
-		t.Error("storeValidator(postgresql://…) admits a token bucket, which PostgreSQL cannot serve")
 	}
 }
 

@@ -223,6 +223,10 @@ var packages = map[string]pkgRule{
 	// not import each other, so the one adapter between them is wiring,
 	// shared by cmd/sluice and the faces' tests.
 	"pgstore/pgplans": {layer: wiring},
+	// The table of store kinds -store names (memory, Redis, PostgreSQL):
+	// how each opens, what it serves, what it makes moot. It knows the
+	// concrete stores, as cmd/sluice does.
+	"internal/stores": {layer: wiring},
 	// The config's face toward an xDS control plane: a gRPC client that
 	// compiles what it receives with config, as the file loader does.
 	"internal/xdsconfig": {layer: face},
@@ -553,6 +557,7 @@ func cleanGraph() []string {
 		"relief: .",
 		"plans: . std:log/slog",
 		"pgstore/pgplans: pgstore plans",
+		"internal/stores: memstore redisstore pgstore internal/redact",
 		"admin: . plans std:net/http",
 		"admin/page: . config service internal/topk internal/keyhash std:net/http",
 		"internal/topk: std:sync",

@@ -32,7 +32,7 @@ type remoteOptions struct {
 	localShare   int           // -local-share: 1/N of each limit decided locally first; 0 is off
 
 	// timeout is -store-timeout: the deadline of one decision on the
-	// store (see withStoreTimeout); 0 keeps the store's default.
+	// store (see stores.WithTimeout); 0 keeps the store's default.
 	timeout time.Duration
 }
 
@@ -47,7 +47,7 @@ func (r *remoteOptions) flags(fs *flag.FlagSet) {
 		"with -reserve-units, how long a reservation's unspent units are held before they go back")
 	fs.IntVar(&r.localShare, "local-share", 0,
 		"with Redis or PostgreSQL, N: a request must first pass 1/N of its limit (rounded up) counted in this process, so a burst past one process's share never reaches the store; set N to the number of processes or fewer; 0: off")
-	storeTimeoutFlag(fs, &r.timeout, "Redis or PostgreSQL", "250ms on Redis and on PostgreSQL")
+	stores.TimeoutFlag(fs, &r.timeout, "Redis or PostgreSQL", "250ms on Redis and on PostgreSQL")
 }
 
 // check refuses settings that cannot act with -store store (exit 2): a
@@ -56,10 +56,10 @@ func (r *remoteOptions) flags(fs *flag.FlagSet) {
 func (r *remoteOptions) check(fs *flag.FlagSet, o *serveOptions) error {
 	set := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
-	if err := checkStoreTimeout(r.timeout); err != nil {
+	if err := stores.CheckTimeout(r.timeout); err != nil {
 		return err
 	}
-	if err := checkFailureNodes(o.failureNodes); err != nil {
+	if err := stores.CheckFailureNodes(o.failureNodes); err != nil {
 		return err
 	}
 	switch {
@@ -85,10 +85,10 @@ func (r *remoteOptions) check(fs *flag.FlagSet, o *serveOptions) error {
 		}
 		return nil
 	}
-	if o.redis.perSecond != "" {
+	if o.redis.PerSecond != "" {
 		return errors.New("-store-per-second (REDIS_PERSECOND): needs a Redis -store, not PostgreSQL")
 	}
-	if o.redis.serviceKeyFormat() == service.KeyEnvoy {
+	if o.redis.ServiceKeyFormat() == service.KeyEnvoy {
 		return errors.New("-redis-key-format envoy: PostgreSQL has no Redis keys")
 	}
 	return nil
@@ -116,10 +116,10 @@ func (o *serveOptions) validator() func(sluice.Limit) error {
 
 // storeNotActedOn returns the store's environment variables that serve
 // does not act on: with PostgreSQL, every Redis variable set (REDIS_URL
-// too: -store names the database); else redisOptions.notActedOn's.
+// too: -store names the database); else stores.RedisOptions.notActedOn's.
 func (o *serveOptions) storeNotActedOn() []string {
 	if !stores.Is(o.store, stores.Postgres) {
-		return o.redis.notActedOn(o.store)
+		return o.redis.NotActedOn(o.store)
 	}
 	var out []string
 	for _, kv := range os.Environ() {
@@ -147,9 +147,9 @@ func openServeStore(ctx context.Context, o *serveOptions, failureSet bool, log *
 	if err != nil || st.mem != nil {
 		return st, err // the memory store is local already (mootFlags names -local-cache)
 	}
-	withStoreTimeout(st.failure, o.remote.timeout)
-	withFailureNodes(st.failure, o.failureNodes, o.remote.localShare)
-	logFailurePolicy(log, st.failure)
+	stores.WithTimeout(st.failure, o.remote.timeout)
+	stores.WithFailureNodes(st.failure, o.failureNodes, o.remote.localShare)
+	stores.LogFailurePolicy(log, st.failure)
 	return o.remote.wrapRemote(st, o.localCache, log), nil
 }
 

@@ -174,9 +174,9 @@ func parseProxyFlags(args []string, stdout, stderr io.Writer) (o proxyOptions, c
 	o.fs = fs
 	o.plans.flags(fs, "PostgreSQL URL of plans and per-tenant overrides, whose schema sluice serve or sluice migrate made; the config's plans block names the tenant's header; empty: off")
 	fs.StringVar(&o.store, "store", "", `memory, or a Redis URL (default the config's "store", else memory)`)
-	fs.StringVar(&o.failure, "failure-mode", defaultFailureMode, "with Redis, what to do when it fails: local (the process decides its share of each limit in memory, see -failure-nodes), closed or open (admit)")
-	failureNodesFlag(fs, &o.failureNodes)
-	storeTimeoutFlag(fs, &o.storeTimeout, "Redis", "250ms")
+	fs.StringVar(&o.failure, "failure-mode", stores.DefaultFailureMode, "with Redis, what to do when it fails: local (the process decides its share of each limit in memory, see -failure-nodes), closed or open (admit)")
+	stores.FailureNodesFlag(fs, &o.failureNodes)
+	stores.TimeoutFlag(fs, &o.storeTimeout, "Redis", "250ms")
 	fs.StringVar(&o.accessLog, "access-log", "", `where the access log of refused requests goes: stderr, stdout, off or a file (default the config's, else stderr)`)
 	fs.StringVar(&o.logLevel, "log-level", "info", "log level: debug, info, warn or error")
 	fs.StringVar(&o.logKeySecretFile, "log-key-secret-file", "", "a file holding the secret (16 bytes at least) of the keyed hash that logs show of keys, the same on every replica so that their logs correlate (default the config's log_key_secret_file, else a random secret per process)")
@@ -208,10 +208,10 @@ func (p *proxyApp) checkOptions() error {
 	if o.configPath == "" && o.upstream == "" {
 		return exitCode(2, "give -config FILE, -upstream URL, or both")
 	}
-	if err := checkStoreTimeout(o.storeTimeout); err != nil {
+	if err := stores.CheckTimeout(o.storeTimeout); err != nil {
 		return exitCode(2, err)
 	}
-	if err := checkFailureNodes(o.failureNodes); err != nil {
+	if err := stores.CheckFailureNodes(o.failureNodes); err != nil {
 		return exitCode(2, err)
 	}
 	if _, err := failsafe.ParseMode(o.failure); err != nil {
@@ -337,8 +337,8 @@ func (p *proxyApp) logMemoryMoot() {
 // failure's, failsafe's default). Local mode's store is the caller's to
 // add.
 func (p *proxyApp) failsafeConfig(limiter sluice.Limiter, failure *service.FailurePolicy) failsafe.Config {
-	withStoreTimeout(failure, p.o.storeTimeout)
-	withFailureNodes(failure, p.o.failureNodes, 0)
+	stores.WithTimeout(failure, p.o.storeTimeout)
+	stores.WithFailureNodes(failure, p.o.failureNodes, 0)
 	return failsafe.Config{Primary: limiter, Mode: failure.Mode, Timeout: failure.Timeout, Nodes: failure.Nodes,
 		Partitions: failure.Partitions, Logger: p.log}
 }

@@ -75,7 +75,7 @@ func (s *serveApp) startRLQS(ctx context.Context, a *app) error {
 	// through Redis only; on PostgreSQL each replica divides on its own.
 	var store rlqs.Store
 	if stores.Is(s.o.store, stores.Redis) {
-		main, _, err := s.o.redis.storeConfigs(s.o.store)
+		main, _, err := s.o.redis.Configs(s.o.store)
 		if err != nil {
 			return err
 		}

@@ -49,19 +49,9 @@ var ignoredEnv = []string{
 	// The xDS provider's variables: see xdsEnv and xdsNotActedOn.
 	// Tracing and statsd: see telemetrySettings.notActedOn.
 	"PROMETHEUS_ADDR", "PROMETHEUS_PATH", "PROMETHEUS_MAPPER_YAML",
-	// The Redis variables: see redisOptions.notActedOn.
+	// The Redis variables: see stores.RedisOptions.notActedOn.
 	"MEMCACHE_HOST_PORT", "MEMCACHE_MAX_IDLE_CONNS", "MEMCACHE_SRV", "MEMCACHE_SRV_REFRESH",
 	"MEMCACHE_TLS_CLIENT_CERT", "MEMCACHE_TLS_CLIENT_KEY", "MEMCACHE_TLS_CACERT",
-}
-
-// sameEnvValue reports whether the environment value v means want:
-// equal without case, or the same boolean.
-func sameEnvValue(v, want string) bool {
-	if strings.EqualFold(v, want) {
-		return true
-	}
-	b, err := strconv.ParseBool(v)
-	return err == nil && strconv.FormatBool(b) == want
 }
 
 // ratelimitDeploymentEnv are the variables that say serve was started as
@@ -120,7 +110,7 @@ func notActedOn() []string {
 		}
 	}
 	for _, e := range onlyValueEnv {
-		if v, ok := os.LookupEnv(e.name); ok && !sameEnvValue(v, e.value) {
+		if v, ok := os.LookupEnv(e.name); ok && !envflag.SameValue(v, e.value) {
 			out = append(out, e.name+"="+v)
 		}
 	}
@@ -165,11 +155,11 @@ type serveOptions struct {
 	maxOverride, maxCost, maxDescs, maxEntries                      int
 	memMaxBytes, jsonInFlight                                       int64
 	jsonPerPeer, jsonMinRate                                        int64
-	memClock                                                        time.Duration // -memory-clock-resolution
-	redis                                                           redisOptions  // -redis-key-format, -store-per-second, REDIS_* tuning
-	remote                                                          remoteOptions // -migrate, -reserve-units, -reserve-hold, -local-share (pgstore.go)
-	admin                                                           adminOptions  // -admin-*, -plans* (adminlisten.go)
-	rlqs                                                            rlqsOptions   // -rlqs-* (rlqs.go)
+	memClock                                                        time.Duration       // -memory-clock-resolution
+	redis                                                           stores.RedisOptions // -redis-key-format, -store-per-second, REDIS_* tuning
+	remote                                                          remoteOptions       // -migrate, -reserve-units, -reserve-hold, -local-share (pgstore.go)
+	admin                                                           adminOptions        // -admin-*, -plans* (adminlisten.go)
+	rlqs                                                            rlqsOptions         // -rlqs-* (rlqs.go)
 
 	// forceStart and healthNeedsConfig are envoyproxy/ratelimit's
 	// FORCE_START_WITHOUT_INITIAL_CONFIG and
@@ -214,7 +204,7 @@ func runtimeConfigDir() string {
 // REDIS_AUTH, "password" or "user:password", becomes the URL's user
 // information unless the URL has one.
 func redisFromEnv() string {
-	if u := redisURLFromEnv("REDIS_"); u != "" {
+	if u := stores.RedisURLFromEnv("REDIS_"); u != "" {
 		return u
 	}
 	return "memory"
@@ -404,8 +394,8 @@ func parseServeFlags(args []string, stdout, stderr io.Writer) (s *serveApp, code
 	fs.StringVar(&o.grpcAddr, "grpc-addr", net.JoinHostPort(envflag.String("GRPC_HOST", ""), envflag.String("GRPC_PORT", "8081")), "gRPC address: envoy.service.ratelimit.v3.RateLimitService")
 	fs.StringVar(&o.headers, "headers", headersDefault(), "response_headers_to_add: off, legacy or draft-11 (default: SLUICE_HEADERS; else legacy when LIMIT_RESPONSE_HEADERS_ENABLED is true, off when it is false or envoyproxy/ratelimit's deployment variables are set, else draft-11)")
 	fs.StringVar(&o.prefix, "prefix", envflag.String("CACHE_KEY_PREFIX", ""), "prefix of every store key")
-	fs.StringVar(&o.failure, "failure-mode", defaultFailureMode, "with Redis or PostgreSQL, what to do when it fails: local (each process decides its share of each limit in memory, see -failure-nodes), closed or open (admit) (unset on PostgreSQL: closed)")
-	failureNodesFlag(fs, &o.failureNodes)
+	fs.StringVar(&o.failure, "failure-mode", stores.DefaultFailureMode, "with Redis or PostgreSQL, what to do when it fails: local (each process decides its share of each limit in memory, see -failure-nodes), closed or open (admit) (unset on PostgreSQL: closed)")
+	stores.FailureNodesFlag(fs, &o.failureNodes)
 	fs.BoolVar(&o.localCache, "local-cache", envErr.Int("LOCAL_CACHE_SIZE_IN_BYTES", 0) > 0, "with Redis, answer keys known to be over their limit from memory until their retry-after (no round trip; LOCAL_CACHE_SIZE_IN_BYTES > 0 turns it on)")
 	fs.BoolVar(&o.healthNeedsStore, "health-needs-store", envflag.Bool("REDIS_HEALTH_CHECK_ACTIVE_CONNECTION", false), "with Redis, /healthcheck and gRPC health report NOT_SERVING (503) while Redis is unreachable or failing; default: they report the process, which applies the failure mode")
 	fs.BoolVar(&o.healthNeedsConfig, "health-needs-config", envflag.Bool("HEALTHY_WITH_AT_LEAST_ONE_CONFIG_LOADED", false), "/healthcheck and gRPC health report NOT_SERVING (503) while no config with a domain runs (see -start-without-config)")
@@ -419,7 +409,7 @@ func parseServeFlags(args []string, stdout, stderr io.Writer) (s *serveApp, code
 	fs.BoolVar(&o.watch, "watch", true, "reload the config when its files change (SIGHUP always reloads)")
 	fs.StringVar(&o.trustedProxies, "trusted-proxies", "", "the reverse proxies that call /auth, whose X-Forwarded-For is believed: comma-separated networks or addresses, added to the config's forward_auth trusted_proxies")
 	o.listen.flags(fs, envErr)
-	o.redis.flags(fs, envErr)
+	o.redis.Flags(fs, envErr)
 	o.remote.flags(fs)
 	o.admin.flags(fs)
 	o.rlqs.flags(fs, envErr)
@@ -502,7 +492,7 @@ func (s *serveApp) checkOptions() error {
 	if _, err := stores.Of(o.store); err != nil {
 		return exitCode(2, err)
 	}
-	if err := o.redis.check(o.store); err != nil {
+	if err := o.redis.Check(o.store); err != nil {
 		return exitCode(2, err)
 	}
 	if err := o.remote.check(s.fs, o); err != nil {
@@ -640,7 +630,7 @@ func (s *serveApp) serviceConfig() service.Config {
 	if s.rules != nil {
 		rules = s.rules
 	}
-	return service.Config{Limiter: s.st.limiter, Rules: rules, Prefix: o.prefix, KeyFormat: o.redis.serviceKeyFormat(), ShadowMode: o.shadow,
+	return service.Config{Limiter: s.st.limiter, Rules: rules, Prefix: o.prefix, KeyFormat: o.redis.ServiceKeyFormat(), ShadowMode: o.shadow,
 		Headers: s.headers, LegacyNames: legacyNamesFromEnv(), Logger: s.log, Registerer: s.reg, Failure: s.st.failure, Healthy: s.healthy(),
 		MaxDetailedSeries: o.maxDetailed, MaxOverride: uint32(o.maxOverride), MaxCost: uint64(o.maxCost),
 		MaxDescriptors: o.maxDescs, MaxEntries: o.maxEntries, MaxJSONBytesInFlight: o.jsonInFlight,
@@ -938,7 +928,7 @@ type openedStore struct {
 // background, logging on log (see redisstore.Lazy). ro are the Redis settings
 // (nil: the URL's alone). serve's -local-cache is applied by its caller
 // (remoteOptions.wrapRemote).
-func openStoreLog(ctx context.Context, store string, ro *redisOptions, failure string, mem memstore.Config, log *slog.Logger) (openedStore, error) {
+func openStoreLog(ctx context.Context, store string, ro *stores.RedisOptions, failure string, mem memstore.Config, log *slog.Logger) (openedStore, error) {
 	if stores.Is(store, stores.Memory) {
 		return openMemory(mem), nil
 	}
@@ -946,7 +936,7 @@ func openStoreLog(ctx context.Context, store string, ro *redisOptions, failure s
 	if err != nil {
 		return openedStore{}, err
 	}
-	rs, err := openRedis(ctx, store, ro, log)
+	rs, err := stores.OpenRedis(ctx, store, ro, log)
 	if err != nil {
 		return openedStore{}, err
 	}
@@ -956,8 +946,8 @@ func openStoreLog(ctx context.Context, store string, ro *redisOptions, failure s
 	// The store of rules whose failure_mode is local (and of every rule
 	// with -failure-mode local), while Redis fails.
 	local := memstore.New(memstore.Config{})
-	return openedStore{limiter: rs.limiter, failure: &service.FailurePolicy{Mode: mode, Local: local, Timeout: stores.Redis.DecisionTimeout},
-		close: func() { rs.close(); local.Close() }, connected: rs.connected}, nil
+	return openedStore{limiter: rs.Limiter, failure: &service.FailurePolicy{Mode: mode, Local: local, Timeout: stores.Redis.DecisionTimeout},
+		close: func() { rs.Close(); local.Close() }, connected: rs.Connected}, nil
 }
 
 // maxMemClock is the coarsest -memory-clock-resolution: coarser, refills

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/internal/envflag"
+	"github.com/sluicehq/sluice/internal/stores"
 	"github.com/sluicehq/sluice/internal/testlog"
 )
 
@@ -44,8 +45,8 @@ func TestServeNamesEveryEnvItDoesNotActOn(t *testing.T) {
 		"EXPIRATION_JITTER_MAX_SECONDS",
 		"REDIS_TLS_CACERT", "REDIS_TLS_SKIP_HOSTNAME_VERIFICATION"} {
 		t.Setenv(name, "x")
-		// The Redis variables are named, with why, by redisOptions.
-		named := append(notActedOn(), (&redisOptions{}).notActedOn("memory")...)
+		// The Redis variables are named, with why, by stores.RedisOptions.
+		named := append(notActedOn(), (&stores.RedisOptions{}).NotActedOn("memory")...)
 		if !slices.ContainsFunc(named, func(s string) bool {
 			return s == name || strings.HasPrefix(s, name+"=") || strings.HasPrefix(s, name+" (")
 		}) {

@@ -204,3 +204,13 @@ func (f Size) Set(s string) error {
 	*f.P = n
 	return nil
 }
+
+// SameValue reports whether the environment value v means want: equal
+// without case, or the same boolean (strconv.ParseBool's spellings).
+func SameValue(v, want string) bool {
+	if strings.EqualFold(v, want) {
+		return true
+	}
+	b, err := strconv.ParseBool(v)
+	return err == nil && strconv.FormatBool(b) == want
+}

@@ -1,4 +1,4 @@
-package main
+package stores
 
 import (
 	"flag"
@@ -13,7 +13,7 @@ import (
 	"github.com/sluicehq/sluice/redisstore"
 )
 
-// redisEnvNames are the variables redisOptions reads; each test starts
+// redisEnvNames are the variables RedisOptions reads; each test starts
 // with all of them unset.
 var redisEnvNames = []string{
 	"REDIS_KEY_FORMAT", "EXPIRATION_JITTER_MAX_SECONDS",
@@ -28,8 +28,8 @@ var redisEnvNames = []string{
 }
 
 // redisOpts reads env (over all of redisEnvNames unset) and args into
-// redisOptions, as serve does.
-func redisOpts(t *testing.T, env map[string]string, args ...string) (*redisOptions, envflag.Errs) {
+// RedisOptions, as serve does.
+func redisOpts(t *testing.T, env map[string]string, args ...string) (*RedisOptions, envflag.Errs) {
 	t.Helper()
 	for _, n := range redisEnvNames {
 		t.Setenv(n, env[n]) // restored at the end of the test
@@ -37,11 +37,11 @@ func redisOpts(t *testing.T, env map[string]string, args ...string) (*redisOptio
 			os.Unsetenv(n)
 		}
 	}
-	var o redisOptions
+	var o RedisOptions
 	var errs envflag.Errs
 	fs := flag.NewFlagSet("test", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
-	o.flags(fs, &errs)
+	o.Flags(fs, &errs)
 	if err := fs.Parse(args); err != nil {
 		t.Fatal(err)
 	}
@@ -63,7 +63,7 @@ func TestRedisEnvConfigs(t *testing.T) {
 	if len(errs) > 0 {
 		t.Fatal(errs)
 	}
-	main, ps, err := o.storeConfigs("redis+sentinel://s:26379/m")
+	main, ps, err := o.Configs("redis+sentinel://s:26379/m")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -80,17 +80,17 @@ func TestRedisEnvConfigs(t *testing.T) {
 	if *ps != want {
 		t.Errorf("per-second store:\n%+v\nwant\n%+v", *ps, want)
 	}
-	if got := o.notActedOn("redis+sentinel://s:26379/m"); len(got) > 0 {
+	if got := o.NotActedOn("redis+sentinel://s:26379/m"); len(got) > 0 {
 		t.Errorf("all acted on, yet named: %q", got)
 	}
 	// Without REDIS_PERSECOND, no per-second store; -store-per-second
 	// gives one, and EXPIRATION_JITTER_MAX_SECONDS defaults to 300.
 	o, _ = redisOpts(t, map[string]string{"REDIS_KEY_FORMAT": "envoy"})
-	if _, ps, _ := o.storeConfigs("redis://r:6379"); ps != nil {
+	if _, ps, _ := o.Configs("redis://r:6379"); ps != nil {
 		t.Errorf("a per-second store without REDIS_PERSECOND: %+v", ps)
 	}
 	o, _ = redisOpts(t, map[string]string{"REDIS_KEY_FORMAT": "envoy"}, "-store-per-second", "redis://ps:6379")
-	main, ps, _ = o.storeConfigs("redis://r:6379")
+	main, ps, _ = o.Configs("redis://r:6379")
 	if ps == nil || ps.URL != "redis://ps:6379" || main.ExpirationJitter != 300*time.Second {
 		t.Errorf("-store-per-second: %+v, jitter %v; want redis://ps:6379 and 300s", ps, main.ExpirationJitter)
 	}
@@ -127,7 +127,7 @@ func TestRedisEnvNotActedOn(t *testing.T) {
 		if len(errs) > 0 {
 			t.Fatalf("%s: %v", tt.name, errs)
 		}
-		got := o.notActedOn(tt.store)
+		got := o.NotActedOn(tt.store)
 		var names []string
 		for _, g := range got {
 			name, why, ok := strings.Cut(g, " (")
@@ -166,7 +166,7 @@ func TestRedisEnvRefused(t *testing.T) {
 		{nil, []string{"-store-per-second", "http://ps"}, "redis://r:6379", "-store-per-second"},
 	} {
 		o, errs := redisOpts(t, tt.env, tt.args...)
-		err := o.check(tt.store)
+		err := o.Check(tt.store)
 		var all []string
 		for _, e := range append(errs, err) {
 			if e != nil {

@@ -1,4 +1,4 @@
-package main
+package stores
 
 import (
 	"strings"
@@ -10,10 +10,10 @@ import (
 // where nothing would act on it: negative, or without a Redis store.
 func TestRedisCoalesceWaitFlag(t *testing.T) {
 	o, _ := redisOpts(t, nil, "-redis-coalesce-wait", "50us", "-store-per-second", "redis://ps:6379")
-	if err := o.check("redis://r:6379"); err != nil {
+	if err := o.Check("redis://r:6379"); err != nil {
 		t.Fatal(err)
 	}
-	main, ps, err := o.storeConfigs("redis://r:6379")
+	main, ps, err := o.Configs("redis://r:6379")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -29,7 +29,7 @@ func TestRedisCoalesceWaitFlag(t *testing.T) {
 		{"20us", "postgres://db/sluice", "needs a Redis -store"},
 	} {
 		o, _ := redisOpts(t, nil, "-redis-coalesce-wait", c.wait)
-		if err := o.check(c.store); err == nil || !strings.Contains(err.Error(), c.want) {
+		if err := o.Check(c.store); err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("-redis-coalesce-wait %s with -store %s: %v, want an error saying %q", c.wait, c.store, err, c.want)
 		}
 	}

@@ -1,4 +1,4 @@
-package main
+package stores
 
 import (
 	"context"
@@ -13,7 +13,6 @@ import (
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/internal/envflag"
-	"github.com/sluicehq/sluice/internal/stores"
 	"github.com/sluicehq/sluice/redisstore"
 	"github.com/sluicehq/sluice/relief"
 	"github.com/sluicehq/sluice/service"
@@ -38,31 +37,31 @@ func (t *redisTuning) read(prefix string, errs *envflag.Errs) {
 	t.timeout = errs.Duration(prefix+"TIMEOUT", 0)
 }
 
-// redisOptions are serve's Redis settings beyond -store and -prefix: the
+// RedisOptions are serve's Redis settings beyond -store and -prefix: the
 // key format, the per-second store and the variables of
 // envoyproxy/ratelimit's that tune the connections.
-type redisOptions struct {
+type RedisOptions struct {
 	keyFormat string        // -redis-key-format
-	perSecond string        // -store-per-second; "" is none
+	PerSecond string        // -store-per-second; "" is none
 	jitter    int           // EXPIRATION_JITTER_MAX_SECONDS
 	coalesce  time.Duration // -redis-coalesce-wait: redisstore.Config.CoalesceWait
 
 	main, second redisTuning
 }
 
-// flags defines -redis-key-format and -store-per-second on fs and reads
+// Flags defines -redis-key-format and -store-per-second on fs and reads
 // the variables, their malformed values going to errs.
-func (o *redisOptions) flags(fs *flag.FlagSet, errs *envflag.Errs) {
+func (o *RedisOptions) Flags(fs *flag.FlagSet, errs *envflag.Errs) {
 	errs.Bools("REDIS_PERSECOND", "REDIS_PERSECOND_TLS", "REDIS_TLS_SKIP_HOSTNAME_VERIFICATION")
 	fs.StringVar(&o.keyFormat, "redis-key-format", envflag.String("REDIS_KEY_FORMAT", "sluice"),
 		"with Redis, where fixed windows count: sluice (Sluice's keys), or envoy (envoyproxy/ratelimit's keys and CACHE_KEY_PREFIX, so that both can share one Redis during a rolling swap; see docs/serve.md)")
 	perSecond := ""
 	if envflag.Bool("REDIS_PERSECOND", false) {
-		if perSecond = redisURLFromEnv("REDIS_PERSECOND_"); perSecond == "" {
+		if perSecond = RedisURLFromEnv("REDIS_PERSECOND_"); perSecond == "" {
 			*errs = append(*errs, errors.New("REDIS_PERSECOND=true needs REDIS_PERSECOND_URL: the per-second Redis"))
 		}
 	}
-	fs.StringVar(&o.perSecond, "store-per-second", perSecond,
+	fs.StringVar(&o.PerSecond, "store-per-second", perSecond,
 		"with Redis, a second Redis URL for the limits whose period is under a minute (REDIS_PERSECOND); default: none, every limit on -store")
 	fs.DurationVar(&o.coalesce, "redis-coalesce-wait", 0,
 		"with Redis, send concurrent decisions on one hash slot as one script call, a decision waiting at most this long for others (none while nothing else is with Redis); 0: one call per decision (see docs/serve.md)")
@@ -71,30 +70,30 @@ func (o *redisOptions) flags(fs *flag.FlagSet, errs *envflag.Errs) {
 	o.second.read("REDIS_PERSECOND_", errs)
 }
 
-// check refuses settings that cannot act with -store store: an unknown
+// Check refuses settings that cannot act with -store store: an unknown
 // key format, the envoy key format or a per-second store without Redis,
 // a per-second URL that does not parse, negative numbers.
-func (o *redisOptions) check(store string) error {
+func (o *RedisOptions) Check(store string) error {
 	f, err := redisstore.ParseKeyFormat(o.keyFormat)
 	if err != nil {
 		return fmt.Errorf("-redis-key-format (REDIS_KEY_FORMAT): %w", err)
 	}
-	if stores.Is(store, stores.Memory) {
+	if Is(store, Memory) {
 		if f == redisstore.KeyEnvoy {
 			return errors.New("-redis-key-format envoy: the memory store has no Redis keys; set -store (REDIS_URL)")
 		}
-		if o.perSecond != "" {
+		if o.PerSecond != "" {
 			return errors.New("-store-per-second (REDIS_PERSECOND): needs a Redis -store (REDIS_URL) for the other limits")
 		}
 	}
 	switch {
 	case o.coalesce < 0:
 		return fmt.Errorf("-redis-coalesce-wait %v: want 0 or more", o.coalesce)
-	case o.coalesce != 0 && !stores.Is(store, stores.Redis):
+	case o.coalesce != 0 && !Is(store, Redis):
 		return errors.New("-redis-coalesce-wait: needs a Redis -store (REDIS_URL)")
 	}
-	if o.perSecond != "" {
-		if _, err := redisstore.ParseURL(o.perSecond); err != nil {
+	if o.PerSecond != "" {
+		if _, err := redisstore.ParseURL(o.PerSecond); err != nil {
 			return fmt.Errorf("-store-per-second (REDIS_PERSECOND_URL): %w", err)
 		}
 	}
@@ -114,19 +113,19 @@ func (o *redisOptions) check(store string) error {
 	return nil
 }
 
-// serviceKeyFormat is the service's key format for -redis-key-format: the
+// ServiceKeyFormat is the service's key format for -redis-key-format: the
 // envoy layout's keys spell values raw.
-func (o *redisOptions) serviceKeyFormat() service.KeyFormat {
+func (o *RedisOptions) ServiceKeyFormat() service.KeyFormat {
 	if f, _ := redisstore.ParseKeyFormat(o.keyFormat); f == redisstore.KeyEnvoy {
 		return service.KeyEnvoy
 	}
 	return service.KeySluice
 }
 
-// storeConfigs returns the configs of the store at mainURL and of the
+// Configs returns the configs of the store at mainURL and of the
 // per-second store (nil without -store-per-second). The TLS files are
 // read here: a file that cannot be used is an error.
-func (o *redisOptions) storeConfigs(mainURL string) (main redisstore.Config, perSecond *redisstore.Config, err error) {
+func (o *RedisOptions) Configs(mainURL string) (main redisstore.Config, perSecond *redisstore.Config, err error) {
 	f, err := redisstore.ParseKeyFormat(o.keyFormat)
 	if err != nil {
 		return main, nil, err
@@ -135,14 +134,14 @@ func (o *redisOptions) storeConfigs(mainURL string) (main redisstore.Config, per
 	if f == redisstore.KeyEnvoy {
 		base.ExpirationJitter = time.Duration(o.jitter) * time.Second
 	}
-	if files := tlsFilesFromEnv(); files != (redisstore.TLSFiles{}) && anyTLS(mainURL, o.perSecond) {
+	if files := tlsFilesFromEnv(); files != (redisstore.TLSFiles{}) && anyTLS(mainURL, o.PerSecond) {
 		if base.TLS, err = redisstore.LoadTLS(files); err != nil {
 			return main, nil, err
 		}
 	}
 	main = o.main.config(base, mainURL, os.Getenv("REDIS_SENTINEL_AUTH"))
-	if o.perSecond != "" {
-		ps := o.second.config(base, o.perSecond, os.Getenv("REDIS_PERSECOND_SENTINEL_AUTH"))
+	if o.PerSecond != "" {
+		ps := o.second.config(base, o.PerSecond, os.Getenv("REDIS_PERSECOND_SENTINEL_AUTH"))
 		perSecond = &ps
 	}
 	return main, perSecond, nil
@@ -189,11 +188,11 @@ func isSentinel(u string) bool {
 	return strings.HasSuffix(scheme, "+sentinel")
 }
 
-// notActedOn returns the Redis variables that are set (not empty) and that
+// NotActedOn returns the Redis variables that are set (not empty) and that
 // serve does not act on with the stores given, each as "NAME (why)" or
 // "NAME=value (why)", for the start-up line (whose list is comma-separated:
 // no why has a comma).
-func (o *redisOptions) notActedOn(store string) []string {
+func (o *RedisOptions) NotActedOn(store string) []string {
 	var out []string
 	name := func(n, why string) {
 		if os.Getenv(n) != "" {
@@ -201,11 +200,11 @@ func (o *redisOptions) notActedOn(store string) []string {
 		}
 	}
 	valued := func(n, ok, why string) {
-		if v := os.Getenv(n); v != "" && !sameEnvValue(strings.TrimSpace(v), ok) {
+		if v := os.Getenv(n); v != "" && !envflag.SameValue(strings.TrimSpace(v), ok) {
 			out = append(out, n+"="+v+" ("+why+")")
 		}
 	}
-	if stores.Is(store, stores.Memory) {
+	if Is(store, Memory) {
 		for _, n := range []string{"REDIS_POOL_SIZE", "REDIS_PIPELINE_WINDOW", "REDIS_PIPELINE_LIMIT", "REDIS_TIMEOUT",
 			"REDIS_SENTINEL_AUTH", "REDIS_TLS_CLIENT_CERT", "REDIS_TLS_CLIENT_KEY", "REDIS_TLS_CACERT",
 			"REDIS_TLS_SKIP_HOSTNAME_VERIFICATION", "REDIS_CLUSTER_PIPELINE_PARALLELISM", "REDIS_POOL_ON_EMPTY_BEHAVIOR",
@@ -215,7 +214,7 @@ func (o *redisOptions) notActedOn(store string) []string {
 		}
 	} else {
 		tuningNotActedOn("REDIS_", name, valued)
-		if !anyTLS(store, o.perSecond) {
+		if !anyTLS(store, o.PerSecond) {
 			for _, n := range []string{"REDIS_TLS_CLIENT_CERT", "REDIS_TLS_CLIENT_KEY", "REDIS_TLS_CACERT", "REDIS_TLS_SKIP_HOSTNAME_VERIFICATION"} {
 				name(n, "no store is rediss://: REDIS_TLS is false")
 			}
@@ -246,16 +245,16 @@ func tuningNotActedOn(prefix string, name func(n, why string), valued func(n, ok
 // without a per-second store; with one given by -store-per-second rather
 // than REDIS_PERSECOND, those that would have built its URL; and those
 // rueidis has no knob for.
-func (o *redisOptions) perSecondNotActedOn(store string, name func(n, why string), valued func(n, ok, why string)) {
+func (o *RedisOptions) perSecondNotActedOn(store string, name func(n, why string), valued func(n, ok, why string)) {
 	url := []string{"REDIS_PERSECOND_URL", "REDIS_PERSECOND_TYPE", "REDIS_PERSECOND_AUTH", "REDIS_PERSECOND_TLS"}
 	tuning := []string{"REDIS_PERSECOND_SOCKET_TYPE", "REDIS_PERSECOND_POOL_SIZE", "REDIS_PERSECOND_PIPELINE_WINDOW",
 		"REDIS_PERSECOND_PIPELINE_LIMIT", "REDIS_PERSECOND_TIMEOUT", "REDIS_PERSECOND_SENTINEL_AUTH",
 		"REDIS_PERSECOND_CLUSTER_PIPELINE_PARALLELISM", "REDIS_PERSECOND_POOL_ON_EMPTY_BEHAVIOR"}
 	why := ""
 	switch {
-	case stores.Is(store, stores.Memory):
+	case Is(store, Memory):
 		why = "the store is memory"
-	case o.perSecond == "":
+	case o.PerSecond == "":
 		why = "REDIS_PERSECOND is not true"
 	}
 	if why != "" {
@@ -271,12 +270,12 @@ func (o *redisOptions) perSecondNotActedOn(store string, name func(n, why string
 	}
 	tuningNotActedOn("REDIS_PERSECOND_", name, valued)
 	valued("REDIS_PERSECOND_SOCKET_TYPE", "tcp", "Sluice speaks TCP to Redis only")
-	if !isSentinel(o.perSecond) {
+	if !isSentinel(o.PerSecond) {
 		name("REDIS_PERSECOND_SENTINEL_AUTH", "the per-second store is not redis+sentinel://")
 	}
 }
 
-// redisURLFromEnv returns the Redis URL that envoyproxy/ratelimit's
+// RedisURLFromEnv returns the Redis URL that envoyproxy/ratelimit's
 // variables with prefix ("REDIS_" or "REDIS_PERSECOND_") name, or "" when
 // prefix+URL is unset: the URL, which when it is envoyproxy/ratelimit's
 // host:port (not a URL) becomes one, with scheme rediss when prefix+TLS is
@@ -284,7 +283,7 @@ func (o *redisOptions) perSecondNotActedOn(store string, name func(n, why string
 // is "master,host:port,host:port"); prefix+AUTH, "password" or
 // "user:password", becomes the URL's user information unless the URL has
 // one.
-func redisURLFromEnv(prefix string) string {
+func RedisURLFromEnv(prefix string) string {
 	u := os.Getenv(prefix + "URL")
 	if u == "" {
 		return ""
@@ -322,39 +321,39 @@ func redisURLFromEnv(prefix string) string {
 	return u
 }
 
-// redisStores are the Redis stores serve decides on: the main store, and
+// RedisStores are the Redis stores serve decides on: the main store, and
 // with -store-per-second the split between it and the per-second store.
-type redisStores struct {
-	limiter   sluice.Limiter
-	close     func()
-	connected func() bool // both stores have answered once (see redisstore.Lazy)
+type RedisStores struct {
+	Limiter   sluice.Limiter
+	Close     func()
+	Connected func() bool // both stores have answered once (see redisstore.Lazy)
 }
 
-// openRedis opens the Redis store at store with o's settings (nil: the
+// OpenRedis opens the Redis store at store with o's settings (nil: the
 // URL's alone) and, with -store-per-second, the per-second store and the
 // split between them (see relief.PeriodSplit). Either Redis being down is
 // no error (see redisstore.OpenLazy).
-func openRedis(ctx context.Context, store string, o *redisOptions, log *slog.Logger) (redisStores, error) {
+func OpenRedis(ctx context.Context, store string, o *RedisOptions, log *slog.Logger) (RedisStores, error) {
 	main, perSecond := redisstore.Config{URL: store}, (*redisstore.Config)(nil)
 	if o != nil {
 		var err error
-		if main, perSecond, err = o.storeConfigs(store); err != nil {
-			return redisStores{}, err
+		if main, perSecond, err = o.Configs(store); err != nil {
+			return RedisStores{}, err
 		}
 	}
 	rs, err := redisstore.OpenLazy(ctx, main, log)
 	if err != nil {
-		return redisStores{}, err
+		return RedisStores{}, err
 	}
 	if perSecond == nil {
-		return redisStores{limiter: rs, close: func() { rs.Close() }, connected: rs.Connected}, nil
+		return RedisStores{Limiter: rs, Close: func() { rs.Close() }, Connected: rs.Connected}, nil
 	}
 	ps, err := redisstore.OpenLazy(ctx, *perSecond, log.With("store", "per-second"))
 	if err != nil {
 		rs.Close()
-		return redisStores{}, fmt.Errorf("-store-per-second: %w", err)
+		return RedisStores{}, fmt.Errorf("-store-per-second: %w", err)
 	}
-	log.Info("limits whose period is under a minute are on the per-second store", "store", stores.Name(perSecond.URL))
-	return redisStores{limiter: relief.NewPeriodSplit(rs, ps), close: func() { rs.Close(); ps.Close() },
-		connected: func() bool { return rs.Connected() && ps.Connected() }}, nil
+	log.Info("limits whose period is under a minute are on the per-second store", "store", Name(perSecond.URL))
+	return RedisStores{Limiter: relief.NewPeriodSplit(rs, ps), Close: func() { rs.Close(); ps.Close() },
+		Connected: func() bool { return rs.Connected() && ps.Connected() }}, nil
 }

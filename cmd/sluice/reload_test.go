@@ -20,6 +20,7 @@ import (
 
 	"go.uber.org/goleak"
 
+	"github.com/sluicehq/sluice/internal/ratelimitenv"
 	"github.com/sluicehq/sluice/internal/testlog"
 )
 
@@ -512,7 +513,7 @@ func TestServeEnv(t *testing.T) {
 		t.Setenv("USE_STATSD", "false")
 		t.Setenv("RUNTIME_IGNOREDOTFILES", "1")
 		t.Setenv("BACKEND_TYPE", "memcache")
-		if got, want := strings.Join(notActedOn(), ","), "PROMETHEUS_ADDR,BACKEND_TYPE=memcache"; got != want {
+		if got, want := strings.Join(ratelimitenv.NotActedOn(), ","), "PROMETHEUS_ADDR,BACKEND_TYPE=memcache"; got != want {
 			t.Errorf("notActedOn() = %s, want %s", got, want)
 		}
 	})

@@ -31,6 +31,7 @@ import (
 	"github.com/sluicehq/sluice/failsafe"
 	"github.com/sluicehq/sluice/internal/bodyrate"
 	"github.com/sluicehq/sluice/internal/envflag"
+	"github.com/sluicehq/sluice/internal/ratelimitenv"
 	"github.com/sluicehq/sluice/internal/stores"
 	"github.com/sluicehq/sluice/memstore"
 	"github.com/sluicehq/sluice/service"
@@ -41,29 +42,10 @@ import (
 //go:embed example.yaml
 var exampleConfig []byte
 
-// ignoredEnv are envoyproxy/ratelimit settings that Sluice accepts and does
-// not act on; present ones are named in one start-up log line
-// (docs/serve.md's table says what Sluice does instead).
-var ignoredEnv = []string{
-	// The gRPC TLS variables: see grpcTLSOptions.notActedOn.
-	// The xDS provider's variables: see xdsEnv and xdsNotActedOn.
-	// Tracing and statsd: see telemetrySettings.notActedOn.
-	"PROMETHEUS_ADDR", "PROMETHEUS_PATH", "PROMETHEUS_MAPPER_YAML",
-	// The Redis variables: see stores.RedisOptions.notActedOn.
-	"MEMCACHE_HOST_PORT", "MEMCACHE_MAX_IDLE_CONNS", "MEMCACHE_SRV", "MEMCACHE_SRV_REFRESH",
-	"MEMCACHE_TLS_CLIENT_CERT", "MEMCACHE_TLS_CLIENT_KEY", "MEMCACHE_TLS_CACERT",
-}
-
-// ratelimitDeploymentEnv are the variables that say serve was started as
-// envoyproxy/ratelimit is (its image swapped, its Deployment kept): with
-// one of them set, serve's defaults are envoyproxy/ratelimit's where they
-// change what clients see (headersDefault).
-var ratelimitDeploymentEnv = []string{"RUNTIME_ROOT", "RUNTIME_SUBDIRECTORY", "CONFIG_TYPE", "BACKEND_TYPE", "REDIS_URL", "REDIS_SOCKET_TYPE", "USE_STATSD"}
-
 // headersDefault is -headers's default: SLUICE_HEADERS when set; else, as
 // envoyproxy/ratelimit answers, legacy when LIMIT_RESPONSE_HEADERS_ENABLED
 // is true and off when it is false or when serve runs with envoyproxy/
-// ratelimit's deployment variables (ratelimitDeploymentEnv), so that
+// ratelimit's deployment variables (ratelimitenv.Deployment), so that
 // swapping its image adds no header its clients did not get before; else
 // Sluice's draft-11 headers.
 func headersDefault() string {
@@ -76,45 +58,10 @@ func headersDefault() string {
 		}
 		return "off" // false, or unparsable: refused by envflag.Errs before it matters
 	}
-	for _, n := range ratelimitDeploymentEnv {
-		if _, ok := os.LookupEnv(n); ok {
-			return "off"
-		}
+	if ratelimitenv.Deployment() {
+		return "off"
 	}
 	return "draft-11"
-}
-
-// onlyValueEnv are envoyproxy/ratelimit settings that Sluice acts on with
-// one value only, the one given here (compared without case): with another
-// they are named in the start-up log line too. Sluice always ignores dot
-// files, only speaks TCP to Redis, has no memcache backend, and always
-// serves Prometheus's metrics at GET /metrics (DISABLE_STATS=true stops
-// only statsd).
-var onlyValueEnv = []struct{ name, value string }{
-	{"RUNTIME_IGNOREDOTFILES", "true"},
-	{"REDIS_SOCKET_TYPE", "tcp"},
-	{"BACKEND_TYPE", "redis"},
-	{"DISABLE_STATS", "false"},
-	{"USE_PROMETHEUS", "false"},
-	{"MEMCACHE_TLS", "false"},
-	{"MEMCACHE_TLS_SKIP_HOSTNAME_VERIFICATION", "false"},
-}
-
-// notActedOn returns the envoyproxy/ratelimit variables that are set and
-// that Sluice does not act on, or not with the value they have.
-func notActedOn() []string {
-	var out []string
-	for _, name := range ignoredEnv {
-		if _, ok := os.LookupEnv(name); ok {
-			out = append(out, name)
-		}
-	}
-	for _, e := range onlyValueEnv {
-		if v, ok := os.LookupEnv(e.name); ok && !envflag.SameValue(v, e.value) {
-			out = append(out, e.name+"="+v)
-		}
-	}
-	return out
 }
 
 // mootFlags returns the settings of o that its store makes moot, as flag
@@ -512,7 +459,7 @@ func (s *serveApp) checkOptions() error {
 	if err := s.checkXDS(); err != nil {
 		return err
 	}
-	ignored, moot := xdsNotActedOn(s.xds, slices.Concat(notActedOn(), o.storeNotActedOn(), s.telSet.notActedOn())), append(mootFlags(s.fs, o), o.listen.notActedOn(s.fs)...)
+	ignored, moot := xdsNotActedOn(s.xds, slices.Concat(ratelimitenv.NotActedOn(), o.storeNotActedOn(), s.telSet.notActedOn())), append(mootFlags(s.fs, o), o.listen.notActedOn(s.fs)...)
 	if len(ignored) > 0 || len(moot) > 0 {
 		s.log.Info("accepted and not acted on", "env", strings.Join(ignored, ","), "flags", strings.Join(moot, ","))
 	}

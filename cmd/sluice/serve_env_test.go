@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/internal/envflag"
+	"github.com/sluicehq/sluice/internal/ratelimitenv"
 	"github.com/sluicehq/sluice/internal/stores"
 	"github.com/sluicehq/sluice/internal/testlog"
 )
@@ -46,7 +47,7 @@ func TestServeNamesEveryEnvItDoesNotActOn(t *testing.T) {
 		"REDIS_TLS_CACERT", "REDIS_TLS_SKIP_HOSTNAME_VERIFICATION"} {
 		t.Setenv(name, "x")
 		// The Redis variables are named, with why, by stores.RedisOptions.
-		named := append(notActedOn(), (&stores.RedisOptions{}).NotActedOn("memory")...)
+		named := append(ratelimitenv.NotActedOn(), (&stores.RedisOptions{}).NotActedOn("memory")...)
 		if !slices.ContainsFunc(named, func(s string) bool {
 			return s == name || strings.HasPrefix(s, name+"=") || strings.HasPrefix(s, name+" (")
 		}) {
@@ -209,7 +210,7 @@ func TestServeAllowRefundsFlagAndEnv(t *testing.T) {
 // in RateLimit-Policy); SLUICE_HEADERS chooses any mode; a new user with
 // none of these gets draft-11.
 func TestServeHeadersDefaultFollowsEnvironment(t *testing.T) {
-	names := append([]string{"SLUICE_HEADERS", "LIMIT_RESPONSE_HEADERS_ENABLED"}, ratelimitDeploymentEnv...)
+	names := append([]string{"SLUICE_HEADERS", "LIMIT_RESPONSE_HEADERS_ENABLED"}, ratelimitenv.Names(func(v ratelimitenv.Var) bool { return v.Deployment })...)
 	for _, c := range []struct {
 		env  map[string]string
 		args []string

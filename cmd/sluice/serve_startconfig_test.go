@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluicehq/sluice/internal/ratelimitenv"
 	"github.com/sluicehq/sluice/internal/testlog"
 )
 
@@ -105,7 +106,7 @@ func TestServeActsOnStartConfigEnv(t *testing.T) {
 	for _, name := range []string{"FORCE_START_WITHOUT_INITIAL_CONFIG", "HEALTHY_WITH_AT_LEAST_ONE_CONFIG_LOADED"} {
 		t.Setenv(name, "true")
 	}
-	for _, n := range notActedOn() {
+	for _, n := range ratelimitenv.NotActedOn() {
 		if strings.HasPrefix(n, "FORCE_START") || strings.HasPrefix(n, "HEALTHY_WITH") {
 			t.Errorf("notActedOn() names %s", n)
 		}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/internal/envflag"
+	"github.com/sluicehq/sluice/internal/ratelimitenv"
 	"github.com/sluicehq/sluice/redisstore"
 	"github.com/sluicehq/sluice/relief"
 	"github.com/sluicehq/sluice/service"
@@ -205,11 +206,7 @@ func (o *RedisOptions) NotActedOn(store string) []string {
 		}
 	}
 	if Is(store, Memory) {
-		for _, n := range []string{"REDIS_POOL_SIZE", "REDIS_PIPELINE_WINDOW", "REDIS_PIPELINE_LIMIT", "REDIS_TIMEOUT",
-			"REDIS_SENTINEL_AUTH", "REDIS_TLS_CLIENT_CERT", "REDIS_TLS_CLIENT_KEY", "REDIS_TLS_CACERT",
-			"REDIS_TLS_SKIP_HOSTNAME_VERIFICATION", "REDIS_CLUSTER_PIPELINE_PARALLELISM", "REDIS_POOL_ON_EMPTY_BEHAVIOR",
-			"REDIS_STARTUP_INITIAL_INTERVAL", "REDIS_STARTUP_MAX_INTERVAL", "REDIS_STARTUP_MAX_ELAPSED_TIME",
-			"EXPIRATION_JITTER_MAX_SECONDS"} {
+		for _, n := range ratelimitenv.Names(ratelimitenv.MainRedis) {
 			name(n, "the store is memory")
 		}
 	} else {
@@ -246,10 +243,7 @@ func tuningNotActedOn(prefix string, name func(n, why string), valued func(n, ok
 // than REDIS_PERSECOND, those that would have built its URL; and those
 // rueidis has no knob for.
 func (o *RedisOptions) perSecondNotActedOn(store string, name func(n, why string), valued func(n, ok, why string)) {
-	url := []string{"REDIS_PERSECOND_URL", "REDIS_PERSECOND_TYPE", "REDIS_PERSECOND_AUTH", "REDIS_PERSECOND_TLS"}
-	tuning := []string{"REDIS_PERSECOND_SOCKET_TYPE", "REDIS_PERSECOND_POOL_SIZE", "REDIS_PERSECOND_PIPELINE_WINDOW",
-		"REDIS_PERSECOND_PIPELINE_LIMIT", "REDIS_PERSECOND_TIMEOUT", "REDIS_PERSECOND_SENTINEL_AUTH",
-		"REDIS_PERSECOND_CLUSTER_PIPELINE_PARALLELISM", "REDIS_PERSECOND_POOL_ON_EMPTY_BEHAVIOR"}
+	url, tuning := ratelimitenv.Names(ratelimitenv.PerSecondURL), ratelimitenv.Names(ratelimitenv.PerSecondTuning)
 	why := ""
 	switch {
 	case Is(store, Memory):

@@ -10,22 +10,13 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/internal/envflag"
+	"github.com/sluicehq/sluice/internal/ratelimitenv"
 	"github.com/sluicehq/sluice/redisstore"
 )
 
 // redisEnvNames are the variables RedisOptions reads; each test starts
 // with all of them unset.
-var redisEnvNames = []string{
-	"REDIS_KEY_FORMAT", "EXPIRATION_JITTER_MAX_SECONDS",
-	"REDIS_POOL_SIZE", "REDIS_PIPELINE_WINDOW", "REDIS_PIPELINE_LIMIT", "REDIS_TIMEOUT", "REDIS_SENTINEL_AUTH",
-	"REDIS_TLS_CLIENT_CERT", "REDIS_TLS_CLIENT_KEY", "REDIS_TLS_CACERT", "REDIS_TLS_SKIP_HOSTNAME_VERIFICATION",
-	"REDIS_CLUSTER_PIPELINE_PARALLELISM", "REDIS_POOL_ON_EMPTY_BEHAVIOR",
-	"REDIS_STARTUP_INITIAL_INTERVAL", "REDIS_STARTUP_MAX_INTERVAL", "REDIS_STARTUP_MAX_ELAPSED_TIME",
-	"REDIS_PERSECOND", "REDIS_PERSECOND_URL", "REDIS_PERSECOND_TYPE", "REDIS_PERSECOND_AUTH", "REDIS_PERSECOND_TLS",
-	"REDIS_PERSECOND_SOCKET_TYPE", "REDIS_PERSECOND_POOL_SIZE", "REDIS_PERSECOND_PIPELINE_WINDOW",
-	"REDIS_PERSECOND_PIPELINE_LIMIT", "REDIS_PERSECOND_TIMEOUT", "REDIS_PERSECOND_SENTINEL_AUTH",
-	"REDIS_PERSECOND_CLUSTER_PIPELINE_PARALLELISM", "REDIS_PERSECOND_POOL_ON_EMPTY_BEHAVIOR",
-}
+var redisEnvNames = ratelimitenv.Names(ratelimitenv.Redis)
 
 // redisOpts reads env (over all of redisEnvNames unset) and args into
 // RedisOptions, as serve does.

@@ -1,0 +1,192 @@
+// Package ratelimitenv is the one table of envoyproxy/ratelimit's
+// environment variables that sluice serve reads or names: for each, the
+// flag whose default it feeds, whether Sluice acts on it (always, never,
+// with one value only, or as the store and the other settings decide),
+// and whether its presence says that serve was started as
+// envoyproxy/ratelimit is (its image swapped, its Deployment kept). The
+// start-up line of variables accepted and not acted on, the -headers
+// default and the tests' lists of variables are read from it. It is
+// shipped code, not a test helper.
+package ratelimitenv
+
+import (
+	"os"
+	"strings"
+
+	"github.com/sluicehq/sluice/internal/envflag"
+)
+
+// Acted says whether Sluice acts on a variable.
+type Acted uint8
+
+const (
+	// Always: the variable is acted on whenever it is set (most feed a
+	// flag's default).
+	Always Acted = iota
+	// Never: the variable is accepted and not acted on; a set one is
+	// named in the start-up line.
+	Never
+	// OnlyValue: the variable is acted on with one value only (Var.Value,
+	// compared as envflag.SameValue does); with another it is named, with its
+	// value, in the start-up line.
+	OnlyValue
+	// Decided: whether the variable is acted on depends on the store and
+	// the other settings; Var.DecidedBy names the code that says so, and
+	// names it, with why, in the start-up line.
+	Decided
+)
+
+// A Var is one of envoyproxy/ratelimit's variables.
+type Var struct {
+	Name string
+	// Flag is the flag whose default the variable feeds ("-store"), or ""
+	// for none.
+	Flag  string
+	Acted Acted
+	// Value is the one value acted on, for OnlyValue.
+	Value string
+	// DecidedBy names the code that decides a Decided variable.
+	DecidedBy string
+	// Deployment says that the variable being set (even empty) means serve
+	// runs as envoyproxy/ratelimit does; see Deployment.
+	Deployment bool
+}
+
+// The deciders of Decided variables.
+const (
+	byRedis     = "stores.RedisOptions.NotActedOn"
+	byTelemetry = "telemetrySettings.notActedOn"
+)
+
+// Vars is the table, in the order the start-up line names variables of
+// one kind (Never, then OnlyValue).
+var Vars = []Var{
+	// Never acted on: Prometheus is always served at GET /metrics, and
+	// Sluice has no memcache backend.
+	{Name: "PROMETHEUS_ADDR", Acted: Never},
+	{Name: "PROMETHEUS_PATH", Acted: Never},
+	{Name: "PROMETHEUS_MAPPER_YAML", Acted: Never},
+	{Name: "MEMCACHE_HOST_PORT", Acted: Never},
+	{Name: "MEMCACHE_MAX_IDLE_CONNS", Acted: Never},
+	{Name: "MEMCACHE_SRV", Acted: Never},
+	{Name: "MEMCACHE_SRV_REFRESH", Acted: Never},
+	{Name: "MEMCACHE_TLS_CLIENT_CERT", Acted: Never},
+	{Name: "MEMCACHE_TLS_CLIENT_KEY", Acted: Never},
+	{Name: "MEMCACHE_TLS_CACERT", Acted: Never},
+
+	// Acted on with one value only: Sluice always ignores dot files, only
+	// speaks TCP to Redis, has no memcache backend, and always serves
+	// Prometheus's metrics at GET /metrics (DISABLE_STATS=true stops only
+	// statsd).
+	{Name: "RUNTIME_IGNOREDOTFILES", Acted: OnlyValue, Value: "true"},
+	{Name: "REDIS_SOCKET_TYPE", Acted: OnlyValue, Value: "tcp", Deployment: true},
+	{Name: "BACKEND_TYPE", Acted: OnlyValue, Value: "redis", Deployment: true},
+	{Name: "DISABLE_STATS", Acted: OnlyValue, Value: "false"},
+	{Name: "USE_PROMETHEUS", Acted: OnlyValue, Value: "false"},
+	{Name: "MEMCACHE_TLS", Acted: OnlyValue, Value: "false"},
+	{Name: "MEMCACHE_TLS_SKIP_HOSTNAME_VERIFICATION", Acted: OnlyValue, Value: "false"},
+
+	// Acted on, and saying where serve was started.
+	{Name: "RUNTIME_ROOT", Flag: "-config", Deployment: true},
+	{Name: "RUNTIME_SUBDIRECTORY", Flag: "-config", Deployment: true},
+	{Name: "CONFIG_TYPE", Deployment: true},
+	{Name: "REDIS_URL", Flag: "-store", Deployment: true},
+	{Name: "USE_STATSD", Acted: Decided, DecidedBy: byTelemetry, Deployment: true},
+
+	// The Redis store's: acted on as the store decides.
+	{Name: "REDIS_KEY_FORMAT", Flag: "-redis-key-format"},
+	{Name: "REDIS_POOL_SIZE", Acted: Decided, DecidedBy: byRedis},
+	{Name: "REDIS_PIPELINE_WINDOW", Acted: Decided, DecidedBy: byRedis},
+	{Name: "REDIS_PIPELINE_LIMIT", Acted: Decided, DecidedBy: byRedis},
+	{Name: "REDIS_TIMEOUT", Acted: Decided, DecidedBy: byRedis},
+	{Name: "REDIS_SENTINEL_AUTH", Acted: Decided, DecidedBy: byRedis},
+	{Name: "REDIS_TLS_CLIENT_CERT", Acted: Decided, DecidedBy: byRedis},
+	{Name: "REDIS_TLS_CLIENT_KEY", Acted: Decided, DecidedBy: byRedis},
+	{Name: "REDIS_TLS_CACERT", Acted: Decided, DecidedBy: byRedis},
+	{Name: "REDIS_TLS_SKIP_HOSTNAME_VERIFICATION", Acted: Decided, DecidedBy: byRedis},
+	{Name: "REDIS_CLUSTER_PIPELINE_PARALLELISM", Acted: Decided, DecidedBy: byRedis},
+	{Name: "REDIS_POOL_ON_EMPTY_BEHAVIOR", Acted: Decided, DecidedBy: byRedis},
+	{Name: "REDIS_STARTUP_INITIAL_INTERVAL", Acted: Decided, DecidedBy: byRedis},
+	{Name: "REDIS_STARTUP_MAX_INTERVAL", Acted: Decided, DecidedBy: byRedis},
+	{Name: "REDIS_STARTUP_MAX_ELAPSED_TIME", Acted: Decided, DecidedBy: byRedis},
+	{Name: "EXPIRATION_JITTER_MAX_SECONDS", Acted: Decided, DecidedBy: byRedis},
+	{Name: "REDIS_PERSECOND", Flag: "-store-per-second", Acted: Decided, DecidedBy: byRedis},
+	{Name: "REDIS_PERSECOND_URL", Flag: "-store-per-second", Acted: Decided, DecidedBy: byRedis},
+	{Name: "REDIS_PERSECOND_TYPE", Flag: "-store-per-second", Acted: Decided, DecidedBy: byRedis},
+	{Name: "REDIS_PERSECOND_AUTH", Flag: "-store-per-second", Acted: Decided, DecidedBy: byRedis},
+	{Name: "REDIS_PERSECOND_TLS", Flag: "-store-per-second", Acted: Decided, DecidedBy: byRedis},
+	{Name: "REDIS_PERSECOND_SOCKET_TYPE", Acted: Decided, DecidedBy: byRedis},
+	{Name: "REDIS_PERSECOND_POOL_SIZE", Acted: Decided, DecidedBy: byRedis},
+	{Name: "REDIS_PERSECOND_PIPELINE_WINDOW", Acted: Decided, DecidedBy: byRedis},
+	{Name: "REDIS_PERSECOND_PIPELINE_LIMIT", Acted: Decided, DecidedBy: byRedis},
+	{Name: "REDIS_PERSECOND_TIMEOUT", Acted: Decided, DecidedBy: byRedis},
+	{Name: "REDIS_PERSECOND_SENTINEL_AUTH", Acted: Decided, DecidedBy: byRedis},
+	{Name: "REDIS_PERSECOND_CLUSTER_PIPELINE_PARALLELISM", Acted: Decided, DecidedBy: byRedis},
+	{Name: "REDIS_PERSECOND_POOL_ON_EMPTY_BEHAVIOR", Acted: Decided, DecidedBy: byRedis},
+}
+
+// NotActedOn returns the variables of the table that are set and that
+// Sluice never acts on (their names), then those acted on with one value
+// only that are set to another ("NAME=value"), each kind in table order.
+// The Decided variables are their deciders' to name.
+func NotActedOn() []string {
+	var out []string
+	for _, v := range Vars {
+		if _, ok := os.LookupEnv(v.Name); ok && v.Acted == Never {
+			out = append(out, v.Name)
+		}
+	}
+	for _, v := range Vars {
+		if val, ok := os.LookupEnv(v.Name); ok && v.Acted == OnlyValue && !envflag.SameValue(val, v.Value) {
+			out = append(out, v.Name+"="+val)
+		}
+	}
+	return out
+}
+
+// Deployment reports whether one of the Deployment variables is set (even
+// empty): serve then runs as envoyproxy/ratelimit does, and keeps its
+// defaults where they change what clients see.
+func Deployment() bool {
+	for _, v := range Vars {
+		if _, ok := os.LookupEnv(v.Name); ok && v.Deployment {
+			return true
+		}
+	}
+	return false
+}
+
+// Names returns the names of the variables that match: a nil match is
+// every variable.
+func Names(match func(Var) bool) []string {
+	var out []string
+	for _, v := range Vars {
+		if match == nil || match(v) {
+			out = append(out, v.Name)
+		}
+	}
+	return out
+}
+
+// Redis reports whether v is one of the Redis store's variables that
+// stores.RedisOptions reads and names.
+func Redis(v Var) bool { return v.DecidedBy == byRedis || v.Name == "REDIS_KEY_FORMAT" }
+
+// MainRedis reports whether v is one of the main Redis store's variables
+// that stores.RedisOptions names, in the order it names them with the
+// memory store.
+func MainRedis(v Var) bool {
+	return v.DecidedBy == byRedis && !strings.HasPrefix(v.Name, "REDIS_PERSECOND")
+}
+
+// PerSecondURL reports whether v is one of the variables that build the
+// per-second store's URL (REDIS_PERSECOND_URL, _TYPE, _AUTH, _TLS).
+func PerSecondURL(v Var) bool {
+	return strings.HasPrefix(v.Name, "REDIS_PERSECOND_") && v.Flag == "-store-per-second"
+}
+
+// PerSecondTuning reports whether v is one of the per-second store's
+// tuning variables (REDIS_PERSECOND_POOL_SIZE and the others).
+func PerSecondTuning(v Var) bool {
+	return strings.HasPrefix(v.Name, "REDIS_PERSECOND_") && v.Flag == ""
+}

@@ -16,6 +16,7 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/sluicehq/sluice/internal/envflag"
+	"github.com/sluicehq/sluice/internal/ratelimitenv"
 	"github.com/sluicehq/sluice/internal/statsd"
 	"github.com/sluicehq/sluice/internal/tracing"
 	"github.com/sluicehq/sluice/service"
@@ -25,16 +26,14 @@ import (
 // sinks: with neither on (or DISABLE_STATS true) the set ones are named in
 // serve's start-up line of things not acted on, as are dogEnv's without
 // USE_DOG_STATSD and STATSD_PROTOCOL with it (DogStatsD is UDP).
-var (
-	statsdEnv = []string{"STATSD_HOST", "STATSD_PORT", "EXTRA_TAGS", "STATS_FLUSH_INTERVAL"}
-	dogEnv    = []string{"USE_DOG_STATSD_MOGRIFIERS"}
-)
-
 // tracingEnv are the variables that configure tracing besides
-// TRACING_ENABLED: with tracing off the set ones are named in serve's
-// start-up line of things not acted on.
-var tracingEnv = []string{"TRACING_SERVICE_NAME", "TRACING_SERVICE_NAMESPACE", "TRACING_SERVICE_INSTANCE_ID",
-	"TRACING_EXPORTER_PROTOCOL", "TRACING_SAMPLING_RATE"}
+// TRACING_ENABLED: with tracing off the set ones are named in that line.
+// All are groups of ratelimitenv's table.
+var (
+	statsdEnv  = ratelimitenv.Names(ratelimitenv.InGroup("statsd"))
+	dogEnv     = ratelimitenv.Names(ratelimitenv.InGroup("dogstatsd"))
+	tracingEnv = ratelimitenv.Names(ratelimitenv.InGroup("tracing"))
+)
 
 // The DogStatsD sink is one a gostats store can flush into.
 var _ gostats.FlushableSink = (*statsd.DogSink)(nil)

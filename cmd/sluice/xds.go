@@ -16,26 +16,20 @@ import (
 
 	"github.com/sluicehq/sluice/config"
 	"github.com/sluicehq/sluice/internal/envflag"
+	"github.com/sluicehq/sluice/internal/ratelimitenv"
 	"github.com/sluicehq/sluice/internal/safefile"
 	"github.com/sluicehq/sluice/internal/xdsconfig"
 )
 
 // xdsEnv are envoyproxy/ratelimit's variables of its xDS config provider,
 // which serve acts on under CONFIG_TYPE=GRPC_XDS_SOTW and names as not
-// acted on under CONFIG_TYPE=FILE (see xdsNotActedOn).
-var xdsEnv = []string{
-	"CONFIG_GRPC_XDS_NODE_ID", "CONFIG_GRPC_XDS_NODE_METADATA", "CONFIG_GRPC_XDS_SERVER_URL",
-	"CONFIG_GRPC_XDS_SERVER_CONNECT_RETRY_INTERVAL", "CONFIG_GRPC_XDS_CLIENT_ADDITIONAL_HEADERS",
-	"CONFIG_GRPC_XDS_SERVER_USE_TLS", "CONFIG_GRPC_XDS_CLIENT_TLS_CERT", "CONFIG_GRPC_XDS_CLIENT_TLS_KEY",
-	"CONFIG_GRPC_XDS_SERVER_TLS_CACERT", "CONFIG_GRPC_XDS_SERVER_TLS_SAN",
-	"XDS_CLIENT_BACKOFF_INITIAL_INTERVAL", "XDS_CLIENT_BACKOFF_MAX_INTERVAL", "XDS_CLIENT_BACKOFF_RANDOM_FACTOR",
-	"XDS_CLIENT_BACKOFF_JITTER", "XDS_CLIENT_MAX_MSG_SIZE_IN_BYTES",
-}
-
-// xdsTLSEnv are the xDS TLS variables that CONFIG_GRPC_XDS_SERVER_USE_TLS
-// turns on.
-var xdsTLSEnv = []string{"CONFIG_GRPC_XDS_CLIENT_TLS_CERT", "CONFIG_GRPC_XDS_CLIENT_TLS_KEY",
-	"CONFIG_GRPC_XDS_SERVER_TLS_CACERT", "CONFIG_GRPC_XDS_SERVER_TLS_SAN"}
+// acted on under CONFIG_TYPE=FILE (see xdsNotActedOn); xdsTLSEnv are
+// those that CONFIG_GRPC_XDS_SERVER_USE_TLS turns on. Both are read from
+// ratelimitenv's table.
+var (
+	xdsEnv    = ratelimitenv.Names(ratelimitenv.InGroup("xds"))
+	xdsTLSEnv = ratelimitenv.Names(ratelimitenv.XDSTLS)
+)
 
 // xdsSettings are serve's settings under CONFIG_TYPE=GRPC_XDS_SOTW, from
 // envoyproxy/ratelimit's variables with its defaults.

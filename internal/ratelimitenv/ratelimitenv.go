@@ -47,6 +47,10 @@ type Var struct {
 	Value string
 	// DecidedBy names the code that decides a Decided variable.
 	DecidedBy string
+	// Group gathers the variables one setting turns on together:
+	// "tracing" (TRACING_ENABLED), "statsd" (USE_STATSD), "dogstatsd"
+	// (USE_DOG_STATSD), "xds" (CONFIG_TYPE=GRPC_XDS_SOTW); "" for none.
+	Group string
 	// Deployment says that the variable being set (even empty) means serve
 	// runs as envoyproxy/ratelimit does; see Deployment.
 	Deployment bool
@@ -56,6 +60,7 @@ type Var struct {
 const (
 	byRedis     = "stores.RedisOptions.NotActedOn"
 	byTelemetry = "telemetrySettings.notActedOn"
+	byXDS       = "xdsNotActedOn"
 )
 
 // Vars is the table, in the order the start-up line names variables of
@@ -92,6 +97,38 @@ var Vars = []Var{
 	{Name: "CONFIG_TYPE", Deployment: true},
 	{Name: "REDIS_URL", Flag: "-store", Deployment: true},
 	{Name: "USE_STATSD", Acted: Decided, DecidedBy: byTelemetry, Deployment: true},
+
+	// Tracing's, statsd's and DogStatsD's: acted on when their setting
+	// is on.
+	{Name: "TRACING_SERVICE_NAME", Acted: Decided, DecidedBy: byTelemetry, Group: "tracing"},
+	{Name: "TRACING_SERVICE_NAMESPACE", Acted: Decided, DecidedBy: byTelemetry, Group: "tracing"},
+	{Name: "TRACING_SERVICE_INSTANCE_ID", Acted: Decided, DecidedBy: byTelemetry, Group: "tracing"},
+	{Name: "TRACING_EXPORTER_PROTOCOL", Acted: Decided, DecidedBy: byTelemetry, Group: "tracing"},
+	{Name: "TRACING_SAMPLING_RATE", Acted: Decided, DecidedBy: byTelemetry, Group: "tracing"},
+	{Name: "STATSD_HOST", Acted: Decided, DecidedBy: byTelemetry, Group: "statsd"},
+	{Name: "STATSD_PORT", Acted: Decided, DecidedBy: byTelemetry, Group: "statsd"},
+	{Name: "EXTRA_TAGS", Acted: Decided, DecidedBy: byTelemetry, Group: "statsd"},
+	{Name: "STATS_FLUSH_INTERVAL", Acted: Decided, DecidedBy: byTelemetry, Group: "statsd"},
+	{Name: "USE_DOG_STATSD_MOGRIFIERS", Acted: Decided, DecidedBy: byTelemetry, Group: "dogstatsd"},
+	{Name: "STATSD_PROTOCOL", Acted: Decided, DecidedBy: byTelemetry},
+
+	// The xDS config provider's: acted on under CONFIG_TYPE=GRPC_XDS_SOTW,
+	// the TLS ones with CONFIG_GRPC_XDS_SERVER_USE_TLS.
+	{Name: "CONFIG_GRPC_XDS_NODE_ID", Acted: Decided, DecidedBy: byXDS, Group: "xds"},
+	{Name: "CONFIG_GRPC_XDS_NODE_METADATA", Acted: Decided, DecidedBy: byXDS, Group: "xds"},
+	{Name: "CONFIG_GRPC_XDS_SERVER_URL", Acted: Decided, DecidedBy: byXDS, Group: "xds"},
+	{Name: "CONFIG_GRPC_XDS_SERVER_CONNECT_RETRY_INTERVAL", Acted: Decided, DecidedBy: byXDS, Group: "xds"},
+	{Name: "CONFIG_GRPC_XDS_CLIENT_ADDITIONAL_HEADERS", Acted: Decided, DecidedBy: byXDS, Group: "xds"},
+	{Name: "CONFIG_GRPC_XDS_SERVER_USE_TLS", Acted: Decided, DecidedBy: byXDS, Group: "xds"},
+	{Name: "CONFIG_GRPC_XDS_CLIENT_TLS_CERT", Acted: Decided, DecidedBy: byXDS, Group: "xds"},
+	{Name: "CONFIG_GRPC_XDS_CLIENT_TLS_KEY", Acted: Decided, DecidedBy: byXDS, Group: "xds"},
+	{Name: "CONFIG_GRPC_XDS_SERVER_TLS_CACERT", Acted: Decided, DecidedBy: byXDS, Group: "xds"},
+	{Name: "CONFIG_GRPC_XDS_SERVER_TLS_SAN", Acted: Decided, DecidedBy: byXDS, Group: "xds"},
+	{Name: "XDS_CLIENT_BACKOFF_INITIAL_INTERVAL", Acted: Decided, DecidedBy: byXDS, Group: "xds"},
+	{Name: "XDS_CLIENT_BACKOFF_MAX_INTERVAL", Acted: Decided, DecidedBy: byXDS, Group: "xds"},
+	{Name: "XDS_CLIENT_BACKOFF_RANDOM_FACTOR", Acted: Decided, DecidedBy: byXDS, Group: "xds"},
+	{Name: "XDS_CLIENT_BACKOFF_JITTER", Acted: Decided, DecidedBy: byXDS, Group: "xds"},
+	{Name: "XDS_CLIENT_MAX_MSG_SIZE_IN_BYTES", Acted: Decided, DecidedBy: byXDS, Group: "xds"},
 
 	// The Redis store's: acted on as the store decides.
 	{Name: "REDIS_KEY_FORMAT", Flag: "-redis-key-format"},
@@ -190,3 +227,10 @@ func PerSecondURL(v Var) bool {
 func PerSecondTuning(v Var) bool {
 	return strings.HasPrefix(v.Name, "REDIS_PERSECOND_") && v.Flag == ""
 }
+
+// InGroup returns the match of the variables of group g (see Var.Group).
+func InGroup(g string) func(Var) bool { return func(v Var) bool { return v.Group == g } }
+
+// XDSTLS reports whether v is one of the xDS provider's TLS variables,
+// which CONFIG_GRPC_XDS_SERVER_USE_TLS turns on.
+func XDSTLS(v Var) bool { return v.Group == "xds" && strings.Contains(v.Name, "_TLS_") }

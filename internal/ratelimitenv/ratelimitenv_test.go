@@ -51,3 +51,25 @@ func TestNotActedOnNamesNeverThenOtherValues(t *testing.T) {
 		t.Errorf("deployment variables %v, want the 7 envoyproxy/ratelimit's Deployment sets, REDIS_URL among them", got)
 	}
 }
+
+// The groups the telemetry and the xDS provider read from the table: each
+// whole, in the order the start-up line names them.
+func TestGroupsAreWhole(t *testing.T) {
+	for _, tt := range []struct {
+		match func(Var) bool
+		want  string
+	}{
+		{InGroup("tracing"), "TRACING_SERVICE_NAME,TRACING_SERVICE_NAMESPACE,TRACING_SERVICE_INSTANCE_ID,TRACING_EXPORTER_PROTOCOL,TRACING_SAMPLING_RATE"},
+		{InGroup("statsd"), "STATSD_HOST,STATSD_PORT,EXTRA_TAGS,STATS_FLUSH_INTERVAL"},
+		{InGroup("dogstatsd"), "USE_DOG_STATSD_MOGRIFIERS"},
+		{XDSTLS, "CONFIG_GRPC_XDS_CLIENT_TLS_CERT,CONFIG_GRPC_XDS_CLIENT_TLS_KEY,CONFIG_GRPC_XDS_SERVER_TLS_CACERT,CONFIG_GRPC_XDS_SERVER_TLS_SAN"},
+		{PerSecondURL, "REDIS_PERSECOND_URL,REDIS_PERSECOND_TYPE,REDIS_PERSECOND_AUTH,REDIS_PERSECOND_TLS"},
+	} {
+		if got := strings.Join(Names(tt.match), ","); got != tt.want {
+			t.Errorf("got %s, want %s", got, tt.want)
+		}
+	}
+	if n := len(Names(InGroup("xds"))); n != 15 {
+		t.Errorf("%d xDS variables, want envoyproxy/ratelimit's 15", n)
+	}
+}

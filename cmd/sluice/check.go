@@ -29,7 +29,7 @@ invalid one.`,
 // on stderr when it is not, and 2 for a bad command line.
 func check(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("sluice check", flag.ContinueOnError)
-	store := fs.String("store", redisURLFromEnv("REDIS_"), "the store the config is for: memory, a Redis URL or a PostgreSQL URL (only its scheme matters: no connection is made); rules that store cannot serve are errors; none (no REDIS_URL either): checked for no particular store")
+	store := fs.String("store", stores.RedisURLFromEnv("REDIS_"), "the store the config is for: memory, a Redis URL or a PostgreSQL URL (only its scheme matters: no connection is made); rules that store cannot serve are errors; none (no REDIS_URL either): checked for no particular store")
 	if code, done := parseCommandLine(fs, args, stdout, stderr, checkUsage, 1); done {
 		return code
 	}

@@ -46,9 +46,11 @@ const (
 	// Capacity: Rate.
 	SlidingWindow
 	// SlidingLog keeps a log of (instant, count) entries and admits at most
-	// Rate units in any window of length Period: exact up to 64 per period,
-	// above that conservative by at most Period/64, in at most 65 entries
-	// (about 1 KB) per key whatever the rate and the cost (see package
+	// Rate units in any window of length Period, exactly: a request is
+	// admitted if and only if the units admitted in the last Period plus its
+	// cost are at most Rate. A request is one entry whatever its cost, so a
+	// key holds at most Rate entries of 16 bytes (Limit.LogEntries); a
+	// Precision trades exactness for fewer entries (see package
 	// algorithm). Capacity: Rate.
 	SlidingLog
 	// LeakyBucket is the leaky bucket as a meter with NGINX limit_req's exact
@@ -185,6 +187,32 @@ type Limit struct {
 	// changes no decision, and stores that keep no ledger ignore it. The
 	// zero value is not billable.
 	Billable bool
+	// Precision, for a SlidingLog, is the slot of time within which the log
+	// merges the units it admits into one entry, stamped with the latest of
+	// their instants: the log then holds at most ⌈Period/Precision⌉+1
+	// entries whatever the rate, and is conservative by at most Precision
+	// (a unit is counted in the window up to Precision longer than it
+	// should be, so the log never admits more than Rate in a window, and
+	// may refuse a request the exact log would admit). The zero value
+	// means exact: only units of the same instant share an entry. It must
+	// be zero or between a nanosecond and Period, and zero for the other
+	// algorithms.
+	Precision time.Duration
+}
+
+// LogEntries returns the most entries a SlidingLog under l holds, its
+// memory in 16-byte entries at worst: Rate without a Precision, else
+// ⌈Period/Precision⌉+1 if that is fewer. It is 0 for the other
+// algorithms, whose state has a fixed size.
+func (l Limit) LogEntries() int {
+	if l.Algorithm != SlidingLog {
+		return 0
+	}
+	n := int64(l.Rate)
+	if l.Precision > 0 {
+		n = min(n, (int64(l.Period)-1)/int64(l.Precision)+2)
+	}
+	return int(n)
 }
 
 // CalendarUnit is the length of a calendar period. The zero value,
@@ -396,6 +424,10 @@ func (l Limit) Validate() error {
 		return fmt.Errorf("%w: period %v must be positive", ErrInvalidLimit, l.Period)
 	case l.Period > MaxPeriod:
 		return fmt.Errorf("%w: period %v exceeds the maximum %v", ErrInvalidLimit, l.Period, MaxPeriod)
+	case l.Precision != 0 && l.Algorithm != SlidingLog:
+		return fmt.Errorf("%w: precision applies only to sliding_log, not %v", ErrInvalidLimit, l.Algorithm)
+	case l.Precision < 0 || l.Precision > l.Period:
+		return fmt.Errorf("%w: precision %v must be between 1ns and the period %v", ErrInvalidLimit, l.Precision, l.Period)
 	case l.CountRejected && l.Algorithm != SlidingWindow:
 		return fmt.Errorf("%w: count-rejected applies only to sliding_window, not %v", ErrInvalidLimit, l.Algorithm)
 	case !l.Calendar.IsZero():
@@ -470,9 +502,9 @@ func fits(a, b, c, d uint64) bool {
 // overflow in every sum an algorithm makes.
 const MaxRate = 1 << 53
 
-// MaxLogRate is the largest Rate a SlidingLog limit may have. The log's
-// memory no longer grows with its rate (it keeps at most 65 entries); the
-// bound stays so that configurations that load keep loading the same.
+// MaxLogRate is the largest Rate a SlidingLog limit may have: a key of an
+// exact log holds at most Rate entries of 16 bytes, 16 MiB at this bound.
+// Configurations bound it further per key (see Limit.LogEntries).
 const MaxLogRate = 1 << 20
 
 // String describes l, for example "token_bucket 5/1s burst 10",

@@ -7,37 +7,41 @@ import (
 	"github.com/sluicehq/sluice"
 )
 
-// LogEntries is K, the sliding log's entry budget: a log whose rate is above
-// K keeps at most K+1 entries, whatever its rate and costs, by merging the
-// units of one Period/K slot of time into one entry.
+// LogEntries is the ring a sliding log starts with and never shrinks below:
+// a log of at most LogEntries entries is never reallocated once grown.
 const LogEntries = 64
 
-// maxLogEntries bounds the ring of every log, even across a change of limit
-// or a clock that steps back (see SlidingLog).
-const maxLogEntries = LogEntries + 1
-
-// logEntry is one entry of a sliding log: n units, the latest logged at at.
+// logEntry is one entry of a sliding log: the units logged at instant at,
+// stored as the running total of the units logged up to and including this
+// entry, so that the count of any run of entries is a difference of two
+// totals and the entry a wait ends at is a binary search.
 type logEntry struct {
-	at int64 // Unix nanoseconds
-	n  int64
+	at  int64 // Unix nanoseconds
+	cum int64 // units logged up to and including this entry
 }
 
-// SlidingLog is the sliding log: a ring of (instant, count) entries, oldest
-// first, with strictly increasing instants. A request of cost c at now is
-// admitted when the units logged in (now−Period, now] plus c are at most
-// Rate, and is then logged as one entry of c units, or added to the newest
-// entry. So no window of length Period ever holds more than Rate units, and
-// a decision is O(entries) work, never O(cost).
+// SlidingLog is the sliding log: a ring of (instant, running total) entries,
+// oldest first, with strictly increasing instants. A request of cost c at
+// now is admitted when the units logged in (now−Period, now] plus c are at
+// most Rate, and is then logged as one entry of c units, or added to the
+// newest entry if that has the same instant. So no window of length Period
+// ever holds more than Rate units, and no request the exact definition
+// admits is refused: the log is exact at every Rate, and holds at most Rate
+// entries (each holds at least one unit), 16 bytes each, plus the ring's
+// spare room (at most as many again).
 //
-// When Rate ≤ LogEntries the log is exact: only units of the same instant
-// share an entry (there are at most Rate entries). Above, time is cut into
-// epoch-aligned slots of LogResolution(lim) = ⌈Period/LogEntries⌉, and the
-// units admitted within one slot share an entry stamped with the latest of
-// their instants, so that none of them leaves the window earlier than it
-// would in the exact log: the log is conservative, and holds a unit at most
-// one slot (1/64 of the period) longer than the exact log would. At most
-// LogEntries+1 slots meet a window, so a log holds at most LogEntries+1
-// entries of 16 bytes, about 1 KB, whatever the rate and the costs.
+// A decision is O(log entries) work at worst, never O(cost) nor O(Rate):
+// entries that have left the window are found by a binary search from the
+// front, the entry a wait ends at by a binary search on the running totals,
+// and a request adds at most one entry at the back. The ring doubles when
+// full and halves when three quarters empty, so that its bytes follow the
+// entries it holds and each reallocation is paid for by as many decisions.
+//
+// With a Precision, the units admitted within one epoch-aligned slot of
+// Precision share an entry stamped with the latest of their instants, so
+// that none of them leaves the window earlier than it would in the exact
+// log: the log is conservative by at most one slot, and holds at most
+// ⌈Period/Precision⌉+1 entries (MaxLogEntries).
 //
 // An entry leaves the window whole, when its latest unit does: RetryAfter is
 // the time until enough of the oldest entries have left for the request to
@@ -45,33 +49,48 @@ type logEntry struct {
 // the newest entry leaves; all three are exact for the log as it is kept. A
 // Refund removes units from the oldest entries, which is conservative (see
 // Refund). If the limit changes, or the clock steps back, and more than
-// LogEntries+1 entries would meet, the two oldest are merged into one
+// MaxLogEntries entries would meet, the two oldest are merged into one
 // stamped with the later instant: still conservative, and the bound holds.
 type SlidingLog struct {
 	buf  []logEntry // ring of entries
 	head int32      // index of the oldest entry
 	n    int32      // number of entries
-	sum  int64      // units in the entries
+	base int64      // units logged before the oldest entry: the running total it starts from
 	// until is the instant the newest entry leaves the window.
 	until int64
 }
 
 // LogResolution returns the slot of time, in nanoseconds, within which a
 // sliding log under lim merges the units it admits into one entry: 1 (only
-// the same instant) when lim.Rate ≤ LogEntries, else ⌈Period/LogEntries⌉.
+// the same instant) without a Precision, else the Precision.
 func LogResolution(lim sluice.Limit) int64 {
-	if lim.Rate <= LogEntries {
-		return 1
-	}
-	return (int64(lim.Period)-1)/LogEntries + 1
+	return max(int64(lim.Precision), 1)
 }
 
+// MaxLogEntries returns the most entries a sliding log under lim holds:
+// lim.Rate (each entry holds at least one unit), or, with a Precision, no
+// more than the slots that meet a window, ⌈Period/Precision⌉+1. It is
+// lim.LogEntries.
+func MaxLogEntries(lim sluice.Limit) int64 { return int64(lim.LogEntries()) }
+
 // Len returns the number of logged units.
-func (s *SlidingLog) Len() int { return int(s.sum) }
+func (s *SlidingLog) Len() int { return int(s.sum()) }
+
+// Entries returns the number of entries the log holds.
+func (s *SlidingLog) Entries() int { return int(s.n) }
 
 // Bytes returns the heap bytes the log holds now beyond the SlidingLog value
-// itself: its ring of entries, at most (LogEntries+1)·16 bytes.
+// itself: its ring of 16-byte entries, at most twice the entries it holds
+// once it has grown past LogEntries.
 func (s *SlidingLog) Bytes() int { return cap(s.buf) * int(unsafe.Sizeof(logEntry{})) }
+
+// sum returns the units in the entries.
+func (s *SlidingLog) sum() int64 {
+	if s.n == 0 {
+		return 0
+	}
+	return s.entry(s.n-1).cum - s.base
+}
 
 // entry returns the i-th entry, oldest first.
 func (s *SlidingLog) entry(i int32) *logEntry {
@@ -82,24 +101,72 @@ func (s *SlidingLog) entry(i int32) *logEntry {
 	return &s.buf[j]
 }
 
-// expire drops the entries at or before cut.
-func (s *SlidingLog) expire(cut int64) {
-	for s.n > 0 && s.buf[s.head].at <= cut {
-		s.dropOldest()
+// firstAfter returns the index of the first entry, from i on, whose
+// instant is after cut, or s.n if there is none. The oldest entry is
+// checked first, as most calls find it live; else a binary search.
+func (s *SlidingLog) firstAfter(i int32, cut int64) int32 {
+	if i >= s.n || s.entry(i).at > cut {
+		return i
 	}
+	lo, hi := i+1, s.n // entry(lo-1) ≤ cut; the answer is in [lo, hi]
+	for lo < hi {
+		m := int32(uint32(lo+hi) >> 1)
+		if s.entry(m).at <= cut {
+			lo = m + 1
+		} else {
+			hi = m
+		}
+	}
+	return lo
+}
+
+// firstReaching returns the index of the first entry, from i on, whose
+// running total is at least total; one exists (the caller checked the
+// newest's).
+func (s *SlidingLog) firstReaching(i int32, total int64) int32 {
+	lo, hi := i, s.n-1
+	for lo < hi {
+		m := int32(uint32(lo+hi) >> 1)
+		if s.entry(m).cum < total {
+			lo = m + 1
+		} else {
+			hi = m
+		}
+	}
+	return lo
+}
+
+// drop removes the k oldest entries and their units.
+func (s *SlidingLog) drop(k int32) {
+	if k == 0 {
+		return
+	}
+	s.base = s.entry(k - 1).cum
+	s.head += k
+	if s.head >= int32(len(s.buf)) {
+		s.head -= int32(len(s.buf))
+	}
+	s.n -= k
 	if s.n == 0 {
-		s.head, s.sum = 0, 0
+		s.head, s.base = 0, 0
 	}
 }
 
-// dropOldest removes the oldest entry and its units; the log is not empty.
-func (s *SlidingLog) dropOldest() {
-	s.sum -= s.buf[s.head].n
-	s.head++
-	if s.head == int32(len(s.buf)) {
-		s.head = 0
+// expire drops the entries at or before cut, and shrinks the ring if it is
+// three quarters empty.
+func (s *SlidingLog) expire(cut int64) {
+	s.drop(s.firstAfter(0, cut))
+	if len(s.buf) > LogEntries && int(s.n) <= len(s.buf)/4 {
+		s.resize(len(s.buf) / 2)
 	}
-	s.n--
+}
+
+// resize moves the entries to a ring of size entries.
+func (s *SlidingLog) resize(size int) {
+	buf := make([]logEntry, size)
+	k := copy(buf, s.buf[s.head:min(int(s.head+s.n), len(s.buf))])
+	copy(buf[k:], s.buf[:int(s.n)-k])
+	s.buf, s.head = buf, 0
 }
 
 // Take decides a request of cost units at now and logs them if admitted.
@@ -111,22 +178,20 @@ func (s *SlidingLog) Take(now int64, lim sluice.Limit, cost int) sluice.Result {
 	}
 	s.expire(now - p)
 	var res sluice.Result
-	if s.sum+c > rate {
-		// Wait until enough of the oldest entries have left the window.
-		// need ≤ sum, since cost ≤ rate.
-		need, i := s.sum+c-rate, int32(0)
-		for ; need > s.entry(i).n; i++ {
-			need -= s.entry(i).n
-		}
+	if sum := s.sum(); sum+c > rate {
+		// Wait until enough of the oldest entries have left the window:
+		// the first whose running total passes base+sum+c−rate. It exists,
+		// since cost ≤ rate.
+		i := s.firstReaching(0, s.base+sum+c-rate)
 		res.RetryAfter = time.Duration(s.entry(i).at + p - now)
-		res.Remaining = int(max(rate-s.sum, 0))
+		res.Remaining = int(max(rate-sum, 0))
 		res.ResetAfter = time.Duration(s.entry(s.n-1).at + p - now)
 		return res
 	}
-	s.add(at, c, LogResolution(lim), rate)
+	s.add(at, c, LogResolution(lim), MaxLogEntries(lim))
 	s.until = at + p
 	res.Allowed = true
-	res.Remaining = int(rate - s.sum)
+	res.Remaining = int(rate - s.sum())
 	res.ResetAfter = time.Duration(at + p - now)
 	return res
 }
@@ -138,25 +203,24 @@ func (s *SlidingLog) Take(now int64, lim sluice.Limit, cost int) sluice.Result {
 func (s *SlidingLog) Peek(now int64, lim sluice.Limit) sluice.Result {
 	p, rate := int64(lim.Period), int64(lim.Rate)
 	// Skip the entries that have left the window, as expire would drop them.
-	i, sum := int32(0), s.sum
-	for ; i < s.n && s.entry(i).at <= now-p; i++ {
-		sum -= s.entry(i).n
-	}
+	i := s.firstAfter(0, now-p)
 	var res sluice.Result
 	if i == s.n {
 		res.Allowed, res.Remaining = true, int(rate)
 		return res
 	}
+	from := s.base
+	if i > 0 {
+		from = s.entry(i - 1).cum
+	}
+	sum := s.entry(s.n-1).cum - from
 	res.ResetAfter = time.Duration(s.entry(s.n-1).at + p - now)
 	if sum > rate {
 		// Over a limit lowered since: wait until enough old entries leave.
-		need := sum - rate
-		for ; need > s.entry(i).n; i++ {
-			need -= s.entry(i).n
-		}
 		// The entry that brings the sum to the limit leaves at its instant
 		// plus p; the next one keeps it there.
-		res.RetryAfter = time.Duration(s.entry(i).at + p - now)
+		j := s.firstReaching(i, from+sum-rate)
+		res.RetryAfter = time.Duration(s.entry(j).at + p - now)
 		return res
 	}
 	res.Allowed = true
@@ -165,42 +229,43 @@ func (s *SlidingLog) Peek(now int64, lim sluice.Limit) sluice.Result {
 }
 
 // add logs c units at at, which is no earlier than the newest entry: into
-// the newest entry if it lies in the same slot of length res, else as a new
-// entry, growing the ring up to maxLogEntries (up to rate entries for an
-// exact log, which holds no more under its limit).
-func (s *SlidingLog) add(at, c, res, rate int64) {
-	s.sum += c
+// the newest entry if it has the same instant or lies in the same slot of
+// length res, else as a new entry, growing the ring by doubling. most is
+// the most entries the limit needs (MaxLogEntries); past it, which only a
+// change of limit or a clock that stepped back brings, the two oldest
+// entries merge.
+func (s *SlidingLog) add(at, c, res, most int64) {
 	if s.n > 0 {
 		last := s.entry(s.n - 1)
 		if last.at == at || res > 1 && floorDiv(last.at, res) == floorDiv(at, res) {
-			last.at, last.n = at, last.n+c
+			last.at, last.cum = at, last.cum+c
 			return
 		}
 	}
-	if s.n == maxLogEntries {
-		// Only after a change of limit or a clock that stepped back: merge
-		// the two oldest entries, keeping the later instant.
-		old := s.buf[s.head].n
+	total := s.base + c
+	if s.n > 0 {
+		total = s.entry(s.n-1).cum + c
+	}
+	if int64(s.n) >= max(most, 1) {
+		// Merge the two oldest entries, keeping the later instant: the
+		// oldest's units now leave with the next entry's.
 		s.head++
 		if s.head == int32(len(s.buf)) {
 			s.head = 0
 		}
 		s.n--
-		s.buf[s.head].n += old
 	}
 	if int(s.n) == len(s.buf) {
-		size := min(max(2*len(s.buf), 4), maxLogEntries)
-		if rate <= LogEntries {
-			size = min(size, max(int(rate), int(s.n)+1))
+		size := 2 * len(s.buf)
+		if size < LogEntries {
+			// A small log grows 4, 8, ... but not past what its limit
+			// needs: a log of 10 per period keeps a ring of 10.
+			size = int(min(max(int64(size), 4), max(most, int64(s.n)+1)))
 		}
-		buf := make([]logEntry, size)
-		for i := range s.n {
-			buf[i] = *s.entry(i)
-		}
-		s.buf, s.head = buf, 0
+		s.resize(size)
 	}
 	s.n++
-	*s.entry(s.n - 1) = logEntry{at: at, n: c}
+	*s.entry(s.n - 1) = logEntry{at: at, cum: total}
 }
 
 // Refund removes cost units from the oldest live entries, whichever
@@ -216,19 +281,23 @@ func (s *SlidingLog) add(at, c, res, rate int64) {
 // more than the log holds empties it.
 func (s *SlidingLog) Refund(now int64, lim sluice.Limit, cost int) {
 	s.expire(now - int64(lim.Period))
-	c := int64(cost)
-	for c > 0 && s.n > 0 {
-		first := &s.buf[s.head]
-		if first.n > c {
-			first.n -= c
-			s.sum -= c
-			break
+	if s.n == 0 {
+		s.base, s.until = 0, 0
+		return
+	}
+	if c := min(int64(cost), s.sum()); c > 0 {
+		// Every entry whose running total the new base reaches is empty;
+		// the next one, if any, starts from the new base.
+		base := s.base + c
+		k := s.firstReaching(0, base)
+		if s.entry(k).cum == base {
+			k++
 		}
-		c -= first.n
-		s.dropOldest()
+		s.drop(k)
+		s.base = base
 	}
 	if s.n == 0 {
-		s.head, s.sum, s.until = 0, 0, 0
+		s.base, s.until = 0, 0
 	} else {
 		s.until = s.entry(s.n-1).at + int64(lim.Period)
 	}

@@ -14,31 +14,37 @@ import (
 // 1,048,576 per year, the largest rate a sliding log accepts.
 const year = 365 * 24 * time.Hour
 
-// maxLogBytes bounds what one key's log may hold on the heap whatever its
-// rate and costs: the log keeps a bounded number of (instant, count) entries.
+// maxLogBytes bounds what one key's log holds on the heap after at most 200
+// requests: one entry of 16 bytes per request, in a ring at most twice the
+// entries (256 of them).
 const maxLogBytes = 4 << 10
 
 // TestSlidingLogCostIsOneEntry: a request of cost N is one entry of the log,
 // not N, so a client that chooses a large cost and a large rate cannot make a
-// key hold megabytes.
+// key hold megabytes: the log holds one entry per request in the window,
+// and its ring at most twice that.
 func TestSlidingLogCostIsOneEntry(t *testing.T) {
 	lim := sluice.Limit{Algorithm: sluice.SlidingLog, Rate: sluice.MaxLogRate, Period: year}
 	s := new(algorithm.SlidingLog)
 	if r := s.Take(t0, lim, lim.Rate); !r.Allowed || r.Remaining != 0 {
 		t.Fatalf("Take(t0, %d) = %+v, want allowed with Remaining 0", lim.Rate, r)
 	}
-	if got := logBytes(s); got > maxLogBytes {
-		t.Fatalf("a request of cost %d left a log of %d bytes, want at most %d", lim.Rate, got, maxLogBytes)
+	if got := logBytes(s); s.Entries() != 1 || got > 4*16 {
+		t.Fatalf("a request of cost %d left %d entries in %d bytes, want 1 entry in at most %d", lim.Rate, s.Entries(), got, 4*16)
 	}
 	if r := s.Take(t0+int64(time.Hour), lim, 1); r.Allowed || r.RetryAfter != year-time.Hour {
 		t.Fatalf("Take(t0+1h, 1) = %+v, want denied with RetryAfter %v", r, year-time.Hour)
 	}
-	// Many requests over the period stay within the bound too.
-	for i := range 10_000 {
-		s.Take(t0+int64(year)+int64(i)*int64(year)/10_000, lim, 1+i%100)
+	// Many requests over the next period: one entry each, all kept (the
+	// log is exact), in a ring at most twice as large.
+	const n = 10_000
+	for i := range n {
+		if !s.Take(t0+int64(year)+int64(i)*(int64(year)/n), lim, 1+i%100).Allowed {
+			t.Fatalf("request %d denied within the rate", i)
+		}
 	}
-	if got := logBytes(s); got > maxLogBytes {
-		t.Fatalf("10,000 requests over a year left a log of %d bytes, want at most %d", got, maxLogBytes)
+	if got := logBytes(s); s.Entries() != n || got > 2*16*n {
+		t.Fatalf("%d requests over a year left %d entries in %d bytes, want %d entries in at most %d", n, s.Entries(), got, n, 2*16*n)
 	}
 }
 

@@ -39,6 +39,12 @@ type Domain struct {
 	// RLQS is the domain's rlqs section (a Sluice extension: how the rate
 	// limit quota service divides its rules), or nil for the defaults.
 	RLQS *RLQS
+	// MaxLogEntries is the file's max_log_entries: the most entries one
+	// key of a sliding_log rule may hold at worst (sluice.Limit.LogEntries,
+	// 16 bytes each). A rule above it is refused at its line unless its
+	// precision brings it within. DefaultMaxLogEntries when the file does
+	// not set it.
+	MaxLogEntries int
 	// Warnings are what the file holds that envoyproxy/ratelimit accepts
 	// and that changes nothing, or that Sluice reads as envoyproxy/ratelimit
 	// reads it although the file is ambiguous: each names the file, line
@@ -542,3 +548,9 @@ func describe(r *RateLimit) string {
 	}
 	return s
 }
+
+// DefaultMaxLogEntries is a file's max_log_entries when it sets none:
+// 131,072 entries, 2 MiB for one key of an exact sliding_log at worst. An
+// exact log of up to 131,072 per period loads as it is; above, a rule needs
+// a precision (or the file a larger max_log_entries).
+const DefaultMaxLogEntries = 1 << 17

@@ -29,9 +29,9 @@ const MaxListLimits = 16
 
 // The keys each block accepts.
 var (
-	rootKeys       = []string{"domain", "descriptors", "forward_auth", "rlqs"}
+	rootKeys       = []string{"domain", "descriptors", "forward_auth", "rlqs", "max_log_entries"}
 	descriptorKeys = []string{"key", "value", "rate_limit", "rate_limits", "descriptors", "shadow_mode", "detailed_metric", "value_to_metric", "share_threshold", "quota_mode", "metadata"}
-	rateLimitKeys  = []string{"unit", "requests_per_unit", "unlimited", "name", "replaces", "algorithm", "burst", "unit_multiplier", "failure_mode", "calendar", "billable"}
+	rateLimitKeys  = []string{"unit", "requests_per_unit", "unlimited", "name", "replaces", "algorithm", "burst", "unit_multiplier", "failure_mode", "calendar", "billable", "precision"}
 	replacesKeys   = []string{"name"}
 )
 
@@ -56,6 +56,10 @@ type parser struct {
 	// listNames are the names of the limits of rate_limits lists.
 	listNames map[string]bool
 	refs      []*yaml.Node // replaces names, checked at the end
+	// maxLog is the file's max_log_entries, and its key node (nil when
+	// the file leaves the default).
+	maxLog    int
+	maxLogKey *yaml.Node
 }
 
 // warnf records a warning at n's position in the domain's Warnings.
@@ -91,6 +95,7 @@ func (p *parser) parse(data []byte) (*Domain, error) {
 	p.names = make(map[string]bool)
 	p.listNames = make(map[string]bool)
 	var descriptors, domainNode, authKey, auth *yaml.Node
+	d.MaxLogEntries = DefaultMaxLogEntries
 	for _, f := range fields {
 		switch f.key.Value {
 		case "domain":
@@ -110,8 +115,15 @@ func (p *parser) parse(data []byte) (*Domain, error) {
 			if d.RLQS, err = p.rlqs(f.key, f.val); err != nil {
 				return nil, err
 			}
+		case "max_log_entries":
+			v, err := p.integer(f.val, "max_log_entries", 1, sluice.MaxLogRate)
+			if err != nil {
+				return nil, err
+			}
+			d.MaxLogEntries, p.maxLogKey = int(v), f.key
 		}
 	}
+	p.maxLog = d.MaxLogEntries
 	if domainNode == nil {
 		return nil, p.errf(root, "missing domain")
 	}
@@ -496,6 +508,7 @@ func (p *parser) rateLimit(n *yaml.Node) (*RateLimit, error) {
 type rateLimitRead struct {
 	unit, rpu, alg, burst, mult, fail *yaml.Node // key nodes; nil when absent
 	billable                          *yaml.Node // the billable key; nil when absent
+	prec                              *yaml.Node // the precision key; nil when absent
 	cal, calValue                     *yaml.Node // the calendar key and its block
 	unitText                          string
 	burstValue                        int64
@@ -543,6 +556,16 @@ func (p *parser) rateLimitField(f field, r *RateLimit, k *rateLimitRead) (err er
 	case "billable":
 		k.billable = f.key
 		r.Limit.Billable, err = p.boolean(f.val, "billable")
+	case "precision":
+		k.prec = f.key
+		var s string
+		if s, err = p.str(f.val, "precision"); err == nil {
+			d, perr := time.ParseDuration(s)
+			if perr != nil || d <= 0 {
+				return p.errf(deref(f.val), "precision must be a positive duration, such as \"1s\", not %q", s)
+			}
+			r.Limit.Precision = d
+		}
 	case "failure_mode":
 		k.fail = f.key
 		if r.FailureMode, err = p.str(f.val, "failure_mode"); err == nil {
@@ -562,8 +585,8 @@ func (p *parser) unlimited(r *RateLimit, k *rateLimitRead) error {
 	switch {
 	case k.unitText != "":
 		return p.errf(k.unit, "should not specify rate limit unit when unlimited")
-	case k.alg != nil, k.burst != nil, k.mult != nil, k.fail != nil, k.cal != nil, k.billable != nil:
-		key := firstOf(k.alg, k.burst, k.mult, k.fail, k.cal, k.billable)
+	case k.alg != nil, k.burst != nil, k.mult != nil, k.fail != nil, k.cal != nil, k.billable != nil, k.prec != nil:
+		key := firstOf(k.alg, k.burst, k.mult, k.fail, k.cal, k.billable, k.prec)
 		return p.errf(key, "%s has no effect when unlimited", key.Value)
 	}
 	r.Limit = sluice.Limit{}
@@ -593,6 +616,9 @@ func (p *parser) limit(n *yaml.Node, r *RateLimit, k *rateLimitRead) error {
 	if k.burst != nil && alg != sluice.TokenBucket && alg != sluice.LeakyBucket {
 		return p.errf(k.burst, "burst applies only to token_bucket and leaky_bucket, not %v", alg)
 	}
+	if k.prec != nil && alg != sluice.SlidingLog {
+		return p.errf(k.prec, "precision applies only to sliding_log, not %v", alg)
+	}
 	r.Limit.Rate = int(r.RequestsPerUnit)
 	r.Limit.Period = r.Period()
 	r.Limit.Burst = int(r.RequestsPerUnit)
@@ -611,8 +637,25 @@ func (p *parser) limit(n *yaml.Node, r *RateLimit, k *rateLimitRead) error {
 			e.Err = err
 			return e
 		}
+		if n := r.Limit.LogEntries(); n > p.maxLog {
+			return p.logTooLarge(n, r)
+		}
 	}
 	return nil
+}
+
+// logTooLarge is the error for a sliding_log rule whose key may hold n
+// entries, more than the file's max_log_entries: it names both, and the
+// coarsest precision that would fit.
+func (p *parser) logTooLarge(n int, r *RateLimit) error {
+	at := r.Line
+	fit := time.Duration((int64(r.Limit.Period)-1)/int64(max(p.maxLog-1, 1)) + 1) // ⌈P/(max−1)⌉: ⌈P/prec⌉+1 ≤ max
+	e := &Error{File: p.file, Line: at, Msg: fmt.Sprintf("sliding_log of %d per %v keeps up to %d entries (%d bytes) per key, more than max_log_entries %d: set precision: %v (exact to within it) or more, raise max_log_entries, or use sliding_window",
+		r.Limit.Rate, r.Limit.Period, n, 16*int64(n), p.maxLog, fit)}
+	if p.maxLogKey != nil {
+		e.Msg += fmt.Sprintf(" (max_log_entries is set at line %d)", p.maxLogKey.Line)
+	}
+	return e
 }
 
 func firstOf(ns ...*yaml.Node) *yaml.Node {

@@ -361,7 +361,7 @@ func (sh *shard) use(lim sluice.Limit) error {
 func sameLimit(a, b *sluice.Limit) bool {
 	return a.Rate == b.Rate && a.Period == b.Period && a.Burst == b.Burst &&
 		a.Algorithm == b.Algorithm && a.CountRejected == b.CountRejected &&
-		a.Calendar == b.Calendar
+		a.Calendar == b.Calendar && a.Precision == b.Precision
 }
 
 // decide makes one decision under the shard's lock. The deferred unlock

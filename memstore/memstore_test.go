@@ -36,3 +36,10 @@ func TestConformance(t *testing.T) {
 func TestSettleLeavesSpentEqualToActualCosts(t *testing.T) { storetest.RunSettle(t, newStore) }
 
 func TestDebtDelaysTheNextRequestByWhatItOwes(t *testing.T) { storetest.RunDebt(t, newStore, 0) }
+
+// TestSlidingLogIsExactAtEveryLimit: the log's decisions are the exact
+// definition's at 1, 64, 1000 and 100,000 per minute (it merged entries
+// above 64 per period, refusing requests the definition admits).
+func TestSlidingLogIsExactAtEveryLimit(t *testing.T) {
+	storetest.RunSlidingLogExact(t, newStore, 1, false)
+}

@@ -58,7 +58,7 @@ var algorithms = [...]struct {
 	sluice.TokenBucket:   {"tb", tokenBucketParams},
 	sluice.FixedWindow:   {"fw", fixedWindowParams},
 	sluice.SlidingWindow: {"sw", slidingWindowParams},
-	sluice.SlidingLog:    {"slc", slidingLogParams}, // "sl" was a sorted set of one member per unit before the log became compact
+	sluice.SlidingLog:    {"sle", slidingLogParams}, // "sl" was one member per unit, "slc" MessagePack of at most 65 merged entries
 	sluice.LeakyBucket:   {"lb", leakyBucketParams},
 }
 
@@ -398,10 +398,11 @@ func fixedWindowParams(lim sluice.Limit, p int64) ([]string, error) {
 // bound on entries.
 func slidingLogParams(lim sluice.Limit, p int64) ([]string, error) {
 	// The slot in whole microseconds, rounded up: never finer than the
-	// memory store's, so never more entries.
+	// memory store's, so never more entries. Without a precision it is one
+	// microsecond, the script's clock: the log is exact.
 	slot := (algorithm.LogResolution(lim) + 999) / 1000
 	return []string{strconv.FormatInt(p, 10), strconv.Itoa(lim.Rate),
-		strconv.FormatInt(slot, 10), strconv.Itoa(algorithm.LogEntries + 1)}, nil
+		strconv.FormatInt(slot, 10), strconv.Itoa(lim.LogEntries())}, nil
 }
 
 // slidingWindowParams: the period, the rate, the count-rejected flag.

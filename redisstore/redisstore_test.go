@@ -247,3 +247,11 @@ func TestUnexpectedReplies(t *testing.T) {
 		}
 	}
 }
+
+// TestSlidingLogIsExactAtEveryLimit: the script's decisions are the exact
+// definition's at 1, 64, 1000 and 100,000 per minute (it merged entries
+// above 64 per period, refusing requests the definition admits).
+func TestSlidingLogIsExactAtEveryLimit(t *testing.T) {
+	url := singleURL(t)
+	storetest.RunSlidingLogExact(t, func(t *testing.T, clock sluice.Clock) sluice.Limiter { return open(t, url, clock) }, time.Microsecond, true)
+}

@@ -1,13 +1,21 @@
--- sliding_log.lua: the sliding log as (instant, count) entries, as
--- algorithm.SlidingLog keeps it: a request is one entry, or joins the newest
--- entry when both lie in one slot of time, so a call is O(entries) work and
--- a key holds a bounded number of entries, whatever the rate and the cost.
+-- sliding_log.lua: the exact sliding log as algorithm.SlidingLog keeps it:
+-- (instant, running total) entries, oldest first; a request is one entry,
+-- or joins the newest entry when both have the same instant (or, with a
+-- precision, lie in one slot of time). The entries live in one string used
+-- as a queue: new entries are appended, entries that leave the window are
+-- skipped from the front, and the string is rewritten without them once
+-- they are as many as the live ones. Every read is a GETRANGE of 16 bytes
+-- and the searches are binary, so a call is O(log entries) work and writes
+-- at most one entry, plus an amortised copy when it compacts; never
+-- O(cost) nor O(rate).
 --
--- KEYS[1]  a string, MessagePack of the flat array {sum, instant1, count1,
---          instant2, count2, ...}: the units of the entries, then the
---          entries oldest first, instants in microseconds and strictly
---          increasing (an entry's instant is the latest of its units'); at
---          most ARGV[7] entries
+-- KEYS[1]  a string: a 16-byte header, then 16-byte entries. Each is two
+--          little-endian doubles (struct '<dd'), exact below 2^53. The
+--          header is (dead, base): dead is the number of entries at the
+--          front that have left, base the running total before the first
+--          live one. An entry is (instant in microseconds, running total
+--          of the units logged up to and including it); instants strictly
+--          increase. At most ARGV[7] live entries.
 -- ARGV[1]  mode: "take", "refund" or "peek" (see prelude.lua)
 -- ARGV[2]  now in microseconds, or ""         (see prelude.lua)
 -- ARGV[3]  period P in microseconds
@@ -28,41 +36,104 @@ local S = tonumber(ARGV[6])
 local most = tonumber(ARGV[7])
 local key = KEYS[1]
 
-local raw = redis.call('GET', key)
-local log = {0}
-if raw then
-  log = cmsgpack.unpack(raw)
+local size = redis.call('STRLEN', key)
+local dead, base, n = 0, 0, 0
+if size >= 16 then
+  dead, base = struct.unpack('<dd', redis.call('GETRANGE', key, 0, 15))
+  n = (size - 16) / 16 - dead
 end
--- Entry i is log[2i] (its instant) and log[2i+1] (its count); sum is log[1].
--- at is the instant logged: never before the newest, so that the log stays
--- ordered if the clock steps back.
-local at = now
-if #log > 1 and log[#log - 1] > now then
-  at = log[#log - 1]
-end
--- The entries at or before now − P have left the window; they are the
--- oldest. Drop them.
-local dropped = false
-while #log > 1 and log[2] <= now - P do
-  log[1] = log[1] - log[3]
-  table.remove(log, 2)
-  table.remove(log, 2)
-  dropped = true
-end
-local sum = log[1]
-local live = (#log - 1) / 2
 
--- save writes the log, to expire when the newest entry leaves the window,
--- or deletes the key when no entry is left.
+-- entry returns the instant and running total of live entry i (from 0).
+local function entry(i)
+  local off = 16 + (dead + i) * 16
+  local at, cum = struct.unpack('<dd', redis.call('GETRANGE', key, off, off + 15))
+  return at, cum
+end
+
+-- first_after returns the first live entry from i on whose instant is after
+-- cut, or n: the oldest is checked first, as most calls find it live.
+local function first_after(i, cut)
+  if i >= n or entry(i) > cut then
+    return i
+  end
+  local lo, hi = i + 1, n
+  while lo < hi do
+    local m = math.floor((lo + hi) / 2)
+    if entry(m) <= cut then
+      lo = m + 1
+    else
+      hi = m
+    end
+  end
+  return lo
+end
+
+-- first_reaching returns the first live entry from i on whose running total
+-- is at least total; the newest's is.
+local function first_reaching(i, total)
+  local lo, hi = i, n - 1
+  while lo < hi do
+    local m = math.floor((lo + hi) / 2)
+    local _, cum = entry(m)
+    if cum < total then
+      lo = m + 1
+    else
+      hi = m
+    end
+  end
+  return lo
+end
+
+-- drop skips the k oldest live entries and their units.
+local function drop(k)
+  if k > 0 then
+    local _, cum = entry(k - 1)
+    base, dead, n = cum, dead + k, n - k
+  end
+end
+
+-- save writes the header, rewriting the string without the dead entries
+-- once they are as many as the live ones, and sets the key to expire when
+-- the newest entry leaves the window; it deletes the key when no entry is
+-- left.
 local function save()
   if not write then
     return
   end
-  if #log < 3 then
+  if n == 0 then
     redis.call('DEL', key)
     return
   end
-  redis.call('SET', key, cmsgpack.pack(log), 'PX', int(math.ceil((log[#log - 1] + P - now) / 1000)))
+  if dead >= 64 and dead >= n then
+    local off = 16 + dead * 16
+    local live = redis.call('GETRANGE', key, off, off + n * 16 - 1)
+    dead = 0
+    redis.call('SET', key, struct.pack('<dd', dead, base) .. live)
+  else
+    redis.call('SETRANGE', key, 0, struct.pack('<dd', dead, base))
+  end
+  local newest = entry(n - 1)
+  redis.call('PEXPIRE', key, int(math.ceil((newest + P - now) / 1000)))
+end
+
+-- at is the instant logged: never before the newest, so that the log stays
+-- ordered if the clock steps back.
+local at = now
+if n > 0 then
+  local newest = entry(n - 1)
+  if newest > now then
+    at = newest
+  end
+end
+-- The entries at or before now − P have left the window; they are the
+-- oldest. Skip them.
+local before = n
+drop(first_after(0, now - P))
+local dropped = n < before
+local sum = 0
+if n > 0 then
+  local _, cum = entry(n - 1)
+  sum = cum - base
 end
 
 if mode == 'refund' then
@@ -71,59 +142,71 @@ if mode == 'refund' then
   -- earlier than the real ones, so no window holds more than rate. An entry
   -- that keeps some keeps its instant.
   local c = math.min(cost, sum)
-  log[1] = sum - c
-  while c > 0 do
-    if log[3] > c then
-      log[3] = log[3] - c
-      c = 0
-    else
-      c = c - log[3]
-      table.remove(log, 2)
-      table.remove(log, 2)
+  if c > 0 then
+    local nb = base + c
+    local k = first_reaching(0, nb)
+    local _, cum = entry(k)
+    if cum == nb then
+      k = k + 1
     end
+    drop(k)
+    base = nb
   end
   save()
   return {1, 0, 0, 0}
 end
 
 if cost > rate - sum then
-  -- Wait until enough of the oldest entries have left the window (cost ≤
-  -- rate, so they exist). The entries that have left are dropped for good,
-  -- as the memory store drops them, should the clock step back.
-  local need, i = sum + cost - rate, 2
-  while need > log[i + 1] do
-    need = need - log[i + 1]
-    i = i + 2
-  end
+  -- Wait until enough of the oldest entries have left the window: the
+  -- first whose running total passes base + sum + cost − rate (cost ≤ rate,
+  -- so it exists). The entries that have left are dropped for good, as the
+  -- memory store drops them, should the clock step back.
+  local i = first_reaching(0, base + sum + cost - rate)
+  local ready = entry(i)
+  local newest = entry(n - 1)
   if dropped then
     save()
   end
-  return {0, math.max(rate - sum, 0), log[i] + P - now, log[#log - 1] + P - now}
+  return {0, math.max(rate - sum, 0), ready + P - now, newest + P - now}
 end
 
 if mode == 'peek' then -- within the limit: nothing to log
-  if live == 0 then
+  if n == 0 then
     return {1, rate, 0, 0}
   end
-  return {1, rate - sum, 0, log[#log - 1] + P - now}
+  local newest = entry(n - 1)
+  return {1, rate - sum, 0, newest + P - now}
 end
 
 -- math.fmod is exact on integers below 2^53, where % (a − floor(a/b)·b)
 -- may round.
-log[1] = sum + cost
-local newest = log[#log - 1]
-if live > 0 and (newest == at or at - math.fmod(at, S) == newest - math.fmod(newest, S)) then
-  log[#log - 1], log[#log] = at, log[#log] + cost
-else
-  if live >= most then
-    -- Only after a change of limit or a clock that stepped back: merge the
-    -- two oldest entries, keeping the later instant.
-    log[5] = log[3] + log[5]
-    table.remove(log, 2)
-    table.remove(log, 2)
+if n == 0 then
+  -- A fresh string, also when every entry has left: nothing dead to keep.
+  redis.call('SET', key, struct.pack('<dd', 0, 0))
+  dead, base = 0, 0
+end
+local merged = false
+if n > 0 then
+  local newest, cum = entry(n - 1)
+  if newest == at or at - math.fmod(at, S) == newest - math.fmod(newest, S) then
+    redis.call('SETRANGE', key, 16 + (dead + n - 1) * 16, struct.pack('<dd', at, cum + cost))
+    merged = true
   end
-  log[#log + 1] = at
-  log[#log + 1] = cost
+end
+if not merged then
+  local total = base + cost
+  if n > 0 then
+    local _, cum = entry(n - 1)
+    total = cum + cost
+  end
+  if n >= most then
+    -- Only after a change of limit or a clock that stepped back: merge the
+    -- two oldest entries, keeping the later instant (the oldest's units
+    -- leave with the next).
+    dead, n = dead + 1, n - 1
+  end
+  redis.call('APPEND', key, struct.pack('<dd', at, total))
+  n = n + 1
 end
 save()
 return {1, rate - sum - cost, 0, at + P - now}

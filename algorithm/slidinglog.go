@@ -28,7 +28,7 @@ type logEntry struct {
 // ever holds more than Rate units, and no request the exact definition
 // admits is refused: the log is exact at every Rate, and holds at most Rate
 // entries (each holds at least one unit), 16 bytes each, plus the ring's
-// spare room (at most as many again).
+// spare room (at most as many again, and none past Rate).
 //
 // A decision is O(log entries) work at worst, never O(cost) nor O(Rate):
 // entries that have left the window are found by a binary search from the
@@ -256,13 +256,9 @@ func (s *SlidingLog) add(at, c, res, most int64) {
 		s.n--
 	}
 	if int(s.n) == len(s.buf) {
-		size := 2 * len(s.buf)
-		if size < LogEntries {
-			// A small log grows 4, 8, ... but not past what its limit
-			// needs: a log of 10 per period keeps a ring of 10.
-			size = int(min(max(int64(size), 4), max(most, int64(s.n)+1)))
-		}
-		s.resize(size)
+		// Grow 4, 8, 16, ... but not past what the limit needs: a full log
+		// of 1000 per period keeps a ring of 1000.
+		s.resize(int(min(int64(max(2*len(s.buf), 4)), max(most, int64(s.n)+1))))
 	}
 	s.n++
 	*s.entry(s.n - 1) = logEntry{at: at, cum: total}

@@ -44,3 +44,48 @@ func BenchmarkSlidingLogWork(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkSlidingLogFull is one decision on a full exact log of 64, 1000
+// or 100,000 per hour: the key holds Rate entries of cost 1, one every
+// Period/Rate. "steady" decides at the next step, so that the oldest entry
+// leaves and the request is admitted (the log stays full); "refused" asks
+// again at the same instant, refused with the wait to the oldest entry's
+// leaving (a binary search). B/key is the state and its ring.
+func BenchmarkSlidingLogFull(b *testing.B) {
+	for _, rate := range []int{64, 1_000, 100_000} {
+		lim := sluice.Limit{Algorithm: sluice.SlidingLog, Rate: rate, Period: time.Hour}
+		step := int64(lim.Period) / int64(rate)
+		fill := func(b *testing.B) (*algorithm.SlidingLog, int64) {
+			s, now := new(algorithm.SlidingLog), t0
+			for range rate {
+				if !s.Take(now, lim, 1).Allowed {
+					b.Fatal("denied while filling")
+				}
+				now += step
+			}
+			return s, now
+		}
+		b.Run("rate="+strconv.Itoa(rate)+"/steady", func(b *testing.B) {
+			s, now := fill(b)
+			b.ReportAllocs()
+			for b.Loop() {
+				if !s.Take(now, lim, 1).Allowed {
+					b.Fatal("denied")
+				}
+				now += step
+			}
+			b.ReportMetric(float64(48+logBytes(s)), "B/key")
+		})
+		b.Run("rate="+strconv.Itoa(rate)+"/refused", func(b *testing.B) {
+			s, now := fill(b)
+			now -= step // the newest entry's instant: the log is full
+			b.ReportAllocs()
+			for b.Loop() {
+				if s.Take(now, lim, 1).Allowed {
+					b.Fatal("admitted")
+				}
+			}
+			b.ReportMetric(float64(48+logBytes(s)), "B/key")
+		})
+	}
+}

@@ -637,21 +637,21 @@ func (p *parser) limit(n *yaml.Node, r *RateLimit, k *rateLimitRead) error {
 			e.Err = err
 			return e
 		}
-		if n := r.Limit.LogEntries(); n > p.maxLog {
-			return p.logTooLarge(n, r)
+		if entries := r.Limit.LogEntries(); entries > p.maxLog {
+			return p.logTooLarge(n, entries, r)
 		}
 	}
 	return nil
 }
 
-// logTooLarge is the error for a sliding_log rule whose key may hold n
-// entries, more than the file's max_log_entries: it names both, and the
-// coarsest precision that would fit.
-func (p *parser) logTooLarge(n int, r *RateLimit) error {
-	at := r.Line
-	fit := time.Duration((int64(r.Limit.Period)-1)/int64(max(p.maxLog-1, 1)) + 1) // ⌈P/(max−1)⌉: ⌈P/prec⌉+1 ≤ max
-	e := &Error{File: p.file, Line: at, Msg: fmt.Sprintf("sliding_log of %d per %v keeps up to %d entries (%d bytes) per key, more than max_log_entries %d: set precision: %v (exact to within it) or more, raise max_log_entries, or use sliding_window",
-		r.Limit.Rate, r.Limit.Period, n, 16*int64(n), p.maxLog, fit)}
+// logTooLarge is the error, at rate_limit block n, for a sliding_log rule
+// whose key may hold entries entries, more than the file's
+// max_log_entries: it names both, and the finest precision that fits.
+func (p *parser) logTooLarge(n *yaml.Node, entries int, r *RateLimit) error {
+	// ⌈P/(max−1)⌉, the finest precision with ⌈P/precision⌉+1 ≤ max.
+	fit := time.Duration((int64(r.Limit.Period)-1)/int64(max(p.maxLog-1, 1)) + 1)
+	e := p.errf(n, "sliding_log of %d per %v keeps up to %d entries (%d bytes) per key, more than max_log_entries %d: set precision: %v or coarser (the log is then exact to within it), raise max_log_entries, or use sliding_window",
+		r.Limit.Rate, r.Limit.Period, entries, 16*int64(entries), p.maxLog, fit)
 	if p.maxLogKey != nil {
 		e.Msg += fmt.Sprintf(" (max_log_entries is set at line %d)", p.maxLogKey.Line)
 	}

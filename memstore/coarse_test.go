@@ -198,6 +198,7 @@ func TestSameLimitSeesEveryField(t *testing.T) {
 		func(l *sluice.Limit) { l.Calendar.FirstWeekday++ },
 		func(l *sluice.Limit) { l.Calendar.AnchorDay++ },
 		func(l *sluice.Limit) { l.Calendar.AnchorMonth++ },
+		func(l *sluice.Limit) { l.Precision = time.Second },
 	}
 	if !memstore.SameLimit(base, base) {
 		t.Fatal("a limit differs from itself")

@@ -116,6 +116,47 @@ func BenchmarkSlidingLogWork(b *testing.B) {
 	}
 }
 
+// BenchmarkSlidingLogFull is one decision on a full exact log of 64, 1000
+// or 100,000 per hour on Redis, on a test clock: the key holds Rate
+// entries of cost 1, one every Period/Rate; each decision comes one step
+// later, so that the oldest entry leaves and the request is admitted (the
+// log stays full). B/key is MEMORY USAGE of the full key, redis-µs/call
+// the server's CPU time per script call (INFO commandstats) in the
+// measured loop only. ns/op includes the round trip.
+func BenchmarkSlidingLogFull(b *testing.B) {
+	srv := redistest.StartServer(b)
+	clock := clocktest.New()
+	s := open(b, "redis://"+srv.Addr, clock)
+	ctx := context.Background()
+	for _, rate := range []int{64, 1_000, 100_000} {
+		b.Run("rate="+strconv.Itoa(rate), func(b *testing.B) {
+			lim := sluice.Limit{Algorithm: sluice.SlidingLog, Rate: rate, Period: time.Hour}
+			step := lim.Period / time.Duration(rate)
+			key := "full:" + strconv.Itoa(rate)
+			take := func() {
+				if r, err := s.AllowN(ctx, key, lim, 1); err != nil || !r.Allowed {
+					b.Fatalf("AllowN = %+v, %v", r, err)
+				}
+				clock.Advance(step)
+			}
+			for range rate {
+				take()
+			}
+			srv.Do(b, "CONFIG", "RESETSTAT")
+			for b.Loop() {
+				take()
+			}
+			b.StopTimer()
+			n, err := strconv.Atoi(strings.TrimSpace(srv.Do(b, "MEMORY", "USAGE", s.Key(sluice.SlidingLog, key), "SAMPLES", "0")))
+			if err != nil {
+				b.Fatal(err)
+			}
+			b.ReportMetric(float64(n), "B/key")
+			b.ReportMetric(evalUsecPerCall(b, srv), "redis-µs/call")
+		})
+	}
+}
+
 // evalUsecPerCall returns usec_per_call of EVALSHA (or EVAL) from INFO
 // commandstats.
 func evalUsecPerCall(b *testing.B, srv *redistest.Server) float64 {

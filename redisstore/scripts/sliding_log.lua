@@ -4,7 +4,7 @@
 -- precision, lie in one slot of time). The entries live in one string used
 -- as a queue: new entries are appended, entries that leave the window are
 -- skipped from the front, and the string is rewritten without them once
--- they are as many as the live ones. Every read is a GETRANGE of 16 bytes
+-- they are a quarter of the live ones. Every read is a GETRANGE of 16 bytes
 -- and the searches are binary, so a call is O(log entries) work and writes
 -- at most one entry, plus an amortised copy when it compacts; never
 -- O(cost) nor O(rate).
@@ -93,7 +93,9 @@ local function drop(k)
 end
 
 -- save writes the header, rewriting the string without the dead entries
--- once they are as many as the live ones, and sets the key to expire when
+-- once they are a quarter of the live ones (each entry is then copied at
+-- most four times, amortised, and the string holds at most a quarter more
+-- than the live entries), and sets the key to expire when
 -- the newest entry leaves the window; it deletes the key when no entry is
 -- left.
 local function save()
@@ -104,7 +106,7 @@ local function save()
     redis.call('DEL', key)
     return
   end
-  if dead >= 64 and dead >= n then
+  if dead >= 16 and 4 * dead >= n then
     local off = 16 + dead * 16
     local live = redis.call('GETRANGE', key, off, off + n * 16 - 1)
     dead = 0

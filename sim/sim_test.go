@@ -113,9 +113,9 @@ func TestMemory(t *testing.T) {
 			t.Errorf("%s: %d bytes per key, want %d", a.Algorithm, a.MaxBytesPerKey, w)
 		}
 	}
-	// Steady 1.5× load puts units in every slot of the log: the state plus
-	// at most LogEntries+1 entries of 16 bytes, whatever the rate.
-	if got, most := byName(t, r, sluice.SlidingLog).MaxBytesPerKey, int64(48+16*(algorithm.LogEntries+1)); got <= 48 || got > most {
+	// The exact log holds at most one 16-byte entry per unit of the rate,
+	// beside its state, and its ring grows no further.
+	if got, most := byName(t, r, sluice.SlidingLog).MaxBytesPerKey, int64(48+16*r.Rate); got <= 48 || got > most {
 		t.Errorf("sliding log: %d bytes per key, want between 49 and %d", got, most)
 	}
 }

@@ -4,7 +4,8 @@
 //
 // Instants are int64 nanoseconds since the Unix epoch; window algorithms
 // align their windows to the epoch. Nothing here locks, allocates on a
-// decision (the sliding log grows its ring up to 65 entries and then stops),
+// decision (the sliding log grows its ring up to the entries its limit needs
+// and then stops),
 // reads the clock, performs I/O or logs: stores own the state, the locking
 // and the time.
 //

@@ -39,10 +39,15 @@
 // minute, hour, day, week, month, year; any case; and Sluice's quarter,
 // only with a calendar block), requests_per_unit,
 // unlimited, name and replaces (a list of {name: ...}). Sluice adds
-// algorithm, burst, unit_multiplier, failure_mode, calendar and billable
+// algorithm, burst, unit_multiplier, failure_mode, calendar, billable
 // (true: a PostgreSQL store keeps the rule's periods as its ledger after
-// they end; sluice.Limit.Billable) under rate_limit, a rate_limits list beside it (below), and a forward_auth
-// section beside descriptors (see Forward auth below). Anchors, aliases and
+// they end; sluice.Limit.Billable) and precision (a sliding_log's slot of
+// time: sluice.Limit.Precision) under rate_limit, a rate_limits list
+// beside it (below), a forward_auth section beside descriptors (see
+// Forward auth below), and max_log_entries beside domain: the most entries
+// one key of a sliding_log rule may hold at worst (DefaultMaxLogEntries; a
+// rule above it is refused at its line unless its precision brings it
+// within). Anchors, aliases and
 // merge keys (<<) work as in YAML.
 //
 // A unit is a fixed length counted from the Unix epoch, as in

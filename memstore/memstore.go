@@ -79,11 +79,12 @@ type Config struct {
 	// DefaultMaxBytes, 256 MiB. Each shard holds at most MaxBytes/Shards
 	// (rounded up), except that a shard always keeps at least one key: a
 	// budget smaller than Shards empty tables (about 2 KB each) holds one
-	// key per shard. A sliding log holds at most about 1 KB of entries
-	// (algorithm.LogEntries), so no one key outgrows a sensible budget. The
-	// Go runtime lets the heap
-	// grow to about twice what is live before it collects (GOGC=100), so
-	// allow about 2·MaxBytes of memory for the store.
+	// key per shard. A sliding log holds at most its limit's LogEntries
+	// entries of 16 bytes (2 MiB under config's default max_log_entries):
+	// a shard's one growing log is kept even past the shard's share, the
+	// other keys evicted. The Go runtime lets the heap grow to about twice
+	// what is live before it collects (GOGC=100), so allow about
+	// 2·MaxBytes of memory for the store.
 	//
 	// Why 256 MiB: at about 100 bytes per key of 16 bytes it holds more
 	// than the default MaxKeys, so ordinary keys are bounded by count as

@@ -267,8 +267,8 @@ const DefaultNearLimitRatio = 0.8
 
 // Defaults of Config.MaxOverride and Config.MaxCost: no maximum, the
 // range of the wire's fields, as envoyproxy/ratelimit accepts. Every
-// algorithm keeps bounded state per key whatever the rate (the sliding
-// log at most LogEntries+1 entries) and a cost above a limit's capacity
+// algorithm keeps bounded state per key (the sliding log one entry per
+// request in its window, at most sluice.MaxLogRate) and a cost above a limit's capacity
 // is a denial, so a large override or cost costs the store no more than
 // a small one; the maxima exist for operators who want to refuse them.
 const (

@@ -88,7 +88,7 @@ func LoadFile(ctx context.Context, name string) (*File, error) {
 var (
 	fileKeys     = []string{"listen", "store", "upstream", "upstreams", "max_in_flight", "adaptive", "status", "conn_status", "dry_run", "headers", "hash_keys", "log_keys", "trusted_proxies", "forwarded_header", "upstream_timeout", "client_header_timeout", "client_body_timeout", "client_body_min_rate", "send_timeout", "keepalive_timeout", "store_error_status", "access_log", "client_max_body_size", "log_key_secret_file", "path_semantics", "limits", "conns", "routes", "plans"}
 	upstreamKeys = []string{"name", "url", "max_in_flight", "adaptive", "preserve_host", "path_semantics"}
-	limitKeys    = []string{"name", "key", "rate", "burst", "nodelay", "delay", "algorithm", "missing_key", "dry_run", "count_responses", "penalty"}
+	limitKeys    = []string{"name", "key", "rate", "burst", "nodelay", "delay", "algorithm", "precision", "missing_key", "dry_run", "count_responses", "penalty"}
 	connKeys     = []string{"name", "key", "max", "missing_key", "dry_run"}
 	routeKeys    = []string{"name", "match", "methods", "upstream", "priority", "limits", "conns"}
 	// A route's limits entry, when it is a mapping: a limit named above
@@ -713,8 +713,27 @@ func (p *fileParser) algorithmLimit(v *yaml.Node, m map[string]*yaml.Node, q que
 		burst = q.Rate
 	}
 	lim := sluice.Limit{Algorithm: alg, Rate: q.Rate, Period: q.Period, Burst: burst}
+	if pv := m["precision"]; pv != nil {
+		if alg != sluice.SlidingLog {
+			return sluice.Limit{}, p.errf(pv, "precision applies only to sliding_log, not %v", alg)
+		}
+		ps, err := p.str(pv, "precision")
+		if err != nil {
+			return sluice.Limit{}, err
+		}
+		if lim.Precision, err = time.ParseDuration(ps); err != nil || lim.Precision <= 0 {
+			return sluice.Limit{}, p.errf(pv, "precision must be a positive duration, such as \"1s\", not %q", ps)
+		}
+	}
 	if err := lim.Validate(); err != nil {
 		return sluice.Limit{}, p.errf(v, "%v", err)
+	}
+	// A key of an exact sliding log holds up to its rate in entries: the
+	// same cap as a service config's default max_log_entries.
+	if n := lim.LogEntries(); n > config.DefaultMaxLogEntries {
+		fit := time.Duration((int64(lim.Period)-1)/(config.DefaultMaxLogEntries-1) + 1)
+		return sluice.Limit{}, p.errf(v, "sliding_log of %d per %v keeps up to %d entries (%d bytes) per key, more than %d: set precision: %v or coarser (the log is then exact to within it), or use sliding_window",
+			lim.Rate, lim.Period, n, 16*int64(n), config.DefaultMaxLogEntries, fit)
 	}
 	return lim, nil
 }

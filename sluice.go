@@ -521,6 +521,9 @@ func (l Limit) String() string {
 	if l.CountRejected {
 		s += " count-rejected"
 	}
+	if l.Precision > 0 {
+		s += " precision " + l.Precision.String()
+	}
 	return s
 }
 

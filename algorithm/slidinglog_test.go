@@ -90,3 +90,42 @@ func TestSlidingLogRefundKeepsWindowWithinRate(t *testing.T) {
 		take(91*s, 1, ok(0, time.Minute), 91*s+time.Minute),   // D
 	})
 }
+
+// TestSlidingLogPrecisionIsConservativeAndBounded: with a Precision the
+// log never admits more than Rate in any window, never holds more than
+// LogEntries entries (⌈Period/Precision⌉+1 when that is below Rate), and
+// refuses only what the exact log admits up to one Precision later: a
+// refusal's RetryAfter is at most Precision past the exact log's.
+func TestSlidingLogPrecisionIsConservativeAndBounded(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		lim, reqs := drawRun(t, sluice.SlidingLog, 1, 200)
+		lim.Precision = time.Duration(rapid.Int64Range(1, int64(lim.Period)).Draw(t, "precision"))
+		s, exact := new(algorithm.SlidingLog), new(algorithm.SlidingLog)
+		exactLim := lim
+		exactLim.Precision = 0
+		var admitted []req
+		for i, r := range reqs {
+			res := s.Take(r.at, lim, r.cost)
+			if res.Allowed {
+				admitted = append(admitted, r)
+			}
+			if n := s.Entries(); n > lim.LogEntries() {
+				t.Fatalf("step %d: %d entries, more than LogEntries %d", i, n, lim.LogEntries())
+			}
+			// The exact log, fed the same admitted requests, admits this
+			// one no later than the coarse log does, and not more than a
+			// Precision earlier.
+			c := exact.Clone()
+			if !res.Allowed {
+				if er := c.Take(r.at, exactLim, r.cost); !er.Allowed && er.RetryAfter > res.RetryAfter {
+					t.Fatalf("step %d: coarse RetryAfter %v before the exact log's %v", i, res.RetryAfter, er.RetryAfter)
+				} else if !er.Allowed && res.RetryAfter-er.RetryAfter > lim.Precision {
+					t.Fatalf("step %d: coarse RetryAfter %v more than %v past the exact log's %v", i, res.RetryAfter, lim.Precision, er.RetryAfter)
+				}
+			} else {
+				exact.Take(r.at, exactLim, r.cost)
+			}
+		}
+		checkWindows(t, lim, admitted, lim.Rate)
+	})
+}

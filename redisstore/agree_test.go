@@ -103,15 +103,19 @@ func agree(t *testing.T, drawLimit func(t *rapid.T) sluice.Limit, slack time.Dur
 
 // TestSlidingLogAgreesWithMemstore: the script keeps the log as
 // algorithm.SlidingLog does, for rates up to sluice.MaxLogRate and costs up
-// to the rate. Periods are whole multiples of LogEntries seconds, so that
+// to the rate, exact or with a Precision of whole milliseconds, so that
 // the two stores cut time into the same slots.
 func TestSlidingLogAgreesWithMemstore(t *testing.T) {
 	agree(t, func(t *rapid.T) sluice.Limit {
-		return sluice.Limit{
+		lim := sluice.Limit{
 			Algorithm: sluice.SlidingLog,
 			Rate:      rapid.OneOf(rapid.IntRange(1, 100), rapid.IntRange(1, sluice.MaxLogRate)).Draw(t, "rate"),
-			Period:    time.Duration(rapid.Int64Range(1, 1000).Draw(t, "period-slots")) * algorithm.LogEntries * time.Second,
+			Period:    time.Duration(rapid.Int64Range(1, 1000).Draw(t, "period-slots")) * 64 * time.Second,
 		}
+		if rapid.Bool().Draw(t, "precise") {
+			lim.Precision = time.Duration(rapid.Int64Range(1, int64(lim.Period/time.Millisecond)).Draw(t, "precision-ms")) * time.Millisecond
+		}
+		return lim
 	}, 0, false)
 }
 

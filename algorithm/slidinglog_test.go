@@ -65,7 +65,7 @@ func TestSlidingLogBound(t *testing.T) {
 		s := new(algorithm.SlidingLog)
 		admitted, _ := play(s, lim, reqs)
 		checkWindows(t, lim, admitted, lim.Rate)
-		if s.Len() > lim.Rate || s.BufLen() > algorithm.LogEntries+1 {
+		if s.Len() > lim.Rate || s.BufLen() > lim.LogEntries() {
 			t.Fatalf("log holds %d units in a ring of %d entries, more than the rate %d", s.Len(), s.BufLen(), lim.Rate)
 		}
 	})

@@ -575,8 +575,8 @@ type Stats struct {
 	// sketch of evicted keys (SketchBytes, counted from the start). It
 	// stays within MaxBytes, but for a shard whose one key is larger than
 	// the shard's share, and for a shard whose new key is a sliding log
-	// rebuilt from the sketch: its ring (at most about 1 KB) may take the
-	// shard past its share until the shard's next new key evicts.
+	// rebuilt from the sketch: its ring (one entry of 16 bytes) may take
+	// the shard past its share until the shard's next new key evicts.
 	Bytes int64
 	// SketchBytes is the part of Bytes that the sketch of evicted keys
 	// takes (see the package doc): fixed when the store is made.

@@ -13,8 +13,8 @@ import (
 
 // BenchmarkMemoryPerKey reports what one key costs Redis (MEMORY USAGE,
 // SAMPLES 0) after one decision of cost 1, per algorithm, for a key like
-// "user:123456". The sliding log holds one sorted-set member per entry, at
-// most algorithm.LogEntries+1 of them (see BenchmarkSlidingLogWork).
+// "user:123456". The sliding log holds one 16-byte entry per distinct
+// arrival time in a string, at most its rate (see BenchmarkSlidingLogFull).
 func BenchmarkMemoryPerKey(b *testing.B) {
 	srv := redistest.Single(b)
 	s := open(b, "redis://"+srv.Addr, nil)

@@ -34,7 +34,7 @@ type logEntry struct {
 // entries that have left the window are found by a binary search from the
 // front, the entry a wait ends at by a binary search on the running totals,
 // and a request adds at most one entry at the back. The ring doubles when
-// full and halves when three quarters empty, so that its bytes follow the
+// full and shrinks to twice its entries when three quarters empty, so that its bytes follow the
 // entries it holds and each reallocation is paid for by as many decisions.
 //
 // With a Precision, the units admitted within one epoch-aligned slot of
@@ -152,12 +152,13 @@ func (s *SlidingLog) drop(k int32) {
 	}
 }
 
-// expire drops the entries at or before cut, and shrinks the ring if it is
-// three quarters empty.
+// expire drops the entries at or before cut, and shrinks the ring to twice
+// its entries (at least LogEntries) if it is three quarters empty: the
+// copy is paid for by the entries that left since the ring last changed.
 func (s *SlidingLog) expire(cut int64) {
 	s.drop(s.firstAfter(0, cut))
 	if len(s.buf) > LogEntries && int(s.n) <= len(s.buf)/4 {
-		s.resize(len(s.buf) / 2)
+		s.resize(max(2*int(s.n), LogEntries))
 	}
 }
 

@@ -258,3 +258,28 @@ func TestFloodOfSpentKeysUnderOneMebibyteKeepsRefusing(t *testing.T) {
 		})
 	}
 }
+
+// A sliding log's bytes follow its entries both ways: a full exact log of
+// 1,000 an hour is charged its 1,000 entries of 16 bytes, and once they
+// have left the window the next request shrinks the ring and the charge,
+// so Stats().Bytes comes back to about where it was.
+func TestSlidingLogBytesFollowItsEntries(t *testing.T) {
+	clock := clocktest.New()
+	s := newTestStore(t, memstore.Config{Clock: clock, Shards: 1, SweepInterval: -1})
+	lim := sluice.Limit{Algorithm: sluice.SlidingLog, Rate: 1000, Period: time.Hour}
+	mustAllow(t, s, "log", lim, 1)
+	small := s.Stats().Bytes
+	for range lim.Rate - 1 {
+		clock.Advance(time.Millisecond)
+		mustAllow(t, s, "log", lim, 1)
+	}
+	full := s.Stats().Bytes
+	if grown := full - small; grown < 16*(1000-4) || grown > 16*1000 {
+		t.Fatalf("1,000 entries grew Bytes by %d, want about %d", grown, 16*1000)
+	}
+	clock.Advance(lim.Period)
+	mustAllow(t, s, "log", lim, 1)
+	if after := s.Stats().Bytes; after-small > 16*64 {
+		t.Fatalf("after every entry left, Bytes %d, want within %d of %d", after, 16*64, small)
+	}
+}

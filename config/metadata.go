@@ -1,25 +1,14 @@
 package config
 
 import (
-	"slices"
-
 	"go.yaml.in/yaml/v3"
+
+	"github.com/sluicehq/sluice/internal/strictyaml"
 )
 
 // maxMetadataDepth bounds the nesting of a descriptor's metadata, so that
 // reading it cannot exhaust the stack whatever the file holds.
 const maxMetadataDepth = 32
-
-// yaml11Bools are the plain scalars that YAML 1.1 (gopkg.in/yaml.v2, which
-// envoyproxy/ratelimit reads its files with) takes for booleans and YAML
-// 1.2 (this package's reader) for strings. In metadata, which has no
-// schema to say which is meant, such a value is read as envoyproxy/ratelimit
-// reads it, a boolean (yaml11True are the true ones), with a warning that
-// quoting it makes it a string.
-var (
-	yaml11Bools = []string{"y", "Y", "yes", "Yes", "YES", "n", "N", "no", "No", "NO", "on", "On", "ON", "off", "Off", "OFF"}
-	yaml11True  = []string{"y", "Y", "yes", "Yes", "YES", "on", "On", "ON"}
-)
 
 // metadata reads a descriptor's metadata: a mapping of any keys to any
 // values. Mappings become map[string]any, lists []any, and scalars
@@ -102,8 +91,13 @@ func (p *parser) metaScalar(n *yaml.Node) (any, error) {
 	case "!!timestamp":
 		return n.Value, nil // a date, as written
 	case "!!str":
-		if n.Style == 0 && slices.Contains(yaml11Bools, n.Value) {
-			b := slices.Contains(yaml11True, n.Value)
+		// A plain yes, on, n, ... is a string to this package's YAML 1.2
+		// reader and a boolean to envoyproxy/ratelimit's YAML 1.1 one;
+		// metadata, which has no schema to say which is meant, reads it as
+		// envoyproxy/ratelimit does, with a warning that quoting it makes
+		// it a string.
+		if strictyaml.IsYAML11Bool(n) {
+			b, _ := strictyaml.Bool(n)
 			p.warnf(n, "metadata value %s read as the boolean %t, as envoyproxy/ratelimit (YAML 1.1) reads it: quote it (%q) for a string, or write %t", n.Value, b, n.Value, b)
 			return b, nil
 		}

@@ -207,15 +207,12 @@ func (p *parser) str(n *yaml.Node, what string) (string, error) {
 	return n.Value, nil
 }
 
-// boolean returns a scalar's truth; null is false.
+// boolean returns a scalar's truth as strictyaml.Bool reads it (YAML 1.1's
+// plain yes and no too, as envoyproxy/ratelimit reads them); null is false.
 func (p *parser) boolean(n *yaml.Node, what string) (bool, error) {
-	n = deref(n)
-	if isNull(n) {
-		return false, nil
-	}
-	var b bool
-	if n.Kind != yaml.ScalarNode || n.Decode(&b) != nil {
-		return false, p.errf(n, "%s must be true or false, not %s", what, kind(n))
+	b, ok := strictyaml.Bool(n)
+	if !ok {
+		return false, p.errf(deref(n), "%s must be true or false, not %s", what, kind(deref(n)))
 	}
 	return b, nil
 }

@@ -196,11 +196,14 @@ func (p *fileParser) integer(n *yaml.Node, what string, lo, hi int) (int, error)
 	return v, nil
 }
 
+// boolean reads n as strictyaml.Bool does, as the rate limit config's
+// booleans are read: YAML 1.1's plain yes and no too, null as false.
 func (p *fileParser) boolean(n *yaml.Node, what string) (bool, error) {
-	if n.Kind != yaml.ScalarNode || n.Tag != "!!bool" {
+	b, ok := strictyaml.Bool(n)
+	if !ok {
 		return false, p.errf(n, "%s must be true or false", what)
 	}
-	return n.Value == "true" || n.Value == "True" || n.Value == "TRUE", nil
+	return b, nil
 }
 
 // strings returns a string or a list of strings as a list.

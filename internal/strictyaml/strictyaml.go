@@ -430,6 +430,50 @@ func IsNull(n *yaml.Node) bool {
 	return n != nil && n.Kind == yaml.ScalarNode && n.ShortTag() == "!!null"
 }
 
+// Bool reads n (aliases followed) as a boolean, by the one rule of the
+// project's YAML files, which is how envoyproxy/ratelimit's YAML 1.1
+// reader (gopkg.in/yaml.v2) fills a boolean field: true and false in any
+// of their YAML 1.2 case forms, and the plain (unquoted) YAML 1.1 forms y,
+// yes, on, n, no and off (Y, Yes, YES, ...); null is false, as an absent
+// key is. A quoted string, a number, a list or a mapping is not a boolean:
+// ok is false.
+func Bool(n *yaml.Node) (b, ok bool) {
+	n = Deref(n)
+	if n == nil || IsNull(n) {
+		return false, n != nil
+	}
+	if n.Kind != yaml.ScalarNode {
+		return false, false
+	}
+	if n.ShortTag() == "!!bool" {
+		err := n.Decode(&b)
+		return b, err == nil
+	}
+	if n.Style != 0 || n.ShortTag() != "!!str" {
+		return false, false
+	}
+	switch n.Value {
+	case "y", "Y", "yes", "Yes", "YES", "on", "On", "ON":
+		return true, true
+	case "n", "N", "no", "No", "NO", "off", "Off", "OFF":
+		return false, true
+	}
+	return false, false
+}
+
+// IsYAML11Bool reports whether n is a plain scalar that YAML 1.1 reads as
+// a boolean and YAML 1.2 as a string (yes, on, n, ...): what Bool reads
+// as a boolean where a boolean is wanted, and what a value of no schema
+// (a descriptor's metadata) must choose between.
+func IsYAML11Bool(n *yaml.Node) bool {
+	n = Deref(n)
+	if n == nil || n.Kind != yaml.ScalarNode || n.ShortTag() != "!!str" || n.Style != 0 {
+		return false
+	}
+	_, ok := Bool(n)
+	return ok
+}
+
 // Kind names what n is, for error messages: "a mapping", "a list",
 // "nothing" (null) or a scalar's quoted text.
 func Kind(n *yaml.Node) string {

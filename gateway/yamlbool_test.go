@@ -1,0 +1,51 @@
+package gateway_test
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/sluicehq/sluice/config"
+	"github.com/sluicehq/sluice/gateway"
+)
+
+// TestProxyFileAndRateLimitConfigReadBooleansAlike checks that a boolean
+// reads the same in the proxy file (dry_run) and in the rate limit config
+// (shadow_mode): YAML 1.2's true and false, YAML 1.1's plain y, yes, on,
+// n, no and off as envoyproxy/ratelimit reads them, null as false, and a
+// quoted string refused by both.
+func TestProxyFileAndRateLimitConfigReadBooleansAlike(t *testing.T) {
+	for _, tt := range []struct {
+		value string
+		want  bool
+		bad   bool
+	}{
+		{"true", true, false}, {"True", true, false}, {"FALSE", false, false},
+		{"yes", true, false}, {"On", true, false}, {"y", true, false},
+		{"no", false, false}, {"OFF", false, false}, {"N", false, false},
+		{"~", false, false}, {"null", false, false},
+		{`"yes"`, false, true}, {`"true"`, false, true}, {"2", false, true}, {"[true]", false, true},
+	} {
+		f, perr := gateway.ParseFile("proxy.yaml", []byte("upstream: http://u\ndry_run: "+tt.value+"\n"))
+		d, cerr := config.Parse("c.yaml", []byte("domain: d\ndescriptors:\n  - key: k\n    shadow_mode: "+tt.value+"\n    rate_limit: {unit: second, requests_per_unit: 1}\n"))
+		if tt.bad {
+			if perr == nil || cerr == nil {
+				t.Errorf("%s: proxy file error %v, config error %v; want both refused", tt.value, perr, cerr)
+				continue
+			}
+			if !strings.Contains(perr.Error(), "must be true or false") || !strings.Contains(cerr.Error(), "must be true or false") {
+				t.Errorf("%s: errors %q and %q, want both to say it must be true or false", tt.value, perr, cerr)
+			}
+			continue
+		}
+		if perr != nil || cerr != nil {
+			t.Errorf("%s: proxy file error %v, config error %v; want both read", tt.value, perr, cerr)
+			continue
+		}
+		if f.Config.DryRun != tt.want {
+			t.Errorf("dry_run: %s read as %t, want %t", tt.value, f.Config.DryRun, tt.want)
+		}
+		if got := d.Lookup([]config.Entry{{Key: "k", Value: "v"}}).ShadowMode; got != tt.want {
+			t.Errorf("shadow_mode: %s read as %t, want %t", tt.value, got, tt.want)
+		}
+	}
+}

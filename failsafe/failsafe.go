@@ -377,17 +377,22 @@ func (g *Group) failure(b *Breaker, now time.Time, probe bool) {
 	}
 }
 
-// Split returns lim with its rate and burst divided by n (rounded down, at
-// least 1): the share of one of n servers that each enforce the limit
-// alone. The period and algorithm are kept. Rounding down keeps the fleet
-// under the limit, except that a rate below n still gives each server 1,
-// so the fleet may then admit up to n per period.
+// Split returns lim with its rate, and a bucket's burst, divided by n
+// (rounded down, at least 1): the share of one of n servers that each
+// enforce the limit alone. It is the one share of a limit among n in the
+// project: the failure mode local (-failure-nodes) and relief's hybrid
+// (-local-share) both take it. The period and algorithm are kept, and a
+// window's burst, which it ignores. Rounding down keeps the fleet under
+// the limit, except that a rate below n still gives each server 1, so the
+// fleet may then admit up to n per period.
 func Split(lim sluice.Limit, n int) sluice.Limit {
 	if n <= 1 {
 		return lim
 	}
 	lim.Rate = max(lim.Rate/n, 1)
-	lim.Burst = max(lim.Burst/n, 1)
+	if lim.Algorithm.UsesBurst() {
+		lim.Burst = max(lim.Burst/n, 1)
+	}
 	return lim
 }
 

@@ -46,7 +46,7 @@ func (r *remoteOptions) flags(fs *flag.FlagSet) {
 	fs.DurationVar(&r.reserveHold, "reserve-hold", 100*time.Millisecond,
 		"with -reserve-units, how long a reservation's unspent units are held before they go back")
 	fs.IntVar(&r.localShare, "local-share", 0,
-		"with Redis or PostgreSQL, N: a request must first pass 1/N of its limit (rounded up) counted in this process, so a burst past one process's share never reaches the store; set N to the number of processes or fewer; 0: off")
+		"with Redis or PostgreSQL, N: a request must first pass 1/N of its limit (rounded down, at least 1, as -failure-nodes divides it) counted in this process, so a burst past one process's share never reaches the store; set N to the number of processes or fewer; 0: off")
 	stores.TimeoutFlag(fs, &r.timeout, "Redis or PostgreSQL", "250ms on Redis and on PostgreSQL")
 }
 

@@ -5,6 +5,7 @@ import (
 	"log/slog"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/failsafe"
 	"github.com/sluicehq/sluice/memstore"
 	"github.com/sluicehq/sluice/relief"
 )
@@ -42,16 +43,10 @@ func (r *remoteOptions) wrapRemote(st openedStore, localCache bool, log *slog.Lo
 	return st
 }
 
-// localShare returns -local-share's share of a limit: 1/n of its rate
-// (and of its burst, for a bucket), rounded up, so never below 1.
+// localShare returns -local-share's share of a limit: failsafe.Split's, the
+// share -failure-nodes gives a process while the store fails.
 func localShare(n int) func(sluice.Limit) sluice.Limit {
-	return func(l sluice.Limit) sluice.Limit {
-		l.Rate = (l.Rate + n - 1) / n
-		if l.Algorithm.UsesBurst() {
-			l.Burst = (l.Burst + n - 1) / n
-		}
-		return l
-	}
+	return func(l sluice.Limit) sluice.Limit { return failsafe.Split(l, n) }
 }
 
 // reservations is relief.Batcher in front of a remote store, whose units

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/failsafe"
 	"github.com/sluicehq/sluice/internal/clocktest"
 	"github.com/sluicehq/sluice/internal/redistest"
 	"github.com/sluicehq/sluice/memstore"
@@ -125,5 +126,29 @@ func TestServeReservationsOnRedisAreRefundedAtShutdown(t *testing.T) {
 	}
 	if admitted != 10 {
 		t.Errorf("admitted %d in all, want exactly the quota, 10", admitted)
+	}
+}
+
+// TestLocalShareIsTheFailureModesShare checks that -local-share N gives a
+// process the share of a limit that -failure-nodes N gives it while the
+// store fails (failsafe.Split: rate and a bucket's burst divided by N,
+// rounded down, at least 1), so that N processes together stay within
+// the limit and the bound docs/serve.md states holds.
+func TestLocalShareIsTheFailureModesShare(t *testing.T) {
+	for _, lim := range []sluice.Limit{
+		sluice.PerSecond(10).WithBurst(7),
+		sluice.PerMinute(3),
+		sluice.PerSecond(100).WithAlgorithm(sluice.FixedWindow),
+		sluice.PerSecond(9).WithAlgorithm(sluice.LeakyBucket).WithBurst(1),
+	} {
+		for _, n := range []int{1, 2, 4, 64} {
+			got, want := localShare(n)(lim), failsafe.Split(lim, n)
+			if got != want {
+				t.Errorf("-local-share %d of %v = %v, want failsafe.Split's %v", n, lim, got, want)
+			}
+			if n > 1 && lim.Rate >= n && n*got.Rate > lim.Rate {
+				t.Errorf("%d processes with -local-share %d of %v admit %d per period together", n, n, lim, n*got.Rate)
+			}
+		}
 	}
 }

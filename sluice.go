@@ -649,6 +649,24 @@ type Clock interface {
 	Now() time.Time
 }
 
+// SystemClock is the Clock of the system's time: time.Now, with its
+// monotonic reading. It is what a nil Clock stands for, wherever one is
+// taken. Its zero value is the only value and ready to use.
+type SystemClock struct{}
+
+// Now returns time.Now().
+func (SystemClock) Now() time.Time { return time.Now() }
+
+// ClockOr returns c, or SystemClock when c is nil: the one place where a
+// nil Clock becomes the system's, so that code holding the result reads
+// the time without a nil check.
+func ClockOr(c Clock) Clock {
+	if c == nil {
+		return SystemClock{}
+	}
+	return c
+}
+
 // MaxKeyLen is the longest key a Limiter accepts, in bytes: the one bound
 // on keys, for every store and face. Hash longer identifiers (HashKey)
 // before they become keys.

@@ -199,7 +199,7 @@ func New(c Config) (*Limiter, error) {
 		return nil, err
 	}
 	l := &Limiter{
-		clock:      c.Clock,
+		clock:      sluice.ClockOr(c.Clock),
 		minLimit:   float64(c.Min),
 		maxLimit:   float64(c.Max),
 		span:       c.Window,
@@ -244,12 +244,7 @@ func (c *Config) fill() error {
 	return nil
 }
 
-func (l *Limiter) now() time.Time {
-	if l.clock == nil {
-		return time.Now()
-	}
-	return l.clock.Now()
-}
+func (l *Limiter) now() time.Time { return l.clock.Now() }
 
 // setCaps recomputes the per-priority bounds from the limit. Guarded by mu.
 func (l *Limiter) setCaps() {

@@ -35,7 +35,6 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice"
-	"github.com/sluicehq/sluice/plans"
 )
 
 // UsageSource is the usage ledger the API reads (pgstore's Store, through
@@ -109,7 +108,7 @@ type Config struct {
 	// ExportTimeout bounds one ledger export. 0 means DefaultExportTimeout.
 	ExportTimeout time.Duration
 	// Clock tells the time an override's expiry is checked against (an
-	// expiry in the past is refused). Nil: plans.SystemClock.
+	// expiry in the past is refused). Nil: sluice.SystemClock.
 	Clock sluice.Clock
 }
 
@@ -152,9 +151,7 @@ func New(cfg Config) *API {
 	if cfg.ExportTimeout <= 0 {
 		cfg.ExportTimeout = DefaultExportTimeout
 	}
-	if cfg.Clock == nil {
-		cfg.Clock = plans.SystemClock{}
-	}
+	cfg.Clock = sluice.ClockOr(cfg.Clock)
 	a := &API{cfg: cfg, log: cfg.Logger, mux: http.NewServeMux(), sameSite: http.NewCrossOriginProtection()}
 	if a.log == nil {
 		a.log = slog.Default()

@@ -76,17 +76,12 @@ func (b *Breaker) init(cfg BreakerConfig) {
 	if cfg.MaxBackoff < cfg.Backoff {
 		cfg.MaxBackoff = max(30*time.Second, cfg.Backoff)
 	}
-	b.threshold, b.backoff0, b.maxBackoff, b.clock = int64(cfg.Threshold), cfg.Backoff, cfg.MaxBackoff, cfg.Clock
+	b.threshold, b.backoff0, b.maxBackoff, b.clock = int64(cfg.Threshold), cfg.Backoff, cfg.MaxBackoff, sluice.ClockOr(cfg.Clock)
 	b.backoff.Store(int64(cfg.Backoff))
 }
 
 // Now returns the time on the Breaker's clock.
-func (b *Breaker) Now() time.Time {
-	if b.clock != nil {
-		return b.clock.Now()
-	}
-	return time.Now()
-}
+func (b *Breaker) Now() time.Time { return b.clock.Now() }
 
 // Allow reports whether a call may go to the dependency at now, and whether
 // that call is the probe of an open breaker. Every call let through must be

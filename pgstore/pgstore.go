@@ -223,7 +223,7 @@ func New(ctx context.Context, pool *pgxpool.Pool, cfg Config) (*Store, error) {
 	if maxKeys < 0 {
 		maxKeys = 0
 	}
-	st := &Store{pool: pool, clock: cfg.Clock, gate: newGate(per), settle: cmp.Or(cfg.Settle, DefaultSettle),
+	st := &Store{pool: pool, clock: sluice.ClockOr(cfg.Clock), gate: newGate(per), settle: cmp.Or(cfg.Settle, DefaultSettle),
 		maxKeys: maxKeys, group: cfg.Group, log: cfg.Logger}
 	if st.group == nil {
 		st.group = DefaultGroup
@@ -255,12 +255,7 @@ func (s *Store) Close() error {
 	return nil
 }
 
-func (s *Store) now() time.Time {
-	if s.clock == nil {
-		return time.Now()
-	}
-	return s.clock.Now()
-}
+func (s *Store) now() time.Time { return s.clock.Now() }
 
 // ValidateLimit returns nil for a valid fixed-window limit whose period is a
 // whole number of microseconds (PostgreSQL's timestamps count microseconds),

@@ -160,22 +160,17 @@ func (e *entry) done() bool {
 	}
 }
 
-// SystemClock is the sluice.Clock of the system's time, which a nil Clock in
-// Config (and in the admin API's, which checks an override's expiry against
-// the same time) stands for. Its zero value is the only value and ready to use.
-type SystemClock struct{}
-
-// Now returns time.Now(), with its monotonic reading.
-func (SystemClock) Now() time.Time { return time.Now() }
+// SystemClock is sluice.SystemClock, the Clock of the system's time, which
+// a nil Clock in Config (and in the admin API's, which checks an override's
+// expiry against the same time) stands for.
+type SystemClock = sluice.SystemClock
 
 // NewCache returns a Cache over src.
 func NewCache(src Source, cfg Config) *Cache {
 	if cfg.Staleness <= 0 {
 		cfg.Staleness = DefaultStaleness
 	}
-	if cfg.Clock == nil {
-		cfg.Clock = SystemClock{}
-	}
+	cfg.Clock = sluice.ClockOr(cfg.Clock)
 	if cfg.MaxTenants <= 0 {
 		cfg.MaxTenants = DefaultMaxTenants
 	}

@@ -4,7 +4,6 @@ import (
 	"hash/maphash"
 	"strings"
 	"sync"
-	"time"
 
 	"github.com/sluicehq/sluice"
 )
@@ -58,7 +57,7 @@ func (t *table[V]) init(clock sluice.Clock, maxKeys int, maxBytes int64) {
 		maxBytes = defaultMaxBytes
 	}
 	n := len(t.shards)
-	t.clock, t.seed = clock, maphash.MakeSeed()
+	t.clock, t.seed = sluice.ClockOr(clock), maphash.MakeSeed()
 	t.max = max(maxKeys/n+min(maxKeys%n, 1), 1)
 	t.maxBytes = max(maxBytes/int64(n)+min(maxBytes%int64(n), 1), 1)
 	for i := range t.shards {
@@ -67,12 +66,7 @@ func (t *table[V]) init(clock sluice.Clock, maxKeys int, maxBytes int64) {
 }
 
 // now is the table's clock in Unix ns.
-func (t *table[V]) now() int64 {
-	if t.clock != nil {
-		return t.clock.Now().UnixNano()
-	}
-	return time.Now().UnixNano()
-}
+func (t *table[V]) now() int64 { return t.clock.Now().UnixNano() }
 
 // shard returns key's shard.
 func (t *table[V]) shard(key string) *shard[V] {

@@ -566,9 +566,7 @@ func (p *parser) rateLimitField(f field, r *RateLimit, k *rateLimitRead) (err er
 	case "failure_mode":
 		k.fail = f.key
 		if r.FailureMode, err = p.str(f.val, "failure_mode"); err == nil {
-			switch r.FailureMode {
-			case "open", "closed", "local":
-			default:
+			if _, perr := sluice.ParseFailureMode(r.FailureMode); perr != nil {
 				err = p.errf(deref(f.val), "unknown failure_mode %q (want open, closed or local)", r.FailureMode)
 			}
 		}

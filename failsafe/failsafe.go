@@ -66,41 +66,29 @@ import (
 	"github.com/sluicehq/sluice"
 )
 
-// Mode says what a Limiter does with a request while its primary fails.
-type Mode uint8
+// Mode says what a Limiter does with a request while its primary fails:
+// sluice.FailureMode, the vocabulary's name for it.
+type Mode = sluice.FailureMode
 
 const (
 	// Open admits the request.
-	Open Mode = iota
+	Open = sluice.FailOpen
 	// Closed denies the request and returns an error wrapping
 	// ErrUnavailable.
-	Closed
+	Closed = sluice.FailClosed
 	// Local decides the request on the local limiter, under the limit that
 	// Config.Share makes of the original.
-	Local
+	Local = sluice.FailLocal
 )
 
-// String returns "open", "closed" or "local".
-func (m Mode) String() string {
-	switch m {
-	case Open:
-		return "open"
-	case Closed:
-		return "closed"
-	case Local:
-		return "local"
-	}
-	return fmt.Sprintf("mode(%d)", uint8(m))
-}
-
-// ParseMode returns the Mode named s: "open", "closed" or "local".
+// ParseMode returns the Mode named s: "open", "closed" or "local"
+// (sluice.ParseFailureMode, its error prefixed "failsafe: ").
 func ParseMode(s string) (Mode, error) {
-	for _, m := range []Mode{Open, Closed, Local} {
-		if s == m.String() {
-			return m, nil
-		}
+	m, err := sluice.ParseFailureMode(s)
+	if err != nil {
+		return 0, fmt.Errorf("failsafe: %w", err)
 	}
-	return 0, fmt.Errorf("failsafe: unknown failure mode %q (want open, closed or local)", s)
+	return m, nil
 }
 
 // ErrUnavailable is wrapped by the error a Closed Limiter returns when its

@@ -1,5 +1,8 @@
 // Package configtest compiles rate limit configurations from YAML text for
 // tests, failing the test on any error.
+//
+// Test-only: only tests import it; a package that ships may not
+// (internal/archtest holds that).
 package configtest
 
 import (

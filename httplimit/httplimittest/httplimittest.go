@@ -3,6 +3,9 @@
 // a reader of their Prometheus series, and the scenario their plans tests
 // run against PostgreSQL, with the tenant's requests it sends. It imports
 // neither face, so each face's tests use it with their own types.
+//
+// Test-only: only tests import it; a package that ships may not
+// (internal/archtest holds that).
 package httplimittest
 
 import (

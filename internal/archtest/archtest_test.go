@@ -8,6 +8,9 @@
 // The test reads the real import graph with one `go list -deps -json` call and
 // checks it with a pure function, check, which the other tests feed synthetic
 // graphs to show that each rule can fail.
+//
+// Test-only: only tests import it; a package that ships may not
+// (internal/archtest holds that).
 package archtest
 
 import (
@@ -15,6 +18,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"go/parser"
+	"go/token"
 	"io"
 	"os"
 	"os/exec"
@@ -118,6 +123,10 @@ var edges = []edgeKind{
 type pkgRule struct {
 	layer  layer
 	grants map[string]string // edge kind name → why this package may reach it
+	// testOnly marks a package only tests import: a test server, a fake, a
+	// suite. A package that ships (every other) may not import one, and
+	// the package's doc comment says which it is (TestPackagesSayWhetherTheyShip).
+	testOnly bool
 }
 
 // packages is the layer table. Every package of the module must be in it, or
@@ -136,11 +145,11 @@ var packages = map[string]pkgRule{
 	"request":    {layer: helper, grants: map[string]string{edgeHTTP: "it computes the canonical form of an *http.Request"}},
 	"clientip":   {layer: helper, grants: map[string]string{edgeHTTP: "it reads an *http.Request's peer and forwarding headers"}},
 	"rlheader":   {layer: helper},
-	"config/configtest": {layer: helper, grants: map[string]string{
+	"config/configtest": {layer: helper, testOnly: true, grants: map[string]string{
 		edgeTesting: "it compiles configurations for tests, failing the test on error",
 		edgeHTTP:    "only through config",
 	}},
-	"httplimit/httplimittest": {layer: helper, grants: map[string]string{
+	"httplimit/httplimittest": {layer: helper, testOnly: true, grants: map[string]string{
 		edgeTesting: "it is the decision recorder, series reader and plans scenario httplimit's and gateway's tests share",
 		edgeMetrics: "it reads the series the faces' metrics register, for their tests",
 		edgeHTTP:    "it sends the plans scenario's requests to the handler under test",
@@ -151,8 +160,8 @@ var packages = map[string]pkgRule{
 	}},
 	"internal/safefile":     {layer: support},
 	"internal/strictyaml":   {layer: support},
-	"internal/clocktest":    {layer: support},
-	"internal/testlog":      {layer: support},
+	"internal/clocktest":    {layer: support, testOnly: true},
+	"internal/testlog":      {layer: support, testOnly: true},
 	"internal/eventq":       {layer: support},
 	"internal/bodyrate":     {layer: support},
 	"internal/redact":       {layer: support},
@@ -164,18 +173,18 @@ var packages = map[string]pkgRule{
 		edgeHTTP:    "only through Prometheus's client library",
 		edgeGRPC:    "only protobuf, through Prometheus's client library",
 	}},
-	"internal/storetest": {layer: support, grants: map[string]string{edgeTesting: "it is the conformance suite tests call"}},
-	"internal/redistest": {layer: support, grants: map[string]string{edgeTesting: "it starts redis-server for tests"}},
-	"internal/testpki":   {layer: support, grants: map[string]string{edgeTesting: "it makes the certificates of TLS tests"}},
-	"internal/pgtest": {layer: support, grants: map[string]string{
+	"internal/storetest": {layer: support, testOnly: true, grants: map[string]string{edgeTesting: "it is the conformance suite tests call"}},
+	"internal/redistest": {layer: support, testOnly: true, grants: map[string]string{edgeTesting: "it starts redis-server for tests"}},
+	"internal/testpki":   {layer: support, testOnly: true, grants: map[string]string{edgeTesting: "it makes the certificates of TLS tests"}},
+	"internal/pgtest": {layer: support, testOnly: true, grants: map[string]string{
 		edgeTesting: "it starts PostgreSQL servers for tests",
 		edgeSQL:     "it waits for a server, and makes schemas, with pgx",
 	}},
-	"internal/goldentest": {layer: support, grants: map[string]string{edgeTesting: "it is the golden-file walker config's and gateway's tests call"}},
-	"internal/archtest":   {layer: support},
+	"internal/goldentest": {layer: support, testOnly: true, grants: map[string]string{edgeTesting: "it is the golden-file walker config's and gateway's tests call"}},
+	"internal/archtest":   {layer: support, testOnly: true},
 	"internal/topk":       {layer: support},
 	"internal/keyhash":    {layer: support},
-	"internal/xdstest": {layer: support, grants: map[string]string{
+	"internal/xdstest": {layer: support, testOnly: true, grants: map[string]string{
 		edgeTesting: "it runs go-control-plane's xDS server and makes certificates for xDS tests",
 		edgeGRPC:    "it is an xDS server (go-control-plane's server and snapshot cache)",
 		edgeHTTP:    "only through gRPC",
@@ -187,11 +196,11 @@ var packages = map[string]pkgRule{
 		edgeSQL:     "only database/sql/driver's interfaces, through github.com/google/uuid in OpenTelemetry's resource package",
 	}},
 	"internal/statsd": {layer: support},
-	"internal/rlqstest": {layer: support, grants: map[string]string{
+	"internal/rlqstest": {layer: support, testOnly: true, grants: map[string]string{
 		edgeGRPC: "it is a simulated Envoy speaking RLQS (Envoy's generated types, gRPC's stream interfaces)",
 		edgeHTTP: "only through gRPC",
 	}},
-	"internal/tracing/otlptest": {layer: support, grants: map[string]string{
+	"internal/tracing/otlptest": {layer: support, testOnly: true, grants: map[string]string{
 		edgeTracing: "only OTLP's protobuf messages (go.opentelemetry.io/proto/otlp), which it receives",
 		edgeGRPC:    "it serves the OTLP collector's TraceService for tests",
 		edgeHTTP:    "it serves OTLP's POST /v1/traces for tests",
@@ -332,6 +341,9 @@ func check(g graph) []string {
 			tr, ok := ruleFor(to)
 			if !ok {
 				continue // reported on its own
+			}
+			if tr.testOnly && !pr.testOnly {
+				out = append(out, fmt.Sprintf("%s imports %s, which only tests may import: a package that ships may not import a test-only one. Move what they share into a package that ships, or mark %s test-only if only tests import it", r, to, r))
 			}
 			if slices.Contains(mayImport[pr.layer], tr.layer) {
 				continue
@@ -717,7 +729,13 @@ func TestLayerRulesCanFail(t *testing.T) {
 		{
 			name:  "wiring links package testing",
 			lines: replace(cleanGraph(), "cmd/sluice: . memstore internal/storetest"),
-			want:  []string{"cmd/sluice depends on testing (package testing)", "cmd/sluice → internal/storetest → testing"},
+			want:  []string{"cmd/sluice depends on testing (package testing)", "cmd/sluice → internal/storetest → testing", "cmd/sluice imports internal/storetest, which only tests may import"},
+			n:     2,
+		},
+		{
+			name:  "a shipped package imports a test-only one",
+			lines: replace(cleanGraph(), "internal/eventq: std:time internal/clocktest"),
+			want:  []string{"internal/eventq imports internal/clocktest, which only tests may import"},
 		},
 		{
 			name:  "an unknown package",
@@ -755,4 +773,53 @@ func TestLayerRulesCanFail(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestPackagesSayWhetherTheyShip checks that the doc comment of every
+// package under internal/, and of every test-only package, says whether it
+// ships: "Test-only:" for a package the table marks testOnly, "Shipped:"
+// for the others, so that a reader of internal/ tells them apart without
+// the table.
+func TestPackagesSayWhetherTheyShip(t *testing.T) {
+	g := loadGraph(t)
+	for _, r := range g.local {
+		pr, ok := ruleFor(r)
+		if !ok || !(pr.testOnly || strings.HasPrefix(r, "internal/")) {
+			continue
+		}
+		doc := packageDoc(t, r)
+		want, not := "Shipped:", "Test-only:"
+		if pr.testOnly {
+			want, not = not, want
+		}
+		if !strings.Contains(doc, want) || strings.Contains(doc, not) {
+			t.Errorf("package %s: its doc comment should say %q (and not %q): %s", r, want, not, map[bool]string{true: "the table marks it test-only", false: "the table says it ships"}[pr.testOnly])
+		}
+	}
+}
+
+// packageDoc returns the doc comments of package r's files (its test files
+// too, for a package of tests alone), joined.
+func packageDoc(t *testing.T, r string) string {
+	t.Helper()
+	dir := filepath.Join("..", "..", filepath.FromSlash(r))
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b strings.Builder
+	fset := token.NewFileSet()
+	for _, e := range entries {
+		if !strings.HasSuffix(e.Name(), ".go") {
+			continue
+		}
+		f, err := parser.ParseFile(fset, filepath.Join(dir, e.Name()), nil, parser.PackageClauseOnly|parser.ParseComments)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if f.Doc != nil {
+			b.WriteString(f.Doc.Text())
+		}
+	}
+	return b.String()
 }

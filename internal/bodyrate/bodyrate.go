@@ -5,6 +5,9 @@
 // request holds (a place in flight, a share of a byte budget) for days.
 // sluice proxy's streamed bodies and sluice serve's POST /json bodies both
 // take their read deadlines from Deadline.
+//
+// Shipped: built into the sluice binary through the packages that import
+// it; it imports no test-only package (internal/archtest holds that).
 package bodyrate
 
 import "time"

@@ -1,4 +1,7 @@
 // Package clocktest provides a fake sluice.Clock that tests drive by hand.
+//
+// Test-only: only tests import it; a package that ships may not
+// (internal/archtest holds that).
 package clocktest
 
 import (

@@ -6,6 +6,9 @@
 //
 // Every reader takes an empty variable for an unset one, and says whether
 // it trims the spaces around a value.
+//
+// Shipped: built into the sluice binary through the packages that import
+// it; it imports no test-only package (internal/archtest holds that).
 package envflag
 
 import (

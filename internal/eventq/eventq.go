@@ -9,6 +9,9 @@
 // a run (and more so under the race detector). Ties are broken the same way
 // on every run, so a simulation that draws the same arrivals plays the same
 // events in the same order.
+//
+// Shipped: built into the sluice binary through the packages that import
+// it; it imports no test-only package (internal/archtest holds that).
 package eventq
 
 import "time"

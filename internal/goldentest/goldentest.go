@@ -3,6 +3,9 @@
 // NAME.yaml beside the NAME.golden that holds the expected rendering or the
 // expected error text. It is the one walker behind config's and the proxy
 // file's golden tests.
+//
+// Test-only: only tests import it; a package that ships may not
+// (internal/archtest holds that).
 package goldentest
 
 import (

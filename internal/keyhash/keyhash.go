@@ -8,6 +8,9 @@
 // 2^32 IPv4 addresses, which anyone can hash one by one and look up. Under
 // a secret that never leaves the process (or the operator's replicas, when
 // they share one), a hash tells one key from another and nothing more.
+//
+// Shipped: built into the sluice binary through the packages that import
+// it; it imports no test-only package (internal/archtest holds that).
 package keyhash
 
 import (

@@ -26,6 +26,9 @@
 // A package that uses Shared or Schema runs its tests through Main:
 //
 //	func TestMain(m *testing.M) { pgtest.Main(m) }
+//
+// Test-only: only tests import it; a package that ships may not
+// (internal/archtest holds that).
 package pgtest
 
 import (

@@ -1,5 +1,8 @@
 // Package promreg registers Prometheus collectors so that a second
 // registration of the same metrics shares the first one's series.
+//
+// Shipped: built into the sluice binary through the packages that import
+// it; it imports no test-only package (internal/archtest holds that).
 package promreg
 
 import (

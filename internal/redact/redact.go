@@ -21,6 +21,9 @@
 // "sig" (sig, signature) or "credential". The list errs towards masking:
 // a path (passfile, sslkey) is masked with the secrets, since its value
 // says where one is.
+//
+// Shipped: built into the sluice binary through the packages that import
+// it; it imports no test-only package (internal/archtest holds that).
 package redact
 
 import (

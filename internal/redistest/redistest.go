@@ -36,6 +36,9 @@
 // Tests that share a server use keys of their own (a prefix of the test's
 // name, say) and leave the server running; tests that kill, restart or
 // reconfigure a server start their own.
+//
+// Test-only: only tests import it; a package that ships may not
+// (internal/archtest holds that).
 package redistest
 
 import (

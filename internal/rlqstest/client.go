@@ -6,6 +6,9 @@
 // expired_assignment_behavior after an assignment's time to live, forgets
 // a bucket the server abandons, and reopens a lost stream at the next
 // report.
+//
+// Test-only: only tests import it; a package that ships may not
+// (internal/archtest holds that).
 package rlqstest
 
 import (

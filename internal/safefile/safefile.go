@@ -8,6 +8,9 @@
 // blocking, checks the type again on the open descriptor (the path may have
 // been swapped in between), reads at most limit+1 bytes, and gives up when the
 // context ends.
+//
+// Shipped: built into the sluice binary through the packages that import
+// it; it imports no test-only package (internal/archtest holds that).
 package safefile
 
 import (

@@ -4,6 +4,9 @@
 // EXTRA_TAGS) turned into DogStatsD tags, and its name rewritten by the
 // first mogrifier whose pattern matches (USE_DOG_STATSD_MOGRIFIERS).
 // Plain statsd needs no package: gostats's own net sink writes it.
+//
+// Shipped: built into the sluice binary through the packages that import
+// it; it imports no test-only package (internal/archtest holds that).
 package statsd
 
 import (

@@ -11,6 +11,9 @@
 // nanosecond (Redis's TIME counts microseconds) declares its resolution: the
 // suite then rounds the durations it expects up to that resolution (a store
 // may round a wait up, never down) and skips the steps that need finer time.
+//
+// Test-only: only tests import it; a package that ships may not
+// (internal/archtest holds that).
 package storetest
 
 import (

@@ -17,6 +17,9 @@
 //
 // The parsers above it walk the returned yaml.v3 nodes; as long as their
 // work per node is bounded, the budget bounds their work too.
+//
+// Shipped: built into the sluice binary through the packages that import
+// it; it imports no test-only package (internal/archtest holds that).
 package strictyaml
 
 import (

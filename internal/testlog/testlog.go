@@ -1,5 +1,8 @@
 // Package testlog provides a log sink tests can read while the code under
 // test is still writing to it.
+//
+// Test-only: only tests import it; a package that ships may not
+// (internal/archtest holds that).
 package testlog
 
 import (

@@ -1,6 +1,9 @@
 // Package testpki makes the certificate authorities and certificates that
 // tests of TLS (gRPC, Redis, xDS, the admin listener) need: one place, so
 // that every test's certificates are made the same way.
+//
+// Test-only: only tests import it; a package that ships may not
+// (internal/archtest holds that).
 package testpki
 
 import (

@@ -7,6 +7,9 @@
 // Its guarantee: after a stream of total weight N, every key whose true
 // weight is above N/k is listed, with a count that is never below its true
 // weight and over it by at most its Error (itself at most N/k).
+//
+// Shipped: built into the sluice binary through the packages that import
+// it; it imports no test-only package (internal/archtest holds that).
 package topk
 
 import (

@@ -8,6 +8,9 @@
 // A nil *Provider is tracing turned off: its methods install nothing and
 // cost nothing, so that a server built with tracing off is the server
 // without this package.
+//
+// Shipped: built into the sluice binary through the packages that import
+// it; it imports no test-only package (internal/archtest holds that).
 package tracing
 
 import (

@@ -6,6 +6,9 @@
 // ACKs a config that applied and NACKs one that did not, with the error,
 // keeping the running config. A lost stream is re-opened after a backoff,
 // the running config kept meanwhile.
+//
+// Shipped: built into the sluice binary through the packages that import
+// it; it imports no test-only package (internal/archtest holds that).
 package xdsconfig
 
 import (

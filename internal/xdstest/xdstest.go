@@ -3,6 +3,9 @@
 // serves envoyproxy/ratelimit's RateLimitConfig resources over ADS and
 // records every request a client sends (ACKs and NACKs included); and it
 // makes the certificates of a TLS test.
+//
+// Test-only: only tests import it; a package that ships may not
+// (internal/archtest holds that).
 package xdstest
 
 import (

@@ -1,6 +1,9 @@
 // Package otlptest is an OTLP trace receiver for tests: the collector's
 // TraceService over gRPC and its POST /v1/traces over HTTP, on loopback
 // ports, keeping every span it is sent.
+//
+// Test-only: only tests import it; a package that ships may not
+// (internal/archtest holds that).
 package otlptest
 
 import (

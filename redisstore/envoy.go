@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"strconv"
-	"strings"
 	"sync/atomic"
 	"time"
 
@@ -14,13 +13,15 @@ import (
 	"github.com/sluicehq/sluice"
 )
 
-// KeyFormat says where a Store keeps fixed-window counters (Config.KeyFormat).
-type KeyFormat int
+// KeyFormat says where a Store keeps fixed-window counters
+// (Config.KeyFormat): sluice.KeyFormat, the one setting the service's keys
+// and the store's layout share.
+type KeyFormat = sluice.KeyFormat
 
 const (
 	// KeySluice keeps every state in Sluice's own keys,
 	// "<prefix>:<algorithm>:{<key>}".
-	KeySluice KeyFormat = iota
+	KeySluice = sluice.KeySluice
 	// KeyEnvoy keeps fixed windows of whole seconds in envoyproxy/ratelimit's
 	// layout, so that both services can serve one Redis during a rolling
 	// swap and a limit holds across them: the counter of a window is the
@@ -39,29 +40,17 @@ const (
 	// RefundN lowers it, never below 0. Every other limit (other
 	// algorithms, fixed windows of periods that are not whole seconds)
 	// keeps Sluice's layout, which envoyproxy/ratelimit never reads.
-	KeyEnvoy
+	KeyEnvoy = sluice.KeyEnvoy
 )
 
-// String returns "sluice" or "envoy".
-func (f KeyFormat) String() string {
-	switch f {
-	case KeySluice:
-		return "sluice"
-	case KeyEnvoy:
-		return "envoy"
-	}
-	return "KeyFormat(" + strconv.Itoa(int(f)) + ")"
-}
-
-// ParseKeyFormat reads "sluice" or "envoy" (any case; "" is sluice).
+// ParseKeyFormat reads "sluice" or "envoy" (any case; "" is sluice):
+// sluice.ParseKeyFormat, its error prefixed "redisstore: ".
 func ParseKeyFormat(s string) (KeyFormat, error) {
-	switch {
-	case s == "" || strings.EqualFold(s, "sluice"):
-		return KeySluice, nil
-	case strings.EqualFold(s, "envoy"):
-		return KeyEnvoy, nil
+	f, err := sluice.ParseKeyFormat(s)
+	if err != nil {
+		return 0, fmt.Errorf("redisstore: %w", err)
 	}
-	return 0, fmt.Errorf("redisstore: key format %q: want sluice or envoy", s)
+	return f, nil
 }
 
 // envoyScript is KeyEnvoy's fixed window.

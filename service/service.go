@@ -856,18 +856,20 @@ func (s *Service) label(domain string, r *config.RateLimit, p *plan) (string, *r
 	return rc.label, rc
 }
 
-// KeyFormat says how a Service spells store keys (Config.KeyFormat).
-type KeyFormat int
+// KeyFormat says how a Service spells store keys (Config.KeyFormat):
+// sluice.KeyFormat, the one setting the service's keys and the Redis
+// store's layout share.
+type KeyFormat = sluice.KeyFormat
 
 const (
 	// KeySluice is StoreKey: values escaped, so that no value can spell
 	// another descriptor's key.
-	KeySluice KeyFormat = iota
+	KeySluice = sluice.KeySluice
 	// KeyEnvoy is EnvoyStoreKey: envoyproxy/ratelimit's cache key up to its
 	// window start, values as sent, for a store that shares counters with
 	// envoyproxy/ratelimit (redisstore's envoy key format). Values can then
 	// spell each other's keys, as in envoyproxy/ratelimit.
-	KeyEnvoy
+	KeyEnvoy = sluice.KeyEnvoy
 )
 
 // storeKey is the store key of a descriptor in the Service's KeyFormat.

@@ -211,7 +211,8 @@ type Config struct {
 	ConcurrencyStatusCode int
 	// NoDraftHeaders leaves out RateLimit and RateLimit-Policy.
 	NoDraftHeaders bool
-	// LegacyHeaders adds X-RateLimit-Limit, -Remaining and -Reset.
+	// LegacyHeaders adds X-RateLimit-Limit, -Remaining and -Reset
+	// (rlheader.XLegacyNames).
 	LegacyHeaders bool
 	// WriteRejection writes the body of a refused request; nil writes the
 	// problem+json body. The headers are already set when it is called.
@@ -298,6 +299,22 @@ type Middleware struct {
 	allPolicies string
 	enforced    int             // policies that are not in shadow mode
 	keyHash     *keyhash.Hasher // under cfg.LogKeySecret (logHash)
+	headers     rlheader.Mode   // cfg.HeaderMode()
+}
+
+// HeaderMode returns the rate limit headers c has the middleware send, as
+// the one header-mode type the faces share: rlheader.Draft11 unless
+// NoDraftHeaders, with rlheader.Legacy (the X-RateLimit-* trio) when
+// LegacyHeaders.
+func (c *Config) HeaderMode() rlheader.Mode {
+	var m rlheader.Mode
+	if !c.NoDraftHeaders {
+		m |= rlheader.Draft11
+	}
+	if c.LegacyHeaders {
+		m |= rlheader.Legacy
+	}
+	return m
 }
 
 // Header names in canonical form, set straight into the header map: Set
@@ -305,9 +322,9 @@ type Middleware struct {
 var (
 	hdrPolicy    = http.CanonicalHeaderKey(rlheader.HeaderRateLimitPolicy)
 	hdrRateLimit = http.CanonicalHeaderKey(rlheader.HeaderRateLimit)
-	hdrLimit     = http.CanonicalHeaderKey("X-RateLimit-Limit")
-	hdrRemaining = http.CanonicalHeaderKey("X-RateLimit-Remaining")
-	hdrReset     = http.CanonicalHeaderKey("X-RateLimit-Reset")
+	hdrLimit     = http.CanonicalHeaderKey(rlheader.XLegacyNames.Limit)
+	hdrRemaining = http.CanonicalHeaderKey(rlheader.XLegacyNames.Remaining)
+	hdrReset     = http.CanonicalHeaderKey(rlheader.XLegacyNames.Reset)
 )
 
 type compiled struct {
@@ -325,7 +342,7 @@ func New(cfg Config) (*Middleware, error) {
 	if err := cfg.complete(); err != nil {
 		return nil, err
 	}
-	m := &Middleware{cfg: cfg, keyHash: keyhash.New(cfg.LogKeySecret)}
+	m := &Middleware{cfg: cfg, keyHash: keyhash.New(cfg.LogKeySecret), headers: cfg.HeaderMode()}
 	names := policyNames{}
 	for _, p := range cfg.Policies {
 		if err := names.add(p.Name); err != nil {
@@ -725,7 +742,7 @@ func (m *Middleware) concurrencyRefused(w http.ResponseWriter, r *http.Request, 
 	m.giveBack(r.Context(), decisions)
 	m.clearHeaders(w.Header())
 	rej := Rejection{Status: m.cfg.ConcurrencyStatusCode, Policies: []string{c.Name}, RetryAfter: time.Second}
-	if !m.cfg.NoDraftHeaders {
+	if m.headers&rlheader.Draft11 != 0 {
 		p := rlheader.Policy{Name: c.Name, Quota: int64(c.Max), Unit: rlheader.UnitConcurrentRequests}
 		w.Header()[hdrPolicy] = []string{string(rlheader.AppendPolicies(nil, p))}
 	}
@@ -761,7 +778,7 @@ func (m *Middleware) setHeaders(h http.Header, ds []decision) {
 	}
 	t := st.Wait
 	var buf [128]byte
-	if !m.cfg.NoDraftHeaders {
+	if m.headers&rlheader.Draft11 != 0 {
 		policies := m.allPolicies
 		if len(ds) != m.enforced || tenantLimited(ds) { // some policy skipped, not reached, or a tenant's
 			b := buf[:0]
@@ -777,7 +794,7 @@ func (m *Middleware) setHeaders(h http.Header, ds []decision) {
 		b := rlheader.AppendStatuses(buf[:0], rlheader.Status{Name: report.p.Name, Remaining: int64(report.res.Remaining), Reset: t})
 		h[hdrRateLimit] = []string{string(b)}
 	}
-	if m.cfg.LegacyHeaders {
+	if m.headers&rlheader.Legacy != 0 {
 		h[hdrLimit] = []string{strconv.Itoa(report.p.Limit.Rate)}
 		h[hdrRemaining] = []string{strconv.Itoa(report.res.Remaining)}
 		h[hdrReset] = []string{string(rlheader.AppendRetryAfter(buf[:0], t))}

@@ -24,6 +24,7 @@ import (
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/clientip"
 	"github.com/sluicehq/sluice/config"
+	"github.com/sluicehq/sluice/rlheader"
 )
 
 // Rules finds the rule that applies to a descriptor. *config.Config
@@ -37,64 +38,44 @@ type Rules interface {
 	Lookup(domain string, entries []config.Entry) *config.RateLimit
 }
 
-// HeaderMode says what a Service puts in response_headers_to_add. The zero
-// value is HeadersOff.
-type HeaderMode uint8
+// HeaderMode says what a Service puts in response_headers_to_add:
+// rlheader.Mode, of which a Service sends one of HeadersOff,
+// HeadersLegacy and HeadersDraft11. The zero value is HeadersOff.
+type HeaderMode = rlheader.Mode
 
 const (
 	// HeadersOff adds no headers.
-	HeadersOff HeaderMode = iota
+	HeadersOff = rlheader.Off
 	// HeadersLegacy adds envoyproxy/ratelimit's three headers (limit,
 	// remaining, reset in seconds; names in Config.LegacyNames) and
 	// Retry-After when over the limit.
-	HeadersLegacy
+	HeadersLegacy = rlheader.Legacy
 	// HeadersDraft11 adds RateLimit-Policy and RateLimit as
 	// draft-ietf-httpapi-ratelimit-headers-11 defines them, and Retry-After
 	// when over the limit.
-	HeadersDraft11
+	HeadersDraft11 = rlheader.Draft11
 )
 
-// String returns "off", "legacy" or "draft-11".
-func (m HeaderMode) String() string {
-	switch m {
-	case HeadersOff:
-		return "off"
-	case HeadersLegacy:
-		return "legacy"
-	case HeadersDraft11:
-		return "draft-11"
-	}
-	return fmt.Sprintf("HeaderMode(%d)", uint8(m))
-}
-
 // ParseHeaderMode returns the HeaderMode named s: "off", "legacy" or
-// "draft-11" (also "draft11").
+// "draft-11" (also "draft11"); rlheader.ParseMode, its error prefixed
+// "service: ".
 func ParseHeaderMode(s string) (HeaderMode, error) {
-	switch strings.ToLower(s) {
-	case "off", "":
-		return HeadersOff, nil
-	case "legacy":
-		return HeadersLegacy, nil
-	case "draft-11", "draft11":
-		return HeadersDraft11, nil
+	m, err := rlheader.ParseMode(s)
+	if err != nil {
+		return 0, fmt.Errorf("service: %w", err)
 	}
-	return 0, fmt.Errorf("service: unknown header mode %q (want off, legacy or draft-11)", s)
+	return m, nil
 }
 
 // LegacyNames are the field names HeadersLegacy uses. An empty field takes
 // its default from DefaultLegacyNames.
-type LegacyNames struct {
-	Limit, Remaining, Reset string
-}
+type LegacyNames = rlheader.LegacyNames
 
 // DefaultLegacyNames are envoyproxy/ratelimit's default names for its
 // LIMIT_RESPONSE_HEADERS_ENABLED headers (its LIMIT_LIMIT_HEADER,
-// LIMIT_REMAINING_HEADER and LIMIT_RESET_HEADER settings).
-var DefaultLegacyNames = LegacyNames{
-	Limit:     "RateLimit-Limit",
-	Remaining: "RateLimit-Remaining",
-	Reset:     "RateLimit-Reset",
-}
+// LIMIT_REMAINING_HEADER and LIMIT_RESET_HEADER settings):
+// rlheader.EnvoyLegacyNames.
+var DefaultLegacyNames = rlheader.EnvoyLegacyNames
 
 // Config configures a Service. Only Limiter is required.
 type Config struct {
@@ -363,7 +344,7 @@ func New(cfg Config) (*Service, error) {
 	if !(cfg.NearLimitRatio >= 0 && cfg.NearLimitRatio <= 1) {
 		return nil, fmt.Errorf("service: Config.NearLimitRatio %v is not in [0, 1]", cfg.NearLimitRatio)
 	}
-	if cfg.Headers > HeadersDraft11 {
+	if cfg.Headers != HeadersOff && cfg.Headers != HeadersLegacy && cfg.Headers != HeadersDraft11 {
 		return nil, fmt.Errorf("service: unknown header mode %d", cfg.Headers)
 	}
 	s := &Service{

@@ -11,8 +11,8 @@ import (
 
 	"github.com/sluicehq/sluice/internal/envflag"
 	"github.com/sluicehq/sluice/internal/testlog"
-	"github.com/sluicehq/sluice/internal/xdsconfig"
 	"github.com/sluicehq/sluice/internal/xdstest"
+	"github.com/sluicehq/sluice/xdsconfig"
 )
 
 // xdsNode is the node id the tests' serve presents.

@@ -18,7 +18,7 @@ import (
 	"github.com/sluicehq/sluice/internal/envflag"
 	"github.com/sluicehq/sluice/internal/ratelimitenv"
 	"github.com/sluicehq/sluice/internal/safefile"
-	"github.com/sluicehq/sluice/internal/xdsconfig"
+	"github.com/sluicehq/sluice/xdsconfig"
 )
 
 // xdsEnv are envoyproxy/ratelimit's variables of its xDS config provider,

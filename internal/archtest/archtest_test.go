@@ -239,7 +239,7 @@ var packages = map[string]pkgRule{
 	"internal/stores": {layer: wiring},
 	// The config's face toward an xDS control plane: a gRPC client that
 	// compiles what it receives with config, as the file loader does.
-	"internal/xdsconfig": {layer: face},
+	"xdsconfig": {layer: face},
 }
 
 // prefixLayers places packages the table does not name: every main package
@@ -607,7 +607,7 @@ func cleanGraph() []string {
 		"internal/rlqstest: github.com/envoyproxy/go-control-plane google.golang.org/grpc",
 		"rlqs: config internal/promreg github.com/envoyproxy/go-control-plane google.golang.org/grpc",
 		"internal/xdstest: github.com/envoyproxy/go-control-plane google.golang.org/grpc std:net/http std:testing",
-		"internal/xdsconfig: config internal/promreg github.com/envoyproxy/go-control-plane google.golang.org/grpc",
+		"xdsconfig: config internal/promreg github.com/envoyproxy/go-control-plane google.golang.org/grpc",
 		"httplimit: . clientip request rlheader queue internal/promreg internal/keyhash std:net/http",
 		"gateway: . httplimit config std:net/http/httputil",
 		"std:net/http/httputil: std:net/http",

@@ -177,8 +177,8 @@ func (p *parser) forwardAuth(key, n *yaml.Node) (*ForwardAuth, error) {
 			if err != nil {
 				return nil, err
 			}
-			if fa.PathSemantics, err = request.ParsePathSemantics(v); err != nil || v == "" {
-				return nil, p.errf(f.val, "path_semantics %q: want %s", v, request.PathSemanticsNames)
+			if fa.PathSemantics, err = PathSemanticsValue(v); err != nil {
+				return nil, p.errf(f.val, "%v", err)
 			}
 		}
 	}
@@ -504,4 +504,18 @@ func dumpForwardAuth(b *strings.Builder, fa *ForwardAuth) {
 		}
 		b.WriteByte('\n')
 	}
+}
+
+// PathSemanticsValue reads the value of a path_semantics key, as every
+// file that has one writes it (forward_auth here, the proxy file's top
+// level and upstreams): one of request.PathSemanticsNames. Unlike
+// request.ParsePathSemantics, it refuses "" (a key set to nothing), since
+// a file that names the key means to choose. The error reads
+// `path_semantics "x": want strict, ...`.
+func PathSemanticsValue(v string) (request.PathSemantics, error) {
+	s, err := request.ParsePathSemantics(v)
+	if err != nil || v == "" {
+		return request.PathStrict, fmt.Errorf("path_semantics %q: want %s", v, request.PathSemanticsNames)
+	}
+	return s, nil
 }

@@ -556,8 +556,8 @@ func (p *fileParser) pathSemantics(m map[string]*yaml.Node, dst *request.PathSem
 	if err != nil {
 		return err
 	}
-	if *dst, err = request.ParsePathSemantics(v); err != nil || v == "" {
-		return p.errf(n, "path_semantics %q: want %s", v, request.PathSemanticsNames)
+	if *dst, err = config.PathSemanticsValue(v); err != nil {
+		return p.errf(n, "%v", err)
 	}
 	return nil
 }

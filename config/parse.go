@@ -538,7 +538,7 @@ func (p *parser) rateLimitField(f field, r *RateLimit, k *rateLimitRead) (err er
 		var s string
 		if s, err = p.str(f.val, "algorithm"); err == nil {
 			if r.Limit.Algorithm, err = sluice.ParseAlgorithm(s); err != nil {
-				err = p.errf(deref(f.val), "unknown algorithm %q (want token_bucket, fixed_window, sliding_window, sliding_log or leaky_bucket)", s)
+				err = p.errf(deref(f.val), "unknown algorithm %q (want %s)", s, AlgorithmNames)
 			}
 		}
 	case "burst":
@@ -607,19 +607,16 @@ func (p *parser) limit(n *yaml.Node, r *RateLimit, k *rateLimitRead) error {
 	if int64(r.UnitMultiplier) > int64(sluice.MaxPeriod/r.Unit.Duration()) {
 		return p.errf(k.mult, "unit_multiplier %d makes the period longer than %v", r.UnitMultiplier, time.Duration(sluice.MaxPeriod))
 	}
-	alg := r.Limit.Algorithm
-	if k.burst != nil && alg != sluice.TokenBucket && alg != sluice.LeakyBucket {
-		return p.errf(k.burst, "burst applies only to token_bucket and leaky_bucket, not %v", alg)
+	burst, err := Burst(r.Limit.Algorithm, int(r.RequestsPerUnit), int(k.burstValue), k.burst != nil)
+	if err != nil {
+		return p.errf(k.burst, "%v", err)
 	}
 	if k.prec != nil && alg != sluice.SlidingLog {
 		return p.errf(k.prec, "precision applies only to sliding_log, not %v", alg)
 	}
 	r.Limit.Rate = int(r.RequestsPerUnit)
 	r.Limit.Period = r.Period()
-	r.Limit.Burst = int(r.RequestsPerUnit)
-	if k.burst != nil {
-		r.Limit.Burst = int(k.burstValue)
-	}
+	r.Limit.Burst = burst
 	if k.cal != nil {
 		if err := p.calendar(k.cal, k.calValue, r); err != nil {
 			return err

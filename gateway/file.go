@@ -701,19 +701,16 @@ func (p *fileParser) algorithmLimit(v *yaml.Node, m map[string]*yaml.Node, q que
 	}
 	alg, err := sluice.ParseAlgorithm(s)
 	if err != nil {
-		return sluice.Limit{}, p.errf(v, "algorithm %q: want token_bucket, fixed_window, sliding_window, sliding_log or leaky_bucket (or leave it out for NGINX's queue)", s)
+		return sluice.Limit{}, p.errf(v, "algorithm %q: want %s (or leave it out for NGINX's queue)", s, config.AlgorithmNames)
 	}
 	if q.NoDelay || m["delay"] != nil {
 		return sluice.Limit{}, p.errf(v, "nodelay and delay belong to the queue; with algorithm %s every excess request is rejected at once", s)
 	}
-	// As in sluice serve's config: burst is for the buckets, and
+	// The rule of sluice serve's config: burst is for the buckets, and
 	// defaults to the rate (a bucket holds one period's worth).
-	if hasBurst && alg != sluice.TokenBucket && alg != sluice.LeakyBucket {
-		return sluice.Limit{}, p.errf(m["burst"], "burst applies only to token_bucket and leaky_bucket, not %v", alg)
-	}
-	burst := q.Burst
-	if !hasBurst {
-		burst = q.Rate
+	burst, err := config.Burst(alg, q.Rate, q.Burst, hasBurst)
+	if err != nil {
+		return sluice.Limit{}, p.errf(m["burst"], "%v", err)
 	}
 	lim := sluice.Limit{Algorithm: alg, Rate: q.Rate, Period: q.Period, Burst: burst}
 	if pv := m["precision"]; pv != nil {

@@ -611,7 +611,7 @@ func (p *parser) limit(n *yaml.Node, r *RateLimit, k *rateLimitRead) error {
 	if err != nil {
 		return p.errf(k.burst, "%v", err)
 	}
-	if k.prec != nil && alg != sluice.SlidingLog {
+	if alg := r.Limit.Algorithm; k.prec != nil && alg != sluice.SlidingLog {
 		return p.errf(k.prec, "precision applies only to sliding_log, not %v", alg)
 	}
 	r.Limit.Rate = int(r.RequestsPerUnit)

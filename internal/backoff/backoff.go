@@ -2,6 +2,9 @@
 // stores: the connect-in-background Redis store (redisstore.Lazy) and the
 // ping that waits for a PostgreSQL database started without it. It is
 // shipped code, not a test helper.
+//
+// Shipped: built into the sluice binary through the packages that import
+// it; it imports no test-only package (internal/archtest holds that).
 package backoff
 
 import (

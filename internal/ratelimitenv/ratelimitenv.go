@@ -7,6 +7,9 @@
 // start-up line of variables accepted and not acted on, the -headers
 // default and the tests' lists of variables are read from it. It is
 // shipped code, not a test helper.
+//
+// Shipped: built into the sluice binary through the packages that import
+// it; it imports no test-only package (internal/archtest holds that).
 package ratelimitenv
 
 import (

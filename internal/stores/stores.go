@@ -8,6 +8,9 @@
 // remote store is opened and guarded (the decision deadline, the local
 // share while it fails). It is wiring, shipped in the binary: it knows the
 // concrete stores.
+//
+// Shipped: built into the sluice binary through the packages that import
+// it; it imports no test-only package (internal/archtest holds that).
 package stores
 
 import (

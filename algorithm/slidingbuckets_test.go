@@ -1,0 +1,133 @@
+package algorithm_test
+
+import (
+	"testing"
+	"time"
+
+	"pgregory.net/rapid"
+
+	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/algorithm"
+)
+
+// TestSlidingBucketsEstimate is the documented example: 100/min in 4
+// sub-windows of 15 s holding 20, 30, 10, 25 and 5 units, 6 s into the
+// current one: ⌊20·9/15⌋ + 30 + 10 + 25 + 5 = 82, so 18 more are admitted.
+// The 19th fits once ⌊20·(15s−e)/15s⌋ ≤ 11, from e = 6 s + 1 ns.
+func TestSlidingBucketsEstimate(t *testing.T) {
+	lim := sluice.Limit{Algorithm: sluice.SlidingWindow, Rate: 100, Period: time.Minute, Buckets: 4}
+	if err := lim.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	s := new(algorithm.SlidingBuckets)
+	// The newest units, at 61 s, weigh until their sub-window's end (75 s)
+	// plus a period: 135 s.
+	run(t, s, lim, concat(
+		[]step{
+			{1 * time.Second, 20, ok(80, 74*time.Second)},
+			{16 * time.Second, 30, ok(50, 74*time.Second)},
+			{31 * time.Second, 10, ok(40, 74*time.Second)},
+			{46 * time.Second, 25, ok(15, 74*time.Second)},
+			// ⌊20·14/15⌋ + 30 + 10 + 25 = 83, and 5 more: 12 remain.
+			{61 * time.Second, 5, ok(12, 74*time.Second)},
+		},
+		repeat(18, 66*time.Second, 1, func(i int) outcome { return ok(17-i, 69*time.Second) }),
+		[]step{
+			{66 * time.Second, 1, no(0, 1, 69*time.Second)},
+			{66*time.Second + 1, 1, ok(0, 69*time.Second-1)},
+		},
+	))
+}
+
+// TestSlidingBucketsRetryAcrossSubWindows: a limit spent in one sub-window
+// alone counts whole for a period; the next unit fits once that
+// sub-window's weight falls below 10, a nanosecond after it begins to leave
+// the period, four sub-windows later.
+func TestSlidingBucketsRetryAcrossSubWindows(t *testing.T) {
+	lim := sluice.Limit{Algorithm: sluice.SlidingWindow, Rate: 10, Period: time.Minute, Buckets: 4}
+	s := new(algorithm.SlidingBuckets)
+	run(t, s, lim, []step{
+		{0, 10, ok(0, 75*time.Second)},
+		// At 1 s: wait until ⌊10·(15s−e)/15s⌋ ≤ 9 in sub-window 4, from
+		// e = 1 ns: at 60 s + 1 ns.
+		{time.Second, 1, no(0, 59*time.Second+1, 74*time.Second)},
+		{60 * time.Second, 1, no(0, 1, 15*time.Second)},
+		// The new unit weighs until 75 s + 60 s.
+		{60*time.Second + 1, 1, ok(0, 75*time.Second-1)},
+	})
+}
+
+// TestSlidingBucketsOneIsSlidingWindow: with one bucket the bucketed counter
+// is the two-window counter, decision for decision and field for field.
+func TestSlidingBucketsOneIsSlidingWindow(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		lim := drawLimit(t, sluice.SlidingWindow)
+		reqs := drawRequests(t, lim, drawStart(t, lim), 1, 60)
+		var a algorithm.SlidingWindow
+		var b algorithm.SlidingBuckets
+		for i, r := range reqs {
+			if rapid.IntRange(0, 9).Draw(t, "refund") == 0 {
+				a.Refund(r.at, lim, r.cost)
+				b.Refund(r.at, lim, r.cost)
+			}
+			ra, rb := a.Take(r.at, lim, r.cost), b.Take(r.at, lim, r.cost)
+			if ra != rb {
+				t.Fatalf("request %d %v: bucketed %+v, two-window %+v", i, r, rb, ra)
+			}
+			if a.Expires() != b.Expires() {
+				t.Fatalf("request %d %v: bucketed expires %d, two-window %d", i, r, b.Expires(), a.Expires())
+			}
+		}
+	})
+}
+
+// TestSlidingBucketsRetryAfterIsExact: a request refused with RetryAfter r
+// is refused at now+r−1 and admitted at now+r, if nothing else is spent.
+func TestSlidingBucketsRetryAfterIsExact(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		lim := drawLimitCR(t, sluice.SlidingWindow, false)
+		lim.Buckets = uint8(rapid.IntRange(2, sluice.MaxBuckets).Draw(t, "buckets"))
+		lim.Period = lim.Period / time.Duration(lim.Buckets) / time.Microsecond * time.Microsecond * time.Duration(lim.Buckets)
+		if lim.Period == 0 {
+			lim.Period = time.Duration(lim.Buckets) * time.Microsecond
+		}
+		if err := lim.Validate(); err != nil {
+			t.Fatal(err)
+		}
+		var s algorithm.SlidingBuckets
+		for i, r := range drawRequests(t, lim, drawStart(t, lim), 1, 60) {
+			res := s.Take(r.at, lim, r.cost)
+			if res.Allowed {
+				continue
+			}
+			retry := int64(res.RetryAfter)
+			if retry < 1 {
+				t.Fatalf("request %d %v: refused with RetryAfter %v", i, r, res.RetryAfter)
+			}
+			if c := s; c.Take(r.at+retry, lim, r.cost).Allowed != true {
+				t.Fatalf("request %d %v: refused again after its RetryAfter %v", i, r, res.RetryAfter)
+			}
+			if c := s; retry > 1 && c.Take(r.at+retry-1, lim, r.cost).Allowed {
+				t.Fatalf("request %d %v: admitted a nanosecond before its RetryAfter %v", i, r, res.RetryAfter)
+			}
+		}
+	})
+}
+
+// TestSlidingBucketsNeverForgets: changing the number of buckets, or the
+// clock stepping back, keeps every counted unit.
+func TestSlidingBucketsNeverForgets(t *testing.T) {
+	lim := sluice.Limit{Algorithm: sluice.SlidingWindow, Rate: 10, Period: time.Minute, Buckets: 4}
+	var s algorithm.SlidingBuckets
+	s.Take(t0+int64(50*time.Second), lim, 7)
+	lim.Buckets = 8
+	if res := s.Take(t0+int64(55*time.Second), lim, 4); res.Allowed {
+		t.Fatalf("after buckets 4 → 8: admitted 4 more over 7 of 10: %+v", res)
+	}
+	if res := s.Take(t0+int64(10*time.Second), lim, 4); res.Allowed {
+		t.Fatalf("clock back 45 s: admitted 4 more over 7 of 10: %+v", res)
+	}
+	if res := s.Take(t0+int64(10*time.Second), lim, 3); !res.Allowed || res.Remaining != 0 {
+		t.Fatalf("clock back 45 s: 3 more over 7 of 10 = %+v, want admitted, 0 remaining", res)
+	}
+}

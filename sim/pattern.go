@@ -270,6 +270,8 @@ func withDefaults(p Pattern, c *Config) Pattern {
 		return q.withDefaults(c)
 	case Zipf:
 		return q.withDefaults(c)
+	case Abusers:
+		return q.withDefaults(c)
 	}
 	return p
 }

@@ -1,6 +1,9 @@
 package sim
 
 import (
+	"iter"
+	"math"
+	"math/rand/v2"
 	"strconv"
 	"testing"
 	"time"
@@ -121,21 +124,89 @@ func TestMemory(t *testing.T) {
 }
 
 func TestAccuracySmall(t *testing.T) {
-	a, err := RunAccuracy(AccuracyConfig{Requests: 20000, Keys: 200, Seed: 1, Duration: 10 * time.Minute})
+	for _, pop := range []string{"zipf", "abusers"} {
+		a, err := RunAccuracy(AccuracyConfig{Requests: 20000, Keys: 200, Seed: 1, Duration: 10 * time.Minute, Population: pop})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(a.Counters) != len(DefaultAccuracyBuckets) {
+			t.Fatalf("%s: %d counters, want %d", pop, len(a.Counters), len(DefaultAccuracyBuckets))
+		}
+		for _, c := range a.Counters {
+			for name, m := range map[string]Measure{"shared": c.Shared, "diverging": c.Diverging} {
+				var keys int
+				var wrong int64
+				for _, cl := range m.Classes {
+					keys += cl.Keys
+					wrong += cl.Wrong
+				}
+				if keys != a.Keys || wrong != m.WronglyAdmitted+m.WronglyRejected {
+					t.Errorf("%s, buckets %d, %s: classes hold %d keys and %d errors, want %d and %d", pop, c.Buckets, name, keys, wrong, a.Keys, m.WronglyAdmitted+m.WronglyRejected)
+				}
+				if m.Classes[0].Wrong != 0 {
+					t.Errorf("%s, buckets %d, %s: keys under a tenth of the limit had %d errors; they can have none", pop, c.Buckets, name, m.Classes[0].Wrong)
+				}
+			}
+		}
+	}
+}
+
+// events is a pattern of given arrivals of key 0, at offsets from Start.
+type events []time.Duration
+
+func (p events) Name() string     { return "given" }
+func (p events) keys(*Config) int { return 1 }
+func (p events) span(c *Config) (int64, int64) {
+	return Start.UnixNano(), Start.UnixNano() + int64(time.Minute)
+}
+func (p events) events(*Config, *rand.Rand) iter.Seq[Event] {
+	return func(yield func(Event) bool) {
+		for _, d := range p {
+			if !yield(Event{At: Start.UnixNano() + int64(d), Cost: 1}) {
+				return
+			}
+		}
+	}
+}
+
+// TestAccuracySharedMeasureByHand is Cloudflare's measure on a history
+// worked by hand: 2 per 10 s, arrivals at 0, 1, 2, 15, 16, 19.5 and 25 s,
+// every one counted. The exact count admits 0, 1, 15 and 16. The
+// two-window counter admits 0, 1 and 15 (⌊3·5/10⌋ + 0 + 1 = 2), refuses
+// 16 (⌊3·4/10⌋ + 1 + 1 = 3: wrongly) and admits 25 (⌊3·5/10⌋ + 0 + 1 = 2,
+// while 16 and 19.5 lie in (15, 25]: wrongly). With two sub-windows of 5 s
+// it agrees on every request. Under the diverging measure the exact count
+// admits 0, 1, 15, 16 and 25 (only 16 of its own in (15, 25]); the
+// two-window counter agrees on all seven, and the one with two
+// sub-windows refuses 25 wrongly: 15 and 16 fill [15 s, 20 s), the oldest
+// sub-window, which weighs whole at its start (⌊2·5/5⌋ + 0 + 1 = 3).
+func TestAccuracySharedMeasureByHand(t *testing.T) {
+	s := time.Second
+	p := events{0, 1 * s, 2 * s, 15 * s, 16 * s, 19*s + s/2, 25 * s}
+	a, err := runAccuracy(AccuracyConfig{Rate: 2, Period: 10 * s, Buckets: []int{1, 2}}, p)
 	if err != nil {
 		t.Fatal(err)
 	}
-	var keys int
-	var wrong int64
-	for _, c := range a.Classes {
-		keys += c.Keys
-		wrong += c.Wrong
+	if a.Requests != 7 {
+		t.Fatalf("%d requests, want 7", a.Requests)
 	}
-	if keys != a.Keys || wrong != a.WronglyAdmitted+a.WronglyRejected {
-		t.Errorf("classes hold %d keys and %d errors, want %d and %d", keys, wrong, a.Keys, a.WronglyAdmitted+a.WronglyRejected)
+	for _, c := range []struct {
+		i                 int
+		shared, diverging [2]int64 // wrongly admitted, rejected
+	}{
+		{0, [2]int64{1, 1}, [2]int64{0, 0}},
+		{1, [2]int64{0, 0}, [2]int64{0, 1}},
+	} {
+		got := a.Counters[c.i]
+		if s := got.Shared; s.WronglyAdmitted != c.shared[0] || s.WronglyRejected != c.shared[1] {
+			t.Errorf("buckets %d, shared: wrongly admitted %d, rejected %d; want %d, %d", got.Buckets, s.WronglyAdmitted, s.WronglyRejected, c.shared[0], c.shared[1])
+		}
+		if d := got.Diverging; d.WronglyAdmitted != c.diverging[0] || d.WronglyRejected != c.diverging[1] {
+			t.Errorf("buckets %d, diverging: wrongly admitted %d, rejected %d; want %d, %d", got.Buckets, d.WronglyAdmitted, d.WronglyRejected, c.diverging[0], c.diverging[1])
+		}
 	}
-	if a.Classes[0].Wrong != 0 {
-		t.Errorf("keys under a tenth of the limit had %d errors; they can have none", a.Classes[0].Wrong)
+	if got := a.Counters[0].Shared.WrongPct; math.Abs(got-200.0/7) > 1e-9 {
+		t.Errorf("buckets 1, shared: %.6f%% wrong, want 2 of 7", got)
 	}
 }
 

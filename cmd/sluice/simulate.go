@@ -10,6 +10,7 @@ import (
 	"io"
 	"os"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -35,10 +36,18 @@ front of a backend past its capacity (sluice simulate overload -h).`,
 	}
 	accuracyUsage = usage{
 		synopsis: "sluice simulate accuracy [flags]",
-		about: `Accuracy replays Zipf-distributed keys through the sliding window and the
-exact sliding log, and reports how many requests the window admits wrongly
-or refuses wrongly.`,
-		examples: []string{"sluice simulate accuracy -requests 1000000 -keys 10000"},
+		about: `Accuracy replays a population of keys through the sliding window counter,
+with each number of sub-windows in -buckets, and the exact sliding count,
+and reports how many requests the counter admits or refuses wrongly under
+two measures: shared (Cloudflare's: one history, every request counted) and
+diverging (each keeps its own admitted history), by key load. Populations:
+zipf (heavy-tailed rates, exponent -s) and abusers (most keys far below
+their limit, a share -abusive of them sending -abuse-share of the requests
+far above it).`,
+		examples: []string{
+			"sluice simulate accuracy -requests 1000000 -keys 10000",
+			"sluice simulate accuracy -population abusers -buckets 1,4",
+		},
 	}
 	overloadUsage = usage{
 		synopsis: "sluice simulate overload [flags]",
@@ -198,9 +207,21 @@ func accuracy(args []string, stdout, stderr io.Writer) int {
 	fs.IntVar(&c.Rate, "rate", 100, "the limit: `N` requests per period per key")
 	fs.DurationVar(&c.Period, "period", time.Minute, "the limit's period")
 	fs.Uint64Var(&c.Seed, "seed", 1, "random seed")
+	fs.StringVar(&c.Population, "population", "zipf", "the keys' rates: zipf or abusers")
+	fs.Float64Var(&c.Abusive, "abusive", 0.001, "abusers: the share of keys that abuse")
+	fs.Float64Var(&c.AbuseShare, "abuse-share", 0.3, "abusers: the share of requests the abusive keys send")
+	buckets := fs.String("buckets", "1,2,4,8,16", "the counters' numbers of sub-windows, comma-separated, each 1 to 16")
 	asJSON := fs.Bool("json", false, "print the result as JSON")
 	if code, done := parseCommandLine(fs, args, stdout, stderr, accuracyUsage, 0); done {
 		return code
+	}
+	for _, f := range strings.Split(*buckets, ",") {
+		k, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || k < 1 || k > sluice.MaxBuckets || len(c.Buckets) >= sluice.MaxBuckets {
+			fmt.Fprintf(stderr, "sluice simulate accuracy: -buckets %q: want at most %d numbers from 1 to %d\n", *buckets, sluice.MaxBuckets, sluice.MaxBuckets)
+			return 2
+		}
+		c.Buckets = append(c.Buckets, k)
 	}
 	c.Progress = progress(stdout, stderr)
 	a, err := sim.RunAccuracy(c)

@@ -39,7 +39,9 @@
 // minute, hour, day, week, month, year; any case; and Sluice's quarter,
 // only with a calendar block), requests_per_unit,
 // unlimited, name and replaces (a list of {name: ...}). Sluice adds
-// algorithm, burst, unit_multiplier, failure_mode, calendar, billable
+// algorithm, burst, buckets (sliding_window only: the sub-windows its
+// counter keeps per period, 1 to 16; see docs/algorithms.md),
+// unit_multiplier, failure_mode, calendar, billable
 // (true: a PostgreSQL store keeps the rule's periods as its ledger after
 // they end; sluice.Limit.Billable) and precision (a sliding_log's slot of
 // time: sluice.Limit.Precision) under rate_limit, a rate_limits list

@@ -150,3 +150,30 @@ func TestMetadataDepthBounded(t *testing.T) {
 		t.Errorf("Parse: %v, want a nesting error at line 5", err)
 	}
 }
+
+// buckets sets a sliding window's sub-windows, and is refused, with the
+// line of the key, on another algorithm, out of 1 to 16, or where the
+// sub-windows do not divide the period in whole microseconds.
+func TestBucketsLoadsOrIsRefusedAtItsLine(t *testing.T) {
+	c := mustParse(t, `
+domain: api
+descriptors:
+  - key: user
+    rate_limit: {unit: minute, requests_per_unit: 100, algorithm: sliding_window, buckets: 4}
+`)
+	r := c.Lookup("api", entries("user", "bob"))
+	if r == nil || r.Limit.Buckets != 4 || r.Limit.String() != "sliding_window 100/1m0s buckets 4" {
+		t.Fatalf("rule %+v, want sliding_window 100/1m0s buckets 4", r)
+	}
+	for _, c := range []struct{ rule, want string }{
+		{"{unit: minute, requests_per_unit: 100, buckets: 4}", "test.yaml:5:46: config: buckets applies only to sliding_window, not fixed_window"},
+		{"{unit: minute, requests_per_unit: 100, algorithm: sliding_window, buckets: 17}", "test.yaml:5:82: config: buckets 17 is out of range [1, 16]"},
+		{"{unit: second, requests_per_unit: 100, algorithm: sliding_window, buckets: 7}", "test.yaml:5:73: config: invalid limit: period 1s is not a whole number of microseconds times buckets 7"},
+		{"{unlimited: true, buckets: 4}", "test.yaml:5:25: config: buckets has no effect when unlimited"},
+	} {
+		_, err := Parse("test.yaml", []byte("domain: api\ndescriptors:\n  - key: user\n    rate_limit:\n      "+c.rule+"\n"))
+		if err == nil || !strings.HasPrefix(err.Error(), c.want) {
+			t.Errorf("%s: error %v, want it to start with %q", c.rule, err, c.want)
+		}
+	}
+}

@@ -31,7 +31,7 @@ const MaxListLimits = 16
 var (
 	rootKeys       = []string{"domain", "descriptors", "forward_auth", "rlqs", "max_log_entries"}
 	descriptorKeys = []string{"key", "value", "rate_limit", "rate_limits", "descriptors", "shadow_mode", "detailed_metric", "value_to_metric", "share_threshold", "quota_mode", "metadata"}
-	rateLimitKeys  = []string{"unit", "requests_per_unit", "unlimited", "name", "replaces", "algorithm", "burst", "unit_multiplier", "failure_mode", "calendar", "billable", "precision"}
+	rateLimitKeys  = []string{"unit", "requests_per_unit", "unlimited", "name", "replaces", "algorithm", "burst", "buckets", "unit_multiplier", "failure_mode", "calendar", "billable", "precision"}
 	replacesKeys   = []string{"name"}
 )
 
@@ -506,9 +506,10 @@ type rateLimitRead struct {
 	unit, rpu, alg, burst, mult, fail *yaml.Node // key nodes; nil when absent
 	billable                          *yaml.Node // the billable key; nil when absent
 	prec                              *yaml.Node // the precision key; nil when absent
+	buckets                           *yaml.Node // the buckets key; nil when absent
 	cal, calValue                     *yaml.Node // the calendar key and its block
 	unitText                          string
-	burstValue                        int64
+	burstValue, bucketsValue          int64
 }
 
 // rateLimitField reads one key of a rate_limit block into r and k.
@@ -544,6 +545,9 @@ func (p *parser) rateLimitField(f field, r *RateLimit, k *rateLimitRead) (err er
 	case "burst":
 		k.burst = f.key
 		k.burstValue, err = p.integer(f.val, "burst", 1, sluice.MaxRate)
+	case "buckets":
+		k.buckets = f.key
+		k.bucketsValue, err = p.integer(f.val, "buckets", 1, sluice.MaxBuckets)
 	case "unit_multiplier":
 		k.mult = f.key
 		v, err = p.integer(f.val, "unit_multiplier", 1, math.MaxInt32)
@@ -580,8 +584,8 @@ func (p *parser) unlimited(r *RateLimit, k *rateLimitRead) error {
 	switch {
 	case k.unitText != "":
 		return p.errf(k.unit, "should not specify rate limit unit when unlimited")
-	case k.alg != nil, k.burst != nil, k.mult != nil, k.fail != nil, k.cal != nil, k.billable != nil, k.prec != nil:
-		key := firstOf(k.alg, k.burst, k.mult, k.fail, k.cal, k.billable, k.prec)
+	case k.alg != nil, k.burst != nil, k.buckets != nil, k.mult != nil, k.fail != nil, k.cal != nil, k.billable != nil, k.prec != nil:
+		key := firstOf(k.alg, k.burst, k.buckets, k.mult, k.fail, k.cal, k.billable, k.prec)
 		return p.errf(key, "%s has no effect when unlimited", key.Value)
 	}
 	r.Limit = sluice.Limit{}
@@ -614,6 +618,12 @@ func (p *parser) limit(n *yaml.Node, r *RateLimit, k *rateLimitRead) error {
 	if alg := r.Limit.Algorithm; k.prec != nil && alg != sluice.SlidingLog {
 		return p.errf(k.prec, "precision applies only to sliding_log, not %v", alg)
 	}
+	if k.buckets != nil && alg != sluice.SlidingWindow {
+		return p.errf(k.buckets, "buckets applies only to sliding_window, not %v", alg)
+	}
+	if k.buckets != nil {
+		r.Limit.Buckets = uint8(k.bucketsValue)
+	}
 	r.Limit.Rate = int(r.RequestsPerUnit)
 	r.Limit.Period = r.Period()
 	r.Limit.Burst = burst
@@ -624,7 +634,11 @@ func (p *parser) limit(n *yaml.Node, r *RateLimit, k *rateLimitRead) error {
 	}
 	if r.RequestsPerUnit > 0 {
 		if err := r.Limit.Validate(); err != nil {
-			e := p.errf(n, "%s", strings.TrimPrefix(err.Error(), sluice.ErrInvalidLimit.Error()+": "))
+			at := n
+			if k.buckets != nil && strings.Contains(err.Error(), "buckets") {
+				at = k.buckets // the period or the rate does not suit them
+			}
+			e := p.errf(at, "%s", strings.TrimPrefix(err.Error(), sluice.ErrInvalidLimit.Error()+": "))
 			e.Msg = "invalid limit: " + e.Msg
 			e.Err = err
 			return e

@@ -39,6 +39,9 @@ func (sh *shard) charge(now int64, h uint64, key string, lim sluice.Limit, cost 
 	case sluice.FixedWindow:
 		return lookup(sh, &sh.fw.table, now, h, key).Charge(now, lim, cost), nil
 	case sluice.SlidingWindow:
+		if lim.Buckets > 1 {
+			return sluice.Result{}, fmt.Errorf("%w: sliding_window with buckets cannot carry a debt (ChargeN serves it with one bucket)", sluice.ErrInvalidLimit)
+		}
 		return lookup(sh, &sh.sw.table, now, h, key).Charge(now, lim, cost), nil
 	}
 	return sluice.Result{}, errNoDebt(lim.Algorithm)

@@ -256,6 +256,8 @@ func evictionFuncs[S any]() (summary func(*S) (until, units int64), restore func
 		sum, res = summaryFixedWindow, restoreFixedWindow
 	case *algorithm.SlidingWindow:
 		sum, res = summarySlidingWindow, restoreSlidingWindow
+	case *algorithm.SlidingBuckets:
+		sum, res = summarySlidingBuckets, restoreSlidingBuckets
 	case *algorithm.SlidingLog:
 		sum, res = summarySlidingLog, restoreSlidingLog
 	case *algorithm.LeakyBucket:
@@ -305,6 +307,33 @@ func restoreSlidingWindow(s *algorithm.SlidingWindow, now int64, lim sluice.Limi
 	} else {
 		s.Curr, s.Until = units, w+2*p
 	}
+}
+
+// A sliding window with buckets leaves the units of all its sub-windows;
+// they come back whole in the sub-window that holds now, where they weigh
+// fully for a period and then fade: no earlier than any of them did.
+func summarySlidingBuckets(s *algorithm.SlidingBuckets) (int64, int64) {
+	var units int64
+	for _, c := range s.Counts {
+		units += int64(c)
+	}
+	return s.Until, units
+}
+
+func restoreSlidingBuckets(s *algorithm.SlidingBuckets, now int64, lim sluice.Limit, g, _, units int64) {
+	if units <= 0 {
+		return
+	}
+	// An empty take under lim sets Start, K and Until to a fresh key's at
+	// now; the units then go into the current sub-window.
+	s.Take(now, lim, 0)
+	k := int64(lim.Buckets)
+	i := s.Start / g % (k + 1) // Start is a multiple of g
+	if i < 0 {
+		i += k + 1
+	}
+	s.Counts[i] = uint32(min(units, math.MaxUint32))
+	s.Until = s.Start + g + int64(lim.Period)
 }
 
 // A sliding log leaves its units and the instant its newest entry leaves

@@ -177,6 +177,10 @@ type shard struct {
 	sw stateTable[algorithm.SlidingWindow, *algorithm.SlidingWindow]
 	sl stateTable[algorithm.SlidingLog, *algorithm.SlidingLog]
 	lb stateTable[algorithm.LeakyBucket, *algorithm.LeakyBucket]
+	// sb holds the sliding windows with more than one bucket, whose state
+	// is another type than the two-window counter's: tables holds it
+	// after the algorithms' own, at bucketsTable (see tableOf).
+	sb stateTable[algorithm.SlidingBuckets, *algorithm.SlidingBuckets]
 	// tables holds the tables above by sluice.Algorithm, for the operations
 	// that treat every algorithm alike: refund, sweep, evict; counts holds
 	// their byte counts, for bytes.
@@ -275,9 +279,24 @@ func (sh *shard) init(seed maphash.Seed) {
 		sluice.SlidingLog:    sh.sl.init(seed),
 		sluice.LeakyBucket:   sh.lb.init(seed),
 	}
+	sh.tables = append(sh.tables, sh.sb.init(seed)) // at bucketsTable
 	for _, t := range sh.tables {
 		sh.counts = append(sh.counts, t.counts())
 	}
+}
+
+// bucketsTable is the index in shard.tables of the table of sliding
+// windows with more than one bucket: the one after the algorithms'.
+var bucketsTable = len(sluice.Algorithms())
+
+// tableOf returns the index in shard.tables of lim's table: its
+// algorithm's, or bucketsTable for a sliding window with buckets. lim's
+// algorithm must have a table.
+func tableOf(lim *sluice.Limit) int {
+	if lim.Buckets > 1 && lim.Algorithm == sluice.SlidingWindow {
+		return bucketsTable
+	}
+	return int(lim.Algorithm)
 }
 
 // shareOf returns ⌈total/n⌉ for positive total and n, without the overflow
@@ -347,11 +366,11 @@ func (sh *shard) use(lim sluice.Limit) error {
 	if err := lim.Validate(); err != nil {
 		return err
 	}
-	if int(lim.Algorithm) >= len(sh.tables) {
+	if int(lim.Algorithm) >= bucketsTable {
 		return errNoTable(lim.Algorithm)
 	}
 	sh.lim, sh.valid = lim, true
-	sh.derived = sh.tables[lim.Algorithm].prepare(lim)
+	sh.derived = sh.tables[tableOf(&lim)].prepare(lim)
 	return nil
 }
 
@@ -362,7 +381,7 @@ func (sh *shard) use(lim sluice.Limit) error {
 func sameLimit(a, b *sluice.Limit) bool {
 	return a.Rate == b.Rate && a.Period == b.Period && a.Burst == b.Burst &&
 		a.Algorithm == b.Algorithm && a.CountRejected == b.CountRejected &&
-		a.Calendar == b.Calendar && a.Precision == b.Precision
+		a.Buckets == b.Buckets && a.Calendar == b.Calendar && a.Precision == b.Precision
 }
 
 // decide makes one decision under the shard's lock. The deferred unlock
@@ -388,6 +407,9 @@ func (sh *shard) decide(now int64, h uint64, key string, lim sluice.Limit, cost 
 	case sluice.FixedWindow:
 		return lookup(sh, &sh.fw.table, now, h, key).Take(now, lim, cost), nil
 	case sluice.SlidingWindow:
+		if lim.Buckets > 1 {
+			return lookup(sh, &sh.sb.table, now, h, key).TakePrepared(now, lim, sh.derived, cost), nil
+		}
 		return lookup(sh, &sh.sw.table, now, h, key).Take(now, lim, cost), nil
 	case sluice.SlidingLog:
 		st := lookup(sh, &sh.sl.table, now, h, key)
@@ -425,7 +447,7 @@ func (s *Store) Peek(_ context.Context, key string, lim sluice.Limit) (sluice.Re
 			return sluice.Result{}, err
 		}
 	}
-	return sh.tables[lim.Algorithm].peek(h, key, now, lim, sh.derived, &sh.mem), nil
+	return sh.tables[tableOf(&lim)].peek(h, key, now, lim, sh.derived, &sh.mem), nil
 }
 
 // RefundN gives cost units back to key's allowance under lim, never beyond a
@@ -437,12 +459,12 @@ func (s *Store) RefundN(_ context.Context, key string, lim sluice.Limit, cost in
 	now := s.now()
 	h := maphash.String(s.seed, key)
 	sh := &s.shards[h>>s.shift]
-	if int(lim.Algorithm) >= len(sh.tables) { // tables never change after New
+	if int(lim.Algorithm) >= bucketsTable { // tables never change after New
 		return errNoTable(lim.Algorithm)
 	}
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
-	sh.tables[lim.Algorithm].refund(h, key, now, lim, cost)
+	sh.tables[tableOf(&lim)].refund(h, key, now, lim, cost)
 	return nil
 }
 

@@ -54,8 +54,8 @@ const (
 // errClosed is the error of a decision made after Close.
 var errClosed = errors.New("redisstore: the store is closed")
 
-// batchScripts holds the batch script of each algorithm, in
-// sluice.Algorithm order: scripts/batch.lua around the algorithm's script.
+// batchScripts holds the batch script of each script of algorithms, in
+// its order: scripts/batch.lua around the algorithm's script.
 var batchScripts = func() []*rueidis.Lua {
 	out := make([]*rueidis.Lua, len(algorithms))
 	for a := range algorithms {
@@ -66,7 +66,7 @@ var batchScripts = func() []*rueidis.Lua {
 
 // batchScript returns the text of a's batch script.
 func batchScript(a sluice.Algorithm) string {
-	body := mustRead("prelude.lua") + "\n" + mustRead(a.String()+".lua")
+	body := mustRead("prelude.lua") + "\n" + mustRead(scriptFile(a))
 	return strings.Replace(mustRead("batch.lua"), "\n--DECIDE--\n", "\n"+body+"\n", 1)
 }
 

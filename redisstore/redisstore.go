@@ -60,14 +60,39 @@ var algorithms = [...]struct {
 	sluice.SlidingWindow: {"sw", slidingWindowParams},
 	sluice.SlidingLog:    {"sle", slidingLogParams}, // "sl" was one member per unit, "slc" MessagePack of at most 65 merged entries
 	sluice.LeakyBucket:   {"lb", leakyBucketParams},
+	bucketsScript:        {"swb", slidingBucketsParams},
 }
 
-// scripts holds one loaded script per algorithm, in sluice.Algorithm order.
+// bucketsScript is the index in algorithms, scripts and batchScripts of
+// the sliding window with more than one bucket (sliding_buckets.lua), kept
+// under keys of its own: the one after the algorithms'. (A new algorithm
+// takes its index: the array literal above then fails to compile.)
+const bucketsScript = sluice.LeakyBucket + 1
+
+// scriptOf returns lim's index in algorithms: its algorithm's, or
+// bucketsScript for a sliding window with more than one bucket.
+func scriptOf(lim *sluice.Limit) sluice.Algorithm {
+	if lim.Buckets > 1 && lim.Algorithm == sluice.SlidingWindow {
+		return bucketsScript
+	}
+	return lim.Algorithm
+}
+
+// scriptFile returns the file of the script at index a of algorithms.
+func scriptFile(a sluice.Algorithm) string {
+	if a == bucketsScript {
+		return "sliding_buckets.lua"
+	}
+	return a.String() + ".lua"
+}
+
+// scripts holds one loaded script per algorithm, in sluice.Algorithm order,
+// then the bucketed sliding window's.
 var scripts = func() []*rueidis.Lua {
 	prelude := mustRead("prelude.lua")
 	out := make([]*rueidis.Lua, len(algorithms))
 	for a := range algorithms {
-		out[a] = rueidis.NewLuaScript(prelude + "\n" + mustRead(sluice.Algorithm(a).String()+".lua"))
+		out[a] = rueidis.NewLuaScript(prelude + "\n" + mustRead(scriptFile(sluice.Algorithm(a))))
 	}
 	return out
 }()
@@ -310,11 +335,12 @@ func (s *Store) exec(ctx context.Context, mode, key string, lim sluice.Limit, co
 		return sluice.Result{}, err
 	}
 	// lim.Algorithm is known: s.params has checked it.
-	parts := s.keyParts(algorithms[lim.Algorithm].short, key)
+	a := scriptOf(&lim)
+	parts := s.keyParts(algorithms[a].short, key)
 	if s.batches != nil {
-		return s.batches.do(ctx, lim.Algorithm, args, parts[:]...)
+		return s.batches.do(ctx, a, args, parts[:]...)
 	}
-	resp := execOnKey(ctx, s.client, scripts[lim.Algorithm], args, parts[:]...)
+	resp := execOnKey(ctx, s.client, scripts[a], args, parts[:]...)
 	return decode(resp)
 }
 
@@ -364,10 +390,10 @@ func scriptParams(lim sluice.Limit) ([]string, error) {
 	if lim.Period%time.Microsecond != 0 {
 		return nil, fmt.Errorf("%w: redisstore keeps time in microseconds; period %v is not a whole number of them", sluice.ErrInvalidLimit, lim.Period)
 	}
-	if int(lim.Algorithm) >= len(algorithms) {
+	if lim.Algorithm >= bucketsScript {
 		return nil, fmt.Errorf("%w: unknown algorithm %v", sluice.ErrInvalidLimit, lim.Algorithm)
 	}
-	return algorithms[lim.Algorithm].params(lim, int64(lim.Period/time.Microsecond))
+	return algorithms[scriptOf(&lim)].params(lim, int64(lim.Period/time.Microsecond))
 }
 
 // tokenBucketParams: the interval, the burst, the interval's unit.
@@ -414,6 +440,14 @@ func slidingWindowParams(lim sluice.Limit, p int64) ([]string, error) {
 		countRejected = "1"
 	}
 	return []string{strconv.FormatInt(p, 10), strconv.Itoa(lim.Rate), countRejected}, nil
+}
+
+// slidingBucketsParams: the period, the rate, the count-rejected flag, the
+// number of sub-windows (sluice.Limit.Validate has checked that it divides
+// the period in whole microseconds).
+func slidingBucketsParams(lim sluice.Limit, p int64) ([]string, error) {
+	params, _ := slidingWindowParams(lim, p)
+	return append(params, strconv.Itoa(int(lim.Buckets))), nil
 }
 
 // leakyBucketParams: the milli-rate, the burst.

@@ -122,6 +122,20 @@ func Cases() []Case {
 	sw100Steps = append(sw100Steps, repeat(10, Step{Advance: 5 * time.Second, Allowed: true, Remaining: 9, ResetAfter: 105 * time.Second})...)
 	sw100Steps = append(sw100Steps, Step{Allowed: false, Remaining: 0, RetryAfter: 1, ResetAfter: 105 * time.Second})
 
+	// Sliding window in 4 sub-windows of 15 s, 10/min: 10 at 0 s weigh
+	// whole for a minute; from 60 s + 1 ns ⌊10·(15s−e)/15s⌋ ≤ 9 leaves
+	// room for one.
+	swb := sluice.Limit{Algorithm: sluice.SlidingWindow, Rate: 10, Period: time.Minute, Buckets: 4}
+	swbSteps := []Step{
+		{Cost: 10, Allowed: true, Remaining: 0, ResetAfter: 75 * time.Second},
+		{Advance: time.Second, Allowed: false, Remaining: 0, RetryAfter: 59*time.Second + 1, ResetAfter: 74 * time.Second},
+		{Advance: 59 * time.Second, Allowed: false, Remaining: 0, RetryAfter: 1, ResetAfter: 15 * time.Second},
+		// 61 s: ⌊10·14/15⌋ + 1 = 10.
+		{Advance: time.Second, Allowed: true, Remaining: 0, ResetAfter: 74 * time.Second},
+		// 75 s: the first sub-window has left; the unit of 61 s weighs.
+		{Advance: 14 * time.Second, Allowed: true, Remaining: 8, ResetAfter: 75 * time.Second},
+	}
+
 	return []Case{
 		{Name: "token_bucket/5ps-burst10", Limit: tb, Steps: tbSteps},
 		{Name: "fixed_window/boundary-burst", Start: minute0, Limit: fw, Steps: []Step{
@@ -133,6 +147,7 @@ func Cases() []Case {
 		}},
 		{Name: "sliding_window/50pm-estimate-49.5", Start: minute0, Limit: sw50, Steps: sw50Steps},
 		{Name: "sliding_window/100pm-ten-more", Start: minute0, Limit: sw100, Steps: sw100Steps},
+		{Name: "sliding_window/buckets-4-10pm", Start: minute0, Limit: swb, Steps: swbSteps},
 		{Name: "sliding_log/3ps", Limit: log3, Steps: []Step{
 			{Allowed: true, Remaining: 2, ResetAfter: time.Second},
 			{Advance: 100 * ms, Allowed: true, Remaining: 1, ResetAfter: time.Second},
@@ -379,13 +394,14 @@ func RunBadInput(t *testing.T, newStore NewStore) {
 }
 
 // allAlgorithms returns one limit per algorithm with a capacity of n units
-// per minute, so nothing refills during a test that holds the clock still.
+// per minute, so nothing refills during a test that holds the clock still,
+// and a sliding window with 4 buckets.
 func allAlgorithms(n int) []sluice.Limit {
 	var out []sluice.Limit
 	for _, a := range sluice.Algorithms() {
 		out = append(out, sluice.Limit{Algorithm: a, Rate: n, Period: time.Minute, Burst: n})
 	}
-	return out
+	return append(out, sluice.Limit{Algorithm: sluice.SlidingWindow, Rate: n, Period: time.Minute, Buckets: 4})
 }
 
 // allow is store.AllowN that fails the test on an error, so that a check for

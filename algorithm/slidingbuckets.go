@@ -85,27 +85,34 @@ func (s *SlidingBuckets) roll(now, g, k int64) {
 	s.Start = n * g
 }
 
+// back returns the index in Counts of the sub-window m before the one at
+// index i, for 0 ≤ m ≤ k.
+func back(i int, m, k int64) int {
+	j := i - int(m)
+	if j < 0 {
+		j += int(k) + 1
+	}
+	return j
+}
+
 // parts returns the units of the k most recent sub-windows, those
 // counted whole, and the units of the oldest, counted in part, as seen in
-// sub-window n + d: d sub-windows after the current one, n.
-func (s *SlidingBuckets) parts(n, k, d int64) (whole, oldest int64) {
-	for j := max(n+d-k+1, n-k+1); j <= n; j++ {
-		whole += int64(s.Counts[slot(j, k)])
+// the current sub-window, at index i.
+func (s *SlidingBuckets) parts(i int, k int64) (whole, oldest int64) {
+	for m := range k {
+		whole += int64(s.Counts[back(i, m, k)])
 	}
-	if n+d-k <= n {
-		oldest = int64(s.Counts[slot(n+d-k, k)])
-	}
-	return whole, oldest
+	return whole, int64(s.Counts[back(i, k, k)])
 }
 
 // setUntil records when the state becomes fresh again: the newest
 // sub-window with units weighs until a whole period after its end.
 func (s *SlidingBuckets) setUntil(g, k int64) {
-	n := floorDiv(s.Start, g)
 	s.Until = 0
-	for j := n; j >= n-k; j-- {
-		if s.Counts[slot(j, k)] != 0 {
-			s.Until = (j+1)*g + k*g
+	i := slot(floorDiv(s.Start, g), k)
+	for m := range k + 1 {
+		if s.Counts[back(i, m, k)] != 0 {
+			s.Until = s.Start - m*g + g + k*g
 			return
 		}
 	}
@@ -121,20 +128,20 @@ func (s *SlidingBuckets) Take(now int64, lim sluice.Limit, cost int) sluice.Resu
 func (s *SlidingBuckets) TakePrepared(now int64, lim sluice.Limit, g int64, cost int) sluice.Result {
 	k := bucketsOf(lim)
 	s.roll(now, g, k)
-	n := floorDiv(s.Start, g)
-	whole, oldest := s.parts(n, k, 0)
+	i := slot(floorDiv(s.Start, g), k)
+	whole, oldest := s.parts(i, k)
 	weighted := mulDiv(oldest, g-(now-s.Start), g)
 	rate, c := int64(lim.Rate), int64(cost)
-	i := slot(n, k)
 	var res sluice.Result
 	if weighted+whole+c > rate {
 		if lim.CountRejected {
 			// Counted first, so that RetryAfter includes it; the count
 			// stops at 2^32−1, above any rate a bucketed limit may have.
-			s.Counts[i] = uint32(min(int64(s.Counts[i])+c, math.MaxUint32))
-			whole, _ = s.parts(n, k, 0)
+			before := int64(s.Counts[i])
+			s.Counts[i] = uint32(min(before+c, math.MaxUint32))
+			whole += int64(s.Counts[i]) - before
 		}
-		res.RetryAfter = time.Duration(s.retryAfter(now, g, k, rate, c))
+		res.RetryAfter = time.Duration(s.retryAfter(now, g, k, i, whole, oldest, rate, c))
 	} else {
 		s.Counts[i] += uint32(c)
 		whole += c
@@ -147,13 +154,21 @@ func (s *SlidingBuckets) TakePrepared(now int64, lim sluice.Limit, g int64, cost
 }
 
 // retryAfter returns the time from now until a request of cost c fits,
-// assuming nothing else is spent: in the current sub-window or one of the
-// next k+1, as sub-windows leave the period one by one and the oldest's
-// weight falls within each. By the (k+1)-th nothing counted weighs.
-func (s *SlidingBuckets) retryAfter(now, g, k, rate, c int64) int64 {
-	n := floorDiv(s.Start, g)
+// assuming nothing else is spent: in the current sub-window (at index i,
+// with whole and oldest its parts) or one of the next k+1, as sub-windows
+// leave the period one by one and the oldest one's weight falls within
+// each. By the (k+1)-th nothing counted weighs.
+func (s *SlidingBuckets) retryAfter(now, g, k int64, i int, whole, oldest, rate, c int64) int64 {
 	for d := int64(0); d <= k+1; d++ {
-		whole, oldest := s.parts(n, k, d)
+		if d > 0 {
+			// One sub-window later: the oldest has left, and the oldest of
+			// those counted whole is counted in part.
+			oldest = 0
+			if d <= k {
+				oldest = int64(s.Counts[back(i, k-d, k)])
+				whole -= oldest
+			}
+		}
 		room := rate - c - whole
 		if room < 0 {
 			continue

@@ -104,9 +104,18 @@ func benchAllowN(b *testing.B, cfg memstore.Config) {
 func BenchmarkMemoryPerKey(b *testing.B) {
 	const n = 1_000_000
 	ctx := context.Background()
+	lims := []sluice.Limit{}
 	for _, a := range sluice.Algorithms() {
-		b.Run(a.String(), func(b *testing.B) {
-			lim := sluice.Limit{Algorithm: a, Rate: 10, Period: time.Hour, Burst: 10}
+		lims = append(lims, sluice.Limit{Algorithm: a, Rate: 10, Period: time.Hour, Burst: 10})
+	}
+	// The bucketed sliding window: one state size for every k.
+	lims = append(lims, sluice.Limit{Algorithm: sluice.SlidingWindow, Rate: 10, Period: time.Hour, Buckets: 16})
+	for _, lim := range lims {
+		name := lim.Algorithm.String()
+		if lim.Buckets > 1 {
+			name += "_buckets_16"
+		}
+		b.Run(name, func(b *testing.B) {
 			keys := make([]string, n)
 			keyBytes := 0
 			for i := range keys {

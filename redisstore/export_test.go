@@ -36,3 +36,9 @@ func OpenLazyWithClock(ctx context.Context, cfg Config, clock sluice.Clock) (*La
 		return NewWithClock(ctx, cfg, clock)
 	})
 }
+
+// LimitKey returns the Redis key of key's state under lim: Key's, or the
+// bucketed sliding window's.
+func (s *Store) LimitKey(lim sluice.Limit, key string) string {
+	return s.key(algorithms[scriptOf(&lim)].short, key)
+}

@@ -23,7 +23,7 @@ const hotStep = int64(5 * time.Millisecond)
 // hotLimit, that limit, and the instant it reached: for the sliding log,
 // two periods at the rate, so that its ring has grown to its largest size.
 func warm(tb testing.TB, k kind) (lim sluice.Limit, s state, now int64) {
-	lim, s, now = hotLimit(k.alg), k.fresh(), t0
+	lim, s, now = k.with(hotLimit(k.alg)), k.fresh(), t0
 	for range 2 * lim.Capacity() {
 		s.Take(now, lim, 1)
 	}
@@ -41,7 +41,7 @@ func warm(tb testing.TB, k kind) (lim sluice.Limit, s state, now int64) {
 
 func BenchmarkTake(b *testing.B) {
 	for _, k := range kinds {
-		b.Run(k.alg.String(), func(b *testing.B) {
+		b.Run(k.name(), func(b *testing.B) {
 			lim, s, now := warm(b, k)
 			b.ReportAllocs()
 			for b.Loop() {
@@ -55,7 +55,7 @@ func BenchmarkTake(b *testing.B) {
 // TestTakeAllocs checks that a decision on a warm state allocates nothing.
 func TestTakeAllocs(t *testing.T) {
 	for _, k := range kinds {
-		t.Run(k.alg.String(), func(t *testing.T) {
+		t.Run(k.name(), func(t *testing.T) {
 			lim, s, now := warm(t, k)
 			cost := 0
 			allocs := testing.AllocsPerRun(1000, func() {

@@ -31,6 +31,7 @@ func TestExtremeLimits(t *testing.T) {
 		if k.alg == sluice.SlidingLog {
 			lim.Rate = min(lim.Rate, sluice.MaxLogRate)
 		}
+		lim = k.with(lim)
 		if lim.Validate() != nil {
 			t.Skip("not a valid limit")
 		}

@@ -27,6 +27,30 @@ type kind struct {
 	alg   sluice.Algorithm
 	fresh func() state
 	clone func(state) state // a deep copy that shares nothing with the original
+	// buckets, when above 1, makes the kind the sliding window with that
+	// many sub-windows (see with).
+	buckets uint8
+}
+
+// name names the kind's subtests: its algorithm's name, and its buckets.
+func (k kind) name() string {
+	if k.buckets > 1 {
+		return fmt.Sprintf("%v_buckets_%d", k.alg, k.buckets)
+	}
+	return k.alg.String()
+}
+
+// with returns lim as the kind decides it: for a bucketed kind with its
+// buckets, the period rounded up to a multiple of buckets microseconds
+// and the rate cut to sluice.MaxBucketRate.
+func (k kind) with(lim sluice.Limit) sluice.Limit {
+	if k.buckets > 1 {
+		unit := time.Duration(k.buckets) * time.Microsecond
+		lim.Buckets = k.buckets
+		lim.Period = max((lim.Period+unit-1)/unit*unit, unit)
+		lim.Rate = min(lim.Rate, sluice.MaxBucketRate)
+	}
+	return lim
 }
 
 func cloneValue[T any](s state) state {
@@ -45,14 +69,15 @@ func kindOf(alg sluice.Algorithm) kind {
 }
 
 var kinds = []kind{
-	{sluice.TokenBucket, func() state { return new(algorithm.TokenBucket) }, cloneValue[algorithm.TokenBucket]},
-	{sluice.FixedWindow, func() state { return new(algorithm.FixedWindow) }, cloneValue[algorithm.FixedWindow]},
-	{sluice.SlidingWindow, func() state { return new(algorithm.SlidingWindow) }, cloneValue[algorithm.SlidingWindow]},
+	{sluice.TokenBucket, func() state { return new(algorithm.TokenBucket) }, cloneValue[algorithm.TokenBucket], 0},
+	{sluice.FixedWindow, func() state { return new(algorithm.FixedWindow) }, cloneValue[algorithm.FixedWindow], 0},
+	{sluice.SlidingWindow, func() state { return new(algorithm.SlidingWindow) }, cloneValue[algorithm.SlidingWindow], 0},
 	{sluice.SlidingLog, func() state { return new(algorithm.SlidingLog) }, func(s state) state {
 		c := s.(*algorithm.SlidingLog).Clone()
 		return &c
-	}},
-	{sluice.LeakyBucket, func() state { return new(algorithm.LeakyBucket) }, cloneValue[algorithm.LeakyBucket]},
+	}, 0},
+	{sluice.LeakyBucket, func() state { return new(algorithm.LeakyBucket) }, cloneValue[algorithm.LeakyBucket], 0},
+	{sluice.SlidingWindow, func() state { return new(algorithm.SlidingBuckets) }, cloneValue[algorithm.SlidingBuckets], 4},
 }
 
 // outcome is the part of a Result a step table checks.
@@ -185,6 +210,12 @@ func costGen(lim sluice.Limit) *rapid.Generator[int] {
 
 // drawRun draws a limit of alg, then between minN and maxN requests under
 // it from a drawn start.
+func drawRunK(t *rapid.T, k kind, minN, maxN int) (sluice.Limit, []req) {
+	lim := k.with(drawLimit(t, k.alg))
+	return lim, drawRequests(t, lim, drawStart(t, lim), minN, maxN)
+}
+
+// drawRun is drawRunK for the kind of alg without buckets.
 func drawRun(t *rapid.T, alg sluice.Algorithm, minN, maxN int) (sluice.Limit, []req) {
 	lim := drawLimit(t, alg)
 	return lim, drawRequests(t, lim, drawStart(t, lim), minN, maxN)

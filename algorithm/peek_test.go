@@ -23,7 +23,7 @@ func peek(s state, now int64, lim sluice.Limit) sluice.Result {
 // capacity remaining; only the fixed window has a reset (its window's end).
 func TestPeekFreshKey(t *testing.T) {
 	for _, k := range kinds {
-		lim := sluice.Limit{Algorithm: k.alg, Rate: 7, Period: time.Minute, Burst: 9}
+		lim := k.with(sluice.Limit{Algorithm: k.alg, Rate: 7, Period: time.Minute, Burst: 9})
 		got := outcomeOf(peek(k.fresh(), t0+20*int64(time.Second), lim))
 		want := ok(lim.Capacity(), 0)
 		if k.alg == sluice.FixedWindow {
@@ -40,7 +40,7 @@ func TestPeekFreshKey(t *testing.T) {
 // check-only descriptor (hits_addend 0).
 func TestPeekAfterTwoHits(t *testing.T) {
 	for _, k := range kinds {
-		lim := sluice.Limit{Algorithm: k.alg, Rate: 7, Period: time.Minute, Burst: 7}
+		lim := k.with(sluice.Limit{Algorithm: k.alg, Rate: 7, Period: time.Minute, Burst: 7})
 		s := k.fresh()
 		s.Take(t0+10*int64(time.Second), lim, 1)
 		last := s.Take(t0+10*int64(time.Second), lim, 1)
@@ -58,10 +58,10 @@ func TestPeekAfterTwoHits(t *testing.T) {
 // peeks as denied, remaining 0, with a RetryAfter.
 func TestPeekOverLoweredLimit(t *testing.T) {
 	for _, k := range kinds {
-		lim := sluice.Limit{Algorithm: k.alg, Rate: 5, Period: time.Minute, Burst: 5}
+		lim := k.with(sluice.Limit{Algorithm: k.alg, Rate: 5, Period: time.Minute, Burst: 5})
 		s := k.fresh()
 		s.Take(t0, lim, 5)
-		lower := sluice.Limit{Algorithm: k.alg, Rate: 3, Period: time.Minute, Burst: 2}
+		lower := k.with(sluice.Limit{Algorithm: k.alg, Rate: 3, Period: time.Minute, Burst: 2})
 		got := peek(s, t0, lower)
 		if got.Allowed || got.Remaining != 0 || got.RetryAfter <= 0 {
 			t.Errorf("%v spent 5, peeked under %v = %v, want denied, remaining 0, a RetryAfter", lim, lower, outcomeOf(got))
@@ -74,7 +74,7 @@ func TestPeekOverLoweredLimit(t *testing.T) {
 // and the decisions get exactly the Results they get without the peeks.
 func TestPeekChangesNothing(t *testing.T) {
 	forEachKind(t, func(t *rapid.T, k kind) {
-		lim, reqs := drawRun(t, k.alg, 1, 80)
+		lim, reqs := drawRunK(t, k, 1, 80)
 		peeks := rapid.SliceOfN(rapid.Bool(), len(reqs), len(reqs)).Draw(t, "peekBefore")
 		gaps := gapGen(lim)
 		with, without := k.fresh(), k.fresh()
@@ -105,7 +105,7 @@ func TestPeekChangesNothing(t *testing.T) {
 // instant of an admitted request reports that request's Result.
 func TestPeekAgreesWithTake(t *testing.T) {
 	forEachKind(t, func(t *rapid.T, k kind) {
-		lim, reqs := drawRun(t, k.alg, 1, 80)
+		lim, reqs := drawRunK(t, k, 1, 80)
 		gaps := gapGen(lim)
 		s := k.fresh()
 		for i, r := range reqs {
@@ -139,10 +139,10 @@ func TestPeekAgreesWithTake(t *testing.T) {
 // after RetryAfter, and one nanosecond earlier still as denied.
 func TestPeekRetryAfterHonest(t *testing.T) {
 	forEachKind(t, func(t *rapid.T, k kind) {
-		lim, reqs := drawRun(t, k.alg, 1, 60)
+		lim, reqs := drawRunK(t, k, 1, 60)
 		s := k.fresh()
 		play(s, lim, reqs)
-		lower := drawLimitCR(t, k.alg, lim.CountRejected)
+		lower := k.with(drawLimitCR(t, k.alg, lim.CountRejected))
 		lower.Period = lim.Period
 		now := reqs[len(reqs)-1].at
 		got := peek(s, now, lower)

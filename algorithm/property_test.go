@@ -13,7 +13,7 @@ import (
 // named after the algorithm.
 func forEachKind(t *testing.T, prop func(t *rapid.T, k kind)) {
 	for _, k := range kinds {
-		t.Run(k.alg.String(), func(t *testing.T) {
+		t.Run(k.name(), func(t *testing.T) {
 			t.Parallel()
 			rapid.Check(t, func(t *rapid.T) { prop(t, k) })
 		})
@@ -26,7 +26,7 @@ func forEachKind(t *testing.T, prop func(t *rapid.T, k kind)) {
 // the time until Expires: both say when the key is as good as fresh.
 func TestResultInvariants(t *testing.T) {
 	forEachKind(t, func(t *rapid.T, k kind) {
-		lim, reqs := drawRun(t, k.alg, 1, 100)
+		lim, reqs := drawRunK(t, k, 1, 100)
 		s := k.fresh()
 		for i, r := range reqs {
 			res := s.Take(r.at, lim, r.cost)
@@ -55,7 +55,7 @@ func TestResultInvariants(t *testing.T) {
 // a millisecond boundary, so a nanosecond earlier is the millisecond before.
 func TestRetryAfterHonest(t *testing.T) {
 	forEachKind(t, func(t *rapid.T, k kind) {
-		lim := drawLimitCR(t, k.alg, false) // see TestRetryAfterHonestCountRejected
+		lim := k.with(drawLimitCR(t, k.alg, false)) // see TestRetryAfterHonestCountRejected
 		reqs := drawRequests(t, lim, drawStart(t, lim), 1, 100)
 		checkRetryAfter(t, k, lim, reqs)
 	})
@@ -67,7 +67,7 @@ func TestRetryAfterHonest(t *testing.T) {
 func TestRetryAfterHonestCountRejected(t *testing.T) {
 	k := kindOf(sluice.SlidingWindow)
 	rapid.Check(t, func(t *rapid.T) {
-		lim := drawLimitCR(t, k.alg, true)
+		lim := k.with(drawLimitCR(t, k.alg, true))
 		reqs := drawRequests(t, lim, drawStart(t, lim), 1, 100)
 		checkRetryAfter(t, k, lim, reqs)
 	})
@@ -96,7 +96,7 @@ func checkRetryAfter(t *rapid.T, k kind, lim sluice.Limit, reqs []req) {
 // cost 1 at the same instant are admitted, and the next is denied.
 func TestRemainingExact(t *testing.T) {
 	forEachKind(t, func(t *rapid.T, k kind) {
-		lim, reqs := drawRun(t, k.alg, 1, 100)
+		lim, reqs := drawRunK(t, k, 1, 100)
 		s := k.fresh()
 		for i, r := range reqs {
 			res := s.Take(r.at, lim, r.cost)
@@ -132,7 +132,7 @@ func TestRemainingExact(t *testing.T) {
 // afterwards may deny a request the untouched one admits, never the reverse.
 func TestRefund(t *testing.T) {
 	forEachKind(t, func(t *rapid.T, k kind) {
-		lim, history := drawRun(t, k.alg, 0, 60)
+		lim, history := drawRunK(t, k, 0, 60)
 		s := k.fresh()
 		play(s, lim, history)
 		now := t0
@@ -179,7 +179,7 @@ func TestRefund(t *testing.T) {
 // for any following sequence, Result for Result.
 func TestExpires(t *testing.T) {
 	forEachKind(t, func(t *rapid.T, k kind) {
-		lim, history := drawRun(t, k.alg, 1, 60)
+		lim, history := drawRunK(t, k, 1, 60)
 		s := k.fresh()
 		play(s, lim, history)
 		start := max(s.Expires(), history[len(history)-1].at)

@@ -140,6 +140,23 @@ func TestSlidingWindowAgreesWithMemstore(t *testing.T) {
 	}, time.Microsecond, false)
 }
 
+// TestSlidingBucketsAgreesWithMemstore: sliding_buckets.lua keeps the
+// sub-windows as algorithm.SlidingBuckets does, through refunds, the clock
+// stepping back and rejected units counted, for rates up to
+// sluice.MaxBucketRate and 2 to 16 buckets.
+func TestSlidingBucketsAgreesWithMemstore(t *testing.T) {
+	agree(t, func(t *rapid.T) sluice.Limit {
+		k := rapid.IntRange(2, sluice.MaxBuckets).Draw(t, "buckets")
+		return sluice.Limit{
+			Algorithm:     sluice.SlidingWindow,
+			Buckets:       uint8(k),
+			Rate:          rapid.OneOf(rapid.IntRange(1, 100), rapid.IntRange(1, sluice.MaxBucketRate)).Draw(t, "rate"),
+			Period:        time.Duration(k) * time.Duration(rapid.OneOf(rapid.Int64Range(1, 100), rapid.Int64Range(1, int64(sluice.MaxPeriod/time.Second)/16)).Draw(t, "period")) * time.Second,
+			CountRejected: rapid.Bool().Draw(t, "count-rejected"),
+		}
+	}, time.Microsecond, false)
+}
+
 // TestTokenBucketAgreesWithMemstore: the script keeps the theoretical
 // arrival time in nanoseconds, with the memory store's interval, whenever
 // 2·Burst·Interval stays below 2^53 ns (refills of up to 52 days), including

@@ -215,6 +215,18 @@ func accuracy(args []string, stdout, stderr io.Writer) int {
 	if code, done := parseCommandLine(fs, args, stdout, stderr, accuracyUsage, 0); done {
 		return code
 	}
+	var unused string
+	fs.Visit(func(f *flag.Flag) {
+		switch {
+		case f.Name == "s" && c.Population == "abusers",
+			(f.Name == "abusive" || f.Name == "abuse-share") && c.Population != "abusers":
+			unused = f.Name
+		}
+	})
+	if unused != "" {
+		fmt.Fprintf(stderr, "sluice simulate accuracy: -%s: -population %s does not use it\n", unused, c.Population)
+		return 2
+	}
 	for _, f := range strings.Split(*buckets, ",") {
 		k, err := strconv.Atoi(strings.TrimSpace(f))
 		if err != nil || k < 1 || k > sluice.MaxBuckets || len(c.Buckets) >= sluice.MaxBuckets {

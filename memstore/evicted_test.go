@@ -109,19 +109,25 @@ func TestRestoredStateIsNoLessSpent(t *testing.T) {
 		{Algorithm: sluice.TokenBucket, Rate: 10, Period: time.Minute, Burst: 10},
 		{Algorithm: sluice.FixedWindow, Rate: 10, Period: time.Minute},
 		{Algorithm: sluice.SlidingWindow, Rate: 10, Period: time.Minute},
+		{Algorithm: sluice.SlidingWindow, Rate: 10, Period: time.Minute, Buckets: 4},
+		{Algorithm: sluice.SlidingWindow, Rate: 10, Period: time.Minute, Buckets: 16},
 		{Algorithm: sluice.SlidingLog, Rate: 10, Period: time.Minute},
 		{Algorithm: sluice.SlidingLog, Rate: 200, Period: time.Minute},
 		{Algorithm: sluice.LeakyBucket, Rate: 10, Period: time.Minute, Burst: 10},
 	}
 	for _, lim := range lims {
-		t.Run(fmt.Sprintf("%v-%d", lim.Algorithm, lim.Rate), func(t *testing.T) {
+		t.Run(fmt.Sprintf("%v-%d-%d", lim.Algorithm, lim.Rate, lim.Buckets), func(t *testing.T) {
 			switch lim.Algorithm {
+			case sluice.SlidingWindow:
+				if lim.Buckets > 1 {
+					checkRestore[algorithm.SlidingBuckets](t, lim)
+				} else {
+					checkRestore[algorithm.SlidingWindow](t, lim)
+				}
 			case sluice.TokenBucket:
 				checkRestore[algorithm.TokenBucket](t, lim)
 			case sluice.FixedWindow:
 				checkRestore[algorithm.FixedWindow](t, lim)
-			case sluice.SlidingWindow:
-				checkRestore[algorithm.SlidingWindow](t, lim)
 			case sluice.SlidingLog:
 				checkRestore[algorithm.SlidingLog](t, lim)
 			case sluice.LeakyBucket:

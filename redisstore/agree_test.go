@@ -61,7 +61,7 @@ func agree(t *testing.T, drawLimit func(t *rapid.T) sluice.Limit, slack time.Dur
 			}
 			if got.Allowed != want.Allowed || got.Remaining != want.Remaining ||
 				!near(got.RetryAfter, want.RetryAfter) || !near(got.ResetAfter, want.ResetAfter) {
-				t.Fatalf("%v step %d: AllowN(%d) = %+v on Redis, %+v in memory", lim, i, cost, got, want)
+				t.Fatalf("%v step %d at %v: AllowN(%d) = %+v on Redis, %+v in memory", lim, i, clock.Now(), cost, got, want)
 			}
 			if settle && want.ResetAfter < 2*time.Second {
 				clock.Advance(want.ResetAfter.Truncate(time.Second) + time.Second)

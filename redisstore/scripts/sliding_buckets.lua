@@ -27,12 +27,24 @@ local k = tonumber(ARGV[7])
 local G = P / k
 local key = KEYS[1]
 
+-- slot returns the index in counts of sub-window j, for any j: the number
+-- of an older sub-window than the epoch's first is negative, and math.fmod
+-- keeps the sign.
 local function slot(j)
-  return math.fmod(j, k + 1)
+  local m = math.fmod(j, k + 1)
+  if m < 0 then
+    m = m + k + 1
+  end
+  return m
 end
 
--- The current sub-window: its start and number, exactly (math.fmod is).
-local start = now - math.fmod(now, G)
+-- The current sub-window: its start and number, exactly (math.fmod is),
+-- before the Unix epoch too (where math.fmod is negative).
+local into = math.fmod(now, G)
+if into < 0 then
+  into = into + G
+end
+local start = now - into
 local n = start / G
 local counts = {}
 for i = 0, k do

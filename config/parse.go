@@ -618,7 +618,7 @@ func (p *parser) limit(n *yaml.Node, r *RateLimit, k *rateLimitRead) error {
 	if alg := r.Limit.Algorithm; k.prec != nil && alg != sluice.SlidingLog {
 		return p.errf(k.prec, "precision applies only to sliding_log, not %v", alg)
 	}
-	if k.buckets != nil && alg != sluice.SlidingWindow {
+	if alg := r.Limit.Algorithm; k.buckets != nil && alg != sluice.SlidingWindow {
 		return p.errf(k.buckets, "buckets applies only to sliding_window, not %v", alg)
 	}
 	if k.buckets != nil {

@@ -69,6 +69,10 @@ type File struct {
 	// Upstream.PathSemantics of each upstream that sets none, which the
 	// program gives an upstream it adds (sluice proxy -upstream).
 	PathSemantics request.PathSemantics
+	// Lines holds the line of each top-level key the file sets, so that
+	// the program can name where a setting it checks itself came from
+	// (log_key_secret_file, access_log, plans). Nil for an empty file.
+	Lines map[string]int
 }
 
 // LoadFile reads and parses the file at name: a regular file (a symlink
@@ -315,6 +319,10 @@ func (p *fileParser) parse(root *yaml.Node) error {
 	top, err := p.fields(root, "the file", fileKeys)
 	if err != nil {
 		return err
+	}
+	p.f.Lines = make(map[string]int, len(top))
+	for k, n := range top {
+		p.f.Lines[k] = n.Line
 	}
 	if err := p.startSettings(top); err != nil {
 		return err

@@ -80,10 +80,13 @@ func runProxy(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	if err != nil {
 		return a.exit(err)
 	}
+	p.file = file
 	if p.o.check {
+		if err := p.preflight(ctx); err != nil {
+			return a.exit(err)
+		}
 		return checkProxy(file, stdout, stderr)
 	}
-	p.file = file
 	if err := p.start(ctx, a, sum, known); err != nil {
 		return a.exit(err)
 	}
@@ -246,8 +249,8 @@ func (p *proxyApp) checkOptions() error {
 // the listen address, the store and the access log.
 func (p *proxyApp) openFileSettings(ctx context.Context, a *app) error {
 	var err error
-	if p.logKeySecret, err = readLogKeySecret(ctx, cmp.Or(p.o.logKeySecretFile, p.file.LogKeySecretFile)); err != nil {
-		return exitCode(2, err)
+	if p.logKeySecret, err = p.readSecret(ctx); err != nil {
+		return err
 	}
 	p.o.listen = cmp.Or(p.o.listen, p.file.Listen, ":8080")
 	p.o.store = cmp.Or(p.o.store, p.file.Store)
@@ -710,18 +713,28 @@ const minLogKeySecret = 16
 
 // readLogKeySecret reads the secret of -log-key-secret-file (a regular
 // file, 4 KiB at most, white space around it trimmed); "" gives nil (a
-// random secret per process, see httplimit.Config.LogKeySecret).
+// random secret per process, see httplimit.Config.LogKeySecret). Its
+// errors start with the flag.
 func readLogKeySecret(ctx context.Context, path string) ([]byte, error) {
+	b, err := readKeySecret(ctx, path)
+	if err != nil {
+		return nil, fmt.Errorf("-log-key-secret-file %w", err)
+	}
+	return b, nil
+}
+
+// readKeySecret is readLogKeySecret with errors that start with the path.
+func readKeySecret(ctx context.Context, path string) ([]byte, error) {
 	if path == "" {
 		return nil, nil
 	}
 	b, err := safefile.Read(ctx, path, 4<<10)
 	if err != nil {
-		return nil, fmt.Errorf("-log-key-secret-file: %w", err)
+		return nil, err // safefile's errors start with the path
 	}
 	b = bytes.TrimSpace(b)
 	if len(b) < minLogKeySecret {
-		return nil, fmt.Errorf("-log-key-secret-file %s: %d bytes of secret, want %d at least (such as the output of openssl rand -hex 32)", path, len(b), minLogKeySecret)
+		return nil, fmt.Errorf("%s: %d bytes of secret, want %d at least (such as the output of openssl rand -hex 32)", path, len(b), minLogKeySecret)
 	}
 	return b, nil
 }

@@ -87,7 +87,7 @@ func (o *plansFlags) check(f *gateway.File) error {
 // -plans.
 func (p *proxyApp) openPlans(ctx context.Context, a *app) error {
 	o := &p.o.plans
-	if err := o.check(p.file); err != nil || o.url == "" {
+	if err := p.checkPlans(); err != nil || o.url == "" {
 		return err
 	}
 	_, cache, err := openPlanCache(ctx, a, o.url, false, o.staleness, p.log)

@@ -104,8 +104,10 @@ routes:
 	}
 }
 
-// The plans flags are refused where they would not be acted on, and
-// -check accepts a file with a plans block.
+// The plans flags are refused where they would not be acted on, a plans
+// block without -plans too (at start-up and by -check alike, naming the
+// line and the flag), and -check accepts a plans block with -plans
+// without connecting to it.
 func TestProxyPlansFlagsRefusedWhereUnused(t *testing.T) {
 	dir := t.TempDir()
 	plain := filepath.Join(dir, "plain.yaml")
@@ -121,8 +123,9 @@ func TestProxyPlansFlagsRefusedWhereUnused(t *testing.T) {
 		{[]string{"-config", plain, "-plans", "redis://127.0.0.1:1"}, 2, "PostgreSQL URL"},
 		{[]string{"-config", plain, "-plans", "postgres://127.0.0.1:1/x"}, 2, "has no plans block"},
 		{[]string{"-config", withPlans, "-plans", "postgres://127.0.0.1:1/x", "-plans-staleness", "0s"}, 2, "must be positive"},
-		{[]string{"-config", withPlans}, 1, "sluice proxy -plans"},
-		{[]string{"-config", withPlans, "-check"}, 0, ""},
+		{[]string{"-config", withPlans}, 2, "plans.yaml:2: plans: needs -plans"},
+		{[]string{"-config", withPlans, "-check"}, 2, "plans.yaml:2: plans: needs -plans"},
+		{[]string{"-config", withPlans, "-check", "-plans", "postgres://127.0.0.1:1/x"}, 0, ""},
 	} {
 		var out, errb bytes.Buffer
 		args := append([]string{"-listen", "127.0.0.1:0", "-admin-addr", ""}, c.args...)

@@ -1,0 +1,96 @@
+package main
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+)
+
+// preflight runs, for sluice proxy -check, the checks of start-up that
+// need no connection: the log key secret's file (readSecret), the plans
+// block and -plans (checkPlans) and the access log's file (checkAccessLog),
+// so that a config -check passes does not then fail to start for a file
+// or a flag. Each error names the file and line of the setting, or the flag.
+func (p *proxyApp) preflight(ctx context.Context) error {
+	if _, err := p.readSecret(ctx); err != nil {
+		return err
+	}
+	if err := p.checkPlans(); err != nil {
+		return err
+	}
+	return p.checkAccessLog()
+}
+
+// at is where the file sets key ("proxy.yaml:12"), or its name alone.
+func (p *proxyApp) at(key string) string {
+	if l := p.file.Lines[key]; l > 0 {
+		return fmt.Sprintf("%s:%d", p.file.Name, l)
+	}
+	return p.file.Name
+}
+
+// readSecret reads the log key secret, -log-key-secret-file's before the
+// file's log_key_secret_file (exit status 2 when it cannot).
+func (p *proxyApp) readSecret(ctx context.Context) ([]byte, error) {
+	if p.o.logKeySecretFile != "" || p.file.LogKeySecretFile == "" {
+		b, err := readLogKeySecret(ctx, p.o.logKeySecretFile)
+		if err != nil {
+			return nil, exitCode(2, err)
+		}
+		return b, nil
+	}
+	b, err := readKeySecret(ctx, p.file.LogKeySecretFile)
+	if err != nil {
+		return nil, exitCode(2, fmt.Sprintf("%s: log_key_secret_file: %v (write one with: openssl rand -hex 32 > FILE; or remove the line for a random secret per process)", p.at("log_key_secret_file"), err))
+	}
+	return b, nil
+}
+
+// checkPlans refuses a plans block without -plans (no limit could look a
+// tenant up) and -plans without a plans block, with exit status 2.
+func (p *proxyApp) checkPlans() error {
+	if p.file.Config.Plans != nil && p.o.plans.url == "" {
+		return exitCode(2, fmt.Sprintf("%s: plans: needs -plans postgres://… (the database of tenants' plans and overrides that sluice serve or sluice migrate made); without one, remove the plans block", p.at("plans")))
+	}
+	return p.o.plans.check(p.file)
+}
+
+// checkAccessLog refuses an access log file that start-up could not open
+// for appending, without creating it: an existing one must be a regular
+// file open for writing, a new one needs its directory.
+func (p *proxyApp) checkAccessLog() error {
+	v := cmp.Or(p.o.accessLog, p.file.AccessLog)
+	switch v {
+	case "", "stderr", "stdout", "off":
+		return nil
+	}
+	where := "-access-log " + v
+	if p.o.accessLog == "" {
+		where = p.at("access_log") + ": access_log " + v
+	}
+	fi, err := os.Stat(v)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		d, err := os.Stat(filepath.Dir(v))
+		if err != nil {
+			return fmt.Errorf("%s: %w", where, err)
+		}
+		if !d.IsDir() {
+			return fmt.Errorf("%s: %s is not a directory", where, filepath.Dir(v))
+		}
+		return nil
+	case err != nil:
+		return fmt.Errorf("%s: %w", where, err)
+	case !fi.Mode().IsRegular():
+		return fmt.Errorf("%s: not a regular file", where)
+	}
+	f, err := os.OpenFile(v, os.O_WRONLY|os.O_APPEND, 0)
+	if err != nil {
+		return fmt.Errorf("%s: %w", where, err)
+	}
+	return f.Close()
+}

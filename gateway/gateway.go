@@ -229,6 +229,11 @@ type Config struct {
 	// gateway sheds or cannot forward, in NGINX's combined format followed
 	// by the outcome and the policy. Nil logs none.
 	AccessLog io.Writer
+	// AccessLogJSON writes AccessLog's lines as JSON objects instead, one
+	// per line, with the keys of sluice's JSON logs (see access): for a
+	// log pipeline that reads the program's other lines as JSON. False
+	// (the zero value) is NGINX's combined format.
+	AccessLogJSON bool
 	// Logger receives errors and the middleware's lines. Default
 	// slog.Default(). A refused request is logged once: in AccessLog when
 	// there is one (Logger then has it at debug level only), else in

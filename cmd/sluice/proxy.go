@@ -45,6 +45,7 @@ import (
 type proxyOptions struct {
 	configPath, upstream, listen, adminAddr, store, failure string
 	accessLog, logLevel, logKeySecretFile, maxBody          string
+	logFormat                                               string // -log-format: text or json, the access log's too
 	bodyMinRate                                             string
 	maxBodySize                                             int64 // -client-max-body-size read: 0 unset, -1 off
 	dryRun, h2c, watch, check                               bool
@@ -182,6 +183,7 @@ func parseProxyFlags(args []string, stdout, stderr io.Writer) (o proxyOptions, c
 	stores.TimeoutFlag(fs, &o.storeTimeout, "Redis", "250ms")
 	fs.StringVar(&o.accessLog, "access-log", "", `where the access log of refused requests goes: stderr, stdout, off or a file (default the config's, else stderr)`)
 	fs.StringVar(&o.logLevel, "log-level", "info", "log level: debug, info, warn or error")
+	fs.StringVar(&o.logFormat, "log-format", envflag.String("LOG_FORMAT", "text"), "log format: text, or json (envoyproxy/ratelimit's keys: @timestamp, @message, level); json writes the access log as JSON too")
 	fs.StringVar(&o.logKeySecretFile, "log-key-secret-file", "", "a file holding the secret (16 bytes at least) of the keyed hash that logs show of keys, the same on every replica so that their logs correlate (default the config's log_key_secret_file, else a random secret per process)")
 	fs.BoolVar(&o.dryRun, "dry-run", false, "decide and log, never refuse or delay (NGINX's limit_req_dry_run)")
 	fs.BoolVar(&o.h2c, "h2c", false, "also accept HTTP/2 without TLS (prior knowledge)")
@@ -221,7 +223,7 @@ func (p *proxyApp) checkOptions() error {
 		return exitCode(2, "-failure-mode:", err) // whatever the store, as serve
 	}
 	var err error
-	if p.log, err = newLogger(o.logLevel, p.stderr); err != nil {
+	if p.log, err = newLoggerFormat(o.logLevel, o.logFormat, p.stderr); err != nil {
 		return exitCode(2, err)
 	}
 	if os.Getenv("GOGC") == "" {
@@ -363,6 +365,7 @@ func (p *proxyApp) complete(f *gateway.File) gateway.Config {
 	c := f.Config
 	c.Limiter, c.Logger, c.AccessLog, c.Limits, c.Metrics = p.limiter, p.log, p.accessLog, p.limits, p.metrics
 	c.LogKeySecret = p.logKeySecret
+	c.AccessLogJSON = strings.EqualFold(p.o.logFormat, "json")
 	c.Plans = p.withPlans(c.Plans)
 	if p.conns != nil {
 		c.InFlight = p.conns

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -94,6 +95,10 @@ func simulate(args []string, stdout, stderr io.Writer) int {
 	if code, done := parseCommandLine(fs, args, stdout, stderr, simulateUsage, 0); done {
 		return code
 	}
+	if err := positiveFlags(fs, "rate", "period", "burst"); err != nil {
+		fmt.Fprintln(stderr, "sluice simulate:", err)
+		return 2
+	}
 	if *algs != "" {
 		for name := range strings.SplitSeq(*algs, ",") {
 			a, err := sluice.ParseAlgorithm(strings.TrimSpace(name))
@@ -101,7 +106,9 @@ func simulate(args []string, stdout, stderr io.Writer) int {
 				fmt.Fprintln(stderr, "sluice simulate:", err)
 				return 2
 			}
-			c.Algorithms = append(c.Algorithms, a)
+			if !slices.Contains(c.Algorithms, a) { // gcra is token_bucket: one row
+				c.Algorithms = append(c.Algorithms, a)
+			}
 		}
 	}
 	if err := unusedPatternFlag(fs, *pattern); err != nil {
@@ -113,17 +120,32 @@ func simulate(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "sluice simulate:", err)
 		return code
 	}
-	c.Progress = progress(stdout, stderr)
+	c.Progress = progress(stderr)
 	rep, err := sim.Run(c, p)
 	if err != nil {
 		fmt.Fprintln(stderr, "sluice simulate:", err)
 		return 1
 	}
-	if err := writeCharts(rep, *charts); err != nil {
+	if err := writeCharts(rep, *charts, stderr); err != nil {
 		fmt.Fprintln(stderr, "sluice simulate:", err)
 		return 1
 	}
 	return print(stdout, stderr, *asJSON, rep, rep.WriteTable)
+}
+
+// positiveFlags refuses a flag of names that is given and not positive: a
+// zero would otherwise be read as "the default" (-rate 0 as 100).
+func positiveFlags(fs *flag.FlagSet, names ...string) error {
+	var err error
+	fs.Visit(func(f *flag.Flag) {
+		if err != nil || !slices.Contains(names, f.Name) {
+			return
+		}
+		if v := f.Value.String(); strings.HasPrefix(v, "-") || strings.Trim(v, "0.smh") == "" {
+			err = fmt.Errorf("-%s %s: must be positive", f.Name, v)
+		}
+	})
+	return err
 }
 
 // patternFlags are the pattern flags of sluice simulate, and patternUses
@@ -235,7 +257,11 @@ func accuracy(args []string, stdout, stderr io.Writer) int {
 		}
 		c.Buckets = append(c.Buckets, k)
 	}
-	c.Progress = progress(stdout, stderr)
+	if err := positiveFlags(fs, "rate", "period"); err != nil {
+		fmt.Fprintln(stderr, "sluice simulate accuracy:", err)
+		return 2
+	}
+	c.Progress = progress(stderr)
 	a, err := sim.RunAccuracy(c)
 	if err != nil {
 		fmt.Fprintln(stderr, "sluice simulate accuracy:", err)
@@ -280,7 +306,7 @@ func overload(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "sluice simulate overload:", err)
 		return 1
 	}
-	if err := writeCharts(rep, *charts); err != nil {
+	if err := writeCharts(rep, *charts, stderr); err != nil {
 		fmt.Fprintln(stderr, "sluice simulate overload:", err)
 		return 1
 	}
@@ -311,8 +337,9 @@ type chartWriter interface {
 }
 
 // writeCharts writes rep's chart to each file of the comma-separated list
-// (-chart), in the format its extension names; an empty item is skipped.
-func writeCharts(rep chartWriter, list string) error {
+// (-chart), in the format its extension names, and says on stderr where
+// each went; an empty item is skipped.
+func writeCharts(rep chartWriter, list string, stderr io.Writer) error {
 	for name := range strings.SplitSeq(list, ",") {
 		if name == "" {
 			continue
@@ -320,6 +347,11 @@ func writeCharts(rep chartWriter, list string) error {
 		if err := writeChart(rep, name); err != nil {
 			return err
 		}
+		where, err := filepath.Abs(name)
+		if err != nil {
+			where = name
+		}
+		fmt.Fprintln(stderr, "chart written to", where)
 	}
 	return nil
 }
@@ -342,29 +374,37 @@ func writeChart(rep chartWriter, name string) error {
 	return f.Close()
 }
 
-// progress returns a progress callback that draws on stderr, or nil when
-// stdout is not a terminal (a pipe, a file, a test's buffer).
-func progress(stdout, stderr io.Writer) func(float64) {
-	f, ok := stdout.(*os.File)
+// progress returns a progress callback that draws on stderr when stderr is
+// a terminal, or nil when it is not (a pipe, a file, a test's buffer): a
+// log or a CI job gets no bar.
+func progress(stderr io.Writer) func(float64) {
+	f, ok := stderr.(*os.File)
 	if !ok {
 		return nil
 	}
 	if fi, err := f.Stat(); err != nil || fi.Mode()&os.ModeCharDevice == 0 {
 		return nil
 	}
-	start := time.Now()
+	return progressBar(stderr, time.Now)
+}
+
+// progressBar draws, on w, the share done of the work as a bar, at most
+// once per percent and not before half a second has passed (per now), so
+// that short runs print nothing; it clears its line at the end.
+func progressBar(w io.Writer, now func() time.Time) func(float64) {
+	start := now()
 	last := -1
 	return func(done float64) {
 		pct := int(done * 100)
-		if pct == last || time.Since(start) < 500*time.Millisecond && done < 1 {
+		if pct == last || now().Sub(start) < 500*time.Millisecond && done < 1 {
 			return
 		}
 		last = pct
 		const width = 30
 		n := pct * width / 100
-		fmt.Fprintf(stderr, "\rsimulating [%s%s] %3d%%", strings.Repeat("#", n), strings.Repeat(".", width-n), pct)
+		fmt.Fprintf(w, "\rsimulating [%s%s] %3d%%", strings.Repeat("#", n), strings.Repeat(".", width-n), pct)
 		if done >= 1 {
-			fmt.Fprint(stderr, "\r\033[K")
+			fmt.Fprint(w, "\r\033[K")
 		}
 	}
 }

@@ -107,6 +107,12 @@ type Config struct {
 	Timeout time.Duration
 	// ExportTimeout bounds one ledger export. 0 means DefaultExportTimeout.
 	ExportTimeout time.Duration
+	// ValidateLimit is the check of a limit by the store it will run on
+	// (pgstore.ValidateLimit for PostgreSQL, which serves fixed windows
+	// only): a plan or override it refuses is answered 400 when written,
+	// not stored to fail every request of its tenants. Nil: the
+	// Limiter's own check when it is a sluice.LimitValidator, else none.
+	ValidateLimit func(sluice.Limit) error
 	// Clock tells the time an override's expiry is checked against (an
 	// expiry in the past is refused). Nil: sluice.SystemClock.
 	Clock sluice.Clock

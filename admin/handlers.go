@@ -10,6 +10,7 @@ import (
 	"io"
 	"mime"
 	"net/http"
+	"slices"
 	"strconv"
 	"time"
 
@@ -184,12 +185,45 @@ func (a *API) setPlan(w http.ResponseWriter, r *http.Request) {
 	if !a.readBody(w, r, &req) {
 		return
 	}
-	if !validField(w, "limits", req.Limits, func(b []byte) error { _, err := plans.ParseLimits(b); return err }) {
+	if !validField(w, "limits", req.Limits, func(b []byte) error {
+		lims, err := plans.ParseLimits(b)
+		if err != nil {
+			return err
+		}
+		names := make([]string, 0, len(lims))
+		for name := range lims {
+			names = append(names, name)
+		}
+		slices.Sort(names) // the first refused, the same on every call
+		for _, name := range names {
+			if err := a.storeServes(lims[name]); err != nil {
+				return fmt.Errorf("limit %q: %w", name, err)
+			}
+		}
+		return nil
+	}) {
 		return
 	}
 	a.change(w, r, "", func(ctx context.Context) error {
 		return pw.SetPlan(ctx, r.PathValue("plan"), compact(req.Limits))
 	})
+}
+
+// storeServes returns nil when the store the limits run on serves lim
+// (Config.ValidateLimit, else the Limiter's sluice.LimitValidator), else
+// why not: every request decided on lim would fail with that error.
+func (a *API) storeServes(lim sluice.Limit) error {
+	v := a.cfg.ValidateLimit
+	if lv, ok := a.cfg.Limiter.(sluice.LimitValidator); ok && v == nil {
+		v = lv.ValidateLimit
+	}
+	if v == nil {
+		return nil
+	}
+	if err := v(lim); err != nil {
+		return fmt.Errorf("the store cannot serve it, so every request of its tenants would fail: %w", err)
+	}
+	return nil
 }
 
 func compact(b []byte) []byte {
@@ -268,7 +302,13 @@ func (a *API) setOverride(w http.ResponseWriter, r *http.Request) {
 	if !a.readBody(w, r, &req) {
 		return
 	}
-	if !validField(w, "limit", req.Limit, func(b []byte) error { _, err := plans.ParseLimit(b); return err }) {
+	if !validField(w, "limit", req.Limit, func(b []byte) error {
+		lim, err := plans.ParseLimit(b)
+		if err != nil {
+			return err
+		}
+		return a.storeServes(lim)
+	}) {
 		return
 	}
 	var exp time.Time

@@ -133,8 +133,8 @@ func checkLedger(t *testing.T, ok func(args ...string) string, aliceKey, aliceSt
 }
 
 // checkAdminRefusals checks that the admin API refuses, with exit 1 and
-// its status, clearing a cleared override, assigning a missing plan and a
-// call without a token.
+// its status, clearing a cleared override, assigning a missing plan, a
+// plan the store cannot serve and a call without a token.
 func checkAdminRefusals(t *testing.T, api, tokenFile, key string) {
 	t.Helper()
 	if code, _, errs := adminCLI(t, api, tokenFile, "clear-override", "alice", "q.user"); code != 1 || !strings.Contains(errs, "404") {
@@ -142,6 +142,11 @@ func checkAdminRefusals(t *testing.T, api, tokenFile, key string) {
 	}
 	if code, _, errs := adminCLI(t, api, tokenFile, "assign", "alice", "gold"); code != 1 || !strings.Contains(errs, "404") {
 		t.Errorf("assigning a missing plan: exit %d %q, want 1 with 404", code, errs)
+	}
+	// PostgreSQL serves fixed windows only: a token bucket plan would
+	// fail every request of its tenants, so it is refused when written.
+	if code, _, errs := adminCLI(t, api, tokenFile, "set-plan", "bucket", `{"q.user": {"rate": 5, "period": "1s", "algorithm": "token_bucket", "burst": 5}}`); code != 1 || !strings.Contains(errs, "400") || !strings.Contains(errs, "fixed_window") {
+		t.Errorf("a token_bucket plan on PostgreSQL: exit %d %q, want 1 with 400 saying fixed_window", code, errs)
 	}
 	if code, _, errs := adminCLI(t, api, "", "usage", key); code != 1 || !strings.Contains(errs, "401") {
 		t.Errorf("no token: exit %d %q, want 1 with 401", code, errs)
@@ -158,8 +163,8 @@ func checkAuditLog(t *testing.T, log string) {
 			t.Errorf("the audit log has no line of %s", op)
 		}
 	}
-	if n := strings.Count(log, "admin call"); n != 12 {
-		t.Errorf("%d audit lines, want 12 (one per call)", n)
+	if n := strings.Count(log, "admin call"); n != 13 {
+		t.Errorf("%d audit lines, want 13 (one per call)", n)
 	}
 }
 

@@ -197,6 +197,7 @@ func (s *serveApp) adminConfig(ctx context.Context, a *app, pl *pgstore.PlanStor
 		return admin.Config{}, exitCode(2, "-admin-addr needs a token (-admin-token-file or "+adminTokenEnv+") or -admin-client-ca")
 	}
 	cfg.Limiter, cfg.Logger = s.st.limiter, s.log.With("log", "audit")
+	cfg.ValidateLimit = s.o.validator() // a plan the store cannot serve is refused when written
 	if pl != nil {
 		cfg.Plans, cfg.Changed = planWriter{pl}, cache.Invalidate
 	}

@@ -82,6 +82,19 @@ type Config struct {
 	// Limiter is the store whose keys peek and reset read: peek needs a
 	// sluice.Peeker, reset a Peeker and a sluice.Refunder. Nil: 501.
 	Limiter sluice.Limiter
+	// Keys maps a descriptor to the keys the running config counts it
+	// under, for the descriptor calls (POST /v1/descriptors/peek and
+	// reset), which read and reset those keys through Limiter. Nil: 501.
+	Keys KeyResolver
+	// KeyHash is the keyed hash the live page (and the proxy's logs) show
+	// of a store key: the descriptor calls answer it, so that an operator
+	// can tell which client is behind a hash. Nil: not answered.
+	KeyHash func(key string) string
+	// SessionPaths turns browser sign-in on (see LoginPath, LoginLink):
+	// a session cookie then authenticates requests of this path and
+	// under it (the live page's, page.Path) and no other. Empty: off,
+	// LoginPath is not served and a cookie authenticates nothing.
+	SessionPaths string
 	// Usage serves usage and the ledger export. Nil: 501.
 	Usage UsageSource
 	// Plans serves the plan and override operations. Nil: 501.
@@ -136,6 +149,7 @@ type API struct {
 	routes   []string
 	sameSite *http.CrossOriginProtection
 	gate     auditGate // of the audit lines of refused credentials
+	sess     sessions  // login links and sessions (session.go)
 }
 
 // New returns the API for cfg.
@@ -158,7 +172,8 @@ func New(cfg Config) *API {
 		cfg.ExportTimeout = DefaultExportTimeout
 	}
 	cfg.Clock = sluice.ClockOr(cfg.Clock)
-	a := &API{cfg: cfg, log: cfg.Logger, mux: http.NewServeMux(), sameSite: http.NewCrossOriginProtection()}
+	a := &API{cfg: cfg, log: cfg.Logger, mux: http.NewServeMux(), sameSite: http.NewCrossOriginProtection(),
+		sess: sessions{links: map[[32]byte]time.Time{}, live: map[[32]byte]time.Time{}}}
 	if a.log == nil {
 		a.log = slog.Default()
 	}
@@ -173,6 +188,9 @@ func New(cfg Config) *API {
 	a.route("DELETE /v1/tenants/{tenant}/overrides/{name}", a.clearOverride)
 	a.route("GET /v1/usage", a.usage)
 	a.route("GET /v1/ledger", a.ledger)
+	a.route("POST /v1/descriptors/peek", a.peekDescriptor)
+	a.route("POST /v1/descriptors/reset", a.resetDescriptor)
+	a.route("POST "+LoginLinksPath, a.mintLink)
 	return a
 }
 
@@ -189,19 +207,32 @@ func (a *API) Handle(pattern string, h http.Handler) { a.mux.Handle(pattern, h) 
 func (a *API) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
 	rec := &recorder{ResponseWriter: w, status: http.StatusOK}
-	who, status, msg := a.authenticate(r)
-	refused := status != 0 // for its credentials: anyone can send these
-	if status == 0 {
+	var who string
+	var status int
+	var msg string
+	login := a.cfg.SessionPaths != "" && r.URL.Path == LoginPath
+	if login {
+		who = a.serveLogin(rec, r)
+	} else {
+		who, status, msg = a.authenticate(r)
+	}
+	refused := status != 0 || who == "bad-link" || who == "bad-token" // for its credentials: anyone can send these
+	if status == 0 && strings.HasPrefix(who, "session:") && crossSite(r) {
+		status, msg = http.StatusForbidden, "cross-site request refused: a browser sent it from another site or origin with the page's session"
+	}
+	if status == 0 && !login {
 		if err := a.sameSite.Check(r); err != nil {
 			status, msg = http.StatusForbidden, "cross-origin request refused: a browser sent it from another site ("+err.Error()+")"
 		}
 	}
-	if status != 0 {
+	switch {
+	case login: // answered
+	case status != 0:
 		if status == http.StatusUnauthorized {
 			w.Header().Set("WWW-Authenticate", `Bearer realm="sluice-admin"`)
 		}
 		writeError(rec, status, msg)
-	} else {
+	default:
 		a.mux.ServeHTTP(rec, r)
 	}
 	if refused {
@@ -234,9 +265,12 @@ func cmpOr(a, b string) string {
 }
 
 // target is what a call acts on, for the audit line: the path's
-// parameters and the query, cut to MaxLogField.
+// parameters and the query (not a login link's), cut to MaxLogField.
 func target(r *http.Request) string {
 	t := r.URL.EscapedPath()
+	if t == LoginPath {
+		return t // a login link's code is a secret until used
+	}
 	if r.URL.RawQuery != "" {
 		t += "?" + r.URL.RawQuery
 	}
@@ -251,6 +285,12 @@ func (a *API) authenticate(r *http.Request) (who string, status int, msg string)
 	}
 	h := r.Header.Get("Authorization")
 	if h == "" {
+		if who := a.session(r); who != "" {
+			return who, 0, ""
+		}
+		if a.cfg.SessionPaths != "" {
+			return "anonymous", http.StatusUnauthorized, "authentication required: send Authorization: Bearer <token>, or in a browser sign in at " + LoginPath
+		}
 		return "anonymous", http.StatusUnauthorized, "authentication required: send Authorization: Bearer <token>"
 	}
 	scheme, tok, ok := strings.Cut(h, " ")

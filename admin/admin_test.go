@@ -118,6 +118,9 @@ func newFixture(t *testing.T, cfg admin.Config) *fixture {
 	if cfg.Usage == nil {
 		cfg.Usage = &fakeUsage{}
 	}
+	if cfg.Keys == nil {
+		cfg.Keys = webUsers{}
+	}
 	if cfg.Token == nil {
 		cfg.Token = []byte(token)
 	}
@@ -179,6 +182,9 @@ var calls = []struct{ method, path, body string }{
 	{"DELETE", "/v1/tenants/acme/overrides/api.tenant", ``},
 	{"GET", "/v1/usage?key=k", ``},
 	{"GET", "/v1/ledger?from=2026-01-01T00:00:00Z&to=2027-01-01T00:00:00Z&format=csv", ``},
+	{"POST", "/v1/descriptors/peek", `{"domain":"web","entries":[{"key":"user","value":"alice"}]}`},
+	{"POST", "/v1/descriptors/reset", `{"domain":"web","entries":[{"key":"user","value":"alice"}]}`},
+	{"POST", "/v1/login-links", `{}`},
 }
 
 // Every route refuses a call without credentials (401 with

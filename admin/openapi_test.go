@@ -126,6 +126,8 @@ func TestOpenAPIDocumentsEveryStatusTheHandlersAnswer(t *testing.T) {
 	send(full.srv.URL, ops[5], "DELETE", "/v1/tenants/acme/overrides/missing", "Bearer "+token, "")
 	send(full.srv.URL, ops[6], "GET", "/v1/usage", "Bearer "+token, "")
 	send(full.srv.URL, ops[7], "GET", "/v1/ledger?from=x", "Bearer "+token, "")
+	send(full.srv.URL, ops[8], "POST", "/v1/descriptors/peek", "Bearer "+token, `{"domain":"web","entries":[{"key":"nobody","value":"x"}]}`)
+	send(full.srv.URL, ops[9], "POST", "/v1/descriptors/reset", "Bearer "+token, `{"domain":"web","entries":[]}`)
 	for op, codes := range seen {
 		for c := range codes {
 			if !s[op][strconv.Itoa(c)] {

@@ -177,6 +177,10 @@ func New(cfg Config) *Page {
 	return p
 }
 
+// KeyHash returns the keyed hash the page shows of a store key (unless
+// RawKeys): "~" and 32 hex digits, under Config.KeySecret.
+func (p *Page) KeyHash(key string) string { return p.keys.Hash("", key) }
+
 // Close ends the event streams open now and refuses new ones (503), so
 // that a server's graceful shutdown is not held by them; give it to
 // http.Server.RegisterOnShutdown. The rest of the page keeps working.

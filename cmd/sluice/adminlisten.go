@@ -5,11 +5,13 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"log/slog"
 	"net"
 	"strings"
 	"sync/atomic"
 	"time"
 
+	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/admin"
 	"github.com/sluicehq/sluice/admin/page"
 	"github.com/sluicehq/sluice/config"
@@ -180,8 +182,9 @@ func (s *serveApp) openAdmin(ctx context.Context, a *app) error {
 	if s.admin.keySecret, err = readLogKeySecret(ctx, o.keySecretFile); err != nil {
 		return exitCode(2, err)
 	}
-	api := admin.New(cfg)
 	s.admin.page = s.newPage()
+	cfg.Keys, cfg.KeyHash, cfg.SessionPaths = serveKeys{s}, s.admin.page.KeyHash, page.Path
+	api := admin.New(cfg)
 	s.admin.page.Mount(api)
 	return s.serveAdmin(ctx, a, api)
 }
@@ -230,8 +233,49 @@ func (s *serveApp) serveAdmin(ctx context.Context, a *app, api *admin.API) error
 	if err != nil {
 		return err
 	}
-	s.log.Info("admin API", "url", scheme+"://"+localAddr(ln.Addr()), "mtls", o.caFile != "", "page", scheme+"://"+localAddr(ln.Addr())+page.Path)
+	base := scheme + "://" + localAddr(ln.Addr())
+	s.log.Info("admin API", "url", base, "mtls", o.caFile != "", "page", base+page.Path)
+	logLoginLink(s.log, api, base)
 	return nil
+}
+
+// logLoginLink logs a one-time link that opens the live page in a
+// browser (admin.API.LoginLink): one use, within admin.LoginLinkTTL.
+func logLoginLink(log *slog.Logger, api *admin.API, base string) {
+	if link, exp := api.LoginLink(base); link != "" {
+		log.Info("live page login link (opens once; sluice admin login prints another)", "login", link, "expires", exp.UTC().Format(time.RFC3339))
+	}
+}
+
+// serveKeys is serve's admin.KeyResolver: the running service's
+// CountedKeys.
+type serveKeys struct{ s *serveApp }
+
+// CountedKeys returns the keys the running rules count a descriptor
+// under; before the service runs, an error (503).
+func (k serveKeys) CountedKeys(ctx context.Context, domain string, es []admin.DescriptorEntry) ([]admin.CountedKey, error) {
+	svc := k.s.admin.svc.Load()
+	if svc == nil {
+		return nil, errors.New("the service is not running yet")
+	}
+	entries := make([]config.Entry, len(es))
+	for i, e := range es {
+		entries[i] = config.Entry{Key: e.Key, Value: e.Value}
+	}
+	ks, err := svc.CountedKeys(ctx, domain, entries)
+	switch {
+	case errors.Is(err, service.ErrNoRule):
+		return nil, fmt.Errorf("%w: %w", admin.ErrNoRule, err)
+	case errors.Is(err, service.ErrInvalidRequest):
+		return nil, fmt.Errorf("%w: %w", sluice.ErrBadInput, err)
+	case err != nil:
+		return nil, err
+	}
+	out := make([]admin.CountedKey, len(ks))
+	for i, c := range ks {
+		out[i] = admin.CountedKey{Rule: c.Rule, Key: c.Key, Limit: c.Limit}
+	}
+	return out, nil
 }
 
 // planWriter is an admin.PlanWriter over a PlanStore: pgstore's

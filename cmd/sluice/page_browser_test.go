@@ -38,8 +38,8 @@ func browserPath(t *testing.T) string {
 }
 
 // browser starts headless Chromium for the test and returns its tab's
-// context, sending the admin token with every request, and the page's
-// console errors so far.
+// context, sending the admin token with every request (none for ""), and
+// the page's console errors so far.
 func browser(t *testing.T, token string) (context.Context, func() []string) {
 	t.Helper()
 	opts := append(chromedp.DefaultExecAllocatorOptions[:],
@@ -68,15 +68,23 @@ func browser(t *testing.T, token string) (context.Context, func() []string) {
 			}
 		}
 	}()
+	if token == "" { // a cold browser: no credentials of its own
+		return ctx, consoleErrs(&mu, &errs)
+	}
 	if _, err := chromedp.Call(ctx, network.SetExtraHTTPHeaders, network.SetExtraHTTPHeadersParams{
 		Headers: network.Headers{"Authorization": "Bearer " + token},
 	}); err != nil {
 		t.Fatal(err)
 	}
-	return ctx, func() []string {
+	return ctx, consoleErrs(&mu, &errs)
+}
+
+// consoleErrs returns the console errors in *errs so far.
+func consoleErrs(mu *sync.Mutex, errs *[]string) func() []string {
+	return func() []string {
 		mu.Lock()
 		defer mu.Unlock()
-		return append([]string(nil), errs...)
+		return append([]string(nil), *errs...)
 	}
 }
 

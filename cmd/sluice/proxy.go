@@ -26,6 +26,7 @@ import (
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/adaptive"
+	"github.com/sluicehq/sluice/admin"
 	"github.com/sluicehq/sluice/admin/page"
 	"github.com/sluicehq/sluice/failsafe"
 	"github.com/sluicehq/sluice/gateway"
@@ -479,7 +480,11 @@ func (p *proxyApp) printBanner(stdout io.Writer) {
 	if p.adminLn != nil {
 		fmt.Fprintf(stdout, "  admin      %s://%s  (GET /metrics, GET /healthcheck)\n", p.adminScheme, localAddr(p.adminLn.Addr()))
 		if p.pg.page != nil {
-			fmt.Fprintf(stdout, "  page       %s://%s%s  (admin token or client certificate)\n", p.adminScheme, localAddr(p.adminLn.Addr()), page.Path)
+			base := p.adminScheme + "://" + localAddr(p.adminLn.Addr())
+			fmt.Fprintf(stdout, "  page       %s%s  (admin token or client certificate)\n", base, page.Path)
+			if link, _ := p.pg.api.LoginLink(base); link != "" {
+				fmt.Fprintf(stdout, "  login      %s  (opens the page in a browser once, within %v; sluice admin login prints another)\n", link, admin.LoginLinkTTL)
+			}
 		}
 	}
 }

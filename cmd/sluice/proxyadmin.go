@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"sync/atomic"
 	"time"
@@ -10,6 +11,7 @@ import (
 	pb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"google.golang.org/protobuf/types/known/durationpb"
 
+	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/admin"
 	"github.com/sluicehq/sluice/admin/page"
 	"github.com/sluicehq/sluice/failsafe"
@@ -51,7 +53,6 @@ func (p *proxyApp) openPage(ctx context.Context) error {
 		return nil
 	}
 	cfg.Limiter, cfg.Logger = p.limiter, p.log.With("log", "audit")
-	p.pg.api = admin.New(cfg)
 	p.pg.page = page.New(page.Config{
 		RawKeys:   o.rawKeys,
 		KeySecret: p.logKeySecret, // the page's hash of a key is the logs'
@@ -64,6 +65,8 @@ func (p *proxyApp) openPage(ctx context.Context) error {
 		},
 		Store: p.storeState,
 	})
+	cfg.Keys, cfg.KeyHash, cfg.SessionPaths = proxyKeys{p}, p.pg.page.KeyHash, page.Path
+	p.pg.api = admin.New(cfg)
 	p.pg.page.Mount(p.pg.api)
 	p.configLoaded()
 	return nil
@@ -114,6 +117,31 @@ func (p *proxyApp) storeState() page.StoreState {
 		}
 	}
 	return st
+}
+
+// proxyKeys is the proxy's admin.KeyResolver: the domain names a rate
+// limit of the config, the one entry's value is what its key function
+// returns for a request (a client IP, a header's value), as the live
+// page's form takes them.
+type proxyKeys struct{ p *proxyApp }
+
+// CountedKeys returns the store key and limit of the limit the domain
+// names for the entry's value.
+func (k proxyKeys) CountedKeys(ctx context.Context, domain string, es []admin.DescriptorEntry) ([]admin.CountedKey, error) {
+	if len(es) != 1 {
+		return nil, fmt.Errorf("%w: on the proxy, give one entry, key=VALUE, VALUE what the limit's key is for a request (such as a client IP)", sluice.ErrBadInput)
+	}
+	if k.p.gw == nil {
+		return nil, errors.New("the proxy is not running yet")
+	}
+	ps, err := k.p.gw.Peek(ctx, domain, es[0].Value)
+	if errors.Is(err, gateway.ErrNoPolicy) {
+		return nil, fmt.Errorf("%w: %w (the proxy's -domain is a limit's name)", admin.ErrNoRule, err)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return []admin.CountedKey{{Rule: ps.Policy, Key: ps.Key, Limit: ps.Limit}}, nil
 }
 
 // proxyObserver hands the proxy's decisions to the live page: a policy

@@ -32,6 +32,7 @@ import (
 	"encoding/base64"
 	"html/template"
 	"net/http"
+	"path"
 	"strings"
 	"sync"
 	"time"
@@ -148,7 +149,10 @@ func (a *API) mintLink(w http.ResponseWriter, r *http.Request) {
 // session returns who a request's session cookie authenticates, "" for
 // none: only on the page's paths.
 func (a *API) session(r *http.Request) string {
-	if a.cfg.SessionPaths == "" || !underPath(r.URL.Path, a.cfg.SessionPaths) {
+	// A clean path only: "/page/../v1/keys/reset" is not the page's
+	// (ServeMux would redirect it rather than serve it; this does not
+	// rely on that).
+	if a.cfg.SessionPaths == "" || path.Clean(r.URL.Path) != r.URL.Path || !underPath(r.URL.Path, a.cfg.SessionPaths) {
 		return ""
 	}
 	c, err := r.Cookie(SessionCookie)

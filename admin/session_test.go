@@ -82,6 +82,11 @@ func TestLoginLinkOpensOnceAndItsCookieOpensOnlyThePage(t *testing.T) {
 			t.Errorf("the page with the session, Sec-Fetch-Site %s: %d, want 403", site, r.StatusCode)
 		}
 	}
+	for _, sneaky := range []string{"/page/../v1/keys/reset", "/page/%2e%2e/v1/keys/reset", "/page%2F..%2Fv1%2Fkeys%2Freset"} {
+		if code, body, _ := f.doCookie(t, "POST", sneaky, cookie, calls[1].body); code < 300 || code == http.StatusNotFound && strings.Contains(body, "remaining") {
+			t.Errorf("POST %s with the page's session: %d %s, want it refused", sneaky, code, body)
+		}
+	}
 	if r := f.get(t, link); r.StatusCode != http.StatusForbidden || sessionCookie(r) != nil {
 		t.Errorf("the link a second time: %d (cookie %v), want 403 and no cookie", r.StatusCode, sessionCookie(r))
 	}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"testing"
+	"time"
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/config"
@@ -73,5 +74,30 @@ descriptors:
 	}
 	if _, err := h.svc.CountedKeys(context.Background(), "web", []config.Entry{{Key: "", Value: "x"}}); !errors.Is(err, service.ErrInvalidRequest) {
 		t.Errorf("CountedKeys of an empty entry key: %v, want ErrInvalidRequest", err)
+	}
+}
+
+// A tenant on a plan is counted against its plan's limit: CountedKeys
+// gives that limit, so a reset gives back what the tenant spent under it
+// (not at most the rule's capacity).
+func TestCountedKeysGiveTheTenantsLimit(t *testing.T) {
+	rules := configtest.Parse(t, `
+domain: api
+descriptors:
+  - key: tenant
+    rate_limit: {unit: day, requests_per_unit: 10}
+`)
+	pro := sluice.Limit{Algorithm: sluice.FixedWindow, Rate: 500, Period: 24 * time.Hour, Burst: 500}
+	h := start(t, t0, service.Config{Rules: rules, TenantLimit: func(_ context.Context, _ string, es []config.Entry) (sluice.Limit, bool) {
+		return pro, es[0].Value == "acme"
+	}})
+	for _, c := range []struct {
+		tenant string
+		want   int
+	}{{"acme", 500}, {"other", 10}} {
+		keys, err := h.svc.CountedKeys(context.Background(), "api", []config.Entry{{Key: "tenant", Value: c.tenant}})
+		if err != nil || len(keys) != 1 || keys[0].Limit.Capacity() != c.want {
+			t.Errorf("CountedKeys of tenant %s: %+v %v, want one key under %d a day", c.tenant, keys, err, c.want)
+		}
 	}
 }

@@ -30,8 +30,8 @@ const defaultAdminURL = "http://127.0.0.1:9901"
 // adminUsage is admin's -h.
 var adminUsage = usage{
 	synopsis: "sluice admin [flags] OPERATION [ARGUMENTS]",
-	about: `Admin calls the admin API of a running sluice serve (its -admin-addr) and
-prints the answer: JSON, CSV for a CSV ledger export, or "ok" for a change.
+	about: `Admin calls the admin API of a running sluice serve or proxy (its
+-admin-addr) and prints the answer: JSON, CSV for a CSV ledger export, or "ok" for a change.
 The default -url is the admin listener both serve and proxy are shown
 with in the docs (serve -admin-addr 9901; the proxy's default); the
 error of a call says which URL was tried. The token is read from

@@ -39,12 +39,17 @@ type healthServer struct {
 	s *Service
 }
 
-// Check answers as health.Server does, except NOT_SERVING for a known
-// service while Config.Healthy reports false.
+// Check answers as health.Server does for an unknown service; for a known
+// one, SERVING or NOT_SERVING as SetServing and Config.Healthy are at the
+// call, whether or not RecheckHealth has seen a change yet.
 func (h healthServer) Check(ctx context.Context, req *healthpb.HealthCheckRequest) (*healthpb.HealthCheckResponse, error) {
 	resp, err := h.Server.Check(ctx, req)
-	if err == nil && resp.GetStatus() == healthpb.HealthCheckResponse_SERVING && !h.s.healthy() {
-		return &healthpb.HealthCheckResponse{Status: healthpb.HealthCheckResponse_NOT_SERVING}, nil
+	if err != nil {
+		return resp, err
 	}
-	return resp, err
+	st := healthpb.HealthCheckResponse_NOT_SERVING
+	if h.s.healthy() {
+		st = healthpb.HealthCheckResponse_SERVING
+	}
+	return &healthpb.HealthCheckResponse{Status: st}, nil
 }

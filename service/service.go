@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"math"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -221,11 +222,14 @@ type Config struct {
 	// negative is an error.
 	MaxDetailedSeries int
 	// Healthy, when set, is asked at each health check (GET /healthcheck
-	// and the gRPC health service's Check): while it returns false they
-	// report NOT_SERVING (503), as while draining. Nil: the health checks
-	// follow SetServing only. It must be fast and safe for concurrent
-	// use; `sluice serve` sets it with REDIS_HEALTH_CHECK_ACTIVE_CONNECTION
-	// (see StoreAvailable).
+	// and the gRPC health service's Check), and by New, SetServing and
+	// RecheckHealth for what the gRPC health service's Watch streams:
+	// while it returns false they report NOT_SERVING (503), as while
+	// draining. Nil: the health checks follow SetServing only. It must be
+	// fast and safe for concurrent use; `sluice serve` sets it with
+	// REDIS_HEALTH_CHECK_ACTIVE_CONNECTION (see StoreAvailable) and
+	// HEALTHY_WITH_AT_LEAST_ONE_CONFIG_LOADED, and calls RecheckHealth
+	// when a config is applied.
 	Healthy func() bool
 	// TenantLimit, when set, gives a matched rule's descriptor its
 	// tenant's limit at run time (a plan or an override; see
@@ -321,7 +325,10 @@ type Service struct {
 	gatherer prometheus.Gatherer
 	health   *health.Server
 	serving  atomic.Bool
-	healthFn func() bool  // Config.Healthy
+	healthFn func() bool // Config.Healthy
+	// healthMu orders SetServing and RecheckHealth, so that a status
+	// worked out before a drain is not set after it.
+	healthMu sync.Mutex
 	lastLog  atomic.Int64 // Unix ns of the last store error log line
 
 	tenantFn TenantLimitFunc // Config.TenantLimit
@@ -438,9 +445,31 @@ func (s *Service) SetRules(r Rules) error {
 // /healthcheck) or NOT_SERVING (and 503), as when draining before a
 // shutdown. It does not change how ShouldRateLimit answers.
 func (s *Service) SetServing(ok bool) {
+	s.healthMu.Lock()
+	defer s.healthMu.Unlock()
 	s.serving.Store(ok)
+	s.setHealthLocked()
+}
+
+// RecheckHealth asks Config.Healthy again and gives the gRPC health
+// service's Watch streams the status it and SetServing make now. Check
+// and GET /healthcheck ask Config.Healthy at each call; Watch streams a
+// change only once RecheckHealth (or SetServing) sees it, so whoever
+// changes what Config.Healthy reports (a config with a domain loaded or
+// removed, say) calls it. Safe for concurrent use; without
+// Config.Healthy it changes nothing.
+func (s *Service) RecheckHealth() {
+	s.healthMu.Lock()
+	defer s.healthMu.Unlock()
+	s.setHealthLocked()
+}
+
+// setHealthLocked sets the gRPC health statuses of every name the health
+// service reports from healthy; health.Server streams a status to a
+// watcher only when it differs from the last one sent. healthMu is held.
+func (s *Service) setHealthLocked() {
 	st := healthpb.HealthCheckResponse_NOT_SERVING
-	if ok {
+	if s.healthy() {
 		st = healthpb.HealthCheckResponse_SERVING
 	}
 	for _, name := range [...]string{"", HealthServiceName, LegacyHealthServiceName} {

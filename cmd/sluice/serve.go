@@ -598,7 +598,8 @@ func (s *serveApp) healthy() func() bool {
 		// unhealthy while the store has never answered or is failing;
 		// its HEALTHY_WITH_AT_LEAST_ONE_CONFIG_LOADED: while no config
 		// with a domain runs.
-		return (!store || s.st.connected() && s.svc.StoreAvailable()) && (!cfg || s.hasConfig.Load())
+		// s.svc is nil while service.New asks.
+		return (!store || s.st.connected() && (s.svc == nil || s.svc.StoreAvailable())) && (!cfg || s.hasConfig.Load())
 	}
 }
 
@@ -619,6 +620,7 @@ func (s *serveApp) apply(c *config.Config) error {
 	s.rlqs.setRules(c)
 	s.running.Store(c)
 	s.hasConfig.Store(hasDomain(c))
+	s.svc.RecheckHealth() // gRPC health's Watch streams follow hasConfig
 	s.configLoaded(c)
 	logConfigWarnings(s.log, c.Warnings())
 	return nil

@@ -8,6 +8,9 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/grpc/credentials/insecure"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+
 	"github.com/sluicehq/sluice/internal/ratelimitenv"
 	"github.com/sluicehq/sluice/internal/testlog"
 )
@@ -173,4 +176,41 @@ func TestServeHealthFollowsTheConfigDirectory(t *testing.T) {
 		t.Fatal(err)
 	}
 	eventually(t, "unhealthy once the last file is removed", func() bool { return getStatus(t, s.url+"/healthcheck") == 503 })
+}
+
+// gRPC health follows HEALTHY_WITH_AT_LEAST_ONE_CONFIG_LOADED as GET
+// /healthcheck does, under "" and envoyproxy/ratelimit's "ratelimit":
+// Check and Watch report NOT_SERVING while the directory is empty, SERVING
+// once a file with a domain is loaded, NOT_SERVING again once the last
+// file is removed. Before, Watch streamed SERVING from the start and
+// never changed (only Check asked the setting).
+func TestServeGRPCHealthFollowsTheConfigDirectory(t *testing.T) {
+	dir := t.TempDir()
+	t.Setenv("HEALTHY_WITH_AT_LEAST_ONE_CONFIG_LOADED", "true")
+	s := launch(t, "-config", dir)
+	conn := dial(t, s.grpc, insecure.NewCredentials())
+	t.Cleanup(func() { conn.Close() })
+	names := []string{"", "ratelimit"}
+	var watches []healthpb.Health_WatchClient
+	for _, name := range names {
+		watches = append(watches, watchHealth(t, conn, name))
+	}
+	check := func(want healthpb.HealthCheckResponse_ServingStatus, when string) {
+		t.Helper()
+		for i, name := range names {
+			recvStatus(t, watches[i], want)
+			r, err := healthpb.NewHealthClient(conn).Check(t.Context(), &healthpb.HealthCheckRequest{Service: name})
+			if err != nil || r.GetStatus() != want {
+				t.Errorf("%s: Check(%q): %v, %v; want %v", when, name, r.GetStatus(), err, want)
+			}
+		}
+	}
+	check(healthpb.HealthCheckResponse_NOT_SERVING, "with an empty directory")
+	cfg := filepath.Join(dir, "d.yaml")
+	writeAtomic(t, cfg, cfgUnlimited)
+	check(healthpb.HealthCheckResponse_SERVING, "once a file with a domain is loaded")
+	if err := os.Remove(cfg); err != nil {
+		t.Fatal(err)
+	}
+	check(healthpb.HealthCheckResponse_NOT_SERVING, "once the last file is removed")
 }

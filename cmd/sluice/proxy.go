@@ -467,7 +467,13 @@ func (p *proxyApp) reopenOnSIGUSR1(a *app) {
 }
 
 // printBanner prints where the proxy listens and what it forwards to.
+// With -log-format json (LOG_FORMAT=json) it is one JSON line with the
+// log's keys instead, as serve's.
 func (p *proxyApp) printBanner(stdout io.Writer) {
+	if strings.EqualFold(p.o.logFormat, "json") {
+		p.printJSONBanner(stdout)
+		return
+	}
 	fmt.Fprintf(stdout, "sluice %s proxy on store %s\n", buildVersion(), stores.Name(p.o.store))
 	fmt.Fprintf(stdout, "  listening  http://%s", localAddr(p.ln.Addr()))
 	if p.o.h2c {
@@ -487,6 +493,31 @@ func (p *proxyApp) printBanner(stdout io.Writer) {
 			}
 		}
 	}
+}
+
+// printJSONBanner is printBanner's one JSON line: the listener's URL in
+// listen, the upstreams as name=URL in upstreams, and the admin
+// listener's URL (empty without one) in admin, with page the live page's
+// URL when it is served.
+func (p *proxyApp) printJSONBanner(stdout io.Writer) {
+	h, err := logHandler("json", stdout, nil)
+	if err != nil {
+		return
+	}
+	ups := make([]string, 0, len(p.file.Config.Upstreams))
+	for _, u := range p.file.Config.Upstreams {
+		ups = append(ups, u.Name+"="+redact.URL(u.URL.String()))
+	}
+	var admin, pageURL string
+	if p.adminLn != nil {
+		admin = p.adminScheme + "://" + localAddr(p.adminLn.Addr())
+		if p.pg.page != nil {
+			pageURL = admin + page.Path
+		}
+	}
+	slog.New(h).Info("proxying", "version", buildVersion(), "store", stores.Name(p.o.store),
+		"listen", "http://"+localAddr(p.ln.Addr()), "h2c", p.o.h2c, "upstreams", ups,
+		"admin", admin, "page", pageURL)
 }
 
 // startOnly names the settings of f, a reloaded config, that differ from

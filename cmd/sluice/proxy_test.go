@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net"
@@ -38,6 +39,14 @@ func launchProxy(t *testing.T, args ...string) *proxyRun {
 	s := startCmd(t, runProxy, append([]string{"-listen", "127.0.0.1:0", "-admin-addr", "127.0.0.1:0"}, args...), func(out string) bool {
 		m, a := listen.FindStringSubmatch(out), admin.FindStringSubmatch(out)
 		if m == nil || a == nil {
+			// With LOG_FORMAT=json the banner is a JSON line.
+			var b struct{ Listen, Admin string }
+			for l := range strings.SplitSeq(out, "\n") {
+				if json.Unmarshal([]byte(l), &b) == nil && b.Listen != "" {
+					url, adminURL = b.Listen, b.Admin
+					return true
+				}
+			}
 			return false
 		}
 		url, adminURL = m[1], a[1]
@@ -532,5 +541,44 @@ func TestProxyUpstreamFlagTakesTheFilesPathSemantics(t *testing.T) {
 	}
 	if !strings.Contains(out.String(), "upstream upstream http://127.0.0.1:1 path_semantics=iis") {
 		t.Errorf("-check output %q; want the -upstream upstream with path_semantics=iis", out.String())
+	}
+}
+
+// With LOG_FORMAT=json every line the proxy prints is a JSON object with
+// @timestamp and @message: the start-up banner on stdout (naming the
+// listener and admin URLs), and on stderr the log and the access log of a
+// refused request. Before, the banner was plain text lines.
+func TestProxyLinesAreJSONWithJSONLogs(t *testing.T) {
+	t.Setenv("LOG_FORMAT", "json")
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "hello") }))
+	defer up.Close()
+	cfg := filepath.Join(t.TempDir(), "proxy.yaml")
+	writeFile(t, cfg, proxyCfg)
+	p := launchProxy(t, "-config", cfg, "-upstream", up.URL)
+	for range 3 {
+		getStatus(t, p.url+"/api/x")
+	}
+	eventually(t, "the refused request's access line", func() bool { return strings.Contains(p.stderr.String(), `"outcome":"REJECTED"`) })
+	if !strings.Contains(p.stdout.String(), `"listen":"http://`) {
+		t.Errorf("the banner names no listen URL: %q", p.stdout.String())
+	}
+	for what, out := range map[string]string{"stdout": p.stdout.String(), "stderr": p.stderr.String()} {
+		out = strings.TrimSpace(out)
+		if out == "" {
+			t.Errorf("nothing on %s", what)
+		}
+		for l := range strings.SplitSeq(out, "\n") {
+			var m map[string]any
+			if err := json.Unmarshal([]byte(l), &m); err != nil {
+				t.Errorf("a line on %s that is not JSON: %q: %v", what, l, err)
+				continue
+			}
+			if m["@timestamp"] == nil || m["@message"] == nil {
+				t.Errorf("a line on %s without @timestamp or @message: %q", what, l)
+			}
+		}
+	}
+	if _, b := call(t, http.MethodGet, p.admin+"/healthcheck", "", nil); string(b) != "OK\n" {
+		t.Errorf("GET /healthcheck at the banner's admin URL: %q", b)
 	}
 }

@@ -303,7 +303,7 @@ func (s *Service) serveAuthWith(a *forwardAuth, w http.ResponseWriter, r *http.R
 		return
 	}
 	over := resp.GetOverallCode() == pb.RateLimitResponse_OVER_LIMIT
-	s.setAuthHeaders(h, outs, over)
+	names, pols := s.setAuthHeaders(h, outs, over)
 	if !over {
 		w.WriteHeader(http.StatusOK)
 		return
@@ -314,6 +314,7 @@ func (s *Service) serveAuthWith(a *forwardAuth, w http.ResponseWriter, r *http.R
 			violated = append(violated, o.p.policy)
 		}
 	}
+	s.renameViolated(violated, names, pols)
 	h.Set(rlheader.HeaderReason, strings.Join(violated, ", "))
 	writeAuthProblem(w, rlheader.QuotaExceeded(http.StatusTooManyRequests, violated...))
 }
@@ -331,22 +332,32 @@ func writeAuthProblem(w http.ResponseWriter, p rlheader.Problem) {
 // setAuthHeaders writes the header contract of package httplimit:
 // RateLimit-Policy for every enforced rule of the request, RateLimit for
 // the one pick chooses, Retry-After when over the limit, and the legacy
-// trio when Config.Headers is HeadersLegacy.
-func (s *Service) setAuthHeaders(h http.Header, outs []outcome, over bool) {
+// trio when Config.Headers is HeadersLegacy. The policies are named as
+// Config.PolicyNames asks; unless it is PolicyNamesRule, names returns
+// the policies' names before, pols the policies as renamed, for
+// renameViolated.
+func (s *Service) setAuthHeaders(h http.Header, outs []outcome, over bool) (names []string, pols []rlheader.Policy) {
 	o := pick(outs)
 	if o == nil {
-		return // no enforced rule: no header, never an empty one
+		return nil, nil // no enforced rule: no header, never an empty one
 	}
-	var pols []rlheader.Policy
 	for i := range outs {
 		q := &outs[i]
 		if q.eligible && !slices.ContainsFunc(pols, func(p rlheader.Policy) bool { return p.Name == q.p.policy }) {
 			pols = append(pols, q.p.headerPolicy())
 		}
 	}
+	status := o.p.policy
+	if s.names != PolicyNamesRule {
+		names = make([]string, len(pols))
+		for i := range pols {
+			names[i] = pols[i].Name
+		}
+		status = s.renamePolicies(pols, status)
+	}
 	remain := o.remaining()
 	h.Set(rlheader.HeaderRateLimitPolicy, string(rlheader.AppendPolicies(nil, pols...)))
-	h.Set(rlheader.HeaderRateLimit, string(rlheader.AppendStatuses(nil, rlheader.Status{Name: o.p.policy, Remaining: remain, Reset: o.wait})))
+	h.Set(rlheader.HeaderRateLimit, string(rlheader.AppendStatuses(nil, rlheader.Status{Name: status, Remaining: remain, Reset: o.wait})))
 	if s.headers == HeadersLegacy {
 		h.Set(s.legacy.Limit, strconv.FormatUint(uint64(o.p.rpu), 10))
 		h.Set(s.legacy.Remaining, strconv.FormatInt(remain, 10))
@@ -355,4 +366,5 @@ func (s *Service) setAuthHeaders(h http.Header, outs []outcome, over bool) {
 	if over && o.over {
 		h.Set(rlheader.HeaderRetryAfter, rlheader.FormatRetryAfter(o.wait))
 	}
+	return names, pols
 }

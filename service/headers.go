@@ -63,8 +63,18 @@ func (s *Service) responseHeaders(outs []outcome, over bool) []*corepb.HeaderVal
 	h := new(headerBlock)
 	switch s.headers {
 	case HeadersDraft11:
-		policy := ""
-		if o.p.info != nil {
+		policy, status := "", o.p.policy
+		if s.names != PolicyNamesRule {
+			// Renamed per response: PolicyNamesIndex names by position.
+			var pols []rlheader.Policy
+			if r := o.p.rule; r != nil && len(r.More) > 0 {
+				pols = rulePolicies(r)
+			} else {
+				pols = []rlheader.Policy{o.p.headerPolicy()}
+			}
+			status = s.renamePolicies(pols, status)
+			policy = string(rlheader.AppendPolicies(nil, pols...))
+		} else if o.p.info != nil {
 			policy = o.p.info.policyHeader
 		} else if r := o.p.rule; r != nil && len(r.More) > 0 {
 			policy = string(rlheader.AppendPolicies(nil, rulePolicies(r)...))
@@ -72,7 +82,7 @@ func (s *Service) responseHeaders(outs []outcome, over bool) []*corepb.HeaderVal
 			policy = string(rlheader.AppendPolicies(nil, o.p.headerPolicy()))
 		}
 		var buf [96]byte
-		st := rlheader.Status{Name: o.p.policy, Remaining: remain, Reset: o.wait}
+		st := rlheader.Status{Name: status, Remaining: remain, Reset: o.wait}
 		h.add(rlheader.HeaderRateLimitPolicy, policy)
 		h.add(rlheader.HeaderRateLimit, string(rlheader.AppendStatuses(buf[:0], st)))
 	case HeadersLegacy:

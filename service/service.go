@@ -156,6 +156,10 @@ type Config struct {
 	// Headers says what goes in response_headers_to_add. Default
 	// HeadersOff.
 	Headers HeaderMode
+	// PolicyNames says what the response headers call a rule's limits
+	// (see PolicyNames). Default PolicyNamesRule: the rule's name, else
+	// its full key.
+	PolicyNames PolicyNames
 	// LegacyNames are the header names of HeadersLegacy; empty fields
 	// default to DefaultLegacyNames.
 	LegacyNames LegacyNames
@@ -319,6 +323,7 @@ type Service struct {
 	stopIncr bool    // Config.StopIncrementWhenOverLimit
 	refunds  bool    // Config.AllowRefunds
 	headers  HeaderMode
+	names    PolicyNames // Config.PolicyNames
 	legacy   LegacyNames
 	log      *slog.Logger
 	m        *metrics // nil: no metrics
@@ -369,6 +374,7 @@ func New(cfg Config) (*Service, error) {
 		stopIncr: cfg.StopIncrementWhenOverLimit,
 		refunds:  cfg.AllowRefunds,
 		headers:  cfg.Headers,
+		names:    cfg.PolicyNames,
 		legacy: LegacyNames{
 			Limit:     cmp.Or(cfg.LegacyNames.Limit, DefaultLegacyNames.Limit),
 			Remaining: cmp.Or(cfg.LegacyNames.Remaining, DefaultLegacyNames.Remaining),
@@ -401,6 +407,9 @@ func New(cfg Config) (*Service, error) {
 	}
 	if cfg.MaxDescriptors < 0 || cfg.MaxEntries < 0 {
 		return nil, fmt.Errorf("service: Config.MaxDescriptors %d or MaxEntries %d is negative", cfg.MaxDescriptors, cfg.MaxEntries)
+	}
+	if cfg.PolicyNames > PolicyNamesIndex {
+		return nil, fmt.Errorf("service: Config.PolicyNames %v is none of rule, hash or index", cfg.PolicyNames)
 	}
 	if cfg.MaxDetailedSeries < 0 {
 		return nil, fmt.Errorf("service: Config.MaxDetailedSeries %d is negative", cfg.MaxDetailedSeries)

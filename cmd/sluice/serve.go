@@ -93,7 +93,8 @@ func mootFlags(fs *flag.FlagSet, o *serveOptions) []string {
 // environment variables over defaults.
 type serveOptions struct {
 	configPath, store, httpAddr, grpcAddr, headers, prefix, failure string
-	failureNodes                                                    int // -failure-nodes: failsafe.Config.Nodes; 0: -local-share's, else 1
+	policyNames                                                     string // -header-policy-names
+	failureNodes                                                    int    // -failure-nodes: failsafe.Config.Nodes; 0: -local-share's, else 1
 	logLevel, logFormat, trustedProxies                             string
 	shadow, watch, localCache, healthNeedsStore                     bool
 	allowRefunds                                                    bool // -allow-refunds: is_negative_hits gives back
@@ -215,17 +216,18 @@ type serveApp struct {
 	envErr    envflag.Errs  // environment variables that do not parse
 	xds       *xdsSettings  // CONFIG_TYPE=GRPC_XDS_SOTW's; nil for files
 
-	log      *slog.Logger
-	trusted  []netip.Prefix // -trusted-proxies
-	sum      [sha256.Size]byte
-	rules    *config.Config // the config at start-up
-	validate func(sluice.Limit) error
-	headers  service.HeaderMode
-	st       openedStore
-	reg      *prometheus.Registry
-	svc      *service.Service
-	auth     *authEndpoint
-	rlqs     *rlqsFace // Envoy's rate limit quota service (cmd/sluice/rlqs.go)
+	log         *slog.Logger
+	trusted     []netip.Prefix // -trusted-proxies
+	sum         [sha256.Size]byte
+	rules       *config.Config // the config at start-up
+	validate    func(sluice.Limit) error
+	headers     service.HeaderMode
+	policyNames service.PolicyNames // -header-policy-names
+	st          openedStore
+	reg         *prometheus.Registry
+	svc         *service.Service
+	auth        *authEndpoint
+	rlqs        *rlqsFace // Envoy's rate limit quota service (cmd/sluice/rlqs.go)
 
 	httpLn, grpcLn net.Listener
 	admin          adminParts // the plans' tenant lookup (adminlisten.go)
@@ -340,6 +342,7 @@ func parseServeFlags(args []string, stdout, stderr io.Writer) (s *serveApp, code
 	fs.StringVar(&o.httpAddr, "http-addr", net.JoinHostPort(envflag.String("HOST", ""), envflag.String("PORT", "8080")), "HTTP address: POST /json, /healthcheck, /metrics")
 	fs.StringVar(&o.grpcAddr, "grpc-addr", net.JoinHostPort(envflag.String("GRPC_HOST", ""), envflag.String("GRPC_PORT", "8081")), "gRPC address: envoy.service.ratelimit.v3.RateLimitService")
 	fs.StringVar(&o.headers, "headers", headersDefault(), "response_headers_to_add: off, legacy or draft-11 (default: SLUICE_HEADERS; else legacy when LIMIT_RESPONSE_HEADERS_ENABLED is true, off when it is false or envoyproxy/ratelimit's deployment variables are set, else draft-11)")
+	fs.StringVar(&o.policyNames, "header-policy-names", envflag.String("SLUICE_HEADER_POLICY_NAMES", "rule"), "what RateLimit-Policy and RateLimit (and forward auth's X-RateLimit-Reason) call a limit: rule (its rule's name, else its descriptor path), hash (r and 12 hex digits of the SHA-256 of that) or index (its position in RateLimit-Policy)")
 	fs.StringVar(&o.prefix, "prefix", envflag.String("CACHE_KEY_PREFIX", ""), "prefix of every store key")
 	fs.StringVar(&o.failure, "failure-mode", stores.DefaultFailureMode, "with Redis or PostgreSQL, what to do when it fails: local (each process decides its share of each limit in memory, see -failure-nodes), closed or open (admit) (unset on PostgreSQL: closed)")
 	stores.FailureNodesFlag(fs, &o.failureNodes)
@@ -547,6 +550,9 @@ func (s *serveApp) readHeaders() (err error) {
 	if s.headers, err = service.ParseHeaderMode(s.o.headers); err != nil {
 		return exitCode(2, err)
 	}
+	if s.policyNames, err = service.ParsePolicyNames(s.o.policyNames); err != nil {
+		return exitCode(2, fmt.Errorf("-header-policy-names (or SLUICE_HEADER_POLICY_NAMES): %w", err))
+	}
 	if strings.EqualFold(s.o.headers, "draft11") {
 		s.log.Warn("-headers draft11 is the old spelling of draft-11; it still works", "headers", s.o.headers)
 	}
@@ -578,7 +584,7 @@ func (s *serveApp) serviceConfig() service.Config {
 		rules = s.rules
 	}
 	return service.Config{Limiter: s.st.limiter, Rules: rules, Prefix: o.prefix, KeyFormat: o.redis.ServiceKeyFormat(), ShadowMode: o.shadow,
-		Headers: s.headers, LegacyNames: legacyNamesFromEnv(), Logger: s.log, Registerer: s.reg, Failure: s.st.failure, Healthy: s.healthy(),
+		Headers: s.headers, PolicyNames: s.policyNames, LegacyNames: legacyNamesFromEnv(), Logger: s.log, Registerer: s.reg, Failure: s.st.failure, Healthy: s.healthy(),
 		MaxDetailedSeries: o.maxDetailed, MaxOverride: uint32(o.maxOverride), MaxCost: uint64(o.maxCost),
 		MaxDescriptors: o.maxDescs, MaxEntries: o.maxEntries, MaxJSONBytesInFlight: o.jsonInFlight,
 		MaxJSONBytesPerPeer: o.jsonPerPeer, JSONBodyMinRate: cmp.Or(o.jsonMinRate, -1),

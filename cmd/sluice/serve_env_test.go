@@ -5,6 +5,7 @@ import (
 	"io"
 	"net/http"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -238,5 +239,47 @@ func TestServeHeadersDefaultFollowsEnvironment(t *testing.T) {
 		if s.o.headers != c.want {
 			t.Errorf("env %v args %q: -headers %q, want %q", c.env, c.args, s.o.headers, c.want)
 		}
+	}
+}
+
+// SLUICE_HEADER_POLICY_NAMES (and -header-policy-names) chooses what
+// RateLimit-Policy and RateLimit call a rule, so that a rule named after
+// a Kubernetes namespace and policy (as Envoy Gateway names them) does not
+// reach clients: hash and index replace the name, rule keeps it; any
+// other value is refused with exit 2. Before, there was no such setting.
+func TestServeHeaderPolicyNamesHideRuleNames(t *testing.T) {
+	cfg := filepath.Join(t.TempDir(), "eg.yaml")
+	writeFile(t, cfg, "domain: d\ndescriptors:\n  - key: k\n    rate_limit: {name: team-a/checkout, unit: hour, requests_per_unit: 5}\n")
+	for _, c := range []struct{ env, want string }{
+		{"", `"team-a/checkout";q=5;w=3600`},
+		{"rule", `"team-a/checkout";q=5;w=3600`},
+		{"hash", `"r`},
+		{"index", `"0";q=5;w=3600`},
+	} {
+		t.Run(c.env, func(t *testing.T) {
+			t.Setenv("SLUICE_HEADER_POLICY_NAMES", c.env)
+			s := launch(t, "-config", cfg, "-headers", "draft-11")
+			resp, _ := call(t, http.MethodPost, s.url+"/json", reqK, nil)
+			pol, rl := resp.Header.Get("RateLimit-Policy"), resp.Header.Get("RateLimit")
+			if !strings.HasPrefix(pol, c.want) {
+				t.Errorf("RateLimit-Policy %q, want it to start %q", pol, c.want)
+			}
+			if name, _, _ := strings.Cut(pol, ";"); !strings.HasPrefix(rl, name+";") {
+				t.Errorf("RateLimit %q names no item of RateLimit-Policy %q", rl, pol)
+			}
+			if c.env == "hash" || c.env == "index" {
+				if strings.Contains(pol+rl, "team-a") {
+					t.Errorf("the rule's name in RateLimit-Policy %q or RateLimit %q", pol, rl)
+				}
+			}
+		})
+	}
+	t.Setenv("SLUICE_HEADER_POLICY_NAMES", "name")
+	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second) // ends a serve that did start
+	defer cancel()
+	var out, errb testlog.Buffer
+	if code := runServe(ctx, []string{"-config", cfg, "-http-addr", "127.0.0.1:0", "-grpc-addr", "127.0.0.1:0"}, &out, &errb); code != 2 ||
+		!strings.Contains(errb.String(), "SLUICE_HEADER_POLICY_NAMES") {
+		t.Errorf("SLUICE_HEADER_POLICY_NAMES=name: exit %d, stderr %q; want 2 naming it", code, errb.String())
 	}
 }

@@ -218,12 +218,12 @@ func (r LazyRLQS) rlqs() (*RLQSStore, error) {
 }
 
 // Report is RLQSStore.Report once connected.
-func (r LazyRLQS) Report(ctx context.Context, bucket, client string, demand float64, now time.Time, ttl time.Duration) error {
+func (r LazyRLQS) Report(ctx context.Context, bucket, client, writer string, demand float64, now time.Time, ttl time.Duration) error {
 	st, err := r.rlqs()
 	if err != nil {
 		return err
 	}
-	return st.Report(ctx, bucket, client, demand, now, ttl)
+	return st.Report(ctx, bucket, client, writer, demand, now, ttl)
 }
 
 // Demands is RLQSStore.Demands once connected.
@@ -236,10 +236,10 @@ func (r LazyRLQS) Demands(ctx context.Context, bucket string, now time.Time) (ma
 }
 
 // Forget is RLQSStore.Forget once connected.
-func (r LazyRLQS) Forget(ctx context.Context, bucket, client string) error {
+func (r LazyRLQS) Forget(ctx context.Context, bucket, client, writer string) error {
 	st, err := r.rlqs()
 	if err != nil {
 		return err
 	}
-	return st.Forget(ctx, bucket, client)
+	return st.Forget(ctx, bucket, client, writer)
 }

@@ -24,7 +24,7 @@ func TestLazyRLQSNotConnectedSaysWhy(t *testing.T) {
 		}
 		r := l.RLQS()
 		_, derr := r.Demands(t.Context(), "b", time.Time{})
-		for _, err := range []error{r.Report(t.Context(), "b", "c", 1, time.Time{}, time.Second), derr, r.Forget(t.Context(), "b", "c")} {
+		for _, err := range []error{r.Report(t.Context(), "b", "c", "", 1, time.Time{}, time.Second), derr, r.Forget(t.Context(), "b", "c", "")} {
 			if !errors.Is(err, tt.want) || !errors.Is(err, sluice.ErrUnavailable) || !errors.Is(err, ErrNotConnected) {
 				t.Errorf("%s: %v, want an error wrapping %v, ErrUnavailable and ErrNotConnected", tt.name, err, tt.want)
 			}

@@ -229,3 +229,54 @@ func TestAnOldStreamEndingKeepsItsReconnectedClientsRecord(t *testing.T) {
 		synctest.Wait()
 	})
 }
+
+// A named Envoy that reconnects to another replica (sharing the store)
+// while its old stream on the first is still open keeps its record when
+// the old stream ends at last: the old stream's forget is conditional on
+// the record being still the one it wrote, and the new stream has written
+// it since. So the other Envoys never take its share while it still holds
+// it. Before, the old stream's end removed the record until the new
+// stream's next report, and the two held 150% of the limit meanwhile.
+func TestAnOldStreamOnAnotherReplicaEndingKeepsTheRecord(t *testing.T) {
+	t.Run("memory", func(t *testing.T) { oldStreamOnAnotherReplica(t, &rlqs.MemoryStore{}) })
+	t.Run("redis", func(t *testing.T) { oldStreamOnAnotherReplica(t, newOutside(t, redisRLQS(t), 4)) })
+}
+
+func oldStreamOnAnotherReplica(t *testing.T, st rlqs.Store) {
+	synctest.Test(t, func(t *testing.T) {
+		a, b := newServer(t, st), newServer(t, st)
+		ctx, cancel := context.WithCancel(t.Context())
+		defer cancel()
+		old, _ := client(ctx, a, "x", "10.0.0.1:5000")
+		other, hy := client(ctx, a, "y", "10.0.0.2:5000")
+		go reportEvery(ctx, other, 100)
+		go reportEvery(ctx, old, 100)
+		time.Sleep(12 * time.Second)
+		synctest.Wait()
+		again, hx := client(ctx, b, "x", "10.0.0.1:5001")
+		go reportEvery(ctx, again, 100)
+		time.Sleep(time.Second)
+		synctest.Wait()
+		_ = old.CloseSend()
+		worst := 0.0
+		for range 50 { // 5 s, to the reconnected client's next report
+			time.Sleep(100 * time.Millisecond)
+			synctest.Wait()
+			x, _ := hx.at(time.Now())
+			y, _ := hy.at(time.Now())
+			worst = max(worst, x+y)
+		}
+		m, err := st.Demands(t.Context(), "edge|3:api=v1", time.Now())
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("after the old stream on the other replica ended: %d records; the two Envoys held at most %.2f/s of 100/s", len(m), worst)
+		if len(m) != 2 || worst > 105 {
+			t.Errorf("%d records and at most %.2f/s held after the old stream ended, want 2 and at most 105/s (the limit and the reserve)", len(m), worst)
+		}
+		cancel()
+		shutdown(t, a)
+		shutdown(t, b)
+		synctest.Wait()
+	})
+}

@@ -71,8 +71,8 @@ func (o *outside) run(f func()) {
 	o.idle <- w
 }
 
-func (o *outside) Report(ctx context.Context, bucket, client string, demand float64, now time.Time, ttl time.Duration) (err error) {
-	o.run(func() { err = o.st.Report(context.WithoutCancel(ctx), bucket, client, demand, now, ttl) })
+func (o *outside) Report(ctx context.Context, bucket, client, writer string, demand float64, now time.Time, ttl time.Duration) (err error) {
+	o.run(func() { err = o.st.Report(context.WithoutCancel(ctx), bucket, client, writer, demand, now, ttl) })
 	return err
 }
 
@@ -81,8 +81,8 @@ func (o *outside) Demands(ctx context.Context, bucket string, now time.Time) (m 
 	return m, err
 }
 
-func (o *outside) Forget(ctx context.Context, bucket, client string) (err error) {
-	o.run(func() { err = o.st.Forget(context.WithoutCancel(ctx), bucket, client) })
+func (o *outside) Forget(ctx context.Context, bucket, client, writer string) (err error) {
+	o.run(func() { err = o.st.Forget(context.WithoutCancel(ctx), bucket, client, writer) })
 	return err
 }
 
@@ -101,10 +101,10 @@ func TestStoreRecordsExpireOnTheCallersClock(t *testing.T) {
 	ctx := context.Background()
 	now := time.Unix(1_000_000, 0)
 	for _, st := range []rlqs.Store{st, &rlqs.MemoryStore{}} {
-		if err := st.Report(ctx, "b", "old", 5, now, 10*time.Second); err != nil {
+		if err := st.Report(ctx, "b", "old", "", 5, now, 10*time.Second); err != nil {
 			t.Fatal(err)
 		}
-		if err := st.Report(ctx, "b", "new", 7, now.Add(9*time.Second), 10*time.Second); err != nil {
+		if err := st.Report(ctx, "b", "new", "", 7, now.Add(9*time.Second), 10*time.Second); err != nil {
 			t.Fatal(err)
 		}
 		got, err := st.Demands(ctx, "b", now.Add(9*time.Second))
@@ -115,11 +115,48 @@ func TestStoreRecordsExpireOnTheCallersClock(t *testing.T) {
 		if len(got) != 1 || got["new"] != 7 {
 			t.Errorf("%T at 10 s: %v, want the old record expired", st, got)
 		}
-		if err := st.Forget(ctx, "b", "new"); err != nil {
+		if err := st.Forget(ctx, "b", "new", ""); err != nil {
 			t.Fatal(err)
 		}
 		if got, _ = st.Demands(ctx, "b", now.Add(11*time.Second)); len(got) != 0 {
 			t.Errorf("%T after Forget: %v, want none", st, got)
+		}
+	}
+}
+
+// Forget with a writer removes a record only while that writer wrote it
+// last: a record written since by another (a named client's stream on
+// another replica) stays; with no writer, or for a record written without
+// one, it removes the record whoever wrote it. Demands never lists a
+// writer as a client.
+func TestStoreForgetLeavesARecordAnotherWriterWroteSince(t *testing.T) {
+	ctx := context.Background()
+	now := time.Unix(1_000_000, 0)
+	for _, st := range []rlqs.Store{redisRLQS(t), &rlqs.MemoryStore{}} {
+		if err := st.Report(ctx, "b", "x", "a/1", 5, now, 10*time.Second); err != nil {
+			t.Fatal(err)
+		}
+		if err := st.Report(ctx, "b", "x", "b/1", 6, now, 10*time.Second); err != nil {
+			t.Fatal(err)
+		}
+		if err := st.Forget(ctx, "b", "x", "a/1"); err != nil {
+			t.Fatal(err)
+		}
+		if got, _ := st.Demands(ctx, "b", now); len(got) != 1 || got["x"] != 6 {
+			t.Errorf("%T after the old writer's Forget: %v, want x's record of 6 kept", st, got)
+		}
+		if err := st.Forget(ctx, "b", "x", "b/1"); err != nil {
+			t.Fatal(err)
+		}
+		if got, _ := st.Demands(ctx, "b", now); len(got) != 0 {
+			t.Errorf("%T after its writer's Forget: %v, want none", st, got)
+		}
+		st.Report(ctx, "b", "y", "", 1, now, 10*time.Second)
+		st.Report(ctx, "b", "z", "c/1", 1, now, 10*time.Second)
+		st.Forget(ctx, "b", "y", "a/1")
+		st.Forget(ctx, "b", "z", "")
+		if got, _ := st.Demands(ctx, "b", now); len(got) != 0 {
+			t.Errorf("%T after Forget of a record without a writer and without one: %v, want none", st, got)
 		}
 	}
 }

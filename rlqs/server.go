@@ -233,6 +233,7 @@ func (s *Server) StreamRateLimitQuotas(st grpc.BidiStreamingServer[rlqspb.RateLi
 	c.client, c.named = s.clientID(st.Context())
 	if c.named {
 		c.id = s.streamID.Add(1)
+		c.writer = s.nonce + "/" + strconv.FormatUint(c.id, 10)
 		s.claim(c.client, c.id)
 	}
 	return c.run()

@@ -14,15 +14,20 @@ import (
 // this one. They must be safe for concurrent use.
 type Store interface {
 	// Report records client's demand of bucket (requests per second) at
-	// now, to count until now+ttl.
-	Report(ctx context.Context, bucket, client string, demand float64, now time.Time, ttl time.Duration) error
+	// now, to count until now+ttl, as written by writer (a stream's
+	// token, unique across replicas; empty for none).
+	Report(ctx context.Context, bucket, client, writer string, demand float64, now time.Time, ttl time.Duration) error
 	// Demands returns the demand of every client of bucket whose record
 	// counts at now, and may drop the others. The server calls it at most
 	// about twice a second per bucket (see Server), so that its cost, which
 	// grows with the clients of the bucket, is not paid on every report.
 	Demands(ctx context.Context, bucket string, now time.Time) (map[string]float64, error)
-	// Forget removes client's record of bucket.
-	Forget(ctx context.Context, bucket, client string) error
+	// Forget removes client's record of bucket if writer wrote it last,
+	// and leaves it when another writer has written it since (a named
+	// client's newer stream, on another replica too); with writer empty,
+	// or a record whose writer is not known, it removes the record
+	// whoever wrote it.
+	Forget(ctx context.Context, bucket, client, writer string) error
 }
 
 // MemoryStore is a Store in process memory. The zero value is ready to use.
@@ -34,12 +39,13 @@ type MemoryStore struct {
 type record struct {
 	demand  float64
 	expires time.Time
+	writer  string
 }
 
 var _ Store = (*MemoryStore)(nil)
 
 // Report implements Store.
-func (m *MemoryStore) Report(_ context.Context, bucket, client string, demand float64, now time.Time, ttl time.Duration) error {
+func (m *MemoryStore) Report(_ context.Context, bucket, client, writer string, demand float64, now time.Time, ttl time.Duration) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.buckets == nil {
@@ -50,7 +56,7 @@ func (m *MemoryStore) Report(_ context.Context, bucket, client string, demand fl
 		b = make(map[string]record)
 		m.buckets[bucket] = b
 	}
-	b[client] = record{demand, now.Add(ttl)}
+	b[client] = record{demand, now.Add(ttl), writer}
 	return nil
 }
 
@@ -74,10 +80,13 @@ func (m *MemoryStore) Demands(_ context.Context, bucket string, now time.Time) (
 }
 
 // Forget implements Store.
-func (m *MemoryStore) Forget(_ context.Context, bucket, client string) error {
+func (m *MemoryStore) Forget(_ context.Context, bucket, client, writer string) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if b := m.buckets[bucket]; b != nil {
+		if r, ok := b[client]; ok && writer != "" && r.writer != "" && r.writer != writer {
+			return nil // written since by another stream, which holds it now
+		}
 		delete(b, client)
 		if len(b) == 0 {
 			delete(m.buckets, bucket)

@@ -22,11 +22,11 @@ type failing struct {
 
 var errDown = errors.New("store down")
 
-func (f *failing) Report(ctx context.Context, bucket, client string, demand float64, now time.Time, ttl time.Duration) error {
+func (f *failing) Report(ctx context.Context, bucket, client, writer string, demand float64, now time.Time, ttl time.Duration) error {
 	if f.down.Load() {
 		return errDown
 	}
-	return f.MemoryStore.Report(ctx, bucket, client, demand, now, ttl)
+	return f.MemoryStore.Report(ctx, bucket, client, writer, demand, now, ttl)
 }
 
 // While the store fails, a new bucket gets no assignment (the Envoy keeps

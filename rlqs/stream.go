@@ -27,6 +27,7 @@ type stream struct {
 	client string
 	named  bool
 	id     uint64        // a named client's stream number (see Server.claim)
+	writer string        // a named client's stream's token in the store (see Store.Forget); "" unnamed
 	nudge  chan struct{} // a bucket's number of clients changed
 
 	domain  string
@@ -287,7 +288,7 @@ func (c *stream) divide(b *bucket, now time.Time) bool {
 		}
 	}
 	if err == nil {
-		err = st.Report(ctx, b.key, c.client, b.demand, now, c.set.ReportLife())
+		err = st.Report(ctx, b.key, c.client, c.writer, b.demand, now, c.set.ReportLife())
 	}
 	if err == nil && demand == nil {
 		// A client's first division reads the store, and so does one whose
@@ -500,7 +501,7 @@ func (c *stream) forget(b *bucket) {
 	c.srv.stats.remove(b.key, c.client)
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(c.st.Context()), storeTimeout)
 	defer cancel()
-	if err := c.srv.cfg.Store.Forget(ctx, b.key, c.client); err != nil {
+	if err := c.srv.cfg.Store.Forget(ctx, b.key, c.client, c.writer); err != nil {
 		c.srv.warnStore(time.Now(), "rlqs: the store failed to forget a client; its record expires", b.key, err)
 	}
 }

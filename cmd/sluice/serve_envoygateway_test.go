@@ -233,6 +233,31 @@ var egCases = []struct {
 		{what: "the same client on second-route, its own 300 an hour", entries: rooted("second-route", "masked_remote_address", "192.168.0.10/32"), calls: 2, limit: 300, unit: pb.RateLimitResponse_RateLimit_HOUR},
 		{what: "another client's /32", entries: route("masked_remote_address", "192.168.0.11/32"), calls: 1},
 	}},
+	{"method-match", []egProbe{
+		{what: "rule 0's method", entries: route("rule-0-method", "rule-0-method"), calls: 6, limit: 5},
+		{what: "rule 1's method, 50 a second", entries: route("rule-1-method", "rule-1-method"), calls: 3, limit: 50},
+		{what: "another method: the route only", entries: route(), calls: 1},
+	}},
+	{"path-match", []egProbe{
+		{what: "rule 0's path", entries: route("rule-0-path", "rule-0-path"), calls: 6, limit: 5},
+		{what: "rule 1's path, its own counter", entries: route("rule-1-path", "rule-1-path"), calls: 2, limit: 5},
+	}},
+	{"query-parameters-match", []egProbe{
+		{what: "both query parameters", entries: route("rule-0-match-0", "rule-0-match-0", "rule-0-match-1", "rule-0-match-1"), calls: 6, limit: 5},
+		{what: "the first only (shorter than the rule)", entries: route("rule-0-match-0", "rule-0-match-0"), calls: 1},
+	}},
+	{"multiple-domains", []egProbe{
+		{what: "second-route's rule in the listener's domain", entries: rooted("second-route", "rule-0-match-0", "rule-0-match-0"), calls: 6, limit: 5},
+		{what: "the shared policy in its own domain", domain: "test-namespace/test-policy-1", entries: rooted("test-namespace/test-policy-1/rule/0", "rule-0-match-0", "rule-0-match-0"), calls: 6, limit: 5},
+		{what: "the shared policy's descriptor in the listener's domain", entries: rooted("test-namespace/test-policy-1/rule/0", "rule-0-match-0", "rule-0-match-0"), calls: 1},
+	}},
+	{"ratelimit-sourceip-invert", []egProbe{
+		{what: "a client outside 192.168.0.0/24", entries: route("masked_remote_address", "invert:192.168.0.0/24"), calls: 6, limit: 5},
+		{what: "the CIDR without invert:", entries: route("masked_remote_address", "192.168.0.0/24"), calls: 1},
+	}},
+	{"empty-header-matches", []egProbe{
+		{what: "every request of the route", entries: route("rule-0-match--1", "rule-0-match--1"), calls: 6, limit: 5},
+	}},
 	{"month-year-rule", []egProbe{
 		{what: "first-route, 5 a month", entries: route("rule-0-match-0", "rule-0-match-0"), calls: 6, limit: 5, unit: pb.RateLimitResponse_RateLimit_MONTH},
 		{what: "second-route, 1 a year", entries: rooted("second-route", "rule-0-match-0", "rule-0-match-0"), calls: 2, limit: 1, unit: pb.RateLimitResponse_RateLimit_YEAR},

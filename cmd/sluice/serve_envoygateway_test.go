@@ -258,6 +258,30 @@ var egCases = []struct {
 	{"empty-header-matches", []egProbe{
 		{what: "every request of the route", entries: route("rule-0-match--1", "rule-0-match--1"), calls: 6, limit: 5},
 	}},
+	{"multiple-all-match", []egProbe{
+		{what: "every match", entries: route("rule-0-match-0", "rule-0-match-0", "rule-0-match-1", "rule-0-match-1", "rule-0-match-2", "rule-0-match-2", "rule-0-method", "rule-0-method", "rule-0-path", "rule-0-path", "masked_remote_address", "0.0.0.0/0"), calls: 6, limit: 5},
+		{what: "all but the path", entries: route("rule-0-match-0", "rule-0-match-0", "rule-0-match-1", "rule-0-match-1", "rule-0-match-2", "rule-0-match-2", "rule-0-method", "rule-0-method", "masked_remote_address", "0.0.0.0/0"), calls: 1},
+	}},
+	{"multiple-routes", []egProbe{
+		{what: "first-route, 5 a second", entries: route("rule-0-match-0", "rule-0-match-0"), calls: 6, limit: 5},
+		{what: "second-route, its own 10 a second", entries: rooted("second-route", "rule-0-match-0", "rule-0-match-0"), calls: 11, limit: 10},
+	}},
+	{"global-shared-distinct-match", []egProbe{
+		{what: "x-user-id alice", domain: "test-namespace/test-policy-1", entries: rooted("test-namespace/test-policy-1/rule/0", "rule-0-match-0", "alice"), calls: 6, limit: 5},
+		{what: "x-user-id bob, his own counter", domain: "test-namespace/test-policy-1", entries: rooted("test-namespace/test-policy-1/rule/0", "rule-0-match-0", "bob"), calls: 1, limit: 5},
+	}},
+	{"multiple-shared-and-unshared", []egProbe{
+		{what: "unshared rule 0", entries: route("rule-0-match-0", "rule-0-match-0"), calls: 6, limit: 5},
+		{what: "unshared rule 1", entries: route("rule-1-match-0", "rule-1-match-0"), calls: 2, limit: 5},
+		{what: "shared rule 0", domain: "test-namespace/test-policy-1", entries: rooted("test-namespace/test-policy-1/rule/0", "rule-0-match-0", "rule-0-match-0"), calls: 6, limit: 5},
+		{what: "shared rule 2", domain: "test-namespace/test-policy-1", entries: rooted("test-namespace/test-policy-1/rule/2", "rule-1-match-0", "rule-1-match-0"), calls: 2, limit: 5},
+		{what: "shared rule 1 (not shared: not in the domain)", domain: "test-namespace/test-policy-1", entries: rooted("test-namespace/test-policy-1/rule/1", "rule-1-match-0", "rule-1-match-0"), calls: 1},
+	}},
+	{"multiple-shared-ratelimit-rules", []egProbe{
+		{what: "the route's rule, 3 a second", entries: route("rule-0-match-0", "rule-0-match-0"), calls: 4, limit: 3},
+		{what: "shared rule 0, 1 a second", domain: "test-namespace/test-policy-1", entries: rooted("test-namespace/test-policy-1/rule/0", "rule-0-match-0", "rule-0-match-0"), calls: 2, limit: 1},
+		{what: "shared rule 1, 2 a second", domain: "test-namespace/test-policy-1", entries: rooted("test-namespace/test-policy-1/rule/1", "rule-1-match-0", "rule-1-match-0"), calls: 3, limit: 2},
+	}},
 	{"month-year-rule", []egProbe{
 		{what: "first-route, 5 a month", entries: route("rule-0-match-0", "rule-0-match-0"), calls: 6, limit: 5, unit: pb.RateLimitResponse_RateLimit_MONTH},
 		{what: "second-route, 1 a year", entries: rooted("second-route", "rule-0-match-0", "rule-0-match-0"), calls: 2, limit: 1, unit: pb.RateLimitResponse_RateLimit_YEAR},

@@ -282,6 +282,21 @@ var egCases = []struct {
 		{what: "shared rule 0, 1 a second", domain: "test-namespace/test-policy-1", entries: rooted("test-namespace/test-policy-1/rule/0", "rule-0-match-0", "rule-0-match-0"), calls: 2, limit: 1},
 		{what: "shared rule 1, 2 a second", domain: "test-namespace/test-policy-1", entries: rooted("test-namespace/test-policy-1/rule/1", "rule-1-match-0", "rule-1-match-0"), calls: 3, limit: 2},
 	}},
+	{"multiple-listeners-distinct-match", []egProbe{
+		{what: "alice on the first listener", entries: route("rule-0-match-0", "alice"), calls: 6, limit: 5},
+		{what: "alice on the second listener, its own counter", domain: "second-listener", entries: route("rule-0-match-0", "alice"), calls: 2, limit: 5},
+	}},
+	{"multiple-listeners-shared-distinct-match", []egProbe{
+		{what: "alice under the unshared rule", entries: route("rule-0-match-0", "alice"), calls: 6, limit: 5},
+		{what: "alice under the shared rule", domain: "test-namespace/test-policy-2", entries: rooted("test-namespace/test-policy-2/rule/0", "rule-0-match-0", "alice"), calls: 3, limit: 5},
+		{what: "alice under the shared rule from the second listener: the same counter", domain: "test-namespace/test-policy-2", entries: rooted("test-namespace/test-policy-2/rule/0", "rule-0-match-0", "alice"), calls: 3, limit: 5, prior: 3},
+	}},
+	{"multiple-global-shared-distinct-match", []egProbe{
+		{what: "rule 0, alice", domain: "test-namespace/test-policy-1", entries: rooted("test-namespace/test-policy-1/rule/0", "rule-0-match-0", "alice"), calls: 6, limit: 5},
+		{what: "rule 1, alice", domain: "test-namespace/test-policy-1", entries: rooted("test-namespace/test-policy-1/rule/1", "rule-1-match-0", "alice"), calls: 2, limit: 5},
+		{what: "rule 2, bob", domain: "test-namespace/test-policy-1", entries: rooted("test-namespace/test-policy-1/rule/2", "rule-2-match-0", "bob"), calls: 2, limit: 5},
+		{what: "rule 2's key under rule 0", domain: "test-namespace/test-policy-1", entries: rooted("test-namespace/test-policy-1/rule/0", "rule-2-match-0", "bob"), calls: 1},
+	}},
 	{"month-year-rule", []egProbe{
 		{what: "first-route, 5 a month", entries: route("rule-0-match-0", "rule-0-match-0"), calls: 6, limit: 5, unit: pb.RateLimitResponse_RateLimit_MONTH},
 		{what: "second-route, 1 a year", entries: rooted("second-route", "rule-0-match-0", "rule-0-match-0"), calls: 2, limit: 1, unit: pb.RateLimitResponse_RateLimit_YEAR},

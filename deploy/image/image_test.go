@@ -4,6 +4,7 @@ import (
 	"archive/tar"
 	"bytes"
 	"context"
+	"crypto/tls"
 	"debug/elf"
 	"errors"
 	"fmt"
@@ -26,9 +27,11 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/tarball"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	"sigs.k8s.io/yaml"
 
 	"github.com/sluicehq/sluice/deploy/internal/kube"
 	"github.com/sluicehq/sluice/internal/testlog"
+	"github.com/sluicehq/sluice/internal/testpki"
 )
 
 // repoRoot is the main module's directory, from this package's.
@@ -117,6 +120,107 @@ func TestImage(t *testing.T) {
 	runServe(t, root)
 	runAsDeployment(t, root)
 	runAsRatelimit(t, root)
+	runAsEnvoyGateway(t, root)
+}
+
+// startRedis starts a redis-server on a free loopback port for the rest of
+// the test and returns its address; without redis-server the test is
+// skipped, loudly.
+func startRedis(t *testing.T) string {
+	t.Helper()
+	bin, err := exec.LookPath("redis-server")
+	if err != nil {
+		t.Skip("SKIPPED the image with Envoy Gateway's environment: redis-server not found (apt-get install redis-server)")
+	}
+	addr := freeAddr(t)
+	_, port, _ := net.SplitHostPort(addr)
+	cmd := exec.Command(bin, "--bind", "127.0.0.1", "--port", port, "--save", "", "--appendonly", "no", "--dir", t.TempDir())
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) { // polling for start-up
+		if c, err := net.Dial("tcp", addr); err == nil {
+			c.Close()
+			return addr
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("redis-server did not listen on %s within 10 s", addr)
+		}
+	}
+}
+
+// egDeploymentEnv is the environment of Envoy Gateway's rate limit
+// Deployment, as the main module's Envoy Gateway tests keep it.
+const egDeploymentEnv = repoRoot + "/cmd/sluice/testdata/envoygateway/deployment-env.yaml"
+
+// runAsEnvoyGateway runs the image as Envoy Gateway's generated Deployment
+// does: /bin/ratelimit with no argument and that Deployment's environment
+// (xDS config over mutual TLS, Redis, a TLS gRPC listener, Prometheus,
+// FORCE_START_WITHOUT_INITIAL_CONFIG), its certificates at the paths it
+// mounts them. The swaps are the cluster's addresses for the test's: a
+// real Redis, an xDS server address nothing answers yet (the Deployment
+// serves before Envoy Gateway's first push), free loopback ports for the
+// listeners (HOST, PORT, GRPC_HOST and GRPC_PORT, which the Deployment
+// leaves at 0.0.0.0:8080 and :8081). It must serve: /healthcheck 200,
+// POST /json answered (no rules yet: 200), and gRPC over TLS with the
+// mounted certificate.
+func runAsEnvoyGateway(t *testing.T, root string) {
+	t.Helper()
+	b, err := os.ReadFile(egDeploymentEnv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var vars []struct{ Name, Value string }
+	if err := yaml.Unmarshal(b, &vars); err != nil {
+		t.Fatalf("%s: %v", egDeploymentEnv, err)
+	}
+	certs := filepath.Join(root, "certs")
+	if err := os.MkdirAll(certs, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	ca := testpki.NewCA(t, "envoy gateway CA")
+	crt, key := ca.Issue(t, "envoy-ratelimit", false, "envoy-ratelimit.test").WriteFiles(t, certs, "tls")
+	cafile := ca.WriteFile(t, certs, "ca.crt")
+	for _, f := range []string{crt, key, cafile} {
+		if err := os.Chmod(f, 0o644); err != nil { // readable by the image's user, as a Secret volume's files
+			t.Fatal(err)
+		}
+	}
+	redis := startRedis(t)
+	httpAddr, grpcAddr := freeAddr(t), freeAddr(t)
+	_, httpPort, _ := net.SplitHostPort(httpAddr)
+	_, grpcPort, _ := net.SplitHostPort(grpcAddr)
+	swap := map[string]string{
+		"CONFIG_GRPC_XDS_SERVER_URL": freeAddr(t),
+		"REDIS_URL":                  redis,
+		"PROMETHEUS_ADDR":            freeAddr(t),
+	}
+	cmd := inImage(root)
+	cmd.Path, cmd.Args = RatelimitPath, []string{RatelimitPath}
+	for _, v := range vars {
+		val := v.Value
+		if s, ok := swap[v.Name]; ok {
+			val = s
+		}
+		cmd.Env = append(cmd.Env, v.Name+"="+val)
+	}
+	cmd.Env = append(cmd.Env, "HOST=127.0.0.1", "PORT="+httpPort, "GRPC_HOST=127.0.0.1", "GRPC_PORT="+grpcPort)
+	s := startServed(t, cmd, httpAddr, RatelimitPath+" with Envoy Gateway's environment")
+	if got := s.codes(t, userBody("dave"), 2); !slices.Equal(got, []int{200, 200}) {
+		t.Errorf("before Envoy Gateway's first push, dave's two calls answered %v, want [200 200] (no rules)", got)
+	}
+	conn, err := tls.DialWithDialer(&net.Dialer{Timeout: 5 * time.Second}, "tcp", grpcAddr,
+		&tls.Config{RootCAs: ca.Pool(), ServerName: "envoy-ratelimit.test", NextProtos: []string{"h2"}})
+	if err != nil {
+		t.Errorf("gRPC over TLS with the mounted certificate: %v", err)
+	} else {
+		if p := conn.ConnectionState().NegotiatedProtocol; p != "h2" {
+			t.Errorf("gRPC listener negotiated %q, want h2", p)
+		}
+		conn.Close()
+	}
+	s.stop(t)
 }
 
 // runAsRatelimit runs the image as Envoy Gateway's Deployment and

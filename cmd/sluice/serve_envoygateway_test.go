@@ -297,6 +297,10 @@ var egCases = []struct {
 		{what: "rule 2, bob", domain: "test-namespace/test-policy-1", entries: rooted("test-namespace/test-policy-1/rule/2", "rule-2-match-0", "bob"), calls: 2, limit: 5},
 		{what: "rule 2's key under rule 0", domain: "test-namespace/test-policy-1", entries: rooted("test-namespace/test-policy-1/rule/0", "rule-2-match-0", "bob"), calls: 1},
 	}},
+	{"value-match", []egProbe{
+		{what: "the header's value matches", entries: route("rule-0-match-0", "rule-0-match-0"), calls: 6, limit: 5},
+		{what: "another value under the rule's key", entries: route("rule-0-match-0", "other"), calls: 1},
+	}},
 	{"month-year-rule", []egProbe{
 		{what: "first-route, 5 a month", entries: route("rule-0-match-0", "rule-0-match-0"), calls: 6, limit: 5, unit: pb.RateLimitResponse_RateLimit_MONTH},
 		{what: "second-route, 1 a year", entries: rooted("second-route", "rule-0-match-0", "rule-0-match-0"), calls: 2, limit: 1, unit: pb.RateLimitResponse_RateLimit_YEAR},

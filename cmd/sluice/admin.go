@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/admin"
+	"github.com/sluicehq/sluice/internal/daemon"
 	"github.com/sluicehq/sluice/internal/envflag"
 	"github.com/sluicehq/sluice/internal/safefile"
 )
@@ -35,7 +36,7 @@ var adminUsage = usage{
 The default -url is the admin listener both serve and proxy are shown
 with in the docs (serve -admin-addr 9901; the proxy's default); the
 error of a call says which URL was tried. The token is read from
--token-file, else ` + adminTokenEnv + `; with -cert and -key the call
+-token-file, else ` + daemon.AdminTokenEnv + `; with -cert and -key the call
 authenticates by client certificate (mTLS). Exit status 1 when the
 API refuses or fails the call (its status and message on stderr), 2 for a
 usage error. Operations:
@@ -96,7 +97,7 @@ func runAdmin(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	fs := flag.NewFlagSet("sluice admin", flag.ContinueOnError)
 	var c adminClient
 	fs.StringVar(&c.base, "url", envflag.String(adminURLEnv, defaultAdminURL), "the admin API's base URL (serve's or proxy's -admin-addr; a port or host:port means http://)")
-	fs.StringVar(&c.tokenFile, "token-file", "", "file holding the bearer token (else "+adminTokenEnv+")")
+	fs.StringVar(&c.tokenFile, "token-file", "", "file holding the bearer token (else "+daemon.AdminTokenEnv+")")
 	fs.StringVar(&c.ca, "ca", "", "CA bundle (PEM) that the API's certificate must chain to; default: the system's")
 	fs.StringVar(&c.cert, "cert", "", "client certificate (PEM) for mTLS, with -key")
 	fs.StringVar(&c.key, "key", "", "client key (PEM) for mTLS")
@@ -104,7 +105,7 @@ func runAdmin(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	if code, done := parseCommandLine(fs, args, stdout, stderr, adminUsage, 6); done {
 		return code
 	}
-	fail := exitWith(stderr, "sluice admin:")
+	fail := daemon.ExitWith(stderr, "sluice admin:")
 	if fs.NArg() == 0 {
 		return fail(2, "give an operation. Run 'sluice admin -h' for the list.")
 	}
@@ -233,7 +234,7 @@ func overrideCall(a []string, now time.Time) (adminCall, error) {
 func (c *adminClient) httpClient(ctx context.Context) (*http.Client, error) {
 	tc := &tls.Config{MinVersion: tls.VersionTLS12}
 	if c.ca != "" {
-		pool, err := loadCertPool(ctx, c.ca)
+		pool, err := daemon.LoadCertPool(ctx, c.ca)
 		if err != nil {
 			return nil, usageErr{err}
 		}
@@ -254,10 +255,10 @@ func (c *adminClient) httpClient(ctx context.Context) (*http.Client, error) {
 	return &http.Client{Transport: tr}, nil
 }
 
-// token returns the bearer token (readAdminToken), "" for none; a file
+// token returns the bearer token (daemon.ReadAdminToken), "" for none; a file
 // that cannot be read is a usage error.
 func (c *adminClient) token(ctx context.Context) (string, error) {
-	t, err := readAdminToken(ctx, c.tokenFile)
+	t, err := daemon.ReadAdminToken(ctx, c.tokenFile)
 	if err != nil {
 		return "", usageErr{err}
 	}

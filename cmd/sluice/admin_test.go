@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/config"
+	"github.com/sluicehq/sluice/internal/daemon"
 	"github.com/sluicehq/sluice/internal/pgtest"
 	"github.com/sluicehq/sluice/service"
 )
@@ -254,12 +255,12 @@ func TestAdminTokenIsReadAlikeByServeAndTheCommand(t *testing.T) {
 		{"short", write("short", "abc\n"), "", "abc", true},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			t.Setenv(adminTokenEnv, tt.env)
+			t.Setenv(daemon.AdminTokenEnv, tt.env)
 			got, err := (&adminClient{tokenFile: tt.file}).token(ctx)
 			if err != nil || got != tt.want {
 				t.Errorf("admin command: %q, %v; want %q", got, err, tt.want)
 			}
-			b, err := (&adminAuth{tokenFile: tt.file}).token(ctx)
+			b, err := (&daemon.AdminAuth{TokenFile: tt.file}).Token(ctx)
 			if tt.serveErr != (err != nil) || err == nil && string(b) != tt.want {
 				t.Errorf("serve: %q, %v; want %q (refused: %v)", b, err, tt.want, tt.serveErr)
 			}

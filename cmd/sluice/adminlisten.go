@@ -15,6 +15,7 @@ import (
 	"github.com/sluicehq/sluice/admin"
 	"github.com/sluicehq/sluice/admin/page"
 	"github.com/sluicehq/sluice/config"
+	"github.com/sluicehq/sluice/internal/daemon"
 	"github.com/sluicehq/sluice/internal/envflag"
 	"github.com/sluicehq/sluice/internal/stores"
 	"github.com/sluicehq/sluice/pgstore"
@@ -22,13 +23,9 @@ import (
 	"github.com/sluicehq/sluice/service"
 )
 
-// adminTokenEnv is the environment variable that holds the admin API's
-// bearer token (serve's, and the admin command's), when no file is given.
-const adminTokenEnv = "SLUICE_ADMIN_TOKEN"
-
 // adminOptions are serve's admin listener and plans settings.
 type adminOptions struct {
-	adminAuth
+	daemon.AdminAuth
 	addr      string     // -admin-addr; "" is off
 	plans     plansFlags // -plans ("" is off) and -plans-staleness
 	tenantKey string
@@ -40,8 +37,8 @@ type adminOptions struct {
 
 // flags defines the admin and plans flags on fs.
 func (o *adminOptions) flags(fs *flag.FlagSet) {
-	fs.StringVar(&o.addr, "admin-addr", "", "address of the admin API (peek, reset, plans, overrides, usage, ledger); empty: off. A port alone or :port listens on loopback (127.0.0.1); it needs a token (-admin-token-file or "+adminTokenEnv+") or mTLS")
-	o.adminAuth.flags(fs)
+	fs.StringVar(&o.addr, "admin-addr", "", "address of the admin API (peek, reset, plans, overrides, usage, ledger); empty: off. A port alone or :port listens on loopback (127.0.0.1); it needs a token (-admin-token-file or "+daemon.AdminTokenEnv+") or mTLS")
+	o.AdminAuth.Flags(fs)
 	o.plans.flags(fs, "PostgreSQL URL of plans and per-tenant overrides (the -store URL to share its database); empty: off")
 	fs.StringVar(&o.tenantKey, "plans-tenant-key", "tenant", "descriptor entry whose value names the tenant whose plan applies")
 	fs.StringVar(&o.keySecretFile, "log-key-secret-file", "", "a file holding the secret (16 bytes at least) of the keyed hash the live page (/page) shows of keys, the same on every replica so that their pages agree (as sluice proxy's flag); default a random secret per process")
@@ -63,23 +60,23 @@ func adminAddr(addr string) string {
 // serve an API nobody can (or everybody could) call.
 func (o *adminOptions) check(fs *flag.FlagSet) error {
 	if o.addr == "" {
-		if err := o.checkOff(fs); err != nil {
+		if err := o.CheckOff(fs); err != nil {
 			return err
 		}
 		if o.keySecretFile != "" {
-			return exitCode(2, "-log-key-secret-file needs -admin-addr (the live page is off)")
+			return daemon.ExitCode(2, "-log-key-secret-file needs -admin-addr (the live page is off)")
 		}
 	}
 	if err := o.plans.checkFlags(); err != nil {
 		return err
 	}
 	if o.plans.url == "" && envflag.IsSet(fs, "plans-tenant-key") {
-		return exitCode(2, "-plans-tenant-key needs -plans")
+		return daemon.ExitCode(2, "-plans-tenant-key needs -plans")
 	}
 	if o.tenantKey == "" {
-		return exitCode(2, "-plans-tenant-key must not be empty")
+		return daemon.ExitCode(2, "-plans-tenant-key must not be empty")
 	}
-	return o.adminAuth.check()
+	return o.AdminAuth.Check()
 }
 
 // adminParts are what openAdmin opened: the tenant lookup the service
@@ -124,7 +121,7 @@ func (s *serveApp) serviceStarted(svc *service.Service) {
 // newPage makes the live page of the admin listener.
 func (s *serveApp) newPage() *page.Page {
 	return page.New(page.Config{
-		RawKeys:   s.o.admin.rawKeys,
+		RawKeys:   s.o.admin.RawKeys,
 		KeySecret: s.admin.keySecret,
 		Config: func() page.LoadedConfig {
 			if lc := s.admin.loaded.Load(); lc != nil {
@@ -156,7 +153,7 @@ func (s *serveApp) storeState() page.StoreState {
 
 // openAdmin opens the plans (-plans) and the admin listener
 // (-admin-addr), serving the admin API on it.
-func (s *serveApp) openAdmin(ctx context.Context, a *app) error {
+func (s *serveApp) openAdmin(ctx context.Context, a *daemon.App) error {
 	o := &s.o.admin
 	if err := o.check(s.fs); err != nil {
 		return err
@@ -180,7 +177,7 @@ func (s *serveApp) openAdmin(ctx context.Context, a *app) error {
 		return err
 	}
 	if s.admin.keySecret, err = readLogKeySecret(ctx, o.keySecretFile); err != nil {
-		return exitCode(2, err)
+		return daemon.ExitCode(2, err)
 	}
 	s.admin.page = s.newPage()
 	cfg.Keys, cfg.KeyHash, cfg.SessionPaths = serveKeys{s}, s.admin.page.KeyHash, page.Path
@@ -190,14 +187,14 @@ func (s *serveApp) openAdmin(ctx context.Context, a *app) error {
 }
 
 // adminConfig builds the admin API's config from serve's parts.
-func (s *serveApp) adminConfig(ctx context.Context, a *app, pl *pgstore.PlanStore, cache *plans.Cache) (admin.Config, error) {
+func (s *serveApp) adminConfig(ctx context.Context, a *daemon.App, pl *pgstore.PlanStore, cache *plans.Cache) (admin.Config, error) {
 	o := &s.o.admin
-	cfg, ok, err := o.apiAuth(ctx)
+	cfg, ok, err := o.APIAuth(ctx)
 	if err != nil {
 		return admin.Config{}, err
 	}
 	if !ok {
-		return admin.Config{}, exitCode(2, "-admin-addr needs a token (-admin-token-file or "+adminTokenEnv+") or -admin-client-ca")
+		return admin.Config{}, daemon.ExitCode(2, "-admin-addr needs a token (-admin-token-file or "+daemon.AdminTokenEnv+") or -admin-client-ca")
 	}
 	cfg.Limiter, cfg.Logger = s.st.limiter, s.log.With("log", "audit")
 	cfg.ValidateLimit = s.o.validator() // a plan the store cannot serve is refused when written
@@ -210,31 +207,31 @@ func (s *serveApp) adminConfig(ctx context.Context, a *app, pl *pgstore.PlanStor
 		if err != nil {
 			return admin.Config{}, err
 		}
-		a.onClose(func() { st.Close() })
+		a.OnClose(func() { st.Close() })
 		cfg.Usage = usageSource{st}
 	}
 	return cfg, nil
 }
 
 // serveAdmin listens on -admin-addr (with TLS when set) and serves api.
-func (s *serveApp) serveAdmin(ctx context.Context, a *app, api *admin.API) error {
+func (s *serveApp) serveAdmin(ctx context.Context, a *daemon.App, api *admin.API) error {
 	o := &s.o.admin
-	ln, err := a.listen(adminAddr(o.addr))
+	ln, err := a.Listen(adminAddr(o.addr))
 	if err != nil {
-		return exitCode(1, "admin:", err)
+		return daemon.ExitCode(1, "admin:", err)
 	}
 	// The public HTTP listener's header, read, write and idle timeouts
 	// (the one place serve's HTTP servers are made), a write timeout long
 	// enough for a call's own (the export and the page's stream extend
 	// theirs), and serveAdminOn's connection cap.
-	hs := s.o.listen.httpServer(api, s.log)
+	hs := s.o.listen.HTTPServer(api, s.log)
 	hs.WriteTimeout = max(hs.WriteTimeout, admin.DefaultTimeout+5*time.Second)
-	scheme, err := o.serveAdminOn(ctx, a, ln, hs, s.admin.page)
+	scheme, err := o.ServeAdminOn(ctx, a, ln, hs, s.admin.page)
 	if err != nil {
 		return err
 	}
 	base := scheme + "://" + localAddr(ln.Addr())
-	s.log.Info("admin API", "url", base, "mtls", o.caFile != "", "page", base+page.Path)
+	s.log.Info("admin API", "url", base, "mtls", o.CAFile != "", "page", base+page.Path)
 	logLoginLink(s.log, api, base)
 	return nil
 }

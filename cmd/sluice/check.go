@@ -7,6 +7,7 @@ import (
 	"io"
 
 	"github.com/sluicehq/sluice/config"
+	"github.com/sluicehq/sluice/internal/daemon"
 	"github.com/sluicehq/sluice/internal/stores"
 )
 
@@ -42,7 +43,7 @@ func check(args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 	// As serve checks them first: regular files, within the total size.
-	_, err := checkConfigFiles(context.Background(), fs.Arg(0))
+	_, err := daemon.CheckConfigFiles(context.Background(), fs.Arg(0))
 	var cfg *config.Config
 	if err == nil {
 		cfg, err = config.Load(fs.Arg(0))

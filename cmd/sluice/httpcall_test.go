@@ -39,3 +39,10 @@ func bearer(token string) map[string]string {
 	}
 	return map[string]string{"Authorization": "Bearer " + token}
 }
+
+// get returns the status and body of GET url.
+func get(t *testing.T, url string) (int, string) {
+	t.Helper()
+	resp, b := call(t, http.MethodGet, url, "", nil)
+	return resp.StatusCode, string(b)
+}

@@ -8,7 +8,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"log/slog"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -113,37 +112,6 @@ Commands:
             accuracy for the sliding window's error against the exact log)
   version   print the version
 `)
-}
-
-// exitWith returns the error exit of a command: a function that prints its
-// arguments on stderr after prefix, as fmt.Fprintln spaces them, and
-// returns code, the exit code.
-func exitWith(stderr io.Writer, prefix string) func(code int, a ...any) int {
-	return func(code int, a ...any) int {
-		fmt.Fprintln(stderr, append([]any{prefix}, a...)...)
-		return code
-	}
-}
-
-// newLogger returns the logger on stderr of serve and proxy, at the level
-// named by -log-level (see parseLogLevel), in the format of
-// envoyproxy/ratelimit's LOG_FORMAT, text (unset) or json (see logHandler);
-// another format is an error, as an unknown level is.
-func newLogger(level string, stderr io.Writer) (*slog.Logger, error) {
-	return newLoggerFormat(level, os.Getenv("LOG_FORMAT"), stderr)
-}
-
-// newLoggerFormat is newLogger in the given format (serve's -log-format).
-func newLoggerFormat(level, format string, stderr io.Writer) (*slog.Logger, error) {
-	l, err := parseLogLevel(level)
-	if err != nil {
-		return nil, err
-	}
-	h, err := logHandler(format, stderr, &slog.HandlerOptions{Level: l})
-	if err != nil {
-		return nil, err
-	}
-	return slog.New(h), nil
 }
 
 // buildVersion returns the version set at link time, else the main module's

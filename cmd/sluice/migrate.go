@@ -14,6 +14,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/sluicehq/sluice/internal/daemon"
 	"github.com/sluicehq/sluice/internal/redact"
 	"github.com/sluicehq/sluice/internal/stores"
 	"github.com/sluicehq/sluice/pgstore"
@@ -64,7 +65,7 @@ func runPrune(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	if code, done := parseCommandLine(fs, args, stdout, stderr, pruneUsage, 1); done {
 		return code
 	}
-	fail := exitWith(stderr, "sluice migrate prune:")
+	fail := daemon.ExitWith(stderr, "sluice migrate prune:")
 	url, msg := databaseArg(fs, *store, "sluice migrate prune", "keeps a ledger")
 	if msg != "" {
 		return fail(2, msg)
@@ -155,7 +156,7 @@ func runMigrate(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	if code, done := parseCommandLine(fs, args, stdout, stderr, migrateUsage, 1); done {
 		return code
 	}
-	fail := exitWith(stderr, "sluice migrate:")
+	fail := daemon.ExitWith(stderr, "sluice migrate:")
 	url, msg := databaseArg(fs, *store, "sluice migrate", "has migrations")
 	if msg != "" {
 		return fail(2, msg)

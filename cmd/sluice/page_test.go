@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/admin/page"
+	"github.com/sluicehq/sluice/internal/daemon"
 )
 
 // -admin-raw-keys without -admin-addr is refused: there is no page whose
@@ -74,7 +75,7 @@ func TestServePageBehindAdminAuthWithRawKeys(t *testing.T) {
 }
 
 // A browser following the page's event stream does not hold serve's
-// drain: the stream ends when serve stops, well within drainGrace.
+// drain: the stream ends when serve stops, well within daemon.DrainGrace.
 func TestServeStopsPromptlyWithAPageStreamOpen(t *testing.T) {
 	const token = "a-long-enough-admin-token"
 	s, pageURL, _ := launchPage(t, token)
@@ -90,8 +91,8 @@ func TestServeStopsPromptlyWithAPageStreamOpen(t *testing.T) {
 	}
 	start := time.Now()
 	s.stop(t)
-	if took := time.Since(start); took > drainGrace/2 {
-		t.Errorf("serve took %v to stop with a stream open (drainGrace %v)", took, drainGrace)
+	if took := time.Since(start); took > daemon.DrainGrace/2 {
+		t.Errorf("serve took %v to stop with a stream open (drainGrace %v)", took, daemon.DrainGrace)
 	}
 }
 

@@ -31,6 +31,7 @@ import (
 	"github.com/sluicehq/sluice/failsafe"
 	"github.com/sluicehq/sluice/gateway"
 	"github.com/sluicehq/sluice/httplimit"
+	"github.com/sluicehq/sluice/internal/daemon"
 	"github.com/sluicehq/sluice/internal/envflag"
 	"github.com/sluicehq/sluice/internal/redact"
 	"github.com/sluicehq/sluice/internal/safefile"
@@ -52,10 +53,10 @@ type proxyOptions struct {
 	dryRun, h2c, watch, check                               bool
 	timeouts                                                gateway.Timeouts // 0: the file's, else NGINX's
 	maxConns, maxQueued                                     int
-	storeTimeout                                            time.Duration // -store-timeout: failsafe.Config.Timeout; 0 its default
-	failureNodes                                            int           // -failure-nodes: failsafe.Config.Nodes; 0 is 1
-	admin                                                   adminAuth     // the page's and admin API's (see proxyadmin.go)
-	fs                                                      *flag.FlagSet // for the flags given
+	storeTimeout                                            time.Duration    // -store-timeout: failsafe.Config.Timeout; 0 its default
+	failureNodes                                            int              // -failure-nodes: failsafe.Config.Nodes; 0 is 1
+	admin                                                   daemon.AdminAuth // the page's and admin API's (see proxyadmin.go)
+	fs                                                      *flag.FlagSet    // for the flags given
 
 	// plans are -plans and -plans-staleness (proxyplans.go).
 	plans plansFlags
@@ -66,34 +67,34 @@ type proxyOptions struct {
 // seconds. It runs the steps of the app lifecycle (see app) with the
 // proxy's parts.
 func runProxy(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	a := newApp(stderr, "sluice proxy:") // first: SIGHUP during start-up must not kill the proxy
-	defer a.close()
+	a := daemon.NewApp(stderr, "sluice proxy:") // first: SIGHUP during start-up must not kill the proxy
+	defer a.Close()
 	o, code, done := parseProxyFlags(args, stdout, stderr)
 	if done {
 		return code
 	}
 	p := &proxyApp{o: o, stderr: stderr}
 	if err := p.checkOptions(); err != nil {
-		return a.exit(err)
+		return a.Exit(err)
 	}
-	a.log = p.log
-	sum, known := fingerprintBeforeLoad(p.o.configPath)
+	a.Log = p.log
+	sum, known := daemon.FingerprintBeforeLoad(p.o.configPath)
 	file, err := loadProxyFile(ctx, p.o) // with the size flags checkOptions read
 	if err != nil {
-		return a.exit(err)
+		return a.Exit(err)
 	}
 	p.file = file
 	if p.o.check {
 		if err := p.preflight(ctx); err != nil {
-			return a.exit(err)
+			return a.Exit(err)
 		}
 		return checkProxy(file, stdout, stderr)
 	}
 	if err := p.start(ctx, a, sum, known); err != nil {
-		return a.exit(err)
+		return a.Exit(err)
 	}
 	p.printBanner(stdout)
-	return a.run(ctx)
+	return a.Run(ctx)
 }
 
 // proxyApp is the proxy's parts, as its start-up steps open them.
@@ -124,7 +125,7 @@ type proxyApp struct {
 // start-only settings of the file (openFileSettings), the store
 // (openLimiter), the metrics, the gateway, the config's reloader, and
 // the listeners.
-func (p *proxyApp) start(ctx context.Context, a *app, sum [sha256.Size]byte, known bool) error {
+func (p *proxyApp) start(ctx context.Context, a *daemon.App, sum [sha256.Size]byte, known bool) error {
 	if err := p.openFileSettings(ctx, a); err != nil {
 		return err
 	}
@@ -145,23 +146,23 @@ func (p *proxyApp) start(ctx context.Context, a *app, sum [sha256.Size]byte, kno
 		return err
 	}
 	p.gw = gw
-	a.onClose(gw.Close)
+	a.OnClose(gw.Close)
 	for _, u := range p.file.Config.Upstreams {
 		checkUpstream(ctx, p.log, u)
 	}
-	var rl *reloader
+	var rl *daemon.Reloader
 	if p.o.configPath != "" {
-		if rl, err = newReloader(p.o.configPath, func(string) error { return p.reload(ctx) }, p.log, p.reg, sum, known); err != nil {
+		if rl, err = daemon.NewReloader(p.o.configPath, func(string) error { return p.reload(ctx) }, p.log, p.reg, sum, known); err != nil {
 			return err
 		}
 	}
-	a.reloadWith(rl, "no -config")
+	a.ReloadWith(rl, "no -config")
 	if err := p.serve(ctx, a); err != nil {
 		return err
 	}
 	p.reopenOnSIGUSR1(a)
 	if p.o.watch {
-		a.watch(ctx, p.o.configPath, nil, "config file")
+		a.Watch(ctx, p.o.configPath, nil, "config file")
 	}
 	return nil
 }
@@ -174,8 +175,8 @@ func parseProxyFlags(args []string, stdout, stderr io.Writer) (o proxyOptions, c
 	fs.StringVar(&o.configPath, "config", "", "the proxy's YAML config (routes, limits, conns; see docs/proxy.md)")
 	fs.StringVar(&o.upstream, "upstream", "", "the upstream URL (overrides the config's first upstream)")
 	fs.StringVar(&o.listen, "listen", "", `address to listen on (default the config's "listen", else :8080)`)
-	fs.StringVar(&o.adminAddr, "admin-addr", "127.0.0.1:9901", "address of /metrics and /healthcheck (no authentication), and with a token (-admin-token-file or "+adminTokenEnv+") or -admin-client-ca of the live page (/page) and admin API behind it; empty: none")
-	o.admin.flags(fs)
+	fs.StringVar(&o.adminAddr, "admin-addr", "127.0.0.1:9901", "address of /metrics and /healthcheck (no authentication), and with a token (-admin-token-file or "+daemon.AdminTokenEnv+") or -admin-client-ca of the live page (/page) and admin API behind it; empty: none")
+	o.admin.Flags(fs)
 	o.fs = fs
 	o.plans.flags(fs, "PostgreSQL URL of plans and per-tenant overrides, whose schema sluice serve or sluice migrate made; the config's plans block names the tenant's header; empty: off")
 	fs.StringVar(&o.store, "store", "", `memory, or a Redis URL (default the config's "store", else memory)`)
@@ -208,24 +209,24 @@ func (p *proxyApp) checkOptions() error {
 	o := &p.o
 	for _, d := range []time.Duration{o.timeouts.ClientHeader, o.timeouts.ClientBody, o.timeouts.Send, o.timeouts.Keepalive} {
 		if d < 0 {
-			return exitCode(2, "a timeout flag is negative: want a positive duration such as 30s")
+			return daemon.ExitCode(2, "a timeout flag is negative: want a positive duration such as 30s")
 		}
 	}
 	if o.configPath == "" && o.upstream == "" {
-		return exitCode(2, "give -config FILE, -upstream URL, or both")
+		return daemon.ExitCode(2, "give -config FILE, -upstream URL, or both")
 	}
 	if err := stores.CheckTimeout(o.storeTimeout); err != nil {
-		return exitCode(2, err)
+		return daemon.ExitCode(2, err)
 	}
 	if err := stores.CheckFailureNodes(o.failureNodes); err != nil {
-		return exitCode(2, err)
+		return daemon.ExitCode(2, err)
 	}
 	if _, err := failsafe.ParseMode(o.failure); err != nil {
-		return exitCode(2, "-failure-mode:", err) // whatever the store, as serve
+		return daemon.ExitCode(2, "-failure-mode:", err) // whatever the store, as serve
 	}
 	var err error
-	if p.log, err = newLoggerFormat(o.logLevel, o.logFormat, p.stderr); err != nil {
-		return exitCode(2, err)
+	if p.log, err = daemon.NewLoggerFormat(o.logLevel, o.logFormat, p.stderr); err != nil {
+		return daemon.ExitCode(2, err)
 	}
 	if os.Getenv("GOGC") == "" {
 		// A proxy's live heap is a few MB of buffers and connections, so
@@ -236,12 +237,12 @@ func (p *proxyApp) checkOptions() error {
 	}
 	if o.maxBody != "" { // else the file's, else the gateway's default
 		if o.maxBodySize, err = gateway.ParseSizeOrOff(o.maxBody); err != nil {
-			return exitCode(2, "-client-max-body-size:", err)
+			return daemon.ExitCode(2, "-client-max-body-size:", err)
 		}
 	}
 	if o.bodyMinRate != "" {
 		if o.timeouts.ClientBodyMinRate, err = gateway.ParseSizeOrOff(o.bodyMinRate); err != nil {
-			return exitCode(2, "-client-body-min-rate:", err)
+			return daemon.ExitCode(2, "-client-body-min-rate:", err)
 		}
 	}
 	return nil
@@ -250,7 +251,7 @@ func (p *proxyApp) checkOptions() error {
 // openFileSettings reads the settings that apply at start only (see
 // startOnly): the log key secret (the flag's file before the config's),
 // the listen address, the store and the access log.
-func (p *proxyApp) openFileSettings(ctx context.Context, a *app) error {
+func (p *proxyApp) openFileSettings(ctx context.Context, a *daemon.App) error {
 	var err error
 	if p.logKeySecret, err = p.readSecret(ctx); err != nil {
 		return err
@@ -258,14 +259,14 @@ func (p *proxyApp) openFileSettings(ctx context.Context, a *app) error {
 	p.o.listen = cmp.Or(p.o.listen, p.file.Listen, ":8080")
 	p.o.store = cmp.Or(p.o.store, p.file.Store)
 	if err := checkProxyStore(p.o.store); err != nil {
-		return exitCode(2, err)
+		return daemon.ExitCode(2, err)
 	}
 	accessLog, closeLog, err := openAccessLog(p.o.accessLog, p.file.AccessLog, p.stderr)
 	if err != nil {
 		return err
 	}
 	p.accessLog = accessLog
-	a.onClose(closeLog)
+	a.OnClose(closeLog)
 	return nil
 }
 
@@ -274,12 +275,12 @@ func (p *proxyApp) openFileSettings(ctx context.Context, a *app) error {
 // the decision deadline of -store-timeout, or the memory store (which
 // never fails and has no deadline: a -failure-mode or -store-timeout given
 // with it is logged as not acted on).
-func (p *proxyApp) openLimiter(ctx context.Context, a *app) error {
+func (p *proxyApp) openLimiter(ctx context.Context, a *daemon.App) error {
 	limiter, failure, closeStore, err := openStore(ctx, p.o.store, p.o.failure)
 	if err != nil {
 		return err
 	}
-	a.onClose(closeStore)
+	a.OnClose(closeStore)
 	p.limiter = limiter
 	if failure == nil {
 		p.logMemoryMoot()
@@ -291,7 +292,7 @@ func (p *proxyApp) openLimiter(ctx context.Context, a *app) error {
 	fc := p.failsafeConfig(limiter, failure)
 	if failure.Mode == failsafe.Local {
 		local := memstore.New(memstore.Config{})
-		a.onClose(func() { local.Close() })
+		a.OnClose(func() { local.Close() })
 		fc.Local = local
 	}
 	fl, err := failsafe.New(fc)
@@ -396,8 +397,8 @@ func (p *proxyApp) reload(ctx context.Context) error {
 
 // serve opens the listeners and serves the gateway on -listen and, with
 // -admin-addr, /metrics and /healthcheck on the admin listener.
-func (p *proxyApp) serve(ctx context.Context, a *app) error {
-	ln, err := a.listen(p.o.listen)
+func (p *proxyApp) serve(ctx context.Context, a *daemon.App) error {
+	ln, err := a.Listen(p.o.listen)
 	if err != nil {
 		return err
 	}
@@ -406,7 +407,7 @@ func (p *proxyApp) serve(ctx context.Context, a *app) error {
 	// upstreams, the store and the config file, whatever the clients do;
 	// at the cap, an idle keep-alive connection gives its place to a new
 	// one.
-	ln, connState := capConns(ln, p.o.maxConns)
+	ln, connState := daemon.CapConns(ln, p.o.maxConns)
 	// The header and idle timeouts are the server's; the gateway bounds
 	// each read of a body and each write of a response itself, so that
 	// neither a long upload nor a long stream is cut.
@@ -418,12 +419,12 @@ func (p *proxyApp) serve(ctx context.Context, a *app) error {
 		pr.SetUnencryptedHTTP2(true)
 		hs.Protocols = &pr
 	}
-	a.serveHTTP(hs, ln)
+	a.ServeHTTP(hs, ln)
 	if p.o.adminAddr == "" {
 		return nil
 	}
-	if p.adminLn, err = a.listen(p.o.adminAddr); err != nil {
-		return exitCode(1, "admin:", err)
+	if p.adminLn, err = a.Listen(p.o.adminAddr); err != nil {
+		return daemon.ExitCode(1, "admin:", err)
 	}
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", promhttp.HandlerFor(p.reg, promhttp.HandlerOpts{}))
@@ -433,22 +434,22 @@ func (p *proxyApp) serve(ctx context.Context, a *app) error {
 	admin := p.file.Config.Timeouts.Server(p.adminHandler(mux), p.log)
 	at := p.file.Config.Timeouts.WithDefaults()
 	admin.ReadTimeout, admin.WriteTimeout = at.ClientHeader+at.ClientBody, at.Send
-	p.adminScheme, err = p.o.admin.serveAdminOn(ctx, a, p.adminLn, admin, p.pg.page)
+	p.adminScheme, err = p.o.admin.ServeAdminOn(ctx, a, p.adminLn, admin, p.pg.page)
 	return err
 }
 
 // reopenOnSIGUSR1 reopens the access log file, if it is one, on SIGUSR1
 // (see logFile), until the command ends.
-func (p *proxyApp) reopenOnSIGUSR1(a *app) {
+func (p *proxyApp) reopenOnSIGUSR1(a *daemon.App) {
 	lf, ok := p.accessLog.(*logFile)
 	if !ok {
 		return
 	}
 	usr1 := make(chan os.Signal, 1)
 	signal.Notify(usr1, syscall.SIGUSR1)
-	a.onClose(func() { signal.Stop(usr1) })
+	a.OnClose(func() { signal.Stop(usr1) })
 	stopReopen, reopenDone := make(chan struct{}), make(chan struct{})
-	a.onClose(func() { close(stopReopen); <-reopenDone })
+	a.OnClose(func() { close(stopReopen); <-reopenDone })
 	go func() {
 		defer close(reopenDone)
 		for {

@@ -13,6 +13,7 @@ import (
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/admin/page"
+	"github.com/sluicehq/sluice/internal/daemon"
 	"github.com/sluicehq/sluice/internal/keyhash"
 )
 
@@ -155,7 +156,7 @@ func checkPageDataCountsTheProxy(t *testing.T, admin, token, cfg string) {
 // Without a token or client CA the proxy's admin listener is as it was:
 // /metrics and /healthcheck, and no page.
 func TestProxyAdminWithoutTokenHasNoPage(t *testing.T) {
-	t.Setenv(adminTokenEnv, "")
+	t.Setenv(daemon.AdminTokenEnv, "")
 	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}))
 	defer up.Close()
 	p := launchProxy(t, "-upstream", up.URL)
@@ -171,7 +172,7 @@ func TestProxyAdminWithoutTokenHasNoPage(t *testing.T) {
 // without a token or client CA (no page), and any admin flag with the
 // admin listener off.
 func TestProxyRefusesAdminFlagsNotActedOn(t *testing.T) {
-	t.Setenv(adminTokenEnv, "")
+	t.Setenv(daemon.AdminTokenEnv, "")
 	tokenFile := filepath.Join(t.TempDir(), "token")
 	writeFile(t, tokenFile, "a-long-enough-admin-token\n")
 	for _, args := range [][]string{

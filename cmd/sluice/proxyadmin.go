@@ -17,6 +17,7 @@ import (
 	"github.com/sluicehq/sluice/failsafe"
 	"github.com/sluicehq/sluice/gateway"
 	"github.com/sluicehq/sluice/httplimit"
+	"github.com/sluicehq/sluice/internal/daemon"
 	"github.com/sluicehq/sluice/internal/stores"
 	"github.com/sluicehq/sluice/service"
 )
@@ -37,24 +38,24 @@ type proxyPage struct {
 func (p *proxyApp) openPage(ctx context.Context) error {
 	o := &p.o.admin
 	if p.o.adminAddr == "" {
-		return o.checkOff(p.o.fs)
+		return o.CheckOff(p.o.fs)
 	}
-	if err := o.check(); err != nil {
+	if err := o.Check(); err != nil {
 		return err
 	}
-	cfg, ok, err := o.apiAuth(ctx)
+	cfg, ok, err := o.APIAuth(ctx)
 	if err != nil {
 		return err
 	}
 	if !ok {
-		if o.rawKeys {
-			return exitCode(2, "-admin-raw-keys needs the page, which needs a token (-admin-token-file or "+adminTokenEnv+") or -admin-client-ca")
+		if o.RawKeys {
+			return daemon.ExitCode(2, "-admin-raw-keys needs the page, which needs a token (-admin-token-file or "+daemon.AdminTokenEnv+") or -admin-client-ca")
 		}
 		return nil
 	}
 	cfg.Limiter, cfg.Logger = p.limiter, p.log.With("log", "audit")
 	p.pg.page = page.New(page.Config{
-		RawKeys:   o.rawKeys,
+		RawKeys:   o.RawKeys,
 		KeySecret: p.logKeySecret, // the page's hash of a key is the logs'
 		Decider:   proxyDecider{p},
 		Config: func() page.LoadedConfig {

@@ -8,6 +8,8 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+
+	"github.com/sluicehq/sluice/internal/daemon"
 )
 
 // preflight runs, for sluice proxy -check, the checks of start-up that
@@ -39,13 +41,13 @@ func (p *proxyApp) readSecret(ctx context.Context) ([]byte, error) {
 	if p.o.logKeySecretFile != "" || p.file.LogKeySecretFile == "" {
 		b, err := readLogKeySecret(ctx, p.o.logKeySecretFile)
 		if err != nil {
-			return nil, exitCode(2, err)
+			return nil, daemon.ExitCode(2, err)
 		}
 		return b, nil
 	}
 	b, err := readKeySecret(ctx, p.file.LogKeySecretFile)
 	if err != nil {
-		return nil, exitCode(2, fmt.Sprintf("%s: log_key_secret_file: %v (write one with: openssl rand -hex 32 > FILE; or remove the line for a random secret per process)", p.at("log_key_secret_file"), err))
+		return nil, daemon.ExitCode(2, fmt.Sprintf("%s: log_key_secret_file: %v (write one with: openssl rand -hex 32 > FILE; or remove the line for a random secret per process)", p.at("log_key_secret_file"), err))
 	}
 	return b, nil
 }
@@ -54,7 +56,7 @@ func (p *proxyApp) readSecret(ctx context.Context) ([]byte, error) {
 // tenant up) and -plans without a plans block, with exit status 2.
 func (p *proxyApp) checkPlans() error {
 	if p.file.Config.Plans != nil && p.o.plans.url == "" {
-		return exitCode(2, fmt.Sprintf("%s: plans: needs -plans postgres://… (the database of tenants' plans and overrides that sluice serve or sluice migrate made); without one, remove the plans block", p.at("plans")))
+		return daemon.ExitCode(2, fmt.Sprintf("%s: plans: needs -plans postgres://… (the database of tenants' plans and overrides that sluice serve or sluice migrate made); without one, remove the plans block", p.at("plans")))
 	}
 	return p.o.plans.check(p.file)
 }

@@ -9,6 +9,7 @@ import (
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/gateway"
+	"github.com/sluicehq/sluice/internal/daemon"
 	"github.com/sluicehq/sluice/internal/envflag"
 	"github.com/sluicehq/sluice/internal/stores"
 	"github.com/sluicehq/sluice/pgstore"
@@ -37,13 +38,13 @@ func (o *plansFlags) flags(fs *flag.FlagSet, usage string) {
 // staleness that is not positive.
 func (o *plansFlags) checkFlags() error {
 	if o.url == "" && envflag.IsSet(o.fs, "plans-staleness") {
-		return exitCode(2, "-plans-staleness needs -plans")
+		return daemon.ExitCode(2, "-plans-staleness needs -plans")
 	}
 	if err := checkPlansURL(o.url); err != nil {
 		return err
 	}
 	if o.staleness <= 0 {
-		return exitCode(2, "-plans-staleness must be positive")
+		return daemon.ExitCode(2, "-plans-staleness must be positive")
 	}
 	return nil
 }
@@ -52,7 +53,7 @@ func (o *plansFlags) checkFlags() error {
 // PostgreSQL URL (exit status 2); "" (off) passes.
 func checkPlansURL(url string) error {
 	if url != "" && !stores.Is(url, stores.Postgres) {
-		return exitCode(2, "-plans must be a PostgreSQL URL (postgres://…)")
+		return daemon.ExitCode(2, "-plans must be a PostgreSQL URL (postgres://…)")
 	}
 	return nil
 }
@@ -61,12 +62,12 @@ func checkPlansURL(url string) error {
 // schema only when migrate), closes it when a closes, and returns its plan
 // store and the cache that reads tenants through it, each used from memory
 // for at most staleness. Serve and proxy open -plans with it.
-func openPlanCache(ctx context.Context, a *app, url string, migrate bool, staleness time.Duration, log *slog.Logger) (*pgstore.PlanStore, *plans.Cache, error) {
+func openPlanCache(ctx context.Context, a *daemon.App, url string, migrate bool, staleness time.Duration, log *slog.Logger) (*pgstore.PlanStore, *plans.Cache, error) {
 	st, err := connectPostgres(ctx, url, migrate)
 	if err != nil {
 		return nil, nil, fmt.Errorf("-plans %s: %w", stores.Name(url), err)
 	}
-	a.onClose(func() { st.Close() })
+	a.OnClose(func() { st.Close() })
 	pl := pgstore.NewPlanStore(st.Pool())
 	return pl, plans.NewCache(pgplans.New(pl), plans.Config{Staleness: staleness, Logger: log}), nil
 }
@@ -77,7 +78,7 @@ func (o *plansFlags) check(f *gateway.File) error {
 		return err
 	}
 	if f.Config.Plans == nil {
-		return exitCode(2, fmt.Sprintf("-plans: %s has no plans block (plans: {tenant_header: X-Tenant}), so no limit would use it", f.Name))
+		return daemon.ExitCode(2, fmt.Sprintf("-plans: %s has no plans block (plans: {tenant_header: X-Tenant}), so no limit would use it", f.Name))
 	}
 	return nil
 }
@@ -85,7 +86,7 @@ func (o *plansFlags) check(f *gateway.File) error {
 // openPlans opens the plans' database (without migrating it: the proxy
 // only reads) and the cache the gateway looks tenants up in; nil without
 // -plans.
-func (p *proxyApp) openPlans(ctx context.Context, a *app) error {
+func (p *proxyApp) openPlans(ctx context.Context, a *daemon.App) error {
 	o := &p.o.plans
 	if err := p.checkPlans(); err != nil || o.url == "" {
 		return err

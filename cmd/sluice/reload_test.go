@@ -20,6 +20,7 @@ import (
 
 	"go.uber.org/goleak"
 
+	"github.com/sluicehq/sluice/internal/daemon"
 	"github.com/sluicehq/sluice/internal/ratelimitenv"
 	"github.com/sluicehq/sluice/internal/testlog"
 )
@@ -503,7 +504,7 @@ func TestServeEnv(t *testing.T) {
 			t.Errorf("LOG_LEVEL=nonsense: exit %d, %q", code, errb.String())
 		}
 		for in, want := range map[string]string{"DEBUG": "DEBUG", "warning": "WARN", "Error": "ERROR", "trace": "DEBUG"} {
-			if l, err := parseLogLevel(in); err != nil || l.String() != want {
+			if l, err := daemon.ParseLogLevel(in); err != nil || l.String() != want {
 				t.Errorf("parseLogLevel(%q) = %v, %v; want %s", in, l, err, want)
 			}
 		}

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/config"
+	"github.com/sluicehq/sluice/internal/daemon"
 	"github.com/sluicehq/sluice/internal/envflag"
 	"github.com/sluicehq/sluice/internal/stores"
 	"github.com/sluicehq/sluice/redisstore"
@@ -68,7 +69,7 @@ func (o *rlqsOptions) check() error {
 
 // startRLQS makes the RLQS server; startServers registers it, and it
 // ends its streams (fallback assignments) when serve is asked to stop.
-func (s *serveApp) startRLQS(ctx context.Context, a *app) error {
+func (s *serveApp) startRLQS(ctx context.Context, a *daemon.App) error {
 	f := &rlqsFace{}
 	f.rules.Store(s.rules)
 	// nil: the server's memory store. RLQS shares usage across replicas
@@ -83,7 +84,7 @@ func (s *serveApp) startRLQS(ctx context.Context, a *app) error {
 		if err != nil {
 			return err
 		}
-		a.onClose(func() { l.Close() })
+		a.OnClose(func() { l.Close() })
 		store = l.RLQS()
 	}
 	o := s.o.rlqs
@@ -94,7 +95,7 @@ func (s *serveApp) startRLQS(ctx context.Context, a *app) error {
 		return err
 	}
 	f.srv = srv
-	a.onDrain(func() {
+	a.OnDrain(func() {
 		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), rlqsDrain)
 		defer cancel()
 		_ = srv.Shutdown(ctx)

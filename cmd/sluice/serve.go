@@ -30,6 +30,7 @@ import (
 	"github.com/sluicehq/sluice/config"
 	"github.com/sluicehq/sluice/failsafe"
 	"github.com/sluicehq/sluice/internal/bodyrate"
+	"github.com/sluicehq/sluice/internal/daemon"
 	"github.com/sluicehq/sluice/internal/envflag"
 	"github.com/sluicehq/sluice/internal/ratelimitenv"
 	"github.com/sluicehq/sluice/internal/stores"
@@ -98,7 +99,7 @@ type serveOptions struct {
 	logLevel, logFormat, trustedProxies                             string
 	shadow, watch, localCache, healthNeedsStore                     bool
 	allowRefunds                                                    bool // -allow-refunds: is_negative_hits gives back
-	listen                                                          listenerOptions
+	listen                                                          daemon.ListenerOptions
 	maxDetailed                                                     int
 	maxOverride, maxCost, maxDescs, maxEntries                      int
 	memMaxBytes, jsonInFlight                                       int64
@@ -158,23 +159,6 @@ func redisFromEnv() string {
 	return "memory"
 }
 
-// parseLogLevel reads a log level as envoyproxy/ratelimit's LOG_LEVEL
-// (logrus's names, any case): trace and debug are slog's Debug, info its
-// Info, warn and warning its Warn, error, fatal and panic its Error.
-func parseLogLevel(s string) (slog.Level, error) {
-	switch strings.ToLower(s) {
-	case "trace", "debug":
-		return slog.LevelDebug, nil
-	case "", "info":
-		return slog.LevelInfo, nil
-	case "warn", "warning":
-		return slog.LevelWarn, nil
-	case "error", "fatal", "panic":
-		return slog.LevelError, nil
-	}
-	return 0, fmt.Errorf("unknown log level %q: want debug, info, warn or error", s)
-}
-
 // serveUsage is serve's -h.
 var serveUsage = usage{
 	synopsis: "sluice serve [flags]",
@@ -196,16 +180,16 @@ memory store. SIGHUP reloads the config; SIGTERM drains and stops.`,
 // steps of the app lifecycle (see app) with serve's parts; each step of
 // serveApp.start is the one place for its kind of change.
 func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	a := newApp(stderr, "sluice serve:") // first: SIGHUP during start-up must not kill serve
-	defer a.close()
+	a := daemon.NewApp(stderr, "sluice serve:") // first: SIGHUP during start-up must not kill serve
+	defer a.Close()
 	s, code, done := parseServeFlags(args, stdout, stderr)
 	if done {
 		return code
 	}
 	if err := s.start(ctx, a, stdout); err != nil {
-		return a.exit(err)
+		return a.Exit(err)
 	}
-	return a.run(ctx)
+	return a.Run(ctx)
 }
 
 // serveApp is serve's parts, as its start-up steps open them.
@@ -232,8 +216,8 @@ type serveApp struct {
 	httpLn, grpcLn net.Listener
 	admin          adminParts // the plans' tenant lookup (adminlisten.go)
 
-	grpcTLS *grpcTLS     // -grpc-tls's; nil: plaintext gRPC
-	debug   *debugServer // -debug-addr's; nil: none
+	grpcTLS *daemon.GRPCTLS     // -grpc-tls's; nil: plaintext gRPC
+	debug   *daemon.DebugServer // -debug-addr's; nil: none
 
 	telSet telemetrySettings // TRACING_*, USE_STATSD and the rest
 	tel    *telemetry
@@ -262,18 +246,18 @@ type serveApp struct {
 //     debug listener, is opened and served there too);
 //   - telemetry: set up before the service is built, its shutdown
 //     registered with a.onClose (run after the drain).
-func (s *serveApp) start(ctx context.Context, a *app, stdout io.Writer) error {
+func (s *serveApp) start(ctx context.Context, a *daemon.App, stdout io.Writer) error {
 	if err := s.checkOptions(); err != nil {
 		return err
 	}
-	a.log = s.log
+	a.Log = s.log
 	if err := s.loadConfig(ctx); err != nil {
 		return err
 	}
 	if err := s.openStore(ctx); err != nil {
 		return err
 	}
-	a.onClose(func() { s.st.shutdown(a) })
+	a.OnClose(func() { s.st.shutdown(a) })
 	if err := s.startRLQS(ctx, a); err != nil {
 		return err
 	}
@@ -289,7 +273,7 @@ func (s *serveApp) start(ctx context.Context, a *app, stdout io.Writer) error {
 	}
 	s.svc = svc
 	s.serviceStarted(svc)
-	a.onClose(func() { svc.Close() })
+	a.OnClose(func() { svc.Close() })
 	if err := s.tel.attach(svc, s.telSet); err != nil {
 		return err
 	}
@@ -304,7 +288,7 @@ func (s *serveApp) start(ctx context.Context, a *app, stdout io.Writer) error {
 	if err != nil {
 		return err
 	}
-	a.reloadWith(rl, s.configName())
+	a.ReloadWith(rl, s.configName())
 	if s.xds != nil {
 		s.xds.forceStart = s.o.forceStart // -start-without-config over the variable
 		if err := s.startXDS(ctx, a); err != nil {
@@ -318,11 +302,11 @@ func (s *serveApp) start(ctx context.Context, a *app, stdout io.Writer) error {
 	// And on file change, with the watches in place before the addresses
 	// are printed too.
 	if s.o.watch {
-		a.watch(ctx, s.o.configPath, watchRoots(s.fs, s.o.configPath, s.defConfig), "config files")
+		a.Watch(ctx, s.o.configPath, watchRoots(s.fs, s.o.configPath, s.defConfig), "config files")
 	}
 	s.printBanner(stdout)
 	// Drain: the health checks fail first, then both listeners close.
-	a.onDrain(func() { svc.SetServing(false) })
+	a.OnDrain(func() { svc.SetServing(false) })
 	return nil
 }
 
@@ -358,7 +342,7 @@ func parseServeFlags(args []string, stdout, stderr io.Writer) (s *serveApp, code
 	fs.StringVar(&o.logFormat, "log-format", envflag.String("LOG_FORMAT", "text"), "log format: text, or json (envoyproxy/ratelimit's keys: @timestamp, @message, level)")
 	fs.BoolVar(&o.watch, "watch", true, "reload the config when its files change (SIGHUP always reloads)")
 	fs.StringVar(&o.trustedProxies, "trusted-proxies", "", "the reverse proxies that call /auth, whose X-Forwarded-For is believed: comma-separated networks or addresses, added to the config's forward_auth trusted_proxies")
-	o.listen.flags(fs, envErr)
+	o.listen.Flags(fs, envErr)
 	o.redis.Flags(fs, envErr)
 	o.remote.flags(fs)
 	o.admin.flags(fs)
@@ -428,41 +412,41 @@ func readRuleOptions(envErr *envflag.Errs) ruleOptions {
 func (s *serveApp) checkOptions() error {
 	o := &s.o
 	if len(s.envErr) > 0 {
-		return exitCode(2, errors.Join(s.envErr...))
+		return daemon.ExitCode(2, errors.Join(s.envErr...))
 	}
-	if err := o.listen.check(); err != nil {
-		return exitCode(2, err)
+	if err := o.listen.Check(); err != nil {
+		return daemon.ExitCode(2, err)
 	}
 	if err := o.checkLimits(); err != nil {
-		return exitCode(2, err)
+		return daemon.ExitCode(2, err)
 	}
 	if err := o.rlqs.check(); err != nil {
-		return exitCode(2, err)
+		return daemon.ExitCode(2, err)
 	}
 	if _, err := stores.Of(o.store); err != nil {
-		return exitCode(2, err)
+		return daemon.ExitCode(2, err)
 	}
 	if err := o.redis.Check(o.store); err != nil {
-		return exitCode(2, err)
+		return daemon.ExitCode(2, err)
 	}
 	if err := o.remote.check(s.fs, o); err != nil {
-		return exitCode(2, err)
+		return daemon.ExitCode(2, err)
 	}
 	if _, err := failsafe.ParseMode(o.failure); err != nil {
-		return exitCode(2, "-failure-mode:", err) // whatever the store: a typo must not wait for Redis
+		return daemon.ExitCode(2, "-failure-mode:", err) // whatever the store: a typo must not wait for Redis
 	}
 	trusted, err := parseTrustedProxies(o.trustedProxies)
 	if err != nil {
-		return exitCode(2, "-trusted-proxies:", err)
+		return daemon.ExitCode(2, "-trusted-proxies:", err)
 	}
 	s.trusted = trusted
-	if s.log, err = newLoggerFormat(o.logLevel, o.logFormat, s.fs.Output()); err != nil {
-		return exitCode(2, err)
+	if s.log, err = daemon.NewLoggerFormat(o.logLevel, o.logFormat, s.fs.Output()); err != nil {
+		return daemon.ExitCode(2, err)
 	}
 	if err := s.checkXDS(); err != nil {
 		return err
 	}
-	ignored, moot := xdsNotActedOn(s.xds, slices.Concat(ratelimitenv.NotActedOn(), o.storeNotActedOn(), s.telSet.notActedOn())), append(mootFlags(s.fs, o), o.listen.notActedOn(s.fs)...)
+	ignored, moot := xdsNotActedOn(s.xds, slices.Concat(ratelimitenv.NotActedOn(), o.storeNotActedOn(), s.telSet.notActedOn())), append(mootFlags(s.fs, o), o.listen.NotActedOn(s.fs)...)
 	if len(ignored) > 0 || len(moot) > 0 {
 		s.log.Info("accepted and not acted on", "env", strings.Join(ignored, ","), "flags", strings.Join(moot, ","))
 	}
@@ -509,7 +493,7 @@ func (s *serveApp) loadConfig(ctx context.Context) error {
 	s.validate = s.o.validator()
 	rules, err := s.loadStartConfig(ctx)
 	if err != nil {
-		if err = stoppedEarly(ctx, err); errors.Is(err, errStoppedEarly) || !s.o.forceStart {
+		if err = daemon.StoppedEarly(ctx, err); errors.Is(err, daemon.ErrStoppedEarly) || !s.o.forceStart {
 			return err
 		}
 		// -start-without-config (FORCE_START_WITHOUT_INITIAL_CONFIG).
@@ -523,7 +507,7 @@ func (s *serveApp) loadConfig(ctx context.Context) error {
 // loadStartConfig checks the config files and loads them, and checks the
 // config against the forward-auth settings and the store's limits.
 func (s *serveApp) loadStartConfig(ctx context.Context) (*config.Config, error) {
-	sum, err := checkConfigFiles(ctx, s.o.configPath)
+	sum, err := daemon.CheckConfigFiles(ctx, s.o.configPath)
 	if err != nil {
 		return nil, err
 	}
@@ -548,7 +532,7 @@ func hasDomain(c *config.Config) bool { return len(c.Domains()) > 0 }
 // readHeaders reads -headers, whose refusal is exit 2.
 func (s *serveApp) readHeaders() (err error) {
 	if s.headers, err = service.ParseHeaderMode(s.o.headers); err != nil {
-		return exitCode(2, err)
+		return daemon.ExitCode(2, err)
 	}
 	if s.policyNames, err = service.ParsePolicyNames(s.o.policyNames); err != nil {
 		return exitCode(2, fmt.Errorf("-header-policy-names (or SLUICE_HEADER_POLICY_NAMES): %w", err))
@@ -652,7 +636,7 @@ func logConfigWarnings(log *slog.Logger, ws []*config.Error) {
 // configSource returns the reloader of the config files, nil for the
 // built-in example (nothing to reload). Another source of config (xDS)
 // would give its configs to apply instead, and return nil.
-func (s *serveApp) configSource() (*reloader, error) {
+func (s *serveApp) configSource() (*daemon.Reloader, error) {
 	if s.o.configPath == "" {
 		return nil, nil
 	}
@@ -666,15 +650,15 @@ func (s *serveApp) configSource() (*reloader, error) {
 		s.svc.ConfigLoaded(err)
 		return err
 	}
-	return newReloader(s.o.configPath, load, s.log, s.reg, s.sum, s.known)
+	return daemon.NewReloader(s.o.configPath, load, s.log, s.reg, s.sum, s.known)
 }
 
 // grpcServerOptions returns the gRPC server's options: the service's and
 // the listener's bounds, tracing's, and the TLS credentials of -grpc-tls.
 func (s *serveApp) grpcServerOptions() []grpc.ServerOption {
-	opts := slices.Concat(service.GRPCServerOptions(), s.o.listen.grpcOptions(), s.tel.grpcOptions())
+	opts := slices.Concat(service.GRPCServerOptions(), s.o.listen.GRPCOptions(), s.tel.grpcOptions())
 	if s.grpcTLS != nil {
-		opts = append(opts, s.grpcTLS.serverOption())
+		opts = append(opts, s.grpcTLS.ServerOption())
 	}
 	return opts
 }
@@ -682,25 +666,25 @@ func (s *serveApp) grpcServerOptions() []grpc.ServerOption {
 // listen opens serve's listeners: HTTP; gRPC on TCP or -grpc-uds, with
 // the TLS files of -grpc-tls loaded (a bad one is exit status 1); the
 // debug listener of -debug-addr.
-func (s *serveApp) listen(ctx context.Context, a *app) (err error) {
+func (s *serveApp) listen(ctx context.Context, a *daemon.App) (err error) {
 	lo := &s.o.listen
-	if lo.tls.use {
-		if s.grpcTLS, err = newGRPCTLS(ctx, lo.tls, s.log, time.Now); err != nil {
+	if lo.TLS.Use {
+		if s.grpcTLS, err = daemon.NewGRPCTLS(ctx, lo.TLS, s.log, time.Now); err != nil {
 			return err
 		}
 	}
-	if s.httpLn, err = a.listen(s.o.httpAddr); err != nil {
+	if s.httpLn, err = a.Listen(s.o.httpAddr); err != nil {
 		return err
 	}
-	if s.grpcLn, err = listenGRPC(s.o.grpcAddr, lo.uds); err != nil {
+	if s.grpcLn, err = daemon.ListenGRPC(s.o.grpcAddr, lo.UDS); err != nil {
 		return err
 	}
-	a.onClose(func() { s.grpcLn.Close() })
-	if s.debug, err = listenDebug(lo.debugAddr, lo, debugHandler(s.runningRules), s.log); err != nil {
+	a.OnClose(func() { s.grpcLn.Close() })
+	if s.debug, err = daemon.ListenDebug(lo.DebugAddr, lo, daemon.DebugHandler(s.runningRules), s.log); err != nil {
 		return err
 	}
 	if s.debug != nil {
-		a.onClose(func() { s.debug.ln.Close() })
+		a.OnClose(func() { s.debug.Close() })
 	}
 	return nil
 }
@@ -717,25 +701,25 @@ func (s *serveApp) runningRules() *config.Config {
 // startServers serves HTTP (POST /json, forward auth, health, metrics) and
 // gRPC on their listeners. Each listener holds at most its share of the
 // file descriptors; at the HTTP cap, an idle keep-alive connection gives
-// its place to a new client (see capConns). The drain ends the gRPC health
-// Watch streams once they have sent NOT_SERVING (see watchDrain).
-func (s *serveApp) startServers(a *app) {
+// its place to a new client (see daemon.CapConns). The drain ends the gRPC health
+// Watch streams once they have sent NOT_SERVING (see daemon.WatchDrain).
+func (s *serveApp) startServers(a *daemon.App) {
 	mux := http.NewServeMux()
 	mux.Handle(service.ForwardAuthPath, s.auth)
 	mux.Handle("/", s.svc.Handler())
-	hs := s.o.listen.httpServer(s.tel.handler(mux), s.log)
-	watches := &watchDrain{}
-	a.onDrain(watches.drain)
-	gs := grpc.NewServer(append(s.grpcServerOptions(), grpc.ChainStreamInterceptor(watches.intercept))...)
+	hs := s.o.listen.HTTPServer(s.tel.handler(mux), s.log)
+	watches := &daemon.WatchDrain{}
+	a.OnDrain(watches.Drain)
+	gs := grpc.NewServer(append(s.grpcServerOptions(), grpc.ChainStreamInterceptor(watches.Intercept))...)
 	s.svc.RegisterGRPC(gs)
 	s.rlqs.srv.Register(gs)
-	httpCapped, httpConnState := capConns(s.httpLn, s.o.listen.httpMaxConns)
+	httpCapped, httpConnState := daemon.CapConns(s.httpLn, s.o.listen.HTTPMaxConns)
 	hs.ConnState = httpConnState
-	grpcCapped, _ := capConns(s.grpcLn, s.o.listen.grpcMaxConns)
-	a.serveHTTP(hs, httpCapped)
-	a.serveGRPC(gs, grpcCapped)
+	grpcCapped, _ := daemon.CapConns(s.grpcLn, s.o.listen.GRPCMaxConns)
+	a.ServeHTTP(hs, httpCapped)
+	a.ServeGRPC(gs, grpcCapped)
 	if s.debug != nil {
-		a.serve(s.debug.serve, s.debug.shutdown)
+		a.Serve(s.debug.Serve, s.debug.Shutdown)
 	}
 }
 
@@ -750,22 +734,22 @@ func (s *serveApp) printBanner(stdout io.Writer) {
 		endpoints = "POST /json, " + service.ForwardAuthPath + " (forward auth, domain " + fa.Domain + "), GET /healthcheck, GET /metrics"
 	}
 	httpURL := "http://" + s.httpLn.Addr().String()
-	grpcAt := grpcTarget(s.grpcLn.Addr())
-	grpcServes := "envoy.service.ratelimit.v3.RateLimitService and RLQS" + s.o.listen.tls.describe()
+	grpcAt := daemon.GRPCTarget(s.grpcLn.Addr())
+	grpcServes := "envoy.service.ratelimit.v3.RateLimitService and RLQS" + s.o.listen.TLS.Describe()
 	if strings.EqualFold(s.o.logFormat, "json") {
-		h, err := logHandler("json", stdout, nil)
+		h, err := daemon.LogHandler("json", stdout, nil)
 		if err == nil {
 			slog.New(h).Info("serving", "version", buildVersion(), "config", source, "store", stores.Name(s.o.store),
 				"http", httpURL, "http_endpoints", endpoints, "http_every_interface", everyInterface(s.httpLn.Addr()),
 				"grpc", grpcAt, "grpc_services", grpcServes, "grpc_every_interface", everyInterface(s.grpcLn.Addr()),
-				"debug", describeDebug(s.debug))
+				"debug", daemon.DescribeDebug(s.debug))
 		}
 		return
 	}
 	fmt.Fprintf(stdout, "sluice %s serving %s on store %s\n", buildVersion(), source, stores.Name(s.o.store))
 	fmt.Fprintf(stdout, "  HTTP  %s  (%s%s)\n", httpURL, whereBound(s.httpLn.Addr()), endpoints)
 	fmt.Fprintf(stdout, "  gRPC  %s  (%s%s)\n", grpcAt, whereBound(s.grpcLn.Addr()), grpcServes)
-	fmt.Fprintf(stdout, "  debug %s\n", describeDebug(s.debug))
+	fmt.Fprintf(stdout, "  debug %s\n", daemon.DescribeDebug(s.debug))
 	if s.o.configPath == "" && s.xds == nil {
 		httpAddr := localAddr(s.httpLn.Addr()) // what a curl on this machine reaches
 		fmt.Fprintf(stdout, "Try it: the example allows 3 per minute per user, so the 4th is a 429:\n")
@@ -851,9 +835,9 @@ func loadConfigPath(ctx context.Context, opts config.Options, path string) (*con
 }
 
 // shutdown releases what st holds within a's closeContext, then closes it.
-func (st openedStore) shutdown(a *app) {
+func (st openedStore) shutdown(a *daemon.App) {
 	if st.release != nil {
-		ctx, cancel := a.closeContext()
+		ctx, cancel := a.CloseContext()
 		st.release(ctx)
 		cancel()
 	}

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluicehq/sluice/internal/daemon"
 	"golang.org/x/net/http2"
 	"golang.org/x/net/http2/hpack"
 	"google.golang.org/grpc/credentials/insecure"
@@ -22,7 +23,7 @@ import (
 // the call below got no answer at all.
 func TestServeEndsAStalledGRPCRequest(t *testing.T) {
 	addr := serveGRPCWithRequestTimeout(t, "300ms")
-	for _, method := range []string{"/envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit", healthWatch} {
+	for _, method := range []string{"/envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit", daemon.HealthWatch} {
 		t.Run(method, func(t *testing.T) { stallRequest(t, addr, method) })
 	}
 }

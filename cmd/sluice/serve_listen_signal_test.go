@@ -12,6 +12,7 @@ import (
 	"time"
 
 	pb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	"github.com/sluicehq/sluice/internal/daemon"
 	"google.golang.org/grpc/credentials/insecure"
 )
 
@@ -55,9 +56,9 @@ func TestServeStopsOnSIGTERMWithUDSAndDebugListenerBusy(t *testing.T) {
 	})
 
 	start := time.Now()
-	p.stop(t, drainGrace+5*time.Second)
-	if took := time.Since(start); took >= drainGrace {
-		t.Errorf("stopping took %v, the whole %v grace: the profile held the drain", took, drainGrace)
+	p.stop(t, daemon.DrainGrace+5*time.Second)
+	if took := time.Since(start); took >= daemon.DrainGrace {
+		t.Errorf("stopping took %v, the whole %v grace: the profile held the drain", took, daemon.DrainGrace)
 	}
 	if _, err := os.Lstat(sock); !errors.Is(err, fs.ErrNotExist) {
 		t.Errorf("the socket file after the stop: %v", err)

@@ -21,6 +21,7 @@ import (
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 
+	"github.com/sluicehq/sluice/internal/daemon"
 	"github.com/sluicehq/sluice/internal/testlog"
 )
 
@@ -72,9 +73,9 @@ func TestServeGRPCmTLSServesOnlyClientsWithACertificate(t *testing.T) {
 	serverCA, clientCA, otherCA := newTestCA(t, "server CA"), newTestCA(t, "client CA"), newTestCA(t, "other CA")
 	o := tlsFiles(t, t.TempDir(), serverCA.issue(t, "sluice", false, "sluice.test"), clientCA)
 	t.Setenv("GRPC_SERVER_USE_TLS", "true")
-	t.Setenv("GRPC_SERVER_TLS_CERT", o.cert)
-	t.Setenv("GRPC_SERVER_TLS_KEY", o.key)
-	t.Setenv("GRPC_CLIENT_TLS_CACERT", o.clientCA)
+	t.Setenv("GRPC_SERVER_TLS_CERT", o.Cert)
+	t.Setenv("GRPC_SERVER_TLS_KEY", o.Key)
+	t.Setenv("GRPC_CLIENT_TLS_CACERT", o.ClientCA)
 	target := launchListening(t).grpc
 
 	if _, err := shouldRateLimit(t, target, clientTLS(serverCA, nil, nil)); err == nil {
@@ -100,7 +101,7 @@ func TestServeGRPCTLSPicksUpAReplacedCertificate(t *testing.T) {
 	ca := newTestCA(t, "server CA")
 	dir := t.TempDir()
 	o := tlsFiles(t, dir, ca.issue(t, "first", false, "sluice.test"), nil)
-	target := launchListening(t, "-grpc-tls", "-grpc-tls-cert", o.cert, "-grpc-tls-key", o.key).grpc
+	target := launchListening(t, "-grpc-tls", "-grpc-tls-cert", o.Cert, "-grpc-tls-key", o.Key).grpc
 
 	var mu sync.Mutex
 	var cn string
@@ -118,8 +119,8 @@ func TestServeGRPCTLSPicksUpAReplacedCertificate(t *testing.T) {
 		t.Fatalf("served %q, want first", got)
 	}
 	second := ca.issue(t, "second", false, "sluice.test")
-	writeAtomic(t, o.key, string(second.keyPEM)) // key first: a pair that does not match keeps the running one
-	writeAtomic(t, o.cert, string(second.certPEM))
+	writeAtomic(t, o.Key, string(second.keyPEM)) // key first: a pair that does not match keeps the running one
+	writeAtomic(t, o.Cert, string(second.certPEM))
 	// The files are looked at on a handshake at most once a second.
 	eventually(t, "the replaced certificate is served", func() bool { return served() == "second" })
 }
@@ -147,7 +148,7 @@ func TestServeGRPCUDSServesOnTheSocketAndRemovesItOnStop(t *testing.T) {
 	if want := []pb.RateLimitResponse_Code{pb.RateLimitResponse_OK, pb.RateLimitResponse_OK, pb.RateLimitResponse_OVER_LIMIT}; !slices.Equal(codes, want) {
 		t.Errorf("codes over the socket %v, want %v (2 a minute)", codes, want)
 	}
-	p.stop(t, drainGrace)
+	p.stop(t, daemon.DrainGrace)
 	if _, err := os.Lstat(sock); !errors.Is(err, fs.ErrNotExist) {
 		t.Errorf("the socket after stop: %v, want it removed", err)
 	}
@@ -241,12 +242,12 @@ func TestServeLogFormatJSON(t *testing.T) {
 	}
 }
 
-// newLogger, the logger of proxy and the other commands, follows
+// daemon.NewLogger, the logger of proxy and the other commands, follows
 // LOG_FORMAT too.
 func TestNewLoggerFollowsLOG_FORMAT(t *testing.T) {
 	t.Setenv("LOG_FORMAT", "JSON")
 	var b testlog.Buffer
-	l, err := newLogger("info", &b)
+	l, err := daemon.NewLogger("info", &b)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -256,7 +257,7 @@ func TestNewLoggerFollowsLOG_FORMAT(t *testing.T) {
 		t.Errorf("LOG_FORMAT=JSON: %q (%v)", b.String(), err)
 	}
 	t.Setenv("LOG_FORMAT", "xml")
-	if _, err := newLogger("info", &b); err == nil {
+	if _, err := daemon.NewLogger("info", &b); err == nil {
 		t.Error("LOG_FORMAT=xml: no error")
 	}
 }

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluicehq/sluice/internal/daemon"
 	"github.com/sluicehq/sluice/internal/testlog"
 )
 
@@ -110,7 +111,7 @@ func TestServeLogsOneLineAtShutdown(t *testing.T) {
 	}
 	m := lines[0]
 	d, err := time.ParseDuration(fmt.Sprint(m["drain"]))
-	if m["reason"] != "terminated signal received" || err != nil || d < 0 || d > drainGrace {
+	if m["reason"] != "terminated signal received" || err != nil || d < 0 || d > daemon.DrainGrace {
 		t.Errorf("stopped line %v: want reason %q and the drain's duration", m, "terminated signal received")
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluicehq/sluice/internal/daemon"
 	"google.golang.org/grpc/credentials/insecure"
 )
 
@@ -30,7 +31,7 @@ func noRaceExitSleep(t *testing.T) {
 func exitTime(t *testing.T, c *child) time.Duration {
 	t.Helper()
 	start := time.Now()
-	c.stop(t, drainGrace+closeGrace)
+	c.stop(t, daemon.DrainGrace+daemon.CloseGrace)
 	took := time.Since(start)
 	t.Logf("exited %v after SIGTERM", took)
 	return took

@@ -15,6 +15,7 @@ import (
 	gostats "github.com/lyft/gostats"
 	"google.golang.org/grpc"
 
+	"github.com/sluicehq/sluice/internal/daemon"
 	"github.com/sluicehq/sluice/internal/envflag"
 	"github.com/sluicehq/sluice/internal/ratelimitenv"
 	"github.com/sluicehq/sluice/internal/statsd"
@@ -264,14 +265,14 @@ func (l statsdLogger) Warnf(msg string, args ...any) {
 // which counts into the statsd store) and registers their flush to run
 // after the drain, within the app's closeContext: the spans and counts of
 // the requests the drain let finish are sent too, if time is left.
-func (s *serveApp) startTelemetry(ctx context.Context, a *app) error {
+func (s *serveApp) startTelemetry(ctx context.Context, a *daemon.App) error {
 	t, err := startTelemetry(ctx, s.telSet, s.log)
 	if err != nil {
-		return exitCode(1, err)
+		return daemon.ExitCode(1, err)
 	}
 	s.tel = t
-	a.onClose(func() {
-		flush, cancel := a.closeContext()
+	a.OnClose(func() {
+		flush, cancel := a.CloseContext()
 		defer cancel()
 		t.shutdown(flush, s.log)
 	})

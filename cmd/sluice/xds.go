@@ -15,6 +15,7 @@ import (
 	"google.golang.org/grpc/credentials"
 
 	"github.com/sluicehq/sluice/config"
+	"github.com/sluicehq/sluice/internal/daemon"
 	"github.com/sluicehq/sluice/internal/envflag"
 	"github.com/sluicehq/sluice/internal/ratelimitenv"
 	"github.com/sluicehq/sluice/internal/safefile"
@@ -126,14 +127,14 @@ func xdsNotActedOn(x *xdsSettings, ignored []string) []string {
 // without one), the client pair if one is given (both files or
 // neither), and the SAN as the name to verify (the server URL's host
 // without one). The files are read once, here, each at most
-// maxTLSFileBytes (the CAs by loadCertPool, the pair by safefile.ReadKeyPair, as every TLS file is).
+// daemon.MaxTLSFileBytes (the CAs by daemon.LoadCertPool, the pair by safefile.ReadKeyPair, as every TLS file is).
 func (x *xdsSettings) credentials(ctx context.Context) (credentials.TransportCredentials, error) {
 	if !x.useTLS {
 		return nil, nil
 	}
 	tc := &tls.Config{MinVersion: tls.VersionTLS12, ServerName: x.san}
 	if x.ca != "" {
-		pool, err := loadCertPool(ctx, x.ca)
+		pool, err := daemon.LoadCertPool(ctx, x.ca)
 		if err != nil {
 			return nil, fmt.Errorf("CONFIG_GRPC_XDS_SERVER_TLS_CACERT: %w", err)
 		}
@@ -160,7 +161,7 @@ func (s *serveApp) checkXDS() error {
 		return nil
 	}
 	if envflag.IsSet(s.fs, "config") {
-		return exitCode(2, "-config and CONFIG_TYPE=GRPC_XDS_SOTW: the config comes from files or from the xDS server, not both")
+		return daemon.ExitCode(2, "-config and CONFIG_TYPE=GRPC_XDS_SOTW: the config comes from files or from the xDS server, not both")
 	}
 	if s.o.configPath != "" {
 		s.log.Warn("CONFIG_TYPE=GRPC_XDS_SOTW: the config comes from the xDS server; RUNTIME_ROOT's files are not read", "RUNTIME_ROOT", os.Getenv("RUNTIME_ROOT"))
@@ -188,10 +189,10 @@ const xdsWaitLog = 30 * time.Second
 // first config unless FORCE_START_WITHOUT_INITIAL_CONFIG: serve's
 // listeners open only once there are rules to serve. The subscription
 // ends when serve does.
-func (s *serveApp) startXDS(ctx context.Context, a *app) error {
+func (s *serveApp) startXDS(ctx context.Context, a *daemon.App) error {
 	creds, err := s.xds.credentials(ctx)
 	if err != nil {
-		return exitCode(2, err)
+		return daemon.ExitCode(2, err)
 	}
 	cfg := s.xds.client
 	cfg.TLS, cfg.Logger, cfg.Registerer = creds, s.log, s.reg
@@ -208,7 +209,7 @@ func (s *serveApp) startXDS(ctx context.Context, a *app) error {
 	rctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { defer close(done); cl.Run(rctx) }()
-	a.onClose(func() { cancel(); <-done })
+	a.OnClose(func() { cancel(); <-done })
 	if s.xds.forceStart {
 		s.log.Info("xds: serving with no domains until the first config (FORCE_START_WITHOUT_INITIAL_CONFIG)", "server", cfg.Target)
 		return nil
@@ -221,7 +222,7 @@ func (s *serveApp) startXDS(ctx context.Context, a *app) error {
 		case <-cl.Ready():
 			return nil
 		case <-ctx.Done():
-			return stoppedEarly(ctx, ctx.Err())
+			return daemon.StoppedEarly(ctx, ctx.Err())
 		case <-tick.C:
 			s.log.Warn("xds: still waiting for the first config; not serving yet", "server", cfg.Target)
 		}

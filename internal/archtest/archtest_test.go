@@ -240,6 +240,12 @@ var packages = map[string]pkgRule{
 	// The config's face toward an xDS control plane: a gRPC client that
 	// compiles what it receives with config, as the file loader does.
 	"xdsconfig": {layer: face},
+	// What serve and proxy share: the app lifecycle and its exit codes,
+	// the config reloader and watcher, the listeners' caps and deadlines,
+	// gRPC TLS and Unix sockets, the debug and admin listeners, the log
+	// format. It builds servers out of faces (gateway's HTTP server, the
+	// admin API and its page), so it is wiring, which cmd/sluice imports.
+	"internal/daemon": {layer: wiring},
 }
 
 // prefixLayers places packages the table does not name: every main package
@@ -616,7 +622,8 @@ func cleanGraph() []string {
 		"adaptive: .",
 		"grpclimit: . adaptive google.golang.org/grpc",
 		"sim: . algorithm internal/eventq gonum.org/v1/plot",
-		"cmd/sluice: . memstore redisstore gateway service",
+		"internal/daemon: config gateway admin admin/page internal/safefile internal/envflag std:net/http google.golang.org/grpc github.com/prometheus github.com/fsnotify",
+		"cmd/sluice: . memstore redisstore gateway service internal/daemon",
 		"examples/client: client gateway memstore",
 	}
 }

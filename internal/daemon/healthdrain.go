@@ -1,4 +1,4 @@
-package main
+package daemon
 
 import (
 	"context"
@@ -10,7 +10,7 @@ import (
 	grpcstatus "google.golang.org/grpc/status"
 )
 
-// watchDrain ends the gRPC health service's Watch streams when serve
+// WatchDrain ends the gRPC health service's Watch streams when serve
 // drains. A Watch stream lasts as long as its watcher, and GracefulStop
 // waits for every stream, so without it one watcher would hold the drain
 // for the whole grace. Once drain has been called, each stream ends right
@@ -20,28 +20,28 @@ import (
 //
 // The zero value is ready: intercept is its stream interceptor, drain its
 // start of the drain.
-type watchDrain struct {
+type WatchDrain struct {
 	mu       sync.Mutex
 	draining bool
 	streams  map[*drainingWatch]struct{}
 }
 
 // drainingWatch is one Watch stream: its context is cancelled to end it.
-// sent and last (the status sent last) are guarded by the watchDrain's mu.
+// sent and last (the status sent last) are guarded by the WatchDrain's mu.
 type drainingWatch struct {
 	grpc.ServerStream
 	ctx    context.Context
 	cancel context.CancelFunc
-	w      *watchDrain
+	w      *WatchDrain
 
 	sent, ended bool
 	last        healthpb.HealthCheckResponse_ServingStatus
 }
 
-// intercept is the stream interceptor that tracks the Watch calls (other
+// Intercept is the stream interceptor that tracks the Watch calls (other
 // calls pass through untouched) and ends them as drain says.
-func (w *watchDrain) intercept(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
-	if info.FullMethod != healthWatch {
+func (w *WatchDrain) Intercept(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
+	if info.FullMethod != HealthWatch {
 		return handler(srv, ss)
 	}
 	ctx, cancel := context.WithCancel(ss.Context())
@@ -64,9 +64,9 @@ func (w *watchDrain) intercept(srv any, ss grpc.ServerStream, info *grpc.StreamS
 	return err
 }
 
-// drain starts the drain: the streams that have sent a status other than
+// Drain starts the drain: the streams that have sent a status other than
 // SERVING end now, the others after their next such status.
-func (w *watchDrain) drain() {
+func (w *WatchDrain) Drain() {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	w.draining = true
@@ -94,7 +94,7 @@ func (d *drainingWatch) SendMsg(m any) error {
 }
 
 // endIfDrainingLocked ends the stream if serve drains and the watcher has
-// been told a status other than SERVING; the watchDrain's mu is held.
+// been told a status other than SERVING; the WatchDrain's mu is held.
 func (d *drainingWatch) endIfDrainingLocked() {
 	if d.w.draining && d.sent && d.last != healthpb.HealthCheckResponse_SERVING {
 		d.ended = true

@@ -1,4 +1,4 @@
-package main
+package daemon
 
 import (
 	"context"
@@ -21,24 +21,24 @@ import (
 	"github.com/sluicehq/sluice/internal/safefile"
 )
 
-// grpcTLSOptions are the gRPC listener's TLS settings: envoyproxy/ratelimit's
+// GRPCTLSOptions are the gRPC listener's TLS settings: envoyproxy/ratelimit's
 // GRPC_SERVER_USE_TLS, GRPC_SERVER_TLS_CERT and _KEY, GRPC_CLIENT_TLS_CACERT
 // and _SAN, as flags whose defaults are those variables. The zero value is
 // plaintext gRPC.
-type grpcTLSOptions struct {
-	use                            bool
-	cert, key, clientCA, clientSAN string
+type GRPCTLSOptions struct {
+	Use                            bool
+	Cert, Key, ClientCA, ClientSAN string
 }
 
-// maxTLSFileBytes caps each certificate, key and CA file: a PEM bundle of
+// MaxTLSFileBytes caps each certificate, key and CA file: a PEM bundle of
 // a few hundred CAs is far below it.
-const maxTLSFileBytes = safefile.MaxPEMBytes
+const MaxTLSFileBytes = safefile.MaxPEMBytes
 
-// loadCertPool reads the PEM file of CAs at path as every TLS file is read
-// (safefile: a regular file of at most maxTLSFileBytes, within ctx) into a
+// LoadCertPool reads the PEM file of CAs at path as every TLS file is read
+// (safefile: a regular file of at most MaxTLSFileBytes, within ctx) into a
 // pool of those CAs alone; a file without a PEM certificate is an error.
-func loadCertPool(ctx context.Context, path string) (*x509.CertPool, error) {
-	pem, err := safefile.Read(ctx, path, maxTLSFileBytes)
+func LoadCertPool(ctx context.Context, path string) (*x509.CertPool, error) {
+	pem, err := safefile.Read(ctx, path, MaxTLSFileBytes)
 	if err != nil {
 		return nil, err
 	}
@@ -58,17 +58,17 @@ const tlsReadTimeout = 5 * time.Second
 
 // flags defines the TLS flags on fs, their defaults from the environment
 // (a GRPC_SERVER_USE_TLS that is not a boolean goes to errs).
-func (o *grpcTLSOptions) flags(fs *flag.FlagSet, errs *envflag.Errs) {
+func (o *GRPCTLSOptions) flags(fs *flag.FlagSet, errs *envflag.Errs) {
 	errs.Bools("GRPC_SERVER_USE_TLS")
-	fs.BoolVar(&o.use, "grpc-tls", envflag.Bool("GRPC_SERVER_USE_TLS", false),
+	fs.BoolVar(&o.Use, "grpc-tls", envflag.Bool("GRPC_SERVER_USE_TLS", false),
 		"gRPC: serve TLS with -grpc-tls-cert and -grpc-tls-key (re-read when they change on disk)")
-	fs.StringVar(&o.cert, "grpc-tls-cert", os.Getenv("GRPC_SERVER_TLS_CERT"),
+	fs.StringVar(&o.Cert, "grpc-tls-cert", os.Getenv("GRPC_SERVER_TLS_CERT"),
 		"gRPC: the server's certificate chain, a PEM file")
-	fs.StringVar(&o.key, "grpc-tls-key", os.Getenv("GRPC_SERVER_TLS_KEY"),
+	fs.StringVar(&o.Key, "grpc-tls-key", os.Getenv("GRPC_SERVER_TLS_KEY"),
 		"gRPC: the server's private key, a PEM file")
-	fs.StringVar(&o.clientCA, "grpc-tls-client-ca", os.Getenv("GRPC_CLIENT_TLS_CACERT"),
+	fs.StringVar(&o.ClientCA, "grpc-tls-client-ca", os.Getenv("GRPC_CLIENT_TLS_CACERT"),
 		"gRPC: require client certificates signed by these CAs (a PEM file; mTLS)")
-	fs.StringVar(&o.clientSAN, "grpc-tls-client-san", os.Getenv("GRPC_CLIENT_TLS_SAN"),
+	fs.StringVar(&o.ClientSAN, "grpc-tls-client-san", os.Getenv("GRPC_CLIENT_TLS_SAN"),
 		"gRPC: with -grpc-tls-client-ca, the client certificate must carry this SAN (a DNS name, IP, URI such as a SPIFFE ID, or email)")
 }
 
@@ -76,13 +76,13 @@ func (o *grpcTLSOptions) flags(fs *flag.FlagSet, errs *envflag.Errs) {
 // files of its pair, a client CA or SAN without TLS (plaintext would be
 // served to clients the operator meant to verify), and a SAN without a
 // client CA (nothing would be verified).
-func (o grpcTLSOptions) check() error {
+func (o GRPCTLSOptions) check() error {
 	switch {
-	case o.use && (o.cert == "" || o.key == ""):
+	case o.Use && (o.Cert == "" || o.Key == ""):
 		return errors.New("-grpc-tls (GRPC_SERVER_USE_TLS) needs -grpc-tls-cert and -grpc-tls-key (GRPC_SERVER_TLS_CERT, GRPC_SERVER_TLS_KEY)")
-	case !o.use && (o.clientCA != "" || o.clientSAN != ""):
+	case !o.Use && (o.ClientCA != "" || o.ClientSAN != ""):
 		return errors.New("-grpc-tls-client-ca and -grpc-tls-client-san (GRPC_CLIENT_TLS_CACERT, GRPC_CLIENT_TLS_SAN) verify clients over TLS: set -grpc-tls (GRPC_SERVER_USE_TLS=true) too, or unset them")
-	case o.clientSAN != "" && o.clientCA == "":
+	case o.ClientSAN != "" && o.ClientCA == "":
 		return errors.New("-grpc-tls-client-san (GRPC_CLIENT_TLS_SAN) needs -grpc-tls-client-ca (GRPC_CLIENT_TLS_CACERT): without it no client certificate is asked for")
 	}
 	return nil
@@ -91,27 +91,27 @@ func (o grpcTLSOptions) check() error {
 // notActedOn returns the flags of a server pair given without -grpc-tls,
 // which serve names in its start-up line (as envoyproxy/ratelimit, it
 // serves plaintext then).
-func (o grpcTLSOptions) notActedOn() []string {
-	if o.use {
+func (o GRPCTLSOptions) notActedOn() []string {
+	if o.Use {
 		return nil
 	}
 	var out []string
-	if o.cert != "" {
+	if o.Cert != "" {
 		out = append(out, "-grpc-tls-cert")
 	}
-	if o.key != "" {
+	if o.Key != "" {
 		out = append(out, "-grpc-tls-key")
 	}
 	return out
 }
 
-// grpcTLS is the gRPC listener's TLS: the certificate, key and client CA
+// GRPCTLS is the gRPC listener's TLS: the certificate, key and client CA
 // read from their files, read again when one of them has changed (its
 // identity, size or modification time; looked at on a handshake, once a
 // second at most). A replacement that does not load keeps the running
 // config and is logged once. It is safe for concurrent use.
-type grpcTLS struct {
-	o   grpcTLSOptions
+type GRPCTLS struct {
+	o   GRPCTLSOptions
 	log *slog.Logger
 	now func() time.Time
 
@@ -122,11 +122,11 @@ type grpcTLS struct {
 	cur atomic.Pointer[tls.Config]
 }
 
-// newGRPCTLS loads the files of o (o.use must be true) and returns the
+// NewGRPCTLS loads the files of o (o.use must be true) and returns the
 // TLS of the gRPC listener; now is its clock. An error here is serve's
 // exit: a bad certificate at start-up is never served around.
-func newGRPCTLS(ctx context.Context, o grpcTLSOptions, log *slog.Logger, now func() time.Time) (*grpcTLS, error) {
-	g := &grpcTLS{o: o, log: log, now: now, checked: now()}
+func NewGRPCTLS(ctx context.Context, o GRPCTLSOptions, log *slog.Logger, now func() time.Time) (*GRPCTLS, error) {
+	g := &GRPCTLS{o: o, log: log, now: now, checked: now()}
 	g.seen = g.stat()
 	cfg, err := g.load(ctx)
 	if err != nil {
@@ -136,17 +136,17 @@ func newGRPCTLS(ctx context.Context, o grpcTLSOptions, log *slog.Logger, now fun
 	return g, nil
 }
 
-// serverOption returns the gRPC server option that serves g's TLS.
-func (g *grpcTLS) serverOption() grpc.ServerOption {
+// ServerOption returns the gRPC server option that serves g's TLS.
+func (g *GRPCTLS) ServerOption() grpc.ServerOption {
 	return grpc.Creds(credentials.NewTLS(&tls.Config{GetConfigForClient: g.configForClient}))
 }
 
 // files returns the paths g reads: the certificate, the key and the
 // client CA when there is one.
-func (g *grpcTLS) files() []string {
-	f := []string{g.o.cert, g.o.key}
-	if g.o.clientCA != "" {
-		f = append(f, g.o.clientCA)
+func (g *GRPCTLS) files() []string {
+	f := []string{g.o.Cert, g.o.Key}
+	if g.o.ClientCA != "" {
+		f = append(f, g.o.ClientCA)
 	}
 	return f
 }
@@ -154,7 +154,7 @@ func (g *grpcTLS) files() []string {
 // configForClient is tls.Config.GetConfigForClient: the running config,
 // after looking at the files when the last look is a second old. While
 // one handshake looks, the others take the running config.
-func (g *grpcTLS) configForClient(*tls.ClientHelloInfo) (*tls.Config, error) {
+func (g *GRPCTLS) configForClient(*tls.ClientHelloInfo) (*tls.Config, error) {
 	if g.mu.TryLock() {
 		if now := g.now(); now.Sub(g.checked) >= tlsReloadEvery {
 			g.checked = now
@@ -167,7 +167,7 @@ func (g *grpcTLS) configForClient(*tls.ClientHelloInfo) (*tls.Config, error) {
 
 // stat returns the os.Stat of each file, nil for one that cannot be
 // stat'ed.
-func (g *grpcTLS) stat() []os.FileInfo {
+func (g *GRPCTLS) stat() []os.FileInfo {
 	var out []os.FileInfo
 	for _, p := range g.files() {
 		fi, _ := os.Stat(p)
@@ -187,7 +187,7 @@ func sameFile(a, b os.FileInfo) bool {
 
 // reloadIfChanged loads the files again when one changed since they were
 // last loaded or tried; g.mu is held.
-func (g *grpcTLS) reloadIfChanged() {
+func (g *GRPCTLS) reloadIfChanged() {
 	now := g.stat()
 	if slices.EqualFunc(now, g.seen, sameFile) {
 		return
@@ -201,27 +201,27 @@ func (g *grpcTLS) reloadIfChanged() {
 		return
 	}
 	g.cur.Store(cfg)
-	g.log.Info("gRPC TLS: certificate files reloaded", "cert", g.o.cert, "client_ca", g.o.clientCA)
+	g.log.Info("gRPC TLS: certificate files reloaded", "cert", g.o.Cert, "client_ca", g.o.ClientCA)
 }
 
 // load reads the files and returns the server config they make.
-func (g *grpcTLS) load(ctx context.Context) (*tls.Config, error) {
-	pair, err := safefile.ReadKeyPair(ctx, g.o.cert, g.o.key)
+func (g *GRPCTLS) load(ctx context.Context) (*tls.Config, error) {
+	pair, err := safefile.ReadKeyPair(ctx, g.o.Cert, g.o.Key)
 	if err != nil {
 		return nil, err
 	}
 	cfg := &tls.Config{Certificates: []tls.Certificate{pair}, MinVersion: tls.VersionTLS12, NextProtos: []string{"h2"}}
-	if g.o.clientCA == "" {
+	if g.o.ClientCA == "" {
 		return cfg, nil
 	}
 	// Only the file's CAs: unlike envoyproxy/ratelimit, which adds them to
 	// the system's, a certificate from a public CA does not pass.
-	pool, err := loadCertPool(ctx, g.o.clientCA)
+	pool, err := LoadCertPool(ctx, g.o.ClientCA)
 	if err != nil {
 		return nil, err
 	}
 	cfg.ClientAuth, cfg.ClientCAs = tls.RequireAndVerifyClientCert, pool
-	if san := g.o.clientSAN; san != "" {
+	if san := g.o.ClientSAN; san != "" {
 		cfg.VerifyConnection = func(cs tls.ConnectionState) error {
 			if len(cs.PeerCertificates) == 0 || !hasSAN(cs.PeerCertificates[0], san) {
 				return fmt.Errorf("the client certificate does not carry the SAN %q", san)
@@ -247,13 +247,13 @@ func hasSAN(c *x509.Certificate, san string) bool {
 	return slices.Contains(c.EmailAddresses, san)
 }
 
-// describe returns what serve's banner says of o after the gRPC service's
+// Describe returns what serve's banner says of o after the gRPC service's
 // name: "" for plaintext, ", TLS", or ", mTLS" with a client CA.
-func (o grpcTLSOptions) describe() string {
+func (o GRPCTLSOptions) Describe() string {
 	switch {
-	case !o.use:
+	case !o.Use:
 		return ""
-	case o.clientCA != "":
+	case o.ClientCA != "":
 		return ", mTLS"
 	}
 	return ", TLS"

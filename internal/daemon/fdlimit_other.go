@@ -1,6 +1,6 @@
 //go:build !unix
 
-package main
+package daemon
 
 // openFileLimit returns 0: the open-file limit is not known here, so the
 // listeners have no default connection cap.

@@ -1,4 +1,4 @@
-package main
+package daemon
 
 import (
 	"context"
@@ -18,19 +18,19 @@ import (
 // are closed after it, last opened first.
 func TestAppServerFailureEndsRunAndDrains(t *testing.T) {
 	var stderr testlog.Buffer
-	a := newApp(&stderr, "sluice test:")
+	a := NewApp(&stderr, "sluice test:")
 	var order []string
-	a.onClose(func() { order = append(order, "close first opened") })
-	a.onClose(func() { order = append(order, "close last opened") })
-	a.onDrain(func() { order = append(order, "onDrain") })
-	a.serve(func() error { return errors.New("listener broke") }, func(ctx context.Context) {
+	a.OnClose(func() { order = append(order, "close first opened") })
+	a.OnClose(func() { order = append(order, "close last opened") })
+	a.OnDrain(func() { order = append(order, "onDrain") })
+	a.Serve(func() error { return errors.New("listener broke") }, func(ctx context.Context) {
 		if _, ok := ctx.Deadline(); !ok {
 			t.Error("drain without a deadline")
 		}
 		order = append(order, "drain")
 	})
-	code := a.run(context.Background())
-	a.close()
+	code := a.Run(context.Background())
+	a.Close()
 	if code != 1 || !strings.Contains(stderr.String(), "sluice test: listener broke") {
 		t.Errorf("exit %d, stderr %q; want 1 naming the error", code, stderr.String())
 	}
@@ -44,15 +44,15 @@ func TestAppServerFailureEndsRunAndDrains(t *testing.T) {
 // drained.
 func TestAppContextEndIsACleanStop(t *testing.T) {
 	var stderr testlog.Buffer
-	a := newApp(&stderr, "sluice test:")
-	defer a.close()
-	a.log = quietLogger()
+	a := NewApp(&stderr, "sluice test:")
+	defer a.Close()
+	a.Log = quietLogger()
 	stop := make(chan struct{})
 	drained := false
-	a.serve(func() error { <-stop; return http.ErrServerClosed }, func(context.Context) { drained = true; close(stop) })
+	a.Serve(func() error { <-stop; return http.ErrServerClosed }, func(context.Context) { drained = true; close(stop) })
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	if code := a.run(ctx); code != 0 || !drained {
+	if code := a.Run(ctx); code != 0 || !drained {
 		t.Errorf("exit %d, drained %v; want 0 and drained (stderr %q)", code, drained, stderr.String())
 	}
 }
@@ -62,17 +62,17 @@ func TestAppContextEndIsACleanStop(t *testing.T) {
 // closes its listener, as the command returns its exit status.
 func TestAppCloseStopsServersStartedBeforeAFailure(t *testing.T) {
 	var stderr testlog.Buffer
-	a := newApp(&stderr, "sluice test:")
-	ln, err := a.listen("127.0.0.1:0")
+	a := NewApp(&stderr, "sluice test:")
+	ln, err := a.Listen("127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
 	hs := &http.Server{Handler: http.NotFoundHandler(), ReadHeaderTimeout: time.Second}
-	a.serveHTTP(hs, ln)
-	if code := a.exit(exitCode(1, "admin:", errors.New("address in use"))); code != 1 || stderr.String() != "sluice test: admin: address in use\n" {
+	a.ServeHTTP(hs, ln)
+	if code := a.Exit(ExitCode(1, "admin:", errors.New("address in use"))); code != 1 || stderr.String() != "sluice test: admin: address in use\n" {
 		t.Errorf("exit %d, stderr %q", code, stderr.String())
 	}
-	a.close()
+	a.Close()
 	select {
 	case err := <-a.errc:
 		if !errors.Is(err, http.ErrServerClosed) {
@@ -91,54 +91,54 @@ func TestAppCloseStopsServersStartedBeforeAFailure(t *testing.T) {
 // stop, exit status 0 and logged, not a failure.
 func TestAppStoppedDuringStartUp(t *testing.T) {
 	var stderr testlog.Buffer
-	a := newApp(&stderr, "sluice test:")
-	defer a.close()
-	a.log = quietLogger()
+	a := NewApp(&stderr, "sluice test:")
+	defer a.Close()
+	a.Log = quietLogger()
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	if code := a.exit(stoppedEarly(ctx, errors.New("reading the config: context canceled"))); code != 0 || stderr.String() != "" {
+	if code := a.Exit(StoppedEarly(ctx, errors.New("reading the config: context canceled"))); code != 0 || stderr.String() != "" {
 		t.Errorf("exit %d, stderr %q; want 0 and nothing printed", code, stderr.String())
 	}
-	if code := a.exit(stoppedEarly(context.Background(), errors.New("bad config"))); code != 1 {
+	if code := a.Exit(StoppedEarly(context.Background(), errors.New("bad config"))); code != 1 {
 		t.Errorf("a failure with the context alive: exit %d, want 1", code)
 	}
 }
 
 // What is closed after the drain (a flush of spans, a refund of
-// reservations) shares one deadline: drainGrace + closeGrace after the stop
+// reservations) shares one deadline: DrainGrace + CloseGrace after the stop
 // was asked, however long the drain took, so that a slow or unreachable
 // collector or store cannot hold the process past its grace period.
 func TestAppClosingWorkEndsWithinTheGracePeriod(t *testing.T) {
 	var stderr testlog.Buffer
-	a := newApp(&stderr, "sluice test:")
-	a.log = quietLogger()
-	if ctx, cancel := a.closeContext(); true {
+	a := NewApp(&stderr, "sluice test:")
+	a.Log = quietLogger()
+	if ctx, cancel := a.CloseContext(); true {
 		dl, ok := ctx.Deadline()
 		cancel()
-		if !ok || time.Until(dl) > closeGrace {
-			t.Errorf("before run: closeContext deadline %v (set %v), want within %v", time.Until(dl), ok, closeGrace)
+		if !ok || time.Until(dl) > CloseGrace {
+			t.Errorf("before run: closeContext deadline %v (set %v), want within %v", time.Until(dl), ok, CloseGrace)
 		}
 	}
 	var within time.Duration
 	stop := make(chan struct{})
-	a.serve(func() error { <-stop; return http.ErrServerClosed }, func(context.Context) { close(stop) })
-	a.onClose(func() {
-		ctx, cancel := a.closeContext()
+	a.Serve(func() error { <-stop; return http.ErrServerClosed }, func(context.Context) { close(stop) })
+	a.OnClose(func() {
+		ctx, cancel := a.CloseContext()
 		defer cancel()
 		dl, _ := ctx.Deadline()
-		within = dl.Sub(a.stopBy.Add(-drainGrace - closeGrace))
+		within = dl.Sub(a.stopBy.Add(-DrainGrace - CloseGrace))
 	})
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	asked := time.Now()
-	if code := a.run(ctx); code != 0 {
+	if code := a.Run(ctx); code != 0 {
 		t.Fatalf("exit %d: %s", code, stderr.String())
 	}
-	a.close()
-	if within != drainGrace+closeGrace {
-		t.Errorf("a closer's deadline is %v after the stop, want drainGrace+closeGrace = %v", within, drainGrace+closeGrace)
+	a.Close()
+	if within != DrainGrace+CloseGrace {
+		t.Errorf("a closer's deadline is %v after the stop, want drainGrace+closeGrace = %v", within, DrainGrace+CloseGrace)
 	}
-	if a.stopBy.Sub(asked) > drainGrace+closeGrace+time.Second {
-		t.Errorf("stopBy %v after the stop was asked, want at most %v", a.stopBy.Sub(asked), drainGrace+closeGrace)
+	if a.stopBy.Sub(asked) > DrainGrace+CloseGrace+time.Second {
+		t.Errorf("stopBy %v after the stop was asked, want at most %v", a.stopBy.Sub(asked), DrainGrace+CloseGrace)
 	}
 }

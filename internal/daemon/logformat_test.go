@@ -1,4 +1,4 @@
-package main
+package daemon
 
 import (
 	"bytes"
@@ -15,7 +15,7 @@ import (
 // text is the default, and an unknown format is refused.
 func TestLogHandlerJSONHasEnvoyRatelimitsKeys(t *testing.T) {
 	var b bytes.Buffer
-	h, err := logHandler("JSON", &b, &slog.HandlerOptions{Level: slog.LevelDebug})
+	h, err := LogHandler("JSON", &b, &slog.HandlerOptions{Level: slog.LevelDebug})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -54,7 +54,7 @@ func TestLogHandlerJSONHasEnvoyRatelimitsKeys(t *testing.T) {
 
 	for _, f := range []string{"", "text", "TEXT"} {
 		b.Reset()
-		h, err := logHandler(f, &b, nil)
+		h, err := LogHandler(f, &b, nil)
 		if err != nil {
 			t.Fatalf("%q: %v", f, err)
 		}
@@ -63,7 +63,7 @@ func TestLogHandlerJSONHasEnvoyRatelimitsKeys(t *testing.T) {
 			t.Errorf("LOG_FORMAT=%q: %q, want slog's text", f, b.String())
 		}
 	}
-	if _, err := logHandler("logfmt", &b, nil); err == nil {
+	if _, err := LogHandler("logfmt", &b, nil); err == nil {
 		t.Error("LOG_FORMAT=logfmt: no error")
 	}
 }

@@ -1,4 +1,4 @@
-package main
+package daemon
 
 import (
 	"context"
@@ -20,8 +20,8 @@ import (
 // GRPC_MAX_CONNECTION_IDLE is Sluice's (3m: envoyproxy/ratelimit leaves
 // gRPC's default, never).
 func TestGRPCConnectionAgeAndIdleFromEnv(t *testing.T) {
-	var o listenerOptions
-	o.flags(newTestFlagSet(), new(envflag.Errs))
+	var o ListenerOptions
+	o.Flags(newTestFlagSet(), new(envflag.Errs))
 	if o.grpcAge != 24*time.Hour || o.grpcAgeGrace != time.Hour || o.grpcIdle != 3*time.Minute {
 		t.Errorf("defaults: age %v grace %v idle %v", o.grpcAge, o.grpcAgeGrace, o.grpcIdle)
 	}
@@ -29,7 +29,7 @@ func TestGRPCConnectionAgeAndIdleFromEnv(t *testing.T) {
 	t.Setenv("GRPC_MAX_CONNECTION_AGE_GRACE", "30")
 	t.Setenv("GRPC_MAX_CONNECTION_IDLE", "90s")
 	var errs envflag.Errs
-	o.flags(newTestFlagSet(), &errs)
+	o.Flags(newTestFlagSet(), &errs)
 	if len(errs) > 0 || o.grpcAge != 2*time.Hour || o.grpcAgeGrace != 30*time.Second || o.grpcIdle != 90*time.Second {
 		t.Errorf("from the environment: age %v grace %v idle %v, errors %v", o.grpcAge, o.grpcAgeGrace, o.grpcIdle, errs)
 	}
@@ -38,19 +38,19 @@ func TestGRPCConnectionAgeAndIdleFromEnv(t *testing.T) {
 // A connection older than the age limit, or without calls for the idle
 // timeout, gets a GOAWAY: the client's channel leaves READY by itself.
 func TestGRPCConnectionAgeAndIdleCloseConnections(t *testing.T) {
-	for name, set := range map[string]func(o *listenerOptions){
-		"age":  func(o *listenerOptions) { o.grpcAge, o.grpcAgeGrace = 300*time.Millisecond, 300*time.Millisecond },
-		"idle": func(o *listenerOptions) { o.grpcIdle = 300 * time.Millisecond },
+	for name, set := range map[string]func(o *ListenerOptions){
+		"age":  func(o *ListenerOptions) { o.grpcAge, o.grpcAgeGrace = 300*time.Millisecond, 300*time.Millisecond },
+		"idle": func(o *ListenerOptions) { o.grpcIdle = 300 * time.Millisecond },
 	} {
 		t.Run(name, func(t *testing.T) {
-			var o listenerOptions
-			o.flags(newTestFlagSet(), new(envflag.Errs))
+			var o ListenerOptions
+			o.Flags(newTestFlagSet(), new(envflag.Errs))
 			set(&o)
 			ln, err := net.Listen("tcp", "127.0.0.1:0")
 			if err != nil {
 				t.Fatal(err)
 			}
-			s := grpc.NewServer(o.grpcOptions()...)
+			s := grpc.NewServer(o.GRPCOptions()...)
 			healthpb.RegisterHealthServer(s, health.NewServer())
 			go s.Serve(ln)
 			defer s.Stop()

@@ -1,4 +1,4 @@
-package main
+package daemon
 
 import (
 	"context"
@@ -18,10 +18,10 @@ import (
 	"github.com/sluicehq/sluice/internal/envflag"
 )
 
-// listenerOptions are the timeouts and connection caps of serve's two
+// ListenerOptions are the timeouts and connection caps of serve's two
 // listeners (see docs/serve.md, "Listeners"). Each is a flag whose default
 // comes from an environment variable.
-type listenerOptions struct {
+type ListenerOptions struct {
 	// HTTP: NGINX's client_header_timeout, client_body_timeout,
 	// send_timeout and keepalive_timeout, as net/http has them.
 	readHeader, read, write, idle time.Duration
@@ -33,19 +33,19 @@ type listenerOptions struct {
 	// the reading of its request message included.
 	grpcRequest time.Duration
 	// Connections per listener at most; 0: a share of the open-file limit
-	// (see defaultMaxConns), negative: no cap.
-	httpMaxConns, grpcMaxConns int
+	// (see DefaultMaxConns), negative: no cap.
+	HTTPMaxConns, GRPCMaxConns int
 	// tls is the gRPC listener's TLS (grpctls.go; zero: plaintext), uds
 	// the Unix socket it listens on instead of TCP (GRPC_UDS; "": TCP),
 	// and debugAddr the debug listener's address (debug.go; "": none).
-	tls       grpcTLSOptions
-	uds       string
-	debugAddr string
+	TLS       GRPCTLSOptions
+	UDS       string
+	DebugAddr string
 }
 
-// flags defines the listener flags on fs, their defaults from the
+// Flags defines the listener flags on fs, their defaults from the
 // environment (malformed values go to errs).
-func (o *listenerOptions) flags(fs *flag.FlagSet, errs *envflag.Errs) {
+func (o *ListenerOptions) Flags(fs *flag.FlagSet, errs *envflag.Errs) {
 	fs.DurationVar(&o.readHeader, "http-read-header-timeout", errs.Duration("HTTP_READ_HEADER_TIMEOUT", 10*time.Second),
 		"HTTP: time to read a request's headers (NGINX client_header_timeout)")
 	fs.DurationVar(&o.read, "http-read-timeout", errs.Duration("HTTP_READ_TIMEOUT", 30*time.Second),
@@ -54,7 +54,7 @@ func (o *listenerOptions) flags(fs *flag.FlagSet, errs *envflag.Errs) {
 		"HTTP: time from the end of the request's headers to the end of the response (NGINX send_timeout)")
 	fs.DurationVar(&o.idle, "http-idle-timeout", errs.Duration("HTTP_IDLE_TIMEOUT", 75*time.Second),
 		"HTTP: how long an idle keep-alive connection is kept (NGINX keepalive_timeout)")
-	fs.IntVar(&o.httpMaxConns, "http-max-conns", errs.Int("HTTP_MAX_CONNECTIONS", 0),
+	fs.IntVar(&o.HTTPMaxConns, "http-max-conns", errs.Int("HTTP_MAX_CONNECTIONS", 0),
 		"HTTP: open connections at most: at the cap the one idle longest gives way to a new one, else it waits; 0: 40% of the open-file limit, negative: no cap")
 	fs.DurationVar(&o.grpcIdle, "grpc-idle-timeout", errs.Duration("GRPC_MAX_CONNECTION_IDLE", 3*time.Minute),
 		"gRPC: a connection without calls for this long is closed with GOAWAY (NGINX http2_idle_timeout)")
@@ -68,19 +68,19 @@ func (o *listenerOptions) flags(fs *flag.FlagSet, errs *envflag.Errs) {
 		"gRPC: a client that sends keepalive pings more often than this is disconnected (too_many_pings)")
 	fs.DurationVar(&o.grpcRequest, "grpc-request-timeout", errs.Duration("GRPC_REQUEST_TIMEOUT", 30*time.Second),
 		"gRPC: time from a call's headers to its answer, the request message included (a stalled message is let go)")
-	fs.IntVar(&o.grpcMaxConns, "grpc-max-conns", errs.Int("GRPC_MAX_CONNECTIONS", 0),
+	fs.IntVar(&o.GRPCMaxConns, "grpc-max-conns", errs.Int("GRPC_MAX_CONNECTIONS", 0),
 		"gRPC: open connections at most, more wait to be accepted; 0: 40% of the open-file limit, negative: no cap")
-	o.tls.flags(fs, errs)
-	fs.StringVar(&o.uds, "grpc-uds", os.Getenv("GRPC_UDS"),
+	o.TLS.flags(fs, errs)
+	fs.StringVar(&o.UDS, "grpc-uds", os.Getenv("GRPC_UDS"),
 		"gRPC: listen on this Unix socket instead of -grpc-addr (a stale socket file is replaced; the socket is removed on stop)")
-	fs.StringVar(&o.debugAddr, "debug-addr", debugAddrFromEnv(),
+	fs.StringVar(&o.DebugAddr, "debug-addr", DebugAddrFromEnv(),
 		"the debug listener (/rlconfig, pprof): host:port; default off, or DEBUG_HOST:DEBUG_PORT when either is set (DEBUG_HOST 127.0.0.1, DEBUG_PORT 6070 unset)")
 }
 
-// check refuses settings that would disable a bound by accident (every
+// Check refuses settings that would disable a bound by accident (every
 // timeout must be positive) and gRPC TLS settings that do not go together
-// (see grpcTLSOptions.check).
-func (o *listenerOptions) check() error {
+// (see GRPCTLSOptions.check).
+func (o *ListenerOptions) Check() error {
 	for _, d := range []struct {
 		name string
 		v    time.Duration
@@ -95,17 +95,17 @@ func (o *listenerOptions) check() error {
 			return fmt.Errorf("%s %v: want a positive duration", d.name, d.v)
 		}
 	}
-	return o.tls.check()
+	return o.TLS.check()
 }
 
-// notActedOn returns the listener flags that the others make moot, which
+// NotActedOn returns the listener flags that the others make moot, which
 // serve names in its start-up line: the TLS pair without -grpc-tls (see
-// grpcTLSOptions.notActedOn), and with -grpc-uds, -grpc-addr when it (or
+// GRPCTLSOptions.notActedOn), and with -grpc-uds, -grpc-addr when it (or
 // GRPC_HOST or GRPC_PORT) was set, since gRPC then listens on the socket
 // only.
-func (o *listenerOptions) notActedOn(fs *flag.FlagSet) []string {
-	out := o.tls.notActedOn()
-	if o.uds == "" {
+func (o *ListenerOptions) NotActedOn(fs *flag.FlagSet) []string {
+	out := o.TLS.notActedOn()
+	if o.UDS == "" {
 		return out
 	}
 	if os.Getenv("GRPC_HOST") != "" || os.Getenv("GRPC_PORT") != "" || envflag.IsSet(fs, "grpc-addr") {
@@ -114,22 +114,22 @@ func (o *listenerOptions) notActedOn(fs *flag.FlagSet) []string {
 	return out
 }
 
-// httpServer returns the HTTP server of serve for h with the timeouts of
+// HTTPServer returns the HTTP server of serve for h with the timeouts of
 // o, its errors logged on errorLog (nil: the standard logger). It is the
 // proxy's server (gateway.Timeouts.Server, the one place where both
 // commands' HTTP servers are made) with serve's header and idle
 // timeouts, and bounds on the whole request and response too, since
 // nothing serve answers streams.
-func (o *listenerOptions) httpServer(h http.Handler, errorLog *slog.Logger) *http.Server {
+func (o *ListenerOptions) HTTPServer(h http.Handler, errorLog *slog.Logger) *http.Server {
 	hs := gateway.Timeouts{ClientHeader: o.readHeader, Keepalive: o.idle}.Server(h, errorLog)
 	hs.ReadTimeout, hs.WriteTimeout = o.read, o.write
 	return hs
 }
 
-// grpcOptions returns the server options that bound gRPC connections and
+// GRPCOptions returns the server options that bound gRPC connections and
 // calls: handshake time, idle and age limits, the least ping interval, and
 // the time of one call (see callDeadline).
-func (o *listenerOptions) grpcOptions() []grpc.ServerOption {
+func (o *ListenerOptions) GRPCOptions() []grpc.ServerOption {
 	return []grpc.ServerOption{
 		grpc.InTapHandle(callDeadline(o.grpcRequest)),
 		grpc.ChainStreamInterceptor(watchRequestDeadline), // chained: other options may add their own
@@ -163,7 +163,7 @@ func callDeadline(d time.Duration) tap.ServerInHandle {
 		if info.FullMethodName == rlqsStream {
 			return ctx, nil
 		}
-		if info.FullMethodName == healthWatch {
+		if info.FullMethodName == HealthWatch {
 			// The stream stays open as long as its watcher: only the
 			// reading of its request is bounded (see watchRequestDeadline).
 			ctx, cancel := context.WithCancel(ctx)
@@ -178,11 +178,11 @@ func callDeadline(d time.Duration) tap.ServerInHandle {
 	}
 }
 
-// healthWatch is the gRPC health service's streaming method: its stream
+// HealthWatch is the gRPC health service's streaming method: its stream
 // is meant to stay open, so callDeadline bounds only the reading of its
 // request message, with a timer that watchRequestDeadline stops once the
 // message is in.
-const healthWatch = "/grpc.health.v1.Health/Watch"
+const HealthWatch = "/grpc.health.v1.Health/Watch"
 
 // rlqsStream is RLQS's streaming method, exempt from callDeadline.
 const rlqsStream = rlqspb.RateLimitQuotaService_StreamRateLimitQuotas_FullMethodName

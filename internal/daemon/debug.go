@@ -1,4 +1,4 @@
-package main
+package daemon
 
 import (
 	"context"
@@ -27,14 +27,14 @@ const debugWriteTimeout = 2 * time.Minute
 // and their tools, not for traffic.
 const debugMaxConns = 64
 
-// debugAddrFromEnv returns the debug listener's address from
+// DebugAddrFromEnv returns the debug listener's address from
 // envoyproxy/ratelimit's DEBUG_HOST and DEBUG_PORT: "" (no debug listener)
 // when neither is set, else DEBUG_HOST (default 127.0.0.1) and DEBUG_PORT
 // (default 6070). Unlike envoyproxy/ratelimit, which serves pprof on
 // 0.0.0.0:6070 whatever the settings, Sluice opens it only when asked,
 // and on loopback unless DEBUG_HOST says otherwise: profiles and the
 // rules are for the operator, not for the network.
-func debugAddrFromEnv() string {
+func DebugAddrFromEnv() string {
 	host, port := os.Getenv("DEBUG_HOST"), os.Getenv("DEBUG_PORT")
 	if host == "" && port == "" {
 		return ""
@@ -52,12 +52,12 @@ var debugEndpoints = []struct{ path, help string }{
 	{"/debug/pprof/symbol", "pprof's symbol lookup"},
 }
 
-// debugHandler returns the debug listener's handler: an index at /, the
+// DebugHandler returns the debug listener's handler: an index at /, the
 // running rules at /rlconfig (rules returns them, nil when none is
 // loaded) and net/http/pprof's handlers, but not its cmdline, which would
 // show -store's Redis password to anyone who reaches the port. It is its
 // own mux: nothing of it is on the main listener.
-func debugHandler(rules func() *config.Config) http.Handler {
+func DebugHandler(rules func() *config.Config) http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /{$}", func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
@@ -113,19 +113,19 @@ func writeRLConfig(w io.Writer, c *config.Config) {
 	io.WriteString(w, b.String())
 }
 
-// debugServer is the debug listener: its server and socket, served by
+// DebugServer is the debug listener: its server and socket, served by
 // serve and stopped by shutdown.
-type debugServer struct {
+type DebugServer struct {
 	srv  *http.Server
 	ln   net.Listener       // capped at debugMaxConns
 	stop context.CancelFunc // ends the requests in flight (a profile)
 }
 
-// listenDebug listens on addr for h, with o's HTTP header, read and idle
+// ListenDebug listens on addr for h, with o's HTTP header, read and idle
 // timeouts and debugWriteTimeout, at most debugMaxConns connections. An
 // empty addr is no debug listener (nil). An address that cannot be
 // listened on is an error: the operator asked for it.
-func listenDebug(addr string, o *listenerOptions, h http.Handler, log *slog.Logger) (*debugServer, error) {
+func ListenDebug(addr string, o *ListenerOptions, h http.Handler, log *slog.Logger) (*DebugServer, error) {
 	if addr == "" {
 		return nil, nil
 	}
@@ -134,40 +134,43 @@ func listenDebug(addr string, o *listenerOptions, h http.Handler, log *slog.Logg
 		return nil, fmt.Errorf("debug listener: %w", err)
 	}
 	ctx, stop := context.WithCancel(context.Background())
-	srv := o.httpServer(h, log) // the HTTP listener's bounds, then:
+	srv := o.HTTPServer(h, log) // the HTTP listener's bounds, then:
 	srv.WriteTimeout = max(o.write, debugWriteTimeout)
 	srv.BaseContext = func(net.Listener) context.Context { return ctx }
-	capped, connState := capConns(ln, debugMaxConns)
+	capped, connState := CapConns(ln, debugMaxConns)
 	srv.ConnState = connState
-	return &debugServer{srv: srv, ln: capped, stop: stop}, nil
+	return &DebugServer{srv: srv, ln: capped, stop: stop}, nil
 }
 
-// addr returns the address d listens on.
-func (d *debugServer) addr() net.Addr { return d.ln.Addr() }
+// Addr returns the address d listens on.
+func (d *DebugServer) Addr() net.Addr { return d.ln.Addr() }
 
-// serve serves until shutdown (then http.ErrServerClosed) or a failure.
-func (d *debugServer) serve() error { return d.srv.Serve(d.ln) }
+// Close closes d's listener (Shutdown closes it too).
+func (d *DebugServer) Close() error { return d.ln.Close() }
 
-// shutdown stops d: the requests in flight are ended (a profile or trace
+// Serve serves until shutdown (then http.ErrServerClosed) or a failure.
+func (d *DebugServer) Serve() error { return d.srv.Serve(d.ln) }
+
+// Shutdown stops d: the requests in flight are ended (a profile or trace
 // returns what it has), then the server drains until ctx ends and is
 // closed.
-func (d *debugServer) shutdown(ctx context.Context) {
+func (d *DebugServer) Shutdown(ctx context.Context) {
 	d.stop()
 	if err := d.srv.Shutdown(ctx); err != nil {
 		d.srv.Close()
 	}
 }
 
-// describeDebug returns what serve's banner says of the debug listener d
+// DescribeDebug returns what serve's banner says of the debug listener d
 // (nil: none): where it is, or that it is off and how to turn it on (it
-// is off by default, unlike envoyproxy/ratelimit's, see debugAddrFromEnv).
-func describeDebug(d *debugServer) string {
+// is off by default, unlike envoyproxy/ratelimit's, see DebugAddrFromEnv).
+func DescribeDebug(d *DebugServer) string {
 	if d == nil {
 		return "off (DEBUG_PORT, DEBUG_HOST or -debug-addr serve /rlconfig and pprof; loopback unless DEBUG_HOST says otherwise)"
 	}
 	where := "loopback only"
-	if tcp, ok := d.addr().(*net.TCPAddr); ok && !tcp.IP.IsLoopback() {
+	if tcp, ok := d.Addr().(*net.TCPAddr); ok && !tcp.IP.IsLoopback() {
 		where = "not loopback: pprof and the rules are open to whoever reaches it"
 	}
-	return "http://" + d.addr().String() + "  (/rlconfig, /debug/pprof/; " + where + ")"
+	return "http://" + d.Addr().String() + "  (/rlconfig, /debug/pprof/; " + where + ")"
 }

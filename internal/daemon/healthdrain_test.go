@@ -1,12 +1,10 @@
-package main
+package daemon
 
 import (
 	"context"
 	"net"
 	"sync"
-	"syscall"
 	"testing"
-	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -16,43 +14,9 @@ import (
 	grpcstatus "google.golang.org/grpc/status"
 )
 
-// A gRPC health Watch stream does not hold serve's drain: on SIGTERM the
-// watcher is told NOT_SERVING (so it learns to leave), then its stream
-// ends, and the process exits well within the 10-second grace. Before, the
-// stream stayed open until the grace ran out, since GracefulStop waits for
-// every stream and a Watch never ends by itself.
-func TestServeDrainEndsHealthWatchStreams(t *testing.T) {
-	p := startProcess(t, "true", "serve", "-http-addr", "127.0.0.1:0", "-grpc-addr", "127.0.0.1:0")
-	conn := dial(t, p.grpc, insecure.NewCredentials())
-	defer conn.Close()
-	stream := watchHealth(t, conn, "")
-	recvStatus(t, stream, healthpb.HealthCheckResponse_SERVING)
-
-	start := time.Now()
-	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
-		t.Fatal(err)
-	}
-	recvStatus(t, stream, healthpb.HealthCheckResponse_NOT_SERVING)
-	if r, err := stream.Recv(); grpcstatus.Code(err) != codes.Unavailable {
-		t.Fatalf("after NOT_SERVING: %v, %v; want the stream ended with Unavailable", r.GetStatus(), err)
-	}
-	// A bound, far under the grace: what is measured is whether the
-	// stream held the drain, not how fast serve stops.
-	const bound = 5 * time.Second
-	select {
-	case <-p.exited:
-		t.Logf("exited %v after SIGTERM", time.Since(start))
-		if p.exitErr != nil {
-			t.Errorf("exit after SIGTERM: %v: %s", p.exitErr, p.stderr.String())
-		}
-	case <-time.After(bound - time.Since(start)):
-		t.Fatalf("still running %v after SIGTERM: the Watch stream held the drain: %s", bound, p.stderr.String())
-	}
-}
-
 // watchers starts a gRPC server with the health service h behind w's
 // interceptor and returns a Watch stream on it for each service name.
-func watchers(t *testing.T, h *health.Server, w *watchDrain, services ...string) []healthpb.Health_WatchClient {
+func watchers(t *testing.T, h *health.Server, w *WatchDrain, services ...string) []healthpb.Health_WatchClient {
 	t.Helper()
 	conn := healthConn(t, h, w)
 	var out []healthpb.Health_WatchClient
@@ -67,7 +31,7 @@ func watchers(t *testing.T, h *health.Server, w *watchDrain, services ...string)
 // stream that never ends fails the test instead of hanging it.
 func watchHealth(t *testing.T, conn *grpc.ClientConn, service string) healthpb.Health_WatchClient {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(t.Context(), 2*drainGrace)
+	ctx, cancel := context.WithTimeout(t.Context(), 2*DrainGrace)
 	t.Cleanup(cancel)
 	s, err := healthpb.NewHealthClient(conn).Watch(ctx, &healthpb.HealthCheckRequest{Service: service})
 	if err != nil {
@@ -93,13 +57,13 @@ func recvStatus(t *testing.T, s healthpb.Health_WatchClient, want healthpb.Healt
 func TestWatchDrainEndsEachStreamAfterANotServingStatus(t *testing.T) {
 	h := health.NewServer()
 	h.SetServingStatus("down", healthpb.HealthCheckResponse_NOT_SERVING)
-	w := &watchDrain{}
+	w := &WatchDrain{}
 	s := watchers(t, h, w, "", "down", "unknown")
 	recvStatus(t, s[0], healthpb.HealthCheckResponse_SERVING)
 	recvStatus(t, s[1], healthpb.HealthCheckResponse_NOT_SERVING)
 	recvStatus(t, s[2], healthpb.HealthCheckResponse_SERVICE_UNKNOWN)
 
-	w.drain()
+	w.Drain()
 	for i, name := range []string{"down", "unknown"} {
 		if _, err := s[i+1].Recv(); grpcstatus.Code(err) != codes.Unavailable {
 			t.Errorf("watcher of %q after the drain began: %v; want the stream ended with Unavailable", name, err)
@@ -118,9 +82,9 @@ func TestWatchDrainEndsEachStreamAfterANotServingStatus(t *testing.T) {
 // nor is ended before its watcher learns to leave.
 func TestWatchDrainEndsAWatchBegunAfterTheDrain(t *testing.T) {
 	h := health.NewServer()
-	w := &watchDrain{}
+	w := &WatchDrain{}
 	h.SetServingStatus("", healthpb.HealthCheckResponse_NOT_SERVING)
-	w.drain()
+	w.Drain()
 	s := watchers(t, h, w, "", "unknown")
 	recvStatus(t, s[0], healthpb.HealthCheckResponse_NOT_SERVING)
 	recvStatus(t, s[1], healthpb.HealthCheckResponse_SERVICE_UNKNOWN)
@@ -137,9 +101,9 @@ func TestWatchDrainEndsAWatchBegunAfterTheDrain(t *testing.T) {
 // the drain each began on.
 func TestWatchDrainRacingNewWatchesEachEndAfterNotServing(t *testing.T) {
 	h := health.NewServer()
-	w := &watchDrain{}
+	w := &WatchDrain{}
 	conn := healthConn(t, h, w)
-	ctx, cancel := context.WithTimeout(t.Context(), 2*drainGrace)
+	ctx, cancel := context.WithTimeout(t.Context(), 2*DrainGrace)
 	defer cancel()
 
 	const watches = 40
@@ -165,7 +129,7 @@ func TestWatchDrainRacingNewWatchesEachEndAfterNotServing(t *testing.T) {
 		})
 		if i == watches/2 {
 			h.SetServingStatus("", healthpb.HealthCheckResponse_NOT_SERVING)
-			w.drain()
+			w.Drain()
 		}
 	}
 	wg.Wait()
@@ -173,9 +137,9 @@ func TestWatchDrainRacingNewWatchesEachEndAfterNotServing(t *testing.T) {
 
 // healthConn starts a gRPC server with the health service h behind w's
 // interceptor and returns a connection to it; both end with the test.
-func healthConn(t *testing.T, h *health.Server, w *watchDrain) *grpc.ClientConn {
+func healthConn(t *testing.T, h *health.Server, w *WatchDrain) *grpc.ClientConn {
 	t.Helper()
-	gs := grpc.NewServer(grpc.ChainStreamInterceptor(w.intercept))
+	gs := grpc.NewServer(grpc.ChainStreamInterceptor(w.Intercept))
 	healthpb.RegisterHealthServer(gs, h)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {

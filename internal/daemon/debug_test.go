@@ -1,8 +1,7 @@
-package main
+package daemon
 
 import (
 	"context"
-	"flag"
 	"io"
 	"net"
 	"net/http"
@@ -17,13 +16,6 @@ import (
 	"github.com/sluicehq/sluice/config/configtest"
 	"github.com/sluicehq/sluice/internal/envflag"
 )
-
-// get returns the status and body of GET url.
-func get(t *testing.T, url string) (int, string) {
-	t.Helper()
-	resp, b := call(t, http.MethodGet, url, "", nil)
-	return resp.StatusCode, string(b)
-}
 
 // /rlconfig prints one line per rule in envoyproxy/ratelimit's form, which
 // scripts and test suites written for it match ("<full key>: unit=MINUTE
@@ -43,7 +35,7 @@ descriptors:
         rate_limit: {unlimited: true}
 `)
 	cur := rules
-	srv := httptest.NewServer(debugHandler(func() *config.Config { return cur }))
+	srv := httptest.NewServer(DebugHandler(func() *config.Config { return cur }))
 	defer srv.Close()
 	code, body := get(t, srv.URL+"/rlconfig")
 	if code != 200 {
@@ -71,7 +63,7 @@ descriptors:
 // The debug listener serves pprof, but not its command line (which may
 // hold -store's Redis password); its index lists the endpoints.
 func TestDebugServesPprofButNotTheCommandLine(t *testing.T) {
-	srv := httptest.NewServer(debugHandler(func() *config.Config { return nil }))
+	srv := httptest.NewServer(DebugHandler(func() *config.Config { return nil }))
 	defer srv.Close()
 	if code, body := get(t, srv.URL+"/debug/pprof/goroutine?debug=1"); code != 200 || !strings.Contains(body, "goroutine profile") {
 		t.Errorf("GET /debug/pprof/goroutine: %d %.100s", code, body)
@@ -101,7 +93,7 @@ func TestDebugAddrFromEnv(t *testing.T) {
 	} {
 		t.Setenv("DEBUG_HOST", c.host)
 		t.Setenv("DEBUG_PORT", c.port)
-		if addr := debugAddrFromEnv(); addr != c.want {
+		if addr := DebugAddrFromEnv(); addr != c.want {
 			t.Errorf("DEBUG_HOST=%q DEBUG_PORT=%q: %q, want %q", c.host, c.port, addr, c.want)
 		}
 	}
@@ -115,14 +107,14 @@ func TestListenDebugFailsOnABusyAddress(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer busy.Close()
-	var lo listenerOptions
-	lo.flags(newTestFlagSet(), new(envflag.Errs))
+	var lo ListenerOptions
+	lo.Flags(newTestFlagSet(), new(envflag.Errs))
 	h := http.NotFoundHandler()
-	if d, err := listenDebug(busy.Addr().String(), &lo, h, quietLogger()); err == nil {
+	if d, err := ListenDebug(busy.Addr().String(), &lo, h, quietLogger()); err == nil {
 		d.ln.Close()
 		t.Error("a busy address: no error")
 	}
-	if d, err := listenDebug("", &lo, h, quietLogger()); d != nil || err != nil {
+	if d, err := ListenDebug("", &lo, h, quietLogger()); d != nil || err != nil {
 		t.Errorf("an empty address: %v %v, want none", d, err)
 	}
 }
@@ -132,19 +124,19 @@ func TestListenDebugFailsOnABusyAddress(t *testing.T) {
 // profile; a profile in flight ends when serve stops instead of holding
 // the stop for its length.
 func TestDebugListenerTimeoutsAndStop(t *testing.T) {
-	var lo listenerOptions
-	lo.flags(newTestFlagSet(), new(envflag.Errs))
-	d, err := listenDebug("127.0.0.1:0", &lo, debugHandler(func() *config.Config { return nil }), quietLogger())
+	var lo ListenerOptions
+	lo.Flags(newTestFlagSet(), new(envflag.Errs))
+	d, err := ListenDebug("127.0.0.1:0", &lo, DebugHandler(func() *config.Config { return nil }), quietLogger())
 	if err != nil {
 		t.Fatal(err)
 	}
 	served := make(chan error, 1)
-	go func() { served <- d.serve() }()
+	go func() { served <- d.Serve() }()
 	s := d.srv
 	if s.ReadHeaderTimeout != lo.readHeader || s.ReadTimeout != lo.read || s.IdleTimeout != lo.idle || s.WriteTimeout < 31*time.Second {
 		t.Errorf("timeouts: header %v read %v idle %v write %v", s.ReadHeaderTimeout, s.ReadTimeout, s.IdleTimeout, s.WriteTimeout)
 	}
-	url := "http://" + d.addr().String()
+	url := "http://" + d.Addr().String()
 	got := make(chan int, 1)
 	go func() {
 		resp, err := http.Get(url + "/debug/pprof/profile?seconds=60")
@@ -164,7 +156,7 @@ func TestDebugListenerTimeoutsAndStop(t *testing.T) {
 	start := time.Now()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	d.shutdown(ctx)
+	d.Shutdown(ctx)
 	if took := time.Since(start); took > 5*time.Second {
 		t.Errorf("stopping with a 60s profile in flight took %v", took)
 	}
@@ -177,5 +169,3 @@ func TestDebugListenerTimeoutsAndStop(t *testing.T) {
 		t.Errorf("serve returned %v, want http.ErrServerClosed", err)
 	}
 }
-
-func newTestFlagSet() *flag.FlagSet { return flag.NewFlagSet("test", flag.ContinueOnError) }

@@ -1,4 +1,4 @@
-package main
+package daemon
 
 import (
 	"errors"
@@ -10,23 +10,23 @@ import (
 	"time"
 )
 
-// listenGRPC opens the gRPC listener: the Unix socket uds when it is not
+// ListenGRPC opens the gRPC listener: the Unix socket uds when it is not
 // empty (envoyproxy/ratelimit's GRPC_UDS, which replaces the TCP
 // listener), else TCP at addr.
-func listenGRPC(addr, uds string) (net.Listener, error) {
+func ListenGRPC(addr, uds string) (net.Listener, error) {
 	if uds != "" {
-		return listenUnix(uds)
+		return ListenUnix(uds)
 	}
 	return net.Listen("tcp", addr)
 }
 
-// listenUnix listens on the Unix socket at path, created with the
+// ListenUnix listens on the Unix socket at path, created with the
 // process's umask (connecting needs write permission on it: with umask 022
 // only its owner may connect), and removed when the listener closes. A
 // socket file already there is removed first when nothing listens on it (a
 // process that died left it); a live socket, or a path that is not a
 // socket at all, is an error and is left alone.
-func listenUnix(path string) (net.Listener, error) {
+func ListenUnix(path string) (net.Listener, error) {
 	fi, err := os.Lstat(path)
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
@@ -50,9 +50,9 @@ func listenUnix(path string) (net.Listener, error) {
 	return net.Listen("unix", path)
 }
 
-// grpcTarget returns the gRPC target a client dials for the listener
+// GRPCTarget returns the gRPC target a client dials for the listener
 // address a: "unix:PATH" for a Unix socket, else a's host:port.
-func grpcTarget(a net.Addr) string {
+func GRPCTarget(a net.Addr) string {
 	if u, ok := a.(*net.UnixAddr); ok {
 		return "unix:" + u.Name
 	}

@@ -1,4 +1,4 @@
-package main
+package daemon
 
 import (
 	"context"
@@ -31,10 +31,10 @@ const (
 	maxDebounce    = 10 * reloadDebounce
 )
 
-// reloader reloads the config on SIGHUP and on file change, one reload at a
+// Reloader reloads the config on SIGHUP and on file change, one reload at a
 // time (its methods are called from the command's main loop only), and
 // keeps the reload metrics. serve and proxy each give it their own load.
-type reloader struct {
+type Reloader struct {
 	path string
 	// load loads the config at path and swaps it in; an error (a
 	// *config.Error, ideally) fails the reload and keeps the running
@@ -52,7 +52,7 @@ type reloader struct {
 	lastSuccess, ok   prometheus.Gauge
 }
 
-// newReloader returns the reloader of the config at path, which the command
+// NewReloader returns the reloader of the config at path, which the command
 // has just loaded with fingerprint sum (known says whether it could be
 // taken) and reloads with load, and registers its metrics on reg:
 //
@@ -63,8 +63,8 @@ type reloader struct {
 //     config was loaded, at start-up or by a reload;
 //   - sluice_config_last_reload_successful: 1 if the last load succeeded,
 //     else 0.
-func newReloader(path string, load func(path string) error, log *slog.Logger, reg prometheus.Registerer, sum [sha256.Size]byte, known bool) (*reloader, error) {
-	r := &reloader{
+func NewReloader(path string, load func(path string) error, log *slog.Logger, reg prometheus.Registerer, sum [sha256.Size]byte, known bool) (*Reloader, error) {
+	r := &Reloader{
 		path: path, load: load, log: log, sum: sum, known: known,
 		reloads: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "sluice_config_reloads_total",
@@ -107,10 +107,10 @@ const reloadTimeout = 5 * time.Second
 // are read as safefile reads them (regular files only, under a size cap)
 // within reloadTimeout and ctx; a file that cannot be read so fails the
 // reload before the config is loaded.
-func (r *reloader) reload(ctx context.Context, trigger string, force bool) {
+func (r *Reloader) reload(ctx context.Context, trigger string, force bool) {
 	ctx, cancel := context.WithTimeout(ctx, reloadTimeout)
 	defer cancel()
-	sum, err := fingerprint(ctx, r.path)
+	sum, err := Fingerprint(ctx, r.path)
 	if err != nil {
 		if ctx.Err() != nil && errors.Is(err, context.Canceled) {
 			return // shutting down
@@ -135,7 +135,7 @@ func (r *reloader) reload(ctx context.Context, trigger string, force bool) {
 }
 
 // failed counts and logs a failed reload.
-func (r *reloader) failed(trigger string, err error) {
+func (r *Reloader) failed(trigger string, err error) {
 	r.failures.Inc()
 	r.ok.Set(0)
 	attrs := []any{"trigger", trigger, "err", err}
@@ -145,13 +145,13 @@ func (r *reloader) failed(trigger string, err error) {
 	r.log.Error("reload failed; keeping the running config", attrs...)
 }
 
-// fingerprint hashes the names and contents of the config files at path,
+// Fingerprint hashes the names and contents of the config files at path,
 // each read with safefile.Read: a file that is not a regular file (a FIFO,
 // a device such as /dev/zero, followed symlinks included) or is over
 // config.MaxFileBytes (what the loader reads at most) is an error (a
 // *config.Error naming it), as are files over config.MaxTotalBytes
 // together (which the loader refuses too) and ctx ending.
-func fingerprint(ctx context.Context, path string) ([sha256.Size]byte, error) {
+func Fingerprint(ctx context.Context, path string) ([sha256.Size]byte, error) {
 	var sum [sha256.Size]byte
 	files, err := config.Files(path)
 	if err != nil {
@@ -177,26 +177,26 @@ func fingerprint(ctx context.Context, path string) ([sha256.Size]byte, error) {
 	return sum, nil
 }
 
-// fingerprintBeforeLoad returns the fingerprint of the config at path,
+// FingerprintBeforeLoad returns the fingerprint of the config at path,
 // and whether it could be taken (not when path is empty), for
-// newReloader. A command takes it before loading the config, so that a
+// NewReloader. A command takes it before loading the config, so that a
 // change between the two makes the next file event reload.
-func fingerprintBeforeLoad(path string) (sum [sha256.Size]byte, known bool) {
-	sum, err := checkConfigFiles(context.Background(), path)
+func FingerprintBeforeLoad(path string) (sum [sha256.Size]byte, known bool) {
+	sum, err := CheckConfigFiles(context.Background(), path)
 	return sum, err == nil && path != ""
 }
 
-// checkConfigFiles returns the fingerprint of the config at path, or the
+// CheckConfigFiles returns the fingerprint of the config at path, or the
 // error of a file that cannot be read safely (see fingerprint), within
 // reloadTimeout: serve checks its files with it before loading them. An
 // empty path (the built-in example) has a zero fingerprint and no error.
-func checkConfigFiles(ctx context.Context, path string) (sum [sha256.Size]byte, err error) {
+func CheckConfigFiles(ctx context.Context, path string) (sum [sha256.Size]byte, err error) {
 	if path == "" {
 		return sum, nil
 	}
 	ctx, cancel := context.WithTimeout(ctx, reloadTimeout)
 	defer cancel()
-	return fingerprint(ctx, path)
+	return Fingerprint(ctx, path)
 }
 
 // configWatcher watches the directories that the config at path depends
@@ -419,7 +419,7 @@ type reloadRequest struct {
 
 // mainLoop is serve's and proxy's: it reloads on SIGHUP (hup) and on file
 // change (changed) until ctx ends or a server fails (errc), and returns the
-// exit code, 1 if a server failed (reported with fail, see exitWith). rl is
+// exit code, 1 if a server failed (reported with fail, see ExitWith). rl is
 // nil when there is no config file to reload (noReload says why, in the
 // log).
 //
@@ -428,7 +428,7 @@ type reloadRequest struct {
 // (SIGTERM): requests that come while one runs are merged into one pending
 // reload (forced if any of them was). When ctx ends, a running reload is
 // cancelled and waited for at most a second.
-func mainLoop(ctx context.Context, log *slog.Logger, rl *reloader, hup <-chan os.Signal, changed <-chan struct{}, errc <-chan error, noReload string, fail func(int, ...any) int) int {
+func mainLoop(ctx context.Context, log *slog.Logger, rl *Reloader, hup <-chan os.Signal, changed <-chan struct{}, errc <-chan error, noReload string, fail func(int, ...any) int) int {
 	var reqs chan reloadRequest
 	if rl != nil {
 		reqs = make(chan reloadRequest, 1)

@@ -1,4 +1,4 @@
-package main
+package daemon
 
 import (
 	"net"
@@ -7,7 +7,7 @@ import (
 	"time"
 )
 
-// capConns caps the open connections of ln at n (0: defaultMaxConns,
+// CapConns caps the open connections of ln at n (0: DefaultMaxConns,
 // negative: no cap) and returns the listener and the http.Server
 // ConnState hook that tells it which connections are idle. It is the one
 // connection cap of every listener: sluice proxy's -max-conns, sluice
@@ -25,9 +25,9 @@ import (
 // the one waiting. A server that never calls the hook (gRPC's, whose
 // connections without calls its idle timeout closes) has no idle
 // connections to give way: a new connection waits for one to close.
-func capConns(ln net.Listener, n int) (net.Listener, func(net.Conn, http.ConnState)) {
+func CapConns(ln net.Listener, n int) (net.Listener, func(net.Conn, http.ConnState)) {
 	if n == 0 {
-		n = defaultMaxConns()
+		n = DefaultMaxConns()
 	}
 	if n < 0 {
 		return ln, nil
@@ -36,7 +36,7 @@ func capConns(ln net.Listener, n int) (net.Listener, func(net.Conn, http.ConnSta
 	return l, l.connState
 }
 
-// drainListener is capConns's listener.
+// drainListener is CapConns's listener.
 type drainListener struct {
 	net.Listener
 	places chan struct{} // one token per open connection
@@ -154,11 +154,11 @@ func (c *drainConn) Close() error {
 	return err
 }
 
-// defaultMaxConns is a listener's default connection cap: 40% of the
+// DefaultMaxConns is a listener's default connection cap: 40% of the
 // process's open-file limit (so that the two listeners together leave a
 // fifth of it for everything else), at least 16; -1 (no cap) when the
 // limit is not known.
-func defaultMaxConns() int {
+func DefaultMaxConns() int {
 	n := openFileLimit()
 	if n <= 0 {
 		return -1
@@ -166,13 +166,13 @@ func defaultMaxConns() int {
 	return int(max(n*2/5, 16))
 }
 
-// defaultAdminMaxConns is the admin listener's default connection cap: a
+// DefaultAdminMaxConns is the admin listener's default connection cap: a
 // twentieth of the process's open-file limit, 16 to 256 (256 when the
 // limit is not known). The admin listener is for operators, their tools,
 // Prometheus and probes, not for traffic; its share is small, so that
-// with the public listeners' shares (defaultMaxConns) a tenth or more of
+// with the public listeners' shares (DefaultMaxConns) a tenth or more of
 // the descriptors is left for the store, the upstreams and the files.
-func defaultAdminMaxConns() int {
+func DefaultAdminMaxConns() int {
 	n := openFileLimit()
 	if n <= 0 {
 		return 256

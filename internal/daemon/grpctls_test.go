@@ -1,4 +1,4 @@
-package main
+package daemon
 
 import (
 	"context"
@@ -55,14 +55,14 @@ func (ca *testCA) issue(t *testing.T, cn string, client bool, sans ...string) le
 
 // tlsFiles writes a server pair and a client CA into dir and returns the
 // options that name them.
-func tlsFiles(t *testing.T, dir string, server leaf, clientCA *testCA) grpcTLSOptions {
+func tlsFiles(t *testing.T, dir string, server leaf, clientCA *testCA) GRPCTLSOptions {
 	t.Helper()
-	o := grpcTLSOptions{use: true, cert: filepath.Join(dir, "tls.crt"), key: filepath.Join(dir, "tls.key")}
-	writeAtomic(t, o.cert, string(server.certPEM))
-	writeAtomic(t, o.key, string(server.keyPEM))
+	o := GRPCTLSOptions{Use: true, Cert: filepath.Join(dir, "tls.crt"), Key: filepath.Join(dir, "tls.key")}
+	writeAtomic(t, o.Cert, string(server.certPEM))
+	writeAtomic(t, o.Key, string(server.keyPEM))
 	if clientCA != nil {
-		o.clientCA = filepath.Join(dir, "ca.crt")
-		writeAtomic(t, o.clientCA, string(clientCA.pem))
+		o.ClientCA = filepath.Join(dir, "ca.crt")
+		writeAtomic(t, o.ClientCA, string(clientCA.pem))
 	}
 	return o
 }
@@ -87,13 +87,13 @@ func (c *fakeClock) Add(d time.Duration) {
 
 // serveTLSHealth serves gRPC's health service with the credentials of g
 // on a loopback port and returns its address.
-func serveTLSHealth(t *testing.T, g *grpcTLS) string {
+func serveTLSHealth(t *testing.T, g *GRPCTLS) string {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := grpc.NewServer(g.serverOption())
+	s := grpc.NewServer(g.ServerOption())
 	healthpb.RegisterHealthServer(s, health.NewServer())
 	go s.Serve(ln)
 	t.Cleanup(s.Stop)
@@ -175,7 +175,7 @@ func quietLogger() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard
 func TestGRPCmTLSRefusesAClientWithoutACertificate(t *testing.T) {
 	serverCA, clientCA, otherCA := newTestCA(t, "server CA"), newTestCA(t, "client CA"), newTestCA(t, "other CA")
 	o := tlsFiles(t, t.TempDir(), serverCA.issue(t, "sluice", false, "sluice.test"), clientCA)
-	g, err := newGRPCTLS(context.Background(), o, quietLogger(), time.Now)
+	g, err := NewGRPCTLS(context.Background(), o, quietLogger(), time.Now)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -194,8 +194,8 @@ func TestGRPCmTLSRequiresTheClientSAN(t *testing.T) {
 		t.Run(san, func(t *testing.T) {
 			serverCA, clientCA := newTestCA(t, "server CA"), newTestCA(t, "client CA")
 			o := tlsFiles(t, t.TempDir(), serverCA.issue(t, "sluice", false, "sluice.test"), clientCA)
-			o.clientSAN = san
-			g, err := newGRPCTLS(context.Background(), o, quietLogger(), time.Now)
+			o.ClientSAN = san
+			g, err := NewGRPCTLS(context.Background(), o, quietLogger(), time.Now)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -218,7 +218,7 @@ func TestGRPCTLSPicksUpReplacedCertificates(t *testing.T) {
 	o := tlsFiles(t, dir, first, clientCA)
 	clock := &fakeClock{now: time.Unix(1_000_000, 0)}
 	var logs testlog.Buffer
-	g, err := newGRPCTLS(context.Background(), o, slog.New(slog.NewTextHandler(&logs, nil)), clock.Now)
+	g, err := NewGRPCTLS(context.Background(), o, slog.New(slog.NewTextHandler(&logs, nil)), clock.Now)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -237,8 +237,8 @@ func TestGRPCTLSPicksUpReplacedCertificates(t *testing.T) {
 	}
 
 	second := serverCA.issue(t, "second", false, "sluice.test")
-	writeAtomic(t, o.cert, string(second.certPEM))
-	writeAtomic(t, o.key, string(second.keyPEM))
+	writeAtomic(t, o.Cert, string(second.certPEM))
+	writeAtomic(t, o.Key, string(second.keyPEM))
 	clock.Add(500 * time.Millisecond)
 	if got := served(); got != "first" {
 		t.Errorf("within a second of the last look: served %q, want first (files are looked at once a second at most)", got)
@@ -249,7 +249,7 @@ func TestGRPCTLSPicksUpReplacedCertificates(t *testing.T) {
 	}
 
 	// A key that does not match: the running pair stays, and it is logged.
-	writeAtomic(t, o.key, string(serverCA.issue(t, "third", false, "sluice.test").keyPEM))
+	writeAtomic(t, o.Key, string(serverCA.issue(t, "third", false, "sluice.test").keyPEM))
 	clock.Add(2 * time.Second)
 	if got := served(); got != "second" {
 		t.Errorf("after a bad replacement: served %q, want second", got)
@@ -260,8 +260,8 @@ func TestGRPCTLSPicksUpReplacedCertificates(t *testing.T) {
 
 	// A new client CA: the old CA's clients are refused, the new one's served.
 	newCA := newTestCA(t, "new client CA")
-	writeAtomic(t, o.key, string(second.keyPEM))
-	writeAtomic(t, o.clientCA, string(newCA.pem))
+	writeAtomic(t, o.Key, string(second.keyPEM))
+	writeAtomic(t, o.ClientCA, string(newCA.pem))
 	clock.Add(2 * time.Second)
 	checkServed(t, addr, serverCA, &client.pair, false, "after the client CA was replaced, a client of the old CA")
 	newClient := newCA.issue(t, "envoy", true, "envoy.test")
@@ -273,21 +273,21 @@ func TestGRPCTLSPicksUpReplacedCertificates(t *testing.T) {
 func TestGRPCTLSRefusesBadFilesAtStartUp(t *testing.T) {
 	serverCA := newTestCA(t, "server CA")
 	good := serverCA.issue(t, "sluice", false, "sluice.test")
-	cases := map[string]func(o *grpcTLSOptions){
-		"missing key":    func(o *grpcTLSOptions) { o.key = filepath.Join(filepath.Dir(o.key), "nope") },
-		"key of another": func(o *grpcTLSOptions) { writeAtomic(t, o.key, string(serverCA.issue(t, "x", false).keyPEM)) },
-		"a directory":    func(o *grpcTLSOptions) { o.cert = filepath.Dir(o.cert) },
-		"too large":      func(o *grpcTLSOptions) { writeAtomic(t, o.cert, string(make([]byte, maxTLSFileBytes+1))) },
-		"CA without a certificate": func(o *grpcTLSOptions) {
-			o.clientCA = filepath.Join(filepath.Dir(o.cert), "ca.crt")
-			writeAtomic(t, o.clientCA, string([]byte("not PEM\n")))
+	cases := map[string]func(o *GRPCTLSOptions){
+		"missing key":    func(o *GRPCTLSOptions) { o.Key = filepath.Join(filepath.Dir(o.Key), "nope") },
+		"key of another": func(o *GRPCTLSOptions) { writeAtomic(t, o.Key, string(serverCA.issue(t, "x", false).keyPEM)) },
+		"a directory":    func(o *GRPCTLSOptions) { o.Cert = filepath.Dir(o.Cert) },
+		"too large":      func(o *GRPCTLSOptions) { writeAtomic(t, o.Cert, string(make([]byte, MaxTLSFileBytes+1))) },
+		"CA without a certificate": func(o *GRPCTLSOptions) {
+			o.ClientCA = filepath.Join(filepath.Dir(o.Cert), "ca.crt")
+			writeAtomic(t, o.ClientCA, string([]byte("not PEM\n")))
 		},
 	}
 	for name, spoil := range cases {
 		t.Run(name, func(t *testing.T) {
 			o := tlsFiles(t, t.TempDir(), good, nil)
 			spoil(&o)
-			if _, err := newGRPCTLS(context.Background(), o, quietLogger(), time.Now); err == nil {
+			if _, err := NewGRPCTLS(context.Background(), o, quietLogger(), time.Now); err == nil {
 				t.Error("no error")
 			}
 		})
@@ -300,24 +300,24 @@ func TestGRPCTLSRefusesBadFilesAtStartUp(t *testing.T) {
 // verify), or a SAN without a CA (which would check nothing).
 func TestGRPCTLSOptionsCheck(t *testing.T) {
 	for _, c := range []struct {
-		o  grpcTLSOptions
+		o  GRPCTLSOptions
 		ok bool
 	}{
-		{grpcTLSOptions{}, true},
-		{grpcTLSOptions{use: true, cert: "c", key: "k"}, true},
-		{grpcTLSOptions{use: true, cert: "c", key: "k", clientCA: "ca", clientSAN: "s"}, true},
-		{grpcTLSOptions{cert: "c", key: "k"}, true}, // named in the start-up line instead
-		{grpcTLSOptions{use: true, cert: "c"}, false},
-		{grpcTLSOptions{use: true, key: "k"}, false},
-		{grpcTLSOptions{clientCA: "ca"}, false},
-		{grpcTLSOptions{clientSAN: "s"}, false},
-		{grpcTLSOptions{use: true, cert: "c", key: "k", clientSAN: "s"}, false},
+		{GRPCTLSOptions{}, true},
+		{GRPCTLSOptions{Use: true, Cert: "c", Key: "k"}, true},
+		{GRPCTLSOptions{Use: true, Cert: "c", Key: "k", ClientCA: "ca", ClientSAN: "s"}, true},
+		{GRPCTLSOptions{Cert: "c", Key: "k"}, true}, // named in the start-up line instead
+		{GRPCTLSOptions{Use: true, Cert: "c"}, false},
+		{GRPCTLSOptions{Use: true, Key: "k"}, false},
+		{GRPCTLSOptions{ClientCA: "ca"}, false},
+		{GRPCTLSOptions{ClientSAN: "s"}, false},
+		{GRPCTLSOptions{Use: true, Cert: "c", Key: "k", ClientSAN: "s"}, false},
 	} {
 		if err := c.o.check(); (err == nil) != c.ok {
 			t.Errorf("%+v: check() = %v, want ok %v", c.o, err, c.ok)
 		}
 	}
-	if got := (grpcTLSOptions{cert: "c", key: "k"}).notActedOn(); strings.Join(got, ",") != "-grpc-tls-cert,-grpc-tls-key" {
+	if got := (GRPCTLSOptions{Cert: "c", Key: "k"}).notActedOn(); strings.Join(got, ",") != "-grpc-tls-cert,-grpc-tls-key" {
 		t.Errorf("cert and key without TLS: notActedOn() = %v", got)
 	}
 }
@@ -330,7 +330,7 @@ func TestGRPCmTLSDoesNotResumeAcrossACARotation(t *testing.T) {
 	serverCA, clientCA := newTestCA(t, "server CA"), newTestCA(t, "client CA")
 	o := tlsFiles(t, t.TempDir(), serverCA.issue(t, "sluice", false, "sluice.test"), clientCA)
 	clock := &fakeClock{now: time.Unix(1_000_000, 0)}
-	g, err := newGRPCTLS(context.Background(), o, quietLogger(), clock.Now)
+	g, err := NewGRPCTLS(context.Background(), o, quietLogger(), clock.Now)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -344,7 +344,7 @@ func TestGRPCmTLSDoesNotResumeAcrossACARotation(t *testing.T) {
 	if err := check(); err != nil {
 		t.Fatal(err)
 	}
-	writeAtomic(t, o.clientCA, string(newTestCA(t, "new client CA").pem))
+	writeAtomic(t, o.ClientCA, string(newTestCA(t, "new client CA").pem))
 	clock.Add(2 * time.Second)
 	if err := check(); err == nil {
 		t.Error("after the client CA was replaced, a client of the old CA was served (a resumed session?)")

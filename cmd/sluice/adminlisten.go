@@ -135,20 +135,14 @@ func (s *serveApp) newPage() *page.Page {
 
 // storeState is the store's health for the live page.
 func (s *serveApp) storeState() page.StoreState {
-	st := page.StoreState{Name: stores.Name(s.o.store), Connected: s.st.connected(), Breaker: "none"}
+	var b *daemon.Breaker
 	if f := s.st.failure; f != nil {
-		st.Breaker, st.FailureMode = "closed", f.Mode.String()
-		switch svc := s.admin.svc.Load(); {
-		case svc == nil:
-		case !svc.StoreAvailable():
-			st.Breaker = "open"
-		default:
-			if n := svc.StoreOpenPartitions(); n > 0 {
-				st.Breaker, st.OpenPartitions = "partial", n
-			}
+		b = &daemon.Breaker{Mode: f.Mode.String(), Available: true} // until the service starts
+		if svc := s.admin.svc.Load(); svc != nil {
+			b.Available, b.OpenPartitions = svc.StoreAvailable(), svc.StoreOpenPartitions()
 		}
 	}
-	return st
+	return daemon.StoreState(stores.Name(s.o.store), s.st.connected(), b)
 }
 
 // openAdmin opens the plans (-plans) and the admin listener

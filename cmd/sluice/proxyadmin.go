@@ -108,16 +108,12 @@ func (p *proxyApp) adminHandler(mux *http.ServeMux) http.Handler {
 // breaker (Connected says the breaker is closed: the proxy does not
 // track a first answer).
 func (p *proxyApp) storeState() page.StoreState {
-	st := page.StoreState{Name: stores.Name(p.o.store), Connected: true, Breaker: "none"}
-	if f, ok := p.limiter.(*failsafe.Limiter); ok {
-		st.Breaker, st.FailureMode, st.Connected = "closed", f.Mode().String(), f.Available()
-		if !f.Available() {
-			st.Breaker = "open"
-		} else if n := f.OpenPartitions(); n > 0 {
-			st.Breaker, st.OpenPartitions = "partial", n
-		}
+	f, ok := p.limiter.(*failsafe.Limiter)
+	if !ok {
+		return daemon.StoreState(stores.Name(p.o.store), true, nil)
 	}
-	return st
+	b := &daemon.Breaker{Mode: f.Mode().String(), Available: f.Available(), OpenPartitions: f.OpenPartitions()}
+	return daemon.StoreState(stores.Name(p.o.store), b.Available, b)
 }
 
 // proxyKeys is the proxy's admin.KeyResolver: the domain names a rate

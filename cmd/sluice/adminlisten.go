@@ -224,7 +224,7 @@ func (s *serveApp) serveAdmin(ctx context.Context, a *daemon.App, api *admin.API
 	if err != nil {
 		return err
 	}
-	base := scheme + "://" + localAddr(ln.Addr())
+	base := scheme + "://" + daemon.LocalAddr(ln.Addr())
 	s.log.Info("admin API", "url", base, "mtls", o.CAFile != "", "page", base+page.Path)
 	logLoginLink(s.log, api, base)
 	return nil

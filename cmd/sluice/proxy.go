@@ -353,7 +353,7 @@ func (p *proxyApp) failsafeConfig(limiter sluice.Limiter, failure *service.Failu
 // openMetrics makes the registry of /metrics, with the process's, the
 // limits' and the gateway's metrics.
 func (p *proxyApp) openMetrics() error {
-	p.reg = newMetricsRegistry()
+	p.reg = daemon.NewMetricsRegistry()
 	var err error
 	if p.limits, err = httplimit.NewMetrics(p.reg); err != nil {
 		return err
@@ -476,7 +476,7 @@ func (p *proxyApp) printBanner(stdout io.Writer) {
 		return
 	}
 	fmt.Fprintf(stdout, "sluice %s proxy on store %s\n", buildVersion(), stores.Name(p.o.store))
-	fmt.Fprintf(stdout, "  listening  http://%s", localAddr(p.ln.Addr()))
+	fmt.Fprintf(stdout, "  listening  http://%s", daemon.LocalAddr(p.ln.Addr()))
 	if p.o.h2c {
 		fmt.Fprint(stdout, "  (HTTP/1.1 and h2c)")
 	}
@@ -485,9 +485,9 @@ func (p *proxyApp) printBanner(stdout io.Writer) {
 		fmt.Fprintf(stdout, "  upstream   %s  %s\n", u.Name, redact.URL(u.URL.String()))
 	}
 	if p.adminLn != nil {
-		fmt.Fprintf(stdout, "  admin      %s://%s  (GET /metrics, GET /healthcheck)\n", p.adminScheme, localAddr(p.adminLn.Addr()))
+		fmt.Fprintf(stdout, "  admin      %s://%s  (GET /metrics, GET /healthcheck)\n", p.adminScheme, daemon.LocalAddr(p.adminLn.Addr()))
 		if p.pg.page != nil {
-			base := p.adminScheme + "://" + localAddr(p.adminLn.Addr())
+			base := p.adminScheme + "://" + daemon.LocalAddr(p.adminLn.Addr())
 			fmt.Fprintf(stdout, "  page       %s%s  (admin token or client certificate)\n", base, page.Path)
 			if link, _ := p.pg.api.LoginLink(base); link != "" {
 				fmt.Fprintf(stdout, "  login      %s  (opens the page in a browser once, within %v; sluice admin login prints another)\n", link, admin.LoginLinkTTL)

@@ -552,7 +552,7 @@ func (s *serveApp) openStore(ctx context.Context) error {
 		return err
 	}
 	s.st = st
-	s.reg = newMetricsRegistry()
+	s.reg = daemon.NewMetricsRegistry()
 	if st.mem != nil {
 		s.reg.MustRegister(newMemstoreCollector(st.mem))
 	}
@@ -740,39 +740,23 @@ func (s *serveApp) printBanner(stdout io.Writer) {
 		h, err := daemon.LogHandler("json", stdout, nil)
 		if err == nil {
 			slog.New(h).Info("serving", "version", buildVersion(), "config", source, "store", stores.Name(s.o.store),
-				"http", httpURL, "http_endpoints", endpoints, "http_every_interface", everyInterface(s.httpLn.Addr()),
-				"grpc", grpcAt, "grpc_services", grpcServes, "grpc_every_interface", everyInterface(s.grpcLn.Addr()),
+				"http", httpURL, "http_endpoints", endpoints, "http_every_interface", daemon.EveryInterface(s.httpLn.Addr()),
+				"grpc", grpcAt, "grpc_services", grpcServes, "grpc_every_interface", daemon.EveryInterface(s.grpcLn.Addr()),
 				"debug", daemon.DescribeDebug(s.debug))
 		}
 		return
 	}
 	fmt.Fprintf(stdout, "sluice %s serving %s on store %s\n", buildVersion(), source, stores.Name(s.o.store))
-	fmt.Fprintf(stdout, "  HTTP  %s  (%s%s)\n", httpURL, whereBound(s.httpLn.Addr()), endpoints)
-	fmt.Fprintf(stdout, "  gRPC  %s  (%s%s)\n", grpcAt, whereBound(s.grpcLn.Addr()), grpcServes)
+	fmt.Fprintf(stdout, "  HTTP  %s  (%s%s)\n", httpURL, daemon.WhereBound(s.httpLn.Addr()), endpoints)
+	fmt.Fprintf(stdout, "  gRPC  %s  (%s%s)\n", grpcAt, daemon.WhereBound(s.grpcLn.Addr()), grpcServes)
 	fmt.Fprintf(stdout, "  debug %s\n", daemon.DescribeDebug(s.debug))
 	if s.o.configPath == "" && s.xds == nil {
-		httpAddr := localAddr(s.httpLn.Addr()) // what a curl on this machine reaches
+		httpAddr := daemon.LocalAddr(s.httpLn.Addr()) // what a curl on this machine reaches
 		fmt.Fprintf(stdout, "Try it: the example allows 3 per minute per user, so the 4th is a 429:\n")
 		fmt.Fprintf(stdout, "  for i in 1 2 3 4; do curl -s -o /dev/null -w '%%{http_code}\\n' -XPOST http://%s/json -d '{\"domain\":\"example\",\"descriptors\":[{\"entries\":[{\"key\":\"user\",\"value\":\"alice\"}]}]}'; done\n", httpAddr)
 		fmt.Fprintf(stdout, "The same as a reverse proxy's forward-auth call (X-User is the user; try -i for the headers):\n")
 		fmt.Fprintf(stdout, "  for i in 1 2 3 4; do curl -s -o /dev/null -w '%%{http_code}\\n' -H 'X-User: bob' http://%s%s; done\n", httpAddr, service.ForwardAuthPath)
 	}
-}
-
-// everyInterface reports whether a is a wildcard address (0.0.0.0, [::]):
-// a listener on every interface.
-func everyInterface(a net.Addr) bool {
-	tcp, ok := a.(*net.TCPAddr)
-	return ok && (tcp.IP == nil || tcp.IP.IsUnspecified())
-}
-
-// whereBound is the banner's note on a listener bound to every interface,
-// "every interface; ", else "".
-func whereBound(a net.Addr) string {
-	if everyInterface(a) {
-		return "every interface; "
-	}
-	return ""
 }
 
 // configName names serve's config source: its path, the xDS server, or
@@ -904,19 +888,6 @@ func openMemory(cfg memstore.Config) openedStore {
 func openStore(ctx context.Context, store, failure string) (sluice.Limiter, *service.FailurePolicy, func(), error) {
 	o, err := openStoreLog(ctx, store, nil, failure, memstore.Config{}, slog.Default())
 	return o.limiter, o.failure, o.close, err
-}
-
-// localAddr turns a wildcard listen address into one a curl on this machine
-// can reach.
-func localAddr(a net.Addr) string {
-	host, port, err := net.SplitHostPort(a.String())
-	if err != nil {
-		return a.String()
-	}
-	if ip := net.ParseIP(host); ip == nil || ip.IsUnspecified() {
-		host = "localhost"
-	}
-	return net.JoinHostPort(host, port)
 }
 
 // parseTrustedProxies parses -trusted-proxies: networks or addresses

@@ -19,7 +19,9 @@ import (
 )
 
 // AdminAuth is how an admin listener authenticates its callers, and how
-// its live page shows keys: the flags serve and proxy share.
+// its live page shows keys: the flags serve and proxy share. The zero
+// value is no token file, no TLS, hashed keys on the page and the default
+// connection cap (DefaultAdminMaxConns).
 type AdminAuth struct {
 	TokenFile               string // -admin-token-file
 	tlsCert, tlsKey, CAFile string // -admin-tls-cert, -admin-tls-key, -admin-client-ca

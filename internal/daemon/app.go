@@ -107,7 +107,8 @@ func (a *App) Close() {
 }
 
 // ExitError is a failed step's exit status and the message that ExitWith
-// prints for it.
+// prints for it; ExitCode makes one. Its zero value is exit status 0 with
+// no message.
 type ExitError struct {
 	code int
 	msg  []any

@@ -114,7 +114,8 @@ func writeRLConfig(w io.Writer, c *config.Config) {
 }
 
 // DebugServer is the debug listener: its server and socket, served by
-// serve and stopped by shutdown.
+// Serve and stopped by Shutdown. The zero value is not usable: ListenDebug
+// makes one.
 type DebugServer struct {
 	srv  *http.Server
 	ln   net.Listener       // capped at debugMaxConns

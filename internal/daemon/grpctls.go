@@ -109,7 +109,8 @@ func (o GRPCTLSOptions) notActedOn() []string {
 // read from their files, read again when one of them has changed (its
 // identity, size or modification time; looked at on a handshake, once a
 // second at most). A replacement that does not load keeps the running
-// config and is logged once. It is safe for concurrent use.
+// config and is logged once. It is safe for concurrent use. The zero value
+// is not usable: start with NewGRPCTLS.
 type GRPCTLS struct {
 	o   GRPCTLSOptions
 	log *slog.Logger

@@ -20,7 +20,8 @@ import (
 
 // ListenerOptions are the timeouts and connection caps of serve's two
 // listeners (see docs/serve.md, "Listeners"). Each is a flag whose default
-// comes from an environment variable.
+// comes from an environment variable. The zero value has every timeout
+// zero, which Check refuses: set them with Flags.
 type ListenerOptions struct {
 	// HTTP: NGINX's client_header_timeout, client_body_timeout,
 	// send_timeout and keepalive_timeout, as net/http has them.

@@ -34,6 +34,7 @@ const (
 // Reloader reloads the config on SIGHUP and on file change, one reload at a
 // time (its methods are called from the command's main loop only), and
 // keeps the reload metrics. serve and proxy each give it their own load.
+// The zero value is not usable: start with NewReloader.
 type Reloader struct {
 	path string
 	// load loads the config at path and swaps it in; an error (a

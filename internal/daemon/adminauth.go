@@ -21,7 +21,7 @@ import (
 // AdminAuth is how an admin listener authenticates its callers, and how
 // its live page shows keys: the flags serve and proxy share. The zero
 // value is no token file, no TLS, hashed keys on the page and the default
-// connection cap (DefaultAdminMaxConns).
+// connection cap (defaultAdminMaxConns).
 type AdminAuth struct {
 	TokenFile               string // -admin-token-file
 	tlsCert, tlsKey, CAFile string // -admin-tls-cert, -admin-tls-key, -admin-client-ca
@@ -146,7 +146,7 @@ func (o *AdminAuth) ServeAdminOn(ctx context.Context, a *App, ln net.Listener, h
 	// The public listeners' cap (see CapConns), on the connections
 	// before TLS: so many clients idle on this port cannot take the
 	// descriptors the public ones need.
-	ln, hs.ConnState = CapConns(ln, cmp.Or(o.maxConns, DefaultAdminMaxConns()))
+	ln, hs.ConnState = CapConns(ln, cmp.Or(o.maxConns, defaultAdminMaxConns()))
 	scheme := "http"
 	if tc != nil {
 		ln, scheme = tls.NewListener(ln, tc), "https"

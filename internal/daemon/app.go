@@ -106,23 +106,23 @@ func (a *App) Close() {
 	a.stopHUP()
 }
 
-// ExitError is a failed step's exit status and the message that ExitWith
+// exitError is a failed step's exit status and the message that ExitWith
 // prints for it; ExitCode makes one. Its zero value is exit status 0 with
 // no message.
-type ExitError struct {
+type exitError struct {
 	code int
 	msg  []any
 }
 
 // Error is the message, its parts spaced as fmt.Sprintln spaces them.
-func (e *ExitError) Error() string {
+func (e *exitError) Error() string {
 	s := fmt.Sprintln(e.msg...)
 	return s[:len(s)-1]
 }
 
 // ExitCode returns the error that ends the command with code and msg (as
 // ExitWith prints it): 2 for a setting refused, 1 for a failure.
-func ExitCode(code int, msg ...any) error { return &ExitError{code: code, msg: msg} }
+func ExitCode(code int, msg ...any) error { return &exitError{code: code, msg: msg} }
 
 // ErrStoppedEarly is the error of a start-up step that was cut short by
 // the end of the context (SIGTERM): a stop, not a failure.
@@ -137,9 +137,9 @@ func StoppedEarly(ctx context.Context, err error) error {
 }
 
 // Exit prints err as the command's failure and returns its exit code: an
-// ExitError's code, 0 for ErrStoppedEarly (logged), 1 otherwise.
+// exitError's code, 0 for ErrStoppedEarly (logged), 1 otherwise.
 func (a *App) Exit(err error) int {
-	var e *ExitError
+	var e *exitError
 	switch {
 	case errors.As(err, &e):
 		return a.fail(e.code, e.msg...)

@@ -7,7 +7,7 @@ import (
 	"time"
 )
 
-// CapConns caps the open connections of ln at n (0: DefaultMaxConns,
+// CapConns caps the open connections of ln at n (0: defaultMaxConns,
 // negative: no cap) and returns the listener and the http.Server
 // ConnState hook that tells it which connections are idle. It is the one
 // connection cap of every listener: sluice proxy's -max-conns, sluice
@@ -27,7 +27,7 @@ import (
 // connections to give way: a new connection waits for one to close.
 func CapConns(ln net.Listener, n int) (net.Listener, func(net.Conn, http.ConnState)) {
 	if n == 0 {
-		n = DefaultMaxConns()
+		n = defaultMaxConns()
 	}
 	if n < 0 {
 		return ln, nil
@@ -154,11 +154,11 @@ func (c *drainConn) Close() error {
 	return err
 }
 
-// DefaultMaxConns is a listener's default connection cap: 40% of the
+// defaultMaxConns is a listener's default connection cap: 40% of the
 // process's open-file limit (so that the two listeners together leave a
 // fifth of it for everything else), at least 16; -1 (no cap) when the
 // limit is not known.
-func DefaultMaxConns() int {
+func defaultMaxConns() int {
 	n := openFileLimit()
 	if n <= 0 {
 		return -1
@@ -166,13 +166,13 @@ func DefaultMaxConns() int {
 	return int(max(n*2/5, 16))
 }
 
-// DefaultAdminMaxConns is the admin listener's default connection cap: a
+// defaultAdminMaxConns is the admin listener's default connection cap: a
 // twentieth of the process's open-file limit, 16 to 256 (256 when the
 // limit is not known). The admin listener is for operators, their tools,
 // Prometheus and probes, not for traffic; its share is small, so that
-// with the public listeners' shares (DefaultMaxConns) a tenth or more of
+// with the public listeners' shares (defaultMaxConns) a tenth or more of
 // the descriptors is left for the store, the upstreams and the files.
-func DefaultAdminMaxConns() int {
+func defaultAdminMaxConns() int {
 	n := openFileLimit()
 	if n <= 0 {
 		return 256

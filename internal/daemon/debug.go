@@ -27,14 +27,14 @@ const debugWriteTimeout = 2 * time.Minute
 // and their tools, not for traffic.
 const debugMaxConns = 64
 
-// DebugAddrFromEnv returns the debug listener's address from
+// debugAddrFromEnv returns the debug listener's address from
 // envoyproxy/ratelimit's DEBUG_HOST and DEBUG_PORT: "" (no debug listener)
 // when neither is set, else DEBUG_HOST (default 127.0.0.1) and DEBUG_PORT
 // (default 6070). Unlike envoyproxy/ratelimit, which serves pprof on
 // 0.0.0.0:6070 whatever the settings, Sluice opens it only when asked,
 // and on loopback unless DEBUG_HOST says otherwise: profiles and the
 // rules are for the operator, not for the network.
-func DebugAddrFromEnv() string {
+func debugAddrFromEnv() string {
 	host, port := os.Getenv("DEBUG_HOST"), os.Getenv("DEBUG_PORT")
 	if host == "" && port == "" {
 		return ""
@@ -164,7 +164,7 @@ func (d *DebugServer) Shutdown(ctx context.Context) {
 
 // DescribeDebug returns what serve's banner says of the debug listener d
 // (nil: none): where it is, or that it is off and how to turn it on (it
-// is off by default, unlike envoyproxy/ratelimit's, see DebugAddrFromEnv).
+// is off by default, unlike envoyproxy/ratelimit's, see debugAddrFromEnv).
 func DescribeDebug(d *DebugServer) string {
 	if d == nil {
 		return "off (DEBUG_PORT, DEBUG_HOST or -debug-addr serve /rlconfig and pprof; loopback unless DEBUG_HOST says otherwise)"

@@ -93,7 +93,7 @@ func TestDebugAddrFromEnv(t *testing.T) {
 	} {
 		t.Setenv("DEBUG_HOST", c.host)
 		t.Setenv("DEBUG_PORT", c.port)
-		if addr := DebugAddrFromEnv(); addr != c.want {
+		if addr := debugAddrFromEnv(); addr != c.want {
 			t.Errorf("DEBUG_HOST=%q DEBUG_PORT=%q: %q, want %q", c.host, c.port, addr, c.want)
 		}
 	}

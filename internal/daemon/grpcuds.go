@@ -15,18 +15,18 @@ import (
 // listener), else TCP at addr.
 func ListenGRPC(addr, uds string) (net.Listener, error) {
 	if uds != "" {
-		return ListenUnix(uds)
+		return listenUnix(uds)
 	}
 	return net.Listen("tcp", addr)
 }
 
-// ListenUnix listens on the Unix socket at path, created with the
+// listenUnix listens on the Unix socket at path, created with the
 // process's umask (connecting needs write permission on it: with umask 022
 // only its owner may connect), and removed when the listener closes. A
 // socket file already there is removed first when nothing listens on it (a
 // process that died left it); a live socket, or a path that is not a
 // socket at all, is an error and is left alone.
-func ListenUnix(path string) (net.Listener, error) {
+func listenUnix(path string) (net.Listener, error) {
 	fi, err := os.Lstat(path)
 	switch {
 	case errors.Is(err, fs.ErrNotExist):

@@ -33,7 +33,7 @@ func TestListenUnixReplacesAStaleSocket(t *testing.T) {
 	}
 	old.(*net.UnixListener).SetUnlinkOnClose(false) // as a killed process leaves it
 	old.Close()
-	ln, err := ListenUnix(path)
+	ln, err := listenUnix(path)
 	if err != nil {
 		t.Fatalf("over a stale socket: %v", err)
 	}
@@ -56,7 +56,7 @@ func TestListenUnixRemovesOnlyStaleSockets(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer other.Close()
-	if ln, err := ListenUnix(live); err == nil {
+	if ln, err := listenUnix(live); err == nil {
 		ln.Close()
 		t.Error("took the socket of a live listener")
 	}
@@ -73,7 +73,7 @@ func TestListenUnixRemovesOnlyStaleSockets(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, p := range []string{file, sub} {
-		if ln, err := ListenUnix(p); err == nil {
+		if ln, err := listenUnix(p); err == nil {
 			ln.Close()
 			t.Errorf("%s: listened over a non-socket", p)
 		}
@@ -87,7 +87,7 @@ func TestListenUnixRemovesOnlyStaleSockets(t *testing.T) {
 // leaves nothing behind.
 func TestListenUnixRemovesItsSocketOnClose(t *testing.T) {
 	path := filepath.Join(shortTempDir(t), "grpc.sock")
-	ln, err := ListenUnix(path)
+	ln, err := listenUnix(path)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -34,7 +34,7 @@ type ListenerOptions struct {
 	// the reading of its request message included.
 	grpcRequest time.Duration
 	// Connections per listener at most; 0: a share of the open-file limit
-	// (see DefaultMaxConns), negative: no cap.
+	// (see defaultMaxConns), negative: no cap.
 	HTTPMaxConns, GRPCMaxConns int
 	// tls is the gRPC listener's TLS (grpctls.go; zero: plaintext), uds
 	// the Unix socket it listens on instead of TCP (GRPC_UDS; "": TCP),
@@ -74,7 +74,7 @@ func (o *ListenerOptions) Flags(fs *flag.FlagSet, errs *envflag.Errs) {
 	o.TLS.flags(fs, errs)
 	fs.StringVar(&o.UDS, "grpc-uds", os.Getenv("GRPC_UDS"),
 		"gRPC: listen on this Unix socket instead of -grpc-addr (a stale socket file is replaced; the socket is removed on stop)")
-	fs.StringVar(&o.DebugAddr, "debug-addr", DebugAddrFromEnv(),
+	fs.StringVar(&o.DebugAddr, "debug-addr", debugAddrFromEnv(),
 		"the debug listener (/rlconfig, pprof): host:port; default off, or DEBUG_HOST:DEBUG_PORT when either is set (DEBUG_HOST 127.0.0.1, DEBUG_PORT 6070 unset)")
 }
 

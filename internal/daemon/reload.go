@@ -111,7 +111,7 @@ const reloadTimeout = 5 * time.Second
 func (r *Reloader) reload(ctx context.Context, trigger string, force bool) {
 	ctx, cancel := context.WithTimeout(ctx, reloadTimeout)
 	defer cancel()
-	sum, err := Fingerprint(ctx, r.path)
+	sum, err := fingerprint(ctx, r.path)
 	if err != nil {
 		if ctx.Err() != nil && errors.Is(err, context.Canceled) {
 			return // shutting down
@@ -146,13 +146,13 @@ func (r *Reloader) failed(trigger string, err error) {
 	r.log.Error("reload failed; keeping the running config", attrs...)
 }
 
-// Fingerprint hashes the names and contents of the config files at path,
+// fingerprint hashes the names and contents of the config files at path,
 // each read with safefile.Read: a file that is not a regular file (a FIFO,
 // a device such as /dev/zero, followed symlinks included) or is over
 // config.MaxFileBytes (what the loader reads at most) is an error (a
 // *config.Error naming it), as are files over config.MaxTotalBytes
 // together (which the loader refuses too) and ctx ending.
-func Fingerprint(ctx context.Context, path string) ([sha256.Size]byte, error) {
+func fingerprint(ctx context.Context, path string) ([sha256.Size]byte, error) {
 	var sum [sha256.Size]byte
 	files, err := config.Files(path)
 	if err != nil {
@@ -197,7 +197,7 @@ func CheckConfigFiles(ctx context.Context, path string) (sum [sha256.Size]byte, 
 	}
 	ctx, cancel := context.WithTimeout(ctx, reloadTimeout)
 	defer cancel()
-	return Fingerprint(ctx, path)
+	return fingerprint(ctx, path)
 }
 
 // configWatcher watches the directories that the config at path depends

@@ -64,7 +64,7 @@ type proxyOptions struct {
 
 // runProxy runs the rate limiting reverse proxy until ctx ends, then drains
 // it: requests in flight (queued ones included) finish for up to 10
-// seconds. It runs the steps of the app lifecycle (see app) with the
+// seconds. It runs the steps of the app lifecycle (see daemon.App) with the
 // proxy's parts.
 func runProxy(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	a := daemon.NewApp(stderr, "sluice proxy:") // first: SIGHUP during start-up must not kill the proxy

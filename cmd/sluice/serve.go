@@ -177,7 +177,7 @@ memory store. SIGHUP reloads the config; SIGTERM drains and stops.`,
 
 // runServe runs the service until ctx ends, then drains it: in-flight
 // requests finish (for up to 10 seconds) before it returns. It runs the
-// steps of the app lifecycle (see app) with serve's parts; each step of
+// steps of the app lifecycle (see daemon.App) with serve's parts; each step of
 // serveApp.start is the one place for its kind of change.
 func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	a := daemon.NewApp(stderr, "sluice serve:") // first: SIGHUP during start-up must not kill serve
@@ -232,7 +232,7 @@ type serveApp struct {
 }
 
 // start opens serve's parts and starts its listeners, step by step; a
-// step's error ends serve (see app.exit). The steps, in order:
+// step's error ends serve (see daemon.App.Exit). The steps, in order:
 //
 //   - checkOptions: settings refused at start-up (exit 2), and the logger;
 //   - loadConfig: the config at start-up;
@@ -245,7 +245,7 @@ type serveApp struct {
 //   - listen and startServers: the listeners (an extra one, such as a
 //     debug listener, is opened and served there too);
 //   - telemetry: set up before the service is built, its shutdown
-//     registered with a.onClose (run after the drain).
+//     registered with a.OnClose (run after the drain).
 func (s *serveApp) start(ctx context.Context, a *daemon.App, stdout io.Writer) error {
 	if err := s.checkOptions(); err != nil {
 		return err
@@ -818,7 +818,7 @@ func loadConfigPath(ctx context.Context, opts config.Options, path string) (*con
 	return opts.LoadContext(ctx, path)
 }
 
-// shutdown releases what st holds within a's closeContext, then closes it.
+// shutdown releases what st holds within a's CloseContext, then closes it.
 func (st openedStore) shutdown(a *daemon.App) {
 	if st.release != nil {
 		ctx, cancel := a.CloseContext()

@@ -263,7 +263,7 @@ func (l statsdLogger) Warnf(msg string, args ...any) {
 
 // startTelemetry starts serve's tracing and statsd (before the service,
 // which counts into the statsd store) and registers their flush to run
-// after the drain, within the app's closeContext: the spans and counts of
+// after the drain, within the app's CloseContext: the spans and counts of
 // the requests the drain let finish are sent too, if time is left.
 func (s *serveApp) startTelemetry(ctx context.Context, a *daemon.App) error {
 	t, err := startTelemetry(ctx, s.telSet, s.log)

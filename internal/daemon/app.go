@@ -59,13 +59,13 @@ type App struct {
 	drains  []func(ctx context.Context) // one per server
 	onDrn   []func()
 	drained bool      // the servers have been drained
-	stopBy  time.Time // set when run is asked to stop: the end of closeContext
+	stopBy  time.Time // set when Run is asked to stop: the end of CloseContext
 	closers []func()
 }
 
 // NewApp starts a command's lifecycle: SIGHUP is taken from here on (a
-// reload once run runs, never the end of the process), and the command's
-// errors are printed on stderr after prefix. The caller defers close.
+// reload once Run runs, never the end of the process), and the command's
+// errors are printed on stderr after prefix. The caller defers Close.
 func NewApp(stderr io.Writer, prefix string) *App {
 	a := &App{fail: ExitWith(stderr, prefix), errc: make(chan error, 1)}
 	a.hup, a.stopHUP = reloadSignal()
@@ -91,8 +91,8 @@ func (a *App) CloseContext() (context.Context, context.CancelFunc) {
 // its servers drain.
 func (a *App) OnDrain(f func()) { a.onDrn = append(a.onDrn, f) }
 
-// Close runs the functions given to onClose, last first, and gives SIGHUP
-// back. Servers started by a command that failed before run are stopped
+// Close runs the functions given to OnClose, last first, and gives SIGHUP
+// back. Servers started by a command that failed before Run are stopped
 // first, at once.
 func (a *App) Close() {
 	if !a.drained {
@@ -164,14 +164,14 @@ func (a *App) Listen(addr string) (net.Listener, error) {
 }
 
 // Serve runs serve on a goroutine of its own; its end, with an error or
-// not, ends run. drain stops it gracefully within its context's deadline
+// not, ends Run. drain stops it gracefully within its context's deadline
 // and cuts what is left once the deadline passes.
 func (a *App) Serve(serve func() error, drain func(ctx context.Context)) {
 	a.drains = append(a.drains, drain)
 	go func() {
 		err := serve()
 		select {
-		case a.errc <- err: // the first one only: it ends run
+		case a.errc <- err: // the first one only: it ends Run
 		default:
 		}
 	}()
@@ -226,7 +226,7 @@ func (a *App) Watch(ctx context.Context, path string, extra []string, what strin
 }
 
 // Run serves and reloads until ctx ends or a server fails, then drains:
-// the onDrain functions run, then every server drains at once, all within
+// the OnDrain functions run, then every server drains at once, all within
 // DrainGrace. It returns the exit code: 0, or 1 if a server failed.
 func (a *App) Run(ctx context.Context) int {
 	code := mainLoop(ctx, a.Log, a.rl, a.hup, a.changed, a.errc, a.noReload, a.fail)

@@ -14,7 +14,7 @@ import (
 )
 
 // A server that fails ends the command with exit status 1, its error on
-// stderr; the drain still runs, after the onDrain functions, and the parts
+// stderr; the drain still runs, after the OnDrain functions, and the parts
 // are closed after it, last opened first.
 func TestAppServerFailureEndsRunAndDrains(t *testing.T) {
 	var stderr testlog.Buffer

@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
-	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -31,18 +30,6 @@ func authCall(t *testing.T, url string, hdr map[string]string) authResp {
 // fromProxy is what Traefik sends for a GET of uri by client.
 func fromProxy(client, uri string) map[string]string {
 	return map[string]string{"X-Forwarded-For": client, "X-Forwarded-Method": "GET", "X-Forwarded-Uri": uri, "X-Forwarded-Host": "api.example"}
-}
-
-// writeAtomic replaces the file at path with body, as a new file renamed
-// over the old one: as a deployment should publish a config file, and as a
-// secret's update or cert-manager replaces TLS files.
-func writeAtomic(t *testing.T, path, body string) {
-	t.Helper()
-	tmp := filepath.Join(filepath.Dir(path), ".tmp-"+filepath.Base(path))
-	writeFile(t, tmp, body)
-	if err := os.Rename(tmp, path); err != nil {
-		t.Fatal(err)
-	}
 }
 
 // The rules of the forward-auth tests: token buckets, so that no window

@@ -1,20 +1,13 @@
 package main
 
 import (
-	"context"
 	"crypto/tls"
 	"crypto/x509"
-	"io"
-	"log/slog"
 	"path/filepath"
 	"testing"
-	"time"
-
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials"
-	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 
 	"github.com/sluicehq/sluice/internal/daemon"
+	"github.com/sluicehq/sluice/internal/daemontest"
 	"github.com/sluicehq/sluice/internal/testpki"
 )
 
@@ -62,24 +55,13 @@ func tlsFiles(t *testing.T, dir string, server leaf, clientCA *testCA) daemon.GR
 	return o
 }
 
-// dial opens a gRPC client connection to target with creds, or fails the
-// test; the caller closes it.
-func dial(t testing.TB, target string, creds credentials.TransportCredentials) *grpc.ClientConn {
-	t.Helper()
-	conn, err := grpc.NewClient(target, grpc.WithTransportCredentials(creds))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return conn
-}
-
-// checkHealth makes one gRPC health check on conn within timeout and
-// returns its error.
-func checkHealth(conn *grpc.ClientConn, timeout time.Duration) error {
-	ctx, cancel := context.WithTimeout(context.Background(), timeout)
-	defer cancel()
-	_, err := healthpb.NewHealthClient(conn).Check(ctx, &healthpb.HealthCheckRequest{})
-	return err
-}
-
-func quietLogger() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
+// The helpers these tests share with those of internal/daemon.
+var (
+	dial         = daemontest.Dial
+	checkHealth  = daemontest.CheckHealth
+	eventually   = daemontest.Eventually
+	writeFile    = daemontest.WriteFile
+	writeAtomic  = daemontest.WriteAtomic
+	shortTempDir = daemontest.ShortTempDir
+	quietLogger  = daemontest.QuietLogger
+)

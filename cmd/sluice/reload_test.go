@@ -129,19 +129,6 @@ func (s *server) stop(t *testing.T) {
 	}
 }
 
-// eventually polls cond every 10 ms until it holds, failing the test with
-// what after 10 seconds.
-func eventually(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("not within 10s: %s", what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}
-
 // metric returns the value of the unlabelled metric name at /metrics, or
 // -1 when it is missing.
 func metric(t *testing.T, url, name string) float64 {

@@ -278,14 +278,6 @@ func TestServeRefusesConfigFilesThatAreNotRegular(t *testing.T) {
 	}
 }
 
-// writeFile writes body to path or fails the test.
-func writeFile(t *testing.T, path, body string) {
-	t.Helper()
-	if err := os.WriteFile(path, []byte(body), 0o644); err != nil {
-		t.Fatal(err)
-	}
-}
-
 // Writes to files that are not config files do not reload: with serve's
 // log in the config directory and a config file that cannot be read (a
 // dangling symlink), each failed reload's log line must not trigger the

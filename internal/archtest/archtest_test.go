@@ -196,6 +196,11 @@ var packages = map[string]pkgRule{
 		edgeSQL:     "only database/sql/driver's interfaces, through github.com/google/uuid in OpenTelemetry's resource package",
 	}},
 	"internal/statsd": {layer: support},
+	"internal/daemontest": {layer: support, testOnly: true, grants: map[string]string{
+		edgeTesting: "it is the helpers the tests of internal/daemon and cmd/sluice share",
+		edgeGRPC:    "it dials the servers under test and asks their health service",
+		edgeHTTP:    "only through gRPC",
+	}},
 	"internal/rlqstest": {layer: support, testOnly: true, grants: map[string]string{
 		edgeGRPC: "it is a simulated Envoy speaking RLQS (Envoy's generated types, gRPC's stream interfaces)",
 		edgeHTTP: "only through gRPC",
@@ -611,6 +616,7 @@ func cleanGraph() []string {
 		"internal/tracing/otlptest: go.opentelemetry.io/proto/otlp google.golang.org/grpc std:net/http",
 		"internal/statsd: std:net std:regexp",
 		"internal/rlqstest: github.com/envoyproxy/go-control-plane google.golang.org/grpc",
+		"internal/daemontest: google.golang.org/grpc std:testing",
 		"rlqs: config internal/promreg github.com/envoyproxy/go-control-plane google.golang.org/grpc",
 		"internal/xdstest: github.com/envoyproxy/go-control-plane google.golang.org/grpc std:net/http std:testing",
 		"xdsconfig: config internal/promreg github.com/envoyproxy/go-control-plane google.golang.org/grpc",

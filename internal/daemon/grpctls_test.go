@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
-	"io"
 	"log/slog"
 	"net"
 	"path/filepath"
@@ -133,26 +132,6 @@ func healthOverTLS(t *testing.T, addr string, cfg *tls.Config) error {
 	return checkHealth(conn, 5*time.Second)
 }
 
-// dial opens a gRPC client connection to target with creds, or fails the
-// test; the caller closes it.
-func dial(t testing.TB, target string, creds credentials.TransportCredentials) *grpc.ClientConn {
-	t.Helper()
-	conn, err := grpc.NewClient(target, grpc.WithTransportCredentials(creds))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return conn
-}
-
-// checkHealth makes one gRPC health check on conn within timeout and
-// returns its error.
-func checkHealth(conn *grpc.ClientConn, timeout time.Duration) error {
-	ctx, cancel := context.WithTimeout(context.Background(), timeout)
-	defer cancel()
-	_, err := healthpb.NewHealthClient(conn).Check(ctx, &healthpb.HealthCheckRequest{})
-	return err
-}
-
 // checkServed checks that a health check at addr by a client trusting
 // serverCA and presenting cert (none when nil) is served when want is
 // true, refused otherwise; who names the client in a failure.
@@ -166,8 +145,6 @@ func checkServed(t *testing.T, addr string, serverCA *testCA, cert *tls.Certific
 		t.Errorf("%s was served", who)
 	}
 }
-
-func quietLogger() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
 
 // With GRPC_CLIENT_TLS_CACERT, a client without a certificate is refused
 // and one with a certificate from that CA is served; one from another CA

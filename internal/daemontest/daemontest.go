@@ -1,0 +1,88 @@
+// Package daemontest holds the helpers that the tests of internal/daemon
+// and of cmd/sluice (which runs serve and proxy) share: a gRPC client
+// connection and health check, files written whole or by rename, a Unix
+// socket's short directory, a silent logger, and polling for a condition.
+// It is for tests only: it imports package testing.
+package daemontest
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+)
+
+// Dial opens a gRPC client connection to target with creds, or fails the
+// test; the caller closes it.
+func Dial(t testing.TB, target string, creds credentials.TransportCredentials) *grpc.ClientConn {
+	t.Helper()
+	conn, err := grpc.NewClient(target, grpc.WithTransportCredentials(creds))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return conn
+}
+
+// CheckHealth makes one gRPC health check on conn within timeout and
+// returns its error.
+func CheckHealth(conn *grpc.ClientConn, timeout time.Duration) error {
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	_, err := healthpb.NewHealthClient(conn).Check(ctx, &healthpb.HealthCheckRequest{})
+	return err
+}
+
+// Eventually polls cond every 10 ms until it holds, failing the test with
+// what after 10 seconds.
+func Eventually(t testing.TB, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("not within 10s: %s", what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// WriteFile writes body to path (mode 0644), or fails the test.
+func WriteFile(t testing.TB, path, body string) {
+	t.Helper()
+	if err := os.WriteFile(path, []byte(body), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// WriteAtomic replaces path with body by a rename, as editors and
+// Kubernetes do: a reader sees the old content or the new, never part.
+func WriteAtomic(t testing.TB, path, body string) {
+	t.Helper()
+	tmp := filepath.Join(filepath.Dir(path), ".tmp-"+filepath.Base(path))
+	WriteFile(t, tmp, body)
+	if err := os.Rename(tmp, path); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// ShortTempDir returns a new directory removed when the test ends, with a
+// path short enough for a Unix socket (at most 104 bytes on some systems;
+// t.TempDir's, which holds the test's name, may be longer).
+func ShortTempDir(t testing.TB) string {
+	t.Helper()
+	dir, err := os.MkdirTemp("", "sl")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	return dir
+}
+
+// QuietLogger returns a logger that writes nowhere.
+func QuietLogger() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }

@@ -86,7 +86,7 @@ type adminParts struct {
 	tenantLimit service.TenantLimitFunc
 	page        *page.Page
 	keySecret   []byte // of the page's key hashes (-log-key-secret-file)
-	loaded      atomic.Pointer[page.LoadedConfig]
+	loaded      daemon.PageConfig
 	svc         atomic.Pointer[service.Service] // for the page's store state
 }
 
@@ -106,7 +106,7 @@ func (s *serveApp) configLoaded(c *config.Config) {
 	if s.admin.page == nil {
 		return
 	}
-	s.admin.loaded.Store(&page.LoadedConfig{Rules: c, Source: s.configName(), Loaded: time.Now()})
+	s.admin.loaded.Loaded(c, s.configName())
 }
 
 // serviceStarted gives the live page the service: its form asks it, and
@@ -123,13 +123,8 @@ func (s *serveApp) newPage() *page.Page {
 	return page.New(page.Config{
 		RawKeys:   s.o.admin.RawKeys,
 		KeySecret: s.admin.keySecret,
-		Config: func() page.LoadedConfig {
-			if lc := s.admin.loaded.Load(); lc != nil {
-				return *lc
-			}
-			return page.LoadedConfig{Source: s.configName()}
-		},
-		Store: s.storeState,
+		Config:    func() page.LoadedConfig { return s.admin.loaded.Running(s.configName()) },
+		Store:     s.storeState,
 	})
 }
 

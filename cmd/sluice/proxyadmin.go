@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"sync/atomic"
 	"time"
 
 	pb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
@@ -29,7 +28,7 @@ import (
 type proxyPage struct {
 	page   *page.Page
 	api    *admin.API
-	loaded atomic.Pointer[page.LoadedConfig]
+	loaded daemon.PageConfig
 }
 
 // openPage makes the live page and the admin API when the admin listener
@@ -58,13 +57,8 @@ func (p *proxyApp) openPage(ctx context.Context) error {
 		RawKeys:   o.RawKeys,
 		KeySecret: p.logKeySecret, // the page's hash of a key is the logs'
 		Decider:   proxyDecider{p},
-		Config: func() page.LoadedConfig {
-			if lc := p.pg.loaded.Load(); lc != nil {
-				return *lc
-			}
-			return page.LoadedConfig{}
-		},
-		Store: p.storeState,
+		Config:    func() page.LoadedConfig { return p.pg.loaded.Running("") },
+		Store:     p.storeState,
 	})
 	cfg.Keys, cfg.KeyHash, cfg.SessionPaths = proxyKeys{p}, p.pg.page.KeyHash, page.Path
 	p.pg.api = admin.New(cfg)
@@ -83,7 +77,7 @@ func (p *proxyApp) configLoaded() {
 	if src == "" {
 		src = "-upstream " + p.o.upstream
 	}
-	p.pg.loaded.Store(&page.LoadedConfig{Source: src, Loaded: time.Now()})
+	p.pg.loaded.Loaded(nil, src)
 }
 
 // observer is the gateway's Observer: the live page's, or nil.

@@ -26,3 +26,17 @@ func TestStoreStateNamesTheBreaker(t *testing.T) {
 		}
 	}
 }
+
+// Before a config is recorded the page names where it will come from; once
+// one is, the page shows it, whatever source it is asked with.
+func TestPageConfigShowsTheConfigRecordedLast(t *testing.T) {
+	var c PageConfig
+	if got := c.Running("-upstream http://app"); got.Source != "-upstream http://app" || !got.Loaded.IsZero() || got.Rules != nil {
+		t.Errorf("before a load: %+v", got)
+	}
+	c.Loaded(nil, "proxy.yaml")
+	c.Loaded(nil, "proxy2.yaml")
+	if got := c.Running("-upstream http://app"); got.Source != "proxy2.yaml" || got.Loaded.IsZero() {
+		t.Errorf("after two loads: %+v, want proxy2.yaml's", got)
+	}
+}

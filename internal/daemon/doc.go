@@ -5,15 +5,16 @@
 //     file change, drain within DrainGrace, close; the exit codes
 //     (ExitCode, ExitWith, StoppedEarly);
 //   - the config reloader (Reloader) and its file watcher, the fingerprint
-//     of a config's files (fingerprint, CheckConfigFiles);
+//     of a config's files (CheckConfigFiles, FingerprintBeforeLoad);
 //   - the listeners: their timeouts and connection caps (ListenerOptions,
 //     CapConns), gRPC's call deadlines, TLS (GRPCTLS) and Unix socket
 //     (ListenGRPC), the health Watch streams' drain (WatchDrain), the debug
 //     listener (ListenDebug) and the admin listener's authentication
 //     (AdminAuth);
-//   - what the live page shows of the store's breaker (StoreState), the
-//     log format and level (NewLogger), the banner's addresses (LocalAddr)
-//     and the process's metrics registry (NewMetricsRegistry).
+//   - what the live page shows of the store's breaker (StoreState) and of
+//     the running config (PageConfig), the log format and level
+//     (NewLogger), the banner's addresses (LocalAddr) and the process's
+//     metrics registry (NewMetricsRegistry).
 //
 // It builds servers out of faces (gateway's HTTP server, the admin API and
 // its page), so it is wiring in internal/archtest's layers: only cmd/sluice

@@ -19,4 +19,7 @@
 // It builds servers out of faces (gateway's HTTP server, the admin API and
 // its page), so it is wiring in internal/archtest's layers: only cmd/sluice
 // imports it, and it imports nothing from cmd.
+//
+// Shipped: built into the sluice binary through cmd/sluice; it imports no
+// test-only package (internal/archtest holds that).
 package daemon

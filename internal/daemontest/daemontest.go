@@ -2,7 +2,9 @@
 // and of cmd/sluice (which runs serve and proxy) share: a gRPC client
 // connection and health check, files written whole or by rename, a Unix
 // socket's short directory, a silent logger, and polling for a condition.
-// It is for tests only: it imports package testing.
+//
+// Test-only: only tests import it; a package that ships may not
+// (internal/archtest holds that).
 package daemontest
 
 import (

@@ -501,7 +501,7 @@ func (p *proxyApp) printBanner(stdout io.Writer) {
 // listener's URL (empty without one) in admin, with page the live page's
 // URL when it is served.
 func (p *proxyApp) printJSONBanner(stdout io.Writer) {
-	h, err := logHandler("json", stdout, nil)
+	h, err := daemon.LogHandler("json", stdout, nil)
 	if err != nil {
 		return
 	}
@@ -511,13 +511,13 @@ func (p *proxyApp) printJSONBanner(stdout io.Writer) {
 	}
 	var admin, pageURL string
 	if p.adminLn != nil {
-		admin = p.adminScheme + "://" + localAddr(p.adminLn.Addr())
+		admin = p.adminScheme + "://" + daemon.LocalAddr(p.adminLn.Addr())
 		if p.pg.page != nil {
 			pageURL = admin + page.Path
 		}
 	}
 	slog.New(h).Info("proxying", "version", buildVersion(), "store", stores.Name(p.o.store),
-		"listen", "http://"+localAddr(p.ln.Addr()), "h2c", p.o.h2c, "upstreams", ups,
+		"listen", "http://"+daemon.LocalAddr(p.ln.Addr()), "h2c", p.o.h2c, "upstreams", ups,
 		"admin", admin, "page", pageURL)
 }
 

@@ -535,7 +535,7 @@ func (s *serveApp) readHeaders() (err error) {
 		return daemon.ExitCode(2, err)
 	}
 	if s.policyNames, err = service.ParsePolicyNames(s.o.policyNames); err != nil {
-		return exitCode(2, fmt.Errorf("-header-policy-names (or SLUICE_HEADER_POLICY_NAMES): %w", err))
+		return daemon.ExitCode(2, fmt.Errorf("-header-policy-names (or SLUICE_HEADER_POLICY_NAMES): %w", err))
 	}
 	if strings.EqualFold(s.o.headers, "draft11") {
 		s.log.Warn("-headers draft11 is the old spelling of draft-11; it still works", "headers", s.o.headers)

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"net/http"
 	"net/url"
 	"regexp"
@@ -65,6 +66,14 @@ type File struct {
 	// of keys in logs (Config.LogKeySecret), which the program reads; ""
 	// if not set.
 	LogKeySecretFile string
+	// MemoryMaxBytes is memory_max_bytes: the byte budget of the proxy's
+	// memory store (memstore.Config.MaxBytes), as NGINX sizes a
+	// limit_req_zone (zone=name:10m); 0 if not set (the program's
+	// default).
+	MemoryMaxBytes int64
+	// MemoryMaxKeys is memory_max_keys: the most keys the proxy's memory
+	// store holds (memstore.Config.MaxKeys); 0 if not set.
+	MemoryMaxKeys int
 	// PathSemantics is the file's top-level path_semantics: the
 	// Upstream.PathSemantics of each upstream that sets none, which the
 	// program gives an upstream it adds (sluice proxy -upstream).
@@ -90,7 +99,7 @@ func LoadFile(ctx context.Context, name string) (*File, error) {
 
 // The keys each block accepts.
 var (
-	fileKeys     = []string{"listen", "store", "upstream", "upstreams", "max_in_flight", "adaptive", "status", "conn_status", "dry_run", "headers", "hash_keys", "log_keys", "trusted_proxies", "forwarded_header", "upstream_timeout", "client_header_timeout", "client_body_timeout", "client_body_min_rate", "send_timeout", "keepalive_timeout", "store_error_status", "access_log", "client_max_body_size", "log_key_secret_file", "path_semantics", "limits", "conns", "routes", "plans"}
+	fileKeys     = []string{"listen", "store", "upstream", "upstreams", "max_in_flight", "adaptive", "status", "conn_status", "dry_run", "headers", "hash_keys", "log_keys", "trusted_proxies", "forwarded_header", "upstream_timeout", "client_header_timeout", "client_body_timeout", "client_body_min_rate", "send_timeout", "keepalive_timeout", "store_error_status", "access_log", "memory_max_bytes", "memory_max_keys", "client_max_body_size", "log_key_secret_file", "path_semantics", "limits", "conns", "routes", "plans"}
 	upstreamKeys = []string{"name", "url", "max_in_flight", "adaptive", "preserve_host", "path_semantics"}
 	limitKeys    = []string{"name", "key", "rate", "burst", "nodelay", "delay", "algorithm", "precision", "missing_key", "dry_run", "count_responses", "penalty"}
 	connKeys     = []string{"name", "key", "max", "missing_key", "dry_run"}
@@ -294,6 +303,21 @@ func (p *fileParser) optSizeOrOff(m map[string]*yaml.Node, key string, dst *int6
 	})
 }
 
+// optSizePositive reads a size in ParseSize's spelling into dst, refusing
+// 0: a budget of nothing is no budget.
+func (p *fileParser) optSizePositive(m map[string]*yaml.Node, key string, dst *int64) error {
+	return optParsed(p, m, key, dst, func(s string) (int64, error) {
+		v, err := ParseSize(s)
+		if err != nil {
+			return 0, fmt.Errorf("%s: %w", key, err)
+		}
+		if v == 0 {
+			return 0, fmt.Errorf("%s 0: want a positive size such as 10m", key)
+		}
+		return v, nil
+	})
+}
+
 // optParsed sets *dst to parse of the string m[key], if m has key; parse's
 // error is the error at the key's line.
 func optParsed[T any](p *fileParser, m map[string]*yaml.Node, key string, dst *T, parse func(string) (T, error)) error {
@@ -350,7 +374,8 @@ func (p *fileParser) parse(root *yaml.Node) error {
 }
 
 // startSettings reads the settings the program applies at start (listen,
-// store, access_log, log_key_secret_file) and the body's size bounds.
+// store, memory_max_bytes, memory_max_keys, access_log,
+// log_key_secret_file) and the body's size bounds.
 func (p *fileParser) startSettings(top map[string]*yaml.Node) error {
 	c := &p.f.Config
 	if err := cmp.Or(
@@ -358,6 +383,8 @@ func (p *fileParser) startSettings(top map[string]*yaml.Node) error {
 		p.optStr(top, "store", &p.f.Store),
 		p.optStr(top, "access_log", &p.f.AccessLog),
 		p.optStr(top, "log_key_secret_file", &p.f.LogKeySecretFile),
+		p.optSizePositive(top, "memory_max_bytes", &p.f.MemoryMaxBytes),
+		p.optInt(top, "memory_max_keys", 1, math.MaxInt32, &p.f.MemoryMaxKeys),
 	); err != nil {
 		return err
 	}

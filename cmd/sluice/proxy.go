@@ -60,6 +60,8 @@ type proxyOptions struct {
 
 	// plans are -plans and -plans-staleness (proxyplans.go).
 	plans plansFlags
+	// memory are -memory-max-bytes and -memory-max-keys (proxymem.go).
+	memory memoryFlags
 }
 
 // runProxy runs the rate limiting reverse proxy until ctx ends, then drains
@@ -107,7 +109,8 @@ type proxyApp struct {
 	logKeySecret []byte
 	accessLog    io.Writer
 	limiter      sluice.Limiter
-	conns        *redisConns // the conns' counts on Redis; nil on the memory store
+	conns        *redisConns     // the conns' counts on Redis; nil on the memory store
+	mem          *memstore.Store // the memory store, or failure mode local's; nil without
 	reg          *prometheus.Registry
 	limits       *httplimit.Metrics
 	metrics      *gateway.Metrics
@@ -178,6 +181,7 @@ func parseProxyFlags(args []string, stdout, stderr io.Writer) (o proxyOptions, c
 	fs.StringVar(&o.adminAddr, "admin-addr", "127.0.0.1:9901", "address of /metrics and /healthcheck (no authentication), and with a token (-admin-token-file or "+daemon.AdminTokenEnv+") or -admin-client-ca of the live page (/page) and admin API behind it; empty: none")
 	o.admin.Flags(fs)
 	o.fs = fs
+	o.memory.flags(fs)
 	o.plans.flags(fs, "PostgreSQL URL of plans and per-tenant overrides, whose schema sluice serve or sluice migrate made; the config's plans block names the tenant's header; empty: off")
 	fs.StringVar(&o.store, "store", "", `memory, or a Redis URL (default the config's "store", else memory)`)
 	fs.StringVar(&o.failure, "failure-mode", stores.DefaultFailureMode, "with Redis, what to do when it fails: local (the process decides its share of each limit in memory, see -failure-nodes), closed or open (admit)")
@@ -219,6 +223,9 @@ func (p *proxyApp) checkOptions() error {
 		return daemon.ExitCode(2, err)
 	}
 	if err := stores.CheckFailureNodes(o.failureNodes); err != nil {
+		return daemon.ExitCode(2, err)
+	}
+	if err := o.memory.check(); err != nil {
 		return daemon.ExitCode(2, err)
 	}
 	if _, err := failsafe.ParseMode(o.failure); err != nil {
@@ -276,12 +283,14 @@ func (p *proxyApp) openFileSettings(ctx context.Context, a *daemon.App) error {
 // never fails and has no deadline: a -failure-mode or -store-timeout given
 // with it is logged as not acted on).
 func (p *proxyApp) openLimiter(ctx context.Context, a *daemon.App) error {
-	limiter, failure, closeStore, err := openStore(ctx, p.o.store, p.o.failure)
+	memCfg := p.o.memory.config(p.file)
+	st, err := openStoreLog(ctx, p.o.store, nil, p.o.failure, memCfg, slog.Default())
 	if err != nil {
 		return err
 	}
-	a.OnClose(closeStore)
-	p.limiter = limiter
+	a.OnClose(st.close)
+	limiter, failure := st.limiter, st.failure
+	p.limiter, p.mem = limiter, st.mem
 	if failure == nil {
 		p.logMemoryMoot()
 		return nil
@@ -290,10 +299,13 @@ func (p *proxyApp) openLimiter(ctx context.Context, a *daemon.App) error {
 		p.conns = &redisConns{store: ls, mode: failure.Mode}
 	}
 	fc := p.failsafeConfig(limiter, failure)
+	if failure.Mode != failsafe.Local && p.o.memory.anyGiven(p.file) {
+		p.log.Info("accepted and not acted on", "settings", "memory_max_bytes,memory_max_keys", "why", "with Redis the memory store is -failure-mode local's only")
+	}
 	if failure.Mode == failsafe.Local {
-		local := memstore.New(memstore.Config{})
+		local := memstore.New(memCfg)
 		a.OnClose(func() { local.Close() })
-		fc.Local = local
+		fc.Local, p.mem = local, local
 	}
 	fl, err := failsafe.New(fc)
 	if err != nil {
@@ -354,6 +366,9 @@ func (p *proxyApp) failsafeConfig(limiter sluice.Limiter, failure *service.Failu
 // limits' and the gateway's metrics.
 func (p *proxyApp) openMetrics() error {
 	p.reg = daemon.NewMetricsRegistry()
+	if p.mem != nil {
+		p.reg.MustRegister(newMemstoreCollector(p.mem))
+	}
 	var err error
 	if p.limits, err = httplimit.NewMetrics(p.reg); err != nil {
 		return err
@@ -531,6 +546,8 @@ func startOnly(started, f *gateway.File) []string {
 	}{
 		{"listen", started.Listen, f.Listen},
 		{"store", started.Store, f.Store},
+		{"memory_max_bytes", started.MemoryMaxBytes, f.MemoryMaxBytes},
+		{"memory_max_keys", started.MemoryMaxKeys, f.MemoryMaxKeys},
 		{"access_log", started.AccessLog, f.AccessLog},
 		{"log_key_secret_file", started.LogKeySecretFile, f.LogKeySecretFile},
 		{"upstream_timeout", started.Config.UpstreamTimeout, f.Config.UpstreamTimeout},

@@ -41,13 +41,23 @@
 #	       of a proxy hop without queueing
 #	limited  path /limited/: rate=1000r/s burst=100 nodelay, one key;
 #	       wrk -t$THREADS -c$CONNS, and the share of 429s
+#	limited-log  the same with each refusal logged, by a second sluice
+#	       proxy (its access log to a file: one line per refusal) and a
+#	       second NGINX (limit_req_log_level error, its default: one
+#	       error_log line per refusal); rows sluice and nginx only
+#	       (HAProxy logs to syslog only, which this script does not run)
 #
 # Each row also gives the CPU time per request, from /proc, of the proxy
 # (the sluice process; NGINX's master and workers) and of the upstream, over
 # the measured run.
 #
-# Every proxy uses its defaults otherwise, with access logs off; sluice
-# proxy uses its memory store. NGINX runs worker_processes 2 (the machine's
+# Every proxy uses its defaults otherwise, with access logs off and, but
+# for limited-log, refusals not logged: sluice proxy -access-log off (its
+# access log has refusals and errors only), NGINX access_log off and
+# limit_req_log_level info under error_log warn (by default NGINX writes
+# an error_log line for every refusal, at level error, even with
+# access_log off; logging one side's refusals only would compare unlike
+# work). sluice proxy uses its memory store. NGINX runs worker_processes 2 (the machine's
 # cores, as GOMAXPROCS for sluice) and keeps idle upstream connections
 # (keepalive 128), as sluice's transport does.
 #
@@ -151,6 +161,8 @@ free_port hp_port
 free_port fl_port
 free_port le_port
 free_port fa_port
+free_port sll_port
+free_port ngl_port
 
 if [ -n "${SLUICE:-}" ]; then
 	sluice=$SLUICE
@@ -183,7 +195,7 @@ http {
 EOF
 }
 
-mkdir -p "$dir/upstream" "$dir/nginx"
+mkdir -p "$dir/upstream" "$dir/nginx" "$dir/nginx-log"
 {
 	nginx_conf upstream
 	cat <<EOF
@@ -197,19 +209,23 @@ mkdir -p "$dir/upstream" "$dir/nginx"
 EOF
 } >"$dir/upstream/nginx.conf"
 
-{
-	nginx_conf nginx
+# nginx_proxy_conf prints the config of the NGINX proxy named $1 on port
+# $2, whose refusals are logged at level $3: info, under error_log warn,
+# is not logged; error (NGINX's default) is.
+nginx_proxy_conf() {
+	nginx_conf "$1"
 	cat <<EOF
     limit_req_zone \$binary_remote_addr zone=open:1m rate=1000000r/s;
     limit_req_zone \$binary_remote_addr zone=limited:1m rate=1000r/s;
     limit_req_status 429;
+    limit_req_log_level $3;
     upstream backend {
         server 127.0.0.1:$up_port;
         keepalive 128;
         keepalive_requests 1000000;
     }
     server {
-        listen 127.0.0.1:$ng_port;
+        listen 127.0.0.1:$2;
         proxy_http_version 1.1;
         proxy_set_header Connection "";
         location /open/ {
@@ -223,12 +239,18 @@ EOF
     }
 }
 EOF
-} >"$dir/nginx/nginx.conf"
+}
+nginx_proxy_conf nginx "$ng_port" info >"$dir/nginx/nginx.conf"
+nginx_proxy_conf nginx-log "$ngl_port" error >"$dir/nginx-log/nginx.conf"
 
 {
 	printf 'listen: 127.0.0.1:%s\nupstream: http://127.0.0.1:%s\naccess_log: "off"\n' "$sl_port" "$up_port"
 	cat "$here/testdata/proxy-routes.yaml"
 } >"$dir/sluice.yaml"
+{
+	printf 'listen: 127.0.0.1:%s\nupstream: http://127.0.0.1:%s\naccess_log: %s\n' "$sll_port" "$up_port" "$dir/sluice-access.log"
+	cat "$here/testdata/proxy-routes.yaml"
+} >"$dir/sluice-log.yaml"
 
 cat >"$dir/haproxy.cfg" <<EOF
 global
@@ -267,6 +289,17 @@ pids+=($ng_pid)
 "$sluice" proxy -config "$dir/sluice.yaml" -access-log off -admin-addr "" -watch=false -log-level warn >"$dir/sluice.out" 2>&1 &
 sl_pid=$!
 pids+=($sl_pid)
+sll_pid= ngl_pid=
+if wants sluice; then
+	"$sluice" proxy -config "$dir/sluice-log.yaml" -admin-addr "" -watch=false -log-level warn >"$dir/sluice-log.out" 2>&1 &
+	sll_pid=$!
+	pids+=($sll_pid)
+fi
+if wants nginx; then
+	nginx -p "$dir/nginx-log" -c "$dir/nginx-log/nginx.conf" -e "$dir/nginx-log/error.log" &
+	ngl_pid=$!
+	pids+=($ngl_pid)
+fi
 hp_pid=
 if wants haproxy; then
 	haproxy -db -f "$dir/haproxy.cfg" >"$dir/haproxy.out" 2>&1 &
@@ -293,6 +326,15 @@ declare -A pid=([sluice]=$sl_pid [floor]=$fl_pid [lean]=$le_pid [fast]=$fa_pid
 if [ -n "$hp_pid" ]; then
 	port[haproxy]=$hp_port
 	pid[haproxy]=$hp_pid
+fi
+# The logging twins of limited-log, under their target's name.
+if [ -n "$sll_pid" ]; then
+	port[sluice-log]=$sll_port
+	pid[sluice-log]=$sll_pid
+fi
+if [ -n "$ngl_pid" ]; then
+	port[nginx-log]=$ngl_port
+	pid[nginx-log]=$ngl_pid
 fi
 for target in $TARGETS; do
 	[ -n "${port[$target]:-}" ] || { echo "proxy.sh: unknown target $target" >&2; exit 1; }
@@ -383,14 +425,28 @@ echo "# load before: $(cut -d' ' -f1-3 /proc/loadavg)"
 echo "# wrk -t$THREADS -c$CONNS -d$DURATION --latency (open-c1: -t1 -c1), warm-up $WARMUP except for limited"
 echo "| scenario | target | req/s | p50 µs | p99 µs | max µs | requests | non-2xx | non-2xx share | proxy CPU µs/req | upstream CPU µs/req |"
 echo "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
-for scenario in open open-c1 limited; do
-	path=/${scenario%-c1}/
+for scenario in open open-c1 limited limited-log; do
+	case $scenario in
+	open*) path=/open/ ;;
+	*) path=/limited/ ;;
+	esac
 	t=$THREADS c=$CONNS
 	if [ "$scenario" = open-c1 ]; then
 		t=1 c=1
 	fi
 	for target in $TARGETS; do
+		if [ "$scenario" = limited-log ]; then
+			case $target in sluice | nginx) ;; *) continue ;; esac
+			target=$target-log
+		fi
 		run "$scenario" "$target" "http://127.0.0.1:${port[$target]}$path" "$t" "$c"
 	done
 done
+# Each side's refusals logged in limited-log, and none in limited: the
+# rows compare like with like only if these say so.
+logged() {
+	if [ -f "$1" ]; then grep -c -- "$2" "$1" || true; else echo 0; fi
+}
+echo "# refusals logged: limited: sluice $(logged "$dir/sluice.out" ' 429 '), nginx $(logged "$dir/nginx/error.log" 'limiting requests');" \
+	"limited-log: sluice $(logged "$dir/sluice-access.log" ' 429 '), nginx $(logged "$dir/nginx-log/error.log" 'limiting requests')"
 echo "# load after: $(cut -d' ' -f1-3 /proc/loadavg)"

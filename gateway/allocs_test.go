@@ -2,7 +2,11 @@
 
 package gateway_test
 
-import "testing"
+import (
+	"net/http"
+	"net/http/httptest"
+	"testing"
+)
 
 // forwardAllocs is the most allocations one admitted request may take
 // through the gateway's handler in TestForwardAllocationsDoNotGrow,
@@ -30,5 +34,32 @@ routes: [{name: api, match: /api/, limits: [l]}]
 	t.Logf("%.0f allocations per request", n)
 	if n > forwardAllocs {
 		t.Errorf("%.0f allocations per forwarded request, more than the %d allowed", n, forwardAllocs)
+	}
+}
+
+// refusalAllocs is the most allocations one refused request may take
+// through the gateway's handler in TestRefusalAllocationsDoNotGrow,
+// request and writer reused (15 when set: routing 5, the key and the
+// decision 5, the headers 4, the writer's deadline 1).
+const refusalAllocs = 15
+
+// TestRefusalAllocationsDoNotGrow guards the proxy's refusal path, the
+// access log off: a 429 forwards nothing, and its problem body and
+// Content-Length are made once per route, not per request. Lower
+// refusalAllocs when you remove one.
+func TestRefusalAllocationsDoNotGrow(t *testing.T) {
+	g := refusingGateway(t, false)
+	r := httptest.NewRequest("GET", "/api/users/42", nil)
+	w := &discardWriter{h: http.Header{}}
+	g.ServeHTTP(w, r) // the one admitted
+	n := testing.AllocsPerRun(500, func() {
+		clear(w.h)
+		if g.ServeHTTP(w, r); w.code != http.StatusTooManyRequests {
+			t.Fatalf("status %d", w.code)
+		}
+	})
+	t.Logf("%.0f allocations per refusal", n)
+	if n > refusalAllocs {
+		t.Errorf("%.0f allocations per refused request, more than the %d allowed", n, refusalAllocs)
 	}
 }

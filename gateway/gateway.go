@@ -64,6 +64,7 @@ package gateway
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -595,6 +596,7 @@ func (g *Gateway) limitsConfig(st *state, route string, pol []httplimit.Policy, 
 	if cfg.AccessLog != nil {
 		refusalLevel = slog.LevelDebug
 	}
+	refusals := newRefusalBodies(cmp.Or(cfg.StatusCode, http.StatusTooManyRequests), pol) // httplimit's default status
 	return httplimit.Config{
 		Limiter:               cfg.Limiter,
 		Policies:              pol,
@@ -625,7 +627,7 @@ func (g *Gateway) limitsConfig(st *state, route string, pol []httplimit.Policy, 
 			cfg.Metrics.outcome(route, "error")
 		},
 		WriteRejection: func(w http.ResponseWriter, r *http.Request, rej httplimit.Rejection) {
-			n := writeProblem(w, rlheader.QuotaExceeded(rej.Status, rej.Policies...), rej.Status)
+			n := refusals.write(w, rej)
 			st.access(r, rej.Status, n, "REJECTED", rej.Policies)
 			cfg.Metrics.outcome(route, "rejected")
 		},
@@ -935,6 +937,55 @@ func (st *state) upstreamError(w http.ResponseWriter, r *http.Request, route, up
 	st.cfg.Metrics.outcome(route, "upstream_error")
 }
 
+// refusalBodies are the 429 bodies of one route's policies, made once
+// when the route is: a refusal of one policy with the status they were
+// made for writes its body and Content-Length as they are, without
+// encoding JSON or formatting a length per request. Read only once made.
+type refusalBodies struct {
+	status int
+	byName map[string]refusalBody
+}
+
+// refusalBody is one policy's refusal: the problem's JSON and its
+// Content-Length header value, shared by every refusal (net/http never
+// writes into a header's values).
+type refusalBody struct {
+	body          []byte
+	contentLength []string
+}
+
+// newRefusalBodies makes the refusal bodies of pol with status.
+func newRefusalBodies(status int, pol []httplimit.Policy) *refusalBodies {
+	rb := &refusalBodies{status: status, byName: make(map[string]refusalBody, len(pol))}
+	for _, p := range pol {
+		body, err := rlheader.QuotaExceeded(status, p.Name).MarshalJSON()
+		if err != nil {
+			continue // cannot happen with these values; write marshals again
+		}
+		rb.byName[p.Name] = refusalBody{body: body, contentLength: []string{strconv.Itoa(len(body))}}
+	}
+	return rb
+}
+
+// write writes rej's problem as the response and returns the body's
+// length: the one made beforehand when there is one, else encoded now.
+func (rb *refusalBodies) write(w http.ResponseWriter, rej httplimit.Rejection) int {
+	if len(rej.Policies) == 1 && rej.Status == rb.status {
+		if b, ok := rb.byName[rej.Policies[0]]; ok {
+			h := w.Header()
+			h["Content-Type"] = problemContentType
+			h["Content-Length"] = b.contentLength
+			w.WriteHeader(rej.Status)
+			w.Write(b.body)
+			return len(b.body)
+		}
+	}
+	return writeProblem(w, rlheader.QuotaExceeded(rej.Status, rej.Policies...), rej.Status)
+}
+
+// problemContentType is the Content-Type of a problem, shared.
+var problemContentType = []string{rlheader.ProblemContentType}
+
 // writeProblem writes p as the response with status, and returns the body's
 // length.
 func writeProblem(w http.ResponseWriter, p rlheader.Problem, status int) int {
@@ -943,8 +994,8 @@ func writeProblem(w http.ResponseWriter, p rlheader.Problem, status int) int {
 		body = []byte("{}")
 	}
 	h := w.Header()
-	h.Set("Content-Type", rlheader.ProblemContentType)
-	h.Set("Content-Length", strconv.Itoa(len(body)))
+	h["Content-Type"] = problemContentType
+	h["Content-Length"] = []string{strconv.Itoa(len(body))}
 	w.WriteHeader(status)
 	w.Write(body)
 	return len(body)

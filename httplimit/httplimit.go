@@ -817,13 +817,21 @@ func (m *Middleware) clearHeaders(h http.Header) {
 	}
 }
 
+// noStore is the Cache-Control value of every refusal, shared: a
+// header's values are replaced or appended to (len = cap: a copy), never
+// written in place.
+var noStore = []string{"no-store"}
+
 // reject writes a refusal: status, Retry-After, no-store, the reason and the
 // body.
 func (m *Middleware) reject(w http.ResponseWriter, r *http.Request, rej Rejection) {
+	// The names are canonical: set without Header.Set's canonicalizing,
+	// and no-store from one shared value (net/http never writes into a
+	// header's values; it copies them).
 	h := w.Header()
-	h.Set(rlheader.HeaderRetryAfter, rlheader.FormatRetryAfter(rej.RetryAfter))
-	h.Set("Cache-Control", "no-store")
-	h.Set(rlheader.HeaderReason, strings.Join(rej.Policies, ", "))
+	h[rlheader.HeaderRetryAfter] = []string{rlheader.FormatRetryAfter(rej.RetryAfter)}
+	h["Cache-Control"] = noStore
+	h[rlheader.HeaderReason] = []string{strings.Join(rej.Policies, ", ")}
 	if m.cfg.WriteRejection != nil {
 		m.cfg.WriteRejection(w, r, rej)
 		return

@@ -1,0 +1,97 @@
+package gateway_test
+
+import (
+	"cmp"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"strconv"
+	"testing"
+
+	"github.com/sluicehq/sluice/gateway"
+	"github.com/sluicehq/sluice/rlheader"
+)
+
+// discardWriter is a ResponseWriter that keeps the status and drops the
+// body, reused across requests (its header cleared), so that a benchmark
+// counts the gateway's own allocations.
+type discardWriter struct {
+	h    http.Header
+	code int
+}
+
+func (d *discardWriter) Header() http.Header         { return d.h }
+func (d *discardWriter) Write(p []byte) (int, error) { return len(p), nil }
+func (d *discardWriter) WriteHeader(code int)        { d.code = code }
+
+// refusingGateway is a gateway whose one route's limit has refused its
+// client already: every request after the first is a 429. With log, the
+// access log writes each refusal to io.Discard; the program's log is at
+// warn either way.
+func refusingGateway(tb testing.TB, log bool) *gateway.Gateway {
+	return gatewayOf(tb, `
+limits: [{name: l, key: ip, rate: 1r/m, nodelay: true}]
+routes: [{name: api, match: /api/, limits: [l]}]
+`, "http://upstream.invalid", canned{}, func(c *gateway.Config) {
+		// As bench/proxy.sh runs it: -log-level warn, so that no
+		// refusal reaches the program's log.
+		c.Logger = slog.New(slog.NewTextHandler(io.Discard, &slog.HandlerOptions{Level: slog.LevelWarn}))
+		if log {
+			c.AccessLog = io.Discard
+		}
+	})
+}
+
+// BenchmarkGatewayRefusal is the CPU and allocations of one refused
+// request through the gateway's handler (routing, the decision, the 429
+// with its headers and body), request and writer reused: the proxy's
+// cost of a refusal, which forwards nothing. Sub-benchmarks: the access
+// log off, and on (to io.Discard).
+func BenchmarkGatewayRefusal(b *testing.B) {
+	for _, log := range []bool{false, true} {
+		name := "log=off"
+		if log {
+			name = "log=on"
+		}
+		b.Run(name, func(b *testing.B) {
+			g := refusingGateway(b, log)
+			r := httptest.NewRequest("GET", "/api/users/42", nil)
+			w := &discardWriter{h: http.Header{}}
+			g.ServeHTTP(w, r) // the one admitted
+			b.ReportAllocs()
+			for b.Loop() {
+				clear(w.h)
+				g.ServeHTTP(w, r)
+				if w.code != http.StatusTooManyRequests {
+					b.Fatalf("status %d", w.code)
+				}
+			}
+		})
+	}
+}
+
+// A refusal's problem body, made once per route, is what encoding it per
+// request wrote: the same JSON, Content-Type and Content-Length, for the
+// default status and a configured one.
+func TestRefusalBodyIsTheEncodedProblem(t *testing.T) {
+	for _, status := range []int{0, 503} {
+		g := gatewayOf(t, `
+limits: [{name: l, key: ip, rate: 1r/m, nodelay: true}]
+routes: [{name: api, match: /api/, limits: [l]}]
+`, "http://upstream.invalid", canned{}, func(c *gateway.Config) { c.StatusCode = status })
+		served(g, "GET", "/api/x")
+		w := served(g, "GET", "/api/x")
+		want := cmp.Or(status, http.StatusTooManyRequests)
+		body, err := rlheader.QuotaExceeded(want, "l").MarshalJSON()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if w.Code != want || w.Body.String() != string(body) ||
+			w.Header().Get("Content-Type") != rlheader.ProblemContentType ||
+			w.Header().Get("Content-Length") != strconv.Itoa(len(body)) ||
+			w.Header().Get("Cache-Control") != "no-store" {
+			t.Errorf("status %d: got %d %q, headers %v; want %d %s", status, w.Code, w.Body, w.Header(), want, body)
+		}
+	}
+}

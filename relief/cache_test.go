@@ -84,3 +84,37 @@ func TestOverLimitCacheBoundedInBytes(t *testing.T) {
 	}
 	runtime.KeepAlive(c)
 }
+
+// A sliding window with CountRejected counts every request, admitted or
+// not, so that a client that keeps sending stays refused: a denial answered
+// from the cache would not be counted, and the client would be admitted
+// again as soon as the window slid. The cache passes such a limit through,
+// and every answer is the store's.
+func TestOverLimitCacheCountsTheRequestsOfACountRejectedLimit(t *testing.T) {
+	ctx := context.Background()
+	lim := sluice.Limit{Algorithm: sluice.SlidingWindow, Rate: 10, Period: time.Second, CountRejected: true}
+	clock := clocktest.New()
+	ref := newMem(t, clock)
+	c := relief.NewOverLimitCache(newMem(t, clock), relief.CacheConfig{Clock: clock})
+	denied := 0
+	for step := range 3000 { // 3 s of a request every millisecond
+		clock.Advance(time.Millisecond)
+		got, err := c.Allow(ctx, "k", lim)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want, err := ref.Allow(ctx, "k", lim)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got != want {
+			t.Fatalf("step %d: cache answered %+v, the store %+v", step, got, want)
+		}
+		if !got.Allowed {
+			denied++
+		}
+	}
+	if denied < 2900 {
+		t.Fatalf("only %d of 3000 denied: the test did not keep the key over its limit", denied)
+	}
+}

@@ -6,12 +6,16 @@
 // round trip: a client that
 // ignores 429s and keeps sending costs Redis nothing (Cloudflare and
 // envoyproxy/ratelimit do the same). Accuracy cost: none for the decision
-// itself. A RetryAfter says when a request could be admitted if nothing else
-// is spent, and spending elsewhere only makes that later, so every cached
-// denial is one the remote limiter would also have made. What is lost: the
-// denied requests are not counted remotely, which matters only for a
-// sliding window with CountRejected, and a refund made elsewhere during the
-// wait is not seen until the cached denial ends.
+// itself: it never admits a request the remote limiter would deny (zero
+// over-admission, per process and in total). A RetryAfter says when a
+// request could be admitted if nothing else is spent, and spending
+// elsewhere only makes that later, so every cached denial is one the remote
+// limiter would also have made. What is lost: a refund made by another
+// process during the wait is not seen until the cached denial ends, so a
+// process may deny, for at most the RetryAfter it cached, requests the
+// refunded units would have admitted (a refund through the cache itself
+// forgets the denial). A sliding window with CountRejected counts the
+// requests it denies, so its limits pass through the cache uncached.
 //
 // Hybrid puts a local limiter in front of a global one, as Envoy pairs its
 // local rate limit filter with the global service: a request must pass a
@@ -107,9 +111,11 @@ func (c *OverLimitCache) AllowN(ctx context.Context, key string, lim sluice.Limi
 	if err := sluice.Check(key, lim, cost); err != nil {
 		return sluice.Result{}, err
 	}
-	if cost != 1 {
+	if cost != 1 || lim.CountRejected {
 		// The cache holds denials of cost 1: a larger cost is denied too,
-		// but its RetryAfter would be later than the one remembered.
+		// but its RetryAfter would be later than the one remembered. A
+		// CountRejected limit counts every request, denied or not, so
+		// each must reach the store.
 		return c.inner.AllowN(ctx, key, lim, cost)
 	}
 	now := c.denied.now()

@@ -118,3 +118,34 @@ func TestOverLimitCacheCountsTheRequestsOfACountRejectedLimit(t *testing.T) {
 		t.Fatalf("only %d of 3000 denied: the test did not keep the key over its limit", denied)
 	}
 }
+
+// A refund made by another process (straight on the store) is seen by a
+// cache with MaxHold at most MaxHold late, though the cached denial of a
+// daily window would otherwise last until the window ends; until then
+// the cache answers, with no round trip.
+func TestOverLimitCacheSeesARefundElsewhereWithinMaxHold(t *testing.T) {
+	ctx := context.Background()
+	lim := sluice.Limit{Algorithm: sluice.FixedWindow, Rate: 5, Period: 24 * time.Hour}
+	clock := clocktest.New()
+	store := newMem(t, clock)
+	c := relief.NewOverLimitCache(store, relief.CacheConfig{Clock: clock, MaxHold: time.Second})
+	for range lim.Capacity() {
+		if res, err := c.Allow(ctx, "k", lim); err != nil || !res.Allowed {
+			t.Fatalf("within the limit: %+v, %v", res, err)
+		}
+	}
+	if res, _ := c.Allow(ctx, "k", lim); res.Allowed {
+		t.Fatal("over the limit: admitted")
+	}
+	if err := store.RefundN(ctx, "k", lim, 2); err != nil { // another process's refund
+		t.Fatal(err)
+	}
+	clock.Advance(999 * time.Millisecond)
+	if res, _ := c.Allow(ctx, "k", lim); res.Allowed || res.RetryAfter < time.Hour {
+		t.Fatalf("within MaxHold: %+v, want the cached denial and its RetryAfter", res)
+	}
+	clock.Advance(time.Millisecond)
+	if res, _ := c.Allow(ctx, "k", lim); !res.Allowed {
+		t.Fatalf("after MaxHold: %+v, want the refunded unit admitted", res)
+	}
+}

@@ -49,7 +49,7 @@ func (c *OverLimitCache) Peek(ctx context.Context, key string, lim sluice.Limit)
 	sh.mu.Lock()
 	d, ok := sh.m[cacheKey{key, lim}]
 	sh.mu.Unlock()
-	if ok && now < d.until {
+	if ok && now < d.expire {
 		return sluice.Result{Allowed: true, ResetAfter: time.Duration(d.reset - now)}, nil
 	}
 	return pk.Peek(ctx, key, lim)

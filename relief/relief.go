@@ -12,9 +12,9 @@
 // elsewhere only makes that later, so every cached denial is one the remote
 // limiter would also have made. What is lost: a refund made by another
 // process during the wait is not seen until the cached denial ends, so a
-// process may deny, for at most the RetryAfter it cached, requests the
-// refunded units would have admitted (a refund through the cache itself
-// forgets the denial). A sliding window with CountRejected counts the
+// process may deny, for at most the RetryAfter it cached (or
+// CacheConfig.MaxHold, when shorter), requests the refunded units would
+// have admitted (a refund through the cache itself forgets the denial). A sliding window with CountRejected counts the
 // requests it denies, so its limits pass through the cache uncached.
 //
 // Hybrid puts a local limiter in front of a global one, as Envoy pairs its
@@ -53,15 +53,17 @@ import (
 // OverLimitCache is a sluice.Limiter that remembers denials until their
 // RetryAfter. It is safe for concurrent use.
 type OverLimitCache struct {
-	inner  sluice.Limiter
-	denied table[denial]
+	inner   sluice.Limiter
+	maxHold int64 // CacheConfig.MaxHold in ns; 0: none
+	denied  table[denial]
 }
 
 // denial is a cached denial: until when the key is denied a request of
-// cost 1, and when it is as good as new (Unix ns, never before until), so
-// that a cached answer keeps both RetryAfter and ResetAfter.
+// cost 1, when it is as good as new (Unix ns, never before until), so
+// that a cached answer keeps both RetryAfter and ResetAfter, and when the
+// cache stops answering for it (never after until: CacheConfig.MaxHold).
 type denial struct {
-	until, reset int64
+	until, reset, expire int64
 }
 
 // CacheConfig configures an OverLimitCache.
@@ -76,6 +78,12 @@ type CacheConfig struct {
 	// default MaxKeys of keys up to about 200 bytes, and about 7,800 keys
 	// of 4 KB (sluice.MaxKeyLen).
 	MaxBytes int64
+	// MaxHold bounds how long a denial is answered from memory before the
+	// inner limiter is asked again (never past its RetryAfter): a refund
+	// or a reset made by another process is seen at most MaxHold late.
+	// Zero or less: until the RetryAfter, which for a long window can be
+	// hours.
+	MaxHold time.Duration
 	// Clock tells the time; nil means the system clock.
 	Clock sluice.Clock
 }
@@ -95,7 +103,7 @@ func refundContext(ctx context.Context) (context.Context, context.CancelFunc) {
 
 // NewOverLimitCache returns inner wrapped in an over-limit cache.
 func NewOverLimitCache(inner sluice.Limiter, cfg CacheConfig) *OverLimitCache {
-	c := &OverLimitCache{inner: inner}
+	c := &OverLimitCache{inner: inner, maxHold: max(int64(cfg.MaxHold), 0)}
 	c.denied.init(cfg.Clock, cfg.MaxKeys, cfg.MaxBytes)
 	return c
 }
@@ -123,7 +131,7 @@ func (c *OverLimitCache) AllowN(ctx context.Context, key string, lim sluice.Limi
 	ck := cacheKey{key, lim}
 	sh.mu.Lock()
 	d, ok := sh.m[ck]
-	if ok && now < d.until {
+	if ok && now < d.expire {
 		sh.mu.Unlock()
 		return sluice.Result{RetryAfter: time.Duration(d.until - now), ResetAfter: time.Duration(d.reset - now)}, nil
 	}
@@ -140,8 +148,12 @@ func (c *OverLimitCache) AllowN(ctx context.Context, key string, lim sluice.Limi
 	defer sh.mu.Unlock()
 	// A shard full of live denials declines: the answer is then not cached.
 	until := now + int64(res.RetryAfter)
-	c.denied.put(sh, ck, denial{until: until, reset: max(until, now+int64(res.ResetAfter))}, now,
-		func(d denial) int64 { return d.until })
+	expire := until
+	if c.maxHold > 0 {
+		expire = min(until, now+c.maxHold)
+	}
+	c.denied.put(sh, ck, denial{until: until, reset: max(until, now+int64(res.ResetAfter)), expire: expire}, now,
+		func(d denial) int64 { return d.expire })
 	return res, nil
 }
 

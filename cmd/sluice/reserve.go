@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"log/slog"
+	"time"
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/failsafe"
@@ -27,8 +28,10 @@ func (r *remoteOptions) wrapRemote(st openedStore, localCache bool, log *slog.Lo
 		lim = relief.NewHybrid(local, lim, localShare(r.localShare))
 	}
 	if localCache {
-		// Denials only, so no accuracy is lost (see package relief).
-		lim = relief.NewOverLimitCache(lim, relief.CacheConfig{})
+		// Denials only, so it never admits over a limit (see package
+		// relief); a refund or reset made through another process is seen
+		// at most cacheMaxHold late.
+		lim = relief.NewOverLimitCache(lim, relief.CacheConfig{MaxHold: cacheMaxHold})
 	}
 	st.limiter = lim
 	if res != nil {
@@ -42,6 +45,12 @@ func (r *remoteOptions) wrapRemote(st openedStore, localCache bool, log *slog.Lo
 	}
 	return st
 }
+
+// cacheMaxHold is how long serve's over-limit cache answers a denial before
+// it asks the store again: a client that keeps sending to a key over its
+// limit costs the store one decision a second per process, and a refund or
+// an admin reset made through another process is seen within a second.
+const cacheMaxHold = time.Second
 
 // localShare returns -local-share's share of a limit: failsafe.Split's, the
 // share -failure-nodes gives a process while the store fails.

@@ -76,7 +76,9 @@ func mootFlags(fs *flag.FlagSet, o *serveOptions) []string {
 	var out []string
 	// Given: set on the command line or by the variable that feeds it.
 	_, memEnv := os.LookupEnv("MEMSTORE_MAX_BYTES")
-	set["local-cache"], set["health-needs-store"] = o.localCache, o.healthNeedsStore
+	// -local-cache is on by default: given when set or turned on by its variable.
+	set["local-cache"] = o.localCache && (set["local-cache"] || strings.TrimSpace(os.Getenv("LOCAL_CACHE_SIZE_IN_BYTES")) != "")
+	set["health-needs-store"] = o.healthNeedsStore
 	set["memory-max-bytes"] = set["memory-max-bytes"] || memEnv
 	kind, err := stores.Of(o.store)
 	if err != nil {
@@ -330,7 +332,7 @@ func parseServeFlags(args []string, stdout, stderr io.Writer) (s *serveApp, code
 	fs.StringVar(&o.prefix, "prefix", envflag.String("CACHE_KEY_PREFIX", ""), "prefix of every store key")
 	fs.StringVar(&o.failure, "failure-mode", stores.DefaultFailureMode, "with Redis or PostgreSQL, what to do when it fails: local (each process decides its share of each limit in memory, see -failure-nodes), closed or open (admit) (unset on PostgreSQL: closed)")
 	stores.FailureNodesFlag(fs, &o.failureNodes)
-	fs.BoolVar(&o.localCache, "local-cache", envErr.Int("LOCAL_CACHE_SIZE_IN_BYTES", 0) > 0, "with Redis, answer keys known to be over their limit from memory until their retry-after (no round trip; LOCAL_CACHE_SIZE_IN_BYTES > 0 turns it on)")
+	fs.BoolVar(&o.localCache, "local-cache", envErr.Int("LOCAL_CACHE_SIZE_IN_BYTES", 1) > 0, "with Redis or PostgreSQL, answer keys known to be over their limit from memory until their retry-after, asking the store again at least every second (no round trip; never admits over the limit); default on, off when LOCAL_CACHE_SIZE_IN_BYTES is 0")
 	fs.BoolVar(&o.healthNeedsStore, "health-needs-store", envflag.Bool("REDIS_HEALTH_CHECK_ACTIVE_CONNECTION", false), "with Redis, /healthcheck and gRPC health report NOT_SERVING (503) while Redis is unreachable or failing; default: they report the process, which applies the failure mode")
 	fs.BoolVar(&o.healthNeedsConfig, "health-needs-config", envflag.Bool("HEALTHY_WITH_AT_LEAST_ONE_CONFIG_LOADED", false), "/healthcheck and gRPC health report NOT_SERVING (503) while no config with a domain runs (see -start-without-config)")
 	fs.BoolVar(&o.forceStart, "start-without-config", envflag.Bool("FORCE_START_WITHOUT_INITIAL_CONFIG", false), "start even when the config does not load (a broken or missing file): no rule applies until a reload loads it; default: exit status 1")

@@ -1,0 +1,230 @@
+package relief_test
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/internal/redistest"
+	"github.com/sluicehq/sluice/redisstore"
+	"github.com/sluicehq/sluice/relief"
+)
+
+// The bounds each relief states (package doc, docs/serve.md) are checked
+// here across processes: each "process" is its own Redis client with its
+// own wrapper stack, as separate serve processes have, sharing one real
+// Redis (and a 3-shard Cluster). Every limit is a day long, so nothing
+// refills while a burst runs and the store alone would admit exactly the
+// limit.
+
+const (
+	procs      = 4
+	burstCalls = 600 // decisions per key and burst, spread over the processes
+	perProc    = 8   // concurrent requests in each process
+)
+
+// dayOfEach is a limit of every algorithm, 100 a day.
+var dayOfEach = []sluice.Limit{
+	{Algorithm: sluice.TokenBucket, Rate: 100, Period: 24 * time.Hour, Burst: 100},
+	{Algorithm: sluice.FixedWindow, Rate: 100, Period: 24 * time.Hour},
+	{Algorithm: sluice.SlidingLog, Rate: 100, Period: 24 * time.Hour},
+	{Algorithm: sluice.SlidingWindow, Rate: 100, Period: 24 * time.Hour},
+	{Algorithm: sluice.LeakyBucket, Rate: 100, Period: 24 * time.Hour, Burst: 100},
+}
+
+// redisTargets are the stores the bounds are checked on: one Redis and, in
+// a full run, a 3-shard Cluster (a few seconds to start).
+func redisTargets(t *testing.T) map[string]string {
+	t.Helper()
+	urls := map[string]string{"redis": "redis://" + redistest.StartServer(t).Addr}
+	if !testing.Short() {
+		urls["cluster"] = "redis+cluster://" + strings.Join(redistest.StartCluster(t, 3, 0).Addrs, ",")
+	}
+	return urls
+}
+
+// newStores opens procs clients of url, each as a process would.
+func newStores(t *testing.T, url string, cfg redisstore.Config) []*redisstore.Store {
+	t.Helper()
+	out := make([]*redisstore.Store, procs)
+	for i := range out {
+		cfg.URL = url
+		s, err := redisstore.New(context.Background(), cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { s.Close() })
+		out[i] = s
+	}
+	return out
+}
+
+// burst sends burstCalls decisions of cost 1 on key, spread evenly over
+// the processes, perProc at a time in each, and returns how many were
+// admitted. A decision that fails fails the test.
+func burst(t *testing.T, fleet []sluice.Limiter, key string, lim sluice.Limit) int {
+	return burstN(t, fleet, key, lim, burstCalls)
+}
+
+// burstN is burst of calls decisions.
+func burstN(t *testing.T, fleet []sluice.Limiter, key string, lim sluice.Limit, calls int) int {
+	t.Helper()
+	var admitted, failed atomic.Int64
+	var wg sync.WaitGroup
+	for _, l := range fleet {
+		var left atomic.Int64
+		left.Store(int64(calls / len(fleet)))
+		for range perProc {
+			wg.Go(func() {
+				for left.Add(-1) >= 0 {
+					r, err := l.AllowN(context.Background(), key, lim, 1)
+					if err != nil {
+						failed.Add(1)
+					} else if r.Allowed {
+						admitted.Add(1)
+					}
+				}
+			})
+		}
+	}
+	wg.Wait()
+	if n := failed.Load(); n > 0 {
+		t.Fatalf("%d decisions failed", n)
+	}
+	return int(admitted.Load())
+}
+
+// uniqueKey is a key no earlier run has spent.
+func uniqueKey(t *testing.T, lim sluice.Limit) string {
+	return fmt.Sprintf("{%s}:%s:%d", t.Name(), lim.Algorithm, time.Now().UnixNano())
+}
+
+// The over-limit cache never admits a request the store would refuse, nor
+// refuses one it would admit (no refunds here): across 4 processes the
+// fleet admits exactly the limit, while most refusals cost no round trip.
+func TestOverLimitCacheAdmitsExactlyTheLimitAcross4Processes(t *testing.T) {
+	for name, url := range redisTargets(t) {
+		t.Run(name, func(t *testing.T) {
+			stores := newStores(t, url, redisstore.Config{})
+			var trips []*counting
+			var fleet []sluice.Limiter
+			for _, s := range stores {
+				c := &counting{Limiter: s}
+				trips = append(trips, c)
+				fleet = append(fleet, relief.NewOverLimitCache(c, relief.CacheConfig{MaxHold: time.Second}))
+			}
+			for _, lim := range dayOfEach {
+				t.Run(lim.Algorithm.String(), func(t *testing.T) {
+					for _, c := range trips {
+						c.calls.Store(0)
+					}
+					got := burst(t, fleet, uniqueKey(t, lim), lim)
+					var calls int64
+					for _, c := range trips {
+						calls += c.calls.Load()
+					}
+					if got != lim.Capacity() {
+						t.Errorf("admitted %d of %d, want exactly the limit %d", got, burstCalls, lim.Capacity())
+					}
+					// Each process's concurrent requests may all reach Redis
+					// before the first refusal is cached.
+					if max := int64(lim.Capacity() + procs*perProc); calls > max {
+						t.Errorf("%d round trips for %d decisions, want at most %d: the cache answered too few", calls, burstCalls, max)
+					}
+					t.Logf("admitted %d, limit %d, round trips %d of %d decisions", got, lim.Capacity(), calls, burstCalls)
+				})
+			}
+		})
+	}
+}
+
+// Coalesced decisions are made in Redis one after the other, exactly as
+// each alone: across 4 processes the fleet admits exactly the limit.
+func TestCoalescedDecisionsAdmitExactlyTheLimitAcross4Processes(t *testing.T) {
+	for name, url := range redisTargets(t) {
+		t.Run(name, func(t *testing.T) {
+			var fleet []sluice.Limiter
+			for _, s := range newStores(t, url, redisstore.Config{CoalesceWait: 200 * time.Microsecond}) {
+				fleet = append(fleet, s)
+			}
+			for _, lim := range dayOfEach {
+				t.Run(lim.Algorithm.String(), func(t *testing.T) {
+					if got := burst(t, fleet, uniqueKey(t, lim), lim); got != lim.Capacity() {
+						t.Errorf("admitted %d of %d, want exactly the limit %d", got, burstCalls, lim.Capacity())
+					}
+				})
+			}
+		})
+	}
+}
+
+// Reservations of B units: the fleet holds at most processes × (B−1)
+// units charged and not spent, so it admits at least the limit less that;
+// a fixed window never admits over its limit, the other algorithms at most
+// processes × (B−1) over. Once every process has released its units, the
+// store has counted exactly what was admitted: a fresh client is admitted
+// exactly the rest of the limit.
+func TestReservationsStayWithin4TimesBatchLess1OfTheLimitAcross4Processes(t *testing.T) {
+	const batch = 10
+	slack := procs * (batch - 1)
+	for name, url := range redisTargets(t) {
+		t.Run(name, func(t *testing.T) {
+			stores := newStores(t, url, redisstore.Config{})
+			// newFleet puts a Batcher in front of each process's store, with
+			// a Hold longer than a burst: units stay held while it runs.
+			newFleet := func() (fleet []sluice.Limiter, release func()) {
+				var batchers []*relief.Batcher
+				for _, s := range stores {
+					b := relief.NewBatcher(s, relief.BatchConfig{Batch: batch, Hold: time.Minute})
+					batchers = append(batchers, b)
+					fleet = append(fleet, b)
+				}
+				return fleet, func() {
+					for _, b := range batchers {
+						if _, err := b.Release(context.Background()); err != nil {
+							t.Fatal(err)
+						}
+					}
+				}
+			}
+			for _, lim := range dayOfEach {
+				t.Run(lim.Algorithm.String(), func(t *testing.T) {
+					lo, hi := lim.Capacity()-slack, lim.Capacity()+slack
+					if lim.Algorithm == sluice.FixedWindow {
+						hi = lim.Capacity()
+					}
+					// As many decisions as the limit: each process is left
+					// holding units the others are then refused.
+					fleet, release := newFleet()
+					key := uniqueKey(t, lim)
+					first := burstN(t, fleet, key, lim, lim.Capacity())
+					if first < lo || first > lim.Capacity() {
+						t.Errorf("%d decisions: admitted %d, want between %d and the limit %d (4 × (B−1) = %d held)",
+							lim.Capacity(), first, lo, lim.Capacity(), slack)
+					}
+					release()
+					rest := burstN(t, []sluice.Limiter{stores[0]}, key, lim, lim.Capacity())
+					if rest != lim.Capacity()-first {
+						t.Errorf("after release, a fresh client admitted %d, want the rest of the limit %d (%d admitted)",
+							rest, lim.Capacity()-first, first)
+					}
+					// A burst far over the limit on a fresh key.
+					fleet, release = newFleet()
+					defer release()
+					got := burst(t, fleet, uniqueKey(t, lim), lim)
+					if got < lo || got > hi {
+						t.Errorf("%d decisions: admitted %d, want between %d and %d (limit %d, 4 × (B−1) = %d)",
+							burstCalls, got, lo, hi, lim.Capacity(), slack)
+					}
+					t.Logf("limit %d, bound [%d, %d]: %d admitted of the first %d, %d more after release; %d of a burst of %d",
+						lim.Capacity(), lo, hi, first, lim.Capacity(), rest, got, burstCalls)
+				})
+			}
+		})
+	}
+}

@@ -38,6 +38,34 @@ func (t *redisTuning) read(prefix string, errs *envflag.Errs) {
 	t.timeout = errs.Duration(prefix+"TIMEOUT", 0)
 }
 
+// DefaultCoalesceWait is -redis-coalesce-wait's default: concurrent
+// decisions on one hash slot share a script call, each made exactly as it
+// would be alone (no accuracy lost), a decision waiting at most this long
+// for others and not at all while no call of its kind is with Redis.
+const DefaultCoalesceWait = 200 * time.Microsecond
+
+// givenDuration is a duration flag that records whether it was given.
+type givenDuration struct {
+	d   *time.Duration
+	set *bool
+}
+
+func (g givenDuration) String() string {
+	if g.d == nil {
+		return ""
+	}
+	return g.d.String()
+}
+
+func (g givenDuration) Set(v string) error {
+	d, err := time.ParseDuration(v)
+	if err != nil {
+		return err
+	}
+	*g.d, *g.set = d, true
+	return nil
+}
+
 // RedisOptions are serve's Redis settings beyond -store and -prefix: the
 // key format, the per-second store and the variables of
 // envoyproxy/ratelimit's that tune the connections.
@@ -46,6 +74,9 @@ type RedisOptions struct {
 	PerSecond string        // -store-per-second; "" is none
 	jitter    int           // EXPIRATION_JITTER_MAX_SECONDS
 	coalesce  time.Duration // -redis-coalesce-wait: redisstore.Config.CoalesceWait
+	// coalesceSet says -redis-coalesce-wait was given: its default is
+	// refused by no store, a value given is refused without Redis.
+	coalesceSet bool
 
 	main, second redisTuning
 }
@@ -64,7 +95,8 @@ func (o *RedisOptions) Flags(fs *flag.FlagSet, errs *envflag.Errs) {
 	}
 	fs.StringVar(&o.PerSecond, "store-per-second", perSecond,
 		"with Redis, a second Redis URL for the limits whose period is under a minute (REDIS_PERSECOND); default: none, every limit on -store")
-	fs.DurationVar(&o.coalesce, "redis-coalesce-wait", 0,
+	o.coalesce = DefaultCoalesceWait
+	fs.Var(givenDuration{&o.coalesce, &o.coalesceSet}, "redis-coalesce-wait",
 		"with Redis, send concurrent decisions on one hash slot as one script call, a decision waiting at most this long for others (none while nothing else is with Redis); 0: one call per decision (see docs/serve.md)")
 	o.jitter = errs.Int("EXPIRATION_JITTER_MAX_SECONDS", defaultJitter)
 	o.main.read("REDIS_", errs)
@@ -90,7 +122,7 @@ func (o *RedisOptions) Check(store string) error {
 	switch {
 	case o.coalesce < 0:
 		return fmt.Errorf("-redis-coalesce-wait %v: want 0 or more", o.coalesce)
-	case o.coalesce != 0 && !Is(store, Redis):
+	case o.coalesceSet && o.coalesce != 0 && !Is(store, Redis):
 		return errors.New("-redis-coalesce-wait: needs a Redis -store (REDIS_URL)")
 	}
 	if o.PerSecond != "" {

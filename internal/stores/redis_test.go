@@ -58,7 +58,7 @@ func TestRedisEnvConfigs(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := redisstore.Config{URL: "redis+sentinel://s:26379/m", KeyFormat: redisstore.KeyEnvoy, ExpirationJitter: 7 * time.Second,
+	want := redisstore.Config{URL: "redis+sentinel://s:26379/m", KeyFormat: redisstore.KeyEnvoy, ExpirationJitter: 7 * time.Second, CoalesceWait: DefaultCoalesceWait,
 		Connections: 16, FlushDelay: 150 * time.Microsecond, Timeout: 3 * time.Second, SentinelUsername: "su", SentinelPassword: "sp"}
 	if main != want {
 		t.Errorf("main store:\n%+v\nwant\n%+v", main, want)
@@ -66,7 +66,7 @@ func TestRedisEnvConfigs(t *testing.T) {
 	if ps == nil {
 		t.Fatal("REDIS_PERSECOND=true: no per-second store")
 	}
-	want = redisstore.Config{URL: "rediss+cluster://:pw@ps1:26379,ps2:26379", KeyFormat: redisstore.KeyEnvoy, ExpirationJitter: 7 * time.Second,
+	want = redisstore.Config{URL: "rediss+cluster://:pw@ps1:26379,ps2:26379", KeyFormat: redisstore.KeyEnvoy, ExpirationJitter: 7 * time.Second, CoalesceWait: DefaultCoalesceWait,
 		Connections: 4, FlushDelay: time.Millisecond, Timeout: 2 * time.Second}
 	if *ps != want {
 		t.Errorf("per-second store:\n%+v\nwant\n%+v", *ps, want)

@@ -20,8 +20,9 @@ import (
 // (INFO cpu, user and system) on a Zipf load (s = 1.1 over 10,000 keys, a
 // fixed window of 100 a minute per key, so the hot keys go over their
 // limit) from 4 processes of 16 concurrent requests each, each row on a
-// redis-server of its own: no relief, each relief alone, and serve's
-// default (the over-limit cache). admitted/op says what each row admits
+// redis-server of its own: no relief (serve's former default), each
+// relief alone, serve's default (the over-limit cache and 200µs
+// coalescing) and all three. admitted/op says what each row admits
 // of the same load; decisions/call is decisions per EVALSHA. Run it with
 // a fixed count, such as -benchtime 40000x, so that every row sends the
 // same load.
@@ -35,12 +36,15 @@ func BenchmarkRedisCPUPerDecisionZipf(b *testing.B) {
 		wrap     wrap
 	}{
 		{"none", 0, func(s *redisstore.Store) sluice.Limiter { return s }},
-		{"cache(default)", 0, func(s *redisstore.Store) sluice.Limiter {
+		{"cache", 0, func(s *redisstore.Store) sluice.Limiter {
 			return relief.NewOverLimitCache(s, relief.CacheConfig{MaxHold: time.Second})
 		}},
 		{"coalesce-200us", 200 * time.Microsecond, func(s *redisstore.Store) sluice.Limiter { return s }},
 		{"reserve-10", 0, func(s *redisstore.Store) sluice.Limiter {
 			return relief.NewBatcher(s, relief.BatchConfig{Batch: 10})
+		}},
+		{"default(cache+coalesce)", 200 * time.Microsecond, func(s *redisstore.Store) sluice.Limiter {
+			return relief.NewOverLimitCache(s, relief.CacheConfig{MaxHold: time.Second})
 		}},
 		{"all-three", 200 * time.Microsecond, func(s *redisstore.Store) sluice.Limiter {
 			return relief.NewOverLimitCache(relief.NewBatcher(s, relief.BatchConfig{Batch: 10}), relief.CacheConfig{MaxHold: time.Second})

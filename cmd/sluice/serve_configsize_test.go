@@ -24,7 +24,7 @@ func TestServeRefusesAConfigOverItsTotalSize(t *testing.T) {
 	for i := range config.MaxTotalBytes/len(filler) + 1 {
 		writeFile(t, filepath.Join(dir, fmt.Sprintf("f%02d.yaml", i)), fmt.Sprintf("domain: filler%d\n%s", i, filler))
 	}
-	if code, errs := serveExit(t, 5*time.Second, "serve did not refuse the config: it loads it", "-config", dir); code != 1 || !strings.Contains(errs, "bytes in all") {
+	if code, errs := serveExit(t, 30*time.Second, "serve did not refuse the config: it loads it", "-config", dir); code != 1 || !strings.Contains(errs, "bytes in all") {
 		t.Errorf("exit %d, stderr %q; want 1 naming the config's total size", code, errs)
 	}
 	// sluice check says so too: a config it passes starts.

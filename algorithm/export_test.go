@@ -12,3 +12,7 @@ func (s *SlidingLog) Clone() SlidingLog {
 
 // BufLen returns the size of the log's ring buffer.
 func (s *SlidingLog) BufLen() int { return len(s.buf) }
+
+// ForgetRing makes the next decision recompute the current sub-window's
+// index by division, as a state of unknown sub-window length does.
+func (s *SlidingBuckets) ForgetRing() { s.tag = 0 }

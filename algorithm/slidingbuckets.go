@@ -42,7 +42,24 @@ type SlidingBuckets struct {
 	Counts [sluice.MaxBuckets + 1]uint32
 	// K is the number of sub-windows the counts are kept for; 0 for a fresh
 	// key.
-	K uint32
+	K uint8
+	// i is the index in Counts of the current sub-window, (Start/g) mod
+	// (K+1), kept so that a decision within it does no division.
+	i uint8
+	// tag identifies the sub-window length g that Start and i were set
+	// under (gTag); a state used under another g goes the slow way once.
+	tag uint16
+}
+
+// gTag returns a 16-bit hash of a sub-window length g, never 0 (the zero
+// state's). Two lengths share a tag once in 65536: a state whose period
+// changes to such a length goes on with its sub-windows aligned to the old
+// one's until it next takes the slow way, an estimate of the same kind.
+func gTag(g int64) uint16 {
+	if h := uint16(uint64(g) * 0x9e3779b97f4a7c15 >> 48); h != 0 {
+		return h
+	}
+	return 1
 }
 
 // bucketsOf returns lim's number of sub-windows, at least 1.
@@ -58,9 +75,37 @@ func slot(n, k int64) int {
 }
 
 // roll moves the state to the sub-window that holds now, of length g, k
-// per period.
-func (s *SlidingBuckets) roll(now, g, k int64) {
+// per period, and returns its index in Counts. Within the current
+// sub-window it does no division, nor when it steps to one of the next k.
+func (s *SlidingBuckets) roll(now, g, k int64) int {
+	if int64(s.K) != k || s.tag != gTag(g) || now < s.Start {
+		return s.rollSlow(now, g, k)
+	}
+	i, e := int(s.i), now-s.Start
+	for d := int64(0); e >= g; d++ {
+		if d == k {
+			// More than k sub-windows have passed: none weighs.
+			s.Counts = [sluice.MaxBuckets + 1]uint32{}
+			n := floorDiv(now, g)
+			s.Start, s.i = n*g, uint8(slot(n, k))
+			return int(s.i)
+		}
+		if i++; int64(i) > k {
+			i = 0
+		}
+		s.Counts[i] = 0
+		s.Start += g
+		e -= g
+	}
+	s.i = uint8(i)
+	return i
+}
+
+// rollSlow is roll for a fresh key, a new k or g, or a clock gone back.
+func (s *SlidingBuckets) rollSlow(now, g, k int64) int {
 	n := floorDiv(now, g)
+	i := slot(n, k)
+	s.i, s.tag = uint8(i), gTag(g)
 	if int64(s.K) != k || n < floorDiv(s.Start, g) {
 		// A fresh key, a new k, or the clock went back: keep every unit,
 		// in the current sub-window. Conservative: nothing counted is
@@ -70,9 +115,9 @@ func (s *SlidingBuckets) roll(now, g, k int64) {
 			total += uint64(c)
 		}
 		s.Counts = [sluice.MaxBuckets + 1]uint32{}
-		s.Counts[slot(n, k)] = uint32(min(total, math.MaxUint32))
-		s.K, s.Start = uint32(k), n*g
-		return
+		s.Counts[i] = uint32(min(total, math.MaxUint32))
+		s.K, s.Start = uint8(k), n*g
+		return i
 	}
 	cur := floorDiv(s.Start, g)
 	if n-cur > k {
@@ -83,6 +128,7 @@ func (s *SlidingBuckets) roll(now, g, k int64) {
 		}
 	}
 	s.Start = n * g
+	return i
 }
 
 // back returns the index in Counts of the sub-window m before the one at
@@ -107,9 +153,8 @@ func (s *SlidingBuckets) parts(i int, k int64) (whole, oldest int64) {
 
 // setUntil records when the state becomes fresh again: the newest
 // sub-window with units weighs until a whole period after its end.
-func (s *SlidingBuckets) setUntil(g, k int64) {
+func (s *SlidingBuckets) setUntil(i int, g, k int64) {
 	s.Until = 0
-	i := slot(floorDiv(s.Start, g), k)
 	for m := range k + 1 {
 		if s.Counts[back(i, m, k)] != 0 {
 			s.Until = s.Start - m*g + g + k*g
@@ -127,10 +172,12 @@ func (s *SlidingBuckets) Take(now int64, lim sluice.Limit, cost int) sluice.Resu
 // TakePrepared is Take with g = Prepare(lim), the sub-window's length.
 func (s *SlidingBuckets) TakePrepared(now int64, lim sluice.Limit, g int64, cost int) sluice.Result {
 	k := bucketsOf(lim)
-	s.roll(now, g, k)
-	i := slot(floorDiv(s.Start, g), k)
+	i := s.roll(now, g, k)
 	whole, oldest := s.parts(i, k)
-	weighted := mulDiv(oldest, g-(now-s.Start), g)
+	var weighted int64
+	if oldest != 0 {
+		weighted = mulDiv(oldest, g-(now-s.Start), g)
+	}
 	rate, c := int64(lim.Rate), int64(cost)
 	var res sluice.Result
 	if weighted+whole+c > rate {
@@ -147,7 +194,7 @@ func (s *SlidingBuckets) TakePrepared(now int64, lim sluice.Limit, g int64, cost
 		whole += c
 		res.Allowed = true
 	}
-	s.setUntil(g, k)
+	s.setUntil(i, g, k)
 	res.Remaining = int(max(rate-weighted-whole, 0))
 	res.ResetAfter = time.Duration(max(s.Until-now, 0))
 	return res
@@ -201,10 +248,9 @@ func (s *SlidingBuckets) Peek(now int64, lim sluice.Limit) sluice.Result {
 // Refund gives cost units back to the current sub-window.
 func (s *SlidingBuckets) Refund(now int64, lim sluice.Limit, cost int) {
 	g, k := s.Prepare(lim), bucketsOf(lim)
-	s.roll(now, g, k)
-	i := slot(floorDiv(s.Start, g), k)
+	i := s.roll(now, g, k)
 	s.Counts[i] = uint32(max(int64(s.Counts[i])-int64(cost), 0))
-	s.setUntil(g, k)
+	s.setUntil(i, g, k)
 }
 
 // Expires returns the instant from which no counted unit weighs on the

@@ -131,3 +131,49 @@ func TestSlidingBucketsNeverForgets(t *testing.T) {
 		t.Fatalf("clock back 45 s: 3 more over 7 of 10 = %+v, want admitted, 0 remaining", res)
 	}
 }
+
+// TestSlidingBucketsRingIndexAgreesWithDivision: the ring index a state
+// keeps, stepped without division within and across sub-windows, leads to
+// the decisions, counts and expiries of a state that recomputes it by
+// division at every call, through refunds, long gaps, a clock gone back and
+// a change of period or of k.
+func TestSlidingBucketsRingIndexAgreesWithDivision(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		k := rapid.IntRange(2, sluice.MaxBuckets).Draw(t, "k")
+		lim := sluice.Limit{
+			Algorithm:     sluice.SlidingWindow,
+			Rate:          rapid.IntRange(1, 50).Draw(t, "rate"),
+			Period:        time.Duration(rapid.Int64Range(int64(k), 1e10).Draw(t, "period")),
+			Buckets:       uint8(k),
+			CountRejected: rapid.Bool().Draw(t, "countRejected"),
+		}
+		var fast, slow algorithm.SlidingBuckets
+		now := rapid.Int64Range(-1e12, 1e12).Draw(t, "start")
+		for i := range rapid.IntRange(1, 200).Draw(t, "steps") {
+			switch rapid.IntRange(0, 20).Draw(t, "event") {
+			case 0: // a long gap
+				now += rapid.Int64Range(0, 3*int64(lim.Period)).Draw(t, "gap")
+			case 1: // the clock goes back
+				now -= rapid.Int64Range(0, int64(lim.Period)).Draw(t, "back")
+			case 2: // the limit changes
+				if rapid.Bool().Draw(t, "newK") {
+					lim.Buckets = uint8(rapid.IntRange(2, sluice.MaxBuckets).Draw(t, "newBuckets"))
+				}
+				lim.Period = time.Duration(rapid.Int64Range(int64(lim.Buckets), 1e10).Draw(t, "newPeriod"))
+			default:
+				now += rapid.Int64Range(0, int64(lim.Period)/int64(lim.Buckets)).Draw(t, "step")
+			}
+			cost := rapid.IntRange(0, 5).Draw(t, "cost")
+			slow.ForgetRing()
+			if rapid.IntRange(0, 5).Draw(t, "refund") == 0 {
+				fast.Refund(now, lim, cost)
+				slow.Refund(now, lim, cost)
+			} else if f, s := fast.Take(now, lim, cost), slow.Take(now, lim, cost); f != s {
+				t.Fatalf("step %d at %d: ring index %+v, division %+v", i, now, f, s)
+			}
+			if fast.Counts != slow.Counts || fast.Start != slow.Start || fast.Until != slow.Until || fast.K != slow.K {
+				t.Fatalf("step %d at %d: ring index state %+v, division %+v", i, now, fast, slow)
+			}
+		}
+	})
+}

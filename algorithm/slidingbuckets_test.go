@@ -12,8 +12,9 @@ import (
 
 // TestSlidingBucketsEstimate is the documented example: 100/min in 4
 // sub-windows of 15 s holding 20, 30, 10, 25 and 5 units, 6 s into the
-// current one: ⌊20·9/15⌋ + 30 + 10 + 25 + 5 = 82, so 18 more are admitted.
-// The 19th fits once ⌊20·(15s−e)/15s⌋ ≤ 11, from e = 6 s + 1 ns.
+// current one: 20·9/15 + 30 + 10 + 25 + 5 = 82, so 18 more are admitted.
+// The 19th fits once 20·(15s−e)/15s rounds to 11 or less: below 11.5, from
+// e = 6.375 s + 1 ns.
 func TestSlidingBucketsEstimate(t *testing.T) {
 	lim := sluice.Limit{Algorithm: sluice.SlidingWindow, Rate: 100, Period: time.Minute, Buckets: 4}
 	if err := lim.Validate(); err != nil {
@@ -28,32 +29,35 @@ func TestSlidingBucketsEstimate(t *testing.T) {
 			{16 * time.Second, 30, ok(50, 74*time.Second)},
 			{31 * time.Second, 10, ok(40, 74*time.Second)},
 			{46 * time.Second, 25, ok(15, 74*time.Second)},
-			// ⌊20·14/15⌋ + 30 + 10 + 25 = 83, and 5 more: 12 remain.
-			{61 * time.Second, 5, ok(12, 74*time.Second)},
+			// 20·14/15 = 18.67 rounds to 19: 19 + 30 + 10 + 25 = 84, and
+			// 5 more: 11 remain.
+			{61 * time.Second, 5, ok(11, 74*time.Second)},
 		},
 		repeat(18, 66*time.Second, 1, func(i int) outcome { return ok(17-i, 69*time.Second) }),
 		[]step{
-			{66 * time.Second, 1, no(0, 1, 69*time.Second)},
-			{66*time.Second + 1, 1, ok(0, 69*time.Second-1)},
+			{66 * time.Second, 1, no(0, 375*time.Millisecond+1, 69*time.Second)},
+			{66*time.Second + 1, 1, no(0, 375*time.Millisecond, 69*time.Second-1)},
+			{66*time.Second + 375*time.Millisecond + 1, 1, ok(0, 68625*time.Millisecond-1)},
 		},
 	))
 }
 
 // TestSlidingBucketsRetryAcrossSubWindows: a limit spent in one sub-window
 // alone counts whole for a period; the next unit fits once that
-// sub-window's weight falls below 10, a nanosecond after it begins to leave
-// the period, four sub-windows later.
+// sub-window's weight rounds below 10 (10·(15s−e)/15s < 9.5), 0.75 s and
+// a nanosecond after it begins to leave the period, four sub-windows later.
 func TestSlidingBucketsRetryAcrossSubWindows(t *testing.T) {
 	lim := sluice.Limit{Algorithm: sluice.SlidingWindow, Rate: 10, Period: time.Minute, Buckets: 4}
 	s := new(algorithm.SlidingBuckets)
 	run(t, s, lim, []step{
 		{0, 10, ok(0, 75*time.Second)},
-		// At 1 s: wait until ⌊10·(15s−e)/15s⌋ ≤ 9 in sub-window 4, from
-		// e = 1 ns: at 60 s + 1 ns.
-		{time.Second, 1, no(0, 59*time.Second+1, 74*time.Second)},
-		{60 * time.Second, 1, no(0, 1, 15*time.Second)},
+		// At 1 s: wait until 10·(15s−e)/15s rounds to 9 or less in
+		// sub-window 4, from e = 0.75 s + 1 ns: at 60.75 s + 1 ns.
+		{time.Second, 1, no(0, 59750*time.Millisecond+1, 74*time.Second)},
+		{60 * time.Second, 1, no(0, 750*time.Millisecond+1, 15*time.Second)},
+		{60*time.Second + 1, 1, no(0, 750*time.Millisecond, 15*time.Second-1)},
 		// The new unit weighs until 75 s + 60 s.
-		{60*time.Second + 1, 1, ok(0, 75*time.Second-1)},
+		{60*time.Second + 750*time.Millisecond + 1, 1, ok(0, 74250*time.Millisecond-1)},
 	})
 }
 

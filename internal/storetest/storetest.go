@@ -123,14 +123,14 @@ func Cases() []Case {
 	sw100Steps = append(sw100Steps, Step{Allowed: false, Remaining: 0, RetryAfter: 1, ResetAfter: 105 * time.Second})
 
 	// Sliding window in 4 sub-windows of 15 s, 10/min: 10 at 0 s weigh
-	// whole for a minute; from 60 s + 1 ns ⌊10·(15s−e)/15s⌋ ≤ 9 leaves
-	// room for one.
+	// whole for a minute; from 60.75 s + 1 ns 10·(15s−e)/15s rounds to 9
+	// (it is below 9.5), which leaves room for one.
 	swb := sluice.Limit{Algorithm: sluice.SlidingWindow, Rate: 10, Period: time.Minute, Buckets: 4}
 	swbSteps := []Step{
 		{Cost: 10, Allowed: true, Remaining: 0, ResetAfter: 75 * time.Second},
-		{Advance: time.Second, Allowed: false, Remaining: 0, RetryAfter: 59*time.Second + 1, ResetAfter: 74 * time.Second},
-		{Advance: 59 * time.Second, Allowed: false, Remaining: 0, RetryAfter: 1, ResetAfter: 15 * time.Second},
-		// 61 s: ⌊10·14/15⌋ + 1 = 10.
+		{Advance: time.Second, Allowed: false, Remaining: 0, RetryAfter: 59750*time.Millisecond + 1, ResetAfter: 74 * time.Second},
+		{Advance: 59 * time.Second, Allowed: false, Remaining: 0, RetryAfter: 750*time.Millisecond + 1, ResetAfter: 15 * time.Second},
+		// 61 s: 10·14/15 = 9.33 rounds to 9, and 9 + 1 = 10.
 		{Advance: time.Second, Allowed: true, Remaining: 0, ResetAfter: 74 * time.Second},
 		// 75 s: the first sub-window has left; the unit of 61 s weighs.
 		{Advance: 14 * time.Second, Allowed: true, Remaining: 8, ResetAfter: 75 * time.Second},

@@ -17,7 +17,7 @@
 -- Reply: {allowed (0|1), remaining, retry_after_us, reset_after_us}; for a
 -- refund {1, 0, 0, 0}. With G = P/k and n the number of the current
 -- sub-window, a request is admitted when
--- floor(c(n−k)·(G−elapsed)/G) + c(n−k+1) + … + c(n) + cost ≤ rate. The key
+-- floor(c(n−k)·(G−elapsed)/G + 1/2) + c(n−k+1) + … + c(n) + cost ≤ rate. The key
 -- expires when no counted unit weighs on the estimate any more.
 local P = tonumber(ARGV[3])
 local rate = tonumber(ARGV[4])
@@ -118,7 +118,15 @@ end
 
 local elapsed = now - start
 local whole, oldest = parts(0)
-local weighted = muldiv(oldest, G - elapsed, G)
+-- The oldest sub-window's share, rounded to the nearest (half up), as
+-- algorithm.SlidingBuckets's oldWeight does.
+local function oldweight(w, left)
+  if w == 0 then
+    return 0
+  end
+  return math.floor((muldiv(2 * w, left, G) + 1) / 2)
+end
+local weighted = oldweight(oldest, G - elapsed)
 local allowed = 1
 local retry = 0
 if cost > rate - whole - weighted then
@@ -140,9 +148,10 @@ if cost > rate - whole - weighted then
         from = elapsed
       end
       local at = from
-      if old > 0 and muldiv(old, G - from, G) > room then
-        -- floor(old·(G−e)/G) ≤ room from e = G − ceil((room+1)·G/old) + 1
-        local e = G - muldivceil(room + 1, G, old) + 1
+      if oldweight(old, G - from) > room then
+        -- floor(old·(G−e)/G + 1/2) ≤ room from
+        -- e = G − ceil((2·room+1)·G/(2·old)) + 1
+        local e = G - muldivceil(2 * room + 1, G, 2 * old) + 1
         if e < G then
           at = math.max(e, from)
         else

@@ -14,8 +14,9 @@ import (
 
 // preflight runs, for sluice proxy -check, the checks of start-up that
 // need no connection: the log key secret's file (readSecret), the plans
-// block and -plans (checkPlans) and the access log's file (checkAccessLog),
-// so that a config -check passes does not then fail to start for a file
+// block and -plans (checkPlans), the access log's file (checkAccessLog)
+// and the admin listener's token, TLS certificate, key and client CA files
+// (checkAdmin), so that a config -check passes does not then fail to start for a file
 // or a flag. Each error names the file and line of the setting, or the flag.
 func (p *proxyApp) preflight(ctx context.Context) error {
 	if _, err := p.readSecret(ctx); err != nil {
@@ -24,7 +25,20 @@ func (p *proxyApp) preflight(ctx context.Context) error {
 	if err := p.checkPlans(); err != nil {
 		return err
 	}
-	return p.checkAccessLog()
+	if err := p.checkAccessLog(); err != nil {
+		return err
+	}
+	return p.checkAdmin(ctx)
+}
+
+// checkAdmin refuses what the admin listener's start-up refuses: its
+// flags without -admin-addr, a token file or TLS file that cannot be read
+// (daemon.AdminAuth.Preflight).
+func (p *proxyApp) checkAdmin(ctx context.Context) error {
+	if p.o.adminAddr == "" {
+		return p.o.admin.CheckOff(p.o.fs)
+	}
+	return p.o.admin.Preflight(ctx)
 }
 
 // at is where the file sets key ("proxy.yaml:12"), or its name alone.

@@ -134,6 +134,24 @@ func (o *AdminAuth) TLSConfig(ctx context.Context) (*tls.Config, error) {
 	return cfg, nil
 }
 
+// Preflight runs, without listening, the checks the admin listener's
+// start-up runs on these flags, with the same exit status and message:
+// the flags together (Check), the token's file or variable (APIAuth) and
+// the TLS certificate, key and client CA files (TLSConfig). A -check
+// command that calls it refuses what start-up would.
+func (o *AdminAuth) Preflight(ctx context.Context) error {
+	if err := o.Check(); err != nil {
+		return err
+	}
+	if _, _, err := o.APIAuth(ctx); err != nil {
+		return err
+	}
+	if _, err := o.TLSConfig(ctx); err != nil {
+		return ExitCode(2, "admin TLS:", err)
+	}
+	return nil
+}
+
 // ServeAdminOn serves hs on ln, the admin listener, with TLS when
 // -admin-tls-cert is set and at most -admin-max-conns connections (the
 // public listeners' cap, CapConns); pg (nil: none) ends its event streams

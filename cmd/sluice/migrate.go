@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -28,7 +29,8 @@ migrations embedded in this binary that the database has not applied yet
 (all in one transaction, under a lock, so two at once are safe) and prints
 each one it applied, or that the schema was up to date. Running it twice
 changes nothing the second time. sluice serve -store postgres://… applies
-them on start too, unless -migrate=false. Exit status 1 when the database
+them on start too, unless -migrate=false. On a terminal, stderr shows a
+progress bar after half a second. Exit status 1 when the database
 cannot be reached or a migration fails, 2 for a usage error.`,
 	examples: []string{
 		"sluice migrate postgres://sluice@db:5432/sluice",
@@ -48,7 +50,8 @@ still open is never deleted. D is a Go duration (2160h) or a number of days
 not billable (no billable: true) that ended more than a minute ago, as a
 running serve does every minute. Export what the bills need first (sluice
 admin ledger). Run it periodically, from cron or a Kubernetes CronJob: rows
-of billable periods that ended stay until it runs. Exit status 1 when the database cannot be reached or a
+of billable periods that ended stay until it runs. On a terminal, stderr
+shows a progress bar after half a second. Exit status 1 when the database cannot be reached or a
 statement fails (what was deleted until then stays deleted), 2 for a usage
 error.`,
 	examples: []string{
@@ -84,15 +87,23 @@ func runPrune(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		return fail(1, stores.Name(url)+":", err)
 	}
 	defer pool.Close()
+	// The bar (on a terminal) is cleared before anything is printed.
+	done := steps(progressOf(stderr, "pruning"), 250*time.Millisecond)
 	before := time.Now().Add(-age)
 	p, err := pgstore.Prune(ctx, pool, before)
+	done(0.5)
+	var n int64
+	sweepBefore := time.Now().Add(-pgstore.SweepGrace)
+	pruneErr := err
+	if pruneErr == nil {
+		n, err = pgstore.Sweep(ctx, pool, sweepBefore)
+	}
+	done(1)
 	fmt.Fprintf(stdout, "%s: deleted %d ledger rows and %d key-count rows of periods that ended before %s\n",
 		stores.Name(url), p.Usage, p.Groups, before.UTC().Format(time.RFC3339))
-	if err != nil {
-		return fail(1, stores.Name(url)+":", err)
+	if pruneErr != nil {
+		return fail(1, stores.Name(url)+":", pruneErr)
 	}
-	sweepBefore := time.Now().Add(-pgstore.SweepGrace)
-	n, err := pgstore.Sweep(ctx, pool, sweepBefore)
 	fmt.Fprintf(stdout, "%s: deleted %d rows of rules that are not billable, of periods that ended before %s\n",
 		stores.Name(url), n, sweepBefore.UTC().Format(time.RFC3339))
 	if err != nil {
@@ -166,7 +177,7 @@ func runMigrate(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	}
 	ctx, cancel := context.WithTimeout(ctx, *timeout)
 	defer cancel()
-	before, after, err := migrate(ctx, url)
+	before, after, err := migrate(ctx, url, steps(progressOf(stderr, "migrating"), 250*time.Millisecond))
 	if err != nil {
 		return fail(1, stores.Name(url)+":", err)
 	}
@@ -201,9 +212,54 @@ type appliedMigration struct {
 	Name    string
 }
 
+// steps returns bar (nil: none) as the report of work done in steps: a
+// share from 0 to 1. Between steps it redraws the bar every tick, so that
+// a long step (waiting for another migration's lock) still shows the bar
+// once progressBar's half second has passed; 1 clears the bar and stops
+// the redrawing, and must be reported. Safe for one caller.
+func steps(bar func(float64), tick time.Duration) func(float64) {
+	if bar == nil {
+		return func(float64) {}
+	}
+	var mu sync.Mutex
+	share, stop := 0.0, make(chan struct{})
+	go func() {
+		t := time.NewTicker(tick)
+		defer t.Stop()
+		for {
+			select {
+			case <-stop:
+				return
+			case <-t.C:
+				mu.Lock()
+				if share < 1 {
+					bar(share)
+				}
+				mu.Unlock()
+			}
+		}
+	}()
+	return func(f float64) {
+		mu.Lock()
+		defer mu.Unlock()
+		if share >= 1 {
+			return
+		}
+		share = f
+		bar(f)
+		if f >= 1 {
+			close(stop)
+		}
+	}
+}
+
 // migrate applies pgstore's migrations to the database at url and returns
-// the rows of sluice_schema_migrations before and after.
-func migrate(ctx context.Context, url string) (before, after []appliedMigration, err error) {
+// the rows of sluice_schema_migrations before and after; done is told of
+// each step done (connected, read, applied), and of the end (1) whatever
+// the outcome, before migrate returns.
+func migrate(ctx context.Context, url string, done func(float64)) (before, after []appliedMigration, err error) {
+	defer done(1)
+	done(0)
 	pool, err := pgxpool.New(ctx, url)
 	if err != nil {
 		return nil, nil, redact.Error(err, url)
@@ -212,9 +268,11 @@ func migrate(ctx context.Context, url string) (before, after []appliedMigration,
 	if before, err = appliedMigrations(ctx, pool); err != nil {
 		return nil, nil, err
 	}
+	done(0.25)
 	if err = pgstore.Migrate(ctx, pool); err != nil {
 		return nil, nil, err
 	}
+	done(0.9)
 	after, err = appliedMigrations(ctx, pool)
 	return before, after, err
 }

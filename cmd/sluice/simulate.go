@@ -377,7 +377,11 @@ func writeChart(rep chartWriter, name string) error {
 // progress returns a progress callback that draws on stderr when stderr is
 // a terminal, or nil when it is not (a pipe, a file, a test's buffer): a
 // log or a CI job gets no bar.
-func progress(stderr io.Writer) func(float64) {
+func progress(stderr io.Writer) func(float64) { return progressOf(stderr, "simulating") }
+
+// progressOf is progress with the bar's label (what is being done:
+// "migrating").
+func progressOf(stderr io.Writer, label string) func(float64) {
 	f, ok := stderr.(*os.File)
 	if !ok {
 		return nil
@@ -385,13 +389,13 @@ func progress(stderr io.Writer) func(float64) {
 	if fi, err := f.Stat(); err != nil || fi.Mode()&os.ModeCharDevice == 0 {
 		return nil
 	}
-	return progressBar(stderr, time.Now)
+	return progressBar(stderr, label, time.Now)
 }
 
-// progressBar draws, on w, the share done of the work as a bar, at most
+// progressBar draws, on w, label and the share done of the work as a bar, at most
 // once per percent and not before half a second has passed (per now), so
 // that short runs print nothing; it clears its line at the end.
-func progressBar(w io.Writer, now func() time.Time) func(float64) {
+func progressBar(w io.Writer, label string, now func() time.Time) func(float64) {
 	start := now()
 	last := -1
 	return func(done float64) {
@@ -402,7 +406,7 @@ func progressBar(w io.Writer, now func() time.Time) func(float64) {
 		last = pct
 		const width = 30
 		n := pct * width / 100
-		fmt.Fprintf(w, "\rsimulating [%s%s] %3d%%", strings.Repeat("#", n), strings.Repeat(".", width-n), pct)
+		fmt.Fprintf(w, "\r%s [%s%s] %3d%%", label, strings.Repeat("#", n), strings.Repeat(".", width-n), pct)
 		if done >= 1 {
 			fmt.Fprint(w, "\r\033[K")
 		}

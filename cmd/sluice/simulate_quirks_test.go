@@ -63,7 +63,7 @@ func TestProgressBarOnlyOnATerminalAfterHalfASecond(t *testing.T) {
 	}
 	now := time.Unix(0, 0)
 	var w bytes.Buffer
-	bar := progressBar(&w, func() time.Time { return now })
+	bar := progressBar(&w, "simulating", func() time.Time { return now })
 	bar(0.1)
 	if w.Len() != 0 {
 		t.Fatalf("drawn before half a second: %q", w.String())

@@ -232,3 +232,27 @@ func TestServeForwardAuthStartErrors(t *testing.T) {
 		}
 	}
 }
+
+// sluice check refuses what serve's start-up refuses of a forward_auth
+// block, with the same message and exit status: an entry from client_ip
+// with no proxy trusted, and a -trusted-proxies it cannot parse; given the
+// -trusted-proxies serve would run with, the config passes.
+func TestCheckRefusesForwardAuthServeRefuses(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "rl.yaml")
+	writeAtomic(t, path, authRules+"forward_auth:\n  descriptors:\n    - entries: [{key: remote_address, from: client_ip}]\n")
+	for _, c := range []struct {
+		args []string
+		code int
+		want string
+	}{
+		{[]string{path}, 1, "rl.yaml:9:17: config: forward_auth entry \"remote_address\" is from: client_ip, but no proxy is trusted"},
+		{[]string{"-trusted-proxies", "10.0.0.0/8,nonsense", path}, 2, `-trusted-proxies: clientip: bad trusted proxy "nonsense"`},
+		{[]string{"-trusted-proxies", "10.0.0.0/8", path}, 0, ""},
+	} {
+		var out, errb bytes.Buffer
+		code := run(append([]string{"check", "-store", "memory"}, c.args...), &out, &errb)
+		if code != c.code || !strings.Contains(errb.String(), c.want) {
+			t.Errorf("check %v: exit %d, stderr %q; want %d and %q", c.args, code, errb.String(), c.code, c.want)
+		}
+	}
+}

@@ -2,6 +2,7 @@ package redisstore_test
 
 import (
 	"context"
+	"fmt"
 	"strconv"
 	"strings"
 	"testing"
@@ -61,6 +62,10 @@ func TestSlidingLogAmplificationBounded(t *testing.T) {
 	}
 	slowCalls(t, srv)
 	before := usedMemory(t, srv)
+	// A script whose work grew with the cost would be slow on every one of
+	// the 100 requests; a loaded machine may deschedule redis-server during
+	// a few of them, so a handful over 5 ms is noise, not amplification.
+	var slowReqs []string
 	for i := range 100 {
 		key := "amplify:" + strconv.Itoa(i)
 		r, err := s.AllowN(ctx, key, lim, lim.Rate)
@@ -68,11 +73,14 @@ func TestSlidingLogAmplificationBounded(t *testing.T) {
 			t.Fatalf("AllowN(%q, cost %d) = %+v, %v; want admitted", key, lim.Rate, r, err)
 		}
 		if slow := slowCalls(t, srv); len(slow) > 0 {
-			t.Fatalf("request %d of cost %d kept Redis busy over 5 ms; SLOWLOG GET begins:\n%s", i+1, lim.Rate, strings.Join(slow[:min(len(slow), 6)], "\n"))
+			slowReqs = append(slowReqs, fmt.Sprintf("request %d: SLOWLOG GET begins: %s", i+1, strings.Join(slow[:min(len(slow), 6)], " ")))
 		}
 		if r, err := s.AllowN(ctx, key, lim, 1); err != nil || r.Allowed {
 			t.Fatalf("AllowN(%q, 1) after the whole allowance = %+v, %v; want denied", key, r, err)
 		}
+	}
+	if len(slowReqs) > 5 {
+		t.Fatalf("%d of 100 requests of cost %d kept Redis busy over 5 ms:\n%s", len(slowReqs), lim.Rate, strings.Join(slowReqs, "\n"))
 	}
 	grown := usedMemory(t, srv) - before
 	if grown > 1<<20 {

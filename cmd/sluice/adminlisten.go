@@ -131,13 +131,13 @@ func (s *serveApp) newPage() *page.Page {
 // storeState is the store's health for the live page.
 func (s *serveApp) storeState() page.StoreState {
 	var b *daemon.Breaker
-	if f := s.st.failure; f != nil {
+	if f := s.st.Failure; f != nil {
 		b = &daemon.Breaker{Mode: f.Mode.String(), Available: true} // until the service starts
 		if svc := s.admin.svc.Load(); svc != nil {
 			b.Available, b.OpenPartitions = svc.StoreAvailable(), svc.StoreOpenPartitions()
 		}
 	}
-	return daemon.StoreState(stores.Name(s.o.store), s.st.connected(), b)
+	return daemon.StoreState(stores.Name(s.o.store), s.st.Connected(), b)
 }
 
 // openAdmin opens the plans (-plans) and the admin listener
@@ -185,14 +185,14 @@ func (s *serveApp) adminConfig(ctx context.Context, a *daemon.App, pl *pgstore.P
 	if !ok {
 		return admin.Config{}, daemon.ExitCode(2, "-admin-addr needs a token (-admin-token-file or "+daemon.AdminTokenEnv+") or -admin-client-ca")
 	}
-	cfg.Limiter, cfg.Logger = s.st.limiter, s.log.With("log", "audit")
+	cfg.Limiter, cfg.Logger = s.st.Limiter, s.log.With("log", "audit")
 	cfg.ValidateLimit = s.o.validator() // a plan the store cannot serve is refused when written
 	if pl != nil {
 		cfg.Plans, cfg.Changed = planWriter{pl}, cache.Invalidate
 	}
 	if stores.Is(s.o.store, stores.Postgres) {
 		// A pool of its own: the store in use may be wrapped (reservations).
-		st, err := connectPostgres(ctx, s.o.store, false)
+		st, err := stores.ConnectPostgres(ctx, s.o.store, false)
 		if err != nil {
 			return admin.Config{}, err
 		}

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/sluicehq/sluice/failsafe"
+	"github.com/sluicehq/sluice/internal/stores"
 	"github.com/sluicehq/sluice/internal/testlog"
 	"github.com/sluicehq/sluice/service"
 )
@@ -42,7 +43,7 @@ func TestServeFailureModeDefaultsToALocalShare(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			defer st.close()
+			defer st.Close()
 			p := findPolicy(t, st)
 			if p.Mode != tt.wantMode || p.Nodes != tt.wantNodes || p.Partitions != service.DefaultPartitions {
 				t.Errorf("policy mode %v, nodes %d, partitions %d; want %v, %d, %d",
@@ -57,12 +58,12 @@ func TestServeFailureModeDefaultsToALocalShare(t *testing.T) {
 }
 
 // findPolicy returns st's failure policy, failing the test without one.
-func findPolicy(t *testing.T, st openedStore) *service.FailurePolicy {
+func findPolicy(t *testing.T, st stores.Opened) *service.FailurePolicy {
 	t.Helper()
-	if st.failure == nil {
+	if st.Failure == nil {
 		t.Fatal("no failure policy")
 	}
-	return st.failure
+	return st.Failure
 }
 
 // A -failure-nodes out of its range is exit 2 naming it, in serve and

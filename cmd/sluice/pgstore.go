@@ -8,16 +8,11 @@ import (
 	"log/slog"
 	"os"
 	"strings"
-	"sync/atomic"
 	"time"
 
 	"github.com/sluicehq/sluice"
-	"github.com/sluicehq/sluice/failsafe"
-	"github.com/sluicehq/sluice/internal/backoff"
-	"github.com/sluicehq/sluice/internal/redact"
 	"github.com/sluicehq/sluice/internal/stores"
 	"github.com/sluicehq/sluice/memstore"
-	"github.com/sluicehq/sluice/pgstore"
 	"github.com/sluicehq/sluice/service"
 )
 
@@ -131,101 +126,24 @@ func (o *serveOptions) storeNotActedOn() []string {
 	return out
 }
 
-// openServeStore opens serve's store: PostgreSQL (openPostgres) or what
-// openStoreLog opens, then puts the reservations, the local share and the
+// openServeStore opens serve's store: PostgreSQL (stores.OpenPostgres) or what
+// stores.Open opens, then puts the reservations, the local share and the
 // over-limit cache (-local-cache) in front of it, in that order from the
 // store out (see wrapRemote), its failure policy's deadline set by
 // -store-timeout. failureSet says whether the operator set -failure-mode.
-func openServeStore(ctx context.Context, o *serveOptions, failureSet bool, log *slog.Logger) (openedStore, error) {
-	var st openedStore
+func openServeStore(ctx context.Context, o *serveOptions, failureSet bool, log *slog.Logger) (stores.Opened, error) {
+	var st stores.Opened
 	var err error
 	if stores.Is(o.store, stores.Postgres) {
-		st, err = openPostgres(ctx, o.store, o.failure, failureSet, o.remote.migrate, log)
+		st, err = stores.OpenPostgres(ctx, o.store, o.failure, failureSet, o.remote.migrate, log)
 	} else {
-		st, err = openStoreLog(ctx, o.store, &o.redis, o.failure, memstore.Config{MaxBytes: o.memMaxBytes, ClockResolution: o.memClock}, log)
+		st, err = stores.Open(ctx, o.store, &o.redis, o.failure, memstore.Config{MaxBytes: o.memMaxBytes, ClockResolution: o.memClock}, log)
 	}
-	if err != nil || st.mem != nil {
+	if err != nil || st.Mem != nil {
 		return st, err // the memory store is local already (mootFlags names -local-cache)
 	}
-	stores.WithTimeout(st.failure, o.remote.timeout)
-	stores.WithFailureNodes(st.failure, o.failureNodes, o.remote.localShare)
-	stores.LogFailurePolicy(log, st.failure)
+	stores.WithTimeout(st.Failure, o.remote.timeout)
+	stores.WithFailureNodes(st.Failure, o.failureNodes, o.remote.localShare)
+	stores.LogFailurePolicy(log, st.Failure)
 	return o.remote.wrapRemote(st, o.localCache, log), nil
-}
-
-// pgSweepEvery is how often serve's PostgreSQL store deletes the periods of
-// rules that are not billable once they ended (pgstore.Sweep): their rows
-// are gone about pgstore.SweepGrace plus this after their period.
-const pgSweepEvery = time.Minute
-
-// openPostgres opens the PostgreSQL store at url (pgstore.Open), applying
-// the migrations first when migrate is set: then the database must answer
-// within 5 s (backoff.Attempt), or serve does not start. Without migrate nothing
-// connects at start: decisions fail (the failure mode answers) until the
-// database answers, and connected turns true once a ping has succeeded.
-//
-// Quotas are accounting, so the failure mode defaults to closed on
-// PostgreSQL: when the operator set no -failure-mode (failureSet false),
-// a failed decision is refused, and the log says so.
-func openPostgres(ctx context.Context, url, failure string, failureSet, migrate bool, log *slog.Logger) (openedStore, error) {
-	mode, err := failsafe.ParseMode(failure)
-	if err != nil {
-		return openedStore{}, err
-	}
-	if !failureSet {
-		mode = failsafe.Closed
-	}
-	st, err := connectPostgresLog(ctx, url, migrate, log, pgSweepEvery)
-	if err != nil {
-		if migrate {
-			return openedStore{}, fmt.Errorf("%s: %w (with -migrate=false serve starts without the database, once `sluice migrate` has brought its schema up to date)", stores.Name(url), err)
-		}
-		return openedStore{}, fmt.Errorf("%s: %w", stores.Name(url), err)
-	}
-	log.Info("store PostgreSQL", "store", stores.Name(url), "migrated", migrate, "sweep_not_billable_every", pgSweepEvery,
-		"failure_mode", mode.String(), "failure_mode_from", map[bool]string{true: "-failure-mode", false: "the default on PostgreSQL: quotas fail closed"}[failureSet])
-	var up atomic.Bool
-	bg, stop := context.WithCancel(context.WithoutCancel(ctx))
-	done := make(chan struct{})
-	if migrate {
-		up.Store(true)
-		close(done)
-	} else {
-		go pingUntilUp(bg, st, &up, log, done)
-	}
-	local := memstore.New(memstore.Config{})
-	return openedStore{limiter: st, failure: &service.FailurePolicy{Mode: mode, Local: local, Timeout: stores.Postgres.DecisionTimeout},
-		close:     func() { stop(); <-done; st.Close(); local.Close() },
-		connected: up.Load}, nil
-}
-
-// connectPostgres opens the PostgreSQL database at url (applying the
-// schema's migrations when migrate), waiting at most backoff.Attempt for it:
-// serve's store, its admin API's usage pool and the plans' database, in
-// serve and proxy, open theirs with it.
-func connectPostgres(ctx context.Context, url string, migrate bool) (*pgstore.Store, error) {
-	return connectPostgresLog(ctx, url, migrate, nil, 0)
-}
-
-// connectPostgresLog is connectPostgres whose store logs to log (nil:
-// slog.Default()) and sweeps every sweep (0: never; see
-// pgstore.Config.SweepEvery): serve's decisions store, whose refusals of
-// keys past pgstore's cap on distinct keys per group and period are logged
-// there, and which deletes the ended periods of rules that are not
-// billable.
-func connectPostgresLog(ctx context.Context, url string, migrate bool, log *slog.Logger, sweep time.Duration) (*pgstore.Store, error) {
-	cctx, cancel := context.WithTimeout(ctx, backoff.Attempt)
-	defer cancel()
-	st, err := pgstore.Open(cctx, url, pgstore.Config{NoMigrate: !migrate, Logger: log, SweepEvery: sweep})
-	return st, redact.Error(err, url)
-}
-
-// pingUntilUp pings st's database, with backoff.Retry's back-off, until it
-// answers (up is then set) or ctx ends; it closes done when it returns.
-func pingUntilUp(ctx context.Context, st *pgstore.Store, up *atomic.Bool, log *slog.Logger, done chan<- struct{}) {
-	defer close(done)
-	if backoff.Retry(ctx, false, st.Pool().Ping) {
-		up.Store(true)
-		log.Info("rate limit store connected")
-	}
 }

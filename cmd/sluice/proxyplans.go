@@ -63,7 +63,7 @@ func checkPlansURL(url string) error {
 // store and the cache that reads tenants through it, each used from memory
 // for at most staleness. Serve and proxy open -plans with it.
 func openPlanCache(ctx context.Context, a *daemon.App, url string, migrate bool, staleness time.Duration, log *slog.Logger) (*pgstore.PlanStore, *plans.Cache, error) {
-	st, err := connectPostgres(ctx, url, migrate)
+	st, err := stores.ConnectPostgres(ctx, url, migrate)
 	if err != nil {
 		return nil, nil, fmt.Errorf("-plans %s: %w", stores.Name(url), err)
 	}

@@ -7,6 +7,7 @@ import (
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/failsafe"
+	"github.com/sluicehq/sluice/internal/stores"
 	"github.com/sluicehq/sluice/memstore"
 	"github.com/sluicehq/sluice/relief"
 )
@@ -15,8 +16,8 @@ import (
 // relief.Batcher, whose units left at shutdown are refunded before the
 // store closes), the local share (-local-share: relief.Hybrid with a
 // memory store) and the over-limit cache (-local-cache) in front of st.
-func (r *remoteOptions) wrapRemote(st openedStore, localCache bool, log *slog.Logger) openedStore {
-	lim, closeStore := st.limiter, st.close
+func (r *remoteOptions) wrapRemote(st stores.Opened, localCache bool, log *slog.Logger) stores.Opened {
+	lim, closeStore := st.Limiter, st.Close
 	var res *reservations
 	if r.reserveUnits > 0 {
 		res = newReservations(lim, relief.BatchConfig{Batch: r.reserveUnits, Hold: r.reserveHold})
@@ -33,11 +34,11 @@ func (r *remoteOptions) wrapRemote(st openedStore, localCache bool, log *slog.Lo
 		// at most cacheMaxHold late.
 		lim = relief.NewOverLimitCache(lim, relief.CacheConfig{MaxHold: cacheMaxHold})
 	}
-	st.limiter = lim
+	st.Limiter = lim
 	if res != nil {
-		st.release = func(ctx context.Context) { res.release(ctx, log) }
+		st.Release = func(ctx context.Context) { res.release(ctx, log) }
 	}
-	st.close = func() {
+	st.Close = func() {
 		if local != nil {
 			local.Close()
 		}

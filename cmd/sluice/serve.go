@@ -209,7 +209,7 @@ type serveApp struct {
 	validate    func(sluice.Limit) error
 	headers     service.HeaderMode
 	policyNames service.PolicyNames // -header-policy-names
-	st          openedStore
+	st          stores.Opened
 	reg         *prometheus.Registry
 	svc         *service.Service
 	auth        *authEndpoint
@@ -259,7 +259,11 @@ func (s *serveApp) start(ctx context.Context, a *daemon.App, stdout io.Writer) e
 	if err := s.openStore(ctx); err != nil {
 		return err
 	}
-	a.OnClose(func() { s.st.shutdown(a) })
+	a.OnClose(func() {
+		ctx, cancel := a.CloseContext()
+		defer cancel()
+		s.st.Shutdown(ctx)
+	})
 	if err := s.startRLQS(ctx, a); err != nil {
 		return err
 	}
@@ -555,8 +559,8 @@ func (s *serveApp) openStore(ctx context.Context) error {
 	}
 	s.st = st
 	s.reg = daemon.NewMetricsRegistry()
-	if st.mem != nil {
-		s.reg.MustRegister(newMemstoreCollector(st.mem))
+	if st.Mem != nil {
+		s.reg.MustRegister(newMemstoreCollector(st.Mem))
 	}
 	return nil
 }
@@ -569,8 +573,8 @@ func (s *serveApp) serviceConfig() service.Config {
 	if s.rules != nil {
 		rules = s.rules
 	}
-	return service.Config{Limiter: s.st.limiter, Rules: rules, Prefix: o.prefix, KeyFormat: o.redis.ServiceKeyFormat(), ShadowMode: o.shadow,
-		Headers: s.headers, PolicyNames: s.policyNames, LegacyNames: legacyNamesFromEnv(), Logger: s.log, Registerer: s.reg, Failure: s.st.failure, Healthy: s.healthy(),
+	return service.Config{Limiter: s.st.Limiter, Rules: rules, Prefix: o.prefix, KeyFormat: o.redis.ServiceKeyFormat(), ShadowMode: o.shadow,
+		Headers: s.headers, PolicyNames: s.policyNames, LegacyNames: legacyNamesFromEnv(), Logger: s.log, Registerer: s.reg, Failure: s.st.Failure, Healthy: s.healthy(),
 		MaxDetailedSeries: o.maxDetailed, MaxOverride: uint32(o.maxOverride), MaxCost: uint64(o.maxCost),
 		MaxDescriptors: o.maxDescs, MaxEntries: o.maxEntries, MaxJSONBytesInFlight: o.jsonInFlight,
 		MaxJSONBytesPerPeer: o.jsonPerPeer, JSONBodyMinRate: cmp.Or(o.jsonMinRate, -1),
@@ -591,7 +595,7 @@ func (s *serveApp) healthy() func() bool {
 		// its HEALTHY_WITH_AT_LEAST_ONE_CONFIG_LOADED: while no config
 		// with a domain runs.
 		// s.svc is nil while service.New asks.
-		return (!store || s.st.connected() && (s.svc == nil || s.svc.StoreAvailable())) && (!cfg || s.hasConfig.Load())
+		return (!store || s.st.Connected() && (s.svc == nil || s.svc.StoreAvailable())) && (!cfg || s.hasConfig.Load())
 	}
 }
 
@@ -820,76 +824,15 @@ func loadConfigPath(ctx context.Context, opts config.Options, path string) (*con
 	return opts.LoadContext(ctx, path)
 }
 
-// shutdown releases what st holds within a's CloseContext, then closes it.
-func (st openedStore) shutdown(a *daemon.App) {
-	if st.release != nil {
-		ctx, cancel := a.CloseContext()
-		st.release(ctx)
-		cancel()
-	}
-	st.close()
-}
-
-// openedStore is the store named by -store, opened.
-type openedStore struct {
-	limiter sluice.Limiter
-	failure *service.FailurePolicy // nil for the memory store
-	close   func()
-	// release gives back what the store holds for this process (the
-	// units of -reserve-units), within its context; nil when nothing is
-	// held.
-	release func(ctx context.Context)
-	// connected reports whether the store has answered once (see
-	// redisstore.Lazy); always true for the memory store.
-	connected func() bool
-	// mem is the memory store, nil with Redis.
-	mem *memstore.Store
-}
-
-// openStoreLog opens the store named by -store: the memory store
-// configured by mem, or Redis with the failure policy of -failure-mode,
-// for the caller to apply. Redis being down is no error: the store then
-// fails every call (the failure policy answers) and reconnects in the
-// background, logging on log (see redisstore.Lazy). ro are the Redis settings
-// (nil: the URL's alone). serve's -local-cache is applied by its caller
-// (remoteOptions.wrapRemote).
-func openStoreLog(ctx context.Context, store string, ro *stores.RedisOptions, failure string, mem memstore.Config, log *slog.Logger) (openedStore, error) {
-	if stores.Is(store, stores.Memory) {
-		return openMemory(mem), nil
-	}
-	mode, err := failsafe.ParseMode(failure)
-	if err != nil {
-		return openedStore{}, err
-	}
-	rs, err := stores.OpenRedis(ctx, store, ro, log)
-	if err != nil {
-		return openedStore{}, err
-	}
-	// The service applies each rule's failure_mode (the flag sets the
-	// default) behind one breaker around the store (both stores, with
-	// -store-per-second).
-	// The store of rules whose failure_mode is local (and of every rule
-	// with -failure-mode local), while Redis fails.
-	local := memstore.New(memstore.Config{})
-	return openedStore{limiter: rs.Limiter, failure: &service.FailurePolicy{Mode: mode, Local: local, Timeout: stores.Redis.DecisionTimeout},
-		close: func() { rs.Close(); local.Close() }, connected: rs.Connected}, nil
-}
-
 // maxMemClock is the coarsest -memory-clock-resolution: coarser, refills
 // and window ends would be late by a sizeable part of a short period.
 const maxMemClock = 10 * time.Millisecond
 
-// openMemory opens the memory store configured by cfg.
-func openMemory(cfg memstore.Config) openedStore {
-	m := memstore.New(cfg)
-	return openedStore{limiter: m, close: func() { m.Close() }, connected: func() bool { return true }, mem: m}
-}
-
-// openStore is openStoreLog logging on slog's default logger, with the
+// openStore is stores.Open logging on slog's default logger, with the
 // memory store's defaults.
 func openStore(ctx context.Context, store, failure string) (sluice.Limiter, *service.FailurePolicy, func(), error) {
-	o, err := openStoreLog(ctx, store, nil, failure, memstore.Config{}, slog.Default())
-	return o.limiter, o.failure, o.close, err
+	o, err := stores.Open(ctx, store, nil, failure, memstore.Config{}, slog.Default())
+	return o.Limiter, o.Failure, o.Close, err
 }
 
 // parseTrustedProxies parses -trusted-proxies: networks or addresses

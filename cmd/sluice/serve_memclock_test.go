@@ -30,10 +30,10 @@ func TestServeMemoryClockResolutionReachesTheStore(t *testing.T) {
 		if err := s.openStore(context.Background()); err != nil {
 			t.Fatalf("%v: %v", tt.args, err)
 		}
-		if got := s.st.mem.ClockResolution(); got != tt.want {
+		if got := s.st.Mem.ClockResolution(); got != tt.want {
 			t.Errorf("%v: the memory store's clock resolution is %v, want %v", tt.args, got, tt.want)
 		}
-		s.st.close()
+		s.st.Close()
 	}
 }
 

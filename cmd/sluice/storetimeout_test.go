@@ -69,9 +69,9 @@ func TestServeStoreTimeoutIsTheDecisionDeadline(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			defer st.close()
-			if got := answeredByStore(t, *st.failure); got != tt.want {
-				t.Errorf("answered by the store: %v, want %v (failure policy's Timeout %v)", got, tt.want, st.failure.Timeout)
+			defer st.Close()
+			if got := answeredByStore(t, *st.Failure); got != tt.want {
+				t.Errorf("answered by the store: %v, want %v (failure policy's Timeout %v)", got, tt.want, st.Failure.Timeout)
 			}
 		})
 	}

@@ -560,7 +560,7 @@ func (s *serveApp) openStore(ctx context.Context) error {
 	s.st = st
 	s.reg = daemon.NewMetricsRegistry()
 	if st.Mem != nil {
-		s.reg.MustRegister(newMemstoreCollector(st.Mem))
+		s.reg.MustRegister(stores.NewMemCollector(st.Mem))
 	}
 	return nil
 }

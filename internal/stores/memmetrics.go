@@ -1,4 +1,4 @@
-package main
+package stores
 
 import (
 	"github.com/prometheus/client_golang/prometheus"
@@ -6,7 +6,7 @@ import (
 	"github.com/sluicehq/sluice/memstore"
 )
 
-// memstoreCollector exports a memory store's Stats, read once per scrape:
+// MemCollector exports a memory store's Stats, read once per scrape:
 //
 //   - sluice_memstore_keys, sluice_memstore_bytes: its size now (bytes as
 //     memstore.Config.MaxBytes counts them);
@@ -19,16 +19,17 @@ import (
 //     evicted keys whose state went to the sketch of evicted keys, and
 //     those of them merged into a wildcard (a rising rate means the sketch
 //     is saturated: new keys may start as spent as the keys merged).
-type memstoreCollector struct {
+type MemCollector struct {
 	s                       *memstore.Store
 	keys, bytes, maxBytes   *prometheus.Desc
 	evictions, sweptEntries *prometheus.Desc
 	remembered, merged      *prometheus.Desc
 }
 
-func newMemstoreCollector(s *memstore.Store) *memstoreCollector {
+// NewMemCollector returns the collector of s's Stats; s must not be nil.
+func NewMemCollector(s *memstore.Store) *MemCollector {
 	d := func(name, help string) *prometheus.Desc { return prometheus.NewDesc(name, help, nil, nil) }
-	return &memstoreCollector{
+	return &MemCollector{
 		s:            s,
 		keys:         d("sluice_memstore_keys", "Keys the memory store holds."),
 		bytes:        d("sluice_memstore_bytes", "Heap bytes the memory store's keys take (keys, states, sliding log entries)."),
@@ -41,14 +42,14 @@ func newMemstoreCollector(s *memstore.Store) *memstoreCollector {
 }
 
 // Describe sends the descriptions of the collector's metrics.
-func (c *memstoreCollector) Describe(ch chan<- *prometheus.Desc) {
+func (c *MemCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{c.keys, c.bytes, c.maxBytes, c.evictions, c.sweptEntries, c.remembered, c.merged} {
 		ch <- d
 	}
 }
 
 // Collect reads the store's Stats once and sends the metrics.
-func (c *memstoreCollector) Collect(ch chan<- prometheus.Metric) {
+func (c *MemCollector) Collect(ch chan<- prometheus.Metric) {
 	st := c.s.Stats()
 	ch <- prometheus.MustNewConstMetric(c.keys, prometheus.GaugeValue, float64(st.Keys))
 	ch <- prometheus.MustNewConstMetric(c.bytes, prometheus.GaugeValue, float64(st.Bytes))

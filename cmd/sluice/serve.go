@@ -34,6 +34,7 @@ import (
 	"github.com/sluicehq/sluice/internal/envflag"
 	"github.com/sluicehq/sluice/internal/ratelimitenv"
 	"github.com/sluicehq/sluice/internal/stores"
+	"github.com/sluicehq/sluice/internal/telemetry"
 	"github.com/sluicehq/sluice/memstore"
 	"github.com/sluicehq/sluice/service"
 )
@@ -221,8 +222,8 @@ type serveApp struct {
 	grpcTLS *daemon.GRPCTLS     // -grpc-tls's; nil: plaintext gRPC
 	debug   *daemon.DebugServer // -debug-addr's; nil: none
 
-	telSet telemetrySettings // TRACING_*, USE_STATSD and the rest
-	tel    *telemetry
+	telSet telemetry.Settings // TRACING_*, USE_STATSD and the rest
+	tel    *telemetry.Telemetry
 
 	known bool // sum is the fingerprint of the config files
 	// hasConfig is whether the running config has a domain (see
@@ -280,7 +281,7 @@ func (s *serveApp) start(ctx context.Context, a *daemon.App, stdout io.Writer) e
 	s.svc = svc
 	s.serviceStarted(svc)
 	a.OnClose(func() { svc.Close() })
-	if err := s.tel.attach(svc, s.telSet); err != nil {
+	if err := s.tel.Attach(svc, s.telSet); err != nil {
 		return err
 	}
 	if s.xds == nil && s.rules != nil {
@@ -375,7 +376,7 @@ func parseServeFlags(args []string, stdout, stderr io.Writer) (s *serveApp, code
 		"metrics series per detailed_metric rule at most (one per descriptor); past them, the rule's FULLKEY#other series counts")
 	o.rules = readRuleOptions(envErr)
 	s.xds = xdsFromEnv(envErr)
-	s.telSet = telemetryFromEnv(envErr)
+	s.telSet = telemetry.FromEnv(envErr)
 	code, done = parseCommandLine(fs, args, stdout, stderr, serveUsage, 0)
 	return s, code, done
 }
@@ -452,7 +453,7 @@ func (s *serveApp) checkOptions() error {
 	if err := s.checkXDS(); err != nil {
 		return err
 	}
-	ignored, moot := xdsNotActedOn(s.xds, slices.Concat(ratelimitenv.NotActedOn(), o.storeNotActedOn(), s.telSet.notActedOn())), append(mootFlags(s.fs, o), o.listen.NotActedOn(s.fs)...)
+	ignored, moot := xdsNotActedOn(s.xds, slices.Concat(ratelimitenv.NotActedOn(), o.storeNotActedOn(), s.telSet.NotActedOn())), append(mootFlags(s.fs, o), o.listen.NotActedOn(s.fs)...)
 	if len(ignored) > 0 || len(moot) > 0 {
 		s.log.Info("accepted and not acted on", "env", strings.Join(ignored, ","), "flags", strings.Join(moot, ","))
 	}
@@ -662,7 +663,7 @@ func (s *serveApp) configSource() (*daemon.Reloader, error) {
 // grpcServerOptions returns the gRPC server's options: the service's and
 // the listener's bounds, tracing's, and the TLS credentials of -grpc-tls.
 func (s *serveApp) grpcServerOptions() []grpc.ServerOption {
-	opts := slices.Concat(service.GRPCServerOptions(), s.o.listen.GRPCOptions(), s.tel.grpcOptions())
+	opts := slices.Concat(service.GRPCServerOptions(), s.o.listen.GRPCOptions(), s.tel.GRPCOptions())
 	if s.grpcTLS != nil {
 		opts = append(opts, s.grpcTLS.ServerOption())
 	}
@@ -713,7 +714,7 @@ func (s *serveApp) startServers(a *daemon.App) {
 	mux := http.NewServeMux()
 	mux.Handle(service.ForwardAuthPath, s.auth)
 	mux.Handle("/", s.svc.Handler())
-	hs := s.o.listen.HTTPServer(s.tel.handler(mux), s.log)
+	hs := s.o.listen.HTTPServer(s.tel.Handler(mux), s.log)
 	watches := &daemon.WatchDrain{}
 	a.OnDrain(watches.Drain)
 	gs := grpc.NewServer(append(s.grpcServerOptions(), grpc.ChainStreamInterceptor(watches.Intercept))...)

@@ -18,6 +18,7 @@ import (
 	"github.com/sluicehq/sluice/config"
 	"github.com/sluicehq/sluice/config/configtest"
 	"github.com/sluicehq/sluice/internal/envflag"
+	"github.com/sluicehq/sluice/internal/telemetry"
 	"github.com/sluicehq/sluice/internal/tracing/otlptest"
 	"github.com/sluicehq/sluice/memstore"
 	"github.com/sluicehq/sluice/service"
@@ -109,12 +110,12 @@ func BenchmarkRLSTelemetry(b *testing.B) {
 func telemetryBenchServer(b *testing.B, rules *config.Config) pb.RateLimitServiceClient {
 	b.Helper()
 	var errs envflag.Errs
-	set := telemetryFromEnv(&errs)
+	set := telemetry.FromEnv(&errs)
 	if len(errs) > 0 {
 		b.Fatal(errs)
 	}
 	log := quietTelemetryLog()
-	tel, err := startTelemetry(context.Background(), set, log)
+	tel, err := telemetry.Start(context.Background(), set, log)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -123,17 +124,17 @@ func telemetryBenchServer(b *testing.B, rules *config.Config) pb.RateLimitServic
 	if err != nil {
 		b.Fatal(err)
 	}
-	if err := tel.attach(svc, set); err != nil {
+	if err := tel.Attach(svc, set); err != nil {
 		b.Fatal(err)
 	}
 	// Registered first, so run after grpcClient's: once the server stopped.
 	b.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
-		tel.shutdown(ctx, log)
+		tel.Shutdown(ctx, log)
 		store.Close()
 	})
-	return grpcClient(b, svc, tel.grpcOptions()...)
+	return grpcClient(b, svc, tel.GRPCOptions()...)
 }
 
 // benchCalls makes b.N calls from conc goroutines, after a warm-up, and

@@ -251,6 +251,9 @@ var packages = map[string]pkgRule{
 	// format. It builds servers out of faces (gateway's HTTP server, the
 	// admin API and its page), so it is wiring, which cmd/sluice imports.
 	"internal/daemon": {layer: wiring},
+	// serve's tracing and statsd, set up from envoyproxy/ratelimit's
+	// variables; it hands the service its statsd store, so it is wiring.
+	"internal/telemetry": {layer: wiring},
 }
 
 // prefixLayers places packages the table does not name: every main package
@@ -582,6 +585,7 @@ func cleanGraph() []string {
 		"plans: . std:log/slog",
 		"pgstore/pgplans: pgstore plans",
 		"internal/stores: memstore redisstore pgstore internal/redact",
+		"internal/telemetry: service internal/tracing internal/statsd",
 		"admin: . plans std:net/http",
 		"admin/page: . config service internal/topk internal/keyhash std:net/http",
 		"internal/topk: std:sync",

@@ -6,7 +6,8 @@ import (
 	"strconv"
 	"sync"
 	"time"
-	"unicode/utf8"
+
+	strclip "github.com/sluicehq/sluice/internal/clip"
 )
 
 // MaxLogField is the most bytes of a client-supplied value (the path, the
@@ -19,14 +20,11 @@ const MaxLogField = 256
 // an audit line goes through it, so that a line's size is bounded whatever
 // the request.
 func clip(s string, n int) string {
-	if len(s) <= n {
+	head, cut := strclip.Cut(s, n)
+	if !cut {
 		return s
 	}
-	i := n
-	for i > 0 && !utf8.RuneStart(s[i]) {
-		i--
-	}
-	return s[:i] + "…(+" + strconv.Itoa(len(s)-i) + " bytes)"
+	return head + "…(+" + strconv.Itoa(len(s)-len(head)) + " bytes)"
 }
 
 // Bounds of the audit log of refused authentication (see auditGate).

@@ -54,6 +54,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	cut "github.com/sluicehq/sluice/internal/clip"
+
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -699,12 +701,7 @@ func (s *Store) tooManyKeys(key string, start time.Time) error {
 
 // clip cuts a client-chosen name to at most 64 bytes for a message or a
 // log line.
-func clip(s string) string {
-	if len(s) <= 64 {
-		return s
-	}
-	return s[:64] + "…"
-}
+func clip(s string) string { return cut.Ellipsis(s, 64) }
 
 // hash is the row's key: SHA-256 of the key, an index entry of fixed size
 // whatever the key's length.

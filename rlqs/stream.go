@@ -3,11 +3,12 @@ package rlqs
 import (
 	"context"
 	"errors"
-	"fmt"
 	"io"
 	"maps"
 	"math"
 	"time"
+
+	"github.com/sluicehq/sluice/internal/clip"
 
 	rlqspb "github.com/envoyproxy/go-control-plane/envoy/service/rate_limit_quota/v3"
 	typev3 "github.com/envoyproxy/go-control-plane/envoy/type/v3"
@@ -507,9 +508,4 @@ func (c *stream) forget(b *bucket) {
 }
 
 // truncate shortens a client's string for an error message.
-func truncate(s string) string {
-	if len(s) > 64 {
-		return fmt.Sprintf("%s…", s[:64])
-	}
-	return s
-}
+func truncate(s string) string { return clip.Ellipsis(s, 64) }

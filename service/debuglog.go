@@ -5,7 +5,8 @@ import (
 	"log/slog"
 	"strconv"
 	"strings"
-	"unicode/utf8"
+
+	"github.com/sluicehq/sluice/internal/clip"
 
 	"github.com/sluicehq/sluice/config"
 )
@@ -50,14 +51,11 @@ func (s *Service) logDecision(ctx context.Context, domain string, i int, p *plan
 // bounded returns s cut to maxLogField bytes (at a rune's start), with
 // its full length after the cut.
 func bounded(s string) string {
-	if len(s) <= maxLogField {
+	head, cut := clip.Cut(s, maxLogField)
+	if !cut {
 		return s
 	}
-	cut := maxLogField
-	for cut > 0 && !utf8.RuneStart(s[cut]) {
-		cut--
-	}
-	return s[:cut] + "…(" + strconv.Itoa(len(s)) + " bytes)"
+	return head + "…(" + strconv.Itoa(len(s)) + " bytes)"
 }
 
 // entriesText spells a descriptor's entries as key=value joined by

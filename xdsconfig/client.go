@@ -21,7 +21,8 @@ import (
 	"math/rand/v2"
 	"sync"
 	"time"
-	"unicode/utf8"
+
+	"github.com/sluicehq/sluice/internal/clip"
 
 	core "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	discovery "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
@@ -438,9 +439,6 @@ func bounded(s string, max int) string {
 	if len(s) <= max {
 		return s
 	}
-	cut := max - 64 // room for the note
-	for cut > 0 && !utf8.RuneStart(s[cut]) {
-		cut--
-	}
-	return fmt.Sprintf("%s… (cut; %d bytes in all)", s[:cut], len(s))
+	head, _ := clip.Cut(s, max-64) // room for the note
+	return fmt.Sprintf("%s… (cut; %d bytes in all)", head, len(s))
 }

@@ -13,6 +13,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/sluicehq/sluice/internal/clip"
+
 	rlpb "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
 	pb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"google.golang.org/protobuf/types/known/wrapperspb"
@@ -249,9 +251,5 @@ func parseTry(domain, text string) (*pb.RateLimitRequest, TryResult, error) {
 	return &pb.RateLimitRequest{Domain: domain, Descriptors: []*rlpb.RateLimitDescriptor{d}}, res, nil
 }
 
-func truncate(s string) string {
-	if len(s) > 64 {
-		return s[:64] + "…"
-	}
-	return s
-}
+// truncate cuts a client's string to 64 bytes for a message (clip.Ellipsis).
+func truncate(s string) string { return clip.Ellipsis(s, 64) }

@@ -196,6 +196,7 @@ var packages = map[string]pkgRule{
 		edgeSQL:     "only database/sql/driver's interfaces, through github.com/google/uuid in OpenTelemetry's resource package",
 	}},
 	"internal/statsd": {layer: support},
+	"internal/clip":   {layer: support},
 	"internal/daemontest": {layer: support, testOnly: true, grants: map[string]string{
 		edgeTesting: "it is the helpers the tests of internal/daemon and cmd/sluice share",
 		edgeGRPC:    "it dials the servers under test and asks their health service",
@@ -286,6 +287,7 @@ var allowedEdges = []allowedEdge{
 	{from: "redisstore", to: "internal/safefile", why: "LoadTLS reads the PEM files REDIS_TLS_* name as every file is read: a regular file under a cap, within a deadline"},
 	{from: "redisstore", to: "internal/redact", why: "its URL errors mask the URL's secrets by the one rule every printed URL follows"},
 	{from: "redisstore", to: "internal/backoff", why: "a Lazy store reconnects with the one back-off of the remote stores, which the PostgreSQL ping at start shares"},
+	{from: "pgstore", to: "internal/clip", why: "a client's group name in its messages is cut by the one rule of every cut string: a bound in bytes, never inside a rune"},
 	{from: "pgstore", to: "internal/redact", why: "Open's errors mask the connection string's secrets, whatever the driver echoes, by the one rule every printed URL follows"},
 }
 
@@ -602,6 +604,7 @@ func cleanGraph() []string {
 		"internal/eventq: std:time",
 		"internal/bodyrate: std:time",
 		"internal/redact: std:net/url std:strings",
+		"internal/clip: std:unicode/utf8",
 		"internal/envflag: std:flag std:os std:time",
 		"internal/backoff: std:context std:time",
 		"internal/ratelimitenv: internal/envflag std:os",

@@ -45,9 +45,9 @@ func TestServeCachesDenialsByDefaultWithARemoteStore(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			defer st.close()
-			if _, got := st.limiter.(*relief.OverLimitCache); got != tt.wantCache {
-				t.Errorf("over-limit cache in front of the store: %v, want %v (%T)", got, tt.wantCache, st.limiter)
+			defer st.Close()
+			if _, got := st.Limiter.(*relief.OverLimitCache); got != tt.wantCache {
+				t.Errorf("over-limit cache in front of the store: %v, want %v (%T)", got, tt.wantCache, st.Limiter)
 			}
 			if got := slices.Contains(mootFlags(s.fs, &s.o), "-local-cache"); got != tt.wantMoot {
 				t.Errorf("-local-cache named as not acted on: %v, want %v", got, tt.wantMoot)

@@ -284,13 +284,13 @@ func (p *proxyApp) openFileSettings(ctx context.Context, a *daemon.App) error {
 // with it is logged as not acted on).
 func (p *proxyApp) openLimiter(ctx context.Context, a *daemon.App) error {
 	memCfg := p.o.memory.config(p.file)
-	st, err := openStoreLog(ctx, p.o.store, nil, p.o.failure, memCfg, slog.Default())
+	st, err := stores.Open(ctx, p.o.store, nil, p.o.failure, memCfg, slog.Default())
 	if err != nil {
 		return err
 	}
-	a.OnClose(st.close)
-	limiter, failure := st.limiter, st.failure
-	p.limiter, p.mem = limiter, st.mem
+	a.OnClose(st.Close)
+	limiter, failure := st.Limiter, st.Failure
+	p.limiter, p.mem = limiter, st.Mem
 	if failure == nil {
 		p.logMemoryMoot()
 		return nil
@@ -367,7 +367,7 @@ func (p *proxyApp) failsafeConfig(limiter sluice.Limiter, failure *service.Failu
 func (p *proxyApp) openMetrics() error {
 	p.reg = daemon.NewMetricsRegistry()
 	if p.mem != nil {
-		p.reg.MustRegister(newMemstoreCollector(p.mem))
+		p.reg.MustRegister(stores.NewMemCollector(p.mem))
 	}
 	var err error
 	if p.limits, err = httplimit.NewMetrics(p.reg); err != nil {

@@ -9,13 +9,13 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/sluicehq/sluice/internal/daemon"
+	"github.com/sluicehq/sluice/internal/progress"
 	"github.com/sluicehq/sluice/internal/redact"
 	"github.com/sluicehq/sluice/internal/stores"
 	"github.com/sluicehq/sluice/pgstore"
@@ -88,7 +88,7 @@ func runPrune(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	}
 	defer pool.Close()
 	// The bar (on a terminal) is cleared before anything is printed.
-	done := steps(progressOf(stderr, "pruning"), 250*time.Millisecond)
+	done := progress.Steps(progress.OnTerminal(stderr, "pruning"), 250*time.Millisecond)
 	before := time.Now().Add(-age)
 	p, err := pgstore.Prune(ctx, pool, before)
 	done(0.5)
@@ -177,7 +177,7 @@ func runMigrate(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	}
 	ctx, cancel := context.WithTimeout(ctx, *timeout)
 	defer cancel()
-	before, after, err := migrate(ctx, url, steps(progressOf(stderr, "migrating"), 250*time.Millisecond))
+	before, after, err := migrate(ctx, url, progress.Steps(progress.OnTerminal(stderr, "migrating"), 250*time.Millisecond))
 	if err != nil {
 		return fail(1, stores.Name(url)+":", err)
 	}
@@ -210,47 +210,6 @@ func printMigrations(w io.Writer, db string, before, after []appliedMigration) {
 type appliedMigration struct {
 	Version int32
 	Name    string
-}
-
-// steps returns bar (nil: none) as the report of work done in steps: a
-// share from 0 to 1. Between steps it redraws the bar every tick, so that
-// a long step (waiting for another migration's lock) still shows the bar
-// once progressBar's half second has passed; 1 clears the bar and stops
-// the redrawing, and must be reported. Safe for one caller.
-func steps(bar func(float64), tick time.Duration) func(float64) {
-	if bar == nil {
-		return func(float64) {}
-	}
-	var mu sync.Mutex
-	share, stop := 0.0, make(chan struct{})
-	go func() {
-		t := time.NewTicker(tick)
-		defer t.Stop()
-		for {
-			select {
-			case <-stop:
-				return
-			case <-t.C:
-				mu.Lock()
-				if share < 1 {
-					bar(share)
-				}
-				mu.Unlock()
-			}
-		}
-	}()
-	return func(f float64) {
-		mu.Lock()
-		defer mu.Unlock()
-		if share >= 1 {
-			return
-		}
-		share = f
-		bar(f)
-		if f >= 1 {
-			close(stop)
-		}
-	}
 }
 
 // migrate applies pgstore's migrations to the database at url and returns

@@ -17,6 +17,7 @@ import (
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/adaptive"
+	"github.com/sluicehq/sluice/internal/progress"
 	"github.com/sluicehq/sluice/internal/safefile"
 	"github.com/sluicehq/sluice/sim"
 )
@@ -120,7 +121,7 @@ func simulate(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "sluice simulate:", err)
 		return code
 	}
-	c.Progress = progress(stderr)
+	c.Progress = progress.OnTerminal(stderr, "simulating")
 	rep, err := sim.Run(c, p)
 	if err != nil {
 		fmt.Fprintln(stderr, "sluice simulate:", err)
@@ -261,7 +262,7 @@ func accuracy(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "sluice simulate accuracy:", err)
 		return 2
 	}
-	c.Progress = progress(stderr)
+	c.Progress = progress.OnTerminal(stderr, "simulating")
 	a, err := sim.RunAccuracy(c)
 	if err != nil {
 		fmt.Fprintln(stderr, "sluice simulate accuracy:", err)
@@ -372,43 +373,4 @@ func writeChart(rep chartWriter, name string) error {
 		return err
 	}
 	return f.Close()
-}
-
-// progress returns a progress callback that draws on stderr when stderr is
-// a terminal, or nil when it is not (a pipe, a file, a test's buffer): a
-// log or a CI job gets no bar.
-func progress(stderr io.Writer) func(float64) { return progressOf(stderr, "simulating") }
-
-// progressOf is progress with the bar's label (what is being done:
-// "migrating").
-func progressOf(stderr io.Writer, label string) func(float64) {
-	f, ok := stderr.(*os.File)
-	if !ok {
-		return nil
-	}
-	if fi, err := f.Stat(); err != nil || fi.Mode()&os.ModeCharDevice == 0 {
-		return nil
-	}
-	return progressBar(stderr, label, time.Now)
-}
-
-// progressBar draws, on w, label and the share done of the work as a bar, at most
-// once per percent and not before half a second has passed (per now), so
-// that short runs print nothing; it clears its line at the end.
-func progressBar(w io.Writer, label string, now func() time.Time) func(float64) {
-	start := now()
-	last := -1
-	return func(done float64) {
-		pct := int(done * 100)
-		if pct == last || now().Sub(start) < 500*time.Millisecond && done < 1 {
-			return
-		}
-		last = pct
-		const width = 30
-		n := pct * width / 100
-		fmt.Fprintf(w, "\r%s [%s%s] %3d%%", label, strings.Repeat("#", n), strings.Repeat(".", width-n), pct)
-		if done >= 1 {
-			fmt.Fprint(w, "\r\033[K")
-		}
-	}
 }

@@ -5,7 +5,6 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 )
 
 // gcra is token_bucket's other name: naming both gives one row, not two
@@ -52,30 +51,5 @@ func TestSimulateSaysWhereItWroteItsCharts(t *testing.T) {
 	}
 	if strings.Contains(out.String(), "chart") {
 		t.Errorf("the chart's line reached stdout, the JSON report: %s", out.String())
-	}
-}
-
-// The progress bar: none for output that is not a terminal, none in the
-// first half second, then at most a line per percent, cleared at the end.
-func TestProgressBarOnlyOnATerminalAfterHalfASecond(t *testing.T) {
-	if progress(&bytes.Buffer{}) != nil {
-		t.Fatal("a progress bar on a buffer")
-	}
-	now := time.Unix(0, 0)
-	var w bytes.Buffer
-	bar := progressBar(&w, "simulating", func() time.Time { return now })
-	bar(0.1)
-	if w.Len() != 0 {
-		t.Fatalf("drawn before half a second: %q", w.String())
-	}
-	now = now.Add(time.Second)
-	bar(0.5)
-	bar(0.501)
-	if got := w.String(); strings.Count(got, "\r") != 1 || !strings.Contains(got, " 50%") {
-		t.Fatalf("after a second: %q, want one line at 50%%", got)
-	}
-	bar(1)
-	if !strings.HasSuffix(w.String(), "\r\033[K") {
-		t.Fatalf("the end does not clear the line: %q", w.String())
 	}
 }

@@ -168,6 +168,7 @@ var packages = map[string]pkgRule{
 	"internal/envflag":      {layer: support},
 	"internal/backoff":      {layer: support},
 	"internal/ratelimitenv": {layer: support},
+	"internal/progress":     {layer: support},
 	"internal/promreg": {layer: support, grants: map[string]string{
 		edgeMetrics: "it registers Prometheus collectors for the faces",
 		edgeHTTP:    "only through Prometheus's client library",
@@ -608,6 +609,7 @@ func cleanGraph() []string {
 		"internal/envflag: std:flag std:os std:time",
 		"internal/backoff: std:context std:time",
 		"internal/ratelimitenv: internal/envflag std:os",
+		"internal/progress: std:os",
 		"config/configtest: config std:testing",
 		"httplimit/httplimittest: internal/clocktest std:testing std:net/http github.com/prometheus/client_golang/prometheus",
 		"internal/promreg: github.com/prometheus/client_golang/prometheus",

@@ -216,7 +216,9 @@ func (a *API) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	} else {
 		who, status, msg = a.authenticate(r)
 	}
-	refused := status != 0 || who == "bad-link" || who == "bad-token" // for its credentials: anyone can send these
+	// Refused for its credentials, or a sign-in call that signed no one in:
+	// anyone can send these, so they are audited at a bounded rate.
+	refused := status != 0 || who == "bad-link" || who == "bad-token" || login && who != "login-link" && who != "token-form"
 	if status == 0 && strings.HasPrefix(who, "session:") && crossSite(r) {
 		status, msg = http.StatusForbidden, "cross-site request refused: a browser sent it from another site or origin with the page's session"
 	}

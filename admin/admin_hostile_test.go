@@ -227,3 +227,24 @@ func TestAdminRefusesNamesAndZonesTheConfigRefuses(t *testing.T) {
 		}
 	}
 }
+
+// The sign-in path is open to anyone, so a flood of it (the form fetched,
+// a wrong method, a cross-site post) is audited at the bounded rate of
+// other calls without credentials, not a line per call.
+func TestLoginPathFloodIsAuditedAtABoundedRate(t *testing.T) {
+	var buf bytes.Buffer
+	clock := clocktest.At(time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC))
+	api := admin.New(admin.Config{Token: []byte(token), Clock: clock, SessionPaths: "/page", Logger: slog.New(slog.NewJSONHandler(&buf, nil))})
+	for i := range 900 {
+		method := []string{"GET", "DELETE", "POST"}[i%3]
+		r := httptest.NewRequest(method, admin.LoginPath, nil)
+		if method == "POST" {
+			r.Header.Set("Sec-Fetch-Site", "cross-site")
+		}
+		r.RemoteAddr = "192.0.2.1:1000"
+		api.ServeHTTP(httptest.NewRecorder(), r)
+	}
+	if lines := strings.Count(buf.String(), "\n"); lines > 10 {
+		t.Fatalf("%d audit lines (%d bytes) for 900 sign-in calls without credentials from one peer, want at most 10", lines, buf.Len())
+	}
+}

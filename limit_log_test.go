@@ -45,3 +45,15 @@ func TestLogEntriesAndPrecision(t *testing.T) {
 }
 
 func withPrecision(l sluice.Limit, p time.Duration) sluice.Limit { l.Precision = p; return l }
+
+// A bucketed sliding window with a calendar is refused as any sliding
+// window with a calendar is: the bucket check once passed it on without
+// looking at the calendar, and memstore and Redis then decided it two
+// different ways.
+func TestBucketedLimitWithACalendarIsRefused(t *testing.T) {
+	lim := sluice.Limit{Algorithm: sluice.SlidingWindow, Rate: 10, Period: 24 * time.Hour, Buckets: 4,
+		Calendar: sluice.Calendar{Location: time.UTC, Unit: sluice.CalendarDay}}
+	if err := lim.Validate(); !errors.Is(err, sluice.ErrInvalidLimit) {
+		t.Fatalf("Validate(%+v) = %v, want an error wrapping ErrInvalidLimit", lim, err)
+	}
+}

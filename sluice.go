@@ -440,10 +440,8 @@ func (l Limit) Validate() error {
 		return fmt.Errorf("%w: precision %v must be between 1ns and the period %v", ErrInvalidLimit, l.Precision, l.Period)
 	case l.CountRejected && l.Algorithm != SlidingWindow:
 		return fmt.Errorf("%w: count-rejected applies only to sliding_window, not %v", ErrInvalidLimit, l.Algorithm)
-	case l.Buckets > 1:
-		if err := l.validateBuckets(); err != nil {
-			return err
-		}
+	case l.Buckets > 1 && l.validateBuckets() != nil:
+		return l.validateBuckets()
 	case !l.Calendar.IsZero():
 		return l.validateCalendar()
 	}

@@ -226,4 +226,13 @@ func TestHostileValuesOfLimitsNotBillableLeaveNoRowsOnceTheirPeriodEnds(t *testi
 			t.Errorf("Usage(%s) after the sweep = %+v, %v; want its billable period kept", k, u, err)
 		}
 	}
+	// The groups' key counts of ended periods go too (groups a client's
+	// values can name, with nested descriptors): the current period's stays.
+	var groups int64
+	if err := s.Pool().QueryRow(ctx, "SELECT count(*) FROM sluice_usage_groups").Scan(&groups); err != nil {
+		t.Fatal(err)
+	}
+	if groups != 1 {
+		t.Errorf("%d rows of groups' key counts after the sweep, want 1: the current period's", groups)
+	}
 }

@@ -82,11 +82,17 @@ const sweepSQL = `DELETE FROM sluice_usage WHERE ctid = ANY (ARRAY(
 // (with the error, if ctx ended or the database failed on the way). Their
 // rows are the counts of periods no decision counts in any more, and no
 // ledger: it is what keeps keys that clients choose from growing the table.
-// Billable periods, and every period that has not ended, are left alone.
+// It also deletes the groups' key counts (Config.MaxKeysPerGroup) of the
+// periods that ended by then, which no decision reads any more and whose
+// group names a client's values may choose. Billable periods' usage rows,
+// and every period that has not ended, are left alone.
 // Store runs it in the background with Config.SweepEvery; `sluice migrate
 // prune` runs it with Prune.
 func Sweep(ctx context.Context, pool *pgxpool.Pool, before time.Time) (int64, error) {
 	n, err := deleteBatches(ctx, pool.Exec, sweepSQL, before)
+	if err == nil {
+		_, err = deleteBatches(ctx, pool.Exec, pruneGroupsSQL, before)
+	}
 	if err != nil {
 		return n, fmt.Errorf("pgstore: sweeping: %w", err)
 	}
@@ -131,8 +137,12 @@ func (s *Store) sweepOnce(ctx context.Context, every time.Duration) error {
 		return err
 	}
 	defer conn.Release()
-	n, err := deleteBatches(ctx, conn.Exec, sweepSQL, s.now().Add(-SweepGrace))
+	before := s.now().Add(-SweepGrace)
+	n, err := deleteBatches(ctx, conn.Exec, sweepSQL, before)
 	s.swept.Add(n)
+	if err == nil {
+		_, err = deleteBatches(ctx, conn.Exec, pruneGroupsSQL, before)
+	}
 	if err != nil {
 		return fmt.Errorf("pgstore: sweeping: %w", err)
 	}

@@ -106,13 +106,16 @@ func evalJS[T any](t *testing.T, ctx context.Context, expr string) T {
 	return v
 }
 
+// pageCfg's limits are token buckets of an hour: a fixed window of a
+// minute reset under a test that crossed the minute (bob's 2 spent came
+// back as 3 remaining), and a bucket refills one request in 20 minutes.
 const pageCfg = `domain: web
 descriptors:
   - key: user
-    rate_limit: {unit: minute, requests_per_unit: 3}
+    rate_limit: {unit: hour, requests_per_unit: 3, algorithm: token_bucket}
   - key: path
     shadow_mode: true
-    rate_limit: {unit: minute, requests_per_unit: 1}
+    rate_limit: {unit: hour, requests_per_unit: 1, algorithm: token_bucket}
 `
 
 func webReq(key, value string) string {

@@ -1,0 +1,289 @@
+#!/usr/bin/env bash
+# cluster.sh: Sluice as a fleet on one machine. For each number of shards M
+# (SHARDS) it starts an M-shard Redis Cluster (redis-server processes in a
+# temporary directory; `redis-cli --cluster create` for 3 shards or more,
+# CLUSTER ADDSLOTSRANGE and CLUSTER MEET below 3, which redis-cli refuses),
+# and for each number of processes N (PROCS) it starts N `sluice serve`
+# processes (built once) on that cluster with one rule, drives Zipf load at
+# them over the RLS gRPC API with bench/clusterload, and prints one row:
+# aggregate decisions/s, Sluice's and redis-server's CPU per decision (every
+# process's utime + stime from /proc/PID/stat, before and after the timed
+# interval), Redis script calls per decision, and the admitted count against
+# the limit. Every process it starts is stopped when it exits, on a signal
+# too, and its directory removed.
+#
+# Usage, from anywhere in the repository:
+#
+#	bench/cluster.sh                      # 1 and 3 shards × 1, 2 and 4 processes
+#	SHARDS=3 PROCS=4 DURATION=20s bench/cluster.sh
+#
+# Knobs, with their defaults:
+#
+#	SHARDS="1 3"      Redis Cluster sizes (masters, no replicas)
+#	PROCS="1 2 4"     sluice serve processes per row
+#	CONC=32           concurrent calls per sluice serve process (one gRPC
+#	                  connection each, as one Envoy worker keeps)
+#	KEYS=10000        descriptor values user=000000 …
+#	ZIPF_S=1.1        Zipf exponent: value i drawn with weight 1/(1+i)^s
+#	LIMIT=100         the rule: LIMIT per second (fixed window), per value
+#	WARMUP=2s         load before the timed interval (counted in admitted)
+#	DURATION=8s       the timed interval
+#	SERVE_FLAGS=      more flags for sluice serve (such as -local-cache=false,
+#	                  -redis-coalesce-wait 0); default: its defaults
+#	SLUICE=           a sluice binary to use instead of building one
+#	KEEP=             1: keep the work directory (logs)
+#
+# The table's columns: decisions/s over the timed interval (all processes);
+# refused, the share answered OVER_LIMIT; Sluice CPU and Redis CPU, µs per
+# decision summed over the processes; Redis calls, script calls (EVALSHA)
+# per decision summed over the shards, and Redis µs per call; client CPU,
+# the load generator's; fallback, decisions sluice serve's failure policy
+# answered without Redis (sluice_rls_store_errors_total); admitted and
+# ideal over the whole run (warm-up included): ideal is Σ min(sent, LIMIT)
+# per value and window, over and under what was admitted past the limit
+# and short of the ideal (see bench/clusterload). The machine's load
+# average is given before and after each row: every process shares its
+# cores, the load generator's too, so the CPU per decision is the figure to
+# read and decisions/s an indication.
+set -uo pipefail
+
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+root=$(cd "$here/.." && pwd)
+SHARDS=${SHARDS:-"1 3"}
+PROCS=${PROCS:-"1 2 4"}
+CONC=${CONC:-32}
+KEYS=${KEYS:-10000}
+ZIPF_S=${ZIPF_S:-1.1}
+LIMIT=${LIMIT:-100}
+WARMUP=${WARMUP:-2s}
+DURATION=${DURATION:-8s}
+SERVE_FLAGS=${SERVE_FLAGS:-}
+
+say() { echo "cluster.sh: $*" >&2; }
+load() { cut -d' ' -f1-3 /proc/loadavg; }
+
+for bin in redis-server redis-cli go curl; do
+	if ! command -v "$bin" >/dev/null 2>&1; then
+		say "$bin not found in PATH (Debian: apt-get install redis-server redis-tools curl)"
+		exit 1
+	fi
+done
+
+work=$(mktemp -d)
+pids=() # every process started and not yet stopped, stopped at exit
+# stop_pids stops the processes (this script's children), waits for them
+# and forgets them, so that no exited process's ID is signalled later.
+stop_pids() {
+	local p q keep=()
+	for p in "$@"; do
+		kill "$p" 2>/dev/null || true
+	done
+	for p in "$@"; do
+		wait "$p" 2>/dev/null || true
+	done
+	for q in "${pids[@]}"; do
+		for p in "$@"; do
+			[ "$q" = "$p" ] && continue 2
+		done
+		keep+=("$q")
+	done
+	pids=("${keep[@]}")
+}
+cleanup() {
+	stop_pids "${pids[@]}"
+	if [ "${KEEP:-}" = 1 ]; then
+		say "kept $work"
+	else
+		rm -rf "$work"
+	fi
+}
+trap cleanup EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+
+# free_port VAR [bus] sets VAR to a loopback port nothing listens on, from a
+# range below the ephemeral one (not in a subshell: it moves next_port on);
+# with "bus", its cluster bus port (+10000) is free too.
+next_port=$((20000 + ($$ * 7) % 5000))
+listening() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
+free_port() {
+	while :; do
+		next_port=$((next_port + 1))
+		[ "$next_port" -lt 29999 ] || next_port=20000
+		listening "$next_port" && continue
+		[ "${2:-}" = bus ] && listening $((next_port + 10000)) && continue
+		printf -v "$1" '%s' "$next_port"
+		return
+	done
+}
+
+say "building sluice and clusterload"
+if [ -n "${SLUICE:-}" ]; then
+	cp "$SLUICE" "$work/sluice"
+else
+	(cd "$root" && go build -o "$work/sluice" ./cmd/sluice) || exit 1
+fi
+(cd "$here" && go build -o "$work/clusterload" ./clusterload) || exit 1
+
+cat >"$work/rules.yaml" <<EOF
+domain: bench
+descriptors:
+  - key: user
+    rate_limit:
+      unit: second
+      requests_per_unit: $LIMIT
+EOF
+
+commit=$(git -C "$root" describe --always --dirty 2>/dev/null || echo unknown)
+cpu_model=$(awk -F'\t*: ' '$1 == "model name" {print $2; exit}' /proc/cpuinfo 2>/dev/null)
+machine="$(nproc) CPUs (${cpu_model:-unknown CPU}), kernel $(uname -r)"
+clk_tck=$(getconf CLK_TCK)
+
+redis_pids=() redis_ports=()
+
+# start_cluster M starts M cluster-enabled redis-servers and makes them one
+# cluster with every slot served.
+start_cluster() {
+	local m=$1 i p dir
+	redis_pids=() redis_ports=()
+	for i in $(seq "$m"); do
+		free_port p bus
+		dir=$work/redis-$m-$i
+		mkdir -p "$dir"
+		redis-server --port "$p" --bind 127.0.0.1 --dir "$dir" --save "" --appendonly no \
+			--cluster-enabled yes --cluster-config-file nodes.conf --cluster-node-timeout 5000 \
+			>"$dir/log" 2>&1 &
+		pids+=($!)
+		redis_pids+=($!)
+		redis_ports+=("$p")
+		for _ in $(seq 100); do
+			redis-cli -p "$p" ping 2>/dev/null | grep -q PONG && break
+			sleep 0.05
+		done
+		redis-cli -p "$p" ping 2>/dev/null | grep -q PONG || {
+			say "redis-server on port $p did not start:"
+			tail -5 "$dir/log" >&2
+			return 1
+		}
+	done
+	if [ "$m" -ge 3 ]; then
+		local addrs=()
+		for p in "${redis_ports[@]}"; do addrs+=("127.0.0.1:$p"); done
+		redis-cli --cluster create "${addrs[@]}" --cluster-replicas 0 --cluster-yes >"$work/create-$m.log" 2>&1 || {
+			say "redis-cli --cluster create failed:"
+			tail -5 "$work/create-$m.log" >&2
+			return 1
+		}
+	else
+		# redis-cli --cluster create wants 3 masters at least: give each
+		# node its share of the slots, then introduce them.
+		local lo=0 hi n=0
+		for p in "${redis_ports[@]}"; do
+			n=$((n + 1))
+			hi=$((16384 * n / m - 1))
+			redis-cli -p "$p" CLUSTER ADDSLOTSRANGE "$lo" "$hi" >/dev/null
+			lo=$((hi + 1))
+			[ "$p" = "${redis_ports[0]}" ] || redis-cli -p "$p" CLUSTER MEET 127.0.0.1 "${redis_ports[0]}" >/dev/null
+		done
+	fi
+	# Every node sees the whole cluster: every slot served, every node known.
+	for _ in $(seq 200); do
+		local ok=1
+		for p in "${redis_ports[@]}"; do
+			local info
+			info=$(redis-cli -p "$p" CLUSTER INFO 2>/dev/null | tr -d '\r')
+			echo "$info" | grep -q '^cluster_state:ok$' || ok=0
+			echo "$info" | grep -q '^cluster_slots_ok:16384$' || ok=0
+			echo "$info" | grep -q "^cluster_known_nodes:$m\$" || ok=0
+		done
+		[ "$ok" = 1 ] && return 0
+		sleep 0.1
+	done
+	say "the $m-shard cluster did not reach cluster_state:ok"
+	return 1
+}
+
+stop_cluster() {
+	stop_pids "${redis_pids[@]}"
+	redis_pids=()
+}
+
+# store_errors prints the sum of sluice_rls_store_errors_total of the
+# processes whose HTTP addresses are the arguments.
+store_errors() {
+	local a
+	for a in "$@"; do
+		curl -s --max-time 10 "http://$a/metrics"
+	done | awk '/^sluice_rls_store_errors_total/ {s += $NF} END {printf "%d", s}'
+}
+
+# row M N runs N sluice serve processes on the current M-shard cluster
+# and prints the table's row.
+row() {
+	local m=$1 n=$2 i g h addrs=() https=() spids=() url="redis+cluster://" p sep=""
+	for p in "${redis_ports[@]}"; do
+		redis-cli -p "$p" FLUSHALL >/dev/null
+		url="$url${sep}127.0.0.1:$p"
+		sep=,
+	done
+	for i in $(seq "$n"); do
+		free_port g
+		free_port h
+		g=127.0.0.1:$g h=127.0.0.1:$h
+		# shellcheck disable=SC2086 # SERVE_FLAGS is a list of flags
+		env -i PATH="$PATH" HOME="$HOME" "$work/sluice" serve -config "$work/rules.yaml" -store "$url" \
+			-grpc-addr "$g" -http-addr "$h" -log-level warn -watch=false $SERVE_FLAGS \
+			>"$work/serve-$m-$n-$i.log" 2>&1 &
+		pids+=($!)
+		spids+=($!)
+		addrs+=("$g")
+		https+=("$h")
+	done
+	local rpids raddrs load0 line rc
+	rpids=$(
+		IFS=,
+		echo "${redis_pids[*]}"
+	)
+	raddrs=$(printf '127.0.0.1:%s,' "${redis_ports[@]}")
+	load0=$(load)
+	line=$("$work/clusterload" -targets "$(
+		IFS=,
+		echo "${addrs[*]}"
+	)" -sluice-pids "$(
+		IFS=,
+		echo "${spids[*]}"
+	)" -redis-pids "$rpids" -redis-addrs "${raddrs%,}" -clk-tck "$clk_tck" \
+		-conc "$CONC" -keys "$KEYS" -zipf-s "$ZIPF_S" -limit "$LIMIT" -warmup "$WARMUP" -duration "$DURATION" 2>"$work/load-$m-$n.err")
+	rc=$?
+	local fallback
+	fallback=$(store_errors "${https[@]}")
+	stop_pids "${spids[@]}"
+	if [ "$rc" != 0 ]; then
+		say "shards=$m processes=$n: clusterload failed: $(tail -3 "$work/load-$m-$n.err")"
+		for i in $(seq "$n"); do tail -3 "$work/serve-$m-$n-$i.log" >&2; done
+		printf '| %s | %s | failed (exit status %s) |||||||||||\n' "$m" "$n" "$rc"
+		return
+	fi
+	echo "$line" >>"$work/raw.txt"
+	echo "$line" | awk -v m="$m" -v n="$n" -v fb="$fallback" -v l0="$load0" -v l1="$(load)" '{
+		for (i = 1; i <= NF; i++) { split($i, kv, "="); f[kv[1]] = kv[2] }
+		per_call = f["redis_calls"] > 0 ? f["redis_cpu_us"] / f["redis_calls"] : 0
+		printf "| %d | %d | %.0f | %.1f%% | %.1f | %.1f | %.3f | %.1f | %.1f | %d | %d | %d | %d | %d | %s → %s |\n",
+			m, n, f["dps"], 100 * f["refused"] / f["decisions"], f["sluice_cpu_us"], f["redis_cpu_us"],
+			f["redis_calls"], per_call, f["cli_cpu_us"], fb, f["admitted"], f["ideal"], f["over"], f["under"], l0, l1
+	}'
+}
+
+printf '_%s UTC · commit %s · %s · %s · load average %s at the start._\n\n' \
+	"$(date -u '+%Y-%m-%d %H:%M')" "$commit" "$machine" "$(go version | cut -d' ' -f3)" "$(load)"
+printf '`bench/cluster.sh` with SHARDS="%s" PROCS="%s" CONC=%s KEYS=%s ZIPF_S=%s LIMIT=%s WARMUP=%s DURATION=%s%s.\n\n' \
+	"$SHARDS" "$PROCS" "$CONC" "$KEYS" "$ZIPF_S" "$LIMIT" "$WARMUP" "$DURATION" "${SERVE_FLAGS:+ SERVE_FLAGS=\"$SERVE_FLAGS\"}"
+echo '| shards | processes | decisions/s | refused | Sluice CPU µs | Redis CPU µs | Redis calls | Redis µs/call | client CPU µs | fallback | admitted | ideal | over | under | load before → after |'
+echo '|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|'
+for m in $SHARDS; do
+	start_cluster "$m" || exit 1
+	for n in $PROCS; do
+		row "$m" "$n"
+	done
+	stop_cluster
+done

@@ -19,7 +19,8 @@
 #
 # Knobs, with their defaults:
 #
-#	SHARDS="1 3"      Redis Cluster sizes (masters, no replicas)
+#	SHARDS="1 3"      Redis Cluster sizes (masters, no replicas); "single" is
+#	                  one redis-server that is not a Cluster (redis://)
 #	PROCS="1 2 4"     sluice serve processes per row
 #	CONC=32           concurrent calls per sluice serve process (one gRPC
 #	                  connection each, as one Envoy worker keeps)
@@ -142,16 +143,17 @@ clk_tck=$(getconf CLK_TCK)
 redis_pids=() redis_ports=()
 
 # start_cluster M starts M cluster-enabled redis-servers and makes them one
-# cluster with every slot served.
+# cluster with every slot served; M "single" starts one redis-server that is
+# not a Cluster.
 start_cluster() {
-	local m=$1 i p dir
+	local m=$1 i p dir cluster=(--cluster-enabled yes --cluster-config-file nodes.conf --cluster-node-timeout 5000)
 	redis_pids=() redis_ports=()
-	for i in $(seq "$m"); do
+	[ "$m" = single ] && cluster=()
+	for i in $(seq "${m/single/1}"); do
 		free_port p bus
 		dir=$work/redis-$m-$i
 		mkdir -p "$dir"
-		redis-server --port "$p" --bind 127.0.0.1 --dir "$dir" --save "" --appendonly no \
-			--cluster-enabled yes --cluster-config-file nodes.conf --cluster-node-timeout 5000 \
+		redis-server --port "$p" --bind 127.0.0.1 --dir "$dir" --save "" --appendonly no "${cluster[@]}" \
 			>"$dir/log" 2>&1 &
 		pids+=($!)
 		redis_pids+=($!)
@@ -166,7 +168,9 @@ start_cluster() {
 			return 1
 		}
 	done
-	if [ "$m" -ge 3 ]; then
+	if [ "$m" = single ]; then
+		return 0
+	elif [ "$m" -ge 3 ]; then
 		local addrs=()
 		for p in "${redis_ports[@]}"; do addrs+=("127.0.0.1:$p"); done
 		redis-cli --cluster create "${addrs[@]}" --cluster-replicas 0 --cluster-yes >"$work/create-$m.log" 2>&1 || {
@@ -221,6 +225,7 @@ store_errors() {
 # and prints the table's row.
 row() {
 	local m=$1 n=$2 i g h addrs=() https=() spids=() url="redis+cluster://" p sep=""
+	[ "$m" = single ] && url="redis://"
 	for p in "${redis_ports[@]}"; do
 		redis-cli -p "$p" FLUSHALL >/dev/null
 		url="$url${sep}127.0.0.1:$p"
@@ -268,7 +273,7 @@ row() {
 	echo "$line" | awk -v m="$m" -v n="$n" -v fb="$fallback" -v l0="$load0" -v l1="$(load)" '{
 		for (i = 1; i <= NF; i++) { split($i, kv, "="); f[kv[1]] = kv[2] }
 		per_call = f["redis_calls"] > 0 ? f["redis_cpu_us"] / f["redis_calls"] : 0
-		printf "| %d | %d | %.0f | %.1f%% | %.1f | %.1f | %.3f | %.1f | %.1f | %d | %d | %d | %d | %d | %s → %s |\n",
+		printf "| %s | %d | %.0f | %.1f%% | %.1f | %.1f | %.3f | %.1f | %.1f | %d | %d | %d | %d | %d | %s → %s |\n",
 			m, n, f["dps"], 100 * f["refused"] / f["decisions"], f["sluice_cpu_us"], f["redis_cpu_us"],
 			f["redis_calls"], per_call, f["cli_cpu_us"], fb, f["admitted"], f["ideal"], f["over"], f["under"], l0, l1
 	}'

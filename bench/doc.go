@@ -128,6 +128,13 @@
 // the upstream alone with wrk; see BENCHMARKS.md, "Reverse proxy (sluice
 // proxy vs NGINX limit_req)" and docs/adr/0001-proxy-engine.md.
 //
+// cluster.sh, a script too, starts an M-shard Redis Cluster and N `sluice
+// serve` processes on one machine and drives them over the RLS gRPC API
+// with clusterload (Zipf load), reporting decisions/s, Sluice's and Redis's
+// CPU per decision and the admitted count against the limit; see
+// BENCHMARKS.md, "A fleet on one machine", and docs/scale.md, the capacity
+// model built on its figures. It is not part of bench-all.sh.
+//
 // bench-all.sh (make bench-all in the repository) runs every table above,
 // and proxy.sh, in one run, and writes them stamped with commit, machine and
 // load average into BENCHMARKS.md's last section.

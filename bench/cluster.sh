@@ -75,13 +75,18 @@ pids=() # every process started and not yet stopped, stopped at exit
 # stop_pids stops the processes (this script's children), waits for them
 # and forgets them, so that no exited process's ID is signalled later.
 stop_pids() {
-	local p q keep=()
+	local p
 	for p in "$@"; do
 		kill "$p" 2>/dev/null || true
 	done
 	for p in "$@"; do
 		wait "$p" 2>/dev/null || true
 	done
+	forget "$@"
+}
+# forget drops processes already waited for from pids, without a signal.
+forget() {
+	local p q keep=()
 	for q in "${pids[@]}"; do
 		for p in "$@"; do
 			[ "$q" = "$p" ] && continue 2
@@ -244,22 +249,30 @@ row() {
 		addrs+=("$g")
 		https+=("$h")
 	done
-	local rpids raddrs load0 line rc
+	local rpids raddrs load0 line rc lpid
 	rpids=$(
 		IFS=,
 		echo "${redis_pids[*]}"
 	)
 	raddrs=$(printf '127.0.0.1:%s,' "${redis_ports[@]}")
 	load0=$(load)
-	line=$("$work/clusterload" -targets "$(
+	# In the background, so that a signal to this script is acted on at
+	# once (bash runs a trap only between foreground commands).
+	"$work/clusterload" -targets "$(
 		IFS=,
 		echo "${addrs[*]}"
 	)" -sluice-pids "$(
 		IFS=,
 		echo "${spids[*]}"
 	)" -redis-pids "$rpids" -redis-addrs "${raddrs%,}" -clk-tck "$clk_tck" \
-		-conc "$CONC" -keys "$KEYS" -zipf-s "$ZIPF_S" -limit "$LIMIT" -warmup "$WARMUP" -duration "$DURATION" 2>"$work/load-$m-$n.err")
+		-conc "$CONC" -keys "$KEYS" -zipf-s "$ZIPF_S" -limit "$LIMIT" -warmup "$WARMUP" -duration "$DURATION" \
+		>"$work/load-$m-$n.out" 2>"$work/load-$m-$n.err" &
+	lpid=$!
+	pids+=("$lpid")
+	wait "$lpid"
 	rc=$?
+	forget "$lpid"
+	line=$(cat "$work/load-$m-$n.out")
 	local fallback
 	fallback=$(store_errors "${https[@]}")
 	stop_pids "${spids[@]}"

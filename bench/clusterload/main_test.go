@@ -1,8 +1,16 @@
 package main
 
 import (
+	"context"
+	"net"
+	"strconv"
+	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
+
+	pb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	"google.golang.org/grpc"
 )
 
 // TestStatCPUTicksCountsFieldsAfterTheLastParenthesis: a command name with
@@ -71,5 +79,105 @@ func TestScriptCallsSumsEvalAndFcallOnly(t *testing.T) {
 	}
 	if got != 125 {
 		t.Errorf("scriptCalls = %d, want 125 (120 + 3 + 2)", got)
+	}
+}
+
+// fixedAnswer is an RLS server that answers every call with code.
+type fixedAnswer struct {
+	pb.UnimplementedRateLimitServiceServer
+	code  pb.RateLimitResponse_Code
+	calls atomic.Int64
+}
+
+func (f *fixedAnswer) ShouldRateLimit(context.Context, *pb.RateLimitRequest) (*pb.RateLimitResponse, error) {
+	f.calls.Add(1)
+	return &pb.RateLimitResponse{OverallCode: f.code}, nil
+}
+
+// serveFixed starts f on a loopback gRPC server and returns its address.
+func serveFixed(t *testing.T, f *fixedAnswer) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	gs := grpc.NewServer()
+	pb.RegisterRateLimitServiceServer(gs, f)
+	go gs.Serve(ln)
+	t.Cleanup(gs.Stop)
+	return ln.Addr().String()
+}
+
+// fields parses the report line as cluster.sh's awk does.
+func fields(t *testing.T, line string) map[string]string {
+	t.Helper()
+	f := map[string]string{}
+	for _, kv := range strings.Fields(line) {
+		k, v, ok := strings.Cut(kv, "=")
+		if !ok {
+			t.Fatalf("field %q is not key=value in %q", kv, line)
+		}
+		f[k] = v
+	}
+	return f
+}
+
+// TestRunReportsAdmittedAgainstTheLimit drives two servers, one admitting
+// every call and one refusing every call, and checks the line cluster.sh
+// reads: each server's admissions against min(sent, limit) per window,
+// which is exact whatever the timing (the limit is above anything one
+// window can send, so min(sent, limit) is sent).
+func TestRunReportsAdmittedAgainstTheLimit(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		code  pb.RateLimitResponse_Code
+		check func(t *testing.T, f map[string]string)
+	}{
+		{"admits every call", pb.RateLimitResponse_OK, func(t *testing.T, f map[string]string) {
+			if f["admitted"] != f["run_decisions"] || f["ideal"] != f["run_decisions"] || f["over"] != "0" || f["under"] != "0" {
+				t.Errorf("admitted=%s ideal=%s over=%s under=%s, want admitted = ideal = run_decisions (%s), none over or under",
+					f["admitted"], f["ideal"], f["over"], f["under"], f["run_decisions"])
+			}
+			if f["refused"] != "0" {
+				t.Errorf("refused = %s, want 0", f["refused"])
+			}
+		}},
+		{"refuses every call", pb.RateLimitResponse_OVER_LIMIT, func(t *testing.T, f map[string]string) {
+			if f["admitted"] != "0" || f["under"] != f["ideal"] || f["ideal"] != f["run_decisions"] || f["over"] != "0" {
+				t.Errorf("admitted=%s ideal=%s over=%s under=%s, want none admitted, all of run_decisions (%s) under",
+					f["admitted"], f["ideal"], f["over"], f["under"], f["run_decisions"])
+			}
+			if f["refused"] != f["decisions"] {
+				t.Errorf("refused = %s, want every timed decision (%s)", f["refused"], f["decisions"])
+			}
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			srv := &fixedAnswer{code: tc.code}
+			o, err := parseFlags([]string{"-targets", serveFixed(t, srv), "-conc", "4", "-keys", "50",
+				"-limit", "1000000000", "-warmup", "50ms", "-duration", "200ms", "-wait", "10s"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			line, err := run(context.Background(), o)
+			if err != nil {
+				t.Fatal(err)
+			}
+			f := fields(t, line)
+			for _, k := range []string{"dps", "decisions", "refused", "errors", "sluice_cpu_us", "redis_cpu_us", "cli_cpu_us",
+				"redis_calls", "run_decisions", "ideal", "admitted", "over", "under"} {
+				if _, ok := f[k]; !ok {
+					t.Errorf("no %s= in %q", k, line)
+				}
+			}
+			if f["decisions"] == "0" || f["errors"] != "0" {
+				t.Fatalf("decisions=%s errors=%s, want some decisions and no errors: %q", f["decisions"], f["errors"], line)
+			}
+			// The probe's call is not counted, every other one is.
+			if got := strconv.FormatInt(srv.calls.Load()-1, 10); f["run_decisions"] != got {
+				t.Errorf("run_decisions = %s, want the server's calls less the probe (%s)", f["run_decisions"], got)
+			}
+			tc.check(t, f)
+		})
 	}
 }

@@ -28,6 +28,18 @@
 // and Redis windows follow different clocks, so the two can disagree near a
 // boundary).
 //
+// Fleet counts the live processes that share a store, each announcing
+// itself on a Roster (redisstore.Roster: a member per process with a time
+// to live), so that a share of a split limit (Hybrid's, the failure mode
+// local's) follows the fleet as it scales rather than a number fixed at
+// start. Accuracy cost: each process uses the count it last saw, at most
+// one announce Period old; a process that has not yet seen J processes
+// join n still uses its larger share, so the shares alone may add up to L +
+// J·⌊L/(n+1)⌋ for a limit L until every process has counted again (the
+// store, when it answers, still admits at most L), and one that has not
+// yet seen processes leave (or a crashed one's TTL pass) keeps its smaller
+// share meanwhile.
+//
 // Batcher reserves a very hot key's units from the remote limiter in
 // batches and spends them locally. Accuracy cost: for a fixed window none
 // over the limit (unless a refund travels slower than the reservation did,

@@ -1,0 +1,200 @@
+package relief_test
+
+import (
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/sluicehq/sluice/relief"
+)
+
+// fakeRoster is a Roster in memory whose members expire on the (bubble's)
+// clock, and which fails while down is set.
+type fakeRoster struct {
+	mu     sync.Mutex
+	expiry map[string]time.Time
+	down   bool
+	leaves []string
+}
+
+func newFakeRoster() *fakeRoster { return &fakeRoster{expiry: map[string]time.Time{}} }
+
+func (r *fakeRoster) Announce(_ context.Context, id string, ttl time.Duration, most int) (int, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.down {
+		return 0, errors.New("store down")
+	}
+	now := time.Now()
+	r.expiry[id] = now.Add(ttl)
+	n := 0
+	for m, e := range r.expiry {
+		if !e.After(now) {
+			delete(r.expiry, m)
+			continue
+		}
+		n++
+	}
+	return min(n, most), nil
+}
+
+func (r *fakeRoster) Leave(_ context.Context, id string) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.down {
+		return errors.New("store down")
+	}
+	delete(r.expiry, id)
+	r.leaves = append(r.leaves, id)
+	return nil
+}
+
+func (r *fakeRoster) setDown(down bool) {
+	r.mu.Lock()
+	r.down = down
+	r.mu.Unlock()
+}
+
+func quiet() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
+
+func newFleet(t *testing.T, r relief.Roster, id string) *relief.Fleet {
+	t.Helper()
+	f, err := relief.NewFleet(relief.FleetConfig{Roster: r, ID: id, Logger: quiet()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return f
+}
+
+// Run, on the bubble's clock: a process counts itself at once; a join is
+// seen by the others within one Period; a process stopped leaves the
+// roster and is seen gone within one Period; a crashed one (its Run never
+// leaves) is counted until its TTL has passed and gone one Period later;
+// while the store fails, the count stays as it was.
+func TestFleetFollowsJoinsLeavesAndCrashesWithinPeriodAndTTL(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		roster := newFakeRoster()
+		ctx, cancel := context.WithCancel(t.Context())
+		defer cancel()
+		start := func(id string) (*relief.Fleet, context.CancelFunc, chan struct{}) {
+			f := newFleet(t, roster, id)
+			c, stop := context.WithCancel(ctx)
+			done := make(chan struct{})
+			go func() { f.Run(c); close(done) }()
+			return f, stop, done
+		}
+		a, _, _ := start("a")
+		synctest.Wait()
+		if n := a.Count(); n != 1 {
+			t.Fatalf("a alone: %d", n)
+		}
+		b, stopB, doneB := start("b")
+		c, _, _ := start("c")
+		synctest.Wait()
+		if n := a.Count(); n != 1 {
+			t.Fatalf("a before its next announce: %d, want 1 (it has not counted again)", n)
+		}
+		time.Sleep(relief.DefaultFleetPeriod)
+		synctest.Wait()
+		for name, f := range map[string]*relief.Fleet{"a": a, "b": b, "c": c} {
+			if n := f.Count(); n != 3 {
+				t.Fatalf("%s one period after b and c joined: %d, want 3", name, n)
+			}
+		}
+
+		stopB()
+		<-doneB
+		if len(roster.leaves) != 1 || roster.leaves[0] != "b" {
+			t.Fatalf("leaves %v, want [b]", roster.leaves)
+		}
+		time.Sleep(relief.DefaultFleetPeriod)
+		synctest.Wait()
+		if n := a.Count(); n != 2 {
+			t.Fatalf("a one period after b left: %d, want 2", n)
+		}
+
+		// c crashes: its member stays until its TTL has passed.
+		roster.mu.Lock()
+		roster.expiry["ghost"] = time.Now().Add(relief.DefaultFleetTTL)
+		roster.mu.Unlock()
+		time.Sleep(relief.DefaultFleetPeriod)
+		synctest.Wait()
+		if n := a.Count(); n != 3 {
+			t.Fatalf("a with a silent member: %d, want 3", n)
+		}
+		time.Sleep(relief.DefaultFleetTTL - relief.DefaultFleetPeriod)
+		synctest.Wait()
+		if n := a.Count(); n != 2 {
+			t.Fatalf("a once the silent member's TTL passed: %d, want 2", n)
+		}
+
+		roster.setDown(true)
+		roster.mu.Lock()
+		delete(roster.expiry, "c")
+		roster.mu.Unlock()
+		time.Sleep(10 * relief.DefaultFleetPeriod)
+		synctest.Wait()
+		if n := a.Count(); n != 2 {
+			t.Fatalf("a while the store fails: %d, want 2 (as last counted)", n)
+		}
+		roster.setDown(false)
+		// a and c announce at the same instants, in either order: by the
+		// second, a counts c again.
+		time.Sleep(2 * relief.DefaultFleetPeriod)
+		synctest.Wait()
+		if n := a.Count(); n != 2 {
+			t.Fatalf("a once the store answers: %d, want 2", n)
+		}
+	})
+}
+
+// The count before the first announce is Initial, and a Roster that says
+// 0 or more than Max is read as 1 and Max: a share is never of nothing.
+func TestFleetCountIsAtLeastOneAndAtMostMax(t *testing.T) {
+	f, err := relief.NewFleet(relief.FleetConfig{Roster: countRoster(0), Initial: 3, Max: 5, Logger: quiet()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := f.Count(); n != 3 {
+		t.Fatalf("before announcing: %d, want Initial 3", n)
+	}
+	if err := f.Beat(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if n := f.Count(); n != 1 {
+		t.Fatalf("a roster that says 0: %d, want 1", n)
+	}
+	f, _ = relief.NewFleet(relief.FleetConfig{Roster: countRoster(1 << 40), Max: 5, Logger: quiet()})
+	f.Beat(context.Background())
+	if n := f.Count(); n != 5 {
+		t.Fatalf("a roster that says 2^40: %d, want Max 5", n)
+	}
+}
+
+// countRoster answers every announce with its own value.
+type countRoster int
+
+func (c countRoster) Announce(context.Context, string, time.Duration, int) (int, error) {
+	return int(c), nil
+}
+func (countRoster) Leave(context.Context, string) error { return nil }
+
+// A configuration whose members would drop out between two announces, or
+// whose counts make no sense, is refused.
+func TestNewFleetRefusesATTLUnderTwoPeriods(t *testing.T) {
+	for _, cfg := range []relief.FleetConfig{
+		{Roster: countRoster(1), Period: time.Second, TTL: 1500 * time.Millisecond},
+		{Roster: countRoster(1), Max: -1},
+		{Roster: countRoster(1), Max: 3, Initial: 4},
+		{},
+	} {
+		if _, err := relief.NewFleet(cfg); err == nil {
+			t.Errorf("%+v: no error", cfg)
+		}
+	}
+}

@@ -120,8 +120,12 @@ type Config struct {
 	// limit divided by Nodes (rate and burst, rounded down, at least 1).
 	Share func(sluice.Limit) sluice.Limit
 	// Nodes is the number of servers sharing the limit, for the default
-	// Share. Default 1.
+	// Share and the split of what Primary last reported left. Default 1.
 	Nodes int
+	// NodesNow, when set, is read at each Local decision instead of Nodes:
+	// a count that follows the fleet as it scales (relief.Fleet's Count).
+	// Its answers below 1 count as 1.
+	NodesNow func() int
 	// Partitions is how many breakers share the keys, each key's chosen by
 	// a hash of it: the failures of one key open only its partition (its
 	// Threshold counts that partition's consecutive failures), and the
@@ -236,9 +240,13 @@ func NewGroup(cfg Config) (*Group, error) {
 	if cfg.Nodes <= 0 {
 		cfg.Nodes = 1
 	}
-	if cfg.Share == nil {
+	if cfg.NodesNow == nil {
 		n := cfg.Nodes
-		cfg.Share = func(l sluice.Limit) sluice.Limit { return Split(l, n) }
+		cfg.NodesNow = func() int { return n }
+	}
+	if cfg.Share == nil {
+		nodes := cfg.NodesNow
+		cfg.Share = func(l sluice.Limit) sluice.Limit { return Split(l, nodes()) }
 	}
 	if cfg.Timeout <= 0 {
 		cfg.Timeout = 50 * time.Millisecond
@@ -519,7 +527,7 @@ func (l *Limiter) degrade(ctx context.Context, b *Breaker, key string, h uint64,
 		// What the primary last reported left for key, split as the limit
 		// is: this server spends at most its share of that (the unit
 		// just spent locally stays spent).
-		if rem, hold, ok := g.learned.remaining(h, g.breaker.Now()); ok && share.Capacity()-res.Remaining > rem/g.cfg.Nodes {
+		if rem, hold, ok := g.learned.remaining(h, g.breaker.Now()); ok && share.Capacity()-res.Remaining > rem/max(g.cfg.NodesNow(), 1) {
 			return sluice.Result{RetryAfter: hold, ResetAfter: hold}, nil
 		}
 		return res, nil

@@ -337,3 +337,42 @@ func TestLocalShareBelowCost(t *testing.T) {
 		t.Fatalf("cost 8 over a local share of 5: %+v, %v; want a denial", r, err)
 	}
 }
+
+// With NodesNow, the local share follows the count at each decision: a
+// fleet that grows from 2 to 4 servers while the store is down halves
+// each server's share of a new window, and Nodes is not read.
+func TestLocalShareFollowsNodesNow(t *testing.T) {
+	ctx := context.Background()
+	clock := clocktest.New()
+	local := memstore.New(memstore.Config{Clock: clock, SweepInterval: -1})
+	t.Cleanup(func() { local.Close() })
+	var nodes atomic.Int64
+	nodes.Store(2)
+	l, err := failsafe.New(failsafe.Config{Primary: downPrimary(), Mode: failsafe.Local, Local: local,
+		Nodes: 100, NodesNow: func() int { return int(nodes.Load()) }, Clock: clock,
+		Logger: slog.New(&logs{})})
+	if err != nil {
+		t.Fatal(err)
+	}
+	hundred := sluice.Limit{Algorithm: sluice.SlidingLog, Rate: 100, Period: time.Hour}
+	admitted := func(key string) int {
+		n := 0
+		for range 200 {
+			if r, err := l.Allow(ctx, key, hundred); err == nil && r.Allowed {
+				n++
+			}
+		}
+		return n
+	}
+	if got := admitted("a"); got != 50 {
+		t.Fatalf("2 servers: admitted %d of 100, want 50", got)
+	}
+	nodes.Store(4)
+	if got := admitted("b"); got != 25 {
+		t.Fatalf("4 servers: admitted %d of 100, want 25", got)
+	}
+	nodes.Store(0)
+	if got := admitted("c"); got != 100 {
+		t.Fatalf("a count of 0 read as 1: admitted %d of 100, want 100", got)
+	}
+}

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/internal/envflag"
 	"github.com/sluicehq/sluice/internal/stores"
 	"github.com/sluicehq/sluice/memstore"
 	"github.com/sluicehq/sluice/service"
@@ -25,6 +26,12 @@ type remoteOptions struct {
 	reserveUnits int           // -reserve-units: relief.BatchConfig.Batch; 0 is off
 	reserveHold  time.Duration // -reserve-hold: relief.BatchConfig.Hold
 	localShare   int           // -local-share: 1/N of each limit decided locally first; 0 is off
+	// localShareAuto is -local-share auto: N is the live count of the
+	// fleet (fleet.go); fleet is -fleet, its name, and fleetCount its
+	// count once startFleet has run.
+	localShareAuto bool
+	fleet          string
+	fleetCount     func() int
 
 	// timeout is -store-timeout: the deadline of one decision on the
 	// store (see stores.WithTimeout); 0 keeps the store's default.
@@ -40,8 +47,10 @@ func (r *remoteOptions) flags(fs *flag.FlagSet) {
 		"with Redis or PostgreSQL, reserve a key's units B at a time and spend them in this process without a round trip: the process holds at most B-1 unspent units per key, for at most -reserve-hold, refunded at shutdown; 0: off")
 	fs.DurationVar(&r.reserveHold, "reserve-hold", 100*time.Millisecond,
 		"with -reserve-units, how long a reservation's unspent units are held before they go back")
-	fs.IntVar(&r.localShare, "local-share", 0,
-		"with Redis or PostgreSQL, N: a request must first pass 1/N of its limit (rounded down, at least 1, as -failure-nodes divides it) counted in this process, so a burst past one process's share never reaches the store; set N to the number of processes or fewer; 0: off")
+	fs.Var(shareFlag{r}, "local-share",
+		"with Redis or PostgreSQL, N: a request must first pass 1/N of its limit (rounded down, at least 1, as -failure-nodes divides it) counted in this process, so a burst past one process's share never reaches the store; set N to the number of processes or fewer; auto (Redis): N is the live count of -fleet's processes, each announcing itself every second; 0: off")
+	fs.StringVar(&r.fleet, "fleet", envflag.String("SLUICE_FLEET", defaultFleet),
+		"with -local-share auto, the name of the fleet whose live processes share each limit (the Redis key <prefix>:fleet:{NAME}); deployments that share one Redis but not their limits take different names")
 	stores.TimeoutFlag(fs, &r.timeout, "Redis or PostgreSQL", "250ms on Redis and on PostgreSQL")
 }
 
@@ -71,6 +80,9 @@ func (r *remoteOptions) check(fs *flag.FlagSet, o *serveOptions) error {
 	if err != nil {
 		return err
 	}
+	if err := r.checkFleet(set, kind); err != nil {
+		return err
+	}
 	if !kind.Remote && (r.reserveUnits > 0 || r.localShare > 0) {
 		return errors.New("-reserve-units and -local-share need a remote store (-store redis://… or postgres://…): the memory store is already local")
 	}
@@ -94,16 +106,20 @@ func (r *remoteOptions) check(fs *flag.FlagSet, o *serveOptions) error {
 // with -local-share, the local share of the limit must be one as well.
 func (o *serveOptions) validator() func(sluice.Limit) error {
 	v := stores.Validator(o.store)
-	if o.remote.localShare <= 0 || v == nil {
+	n := o.remote.localShare
+	if o.remote.localShareAuto {
+		n = stores.MaxFailureNodes // the smallest share the fleet's count may give
+	}
+	if n <= 0 || v == nil {
 		return v
 	}
-	share := localShare(o.remote.localShare)
+	share := localShare(n)
 	return func(lim sluice.Limit) error {
 		if err := v(lim); err != nil {
 			return err
 		}
 		if err := share(lim).Validate(); err != nil {
-			return fmt.Errorf("-local-share %d: the local share %w", o.remote.localShare, err)
+			return fmt.Errorf("-local-share %s: the local share %w", shareFlag{&o.remote}, err)
 		}
 		return nil
 	}
@@ -144,6 +160,10 @@ func openServeStore(ctx context.Context, o *serveOptions, failureSet bool, log *
 	}
 	stores.WithTimeout(st.Failure, o.remote.timeout)
 	stores.WithFailureNodes(st.Failure, o.failureNodes, o.remote.localShare)
+	if err := o.remote.startFleet(&st, o.failureNodes, log); err != nil {
+		st.Close()
+		return stores.Opened{}, err
+	}
 	stores.LogFailurePolicy(log, st.Failure)
 	return o.remote.wrapRemote(st, o.localCache, log), nil
 }

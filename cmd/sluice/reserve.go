@@ -24,9 +24,9 @@ func (r *remoteOptions) wrapRemote(st stores.Opened, localCache bool, log *slog.
 		lim = res
 	}
 	var local *memstore.Store
-	if r.localShare > 0 {
+	if r.localShare > 0 || r.fleetCount != nil {
 		local = memstore.New(memstore.Config{})
-		lim = relief.NewHybrid(local, lim, localShare(r.localShare))
+		lim = relief.NewHybrid(local, lim, r.shareOf())
 	}
 	if localCache {
 		// Denials only, so it never admits over a limit (see package

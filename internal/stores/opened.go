@@ -13,6 +13,7 @@ import (
 	"github.com/sluicehq/sluice/internal/redact"
 	"github.com/sluicehq/sluice/memstore"
 	"github.com/sluicehq/sluice/pgstore"
+	"github.com/sluicehq/sluice/relief"
 	"github.com/sluicehq/sluice/service"
 )
 
@@ -36,6 +37,10 @@ type Opened struct {
 	Connected func() bool
 	// Mem is the memory store, nil with Redis or PostgreSQL.
 	Mem *memstore.Store
+	// Roster returns the membership set of the fleet called name in the
+	// store (relief.Fleet counts the processes that share it); nil where
+	// the store keeps none: the memory store and PostgreSQL.
+	Roster func(name string) relief.Roster
 }
 
 // Shutdown releases what the store holds (Release) within ctx, then
@@ -72,7 +77,7 @@ func Open(ctx context.Context, store string, ro *RedisOptions, failure string, m
 	// with -failure-mode local), while Redis fails.
 	local := memstore.New(memstore.Config{})
 	return Opened{Limiter: rs.Limiter, Failure: &service.FailurePolicy{Mode: mode, Local: local, Timeout: Redis.DecisionTimeout},
-		Close: func() { rs.Close(); local.Close() }, Connected: rs.Connected}, nil
+		Close: func() { rs.Close(); local.Close() }, Connected: rs.Connected, Roster: rs.Roster}, nil
 }
 
 // OpenMemory opens the memory store configured by cfg.

@@ -91,16 +91,20 @@ func WithFailureNodes(p *service.FailurePolicy, n, fallback int) {
 
 // LogFailurePolicy states, in one start-up line, what answers while the
 // store fails: the default failure mode, the decision deadline, the
-// processes a local share splits a limit over and the breaker's
-// partitions; with mode local and one process, that each process then
-// admits the whole limit.
+// processes a local share splits a limit over ("the fleet's live count"
+// when NodesNow follows it) and the breaker's partitions; with mode local
+// and one process, that each process then admits the whole limit.
 func LogFailurePolicy(log *slog.Logger, p *service.FailurePolicy) {
 	if p == nil {
 		return
 	}
+	var nodes any = max(p.Nodes, 1)
+	if p.NodesNow != nil {
+		nodes = "the fleet's live count"
+	}
 	attrs := []any{"failure_mode", p.Mode.String(), "store_timeout", p.Timeout,
-		"failure_nodes", max(p.Nodes, 1), "breaker_partitions", p.Partitions}
-	if p.Mode == failsafe.Local && p.Nodes <= 1 {
+		"failure_nodes", nodes, "breaker_partitions", p.Partitions}
+	if p.Mode == failsafe.Local && p.Nodes <= 1 && p.NodesNow == nil {
 		attrs = append(attrs, "note", "while the store fails each process admits the whole limit: set -failure-nodes to the number of processes")
 	}
 	log.Info("store failure policy", attrs...)

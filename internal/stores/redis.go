@@ -353,6 +353,9 @@ type RedisStores struct {
 	Limiter   sluice.Limiter
 	Close     func()
 	Connected func() bool // both stores have answered once (see redisstore.Lazy)
+	// Roster returns the membership set of the fleet called name on the
+	// main store (not the per-second one): see relief.Fleet.
+	Roster func(name string) relief.Roster
 }
 
 // OpenRedis opens the Redis store at store with o's settings (nil: the
@@ -372,7 +375,7 @@ func OpenRedis(ctx context.Context, store string, o *RedisOptions, log *slog.Log
 		return RedisStores{}, err
 	}
 	if perSecond == nil {
-		return RedisStores{Limiter: rs, Close: func() { rs.Close() }, Connected: rs.Connected}, nil
+		return RedisStores{Limiter: rs, Close: func() { rs.Close() }, Connected: rs.Connected, Roster: roster(rs)}, nil
 	}
 	ps, err := redisstore.OpenLazy(ctx, *perSecond, log.With("store", "per-second"))
 	if err != nil {
@@ -381,5 +384,10 @@ func OpenRedis(ctx context.Context, store string, o *RedisOptions, log *slog.Log
 	}
 	log.Info("limits whose period is under a minute are on the per-second store", "store", Name(perSecond.URL))
 	return RedisStores{Limiter: relief.NewPeriodSplit(rs, ps), Close: func() { rs.Close(); ps.Close() },
-		Connected: func() bool { return rs.Connected() && ps.Connected() }}, nil
+		Connected: func() bool { return rs.Connected() && ps.Connected() }, Roster: roster(rs)}, nil
+}
+
+// roster returns the Roster of a fleet on l.
+func roster(l *redisstore.Lazy) func(string) relief.Roster {
+	return func(name string) relief.Roster { return l.Roster(name) }
 }

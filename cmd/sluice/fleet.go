@@ -1,0 +1,106 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strconv"
+
+	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/failsafe"
+	"github.com/sluicehq/sluice/internal/stores"
+	"github.com/sluicehq/sluice/relief"
+)
+
+// defaultFleet is -fleet's default: the fleet of serve processes on one
+// Redis whose operator named none.
+const defaultFleet = "serve"
+
+// shareFlag is -local-share's value: a number of processes N, or "auto"
+// (the live count of the fleet, relief.Fleet).
+type shareFlag struct{ r *remoteOptions }
+
+func (f shareFlag) String() string {
+	switch {
+	case f.r == nil:
+		return "0"
+	case f.r.localShareAuto:
+		return "auto"
+	}
+	return strconv.Itoa(f.r.localShare)
+}
+
+func (f shareFlag) Set(s string) error {
+	if s == "auto" {
+		f.r.localShare, f.r.localShareAuto = 0, true
+		return nil
+	}
+	n, err := strconv.Atoi(s)
+	if err != nil {
+		return errors.New(`want a number of processes or "auto"`)
+	}
+	f.r.localShare, f.r.localShareAuto = n, false
+	return nil
+}
+
+// checkFleet refuses -local-share auto without a store that keeps a
+// fleet's membership (Redis), and -fleet without -local-share auto.
+func (r *remoteOptions) checkFleet(set map[string]bool, kind *stores.Kind) error {
+	switch {
+	case set["fleet"] && !r.localShareAuto:
+		return errors.New("-fleet needs -local-share auto")
+	case !r.localShareAuto:
+		return nil
+	case r.fleet == "" || len(r.fleet) > maxFleetName:
+		return fmt.Errorf("-fleet (or SLUICE_FLEET) %q: want 1 to %d bytes", r.fleet, maxFleetName)
+	case kind != stores.Redis:
+		return fmt.Errorf("-local-share auto: needs a Redis -store, where the processes announce themselves; %s keeps no fleet membership: give -local-share N", kind.Name)
+	}
+	return nil
+}
+
+// maxFleetName is the longest -fleet, as redisstore.Roster takes it.
+const maxFleetName = 256
+
+// startFleet, with -local-share auto, starts counting the fleet's live
+// processes on st's store (relief.Fleet: an announce every second, a
+// member counted 5 s after its last), makes the count the divisor of the
+// local share (shareOf) and, unless -failure-nodes fixed it, of the
+// failure mode local's share too, and makes st's Close leave the fleet
+// before the store closes.
+func (r *remoteOptions) startFleet(st *stores.Opened, failureNodes int, log *slog.Logger) error {
+	if !r.localShareAuto {
+		return nil
+	}
+	if st.Roster == nil {
+		return errors.New("-local-share auto: the store keeps no fleet membership")
+	}
+	log = log.With("fleet", r.fleet)
+	f, err := relief.NewFleet(relief.FleetConfig{Roster: st.Roster(r.fleet), Max: stores.MaxFailureNodes, Logger: log})
+	if err != nil {
+		return err
+	}
+	r.fleetCount = f.Count
+	if st.Failure != nil && failureNodes == 0 {
+		st.Failure.NodesNow = f.Count
+	}
+	ctx, stop := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); f.Run(ctx) }()
+	closeStore := st.Close
+	st.Close = func() { stop(); <-done; closeStore() }
+	log.Info("local share follows the fleet", "member", f.ID(), "announce_every", relief.DefaultFleetPeriod,
+		"member_ttl", relief.DefaultFleetTTL, "failure_mode_share", map[bool]string{true: "follows the fleet", false: "-failure-nodes"}[failureNodes == 0])
+	return nil
+}
+
+// shareOf returns the local share of a limit: -local-share N's, or, with
+// -local-share auto once startFleet has run, the limit split by the live
+// processes last counted.
+func (r *remoteOptions) shareOf() func(sluice.Limit) sluice.Limit {
+	if count := r.fleetCount; count != nil {
+		return func(l sluice.Limit) sluice.Limit { return failsafe.Split(l, count()) }
+	}
+	return localShare(r.localShare)
+}

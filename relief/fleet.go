@@ -80,9 +80,9 @@ type FleetConfig struct {
 // Fleet is this process's view of how many processes share the store. It
 // is safe for concurrent use; Count may be called before Run.
 type Fleet struct {
-	cfg    FleetConfig
-	count  atomic.Int64
-	failed bool // the last announce failed; only Run's goroutine and Beat touch it
+	cfg   FleetConfig
+	count atomic.Int64
+	fails int // consecutive failed announces; only one goroutine at a time calls Beat
 }
 
 // NewFleet returns the Fleet of cfg, counting cfg.Initial until Run (or
@@ -156,17 +156,21 @@ func (f *Fleet) Beat(ctx context.Context) error {
 	defer cancel()
 	n, err := f.cfg.Roster.Announce(actx, f.cfg.ID, f.cfg.TTL, f.cfg.Max)
 	if err != nil {
-		if !f.failed && ctx.Err() == nil { // not logged when the caller stopped it
-			f.failed = true
+		if ctx.Err() == nil { // not counted when the caller stopped it
+			f.fails++
+		}
+		// Logged once per run of failures, at the second: the first
+		// announce of a process whose store is still connecting fails.
+		if f.fails == 2 {
 			f.cfg.Logger.Warn("fleet: announcing failed; each share stays as sized until the store answers",
 				"count", f.Count(), "err", err)
 		}
 		return fmt.Errorf("relief: fleet announce: %w", err)
 	}
-	if f.failed {
-		f.failed = false
+	if f.fails >= 2 {
 		f.cfg.Logger.Info("fleet: announcing again")
 	}
+	f.fails = 0
 	n = min(max(n, 1), f.cfg.Max)
 	if old := f.count.Swap(int64(n)); old != int64(n) {
 		f.cfg.Logger.Info("fleet: live processes counted", "count", n, "was", old)

@@ -1,10 +1,12 @@
 package relief_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"io"
 	"log/slog"
+	"strings"
 	"sync"
 	"testing"
 	"testing/synctest"
@@ -196,5 +198,33 @@ func TestNewFleetRefusesATTLUnderTwoPeriods(t *testing.T) {
 		if _, err := relief.NewFleet(cfg); err == nil {
 			t.Errorf("%+v: no error", cfg)
 		}
+	}
+}
+
+// A run of failed announces is logged once, at the second (the first
+// announce of a process whose store is still connecting fails, and is not
+// worth a warning), and its end once.
+func TestFleetLogsARunOfFailuresOnce(t *testing.T) {
+	roster := newFakeRoster()
+	var buf bytes.Buffer
+	f, err := relief.NewFleet(relief.FleetConfig{Roster: roster, ID: "a", Logger: slog.New(slog.NewTextHandler(&buf, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	roster.setDown(true)
+	for range 5 {
+		if err := f.Beat(context.Background()); err == nil {
+			t.Fatal("Beat on a store that is down: no error")
+		}
+	}
+	roster.setDown(false)
+	f.Beat(context.Background())
+	f.Beat(context.Background())
+	logs := buf.String()
+	if n := strings.Count(logs, "announcing failed"); n != 1 {
+		t.Errorf("%d lines say the announce failed, want 1:\n%s", n, logs)
+	}
+	if n := strings.Count(logs, "announcing again"); n != 1 {
+		t.Errorf("%d lines say announcing is back, want 1:\n%s", n, logs)
 	}
 }

@@ -94,37 +94,62 @@ func TestFleetSharesAdmitAtMostLOnTheStoreAndLPlusJTimesLOverNPlus1AloneAsProces
 			}
 			// window sends a burst through the live members' stacks and
 			// checks the bounds; n processes have counted each other, and
-			// J have joined since without the n counting them.
-			window := func(step string, live []*member, n, j int) {
+			// J have joined since without the n counting them. With mid,
+			// the burst is split: 20 requests per process, then mid (the
+			// processes count again), then the rest.
+			window := func(step string, live []*member, n, j int, mid func()) {
 				t.Helper()
-				for _, lim := range lims {
-					L := lim.Capacity()
-					var shares int
-					var counts []int
-					var onStore, alone []sluice.Limiter
-					for _, m := range live {
-						c := m.fleet.Count()
-						counts = append(counts, c)
-						shares += failsafe.Split(lim, c).Capacity()
-						onStore, alone = append(onStore, m.onStore), append(alone, m.alone)
+				var counts []int
+				var onStore, alone []sluice.Limiter
+				for _, m := range live {
+					counts = append(counts, m.fleet.Count())
+					onStore, alone = append(onStore, m.onStore), append(alone, m.alone)
+				}
+				type run struct {
+					keyStore, keyAlone         string
+					shares, gotStore, gotAlone int
+				}
+				runs := make([]run, len(lims))
+				for i, lim := range lims {
+					runs[i] = run{keyStore: uniqueKey(t, lim), keyAlone: uniqueKey(t, lim)}
+					for _, c := range counts {
+						runs[i].shares += failsafe.Split(lim, c).Capacity()
 					}
-					calls := 150 * len(live)
-					gotStore := burstN(t, onStore, uniqueKey(t, lim), lim, calls)
-					gotAlone := burstN(t, alone, uniqueKey(t, lim), lim, calls)
+				}
+				send := func(perProcess int) {
+					for i, lim := range lims {
+						runs[i].gotStore += burstN(t, onStore, runs[i].keyStore, lim, perProcess*len(live))
+						runs[i].gotAlone += burstN(t, alone, runs[i].keyAlone, lim, perProcess*len(live))
+					}
+				}
+				if mid != nil {
+					// A process keeps what it spent when its share changes:
+					// it admits at most the largest share it used in the
+					// window.
+					send(20)
+					mid()
+				}
+				send(150)
+				for i, lim := range lims {
+					L, r := lim.Capacity(), runs[i]
 					bound := L + j*(L/(n+1))
 					t.Logf("%s, %v: counts %v; on the store %d, alone %d (shares %d, bound %d) of L %d",
-						step, lim.Algorithm, counts, gotStore, gotAlone, shares, bound, L)
-					if want := min(L, shares); gotStore != want {
-						t.Errorf("%s, %v: on the store the fleet admitted %d, want min(L, Σ shares) = %d", step, lim.Algorithm, gotStore, want)
+						step, lim.Algorithm, counts, r.gotStore, r.gotAlone, r.shares, bound, L)
+					switch {
+					case mid != nil:
+						if r.gotStore > L || r.gotAlone > r.shares {
+							t.Errorf("%s, %v: admitted %d on the store and %d alone; want at most L = %d and the shares at the start, %d", step, lim.Algorithm, r.gotStore, r.gotAlone, L, r.shares)
+						}
+					case r.gotStore != min(L, r.shares):
+						t.Errorf("%s, %v: on the store the fleet admitted %d, want min(L, Σ shares) = %d", step, lim.Algorithm, r.gotStore, min(L, r.shares))
+					case r.gotAlone != r.shares:
+						t.Errorf("%s, %v: on the shares alone the fleet admitted %d, want Σ shares %d", step, lim.Algorithm, r.gotAlone, r.shares)
 					}
-					if gotAlone != shares {
-						t.Errorf("%s, %v: on the shares alone the fleet admitted %d, want Σ shares %d", step, lim.Algorithm, gotAlone, shares)
+					if r.gotAlone > bound {
+						t.Errorf("%s, %v: on the shares alone the fleet admitted %d, over the bound L + J·⌊L/(n+1)⌋ = %d", step, lim.Algorithm, r.gotAlone, bound)
 					}
-					if gotAlone > bound {
-						t.Errorf("%s, %v: on the shares alone the fleet admitted %d, over the bound L + J·⌊L/(n+1)⌋ = %d", step, lim.Algorithm, gotAlone, bound)
-					}
-					if j == 0 && len(live) == n && gotStore < L-n+1 {
-						t.Errorf("%s, %v: a settled fleet of %d admitted %d, under L−n+1 = %d: starved", step, lim.Algorithm, n, gotStore, L-n+1)
+					if j == 0 && len(live) == n && r.gotStore < L-n+1 {
+						t.Errorf("%s, %v: a settled fleet of %d admitted %d, under L−n+1 = %d: starved", step, lim.Algorithm, n, r.gotStore, L-n+1)
 					}
 				}
 			}
@@ -134,17 +159,18 @@ func TestFleetSharesAdmitAtMostLOnTheStoreAndLPlusJTimesLOverNPlus1AloneAsProces
 					m.beat(t)
 				}
 			}
-			window("3 processes", first, 3, 0)
+			window("3 processes", first, 3, 0, nil)
 
 			for _, m := range joiners {
 				m.beat(t) // each counts itself and those before it
 			}
-			window("7 joined, not yet counted by the 3", all, 3, 7)
-
-			for _, m := range all {
-				m.beat(t)
-			}
-			window("10 processes", all, 10, 0)
+			window("7 joined, not yet counted by the 3", all, 3, 7, nil)
+			window("7 joined, counted by all in the window", all, 3, 7, func() {
+				for _, m := range all {
+					m.beat(t)
+				}
+			})
+			window("10 processes", all, 10, 0, nil)
 
 			stopped, stop := context.WithCancel(context.Background())
 			stop()
@@ -153,12 +179,12 @@ func TestFleetSharesAdmitAtMostLOnTheStoreAndLPlusJTimesLOverNPlus1AloneAsProces
 			}
 			// The 3 left still count 10: they under-admit, 3·⌊L/10⌋,
 			// until their next announce.
-			window("7 left, not yet counted by the 3", first, 10, 0)
+			window("7 left, not yet counted by the 3", first, 10, 0, nil)
 
 			for _, m := range first {
 				m.beat(t)
 			}
-			window("3 processes again", first, 3, 0)
+			window("3 processes again", first, 3, 0, nil)
 		})
 	}
 }

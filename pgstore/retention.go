@@ -47,6 +47,13 @@ const (
 // It is the ledger's retention: run it periodically (sluice migrate prune
 // -older-than 90d) after exporting what the bills need.
 func Prune(ctx context.Context, pool *pgxpool.Pool, before time.Time) (Pruned, error) {
+	return PruneBatches(ctx, pool, before, nil)
+}
+
+// PruneBatches is Prune, calling batch (when not nil) after each statement
+// that deleted rows with the number of rows it deleted, so that a caller
+// can show progress against Prunable's count.
+func PruneBatches(ctx context.Context, pool *pgxpool.Pool, before time.Time, batch func(rows int64)) (Pruned, error) {
 	var p Pruned
 	if now := time.Now(); before.After(now) {
 		return p, fmt.Errorf("pgstore: pruning before %s, after now (%s): a period that has not ended is never pruned", before.UTC().Format(time.RFC3339), now.UTC().Format(time.RFC3339))
@@ -55,13 +62,35 @@ func Prune(ctx context.Context, pool *pgxpool.Pool, before time.Time) (Pruned, e
 		sql string
 		n   *int64
 	}{{pruneUsageSQL, &p.Usage}, {pruneGroupsSQL, &p.Groups}} {
-		n, err := deleteBatches(ctx, pool.Exec, step.sql, before)
+		n, err := deleteBatches(ctx, pool.Exec, step.sql, before, batch)
 		*step.n += n
 		if err != nil {
 			return p, fmt.Errorf("pgstore: pruning: %w", err)
 		}
 	}
 	return p, nil
+}
+
+// prunableSQL counts the rows Prune($1) then Sweep($2) delete: the ledger's
+// periods ended by $1, the periods of limits not billable ended by $2, and
+// the groups' key counts ended by the later of the two (period_start <
+// period_end, so the period_start bound only lets the index find them).
+const prunableSQL = `SELECT
+	(SELECT count(*) FROM sluice_usage WHERE (period_start < $1 AND period_end <= $1) OR (NOT billable AND period_end <= $2))
+	+ (SELECT count(*) FROM sluice_usage_groups WHERE period_start < greatest($1, $2) AND period_end <= greatest($1, $2))`
+
+// Prunable returns how many rows Prune(ctx, pool, before) followed by
+// Sweep(ctx, pool, sweepBefore) would delete now: the whole that
+// PruneBatches' and SweepBatches' batches add up to, unless periods end
+// or rows are written in between. It reads every such row's index entry,
+// so it costs about what a scan of the rows to delete costs; call it to
+// show progress, not before every prune.
+func Prunable(ctx context.Context, pool *pgxpool.Pool, before, sweepBefore time.Time) (int64, error) {
+	var n int64
+	if err := pool.QueryRow(ctx, prunableSQL, before, sweepBefore).Scan(&n); err != nil {
+		return 0, fmt.Errorf("pgstore: counting the rows to prune: %w", err)
+	}
+	return n, nil
 }
 
 // SweepGrace is how long after its end a period of a limit that is not
@@ -89,9 +118,16 @@ const sweepSQL = `DELETE FROM sluice_usage WHERE ctid = ANY (ARRAY(
 // Store runs it in the background with Config.SweepEvery; `sluice migrate
 // prune` runs it with Prune.
 func Sweep(ctx context.Context, pool *pgxpool.Pool, before time.Time) (int64, error) {
-	n, err := deleteBatches(ctx, pool.Exec, sweepSQL, before)
+	return SweepBatches(ctx, pool, before, nil)
+}
+
+// SweepBatches is Sweep, calling batch (when not nil) after each statement
+// that deleted rows with the number of rows it deleted, the groups' key
+// counts included (which Sweep's count leaves out).
+func SweepBatches(ctx context.Context, pool *pgxpool.Pool, before time.Time, batch func(rows int64)) (int64, error) {
+	n, err := deleteBatches(ctx, pool.Exec, sweepSQL, before, batch)
 	if err == nil {
-		_, err = deleteBatches(ctx, pool.Exec, pruneGroupsSQL, before)
+		_, err = deleteBatches(ctx, pool.Exec, pruneGroupsSQL, before, batch)
 	}
 	if err != nil {
 		return n, fmt.Errorf("pgstore: sweeping: %w", err)
@@ -138,10 +174,10 @@ func (s *Store) sweepOnce(ctx context.Context, every time.Duration) error {
 	}
 	defer conn.Release()
 	before := s.now().Add(-SweepGrace)
-	n, err := deleteBatches(ctx, conn.Exec, sweepSQL, before)
+	n, err := deleteBatches(ctx, conn.Exec, sweepSQL, before, nil)
 	s.swept.Add(n)
 	if err == nil {
-		_, err = deleteBatches(ctx, conn.Exec, pruneGroupsSQL, before)
+		_, err = deleteBatches(ctx, conn.Exec, pruneGroupsSQL, before, nil)
 	}
 	if err != nil {
 		return fmt.Errorf("pgstore: sweeping: %w", err)
@@ -152,7 +188,7 @@ func (s *Store) sweepOnce(ctx context.Context, every time.Duration) error {
 // deleteBatches runs sql, a DELETE of at most $2 rows that ended at or
 // before $1, until a batch deletes fewer than PruneBatch or ctx ends, and
 // returns the rows deleted.
-func deleteBatches(ctx context.Context, exec func(context.Context, string, ...any) (pgconn.CommandTag, error), sql string, before time.Time) (int64, error) {
+func deleteBatches(ctx context.Context, exec func(context.Context, string, ...any) (pgconn.CommandTag, error), sql string, before time.Time, batch func(int64)) (int64, error) {
 	var n int64
 	for {
 		tag, err := exec(ctx, sql, before, PruneBatch)
@@ -160,6 +196,9 @@ func deleteBatches(ctx context.Context, exec func(context.Context, string, ...an
 			return n, err
 		}
 		n += tag.RowsAffected()
+		if batch != nil && tag.RowsAffected() > 0 {
+			batch(tag.RowsAffected())
+		}
 		if tag.RowsAffected() < PruneBatch {
 			return n, nil
 		}

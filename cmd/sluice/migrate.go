@@ -51,7 +51,7 @@ not billable (no billable: true) that ended more than a minute ago, as a
 running serve does every minute. Export what the bills need first (sluice
 admin ledger). Run it periodically, from cron or a Kubernetes CronJob: rows
 of billable periods that ended stay until it runs. On a terminal, stderr
-shows a progress bar after half a second. Exit status 1 when the database cannot be reached or a
+shows a progress bar after half a second, moved by each batch. Exit status 1 when the database cannot be reached or a
 statement fails (what was deleted until then stays deleted), 2 for a usage
 error.`,
 	examples: []string{
@@ -88,17 +88,9 @@ func runPrune(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	}
 	defer pool.Close()
 	// The bar (on a terminal) is cleared before anything is printed.
-	done := progress.Steps(progress.OnTerminal(stderr, "pruning"), 250*time.Millisecond)
 	before := time.Now().Add(-age)
-	p, err := pgstore.Prune(ctx, pool, before)
-	done(0.5)
-	var n int64
 	sweepBefore := time.Now().Add(-pgstore.SweepGrace)
-	pruneErr := err
-	if pruneErr == nil {
-		n, err = pgstore.Sweep(ctx, pool, sweepBefore)
-	}
-	done(1)
+	p, n, pruneErr, err := prune(ctx, pool, before, sweepBefore, progress.OnTerminal(stderr, "pruning"))
 	fmt.Fprintf(stdout, "%s: deleted %d ledger rows and %d key-count rows of periods that ended before %s\n",
 		stores.Name(url), p.Usage, p.Groups, before.UTC().Format(time.RFC3339))
 	if pruneErr != nil {
@@ -110,6 +102,34 @@ func runPrune(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		return fail(1, stores.Name(url)+":", err)
 	}
 	return 0
+}
+
+// prune runs Prune(before) then, if it succeeded, Sweep(sweepBefore) on
+// pool, and returns what each deleted and each one's error. Given a bar
+// (on a terminal), it counts the rows to delete first and moves the bar
+// after every batch by the batch's share of them, redrawn while a batch
+// runs; the bar is cleared when it returns.
+func prune(ctx context.Context, pool *pgxpool.Pool, before, sweepBefore time.Time, bar func(float64)) (p pgstore.Pruned, swept int64, pruneErr, sweepErr error) {
+	done := progress.Steps(bar, 250*time.Millisecond)
+	defer done(1)
+	done(0)
+	var batch func(int64)
+	if bar != nil {
+		// A count that fails leaves the bar at 0 until the end: the
+		// prune itself says what failed.
+		if total, err := pgstore.Prunable(ctx, pool, before, sweepBefore); err == nil && total > 0 {
+			var deleted int64
+			batch = func(rows int64) {
+				deleted += rows
+				done(min(float64(deleted)/float64(total), 0.99))
+			}
+		}
+	}
+	p, pruneErr = pgstore.PruneBatches(ctx, pool, before, batch)
+	if pruneErr == nil {
+		swept, sweepErr = pgstore.SweepBatches(ctx, pool, sweepBefore, batch)
+	}
+	return p, swept, pruneErr, sweepErr
 }
 
 // databaseArg returns the PostgreSQL URL that -store (store) or the one

@@ -5,6 +5,7 @@ package main
 import (
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"path/filepath"
 	"regexp"
@@ -147,5 +148,47 @@ func TestAdminCLIByDescriptorOnTheProxy(t *testing.T) {
 	resp.Body.Close()
 	if resp.StatusCode != 200 || !strings.Contains(resp.Header.Get("Set-Cookie"), "sluice_session=") {
 		t.Errorf("the banner's login link: %d %q, want 200 and a session cookie", resp.StatusCode, resp.Header.Get("Set-Cookie"))
+	}
+}
+
+// -admin-login-link=false keeps the one-time link, a credential, out of
+// serve's log and the proxy's banner, and browser sign-in still works:
+// sluice admin login mints a link that opens the page. Without the flag
+// both print one (TestAdminCLIByDescriptorOnTheProxy, the browser test).
+func TestNoLoginLinkInTheLogWhenTurnedOff(t *testing.T) {
+	const token = "a-long-enough-admin-token"
+	tokenFile := filepath.Join(t.TempDir(), "token")
+	writeFile(t, tokenFile, token+"\n")
+	s, _, _ := launchPage(t, token, "-admin-login-link=false")
+	p, _ := launchProxyPage(t, token, "-admin-login-link=false")
+	for name, out := range map[string]string{"serve's log": s.stderr.String(), "the proxy's banner": p.stdout.String() + p.stderr.String()} {
+		if strings.Contains(out, "code=") {
+			t.Errorf("%s holds a login link with -admin-login-link=false:\n%s", name, out)
+		}
+		if !strings.Contains(out, "sluice admin login") {
+			t.Errorf("%s does not say how to get a link:\n%s", name, out)
+		}
+	}
+	api := regexp.MustCompile(`admin API.*?(http://127\.0\.0\.1:\d+)`).FindStringSubmatch(s.stderr.String())
+	if api == nil {
+		t.Fatalf("no admin API address in the log: %s", s.stderr.String())
+	}
+	for _, base := range []string{api[1], p.admin} {
+		code, out, errs := adminCLI(t, base, tokenFile, "login")
+		var link struct{ URL string }
+		if code != 0 || json.Unmarshal([]byte(out), &link) != nil {
+			t.Fatalf("sluice admin login on %s: exit %d %q %q", base, code, out, errs)
+		}
+		resp, err := http.Get(link.URL)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != 200 || !strings.Contains(resp.Header.Get("Set-Cookie"), "sluice_session=") {
+			t.Errorf("the minted link on %s: %d %q, want 200 and a session cookie", base, resp.StatusCode, resp.Header.Get("Set-Cookie"))
+		}
+	}
+	if code := run([]string{"serve", "-admin-login-link=false"}, io.Discard, io.Discard); code != 2 {
+		t.Errorf("-admin-login-link without -admin-addr: exit %d, want 2", code)
 	}
 }

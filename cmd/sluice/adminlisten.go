@@ -221,7 +221,11 @@ func (s *serveApp) serveAdmin(ctx context.Context, a *daemon.App, api *admin.API
 	}
 	base := scheme + "://" + daemon.LocalAddr(ln.Addr())
 	s.log.Info("admin API", "url", base, "mtls", o.CAFile != "", "page", base+page.Path)
-	logLoginLink(s.log, api, base)
+	if o.NoLoginLink {
+		s.log.Info("live page login link not printed (-admin-login-link=false): sluice admin login prints one")
+	} else {
+		logLoginLink(s.log, api, base)
+	}
 	return nil
 }
 

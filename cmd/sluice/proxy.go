@@ -504,7 +504,9 @@ func (p *proxyApp) printBanner(stdout io.Writer) {
 		if p.pg.page != nil {
 			base := p.adminScheme + "://" + daemon.LocalAddr(p.adminLn.Addr())
 			fmt.Fprintf(stdout, "  page       %s%s  (admin token or client certificate)\n", base, page.Path)
-			if link, _ := p.pg.api.LoginLink(base); link != "" {
+			if p.o.admin.NoLoginLink {
+				fmt.Fprintf(stdout, "  login      sluice admin login prints a one-time link (-admin-login-link=false)\n")
+			} else if link, _ := p.pg.api.LoginLink(base); link != "" {
 				fmt.Fprintf(stdout, "  login      %s  (opens the page in a browser once, within %v; sluice admin login prints another)\n", link, admin.LoginLinkTTL)
 			}
 		}

@@ -42,7 +42,7 @@ func tryProxyKey(t *testing.T, admin, token, policy, key string) page.TryResult 
 // launchProxyPage starts sluice proxy on proxyCfg (per_ip: 2 a minute) in
 // front of an upstream that answers every request, with the admin
 // listener's page behind token, and returns it and the config file's path.
-func launchProxyPage(t *testing.T, token string) (p *proxyRun, cfg string) {
+func launchProxyPage(t *testing.T, token string, args ...string) (p *proxyRun, cfg string) {
 	t.Helper()
 	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "hello") }))
 	t.Cleanup(up.Close)
@@ -51,7 +51,7 @@ func launchProxyPage(t *testing.T, token string) (p *proxyRun, cfg string) {
 	writeFile(t, cfg, proxyCfg)
 	writeFile(t, tokenFile, token+"\n")
 	writeFile(t, secretFile, pageKeySecret+"\n")
-	return launchProxy(t, "-config", cfg, "-upstream", up.URL, "-admin-token-file", tokenFile, "-log-key-secret-file", secretFile), cfg
+	return launchProxy(t, append([]string{"-config", cfg, "-upstream", up.URL, "-admin-token-file", tokenFile, "-log-key-secret-file", secretFile}, args...)...), cfg
 }
 
 // pageKeySecret is the secret of the key hashes of the pages the tests

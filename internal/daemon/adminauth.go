@@ -10,6 +10,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"strconv"
 	"strings"
 
 	"github.com/sluicehq/sluice/admin"
@@ -20,21 +21,48 @@ import (
 
 // AdminAuth is how an admin listener authenticates its callers, and how
 // its live page shows keys: the flags serve and proxy share. The zero
-// value is no token file, no TLS, hashed keys on the page and the default
-// connection cap (defaultAdminMaxConns).
+// value is no token file, no TLS, hashed keys on the page, a login link
+// printed at start-up and the default connection cap
+// (defaultAdminMaxConns).
 type AdminAuth struct {
 	TokenFile               string // -admin-token-file
 	tlsCert, tlsKey, CAFile string // -admin-tls-cert, -admin-tls-key, -admin-client-ca
 	RawKeys                 bool   // -admin-raw-keys
-	maxConns                int    // -admin-max-conns; 0: defaultAdminMaxConns
+	// NoLoginLink is -admin-login-link=false: start-up prints no one-time
+	// login link (sluice admin login and the token form still sign a
+	// browser in).
+	NoLoginLink bool
+	maxConns    int // -admin-max-conns; 0: defaultAdminMaxConns
 }
+
+// notBool is a boolean flag that sets *p to the opposite of its value, so
+// that a flag on by default fills a field whose zero value is on.
+type notBool struct{ p *bool }
+
+func (f notBool) String() string {
+	if f.p == nil {
+		return "false"
+	}
+	return strconv.FormatBool(!*f.p)
+}
+
+func (f notBool) Set(s string) error {
+	b, err := strconv.ParseBool(s)
+	if err != nil {
+		return err
+	}
+	*f.p = !b
+	return nil
+}
+
+func (f notBool) IsBoolFlag() bool { return true }
 
 // AdminTokenEnv is the environment variable that holds the admin API's
 // bearer token (serve's, and the admin command's), when no file is given.
 const AdminTokenEnv = "SLUICE_ADMIN_TOKEN"
 
 // adminAuthFlags are the names of AdminAuth's flags.
-var adminAuthFlags = []string{"admin-token-file", "admin-tls-cert", "admin-tls-key", "admin-client-ca", "admin-raw-keys", "admin-max-conns"}
+var adminAuthFlags = []string{"admin-token-file", "admin-tls-cert", "admin-tls-key", "admin-client-ca", "admin-raw-keys", "admin-login-link", "admin-max-conns"}
 
 // Flags defines the admin authentication flags on fs.
 func (o *AdminAuth) Flags(fs *flag.FlagSet) {
@@ -43,6 +71,7 @@ func (o *AdminAuth) Flags(fs *flag.FlagSet) {
 	fs.StringVar(&o.tlsKey, "admin-tls-key", "", "the admin listener's TLS key (PEM)")
 	fs.StringVar(&o.CAFile, "admin-client-ca", "", "CA bundle (PEM) that admin clients' certificates must chain to (mTLS); such a client needs no token")
 	fs.BoolVar(&o.RawKeys, "admin-raw-keys", false, "the admin listener's live page (/page) shows the keys it lists as they are, descriptor values included; default: hashed")
+	fs.Var(notBool{&o.NoLoginLink}, "admin-login-link", "print a one-time link that opens the live page in a browser at start-up (a credential for 5 minutes, in the log); false: none (sluice admin login mints one)")
 	fs.IntVar(&o.maxConns, "admin-max-conns", 0, "the admin listener's open connections at most: at the cap the one idle longest gives way to a new one, else it waits; 0: 5% of the open-file limit, 16 to 256; negative: no cap")
 }
 

@@ -211,14 +211,21 @@ func (a *API) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	var status int
 	var msg string
 	login := a.cfg.SessionPaths != "" && r.URL.Path == LoginPath
-	if login {
+	logout := a.cfg.SessionPaths != "" && r.URL.Path == a.cfg.SessionPaths+LogoutPath
+	var logoutRefused bool
+	switch {
+	case login:
 		who = a.serveLogin(rec, r)
-	} else {
+	case logout:
+		who, logoutRefused = a.serveLogout(rec, r)
+	default:
 		who, status, msg = a.authenticate(r)
 	}
-	// Refused for its credentials, or a sign-in call that signed no one in:
-	// anyone can send these, so they are audited at a bounded rate.
-	refused := status != 0 || who == "bad-link" || who == "bad-token" || login && who != "login-link" && who != "token-form"
+	// Refused for its credentials, or a sign-in call that signed no one in
+	// (or a sign-out refused): anyone can send these, so they are audited
+	// at a bounded rate.
+	refused := status != 0 || who == "bad-link" || who == "bad-token" || login && who != "login-link" && who != "token-form" || logoutRefused
+	login = login || logout // answered
 	if status == 0 && strings.HasPrefix(who, "session:") && crossSite(r) {
 		status, msg = http.StatusForbidden, "cross-site request refused: a browser sent it from another site or origin with the page's session"
 	}

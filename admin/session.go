@@ -7,7 +7,8 @@ package admin
 // takes the token in a form; either sets a session cookie that
 // authenticates the page's paths (Config.SessionPaths) and nothing else:
 // a session can watch and try descriptors, never reset a key or change a
-// plan.
+// plan. A POST to the page's path + LogoutPath (/page/logout) ends the
+// session: it forgets it and clears the cookie.
 //
 // What keeps it safe:
 //   - a link's code is 256 random bits, kept only as its SHA-256, good for
@@ -46,6 +47,11 @@ const (
 	// LoginLinksPath mints a login link: POST, authenticated as any
 	// call; the answer is {"url", "expires"}.
 	LoginLinksPath = "/v1/login-links"
+	// LogoutPath, under Config.SessionPaths (where the cookie is sent),
+	// ends the browser's session: POST only, refused from another site
+	// or origin as the token form is; it forgets the session, clears the
+	// cookie and sends the browser to LoginPath (303), signed in or not.
+	LogoutPath = "/logout"
 	// SessionCookie is the name of the session cookie.
 	SessionCookie = "sluice_session"
 	// LoginLinkTTL is how long a login link can be used (once).
@@ -196,6 +202,41 @@ func (a *API) startSession(w http.ResponseWriter, r *http.Request) {
 		Name: SessionCookie, Value: id, Path: a.cfg.SessionPaths,
 		MaxAge: int(SessionTTL / time.Second), HttpOnly: true, Secure: r.TLS != nil, SameSite: http.SameSiteStrictMode,
 	})
+}
+
+// serveLogout serves Config.SessionPaths + LogoutPath. It returns who
+// signed out ("anonymous" for a request with no live session) for the
+// audit line, and whether it was refused.
+func (a *API) serveLogout(w http.ResponseWriter, r *http.Request) (who string, refused bool) {
+	if r.Method != http.MethodPost {
+		w.Header().Set("Allow", "POST")
+		writeError(w, http.StatusMethodNotAllowed, "sign out with POST")
+		return "anonymous", true
+	}
+	if err := a.sameSite.Check(r); err != nil || crossSite(r) {
+		writeError(w, http.StatusForbidden, "cross-origin sign-out refused: a browser sent it from another site")
+		return "anonymous", true
+	}
+	who = "anonymous"
+	if c, err := r.Cookie(SessionCookie); err == nil && c.Value != "" && len(c.Value) <= 64 {
+		h := sha256.Sum256([]byte(c.Value))
+		a.sess.mu.Lock()
+		if end, ok := a.sess.live[h]; ok {
+			delete(a.sess.live, h)
+			if end.After(a.cfg.Clock.Now()) {
+				who = "session:" + base64.RawURLEncoding.EncodeToString(h[:6])
+			}
+		}
+		a.sess.mu.Unlock()
+	}
+	http.SetCookie(w, &http.Cookie{
+		Name: SessionCookie, Value: "", Path: a.cfg.SessionPaths,
+		MaxAge: -1, HttpOnly: true, Secure: r.TLS != nil, SameSite: http.SameSiteStrictMode,
+	})
+	w.Header().Set("Cache-Control", "no-store")
+	w.Header().Set("Location", LoginPath)
+	w.WriteHeader(http.StatusSeeOther)
+	return who, false
 }
 
 var loginPage = template.Must(template.New("login").Parse(`<!doctype html>

@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -199,5 +200,75 @@ func TestTokenFormSignsInAndRefusesOtherSites(t *testing.T) {
 	}
 	if r := f.get(t, f.srv.URL+admin.LoginPath); r.StatusCode != 200 {
 		t.Errorf("GET %s: %d, want the form", admin.LoginPath, r.StatusCode)
+	}
+}
+
+// A POST to /page/logout ends the session: it answers 303 to the sign-in
+// page with the cookie cleared (same scope and flags), and the old cookie
+// no longer opens the page, whatever the browser does with the clearing.
+// A GET is 405 and a sign-out another site sends is 403, both leaving the
+// session live; the sign-out is in the audit log under the session.
+func TestLogoutForgetsTheSessionAndClearsItsCookie(t *testing.T) {
+	f := sessionFixture(t)
+	signIn := func() string {
+		t.Helper()
+		link, _ := f.api.LoginLink(f.srv.URL)
+		c := sessionCookie(f.get(t, link))
+		if c == nil {
+			t.Fatal("the link set no session cookie")
+		}
+		return admin.SessionCookie + "=" + c.Value
+	}
+	logout := func(method, cookie string, header ...string) *http.Response {
+		t.Helper()
+		req, _ := http.NewRequest(method, f.srv.URL+"/page"+admin.LogoutPath, nil)
+		req.Header.Set("Cookie", cookie)
+		for i := 0; i+1 < len(header); i += 2 {
+			req.Header.Set(header[i], header[i+1])
+		}
+		c := f.srv.Client()
+		c.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
+		resp, err := c.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp
+	}
+	opens := func(cookie string) int {
+		return f.get(t, f.srv.URL+"/page", "Cookie", cookie, "Sec-Fetch-Site", "same-origin").StatusCode
+	}
+
+	cookie := signIn()
+	if r := logout("GET", cookie); r.StatusCode != http.StatusMethodNotAllowed || r.Header.Get("Allow") != "POST" {
+		t.Errorf("GET logout: %d (Allow %q), want 405 with Allow: POST", r.StatusCode, r.Header.Get("Allow"))
+	}
+	for _, h := range [][]string{{"Sec-Fetch-Site", "cross-site"}, {"Origin", "https://evil.example"}} {
+		if r := logout("POST", cookie, h...); r.StatusCode != http.StatusForbidden || sessionCookie(r) != nil {
+			t.Errorf("logout sent with %v: %d, cookie %v; want 403 and no cookie", h, r.StatusCode, sessionCookie(r))
+		}
+	}
+	if c := opens(cookie); c != 200 {
+		t.Fatalf("the session after refused logouts: %d, want 200 (still live)", c)
+	}
+	r := logout("POST", cookie, "Sec-Fetch-Site", "same-origin")
+	c := sessionCookie(r)
+	if r.StatusCode != http.StatusSeeOther || r.Header.Get("Location") != admin.LoginPath {
+		t.Errorf("logout: %d to %q, want 303 to %s", r.StatusCode, r.Header.Get("Location"), admin.LoginPath)
+	}
+	if c == nil || c.Value != "" || c.MaxAge >= 0 || c.Path != "/page" || !c.HttpOnly || c.SameSite != http.SameSiteStrictMode {
+		t.Errorf("logout's cookie %+v: want it cleared (empty, Max-Age<0) on Path=/page, HttpOnly, SameSite=Strict", c)
+	}
+	if code := opens(cookie); code != http.StatusUnauthorized {
+		t.Errorf("the old cookie after logout: %d, want 401 (the session is forgotten)", code)
+	}
+	if !regexp.MustCompile(`"who":"session:[^"]+".*"op":"POST /page/logout".*"status":303`).MatchString(f.log.String()) {
+		t.Errorf("no audit line of the logout by its session:\n%s", f.log.String())
+	}
+	if r := logout("POST", cookie, "Sec-Fetch-Site", "same-origin"); r.StatusCode != http.StatusSeeOther {
+		t.Errorf("logout again with the dead cookie: %d, want 303 (nothing to end)", r.StatusCode)
+	}
+	if other := signIn(); opens(other) != 200 {
+		t.Error("a new session after a logout does not open the page")
 	}
 }

@@ -3,6 +3,7 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
@@ -109,4 +110,74 @@ func TestLivePageOpensFromTheLoginLinkInAColdBrowser(t *testing.T) {
 		t.Errorf("the page's data opened by the operator shows %q, want the data", body)
 	}
 	_ = consoleErrors // the refusals above log resource errors by design
+}
+
+// The page's "Log out" button ends a browser's session: the browser lands
+// on the sign-in form with no session cookie left, the page is 401 to it
+// again, and the old cookie, sent by anyone who kept it, no longer opens
+// the page.
+func TestLivePageLogsOutInABrowser(t *testing.T) {
+	ctx, _ := browser(t, "")
+	s, pageURL, _ := launchPage(t, "a-long-enough-admin-token")
+	if err := chromedp.Do(ctx, chromedp.Navigate(loginLink(t, s.stderr.String()))); err != nil {
+		t.Fatal(err)
+	}
+	waitAcross(t, ctx, "the live page after the link", `location.pathname === "/page" && document.getElementById("logout-button") !== null`)
+	session := func() string {
+		cookies, err := chromedp.Call(ctx, network.GetCookies, network.GetCookiesParams{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, c := range cookies.Cookies {
+			if c.Name == "sluice_session" {
+				return c.Value
+			}
+		}
+		return ""
+	}
+	old := session()
+	if old == "" {
+		t.Fatal("no session cookie after the link")
+	}
+	if err := chromedp.Do(ctx, chromedp.Click(chromedp.ID("logout-button"))); err != nil {
+		t.Fatal(err)
+	}
+	waitAcross(t, ctx, "the sign-in form after Log out", `location.pathname === "/login" && document.getElementById("login") !== null`)
+	if c := session(); c != "" {
+		t.Errorf("the browser still holds a session cookie after Log out: %q", c)
+	}
+	if err := chromedp.Do(ctx, chromedp.Navigate(pageURL)); err != nil {
+		t.Fatal(err)
+	}
+	if body := evalJS[string](t, ctx, `document.body.innerText`); !strings.Contains(body, "sign in at /login") {
+		t.Errorf("the page after Log out shows %q, want the 401 pointing to /login", body)
+	}
+	req, _ := http.NewRequest("GET", pageURL, nil)
+	req.Header.Set("Cookie", "sluice_session="+old)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusUnauthorized {
+		t.Errorf("the old session cookie after Log out: %d, want 401 (the session is forgotten)", resp.StatusCode)
+	}
+}
+
+// waitAcross waits until expr is true in the browser, as waitJS does, but
+// through navigations: an evaluation that fails because the document it
+// ran in went away (a redirect, a refresh) is tried again.
+func waitAcross(t *testing.T, ctx context.Context, what, expr string) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		ok, err := chromedp.Run(ctx, chromedp.Evaluate[bool](`document.readyState === "complete" && (`+expr+`)`))
+		if err == nil && ok {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("waiting for %s: %v", what, err)
+		}
+		time.Sleep(50 * time.Millisecond) // polling a browser, not passing time
+	}
 }

@@ -19,16 +19,20 @@ import (
 // A walk-through is a doc's first example as a reader follows it: the
 // ```sh blocks under an HTML comment <!-- walkthrough NAME: start --> (the
 // servers, run in the background) and <!-- walkthrough NAME: try --> (the
-// requests, run once the servers listen). Each try block must end in a
-// 429 among its output lines.
+// requests, run once the servers listen). Each try block must print a 429
+// among its output lines, or, when its marker says what the reader sees
+// instead (<!-- walkthrough NAME: try expect /REGEXP/ -->), output that
+// REGEXP matches (in multi-line mode): a 503, a limit that fell, an
+// assignment.
 type walkthrough struct {
 	name       string
 	where      string // file:line of its first block
 	start, try []string
+	expect     []*regexp.Regexp // per try block; nil: a 429
 }
 
 // walkthroughRE is the marker of a walk-through's block.
-var walkthroughRE = regexp.MustCompile(`^<!--\s*walkthrough\s+([a-z0-9-]+):\s*(start|try)\s*-->$`)
+var walkthroughRE = regexp.MustCompile(`^<!--\s*walkthrough\s+([a-z0-9-]+):\s*(start|try)(?:\s+expect\s+/(.+)/)?\s*-->$`)
 
 // walkthroughs returns the walk-throughs of the markdown files, by name, in
 // the order of their first block. A marker must be the last non-blank line
@@ -68,10 +72,21 @@ func walkthroughs(t *testing.T, files ...string) []*walkthrough {
 				out = append(out, w)
 			}
 			block := strings.Join(body, "\n") + "\n"
-			if m[2] == "start" {
+			switch {
+			case m[2] == "start" && m[3] != "":
+				t.Fatalf("%s: expect is for a try block", where)
+			case m[2] == "start":
 				w.start = append(w.start, block)
-			} else {
+			default:
+				var re *regexp.Regexp
+				if m[3] != "" {
+					var err error
+					if re, err = regexp.Compile("(?m)" + m[3]); err != nil {
+						t.Fatalf("%s: expect: %v", where, err)
+					}
+				}
 				w.try = append(w.try, block)
+				w.expect = append(w.expect, re)
 			}
 			i = j
 		}
@@ -107,7 +122,7 @@ func TestWalkthroughsRunAsWritten(t *testing.T) {
 			t.Fatalf("%s: walkthrough %s needs a start block and a try block", w.where, w.name)
 		}
 	}
-	for _, want := range []string{"readme", "serve", "proxy", "quotas"} {
+	for _, want := range []string{"readme", "serve", "proxy", "quotas", "settle"} {
 		if !slices.Contains(names, want) {
 			t.Fatalf("walkthrough %q not found (found %v): a doc lost its markers, or this test its way to them", want, names)
 		}
@@ -244,7 +259,11 @@ func runWalkthrough(t *testing.T, w *walkthrough, bin map[string]string) {
 			time.Sleep(50 * time.Millisecond) // polling a process's port, not passing time
 		}
 	}
-	for _, b := range w.try {
+	for i, b := range w.try {
+		want, wantWhat := status429RE, "a 429"
+		if w.expect[i] != nil {
+			want, wantWhat = w.expect[i], "output matching /"+strings.TrimPrefix(w.expect[i].String(), "(?m)")+"/"
+		}
 		// A fixed window of a minute (serve's example) may turn between
 		// two of the calls, which then all pass: once more, and it cannot
 		// turn again.
@@ -255,14 +274,14 @@ func runWalkthrough(t *testing.T, w *walkthrough, bin map[string]string) {
 			if err != nil {
 				t.Fatalf("%s: the try block failed: %v\n%s\n%s", w.where, err, b, out)
 			}
-			if status429RE.Match(out) {
+			if want.Match(out) {
 				t.Logf("%s:\n%s", w.where, out)
 				break
 			}
 			if attempt == 2 {
-				t.Fatalf("%s: no 429 from the try block, twice:\n%s\n%s", w.where, b, out)
+				t.Fatalf("%s: no %s from the try block, twice:\n%s\n%s", w.where, wantWhat, b, out)
 			}
-			t.Logf("%s: no 429 the first time (a window turned?); again:\n%s", w.where, out)
+			t.Logf("%s: no %s the first time (a window turned?); again:\n%s", w.where, wantWhat, out)
 		}
 	}
 }
@@ -279,6 +298,11 @@ func TestWalkthroughMarkers(t *testing.T) {
 	got := walkthroughs(t, md)
 	if len(got) != 1 || got[0].name != "w" || len(got[0].start) != 1 || got[0].start[0] != "serve &\n" || len(got[0].try) != 1 || got[0].try[0] != "curl localhost:1\n" {
 		t.Fatalf("walkthroughs %+v", got)
+	}
+	os.WriteFile(md, []byte("<!-- walkthrough e: start -->\n```sh\nserve\n```\n<!-- walkthrough e: try expect /^limit \\d+$/ -->\n```sh\ncurl\n```\n"), 0o644)
+	got = walkthroughs(t, md)
+	if len(got) != 1 || len(got[0].expect) != 1 || got[0].expect[0] == nil || !got[0].expect[0].MatchString("x\nlimit 4\n") || got[0].expect[0].MatchString("limit x") {
+		t.Fatalf("expect: %+v", got)
 	}
 	if m := goRunRE.FindStringSubmatch("go run ./examples/proxy/upstream -addr x"); m == nil || m[1] != "./examples/proxy/upstream" {
 		t.Fatalf("go run: %q", m)

@@ -122,7 +122,7 @@ func TestWalkthroughsRunAsWritten(t *testing.T) {
 			t.Fatalf("%s: walkthrough %s needs a start block and a try block", w.where, w.name)
 		}
 	}
-	for _, want := range []string{"readme", "serve", "proxy", "quotas", "settle", "rlqs"} {
+	for _, want := range []string{"readme", "serve", "proxy", "quotas", "settle", "rlqs", "adaptive"} {
 		if !slices.Contains(names, want) {
 			t.Fatalf("walkthrough %q not found (found %v): a doc lost its markers, or this test its way to them", want, names)
 		}

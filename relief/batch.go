@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"math"
 	"sync"
 	"sync/atomic"
@@ -517,6 +518,20 @@ func (b *Batcher) Release(ctx context.Context) (Released, error) {
 	close(work)
 	wg.Wait()
 	return out, firstErr
+}
+
+// ReleaseAndLog is Release at a server's shutdown, before the inner
+// (remote) limiter closes: a server that stops without it leaves up to
+// Batch−1 units per key charged and never spent until their window ends.
+// It logs at Info what went back (units, keys) and what did not
+// (units_not_refunded, units_of_ended_windows, and the error, if any).
+func (b *Batcher) ReleaseAndLog(ctx context.Context, log *slog.Logger) {
+	got, err := b.Release(ctx)
+	attrs := []any{"units", got.Units, "keys", got.Keys, "units_not_refunded", got.Failed, "units_of_ended_windows", got.Ended}
+	if err != nil {
+		attrs = append(attrs, "err", err)
+	}
+	log.Info("reservations refunded at shutdown", attrs...)
 }
 
 // heldUnits is a refund Release makes.

@@ -1,9 +1,12 @@
 package relief_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"log/slog"
 	"runtime"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -466,4 +469,25 @@ func TestBatcherKeepsAReservationThatLandsAfterItsRequestGaveUp(t *testing.T) {
 			t.Errorf("the store has %d of 10 left: the late reservation's units were charged for nobody", res.Remaining)
 		}
 	})
+}
+
+// At a server's shutdown ReleaseAndLog gives back what is held, as Release
+// does, and logs what went back and what stayed charged to ended windows.
+func TestBatcherReleaseAndLogLogsWhatWentBack(t *testing.T) {
+	clock := clocktest.At(time.Date(2026, 1, 1, 0, 0, 10, 0, time.UTC))
+	store := newMem(t, clock)
+	b := relief.NewBatcher(store, relief.BatchConfig{Batch: 5, Hold: time.Hour, Clock: clock})
+	admitN(t, b, "ended", sluice.Limit{Algorithm: sluice.FixedWindow, Rate: 10, Period: time.Minute}, 1) // holds 4
+	clock.Advance(time.Minute)
+	hour := sluice.Limit{Algorithm: sluice.FixedWindow, Rate: 10, Period: time.Hour}
+	admitN(t, b, "held", hour, 2) // holds 3
+	var out bytes.Buffer
+	b.ReleaseAndLog(context.Background(), slog.New(slog.NewTextHandler(&out, nil)))
+	want := "msg=\"reservations refunded at shutdown\" units=3 keys=1 units_not_refunded=0 units_of_ended_windows=4\n"
+	if got := out.String(); !strings.HasSuffix(got, want) {
+		t.Errorf("logged %q, want it to end %q", got, want)
+	}
+	if res, err := store.Peek(context.Background(), "held", hour); err != nil || res.Remaining != 8 {
+		t.Errorf("after ReleaseAndLog the store has %d left (%v), want 8", res.Remaining, err)
+	}
 }

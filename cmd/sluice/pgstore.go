@@ -19,7 +19,8 @@ import (
 
 // remoteOptions are serve's settings of a remote store beyond -store:
 // PostgreSQL's migrations on start (-migrate), and the reservations and
-// local share in front of Redis or PostgreSQL (see reserve.go).
+// local share in front of Redis or PostgreSQL (see reserve.go and
+// relief.Batcher.ReleaseAndLog).
 type remoteOptions struct {
 	migrate bool // -migrate: apply pgstore's migrations on start
 

@@ -14,13 +14,13 @@ import (
 
 // wrapRemote puts, from the store out, the reservations (-reserve-units:
 // relief.Batcher, whose units left at shutdown are refunded before the
-// store closes), the local share (-local-share: relief.Hybrid with a
+// store closes, relief.Batcher.ReleaseAndLog), the local share (-local-share: relief.Hybrid with a
 // memory store) and the over-limit cache (-local-cache) in front of st.
 func (r *remoteOptions) wrapRemote(st stores.Opened, localCache bool, log *slog.Logger) stores.Opened {
 	lim, closeStore := st.Limiter, st.Close
-	var res *reservations
+	var res *relief.Batcher
 	if r.reserveUnits > 0 {
-		res = newReservations(lim, relief.BatchConfig{Batch: r.reserveUnits, Hold: r.reserveHold})
+		res = relief.NewBatcher(lim, relief.BatchConfig{Batch: r.reserveUnits, Hold: r.reserveHold})
 		lim = res
 	}
 	var local *memstore.Store
@@ -36,7 +36,7 @@ func (r *remoteOptions) wrapRemote(st stores.Opened, localCache bool, log *slog.
 	}
 	st.Limiter = lim
 	if res != nil {
-		st.Release = func(ctx context.Context) { res.release(ctx, log) }
+		st.Release = func(ctx context.Context) { res.ReleaseAndLog(ctx, log) }
 	}
 	st.Close = func() {
 		if local != nil {
@@ -57,37 +57,4 @@ const cacheMaxHold = time.Second
 // share -failure-nodes gives a process while the store fails.
 func localShare(n int) func(sluice.Limit) sluice.Limit {
 	return func(l sluice.Limit) sluice.Limit { return failsafe.Split(l, n) }
-}
-
-// reservations is relief.Batcher in front of a remote store, whose units
-// still held at shutdown go back to the store (release): the Batcher
-// charges the store for a batch and spends it in this process, and a
-// process that stops would otherwise leave up to B−1 units per key charged
-// and never spent until the period ends. It is safe for concurrent use.
-type reservations struct {
-	*relief.Batcher
-}
-
-var (
-	_ sluice.Limiter        = (*reservations)(nil)
-	_ sluice.Refunder       = (*reservations)(nil)
-	_ sluice.Peeker         = (*reservations)(nil)
-	_ sluice.LimitValidator = (*reservations)(nil)
-)
-
-// newReservations returns store behind a relief.Batcher of cfg.
-func newReservations(store sluice.Limiter, cfg relief.BatchConfig) *reservations {
-	return &reservations{relief.NewBatcher(store, cfg)}
-}
-
-// release stops reserving and gives back to the store every unit held
-// whose window is still open (relief.Batcher.Release), until ctx ends, and
-// logs what it gave back and what it could not.
-func (r *reservations) release(ctx context.Context, log *slog.Logger) {
-	got, err := r.Release(ctx)
-	attrs := []any{"units", got.Units, "keys", got.Keys, "units_not_refunded", got.Failed, "units_of_ended_windows", got.Ended}
-	if err != nil {
-		attrs = append(attrs, "err", err)
-	}
-	log.Info("reservations refunded at shutdown", attrs...)
 }

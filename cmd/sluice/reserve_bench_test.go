@@ -46,7 +46,7 @@ func benchReservations(b *testing.B, url string, reserve, conc int, hot bool) {
 	defer st.Close()
 	var lim sluice.Limiter = st
 	if reserve > 0 {
-		lim = newReservations(st, relief.BatchConfig{Batch: reserve, Hold: 100 * time.Millisecond})
+		lim = relief.NewBatcher(st, relief.BatchConfig{Batch: reserve, Hold: 100 * time.Millisecond})
 	}
 	quota := sluice.Limit{Algorithm: sluice.FixedWindow, Rate: sluice.MaxRate, Period: time.Hour}
 	prefix := "bench:" + strconv.FormatInt(time.Now().UnixNano(), 36) + ":"

@@ -1,10 +1,7 @@
 package main
 
 import (
-	"context"
 	"fmt"
-	"io"
-	"log/slog"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -12,87 +9,8 @@ import (
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/failsafe"
-	"github.com/sluicehq/sluice/internal/clocktest"
 	"github.com/sluicehq/sluice/internal/redistest"
-	"github.com/sluicehq/sluice/memstore"
-	"github.com/sluicehq/sluice/relief"
 )
-
-// admitN asks r for n requests of key and returns how many it admitted.
-func admitN(t *testing.T, r sluice.Limiter, key string, lim sluice.Limit, n int) int {
-	t.Helper()
-	ok := 0
-	for range n {
-		res, err := r.AllowN(context.Background(), key, lim, 1)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if res.Allowed {
-			ok++
-		}
-	}
-	return ok
-}
-
-// A reservation left over at a fixed window's end is not given back into
-// the next window, where other processes have spent since: those units
-// were charged in the window that ended. Two processes on one store, a
-// quota of 10 a minute: in the second minute they admit 10 together, not
-// 10 plus what the first one held from the first minute.
-func TestReservationsOfAnEndedWindowAreNotRefundedIntoTheNext(t *testing.T) {
-	clock := clocktest.At(time.Date(2026, 1, 1, 0, 0, 50, 0, time.UTC))
-	store := memstore.New(memstore.Config{Clock: clock})
-	defer store.Close()
-	cfg := relief.BatchConfig{Batch: 5, Hold: time.Hour, Clock: clock}
-	a, b := newReservations(store, cfg), newReservations(store, cfg)
-	lim := sluice.Limit{Algorithm: sluice.FixedWindow, Rate: 10, Period: time.Minute}
-
-	if admitN(t, a, "k", lim, 1) != 1 { // a holds 4 of the first minute
-		t.Fatal("the first request was denied")
-	}
-	clock.Advance(20 * time.Second) // the second minute
-	got := admitN(t, b, "k", lim, 1) + admitN(t, a, "k", lim, 1)
-	got += admitN(t, b, "k", lim, 20) + admitN(t, a, "k", lim, 20)
-	if got != 10 {
-		t.Errorf("the second minute admitted %d, want its quota, 10", got)
-	}
-}
-
-// At shutdown the units a process holds go back to the store, and only
-// those of windows that have not ended; decisions after it go to the
-// store directly.
-func TestReservationsReleaseGivesBackWhatIsHeld(t *testing.T) {
-	clock := clocktest.At(time.Date(2026, 1, 1, 0, 0, 10, 0, time.UTC))
-	store := memstore.New(memstore.Config{Clock: clock})
-	defer store.Close()
-	r := newReservations(store, relief.BatchConfig{Batch: 5, Hold: time.Hour, Clock: clock})
-	minute := sluice.Limit{Algorithm: sluice.FixedWindow, Rate: 10, Period: time.Minute}
-	hour := sluice.Limit{Algorithm: sluice.FixedWindow, Rate: 10, Period: time.Hour}
-	admitN(t, r, "ended", minute, 1) // holds 4 of a minute that will end
-	clock.Advance(time.Minute)
-	admitN(t, r, "held", hour, 2) // holds 3 of this hour
-	remaining := func(key string, lim sluice.Limit) int {
-		res, err := store.Peek(context.Background(), key, lim)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return res.Remaining
-	}
-	if got := remaining("held", hour); got != 5 {
-		t.Fatalf("before release the store has %d left, want 5 (2 admitted, 3 held)", got)
-	}
-	r.release(context.Background(), slog.New(slog.NewTextHandler(io.Discard, nil)))
-	if got := remaining("held", hour); got != 8 {
-		t.Errorf("after release the store has %d left, want 8 (the 3 held given back)", got)
-	}
-	if got := remaining("ended", minute); got != 10 {
-		t.Errorf("the ended minute's units were refunded into this minute: %d left, want 10", got)
-	}
-	admitN(t, r, "held", hour, 1)
-	if got := remaining("held", hour); got != 7 {
-		t.Errorf("after release a decision reserved a batch: %d left, want 7", got)
-	}
-}
 
 // Reservations in front of Redis: two processes with -reserve-units 4 on a
 // quota of 10 an hour hold units while they run; once both have shut down

@@ -55,6 +55,14 @@ import (
 // increments later would admit up to servers × Batch too many with no
 // bound in time; reserving first keeps the bound small and known.
 //
+// Leases (BatchConfig.LeaseShare = f) size each key's reservation from
+// what this server asked of the key in the last Hold, at most ⌊f × C⌋ of a
+// limit of capacity C, and none when that is under 2: every bound above
+// holds with L = ⌊f × C⌋ in place of Batch, per key, and is zero for keys
+// that get no lease (decided exactly, one request at a time). So with N
+// servers a fixed window admits no more than its limit and at least its
+// limit less N × (L−1); the other algorithms at most N × (L−1) over.
+//
 // Once a key is over its limit every request costs a round trip or two;
 // put an OverLimitCache in front of the Batcher so that denials cost none.
 type Batcher struct {
@@ -62,6 +70,7 @@ type Batcher struct {
 	rf    sluice.Refunder // inner, if it takes units back; else nil
 	batch int
 	hold  time.Duration
+	lease float64 // BatchConfig.LeaseShare; 0: reservations of batch units
 	pools table[*pool]
 	// released is set by Release: decisions go to the inner limiter
 	// directly, and units that land are given back at once.
@@ -72,6 +81,7 @@ type Batcher struct {
 // requests of this server moving units of the key to or from the store.
 type pool struct {
 	units int
+	left  int   // the store's Remaining when the units were charged
 	until int64 // Unix ns after which unspent units go back
 	reset int64 // Unix ns at which the store's state of the key is as good as new
 	// refundBy is the Unix ns from which the units may no longer go back
@@ -81,15 +91,44 @@ type pool struct {
 	// back; landed, when not nil, is closed when one of them lands.
 	moving int
 	landed chan struct{}
+	// With leases, the units this server asked of the key: cur since win
+	// (Unix ns), prev in the Hold before it; the pool is kept, though
+	// empty, until kept (Unix ns), two Holds after the interval it last
+	// counted in began.
+	win, kept int64
+	cur, prev int
 }
 
-// expiry is when a pool may be dropped to make room: when its units expire,
-// and never while units are moving.
+// expiry is when a pool may be dropped to make room: when its units expire
+// and, with leases, its use has been counted for two Holds with none, and
+// never while units are moving.
 func (p *pool) expiry() int64 {
 	if p.moving > 0 {
 		return 1<<63 - 1
 	}
-	return p.until
+	return max(p.until, p.kept)
+}
+
+// count records that this server asked for cost units of the pool's key at
+// now, in intervals of hold ns.
+func (p *pool) count(now, hold int64, cost int) {
+	switch d := now - p.win; {
+	case d >= 2*hold || d < 0:
+		p.win, p.cur, p.prev = now, 0, 0
+	case d >= hold:
+		p.win, p.cur, p.prev = p.win+hold, 0, p.cur
+	}
+	p.cur += cost
+	p.kept = p.win + 2*hold
+}
+
+// recent estimates the units this server asked of the pool's key in the
+// last hold ns before now: the current interval's, and the previous
+// interval's in proportion to the part of it still within hold of now (a
+// sliding window's estimate).
+func (p *pool) recent(now, hold int64) int {
+	in := min(max(now-p.win, 0), hold)
+	return p.cur + int(int64(p.prev)*(hold-in)/hold)
 }
 
 // BatchConfig configures a Batcher.
@@ -106,6 +145,17 @@ type BatchConfig struct {
 	// counts its key's bytes and about 128 bytes); beyond it, as beyond
 	// MaxKeys. Default 32 MiB.
 	MaxBytes int64
+	// LeaseShare, when above 0, sizes each key's reservation (its lease)
+	// from the key's recent use on this server and its limit, in place of
+	// Batch: the units this server asked of the key in the last Hold (so a
+	// lease lasts about a Hold), at most ⌊LeaseShare × capacity⌋ of the
+	// limit (Burst for a bucket, Rate otherwise), and no lease, a decision
+	// of the request's own cost alone, when that comes to less than 2 (a
+	// key seldom asked for, or a limit too small for a share to hold two
+	// units). A server then holds at most ⌊LeaseShare × capacity⌋−1 units of
+	// a key, in place of Batch−1, and N servers N times that (see the
+	// bounds on Batcher). At most 1. Default 0: batches of Batch.
+	LeaseShare float64
 	// Clock tells the time; nil means the system clock.
 	Clock sluice.Clock
 }
@@ -120,7 +170,7 @@ func NewBatcher(inner sluice.Limiter, cfg BatchConfig) *Batcher {
 	if cfg.Hold <= 0 {
 		cfg.Hold = 100 * time.Millisecond
 	}
-	b := &Batcher{inner: inner, batch: cfg.Batch, hold: cfg.Hold}
+	b := &Batcher{inner: inner, batch: cfg.Batch, hold: cfg.Hold, lease: min(max(cfg.LeaseShare, 0), 1)}
 	b.rf, _ = inner.(sluice.Refunder)
 	b.pools.init(cfg.Clock, cfg.MaxKeys, cfg.MaxBytes)
 	return b
@@ -142,8 +192,9 @@ func (b *Batcher) Allow(ctx context.Context, key string, lim sluice.Limit) (slui
 
 // AllowN spends cost units from this server's reservation for key, and
 // reserves a new batch when it runs out. A Result answered locally reports
-// the units left in the reservation as Remaining (there may be more
-// globally). ResetAfter is the store's, which was charged for the whole
+// as Remaining the units left in the reservation and those the store had
+// left when it was charged for it (other servers may have spent some
+// since). ResetAfter is the store's, which was charged for the whole
 // batch when it was reserved: later than an unbatched store would say
 // after the units spent so far, never earlier.
 //
@@ -163,11 +214,48 @@ func (b *Batcher) AllowN(ctx context.Context, key string, lim sluice.Limit, cost
 	ck := cacheKey{key, lim}
 
 	sh.mu.Lock()
-	if res, ok := spend(sh, ck, now, cost); ok {
+	if res, ok := spend(sh, ck, now, cost, b.counts()); ok {
 		sh.mu.Unlock()
 		return res, nil
 	}
 	return b.reserve(ctx, sh, ck, now, cost)
+}
+
+// counts is the interval, in ns, in which leases count a key's use; 0
+// (nothing counted) for batches.
+func (b *Batcher) counts() int64 {
+	if b.lease > 0 {
+		return int64(b.hold)
+	}
+	return 0
+}
+
+// most is the most units a reservation of lim takes: Batch, or a lease's
+// share of lim; at most lim's capacity.
+func (b *Batcher) most(lim sluice.Limit) int {
+	if b.lease > 0 {
+		return int(b.lease * float64(lim.Capacity()))
+	}
+	return min(b.batch, lim.Capacity())
+}
+
+// size is how many units a reservation of lim takes for a request of cost
+// asking at now, which p (nil if the table had no room) counts: Batch, or
+// with leases the units this server asked in the last Hold, at most the
+// lease's share of lim, and just cost when that is under 2. sh.mu is held.
+func (b *Batcher) size(p *pool, lim sluice.Limit, now int64, cost int) int {
+	if b.lease == 0 {
+		return max(min(b.batch, lim.Capacity()), cost)
+	}
+	if p == nil {
+		return cost
+	}
+	hold := int64(b.hold)
+	p.count(now, hold, cost)
+	if n := min(p.recent(now, hold), b.most(lim)); n >= 2 {
+		return max(n, cost)
+	}
+	return cost
 }
 
 // reserve is AllowN when this server's reservation cannot cover the
@@ -185,10 +273,10 @@ func (b *Batcher) reserve(ctx context.Context, sh *shard[*pool], ck cacheKey, no
 		p.units = 0
 	}
 	p := b.begin(sh, ck, now)
+	n := b.size(p, lim, now, cost)
 	sh.mu.Unlock()
 
 	b.refund(ctx, key, lim, giveBack)
-	n := max(min(b.batch, lim.Capacity()), cost)
 	res, later, err := b.take(ctx, sh, ck, p, now, n)
 	for err == nil && !res.Allowed && n > cost {
 		// Not a whole batch left: take what is left if it covers this
@@ -290,17 +378,18 @@ func (b *Batcher) keep(ctx context.Context, sh *shard[*pool], ck cacheKey, sent 
 	case q == nil || b.released.Load():
 		ret = left // no room to hold them, or no more holding
 	case q.units == 0:
-		q.units, q.until, q.reset, q.refundBy = left, until, reset, by
+		q.units, q.left, q.until, q.reset, q.refundBy = left, res.Remaining, until, reset, by
 	default:
 		// Another request reserved meanwhile: pool both, but hold no
 		// more than Batch−1 units; the rest go back.
 		q.units += left
+		q.left = min(q.left, res.Remaining)
 		q.until = min(q.until, until)
 		q.reset = max(q.reset, reset)
 		q.refundBy = min(q.refundBy, by)
 	}
 	if q != nil && b.rf != nil {
-		if extra := q.units - (b.batch - 1); extra > 0 {
+		if extra := q.units - (b.most(ck.lim) - 1); extra > 0 {
 			q.units -= extra
 			ret = extra
 		}
@@ -356,7 +445,7 @@ const maxWaits = 4
 func (b *Batcher) retry(ctx context.Context, sh *shard[*pool], ck cacheKey, now int64, cost int, denied sluice.Result) (sluice.Result, error) {
 	for range maxWaits {
 		sh.mu.Lock()
-		if res, ok := spend(sh, ck, now, cost); ok {
+		if res, ok := spend(sh, ck, now, cost, 0); ok {
 			sh.mu.Unlock()
 			return res, nil
 		}
@@ -376,7 +465,7 @@ func (b *Batcher) retry(ctx context.Context, sh *shard[*pool], ck cacheKey, now 
 			return denied, nil
 		}
 		sh.mu.Lock()
-		res, ok := spend(sh, ck, now, cost)
+		res, ok := spend(sh, ck, now, cost, 0)
 		sh.mu.Unlock()
 		if ok {
 			return res, nil
@@ -395,14 +484,18 @@ func (b *Batcher) retry(ctx context.Context, sh *shard[*pool], ck cacheKey, now 
 }
 
 // spend takes cost units from ck's reservation if it holds them and has
-// not expired. sh.mu is held.
-func spend(sh *shard[*pool], ck cacheKey, now int64, cost int) (sluice.Result, bool) {
+// not expired, and counts them in intervals of count ns (leases) unless
+// count is 0. sh.mu is held.
+func spend(sh *shard[*pool], ck cacheKey, now int64, cost int, count int64) (sluice.Result, bool) {
 	p := sh.m[ck]
 	if p == nil || now >= p.until || p.units < cost {
 		return sluice.Result{}, false
 	}
+	if count > 0 {
+		p.count(now, count, cost)
+	}
 	p.units -= cost
-	return sluice.Result{Allowed: true, Remaining: p.units, ResetAfter: time.Duration(max(p.reset-now, 0))}, true
+	return sluice.Result{Allowed: true, Remaining: p.units + p.left, ResetAfter: time.Duration(max(p.reset-now, 0))}, true
 }
 
 // begin records that a request is moving units of ck (reserving, or giving
@@ -421,8 +514,8 @@ func (b *Batcher) begin(sh *shard[*pool], ck cacheKey, now int64) *pool {
 }
 
 // end records that the request that began p has landed its units, wakes
-// the requests waiting for it, and drops p if it is empty and idle. sh.mu
-// is held.
+// the requests waiting for it, and drops p if it is empty and idle (with
+// leases, once its use no longer counts). sh.mu is held.
 func (b *Batcher) end(sh *shard[*pool], ck cacheKey, p *pool) {
 	if p == nil {
 		return
@@ -432,7 +525,7 @@ func (b *Batcher) end(sh *shard[*pool], ck cacheKey, p *pool) {
 		close(p.landed)
 		p.landed = nil
 	}
-	if p.moving == 0 && p.units == 0 && sh.m[ck] == p {
+	if p.moving == 0 && p.units == 0 && sh.m[ck] == p && (b.lease == 0 || p.kept <= b.pools.now()) {
 		b.pools.del(sh, ck)
 	}
 }

@@ -56,6 +56,12 @@ func batcherOver(_ *testing.T, clock sluice.Clock, mem func() *memstore.Store) s
 	return relief.NewBatcher(mem(), relief.BatchConfig{Clock: clock})
 }
 
+// leaserOver is a Batcher with leases of up to half a limit over a store:
+// half, so that the suite's small limits (10 and up) get leases.
+func leaserOver(_ *testing.T, clock sluice.Clock, mem func() *memstore.Store) sluice.Limiter {
+	return relief.NewBatcher(mem(), relief.BatchConfig{LeaseShare: 0.5, Clock: clock})
+}
+
 // cacheBatcherOver is an OverLimitCache in front of a Batcher over a store.
 func cacheBatcherOver(_ *testing.T, clock sluice.Clock, mem func() *memstore.Store) sluice.Limiter {
 	b := relief.NewBatcher(mem(), relief.BatchConfig{Clock: clock})
@@ -81,6 +87,9 @@ func TestConformance(t *testing.T) {
 	// the store's ResetAfter after the whole batch (storetest.Options.Reserves).
 	t.Run("Batcher", func(t *testing.T) {
 		runOver(t, batcherOver, storetest.Options{Reserves: true})
+	})
+	t.Run("Batcher/leases", func(t *testing.T) {
+		runOver(t, leaserOver, storetest.Options{Reserves: true})
 	})
 	// Over-limit cache in front of a batcher, as TestBatchersShareOneGlobalLimit's servers: a
 	// remembered denial hides units that racing requests reserved or gave

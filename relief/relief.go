@@ -46,7 +46,10 @@
 // see Batcher); for the other algorithms at most servers × (Batch−1) units
 // over it in a window; and at most servers × (Batch−1) units held back,
 // each for at most Hold. Its Release gives the held units back at
-// shutdown.
+// shutdown. With leases (BatchConfig.LeaseShare f) a key's reservation is
+// sized from its recent use on the server, at most ⌊f × limit⌋ units, and
+// those bounds hold with that in place of Batch; keys used less than twice
+// a Hold, or whose limit is under 2/f, are decided exactly.
 //
 // PeriodSplit sends the limits whose period is under a minute to a store
 // of their own (envoyproxy/ratelimit's REDIS_PERSECOND), so that the

@@ -1,0 +1,114 @@
+package relief_test
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/internal/clocktest"
+	"github.com/sluicehq/sluice/relief"
+)
+
+// takes records the cost of every decision a store is asked for.
+type takes struct {
+	sluice.Limiter
+	mu    sync.Mutex
+	costs []int
+}
+
+func (s *takes) AllowN(ctx context.Context, key string, lim sluice.Limit, cost int) (sluice.Result, error) {
+	s.mu.Lock()
+	s.costs = append(s.costs, cost)
+	s.mu.Unlock()
+	return s.Limiter.AllowN(ctx, key, lim, cost)
+}
+
+// A lease is the units this server asked of a key in the last Hold, at
+// most the lease's share of the limit, and none (the request's own cost)
+// when that is under 2: a key asked for at a steady rate gets one lease of
+// a Hold's units per Hold, a faster one the share of its limit, and a slow
+// key or a small limit is decided one request at a time, exactly.
+func TestBatcherLeaseIsAHoldsUseCappedAtItsShareOfTheLimit(t *testing.T) {
+	const hold = 100 * time.Millisecond
+	hourOf := func(n int) sluice.Limit {
+		return sluice.Limit{Algorithm: sluice.FixedWindow, Rate: n, Period: time.Hour}
+	}
+	for _, tc := range []struct {
+		name    string
+		lim     sluice.Limit
+		perHold int // requests per Hold, evenly spaced
+		every   time.Duration
+		// want is the size of every store decision in the last of 4 Holds
+		// (lo to hi), and trips how many there are at most.
+		lo, hi, trips int
+	}{
+		{"100 a Hold of 100,000 an hour", hourOf(100_000), 100, 0, 95, 101, 2},
+		{"5,000 a Hold of 100,000 an hour: 1%", hourOf(100_000), 5000, 0, 1000, 1000, 5},
+		{"a limit of 199: no lease", hourOf(199), 40, 0, 1, 1, 40},
+		{"one every 150ms: no lease", hourOf(100_000), 0, 150 * time.Millisecond, 1, 1, 1},
+		{"a bucket's burst is its capacity", sluice.PerHour(1_000_000).WithBurst(300), 100, 0, 3, 3, 34},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			clock := clocktest.At(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+			store := &takes{Limiter: newMem(t, clock)}
+			b := relief.NewBatcher(store, relief.BatchConfig{LeaseShare: 0.01, Hold: hold, Clock: clock})
+			step := tc.every
+			if step == 0 {
+				step = hold / time.Duration(tc.perHold)
+			}
+			var last []int
+			for h := range 4 {
+				store.mu.Lock()
+				store.costs = store.costs[:0]
+				store.mu.Unlock()
+				for at := time.Duration(0); at < hold; at += step {
+					if r, err := b.AllowN(context.Background(), "k", tc.lim, 1); err != nil || !r.Allowed {
+						t.Fatalf("Hold %d, +%v: AllowN = %+v, %v", h, at, r, err)
+					}
+					clock.Advance(step)
+				}
+				last = append([]int(nil), store.costs...)
+			}
+			if len(last) > tc.trips {
+				t.Errorf("the last Hold took %d decisions of the store, want at most %d: %v", len(last), tc.trips, last)
+			}
+			for i, n := range last {
+				if n < tc.lo || n > tc.hi {
+					t.Errorf("the last Hold's decision %d of the store took %d units, want %d to %d (all: %v)", i, n, tc.lo, tc.hi, last)
+					break
+				}
+			}
+		})
+	}
+}
+
+// A server never holds more than its share of a limit less one: requests
+// that race for a lease pool what they take and give the rest back.
+func TestBatcherLeaseHoldsAtMostItsShareLessOne(t *testing.T) {
+	clock := clocktest.At(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	store := newMem(t, clock)
+	b := relief.NewBatcher(store, relief.BatchConfig{LeaseShare: 0.1, Hold: time.Hour, Clock: clock})
+	lim := sluice.Limit{Algorithm: sluice.FixedWindow, Rate: 200, Period: time.Hour}
+	var wg sync.WaitGroup
+	for g := range 16 {
+		wg.Go(func() {
+			for range 10 {
+				if _, err := b.AllowN(context.Background(), "k", lim, 1); err != nil {
+					panic(fmt.Sprint(g, err))
+				}
+			}
+		})
+	}
+	wg.Wait()
+	res, err := store.Peek(context.Background(), "k", lim)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// 160 admitted; the store has charged them and what the server holds.
+	if held := 200 - 160 - res.Remaining; held < 0 || held > 19 {
+		t.Errorf("the server holds %d units, want at most 10%% of 200 less 1, 19", held)
+	}
+}

@@ -97,6 +97,10 @@ type pool struct {
 	// counted in began.
 	win, kept int64
 	cur, prev int
+	// coming is, with leases, the units of the leases on their way that
+	// no request has claimed: a request that finds no units waits for
+	// them rather than asking the store itself.
+	coming int
 }
 
 // expiry is when a pool may be dropped to make room: when its units expire
@@ -218,7 +222,44 @@ func (b *Batcher) AllowN(ctx context.Context, key string, lim sluice.Limit, cost
 		sh.mu.Unlock()
 		return res, nil
 	}
+	if b.lease > 0 {
+		var res sluice.Result
+		var ok bool
+		if res, now, ok = b.await(ctx, sh, ck, now, cost); ok {
+			sh.mu.Unlock()
+			return res, nil
+		}
+	}
 	return b.reserve(ctx, sh, ck, now, cost)
+}
+
+// await is AllowN with leases when the reservation cannot cover the
+// request but units of a lease on its way are unclaimed: it claims cost of
+// them, waits for a lease to land and spends from it, reporting ok; else,
+// or when what landed was spent by others first, it reports false and the
+// time now, to reserve. sh.mu is held, and released while it waits. One
+// round trip then serves the concurrent requests its units cover, as a
+// reservation of Batch units alone does not: each request that misses
+// goes to the store.
+func (b *Batcher) await(ctx context.Context, sh *shard[*pool], ck cacheKey, now int64, cost int) (sluice.Result, int64, bool) {
+	p := sh.m[ck]
+	if p == nil || p.coming < cost {
+		return sluice.Result{}, now, false
+	}
+	p.coming -= cost
+	if p.landed == nil {
+		p.landed = make(chan struct{})
+	}
+	landed := p.landed
+	sh.mu.Unlock()
+	select {
+	case <-landed:
+	case <-ctx.Done():
+	}
+	sh.mu.Lock()
+	now = b.pools.now()
+	res, ok := spend(sh, ck, now, cost, b.counts())
+	return res, now, ok
 }
 
 // counts is the interval, in ns, in which leases count a key's use; 0
@@ -274,6 +315,9 @@ func (b *Batcher) reserve(ctx context.Context, sh *shard[*pool], ck cacheKey, no
 	}
 	p := b.begin(sh, ck, now)
 	n := b.size(p, lim, now, cost)
+	if p != nil && b.lease > 0 {
+		p.coming += n - cost
+	}
 	sh.mu.Unlock()
 
 	b.refund(ctx, key, lim, giveBack)
@@ -521,6 +565,9 @@ func (b *Batcher) end(sh *shard[*pool], ck cacheKey, p *pool) {
 		return
 	}
 	p.moving--
+	if p.moving == 0 {
+		p.coming = 0
+	}
 	if p.landed != nil {
 		close(p.landed)
 		p.landed = nil

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/sluicehq/sluice"
@@ -111,4 +112,59 @@ func TestBatcherLeaseHoldsAtMostItsShareLessOne(t *testing.T) {
 	if held := 200 - 160 - res.Remaining; held < 0 || held > 19 {
 		t.Errorf("the server holds %d units, want at most 10%% of 200 less 1, 19", held)
 	}
+}
+
+// gated is a store whose decisions wait at a gate, so that a test can
+// have requests race while one is with the store.
+type gated struct {
+	takes
+	gate chan struct{}
+}
+
+func (g *gated) AllowN(ctx context.Context, key string, lim sluice.Limit, cost int) (sluice.Result, error) {
+	<-g.gate
+	return g.takes.AllowN(ctx, key, lim, cost)
+}
+
+// Requests that find no units while a lease is on its way wait for it
+// rather than each asking the store: one round trip serves as many
+// requests as its units cover.
+func TestBatcherLeaseServesTheRequestsThatWaitForIt(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		store := &gated{takes: takes{Limiter: newMem(t, nil)}, gate: make(chan struct{})}
+		b := relief.NewBatcher(store, relief.BatchConfig{LeaseShare: 0.1, Hold: time.Hour})
+		lim := sluice.Limit{Algorithm: sluice.FixedWindow, Rate: 1000, Period: time.Hour}
+		ctx := context.Background()
+		// Warm: 15 requests take leases of 1, 2, 4 and 8 units and spend
+		// them all; the key's use counts 15.
+		for range 15 {
+			go b.AllowN(ctx, "k", lim, 1)
+			synctest.Wait()
+			select {
+			case store.gate <- struct{}{}: // it went to the store
+				synctest.Wait()
+			default:
+			}
+		}
+		store.costs = nil
+		admitted := make(chan bool, 8)
+		for range 8 {
+			go func() {
+				r, err := b.AllowN(ctx, "k", lim, 1)
+				admitted <- err == nil && r.Allowed
+			}()
+			synctest.Wait() // the first goes to the store, the others wait
+		}
+		store.gate <- struct{}{}
+		synctest.Wait()
+		close(store.gate) // whatever else asks the store
+		for range 8 {
+			if !<-admitted {
+				t.Fatal("a request was not admitted")
+			}
+		}
+		if got := store.costs; len(got) != 1 {
+			t.Errorf("8 racing requests asked the store %d times (%v), want once: a lease serves those waiting", len(got), got)
+		}
+	})
 }

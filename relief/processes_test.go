@@ -228,3 +228,112 @@ func TestReservationsStayWithin4TimesBatchLess1OfTheLimitAcross4Processes(t *tes
 		})
 	}
 }
+
+// Leases of at most 2% of a limit of 1,000 a day (L = 20 units): the fleet
+// holds at most processes × (L−1) units charged and not spent, so it
+// admits at least the limit less that; a fixed window never admits over
+// its limit, the other algorithms at most processes × (L−1) over. Once
+// every process has released its units, the store has counted exactly
+// what was admitted. And the leases do their job: half the limit costs
+// Redis a round trip per 5 decisions or fewer.
+func TestLeasesStayWithin4TimesTheLeaseLess1OfTheLimitAcross4Processes(t *testing.T) {
+	const share, capacity = 0.02, 1000
+	lease := int(share * capacity)
+	slack := procs * (lease - 1)
+	dayOfEach := []sluice.Limit{
+		{Algorithm: sluice.TokenBucket, Rate: capacity, Period: 24 * time.Hour, Burst: capacity},
+		{Algorithm: sluice.FixedWindow, Rate: capacity, Period: 24 * time.Hour},
+		{Algorithm: sluice.SlidingLog, Rate: capacity, Period: 24 * time.Hour},
+		{Algorithm: sluice.SlidingWindow, Rate: capacity, Period: 24 * time.Hour},
+		{Algorithm: sluice.LeakyBucket, Rate: capacity, Period: 24 * time.Hour, Burst: capacity},
+	}
+	for name, url := range redisTargets(t) {
+		t.Run(name, func(t *testing.T) {
+			stores := newStores(t, url, redisstore.Config{})
+			var trips []*storeTrips
+			for _, s := range stores {
+				trips = append(trips, &storeTrips{Store: s})
+			}
+			calls := func() (n int64) {
+				for _, c := range trips {
+					n += c.calls.Swap(0)
+				}
+				return n
+			}
+			// newFleet puts a leasing Batcher in front of each process's
+			// store, with a Hold longer than a burst: units stay held
+			// while it runs.
+			newFleet := func() (fleet []sluice.Limiter, release func()) {
+				var batchers []*relief.Batcher
+				for _, c := range trips {
+					b := relief.NewBatcher(c, relief.BatchConfig{LeaseShare: share, Hold: time.Minute})
+					batchers = append(batchers, b)
+					fleet = append(fleet, b)
+				}
+				return fleet, func() {
+					for _, b := range batchers {
+						if _, err := b.Release(context.Background()); err != nil {
+							t.Fatal(err)
+						}
+					}
+				}
+			}
+			for _, lim := range dayOfEach {
+				t.Run(lim.Algorithm.String(), func(t *testing.T) {
+					lo, hi := capacity-slack, capacity+slack
+					if lim.Algorithm == sluice.FixedWindow {
+						hi = capacity
+					}
+					// Half the limit, all admitted, in a fifth as many
+					// round trips or fewer.
+					fleet, release := newFleet()
+					calls()
+					if got := burstN(t, fleet, uniqueKey(t, lim), lim, capacity/2); got != capacity/2 {
+						t.Errorf("%d decisions: admitted %d, want all", capacity/2, got)
+					}
+					trips := calls()
+					if trips > capacity/10 {
+						t.Errorf("%d decisions took %d round trips, want at most %d: too few leases", capacity/2, trips, capacity/10)
+					}
+					release()
+					// As many decisions as the limit: each process is left
+					// holding units the others are then refused.
+					fleet, release = newFleet()
+					key := uniqueKey(t, lim)
+					first := burstN(t, fleet, key, lim, capacity)
+					if first < lo || first > capacity {
+						t.Errorf("%d decisions: admitted %d, want between %d and the limit %d (4 × (L−1) = %d held)",
+							capacity, first, lo, capacity, slack)
+					}
+					release()
+					rest := burstN(t, []sluice.Limiter{stores[0]}, key, lim, capacity)
+					if rest != capacity-first {
+						t.Errorf("after release, a fresh client admitted %d, want the rest of the limit %d (%d admitted)",
+							rest, capacity-first, first)
+					}
+					// A burst of twice the limit on a fresh key.
+					fleet, release = newFleet()
+					defer release()
+					got := burstN(t, fleet, uniqueKey(t, lim), lim, 2*capacity)
+					if got < lo || got > hi {
+						t.Errorf("%d decisions: admitted %d, want between %d and %d (limit %d, 4 × (L−1) = %d)",
+							2*capacity, got, lo, hi, capacity, slack)
+					}
+					t.Logf("limit %d, bound [%d, %d]: %d round trips for %d decisions; %d admitted of %d, %d more after release; %d of a burst of %d",
+						capacity, lo, hi, trips, capacity/2, first, capacity, rest, got, 2*capacity)
+				})
+			}
+		})
+	}
+}
+
+// storeTrips counts the decisions a store is asked for, and takes refunds.
+type storeTrips struct {
+	*redisstore.Store
+	calls atomic.Int64
+}
+
+func (c *storeTrips) AllowN(ctx context.Context, key string, lim sluice.Limit, cost int) (sluice.Result, error) {
+	c.calls.Add(1)
+	return c.Store.AllowN(ctx, key, lim, cost)
+}

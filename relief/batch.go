@@ -280,23 +280,19 @@ func (b *Batcher) most(lim sluice.Limit) int {
 	return min(b.batch, lim.Capacity())
 }
 
-// size is how many units a reservation of lim takes for a request of cost
-// asking at now, which p (nil if the table had no room) counts: Batch, or
-// with leases the units this server asked in the last Hold, at most the
-// lease's share of lim, and just cost when that is under 2. sh.mu is held.
-func (b *Batcher) size(p *pool, lim sluice.Limit, now int64, cost int) int {
-	if b.lease == 0 {
-		return max(min(b.batch, lim.Capacity()), cost)
-	}
+// counted returns ck's pool, added if need be and there is room (else
+// nil), having counted a request of cost at now in it (leases). sh.mu is
+// held.
+func (b *Batcher) counted(sh *shard[*pool], ck cacheKey, now int64, cost int) *pool {
+	p := sh.m[ck]
 	if p == nil {
-		return cost
+		p = &pool{}
+		if !b.pools.put(sh, ck, p, now, (*pool).expiry) {
+			return nil
+		}
 	}
-	hold := int64(b.hold)
-	p.count(now, hold, cost)
-	if n := min(p.recent(now, hold), b.most(lim)); n >= 2 {
-		return max(n, cost)
-	}
-	return cost
+	p.count(now, int64(b.hold), cost)
+	return p
 }
 
 // reserve is AllowN when this server's reservation cannot cover the
@@ -313,10 +309,28 @@ func (b *Batcher) reserve(ctx context.Context, sh *shard[*pool], ck cacheKey, no
 		}
 		p.units = 0
 	}
-	p := b.begin(sh, ck, now)
-	n := b.size(p, lim, now, cost)
-	if p != nil && b.lease > 0 {
-		p.coming += n - cost
+	var p *pool
+	n := cost
+	if b.lease == 0 {
+		p = b.begin(sh, ck, now)
+		n = max(min(b.batch, lim.Capacity()), cost)
+	} else {
+		// A decision of its own cost alone, with nothing to give back,
+		// moves no units this server keeps: the requests it denies need
+		// not wait for it.
+		p = b.counted(sh, ck, now, cost)
+		if p != nil {
+			n = max(min(p.recent(now, int64(b.hold)), b.most(lim)), cost)
+			if n < 2 {
+				n = cost
+			}
+			if n > cost || giveBack > 0 {
+				p.moving++
+				p.coming += n - cost
+			} else {
+				p = nil
+			}
+		}
 	}
 	sh.mu.Unlock()
 

@@ -25,16 +25,11 @@ import (
 // coalescing) and all three. admitted/op says what each row admits
 // of the same load; decisions/call is decisions per EVALSHA. Run it with
 // a fixed count, such as -benchtime 40000x, so that every row sends the
-// same load.
+// same load. The lease rows lease at most 1% of a limit: nothing of these
+// limits of 100 (see BenchmarkRedisCPUPerDecisionZipfLargeLimit).
 func BenchmarkRedisCPUPerDecisionZipf(b *testing.B) {
-	const procs, conc, keys = 4, 16, 10_000
 	lim := sluice.Limit{Algorithm: sluice.FixedWindow, Rate: 100, Period: time.Minute}
-	type wrap func(*redisstore.Store) sluice.Limiter
-	for _, row := range []struct {
-		name     string
-		coalesce time.Duration
-		wrap     wrap
-	}{
+	benchRedisCPUZipf(b, lim, []cpuRow{
 		{"none", 0, func(s *redisstore.Store) sluice.Limiter { return s }},
 		{"cache", 0, func(s *redisstore.Store) sluice.Limiter {
 			return relief.NewOverLimitCache(s, relief.CacheConfig{MaxHold: time.Second})
@@ -49,7 +44,54 @@ func BenchmarkRedisCPUPerDecisionZipf(b *testing.B) {
 		{"all-three", 200 * time.Microsecond, func(s *redisstore.Store) sluice.Limiter {
 			return relief.NewOverLimitCache(relief.NewBatcher(s, relief.BatchConfig{Batch: 10}), relief.CacheConfig{MaxHold: time.Second})
 		}},
-	} {
+		{"lease-1%", 0, leases(0.01, 100*time.Millisecond, false)},
+		{"default+lease-1%", 200 * time.Microsecond, leases(0.01, 100*time.Millisecond, true)},
+	})
+}
+
+// BenchmarkRedisCPUPerDecisionZipfLargeLimit is
+// BenchmarkRedisCPUPerDecisionZipf's load on limits of 10,000 a minute,
+// which it never reaches: leases of at most 1% (100 units) pay on the
+// keys a process asks for at least twice a Hold.
+func BenchmarkRedisCPUPerDecisionZipfLargeLimit(b *testing.B) {
+	lim := sluice.Limit{Algorithm: sluice.FixedWindow, Rate: 10_000, Period: time.Minute}
+	benchRedisCPUZipf(b, lim, []cpuRow{
+		{"none", 0, func(s *redisstore.Store) sluice.Limiter { return s }},
+		{"default(cache+coalesce)", 200 * time.Microsecond, func(s *redisstore.Store) sluice.Limiter {
+			return relief.NewOverLimitCache(s, relief.CacheConfig{MaxHold: time.Second})
+		}},
+		{"lease-1%-hold-100ms", 0, leases(0.01, 100*time.Millisecond, false)},
+		{"lease-1%-hold-1s", 0, leases(0.01, time.Second, false)},
+		{"default+lease-1%-hold-100ms", 200 * time.Microsecond, leases(0.01, 100*time.Millisecond, true)},
+		{"default+lease-1%-hold-1s", 200 * time.Microsecond, leases(0.01, time.Second, true)},
+	})
+}
+
+// leases is a row's stack: a Batcher of leases of share and hold, behind
+// an over-limit cache if cached.
+func leases(share float64, hold time.Duration, cached bool) func(*redisstore.Store) sluice.Limiter {
+	return func(s *redisstore.Store) sluice.Limiter {
+		var l sluice.Limiter = relief.NewBatcher(s, relief.BatchConfig{LeaseShare: share, Hold: hold})
+		if cached {
+			l = relief.NewOverLimitCache(l, relief.CacheConfig{MaxHold: time.Second})
+		}
+		return l
+	}
+}
+
+// cpuRow is a row of the Redis CPU benchmarks: a stack of relief over
+// each process's store, which coalesces decisions for up to coalesce.
+type cpuRow struct {
+	name     string
+	coalesce time.Duration
+	wrap     func(*redisstore.Store) sluice.Limiter
+}
+
+// benchRedisCPUZipf runs each row on its own redis-server: 4 processes of
+// 16 concurrent requests, Zipf s = 1.1 over 10,000 keys, each of limit lim.
+func benchRedisCPUZipf(b *testing.B, lim sluice.Limit, rows []cpuRow) {
+	const procs, conc, keys = 4, 16, 10_000
+	for _, row := range rows {
 		b.Run(row.name, func(b *testing.B) {
 			srv := redistest.StartServer(b)
 			ctx := context.Background()

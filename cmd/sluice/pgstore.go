@@ -33,21 +33,31 @@ type remoteOptions struct {
 	localShareAuto bool
 	fleet          string
 	fleetCount     func() int
+	// leaseShare is -lease-share, relief.BatchConfig.LeaseShare, as check
+	// leaves it: 0 (off) with PostgreSQL unless given, and with
+	// -reserve-units.
+	leaseShare float64
 
 	// timeout is -store-timeout: the deadline of one decision on the
 	// store (see stores.WithTimeout); 0 keeps the store's default.
 	timeout time.Duration
 }
 
-// flags defines -migrate, -reserve-units, -reserve-hold, -local-share and
-// -store-timeout on fs.
+// defaultLeaseShare is -lease-share's default with Redis: a process leases
+// at most 1% of a limit at a time (see docs/serve.md for the bound).
+const defaultLeaseShare = 0.01
+
+// flags defines -migrate, -reserve-units, -reserve-hold, -lease-share,
+// -local-share and -store-timeout on fs.
 func (r *remoteOptions) flags(fs *flag.FlagSet) {
 	fs.BoolVar(&r.migrate, "migrate", true,
 		"with PostgreSQL, apply the schema's migrations on start (the database must then be reachable to start); -migrate=false starts without connecting, the schema brought up to date beforehand by sluice migrate")
 	fs.IntVar(&r.reserveUnits, "reserve-units", 0,
 		"with Redis or PostgreSQL, reserve a key's units B at a time and spend them in this process without a round trip: the process holds at most B-1 unspent units per key, for at most -reserve-hold, refunded at shutdown; 0: off")
 	fs.DurationVar(&r.reserveHold, "reserve-hold", 100*time.Millisecond,
-		"with -reserve-units, how long a reservation's unspent units are held before they go back")
+		"with -reserve-units or -lease-share, how long a reservation's unspent units are held before they go back; a lease is sized from a key's use in this long")
+	fs.Float64Var(&r.leaseShare, "lease-share", defaultLeaseShare,
+		"with Redis (or PostgreSQL when given), lease each busy key's units in one round trip and spend them in this process: a lease is the units the process asked of the key in the last -reserve-hold, at most this share of the limit, and none (an exact decision) when that is under 2 units; a process holds at most share x limit - 1 unspent units per key, refunded at shutdown; 0: off")
 	fs.Var(shareFlag{r}, "local-share",
 		"with Redis or PostgreSQL, N: a request must first pass 1/N of its limit (rounded down, at least 1, as -failure-nodes divides it) counted in this process, so a burst past one process's share never reaches the store; set N to the number of processes or fewer; auto (Redis): N is the live count of -fleet's processes, each announcing itself every second; 0: off")
 	fs.StringVar(&r.fleet, "fleet", envflag.String("SLUICE_FLEET", defaultFleet),
@@ -74,8 +84,10 @@ func (r *remoteOptions) check(fs *flag.FlagSet, o *serveOptions) error {
 		return fmt.Errorf("-reserve-hold %v: want a positive duration", r.reserveHold)
 	case r.localShare < 0:
 		return fmt.Errorf("-local-share %d: want 0 (off) or at least 1", r.localShare)
-	case set["reserve-hold"] && r.reserveUnits == 0:
-		return errors.New("-reserve-hold needs -reserve-units")
+	case !(r.leaseShare >= 0 && r.leaseShare <= 1): // NaN too
+		return fmt.Errorf("-lease-share %v: want 0 (off) to 1", r.leaseShare)
+	case set["lease-share"] && r.leaseShare > 0 && r.reserveUnits > 0:
+		return errors.New("-lease-share and -reserve-units: choose one (a lease is sized per key, a reservation is B units)")
 	}
 	kind, err := stores.Of(o.store)
 	if err != nil {
@@ -83,6 +95,12 @@ func (r *remoteOptions) check(fs *flag.FlagSet, o *serveOptions) error {
 	}
 	if err := r.checkFleet(set, kind); err != nil {
 		return err
+	}
+	if r.reserveUnits > 0 || (kind == stores.Postgres && !set["lease-share"]) {
+		r.leaseShare = 0 // batches, or PostgreSQL's exact quotas
+	}
+	if set["reserve-hold"] && (r.reserveUnits == 0 && (r.leaseShare == 0 || !kind.Remote)) {
+		return errors.New("-reserve-hold needs -reserve-units or -lease-share")
 	}
 	if !kind.Remote && (r.reserveUnits > 0 || r.localShare > 0) {
 		return errors.New("-reserve-units and -local-share need a remote store (-store redis://… or postgres://…): the memory store is already local")

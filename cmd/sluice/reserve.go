@@ -12,15 +12,15 @@ import (
 	"github.com/sluicehq/sluice/relief"
 )
 
-// wrapRemote puts, from the store out, the reservations (-reserve-units:
-// relief.Batcher, whose units left at shutdown are refunded before the
-// store closes, relief.Batcher.ReleaseAndLog), the local share (-local-share: relief.Hybrid with a
+// wrapRemote puts, from the store out, the reservations (-reserve-units,
+// or -lease-share's leases: relief.Batcher, whose units left at shutdown
+// are refunded before the store closes, relief.Batcher.ReleaseAndLog), the local share (-local-share: relief.Hybrid with a
 // memory store) and the over-limit cache (-local-cache) in front of st.
 func (r *remoteOptions) wrapRemote(st stores.Opened, localCache bool, log *slog.Logger) stores.Opened {
 	lim, closeStore := st.Limiter, st.Close
 	var res *relief.Batcher
-	if r.reserveUnits > 0 {
-		res = relief.NewBatcher(lim, relief.BatchConfig{Batch: r.reserveUnits, Hold: r.reserveHold})
+	if r.reserveUnits > 0 || r.leaseShare > 0 {
+		res = relief.NewBatcher(lim, relief.BatchConfig{Batch: r.reserveUnits, Hold: r.reserveHold, LeaseShare: r.leaseShare})
 		lim = res
 	}
 	var local *memstore.Store

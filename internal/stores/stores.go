@@ -80,7 +80,7 @@ var (
 		Proxy:     true,
 		Serves:    "every algorithm, no billable limit",
 		Validate:  noLedger("the memory store", nil),
-		Moot:      []string{"local-cache", "health-needs-store", "failure-mode", "store-timeout", "failure-nodes"},
+		Moot:      []string{"local-cache", "lease-share", "health-needs-store", "failure-mode", "store-timeout", "failure-nodes"},
 		ProxyMoot: []string{"failure-mode", "store-timeout", "failure-nodes"},
 	}
 	// Redis is redisstore, on a single Redis, a Cluster or Sentinel, with

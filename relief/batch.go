@@ -71,6 +71,10 @@ type Batcher struct {
 	batch int
 	hold  time.Duration
 	lease float64 // BatchConfig.LeaseShare; 0: reservations of batch units
+	// door, with leases, remembers per shard (under its lock) keys seen
+	// once lately, by hash, so that a key gets a pool, which costs an
+	// allocation, only when it is asked for a second time within a Hold.
+	door  *[len(table[*pool]{}.shards)][doorSlots]doorSlot
 	pools table[*pool]
 	// released is set by Release: decisions go to the inner limiter
 	// directly, and units that land are given back at once.
@@ -101,6 +105,16 @@ type pool struct {
 	// no request has claimed: a request that finds no units waits for
 	// them rather than asking the store itself.
 	coming int
+}
+
+// doorSlots is how many keys seen once each shard of a Batcher with
+// leases remembers: a key whose slot another key took since is seen anew.
+const doorSlots = 256
+
+// doorSlot is a key seen once: its hash, and when (Unix ns).
+type doorSlot struct {
+	hash uint64
+	at   int64
 }
 
 // expiry is when a pool may be dropped to make room: when its units expire
@@ -176,6 +190,9 @@ func NewBatcher(inner sluice.Limiter, cfg BatchConfig) *Batcher {
 	}
 	b := &Batcher{inner: inner, batch: cfg.Batch, hold: cfg.Hold, lease: min(max(cfg.LeaseShare, 0), 1)}
 	b.rf, _ = inner.(sluice.Refunder)
+	if b.lease > 0 {
+		b.door = new([len(table[*pool]{}.shards)][doorSlots]doorSlot)
+	}
 	b.pools.init(cfg.Clock, cfg.MaxKeys, cfg.MaxBytes)
 	return b
 }
@@ -280,18 +297,29 @@ func (b *Batcher) most(lim sluice.Limit) int {
 	return min(b.batch, lim.Capacity())
 }
 
-// counted returns ck's pool, added if need be and there is room (else
-// nil), having counted a request of cost at now in it (leases). sh.mu is
-// held.
+// counted returns ck's pool, having counted a request of cost at now in
+// it (leases), or nil when ck has none and this is the first time within a
+// Hold that it is asked for (as far as the door remembers), or there is no
+// room: a key asked for once gets no lease, and costs no allocation. sh.mu
+// is held.
 func (b *Batcher) counted(sh *shard[*pool], ck cacheKey, now int64, cost int) *pool {
+	hold := int64(b.hold)
 	p := sh.m[ck]
 	if p == nil {
+		h := b.pools.hash(ck.key)
+		slot := &b.door[h%uint64(len(b.door))][(h/uint64(len(b.door)))%doorSlots]
+		if slot.hash != h || now-slot.at >= hold || now < slot.at {
+			*slot = doorSlot{h, now}
+			return nil
+		}
+		*slot = doorSlot{}
 		p = &pool{}
 		if !b.pools.put(sh, ck, p, now, (*pool).expiry) {
 			return nil
 		}
+		p.count(now, hold, 1) // the first time
 	}
-	p.count(now, int64(b.hold), cost)
+	p.count(now, hold, cost)
 	return p
 }
 

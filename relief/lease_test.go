@@ -168,3 +168,33 @@ func TestBatcherLeaseServesTheRequestsThatWaitForIt(t *testing.T) {
 		}
 	})
 }
+
+// admitAll is a store that admits everything and allocates nothing.
+type admitAll struct{ sluice.Limiter }
+
+func (admitAll) AllowN(ctx context.Context, key string, lim sluice.Limit, cost int) (sluice.Result, error) {
+	return sluice.Result{Allowed: true, Remaining: lim.Capacity() - cost}, nil
+}
+
+// A key asked for once within a Hold gets no lease and costs no memory:
+// on a long tail of keys each seen once, a Batcher with leases allocates
+// nothing per decision (a pool is added for a key on its second request).
+func TestBatcherLeaseAllocatesNothingForAKeyAskedForOnce(t *testing.T) {
+	clock := clocktest.At(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	b := relief.NewBatcher(admitAll{}, relief.BatchConfig{LeaseShare: 0.01, Hold: 100 * time.Millisecond, Clock: clock})
+	lim := sluice.Limit{Algorithm: sluice.FixedWindow, Rate: 100_000, Period: time.Hour}
+	keys := make([]string, 1000)
+	for i := range keys {
+		keys[i] = fmt.Sprintf("tail:%d", i)
+	}
+	i := 0
+	allocs := testing.AllocsPerRun(len(keys)-1, func() {
+		if _, err := b.AllowN(context.Background(), keys[i], lim, 1); err != nil {
+			t.Fatal(err)
+		}
+		i++
+	})
+	if allocs != 0 {
+		t.Errorf("%v allocations per decision on a key asked for once, want 0", allocs)
+	}
+}

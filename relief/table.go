@@ -68,10 +68,13 @@ func (t *table[V]) init(clock sluice.Clock, maxKeys int, maxBytes int64) {
 // now is the table's clock in Unix ns.
 func (t *table[V]) now() int64 { return t.clock.Now().UnixNano() }
 
-// shard returns key's shard.
+// shard returns key's shard: the one of its hash modulo the shards.
 func (t *table[V]) shard(key string) *shard[V] {
-	return &t.shards[maphash.String(t.seed, key)%uint64(len(t.shards))]
+	return &t.shards[t.hash(key)%uint64(len(t.shards))]
 }
+
+// hash is key's hash, which picks its shard.
+func (t *table[V]) hash(key string) uint64 { return maphash.String(t.seed, key) }
 
 // putSample bounds the entries a full shard looks at for expired ones
 // before it declines a new entry.

@@ -153,7 +153,8 @@ func (p *pool) recent(now, hold int64) int {
 type BatchConfig struct {
 	// Batch is how many units one round trip reserves. Default 10.
 	Batch int
-	// Hold is how long a server keeps unspent units. Default 100ms.
+	// Hold is how long a server keeps unspent units; with leases, also
+	// the span over which a key's use sizes its lease. Default 100ms.
 	Hold time.Duration
 	// MaxKeys bounds the keys with a reservation held; beyond it, new
 	// reservations are not pooled (their leftover units go back to the

@@ -14,8 +14,9 @@ import (
 
 // wrapRemote puts, from the store out, the reservations (-reserve-units,
 // or -lease-share's leases: relief.Batcher, whose units left at shutdown
-// are refunded before the store closes, relief.Batcher.ReleaseAndLog), the local share (-local-share: relief.Hybrid with a
-// memory store) and the over-limit cache (-local-cache) in front of st.
+// are refunded before the store closes, relief.Batcher.ReleaseAndLog),
+// the local share (-local-share: relief.Hybrid with a memory store) and
+// the over-limit cache (-local-cache) in front of st.
 func (r *remoteOptions) wrapRemote(st stores.Opened, localCache bool, log *slog.Logger) stores.Opened {
 	lim, closeStore := st.Limiter, st.Close
 	var res *relief.Batcher

@@ -173,7 +173,9 @@ type BatchConfig struct {
 	// key seldom asked for, or a limit too small for a share to hold two
 	// units). A server then holds at most ⌊LeaseShare × capacity⌋−1 units of
 	// a key, in place of Batch−1, and N servers N times that (see the
-	// bounds on Batcher). At most 1. Default 0: batches of Batch.
+	// bounds on Batcher). A key's first request within a Hold is
+	// remembered by its hash in a fixed 256 KiB (besides MaxBytes), not in
+	// a reservation. At most 1. Default 0: batches of Batch.
 	LeaseShare float64
 	// Clock tells the time; nil means the system clock.
 	Clock sluice.Clock

@@ -13,7 +13,6 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/config"
-	"github.com/sluicehq/sluice/internal/daemon"
 	"github.com/sluicehq/sluice/internal/pgtest"
 	"github.com/sluicehq/sluice/service"
 )
@@ -186,15 +185,6 @@ func TestServeRefusesAdminSettingsItCannotActOn(t *testing.T) {
 	}
 }
 
-// A port alone, or :port, puts the admin listener on loopback.
-func TestAdminAddrDefaultsToLoopback(t *testing.T) {
-	for in, want := range map[string]string{"9901": "127.0.0.1:9901", ":9901": "127.0.0.1:9901", "0.0.0.0:9901": "0.0.0.0:9901", "[::1]:9901": "[::1]:9901"} {
-		if got := adminAddr(in); got != want {
-			t.Errorf("adminAddr(%q) = %q, want %q", in, got, want)
-		}
-	}
-}
-
 // With -admin-client-ca, a client whose certificate chains to the CA is
 // served without a token and audited by its certificate's subject; one
 // without a certificate or token gets 401, one with another CA's
@@ -228,42 +218,5 @@ func TestAdminMTLS(t *testing.T) {
 	}
 	if code, _, errs := adminCLI(t, m[1], "", append([]string{"-ca", p("server-ca.pem"), "-cert", p("x.crt"), "-key", p("x.key")}, peek...)...); code != 1 || strings.Contains(errs, "200") {
 		t.Errorf("another CA's certificate: exit %d %q, want 1 (no TLS connection)", code, errs)
-	}
-}
-
-// serve and the admin command read the token the same way: from the file
-// if one is named, else from SLUICE_ADMIN_TOKEN, white space around it
-// removed; serve alone refuses a named file that holds nothing and a
-// token shorter than 16 bytes.
-func TestAdminTokenIsReadAlikeByServeAndTheCommand(t *testing.T) {
-	ctx := t.Context()
-	dir := t.TempDir()
-	write := func(name, content string) string {
-		p := filepath.Join(dir, name)
-		writeFile(t, p, content)
-		return p
-	}
-	const tok = "0123456789abcdef-token"
-	for _, tt := range []struct {
-		name, file, env, want string
-		serveErr              bool
-	}{
-		{"file, trimmed", write("tok", "  "+tok+"\n"), "", tok, false},
-		{"environment, trimmed", "", "\t" + tok + " ", tok, false},
-		{"none", "", "", "", false},
-		{"empty file", write("empty", " \n"), "", "", true},
-		{"short", write("short", "abc\n"), "", "abc", true},
-	} {
-		t.Run(tt.name, func(t *testing.T) {
-			t.Setenv(daemon.AdminTokenEnv, tt.env)
-			got, err := (&adminClient{tokenFile: tt.file}).token(ctx)
-			if err != nil || got != tt.want {
-				t.Errorf("admin command: %q, %v; want %q", got, err, tt.want)
-			}
-			b, err := (&daemon.AdminAuth{TokenFile: tt.file}).Token(ctx)
-			if tt.serveErr != (err != nil) || err == nil && string(b) != tt.want {
-				t.Errorf("serve: %q, %v; want %q (refused: %v)", b, err, tt.want, tt.serveErr)
-			}
-		})
 	}
 }

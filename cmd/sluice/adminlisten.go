@@ -6,8 +6,6 @@ import (
 	"flag"
 	"fmt"
 	"log/slog"
-	"net"
-	"strings"
 	"sync/atomic"
 	"time"
 
@@ -42,18 +40,6 @@ func (o *adminOptions) flags(fs *flag.FlagSet) {
 	o.plans.flags(fs, "PostgreSQL URL of plans and per-tenant overrides (the -store URL to share its database); empty: off")
 	fs.StringVar(&o.tenantKey, "plans-tenant-key", "tenant", "descriptor entry whose value names the tenant whose plan applies")
 	fs.StringVar(&o.keySecretFile, "log-key-secret-file", "", "a file holding the secret (16 bytes at least) of the keyed hash the live page (/page) shows of keys, the same on every replica so that their pages agree (as sluice proxy's flag); default a random secret per process")
-}
-
-// adminAddr returns the listen address of -admin-addr: a port alone or
-// :port means loopback.
-func adminAddr(addr string) string {
-	if !strings.Contains(addr, ":") {
-		return net.JoinHostPort("127.0.0.1", addr)
-	}
-	if host, port, err := net.SplitHostPort(addr); err == nil && host == "" {
-		return net.JoinHostPort("127.0.0.1", port)
-	}
-	return addr
 }
 
 // check refuses admin settings that would not be acted on, or would
@@ -205,7 +191,7 @@ func (s *serveApp) adminConfig(ctx context.Context, a *daemon.App, pl *pgstore.P
 // serveAdmin listens on -admin-addr (with TLS when set) and serves api.
 func (s *serveApp) serveAdmin(ctx context.Context, a *daemon.App, api *admin.API) error {
 	o := &s.o.admin
-	ln, err := a.Listen(adminAddr(o.addr))
+	ln, err := a.Listen(daemon.AdminAddr(o.addr))
 	if err != nil {
 		return daemon.ExitCode(1, "admin:", err)
 	}

@@ -253,6 +253,11 @@ var packages = map[string]pkgRule{
 	// format. It builds servers out of faces (gateway's HTTP server, the
 	// admin API and its page), so it is wiring, which cmd/sluice imports.
 	"internal/daemon": {layer: wiring},
+	// The client side of the admin API that sluice admin runs: an
+	// operation's arguments as one call, made with a token or a client
+	// certificate. It speaks package admin's paths and types and reads
+	// the token and CA as serve does (internal/daemon), so it is wiring.
+	"internal/adminclient": {layer: wiring},
 	// serve's tracing and statsd, set up from envoyproxy/ratelimit's
 	// variables; it hands the service its statsd store, so it is wiring.
 	"internal/telemetry": {layer: wiring},
@@ -589,6 +594,7 @@ func cleanGraph() []string {
 		"pgstore/pgplans: pgstore plans",
 		"internal/stores: memstore redisstore pgstore internal/redact",
 		"internal/telemetry: service internal/tracing internal/statsd",
+		"internal/adminclient: admin internal/daemon internal/safefile std:net/http",
 		"admin: . plans std:net/http",
 		"admin/page: . config service internal/topk internal/keyhash std:net/http",
 		"internal/topk: std:sync",

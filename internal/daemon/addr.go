@@ -1,6 +1,9 @@
 package daemon
 
-import "net"
+import (
+	"net"
+	"strings"
+)
 
 // LocalAddr turns a wildcard listen address into one a curl on this machine
 // can reach.
@@ -29,4 +32,18 @@ func WhereBound(a net.Addr) string {
 		return "every interface; "
 	}
 	return ""
+}
+
+// AdminAddr returns the listen address of an admin listener's -admin-addr,
+// and the host of sluice admin's -url given without a scheme: a port
+// alone, or :port, means loopback (127.0.0.1); any other address is
+// returned as it is.
+func AdminAddr(addr string) string {
+	if !strings.Contains(addr, ":") {
+		return net.JoinHostPort("127.0.0.1", addr)
+	}
+	if host, port, err := net.SplitHostPort(addr); err == nil && host == "" {
+		return net.JoinHostPort("127.0.0.1", port)
+	}
+	return addr
 }

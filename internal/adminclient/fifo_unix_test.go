@@ -1,6 +1,6 @@
 //go:build unix
 
-package main
+package adminclient
 
 import (
 	"context"
@@ -20,7 +20,7 @@ func TestAdminClientRefusesAKeyThatIsNotAFile(t *testing.T) {
 	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
 		t.Skip("no FIFO:", err)
 	}
-	c := &adminClient{cert: fifo, key: fifo}
+	c := &Client{Cert: fifo, Key: fifo}
 	done := make(chan error, 1)
 	go func() {
 		_, err := c.httpClient(context.Background())

@@ -15,7 +15,6 @@ import (
 	"net/http"
 	"net/netip"
 	"os"
-	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -43,28 +42,6 @@ import (
 //
 //go:embed example.yaml
 var exampleConfig []byte
-
-// headersDefault is -headers's default: SLUICE_HEADERS when set; else, as
-// envoyproxy/ratelimit answers, legacy when LIMIT_RESPONSE_HEADERS_ENABLED
-// is true and off when it is false or when serve runs with envoyproxy/
-// ratelimit's deployment variables (ratelimitenv.Deployment), so that
-// swapping its image adds no header its clients did not get before; else
-// Sluice's draft-11 headers.
-func headersDefault() string {
-	if v, ok := os.LookupEnv("SLUICE_HEADERS"); ok {
-		return v
-	}
-	if v, ok := os.LookupEnv("LIMIT_RESPONSE_HEADERS_ENABLED"); ok {
-		if b, err := strconv.ParseBool(v); err == nil && b {
-			return "legacy"
-		}
-		return "off" // false, or unparsable: refused by envflag.Errs before it matters
-	}
-	if ratelimitenv.Deployment() {
-		return "off"
-	}
-	return "draft-11"
-}
 
 // mootFlags returns the settings of o that its store makes moot, as flag
 // names: with the memory store, which never fails, -local-cache,
@@ -124,28 +101,6 @@ type serveOptions struct {
 	// STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT and (for loading)
 	// MERGE_DOMAIN_CONFIG.
 	rules ruleOptions
-}
-
-// legacyNamesFromEnv returns the names of -headers legacy's headers from
-// envoyproxy/ratelimit's LIMIT_LIMIT_HEADER, LIMIT_REMAINING_HEADER and
-// LIMIT_RESET_HEADER; unset ones are service.DefaultLegacyNames'.
-func legacyNamesFromEnv() service.LegacyNames {
-	return service.LegacyNames{
-		Limit:     os.Getenv("LIMIT_LIMIT_HEADER"),
-		Remaining: os.Getenv("LIMIT_REMAINING_HEADER"),
-		Reset:     os.Getenv("LIMIT_RESET_HEADER"),
-	}
-}
-
-// runtimeConfigDir returns envoyproxy/ratelimit's config directory,
-// RUNTIME_ROOT/RUNTIME_SUBDIRECTORY/RUNTIME_APPDIRECTORY (the last "config"
-// by default), or "" when RUNTIME_ROOT is unset.
-func runtimeConfigDir() string {
-	root := os.Getenv("RUNTIME_ROOT")
-	if root == "" {
-		return ""
-	}
-	return filepath.Join(root, os.Getenv("RUNTIME_SUBDIRECTORY"), envflag.String("RUNTIME_APPDIRECTORY", "config"))
 }
 
 // redisFromEnv returns the store that envoyproxy/ratelimit's variables
@@ -309,7 +264,7 @@ func (s *serveApp) start(ctx context.Context, a *daemon.App, stdout io.Writer) e
 	// And on file change, with the watches in place before the addresses
 	// are printed too.
 	if s.o.watch {
-		a.Watch(ctx, s.o.configPath, watchRoots(s.fs, s.o.configPath, s.defConfig), "config files")
+		a.Watch(ctx, s.o.configPath, ratelimitenv.RuntimeWatchRoots(envflag.IsSet(s.fs, "config"), s.o.configPath), "config files")
 	}
 	s.printBanner(stdout)
 	// Drain: the health checks fail first, then both listeners close.
@@ -321,7 +276,7 @@ func (s *serveApp) start(ctx context.Context, a *daemon.App, stdout io.Writer) e
 // environment variables; done is true when serve is to end with code
 // (-h, or a flag that does not parse).
 func parseServeFlags(args []string, stdout, stderr io.Writer) (s *serveApp, code int, done bool) {
-	s = &serveApp{defConfig: runtimeConfigDir()}
+	s = &serveApp{defConfig: ratelimitenv.RuntimeConfigDir()}
 	o, envErr := &s.o, &s.envErr
 	envErr.Bools("REDIS_TLS", "SHADOW_MODE", "LIMIT_RESPONSE_HEADERS_ENABLED", "REDIS_HEALTH_CHECK_ACTIVE_CONNECTION", "RUNTIME_WATCH_ROOT",
 		"FORCE_START_WITHOUT_INITIAL_CONFIG", "HEALTHY_WITH_AT_LEAST_ONE_CONFIG_LOADED")
@@ -332,7 +287,7 @@ func parseServeFlags(args []string, stdout, stderr io.Writer) (s *serveApp, code
 	fs.StringVar(&o.store, "store", redisFromEnv(), "memory, a Redis URL (redis://, rediss://, redis+cluster://, redis+sentinel://), or a PostgreSQL URL (postgres://, postgresql://: fixed-window quotas, durable)")
 	fs.StringVar(&o.httpAddr, "http-addr", net.JoinHostPort(envflag.String("HOST", ""), envflag.String("PORT", "8080")), "HTTP address: POST /json, /healthcheck, /metrics")
 	fs.StringVar(&o.grpcAddr, "grpc-addr", net.JoinHostPort(envflag.String("GRPC_HOST", ""), envflag.String("GRPC_PORT", "8081")), "gRPC address: envoy.service.ratelimit.v3.RateLimitService")
-	fs.StringVar(&o.headers, "headers", headersDefault(), "response_headers_to_add: off, legacy or draft-11 (default: SLUICE_HEADERS; else legacy when LIMIT_RESPONSE_HEADERS_ENABLED is true, off when it is false or envoyproxy/ratelimit's deployment variables are set, else draft-11)")
+	fs.StringVar(&o.headers, "headers", ratelimitenv.HeadersDefault(), "response_headers_to_add: off, legacy or draft-11 (default: SLUICE_HEADERS; else legacy when LIMIT_RESPONSE_HEADERS_ENABLED is true, off when it is false or envoyproxy/ratelimit's deployment variables are set, else draft-11)")
 	fs.StringVar(&o.policyNames, "header-policy-names", envflag.String("SLUICE_HEADER_POLICY_NAMES", "rule"), "what RateLimit-Policy and RateLimit (and forward auth's X-RateLimit-Reason) call a limit: rule (its rule's name, else its descriptor path), hash (r and 12 hex digits of the SHA-256 of that) or index (its position in RateLimit-Policy)")
 	fs.StringVar(&o.prefix, "prefix", envflag.String("CACHE_KEY_PREFIX", ""), "prefix of every store key")
 	fs.StringVar(&o.failure, "failure-mode", stores.DefaultFailureMode, "with Redis or PostgreSQL, what to do when it fails: local (each process decides its share of each limit in memory, see -failure-nodes), closed or open (admit) (unset on PostgreSQL: closed)")
@@ -575,7 +530,7 @@ func (s *serveApp) serviceConfig() service.Config {
 		rules = s.rules
 	}
 	return service.Config{Limiter: s.st.Limiter, Rules: rules, Prefix: o.prefix, KeyFormat: o.redis.ServiceKeyFormat(), ShadowMode: o.shadow,
-		Headers: s.headers, PolicyNames: s.policyNames, LegacyNames: legacyNamesFromEnv(), Logger: s.log, Registerer: s.reg, Failure: s.st.Failure, Healthy: s.healthy(),
+		Headers: s.headers, PolicyNames: s.policyNames, LegacyNames: service.LegacyNames(ratelimitenv.LegacyHeaderNames()), Logger: s.log, Registerer: s.reg, Failure: s.st.Failure, Healthy: s.healthy(),
 		MaxDetailedSeries: o.maxDetailed, MaxOverride: uint32(o.maxOverride), MaxCost: uint64(o.maxCost),
 		MaxDescriptors: o.maxDescs, MaxEntries: o.maxEntries, MaxJSONBytesInFlight: o.jsonInFlight,
 		MaxJSONBytesPerPeer: o.jsonPerPeer, JSONBodyMinRate: cmp.Or(o.jsonMinRate, -1),
@@ -773,25 +728,6 @@ func (s *serveApp) configName() string {
 		return "the config from the xDS server " + s.xds.client.Target
 	}
 	return cmp.Or(s.o.configPath, "the built-in example config")
-}
-
-// watchRoots returns the directories to watch besides those of the config
-// itself: with the config from RUNTIME_ROOT (no -config flag) and
-// RUNTIME_WATCH_ROOT true or unset, as envoyproxy/ratelimit defaults it,
-// the parent of RUNTIME_ROOT, so that RUNTIME_ROOT being an atomically
-// swapped symlink (envoyproxy/ratelimit's "symlink root") triggers a
-// reload. The config directory is watched in any case, which is what
-// RUNTIME_WATCH_ROOT=false asks for.
-func watchRoots(fs *flag.FlagSet, configPath, defConfig string) []string {
-	root := os.Getenv("RUNTIME_ROOT")
-	if envflag.IsSet(fs, "config") || root == "" || configPath != defConfig || !envflag.Bool("RUNTIME_WATCH_ROOT", true) {
-		return nil
-	}
-	abs, err := filepath.Abs(root)
-	if err != nil {
-		return nil
-	}
-	return []string{filepath.Dir(abs)}
 }
 
 // loadRules loads the config at path, or the built-in example when path is

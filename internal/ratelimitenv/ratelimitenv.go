@@ -4,8 +4,12 @@
 // with one value only, or as the store and the other settings decide),
 // and whether its presence says that serve was started as
 // envoyproxy/ratelimit is (its image swapped, its Deployment kept). The
-// start-up line of variables accepted and not acted on, the -headers
-// default and the tests' lists of variables are read from it. It is
+// start-up line of variables accepted and not acted on and the tests'
+// lists of variables are read from it. It also reads the settings serve
+// takes from envoyproxy/ratelimit's variables beyond flag defaults: the
+// -headers default (HeadersDefault), the legacy headers' names
+// (LegacyHeaderNames), and RUNTIME_ROOT's config directory and the root
+// watched for its swap (RuntimeConfigDir, RuntimeWatchRoots). It is
 // shipped code, not a test helper.
 //
 // Shipped: built into the sluice binary through the packages that import

@@ -13,11 +13,9 @@ import (
 	"net/http"
 	"net/url"
 	"os"
-	"os/signal"
 	"runtime/debug"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"time"
 
@@ -163,7 +161,7 @@ func (p *proxyApp) start(ctx context.Context, a *daemon.App, sum [sha256.Size]by
 	if err := p.serve(ctx, a); err != nil {
 		return err
 	}
-	p.reopenOnSIGUSR1(a)
+	daemon.ReopenAccessLogOn(a, p.accessLog, p.log, syscall.SIGUSR1)
 	if p.o.watch {
 		a.Watch(ctx, p.o.configPath, nil, "config file")
 	}
@@ -268,7 +266,7 @@ func (p *proxyApp) openFileSettings(ctx context.Context, a *daemon.App) error {
 	if err := checkProxyStore(p.o.store); err != nil {
 		return daemon.ExitCode(2, err)
 	}
-	accessLog, closeLog, err := openAccessLog(p.o.accessLog, p.file.AccessLog, p.stderr)
+	accessLog, closeLog, err := daemon.OpenAccessLog(cmp.Or(p.o.accessLog, p.file.AccessLog), p.stderr)
 	if err != nil {
 		return err
 	}
@@ -451,35 +449,6 @@ func (p *proxyApp) serve(ctx context.Context, a *daemon.App) error {
 	admin.ReadTimeout, admin.WriteTimeout = at.ClientHeader+at.ClientBody, at.Send
 	p.adminScheme, err = p.o.admin.ServeAdminOn(ctx, a, p.adminLn, admin, p.pg.page)
 	return err
-}
-
-// reopenOnSIGUSR1 reopens the access log file, if it is one, on SIGUSR1
-// (see logFile), until the command ends.
-func (p *proxyApp) reopenOnSIGUSR1(a *daemon.App) {
-	lf, ok := p.accessLog.(*logFile)
-	if !ok {
-		return
-	}
-	usr1 := make(chan os.Signal, 1)
-	signal.Notify(usr1, syscall.SIGUSR1)
-	a.OnClose(func() { signal.Stop(usr1) })
-	stopReopen, reopenDone := make(chan struct{}), make(chan struct{})
-	a.OnClose(func() { close(stopReopen); <-reopenDone })
-	go func() {
-		defer close(reopenDone)
-		for {
-			select {
-			case <-usr1:
-				if err := lf.reopen(); err != nil {
-					p.log.Error("access log not reopened; still writing the old file", "err", err)
-				} else {
-					p.log.Info("access log reopened", "path", lf.path)
-				}
-			case <-stopReopen:
-				return
-			}
-		}
-	}()
 }
 
 // printBanner prints where the proxy listens and what it forwards to.
@@ -684,64 +653,6 @@ func loadProxyFile(ctx context.Context, o proxyOptions) (*gateway.File, error) {
 		f.Config.Upstreams[0].URL = u
 	}
 	return f, nil
-}
-
-// openAccessLog opens the access log named by the flag, else the file's
-// setting, else stderr.
-func openAccessLog(flagValue, fileValue string, stderr io.Writer) (io.Writer, func(), error) {
-	v := cmp.Or(flagValue, fileValue)
-	switch v {
-	case "", "stderr":
-		return stderr, func() {}, nil
-	case "stdout":
-		return os.Stdout, func() {}, nil
-	case "off":
-		return nil, func() {}, nil
-	}
-	f := &logFile{path: v}
-	if err := f.reopen(); err != nil {
-		return nil, nil, err
-	}
-	return f, f.close, nil
-}
-
-// logFile is an access log file that SIGUSR1 reopens, as NGINX's
-// `nginx -s reopen` does, so that logrotate can move it away and have a
-// new one created.
-type logFile struct {
-	path string
-	mu   sync.Mutex
-	f    *os.File
-}
-
-// Write appends p to the file open now (reopen may swap it).
-func (l *logFile) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.f.Write(p)
-}
-
-// reopen opens the path afresh and closes the file written so far; on
-// error the old file stays in use.
-func (l *logFile) reopen() error {
-	f, err := os.OpenFile(l.path, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644)
-	if err != nil {
-		return fmt.Errorf("access log: %w", err)
-	}
-	l.mu.Lock()
-	old := l.f
-	l.f = f
-	l.mu.Unlock()
-	if old != nil {
-		old.Close()
-	}
-	return nil
-}
-
-func (l *logFile) close() {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	l.f.Close()
 }
 
 // checkUpstream warns when an upstream cannot be reached at start-up; the

@@ -3,11 +3,7 @@ package main
 import (
 	"cmp"
 	"context"
-	"errors"
 	"fmt"
-	"io/fs"
-	"os"
-	"path/filepath"
 
 	"github.com/sluicehq/sluice/internal/daemon"
 )
@@ -76,37 +72,15 @@ func (p *proxyApp) checkPlans() error {
 }
 
 // checkAccessLog refuses an access log file that start-up could not open
-// for appending, without creating it: an existing one must be a regular
-// file open for writing, a new one needs its directory.
+// (daemon.CheckAccessLog), naming the flag or the file's line.
 func (p *proxyApp) checkAccessLog() error {
 	v := cmp.Or(p.o.accessLog, p.file.AccessLog)
-	switch v {
-	case "", "stderr", "stdout", "off":
-		return nil
-	}
-	where := "-access-log " + v
-	if p.o.accessLog == "" {
-		where = p.at("access_log") + ": access_log " + v
-	}
-	fi, err := os.Stat(v)
+	err := daemon.CheckAccessLog(v)
 	switch {
-	case errors.Is(err, fs.ErrNotExist):
-		d, err := os.Stat(filepath.Dir(v))
-		if err != nil {
-			return fmt.Errorf("%s: %w", where, err)
-		}
-		if !d.IsDir() {
-			return fmt.Errorf("%s: %s is not a directory", where, filepath.Dir(v))
-		}
+	case err == nil:
 		return nil
-	case err != nil:
-		return fmt.Errorf("%s: %w", where, err)
-	case !fi.Mode().IsRegular():
-		return fmt.Errorf("%s: not a regular file", where)
+	case p.o.accessLog == "":
+		return fmt.Errorf("%s: access_log %s: %w", p.at("access_log"), v, err)
 	}
-	f, err := os.OpenFile(v, os.O_WRONLY|os.O_APPEND, 0)
-	if err != nil {
-		return fmt.Errorf("%s: %w", where, err)
-	}
-	return f.Close()
+	return fmt.Errorf("-access-log %s: %w", v, err)
 }

@@ -14,7 +14,9 @@
 //   - what the live page shows of the store's breaker (StoreState) and of
 //     the running config (PageConfig), the log format and level
 //     (NewLogger), the banner's addresses (LocalAddr) and the process's
-//     metrics registry (NewMetricsRegistry).
+//     metrics registry (NewMetricsRegistry);
+//   - the access log: a stream or a file (OpenAccessLog, CheckAccessLog)
+//     that a signal reopens for logrotate (ReopenAccessLogOn).
 //
 // It builds servers out of faces (gateway's HTTP server, the admin API and
 // its page), so it is wiring in internal/archtest's layers: only cmd/sluice

@@ -1,0 +1,47 @@
+//go:build unix
+
+package daemon
+
+import (
+	"bytes"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+
+	"github.com/sluicehq/sluice/internal/daemontest"
+)
+
+// The signal given reopens the file until the app closes; any other
+// writer is left alone.
+func TestReopenAccessLogOnTheSignal(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "access.log")
+	w, closeLog, err := OpenAccessLog(path, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer closeLog()
+	var logs bytes.Buffer
+	log := slog.New(slog.NewTextHandler(&logs, nil))
+	a := NewApp(io.Discard, "test:")
+	ReopenAccessLogOn(a, w, log, syscall.SIGUSR1)
+	ReopenAccessLogOn(a, io.Discard, log, syscall.SIGUSR1) // not a file: nothing to do
+	if err := os.Rename(path, path+".1"); err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Kill(os.Getpid(), syscall.SIGUSR1); err != nil {
+		t.Fatal(err)
+	}
+	daemontest.Eventually(t, "the signal reopens the file", func() bool {
+		_, err := os.Stat(path)
+		return err == nil
+	})
+	a.Close() // waits for the goroutine: logs is read alone below
+	if !strings.Contains(logs.String(), "access log reopened") {
+		t.Errorf("no line says the log was reopened: %s", logs.String())
+	}
+}

@@ -6,8 +6,10 @@ import (
 	"fmt"
 	"io"
 
+	"github.com/sluicehq/sluice/clientip"
 	"github.com/sluicehq/sluice/config"
 	"github.com/sluicehq/sluice/internal/daemon"
+	"github.com/sluicehq/sluice/internal/envflag"
 	"github.com/sluicehq/sluice/internal/stores"
 )
 
@@ -49,7 +51,7 @@ func check(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "sluice check:", err)
 		return 2
 	}
-	trusted, err := parseTrustedProxies(*trustedProxies)
+	trusted, err := clientip.ParsePrefixes(envflag.List(*trustedProxies)...)
 	if err != nil {
 		fmt.Fprintln(stderr, "sluice check: -trusted-proxies:", err)
 		return 2

@@ -7,14 +7,13 @@ import (
 	"fmt"
 	"io"
 	"slices"
-	"strconv"
-	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/sluicehq/sluice/internal/daemon"
+	"github.com/sluicehq/sluice/internal/envflag"
 	"github.com/sluicehq/sluice/internal/progress"
 	"github.com/sluicehq/sluice/internal/redact"
 	"github.com/sluicehq/sluice/internal/stores"
@@ -73,9 +72,12 @@ func runPrune(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	if msg != "" {
 		return fail(2, msg)
 	}
-	age, err := parseAge(*olderThan)
+	if *olderThan == "" {
+		return fail(2, "-older-than is required: how long after its end a period is kept (90d, 2160h)")
+	}
+	age, err := envflag.ParseAge(*olderThan)
 	if err != nil {
-		return fail(2, err.Error())
+		return fail(2, "-older-than "+err.Error())
 	}
 	if *timeout <= 0 {
 		return fail(2, fmt.Sprintf("-timeout %v: want a positive duration", *timeout))
@@ -149,30 +151,6 @@ func databaseArg(fs *flag.FlagSet, store, cmd, only string) (url, msg string) {
 		return "", fmt.Sprintf("%s is not a PostgreSQL URL (postgres:// or postgresql://): only PostgreSQL %s", stores.Name(store), only)
 	}
 	return store, ""
-}
-
-// parseAge reads -older-than: a Go duration or a whole number of days
-// ("90d"), positive.
-func parseAge(s string) (time.Duration, error) {
-	if s == "" {
-		return 0, errors.New("-older-than is required: how long after its end a period is kept (90d, 2160h)")
-	}
-	var d time.Duration
-	var err error
-	if days, ok := strings.CutSuffix(s, "d"); ok {
-		var n int
-		n, err = strconv.Atoi(days)
-		if err == nil && (n < 0 || n > 100*366) {
-			err = errors.New("out of range")
-		}
-		d = time.Duration(n) * 24 * time.Hour
-	} else {
-		d, err = time.ParseDuration(s)
-	}
-	if err != nil || d <= 0 {
-		return 0, fmt.Errorf("-older-than %q: want a positive Go duration (2160h) or number of days (90d)", s)
-	}
-	return d, nil
 }
 
 // runMigrate runs `sluice migrate`, and `sluice migrate prune`

@@ -16,7 +16,6 @@ import (
 	"net/netip"
 	"os"
 	"slices"
-	"strconv"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -351,20 +350,19 @@ func readRuleOptions(envErr *envflag.Errs) ruleOptions {
 		quota:           envflag.Bool("QUOTA_MODE", false),
 		dynamicMetadata: envflag.Bool("RESPONSE_DYNAMIC_METADATA", false),
 		stopIncrement:   envflag.Bool("STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT", false),
-		nearRatio: envflag.Parse(envErr, "NEAR_LIMIT_RATIO", service.DefaultNearLimitRatio, "a number from 0 to 1, such as 0.8", func(v string) (float64, error) {
-			f, err := strconv.ParseFloat(v, 64)
-			if err == nil && !(f >= 0 && f <= 1) {
-				err = errors.New("out of range")
-			}
-			if f == 0 {
-				// service.Config's 0 is the default; the smallest ratio
-				// puts the threshold at 0 as 0 does there.
-				f = math.SmallestNonzeroFloat64
-			}
-			return f, err
-		}),
-		load: config.Options{MergeDomains: envflag.Bool("MERGE_DOMAIN_CONFIG", false)},
+		nearRatio:       nearRatio(envErr.Float("NEAR_LIMIT_RATIO", service.DefaultNearLimitRatio, 0, 1, "a number from 0 to 1, such as 0.8")),
+		load:            config.Options{MergeDomains: envflag.Bool("MERGE_DOMAIN_CONFIG", false)},
 	}
+}
+
+// nearRatio is NEAR_LIMIT_RATIO as service.Config takes it: there 0 is the
+// default, so a ratio of 0 is the smallest one, which puts the threshold
+// at 0 as 0 would.
+func nearRatio(f float64) float64 {
+	if f == 0 {
+		return math.SmallestNonzeroFloat64
+	}
+	return f
 }
 
 // checkOptions refuses the settings serve cannot run with (exit 2): the
@@ -397,7 +395,7 @@ func (s *serveApp) checkOptions() error {
 	if _, err := failsafe.ParseMode(o.failure); err != nil {
 		return daemon.ExitCode(2, "-failure-mode:", err) // whatever the store: a typo must not wait for Redis
 	}
-	trusted, err := parseTrustedProxies(o.trustedProxies)
+	trusted, err := clientip.ParsePrefixes(envflag.List(o.trustedProxies)...)
 	if err != nil {
 		return daemon.ExitCode(2, "-trusted-proxies:", err)
 	}
@@ -770,18 +768,6 @@ const maxMemClock = 10 * time.Millisecond
 func openStore(ctx context.Context, store, failure string) (sluice.Limiter, *service.FailurePolicy, func(), error) {
 	o, err := stores.Open(ctx, store, nil, failure, memstore.Config{}, slog.Default())
 	return o.Limiter, o.Failure, o.Close, err
-}
-
-// parseTrustedProxies parses -trusted-proxies: networks or addresses
-// separated by commas; empty is none.
-func parseTrustedProxies(s string) ([]netip.Prefix, error) {
-	var list []string
-	for f := range strings.SplitSeq(s, ",") {
-		if f = strings.TrimSpace(f); f != "" {
-			list = append(list, f)
-		}
-	}
-	return clientip.ParsePrefixes(list...)
 }
 
 // authEndpoint is serve's /auth: the forward-auth handler of the running

@@ -8,7 +8,6 @@ import (
 	"math"
 	"os"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 
@@ -83,14 +82,8 @@ func xdsFromEnv(e *envflag.Errs) *xdsSettings {
 	c.Backoff = xdsconfig.Backoff{
 		Initial: e.Duration("XDS_CLIENT_BACKOFF_INITIAL_INTERVAL", def.Initial),
 		Max:     e.Duration("XDS_CLIENT_BACKOFF_MAX_INTERVAL", def.Max),
-		Factor: envflag.Parse(e, "XDS_CLIENT_BACKOFF_RANDOM_FACTOR", def.Factor, "a number, 0 or more", func(v string) (float64, error) {
-			f, err := strconv.ParseFloat(v, 64)
-			if err == nil && (f < 0 || math.IsInf(f, 0) || math.IsNaN(f)) {
-				err = errors.New("out of range")
-			}
-			return f, err
-		}),
-		Jitter: envflag.Bool("XDS_CLIENT_BACKOFF_JITTER", def.Jitter),
+		Factor:  e.Float("XDS_CLIENT_BACKOFF_RANDOM_FACTOR", def.Factor, 0, math.MaxFloat64, "a number, 0 or more"),
+		Jitter:  envflag.Bool("XDS_CLIENT_BACKOFF_JITTER", def.Jitter),
 	}
 	if c.MaxMsgSize = e.Int("XDS_CLIENT_MAX_MSG_SIZE_IN_BYTES", 0); c.MaxMsgSize < 0 {
 		*e = append(*e, fmt.Errorf("XDS_CLIENT_MAX_MSG_SIZE_IN_BYTES=%d: want 0 (gRPC's default, 4 MiB) or more", c.MaxMsgSize))

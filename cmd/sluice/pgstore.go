@@ -169,10 +169,11 @@ func (o *serveOptions) storeNotActedOn() []string {
 func openServeStore(ctx context.Context, o *serveOptions, failureSet bool, log *slog.Logger) (stores.Opened, error) {
 	var st stores.Opened
 	var err error
+	mem := memstore.Config{MaxBytes: o.memMaxBytes, ClockResolution: o.memClock}
 	if stores.Is(o.store, stores.Postgres) {
-		st, err = stores.OpenPostgres(ctx, o.store, o.failure, failureSet, o.remote.migrate, log)
+		st, err = stores.OpenPostgres(ctx, o.store, o.failure, failureSet, o.remote.migrate, mem, log)
 	} else {
-		st, err = stores.Open(ctx, o.store, &o.redis, o.failure, memstore.Config{MaxBytes: o.memMaxBytes, ClockResolution: o.memClock}, log)
+		st, err = stores.Open(ctx, o.store, &o.redis, o.failure, mem, log)
 	}
 	if err != nil || st.Mem != nil {
 		return st, err // the memory store is local already (mootFlags names -local-cache)

@@ -301,8 +301,9 @@ func (p *proxyApp) openLimiter(ctx context.Context, a *daemon.App) error {
 		p.log.Info("accepted and not acted on", "settings", "memory_max_bytes,memory_max_keys", "why", "with Redis the memory store is -failure-mode local's only")
 	}
 	if failure.Mode == failsafe.Local {
-		local := memstore.New(memCfg)
-		a.OnClose(func() { local.Close() })
+		// stores.Open's local store, held to memCfg's budget and closed
+		// with the store.
+		local := failure.Local.(*memstore.Store)
 		fc.Local, p.mem = local, local
 	}
 	fl, err := failsafe.New(fc)

@@ -45,8 +45,9 @@ var exampleConfig []byte
 // mootFlags returns the settings of o that its store makes moot, as flag
 // names: with the memory store, which never fails, -local-cache,
 // -health-needs-store and an explicit -failure-mode, -store-timeout or -failure-nodes
-// (flags or their environment variables); with Redis, an explicit -memory-max-bytes and
-// -memory-clock-resolution.
+// (flags or their environment variables); with Redis or PostgreSQL, an
+// explicit -memory-clock-resolution (-memory-max-bytes is then the budget
+// of failure mode local's store).
 func mootFlags(fs *flag.FlagSet, o *serveOptions) []string {
 	set := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
@@ -309,7 +310,7 @@ func parseServeFlags(args []string, stdout, stderr io.Writer) (s *serveApp, code
 	o.admin.flags(fs)
 	o.rlqs.flags(fs, envErr)
 	envErr.SizeVar(fs, &o.memMaxBytes, "memory-max-bytes", "MEMSTORE_MAX_BYTES", memstore.DefaultMaxBytes,
-		"the memory store's budget in bytes, or k, m or g (such as 256m) (keys, states, sliding log entries); at it, keys are evicted (sluice_memstore_evictions_total)")
+		"the memory store's budget in bytes, or k, m or g (such as 256m) (keys, states, sliding log entries); at it, keys are evicted (sluice_memstore_evictions_total); with Redis or PostgreSQL, the budget of the store failure mode local decides on while the store fails")
 	fs.DurationVar(&o.memClock, "memory-clock-resolution", 0,
 		"with the memory store, read a coarse clock refreshed every this long (10µs to 10ms, such as 100us) instead of the exact clock at each decision: cheaper decisions, refills and window ends up to this late, and a thread that wakes every this long; 0: exact")
 	fs.IntVar(&o.maxOverride, "max-override", envErr.Int("MAX_OVERRIDE", 0),

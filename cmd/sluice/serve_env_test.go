@@ -97,15 +97,15 @@ func TestServeRefusesABadFailureModeOnEveryStore(t *testing.T) {
 
 // Settings that the chosen store makes moot are named in the start-up
 // line of what is not acted on: before, -local-cache, -failure-mode and
-// -health-needs-store with the memory store, and -memory-max-bytes with
-// Redis, were accepted without a word.
+// -health-needs-store with the memory store, and -memory-clock-resolution
+// with Redis, were accepted without a word.
 func TestServeNamesFlagsItDoesNotActOn(t *testing.T) {
 	for _, tt := range []struct {
 		args []string
 		want []string
 	}{
 		{[]string{"-local-cache", "-failure-mode", "closed", "-health-needs-store"}, []string{"-local-cache", "-failure-mode", "-health-needs-store"}},
-		{[]string{"-store", "redis://127.0.0.1:1", "-memory-max-bytes", "1000000"}, []string{"-memory-max-bytes"}},
+		{[]string{"-store", "redis://127.0.0.1:1", "-memory-clock-resolution", "100us"}, []string{"-memory-clock-resolution"}},
 		// GRPC_SERVER_TLS_CERT and _KEY without GRPC_SERVER_USE_TLS:
 		// plaintext, as envoyproxy/ratelimit serves then, and said.
 		{[]string{"-grpc-tls-cert", "tls.crt", "-grpc-tls-key", "tls.key"}, []string{"-grpc-tls-cert", "-grpc-tls-key"}},

@@ -54,7 +54,9 @@ func (o Opened) Shutdown(ctx context.Context) {
 
 // Open opens the store named by store: the memory store configured by
 // mem, or Redis with the failure policy of the failure mode named by
-// failure, for the caller to apply. Redis being down is no error: the
+// failure, for the caller to apply; that policy's Local store (failure
+// mode local's, while Redis fails) is a memory store held to mem's
+// MaxBytes and MaxKeys (see FailureLocal). Redis being down is no error: the
 // store then fails every call (the failure policy answers) and reconnects
 // in the background, logging on log (see redisstore.Lazy). ro are the
 // Redis settings (nil: the URL's alone). PostgreSQL is OpenPostgres's.
@@ -75,9 +77,18 @@ func Open(ctx context.Context, store string, ro *RedisOptions, failure string, m
 	// -store-per-second).
 	// The store of rules whose failure_mode is local (and of every rule
 	// with -failure-mode local), while Redis fails.
-	local := memstore.New(memstore.Config{})
+	local := FailureLocal(mem)
 	return Opened{Limiter: rs.Limiter, Failure: &service.FailurePolicy{Mode: mode, Local: local, Timeout: Redis.DecisionTimeout},
 		Close: func() { rs.Close(); local.Close() }, Connected: rs.Connected, Roster: rs.Roster}, nil
+}
+
+// FailureLocal makes the memory store that failure mode local decides on
+// while a remote store fails, held to mem's budget: MaxBytes and MaxKeys
+// (0: memstore's defaults), so that a flood of distinct keys while the
+// store is down evicts instead of growing the heap. mem's other settings
+// (the clock, its resolution, the shards) are not used.
+func FailureLocal(mem memstore.Config) *memstore.Store {
+	return memstore.New(memstore.Config{MaxBytes: mem.MaxBytes, MaxKeys: mem.MaxKeys})
 }
 
 // OpenMemory opens the memory store configured by cfg.
@@ -98,10 +109,12 @@ const PgSweepEvery = time.Minute
 // until the database answers, and Connected turns true once a ping has
 // succeeded.
 //
+// The failure policy's Local store is FailureLocal(mem).
+//
 // Quotas are accounting, so the failure mode defaults to closed on
 // PostgreSQL: when the operator set no -failure-mode (failureSet false),
 // a failed decision is refused, and the log says so.
-func OpenPostgres(ctx context.Context, url, failure string, failureSet, migrate bool, log *slog.Logger) (Opened, error) {
+func OpenPostgres(ctx context.Context, url, failure string, failureSet, migrate bool, mem memstore.Config, log *slog.Logger) (Opened, error) {
 	mode, err := failsafe.ParseMode(failure)
 	if err != nil {
 		return Opened{}, err
@@ -127,7 +140,7 @@ func OpenPostgres(ctx context.Context, url, failure string, failureSet, migrate 
 	} else {
 		go pingUntilUp(bg, st, &up, log, done)
 	}
-	local := memstore.New(memstore.Config{})
+	local := FailureLocal(mem)
 	return Opened{Limiter: st, Failure: &service.FailurePolicy{Mode: mode, Local: local, Timeout: Postgres.DecisionTimeout},
 		Close:     func() { stop(); <-done; st.Close(); local.Close() },
 		Connected: up.Load}, nil

@@ -93,7 +93,7 @@ var (
 		Serves:          "every algorithm, periods in whole microseconds, no billable limit",
 		Validate:        noLedger("Redis", redisstore.ValidateLimit),
 		DecisionTimeout: decisionTimeout,
-		Moot:            []string{"memory-max-bytes", "memory-clock-resolution"},
+		Moot:            []string{"memory-clock-resolution"}, // -memory-max-bytes: failure mode local's store (FailureLocal)
 	}
 	// Postgres is pgstore: durable fixed-window quotas.
 	Postgres = &Kind{
@@ -104,7 +104,7 @@ var (
 		Ledger:          true,
 		Validate:        pgstore.ValidateLimit,
 		DecisionTimeout: decisionTimeout,
-		Moot:            []string{"memory-max-bytes", "memory-clock-resolution"},
+		Moot:            []string{"memory-clock-resolution"}, // -memory-max-bytes: failure mode local's store (FailureLocal)
 	}
 )
 

@@ -172,6 +172,18 @@ func (s *SlidingLog) resize(size int) {
 
 // Take decides a request of cost units at now and logs them if admitted.
 func (s *SlidingLog) Take(now int64, lim sluice.Limit, cost int) sluice.Result {
+	return s.TakeAtMost(now, lim, cost, MaxLogEntries(lim))
+}
+
+// TakeAtMost is Take keeping at most most entries (at least one), fewer
+// than MaxLogEntries(lim) when a store's memory budget allows no more:
+// past it the two oldest entries merge into one stamped with the later
+// instant, as after a change of limit, so the ring never grows past most
+// entries and the log stays conservative: every unit is still counted, and
+// none leaves the window earlier than in the exact log, so it may refuse
+// sooner, never admit more. A log that already holds more than most
+// entries keeps their number: each new entry merges the two oldest.
+func (s *SlidingLog) TakeAtMost(now int64, lim sluice.Limit, cost int, most int64) sluice.Result {
 	p, rate, c := int64(lim.Period), int64(lim.Rate), int64(cost)
 	at := now // the instant logged: never before the newest, so the log stays sorted if the clock steps back
 	if s.n > 0 {
@@ -189,7 +201,7 @@ func (s *SlidingLog) Take(now int64, lim sluice.Limit, cost int) sluice.Result {
 		res.ResetAfter = time.Duration(s.entry(s.n-1).at + p - now)
 		return res
 	}
-	s.add(at, c, LogResolution(lim), MaxLogEntries(lim))
+	s.add(at, c, LogResolution(lim), most)
 	s.until = at + p
 	res.Allowed = true
 	res.Remaining = int(rate - s.sum())

@@ -283,3 +283,66 @@ func TestSlidingLogBytesFollowItsEntries(t *testing.T) {
 		t.Fatalf("after every entry left, Bytes %d, want within %d of %d", after, 16*64, small)
 	}
 }
+
+// Long sliding logs on keys of their own shards stay within MaxBytes:
+// 16 keys, each asked for 20,000 entries of 16 bytes (320 KB, 5 MB in
+// all) against a budget of 1 MiB over 16 shards. A log that is its
+// shard's only key cannot evict another to make room; it merges its two
+// oldest entries instead of growing past the shard's share, which only
+// ever makes it refuse sooner: no window holds more than the rate. Before,
+// each shard's one log was kept past its share, and the store held about
+// five times its budget.
+func TestLongSlidingLogsOnTheirOwnShardsStayWithinMaxBytes(t *testing.T) {
+	const maxBytes, keys, entries = 1 << 20, 16, 20_000
+	clock := clocktest.New()
+	before := heapAfterGC()
+	s := newTestStore(t, memstore.Config{Clock: clock, MaxBytes: maxBytes, Shards: keys})
+	lim := sluice.Limit{Algorithm: sluice.SlidingLog, Rate: 1 << 17, Period: time.Hour}
+	for range entries {
+		clock.Advance(time.Microsecond) // units at distinct instants are distinct entries
+		for k := range keys {
+			if r := mustAllow(t, s, "log"+strconv.Itoa(k), lim, 1); !r.Allowed {
+				t.Fatalf("log %d denied within its rate: %+v", k, r)
+			}
+		}
+	}
+	st := s.Stats()
+	grown := int64(heapAfterGC()) - int64(before)
+	t.Logf("%d logs of %d entries asked: %d keys held in %d bytes (heap grew %d), budget %d", keys, entries, st.Keys, st.Bytes, grown, st.MaxBytes)
+	if st.Bytes > maxBytes {
+		t.Errorf("Stats().Bytes = %d > MaxBytes %d", st.Bytes, maxBytes)
+	}
+	if grown > 2*maxBytes {
+		t.Errorf("the heap grew by %d bytes, want under 2·MaxBytes = %d", grown, 2*maxBytes)
+	}
+	runtime.KeepAlive(s)
+}
+
+// A log held to a small share still counts every unit: it admits its rate
+// within its period and refuses the next unit, and its merged entries
+// leave no earlier than the units they hold.
+func TestSlidingLogHeldToItsShareStillRefusesPastItsRate(t *testing.T) {
+	clock := clocktest.New()
+	s := newTestStore(t, memstore.Config{Clock: clock, MaxBytes: 8 << 10, Shards: 1})
+	lim := sluice.Limit{Algorithm: sluice.SlidingLog, Rate: 5000, Period: time.Hour}
+	start := clock.Now()
+	for i := range lim.Rate {
+		clock.Advance(time.Millisecond)
+		if r := mustAllow(t, s, "log", lim, 1); !r.Allowed {
+			t.Fatalf("unit %d of %d denied", i+1, lim.Rate)
+		}
+	}
+	if st := s.Stats(); st.Bytes > st.MaxBytes {
+		t.Errorf("Stats().Bytes = %d > MaxBytes %d", st.Bytes, st.MaxBytes)
+	}
+	if r := mustAllow(t, s, "log", lim, 1); r.Allowed {
+		t.Fatalf("unit %d within the period admitted: %+v", lim.Rate+1, r)
+	}
+	// An hour after the first unit, the exact log would admit one more; the
+	// merged one may wait longer, but never admits more than the units that
+	// left: still refused just before the first unit leaves.
+	clock.Set(start.Add(lim.Period))
+	if r := mustAllow(t, s, "log", lim, 1); r.Allowed {
+		t.Fatalf("at the period's end, before the first unit leaves, admitted: %+v", r)
+	}
+}

@@ -12,7 +12,8 @@
 // sampled key that is closest to fresh (the earliest to expire, Redis's
 // volatile-ttl policy over a sample of 8 per algorithm; a key already fresh
 // expires at 0 or in the past, so it goes first), and a sliding log that
-// grows past the budget evicts others the same way. Evicting that key
+// grows past the budget evicts others the same way, and merges its oldest
+// entries rather than outgrow its shard's share. Evicting that key
 // forgets the least: it would have been dropped soonest anyway, and a key
 // that is limited now has a later expiry than one that was merely used.
 //
@@ -80,9 +81,12 @@ type Config struct {
 	// (rounded up), except that a shard always keeps at least one key: a
 	// budget smaller than Shards empty tables (about 2 KB each) holds one
 	// key per shard. A sliding log holds at most its limit's LogEntries
-	// entries of 16 bytes (2 MiB under config's default max_log_entries):
-	// a shard's one growing log is kept even past the shard's share, the
-	// other keys evicted. The Go runtime lets the heap grow to about twice
+	// entries of 16 bytes (2 MiB under config's default max_log_entries),
+	// and no more than its shard's share allows: a growing log evicts the
+	// shard's other keys, and past what the share holds with none of them
+	// (at least 64 entries, 1 KiB) it merges its two oldest entries instead
+	// of growing (see algorithm.SlidingLog.TakeAtMost), which makes it
+	// refuse sooner, never admit more. The Go runtime lets the heap grow to about twice
 	// what is live before it collects (GOGC=100), so allow about
 	// 2·MaxBytes of memory for the store.
 	//
@@ -414,7 +418,11 @@ func (sh *shard) decide(now int64, h uint64, key string, lim sluice.Limit, cost 
 	case sluice.SlidingLog:
 		st := lookup(sh, &sh.sl.table, now, h, key)
 		before := st.Bytes()
-		res := st.Take(now, lim, cost)
+		most := algorithm.MaxLogEntries(lim)
+		if n := st.Entries(); n*logEntryBytes == before && int64(n) < most { // the ring is full: the next entry grows it
+			most = min(most, sh.logRoom(key))
+		}
+		res := st.TakeAtMost(now, lim, cost, most)
 		if grown := st.Bytes() - before; grown != 0 {
 			sh.sl.heap += int64(grown)
 			sh.trim(now, h)
@@ -563,6 +571,25 @@ func (sh *shard) bytes() int64 {
 	return b
 }
 
+// logEntryBytes is the size of one entry of a sliding log's ring
+// (algorithm.SlidingLog.Bytes).
+const logEntryBytes = 16
+
+// logRoom returns the most entries a sliding log on key may hold in this
+// shard: the shard's share less what no eviction gives back (its sketch,
+// its tables' slot arrays, the key's own bytes), in entries, and at least
+// algorithm.LogEntries. A log that grows within it evicts other keys (trim);
+// one that would grow past it merges its oldest entries instead (see
+// algorithm.SlidingLog.TakeAtMost), so that a shard's lone log stays
+// within the shard's share. sh.mu is held.
+func (sh *shard) logRoom(key string) int64 {
+	fixed := sh.mem.bytes() + keyCost(len(key))
+	for _, c := range sh.counts {
+		fixed += int64(c.size) * c.slotBytes
+	}
+	return max((sh.maxBytes-fixed)/logEntryBytes, algorithm.LogEntries)
+}
+
 // trim evicts keys while the shard is over its byte budget, keeping at least
 // one: a state that grew in place (a sliding log) may have pushed it over.
 func (sh *shard) trim(now int64, h uint64) {
@@ -596,7 +623,8 @@ type Stats struct {
 	// table slots (spare ones included), sliding log entries, and the
 	// sketch of evicted keys (SketchBytes, counted from the start). It
 	// stays within MaxBytes, but for a shard whose one key is larger than
-	// the shard's share, and for a shard whose new key is a sliding log
+	// the shard's share (a key of sluice.MaxKeyLen bytes, or a sliding log
+	// of 64 entries, in a share of a few kilobytes), and for a shard whose new key is a sliding log
 	// rebuilt from the sketch: its ring (one entry of 16 bytes) may take
 	// the shard past its share until the shard's next new key evicts.
 	Bytes int64

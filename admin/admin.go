@@ -31,6 +31,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"strconv"
 	"strings"
 	"time"
 
@@ -173,7 +174,7 @@ func New(cfg Config) *API {
 	}
 	cfg.Clock = sluice.ClockOr(cfg.Clock)
 	a := &API{cfg: cfg, log: cfg.Logger, mux: http.NewServeMux(), sameSite: http.NewCrossOriginProtection(),
-		sess: sessions{links: map[[32]byte]time.Time{}, live: map[[32]byte]time.Time{}}}
+		sess: sessions{links: map[[32]byte]time.Time{}, live: map[[32]byte]time.Time{}, ended: map[[32]byte]time.Time{}}}
 	if a.log == nil {
 		a.log = slog.Default()
 	}
@@ -294,8 +295,12 @@ func (a *API) authenticate(r *http.Request) (who string, status int, msg string)
 	}
 	h := r.Header.Get("Authorization")
 	if h == "" {
-		if who := a.session(r); who != "" {
+		who, ended := a.session(r)
+		if who != "" {
 			return who, 0, ""
+		}
+		if ended {
+			return "anonymous", http.StatusUnauthorized, "this browser's session was ended to make room: more than " + strconv.Itoa(MaxSessions) + " sessions signed in since; sign in again at " + LoginPath
 		}
 		if a.cfg.SessionPaths != "" {
 			return "anonymous", http.StatusUnauthorized, "authentication required: send Authorization: Bearer <token>, or in a browser sign in at " + LoginPath

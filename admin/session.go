@@ -19,7 +19,9 @@ package admin
 //     (a browser sends it on no request another site starts, a link
 //     followed from elsewhere included), Secure on a TLS listener, scoped
 //     to the page's path, and lasts SessionTTL; sessions are kept as
-//     hashes, at most MaxSessions (the one ending first gives way);
+//     hashes, at most MaxSessions: the one ending first gives way to a new
+//     sign-in, with an audit line that names it, and the browser that held
+//     it is told so (401) on its next call;
 //   - a request authenticated by the cookie that a browser says another
 //     site or origin started (Sec-Fetch-Site) is refused 403, whatever its
 //     method, and the token form is refused from another site as every
@@ -32,8 +34,10 @@ import (
 	"crypto/subtle"
 	"encoding/base64"
 	"html/template"
+	"log/slog"
 	"net/http"
 	"path"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -72,6 +76,10 @@ type sessions struct {
 	mu    sync.Mutex
 	links map[[32]byte]time.Time
 	live  map[[32]byte]time.Time
+	// ended holds the sessions that gave way to a new sign-in, until they
+	// would have ended, at most MaxSessions: a call with one is told why
+	// it is refused.
+	ended map[[32]byte]time.Time
 }
 
 // secret returns 256 random bits in base64url and their hash.
@@ -82,9 +90,10 @@ func secret() (string, [32]byte) {
 	return s, sha256.Sum256([]byte(s))
 }
 
-// add keeps h until end in m, bounded to max: the entry that ends first
-// gives way (for links, the oldest, since all last as long).
-func add(m map[[32]byte]time.Time, h [32]byte, end time.Time, limit int, now time.Time) {
+// add keeps h until end in m, bounded to limit: the entry that ends first
+// gives way (for links, the oldest, since all last as long). It calls
+// gone, when not nil, with each entry that gave way before its end.
+func add(m map[[32]byte]time.Time, h [32]byte, end time.Time, limit int, now time.Time, gone func(h [32]byte, end time.Time)) {
 	for k, e := range m {
 		if !e.After(now) {
 			delete(m, k)
@@ -99,6 +108,9 @@ func add(m map[[32]byte]time.Time, h [32]byte, end time.Time, limit int, now tim
 			}
 		}
 		delete(m, first)
+		if gone != nil {
+			gone(first, at)
+		}
 	}
 	m[h] = end
 }
@@ -129,7 +141,7 @@ func (a *API) LoginLink(base string) (link string, expires time.Time) {
 	now := a.cfg.Clock.Now()
 	expires = now.Add(LoginLinkTTL)
 	a.sess.mu.Lock()
-	add(a.sess.links, h, expires, MaxLoginLinks, now)
+	add(a.sess.links, h, expires, MaxLoginLinks, now, nil)
 	a.sess.mu.Unlock()
 	return strings.TrimRight(base, "/") + LoginPath + "?code=" + code, expires
 }
@@ -153,25 +165,36 @@ func (a *API) mintLink(w http.ResponseWriter, r *http.Request) {
 }
 
 // session returns who a request's session cookie authenticates, "" for
-// none: only on the page's paths.
-func (a *API) session(r *http.Request) string {
+// none: only on the page's paths. ended reports a cookie whose session
+// gave way to a new sign-in (past MaxSessions) before it would have ended.
+func (a *API) session(r *http.Request) (who string, ended bool) {
 	// A clean path only: "/page/../v1/keys/reset" is not the page's
 	// (ServeMux would redirect it rather than serve it; this does not
 	// rely on that).
 	if a.cfg.SessionPaths == "" || path.Clean(r.URL.Path) != r.URL.Path || !underPath(r.URL.Path, a.cfg.SessionPaths) {
-		return ""
+		return "", false
 	}
 	c, err := r.Cookie(SessionCookie)
 	if err != nil || c.Value == "" || len(c.Value) > 64 {
-		return ""
+		return "", false
 	}
+	now := a.cfg.Clock.Now()
 	a.sess.mu.Lock()
-	ok := take(a.sess.live, c.Value, a.cfg.Clock.Now(), false)
+	ok := take(a.sess.live, c.Value, now, false)
+	if !ok {
+		ended = take(a.sess.ended, c.Value, now, false)
+	}
 	a.sess.mu.Unlock()
 	if !ok {
-		return ""
+		return "", ended
 	}
-	h := sha256.Sum256([]byte(c.Value))
+	return sessionID(sha256.Sum256([]byte(c.Value))), false
+}
+
+// sessionID names the session of hash h in the audit log: the first 6
+// bytes of the hash of its cookie, which tell sessions apart and let no
+// one rebuild the cookie.
+func sessionID(h [32]byte) string {
 	return "session:" + base64.RawURLEncoding.EncodeToString(h[:6])
 }
 
@@ -195,9 +218,18 @@ func crossSite(r *http.Request) bool {
 func (a *API) startSession(w http.ResponseWriter, r *http.Request) {
 	id, h := secret()
 	now := a.cfg.Clock.Now()
+	var gone []string
 	a.sess.mu.Lock()
-	add(a.sess.live, h, now.Add(SessionTTL), MaxSessions, now)
+	add(a.sess.live, h, now.Add(SessionTTL), MaxSessions, now, func(old [32]byte, end time.Time) {
+		add(a.sess.ended, old, end, MaxSessions, now, nil)
+		gone = append(gone, sessionID(old))
+	})
 	a.sess.mu.Unlock()
+	for _, who := range gone {
+		a.log.LogAttrs(r.Context(), slog.LevelWarn, "admin session ended",
+			slog.String("who", who), slog.String("for", sessionID(h)),
+			slog.String("why", "a new sign-in past the most sessions kept at once ("+strconv.Itoa(MaxSessions)+"): the one ending first gave way"))
+	}
 	http.SetCookie(w, &http.Cookie{
 		Name: SessionCookie, Value: id, Path: a.cfg.SessionPaths,
 		MaxAge: int(SessionTTL / time.Second), HttpOnly: true, Secure: r.TLS != nil, SameSite: http.SameSiteStrictMode,

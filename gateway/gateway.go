@@ -586,12 +586,22 @@ func (g *Gateway) routeLimits(st *state, ups map[string]Upstream, rt Route) (fun
 	return m.Handler, h, nil
 }
 
+// RefusalLogEvery is how often, at most, a route logs a refused request
+// on the logger (httplimit.Config.RefusalLogEvery): the first refusal of
+// each 10 s, with the count of those not logged since the last line. The
+// access log, when there is one, has a line per request; the metrics
+// count every refusal.
+const RefusalLogEvery = 10 * time.Second
+
 // limitsConfig returns the httplimit config of route's policies: the
 // gateway's settings, its queue wait and body read-ahead, and its access
 // log and metrics for errors and refusals.
 func (g *Gateway) limitsConfig(st *state, route string, pol []httplimit.Policy, conc []httplimit.ConcurrencyPolicy) httplimit.Config {
 	cfg := &st.cfg
-	// A refusal is one line: the access log's when there is one.
+	// A refusal is one line: the access log's when there is one; else the
+	// logger's, at most one per RefusalLogEvery per route, the rest
+	// counted into the next (and so for shadow policies' would-be
+	// refusals, which the access log does not show).
 	refusalLevel := slog.LevelInfo
 	if cfg.AccessLog != nil {
 		refusalLevel = slog.LevelDebug
@@ -609,6 +619,7 @@ func (g *Gateway) limitsConfig(st *state, route string, pol []httplimit.Policy, 
 		StoreErrorStatus:      cfg.StoreErrorStatus,
 		Logger:                cfg.Logger,
 		RefusalLevel:          refusalLevel,
+		RefusalLogEvery:       RefusalLogEvery,
 		LogKeys:               cfg.LogKeys,
 		LogKeySecret:          cfg.LogKeySecret,
 		Metrics:               cfg.Limits,

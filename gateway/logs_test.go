@@ -59,3 +59,25 @@ func TestRefusalIsOneLineWithoutTheKey(t *testing.T) {
 		})
 	}
 }
+
+// Without an access log, a flood of refusals is not a flood of lines: the
+// first is logged, the rest of each 10 s counted into the next line. 100
+// refusals were 100 lines of the logger's before.
+func TestRefusalFloodWithoutAccessLogIsBounded(t *testing.T) {
+	up := newUpstream(t)
+	cfg := parsed(t, secretKeyConfig, up)
+	var logs testlog.Buffer
+	cfg.Logger = slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	_, srv := front(t, cfg)
+	refuse(t, srv.URL, srv.Client())
+	for range 99 {
+		if code := getHeaders(t, srv.Client(), srv.URL+"/x", "X-Api-Key", "sk_live_SECRET").StatusCode; code != http.StatusTooManyRequests {
+			t.Fatalf("a request past the limit: %d, want 429", code)
+		}
+	}
+	// Two lines at most: the 100 requests take far less than 10 s, but a
+	// loaded machine may cross one boundary.
+	if n := strings.Count(logs.String(), "httplimit: refused"); n < 1 || n > 2 {
+		t.Errorf("%d lines for 100 refusals, want 1 (or 2 across a 10 s boundary):\n%s", n, logs.String())
+	}
+}

@@ -243,6 +243,16 @@ type Config struct {
 	// policy's would-be refusals are logged at info level at least: they
 	// show nowhere else.
 	RefusalLevel slog.Level
+	// RefusalLogEvery, when positive, bounds those lines (refusals, shadow
+	// policies' would-be refusals, requests with no key) to one per
+	// RefusalLogEvery for the Middleware: the first of each interval is
+	// logged, the others are counted, and the next line logged carries
+	// their number (not_logged) and since when (not_logged_since). A
+	// count is written only with a later line; the metrics count every
+	// refusal. Zero logs every one, as a program that has no access log
+	// for per-request lines should not: a flood of refusals would be a
+	// flood of lines.
+	RefusalLogEvery time.Duration
 	// LogKeys writes keys into log lines as they are. By default a log
 	// line shows a keyed hash of the key ("policy:~" and 128 bits of
 	// HMAC-SHA-256 under LogKeySecret, in hex; not the form HashKeys
@@ -300,6 +310,7 @@ type Middleware struct {
 	enforced    int             // policies that are not in shadow mode
 	keyHash     *keyhash.Hasher // under cfg.LogKeySecret (logHash)
 	headers     rlheader.Mode   // cfg.HeaderMode()
+	refusalLog  logGate         // cfg.RefusalLogEvery's
 }
 
 // HeaderMode returns the rate limit headers c has the middleware send, as
@@ -342,7 +353,7 @@ func New(cfg Config) (*Middleware, error) {
 	if err := cfg.complete(); err != nil {
 		return nil, err
 	}
-	m := &Middleware{cfg: cfg, keyHash: keyhash.New(cfg.LogKeySecret), headers: cfg.HeaderMode()}
+	m := &Middleware{cfg: cfg, keyHash: keyhash.New(cfg.LogKeySecret), headers: cfg.HeaderMode(), refusalLog: logGate{every: int64(cfg.RefusalLogEvery)}}
 	names := policyNames{}
 	for _, p := range cfg.Policies {
 		if err := names.add(p.Name); err != nil {
@@ -857,8 +868,12 @@ func (m *Middleware) logRefusal(ctx context.Context, r *http.Request, policy, ke
 	if !m.cfg.Logger.Enabled(ctx, level) {
 		return
 	}
+	ok, skipped := m.refusalLog.allow()
+	if !ok {
+		return
+	}
 	args := append([]any{"policy", policy, "key", m.logKey(policy, key), "method", r.Method, "path", r.URL.Path, "shadow", shadow}, attrs...)
-	m.cfg.Logger.Log(ctx, level, "httplimit: refused", args...)
+	m.cfg.Logger.Log(ctx, level, "httplimit: refused", skipped.attrs(args)...)
 }
 
 // logKey is key as a log line shows it: its keyed hash (see logHash),
@@ -873,7 +888,10 @@ func (m *Middleware) logKey(policy, key string) string {
 
 func (m *Middleware) missingKey(w http.ResponseWriter, r *http.Request, policy string) {
 	if m.cfg.Logger.Enabled(r.Context(), m.cfg.RefusalLevel) {
-		m.cfg.Logger.Log(r.Context(), m.cfg.RefusalLevel, "httplimit: no key for the request", "policy", policy, "method", r.Method, "path", r.URL.Path)
+		if ok, skipped := m.refusalLog.allow(); ok {
+			m.cfg.Logger.Log(r.Context(), m.cfg.RefusalLevel, "httplimit: no key for the request",
+				skipped.attrs([]any{"policy", policy, "method", r.Method, "path", r.URL.Path})...)
+		}
 	}
 	m.fail(w, r, http.StatusBadRequest, "missing rate limit key for policy "+strconv.Quote(policy), policy)
 }

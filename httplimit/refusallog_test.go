@@ -1,0 +1,77 @@
+package httplimit_test
+
+import (
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/httplimit"
+	"github.com/sluicehq/sluice/internal/testlog"
+	"github.com/sluicehq/sluice/memstore"
+)
+
+// With RefusalLogEvery, a flood of refusals is at most one line per
+// interval: the first refusal of an interval is logged as before, and the
+// next line says how many were not logged since the last. 1,000 refusals
+// over 5 s, with RefusalLogEvery 1s, are 5 lines, and their counts add up
+// to the refusals; before, they were 1,000 lines.
+func TestRefusalLogEveryBoundsAFloodOfRefusals(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		store := memstore.New(memstore.Config{SweepInterval: -1})
+		defer store.Close()
+		var logs testlog.Buffer
+		m, err := httplimit.New(httplimit.Config{
+			Limiter: store,
+			Policies: []httplimit.Policy{{Name: "k", Key: func(*http.Request) (string, bool) { return "one", true },
+				Limit: sluice.Limit{Algorithm: sluice.FixedWindow, Rate: 1, Period: time.Hour}}},
+			Logger:          slog.New(slog.NewTextHandler(&logs, nil)),
+			RefusalLogEvery: time.Second,
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		h := m.Handler(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
+		h.ServeHTTP(httptest.NewRecorder(), httptest.NewRequest("GET", "/", nil)) // the one admitted
+		refused := 0
+		for i := range 1000 {
+			if i > 0 && i%200 == 0 {
+				time.Sleep(time.Second) // synctest's clock: no time passes
+			}
+			w := httptest.NewRecorder()
+			h.ServeHTTP(w, httptest.NewRequest("GET", "/", nil))
+			if w.Code == http.StatusTooManyRequests {
+				refused++
+			}
+		}
+		if refused != 1000 {
+			t.Fatalf("%d refused, want 1000", refused)
+		}
+		lines := strings.Split(strings.TrimSpace(logs.String()), "\n")
+		if len(lines) != 5 {
+			t.Fatalf("%d lines for 1,000 refusals over 5 s, want 5:\n%s", len(lines), logs.String())
+		}
+		counted := len(lines)
+		for _, l := range lines[1:] {
+			_, v, ok := strings.Cut(l, "not_logged=")
+			if !ok {
+				t.Fatalf("a line after suppressed refusals lacks not_logged: %s", l)
+			}
+			var n int
+			for _, c := range v {
+				if c < '0' || c > '9' {
+					break
+				}
+				n = 10*n + int(c-'0')
+			}
+			counted += n
+		}
+		if counted != 1000-199 { // the last interval's 199 are counted, not yet written
+			t.Errorf("lines and their not_logged counts add up to %d, want %d:\n%s", counted, 1000-199, logs.String())
+		}
+	})
+}

@@ -3,11 +3,12 @@
 -- or joins the newest entry when both have the same instant (or, with a
 -- precision, lie in one slot of time). The entries live in one string used
 -- as a queue: new entries are appended, entries that leave the window are
--- skipped from the front, and the string is rewritten without them once
--- they are a quarter of the live ones. Every read is a GETRANGE of 16 bytes
--- and the searches are binary, so a call is O(log entries) work and writes
--- at most one entry, plus an amortised copy when it compacts; never
--- O(cost) nor O(rate).
+-- skipped from the front, and once they are a quarter of the live ones the
+-- live entries are copied to a second string, at most 32 KiB a call, which
+-- then replaces the first (see compact). Every read is a GETRANGE of 16
+-- bytes and the searches are binary, so a call is O(log entries) work and
+-- writes at most one entry plus at most 32 KiB of the copy; never O(cost),
+-- O(rate) nor O(entries).
 --
 -- KEYS[1]  a string: a 16-byte header, then 16-byte entries. Each is two
 --          little-endian doubles (struct '<dd'), exact below 2^53. The
@@ -92,28 +93,73 @@ local function drop(k)
   end
 end
 
--- save writes the header, rewriting the string without the dead entries
--- once they are a quarter of the live ones (each entry is then copied at
--- most four times, amortised, and the string holds at most a quarter more
--- than the live entries), and sets the key to expire when
--- the newest entry leaves the window; it deletes the key when no entry is
--- left.
+-- The log is compacted into a second string, side, at most chunk bytes of
+-- entries a call, so that no call's work grows with the log: side starts
+-- as a header holding the index (in key) of the first entry it copies,
+-- then takes key's entries in order, all but the newest (which a call may
+-- still change in place) until the call that finds at most chunk bytes
+-- left: that call copies them, the newest included, writes side's header
+-- and renames side over key. side's name keeps key's hash tag, so that it
+-- is in key's slot. Meanwhile key stays the log, as if nothing were under
+-- way.
+local side = key .. '~compact'
+local chunk = 32768
+
+-- compact copies the next chunk of entries into side, starting it when
+-- the dead entries are a quarter of the live ones (each entry is then
+-- copied at most about four times, amortised, and the string holds at
+-- most about a quarter more than the live entries, plus what dies during
+-- the copy), and renames it over key once it has them all; it reports
+-- whether it did.
+local function compact()
+  local sz = redis.call('STRLEN', side)
+  if sz < 16 then
+    if dead < 16 or 4 * dead < n then
+      return false
+    end
+    redis.call('SET', side, struct.pack('<dd', dead, 0))
+    sz = 16
+  end
+  local from = struct.unpack('<d', redis.call('GETRANGE', side, 0, 7))
+  local at = from + (sz - 16) / 16 -- the next entry of key to copy
+  local total = dead + n
+  if from > dead or at > total then -- not a copy of this log: start over
+    redis.call('DEL', side)
+    return false
+  end
+  local left = (total - at) * 16
+  if left > chunk then
+    local off = 16 + at * 16
+    local last = math.min(off + chunk, 16 + (total - 1) * 16) - 1
+    if last >= off then
+      redis.call('APPEND', side, redis.call('GETRANGE', key, off, last))
+    end
+    redis.call('PEXPIRE', side, redis.call('PTTL', key))
+    return false
+  end
+  if left > 0 then
+    local off = 16 + at * 16
+    redis.call('APPEND', side, redis.call('GETRANGE', key, off, off + left - 1))
+  end
+  dead = dead - from
+  redis.call('SETRANGE', side, 0, struct.pack('<dd', dead, base))
+  redis.call('RENAME', side, key)
+  return true
+end
+
+-- save writes the header, compacting (see compact), and sets the key to
+-- expire when the newest entry leaves the window; it deletes the key when
+-- no entry is left.
 local function save()
   if not write then
     return
   end
   if n == 0 then
-    redis.call('DEL', key)
+    redis.call('DEL', key, side)
     return
   end
-  if dead >= 16 and 4 * dead >= n then
-    local off = 16 + dead * 16
-    local live = redis.call('GETRANGE', key, off, off + n * 16 - 1)
-    dead = 0
-    redis.call('SET', key, struct.pack('<dd', dead, base) .. live)
-  else
-    redis.call('SETRANGE', key, 0, struct.pack('<dd', dead, base))
-  end
+  redis.call('SETRANGE', key, 0, struct.pack('<dd', dead, base))
+  compact()
   local newest = entry(n - 1)
   redis.call('PEXPIRE', key, int(math.ceil((newest + P - now) / 1000)))
 end
@@ -183,8 +229,10 @@ end
 -- math.fmod is exact on integers below 2^53, where % (a − floor(a/b)·b)
 -- may round.
 if n == 0 then
-  -- A fresh string, also when every entry has left: nothing dead to keep.
+  -- A fresh string, also when every entry has left: nothing dead to keep,
+  -- and nothing to compact.
   redis.call('SET', key, struct.pack('<dd', 0, 0))
+  redis.call('DEL', side)
   dead, base = 0, 0
 end
 local merged = false

@@ -185,5 +185,5 @@ func openServeStore(ctx context.Context, o *serveOptions, failureSet bool, log *
 		return stores.Opened{}, err
 	}
 	stores.LogFailurePolicy(log, st.Failure)
-	return o.remote.wrapRemote(st, o.localCache, log), nil
+	return o.remote.wrapRemote(st, o.localCache, mem, log), nil
 }

@@ -16,8 +16,9 @@ import (
 // or -lease-share's leases: relief.Batcher, whose units left at shutdown
 // are refunded before the store closes, relief.Batcher.ReleaseAndLog),
 // the local share (-local-share: relief.Hybrid with a memory store) and
-// the over-limit cache (-local-cache) in front of st.
-func (r *remoteOptions) wrapRemote(st stores.Opened, localCache bool, log *slog.Logger) stores.Opened {
+// the over-limit cache (-local-cache) in front of st. The local share's
+// memory store is held to mem's budget (-memory-max-bytes).
+func (r *remoteOptions) wrapRemote(st stores.Opened, localCache bool, mem memstore.Config, log *slog.Logger) stores.Opened {
 	lim, closeStore := st.Limiter, st.Close
 	var res *relief.Batcher
 	if r.reserveUnits > 0 || r.leaseShare > 0 {
@@ -26,7 +27,7 @@ func (r *remoteOptions) wrapRemote(st stores.Opened, localCache bool, log *slog.
 	}
 	var local *memstore.Store
 	if r.localShare > 0 || r.fleetCount != nil {
-		local = memstore.New(memstore.Config{})
+		local = stores.FailureLocal(mem) // held to -memory-max-bytes, as failure mode local's store
 		lim = relief.NewHybrid(local, lim, r.shareOf())
 	}
 	if localCache {

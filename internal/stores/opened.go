@@ -83,7 +83,8 @@ func Open(ctx context.Context, store string, ro *RedisOptions, failure string, m
 }
 
 // FailureLocal makes the memory store that failure mode local decides on
-// while a remote store fails, held to mem's budget: MaxBytes and MaxKeys
+// while a remote store fails (and serve's -local-share decides on first),
+// held to mem's budget: MaxBytes and MaxKeys
 // (0: memstore's defaults), so that a flood of distinct keys while the
 // store is down evicts instead of growing the heap. mem's other settings
 // (the clock, its resolution, the shards) are not used.

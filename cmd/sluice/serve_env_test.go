@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -281,5 +282,40 @@ func TestServeHeaderPolicyNamesHideRuleNames(t *testing.T) {
 	if code := runServe(ctx, []string{"-config", cfg, "-http-addr", "127.0.0.1:0", "-grpc-addr", "127.0.0.1:0"}, &out, &errb); code != 2 ||
 		!strings.Contains(errb.String(), "SLUICE_HEADER_POLICY_NAMES") {
 		t.Errorf("SLUICE_HEADER_POLICY_NAMES=name: exit %d, stderr %q; want 2 naming it", code, errb.String())
+	}
+}
+
+// The start-up line names exactly the table's rows that are not acted on
+// with the values given: every Never row set, every OnlyValue row set to
+// another value, and nothing else of the table.
+func TestServeStartupLineNamesExactlyTheTablesNotActedOnRows(t *testing.T) {
+	var want []string
+	for _, v := range ratelimitenv.Vars {
+		switch v.Acted {
+		case ratelimitenv.Never:
+			t.Setenv(v.Name, "x")
+			want = append(want, v.Name)
+		case ratelimitenv.OnlyValue:
+			other := map[string]string{"true": "false", "false": "true"}[v.Value]
+			if other == "" {
+				other = "other"
+			}
+			t.Setenv(v.Name, other)
+			want = append(want, v.Name+"="+other)
+		}
+	}
+	s := launch(t)
+	line := ""
+	for l := range strings.SplitSeq(s.stderr.String(), "\n") {
+		if strings.Contains(l, "accepted and not acted on") {
+			line = l
+		}
+	}
+	m := regexp.MustCompile(`env="?([^" ]*)`).FindStringSubmatch(line)
+	if m == nil {
+		t.Fatalf("no env in the start-up line %q", line)
+	}
+	if got := strings.Split(m[1], ","); !slices.Equal(got, want) {
+		t.Errorf("start-up line names %v, want %v", got, want)
 	}
 }

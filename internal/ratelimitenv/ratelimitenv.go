@@ -1,9 +1,12 @@
-// Package ratelimitenv is the one table of envoyproxy/ratelimit's
-// environment variables that sluice serve reads or names: for each, the
-// flag whose default it feeds, whether Sluice acts on it (always, never,
-// with one value only, or as the store and the other settings decide),
-// and whether its presence says that serve was started as
-// envoyproxy/ratelimit is (its image swapped, its Deployment kept). The
+// Package ratelimitenv is the one table of the environment variables that
+// the sluice commands read or name, serve's above all: envoyproxy/ratelimit's,
+// and Sluice's own (SLUICE_HEADERS, MAX_COST, ...). For each, the flag whose
+// default it feeds, whether Sluice acts on it (always, never, with one value
+// only, or as the store and the other settings decide), whether its
+// presence says that serve was started as envoyproxy/ratelimit is (its
+// image swapped, its Deployment kept), and the command that reads it when
+// it is not serve. Its tests fail when the code reads a variable by a name
+// the table does not hold, and when docs/serve.md documents another set. The
 // start-up line of variables accepted and not acted on and the tests'
 // lists of variables are read from it. It also reads the settings serve
 // takes from envoyproxy/ratelimit's variables beyond flag defaults: the
@@ -61,6 +64,14 @@ type Var struct {
 	// Deployment says that the variable being set (even empty) means serve
 	// runs as envoyproxy/ratelimit does; see Deployment.
 	Deployment bool
+	// Own says that the name is Sluice's, not envoyproxy/ratelimit's (nor
+	// the Go runtime's, GOGC): docs/serve.md documents it with its flag,
+	// not among envoyproxy/ratelimit's variables.
+	Own bool
+	// Command is the one command that reads the variable when it is not
+	// serve ("proxy", "admin"); "" for serve's (which other commands may
+	// read too).
+	Command string
 }
 
 // The deciders of Decided variables.
@@ -137,8 +148,50 @@ var Vars = []Var{
 	{Name: "XDS_CLIENT_BACKOFF_JITTER", Acted: Decided, DecidedBy: byXDS, Group: "xds"},
 	{Name: "XDS_CLIENT_MAX_MSG_SIZE_IN_BYTES", Acted: Decided, DecidedBy: byXDS, Group: "xds"},
 
+	// The listeners, the config and the answers: acted on, as
+	// envoyproxy/ratelimit does (docs/serve.md says where not quite).
+	{Name: "HOST", Flag: "-http-addr"},
+	{Name: "PORT", Flag: "-http-addr"},
+	{Name: "GRPC_HOST", Flag: "-grpc-addr"},
+	{Name: "GRPC_PORT", Flag: "-grpc-addr"},
+	{Name: "DEBUG_HOST", Flag: "-debug-addr"},
+	{Name: "DEBUG_PORT", Flag: "-debug-addr"},
+	{Name: "GRPC_UDS", Flag: "-grpc-uds"},
+	{Name: "GRPC_SERVER_USE_TLS", Flag: "-grpc-tls"},
+	{Name: "GRPC_SERVER_TLS_CERT", Flag: "-grpc-tls-cert"},
+	{Name: "GRPC_SERVER_TLS_KEY", Flag: "-grpc-tls-key"},
+	{Name: "GRPC_CLIENT_TLS_CACERT", Flag: "-grpc-tls-client-ca"},
+	{Name: "GRPC_CLIENT_TLS_SAN", Flag: "-grpc-tls-client-san"},
+	{Name: "GRPC_MAX_CONNECTION_AGE", Flag: "-grpc-max-connection-age"},
+	{Name: "GRPC_MAX_CONNECTION_AGE_GRACE", Flag: "-grpc-max-connection-age-grace"},
+	{Name: "GRPC_MAX_CONNECTION_IDLE", Flag: "-grpc-idle-timeout"},
+	{Name: "RUNTIME_APPDIRECTORY", Flag: "-config"},
+	{Name: "RUNTIME_WATCH_ROOT"},
+	{Name: "FORCE_START_WITHOUT_INITIAL_CONFIG", Flag: "-start-without-config"},
+	{Name: "HEALTHY_WITH_AT_LEAST_ONE_CONFIG_LOADED", Flag: "-health-needs-config"},
+	{Name: "REDIS_HEALTH_CHECK_ACTIVE_CONNECTION", Flag: "-health-needs-store"},
+	{Name: "MERGE_DOMAIN_CONFIG"},
+	{Name: "LOG_LEVEL", Flag: "-log-level"},
+	{Name: "LOG_FORMAT", Flag: "-log-format"},
+	{Name: "SHADOW_MODE", Flag: "-shadow"},
+	{Name: "QUOTA_MODE"},
+	{Name: "RESPONSE_DYNAMIC_METADATA"},
+	{Name: "NEAR_LIMIT_RATIO"},
+	{Name: "STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT"},
+	{Name: "LOCAL_CACHE_SIZE_IN_BYTES", Flag: "-local-cache"},
+	{Name: "LIMIT_RESPONSE_HEADERS_ENABLED", Flag: "-headers"},
+	{Name: "LIMIT_LIMIT_HEADER"},
+	{Name: "LIMIT_REMAINING_HEADER"},
+	{Name: "LIMIT_RESET_HEADER"},
+	{Name: "TRACING_ENABLED"},
+	{Name: "USE_DOG_STATSD"},
+
 	// The Redis store's: acted on as the store decides.
-	{Name: "REDIS_KEY_FORMAT", Flag: "-redis-key-format"},
+	{Name: "REDIS_TYPE", Flag: "-store"},
+	{Name: "REDIS_AUTH", Flag: "-store"},
+	{Name: "REDIS_TLS", Flag: "-store"},
+	{Name: "CACHE_KEY_PREFIX", Flag: "-prefix"},
+	{Name: "REDIS_KEY_FORMAT", Flag: "-redis-key-format", Own: true},
 	{Name: "REDIS_POOL_SIZE", Acted: Decided, DecidedBy: byRedis},
 	{Name: "REDIS_PIPELINE_WINDOW", Acted: Decided, DecidedBy: byRedis},
 	{Name: "REDIS_PIPELINE_LIMIT", Acted: Decided, DecidedBy: byRedis},
@@ -167,6 +220,41 @@ var Vars = []Var{
 	{Name: "REDIS_PERSECOND_SENTINEL_AUTH", Acted: Decided, DecidedBy: byRedis},
 	{Name: "REDIS_PERSECOND_CLUSTER_PIPELINE_PARALLELISM", Acted: Decided, DecidedBy: byRedis},
 	{Name: "REDIS_PERSECOND_POOL_ON_EMPTY_BEHAVIOR", Acted: Decided, DecidedBy: byRedis},
+
+	// Sluice's own: acted on, each the default of its flag.
+	{Name: "SLUICE_HEADERS", Flag: "-headers", Own: true},
+	{Name: "SLUICE_HEADER_POLICY_NAMES", Flag: "-header-policy-names", Own: true},
+	{Name: "SLUICE_FLEET", Flag: "-fleet", Own: true},
+	{Name: "SLUICE_ADMIN_TOKEN", Own: true},
+	{Name: "ALLOW_REFUNDS", Flag: "-allow-refunds", Own: true},
+	{Name: "MEMSTORE_MAX_BYTES", Flag: "-memory-max-bytes", Own: true},
+	{Name: "MAX_OVERRIDE", Flag: "-max-override", Own: true},
+	{Name: "MAX_COST", Flag: "-max-cost", Own: true},
+	{Name: "MAX_DESCRIPTORS", Flag: "-max-descriptors", Own: true},
+	{Name: "MAX_ENTRIES", Flag: "-max-entries", Own: true},
+	{Name: "DETAILED_METRIC_MAX_SERIES", Flag: "-detailed-metric-max-series", Own: true},
+	{Name: "JSON_MAX_BYTES_IN_FLIGHT", Flag: "-json-max-bytes-in-flight", Own: true},
+	{Name: "JSON_MAX_BYTES_PER_PEER", Flag: "-json-max-bytes-per-peer", Own: true},
+	{Name: "JSON_BODY_MIN_RATE", Flag: "-json-body-min-rate", Own: true},
+	{Name: "HTTP_READ_HEADER_TIMEOUT", Flag: "-http-read-header-timeout", Own: true},
+	{Name: "HTTP_READ_TIMEOUT", Flag: "-http-read-timeout", Own: true},
+	{Name: "HTTP_WRITE_TIMEOUT", Flag: "-http-write-timeout", Own: true},
+	{Name: "HTTP_IDLE_TIMEOUT", Flag: "-http-idle-timeout", Own: true},
+	{Name: "HTTP_MAX_CONNECTIONS", Flag: "-http-max-conns", Own: true},
+	{Name: "GRPC_CONNECTION_TIMEOUT", Flag: "-grpc-handshake-timeout", Own: true},
+	{Name: "GRPC_MIN_PING_INTERVAL", Flag: "-grpc-min-ping-interval", Own: true},
+	{Name: "GRPC_REQUEST_TIMEOUT", Flag: "-grpc-request-timeout", Own: true},
+	{Name: "GRPC_MAX_CONNECTIONS", Flag: "-grpc-max-conns", Own: true},
+	{Name: "RLQS_IDLE_TIMEOUT", Flag: "-rlqs-idle-timeout", Own: true},
+	{Name: "RLQS_MAX_BYTES", Flag: "-rlqs-max-bytes", Own: true},
+	{Name: "RLQS_MAX_STREAMS", Flag: "-rlqs-max-streams", Own: true},
+	{Name: "RLQS_MAX_STREAMS_PER_CONNECTION", Flag: "-rlqs-max-streams-per-conn", Own: true},
+	{Name: "RLQS_CLIENT_NAMES", Flag: "-rlqs-client-names", Own: true},
+	{Name: "RLQS_DIVIDE_BY_PEER", Flag: "-rlqs-divide-by-peer", Own: true},
+
+	// Read by another command only.
+	{Name: "SLUICE_ADMIN_URL", Flag: "-url", Own: true, Command: "admin"},
+	{Name: "GOGC", Command: "proxy"},
 }
 
 // NotActedOn returns the variables of the table that are set and that

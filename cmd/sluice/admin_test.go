@@ -220,3 +220,14 @@ func TestAdminMTLS(t *testing.T) {
 		t.Errorf("another CA's certificate: exit %d %q, want 1 (no TLS connection)", code, errs)
 	}
 }
+
+// `sluice admin -url http://` (no host) exits 2 naming -url and the value,
+// before any call; before, it dialled http://http: and failed with exit 1.
+func TestAdminURLWithoutAHostIsExit2(t *testing.T) {
+	for _, u := range []string{"http://", "https://", "http://:9901", "sluice:"} {
+		code, _, stderr := adminCLI(t, u, "", "usage", "alice")
+		if code != 2 || !strings.Contains(stderr, `-url "`+u+`"`) {
+			t.Errorf("-url %q: exit %d, stderr %q; want 2 naming -url and the value", u, code, stderr)
+		}
+	}
+}

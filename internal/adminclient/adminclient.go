@@ -23,6 +23,7 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 	"time"
 
@@ -164,19 +165,41 @@ func (c *Client) httpClient(ctx context.Context) (*http.Client, error) {
 	return &http.Client{Transport: tr}, nil
 }
 
-// baseURL is URL as a URL: a port alone or host:port means http://.
+// baseURL is URL as a URL: a port alone or host:port means http://. A
+// value with no host, an empty port or one outside 1 to 65535, a query or
+// a fragment is a UsageError naming -url and the value, and why.
 func (c *Client) baseURL() (*url.URL, error) {
-	raw := strings.TrimRight(c.URL, "/")
+	bad := func(why string) error {
+		return UsageError{fmt.Errorf("-url %q: %s; want http://host:port, https://host:port, host:port or a port", c.URL, why)}
+	}
+	raw := c.URL
 	if !strings.Contains(raw, "://") {
+		if strings.ContainsAny(raw, "/?#") {
+			return nil, bad("no scheme (http:// or https://), and not a host:port or a port")
+		}
 		if !strings.Contains(raw, ":") {
 			raw = ":" + raw
 		}
 		raw = "http://" + daemon.AdminAddr(raw)
 	}
 	base, err := url.Parse(raw)
-	if err != nil || (base.Scheme != "http" && base.Scheme != "https") || base.Host == "" {
-		return nil, UsageError{fmt.Errorf("-url %q: want http://host:port, https://host:port, host:port or a port", c.URL)}
+	switch {
+	case err != nil:
+		return nil, bad("not a URL")
+	case base.Scheme != "http" && base.Scheme != "https":
+		return nil, bad("the scheme is not http or https")
+	case base.Hostname() == "":
+		return nil, bad("no host")
+	case base.RawQuery != "" || base.ForceQuery || base.Fragment != "":
+		return nil, bad("a query or a fragment, which the API's paths cannot follow")
 	}
+	if base.Port() != "" || strings.HasSuffix(base.Host, ":") {
+		if p, err := strconv.Atoi(base.Port()); err != nil || p < 1 || p > 65535 {
+			return nil, bad("the port is not 1 to 65535")
+		}
+	}
+	base.Path = strings.TrimRight(base.Path, "/")
+	base.RawPath = strings.TrimRight(base.RawPath, "/")
 	return base, nil
 }
 

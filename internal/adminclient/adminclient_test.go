@@ -5,6 +5,7 @@ import (
 	"cmp"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -193,6 +194,25 @@ func TestURLIsAPortHostPortOrAnHTTPURL(t *testing.T) {
 		if !errors.As(err, new(UsageError)) || !strings.Contains(err.Error(), "-url") {
 			t.Errorf("-url %q: %v, want a usage error naming -url", in, err)
 		}
+	}
+}
+
+// A URL with a scheme and no host, an empty or impossible port, or a query
+// or fragment (which the operation's path would be appended after) is a
+// usage error naming -url and the value; before, "http://" became
+// http://http: (the "a port alone" rule read "http:" as host:port) and
+// "http://sluice:" and "sluice:99999" were dialled.
+func TestURLWithoutAHostOrAPortIsAUsageError(t *testing.T) {
+	for _, in := range []string{"http://", "https://", "http:", "http:/", "http://:9901", "http://sluice:",
+		"sluice:", "sluice:99999", "http://sluice:0", "http://sluice:9901?x=1", "http://sluice:9901#f", ""} {
+		u, err := (&Client{URL: in}).baseURL()
+		if !errors.As(err, new(UsageError)) || !strings.Contains(err.Error(), "-url") || !strings.Contains(err.Error(), fmt.Sprintf("%q", in)) {
+			t.Errorf("-url %q: %v, %v; want a usage error naming -url and the value", in, u, err)
+		}
+	}
+	// A host without a port is the scheme's port, as URLs say.
+	if u, err := (&Client{URL: "https://sluice"}).baseURL(); err != nil || u.String() != "https://sluice" {
+		t.Errorf("-url https://sluice: %v, %v; want it as written", u, err)
 	}
 }
 

@@ -46,7 +46,8 @@ const (
 	Decided
 )
 
-// A Var is one of envoyproxy/ratelimit's variables.
+// A Var is one environment variable: envoyproxy/ratelimit's, or Sluice's
+// own (Own). The zero Var is no variable.
 type Var struct {
 	Name string
 	// Flag is the flag whose default the variable feeds ("-store"), or ""

@@ -38,8 +38,8 @@ var envName = regexp.MustCompile(`^[A-Z][A-Z0-9]*(_[A-Z0-9]+)*$`)
 // sourceReads returns the variable names that the code of readDirs passes
 // to an environment reader (os.Getenv, os.LookupEnv, envflag's readers and
 // envflag.Errs's), as string literals or constants, each with where it is
-// read; a name built as prefix+"SUFFIX" is read under each of
-// redisPrefixes.
+// read; a name built as prefix+"SUFFIX" (read, or named in the start-up
+// line) is read under each of redisPrefixes.
 func sourceReads(t *testing.T) map[string]read {
 	t.Helper()
 	fset := token.NewFileSet()
@@ -106,6 +106,13 @@ func sourceReads(t *testing.T) map[string]read {
 	}
 	for _, f := range files {
 		ast.Inspect(f, func(n ast.Node) bool {
+			// prefix+"POOL_SIZE": a name built by the Redis store, read
+			// or named, under each of redisPrefixes.
+			if b, ok := n.(*ast.BinaryExpr); ok {
+				if x, ok := b.X.(*ast.Ident); ok && x.Name == "prefix" {
+					add(b)
+				}
+			}
 			call, ok := n.(*ast.CallExpr)
 			if !ok {
 				return true

@@ -63,6 +63,15 @@ import (
 // servers a fixed window admits no more than its limit and at least its
 // limit less N × (L−1); the other algorithms at most N × (L−1) over.
 //
+// With BatchConfig.Processes (a Fleet's count), a server that counted n
+// leases at most L = ⌊f × C / n⌋, so a fleet of n that has counted itself
+// holds at most n × (L−1) < f × C units of a key in total, whatever n is:
+// the bounds above hold with f × C in place of N × (L−1). A server leases
+// nothing before it has counted. Between J servers joining and the others
+// counting them (a Fleet's Period) and for a Hold after (the leases taken
+// before), the fleet holds at most f × C + J × ⌊f × C / (n+1)⌋ units: each
+// joiner has counted itself and those before it.
+//
 // Once a key is over its limit every request costs a round trip or two;
 // put an OverLimitCache in front of the Batcher so that denials cost none.
 type Batcher struct {
@@ -70,7 +79,8 @@ type Batcher struct {
 	rf    sluice.Refunder // inner, if it takes units back; else nil
 	batch int
 	hold  time.Duration
-	lease float64 // BatchConfig.LeaseShare; 0: reservations of batch units
+	lease float64    // BatchConfig.LeaseShare; 0: reservations of batch units
+	procs func() int // BatchConfig.Processes; nil: leases of one process's share
 	// door, with leases, remembers per shard (under its lock) keys seen
 	// once lately, by hash, so that a key gets a pool, which costs an
 	// allocation, only when it is asked for a second time within a Hold.
@@ -177,6 +187,16 @@ type BatchConfig struct {
 	// remembered by its hash in a fixed 256 KiB (besides MaxBytes), not in
 	// a reservation. At most 1. Default 0: batches of Batch.
 	LeaseShare float64
+	// Processes, with leases, returns how many processes share the inner
+	// store and lease from it, this one among them, such as Fleet.Fresh:
+	// each lease is then at most ⌊LeaseShare × capacity / n⌋ units for
+	// the n it returns when the lease is sized, and none (a decision of
+	// the request's own cost alone) while it returns less than 1 (not
+	// counted yet, or the count is stale) or that comes to less than 2, so
+	// that n processes hold under LeaseShare of a limit in total, not
+	// each. It is called once per lease; nil: each process leases up to
+	// LeaseShare of a limit.
+	Processes func() int
 	// Clock tells the time; nil means the system clock.
 	Clock sluice.Clock
 }
@@ -191,7 +211,7 @@ func NewBatcher(inner sluice.Limiter, cfg BatchConfig) *Batcher {
 	if cfg.Hold <= 0 {
 		cfg.Hold = 100 * time.Millisecond
 	}
-	b := &Batcher{inner: inner, batch: cfg.Batch, hold: cfg.Hold, lease: min(max(cfg.LeaseShare, 0), 1)}
+	b := &Batcher{inner: inner, batch: cfg.Batch, hold: cfg.Hold, lease: min(max(cfg.LeaseShare, 0), 1), procs: cfg.Processes}
 	b.rf, _ = inner.(sluice.Refunder)
 	if b.lease > 0 {
 		b.door = new([len(table[*pool]{}.shards)][doorSlots]doorSlot)
@@ -292,10 +312,17 @@ func (b *Batcher) counts() int64 {
 }
 
 // most is the most units a reservation of lim takes: Batch, or a lease's
-// share of lim; at most lim's capacity.
+// share of lim, divided by the processes counted (0 while they are not);
+// at most lim's capacity.
 func (b *Batcher) most(lim sluice.Limit) int {
 	if b.lease > 0 {
-		return int(b.lease * float64(lim.Capacity()))
+		n := 1
+		if b.procs != nil {
+			if n = b.procs(); n < 1 {
+				return 0
+			}
+		}
+		return int(b.lease * float64(lim.Capacity()) / float64(n))
 	}
 	return min(b.batch, lim.Capacity())
 }
@@ -478,9 +505,9 @@ func (b *Batcher) keep(ctx context.Context, sh *shard[*pool], ck cacheKey, sent 
 		q.refundBy = min(q.refundBy, by)
 	}
 	if q != nil && b.rf != nil {
-		if extra := q.units - (b.most(ck.lim) - 1); extra > 0 {
+		if extra := q.units - max(b.most(ck.lim)-1, 0); extra > 0 {
 			q.units -= extra
-			ret = extra
+			ret += extra
 		}
 	}
 	if landed >= by {

@@ -22,6 +22,8 @@ import (
 	"os"
 	"sync/atomic"
 	"time"
+
+	"github.com/sluicehq/sluice"
 )
 
 // Roster is a fleet's membership set in a shared store, such as
@@ -75,6 +77,8 @@ type FleetConfig struct {
 	// Logger receives a line when the count changes and when announcing
 	// starts and stops failing. Default slog.Default().
 	Logger *slog.Logger
+	// Clock tells the time Fresh goes by; nil means the system clock.
+	Clock sluice.Clock
 }
 
 // Fleet is this process's view of how many processes share the store. It
@@ -82,6 +86,9 @@ type FleetConfig struct {
 type Fleet struct {
 	cfg   FleetConfig
 	count atomic.Int64
+	// sent is when (Unix ns, on cfg.Clock) the last announce that answered
+	// was sent; 0 before the first.
+	sent  atomic.Int64
 	fails int // consecutive failed announces; only one goroutine at a time calls Beat
 }
 
@@ -133,6 +140,9 @@ func NewFleet(cfg FleetConfig) (*Fleet, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
+	if cfg.Clock == nil {
+		cfg.Clock = sluice.SystemClock{}
+	}
 	f := &Fleet{cfg: cfg}
 	f.count.Store(int64(cfg.Initial))
 	return f, nil
@@ -146,6 +156,22 @@ func (f *Fleet) ID() string { return f.cfg.ID }
 // the first announce has answered.
 func (f *Fleet) Count() int { return int(f.count.Load()) }
 
+// Fresh returns Count while the store still counts this process: from the
+// first announce that answered until TTL after the last one that answered
+// was sent (the store keeps the member at least that long, on a clock that
+// runs at the rate of this one); else 0, as before the first announce has
+// answered, once announcing has failed for a TTL, and once Run has left
+// the fleet. A caller that divides a share of a limit by Fresh and takes
+// none while it is 0 takes a share only while the others count this
+// process (as soon as each has announced since it joined).
+func (f *Fleet) Fresh() int {
+	sent := f.sent.Load()
+	if sent == 0 || f.cfg.Clock.Now().UnixNano()-sent >= int64(f.cfg.TTL) {
+		return 0
+	}
+	return f.Count()
+}
+
 // Beat announces this process once and, when the store answers, makes its
 // count the one Count returns; on an error the count stays as it was. Run
 // calls it every Period; a caller that does not use Run (a test, to decide
@@ -154,6 +180,7 @@ func (f *Fleet) Count() int { return int(f.count.Load()) }
 func (f *Fleet) Beat(ctx context.Context) error {
 	actx, cancel := context.WithTimeout(ctx, f.cfg.Timeout)
 	defer cancel()
+	sent := f.cfg.Clock.Now().UnixNano()
 	n, err := f.cfg.Roster.Announce(actx, f.cfg.ID, f.cfg.TTL, f.cfg.Max)
 	if err != nil {
 		if ctx.Err() == nil { // not counted when the caller stopped it
@@ -172,7 +199,9 @@ func (f *Fleet) Beat(ctx context.Context) error {
 	}
 	f.fails = 0
 	n = min(max(n, 1), f.cfg.Max)
-	if old := f.count.Swap(int64(n)); old != int64(n) {
+	old := f.count.Swap(int64(n))
+	f.sent.Store(sent)
+	if old != int64(n) {
 		f.cfg.Logger.Info("fleet: live processes counted", "count", n, "was", old)
 	}
 	return nil
@@ -189,6 +218,7 @@ func (f *Fleet) Run(ctx context.Context) {
 		_ = f.Beat(ctx) // a failure is logged once and keeps the count
 		select {
 		case <-ctx.Done():
+			f.sent.Store(0) // Fresh: no longer counted by the others
 			lctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), f.cfg.Timeout)
 			if err := f.cfg.Roster.Leave(lctx, f.cfg.ID); err != nil {
 				f.cfg.Logger.Warn("fleet: leaving failed; the others count this process until its TTL passes",

@@ -3,6 +3,7 @@ package relief_test
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sync"
 	"testing"
 	"testing/synctest"
@@ -197,4 +198,92 @@ func TestBatcherLeaseAllocatesNothingForAKeyAskedForOnce(t *testing.T) {
 	if allocs != 0 {
 		t.Errorf("%v allocations per decision on a key asked for once, want 0", allocs)
 	}
+}
+
+// With a fleet's count (BatchConfig.Processes = Fleet.Fresh), a lease is
+// at most ⌊f × C / n⌋ for the n this process last counted, on the bubble's
+// clock: none before the first count; f × C alone; a quarter once it
+// counts 4, and while announcing fails for less than the member TTL;
+// none once it has failed for the TTL (the others no longer count this
+// process), though Count keeps the last count for a local share; f × C
+// again once it counts itself alone; none when a fleet of 60 makes the
+// lease 1 unit.
+func TestBatcherLeaseCapIsTheShareDividedByTheFleetsFreshCount(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const hold = 100 * time.Millisecond
+		const perHold = 200 // requests per Hold, more than any lease here
+		// f × C = 0.001 × 100,000 = 100 units.
+		lim := sluice.Limit{Algorithm: sluice.FixedWindow, Rate: 100_000, Period: 24 * time.Hour}
+		roster := newFakeRoster()
+		me := newFleet(t, roster, "me")
+		store := &takes{Limiter: newMem(t, nil)}
+		b := relief.NewBatcher(store, relief.BatchConfig{LeaseShare: 0.001, Hold: hold, Processes: me.Fresh})
+		ctx := context.Background()
+		// largest sends two Holds of requests and returns the largest
+		// decision the store was asked for in the second.
+		largest := func(step string) int {
+			t.Helper()
+			for h := range 2 {
+				store.mu.Lock()
+				store.costs = store.costs[:0]
+				store.mu.Unlock()
+				for range perHold {
+					if r, err := b.AllowN(ctx, "k", lim, 1); err != nil || !r.Allowed {
+						t.Fatalf("%s, Hold %d: AllowN = %+v, %v", step, h, r, err)
+					}
+					time.Sleep(hold / perHold)
+				}
+			}
+			return slices.Max(store.costs)
+		}
+		others := func(n int) {
+			for i := range n {
+				if _, err := roster.Announce(ctx, fmt.Sprint("other-", i), relief.DefaultFleetTTL, relief.DefaultFleetMax); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+		beat := func() {
+			if err := me.Beat(ctx); err != nil {
+				t.Fatal(err)
+			}
+		}
+
+		if got := largest("not counted yet"); got != 1 {
+			t.Errorf("before the first count: a decision of %d units, want 1 (no lease)", got)
+		}
+		beat()
+		if got := largest("alone"); got != 100 {
+			t.Errorf("counted alone: a lease of %d units, want f × C = 100", got)
+		}
+		others(3)
+		beat()
+		if got := largest("a fleet of 4"); got != 25 {
+			t.Errorf("counted 4: a lease of %d units, want ⌊100/4⌋ = 25", got)
+		}
+		roster.setDown(true)
+		if err := me.Beat(ctx); err == nil {
+			t.Fatal("the roster is down, yet Beat answered")
+		}
+		if got := largest("announcing fails, within the TTL"); got != 25 {
+			t.Errorf("announcing failed for less than the TTL: a lease of %d units, want ⌊100/4⌋ = 25", got)
+		}
+		time.Sleep(relief.DefaultFleetTTL)
+		if got := largest("announcing failed for the TTL"); got != 1 {
+			t.Errorf("announcing failed for the TTL: a decision of %d units, want 1 (the others no longer count this process)", got)
+		}
+		if n := me.Count(); n != 4 {
+			t.Errorf("Count = %d after the failures, want the last count, 4", n)
+		}
+		roster.setDown(false)
+		beat() // the others' members have expired
+		if got := largest("alone again"); got != 100 {
+			t.Errorf("counted alone again: a lease of %d units, want 100", got)
+		}
+		others(59)
+		beat()
+		if got := largest("a fleet of 60"); got != 1 {
+			t.Errorf("counted 60: a decision of %d units, want 1 (⌊100/60⌋ = 1: no lease)", got)
+		}
+	})
 }

@@ -327,13 +327,143 @@ func TestLeasesStayWithin4TimesTheLeaseLess1OfTheLimitAcross4Processes(t *testin
 	}
 }
 
-// storeTrips counts the decisions a store is asked for, and takes refunds.
+// Leases that follow a fleet: the 4 processes announce themselves in a
+// fleet on their store (relief.Fleet) and each leases at most
+// ⌊f × C / 4⌋ of a limit of capacity C for the count of 4 it has seen
+// (f = 8% of 1,000 a day: leases of at most 20, as the test above), so
+// the fleet holds at most 4 × 19 = 76 units, under f × C = 80, in total:
+// a fixed window admits at least C − f × C and never over, the other
+// algorithms within f × C either way, where leases of f × C each would
+// allow 4 × 79. Once every process has released its units, the store has
+// counted exactly what was admitted; half the limit costs Redis a round
+// trip per 5 decisions or fewer.
+func TestFleetLeasesStayWithinFTimesTheLimitInTotalAcross4Processes(t *testing.T) {
+	const share, capacity = 0.08, 1000
+	const bound = int(share * capacity) // f × C, in total
+	perProcess := int(share * capacity / procs)
+	dayOfEach := []sluice.Limit{
+		{Algorithm: sluice.TokenBucket, Rate: capacity, Period: 24 * time.Hour, Burst: capacity},
+		{Algorithm: sluice.FixedWindow, Rate: capacity, Period: 24 * time.Hour},
+		{Algorithm: sluice.SlidingLog, Rate: capacity, Period: 24 * time.Hour},
+		{Algorithm: sluice.SlidingWindow, Rate: capacity, Period: 24 * time.Hour},
+		{Algorithm: sluice.LeakyBucket, Rate: capacity, Period: 24 * time.Hour, Burst: capacity},
+	}
+	for name, url := range redisTargets(t) {
+		t.Run(name, func(t *testing.T) {
+			stores := newStores(t, url, redisstore.Config{})
+			fleetName := fmt.Sprintf("%s-%d", t.Name(), time.Now().UnixNano())
+			var trips []*storeTrips
+			var fleets []*relief.Fleet
+			for i, s := range stores {
+				trips = append(trips, &storeTrips{Store: s})
+				// Beat is called by the test; the TTL is the longest a
+				// roster takes, so that a count stays fresh while a slow
+				// test runs.
+				f, err := relief.NewFleet(relief.FleetConfig{Roster: s.Roster(fleetName), ID: fmt.Sprint("p", i),
+					Period: redisstore.MaxRosterTTL / 2, TTL: redisstore.MaxRosterTTL, Logger: quiet()})
+				if err != nil {
+					t.Fatal(err)
+				}
+				fleets = append(fleets, f)
+			}
+			calls := func() (n, most int64) {
+				for _, c := range trips {
+					n += c.calls.Swap(0)
+					most = max(most, c.most.Swap(0))
+				}
+				return n, most
+			}
+			// newFleet has every process count the fleet (twice: the
+			// second round sees the first's joins), then puts a leasing
+			// Batcher that follows the count in front of each process's
+			// store, with a Hold longer than a burst.
+			newFleet := func() (fleet []sluice.Limiter, release func()) {
+				for range 2 {
+					for _, f := range fleets {
+						if err := f.Beat(context.Background()); err != nil {
+							t.Fatal(err)
+						}
+					}
+				}
+				var batchers []*relief.Batcher
+				for i, c := range trips {
+					if n := fleets[i].Fresh(); n != procs {
+						t.Fatalf("process %d counts %d, want %d", i, n, procs)
+					}
+					b := relief.NewBatcher(c, relief.BatchConfig{LeaseShare: share, Hold: time.Minute, Processes: fleets[i].Fresh})
+					batchers = append(batchers, b)
+					fleet = append(fleet, b)
+				}
+				return fleet, func() {
+					for _, b := range batchers {
+						if _, err := b.Release(context.Background()); err != nil {
+							t.Fatal(err)
+						}
+					}
+				}
+			}
+			for _, lim := range dayOfEach {
+				t.Run(lim.Algorithm.String(), func(t *testing.T) {
+					lo, hi := capacity-bound, capacity+bound
+					if lim.Algorithm == sluice.FixedWindow {
+						hi = capacity
+					}
+					// Half the limit, all admitted, in a fifth as many
+					// round trips or fewer, none over ⌊f × C / 4⌋ units.
+					fleet, release := newFleet()
+					calls()
+					if got := burstN(t, fleet, uniqueKey(t, lim), lim, capacity/2); got != capacity/2 {
+						t.Errorf("%d decisions: admitted %d, want all", capacity/2, got)
+					}
+					trips, most := calls()
+					if trips > capacity/10 {
+						t.Errorf("%d decisions took %d round trips, want at most %d: too few leases", capacity/2, trips, capacity/10)
+					}
+					if most > int64(perProcess) {
+						t.Errorf("a lease of %d units, want at most ⌊f × C / 4⌋ = %d", most, perProcess)
+					}
+					release()
+					// As many decisions as the limit: each process is left
+					// holding units the others are then refused.
+					fleet, release = newFleet()
+					key := uniqueKey(t, lim)
+					first := burstN(t, fleet, key, lim, capacity)
+					if first < lo || first > capacity {
+						t.Errorf("%d decisions: admitted %d, want between %d and the limit %d (f × C = %d)",
+							capacity, first, lo, capacity, bound)
+					}
+					release()
+					rest := burstN(t, []sluice.Limiter{stores[0]}, key, lim, capacity)
+					if rest != capacity-first {
+						t.Errorf("after release, a fresh client admitted %d, want the rest of the limit %d (%d admitted)",
+							rest, capacity-first, first)
+					}
+					// A burst of twice the limit on a fresh key.
+					fleet, release = newFleet()
+					defer release()
+					got := burstN(t, fleet, uniqueKey(t, lim), lim, 2*capacity)
+					if got < lo || got > hi {
+						t.Errorf("%d decisions: admitted %d, want between %d and %d (limit %d, f × C = %d)",
+							2*capacity, got, lo, hi, capacity, bound)
+					}
+					t.Logf("limit %d, bound [%d, %d]: %d round trips for %d decisions, leases of at most %d; %d admitted of %d, %d more after release; %d of a burst of %d",
+						capacity, lo, hi, trips, capacity/2, most, first, capacity, rest, got, 2*capacity)
+				})
+			}
+		})
+	}
+}
+
+// storeTrips counts the decisions a store is asked for, and the largest,
+// and takes refunds.
 type storeTrips struct {
 	*redisstore.Store
-	calls atomic.Int64
+	calls, most atomic.Int64
 }
 
 func (c *storeTrips) AllowN(ctx context.Context, key string, lim sluice.Limit, cost int) (sluice.Result, error) {
 	c.calls.Add(1)
+	for m := c.most.Load(); int64(cost) > m && !c.most.CompareAndSwap(m, int64(cost)); m = c.most.Load() {
+	}
 	return c.Store.AllowN(ctx, key, lim, cost)
 }

@@ -45,15 +45,19 @@ func (f shareFlag) Set(s string) error {
 }
 
 // checkFleet refuses -local-share auto without a store that keeps a
-// fleet's membership (Redis), and -fleet without -local-share auto.
+// fleet's membership (Redis), and -fleet with neither -local-share auto
+// nor leases on Redis. r.leaseShare is as check leaves it.
 func (r *remoteOptions) checkFleet(set map[string]bool, kind *stores.Kind) error {
+	leases := r.leaseShare > 0 && kind == stores.Redis
 	switch {
-	case set["fleet"] && !r.localShareAuto:
-		return errors.New("-fleet needs -local-share auto")
-	case !r.localShareAuto:
+	case set["fleet"] && !r.localShareAuto && !leases:
+		return errors.New("-fleet needs -local-share auto or leases on a Redis -store (-lease-share)")
+	case !r.localShareAuto && !leases:
 		return nil
 	case r.fleet == "" || len(r.fleet) > maxFleetName:
 		return fmt.Errorf("-fleet (or SLUICE_FLEET) %q: want 1 to %d bytes", r.fleet, maxFleetName)
+	case !r.localShareAuto:
+		return nil
 	case kind != stores.Redis:
 		return fmt.Errorf("-local-share auto: needs a Redis -store, where the processes announce themselves; %s keeps no fleet membership: give -local-share N", kind.Name)
 	}
@@ -63,14 +67,16 @@ func (r *remoteOptions) checkFleet(set map[string]bool, kind *stores.Kind) error
 // maxFleetName is the longest -fleet, as redisstore.Roster takes it.
 const maxFleetName = 256
 
-// startFleet, with -local-share auto, starts counting the fleet's live
-// processes on st's store (relief.Fleet: an announce every second, a
-// member counted 5 s after its last), makes the count the divisor of the
-// local share (shareOf) and, unless -failure-nodes fixed it, of the
-// failure mode local's share too, and makes st's Close leave the fleet
-// before the store closes.
+// startFleet, with -local-share auto or leases on Redis, starts counting
+// the fleet's live processes on st's store (relief.Fleet: an announce
+// every second, a member counted 5 s after its last) and makes st's Close
+// leave the fleet before the store closes. With -local-share auto the
+// count is the divisor of the local share (shareOf) and, unless
+// -failure-nodes fixed it, of the failure mode local's share too; with
+// leases, its fresh count divides each lease's share (leaseCount).
 func (r *remoteOptions) startFleet(st *stores.Opened, failureNodes int, log *slog.Logger) error {
-	if !r.localShareAuto {
+	leases := r.leaseShare > 0 && st.Roster != nil
+	if !r.localShareAuto && !leases {
 		return nil
 	}
 	if st.Roster == nil {
@@ -81,17 +87,25 @@ func (r *remoteOptions) startFleet(st *stores.Opened, failureNodes int, log *slo
 	if err != nil {
 		return err
 	}
-	r.fleetCount = f.Count
-	if st.Failure != nil && failureNodes == 0 {
-		st.Failure.NodesNow = f.Count
+	attrs := []any{"member", f.ID(), "announce_every", relief.DefaultFleetPeriod, "member_ttl", relief.DefaultFleetTTL}
+	if r.localShareAuto {
+		r.fleetCount = f.Count
+		if st.Failure != nil && failureNodes == 0 {
+			st.Failure.NodesNow = f.Count
+		}
+		attrs = append(attrs, "local_share", "follows the fleet",
+			"failure_mode_share", map[bool]string{true: "follows the fleet", false: "-failure-nodes"}[failureNodes == 0])
+	}
+	if leases {
+		r.leaseCount = f.Fresh
+		attrs = append(attrs, "lease_share", "divided by the fleet's count; no lease until counted")
 	}
 	ctx, stop := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { defer close(done); f.Run(ctx) }()
 	closeStore := st.Close
 	st.Close = func() { stop(); <-done; closeStore() }
-	log.Info("local share follows the fleet", "member", f.ID(), "announce_every", relief.DefaultFleetPeriod,
-		"member_ttl", relief.DefaultFleetTTL, "failure_mode_share", map[bool]string{true: "follows the fleet", false: "-failure-nodes"}[failureNodes == 0])
+	log.Info("counting the fleet's live processes", attrs...)
 	return nil
 }
 

@@ -17,8 +17,9 @@ import (
 )
 
 // -local-share auto counts the fleet on Redis alone: with PostgreSQL or
-// the memory store it is refused by name (exit 2), as is -fleet without
-// it and a -local-share that is neither a number nor auto.
+// the memory store it is refused by name (exit 2), as is -fleet with
+// neither it nor leases on Redis (which follow the fleet too) and a
+// -local-share that is neither a number nor auto.
 func TestLocalShareAutoIsRefusedWithoutRedis(t *testing.T) {
 	listen := []string{"-http-addr", "127.0.0.1:0", "-grpc-addr", "127.0.0.1:0"}
 	for _, tt := range []struct {
@@ -27,7 +28,9 @@ func TestLocalShareAutoIsRefusedWithoutRedis(t *testing.T) {
 	}{
 		{[]string{"-store", "postgres://u:p@127.0.0.1:1/db", "-migrate=false", "-local-share", "auto"}, "PostgreSQL keeps no fleet membership"},
 		{[]string{"-local-share", "auto"}, "-local-share auto: needs a Redis -store"},
-		{[]string{"-store", "redis://127.0.0.1:1", "-fleet", "blue"}, "-fleet needs -local-share auto"},
+		{[]string{"-store", "redis://127.0.0.1:1", "-lease-share", "0", "-fleet", "blue"}, "-fleet needs -local-share auto or leases"},
+		{[]string{"-store", "redis://127.0.0.1:1", "-reserve-units", "4", "-fleet", "blue"}, "-fleet needs -local-share auto or leases"},
+		{[]string{"-store", "postgres://u:p@127.0.0.1:1/db", "-migrate=false", "-lease-share", "0.01", "-fleet", "blue"}, "-fleet needs -local-share auto or leases"},
 		{[]string{"-store", "redis://127.0.0.1:1", "-local-share", "most"}, `want a number of processes or "auto"`},
 	} {
 		runCase{append(append([]string{"serve"}, tt.args...), listen...), 2, "", tt.want}.check(t)

@@ -16,9 +16,10 @@ import (
 	"github.com/sluicehq/sluice/redisstore"
 )
 
-// Leases are on by default with Redis (-lease-share 0.01): 50 decisions in
-// a row on a limit of 10,000 an hour take leases, so the store has charged
-// more than was admitted, at most 1% of the limit less one more, and gets
+// Leases are on by default with Redis (-lease-share 0.01), divided by the
+// fleet's count: 50 decisions in a row on a limit of 10,000 an hour, once
+// the process has counted, take leases, so the store has charged more
+// than was admitted, at most 1% of the limit less one more, and gets
 // those units back at shutdown. -lease-share 0 decides each request on the
 // store, exactly; so does PostgreSQL unless -lease-share is given, and
 // -reserve-units takes batches in place of leases.
@@ -54,6 +55,15 @@ func TestServeLeasesByDefaultWithRedis(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer st.Close()
+			if count := s.o.remote.leaseCount; tt.released && tt.name == "default" {
+				// Leases follow the fleet; none until it is counted.
+				if count == nil {
+					t.Fatal("the leases do not follow the fleet (no count)")
+				}
+				eventually(t, "the process has counted the fleet", func() bool { return count() >= 1 })
+			} else if count != nil {
+				t.Fatal("a fleet counted for the leases, with none")
+			}
 			key := "lease:" + strconv.FormatInt(time.Now().UnixNano(), 36)
 			for i := range 50 {
 				if r, err := st.Limiter.AllowN(context.Background(), key, lim, 1); err != nil || !r.Allowed {
@@ -128,5 +138,75 @@ func TestServeLeaseShareFlag(t *testing.T) {
 				t.Errorf("-lease-share named as not acted on: %v, want %v", got, tt.wantMoot)
 			}
 		})
+	}
+}
+
+// Leases follow the fleet on Redis by default: two serve stores with
+// -fleet NAME each count 2, so a limit of 300 an hour, whose 1% is 3
+// units, gives each ⌊3/2⌋ = 1, no lease: every decision is the store's,
+// and the store never holds a unit more than was admitted. One process
+// alone leases 3 at a time. Both announce themselves in the fleet's key.
+func TestServeLeasesFollowTheFleetOnRedis(t *testing.T) {
+	srv := redistest.Single(t)
+	url := "redis://" + srv.Addr
+	fleet := "lease-fleet-" + strconv.FormatInt(time.Now().UnixNano(), 36)
+	lim := sluice.Limit{Algorithm: sluice.FixedWindow, Rate: 300, Period: time.Hour}
+	plain, err := redisstore.New(context.Background(), redisstore.Config{URL: url})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer plain.Close()
+	open := func() (sluice.Limiter, func() int, func()) {
+		t.Helper()
+		s, code, done := parseServeFlags([]string{"-store", url, "-fleet", fleet, "-local-cache=false", "-reserve-hold", "1h"}, io.Discard, io.Discard)
+		if done {
+			t.Fatalf("parse: exit %d", code)
+		}
+		if err := s.checkOptions(); err != nil {
+			t.Fatal(err)
+		}
+		st, err := openServeStore(context.Background(), &s.o, false, slog.New(slog.DiscardHandler))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if s.o.remote.leaseCount == nil {
+			t.Fatal("the leases do not follow the fleet (no count)")
+		}
+		return st.Limiter, s.o.remote.leaseCount, st.Close
+	}
+	// most sends 20 decisions on a fresh key and returns the most units
+	// the store held for lim beyond those admitted, after any of them.
+	most := func(l sluice.Limiter) int {
+		key := "lease-fleet:" + strconv.FormatInt(time.Now().UnixNano(), 36)
+		held := 0
+		for i := range 20 {
+			if r, err := l.AllowN(context.Background(), key, lim, 1); err != nil || !r.Allowed {
+				t.Fatalf("decision %d: %+v, %v", i, r, err)
+			}
+			r, err := plain.Peek(context.Background(), key, lim)
+			if err != nil {
+				t.Fatal(err)
+			}
+			held = max(held, lim.Rate-(i+1)-r.Remaining)
+		}
+		return held
+	}
+	limA, countA, closeA := open()
+	defer closeA()
+	eventually(t, "the first process has counted itself", func() bool { return countA() == 1 })
+	if got := most(limA); got != 2 {
+		t.Errorf("alone, the process held up to %d units beyond those admitted, want 2 (leases of ⌊1%% of 300⌋ = 3)", got)
+	}
+	limB, countB, closeB := open()
+	defer closeB()
+	eventually(t, "the second process counts two", func() bool { return countB() == 2 })
+	for _, l := range []sluice.Limiter{limA, limB} {
+		eventually(t, "the first process counts two", func() bool { return countA() == 2 })
+		if got := most(l); got != 0 {
+			t.Errorf("in a fleet of 2, a process held up to %d units beyond those admitted, want 0 (⌊3/2⌋ = 1: no lease)", got)
+		}
+	}
+	if n := srv.Do(t, "ZCARD", "sluice:fleet:{"+fleet+"}"); strings.TrimSpace(n) != "2" {
+		t.Errorf("the fleet's key has %q members, want 2", n)
 	}
 }

@@ -29,10 +29,12 @@ type remoteOptions struct {
 	localShare   int           // -local-share: 1/N of each limit decided locally first; 0 is off
 	// localShareAuto is -local-share auto: N is the live count of the
 	// fleet (fleet.go); fleet is -fleet, its name, and fleetCount its
-	// count once startFleet has run.
+	// count once startFleet has run; leaseCount, with leases on Redis,
+	// the count the leases divide their share by (relief.Fleet.Fresh).
 	localShareAuto bool
 	fleet          string
 	fleetCount     func() int
+	leaseCount     func() int
 	// leaseShare is -lease-share, relief.BatchConfig.LeaseShare, as check
 	// leaves it: 0 (off) with PostgreSQL unless given, and with
 	// -reserve-units.
@@ -57,11 +59,11 @@ func (r *remoteOptions) flags(fs *flag.FlagSet) {
 	fs.DurationVar(&r.reserveHold, "reserve-hold", 100*time.Millisecond,
 		"with -reserve-units or -lease-share, how long a reservation's unspent units are held before they go back; a lease is sized from a key's use in this long")
 	fs.Float64Var(&r.leaseShare, "lease-share", defaultLeaseShare,
-		"with Redis (or PostgreSQL when given), lease each busy key's units in one round trip and spend them in this process: a lease is the units the process asked of the key in the last -reserve-hold, at most this share of the limit, and none (an exact decision) when that is under 2 units; a process holds at most share x limit - 1 unspent units per key, refunded at shutdown; 0: off")
+		"with Redis (or PostgreSQL when given), lease each busy key's units in one round trip and spend them in this process: a lease is the units the process asked of the key in the last -reserve-hold, at most this share of the limit divided by the live processes of -fleet (counted every second; no lease until counted; with PostgreSQL, not divided), and none (an exact decision) when that is under 2 units; the fleet holds under share x limit unspent units per key in total, refunded at shutdown; 0: off")
 	fs.Var(shareFlag{r}, "local-share",
 		"with Redis or PostgreSQL, N: a request must first pass 1/N of its limit (rounded down, at least 1, as -failure-nodes divides it) counted in this process, so a burst past one process's share never reaches the store; set N to the number of processes or fewer; auto (Redis): N is the live count of -fleet's processes, each announcing itself every second; 0: off")
 	fs.StringVar(&r.fleet, "fleet", envflag.String("SLUICE_FLEET", defaultFleet),
-		"with -local-share auto, the name of the fleet whose live processes share each limit (the Redis key <prefix>:fleet:{NAME}); deployments that share one Redis but not their limits take different names")
+		"with -local-share auto or leases on Redis, the name of the fleet whose live processes share each limit and each lease share (the Redis key <prefix>:fleet:{NAME}); deployments that share one Redis but not their limits take different names")
 	stores.TimeoutFlag(fs, &r.timeout, "Redis or PostgreSQL", "250ms on Redis and on PostgreSQL")
 }
 
@@ -93,11 +95,11 @@ func (r *remoteOptions) check(fs *flag.FlagSet, o *serveOptions) error {
 	if err != nil {
 		return err
 	}
-	if err := r.checkFleet(set, kind); err != nil {
-		return err
-	}
 	if r.reserveUnits > 0 || (kind == stores.Postgres && !set["lease-share"]) {
 		r.leaseShare = 0 // batches, or PostgreSQL's exact quotas
+	}
+	if err := r.checkFleet(set, kind); err != nil {
+		return err
 	}
 	if set["reserve-hold"] && (r.reserveUnits == 0 && (r.leaseShare == 0 || !kind.Remote)) {
 		return errors.New("-reserve-hold needs -reserve-units or -lease-share")

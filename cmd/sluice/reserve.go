@@ -22,7 +22,7 @@ func (r *remoteOptions) wrapRemote(st stores.Opened, localCache bool, mem memsto
 	lim, closeStore := st.Limiter, st.Close
 	var res *relief.Batcher
 	if r.reserveUnits > 0 || r.leaseShare > 0 {
-		res = relief.NewBatcher(lim, relief.BatchConfig{Batch: r.reserveUnits, Hold: r.reserveHold, LeaseShare: r.leaseShare})
+		res = relief.NewBatcher(lim, relief.BatchConfig{Batch: r.reserveUnits, Hold: r.reserveHold, LeaseShare: r.leaseShare, Processes: r.leaseCount})
 		lim = res
 	}
 	var local *memstore.Store

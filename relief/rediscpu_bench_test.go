@@ -52,7 +52,8 @@ func BenchmarkRedisCPUPerDecisionZipf(b *testing.B) {
 // BenchmarkRedisCPUPerDecisionZipfLargeLimit is
 // BenchmarkRedisCPUPerDecisionZipf's load on limits of 10,000 a minute,
 // which it never reaches: leases of at most 1% (100 units) pay on the
-// keys a process asks for at least twice a Hold.
+// keys a process asks for at least twice a Hold; the last row's follow
+// a fleet of 4 (the 4 processes here), at most 25 units each.
 func BenchmarkRedisCPUPerDecisionZipfLargeLimit(b *testing.B) {
 	lim := sluice.Limit{Algorithm: sluice.FixedWindow, Rate: 10_000, Period: time.Minute}
 	benchRedisCPUZipf(b, lim, []cpuRow{
@@ -64,7 +65,18 @@ func BenchmarkRedisCPUPerDecisionZipfLargeLimit(b *testing.B) {
 		{"lease-1%-hold-1s", 0, leases(0.01, time.Second, false)},
 		{"default+lease-1%-hold-100ms", 200 * time.Microsecond, leases(0.01, 100*time.Millisecond, true)},
 		{"default+lease-1%-hold-1s", 200 * time.Microsecond, leases(0.01, time.Second, true)},
+		{"default+lease-1%-fleet-of-4", 200 * time.Microsecond, fleetLeases(0.01, 100*time.Millisecond, 4)},
 	})
+}
+
+// fleetLeases is serve's default stack with leases that follow a fleet
+// that has counted n processes: leases of at most share of a limit
+// divided by n, behind an over-limit cache.
+func fleetLeases(share float64, hold time.Duration, n int) func(*redisstore.Store) sluice.Limiter {
+	return func(s *redisstore.Store) sluice.Limiter {
+		b := relief.NewBatcher(s, relief.BatchConfig{LeaseShare: share, Hold: hold, Processes: func() int { return n }})
+		return relief.NewOverLimitCache(b, relief.CacheConfig{MaxHold: time.Second})
+	}
 }
 
 // leases is a row's stack: a Batcher of leases of share and hold, behind

@@ -49,7 +49,10 @@
 // shutdown. With leases (BatchConfig.LeaseShare f) a key's reservation is
 // sized from its recent use on the server, at most ⌊f × limit⌋ units, and
 // those bounds hold with that in place of Batch; keys used less than twice
-// a Hold, or whose limit is under 2/f, are decided exactly.
+// a Hold, or whose limit is under 2/f, are decided exactly. Given a
+// Fleet's count n (BatchConfig.Processes), a lease is at most
+// ⌊f × limit / n⌋, none before the first count, so the servers together
+// hold under f × limit, whatever their number.
 //
 // PeriodSplit sends the limits whose period is under a minute to a store
 // of their own (envoyproxy/ratelimit's REDIS_PERSECOND), so that the

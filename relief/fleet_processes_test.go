@@ -188,3 +188,103 @@ func TestFleetSharesAdmitAtMostLOnTheStoreAndLPlusJTimesLOverNPlus1AloneAsProces
 		})
 	}
 }
+
+// The membership test of leases that follow the fleet. Processes join and
+// leave a fleet on one Redis (and a 3-shard Cluster), each leasing at most
+// ⌊f × C / c⌋ of a limit of capacity C for the count c it last saw (f = 8%
+// of 1,000 a day: f × C = 80). Each window sends the live processes the
+// limit (on a fresh key, which leaves each holding units), then twice the
+// limit (on another). The bound of docs/serve.md: once every
+// process has counted the fleet, the fleet holds under f × C units, so a
+// fixed window admits at least C − f × C and the other algorithms within
+// f × C either way; while n processes have not counted J that joined,
+// f × C + J × ⌊f × C / (n+1)⌋ (each joiner counts itself and those
+// before it). Processes that leave take no lease; those left behind lease
+// less until they count again.
+func TestFleetLeasesStayWithinFTimesTheLimitPlusJTimesFTimesTheLimitOverNPlus1AsProcessesComeAndGo(t *testing.T) {
+	const share, capacity = 0.08, 1000
+	const fc = int(share * capacity)
+	lims := []sluice.Limit{
+		{Algorithm: sluice.FixedWindow, Rate: capacity, Period: 24 * time.Hour},
+		{Algorithm: sluice.TokenBucket, Rate: capacity, Period: 24 * time.Hour, Burst: capacity},
+	}
+	type leaser struct {
+		fleet *relief.Fleet
+		lim   sluice.Limiter
+	}
+	for name, url := range redisTargets(t) {
+		t.Run(name, func(t *testing.T) {
+			fleetName := fmt.Sprintf("%s-%d", t.Name(), time.Now().UnixNano())
+			var all []*leaser
+			for i := range 8 {
+				s := newStores(t, url, redisstore.Config{})[0]
+				// Beat is called by the test, never Run, but to leave.
+				f, err := relief.NewFleet(relief.FleetConfig{Roster: s.Roster(fleetName), ID: fmt.Sprint("p", i),
+					Period: redisstore.MaxRosterTTL / 2, TTL: redisstore.MaxRosterTTL, Logger: quiet()})
+				if err != nil {
+					t.Fatal(err)
+				}
+				b := relief.NewBatcher(s, relief.BatchConfig{LeaseShare: share, Hold: time.Minute, Processes: f.Fresh})
+				t.Cleanup(func() { b.Release(context.Background()) })
+				all = append(all, &leaser{fleet: f, lim: b})
+			}
+			beat := func(ls []*leaser) {
+				t.Helper()
+				for _, l := range ls {
+					if err := l.fleet.Beat(context.Background()); err != nil {
+						t.Fatal(err)
+					}
+				}
+			}
+			// window sends twice the limit through the live processes, n
+			// of which have counted each other, J joined since unseen.
+			window := func(step string, live []*leaser, n, j int) {
+				t.Helper()
+				var fleet []sluice.Limiter
+				var counts []int
+				for _, l := range live {
+					fleet = append(fleet, l.lim)
+					counts = append(counts, l.fleet.Fresh())
+				}
+				bound := fc + j*(fc/(n+1))
+				for _, lim := range lims {
+					lo, hi := capacity-bound, capacity+bound
+					if lim.Algorithm == sluice.FixedWindow {
+						hi = capacity
+					}
+					// As many decisions as the limit: each process is left
+					// holding units the others are then refused.
+					first := burstN(t, fleet, uniqueKey(t, lim), lim, capacity)
+					// Twice the limit: units spent late may go over.
+					got := burstN(t, fleet, uniqueKey(t, lim), lim, 2*capacity)
+					t.Logf("%s, %v: counts %v; admitted %d of %d and %d of %d, bound [%d, %d]",
+						step, lim.Algorithm, counts, first, capacity, got, 2*capacity, lo, hi)
+					if first < lo || first > capacity {
+						t.Errorf("%s, %v: %d decisions admitted %d, want between %d and the limit %d (f × C = %d, J = %d, n = %d)",
+							step, lim.Algorithm, capacity, first, lo, capacity, fc, j, n)
+					}
+					if got < lo || got > hi {
+						t.Errorf("%s, %v: %d decisions admitted %d, want between %d and %d (f × C = %d, J = %d, n = %d)",
+							step, lim.Algorithm, 2*capacity, got, lo, hi, fc, j, n)
+					}
+				}
+			}
+			first, joiners := all[:4], all[4:]
+			beat(first)
+			beat(first) // the second round counts the first's joins
+			window("4 processes", first, 4, 0)
+			beat(joiners) // each counts itself and those before it: 5 to 8
+			window("4 joined, not yet counted by the 4", all, 4, 4)
+			beat(all)
+			window("8 processes", all, 8, 0)
+			stopped, stop := context.WithCancel(context.Background())
+			stop()
+			for _, l := range joiners {
+				l.fleet.Run(stopped) // as when serve stops: it leaves the roster
+			}
+			window("4 left, not yet counted by the 4", first, 8, 0)
+			beat(first)
+			window("4 processes again", first, 4, 0)
+		})
+	}
+}

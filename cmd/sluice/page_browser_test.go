@@ -141,7 +141,7 @@ func TestLivePageInABrowser(t *testing.T) {
 		t.Errorf("the config section shows %q, want web.user from %s", got, cfg)
 	}
 
-	// Traffic: alice 5 times on 3 a minute (2 refused), bob twice, one
+	// Traffic: alice 5 times on 3 an hour (2 refused), bob twice, one
 	// shadow refusal on path.
 	var codes []int
 	for range 5 {

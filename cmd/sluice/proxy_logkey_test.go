@@ -20,7 +20,7 @@ func TestProxyLogKeySecretFile(t *testing.T) {
 	defer up.Close()
 	dir := t.TempDir()
 	cfg := filepath.Join(dir, "proxy.yaml")
-	writeFile(t, cfg, proxyCfg) // per_ip, 2r/m, on /api/
+	writeFile(t, cfg, proxyCfg) // per_ip, 2 an hour, on /api/
 	s1, s2, short := filepath.Join(dir, "s1"), filepath.Join(dir, "s2"), filepath.Join(dir, "short")
 	writeFile(t, s1, "0123456789abcdef0123456789abcdef\n")
 	writeFile(t, s2, "fedcba9876543210fedcba9876543210\n")

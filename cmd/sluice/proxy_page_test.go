@@ -39,7 +39,7 @@ func tryProxyKey(t *testing.T, admin, token, policy, key string) page.TryResult 
 	return res
 }
 
-// launchProxyPage starts sluice proxy on proxyCfg (per_ip: 2 a minute) in
+// launchProxyPage starts sluice proxy on proxyCfg (per_ip: 2 an hour) in
 // front of an upstream that answers every request, with the admin
 // listener's page behind token, and returns it and the config file's path.
 func launchProxyPage(t *testing.T, token string, args ...string) (p *proxyRun, cfg string) {
@@ -95,7 +95,7 @@ func checkPageNeedsTheToken(t *testing.T, admin string) {
 
 // checkFormSpendsNothing asks the form twice before any traffic (2 remain
 // both times, an unknown policy matches nothing), then sends 5 requests
-// on per_ip's 2 a minute: 2 pass, and the form then reads the client at
+// on per_ip's 2 an hour: 2 pass, and the form then reads the client at
 // its limit.
 func checkFormSpendsNothing(t *testing.T, p *proxyRun, token string) {
 	t.Helper()

@@ -91,9 +91,12 @@ func getStatus(t *testing.T, url string) int {
 	return resp.StatusCode
 }
 
+// proxyCfg's per_ip is a token bucket of 2 an hour, which refills one
+// request in 30 minutes: a fixed window of a minute let a test that
+// crossed the minute's turn through again.
 const proxyCfg = `
 limits:
-  - {name: per_ip, key: ip, rate: 2r/m, algorithm: fixed_window}
+  - {name: per_ip, key: ip, rate: 2r/h, algorithm: token_bucket}
 routes:
   - {name: api, match: /api/, limits: [per_ip]}
 `
@@ -176,8 +179,10 @@ func TestProxyGracefulShutdown(t *testing.T) {
 	defer up.Close()
 	dir := t.TempDir()
 	cfg := filepath.Join(dir, "q.yaml")
-	// 5r/s with burst 1: the second request waits 200 ms.
-	os.WriteFile(cfg, []byte("limits: [{name: q, key: global, rate: 5r/s, burst: 1}]\nroutes: [{name: all, match: /, limits: [q]}]\n"), 0o644)
+	// 20r/m with burst 1: the second request waits 3 s, so that it is
+	// queued however late it comes under load (at 5r/s it waited 200 ms,
+	// and a second request sent later than that was not queued at all).
+	os.WriteFile(cfg, []byte("limits: [{name: q, key: global, rate: 20r/m, burst: 1}]\nroutes: [{name: all, match: /, limits: [q]}]\n"), 0o644)
 	p := launchProxy(t, "-config", cfg, "-upstream", up.URL)
 	if getStatus(t, p.url+"/") != 200 {
 		t.Fatal("first")
@@ -274,7 +279,7 @@ func TestProxyReopenAccessLog(t *testing.T) {
 	dir := t.TempDir()
 	cfg := filepath.Join(dir, "p.yaml")
 	logPath := filepath.Join(dir, "access.log")
-	os.WriteFile(cfg, []byte("limits: [{name: l, key: global, rate: 1r/m, algorithm: fixed_window}]\nroutes: [{name: all, match: /, limits: [l]}]\n"), 0o644)
+	os.WriteFile(cfg, []byte("limits: [{name: l, key: global, rate: 1r/h, algorithm: token_bucket}]\nroutes: [{name: all, match: /, limits: [l]}]\n"), 0o644)
 	p := launchProxy(t, "-config", cfg, "-upstream", up.URL, "-access-log", logPath)
 	getStatus(t, p.url+"/")
 	if getStatus(t, p.url+"/first") != 429 {
@@ -394,7 +399,7 @@ func TestProxyRefusalLoggedOnceWithoutKey(t *testing.T) {
 	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}))
 	defer up.Close()
 	cfg := filepath.Join(t.TempDir(), "p.yaml")
-	os.WriteFile(cfg, []byte(`limits: [{name: k, key: "header:X-Api-Key", rate: 1r/m, algorithm: fixed_window}]
+	os.WriteFile(cfg, []byte(`limits: [{name: k, key: "header:X-Api-Key", rate: 1r/h, algorithm: token_bucket}]
 routes: [{name: all, match: /, limits: [k]}]
 `), 0o644)
 	for _, off := range []bool{false, true} {

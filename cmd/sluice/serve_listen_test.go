@@ -26,7 +26,7 @@ import (
 )
 
 // launchListening starts `sluice serve -config` with telemetryConfig (k=v:
-// 2 a minute) and args (see launch).
+// 2 an hour) and args (see launch).
 func launchListening(t *testing.T, args ...string) *server {
 	t.Helper()
 	cfg := filepath.Join(t.TempDir(), "rl.yaml")
@@ -146,7 +146,7 @@ func TestServeGRPCUDSServesOnTheSocketAndRemovesItOnStop(t *testing.T) {
 		codes = append(codes, code)
 	}
 	if want := []pb.RateLimitResponse_Code{pb.RateLimitResponse_OK, pb.RateLimitResponse_OK, pb.RateLimitResponse_OVER_LIMIT}; !slices.Equal(codes, want) {
-		t.Errorf("codes over the socket %v, want %v (2 a minute)", codes, want)
+		t.Errorf("codes over the socket %v, want %v (2 an hour)", codes, want)
 	}
 	p.stop(t, daemon.DrainGrace)
 	if _, err := os.Lstat(sock); !errors.Is(err, fs.ErrNotExist) {
@@ -172,13 +172,13 @@ func TestServeDebugListenerServesRLConfigAndPprof(t *testing.T) {
 		t.Fatalf("banner's debug line %q: no URL", s.debug)
 	}
 	durl := m[1]
-	if code, body := get(t, durl+"/rlconfig"); code != 200 || !strings.Contains(body, "d.k: unit=MINUTE requests_per_unit=2,") {
+	if code, body := get(t, durl+"/rlconfig"); code != 200 || !strings.Contains(body, "d.k: unit=HOUR requests_per_unit=2,") {
 		t.Errorf("GET /rlconfig: %d %q, want the loaded rule", code, body)
 	}
 	writeFile(t, cfg, strings.Replace(telemetryConfig, "requests_per_unit: 2", "requests_per_unit: 9", 1))
 	eventually(t, "/rlconfig shows the reloaded config", func() bool {
 		_, body := get(t, durl+"/rlconfig")
-		return strings.Contains(body, "d.k: unit=MINUTE requests_per_unit=9,")
+		return strings.Contains(body, "d.k: unit=HOUR requests_per_unit=9,")
 	})
 	if code, body := get(t, durl+"/debug/pprof/"); code != 200 || !strings.Contains(body, "goroutine") {
 		t.Errorf("GET /debug/pprof/: %d", code)

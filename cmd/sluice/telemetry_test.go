@@ -23,8 +23,11 @@ import (
 	"github.com/sluicehq/sluice/internal/tracing/otlptest"
 )
 
-// telemetryConfig is a config whose one rule admits 2 a minute.
-const telemetryConfig = "domain: d\ndescriptors:\n  - key: k\n    rate_limit:\n      unit: minute\n      requests_per_unit: 2\n"
+// telemetryConfig is a config whose one rule admits 2 an hour: a token
+// bucket, which refills one request in 30 minutes, so that a test's calls
+// count in one bucket whenever they run (a fixed window of a minute let
+// the third call through when the minute turned between the calls).
+const telemetryConfig = "domain: d\ndescriptors:\n  - key: k\n    rate_limit:\n      unit: hour\n      requests_per_unit: 2\n      algorithm: token_bucket\n"
 
 // callRLS makes n ShouldRateLimit calls for k=v over gRPC, each with md
 // as metadata, and returns their overall codes.

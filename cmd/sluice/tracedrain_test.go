@@ -49,6 +49,10 @@ func TestServeExportsTheSpanOfACallFinishedDuringTheDrain(t *testing.T) {
 	frame := binary.BigEndian.AppendUint32([]byte{0}, uint32(len(msg)))
 	frame = append(frame, msg...)
 	call := startRawCall(t, s.grpc, "/envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit", frame[:7])
+	// The drain may begin only once the server holds the call: else, on
+	// a loaded machine, the stop closed the connection before serve had
+	// read the call's headers (or accepted the connection at all).
+	call.sync(t)
 
 	s.cancel() // as SIGTERM does
 	// The drain has begun once the watcher is told NOT_SERVING.
@@ -99,6 +103,43 @@ func startRawCall(t *testing.T, addr, method string, first []byte) *rawCall {
 	fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 1, BlockFragment: hb.Bytes(), EndHeaders: true})
 	fr.WriteData(1, false, first)
 	return &rawCall{c: c, fr: fr}
+}
+
+// sync sends a PING and reads the server's frames until its ACK,
+// answering the server's settings, failing the test after 10 s. The
+// server reads a connection's frames in order, so once it has answered
+// the PING it has read the call's headers: the call is in flight.
+func (rc *rawCall) sync(t *testing.T) {
+	t.Helper()
+	rc.c.SetReadDeadline(time.Now().Add(10 * time.Second))
+	defer rc.c.SetReadDeadline(time.Time{})
+	data := [8]byte{'i', 'n', 'f', 'l', 'i', 'g', 'h', 't'}
+	if err := rc.fr.WritePing(false, data); err != nil {
+		t.Fatal(err)
+	}
+	for {
+		f, err := rc.fr.ReadFrame()
+		if err != nil {
+			t.Fatalf("no answer to the PING: %v", err)
+		}
+		switch f := f.(type) {
+		case *http2.SettingsFrame:
+			if !f.IsAck() {
+				rc.fr.WriteSettingsAck()
+			}
+		case *http2.PingFrame:
+			if f.IsAck() && f.Data == data {
+				return
+			}
+			if !f.IsAck() {
+				rc.fr.WritePing(true, f.Data)
+			}
+		case *http2.RSTStreamFrame:
+			t.Fatalf("the call was reset: %v", f.ErrCode)
+		case *http2.GoAwayFrame:
+			t.Fatalf("GOAWAY before the call was in flight: %v", f.ErrCode)
+		}
+	}
 }
 
 // status reads the server's frames until the call's trailers, answering

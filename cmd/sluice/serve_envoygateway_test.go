@@ -8,8 +8,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -97,10 +99,10 @@ func loadEGConfigs(t *testing.T, name string) []*rlconf.RateLimitConfig {
 	}
 }
 
-// setEGDeploymentEnv sets the environment of Envoy Gateway's rate limit
+// egDeploymentEnv returns the environment of Envoy Gateway's rate limit
 // Deployment (deployment-env.yaml), with the values of swap in place of
-// the cluster's (each must name one of its variables), and returns it.
-func setEGDeploymentEnv(t *testing.T, swap map[string]string) map[string]string {
+// the cluster's (each must name one of its variables).
+func egDeploymentEnv(t *testing.T, swap map[string]string) map[string]string {
 	t.Helper()
 	file := filepath.Join(egData, "deployment-env.yaml")
 	b, err := os.ReadFile(file)
@@ -118,7 +120,6 @@ func setEGDeploymentEnv(t *testing.T, swap map[string]string) map[string]string 
 			v = s
 		}
 		set[e.Name] = v
-		t.Setenv(e.Name, v)
 	}
 	for n := range swap {
 		if _, ok := set[n]; !ok {
@@ -126,6 +127,16 @@ func setEGDeploymentEnv(t *testing.T, swap map[string]string) map[string]string 
 		}
 	}
 	return set
+}
+
+// exportPrelude is the shell command that exports env, each value quoted.
+func exportPrelude(env map[string]string) string {
+	var b strings.Builder
+	b.WriteString("export")
+	for _, k := range slices.Sorted(maps.Keys(env)) {
+		fmt.Fprintf(&b, " %s='%s'", k, strings.ReplaceAll(env[k], "'", `'\''`))
+	}
+	return b.String()
 }
 
 // egProbe is one descriptor Envoy sends for a request, calls times, in
@@ -315,7 +326,12 @@ var egCases = []struct {
 // matching and non-matching requests get envoyproxy/ratelimit's codes,
 // limits, remaining counts and window ends (duration_until_reset, in whole
 // seconds), call by call.
+//
+// serve runs as a process of its own, with the Deployment's environment
+// as its own, so that the test runs beside others: it lasts a second a
+// case.
 func TestServeAnswersEnvoyGatewayConfigsAsRatelimitDoes(t *testing.T) {
+	t.Parallel() // waits on processes and the clock; touches no process-wide state
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	xpki := xdstest.NewPKI(t)
@@ -325,7 +341,7 @@ func TestServeAnswersEnvoyGatewayConfigsAsRatelimitDoes(t *testing.T) {
 	dir := t.TempDir()
 	ca := testpki.NewCA(t, "rls CA")
 	rlsCert, rlsKey := ca.Issue(t, "sluice.test", false, "sluice.test").WriteFiles(t, dir, "rls")
-	env := setEGDeploymentEnv(t, map[string]string{
+	env := egDeploymentEnv(t, map[string]string{
 		"CONFIG_GRPC_XDS_SERVER_URL":        srv.Addr,
 		"CONFIG_GRPC_XDS_CLIENT_TLS_CERT":   xpki.ClientCert,
 		"CONFIG_GRPC_XDS_CLIENT_TLS_KEY":    xpki.ClientKey,
@@ -337,7 +353,8 @@ func TestServeAnswersEnvoyGatewayConfigsAsRatelimitDoes(t *testing.T) {
 		"PROMETHEUS_ADDR":                   "127.0.0.1:0",
 		"PROMETHEUS_MAPPER_YAML":            filepath.Join(dir, "absent-mapper.yaml"),
 	})
-	s := launch(t) // FORCE_START_WITHOUT_INITIAL_CONFIG: serves before the first push
+	// FORCE_START_WITHOUT_INITIAL_CONFIG: serves before the first push.
+	s := startProcess(t, exportPrelude(env), "serve", "-http-addr", "127.0.0.1:0", "-grpc-addr", "127.0.0.1:0")
 	cc := dial(t, s.grpc, credentials.NewTLS(&tls.Config{RootCAs: ca.Pool(), ServerName: "sluice.test"}))
 	defer cc.Close()
 	rls := pb.NewRateLimitServiceClient(cc)

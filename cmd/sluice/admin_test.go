@@ -36,6 +36,7 @@ func adminCLI(t *testing.T, url, tokenFile string, args ...string) (code int, st
 // back, clearing twice and assigning a missing plan fail with 404, a call
 // without a token fails with 401, and every call is in the audit log.
 func TestAdminCLIRoundTripsEveryOperation(t *testing.T) {
+	t.Parallel() // waits on serve; touches no process-wide state
 	srv := pgtest.StartServer(t)
 	url := srv.Schema(t)
 	dir := t.TempDir()

@@ -99,6 +99,7 @@ func docImports(t *testing.T) map[string]string {
 // unused is not an error (the rest of the program would use it); anything
 // else the compiler would refuse is.
 func TestDocsGoBlocksCompile(t *testing.T) {
+	t.Parallel() // waits on go list; touches no process-wide state
 	var blocks []goBlock
 	for _, name := range docFiles(t) {
 		blocks = append(blocks, goBlocks(t, name)...)

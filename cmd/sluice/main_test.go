@@ -49,6 +49,7 @@ func TestRun(t *testing.T) {
 }
 
 func TestSimulate(t *testing.T) {
+	t.Parallel() // simulated clocks only; touches no process-wide state
 	dir := t.TempDir()
 	replay := filepath.Join(dir, "in.csv")
 	writeFile(t, replay, "1735689600,a\n1735689599,a\n")

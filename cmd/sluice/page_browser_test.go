@@ -129,6 +129,7 @@ func webReq(key, value string) string {
 // horizontal scrolling, and a screenshot is saved
 // (SLUICE_PAGE_SCREENSHOT=dir to keep it; docs/page.png is one).
 func TestLivePageInABrowser(t *testing.T) {
+	t.Parallel() // waits on Chromium and serve; touches no process-wide state
 	const token = "a-long-enough-admin-token"
 	ctx, consoleErrors := browser(t, token)
 	s, pageURL, cfg := launchPage(t, token)

@@ -35,6 +35,7 @@ func loginLink(t *testing.T, log string) string {
 // 401 (the cookie is not sent), while the operator's own navigation gets
 // the data.
 func TestLivePageOpensFromTheLoginLinkInAColdBrowser(t *testing.T) {
+	t.Parallel() // waits on Chromium and serve; touches no process-wide state
 	ctx, consoleErrors := browser(t, "")
 	s, pageURL, _ := launchPage(t, "a-long-enough-admin-token")
 	link := loginLink(t, s.stderr.String())

@@ -15,6 +15,7 @@ import (
 // the traffic the test sends and the refused client's hashed key at the
 // top, and its form reads a client's state under a limit.
 func TestProxyLivePageInABrowser(t *testing.T) {
+	t.Parallel() // waits on Chromium and the proxy; touches no process-wide state
 	const token = "a-long-enough-admin-token"
 	ctx, consoleErrors := browser(t, token)
 	p, _ := launchProxyPage(t, token)

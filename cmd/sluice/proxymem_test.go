@@ -15,6 +15,7 @@ import (
 // evicting, and its metrics say the budget it acts on; the flag wins over
 // the file.
 func TestProxyMemoryMaxBytesBoundsAFloodOfKeys(t *testing.T) {
+	t.Parallel() // waits on the proxy; touches no process-wide state
 	up := okUpstream(t)
 	cfg := filepath.Join(t.TempDir(), "proxy.yaml")
 	writeFile(t, cfg, `

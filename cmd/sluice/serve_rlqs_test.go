@@ -92,6 +92,7 @@ func TestServeAnswersRLQSOnItsGRPCPort(t *testing.T) {
 // -grpc-request-timeout does not cut it while it reports (docs/rlqs.md
 // promises a cut only after -rlqs-idle-timeout without a report).
 func TestRLQSStreamOutlivesTheGRPCRequestTimeout(t *testing.T) {
+	t.Parallel() // waits on serve and timers; touches no process-wide state
 	dir := t.TempDir()
 	path := filepath.Join(dir, "edge.yaml")
 	writeFile(t, path, rlqsServeYAML)

@@ -114,6 +114,7 @@ const walkthroughNetnsEnv = "SLUICE_TEST_WALKTHROUGH_NETNS"
 // of the test's own (unshare); without one the test runs only when they
 // are free, and skips loudly otherwise.
 func TestWalkthroughsRunAsWritten(t *testing.T) {
+	t.Parallel() // waits on processes (in a network namespace of their own when it can); touches no process-wide state
 	wts := walkthroughs(t, docFiles(t)...)
 	var names []string
 	for _, w := range wts {

@@ -17,7 +17,6 @@ import (
 // refused at start-up, at once and naming the total, instead of being
 // parsed (200 files of 1 MB took a running server to 1.5 GB on a reload).
 func TestServeRefusesAConfigOverItsTotalSize(t *testing.T) {
-	t.Parallel() // waits on serve; touches no process-wide state
 	dir := t.TempDir()
 	writeFile(t, filepath.Join(dir, "a.yaml"), cfgBlocked)
 	// Comment lines: valid YAML, each file just under the per-file cap.

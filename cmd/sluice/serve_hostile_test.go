@@ -6,12 +6,14 @@ package main
 import (
 	"bufio"
 	"context"
+	"flag"
 	"io"
 	"net"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -33,7 +35,28 @@ func TestMain(m *testing.M) {
 	if os.Getenv(runMainEnv) == "1" {
 		os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
 	}
+	flag.Parse()
+	waitingParallel()
 	os.Exit(redistest.Wrap(m).Run())
+}
+
+// minParallel is how many of this package's parallel tests run at once at
+// the least. They wait on processes (serve, the proxy, PostgreSQL, Redis,
+// Chromium), sockets and timers far more than they compute: at go test's
+// default, GOMAXPROCS (2 on a 2-core machine), the package took 167 s; at
+// 4, 90 s (-race, load average 22).
+const minParallel = 4
+
+// waitingParallel raises -test.parallel to minParallel unless the command
+// line set it.
+func waitingParallel() {
+	set := false
+	flag.Visit(func(f *flag.Flag) { set = set || f.Name == "test.parallel" })
+	if f := flag.Lookup("test.parallel"); !set && f != nil {
+		if n, err := strconv.Atoi(f.Value.String()); err == nil && n < minParallel {
+			f.Value.Set(strconv.Itoa(minParallel))
+		}
+	}
 }
 
 // child is the test binary running `sluice` (TestMain runs main when

@@ -26,9 +26,10 @@ import (
 // openCfg opens a store with cfg on a fresh schema of the shared server.
 func openCfg(t *testing.T, cfg pgstore.Config) *pgstore.Store {
 	t.Helper()
+	url := pgtest.Schema(t) // may start the shared server: not within Open's deadline
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	s, err := pgstore.Open(ctx, pgtest.Schema(t), cfg)
+	s, err := pgstore.Open(ctx, url, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

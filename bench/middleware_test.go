@@ -48,13 +48,12 @@ func middlewareContenders() []middlewareContender {
 func wrapSluice(b *testing.B, next http.Handler, legacy bool) (http.Handler, func()) {
 	s := memstore.New(memstore.Config{})
 	m, err := httplimit.New(httplimit.Config{
-		Limiter: s,
+		Settings: httplimit.Settings{Limiter: s, LegacyHeaders: legacy},
 		Policies: []httplimit.Policy{{
 			Name:  "ip",
 			Limit: sluice.PerSecond(limitN),
 			Key:   httplimit.ClientIP(nil),
 		}},
-		LegacyHeaders: legacy,
 	})
 	if err != nil {
 		b.Fatal(err)

@@ -28,9 +28,8 @@ func limited(t *testing.T, lim sluice.Limit) http.Handler {
 	store := memstore.New(memstore.Config{SweepInterval: -1})
 	t.Cleanup(func() { store.Close() })
 	wrap, err := httplimit.Wrap(httplimit.Config{
-		Limiter:  store,
+		Settings: httplimit.Settings{Limiter: store, Logger: quiet},
 		Policies: []httplimit.Policy{{Name: "global", Limit: lim, Key: httplimit.Global()}},
-		Logger:   quiet,
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -125,12 +125,9 @@ func (g *Gateway) adaptiveShedding(st *state, u Upstream, route string, next htt
 	}
 	m, err := httplimit.New(httplimit.Config{
 		Adaptive:     pols,
-		Logger:       st.cfg.Logger,
+		Settings:     httplimit.Settings{Logger: st.cfg.Logger, LogKeys: st.cfg.LogKeys, LogKeySecret: st.cfg.LogKeySecret, Observer: st.adaptiveObserver(route)},
 		RefusalLevel: refusalLevel(&st.cfg),
-		LogKeys:      st.cfg.LogKeys,
-		LogKeySecret: st.cfg.LogKeySecret,
 		Metrics:      st.cfg.Limits,
-		Observer:     st.adaptiveObserver(route),
 		WriteRejection: func(w http.ResponseWriter, r *http.Request, rej httplimit.Rejection) {
 			n := writeProblem(w, rlheader.Problem{
 				Title:  "Service Unavailable",

@@ -182,7 +182,7 @@ func TestAdaptiveLimiterKeptAcrossUpdate(t *testing.T) {
 	cfg := func(max int) gateway.Config {
 		return gateway.Config{
 			Upstreams: []gateway.Upstream{{Name: "app", URL: mustURL(t, up.URL), Adaptive: &gateway.Adaptive{Limiter: adaptive.Config{Max: max}}}},
-			Limits:    limits, Logger: quiet,
+			Limits:    limits, Settings: httplimit.Settings{Logger: quiet},
 		}
 	}
 	g, srv := front(t, cfg(50))
@@ -210,8 +210,8 @@ func TestAdaptiveLimiterKeptAcrossUpdate(t *testing.T) {
 func TestAdaptivePriorityHeaderMustBeAHeaderName(t *testing.T) {
 	bad := &gateway.Adaptive{PriorityHeader: "X Priority"}
 	for name, cfg := range map[string]gateway.Config{
-		"global":   {Upstreams: []gateway.Upstream{{Name: "app", URL: mustURL(t, "http://127.0.0.1:1")}}, Adaptive: bad, Logger: quiet},
-		"upstream": {Upstreams: []gateway.Upstream{{Name: "app", URL: mustURL(t, "http://127.0.0.1:1"), Adaptive: bad}}, Logger: quiet},
+		"global":   {Upstreams: []gateway.Upstream{{Name: "app", URL: mustURL(t, "http://127.0.0.1:1")}}, Adaptive: bad, Settings: httplimit.Settings{Logger: quiet}},
+		"upstream": {Upstreams: []gateway.Upstream{{Name: "app", URL: mustURL(t, "http://127.0.0.1:1"), Adaptive: bad}}, Settings: httplimit.Settings{Logger: quiet}},
 	} {
 		g, err := gateway.New(cfg)
 		if err == nil {

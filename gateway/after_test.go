@@ -293,7 +293,7 @@ func TestCostHeaderTheClientNeedsOrThatNeverArrivesIsRefused(t *testing.T) {
 		}
 		cfg := gateway.Config{
 			Upstreams: []gateway.Upstream{{Name: "u", URL: mustURL(t, "http://127.0.0.1:1")}},
-			Limiter:   store(t, clocktest.New()),
+			Settings:  httplimit.Settings{Limiter: store(t, clocktest.New())},
 			Routes: []gateway.Route{{Name: "r", Patterns: []string{"/"}, Policies: []httplimit.Policy{{
 				Name: "l", Key: httplimit.Global(), Limit: sluice.Limit{Rate: 5, Period: time.Minute, Burst: 5, Algorithm: sluice.TokenBucket},
 				Settle: &httplimit.Settle{Header: name},

@@ -65,7 +65,6 @@ package gateway
 import (
 	"bytes"
 	"cmp"
-	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -81,7 +80,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/adaptive"
 	"github.com/sluicehq/sluice/clientip"
 	"github.com/sluicehq/sluice/httplimit"
@@ -160,8 +158,20 @@ type Config struct {
 	Upstreams []Upstream
 	// Routes say which limits apply to which requests.
 	Routes []Route
-	// Limiter decides every rate limit. Required if a route has policies.
-	Limiter sluice.Limiter
+	// Settings are the routes' Middlewares' (see httplimit.Settings).
+	// Limiter decides every rate limit, required if a route has policies;
+	// StatusCode is NGINX's limit_req_status, ConcurrencyStatusCode its
+	// limit_conn_status.
+	// A refused request is logged once: in AccessLog when there is one
+	// (Logger then has it at debug level only), else in Logger at info
+	// level. Observer is handed too every request the gateway sheds
+	// itself (max in flight, a full queue): Policy "shed:" and the
+	// upstream, or "queue_full", Key the route. Wait replaces the timer of
+	// the routes' queues.
+	httplimit.Settings
+	// DryRun counts and logs what every policy would refuse, and refuses
+	// and delays nothing (limit_req_dry_run, limit_conn_dry_run).
+	DryRun bool
 	// MaxInFlight is the most requests forwarded at once to all upstreams
 	// together; beyond it the gateway sheds load with 503. 0: no limit.
 	MaxInFlight int
@@ -178,32 +188,6 @@ type Config struct {
 	// reads it. The connection is closed after a 413. 0: 1 MiB, NGINX's
 	// default; negative: no cap.
 	ClientMaxBodySize int64
-	// StatusCode answers a request over a rate limit (limit_req_status).
-	// Default 429.
-	StatusCode int
-	// ConcurrencyStatusCode answers a request over a concurrency limit
-	// (limit_conn_status). Default StatusCode.
-	ConcurrencyStatusCode int
-	// DryRun counts and logs what every policy would refuse, and refuses
-	// and delays nothing (limit_req_dry_run, limit_conn_dry_run).
-	DryRun bool
-	// NoDraftHeaders and LegacyHeaders choose the headers, as in
-	// httplimit.Config.
-	NoDraftHeaders, LegacyHeaders bool
-	// HashKeys hashes keys before they reach the Limiter or a log.
-	HashKeys bool
-	// LogKeys writes keys into log lines as they are. By default a log
-	// line shows a key's keyed hash, so that a key taken from a header (an
-	// API key) or a client IP never reaches a log; see
-	// httplimit.Config.LogKeys.
-	LogKeys bool
-	// LogKeySecret is the secret of that keyed hash (HMAC-SHA-256); empty:
-	// a random one per process. Replicas given the same secret write the
-	// same hash for a key. See httplimit.Config.LogKeySecret.
-	LogKeySecret []byte
-	// StoreErrorStatus is the status when the Limiter fails; 0 lets the
-	// request through (see httplimit.Config).
-	StoreErrorStatus int
 	// InFlight, when set, counts the requests in flight of every
 	// concurrency policy without Slots of its own, instead of the
 	// Gateway's in-process counts: redisstore.Leases shares limit_conn
@@ -235,22 +219,10 @@ type Config struct {
 	// log pipeline that reads the program's other lines as JSON. False
 	// (the zero value) is NGINX's combined format.
 	AccessLogJSON bool
-	// Logger receives errors and the middleware's lines. Default
-	// slog.Default(). A refused request is logged once: in AccessLog when
-	// there is one (Logger then has it at debug level only), else in
-	// Logger at info level.
-	Logger *slog.Logger
 	// Limits and Metrics, when not nil, count decisions (httplimit) and
 	// the gateway's own outcomes. Reuse them across Update.
 	Limits  *httplimit.Metrics
 	Metrics *Metrics
-	// Observer, when not nil, is handed every decision of the routes'
-	// policies (httplimit.Config.Observer) and every request the gateway
-	// sheds itself (max in flight, a full queue): Policy "shed:" and the
-	// upstream, or "queue_full", Key the route. Nil costs nothing.
-	Observer httplimit.Observer
-	// Wait replaces the queue's timer, as httplimit.Config.Wait.
-	Wait func(ctx context.Context, d time.Duration) error
 	// MaxQueued is the most requests waiting in the queues of policies
 	// with a Queue at once, all routes together; beyond it a request that
 	// would wait is answered 503 with Retry-After and charged nothing. Each
@@ -607,25 +579,16 @@ func (g *Gateway) limitsConfig(st *state, route string, pol []httplimit.Policy, 
 		refusalLevel = slog.LevelDebug
 	}
 	refusals := newRefusalBodies(cmp.Or(cfg.StatusCode, http.StatusTooManyRequests), pol) // httplimit's default status
+	settings := cfg.Settings
+	settings.Wait = g.boundedWait(st, route)
 	return httplimit.Config{
-		Limiter:               cfg.Limiter,
-		Policies:              pol,
-		Concurrency:           conc,
-		StatusCode:            cfg.StatusCode,
-		ConcurrencyStatusCode: cfg.ConcurrencyStatusCode,
-		NoDraftHeaders:        cfg.NoDraftHeaders,
-		LegacyHeaders:         cfg.LegacyHeaders,
-		HashKeys:              cfg.HashKeys,
-		StoreErrorStatus:      cfg.StoreErrorStatus,
-		Logger:                cfg.Logger,
-		RefusalLevel:          refusalLevel,
-		RefusalLogEvery:       RefusalLogEvery,
-		LogKeys:               cfg.LogKeys,
-		LogKeySecret:          cfg.LogKeySecret,
-		Metrics:               cfg.Limits,
-		Observer:              cfg.Observer,
-		Wait:                  g.boundedWait(st, route),
-		Ready:                 func(w http.ResponseWriter, r *http.Request) bool { return st.readAhead(w, r, route) },
+		Settings:        settings,
+		Policies:        pol,
+		Concurrency:     conc,
+		RefusalLevel:    refusalLevel,
+		RefusalLogEvery: RefusalLogEvery,
+		Metrics:         cfg.Limits,
+		Ready:           func(w http.ResponseWriter, r *http.Request) bool { return st.readAhead(w, r, route) },
 		OnError: func(r *http.Request, status int, policy string) {
 			outcome := "UNAVAILABLE"
 			switch status {

@@ -783,7 +783,7 @@ limits: [{name: one, key: global, rate: 1r/m, algorithm: fixed_window}]
 routes: [{name: all, match: /, limits: [one]}]
 `, up)
 	strict.Limiter = lim
-	g, srv := front(t, gateway.Config{Upstreams: strict.Upstreams, Logger: quiet})
+	g, srv := front(t, gateway.Config{Upstreams: strict.Upstreams, Settings: httplimit.Settings{Logger: quiet}})
 	c := srv.Client()
 	for range 2 {
 		if get(t, c, srv.URL+"/").StatusCode != 200 {

@@ -19,7 +19,7 @@ func adaptiveHandler(tb testing.TB) http.Handler {
 	}
 	m, err := httplimit.New(httplimit.Config{
 		Adaptive: []httplimit.AdaptivePolicy{{Name: "backend", Limiter: lim, Priority: httplimit.PriorityFromHeader("Sluice-Priority", adaptive.Default)}},
-		Logger:   quiet,
+		Settings: httplimit.Settings{Logger: quiet},
 	})
 	if err != nil {
 		tb.Fatal(err)

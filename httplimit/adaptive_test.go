@@ -155,7 +155,7 @@ func TestAdaptiveRefusalGivesBackTheRateLimit(t *testing.T) {
 	release := make(chan struct{})
 	entered := make(chan struct{})
 	m := mustNew(t, httplimit.Config{
-		Limiter:  store,
+		Settings: httplimit.Settings{Limiter: store},
 		Policies: []httplimit.Policy{{Name: "rate", Limit: limit, Key: httplimit.Global()}},
 		Adaptive: []httplimit.AdaptivePolicy{{Name: "shed", Limiter: lim}},
 	})

@@ -29,7 +29,7 @@ func newLoginGuard(t *testing.T, clock sluice.Clock) http.Handler {
 		t.Fatal(err)
 	}
 	m, err := httplimit.New(httplimit.Config{
-		Limiter: store,
+		Settings: httplimit.Settings{Limiter: store},
 		Policies: []httplimit.Policy{{
 			Name: "failed-logins", Key: httplimit.Header("X-User"),
 			Limit:     sluice.Limit{Algorithm: sluice.FixedWindow, Rate: 5, Period: time.Minute},
@@ -125,7 +125,7 @@ func newSettling(t *testing.T, clock sluice.Clock, settle *httplimit.Settle) htt
 	store := memstore.New(memstore.Config{Clock: clock, SweepInterval: -1})
 	t.Cleanup(func() { store.Close() })
 	m, err := httplimit.New(httplimit.Config{
-		Limiter: store,
+		Settings: httplimit.Settings{Limiter: store},
 		Policies: []httplimit.Policy{{
 			Name: "tokens", Key: httplimit.Header("X-User"),
 			Limit:  sluice.PerMinute(10), // a token every 6 s, burst 10
@@ -215,7 +215,7 @@ func TestCountedTokenBucketRefusesUntilOneUnitReturns(t *testing.T) {
 	store := memstore.New(memstore.Config{Clock: clock, SweepInterval: -1})
 	t.Cleanup(func() { store.Close() })
 	notFound, _ := httplimit.ParseStatusSet("404")
-	m, err := httplimit.New(httplimit.Config{Limiter: store, Policies: []httplimit.Policy{{
+	m, err := httplimit.New(httplimit.Config{Settings: httplimit.Settings{Limiter: store}, Policies: []httplimit.Policy{{
 		Name: "scanners", Key: httplimit.Header("X-User"), Limit: sluice.PerMinute(3), CountOnly: notFound,
 	}}})
 	if err != nil {

@@ -21,7 +21,7 @@ func TestConcurrentBreachesBoxForThePenaltyOnce(t *testing.T) {
 	var both sync.WaitGroup
 	both.Add(2)
 	h := mustNew(t, httplimit.Config{
-		Limiter: newStore(t, clock),
+		Settings: httplimit.Settings{Limiter: newStore(t, clock)},
 		Policies: []httplimit.Policy{{
 			Name: "tokens", Key: httplimit.Header("X-User"),
 			Limit:  sluice.PerMinute(10),

@@ -21,7 +21,7 @@ func TestRateLimitReportsFewestRemaining(t *testing.T) {
 	small := sluice.Limit{Algorithm: sluice.FixedWindow, Rate: 10, Period: time.Minute}
 	big := sluice.Limit{Algorithm: sluice.FixedWindow, Rate: 1000, Period: time.Hour}
 	m := mustNew(t, httplimit.Config{
-		Limiter: store, LegacyHeaders: true,
+		Settings: httplimit.Settings{Limiter: store, LegacyHeaders: true},
 		Policies: []httplimit.Policy{
 			{Name: "small", Limit: small, Key: httplimit.Header("X-Api-Key")},
 			{Name: "big", Limit: big, Key: httplimit.Header("X-Api-Key")},

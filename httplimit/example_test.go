@@ -21,7 +21,7 @@ func Example() {
 	// nobody else's.
 	ips := &clientip.Resolver{TrustedProxies: []netip.Prefix{netip.MustParsePrefix("10.0.0.0/8")}}
 	limit, err := httplimit.Wrap(httplimit.Config{
-		Limiter: store,
+		Settings: httplimit.Settings{Limiter: store},
 		Policies: []httplimit.Policy{
 			{Name: "per-ip", Limit: sluice.PerMinute(2), Key: httplimit.ClientIP(ips)},
 			{Name: "per-key", Limit: sluice.PerMinute(1000), Key: httplimit.Header("X-Api-Key"), OnMissingKey: httplimit.SkipMissing},

@@ -20,7 +20,7 @@ func TestConfigHeaderModeFollowsItsFlags(t *testing.T) {
 		{true, true, rlheader.Legacy},
 		{true, false, rlheader.Off},
 	} {
-		c := httplimit.Config{NoDraftHeaders: tt.noDraft, LegacyHeaders: tt.legacy}
+		c := httplimit.Config{Settings: httplimit.Settings{NoDraftHeaders: tt.noDraft, LegacyHeaders: tt.legacy}}
 		if got := c.HeaderMode(); got != tt.want {
 			t.Errorf("NoDraftHeaders %t, LegacyHeaders %t: header mode %v, want %v", tt.noDraft, tt.legacy, got, tt.want)
 		}

@@ -188,22 +188,15 @@ type ConcurrencyPolicy struct {
 // CostFunc returns what a request costs.
 type CostFunc func(r *http.Request) int
 
-// Config configures a Middleware. Limiter and at least one policy are
-// required; every other field has a default.
-type Config struct {
+// Settings are what a Middleware is configured with apart from its limits
+// and its hooks: the Limiter that decides, the status and headers of its
+// answers, how it hashes and logs keys, its Observer and its queue's
+// wait. A gateway.Config embeds them and hands them to the Middleware of
+// each of its routes. The zero value is no Limiter (New refuses it) and
+// every other field's default.
+type Settings struct {
 	// Limiter decides; any sluice.Limiter.
 	Limiter sluice.Limiter
-	// Policies are the rate limits, evaluated in order.
-	Policies []Policy
-	// Concurrency are the in-flight limits, taken once Policies have
-	// admitted the request and any queue has let it go, as NGINX's
-	// limit_conn runs after limit_req. A request they refuse gets back
-	// what Policies charged.
-	Concurrency []ConcurrencyPolicy
-	// Adaptive are the adaptive concurrency limits (load shedding),
-	// taken after Concurrency; a request they refuse is answered 503 and
-	// gets back what Policies charged. See AdaptivePolicy.
-	Adaptive []AdaptivePolicy
 	// StatusCode is the status of a refused request. Default 429.
 	StatusCode int
 	// ConcurrencyStatusCode is the status of a request refused by a
@@ -214,14 +207,6 @@ type Config struct {
 	// LegacyHeaders adds X-RateLimit-Limit, -Remaining and -Reset
 	// (rlheader.XLegacyNames).
 	LegacyHeaders bool
-	// WriteRejection writes the body of a refused request; nil writes the
-	// problem+json body. The headers are already set when it is called.
-	WriteRejection func(w http.ResponseWriter, r *http.Request, rej Rejection)
-	// OnError, when not nil, is told of every request answered with an
-	// error rather than a decision: a missing key (400), an impossible cost
-	// (500), a failing limiter (503, or StoreErrorStatus), after the
-	// response is written, with the policy concerned.
-	OnError func(r *http.Request, status int, policy string)
 	// HashKeys replaces every key by a hash (SHA-256, 128 bits, hex) before
 	// it reaches the Limiter or a log, so that client IPs and API keys do
 	// not leave the process. Keys longer than sluice.MaxKeyLen are hashed
@@ -236,6 +221,53 @@ type Config struct {
 	// Logger receives one line per refused request (at RefusalLevel) and
 	// per store error (at warn level). Default slog.Default().
 	Logger *slog.Logger
+	// LogKeys writes keys into log lines as they are. By default a log
+	// line shows a keyed hash of the key ("policy:~" and 128 bits of
+	// HMAC-SHA-256 under LogKeySecret, in hex; not the form HashKeys
+	// stores), so that a key taken from a header, a cookie or a query
+	// parameter, such as an API key, or a client IP never reaches a log,
+	// not even as a hash that could be reversed by trying every value.
+	LogKeys bool
+	// LogKeySecret is the secret of the keyed hash of keys in log lines
+	// (see LogKeys): equal keys show equal hashes under one secret, so
+	// replicas given the same secret write logs that can be correlated.
+	// Empty: a random secret drawn once per process, shared by every
+	// Middleware of the process.
+	LogKeySecret []byte
+	// Observer, when not nil, is handed every decision (see Observer): a
+	// live view of who is limited. Nil costs nothing.
+	Observer Observer
+	// Wait makes a request that a queued policy admitted wait d before it
+	// goes on, and returns an error if it must not go on (its context
+	// ended). Nil waits on a timer, returning ctx.Err() when the context
+	// ends first. Tests replace it to see NGINX's delays without waiting.
+	Wait func(ctx context.Context, d time.Duration) error
+}
+
+// Config configures a Middleware: its Settings, its limits and its hooks.
+// Settings.Limiter and at least one policy are required; every other field
+// has a default.
+type Config struct {
+	Settings
+	// Policies are the rate limits, evaluated in order.
+	Policies []Policy
+	// Concurrency are the in-flight limits, taken once Policies have
+	// admitted the request and any queue has let it go, as NGINX's
+	// limit_conn runs after limit_req. A request they refuse gets back
+	// what Policies charged.
+	Concurrency []ConcurrencyPolicy
+	// Adaptive are the adaptive concurrency limits (load shedding),
+	// taken after Concurrency; a request they refuse is answered 503 and
+	// gets back what Policies charged. See AdaptivePolicy.
+	Adaptive []AdaptivePolicy
+	// WriteRejection writes the body of a refused request; nil writes the
+	// problem+json body. The headers are already set when it is called.
+	WriteRejection func(w http.ResponseWriter, r *http.Request, rej Rejection)
+	// OnError, when not nil, is told of every request answered with an
+	// error rather than a decision: a missing key (400), an impossible cost
+	// (500), a failing limiter (503, or StoreErrorStatus), after the
+	// response is written, with the policy concerned.
+	OnError func(r *http.Request, status int, policy string)
 	// RefusalLevel is the level of the line logged per refused request,
 	// or per request whose key is missing. Zero is slog.LevelInfo; a
 	// program that logs refusals elsewhere (an access log) sets
@@ -253,19 +285,6 @@ type Config struct {
 	// for per-request lines should not: a flood of refusals would be a
 	// flood of lines.
 	RefusalLogEvery time.Duration
-	// LogKeys writes keys into log lines as they are. By default a log
-	// line shows a keyed hash of the key ("policy:~" and 128 bits of
-	// HMAC-SHA-256 under LogKeySecret, in hex; not the form HashKeys
-	// stores), so that a key taken from a header, a cookie or a query
-	// parameter, such as an API key, or a client IP never reaches a log,
-	// not even as a hash that could be reversed by trying every value.
-	LogKeys bool
-	// LogKeySecret is the secret of the keyed hash of keys in log lines
-	// (see LogKeys): equal keys show equal hashes under one secret, so
-	// replicas given the same secret write logs that can be correlated.
-	// Empty: a random secret drawn once per process, shared by every
-	// Middleware of the process.
-	LogKeySecret []byte
 	// Ready, when not nil, is called once the rate limits have admitted a
 	// request and any queue has let it go, before the Concurrency slots
 	// are taken; it may replace r.Body. It returns false when it has
@@ -276,14 +295,6 @@ type Config struct {
 	Ready func(w http.ResponseWriter, r *http.Request) bool
 	// Metrics, when not nil, counts decisions, store errors and latency.
 	Metrics *Metrics
-	// Observer, when not nil, is handed every decision (see Observer): a
-	// live view of who is limited. Nil costs nothing.
-	Observer Observer
-	// Wait makes a request that a queued policy admitted wait d before it
-	// goes on, and returns an error if it must not go on (its context
-	// ended). Nil waits on a timer, returning ctx.Err() when the context
-	// ends first. Tests replace it to see NGINX's delays without waiting.
-	Wait func(ctx context.Context, d time.Duration) error
 }
 
 // Rejection describes a refused request to Config.WriteRejection.

@@ -75,7 +75,7 @@ func holding() (h http.HandlerFunc, entered, release chan struct{}) {
 func TestContract(t *testing.T) {
 	clock := clocktest.At(minute0)
 	m := mustNew(t, httplimit.Config{
-		Limiter: newStore(t, clock),
+		Settings: httplimit.Settings{Limiter: newStore(t, clock)},
 		Policies: []httplimit.Policy{{
 			Name: "default", Limit: sluice.Limit{Algorithm: sluice.FixedWindow, Rate: 100, Period: time.Minute},
 			Key: httplimit.Global(),
@@ -130,7 +130,7 @@ func TestTwoPolicies(t *testing.T) {
 	clock := clocktest.At(minute0)
 	store := newStore(t, clock)
 	m := mustNew(t, httplimit.Config{
-		Limiter: store, LegacyHeaders: true,
+		Settings: httplimit.Settings{Limiter: store, LegacyHeaders: true},
 		Policies: []httplimit.Policy{
 			{Name: "permin", Limit: sluice.Limit{Algorithm: sluice.FixedWindow, Rate: 50, Period: time.Minute}, Key: httplimit.Header("X-Api-Key")},
 			{Name: "perhr", Limit: sluice.Limit{Algorithm: sluice.FixedWindow, Rate: 3, Period: time.Hour}, Key: httplimit.Header("X-Api-Key")},
@@ -172,7 +172,7 @@ func TestTwoPolicies(t *testing.T) {
 // 1,000 concurrent requests on one key admit exactly the allowance.
 func TestConcurrentExact(t *testing.T) {
 	m := mustNew(t, httplimit.Config{
-		Limiter:  newStore(t, clocktest.At(minute0)),
+		Settings: httplimit.Settings{Limiter: newStore(t, clocktest.At(minute0))},
 		Policies: []httplimit.Policy{{Name: "p", Limit: sluice.PerMinute(100), Key: httplimit.Global()}},
 	})
 	var served atomic.Int64
@@ -218,17 +218,17 @@ func TestConcurrencyReleasedOnPanic(t *testing.T) {
 func TestMissingKeyAndBadCost(t *testing.T) {
 	store := newStore(t, clocktest.At(minute0))
 	lim := sluice.PerMinute(10)
-	reject := mustNew(t, httplimit.Config{Limiter: store, Policies: []httplimit.Policy{{Name: "key", Limit: lim, Key: httplimit.Header("X-Api-Key")}}})
+	reject := mustNew(t, httplimit.Config{Settings: httplimit.Settings{Limiter: store}, Policies: []httplimit.Policy{{Name: "key", Limit: lim, Key: httplimit.Header("X-Api-Key")}}})
 	if w := do(reject.Handler(http.HandlerFunc(ok)), httptest.NewRequest("GET", "/", nil)); w.Code != 400 {
 		t.Errorf("missing key, RejectMissing: %d, want 400", w.Code)
 	}
-	skip := mustNew(t, httplimit.Config{Limiter: store, Policies: []httplimit.Policy{{Name: "key", Limit: lim, Key: httplimit.Header("X-Api-Key"), OnMissingKey: httplimit.SkipMissing}}})
+	skip := mustNew(t, httplimit.Config{Settings: httplimit.Settings{Limiter: store}, Policies: []httplimit.Policy{{Name: "key", Limit: lim, Key: httplimit.Header("X-Api-Key"), OnMissingKey: httplimit.SkipMissing}}})
 	w := do(skip.Handler(http.HandlerFunc(ok)), httptest.NewRequest("GET", "/", nil))
 	if w.Code != 200 || w.Header().Get("RateLimit") != "" {
 		t.Errorf("missing key, SkipMissing: %d, RateLimit %q; want 200 and no header", w.Code, w.Header().Get("RateLimit"))
 	}
 	for _, cost := range []int{0, -1, 11} {
-		m := mustNew(t, httplimit.Config{Limiter: store, Policies: []httplimit.Policy{{Name: "c", Limit: lim, Key: httplimit.Global(), Cost: func(*http.Request) int { return cost }}}})
+		m := mustNew(t, httplimit.Config{Settings: httplimit.Settings{Limiter: store}, Policies: []httplimit.Policy{{Name: "c", Limit: lim, Key: httplimit.Global(), Cost: func(*http.Request) int { return cost }}}})
 		if w := do(m.Handler(http.HandlerFunc(ok)), httptest.NewRequest("GET", "/", nil)); w.Code != 500 {
 			t.Errorf("cost %d: %d, want 500", cost, w.Code)
 		}
@@ -242,7 +242,7 @@ func TestShadow(t *testing.T) {
 		t.Fatal(err)
 	}
 	m := mustNew(t, httplimit.Config{
-		Limiter: newStore(t, clocktest.At(minute0)), Metrics: metrics,
+		Settings: httplimit.Settings{Limiter: newStore(t, clocktest.At(minute0))}, Metrics: metrics,
 		Policies: []httplimit.Policy{{Name: "dry", Limit: sluice.PerMinute(2), Key: httplimit.Global(), Shadow: true}},
 	})
 	h := m.Handler(http.HandlerFunc(ok))
@@ -272,11 +272,11 @@ func (failing) AllowN(context.Context, string, sluice.Limit, int) (sluice.Result
 
 func TestStoreError(t *testing.T) {
 	pol := []httplimit.Policy{{Name: "p", Limit: sluice.PerMinute(1), Key: httplimit.Global()}}
-	open := mustNew(t, httplimit.Config{Limiter: failing{}, Policies: pol})
+	open := mustNew(t, httplimit.Config{Settings: httplimit.Settings{Limiter: failing{}}, Policies: pol})
 	if w := do(open.Handler(http.HandlerFunc(ok)), httptest.NewRequest("GET", "/", nil)); w.Code != 200 {
 		t.Errorf("store down, fail open: %d", w.Code)
 	}
-	closed := mustNew(t, httplimit.Config{Limiter: failing{}, Policies: pol, StoreErrorStatus: 503})
+	closed := mustNew(t, httplimit.Config{Settings: httplimit.Settings{Limiter: failing{}, StoreErrorStatus: 503}, Policies: pol})
 	if w := do(closed.Handler(http.HandlerFunc(ok)), httptest.NewRequest("GET", "/", nil)); w.Code != 503 {
 		t.Errorf("store down, StoreErrorStatus 503: %d", w.Code)
 	}
@@ -286,7 +286,7 @@ func TestStoreError(t *testing.T) {
 // per URL.
 func TestRouteKeyIsOneAllowancePerRoute(t *testing.T) {
 	m := mustNew(t, httplimit.Config{
-		Limiter:  newStore(t, clocktest.At(minute0)),
+		Settings: httplimit.Settings{Limiter: newStore(t, clocktest.At(minute0))},
 		Policies: []httplimit.Policy{{Name: "route", Limit: sluice.PerMinute(2), Key: httplimit.Route()}},
 	})
 	mux := http.NewServeMux()
@@ -305,7 +305,7 @@ func TestRouteKeyIsOneAllowancePerRoute(t *testing.T) {
 // store.
 func TestKeysScopedByPolicyAndHashed(t *testing.T) {
 	store := newStore(t, clocktest.At(minute0))
-	m := mustNew(t, httplimit.Config{Limiter: store, HashKeys: true,
+	m := mustNew(t, httplimit.Config{Settings: httplimit.Settings{Limiter: store, HashKeys: true},
 		Policies: []httplimit.Policy{{Name: "api", Limit: sluice.PerMinute(1), Key: httplimit.Header("X-Api-Key")}}})
 	r := httptest.NewRequest("GET", "/", nil)
 	r.Header.Set("X-Api-Key", "secret-key-123")
@@ -322,13 +322,13 @@ func TestConfigErrors(t *testing.T) {
 	lim := sluice.PerMinute(1)
 	for name, cfg := range map[string]httplimit.Config{
 		"no limiter":     {Policies: []httplimit.Policy{{Name: "a", Limit: lim, Key: httplimit.Global()}}},
-		"no policies":    {Limiter: failing{}},
-		"no name":        {Limiter: failing{}, Policies: []httplimit.Policy{{Limit: lim, Key: httplimit.Global()}}},
-		"duplicate name": {Limiter: failing{}, Policies: []httplimit.Policy{{Name: "a", Limit: lim, Key: httplimit.Global()}, {Name: "a", Limit: lim, Key: httplimit.Global()}}},
-		"non-ASCII name": {Limiter: failing{}, Policies: []httplimit.Policy{{Name: "é", Limit: lim, Key: httplimit.Global()}}},
-		"bad limit":      {Limiter: failing{}, Policies: []httplimit.Policy{{Name: "a", Key: httplimit.Global()}}},
-		"no key":         {Limiter: failing{}, Policies: []httplimit.Policy{{Name: "a", Limit: lim}}},
-		"status 399":     {Limiter: failing{}, StatusCode: 399, Policies: []httplimit.Policy{{Name: "a", Limit: lim, Key: httplimit.Global()}}},
+		"no policies":    {Settings: httplimit.Settings{Limiter: failing{}}},
+		"no name":        {Settings: httplimit.Settings{Limiter: failing{}}, Policies: []httplimit.Policy{{Limit: lim, Key: httplimit.Global()}}},
+		"duplicate name": {Settings: httplimit.Settings{Limiter: failing{}}, Policies: []httplimit.Policy{{Name: "a", Limit: lim, Key: httplimit.Global()}, {Name: "a", Limit: lim, Key: httplimit.Global()}}},
+		"non-ASCII name": {Settings: httplimit.Settings{Limiter: failing{}}, Policies: []httplimit.Policy{{Name: "é", Limit: lim, Key: httplimit.Global()}}},
+		"bad limit":      {Settings: httplimit.Settings{Limiter: failing{}}, Policies: []httplimit.Policy{{Name: "a", Key: httplimit.Global()}}},
+		"no key":         {Settings: httplimit.Settings{Limiter: failing{}}, Policies: []httplimit.Policy{{Name: "a", Limit: lim}}},
+		"status 399":     {Settings: httplimit.Settings{Limiter: failing{}, StatusCode: 399}, Policies: []httplimit.Policy{{Name: "a", Limit: lim, Key: httplimit.Global()}}},
 		"zero max":       {Concurrency: []httplimit.ConcurrencyPolicy{{Name: "c"}}},
 	} {
 		if _, err := httplimit.New(cfg); err == nil {
@@ -340,7 +340,7 @@ func TestConfigErrors(t *testing.T) {
 // The headers parse with an independent RFC 9651 parser (cases A1 and A4).
 func TestHeadersParseWithHTTPSFV(t *testing.T) {
 	m := mustNew(t, httplimit.Config{
-		Limiter: newStore(t, clocktest.At(minute0)),
+		Settings: httplimit.Settings{Limiter: newStore(t, clocktest.At(minute0))},
 		Policies: []httplimit.Policy{
 			{Name: "permin", Limit: sluice.Limit{Algorithm: sluice.FixedWindow, Rate: 50, Period: time.Minute}, Key: httplimit.Global()},
 			{Name: `a"b\c`, Limit: sluice.Limit{Algorithm: sluice.FixedWindow, Rate: 1000, Period: time.Hour}, Key: httplimit.Global()},
@@ -375,7 +375,7 @@ func TestHeadersParseWithHTTPSFV(t *testing.T) {
 func TestOversizedKeyHashed(t *testing.T) {
 	store := newStore(t, clocktest.At(minute0))
 	lim := sluice.PerMinute(1)
-	m := mustNew(t, httplimit.Config{Limiter: store, Policies: []httplimit.Policy{{Name: "big", Limit: lim, Key: httplimit.Header("X-Big")}}})
+	m := mustNew(t, httplimit.Config{Settings: httplimit.Settings{Limiter: store}, Policies: []httplimit.Policy{{Name: "big", Limit: lim, Key: httplimit.Header("X-Big")}}})
 	big := strings.Repeat("k", 5000)
 	r := httptest.NewRequest("GET", "/", nil)
 	r.Header.Set("X-Big", big)
@@ -391,7 +391,7 @@ func TestOversizedKeyHashed(t *testing.T) {
 // response, r=0 included; they are information, and a client that honours
 // Retry-After only on 429 is not stalled by them.
 func TestRedirectKeepsHeaders(t *testing.T) {
-	m := mustNew(t, httplimit.Config{Limiter: newStore(t, clocktest.At(minute0)),
+	m := mustNew(t, httplimit.Config{Settings: httplimit.Settings{Limiter: newStore(t, clocktest.At(minute0))},
 		Policies: []httplimit.Policy{{Name: "p", Limit: sluice.PerMinute(1), Key: httplimit.Global()}}})
 	redirect := m.Handler(http.RedirectHandler("/elsewhere", http.StatusFound))
 	w := do(redirect, httptest.NewRequest("GET", "/", nil))
@@ -410,7 +410,7 @@ func (closedStore) AllowN(context.Context, string, sluice.Limit, int) (sluice.Re
 // A limiter that fails closed refuses the request even when store errors
 // otherwise fail open.
 func TestFailClosedRefuses(t *testing.T) {
-	m := mustNew(t, httplimit.Config{Limiter: closedStore{}, Policies: []httplimit.Policy{{Name: "p", Limit: sluice.PerMinute(1), Key: httplimit.Global()}}})
+	m := mustNew(t, httplimit.Config{Settings: httplimit.Settings{Limiter: closedStore{}}, Policies: []httplimit.Policy{{Name: "p", Limit: sluice.PerMinute(1), Key: httplimit.Global()}}})
 	w := do(m.Handler(http.HandlerFunc(ok)), httptest.NewRequest("GET", "/", nil))
 	if w.Code != http.StatusServiceUnavailable || w.Header().Get("Retry-After") != "3" {
 		t.Fatalf("fail-closed limiter: %d, Retry-After %q; want 503 and 3", w.Code, w.Header().Get("Retry-After"))

@@ -50,7 +50,7 @@ func TestInFlightSharedByMiddlewares(t *testing.T) {
 	pol := []httplimit.ConcurrencyPolicy{{Name: "conn", Max: 1, Key: httplimit.Header("X-Key"), InFlight: in}}
 	a := mustNew(t, httplimit.Config{Concurrency: pol})
 	seen := &httplimittest.Recorder[httplimit.Decision]{}
-	b := mustNew(t, httplimit.Config{Concurrency: pol, ConcurrencyStatusCode: 503, Observer: seen})
+	b := mustNew(t, httplimit.Config{Concurrency: pol, Settings: httplimit.Settings{ConcurrencyStatusCode: 503, Observer: seen}})
 	inside, leave := make(chan struct{}), make(chan struct{})
 	slow := a.Handler(http.HandlerFunc(func(http.ResponseWriter, *http.Request) { close(inside); <-leave }))
 	req := func() *http.Request {
@@ -99,8 +99,8 @@ func TestInFlightFailurePolicy(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			in := &countingInFlight{err: tc.err}
 			m := mustNew(t, httplimit.Config{
-				Concurrency:           []httplimit.ConcurrencyPolicy{{Name: "conn", Max: 1, InFlight: in}},
-				ConcurrencyStatusCode: 503, StoreErrorStatus: tc.status,
+				Concurrency: []httplimit.ConcurrencyPolicy{{Name: "conn", Max: 1, InFlight: in}},
+				Settings:    httplimit.Settings{ConcurrencyStatusCode: 503, StoreErrorStatus: tc.status},
 			})
 			if w := do(m.Handler(http.HandlerFunc(ok)), httptest.NewRequest("GET", "/", nil)); w.Code != tc.want {
 				t.Fatalf("status %d; want %d", w.Code, tc.want)

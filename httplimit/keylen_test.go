@@ -17,7 +17,7 @@ import (
 func TestKeyHashedOnlyBeyondMaxKeyLen(t *testing.T) {
 	store := newStore(t, clocktest.At(minute0))
 	lim := sluice.PerMinute(1)
-	m := mustNew(t, httplimit.Config{Limiter: store, Policies: []httplimit.Policy{{Name: "big", Limit: lim, Key: httplimit.Header("X-Big")}}})
+	m := mustNew(t, httplimit.Config{Settings: httplimit.Settings{Limiter: store}, Policies: []httplimit.Policy{{Name: "big", Limit: lim, Key: httplimit.Header("X-Big")}}})
 	h := m.Handler(http.HandlerFunc(ok))
 	send := func(key string) {
 		r := httptest.NewRequest("GET", "/", nil)

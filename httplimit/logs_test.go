@@ -34,11 +34,9 @@ func TestRefusalLogHidesTheKey(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			var logs bytes.Buffer
 			m := mustNew(t, httplimit.Config{
-				Limiter: newStore(t, clocktest.At(minute0)),
+				Settings: httplimit.Settings{Limiter: newStore(t, clocktest.At(minute0)), Logger: slog.New(slog.NewTextHandler(&logs, nil)), LogKeys: tc.logKeys},
 				Policies: []httplimit.Policy{{Name: "p", Key: httplimit.Header("X-Api-Key"),
 					Limit: sluice.Limit{Algorithm: sluice.FixedWindow, Rate: 1, Period: time.Minute}}},
-				Logger:       slog.New(slog.NewTextHandler(&logs, nil)),
-				LogKeys:      tc.logKeys,
 				RefusalLevel: tc.level,
 			})
 			h := m.Handler(http.HandlerFunc(ok))
@@ -71,7 +69,7 @@ func TestReadyBeforeSlots(t *testing.T) {
 	during := -1
 	reached := false
 	m := mustNew(t, httplimit.Config{
-		Limiter: newStore(t, clocktest.At(minute0)),
+		Settings: httplimit.Settings{Limiter: newStore(t, clocktest.At(minute0))},
 		Policies: []httplimit.Policy{{Name: "p", Key: httplimit.Global(),
 			Limit: sluice.Limit{Algorithm: sluice.FixedWindow, Rate: 5, Period: time.Minute}}},
 		Concurrency: []httplimit.ConcurrencyPolicy{{Name: "c", Max: 1, Slots: slots}},
@@ -94,11 +92,9 @@ func refusalLogKey(t *testing.T, secret []byte, ip string) (key, line string) {
 	t.Helper()
 	var logs bytes.Buffer
 	m := mustNew(t, httplimit.Config{
-		Limiter: newStore(t, clocktest.At(minute0)),
+		Settings: httplimit.Settings{Limiter: newStore(t, clocktest.At(minute0)), Logger: slog.New(slog.NewTextHandler(&logs, nil)), LogKeySecret: secret},
 		Policies: []httplimit.Policy{{Name: "p", Key: httplimit.ClientIP(nil),
 			Limit: sluice.Limit{Algorithm: sluice.FixedWindow, Rate: 1, Period: time.Minute}}},
-		Logger:       slog.New(slog.NewTextHandler(&logs, nil)),
-		LogKeySecret: secret,
 	})
 	h := m.Handler(http.HandlerFunc(ok))
 	for range 2 {

@@ -25,7 +25,7 @@ func TestNewMetricsTwiceSharesSeries(t *testing.T) {
 		t.Fatalf("second NewMetrics: %v", err)
 	}
 	m := mustNew(t, httplimit.Config{
-		Limiter:  newStore(t, clocktest.At(minute0)),
+		Settings: httplimit.Settings{Limiter: newStore(t, clocktest.At(minute0))},
 		Policies: []httplimit.Policy{{Name: "p", Limit: sluice.Limit{Algorithm: sluice.FixedWindow, Rate: 5, Period: time.Minute}, Key: httplimit.Global()}},
 		Metrics:  m2,
 	})

@@ -23,14 +23,12 @@ func TestObserverSeesEveryDecision(t *testing.T) {
 	rec := &httplimittest.Recorder[httplimit.Decision]{}
 	lim := sluice.Limit{Algorithm: sluice.FixedWindow, Rate: 1, Period: time.Hour}
 	m, err := httplimit.New(httplimit.Config{
-		Limiter: store,
+		Settings: httplimit.Settings{Limiter: store, Observer: rec, Logger: slog.New(slog.DiscardHandler)},
 		Policies: []httplimit.Policy{
 			{Name: "shadow", Key: httplimit.Header("X-User"), Limit: lim, Shadow: true},
 			{Name: "user", Key: httplimit.Header("X-User"), Limit: sluice.Limit{Algorithm: sluice.FixedWindow, Rate: 2, Period: time.Hour}},
 		},
 		Concurrency: []httplimit.ConcurrencyPolicy{{Name: "conns", Max: 1}},
-		Observer:    rec,
-		Logger:      slog.New(slog.DiscardHandler),
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -48,10 +48,8 @@ func TestQueueNGINX(t *testing.T) {
 			var served int
 			qc := tc.cfg
 			m := mustNew(t, httplimit.Config{
-				Limiter:    newStore(t, clock),
-				Policies:   []httplimit.Policy{{Name: "q", Queue: &qc, Key: httplimit.Global()}},
-				StatusCode: http.StatusServiceUnavailable,
-				Wait:       w.wait,
+				Settings: httplimit.Settings{Limiter: newStore(t, clock), StatusCode: http.StatusServiceUnavailable, Wait: w.wait},
+				Policies: []httplimit.Policy{{Name: "q", Queue: &qc, Key: httplimit.Global()}},
 			})
 			h := m.Handler(http.HandlerFunc(func(http.ResponseWriter, *http.Request) { served++ }))
 			var codes []int
@@ -85,11 +83,10 @@ func TestQueueCancelGivesBack(t *testing.T) {
 	var served int
 	lim := newStore(t, clock)
 	m := mustNew(t, httplimit.Config{
-		Limiter:  lim,
-		Policies: []httplimit.Policy{{Name: "q", Queue: &qc, Key: httplimit.Global()}},
-		Wait: func(ctx context.Context, d time.Duration) error {
+		Settings: httplimit.Settings{Limiter: lim, Wait: func(ctx context.Context, d time.Duration) error {
 			return context.Canceled // the client hung up while queued
-		},
+		}},
+		Policies: []httplimit.Policy{{Name: "q", Queue: &qc, Key: httplimit.Global()}},
 	})
 	h := m.Handler(http.HandlerFunc(func(http.ResponseWriter, *http.Request) { served++ }))
 	if c := do(h, httptest.NewRequest("GET", "/", nil)).Code; c != 200 {
@@ -109,9 +106,8 @@ func TestQueueCancelGivesBack(t *testing.T) {
 	// Without the refunds the bucket would be full after the second
 	// request: this one, at the same instant, would be refused.
 	m2 := mustNew(t, httplimit.Config{
-		Limiter:  lim,
+		Settings: httplimit.Settings{Limiter: lim, Wait: func(context.Context, time.Duration) error { return nil }},
 		Policies: []httplimit.Policy{{Name: "q", Queue: &qc, Key: httplimit.Global()}},
-		Wait:     func(context.Context, time.Duration) error { return nil },
 	})
 	if c := do(m2.Handler(http.HandlerFunc(ok)), httptest.NewRequest("GET", "/", nil)).Code; c != http.StatusOK {
 		t.Fatalf("after three cancelled waits: %d, want 200 (their places given back)", c)
@@ -123,7 +119,7 @@ func TestQueueRealWaitCancelled(t *testing.T) {
 	qc := queue.Config{Rate: 1, Period: time.Minute, Burst: 1}
 	lim := newStore(t, nil)
 	m := mustNew(t, httplimit.Config{
-		Limiter:  lim,
+		Settings: httplimit.Settings{Limiter: lim},
 		Policies: []httplimit.Policy{{Name: "q", Queue: &qc, Key: httplimit.Global()}},
 	})
 	var served int
@@ -160,12 +156,11 @@ func TestQueueSeveral(t *testing.T) {
 	fast := queue.Config{Rate: 2, Period: time.Second, Burst: 1}
 	var w waits
 	m := mustNew(t, httplimit.Config{
-		Limiter: newStore(t, clock),
+		Settings: httplimit.Settings{Limiter: newStore(t, clock), Wait: w.wait},
 		Policies: []httplimit.Policy{
 			{Name: "slow", Queue: &slow, Key: httplimit.Global()},
 			{Name: "fast", Queue: &fast, Key: httplimit.Global()},
 		},
-		Wait: w.wait,
 	})
 	h := m.Handler(http.HandlerFunc(ok))
 	var codes []int
@@ -199,14 +194,14 @@ func TestQueueConfigErrors(t *testing.T) {
 		"no rate":     {Name: "p", Queue: &queue.Config{Period: time.Second}, Key: httplimit.Global()},
 		"delay>burst": {Name: "p", Queue: &queue.Config{Rate: 1, Period: time.Second, Burst: 1, Delay: 2}, Key: httplimit.Global()},
 	} {
-		_, err := httplimit.New(httplimit.Config{Limiter: lim, Policies: []httplimit.Policy{p}, Logger: quiet})
+		_, err := httplimit.New(httplimit.Config{Settings: httplimit.Settings{Limiter: lim, Logger: quiet}, Policies: []httplimit.Policy{p}})
 		if err == nil {
 			t.Errorf("%s: no error", name)
 		} else if name != "both" && !errors.Is(err, sluice.ErrInvalidLimit) {
 			t.Errorf("%s: %v does not wrap ErrInvalidLimit", name, err)
 		}
 	}
-	if _, err := httplimit.New(httplimit.Config{Limiter: lim, Concurrency: []httplimit.ConcurrencyPolicy{{Name: "c", Max: 1}}, ConcurrencyStatusCode: 600}); err == nil {
+	if _, err := httplimit.New(httplimit.Config{Settings: httplimit.Settings{Limiter: lim, ConcurrencyStatusCode: 600}, Concurrency: []httplimit.ConcurrencyPolicy{{Name: "c", Max: 1}}}); err == nil {
 		t.Error("concurrency status 600 accepted")
 	}
 }
@@ -216,9 +211,8 @@ func TestQueueConfigErrors(t *testing.T) {
 func TestConcurrencyStatusAndShadow(t *testing.T) {
 	for _, shadow := range []bool{false, true} {
 		m := mustNew(t, httplimit.Config{
-			Concurrency:           []httplimit.ConcurrencyPolicy{{Name: "c", Max: 1, Shadow: shadow}},
-			ConcurrencyStatusCode: http.StatusServiceUnavailable,
-			Logger:                quiet,
+			Concurrency: []httplimit.ConcurrencyPolicy{{Name: "c", Max: 1, Shadow: shadow}},
+			Settings:    httplimit.Settings{ConcurrencyStatusCode: http.StatusServiceUnavailable, Logger: quiet},
 		})
 		hold, entered, release := holding()
 		h := m.Handler(hold)

@@ -26,10 +26,9 @@ func TestRefusalLogEveryBoundsAFloodOfRefusals(t *testing.T) {
 		defer store.Close()
 		var logs testlog.Buffer
 		m, err := httplimit.New(httplimit.Config{
-			Limiter: store,
+			Settings: httplimit.Settings{Limiter: store, Logger: slog.New(slog.NewTextHandler(&logs, nil))},
 			Policies: []httplimit.Policy{{Name: "k", Key: func(*http.Request) (string, bool) { return "one", true },
 				Limit: sluice.Limit{Algorithm: sluice.FixedWindow, Rate: 1, Period: time.Hour}}},
-			Logger:          slog.New(slog.NewTextHandler(&logs, nil)),
 			RefusalLogEvery: time.Second,
 		})
 		if err != nil {

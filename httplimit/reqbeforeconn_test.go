@@ -19,15 +19,14 @@ func TestQueuedRequestHoldsNoConcurrencySlot(t *testing.T) {
 	slots := new(httplimit.Slots)
 	during := -1
 	m := mustNew(t, httplimit.Config{
-		Limiter: newStore(t, clocktest.At(minute0)),
+		Settings: httplimit.Settings{Limiter: newStore(t, clocktest.At(minute0)), Wait: func(context.Context, time.Duration) error {
+			during = slots.InFlight("")
+			return nil
+		}},
 		Policies: []httplimit.Policy{{
 			Name: "q", Queue: &queue.Config{Rate: 1, Period: time.Minute, Burst: 5}, Key: httplimit.Global(),
 		}},
 		Concurrency: []httplimit.ConcurrencyPolicy{{Name: "c", Max: 1, Slots: slots}},
-		Wait: func(context.Context, time.Duration) error {
-			during = slots.InFlight("")
-			return nil
-		},
 	})
 	inHandler := -1
 	h := m.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -47,13 +46,11 @@ func TestQueuedRequestHoldsNoConcurrencySlot(t *testing.T) {
 // shows the concurrency policy only.
 func TestConcurrencyRefusalSpendsNoRate(t *testing.T) {
 	m := mustNew(t, httplimit.Config{
-		Limiter: newStore(t, clocktest.At(minute0)),
+		Settings: httplimit.Settings{Limiter: newStore(t, clocktest.At(minute0)), ConcurrencyStatusCode: http.StatusServiceUnavailable, LegacyHeaders: true},
 		Policies: []httplimit.Policy{{
 			Name: "r", Limit: sluice.Limit{Algorithm: sluice.FixedWindow, Rate: 2, Period: time.Minute}, Key: httplimit.Global(),
 		}},
-		Concurrency:           []httplimit.ConcurrencyPolicy{{Name: "c", Max: 1}},
-		ConcurrencyStatusCode: http.StatusServiceUnavailable,
-		LegacyHeaders:         true,
+		Concurrency: []httplimit.ConcurrencyPolicy{{Name: "c", Max: 1}},
 	})
 	hold, entered, release := holding()
 	h := m.Handler(hold)

@@ -30,7 +30,7 @@ func BenchmarkServeSettle(b *testing.B) {
 	} {
 		b.Run(bc.name, func(b *testing.B) {
 			clock := clocktest.New() // a second per request: the key never runs dry
-			h, r := measured(b, httplimit.Config{Limiter: newStore(b, clock), Policies: []httplimit.Policy{bc.pol}}, costs)
+			h, r := measured(b, httplimit.Config{Settings: httplimit.Settings{Limiter: newStore(b, clock)}, Policies: []httplimit.Policy{bc.pol}}, costs)
 			w := &statusWriter{h: http.Header{}}
 			b.ReportAllocs()
 			for b.Loop() {

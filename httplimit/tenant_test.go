@@ -46,7 +46,7 @@ func TestPlanLimitsFollowOverridesAndPlansInPostgres(t *testing.T) {
 	sc := httplimittest.NewPlansScenario()
 	cache := plans.NewCache(pgplans.New(ps), plans.Config{Clock: sc.Clock, Staleness: sc.Staleness})
 	m := mustNew(t, httplimit.Config{
-		Limiter: newStore(t, sc.Clock),
+		Settings: httplimit.Settings{Limiter: newStore(t, sc.Clock)},
 		Policies: []httplimit.Policy{{
 			Name:        "api",
 			Limit:       sluice.Limit{Algorithm: sluice.FixedWindow, Rate: 2, Period: time.Minute},
@@ -67,7 +67,7 @@ func (f fixedLimits) Limit(context.Context, string, string) (sluice.Limit, bool)
 // refused, not ignored.
 func TestTenantLimitOnAQueueIsRefused(t *testing.T) {
 	_, err := httplimit.New(httplimit.Config{
-		Limiter: memstore.New(memstore.Config{}),
+		Settings: httplimit.Settings{Limiter: memstore.New(memstore.Config{})},
 		Policies: []httplimit.Policy{{Name: "q", Queue: &queue.Config{Rate: 1, Period: time.Second}, Key: httplimit.Global(),
 			TenantLimit: httplimit.PlanLimits(fixedLimits{}, httplimit.TenantHeader("X-Tenant"), "q")}},
 	})
@@ -138,7 +138,7 @@ func loggedTenantHandler(t *testing.T, logger *slog.Logger, lim sluice.Limit, p 
 	p.Name, p.Key = "api", httplimit.Global()
 	p.Limit = sluice.Limit{Algorithm: sluice.FixedWindow, Rate: 2, Period: time.Minute}
 	p.TenantLimit = httplimit.PlanLimits(fixedLimits{lim}, httplimit.TenantHeader("X-Tenant"), "api")
-	m, err := httplimit.New(httplimit.Config{Logger: logger, Limiter: memstore.New(memstore.Config{}), Policies: []httplimit.Policy{p}})
+	m, err := httplimit.New(httplimit.Config{Settings: httplimit.Settings{Logger: logger, Limiter: memstore.New(memstore.Config{})}, Policies: []httplimit.Policy{p}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -157,7 +157,7 @@ func BenchmarkTenantLimit(b *testing.B) {
 		b.Run(c.name, func(b *testing.B) {
 			mem := memstore.New(memstore.Config{})
 			defer mem.Close()
-			m, err := httplimit.New(httplimit.Config{Logger: quiet, Limiter: mem, Policies: []httplimit.Policy{{
+			m, err := httplimit.New(httplimit.Config{Settings: httplimit.Settings{Logger: quiet, Limiter: mem}, Policies: []httplimit.Policy{{
 				Name: "api", Key: httplimit.Global(), TenantLimit: c.tenant,
 				Limit: sluice.Limit{Algorithm: sluice.TokenBucket, Rate: 1 << 30, Period: time.Hour, Burst: 1 << 30},
 			}}})
@@ -203,7 +203,7 @@ func TestInterleavedTenantsKeepTheirOwnLimits(t *testing.T) {
 	}
 	clk := clocktest.At(time.Date(2026, 1, 1, 0, 0, 10, 0, time.UTC)) // one window throughout
 	cache := plans.NewCache(tenantSource{"a": win(3), "b": win(5)}, plans.Config{Clock: clk})
-	m, err := httplimit.New(httplimit.Config{Logger: quiet, Limiter: memstore.New(memstore.Config{Clock: clk}), Policies: []httplimit.Policy{{
+	m, err := httplimit.New(httplimit.Config{Settings: httplimit.Settings{Logger: quiet, Limiter: memstore.New(memstore.Config{Clock: clk})}, Policies: []httplimit.Policy{{
 		Name: "api", Limit: win(2), Key: httplimit.Header("X-Tenant"),
 		TenantLimit: httplimit.PlanLimits(cache, httplimit.TenantHeader("X-Tenant"), "api"),
 	}}})

@@ -14,6 +14,7 @@ import (
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/httplimit"
 	"github.com/sluicehq/sluice/memstore"
+	"github.com/sluicehq/sluice/rlheader"
 )
 
 // numClients is the number of client addresses the middleware benchmarks
@@ -47,8 +48,12 @@ func middlewareContenders() []middlewareContender {
 // X-RateLimit-* headers.
 func wrapSluice(b *testing.B, next http.Handler, legacy bool) (http.Handler, func()) {
 	s := memstore.New(memstore.Config{})
+	headers := rlheader.Draft11
+	if legacy {
+		headers = rlheader.Both
+	}
 	m, err := httplimit.New(httplimit.Config{
-		Settings: httplimit.Settings{Limiter: s, LegacyHeaders: legacy},
+		Settings: httplimit.Settings{Limiter: s, Headers: headers},
 		Policies: []httplimit.Policy{{
 			Name:  "ip",
 			Limit: sluice.PerSecond(limitN),

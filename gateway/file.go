@@ -24,6 +24,7 @@ import (
 	"github.com/sluicehq/sluice/internal/strictyaml"
 	"github.com/sluicehq/sluice/queue"
 	"github.com/sluicehq/sluice/request"
+	"github.com/sluicehq/sluice/rlheader"
 )
 
 // File is a proxy configuration file, parsed: the Config it describes and
@@ -448,8 +449,8 @@ func (p *fileParser) settings(top map[string]*yaml.Node) error {
 	)
 }
 
-// headers reads headers (n, nil when absent): draft-11, legacy, both or
-// off.
+// headers reads headers (n, nil when absent) as rlheader.ParseMode does:
+// draft-11, legacy, both or off.
 func (p *fileParser) headers(n *yaml.Node) error {
 	if n == nil {
 		return nil
@@ -459,16 +460,8 @@ func (p *fileParser) headers(n *yaml.Node) error {
 	if err != nil {
 		return err
 	}
-	switch s {
-	case "draft-11":
-	case "legacy":
-		c.NoDraftHeaders, c.LegacyHeaders = true, true
-	case "both":
-		c.LegacyHeaders = true
-	case "off":
-		c.NoDraftHeaders = true
-	default:
-		return p.errf(n, "headers %q: want draft-11, legacy, both or off", s)
+	if c.Headers, err = rlheader.ParseMode(s); err != nil {
+		return p.errf(n, "headers: %v", err)
 	}
 	return nil
 }

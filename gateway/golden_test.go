@@ -14,6 +14,7 @@ import (
 	"github.com/sluicehq/sluice/httplimit"
 	"github.com/sluicehq/sluice/internal/goldentest"
 	"github.com/sluicehq/sluice/request"
+	"github.com/sluicehq/sluice/rlheader"
 )
 
 var update = flag.Bool("update", false, "rewrite the .golden files of testdata/golden with the current output")
@@ -85,7 +86,7 @@ func dumpFile(w io.Writer, f *gateway.File) {
 	fmt.Fprintf(w, "file %s\n", f.Name)
 	fmt.Fprintf(w, "listen %q store %q access_log %q log_key_secret_file %q\n", f.Listen, f.Store, f.AccessLog, f.LogKeySecretFile)
 	fmt.Fprintf(w, "status %d conn_status %d store_error_status %d dry_run %t\n", c.StatusCode, c.ConcurrencyStatusCode, c.StoreErrorStatus, c.DryRun)
-	fmt.Fprintf(w, "headers: draft %t legacy %t; hash_keys %t log_keys %t\n", !c.NoDraftHeaders, c.LegacyHeaders, c.HashKeys, c.LogKeys)
+	fmt.Fprintf(w, "headers: draft %t legacy %t; hash_keys %t log_keys %t\n", c.Headers.Or(rlheader.Draft11).SendsDraft11(), c.Headers.SendsLegacy(), c.HashKeys, c.LogKeys)
 	fmt.Fprintf(w, "max_in_flight %d client_max_body_size %s upstream_timeout %v\n", c.MaxInFlight, orDefault(c.ClientMaxBodySize, "no cap"), c.UpstreamTimeout)
 	t := c.Timeouts
 	fmt.Fprintf(w, "timeouts: client_header %s client_body %s client_body_min_rate %s send %s keepalive %s\n",

@@ -1,15 +1,13 @@
 package gateway
 
 import (
-	"context"
 	"log/slog"
-	"net/url"
 	"reflect"
 	"testing"
-	"time"
 
 	"github.com/sluicehq/sluice/httplimit"
 	"github.com/sluicehq/sluice/memstore"
+	"github.com/sluicehq/sluice/rlheader"
 )
 
 // TestEveryRouteGetsTheGatewaysSettings checks that the Middleware of a
@@ -33,16 +31,21 @@ func TestEveryRouteGetsTheGatewaysSettings(t *testing.T) {
 		}
 	}
 	set.Limiter = store
+	set.Headers = rlheader.Legacy
 	set.Logger = slog.New(slog.DiscardHandler)
 	set.Observer = nopObserver{}
-	set.Wait = func(context.Context, time.Duration) error { return nil }
+	set.Wait = httplimit.Sleep
 	for i := range v.NumField() {
 		if v.Field(i).IsZero() {
 			t.Fatalf("the test leaves Settings.%s zero: set it", v.Type().Field(i).Name)
 		}
 	}
-	cfg := Config{Settings: set, Upstreams: []Upstream{{Name: "app", URL: &url.URL{Scheme: "http", Host: "127.0.0.1:9"}}}}
-	g, err := New(cfg)
+	f, err := ParseFile("proxy.yaml", []byte("upstream: http://127.0.0.1:9\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.Config.Settings = set
+	g, err := New(f.Config)
 	if err != nil {
 		t.Fatal(err)
 	}

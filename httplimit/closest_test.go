@@ -10,6 +10,7 @@ import (
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/httplimit"
 	"github.com/sluicehq/sluice/internal/clocktest"
+	"github.com/sluicehq/sluice/rlheader"
 )
 
 // RateLimit reports the policy with the fewest units left, not the one
@@ -21,7 +22,7 @@ func TestRateLimitReportsFewestRemaining(t *testing.T) {
 	small := sluice.Limit{Algorithm: sluice.FixedWindow, Rate: 10, Period: time.Minute}
 	big := sluice.Limit{Algorithm: sluice.FixedWindow, Rate: 1000, Period: time.Hour}
 	m := mustNew(t, httplimit.Config{
-		Settings: httplimit.Settings{Limiter: store, LegacyHeaders: true},
+		Settings: httplimit.Settings{Limiter: store, Headers: rlheader.Both},
 		Policies: []httplimit.Policy{
 			{Name: "small", Limit: small, Key: httplimit.Header("X-Api-Key")},
 			{Name: "big", Limit: big, Key: httplimit.Header("X-Api-Key")},

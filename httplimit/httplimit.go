@@ -202,11 +202,11 @@ type Settings struct {
 	// ConcurrencyStatusCode is the status of a request refused by a
 	// ConcurrencyPolicy (NGINX's limit_conn_status). Default StatusCode.
 	ConcurrencyStatusCode int
-	// NoDraftHeaders leaves out RateLimit and RateLimit-Policy.
-	NoDraftHeaders bool
-	// LegacyHeaders adds X-RateLimit-Limit, -Remaining and -Reset
-	// (rlheader.XLegacyNames).
-	LegacyHeaders bool
+	// Headers chooses the rate limit headers: rlheader.Draft11
+	// (RateLimit-Policy and RateLimit), rlheader.Legacy (X-RateLimit-Limit,
+	// -Remaining and -Reset, rlheader.XLegacyNames), rlheader.Both or
+	// rlheader.Off. The zero value, rlheader.Default, is Draft11.
+	Headers rlheader.Mode
 	// HashKeys replaces every key by a hash (SHA-256, 128 bits, hex) before
 	// it reaches the Limiter or a log, so that client IPs and API keys do
 	// not leave the process. Keys longer than sluice.MaxKeyLen are hashed
@@ -320,23 +320,8 @@ type Middleware struct {
 	allPolicies string
 	enforced    int             // policies that are not in shadow mode
 	keyHash     *keyhash.Hasher // under cfg.LogKeySecret (logHash)
-	headers     rlheader.Mode   // cfg.HeaderMode()
+	headers     rlheader.Mode   // cfg.Headers, its default applied
 	refusalLog  logGate         // cfg.RefusalLogEvery's
-}
-
-// HeaderMode returns the rate limit headers c has the middleware send, as
-// the one header-mode type the faces share: rlheader.Draft11 unless
-// NoDraftHeaders, with rlheader.Legacy (the X-RateLimit-* trio) when
-// LegacyHeaders.
-func (c *Config) HeaderMode() rlheader.Mode {
-	var m rlheader.Mode
-	if !c.NoDraftHeaders {
-		m |= rlheader.Draft11
-	}
-	if c.LegacyHeaders {
-		m |= rlheader.Legacy
-	}
-	return m
 }
 
 // Header names in canonical form, set straight into the header map: Set
@@ -364,7 +349,7 @@ func New(cfg Config) (*Middleware, error) {
 	if err := cfg.complete(); err != nil {
 		return nil, err
 	}
-	m := &Middleware{cfg: cfg, keyHash: keyhash.New(cfg.LogKeySecret), headers: cfg.HeaderMode(), refusalLog: logGate{every: int64(cfg.RefusalLogEvery)}}
+	m := &Middleware{cfg: cfg, keyHash: keyhash.New(cfg.LogKeySecret), headers: cfg.Headers.Or(rlheader.Draft11), refusalLog: logGate{every: int64(cfg.RefusalLogEvery)}}
 	names := policyNames{}
 	for _, p := range cfg.Policies {
 		if err := names.add(p.Name); err != nil {
@@ -440,6 +425,9 @@ func (cfg *Config) complete() error {
 	}
 	if cfg.ConcurrencyStatusCode < 400 || cfg.ConcurrencyStatusCode > 599 {
 		return fmt.Errorf("httplimit: concurrency status %d is not between 400 and 599", cfg.ConcurrencyStatusCode)
+	}
+	if cfg.Headers > rlheader.Both {
+		return fmt.Errorf("httplimit: unknown header mode %v", cfg.Headers)
 	}
 	if cfg.Wait == nil {
 		cfg.Wait = Sleep
@@ -764,7 +752,7 @@ func (m *Middleware) concurrencyRefused(w http.ResponseWriter, r *http.Request, 
 	m.giveBack(r.Context(), decisions)
 	m.clearHeaders(w.Header())
 	rej := Rejection{Status: m.cfg.ConcurrencyStatusCode, Policies: []string{c.Name}, RetryAfter: time.Second}
-	if m.headers&rlheader.Draft11 != 0 {
+	if m.headers.SendsDraft11() {
 		p := rlheader.Policy{Name: c.Name, Quota: int64(c.Max), Unit: rlheader.UnitConcurrentRequests}
 		w.Header()[hdrPolicy] = []string{string(rlheader.AppendPolicies(nil, p))}
 	}
@@ -800,7 +788,7 @@ func (m *Middleware) setHeaders(h http.Header, ds []decision) {
 	}
 	t := st.Wait
 	var buf [128]byte
-	if m.headers&rlheader.Draft11 != 0 {
+	if m.headers.SendsDraft11() {
 		policies := m.allPolicies
 		if len(ds) != m.enforced || tenantLimited(ds) { // some policy skipped, not reached, or a tenant's
 			b := buf[:0]
@@ -816,7 +804,7 @@ func (m *Middleware) setHeaders(h http.Header, ds []decision) {
 		b := rlheader.AppendStatuses(buf[:0], rlheader.Status{Name: report.p.Name, Remaining: int64(report.res.Remaining), Reset: t})
 		h[hdrRateLimit] = []string{string(b)}
 	}
-	if m.headers&rlheader.Legacy != 0 {
+	if m.headers.SendsLegacy() {
 		h[hdrLimit] = []string{strconv.Itoa(report.p.Limit.Rate)}
 		h[hdrRemaining] = []string{strconv.Itoa(report.res.Remaining)}
 		h[hdrReset] = []string{string(rlheader.AppendRetryAfter(buf[:0], t))}

@@ -130,7 +130,7 @@ func TestTwoPolicies(t *testing.T) {
 	clock := clocktest.At(minute0)
 	store := newStore(t, clock)
 	m := mustNew(t, httplimit.Config{
-		Settings: httplimit.Settings{Limiter: store, LegacyHeaders: true},
+		Settings: httplimit.Settings{Limiter: store, Headers: rlheader.Both},
 		Policies: []httplimit.Policy{
 			{Name: "permin", Limit: sluice.Limit{Algorithm: sluice.FixedWindow, Rate: 50, Period: time.Minute}, Key: httplimit.Header("X-Api-Key")},
 			{Name: "perhr", Limit: sluice.Limit{Algorithm: sluice.FixedWindow, Rate: 3, Period: time.Hour}, Key: httplimit.Header("X-Api-Key")},

@@ -11,6 +11,7 @@ import (
 	"github.com/sluicehq/sluice/httplimit"
 	"github.com/sluicehq/sluice/internal/clocktest"
 	"github.com/sluicehq/sluice/queue"
+	"github.com/sluicehq/sluice/rlheader"
 )
 
 // NGINX runs limit_req before limit_conn: a request waiting its turn in a
@@ -46,7 +47,7 @@ func TestQueuedRequestHoldsNoConcurrencySlot(t *testing.T) {
 // shows the concurrency policy only.
 func TestConcurrencyRefusalSpendsNoRate(t *testing.T) {
 	m := mustNew(t, httplimit.Config{
-		Settings: httplimit.Settings{Limiter: newStore(t, clocktest.At(minute0)), ConcurrencyStatusCode: http.StatusServiceUnavailable, LegacyHeaders: true},
+		Settings: httplimit.Settings{Limiter: newStore(t, clocktest.At(minute0)), ConcurrencyStatusCode: http.StatusServiceUnavailable, Headers: rlheader.Both},
 		Policies: []httplimit.Policy{{
 			Name: "r", Limit: sluice.Limit{Algorithm: sluice.FixedWindow, Rate: 2, Period: time.Minute}, Key: httplimit.Global(),
 		}},

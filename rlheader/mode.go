@@ -5,53 +5,74 @@ import (
 	"strings"
 )
 
-// Mode says which rate limit headers a face sends: the draft's
-// (RateLimit-Policy and RateLimit), the legacy trio (limit, remaining,
-// reset, named by LegacyNames), both, or none. It is a set: Legacy|Draft11
-// is both. The rate limit service (service.HeaderMode) sends at most one
-// of them; the HTTP middleware (package httplimit) may send both. The zero
-// value is Off.
+// Mode says which rate limit headers a face sends: none (Off), the legacy
+// trio (limit, remaining, reset, named by LegacyNames), the draft's
+// (RateLimit-Policy and RateLimit), or Both. It is one of these values, not
+// a set of bits. The zero value, Default, is the face's own default: Off
+// for the rate limit service (package service), which sends one of Off,
+// Legacy and Draft11; Draft11 for the HTTP middleware (package httplimit)
+// and the proxy, which may send Both.
 type Mode uint8
 
 const (
+	// Default is the face's own choice (see Mode).
+	Default Mode = iota
 	// Off sends no rate limit headers.
-	Off Mode = 0
+	Off
 	// Legacy sends the legacy trio: the limit, what remains and the
 	// seconds until the reset.
-	Legacy Mode = 1 << 0
+	Legacy
 	// Draft11 sends RateLimit-Policy and RateLimit as
 	// draft-ietf-httpapi-ratelimit-headers-11 defines them.
-	Draft11 Mode = 1 << 1
+	Draft11
+	// Both sends the legacy trio and the draft's headers.
+	Both
 )
 
-// String returns "off", "legacy", "draft-11" or "legacy+draft-11".
+var modeNames = [...]string{Default: "default", Off: "off", Legacy: "legacy", Draft11: "draft-11", Both: "both"}
+
+// String returns the Mode's name: "default", "off", "legacy", "draft-11"
+// or "both"; a value that is none of these prints as "rlheader.Mode(n)".
 func (m Mode) String() string {
-	switch m {
-	case Off:
-		return "off"
-	case Legacy:
-		return "legacy"
-	case Draft11:
-		return "draft-11"
-	case Legacy | Draft11:
-		return "legacy+draft-11"
+	if int(m) < len(modeNames) {
+		return modeNames[m]
 	}
-	return fmt.Sprintf("HeaderMode(%d)", uint8(m))
+	return fmt.Sprintf("rlheader.Mode(%d)", uint8(m))
 }
 
-// ParseMode returns the Mode named s, in any case: "off" (or ""),
-// "legacy", "draft-11" (or "draft11"); the one parser of a header mode's
-// name.
+// Or returns m, or def when m is Default: the Mode a face with the default
+// def sends.
+func (m Mode) Or(def Mode) Mode {
+	if m == Default {
+		return def
+	}
+	return m
+}
+
+// SendsLegacy reports whether m sends the legacy trio (Legacy or Both).
+func (m Mode) SendsLegacy() bool { return m == Legacy || m == Both }
+
+// SendsDraft11 reports whether m sends the draft's headers (Draft11 or
+// Both).
+func (m Mode) SendsDraft11() bool { return m == Draft11 || m == Both }
+
+// ParseMode returns the Mode named s, in any case: "off", "legacy",
+// "draft-11" (or "draft11"), "both", or "" for Default; the one parser of a
+// header mode's name. A face that cannot send a Mode refuses it itself.
 func ParseMode(s string) (Mode, error) {
 	switch strings.ToLower(s) {
-	case "off", "":
+	case "":
+		return Default, nil
+	case "off":
 		return Off, nil
 	case "legacy":
 		return Legacy, nil
 	case "draft-11", "draft11":
 		return Draft11, nil
+	case "both":
+		return Both, nil
 	}
-	return 0, fmt.Errorf("unknown header mode %q (want off, legacy or draft-11)", s)
+	return Default, fmt.Errorf("unknown header mode %q (want off, legacy, draft-11 or both)", s)
 }
 
 // LegacyNames are the field names of the legacy trio of headers.

@@ -41,7 +41,8 @@ type Rules interface {
 
 // HeaderMode says what a Service puts in response_headers_to_add:
 // rlheader.Mode, of which a Service sends one of HeadersOff,
-// HeadersLegacy and HeadersDraft11. The zero value is HeadersOff.
+// HeadersLegacy and HeadersDraft11 (New refuses rlheader.Both). The zero
+// value, rlheader.Default, is HeadersOff.
 type HeaderMode = rlheader.Mode
 
 const (
@@ -57,15 +58,15 @@ const (
 	HeadersDraft11 = rlheader.Draft11
 )
 
-// ParseHeaderMode returns the HeaderMode named s: "off", "legacy" or
-// "draft-11" (also "draft11"); rlheader.ParseMode, its error prefixed
-// "service: ".
+// ParseHeaderMode returns the HeaderMode named s as rlheader.ParseMode
+// reads it: "off" (or "", the default), "legacy" or "draft-11" (also
+// "draft11"). It refuses "both", which a Service does not send.
 func ParseHeaderMode(s string) (HeaderMode, error) {
 	m, err := rlheader.ParseMode(s)
-	if err != nil {
-		return 0, fmt.Errorf("service: %w", err)
+	if err != nil || m == rlheader.Both {
+		return rlheader.Default, fmt.Errorf("service: unknown header mode %q (want off, legacy or draft-11)", s)
 	}
-	return m, nil
+	return m.Or(HeadersOff), nil
 }
 
 // LegacyNames are the field names HeadersLegacy uses. An empty field takes
@@ -153,8 +154,8 @@ type Config struct {
 	// default): is_negative_hits is ignored and the descriptor spends its
 	// hits_addend, as envoyproxy/ratelimit counts it.
 	AllowRefunds bool
-	// Headers says what goes in response_headers_to_add. Default
-	// HeadersOff.
+	// Headers says what goes in response_headers_to_add. The zero value
+	// (rlheader.Default) is HeadersOff.
 	Headers HeaderMode
 	// PolicyNames says what the response headers call a rule's limits
 	// (see PolicyNames). Default PolicyNamesRule: the rule's name, else
@@ -356,8 +357,9 @@ func New(cfg Config) (*Service, error) {
 	if !(cfg.NearLimitRatio >= 0 && cfg.NearLimitRatio <= 1) {
 		return nil, fmt.Errorf("service: Config.NearLimitRatio %v is not in [0, 1]", cfg.NearLimitRatio)
 	}
-	if cfg.Headers != HeadersOff && cfg.Headers != HeadersLegacy && cfg.Headers != HeadersDraft11 {
-		return nil, fmt.Errorf("service: unknown header mode %d", cfg.Headers)
+	headers := cfg.Headers.Or(HeadersOff)
+	if headers != HeadersOff && headers != HeadersLegacy && headers != HeadersDraft11 {
+		return nil, fmt.Errorf("service: header mode %v: a Service sends off, legacy or draft-11", headers)
 	}
 	s := &Service{
 		limiter:  cfg.Limiter,
@@ -373,7 +375,7 @@ func New(cfg Config) (*Service, error) {
 		nearRat:  cmp.Or(cfg.NearLimitRatio, DefaultNearLimitRatio),
 		stopIncr: cfg.StopIncrementWhenOverLimit,
 		refunds:  cfg.AllowRefunds,
-		headers:  cfg.Headers,
+		headers:  headers,
 		names:    cfg.PolicyNames,
 		legacy: LegacyNames{
 			Limit:     cmp.Or(cfg.LegacyNames.Limit, DefaultLegacyNames.Limit),

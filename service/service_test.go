@@ -23,6 +23,7 @@ import (
 	"github.com/sluicehq/sluice/failsafe"
 	"github.com/sluicehq/sluice/internal/clocktest"
 	"github.com/sluicehq/sluice/memstore"
+	"github.com/sluicehq/sluice/rlheader"
 	"github.com/sluicehq/sluice/service"
 )
 
@@ -690,8 +691,26 @@ func TestParseHeaderMode(t *testing.T) {
 			t.Errorf("ParseHeaderMode(%q) = %v, %v", m.String(), got, err)
 		}
 	}
-	if _, err := service.ParseHeaderMode("draft-03"); err == nil {
-		t.Error("ParseHeaderMode(draft-03): no error")
+	for _, s := range []string{"draft-03", "both"} {
+		if _, err := service.ParseHeaderMode(s); err == nil {
+			t.Errorf("ParseHeaderMode(%s): no error", s)
+		}
+	}
+}
+
+// TestNewRefusesAHeaderModeAServiceDoesNotSend checks that New names the
+// header mode it refuses, Both or a value that is no mode, by what it is.
+func TestNewRefusesAHeaderModeAServiceDoesNotSend(t *testing.T) {
+	store := memstore.New(memstore.Config{SweepInterval: -1})
+	defer store.Close()
+	for mode, want := range map[service.HeaderMode]string{
+		rlheader.Both:     "header mode both",
+		rlheader.Both + 2: "header mode rlheader.Mode(6)",
+	} {
+		_, err := service.New(service.Config{Limiter: store, Headers: mode})
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("New with Headers %d: %v; want an error naming %q", uint8(mode), err, want)
+		}
 	}
 }
 

@@ -194,17 +194,15 @@ func unknownKey(k, where string, allowed []string) string {
 	return strictyaml.UnknownKey(k, where, allowed)
 }
 
-// str returns a scalar's text; null is "". Numbers and booleans are taken as
-// written, so value: 500 is the string "500".
+// str returns a scalar's text as strictyaml.String reads it: null is "",
+// numbers and booleans are taken as written, so value: 500 is the string
+// "500".
 func (p *parser) str(n *yaml.Node, what string) (string, error) {
-	n = deref(n)
-	if n.Kind != yaml.ScalarNode {
-		return "", p.errf(n, "%s must be a string, not %s", what, kind(n))
+	s, ok := strictyaml.String(n)
+	if !ok {
+		return "", p.errf(deref(n), "%s must be a string, not %s", what, kind(deref(n)))
 	}
-	if n.ShortTag() == "!!null" {
-		return "", nil
-	}
-	return n.Value, nil
+	return s, nil
 }
 
 // boolean returns a scalar's truth as strictyaml.Bool reads it (YAML 1.1's

@@ -192,11 +192,15 @@ func needs(keys []string) string {
 	return b.String()
 }
 
+// str returns a scalar's text as strictyaml.String reads it, as the rate
+// limit config's strings are read: null is "", numbers and booleans are
+// taken as written.
 func (p *fileParser) str(n *yaml.Node, what string) (string, error) {
-	if n.Kind != yaml.ScalarNode || n.Tag == "!!null" {
+	s, ok := strictyaml.String(n)
+	if !ok {
 		return "", p.errf(n, "%s must be a string", what)
 	}
-	return n.Value, nil
+	return s, nil
 }
 
 func (p *fileParser) integer(n *yaml.Node, what string, lo, hi int) (int, error) {

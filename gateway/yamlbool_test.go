@@ -49,3 +49,38 @@ func TestProxyFileAndRateLimitConfigReadBooleansAlike(t *testing.T) {
 		}
 	}
 }
+
+// TestProxyFileAndRateLimitConfigReadStringsAlike checks that a string
+// reads the same in the proxy file (access_log) and in the rate limit
+// config (a rate limit's name): null in each of its forms as "", as an
+// absent key is, a number as written, and a list refused by both.
+func TestProxyFileAndRateLimitConfigReadStringsAlike(t *testing.T) {
+	for _, tt := range []struct {
+		value string
+		want  string
+		bad   bool
+	}{
+		{"~", "", false}, {"null", "", false}, {"", "", false}, {`""`, "", false},
+		{"x.log", "x.log", false}, {"500", "500", false},
+		{"[x.log]", "", true},
+	} {
+		f, perr := gateway.ParseFile("proxy.yaml", []byte("upstream: http://u\naccess_log: "+tt.value+"\n"))
+		d, cerr := config.Parse("c.yaml", []byte("domain: d\ndescriptors:\n  - key: k\n    rate_limit: {unit: second, requests_per_unit: 1, name: "+tt.value+"}\n"))
+		if tt.bad {
+			if perr == nil || cerr == nil || !strings.Contains(perr.Error(), "must be a string") || !strings.Contains(cerr.Error(), "must be a string") {
+				t.Errorf("%s: proxy file error %v, config error %v; want both to say it must be a string", tt.value, perr, cerr)
+			}
+			continue
+		}
+		if perr != nil || cerr != nil {
+			t.Errorf("%s: proxy file error %v, config error %v; want both read", tt.value, perr, cerr)
+			continue
+		}
+		if f.AccessLog != tt.want {
+			t.Errorf("access_log: %s read as %q, want %q", tt.value, f.AccessLog, tt.want)
+		}
+		if got := d.Lookup([]config.Entry{{Key: "k", Value: "v"}}).Name; got != tt.want {
+			t.Errorf("name: %s read as %q, want %q", tt.value, got, tt.want)
+		}
+	}
+}

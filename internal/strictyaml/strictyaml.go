@@ -433,6 +433,23 @@ func IsNull(n *yaml.Node) bool {
 	return n != nil && n.Kind == yaml.ScalarNode && n.ShortTag() == "!!null"
 }
 
+// String reads n (aliases followed) as a string, by the one rule of the
+// project's YAML files, which is how envoyproxy/ratelimit's YAML reader
+// (gopkg.in/yaml.v2) fills a string field: a scalar's text as written, so
+// that 500 and true are the strings "500" and "true"; null (null, ~ or
+// nothing) is "", as an absent key is. A list or a mapping is not a
+// string: ok is false. A nil n is not a string either.
+func String(n *yaml.Node) (s string, ok bool) {
+	n = Deref(n)
+	if n == nil || n.Kind != yaml.ScalarNode {
+		return "", false
+	}
+	if IsNull(n) {
+		return "", true
+	}
+	return n.Value, true
+}
+
 // Bool reads n (aliases followed) as a boolean, by the one rule of the
 // project's YAML files, which is how envoyproxy/ratelimit's YAML 1.1
 // reader (gopkg.in/yaml.v2) fills a boolean field: true and false in any

@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 
+	"go.yaml.in/yaml/v3"
+
 	"github.com/sluicehq/sluice/internal/safefile"
 )
 
@@ -212,4 +214,32 @@ func FuzzDecode(f *testing.F) {
 			d.Pairs(d.Root, "the file") // errors are fine; panics are not
 		}
 	})
+}
+
+// TestStringReadsNullAsEmpty checks the one reading of a string in the
+// project's YAML files: a scalar as written, null in each of its forms as
+// "", an alias as what it stands for, a list or a mapping not a string.
+func TestStringReadsNullAsEmpty(t *testing.T) {
+	for _, tt := range []struct {
+		value string
+		want  string
+		ok    bool
+	}{
+		{"~", "", true}, {"null", "", true}, {"Null", "", true}, {"", "", true},
+		{`""`, "", true}, {"abc", "abc", true}, {`"~"`, "~", true}, {"500", "500", true},
+		{"true", "true", true}, {"yes", "yes", true}, {"*a", "x", true},
+		{"[a]", "", false}, {"{a: b}", "", false},
+	} {
+		var doc yaml.Node
+		if err := yaml.Unmarshal([]byte("a: &a x\nv: "+tt.value+"\n"), &doc); err != nil {
+			t.Fatal(err)
+		}
+		got, ok := String(doc.Content[0].Content[3])
+		if got != tt.want || ok != tt.ok {
+			t.Errorf("v: %s reads as %q, %t; want %q, %t", tt.value, got, ok, tt.want, tt.ok)
+		}
+	}
+	if _, ok := String(nil); ok {
+		t.Error("String(nil) is a string")
+	}
 }

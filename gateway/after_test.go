@@ -162,11 +162,7 @@ func tokensUpstream(t *testing.T) *httptest.Server {
 // pass.
 func TestProxyHidesTheCostHeaderAndTrailerFromTheClient(t *testing.T) {
 	up := tokensUpstream(t)
-	srv := proxyFile(t, up, clocktest.New(), `
-limits:
-  - {name: tokens, key: "header:X-User", rate: 100r/m, burst: 100, algorithm: token_bucket}
-routes: [{name: llm, match: /, limits: [{name: tokens, cost_from_response_header: X-Tokens}]}]
-`)
+	srv := proxyFile(t, up, clocktest.New(), tokensLimits)
 	for _, c := range []struct{ path, wantLeft string }{
 		{"/header?cost=30", `"tokens";r=99;`},    // the estimate, 1, reported
 		{"/trailer?cost=20", `"tokens";r=69;`},   // 30 settled, then 1
@@ -314,20 +310,32 @@ func TestCostHeaderTheClientNeedsOrThatNeverArrivesIsRefused(t *testing.T) {
 	}
 }
 
-// Over HTTP/2, whose trailers are frames of their own, the client gets
-// neither the cost trailer (declared or not) nor the cost header, and the
-// proxy still settles the cost they carry.
-func TestProxyHidesTheCostTrailerOverHTTP2(t *testing.T) {
-	f, err := gateway.ParseFile("proxy.yaml", []byte("upstream: "+tokensUpstream(t).URL+`
+// tokensLimits are the limits and route of a proxy file in front of an
+// upstream that reports each response's tokens in X-Tokens: 100 tokens a
+// minute for each X-User, every request settled at its tokens.
+const tokensLimits = `
 limits:
   - {name: tokens, key: "header:X-User", rate: 100r/m, burst: 100, algorithm: token_bucket}
 routes: [{name: llm, match: /, limits: [{name: tokens, cost_from_response_header: X-Tokens}]}]
-`))
+`
+
+// tokensGateway is a gateway in front of upstream with tokensLimits, on a
+// store of its own.
+func tokensGateway(t *testing.T, upstream string) *gateway.Gateway {
+	t.Helper()
+	f, err := gateway.ParseFile("proxy.yaml", []byte("upstream: "+upstream+tokensLimits))
 	if err != nil {
 		t.Fatal(err)
 	}
 	f.Config.Limiter = store(t, clocktest.New())
-	srv := httptest.NewUnstartedServer(newGateway(t, f.Config))
+	return newGateway(t, f.Config)
+}
+
+// Over HTTP/2, whose trailers are frames of their own, the client gets
+// neither the cost trailer (declared or not) nor the cost header, and the
+// proxy still settles the cost they carry.
+func TestProxyHidesTheCostTrailerOverHTTP2(t *testing.T) {
+	srv := httptest.NewUnstartedServer(tokensGateway(t, tokensUpstream(t).URL))
 	srv.EnableHTTP2 = true
 	srv.StartTLS()
 	t.Cleanup(srv.Close)
@@ -366,11 +374,7 @@ func TestProxyHidesTheCostHeaderOfA101(t *testing.T) {
 		brw.Flush()
 	}))
 	t.Cleanup(up.Close)
-	srv := proxyFile(t, up, clocktest.New(), `
-limits:
-  - {name: tokens, key: "header:X-User", rate: 100r/m, burst: 100, algorithm: token_bucket}
-routes: [{name: llm, match: /, limits: [{name: tokens, cost_from_response_header: X-Tokens}]}]
-`)
+	srv := proxyFile(t, up, clocktest.New(), tokensLimits)
 	req, err := http.NewRequest("GET", srv.URL+"/ws", nil)
 	if err != nil {
 		t.Fatal(err)

@@ -45,16 +45,7 @@ func TestProxyChargesAClientThatHangsUpTheUpstreamsCost(t *testing.T) {
 		w.Header().Set("X-Tokens", r.URL.Query().Get("cost"))
 	}))
 	t.Cleanup(up.Close)
-	f, err := gateway.ParseFile("proxy.yaml", []byte("upstream: "+up.URL+`
-limits:
-  - {name: tokens, key: "header:X-User", rate: 100r/m, burst: 100, algorithm: token_bucket}
-routes: [{name: llm, match: /, limits: [{name: tokens, cost_from_response_header: X-Tokens}]}]
-`))
-	if err != nil {
-		t.Fatal(err)
-	}
-	f.Config.Limiter = store(t, clocktest.New())
-	g := newGateway(t, f.Config)
+	g := tokensGateway(t, up.URL)
 	served := make(chan struct{}, 1)
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path == "/stream" {
@@ -206,16 +197,7 @@ func TestProxyStopsReadingAnEndlessBodyAfterTheClientLeft(t *testing.T) {
 		}
 	}))
 	t.Cleanup(up.Close)
-	f, err := gateway.ParseFile("proxy.yaml", []byte("upstream: "+up.URL+`
-limits:
-  - {name: tokens, key: "header:X-User", rate: 100r/m, burst: 100, algorithm: token_bucket}
-routes: [{name: llm, match: /, limits: [{name: tokens, cost_from_response_header: X-Tokens}]}]
-`))
-	if err != nil {
-		t.Fatal(err)
-	}
-	f.Config.Limiter = store(t, clocktest.New())
-	g := newGateway(t, f.Config)
+	g := tokensGateway(t, up.URL)
 	served := make(chan struct{}, 1)
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path == "/stream" {

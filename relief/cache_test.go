@@ -17,30 +17,9 @@ import (
 // same RetryAfter and the same ResetAfter (when the key is as good as new,
 // which for a bucket is later than when the next request fits).
 func TestOverLimitCacheDenialMatchesStore(t *testing.T) {
-	ctx := context.Background()
 	for _, lim := range oneOfEach {
 		t.Run(lim.Algorithm.String(), func(t *testing.T) {
-			clock := clocktest.New()
-			ref := newMem(t, clock)
-			c := relief.NewOverLimitCache(newMem(t, clock), relief.CacheConfig{Clock: clock})
-			cached := 0
-			for step := range 400 {
-				clock.Advance(time.Millisecond)
-				got, err := c.Allow(ctx, "k", lim)
-				if err != nil {
-					t.Fatal(err)
-				}
-				want, err := ref.Allow(ctx, "k", lim)
-				if err != nil {
-					t.Fatal(err)
-				}
-				if got != want {
-					t.Fatalf("step %d: cache answered %+v, the store %+v", step, got, want)
-				}
-				if !got.Allowed {
-					cached++
-				}
-			}
+			cached := deniedAsTheStoreDenies(t, lim, 400)
 			if cached < 100 {
 				t.Fatalf("only %d denials: the test did not exercise the cache", cached)
 			}
@@ -91,29 +70,8 @@ func TestOverLimitCacheBoundedInBytes(t *testing.T) {
 // again as soon as the window slid. The cache passes such a limit through,
 // and every answer is the store's.
 func TestOverLimitCacheCountsTheRequestsOfACountRejectedLimit(t *testing.T) {
-	ctx := context.Background()
 	lim := sluice.Limit{Algorithm: sluice.SlidingWindow, Rate: 10, Period: time.Second, CountRejected: true}
-	clock := clocktest.New()
-	ref := newMem(t, clock)
-	c := relief.NewOverLimitCache(newMem(t, clock), relief.CacheConfig{Clock: clock})
-	denied := 0
-	for step := range 3000 { // 3 s of a request every millisecond
-		clock.Advance(time.Millisecond)
-		got, err := c.Allow(ctx, "k", lim)
-		if err != nil {
-			t.Fatal(err)
-		}
-		want, err := ref.Allow(ctx, "k", lim)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if got != want {
-			t.Fatalf("step %d: cache answered %+v, the store %+v", step, got, want)
-		}
-		if !got.Allowed {
-			denied++
-		}
-	}
+	denied := deniedAsTheStoreDenies(t, lim, 3000) // 3 s of a request every millisecond
 	if denied < 2900 {
 		t.Fatalf("only %d of 3000 denied: the test did not keep the key over its limit", denied)
 	}
@@ -148,4 +106,34 @@ func TestOverLimitCacheSeesARefundElsewhereWithinMaxHold(t *testing.T) {
 	if res, _ := c.Allow(ctx, "k", lim); !res.Allowed {
 		t.Fatalf("after MaxHold: %+v, want the refunded unit admitted", res)
 	}
+}
+
+// deniedAsTheStoreDenies sends n requests for lim, one a millisecond, to
+// an over-limit cache and to a store of its own, fails the test at the
+// first the two answer differently, and returns how many were denied.
+func deniedAsTheStoreDenies(t *testing.T, lim sluice.Limit, n int) int {
+	t.Helper()
+	ctx := context.Background()
+	clock := clocktest.New()
+	ref := newMem(t, clock)
+	c := relief.NewOverLimitCache(newMem(t, clock), relief.CacheConfig{Clock: clock})
+	denied := 0
+	for step := range n {
+		clock.Advance(time.Millisecond)
+		got, err := c.Allow(ctx, "k", lim)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want, err := ref.Allow(ctx, "k", lim)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got != want {
+			t.Fatalf("step %d: cache answered %+v, the store %+v", step, got, want)
+		}
+		if !got.Allowed {
+			denied++
+		}
+	}
+	return denied
 }

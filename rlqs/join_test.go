@@ -200,25 +200,7 @@ func TestAnOldStreamEndingKeepsItsReconnectedClientsRecord(t *testing.T) {
 		s := newServer(t, st)
 		ctx, cancel := context.WithCancel(t.Context())
 		defer cancel()
-		old, _ := client(ctx, s, "x", "10.0.0.1:5000")
-		other, hy := client(ctx, s, "y", "10.0.0.2:5000")
-		go reportEvery(ctx, other, 100)
-		go reportEvery(ctx, old, 100)
-		time.Sleep(12 * time.Second)
-		synctest.Wait()
-		again, hx := client(ctx, s, "x", "10.0.0.1:5001")
-		go reportEvery(ctx, again, 100)
-		time.Sleep(time.Second)
-		synctest.Wait()
-		_ = old.CloseSend()
-		worst := 0.0
-		for range 50 { // 5 s, to the reconnected client's next report
-			time.Sleep(100 * time.Millisecond)
-			synctest.Wait()
-			x, _ := hx.at(time.Now())
-			y, _ := hy.at(time.Now())
-			worst = max(worst, x+y)
-		}
+		worst := reconnectAndEndOldStream(ctx, s, s)
 		n := records(t, st)
 		t.Logf("after the old stream ended: %d records; the two Envoys held at most %.2f/s of 100/s", n, worst)
 		if n != 2 || worst > 100 {
@@ -242,30 +224,41 @@ func TestAnOldStreamOnAnotherReplicaEndingKeepsTheRecord(t *testing.T) {
 	t.Run("redis", func(t *testing.T) { oldStreamOnAnotherReplica(t, newOutside(t, redisRLQS(t), 4)) })
 }
 
+// reconnectAndEndOldStream has two Envoys, x and y, report 100/s each to
+// a; after 12 s x reconnects to b (a itself, or another replica sharing
+// its store) while its old stream is still open, and a second later the
+// old stream ends. It returns the most the two held together in the 5 s
+// that follow, to x's next report on its new stream. It runs in a
+// synctest bubble.
+func reconnectAndEndOldStream(ctx context.Context, a, b *rlqs.Server) float64 {
+	old, _ := client(ctx, a, "x", "10.0.0.1:5000")
+	other, hy := client(ctx, a, "y", "10.0.0.2:5000")
+	go reportEvery(ctx, other, 100)
+	go reportEvery(ctx, old, 100)
+	time.Sleep(12 * time.Second)
+	synctest.Wait()
+	again, hx := client(ctx, b, "x", "10.0.0.1:5001")
+	go reportEvery(ctx, again, 100)
+	time.Sleep(time.Second)
+	synctest.Wait()
+	_ = old.CloseSend()
+	worst := 0.0
+	for range 50 { // 5 s, to the reconnected client's next report
+		time.Sleep(100 * time.Millisecond)
+		synctest.Wait()
+		x, _ := hx.at(time.Now())
+		y, _ := hy.at(time.Now())
+		worst = max(worst, x+y)
+	}
+	return worst
+}
+
 func oldStreamOnAnotherReplica(t *testing.T, st rlqs.Store) {
 	synctest.Test(t, func(t *testing.T) {
 		a, b := newServer(t, st), newServer(t, st)
 		ctx, cancel := context.WithCancel(t.Context())
 		defer cancel()
-		old, _ := client(ctx, a, "x", "10.0.0.1:5000")
-		other, hy := client(ctx, a, "y", "10.0.0.2:5000")
-		go reportEvery(ctx, other, 100)
-		go reportEvery(ctx, old, 100)
-		time.Sleep(12 * time.Second)
-		synctest.Wait()
-		again, hx := client(ctx, b, "x", "10.0.0.1:5001")
-		go reportEvery(ctx, again, 100)
-		time.Sleep(time.Second)
-		synctest.Wait()
-		_ = old.CloseSend()
-		worst := 0.0
-		for range 50 { // 5 s, to the reconnected client's next report
-			time.Sleep(100 * time.Millisecond)
-			synctest.Wait()
-			x, _ := hx.at(time.Now())
-			y, _ := hy.at(time.Now())
-			worst = max(worst, x+y)
-		}
+		worst := reconnectAndEndOldStream(ctx, a, b)
 		m, err := st.Demands(t.Context(), "edge|3:api=v1", time.Now())
 		if err != nil {
 			t.Fatal(err)

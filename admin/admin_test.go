@@ -144,6 +144,12 @@ func (f *fixture) do(t *testing.T, method, path, auth, body string) (int, string
 	if body != "" {
 		req.Header.Set("Content-Type", "application/json")
 	}
+	return send(t, req)
+}
+
+// send sends req and returns the response's status, body and header.
+func send(t *testing.T, req *http.Request) (int, string, http.Header) {
+	t.Helper()
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)

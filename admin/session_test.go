@@ -30,6 +30,13 @@ func (f *fixture) get(t *testing.T, target string, header ...string) *http.Respo
 	if err != nil {
 		t.Fatal(err)
 	}
+	return f.noRedirect(t, req, header...)
+}
+
+// noRedirect sends req with header's name and value pairs set, without
+// following redirects, and returns the response, its body closed.
+func (f *fixture) noRedirect(t *testing.T, req *http.Request, header ...string) *http.Response {
+	t.Helper()
 	for i := 0; i+1 < len(header); i += 2 {
 		req.Header.Set(header[i], header[i+1])
 	}
@@ -106,13 +113,7 @@ func (f *fixture) doCookie(t *testing.T, method, path, cookie, body string) (int
 	req, _ := http.NewRequest(method, f.srv.URL+path, strings.NewReader(body))
 	req.Header.Set("Cookie", cookie)
 	req.Header.Set("Content-Type", "application/json")
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	return resp.StatusCode, string(b), resp.Header
+	return send(t, req)
 }
 
 // A link past its 5 minutes is refused, and so is the oldest of more
@@ -177,17 +178,7 @@ func TestTokenFormSignsInAndRefusesOtherSites(t *testing.T) {
 		t.Helper()
 		req, _ := http.NewRequest("POST", f.srv.URL+admin.LoginPath, strings.NewReader(url.Values{"token": {tok}}.Encode()))
 		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
-		for i := 0; i+1 < len(header); i += 2 {
-			req.Header.Set(header[i], header[i+1])
-		}
-		c := f.srv.Client()
-		c.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
-		resp, err := c.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		resp.Body.Close()
-		return resp
+		return f.noRedirect(t, req, header...)
 	}
 	if r := post(token, "Sec-Fetch-Site", "same-origin"); r.StatusCode != http.StatusSeeOther || r.Header.Get("Location") != "/page" || sessionCookie(r) == nil {
 		t.Errorf("the form with the token: %d to %q, cookie %v; want 303 to /page with a session", r.StatusCode, r.Header.Get("Location"), sessionCookie(r))

@@ -79,13 +79,20 @@ func modeRules(rpu uint32, unit config.Unit) *fakeRules {
 	return f
 }
 
-// failHarness is a Service behind Config.Failure on a flaky store.
-func failHarness(t *testing.T, p service.FailurePolicy) (*harness, *flaky) {
+// flakyStore returns a clock at t0 and a flaky store over a memory store
+// on it, up.
+func flakyStore(t *testing.T) (*clocktest.Clock, *flaky) {
 	t.Helper()
 	clock := clocktest.At(time.Unix(t0, 0))
 	mem := memstore.New(memstore.Config{Clock: clock, SweepInterval: -1})
 	t.Cleanup(func() { mem.Close() })
-	fl := &flaky{Limiter: mem}
+	return clock, &flaky{Limiter: mem}
+}
+
+// failHarness is a Service behind Config.Failure on a flaky store.
+func failHarness(t *testing.T, p service.FailurePolicy) (*harness, *flaky) {
+	t.Helper()
+	clock, fl := flakyStore(t)
 	if p.Clock == nil {
 		p.Clock = clock
 	}

@@ -10,9 +10,7 @@ import (
 
 	"github.com/sluicehq/sluice/config"
 	"github.com/sluicehq/sluice/failsafe"
-	"github.com/sluicehq/sluice/internal/clocktest"
 	"github.com/sluicehq/sluice/internal/testlog"
-	"github.com/sluicehq/sluice/memstore"
 	"github.com/sluicehq/sluice/service"
 )
 
@@ -20,10 +18,7 @@ import (
 // mode that answers (open here, not the breaker's internal closed), and
 // totals that match the store-error metric.
 func TestFailureLogMatchesModeAndMetrics(t *testing.T) {
-	clock := clocktest.At(time.Unix(t0, 0))
-	mem := memstore.New(memstore.Config{Clock: clock, SweepInterval: -1})
-	t.Cleanup(func() { mem.Close() })
-	fl := &flaky{Limiter: mem}
+	clock, fl := flakyStore(t)
 	fl.down.Store(true)
 	var logs testlog.Buffer
 	h := start(t, t0, service.Config{Rules: modeRules(10, config.Second), Limiter: fl,
@@ -73,10 +68,7 @@ func counterSum(t *testing.T, h *harness, name string) float64 {
 // without it, and that figure (with the lines before it) is the metric
 // sluice_rls_fallback_decisions_total, counted per rule and failure mode.
 func TestStoreBackLineCountsDecisionsWithoutTheStore(t *testing.T) {
-	clock := clocktest.At(time.Unix(t0, 0))
-	mem := memstore.New(memstore.Config{Clock: clock, SweepInterval: -1})
-	t.Cleanup(func() { mem.Close() })
-	fl := &flaky{Limiter: mem}
+	clock, fl := flakyStore(t)
 	fl.down.Store(true)
 	var logs testlog.Buffer
 	h := start(t, t0, service.Config{Rules: modeRules(1000, config.Hour), Limiter: fl,

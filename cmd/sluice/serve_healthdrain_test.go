@@ -1,12 +1,12 @@
 package main
 
 import (
-	"context"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/sluicehq/sluice/internal/daemon"
+	"github.com/sluicehq/sluice/internal/daemontest"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
@@ -49,24 +49,9 @@ func TestServeDrainEndsHealthWatchStreams(t *testing.T) {
 }
 
 // watchHealth opens a health Watch stream of service on conn, for as long
-// as the test runs and at most 20 s (longer than serve's grace), so that a
-// stream that never ends fails the test instead of hanging it.
+// as the test runs and at most 20 s (longer than serve's grace).
 func watchHealth(t *testing.T, conn *grpc.ClientConn, service string) healthpb.Health_WatchClient {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(t.Context(), 2*daemon.DrainGrace)
-	t.Cleanup(cancel)
-	s, err := healthpb.NewHealthClient(conn).Watch(ctx, &healthpb.HealthCheckRequest{Service: service})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return s
+	return daemontest.WatchHealth(t, conn, service, 2*daemon.DrainGrace)
 }
 
-// recvStatus receives one status of s, failing the test unless it is
-// want.
-func recvStatus(t *testing.T, s healthpb.Health_WatchClient, want healthpb.HealthCheckResponse_ServingStatus) {
-	t.Helper()
-	if r, err := s.Recv(); err != nil || r.GetStatus() != want {
-		t.Fatalf("status %v, %v; want %v", r.GetStatus(), err, want)
-	}
-}
+var recvStatus = daemontest.RecvStatus

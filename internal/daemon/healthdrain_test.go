@@ -12,6 +12,8 @@ import (
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	grpcstatus "google.golang.org/grpc/status"
+
+	"github.com/sluicehq/sluice/internal/daemontest"
 )
 
 // watchers starts a gRPC server with the health service h behind w's
@@ -27,27 +29,12 @@ func watchers(t *testing.T, h *health.Server, w *WatchDrain, services ...string)
 }
 
 // watchHealth opens a health Watch stream of service on conn, for as long
-// as the test runs and at most 20 s (longer than serve's grace), so that a
-// stream that never ends fails the test instead of hanging it.
+// as the test runs and at most 20 s (longer than serve's grace).
 func watchHealth(t *testing.T, conn *grpc.ClientConn, service string) healthpb.Health_WatchClient {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(t.Context(), 2*DrainGrace)
-	t.Cleanup(cancel)
-	s, err := healthpb.NewHealthClient(conn).Watch(ctx, &healthpb.HealthCheckRequest{Service: service})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return s
+	return daemontest.WatchHealth(t, conn, service, 2*DrainGrace)
 }
 
-// recvStatus receives one status of s, failing the test unless it is
-// want.
-func recvStatus(t *testing.T, s healthpb.Health_WatchClient, want healthpb.HealthCheckResponse_ServingStatus) {
-	t.Helper()
-	if r, err := s.Recv(); err != nil || r.GetStatus() != want {
-		t.Fatalf("status %v, %v; want %v", r.GetStatus(), err, want)
-	}
-}
+var recvStatus = daemontest.RecvStatus
 
 // The drain ends a Watch stream only once its watcher has been told a
 // status other than SERVING, whatever comes first: a watcher already told

@@ -1,6 +1,6 @@
 // Package daemontest holds the helpers that the tests of internal/daemon
 // and of cmd/sluice (which runs serve and proxy) share: a gRPC client
-// connection and health check, files written whole or by rename, a Unix
+// connection, health check and health watch, files written whole or by rename, a Unix
 // socket's short directory, a silent logger, and polling for a condition.
 //
 // Test-only: only tests import it; a package that ships may not
@@ -39,6 +39,29 @@ func CheckHealth(conn *grpc.ClientConn, timeout time.Duration) error {
 	defer cancel()
 	_, err := healthpb.NewHealthClient(conn).Check(ctx, &healthpb.HealthCheckRequest{})
 	return err
+}
+
+// WatchHealth opens a health Watch stream of service on conn, for as long
+// as the test runs and at most within (twice a drain's grace, say), so
+// that a stream that never ends fails the test instead of hanging it.
+func WatchHealth(t testing.TB, conn *grpc.ClientConn, service string, within time.Duration) healthpb.Health_WatchClient {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), within)
+	t.Cleanup(cancel)
+	s, err := healthpb.NewHealthClient(conn).Watch(ctx, &healthpb.HealthCheckRequest{Service: service})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// RecvStatus receives one status of s, failing the test unless it is
+// want.
+func RecvStatus(t testing.TB, s healthpb.Health_WatchClient, want healthpb.HealthCheckResponse_ServingStatus) {
+	t.Helper()
+	if r, err := s.Recv(); err != nil || r.GetStatus() != want {
+		t.Fatalf("status %v, %v; want %v", r.GetStatus(), err, want)
+	}
 }
 
 // Eventually polls cond every 10 ms until it holds, failing the test with

@@ -14,6 +14,7 @@ import (
 
 	"github.com/sluicehq/sluice/config"
 	"github.com/sluicehq/sluice/internal/pgtest"
+	"github.com/sluicehq/sluice/internal/testpki"
 	"github.com/sluicehq/sluice/service"
 )
 
@@ -192,11 +193,11 @@ func TestServeRefusesAdminSettingsItCannotActOn(t *testing.T) {
 // certificate no TLS connection at all.
 func TestAdminMTLS(t *testing.T) {
 	dir := t.TempDir()
-	serverCA, clientCA, otherCA := newTestCA(t, "server-ca"), newTestCA(t, "client-ca"), newTestCA(t, "other-ca")
-	srvLeaf := serverCA.issue(t, "sluice", false, "127.0.0.1")
-	files := map[string][]byte{"tls.crt": srvLeaf.certPEM, "tls.key": srvLeaf.keyPEM, "clients.pem": clientCA.pem, "server-ca.pem": serverCA.pem}
-	ops, stranger := clientCA.issue(t, "ops", true), otherCA.issue(t, "ops", true)
-	files["ops.crt"], files["ops.key"], files["x.crt"], files["x.key"] = ops.certPEM, ops.keyPEM, stranger.certPEM, stranger.keyPEM
+	serverCA, clientCA, otherCA := testpki.NewCA(t, "server-ca"), testpki.NewCA(t, "client-ca"), testpki.NewCA(t, "other-ca")
+	srvLeaf := serverCA.Issue(t, "sluice", false, "127.0.0.1")
+	files := map[string][]byte{"tls.crt": srvLeaf.CertPEM, "tls.key": srvLeaf.KeyPEM, "clients.pem": clientCA.PEM, "server-ca.pem": serverCA.PEM}
+	ops, stranger := clientCA.Issue(t, "ops", true), otherCA.Issue(t, "ops", true)
+	files["ops.crt"], files["ops.key"], files["x.crt"], files["x.key"] = ops.CertPEM, ops.KeyPEM, stranger.CertPEM, stranger.KeyPEM
 	for name, b := range files {
 		writeAtomic(t, filepath.Join(dir, name), string(b))
 	}

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/internal/testlog"
+	"github.com/sluicehq/sluice/internal/testpki"
 )
 
 // What start-up refuses, -check refuses too, with the same exit status and
@@ -65,7 +66,7 @@ func TestProxyCheckRefusesAdminFilesStartUpCannotRead(t *testing.T) {
 	dir := t.TempDir()
 	cfg := filepath.Join(dir, "c.yaml")
 	os.WriteFile(cfg, []byte("upstream: http://127.0.0.1:1\nlimits: [{name: a, key: ip, rate: 1r/s, algorithm: token_bucket}]\nroutes: [{name: r, match: /, limits: [a]}]\n"), 0o644)
-	tls := tlsFiles(t, dir, newTestCA(t, "server CA").issue(t, "sluice", false, "127.0.0.1"), newTestCA(t, "client CA"))
+	tls := tlsFiles(t, dir, testpki.NewCA(t, "server CA").Issue(t, "sluice", false, "127.0.0.1"), testpki.NewCA(t, "client CA"))
 	token := filepath.Join(dir, "token")
 	os.WriteFile(token, []byte("0123456789abcdef0123\n"), 0o600)
 	nope := filepath.Join(dir, "nope")

@@ -23,6 +23,7 @@ import (
 
 	"github.com/sluicehq/sluice/internal/daemon"
 	"github.com/sluicehq/sluice/internal/testlog"
+	"github.com/sluicehq/sluice/internal/testpki"
 )
 
 // launchListening starts `sluice serve -config` with telemetryConfig (k=v:
@@ -51,9 +52,9 @@ func shouldRateLimit(t *testing.T, target string, creds credentials.TransportCre
 // clientTLS returns client credentials trusting ca for sluice.test, with
 // the client certificate cert when it is not nil; seen receives the
 // server's leaf certificate of each handshake.
-func clientTLS(ca *testCA, cert *tls.Certificate, seen func(*x509.Certificate)) credentials.TransportCredentials {
+func clientTLS(ca *testpki.CA, cert *tls.Certificate, seen func(*x509.Certificate)) credentials.TransportCredentials {
 	pool := x509.NewCertPool()
-	pool.AddCert(ca.cert)
+	pool.AddCert(ca.Cert)
 	cfg := &tls.Config{RootCAs: pool, ServerName: "sluice.test"}
 	if cert != nil {
 		cfg.Certificates = []tls.Certificate{*cert}
@@ -70,8 +71,8 @@ func clientTLS(ca *testCA, cert *tls.Certificate, seen func(*x509.Certificate)) 
 // certificate of the client CA is served. Before, GRPC_SERVER_USE_TLS=true
 // was refused at start-up (exit 2).
 func TestServeGRPCmTLSServesOnlyClientsWithACertificate(t *testing.T) {
-	serverCA, clientCA, otherCA := newTestCA(t, "server CA"), newTestCA(t, "client CA"), newTestCA(t, "other CA")
-	o := tlsFiles(t, t.TempDir(), serverCA.issue(t, "sluice", false, "sluice.test"), clientCA)
+	serverCA, clientCA, otherCA := testpki.NewCA(t, "server CA"), testpki.NewCA(t, "client CA"), testpki.NewCA(t, "other CA")
+	o := tlsFiles(t, t.TempDir(), serverCA.Issue(t, "sluice", false, "sluice.test"), clientCA)
 	t.Setenv("GRPC_SERVER_USE_TLS", "true")
 	t.Setenv("GRPC_SERVER_TLS_CERT", o.Cert)
 	t.Setenv("GRPC_SERVER_TLS_KEY", o.Key)
@@ -81,14 +82,14 @@ func TestServeGRPCmTLSServesOnlyClientsWithACertificate(t *testing.T) {
 	if _, err := shouldRateLimit(t, target, clientTLS(serverCA, nil, nil)); err == nil {
 		t.Error("a client without a certificate was served")
 	}
-	other := otherCA.issue(t, "intruder", true, "intruder.test").pair
+	other := otherCA.Issue(t, "intruder", true, "intruder.test").Pair
 	if _, err := shouldRateLimit(t, target, clientTLS(serverCA, &other, nil)); err == nil {
 		t.Error("a client with another CA's certificate was served")
 	}
 	if _, err := shouldRateLimit(t, target, insecure.NewCredentials()); err == nil {
 		t.Error("a plaintext client was served")
 	}
-	good := clientCA.issue(t, "envoy", true, "envoy.test").pair
+	good := clientCA.Issue(t, "envoy", true, "envoy.test").Pair
 	if code, err := shouldRateLimit(t, target, clientTLS(serverCA, &good, nil)); err != nil || code != pb.RateLimitResponse_OK {
 		t.Errorf("a client with the client CA's certificate: %v %v, want OK", code, err)
 	}
@@ -98,9 +99,9 @@ func TestServeGRPCmTLSServesOnlyClientsWithACertificate(t *testing.T) {
 // update does) is served to new connections without a restart.
 func TestServeGRPCTLSPicksUpAReplacedCertificate(t *testing.T) {
 	t.Parallel() // waits on processes and timers; touches no process-wide state
-	ca := newTestCA(t, "server CA")
+	ca := testpki.NewCA(t, "server CA")
 	dir := t.TempDir()
-	o := tlsFiles(t, dir, ca.issue(t, "first", false, "sluice.test"), nil)
+	o := tlsFiles(t, dir, ca.Issue(t, "first", false, "sluice.test"), nil)
 	target := launchListening(t, "-grpc-tls", "-grpc-tls-cert", o.Cert, "-grpc-tls-key", o.Key).grpc
 
 	var mu sync.Mutex
@@ -118,9 +119,9 @@ func TestServeGRPCTLSPicksUpAReplacedCertificate(t *testing.T) {
 	if got := served(); got != "first" {
 		t.Fatalf("served %q, want first", got)
 	}
-	second := ca.issue(t, "second", false, "sluice.test")
-	writeAtomic(t, o.Key, string(second.keyPEM)) // key first: a pair that does not match keeps the running one
-	writeAtomic(t, o.Cert, string(second.certPEM))
+	second := ca.Issue(t, "second", false, "sluice.test")
+	writeAtomic(t, o.Key, string(second.KeyPEM)) // key first: a pair that does not match keeps the running one
+	writeAtomic(t, o.Cert, string(second.CertPEM))
 	// The files are looked at on a handshake at most once a second.
 	eventually(t, "the replaced certificate is served", func() bool { return served() == "second" })
 }

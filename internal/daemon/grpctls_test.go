@@ -18,51 +18,17 @@ import (
 
 	"google.golang.org/grpc/health"
 
+	"github.com/sluicehq/sluice/internal/daemontest"
 	"github.com/sluicehq/sluice/internal/testlog"
 	"github.com/sluicehq/sluice/internal/testpki"
 )
 
-// testCA is a certificate authority made for one test: internal/testpki's,
-// under the names this package's tests use.
-type testCA struct {
-	ca   *testpki.CA
-	cert *x509.Certificate
-	pem  []byte
-}
-
-// newTestCA returns a new self-signed CA named name.
-func newTestCA(t *testing.T, name string) *testCA {
+// tlsFiles writes a server pair and a client CA (if not nil) into dir and
+// returns the options that name them.
+func tlsFiles(t *testing.T, dir string, server testpki.Leaf, clientCA *testpki.CA) GRPCTLSOptions {
 	t.Helper()
-	ca := testpki.NewCA(t, name)
-	return &testCA{ca: ca, cert: ca.Cert, pem: ca.PEM}
-}
-
-// leaf is a certificate issued by a testCA, as PEM, and as the pair a
-// Go client or server uses.
-type leaf struct {
-	certPEM, keyPEM []byte
-	pair            tls.Certificate
-}
-
-// issue returns a certificate for cn with the given SANs ("spiffe://..."
-// as a URI, an IP, else a DNS name), for a server or a client.
-func (ca *testCA) issue(t *testing.T, cn string, client bool, sans ...string) leaf {
-	t.Helper()
-	l := ca.ca.Issue(t, cn, client, sans...)
-	return leaf{certPEM: l.CertPEM, keyPEM: l.KeyPEM, pair: l.Pair}
-}
-
-// tlsFiles writes a server pair and a client CA into dir and returns the
-// options that name them.
-func tlsFiles(t *testing.T, dir string, server leaf, clientCA *testCA) GRPCTLSOptions {
-	t.Helper()
-	o := GRPCTLSOptions{Use: true, Cert: filepath.Join(dir, "tls.crt"), Key: filepath.Join(dir, "tls.key")}
-	writeAtomic(t, o.Cert, string(server.certPEM))
-	writeAtomic(t, o.Key, string(server.keyPEM))
-	if clientCA != nil {
-		o.ClientCA = filepath.Join(dir, "ca.crt")
-		writeAtomic(t, o.ClientCA, string(clientCA.pem))
-	}
+	o := GRPCTLSOptions{Use: true}
+	o.Cert, o.Key, o.ClientCA = daemontest.TLSFiles(t, dir, server, clientCA)
 	return o
 }
 
@@ -102,10 +68,10 @@ func serveTLSHealth(t *testing.T, g *GRPCTLS) string {
 // healthCheck calls the health service at addr over TLS trusting
 // serverCA, with the client certificate cert when it is not nil, and
 // returns the error and the server's leaf certificate.
-func healthCheck(t *testing.T, addr string, serverCA *testCA, cert *tls.Certificate) (*x509.Certificate, error) {
+func healthCheck(t *testing.T, addr string, serverCA *testpki.CA, cert *tls.Certificate) (*x509.Certificate, error) {
 	t.Helper()
 	pool := x509.NewCertPool()
-	pool.AddCert(serverCA.cert)
+	pool.AddCert(serverCA.Cert)
 	var seen *x509.Certificate
 	var mu sync.Mutex
 	cfg := &tls.Config{RootCAs: pool, ServerName: "sluice.test", VerifyConnection: func(cs tls.ConnectionState) error {
@@ -135,7 +101,7 @@ func healthOverTLS(t *testing.T, addr string, cfg *tls.Config) error {
 // checkServed checks that a health check at addr by a client trusting
 // serverCA and presenting cert (none when nil) is served when want is
 // true, refused otherwise; who names the client in a failure.
-func checkServed(t *testing.T, addr string, serverCA *testCA, cert *tls.Certificate, want bool, who string) {
+func checkServed(t *testing.T, addr string, serverCA *testpki.CA, cert *tls.Certificate, want bool, who string) {
 	t.Helper()
 	_, err := healthCheck(t, addr, serverCA, cert)
 	switch {
@@ -150,18 +116,18 @@ func checkServed(t *testing.T, addr string, serverCA *testCA, cert *tls.Certific
 // and one with a certificate from that CA is served; one from another CA
 // is refused.
 func TestGRPCmTLSRefusesAClientWithoutACertificate(t *testing.T) {
-	serverCA, clientCA, otherCA := newTestCA(t, "server CA"), newTestCA(t, "client CA"), newTestCA(t, "other CA")
-	o := tlsFiles(t, t.TempDir(), serverCA.issue(t, "sluice", false, "sluice.test"), clientCA)
+	serverCA, clientCA, otherCA := testpki.NewCA(t, "server CA"), testpki.NewCA(t, "client CA"), testpki.NewCA(t, "other CA")
+	o := tlsFiles(t, t.TempDir(), serverCA.Issue(t, "sluice", false, "sluice.test"), clientCA)
 	g, err := NewGRPCTLS(context.Background(), o, quietLogger(), time.Now)
 	if err != nil {
 		t.Fatal(err)
 	}
 	addr := serveTLSHealth(t, g)
 	checkServed(t, addr, serverCA, nil, false, "a client without a certificate")
-	other := otherCA.issue(t, "envoy", true, "envoy.test")
-	checkServed(t, addr, serverCA, &other.pair, false, "a client with a certificate of another CA")
-	good := clientCA.issue(t, "envoy", true, "envoy.test")
-	checkServed(t, addr, serverCA, &good.pair, true, "a client with a certificate of the client CA")
+	other := otherCA.Issue(t, "envoy", true, "envoy.test")
+	checkServed(t, addr, serverCA, &other.Pair, false, "a client with a certificate of another CA")
+	good := clientCA.Issue(t, "envoy", true, "envoy.test")
+	checkServed(t, addr, serverCA, &good.Pair, true, "a client with a certificate of the client CA")
 }
 
 // With GRPC_CLIENT_TLS_SAN, the client's certificate must carry that SAN
@@ -169,18 +135,18 @@ func TestGRPCmTLSRefusesAClientWithoutACertificate(t *testing.T) {
 func TestGRPCmTLSRequiresTheClientSAN(t *testing.T) {
 	for _, san := range []string{"envoy.test", "spiffe://cluster.local/ns/gw/sa/envoy"} {
 		t.Run(san, func(t *testing.T) {
-			serverCA, clientCA := newTestCA(t, "server CA"), newTestCA(t, "client CA")
-			o := tlsFiles(t, t.TempDir(), serverCA.issue(t, "sluice", false, "sluice.test"), clientCA)
+			serverCA, clientCA := testpki.NewCA(t, "server CA"), testpki.NewCA(t, "client CA")
+			o := tlsFiles(t, t.TempDir(), serverCA.Issue(t, "sluice", false, "sluice.test"), clientCA)
 			o.ClientSAN = san
 			g, err := NewGRPCTLS(context.Background(), o, quietLogger(), time.Now)
 			if err != nil {
 				t.Fatal(err)
 			}
 			addr := serveTLSHealth(t, g)
-			wrong := clientCA.issue(t, "other", true, "other.test", "spiffe://cluster.local/ns/x/sa/other")
-			checkServed(t, addr, serverCA, &wrong.pair, false, "a client certificate without the SAN")
-			right := clientCA.issue(t, "envoy", true, san)
-			checkServed(t, addr, serverCA, &right.pair, true, "a client certificate with the SAN")
+			wrong := clientCA.Issue(t, "other", true, "other.test", "spiffe://cluster.local/ns/x/sa/other")
+			checkServed(t, addr, serverCA, &wrong.Pair, false, "a client certificate without the SAN")
+			right := clientCA.Issue(t, "envoy", true, san)
+			checkServed(t, addr, serverCA, &right.Pair, true, "a client certificate with the SAN")
 		})
 	}
 }
@@ -189,9 +155,9 @@ func TestGRPCmTLSRequiresTheClientSAN(t *testing.T) {
 // restart, once a second has passed since the files were last looked at;
 // a bad replacement keeps the running certificate and is logged.
 func TestGRPCTLSPicksUpReplacedCertificates(t *testing.T) {
-	serverCA, clientCA := newTestCA(t, "server CA"), newTestCA(t, "client CA")
+	serverCA, clientCA := testpki.NewCA(t, "server CA"), testpki.NewCA(t, "client CA")
 	dir := t.TempDir()
-	first := serverCA.issue(t, "first", false, "sluice.test")
+	first := serverCA.Issue(t, "first", false, "sluice.test")
 	o := tlsFiles(t, dir, first, clientCA)
 	clock := &fakeClock{now: time.Unix(1_000_000, 0)}
 	var logs testlog.Buffer
@@ -200,10 +166,10 @@ func TestGRPCTLSPicksUpReplacedCertificates(t *testing.T) {
 		t.Fatal(err)
 	}
 	addr := serveTLSHealth(t, g)
-	client := clientCA.issue(t, "envoy", true, "envoy.test")
+	client := clientCA.Issue(t, "envoy", true, "envoy.test")
 	served := func() string {
 		t.Helper()
-		c, err := healthCheck(t, addr, serverCA, &client.pair)
+		c, err := healthCheck(t, addr, serverCA, &client.Pair)
 		if err != nil {
 			t.Fatalf("health check: %v", err)
 		}
@@ -213,9 +179,9 @@ func TestGRPCTLSPicksUpReplacedCertificates(t *testing.T) {
 		t.Fatalf("served %q, want first", got)
 	}
 
-	second := serverCA.issue(t, "second", false, "sluice.test")
-	writeAtomic(t, o.Cert, string(second.certPEM))
-	writeAtomic(t, o.Key, string(second.keyPEM))
+	second := serverCA.Issue(t, "second", false, "sluice.test")
+	writeAtomic(t, o.Cert, string(second.CertPEM))
+	writeAtomic(t, o.Key, string(second.KeyPEM))
 	clock.Add(500 * time.Millisecond)
 	if got := served(); got != "first" {
 		t.Errorf("within a second of the last look: served %q, want first (files are looked at once a second at most)", got)
@@ -226,7 +192,7 @@ func TestGRPCTLSPicksUpReplacedCertificates(t *testing.T) {
 	}
 
 	// A key that does not match: the running pair stays, and it is logged.
-	writeAtomic(t, o.Key, string(serverCA.issue(t, "third", false, "sluice.test").keyPEM))
+	writeAtomic(t, o.Key, string(serverCA.Issue(t, "third", false, "sluice.test").KeyPEM))
 	clock.Add(2 * time.Second)
 	if got := served(); got != "second" {
 		t.Errorf("after a bad replacement: served %q, want second", got)
@@ -236,23 +202,23 @@ func TestGRPCTLSPicksUpReplacedCertificates(t *testing.T) {
 	}
 
 	// A new client CA: the old CA's clients are refused, the new one's served.
-	newCA := newTestCA(t, "new client CA")
-	writeAtomic(t, o.Key, string(second.keyPEM))
-	writeAtomic(t, o.ClientCA, string(newCA.pem))
+	newCA := testpki.NewCA(t, "new client CA")
+	writeAtomic(t, o.Key, string(second.KeyPEM))
+	writeAtomic(t, o.ClientCA, string(newCA.PEM))
 	clock.Add(2 * time.Second)
-	checkServed(t, addr, serverCA, &client.pair, false, "after the client CA was replaced, a client of the old CA")
-	newClient := newCA.issue(t, "envoy", true, "envoy.test")
-	checkServed(t, addr, serverCA, &newClient.pair, true, "after the client CA was replaced, a client of the new CA")
+	checkServed(t, addr, serverCA, &client.Pair, false, "after the client CA was replaced, a client of the old CA")
+	newClient := newCA.Issue(t, "envoy", true, "envoy.test")
+	checkServed(t, addr, serverCA, &newClient.Pair, true, "after the client CA was replaced, a client of the new CA")
 }
 
 // A bad certificate at start-up is an error (serve exits), and so are a
 // file that is not a regular one and a file over the size cap.
 func TestGRPCTLSRefusesBadFilesAtStartUp(t *testing.T) {
-	serverCA := newTestCA(t, "server CA")
-	good := serverCA.issue(t, "sluice", false, "sluice.test")
+	serverCA := testpki.NewCA(t, "server CA")
+	good := serverCA.Issue(t, "sluice", false, "sluice.test")
 	cases := map[string]func(o *GRPCTLSOptions){
 		"missing key":    func(o *GRPCTLSOptions) { o.Key = filepath.Join(filepath.Dir(o.Key), "nope") },
-		"key of another": func(o *GRPCTLSOptions) { writeAtomic(t, o.Key, string(serverCA.issue(t, "x", false).keyPEM)) },
+		"key of another": func(o *GRPCTLSOptions) { writeAtomic(t, o.Key, string(serverCA.Issue(t, "x", false).KeyPEM)) },
 		"a directory":    func(o *GRPCTLSOptions) { o.Cert = filepath.Dir(o.Cert) },
 		"too large":      func(o *GRPCTLSOptions) { writeAtomic(t, o.Cert, string(make([]byte, MaxTLSFileBytes+1))) },
 		"CA without a certificate": func(o *GRPCTLSOptions) {
@@ -304,8 +270,8 @@ func TestGRPCTLSOptionsCheck(t *testing.T) {
 // session's chains against the running config's client CAs, which must
 // stay so.
 func TestGRPCmTLSDoesNotResumeAcrossACARotation(t *testing.T) {
-	serverCA, clientCA := newTestCA(t, "server CA"), newTestCA(t, "client CA")
-	o := tlsFiles(t, t.TempDir(), serverCA.issue(t, "sluice", false, "sluice.test"), clientCA)
+	serverCA, clientCA := testpki.NewCA(t, "server CA"), testpki.NewCA(t, "client CA")
+	o := tlsFiles(t, t.TempDir(), serverCA.Issue(t, "sluice", false, "sluice.test"), clientCA)
 	clock := &fakeClock{now: time.Unix(1_000_000, 0)}
 	g, err := NewGRPCTLS(context.Background(), o, quietLogger(), clock.Now)
 	if err != nil {
@@ -313,15 +279,15 @@ func TestGRPCmTLSDoesNotResumeAcrossACARotation(t *testing.T) {
 	}
 	addr := serveTLSHealth(t, g)
 	pool := x509.NewCertPool()
-	pool.AddCert(serverCA.cert)
-	client := clientCA.issue(t, "envoy", true, "envoy.test")
-	cfg := &tls.Config{RootCAs: pool, ServerName: "sluice.test", Certificates: []tls.Certificate{client.pair},
+	pool.AddCert(serverCA.Cert)
+	client := clientCA.Issue(t, "envoy", true, "envoy.test")
+	cfg := &tls.Config{RootCAs: pool, ServerName: "sluice.test", Certificates: []tls.Certificate{client.Pair},
 		ClientSessionCache: tls.NewLRUClientSessionCache(8)}
 	check := func() error { return healthOverTLS(t, addr, cfg) }
 	if err := check(); err != nil {
 		t.Fatal(err)
 	}
-	writeAtomic(t, o.ClientCA, string(newTestCA(t, "new client CA").pem))
+	writeAtomic(t, o.ClientCA, string(testpki.NewCA(t, "new client CA").PEM))
 	clock.Add(2 * time.Second)
 	if err := check(); err == nil {
 		t.Error("after the client CA was replaced, a client of the old CA was served (a resumed session?)")

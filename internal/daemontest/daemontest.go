@@ -1,7 +1,8 @@
 // Package daemontest holds the helpers that the tests of internal/daemon
 // and of cmd/sluice (which runs serve and proxy) share: a gRPC client
-// connection, health check and health watch, files written whole or by rename, a Unix
-// socket's short directory, a silent logger, and polling for a condition.
+// connection, health check and health watch, a server's TLS files, files
+// written whole or by rename, a Unix socket's short directory, a silent
+// logger, and polling for a condition.
 //
 // Test-only: only tests import it; a package that ships may not
 // (internal/archtest holds that).
@@ -19,6 +20,8 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+
+	"github.com/sluicehq/sluice/internal/testpki"
 )
 
 // Dial opens a gRPC client connection to target with creds, or fails the
@@ -62,6 +65,21 @@ func RecvStatus(t testing.TB, s healthpb.Health_WatchClient, want healthpb.Healt
 	if r, err := s.Recv(); err != nil || r.GetStatus() != want {
 		t.Fatalf("status %v, %v; want %v", r.GetStatus(), err, want)
 	}
+}
+
+// TLSFiles writes a server's certificate and key, and a client CA if not
+// nil, into dir, each whole by rename, and returns their paths (clientCA's
+// "" when nil).
+func TLSFiles(t testing.TB, dir string, server testpki.Leaf, clientCA *testpki.CA) (cert, key, ca string) {
+	t.Helper()
+	cert, key = filepath.Join(dir, "tls.crt"), filepath.Join(dir, "tls.key")
+	WriteAtomic(t, cert, string(server.CertPEM))
+	WriteAtomic(t, key, string(server.KeyPEM))
+	if clientCA != nil {
+		ca = filepath.Join(dir, "ca.crt")
+		WriteAtomic(t, ca, string(clientCA.PEM))
+	}
+	return cert, key, ca
 }
 
 // Eventually polls cond every 10 ms until it holds, failing the test with

@@ -46,15 +46,7 @@ func TestProxyChargesAClientThatHangsUpTheUpstreamsCost(t *testing.T) {
 	}))
 	t.Cleanup(up.Close)
 	g := tokensGateway(t, up.URL)
-	served := make(chan struct{}, 1)
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.URL.Path == "/stream" {
-			context.AfterFunc(r.Context(), func() { gone <- struct{}{} })
-			defer func() { served <- struct{}{} }() // also when the proxy aborts
-		}
-		g.ServeHTTP(w, r)
-	}))
-	t.Cleanup(srv.Close)
+	srv, served := watchedProxy(t, g, gone)
 	for _, c := range []struct {
 		cost, kib string // the cost in the trailer, after kib KiB more of body
 		wantLeft  string
@@ -64,21 +56,7 @@ func TestProxyChargesAClientThatHangsUpTheUpstreamsCost(t *testing.T) {
 		{"0", "1", `"tokens";r=7;`},     // the estimate, 1, kept; then 1
 		{"50", "2048", `"tokens";r=5;`}, // past the 1 MiB read for the cost: the estimate; then 1
 	} {
-		ctx, cancel := context.WithCancel(context.Background())
-		req, err := http.NewRequestWithContext(ctx, "POST", srv.URL+"/stream?cost="+c.cost+"&kib="+c.kib, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		req.Header.Set("X-User", "ann")
-		resp, err := srv.Client().Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, err := io.ReadFull(resp.Body, make([]byte, len("first"))); err != nil {
-			t.Fatal(err)
-		}
-		cancel() // hang up mid-body
-		resp.Body.Close()
+		hangUpMidBody(t, srv, "/stream?cost="+c.cost+"&kib="+c.kib)
 		select {
 		case <-served:
 		case <-time.After(10 * time.Second):
@@ -89,6 +67,44 @@ func TestProxyChargesAClientThatHangsUpTheUpstreamsCost(t *testing.T) {
 		}
 		// /header has no cost: its estimate stays spent.
 	}
+}
+
+// watchedProxy serves g, telling gone when the client of a request to
+// /stream has left and served when the proxy has finished it, also when
+// it aborts.
+func watchedProxy(t *testing.T, g *gateway.Gateway, gone chan<- struct{}) (srv *httptest.Server, served <-chan struct{}) {
+	done := make(chan struct{}, 1)
+	srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/stream" {
+			context.AfterFunc(r.Context(), func() { gone <- struct{}{} })
+			defer func() { done <- struct{}{} }()
+		}
+		g.ServeHTTP(w, r)
+	}))
+	t.Cleanup(srv.Close)
+	return srv, done
+}
+
+// hangUpMidBody posts to path as ann and hangs up once the first bytes of
+// the response body ("first") have arrived.
+func hangUpMidBody(t *testing.T, srv *httptest.Server, path string) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, "POST", srv.URL+path, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("X-User", "ann")
+	resp, err := srv.Client().Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := io.ReadFull(resp.Body, make([]byte, len("first"))); err != nil {
+		t.Fatal(err)
+	}
+	cancel() // hang up mid-body
+	resp.Body.Close()
 }
 
 func atoi(s string) int {
@@ -198,30 +214,8 @@ func TestProxyStopsReadingAnEndlessBodyAfterTheClientLeft(t *testing.T) {
 	}))
 	t.Cleanup(up.Close)
 	g := tokensGateway(t, up.URL)
-	served := make(chan struct{}, 1)
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.URL.Path == "/stream" {
-			context.AfterFunc(r.Context(), func() { gone <- struct{}{} })
-			defer func() { served <- struct{}{} }()
-		}
-		g.ServeHTTP(w, r)
-	}))
-	t.Cleanup(srv.Close)
-	ctx, cancel := context.WithCancel(context.Background())
-	req, err := http.NewRequestWithContext(ctx, "POST", srv.URL+"/stream", nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	req.Header.Set("X-User", "ann")
-	resp, err := srv.Client().Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := io.ReadFull(resp.Body, make([]byte, len("first"))); err != nil {
-		t.Fatal(err)
-	}
-	cancel() // hang up mid-body
-	resp.Body.Close()
+	srv, served := watchedProxy(t, g, gone)
+	hangUpMidBody(t, srv, "/stream")
 	start := time.Now()
 	select {
 	case <-served:

@@ -292,17 +292,21 @@ descriptors:
 	}
 }
 
-// The draft-11 RateLimit-Policy of a rate_limits list lists every limit
-// (unnamed ones as FullKey#<seconds>s), and RateLimit names the tightest.
-func TestSeveralLimitsHeaders(t *testing.T) {
-	rules := configtest.Parse(t, `
+// perSecondAndDay is a rule of two unnamed limits, 5 a second and 2 a
+// day, for user.
+const perSecondAndDay = `
 domain: d
 descriptors:
   - key: user
     rate_limits:
       - {unit: second, requests_per_unit: 5}
       - {unit: day, requests_per_unit: 2}
-`)
+`
+
+// The draft-11 RateLimit-Policy of a rate_limits list lists every limit
+// (unnamed ones as FullKey#<seconds>s), and RateLimit names the tightest.
+func TestSeveralLimitsHeaders(t *testing.T) {
+	rules := configtest.Parse(t, perSecondAndDay)
 	h := start(t, t0, service.Config{Rules: rules, Headers: service.HeadersDraft11})
 	hd := headerMap(decideOne(t, h, request("d", 0, desc("user", "bob"))))
 	if got, want := hd["RateLimit-Policy"], `"d.user";q=5;w=1, "d.user#86400s";q=2;w=86400`; got != want {

@@ -69,14 +69,7 @@ func TestPolicyNamesChooseWhatHeadersCallALimit(t *testing.T) {
 // Unnamed limits of a list hash and index apart, and RateLimit names the
 // one that is tightest (the daily one, after a hit).
 func TestPolicyNamesOfUnnamedLimitsStayDistinct(t *testing.T) {
-	rules := configtest.Parse(t, `
-domain: d
-descriptors:
-  - key: user
-    rate_limits:
-      - {unit: second, requests_per_unit: 5}
-      - {unit: day, requests_per_unit: 2}
-`)
+	rules := configtest.Parse(t, perSecondAndDay)
 	for _, c := range []struct {
 		names              service.PolicyNames
 		policy, ratePrefix string

@@ -83,17 +83,26 @@ func TestLearnedAllowanceAllocatesNothing(t *testing.T) {
 	if raceEnabled {
 		t.Skip("the race detector's sync.Pool drops items at random; run without -race")
 	}
-	clock := clocktest.New()
-	local := memstore.New(memstore.Config{Clock: clock, SweepInterval: -1})
-	defer local.Close()
-	l, err := failsafe.New(failsafe.Config{Primary: &primary{}, Mode: failsafe.Local, Local: local, Nodes: 2,
-		Partitions: 16, Logger: slog.New(&logs{}), Clock: clock})
-	if err != nil {
-		t.Fatal(err)
-	}
+	l := localPartitioned(t)
 	ctx := context.Background()
 	l.Allow(ctx, "k", lim)
 	if n := testing.AllocsPerRun(100, func() { l.Allow(ctx, "k", lim) }); n != 0 {
 		t.Errorf("%v allocations per decision, want 0", n)
 	}
+}
+
+// localPartitioned is a closed breaker in Local mode over a primary that
+// admits everything, partitioned 16 ways for 2 nodes, as sluice serve's
+// local rules make it; its local store is closed when tb ends.
+func localPartitioned(tb testing.TB) *failsafe.Limiter {
+	tb.Helper()
+	clock := clocktest.New()
+	local := memstore.New(memstore.Config{Clock: clock, SweepInterval: -1})
+	tb.Cleanup(func() { local.Close() })
+	l, err := failsafe.New(failsafe.Config{Primary: &primary{}, Mode: failsafe.Local, Local: local, Nodes: 2,
+		Partitions: 16, Logger: slog.New(&logs{}), Clock: clock})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return l
 }

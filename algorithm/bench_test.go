@@ -52,20 +52,26 @@ func BenchmarkTake(b *testing.B) {
 	}
 }
 
+// takeAllocs returns the allocations of a decision on s, warm at now:
+// requests of cost 1, 2 and 3 in turn, hotStep apart, a unit of each
+// admitted 3 refunded.
+func takeAllocs(lim sluice.Limit, s state, now int64) float64 {
+	cost := 0
+	return testing.AllocsPerRun(1000, func() {
+		now += hotStep
+		cost = cost%3 + 1
+		if s.Take(now, lim, cost).Allowed && cost == 3 {
+			s.Refund(now, lim, 1)
+		}
+	})
+}
+
 // TestTakeAllocs checks that a decision on a warm state allocates nothing.
 func TestTakeAllocs(t *testing.T) {
 	for _, k := range kinds {
 		t.Run(k.name(), func(t *testing.T) {
 			lim, s, now := warm(t, k)
-			cost := 0
-			allocs := testing.AllocsPerRun(1000, func() {
-				now += hotStep
-				cost = cost%3 + 1
-				if s.Take(now, lim, cost).Allowed && cost == 3 {
-					s.Refund(now, lim, 1)
-				}
-			})
-			if allocs != 0 {
+			if allocs := takeAllocs(lim, s, now); allocs != 0 {
 				t.Errorf("Take on a warm %v allocates %v times per call, want 0", k.alg, allocs)
 			}
 		})

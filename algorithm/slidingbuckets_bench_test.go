@@ -48,15 +48,7 @@ func BenchmarkTakeBuckets(b *testing.B) {
 func TestTakeBucketsAllocs(t *testing.T) {
 	for _, k := range bucketCounts[1:] {
 		lim, s, now := warmBuckets(k)
-		cost := 0
-		allocs := testing.AllocsPerRun(1000, func() {
-			now += hotStep
-			cost = cost%3 + 1
-			if s.Take(now, lim, cost).Allowed && cost == 3 {
-				s.Refund(now, lim, 1)
-			}
-		})
-		if allocs != 0 {
+		if allocs := takeAllocs(lim, s, now); allocs != 0 {
 			t.Errorf("buckets %d: Take allocates %v times per call, want 0", k, allocs)
 		}
 	}

@@ -4,9 +4,12 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strings"
 	"testing"
 	"time"
+
+	dto "github.com/prometheus/client_model/go"
 
 	"github.com/sluicehq/sluice/config"
 	"github.com/sluicehq/sluice/failsafe"
@@ -45,8 +48,9 @@ func TestFailureLogMatchesModeAndMetrics(t *testing.T) {
 	}
 }
 
-// counterSum returns the sum of the counter name over its labels.
-func counterSum(t *testing.T, h *harness, name string) float64 {
+// counterSum returns the sum of the counter name over its series, or
+// over those whose label is value when label is not "".
+func counterSum(t *testing.T, h *harness, name string, labelValue ...string) float64 {
 	t.Helper()
 	mfs, err := h.reg.Gather()
 	if err != nil {
@@ -54,10 +58,16 @@ func counterSum(t *testing.T, h *harness, name string) float64 {
 	}
 	var sum float64
 	for _, mf := range mfs {
-		if mf.GetName() == name {
-			for _, m := range mf.GetMetric() {
-				sum += m.GetCounter().GetValue()
+		if mf.GetName() != name {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			if len(labelValue) == 2 && !slices.ContainsFunc(m.GetLabel(), func(l *dto.LabelPair) bool {
+				return l.GetName() == labelValue[0] && l.GetValue() == labelValue[1]
+			}) {
+				continue
 			}
+			sum += m.GetCounter().GetValue()
 		}
 	}
 	return sum
@@ -95,7 +105,7 @@ func TestStoreBackLineCountsDecisionsWithoutTheStore(t *testing.T) {
 		t.Fatalf("fallback decisions metric %v, want 120 (every decision while the store was down)", metric)
 	}
 	for mode, want := range map[string]float64{"open": 40, "closed": 40, "local": 40} {
-		if got := modeSum(t, h, mode); got != want {
+		if got := counterSum(t, h, "sluice_rls_fallback_decisions_total", "mode", mode); got != want {
 			t.Errorf("fallback decisions of mode %s: %v, want %v", mode, got, want)
 		}
 	}
@@ -115,28 +125,4 @@ func TestStoreBackLineCountsDecisionsWithoutTheStore(t *testing.T) {
 		t.Errorf("the log does not add up to the metric's 120 decisions without the store (lines add %d): back line %q\nall: %s",
 			lineSum, back, logs.String())
 	}
-}
-
-// modeSum returns sluice_rls_fallback_decisions_total of failure mode
-// mode, over its rules.
-func modeSum(t *testing.T, h *harness, mode string) float64 {
-	t.Helper()
-	mfs, err := h.reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var sum float64
-	for _, mf := range mfs {
-		if mf.GetName() != "sluice_rls_fallback_decisions_total" {
-			continue
-		}
-		for _, m := range mf.GetMetric() {
-			for _, l := range m.GetLabel() {
-				if l.GetName() == "mode" && l.GetValue() == mode {
-					sum += m.GetCounter().GetValue()
-				}
-			}
-		}
-	}
-	return sum
 }

@@ -165,17 +165,7 @@ func TestServiceWideShadowMode(t *testing.T) {
 		"sluice_rls_over_limit_total":  2,
 		"sluice_rls_shadow_mode_total": 0,
 	})
-	mfs, err := h.reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	global := 0.0
-	for _, mf := range mfs {
-		if mf.GetName() == "sluice_rls_global_shadow_mode_total" {
-			global = mf.GetMetric()[0].GetCounter().GetValue()
-		}
-	}
-	if global != 2 {
+	if global := counterSum(t, h, "sluice_rls_global_shadow_mode_total"); global != 2 {
 		t.Errorf("sluice_rls_global_shadow_mode_total = %v, want 2", global)
 	}
 }

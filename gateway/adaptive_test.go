@@ -14,7 +14,7 @@ import (
 	"github.com/sluicehq/sluice/adaptive"
 	"github.com/sluicehq/sluice/gateway"
 	"github.com/sluicehq/sluice/httplimit"
-	"github.com/sluicehq/sluice/httplimit/httplimittest"
+	"github.com/sluicehq/sluice/internal/promtest"
 	"github.com/sluicehq/sluice/rlheader"
 )
 
@@ -94,7 +94,7 @@ routes:
 		})
 	}
 	wg.Wait()
-	limit := httplimittest.Series(t, reg, "sluice_http_adaptive_limit", "policy", "max_in_flight:app")
+	limit := promtest.Value(t, reg, "sluice_http_adaptive_limit", "policy", "max_in_flight:app")
 	t.Logf("limit %v; served %v; shed %v", limit, served, shed)
 	if len(bad) > 0 {
 		t.Fatalf("%d bad answers, first %s", len(bad), bad[0])
@@ -189,7 +189,7 @@ func TestAdaptiveLimiterKeptAcrossUpdate(t *testing.T) {
 	defer holdOne(srv, "/hold", release)()
 	<-entered
 	inFlight := func() float64 {
-		return httplimittest.Series(t, reg, "sluice_http_adaptive_in_flight", "policy", "max_in_flight:app")
+		return promtest.Value(t, reg, "sluice_http_adaptive_in_flight", "policy", "max_in_flight:app")
 	}
 	if err := g.Update(cfg(50)); err != nil {
 		t.Fatal(err)

@@ -20,6 +20,7 @@ import (
 
 	"github.com/sluicehq/sluice/gateway"
 	"github.com/sluicehq/sluice/httplimit"
+	"github.com/sluicehq/sluice/internal/promtest"
 )
 
 // pipeListener is an in-memory listener for a synctest bubble: Dial
@@ -404,7 +405,7 @@ func TestSlowBodyOverHTTP2(t *testing.T) {
 	}()
 	// Wait until the body is being read (polling a gauge, not sleeping).
 	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(time.Millisecond) {
-		if gaugeValue(t, reg, "sluice_proxy_reading_body") == 1 {
+		if promtest.Value(t, reg, "sluice_proxy_reading_body", "", "") == 1 {
 			break
 		}
 		if time.Now().After(deadline) {
@@ -425,21 +426,6 @@ func TestSlowBodyOverHTTP2(t *testing.T) {
 	if up.hits.Load() != 1 {
 		t.Fatalf("the upstream saw %d requests, want 1", up.hits.Load())
 	}
-}
-
-// gaugeValue is the value of the unlabelled gauge name in reg.
-func gaugeValue(t *testing.T, reg *prometheus.Registry, name string) float64 {
-	t.Helper()
-	mfs, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, mf := range mfs {
-		if mf.GetName() == name && len(mf.GetMetric()) == 1 {
-			return mf.GetMetric()[0].GetGauge().GetValue()
-		}
-	}
-	return -1
 }
 
 // A keep-alive connection idle for longer than the send timeout still

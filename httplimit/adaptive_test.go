@@ -13,7 +13,7 @@ import (
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/adaptive"
 	"github.com/sluicehq/sluice/httplimit"
-	"github.com/sluicehq/sluice/httplimit/httplimittest"
+	"github.com/sluicehq/sluice/internal/promtest"
 	"github.com/sluicehq/sluice/memstore"
 	"github.com/sluicehq/sluice/rlheader"
 )
@@ -130,10 +130,10 @@ func TestAdaptivePolicyShedsWhenTheBackendSlowsPastCapacity(t *testing.T) {
 		if !(rate(adaptive.Sheddable) > rate(adaptive.Critical)) {
 			t.Errorf("refused: sheddable %.2f, critical %.2f; want sheddable refused first", rate(adaptive.Sheddable), rate(adaptive.Critical))
 		}
-		if got := httplimittest.Series(t, reg, "sluice_http_adaptive_limit", "", ""); got != float64(limit) {
+		if got := promtest.Value(t, reg, "sluice_http_adaptive_limit", "", ""); got != float64(limit) {
 			t.Errorf("sluice_http_adaptive_limit = %v, want %d", got, limit)
 		}
-		if got := httplimittest.Series(t, reg, "sluice_http_adaptive_latency_seconds", "", ""); got <= 0 {
+		if got := promtest.Value(t, reg, "sluice_http_adaptive_latency_seconds", "", ""); got <= 0 {
 			t.Errorf("sluice_http_adaptive_latency_seconds = %v, want the last window's mean", got)
 		}
 		if n := decisions(t, reg, "shed"); n != float64(res.shed[adaptive.Sheddable]+res.shed[adaptive.Critical]) {

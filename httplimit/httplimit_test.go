@@ -20,8 +20,8 @@ import (
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/httplimit"
-	"github.com/sluicehq/sluice/httplimit/httplimittest"
 	"github.com/sluicehq/sluice/internal/clocktest"
+	"github.com/sluicehq/sluice/internal/promtest"
 	"github.com/sluicehq/sluice/memstore"
 	"github.com/sluicehq/sluice/rlheader"
 )
@@ -260,7 +260,7 @@ func TestShadow(t *testing.T) {
 // decisions returns the count of decisions with outcome in reg.
 func decisions(t *testing.T, reg *prometheus.Registry, outcome string) float64 {
 	t.Helper()
-	return httplimittest.Series(t, reg, "sluice_http_decisions_total", "outcome", outcome)
+	return promtest.Value(t, reg, "sluice_http_decisions_total", "outcome", outcome)
 }
 
 // failing is a limiter whose store is down.

@@ -25,6 +25,7 @@ import (
 
 	"github.com/sluicehq/sluice/config"
 	"github.com/sluicehq/sluice/config/configtest"
+	"github.com/sluicehq/sluice/internal/promtest"
 	"github.com/sluicehq/sluice/internal/rlqstest"
 	"github.com/sluicehq/sluice/rlqs"
 )
@@ -100,21 +101,6 @@ func heapBytes() int64 {
 	return int64(ms.HeapAlloc)
 }
 
-func gaugeValue(t *testing.T, reg *prometheus.Registry, name string) float64 {
-	t.Helper()
-	mfs, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, mf := range mfs {
-		if mf.GetName() == name && len(mf.GetMetric()) == 1 {
-			return mf.GetMetric()[0].GetGauge().GetValue()
-		}
-	}
-	t.Fatalf("no gauge %s", name)
-	return 0
-}
-
 // Many streams with the largest buckets against a 1 MiB budget: the
 // accounted bytes and the heap stay within it, a new bucket past it gets
 // no assignment while the stream's others keep theirs, and a new stream
@@ -158,7 +144,7 @@ func TestTheMemoryBudgetBoundsStreamsAndBuckets(t *testing.T) {
 	heap := heapBytes() - heap0
 	t.Logf("%d streams kept, %d refused; %d of %d big buckets subscribed; heap +%d bytes (budget %d)",
 		len(conns), len(refused), subscribed, streams*rounds*perMsg, heap, budget)
-	used := gaugeValue(t, reg, "sluice_rlqs_memory_bytes")
+	used := promtest.Value(t, reg, "sluice_rlqs_memory_bytes", "", "")
 	t.Logf("accounted %.0f bytes", used)
 	if used <= 0 || used > budget {
 		t.Errorf("sluice_rlqs_memory_bytes %.0f, want within (0, %d]", used, budget)
@@ -181,7 +167,7 @@ func TestTheMemoryBudgetBoundsStreamsAndBuckets(t *testing.T) {
 		_ = c.CloseSend()
 		_ = drain(c)
 	}
-	if used := gaugeValue(t, reg, "sluice_rlqs_memory_bytes"); used != 0 {
+	if used := promtest.Value(t, reg, "sluice_rlqs_memory_bytes", "", ""); used != 0 {
 		t.Errorf("after every stream ended, sluice_rlqs_memory_bytes %.0f, want 0", used)
 	}
 }

@@ -12,6 +12,7 @@ import (
 
 	"github.com/sluicehq/sluice/config"
 	"github.com/sluicehq/sluice/config/configtest"
+	"github.com/sluicehq/sluice/internal/promtest"
 	"github.com/sluicehq/sluice/internal/rlqstest"
 	"github.com/sluicehq/sluice/rlqs"
 )
@@ -80,7 +81,7 @@ func BenchmarkMemoryPerBucket(b *testing.B) {
 					}
 				}
 				heap1 := heapBytes()
-				acct1 := gaugeOf(b, reg, "sluice_rlqs_memory_bytes")
+				acct1 := promtest.Value(b, reg, "sluice_rlqs_memory_bytes", "", "")
 				for i, conn := range conns {
 					for m := range perStream / perMsg {
 						us := make([]*rlqspb.RateLimitQuotaUsageReports_BucketQuotaUsage, 0, perMsg)
@@ -96,7 +97,7 @@ func BenchmarkMemoryPerBucket(b *testing.B) {
 					}
 				}
 				heap2 := heapBytes()
-				acct2 := gaugeOf(b, reg, "sluice_rlqs_memory_bytes")
+				acct2 := promtest.Value(b, reg, "sluice_rlqs_memory_bytes", "", "")
 				n := float64(streams * perStream)
 				perStreamHeap = float64(heap1-heap0) / streams
 				perBucket = float64(heap2-heap1) / n
@@ -112,18 +113,4 @@ func BenchmarkMemoryPerBucket(b *testing.B) {
 			b.ReportMetric(0, "ns/op")
 		})
 	}
-}
-
-func gaugeOf(b *testing.B, reg *prometheus.Registry, name string) float64 {
-	mfs, err := reg.Gather()
-	if err != nil {
-		b.Fatal(err)
-	}
-	for _, mf := range mfs {
-		if mf.GetName() == name {
-			return mf.GetMetric()[0].GetGauge().GetValue()
-		}
-	}
-	b.Fatalf("no %s", name)
-	return 0
 }

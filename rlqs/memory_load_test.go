@@ -13,6 +13,7 @@ import (
 	rlqspb "github.com/envoyproxy/go-control-plane/envoy/service/rate_limit_quota/v3"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/sluicehq/sluice/internal/promtest"
 	"github.com/sluicehq/sluice/rlqs"
 )
 
@@ -95,7 +96,7 @@ func TestLoadMemoryBudget(t *testing.T) {
 				}
 			}
 			heap, rss := heapBytes()-heap0, rssBytes()-rss0
-			used := gaugeValue(t, reg, "sluice_rlqs_memory_bytes")
+			used := promtest.Value(t, reg, "sluice_rlqs_memory_bytes", "", "")
 			t.Logf("%d streams held, %d refused; %d buckets subscribed of %d reported; in %v", len(held), refused, subscribed, len(held)*buckets, time.Since(start).Round(time.Millisecond))
 			t.Logf("accounted %.1f MiB; heap +%.1f MiB; RSS +%.1f MiB (server and client in one process)", used/(1<<20), float64(heap)/(1<<20), float64(rss)/(1<<20))
 			if subscribed > 0 {

@@ -1,7 +1,7 @@
 // Package httplimittest holds what the tests of httplimit and of the proxy
-// built on it (package gateway) share: an observer that records decisions,
-// a reader of their Prometheus series, and the scenario their plans tests
-// run against PostgreSQL, with the tenant's requests it sends. It imports
+// built on it (package gateway) share: an observer that records decisions
+// and the scenario their plans tests run against PostgreSQL, with the
+// tenant's requests it sends. It imports
 // neither face, so each face's tests use it with their own types.
 //
 // Test-only: only tests import it; a package that ships may not
@@ -17,9 +17,6 @@ import (
 	"sync"
 	"testing"
 	"time"
-
-	"github.com/prometheus/client_golang/prometheus"
-	dto "github.com/prometheus/client_model/go"
 
 	"github.com/sluicehq/sluice/internal/clocktest"
 )
@@ -45,38 +42,6 @@ func (r *Recorder[D]) Decisions() []D {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return slices.Clone(r.ds)
-}
-
-// Series returns the value of the counter or gauge name in reg whose
-// label is value, or of its one series when label is ""; a gather error
-// or no such series fails the test.
-func Series(t testing.TB, reg prometheus.Gatherer, name, label, value string) float64 {
-	t.Helper()
-	mfs, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, mf := range mfs {
-		if mf.GetName() != name {
-			continue
-		}
-		for _, m := range mf.GetMetric() {
-			if label == "" && len(mf.GetMetric()) == 1 || hasLabel(m, label, value) {
-				if mf.GetType() == dto.MetricType_COUNTER {
-					return m.GetCounter().GetValue()
-				}
-				return m.GetGauge().GetValue()
-			}
-		}
-	}
-	t.Fatalf("no series %s{%s=%q}", name, label, value)
-	return 0
-}
-
-func hasLabel(m *dto.Metric, name, value string) bool {
-	return slices.ContainsFunc(m.GetLabel(), func(l *dto.LabelPair) bool {
-		return l.GetName() == name && l.GetValue() == value
-	})
 }
 
 // PlanStore is what the plans scenario changes: the methods of

@@ -150,10 +150,8 @@ var packages = map[string]pkgRule{
 		edgeHTTP:    "only through config",
 	}},
 	"httplimit/httplimittest": {layer: helper, testOnly: true, grants: map[string]string{
-		edgeTesting: "it is the decision recorder, series reader and plans scenario httplimit's and gateway's tests share",
-		edgeMetrics: "it reads the series the faces' metrics register, for their tests",
+		edgeTesting: "it is the decision recorder and plans scenario httplimit's and gateway's tests share",
 		edgeHTTP:    "it sends the plans scenario's requests to the handler under test",
-		edgeGRPC:    "only protobuf, through Prometheus's client library",
 	}},
 	"config": {layer: helper, grants: map[string]string{
 		edgeHTTP: "only through clientip and request: forward_auth's trusted proxies and canonical rule values",
@@ -171,6 +169,12 @@ var packages = map[string]pkgRule{
 	"internal/progress":     {layer: support},
 	"internal/promreg": {layer: support, grants: map[string]string{
 		edgeMetrics: "it registers Prometheus collectors for the faces",
+		edgeHTTP:    "only through Prometheus's client library",
+		edgeGRPC:    "only protobuf, through Prometheus's client library",
+	}},
+	"internal/promtest": {layer: support, testOnly: true, grants: map[string]string{
+		edgeTesting: "it reads the series of a test's Prometheus registry, failing the test on error",
+		edgeMetrics: "it gathers the registry the package under test counts in",
 		edgeHTTP:    "only through Prometheus's client library",
 		edgeGRPC:    "only protobuf, through Prometheus's client library",
 	}},
@@ -617,7 +621,8 @@ func cleanGraph() []string {
 		"internal/ratelimitenv: internal/envflag std:os",
 		"internal/progress: std:os",
 		"config/configtest: config std:testing",
-		"httplimit/httplimittest: internal/clocktest std:testing std:net/http github.com/prometheus/client_golang/prometheus",
+		"httplimit/httplimittest: internal/clocktest std:testing std:net/http",
+		"internal/promtest: std:testing github.com/prometheus/client_golang/prometheus",
 		"internal/promreg: github.com/prometheus/client_golang/prometheus",
 		"github.com/prometheus/client_golang/prometheus: std:expvar google.golang.org/protobuf/proto",
 		"std:expvar: std:net/http",

@@ -67,13 +67,9 @@ type Accuracy struct {
 	// Requests and Keys are the arrivals and the keys that sent any.
 	Requests int64 `json:"requests"`
 	Keys     int   `json:"keys"`
-	// WronglyAdmitted and WronglyRejected, and their percentages of all
-	// requests, are the two-window counter's (Buckets 1) under the
-	// diverging measure, as this study reported them before it had two.
-	WronglyAdmitted    int64   `json:"wrongly_admitted"`
-	WronglyRejected    int64   `json:"wrongly_rejected"`
-	WronglyAdmittedPct float64 `json:"wrongly_admitted_pct"`
-	WronglyRejectedPct float64 `json:"wrongly_rejected_pct"`
+	// Errors are the two-window counter's (Buckets 1) under the diverging
+	// measure, as this study reported them before it had two.
+	Errors
 	// Classes is the keys by mean load (requests per period ÷ Rate), with
 	// the two-window counter's diverging errors.
 	Classes []LoadClass `json:"classes"`
@@ -96,12 +92,9 @@ type CounterAccuracy struct {
 // exact count refused, the reverse, their percentages of all requests, and
 // the errors per load class (in Accuracy.Classes order).
 type Measure struct {
-	WronglyAdmitted    int64       `json:"wrongly_admitted"`
-	WronglyRejected    int64       `json:"wrongly_rejected"`
-	WronglyAdmittedPct float64     `json:"wrongly_admitted_pct"`
-	WronglyRejectedPct float64     `json:"wrongly_rejected_pct"`
-	WrongPct           float64     `json:"wrong_pct"`
-	Classes            []LoadClass `json:"classes"`
+	Errors
+	WrongPct float64     `json:"wrong_pct"`
+	Classes  []LoadClass `json:"classes"`
 }
 
 // LoadClass is the keys whose mean load (requests per period ÷ Rate) falls
@@ -248,8 +241,7 @@ func runAccuracy(c AccuracyConfig, p Pattern) (*Accuracy, error) {
 	}
 	if i := slices.Index(buckets, 1); i >= 0 {
 		d := a.Counters[i].Diverging
-		a.WronglyAdmitted, a.WronglyRejected = d.WronglyAdmitted, d.WronglyRejected
-		a.WronglyAdmittedPct, a.WronglyRejectedPct = d.WronglyAdmittedPct, d.WronglyRejectedPct
+		a.Errors = d.Errors
 		a.Classes = d.Classes
 	}
 	return a, nil
@@ -258,24 +250,15 @@ func runAccuracy(c AccuracyConfig, p Pattern) (*Accuracy, error) {
 // judge counts the counter's decision ok on a request of key against the
 // exact one, want.
 func judge(m *Measure, wrong []uint32, key uint32, ok, want bool) {
-	if ok == want {
-		return
-	}
-	wrong[key]++
-	if ok {
-		m.WronglyAdmitted++
-	} else {
-		m.WronglyRejected++
+	if m.judge(ok, want) {
+		wrong[key]++
 	}
 }
 
 // finish computes m's percentages of n requests and its errors per class.
 func finish(m *Measure, wrong []uint32, class []int8, base []LoadClass, n int64) {
-	if n > 0 {
-		m.WronglyAdmittedPct = 100 * float64(m.WronglyAdmitted) / float64(n)
-		m.WronglyRejectedPct = 100 * float64(m.WronglyRejected) / float64(n)
-		m.WrongPct = m.WronglyAdmittedPct + m.WronglyRejectedPct
-	}
+	m.percent(n)
+	m.WrongPct = m.WronglyAdmittedPct + m.WronglyRejectedPct
 	m.Classes = slices.Clone(base)
 	for k, w := range wrong {
 		if w > 0 {

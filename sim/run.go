@@ -99,6 +99,40 @@ type Report struct {
 	Algorithms []AlgorithmReport `json:"algorithms"`
 }
 
+// Errors counts the requests an algorithm decided otherwise than an exact
+// reference on the same arrivals: WronglyAdmitted those it admitted and
+// the reference refused, WronglyRejected the reverse, and each as a
+// percentage of all requests. Embedded, its fields are its holder's in
+// JSON. The zero value counts none.
+type Errors struct {
+	WronglyAdmitted    int64   `json:"wrongly_admitted"`
+	WronglyRejected    int64   `json:"wrongly_rejected"`
+	WronglyAdmittedPct float64 `json:"wrongly_admitted_pct"`
+	WronglyRejectedPct float64 `json:"wrongly_rejected_pct"`
+}
+
+// judge counts the decision ok against the reference's, want, and
+// reports whether they differ.
+func (e *Errors) judge(ok, want bool) bool {
+	switch {
+	case ok == want:
+		return false
+	case ok:
+		e.WronglyAdmitted++
+	default:
+		e.WronglyRejected++
+	}
+	return true
+}
+
+// percent sets the percentages, of n requests; none when n is 0.
+func (e *Errors) percent(n int64) {
+	if n > 0 {
+		e.WronglyAdmittedPct = 100 * float64(e.WronglyAdmitted) / float64(n)
+		e.WronglyRejectedPct = 100 * float64(e.WronglyRejected) / float64(n)
+	}
+}
+
 // AlgorithmReport is what one algorithm did in a simulation.
 type AlgorithmReport struct {
 	// Algorithm is the algorithm's name, such as "token_bucket".
@@ -112,13 +146,9 @@ type AlgorithmReport struct {
 	// window (t−Period, t]; MaxInSecond the most in any span (t−1s, t].
 	MaxInPeriod int64 `json:"max_in_period"`
 	MaxInSecond int64 `json:"max_in_second"`
-	// WronglyAdmitted counts requests this algorithm admitted and the
-	// sliding log, run on the same arrivals, rejected; WronglyRejected the
-	// reverse. The percentages are of all requests.
-	WronglyAdmitted    int64   `json:"wrongly_admitted"`
-	WronglyRejected    int64   `json:"wrongly_rejected"`
-	WronglyAdmittedPct float64 `json:"wrongly_admitted_pct"`
-	WronglyRejectedPct float64 `json:"wrongly_rejected_pct"`
+	// Errors are this algorithm's against the sliding log run on the
+	// same arrivals.
+	Errors
 	// BytesPerKey is the size of one key's state: unsafe.Sizeof of the
 	// algorithm's state type, plus, for the sliding log, the heap its ring
 	// of entries holds (SlidingLog.Bytes). For the log it is the mean over
@@ -361,13 +391,8 @@ func (g *game) count(l *lane, e Event, b int, ok, refOK bool) {
 		l.rep.Rejected++
 		l.rep.RejectedOverTime[b]++
 	}
-	if ok != refOK {
+	if l.rep.judge(ok, refOK) {
 		l.wrong[e.Key]++
-		if ok {
-			l.rep.WronglyAdmitted++
-		} else {
-			l.rep.WronglyRejected++
-		}
 	}
 }
 
@@ -392,10 +417,7 @@ func (g *game) report(p Pattern, lanes []*lane) *Report {
 		}
 	}
 	for _, l := range lanes {
-		if g.n > 0 {
-			l.rep.WronglyAdmittedPct = 100 * float64(l.rep.WronglyAdmitted) / float64(g.n)
-			l.rep.WronglyRejectedPct = 100 * float64(l.rep.WronglyRejected) / float64(g.n)
-		}
+		l.rep.percent(g.n)
 		size := int64(l.states.Size())
 		l.rep.BytesPerKey, l.rep.MaxBytesPerKey = float64(size), size
 		var sum, most int64

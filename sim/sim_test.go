@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"encoding/json"
 	"iter"
 	"math"
 	"math/rand/v2"
@@ -257,5 +258,29 @@ func TestQueueAdmitsAsTheMeterAndLetsOutSmoothly(t *testing.T) {
 	}
 	if meter.MaxInSecond <= queue.MaxInSecond {
 		t.Errorf("the meter's bursts (%d in a second) should exceed the queue's smooth output (%d)", meter.MaxInSecond, queue.MaxInSecond)
+	}
+}
+
+// TestErrorsAreTheirHoldersFieldsInJSON checks that the errors of a
+// report, of the accuracy study and of each of its measures are written
+// as their holder's own keys, as they were before they had a type.
+func TestErrorsAreTheirHoldersFieldsInJSON(t *testing.T) {
+	e := Errors{WronglyAdmitted: 1, WronglyRejected: 2, WronglyAdmittedPct: 0.5, WronglyRejectedPct: 1}
+	for name, v := range map[string]any{
+		"AlgorithmReport": AlgorithmReport{Errors: e},
+		"Accuracy":        Accuracy{Errors: e},
+		"Measure":         Measure{Errors: e},
+	} {
+		b, err := json.Marshal(v)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var m map[string]any
+		if err := json.Unmarshal(b, &m); err != nil {
+			t.Fatal(err)
+		}
+		if m["wrongly_admitted"] != 1.0 || m["wrongly_rejected"] != 2.0 || m["wrongly_admitted_pct"] != 0.5 || m["wrongly_rejected_pct"] != 1.0 {
+			t.Errorf("%s: %s, want the four error keys at the top", name, b)
+		}
 	}
 }

@@ -95,7 +95,23 @@ type Measure struct {
 	Errors
 	WrongPct float64     `json:"wrong_pct"`
 	Classes  []LoadClass `json:"classes"`
+	// ByPosition splits the errors by where in its sub-window the request
+	// fell: element i counts those in the i-th tenth of it, that is those
+	// at which between i and i+1 tenths of the oldest sub-window had left
+	// the period. Element 0 of each pair is the wrongly admitted, 1 the
+	// wrongly rejected.
+	ByPosition [10][2]int64 `json:"by_position"`
+	// ByMargin splits the errors by how far the exact count was from the
+	// other decision, as a share of the rate: the units by which it was
+	// over the limit (a wrong admission) or under it (a wrong refusal,
+	// counting the request's own cost), in the classes of MarginBounds.
+	ByMargin [][2]int64 `json:"by_margin"`
 }
+
+// MarginBounds are the upper bounds of Measure.ByMargin's classes, in
+// percent of the rate: (0, 1%], (1%, 2%], (2%, 5%], (5%, 10%] and the
+// rest. At 100 per period a class of 1% is one unit.
+var MarginBounds = []float64{1, 2, 5, 10}
 
 // LoadClass is the keys whose mean load (requests per period ÷ Rate) falls
 // in [Low, High), and the errors on their requests.
@@ -188,17 +204,27 @@ func runAccuracy(c AccuracyConfig, p Pattern) (*Accuracy, error) {
 		n++
 		requests[e.Key]++
 		cut := e.At - per
-		sharedOK := all[e.Key].count(cut)+int64(e.Cost) <= rate
+		// margin: the units of the exact count and this request over the
+		// rate (≤ 0: admitted).
+		sharedMargin := all[e.Key].count(cut) + int64(e.Cost) - rate
+		sharedOK := sharedMargin <= 0
 		all[e.Key].add(e.At, per, per, e.Cost)
-		divergingOK := admitted[e.Key].count(cut)+int64(e.Cost) <= rate
+		divergingMargin := admitted[e.Key].count(cut) + int64(e.Cost) - rate
+		divergingOK := divergingMargin <= 0
 		if divergingOK {
 			admitted[e.Key].add(e.At, per, per, e.Cost)
 		}
 		for _, l := range lanes {
+			g := per / int64(l.acc.Buckets)
+			pos := int(floorMod(e.At, g) * 10 / g)
 			res, _ := l.shared.Take(int(e.Key), e.At, int(e.Cost))
-			judge(&l.acc.Shared, l.sharedWrong, e.Key, res.Allowed, sharedOK)
+			if judge(&l.acc.Shared, l.sharedWrong, e.Key, res.Allowed, sharedOK) {
+				tally(&l.acc.Shared, pos, res.Allowed, sharedMargin, rate)
+			}
 			res, _ = l.diverging.Take(int(e.Key), e.At, int(e.Cost))
-			judge(&l.acc.Diverging, l.divergingWrong, e.Key, res.Allowed, divergingOK)
+			if judge(&l.acc.Diverging, l.divergingWrong, e.Key, res.Allowed, divergingOK) {
+				tally(&l.acc.Diverging, pos, res.Allowed, divergingMargin, rate)
+			}
 		}
 		if c.Progress != nil && n&(1<<16-1) == 0 {
 			c.Progress(float64(e.At-start) / float64(end-start))
@@ -248,17 +274,47 @@ func runAccuracy(c AccuracyConfig, p Pattern) (*Accuracy, error) {
 }
 
 // judge counts the counter's decision ok on a request of key against the
-// exact one, want.
-func judge(m *Measure, wrong []uint32, key uint32, ok, want bool) {
-	if m.judge(ok, want) {
-		wrong[key]++
+// exact one, want, and reports whether they differ.
+func judge(m *Measure, wrong []uint32, key uint32, ok, want bool) bool {
+	if !m.judge(ok, want) {
+		return false
 	}
+	wrong[key]++
+	return true
+}
+
+// tally counts a wrong decision, admitted or not, at position pos (tenths
+// of its sub-window) with the exact count margin units over the rate.
+func tally(m *Measure, pos int, admitted bool, margin, rate int64) {
+	side, d := 0, margin // a wrong admission: the exact count was margin ≥ 1 over
+	if !admitted {
+		side, d = 1, 1-margin // a wrong refusal: 1−margin ≥ 1 units to spare
+	}
+	m.ByPosition[pos][side]++
+	if m.ByMargin == nil {
+		m.ByMargin = make([][2]int64, len(MarginBounds)+1)
+	}
+	pct := 100 * float64(d) / float64(rate)
+	i, _ := slices.BinarySearch(MarginBounds, pct)
+	m.ByMargin[i][side]++
+}
+
+// floorMod returns a mod b in [0, b), for b > 0.
+func floorMod(a, b int64) int64 {
+	m := a % b
+	if m < 0 {
+		m += b
+	}
+	return m
 }
 
 // finish computes m's percentages of n requests and its errors per class.
 func finish(m *Measure, wrong []uint32, class []int8, base []LoadClass, n int64) {
 	m.percent(n)
 	m.WrongPct = m.WronglyAdmittedPct + m.WronglyRejectedPct
+	if m.ByMargin == nil {
+		m.ByMargin = make([][2]int64, len(MarginBounds)+1)
+	}
 	m.Classes = slices.Clone(base)
 	for k, w := range wrong {
 		if w > 0 {
@@ -325,7 +381,46 @@ func (a *Accuracy) WriteTable(w io.Writer) error {
 			return err
 		}
 	}
-	return nil
+	if len(a.Counters) == 0 {
+		return nil
+	}
+	fmt.Fprintf(w, "\nshared measure, wrongly admitted / wrongly rejected, by where in its sub-window the request fell (tenths)\n")
+	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	head := []string{"tenth"}
+	for _, c := range a.Counters {
+		head = append(head, fmt.Sprintf("buckets %d", c.Buckets))
+	}
+	fmt.Fprintf(tw, "%s\t\n", strings.Join(head, "\t"))
+	for i := range 10 {
+		row := []string{fmt.Sprint(i + 1)}
+		for _, c := range a.Counters {
+			p := c.Shared.ByPosition[i]
+			row = append(row, fmt.Sprintf("%d / %d", p[0], p[1]))
+		}
+		fmt.Fprintf(tw, "%s\t\n", strings.Join(row, "\t"))
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	fmt.Fprintf(w, "\nshared measure, wrongly admitted / wrongly rejected, by how far the exact count was from the other decision (%% of the rate)\n")
+	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	head[0] = "margin"
+	fmt.Fprintf(tw, "%s\t\n", strings.Join(head, "\t"))
+	lo := 0.0
+	for i := range len(MarginBounds) + 1 {
+		name := fmt.Sprintf("> %g%%", lo)
+		if i < len(MarginBounds) {
+			name = fmt.Sprintf("%g–%g%%", lo, MarginBounds[i])
+			lo = MarginBounds[i]
+		}
+		row := []string{name}
+		for _, c := range a.Counters {
+			p := c.Shared.ByMargin[i]
+			row = append(row, fmt.Sprintf("%d / %d", p[0], p[1]))
+		}
+		fmt.Fprintf(tw, "%s\t\n", strings.Join(row, "\t"))
+	}
+	return tw.Flush()
 }
 
 // Abusers is a population built as Cloudflare describes the traffic its

@@ -5,6 +5,7 @@ import (
 	"iter"
 	"math"
 	"math/rand/v2"
+	"slices"
 	"strconv"
 	"testing"
 	"time"
@@ -208,6 +209,48 @@ func TestAccuracySharedMeasureByHand(t *testing.T) {
 	}
 	if got := a.Counters[0].Shared.WrongPct; math.Abs(got-200.0/7) > 1e-9 {
 		t.Errorf("buckets 1, shared: %.6f%% wrong, want 2 of 7", got)
+	}
+	// Where and how near: 16 s is six tenths into its window of 10 s, with
+	// the exact count (one, at 15 s) a unit under the limit, 50% of the
+	// rate; 25 s is five tenths in, the exact count (16 and 19.5 s) a unit
+	// over.
+	s1 := a.Counters[0].Shared
+	var wantPos [10][2]int64
+	wantPos[6][1], wantPos[5][0] = 1, 1
+	if s1.ByPosition != wantPos {
+		t.Errorf("buckets 1, shared, by position: %v, want %v", s1.ByPosition, wantPos)
+	}
+	wantMargin := make([][2]int64, len(MarginBounds)+1)
+	wantMargin[len(MarginBounds)] = [2]int64{1, 1}
+	if !slices.Equal(s1.ByMargin, wantMargin) {
+		t.Errorf("buckets 1, shared, by margin: %v, want %v", s1.ByMargin, wantMargin)
+	}
+}
+
+// TestAccuracyBreakdownsAddUp: the errors split by position in the
+// sub-window and by margin from the limit each add up to all the errors.
+func TestAccuracyBreakdownsAddUp(t *testing.T) {
+	a, err := RunAccuracy(AccuracyConfig{Requests: 20000, Keys: 200, Seed: 1, Duration: 10 * time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range a.Counters {
+		for name, m := range map[string]Measure{"shared": c.Shared, "diverging": c.Diverging} {
+			var pos, margin [2]int64
+			for _, p := range m.ByPosition {
+				pos[0], pos[1] = pos[0]+p[0], pos[1]+p[1]
+			}
+			for _, p := range m.ByMargin {
+				margin[0], margin[1] = margin[0]+p[0], margin[1]+p[1]
+			}
+			want := [2]int64{m.WronglyAdmitted, m.WronglyRejected}
+			if pos != want || margin != want {
+				t.Errorf("buckets %d, %s: by position %v, by margin %v, want %v", c.Buckets, name, pos, margin, want)
+			}
+			if want[0]+want[1] == 0 {
+				t.Errorf("buckets %d, %s: no errors on a population with keys at their limit", c.Buckets, name)
+			}
+		}
 	}
 }
 

@@ -31,7 +31,7 @@ import (
 	"time"
 )
 
-const maxDeg = 6
+const maxDeg = 12
 
 // legAt fills p[0..maxDeg+1] with P_n(z).
 func legAt(z float64, p *[maxDeg + 2]float64) {

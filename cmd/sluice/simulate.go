@@ -42,7 +42,9 @@ front of a backend past its capacity (sluice simulate overload -h).`,
 with each number of sub-windows in -buckets, and the exact sliding count,
 and reports how many requests the counter admits or refuses wrongly under
 two measures: shared (Cloudflare's: one history, every request counted) and
-diverging (each keeps its own admitted history), by key load. Populations:
+diverging (each keeps its own admitted history), by key load; and, for the
+shared measure, by where in its sub-window each wrong request fell and by how
+far the exact count was from the other decision. Populations:
 zipf (heavy-tailed rates, exponent -s) and abusers (most keys far below
 their limit, a share -abusive of them sending -abuse-share of the requests
 far above it).`,

@@ -11,7 +11,7 @@
 //	N=10000000 POP=abusers SPEC="1:-1,2b 8:0,4b 16:0" \
 //	    go test -tags accuracystudy -run TestEstimatorStudy -timeout 0 -v ./sim/
 //
-// SPEC lists k:variants; a variant is d (0: the even share, rounded to the
+// RATE sets the limit per minute (default 100). SPEC lists k:variants; a variant is d (0: the even share, rounded to the
 // nearest; -1: rounded down, as the two-window counter does), with suffix b
 // for int8 means and q for int16 ones. POP is zipf (the default) or abusers;
 // BYE=1 adds the errors by tenth of the sub-window and by the exact count's
@@ -53,7 +53,8 @@ func TestEstimatorStudy(t *testing.T) {
 		n = 1_000_000
 	}
 	pop := os.Getenv("POP")
-	cfg := Config{Rate: 100, Period: time.Minute, Duration: time.Hour, Seed: 1}
+	rateEnv, _ := strconv.Atoi(os.Getenv("RATE")) // per minute; 0 means 100
+	cfg := Config{Rate: rateEnv, Period: time.Minute, Duration: time.Hour, Seed: 1}
 	if err := cfg.defaults(); err != nil {
 		t.Fatal(err)
 	}

@@ -29,6 +29,9 @@
 //	refused errors                        timed refusals (OVER_LIMIT), errors
 //	sluice_cpu_us redis_cpu_us cli_cpu_us CPU µs per timed decision
 //	redis_calls                           script calls (EVAL*, FCALL*) per timed decision
+//	redis_ops                             store operations per timed decision: script calls
+//	                                      and INCR/INCRBY calls (envoyproxy/ratelimit's one
+//	                                      per descriptor; its EXPIRE rides the same pipeline)
 //	run_decisions ideal admitted over under   admitted versus limit, whole run
 package main
 
@@ -214,7 +217,7 @@ type snapshot struct {
 	decisions, refused int64
 	errors             int64
 	sluice, redis, cli time.Duration
-	calls              int64
+	calls, ops         int64
 }
 
 // counters are the load's running totals.
@@ -342,11 +345,12 @@ func take(o options, cnt *counters) (snapshot, error) {
 		s.cli = time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 	}
 	for _, addr := range o.redisAddrs {
-		n, err := redisScriptCalls(addr)
+		n, ops, err := redisCommandCalls(addr)
 		if err != nil {
 			return s, fmt.Errorf("redis %s: %w", addr, err)
 		}
 		s.calls += n
+		s.ops += ops
 	}
 	return s, nil
 }
@@ -392,36 +396,37 @@ func statCPUTicks(line string) (int64, error) {
 	return u + s, nil
 }
 
-// redisScriptCalls returns the script calls (EVAL, EVALSHA, FCALL and their
-// _RO forms) a redis-server has counted since it started or its last
-// CONFIG RESETSTAT, from INFO commandstats over one plain connection.
-func redisScriptCalls(addr string) (int64, error) {
+// redisCommandCalls returns the script calls (EVAL, EVALSHA, FCALL and
+// their _RO forms) and the store operations (those and INCR, INCRBY) that
+// a redis-server has counted since it started or its last CONFIG
+// RESETSTAT, from INFO commandstats over one plain connection.
+func redisCommandCalls(addr string) (scripts, ops int64, err error) {
 	conn, err := net.DialTimeout("tcp", addr, 5*time.Second)
 	if err != nil {
-		return 0, err
+		return 0, 0, err
 	}
 	defer conn.Close()
 	conn.SetDeadline(time.Now().Add(5 * time.Second))
 	if _, err := conn.Write([]byte("*2\r\n$4\r\nINFO\r\n$12\r\ncommandstats\r\n")); err != nil {
-		return 0, err
+		return 0, 0, err
 	}
 	r := bufio.NewReader(conn)
 	head, err := r.ReadString('\n')
 	if err != nil {
-		return 0, err
+		return 0, 0, err
 	}
 	if !strings.HasPrefix(head, "$") {
-		return 0, fmt.Errorf("INFO: unexpected reply %q", strings.TrimSpace(head))
+		return 0, 0, fmt.Errorf("INFO: unexpected reply %q", strings.TrimSpace(head))
 	}
 	n, err := strconv.Atoi(strings.TrimSpace(head[1:]))
 	if err != nil || n < 0 {
-		return 0, fmt.Errorf("INFO: bad length %q", strings.TrimSpace(head))
+		return 0, 0, fmt.Errorf("INFO: bad length %q", strings.TrimSpace(head))
 	}
 	body := make([]byte, n)
 	if _, err := readFull(r, body); err != nil {
-		return 0, err
+		return 0, 0, err
 	}
-	return scriptCalls(string(body))
+	return commandCalls(string(body))
 }
 
 // readFull reads len(p) bytes.
@@ -437,30 +442,39 @@ func readFull(r *bufio.Reader, p []byte) (int, error) {
 	return got, nil
 }
 
-// scriptCalls sums the calls= of the script commands in an INFO
-// commandstats text (lines such as cmdstat_evalsha:calls=12,usec=…).
-func scriptCalls(info string) (int64, error) {
-	var total int64
+// commandCalls sums, in an INFO commandstats text (lines such as
+// cmdstat_evalsha:calls=12,usec=…), the calls= of the script commands
+// (scripts) and of those and INCR, INCRBY (ops). Redis counts the commands
+// a script runs as well, so the others (HSET, PEXPIRE, …) are not summed:
+// they may be a script's.
+func commandCalls(info string) (scripts, ops int64, err error) {
 	for line := range strings.Lines(info) {
 		name, rest, ok := strings.Cut(strings.TrimSpace(line), ":")
 		if !ok {
 			continue
 		}
 		cmd, ok := strings.CutPrefix(name, "cmdstat_")
-		if !ok || !(strings.HasPrefix(cmd, "eval") || strings.HasPrefix(cmd, "fcall")) {
+		if !ok {
+			continue
+		}
+		script := strings.HasPrefix(cmd, "eval") || strings.HasPrefix(cmd, "fcall")
+		if !script && cmd != "incr" && cmd != "incrby" {
 			continue
 		}
 		for kv := range strings.SplitSeq(rest, ",") {
 			if v, ok := strings.CutPrefix(kv, "calls="); ok {
 				n, err := strconv.ParseInt(v, 10, 64)
 				if err != nil {
-					return 0, fmt.Errorf("%s: %w", name, err)
+					return 0, 0, fmt.Errorf("%s: %w", name, err)
 				}
-				total += n
+				ops += n
+				if script {
+					scripts += n
+				}
 			}
 		}
 	}
-	return total, nil
+	return scripts, ops, nil
 }
 
 // format makes the report line.
@@ -473,16 +487,17 @@ func format(o options, s0, s1 snapshot, win *windows) string {
 		}
 		return strconv.FormatFloat(d.Seconds()*1e6/n, 'f', 2, 64)
 	}
-	calls := "0"
+	calls, ops := "0", "0"
 	if n > 0 {
 		calls = strconv.FormatFloat(float64(s1.calls-s0.calls)/n, 'f', 4, 64)
+		ops = strconv.FormatFloat(float64(s1.ops-s0.ops)/n, 'f', 4, 64)
 	}
 	var b strings.Builder
 	fmt.Fprintf(&b, "targets=%d conc=%d keys=%d zipf_s=%g limit=%d", len(o.targets), o.conc, o.keys, o.zipfS, o.limit)
 	fmt.Fprintf(&b, " decisions=%d secs=%.2f dps=%.0f refused=%d errors=%d",
 		s1.decisions-s0.decisions, secs, n/secs, s1.refused-s0.refused, s1.errors-s0.errors)
-	fmt.Fprintf(&b, " sluice_cpu_us=%s redis_cpu_us=%s cli_cpu_us=%s redis_calls=%s",
-		per(s1.sluice-s0.sluice), per(s1.redis-s0.redis), per(s1.cli-s0.cli), calls)
+	fmt.Fprintf(&b, " sluice_cpu_us=%s redis_cpu_us=%s cli_cpu_us=%s redis_calls=%s redis_ops=%s",
+		per(s1.sluice-s0.sluice), per(s1.redis-s0.redis), per(s1.cli-s0.cli), calls, ops)
 	if o.limit > 0 {
 		a := win.tally(o.limit)
 		fmt.Fprintf(&b, " run_decisions=%d ideal=%d admitted=%d over=%d under=%d", a.decisions, a.ideal, a.admitted, a.over, a.under)

@@ -64,21 +64,29 @@ func TestWindowsDropDecisionsOutsideTheRun(t *testing.T) {
 	}
 }
 
-// TestScriptCallsSumsEvalAndFcallOnly: the script commands' calls are
-// summed; INFO, CLUSTER and the rest are not.
-func TestScriptCallsSumsEvalAndFcallOnly(t *testing.T) {
+// TestCommandCallsSumsScriptsAndIncrbyAsOperations: the script commands'
+// calls are summed apart, and with INCR and INCRBY (envoyproxy/ratelimit's
+// operation) as operations; INFO, CLUSTER, EXPIRE and the commands a script
+// runs (HSET) are not.
+func TestCommandCallsSumsScriptsAndIncrbyAsOperations(t *testing.T) {
 	info := "# Commandstats\r\n" +
 		"cmdstat_evalsha:calls=120,usec=3000,usec_per_call=25.00,rejected_calls=0,failed_calls=0\r\n" +
 		"cmdstat_eval:calls=3,usec=90,usec_per_call=30.00,rejected_calls=0,failed_calls=0\r\n" +
 		"cmdstat_fcall_ro:calls=2,usec=10,usec_per_call=5.00,rejected_calls=0,failed_calls=0\r\n" +
 		"cmdstat_info:calls=9,usec=100,usec_per_call=11.1,rejected_calls=0,failed_calls=0\r\n" +
-		"cmdstat_cluster|slots:calls=4,usec=40,usec_per_call=10.00,rejected_calls=0,failed_calls=0\r\n"
-	got, err := scriptCalls(info)
+		"cmdstat_cluster|slots:calls=4,usec=40,usec_per_call=10.00,rejected_calls=0,failed_calls=0\r\n" +
+		"cmdstat_incrby:calls=50,usec=40,usec_per_call=0.80,rejected_calls=0,failed_calls=0\r\n" +
+		"cmdstat_expire:calls=50,usec=40,usec_per_call=0.80,rejected_calls=0,failed_calls=0\r\n" +
+		"cmdstat_hset:calls=70,usec=40,usec_per_call=0.80,rejected_calls=0,failed_calls=0\r\n"
+	scripts, ops, err := commandCalls(info)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got != 125 {
-		t.Errorf("scriptCalls = %d, want 125 (120 + 3 + 2)", got)
+	if scripts != 125 {
+		t.Errorf("scripts = %d, want 125 (120 + 3 + 2)", scripts)
+	}
+	if ops != 175 {
+		t.Errorf("ops = %d, want 175 (125 scripts + 50 INCRBY)", ops)
 	}
 }
 

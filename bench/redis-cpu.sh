@@ -47,8 +47,10 @@
 # whose EXPIRE goes in the same pipeline); scripts, EVALSHA per decision; decisions/s and refused
 # over the timed interval; admitted, ideal, over and under over the whole
 # run as bench/clusterload counts them (ideal: Σ min(sent, limit) per value
-# and epoch-aligned window). The machine's load average is given before and
-# after each row.
+# and epoch-aligned window); fallback, the decisions sluice serve's failure
+# policy answered without Redis (sluice_rls_store_errors_total; – for
+# envoyproxy/ratelimit, which has no such count). The machine's load
+# average is given before and after each row.
 set -uo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -67,9 +69,9 @@ BENCH_CACHE=${BENCH_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/sluice-bench}
 say() { echo "redis-cpu.sh: $*" >&2; }
 load() { cut -d' ' -f1-3 /proc/loadavg; }
 
-for bin in redis-server redis-cli go; do
+for bin in redis-server redis-cli go curl; do
 	if ! command -v "$bin" >/dev/null 2>&1; then
-		say "$bin not found in PATH (Debian: apt-get install redis-server redis-tools)"
+		say "$bin not found in PATH (Debian: apt-get install redis-server redis-tools curl)"
 		exit 1
 	fi
 done
@@ -224,7 +226,8 @@ EOF
 }
 
 # start_server TARGET RULESDIR LOG starts one server process of TARGET on
-# fresh ports, appends its PID to spids and its gRPC address to addrs.
+# fresh ports, appends its PID to spids, its gRPC address to addrs and its
+# HTTP address to https.
 start_server() {
 	local t=$1 dir=$2 log=$3 g h d
 	free_port g
@@ -251,18 +254,29 @@ start_server() {
 	pids+=($!)
 	spids+=($!)
 	addrs+=("127.0.0.1:$g")
+	https+=("127.0.0.1:$h")
+}
+
+# store_errors prints the sum of sluice_rls_store_errors_total of the
+# sluice serve processes whose HTTP addresses are the arguments: the
+# decisions its failure policy answered without Redis.
+store_errors() {
+	local a
+	for a in "$@"; do
+		curl -s --max-time 10 "http://$a/metrics"
+	done | awk '/^sluice_rls_store_errors_total/ {s += $NF} END {printf "%d", s}'
 }
 
 # row ROUND UNIT LIMIT TARGET runs PROCS servers of TARGET with the rule
 # and prints the table's row.
 row() {
-	local round=$1 unit=$2 limit=$3 t=$4 dir i spids=() addrs=() load0 rc lpid line period=1s
+	local round=$1 unit=$2 limit=$3 t=$4 dir i spids=() addrs=() https=() load0 rc lpid line period=1s fallback=–
 	case $unit in
 	minute) period=1m ;;
 	hour) period=1h ;;
 	esac
 	if [ "${t%%-*}" = envoy ] && [ -z "$envoy_bin" ]; then
-		printf '| %s | %s/%s | %s | not measured: envoyproxy/ratelimit did not build ||||||||||\n' "$round" "$limit" "$unit" "$t"
+		printf '| %s | %s/%s | %s | not measured: envoyproxy/ratelimit did not build |||||||||||\n' "$round" "$limit" "$unit" "$t"
 		return
 	fi
 	redis-cli -p "$redis_port" FLUSHALL >/dev/null
@@ -289,20 +303,21 @@ row() {
 	wait "$lpid"
 	rc=$?
 	forget "$lpid"
+	[ "${t%%-*}" = sluice ] && fallback=$(store_errors "${https[@]}")
 	stop_pids "${spids[@]}"
 	if [ "$rc" != 0 ]; then
 		say "$t $limit/$unit: clusterload failed: $(tail -3 "$out.err")"
 		for i in $(seq "$PROCS"); do tail -3 "$work/serve-$round-$unit-$limit-$t-$i.log" >&2; done
-		printf '| %s | %s/%s | %s | failed (exit status %s) ||||||||||\n' "$round" "$limit" "$unit" "$t" "$rc"
+		printf '| %s | %s/%s | %s | failed (exit status %s) |||||||||||\n' "$round" "$limit" "$unit" "$t" "$rc"
 		return
 	fi
 	line=$(cat "$out.out")
 	echo "$round $unit $limit $t $line" >>"$work/raw.txt"
-	echo "$line" | awk -v r="$round" -v rule="$limit/$unit" -v t="$t" -v l0="$load0" -v l1="$(load)" '{
+	echo "$line" | awk -v r="$round" -v rule="$limit/$unit" -v t="$t" -v fb="$fallback" -v l0="$load0" -v l1="$(load)" '{
 		for (i = 1; i <= NF; i++) { split($i, kv, "="); f[kv[1]] = kv[2] }
-		printf "| %s | %s | %s | %.2f | %.1f | %.3f | %.3f | %.0f | %.1f%% | %d | %d | %d | %d | %s → %s |\n",
+		printf "| %s | %s | %s | %.2f | %.1f | %.3f | %.3f | %.0f | %.1f%% | %d | %d | %d | %d | %s | %s → %s |\n",
 			r, rule, t, f["redis_cpu_us"], f["sluice_cpu_us"], f["redis_ops"], f["redis_calls"],
-			f["dps"], 100 * f["refused"] / f["decisions"], f["admitted"], f["ideal"], f["over"], f["under"], l0, l1
+			f["dps"], 100 * f["refused"] / f["decisions"], f["admitted"], f["ideal"], f["over"], f["under"], fb, l0, l1
 	}'
 }
 
@@ -310,8 +325,8 @@ printf '_%s UTC · commit %s · %s · %s · load average %s at the start._\n\n' 
 	"$(date -u '+%Y-%m-%d %H:%M')" "$commit" "$machine" "$(go version | cut -d' ' -f3)" "$(load)"
 printf '`bench/redis-cpu.sh` with RULES="%s" TARGETS="%s" ROUNDS=%s PROCS=%s CONC=%s KEYS=%s ZIPF_S=%s WARMUP=%s DURATION=%s.\n\n' \
 	"$RULES" "$TARGETS" "$ROUNDS" "$PROCS" "$CONC" "$KEYS" "$ZIPF_S" "$WARMUP" "$DURATION"
-echo '| round | rule | target | Redis CPU µs | server CPU µs | Redis ops | scripts | decisions/s | refused | admitted | ideal | over | under | load before → after |'
-echo '|---:|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|'
+echo '| round | rule | target | Redis CPU µs | server CPU µs | Redis ops | scripts | decisions/s | refused | admitted | ideal | over | under | fallback | load before → after |'
+echo '|---:|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|'
 for round in $(seq "$ROUNDS"); do
 	for r in $RULES; do
 		for t in $TARGETS; do

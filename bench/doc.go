@@ -135,6 +135,15 @@
 // BENCHMARKS.md, "A fleet on one machine", and docs/scale.md, the capacity
 // model built on its figures. It is not part of bench-all.sh.
 //
+// redis-cpu.sh, on one redis-server, drives the same Zipf load through
+// clusterload at envoyproxy/ratelimit (built as bench-all.sh builds it) and
+// at `sluice serve` with its default, each hot-path relief alone and none,
+// per rule (100 and 10,000 a second and a minute), and reports Redis's and
+// the server's CPU per decision, store operations per decision and the
+// admitted count against the limit; see BENCHMARKS.md, "Redis CPU per
+// decision beside envoyproxy/ratelimit", and docs/scale.md. It is not part
+// of bench-all.sh either.
+//
 // bench-all.sh (make bench-all in the repository) runs every table above,
 // and proxy.sh, in one run, and writes them stamped with commit, machine and
 // load average into BENCHMARKS.md's last section.

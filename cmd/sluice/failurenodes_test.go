@@ -16,8 +16,9 @@ import (
 
 // Unset, -failure-mode is local on Redis: while the store fails each
 // process decides its share of each limit (1/-failure-nodes, else
-// 1/-local-share's N, else the whole limit), behind a partitioned breaker;
-// PostgreSQL's quotas still fail closed.
+// 1/-local-share's N, else 1/the fleet's live count, which leases on
+// Redis count by default), behind a partitioned breaker; PostgreSQL's
+// quotas still fail closed.
 func TestServeFailureModeDefaultsToALocalShare(t *testing.T) {
 	for _, tt := range []struct {
 		name         string
@@ -50,6 +51,9 @@ func TestServeFailureModeDefaultsToALocalShare(t *testing.T) {
 					p.Mode, p.Nodes, p.Partitions, tt.wantMode, tt.wantNodes, service.DefaultPartitions)
 			}
 			line := fmt.Sprintf("failure_mode=%v store_timeout=250ms failure_nodes=%d", tt.wantMode, max(tt.wantNodes, 1))
+			if tt.name == "redis default" {
+				line = `failure_mode=local store_timeout=250ms failure_nodes="the fleet's live count"`
+			}
 			if !strings.Contains(logs.String(), line) {
 				t.Errorf("the start-up lines lack %q:\n%s", line, logs.String())
 			}

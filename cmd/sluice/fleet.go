@@ -71,9 +71,10 @@ const maxFleetName = 256
 // the fleet's live processes on st's store (relief.Fleet: an announce
 // every second, a member counted 5 s after its last) and makes st's Close
 // leave the fleet before the store closes. With -local-share auto the
-// count is the divisor of the local share (shareOf) and, unless
-// -failure-nodes fixed it, of the failure mode local's share too; with
-// leases, its fresh count divides each lease's share (leaseCount).
+// count is the divisor of the local share (shareOf); unless -failure-nodes
+// or a fixed -local-share N sets it, of the failure mode local's share
+// too; with leases, its fresh count divides each lease's share
+// (leaseCount).
 func (r *remoteOptions) startFleet(st *stores.Opened, failureNodes int, log *slog.Logger) error {
 	leases := r.leaseShare > 0 && st.Roster != nil
 	if !r.localShareAuto && !leases {
@@ -90,12 +91,15 @@ func (r *remoteOptions) startFleet(st *stores.Opened, failureNodes int, log *slo
 	attrs := []any{"member", f.ID(), "announce_every", relief.DefaultFleetPeriod, "member_ttl", relief.DefaultFleetTTL}
 	if r.localShareAuto {
 		r.fleetCount = f.Count
-		if st.Failure != nil && failureNodes == 0 {
-			st.Failure.NodesNow = f.Count
-		}
-		attrs = append(attrs, "local_share", "follows the fleet",
-			"failure_mode_share", map[bool]string{true: "follows the fleet", false: "-failure-nodes"}[failureNodes == 0])
+		attrs = append(attrs, "local_share", "follows the fleet")
 	}
+	// The failure mode local's share follows the count too, unless
+	// -failure-nodes or a fixed -local-share N set it.
+	follow := failureNodes == 0 && r.localShare == 0
+	if st.Failure != nil && follow {
+		st.Failure.NodesNow = f.Count
+	}
+	attrs = append(attrs, "failure_mode_share", map[bool]string{true: "follows the fleet", false: "-failure-nodes or -local-share"}[follow])
 	if leases {
 		r.leaseCount = f.Fresh
 		attrs = append(attrs, "lease_share", "divided by the fleet's count; no lease until counted")

@@ -106,3 +106,42 @@ func TestServeLocalShareAutoFollowsTheFleetOnRedis(t *testing.T) {
 		t.Errorf("after the first process closed its store the fleet has %d members, want 1 (it leaves at once)", n)
 	}
 }
+
+// With leases on Redis (the default) and no -failure-nodes nor a fixed
+// -local-share, the fleet is counted anyway, so the failure mode local
+// divides each limit by the same count (docs/serve.md says so): before,
+// only -local-share auto did, and with leases alone each process admitted
+// the whole limit while Redis failed.
+func TestServeFailureModeLocalFollowsTheFleetWithLeases(t *testing.T) {
+	srv := redistest.Single(t)
+	for _, tt := range []struct {
+		args   []string
+		follow bool
+	}{
+		{nil, true},
+		{[]string{"-failure-nodes", "3"}, false},
+		{[]string{"-local-share", "4"}, false},
+		{[]string{"-lease-share", "0"}, false},
+	} {
+		args := append([]string{"-store", "redis://" + srv.Addr, "-failure-mode", "local", "-fleet", fmt.Sprintf("f-%d", time.Now().UnixNano())}, tt.args...)
+		if len(tt.args) > 0 && tt.args[0] == "-lease-share" {
+			args = append([]string{"-store", "redis://" + srv.Addr, "-failure-mode", "local"}, tt.args...)
+		}
+		s, code, done := parseServeFlags(args, &bytes.Buffer{}, &bytes.Buffer{})
+		if done {
+			t.Fatalf("%v: parse: exit %d", args, code)
+		}
+		if err := s.o.remote.check(s.fs, &s.o); err != nil {
+			t.Fatal(err)
+		}
+		var logs testlog.Buffer
+		st, err := openServeStore(context.Background(), &s.o, true, slog.New(slog.NewTextHandler(&logs, nil)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := findPolicy(t, st).NodesNow != nil; got != tt.follow {
+			t.Errorf("%v: the failure mode's share follows the fleet: %v, want %v\n%s", tt.args, got, tt.follow, logs.String())
+		}
+		st.Close()
+	}
+}

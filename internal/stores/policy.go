@@ -59,7 +59,7 @@ const MaxFailureNodes = 10_000
 // FailureNodesFlag defines -failure-nodes on fs, into n.
 func FailureNodesFlag(fs *flag.FlagSet, n *int) {
 	fs.IntVar(n, "failure-nodes", 0,
-		"with failure mode local, N: the number of processes sharing the store; while it fails each decides 1/N of each limit (rate and burst rounded down, at least 1) in memory; 0: -local-share's N when set, else 1 (each process the whole limit)")
+		"with failure mode local, N: the number of processes sharing the store; while it fails each decides 1/N of each limit (rate and burst rounded down, at least 1) in memory; 0: -local-share's N when set, else the fleet's live count where it is counted (leases or -local-share auto on Redis), else 1 (each process the whole limit)")
 }
 
 // CheckFailureNodes refuses a -failure-nodes out of its range.

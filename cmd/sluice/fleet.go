@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"strconv"
+	"sync/atomic"
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/failsafe"
@@ -107,8 +108,32 @@ func (r *remoteOptions) startFleet(st *stores.Opened, failureNodes int, log *slo
 	ctx, stop := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { defer close(done); f.Run(ctx) }()
+	// Shutdown leaves the fleet in Release, within its deadline: a leave
+	// that a Redis not answering holds is cut there (the others then count
+	// this process until its TTL passes), and Close does not wait for it
+	// again. Close alone (no Shutdown) waits for the leave, which Run
+	// bounds by its Timeout.
+	var released atomic.Bool
+	release := st.Release
+	st.Release = func(ctx context.Context) {
+		if release != nil {
+			release(ctx)
+		}
+		released.Store(true)
+		stop()
+		select {
+		case <-done:
+		case <-ctx.Done():
+		}
+	}
 	closeStore := st.Close
-	st.Close = func() { stop(); <-done; closeStore() }
+	st.Close = func() {
+		stop()
+		if !released.Load() {
+			<-done
+		}
+		closeStore()
+	}
 	log.Info("counting the fleet's live processes", attrs...)
 	return nil
 }

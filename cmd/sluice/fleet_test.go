@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -143,5 +144,38 @@ func TestServeFailureModeLocalFollowsTheFleetWithLeases(t *testing.T) {
 			t.Errorf("%v: the failure mode's share follows the fleet: %v, want %v\n%s", tt.args, got, tt.follow, logs.String())
 		}
 		st.Close()
+	}
+}
+
+// Shutdown leaves the fleet within its own deadline: with Redis stopped
+// (SIGSTOP: connected, never answering), a Shutdown given 100 ms spends
+// about that on the refunds and the leave together, then closes the
+// client (which takes 1 s with a server that does not answer, with or
+// without a fleet). Before, the leave waited its own 1 s timeout after
+// the deadline: 2 s in all at the least.
+func TestServeShutdownLeavesTheFleetWithinItsDeadline(t *testing.T) {
+	srv := redistest.StartServer(t)
+	s, code, done := parseServeFlags([]string{"-store", "redis://" + srv.Addr, "-fleet", fmt.Sprintf("f-%d", time.Now().UnixNano())}, &bytes.Buffer{}, &bytes.Buffer{})
+	if done {
+		t.Fatalf("parse: exit %d", code)
+	}
+	if err := s.o.remote.check(s.fs, &s.o); err != nil {
+		t.Fatal(err)
+	}
+	st, err := openServeStore(context.Background(), &s.o, false, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the process has counted itself", func() bool { return s.o.remote.leaseCount() == 1 })
+	if err := syscall.Kill(srv.Pid(), syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	defer syscall.Kill(srv.Pid(), syscall.SIGCONT)
+	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancel()
+	start := time.Now()
+	st.Shutdown(ctx)
+	if took := time.Since(start); took >= 1900*time.Millisecond {
+		t.Errorf("Shutdown with a 100 ms deadline and Redis stopped took %v", took)
 	}
 }

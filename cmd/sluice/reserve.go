@@ -38,7 +38,15 @@ func (r *remoteOptions) wrapRemote(st stores.Opened, localCache bool, mem memsto
 	}
 	st.Limiter = lim
 	if res != nil {
-		st.Release = func(ctx context.Context) { res.ReleaseAndLog(ctx, log) }
+		// The units go back first, then what was to be released before
+		// (the fleet's leave: startFleet), all within the shutdown's ctx.
+		then := st.Release
+		st.Release = func(ctx context.Context) {
+			res.ReleaseAndLog(ctx, log)
+			if then != nil {
+				then(ctx)
+			}
+		}
 	}
 	st.Close = func() {
 		if local != nil {

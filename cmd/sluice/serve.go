@@ -67,6 +67,13 @@ func mootFlags(fs *flag.FlagSet, o *serveOptions) []string {
 			out = append(out, "-"+f)
 		}
 	}
+	// SLUICE_FLEET where no fleet is counted (-fleet given there is refused
+	// by checkFleet).
+	_, fleetEnv := os.LookupEnv("SLUICE_FLEET")
+	counted := o.remote.localShareAuto || (o.remote.leaseShare > 0 && kind == stores.Redis)
+	if fleetEnv && !set["fleet"] && !counted {
+		out = append(out, "-fleet")
+	}
 	return out
 }
 

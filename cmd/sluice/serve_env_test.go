@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"io"
 	"net/http"
@@ -317,5 +318,33 @@ func TestServeStartupLineNamesExactlyTheTablesNotActedOnRows(t *testing.T) {
 	}
 	if got := strings.Split(m[1], ","); !slices.Equal(got, want) {
 		t.Errorf("start-up line names %v, want %v", got, want)
+	}
+}
+
+// SLUICE_FLEET feeds -fleet; where no fleet is counted (the memory store,
+// or Redis with -lease-share 0 and no -local-share auto) it is named in
+// the start-up line of what is not acted on, as -fleet given there is
+// refused: before, the variable was silently ignored.
+func TestServeNamesSluiceFleetWhereNoFleetIsCounted(t *testing.T) {
+	t.Setenv("SLUICE_FLEET", "other")
+	for _, tt := range []struct {
+		args  []string
+		named bool
+	}{
+		{nil, true},
+		{[]string{"-store", "redis://127.0.0.1:1", "-lease-share", "0"}, true},
+		{[]string{"-store", "redis://127.0.0.1:1"}, false},
+		{[]string{"-store", "redis://127.0.0.1:1", "-lease-share", "0", "-local-share", "auto"}, false},
+	} {
+		s, code, done := parseServeFlags(tt.args, &bytes.Buffer{}, &bytes.Buffer{})
+		if done {
+			t.Fatalf("%v: parse: exit %d", tt.args, code)
+		}
+		if err := s.o.remote.check(s.fs, &s.o); err != nil {
+			t.Fatalf("%v: %v", tt.args, err)
+		}
+		if got := slices.Contains(mootFlags(s.fs, &s.o), "-fleet"); got != tt.named {
+			t.Errorf("SLUICE_FLEET with %v: named as not acted on %v, want %v", tt.args, got, tt.named)
+		}
 	}
 }

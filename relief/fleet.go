@@ -164,9 +164,16 @@ func (f *Fleet) Count() int { return int(f.count.Load()) }
 // the fleet. A caller that divides a share of a limit by Fresh and takes
 // none while it is 0 takes a share only while the others count this
 // process (as soon as each has announced since it joined).
-func (f *Fleet) Fresh() int {
+func (f *Fleet) Fresh() int { return f.FreshFor(0) }
+
+// FreshFor is Fresh ending hold earlier: 0 from TTL − hold after the last
+// answered announce was sent. A caller that holds what it takes with the
+// count for up to hold (relief.Batcher's leases, for BatchConfig.Hold)
+// divides by FreshFor(hold), so that what it holds is spent or returned
+// before the others stop counting this process and take its part.
+func (f *Fleet) FreshFor(hold time.Duration) int {
 	sent := f.sent.Load()
-	if sent == 0 || f.cfg.Clock.Now().UnixNano()-sent >= int64(f.cfg.TTL) {
+	if sent == 0 || f.cfg.Clock.Now().UnixNano()-sent >= int64(f.cfg.TTL-hold) {
 		return 0
 	}
 	return f.Count()

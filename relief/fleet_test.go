@@ -228,3 +228,31 @@ func TestFleetLogsARunOfFailuresOnce(t *testing.T) {
 		t.Errorf("%d lines say announcing is back, want 1:\n%s", n, logs)
 	}
 }
+
+// FreshFor(hold) stops a hold before Fresh does: units leased while it
+// answers are spent or returned by the time the store forgets this
+// process (its last answered announce's send time plus the TTL), so the
+// others, who then count one fewer and lease more, never share the limit
+// with units this process still holds.
+func TestFleetFreshForStopsAHoldBeforeTheOthersForgetThisProcess(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const hold = time.Second
+		roster := newFakeRoster()
+		me := newFleet(t, roster, "me")
+		if err := me.Beat(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		roster.setDown(true)
+		time.Sleep(relief.DefaultFleetTTL - hold - time.Nanosecond)
+		if me.FreshFor(hold) != 1 || me.Fresh() != 1 {
+			t.Fatalf("a hold before the TTL has passed: FreshFor %d, Fresh %d; want 1 and 1", me.FreshFor(hold), me.Fresh())
+		}
+		time.Sleep(time.Nanosecond)
+		if got := me.FreshFor(hold); got != 0 {
+			t.Errorf("a hold or less before the TTL passes: FreshFor = %d, want 0 (a lease taken now outlives the membership)", got)
+		}
+		if got := me.Fresh(); got != 1 {
+			t.Errorf("before the TTL has passed: Fresh = %d, want 1", got)
+		}
+	})
+}

@@ -102,7 +102,12 @@ func (r *remoteOptions) startFleet(st *stores.Opened, failureNodes int, log *slo
 	}
 	attrs = append(attrs, "failure_mode_share", map[bool]string{true: "follows the fleet", false: "-failure-nodes or -local-share"}[follow])
 	if leases {
-		r.leaseCount = f.Fresh
+		// A lease's units are held up to -reserve-hold: none is taken
+		// within a hold of the others forgetting this process (for holds
+		// up to half the member TTL; a longer hold keeps leasing until
+		// then, and its last part is not covered while announcing fails).
+		hold := min(r.reserveHold, relief.DefaultFleetTTL/2)
+		r.leaseCount = func() int { return f.FreshFor(hold) }
 		attrs = append(attrs, "lease_share", "divided by the fleet's count; no lease until counted")
 	}
 	ctx, stop := context.WithCancel(context.Background())

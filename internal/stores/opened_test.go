@@ -13,8 +13,8 @@ import (
 )
 
 // While Redis is down, the store that failure mode local decides on holds
-// no more than the memory store's budget given to Open (-memory-max-bytes,
-// -memory-max-keys): a flood of distinct keys evicts, it does not grow the
+// no more than the memory store's budget given to Open (serve's
+// -memory-max-bytes; the proxy's memory_max_bytes and memory_max_keys): a flood of distinct keys evicts, it does not grow the
 // heap. Before, that store was made with memstore's defaults (256 MiB,
 // 1,000,000 keys) whatever the budget.
 func TestOpenLocalFailureStoreHoldsTheMemoryBudget(t *testing.T) {

@@ -51,6 +51,9 @@ type logEntry struct {
 // Refund). If the limit changes, or the clock steps back, and more than
 // MaxLogEntries entries would meet, the two oldest are merged into one
 // stamped with the later instant: still conservative, and the bound holds.
+// A log held to fewer entries than MaxLogEntries (a store's memory budget;
+// see TakeAtMost) coarsens its slot instead, to LogSlot: it stays
+// conservative and each unit leaves less than one such slot late.
 type SlidingLog struct {
 	buf  []logEntry // ring of entries
 	head int32      // index of the oldest entry
@@ -65,6 +68,26 @@ type SlidingLog struct {
 // the same instant) without a Precision, else the Precision.
 func LogResolution(lim sluice.Limit) int64 {
 	return max(int64(lim.Precision), 1)
+}
+
+// LogSlot returns the slot of time, in nanoseconds, within which a sliding
+// log under lim held to at most most entries merges the units it admits
+// into one entry (see SlidingLog.TakeAtMost): LogResolution(lim) when most
+// is at least MaxLogEntries(lim) (the log is held to nothing it would not
+// hold anyway), else ⌈Period/(most−1)⌉ (Period when most is 1), or the
+// resolution if that is coarser: no more than most slots, aligned to the
+// Unix epoch, meet a window (now−Period, now].
+func LogSlot(lim sluice.Limit, most int64) int64 {
+	res := LogResolution(lim)
+	if most >= MaxLogEntries(lim) {
+		return res
+	}
+	p := int64(lim.Period)
+	need := p
+	if most > 1 {
+		need = (p-1)/(most-1) + 1
+	}
+	return max(res, need)
 }
 
 // MaxLogEntries returns the most entries a sliding log under lim holds:
@@ -176,13 +199,27 @@ func (s *SlidingLog) Take(now int64, lim sluice.Limit, cost int) sluice.Result {
 }
 
 // TakeAtMost is Take keeping at most most entries (at least one), fewer
-// than MaxLogEntries(lim) when a store's memory budget allows no more:
-// past it the two oldest entries merge into one stamped with the later
-// instant, as after a change of limit, so the ring never grows past most
-// entries and the log stays conservative: every unit is still counted, and
-// none leaves the window earlier than in the exact log, so it may refuse
-// sooner, never admit more. A log that already holds more than most
-// entries keeps their number: each new entry merges the two oldest.
+// than MaxLogEntries(lim) when a store's memory budget allows no more. The
+// log is then kept as with a coarser precision: the units admitted within
+// one epoch-aligned slot of LogSlot(lim, most) share an entry stamped with
+// the latest of their instants, so that no more than most slots meet a
+// window and the ring never grows past most entries. The log stays
+// conservative: every unit is counted and none leaves the window earlier
+// than in the exact log, so no window of Period holds more than Rate
+// units. Once the entries in the window were all logged at that slot, each
+// unit leaves less than one slot late, so that at a steady rate a log held
+// at one size admits at least Rate less the units of one slot per Period
+// (1,000 a minute held to 64 entries: a slot of 952 ms, 16 units).
+//
+// Entries logged at a finer slot (before the log was held, or held to
+// more entries) merge by slot when they fill the ring, before it grows: a
+// pass over the ring, paid for by the entries that filled it, after which
+// the ring grows anyway unless a quarter of it was freed. Past most
+// entries (a log held to fewer than it holds, a change of limit, a clock
+// that stepped back), each new entry merges two: the first pair among the
+// 8 oldest that share a slot, else the two newest if they do, else the
+// two oldest, which may keep units more than one slot late, still
+// conservatively.
 func (s *SlidingLog) TakeAtMost(now int64, lim sluice.Limit, cost int, most int64) sluice.Result {
 	p, rate, c := int64(lim.Period), int64(lim.Rate), int64(cost)
 	at := now // the instant logged: never before the newest, so the log stays sorted if the clock steps back
@@ -201,7 +238,12 @@ func (s *SlidingLog) TakeAtMost(now int64, lim sluice.Limit, cost int, most int6
 		res.ResetAfter = time.Duration(s.entry(s.n-1).at + p - now)
 		return res
 	}
-	s.add(at, c, LogResolution(lim), most)
+	r := LogResolution(lim)
+	slot := r
+	if most < MaxLogEntries(lim) { // held below its size: the call only then
+		slot = LogSlot(lim, most)
+	}
+	s.add(at, c, slot, most, slot > r)
 	s.until = at + p
 	res.Allowed = true
 	res.Remaining = int(rate - s.sum())
@@ -242,15 +284,16 @@ func (s *SlidingLog) Peek(now int64, lim sluice.Limit) sluice.Result {
 }
 
 // add logs c units at at, which is no earlier than the newest entry: into
-// the newest entry if it has the same instant or lies in the same slot of
-// length res, else as a new entry, growing the ring by doubling. most is
-// the most entries the limit needs (MaxLogEntries); past it, which only a
-// change of limit or a clock that stepped back brings, the two oldest
-// entries merge.
-func (s *SlidingLog) add(at, c, res, most int64) {
+// the newest entry if it has the same instant or lies in the same
+// epoch-aligned slot of length slot, else as a new entry, growing the ring
+// by doubling. most is the most entries the log may hold: past it two
+// entries merge (see merge). coarse says slot is coarser than the limit's
+// resolution (the log is held below its size): a full ring then first
+// merges its entries by slot (see TakeAtMost).
+func (s *SlidingLog) add(at, c, slot, most int64, coarse bool) {
 	if s.n > 0 {
 		last := s.entry(s.n - 1)
-		if last.at == at || res > 1 && floorDiv(last.at, res) == floorDiv(at, res) {
+		if last.at == at || slot > 1 && floorDiv(last.at, slot) == floorDiv(at, slot) {
 			last.at, last.cum = at, last.cum+c
 			return
 		}
@@ -260,21 +303,77 @@ func (s *SlidingLog) add(at, c, res, most int64) {
 		total = s.entry(s.n-1).cum + c
 	}
 	if int64(s.n) >= max(most, 1) {
-		// Merge the two oldest entries, keeping the later instant: the
-		// oldest's units now leave with the next entry's.
-		s.head++
-		if s.head == int32(len(s.buf)) {
-			s.head = 0
-		}
-		s.n--
+		s.merge(slot)
 	}
-	if int(s.n) == len(s.buf) {
-		// Grow 4, 8, 16, ... but not past what the limit needs: a full log
-		// of 1000 per period keeps a ring of 1000.
-		s.resize(int(min(int64(max(2*len(s.buf), 4)), max(most, int64(s.n)+1))))
+	if n := int(s.n); n == len(s.buf) {
+		if coarse {
+			// Before growing, merge the entries that share the coarser
+			// slot: entries logged before the log was held below its
+			// size. The pass is paid for, as the copy is, by the entries
+			// that filled the ring; the ring grows all the same unless a
+			// quarter of it is freed, so that the next pass is paid for by
+			// as many new entries.
+			s.reslot(slot)
+		}
+		if int(s.n) == n || 4*(n-int(s.n)) < n {
+			// Grow 4, 8, 16, ... but not past what the limit needs: a
+			// full log of 1000 per period keeps a ring of 1000.
+			s.resize(int(min(int64(max(2*len(s.buf), 4)), max(most, int64(s.n)+1))))
+		}
 	}
 	s.n++
 	*s.entry(s.n - 1) = logEntry{at: at, cum: total}
+}
+
+// reslot merges every run of entries in one slot into its newest entry.
+func (s *SlidingLog) reslot(slot int64) {
+	if s.n == 0 {
+		return
+	}
+	w := int32(0)
+	for i := int32(1); i < s.n; i++ {
+		e := *s.entry(i)
+		if floorDiv(e.at, slot) != floorDiv(s.entry(w).at, slot) {
+			w++
+		}
+		*s.entry(w) = e
+	}
+	s.n = w + 1
+}
+
+// mergeScan is the most pairs of the oldest entries merge looks at for
+// two that share a slot.
+const mergeScan = 8
+
+// merge merges two entries into one stamped with the later instant, to
+// make room for a new one: the first pair of the mergeScan oldest that
+// share a slot, else the two newest if they do, else the two oldest. Work
+// is O(mergeScan): the entries before the pair move up by one.
+func (s *SlidingLog) merge(slot int64) {
+	i := int32(0) // merge entry i into entry i+1
+	if s.n >= 2 {
+		i = -1
+		for j := range min(s.n-1, mergeScan) {
+			if floorDiv(s.entry(j).at, slot) == floorDiv(s.entry(j+1).at, slot) {
+				i = j
+				break
+			}
+		}
+		if i < 0 && floorDiv(s.entry(s.n-2).at, slot) == floorDiv(s.entry(s.n-1).at, slot) {
+			*s.entry(s.n - 2) = *s.entry(s.n - 1)
+			s.n--
+			return
+		}
+		i = max(i, 0)
+	}
+	for j := i; j > 0; j-- {
+		*s.entry(j) = *s.entry(j - 1)
+	}
+	s.head++
+	if s.head == int32(len(s.buf)) {
+		s.head = 0
+	}
+	s.n--
 }
 
 // Refund removes cost units from the oldest live entries, whichever

@@ -287,9 +287,9 @@ func TestSlidingLogBytesFollowItsEntries(t *testing.T) {
 // Long sliding logs on keys of their own shards stay within MaxBytes:
 // 16 keys, each asked for 20,000 entries of 16 bytes (320 KB, 5 MB in
 // all) against a budget of 1 MiB over 16 shards. A log that is its
-// shard's only key cannot evict another to make room; it merges its two
-// oldest entries instead of growing past the shard's share, which only
-// ever makes it refuse sooner: no window holds more than the rate. Before,
+// shard's only key cannot evict another to make room; it coarsens its
+// slot instead of growing past the shard's share, which only ever makes it
+// refuse sooner: no window holds more than the rate. Before,
 // each shard's one log was kept past its share, and the store held about
 // five times its budget.
 func TestLongSlidingLogsOnTheirOwnShardsStayWithinMaxBytes(t *testing.T) {
@@ -345,4 +345,46 @@ func TestSlidingLogHeldToItsShareStillRefusesPastItsRate(t *testing.T) {
 	if r := mustAllow(t, s, "log", lim, 1); r.Allowed {
 		t.Fatalf("at the period's end, before the first unit leaves, admitted: %+v", r)
 	}
+}
+
+// A log held to its shard's share keeps its rate: 1,000 a minute, 10,000
+// requests one every 60 ms (exactly the rate), under a MaxBytes of 1 MiB
+// (16 KiB a shard: a ring of about 715 entries where the limit needs 1,000).
+// It admits at least the rate less one of its slots' worth a period, never
+// more than the rate in any window. When the capped log merged its two
+// oldest entries it admitted 8,000, while the store held 320 KiB; held
+// only on the decisions that found its ring full, it logged exact entries
+// between them that crowded the coarse ones, and admitted 9,211.
+func TestSlidingLogHeldToItsShareKeepsItsRate(t *testing.T) {
+	clock := clocktest.New()
+	s := newTestStore(t, memstore.Config{Clock: clock, MaxBytes: 1 << 20})
+	lim := sluice.Limit{Algorithm: sluice.SlidingLog, Rate: 1000, Period: time.Minute}
+	const n = 10_000
+	step := lim.Period / time.Duration(lim.Rate)
+	var admitted []time.Time
+	var most int64
+	for range n {
+		clock.Advance(step)
+		if mustAllow(t, s, "log", lim, 1).Allowed {
+			admitted = append(admitted, clock.Now())
+		}
+		most = max(most, s.Stats().Bytes)
+	}
+	// The log holds at least 64 entries, so its slot is at most that of
+	// 64 entries; at exactly the rate it holds ⌈slot/step⌉ requests.
+	slot := time.Duration(algorithm.LogSlot(lim, algorithm.LogEntries))
+	perSlot := int((slot + step - 1) / step)
+	periods := int((n*step + lim.Period - 1) / lim.Period)
+	if want := n - periods*perSlot; len(admitted) < want {
+		t.Errorf("admitted %d of %d requests at exactly the rate, want at least %d", len(admitted), n, want)
+	}
+	for i := lim.Rate; i < len(admitted); i++ {
+		if admitted[i].Sub(admitted[i-lim.Rate]) < lim.Period {
+			t.Fatalf("admitted %d units within %v", lim.Rate+1, admitted[i].Sub(admitted[i-lim.Rate]))
+		}
+	}
+	if st := s.Stats(); st.Bytes > st.MaxBytes {
+		t.Errorf("Stats().Bytes = %d > MaxBytes %d", st.Bytes, st.MaxBytes)
+	}
+	t.Logf("admitted %d of %d; the store held at most %d bytes", len(admitted), n, most)
 }

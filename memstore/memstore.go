@@ -12,8 +12,8 @@
 // sampled key that is closest to fresh (the earliest to expire, Redis's
 // volatile-ttl policy over a sample of 8 per algorithm; a key already fresh
 // expires at 0 or in the past, so it goes first), and a sliding log that
-// grows past the budget evicts others the same way, and merges its oldest
-// entries rather than outgrow its shard's share. Evicting that key
+// grows past the budget evicts others the same way, and coarsens its slot
+// rather than outgrow its shard's share. Evicting that key
 // forgets the least: it would have been dropped soonest anyway, and a key
 // that is limited now has a later expiry than one that was merely used.
 //
@@ -83,10 +83,11 @@ type Config struct {
 	// key per shard. A sliding log holds at most its limit's LogEntries
 	// entries of 16 bytes (2 MiB under config's default max_log_entries),
 	// and no more than its shard's share allows: a growing log evicts the
-	// shard's other keys, and past what the share holds with none of them
-	// (at least 64 entries, 1 KiB) it merges its two oldest entries instead
-	// of growing (see algorithm.SlidingLog.TakeAtMost), which makes it
-	// refuse sooner, never admit more. The Go runtime lets the heap grow to about twice
+	// shard's other keys, and near what the share holds with none of them
+	// (at least 64 entries, 1 KiB) it coarsens its slot instead of growing
+	// (see algorithm.SlidingLog.TakeAtMost): the units of each slot of
+	// Period/(entries−1) share an entry, which makes it refuse up to one
+	// slot sooner, never admit more. The Go runtime lets the heap grow to about twice
 	// what is live before it collects (GOGC=100), so allow about
 	// 2·MaxBytes of memory for the store.
 	//
@@ -419,7 +420,9 @@ func (sh *shard) decide(now int64, h uint64, key string, lim sluice.Limit, cost 
 		st := lookup(sh, &sh.sl.table, now, h, key)
 		before := st.Bytes()
 		most := algorithm.MaxLogEntries(lim)
-		if n := st.Entries(); n*logEntryBytes == before && int64(n) < most { // the ring is full: the next entry grows it
+		// A ring short of what the limit needs and nearly full: the log
+		// may be near its room, and is held to it (coarsening its slot).
+		if n := st.Entries(); n*logEntryBytes >= before-before/8 && int64(before) < most*logEntryBytes {
 			most = min(most, sh.logRoom(key))
 		}
 		res := st.TakeAtMost(now, lim, cost, most)
@@ -579,9 +582,9 @@ const logEntryBytes = 16
 // shard: the shard's share less what no eviction gives back (its sketch,
 // its tables' slot arrays, the key's own bytes), in entries, and at least
 // algorithm.LogEntries. A log that grows within it evicts other keys (trim);
-// one that would grow past it merges its oldest entries instead (see
-// algorithm.SlidingLog.TakeAtMost), so that a shard's lone log stays
-// within the shard's share. sh.mu is held.
+// one whose ring is nearly full (seven eighths) is held to it, coarsening
+// its slot rather than growing past it (see algorithm.SlidingLog.TakeAtMost),
+// so that a shard's lone log stays within the shard's share. sh.mu is held.
 func (sh *shard) logRoom(key string) int64 {
 	fixed := sh.mem.bytes() + keyCost(len(key))
 	for _, c := range sh.counts {

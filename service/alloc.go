@@ -15,6 +15,7 @@ package service
 //     with them, so that SetRules drops it.
 
 import (
+	"maps"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -151,22 +152,70 @@ type ruleInfo struct {
 const maxRuleInfos = 1 << 14
 
 // rulesBox is the current Rules and the ruleInfo of each rule it has
-// returned, keyed by the rule's pointer.
+// returned, keyed by the rule's pointer. A decision reads the infos
+// through read, a map that is never written once published (one map
+// lookup by pointer, no lock); a rule not yet in it is found or added
+// under mu in dirty, and read is rebuilt with dirty's rules once the
+// lookups that missed it are as many as its rules, so that the rebuilds
+// cost O(1) per miss and the rules of a steady configuration are all in
+// read after a few decisions.
 type rulesBox struct {
-	r     Rules
-	infos sync.Map // *config.RateLimit → *ruleInfo
-	n     atomic.Int64
+	r    Rules
+	read atomic.Pointer[map[*config.RateLimit]*ruleInfo]
+
+	mu     sync.Mutex
+	dirty  map[*config.RateLimit]*ruleInfo // the rules not in read; under mu
+	misses int                             // lookups that missed read since it was rebuilt; under mu
+	n      int                             // rules in read and dirty; under mu
 }
 
 // info returns r's ruleInfo, deriving it on first use; nil when the cache
 // is full.
 func (s *Service) info(b *rulesBox, r *config.RateLimit) *ruleInfo {
-	if v, ok := b.infos.Load(r); ok {
-		return v.(*ruleInfo)
+	if m := b.read.Load(); m != nil {
+		if in, ok := (*m)[r]; ok {
+			return in
+		}
 	}
-	if b.n.Load() >= maxRuleInfos {
-		return nil
+	return s.infoSlow(b, r)
+}
+
+// infoSlow is info for a rule not in b.read.
+func (s *Service) infoSlow(b *rulesBox, r *config.RateLimit) *ruleInfo {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	var read map[*config.RateLimit]*ruleInfo
+	if m := b.read.Load(); m != nil {
+		read = *m
 	}
+	if in, ok := read[r]; ok { // published while this call waited for mu
+		return in
+	}
+	in, ok := b.dirty[r]
+	if !ok {
+		if b.n >= maxRuleInfos {
+			return nil
+		}
+		in = s.newRuleInfo(r)
+		if b.dirty == nil {
+			b.dirty = make(map[*config.RateLimit]*ruleInfo)
+		}
+		b.dirty[r] = in
+		b.n++
+	}
+	b.misses++
+	if b.misses >= len(read) {
+		next := make(map[*config.RateLimit]*ruleInfo, len(read)+len(b.dirty))
+		maps.Copy(next, read)
+		maps.Copy(next, b.dirty)
+		b.read.Store(&next)
+		b.dirty, b.misses = nil, 0
+	}
+	return in
+}
+
+// newRuleInfo derives r's ruleInfo.
+func (s *Service) newRuleInfo(r *config.RateLimit) *ruleInfo {
 	in := &ruleInfo{}
 	switch s.headers {
 	case HeadersDraft11:
@@ -185,9 +234,5 @@ func (s *Service) info(b *rulesBox, r *config.RateLimit) *ruleInfo {
 			in.meta = structpb.NewStructValue(st)
 		}
 	}
-	if v, loaded := b.infos.LoadOrStore(r, in); loaded {
-		return v.(*ruleInfo)
-	}
-	b.n.Add(1)
 	return in
 }

@@ -90,7 +90,7 @@ func standing(r sluice.Result) rlheader.Standing {
 // refunded, so that a request is charged on all of them or none. The
 // status and headers describe the limit that refused, or when all admit
 // the tightest of them.
-func (s *Service) decideAll(ctx context.Context, domain string, i int, p *plan, sp *statusParts, o outcome) (outcome, error) {
+func (s *Service) decideAll(ctx context.Context, domain string, i int, p *plan, sp *statusParts, o *outcome) error {
 	p.key = s.storeKey(domain, p.entries)
 	base := p.key
 	qs := limitPlans(p)
@@ -109,7 +109,7 @@ func (s *Service) decideAll(ctx context.Context, domain string, i int, p *plan, 
 			var err error
 			if res, err = s.spend(ctx, i, q, limitKey(base, q.rule, j)); err != nil {
 				s.refundLimits(ctx, i, qs[:j], base)
-				return o, err
+				return err
 			}
 		}
 		if !res.Allowed {
@@ -122,7 +122,8 @@ func (s *Service) decideAll(ctx context.Context, domain string, i int, p *plan, 
 		}
 	}
 	report(p, &qs[best], sp)
-	return s.decided(o, sp, bestRes), nil
+	s.decided(o, sp, bestRes)
+	return nil
 }
 
 // longestRefusal returns the limit whose refusal the status reports: the
@@ -154,18 +155,18 @@ func (s *Service) longestRefusal(ctx context.Context, i int, qs []plan, base str
 
 // checkAll answers a check-only or refunding descriptor of several
 // limits.
-func (s *Service) checkAll(ctx context.Context, domain string, i int, p *plan, sp *statusParts, o outcome, qs []plan, base string) (outcome, error) {
+func (s *Service) checkAll(ctx context.Context, domain string, i int, p *plan, sp *statusParts, o *outcome, qs []plan, base string) error {
 	if p.refund {
 		for j := range qs {
 			q := &qs[j]
 			if c := q.lim.Capacity(); q.cost > 0 && c >= 1 {
 				if err := s.giveBack(ctx, i, q, limitKey(base, q.rule, j), int(min(q.cost, uint64(c)))); err != nil {
-					return o, err
+					return err
 				}
 			}
 		}
 		o.st.LimitRemaining = clampUint32(int64(p.lim.Capacity()))
-		return o, nil
+		return nil
 	}
 	best := -1
 	var bestRes sluice.Result
@@ -173,7 +174,7 @@ func (s *Service) checkAll(ctx context.Context, domain string, i int, p *plan, s
 		q := &qs[j]
 		res, ok, err := s.peekKey(ctx, i, q, limitKey(base, q.rule, j))
 		if err != nil {
-			return o, s.storeError(ctx, i, q, err)
+			return s.storeError(ctx, i, q, err)
 		}
 		if !ok {
 			return s.decideCheck(ctx, domain, i, p, sp, o)
@@ -183,7 +184,8 @@ func (s *Service) checkAll(ctx context.Context, domain string, i int, p *plan, s
 		}
 	}
 	report(p, &qs[best], sp)
-	return s.peeked(o, sp, bestRes), nil
+	s.peeked(o, sp, bestRes)
+	return nil
 }
 
 // refundLimits gives back what the limits qs spent, a request refused by

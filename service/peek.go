@@ -55,7 +55,7 @@ func (s *Service) peekKey(ctx context.Context, i int, p *plan, key string) (res 
 // OK with the remaining units and the real reset, or OVER_LIMIT (unless in
 // shadow mode) when the key is already over its limit. Like every check,
 // it never chooses the response headers.
-func (s *Service) peeked(o outcome, sp *statusParts, res sluice.Result) outcome {
+func (s *Service) peeked(o *outcome, sp *statusParts, res sluice.Result) {
 	o.remain = int64(res.Remaining)
 	o.st.LimitRemaining = clampUint32(o.remain)
 	if res.Allowed {
@@ -63,5 +63,5 @@ func (s *Service) peeked(o outcome, sp *statusParts, res sluice.Result) outcome 
 	} else {
 		o.over, o.wait = true, res.RetryAfter
 	}
-	return s.finish(o, sp)
+	s.finish(o, sp)
 }

@@ -556,12 +556,20 @@ func (s *Service) evaluate(ctx context.Context, req *pb.RateLimitRequest) (*pb.R
 	return s.evaluateIn(ctx, req, new(scratch))
 }
 
+// monoBase is the instant monoNow counts from.
+var monoBase = time.Now()
+
+// monoNow is the monotonic clock's reading since monoBase: one clock read,
+// where time.Now reads the wall clock too, which a call's duration does
+// not need.
+func monoNow() time.Duration { return time.Since(monoBase) }
+
 // evaluateIn is evaluate with its plans and outcomes in sc.
 func (s *Service) evaluateIn(ctx context.Context, req *pb.RateLimitRequest, sc *scratch) (*pb.RateLimitResponse, []outcome, error) {
-	start := time.Now()
+	start := monoNow()
 	resp, outs, err := s.shouldRateLimit(ctx, req, sc)
 	if s.m != nil {
-		s.m.observe(time.Since(start), resp, err)
+		s.m.observe(monoNow()-start, resp, err)
 	}
 	return resp, outs, err
 }
@@ -591,8 +599,13 @@ func (s *Service) shouldRateLimit(ctx context.Context, req *pb.RateLimitRequest,
 	if replaced {
 		dropReplaced(plans)
 	}
-	overrides := domainKnown(rules, req.GetDomain())
+	// Whether the domain may use overrides is asked only of a request that
+	// carries one: the answer is a map lookup the common request skips.
+	overrides, asked := false, false
 	for i := range plans {
+		if !asked && plans[i].keyDesc.GetLimit() != nil {
+			overrides, asked = domainKnown(rules, req.GetDomain()), true
+		}
 		s.resolve(box, req.GetDomain(), &plans[i], overrides)
 		s.tenantLimit(ctx, req.GetDomain(), &plans[i])
 	}
@@ -689,16 +702,15 @@ func (s *Service) respond(ctx context.Context, req *pb.RateLimitRequest, plans [
 	quotas, denied := false, false
 	debug := s.log.Enabled(ctx, slog.LevelDebug) // once: at info, nothing more per decision
 	for i := range plans {
-		o, err := s.decide(ctx, req.GetDomain(), i, &plans[i], &parts[i])
-		if err != nil {
+		o := &outs[i]
+		if err := s.decide(ctx, req.GetDomain(), i, &plans[i], &parts[i], o); err != nil {
 			return nil, err
 		}
-		outs[i] = o
 		if s.obs != nil {
-			s.observe(req.GetDomain(), &plans[i], o)
+			s.observe(req.GetDomain(), &plans[i], *o)
 		}
 		if debug {
-			s.logDecision(ctx, req.GetDomain(), i, &plans[i], o)
+			s.logDecision(ctx, req.GetDomain(), i, &plans[i], *o)
 		}
 		resp.Statuses[i] = o.st
 		denied = denied || o.denied
@@ -997,17 +1009,17 @@ func clampUint32(v int64) uint32 {
 }
 
 // decide answers one descriptor, with its status in sp.
-func (s *Service) decide(ctx context.Context, domain string, i int, p *plan, sp *statusParts) (outcome, error) {
+func (s *Service) decide(ctx context.Context, domain string, i int, p *plan, sp *statusParts, o *outcome) error {
 	sp.st.Code = pb.RateLimitResponse_OK
-	o := outcome{p: p, st: &sp.st}
+	*o = outcome{p: p, st: &sp.st}
 	r := p.rule
 	switch {
 	case r == nil:
-		return o, nil
+		return nil
 	case r.Unlimited:
 		o.st.LimitRemaining = MaxUnlimited
 		s.m.count(p.ctr, p.label, tally{hits: p.cost, within: p.cost})
-		return o, nil
+		return nil
 	}
 	sp.lim.Name, sp.lim.RequestsPerUnit, sp.lim.Unit = p.name, p.rpu, p.unit
 	o.st.CurrentLimit = &sp.lim
@@ -1020,7 +1032,8 @@ func (s *Service) decide(ctx context.Context, domain string, i int, p *plan, sp 
 			o.eligible = !p.shadow
 		}
 		s.m.count(p.ctr, p.label, s.tallyOf(0, p.cost, false, 0, p.shadow))
-		return s.finish(o, sp), nil
+		s.finish(o, sp)
+		return nil
 	case len(r.More) > 0: // a rate_limits list (multi.go); never an override
 		return s.decideAll(ctx, domain, i, p, sp, o)
 	case p.check:
@@ -1031,37 +1044,40 @@ func (s *Service) decide(ctx context.Context, domain string, i int, p *plan, sp 
 		// It can never be admitted: a denial, not bad input.
 		o.over, o.wait = true, p.period
 		s.m.count(p.ctr, p.label, s.tallyOf(capacity, p.cost, false, 0, p.shadow))
-		return s.finish(o, sp), nil
+		s.finish(o, sp)
+		return nil
 	}
 	p.key = s.storeKey(domain, p.entries)
 	res, err := s.spend(ctx, i, p, p.key)
 	if err != nil {
-		return o, err
+		return err
 	}
-	return s.decided(o, sp, res), nil
+	s.decided(o, sp, res)
+	return nil
 }
 
 // decideCheck answers a descriptor that spends nothing: a check only
 // (cost 0), read through peek, or a refund (is_negative_hits).
-func (s *Service) decideCheck(ctx context.Context, domain string, i int, p *plan, sp *statusParts, o outcome) (outcome, error) {
+func (s *Service) decideCheck(ctx context.Context, domain string, i int, p *plan, sp *statusParts, o *outcome) error {
 	capacity := p.lim.Capacity()
 	if p.cost == 0 { // a check only: the key read without spending (peek.go)
 		res, ok, err := s.peek(ctx, domain, i, p)
 		if err != nil {
-			return o, s.storeError(ctx, i, p, err)
+			return s.storeError(ctx, i, p, err)
 		}
 		if ok {
-			return s.peeked(o, sp, res), nil
+			s.peeked(o, sp, res)
+			return nil
 		}
 	}
 	if p.refund && p.cost > 0 && capacity >= 1 {
 		c := int(min(p.cost, uint64(capacity)))
 		if err := s.giveBack(ctx, i, p, s.storeKey(domain, p.entries), c); err != nil {
-			return o, err
+			return err
 		}
 	}
 	o.st.LimitRemaining = clampUint32(int64(capacity))
-	return o, nil
+	return nil
 }
 
 // giveBack refunds c units of p's limit at key, through the rule's
@@ -1112,7 +1128,7 @@ func (s *Service) spend(ctx context.Context, i int, p *plan, key string) (sluice
 
 // decided fills in a spending descriptor's outcome from the store's
 // Result, and counts it.
-func (s *Service) decided(o outcome, sp *statusParts, res sluice.Result) outcome {
+func (s *Service) decided(o *outcome, sp *statusParts, res sluice.Result) {
 	p := o.p
 	if res.Allowed {
 		o.spent = true
@@ -1122,7 +1138,7 @@ func (s *Service) decided(o outcome, sp *statusParts, res sluice.Result) outcome
 		o.over, o.wait = true, res.RetryAfter
 	}
 	s.m.count(p.ctr, p.label, s.tallyOf(p.lim.Capacity(), p.cost, res.Allowed, int64(res.Remaining), p.shadow))
-	return s.finish(o, sp)
+	s.finish(o, sp)
 }
 
 // tallyOf is what a decision of cost units on a limit of capacity adds to
@@ -1174,7 +1190,7 @@ func (s *Service) tallyOf(capacity int, cost uint64, allowed bool, remain int64,
 
 // finish sets the code and duration of a decided outcome, the latter in
 // sp.
-func (s *Service) finish(o outcome, sp *statusParts) outcome {
+func (s *Service) finish(o *outcome, sp *statusParts) {
 	o.denied = o.over
 	if o.over {
 		if o.p.shadow {
@@ -1187,7 +1203,6 @@ func (s *Service) finish(o outcome, sp *statusParts) outcome {
 		setDuration(&sp.dur, resetSeconds(o.wait, o.p.period))
 		o.st.DurationUntilReset = &sp.dur
 	}
-	return o
 }
 
 // resetSeconds is a descriptor's duration_until_reset for a wait of w on a

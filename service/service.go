@@ -7,10 +7,10 @@ import (
 	"fmt"
 	"log/slog"
 	"math"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
+	"unsafe"
 
 	rlpb "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
 	pb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
@@ -947,48 +947,50 @@ func joinKey(prefix, domain string, entries []config.Entry, envoy bool) string {
 	for _, e := range entries {
 		n += 2 + len(e.Key) + len(e.Value)
 	}
-	var b strings.Builder
-	b.Grow(n)
-	b.WriteString(prefix)
-	b.WriteString(domain)
+	// Appends to a byte slice, not a strings.Builder, whose every write
+	// checks that the builder was not copied: about 150 of a decision's
+	// instructions (BENCHMARKS.md, "Cost per decision"). The slice is not
+	// written once it is the string.
+	b := make([]byte, 0, n)
+	b = append(b, prefix...)
+	b = append(b, domain...)
 	for _, e := range entries {
-		b.WriteByte('_')
-		b.WriteString(e.Key)
-		b.WriteByte('_')
+		b = append(b, '_')
+		b = append(b, e.Key...)
+		b = append(b, '_')
 		if envoy {
-			b.WriteString(e.Value)
+			b = append(b, e.Value...)
 		} else {
-			writeKeyValue(&b, e.Value)
+			b = appendKeyValue(b, e.Value)
 		}
 	}
 	if envoy {
-		b.WriteByte('_')
+		b = append(b, '_')
 	}
-	return shorten(b.String())
+	return shorten(unsafe.String(unsafe.SliceData(b), len(b)))
 }
 
-// writeKeyValue writes a descriptor value into a store key, its "_" and
+// appendKeyValue appends a descriptor value to a store key, its "_" and
 // "%" escaped (see StoreKey).
-func writeKeyValue(b *strings.Builder, v string) {
+func appendKeyValue(b []byte, v string) []byte {
 	// One pass over the bytes: strings.IndexAny costs a rune search per
 	// character of the set, which showed in a decision's profile (see
 	// BENCHMARKS.md, section "Figures moved from code comments").
 	start := 0
 	for i := 0; i < len(v); i++ {
-		var esc string
-		switch v[i] {
-		case '_':
-			esc = "%5F"
-		case '%':
-			esc = "%25"
-		default:
+		c := v[i]
+		if c != '_' && c != '%' {
 			continue
 		}
-		b.WriteString(v[start:i])
-		b.WriteString(esc)
+		b = append(b, v[start:i]...)
+		if c == '_' {
+			b = append(b, "%5F"...)
+		} else {
+			b = append(b, "%25"...)
+		}
 		start = i + 1
 	}
-	b.WriteString(v[start:])
+	return append(b, v[start:]...)
 }
 
 func shorten(key string) string {

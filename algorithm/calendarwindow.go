@@ -33,7 +33,7 @@ func (s *FixedWindow) takeCalendar(now int64, lim sluice.Limit, cost int) sluice
 			s.End = e
 		}
 	}
-	return s.spend(now, lim, cost)
+	return s.spend(now, int64(lim.Rate), cost)
 }
 
 // endsAt reports whether now, before end, lies in the period of c that

@@ -34,13 +34,13 @@ func (s *FixedWindow) Take(now int64, lim sluice.Limit, cost int) sluice.Result 
 		// holds now but keep the count, conservatively, as SlidingWindow does.
 		s.End = windowStart(now, p) + p
 	}
-	return s.spend(now, lim, cost)
+	return s.spend(now, int64(lim.Rate), cost)
 }
 
-// spend decides cost units in the window ending at End, which holds now.
-func (s *FixedWindow) spend(now int64, lim sluice.Limit, cost int) sluice.Result {
+// spend decides cost units of a limit of rate in the window ending at End,
+// which holds now. It takes the rate, not the Limit, which a call copies.
+func (s *FixedWindow) spend(now, rate int64, cost int) sluice.Result {
 	res := sluice.Result{ResetAfter: time.Duration(s.End - now)}
-	rate := int64(lim.Rate)
 	if int64(cost) > rate-s.Count {
 		res.Remaining = int(max(rate-s.Count, 0))
 		res.RetryAfter = res.ResetAfter

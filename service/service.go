@@ -948,7 +948,7 @@ func joinKey(prefix, domain string, entries []config.Entry, envoy bool) string {
 		n += 2 + len(e.Key) + len(e.Value)
 	}
 	// Appends to a byte slice, not a strings.Builder, whose every write
-	// checks that the builder was not copied: about 150 of a decision's
+	// checks that the builder was not copied: about 170 of a decision's
 	// instructions (BENCHMARKS.md, "Cost per decision"). The slice is not
 	// written once it is the string.
 	b := make([]byte, 0, n)

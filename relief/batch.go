@@ -287,19 +287,28 @@ func (b *Batcher) await(ctx context.Context, sh *shard[*pool], ck cacheKey, now 
 		return sluice.Result{}, now, false
 	}
 	p.coming -= cost
+	waitLanded(ctx, sh, p)
+	now = b.pools.now()
+	res, ok := spend(sh, ck, now, cost, b.counts())
+	return res, now, ok
+}
+
+// waitLanded waits, with sh.mu released, until units of p in motion land
+// (see end) or ctx is done, and reports whether they landed. sh.mu is held
+// on entry and again on return; p is sh's pool of the key.
+func waitLanded(ctx context.Context, sh *shard[*pool], p *pool) bool {
 	if p.landed == nil {
 		p.landed = make(chan struct{})
 	}
 	landed := p.landed
 	sh.mu.Unlock()
+	defer sh.mu.Lock()
 	select {
 	case <-landed:
+		return true
 	case <-ctx.Done():
+		return false
 	}
-	sh.mu.Lock()
-	now = b.pools.now()
-	res, ok := spend(sh, ck, now, cost, b.counts())
-	return res, now, ok
 }
 
 // counts is the interval, in ns, in which leases count a key's use; 0
@@ -570,17 +579,10 @@ func (b *Batcher) retry(ctx context.Context, sh *shard[*pool], ck cacheKey, now 
 			sh.mu.Unlock()
 			return denied, nil
 		}
-		if p.landed == nil {
-			p.landed = make(chan struct{})
-		}
-		landed := p.landed
-		sh.mu.Unlock()
-		select {
-		case <-landed:
-		case <-ctx.Done():
+		if !waitLanded(ctx, sh, p) {
+			sh.mu.Unlock()
 			return denied, nil
 		}
-		sh.mu.Lock()
 		res, ok := spend(sh, ck, now, cost, 0)
 		sh.mu.Unlock()
 		if ok {

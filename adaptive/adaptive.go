@@ -19,6 +19,7 @@
 package adaptive
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -215,24 +216,13 @@ func New(c Config) (*Limiter, error) {
 
 // fill applies the defaults and checks the ranges.
 func (c *Config) fill() error {
-	set := func(v *int, d int) {
-		if *v == 0 {
-			*v = d
-		}
-	}
-	set(&c.Initial, DefaultInitial)
-	set(&c.Min, DefaultMin)
-	set(&c.Max, DefaultMax)
-	set(&c.MinSamples, DefaultMinSamples)
-	if c.Window == 0 {
-		c.Window = DefaultWindow
-	}
-	if c.DefaultShare == 0 {
-		c.DefaultShare = DefaultDefaultShare
-	}
-	if c.SheddableShare == 0 {
-		c.SheddableShare = DefaultSheddableShare
-	}
+	c.Initial = cmp.Or(c.Initial, DefaultInitial)
+	c.Min = cmp.Or(c.Min, DefaultMin)
+	c.Max = cmp.Or(c.Max, DefaultMax)
+	c.MinSamples = cmp.Or(c.MinSamples, DefaultMinSamples)
+	c.Window = cmp.Or(c.Window, DefaultWindow)
+	c.DefaultShare = cmp.Or(c.DefaultShare, DefaultDefaultShare)
+	c.SheddableShare = cmp.Or(c.SheddableShare, DefaultSheddableShare)
 	switch {
 	case c.Min < 1 || c.Max < c.Min:
 		return fmt.Errorf("%w: need 1 <= Min <= Max, have Min %d, Max %d", ErrInvalidConfig, c.Min, c.Max)

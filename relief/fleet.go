@@ -13,6 +13,7 @@ package relief
 // then within Period. While the store fails the count stays as it was.
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -98,18 +99,10 @@ func NewFleet(cfg FleetConfig) (*Fleet, error) {
 	if cfg.Roster == nil {
 		return nil, errors.New("relief: FleetConfig.Roster is nil")
 	}
-	if cfg.Period == 0 {
-		cfg.Period = DefaultFleetPeriod
-	}
-	if cfg.TTL == 0 {
-		cfg.TTL = DefaultFleetTTL
-	}
-	if cfg.Max == 0 {
-		cfg.Max = DefaultFleetMax
-	}
-	if cfg.Initial == 0 {
-		cfg.Initial = 1
-	}
+	cfg.Period = cmp.Or(cfg.Period, DefaultFleetPeriod)
+	cfg.TTL = cmp.Or(cfg.TTL, DefaultFleetTTL)
+	cfg.Max = cmp.Or(cfg.Max, DefaultFleetMax)
+	cfg.Initial = cmp.Or(cfg.Initial, 1)
 	switch {
 	case cfg.Period < 0:
 		return nil, fmt.Errorf("relief: FleetConfig.Period %v is negative", cfg.Period)

@@ -1,6 +1,7 @@
 package rlqs
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -170,15 +171,9 @@ func New(cfg Config) (*Server, error) {
 	if cfg.MaxBytes < 0 || cfg.MaxStreams < 0 || cfg.MaxStreamsPerConn < 0 {
 		return nil, fmt.Errorf("rlqs: MaxBytes %d, MaxStreams %d, MaxStreamsPerConn %d: want 0 (the default) or more", cfg.MaxBytes, cfg.MaxStreams, cfg.MaxStreamsPerConn)
 	}
-	if cfg.MaxBytes == 0 {
-		cfg.MaxBytes = DefaultMaxBytes
-	}
-	if cfg.MaxStreams == 0 {
-		cfg.MaxStreams = DefaultMaxStreams
-	}
-	if cfg.MaxStreamsPerConn == 0 {
-		cfg.MaxStreamsPerConn = DefaultMaxStreamsPerConn
-	}
+	cfg.MaxBytes = cmp.Or(cfg.MaxBytes, DefaultMaxBytes)
+	cfg.MaxStreams = cmp.Or(cfg.MaxStreams, DefaultMaxStreams)
+	cfg.MaxStreamsPerConn = cmp.Or(cfg.MaxStreamsPerConn, DefaultMaxStreamsPerConn)
 	var b [6]byte
 	_, _ = rand.Read(b[:])
 	mem := newBudget(cfg.MaxBytes, cfg.MaxStreams, cfg.MaxStreamsPerConn)

@@ -3,13 +3,17 @@ package redisstore_test
 import (
 	"context"
 	"errors"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/redis/rueidis"
+
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/internal/clocktest"
+	"github.com/sluicehq/sluice/internal/redistest"
 	"github.com/sluicehq/sluice/redisstore"
 )
 
@@ -128,4 +132,58 @@ func TestConcurrencyBadInput(t *testing.T) {
 			t.Errorf("Acquire(%q, %d, %v): %v, want %v", tt.key, tt.max, tt.ttl, err, tt.want)
 		}
 	}
+}
+
+// The in-flight set lives as long as its latest lease and no longer: an
+// acquire or a renew gives it the latest lease's expiry, a release the
+// expiry of the lease left last, and releasing the last lease deletes it.
+func TestConcurrencySetExpiresWithItsLatestLease(t *testing.T) {
+	ctx := context.Background()
+	srv := redistest.Single(t)
+	clock := clocktest.New()
+	s := open(t, "redis://"+srv.Addr, clock)
+	raw, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{srv.Addr}, DisableCache: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(raw.Close)
+	key := "inflight-ttl:" + strconv.FormatInt(time.Now().UnixNano(), 36)
+	// expiry checks the set's time to live, within the second it takes
+	// Redis to count; 0 wants no set.
+	expiry := func(step string, want time.Duration) {
+		t.Helper()
+		ms, err := raw.Do(ctx, raw.B().Pttl().Key(redisstore.DefaultPrefix+":cc:{"+key+"}").Build()).AsInt64()
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := time.Duration(ms) * time.Millisecond
+		if want == 0 && ms != -2 || want > 0 && (got > want || got < want-time.Second) {
+			t.Errorf("%s: the set's time to live is %v (PTTL %d), want %v", step, got, ms, want)
+		}
+	}
+	acquire := func(ttl time.Duration) redisstore.Lease {
+		t.Helper()
+		l, ok, _, err := s.Acquire(ctx, key, 5, ttl)
+		if err != nil || !ok {
+			t.Fatalf("acquire: ok=%v err=%v", ok, err)
+		}
+		return l
+	}
+	short := acquire(10 * time.Second)
+	expiry("one lease of 10s", 10*time.Second)
+	long := acquire(30 * time.Second)
+	expiry("a second lease of 30s", 30*time.Second)
+	clock.Advance(5 * time.Second)
+	if err := s.Renew(ctx, short); err != nil {
+		t.Fatal(err)
+	}
+	expiry("5s on, the 10s lease renewed", 25*time.Second)
+	if err := s.Release(ctx, long); err != nil {
+		t.Fatal(err)
+	}
+	expiry("the 30s lease released", 10*time.Second)
+	if err := s.Release(ctx, short); err != nil {
+		t.Fatal(err)
+	}
+	expiry("every lease released", 0)
 }

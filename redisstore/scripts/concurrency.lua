@@ -19,16 +19,9 @@ local key = KEYS[1]
 
 redis.call('ZREMRANGEBYSCORE', key, '-inf', int(now))
 
-local function keep()
-  local last = redis.call('ZRANGE', key, -1, -1, 'WITHSCORES')
-  if last[2] then
-    expire(key, tonumber(last[2]) - now)
-  end
-end
-
 if mode == 'release' then
   local removed = redis.call('ZREM', key, id)
-  keep()
+  keep_last(key)
   return {removed, 0, 0, 0}
 end
 
@@ -37,7 +30,7 @@ if mode == 'renew' then
     return {0, 0, 0, 0} -- expired, or never held
   end
   redis.call('ZADD', key, 'XX', int(now + ttl), id)
-  keep()
+  keep_last(key)
   return {1, 0, 0, ttl}
 end
 
@@ -47,5 +40,5 @@ if n >= limit then
   return {0, 0, math.max(tonumber(first[2]) - now, 1), 0}
 end
 redis.call('ZADD', key, int(now + ttl), id)
-keep()
+keep_last(key)
 return {1, limit - n - 1, 0, ttl}

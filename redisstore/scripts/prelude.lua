@@ -43,6 +43,16 @@ local function expire(key, us)
   end
 end
 
+-- keep_last lets the sorted set at key, whose scores are the instants its
+-- members expire, expire with its last member (or deletes it when that
+-- one has expired); an empty set is gone already.
+local function keep_last(key)
+  local last = redis.call('ZRANGE', key, -1, -1, 'WITHSCORES')
+  if last[2] then
+    expire(key, tonumber(last[2]) - now)
+  end
+end
+
 -- muldiv returns ⌊a·b/c⌋ and a·b mod c, exactly, for integers a, b ≥ 0 and
 -- c > 0 below 2^53 whose quotient is below 2^53, however large a·b: above
 -- 2^53 it works bit by bit on a, keeping the remainder below c, so that no

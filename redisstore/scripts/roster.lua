@@ -41,21 +41,13 @@ end
 remove('-inf', int(now))
 remove('(' .. int(now + horizon), '+inf')
 
--- keep lets the set expire with its last member.
-local function keep()
-  local last = redis.call('ZRANGE', key, -1, -1, 'WITHSCORES')
-  if last[2] then
-    expire(key, tonumber(last[2]) - now)
-  end
-end
-
 if mode == 'leave' then
   redis.call('ZREM', key, id)
-  keep()
+  keep_last(key)
   return {0}
 end
 
 redis.call('ZADD', key, int(now + ttl), id)
-keep()
+keep_last(key)
 local n = redis.call('ZCOUNT', key, '(' .. int(now), int(now + horizon))
 return {math.min(n, most)}

@@ -39,18 +39,10 @@ func TestOpenAccessLogNamesAStreamOrAFile(t *testing.T) {
 // A reopened file is the one at the path now: after a rename, lines go
 // to a new file; when the path cannot be opened, to the old one still.
 func TestReopenedAccessLogWritesTheFileAtThePath(t *testing.T) {
-	dir := t.TempDir()
-	path := filepath.Join(dir, "access.log")
-	w, closeLog, err := OpenAccessLog(path, io.Discard)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer closeLog()
+	path, w := tempAccessLog(t)
 	lf := w.(*logFile)
 	io.WriteString(w, "first\n")
-	if err := os.Rename(path, path+".1"); err != nil {
-		t.Fatal(err)
-	}
+	rotate(t, path)
 	if err := lf.reopen(); err != nil {
 		t.Fatal(err)
 	}
@@ -70,6 +62,27 @@ func TestReopenedAccessLogWritesTheFileAtThePath(t *testing.T) {
 	}
 	if lf.f.Name() != path {
 		t.Errorf("writing %s after a failed reopen, want the file opened before", lf.f.Name())
+	}
+}
+
+// tempAccessLog opens an access log at a path in a fresh directory; it is
+// closed when the test ends.
+func tempAccessLog(t *testing.T) (path string, w io.Writer) {
+	t.Helper()
+	path = filepath.Join(t.TempDir(), "access.log")
+	w, closeLog, err := OpenAccessLog(path, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(closeLog)
+	return path, w
+}
+
+// rotate moves the file at path to path.1, as log rotation does.
+func rotate(t *testing.T, path string) {
+	t.Helper()
+	if err := os.Rename(path, path+".1"); err != nil {
+		t.Fatal(err)
 	}
 }
 

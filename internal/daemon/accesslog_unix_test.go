@@ -7,7 +7,6 @@ import (
 	"io"
 	"log/slog"
 	"os"
-	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
@@ -18,21 +17,13 @@ import (
 // The signal given reopens the file until the app closes; any other
 // writer is left alone.
 func TestReopenAccessLogOnTheSignal(t *testing.T) {
-	dir := t.TempDir()
-	path := filepath.Join(dir, "access.log")
-	w, closeLog, err := OpenAccessLog(path, io.Discard)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer closeLog()
+	path, w := tempAccessLog(t)
 	var logs bytes.Buffer
 	log := slog.New(slog.NewTextHandler(&logs, nil))
 	a := NewApp(io.Discard, "test:")
 	ReopenAccessLogOn(a, w, log, syscall.SIGUSR1)
 	ReopenAccessLogOn(a, io.Discard, log, syscall.SIGUSR1) // not a file: nothing to do
-	if err := os.Rename(path, path+".1"); err != nil {
-		t.Fatal(err)
-	}
+	rotate(t, path)
 	if err := syscall.Kill(os.Getpid(), syscall.SIGUSR1); err != nil {
 		t.Fatal(err)
 	}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/internal/redistest"
+	"github.com/sluicehq/sluice/internal/stores"
 	"github.com/sluicehq/sluice/redisstore"
 )
 
@@ -42,18 +43,7 @@ func TestServeLeasesByDefaultWithRedis(t *testing.T) {
 		{"-reserve-units 4", []string{"-reserve-units", "4", "-reserve-hold", "1h"}, 0, 3, true},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			args := append([]string{"-store", "redis://" + srv.Addr}, tt.args...)
-			s, code, done := parseServeFlags(args, io.Discard, io.Discard)
-			if done {
-				t.Fatalf("parse: exit %d", code)
-			}
-			if err := s.checkOptions(); err != nil {
-				t.Fatal(err)
-			}
-			st, err := openServeStore(context.Background(), &s.o, false, slog.New(slog.DiscardHandler))
-			if err != nil {
-				t.Fatal(err)
-			}
+			s, st := openCheckedServeStore(t, append([]string{"-store", "redis://" + srv.Addr}, tt.args...)...)
 			defer st.Close()
 			if count := s.o.remote.leaseCount; tt.released && tt.name == "default" {
 				// Leases follow the fleet; none until it is counted.
@@ -158,17 +148,7 @@ func TestServeLeasesFollowTheFleetOnRedis(t *testing.T) {
 	defer plain.Close()
 	open := func() (sluice.Limiter, func() int, func()) {
 		t.Helper()
-		s, code, done := parseServeFlags([]string{"-store", url, "-fleet", fleet, "-local-cache=false", "-reserve-hold", "1h"}, io.Discard, io.Discard)
-		if done {
-			t.Fatalf("parse: exit %d", code)
-		}
-		if err := s.checkOptions(); err != nil {
-			t.Fatal(err)
-		}
-		st, err := openServeStore(context.Background(), &s.o, false, slog.New(slog.DiscardHandler))
-		if err != nil {
-			t.Fatal(err)
-		}
+		s, st := openCheckedServeStore(t, "-store", url, "-fleet", fleet, "-local-cache=false", "-reserve-hold", "1h")
 		if s.o.remote.leaseCount == nil {
 			t.Fatal("the leases do not follow the fleet (no count)")
 		}
@@ -209,4 +189,22 @@ func TestServeLeasesFollowTheFleetOnRedis(t *testing.T) {
 	if n := srv.Do(t, "ZCARD", "sluice:fleet:{"+fleet+"}"); strings.TrimSpace(n) != "2" {
 		t.Errorf("the fleet's key has %q members, want 2", n)
 	}
+}
+
+// openCheckedServeStore parses serve's args, checks them as serve does,
+// and opens the store serve would, logging nowhere; the caller closes it.
+func openCheckedServeStore(t *testing.T, args ...string) (*serveApp, stores.Opened) {
+	t.Helper()
+	s, code, done := parseServeFlags(args, io.Discard, io.Discard)
+	if done {
+		t.Fatalf("parse: exit %d", code)
+	}
+	if err := s.checkOptions(); err != nil {
+		t.Fatal(err)
+	}
+	st, err := openServeStore(context.Background(), &s.o, false, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s, st
 }

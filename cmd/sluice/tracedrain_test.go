@@ -106,58 +106,60 @@ func startRawCall(t *testing.T, addr, method string, first []byte) *rawCall {
 }
 
 // sync sends a PING and reads the server's frames until its ACK,
-// answering the server's settings, failing the test after 10 s. The
-// server reads a connection's frames in order, so once it has answered
-// the PING it has read the call's headers: the call is in flight.
+// failing the test after 10 s. The server reads a connection's frames in
+// order, so once it has answered the PING it has read the call's
+// headers: the call is in flight.
 func (rc *rawCall) sync(t *testing.T) {
 	t.Helper()
-	rc.c.SetReadDeadline(time.Now().Add(10 * time.Second))
-	defer rc.c.SetReadDeadline(time.Time{})
 	data := [8]byte{'i', 'n', 'f', 'l', 'i', 'g', 'h', 't'}
 	if err := rc.fr.WritePing(false, data); err != nil {
 		t.Fatal(err)
 	}
-	for {
-		f, err := rc.fr.ReadFrame()
-		if err != nil {
-			t.Fatalf("no answer to the PING: %v", err)
-		}
+	rc.readUntil(t, "no answer to the PING", func(f http2.Frame) bool {
 		switch f := f.(type) {
-		case *http2.SettingsFrame:
-			if !f.IsAck() {
-				rc.fr.WriteSettingsAck()
-			}
 		case *http2.PingFrame:
-			if f.IsAck() && f.Data == data {
-				return
-			}
-			if !f.IsAck() {
-				rc.fr.WritePing(true, f.Data)
-			}
-		case *http2.RSTStreamFrame:
-			t.Fatalf("the call was reset: %v", f.ErrCode)
+			return f.IsAck() && f.Data == data
 		case *http2.GoAwayFrame:
 			t.Fatalf("GOAWAY before the call was in flight: %v", f.ErrCode)
 		}
-	}
+		return false
+	})
 }
 
-// status reads the server's frames until the call's trailers, answering
-// its settings and pings, and returns their grpc-status; the read fails
-// the test after 10 s.
+// status reads the server's frames until the call's trailers and returns
+// their grpc-status; the read fails the test after 10 s.
 func (rc *rawCall) status(t *testing.T) string {
 	t.Helper()
-	rc.c.SetReadDeadline(time.Now().Add(10 * time.Second))
 	code := ""
 	dec := hpack.NewDecoder(4096, func(f hpack.HeaderField) {
 		if f.Name == "grpc-status" {
 			code = f.Value
 		}
 	})
+	rc.readUntil(t, "no end of the call", func(f http2.Frame) bool {
+		h, ok := f.(*http2.HeadersFrame)
+		if !ok {
+			return false
+		}
+		if _, err := dec.Write(h.HeaderBlockFragment()); err != nil {
+			t.Fatal(err)
+		}
+		return h.StreamID == 1 && h.StreamEnded()
+	})
+	return code
+}
+
+// readUntil reads the server's frames, answering its settings and pings,
+// until done reports true for one of the others; a reset of the call,
+// or no such frame within 10 s (failing with what), fails the test.
+func (rc *rawCall) readUntil(t *testing.T, what string, done func(http2.Frame) bool) {
+	t.Helper()
+	rc.c.SetReadDeadline(time.Now().Add(10 * time.Second))
+	defer rc.c.SetReadDeadline(time.Time{})
 	for {
 		f, err := rc.fr.ReadFrame()
 		if err != nil {
-			t.Fatalf("no end of the call: %v", err)
+			t.Fatalf("%s: %v", what, err)
 		}
 		switch f := f.(type) {
 		case *http2.SettingsFrame:
@@ -167,16 +169,15 @@ func (rc *rawCall) status(t *testing.T) string {
 		case *http2.PingFrame:
 			if !f.IsAck() {
 				rc.fr.WritePing(true, f.Data)
-			}
-		case *http2.HeadersFrame:
-			if _, err := dec.Write(f.HeaderBlockFragment()); err != nil {
-				t.Fatal(err)
-			}
-			if f.StreamID == 1 && f.StreamEnded() {
-				return code
+			} else if done(f) {
+				return
 			}
 		case *http2.RSTStreamFrame:
 			t.Fatalf("the call was reset: %v", f.ErrCode)
+		default:
+			if done(f) {
+				return
+			}
 		}
 	}
 }

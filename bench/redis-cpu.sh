@@ -67,14 +67,9 @@ DURATION=${DURATION:-6s}
 BENCH_CACHE=${BENCH_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/sluice-bench}
 
 say() { echo "redis-cpu.sh: $*" >&2; }
-load() { cut -d' ' -f1-3 /proc/loadavg; }
-
-for bin in redis-server redis-cli go curl; do
-	if ! command -v "$bin" >/dev/null 2>&1; then
-		say "$bin not found in PATH (Debian: apt-get install redis-server redis-tools curl)"
-		exit 1
-	fi
-done
+# work, pids, stop_pids, free_port, store_errors: see lib.sh.
+. "$here/lib.sh"
+need redis-server redis-cli go curl
 
 # serve_flags prints sluice serve's flags for a sluice target.
 serve_flags() {
@@ -105,57 +100,6 @@ for r in $RULES; do
 		;;
 	esac
 done
-
-work=$(mktemp -d)
-pids=() # every process started and not yet stopped, stopped at exit
-# stop_pids stops the processes (this script's children), waits for them
-# and forgets them, so that no exited process's ID is signalled later.
-stop_pids() {
-	local p
-	for p in "$@"; do
-		kill "$p" 2>/dev/null || true
-	done
-	for p in "$@"; do
-		wait "$p" 2>/dev/null || true
-	done
-	forget "$@"
-}
-# forget drops processes already waited for from pids, without a signal.
-forget() {
-	local p q keep=()
-	for q in "${pids[@]}"; do
-		for p in "$@"; do
-			[ "$q" = "$p" ] && continue 2
-		done
-		keep+=("$q")
-	done
-	pids=("${keep[@]}")
-}
-cleanup() {
-	stop_pids "${pids[@]}"
-	if [ "${KEEP:-}" = 1 ]; then
-		say "kept $work"
-	else
-		rm -rf "$work"
-	fi
-}
-trap cleanup EXIT
-trap 'exit 130' INT
-trap 'exit 143' TERM
-
-# free_port VAR sets VAR to a loopback port nothing listens on, from a range
-# below the ephemeral one (not in a subshell: it moves next_port on).
-next_port=$((20000 + ($$ * 13) % 9000))
-listening() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
-free_port() {
-	while :; do
-		next_port=$((next_port + 1))
-		[ "$next_port" -lt 29999 ] || next_port=20000
-		listening "$next_port" && continue
-		printf -v "$1" '%s' "$next_port"
-		return
-	done
-}
 
 say "building sluice and clusterload"
 if [ -n "${SLUICE:-}" ]; then
@@ -255,16 +199,6 @@ start_server() {
 	spids+=($!)
 	addrs+=("127.0.0.1:$g")
 	https+=("127.0.0.1:$h")
-}
-
-# store_errors prints the sum of sluice_rls_store_errors_total of the
-# sluice serve processes whose HTTP addresses are the arguments: the
-# decisions its failure policy answered without Redis.
-store_errors() {
-	local a
-	for a in "$@"; do
-		curl -s --max-time 10 "http://$a/metrics"
-	done | awk '/^sluice_rls_store_errors_total/ {s += $NF} END {printf "%d", s}'
 }
 
 # row ROUND UNIT LIMIT TARGET runs PROCS servers of TARGET with the rule

@@ -213,18 +213,7 @@ func TestLogoutForgetsTheSessionAndClearsItsCookie(t *testing.T) {
 	logout := func(method, cookie string, header ...string) *http.Response {
 		t.Helper()
 		req, _ := http.NewRequest(method, f.srv.URL+"/page"+admin.LogoutPath, nil)
-		req.Header.Set("Cookie", cookie)
-		for i := 0; i+1 < len(header); i += 2 {
-			req.Header.Set(header[i], header[i+1])
-		}
-		c := f.srv.Client()
-		c.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
-		resp, err := c.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		resp.Body.Close()
-		return resp
+		return f.noRedirect(t, req, append([]string{"Cookie", cookie}, header...)...)
 	}
 	opens := func(cookie string) int {
 		return f.get(t, f.srv.URL+"/page", "Cookie", cookie, "Sec-Fetch-Site", "same-origin").StatusCode

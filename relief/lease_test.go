@@ -249,41 +249,36 @@ func TestBatcherLeaseCapIsTheShareDividedByTheFleetsFreshCount(t *testing.T) {
 			}
 		}
 
-		if got := largest("not counted yet"); got != 1 {
-			t.Errorf("before the first count: a decision of %d units, want 1 (no lease)", got)
+		// expect checks the largest decision at a step: want units, for
+		// the reason why.
+		expect := func(step string, want int, why string) {
+			t.Helper()
+			if got := largest(step); got != want {
+				t.Errorf("%s: a decision of %d units, want %s", step, got, why)
+			}
 		}
+
+		expect("not counted yet", 1, "1 (no lease)")
 		beat()
-		if got := largest("alone"); got != 100 {
-			t.Errorf("counted alone: a lease of %d units, want f × C = 100", got)
-		}
+		expect("counted alone", 100, "f × C = 100")
 		others(3)
 		beat()
-		if got := largest("a fleet of 4"); got != 25 {
-			t.Errorf("counted 4: a lease of %d units, want ⌊100/4⌋ = 25", got)
-		}
+		expect("counted 4", 25, "⌊100/4⌋ = 25")
 		roster.setDown(true)
 		if err := me.Beat(ctx); err == nil {
 			t.Fatal("the roster is down, yet Beat answered")
 		}
-		if got := largest("announcing fails, within the TTL"); got != 25 {
-			t.Errorf("announcing failed for less than the TTL: a lease of %d units, want ⌊100/4⌋ = 25", got)
-		}
+		expect("announcing failed for less than the TTL", 25, "⌊100/4⌋ = 25")
 		time.Sleep(relief.DefaultFleetTTL)
-		if got := largest("announcing failed for the TTL"); got != 1 {
-			t.Errorf("announcing failed for the TTL: a decision of %d units, want 1 (the others no longer count this process)", got)
-		}
+		expect("announcing failed for the TTL", 1, "1 (the others no longer count this process)")
 		if n := me.Count(); n != 4 {
 			t.Errorf("Count = %d after the failures, want the last count, 4", n)
 		}
 		roster.setDown(false)
 		beat() // the others' members have expired
-		if got := largest("alone again"); got != 100 {
-			t.Errorf("counted alone again: a lease of %d units, want 100", got)
-		}
+		expect("counted alone again", 100, "f × C = 100")
 		others(59)
 		beat()
-		if got := largest("a fleet of 60"); got != 1 {
-			t.Errorf("counted 60: a decision of %d units, want 1 (⌊100/60⌋ = 1: no lease)", got)
-		}
+		expect("counted 60", 1, "1 (⌊100/60⌋ = 1: no lease)")
 	})
 }

@@ -29,12 +29,17 @@ const (
 )
 
 // dayOfEach is a limit of every algorithm, 100 a day.
-var dayOfEach = []sluice.Limit{
-	{Algorithm: sluice.TokenBucket, Rate: 100, Period: 24 * time.Hour, Burst: 100},
-	{Algorithm: sluice.FixedWindow, Rate: 100, Period: 24 * time.Hour},
-	{Algorithm: sluice.SlidingLog, Rate: 100, Period: 24 * time.Hour},
-	{Algorithm: sluice.SlidingWindow, Rate: 100, Period: 24 * time.Hour},
-	{Algorithm: sluice.LeakyBucket, Rate: 100, Period: 24 * time.Hour, Burst: 100},
+var dayOfEach = dayOfEachAt(100)
+
+// dayOfEachAt is a limit of every algorithm, capacity a day.
+func dayOfEachAt(capacity int) []sluice.Limit {
+	return []sluice.Limit{
+		{Algorithm: sluice.TokenBucket, Rate: capacity, Period: 24 * time.Hour, Burst: capacity},
+		{Algorithm: sluice.FixedWindow, Rate: capacity, Period: 24 * time.Hour},
+		{Algorithm: sluice.SlidingLog, Rate: capacity, Period: 24 * time.Hour},
+		{Algorithm: sluice.SlidingWindow, Rate: capacity, Period: 24 * time.Hour},
+		{Algorithm: sluice.LeakyBucket, Rate: capacity, Period: 24 * time.Hour, Burst: capacity},
+	}
 }
 
 // redisTargets are the stores the bounds are checked on: one Redis and, in
@@ -102,6 +107,66 @@ func burstN(t *testing.T, fleet []sluice.Limiter, key string, lim sluice.Limit, 
 // uniqueKey is a key no earlier run has spent.
 func uniqueKey(t *testing.T, lim sluice.Limit) string {
 	return fmt.Sprintf("{%s}:%s:%d", t.Name(), lim.Algorithm, time.Now().UnixNano())
+}
+
+// batchers puts a Batcher of cfg in front of each process's store and
+// returns them as a fleet, with release, which releases the units every
+// Batcher holds and fails the test if one cannot.
+func batchers[S sluice.Limiter](t *testing.T, stores []S, cfg relief.BatchConfig) (fleet []sluice.Limiter, release func()) {
+	var bs []*relief.Batcher
+	for _, s := range stores {
+		b := relief.NewBatcher(s, cfg)
+		bs = append(bs, b)
+		fleet = append(fleet, b)
+	}
+	return fleet, releaseAll(t, bs)
+}
+
+// releaseAll returns a func that releases the units each of bs holds and
+// fails the test if one cannot.
+func releaseAll(t *testing.T, bs []*relief.Batcher) func() {
+	return func() {
+		for _, b := range bs {
+			if _, err := b.Release(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+}
+
+// holdThenRelease checks a fleet whose processes hold units charged and
+// not spent. On a fresh fleet each time (newFleet): as many decisions as
+// the limit admit lo to the limit; once the fleet has released its units,
+// a fresh client (alone) is admitted exactly the rest of the limit; and a
+// burst of calls decisions on a fresh key admits lo to hi. bound says
+// where lo and hi come from, for the messages. It returns the three
+// counts admitted, for the log.
+func holdThenRelease(t *testing.T, newFleet func() ([]sluice.Limiter, func()), alone sluice.Limiter, lim sluice.Limit, lo, hi, calls int, bound string) (first, rest, got int) {
+	t.Helper()
+	// As many decisions as the limit: each process is left holding units
+	// the others are then refused.
+	fleet, release := newFleet()
+	key := uniqueKey(t, lim)
+	first = burstN(t, fleet, key, lim, lim.Capacity())
+	if first < lo || first > lim.Capacity() {
+		t.Errorf("%d decisions: admitted %d, want between %d and the limit %d (%s)",
+			lim.Capacity(), first, lo, lim.Capacity(), bound)
+	}
+	release()
+	rest = burstN(t, []sluice.Limiter{alone}, key, lim, lim.Capacity())
+	if rest != lim.Capacity()-first {
+		t.Errorf("after release, a fresh client admitted %d, want the rest of the limit %d (%d admitted)",
+			rest, lim.Capacity()-first, first)
+	}
+	// A burst of calls decisions on a fresh key.
+	fleet, release = newFleet()
+	defer release()
+	got = burstN(t, fleet, uniqueKey(t, lim), lim, calls)
+	if got < lo || got > hi {
+		t.Errorf("%d decisions: admitted %d, want between %d and %d (limit %d, %s)",
+			calls, got, lo, hi, lim.Capacity(), bound)
+	}
+	return first, rest, got
 }
 
 // The over-limit cache never admits a request the store would refuse, nor
@@ -177,20 +242,8 @@ func TestReservationsStayWithin4TimesBatchLess1OfTheLimitAcross4Processes(t *tes
 			stores := newStores(t, url, redisstore.Config{})
 			// newFleet puts a Batcher in front of each process's store, with
 			// a Hold longer than a burst: units stay held while it runs.
-			newFleet := func() (fleet []sluice.Limiter, release func()) {
-				var batchers []*relief.Batcher
-				for _, s := range stores {
-					b := relief.NewBatcher(s, relief.BatchConfig{Batch: batch, Hold: time.Minute})
-					batchers = append(batchers, b)
-					fleet = append(fleet, b)
-				}
-				return fleet, func() {
-					for _, b := range batchers {
-						if _, err := b.Release(context.Background()); err != nil {
-							t.Fatal(err)
-						}
-					}
-				}
+			newFleet := func() ([]sluice.Limiter, func()) {
+				return batchers(t, stores, relief.BatchConfig{Batch: batch, Hold: time.Minute})
 			}
 			for _, lim := range dayOfEach {
 				t.Run(lim.Algorithm.String(), func(t *testing.T) {
@@ -198,29 +251,9 @@ func TestReservationsStayWithin4TimesBatchLess1OfTheLimitAcross4Processes(t *tes
 					if lim.Algorithm == sluice.FixedWindow {
 						hi = lim.Capacity()
 					}
-					// As many decisions as the limit: each process is left
-					// holding units the others are then refused.
-					fleet, release := newFleet()
-					key := uniqueKey(t, lim)
-					first := burstN(t, fleet, key, lim, lim.Capacity())
-					if first < lo || first > lim.Capacity() {
-						t.Errorf("%d decisions: admitted %d, want between %d and the limit %d (4 × (B−1) = %d held)",
-							lim.Capacity(), first, lo, lim.Capacity(), slack)
-					}
-					release()
-					rest := burstN(t, []sluice.Limiter{stores[0]}, key, lim, lim.Capacity())
-					if rest != lim.Capacity()-first {
-						t.Errorf("after release, a fresh client admitted %d, want the rest of the limit %d (%d admitted)",
-							rest, lim.Capacity()-first, first)
-					}
-					// A burst far over the limit on a fresh key.
-					fleet, release = newFleet()
-					defer release()
-					got := burst(t, fleet, uniqueKey(t, lim), lim)
-					if got < lo || got > hi {
-						t.Errorf("%d decisions: admitted %d, want between %d and %d (limit %d, 4 × (B−1) = %d)",
-							burstCalls, got, lo, hi, lim.Capacity(), slack)
-					}
+					// A burst far over the limit last.
+					first, rest, got := holdThenRelease(t, newFleet, stores[0], lim, lo, hi, burstCalls,
+						fmt.Sprintf("4 × (B−1) = %d held", slack))
 					t.Logf("limit %d, bound [%d, %d]: %d admitted of the first %d, %d more after release; %d of a burst of %d",
 						lim.Capacity(), lo, hi, first, lim.Capacity(), rest, got, burstCalls)
 				})
@@ -240,13 +273,7 @@ func TestLeasesStayWithin4TimesTheLeaseLess1OfTheLimitAcross4Processes(t *testin
 	const share, capacity = 0.02, 1000
 	lease := int(share * capacity)
 	slack := procs * (lease - 1)
-	dayOfEach := []sluice.Limit{
-		{Algorithm: sluice.TokenBucket, Rate: capacity, Period: 24 * time.Hour, Burst: capacity},
-		{Algorithm: sluice.FixedWindow, Rate: capacity, Period: 24 * time.Hour},
-		{Algorithm: sluice.SlidingLog, Rate: capacity, Period: 24 * time.Hour},
-		{Algorithm: sluice.SlidingWindow, Rate: capacity, Period: 24 * time.Hour},
-		{Algorithm: sluice.LeakyBucket, Rate: capacity, Period: 24 * time.Hour, Burst: capacity},
-	}
+	dayOfEach := dayOfEachAt(capacity)
 	for name, url := range redisTargets(t) {
 		t.Run(name, func(t *testing.T) {
 			stores := newStores(t, url, redisstore.Config{})
@@ -263,20 +290,8 @@ func TestLeasesStayWithin4TimesTheLeaseLess1OfTheLimitAcross4Processes(t *testin
 			// newFleet puts a leasing Batcher in front of each process's
 			// store, with a Hold longer than a burst: units stay held
 			// while it runs.
-			newFleet := func() (fleet []sluice.Limiter, release func()) {
-				var batchers []*relief.Batcher
-				for _, c := range trips {
-					b := relief.NewBatcher(c, relief.BatchConfig{LeaseShare: share, Hold: time.Minute})
-					batchers = append(batchers, b)
-					fleet = append(fleet, b)
-				}
-				return fleet, func() {
-					for _, b := range batchers {
-						if _, err := b.Release(context.Background()); err != nil {
-							t.Fatal(err)
-						}
-					}
-				}
+			newFleet := func() ([]sluice.Limiter, func()) {
+				return batchers(t, trips, relief.BatchConfig{LeaseShare: share, Hold: time.Minute})
 			}
 			for _, lim := range dayOfEach {
 				t.Run(lim.Algorithm.String(), func(t *testing.T) {
@@ -296,29 +311,9 @@ func TestLeasesStayWithin4TimesTheLeaseLess1OfTheLimitAcross4Processes(t *testin
 						t.Errorf("%d decisions took %d round trips, want at most %d: too few leases", capacity/2, trips, capacity/10)
 					}
 					release()
-					// As many decisions as the limit: each process is left
-					// holding units the others are then refused.
-					fleet, release = newFleet()
-					key := uniqueKey(t, lim)
-					first := burstN(t, fleet, key, lim, capacity)
-					if first < lo || first > capacity {
-						t.Errorf("%d decisions: admitted %d, want between %d and the limit %d (4 × (L−1) = %d held)",
-							capacity, first, lo, capacity, slack)
-					}
-					release()
-					rest := burstN(t, []sluice.Limiter{stores[0]}, key, lim, capacity)
-					if rest != capacity-first {
-						t.Errorf("after release, a fresh client admitted %d, want the rest of the limit %d (%d admitted)",
-							rest, capacity-first, first)
-					}
-					// A burst of twice the limit on a fresh key.
-					fleet, release = newFleet()
-					defer release()
-					got := burstN(t, fleet, uniqueKey(t, lim), lim, 2*capacity)
-					if got < lo || got > hi {
-						t.Errorf("%d decisions: admitted %d, want between %d and %d (limit %d, 4 × (L−1) = %d)",
-							2*capacity, got, lo, hi, capacity, slack)
-					}
+					// A burst of twice the limit last.
+					first, rest, got := holdThenRelease(t, newFleet, stores[0], lim, lo, hi, 2*capacity,
+						fmt.Sprintf("4 × (L−1) = %d held", slack))
 					t.Logf("limit %d, bound [%d, %d]: %d round trips for %d decisions; %d admitted of %d, %d more after release; %d of a burst of %d",
 						capacity, lo, hi, trips, capacity/2, first, capacity, rest, got, 2*capacity)
 				})
@@ -341,13 +336,7 @@ func TestFleetLeasesStayWithinFTimesTheLimitInTotalAcross4Processes(t *testing.T
 	const share, capacity = 0.08, 1000
 	const bound = int(share * capacity) // f × C, in total
 	perProcess := int(share * capacity / procs)
-	dayOfEach := []sluice.Limit{
-		{Algorithm: sluice.TokenBucket, Rate: capacity, Period: 24 * time.Hour, Burst: capacity},
-		{Algorithm: sluice.FixedWindow, Rate: capacity, Period: 24 * time.Hour},
-		{Algorithm: sluice.SlidingLog, Rate: capacity, Period: 24 * time.Hour},
-		{Algorithm: sluice.SlidingWindow, Rate: capacity, Period: 24 * time.Hour},
-		{Algorithm: sluice.LeakyBucket, Rate: capacity, Period: 24 * time.Hour, Burst: capacity},
-	}
+	dayOfEach := dayOfEachAt(capacity)
 	for name, url := range redisTargets(t) {
 		t.Run(name, func(t *testing.T) {
 			stores := newStores(t, url, redisstore.Config{})
@@ -385,22 +374,16 @@ func TestFleetLeasesStayWithinFTimesTheLimitInTotalAcross4Processes(t *testing.T
 						}
 					}
 				}
-				var batchers []*relief.Batcher
+				var bs []*relief.Batcher
 				for i, c := range trips {
 					if n := fleets[i].Fresh(); n != procs {
 						t.Fatalf("process %d counts %d, want %d", i, n, procs)
 					}
 					b := relief.NewBatcher(c, relief.BatchConfig{LeaseShare: share, Hold: time.Minute, Processes: fleets[i].Fresh})
-					batchers = append(batchers, b)
+					bs = append(bs, b)
 					fleet = append(fleet, b)
 				}
-				return fleet, func() {
-					for _, b := range batchers {
-						if _, err := b.Release(context.Background()); err != nil {
-							t.Fatal(err)
-						}
-					}
-				}
+				return fleet, releaseAll(t, bs)
 			}
 			for _, lim := range dayOfEach {
 				t.Run(lim.Algorithm.String(), func(t *testing.T) {
@@ -423,29 +406,9 @@ func TestFleetLeasesStayWithinFTimesTheLimitInTotalAcross4Processes(t *testing.T
 						t.Errorf("a lease of %d units, want at most ⌊f × C / 4⌋ = %d", most, perProcess)
 					}
 					release()
-					// As many decisions as the limit: each process is left
-					// holding units the others are then refused.
-					fleet, release = newFleet()
-					key := uniqueKey(t, lim)
-					first := burstN(t, fleet, key, lim, capacity)
-					if first < lo || first > capacity {
-						t.Errorf("%d decisions: admitted %d, want between %d and the limit %d (f × C = %d)",
-							capacity, first, lo, capacity, bound)
-					}
-					release()
-					rest := burstN(t, []sluice.Limiter{stores[0]}, key, lim, capacity)
-					if rest != capacity-first {
-						t.Errorf("after release, a fresh client admitted %d, want the rest of the limit %d (%d admitted)",
-							rest, capacity-first, first)
-					}
-					// A burst of twice the limit on a fresh key.
-					fleet, release = newFleet()
-					defer release()
-					got := burstN(t, fleet, uniqueKey(t, lim), lim, 2*capacity)
-					if got < lo || got > hi {
-						t.Errorf("%d decisions: admitted %d, want between %d and %d (limit %d, f × C = %d)",
-							2*capacity, got, lo, hi, capacity, bound)
-					}
+					// A burst of twice the limit last.
+					first, rest, got := holdThenRelease(t, newFleet, stores[0], lim, lo, hi, 2*capacity,
+						fmt.Sprintf("f × C = %d", bound))
 					t.Logf("limit %d, bound [%d, %d]: %d round trips for %d decisions, leases of at most %d; %d admitted of %d, %d more after release; %d of a burst of %d",
 						capacity, lo, hi, trips, capacity/2, most, first, capacity, rest, got, 2*capacity)
 				})

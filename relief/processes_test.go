@@ -281,12 +281,6 @@ func TestLeasesStayWithin4TimesTheLeaseLess1OfTheLimitAcross4Processes(t *testin
 			for _, s := range stores {
 				trips = append(trips, &storeTrips{Store: s})
 			}
-			calls := func() (n int64) {
-				for _, c := range trips {
-					n += c.calls.Swap(0)
-				}
-				return n
-			}
 			// newFleet puts a leasing Batcher in front of each process's
 			// store, with a Hold longer than a burst: units stay held
 			// while it runs.
@@ -299,23 +293,12 @@ func TestLeasesStayWithin4TimesTheLeaseLess1OfTheLimitAcross4Processes(t *testin
 					if lim.Algorithm == sluice.FixedWindow {
 						hi = capacity
 					}
-					// Half the limit, all admitted, in a fifth as many
-					// round trips or fewer.
-					fleet, release := newFleet()
-					calls()
-					if got := burstN(t, fleet, uniqueKey(t, lim), lim, capacity/2); got != capacity/2 {
-						t.Errorf("%d decisions: admitted %d, want all", capacity/2, got)
-					}
-					trips := calls()
-					if trips > capacity/10 {
-						t.Errorf("%d decisions took %d round trips, want at most %d: too few leases", capacity/2, trips, capacity/10)
-					}
-					release()
+					roundTrips, _ := halfInFewTrips(t, newFleet, trips, lim)
 					// A burst of twice the limit last.
 					first, rest, got := holdThenRelease(t, newFleet, stores[0], lim, lo, hi, 2*capacity,
 						fmt.Sprintf("4 × (L−1) = %d held", slack))
 					t.Logf("limit %d, bound [%d, %d]: %d round trips for %d decisions; %d admitted of %d, %d more after release; %d of a burst of %d",
-						capacity, lo, hi, trips, capacity/2, first, capacity, rest, got, 2*capacity)
+						capacity, lo, hi, roundTrips, capacity/2, first, capacity, rest, got, 2*capacity)
 				})
 			}
 		})
@@ -355,13 +338,6 @@ func TestFleetLeasesStayWithinFTimesTheLimitInTotalAcross4Processes(t *testing.T
 				}
 				fleets = append(fleets, f)
 			}
-			calls := func() (n, most int64) {
-				for _, c := range trips {
-					n += c.calls.Swap(0)
-					most = max(most, c.most.Swap(0))
-				}
-				return n, most
-			}
 			// newFleet has every process count the fleet (twice: the
 			// second round sees the first's joins), then puts a leasing
 			// Batcher that follows the count in front of each process's
@@ -391,30 +367,46 @@ func TestFleetLeasesStayWithinFTimesTheLimitInTotalAcross4Processes(t *testing.T
 					if lim.Algorithm == sluice.FixedWindow {
 						hi = capacity
 					}
-					// Half the limit, all admitted, in a fifth as many
-					// round trips or fewer, none over ⌊f × C / 4⌋ units.
-					fleet, release := newFleet()
-					calls()
-					if got := burstN(t, fleet, uniqueKey(t, lim), lim, capacity/2); got != capacity/2 {
-						t.Errorf("%d decisions: admitted %d, want all", capacity/2, got)
-					}
-					trips, most := calls()
-					if trips > capacity/10 {
-						t.Errorf("%d decisions took %d round trips, want at most %d: too few leases", capacity/2, trips, capacity/10)
-					}
+					// None of the round trips over ⌊f × C / 4⌋ units.
+					roundTrips, most := halfInFewTrips(t, newFleet, trips, lim)
 					if most > int64(perProcess) {
 						t.Errorf("a lease of %d units, want at most ⌊f × C / 4⌋ = %d", most, perProcess)
 					}
-					release()
 					// A burst of twice the limit last.
 					first, rest, got := holdThenRelease(t, newFleet, stores[0], lim, lo, hi, 2*capacity,
 						fmt.Sprintf("f × C = %d", bound))
 					t.Logf("limit %d, bound [%d, %d]: %d round trips for %d decisions, leases of at most %d; %d admitted of %d, %d more after release; %d of a burst of %d",
-						capacity, lo, hi, trips, capacity/2, most, first, capacity, rest, got, 2*capacity)
+						capacity, lo, hi, roundTrips, capacity/2, most, first, capacity, rest, got, 2*capacity)
 				})
 			}
 		})
 	}
+}
+
+// halfInFewTrips checks that, on a fresh fleet (newFleet) over the
+// stores of trips, half the limit is all admitted in a fifth as many
+// round trips or fewer, and returns the round trips and the largest
+// decision the stores were asked for.
+func halfInFewTrips(t *testing.T, newFleet func() ([]sluice.Limiter, func()), trips []*storeTrips, lim sluice.Limit) (n, most int64) {
+	t.Helper()
+	half := lim.Capacity() / 2
+	fleet, release := newFleet()
+	defer release()
+	for _, c := range trips {
+		c.calls.Store(0)
+		c.most.Store(0)
+	}
+	if got := burstN(t, fleet, uniqueKey(t, lim), lim, half); got != half {
+		t.Errorf("%d decisions: admitted %d, want all", half, got)
+	}
+	for _, c := range trips {
+		n += c.calls.Load()
+		most = max(most, c.most.Load())
+	}
+	if n > int64(half/5) {
+		t.Errorf("%d decisions took %d round trips, want at most %d: too few leases", half, n, half/5)
+	}
+	return n, most
 }
 
 // storeTrips counts the decisions a store is asked for, and the largest,

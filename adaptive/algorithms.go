@@ -1,6 +1,7 @@
 package adaptive
 
 import (
+	"cmp"
 	"fmt"
 	"math"
 	"math/rand/v2"
@@ -184,18 +185,10 @@ type gradient struct {
 }
 
 func (g Gradient) newController() (controller, error) {
-	if g.Buffer == 0 {
-		g.Buffer = 0.25
-	}
-	if g.ProbeInterval == 0 {
-		g.ProbeInterval = time.Minute
-	}
-	if g.ProbeConcurrency == 0 {
-		g.ProbeConcurrency = 3
-	}
-	if g.ProbeWindows == 0 {
-		g.ProbeWindows = 1
-	}
+	g.Buffer = cmp.Or(g.Buffer, 0.25)
+	g.ProbeInterval = cmp.Or(g.ProbeInterval, time.Minute)
+	g.ProbeConcurrency = cmp.Or(g.ProbeConcurrency, 3)
+	g.ProbeWindows = cmp.Or(g.ProbeWindows, 1)
 	switch {
 	case g.Jitter == 0:
 		g.Jitter = 0.15

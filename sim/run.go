@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"math"
@@ -44,21 +45,11 @@ type Config struct {
 }
 
 func (c *Config) defaults() error {
-	if c.Rate == 0 {
-		c.Rate = 100
-	}
-	if c.Period == 0 {
-		c.Period = time.Minute
-	}
-	if c.Burst == 0 {
-		c.Burst = 20
-	}
-	if c.Duration == 0 {
-		c.Duration = 10 * c.Period
-	}
-	if c.Buckets <= 0 {
-		c.Buckets = 120
-	}
+	c.Rate = cmp.Or(c.Rate, 100)
+	c.Period = cmp.Or(c.Period, time.Minute)
+	c.Burst = cmp.Or(c.Burst, 20)
+	c.Duration = cmp.Or(c.Duration, 10*c.Period)
+	c.Buckets = positiveOr(c.Buckets, 120)
 	if c.Algorithms == nil {
 		c.Algorithms = sluice.Algorithms()
 	}

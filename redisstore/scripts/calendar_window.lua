@@ -34,11 +34,7 @@ elseif now < e1 then
 end
 
 if mode == 'refund' then
-  if now < e and e == want and n > 0 then
-    n = math.max(n - c, 0)
-    redis.call('HSET', KEYS[1], 'n', int(n))
-  end
-  return {1, 0, 0, 0}
+  return window_refund(KEYS[1], n, c, now < e and e == want)
 end
 
 if now >= e then -- a new period

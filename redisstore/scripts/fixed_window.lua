@@ -19,11 +19,7 @@ local e = tonumber(st[1] or '0')
 local n = tonumber(st[2] or '0')
 
 if mode == 'refund' then
-  if now < e and n > 0 then
-    n = math.max(n - c, 0)
-    redis.call('HSET', KEYS[1], 'n', int(n))
-  end
-  return {1, 0, 0, 0}
+  return window_refund(KEYS[1], n, c, now < e)
 end
 
 if now >= e then -- a new window

@@ -126,3 +126,13 @@ local function window_take(key, e, n, rate, c)
   end
   return {1, rate - n, 0, e - now}
 end
+
+-- window_refund gives c units back to a counter of n units (the hash's n,
+-- as window_take keeps it) when live, that is when the window it counts
+-- holds now, never below 0, and returns the reply.
+local function window_refund(key, n, c, live)
+  if live and n > 0 then
+    redis.call('HSET', key, 'n', int(math.max(n - c, 0)))
+  end
+  return {1, 0, 0, 0}
+end

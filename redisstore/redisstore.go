@@ -4,8 +4,10 @@
 // Every decision is one server-side Lua script (scripts/<algorithm>.lua,
 // embedded), run with EVALSHA and reloaded on NOSCRIPT. Each script reads
 // the store's own clock (TIME), never the caller's, so servers with skewed
-// clocks still share one limit; touches exactly one key, so it is atomic and
-// Cluster-safe; and sets that key to expire when its state has become
+// clocks still share one limit; touches one key (the sliding log also a
+// second in its slot while it compacts: "<key>~compact", which shares the
+// key's hash tag; a key with no tag of its own compacts in place), so it
+// is atomic and Cluster-safe; and sets that key to expire when its state has become
 // indistinguishable from a fresh key's, so an idle client costs Redis no
 // memory.
 //

@@ -133,3 +133,32 @@ func compactLog(t *testing.T, node func(key string) *redistest.Server, s *rediss
 		t.Errorf("log of %d entries: a compacting call kept Redis busy %d µs, want under 100 ms", n, slowest)
 	}
 }
+
+// A key whose own hash tag is empty (it starts with "}", so the store's
+// "{key}" braces tag nothing and Redis hashes the whole name) keeps a
+// sliding log on a Cluster too: the compaction's second string could not
+// share its slot, and every call failed ("non local key"), from the first.
+// Such a log compacts in place.
+func TestSlidingLogOfAKeyWithoutAHashTagOnACluster(t *testing.T) {
+	c := redistest.SharedCluster(t)
+	clock := clocktest.New()
+	s := open(t, "redis+cluster://"+strings.Join(c.Addrs, ","), clock)
+	ctx := context.Background()
+	lim := sluice.Limit{Algorithm: sluice.SlidingLog, Rate: 100, Period: time.Second}
+	admitted := 0
+	for i := range 3000 {
+		r, err := s.AllowN(ctx, "}x", lim, 1)
+		if err != nil {
+			t.Fatalf("call %d: %v", i, err)
+		}
+		if r.Allowed {
+			admitted++
+		}
+		clock.Advance(time.Millisecond)
+	}
+	// 3 s at 1 call a millisecond, 100 a second: 300 admitted, the log
+	// compacted as its entries left.
+	if admitted != 300 {
+		t.Errorf("admitted %d of 3000 calls over 3 s at 100 a second, want 300", admitted)
+	}
+}

@@ -101,8 +101,23 @@ end
 -- left: that call copies them, the newest included, writes side's header
 -- and renames side over key. side's name keeps key's hash tag, so that it
 -- is in key's slot. Meanwhile key stays the log, as if nothing were under
--- way.
-local side = key .. '~compact'
+-- way. A key with no hash tag of its own (the caller's key starts with
+-- "}", so the braces the store adds tag nothing and Redis hashes the whole
+-- name) has no side that shares its slot: side is nil, and such a log is
+-- compacted in place, in one call (a key the service and the middleware
+-- never build: theirs start with a prefix).
+local function tagged(k)
+  local open = string.find(k, '{', 1, true)
+  if not open then
+    return false
+  end
+  local close = string.find(k, '}', open + 1, true)
+  return close ~= nil and close > open + 1
+end
+local side = nil
+if tagged(key) then
+  side = key .. '~compact'
+end
 local chunk = 32768
 
 -- compact copies the next chunk of entries into side, starting it when
@@ -112,6 +127,15 @@ local chunk = 32768
 -- the copy), and renames it over key once it has them all; it reports
 -- whether it did.
 local function compact()
+  if not side then
+    if dead < 16 or 4 * dead < n then
+      return false
+    end
+    local live = redis.call('GETRANGE', key, 16 + dead * 16, -1)
+    dead = 0
+    redis.call('SET', key, struct.pack('<dd', dead, base) .. live)
+    return true
+  end
   local sz = redis.call('STRLEN', side)
   if sz < 16 then
     if dead < 16 or 4 * dead < n then
@@ -155,7 +179,10 @@ local function save()
     return
   end
   if n == 0 then
-    redis.call('DEL', key, side)
+    redis.call('DEL', key)
+    if side then
+      redis.call('DEL', side)
+    end
     return
   end
   redis.call('SETRANGE', key, 0, struct.pack('<dd', dead, base))
@@ -232,7 +259,9 @@ if n == 0 then
   -- A fresh string, also when every entry has left: nothing dead to keep,
   -- and nothing to compact.
   redis.call('SET', key, struct.pack('<dd', 0, 0))
-  redis.call('DEL', side)
+  if side then
+    redis.call('DEL', side)
+  end
   dead, base = 0, 0
 end
 local merged = false

@@ -83,11 +83,14 @@ type Config struct {
 	// key per shard. A sliding log holds at most its limit's LogEntries
 	// entries of 16 bytes (2 MiB under config's default max_log_entries),
 	// and no more than its shard's share allows: a growing log evicts the
-	// shard's other keys, and near what the share holds with none of them
-	// (at least 64 entries, 1 KiB) it coarsens its slot instead of growing
-	// (see algorithm.SlidingLog.TakeAtMost): the units of each slot of
-	// Period/(entries−1) share an entry, which makes it refuse up to one
-	// slot sooner, never admit more. The Go runtime lets the heap grow to about twice
+	// shard's other keys, and a log whose limit needs more entries than
+	// the share holds with none of them (at least 64 entries, 1 KiB) is
+	// held to that room, with a coarser slot (see
+	// algorithm.SlidingLog.TakeAtMost): the units of each slot of
+	// Period/(room−1) share an entry, which makes it refuse up to one slot
+	// sooner, never admit more. It is held whenever its ring is nearly
+	// full, from its first entry on (an empty ring counts as full), so
+	// such a log is coarse even while its entries would still fit. The Go runtime lets the heap grow to about twice
 	// what is live before it collects (GOGC=100), so allow about
 	// 2·MaxBytes of memory for the store.
 	//
@@ -420,8 +423,10 @@ func (sh *shard) decide(now int64, h uint64, key string, lim sluice.Limit, cost 
 		st := lookup(sh, &sh.sl.table, now, h, key)
 		before := st.Bytes()
 		most := algorithm.MaxLogEntries(lim)
-		// A ring short of what the limit needs and nearly full: the log
-		// may be near its room, and is held to it (coarsening its slot).
+		// A ring short of what the limit needs and nearly full (an empty
+		// one too): the log is held to its room (coarsening its slot
+		// when the limit needs more entries than the room holds, even
+		// while its entries would still fit).
 		if n := st.Entries(); n*logEntryBytes >= before-before/8 && int64(before) < most*logEntryBytes {
 			most = min(most, sh.logRoom(key))
 		}

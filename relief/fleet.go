@@ -87,9 +87,10 @@ type FleetConfig struct {
 type Fleet struct {
 	cfg   FleetConfig
 	count atomic.Int64
-	// sent is when (Unix ns, on cfg.Clock) the last announce that answered
-	// was sent; 0 before the first.
-	sent  atomic.Int64
+	// sent is when (on cfg.Clock, with the system clock's monotonic
+	// reading) the last announce that answered was sent; nil before the
+	// first and once Run has left.
+	sent  atomic.Pointer[time.Time]
 	fails int // consecutive failed announces; only one goroutine at a time calls Beat
 }
 
@@ -163,10 +164,19 @@ func (f *Fleet) Fresh() int { return f.FreshFor(0) }
 // answered announce was sent. A caller that holds what it takes with the
 // count for up to hold (relief.Batcher's leases, for BatchConfig.Hold)
 // divides by FreshFor(hold), so that what it holds is spent or returned
-// before the others stop counting this process and take its part.
+// before the others stop counting this process and take its part. A hold
+// of TTL or more makes it 0 always (keep hold well under the TTL). It is 0
+// too while the clock reads before the last answered announce (a clock
+// stepped back), until an announce answers again.
 func (f *Fleet) FreshFor(hold time.Duration) int {
 	sent := f.sent.Load()
-	if sent == 0 || f.cfg.Clock.Now().UnixNano()-sent >= int64(f.cfg.TTL-hold) {
+	if sent == nil {
+		return 0
+	}
+	// A clock that stepped back (elapsed < 0: a fake or wall clock; the
+	// system clock's monotonic reading does not step) says nothing of how
+	// long ago that was: none until an announce answers again.
+	if elapsed := f.cfg.Clock.Now().Sub(*sent); elapsed < 0 || elapsed >= f.cfg.TTL-hold {
 		return 0
 	}
 	return f.Count()
@@ -180,7 +190,7 @@ func (f *Fleet) FreshFor(hold time.Duration) int {
 func (f *Fleet) Beat(ctx context.Context) error {
 	actx, cancel := context.WithTimeout(ctx, f.cfg.Timeout)
 	defer cancel()
-	sent := f.cfg.Clock.Now().UnixNano()
+	sent := f.cfg.Clock.Now()
 	n, err := f.cfg.Roster.Announce(actx, f.cfg.ID, f.cfg.TTL, f.cfg.Max)
 	if err != nil {
 		if ctx.Err() == nil { // not counted when the caller stopped it
@@ -200,7 +210,7 @@ func (f *Fleet) Beat(ctx context.Context) error {
 	f.fails = 0
 	n = min(max(n, 1), f.cfg.Max)
 	old := f.count.Swap(int64(n))
-	f.sent.Store(sent)
+	f.sent.Store(&sent)
 	if old != int64(n) {
 		f.cfg.Logger.Info("fleet: live processes counted", "count", n, "was", old)
 	}
@@ -218,7 +228,7 @@ func (f *Fleet) Run(ctx context.Context) {
 		_ = f.Beat(ctx) // a failure is logged once and keeps the count
 		select {
 		case <-ctx.Done():
-			f.sent.Store(0) // Fresh: no longer counted by the others
+			f.sent.Store(nil) // Fresh: no longer counted by the others
 			lctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), f.cfg.Timeout)
 			if err := f.cfg.Roster.Leave(lctx, f.cfg.ID); err != nil {
 				f.cfg.Logger.Warn("fleet: leaving failed; the others count this process until its TTL passes",

@@ -12,6 +12,7 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/sluicehq/sluice/internal/clocktest"
 	"github.com/sluicehq/sluice/relief"
 )
 
@@ -255,4 +256,29 @@ func TestFleetFreshForStopsAHoldBeforeTheOthersForgetThisProcess(t *testing.T) {
 			t.Errorf("before the TTL has passed: Fresh = %d, want 1", got)
 		}
 	})
+}
+
+// A clock that steps back makes FreshFor 0 (no lease) until an announce
+// answers again, rather than fresh for the step plus the TTL: a process
+// that kept leasing its share that long would do so after the others had
+// stopped counting it. (With the system clock the elapsed time is read on
+// the monotonic clock, which does not step.)
+func TestFleetFreshForIsNoneWhenTheClockStepsBack(t *testing.T) {
+	clock := clocktest.New()
+	roster := newFakeRoster()
+	f, err := relief.NewFleet(relief.FleetConfig{Roster: roster, ID: "me", Logger: quiet(), Clock: clock})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Beat(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if got := f.FreshFor(0); got != 1 {
+		t.Fatalf("just counted: FreshFor = %d, want 1", got)
+	}
+	roster.setDown(true)
+	clock.Advance(-time.Hour)
+	if got := f.FreshFor(0); got != 0 {
+		t.Errorf("the clock stepped back an hour, announcing failing: FreshFor = %d, want 0", got)
+	}
 }

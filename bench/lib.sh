@@ -20,13 +20,24 @@ need() {
 work=$(mktemp -d)
 pids=() # every process started and not yet stopped, stopped at exit
 # stop_pids stops the processes (this script's children), waits for them
-# and forgets them, so that no exited process's ID is signalled later.
+# (SIGKILL after about 10 s) and forgets them, so that no exited process's ID is signalled later.
 stop_pids() {
-	local p
+	local p i
 	for p in "$@"; do
 		kill "$p" 2>/dev/null || true
 	done
+	# A process that ignores SIGTERM gets SIGKILL after about 10 s, so
+	# that the exit trap never hangs on it.
+	for i in $(seq 100); do
+		for p in "$@"; do
+			kill -0 "$p" 2>/dev/null && break
+			p=
+		done
+		[ -z "$p" ] && break
+		sleep 0.1
+	done
 	for p in "$@"; do
+		kill -KILL "$p" 2>/dev/null || true
 		wait "$p" 2>/dev/null || true
 	done
 	forget "$@"

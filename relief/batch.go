@@ -194,8 +194,9 @@ type BatchConfig struct {
 	// the request's own cost alone) while it returns less than 1 (not
 	// counted yet, or the count is stale) or that comes to less than 2, so
 	// that n processes hold under LeaseShare of a limit in total, not
-	// each. It is called once per lease; nil: each process leases up to
-	// LeaseShare of a limit.
+	// each. It is called when a lease is sized and again when it lands
+	// (units beyond the cap then, all of them when it returns less than 1,
+	// go back); nil: each process leases up to LeaseShare of a limit.
 	Processes func() int
 	// Clock tells the time; nil means the system clock.
 	Clock sluice.Clock

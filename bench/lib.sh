@@ -22,7 +22,7 @@ pids=() # every process started and not yet stopped, stopped at exit
 # stop_pids stops the processes (this script's children), waits for them
 # (SIGKILL after about 10 s) and forgets them, so that no exited process's ID is signalled later.
 stop_pids() {
-	local p i
+	local p= i
 	for p in "$@"; do
 		kill "$p" 2>/dev/null || true
 	done

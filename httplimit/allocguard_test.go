@@ -10,9 +10,10 @@ import (
 // fails it (testing.AllocsPerRun counts exactly, unlike a timing). The
 // budgets, hotPath's, are today's counts. Admitted, two rate policies and an in-flight
 // policy: each policy's store key (2), the in-flight group key and its
-// release (2), and the three header values the response carries (3).
-// Refused: the 429's body, headers and the log line's hashed key add the
-// rest.
+// release (2), and the two header values that depend on the request (2;
+// RateLimit-Policy's is made once). Refused: the 429's body and the log
+// line's hashed key add the rest (RateLimit's and Retry-After's values
+// and the reason's are made once per policy and wait, and shared).
 func TestServeAllocationsStayWithinBudget(t *testing.T) {
 	if raceEnabled {
 		t.Skip("the race detector's sync.Pool drops items at random; make test runs this without -race")

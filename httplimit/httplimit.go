@@ -74,6 +74,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/sluicehq/sluice"
@@ -301,7 +302,9 @@ type Config struct {
 type Rejection struct {
 	// Status is the response status.
 	Status int
-	// Policies names the policies that refused the request.
+	// Policies names the policies that refused the request. The slice
+	// may be shared by every refusal of a policy: read it, do not write
+	// into it.
 	Policies []string
 	// RetryAfter is when a request of the same cost may succeed.
 	RetryAfter time.Duration
@@ -318,10 +321,14 @@ type Middleware struct {
 	// allPolicies is RateLimit-Policy when every enforced policy applied,
 	// the usual case, written once.
 	allPolicies string
-	enforced    int             // policies that are not in shadow mode
-	keyHash     *keyhash.Hasher // under cfg.LogKeySecret (logHash)
-	headers     rlheader.Mode   // cfg.Headers, its default applied
-	refusalLog  logGate         // cfg.RefusalLogEvery's
+	// allPoliciesValue is allPolicies as the header's values, shared by
+	// every response that sends it (net/http copies, never writes into,
+	// a header's values).
+	allPoliciesValue []string
+	enforced         int             // policies that are not in shadow mode
+	keyHash          *keyhash.Hasher // under cfg.LogKeySecret (logHash)
+	headers          rlheader.Mode   // cfg.Headers, its default applied
+	refusalLog       logGate         // cfg.RefusalLogEvery's
 }
 
 // Header names in canonical form, set straight into the header map: Set
@@ -342,6 +349,75 @@ type compiled struct {
 	// tenants holds the policy made for each tenant limit seen (forTenant);
 	// nil without a TenantLimit.
 	tenants *tenantPolicies
+	// name is []string{Name}, made once: a refusal's Rejection.Policies
+	// and its reason header, shared by every refusal (len = cap, so that
+	// an append copies).
+	name []string
+	// refused caches RateLimit's value of a refusal ("name";r=0;t=N) by
+	// N, made on first use and then shared (by a tenant's copy of the
+	// policy too: the value depends on the name and N alone).
+	refused *refusedValues
+}
+
+// refusedValues holds a policy's statusValues, made on its first refusal.
+type refusedValues struct{ tab atomic.Pointer[statusValues] }
+
+// statusValues are a policy's RateLimit values of a refusal, by the
+// seconds of its t parameter, each made on first use.
+type statusValues [maxCachedSeconds + 1]atomic.Pointer[[]string]
+
+// maxCachedSeconds is the longest wait whose header values are made once
+// and shared (Retry-After, and RateLimit's t of a refusal); a longer one
+// is formatted per response.
+const maxCachedSeconds = 300
+
+// refusedValue returns RateLimit's value for a refusal of c with wait t
+// (its remaining count 0), made once per number of seconds up to
+// maxCachedSeconds and shared, else formatted now.
+func (c *compiled) refusedValue(t time.Duration) []string {
+	secs := ceilSeconds(t)
+	if secs < 0 || secs > maxCachedSeconds {
+		return []string{string(rlheader.AppendStatuses(nil, rlheader.Status{Name: c.Name, Reset: t}))}
+	}
+	tab := c.refused.tab.Load()
+	if tab == nil {
+		c.refused.tab.CompareAndSwap(nil, new(statusValues))
+		tab = c.refused.tab.Load()
+	}
+	if v := tab[secs].Load(); v != nil {
+		return *v
+	}
+	v := []string{string(rlheader.AppendStatuses(nil, rlheader.Status{Name: c.Name, Reset: t}))}
+	tab[secs].Store(&v)
+	return v
+}
+
+// ceilSeconds is d in whole seconds, rounded up, as the headers write
+// it; 0 for a wait of 0 or less.
+func ceilSeconds(d time.Duration) int64 {
+	if d <= 0 {
+		return 0
+	}
+	return int64((d + time.Second - 1) / time.Second)
+}
+
+// retryAfterValues are Retry-After's values by seconds, each made on
+// first use and then shared by every response that sends it.
+var retryAfterValues [maxCachedSeconds + 1]atomic.Pointer[[]string]
+
+// retryAfterValue returns Retry-After's value for d as a header's values:
+// shared up to maxCachedSeconds, else formatted now.
+func retryAfterValue(d time.Duration) []string {
+	secs := ceilSeconds(d)
+	if secs < 0 || secs > maxCachedSeconds {
+		return []string{rlheader.FormatRetryAfter(d)}
+	}
+	if v := retryAfterValues[secs].Load(); v != nil {
+		return *v
+	}
+	v := []string{rlheader.FormatRetryAfter(d)}
+	retryAfterValues[secs].Store(&v)
+	return v
 }
 
 // New checks cfg and returns a Middleware.
@@ -380,6 +456,7 @@ func New(cfg Config) (*Middleware, error) {
 		}
 	}
 	m.allPolicies = string(rlheader.AppendPolicies(nil, all...))
+	m.allPoliciesValue = []string{m.allPolicies}
 	for _, c := range cfg.Concurrency {
 		if err := names.add(c.Name); err != nil {
 			return nil, err
@@ -493,7 +570,7 @@ func compilePolicy(limiter sluice.Limiter, p Policy) (compiled, error) {
 	if p.Limit.Period%time.Second == 0 {
 		h.Window = p.Limit.Period // w is whole seconds; otherwise it is left out
 	}
-	c := compiled{Policy: p, header: h, q: q}
+	c := compiled{Policy: p, header: h, q: q, name: []string{p.Name}, refused: new(refusedValues)}
 	if p.TenantLimit != nil {
 		c.tenants = &tenantPolicies{byLimit: map[sluice.Limit]*compiled{}}
 	}
@@ -537,7 +614,7 @@ func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, next http.Han
 	if refused {
 		m.giveBack(ctx, decisions)
 		last := &decisions[len(decisions)-1]
-		m.reject(w, r, Rejection{Status: m.cfg.StatusCode, Policies: []string{last.p.Name}, RetryAfter: last.res.RetryAfter})
+		m.reject(w, r, Rejection{Status: m.cfg.StatusCode, Policies: last.p.name, RetryAfter: last.res.RetryAfter})
 		return
 	}
 	if delay > 0 {
@@ -593,7 +670,9 @@ func (m *Middleware) rateLimits(w http.ResponseWriter, r *http.Request, decision
 			if p.Shadow {
 				outcome = "shadow_rejected"
 			}
-			m.logRefusal(ctx, r, p.Name, key, p.Shadow, "remaining", res.Remaining, "retry_after", res.RetryAfter)
+			if m.logsRefusal(ctx, p.Shadow) { // before its attributes are boxed
+				m.logRefusal(ctx, r, p.Name, key, p.Shadow, "remaining", res.Remaining, "retry_after", res.RetryAfter)
+			}
 		}
 		m.cfg.Metrics.decision(p.Name, outcome)
 		if m.cfg.Observer != nil {
@@ -800,9 +879,17 @@ func (m *Middleware) setHeaders(h http.Header, ds []decision) {
 			}
 			policies = string(b)
 		}
-		h[hdrPolicy] = []string{policies}
-		b := rlheader.AppendStatuses(buf[:0], rlheader.Status{Name: report.p.Name, Remaining: int64(report.res.Remaining), Reset: t})
-		h[hdrRateLimit] = []string{string(b)}
+		if policies == m.allPolicies {
+			h[hdrPolicy] = m.allPoliciesValue
+		} else {
+			h[hdrPolicy] = []string{policies}
+		}
+		if !report.res.Allowed && report.res.Remaining == 0 {
+			h[hdrRateLimit] = report.p.refusedValue(t)
+		} else {
+			b := rlheader.AppendStatuses(buf[:0], rlheader.Status{Name: report.p.Name, Remaining: int64(report.res.Remaining), Reset: t})
+			h[hdrRateLimit] = []string{string(b)}
+		}
 	}
 	if m.headers.SendsLegacy() {
 		h[hdrLimit] = []string{strconv.Itoa(report.p.Limit.Rate)}
@@ -839,9 +926,13 @@ func (m *Middleware) reject(w http.ResponseWriter, r *http.Request, rej Rejectio
 	// and no-store from one shared value (net/http never writes into a
 	// header's values; it copies them).
 	h := w.Header()
-	h[rlheader.HeaderRetryAfter] = []string{rlheader.FormatRetryAfter(rej.RetryAfter)}
+	h[rlheader.HeaderRetryAfter] = retryAfterValue(rej.RetryAfter)
 	h["Cache-Control"] = noStore
-	h[rlheader.HeaderReason] = []string{strings.Join(rej.Policies, ", ")}
+	if len(rej.Policies) == 1 {
+		h[rlheader.HeaderReason] = rej.Policies // its one name, as Join would write it; shared, never written into
+	} else {
+		h[rlheader.HeaderReason] = []string{strings.Join(rej.Policies, ", ")}
+	}
 	if m.cfg.WriteRejection != nil {
 		m.cfg.WriteRejection(w, r, rej)
 		return
@@ -860,19 +951,31 @@ func (m *Middleware) reject(w http.ResponseWriter, r *http.Request, rej Rejectio
 // logRefusal logs a refusal by policy of the request r with key (a
 // policy's final key), hashed unless LogKeys, with attrs.
 func (m *Middleware) logRefusal(ctx context.Context, r *http.Request, policy, key string, shadow bool, attrs ...any) {
-	level := m.cfg.RefusalLevel
-	if shadow {
-		level = max(level, slog.LevelInfo)
-	}
-	if !m.cfg.Logger.Enabled(ctx, level) {
+	if !m.logsRefusal(ctx, shadow) {
 		return
 	}
+	level := m.refusalLevel(shadow)
 	ok, skipped := m.refusalLog.allow()
 	if !ok {
 		return
 	}
 	args := append([]any{"policy", policy, "key", m.logKey(policy, key), "method", r.Method, "path", r.URL.Path, "shadow", shadow}, attrs...)
 	m.cfg.Logger.Log(ctx, level, "httplimit: refused", skipped.attrs(args)...)
+}
+
+// refusalLevel is the level of a refusal's log line (of a shadow
+// policy's would-be refusal when shadow).
+func (m *Middleware) refusalLevel(shadow bool) slog.Level {
+	if shadow {
+		return max(m.cfg.RefusalLevel, slog.LevelInfo)
+	}
+	return m.cfg.RefusalLevel
+}
+
+// logsRefusal reports whether the logger takes a refusal's line at its
+// level (the gate of RefusalLogEvery aside).
+func (m *Middleware) logsRefusal(ctx context.Context, shadow bool) bool {
+	return m.cfg.Logger.Enabled(ctx, m.refusalLevel(shadow))
 }
 
 // logKey is key as a log line shows it: its keyed hash (see logHash),

@@ -39,27 +39,40 @@ routes: [{name: api, match: /api/, limits: [l]}]
 
 // refusalAllocs is the most allocations one refused request may take
 // through the gateway's handler in TestRefusalAllocationsDoNotGrow,
-// request and writer reused (15 when set: routing 5, the key and the
-// decision 5, the headers 4, the writer's deadline 1).
-const refusalAllocs = 15
+// request and writer reused, the access log off (8 when set, 15 before:
+// routing 5, the key 2 (the client's address as a string, the policy's
+// store key), the writer's deadline 1; the decision and the response's
+// headers and body none, made once per route or per policy and wait).
+// The access log on adds refusalLogAllocs.
+const (
+	refusalAllocs    = 8
+	refusalLogAllocs = 2
+)
 
 // TestRefusalAllocationsDoNotGrow guards the proxy's refusal path, the
-// access log off: a 429 forwards nothing, and its problem body and
-// Content-Length are made once per route, not per request. Lower
-// refusalAllocs when you remove one.
+// access log off and on: a 429 forwards nothing, and its problem body,
+// Content-Length, RateLimit, RateLimit-Policy, Retry-After and reason
+// values are made once, not per request. Lower refusalAllocs when you
+// remove one.
 func TestRefusalAllocationsDoNotGrow(t *testing.T) {
-	g := refusingGateway(t, false)
-	r := httptest.NewRequest("GET", "/api/users/42", nil)
-	w := &discardWriter{h: http.Header{}}
-	g.ServeHTTP(w, r) // the one admitted
-	n := testing.AllocsPerRun(500, func() {
-		clear(w.h)
-		if g.ServeHTTP(w, r); w.code != http.StatusTooManyRequests {
-			t.Fatalf("status %d", w.code)
+	for _, log := range []bool{false, true} {
+		budget := refusalAllocs
+		if log {
+			budget += refusalLogAllocs
 		}
-	})
-	t.Logf("%.0f allocations per refusal", n)
-	if n > refusalAllocs {
-		t.Errorf("%.0f allocations per refused request, more than the %d allowed", n, refusalAllocs)
+		g := refusingGateway(t, log)
+		r := httptest.NewRequest("GET", "/api/users/42", nil)
+		w := &discardWriter{h: http.Header{}}
+		g.ServeHTTP(w, r) // the one admitted
+		n := testing.AllocsPerRun(500, func() {
+			clear(w.h)
+			if g.ServeHTTP(w, r); w.code != http.StatusTooManyRequests {
+				t.Fatalf("status %d", w.code)
+			}
+		})
+		t.Logf("access log %v: %.0f allocations per refusal", log, n)
+		if n > float64(budget) {
+			t.Errorf("access log %v: %.0f allocations per refused request, more than the %d allowed", log, n, budget)
+		}
 	}
 }

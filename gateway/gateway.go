@@ -601,7 +601,7 @@ func (g *Gateway) limitsConfig(st *state, route string, pol []httplimit.Policy, 
 			cfg.Metrics.outcome(route, "error")
 		},
 		WriteRejection: func(w http.ResponseWriter, r *http.Request, rej httplimit.Rejection) {
-			n := refusals.write(w, rej)
+			n := refusals.write(w, r, rej)
 			st.access(r, rej.Status, n, "REJECTED", rej.Policies)
 			cfg.Metrics.outcome(route, "rejected")
 		},
@@ -941,14 +941,21 @@ func newRefusalBodies(status int, pol []httplimit.Policy) *refusalBodies {
 	return rb
 }
 
-// write writes rej's problem as the response and returns the body's
+// write writes rej's problem as the response to r and returns the body's
 // length: the one made beforehand when there is one, else encoded now.
-func (rb *refusalBodies) write(w http.ResponseWriter, rej httplimit.Rejection) int {
+func (rb *refusalBodies) write(w http.ResponseWriter, r *http.Request, rej httplimit.Rejection) int {
 	if len(rej.Policies) == 1 && rej.Status == rb.status {
 		if b, ok := rb.byName[rej.Policies[0]]; ok {
 			h := w.Header()
 			h["Content-Type"] = problemContentType
 			h["Content-Length"] = b.contentLength
+			if sw, ok := w.(*sendWriter); ok && r.ProtoMajor == 1 && len(b.body) <= bufferedBody {
+				// The body stays in net/http's buffer until the
+				// server's last flush, which ServeHTTP's deferred
+				// arm bounds: no deadline (and clock read) of its
+				// own for this write.
+				w = sw.ResponseWriter
+			}
 			w.WriteHeader(rej.Status)
 			w.Write(b.body)
 			return len(b.body)
@@ -956,6 +963,11 @@ func (rb *refusalBodies) write(w http.ResponseWriter, rej httplimit.Rejection) i
 	}
 	return writeProblem(w, rlheader.QuotaExceeded(rej.Status, rej.Policies...), rej.Status)
 }
+
+// bufferedBody is the most of a response's body that net/http's HTTP/1
+// server keeps in its buffer (2 KiB, bufferBeforeChunkingSize) before it
+// writes to the connection, with some margin.
+const bufferedBody = 1 << 10
 
 // problemContentType is the Content-Type of a problem, shared.
 var problemContentType = []string{rlheader.ProblemContentType}

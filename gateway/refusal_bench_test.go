@@ -1,9 +1,12 @@
 package gateway_test
 
 import (
+	"bufio"
+	"bytes"
 	"cmp"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strconv"
@@ -94,4 +97,88 @@ routes: [{name: api, match: /api/, limits: [l]}]
 			t.Errorf("status %d: got %d %q, headers %v; want %d %s", status, w.Code, w.Body, w.Header(), want, body)
 		}
 	}
+}
+
+// BenchmarkGatewayRefusalServer is one refused request through net/http's
+// server in front of the gateway, over a keep-alive loopback connection:
+// what bench/proxy.sh's limited row costs sluice proxy per request,
+// request parsing and the response's writing included, on the server
+// sluice proxy runs (Timeouts.Server: its header and keep-alive
+// timeouts). The client writes
+// the request's bytes and reads the answer with buffers reused, so that
+// the allocations counted are the server's. Sub-benchmarks: the access
+// log off, and on (to io.Discard).
+func BenchmarkGatewayRefusalServer(b *testing.B) {
+	for _, log := range []bool{false, true} {
+		name := "log=off"
+		if log {
+			name = "log=on"
+		}
+		b.Run(name, func(b *testing.B) {
+			srv := httptest.NewUnstartedServer(nil)
+			srv.Config = gateway.Timeouts{}.Server(refusingGateway(b, log), nil)
+			srv.Start()
+			defer srv.Close()
+			c := dialRaw(b, srv.Listener.Addr().String())
+			c.roundTrip(b) // the one admitted (to an upstream that does not resolve)
+			b.ReportAllocs()
+			for b.Loop() {
+				if code := c.roundTrip(b); code != http.StatusTooManyRequests {
+					b.Fatalf("status %d", code)
+				}
+			}
+		})
+	}
+}
+
+// rawClient sends one GET at a time on a keep-alive connection and reads
+// the answer by its Content-Length, allocating nothing per request.
+type rawClient struct {
+	conn net.Conn
+	br   *bufio.Reader
+	req  []byte
+}
+
+func dialRaw(tb testing.TB, addr string) *rawClient {
+	tb.Helper()
+	conn, err := net.Dial("tcp", addr)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { conn.Close() })
+	return &rawClient{
+		conn: conn, br: bufio.NewReaderSize(conn, 4096),
+		req: []byte("GET /api/users/42 HTTP/1.1\r\nHost: api.example.com\r\nUser-Agent: wrk\r\n\r\n"),
+	}
+}
+
+// roundTrip sends the request and returns the answer's status.
+func (c *rawClient) roundTrip(tb testing.TB) int {
+	if _, err := c.conn.Write(c.req); err != nil {
+		tb.Fatal(err)
+	}
+	line, err := c.br.ReadSlice('\n')
+	if err != nil || len(line) < 12 {
+		tb.Fatalf("status line %q: %v", line, err)
+	}
+	code := int(line[9]-'0')*100 + int(line[10]-'0')*10 + int(line[11]-'0')
+	n := 0
+	for {
+		h, err := c.br.ReadSlice('\n')
+		if err != nil {
+			tb.Fatal(err)
+		}
+		if len(h) <= 2 {
+			break
+		}
+		if v, ok := bytes.CutPrefix(h, []byte("Content-Length: ")); ok {
+			for _, d := range bytes.TrimRight(v, "\r\n") {
+				n = n*10 + int(d-'0')
+			}
+		}
+	}
+	if _, err := c.br.Discard(n); err != nil {
+		tb.Fatal(err)
+	}
+	return code
 }

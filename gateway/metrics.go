@@ -14,6 +14,10 @@ type Metrics struct {
 	requests    *prometheus.CounterVec
 	inFlight    *prometheus.GaugeVec
 	readingBody prometheus.Gauge
+	// requestsOf finds requests' children without the vector's hashing
+	// and lock on every request.
+	requestsOf *promreg.Children[prometheus.Counter]
+	inFlightOf *promreg.Children[prometheus.Gauge]
 }
 
 // NewMetrics creates the metrics and registers them with reg:
@@ -49,6 +53,8 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 	if m.readingBody, err = promreg.Register(reg, m.readingBody); err != nil {
 		return nil, fmt.Errorf("gateway: metrics: %w", err)
 	}
+	m.requestsOf = promreg.NewChildren(m.requests.WithLabelValues)
+	m.inFlightOf = promreg.NewChildren(m.inFlight.WithLabelValues)
 	return m, nil
 }
 
@@ -60,12 +66,12 @@ func (m *Metrics) reading(d float64) {
 
 func (m *Metrics) outcome(route, outcome string) {
 	if m != nil {
-		m.requests.WithLabelValues(route, outcome).Inc()
+		m.requestsOf.With2(route, outcome).Inc()
 	}
 }
 
 func (m *Metrics) inflight(upstream string, d float64) {
 	if m != nil {
-		m.inFlight.WithLabelValues(upstream).Add(d)
+		m.inFlightOf.With1(upstream).Add(d)
 	}
 }

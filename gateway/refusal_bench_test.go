@@ -12,7 +12,10 @@ import (
 	"strconv"
 	"testing"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/sluicehq/sluice/gateway"
+	"github.com/sluicehq/sluice/httplimit"
 	"github.com/sluicehq/sluice/rlheader"
 )
 
@@ -31,12 +34,23 @@ func (d *discardWriter) WriteHeader(code int)        { d.code = code }
 // refusingGateway is a gateway whose one route's limit has refused its
 // client already: every request after the first is a 429. With log, the
 // access log writes each refusal to io.Discard; the program's log is at
-// warn either way.
+// warn either way. It counts into Prometheus metrics, as sluice proxy
+// always does.
 func refusingGateway(tb testing.TB, log bool) *gateway.Gateway {
+	reg := prometheus.NewRegistry()
+	limits, err := httplimit.NewMetrics(reg)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	metrics, err := gateway.NewMetrics(reg)
+	if err != nil {
+		tb.Fatal(err)
+	}
 	return gatewayOf(tb, `
 limits: [{name: l, key: ip, rate: 1r/m, nodelay: true}]
 routes: [{name: api, match: /api/, limits: [l]}]
 `, "http://upstream.invalid", canned{}, func(c *gateway.Config) {
+		c.Limits, c.Metrics = limits, metrics
 		// As bench/proxy.sh runs it: -log-level warn, so that no
 		// refusal reaches the program's log.
 		c.Logger = slog.New(slog.NewTextHandler(io.Discard, &slog.HandlerOptions{Level: slog.LevelWarn}))

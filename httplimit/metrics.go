@@ -16,6 +16,10 @@ type Metrics struct {
 	storeErrors *prometheus.CounterVec
 	duration    *prometheus.HistogramVec
 	adaptive    *adaptiveGauges
+	// The children of decisions and duration, found without the
+	// vectors' hashing and lock on every decision.
+	decisionOf *promreg.Children[prometheus.Counter]
+	durationOf *promreg.Children[prometheus.Observer]
 }
 
 // NewMetrics creates the metrics and registers them with reg:
@@ -56,12 +60,14 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 	if m.adaptive, err = promreg.Register(reg, m.adaptive); err != nil {
 		return nil, fmt.Errorf("httplimit: metrics: %w", err)
 	}
+	m.decisionOf = promreg.NewChildren(m.decisions.WithLabelValues)
+	m.durationOf = promreg.NewChildren(m.duration.WithLabelValues)
 	return m, nil
 }
 
 func (m *Metrics) decision(policy, outcome string) {
 	if m != nil {
-		m.decisions.WithLabelValues(policy, outcome).Inc()
+		m.decisionOf.With2(policy, outcome).Inc()
 	}
 }
 
@@ -73,6 +79,6 @@ func (m *Metrics) storeError(policy string) {
 
 func (m *Metrics) latency(policy string, d time.Duration) {
 	if m != nil {
-		m.duration.WithLabelValues(policy).Observe(d.Seconds())
+		m.durationOf.With1(policy).Observe(d.Seconds())
 	}
 }

@@ -124,10 +124,11 @@ func (g *Gateway) adaptiveShedding(st *state, u Upstream, route string, next htt
 		return next, nil
 	}
 	m, err := httplimit.New(httplimit.Config{
-		Adaptive:     pols,
-		Settings:     httplimit.Settings{Logger: st.cfg.Logger, LogKeys: st.cfg.LogKeys, LogKeySecret: st.cfg.LogKeySecret, Observer: st.adaptiveObserver(route)},
-		RefusalLevel: refusalLevel(&st.cfg),
-		Metrics:      st.cfg.Limits,
+		Adaptive:        pols,
+		Settings:        httplimit.Settings{Logger: st.cfg.Logger, LogKeys: st.cfg.LogKeys, LogKeySecret: st.cfg.LogKeySecret, Observer: st.adaptiveObserver(route)},
+		RefusalLevel:    refusalLevel(&st.cfg),
+		RefusalLogEvery: RefusalLogEvery,
+		Metrics:         st.cfg.Limits,
 		WriteRejection: func(w http.ResponseWriter, r *http.Request, rej httplimit.Rejection) {
 			n := writeProblem(w, rlheader.Problem{
 				Title:  "Service Unavailable",

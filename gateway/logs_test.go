@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/sluicehq/sluice/gateway"
 	"github.com/sluicehq/sluice/internal/testlog"
 )
 
@@ -79,5 +80,40 @@ func TestRefusalFloodWithoutAccessLogIsBounded(t *testing.T) {
 	// loaded machine may cross one boundary.
 	if n := strings.Count(logs.String(), "httplimit: refused"); n < 1 || n > 2 {
 		t.Errorf("%d lines for 100 refusals, want 1 (or 2 across a 10 s boundary):\n%s", n, logs.String())
+	}
+}
+
+// A flood of requests an adaptive max_in_flight sheds is not a flood of
+// the logger's lines either: the first shed is logged, the rest of each
+// 10 s counted into the next. 100 sheds were 100 lines before.
+func TestAdaptiveShedFloodWithoutAccessLogIsBounded(t *testing.T) {
+	f, err := gateway.ParseFile("o.yaml", []byte(`
+upstreams:
+  - {name: u, url: "http://upstream.invalid", max_in_flight: adaptive, adaptive: {initial: 1, min: 1, max: 1}}
+routes: [{name: api, match: /api/}]
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	up := holding{entered: make(chan struct{}, 1), release: make(chan struct{})}
+	var logs testlog.Buffer
+	cfg := f.Config
+	cfg.Transport = up
+	cfg.Logger = slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	g := newGateway(t, cfg)
+	done := make(chan int)
+	go func() { done <- served(g, "GET", "/api/x").Code }()
+	<-up.entered
+	for range 100 {
+		if code := served(g, "GET", "/api/x").Code; code != http.StatusServiceUnavailable {
+			t.Fatalf("a request beyond the adaptive limit: %d, want 503", code)
+		}
+	}
+	close(up.release)
+	<-done
+	// Two lines at most: the 100 requests take far less than 10 s, but a
+	// loaded machine may cross one boundary.
+	if n := strings.Count(logs.String(), "httplimit: refused"); n < 1 || n > 2 {
+		t.Errorf("%d lines for 100 sheds, want 1 (or 2 across a 10 s boundary):\n%s", n, logs.String())
 	}
 }

@@ -248,3 +248,27 @@ func TestLoginPathFloodIsAuditedAtABoundedRate(t *testing.T) {
 		t.Fatalf("%d audit lines (%d bytes) for 900 sign-in calls without credentials from one peer, want at most 10", lines, buf.Len())
 	}
 }
+
+// A sign-out with no session (no cookie, or one no longer live) signed no
+// one out: anyone can send it, so 500 of them from one peer write a few
+// audit lines, not 500, as bad sign-ins do.
+func TestSignOutWithoutASessionIsAuditedAtABoundedRate(t *testing.T) {
+	var buf bytes.Buffer
+	clock := clocktest.At(time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC))
+	api := admin.New(admin.Config{Token: []byte(token), Clock: clock, SessionPaths: "/page", Logger: slog.New(slog.NewJSONHandler(&buf, nil))})
+	for i := range 500 {
+		r := httptest.NewRequest("POST", "/page"+admin.LogoutPath, nil)
+		r.RemoteAddr = "192.0.2.1:1000"
+		if i%2 == 1 {
+			r.Header.Set("Cookie", admin.SessionCookie+"=dead")
+		}
+		w := httptest.NewRecorder()
+		api.ServeHTTP(w, r)
+		if w.Code != http.StatusSeeOther {
+			t.Fatalf("a sign-out without a session: %d, want 303", w.Code)
+		}
+	}
+	if n := strings.Count(buf.String(), `"msg":"admin call"`); n > 5 {
+		t.Fatalf("%d audit lines for 500 sign-outs without a session from one peer, want at most 5:\n%.1000s", n, buf.String())
+	}
+}

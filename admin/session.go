@@ -238,7 +238,9 @@ func (a *API) startSession(w http.ResponseWriter, r *http.Request) {
 
 // serveLogout serves Config.SessionPaths + LogoutPath. It returns who
 // signed out ("anonymous" for a request with no live session) for the
-// audit line, and whether it was refused.
+// audit line, and whether it counts as refused for the audit log's rate:
+// a sign-out that signed no one out (no cookie, or one no longer live)
+// does, since anyone can send it.
 func (a *API) serveLogout(w http.ResponseWriter, r *http.Request) (who string, refused bool) {
 	if r.Method != http.MethodPost {
 		w.Header().Set("Allow", "POST")
@@ -268,7 +270,7 @@ func (a *API) serveLogout(w http.ResponseWriter, r *http.Request) (who string, r
 	w.Header().Set("Cache-Control", "no-store")
 	w.Header().Set("Location", LoginPath)
 	w.WriteHeader(http.StatusSeeOther)
-	return who, false
+	return who, who == "anonymous"
 }
 
 var loginPage = template.Must(template.New("login").Parse(`<!doctype html>

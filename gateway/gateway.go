@@ -83,6 +83,7 @@ import (
 	"github.com/sluicehq/sluice/adaptive"
 	"github.com/sluicehq/sluice/clientip"
 	"github.com/sluicehq/sluice/httplimit"
+	"github.com/sluicehq/sluice/internal/loggate"
 	"github.com/sluicehq/sluice/request"
 	"github.com/sluicehq/sluice/rlheader"
 )
@@ -277,6 +278,10 @@ type state struct {
 	global      *adaptive.Limiter            // cfg.Adaptive's
 	perUpstream map[string]*adaptive.Limiter // by upstream name, for those with Adaptive
 	priorities  map[string]adaptive.Priority // by route name, those not Default
+
+	// upstreamLog bounds each upstream's "upstream failed" lines as
+	// refusals are (RefusalLogEvery), by upstream name.
+	upstreamLog map[string]*loggate.Gate
 }
 
 type route struct {
@@ -373,6 +378,10 @@ func (g *Gateway) compile(cfg Config) (*state, error) {
 	st := &state{cfg: cfg, logMu: &g.logMu, timeouts: cfg.Timeouts.WithDefaults(), maxBody: cfg.ClientMaxBodySize}
 	if st.maxBody == 0 {
 		st.maxBody = DefaultClientMaxBodySize
+	}
+	st.upstreamLog = make(map[string]*loggate.Gate, len(cfg.Upstreams))
+	for _, u := range cfg.Upstreams {
+		st.upstreamLog[u.Name] = &loggate.Gate{Every: RefusalLogEvery}
 	}
 	if err := g.compileAdaptive(st, &cfg); err != nil {
 		return nil, err
@@ -901,7 +910,15 @@ func (st *state) upstreamError(w http.ResponseWriter, r *http.Request, route, up
 	if isTimeout(err) {
 		status, title = http.StatusGatewayTimeout, "Gateway Timeout"
 	}
-	st.cfg.Logger.Warn("gateway: upstream failed", "upstream", upstream, "method", r.Method, "path", r.URL.Path, "status", status, "err", err)
+	// At most one line per RefusalLogEvery per upstream, the rest counted
+	// into the next: a down upstream under load is not a line per request.
+	if gate := st.upstreamLog[upstream]; gate != nil {
+		if ok, skipped := gate.Allow(); ok {
+			st.cfg.Logger.Warn("gateway: upstream failed", skipped.Attrs([]any{"upstream", upstream, "method", r.Method, "path", r.URL.Path, "status", status, "err", err})...)
+		}
+	} else {
+		st.cfg.Logger.Warn("gateway: upstream failed", "upstream", upstream, "method", r.Method, "path", r.URL.Path, "status", status, "err", err)
+	}
 	w.Header().Set("Cache-Control", "no-store")
 	n := writeProblem(w, rlheader.Problem{
 		Title: title, Status: status,

@@ -1,6 +1,7 @@
 package gateway_test
 
 import (
+	"errors"
 	"log/slog"
 	"net/http"
 	"strings"
@@ -115,5 +116,32 @@ routes: [{name: api, match: /api/}]
 	// loaded machine may cross one boundary.
 	if n := strings.Count(logs.String(), "httplimit: refused"); n < 1 || n > 2 {
 		t.Errorf("%d lines for 100 sheds, want 1 (or 2 across a 10 s boundary):\n%s", n, logs.String())
+	}
+}
+
+// downTransport is an upstream that refuses every connection.
+type downTransport struct{}
+
+func (downTransport) RoundTrip(*http.Request) (*http.Response, error) {
+	return nil, errors.New("connection refused")
+}
+
+// With the upstream down, a flood of requests is not a flood of lines:
+// the first failure is logged, the rest of each 10 s counted into the
+// next line. 100 failures were 100 lines before.
+func TestUpstreamFailureFloodIsBounded(t *testing.T) {
+	var logs testlog.Buffer
+	g := gatewayOf(t, "routes: [{name: api, match: /api/}]", "http://upstream.invalid", downTransport{}, func(c *gateway.Config) {
+		c.Logger = slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	})
+	for range 100 {
+		if code := served(g, "GET", "/api/x").Code; code != http.StatusBadGateway {
+			t.Fatalf("a request with the upstream down: %d, want 502", code)
+		}
+	}
+	// Two lines at most: the 100 requests take far less than 10 s, but a
+	// loaded machine may cross one boundary.
+	if n := strings.Count(logs.String(), "gateway: upstream failed"); n < 1 || n > 2 {
+		t.Errorf("%d lines for 100 failures, want 1 (or 2 across a 10 s boundary):\n%.2000s", n, logs.String())
 	}
 }

@@ -79,6 +79,7 @@ import (
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/internal/keyhash"
+	"github.com/sluicehq/sluice/internal/loggate"
 	"github.com/sluicehq/sluice/queue"
 	"github.com/sluicehq/sluice/rlheader"
 )
@@ -282,7 +283,9 @@ type Config struct {
 	// logged, the others are counted, and the next line logged carries
 	// their number (not_logged) and since when (not_logged_since). A
 	// count is written only with a later line; the metrics count every
-	// refusal. Zero logs every one, as a program that has no access log
+	// refusal. A failing limiter's warnings are bounded alike, on a gate
+	// of their own, so that a flood of refusals does not hide them. Zero
+	// logs every one, as a program that has no access log
 	// for per-request lines should not: a flood of refusals would be a
 	// flood of lines.
 	RefusalLogEvery time.Duration
@@ -328,7 +331,8 @@ type Middleware struct {
 	enforced         int             // policies that are not in shadow mode
 	keyHash          *keyhash.Hasher // under cfg.LogKeySecret (logHash)
 	headers          rlheader.Mode   // cfg.Headers, its default applied
-	refusalLog       logGate         // cfg.RefusalLogEvery's
+	refusalLog       loggate.Gate    // cfg.RefusalLogEvery's
+	failureLog       loggate.Gate    // cfg.RefusalLogEvery's, for a failing limiter
 }
 
 // Header names in canonical form, set straight into the header map: Set
@@ -425,7 +429,7 @@ func New(cfg Config) (*Middleware, error) {
 	if err := cfg.complete(); err != nil {
 		return nil, err
 	}
-	m := &Middleware{cfg: cfg, keyHash: keyhash.New(cfg.LogKeySecret), headers: cfg.Headers.Or(rlheader.Draft11), refusalLog: logGate{every: int64(cfg.RefusalLogEvery)}}
+	m := &Middleware{cfg: cfg, keyHash: keyhash.New(cfg.LogKeySecret), headers: cfg.Headers.Or(rlheader.Draft11), refusalLog: loggate.Gate{Every: cfg.RefusalLogEvery}, failureLog: loggate.Gate{Every: cfg.RefusalLogEvery}}
 	names := policyNames{}
 	for _, p := range cfg.Policies {
 		if err := names.add(p.Name); err != nil {
@@ -742,7 +746,9 @@ func (m *Middleware) spend(ctx context.Context, p *compiled, key string, cost in
 // It reports whether it answered; if not, p fails open.
 func (m *Middleware) storeFailed(w http.ResponseWriter, r *http.Request, p *compiled, res sluice.Result, err error) bool {
 	m.cfg.Metrics.storeError(p.Name)
-	m.cfg.Logger.Warn("httplimit: limiter failed", "policy", p.Name, "err", err)
+	if ok, skipped := m.failureLog.Allow(); ok {
+		m.cfg.Logger.Warn("httplimit: limiter failed", skipped.Attrs([]any{"policy", p.Name, "err", err})...)
+	}
 	closed := errors.Is(err, sluice.ErrUnavailable) // a limiter that fails closed
 	if !closed && m.cfg.StoreErrorStatus == 0 {
 		return false
@@ -955,12 +961,12 @@ func (m *Middleware) logRefusal(ctx context.Context, r *http.Request, policy, ke
 		return
 	}
 	level := m.refusalLevel(shadow)
-	ok, skipped := m.refusalLog.allow()
+	ok, skipped := m.refusalLog.Allow()
 	if !ok {
 		return
 	}
 	args := append([]any{"policy", policy, "key", m.logKey(policy, key), "method", r.Method, "path", r.URL.Path, "shadow", shadow}, attrs...)
-	m.cfg.Logger.Log(ctx, level, "httplimit: refused", skipped.attrs(args)...)
+	m.cfg.Logger.Log(ctx, level, "httplimit: refused", skipped.Attrs(args)...)
 }
 
 // refusalLevel is the level of a refusal's log line (of a shadow
@@ -990,9 +996,9 @@ func (m *Middleware) logKey(policy, key string) string {
 
 func (m *Middleware) missingKey(w http.ResponseWriter, r *http.Request, policy string) {
 	if m.cfg.Logger.Enabled(r.Context(), m.cfg.RefusalLevel) {
-		if ok, skipped := m.refusalLog.allow(); ok {
+		if ok, skipped := m.refusalLog.Allow(); ok {
 			m.cfg.Logger.Log(r.Context(), m.cfg.RefusalLevel, "httplimit: no key for the request",
-				skipped.attrs([]any{"policy", policy, "method", r.Method, "path", r.URL.Path})...)
+				skipped.Attrs([]any{"policy", policy, "method", r.Method, "path", r.URL.Path})...)
 		}
 	}
 	m.fail(w, r, http.StatusBadRequest, "missing rate limit key for policy "+strconv.Quote(policy), policy)

@@ -1,6 +1,8 @@
 package httplimit_test
 
 import (
+	"context"
+	"errors"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
@@ -71,6 +73,45 @@ func TestRefusalLogEveryBoundsAFloodOfRefusals(t *testing.T) {
 		}
 		if counted != 1000-199 { // the last interval's 199 are counted, not yet written
 			t.Errorf("lines and their not_logged counts add up to %d, want %d:\n%s", counted, 1000-199, logs.String())
+		}
+	})
+}
+
+// failingStore is a limiter whose store is down.
+type failingStore struct{}
+
+func (failingStore) AllowN(context.Context, string, sluice.Limit, int) (sluice.Result, error) {
+	return sluice.Result{}, errors.New("connection refused")
+}
+
+// A failing limiter under a flood of requests is bounded as refusals are:
+// with RefusalLogEvery, 200 requests over 2 s are 2 "limiter failed"
+// lines, the second counting those not logged; before, 200 lines.
+func TestRefusalLogEveryBoundsAFailingLimitersLines(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var logs testlog.Buffer
+		m, err := httplimit.New(httplimit.Config{
+			Settings: httplimit.Settings{Limiter: failingStore{}, StoreErrorStatus: http.StatusServiceUnavailable,
+				Logger: slog.New(slog.NewTextHandler(&logs, nil))},
+			Policies:        []httplimit.Policy{{Name: "p", Limit: sluice.PerMinute(1), Key: httplimit.Global()}},
+			RefusalLogEvery: time.Second,
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		h := m.Handler(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
+		for i := range 200 {
+			if i == 100 {
+				time.Sleep(time.Second) // synctest's clock: no time passes
+			}
+			w := httptest.NewRecorder()
+			h.ServeHTTP(w, httptest.NewRequest("GET", "/", nil))
+			if w.Code != http.StatusServiceUnavailable {
+				t.Fatalf("a request with the store down: %d, want 503", w.Code)
+			}
+		}
+		if n := strings.Count(logs.String(), "httplimit: limiter failed"); n != 2 || !strings.Contains(logs.String(), "not_logged=99") {
+			t.Errorf("%d lines for 200 failures over 2 s, want 2, the second with not_logged=99:\n%s", n, logs.String())
 		}
 	})
 }

@@ -10,12 +10,15 @@ import (
 	"os/signal"
 	"path/filepath"
 	"sync"
+	"syscall"
 )
 
 // OpenAccessLog opens the access log where names (-access-log, else the
 // config's access_log): "" or "stderr" is stderr, "stdout" the process's
 // stdout, "off" a nil writer, and anything else a file, created if need
-// be and appended to, that ReopenAccessLogOn can reopen. closeLog closes
+// be and appended to, that ReopenAccessLogOn can reopen. A file is
+// refused as CheckAccessLog refuses it (-check): it must be a regular
+// file, so a FIFO or a device never blocks the start in an open. closeLog closes
 // the file (for the others it does nothing); the writer is safe for
 // concurrent use as far as the one it stands for is.
 func OpenAccessLog(where string, stderr io.Writer) (w io.Writer, closeLog func(), err error) {
@@ -26,6 +29,9 @@ func OpenAccessLog(where string, stderr io.Writer) (w io.Writer, closeLog func()
 		return os.Stdout, func() {}, nil
 	case "off":
 		return nil, func() {}, nil
+	}
+	if err := CheckAccessLog(where); err != nil {
+		return nil, nil, fmt.Errorf("access log: %s: %w", where, err)
 	}
 	f := &logFile{path: where}
 	if err := f.reopen(); err != nil {
@@ -115,11 +121,20 @@ func (l *logFile) Write(p []byte) (int, error) {
 }
 
 // reopen opens the path afresh and closes the file written so far; on
-// error the old file stays in use.
+// error the old file stays in use. It refuses what is not a regular file,
+// opening without blocking: a FIFO put at the path fails at once rather
+// than holding the reopen (and so App.Close) until a reader comes.
 func (l *logFile) reopen() error {
-	f, err := os.OpenFile(l.path, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644)
+	f, err := os.OpenFile(l.path, os.O_WRONLY|os.O_CREATE|os.O_APPEND|syscall.O_NONBLOCK, 0o644)
 	if err != nil {
 		return fmt.Errorf("access log: %w", err)
+	}
+	if fi, err := f.Stat(); err != nil || !fi.Mode().IsRegular() {
+		f.Close()
+		if err == nil {
+			err = errors.New("not a regular file")
+		}
+		return fmt.Errorf("access log: %s: %w", l.path, err)
 	}
 	l.mu.Lock()
 	old := l.f

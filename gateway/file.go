@@ -453,8 +453,9 @@ func (p *fileParser) settings(top map[string]*yaml.Node) error {
 	)
 }
 
-// headers reads headers (n, nil when absent) as rlheader.ParseMode does:
-// draft-11, legacy, both or off.
+// headers reads headers (n, nil when absent) as rlheader.ParseModeStrict
+// does: exactly draft-11, legacy, both or off; an empty or null value is
+// an error, not the default.
 func (p *fileParser) headers(n *yaml.Node) error {
 	if n == nil {
 		return nil
@@ -464,7 +465,10 @@ func (p *fileParser) headers(n *yaml.Node) error {
 	if err != nil {
 		return err
 	}
-	if c.Headers, err = rlheader.ParseMode(s); err != nil {
+	if strictyaml.IsNull(strictyaml.Deref(n)) {
+		return p.errf(n, "headers: no value (want off, legacy, draft-11 or both; leave the key out for draft-11)")
+	}
+	if c.Headers, err = rlheader.ParseModeStrict(s); err != nil {
 		return p.errf(n, "headers: %v", err)
 	}
 	return nil

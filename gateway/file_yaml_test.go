@@ -51,3 +51,20 @@ func TestProxyFileReadsYAMLAsTheRateLimitConfigDoes(t *testing.T) {
 		}
 	}
 }
+
+// headers: takes exactly the four values docs/proxy.md lists; an empty or
+// null value, another case or the old draft11 is an error naming the
+// line, not draft-11 (the default of a file without the key).
+func TestProxyFileHeadersTakesExactlyTheDocumentedValues(t *testing.T) {
+	for _, v := range []string{"off", "legacy", "draft-11", "both"} {
+		if _, err := gateway.ParseFile("proxy.yaml", []byte("upstream: http://u\nheaders: "+v+"\n")); err != nil {
+			t.Errorf("headers: %s: %v", v, err)
+		}
+	}
+	for _, v := range []string{`""`, "~", "null", "", "LEGACY", "draft11", "Both"} {
+		_, err := gateway.ParseFile("proxy.yaml", []byte("upstream: http://u\nheaders: "+v+"\n"))
+		if err == nil || !strings.HasPrefix(err.Error(), "proxy.yaml:2:") || !strings.Contains(err.Error(), "off, legacy, draft-11 or both") {
+			t.Errorf("headers: %s: %v, want an error at proxy.yaml:2 naming the four values", v, err)
+		}
+	}
+}

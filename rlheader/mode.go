@@ -56,18 +56,35 @@ func (m Mode) SendsLegacy() bool { return m == Legacy || m == Both }
 // Both).
 func (m Mode) SendsDraft11() bool { return m == Draft11 || m == Both }
 
-// ParseMode returns the Mode named s, in any case: "off", "legacy",
-// "draft-11" (or "draft11"), "both", or "" for Default; the one parser of a
-// header mode's name. A face that cannot send a Mode refuses it itself.
+// ParseMode returns the Mode named s, leniently, as a flag or an
+// environment variable is read: ParseModeStrict's names in any case, the
+// old "draft11" for "draft-11", and "" for Default. It is ParseModeStrict
+// after those are mapped: the one parser of a header mode's name. A face
+// that cannot send a Mode refuses it itself.
 func ParseMode(s string) (Mode, error) {
-	switch strings.ToLower(s) {
+	switch l := strings.ToLower(s); l {
 	case "":
 		return Default, nil
+	case "draft11":
+		return Draft11, nil
+	default:
+		if m, err := ParseModeStrict(l); err == nil {
+			return m, nil
+		}
+	}
+	return Default, fmt.Errorf("unknown header mode %q (want off, legacy, draft-11 or both)", s)
+}
+
+// ParseModeStrict returns the Mode spelled exactly as documented: "off",
+// "legacy", "draft-11" or "both", as a config file is read; any other
+// spelling, "" included, is an error naming the four.
+func ParseModeStrict(s string) (Mode, error) {
+	switch s {
 	case "off":
 		return Off, nil
 	case "legacy":
 		return Legacy, nil
-	case "draft-11", "draft11":
+	case "draft-11":
 		return Draft11, nil
 	case "both":
 		return Both, nil

@@ -73,3 +73,18 @@ func TestModeSaysWhichHeadersItSends(t *testing.T) {
 		t.Errorf("Off.Or(Draft11) = %v", got)
 	}
 }
+
+// ParseModeStrict takes exactly the four documented names: not "", not
+// another case, not the old draft11.
+func TestParseModeStrictTakesExactlyTheFourNames(t *testing.T) {
+	for _, m := range []rlheader.Mode{rlheader.Off, rlheader.Legacy, rlheader.Draft11, rlheader.Both} {
+		if got, err := rlheader.ParseModeStrict(m.String()); err != nil || got != m {
+			t.Errorf("ParseModeStrict(%q) = %v, %v; want %v", m.String(), got, err, m)
+		}
+	}
+	for _, s := range []string{"", "LEGACY", "draft11", "Both", "default"} {
+		if _, err := rlheader.ParseModeStrict(s); err == nil {
+			t.Errorf("ParseModeStrict(%q) succeeded, want an error", s)
+		}
+	}
+}

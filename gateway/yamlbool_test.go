@@ -84,3 +84,32 @@ func TestProxyFileAndRateLimitConfigReadStringsAlike(t *testing.T) {
 		}
 	}
 }
+
+// null is the empty string in both files, and a key whose value is one of
+// a set refuses it as it refuses "", naming the key and its line, rather
+// than reading it as the key left out: so for each such key of the proxy
+// file, and for the rate limit config's, alike.
+func TestProxyFileAndRateLimitConfigRefuseNullForAKeyOfASet(t *testing.T) {
+	for _, tt := range []struct{ yaml, want string }{
+		{"upstream: http://u\nforwarded_header: ~\n", "proxy.yaml:2:19: config: forwarded_header:"},
+		{"upstream: http://u\npath_semantics: ~\n", `proxy.yaml:2:17: config: path_semantics "": want`},
+		{"upstreams: [{name: a, url: http://u, path_semantics: ~}]\n", `proxy.yaml:1:54: config: path_semantics "": want`},
+		{"upstream: http://u\nlimits: [{name: l, key: ip, rate: 1r/s, algorithm: ~}]\n", `proxy.yaml:2:52: config: algorithm "": want`},
+		{"upstream: http://u\nlimits: [{name: l, key: ip, rate: 1r/s, missing_key: ~}]\n", `proxy.yaml:2:54: config: missing_key "": want reject or skip`},
+		{"upstream: http://u\nconns: [{name: l, key: ip, max: 1, missing_key: ~}]\n", `proxy.yaml:2:49: config: missing_key "": want reject or skip`},
+		{"upstream: http://u\nheaders: ~\n", "proxy.yaml:2:10: config: headers:"},
+	} {
+		if _, err := gateway.ParseFile("proxy.yaml", []byte(tt.yaml)); err == nil || !strings.HasPrefix(err.Error(), tt.want) {
+			t.Errorf("%q: %v, want an error starting %q", tt.yaml, err, tt.want)
+		}
+	}
+	for _, tt := range []struct{ key, want string }{
+		{"algorithm", `c.yaml:4:65: config: unknown algorithm ""`},
+		{"failure_mode", `c.yaml:4:68: config: unknown failure_mode ""`},
+	} {
+		_, err := config.Parse("c.yaml", []byte("domain: d\ndescriptors:\n  - key: k\n    rate_limit: {unit: second, requests_per_unit: 1, "+tt.key+": ~}\n"))
+		if err == nil || !strings.HasPrefix(err.Error(), tt.want) {
+			t.Errorf("%s: ~ in the rate limit config: %v, want an error starting %q", tt.key, err, tt.want)
+		}
+	}
+}

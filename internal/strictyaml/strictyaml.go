@@ -437,8 +437,12 @@ func IsNull(n *yaml.Node) bool {
 // project's YAML files, which is how envoyproxy/ratelimit's YAML reader
 // (gopkg.in/yaml.v2) fills a string field: a scalar's text as written, so
 // that 500 and true are the strings "500" and "true"; null (null, ~ or
-// nothing) is "", as an absent key is. A list or a mapping is not a
-// string: ok is false. A nil n is not a string either.
+// nothing) is "", which a free-text field (a name, a path) reads as it
+// reads the key left out, but a key whose value is one of a set
+// (algorithm, path_semantics, headers, missing_key, ...) refuses as it
+// refuses "", in the rate limit config and the proxy file alike: null is
+// not a way to ask for a default. A list or a mapping is not a string: ok
+// is false. A nil n is not a string either.
 func String(n *yaml.Node) (s string, ok bool) {
 	n = Deref(n)
 	if n == nil || n.Kind != yaml.ScalarNode {

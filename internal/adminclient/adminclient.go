@@ -58,7 +58,7 @@ type Client struct {
 	// both or neither.
 	Cert, Key string
 	// Timeout bounds each call, a ledger export ten times it; zero or
-	// less fails every call at once.
+	// less is a UsageError naming -timeout, before any call.
 	Timeout time.Duration
 }
 
@@ -87,6 +87,9 @@ func (e UsageError) Unwrap() error { return e.Err }
 // the API's own) names the URL tried, where it came from and where the
 // API listens.
 func (c *Client) Do(ctx context.Context, call Call, w io.Writer) error {
+	if c.Timeout <= 0 {
+		return UsageError{fmt.Errorf("-timeout %v: want a positive duration", c.Timeout)}
+	}
 	timeout := c.Timeout
 	if strings.HasPrefix(call.Path, "/v1/ledger") {
 		timeout *= 10
@@ -166,16 +169,25 @@ func (c *Client) httpClient(ctx context.Context) (*http.Client, error) {
 }
 
 // baseURL is URL as a URL: a port alone or host:port means http://. A
-// value with no host, an empty port or one outside 1 to 65535, a query or
-// a fragment is a UsageError naming -url and the value, and why.
+// value with no host, an empty port or one outside 1 to 65535, a host
+// without a scheme or a port, a query or a fragment is a UsageError naming
+// where the value came from (-url, or URLEnv when URLSource says so), the
+// value, and why.
 func (c *Client) baseURL() (*url.URL, error) {
+	name := "-url"
+	if c.URLSource == URLEnv {
+		name = URLEnv
+	}
 	bad := func(why string) error {
-		return UsageError{fmt.Errorf("-url %q: %s; want http://host:port, https://host:port, host:port or a port", c.URL, why)}
+		return UsageError{fmt.Errorf("%s %q: %s; want http://host:port, https://host:port, host:port or a port", name, c.URL, why)}
 	}
 	raw := c.URL
 	if !strings.Contains(raw, "://") {
 		if strings.ContainsAny(raw, "/?#") {
 			return nil, bad("no scheme (http:// or https://), and not a host:port or a port")
+		}
+		if raw != "" && !strings.Contains(raw, ":") && strings.Trim(raw, "0123456789") != "" {
+			return nil, bad("a host needs a port (host:port), or a scheme (http://host)")
 		}
 		if !strings.Contains(raw, ":") {
 			raw = ":" + raw

@@ -3,6 +3,7 @@ package adminclient
 import (
 	"bytes"
 	"cmp"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -277,5 +278,32 @@ func TestAdminTokenIsReadAlikeByServeAndTheCommand(t *testing.T) {
 				t.Errorf("serve: %q, %v; want %q (refused: %v)", b, err, tt.want, tt.serveErr)
 			}
 		})
+	}
+}
+
+// A URL from SLUICE_ADMIN_URL is named so in its error, not as -url, which
+// the caller never gave; and a host without a port (-url localhost) says
+// it needs one, rather than "the port is not 1 to 65535".
+func TestURLErrorsNameTheSourceAndAskABareHostForAPort(t *testing.T) {
+	_, err := (&Client{URL: "http://", URLSource: URLEnv}).baseURL()
+	if !errors.As(err, new(UsageError)) || !strings.HasPrefix(err.Error(), URLEnv+` "http://"`) {
+		t.Errorf("a bad URL from %s: %v, want a usage error naming %s", URLEnv, err, URLEnv)
+	}
+	for _, in := range []string{"localhost", "sluice.example"} {
+		_, err := (&Client{URL: in, URLSource: "-url"}).baseURL()
+		if !errors.As(err, new(UsageError)) || !strings.HasPrefix(err.Error(), `-url "`+in+`"`) || !strings.Contains(err.Error(), "a host needs a port") {
+			t.Errorf("-url %q: %v, want a usage error saying a host needs a port", in, err)
+		}
+	}
+}
+
+// -timeout 0 or negative is a usage error before any call, not a call
+// that fails with "context deadline exceeded".
+func TestDoRefusesATimeoutThatIsNotPositive(t *testing.T) {
+	for _, d := range []time.Duration{0, -time.Second} {
+		err := (&Client{URL: "9901", Timeout: d}).Do(context.Background(), Call{Method: "GET", Path: "/v1/usage"}, io.Discard)
+		if !errors.As(err, new(UsageError)) || !strings.Contains(err.Error(), "-timeout") {
+			t.Errorf("-timeout %v: %v, want a usage error naming -timeout", d, err)
+		}
 	}
 }

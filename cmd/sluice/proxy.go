@@ -486,7 +486,8 @@ func (p *proxyApp) printBanner(stdout io.Writer) {
 // printJSONBanner is printBanner's one JSON line: the listener's URL in
 // listen, the upstreams as name=URL in upstreams, and the admin
 // listener's URL (empty without one) in admin, with page the live page's
-// URL when it is served.
+// URL when it is served, and login its one-time login link (empty with
+// -admin-login-link=false), as the text banner prints it.
 func (p *proxyApp) printJSONBanner(stdout io.Writer) {
 	h, err := daemon.LogHandler("json", stdout, nil)
 	if err != nil {
@@ -496,16 +497,19 @@ func (p *proxyApp) printJSONBanner(stdout io.Writer) {
 	for _, u := range p.file.Config.Upstreams {
 		ups = append(ups, u.Name+"="+redact.URL(u.URL.String()))
 	}
-	var admin, pageURL string
+	var admin, pageURL, login string
 	if p.adminLn != nil {
 		admin = p.adminScheme + "://" + daemon.LocalAddr(p.adminLn.Addr())
 		if p.pg.page != nil {
 			pageURL = admin + page.Path
+			if !p.o.admin.NoLoginLink {
+				login, _ = p.pg.api.LoginLink(admin)
+			}
 		}
 	}
 	slog.New(h).Info("proxying", "version", buildVersion(), "store", stores.Name(p.o.store),
 		"listen", "http://"+daemon.LocalAddr(p.ln.Addr()), "h2c", p.o.h2c, "upstreams", ups,
-		"admin", admin, "page", pageURL)
+		"admin", admin, "page", pageURL, "login", login)
 }
 
 // startOnly names the settings of f, a reloaded config, that differ from

@@ -168,15 +168,16 @@ func TestProxyAdminWithoutTokenHasNoPage(t *testing.T) {
 	}
 }
 
-// Admin flags the proxy would not act on are refused: the page's flag
-// without a token or client CA (no page), and any admin flag with the
-// admin listener off.
+// Admin flags the proxy would not act on are refused: the page's flags
+// (-admin-raw-keys, -admin-login-link) without a token or client CA (no
+// page), and any admin flag with the admin listener off.
 func TestProxyRefusesAdminFlagsNotActedOn(t *testing.T) {
 	t.Setenv(daemon.AdminTokenEnv, "")
 	tokenFile := filepath.Join(t.TempDir(), "token")
 	writeFile(t, tokenFile, "a-long-enough-admin-token\n")
 	for _, args := range [][]string{
 		{"-admin-raw-keys"},
+		{"-admin-login-link=false"},
 		{"-admin-addr", "", "-admin-token-file", tokenFile},
 		{"-admin-addr", "", "-admin-raw-keys"},
 	} {
@@ -184,6 +185,33 @@ func TestProxyRefusesAdminFlagsNotActedOn(t *testing.T) {
 		args = append([]string{"proxy", "-upstream", "http://127.0.0.1:1", "-listen", "127.0.0.1:0"}, args...)
 		if code := run(args, &out, &errb); code != 2 || !strings.Contains(errb.String(), "-admin-") {
 			t.Errorf("sluice %s: exit %d, want 2 naming the flag: %s", strings.Join(args, " "), code, errb.String())
+		}
+	}
+}
+
+// With -log-format json the proxy's banner line carries the login link
+// (login), as the text banner does, and none with -admin-login-link=false.
+func TestProxyJSONBannerHasTheLoginLink(t *testing.T) {
+	const token = "a-long-enough-admin-token"
+	for _, tc := range []struct {
+		args []string
+		link bool
+	}{{[]string{"-log-format", "json"}, true}, {[]string{"-log-format", "json", "-admin-login-link=false"}, false}} {
+		p, _ := launchProxyPage(t, token, tc.args...)
+		var banner struct {
+			Msg         string `json:"@message"`
+			Page, Login string
+		}
+		for line := range strings.Lines(p.stdout.String()) {
+			if json.Unmarshal([]byte(line), &banner) == nil && banner.Msg == "proxying" {
+				break
+			}
+		}
+		if banner.Msg != "proxying" || banner.Page == "" {
+			t.Fatalf("%v: no JSON banner with the page: %s", tc.args, p.stdout.String())
+		}
+		if got := strings.HasPrefix(banner.Login, p.admin+"/") && strings.Contains(banner.Login, "code="); got != tc.link {
+			t.Errorf("%v: login %q, want a link: %v", tc.args, banner.Login, tc.link)
 		}
 	}
 }

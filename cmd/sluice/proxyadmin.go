@@ -17,6 +17,7 @@ import (
 	"github.com/sluicehq/sluice/gateway"
 	"github.com/sluicehq/sluice/httplimit"
 	"github.com/sluicehq/sluice/internal/daemon"
+	"github.com/sluicehq/sluice/internal/envflag"
 	"github.com/sluicehq/sluice/internal/stores"
 	"github.com/sluicehq/sluice/service"
 )
@@ -47,8 +48,10 @@ func (p *proxyApp) openPage(ctx context.Context) error {
 		return err
 	}
 	if !ok {
-		if o.RawKeys {
-			return daemon.ExitCode(2, "-admin-raw-keys needs the page, which needs a token (-admin-token-file or "+daemon.AdminTokenEnv+") or -admin-client-ca")
+		for _, name := range []string{"admin-raw-keys", "admin-login-link"} {
+			if envflag.IsSet(p.o.fs, name) {
+				return daemon.ExitCode(2, "-"+name+" needs the page, which needs a token (-admin-token-file or "+daemon.AdminTokenEnv+") or -admin-client-ca")
+			}
 		}
 		return nil
 	}

@@ -63,7 +63,10 @@ const (
 // "draft11"). It refuses "both", which a Service does not send.
 func ParseHeaderMode(s string) (HeaderMode, error) {
 	m, err := rlheader.ParseMode(s)
-	if err != nil || m == rlheader.Both {
+	if err == nil && m == rlheader.Both {
+		return rlheader.Default, fmt.Errorf("service: header mode %q: not for the rate limit service, which sends one set of headers (want off, legacy or draft-11)", s)
+	}
+	if err != nil {
 		return rlheader.Default, fmt.Errorf("service: unknown header mode %q (want off, legacy or draft-11)", s)
 	}
 	return m.Or(HeadersOff), nil

@@ -686,6 +686,10 @@ func TestParseHeaderMode(t *testing.T) {
 			t.Errorf("ParseHeaderMode(%s): no error", s)
 		}
 	}
+	// both is a mode, not one for this face: said so, not "unknown".
+	if _, err := service.ParseHeaderMode("both"); err == nil || strings.Contains(err.Error(), "unknown") || !strings.Contains(err.Error(), "not for the rate limit service") {
+		t.Errorf("ParseHeaderMode(both): %v, want it said not for the rate limit service", err)
+	}
 }
 
 // TestNewRefusesAHeaderModeAServiceDoesNotSend checks that New names the

@@ -91,10 +91,28 @@ func consoleErrs(mu *sync.Mutex, errs *[]string) func() []string {
 // waitJS waits until the JavaScript expression is true in the page.
 func waitJS(t *testing.T, ctx context.Context, what, expr string) {
 	t.Helper()
-	if _, err := chromedp.Run(ctx, chromedp.Poll[bool](expr, chromedp.WithPollingTimeout(30*time.Second))); err != nil {
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		_, err := chromedp.Run(ctx, chromedp.Poll[bool](expr, chromedp.WithPollingTimeout(time.Until(deadline))))
+		if err == nil {
+			return
+		}
+		// A poll begun while a click's navigation was still under way
+		// loses its page ("Inspected target navigated or closed"): poll
+		// the new one.
+		if navigated(err) && time.Now().Before(deadline) {
+			continue
+		}
 		html, _ := chromedp.Run(ctx, chromedp.Evaluate[string]("document.querySelector('main') ? document.querySelector('main').innerText : ''"))
 		t.Fatalf("waiting for %s: %v\nthe page shows:\n%s", what, err, html)
 	}
+}
+
+// navigated reports whether err is a script's page going away under it.
+func navigated(err error) bool {
+	s := err.Error()
+	return strings.Contains(s, "navigated or closed") || strings.Contains(s, "Execution context was destroyed") ||
+		strings.Contains(s, "Cannot find context with specified id")
 }
 
 func evalJS[T any](t *testing.T, ctx context.Context, expr string) T {

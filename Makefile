@@ -18,16 +18,22 @@ HAVE_BROWSER = command -v chromium >/dev/null 2>&1 || command -v chromium-browse
 
 .PHONY: test deps deps-redis deps-postgres deps-browser vet staticcheck bench bench-peers lint fmt
 
-## test: vet and staticcheck, then run every test with the race detector in
-## random order; four test binaries at once (-p 4), since most of the long
-## tests wait on processes, sockets and timers rather than on the CPU
-test: deps vet staticcheck
-	$(GO) test -race -shuffle=on -p 4 ./...
-	$(MAKE) test-allocs
-	$(MAKE) test-deploy
+## test: vet and staticcheck, every test with the race detector in random
+## order, the allocation guards and the deploy module's tests, side by side
+## (make -j, each step's output printed whole when it ends): most of the
+## long tests wait on processes, sockets and timers rather than on the CPU,
+## so the steps fill each other's waits; four test binaries at once (-p 4)
+## for the same reason
+test: deps
+	@$(MAKE) --no-print-directory -j 5 --output-sync=target vet staticcheck test-race test-allocs test-deploy
 	@$(HAVE_REDIS) || echo "make test: WARNING: the Redis tests were SKIPPED: redis-server/redis-cli not found (apt-get install $(REDIS_PACKAGES))"
 	@$(HAVE_POSTGRES) || echo "make test: WARNING: the PostgreSQL tests were SKIPPED: initdb/postgres not found (apt-get install $(POSTGRES_PACKAGES))"
 	@$(HAVE_BROWSER) || echo "make test: WARNING: the browser test of the live page was SKIPPED: chromium not found (apt-get install $(BROWSER_PACKAGES))"
+
+## test-race: every test of the main module with the race detector, in random order
+.PHONY: test-race
+test-race:
+	$(GO) test -race -shuffle=on -p 4 ./...
 
 ## test-allocs: the allocation guards (tests that count with
 ## testing.AllocsPerRun, named ...Alloc...) once more without the race

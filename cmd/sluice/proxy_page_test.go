@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"io"
 	"net/http"
@@ -10,6 +11,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/admin/page"
@@ -182,9 +184,13 @@ func TestProxyRefusesAdminFlagsNotActedOn(t *testing.T) {
 		{"-admin-addr", "", "-admin-raw-keys"},
 	} {
 		var out, errb strings.Builder
-		args = append([]string{"proxy", "-upstream", "http://127.0.0.1:1", "-listen", "127.0.0.1:0"}, args...)
-		if code := run(args, &out, &errb); code != 2 || !strings.Contains(errb.String(), "-admin-") {
-			t.Errorf("sluice %s: exit %d, want 2 naming the flag: %s", strings.Join(args, " "), code, errb.String())
+		args = append([]string{"-upstream", "http://127.0.0.1:1", "-listen", "127.0.0.1:0"}, args...)
+		// Bounded: a flag no longer refused would leave the proxy serving.
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		code := runProxy(ctx, args, &out, &errb)
+		cancel()
+		if code != 2 || !strings.Contains(errb.String(), "-admin-") {
+			t.Errorf("sluice proxy %s: exit %d, want 2 naming the flag: %s", strings.Join(args, " "), code, errb.String())
 		}
 	}
 }

@@ -88,20 +88,11 @@ func TestRefusalFloodWithoutAccessLogIsBounded(t *testing.T) {
 // the logger's lines either: the first shed is logged, the rest of each
 // 10 s counted into the next. 100 sheds were 100 lines before.
 func TestAdaptiveShedFloodWithoutAccessLogIsBounded(t *testing.T) {
-	f, err := gateway.ParseFile("o.yaml", []byte(`
-upstreams:
-  - {name: u, url: "http://upstream.invalid", max_in_flight: adaptive, adaptive: {initial: 1, min: 1, max: 1}}
-routes: [{name: api, match: /api/}]
-`))
-	if err != nil {
-		t.Fatal(err)
-	}
 	up := holding{entered: make(chan struct{}, 1), release: make(chan struct{})}
 	var logs testlog.Buffer
-	cfg := f.Config
-	cfg.Transport = up
-	cfg.Logger = slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelInfo}))
-	g := newGateway(t, cfg)
+	g := adaptiveGateway(t, up, func(c *gateway.Config) {
+		c.Logger = slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	})
 	done := make(chan int)
 	go func() { done <- served(g, "GET", "/api/x").Code }()
 	<-up.entered

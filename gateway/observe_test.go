@@ -35,6 +35,25 @@ func shedWhileHeld(g http.Handler, up holding) (second, first int) {
 	return second, <-done
 }
 
+// adaptiveGateway is a gateway whose one route, api (/api/), goes to an
+// upstream u of adaptive max_in_flight held at 1, through up, with edit
+// applied to its config.
+func adaptiveGateway(tb testing.TB, up holding, edit func(*gateway.Config)) http.Handler {
+	tb.Helper()
+	f, err := gateway.ParseFile("o.yaml", []byte(`
+upstreams:
+  - {name: u, url: "http://upstream.invalid", max_in_flight: adaptive, adaptive: {initial: 1, min: 1, max: 1}}
+routes: [{name: api, match: /api/}]
+`))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	cfg := f.Config
+	cfg.Transport = up
+	edit(&cfg)
+	return newGateway(tb, cfg)
+}
+
 // The gateway hands its observer the routes' decisions and the requests
 // it sheds itself: a request beyond max_in_flight is policy "shed:" and
 // the upstream, keyed by the route; and Peek reads a key's state under a
@@ -71,19 +90,9 @@ routes: [{name: api, match: /api/, limits: [per_ip]}]
 // A request an adaptive max_in_flight sheds is observed keyed by its
 // route, as the gateway's other sheds are, not by an empty key.
 func TestGatewayObservesAdaptiveShedByRoute(t *testing.T) {
-	f, err := gateway.ParseFile("o.yaml", []byte(`
-upstreams:
-  - {name: u, url: "http://upstream.invalid", max_in_flight: adaptive, adaptive: {initial: 1, min: 1, max: 1}}
-routes: [{name: api, match: /api/}]
-`))
-	if err != nil {
-		t.Fatal(err)
-	}
 	up := holding{entered: make(chan struct{}, 1), release: make(chan struct{})}
 	obs := &httplimittest.Recorder[httplimit.Decision]{}
-	cfg := f.Config
-	cfg.Transport, cfg.Observer = up, obs
-	g := newGateway(t, cfg)
+	g := adaptiveGateway(t, up, func(c *gateway.Config) { c.Observer = obs })
 	if second, _ := shedWhileHeld(g, up); second != http.StatusServiceUnavailable {
 		t.Fatalf("a request beyond the adaptive limit: %d, want 503", second)
 	}

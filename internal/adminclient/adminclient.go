@@ -28,6 +28,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/internal/daemon"
+	"github.com/sluicehq/sluice/internal/redact"
 	"github.com/sluicehq/sluice/internal/safefile"
 )
 
@@ -172,14 +173,16 @@ func (c *Client) httpClient(ctx context.Context) (*http.Client, error) {
 // value with no host, an empty port or one outside 1 to 65535, a host
 // without a scheme or a port, a query or a fragment is a UsageError naming
 // where the value came from (-url, or URLEnv when URLSource says so), the
-// value, and why.
+// value (its secrets masked), and why. A user name or password is refused:
+// the API reads only the token, and Go's client would send them as Basic
+// authorization beside it.
 func (c *Client) baseURL() (*url.URL, error) {
 	name := "-url"
 	if c.URLSource == URLEnv {
 		name = URLEnv
 	}
 	bad := func(why string) error {
-		return UsageError{fmt.Errorf("%s %q: %s; want http://host:port, https://host:port, host:port or a port", name, c.URL, why)}
+		return UsageError{fmt.Errorf("%s %q: %s; want http://host:port, https://host:port, host:port or a port", name, redact.URL(c.URL), why)}
 	}
 	raw := c.URL
 	if !strings.Contains(raw, "://") {
@@ -204,6 +207,8 @@ func (c *Client) baseURL() (*url.URL, error) {
 		return nil, bad("no host")
 	case base.RawQuery != "" || base.ForceQuery || base.Fragment != "":
 		return nil, bad("a query or a fragment, which the API's paths cannot follow")
+	case base.User != nil:
+		return nil, bad("a user name or password, which the API does not read (it takes the token: -token-file or " + daemon.AdminTokenEnv + ")")
 	}
 	if base.Port() != "" || strings.HasSuffix(base.Host, ":") {
 		if p, err := strconv.Atoi(base.Port()); err != nil || p < 1 || p > 65535 {

@@ -217,6 +217,23 @@ func TestURLWithoutAHostOrAPortIsAUsageError(t *testing.T) {
 	}
 }
 
+// A URL with a user name or password is refused: Go's client would send it
+// as Basic authorization beside the bearer token, to a server that reads
+// only the token, and the error does not repeat the password. Before,
+// "http://user:pw@sluice:9901" was dialled with both.
+func TestURLWithUserInfoIsAUsageErrorThatHidesThePassword(t *testing.T) {
+	for _, in := range []string{"http://user@sluice:9901", "https://user:s3cret@sluice:9901", "http://:s3cret@sluice"} {
+		u, err := (&Client{URL: in}).baseURL()
+		if !errors.As(err, new(UsageError)) || !strings.Contains(err.Error(), "user") {
+			t.Errorf("-url %q: %v, %v; want a usage error about the user info", in, u, err)
+			continue
+		}
+		if strings.Contains(err.Error(), "s3cret") {
+			t.Errorf("-url %q: the error repeats the password: %v", in, err)
+		}
+	}
+}
+
 // TLS settings that cannot work are usage errors, found before any call:
 // -cert without -key, a CA file that is missing or holds no certificate.
 func TestDoRefusesTLSSettingsThatCannotWork(t *testing.T) {

@@ -46,6 +46,10 @@ func (l *Lazy) Roster(name string) *Roster {
 	return &Roster{name: name, store: l.Store}
 }
 
+// MaxTTL returns MaxRosterTTL, the longest time to live Announce takes
+// (relief.NewFleet refuses a longer FleetConfig.TTL with it).
+func (r *Roster) MaxTTL() time.Duration { return MaxRosterTTL }
+
 // Announce records id as a live member for ttl from the store's clock
 // (Redis TIME), forgets the members whose time has passed, and returns how
 // many are live, id among them, counting at most most. It errs on bad

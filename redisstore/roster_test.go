@@ -207,3 +207,13 @@ func BenchmarkRosterAnnounce(b *testing.B) {
 		})
 	}
 }
+
+// The Roster says the longest time to live its Announce takes, so that a
+// fleet set up with a longer one is refused at once rather than failing at
+// every announce.
+func TestRosterSaysTheLongestTTLItTakes(t *testing.T) {
+	var r *redisstore.Roster
+	if got := r.MaxTTL(); got != redisstore.MaxRosterTTL {
+		t.Errorf("MaxTTL %v, want MaxRosterTTL %v", got, redisstore.MaxRosterTTL)
+	}
+}

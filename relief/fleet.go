@@ -37,6 +37,10 @@ type Roster interface {
 	Leave(ctx context.Context, id string) error
 }
 
+// A Roster may also say the longest time to live its Announce takes, so
+// that NewFleet refuses a FleetConfig.TTL it would refuse at every announce.
+type rosterTTL interface{ MaxTTL() time.Duration }
+
 // The defaults of FleetConfig.
 const (
 	// DefaultFleetPeriod is how often a Fleet announces itself and counts.
@@ -61,7 +65,9 @@ type FleetConfig struct {
 	// DefaultFleetPeriod.
 	Period time.Duration
 	// TTL is how long the store counts this process after its last
-	// announce; at least 2 × Period. Default DefaultFleetTTL.
+	// announce; at least 2 × Period, and at most what the Roster takes when
+	// it says (a MaxTTL method, as redisstore.Roster has). Default
+	// DefaultFleetTTL.
 	TTL time.Duration
 	// Max is the most members counted (the Roster caps the count).
 	// Default DefaultFleetMax.
@@ -113,6 +119,9 @@ func NewFleet(cfg FleetConfig) (*Fleet, error) {
 		return nil, fmt.Errorf("relief: FleetConfig.Max %d: want at least 1", cfg.Max)
 	case cfg.Initial < 1 || cfg.Initial > cfg.Max:
 		return nil, fmt.Errorf("relief: FleetConfig.Initial %d: want 1 to Max (%d)", cfg.Initial, cfg.Max)
+	}
+	if r, ok := cfg.Roster.(rosterTTL); ok && cfg.TTL > r.MaxTTL() {
+		return nil, fmt.Errorf("relief: FleetConfig.TTL %v is over the %v the Roster takes", cfg.TTL, r.MaxTTL())
 	}
 	if cfg.Timeout <= 0 {
 		cfg.Timeout = cfg.Period

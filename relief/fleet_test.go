@@ -202,6 +202,23 @@ func TestNewFleetRefusesATTLUnderTwoPeriods(t *testing.T) {
 	}
 }
 
+// cappedRoster is a Roster that says the longest time to live it takes.
+type cappedRoster struct{ countRoster }
+
+func (cappedRoster) MaxTTL() time.Duration { return time.Minute }
+
+// A TTL longer than the Roster takes is refused at once: before, NewFleet
+// accepted it, every announce then failed, and no lease was ever taken.
+func TestNewFleetRefusesATTLTheRosterDoesNotTake(t *testing.T) {
+	if _, err := relief.NewFleet(relief.FleetConfig{Roster: cappedRoster{1}, TTL: 2 * time.Minute}); err == nil ||
+		!strings.Contains(err.Error(), "1m0s") {
+		t.Errorf("TTL 2m on a roster taking at most 1m: %v; want an error naming the roster's bound", err)
+	}
+	if _, err := relief.NewFleet(relief.FleetConfig{Roster: cappedRoster{1}, TTL: time.Minute}); err != nil {
+		t.Errorf("TTL 1m on a roster taking at most 1m: %v", err)
+	}
+}
+
 // A run of failed announces is logged once, at the second (the first
 // announce of a process whose store is still connecting fails, and is not
 // worth a warning), and its end once.

@@ -120,7 +120,8 @@ type Config struct {
 	// limit divided by Nodes (rate and burst, rounded down, at least 1).
 	Share func(sluice.Limit) sluice.Limit
 	// Nodes is the number of servers sharing the limit, for the default
-	// Share and the split of what Primary last reported left. Default 1.
+	// Share and the split of what Primary last reported left. Default 1;
+	// negative is refused.
 	Nodes int
 	// NodesNow, when set, is read at each Local decision instead of Nodes:
 	// a count that follows the fleet as it scales (relief.Fleet's Count).
@@ -131,7 +132,8 @@ type Config struct {
 	// Threshold counts that partition's consecutive failures), and the
 	// Group's breaker opens for every key when a quarter of the partitions
 	// (at least one) are open. Default 1: one breaker for every key, the
-	// first failures of any key counting toward it. At most 1024.
+	// first failures of any key counting toward it. At most 1024;
+	// negative is refused.
 	Partitions int
 	// Timeout bounds each call to Primary. Default 50ms.
 	//
@@ -233,13 +235,14 @@ func NewGroup(cfg Config) (*Group, error) {
 	if cfg.Mode > Local {
 		return nil, fmt.Errorf("failsafe: unknown mode %v", cfg.Mode)
 	}
-	if cfg.Partitions > maxPartitions {
-		return nil, fmt.Errorf("failsafe: Config.Partitions %d: at most %d", cfg.Partitions, maxPartitions)
+	switch {
+	case cfg.Partitions > maxPartitions || cfg.Partitions < 0:
+		return nil, fmt.Errorf("failsafe: Config.Partitions %d: want 0 (one) to %d", cfg.Partitions, maxPartitions)
+	case cfg.Nodes < 0:
+		return nil, fmt.Errorf("failsafe: Config.Nodes %d: want 0 (one) or more", cfg.Nodes)
 	}
 	cfg.Partitions = max(cfg.Partitions, 1)
-	if cfg.Nodes <= 0 {
-		cfg.Nodes = 1
-	}
+	cfg.Nodes = max(cfg.Nodes, 1)
 	if cfg.NodesNow == nil {
 		n := cfg.Nodes
 		cfg.NodesNow = func() int { return n }

@@ -189,6 +189,23 @@ func TestFlappingPartitionLogsBackOncePerInterval(t *testing.T) {
 	}
 }
 
+// A negative Partitions or Nodes is refused by name: before, each silently
+// became 1 (one breaker for every key, the whole limit to each node), the
+// opposite of what a config asking for a split meant. Zero is the default.
+func TestNegativePartitionsOrNodesRefused(t *testing.T) {
+	p := &keyedPrimary{bad: func(string) bool { return false }}
+	for _, cfg := range []failsafe.Config{{Partitions: -16}, {Nodes: -4}} {
+		cfg.Primary, cfg.Logger = p, slog.New(&logs{})
+		_, err := failsafe.NewGroup(cfg)
+		if err == nil || !strings.Contains(err.Error(), "-") {
+			t.Errorf("%+v: NewGroup error %v, want a refusal naming the value", cfg, err)
+		}
+	}
+	if _, err := failsafe.NewGroup(failsafe.Config{Primary: p, Logger: slog.New(&logs{})}); err != nil {
+		t.Errorf("zero Partitions and Nodes (the defaults): %v", err)
+	}
+}
+
 // TestTooManyPartitionsRefused: Config.Partitions is the size of a table
 // made once per Group, so a Group refuses more than 1024 of them with an
 // error that names the figure and the bound, rather than allocate what a

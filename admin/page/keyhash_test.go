@@ -9,20 +9,27 @@ import (
 	"os/exec"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/internal/clocktest"
 	"github.com/sluicehq/sluice/internal/keyhash"
 	"github.com/sluicehq/sluice/service"
 )
 
-// shownKey is the key the page shows for one refusal of key.
+// shownKey is the key the page shows for key refused twice in a minute:
+// the first refusal is only remembered (no hash made, nothing listed),
+// the second lists the key with both.
 func shownKey(t *testing.T, cfg Config, key string) string {
 	t.Helper()
+	cfg.Now = clocktest.At(time.Unix(1_000_020, 0)).Now
 	p := New(cfg)
-	p.Observe(service.Decision{Domain: "d", Rule: "d.ip", Outcome: service.Limited, Cost: 1, Key: key})
+	for range 2 {
+		p.Observe(service.Decision{Domain: "d", Rule: "d.ip", Outcome: service.Limited, Cost: 1, Key: key})
+	}
 	s := p.Snapshot()
-	if len(s.Refusals) != 1 || len(s.Top) != 1 || s.Top[0].Key != s.Refusals[0].Key {
-		t.Fatalf("refusals %+v top %+v, want one key shown in both", s.Refusals, s.Top)
+	if len(s.Refusals) != 2 || s.Refusals[1].Key != "" || len(s.Top) != 1 || s.Top[0].Key != s.Refusals[0].Key || s.Top[0].Count != 2 {
+		t.Fatalf("refusals %+v top %+v, want the second refusal's key shown in both, counted twice", s.Refusals, s.Top)
 	}
 	return s.Refusals[0].Key
 }
@@ -90,17 +97,20 @@ func TestPageKeyHashDiffersAcrossProcessesWithoutASecret(t *testing.T) {
 
 // A key refused again shows the hash it showed the first time, and every
 // key its own: past the cache of hashes (more keys than its slots, all of
-// one length, under two rules, twice over), each refusal shows the keyed
-// hash of its own key, as hashing it afresh gives.
+// one length, under two rules, twice over), each key's second refusal in
+// a minute shows the keyed hash of its own key, as hashing it afresh
+// gives.
 func TestPageShowsEachKeysOwnHashPastTheCache(t *testing.T) {
 	secret := []byte("replicas-share-this-one")
-	p := New(Config{KeySecret: secret, Refusals: 1})
+	p := New(Config{KeySecret: secret, Refusals: 1, Now: clocktest.At(time.Unix(1_000_020, 0)).Now})
 	want := keyhash.New(secret)
 	for pass := range 2 {
 		for i := range 3 * shownSlots {
 			key := fmt.Sprintf("d|remote_address=198.51.%03d.%03d", i/256, i%256)
 			rule := []string{"d.ip", "d.ip_burst"}[i%2]
-			p.Observe(service.Decision{Domain: "d", Rule: rule, Outcome: service.Limited, Cost: 1, Key: key})
+			for range 2 {
+				p.Observe(service.Decision{Domain: "d", Rule: rule, Outcome: service.Limited, Cost: 1, Key: key})
+			}
 			got := p.Snapshot().Refusals
 			if len(got) != 1 || got[0].Key != want.Hash("", key) || got[0].Rule != rule {
 				t.Fatalf("pass %d, key %q of %s: the page shows %+v, want its hash %q", pass, key, rule, got, want.Hash("", key))

@@ -125,12 +125,18 @@ const OtherRule = "(other rules)"
 
 // Page is the live page. It is safe for concurrent use; make one with
 // New. Observe is its hot path: a map read and an atomic add per allowed
-// decision; a refusal also updates the sketch and the ring under short
-// locks, and hashes its key unless it was refused lately (shownCache).
+// decision; a refusal also updates the ring under a short lock and, from
+// a key's second refusal within a minute or two (doorkeeper), the sketch,
+// hashing the key unless it was listed lately (shownCache). A key's first
+// refusal makes no hash and allocates nothing.
 type Page struct {
-	cfg     Config
-	keys    *keyhash.Hasher // under cfg.KeySecret
-	shown   shownCache      // the hashes of the keys refused lately
+	cfg  Config
+	keys *keyhash.Hasher // under cfg.KeySecret
+	// hash appends the keyed hash of a key to dst: keys.Append, the
+	// HMAC; tests replace it to count its calls.
+	hash    func(dst []byte, key string) []byte
+	shown   shownCache // the hashes of the keys listed lately
+	door    doorkeeper // the keys refused once lately, and those let in
 	decider atomic.Pointer[deciderBox]
 
 	rules  sync.Map // rule → *ruleCounts
@@ -169,6 +175,7 @@ func New(cfg Config) *Page {
 		cfg.Now = time.Now
 	}
 	p := &Page{cfg: cfg, keys: keyhash.New(cfg.KeySecret), ring: make([]Refusal, max(cfg.Refusals, 1)), done: make(chan struct{})}
+	p.hash = p.keys.Append
 	p.shown.seed = maphash.MakeSeed()
 	p.top = topk.NewWindow(cfg.TopK, max(cfg.Minutes, 1), time.Minute, cfg.Now)
 	if cfg.Decider != nil {
@@ -197,19 +204,42 @@ func (p *Page) Observe(d service.Decision) {
 	if d.Outcome == service.Allowed {
 		return
 	}
+	now := p.cfg.Now()
 	var top, key string
 	if p.cfg.RawKeys {
 		top, key = d.Rule+"\x00"+d.Key, d.Key
+		p.top.Add(top, 1)
 	} else {
-		top = p.shown.top(d.Rule, d.Key, p.keys)
-		key = top[len(d.Rule)+1:]
+		top = p.listed(d.Rule, d.Key, now)
+		if top != "" {
+			key = top[len(d.Rule)+1:]
+		}
 	}
-	p.top.Add(top, 1)
 	p.ringMu.Lock()
-	p.ring[p.next] = Refusal{Time: p.cfg.Now(), Domain: d.Domain, Rule: d.Rule, Outcome: d.Outcome.String(), Key: key, Cost: d.Cost}
+	p.ring[p.next] = Refusal{Time: now, Domain: d.Domain, Rule: d.Rule, Outcome: d.Outcome.String(), Key: key, Cost: d.Cost}
 	p.next = (p.next + 1) % len(p.ring)
 	p.filled = p.filled || p.next == 0
 	p.ringMu.Unlock()
+}
+
+// listed counts a refusal of key under rule in the top list and returns
+// its key there (the rule, a 0 byte and the key's keyed hash), or "" for
+// the key's first refusal (none in the minute of now or the one before),
+// which the doorkeeper remembers instead (no hash made, nothing counted
+// yet).
+func (p *Page) listed(rule, key string, now time.Time) string {
+	sum := p.shown.sum(rule, key)
+	top, ok := p.shown.lookup(sum, rule, key)
+	w := uint64(1)
+	if !ok {
+		admit, remembered := p.door.admit(sum, now.UnixNano()/int64(time.Minute))
+		if !admit {
+			return ""
+		}
+		top, w = p.shown.store(sum, rule, key, p.hash), w+remembered
+	}
+	p.top.Add(top, w)
+	return top
 }
 
 // counts returns rule's counters, made on first use while fewer than

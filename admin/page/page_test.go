@@ -42,7 +42,9 @@ func getJSON(t *testing.T, url string) Snapshot {
 }
 
 // The JSON counts each rule's outcomes, their rates per second, the
-// limited keys hashed in the top list and the refusals newest first.
+// limited keys hashed in the top list (those refused twice in the minute:
+// d|s=x, refused once, is not listed) and the refusals newest first (a
+// key's first refusal without its hash, which is not made).
 func TestDataCountsRatesAndHashesKeys(t *testing.T) {
 	c := clocktest.At(time.Unix(1_000_000, 0))
 	secret := []byte("a secret of the operator's")
@@ -61,11 +63,12 @@ func TestDataCountsRatesAndHashesKeys(t *testing.T) {
 	if len(s.Rules) != 2 || s.Rules[0].Rule != "d.a" || s.Rules[0].Allowed != 10 || s.Rules[0].Limited != 5 || s.Rules[0].AllowedPerSec != 5 || s.Rules[1].Shadow != 1 {
 		t.Fatalf("rules %+v", s.Rules)
 	}
-	if len(s.Top) != 3 || s.Top[0].Key != keyhash.New(secret).Hash("", "d|a=0") || s.Top[0].Count != 3 || s.Top[0].Rule != "d.a" {
-		t.Fatalf("top %+v, want d|a=0 hashed first with 3", s.Top)
+	if len(s.Top) != 2 || s.Top[0].Key != keyhash.New(secret).Hash("", "d|a=0") || s.Top[0].Count != 3 || s.Top[0].Rule != "d.a" || s.Top[1].Count != 2 {
+		t.Fatalf("top %+v, want d|a=0 hashed first with 3, d|a=1 with 2", s.Top)
 	}
-	if len(s.Refusals) != 3 || s.Refusals[0].Rule != "d.s" || s.Refusals[0].Outcome != "shadow" {
-		t.Fatalf("refusals %+v, want the 3 newest, the shadow one first", s.Refusals)
+	if len(s.Refusals) != 3 || s.Refusals[0].Rule != "d.s" || s.Refusals[0].Outcome != "shadow" || s.Refusals[0].Key != "" ||
+		s.Refusals[1].Key != s.Top[0].Key || s.Refusals[2].Key != s.Top[1].Key {
+		t.Fatalf("refusals %+v, want the 3 newest, the shadow one first without a hash, then d|a=0's and d|a=1's", s.Refusals)
 	}
 	for _, r := range s.Refusals {
 		if strings.Contains(r.Key, "|") {

@@ -37,6 +37,11 @@ type RuleRate struct {
 
 // TopKey is a key among the most limited, with its rule and estimated
 // count of refusals over the top list's span (over by at most Error).
+// Unless the page shows raw keys, a key is listed from its second refusal
+// (the first then added, if from the same minute or the one before), so
+// that Count may also be under the true count: by one for each refusal
+// not followed by another within a minute or two, and rarely by more
+// (see docs/page.md).
 type TopKey struct {
 	Rule  string `json:"rule"`
 	Key   string `json:"key"`
@@ -50,8 +55,12 @@ type Refusal struct {
 	Domain  string    `json:"domain"`
 	Rule    string    `json:"rule"`
 	Outcome string    `json:"outcome"`
-	Key     string    `json:"key"`
-	Cost    uint64    `json:"cost"`
+	// Key is the key as the top list shows it; empty for a key's first
+	// refusal (none in the minute before) unless the page shows raw keys:
+	// its keyed hash is made only at its second (a flood of keys refused
+	// once each pays no HMAC).
+	Key  string `json:"key"`
+	Cost uint64 `json:"cost"`
 }
 
 // ConfigView is the running config as the page shows it: its domains and

@@ -36,7 +36,7 @@
       return [el("td", t.key, "key"), el("td", t.rule, "key"), el("td", t.count), el("td", t.error)];
     }), 4, "No key limited.");
     fill("refusals", (s.refusals || []).map(function (r) {
-      return [el("td", r.time.replace(/\.\d+/, "")), el("td", r.outcome, "txt"), el("td", r.rule, "key"), el("td", r.key, "key")];
+      return [el("td", r.time.replace(/\.\d+/, "")), el("td", r.outcome, "txt"), el("td", r.rule, "key"), el("td", r.key || "\u2014", "key")];
     }), 4, "No refusal yet.");
     var up = document.getElementById("updated");
     if (up) { up.textContent = s.time.replace(/\.\d+/, ""); up.setAttribute("datetime", s.time); }

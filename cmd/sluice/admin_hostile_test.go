@@ -113,3 +113,52 @@ func TestAdminIdleConnectionsDoNotStarveThePublicListener(t *testing.T) {
 		check(t, pub, adm)
 	})
 }
+
+// The admin listener cuts slow and idle clients as the public listeners
+// do: a client that never finishes its request headers is disconnected
+// after the header timeout, and a keep-alive connection left idle after
+// its answer after the idle timeout (serve's -http-read-header-timeout
+// and -http-idle-timeout, the proxy's -client-header-timeout and
+// -keepalive-timeout), for serve and for the proxy alike.
+func TestAdminListenerCutsSlowAndIdleClients(t *testing.T) {
+	const d = 300 * time.Millisecond
+	check := func(t *testing.T, adminAddr string) {
+		for _, c := range []struct{ name, send string }{
+			{"headers never finished", "GET /page HTTP/1.1\r\nHost: x\r\nX-Slow: "},
+			{"idle after an answer", "GET /page HTTP/1.1\r\nHost: x\r\n\r\n"},
+		} {
+			conn, err := net.Dial("tcp", adminAddr)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := io.WriteString(conn, c.send); err != nil {
+				t.Fatal(err)
+			}
+			start := time.Now()
+			conn.SetReadDeadline(start.Add(5 * time.Second))
+			_, err = io.Copy(io.Discard, conn) // until the server closes
+			conn.Close()
+			if err != nil {
+				t.Errorf("%s: the admin listener kept the connection open 5 s (timeouts %v): %v", c.name, d, err)
+			}
+		}
+	}
+	t.Run("serve", func(t *testing.T) {
+		t.Parallel()
+		tokenFile := filepath.Join(t.TempDir(), "token")
+		writeFile(t, tokenFile, "a-long-enough-admin-token\n")
+		_, adm := startAdminChild(t, bannerHTTP, regexp.MustCompile(`page=http://(127\.0\.0\.1:\d+)/page`),
+			"serve", "-http-addr", "127.0.0.1:0", "-grpc-addr", "127.0.0.1:0", "-admin-addr", "127.0.0.1:0", "-admin-token-file", tokenFile,
+			"-http-read-header-timeout", d.String(), "-http-idle-timeout", d.String())
+		check(t, adm)
+	})
+	t.Run("proxy", func(t *testing.T) {
+		t.Parallel()
+		up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "OK\n") }))
+		t.Cleanup(up.Close)
+		_, adm := startAdminChild(t, regexp.MustCompile(`listening  (http://\S+)`), regexp.MustCompile(`admin      http://(\S+)`),
+			"proxy", "-listen", "127.0.0.1:0", "-admin-addr", "127.0.0.1:0", "-upstream", up.URL,
+			"-client-header-timeout", d.String(), "-keepalive-timeout", d.String())
+		check(t, adm)
+	})
+}

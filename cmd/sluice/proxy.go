@@ -282,7 +282,7 @@ func (p *proxyApp) openFileSettings(ctx context.Context, a *daemon.App) error {
 // with it is logged as not acted on).
 func (p *proxyApp) openLimiter(ctx context.Context, a *daemon.App) error {
 	memCfg := p.o.memory.config(p.file)
-	st, err := stores.Open(ctx, p.o.store, nil, p.o.failure, memCfg, slog.Default())
+	st, err := stores.Open(ctx, p.o.store, nil, p.o.failure, memCfg, p.log)
 	if err != nil {
 		return err
 	}

@@ -587,3 +587,25 @@ func TestProxyLinesAreJSONWithJSONLogs(t *testing.T) {
 		t.Errorf("GET /healthcheck at the banner's admin URL: %q", b)
 	}
 }
+
+// The proxy's store logs on the proxy's log: with LOG_FORMAT=json the
+// warning that Redis cannot be reached at start-up is a JSON line on the
+// proxy's stderr, as every other line is. Before, the store was opened
+// with slog's default logger, so the line went to the process's standard
+// logger in its own format ("2026/12/02 16:44:11 WARN ..."), JSON asked
+// for or not.
+func TestProxyStoreLogsOnTheProxysLog(t *testing.T) {
+	t.Setenv("LOG_FORMAT", "json")
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "hello") }))
+	defer up.Close()
+	p := launchProxy(t, "-upstream", up.URL, "-store", "redis://127.0.0.1:1/0", "-failure-mode", "open")
+	eventually(t, "the store's warning on the proxy's log", func() bool {
+		return strings.Contains(p.stderr.String(), "rate limit store unreachable")
+	})
+	for l := range strings.SplitSeq(strings.TrimSpace(p.stderr.String()), "\n") {
+		var m map[string]any
+		if err := json.Unmarshal([]byte(l), &m); err != nil || m["@message"] == nil {
+			t.Errorf("a line on stderr that is not the log's JSON: %q", l)
+		}
+	}
+}

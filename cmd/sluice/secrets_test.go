@@ -126,3 +126,43 @@ func TestMigratePruneHidesTheStoresSecrets(t *testing.T) {
 		noSecret(t, "sluice migrate prune's output", out.String()+errb.String())
 	}
 }
+
+// The proxy masks every secret of the URLs it prints: its Redis -store,
+// its upstreams and its -plans database, in the banner (text and JSON)
+// and on its log; and serve's -plans database in the error of a connect
+// that fails. TestEveryPrintedStoreHidesItsSecrets reads serve's store
+// only.
+func TestProxyAndPlansPrintNoSecrets(t *testing.T) {
+	dir := t.TempDir()
+	cfg := filepath.Join(dir, "proxy.yaml")
+	writeFile(t, cfg, "plans: {tenant_header: X-Tenant}\nlimits: [{name: a, key: ip, rate: 1r/s, algorithm: token_bucket}]\nroutes: [{name: r, match: /, limits: [a]}]\n")
+	upstream := "http://sluice:PwUser1@127.0.0.1:1/"
+	redis := "redis://:PwQuery2@127.0.0.1:1/0"
+	for _, format := range []string{"text", "json"} {
+		t.Run(format, func(t *testing.T) {
+			p := launchProxy(t, "-config", cfg, "-upstream", upstream, "-store", redis, "-failure-mode", "open",
+				"-plans", secretStore, "-log-format", format)
+			eventually(t, "the plans line", func() bool { return strings.Contains(p.stderr.String(), "plans") })
+			p.stop(t)
+			out := p.stdout.String() + p.stderr.String()
+			for _, masked := range []string{"redis://:xxxxx@127.0.0.1:1/0", "http://sluice:xxxxx@127.0.0.1:1/", "postgres://sluice:xxxxx@127.0.0.1:1/sluice?password=xxxxx&sslpassword=xxxxx"} {
+				if !strings.Contains(out, masked) {
+					t.Errorf("the proxy's output does not show %s: %s", masked, out)
+				}
+			}
+			noSecret(t, "the proxy's banner and log", out)
+		})
+	}
+
+	tokenFile := filepath.Join(dir, "token")
+	writeFile(t, tokenFile, "a-long-enough-admin-token\n")
+	rules := filepath.Join(dir, "q.yaml")
+	writeFile(t, rules, cfgQuota(10))
+	var out, errb testlog.Buffer
+	code := runServe(context.Background(), []string{"-http-addr", "127.0.0.1:0", "-grpc-addr", "127.0.0.1:0", "-config", rules,
+		"-admin-addr", "127.0.0.1:0", "-admin-token-file", tokenFile, "-plans", secretStore}, &out, &errb)
+	if code != 1 || !strings.Contains(errb.String(), "-plans postgres://sluice:xxxxx@127.0.0.1:1/") {
+		t.Errorf("serve -plans on an unreachable database: exit %d, want 1 naming the masked URL; stderr %s", code, errb.String())
+	}
+	noSecret(t, "serve's -plans error", out.String()+errb.String())
+}

@@ -312,6 +312,64 @@ var egCases = []struct {
 		{what: "the header's value matches", entries: route("rule-0-match-0", "rule-0-match-0"), calls: 6, limit: 5},
 		{what: "another value under the rule's key", entries: route("rule-0-match-0", "other"), calls: 1},
 	}},
+	{"distinct-match-overrides", []egProbe{
+		{what: "client-a, its own 15 a second", entries: route("rule-0-match-0", "client-a"), calls: 16, limit: 15},
+		{what: "client-b, its own 20", entries: route("rule-0-match-0", "client-b"), calls: 3, limit: 20},
+		{what: "client-c, its own 5", entries: route("rule-0-match-0", "client-c"), calls: 6, limit: 5},
+		{what: "dave, the key's 10", entries: route("rule-0-match-0", "dave"), calls: 11, limit: 10},
+		{what: "erin, the key's 10 on a counter of her own", entries: route("rule-0-match-0", "erin"), calls: 2, limit: 10},
+	}},
+	{"distinct-match-overrides-method", []egProbe{
+		{what: "client-a and the method, 15", entries: route("rule-0-match-0", "client-a", "rule-0-method", "rule-0-method"), calls: 16, limit: 15},
+		{what: "bob and the method, 10", entries: route("rule-0-match-0", "bob", "rule-0-method", "rule-0-method"), calls: 11, limit: 10},
+		{what: "client-a without the method (shorter)", entries: route("rule-0-match-0", "client-a"), calls: 1},
+	}},
+	{"distinct-match-overrides-path", []egProbe{
+		{what: "client-a and the path, 15", entries: route("rule-0-match-0", "client-a", "rule-0-path", "rule-0-path"), calls: 16, limit: 15},
+		{what: "bob and the path, 10", entries: route("rule-0-match-0", "bob", "rule-0-path", "rule-0-path"), calls: 11, limit: 10},
+		{what: "bob and the method: no such level", entries: route("rule-0-match-0", "bob", "rule-0-method", "rule-0-method"), calls: 1},
+	}},
+	{"distinct-match-overrides-method-path", []egProbe{
+		{what: "client-b, the method and the path, 20", entries: route("rule-0-match-0", "client-b", "rule-0-method", "rule-0-method", "rule-0-path", "rule-0-path"), calls: 21, limit: 20},
+		{what: "client-a, the method and the path, 15", entries: route("rule-0-match-0", "client-a", "rule-0-method", "rule-0-method", "rule-0-path", "rule-0-path"), calls: 3, limit: 15},
+		{what: "carol, the method and the path, 10", entries: route("rule-0-match-0", "carol", "rule-0-method", "rule-0-method", "rule-0-path", "rule-0-path"), calls: 11, limit: 10},
+		{what: "client-b and the method only (shorter)", entries: route("rule-0-match-0", "client-b", "rule-0-method", "rule-0-method"), calls: 1},
+	}},
+	{"distinct-query-match-overrides", []egProbe{
+		{what: "alice, her own 15", entries: route("rule-0-match-0", "alice"), calls: 16, limit: 15},
+		{what: "bob, the key's 10", entries: route("rule-0-match-0", "bob"), calls: 11, limit: 10},
+	}},
+	{"distinct-remote-address-match-overrides", []egProbe{
+		{what: "192.168.0.10, its own 15", entries: route("masked_remote_address", "192.168.0.0/16", "remote_address", "192.168.0.10"), calls: 16, limit: 15},
+		{what: "192.168.0.11, the key's 10", entries: route("masked_remote_address", "192.168.0.0/16", "remote_address", "192.168.0.11"), calls: 11, limit: 10},
+		{what: "outside the CIDR", entries: route("masked_remote_address", "10.0.0.0/8", "remote_address", "10.0.0.10"), calls: 1},
+	}},
+	{"global-shared-distinct-match-overrides", []egProbe{
+		{what: "client-b, its own 20", domain: "test-namespace/test-policy-1", entries: rooted("test-namespace/test-policy-1/rule/0", "rule-0-match-0", "client-b"), calls: 21, limit: 20},
+		{what: "client-a, its own 15", domain: "test-namespace/test-policy-1", entries: rooted("test-namespace/test-policy-1/rule/0", "rule-0-match-0", "client-a"), calls: 2, limit: 15},
+		{what: "zed, the key's 10", domain: "test-namespace/test-policy-1", entries: rooted("test-namespace/test-policy-1/rule/0", "rule-0-match-0", "zed"), calls: 11, limit: 10},
+		{what: "client-b in the listener's domain", entries: rooted("test-namespace/test-policy-1/rule/0", "rule-0-match-0", "client-b"), calls: 1},
+	}},
+	{"global-shared-named-rule", []egProbe{
+		{what: "alice under the rule's name", domain: "test-namespace/test-policy-1", entries: rooted("test-namespace/test-policy-1/rule/by-user", "rule-match-0", "alice"), calls: 6, limit: 5},
+		{what: "bob, his own counter", domain: "test-namespace/test-policy-1", entries: rooted("test-namespace/test-policy-1/rule/by-user", "rule-match-0", "bob"), calls: 2, limit: 5},
+		{what: "the rule by its index: not in the config", domain: "test-namespace/test-policy-1", entries: rooted("test-namespace/test-policy-1/rule/0", "rule-match-0", "alice"), calls: 1},
+	}},
+	{"global-detailed-metric", []egProbe{
+		{what: "alice", entries: route("rule-0-match-0", "alice"), calls: 6, limit: 5},
+		{what: "bob, his own counter", entries: route("rule-0-match-0", "bob"), calls: 2, limit: 5},
+	}},
+	{"global-shared-multiple-routes", []egProbe{
+		{what: "the listener's shared limit", entries: rooted("global-limit", "rule-0-match-0", "rule-0-match-0"), calls: 6, limit: 5},
+		{what: "first-route's own, another counter", entries: route("rule-0-match-0", "rule-0-match-0"), calls: 6, limit: 5},
+		{what: "second-route's own 10", entries: rooted("second-route", "rule-0-match-0", "rule-0-match-0"), calls: 11, limit: 10},
+	}},
+	{"shared-and-unshared", []egProbe{
+		{what: "the shared policy, 3 an hour", domain: "default/policy-for-route", entries: rooted("default/policy-for-route/rule/0", "rule-0-match-0", "rule-0-match-0"), calls: 4, limit: 3, unit: pb.RateLimitResponse_RateLimit_HOUR},
+		{what: "httproute-1's own, 3 an hour", domain: "envoy-gateway/gateway-1/http", entries: rooted("httproute/default/httproute-1/rule/0/match/0/gateway_envoyproxy_io", "rule-0-match-0", "rule-0-match-0"), calls: 4, limit: 3, unit: pb.RateLimitResponse_RateLimit_HOUR},
+		{what: "httproute-2's own, another counter", domain: "envoy-gateway/gateway-1/http", entries: rooted("httproute/default/httproute-2/rule/0/match/0/gateway_envoyproxy_io", "rule-0-match-0", "rule-0-match-0"), calls: 2, limit: 3, unit: pb.RateLimitResponse_RateLimit_HOUR},
+		{what: "the shared policy's descriptor in the gateway's domain", domain: "envoy-gateway/gateway-1/http", entries: rooted("default/policy-for-route/rule/0", "rule-0-match-0", "rule-0-match-0"), calls: 1},
+	}},
 	{"month-year-rule", []egProbe{
 		{what: "first-route, 5 a month", entries: route("rule-0-match-0", "rule-0-match-0"), calls: 6, limit: 5, unit: pb.RateLimitResponse_RateLimit_MONTH},
 		{what: "second-route, 1 a year", entries: rooted("second-route", "rule-0-match-0", "rule-0-match-0"), calls: 2, limit: 1, unit: pb.RateLimitResponse_RateLimit_YEAR},
@@ -332,7 +390,9 @@ var egCases = []struct {
 // case.
 func TestServeAnswersEnvoyGatewayConfigsAsRatelimitDoes(t *testing.T) {
 	t.Parallel() // waits on processes and the clock; touches no process-wide state
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	// About a second a case (a window of its own), three allowed each on
+	// a loaded machine.
+	ctx, cancel := context.WithTimeout(context.Background(), time.Duration(len(egCases))*3*time.Second)
 	defer cancel()
 	xpki := xdstest.NewPKI(t)
 	srv := xdstest.Start(t, "127.0.0.1:0", xpki.ServerCreds())

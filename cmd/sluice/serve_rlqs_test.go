@@ -90,7 +90,9 @@ func TestServeAnswersRLQSOnItsGRPCPort(t *testing.T) {
 
 // An RLQS stream is long-lived: the per-call deadline of
 // -grpc-request-timeout does not cut it while it reports (docs/rlqs.md
-// promises a cut only after -rlqs-idle-timeout without a report).
+// promises a cut only after -rlqs-idle-timeout without a report), and
+// it keeps its assignment: the rule's 50 a second for the config's 7 s,
+// in every answer of the stream's second past five request timeouts.
 func TestRLQSStreamOutlivesTheGRPCRequestTimeout(t *testing.T) {
 	t.Parallel() // waits on serve and timers; touches no process-wide state
 	dir := t.TempDir()
@@ -109,11 +111,17 @@ func TestRLQSStreamOutlivesTheGRPCRequestTimeout(t *testing.T) {
 	for i := 0; time.Since(start) < time.Second; i++ {
 		err := st.Send(&rlqspb.RateLimitQuotaUsageReports{Domain: "edge", BucketQuotaUsages: []*rlqspb.RateLimitQuotaUsageReports_BucketQuotaUsage{{
 			BucketId: &rlqspb.BucketId{Bucket: map[string]string{"api": "v1"}}, TimeElapsed: durationpb.New(50 * time.Millisecond), NumRequestsAllowed: 1}}})
+		var m *rlqspb.RateLimitQuotaResponse
 		if err == nil || errors.Is(err, io.EOF) {
-			_, err = st.Recv() // a refused Send's status comes with Recv
+			m, err = st.Recv() // a refused Send's status comes with Recv
 		}
 		if err != nil {
 			t.Fatalf("report %d, %v after the stream opened: %v; want the stream alive past the 200ms request timeout", i, time.Since(start).Round(time.Millisecond), err)
+		}
+		qa := m.GetBucketAction()[0].GetQuotaAssignmentAction()
+		tb := qa.GetRateLimitStrategy().GetTokenBucket()
+		if rate := float64(tb.GetTokensPerFill().GetValue()) / tb.GetFillInterval().AsDuration().Seconds(); rate != 50 || qa.GetAssignmentTimeToLive().AsDuration() != 7*time.Second {
+			t.Fatalf("report %d, %v after the stream opened: assignment %v, want 50 tokens a second for 7s", i, time.Since(start).Round(time.Millisecond), qa)
 		}
 		<-tick.C
 	}

@@ -10,10 +10,11 @@
 // divided among every client that reports the bucket, on this replica and
 // others sharing the Store: a reserve (rlqs.reserve) equally, the rest by
 // max-min fairness over reported demand (allowed plus denied per second,
-// counted at most 10 times the rule's rate), first among peers (a verified
-// client certificate, else an IP address), then among each peer's
-// clients, so that one peer's streams cannot shrink another peer's share
-// below (1−reserve)×limit/peers.
+// over time_elapsed or the time since the stream's previous report of the
+// bucket, whichever is longer, counted at most 10 times the rule's rate),
+// first among peers (a verified client certificate, else an IP address),
+// then among each peer's clients, so that one peer's streams cannot
+// shrink another peer's share below (1−reserve)×limit/peers.
 // Each report is answered with each reported bucket's assignment, a
 // TokenBucket of the client's share (whole-second fill intervals, rounded
 // down), ALLOW_ALL for an unlimited or shadow-mode rule or a bucket no

@@ -355,3 +355,37 @@ func TestAStreamThatStopsReportingEndsAfterTheIdleTimeout(t *testing.T) {
 		synctest.Wait()
 	})
 }
+
+// A report's requests count over the time since the stream's previous
+// report of the bucket when that is longer than the time_elapsed it
+// claims: a client reporting 50 requests a second apart while claiming
+// 1 ms counts 50/s, not 50,000/s (which the bound of 10 times the rule's
+// 100/s would have counted as 1,000/s). Its first report, with no report
+// before it on the stream, counts as it claims.
+func TestAReportCountsNoFasterThanTheTimeSinceTheLast(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		reg := prometheus.NewRegistry()
+		s := newServerWith(t, rlqs.Config{Registerer: reg})
+		ctx, cancel := context.WithCancel(t.Context())
+		defer cancel()
+		conn := rlqstest.Pipe(fromPeer(ctx, "10.0.0.66:40000", nil), nil, s.StreamRateLimitQuotas)
+		go func() { _ = drain(conn) }()
+		reported := func() float64 {
+			synctest.Wait()
+			return gauges(t, reg, "|3:api=v1")["sluice_rlqs_bucket_reported_requests_per_second"]
+		}
+		_ = conn.Send(reports(usage(apiBucket, time.Millisecond, 50, 0)))
+		if got := reported(); got != 1000 {
+			t.Errorf("a first report of 50 in 1 ms counts %.6g/s, want the bound 10×100/s", got)
+		}
+		for i := range 3 {
+			time.Sleep(time.Second)
+			_ = conn.Send(reports(usage(apiBucket, time.Millisecond, 50, 0)))
+			if got := reported(); got != 50 {
+				t.Errorf("report %d, a second after the last, of 50 in a claimed 1 ms counts %.6g/s, want 50/s", i+2, got)
+			}
+		}
+		cancel()
+		synctest.Wait()
+	})
+}

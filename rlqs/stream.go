@@ -48,6 +48,7 @@ type bucket struct {
 	strategy   *typev3.RateLimitStrategy
 	gen        uint64    // the bucket's generation at the last division
 	reported   bool      // a report with time_elapsed set the demand
+	reportedAt time.Time // the stream's last report of the bucket; zero: none yet
 	raiseAt    time.Time // when rate may rise to the share computed; zero: no rise pending
 	written    float64   // the demand written to the store at the last division
 	maxDemand  float64   // demandBound times the rule's rate; +Inf without a limit
@@ -143,9 +144,15 @@ func (c *stream) handle(m *rlqspb.RateLimitQuotaUsageReports) error {
 		}
 		n := float64(u.GetNumRequestsAllowed()) + float64(u.GetNumRequestsDenied())
 		if el := u.GetTimeElapsed().AsDuration(); u.GetTimeElapsed() != nil && el > 0 {
+			if !b.reportedAt.IsZero() {
+				// The requests came after the stream's previous report:
+				// claiming less time cannot make them count faster.
+				el = max(el, now.Sub(b.reportedAt))
+			}
 			b.demand = min(n/el.Seconds(), b.maxDemand)
 			b.reported = true
 		}
+		b.reportedAt = now
 		if n > 0 {
 			b.lastActive = now
 		}

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"net/url"
@@ -76,42 +77,52 @@ func TestServeBannerNamesTheBoundAddress(t *testing.T) {
 	}
 }
 
-// serve logs one line when it stops: why (the signal, as the context's
-// cause names it) and how long the drain took. Before, it logged nothing
-// at shutdown.
-func TestServeLogsOneLineAtShutdown(t *testing.T) {
-	ctx, cancel := context.WithCancelCause(context.Background())
-	var out, errb testlog.Buffer
-	done := make(chan int, 1)
-	go func() {
-		done <- runServe(ctx, []string{"-http-addr", "127.0.0.1:0", "-grpc-addr", "127.0.0.1:0", "-log-format", "json"}, &out, &errb)
-	}()
-	eventually(t, "the banner", func() bool { return strings.Contains(out.String(), `"http"`) })
-	cancel(errors.New("terminated signal received"))
-	select {
-	case code := <-done:
-		if code != 0 {
-			t.Fatalf("exit %d: %s", code, errb.String())
-		}
-	case <-time.After(15 * time.Second):
-		t.Fatal("serve did not stop")
-	}
-	var lines []map[string]any
-	for l := range strings.SplitSeq(strings.TrimSpace(errb.String()), "\n") {
-		var m map[string]any
-		if err := json.Unmarshal([]byte(l), &m); l != "" && err != nil {
-			t.Fatalf("%q: %v", l, err)
-		}
-		if m["@message"] == "stopped" {
-			lines = append(lines, m)
-		}
-	}
-	if len(lines) != 1 {
-		t.Fatalf("%d stopped lines, want 1: %s", len(lines), errb.String())
-	}
-	m := lines[0]
-	d, err := time.ParseDuration(fmt.Sprint(m["drain"]))
-	if m["reason"] != "terminated signal received" || err != nil || d < 0 || d > daemon.DrainGrace {
-		t.Errorf("stopped line %v: want reason %q and the drain's duration", m, "terminated signal received")
+// serve and the proxy log one line when they stop: why (the signal, as
+// the context's cause names it) and how long the drain took. Before,
+// serve logged nothing at shutdown; the proxy shares the line (app.run).
+func TestServeAndProxyLogOneLineAtShutdown(t *testing.T) {
+	for _, c := range []struct {
+		name   string
+		run    func(context.Context, []string, io.Writer, io.Writer) int
+		args   []string
+		banner string
+	}{
+		{"serve", runServe, []string{"-http-addr", "127.0.0.1:0", "-grpc-addr", "127.0.0.1:0", "-log-format", "json"}, `"http"`},
+		{"proxy", runProxy, []string{"-listen", "127.0.0.1:0", "-admin-addr", "", "-upstream", "http://127.0.0.1:1", "-log-format", "json"}, `"listen"`},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			ctx, cancel := context.WithCancelCause(context.Background())
+			var out, errb testlog.Buffer
+			done := make(chan int, 1)
+			go func() { done <- c.run(ctx, c.args, &out, &errb) }()
+			eventually(t, "the banner", func() bool { return strings.Contains(out.String(), c.banner) })
+			cancel(errors.New("terminated signal received"))
+			select {
+			case code := <-done:
+				if code != 0 {
+					t.Fatalf("exit %d: %s", code, errb.String())
+				}
+			case <-time.After(15 * time.Second):
+				t.Fatalf("%s did not stop", c.name)
+			}
+			var lines []map[string]any
+			for l := range strings.SplitSeq(strings.TrimSpace(errb.String()), "\n") {
+				var m map[string]any
+				if err := json.Unmarshal([]byte(l), &m); l != "" && err != nil {
+					t.Fatalf("%q: %v", l, err)
+				}
+				if m["@message"] == "stopped" {
+					lines = append(lines, m)
+				}
+			}
+			if len(lines) != 1 {
+				t.Fatalf("%d stopped lines, want 1: %s", len(lines), errb.String())
+			}
+			m := lines[0]
+			d, err := time.ParseDuration(fmt.Sprint(m["drain"]))
+			if m["reason"] != "terminated signal received" || err != nil || d < 0 || d > daemon.DrainGrace {
+				t.Errorf("stopped line %v: want reason %q and the drain's duration", m, "terminated signal received")
+			}
+		})
 	}
 }

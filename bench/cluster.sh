@@ -61,17 +61,11 @@ DURATION=${DURATION:-8s}
 SERVE_FLAGS=${SERVE_FLAGS:-}
 
 say() { echo "cluster.sh: $*" >&2; }
-# work, pids, stop_pids, free_port, store_errors: see lib.sh.
+# work, pids, stop_pids, free_port, build_tools, start_redis, run_load,
+# store_errors: see lib.sh.
 . "$here/lib.sh"
 need redis-server redis-cli go curl
-
-say "building sluice and clusterload"
-if [ -n "${SLUICE:-}" ]; then
-	cp "$SLUICE" "$work/sluice"
-else
-	(cd "$root" && go build -o "$work/sluice" ./cmd/sluice) || exit 1
-fi
-(cd "$here" && go build -o "$work/clusterload" ./clusterload) || exit 1
+build_tools
 
 cat >"$work/rules.yaml" <<EOF
 domain: bench
@@ -82,38 +76,21 @@ descriptors:
       requests_per_unit: $LIMIT
 EOF
 
-commit=$(git -C "$root" describe --always --dirty 2>/dev/null || echo unknown)
-cpu_model=$(awk -F'\t*: ' '$1 == "model name" {print $2; exit}' /proc/cpuinfo 2>/dev/null)
-machine="$(nproc) CPUs (${cpu_model:-unknown CPU}), kernel $(uname -r)"
-clk_tck=$(getconf CLK_TCK)
-
+describe_machine
 redis_pids=() redis_ports=()
 
 # start_cluster M starts M cluster-enabled redis-servers and makes them one
 # cluster with every slot served; M "single" starts one redis-server that is
 # not a Cluster.
 start_cluster() {
-	local m=$1 i p dir cluster=(--cluster-enabled yes --cluster-config-file nodes.conf --cluster-node-timeout 5000)
+	local m=$1 i p cluster=(--cluster-enabled yes --cluster-config-file nodes.conf --cluster-node-timeout 5000)
 	redis_pids=() redis_ports=()
 	[ "$m" = single ] && cluster=()
 	for i in $(seq "${m/single/1}"); do
 		free_port p bus
-		dir=$work/redis-$m-$i
-		mkdir -p "$dir"
-		redis-server --port "$p" --bind 127.0.0.1 --dir "$dir" --save "" --appendonly no "${cluster[@]}" \
-			>"$dir/log" 2>&1 &
-		pids+=($!)
-		redis_pids+=($!)
+		start_redis "$p" "$work/redis-$m-$i" "${cluster[@]}" || return 1
+		redis_pids+=("$redis_pid")
 		redis_ports+=("$p")
-		for _ in $(seq 100); do
-			redis-cli -p "$p" ping 2>/dev/null | grep -q PONG && break
-			sleep 0.05
-		done
-		redis-cli -p "$p" ping 2>/dev/null | grep -q PONG || {
-			say "redis-server on port $p did not start:"
-			tail -5 "$dir/log" >&2
-			return 1
-		}
 	done
 	if [ "$m" = single ]; then
 		return 0
@@ -182,29 +159,12 @@ row() {
 		addrs+=("$g")
 		https+=("$h")
 	done
-	local rpids raddrs load0 line rc lpid
-	rpids=$(
-		IFS=,
-		echo "${redis_pids[*]}"
-	)
+	local raddrs load0 line rc
 	raddrs=$(printf '127.0.0.1:%s,' "${redis_ports[@]}")
 	load0=$(load)
-	# In the background, so that a signal to this script is acted on at
-	# once (bash runs a trap only between foreground commands).
-	"$work/clusterload" -targets "$(
-		IFS=,
-		echo "${addrs[*]}"
-	)" -sluice-pids "$(
-		IFS=,
-		echo "${spids[*]}"
-	)" -redis-pids "$rpids" -redis-addrs "${raddrs%,}" -clk-tck "$clk_tck" \
-		-conc "$CONC" -keys "$KEYS" -zipf-s "$ZIPF_S" -limit "$LIMIT" -warmup "$WARMUP" -duration "$DURATION" \
-		>"$work/load-$m-$n.out" 2>"$work/load-$m-$n.err" &
-	lpid=$!
-	pids+=("$lpid")
-	wait "$lpid"
-	rc=$?
-	forget "$lpid"
+	run_load "$work/load-$m-$n" -targets "$(joined "${addrs[@]}")" -sluice-pids "$(joined "${spids[@]}")" \
+		-redis-pids "$(joined "${redis_pids[@]}")" -redis-addrs "${raddrs%,}" -clk-tck "$clk_tck" \
+		-conc "$CONC" -keys "$KEYS" -zipf-s "$ZIPF_S" -limit "$LIMIT" -warmup "$WARMUP" -duration "$DURATION"
 	line=$(cat "$work/load-$m-$n.out")
 	local fallback
 	fallback=$(store_errors "${https[@]}")
@@ -225,8 +185,7 @@ row() {
 	}'
 }
 
-printf '_%s UTC · commit %s · %s · %s · load average %s at the start._\n\n' \
-	"$(date -u '+%Y-%m-%d %H:%M')" "$commit" "$machine" "$(go version | cut -d' ' -f3)" "$(load)"
+print_started
 printf '`bench/cluster.sh` with SHARDS="%s" PROCS="%s" CONC=%s KEYS=%s ZIPF_S=%s LIMIT=%s WARMUP=%s DURATION=%s%s.\n\n' \
 	"$SHARDS" "$PROCS" "$CONC" "$KEYS" "$ZIPF_S" "$LIMIT" "$WARMUP" "$DURATION" "${SERVE_FLAGS:+ SERVE_FLAGS=\"$SERVE_FLAGS\"}"
 echo '| shards | processes | decisions/s | refused | Sluice CPU µs | Redis CPU µs | Redis calls | Redis µs/call | client CPU µs | fallback | admitted | ideal | over | under | load before → after |'

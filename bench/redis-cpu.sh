@@ -67,7 +67,8 @@ DURATION=${DURATION:-6s}
 BENCH_CACHE=${BENCH_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/sluice-bench}
 
 say() { echo "redis-cpu.sh: $*" >&2; }
-# work, pids, stop_pids, free_port, store_errors: see lib.sh.
+# work, pids, stop_pids, free_port, build_tools, start_redis, run_load,
+# store_errors: see lib.sh.
 . "$here/lib.sh"
 need redis-server redis-cli go curl
 
@@ -101,13 +102,7 @@ for r in $RULES; do
 	esac
 done
 
-say "building sluice and clusterload"
-if [ -n "${SLUICE:-}" ]; then
-	cp "$SLUICE" "$work/sluice"
-else
-	(cd "$root" && go build -o "$work/sluice" ./cmd/sluice) || exit 1
-fi
-(cd "$here" && go build -o "$work/clusterload" ./clusterload) || exit 1
+build_tools
 
 # envoyproxy/ratelimit, built once as bench-all.sh builds it.
 envoy_bin=
@@ -131,26 +126,9 @@ case " $TARGETS " in
 	;;
 esac
 
-commit=$(git -C "$root" describe --always --dirty 2>/dev/null || echo unknown)
-cpu_model=$(awk -F'\t*: ' '$1 == "model name" {print $2; exit}' /proc/cpuinfo 2>/dev/null)
-machine="$(nproc) CPUs (${cpu_model:-unknown CPU}), kernel $(uname -r)"
-clk_tck=$(getconf CLK_TCK)
-
+describe_machine
 free_port redis_port
-mkdir -p "$work/redis"
-redis-server --port "$redis_port" --bind 127.0.0.1 --dir "$work/redis" --save "" --appendonly no \
-	>"$work/redis/log" 2>&1 &
-redis_pid=$!
-pids+=("$redis_pid")
-for _ in $(seq 100); do
-	redis-cli -p "$redis_port" ping 2>/dev/null | grep -q PONG && break
-	sleep 0.05
-done
-redis-cli -p "$redis_port" ping 2>/dev/null | grep -q PONG || {
-	say "redis-server did not start:"
-	tail -5 "$work/redis/log" >&2
-	exit 1
-}
+start_redis "$redis_port" "$work/redis" || exit 1
 
 # rules_dir UNIT LIMIT writes the rule for both servers and prints its
 # directory: envoyproxy/ratelimit reads DIR/ratelimit/config/*.yaml
@@ -204,7 +182,7 @@ start_server() {
 # row ROUND UNIT LIMIT TARGET runs PROCS servers of TARGET with the rule
 # and prints the table's row.
 row() {
-	local round=$1 unit=$2 limit=$3 t=$4 dir i spids=() addrs=() https=() load0 rc lpid line period=1s fallback=–
+	local round=$1 unit=$2 limit=$3 t=$4 dir i spids=() addrs=() https=() load0 rc line period=1s fallback=–
 	case $unit in
 	minute) period=1m ;;
 	hour) period=1h ;;
@@ -221,22 +199,10 @@ row() {
 	done
 	load0=$(load)
 	local out=$work/load-$round-$unit-$limit-$t
-	# In the background, so that a signal to this script is acted on at
-	# once (bash runs a trap only between foreground commands).
-	"$work/clusterload" -targets "$(
-		IFS=,
-		echo "${addrs[*]}"
-	)" -sluice-pids "$(
-		IFS=,
-		echo "${spids[*]}"
-	)" -redis-pids "$redis_pid" -redis-addrs "127.0.0.1:$redis_port" -clk-tck "$clk_tck" \
+	run_load "$out" -targets "$(joined "${addrs[@]}")" -sluice-pids "$(joined "${spids[@]}")" \
+		-redis-pids "$redis_pid" -redis-addrs "127.0.0.1:$redis_port" -clk-tck "$clk_tck" \
 		-conc "$CONC" -keys "$KEYS" -zipf-s "$ZIPF_S" -limit "$limit" -limit-period "$period" \
-		-warmup "$WARMUP" -duration "$DURATION" >"$out.out" 2>"$out.err" &
-	lpid=$!
-	pids+=("$lpid")
-	wait "$lpid"
-	rc=$?
-	forget "$lpid"
+		-warmup "$WARMUP" -duration "$DURATION"
 	[ "${t%%-*}" = sluice ] && fallback=$(store_errors "${https[@]}")
 	stop_pids "${spids[@]}"
 	if [ "$rc" != 0 ]; then
@@ -255,8 +221,7 @@ row() {
 	}'
 }
 
-printf '_%s UTC · commit %s · %s · %s · load average %s at the start._\n\n' \
-	"$(date -u '+%Y-%m-%d %H:%M')" "$commit" "$machine" "$(go version | cut -d' ' -f3)" "$(load)"
+print_started
 printf '`bench/redis-cpu.sh` with RULES="%s" TARGETS="%s" ROUNDS=%s PROCS=%s CONC=%s KEYS=%s ZIPF_S=%s WARMUP=%s DURATION=%s.\n\n' \
 	"$RULES" "$TARGETS" "$ROUNDS" "$PROCS" "$CONC" "$KEYS" "$ZIPF_S" "$WARMUP" "$DURATION"
 echo '| round | rule | target | Redis CPU µs | server CPU µs | Redis ops | scripts | decisions/s | refused | admitted | ideal | over | under | fallback | load before → after |'

@@ -23,13 +23,7 @@ import (
 // cost, the estimate stays.
 func TestProxyChargesAClientThatHangsUpTheUpstreamsCost(t *testing.T) {
 	gone := make(chan struct{}, 1) // the proxy saw the client leave
-	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.URL.Path != "/stream" {
-			return
-		}
-		w.Header().Set("Trailer", "X-Tokens")
-		w.Write([]byte("first"))
-		w.(http.Flusher).Flush()
+	up := streamUpstream(t, func(w http.ResponseWriter, r *http.Request) {
 		select {
 		case <-gone:
 		case <-r.Context().Done(): // the proxy gave up on the response
@@ -43,8 +37,7 @@ func TestProxyChargesAClientThatHangsUpTheUpstreamsCost(t *testing.T) {
 			w.(http.Flusher).Flush()
 		}
 		w.Header().Set("X-Tokens", r.URL.Query().Get("cost"))
-	}))
-	t.Cleanup(up.Close)
+	})
 	g := tokensGateway(t, up.URL)
 	srv, served := watchedProxy(t, g, gone)
 	for _, c := range []struct {
@@ -192,13 +185,7 @@ routes: [{name: login, match: /login, limits: [failed-logins]}]
 func TestProxyStopsReadingAnEndlessBodyAfterTheClientLeft(t *testing.T) {
 	gone := make(chan struct{}, 1) // the proxy saw the client leave
 	upDone := make(chan int64, 1)  // the bytes the upstream wrote after that
-	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.URL.Path != "/stream" {
-			return
-		}
-		w.Header().Set("Trailer", "X-Tokens")
-		w.Write([]byte("first"))
-		w.(http.Flusher).Flush()
+	up := streamUpstream(t, func(w http.ResponseWriter, r *http.Request) {
 		<-gone
 		chunk := []byte(strings.Repeat("x", 32<<10))
 		var n int64
@@ -211,8 +198,7 @@ func TestProxyStopsReadingAnEndlessBodyAfterTheClientLeft(t *testing.T) {
 			}
 			w.(http.Flusher).Flush()
 		}
-	}))
-	t.Cleanup(up.Close)
+	})
 	g := tokensGateway(t, up.URL)
 	srv, served := watchedProxy(t, g, gone)
 	hangUpMidBody(t, srv, "/stream")
@@ -234,4 +220,23 @@ func TestProxyStopsReadingAnEndlessBodyAfterTheClientLeft(t *testing.T) {
 	if resp := postAs(t, srv, "ann", "/header"); !strings.HasPrefix(resp.Header.Get("RateLimit"), `"tokens";r=98;`) {
 		t.Fatalf("after hanging up on an endless stream: RateLimit %q, want the estimate, 1, kept, then 1", resp.Header.Get("RateLimit"))
 	}
+}
+
+// streamUpstream returns an upstream, closed when the test ends, that
+// answers /stream (and nothing else: other paths get an empty 200) by
+// declaring the X-Tokens trailer, writing and flushing "first", then
+// handing the response to rest.
+func streamUpstream(t *testing.T, rest http.HandlerFunc) *httptest.Server {
+	t.Helper()
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/stream" {
+			return
+		}
+		w.Header().Set("Trailer", "X-Tokens")
+		w.Write([]byte("first"))
+		w.(http.Flusher).Flush()
+		rest(w, r)
+	}))
+	t.Cleanup(up.Close)
+	return up
 }

@@ -31,12 +31,7 @@ func open(t testing.TB, clock sluice.Clock) (*pgstore.Store, string) {
 func openTx(t *testing.T, url, sql string, args ...any) pgx.Tx {
 	t.Helper()
 	ctx := context.Background()
-	conn, err := pgx.Connect(ctx, url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { conn.Close(ctx) })
-	tx, err := conn.Begin(ctx)
+	tx, err := pgtest.Connect(t, url).Begin(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}

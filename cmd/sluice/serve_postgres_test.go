@@ -13,8 +13,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-
 	"github.com/sluicehq/sluice/internal/pgtest"
 )
 
@@ -36,13 +34,8 @@ func storeCount(t *testing.T, url string) int64 {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	conn, err := pgx.Connect(ctx, url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close(ctx)
 	var n int64
-	if err := conn.QueryRow(ctx, "SELECT coalesce(sum(count), 0) FROM sluice_usage").Scan(&n); err != nil {
+	if err := pgtest.Connect(t, url).QueryRow(ctx, "SELECT coalesce(sum(count), 0) FROM sluice_usage").Scan(&n); err != nil {
 		t.Fatal(err)
 	}
 	return n
@@ -109,11 +102,7 @@ func TestServeOnPostgres(t *testing.T) {
 		runCase{[]string{"migrate", url}, 0, "applied 0004_billable.sql", ""}.check(t)
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
-		conn, err := pgx.Connect(ctx, url)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer conn.Close(ctx)
+		conn := pgtest.Connect(t, url)
 		now := time.Now()
 		for i, ended := range []time.Time{now.AddDate(0, 0, -100), now.AddDate(0, 0, -91), now.AddDate(0, 0, -89), now.Add(time.Hour)} {
 			if _, err := conn.Exec(ctx, `INSERT INTO sluice_usage (key_hash, period_start, period_end, key, count, quota)

@@ -248,6 +248,20 @@ func (s *Server) Schema(t testing.TB) string {
 	return s.URL() + "&search_path=" + name
 }
 
+// Connect returns a connection to url, made within 10 s and closed when
+// the test ends; it fails the test if the server does not answer.
+func Connect(t testing.TB, url string) *pgx.Conn {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	c, err := pgx.Connect(ctx, url)
+	if err != nil {
+		t.Fatalf("pgtest: %v", err)
+	}
+	t.Cleanup(func() { c.Close(context.Background()) })
+	return c
+}
+
 // exec runs one statement on s's database postgres over a connection of its
 // own.
 func (s *Server) exec(ctx context.Context, sql string) error {

@@ -14,18 +14,6 @@ import (
 
 func TestMain(m *testing.M) { pgtest.Main(m) }
 
-func connect(t *testing.T, url string) *pgx.Conn {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	c, err := pgx.Connect(ctx, url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { c.Close(context.Background()) })
-	return c
-}
-
 func exec(t *testing.T, c *pgx.Conn, sql string) error {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -37,7 +25,7 @@ func exec(t *testing.T, c *pgx.Conn, sql string) error {
 // TestSchemasAreIsolated: a table a test creates without a schema name lands
 // in its own schema, invisible to another test's.
 func TestSchemasAreIsolated(t *testing.T) {
-	a, b := connect(t, pgtest.Schema(t)), connect(t, pgtest.Schema(t))
+	a, b := pgtest.Connect(t, pgtest.Schema(t)), pgtest.Connect(t, pgtest.Schema(t))
 	if err := exec(t, a, "CREATE TABLE only_in_a (x int)"); err != nil {
 		t.Fatal(err)
 	}
@@ -54,7 +42,7 @@ func TestSchemasAreIsolated(t *testing.T) {
 // committed row, and refuses connections while it is down.
 func TestCrashAndStartKeepsCommittedRows(t *testing.T) {
 	s := pgtest.StartServer(t)
-	c := connect(t, s.URL())
+	c := pgtest.Connect(t, s.URL())
 	if err := exec(t, c, "CREATE TABLE kept (x int); INSERT INTO kept VALUES (1), (2)"); err != nil {
 		t.Fatal(err)
 	}
@@ -70,7 +58,7 @@ func TestCrashAndStartKeepsCommittedRows(t *testing.T) {
 		t.Fatal(err)
 	}
 	var n int
-	if err := connect(t, s.URL()).QueryRow(ctx, "SELECT count(*) FROM kept").Scan(&n); err != nil || n != 2 {
+	if err := pgtest.Connect(t, s.URL()).QueryRow(ctx, "SELECT count(*) FROM kept").Scan(&n); err != nil || n != 2 {
 		t.Fatalf("after the restart: %d rows, %v; want 2", n, err)
 	}
 }
@@ -83,7 +71,7 @@ func TestSettingsOverrideTheDefaults(t *testing.T) {
 		want string
 	}{{pgtest.Shared(t).URL(), "off"}, {pgtest.StartServer(t, "fsync=on").URL(), "on"}} {
 		var got string
-		if err := connect(t, tc.url).QueryRow(context.Background(), "SHOW fsync").Scan(&got); err != nil || got != tc.want {
+		if err := pgtest.Connect(t, tc.url).QueryRow(context.Background(), "SHOW fsync").Scan(&got); err != nil || got != tc.want {
 			t.Errorf("fsync is %q, %v; want %q", got, err, tc.want)
 		}
 	}

@@ -1,8 +1,6 @@
 package main
 
 import (
-	"bytes"
-	"context"
 	"encoding/json"
 	"net/http"
 	"path/filepath"
@@ -214,22 +212,24 @@ func TestServeBuiltInForwardAuth(t *testing.T) {
 	}
 }
 
-func TestServeForwardAuthStartErrors(t *testing.T) {
+// clientIPAuthFile writes authRules with a forward_auth block whose one
+// entry is from client_ip, which needs a trusted proxy, to rl.yaml in a
+// temporary directory, and returns its path.
+func clientIPAuthFile(t *testing.T) string {
+	t.Helper()
 	path := filepath.Join(t.TempDir(), "rl.yaml")
 	writeAtomic(t, path, authRules+"forward_auth:\n  descriptors:\n    - entries: [{key: remote_address, from: client_ip}]\n")
-	for _, c := range []struct {
-		args []string
-		code int
-		want string
-	}{
-		{[]string{"-config", path}, 1, "rl.yaml:9:17: config: forward_auth entry \"remote_address\" is from: client_ip, but no proxy is trusted"},
-		{[]string{"-config", path, "-trusted-proxies", "10.0.0.0/8,nonsense"}, 2, `-trusted-proxies: clientip: bad trusted proxy "nonsense"`},
+	return path
+}
+
+func TestServeForwardAuthStartErrors(t *testing.T) {
+	path := clientIPAuthFile(t)
+	serve := []string{"serve", "-http-addr", "127.0.0.1:0", "-grpc-addr", "127.0.0.1:0", "-config", path}
+	for _, tt := range []runCase{
+		{serve, 1, "", "rl.yaml:9:17: config: forward_auth entry \"remote_address\" is from: client_ip, but no proxy is trusted"},
+		{append(slices.Clip(serve), "-trusted-proxies", "10.0.0.0/8,nonsense"), 2, "", `-trusted-proxies: clientip: bad trusted proxy "nonsense"`},
 	} {
-		var out, errb bytes.Buffer
-		code := runServe(context.Background(), append([]string{"-http-addr", "127.0.0.1:0", "-grpc-addr", "127.0.0.1:0"}, c.args...), &out, &errb)
-		if code != c.code || !strings.Contains(errb.String(), c.want) {
-			t.Errorf("serve %v: exit %d, stderr %q; want %d and %q", c.args, code, errb.String(), c.code, c.want)
-		}
+		tt.check(t)
 	}
 }
 
@@ -238,21 +238,12 @@ func TestServeForwardAuthStartErrors(t *testing.T) {
 // with no proxy trusted, and a -trusted-proxies it cannot parse; given the
 // -trusted-proxies serve would run with, the config passes.
 func TestCheckRefusesForwardAuthServeRefuses(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "rl.yaml")
-	writeAtomic(t, path, authRules+"forward_auth:\n  descriptors:\n    - entries: [{key: remote_address, from: client_ip}]\n")
-	for _, c := range []struct {
-		args []string
-		code int
-		want string
-	}{
-		{[]string{path}, 1, "rl.yaml:9:17: config: forward_auth entry \"remote_address\" is from: client_ip, but no proxy is trusted"},
-		{[]string{"-trusted-proxies", "10.0.0.0/8,nonsense", path}, 2, `-trusted-proxies: clientip: bad trusted proxy "nonsense"`},
-		{[]string{"-trusted-proxies", "10.0.0.0/8", path}, 0, ""},
+	path := clientIPAuthFile(t)
+	for _, tt := range []runCase{
+		{[]string{"check", "-store", "memory", path}, 1, "", "rl.yaml:9:17: config: forward_auth entry \"remote_address\" is from: client_ip, but no proxy is trusted"},
+		{[]string{"check", "-store", "memory", "-trusted-proxies", "10.0.0.0/8,nonsense", path}, 2, "", `-trusted-proxies: clientip: bad trusted proxy "nonsense"`},
+		{[]string{"check", "-store", "memory", "-trusted-proxies", "10.0.0.0/8", path}, 0, "", ""},
 	} {
-		var out, errb bytes.Buffer
-		code := run(append([]string{"check", "-store", "memory"}, c.args...), &out, &errb)
-		if code != c.code || !strings.Contains(errb.String(), c.want) {
-			t.Errorf("check %v: exit %d, stderr %q; want %d and %q", c.args, code, errb.String(), c.code, c.want)
-		}
+		tt.check(t)
 	}
 }

@@ -17,7 +17,7 @@ func tlsFiles(t *testing.T, dir string, server testpki.Leaf, clientCA *testpki.C
 	return o
 }
 
-// The helpers these tests share with those of internal/daemon.
+// Shorter names for the daemontest helpers these tests call most.
 var (
 	dial         = daemontest.Dial
 	checkHealth  = daemontest.CheckHealth

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluicehq/sluice/internal/daemontest"
 	"github.com/sluicehq/sluice/internal/testlog"
 )
 
@@ -46,7 +47,7 @@ func TestAppContextEndIsACleanStop(t *testing.T) {
 	var stderr testlog.Buffer
 	a := NewApp(&stderr, "sluice test:")
 	defer a.Close()
-	a.Log = quietLogger()
+	a.Log = daemontest.QuietLogger()
 	stop := make(chan struct{})
 	drained := false
 	a.Serve(func() error { <-stop; return http.ErrServerClosed }, func(context.Context) { drained = true; close(stop) })
@@ -93,7 +94,7 @@ func TestAppStoppedDuringStartUp(t *testing.T) {
 	var stderr testlog.Buffer
 	a := NewApp(&stderr, "sluice test:")
 	defer a.Close()
-	a.Log = quietLogger()
+	a.Log = daemontest.QuietLogger()
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	if code := a.Exit(StoppedEarly(ctx, errors.New("reading the config: context canceled"))); code != 0 || stderr.String() != "" {
@@ -111,7 +112,7 @@ func TestAppStoppedDuringStartUp(t *testing.T) {
 func TestAppClosingWorkEndsWithinTheGracePeriod(t *testing.T) {
 	var stderr testlog.Buffer
 	a := NewApp(&stderr, "sluice test:")
-	a.Log = quietLogger()
+	a.Log = daemontest.QuietLogger()
 	if ctx, cancel := a.CloseContext(); true {
 		dl, ok := ctx.Deadline()
 		cancel()

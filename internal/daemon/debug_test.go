@@ -14,6 +14,7 @@ import (
 
 	"github.com/sluicehq/sluice/config"
 	"github.com/sluicehq/sluice/config/configtest"
+	"github.com/sluicehq/sluice/internal/daemontest"
 	"github.com/sluicehq/sluice/internal/envflag"
 )
 
@@ -110,11 +111,11 @@ func TestListenDebugFailsOnABusyAddress(t *testing.T) {
 	var lo ListenerOptions
 	lo.Flags(newTestFlagSet(), new(envflag.Errs))
 	h := http.NotFoundHandler()
-	if d, err := ListenDebug(busy.Addr().String(), &lo, h, quietLogger()); err == nil {
+	if d, err := ListenDebug(busy.Addr().String(), &lo, h, daemontest.QuietLogger()); err == nil {
 		d.ln.Close()
 		t.Error("a busy address: no error")
 	}
-	if d, err := ListenDebug("", &lo, h, quietLogger()); d != nil || err != nil {
+	if d, err := ListenDebug("", &lo, h, daemontest.QuietLogger()); d != nil || err != nil {
 		t.Errorf("an empty address: %v %v, want none", d, err)
 	}
 }
@@ -126,7 +127,7 @@ func TestListenDebugFailsOnABusyAddress(t *testing.T) {
 func TestDebugListenerTimeoutsAndStop(t *testing.T) {
 	var lo ListenerOptions
 	lo.Flags(newTestFlagSet(), new(envflag.Errs))
-	d, err := ListenDebug("127.0.0.1:0", &lo, DebugHandler(func() *config.Config { return nil }), quietLogger())
+	d, err := ListenDebug("127.0.0.1:0", &lo, DebugHandler(func() *config.Config { return nil }), daemontest.QuietLogger())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -148,7 +149,7 @@ func TestDebugListenerTimeoutsAndStop(t *testing.T) {
 		resp.Body.Close()
 		got <- resp.StatusCode
 	}()
-	eventually(t, "the profile is running", func() bool {
+	daemontest.Eventually(t, "the profile is running", func() bool {
 		var b strings.Builder
 		pprof.Lookup("goroutine").WriteTo(&b, 2)
 		return strings.Contains(b.String(), "net/http/pprof.Profile(")

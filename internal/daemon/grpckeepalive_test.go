@@ -12,6 +12,7 @@ import (
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 
+	"github.com/sluicehq/sluice/internal/daemontest"
 	"github.com/sluicehq/sluice/internal/envflag"
 )
 
@@ -54,9 +55,9 @@ func TestGRPCConnectionAgeAndIdleCloseConnections(t *testing.T) {
 			healthpb.RegisterHealthServer(s, health.NewServer())
 			go s.Serve(ln)
 			defer s.Stop()
-			conn := dial(t, ln.Addr().String(), insecure.NewCredentials())
+			conn := daemontest.Dial(t, ln.Addr().String(), insecure.NewCredentials())
 			defer conn.Close()
-			if err := checkHealth(conn, 10*time.Second); err != nil {
+			if err := daemontest.CheckHealth(conn, 10*time.Second); err != nil {
 				t.Fatal(err)
 			}
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)

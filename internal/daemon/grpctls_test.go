@@ -93,9 +93,9 @@ func healthCheck(t *testing.T, addr string, serverCA *testpki.CA, cert *tls.Cert
 // connection of its own, within 5 seconds, and returns its error.
 func healthOverTLS(t *testing.T, addr string, cfg *tls.Config) error {
 	t.Helper()
-	conn := dial(t, addr, credentials.NewTLS(cfg))
+	conn := daemontest.Dial(t, addr, credentials.NewTLS(cfg))
 	defer conn.Close()
-	return checkHealth(conn, 5*time.Second)
+	return daemontest.CheckHealth(conn, 5*time.Second)
 }
 
 // checkServed checks that a health check at addr by a client trusting
@@ -118,7 +118,7 @@ func checkServed(t *testing.T, addr string, serverCA *testpki.CA, cert *tls.Cert
 func TestGRPCmTLSRefusesAClientWithoutACertificate(t *testing.T) {
 	serverCA, clientCA, otherCA := testpki.NewCA(t, "server CA"), testpki.NewCA(t, "client CA"), testpki.NewCA(t, "other CA")
 	o := tlsFiles(t, t.TempDir(), serverCA.Issue(t, "sluice", false, "sluice.test"), clientCA)
-	g, err := NewGRPCTLS(context.Background(), o, quietLogger(), time.Now)
+	g, err := NewGRPCTLS(context.Background(), o, daemontest.QuietLogger(), time.Now)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -138,7 +138,7 @@ func TestGRPCmTLSRequiresTheClientSAN(t *testing.T) {
 			serverCA, clientCA := testpki.NewCA(t, "server CA"), testpki.NewCA(t, "client CA")
 			o := tlsFiles(t, t.TempDir(), serverCA.Issue(t, "sluice", false, "sluice.test"), clientCA)
 			o.ClientSAN = san
-			g, err := NewGRPCTLS(context.Background(), o, quietLogger(), time.Now)
+			g, err := NewGRPCTLS(context.Background(), o, daemontest.QuietLogger(), time.Now)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -180,8 +180,8 @@ func TestGRPCTLSPicksUpReplacedCertificates(t *testing.T) {
 	}
 
 	second := serverCA.Issue(t, "second", false, "sluice.test")
-	writeAtomic(t, o.Cert, string(second.CertPEM))
-	writeAtomic(t, o.Key, string(second.KeyPEM))
+	daemontest.WriteAtomic(t, o.Cert, string(second.CertPEM))
+	daemontest.WriteAtomic(t, o.Key, string(second.KeyPEM))
 	clock.Add(500 * time.Millisecond)
 	if got := served(); got != "first" {
 		t.Errorf("within a second of the last look: served %q, want first (files are looked at once a second at most)", got)
@@ -192,7 +192,7 @@ func TestGRPCTLSPicksUpReplacedCertificates(t *testing.T) {
 	}
 
 	// A key that does not match: the running pair stays, and it is logged.
-	writeAtomic(t, o.Key, string(serverCA.Issue(t, "third", false, "sluice.test").KeyPEM))
+	daemontest.WriteAtomic(t, o.Key, string(serverCA.Issue(t, "third", false, "sluice.test").KeyPEM))
 	clock.Add(2 * time.Second)
 	if got := served(); got != "second" {
 		t.Errorf("after a bad replacement: served %q, want second", got)
@@ -203,8 +203,8 @@ func TestGRPCTLSPicksUpReplacedCertificates(t *testing.T) {
 
 	// A new client CA: the old CA's clients are refused, the new one's served.
 	newCA := testpki.NewCA(t, "new client CA")
-	writeAtomic(t, o.Key, string(second.KeyPEM))
-	writeAtomic(t, o.ClientCA, string(newCA.PEM))
+	daemontest.WriteAtomic(t, o.Key, string(second.KeyPEM))
+	daemontest.WriteAtomic(t, o.ClientCA, string(newCA.PEM))
 	clock.Add(2 * time.Second)
 	checkServed(t, addr, serverCA, &client.Pair, false, "after the client CA was replaced, a client of the old CA")
 	newClient := newCA.Issue(t, "envoy", true, "envoy.test")
@@ -217,20 +217,22 @@ func TestGRPCTLSRefusesBadFilesAtStartUp(t *testing.T) {
 	serverCA := testpki.NewCA(t, "server CA")
 	good := serverCA.Issue(t, "sluice", false, "sluice.test")
 	cases := map[string]func(o *GRPCTLSOptions){
-		"missing key":    func(o *GRPCTLSOptions) { o.Key = filepath.Join(filepath.Dir(o.Key), "nope") },
-		"key of another": func(o *GRPCTLSOptions) { writeAtomic(t, o.Key, string(serverCA.Issue(t, "x", false).KeyPEM)) },
-		"a directory":    func(o *GRPCTLSOptions) { o.Cert = filepath.Dir(o.Cert) },
-		"too large":      func(o *GRPCTLSOptions) { writeAtomic(t, o.Cert, string(make([]byte, MaxTLSFileBytes+1))) },
+		"missing key": func(o *GRPCTLSOptions) { o.Key = filepath.Join(filepath.Dir(o.Key), "nope") },
+		"key of another": func(o *GRPCTLSOptions) {
+			daemontest.WriteAtomic(t, o.Key, string(serverCA.Issue(t, "x", false).KeyPEM))
+		},
+		"a directory": func(o *GRPCTLSOptions) { o.Cert = filepath.Dir(o.Cert) },
+		"too large":   func(o *GRPCTLSOptions) { daemontest.WriteAtomic(t, o.Cert, string(make([]byte, MaxTLSFileBytes+1))) },
 		"CA without a certificate": func(o *GRPCTLSOptions) {
 			o.ClientCA = filepath.Join(filepath.Dir(o.Cert), "ca.crt")
-			writeAtomic(t, o.ClientCA, string([]byte("not PEM\n")))
+			daemontest.WriteAtomic(t, o.ClientCA, string([]byte("not PEM\n")))
 		},
 	}
 	for name, spoil := range cases {
 		t.Run(name, func(t *testing.T) {
 			o := tlsFiles(t, t.TempDir(), good, nil)
 			spoil(&o)
-			if _, err := NewGRPCTLS(context.Background(), o, quietLogger(), time.Now); err == nil {
+			if _, err := NewGRPCTLS(context.Background(), o, daemontest.QuietLogger(), time.Now); err == nil {
 				t.Error("no error")
 			}
 		})
@@ -273,7 +275,7 @@ func TestGRPCmTLSDoesNotResumeAcrossACARotation(t *testing.T) {
 	serverCA, clientCA := testpki.NewCA(t, "server CA"), testpki.NewCA(t, "client CA")
 	o := tlsFiles(t, t.TempDir(), serverCA.Issue(t, "sluice", false, "sluice.test"), clientCA)
 	clock := &fakeClock{now: time.Unix(1_000_000, 0)}
-	g, err := NewGRPCTLS(context.Background(), o, quietLogger(), clock.Now)
+	g, err := NewGRPCTLS(context.Background(), o, daemontest.QuietLogger(), clock.Now)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -287,7 +289,7 @@ func TestGRPCmTLSDoesNotResumeAcrossACARotation(t *testing.T) {
 	if err := check(); err != nil {
 		t.Fatal(err)
 	}
-	writeAtomic(t, o.ClientCA, string(testpki.NewCA(t, "new client CA").PEM))
+	daemontest.WriteAtomic(t, o.ClientCA, string(testpki.NewCA(t, "new client CA").PEM))
 	clock.Add(2 * time.Second)
 	if err := check(); err == nil {
 		t.Error("after the client CA was replaced, a client of the old CA was served (a resumed session?)")

@@ -7,13 +7,15 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+
+	"github.com/sluicehq/sluice/internal/daemontest"
 )
 
 // A socket file left by a process that died (nothing listens on it) is
 // replaced: envoyproxy/ratelimit's GRPC_UDS would fail to start with
 // "address already in use" until someone removed it.
 func TestListenUnixReplacesAStaleSocket(t *testing.T) {
-	path := filepath.Join(shortTempDir(t), "grpc.sock")
+	path := filepath.Join(daemontest.ShortTempDir(t), "grpc.sock")
 	old, err := net.Listen("unix", path)
 	if err != nil {
 		t.Fatal(err)
@@ -36,7 +38,7 @@ func TestListenUnixReplacesAStaleSocket(t *testing.T) {
 // path that is not a socket (a regular file, a directory) is never
 // removed.
 func TestListenUnixRemovesOnlyStaleSockets(t *testing.T) {
-	dir := shortTempDir(t)
+	dir := daemontest.ShortTempDir(t)
 	live := filepath.Join(dir, "live.sock")
 	other, err := net.Listen("unix", live)
 	if err != nil {
@@ -54,7 +56,7 @@ func TestListenUnixRemovesOnlyStaleSockets(t *testing.T) {
 	}
 
 	file := filepath.Join(dir, "data")
-	writeFile(t, file, "keep me")
+	daemontest.WriteFile(t, file, "keep me")
 	sub := filepath.Join(dir, "sub")
 	if err := os.Mkdir(sub, 0o755); err != nil {
 		t.Fatal(err)
@@ -73,7 +75,7 @@ func TestListenUnixRemovesOnlyStaleSockets(t *testing.T) {
 // The socket is removed when the listener closes, so that a clean stop
 // leaves nothing behind.
 func TestListenUnixRemovesItsSocketOnClose(t *testing.T) {
-	path := filepath.Join(shortTempDir(t), "grpc.sock")
+	path := filepath.Join(daemontest.ShortTempDir(t), "grpc.sock")
 	ln, err := listenUnix(path)
 	if err != nil {
 		t.Fatal(err)

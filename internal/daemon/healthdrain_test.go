@@ -134,7 +134,7 @@ func healthConn(t *testing.T, h *health.Server, w *WatchDrain) *grpc.ClientConn 
 	}
 	go gs.Serve(ln)
 	t.Cleanup(gs.Stop)
-	conn := dial(t, ln.Addr().String(), insecure.NewCredentials())
+	conn := daemontest.Dial(t, ln.Addr().String(), insecure.NewCredentials())
 	t.Cleanup(func() { conn.Close() })
 	return conn
 }

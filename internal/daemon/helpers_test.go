@@ -5,8 +5,6 @@ import (
 	"io"
 	"net/http"
 	"testing"
-
-	"github.com/sluicehq/sluice/internal/daemontest"
 )
 
 // get returns the status and body of GET url, failing the test when the
@@ -27,14 +25,3 @@ func get(t *testing.T, url string) (int, string) {
 
 // newTestFlagSet is a flag set that returns its errors.
 func newTestFlagSet() *flag.FlagSet { return flag.NewFlagSet("test", flag.ContinueOnError) }
-
-// The helpers these tests share with those of cmd/sluice.
-var (
-	dial         = daemontest.Dial
-	checkHealth  = daemontest.CheckHealth
-	eventually   = daemontest.Eventually
-	writeFile    = daemontest.WriteFile
-	writeAtomic  = daemontest.WriteAtomic
-	shortTempDir = daemontest.ShortTempDir
-	quietLogger  = daemontest.QuietLogger
-)

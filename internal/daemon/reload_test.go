@@ -10,6 +10,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/sluicehq/sluice/config"
+	"github.com/sluicehq/sluice/internal/daemontest"
 	"github.com/sluicehq/sluice/internal/testlog"
 )
 
@@ -20,7 +21,7 @@ import (
 // with the file and line of its error.
 func TestReloaderLoadsChangedFilesOnceUnlessForced(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "rl.yaml")
-	writeFile(t, path, "domain: d\n")
+	daemontest.WriteFile(t, path, "domain: d\n")
 	sum, known := FingerprintBeforeLoad(path)
 	if !known {
 		t.Fatal("no fingerprint of a readable config")
@@ -51,7 +52,7 @@ func TestReloaderLoadsChangedFilesOnceUnlessForced(t *testing.T) {
 		{write: "domain: f\n", loads: 3, reloads: 2, failures: 1, ok: 1},
 	} {
 		if step.write != "" {
-			writeFile(t, path, step.write)
+			daemontest.WriteFile(t, path, step.write)
 		}
 		loadErr = step.loadErr
 		r.reload(ctx, "test", step.force)

@@ -64,13 +64,9 @@ func runPrune(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	store := fs.String("store", "", "the PostgreSQL database: a postgres:// or postgresql:// URL (or give it as the argument)")
 	olderThan := fs.String("older-than", "", "delete the periods that ended more than this long ago: a Go duration (2160h) or days (90d); required")
 	timeout := fs.Duration("timeout", 10*time.Minute, "give up after this long")
-	if code, done := parseCommandLine(fs, args, stdout, stderr, pruneUsage, 1); done {
+	url, fail, code, done := parseDatabaseCommand(fs, store, args, stdout, stderr, pruneUsage, "keeps a ledger")
+	if done {
 		return code
-	}
-	fail := daemon.ExitWith(stderr, "sluice migrate prune:")
-	url, msg := databaseArg(fs, *store, "sluice migrate prune", "keeps a ledger")
-	if msg != "" {
-		return fail(2, msg)
 	}
 	if *olderThan == "" {
 		return fail(2, "-older-than is required: how long after its end a period is kept (90d, 2160h)")
@@ -134,6 +130,24 @@ func prune(ctx context.Context, pool *pgxpool.Pool, before, sweepBefore time.Tim
 	return p, swept, pruneErr, sweepErr
 }
 
+// parseDatabaseCommand parses the command line of a command on one
+// PostgreSQL database (migrate, migrate prune) with parseCommandLine, then
+// finds its database with databaseArg; fail prints a message after the
+// command's name and returns its exit code. It returns done with the exit
+// code when the command line asked for help or is wrong (exit 2), else the
+// database's URL.
+func parseDatabaseCommand(fs *flag.FlagSet, store *string, args []string, stdout, stderr io.Writer, u usage, only string) (url string, fail func(int, ...any) int, code int, done bool) {
+	if code, done := parseCommandLine(fs, args, stdout, stderr, u, 1); done {
+		return "", nil, code, true
+	}
+	fail = daemon.ExitWith(stderr, fs.Name()+":")
+	url, msg := databaseArg(fs, *store, fs.Name(), only)
+	if msg != "" {
+		return "", fail, fail(2, msg), true
+	}
+	return url, fail, 0, false
+}
+
 // databaseArg returns the PostgreSQL URL that -store (store) or the one
 // argument of fs names, or a message for exit status 2 when it is given
 // twice, not at all, or is not PostgreSQL's; cmd names the command in the
@@ -162,13 +176,9 @@ func runMigrate(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	fs := flag.NewFlagSet("sluice migrate", flag.ContinueOnError)
 	store := fs.String("store", "", "the PostgreSQL database: a postgres:// or postgresql:// URL (or give it as the argument)")
 	timeout := fs.Duration("timeout", 30*time.Second, "give up after this long (connecting, waiting for another migration's lock, applying)")
-	if code, done := parseCommandLine(fs, args, stdout, stderr, migrateUsage, 1); done {
+	url, fail, code, done := parseDatabaseCommand(fs, store, args, stdout, stderr, migrateUsage, "has migrations")
+	if done {
 		return code
-	}
-	fail := daemon.ExitWith(stderr, "sluice migrate:")
-	url, msg := databaseArg(fs, *store, "sluice migrate", "has migrations")
-	if msg != "" {
-		return fail(2, msg)
 	}
 	if *timeout <= 0 {
 		return fail(2, fmt.Sprintf("-timeout %v: want a positive duration", *timeout))

@@ -51,16 +51,13 @@ local function entry(i)
   return at, cum
 end
 
--- first_after returns the first live entry from i on whose instant is after
--- cut, or n: the oldest is checked first, as most calls find it live.
-local function first_after(i, cut)
-  if i >= n or entry(i) > cut then
-    return i
-  end
-  local lo, hi = i + 1, n
+-- bisect returns the first entry in [lo, hi) for which before is false, or
+-- hi, in O(log (hi - lo)) calls of before, which must hold for the entries
+-- of a prefix of the range and for no other.
+local function bisect(lo, hi, before)
   while lo < hi do
     local m = math.floor((lo + hi) / 2)
-    if entry(m) <= cut then
+    if before(m) then
       lo = m + 1
     else
       hi = m
@@ -69,20 +66,22 @@ local function first_after(i, cut)
   return lo
 end
 
+-- first_after returns the first live entry from i on whose instant is after
+-- cut, or n: the oldest is checked first, as most calls find it live.
+local function first_after(i, cut)
+  if i >= n or entry(i) > cut then
+    return i
+  end
+  return bisect(i + 1, n, function(m) return entry(m) <= cut end)
+end
+
 -- first_reaching returns the first live entry from i on whose running total
 -- is at least total; the newest's is.
 local function first_reaching(i, total)
-  local lo, hi = i, n - 1
-  while lo < hi do
-    local m = math.floor((lo + hi) / 2)
+  return bisect(i, n - 1, function(m)
     local _, cum = entry(m)
-    if cum < total then
-      lo = m + 1
-    else
-      hi = m
-    end
-  end
-  return lo
+    return cum < total
+  end)
 end
 
 -- drop skips the k oldest live entries and their units.

@@ -248,10 +248,7 @@ func TestFleetLeasesStayWithinFTimesTheLimitPlusJTimesFTimesTheLimitOverNPlus1As
 				}
 				bound := fc + j*(fc/(n+1))
 				for _, lim := range lims {
-					lo, hi := capacity-bound, capacity+bound
-					if lim.Algorithm == sluice.FixedWindow {
-						hi = capacity
-					}
+					lo, hi := admittedBounds(lim, capacity, bound)
 					// As many decisions as the limit: each process is left
 					// holding units the others are then refused.
 					first := burstN(t, fleet, uniqueKey(t, lim), lim, capacity)

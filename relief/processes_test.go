@@ -247,10 +247,7 @@ func TestReservationsStayWithin4TimesBatchLess1OfTheLimitAcross4Processes(t *tes
 			}
 			for _, lim := range dayOfEach {
 				t.Run(lim.Algorithm.String(), func(t *testing.T) {
-					lo, hi := lim.Capacity()-slack, lim.Capacity()+slack
-					if lim.Algorithm == sluice.FixedWindow {
-						hi = lim.Capacity()
-					}
+					lo, hi := admittedBounds(lim, lim.Capacity(), slack)
 					// A burst far over the limit last.
 					first, rest, got := holdThenRelease(t, newFleet, stores[0], lim, lo, hi, burstCalls,
 						fmt.Sprintf("4 × (B−1) = %d held", slack))
@@ -289,10 +286,7 @@ func TestLeasesStayWithin4TimesTheLeaseLess1OfTheLimitAcross4Processes(t *testin
 			}
 			for _, lim := range dayOfEach {
 				t.Run(lim.Algorithm.String(), func(t *testing.T) {
-					lo, hi := capacity-slack, capacity+slack
-					if lim.Algorithm == sluice.FixedWindow {
-						hi = capacity
-					}
+					lo, hi := admittedBounds(lim, capacity, slack)
 					roundTrips, _ := halfInFewTrips(t, newFleet, trips, lim)
 					// A burst of twice the limit last.
 					first, rest, got := holdThenRelease(t, newFleet, stores[0], lim, lo, hi, 2*capacity,
@@ -363,10 +357,7 @@ func TestFleetLeasesStayWithinFTimesTheLimitInTotalAcross4Processes(t *testing.T
 			}
 			for _, lim := range dayOfEach {
 				t.Run(lim.Algorithm.String(), func(t *testing.T) {
-					lo, hi := capacity-bound, capacity+bound
-					if lim.Algorithm == sluice.FixedWindow {
-						hi = capacity
-					}
+					lo, hi := admittedBounds(lim, capacity, bound)
 					// None of the round trips over ⌊f × C / 4⌋ units.
 					roundTrips, most := halfInFewTrips(t, newFleet, trips, lim)
 					if most > int64(perProcess) {
@@ -381,6 +372,18 @@ func TestFleetLeasesStayWithinFTimesTheLimitInTotalAcross4Processes(t *testing.T
 			}
 		})
 	}
+}
+
+// admittedBounds returns the least and the most that processes holding
+// slack units between them in all may admit of a limit of capacity: the
+// capacity less or plus slack, except that a fixed window never admits
+// over its capacity.
+func admittedBounds(lim sluice.Limit, capacity, slack int) (lo, hi int) {
+	lo, hi = capacity-slack, capacity+slack
+	if lim.Algorithm == sluice.FixedWindow {
+		hi = capacity
+	}
+	return lo, hi
 }
 
 // halfInFewTrips checks that, on a fresh fleet (newFleet) over the

@@ -33,35 +33,16 @@ var givenRE = regexp.MustCompile(`^<!--\s*go:\s*given\s+(.*?)\s*-->$`)
 // goBlocks returns the ```go blocks of the markdown file name.
 func goBlocks(t *testing.T, name string) []goBlock {
 	t.Helper()
-	data, err := os.ReadFile(name)
-	if err != nil {
-		t.Fatal(err)
-	}
-	lines := strings.Split(string(data), "\n")
 	var out []goBlock
-	given := ""
-	for i := 0; i < len(lines); i++ {
-		l := strings.TrimSpace(lines[i])
-		if m := givenRE.FindStringSubmatch(l); m != nil {
+	for _, f := range fences(t, name) {
+		if f.lang != "go" {
+			continue
+		}
+		given := ""
+		if m := givenRE.FindStringSubmatch(f.before); m != nil {
 			given = m[1]
-			continue
 		}
-		if !strings.HasPrefix(l, "```") {
-			if l != "" {
-				given = ""
-			}
-			continue
-		}
-		lang := strings.TrimPrefix(l, "```")
-		start := i
-		var body []string
-		for i++; i < len(lines) && strings.TrimSpace(lines[i]) != "```"; i++ {
-			body = append(body, lines[i])
-		}
-		if lang == "go" {
-			out = append(out, goBlock{where: fmt.Sprintf("%s:%d", strings.TrimPrefix(name, "../../"), start+1), given: given, text: strings.Join(body, "\n") + "\n"})
-		}
-		given = ""
+		out = append(out, goBlock{where: fmt.Sprintf("%s:%d", strings.TrimPrefix(name, "../../"), f.line), given: given, text: f.text})
 	}
 	return out
 }

@@ -33,26 +33,51 @@ var markerRE = regexp.MustCompile(`^<!--\s*(fragment|proxy)\b.*-->$`)
 // the last non-blank line before it is a marker.
 func yamlBlocks(t *testing.T, name string) []docBlock {
 	t.Helper()
+	var out []docBlock
+	for _, f := range fences(t, name) {
+		if f.lang != "yaml" && f.lang != "yml" {
+			continue
+		}
+		kind := "service"
+		if m := markerRE.FindStringSubmatch(f.before); m != nil {
+			kind = m[1]
+		} else if filepath.Base(name) == "proxy.md" {
+			kind = "proxy"
+		}
+		out = append(out, docBlock{file: name, line: f.line, kind: kind, text: f.text})
+	}
+	return out
+}
+
+// fence is a fenced code block of a markdown file.
+type fence struct {
+	line   int    // of the opening fence, from 1
+	lang   string // the word after the opening fence
+	before string // the last non-blank line before it, trimmed; "" just after another block
+	text   string // the lines between the fences, each ending in a newline
+}
+
+// fences returns the fenced code blocks of the markdown file name, in
+// order; a block that is never closed fails the test. The YAML and the Go
+// blocks' tests read the markdown through it, each with its own marker
+// (an HTML comment on the last non-blank line before a block).
+func fences(t *testing.T, name string) []fence {
+	t.Helper()
 	data, err := os.ReadFile(name)
 	if err != nil {
 		t.Fatal(err)
 	}
 	lines := strings.Split(string(data), "\n")
-	var out []docBlock
-	marker := ""
+	var out []fence
+	before := ""
 	for i := 0; i < len(lines); i++ {
 		l := strings.TrimSpace(lines[i])
-		if m := markerRE.FindStringSubmatch(l); m != nil {
-			marker = m[1]
-			continue
-		}
 		if !strings.HasPrefix(l, "```") {
 			if l != "" {
-				marker = ""
+				before = l
 			}
 			continue
 		}
-		lang := strings.TrimSpace(strings.TrimPrefix(l, "```"))
 		start := i
 		var body []string
 		for i++; i < len(lines) && strings.TrimSpace(lines[i]) != "```"; i++ {
@@ -61,17 +86,9 @@ func yamlBlocks(t *testing.T, name string) []docBlock {
 		if i == len(lines) {
 			t.Fatalf("%s:%d: a code block is never closed", name, start+1)
 		}
-		if lang == "yaml" || lang == "yml" {
-			kind := marker
-			if kind == "" {
-				kind = "service"
-				if filepath.Base(name) == "proxy.md" {
-					kind = "proxy"
-				}
-			}
-			out = append(out, docBlock{file: name, line: start + 1, kind: kind, text: strings.Join(body, "\n") + "\n"})
-		}
-		marker = ""
+		lang := strings.TrimSpace(strings.TrimPrefix(l, "```"))
+		out = append(out, fence{line: start + 1, lang: lang, before: before, text: strings.Join(body, "\n") + "\n"})
+		before = ""
 	}
 	return out
 }

@@ -18,44 +18,39 @@ import (
 func BenchmarkMemoryPerKey(b *testing.B) {
 	srv := redistest.Single(b)
 	s := open(b, "redis://"+srv.Addr, nil)
-	ctx := context.Background()
 	for _, a := range sluice.Algorithms() {
 		b.Run(a.String(), func(b *testing.B) {
 			lim := sluice.Limit{Algorithm: a, Rate: 100, Period: time.Hour, Burst: 100}
-			total := 0
-			for i := range b.N {
-				key := "user:" + strconv.Itoa(100000+i)
-				if _, err := s.Allow(ctx, key, lim); err != nil {
-					b.Fatal(err)
-				}
-				out := strings.TrimSpace(srv.Do(b, "MEMORY", "USAGE", s.Key(a, key), "SAMPLES", "0"))
-				n, err := strconv.Atoi(out)
-				if err != nil {
-					b.Fatalf("MEMORY USAGE: %q", out)
-				}
-				total += n
-			}
-			b.ReportMetric(float64(total)/float64(b.N), "B/key")
+			memoryPerKey(b, srv, s, lim, func(key string) string { return s.Key(a, key) })
 		})
 	}
 	// The sliding window with buckets keeps {start, k, k+1 counts}.
 	for _, k := range []uint8{2, 4, 8, 16} {
 		b.Run("sliding_window_buckets_"+strconv.Itoa(int(k)), func(b *testing.B) {
 			lim := sluice.Limit{Algorithm: sluice.SlidingWindow, Rate: 100, Period: time.Hour, Buckets: k}
-			total := 0
-			for i := range b.N {
-				key := "user:" + strconv.Itoa(100000+i)
-				if _, err := s.Allow(ctx, key, lim); err != nil {
-					b.Fatal(err)
-				}
-				out := strings.TrimSpace(srv.Do(b, "MEMORY", "USAGE", s.LimitKey(lim, key), "SAMPLES", "0"))
-				n, err := strconv.Atoi(out)
-				if err != nil {
-					b.Fatalf("MEMORY USAGE: %q", out)
-				}
-				total += n
-			}
-			b.ReportMetric(float64(total)/float64(b.N), "B/key")
+			memoryPerKey(b, srv, s, lim, func(key string) string { return s.LimitKey(lim, key) })
 		})
 	}
+}
+
+// memoryPerKey makes b.N decisions of cost 1 under lim on s, each on a key
+// of its own like "user:123456", and reports the mean MEMORY USAGE
+// (SAMPLES 0) of the Redis key redisKey names for each as B/key.
+func memoryPerKey(b *testing.B, srv *redistest.Server, s sluice.Limiter, lim sluice.Limit, redisKey func(key string) string) {
+	b.Helper()
+	ctx := context.Background()
+	total := 0
+	for i := range b.N {
+		key := "user:" + strconv.Itoa(100000+i)
+		if _, err := s.AllowN(ctx, key, lim, 1); err != nil {
+			b.Fatal(err)
+		}
+		out := strings.TrimSpace(srv.Do(b, "MEMORY", "USAGE", redisKey(key), "SAMPLES", "0"))
+		n, err := strconv.Atoi(out)
+		if err != nil {
+			b.Fatalf("MEMORY USAGE: %q", out)
+		}
+		total += n
+	}
+	b.ReportMetric(float64(total)/float64(b.N), "B/key")
 }

@@ -13,7 +13,6 @@ import (
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/failsafe"
 	"github.com/sluicehq/sluice/internal/redistest"
-	"github.com/sluicehq/sluice/redisstore"
 )
 
 // measuring reports whether SLUICE_MEASURE asks for the measurement
@@ -33,11 +32,7 @@ func TestMeasureRedisDecisionLatency(t *testing.T) {
 	measuring(t)
 	srv := redistest.StartServer(t)
 	ctx := context.Background()
-	store, err := redisstore.New(ctx, redisstore.Config{URL: "redis://" + srv.Addr})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer store.Close()
+	store := openRedis(t, srv.Addr)
 	lim := sluice.Limit{Algorithm: sluice.FixedWindow, Rate: 1_000_000, Period: time.Hour}
 	for _, callers := range []int{16, 64, 256} {
 		var (

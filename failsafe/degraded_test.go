@@ -12,7 +12,6 @@ import (
 	"github.com/sluicehq/sluice/failsafe"
 	"github.com/sluicehq/sluice/internal/redistest"
 	"github.com/sluicehq/sluice/memstore"
-	"github.com/sluicehq/sluice/redisstore"
 )
 
 // fleet is n process-equivalents sharing one Redis: each has its own Redis
@@ -26,11 +25,7 @@ func newFleet(t testing.TB, addr string, n int, cfg failsafe.Config) *fleet {
 	t.Helper()
 	f := &fleet{}
 	for range n {
-		store, err := redisstore.New(context.Background(), redisstore.Config{URL: "redis://" + addr})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { store.Close() })
+		store := openRedis(t, addr)
 		local := memstore.New(memstore.Config{})
 		t.Cleanup(func() { local.Close() })
 		c := cfg

@@ -17,7 +17,6 @@ import (
 	"github.com/sluicehq/sluice/internal/redistest"
 	"github.com/sluicehq/sluice/internal/storetest"
 	"github.com/sluicehq/sluice/memstore"
-	"github.com/sluicehq/sluice/redisstore"
 )
 
 // TestRedisKilledMidLoad kills a real Redis while 16 goroutines make
@@ -32,11 +31,7 @@ func TestRedisKilledMidLoad(t *testing.T) {
 		t.Run(mode.String(), func(t *testing.T) {
 			srv := redistest.StartServer(t)
 			ctx := context.Background()
-			store, err := redisstore.New(ctx, redisstore.Config{URL: "redis://" + srv.Addr})
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer store.Close()
+			store := openRedis(t, srv.Addr)
 			// The local store's clock stands still mid-hour, so its
 			// windows never roll over while the breaker's clock moves.
 			local := memstore.New(memstore.Config{SweepInterval: -1, Clock: clocktest.At(time.Unix(1700000040+1800, 0))})

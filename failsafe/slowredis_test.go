@@ -1,13 +1,28 @@
 package failsafe_test
 
 import (
+	"context"
 	"io"
 	"net"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/sluicehq/sluice/redisstore"
 )
+
+// openRedis returns a Redis store on the redis-server at addr (itself, or
+// a slowProxy in front of it), closed when the test ends.
+func openRedis(t testing.TB, addr string) *redisstore.Store {
+	t.Helper()
+	s, err := redisstore.New(context.Background(), redisstore.Config{URL: "redis://" + addr})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s
+}
 
 // slowProxy is a TCP proxy in front of a Redis that delays its replies on
 // purpose: each chunk Redis sends is passed on delay after it arrived, and

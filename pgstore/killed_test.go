@@ -79,11 +79,7 @@ WHERE pid <> pg_backend_pid() AND state <> 'idle' AND query LIKE '%sluice_usage%
 // process: it decides until killed (30 s at most), printing "+" for every
 // admission. On its own it does nothing.
 func TestKilledChild(t *testing.T) {
-	url := os.Getenv("SLUICE_PGSTORE_KILLED_URL")
-	if url == "" {
-		t.Skip("a child of TestKilledProcessBillsAtMostItsDecisionsInFlight; nothing to do on its own")
-	}
-	s, _ := openURL(t, url+"&pool_max_conns=8", nil)
+	s := childStore(t, "SLUICE_PGSTORE_KILLED_URL", "TestKilledProcessBillsAtMostItsDecisionsInFlight")
 	lim := sluice.Limit{Algorithm: sluice.FixedWindow, Rate: 1 << 40, Period: sluice.MaxPeriod}
 	var mu sync.Mutex
 	w := bufio.NewWriter(os.Stdout)

@@ -56,12 +56,22 @@ func TestManyProcessesAdmitExactlyTheQuota(t *testing.T) {
 // TestChildProcess is one of TestManyProcessesAdmitExactlyTheQuota's
 // processes; on its own it does nothing.
 func TestChildProcess(t *testing.T) {
-	url := os.Getenv("SLUICE_PGSTORE_CHILD_URL")
+	s := childStore(t, "SLUICE_PGSTORE_CHILD_URL", "TestManyProcessesAdmitExactlyTheQuota")
+	storetest.AdmitAndPrint(t, s, os.Getenv("SLUICE_PGSTORE_CHILD_KEY"), quotaLimit, goroutines, attempts)
+}
+
+// childStore returns the store of a test a parent test runs in a process
+// of its own: on the database whose URL the parent put in env, with a pool
+// of 8 connections. Run on its own (env unset), the test is skipped,
+// naming parent.
+func childStore(t *testing.T, env, parent string) *pgstore.Store {
+	t.Helper()
+	url := os.Getenv(env)
 	if url == "" {
-		t.Skip("a child of TestManyProcessesAdmitExactlyTheQuota; nothing to do on its own")
+		t.Skip("a child of " + parent + "; nothing to do on its own")
 	}
 	s, _ := openURL(t, url+"&pool_max_conns=8", nil)
-	storetest.AdmitAndPrint(t, s, os.Getenv("SLUICE_PGSTORE_CHILD_KEY"), quotaLimit, goroutines, attempts)
+	return s
 }
 
 // openURL opens a store on url, closed when the test ends.

@@ -125,15 +125,7 @@ func simulate(args []string, stdout, stderr io.Writer) int {
 	}
 	c.Progress = progress.OnTerminal(stderr, "simulating")
 	rep, err := sim.Run(c, p)
-	if err != nil {
-		fmt.Fprintln(stderr, "sluice simulate:", err)
-		return 1
-	}
-	if err := writeCharts(rep, *charts, stderr); err != nil {
-		fmt.Fprintln(stderr, "sluice simulate:", err)
-		return 1
-	}
-	return print(stdout, stderr, *asJSON, rep, rep.WriteTable)
+	return printCharted(stdout, stderr, "sluice simulate:", rep, err, *charts, *asJSON)
 }
 
 // positiveFlags refuses a flag of names that is given and not positive: a
@@ -305,15 +297,7 @@ func overload(args []string, stdout, stderr io.Writer) int {
 		}
 	}
 	rep, err := sim.RunOverload(c)
-	if err != nil {
-		fmt.Fprintln(stderr, "sluice simulate overload:", err)
-		return 1
-	}
-	if err := writeCharts(rep, *charts, stderr); err != nil {
-		fmt.Fprintln(stderr, "sluice simulate overload:", err)
-		return 1
-	}
-	return print(stdout, stderr, *asJSON, rep, rep.WriteTable)
+	return printCharted(stdout, stderr, "sluice simulate overload:", rep, err, *charts, *asJSON)
 }
 
 // print writes v as JSON or as a table.
@@ -337,6 +321,27 @@ func print(stdout, stderr io.Writer, asJSON bool, v any, table func(io.Writer) e
 // sim.OverloadReport.
 type chartWriter interface {
 	WriteChart(w io.Writer, format string) error
+}
+
+// chartedReport is a report that draws its chart and prints its table:
+// sim.Report and sim.OverloadReport.
+type chartedReport interface {
+	chartWriter
+	WriteTable(w io.Writer) error
+}
+
+// printCharted ends a simulation that draws charts: err (the run's), else
+// an error writing the charts (-chart), is printed after prefix (exit 1);
+// otherwise rep is printed as print does.
+func printCharted(stdout, stderr io.Writer, prefix string, rep chartedReport, err error, charts string, asJSON bool) int {
+	if err == nil {
+		err = writeCharts(rep, charts, stderr)
+	}
+	if err != nil {
+		fmt.Fprintln(stderr, prefix, err)
+		return 1
+	}
+	return print(stdout, stderr, asJSON, rep, rep.WriteTable)
 }
 
 // writeCharts writes rep's chart to each file of the comma-separated list

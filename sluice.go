@@ -181,6 +181,17 @@ type Limit struct {
 	// microseconds times Buckets and Rate at most MaxBucketRate. It is an
 	// error with the other algorithms.
 	Buckets uint8
+	// Moments, for SlidingWindow, makes each of the Buckets sub-windows
+	// (one for 0 or 1) also keep the means of the first Moments shifted
+	// Legendre polynomials of its arrivals' offsets, so that the estimate
+	// of the oldest sub-window's units still inside the period follows
+	// where they fell instead of assuming them spread evenly
+	// (docs/algorithms.md, "Estimators that know more than a count"). The
+	// zero value keeps counts only, today's counter. At most MaxMoments;
+	// with any, Period must be a whole number of microseconds times the
+	// number of sub-windows and Rate at most MaxMomentsRate. It is an
+	// error with the other algorithms.
+	Moments uint8
 	// Calendar, when set (its Unit is not zero), aligns a FixedWindow's
 	// windows to calendar periods in a time zone (a month resetting on the
 	// 15th, Berlin time) instead of to multiples of Period since the Unix
@@ -442,6 +453,8 @@ func (l Limit) Validate() error {
 		return fmt.Errorf("%w: count-rejected applies only to sliding_window, not %v", ErrInvalidLimit, l.Algorithm)
 	case l.Buckets > 1 && l.validateBuckets() != nil:
 		return l.validateBuckets()
+	case l.Moments > 0 && l.validateMoments() != nil:
+		return l.validateMoments()
 	case !l.Calendar.IsZero():
 		return l.validateCalendar()
 	}
@@ -504,6 +517,31 @@ func (l Limit) validateBuckets() error {
 	return nil
 }
 
+// validateMoments checks the rules of a Limit with moments.
+func (l Limit) validateMoments() error {
+	k := time.Duration(max(l.Buckets, 1))
+	switch {
+	case l.Algorithm != SlidingWindow:
+		return fmt.Errorf("%w: moments applies only to sliding_window, not %v", ErrInvalidLimit, l.Algorithm)
+	case l.Moments > MaxMoments:
+		return fmt.Errorf("%w: moments %d exceeds the maximum %d", ErrInvalidLimit, l.Moments, MaxMoments)
+	case l.Period%(k*time.Microsecond) != 0:
+		return fmt.Errorf("%w: period %v is not a whole number of microseconds times buckets %d", ErrInvalidLimit, l.Period, k)
+	case l.Rate > MaxMomentsRate:
+		return fmt.Errorf("%w: rate %d exceeds %d, the most a sliding window with moments counts", ErrInvalidLimit, l.Rate, MaxMomentsRate)
+	}
+	return nil
+}
+
+// MaxMoments is the most moments a SlidingWindow Limit may keep per
+// sub-window.
+const MaxMoments = 8
+
+// MaxMomentsRate is the largest Rate of a SlidingWindow Limit with moments:
+// its counts are 16 bits wide and its means one signed byte each, which
+// past about 10^4 units in a sub-window round off more than they tell.
+const MaxMomentsRate = 10_000
+
 // MaxBuckets is the most sub-windows a SlidingWindow Limit may have.
 const MaxBuckets = 16
 
@@ -556,6 +594,9 @@ func (l Limit) String() string {
 	}
 	if l.Buckets > 1 {
 		s += " buckets " + strconv.Itoa(int(l.Buckets))
+	}
+	if l.Moments > 0 {
+		s += " moments " + strconv.Itoa(int(l.Moments))
 	}
 	if l.CountRejected {
 		s += " count-rejected"

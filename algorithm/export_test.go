@@ -16,3 +16,11 @@ func (s *SlidingLog) BufLen() int { return len(s.buf) }
 // ForgetRing makes the next decision recompute the current sub-window's
 // index by division, as a state of unknown sub-window length does.
 func (s *SlidingBuckets) ForgetRing() { s.tag = 0 }
+
+// Clone returns a deep copy of the state: a plain struct copy would share
+// its buffer.
+func (s *SlidingMoments) Clone() SlidingMoments {
+	c := *s
+	c.b = slices.Clone(s.b)
+	return c
+}

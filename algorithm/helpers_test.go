@@ -30,10 +30,17 @@ type kind struct {
 	// buckets, when above 1, makes the kind the sliding window with that
 	// many sub-windows (see with).
 	buckets uint8
+	// moments, when above 0, makes the kind the sliding window with that
+	// many means per sub-window (see with); its RetryAfter is a time at
+	// which the request fits, not always the first.
+	moments uint8
 }
 
 // name names the kind's subtests: its algorithm's name, and its buckets.
 func (k kind) name() string {
+	if k.moments > 0 {
+		return fmt.Sprintf("%v_buckets_%d_moments_%d", k.alg, k.buckets, k.moments)
+	}
 	if k.buckets > 1 {
 		return fmt.Sprintf("%v_buckets_%d", k.alg, k.buckets)
 	}
@@ -49,6 +56,10 @@ func (k kind) with(lim sluice.Limit) sluice.Limit {
 		lim.Buckets = k.buckets
 		lim.Period = max((lim.Period+unit-1)/unit*unit, unit)
 		lim.Rate = min(lim.Rate, sluice.MaxBucketRate)
+	}
+	if k.moments > 0 {
+		lim.Moments = k.moments
+		lim.Rate = min(lim.Rate, sluice.MaxMomentsRate)
 	}
 	return lim
 }
@@ -69,15 +80,19 @@ func kindOf(alg sluice.Algorithm) kind {
 }
 
 var kinds = []kind{
-	{sluice.TokenBucket, func() state { return new(algorithm.TokenBucket) }, cloneValue[algorithm.TokenBucket], 0},
-	{sluice.FixedWindow, func() state { return new(algorithm.FixedWindow) }, cloneValue[algorithm.FixedWindow], 0},
-	{sluice.SlidingWindow, func() state { return new(algorithm.SlidingWindow) }, cloneValue[algorithm.SlidingWindow], 0},
+	{sluice.TokenBucket, func() state { return new(algorithm.TokenBucket) }, cloneValue[algorithm.TokenBucket], 0, 0},
+	{sluice.FixedWindow, func() state { return new(algorithm.FixedWindow) }, cloneValue[algorithm.FixedWindow], 0, 0},
+	{sluice.SlidingWindow, func() state { return new(algorithm.SlidingWindow) }, cloneValue[algorithm.SlidingWindow], 0, 0},
 	{sluice.SlidingLog, func() state { return new(algorithm.SlidingLog) }, func(s state) state {
 		c := s.(*algorithm.SlidingLog).Clone()
 		return &c
-	}, 0},
-	{sluice.LeakyBucket, func() state { return new(algorithm.LeakyBucket) }, cloneValue[algorithm.LeakyBucket], 0},
-	{sluice.SlidingWindow, func() state { return new(algorithm.SlidingBuckets) }, cloneValue[algorithm.SlidingBuckets], 4},
+	}, 0, 0},
+	{sluice.LeakyBucket, func() state { return new(algorithm.LeakyBucket) }, cloneValue[algorithm.LeakyBucket], 0, 0},
+	{sluice.SlidingWindow, func() state { return new(algorithm.SlidingBuckets) }, cloneValue[algorithm.SlidingBuckets], 4, 0},
+	{sluice.SlidingWindow, func() state { return new(algorithm.SlidingMoments) }, func(s state) state {
+		c := s.(*algorithm.SlidingMoments).Clone()
+		return &c
+	}, 4, 3},
 }
 
 // outcome is the part of a Result a step table checks.

@@ -85,6 +85,9 @@ func NewStates(lim sluice.Limit, n int) States {
 	if int(lim.Algorithm) >= len(registry) {
 		return nil
 	}
+	if lim.Algorithm == sluice.SlidingWindow && lim.Moments > 0 {
+		return newStates[SlidingMoments](lim, n)
+	}
 	if lim.Algorithm == sluice.SlidingWindow && lim.Buckets > 1 {
 		return newStates[SlidingBuckets](lim, n)
 	}

@@ -194,6 +194,7 @@ func TestSameLimitSeesEveryField(t *testing.T) {
 		func(l *sluice.Limit) { l.Burst++ },
 		func(l *sluice.Limit) { l.CountRejected = true },
 		func(l *sluice.Limit) { l.Buckets = 2 },
+		func(l *sluice.Limit) { l.Moments = 2 },
 		func(l *sluice.Limit) { l.Calendar.Location = time.Local },
 		func(l *sluice.Limit) { l.Calendar.Unit = sluice.CalendarWeek },
 		func(l *sluice.Limit) { l.Calendar.FirstWeekday++ },

@@ -54,6 +54,7 @@ package memstore
 
 import (
 	"context"
+	"fmt"
 	"hash/maphash"
 	"strings"
 	"sync"
@@ -377,6 +378,9 @@ func (sh *shard) use(lim sluice.Limit) error {
 	if int(lim.Algorithm) >= bucketsTable {
 		return errNoTable(lim.Algorithm)
 	}
+	if lim.Moments > 0 {
+		return fmt.Errorf("%w: memstore does not serve a sliding window with moments", sluice.ErrInvalidLimit)
+	}
 	sh.lim, sh.valid = lim, true
 	sh.derived = sh.tables[tableOf(&lim)].prepare(lim)
 	return nil
@@ -389,7 +393,7 @@ func (sh *shard) use(lim sluice.Limit) error {
 func sameLimit(a, b *sluice.Limit) bool {
 	return a.Rate == b.Rate && a.Period == b.Period && a.Burst == b.Burst &&
 		a.Algorithm == b.Algorithm && a.CountRejected == b.CountRejected &&
-		a.Buckets == b.Buckets && a.Calendar == b.Calendar && a.Precision == b.Precision
+		a.Buckets == b.Buckets && a.Moments == b.Moments && a.Calendar == b.Calendar && a.Precision == b.Precision
 }
 
 // decide makes one decision under the shard's lock. The deferred unlock

@@ -395,6 +395,9 @@ func scriptParams(lim sluice.Limit) ([]string, error) {
 	if lim.Algorithm >= bucketsScript {
 		return nil, fmt.Errorf("%w: unknown algorithm %v", sluice.ErrInvalidLimit, lim.Algorithm)
 	}
+	if lim.Moments > 0 {
+		return nil, fmt.Errorf("%w: redisstore does not serve a sliding window with moments", sluice.ErrInvalidLimit)
+	}
 	return algorithms[scriptOf(&lim)].params(lim, int64(lim.Period/time.Microsecond))
 }
 

@@ -1,0 +1,511 @@
+package algorithm
+
+import (
+	"encoding/binary"
+	"slices"
+	"time"
+
+	"github.com/sluicehq/sluice"
+)
+
+// SlidingMoments is the sliding window counter with k = lim.Buckets
+// sub-windows per period (1 for 0 or 1) whose sub-windows also keep the
+// means of the first d = lim.Moments shifted Legendre polynomials of their
+// arrivals' offsets (1 ≤ d ≤ sluice.MaxMoments). As SlidingBuckets, it
+// counts the k most recent sub-windows whole; the oldest one's units still
+// inside the period it estimates from its count W and its means m_j, as the
+// least-squares projection of the arrivals' density on those polynomials,
+// integrated over the part still inside, clamped to [0, W] and rounded to
+// the nearest unit:
+//
+//	estimate = W·[(1−x) + Σ_{j=1..d} (P_{j−1}(z) − P_{j+1}(z))/2 · m_j]
+//
+// where x is the share of the oldest sub-window that has left the period
+// (the time elapsed in the current one over g = Period/k), z = 2x−1, and P_j
+// the Legendre polynomials on [−1, 1]. With d = 1 it weighs the old
+// sub-window by where its arrivals fell on average. docs/algorithms.md has
+// the error measured at several k and d.
+//
+// The arithmetic is integer, so that Redis's script computes the same
+// estimate bit for bit: an offset is one of 2^13 levels of its sub-window
+// (its midpoint stands for it), a polynomial's value a fixed-point number
+// of 14 fraction bits computed by the three-term recurrence with rounding
+// at each step, a closed sub-window's mean one signed byte of 7 fraction
+// bits. The current sub-window keeps the exact integer sums of its
+// arrivals' values (a request of cost c counts c arrivals at its offset)
+// and rounds them to means when it closes.
+//
+// Its retry time is found by search, since the estimate is a polynomial in
+// the elapsed time rather than a line: on a grid of 16 points per
+// sub-window, then by bisection before the first point that fits. It is a
+// time at which the request fits, never earlier than the first; it may be
+// later when the estimate dips below the limit between two grid points
+// and rises again.
+//
+// The state is 48 bytes and a buffer of (k+1)·(2+d) + 4·d bytes on the
+// heap (Bytes; 70 at k = 8, d = 4): a 16-bit count and d one-byte means for
+// each of the k+1 sub-windows, and the current one's d 32-bit sums. Counts
+// stop at 65535 (above any rate a limit with moments may have). A state
+// used under another k, d or sub-window length adds up its units into the
+// current sub-window, as arrived at its end: nothing counted is forgotten.
+// The zero value is a fresh key.
+type SlidingMoments struct {
+	// Start is the start of the current sub-window in Unix nanoseconds.
+	Start int64
+	// Until is the instant from which no counted unit weighs on the
+	// estimate any more; zero for a fresh key.
+	Until int64
+	// b holds the counts, means and sums (see the type's comment); nil for
+	// a fresh key.
+	b []byte
+	// k and d are the numbers of sub-windows and means b is laid out for.
+	k, d uint8
+	// i is the index of the current sub-window among the k+1.
+	i uint8
+	// tag identifies the sub-window length (gTag).
+	tag uint16
+}
+
+// The fixed-point scales of the moments' arithmetic.
+const (
+	// momentOne is 1 in the scale of the polynomials' values and sums.
+	momentOne = 1 << 14
+	// offsetLevels is the number of levels an offset is rounded down to.
+	offsetLevels = 1 << 13
+	// meanOne is 1 in the scale of a closed sub-window's means.
+	meanOne = 1 << 7
+	// maxMomentCount is the most units a sub-window counts.
+	maxMomentCount = 1<<16 - 1
+)
+
+// momentsSize returns the bytes of a state's buffer under k and d.
+func momentsSize(k int64, d int) int { return int(k+1)*(2+d) + 4*d }
+
+func (s *SlidingMoments) count(j int) int64 {
+	return int64(binary.LittleEndian.Uint16(s.b[2*j:]))
+}
+
+func (s *SlidingMoments) setCount(j int, c int64) {
+	binary.LittleEndian.PutUint16(s.b[2*j:], uint16(c))
+}
+
+// mean returns mean m (1 ≤ m ≤ d) of closed sub-window j.
+func (s *SlidingMoments) mean(j, m int) int64 {
+	return int64(int8(s.b[2*(int(s.k)+1)+j*int(s.d)+m-1]))
+}
+
+func (s *SlidingMoments) sumAt(m int) int64 {
+	return int64(int32(binary.LittleEndian.Uint32(s.b[(int(s.k)+1)*(2+int(s.d))+4*(m-1):])))
+}
+
+func (s *SlidingMoments) setSum(m int, v int64) {
+	binary.LittleEndian.PutUint32(s.b[(int(s.k)+1)*(2+int(s.d))+4*(m-1):], uint32(int32(v)))
+}
+
+// legendre fills p[0..d+1] with the values of the Legendre polynomials at
+// z, all in the scale momentOne: P_0 = 1, P_1 = z, and
+// P_{j+1} = ((2j+1)·z·P_j − j·P_{j−1})/(j+1), rounded to the nearest (half
+// up) and clamped to [−1, 1] at each step:
+//
+//	P_{j+1} = ⌊(2·num + den)/(2·den)⌋,  num = (2j+1)·z·P_j − j·P_{j−1}·momentOne,  den = (j+1)·momentOne
+//
+// computed as ⌊⌊(2·num + den)/2^15⌋/(j+1)⌋, the same number. Every
+// intermediate stays below 2^36 in magnitude, exact in a Lua number.
+func legendre(z int64, d int, p *[sluice.MaxMoments + 2]int64) {
+	p[0], p[1] = momentOne, z
+	for j := int64(1); j <= int64(d); j++ {
+		num := (2*j+1)*z*p[j] - j*p[j-1]*momentOne
+		q := (2*num + (j+1)*momentOne) >> 15 // ⌊·/(2·momentOne)⌋
+		p[j+1] = min(max(floorDivSmall(q, j+1), -momentOne), momentOne)
+	}
+}
+
+// floorDivSmall returns ⌊a/n⌋ for 2 ≤ n ≤ sluice.MaxMoments+1, dividing by
+// constants, which the compiler turns into multiplications.
+func floorDivSmall(a, n int64) int64 {
+	var q int64
+	switch n {
+	case 2:
+		return a >> 1
+	case 3:
+		q = a / 3
+	case 4:
+		return a >> 2
+	case 5:
+		q = a / 5
+	case 6:
+		q = a / 6
+	case 7:
+		q = a / 7
+	case 8:
+		return a >> 3
+	case 9:
+		q = a / 9
+	default:
+		return floorDiv(a, n)
+	}
+	if q*n != a && a < 0 {
+		q--
+	}
+	return q
+}
+
+// levelZ returns z = 2x−1 at the midpoint of offset level x, in the scale
+// momentOne.
+func levelZ(x int64) int64 { return 4*x + 2 - momentOne }
+
+// momentsWeight returns the estimate of the units, of w in a closed
+// sub-window with means m[1..d], still inside the period, with p the
+// polynomials' values at the current offset level (see legendre).
+func momentsWeight(w int64, m *[sluice.MaxMoments + 1]int64, p *[sluice.MaxMoments + 2]int64, d int) int64 {
+	if w == 0 {
+		return 0
+	}
+	// t/(2·momentOne·meanOne) is the share of w still inside.
+	t := meanOne * (momentOne - p[1])
+	for j := 1; j <= d; j++ {
+		t += (p[j-1] - p[j+1]) * m[j]
+	}
+	const whole = 2 * momentOne * meanOne
+	t = min(max(t, 0), whole)
+	return (w*t + whole/2) / whole
+}
+
+// closedMean rounds the sum of a sub-window's w arrivals' values to a mean
+// of one signed byte.
+func closedMean(sum, w int64) int64 {
+	if w == 0 {
+		return 0
+	}
+	return min(max(floorDiv(2*sum*meanOne+w*momentOne, 2*w*momentOne), -127), 127)
+}
+
+// meansOf loads the means of sub-window j into m: its stored bytes, or for
+// the current one the rounding of its sums that closing it will store.
+func (s *SlidingMoments) meansOf(j int, m *[sluice.MaxMoments + 1]int64) {
+	if j == int(s.i) {
+		w := s.count(j)
+		for x := 1; x <= int(s.d); x++ {
+			m[x] = closedMean(s.sumAt(x), w)
+		}
+		return
+	}
+	for x := 1; x <= int(s.d); x++ {
+		m[x] = s.mean(j, x)
+	}
+}
+
+// close stores the current sub-window's means and clears its sums.
+func (s *SlidingMoments) close() {
+	w, i := s.count(int(s.i)), int(s.i)
+	base := 2*(int(s.k)+1) + i*int(s.d)
+	for m := 1; m <= int(s.d); m++ {
+		s.b[base+m-1] = byte(int8(closedMean(s.sumAt(m), w)))
+		s.setSum(m, 0)
+	}
+}
+
+// add counts c more units at the current offset (p its polynomials'
+// values) and returns how many were counted, fewer at the count's bound.
+func (s *SlidingMoments) add(c int64, p *[sluice.MaxMoments + 2]int64) int64 {
+	i := int(s.i)
+	before := s.count(i)
+	added := min(before+c, maxMomentCount) - before
+	s.setCount(i, before+added)
+	for m := 1; m <= int(s.d); m++ {
+		s.setSum(m, s.sumAt(m)+added*p[m])
+	}
+	return added
+}
+
+// units returns the units of all the state's sub-windows.
+func (s *SlidingMoments) units() int64 {
+	var n int64
+	if s.b != nil {
+		for j := range int(s.k) + 1 {
+			n += s.count(j)
+		}
+	}
+	return n
+}
+
+// roll moves the state to the sub-window that holds now, of length g, k
+// per period with d means, and returns its index.
+func (s *SlidingMoments) roll(now, g, k int64, d int) int {
+	if int64(s.k) != k || int(s.d) != d || s.tag != gTag(g) || now < s.Start || s.b == nil {
+		return s.rollSlow(now, g, k, d)
+	}
+	e := now - s.Start
+	if e < g {
+		return int(s.i)
+	}
+	s.close()
+	i := int(s.i)
+	for step := int64(0); e >= g; step++ {
+		if step == k {
+			// More than k sub-windows have passed: none weighs.
+			clear(s.b)
+			n := floorDiv(now, g)
+			s.Start, s.i = n*g, uint8(slot(n, k))
+			return int(s.i)
+		}
+		if i++; int64(i) > k {
+			i = 0
+		}
+		s.setCount(i, 0)
+		s.Start += g
+		e -= g
+	}
+	s.i = uint8(i)
+	return i
+}
+
+// rollSlow is roll for a fresh key, a new k, d or g, or a clock gone back:
+// it lays the buffer out for k and d and keeps every unit counted, in the
+// current sub-window, as arrived at its end. Conservative: nothing counted
+// is forgotten, some is counted longer.
+func (s *SlidingMoments) rollSlow(now, g, k int64, d int) int {
+	total := s.units()
+	n := floorDiv(now, g)
+	size := momentsSize(k, d)
+	if cap(s.b) >= size {
+		s.b = s.b[:size]
+		clear(s.b)
+	} else {
+		// Grown to its allocation's size class, which Bytes reports.
+		s.b = slices.Grow([]byte(nil), size)[:size]
+	}
+	s.k, s.d, s.i, s.tag, s.Start = uint8(k), uint8(d), uint8(slot(n, k)), gTag(g), n*g
+	s.addAtEnd(total)
+	return int(s.i)
+}
+
+// addAtEnd counts units in the current sub-window as arrived at its end.
+func (s *SlidingMoments) addAtEnd(units int64) {
+	if units <= 0 {
+		return
+	}
+	var p [sluice.MaxMoments + 2]int64
+	legendre(levelZ(offsetLevels-1), int(s.d), &p)
+	s.add(units, &p)
+}
+
+// setUntil records when the state becomes fresh again: the newest
+// sub-window with units weighs until a whole period after its end.
+func (s *SlidingMoments) setUntil(i int, g, k int64) {
+	s.Until = 0
+	for m := range k + 1 {
+		if s.count(back(i, m, k)) != 0 {
+			s.Until = s.Start - m*g + g + k*g
+			return
+		}
+	}
+}
+
+// level returns the offset level of an instant e nanoseconds into a
+// sub-window of g.
+func level(e, g int64) int64 { return mulDiv(e, offsetLevels, g) }
+
+// Take decides a request of cost units at now and spends them if admitted.
+// With lim.CountRejected a rejected request is counted too.
+func (s *SlidingMoments) Take(now int64, lim sluice.Limit, cost int) sluice.Result {
+	return s.TakePrepared(now, lim, s.Prepare(lim), cost)
+}
+
+// TakePrepared is Take with g = Prepare(lim), the sub-window's length.
+func (s *SlidingMoments) TakePrepared(now int64, lim sluice.Limit, g int64, cost int) sluice.Result {
+	k, d := bucketsOf(lim), int(lim.Moments)
+	i := s.roll(now, g, k, d)
+	var whole int64
+	for m := range k {
+		whole += s.count(back(i, m, k))
+	}
+	old := back(i, k, k)
+	oldest, e := s.count(old), now-s.Start
+	var p [sluice.MaxMoments + 2]int64
+	var weighted int64
+	if d == 0 {
+		weighted = oldWeight(oldest, g-e, g, k)
+	} else {
+		legendre(levelZ(level(e, g)), d, &p)
+		if oldest != 0 {
+			var m [sluice.MaxMoments + 1]int64
+			s.meansOf(old, &m)
+			weighted = momentsWeight(oldest, &m, &p, d)
+		}
+	}
+	rate, c := int64(lim.Rate), int64(cost)
+	var res sluice.Result
+	if weighted+whole+c > rate {
+		if lim.CountRejected {
+			// Counted first, so that RetryAfter includes it.
+			whole += s.add(c, &p)
+		}
+		res.RetryAfter = time.Duration(s.retryAfter(now, g, k, d, i, whole, rate, c))
+	} else {
+		whole += s.add(c, &p)
+		res.Allowed = true
+	}
+	s.setUntil(i, g, k)
+	res.Remaining = int(max(rate-weighted-whole, 0))
+	res.ResetAfter = time.Duration(max(s.Until-now, 0))
+	return res
+}
+
+// retryGrid is the number of points per sub-window the retry search tries
+// before it bisects.
+const retryGrid = 16
+
+// retryAfter returns the time from now until a request of cost c fits,
+// assuming nothing else is spent: in the current sub-window (at index i,
+// whole the units counted whole) or one of the next k+1, as sub-windows
+// leave the period one by one. By the (k+1)-th nothing counted weighs.
+func (s *SlidingMoments) retryAfter(now, g, k int64, d int, i int, whole, rate, c int64) int64 {
+	for step := int64(0); step <= k+1; step++ {
+		j, oldest := -1, int64(0)
+		switch {
+		case step == 0:
+			j = back(i, k, k)
+			oldest = s.count(j)
+		case step <= k:
+			// One sub-window later: the oldest has left, and the oldest of
+			// those counted whole is counted in part.
+			j = back(i, k-step, k)
+			oldest = s.count(j)
+			whole -= oldest
+		}
+		room := rate - c - whole
+		if room < 0 {
+			continue
+		}
+		base := s.Start + step*g
+		from := base // the earliest instant considered in this sub-window
+		if step == 0 {
+			from = now
+		}
+		if oldest <= room {
+			return max(from-now, 1)
+		}
+		if at, ok := s.fitsFrom(j, oldest, room, base, from, g, k, d); ok {
+			return max(at-now, 1)
+		}
+	}
+	return g * (k + 1) // not reached: after k+1 sub-windows nothing weighs
+}
+
+// fitsFrom returns the earliest instant from from on, in the sub-window
+// that begins at base, at which the oldest sub-window's weight (j, w) is
+// at most room, or false if there is none. With d = 0 it is exact; with
+// means it is an instant at which the weight fits, found on a grid of
+// retryGrid points and then by bisection, never before the first.
+func (s *SlidingMoments) fitsFrom(j int, w, room, base, from, g, k int64, d int) (int64, bool) {
+	if d == 0 {
+		// As SlidingBuckets.retryAfter: the weight falls linearly.
+		e := g - mulDivCeil(room+1, g, w) + 1
+		if k > 1 {
+			e = g - mulDivCeil(2*room+1, g, 2*w) + 1
+		}
+		if e >= g {
+			return 0, false
+		}
+		return max(base+e, from), true
+	}
+	var m [sluice.MaxMoments + 1]int64
+	s.meansOf(j, &m)
+	// at returns the instant of level x (its first nanosecond, or from);
+	// lvl the level a decision at that instant reads, x itself unless a
+	// sub-window is shorter than its levels; fits whether the weight is
+	// within room there.
+	at := func(x int64) int64 { return max(base+mulDivCeil(x, g, offsetLevels), from) }
+	lvl := func(x int64) int64 {
+		if g >= offsetLevels {
+			return x
+		}
+		return level(at(x)-base, g)
+	}
+	fits := func(x int64) bool {
+		var p [sluice.MaxMoments + 2]int64
+		legendre(levelZ(lvl(x)), d, &p)
+		return momentsWeight(w, &m, &p, d) <= room
+	}
+	lo := level(from-base, g) // the first level, tried on its own
+	if fits(lo) {
+		return at(lo), true
+	}
+	const stride = offsetLevels / retryGrid
+	for hi := (lo/stride + 1) * stride; hi < offsetLevels; hi += stride {
+		if !fits(hi) {
+			lo = hi
+			continue
+		}
+		for hi-lo > 1 { // fits at hi, not at lo
+			mid := lo + (hi-lo)/2
+			if fits(mid) {
+				hi = mid
+			} else {
+				lo = mid
+			}
+		}
+		return at(hi), true
+	}
+	return 0, false
+}
+
+// Peek reports the estimate at now without spending: ResetAfter is the time
+// until no counted unit weighs on it, 0 for a fresh key.
+func (s *SlidingMoments) Peek(now int64, lim sluice.Limit) sluice.Result {
+	var buf [momentsMaxSize]byte
+	c := *s
+	c.b = buf[:len(s.b)]
+	copy(c.b, s.b)
+	return c.Take(now, lim, 0)
+}
+
+// momentsMaxSize is the largest buffer a state has.
+const momentsMaxSize = (sluice.MaxBuckets+1)*(2+sluice.MaxMoments) + 4*sluice.MaxMoments
+
+// Refund gives cost units back to the current sub-window, as if they had
+// arrived now: a refund right after the Take that spent them undoes it.
+func (s *SlidingMoments) Refund(now int64, lim sluice.Limit, cost int) {
+	g, k, d := s.Prepare(lim), bucketsOf(lim), int(lim.Moments)
+	i := s.roll(now, g, k, d)
+	before := s.count(i)
+	after := max(before-int64(cost), 0)
+	s.setCount(i, after)
+	if d > 0 {
+		var p [sluice.MaxMoments + 2]int64
+		legendre(levelZ(level(now-s.Start, g)), d, &p)
+		for m := 1; m <= d; m++ {
+			// Kept within what after units can sum to.
+			v := s.sumAt(m) - (before-after)*p[m]
+			s.setSum(m, min(max(v, -after*momentOne), after*momentOne))
+		}
+	}
+	s.setUntil(i, g, k)
+}
+
+// Expires returns the instant from which no counted unit weighs on the
+// estimate any more.
+func (s *SlidingMoments) Expires() int64 { return s.Until }
+
+// Prepare returns the length of a sub-window, Period/Buckets.
+func (*SlidingMoments) Prepare(lim sluice.Limit) int64 {
+	return int64(lim.Period) / bucketsOf(lim)
+}
+
+// Bytes returns the heap bytes of the state's buffer.
+func (s *SlidingMoments) Bytes() int { return cap(s.b) }
+
+// Units returns the units the state counts in all its sub-windows: what an
+// evicted key leaves behind.
+func (s *SlidingMoments) Units() int64 { return s.units() }
+
+// Restore makes the state one that counts units in the sub-window that
+// holds now under lim, as arrived at its end: at least as spent as any
+// state whose sub-windows held them. It is for a key rebuilt from what an
+// evicted one left.
+func (s *SlidingMoments) Restore(now int64, lim sluice.Limit, units int64) {
+	s.Take(now, lim, 0)
+	s.addAtEnd(units)
+	s.setUntil(int(s.i), s.Prepare(lim), bucketsOf(lim))
+}

@@ -1,0 +1,227 @@
+package algorithm_test
+
+import (
+	"strconv"
+	"testing"
+	"time"
+
+	"pgregory.net/rapid"
+
+	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/algorithm"
+)
+
+// drawMomentsLimit draws a sliding window with 1 to 16 sub-windows and
+// moments from minD to sluice.MaxMoments, its period rounded to a whole
+// number of microseconds times the sub-windows.
+func drawMomentsLimit(t *rapid.T, minD int) sluice.Limit {
+	lim := drawLimit(t, sluice.SlidingWindow)
+	k := rapid.IntRange(1, sluice.MaxBuckets).Draw(t, "buckets")
+	lim.Buckets = uint8(k)
+	lim.Moments = uint8(rapid.IntRange(minD, sluice.MaxMoments).Draw(t, "moments"))
+	unit := time.Duration(k) * time.Microsecond
+	lim.Period = max(lim.Period/unit*unit, unit)
+	if lim.Moments == 0 {
+		return lim // not a valid Limit: the algorithm's own d = 0
+	}
+	if err := lim.Validate(); err != nil {
+		t.Fatalf("drew an invalid limit: %v", err)
+	}
+	return lim
+}
+
+// TestSlidingMomentsWithoutMomentsIsSlidingBuckets: with no means the
+// moments counter decides as today's k-bucket counter, Result for Result
+// and expiry for expiry, refunds and counted rejections included.
+func TestSlidingMomentsWithoutMomentsIsSlidingBuckets(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		lim := drawMomentsLimit(t, 0)
+		lim.Moments = 0
+		var a algorithm.SlidingBuckets
+		var b algorithm.SlidingMoments
+		for i, r := range drawRequests(t, lim, drawStart(t, lim), 1, 100) {
+			if rapid.IntRange(0, 9).Draw(t, "refund") == 0 {
+				a.Refund(r.at, lim, r.cost)
+				b.Refund(r.at, lim, r.cost)
+			}
+			ra, rb := a.Take(r.at, lim, r.cost), b.Take(r.at, lim, r.cost)
+			if ra != rb {
+				t.Fatalf("%v request %d %v: moments 0 %+v, buckets %+v", lim, i, r, rb, ra)
+			}
+			if a.Expires() != b.Expires() {
+				t.Fatalf("%v request %d %v: moments 0 expires %d, buckets %d", lim, i, r, b.Expires(), a.Expires())
+			}
+		}
+	})
+}
+
+// TestSlidingMomentsAlignedPeriodWithinRate: whatever the means say, the k
+// sub-windows counted whole never hold more than the rate, so the units
+// admitted in any k consecutive aligned sub-windows (a period aligned to
+// the sub-windows) are at most Rate, and in any period at most 2·Rate.
+func TestSlidingMomentsAlignedPeriodWithinRate(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		lim := drawMomentsLimit(t, 1)
+		reqs := drawRequests(t, lim, drawStart(t, lim), 1, 150)
+		admitted, _ := play(new(algorithm.SlidingMoments), lim, reqs)
+		g := int64(lim.Period) / int64(lim.Buckets)
+		for _, a := range admitted {
+			// Every aligned period that holds a: those starting at the k
+			// sub-windows up to a's.
+			n := floorDiv(a.at, g)
+			for from := (n - int64(lim.Buckets) + 1) * g; from <= n*g; from += g {
+				units := 0
+				for _, b := range admitted {
+					if b.at >= from && b.at < from+int64(lim.Period) {
+						units += b.cost
+					}
+				}
+				if units > lim.Rate {
+					t.Fatalf("%v admitted %d units in the aligned [t0%+d, +%v), more than %d", lim, units, from-t0, lim.Period, lim.Rate)
+				}
+			}
+		}
+		checkWindows(t, lim, admitted, 2*lim.Rate)
+	})
+}
+
+// TestSlidingMomentsRetryAfterNeverEarly: a request refused with
+// RetryAfter r is admitted at now+r if nothing else is spent, at every k
+// and d; and r is at most the time until the oldest sub-window counted has
+// left the period.
+func TestSlidingMomentsRetryAfterNeverEarly(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		lim := drawMomentsLimit(t, 1)
+		var s algorithm.SlidingMoments
+		for i, r := range drawRequests(t, lim, drawStart(t, lim), 1, 100) {
+			res := s.Take(r.at, lim, r.cost)
+			if res.Allowed {
+				continue
+			}
+			if res.RetryAfter < 1 || res.RetryAfter > res.ResetAfter+time.Duration(lim.Period) {
+				t.Fatalf("%v request %d %v: refused with RetryAfter %v, ResetAfter %v", lim, i, r, res.RetryAfter, res.ResetAfter)
+			}
+			if c := s.Clone(); !c.Take(r.at+int64(res.RetryAfter), lim, r.cost).Allowed {
+				t.Fatalf("%v request %d %v: refused again after its RetryAfter %v", lim, i, r, res.RetryAfter)
+			}
+		}
+	})
+}
+
+// TestSlidingMomentsWeighsByWhereUnitsFell: at one moment (d = 1), a
+// previous window whose 100 units all came in its first second weighs
+// nothing halfway through the next window, and one whose units all came
+// in its last second weighs them all; the two-window counter weighs 50 in
+// both cases.
+func TestSlidingMomentsWeighsByWhereUnitsFell(t *testing.T) {
+	lim := sluice.Limit{Algorithm: sluice.SlidingWindow, Rate: 100, Period: time.Minute, Moments: 1}
+	if err := lim.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	early := new(algorithm.SlidingMoments)
+	late := new(algorithm.SlidingMoments)
+	for i := range int64(100) {
+		early.Take(t0+i*int64(10*time.Millisecond), lim, 1)
+		late.Take(t0+int64(59*time.Second)+i*int64(10*time.Millisecond), lim, 1)
+	}
+	half := t0 + int64(90*time.Second)
+	if res := early.Peek(half, lim); res.Remaining != 100 {
+		t.Errorf("units early in the previous window: Remaining %d halfway through the next, want 100", res.Remaining)
+	}
+	if res := late.Peek(half, lim); res.Remaining != 0 {
+		t.Errorf("units late in the previous window: Peek halfway through the next = %+v, want none remaining", res)
+	}
+	// One mean fits a line to the late units' density, which gives some of
+	// them back before the window's last second: the retry comes between
+	// 90 s and 120 s, when the window has left.
+	res := late.Take(half, lim, 1)
+	if at := half + int64(res.RetryAfter); res.Allowed || at <= half || at > t0+int64(120*time.Second) {
+		t.Errorf("units late in the previous window: Take at 90 s = %+v, want refused, retry by 120 s", res)
+	}
+}
+
+// TestSlidingMomentsNeverForgets: changing the number of sub-windows or
+// of means, or the clock stepping back, keeps every counted unit.
+func TestSlidingMomentsNeverForgets(t *testing.T) {
+	lim := sluice.Limit{Algorithm: sluice.SlidingWindow, Rate: 10, Period: time.Minute, Buckets: 4, Moments: 2}
+	var s algorithm.SlidingMoments
+	s.Take(t0+int64(50*time.Second), lim, 7)
+	lim.Buckets = 8
+	if res := s.Take(t0+int64(55*time.Second), lim, 4); res.Allowed {
+		t.Fatalf("after buckets 4 → 8: admitted 4 more over 7 of 10: %+v", res)
+	}
+	lim.Moments = 5
+	if res := s.Take(t0+int64(56*time.Second), lim, 4); res.Allowed {
+		t.Fatalf("after moments 2 → 5: admitted 4 more over 7 of 10: %+v", res)
+	}
+	if res := s.Take(t0+int64(10*time.Second), lim, 4); res.Allowed {
+		t.Fatalf("clock back 46 s: admitted 4 more over 7 of 10: %+v", res)
+	}
+	if res := s.Take(t0+int64(10*time.Second), lim, 3); !res.Allowed || res.Remaining != 0 {
+		t.Fatalf("clock back 46 s: 3 more over 7 of 10 = %+v, want admitted, 0 remaining", res)
+	}
+	if got := s.Units(); got != 10 {
+		t.Fatalf("Units = %d, want 10", got)
+	}
+}
+
+// TestSlidingMomentsBytes: the heap a state holds is its buffer,
+// (k+1)·(2+d) + 4·d bytes rounded up to the allocator's size class.
+func TestSlidingMomentsBytes(t *testing.T) {
+	for _, c := range []struct{ k, d uint8 }{{1, 1}, {8, 4}, {5, 8}, {8, 6}, {16, 2}, {16, 8}} {
+		lim := sluice.Limit{Algorithm: sluice.SlidingWindow, Rate: 100, Period: time.Minute, Buckets: c.k, Moments: c.d}
+		var s algorithm.SlidingMoments
+		s.Take(t0, lim, 1)
+		need := (int(c.k)+1)*(2+int(c.d)) + 4*int(c.d)
+		if got := s.Bytes(); got < need || got > need+need/4+16 {
+			t.Errorf("k=%d d=%d: Bytes %d, want %d rounded to a size class", c.k, c.d, got, need)
+		}
+	}
+}
+
+// momentsCases are the (k, d) the moments counter is measured at.
+var momentsCases = []struct{ k, d uint8 }{{1, 2}, {8, 4}, {5, 8}, {8, 6}, {16, 2}}
+
+// warmMoments returns a moments counter with k sub-windows and d means
+// brought to its steady state under hotLimit.
+func warmMoments(k, d uint8) (sluice.Limit, *algorithm.SlidingMoments, int64) {
+	lim := hotLimit(sluice.SlidingWindow)
+	lim.Buckets, lim.Moments = k, d
+	s := new(algorithm.SlidingMoments)
+	now := t0
+	for range 2 * lim.Rate {
+		now += hotStep
+		s.Take(now, lim, 1)
+	}
+	return lim, s, now
+}
+
+// BenchmarkTakeMoments is BenchmarkTakeBuckets for the moments counter: a
+// request every 5 ms at 100/s, about half denied (each with its search for
+// a retry time).
+func BenchmarkTakeMoments(b *testing.B) {
+	for _, c := range momentsCases {
+		b.Run("k="+strconv.Itoa(int(c.k))+"/d="+strconv.Itoa(int(c.d)), func(b *testing.B) {
+			lim, s, now := warmMoments(c.k, c.d)
+			b.ReportAllocs()
+			for b.Loop() {
+				now += hotStep
+				s.Take(now, lim, 1)
+			}
+		})
+	}
+}
+
+// TestTakeMomentsAllocs: a decision on a warm moments counter allocates
+// nothing, denials, refunds and peeks included.
+func TestTakeMomentsAllocs(t *testing.T) {
+	for _, c := range momentsCases {
+		lim, s, now := warmMoments(c.k, c.d)
+		if allocs := takeAllocs(lim, s, now); allocs != 0 {
+			t.Errorf("k=%d d=%d: Take allocates %v times per call, want 0", c.k, c.d, allocs)
+		}
+		if allocs := testing.AllocsPerRun(100, func() { s.Peek(now, lim) }); allocs != 0 {
+			t.Errorf("k=%d d=%d: Peek allocates %v times per call, want 0", c.k, c.d, allocs)
+		}
+	}
+}

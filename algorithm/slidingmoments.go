@@ -47,8 +47,8 @@ import (
 // each of the k+1 sub-windows, and the current one's d 32-bit sums. Counts
 // stop at 65535 (above any rate a limit with moments may have). A state
 // used under another k, d or sub-window length adds up its units into the
-// current sub-window, as arrived at its end: nothing counted is forgotten.
-// The zero value is a fresh key.
+// current sub-window, where they count whole until it leaves the period:
+// nothing counted is forgotten. The zero value is a fresh key.
 type SlidingMoments struct {
 	// Start is the start of the current sub-window in Unix nanoseconds.
 	Start int64
@@ -64,6 +64,11 @@ type SlidingMoments struct {
 	i uint8
 	// tag identifies the sub-window length (gTag).
 	tag uint16
+	// pin is 1 + the index of a sub-window whose units count whole even
+	// as the oldest, until it leaves the period: one that took in the
+	// units of a state laid out anew or rebuilt, whose offsets are
+	// unknown; 0 for none.
+	pin uint8
 }
 
 // The fixed-point scales of the moments' arithmetic.
@@ -221,7 +226,7 @@ func (s *SlidingMoments) add(c int64, p *[sluice.MaxMoments + 2]int64) int64 {
 // units returns the units of all the state's sub-windows.
 func (s *SlidingMoments) units() int64 {
 	var n int64
-	if s.b != nil {
+	if len(s.b) != 0 {
 		for j := range int(s.k) + 1 {
 			n += s.count(j)
 		}
@@ -232,7 +237,7 @@ func (s *SlidingMoments) units() int64 {
 // roll moves the state to the sub-window that holds now, of length g, k
 // per period with d means, and returns its index.
 func (s *SlidingMoments) roll(now, g, k int64, d int) int {
-	if int64(s.k) != k || int(s.d) != d || s.tag != gTag(g) || now < s.Start || s.b == nil {
+	if int64(s.k) != k || int(s.d) != d || s.tag != gTag(g) || now < s.Start || len(s.b) == 0 {
 		return s.rollSlow(now, g, k, d)
 	}
 	e := now - s.Start
@@ -245,6 +250,7 @@ func (s *SlidingMoments) roll(now, g, k int64, d int) int {
 		if step == k {
 			// More than k sub-windows have passed: none weighs.
 			clear(s.b)
+			s.pin = 0
 			n := floorDiv(now, g)
 			s.Start, s.i = n*g, uint8(slot(n, k))
 			return int(s.i)
@@ -253,6 +259,9 @@ func (s *SlidingMoments) roll(now, g, k int64, d int) int {
 			i = 0
 		}
 		s.setCount(i, 0)
+		if int(s.pin) == i+1 {
+			s.pin = 0
+		}
 		s.Start += g
 		e -= g
 	}
@@ -262,8 +271,8 @@ func (s *SlidingMoments) roll(now, g, k int64, d int) int {
 
 // rollSlow is roll for a fresh key, a new k, d or g, or a clock gone back:
 // it lays the buffer out for k and d and keeps every unit counted, in the
-// current sub-window, as arrived at its end. Conservative: nothing counted
-// is forgotten, some is counted longer.
+// current sub-window, pinned (addAtEnd). Conservative: nothing counted is
+// forgotten, some is counted longer.
 func (s *SlidingMoments) rollSlow(now, g, k int64, d int) int {
 	total := s.units()
 	n := floorDiv(now, g)
@@ -276,15 +285,19 @@ func (s *SlidingMoments) rollSlow(now, g, k int64, d int) int {
 		s.b = slices.Grow([]byte(nil), size)[:size]
 	}
 	s.k, s.d, s.i, s.tag, s.Start = uint8(k), uint8(d), uint8(slot(n, k)), gTag(g), n*g
+	s.pin = 0
 	s.addAtEnd(total)
 	return int(s.i)
 }
 
-// addAtEnd counts units in the current sub-window as arrived at its end.
+// addAtEnd counts units in the current sub-window as arrived at its end,
+// and pins it: they count whole until it leaves the period (a least-squares
+// fit of units all at the end would give some back early).
 func (s *SlidingMoments) addAtEnd(units int64) {
 	if units <= 0 {
 		return
 	}
+	s.pin = s.i + 1
 	var p [sluice.MaxMoments + 2]int64
 	legendre(levelZ(offsetLevels-1), int(s.d), &p)
 	s.add(units, &p)
@@ -324,9 +337,13 @@ func (s *SlidingMoments) TakePrepared(now int64, lim sluice.Limit, g int64, cost
 	oldest, e := s.count(old), now-s.Start
 	var p [sluice.MaxMoments + 2]int64
 	var weighted int64
-	if d == 0 {
+	switch {
+	case int(s.pin) == old+1:
+		weighted = oldest
+		legendre(levelZ(level(e, g)), d, &p)
+	case d == 0:
 		weighted = oldWeight(oldest, g-e, g, k)
-	} else {
+	default:
 		legendre(levelZ(level(e, g)), d, &p)
 		if oldest != 0 {
 			var m [sluice.MaxMoments + 1]int64
@@ -399,6 +416,9 @@ func (s *SlidingMoments) retryAfter(now, g, k int64, d int, i int, whole, rate, 
 // means it is an instant at which the weight fits, found on a grid of
 // retryGrid points and then by bisection, never before the first.
 func (s *SlidingMoments) fitsFrom(j int, w, room, base, from, g, k int64, d int) (int64, bool) {
+	if int(s.pin) == j+1 {
+		return 0, false // w counts whole until the sub-window is over
+	}
 	if d == 0 {
 		// As SlidingBuckets.retryAfter: the weight falls linearly.
 		e := g - mulDivCeil(room+1, g, w) + 1
@@ -501,8 +521,8 @@ func (s *SlidingMoments) Bytes() int { return cap(s.b) }
 func (s *SlidingMoments) Units() int64 { return s.units() }
 
 // Restore makes the state one that counts units in the sub-window that
-// holds now under lim, as arrived at its end: at least as spent as any
-// state whose sub-windows held them. It is for a key rebuilt from what an
+// holds now under lim, whole until it leaves the period: at least as spent
+// as any state whose sub-windows held them. It is for a key rebuilt from what an
 // evicted one left.
 func (s *SlidingMoments) Restore(now int64, lim sluice.Limit, units int64) {
 	s.Take(now, lim, 0)

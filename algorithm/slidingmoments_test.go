@@ -225,3 +225,16 @@ func TestTakeMomentsAllocs(t *testing.T) {
 		}
 	}
 }
+
+// TestSlidingMomentsPeekFresh: a fresh state peeks as fresh, without
+// changing or allocating.
+func TestSlidingMomentsPeekFresh(t *testing.T) {
+	lim := sluice.Limit{Algorithm: sluice.SlidingWindow, Rate: 10, Period: time.Minute, Buckets: 4, Moments: 3}
+	var s algorithm.SlidingMoments
+	if res := s.Peek(t0, lim); !res.Allowed || res.Remaining != 10 || res.ResetAfter != 0 {
+		t.Errorf("Peek of a fresh state = %+v, want allowed, 10 remaining, no reset", res)
+	}
+	if allocs := testing.AllocsPerRun(100, func() { s.Peek(t0, lim) }); allocs != 0 || s.Bytes() != 0 {
+		t.Errorf("Peek of a fresh state allocates %v times and leaves %d bytes, want none", allocs, s.Bytes())
+	}
+}

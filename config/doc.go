@@ -40,7 +40,10 @@
 // only with a calendar block), requests_per_unit,
 // unlimited, name and replaces (a list of {name: ...}). Sluice adds
 // algorithm, burst, buckets (sliding_window only: the sub-windows its
-// counter keeps per period, 1 to 16; see docs/algorithms.md),
+// counter keeps per period, 1 to 16; see docs/algorithms.md), moments
+// (sliding_window only: the means each sub-window keeps of where its
+// arrivals fell, 0 to 8, at most 10,000 requests per unit;
+// sluice.Limit.Moments),
 // unit_multiplier, failure_mode, calendar, billable
 // (true: a PostgreSQL store keeps the rule's periods as its ledger after
 // they end; sluice.Limit.Billable) and precision (a sliding_log's slot of

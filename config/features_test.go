@@ -177,3 +177,31 @@ descriptors:
 		}
 	}
 }
+
+// moments sets the means a sliding window's sub-windows keep, and is
+// refused, with the line and column of the key, on another algorithm, out
+// of 0 to 8, above the rate its counts serve, or when unlimited.
+func TestMomentsLoadsOrIsRefusedAtItsLine(t *testing.T) {
+	c := mustParse(t, `
+domain: api
+descriptors:
+  - key: user
+    rate_limit: {unit: minute, requests_per_unit: 100, algorithm: sliding_window, buckets: 8, moments: 4}
+`)
+	r := c.Lookup("api", entries("user", "bob"))
+	if r == nil || r.Limit.Moments != 4 || r.Limit.String() != "sliding_window 100/1m0s buckets 8 moments 4" {
+		t.Fatalf("rule %+v, want sliding_window 100/1m0s buckets 8 moments 4", r)
+	}
+	for _, c := range []struct{ rule, want string }{
+		{"{unit: minute, requests_per_unit: 100, moments: 4}", "test.yaml:5:46: config: moments applies only to sliding_window, not fixed_window"},
+		{"{unit: minute, requests_per_unit: 100, algorithm: token_bucket, moments: 2}", "test.yaml:5:71: config: moments applies only to sliding_window, not token_bucket"},
+		{"{unit: minute, requests_per_unit: 100, algorithm: sliding_window, moments: 9}", "test.yaml:5:82: config: moments 9 is out of range [0, 8]"},
+		{"{unit: minute, requests_per_unit: 10001, algorithm: sliding_window, moments: 2}", "test.yaml:5:75: config: invalid limit: rate 10001 exceeds 10000, the most a sliding window with moments counts"},
+		{"{unlimited: true, moments: 4}", "test.yaml:5:25: config: moments has no effect when unlimited"},
+	} {
+		_, err := Parse("test.yaml", []byte("domain: api\ndescriptors:\n  - key: user\n    rate_limit:\n      "+c.rule+"\n"))
+		if err == nil || !strings.HasPrefix(err.Error(), c.want) {
+			t.Errorf("%s: error %v, want it to start with %q", c.rule, err, c.want)
+		}
+	}
+}

@@ -31,7 +31,7 @@ const MaxListLimits = 16
 var (
 	rootKeys       = []string{"domain", "descriptors", "forward_auth", "rlqs", "max_log_entries"}
 	descriptorKeys = []string{"key", "value", "rate_limit", "rate_limits", "descriptors", "shadow_mode", "detailed_metric", "value_to_metric", "share_threshold", "quota_mode", "metadata"}
-	rateLimitKeys  = []string{"unit", "requests_per_unit", "unlimited", "name", "replaces", "algorithm", "burst", "buckets", "unit_multiplier", "failure_mode", "calendar", "billable", "precision"}
+	rateLimitKeys  = []string{"unit", "requests_per_unit", "unlimited", "name", "replaces", "algorithm", "burst", "buckets", "moments", "unit_multiplier", "failure_mode", "calendar", "billable", "precision"}
 	replacesKeys   = []string{"name"}
 )
 
@@ -505,9 +505,11 @@ type rateLimitRead struct {
 	billable                          *yaml.Node // the billable key; nil when absent
 	prec                              *yaml.Node // the precision key; nil when absent
 	buckets                           *yaml.Node // the buckets key; nil when absent
+	moments                           *yaml.Node // the moments key; nil when absent
 	cal, calValue                     *yaml.Node // the calendar key and its block
 	unitText                          string
 	burstValue, bucketsValue          int64
+	momentsValue                      int64
 }
 
 // rateLimitField reads one key of a rate_limit block into r and k.
@@ -546,6 +548,9 @@ func (p *parser) rateLimitField(f field, r *RateLimit, k *rateLimitRead) (err er
 	case "buckets":
 		k.buckets = f.key
 		k.bucketsValue, err = p.integer(f.val, "buckets", 1, sluice.MaxBuckets)
+	case "moments":
+		k.moments = f.key
+		k.momentsValue, err = p.integer(f.val, "moments", 0, sluice.MaxMoments)
 	case "unit_multiplier":
 		k.mult = f.key
 		v, err = p.integer(f.val, "unit_multiplier", 1, math.MaxInt32)
@@ -582,8 +587,8 @@ func (p *parser) unlimited(r *RateLimit, k *rateLimitRead) error {
 	switch {
 	case k.unitText != "":
 		return p.errf(k.unit, "should not specify rate limit unit when unlimited")
-	case k.alg != nil, k.burst != nil, k.buckets != nil, k.mult != nil, k.fail != nil, k.cal != nil, k.billable != nil, k.prec != nil:
-		key := firstOf(k.alg, k.burst, k.buckets, k.mult, k.fail, k.cal, k.billable, k.prec)
+	case k.alg != nil, k.burst != nil, k.buckets != nil, k.moments != nil, k.mult != nil, k.fail != nil, k.cal != nil, k.billable != nil, k.prec != nil:
+		key := firstOf(k.alg, k.burst, k.buckets, k.moments, k.mult, k.fail, k.cal, k.billable, k.prec)
 		return p.errf(key, "%s has no effect when unlimited", key.Value)
 	}
 	r.Limit = sluice.Limit{}
@@ -622,6 +627,12 @@ func (p *parser) limit(n *yaml.Node, r *RateLimit, k *rateLimitRead) error {
 	if k.buckets != nil {
 		r.Limit.Buckets = uint8(k.bucketsValue)
 	}
+	if alg := r.Limit.Algorithm; k.moments != nil && alg != sluice.SlidingWindow {
+		return p.errf(k.moments, "moments applies only to sliding_window, not %v", alg)
+	}
+	if k.moments != nil {
+		r.Limit.Moments = uint8(k.momentsValue)
+	}
 	r.Limit.Rate = int(r.RequestsPerUnit)
 	r.Limit.Period = r.Period()
 	r.Limit.Burst = burst
@@ -635,6 +646,9 @@ func (p *parser) limit(n *yaml.Node, r *RateLimit, k *rateLimitRead) error {
 			at := n
 			if k.buckets != nil && strings.Contains(err.Error(), "buckets") {
 				at = k.buckets // the period or the rate does not suit them
+			}
+			if k.moments != nil && strings.Contains(err.Error(), "moments") {
+				at = k.moments // the rate does not suit them
 			}
 			e := p.errf(at, "%s", strings.TrimPrefix(err.Error(), sluice.ErrInvalidLimit.Error()+": "))
 			e.Msg = "invalid limit: " + e.Msg

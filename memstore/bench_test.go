@@ -110,10 +110,17 @@ func BenchmarkMemoryPerKey(b *testing.B) {
 	}
 	// The bucketed sliding window: one state size for every k.
 	lims = append(lims, sluice.Limit{Algorithm: sluice.SlidingWindow, Rate: 10, Period: time.Hour, Buckets: 16})
+	// With moments: a 48-byte state and a buffer sized by k and d.
+	for _, c := range []struct{ k, d uint8 }{{8, 4}, {5, 8}, {8, 6}, {16, 2}} {
+		lims = append(lims, sluice.Limit{Algorithm: sluice.SlidingWindow, Rate: 10, Period: time.Hour, Buckets: c.k, Moments: c.d})
+	}
 	for _, lim := range lims {
 		name := lim.Algorithm.String()
 		if lim.Buckets > 1 {
-			name += "_buckets_16"
+			name += "_buckets_" + strconv.Itoa(int(lim.Buckets))
+		}
+		if lim.Moments > 0 {
+			name += "_moments_" + strconv.Itoa(int(lim.Moments))
 		}
 		b.Run(name, func(b *testing.B) {
 			keys := make([]string, n)

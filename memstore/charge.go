@@ -42,6 +42,9 @@ func (sh *shard) charge(now int64, h uint64, key string, lim sluice.Limit, cost 
 		if lim.Buckets > 1 {
 			return sluice.Result{}, fmt.Errorf("%w: sliding_window with buckets cannot carry a debt (ChargeN serves it with one bucket)", sluice.ErrInvalidLimit)
 		}
+		if lim.Moments > 0 {
+			return sluice.Result{}, fmt.Errorf("%w: sliding_window with moments cannot carry a debt (ChargeN serves it without)", sluice.ErrInvalidLimit)
+		}
 		return lookup(sh, &sh.sw.table, now, h, key).Charge(now, lim, cost), nil
 	}
 	return sluice.Result{}, errNoDebt(lim.Algorithm)

@@ -258,6 +258,8 @@ func evictionFuncs[S any]() (summary func(*S) (until, units int64), restore func
 		sum, res = summarySlidingWindow, restoreSlidingWindow
 	case *algorithm.SlidingBuckets:
 		sum, res = summarySlidingBuckets, restoreSlidingBuckets
+	case *algorithm.SlidingMoments:
+		sum, res = summarySlidingMoments, restoreSlidingMoments
 	case *algorithm.SlidingLog:
 		sum, res = summarySlidingLog, restoreSlidingLog
 	case *algorithm.LeakyBucket:
@@ -334,6 +336,20 @@ func restoreSlidingBuckets(s *algorithm.SlidingBuckets, now int64, lim sluice.Li
 	}
 	s.Counts[i] = uint32(min(units, math.MaxUint32))
 	s.Until = s.Start + g + int64(lim.Period)
+}
+
+// A sliding window with moments leaves the units of all its sub-windows;
+// they come back whole in the sub-window that holds now, as arrived at its
+// end (algorithm.SlidingMoments.Restore): they weigh fully for a period and
+// then fade, no earlier than any of them did.
+func summarySlidingMoments(s *algorithm.SlidingMoments) (int64, int64) {
+	return s.Until, s.Units()
+}
+
+func restoreSlidingMoments(s *algorithm.SlidingMoments, now int64, lim sluice.Limit, _, _, units int64) {
+	if units > 0 {
+		s.Restore(now, lim, units)
+	}
 }
 
 // A sliding log leaves its units and the instant its newest entry leaves

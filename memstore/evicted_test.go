@@ -111,15 +111,20 @@ func TestRestoredStateIsNoLessSpent(t *testing.T) {
 		{Algorithm: sluice.SlidingWindow, Rate: 10, Period: time.Minute},
 		{Algorithm: sluice.SlidingWindow, Rate: 10, Period: time.Minute, Buckets: 4},
 		{Algorithm: sluice.SlidingWindow, Rate: 10, Period: time.Minute, Buckets: 16},
+		{Algorithm: sluice.SlidingWindow, Rate: 10, Period: time.Minute, Moments: 2},
+		{Algorithm: sluice.SlidingWindow, Rate: 10, Period: time.Minute, Buckets: 4, Moments: 2},
+		{Algorithm: sluice.SlidingWindow, Rate: 10, Period: time.Minute, Buckets: 8, Moments: 6},
 		{Algorithm: sluice.SlidingLog, Rate: 10, Period: time.Minute},
 		{Algorithm: sluice.SlidingLog, Rate: 200, Period: time.Minute},
 		{Algorithm: sluice.LeakyBucket, Rate: 10, Period: time.Minute, Burst: 10},
 	}
 	for _, lim := range lims {
-		t.Run(fmt.Sprintf("%v-%d-%d", lim.Algorithm, lim.Rate, lim.Buckets), func(t *testing.T) {
+		t.Run(fmt.Sprintf("%v-%d-%d-%d", lim.Algorithm, lim.Rate, lim.Buckets, lim.Moments), func(t *testing.T) {
 			switch lim.Algorithm {
 			case sluice.SlidingWindow:
-				if lim.Buckets > 1 {
+				if lim.Moments > 0 {
+					checkRestore[algorithm.SlidingMoments](t, lim)
+				} else if lim.Buckets > 1 {
 					checkRestore[algorithm.SlidingBuckets](t, lim)
 				} else {
 					checkRestore[algorithm.SlidingWindow](t, lim)

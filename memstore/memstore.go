@@ -54,7 +54,6 @@ package memstore
 
 import (
 	"context"
-	"fmt"
 	"hash/maphash"
 	"strings"
 	"sync"
@@ -190,6 +189,10 @@ type shard struct {
 	// is another type than the two-window counter's: tables holds it
 	// after the algorithms' own, at bucketsTable (see tableOf).
 	sb stateTable[algorithm.SlidingBuckets, *algorithm.SlidingBuckets]
+	// sm holds the sliding windows with moments, at momentsTable: a
+	// 48-byte state and a buffer sized by k and d on the heap, counted
+	// in the shard's bytes as a sliding log's ring is.
+	sm stateTable[algorithm.SlidingMoments, *algorithm.SlidingMoments]
 	// tables holds the tables above by sluice.Algorithm, for the operations
 	// that treat every algorithm alike: refund, sweep, evict; counts holds
 	// their byte counts, for bytes.
@@ -289,6 +292,7 @@ func (sh *shard) init(seed maphash.Seed) {
 		sluice.LeakyBucket:   sh.lb.init(seed),
 	}
 	sh.tables = append(sh.tables, sh.sb.init(seed)) // at bucketsTable
+	sh.tables = append(sh.tables, sh.sm.init(seed)) // at momentsTable
 	for _, t := range sh.tables {
 		sh.counts = append(sh.counts, t.counts())
 	}
@@ -298,10 +302,17 @@ func (sh *shard) init(seed maphash.Seed) {
 // windows with more than one bucket: the one after the algorithms'.
 var bucketsTable = len(sluice.Algorithms())
 
+// momentsTable is the index in shard.tables of the table of sliding
+// windows with moments: the one after bucketsTable.
+var momentsTable = bucketsTable + 1
+
 // tableOf returns the index in shard.tables of lim's table: its
-// algorithm's, or bucketsTable for a sliding window with buckets. lim's
-// algorithm must have a table.
+// algorithm's, bucketsTable for a sliding window with buckets, or
+// momentsTable for one with moments. lim's algorithm must have a table.
 func tableOf(lim *sluice.Limit) int {
+	if lim.Moments > 0 && lim.Algorithm == sluice.SlidingWindow {
+		return momentsTable
+	}
 	if lim.Buckets > 1 && lim.Algorithm == sluice.SlidingWindow {
 		return bucketsTable
 	}
@@ -378,9 +389,6 @@ func (sh *shard) use(lim sluice.Limit) error {
 	if int(lim.Algorithm) >= bucketsTable {
 		return errNoTable(lim.Algorithm)
 	}
-	if lim.Moments > 0 {
-		return fmt.Errorf("%w: memstore does not serve a sliding window with moments", sluice.ErrInvalidLimit)
-	}
 	sh.lim, sh.valid = lim, true
 	sh.derived = sh.tables[tableOf(&lim)].prepare(lim)
 	return nil
@@ -419,6 +427,18 @@ func (sh *shard) decide(now int64, h uint64, key string, lim sluice.Limit, cost 
 	case sluice.FixedWindow:
 		return lookup(sh, &sh.fw.table, now, h, key).Take(now, lim, cost), nil
 	case sluice.SlidingWindow:
+		if lim.Moments > 0 {
+			st := lookup(sh, &sh.sm.table, now, h, key)
+			before := st.Bytes()
+			res := st.TakePrepared(now, lim, sh.derived, cost)
+			if grown := st.Bytes() - before; grown != 0 {
+				// A new key's buffer, or one laid out anew for another
+				// k or d.
+				sh.sm.heap += int64(grown)
+				sh.trim(now, h)
+			}
+			return res, nil
+		}
 		if lim.Buckets > 1 {
 			return lookup(sh, &sh.sb.table, now, h, key).TakePrepared(now, lim, sh.derived, cost), nil
 		}

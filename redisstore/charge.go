@@ -27,6 +27,8 @@ func (s *Store) ChargeN(ctx context.Context, key string, lim sluice.Limit, cost 
 		return sluice.Result{}, fmt.Errorf("%w: redisstore cannot carry a debt on a calendar window", sluice.ErrInvalidLimit)
 	case lim.Buckets > 1:
 		return sluice.Result{}, fmt.Errorf("%w: sliding_window with buckets cannot carry a debt (ChargeN serves it with one bucket)", sluice.ErrInvalidLimit)
+	case lim.Moments > 0:
+		return sluice.Result{}, fmt.Errorf("%w: sliding_window with moments cannot carry a debt (ChargeN serves it without)", sluice.ErrInvalidLimit)
 	case s.sharesEnvoyLayout(lim):
 		return sluice.Result{}, fmt.Errorf("%w: redisstore cannot carry a debt on a counter in envoyproxy/ratelimit's layout", sluice.ErrInvalidLimit)
 	}

@@ -136,6 +136,27 @@ func Cases() []Case {
 		{Advance: 14 * time.Second, Allowed: true, Remaining: 8, ResetAfter: 75 * time.Second},
 	}
 
+	// The same with two moments per sub-window: the 10 units came at 0 s,
+	// at the start of their sub-window, so they leave the estimate as soon
+	// as it begins to leave the period rather than evenly: the share still
+	// inside is (1−x) + (P0−P2)(z)/2·m1 + (P1−P3)(z)/2·m2 with the means
+	// m1 = −127/128 and m2 = 127/128 (one signed byte each) at z = 2x−1,
+	// x the midpoint of the offset level (2^13 per sub-window): 0.95091 at
+	// level 45 (9.51 units: rounds to 10) and 0.94984 at level 46 (9.498:
+	// 9, room for one), whose first nanosecond is 46·15s/8192, rounded up,
+	// = 84,228,516 ns into the sub-window.
+	swm := sluice.Limit{Algorithm: sluice.SlidingWindow, Rate: 10, Period: time.Minute, Buckets: 4, Moments: 2}
+	swmSteps := []Step{
+		{Cost: 10, Allowed: true, Remaining: 0, ResetAfter: 75 * time.Second},
+		{Advance: time.Second, Allowed: false, Remaining: 0, RetryAfter: 59*time.Second + 84228516, ResetAfter: 74 * time.Second},
+		{Advance: 59 * time.Second, Allowed: false, Remaining: 0, RetryAfter: 84228516, ResetAfter: 15 * time.Second},
+		// At the microsecond after it (the level a store in microseconds
+		// reads there too): admitted; the unit weighs until 135 s.
+		{Advance: 84229 * time.Microsecond, Allowed: true, Remaining: 0, ResetAfter: 135*time.Second - 60084229*time.Microsecond},
+		// 75 s: the first sub-window has left; the unit of 60.08 s weighs.
+		{Advance: 75*time.Second - 60084229*time.Microsecond, Allowed: true, Remaining: 8, ResetAfter: 75 * time.Second},
+	}
+
 	return []Case{
 		{Name: "token_bucket/5ps-burst10", Limit: tb, Steps: tbSteps},
 		{Name: "fixed_window/boundary-burst", Start: minute0, Limit: fw, Steps: []Step{
@@ -148,6 +169,7 @@ func Cases() []Case {
 		{Name: "sliding_window/50pm-estimate-49.5", Start: minute0, Limit: sw50, Steps: sw50Steps},
 		{Name: "sliding_window/100pm-ten-more", Start: minute0, Limit: sw100, Steps: sw100Steps},
 		{Name: "sliding_window/buckets-4-10pm", Start: minute0, Limit: swb, Steps: swbSteps},
+		{Name: "sliding_window/buckets-4-moments-2-10pm", Start: minute0, Limit: swm, Steps: swmSteps},
 		{Name: "sliding_log/3ps", Limit: log3, Steps: []Step{
 			{Allowed: true, Remaining: 2, ResetAfter: time.Second},
 			{Advance: 100 * ms, Allowed: true, Remaining: 1, ResetAfter: time.Second},
@@ -395,13 +417,14 @@ func RunBadInput(t *testing.T, newStore NewStore) {
 
 // allAlgorithms returns one limit per algorithm with a capacity of n units
 // per minute, so nothing refills during a test that holds the clock still,
-// and a sliding window with 4 buckets.
+// and sliding windows with 4 buckets, without and with 3 moments.
 func allAlgorithms(n int) []sluice.Limit {
 	var out []sluice.Limit
 	for _, a := range sluice.Algorithms() {
 		out = append(out, sluice.Limit{Algorithm: a, Rate: n, Period: time.Minute, Burst: n})
 	}
-	return append(out, sluice.Limit{Algorithm: sluice.SlidingWindow, Rate: n, Period: time.Minute, Buckets: 4})
+	return append(out, sluice.Limit{Algorithm: sluice.SlidingWindow, Rate: n, Period: time.Minute, Buckets: 4},
+		sluice.Limit{Algorithm: sluice.SlidingWindow, Rate: n, Period: time.Minute, Buckets: 4, Moments: 3})
 }
 
 // allow is store.AllowN that fails the test on an error, so that a check for

@@ -492,6 +492,9 @@ func (s *SlidingMoments) Refund(now int64, lim sluice.Limit, cost int) {
 	before := s.count(i)
 	after := max(before-int64(cost), 0)
 	s.setCount(i, after)
+	if after == 0 && int(s.pin) == i+1 {
+		s.pin = 0 // nothing left to pin: as a fresh sub-window
+	}
 	if d > 0 {
 		var p [sluice.MaxMoments + 2]int64
 		legendre(levelZ(level(now-s.Start, g)), d, &p)

@@ -238,3 +238,18 @@ func TestSlidingMomentsPeekFresh(t *testing.T) {
 		t.Errorf("Peek of a fresh state allocates %v times and leaves %d bytes, want none", allocs, s.Bytes())
 	}
 }
+
+// TestSlidingMomentsRefundUnpinsAnEmptySubWindow: units merged after the
+// clock stepped back are pinned; refunded to none, the sub-window is as
+// fresh, and a unit counted in it afterwards fades as any other.
+func TestSlidingMomentsRefundUnpinsAnEmptySubWindow(t *testing.T) {
+	lim := sluice.Limit{Algorithm: sluice.SlidingWindow, Rate: 1, Period: time.Second, Moments: 1}
+	var s, fresh algorithm.SlidingMoments
+	s.Take(t0, lim, 1)
+	s.Refund(t0-int64(time.Second), lim, 1) // the clock back: merged, pinned, then refunded
+	for i, at := range []int64{t0 - int64(time.Second), t0 - int64(time.Second), t0 + int64(100*time.Millisecond)} {
+		if a, b := s.Take(at, lim, 1), fresh.Take(at, lim, 1); a != b {
+			t.Fatalf("step %d at t0%+d: %+v on the refunded state, %+v on a fresh one", i, at-t0, a, b)
+		}
+	}
+}

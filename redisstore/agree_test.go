@@ -157,6 +157,26 @@ func TestSlidingBucketsAgreesWithMemstore(t *testing.T) {
 	}, time.Microsecond, false)
 }
 
+// TestSlidingMomentsAgreesWithMemstore: sliding_moments.lua computes
+// algorithm.SlidingMoments's estimate in the same integers, through
+// refunds, the clock stepping back and rejected units counted: decision
+// for decision and Remaining for Remaining, waits within a microsecond,
+// for 1 to 16 sub-windows, 1 to 8 moments and rates up to
+// sluice.MaxMomentsRate.
+func TestSlidingMomentsAgreesWithMemstore(t *testing.T) {
+	agree(t, func(t *rapid.T) sluice.Limit {
+		k := rapid.IntRange(1, sluice.MaxBuckets).Draw(t, "buckets")
+		return sluice.Limit{
+			Algorithm:     sluice.SlidingWindow,
+			Buckets:       uint8(k),
+			Moments:       uint8(rapid.IntRange(1, sluice.MaxMoments).Draw(t, "moments")),
+			Rate:          rapid.OneOf(rapid.IntRange(1, 100), rapid.IntRange(1, sluice.MaxMomentsRate)).Draw(t, "rate"),
+			Period:        time.Duration(k) * time.Duration(rapid.OneOf(rapid.Int64Range(1, 100), rapid.Int64Range(1, int64(sluice.MaxPeriod/time.Second)/16)).Draw(t, "period")) * time.Second,
+			CountRejected: rapid.Bool().Draw(t, "count-rejected"),
+		}
+	}, time.Microsecond, false)
+}
+
 // TestTokenBucketAgreesWithMemstore: the script keeps the theoretical
 // arrival time in nanoseconds, with the memory store's interval, whenever
 // 2·Burst·Interval stays below 2^53 ns (refills of up to 52 days), including

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/internal/clocktest"
 	"github.com/sluicehq/sluice/internal/redistest"
 )
 
@@ -30,6 +31,37 @@ func BenchmarkMemoryPerKey(b *testing.B) {
 			lim := sluice.Limit{Algorithm: sluice.SlidingWindow, Rate: 100, Period: time.Hour, Buckets: k}
 			memoryPerKey(b, srv, s, lim, func(key string) string { return s.LimitKey(lim, key) })
 		})
+	}
+	// The sliding window with moments keeps {s, k, d, pin, G, k+1 counts,
+	// (k+1)·d means, d sums}: after one decision, and after 100 spread over
+	// a period (every sub-window holds units, means and sums), on a clock
+	// of the test's.
+	ctx := context.Background()
+	clock := clocktest.New()
+	sc := open(b, "redis://"+srv.Addr, clock)
+	for _, c := range []struct{ k, d uint8 }{{1, 2}, {8, 4}, {5, 8}, {8, 6}, {16, 2}} {
+		for _, spread := range []int{1, 100} {
+			b.Run("sliding_window_buckets_"+strconv.Itoa(int(c.k))+"_moments_"+strconv.Itoa(int(c.d))+"_decisions_"+strconv.Itoa(spread), func(b *testing.B) {
+				lim := sluice.Limit{Algorithm: sluice.SlidingWindow, Rate: 100, Period: time.Hour, Buckets: c.k, Moments: c.d}
+				total := 0
+				for i := range b.N {
+					key := "user:" + strconv.Itoa(100000+i)
+					for range spread {
+						clock.Advance(lim.Period / 100)
+						if _, err := sc.Allow(ctx, key, lim); err != nil {
+							b.Fatal(err)
+						}
+					}
+					out := strings.TrimSpace(srv.Do(b, "MEMORY", "USAGE", sc.LimitKey(lim, key), "SAMPLES", "0"))
+					n, err := strconv.Atoi(out)
+					if err != nil {
+						b.Fatalf("MEMORY USAGE: %q", out)
+					}
+					total += n
+				}
+				b.ReportMetric(float64(total)/float64(b.N), "B/key")
+			})
+		}
 	}
 }
 

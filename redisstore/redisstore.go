@@ -63,6 +63,7 @@ var algorithms = [...]struct {
 	sluice.SlidingLog:    {"sle", slidingLogParams}, // "sl" was one member per unit, "slc" MessagePack of at most 65 merged entries
 	sluice.LeakyBucket:   {"lb", leakyBucketParams},
 	bucketsScript:        {"swb", slidingBucketsParams},
+	momentsScript:        {"swm", slidingMomentsParams},
 }
 
 // bucketsScript is the index in algorithms, scripts and batchScripts of
@@ -71,9 +72,18 @@ var algorithms = [...]struct {
 // takes its index: the array literal above then fails to compile.)
 const bucketsScript = sluice.LeakyBucket + 1
 
-// scriptOf returns lim's index in algorithms: its algorithm's, or
-// bucketsScript for a sliding window with more than one bucket.
+// momentsScript is the index in algorithms, scripts and batchScripts of
+// the sliding window with moments (sliding_moments.lua), under keys of its
+// own: the one after bucketsScript.
+const momentsScript = bucketsScript + 1
+
+// scriptOf returns lim's index in algorithms: its algorithm's,
+// momentsScript for a sliding window with moments, or bucketsScript for
+// one with more than one bucket.
 func scriptOf(lim *sluice.Limit) sluice.Algorithm {
+	if lim.Moments > 0 && lim.Algorithm == sluice.SlidingWindow {
+		return momentsScript
+	}
 	if lim.Buckets > 1 && lim.Algorithm == sluice.SlidingWindow {
 		return bucketsScript
 	}
@@ -82,14 +92,17 @@ func scriptOf(lim *sluice.Limit) sluice.Algorithm {
 
 // scriptFile returns the file of the script at index a of algorithms.
 func scriptFile(a sluice.Algorithm) string {
-	if a == bucketsScript {
+	switch a {
+	case bucketsScript:
 		return "sliding_buckets.lua"
+	case momentsScript:
+		return "sliding_moments.lua"
 	}
 	return a.String() + ".lua"
 }
 
 // scripts holds one loaded script per algorithm, in sluice.Algorithm order,
-// then the bucketed sliding window's.
+// then the sliding windows with buckets and with moments.
 var scripts = func() []*rueidis.Lua {
 	prelude := mustRead("prelude.lua")
 	out := make([]*rueidis.Lua, len(algorithms))
@@ -395,9 +408,6 @@ func scriptParams(lim sluice.Limit) ([]string, error) {
 	if lim.Algorithm >= bucketsScript {
 		return nil, fmt.Errorf("%w: unknown algorithm %v", sluice.ErrInvalidLimit, lim.Algorithm)
 	}
-	if lim.Moments > 0 {
-		return nil, fmt.Errorf("%w: redisstore does not serve a sliding window with moments", sluice.ErrInvalidLimit)
-	}
 	return algorithms[scriptOf(&lim)].params(lim, int64(lim.Period/time.Microsecond))
 }
 
@@ -453,6 +463,15 @@ func slidingWindowParams(lim sluice.Limit, p int64) ([]string, error) {
 func slidingBucketsParams(lim sluice.Limit, p int64) ([]string, error) {
 	params, _ := slidingWindowParams(lim, p)
 	return append(params, strconv.Itoa(int(lim.Buckets))), nil
+}
+
+// slidingMomentsParams: the period, the rate, the count-rejected flag, the
+// number of sub-windows (1 for 0 or 1) and of moments (sluice.Limit.Validate
+// has checked that the sub-windows divide the period in whole
+// microseconds and that the rate is within sluice.MaxMomentsRate).
+func slidingMomentsParams(lim sluice.Limit, p int64) ([]string, error) {
+	params, _ := slidingWindowParams(lim, p)
+	return append(params, strconv.Itoa(int(max(lim.Buckets, 1))), strconv.Itoa(int(lim.Moments))), nil
 }
 
 // leakyBucketParams: the milli-rate, the burst.

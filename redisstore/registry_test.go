@@ -26,4 +26,22 @@ func TestEveryAlgorithmHasAScript(t *testing.T) {
 			t.Errorf("%v: %v", a, err)
 		}
 	}
+	// The sliding windows with buckets and with moments have scripts and
+	// keys of their own.
+	for _, lim := range []sluice.Limit{
+		{Algorithm: sluice.SlidingWindow, Rate: 10, Period: time.Second, Buckets: 4},
+		{Algorithm: sluice.SlidingWindow, Rate: 10, Period: time.Second, Buckets: 4, Moments: 2},
+	} {
+		a := scriptOf(&lim)
+		if a < bucketsScript || scripts[a] == nil || algorithms[a].params == nil {
+			t.Fatalf("%v has no script of its own", lim)
+		}
+		if other, dup := seen[algorithms[a].short]; dup {
+			t.Errorf("%v: short name %q is taken by %v", lim, algorithms[a].short, other)
+		}
+		seen[algorithms[a].short] = a
+		if _, err := scriptParams(lim); err != nil {
+			t.Errorf("%v: %v", lim, err)
+		}
+	}
 }

@@ -38,6 +38,10 @@ type AccuracyConfig struct {
 	// Buckets lists the numbers of sub-windows to measure, each from 1 to
 	// sluice.MaxBuckets; nil means 1, 2, 4, 8, 16.
 	Buckets []int
+	// Moments pairs with Buckets: the i-th counter also keeps Moments[i]
+	// means per sub-window (sluice.Limit.Moments, 0 to sluice.MaxMoments),
+	// the limiter's own estimator. Nil, or an entry past its end, means 0.
+	Moments []int
 	// Progress, when not nil, is called now and then with the share of the
 	// simulated time done, from 0 to 1.
 	Progress func(done float64)
@@ -78,14 +82,19 @@ type Accuracy struct {
 	Counters []CounterAccuracy `json:"counters"`
 }
 
-// CounterAccuracy is the error of the counter with Buckets sub-windows.
+// CounterAccuracy is the error of the counter with Buckets sub-windows and
+// Moments means per sub-window.
 type CounterAccuracy struct {
 	Buckets int    `json:"buckets"`
+	Moments int    `json:"moments"`
 	Limit   string `json:"limit"`
 	// StateBytes is the size of one key's state in memory (unsafe.Sizeof).
-	StateBytes int     `json:"state_bytes"`
-	Shared     Measure `json:"shared"`
-	Diverging  Measure `json:"diverging"`
+	StateBytes int `json:"state_bytes"`
+	// HeapBytes is the most heap one key's state held beyond StateBytes
+	// (the buffer of a counter with moments; 0 for the others).
+	HeapBytes int     `json:"heap_bytes"`
+	Shared    Measure `json:"shared"`
+	Diverging Measure `json:"diverging"`
 }
 
 // Measure is one measure's errors: requests the counter admitted and the
@@ -172,11 +181,21 @@ func runAccuracy(c AccuracyConfig, p Pattern) (*Accuracy, error) {
 	}
 	keys := p.keys(&cfg)
 	var lanes []*counterLane
-	for _, k := range buckets {
+	if len(c.Moments) > len(buckets) {
+		return nil, fmt.Errorf("sim: %d moments for %d counters", len(c.Moments), len(buckets))
+	}
+	for i, k := range buckets {
 		if k < 1 || k > sluice.MaxBuckets {
 			return nil, fmt.Errorf("sim: buckets %d must be from 1 to %d", k, sluice.MaxBuckets)
 		}
-		lim := sluice.Limit{Algorithm: sluice.SlidingWindow, Rate: cfg.Rate, Period: cfg.Period, Buckets: uint8(k)}
+		d := 0
+		if i < len(c.Moments) {
+			d = c.Moments[i]
+		}
+		if d < 0 || d > sluice.MaxMoments {
+			return nil, fmt.Errorf("sim: moments %d must be from 0 to %d", d, sluice.MaxMoments)
+		}
+		lim := sluice.Limit{Algorithm: sluice.SlidingWindow, Rate: cfg.Rate, Period: cfg.Period, Buckets: uint8(k), Moments: uint8(d)}
 		if err := lim.Validate(); err != nil {
 			return nil, fmt.Errorf("sim: %w", err)
 		}
@@ -186,7 +205,7 @@ func runAccuracy(c AccuracyConfig, p Pattern) (*Accuracy, error) {
 			shared: algorithm.NewStates(counted, keys), diverging: algorithm.NewStates(lim, keys),
 			sharedWrong: make([]uint32, keys), divergingWrong: make([]uint32, keys),
 		}
-		l.acc = CounterAccuracy{Buckets: k, Limit: lim.String(), StateBytes: l.shared.Size()}
+		l.acc = CounterAccuracy{Buckets: k, Moments: d, Limit: lim.String(), StateBytes: l.shared.Size()}
 		lanes = append(lanes, l)
 	}
 	// The exact sliding counts: of every arrival (the shared history) and
@@ -217,7 +236,8 @@ func runAccuracy(c AccuracyConfig, p Pattern) (*Accuracy, error) {
 		for _, l := range lanes {
 			g := per / int64(l.acc.Buckets)
 			pos := int(floorMod(e.At, g) * 10 / g)
-			res, _ := l.shared.Take(int(e.Key), e.At, int(e.Cost))
+			res, heap := l.shared.Take(int(e.Key), e.At, int(e.Cost))
+			l.acc.HeapBytes = max(l.acc.HeapBytes, heap)
 			if judge(&l.acc.Shared, l.sharedWrong, e.Key, res.Allowed, sharedOK) {
 				tally(&l.acc.Shared, pos, res.Allowed, sharedMargin, rate)
 			}
@@ -265,12 +285,21 @@ func runAccuracy(c AccuracyConfig, p Pattern) (*Accuracy, error) {
 		finish(&l.acc.Diverging, l.divergingWrong, class, base, n)
 		a.Counters = append(a.Counters, l.acc)
 	}
-	if i := slices.Index(buckets, 1); i >= 0 {
+	if i := slices.IndexFunc(a.Counters, func(c CounterAccuracy) bool { return c.Buckets == 1 && c.Moments == 0 }); i >= 0 {
 		d := a.Counters[i].Diverging
 		a.Errors = d.Errors
 		a.Classes = d.Classes
 	}
 	return a, nil
+}
+
+// name names the counter in a table's heading: "buckets 8", or "buckets 8
+// moments 4".
+func (c CounterAccuracy) name() string {
+	if c.Moments > 0 {
+		return fmt.Sprintf("buckets %d moments %d", c.Buckets, c.Moments)
+	}
+	return fmt.Sprintf("buckets %d", c.Buckets)
 }
 
 // judge counts the counter's decision ok on a request of key against the
@@ -340,10 +369,10 @@ func (a *Accuracy) WriteTable(w io.Writer) error {
 		a.Rate, a.Period, a.Pattern, a.Duration, a.Seed, a.Requests, a.Keys)
 	fmt.Fprintf(w, "shared: one history, every request counted (Cloudflare's measure)\ndiverging: each keeps its own admitted history (an early error changes later decisions)\n\n")
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintf(tw, "buckets\tstate bytes\tshared: wrongly admitted\twrongly rejected\twrong in all\tdiverging: wrongly admitted\twrongly rejected\twrong in all\t\n")
+	fmt.Fprintf(tw, "buckets\tmoments\tstate bytes\tshared: wrongly admitted\twrongly rejected\twrong in all\tdiverging: wrongly admitted\twrongly rejected\twrong in all\t\n")
 	for _, c := range a.Counters {
 		s, d := c.Shared, c.Diverging
-		fmt.Fprintf(tw, "%d\t%d\t%d\t%d\t%.4f%%\t%d\t%d\t%.4f%%\t\n", c.Buckets, c.StateBytes,
+		fmt.Fprintf(tw, "%d\t%d\t%d\t%d\t%d\t%.4f%%\t%d\t%d\t%.4f%%\t\n", c.Buckets, c.Moments, c.StateBytes+c.HeapBytes,
 			s.WronglyAdmitted, s.WronglyRejected, s.WrongPct, d.WronglyAdmitted, d.WronglyRejected, d.WrongPct)
 	}
 	if err := tw.Flush(); err != nil {
@@ -363,7 +392,7 @@ func (a *Accuracy) WriteTable(w io.Writer) error {
 		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 		head := []string{"key load", "keys", "requests"}
 		for _, c := range a.Counters {
-			head = append(head, fmt.Sprintf("buckets %d", c.Buckets))
+			head = append(head, c.name())
 		}
 		fmt.Fprintf(tw, "%s\t\n", strings.Join(head, "\t"))
 		for i, cl := range a.Counters[0].Shared.Classes {
@@ -388,7 +417,7 @@ func (a *Accuracy) WriteTable(w io.Writer) error {
 	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	head := []string{"tenth"}
 	for _, c := range a.Counters {
-		head = append(head, fmt.Sprintf("buckets %d", c.Buckets))
+		head = append(head, c.name())
 	}
 	fmt.Fprintf(tw, "%s\t\n", strings.Join(head, "\t"))
 	for i := range 10 {

@@ -327,3 +327,27 @@ func TestErrorsAreTheirHoldersFieldsInJSON(t *testing.T) {
 		}
 	}
 }
+
+// TestAccuracyMeasuresTheLimitersMoments: a counter given moments is the
+// limiter's own (algorithm.SlidingMoments, its buffer reported), and on
+// the same arrivals four means at 8 sub-windows err less than 8
+// sub-windows alone under the shared measure.
+func TestAccuracyMeasuresTheLimitersMoments(t *testing.T) {
+	a, err := RunAccuracy(AccuracyConfig{Requests: 100000, Keys: 500, Seed: 1, Duration: 30 * time.Minute,
+		Buckets: []int{8, 8}, Moments: []int{0, 4}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	plain, moments := a.Counters[0], a.Counters[1]
+	if moments.Limit != "sliding_window 100/1m0s buckets 8 moments 4" || moments.HeapBytes < (8+1)*(2+4)+4*4 || plain.HeapBytes != 0 {
+		t.Fatalf("counters %q (heap %d B) and %q (heap %d B), want the second with moments and its buffer", plain.Limit, plain.HeapBytes, moments.Limit, moments.HeapBytes)
+	}
+	p, m := plain.Shared, moments.Shared
+	if m.WronglyAdmitted+m.WronglyRejected >= p.WronglyAdmitted+p.WronglyRejected {
+		t.Errorf("shared measure: 8 sub-windows with 4 means wrong %d+%d times, alone %d+%d", m.WronglyAdmitted, m.WronglyRejected, p.WronglyAdmitted, p.WronglyRejected)
+	}
+	t.Logf("shared: buckets 8 %.4f%%, with 4 moments %.4f%%", p.WrongPct, m.WrongPct)
+	if _, err := RunAccuracy(AccuracyConfig{Requests: 10, Buckets: []int{8}, Moments: []int{0, 4}}); err == nil {
+		t.Error("more moments than counters: no error")
+	}
+}

@@ -74,7 +74,9 @@ func TestSimulate(t *testing.T) {
 		{[]string{"simulate", "-pattern", "replay", "-file", replay, "-duration", "1h"}, 2, "", "-duration: -pattern replay does not use it"},
 		{[]string{"simulate", "accuracy", "-requests", "5000", "-keys", "100", "-duration", "5m"}, 0, "wrongly admitted", ""},
 		{[]string{"simulate", "accuracy", "-requests", "3000", "-keys", "50", "-duration", "5m", "-population", "abusers", "-buckets", "1,4"}, 0, "shared: one history, every request counted", ""},
-		{[]string{"simulate", "accuracy", "-buckets", "1,17"}, 2, "", "-buckets \"1,17\": want at most 16 numbers from 1 to 16"},
+		{[]string{"simulate", "accuracy", "-buckets", "1,17"}, 2, "", "-buckets \"1,17\": want at most 16 counters, each k from 1 to 16 or k:d with d from 1 to 8"},
+		{[]string{"simulate", "accuracy", "-buckets", "8:9"}, 2, "", "-buckets \"8:9\": want at most 16 counters"},
+		{[]string{"simulate", "accuracy", "-requests", "3000", "-keys", "50", "-duration", "5m", "-buckets", "1,8:4"}, 0, "buckets 8 moments 4", ""},
 		{[]string{"simulate", "accuracy", "-abusive", "0.01"}, 2, "", "-abusive: -population zipf does not use it"},
 		{[]string{"help"}, 0, "simulate", ""},
 	}

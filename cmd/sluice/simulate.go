@@ -39,7 +39,9 @@ front of a backend past its capacity (sluice simulate overload -h).`,
 	accuracyUsage = usage{
 		synopsis: "sluice simulate accuracy [flags]",
 		about: `Accuracy replays a population of keys through the sliding window counter,
-with each number of sub-windows in -buckets, and the exact sliding count,
+with each number of sub-windows in -buckets (k, or k:d for a counter that
+also keeps d means per sub-window, sliding_window's moments), and the exact
+sliding count,
 and reports how many requests the counter admits or refuses wrongly under
 two measures: shared (Cloudflare's: one history, every request counted) and
 diverging (each keeps its own admitted history), by key load; and, for the
@@ -51,6 +53,7 @@ far above it).`,
 		examples: []string{
 			"sluice simulate accuracy -requests 1000000 -keys 10000",
 			"sluice simulate accuracy -population abusers -buckets 1,4",
+			"sluice simulate accuracy -buckets 1,8,8:4,16:2",
 		},
 	}
 	overloadUsage = usage{
@@ -227,7 +230,7 @@ func accuracy(args []string, stdout, stderr io.Writer) int {
 	fs.StringVar(&c.Population, "population", "zipf", "the keys' rates: zipf or abusers")
 	fs.Float64Var(&c.Abusive, "abusive", 0.001, "abusers: the share of keys that abuse")
 	fs.Float64Var(&c.AbuseShare, "abuse-share", 0.3, "abusers: the share of requests the abusive keys send")
-	buckets := fs.String("buckets", "1,2,4,8,16", "the counters' numbers of sub-windows, comma-separated, each 1 to 16")
+	buckets := fs.String("buckets", "1,2,4,8,16", "the counters, comma-separated: each k sub-windows (1 to 16), or k:d with d means per sub-window (1 to 8)")
 	asJSON := fs.Bool("json", false, "print the result as JSON")
 	if code, done := parseCommandLine(fs, args, stdout, stderr, accuracyUsage, 0); done {
 		return code
@@ -245,12 +248,21 @@ func accuracy(args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 	for _, f := range strings.Split(*buckets, ",") {
-		k, err := strconv.Atoi(strings.TrimSpace(f))
+		ks, ds, hasD := strings.Cut(strings.TrimSpace(f), ":")
+		k, err := strconv.Atoi(ks)
+		d := 0
+		if hasD && err == nil {
+			d, err = strconv.Atoi(ds)
+			if d < 1 || d > sluice.MaxMoments {
+				err = strconv.ErrRange
+			}
+		}
 		if err != nil || k < 1 || k > sluice.MaxBuckets || len(c.Buckets) >= sluice.MaxBuckets {
-			fmt.Fprintf(stderr, "sluice simulate accuracy: -buckets %q: want at most %d numbers from 1 to %d\n", *buckets, sluice.MaxBuckets, sluice.MaxBuckets)
+			fmt.Fprintf(stderr, "sluice simulate accuracy: -buckets %q: want at most %d counters, each k from 1 to %d or k:d with d from 1 to %d\n", *buckets, sluice.MaxBuckets, sluice.MaxBuckets, sluice.MaxMoments)
 			return 2
 		}
 		c.Buckets = append(c.Buckets, k)
+		c.Moments = append(c.Moments, d)
 	}
 	if err := positiveFlags(fs, "rate", "period"); err != nil {
 		fmt.Fprintln(stderr, "sluice simulate accuracy:", err)

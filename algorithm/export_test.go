@@ -21,6 +21,8 @@ func (s *SlidingBuckets) ForgetRing() { s.tag = 0 }
 // its buffer.
 func (s *SlidingMoments) Clone() SlidingMoments {
 	c := *s
-	c.b = slices.Clone(s.b)
+	if s.n != 0 {
+		c.setBuf(slices.Clip(slices.Clone(s.buf())))
+	}
 	return c
 }

@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"slices"
 	"time"
+	"unsafe"
 
 	"github.com/sluicehq/sluice"
 )
@@ -42,7 +43,7 @@ import (
 // later when the estimate dips below the limit between two grid points
 // and rises again.
 //
-// The state is 48 bytes and a buffer of (k+1)·(2+d) + 4·d bytes on the
+// The state is 32 bytes and a buffer of (k+1)·(2+d) + 4·d bytes on the
 // heap (Bytes; 70 at k = 8, d = 4): a 16-bit count and d one-byte means for
 // each of the k+1 sub-windows, and the current one's d 32-bit sums. Counts
 // stop at 65535 (above any rate a limit with moments may have). A state
@@ -55,10 +56,14 @@ type SlidingMoments struct {
 	// Until is the instant from which no counted unit weighs on the
 	// estimate any more; zero for a fresh key.
 	Until int64
-	// b holds the counts, means and sums (see the type's comment); nil for
-	// a fresh key.
-	b []byte
-	// k and d are the numbers of sub-windows and means b is laid out for.
+	// p points at the buffer of the counts, means and sums (see the
+	// type's comment), n bytes long in an allocation of c; nil for a fresh
+	// key. A pointer and two lengths rather than a slice keep the state
+	// to 32 bytes (buf makes the slice).
+	p    *byte
+	n, c uint8
+	// k and d are the numbers of sub-windows and means the buffer is laid
+	// out for.
 	k, d uint8
 	// i is the index of the current sub-window among the k+1.
 	i uint8
@@ -86,25 +91,33 @@ const (
 // momentsSize returns the bytes of a state's buffer under k and d.
 func momentsSize(k int64, d int) int { return int(k+1)*(2+d) + 4*d }
 
+// buf returns the state's buffer.
+func (s *SlidingMoments) buf() []byte { return unsafe.Slice(s.p, s.n) }
+
+// setBuf makes b, whose capacity is below 256, the state's buffer.
+func (s *SlidingMoments) setBuf(b []byte) {
+	s.p, s.n, s.c = unsafe.SliceData(b), uint8(len(b)), uint8(cap(b))
+}
+
 func (s *SlidingMoments) count(j int) int64 {
-	return int64(binary.LittleEndian.Uint16(s.b[2*j:]))
+	return int64(binary.LittleEndian.Uint16(s.buf()[2*j:]))
 }
 
 func (s *SlidingMoments) setCount(j int, c int64) {
-	binary.LittleEndian.PutUint16(s.b[2*j:], uint16(c))
+	binary.LittleEndian.PutUint16(s.buf()[2*j:], uint16(c))
 }
 
 // mean returns mean m (1 ≤ m ≤ d) of closed sub-window j.
 func (s *SlidingMoments) mean(j, m int) int64 {
-	return int64(int8(s.b[2*(int(s.k)+1)+j*int(s.d)+m-1]))
+	return int64(int8(s.buf()[2*(int(s.k)+1)+j*int(s.d)+m-1]))
 }
 
 func (s *SlidingMoments) sumAt(m int) int64 {
-	return int64(int32(binary.LittleEndian.Uint32(s.b[(int(s.k)+1)*(2+int(s.d))+4*(m-1):])))
+	return int64(int32(binary.LittleEndian.Uint32(s.buf()[(int(s.k)+1)*(2+int(s.d))+4*(m-1):])))
 }
 
 func (s *SlidingMoments) setSum(m int, v int64) {
-	binary.LittleEndian.PutUint32(s.b[(int(s.k)+1)*(2+int(s.d))+4*(m-1):], uint32(int32(v)))
+	binary.LittleEndian.PutUint32(s.buf()[(int(s.k)+1)*(2+int(s.d))+4*(m-1):], uint32(int32(v)))
 }
 
 // legendre fills p[0..d+1] with the values of the Legendre polynomials at
@@ -205,7 +218,7 @@ func (s *SlidingMoments) close() {
 	w, i := s.count(int(s.i)), int(s.i)
 	base := 2*(int(s.k)+1) + i*int(s.d)
 	for m := 1; m <= int(s.d); m++ {
-		s.b[base+m-1] = byte(int8(closedMean(s.sumAt(m), w)))
+		s.buf()[base+m-1] = byte(int8(closedMean(s.sumAt(m), w)))
 		s.setSum(m, 0)
 	}
 }
@@ -226,7 +239,7 @@ func (s *SlidingMoments) add(c int64, p *[sluice.MaxMoments + 2]int64) int64 {
 // units returns the units of all the state's sub-windows.
 func (s *SlidingMoments) units() int64 {
 	var n int64
-	if len(s.b) != 0 {
+	if s.n != 0 {
 		for j := range int(s.k) + 1 {
 			n += s.count(j)
 		}
@@ -237,7 +250,7 @@ func (s *SlidingMoments) units() int64 {
 // roll moves the state to the sub-window that holds now, of length g, k
 // per period with d means, and returns its index.
 func (s *SlidingMoments) roll(now, g, k int64, d int) int {
-	if int64(s.k) != k || int(s.d) != d || s.tag != gTag(g) || now < s.Start || len(s.b) == 0 {
+	if int64(s.k) != k || int(s.d) != d || s.tag != gTag(g) || now < s.Start || s.n == 0 {
 		return s.rollSlow(now, g, k, d)
 	}
 	e := now - s.Start
@@ -249,7 +262,7 @@ func (s *SlidingMoments) roll(now, g, k int64, d int) int {
 	for step := int64(0); e >= g; step++ {
 		if step == k {
 			// More than k sub-windows have passed: none weighs.
-			clear(s.b)
+			clear(s.buf())
 			s.pin = 0
 			n := floorDiv(now, g)
 			s.Start, s.i = n*g, uint8(slot(n, k))
@@ -277,12 +290,12 @@ func (s *SlidingMoments) rollSlow(now, g, k int64, d int) int {
 	total := s.units()
 	n := floorDiv(now, g)
 	size := momentsSize(k, d)
-	if cap(s.b) >= size {
-		s.b = s.b[:size]
-		clear(s.b)
+	if int(s.c) >= size {
+		s.n = uint8(size)
+		clear(s.buf())
 	} else {
 		// Grown to its allocation's size class, which Bytes reports.
-		s.b = slices.Grow([]byte(nil), size)[:size]
+		s.setBuf(slices.Grow([]byte(nil), size)[:size])
 	}
 	s.k, s.d, s.i, s.tag, s.Start = uint8(k), uint8(d), uint8(slot(n, k)), gTag(g), n*g
 	s.pin = 0
@@ -476,8 +489,8 @@ func (s *SlidingMoments) fitsFrom(j int, w, room, base, from, g, k int64, d int)
 func (s *SlidingMoments) Peek(now int64, lim sluice.Limit) sluice.Result {
 	var buf [momentsMaxSize]byte
 	c := *s
-	c.b = buf[:len(s.b)]
-	copy(c.b, s.b)
+	c.p, c.c = &buf[0], uint8(len(buf)) // fields of a local: buf stays on the stack
+	copy(c.buf(), s.buf())
 	return c.Take(now, lim, 0)
 }
 
@@ -517,7 +530,7 @@ func (*SlidingMoments) Prepare(lim sluice.Limit) int64 {
 }
 
 // Bytes returns the heap bytes of the state's buffer.
-func (s *SlidingMoments) Bytes() int { return cap(s.b) }
+func (s *SlidingMoments) Bytes() int { return int(s.c) }
 
 // Units returns the units the state counts in all its sub-windows: what an
 // evicted key leaves behind.

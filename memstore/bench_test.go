@@ -110,7 +110,7 @@ func BenchmarkMemoryPerKey(b *testing.B) {
 	}
 	// The bucketed sliding window: one state size for every k.
 	lims = append(lims, sluice.Limit{Algorithm: sluice.SlidingWindow, Rate: 10, Period: time.Hour, Buckets: 16})
-	// With moments: a 48-byte state and a buffer sized by k and d.
+	// With moments: a 32-byte state and a buffer sized by k and d.
 	for _, c := range []struct{ k, d uint8 }{{8, 4}, {5, 8}, {8, 6}, {16, 2}} {
 		lims = append(lims, sluice.Limit{Algorithm: sluice.SlidingWindow, Rate: 10, Period: time.Hour, Buckets: c.k, Moments: c.d})
 	}

@@ -190,7 +190,7 @@ type shard struct {
 	// after the algorithms' own, at bucketsTable (see tableOf).
 	sb stateTable[algorithm.SlidingBuckets, *algorithm.SlidingBuckets]
 	// sm holds the sliding windows with moments, at momentsTable: a
-	// 48-byte state and a buffer sized by k and d on the heap, counted
+	// 32-byte state and a buffer sized by k and d on the heap, counted
 	// in the shard's bytes as a sliding log's ring is.
 	sm stateTable[algorithm.SlidingMoments, *algorithm.SlidingMoments]
 	// tables holds the tables above by sluice.Algorithm, for the operations

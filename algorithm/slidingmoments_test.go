@@ -253,3 +253,50 @@ func TestSlidingMomentsRefundUnpinsAnEmptySubWindow(t *testing.T) {
 		}
 	}
 }
+
+// TestSlidingMomentsKeepsUnitsThroughChanges: through changes of k, d and
+// period, clock steps back, refunds and peeks, a state never panics, keeps
+// every unit it counted across a change made at one instant, reports
+// results within their bounds, and holds a buffer of its layout's size.
+func TestSlidingMomentsKeepsUnitsThroughChanges(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		lim := drawMomentsLimit(t, 1)
+		var s algorithm.SlidingMoments
+		now := drawStart(t, lim)
+		for i := range rapid.IntRange(1, 150).Draw(t, "steps") {
+			switch rapid.IntRange(0, 12).Draw(t, "event") {
+			case 0:
+				before := s.Units()
+				next := drawMomentsLimit(t, 1)
+				res := s.Take(now, next, 0)
+				if got := s.Units(); got != min(before, 1<<16-1) {
+					t.Fatalf("step %d: %v → %v at one instant: %d units, had %d", i, lim, next, got, before)
+				}
+				if res.Allowed && before > 0 && res.Remaining > max(next.Rate-int(before), 0) {
+					t.Fatalf("step %d: %v → %v: Remaining %d with %d units kept", i, lim, next, res.Remaining, before)
+				}
+				lim = next
+			case 1:
+				now -= rapid.Int64Range(0, int64(lim.Period)).Draw(t, "back")
+			case 2:
+				s.Refund(now, lim, rapid.IntRange(1, lim.Rate).Draw(t, "refund"))
+			case 3:
+				c := s.Clone()
+				s.Peek(now, lim)
+				if s.Units() != c.Units() || s.Expires() != c.Expires() {
+					t.Fatalf("step %d: Peek changed the state", i)
+				}
+			default:
+				now += rapid.Int64Range(0, int64(lim.Period)/int64(lim.Buckets)).Draw(t, "step")
+				res := s.Take(now, lim, rapid.IntRange(1, lim.Rate).Draw(t, "cost"))
+				if res.Remaining < 0 || res.Remaining > lim.Rate || res.ResetAfter < 0 || (!res.Allowed && res.RetryAfter <= 0) {
+					t.Fatalf("step %d: %v: %+v", i, lim, res)
+				}
+			}
+			k, d := int(lim.Buckets), int(lim.Moments)
+			if need := (k+1)*(2+d) + 4*d; s.Units() > 0 && s.Bytes() < need {
+				t.Fatalf("step %d: %v: %d bytes of buffer, its layout needs %d", i, lim, s.Bytes(), need)
+			}
+		}
+	})
+}

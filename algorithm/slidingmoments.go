@@ -130,42 +130,51 @@ func (s *SlidingMoments) setSum(m int, v int64) {
 // computed as ⌊⌊(2·num + den)/2^15⌋/(j+1)⌋, the same number. Every
 // intermediate stays below 2^36 in magnitude, exact in a Lua number.
 func legendre(z int64, d int, p *[sluice.MaxMoments + 2]int64) {
+	// Unrolled, so that each division is by a constant.
 	p[0], p[1] = momentOne, z
-	for j := int64(1); j <= int64(d); j++ {
-		num := (2*j+1)*z*p[j] - j*p[j-1]*momentOne
-		q := (2*num + (j+1)*momentOne) >> 15 // ⌊·/(2·momentOne)⌋
-		p[j+1] = min(max(floorDivSmall(q, j+1), -momentOne), momentOne)
+	if d == 0 {
+		return
 	}
+	p[2] = legendreStep(z, p[1], p[0], 1)
+	if d == 1 {
+		return
+	}
+	p[3] = legendreStep(z, p[2], p[1], 2)
+	if d == 2 {
+		return
+	}
+	p[4] = legendreStep(z, p[3], p[2], 3)
+	if d == 3 {
+		return
+	}
+	p[5] = legendreStep(z, p[4], p[3], 4)
+	if d == 4 {
+		return
+	}
+	p[6] = legendreStep(z, p[5], p[4], 5)
+	if d == 5 {
+		return
+	}
+	p[7] = legendreStep(z, p[6], p[5], 6)
+	if d == 6 {
+		return
+	}
+	p[8] = legendreStep(z, p[7], p[6], 7)
+	if d == 7 {
+		return
+	}
+	p[9] = legendreStep(z, p[8], p[7], 8)
 }
 
-// floorDivSmall returns ⌊a/n⌋ for 2 ≤ n ≤ sluice.MaxMoments+1, dividing by
-// constants, which the compiler turns into multiplications.
-func floorDivSmall(a, n int64) int64 {
-	var q int64
-	switch n {
-	case 2:
-		return a >> 1
-	case 3:
-		q = a / 3
-	case 4:
-		return a >> 2
-	case 5:
-		q = a / 5
-	case 6:
-		q = a / 6
-	case 7:
-		q = a / 7
-	case 8:
-		return a >> 3
-	case 9:
-		q = a / 9
-	default:
-		return floorDiv(a, n)
+// legendreStep returns P_{j+1} from P_j and P_{j−1} at z (see legendre).
+func legendreStep(z, pj, pjm1, j int64) int64 {
+	num := (2*j+1)*z*pj - j*pjm1*momentOne
+	a := (2*num + (j+1)*momentOne) >> 15 // ⌊·/(2·momentOne)⌋
+	q := a / (j + 1)
+	if q*(j+1) != a && a < 0 {
+		q-- // ⌊a/(j+1)⌋
 	}
-	if q*n != a && a < 0 {
-		q--
-	}
-	return q
+	return min(max(q, -momentOne), momentOne)
 }
 
 // levelZ returns z = 2x−1 at the midpoint of offset level x, in the scale
@@ -383,8 +392,21 @@ func (s *SlidingMoments) TakePrepared(now int64, lim sluice.Limit, g int64, cost
 }
 
 // retryGrid is the number of points per sub-window the retry search tries
-// before it bisects.
-const retryGrid = 16
+// before it bisects, retryStride levels apart.
+const (
+	retryGrid   = 16
+	retryStride = offsetLevels / retryGrid
+)
+
+// gridLegendre holds the polynomials' values at the retry grid's levels
+// (P_j does not depend on how many follow it), so that the search
+// computes them only between grid points.
+var gridLegendre = func() (t [retryGrid][sluice.MaxMoments + 2]int64) {
+	for i := range t {
+		legendre(levelZ(int64(i)*retryStride), sluice.MaxMoments, &t[i])
+	}
+	return t
+}()
 
 // retryAfter returns the time from now until a request of cost c fits,
 // assuming nothing else is spent: in the current sub-window (at index i,
@@ -457,6 +479,9 @@ func (s *SlidingMoments) fitsFrom(j int, w, room, base, from, g, k int64, d int)
 		return level(at(x)-base, g)
 	}
 	fits := func(x int64) bool {
+		if g >= offsetLevels && x%retryStride == 0 {
+			return momentsWeight(w, &m, &gridLegendre[x/retryStride], d) <= room
+		}
 		var p [sluice.MaxMoments + 2]int64
 		legendre(levelZ(lvl(x)), d, &p)
 		return momentsWeight(w, &m, &p, d) <= room
@@ -465,7 +490,7 @@ func (s *SlidingMoments) fitsFrom(j int, w, room, base, from, g, k int64, d int)
 	if fits(lo) {
 		return at(lo), true
 	}
-	const stride = offsetLevels / retryGrid
+	const stride = retryStride
 	for hi := (lo/stride + 1) * stride; hi < offsetLevels; hi += stride {
 		if !fits(hi) {
 			lo = hi

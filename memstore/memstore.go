@@ -74,9 +74,9 @@ type Config struct {
 	Shards int
 	// MaxBytes bounds the heap the store holds, in bytes: every key's bytes,
 	// its state and its table slot (the slot arrays are counted whole,
-	// spare slots included), a sliding log's entries, and each shard's
-	// sketch of evicted keys (at most an eighth of its share, counted from
-	// the start; see the package doc). Default
+	// spare slots included), a sliding log's entries, a moments counter's
+	// buffer, and each shard's sketch of evicted keys (at most an eighth
+	// of its share, counted from the start; see the package doc). Default
 	// DefaultMaxBytes, 256 MiB. Each shard holds at most MaxBytes/Shards
 	// (rounded up), except that a shard always keeps at least one key: a
 	// budget smaller than Shards empty tables (about 2 KB each) holds one
@@ -471,8 +471,8 @@ func (sh *shard) decide(now int64, h uint64, key string, lim sluice.Limit, cost 
 // sluice.Peeker): it creates no key and refreshes no expiry. A key the
 // store does not hold, never used or swept, peeks as fresh; one evicted
 // peeks as the state it would come back with (see the package doc), and
-// that only allocates (a sliding log's ring). The error is only for bad
-// input.
+// that only allocates (a sliding log's ring, a moments counter's buffer).
+// The error is only for bad input.
 func (s *Store) Peek(_ context.Context, key string, lim sluice.Limit) (sluice.Result, error) {
 	if len(key) == 0 || len(key) > sluice.MaxKeyLen {
 		return sluice.Result{}, sluice.CheckPeek(key, lim)
@@ -548,7 +548,7 @@ func create[S any, P expiring[S]](sh *shard, t *table[S], now int64, h uint64, k
 	if until, units, ok := sh.mem.recall(h, now, true); ok {
 		t.restore(st, now, sh.lim, sh.derived, until, units)
 		if t.heapOf != nil {
-			t.heap += t.heapOf(st) // a sliding log's ring; the next new key trims
+			t.heap += t.heapOf(st) // a sliding log's ring, a moments buffer; the next new key trims
 		}
 	}
 	return st

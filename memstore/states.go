@@ -63,7 +63,7 @@ func (t *stateTable[S, P]) peek(h uint64, key string, now int64, lim sluice.Limi
 		return P(st).Peek(now, lim)
 	}
 	if until, units, ok := mem.recall(h, now, false); ok {
-		var st S // a sliding log's restore allocates its ring: only here
+		var st S // a sliding log's restore allocates its ring, a moments counter's its buffer: only here
 		t.restore(&st, now, lim, prepared, until, units)
 		return P(&st).Peek(now, lim)
 	}

@@ -35,7 +35,7 @@ import (
 //
 // A table counts the bytes it holds for the store's budget: its slot array,
 // its keys, and the heap its states hold beyond their slots (a sliding log's
-// buffer), which the caller adds to heap when a state grows or shrinks and
+// buffer, a moments counter's), which the caller adds to heap when a state grows or shrinks and
 // which heapOf reports when an entry is deleted.
 type table[S any] struct {
 	slots []slot[S]

@@ -14,3 +14,29 @@ func NewManualCoarse(cfg Config) (s *Store, tick func()) {
 
 // SameLimit is sameLimit, for tests.
 func SameLimit(a, b sluice.Limit) bool { return sameLimit(&a, &b) }
+
+// TSCClock is tscClock, for tests.
+type TSCClock = tscClock
+
+// NewTSCClock is newTSCClock over a counter and a monotonic clock of the
+// test's making.
+func NewTSCClock(read, mono func() int64) *TSCClock { return newTSCClock(read, mono) }
+
+// At is tscClock.at.
+func (c *TSCClock) At(t int64) int64 { return c.at(t) }
+
+// UsesTSC reports whether s reads the CPU's counter.
+func UsesTSC(s *Store) bool { return s.tsc != nil }
+
+// TSCKernel is tscKernel.
+func TSCKernel() bool { return tscKernel() }
+
+// TSC error bounds, for tests.
+const (
+	TSCMaxPairNS     = maxPairNS
+	TSCSpanNS        = spanNS
+	TSCCalibrationNS = calibrationNS
+)
+
+// Now returns s's current instant as its decisions read it.
+func Now(s *Store) int64 { return s.now() }

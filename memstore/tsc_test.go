@@ -1,0 +1,192 @@
+package memstore_test
+
+import (
+	"context"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"pgregory.net/rapid"
+
+	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/internal/clocktest"
+	"github.com/sluicehq/sluice/memstore"
+)
+
+// fakeCounter is a machine for the counter clock: true time in
+// nanoseconds, a counter that ticks at num/den ticks per nanosecond from
+// an offset that a restored virtual machine may move, and a monotonic clock
+// slewed by ppm whose every read takes some true time.
+type fakeCounter struct {
+	t         *rapid.T
+	true      int64
+	num, den  int64
+	offset    int64
+	ppm       int64
+	monoCalls int
+	lastMono  int64
+	readMaxNS int64
+}
+
+func (f *fakeCounter) counter() int64 { return f.offset + f.true*f.num/f.den }
+
+func (f *fakeCounter) monoAt(tr int64) int64 { return 1e18 + tr + tr*f.ppm/1_000_000 }
+
+func (f *fakeCounter) mono() int64 {
+	f.true += rapid.Int64Range(0, f.readMaxNS).Draw(f.t, "read")
+	f.monoCalls++
+	f.lastMono = f.monoAt(f.true)
+	return f.lastMono
+}
+
+// The counter clock's reading stays within maxPairNS/2 plus the rate's
+// error over a span (maxPairNS·spanNS/calibrationNS), plus rounding, of the monotonic
+// clock's at the same instant, whatever the counter's frequency, the
+// kernel's slew, the pauses between decisions and the reads that take too
+// long to pair; a reading it cannot vouch for is the monotonic clock's own.
+// A counter that jumps (a restored virtual machine) is caught by the next
+// anchor and the clock calibrates afresh.
+func TestTSCClockWithinBoundOfMonotonic(t *testing.T) {
+	// Plus 4 ns of rounding: a tick of the slowest counter drawn (2 ns),
+	// the fixed point's truncation, the midpoint's.
+	bound := memstore.TSCMaxPairNS/2 + memstore.TSCMaxPairNS*memstore.TSCSpanNS/memstore.TSCCalibrationNS + 4
+	extrapolated, readings := 0, 0
+	rapid.Check(t, func(t *rapid.T) {
+		f := &fakeCounter{
+			t:         t,
+			num:       rapid.Int64Range(500, 5000).Draw(t, "MHz"),
+			den:       1000,
+			offset:    rapid.Int64Range(0, 1<<50).Draw(t, "offset"),
+			ppm:       rapid.Int64Range(-500, 500).Draw(t, "ppm"),
+			readMaxNS: rapid.Int64Range(10, 3000).Draw(t, "readMaxNS"),
+		}
+		c := memstore.NewTSCClock(f.counter, f.mono)
+		lastJump := int64(-10 * time.Second)
+		for i := range 800 {
+			// rapid draws small values more often than large: the rare
+			// kinds are at the top of the range.
+			switch k := rapid.IntRange(0, 299).Draw(t, "kind"); {
+			case k == 299: // a long pause
+				f.true += rapid.Int64Range(0, int64(3*time.Second)).Draw(t, "pause")
+			case k == 298 && f.true-lastJump >= int64(10*time.Second):
+				// The counter jumps by more than a span of ticks, at
+				// most once in 10 s: two jumps within one calibration
+				// that scale with its two passes would pass for a rate
+				// (until the next anchor, a span later; see tsc.go).
+				lastJump = f.true
+				j := rapid.Int64Range(2*memstore.TSCSpanNS, int64(100*time.Second)).Draw(t, "jump")
+				if rapid.Bool().Draw(t, "back") {
+					j = -j
+				}
+				f.offset += j * f.num / f.den
+			case k >= 290: // a step past the span
+				f.true += rapid.Int64Range(0, 2*memstore.TSCSpanNS).Draw(t, "step")
+			default:
+				f.true += rapid.Int64Range(memstore.TSCSpanNS/20, memstore.TSCSpanNS/4).Draw(t, "small step")
+			}
+			readings++
+			calls, at := f.monoCalls, f.true
+			got := c.At(f.counter())
+			if f.monoCalls != calls {
+				if got != f.lastMono {
+					t.Fatalf("step %d: a reading that read the monotonic clock = %d, want its %d", i, got, f.lastMono)
+				}
+				continue
+			}
+			extrapolated++
+			if want := f.monoAt(at); got-want > bound || want-got > bound {
+				t.Fatalf("step %d: reading %d, monotonic %d: off by %d ns, bound %d", i, got, want, got-want, bound)
+			}
+		}
+	})
+	if extrapolated == 0 {
+		t.Fatalf("none of %d readings came from the counter: the bound was never checked", readings)
+	}
+	t.Logf("%d of %d readings from the counter", extrapolated, readings)
+}
+
+// A store reads its clock within the counter clock's bound of the
+// monotonic clock (checked against time.Now read before and after: a
+// preemption between the reads only widens the interval).
+func TestStoreDefaultClockWithinBoundOfMonotonic(t *testing.T) {
+	s := newTestStore(t, memstore.Config{})
+	if !memstore.UsesTSC(s) {
+		t.Skip("the kernel does not keep time with the CPU's counter here: the store reads the monotonic clock")
+	}
+	const bound = 600
+	deadline := time.Now().Add(50 * time.Millisecond)
+	n, extra := 0, 0
+	for ; time.Now().Before(deadline); n++ {
+		a := time.Now().UnixNano()
+		got := memstore.Now(s)
+		b := time.Now().UnixNano()
+		if got < a-bound || got > b+bound {
+			t.Fatalf("reading %d: %d, outside [%d, %d] ± %d ns", n, got, a, b, bound)
+		}
+		if got > b || got < a {
+			extra++
+		}
+	}
+	t.Logf("%d readings, %d outside the time.Now interval (within the bound)", n, extra)
+}
+
+// A store made in a testing/synctest bubble follows the bubble's fake
+// clock, not the CPU's counter (which would not move while the bubble's
+// clock does).
+func TestStoreInSynctestBubbleFollowsItsClock(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := newTestStore(t, memstore.Config{})
+		lim := sluice.Limit{Algorithm: sluice.TokenBucket, Rate: 1, Period: time.Hour, Burst: 1}
+		if !mustAllow(t, s, "k", lim, 1).Allowed {
+			t.Fatal("first decision refused")
+		}
+		if mustAllow(t, s, "k", lim, 1).Allowed {
+			t.Fatal("second decision admitted before the hour passed")
+		}
+		time.Sleep(time.Hour) // the bubble's clock: no real time passes
+		if !mustAllow(t, s, "k", lim, 1).Allowed {
+			t.Fatal("refused after the bubble's hour: the store did not follow the bubble's clock")
+		}
+	})
+}
+
+// A step of an injected Clock is a step of the store's time: a bucket spent
+// before the clock steps back an hour stays spent (the token bucket keeps
+// the later of its TAT and now), and a step forward refills it as an hour
+// passing would. The default clock never sees a step of the wall clock
+// after New (it is monotonic; see Config.Clock).
+func TestInjectedClockStepBackKeepsBucketSpent(t *testing.T) {
+	clock := clocktest.New()
+	s := newTestStore(t, memstore.Config{Clock: clock})
+	lim := sluice.Limit{Algorithm: sluice.TokenBucket, Rate: 2, Period: time.Minute, Burst: 2}
+	for i := range 2 {
+		if !mustAllow(t, s, "k", lim, 1).Allowed {
+			t.Fatalf("decision %d of the burst refused", i)
+		}
+	}
+	clock.Advance(-time.Hour)
+	if r := mustAllow(t, s, "k", lim, 1); r.Allowed {
+		t.Fatalf("after a step back of an hour: admitted (%+v), want refused", r)
+	}
+	clock.Advance(2 * time.Hour)
+	if !mustAllow(t, s, "k", lim, 1).Allowed {
+		t.Fatal("after a step forward of an hour past the spend: refused, want admitted")
+	}
+}
+
+// A decision on a held key allocates nothing on the default clock, the
+// counter clock's anchors included.
+func TestNoAllocsOnHeldKeyDefaultClock(t *testing.T) {
+	s := newTestStore(t, memstore.Config{})
+	lim := sluice.Limit{Algorithm: sluice.TokenBucket, Rate: 1 << 20, Period: time.Second, Burst: 1 << 20}
+	ctx := context.Background()
+	mustAllow(t, s, "user:42", lim, 1)
+	allocs := testing.AllocsPerRun(20000, func() {
+		if _, err := s.AllowN(ctx, "user:42", lim, 1); err != nil {
+			t.Fatal(err)
+		}
+	})
+	if allocs != 0 {
+		t.Errorf("AllowN on a held key, default clock: %v allocs per call, want 0", allocs)
+	}
+}

@@ -236,3 +236,27 @@ func BenchmarkNewKeyAtBound(b *testing.B) {
 type fixedClock struct{}
 
 func (fixedClock) Now() time.Time { return time.Unix(1700000000, 0) }
+
+// BenchmarkAllowNWideCounter is BenchmarkAllowN's hot key on the CPU's
+// counter with no bound on an anchor's pair of reads (memstore.NewWideTSC):
+// for counting a decision's instructions under callgrind, where the bound
+// would keep every reading on the monotonic clock. Natively it decides as
+// BenchmarkAllowN does on a machine whose kernel keeps time with the counter.
+func BenchmarkAllowNWideCounter(b *testing.B) {
+	if !memstore.TSCKernel() {
+		b.Skip("the kernel does not keep time with the CPU's counter here")
+	}
+	ctx := context.Background()
+	for _, a := range []sluice.Algorithm{sluice.TokenBucket, sluice.FixedWindow} {
+		lim := benchLimit(a)
+		b.Run("hotkey/"+a.String(), func(b *testing.B) {
+			s := memstore.NewWideTSC(memstore.Config{SweepInterval: -1})
+			defer s.Close()
+			for b.Loop() {
+				if _, err := s.AllowN(ctx, "user:42", lim, 1); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}

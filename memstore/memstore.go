@@ -355,11 +355,11 @@ func (s *Store) now() int64 {
 // the monotonic clock (through the CPU's counter where the store has a
 // tscClock).
 func (s *Store) exactNow() int64 {
+	if c := s.tsc; c != nil { // only where Clock is nil
+		return c.at(rdtsc())
+	}
 	if s.clock != nil {
 		return s.clock.Now().UnixNano()
-	}
-	if s.tsc != nil {
-		return s.tsc.now()
 	}
 	return s.monoNow()
 }

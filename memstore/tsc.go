@@ -64,12 +64,13 @@ type tscClock struct {
 	_    [24]byte
 
 	// Written only by the holder of an odd seq.
-	t0, n0 int64        // the baseline's first anchor; n0 == 0: none yet
-	t1, n1 int64        // the next baseline's first anchor; n1 == 0: none yet
-	tc, nc int64        // while calibrating, the first rate's last anchor; nc == 0: none yet
-	rc     int64        // the rate from (t0, n0) to (tc, nc)
-	read   func() int64 // the counter
-	mono   func() int64 // the monotonic clock, Unix nanoseconds
+	t0, n0  int64        // the baseline's first anchor; n0 == 0: none yet
+	t1, n1  int64        // the next baseline's first anchor; n1 == 0: none yet
+	tc, nc  int64        // while calibrating, the first rate's last anchor; nc == 0: none yet
+	rc      int64        // the rate from (t0, n0) to (tc, nc)
+	read    func() int64 // the counter
+	mono    func() int64 // the monotonic clock, Unix nanoseconds
+	maxPair int64        // maxPairNS, but in benchmarks run under valgrind
 }
 
 const (
@@ -83,11 +84,8 @@ const (
 // newTSCClock returns a clock over the counter read and the monotonic
 // clock mono, not yet calibrated.
 func newTSCClock(read, mono func() int64) *tscClock {
-	return &tscClock{read: read, mono: mono}
+	return &tscClock{read: read, mono: mono, maxPair: maxPairNS}
 }
-
-// now returns the current instant in Unix nanoseconds.
-func (c *tscClock) now() int64 { return c.at(rdtsc()) }
 
 // at returns the instant of counter reading t: extrapolated from the
 // anchor, or the monotonic clock's reading when t is not within span of
@@ -95,7 +93,7 @@ func (c *tscClock) now() int64 { return c.at(rdtsc()) }
 func (c *tscClock) at(t int64) int64 {
 	seq := c.seq.Load()
 	a, n, r, span := c.tick.Load(), c.ns.Load(), c.rate.Load(), c.span.Load()
-	if d := t - a; d >= 0 && d < span && seq&1 == 0 && c.seq.Load() == seq {
+	if d := t - a; uint64(d) < uint64(span) && seq&1 == 0 && c.seq.Load() == seq {
 		return n + int64(uint64(d)*uint64(r)>>32)
 	}
 	return c.anchor()
@@ -113,7 +111,7 @@ func (c *tscClock) anchor() int64 {
 	t := c.read()
 	n2 := c.mono()
 	defer c.seq.Store(seq + 2)
-	if n2-n1 > maxPairNS || n2 < n1 {
+	if n2-n1 > c.maxPair || n2 < n1 {
 		return n2 // preempted between the reads: no anchor from this pair
 	}
 	n := n1 + (n2-n1)/2

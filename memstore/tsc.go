@@ -15,28 +15,30 @@ import (
 // both read one source and differ only in the factor that turns ticks into
 // nanoseconds, which this clock calibrates against the monotonic clock.
 //
-// How: an anchor pairs a counter reading with a monotonic reading taken
-// between two others at most maxPairNS apart (its error is at most half
-// that). A reading is the last anchor's nanoseconds plus the ticks since it
-// times the rate measured from the first anchor to the last (a baseline
-// that lengthens as the clock runs, so the rate's error shrinks). A reading
-// more than spanNS after its anchor (or before it) takes a new anchor and
-// returns the monotonic reading itself: at most one monotonic read per
-// spanNS of decisions, and a decision at least every spanNS pays one.
-// Until the clock has measured two rates that agree (within 1/4096), each
-// over calibrationNS, every reading is monotonic.
+// How: an anchor pairs a counter reading with the midpoint of two
+// monotonic reads taken around it, at most maxPairNS apart (so the pair is
+// off by at most half that). A reading is the last anchor's nanoseconds
+// plus the ticks since it, times a rate measured over a baseline that ends
+// at the last anchor and runs one to two seconds back (20 ms at first), so
+// that the rate follows the kernel's as NTP slews it. A reading more than
+// spanNS after its anchor (or before it) takes a new anchor and returns the
+// monotonic reading itself: at most one monotonic read per spanNS of
+// decisions, and a decision at least every spanNS pays one. Until the
+// clock has measured two rates that agree (within 1/4096), each over
+// calibrationNS, every reading is monotonic.
 //
 // The error, against the monotonic clock: at most maxPairNS/2 from the
 // anchor, plus the rate's error over at most spanNS, which is at most
-// maxPairNS/calibrationNS of it in the first second (100 ns) and 1 ppm of it
-// after (1 ns), plus what the kernel's rate moved over the baseline (NTP
-// slews by at most 500 ppm: 500 ns over a span, if it swung from one bound
-// to the other within two seconds; a few ns at the slews seen in practice).
-// So 600 ns at worst in the first second, then about 500 ns; the same order as one
-// read of the monotonic clock, which is stale by its own duration when the
-// caller sees it. A new anchor may
-// step a reading back by as much; every algorithm takes an earlier now in
-// its stride (a token bucket keeps the later of its TAT and now).
+// maxPairNS/calibrationNS of it (100 ns), 1 ppm of it (1 ns) once the
+// baseline is a second long: 600 ns at worst while the kernel's rate holds
+// (TestTSCClockWithinBoundOfMonotonic checks that bound). If NTP changes
+// the kernel's rate, add the change over the baseline times the span: 1 µs
+// if it swung its slew from one bound (±500 ppm) to the other within two
+// seconds, nanoseconds at the slews seen in practice. That is the order of
+// one read of the monotonic clock, which is stale by its own duration when
+// the caller sees it. A new anchor may step a reading back by as much;
+// every algorithm takes an earlier now in its stride (a token bucket keeps
+// the later of its TAT and now).
 //
 // The wall clock: like the store's monotonic clock, this one is anchored to
 // the wall clock once, when the store is made (Store.base); a step of the

@@ -14,13 +14,13 @@ import (
 	"github.com/sluicehq/sluice/memstore"
 )
 
-// fakeCounter is a machine for the counter clock: true time in
+// fakeCounter is a machine for the counter clock: true time (elapsed) in
 // nanoseconds, a counter that ticks at num/den ticks per nanosecond from
 // an offset that a restored virtual machine may move, and a monotonic clock
 // slewed by ppm whose every read takes some true time.
 type fakeCounter struct {
 	t         *rapid.T
-	true      int64
+	elapsed   int64
 	num, den  int64
 	offset    int64
 	ppm       int64
@@ -29,14 +29,14 @@ type fakeCounter struct {
 	readMaxNS int64
 }
 
-func (f *fakeCounter) counter() int64 { return f.offset + f.true*f.num/f.den }
+func (f *fakeCounter) counter() int64 { return f.offset + f.elapsed*f.num/f.den }
 
 func (f *fakeCounter) monoAt(tr int64) int64 { return 1e18 + tr + tr*f.ppm/1_000_000 }
 
 func (f *fakeCounter) mono() int64 {
-	f.true += rapid.Int64Range(0, f.readMaxNS).Draw(f.t, "read")
+	f.elapsed += rapid.Int64Range(0, f.readMaxNS).Draw(f.t, "read")
 	f.monoCalls++
-	f.lastMono = f.monoAt(f.true)
+	f.lastMono = f.monoAt(f.elapsed)
 	return f.lastMono
 }
 
@@ -68,25 +68,25 @@ func TestTSCClockWithinBoundOfMonotonic(t *testing.T) {
 			// kinds are at the top of the range.
 			switch k := rapid.IntRange(0, 299).Draw(t, "kind"); {
 			case k == 299: // a long pause
-				f.true += rapid.Int64Range(0, int64(3*time.Second)).Draw(t, "pause")
-			case k == 298 && f.true-lastJump >= int64(10*time.Second):
+				f.elapsed += rapid.Int64Range(0, int64(3*time.Second)).Draw(t, "pause")
+			case k == 298 && f.elapsed-lastJump >= int64(10*time.Second):
 				// The counter jumps by more than a span of ticks, at
 				// most once in 10 s: two jumps within one calibration
 				// that scale with its two passes would pass for a rate
 				// (until the next anchor, a span later; see tsc.go).
-				lastJump = f.true
+				lastJump = f.elapsed
 				j := rapid.Int64Range(2*memstore.TSCSpanNS, int64(100*time.Second)).Draw(t, "jump")
 				if rapid.Bool().Draw(t, "back") {
 					j = -j
 				}
 				f.offset += j * f.num / f.den
 			case k >= 290: // a step past the span
-				f.true += rapid.Int64Range(0, 2*memstore.TSCSpanNS).Draw(t, "step")
+				f.elapsed += rapid.Int64Range(0, 2*memstore.TSCSpanNS).Draw(t, "step")
 			default:
-				f.true += rapid.Int64Range(memstore.TSCSpanNS/20, memstore.TSCSpanNS/4).Draw(t, "small step")
+				f.elapsed += rapid.Int64Range(memstore.TSCSpanNS/20, memstore.TSCSpanNS/4).Draw(t, "small step")
 			}
 			readings++
-			calls, at := f.monoCalls, f.true
+			calls, at := f.monoCalls, f.elapsed
 			got := c.At(f.counter())
 			if f.monoCalls != calls {
 				if got != f.lastMono {

@@ -30,14 +30,19 @@ const doorSlots = 4096
 //   - one refusal, for a key refused once in a minute and not again in the
 //     next (it is not listed), and
 //   - one more each time other keys' first refusals took both slots of its
-//     set between two of its refusals while its hash was not kept (with g
-//     first refusals of other keys in between, odds of about g/4096 each
-//     time), the next of its refusals then being taken for a first.
+//     set between two of its refusals (with g first refusals of other keys
+//     in between, odds of about g/4096 each time for a key not yet listed;
+//     a listed key's slot goes only to a flood in a minute when the other
+//     slot of its set is listed too), the next of its refusals then being
+//     taken for a first.
 //
 // Aging: a new key takes a slot of its set that is empty or of an older
-// minute, else one of the two chosen by its sum; so a flood cannot fill
-// it: it forgets at the rate new keys arrive, and a refusal remembered
-// from two minutes ago or more is never added.
+// minute, else one not listed, else one of the two chosen by its sum; so a
+// flood cannot fill it: it forgets at the rate new keys arrive, and a
+// refusal remembered from two minutes ago or more is never added. A listed
+// key's slot is kept young by its refusals, those served from shownCache
+// too (touch), so a flood takes it only when both slots of its set are
+// listed keys refused this minute.
 type doorkeeper struct {
 	slots [doorSlots]atomic.Uint64
 }
@@ -83,13 +88,42 @@ func (d *doorkeeper) admit(sum uint64, minute int64) (ok bool, remembered uint64
 			return false, 0
 		}
 	}
+	// The victim: an empty slot or one of an older minute, else an
+	// unlisted one, else the one chosen by the sum.
 	victim := base + sum>>63
+	unlisted := false
 	for i := range uint64(2) {
-		if v := d.slots[base+i].Load(); v == 0 || v&doorMinuteMask != now {
+		v := d.slots[base+i].Load()
+		if v == 0 || v&doorMinuteMask != now {
 			victim = base + i
 			break
+		}
+		if v&doorListed == 0 && !unlisted {
+			victim, unlisted = base+i, true
 		}
 	}
 	d.slots[victim].Store(fp | now)
 	return false, 0
+}
+
+// touch marks the listed slot of the key of sum young in minute, for a
+// refusal served from shownCache (which does not ask admit): without it a
+// listed key whose hash stays cached would keep the minute it was let in,
+// and a flood of first refusals would take its slot. One load per slot of
+// the set, and a write at most once a minute.
+func (d *doorkeeper) touch(sum uint64, minute int64) {
+	base := sum % doorSlots &^ 1
+	fp, now := sum&doorKeyMask, uint64(minute)<<1&doorMinuteMask
+	if fp == 0 {
+		fp = 1 << 63
+	}
+	for i := range uint64(2) {
+		slot := &d.slots[base+i]
+		if old := slot.Load(); old&doorKeyMask == fp && old&doorListed != 0 {
+			if old&doorMinuteMask != now {
+				slot.CompareAndSwap(old, fp|now|doorListed)
+			}
+			return
+		}
+	}
 }

@@ -1,6 +1,7 @@
 package page
 
 import (
+	"math/rand/v2"
 	"strconv"
 	"sync"
 	"testing"
@@ -160,5 +161,33 @@ func TestRacingRefusalsOfAKeyAreNotCountedTwice(t *testing.T) {
 	top := p.Snapshot().Top
 	if len(top) != 1 || top[0].Count > workers*each || top[0].Count < workers*each-workers {
 		t.Fatalf("top %+v, want one key counted %d or a few less", top, workers*each)
+	}
+}
+
+// A listed key whose hash stays cached (so the doorkeeper is not asked at
+// its refusals) keeps its slot through a flood of other keys' first
+// refusals: a refusal served from the cache marks the slot young once a
+// minute, and a new key takes an unlisted slot before a listed one. Before,
+// the listed key's slot kept the minute it was let in, the flood took it,
+// and once its hash left the cache its next refusal was taken for a first
+// and left out.
+func TestACachedListedKeyKeepsItsSlotThroughAFlood(t *testing.T) {
+	var d doorkeeper
+	const h = uint64(0x9e3779b97f4a7c15)
+	d.admit(h, 100)
+	if ok, _ := d.admit(h, 100); !ok {
+		t.Fatal("the second refusal in a minute was not let in")
+	}
+	d.touch(h, 102) // refusals served from shownCache in minutes 101, 102
+	r := rand.New(rand.NewPCG(1, 2))
+	for range 4 * doorSlots {
+		d.admit(r.Uint64(), 102)
+	}
+	base := h % doorSlots &^ 1
+	for range 4 { // and some that fall in its own set
+		d.admit(base|r.Uint64()&^(doorSlots-1), 102)
+	}
+	if ok, _ := d.admit(h, 102); !ok {
+		t.Error("after a flood, the listed key's refusal was taken for a first and left out")
 	}
 }

@@ -231,8 +231,11 @@ func (p *Page) listed(rule, key string, now time.Time) string {
 	sum := p.shown.sum(rule, key)
 	top, ok := p.shown.lookup(sum, rule, key)
 	w := uint64(1)
-	if !ok {
-		admit, remembered := p.door.admit(sum, now.UnixNano()/int64(time.Minute))
+	minute := now.UnixNano() / int64(time.Minute)
+	if ok {
+		p.door.touch(sum, minute)
+	} else {
+		admit, remembered := p.door.admit(sum, minute)
 		if !admit {
 			return ""
 		}

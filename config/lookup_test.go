@@ -131,6 +131,32 @@ func TestLookupNilConfig(t *testing.T) {
 	}
 }
 
+// A Config of one domain answers that domain's rules and no other
+// domain's, as a Config of several does: Lookup compares its one domain's
+// name instead of asking the map, and must still refuse another name,
+// however close (a prefix, a different case, empty).
+func TestLookupOfOneDomainAnswersNoOtherDomain(t *testing.T) {
+	one := mustParse(t, "domain: api\ndescriptors:\n  - key: user\n    rate_limit: {unit: second, requests_per_unit: 1}\n")
+	other, err := Parse("other.yaml", []byte("domain: web\ndescriptors:\n  - key: user\n    rate_limit: {unit: second, requests_per_unit: 2}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	two, err := New(one.Domain("api"), other)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, c := range map[string]*Config{"one domain": one, "two domains": two} {
+		if r := c.Lookup("api", entries("user", "x")); r == nil || r.RequestsPerUnit != 1 {
+			t.Errorf("%s: Lookup(api) = %v, want the rule of 1/s", name, r)
+		}
+		for _, d := range []string{"ap", "apix", "API", ""} {
+			if r := c.Lookup(d, entries("user", "x")); r != nil {
+				t.Errorf("%s: Lookup(%q) = %v, want nil (unknown domain)", name, d, r)
+			}
+		}
+	}
+}
+
 // envoyCasesConfig holds the rules of cases D33–D40 of the standards.
 const envoyCasesConfig = `
 domain: mongo_cps

@@ -94,27 +94,38 @@ type statusParts struct {
 }
 
 // oneStatusResponse is the response to a request of one descriptor, the
-// common case, in one allocation.
+// common case, in one allocation with room for the descriptor's store key
+// (keyRoom bytes; a longer key is allocated apart). The key's bytes are
+// written once, before it is a string, and a store that keeps a key
+// beyond its call keeps a copy (memstore, relief), so the block goes when
+// the response does.
 type oneStatusResponse struct {
 	resp  pb.RateLimitResponse
 	stp   [1]*pb.RateLimitResponse_DescriptorStatus
 	parts [1]statusParts
+	key   [keyRoom]byte
 }
 
-// newResponse returns an OK response with room for n statuses, and the
-// memory of those statuses; resp.Statuses is to be filled in.
-func newResponse(n int) (*pb.RateLimitResponse, []statusParts) {
+// keyRoom is the longest store key oneStatusResponse holds: what fills
+// its size class (416 bytes), enough for keys such as
+// "edge_remote_address_203.0.113.7".
+const keyRoom = 40
+
+// newResponse returns an OK response with room for n statuses, the memory
+// of those statuses, and, for one status, room for its store key (else
+// nil); resp.Statuses is to be filled in.
+func newResponse(n int) (*pb.RateLimitResponse, []statusParts, []byte) {
 	if n == 1 {
 		b := new(oneStatusResponse)
 		b.resp.OverallCode = pb.RateLimitResponse_OK
 		b.resp.Statuses = b.stp[:]
-		return &b.resp, b.parts[:]
+		return &b.resp, b.parts[:], b.key[:0]
 	}
 	resp := &pb.RateLimitResponse{
 		OverallCode: pb.RateLimitResponse_OK,
 		Statuses:    make([]*pb.RateLimitResponse_DescriptorStatus, n),
 	}
-	return resp, make([]statusParts, n)
+	return resp, make([]statusParts, n), nil
 }
 
 // setDuration sets d to t, as durationpb.New does.

@@ -27,17 +27,18 @@ type allocCase struct {
 }
 
 // allocCases: what each call costs today. A call returns its response,
-// which it must allocate (one block for one descriptor); the store key of a
-// descriptor, and the headers that depend on the decision, are the rest;
+// which it must allocate (one block for one descriptor, its store key
+// included when short); the store key of each other descriptor, and the
+// headers that depend on the decision, are the rest;
 // everything else a decision needs is pooled or derived once per rule.
 var allocCases = []allocCase{
-	{"one descriptor, admitted, no headers", service.HeadersOff, request("api", 0, desc("a", "1")), pb.RateLimitResponse_OK, 2, false, false},
-	{"one descriptor, admitted, draft-11 headers", service.HeadersDraft11, request("api", 0, desc("a", "1")), pb.RateLimitResponse_OK, 4, false, false},
-	{"one descriptor, denied, draft-11 headers", service.HeadersDraft11, request("api", 0, desc("z", "1")), pb.RateLimitResponse_OVER_LIMIT, 4, false, false},
+	{"one descriptor, admitted, no headers", service.HeadersOff, request("api", 0, desc("a", "1")), pb.RateLimitResponse_OK, 1, false, false},
+	{"one descriptor, admitted, draft-11 headers", service.HeadersDraft11, request("api", 0, desc("a", "1")), pb.RateLimitResponse_OK, 3, false, false},
+	{"one descriptor, denied, draft-11 headers", service.HeadersDraft11, request("api", 0, desc("z", "1")), pb.RateLimitResponse_OVER_LIMIT, 3, false, false},
 	{"three descriptors, admitted, legacy headers", service.HeadersLegacy, request("api", 0, desc("a", "1"), desc("b", "1"), desc("c", "1")), pb.RateLimitResponse_OK, 8, false, false},
 	{"no rule", service.HeadersDraft11, request("api", 0, desc("nothing", "1")), pb.RateLimitResponse_OK, 1, false, false},
-	{"one descriptor, admitted, no headers, failure policy", service.HeadersOff, request("api", 0, desc("a", "1")), pb.RateLimitResponse_OK, 2, true, false},
-	{"one descriptor, denied, draft-11 headers, observed", service.HeadersDraft11, request("api", 0, desc("z", "1")), pb.RateLimitResponse_OVER_LIMIT, 4, false, true},
+	{"one descriptor, admitted, no headers, failure policy", service.HeadersOff, request("api", 0, desc("a", "1")), pb.RateLimitResponse_OK, 1, true, false},
+	{"one descriptor, denied, draft-11 headers, observed", service.HeadersDraft11, request("api", 0, desc("z", "1")), pb.RateLimitResponse_OVER_LIMIT, 3, false, true},
 }
 
 // ShouldRateLimit allocates no more than it does today, with metrics on, on

@@ -701,12 +701,12 @@ func (s *Service) planDescriptor(i int, d *rlpb.RateLimitDescriptor, entries []c
 // descriptor is a quota), the refunds of Config.StopIncrementWhenOverLimit,
 // dynamic metadata and headers.
 func (s *Service) respond(ctx context.Context, req *pb.RateLimitRequest, plans []plan, outs []outcome) (*pb.RateLimitResponse, error) {
-	resp, parts := newResponse(len(plans))
+	resp, parts, room := newResponse(len(plans))
 	quotas, denied := false, false
 	debug := s.log.Enabled(ctx, slog.LevelDebug) // once: at info, nothing more per decision
 	for i := range plans {
 		o := &outs[i]
-		if err := s.decide(ctx, req.GetDomain(), i, &plans[i], &parts[i], o); err != nil {
+		if err := s.decide(ctx, req.GetDomain(), i, &plans[i], &parts[i], o, room); err != nil {
 			return nil, err
 		}
 		if s.obs != nil {
@@ -910,10 +910,13 @@ const (
 
 // storeKey is the store key of a descriptor in the Service's KeyFormat.
 func (s *Service) storeKey(domain string, entries []config.Entry) string {
-	if s.rawKeys {
-		return EnvoyStoreKey(s.prefix, domain, entries)
-	}
-	return StoreKey(s.prefix, domain, entries)
+	return s.storeKeyIn(nil, domain, entries)
+}
+
+// storeKeyIn is storeKey written into room when it fits (room's bytes
+// are then the key's, never to be written again), else allocated.
+func (s *Service) storeKeyIn(room []byte, domain string, entries []config.Entry) string {
+	return joinKey(room, s.prefix, domain, entries, s.rawKeys)
 }
 
 // EnvoyStoreKey returns envoyproxy/ratelimit's cache key of a descriptor up
@@ -922,7 +925,7 @@ func (s *Service) storeKey(domain string, entries []config.Entry) string {
 // longer than sluice.MaxKeyLen is shortened as StoreKey's is, so it is no
 // longer envoyproxy/ratelimit's.
 func EnvoyStoreKey(prefix, domain string, entries []config.Entry) string {
-	return joinKey(prefix, domain, entries, true)
+	return joinKey(nil, prefix, domain, entries, true)
 }
 
 // StoreKey returns the store key of a descriptor: prefix + domain + "_" +
@@ -936,13 +939,14 @@ func EnvoyStoreKey(prefix, domain string, entries []config.Entry) string {
 // ends in the hash of the whole key (sluice.HashKey: "#" and 128 bits of
 // its SHA-256 in hex), so that it stays distinct and is MaxKeyLen long.
 func StoreKey(prefix, domain string, entries []config.Entry) string {
-	return joinKey(prefix, domain, entries, false)
+	return joinKey(nil, prefix, domain, entries, false)
 }
 
 // joinKey spells both store keys: prefix + domain + "_" + key + "_" +
 // value for each entry, with the value escaped (StoreKey) or raw and a
-// final "_" (EnvoyStoreKey).
-func joinKey(prefix, domain string, entries []config.Entry, envoy bool) string {
+// final "_" (EnvoyStoreKey). It writes into room when the key fits its
+// capacity, else into a new allocation.
+func joinKey(room []byte, prefix, domain string, entries []config.Entry, envoy bool) string {
 	n := len(prefix) + len(domain)
 	if envoy {
 		n++ // the final "_"; a byte more than the key would take a size class more
@@ -954,7 +958,10 @@ func joinKey(prefix, domain string, entries []config.Entry, envoy bool) string {
 	// checks that the builder was not copied: about 170 of a decision's
 	// instructions (BENCHMARKS.md, "Cost per decision"). The slice is not
 	// written once it is the string.
-	b := make([]byte, 0, n)
+	b := room[:0]
+	if cap(b) < n {
+		b = make([]byte, 0, n)
+	}
 	b = append(b, prefix...)
 	b = append(b, domain...)
 	for _, e := range entries {
@@ -1013,8 +1020,10 @@ func clampUint32(v int64) uint32 {
 	return uint32(v)
 }
 
-// decide answers one descriptor, with its status in sp.
-func (s *Service) decide(ctx context.Context, domain string, i int, p *plan, sp *statusParts, o *outcome) error {
+// decide answers one descriptor, with its status in sp. room, when it is
+// not nil, is where its store key may be written (newResponse): the key's
+// own allocation, and its cost, saved.
+func (s *Service) decide(ctx context.Context, domain string, i int, p *plan, sp *statusParts, o *outcome, room []byte) error {
 	sp.st.Code = pb.RateLimitResponse_OK
 	*o = outcome{p: p, st: &sp.st}
 	r := p.rule
@@ -1052,7 +1061,7 @@ func (s *Service) decide(ctx context.Context, domain string, i int, p *plan, sp 
 		s.finish(o, sp)
 		return nil
 	}
-	p.key = s.storeKey(domain, p.entries)
+	p.key = s.storeKeyIn(room, domain, p.entries)
 	res, err := s.spend(ctx, i, p, p.key)
 	if err != nil {
 		return err

@@ -541,12 +541,18 @@ func (s *Store) spend(ctx context.Context, key string, start, end time.Time, quo
 		return 0, false, end, err
 	}
 	defer s.leave(h, sl, conn)
-	gh := hash(s.group(key))
+	// With the cap off, the row names no group (NULL, as migration 0003
+	// says of a writer that caps nothing), and the group is not hashed.
+	var group []byte
+	if s.maxKeys > 0 {
+		gh := hash(s.group(key))
+		group = gh[:]
+	}
 	var count int64
 	var admitted, decidedOn bool
 	var until time.Time
 	err = s.write(ctx, conn, "spending", []any{&count, &admitted, &until, &decidedOn},
-		spendSQL, h[:], start, end, []byte(key), cost, quota, gh[:], billable)
+		spendSQL, h[:], start, end, []byte(key), cost, quota, group, billable)
 	if pe := (*pgconn.PgError)(nil); errors.As(err, &pe) && pe.Code == tooManyKeysCode {
 		return 0, false, end, s.tooManyKeys(key, start)
 	}

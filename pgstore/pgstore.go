@@ -98,6 +98,15 @@ type Config struct {
 	// sluice.MaxKeyLen bytes per group and period). Keys that already have
 	// their row in the period are served as before. Zero means
 	// DefaultMaxKeysPerGroup; a negative value, no bound.
+	//
+	// The bound is hard across processes. Each Store takes a group's
+	// places in blocks (1, 2, 4, … MaxPlaceBlock) and hands them to its own
+	// new keys, so that new keys of one group are not written one at a
+	// time; the places a Store holds and has not used count against the
+	// bound, so a new key may be refused while the group holds fewer keys:
+	// by at most MaxPlaceBlock places for each Store that took places in
+	// the group in the period, places a Store held at the period's end, or
+	// when it stopped, being lost for that period.
 	MaxKeysPerGroup int64
 	// Group names the group a key counts in for MaxKeysPerGroup; nil means
 	// DefaultGroup.
@@ -171,6 +180,7 @@ type Store struct {
 
 	maxKeys int64 // Config.MaxKeysPerGroup; 0 for no bound
 	group   func(string) string
+	places  *places // the groups' places this store holds (places.go)
 	log     *slog.Logger
 	// refused counts the keys refused for MaxKeysPerGroup: in all, and
 	// since the last log line; lastLog is that line's time (Unix ns).
@@ -226,7 +236,7 @@ func New(ctx context.Context, pool *pgxpool.Pool, cfg Config) (*Store, error) {
 		maxKeys = 0
 	}
 	st := &Store{pool: pool, clock: sluice.ClockOr(cfg.Clock), gate: newGate(per), settle: cmp.Or(cfg.Settle, DefaultSettle),
-		maxKeys: maxKeys, group: cfg.Group, log: cfg.Logger}
+		maxKeys: maxKeys, group: cfg.Group, places: newPlaces(), log: cfg.Logger}
 	if st.group == nil {
 		st.group = DefaultGroup
 	}
@@ -385,19 +395,23 @@ func checkPeriod(key string, start, end time.Time, quota, cost int64) error {
 // alone exceeds the quota (the DO UPDATE's WHERE guards only the update),
 // and a conflicting row is locked and its latest version checked, so
 // concurrent admissions queue on the row and none is lost. A row it
-// inserts (the key's first admission in the period) takes a place in the
-// key's group ($7), by migration 0003's trigger, or fails the statement
-// with SQLSTATE SLK01 when the group has none left: the cap costs nothing
-// to a key that has its row. $8 is whether the limit is billable: the row
-// is kept after its period (the ledger) or swept (Sweep); an admission
-// sets it to the limit's latest.
+// inserts (the key's first admission in the period) that names its group
+// ($7) takes a place in the group, by migration 0003's trigger, or fails
+// the statement with SQLSTATE SLK01 when the group has none left; a row
+// whose place the store took beforehand (places.go), or whose store caps
+// nothing, names none ($7 NULL) and runs no trigger (migration 0005): the
+// cap costs nothing to a key that has its row. $8 is whether the limit is
+// billable: the row is kept after its period (the ledger) or swept
+// (Sweep); an admission sets it to the limit's latest.
 //
-// It returns one row: the count, whether admitted, the period's end, and
-// whether the count is the one the decision was made on. That last is
-// false only when the upsert refused after a concurrent writer's commit
-// (cur saw room, or no row, and the row it then locked had none): cur
-// predates that commit, as every read in the statement shares its
-// snapshot, so the count must be read again.
+// It returns one row: the count, whether admitted, the period's end,
+// whether the count is the one the decision was made on, and whether the
+// statement inserted the key's row (a row it updates has a locker in its
+// xmax; one it inserted has none). The fourth is false only when the
+// upsert refused after a concurrent writer's commit (cur saw room, or no
+// row, and the row it then locked had none): cur predates that commit, as
+// every read in the statement shares its snapshot, so the count must be
+// read again.
 const spendSQL = `WITH cur AS (
 	SELECT count FROM sluice_usage WHERE key_hash = $1 AND period_start = $2
 ), up AS (
@@ -408,17 +422,63 @@ const spendSQL = `WITH cur AS (
 	SET count = u.count + excluded.count, period_end = excluded.period_end, quota = excluded.quota,
 		billable = excluded.billable, updated_at = now()
 	WHERE u.count + excluded.count <= excluded.quota
-	RETURNING u.count, u.period_end
+	RETURNING u.count, u.period_end, u.xmax = 0 AS inserted
 )
-SELECT count, true, period_end, true FROM up
+SELECT count, true, period_end, true, inserted FROM up
 UNION ALL
 SELECT coalesce((SELECT count FROM cur), 0), false, $3::timestamptz,
-	EXISTS (SELECT FROM cur WHERE cur.count + $5::bigint > $6::bigint)
+	EXISTS (SELECT FROM cur WHERE cur.count + $5::bigint > $6::bigint), false
+WHERE NOT EXISTS (SELECT FROM up)`
+
+// claimSQL is spendSQL for a decision of a capped group whose store holds
+// no free place of the group ($7, not NULL): when the key has no row in the
+// statement's snapshot, claim first takes a block of $9 places from the
+// group's row, all of them or none, never past the cap $10 (see places.go);
+// the key's row then names no group if the block was taken, and its group
+// otherwise, so that the trigger takes one place for it or refuses it. A
+// block of 0 takes nothing (its group row is made, with 0 keys, if there
+// is none yet): the key's place is the trigger's.
+// claim locks the group's row even when it takes nothing (ON CONFLICT DO
+// UPDATE locks the row its WHERE refuses), before the key's row is
+// written: the lock order places.go states. Besides spendSQL's columns it
+// returns whether the block was asked for (the key had no row) and
+// whether it was taken.
+const claimSQL = `WITH cur AS (
+	SELECT count FROM sluice_usage WHERE key_hash = $1 AND period_start = $2
+), claim AS (
+	INSERT INTO sluice_usage_groups AS g (group_hash, period_start, period_end, keys)
+	SELECT $7, $2, $3, $9::bigint
+	WHERE $5::bigint <= $6::bigint AND $9::bigint <= $10::bigint AND NOT EXISTS (SELECT FROM cur)
+	ON CONFLICT (group_hash, period_start) DO UPDATE
+	SET keys = g.keys + excluded.keys, period_end = greatest(g.period_end, excluded.period_end)
+	WHERE $9::bigint > 0 AND g.keys + excluded.keys <= $10::bigint
+	RETURNING $9::bigint > 0 AS granted
+), up AS (
+	INSERT INTO sluice_usage AS u (key_hash, period_start, period_end, key, count, quota, key_group, billable)
+	SELECT $1, $2, $3, $4, $5::bigint, $6::bigint, CASE WHEN EXISTS (SELECT FROM claim WHERE granted) THEN NULL ELSE $7::bytea END, $8
+	WHERE $5::bigint <= $6::bigint AND NOT EXISTS (SELECT FROM cur WHERE cur.count + $5::bigint > $6::bigint)
+	ON CONFLICT (key_hash, period_start) DO UPDATE
+	SET count = u.count + excluded.count, period_end = excluded.period_end, quota = excluded.quota,
+		billable = excluded.billable, updated_at = now()
+	WHERE u.count + excluded.count <= excluded.quota
+	RETURNING u.count, u.period_end, u.xmax = 0 AS inserted
+)
+SELECT count, true, period_end, true, inserted, NOT EXISTS (SELECT FROM cur), EXISTS (SELECT FROM claim WHERE granted) FROM up
+UNION ALL
+SELECT coalesce((SELECT count FROM cur), 0), false, $3::timestamptz,
+	EXISTS (SELECT FROM cur WHERE cur.count + $5::bigint > $6::bigint), false,
+	NOT EXISTS (SELECT FROM cur), EXISTS (SELECT FROM claim WHERE granted)
 WHERE NOT EXISTS (SELECT FROM up)`
 
 // tooManyKeysCode is the SQLSTATE of migration 0003's trigger when a key's
 // group has no place left in the period.
 const tooManyKeysCode = "SLK01"
+
+// isTooManyKeys reports whether err is the trigger's refusal for the cap.
+func isTooManyKeys(err error) bool {
+	var pe *pgconn.PgError
+	return errors.As(err, &pe) && pe.Code == tooManyKeysCode
+}
 
 // countSQL reads a period's count.
 const countSQL = `SELECT count FROM sluice_usage WHERE key_hash = $1 AND period_start = $2`
@@ -541,19 +601,34 @@ func (s *Store) spend(ctx context.Context, key string, start, end time.Time, quo
 		return 0, false, end, err
 	}
 	defer s.leave(h, sl, conn)
-	// With the cap off, the row names no group (NULL, as migration 0003
-	// says of a writer that caps nothing), and the group is not hashed.
-	var group []byte
-	if s.maxKeys > 0 {
-		gh := hash(s.group(key))
-		group = gh[:]
-	}
 	var count int64
 	var admitted, decidedOn bool
 	var until time.Time
-	err = s.write(ctx, conn, "spending", []any{&count, &admitted, &until, &decidedOn},
-		spendSQL, h[:], start, end, []byte(key), cost, quota, group, billable)
-	if pe := (*pgconn.PgError)(nil); errors.As(err, &pe) && pe.Code == tooManyKeysCode {
+	var o outcome
+	dest := []any{&count, &admitted, &until, &decidedOn, &o.inserted}
+	switch {
+	case s.maxKeys == 0:
+		// The cap off: the row names no group (NULL, as migration 0003
+		// says of a writer that caps nothing), and the group is not hashed.
+		err = s.write(ctx, conn, "spending", dest, spendSQL, h[:], start, end, []byte(key), cost, quota, nil, billable)
+	default:
+		gh := hash(s.group(key))
+		t := s.places.take(gh, start, end, s.now(), s.maxKeys)
+		if t.held {
+			err = s.write(ctx, conn, "spending", dest, spendSQL, h[:], start, end, []byte(key), cost, quota, nil, billable)
+		} else {
+			err = s.write(ctx, conn, "spending", append(dest, &o.tried, &o.granted),
+				claimSQL, h[:], start, end, []byte(key), cost, quota, gh[:], billable, t.claim, s.maxKeys)
+		}
+		o.sent = err == nil
+		o.inDoubt = errors.Is(err, ErrInDoubt)
+		if !o.sent {
+			o.inserted, o.granted = false, false
+			o.tried = isTooManyKeys(err)
+		}
+		s.places.settle(t, o)
+	}
+	if isTooManyKeys(err) {
 		return 0, false, end, s.tooManyKeys(key, start)
 	}
 	if err != nil {

@@ -1,0 +1,193 @@
+package pgstore
+
+import (
+	"crypto/sha256"
+	"sync"
+	"time"
+)
+
+// The places of a group (Config.MaxKeysPerGroup), taken in blocks.
+//
+// A group's row in sluice_usage_groups counts the places handed out in a
+// period, never more than the cap. A key's first row in a period needs one.
+// Taking it from the group's row for every new key would make every new
+// key of a group update that one row, and hold its lock until its commit:
+// the group's new keys would be written one at a time, across all
+// processes. Instead a Store takes places in blocks, in the statement of
+// the decision that needs one (claimSQL), and hands the rest out to its
+// own new keys: a decision that holds a place writes its row with no
+// group named (key_group NULL), touching no group row and running no
+// trigger (spendSQL).
+//
+// A decision does not know before its statement whether its key is new in
+// the period, so it reserves a place whenever the store holds one free for
+// the group, and gives it back when the statement inserted no row. With
+// none free, it sends claimSQL asking for a block of n places: taken only
+// if the key has no row in the statement's snapshot, and only if all n fit
+// under the cap; when they do not, the row names its group, and migration
+// 0003's trigger takes one place for it, or refuses the key, exactly as
+// before. The block doubles with each claim the store makes for the group
+// in the period (1, 2, 4, … MaxPlaceBlock), so a group that sees one new
+// key takes one place, and one that sees many writes its row once per
+// MaxPlaceBlock keys; a claim refused for room starts again at 1.
+//
+// So the cap stays a hard bound: places are only ever taken from the
+// group's row under it. What a store holds and has not used is counted
+// there but names no key: the cap may refuse a new key while fewer keys
+// have rows, by at most the places the stores hold. A store holds at most
+// MaxPlaceBlock per group and period, free, reserved or asked for by
+// decisions in flight: when all of them are taken, a decision asks for a
+// block of none, and its key's place is taken alone, by the trigger.
+// Places a store holds at the period's end, or when it stops, are lost,
+// as the period's count is over then. A decision whose outcome is unknown
+// (ErrInDoubt) counts its places as held for the rest of the period, as
+// they may have been taken.
+//
+// Lock order: a decision that may take places from a group's row takes
+// that row's lock (claimSQL's first write, even a refused one or a block
+// of none) before it inserts its key's row; a decision that holds its
+// place never locks the group's row. So no two decisions wait on each
+// other's rows.
+
+// MaxPlaceBlock is the most places of a group a Store takes in one write of
+// the group's row, and, but for decisions in flight, the most it holds
+// unused in one group and period: by as many, at most, the cap
+// (Config.MaxKeysPerGroup) may refuse a new key early for each Store that
+// took places in the group in the period.
+const MaxPlaceBlock = 64
+
+// maxPlaceGroups bounds the groups and periods a Store keeps places for
+// (about 100 bytes each). The new keys of a group it cannot keep take
+// their places one at a time, as the trigger takes them.
+const maxPlaceGroups = 4096
+
+// placeKey names one group in one period: the group's hash and the
+// period's start, in PostgreSQL's microseconds.
+type placeKey struct {
+	group [sha256.Size]byte
+	start int64
+}
+
+// placeEntry is what a Store holds of one group's places in one period.
+type placeEntry struct {
+	end      time.Time // the period's end: the entry may be dropped after it
+	free     int64     // taken, not used, not reserved
+	inFlight int64     // reserved by decisions, or asked for by claims, in flight
+	lost     int64     // of decisions in doubt: held for the rest of the period
+	next     int64     // the next claim's size
+}
+
+// held is what the entry counts against MaxPlaceBlock.
+func (e *placeEntry) held() int64 { return e.free + e.inFlight + e.lost }
+
+// places is a Store's table of the places it holds. It is safe for
+// concurrent use; its zero value is not usable (see newPlaces).
+type places struct {
+	mu sync.Mutex
+	m  map[placeKey]*placeEntry
+}
+
+func newPlaces() *places { return &places{m: map[placeKey]*placeEntry{}} }
+
+// ticket is what one decision holds: a place reserved (held), or a claim
+// of claim places to ask for; a claim of 0 takes no block, its key's place
+// (if it is new) being taken alone, by the trigger. e is nil for a claim
+// of 0 the table could not keep an entry for.
+type ticket struct {
+	e     *placeEntry
+	held  bool
+	claim int64
+}
+
+// take returns the ticket of a decision of a key of group in the period
+// [start, end) at now, under a cap of maxKeys places per group.
+func (p *places) take(group [sha256.Size]byte, start, end, now time.Time, maxKeys int64) ticket {
+	k := placeKey{group: group, start: start.UnixMicro()}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	e := p.m[k]
+	if e == nil {
+		if len(p.m) >= maxPlaceGroups && !p.evict(now) {
+			return ticket{}
+		}
+		e = &placeEntry{end: end, next: 1}
+		p.m[k] = e
+	}
+	if end.After(e.end) {
+		e.end = end
+	}
+	if e.free > 0 {
+		e.free--
+		e.inFlight++
+		return ticket{e: e, held: true}
+	}
+	n := min(e.next, MaxPlaceBlock-e.held(), maxKeys)
+	e.inFlight += n
+	return ticket{e: e, claim: n}
+}
+
+// evict drops one entry that holds nothing, or whose period has ended,
+// among the first few the map's iteration gives (in an order it
+// randomizes), and reports whether it dropped one.
+func (p *places) evict(now time.Time) bool {
+	seen := 0
+	for k, e := range p.m {
+		if !e.end.After(now) || e.held() == 0 {
+			delete(p.m, k)
+			return true
+		}
+		if seen++; seen == 8 {
+			break
+		}
+	}
+	return false
+}
+
+// outcome is what became of a decision's statement.
+type outcome struct {
+	// sent: the statement ran, and its answer came (false: it was rolled
+	// back or never sent, unless inDoubt).
+	sent bool
+	// inDoubt: its answer never came; it may have committed.
+	inDoubt bool
+	// inserted: it inserted its key's row.
+	inserted bool
+	// tried: a claim was asked of the group's row (the key had no row),
+	// and refused unless granted; a statement refused for the cap tried.
+	tried bool
+	// granted: the claim's places were taken.
+	granted bool
+}
+
+// settle records what became of t's decision.
+func (p *places) settle(t ticket, o outcome) {
+	if t.e == nil {
+		return
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	e := t.e
+	if t.held {
+		e.inFlight--
+		switch {
+		case o.inDoubt:
+			e.lost++
+		case !o.sent || !o.inserted:
+			e.free++
+		}
+		return
+	}
+	e.inFlight -= t.claim
+	switch {
+	case o.inDoubt:
+		e.lost += t.claim
+	case o.sent && o.granted:
+		e.free += t.claim
+		if o.inserted {
+			e.free--
+		}
+		e.next = min(2*t.claim, MaxPlaceBlock)
+	case o.tried && t.claim > 0:
+		e.next = 1
+	}
+}

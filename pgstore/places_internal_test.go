@@ -1,0 +1,95 @@
+package pgstore
+
+import (
+	"crypto/sha256"
+	"math/rand/v2"
+	"slices"
+	"testing"
+	"time"
+)
+
+// TestPlacesHeldStayWithinABlock: through random decisions of one group
+// (places reserved and given back, blocks asked for, granted, refused,
+// rolled back or in doubt, up to 24 in flight at once), a store never
+// holds more than MaxPlaceBlock places of the group, and a block, once the
+// store is out of places, doubles from 1 up to MaxPlaceBlock.
+func TestPlacesHeldStayWithinABlock(t *testing.T) {
+	p := newPlaces()
+	g := sha256.Sum256([]byte("api_tenant"))
+	start := time.Date(2026, 3, 1, 10, 0, 0, 0, time.UTC)
+	end, now := start.Add(time.Hour), start.Add(time.Minute)
+	var sizes []int64
+	for range 8 {
+		tk := p.take(g, start, end, now, 100_000)
+		sizes = append(sizes, tk.claim)
+		p.settle(tk, outcome{sent: true, inserted: true, tried: true, granted: true})
+		for p.m[placeKey{g, start.UnixMicro()}].free > 0 {
+			tk := p.take(g, start, end, now, 100_000)
+			if !tk.held {
+				t.Fatalf("a store holding free places asked for a block of %d", tk.claim)
+			}
+			p.settle(tk, outcome{sent: true, inserted: true})
+		}
+	}
+	if want := []int64{1, 2, 4, 8, 16, 32, 64, 64}; !slices.Equal(sizes, want) {
+		t.Errorf("blocks asked for = %v, want %v", sizes, want)
+	}
+
+	rng := rand.New(rand.NewPCG(1, 2))
+	var out []ticket
+	for i := range 20_000 {
+		if len(out) < 24 && (len(out) == 0 || rng.IntN(2) == 0) {
+			out = append(out, p.take(g, start, end, now, 100_000))
+		} else {
+			j := rng.IntN(len(out))
+			tk := out[j]
+			out = append(out[:j], out[j+1:]...)
+			var o outcome
+			switch rng.IntN(10) {
+			case 0:
+				o = outcome{inDoubt: true}
+			case 1:
+				o = outcome{} // rolled back
+			case 2:
+				o = outcome{tried: true} // refused for the cap
+			default:
+				o = outcome{sent: true, inserted: rng.IntN(2) == 0, tried: rng.IntN(2) == 0}
+				o.granted = o.tried && tk.claim > 0 && rng.IntN(4) > 0
+			}
+			p.settle(tk, o)
+		}
+		e := p.m[placeKey{g, start.UnixMicro()}]
+		if e.lost >= MaxPlaceBlock {
+			e.lost = 0 // a new period, as far as the bound is concerned
+		}
+		if held := e.held(); held > MaxPlaceBlock || e.free < 0 || e.inFlight < 0 {
+			t.Fatalf("step %d: %d places held (free %d, in flight %d, lost %d) with %d decisions in flight; want at most %d",
+				i, held, e.free, e.inFlight, e.lost, len(out), MaxPlaceBlock)
+		}
+	}
+}
+
+// TestPlacesTableIsBounded: a store keeps places for at most
+// maxPlaceGroups groups; past it, a group whose entry it cannot make asks
+// for a block of none (its key's place taken alone), and an entry that
+// holds nothing, or whose period has ended, makes room.
+func TestPlacesTableIsBounded(t *testing.T) {
+	p := newPlaces()
+	start := time.Date(2026, 3, 1, 10, 0, 0, 0, time.UTC)
+	end, now := start.Add(time.Hour), start.Add(time.Minute)
+	group := func(i int) [sha256.Size]byte { return sha256.Sum256([]byte{byte(i), byte(i >> 8), byte(i >> 16)}) }
+	for i := range maxPlaceGroups {
+		tk := p.take(group(i), start, end, now, 100_000)
+		tk2 := p.take(group(i), start, end, now, 100_000)
+		p.settle(tk, outcome{sent: true, inserted: true, tried: true, granted: true})
+		p.settle(tk2, outcome{sent: true, tried: true, granted: true}) // its key had a row: a place left free
+	}
+	tk := p.take(group(maxPlaceGroups), start, end, now, 100_000)
+	if tk.e != nil || tk.held || tk.claim != 0 || len(p.m) != maxPlaceGroups {
+		t.Fatalf("a group past a full table: ticket %+v, %d entries; want a claim of 0 with no entry, %d entries", tk, len(p.m), maxPlaceGroups)
+	}
+	p.settle(tk, outcome{sent: true, inserted: true, tried: true})
+	if tk := p.take(group(maxPlaceGroups), start, end, end, 100_000); tk.e == nil || len(p.m) != maxPlaceGroups {
+		t.Errorf("once the period has ended: ticket %+v, %d entries; want an entry made in an ended one's place", tk, len(p.m))
+	}
+}

@@ -232,3 +232,35 @@ func TestSameNewKeysFromManyStoresAtOnce(t *testing.T) {
 		t.Errorf("%d decisions admitted, %d rows counting %d; want every admission counted, in at most %d rows", admitted.Load(), rows, counted, maxKeys)
 	}
 }
+
+// TestNewKeyAfterKnownKeysIsTwoRoundTrips: a decision of a key known to
+// have its row is one statement even when the store holds no free place
+// of its group; a new key of that group is then two (the first finds no
+// row, the second takes a block of places), and the next new key one (a
+// place of that block).
+func TestNewKeyAfterKnownKeysIsTwoRoundTrips(t *testing.T) {
+	ctx := context.Background()
+	pool, sent := tracedPool(t)
+	s, err := pgstore.New(ctx, pool, pgstore.Config{Clock: clocktest.At(time.Date(2026, 3, 1, 10, 1, 0, 0, time.UTC))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The statements prepared first: a new key's, a known key's.
+	for _, key := range []string{"api_tenant_a", "api_tenant_a", "api_tenant_a"} {
+		if r, err := s.Allow(ctx, key, hour); err != nil || !r.Allowed {
+			t.Fatalf("Allow(%s) = %+v, %v", key, r, err)
+		}
+	}
+	for _, step := range []struct {
+		key  string
+		want int64
+	}{{"api_tenant_a", 1}, {"api_tenant_b", 2}, {"api_tenant_c", 1}, {"api_tenant_a", 1}, {"api_tenant_b", 1}} {
+		sent.n.Store(0)
+		if r, err := s.Allow(ctx, step.key, hour); err != nil || !r.Allowed {
+			t.Fatalf("Allow(%s) = %+v, %v", step.key, r, err)
+		}
+		if n := sent.n.Load(); n != step.want {
+			t.Errorf("Allow(%s) sent %d statements, want %d", step.key, n, step.want)
+		}
+	}
+}

@@ -404,30 +404,39 @@ func checkPeriod(key string, start, end time.Time, quota, cost int64) error {
 // billable: the row is kept after its period (the ledger) or swept
 // (Sweep); an admission sets it to the limit's latest.
 //
+// $9 is whether the statement may insert the key's row: false for a
+// decision of a capped group whose store holds no free place and expects
+// the key to have its row (places.go), which then, if the key has none in
+// the statement's snapshot, writes nothing and says so, and is sent again
+// as claimSQL.
+//
 // It returns one row: the count, whether admitted, the period's end,
-// whether the count is the one the decision was made on, and whether the
+// whether the count is the one the decision was made on, whether the
 // statement inserted the key's row (a row it updates has a locker in its
-// xmax; one it inserted has none). The fourth is false only when the
+// xmax; one it inserted has none), and whether it wrote nothing for want
+// of a place ($9 false, no row). The fourth is false only when the
 // upsert refused after a concurrent writer's commit (cur saw room, or no
-// row, and the row it then locked had none): cur predates that commit, as
-// every read in the statement shares its snapshot, so the count must be
-// read again.
+// row, and the row it then locked had none), or for want of a place: cur
+// predates that commit, as every read in the statement shares its
+// snapshot, so the count must be read again.
 const spendSQL = `WITH cur AS (
 	SELECT count FROM sluice_usage WHERE key_hash = $1 AND period_start = $2
 ), up AS (
 	INSERT INTO sluice_usage AS u (key_hash, period_start, period_end, key, count, quota, key_group, billable)
 	SELECT $1, $2, $3, $4, $5::bigint, $6::bigint, $7, $8
-	WHERE $5::bigint <= $6::bigint AND NOT EXISTS (SELECT FROM cur WHERE cur.count + $5::bigint > $6::bigint)
+	WHERE $5::bigint <= $6::bigint AND ($9::boolean OR EXISTS (SELECT FROM cur))
+		AND NOT EXISTS (SELECT FROM cur WHERE cur.count + $5::bigint > $6::bigint)
 	ON CONFLICT (key_hash, period_start) DO UPDATE
 	SET count = u.count + excluded.count, period_end = excluded.period_end, quota = excluded.quota,
 		billable = excluded.billable, updated_at = now()
 	WHERE u.count + excluded.count <= excluded.quota
 	RETURNING u.count, u.period_end, u.xmax = 0 AS inserted
 )
-SELECT count, true, period_end, true, inserted FROM up
+SELECT count, true, period_end, true, inserted, false FROM up
 UNION ALL
 SELECT coalesce((SELECT count FROM cur), 0), false, $3::timestamptz,
-	EXISTS (SELECT FROM cur WHERE cur.count + $5::bigint > $6::bigint), false
+	EXISTS (SELECT FROM cur WHERE cur.count + $5::bigint > $6::bigint), false,
+	NOT $9::boolean AND NOT EXISTS (SELECT FROM cur)
 WHERE NOT EXISTS (SELECT FROM up)`
 
 // claimSQL is spendSQL for a decision of a capped group whose store holds
@@ -605,28 +614,35 @@ func (s *Store) spend(ctx context.Context, key string, start, end time.Time, quo
 	var admitted, decidedOn bool
 	var until time.Time
 	var o outcome
-	dest := []any{&count, &admitted, &until, &decidedOn, &o.inserted}
-	switch {
-	case s.maxKeys == 0:
+	dest := []any{&count, &admitted, &until, &decidedOn, &o.inserted, &o.needsPlace}
+	if s.maxKeys == 0 {
 		// The cap off: the row names no group (NULL, as migration 0003
 		// says of a writer that caps nothing), and the group is not hashed.
-		err = s.write(ctx, conn, "spending", dest, spendSQL, h[:], start, end, []byte(key), cost, quota, nil, billable)
-	default:
+		err = s.write(ctx, conn, "spending", dest, spendSQL, h[:], start, end, []byte(key), cost, quota, nil, billable, true)
+	} else {
 		gh := hash(s.group(key))
-		t := s.places.take(gh, start, end, s.now(), s.maxKeys)
-		if t.held {
-			err = s.write(ctx, conn, "spending", dest, spendSQL, h[:], start, end, []byte(key), cost, quota, nil, billable)
-		} else {
-			err = s.write(ctx, conn, "spending", append(dest, &o.tried, &o.granted),
-				claimSQL, h[:], start, end, []byte(key), cost, quota, gh[:], billable, t.claim, s.maxKeys)
+		// At most two statements: a probe that found the key new is sent
+		// again, then with a place or a claim.
+		for again := false; ; again = true {
+			t := s.places.take(gh, start, end, s.now(), s.maxKeys, !again)
+			o = outcome{}
+			if t.held || t.probe {
+				err = s.write(ctx, conn, "spending", dest, spendSQL, h[:], start, end, []byte(key), cost, quota, nil, billable, t.held)
+			} else {
+				err = s.write(ctx, conn, "spending", []any{&count, &admitted, &until, &decidedOn, &o.inserted, &o.tried, &o.granted},
+					claimSQL, h[:], start, end, []byte(key), cost, quota, gh[:], billable, t.claim, s.maxKeys)
+			}
+			o.sent = err == nil
+			o.inDoubt = errors.Is(err, ErrInDoubt)
+			if !o.sent {
+				o.inserted, o.granted, o.needsPlace = false, false, false
+				o.tried = isTooManyKeys(err)
+			}
+			s.places.settle(t, o)
+			if !o.needsPlace {
+				break
+			}
 		}
-		o.sent = err == nil
-		o.inDoubt = errors.Is(err, ErrInDoubt)
-		if !o.sent {
-			o.inserted, o.granted = false, false
-			o.tried = isTooManyKeys(err)
-		}
-		s.places.settle(t, o)
 	}
 	if isTooManyKeys(err) {
 		return 0, false, end, s.tooManyKeys(key, start)

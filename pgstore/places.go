@@ -26,7 +26,11 @@ import (
 // if the key has no row in the statement's snapshot, and only if all n fit
 // under the cap; when they do not, the row names its group, and migration
 // 0003's trigger takes one place for it, or refuses the key, exactly as
-// before. The block doubles with each claim the store makes for the group
+// before. But when the group's last decision found its key's row (a group
+// of known keys, the common case of a quota), a decision with no free
+// place is sent as spendSQL that may not insert (a probe): a key that has
+// its row is decided in that one statement, with no claim's work, and a
+// new one is sent again, as claimSQL (a second round trip). The block doubles with each claim the store makes for the group
 // in the period (1, 2, 4, … MaxPlaceBlock), so a group that sees one new
 // key takes one place, and one that sees many writes its row once per
 // MaxPlaceBlock keys; a claim refused for room starts again at 1.
@@ -75,6 +79,9 @@ type placeEntry struct {
 	inFlight int64     // reserved by decisions, or asked for by claims, in flight
 	lost     int64     // of decisions in doubt: held for the rest of the period
 	next     int64     // the next claim's size
+	// old: the group's last decision found its key's row, so the next,
+	// with no free place, is sent as a probe.
+	old bool
 }
 
 // held is what the entry counts against MaxPlaceBlock.
@@ -89,19 +96,22 @@ type places struct {
 
 func newPlaces() *places { return &places{m: map[placeKey]*placeEntry{}} }
 
-// ticket is what one decision holds: a place reserved (held), or a claim
-// of claim places to ask for; a claim of 0 takes no block, its key's place
-// (if it is new) being taken alone, by the trigger. e is nil for a claim
-// of 0 the table could not keep an entry for.
+// ticket is what one decision holds: a place reserved (held), no place
+// for a key expected to have its row (probe), or a claim of claim places
+// to ask for; a claim of 0 takes no block, its key's place (if it is new)
+// being taken alone, by the trigger. e is nil for a claim of 0 the table
+// could not keep an entry for.
 type ticket struct {
 	e     *placeEntry
 	held  bool
+	probe bool
 	claim int64
 }
 
 // take returns the ticket of a decision of a key of group in the period
-// [start, end) at now, under a cap of maxKeys places per group.
-func (p *places) take(group [sha256.Size]byte, start, end, now time.Time, maxKeys int64) ticket {
+// [start, end) at now, under a cap of maxKeys places per group; a probe
+// only if probe is true.
+func (p *places) take(group [sha256.Size]byte, start, end, now time.Time, maxKeys int64, probe bool) ticket {
 	k := placeKey{group: group, start: start.UnixMicro()}
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -120,6 +130,9 @@ func (p *places) take(group [sha256.Size]byte, start, end, now time.Time, maxKey
 		e.free--
 		e.inFlight++
 		return ticket{e: e, held: true}
+	}
+	if probe && e.old {
+		return ticket{e: e, probe: true}
 	}
 	n := min(e.next, MaxPlaceBlock-e.held(), maxKeys)
 	e.inFlight += n
@@ -157,6 +170,8 @@ type outcome struct {
 	tried bool
 	// granted: the claim's places were taken.
 	granted bool
+	// needsPlace: a probe found no row for its key, and wrote nothing.
+	needsPlace bool
 }
 
 // settle records what became of t's decision.
@@ -167,6 +182,12 @@ func (p *places) settle(t ticket, o outcome) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	e := t.e
+	if o.sent {
+		e.old = !o.needsPlace && !o.inserted && !o.tried
+	}
+	if t.probe {
+		return
+	}
 	if t.held {
 		e.inFlight--
 		switch {

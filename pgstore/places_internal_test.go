@@ -9,8 +9,8 @@ import (
 )
 
 // TestPlacesHeldStayWithinABlock: through random decisions of one group
-// (places reserved and given back, blocks asked for, granted, refused,
-// rolled back or in doubt, up to 24 in flight at once), a store never
+// (places reserved and given back, probes, blocks asked for, granted,
+// refused, rolled back or in doubt, up to 24 in flight at once), a store never
 // holds more than MaxPlaceBlock places of the group, and a block, once the
 // store is out of places, doubles from 1 up to MaxPlaceBlock.
 func TestPlacesHeldStayWithinABlock(t *testing.T) {
@@ -20,11 +20,11 @@ func TestPlacesHeldStayWithinABlock(t *testing.T) {
 	end, now := start.Add(time.Hour), start.Add(time.Minute)
 	var sizes []int64
 	for range 8 {
-		tk := p.take(g, start, end, now, 100_000)
+		tk := p.take(g, start, end, now, 100_000, true)
 		sizes = append(sizes, tk.claim)
 		p.settle(tk, outcome{sent: true, inserted: true, tried: true, granted: true})
 		for p.m[placeKey{g, start.UnixMicro()}].free > 0 {
-			tk := p.take(g, start, end, now, 100_000)
+			tk := p.take(g, start, end, now, 100_000, true)
 			if !tk.held {
 				t.Fatalf("a store holding free places asked for a block of %d", tk.claim)
 			}
@@ -39,7 +39,7 @@ func TestPlacesHeldStayWithinABlock(t *testing.T) {
 	var out []ticket
 	for i := range 20_000 {
 		if len(out) < 24 && (len(out) == 0 || rng.IntN(2) == 0) {
-			out = append(out, p.take(g, start, end, now, 100_000))
+			out = append(out, p.take(g, start, end, now, 100_000, rng.IntN(2) == 0))
 		} else {
 			j := rng.IntN(len(out))
 			tk := out[j]
@@ -52,9 +52,11 @@ func TestPlacesHeldStayWithinABlock(t *testing.T) {
 				o = outcome{} // rolled back
 			case 2:
 				o = outcome{tried: true} // refused for the cap
+			case 3:
+				o = outcome{sent: true, needsPlace: tk.probe}
 			default:
-				o = outcome{sent: true, inserted: rng.IntN(2) == 0, tried: rng.IntN(2) == 0}
-				o.granted = o.tried && tk.claim > 0 && rng.IntN(4) > 0
+				o = outcome{sent: true, inserted: !tk.probe && rng.IntN(2) == 0, tried: tk.claim > 0 && rng.IntN(2) == 0}
+				o.granted = o.tried && rng.IntN(4) > 0
 			}
 			p.settle(tk, o)
 		}
@@ -79,17 +81,17 @@ func TestPlacesTableIsBounded(t *testing.T) {
 	end, now := start.Add(time.Hour), start.Add(time.Minute)
 	group := func(i int) [sha256.Size]byte { return sha256.Sum256([]byte{byte(i), byte(i >> 8), byte(i >> 16)}) }
 	for i := range maxPlaceGroups {
-		tk := p.take(group(i), start, end, now, 100_000)
-		tk2 := p.take(group(i), start, end, now, 100_000)
+		tk := p.take(group(i), start, end, now, 100_000, true)
+		tk2 := p.take(group(i), start, end, now, 100_000, true)
 		p.settle(tk, outcome{sent: true, inserted: true, tried: true, granted: true})
 		p.settle(tk2, outcome{sent: true, tried: true, granted: true}) // its key had a row: a place left free
 	}
-	tk := p.take(group(maxPlaceGroups), start, end, now, 100_000)
+	tk := p.take(group(maxPlaceGroups), start, end, now, 100_000, true)
 	if tk.e != nil || tk.held || tk.claim != 0 || len(p.m) != maxPlaceGroups {
 		t.Fatalf("a group past a full table: ticket %+v, %d entries; want a claim of 0 with no entry, %d entries", tk, len(p.m), maxPlaceGroups)
 	}
 	p.settle(tk, outcome{sent: true, inserted: true, tried: true})
-	if tk := p.take(group(maxPlaceGroups), start, end, end, 100_000); tk.e == nil || len(p.m) != maxPlaceGroups {
+	if tk := p.take(group(maxPlaceGroups), start, end, end, 100_000, true); tk.e == nil || len(p.m) != maxPlaceGroups {
 		t.Errorf("once the period has ended: ticket %+v, %d entries; want an entry made in an ended one's place", tk, len(p.m))
 	}
 }

@@ -624,7 +624,10 @@ func (s *Store) spend(ctx context.Context, key string, start, end time.Time, quo
 		// At most two statements: a probe that found the key new is sent
 		// again, then with a place or a claim.
 		for again := false; ; again = true {
-			t := s.places.take(gh, start, end, s.now(), s.maxKeys, !again)
+			t, werr := s.places.take(ctx, gh, start, end, s.now(), s.maxKeys, !again)
+			if werr != nil {
+				return 0, false, end, fmt.Errorf("pgstore: spending: waiting for a block of the group's places: %w", werr)
+			}
 			o = outcome{}
 			if t.held || t.probe {
 				err = s.write(ctx, conn, "spending", dest, spendSQL, h[:], start, end, []byte(key), cost, quota, nil, billable, t.held)

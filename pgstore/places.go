@@ -1,6 +1,7 @@
 package pgstore
 
 import (
+	"context"
 	"crypto/sha256"
 	"sync"
 	"time"
@@ -82,6 +83,9 @@ type placeEntry struct {
 	// old: the group's last decision found its key's row, so the next,
 	// with no free place, is sent as a probe.
 	old bool
+	// claimed is closed when the claim of a block in flight (at most one
+	// per entry) has ended; nil when none is.
+	claimed chan struct{}
 }
 
 // held is what the entry counts against MaxPlaceBlock.
@@ -110,33 +114,51 @@ type ticket struct {
 
 // take returns the ticket of a decision of a key of group in the period
 // [start, end) at now, under a cap of maxKeys places per group; a probe
-// only if probe is true.
-func (p *places) take(group [sha256.Size]byte, start, end, now time.Time, maxKeys int64, probe bool) ticket {
+// only if probe is true. With no free place while a block is being
+// claimed, it waits for that claim to end (the decision's statement would
+// wait for the group's row anyway), or for ctx to end, then its error.
+func (p *places) take(ctx context.Context, group [sha256.Size]byte, start, end, now time.Time, maxKeys int64, probe bool) (ticket, error) {
 	k := placeKey{group: group, start: start.UnixMicro()}
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	e := p.m[k]
-	if e == nil {
-		if len(p.m) >= maxPlaceGroups && !p.evict(now) {
-			return ticket{}
+	for {
+		e := p.m[k]
+		if e == nil {
+			if len(p.m) >= maxPlaceGroups && !p.evict(now) {
+				return ticket{}, nil
+			}
+			e = &placeEntry{end: end, next: 1}
+			p.m[k] = e
 		}
-		e = &placeEntry{end: end, next: 1}
-		p.m[k] = e
+		if end.After(e.end) {
+			e.end = end
+		}
+		if e.free > 0 {
+			e.free--
+			e.inFlight++
+			return ticket{e: e, held: true}, nil
+		}
+		if probe && e.old {
+			return ticket{e: e, probe: true}, nil
+		}
+		if ch := e.claimed; ch != nil {
+			p.mu.Unlock()
+			select {
+			case <-ch:
+			case <-ctx.Done():
+				p.mu.Lock()
+				return ticket{}, ctx.Err()
+			}
+			p.mu.Lock()
+			continue
+		}
+		n := min(e.next, MaxPlaceBlock-e.held(), maxKeys)
+		e.inFlight += n
+		if n > 0 {
+			e.claimed = make(chan struct{})
+		}
+		return ticket{e: e, claim: n}, nil
 	}
-	if end.After(e.end) {
-		e.end = end
-	}
-	if e.free > 0 {
-		e.free--
-		e.inFlight++
-		return ticket{e: e, held: true}
-	}
-	if probe && e.old {
-		return ticket{e: e, probe: true}
-	}
-	n := min(e.next, MaxPlaceBlock-e.held(), maxKeys)
-	e.inFlight += n
-	return ticket{e: e, claim: n}
 }
 
 // evict drops one entry that holds nothing, or whose period has ended,
@@ -199,6 +221,10 @@ func (p *places) settle(t ticket, o outcome) {
 		return
 	}
 	e.inFlight -= t.claim
+	if t.claim > 0 {
+		close(e.claimed)
+		e.claimed = nil
+	}
 	switch {
 	case o.inDoubt:
 		e.lost += t.claim

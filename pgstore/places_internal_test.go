@@ -1,7 +1,9 @@
 package pgstore
 
 import (
+	"context"
 	"crypto/sha256"
+	"errors"
 	"math/rand/v2"
 	"slices"
 	"testing"
@@ -20,11 +22,11 @@ func TestPlacesHeldStayWithinABlock(t *testing.T) {
 	end, now := start.Add(time.Hour), start.Add(time.Minute)
 	var sizes []int64
 	for range 8 {
-		tk := p.take(g, start, end, now, 100_000, true)
+		tk := take(p, g, start, end, now, 100_000, true)
 		sizes = append(sizes, tk.claim)
 		p.settle(tk, outcome{sent: true, inserted: true, tried: true, granted: true})
 		for p.m[placeKey{g, start.UnixMicro()}].free > 0 {
-			tk := p.take(g, start, end, now, 100_000, true)
+			tk := take(p, g, start, end, now, 100_000, true)
 			if !tk.held {
 				t.Fatalf("a store holding free places asked for a block of %d", tk.claim)
 			}
@@ -36,11 +38,21 @@ func TestPlacesHeldStayWithinABlock(t *testing.T) {
 	}
 
 	rng := rand.New(rand.NewPCG(1, 2))
+	ended, cancel := context.WithCancel(context.Background())
+	cancel()
+	errWouldWait := errors.New("would wait")
 	var out []ticket
 	for i := range 20_000 {
+		var tk ticket
+		var err error = errWouldWait
 		if len(out) < 24 && (len(out) == 0 || rng.IntN(2) == 0) {
-			out = append(out, p.take(g, start, end, now, 100_000, rng.IntN(2) == 0))
-		} else {
+			// A take that would wait for a claim in flight (which this
+			// loop has yet to settle) gives up at once instead.
+			tk, err = p.take(ended, g, start, end, now, 100_000, rng.IntN(2) == 0)
+		}
+		if err == nil {
+			out = append(out, tk)
+		} else if len(out) > 0 {
 			j := rng.IntN(len(out))
 			tk := out[j]
 			out = append(out[:j], out[j+1:]...)
@@ -81,17 +93,51 @@ func TestPlacesTableIsBounded(t *testing.T) {
 	end, now := start.Add(time.Hour), start.Add(time.Minute)
 	group := func(i int) [sha256.Size]byte { return sha256.Sum256([]byte{byte(i), byte(i >> 8), byte(i >> 16)}) }
 	for i := range maxPlaceGroups {
-		tk := p.take(group(i), start, end, now, 100_000, true)
-		tk2 := p.take(group(i), start, end, now, 100_000, true)
-		p.settle(tk, outcome{sent: true, inserted: true, tried: true, granted: true})
-		p.settle(tk2, outcome{sent: true, tried: true, granted: true}) // its key had a row: a place left free
+		tk := take(p, group(i), start, end, now, 100_000, true)
+		p.settle(tk, outcome{sent: true, tried: true, granted: true}) // its key had a row: a place left free
 	}
-	tk := p.take(group(maxPlaceGroups), start, end, now, 100_000, true)
+	tk := take(p, group(maxPlaceGroups), start, end, now, 100_000, true)
 	if tk.e != nil || tk.held || tk.claim != 0 || len(p.m) != maxPlaceGroups {
 		t.Fatalf("a group past a full table: ticket %+v, %d entries; want a claim of 0 with no entry, %d entries", tk, len(p.m), maxPlaceGroups)
 	}
 	p.settle(tk, outcome{sent: true, inserted: true, tried: true})
-	if tk := p.take(group(maxPlaceGroups), start, end, end, 100_000, true); tk.e == nil || len(p.m) != maxPlaceGroups {
+	if tk := take(p, group(maxPlaceGroups), start, end, end, 100_000, true); tk.e == nil || len(p.m) != maxPlaceGroups {
 		t.Errorf("once the period has ended: ticket %+v, %d entries; want an entry made in an ended one's place", tk, len(p.m))
+	}
+}
+
+// take is places.take with no end and no error, for tests that never
+// wait on a claim.
+func take(p *places, group [sha256.Size]byte, start, end, now time.Time, maxKeys int64, probe bool) ticket {
+	tk, err := p.take(context.Background(), group, start, end, now, maxKeys, probe)
+	if err != nil {
+		panic(err)
+	}
+	return tk
+}
+
+// TestPlacesWaitForTheBlockBeingClaimed: with no free place while a block
+// is being claimed, a decision waits for that claim and then takes a place
+// of its block, rather than claiming (or queueing on the group's row) on
+// its own; a decision whose context ends while it waits gets its error.
+func TestPlacesWaitForTheBlockBeingClaimed(t *testing.T) {
+	p := newPlaces()
+	g := sha256.Sum256([]byte("api_tenant"))
+	start := time.Date(2026, 3, 1, 10, 0, 0, 0, time.UTC)
+	end, now := start.Add(time.Hour), start.Add(time.Minute)
+	claim := take(p, g, start, end, now, 100_000, true)
+	if claim.claim != 1 {
+		t.Fatalf("first ticket %+v, want a claim of 1", claim)
+	}
+	ended, cancel := context.WithCancel(context.Background())
+	cancel()
+	if _, err := p.take(ended, g, start, end, now, 100_000, true); !errors.Is(err, context.Canceled) {
+		t.Fatalf("take with an ended context during a claim: %v, want context.Canceled", err)
+	}
+	got := make(chan ticket)
+	go func() { got <- take(p, g, start, end, now, 100_000, true) }()
+	p.settle(claim, outcome{sent: true, tried: true, granted: true}) // its key had a row: its place is free
+	if tk := <-got; !tk.held {
+		t.Errorf("ticket after the claim ended: %+v, want a place of its block", tk)
 	}
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/sluicehq/sluice/internal/envflag"
 	"github.com/sluicehq/sluice/internal/stores"
 	"github.com/sluicehq/sluice/memstore"
+	"github.com/sluicehq/sluice/pgstore"
 	"github.com/sluicehq/sluice/service"
 )
 
@@ -23,6 +24,9 @@ import (
 // relief.Batcher.ReleaseAndLog).
 type remoteOptions struct {
 	migrate bool // -migrate: apply pgstore's migrations on start
+	// maxKeys is -max-keys-per-group: pgstore.Config.MaxKeysPerGroup, 0
+	// for no bound (pgstore's -1).
+	maxKeys int64
 
 	reserveUnits int           // -reserve-units: relief.BatchConfig.Batch; 0 is off
 	reserveHold  time.Duration // -reserve-hold: relief.BatchConfig.Hold
@@ -49,11 +53,13 @@ type remoteOptions struct {
 // at most 1% of a limit at a time (see docs/serve.md for the bound).
 const defaultLeaseShare = 0.01
 
-// flags defines -migrate, -reserve-units, -reserve-hold, -lease-share,
+// flags defines -migrate, -max-keys-per-group, -reserve-units, -reserve-hold, -lease-share,
 // -local-share and -store-timeout on fs.
 func (r *remoteOptions) flags(fs *flag.FlagSet) {
 	fs.BoolVar(&r.migrate, "migrate", true,
 		"with PostgreSQL, apply the schema's migrations on start (the database must then be reachable to start); -migrate=false starts without connecting, the schema brought up to date beforehand by sluice migrate")
+	fs.Int64Var(&r.maxKeys, "max-keys-per-group", pgstore.DefaultMaxKeysPerGroup,
+		"with PostgreSQL, at most this many distinct keys per group (a store key without its last value) and period: a new key past it is refused as a bad request and writes nothing; 0: no bound (clients then choose how many rows a period holds)")
 	fs.IntVar(&r.reserveUnits, "reserve-units", 0,
 		"with Redis or PostgreSQL, reserve a key's units B at a time and spend them in this process without a round trip: the process holds at most B-1 unspent units per key, for at most -reserve-hold, refunded at shutdown; 0: off")
 	fs.DurationVar(&r.reserveHold, "reserve-hold", 100*time.Millisecond,
@@ -80,6 +86,8 @@ func (r *remoteOptions) check(fs *flag.FlagSet, o *serveOptions) error {
 		return err
 	}
 	switch {
+	case r.maxKeys < 0:
+		return fmt.Errorf("-max-keys-per-group %d: want 0 (no bound) or more", r.maxKeys)
 	case r.reserveUnits < 0 || r.reserveUnits == 1:
 		return fmt.Errorf("-reserve-units %d: want 0 (off) or at least 2 (a reservation of 1 is no batch)", r.reserveUnits)
 	case r.reserveHold <= 0:
@@ -110,6 +118,9 @@ func (r *remoteOptions) check(fs *flag.FlagSet, o *serveOptions) error {
 	if kind != stores.Postgres {
 		if set["migrate"] {
 			return errors.New("-migrate: only a PostgreSQL -store (postgres://…) has migrations")
+		}
+		if set["max-keys-per-group"] {
+			return errors.New("-max-keys-per-group: only a PostgreSQL -store (postgres://…) keeps a row per key")
 		}
 		return nil
 	}
@@ -173,7 +184,11 @@ func openServeStore(ctx context.Context, o *serveOptions, failureSet bool, log *
 	var err error
 	mem := memstore.Config{MaxBytes: o.memMaxBytes, ClockResolution: o.memClock}
 	if stores.Is(o.store, stores.Postgres) {
-		st, err = stores.OpenPostgres(ctx, o.store, o.failure, failureSet, o.remote.migrate, mem, log)
+		maxKeys := o.remote.maxKeys
+		if maxKeys == 0 {
+			maxKeys = -1 // pgstore's "no bound"
+		}
+		st, err = stores.OpenPostgres(ctx, o.store, o.failure, failureSet, o.remote.migrate, maxKeys, mem, log)
 	} else {
 		st, err = stores.Open(ctx, o.store, &o.redis, o.failure, mem, log)
 	}

@@ -69,6 +69,20 @@ func TestServeOnPostgres(t *testing.T) {
 		}
 	})
 
+	t.Run("-max-keys-per-group bounds the distinct keys of a group", func(t *testing.T) {
+		url := srv.Schema(t)
+		path := filepath.Join(t.TempDir(), "q.yaml")
+		writeFile(t, path, cfgQuota(3))
+		s := launch(t, "-config", path, "-store", url, "-max-keys-per-group", "2")
+		var codes []int
+		for _, user := range []string{"a", "b", "c", "a"} {
+			codes = append(codes, post(t, s.url, strings.Replace(reqAlice, "alice", user, 1)))
+		}
+		if fmt.Sprint(codes) != "[200 200 400 200]" {
+			t.Fatalf("codes for users a, b, c, a: %v, want [200 200 400 200] (the third key past the bound of 2)", codes)
+		}
+	})
+
 	t.Run("migrate twice applies the schema once", func(t *testing.T) {
 		url := srv.Schema(t)
 		_, out := runCase{[]string{"migrate", url}, 0, "applied 0001_usage.sql", ""}.check(t)
@@ -323,6 +337,8 @@ func TestServePostgresRefusesWhatItCannotDo(t *testing.T) {
 		{serveArgs("-config", good, "-reserve-units", "5"), 2, "", "need a remote store"},
 		{serveArgs("-config", good, "-store", noPostgres, "-reserve-units", "1"), 2, "", "-reserve-units 1"},
 		{serveArgs("-config", good, "-store", "redis://127.0.0.1:1", "-migrate"), 2, "", "only a PostgreSQL -store"},
+		{serveArgs("-config", good, "-max-keys-per-group", "10"), 2, "", "-max-keys-per-group: only a PostgreSQL -store"},
+		{serveArgs("-config", good, "-store", noPostgres, "-max-keys-per-group", "-1"), 2, "", "-max-keys-per-group -1"},
 		{[]string{"migrate"}, 2, "", "give the database's URL"},
 		{[]string{"migrate", "redis://127.0.0.1:1"}, 2, "", "not a PostgreSQL URL"},
 		{[]string{"migrate", "-store", noPostgres, noPostgres}, 2, "", "not both"},

@@ -110,12 +110,13 @@ const PgSweepEvery = time.Minute
 // until the database answers, and Connected turns true once a ping has
 // succeeded.
 //
-// The failure policy's Local store is FailureLocal(mem).
+// maxKeys is pgstore.Config.MaxKeysPerGroup (0: its default; negative:
+// no bound). The failure policy's Local store is FailureLocal(mem).
 //
 // Quotas are accounting, so the failure mode defaults to closed on
 // PostgreSQL: when the operator set no -failure-mode (failureSet false),
 // a failed decision is refused, and the log says so.
-func OpenPostgres(ctx context.Context, url, failure string, failureSet, migrate bool, mem memstore.Config, log *slog.Logger) (Opened, error) {
+func OpenPostgres(ctx context.Context, url, failure string, failureSet, migrate bool, maxKeys int64, mem memstore.Config, log *slog.Logger) (Opened, error) {
 	mode, err := failsafe.ParseMode(failure)
 	if err != nil {
 		return Opened{}, err
@@ -123,14 +124,14 @@ func OpenPostgres(ctx context.Context, url, failure string, failureSet, migrate 
 	if !failureSet {
 		mode = failsafe.Closed
 	}
-	st, err := ConnectPostgresLog(ctx, url, migrate, log, PgSweepEvery)
+	st, err := connectPostgres(ctx, url, pgstore.Config{NoMigrate: !migrate, Logger: log, SweepEvery: PgSweepEvery, MaxKeysPerGroup: maxKeys})
 	if err != nil {
 		if migrate {
 			return Opened{}, fmt.Errorf("%s: %w (with -migrate=false serve starts without the database, once `sluice migrate` has brought its schema up to date)", Name(url), err)
 		}
 		return Opened{}, fmt.Errorf("%s: %w", Name(url), err)
 	}
-	log.Info("store PostgreSQL", "store", Name(url), "migrated", migrate, "sweep_not_billable_every", PgSweepEvery,
+	log.Info("store PostgreSQL", "store", Name(url), "migrated", migrate, "sweep_not_billable_every", PgSweepEvery, "max_keys_per_group", maxKeys,
 		"failure_mode", mode.String(), "failure_mode_from", map[bool]string{true: "-failure-mode", false: "the default on PostgreSQL: quotas fail closed"}[failureSet])
 	var up atomic.Bool
 	bg, stop := context.WithCancel(context.WithoutCancel(ctx))
@@ -162,9 +163,15 @@ func ConnectPostgres(ctx context.Context, url string, migrate bool) (*pgstore.St
 // there, and which deletes the ended periods of rules that are not
 // billable.
 func ConnectPostgresLog(ctx context.Context, url string, migrate bool, log *slog.Logger, sweep time.Duration) (*pgstore.Store, error) {
+	return connectPostgres(ctx, url, pgstore.Config{NoMigrate: !migrate, Logger: log, SweepEvery: sweep})
+}
+
+// connectPostgres opens the database at url with cfg, waiting at most
+// backoff.Attempt; an error has url's secrets masked.
+func connectPostgres(ctx context.Context, url string, cfg pgstore.Config) (*pgstore.Store, error) {
 	cctx, cancel := context.WithTimeout(ctx, backoff.Attempt)
 	defer cancel()
-	st, err := pgstore.Open(cctx, url, pgstore.Config{NoMigrate: !migrate, Logger: log, SweepEvery: sweep})
+	st, err := pgstore.Open(cctx, url, cfg)
 	return st, redact.Error(err, url)
 }
 

@@ -31,8 +31,7 @@ type kind struct {
 	// many sub-windows (see with).
 	buckets uint8
 	// moments, when above 0, makes the kind the sliding window with that
-	// many means per sub-window (see with); its RetryAfter is a time at
-	// which the request fits, not always the first.
+	// many means per sub-window (see with).
 	moments uint8
 }
 

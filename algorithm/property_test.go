@@ -85,9 +85,6 @@ func checkRetryAfter(t *rapid.T, k kind, lim sluice.Limit, reqs []req) {
 			t.Fatalf("%v step %d: AllowN%v denied with RetryAfter %v, but AllowN(t0%+d, %d) after it is denied too (RetryAfter %v)",
 				lim, i, r, res.RetryAfter, retry-t0, r.cost, got.RetryAfter)
 		}
-		if k.moments > 0 {
-			continue // a time at which it fits; not always the first (SlidingMoments)
-		}
 		if got := k.clone(s).Take(retry-1, lim, r.cost); got.Allowed {
 			t.Fatalf("%v step %d: AllowN%v denied with RetryAfter %v, but AllowN(t0%+d, %d), 1ns earlier, is admitted",
 				lim, i, r, res.RetryAfter, retry-1-t0, r.cost)

@@ -108,6 +108,50 @@ func TestSlidingMomentsRetryAfterNeverEarly(t *testing.T) {
 	})
 }
 
+// TestSlidingMomentsRetryAfterIsTheFirst: a request refused with
+// RetryAfter r is refused at every instant before now+r at which the
+// decision could differ (the first instant of each offset level of each
+// sub-window, every nanosecond when a sub-window is shorter than its
+// levels), if nothing else is spent: r is the first time it fits, even
+// where the estimate dips below the limit and rises again.
+func TestSlidingMomentsRetryAfterIsTheFirst(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		lim := drawMomentsLimit(t, 1)
+		var s, after algorithm.SlidingMoments // after the last refusal
+		var last req
+		var retry int64
+		for _, r := range drawRequests(t, lim, drawStart(t, lim), 1, 60) {
+			if res := s.Take(r.at, lim, r.cost); !res.Allowed {
+				last, retry, after = r, r.at+int64(res.RetryAfter), s.Clone()
+				if c := s.Clone(); !c.Take(retry, lim, r.cost).Allowed {
+					t.Fatalf("%v request %v: refused again after its RetryAfter %v", lim, r, res.RetryAfter)
+				}
+			}
+		}
+		if retry == 0 {
+			return
+		}
+		g := int64(lim.Period) / int64(lim.Buckets)
+		const levels = 1 << 13
+		for base := floorDiv(last.at, g) * g; base < retry; base += g {
+			for x := int64(0); x < min(g, levels); x++ {
+				at := base + x
+				if g >= levels {
+					at = base + (x*g+levels-1)/levels // the first instant of level x
+				}
+				if at < last.at || at >= retry {
+					continue
+				}
+				// Admitted exactly when a peek leaves room for its cost.
+				if after.Peek(at, lim).Remaining >= last.cost {
+					t.Fatalf("%v request %v: RetryAfter %v, but admitted at t0%+d, %v earlier",
+						lim, last, time.Duration(retry-last.at), at-t0, time.Duration(retry-at))
+				}
+			}
+		}
+	})
+}
+
 // TestSlidingMomentsWeighsByWhereUnitsFell: at one moment (d = 1), a
 // previous window whose 100 units all came in its first second weighs
 // nothing halfway through the next window, and one whose units all came

@@ -230,46 +230,93 @@ if mode == 'refund' then
   return {1, 0, 0, 0}
 end
 
+-- ERR[j] bounds legendre's rounding of P_j at every level (in 16384ths;
+-- algorithm's momentsErr).
+local ERR = {[0] = 0, 0, 1, 2, 2, 3, 4, 6, 6, 7}
+local STRIDE = LEVELS / 16
+
 -- fitsFrom returns the first instant from `from` on, in the sub-window
 -- that begins at base, at which the weight of sub-window j (w units) is at
--- most room, as algorithm.SlidingMoments's fitsFrom finds it, or nil.
+-- most room, or nil: exactly, as algorithm.SlidingMoments's fitSearch
+-- finds it (see there why the bounds hold). It searches the indices at
+-- which a decision can differ: levels, or microseconds when a sub-window
+-- has fewer of them than levels.
 local function fitsFrom(j, w, room, base, from)
   if pin == j + 1 then
     return nil
   end
   local m = meansOf(j)
-  local function at(x)
-    return math.max(base + muldivceil(x, G, LEVELS), from)
+  local WHOLE = 2 * ONE * MEAN
+  -- t ≤ T exactly when the weight is within room; e, l, h bound the
+  -- rounding, the slope and the curvature.
+  local T = math.floor(((room + 1) * WHOLE - WHOLE / 2 - 1) / w)
+  local e, l, h = 0, 4 * MEAN, 0
+  for x = 1, d do
+    local a = math.abs(m[x])
+    e = e + a * (ERR[x - 1] + ERR[x + 1])
+    l = l + 4 * (2 * x + 1) * a
+    h = h + 8 * (2 * x + 1) * x * (x + 1) * a
   end
-  local function fits(x)
-    local lv = x
-    if G < LEVELS then
-      lv = level(at(x) - base)
+  local function lvl(u)
+    if G >= LEVELS then
+      return u
     end
-    return weight(w, m, legendre(levelZ(lv))) <= room
+    return level(u)
   end
-  local lo = level(from - base)
-  if fits(lo) then
-    return at(lo)
+  local function t(u)
+    local p = legendre(levelZ(lvl(u)))
+    local v = MEAN * (ONE - p[1])
+    for x = 1, d do
+      v = v + (p[x - 1] - p[x + 1]) * m[x]
+    end
+    return v
   end
-  local stride = LEVELS / 16
-  local hi = (math.floor(lo / stride) + 1) * stride
-  while hi < LEVELS do
-    if fits(hi) then
-      while hi - lo > 1 do
-        local mid = lo + math.floor((hi - lo) / 2)
-        if fits(mid) then
-          hi = mid
-        else
-          lo = mid
-        end
+  -- within returns the first index in (a, b] that fits, or nil, given t
+  -- there: ta (above T) and tb.
+  local function within(a, ta, b, tb)
+    local r = lvl(b) - lvl(a)
+    local bound = math.max(math.floor((ta + tb - l * r) / 2),
+      math.min(ta, tb) - math.floor((h * r * r + 8 * ONE - 1) / (8 * ONE)))
+    if bound - 2 * e > T then
+      return nil
+    end
+    if b - a == 1 then
+      if tb <= T then
+        return b
       end
-      return at(hi)
+      return nil
     end
-    lo = hi
-    hi = hi + stride
+    local c = a + math.floor((b - a) / 2)
+    local tc = t(c)
+    local u = within(a, ta, c, tc)
+    if u then
+      return u
+    end
+    return within(c, tc, b, tb)
   end
-  return nil
+  local n, a = math.min(G, LEVELS), from - base
+  if G >= LEVELS then
+    a = level(a)
+  end
+  local b = n - 1
+  local ta = t(a)
+  local u = nil
+  if ta <= T then
+    u = a
+  end
+  while not u and a < b do
+    local c = math.min((math.floor(a / STRIDE) + 1) * STRIDE, b)
+    local tc = t(c)
+    u = within(a, ta, c, tc)
+    a, ta = c, tc
+  end
+  if not u then
+    return nil
+  end
+  if G >= LEVELS then
+    return math.max(base + muldivceil(u, G, LEVELS), from)
+  end
+  return base + u
 end
 
 local whole = 0

@@ -84,19 +84,36 @@ func TestCalendarWindowPeekAndRefund(t *testing.T) {
 }
 
 // TestCalendarWindowClockBack: when the clock goes back into the previous
-// period, the window moves to the period that holds now and keeps its count
-// (conservative, as an epoch-aligned window does); ResetAfter is that
-// period's end.
+// period, the reading counts in the current period, which keeps its count
+// and its end (ResetAfter is the time to that end); when the clock comes
+// forward again the period does not start afresh. Before, the window moved
+// to the previous period with the current count, and the next forward
+// reading started the current period at 0: the fourth request of a limit
+// of 3 was admitted.
 func TestCalendarWindowClockBack(t *testing.T) {
 	lim := berlinMonth15(t)
 	loc := lim.Calendar.Location
-	after := time.Date(2026, 4, 16, 0, 0, 0, 0, loc)
-	before := time.Date(2026, 4, 10, 0, 0, 0, 0, loc)
 	var s algorithm.FixedWindow
-	s.Take(after.UnixNano(), lim, 3)
-	res := s.Take(before.UnixNano(), lim, 1)
-	if res.Allowed || res.ResetAfter != 5*24*time.Hour {
-		t.Fatalf("clock back into the previous period: %+v, want denied with ResetAfter 120h", res)
+	for i, st := range []struct {
+		at    time.Time
+		cost  int
+		allow bool
+	}{
+		{time.Date(2026, 4, 14, 23, 0, 0, 0, loc), 3, true}, // the period before, full
+		{time.Date(2026, 4, 15, 1, 0, 0, 0, loc), 1, true},  // this period: 1 of 3
+		{time.Date(2026, 4, 14, 23, 0, 0, 0, loc), 2, true}, // back: counts here, 3 of 3
+		{time.Date(2026, 4, 10, 0, 0, 0, 0, loc), 1, false},
+		{time.Date(2026, 4, 15, 2, 0, 0, 0, loc), 1, false}, // forward: still full
+	} {
+		end := time.Date(2026, 5, 15, 0, 0, 0, 0, loc)
+		if i == 0 {
+			end = time.Date(2026, 4, 15, 0, 0, 0, 0, loc)
+		}
+		res := s.Take(st.at.UnixNano(), lim, st.cost)
+		if res.Allowed != st.allow || res.ResetAfter != end.Sub(st.at) {
+			t.Fatalf("step %d: AllowN(%v, %d) = %+v, want allowed %v with ResetAfter %v",
+				i, st.at, st.cost, res, st.allow, end.Sub(st.at))
+		}
 	}
 }
 

@@ -9,7 +9,10 @@ import (
 // FixedWindow counts the units spent in the current window of length Period,
 // aligned to the Unix epoch (so a 24h window is a UTC day), and admits at most
 // Rate per window. Around a boundary it can admit 2·Rate within one Period:
-// Rate at the end of one window and Rate at the start of the next.
+// Rate at the end of one window and Rate at the start of the next. A reading
+// up to one Period before the current window's start (the clock stepped
+// back) counts in the current window, so the bounds hold on the latest
+// reading seen.
 type FixedWindow struct {
 	// End is the end of the window Count belongs to, in Unix nanoseconds.
 	End int64
@@ -29,9 +32,13 @@ func (s *FixedWindow) Take(now int64, lim sluice.Limit, cost int) sluice.Result 
 	case now >= s.End: // a new window
 		s.End = windowStart(now, p) + p
 		s.Count = 0
-	case s.End-now > p:
-		// The clock went back or the period shrank: move to the window that
-		// holds now but keep the count, conservatively, as SlidingWindow does.
+	case s.End-now > 2*p:
+		// The clock went back more than a period, or the period shrank:
+		// move to the window that holds now but keep the count,
+		// conservatively, as SlidingWindow does. A smaller step back stays
+		// in the current window: moving to the previous one would lose its
+		// count to this one's, and this one would start afresh when the
+		// clock came back.
 		s.End = windowStart(now, p) + p
 	}
 	return s.spend(now, int64(lim.Rate), cost)

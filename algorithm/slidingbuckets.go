@@ -27,6 +27,10 @@ import (
 // (oldest first), 6 s into the current one: ⌊20·9/15⌋ + 30 + 10 + 25 + 5 =
 // 82, so 18 more are admitted.
 //
+// A clock that steps back less than a period forgets nothing: a reading
+// before the current sub-window's start is decided at the start (elapsed
+// 0), and no unit moves back in time.
+//
 // The state is 88 bytes whatever k. A state used under a different k (the
 // limit changed) adds up its units into the current sub-window and goes on
 // under the new k: nothing counted is forgotten.
@@ -103,11 +107,21 @@ func (s *SlidingBuckets) roll(now, g, k int64) int {
 
 // rollSlow is roll for a fresh key, a new k or g, or a clock gone back.
 func (s *SlidingBuckets) rollSlow(now, g, k int64) int {
+	if int64(s.K) == k && now < s.Start && now >= s.Start-k*g && s.Start%g == 0 && int(s.i) == slot(s.Start/g, k) {
+		// The clock stepped back less than a period (k and g as they
+		// were): stay in the current sub-window, and the reading counts
+		// as its start (elapsed clamps at 0). Moving back would move the
+		// units counted since then back too, and they would leave the
+		// period early when the clock returned.
+		s.tag = gTag(g)
+		return int(s.i)
+	}
 	n := floorDiv(now, g)
 	i := slot(n, k)
 	s.i, s.tag = uint8(i), gTag(g)
 	if int64(s.K) != k || n < floorDiv(s.Start, g) {
-		// A fresh key, a new k, or the clock went back: keep every unit,
+		// A fresh key, a new k, or the clock went back more than a
+		// period: keep every unit,
 		// in the current sub-window. Conservative: nothing counted is
 		// forgotten, some is counted longer.
 		var total uint64
@@ -190,7 +204,7 @@ func (s *SlidingBuckets) TakePrepared(now int64, lim sluice.Limit, g int64, cost
 	k := bucketsOf(lim)
 	i := s.roll(now, g, k)
 	whole, oldest := s.parts(i, k)
-	weighted := oldWeight(oldest, g-(now-s.Start), g, k)
+	weighted := oldWeight(oldest, g-max(now-s.Start, 0), g, k) // a reading before Start: see rollSlow
 	rate, c := int64(lim.Rate), int64(cost)
 	var res sluice.Result
 	if weighted+whole+c > rate {
@@ -235,7 +249,7 @@ func (s *SlidingBuckets) retryAfter(now, g, k int64, i int, whole, oldest, rate,
 		}
 		from := int64(0) // the earliest elapsed time considered in n+d
 		if d == 0 {
-			from = now - s.Start
+			from = max(now-s.Start, 0)
 		}
 		at := from
 		if oldWeight(oldest, g-from, g, k) > room {

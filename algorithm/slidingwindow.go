@@ -17,6 +17,11 @@ import (
 // window's units were spread evenly; it can admit a little more or less than
 // an exact log (see the simulator's accuracy study).
 //
+// A clock that steps back less than a period forgets nothing: a reading
+// before the current window's start is decided at the start (elapsed 0,
+// Prev counted whole), so on the latest clock reading seen the bound holds
+// as it does for a clock that only goes forward.
+//
 // Example: a limit of 50/min with 42 units in the previous minute and 18 in
 // this one, 15 s in: ⌊42·45/60⌋ + 18 = 49, so one more is admitted.
 type SlidingWindow struct {
@@ -53,9 +58,16 @@ func (s *SlidingWindow) roll(now, p int64) {
 		s.Prev, s.Curr, s.Start = s.Curr, 0, w
 	case w > s.Start:
 		s.Prev, s.Curr, s.Start = 0, 0, w
+	case w == s.Start-p:
+		// The clock stepped back into the previous window: stay, and the
+		// reading counts as the window's start (elapsed clamps at 0, Prev
+		// weighs fully). Moving back would make Prev stand for the window
+		// before it, weighing nearly nothing, and the next roll forward
+		// would forget it.
 	default:
-		// The clock went back or the period changed: keep the counts, move
-		// the window. Conservative: nothing already counted is forgotten.
+		// The clock went back more than a period, or the period changed:
+		// keep the counts, move the window, rather than hold the key in a
+		// window the clock may take hours to reach again.
 		s.Start = w
 	}
 }
@@ -65,7 +77,7 @@ func (s *SlidingWindow) roll(now, p int64) {
 func (s *SlidingWindow) Take(now int64, lim sluice.Limit, cost int) sluice.Result {
 	p := int64(lim.Period)
 	s.roll(now, p)
-	elapsed := now - s.Start
+	elapsed := max(now-s.Start, 0) // a reading before Start: see roll
 	weighted := mulDiv(s.Prev, p-elapsed, p)
 	rate, c := int64(lim.Rate), int64(cost)
 	var res sluice.Result
@@ -92,12 +104,11 @@ func (s *SlidingWindow) Take(now int64, lim sluice.Limit, cost int) sluice.Resul
 // time passes; if even zero weight is not enough, the request must wait for
 // the next window, where today's count becomes the previous one.
 func (s *SlidingWindow) retryAfter(now, p, rate, c int64) int64 {
-	elapsed := now - s.Start
 	if k := rate - c - s.Curr; k >= 0 && s.Prev > 0 {
 		// ⌊Prev·(p−e)/p⌋ ≤ k  ⇔  p−e < (k+1)·p/Prev  ⇔  e ≥ p − ⌈(k+1)·p/Prev⌉ + 1
 		e := p - mulDivCeil(k+1, p, s.Prev) + 1
 		if e < p {
-			return max(e-elapsed, 1)
+			return max(s.Start+e-now, 1)
 		}
 	}
 	wait := s.Start + p - now // until the next window

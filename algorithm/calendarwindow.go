@@ -21,7 +21,7 @@ import (
 // early in a period. (After a limit changes to a calendar, an End that the
 // old limit set and that is near is trusted until it passes.)
 func (s *FixedWindow) takeCalendar(now int64, lim sluice.Limit, cost int) sluice.Result {
-	if now >= s.End || s.End-now > int64(shortest(lim.Calendar.Unit)) && !within(lim.Calendar, now, s.End) {
+	if now >= s.End || s.End-now > int64(shortest(lim.Calendar.Unit)) && !within(lim.Calendar, now, s.End, s.Count > 0) {
 		_, end := calendar.Period(lim.Calendar, time.Unix(0, now))
 		if e := end.UnixNano(); e != s.End {
 			if now >= s.End {
@@ -37,18 +37,18 @@ func (s *FixedWindow) takeCalendar(now int64, lim sluice.Limit, cost int) sluice
 }
 
 // within reports whether now, before end, lies in the period of c that
-// ends at end, a period boundary, or in the period before it (the clock
-// stepped back less than a period): whether now's local date falls in one
-// of the two periods before the one end's local date falls in. Either way
+// ends at end, a period boundary, or, if counted, in the period before it
+// (the clock stepped back less than a period): whether now's local date
+// falls in one of the two periods before the one end's local date falls in. Either way
 // now is decided in the period ending at end; moving to the earlier period
 // would lose its count to this one's, and this one would start afresh when
 // the clock came back. Local dates are cheap (no zone transitions to find),
 // and an instant whose local date is in a period is never before that
 // period's start; where a wall clock goes back across midnight the dates
 // say no and the caller computes the period.
-func within(c sluice.Calendar, now, end int64) bool {
+func within(c sluice.Calendar, now, end int64, counted bool) bool {
 	d := calendar.Index(c, time.Unix(0, end)) - calendar.Index(c, time.Unix(0, now))
-	return d == 1 || d == 2
+	return d == 1 || d == 2 && counted
 }
 
 // shortest returns a length no calendar period of unit u is shorter than,

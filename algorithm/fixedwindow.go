@@ -32,13 +32,13 @@ func (s *FixedWindow) Take(now int64, lim sluice.Limit, cost int) sluice.Result 
 	case now >= s.End: // a new window
 		s.End = windowStart(now, p) + p
 		s.Count = 0
-	case s.End-now > 2*p:
+	case s.End-now > p && (s.Count == 0 || s.End-now > 2*p):
 		// The clock went back more than a period, or the period shrank:
 		// move to the window that holds now but keep the count,
 		// conservatively, as SlidingWindow does. A smaller step back stays
-		// in the current window: moving to the previous one would lose its
-		// count to this one's, and this one would start afresh when the
-		// clock came back.
+		// in the current window if it counts anything: moving to the
+		// previous one would lose its count to this one's, and this one
+		// would start afresh when the clock came back.
 		s.End = windowStart(now, p) + p
 	}
 	return s.spend(now, int64(lim.Rate), cost)
@@ -68,9 +68,17 @@ func (s *FixedWindow) Peek(now int64, lim sluice.Limit) sluice.Result {
 }
 
 // Refund gives cost units back to the window that holds now, if it is still
-// the window they were spent in.
+// the window they were spent in: now is before its end, and no more than a
+// period before its start (a clock stepped back, as Take counts it).
 func (s *FixedWindow) Refund(now int64, lim sluice.Limit, cost int) {
 	if now >= s.End {
+		return
+	}
+	if lim.Calendar.Unit != sluice.NoCalendar {
+		if !within(lim.Calendar, now, s.End, true) {
+			return
+		}
+	} else if s.End-now > 2*int64(lim.Period) {
 		return
 	}
 	s.Count = max(s.Count-int64(cost), 0)

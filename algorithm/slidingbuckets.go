@@ -107,9 +107,9 @@ func (s *SlidingBuckets) roll(now, g, k int64) int {
 
 // rollSlow is roll for a fresh key, a new k or g, or a clock gone back.
 func (s *SlidingBuckets) rollSlow(now, g, k int64) int {
-	if int64(s.K) == k && now < s.Start && now >= s.Start-k*g && s.Start%g == 0 && int(s.i) == slot(s.Start/g, k) {
+	if s.Until != 0 && int64(s.K) == k && now < s.Start && now >= s.Start-k*g && s.Start%g == 0 && int(s.i) == slot(s.Start/g, k) {
 		// The clock stepped back less than a period (k and g as they
-		// were): stay in the current sub-window, and the reading counts
+		// were, something counted): stay in the current sub-window, and the reading counts
 		// as its start (elapsed clamps at 0). Moving back would move the
 		// units counted since then back too, and they would leave the
 		// period early when the clock returned.

@@ -58,7 +58,7 @@ func (s *SlidingWindow) roll(now, p int64) {
 		s.Prev, s.Curr, s.Start = s.Curr, 0, w
 	case w > s.Start:
 		s.Prev, s.Curr, s.Start = 0, 0, w
-	case w == s.Start-p:
+	case w == s.Start-p && s.Until != 0:
 		// The clock stepped back into the previous window: stay, and the
 		// reading counts as the window's start (elapsed clamps at 0, Prev
 		// weighs fully). Moving back would make Prev stand for the window
@@ -67,7 +67,9 @@ func (s *SlidingWindow) roll(now, p int64) {
 	default:
 		// The clock went back more than a period, or the period changed:
 		// keep the counts, move the window, rather than hold the key in a
-		// window the clock may take hours to reach again.
+		// window the clock may take hours to reach again. (With nothing
+		// counted, Until 0, the state is a fresh key's, as the Redis
+		// script, which deletes it, sees it.)
 		s.Start = w
 	}
 }

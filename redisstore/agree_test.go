@@ -140,6 +140,34 @@ func TestSlidingWindowAgreesWithMemstore(t *testing.T) {
 	}, time.Microsecond, false)
 }
 
+// TestFixedWindowAgreesWithMemstore: fixed_window.lua keeps the window as
+// algorithm.FixedWindow does through refunds and the clock stepping back:
+// a step back of up to a period stays in a window that counts anything.
+func TestFixedWindowAgreesWithMemstore(t *testing.T) {
+	agree(t, func(t *rapid.T) sluice.Limit {
+		return sluice.Limit{
+			Algorithm: sluice.FixedWindow,
+			Rate:      rapid.OneOf(rapid.IntRange(1, 100), rapid.IntRange(1, sluice.MaxRate)).Draw(t, "rate"),
+			Period:    time.Duration(rapid.OneOf(rapid.Int64Range(1, 100), rapid.Int64Range(1, int64(sluice.MaxPeriod/time.Second))).Draw(t, "period")) * time.Second,
+		}
+	}, 0, false)
+}
+
+// TestCalendarWindowAgreesWithMemstore: calendar_window.lua picks the
+// period as algorithm.FixedWindow does for a calendar (a Berlin day or
+// month), through refunds and the clock stepping back into the period
+// before.
+func TestCalendarWindowAgreesWithMemstore(t *testing.T) {
+	loc, err := time.LoadLocation("Europe/Berlin")
+	if err != nil {
+		t.Fatal(err)
+	}
+	agree(t, func(t *rapid.T) sluice.Limit {
+		unit := rapid.SampledFrom([]sluice.CalendarUnit{sluice.CalendarDay, sluice.CalendarMonth}).Draw(t, "unit")
+		return sluice.PerCalendar(rapid.IntRange(1, 100).Draw(t, "rate"), sluice.Calendar{Location: loc, Unit: unit})
+	}, 0, false)
+}
+
 // TestSlidingBucketsAgreesWithMemstore: sliding_buckets.lua keeps the
 // sub-windows as algorithm.SlidingBuckets does, through refunds, the clock
 // stepping back and rejected units counted, for rates up to

@@ -33,16 +33,26 @@ elseif now < e1 then
   want = e1
 end
 
+-- Whether now is decided in the stored period: it holds now, or it follows
+-- the one that does (the clock stepped back less than a period), as in
+-- algorithm.FixedWindow. Moving back would lose the previous period's count,
+-- and this one would start afresh when the clock came back.
+local stay = e == want or n > 0 and ((want == s and e == e1) or (want == e1 and e == e2))
+
 if mode == 'refund' then
-  return window_refund(KEYS[1], n, c, now < e and e == want)
+  return window_refund(KEYS[1], n, c, now < e and stay)
 end
 
 if now >= e then -- a new period
   e = want
   n = 0
-elseif e ~= want then
-  -- The clock went back or the calendar changed: move to the period that
-  -- holds now but keep the count, conservatively.
+elseif not stay then
+  -- The clock went back more than a period, or the calendar changed: move
+  -- to the period that holds now but keep the count, conservatively;
+  -- written even if the take is denied, as in fixed_window.lua.
   e = want
+  if write then
+    redis.call('HSET', KEYS[1], 'e', int(e))
+  end
 end
 return window_take(KEYS[1], e, n, rate, c)

@@ -19,16 +19,26 @@ local e = tonumber(st[1] or '0')
 local n = tonumber(st[2] or '0')
 
 if mode == 'refund' then
-  return window_refund(KEYS[1], n, c, now < e)
+  -- Only to the window that holds now, or the one after it (a clock that
+  -- stepped back), as algorithm.FixedWindow refunds.
+  return window_refund(KEYS[1], n, c, now < e and e - now <= 2 * P)
 end
 
 if now >= e then -- a new window
   e = now - now % P + P
   n = 0
-elseif e - now > P then
-  -- The clock went back or the period shrank: move to the window that holds
-  -- now but keep the count, conservatively.
+elseif e - now > P and (n == 0 or e - now > 2 * P) then
+  -- The clock went back more than a period, or the period shrank: move to
+  -- the window that holds now but keep the count, conservatively. A
+  -- smaller step back stays in this window if it counts anything, as
+  -- algorithm.FixedWindow does: moving would lose the previous window's
+  -- count, and this one would start afresh when the clock came back. The
+  -- move is written even if the take is denied, as algorithm.FixedWindow
+  -- keeps it: where the window is decides whether a later step back stays.
   e = now - now % P + P
+  if write then
+    redis.call('HSET', KEYS[1], 'e', int(e))
+  end
 end
 if mode == 'charge' then
   n = overcount(n, c, rate)

@@ -53,9 +53,20 @@ end
 local raw = redis.call('GET', key)
 if raw then
   local st = cmsgpack.unpack(raw)
-  if st[2] ~= k or st[1] > start then
-    -- Another k, or the clock went back: keep every unit, in the current
-    -- sub-window. Conservative: nothing counted is forgotten.
+  if st[2] == k and st[1] > start and st[1] - now <= P and math.fmod(st[1], G) == 0 then
+    -- The clock stepped back less than a period: stay in the stored
+    -- sub-window, and now counts as its start (elapsed clamps at 0
+    -- below). Moving back would move its units back too, and they would
+    -- leave the period early when the clock returned.
+    start = st[1]
+    n = start / G
+    for i = 0, k do
+      counts[i] = st[3 + i]
+    end
+  elseif st[2] ~= k or st[1] > start then
+    -- Another k, or the clock went back more than a period: keep every
+    -- unit, in the current sub-window. Conservative: nothing counted is
+    -- forgotten.
     local total = 0
     for i = 3, #st do
       total = total + st[i]
@@ -116,7 +127,7 @@ local function parts(d)
   return whole, oldest
 end
 
-local elapsed = now - start
+local elapsed = math.max(now - start, 0) -- before start: the clock stepped back
 local whole, oldest = parts(0)
 -- The oldest sub-window's share, rounded to the nearest (half up), as
 -- algorithm.SlidingBuckets's oldWeight does.

@@ -30,8 +30,15 @@ if w == start + P then
   prev, curr, start = curr, 0, w
 elseif w > start then
   prev, curr, start = 0, 0, w
+elseif w == start - P and (prev > 0 or curr > 0) then
+  -- The clock stepped back into the previous window: stay, and now counts
+  -- as the window's start (elapsed clamps at 0 below, prev weighs fully).
+  -- Moving back would make prev stand for the window before it, weighing
+  -- nearly nothing, and the next roll forward would forget it.
 elseif w < start then
-  start = w -- the clock went back: keep the counts, conservatively
+  -- The clock went back more than a period: keep the counts,
+  -- conservatively, and move the window.
+  start = w
 end
 
 local function save()
@@ -62,7 +69,7 @@ if mode == 'charge' then
   cost = 0
 end
 
-local elapsed = now - start
+local elapsed = math.max(now - start, 0)
 local weighted = muldiv(prev, P - elapsed, P)
 local allowed = 1
 local retry = 0
@@ -81,7 +88,7 @@ if cost > rate - curr - weighted then
     -- k < weighted ≤ prev here, so the quotient is at most P.
     local e = P - muldivceil(k + 1, P, prev) + 1
     if e < P then
-      retry = math.max(e - elapsed, 1)
+      retry = math.max(start + e - now, 1)
     end
   end
   if retry == 0 then

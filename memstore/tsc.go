@@ -31,22 +31,33 @@ import (
 // anchor, plus the rate's error over at most spanNS, which is at most
 // maxPairNS/calibrationNS of it (100 ns), 1 ppm of it (1 ns) once the
 // baseline is a second long: 600 ns at worst while the kernel's rate holds
-// (TestTSCClockWithinBoundOfMonotonic checks that bound). If NTP changes
-// the kernel's rate, add the change over the baseline times the span: 1 µs
-// if it swung its slew from one bound (±500 ppm) to the other within two
-// seconds, nanoseconds at the slews seen in practice. That is the order of
-// one read of the monotonic clock, which is stale by its own duration when
-// the caller sees it. A new anchor may step a reading back by as much;
-// every algorithm takes an earlier now in its stride (a token bucket keeps
-// the later of its TAT and now).
+// (TestTSCClockWithinBoundOfMonotonic checks that bound). That is the order
+// of one read of the monotonic clock, which is stale by its own duration
+// when the caller sees it.
+//
+// NTP changes the kernel's rate, and not only within ±500 ppm: after a
+// large offset chrony slews at up to 83,333 ppm. Each anchor checks the
+// last one's prediction: with the rate held it is off by at most 2·maxPairNS
+// plus the rate's error over the gap between them, so a prediction off by
+// more means the rate changed (or the counter jumped), and the clock
+// calibrates afresh from this anchor, reading the monotonic clock for the
+// two passes (TestTSCClockFollowsTheKernelsSlewChange). The honest bound
+// while the rate changes: the readings of the span in which it changed are
+// off by the change over that span (10 µs for 1%, 83 µs at chrony's
+// fastest slew), once; a change too small to be caught (2000 ppm was
+// caught, 1500 ppm was not and left readings 1.4 µs off) leaves readings
+// off by at most about 3.5 µs (maxPairNS/2 plus the prediction's slack
+// over a span) while the baseline catches up, one to two seconds. A new anchor may step a reading back by
+// as much; the algorithms decide a reading before their window's start in
+// that window, and a token bucket keeps the later of its TAT and now.
 //
 // The wall clock: like the store's monotonic clock, this one is anchored to
 // the wall clock once, when the store is made (Store.base); a step of the
 // wall clock after that (NTP, an operator) moves no reading. If the counter
 // itself jumps (a virtual machine restored or moved to another host) an
-// anchor finds its prediction more than jumpNS off the monotonic clock and
-// calibrates afresh from that anchor, reading the monotonic clock
-// meanwhile. Until that anchor, at most spanNS of ticks after the jump, a
+// anchor finds its prediction off the monotonic clock (by more than the
+// slack above, and at most jumpNS) and calibrates afresh from that anchor,
+// reading the monotonic clock meanwhile. Until that anchor, at most spanNS of ticks after the jump, a
 // reading is off by the jump (a jump back, or one forward by more than a
 // span, is caught at once). Two jumps within one calibration, in
 // proportion to its two passes, would pass for a rate: off until the next
@@ -80,7 +91,7 @@ const (
 	calibrationNS = int64(10 * time.Millisecond) // the shortest baseline a rate is measured over
 	baselineNS    = int64(time.Second)           // baselines run from one to two of these
 	maxPairNS     = int64(time.Microsecond)      // the widest pair of monotonic reads an anchor accepts
-	jumpNS        = int64(20 * time.Microsecond) // a prediction off by more: the counter jumped
+	jumpNS        = int64(20 * time.Microsecond) // a prediction off by more: the counter jumped, whatever the slack
 )
 
 // newTSCClock returns a clock over the counter read and the monotonic
@@ -118,10 +129,18 @@ func (c *tscClock) anchor() int64 {
 	}
 	n := n1 + (n2-n1)/2
 	if c.n0 != 0 && c.rate.Load() != 0 {
-		// Did the counter jump? Predict n from the last anchor.
-		pred := c.ns.Load() + scale(t-c.tick.Load(), c.rate.Load())
-		if d := pred - n; t < c.tick.Load() || d > jumpNS || d < -jumpNS {
-			c.n0 = 0
+		// Did the counter jump, or the kernel's rate change? Predict n
+		// from the last anchor: with the rate held, the prediction is off
+		// by at most the two pairs' halves and the rate's error over the
+		// gap, which its baseline bounds.
+		// (A pair wider than jumpNS, allowed only under valgrind, leaves
+		// jumpNS alone as before.)
+		a, na := c.tick.Load(), c.ns.Load()
+		pred := na + scale(t-a, c.rate.Load())
+		pair, gap := min(c.maxPair, jumpNS), min(max(n-na, 0), 1<<40)
+		tol := min(2*pair+gap*pair/max(na-c.n0, 1), jumpNS)
+		if d := pred - n; t < a || d > tol || d < -tol {
+			c.n0 = 0 // calibrate afresh from this anchor
 		}
 	}
 	if c.n0 == 0 || t <= c.t0 || (c.nc != 0 && t <= c.tc) {

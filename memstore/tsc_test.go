@@ -3,6 +3,7 @@ package memstore_test
 import (
 	"context"
 	"fmt"
+	"math/rand/v2"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -17,13 +18,17 @@ import (
 // fakeCounter is a machine for the counter clock: true time (elapsed) in
 // nanoseconds, a counter that ticks at num/den ticks per nanosecond from
 // an offset that a restored virtual machine may move, and a monotonic clock
-// slewed by ppm whose every read takes some true time.
+// slewed by ppm (by ppm2 from true time slewAt on, if that is not 0) whose
+// every read takes some true time, drawn by t or else by rnd.
 type fakeCounter struct {
 	t         *rapid.T
+	rnd       *rand.Rand
 	elapsed   int64
 	num, den  int64
 	offset    int64
 	ppm       int64
+	slewAt    int64
+	ppm2      int64
 	monoCalls int
 	lastMono  int64
 	readMaxNS int64
@@ -31,10 +36,20 @@ type fakeCounter struct {
 
 func (f *fakeCounter) counter() int64 { return f.offset + f.elapsed*f.num/f.den }
 
-func (f *fakeCounter) monoAt(tr int64) int64 { return 1e18 + tr + tr*f.ppm/1_000_000 }
+func (f *fakeCounter) monoAt(tr int64) int64 {
+	if f.slewAt == 0 || tr <= f.slewAt {
+		return 1e18 + tr + tr*f.ppm/1_000_000
+	}
+	d := tr - f.slewAt
+	return f.monoAt(f.slewAt) + d + d*f.ppm2/1_000_000
+}
 
 func (f *fakeCounter) mono() int64 {
-	f.elapsed += rapid.Int64Range(0, f.readMaxNS).Draw(f.t, "read")
+	if f.t != nil {
+		f.elapsed += rapid.Int64Range(0, f.readMaxNS).Draw(f.t, "read")
+	} else {
+		f.elapsed += f.rnd.Int64N(f.readMaxNS + 1)
+	}
 	f.monoCalls++
 	f.lastMono = f.monoAt(f.elapsed)
 	return f.lastMono
@@ -104,6 +119,52 @@ func TestTSCClockWithinBoundOfMonotonic(t *testing.T) {
 		t.Fatalf("none of %d readings came from the counter: the bound was never checked", readings)
 	}
 	t.Logf("%d of %d readings from the counter", extrapolated, readings)
+}
+
+// TestTSCClockFollowsTheKernelsSlewChange: when NTP changes the kernel's
+// rate (here from 0 to ±1% after 3 s, chrony slews up to 8.3%), the anchor
+// after the change finds its prediction off and the clock calibrates
+// afresh, so that from two spans after the change every reading is within
+// the bound of TestTSCClockWithinBoundOfMonotonic again; before that, one
+// span's extrapolation at the old rate errs by the change over it.
+func TestTSCClockFollowsTheKernelsSlewChange(t *testing.T) {
+	bound := memstore.TSCMaxPairNS/2 + memstore.TSCMaxPairNS*memstore.TSCSpanNS/memstore.TSCCalibrationNS + 4
+	for _, tc := range []struct{ mhz, ppm2 int64 }{{3000, 10_000}, {3000, -10_000}, {1000, 10_000}, {2400, 83_333}} {
+		t.Run(fmt.Sprintf("%dMHz_%+dppm", tc.mhz, tc.ppm2), func(t *testing.T) {
+			f := &fakeCounter{
+				rnd:       rand.New(rand.NewPCG(uint64(tc.mhz), uint64(tc.ppm2))),
+				num:       tc.mhz,
+				den:       1000,
+				slewAt:    int64(3 * time.Second),
+				ppm2:      tc.ppm2,
+				readMaxNS: 300,
+			}
+			c := memstore.NewTSCClock(f.counter, f.mono)
+			grace := f.slewAt + 2*memstore.TSCSpanNS
+			var worst, worstAt int64
+			extrapolated := 0
+			for f.elapsed < int64(6*time.Second) {
+				f.elapsed += f.rnd.Int64N(memstore.TSCSpanNS / 2)
+				calls, at := f.monoCalls, f.elapsed
+				got := c.At(f.counter())
+				if f.monoCalls != calls {
+					continue
+				}
+				extrapolated++
+				off := got - f.monoAt(at)
+				if off < 0 {
+					off = -off
+				}
+				if at > grace && off > worst {
+					worst, worstAt = off, at
+				}
+			}
+			if worst > bound {
+				t.Fatalf("a reading %v after the slew changed is off by %d ns, bound %d", time.Duration(worstAt-f.slewAt), worst, bound)
+			}
+			t.Logf("%d readings from the counter; after the change, at worst off by %d ns", extrapolated, worst)
+		})
+	}
 }
 
 // A store reads its clock within the counter clock's bound of the

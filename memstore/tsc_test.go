@@ -260,3 +260,42 @@ func TestNoAllocsOnHeldKeyDefaultClock(t *testing.T) {
 		t.Errorf("AllowN on a held key, default clock: %v allocs per call, want 0", allocs)
 	}
 }
+
+// TestInjectedClockStepBackAcrossABoundaryForgetsNothing: a clock that
+// steps back 300 ns across a window's boundary, as readings taken before
+// the shard lock by goroutines racing for a hot key do, must not make a
+// sliding window forget the previous window. 100/s, 100 spent in the last
+// half second of a window, then readings around the boundary and one a
+// millisecond on until 0.2 s past it: the 100 weigh 100·(1−e) there, so
+// about 20 fit, with or without the step back.
+func TestInjectedClockStepBackAcrossABoundaryForgetsNothing(t *testing.T) {
+	lim := sluice.Limit{Algorithm: sluice.SlidingWindow, Rate: 100, Period: time.Second}
+	admitted := func(steps []time.Duration) int {
+		w := clocktest.Epoch.Add(time.Second) // a window's boundary
+		clock := clocktest.At(w.Add(-500 * time.Millisecond))
+		s := newTestStore(t, memstore.Config{Clock: clock})
+		if !mustAllow(t, s, "k", lim, 100).Allowed {
+			t.Fatal("100 of 100 at W−0.5s refused")
+		}
+		n := 0
+		for _, at := range steps {
+			clock.Set(w.Add(at))
+			if mustAllow(t, s, "k", lim, 1).Allowed {
+				n++
+			}
+		}
+		for at := time.Millisecond; at < 200*time.Millisecond; at += time.Millisecond {
+			clock.Set(w.Add(at))
+			if mustAllow(t, s, "k", lim, 1).Allowed {
+				n++
+			}
+		}
+		return n
+	}
+	forward := admitted([]time.Duration{300, 300, 1000})
+	back := admitted([]time.Duration{300, -300, 1000})
+	if forward > 20 || back > forward {
+		t.Fatalf("admitted %d in [W, W+0.2s) with the clock going forward and %d with a 300 ns step back, want at most 20 and no more than forward", forward, back)
+	}
+	t.Logf("admitted %d going forward, %d with the step back", forward, back)
+}

@@ -74,7 +74,9 @@ func shortest(u sluice.CalendarUnit) time.Duration {
 // multiple of Period since the Unix epoch that FixedWindow.Take counts in;
 // with one, the calendar period (package calendar). A store that keeps its
 // counters elsewhere (a database row per period) computes the window here,
-// so that it counts in the windows the memory store does.
+// so that it counts in the windows the memory store does. (After the clock
+// steps back into the window before, FixedWindow.Take counts in the later
+// one; a row per period counts in the earlier, whose count it still has.)
 func FixedWindowPeriod(lim sluice.Limit, now int64) (start, end int64) {
 	if lim.Calendar.Unit == sluice.NoCalendar {
 		p := int64(lim.Period)

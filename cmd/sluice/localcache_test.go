@@ -55,3 +55,25 @@ func TestServeCachesDenialsByDefaultWithARemoteStore(t *testing.T) {
 		})
 	}
 }
+
+// LOCAL_CACHE_SIZE_IN_BYTES above 0 is the over-limit cache's budget in
+// bytes, as envoyproxy/ratelimit reads it (the size of its cache); unset,
+// the cache keeps relief's default. Before, the size was read only as
+// "on" and the cache held up to 32 MiB whatever it said.
+func TestLocalCacheSizeIsTheCachesBudget(t *testing.T) {
+	for _, tt := range []struct {
+		env  string // "-": unset
+		want int64
+	}{{"-", 0}, {"1048576", 1 << 20}, {"100000000", 100_000_000}} {
+		if tt.env != "-" {
+			t.Setenv("LOCAL_CACHE_SIZE_IN_BYTES", tt.env)
+		}
+		s, code, done := parseServeFlags([]string{"-store", "redis://127.0.0.1:1"}, &bytes.Buffer{}, &bytes.Buffer{})
+		if done {
+			t.Fatalf("LOCAL_CACHE_SIZE_IN_BYTES=%s: exit %d", tt.env, code)
+		}
+		if got := overLimitCacheConfig(s.o.localCacheBytes).MaxBytes; got != tt.want {
+			t.Errorf("LOCAL_CACHE_SIZE_IN_BYTES=%s: the cache's MaxBytes %d, want %d (0: relief's default)", tt.env, got, tt.want)
+		}
+	}
+}

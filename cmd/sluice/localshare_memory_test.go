@@ -22,7 +22,7 @@ func TestLocalShareStoreHoldsMemoryMaxBytes(t *testing.T) {
 	remote := memstore.New(memstore.Config{MaxBytes: budget})
 	defer remote.Close()
 	r := remoteOptions{localShare: 2}
-	st := r.wrapRemote(stores.Opened{Limiter: remote, Close: func() {}}, false, memstore.Config{MaxBytes: budget}, slog.New(slog.DiscardHandler))
+	st := r.wrapRemote(stores.Opened{Limiter: remote, Close: func() {}}, false, 0, memstore.Config{MaxBytes: budget}, slog.New(slog.DiscardHandler))
 	defer st.Close()
 	lim := sluice.Limit{Rate: 100, Period: time.Hour, Algorithm: sluice.FixedWindow}
 	heap := func() uint64 {

@@ -202,5 +202,5 @@ func openServeStore(ctx context.Context, o *serveOptions, failureSet bool, log *
 		return stores.Opened{}, err
 	}
 	stores.LogFailurePolicy(log, st.Failure)
-	return o.remote.wrapRemote(st, o.localCache, mem, log), nil
+	return o.remote.wrapRemote(st, o.localCache, o.localCacheBytes, mem, log), nil
 }

@@ -16,9 +16,9 @@ import (
 // or -lease-share's leases: relief.Batcher, whose units left at shutdown
 // are refunded before the store closes, relief.Batcher.ReleaseAndLog),
 // the local share (-local-share: relief.Hybrid with a memory store) and
-// the over-limit cache (-local-cache) in front of st. The local share's
+// the over-limit cache (-local-cache, cacheBytes its budget) in front of st. The local share's
 // memory store is held to mem's budget (-memory-max-bytes).
-func (r *remoteOptions) wrapRemote(st stores.Opened, localCache bool, mem memstore.Config, log *slog.Logger) stores.Opened {
+func (r *remoteOptions) wrapRemote(st stores.Opened, localCache bool, cacheBytes int64, mem memstore.Config, log *slog.Logger) stores.Opened {
 	lim, closeStore := st.Limiter, st.Close
 	var res *relief.Batcher
 	if r.reserveUnits > 0 || r.leaseShare > 0 {
@@ -34,7 +34,7 @@ func (r *remoteOptions) wrapRemote(st stores.Opened, localCache bool, mem memsto
 		// Denials only, so it never admits over a limit (see package
 		// relief); a refund or reset made through another process is seen
 		// at most cacheMaxHold late.
-		lim = relief.NewOverLimitCache(lim, relief.CacheConfig{MaxHold: cacheMaxHold})
+		lim = relief.NewOverLimitCache(lim, overLimitCacheConfig(cacheBytes))
 	}
 	st.Limiter = lim
 	if res != nil {
@@ -55,6 +55,13 @@ func (r *remoteOptions) wrapRemote(st stores.Opened, localCache bool, mem memsto
 		closeStore()
 	}
 	return st
+}
+
+// overLimitCacheConfig is the over-limit cache's: its budget in bytes from
+// LOCAL_CACHE_SIZE_IN_BYTES (0: relief's default, 32 MiB), its denials
+// held at most cacheMaxHold.
+func overLimitCacheConfig(bytes int64) relief.CacheConfig {
+	return relief.CacheConfig{MaxBytes: bytes, MaxHold: cacheMaxHold}
 }
 
 // cacheMaxHold is how long serve's over-limit cache answers a denial before

@@ -12,7 +12,8 @@
 --          sub-window whose number (its start ÷ G) is i mod (k+1), mi_j its
 --          j-th mean (an integer of −127..127, in 128ths) once it has
 --          closed, and Sj the current sub-window's sums of its arrivals'
---          polynomial values (in 16384ths)
+--          polynomial values (in 16384ths); index 7+k holds 0 (so that the
+--          array has no hole and packs as one)
 -- ARGV[1]  mode: "take", "refund" or "peek" (see prelude.lua)
 -- ARGV[2]  now in microseconds, or ""         (see prelude.lua)
 -- ARGV[3]  period P in microseconds
@@ -200,6 +201,7 @@ local function save()
     redis.call('DEL', key)
   else
     local out = {start, k, d, pin, G}
+    out[7 + k] = 0
     for j = 0, k do
       out[6 + j] = counts[j]
       for m = 1, d do

@@ -49,7 +49,11 @@ import (
 // stop at 65535 (above any rate a limit with moments may have). A state
 // used under another k, d or sub-window length adds up its units into the
 // current sub-window, where they count whole until it leaves the period:
-// nothing counted is forgotten. The zero value is a fresh key.
+// nothing counted is forgotten. A clock that steps back up to a period is
+// decided in the current sub-window, at its start; one that steps back
+// further keeps every unit, pinned, and holds them (Until) until they would
+// have stopped weighing had the clock not stepped, should it come forward
+// again before then. The zero value is a fresh key.
 type SlidingMoments struct {
 	// Start is the start of the current sub-window in Unix nanoseconds.
 	Start int64
@@ -259,7 +263,10 @@ func (s *SlidingMoments) units() int64 {
 // roll moves the state to the sub-window that holds now, of length g, k
 // per period with d means, and returns its index.
 func (s *SlidingMoments) roll(now, g, k int64, d int) int {
-	if int64(s.k) != k || int(s.d) != d || s.tag != gTag(g) || now < s.Start || s.n == 0 {
+	// Start%g: a tag shared by another length (once in 65536) whose
+	// sub-windows Start is not aligned to goes the slow way, as Redis's
+	// script, which compares the length itself, does.
+	if int64(s.k) != k || int(s.d) != d || s.tag != gTag(g) || now < s.Start || s.n == 0 || s.Start%g != 0 {
 		return s.rollSlow(now, g, k, d)
 	}
 	e := now - s.Start
@@ -267,16 +274,24 @@ func (s *SlidingMoments) roll(now, g, k int64, d int) int {
 		return int(s.i)
 	}
 	s.close()
-	i := int(s.i)
-	for step := int64(0); e >= g; step++ {
-		if step == k {
-			// More than k sub-windows have passed: none weighs.
-			clear(s.buf())
-			s.pin = 0
-			n := floorDiv(now, g)
-			s.Start, s.i = n*g, uint8(slot(n, k))
-			return int(s.i)
+	if e >= (k+1)*g {
+		// More than k sub-windows have passed: none weighs, unless the
+		// clock stepped back more than a period and has come forward again
+		// before the units counted then stop weighing (a hold, see
+		// setUntil): those are kept, pinned.
+		var held int64
+		if s.Until > now {
+			held = s.units()
 		}
+		clear(s.buf())
+		s.pin = 0
+		n := floorDiv(now, g)
+		s.Start, s.i = n*g, uint8(slot(n, k))
+		s.addAtEnd(held)
+		return int(s.i)
+	}
+	i := int(s.i)
+	for e >= g {
 		if i++; int64(i) > k {
 			i = 0
 		}
@@ -291,11 +306,25 @@ func (s *SlidingMoments) roll(now, g, k int64, d int) int {
 	return i
 }
 
-// rollSlow is roll for a fresh key, a new k, d or g, or a clock gone back:
-// it lays the buffer out for k and d and keeps every unit counted, in the
-// current sub-window, pinned (addAtEnd). Conservative: nothing counted is
-// forgotten, some is counted longer.
+// rollSlow is roll for a fresh key, a new k, d or g, or a clock gone back.
+//
+// A reading up to a period before the current sub-window's start, k, d and
+// g as they were, stays in it and is decided at its start (elapsed clamps
+// at 0): moving back would pin its units in an earlier sub-window, which
+// a clock coming forward again would drop. Otherwise it lays the buffer out
+// for k and d and keeps every unit counted, in the current sub-window,
+// pinned (addAtEnd). Conservative: nothing counted is forgotten, some is
+// counted longer. A clock gone back more than a period keeps Until where
+// it was, a hold: until then a roll forward past the period keeps every
+// unit rather than dropping them.
 func (s *SlidingMoments) rollSlow(now, g, k int64, d int) int {
+	same := s.n != 0 && int64(s.k) == k && int(s.d) == d && s.tag == gTag(g) && s.Start%g == 0
+	if same && s.Until != 0 && now < s.Start && now >= s.Start-k*g {
+		return int(s.i)
+	}
+	if !same {
+		s.Until = 0 // a new layout: no hold
+	}
 	total := s.units()
 	n := floorDiv(now, g)
 	size := momentsSize(k, d)
@@ -326,12 +355,18 @@ func (s *SlidingMoments) addAtEnd(units int64) {
 }
 
 // setUntil records when the state becomes fresh again: the newest
-// sub-window with units weighs until a whole period after its end.
+// sub-window with units weighs until a whole period after its end. An
+// Until beyond that, a whole period after the current sub-window's end, is
+// a hold (rollSlow) and is kept while the state counts anything.
 func (s *SlidingMoments) setUntil(i int, g, k int64) {
+	hold := s.Until
+	if hold <= s.Start+(k+1)*g {
+		hold = 0
+	}
 	s.Until = 0
 	for m := range k + 1 {
 		if s.count(back(i, m, k)) != 0 {
-			s.Until = s.Start - m*g + g + k*g
+			s.Until = max(s.Start-m*g+g+k*g, hold)
 			return
 		}
 	}
@@ -356,7 +391,7 @@ func (s *SlidingMoments) TakePrepared(now int64, lim sluice.Limit, g int64, cost
 		whole += s.count(back(i, m, k))
 	}
 	old := back(i, k, k)
-	oldest, e := s.count(old), now-s.Start
+	oldest, e := s.count(old), max(now-s.Start, 0) // before Start: the clock stepped back (rollSlow)
 	var p [sluice.MaxMoments + 2]int64
 	var weighted int64
 	switch {
@@ -436,7 +471,7 @@ func (s *SlidingMoments) retryAfter(now, g, k int64, d int, i int, whole, rate, 
 		base := s.Start + step*g
 		from := base // the earliest instant considered in this sub-window
 		if step == 0 {
-			from = now
+			from = max(now, base) // before Start: the clock stepped back
 		}
 		if oldest <= room {
 			return max(from-now, 1)
@@ -618,7 +653,7 @@ func (s *SlidingMoments) Refund(now int64, lim sluice.Limit, cost int) {
 	}
 	if d > 0 {
 		var p [sluice.MaxMoments + 2]int64
-		legendre(levelZ(level(now-s.Start, g)), d, &p)
+		legendre(levelZ(level(max(now-s.Start, 0), g)), d, &p) // before Start: see rollSlow
 		for m := 1; m <= d; m++ {
 			// Kept within what after units can sum to.
 			v := s.sumAt(m) - (before-after)*p[m]

@@ -344,3 +344,49 @@ func TestSlidingMomentsKeepsUnitsThroughChanges(t *testing.T) {
 		}
 	})
 }
+
+// TestSlidingMomentsClockBackThenForwardForgetsNothing: a reading before
+// the state's sub-window, by less or more than a period, and the clock
+// back at the true time: the units counted before the step still weigh,
+// as long as they would have had the clock never stepped.
+func TestSlidingMomentsClockBackThenForwardForgetsNothing(t *testing.T) {
+	const s = int64(time.Second)
+	lim := sluice.Limit{Algorithm: sluice.SlidingWindow, Rate: 10, Period: 10 * time.Second, Buckets: 2, Moments: 2}
+	for _, back := range []int64{3 * s, 8 * s, 60 * s, 3600 * s} {
+		var st algorithm.SlidingMoments
+		at := t0 + 6*s // 1 s into a sub-window of 5 s
+		if res := st.Take(at, lim, 10); !res.Allowed {
+			t.Fatalf("back %ds: the first 10 refused: %+v", back/s, res)
+		}
+		if res := st.Take(at-back, lim, 1); res.Allowed {
+			t.Fatalf("back %ds: admitted 1 over 10 of 10: %+v", back/s, res)
+		}
+		if res := st.Take(at+s/2, lim, 10); res.Allowed {
+			t.Fatalf("back %ds, then forward: admitted 10 more 0.5 s after 10 of 10: %+v", back/s, res)
+		}
+		// 9 s later the 10 are still inside the last 10 s.
+		if res := st.Take(at+9*s, lim, 1); res.Allowed {
+			t.Fatalf("back %ds, then 9 s after 10 of 10: admitted 1: %+v", back/s, res)
+		}
+		if got := st.Expires(); got < at+10*s {
+			t.Fatalf("back %ds: Expires %d ns before the units' period is over", back/s, at+10*s-got)
+		}
+	}
+}
+
+// TestSlidingMomentsNewPeriodSharingATagRealigns: a sub-window length whose
+// 16-bit tag is another's (k = 10: 17 min and 60 days) still moves the
+// state onto sub-windows aligned to the new length, as Redis's script,
+// which keeps the length itself, does.
+func TestSlidingMomentsNewPeriodSharingATagRealigns(t *testing.T) {
+	lim := sluice.Limit{Algorithm: sluice.SlidingWindow, Rate: 10, Period: 17 * time.Minute, Buckets: 10, Moments: 1}
+	var st algorithm.SlidingMoments
+	now := t0 + int64(time.Minute)
+	st.Take(now, lim, 3)
+	lim.Period = 60 * 24 * time.Hour
+	g := int64(lim.Period) / 10
+	st.Take(now+int64(time.Second), lim, 1)
+	if want := (now+int64(time.Second))/g*g + 11*g; st.Expires() != want {
+		t.Fatalf("after 17 min → 60 days: Expires %d, want %d (the sub-windows of the new length, pinned)", st.Expires(), want)
+	}
+}

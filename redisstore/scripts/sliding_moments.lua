@@ -13,7 +13,10 @@
 --          j-th mean (an integer of −127..127, in 128ths) once it has
 --          closed, and Sj the current sub-window's sums of its arrivals'
 --          polynomial values (in 16384ths); index 7+k holds 0 (so that the
---          array has no hole and packs as one)
+--          array has no hole and packs as one), and a last element U, when
+--          present, is a hold: the instant (microseconds) until which the
+--          units counted before the clock stepped back more than a period
+--          weigh, should the clock come forward again
 -- ARGV[1]  mode: "take", "refund" or "peek" (see prelude.lua)
 -- ARGV[2]  now in microseconds, or ""         (see prelude.lua)
 -- ARGV[3]  period P in microseconds
@@ -112,24 +115,60 @@ local function add(c, p)
   return added
 end
 
+local HOLD = 6 + (k + 1) * (d + 1) + d + 1
+local hold = 0 -- see U above; kept while the state counts anything
+
+-- addTotal counts every unit of a stored state st of sk sub-windows in the
+-- current sub-window, as arrived at its end and pinned.
+local function addTotal(st, sk)
+  local total = 0
+  for j = 0, sk do
+    total = total + st[6 + j]
+  end
+  if total > 0 then
+    add(total, legendre(levelZ(LEVELS - 1)))
+    pin = i + 1
+  end
+end
+
 local raw = redis.call('GET', key)
 if raw then
   local st = cmsgpack.unpack(raw)
   local sk, sd = st[2], st[3]
-  if sk ~= k or sd ~= d or st[5] ~= G or st[1] > start then
-    -- Another k, d or sub-window, or the clock went back: keep every unit,
-    -- in the current sub-window, as arrived at its end and pinned.
-    local total = 0
-    for j = 0, sk do
-      total = total + st[6 + j]
+  local same = sk == k and sd == d and st[5] == G
+  if same and st[1] > start and st[1] - now <= P then
+    -- The clock stepped back less than a period: stay in the stored
+    -- sub-window, and now counts as its start (elapsed clamps at 0
+    -- below). Moving back would pin its units in an earlier sub-window,
+    -- which the clock coming forward would drop.
+    start = st[1]
+    n = start / G
+    i = slot(n)
+  end
+  if not same or st[1] > start then
+    -- Another k, d or sub-window, or the clock went back more than a
+    -- period: keep every unit, in the current sub-window, as arrived at
+    -- its end and pinned. After a step back the state holds them until
+    -- they would stop weighing had the clock not stepped.
+    if same then
+      hold = st[HOLD] or 0
+      local cur = st[1] / G
+      for j = cur, cur - k, -1 do
+        if st[6 + slot(j)] ~= 0 then
+          hold = math.max(hold, (j + 1) * G + P)
+          break
+        end
+      end
     end
-    if total > 0 then
-      add(total, legendre(levelZ(LEVELS - 1)))
-      pin = i + 1
-    end
+    addTotal(st, sk)
   else
+    hold = st[HOLD] or 0
     local cur = st[1] / G
-    if n - cur <= k then
+    if n - cur > k and hold > now then
+      -- Past the period, but back from a step back before the units
+      -- counted then stop weighing: keep them.
+      addTotal(st, sk)
+    elseif n - cur <= k then
       pin = st[4]
       for j = 0, k do
         counts[j] = st[6 + j]
@@ -190,9 +229,12 @@ end
 -- stops weighing (a period after its end), and returns the time until then.
 local function save()
   local untl = 0
+  if hold <= start + P + G then
+    hold = 0 -- not beyond what the sub-windows give: no hold
+  end
   for j = n, n - k, -1 do
     if counts[slot(j)] ~= 0 then
-      untl = (j + 1) * G + P
+      untl = math.max((j + 1) * G + P, hold)
       break
     end
   end
@@ -211,13 +253,16 @@ local function save()
     for m = 1, d do
       out[6 + (k + 1) * (d + 1) + m] = sums[m]
     end
+    if untl > start + P + G then
+      out[HOLD] = untl
+    end
     redis.call('SET', key, cmsgpack.pack(out))
     expire(key, untl - now)
   end
   return math.max(untl - now, 0)
 end
 
-local p = legendre(levelZ(level(now - start)))
+local p = legendre(levelZ(level(math.max(now - start, 0)))) -- before start: the clock stepped back
 if mode == 'refund' then
   local before = counts[i]
   local after = math.max(before - cost, 0)
@@ -358,7 +403,7 @@ if weighted + whole + cost > rate then
       local base = start + step * G
       local from = base
       if step == 0 then
-        from = now
+        from = math.max(now, base)
       end
       local t
       if ow <= room then

@@ -640,8 +640,11 @@ func (s *SlidingMoments) Peek(now int64, lim sluice.Limit) sluice.Result {
 // momentsMaxSize is the largest buffer a state has.
 const momentsMaxSize = (sluice.MaxBuckets+1)*(2+sluice.MaxMoments) + 4*sluice.MaxMoments
 
-// Refund gives cost units back to the current sub-window, as if they had
-// arrived now: a refund right after the Take that spent them undoes it.
+// Refund gives cost units back to the current sub-window. Which of its
+// units they were is not known, so its means stay as they were: its sums
+// are scaled by after/before (rounded down), rather than the units taken
+// away at the current offset, which would leave the rest looking earlier
+// than they came and the estimate low once the sub-window is the oldest.
 func (s *SlidingMoments) Refund(now int64, lim sluice.Limit, cost int) {
 	g, k, d := s.Prepare(lim), bucketsOf(lim), int(lim.Moments)
 	i := s.roll(now, g, k, d)
@@ -651,13 +654,11 @@ func (s *SlidingMoments) Refund(now int64, lim sluice.Limit, cost int) {
 	if after == 0 && int(s.pin) == i+1 {
 		s.pin = 0 // nothing left to pin: as a fresh sub-window
 	}
-	if d > 0 {
-		var p [sluice.MaxMoments + 2]int64
-		legendre(levelZ(level(max(now-s.Start, 0), g)), d, &p) // before Start: see rollSlow
+	if after != before {
 		for m := 1; m <= d; m++ {
-			// Kept within what after units can sum to.
-			v := s.sumAt(m) - (before-after)*p[m]
-			s.setSum(m, min(max(v, -after*momentOne), after*momentOne))
+			// |sum| ≤ before·momentOne < 2^31: the product is below 2^47,
+			// exact in a Lua number, as the script computes it.
+			s.setSum(m, floorDiv(s.sumAt(m)*after, before))
 		}
 	}
 	s.setUntil(i, g, k)

@@ -390,3 +390,21 @@ func TestSlidingMomentsNewPeriodSharingATagRealigns(t *testing.T) {
 		t.Fatalf("after 17 min → 60 days: Expires %d, want %d (the sub-windows of the new length, pinned)", st.Expires(), want)
 	}
 }
+
+// TestSlidingMomentsRefundKeepsWhereUnitsFell: a refund does not take its
+// units from the current offset: the units left keep the sub-window's
+// means, rather than looking as early as the earliest of them.
+func TestSlidingMomentsRefundKeepsWhereUnitsFell(t *testing.T) {
+	const s = int64(time.Second)
+	lim := sluice.Limit{Algorithm: sluice.SlidingWindow, Rate: 10, Period: 10 * time.Second, Moments: 2}
+	var st algorithm.SlidingMoments
+	start := t0 - t0%(10*s)
+	st.Take(start+s/10, lim, 5)
+	st.Take(start+99*s/10, lim, 5)
+	st.Refund(start+99*s/10, lim, 5) // which 5 is not known
+	// 5 units remain, on average in the middle of the sub-window; half a
+	// second after it, about 5·0.95 of them are still inside the period.
+	if res := st.Take(start+105*s/10, lim, 10); res.Allowed || res.Remaining > 6 {
+		t.Fatalf("0.6 s after 5 left of 10, 10 more: %+v, want refused with at most 6 remaining", res)
+	}
+}

@@ -270,8 +270,12 @@ if mode == 'refund' then
   if after == 0 and pin == i + 1 then
     pin = 0
   end
-  for m = 1, d do
-    sums[m] = clamp(sums[m] - (before - after) * p[m], -after * ONE, after * ONE)
+  if after ~= before then
+    -- The means stay: the sums scale by after/before, rounded down (the
+    -- product is below 2^47, exact).
+    for m = 1, d do
+      sums[m] = math.floor(sums[m] * after / before)
+    end
   end
   save()
   return {1, 0, 0, 0}

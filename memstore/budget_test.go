@@ -388,3 +388,27 @@ func TestSlidingLogHeldToItsShareKeepsItsRate(t *testing.T) {
 	}
 	t.Logf("admitted %d of %d; the store held at most %d bytes", len(admitted), n, most)
 }
+
+// A refund under another k or d lays a moments key's buffer out anew, up
+// to about 200 bytes larger: the store evicts to stay within MaxBytes, as
+// it does when a decision grows a key.
+func TestMomentsRefundThatGrowsAKeyStaysWithinMaxBytes(t *testing.T) {
+	const maxBytes = 64 << 10
+	clock := clocktest.New()
+	s := newTestStore(t, memstore.Config{Clock: clock, MaxBytes: maxBytes, Shards: 1})
+	small := sluice.Limit{Algorithm: sluice.SlidingWindow, Rate: 10, Period: time.Minute, Moments: 1}
+	n := 0
+	for ; s.Stats().Evictions == 0; n++ {
+		mustAllow(t, s, "m"+strconv.Itoa(n), small, 1)
+	}
+	big := small
+	big.Buckets, big.Moments = sluice.MaxBuckets, sluice.MaxMoments
+	for i := n - 1; i >= n-20; i-- {
+		if err := s.RefundN(context.Background(), "m"+strconv.Itoa(i), big, 1); err != nil {
+			t.Fatal(err)
+		}
+		if st := s.Stats(); st.Bytes > maxBytes {
+			t.Fatalf("after %d refunds that grew a key: Bytes %d > MaxBytes %d", n-i, st.Bytes, maxBytes)
+		}
+	}
+}

@@ -537,7 +537,9 @@ func (s *Store) RefundN(_ context.Context, key string, lim sluice.Limit, cost in
 	}
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
-	sh.tables[tableOf(&lim)].refund(h, key, now, lim, cost)
+	if sh.tables[tableOf(&lim)].refund(h, key, now, lim, cost) {
+		sh.trim(now, h)
+	}
 	return nil
 }
 

@@ -19,8 +19,10 @@ type states interface {
 	// would be restored to from mem (see sluice.Peeker). prepared is
 	// prepare(lim).
 	peek(h uint64, key string, now int64, lim sluice.Limit, prepared int64, mem *sketch) sluice.Result
-	// refund gives cost units back to key, if the table holds it.
-	refund(h uint64, key string, now int64, lim sluice.Limit, cost int)
+	// refund gives cost units back to key, if the table holds it, and
+	// reports whether the key's heap grew (a moments counter laid out
+	// anew for another k or d), for the shard to trim.
+	refund(h uint64, key string, now int64, lim sluice.Limit, cost int) (grew bool)
 	// sweep drops the keys that are fresh at now and returns how many.
 	sweep(now int64) int
 	// sample returns the slot and expiry of the key closest to fresh in a
@@ -70,12 +72,14 @@ func (t *stateTable[S, P]) peek(h uint64, key string, now int64, lim sluice.Limi
 	return P(&t.fresh).Peek(now, lim)
 }
 
-func (t *stateTable[S, P]) refund(h uint64, key string, now int64, lim sluice.Limit, cost int) {
+func (t *stateTable[S, P]) refund(h uint64, key string, now int64, lim sluice.Limit, cost int) bool {
 	if st := P(t.get(h, key)); st != nil {
 		before := st.Bytes()
 		st.Refund(now, lim, cost)
 		t.heap += int64(st.Bytes() - before)
+		return st.Bytes() > before
 	}
+	return false
 }
 
 func (t *stateTable[S, P]) sweep(now int64) int { return sweep[S, P](&t.table, now) }

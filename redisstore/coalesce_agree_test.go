@@ -15,9 +15,21 @@ import (
 	"github.com/sluicehq/sluice/internal/redistest"
 )
 
-// agreeLimits are the limits of the agreement test: two per algorithm, a
-// key always under the same one.
+// agreeLimits are the limits of the agreement test: two per script (an
+// index in algorithms), a key always under the same one.
 func agreeLimits(a sluice.Algorithm) [2]sluice.Limit {
+	switch a {
+	case bucketsScript:
+		return [2]sluice.Limit{
+			{Algorithm: sluice.SlidingWindow, Rate: 5, Period: time.Second, Buckets: 4},
+			{Algorithm: sluice.SlidingWindow, Rate: 3, Period: 250 * time.Millisecond, Buckets: 2, CountRejected: true},
+		}
+	case momentsScript:
+		return [2]sluice.Limit{
+			{Algorithm: sluice.SlidingWindow, Rate: 5, Period: time.Second, Buckets: 4, Moments: 2},
+			{Algorithm: sluice.SlidingWindow, Rate: 3, Period: 250 * time.Millisecond, Moments: 4, CountRejected: true},
+		}
+	}
 	return [2]sluice.Limit{
 		{Algorithm: a, Rate: 5, Period: time.Second, Burst: 5},
 		{Algorithm: a, Rate: 3, Period: 250 * time.Millisecond, Burst: 6, CountRejected: true},
@@ -25,8 +37,8 @@ func agreeLimits(a sluice.Algorithm) [2]sluice.Limit {
 }
 
 // One call of the batch script makes each of its decisions exactly as the
-// algorithm's own script makes it alone, in order, for every algorithm and
-// mode, several decisions on one key included: random batches, replayed
+// algorithm's own script makes it alone, in order, for every script (the
+// sliding window's with buckets and with moments included) and mode, several decisions on one key included: random batches, replayed
 // one script call per decision on keys of another prefix at the same
 // instants, get the same answers. (The replay and the batch go in one
 // MULTI, which takes each key's time to live away after each script: the
@@ -40,7 +52,7 @@ func TestBatchScriptAgreesWithOneDecisionAtATime(t *testing.T) {
 	ctx := context.Background()
 	for round := range 200 {
 		clock.Advance(time.Duration(rng.Int64N(int64(400 * time.Millisecond))))
-		for _, a := range sluice.Algorithms() {
+		for a := range sluice.Algorithm(len(algorithms)) {
 			b := &batch{alg: a}
 			replay := rueidis.Commands{alone.client.B().Multi().Build()}
 			for range 1 + rng.IntN(maxBatch) {
@@ -89,10 +101,10 @@ func TestBatchScriptAgreesWithOneDecisionAtATime(t *testing.T) {
 	}
 }
 
-// singleScript is the text of algorithm a's own script, as the store
-// loads it.
+// singleScript is the text of the script at index a of algorithms, as the
+// store loads it.
 func singleScript(a sluice.Algorithm) string {
-	return mustRead("prelude.lua") + "\n" + mustRead(a.String()+".lua")
+	return mustRead("prelude.lua") + "\n" + mustRead(scriptFile(a))
 }
 
 // agreeMode picks a mode the algorithm serves: "charge" only where ChargeN

@@ -129,6 +129,17 @@ func (s *SlidingWindow) Peek(now int64, lim sluice.Limit) sluice.Result {
 	return c.Take(now, lim, 0)
 }
 
+// Estimate returns the units the counter counts at now under a period of
+// lim.Period, ⌊Prev·(Period − elapsed)/Period⌋ + Curr (what Take compares
+// with the rate), without changing the state: 0 for a fresh key. A store
+// that moves a key to another layout seeds the new state with it, so that
+// nothing the counter counted is forgotten.
+func (s *SlidingWindow) Estimate(now int64, lim sluice.Limit) int64 {
+	c, p := *s, int64(lim.Period)
+	c.roll(now, p)
+	return mulDiv(c.Prev, p-max(now-c.Start, 0), p) + c.Curr
+}
+
 // Refund gives cost units back to the current window.
 func (s *SlidingWindow) Refund(now int64, lim sluice.Limit, cost int) {
 	p := int64(lim.Period)

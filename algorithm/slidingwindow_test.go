@@ -174,3 +174,29 @@ func TestSlidingWindowCountRejected(t *testing.T) {
 		{1800*ms + 1, 1, ok(0, 1200*ms-1)},
 	})
 }
+
+// Estimate reads what Take compares with the rate, without spending or
+// moving the state: 6 units 50 s into a minute and 5 more 10 s into the
+// next count ⌊6·50/60⌋ + 5 = 10, then ⌊6·20/60⌋ + 5 = 7 at 40 s,
+// ⌊5·30/60⌋ = 2 halfway through the minute after, and nothing after it.
+func TestSlidingWindowEstimateIsWhatTakeCounts(t *testing.T) {
+	lim := sluice.Limit{Algorithm: sluice.SlidingWindow, Rate: 10, Period: time.Minute}
+	var s algorithm.SlidingWindow
+	m := int64(time.Minute)
+	s.Take(50*int64(time.Second), lim, 6)
+	s.Take(m+10*int64(time.Second), lim, 5)
+	before := s
+	for _, c := range []struct{ at, want int64 }{
+		{m + 10*int64(time.Second), 10},
+		{m + 40*int64(time.Second), 7},
+		{2*m + 30*int64(time.Second), 2},
+		{3*m + 1, 0},
+	} {
+		if got := s.Estimate(c.at, lim); got != c.want {
+			t.Errorf("Estimate(%v) = %d, want %d", time.Duration(c.at), got, c.want)
+		}
+	}
+	if s != before {
+		t.Errorf("Estimate changed the state: %+v, was %+v", s, before)
+	}
+}

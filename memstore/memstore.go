@@ -461,7 +461,10 @@ func (sh *shard) decide(now int64, h uint64, key string, lim sluice.Limit, cost 
 		return lookup(sh, &sh.fw.table, now, h, key).Take(now, lim, cost), nil
 	case sluice.SlidingWindow:
 		if lim.Moments > 0 {
-			st := lookup(sh, &sh.sm.table, now, h, key)
+			st := sh.sm.get(h, key)
+			if st == nil {
+				st = sh.createMoments(now, h, key, lim)
+			}
 			before := st.Bytes()
 			res := st.TakePrepared(now, lim, sh.derived, cost)
 			if grown := st.Bytes() - before; grown != 0 {
@@ -520,7 +523,17 @@ func (s *Store) Peek(_ context.Context, key string, lim sluice.Limit) (sluice.Re
 			return sluice.Result{}, err
 		}
 	}
-	return sh.tables[tableOf(&lim)].peek(h, key, now, lim, sh.derived, &sh.mem), nil
+	if t := tableOf(&lim); t != momentsTable || sh.sm.get(h, key) != nil {
+		return sh.tables[t].peek(h, key, now, lim, sh.derived, &sh.mem), nil
+	}
+	if i, ok := sh.sw.find(h, key); ok {
+		// A key the counter holds: as the first decision would seed it
+		// (createMoments).
+		var st algorithm.SlidingMoments
+		st.Restore(now, lim, sh.sw.slots[i].st.Estimate(now, lim))
+		return st.Peek(now, lim), nil
+	}
+	return sh.sm.peek(h, key, now, lim, sh.derived, &sh.mem), nil
 }
 
 // RefundN gives cost units back to key's allowance under lim, never beyond a
@@ -585,6 +598,28 @@ func create[S any, P expiring[S]](sh *shard, t *table[S], now int64, h uint64, k
 		if t.heapOf != nil {
 			t.heap += t.heapOf(st) // a sliding log's ring, a moments buffer; the next new key trims
 		}
+	}
+	return st
+}
+
+// createMoments is the moments table's lookup path for a key it does not
+// hold. A key the two-window counter holds (a rule reloaded from buckets 1
+// to moments, as the config's default moved) leaves the counter's table
+// and comes in with the units the counter counted now, pinned: they count
+// whole until their sub-window leaves the period, so the key comes back no
+// less spent than it was (algorithm.SlidingMoments.Restore).
+func (sh *shard) createMoments(now int64, h uint64, key string, lim sluice.Limit) *algorithm.SlidingMoments {
+	var units int64
+	if i, ok := sh.sw.find(h, key); ok {
+		units = sh.sw.slots[i].st.Estimate(now, lim)
+		sh.sw.evictAt(i)
+		sh.n--
+	}
+	st := create[algorithm.SlidingMoments](sh, &sh.sm.table, now, h, key)
+	if units > 0 {
+		before := st.Bytes()
+		st.Restore(now, lim, units)
+		sh.sm.heap += int64(st.Bytes() - before) // the buffer; the next new key trims, as after a restore
 	}
 	return st
 }

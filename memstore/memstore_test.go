@@ -43,3 +43,10 @@ func TestDebtDelaysTheNextRequestByWhatItOwes(t *testing.T) { storetest.RunDebt(
 func TestSlidingLogIsExactAtEveryLimit(t *testing.T) {
 	storetest.RunSlidingLogExact(t, newStore, 1, false)
 }
+
+// TestCounterKeyKeepsItsUnitsUnderMoments: a key spent under the
+// two-window counter and then decided under moments (a rule reloaded with
+// the config's default) comes back as spent as the counter counted it.
+func TestCounterKeyKeepsItsUnitsUnderMoments(t *testing.T) {
+	storetest.RunCounterToMoments(t, newStore)
+}

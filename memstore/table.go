@@ -133,6 +133,21 @@ func (t *table[S]) get(h uint64, key string) *S {
 	}
 }
 
+// find returns the slot index of key, whose hash is h, if t holds it.
+func (t *table[S]) find(h uint64, key string) (uint64, bool) {
+	tag := tagOf(h)
+	for i := t.index(h); ; i = t.next(i) {
+		switch sl := &t.slots[i]; sl.tag {
+		case 0:
+			return 0, false
+		case tag:
+			if sl.key == key {
+				return i, true
+			}
+		}
+	}
+}
+
 // insert adds key, which must be absent, with a zero state and returns the
 // state. The pointer is valid until the next insert or delete.
 func (t *table[S]) insert(h uint64, key string) *S {

@@ -1,0 +1,60 @@
+package storetest
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/internal/clocktest"
+)
+
+// RunCounterToMoments checks that a key spent under the two-window counter
+// (buckets 1, no moments) and then decided under moments, as when a
+// sliding_window rule is reloaded with the config's default of buckets 16,
+// moments 2, comes back as spent as the counter counted it: refused at
+// once and for the rest of the period, and admitted again, whole, once the
+// units counted have left the period. A store that started the key afresh
+// would admit 10 at once.
+func RunCounterToMoments(t *testing.T, newStore NewStore) {
+	clock := clocktest.New()
+	store := newStore(t, clock)
+	key := keyOf(t)
+	counter := sluice.Limit{Algorithm: sluice.SlidingWindow, Rate: 10, Period: time.Minute}
+	moments := counter
+	moments.Buckets, moments.Moments = 16, 2
+
+	// 6 units 50 s into a window, 5 more 10 s into the next: the counter
+	// counts ⌊6·50/60⌋ + 5 = 10, the rate.
+	clock.Set(clock.Now().Truncate(time.Minute).Add(time.Minute + 50*time.Second))
+	if r := allow(t, store, key, counter, 6); !r.Allowed {
+		t.Fatalf("counter: AllowN(6) = %+v, want admitted", r)
+	}
+	clock.Advance(20 * time.Second)
+	if r := allow(t, store, key, counter, 5); !r.Allowed || r.Remaining != 0 {
+		t.Fatalf("counter: AllowN(5) = %+v, want admitted with 0 left", r)
+	}
+
+	// The rule reloaded: moments count what the counter counted.
+	reload := clock.Now()
+	if p, ok := store.(sluice.Peeker); ok {
+		if r, err := p.Peek(context.Background(), key, moments); err != nil || r.Remaining != 0 {
+			t.Fatalf("moments, at once: Peek = %+v, %v; want 0 left (the counter counted 10 of 10)", r, err)
+		}
+	}
+	if r := allow(t, store, key, moments, 1); r.Allowed {
+		t.Fatalf("moments, at once: AllowN(1) = %+v, want refused (the counter counted 10 of 10)", r)
+	}
+	for _, after := range []time.Duration{30 * time.Second, 59 * time.Second} {
+		clock.Set(reload.Add(after))
+		if r := allow(t, store, key, moments, 1); r.Allowed {
+			t.Fatalf("moments, %v after the reload: AllowN(1) = %+v, want refused: the units counted stay inside the period", after, r)
+		}
+	}
+	// The reload came 2.5 s into a 3.75 s sub-window: its units leave the
+	// period 61.25 s after the reload.
+	clock.Set(reload.Add(61250 * time.Millisecond))
+	if r := allow(t, store, key, moments, 10); !r.Allowed || r.Remaining != 0 {
+		t.Fatalf("moments, 61.25 s after the reload: AllowN(10) = %+v, want admitted with 0 left: nothing counted before weighs", r)
+	}
+}

@@ -108,6 +108,7 @@ type lane struct {
 type entry struct {
 	ctx        context.Context
 	key0, key1 int // its key: batch.keyBuf[key0:key1]
+	key2       int // its predecessor's key, batch.keyBuf[key1:key2], if the batch's script has one
 	arg0, arg1 int // its arguments: batch.argBuf[arg0:arg1]
 	res        sluice.Result
 	err        error
@@ -237,7 +238,7 @@ func (c *coalescer) alone(ctx context.Context, alg sluice.Algorithm, args []stri
 	if c.client == nil {
 		return c.fakeAlone(ctx, strings.Join(parts, ""))
 	}
-	return decode(execOnKey(ctx, c.client, scripts[alg], args, parts...))
+	return decode(execOnKeys(ctx, c.client, scripts[alg], args, predecessor(alg), parts...))
 }
 
 // answered counts a call of lane l as answered, and lets the lane's open
@@ -289,6 +290,10 @@ func (b *batch) add(ctx context.Context, args []string, parts []string) *entry {
 		b.keyBuf = append(b.keyBuf, p...)
 	}
 	e.key1 = len(b.keyBuf)
+	if k := predecessor(b.alg); k != "" {
+		b.keyBuf = appendKeyOf(b.keyBuf, k, parts)
+	}
+	e.key2 = len(b.keyBuf)
 	e.arg0 = len(b.argBuf)
 	b.argBuf = append(b.argBuf, args...)
 	e.arg1 = len(b.argBuf)
@@ -387,11 +392,19 @@ func (b *batch) prepare() {
 			e.err = fmt.Errorf("redisstore: %w", err) // not sent: not counted
 			continue
 		}
-		k := b.keyBuf[e.key0:e.key1]
-		b.keys = append(b.keys, unsafe.String(unsafe.SliceData(k), len(k)))
+		b.keys = append(b.keys, b.key(e.key0, e.key1))
+		if e.key2 > e.key1 {
+			b.keys = append(b.keys, b.key(e.key1, e.key2))
+		}
 		b.argv = append(b.argv, b.argBuf[e.arg0:e.arg1]...)
 		b.live = append(b.live, i)
 	}
+}
+
+// key returns keyBuf[from:to] as a string, without copying it.
+func (b *batch) key(from, to int) string {
+	k := b.keyBuf[from:to]
+	return unsafe.String(unsafe.SliceData(k), len(k))
 }
 
 // callRedis sends b's live entries as one call of its algorithm's batch
@@ -426,9 +439,10 @@ func callRedis(ctx context.Context, client rueidis.Client, b *batch) {
 // follows the ASK), as it would without coalescing.
 func (b *batch) eachAlone(ctx context.Context, client rueidis.Client) {
 	b.replied = true
+	per := len(b.keys) / max(len(b.live), 1) // keys per decision: 1, or 2 with a predecessor
 	for j, i := range b.live {
 		e := &b.entries[i]
-		resp := scripts[b.alg].Exec(ctx, client, b.keys[j:j+1], b.argBuf[e.arg0:e.arg1])
+		resp := scripts[b.alg].Exec(ctx, client, b.keys[j*per:(j+1)*per], b.argBuf[e.arg0:e.arg1])
 		b.replied = b.replied && replied(resp)
 		e.res, e.err = decode(resp)
 	}

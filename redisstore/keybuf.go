@@ -25,13 +25,30 @@ var keyBufs = sync.Pool{New: func() any { b := make([]byte, 0, 128); return &b }
 // connection lost) the command may still sit in rueidis's queue, so the
 // memory is left to the garbage collector, which keeps it while referenced.
 func execOnKey(ctx context.Context, c rueidis.Client, script *rueidis.Lua, args []string, parts ...string) rueidis.RedisResult {
+	return execOnKeys(ctx, c, script, args, "", parts...)
+}
+
+// execOnKeys is execOnKey with, when second is not "", a second key
+// (KEYS[2]): parts, the parts of s.keyParts, with the kind (parts[2])
+// second, the key of another layout of the same caller key, in the same
+// hash slot (see predecessor).
+func execOnKeys(ctx context.Context, c rueidis.Client, script *rueidis.Lua, args []string, second string, parts ...string) rueidis.RedisResult {
 	bp := keyBufs.Get().(*[]byte)
 	buf := (*bp)[:0]
 	for _, p := range parts {
 		buf = append(buf, p...)
 	}
-	keys := [1]string{unsafe.String(unsafe.SliceData(buf), len(buf))}
-	resp := script.Exec(ctx, c, keys[:], args)
+	n := len(buf)
+	var keys [2]string
+	if second != "" {
+		buf = appendKeyOf(buf, second, parts)
+	}
+	keys[0] = unsafe.String(unsafe.SliceData(buf), n)
+	nk := 1
+	if second != "" {
+		keys[1], nk = unsafe.String(unsafe.SliceData(buf[n:]), len(buf)-n), 2
+	}
+	resp := script.Exec(ctx, c, keys[:nk], args)
 	if cap(buf) <= maxPooledKey && replied(resp) {
 		*bp = buf[:0]
 		keyBufs.Put(bp)
@@ -48,4 +65,16 @@ func replied(resp rueidis.RedisResult) bool {
 	}
 	_, ok := rueidis.IsRedisErr(err)
 	return ok
+}
+
+// appendKeyOf appends to buf the key parts (s.keyParts's) name with its
+// kind replaced by kind.
+func appendKeyOf(buf []byte, kind string, parts []string) []byte {
+	for i, p := range parts {
+		if i == 2 {
+			p = kind
+		}
+		buf = append(buf, p...)
+	}
+	return buf
 }

@@ -90,6 +90,19 @@ func scriptOf(lim *sluice.Limit) sluice.Algorithm {
 	return lim.Algorithm
 }
 
+// predecessor returns the kind of the key from which the script at index
+// a seeds a key it does not find, passed as its KEYS[2]: the two-window
+// counter's ("sw") for the sliding window with moments, whose script
+// counts what the counter counted, pinned, and deletes the counter's key
+// (sliding_moments.lua), so that a rule moved to moments (the config's
+// default since buckets 16, moments 2) resets no key. "" for the others.
+func predecessor(a sluice.Algorithm) string {
+	if a == momentsScript {
+		return algorithms[sluice.SlidingWindow].short
+	}
+	return ""
+}
+
 // scriptFile returns the file of the script at index a of algorithms.
 func scriptFile(a sluice.Algorithm) string {
 	switch a {
@@ -355,7 +368,7 @@ func (s *Store) exec(ctx context.Context, mode, key string, lim sluice.Limit, co
 	if s.batches != nil {
 		return s.batches.do(ctx, a, args, parts[:]...)
 	}
-	resp := execOnKey(ctx, s.client, scripts[a], args, parts[:]...)
+	resp := execOnKeys(ctx, s.client, scripts[a], args, predecessor(a), parts[:]...)
 	return decode(resp)
 }
 

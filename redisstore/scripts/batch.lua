@@ -4,9 +4,11 @@
 -- body of decide: each decision runs it with its own KEYS and ARGV, exactly
 -- as the algorithm's own script would run alone, one after the other.
 --
--- KEYS      one key per decision, all in one hash slot
+-- KEYS      one key per decision, or two (a script whose KEYS[2] is the
+--           key it seeds a missing one from: sliding_moments.lua), in the
+--           order of the decisions, all in one hash slot
 -- ARGV[1]   s, the number of arguments of each decision
--- ARGV[2..] the decisions' arguments, s of them each, in the order of KEYS
+-- ARGV[2..] the decisions' arguments, s of them each, in the same order
 --
 -- Reply: four elements per decision, in the order of KEYS: the algorithm's
 -- reply, or an error reply and three zeros for a decision that failed (its
@@ -25,8 +27,12 @@ local serverNow
 -- One KEYS and one ARGV table for every decision, refilled each time: no
 -- script keeps either past its return.
 local keys, argv = {}, {}
-for i = 1, #batchKeys do
-  keys[1] = batchKeys[i]
+local n = (#batchArgv - 1) / s
+local kn = #batchKeys / n -- keys per decision
+for i = 1, n do
+  for j = 1, kn do
+    keys[j] = batchKeys[(i - 1) * kn + j]
+  end
   local base = 1 + (i - 1) * s
   for j = 1, s do
     argv[j] = batchArgv[base + j]

@@ -17,6 +17,9 @@
 --          present, is a hold: the instant (microseconds) until which the
 --          units counted before the clock stepped back more than a period
 --          weigh, should the clock come forward again
+-- KEYS[2]  the two-window counter's key of the same caller key (a hash, as
+--          sliding_window.lua keeps it), in the same hash slot: read while
+--          KEYS[1] does not exist, then deleted (see "seed" below)
 -- ARGV[1]  mode: "take", "refund" or "peek" (see prelude.lua)
 -- ARGV[2]  now in microseconds, or ""         (see prelude.lua)
 -- ARGV[3]  period P in microseconds
@@ -132,6 +135,31 @@ local function addTotal(st, sk)
 end
 
 local raw = redis.call('GET', key)
+if not raw and KEYS[2] then
+  -- A key the two-window counter kept (the rule's layout changed, as when
+  -- the default moved from buckets 1 to moments): its estimate now,
+  -- sliding_window.lua's, counted in the current sub-window, pinned, so
+  -- that it counts whole until that sub-window leaves the period. Nothing
+  -- the counter counted is forgotten; the counter's key goes.
+  local old = redis.call('HMGET', KEYS[2], 's', 'p', 'c')
+  local ostart = tonumber(old[1] or '0')
+  local oprev = tonumber(old[2] or '0')
+  local ocurr = tonumber(old[3] or '0')
+  local w = now - math.fmod(now, P)
+  if w == ostart + P then
+    oprev, ocurr, ostart = ocurr, 0, w
+  elseif w > ostart then
+    oprev, ocurr, ostart = 0, 0, w
+  end -- else the clock went back: the counts whole, elapsed 0
+  local units = muldiv(oprev, P - math.max(now - ostart, 0), P) + ocurr
+  if units > 0 then
+    add(units, legendre(levelZ(LEVELS - 1)))
+    pin = i + 1
+  end
+  if write and old[1] then
+    redis.call('DEL', KEYS[2])
+  end
+end
 if raw then
   local st = cmsgpack.unpack(raw)
   local sk, sd = st[2], st[3]

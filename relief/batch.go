@@ -535,7 +535,8 @@ func (b *Batcher) keep(ctx context.Context, sh *shard[*pool], ck cacheKey, sent 
 //   - a fixed window (calendar or not): the end of the window, the earlier
 //     of this clock's (algorithm.FixedWindowPeriod) and the store's
 //     (sent+ResetAfter, which the store's clock decides);
-//   - a sliding window: the end of its current window of Period, on this
+//   - a sliding window: the end of its current window of Period, or of
+//     its current sub-window of Period/Buckets with more than one, on this
 //     clock;
 //   - a sliding log: Period after sent, when the reserved entries leave the
 //     log;
@@ -552,7 +553,8 @@ func refundBy(lim sluice.Limit, sent, landed int64, res sluice.Result) int64 {
 		_, end := algorithm.FixedWindowPeriod(lim, sent)
 		return min(end, sent+int64(res.ResetAfter)) - rtt
 	case sluice.SlidingWindow:
-		_, end := algorithm.FixedWindowPeriod(sluice.Limit{Period: lim.Period}, sent)
+		g := lim.Period / time.Duration(max(lim.Buckets, 1))
+		_, end := algorithm.FixedWindowPeriod(sluice.Limit{Period: g}, sent)
 		return end - rtt
 	case sluice.SlidingLog:
 		return sent + int64(lim.Period) - rtt

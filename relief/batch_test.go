@@ -275,12 +275,18 @@ func TestBatcherGivesBackOnlyUnitsWhoseWindowIsOpen(t *testing.T) {
 		{minute(sluice.FixedWindow), 5 * time.Second, 4},
 		{minute(sluice.SlidingWindow), 20 * time.Second, 0},
 		{minute(sluice.SlidingWindow), 5 * time.Second, 4},
+		// With sub-windows (the config's default: 16 of 3.75 s, here
+		// 48.75 s to 52.5 s), until the sub-window ends: a refund in a
+		// later one would take units off the wrong sub-window.
+		{subWindows(minute(sluice.SlidingWindow), 16, 2), 2 * time.Second, 4},
+		{subWindows(minute(sluice.SlidingWindow), 16, 2), 5 * time.Second, 0},
+		{subWindows(minute(sluice.SlidingWindow), 8, 0), 5 * time.Second, 0},
 		{minute(sluice.SlidingLog), 20 * time.Second, 4},
 		{minute(sluice.SlidingLog), 70 * time.Second, 0},
 		{minute(sluice.TokenBucket), 70 * time.Second, 4},
 		{minute(sluice.LeakyBucket), 70 * time.Second, 4},
 	} {
-		t.Run(tc.lim.Algorithm.String()+"/"+tc.after.String(), func(t *testing.T) {
+		t.Run(tc.lim.String()+"/"+tc.after.String(), func(t *testing.T) {
 			clock := clocktest.At(time.Date(2026, 1, 1, 0, 0, 50, 0, time.UTC))
 			store := &refunds{Store: newMem(t, clock)}
 			b := relief.NewBatcher(store, relief.BatchConfig{Batch: 5, Hold: time.Second, Clock: clock})
@@ -294,6 +300,12 @@ func TestBatcherGivesBackOnlyUnitsWhoseWindowIsOpen(t *testing.T) {
 			}
 		})
 	}
+}
+
+// subWindows returns lim with k buckets and d moments.
+func subWindows(lim sluice.Limit, k, d uint8) sluice.Limit {
+	lim.Buckets, lim.Moments = k, d
+	return lim
 }
 
 // At shutdown the units a Batcher holds go back to the store, only those

@@ -205,3 +205,25 @@ descriptors:
 		}
 	}
 }
+
+// A sliding_window rule that sets neither buckets nor moments gets 16
+// sub-windows with 2 means each where its rate and period allow them; one
+// that sets either keeps what it set (buckets: 1 or moments: 0 is the
+// two-window counter), and a rate above what moments count keeps the
+// counter rather than being refused.
+func TestSlidingWindowDefaultsToSixteenBucketsTwoMoments(t *testing.T) {
+	for _, c := range []struct{ rule, want string }{
+		{"{unit: minute, requests_per_unit: 100, algorithm: sliding_window}", "sliding_window 100/1m0s buckets 16 moments 2"},
+		{"{unit: hour, requests_per_unit: 10000, algorithm: sliding_window}", "sliding_window 10000/1h0m0s buckets 16 moments 2"},
+		{"{unit: minute, requests_per_unit: 100, algorithm: sliding_window, buckets: 1}", "sliding_window 100/1m0s"},
+		{"{unit: minute, requests_per_unit: 100, algorithm: sliding_window, moments: 0}", "sliding_window 100/1m0s"},
+		{"{unit: minute, requests_per_unit: 100, algorithm: sliding_window, buckets: 4}", "sliding_window 100/1m0s buckets 4"},
+		{"{unit: minute, requests_per_unit: 10001, algorithm: sliding_window}", "sliding_window 10001/1m0s"},
+		{"{unit: minute, requests_per_unit: 100}", "fixed_window 100/1m0s"},
+	} {
+		cfg := mustParse(t, "domain: api\ndescriptors:\n  - key: user\n    rate_limit: "+c.rule+"\n")
+		if r := cfg.Lookup("api", entries("user", "bob")); r == nil || r.Limit.String() != c.want {
+			t.Errorf("%s: rule %+v, want %s", c.rule, r, c.want)
+		}
+	}
+}

@@ -636,6 +636,9 @@ func (p *parser) limit(n *yaml.Node, r *RateLimit, k *rateLimitRead) error {
 	r.Limit.Rate = int(r.RequestsPerUnit)
 	r.Limit.Period = r.Period()
 	r.Limit.Burst = burst
+	if k.buckets == nil && k.moments == nil {
+		r.Limit = DefaultSlidingWindow(r.Limit)
+	}
 	if k.cal != nil {
 		if err := p.calendar(k.cal, k.calValue, r); err != nil {
 			return err

@@ -543,7 +543,33 @@ func (p *fileParser) lists(top map[string]*yaml.Node, res *clientip.Resolver) er
 		return nil
 	})
 	c.index = index
+	if err == nil {
+		plainWhereSettled(c.Routes, limits)
+	}
 	return err
+}
+
+// plainWhereSettled gives every policy of a limit that some route settles
+// from a response header (cost_from_response_header) the limit as written,
+// without the sliding window's default: ChargeN, which settles, serves the
+// two-window counter only, and one limit keeps one layout on every route
+// (its keys are shared).
+func plainWhereSettled(routes []Route, limits map[string]limitSpec) {
+	settled := map[string]bool{}
+	for _, rt := range routes {
+		for _, pol := range rt.Policies {
+			if l := limits[pol.Name]; pol.Settle != nil && l.plain != l.limit && l.plain != (sluice.Limit{}) {
+				settled[pol.Name] = true
+			}
+		}
+	}
+	for _, rt := range routes {
+		for i := range rt.Policies {
+			if settled[rt.Policies[i].Name] {
+				rt.Policies[i].Limit = limits[rt.Policies[i].Name].plain
+			}
+		}
+	}
 }
 
 func (p *fileParser) url(n *yaml.Node) (*url.URL, error) {
@@ -610,6 +636,10 @@ type limitSpec struct {
 	// countOnly and penalty: count_responses and penalty (afterfile.go).
 	countOnly httplimit.StatusSet
 	penalty   time.Duration
+	// plain is limit before the config's default for a sliding window
+	// (config.DefaultSlidingWindow), which a limit some route settles from
+	// a response header keeps instead; the zero Limit if none applied.
+	plain sluice.Limit
 }
 
 type connSpec struct {
@@ -677,6 +707,12 @@ func (p *fileParser) limit(n *yaml.Node, res *clientip.Resolver, limits map[stri
 	}
 	if err := p.countAndPenalty(m, &l); err != nil {
 		return l, err
+	}
+	if l.queue == nil && l.countOnly.IsEmpty() && l.penalty == 0 {
+		// The file sets neither buckets nor moments: the config's default,
+		// but for a limit charged after the response (ChargeN serves the
+		// two-window counter only; see also lists).
+		l.plain, l.limit = l.limit, config.DefaultSlidingWindow(l.limit)
 	}
 	return l, p.optBool(m, "dry_run", &l.shadow)
 }

@@ -140,6 +140,17 @@ func (s *SlidingWindow) Estimate(now int64, lim sluice.Limit) int64 {
 	return mulDiv(c.Prev, p-max(now-c.Start, 0), p) + c.Curr
 }
 
+// Seed counts units more in the window that holds now under lim, as
+// arrived now: whole until the window ends, then weighing less and less
+// over the next. A store that moves a key from another layout seeds it
+// with the units that layout counted, so that nothing is forgotten.
+func (s *SlidingWindow) Seed(now int64, lim sluice.Limit, units int64) {
+	p := int64(lim.Period)
+	s.roll(now, p)
+	s.Curr = min(s.Curr+max(units, 0), maxCount)
+	s.setUntil(p)
+}
+
 // Refund gives cost units back to the current window.
 func (s *SlidingWindow) Refund(now int64, lim sluice.Limit, cost int) {
 	p := int64(lim.Period)

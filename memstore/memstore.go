@@ -478,7 +478,11 @@ func (sh *shard) decide(now int64, h uint64, key string, lim sluice.Limit, cost 
 		if lim.Buckets > 1 {
 			return lookup(sh, &sh.sb.table, now, h, key).TakePrepared(now, lim, sh.derived, cost), nil
 		}
-		return lookup(sh, &sh.sw.table, now, h, key).Take(now, lim, cost), nil
+		st := sh.sw.get(h, key)
+		if st == nil {
+			st = sh.createCounter(now, h, key, lim)
+		}
+		return st.Take(now, lim, cost), nil
 	case sluice.SlidingLog:
 		st := lookup(sh, &sh.sl.table, now, h, key)
 		before := st.Bytes()
@@ -523,7 +527,17 @@ func (s *Store) Peek(_ context.Context, key string, lim sluice.Limit) (sluice.Re
 			return sluice.Result{}, err
 		}
 	}
-	if t := tableOf(&lim); t != momentsTable || sh.sm.get(h, key) != nil {
+	t := tableOf(&lim)
+	if t == int(sluice.SlidingWindow) && sh.sw.get(h, key) == nil {
+		if i, ok := sh.sm.find(h, key); ok && sh.sm.slots[i].st.Expires() > now {
+			// A key the moments table holds: as the first decision would
+			// seed it (createCounter).
+			var st algorithm.SlidingWindow
+			st.Seed(now, lim, sh.sm.slots[i].st.Units())
+			return st.Peek(now, lim), nil
+		}
+	}
+	if t != momentsTable || sh.sm.get(h, key) != nil {
 		return sh.tables[t].peek(h, key, now, lim, sh.derived, &sh.mem), nil
 	}
 	if i, ok := sh.sw.find(h, key); ok {
@@ -620,6 +634,28 @@ func (sh *shard) createMoments(now int64, h uint64, key string, lim sluice.Limit
 		before := st.Bytes()
 		st.Restore(now, lim, units)
 		sh.sm.heap += int64(st.Bytes() - before) // the buffer; the next new key trims, as after a restore
+	}
+	return st
+}
+
+// createCounter is the two-window counter's lookup path for a key it does
+// not hold. A key the moments table holds (a rule reloaded from moments to
+// buckets 1, opting out of the config's default) leaves that table and
+// comes in with every unit its sub-windows count, in the current window
+// (algorithm.SlidingWindow.Seed): whole until it ends, then fading over
+// the next, never before the moments state let them go (a period and a
+// sub-window at most).
+func (sh *shard) createCounter(now int64, h uint64, key string, lim sluice.Limit) *algorithm.SlidingWindow {
+	var until, units int64
+	if i, ok := sh.sm.find(h, key); ok {
+		st := &sh.sm.slots[i].st
+		until, units = st.Expires(), st.Units()
+		sh.sm.evictAt(i) // its buffer leaves the table's heap
+		sh.n--
+	}
+	st := create[algorithm.SlidingWindow](sh, &sh.sw.table, now, h, key)
+	if units > 0 && until > now {
+		st.Seed(now, lim, units)
 	}
 	return st
 }

@@ -50,3 +50,10 @@ func TestSlidingLogIsExactAtEveryLimit(t *testing.T) {
 func TestCounterKeyKeepsItsUnitsUnderMoments(t *testing.T) {
 	storetest.RunCounterToMoments(t, newStore)
 }
+
+// TestMomentsKeyKeepsItsUnitsUnderTheCounter: the way back, a key spent
+// under moments and then decided under the two-window counter (a rule
+// reloaded with buckets: 1).
+func TestMomentsKeyKeepsItsUnitsUnderTheCounter(t *testing.T) {
+	storetest.RunMomentsToCounter(t, newStore)
+}

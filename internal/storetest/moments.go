@@ -58,3 +58,45 @@ func RunCounterToMoments(t *testing.T, newStore NewStore) {
 		t.Fatalf("moments, 61.25 s after the reload: AllowN(10) = %+v, want admitted with 0 left: nothing counted before weighs", r)
 	}
 }
+
+// RunMomentsToCounter checks the way back: a key spent under moments and
+// then decided under the two-window counter (a rule reloaded with
+// buckets: 1, opting out of the default) keeps every unit: refused until
+// the counter's window ends, then counted as the previous window's, fading
+// over the next one, and admitted whole once that has passed.
+func RunMomentsToCounter(t *testing.T, newStore NewStore) {
+	clock := clocktest.New()
+	store := newStore(t, clock)
+	key := keyOf(t)
+	counter := sluice.Limit{Algorithm: sluice.SlidingWindow, Rate: 10, Period: time.Minute}
+	moments := counter
+	moments.Buckets, moments.Moments = 16, 2
+
+	w := clock.Now().Truncate(time.Minute).Add(time.Minute)
+	clock.Set(w.Add(10 * time.Second))
+	if r := allow(t, store, key, moments, 10); !r.Allowed || r.Remaining != 0 {
+		t.Fatalf("moments: AllowN(10) = %+v, want admitted with 0 left", r)
+	}
+	clock.Set(w.Add(11 * time.Second))
+	if p, ok := store.(sluice.Peeker); ok {
+		if r, err := p.Peek(context.Background(), key, counter); err != nil || r.Remaining != 0 {
+			t.Fatalf("counter, at once: Peek = %+v, %v; want 0 left (moments counted 10 of 10)", r, err)
+		}
+	}
+	if r := allow(t, store, key, counter, 1); r.Allowed {
+		t.Fatalf("counter, at once: AllowN(1) = %+v, want refused (moments counted 10 of 10)", r)
+	}
+	clock.Set(w.Add(59 * time.Second))
+	if r := allow(t, store, key, counter, 1); r.Allowed {
+		t.Fatalf("counter, 59 s into the window: AllowN(1) = %+v, want refused", r)
+	}
+	// Half the next window gone: ⌊10·30/60⌋ = 5 still weigh.
+	clock.Set(w.Add(90 * time.Second))
+	if r := allow(t, store, key, counter, 5); !r.Allowed || r.Remaining != 0 {
+		t.Fatalf("counter, 90 s: AllowN(5) = %+v, want admitted with 0 left (5 of the 10 still weigh)", r)
+	}
+	clock.Set(w.Add(180 * time.Second))
+	if r := allow(t, store, key, counter, 10); !r.Allowed {
+		t.Fatalf("counter, 180 s: AllowN(10) = %+v, want admitted: nothing counted before weighs", r)
+	}
+}

@@ -116,3 +116,25 @@ func TestCoalescedMomentsSeedFromTheCounter(t *testing.T) {
 		}
 	}
 }
+
+// The way back: a key spent under moments and then decided under the
+// two-window counter keeps every unit, alone and in batches, on one node
+// and on a Cluster.
+func TestMomentsKeyKeepsItsUnitsUnderTheCounter(t *testing.T) {
+	for _, c := range []struct {
+		name     string
+		url      func(*testing.T) string
+		coalesce time.Duration
+	}{
+		{"single", func(t *testing.T) string { return singleURL(t) }, 0},
+		{"cluster", clusterURL, 0},
+		{"single-coalesced", func(t *testing.T) string { return singleURL(t) }, time.Millisecond},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			u := c.url(t)
+			storetest.RunMomentsToCounter(t, func(t *testing.T, clock sluice.Clock) sluice.Limiter {
+				return openConfig(t, redisstore.Config{URL: u, CoalesceWait: c.coalesce}, clock)
+			})
+		})
+	}
+}

@@ -95,10 +95,15 @@ func scriptOf(lim *sluice.Limit) sluice.Algorithm {
 // counter's ("sw") for the sliding window with moments, whose script
 // counts what the counter counted, pinned, and deletes the counter's key
 // (sliding_moments.lua), so that a rule moved to moments (the config's
-// default since buckets 16, moments 2) resets no key. "" for the others.
+// default since buckets 16, moments 2) resets no key; and the moments
+// key ("swm") for the counter, the way back (a rule reloaded with
+// buckets: 1; sliding_window.lua). "" for the others.
 func predecessor(a sluice.Algorithm) string {
-	if a == momentsScript {
+	switch a {
+	case momentsScript:
 		return algorithms[sluice.SlidingWindow].short
+	case sluice.SlidingWindow:
+		return algorithms[momentsScript].short
 	}
 	return ""
 }

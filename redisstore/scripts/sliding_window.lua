@@ -2,6 +2,9 @@
 --
 -- KEYS[1]  a hash: s = start of the current window (microseconds),
 --          p = units in the previous window, c = units in the current one
+-- KEYS[2]  optional: the key of the same caller key under moments
+--          (sliding_moments.lua's), in the same hash slot: read while
+--          KEYS[1] does not exist, then deleted (see "seed" below)
 -- ARGV[1]  mode: "take", "refund", "peek" (see prelude.lua) or "charge":
 --          count cost units in the current window past the rate if need
 --          be (up to twice it), then answer as "peek" would
@@ -39,6 +42,25 @@ elseif w < start then
   -- The clock went back more than a period: keep the counts,
   -- conservatively, and move the window.
   start = w
+end
+
+-- A key kept under moments (the rule's layout changed back, buckets: 1):
+-- every unit its sub-windows count, in the current window, as arrived
+-- now: whole until it ends, then fading. Nothing counted is forgotten; the
+-- moments key goes.
+if not st[1] and KEYS[2] then
+  local raw = redis.call('GET', KEYS[2])
+  if raw then
+    local m = cmsgpack.unpack(raw)
+    local units = 0
+    for j = 0, m[2] do
+      units = units + m[6 + j]
+    end
+    curr = curr + units
+    if write then
+      redis.call('DEL', KEYS[2])
+    end
+  end
 end
 
 local function save()

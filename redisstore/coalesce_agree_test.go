@@ -69,8 +69,12 @@ func TestBatchScriptAgreesWithOneDecisionAtATime(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				replay = append(replay, alone.client.B().Eval().Script(singleScript(a)).Numkeys(1).
-					Key(alone.Key(a, key)).Arg(args...).Build(), alone.client.B().Persist().Key(alone.Key(a, key)).Build())
+				keys := []string{alone.Key(a, key)} // and the key it seeds from, as the store sends it
+				if k := predecessor(a); k != "" {
+					keys = append(keys, string(appendKeyOf(nil, k, []string{alone.prefix, ":", "", ":{", key, "}"})))
+				}
+				replay = append(replay, alone.client.B().Eval().Script(singleScript(a)).Numkeys(int64(len(keys))).
+					Key(keys...).Arg(args...).Build(), alone.client.B().Persist().Key(alone.Key(a, key)).Build())
 				b.stride = len(args)
 				b.add(ctx, args, []string{batched.prefix, ":", algorithms[a].short, ":{", key, "}"})
 			}

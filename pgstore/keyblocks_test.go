@@ -9,8 +9,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/sluicehq/sluice/internal/clocktest"
 	"github.com/sluicehq/sluice/internal/pgtest"
+	"github.com/sluicehq/sluice/internal/storetest"
 	"github.com/sluicehq/sluice/pgstore"
 )
 
@@ -262,5 +265,78 @@ func TestNewKeyAfterKnownKeysIsTwoRoundTrips(t *testing.T) {
 		if n := sent.n.Load(); n != step.want {
 			t.Errorf("Allow(%s) sent %d statements, want %d", step.key, n, step.want)
 		}
+	}
+}
+
+// TestSlowClaimLeavesConnectionsForOtherGroups: while a claim of a group's
+// places is held slow (a session holds the group's row FOR UPDATE), eight
+// goroutines sending new keys of that group wait for the claim without a
+// connection of the pool (of 4): 20 decisions of another tenant's new keys,
+// each given 500 ms, are all answered.
+func TestSlowClaimLeavesConnectionsForOtherGroups(t *testing.T) {
+	ctx := context.Background()
+	url := pgtest.Schema(t)
+	octx, cancel := context.WithTimeout(ctx, 60*time.Second)
+	defer cancel()
+	s, err := pgstore.Open(octx, url+"&pool_max_conns=4", pgstore.Config{Clock: clocktest.At(time.Date(2026, 3, 1, 10, 1, 0, 0, time.UTC))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	lock, err := pgx.Connect(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lock.Close(ctx)
+	// The group's row exists, and the store holds no free place of it.
+	if got := newKeys(t, s, 1); got != 1 {
+		t.Fatal("the group's first key was refused")
+	}
+	tx, err := lock.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tx.Exec(ctx, "SELECT FROM sluice_usage_groups FOR UPDATE"); err != nil {
+		t.Fatal(err)
+	}
+	var started atomic.Int64
+	var wg sync.WaitGroup
+	for range 8 {
+		wg.Go(func() {
+			started.Add(1)
+			dctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+			defer cancel()
+			if r, err := s.Allow(dctx, hostileKey(t, 40), hour); err != nil || !r.Allowed {
+				t.Errorf("a new key of the slow group, once its row was let go: %+v, %v", r, err)
+			}
+		})
+	}
+	defer wg.Wait()
+	defer tx.Rollback(ctx)
+	storetest.WaitFor(t, "a claim waiting for the group's row, and 8 decisions begun", func() bool {
+		var n int64
+		if err := tx.QueryRow(ctx, "SELECT count(*) FROM pg_locks WHERE NOT granted").Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n > 0 && started.Load() == 8
+	})
+	answered := 0
+	var slowest time.Duration
+	var lastErr error
+	for i := range 20 {
+		dctx, cancel := context.WithTimeout(ctx, 500*time.Millisecond)
+		began := time.Now()
+		r, err := s.Allow(dctx, "api_other_"+strconv.Itoa(i), hour)
+		cancel()
+		slowest = max(slowest, time.Since(began))
+		if err == nil && r.Allowed {
+			answered++
+		} else {
+			lastErr = err
+		}
+	}
+	t.Logf("another tenant: %d of 20 answered, slowest %v; pool: %d connections acquired", answered, slowest, s.Pool().Stat().AcquiredConns())
+	if answered != 20 {
+		t.Errorf("another tenant's decisions answered %d of 20 within 500 ms behind a slow claim (last error: %v)", answered, lastErr)
 	}
 }

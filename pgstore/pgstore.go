@@ -605,11 +605,14 @@ const queryCanceled = "57014"
 // given up, as ErrInDoubt.
 func (s *Store) spend(ctx context.Context, key string, start, end time.Time, quota, cost int64, billable bool) (int64, bool, time.Time, error) {
 	h := hash(key)
-	conn, sl, err := s.enter(ctx, h, "spending")
-	if err != nil {
-		return 0, false, end, err
-	}
-	defer s.leave(h, sl, conn)
+	var conn *pgxpool.Conn
+	var sl *slot
+	defer func() {
+		if conn != nil {
+			s.leave(h, sl, conn)
+		}
+	}()
+	var err error
 	var count int64
 	var admitted, decidedOn bool
 	var until time.Time
@@ -618,15 +621,38 @@ func (s *Store) spend(ctx context.Context, key string, start, end time.Time, quo
 	if s.maxKeys == 0 {
 		// The cap off: the row names no group (NULL, as migration 0003
 		// says of a writer that caps nothing), and the group is not hashed.
+		if conn, sl, err = s.enter(ctx, h, "spending"); err != nil {
+			return 0, false, end, err
+		}
 		err = s.write(ctx, conn, "spending", dest, spendSQL, h[:], start, end, []byte(key), cost, quota, nil, billable, true)
 	} else {
 		gh := hash(s.group(key))
 		// At most two statements: a probe that found the key new is sent
-		// again, then with a place or a claim.
+		// again, then with a place or a claim. The ticket is taken before
+		// the key's place in the gate and a connection: a decision that
+		// waits for a block in flight (its claim slow on the group's row)
+		// holds neither, so the pool stays free for other groups. The
+		// second, taken holding them, is only taken if it need not wait;
+		// else they are given back first.
 		for again := false; ; again = true {
-			t, werr := s.places.take(ctx, gh, start, end, s.now(), s.maxKeys, !again)
-			if werr != nil {
-				return 0, false, end, fmt.Errorf("pgstore: spending: waiting for a block of the group's places: %w", werr)
+			var t ticket
+			ok := false
+			if conn != nil {
+				if t, ok = s.places.tryTake(gh, start, end, s.now(), s.maxKeys, false); !ok {
+					s.leave(h, sl, conn)
+					conn = nil
+				}
+			}
+			if !ok {
+				var werr error
+				t, werr = s.places.take(ctx, gh, start, end, s.now(), s.maxKeys, !again)
+				if werr != nil {
+					return 0, false, end, fmt.Errorf("pgstore: spending: waiting for a block of the group's places: %w", werr)
+				}
+				if conn, sl, err = s.enter(ctx, h, "spending"); err != nil {
+					s.places.settle(t, outcome{})
+					return 0, false, end, err
+				}
 			}
 			o = outcome{}
 			if t.held || t.probe {

@@ -118,6 +118,19 @@ type ticket struct {
 // claimed, it waits for that claim to end (the decision's statement would
 // wait for the group's row anyway), or for ctx to end, then its error.
 func (p *places) take(ctx context.Context, group [sha256.Size]byte, start, end, now time.Time, maxKeys int64, probe bool) (ticket, error) {
+	t, _, err := p.get(ctx, group, start, end, now, maxKeys, probe, true)
+	return t, err
+}
+
+// tryTake is take that does not wait: it reports false, and takes
+// nothing, where take would wait for a claim in flight.
+func (p *places) tryTake(group [sha256.Size]byte, start, end, now time.Time, maxKeys int64, probe bool) (ticket, bool) {
+	t, ok, _ := p.get(context.Background(), group, start, end, now, maxKeys, probe, false)
+	return t, ok
+}
+
+// get is take, and, unless wait, tryTake.
+func (p *places) get(ctx context.Context, group [sha256.Size]byte, start, end, now time.Time, maxKeys int64, probe, wait bool) (ticket, bool, error) {
 	k := placeKey{group: group, start: start.UnixMicro()}
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -125,7 +138,7 @@ func (p *places) take(ctx context.Context, group [sha256.Size]byte, start, end, 
 		e := p.m[k]
 		if e == nil {
 			if len(p.m) >= maxPlaceGroups && !p.evict(now) {
-				return ticket{}, nil
+				return ticket{}, true, nil
 			}
 			e = &placeEntry{end: end, next: 1}
 			p.m[k] = e
@@ -136,18 +149,21 @@ func (p *places) take(ctx context.Context, group [sha256.Size]byte, start, end, 
 		if e.free > 0 {
 			e.free--
 			e.inFlight++
-			return ticket{e: e, held: true}, nil
+			return ticket{e: e, held: true}, true, nil
 		}
 		if probe && e.old {
-			return ticket{e: e, probe: true}, nil
+			return ticket{e: e, probe: true}, true, nil
 		}
 		if ch := e.claimed; ch != nil {
+			if !wait {
+				return ticket{}, false, nil
+			}
 			p.mu.Unlock()
 			select {
 			case <-ch:
 			case <-ctx.Done():
 				p.mu.Lock()
-				return ticket{}, ctx.Err()
+				return ticket{}, false, ctx.Err()
 			}
 			p.mu.Lock()
 			continue
@@ -157,7 +173,7 @@ func (p *places) take(ctx context.Context, group [sha256.Size]byte, start, end, 
 		if n > 0 {
 			e.claimed = make(chan struct{})
 		}
-		return ticket{e: e, claim: n}, nil
+		return ticket{e: e, claim: n}, true, nil
 	}
 }
 

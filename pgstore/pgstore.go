@@ -105,8 +105,10 @@ type Config struct {
 	// time; the places a Store holds and has not used count against the
 	// bound, so a new key may be refused while the group holds fewer keys:
 	// by at most MaxPlaceBlock places for each Store that took places in
-	// the group in the period, places a Store held at the period's end, or
-	// when it stopped, being lost for that period.
+	// the group in the period (for each period length, where limits of
+	// different lengths in the group share a start: their keys share the
+	// group's count), places a Store held at the period's end, or when it
+	// stopped, being lost for that period.
 	MaxKeysPerGroup int64
 	// Group names the group a key counts in for MaxKeysPerGroup; nil means
 	// DefaultGroup.

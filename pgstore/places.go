@@ -44,7 +44,20 @@ import (
 // decisions in flight: when all of them are taken, a decision asks for a
 // block of none, and its key's place is taken alone, by the trigger.
 // Places a store holds at the period's end, or when it stops, are lost,
-// as the period's count is over then. A decision whose outcome is unknown
+// as the period's count is over then.
+//
+// The table is keyed by the group and the period's start, as the group's
+// row is: keys whose periods share a start (an hourly and a daily limit of
+// one group, both from 00:00) share one entry, whose end is the latest
+// seen. An entry is dropped, when the table is full, only if it holds
+// nothing, or if that end has passed and none of its decisions is in
+// flight; and no block is claimed for an entry whose end has passed (a
+// Spend into a past period takes its key's place alone). So a store never
+// holds two entries of one group and period at once, and an entry dropped
+// with unused places is made again only by a period of the same start
+// that ends later: a store holds at most MaxPlaceBlock places of a group
+// row it has not used for each distinct end of the periods of that start
+// it decides (one, unless limits of different lengths share the start). A decision whose outcome is unknown
 // (ErrInDoubt) counts its places as held for the rest of the period, as
 // they may have been taken.
 //
@@ -94,11 +107,12 @@ func (e *placeEntry) held() int64 { return e.free + e.inFlight + e.lost }
 // places is a Store's table of the places it holds. It is safe for
 // concurrent use; its zero value is not usable (see newPlaces).
 type places struct {
-	mu sync.Mutex
-	m  map[placeKey]*placeEntry
+	mu  sync.Mutex
+	m   map[placeKey]*placeEntry
+	max int // the most entries m holds: maxPlaceGroups
 }
 
-func newPlaces() *places { return &places{m: map[placeKey]*placeEntry{}} }
+func newPlaces() *places { return &places{m: map[placeKey]*placeEntry{}, max: maxPlaceGroups} }
 
 // ticket is what one decision holds: a place reserved (held), no place
 // for a key expected to have its row (probe), or a claim of claim places
@@ -137,7 +151,7 @@ func (p *places) get(ctx context.Context, group [sha256.Size]byte, start, end, n
 	for {
 		e := p.m[k]
 		if e == nil {
-			if len(p.m) >= maxPlaceGroups && !p.evict(now) {
+			if len(p.m) >= p.max && !p.evict(now) {
 				return ticket{}, true, nil
 			}
 			e = &placeEntry{end: end, next: 1}
@@ -169,6 +183,11 @@ func (p *places) get(ctx context.Context, group [sha256.Size]byte, start, end, n
 			continue
 		}
 		n := min(e.next, MaxPlaceBlock-e.held(), maxKeys)
+		if !e.end.After(now) {
+			// Every period seen of the group's row has ended: no block,
+			// as the entry may have been dropped with places unused.
+			n = 0
+		}
 		e.inFlight += n
 		if n > 0 {
 			e.claimed = make(chan struct{})
@@ -177,13 +196,16 @@ func (p *places) get(ctx context.Context, group [sha256.Size]byte, start, end, n
 	}
 }
 
-// evict drops one entry that holds nothing, or whose period has ended,
-// among the first few the map's iteration gives (in an order it
-// randomizes), and reports whether it dropped one.
+// evict drops one entry that holds nothing, or whose period has ended
+// and whose decisions have all ended, among the first few the map's
+// iteration gives (in an order it randomizes), and reports whether it
+// dropped one. An entry with decisions in flight is kept: dropped, a
+// decision of its group and period would make a second entry and claim a
+// second block while the first was in flight.
 func (p *places) evict(now time.Time) bool {
 	seen := 0
 	for k, e := range p.m {
-		if !e.end.After(now) || e.held() == 0 {
+		if e.held() == 0 || !e.end.After(now) && e.inFlight == 0 {
 			delete(p.m, k)
 			return true
 		}

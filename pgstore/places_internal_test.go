@@ -84,7 +84,7 @@ func TestPlacesHeldStayWithinABlock(t *testing.T) {
 }
 
 // TestPlacesTableIsBounded: a store keeps places for at most
-// maxPlaceGroups groups; past it, a group whose entry it cannot make asks
+// maxPlaceGroups groups (p.max); past it, a group whose entry it cannot make asks
 // for a block of none (its key's place taken alone), and an entry that
 // holds nothing, or whose period has ended, makes room.
 func TestPlacesTableIsBounded(t *testing.T) {
@@ -92,16 +92,16 @@ func TestPlacesTableIsBounded(t *testing.T) {
 	start := time.Date(2026, 3, 1, 10, 0, 0, 0, time.UTC)
 	end, now := start.Add(time.Hour), start.Add(time.Minute)
 	group := func(i int) [sha256.Size]byte { return sha256.Sum256([]byte{byte(i), byte(i >> 8), byte(i >> 16)}) }
-	for i := range maxPlaceGroups {
+	for i := range p.max {
 		tk := take(p, group(i), start, end, now, 100_000, true)
 		p.settle(tk, outcome{sent: true, tried: true, granted: true}) // its key had a row: a place left free
 	}
-	tk := take(p, group(maxPlaceGroups), start, end, now, 100_000, true)
-	if tk.e != nil || tk.held || tk.claim != 0 || len(p.m) != maxPlaceGroups {
-		t.Fatalf("a group past a full table: ticket %+v, %d entries; want a claim of 0 with no entry, %d entries", tk, len(p.m), maxPlaceGroups)
+	tk := take(p, group(p.max), start, end, now, 100_000, true)
+	if tk.e != nil || tk.held || tk.claim != 0 || len(p.m) != p.max {
+		t.Fatalf("a group past a full table: ticket %+v, %d entries; want a claim of 0 with no entry, %d entries", tk, len(p.m), p.max)
 	}
 	p.settle(tk, outcome{sent: true, inserted: true, tried: true})
-	if tk := take(p, group(maxPlaceGroups), start, end, end, 100_000, true); tk.e == nil || len(p.m) != maxPlaceGroups {
+	if tk := take(p, group(p.max), start, end, end, 100_000, true); tk.e == nil || len(p.m) != p.max {
 		t.Errorf("once the period has ended: ticket %+v, %d entries; want an entry made in an ended one's place", tk, len(p.m))
 	}
 }
@@ -139,5 +139,83 @@ func TestPlacesWaitForTheBlockBeingClaimed(t *testing.T) {
 	p.settle(claim, outcome{sent: true, tried: true, granted: true}) // its key had a row: its place is free
 	if tk := <-got; !tk.held {
 		t.Errorf("ticket after the claim ended: %+v, want a place of its block", tk)
+	}
+}
+
+// grow takes and spends blocks of g's period [start, end) until the next
+// one the store would ask for is MaxPlaceBlock.
+func grow(p *places, g [sha256.Size]byte, start, end, now time.Time) {
+	k := placeKey{g, start.UnixMicro()}
+	for p.m[k] == nil || p.m[k].next < MaxPlaceBlock {
+		tk := take(p, g, start, end, now, 100_000, false)
+		p.settle(tk, outcome{sent: true, inserted: true, tried: true, granted: true})
+		for p.m[k].free > 0 {
+			p.settle(take(p, g, start, end, now, 100_000, false), outcome{sent: true, inserted: true})
+		}
+	}
+}
+
+// TestEndedPeriodWithAClaimInFlightKeepsItsEntry: an hourly key of a group
+// asks for a block of MaxPlaceBlock just before 01:00; the table is full
+// when another group's decision comes just after, and the hourly entry's
+// period has ended, but its claim is in flight: the entry stays, so a daily
+// key of the group (its period also starting at 00:00, the same row of
+// sluice_usage_groups) waits for that claim rather than asking for a
+// second block of the same group and period at once.
+func TestEndedPeriodWithAClaimInFlightKeepsItsEntry(t *testing.T) {
+	p := newPlaces()
+	p.max = 1
+	g, other := sha256.Sum256([]byte("api_tenant")), sha256.Sum256([]byte("api_other"))
+	start := time.Date(2026, 3, 1, 0, 0, 0, 0, time.UTC)
+	hourEnd, dayEnd := start.Add(time.Hour), start.Add(24*time.Hour)
+	before, after := hourEnd.Add(-time.Second), hourEnd.Add(time.Second)
+	grow(p, g, start, hourEnd, before)
+	first := take(p, g, start, hourEnd, before, 100_000, false)
+	if first.claim != MaxPlaceBlock {
+		t.Fatalf("hourly ticket %+v, want a claim of %d", first, MaxPlaceBlock)
+	}
+	tk := take(p, other, hourEnd, hourEnd.Add(time.Hour), after, 100_000, false)
+	if tk.e != nil {
+		t.Errorf("another group, with the table full of an entry whose claim is in flight: ticket %+v, want no entry", tk)
+	}
+	p.settle(tk, outcome{}) // rolled back: its entry, if any, holds nothing
+	ended, cancel := context.WithCancel(context.Background())
+	cancel()
+	second, err := p.take(ended, g, start, dayEnd, after, 100_000, false)
+	if err == nil && second.claim > 0 {
+		t.Errorf("a daily key of the group asked for a block of %d while the hourly one's %d was in flight: %d places of one group and period, want at most %d",
+			second.claim, first.claim, first.claim+second.claim, MaxPlaceBlock)
+	}
+}
+
+// TestEndedPeriodTakesNoNewBlock: a group's entry whose period has ended
+// is dropped when the table is full, its unused places lost; a decision
+// into that period afterwards (Spend into a past period) takes its place
+// alone, with no block, so the store never holds two blocks of one group
+// and period. A longer period sharing the start (a daily key after hourly
+// ones, both from 00:00) has not ended, and takes a block of its own: the
+// bound is MaxPlaceBlock per group, period start and period end.
+func TestEndedPeriodTakesNoNewBlock(t *testing.T) {
+	p := newPlaces()
+	p.max = 2
+	g, other := sha256.Sum256([]byte("api_tenant")), sha256.Sum256([]byte("api_other"))
+	start := time.Date(2026, 3, 1, 0, 0, 0, 0, time.UTC)
+	hourEnd, dayEnd := start.Add(time.Hour), start.Add(24*time.Hour)
+	during, after := start.Add(30*time.Minute), hourEnd.Add(30*time.Minute)
+	tk := take(p, g, start, hourEnd, during, 100_000, false)
+	p.settle(tk, outcome{sent: true, tried: true, granted: true}) // its key had a row: a place left free
+	p.settle(take(p, other, hourEnd, hourEnd.Add(time.Hour), after, 100_000, false), outcome{sent: true, tried: true, granted: true})
+	third := take(p, sha256.Sum256([]byte("api_third")), hourEnd, hourEnd.Add(time.Hour), after, 100_000, false)
+	if _, ok := p.m[placeKey{g, start.UnixMicro()}]; ok || third.e == nil {
+		t.Fatalf("a third group past a table of 2 with an ended entry: ticket %+v; want the ended entry dropped, an entry made in its place", third)
+	}
+	p.settle(third, outcome{}) // rolled back: its entry holds nothing
+	tk = take(p, g, start, hourEnd, after, 100_000, false)
+	if tk.held || tk.claim != 0 {
+		t.Errorf("a decision into the group's ended hour, its entry dropped: ticket %+v, want a claim of 0 (a second block of the period)", tk)
+	}
+	p.settle(tk, outcome{sent: true, inserted: true, tried: true})
+	if tk := take(p, g, start, dayEnd, after, 100_000, false); tk.claim == 0 {
+		t.Errorf("a daily key of the group: ticket %+v, want a block of its own", tk)
 	}
 }

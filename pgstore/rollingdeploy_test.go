@@ -10,6 +10,7 @@ import (
 
 	"github.com/sluicehq/sluice/internal/clocktest"
 	"github.com/sluicehq/sluice/internal/pgtest"
+	"github.com/sluicehq/sluice/internal/storetest"
 	"github.com/sluicehq/sluice/pgstore"
 )
 
@@ -79,20 +80,13 @@ VALUES ($1, $2, $3, $4, 1, 10)`, kh[:], start, start.Add(time.Hour), []byte(key)
 		done <- answer{r.Allowed, int64(hour.Rate) - int64(r.Remaining), err}
 	}()
 	// The store's claim holds the group's row and waits for the key's.
-	deadline := time.Now().Add(20 * time.Second)
-	for {
+	storetest.WaitFor(t, "the store's decision waiting for the key's row", func() bool {
 		var waiting bool
 		if err := old.QueryRow(ctx, "SELECT wait_event_type IS NOT DISTINCT FROM 'Lock' FROM pg_stat_activity WHERE pid = $1", storePID).Scan(&waiting); err != nil {
 			t.Fatal(err)
 		}
-		if waiting {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the store's decision never waited for the key's row")
-		}
-		time.Sleep(5 * time.Millisecond) // polling a server's state, not passing time
-	}
+		return waiting
+	})
 	// The old order, second: the group's row (the trigger's write).
 	if _, err := tx.Exec(ctx, "UPDATE sluice_usage_groups SET keys = keys + 1 WHERE group_hash = $1 AND period_start = $2", gh[:], start); err != nil {
 		t.Fatalf("the old binary's session: %v", err)

@@ -674,6 +674,7 @@ func (s *Store) spend(ctx context.Context, key string, start, end time.Time, quo
 				break
 			}
 		}
+		s.giveBack(ctx, conn)
 	}
 	if isTooManyKeys(err) {
 		return 0, false, end, s.tooManyKeys(key, start)
@@ -688,6 +689,23 @@ func (s *Store) spend(ctx context.Context, key string, start, end time.Time, quo
 	// ctx.
 	count, err = countOn(ctx, conn.Conn(), h[:], start)
 	return count, false, end, err
+}
+
+// giveBackSQL gives n unused places of a group's period back to its row:
+// $1 the group's hash, $2 the period's start, $3 n.
+const giveBackSQL = `UPDATE sluice_usage_groups SET keys = keys - $3::bigint
+WHERE group_hash = $1 AND period_start = $2 AND keys >= $3::bigint`
+
+// giveBack gives the places of the entries the places table dropped back
+// to their groups' rows, on conn, one statement each (the table drops
+// entries only when full, so rarely). A place whose statement fails is
+// lost, as the places a stopped Store held are.
+func (s *Store) giveBack(ctx context.Context, conn *pgxpool.Conn) {
+	for _, b := range s.places.returned() {
+		if err := s.write(ctx, conn, "giving back places", nil, giveBackSQL, b.k.group[:], time.UnixMicro(b.k.start), b.n); err != nil {
+			s.log.Warn("pgstore: places of a group dropped from a full table were not given back; lost for the period", "places", b.n, "err", err)
+		}
+	}
 }
 
 // enter waits, until ctx ends, for a place in the gate for the key whose

@@ -57,7 +57,11 @@ import (
 // with unused places is made again only by a period of the same start
 // that ends later: a store holds at most MaxPlaceBlock places of a group
 // row it has not used for each distinct end of the periods of that start
-// it decides (one, unless limits of different lengths share the start). A decision whose outcome is unknown
+// it decides (one, unless limits of different lengths share the start).
+// An entry that holds only free places may also be dropped for room while
+// its period runs; its places are given back to the group's row by a
+// statement after the decision that dropped it (Store.giveBack), and count
+// against the cap until then (lost, if that statement fails). A decision whose outcome is unknown
 // (ErrInDoubt) counts its places as held for the rest of the period, as
 // they may have been taken.
 //
@@ -76,8 +80,24 @@ const MaxPlaceBlock = 64
 
 // maxPlaceGroups bounds the groups and periods a Store keeps places for
 // (about 100 bytes each). The new keys of a group it cannot keep take
-// their places one at a time, as the trigger takes them.
+// their places one at a time, as the trigger takes them. A full table
+// may drop an entry that holds only free places of a period still
+// running, but gives them back to the group's row (giveBackSQL): the row
+// counts them, and lost, a client cycling through groups of its own could
+// make a store take and lose block after block of another tenant's group,
+// refusing its new keys early without bound. Places whose giving back
+// fails are lost, as at a stop.
 const maxPlaceGroups = 4096
+
+// maxGiveBacks bounds the dropped entries whose places wait to be given
+// back; with as many waiting, no entry holding free places is dropped.
+const maxGiveBacks = 64
+
+// giveBack is what a dropped entry held: free places of a group and period.
+type giveBack struct {
+	k placeKey
+	n int64
+}
 
 // placeKey names one group in one period: the group's hash and the
 // period's start, in PostgreSQL's microseconds.
@@ -110,6 +130,9 @@ type places struct {
 	mu  sync.Mutex
 	m   map[placeKey]*placeEntry
 	max int // the most entries m holds: maxPlaceGroups
+	// back: the places of entries dropped while their period runs, to be
+	// given back to their groups' rows (see returned).
+	back []giveBack
 }
 
 func newPlaces() *places { return &places{m: map[placeKey]*placeEntry{}, max: maxPlaceGroups} }
@@ -198,22 +221,45 @@ func (p *places) get(ctx context.Context, group [sha256.Size]byte, start, end, n
 
 // evict drops one entry that holds nothing, or whose period has ended
 // and whose decisions have all ended, among the first few the map's
-// iteration gives (in an order it randomizes), and reports whether it
-// dropped one. An entry with decisions in flight is kept: dropped, a
-// decision of its group and period would make a second entry and claim a
-// second block while the first was in flight.
+// iteration gives (in an order it randomizes), or else one of them that
+// holds only free places, which it records to be given back; and reports
+// whether it dropped one. An entry with decisions in flight (or in doubt)
+// is kept: dropped, a decision of its group and period would make a
+// second entry and claim a second block while the first was in flight.
 func (p *places) evict(now time.Time) bool {
 	seen := 0
+	var spare *placeKey
 	for k, e := range p.m {
 		if e.held() == 0 || !e.end.After(now) && e.inFlight == 0 {
 			delete(p.m, k)
 			return true
 		}
+		if spare == nil && e.inFlight == 0 && e.lost == 0 && len(p.back) < maxGiveBacks {
+			spare = &k
+		}
 		if seen++; seen == 8 {
 			break
 		}
 	}
-	return false
+	if spare == nil {
+		return false
+	}
+	p.back = append(p.back, giveBack{k: *spare, n: p.m[*spare].free})
+	delete(p.m, *spare)
+	return true
+}
+
+// returned hands over the places of dropped entries to be given back to
+// their groups' rows; the caller gives them back or loses them.
+func (p *places) returned() []giveBack {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if len(p.back) == 0 {
+		return nil
+	}
+	b := p.back
+	p.back = nil
+	return b
 }
 
 // outcome is what became of a decision's statement.

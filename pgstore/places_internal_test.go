@@ -84,25 +84,36 @@ func TestPlacesHeldStayWithinABlock(t *testing.T) {
 }
 
 // TestPlacesTableIsBounded: a store keeps places for at most
-// maxPlaceGroups groups (p.max); past it, a group whose entry it cannot make asks
-// for a block of none (its key's place taken alone), and an entry that
-// holds nothing, or whose period has ended, makes room.
+// maxPlaceGroups groups (p.max); past it, while every entry has a decision
+// in flight, a group whose entry it cannot make asks for a block of none
+// (its key's place taken alone); an entry that holds only free places
+// makes room, its places recorded to be given back to its group's row;
+// and so does one whose period has ended.
 func TestPlacesTableIsBounded(t *testing.T) {
 	p := newPlaces()
 	start := time.Date(2026, 3, 1, 10, 0, 0, 0, time.UTC)
 	end, now := start.Add(time.Hour), start.Add(time.Minute)
 	group := func(i int) [sha256.Size]byte { return sha256.Sum256([]byte{byte(i), byte(i >> 8), byte(i >> 16)}) }
+	claims := make([]ticket, p.max)
 	for i := range p.max {
-		tk := take(p, group(i), start, end, now, 100_000, true)
-		p.settle(tk, outcome{sent: true, tried: true, granted: true}) // its key had a row: a place left free
+		claims[i] = take(p, group(i), start, end, now, 100_000, true)
 	}
 	tk := take(p, group(p.max), start, end, now, 100_000, true)
 	if tk.e != nil || tk.held || tk.claim != 0 || len(p.m) != p.max {
-		t.Fatalf("a group past a full table: ticket %+v, %d entries; want a claim of 0 with no entry, %d entries", tk, len(p.m), p.max)
+		t.Fatalf("a group past a full table of claims in flight: ticket %+v, %d entries; want a claim of 0 with no entry, %d entries", tk, len(p.m), p.max)
 	}
 	p.settle(tk, outcome{sent: true, inserted: true, tried: true})
-	if tk := take(p, group(p.max), start, end, end, 100_000, true); tk.e == nil || len(p.m) != p.max {
-		t.Errorf("once the period has ended: ticket %+v, %d entries; want an entry made in an ended one's place", tk, len(p.m))
+	for _, c := range claims {
+		p.settle(c, outcome{sent: true, tried: true, granted: true}) // its key had a row: a place left free
+	}
+	if tk := take(p, group(p.max), start, end, now, 100_000, true); tk.e == nil || len(p.m) != p.max || len(p.back) != 1 || p.back[0].n != 1 {
+		t.Errorf("a group past a full table of free places: ticket %+v, %d entries, to give back %+v; want an entry made in the place of one whose 1 place is given back", tk, len(p.m), p.back)
+	}
+	if b := p.returned(); len(b) != 1 || len(p.back) != 0 {
+		t.Errorf("returned() = %+v, leaving %+v; want the one, leaving none", b, p.back)
+	}
+	if tk := take(p, group(p.max+1), start, end, end, 100_000, true); tk.e == nil || len(p.m) != p.max || len(p.back) != 0 {
+		t.Errorf("once the period has ended: ticket %+v, %d entries, to give back %+v; want an entry made in an ended one's place, nothing to give back", tk, len(p.m), p.back)
 	}
 }
 

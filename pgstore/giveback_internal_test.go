@@ -1,0 +1,57 @@
+package pgstore
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/internal/clocktest"
+	"github.com/sluicehq/sluice/internal/pgtest"
+)
+
+// TestFullPlacesTableGivesBackFreePlaces: with the store's table of places
+// full of groups that each hold a free place (two new keys each, the
+// second taking a block of 2), a new group's key still takes a block
+// (its row names no group): an entry holding only free places is dropped,
+// and its places given back to its group's row, so that no place is lost:
+// the places the group rows count are exactly the rows plus the places
+// the store still holds.
+func TestFullPlacesTableGivesBackFreePlaces(t *testing.T) {
+	url := pgtest.Schema(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	s, err := Open(ctx, url, Config{Clock: clocktest.At(time.Date(2026, 3, 1, 10, 1, 0, 0, time.UTC))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	s.places.max = 2
+	hour := sluice.Limit{Algorithm: sluice.FixedWindow, Rate: 10, Period: time.Hour}
+	for _, key := range []string{"api_a_1", "api_a_2", "api_b_1", "api_b_2", "api_c_1"} {
+		if r, err := s.Allow(ctx, key, hour); err != nil || !r.Allowed {
+			t.Fatalf("Allow(%s) = %+v, %v", key, r, err)
+		}
+	}
+	var named bool
+	if err := s.Pool().QueryRow(ctx, "SELECT key_group IS NOT NULL FROM sluice_usage WHERE key = 'api_c_1'").Scan(&named); err != nil {
+		t.Fatal(err)
+	}
+	var rows, places int64
+	if err := s.Pool().QueryRow(ctx,
+		"SELECT (SELECT count(*) FROM sluice_usage), (SELECT sum(keys) FROM sluice_usage_groups)").Scan(&rows, &places); err != nil {
+		t.Fatal(err)
+	}
+	var held int64
+	s.places.mu.Lock()
+	for _, e := range s.places.m {
+		held += e.held()
+	}
+	entries := len(s.places.m)
+	s.places.mu.Unlock()
+	t.Logf("a new group past a full table: its row names its group %v; %d rows, %d places, %d held in %d entries", named, rows, places, held, entries)
+	if named || places != rows+held {
+		t.Errorf("a new group past a full table of groups holding free places: its row names its group %v (want false: a block taken); %d places counted, %d rows + %d held (want equal: none lost)",
+			named, places, rows, held)
+	}
+}

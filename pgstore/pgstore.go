@@ -491,6 +491,17 @@ func isTooManyKeys(err error) bool {
 	return errors.As(err, &pe) && pe.Code == tooManyKeysCode
 }
 
+// deadlockDetected is PostgreSQL's SQLSTATE for a statement aborted to
+// break a cycle of lock waits (deadlock_detected).
+const deadlockDetected = "40P01"
+
+// isDeadlock reports whether err is PostgreSQL's abort of a statement for
+// a deadlock.
+func isDeadlock(err error) bool {
+	var pe *pgconn.PgError
+	return errors.As(err, &pe) && pe.Code == deadlockDetected
+}
+
 // countSQL reads a period's count.
 const countSQL = `SELECT count FROM sluice_usage WHERE key_hash = $1 AND period_start = $2`
 
@@ -662,6 +673,20 @@ func (s *Store) spend(ctx context.Context, key string, start, end time.Time, quo
 			} else {
 				err = s.write(ctx, conn, "spending", []any{&count, &admitted, &until, &decidedOn, &o.inserted, &o.tried, &o.granted},
 					claimSQL, h[:], start, end, []byte(key), cost, quota, gh[:], billable, t.claim, s.maxKeys)
+				if isDeadlock(err) {
+					// A claim aborted for a deadlock waited in a cycle with
+					// a writer that locks in the other order: a binary
+					// from before migration 0005 (it inserts the key's
+					// row, then locks the group's row through migration
+					// 0003's trigger), deciding the same new key during a
+					// rolling deploy. The claim was rolled back whole; it
+					// is sent again once, in that writer's order (the
+					// key's row naming its group, its place taken alone by
+					// the trigger), so that it waits for the other's key
+					// row instead of taking the group's row first again.
+					o = outcome{}
+					err = s.write(ctx, conn, "spending", dest, spendSQL, h[:], start, end, []byte(key), cost, quota, gh[:], billable, true)
+				}
 			}
 			o.sent = err == nil
 			o.inDoubt = errors.Is(err, ErrInDoubt)
@@ -736,35 +761,7 @@ func (s *Store) leave(h [sha256.Size]byte, sl *slot, conn *pgxpool.Conn) {
 // left) and its answer waited for up to Settle past the deadline. Its row
 // is scanned into dest; with no dest, it is executed and its rows, if
 // any, discarded. op names the operation in errors.
-//
-// A statement PostgreSQL aborted for a deadlock (40P01) is sent again,
-// once: it was rolled back whole, so the second is exact. A decision of a
-// new key waits in a cycle only with a writer that locks in the other
-// order, a binary from before migration 0005 (it inserts the key's row,
-// then locks the group's row through migration 0003's trigger) during a
-// rolling deploy; the one aborted is then the first to have waited, and
-// its second statement waits for the other's commit.
 func (s *Store) write(ctx context.Context, conn *pgxpool.Conn, op string, dest []any, sql string, args ...any) error {
-	err := s.writeOnce(ctx, conn, op, dest, sql, args...)
-	if isDeadlock(err) {
-		err = s.writeOnce(ctx, conn, op, dest, sql, args...)
-	}
-	return err
-}
-
-// deadlockDetected is PostgreSQL's SQLSTATE for a statement aborted to
-// break a cycle of lock waits (deadlock_detected).
-const deadlockDetected = "40P01"
-
-// isDeadlock reports whether err is PostgreSQL's abort of a statement for
-// a deadlock.
-func isDeadlock(err error) bool {
-	var pe *pgconn.PgError
-	return errors.As(err, &pe) && pe.Code == deadlockDetected
-}
-
-// writeOnce sends the statement of write once.
-func (s *Store) writeOnce(ctx context.Context, conn *pgxpool.Conn, op string, dest []any, sql string, args ...any) error {
 	bound := s.settle
 	var want int64 // the statement_timeout the statement needs, ms; 0: none
 	if dl, ok := ctx.Deadline(); ok {

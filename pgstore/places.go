@@ -61,15 +61,19 @@ import (
 // An entry that holds only free places may also be dropped for room while
 // its period runs; its places are given back to the group's row by a
 // statement after the decision that dropped it (Store.giveBack), and count
-// against the cap until then (lost, if that statement fails). A decision whose outcome is unknown
-// (ErrInDoubt) counts its places as held for the rest of the period, as
-// they may have been taken.
+// against the cap until then (lost, if that statement fails).
+//
+// A decision whose outcome is unknown (ErrInDoubt) counts its places as
+// held for the rest of the period, as they may have been taken.
 //
 // Lock order: a decision that may take places from a group's row takes
 // that row's lock (claimSQL's first write, even a refused one or a block
 // of none) before it inserts its key's row; a decision that holds its
 // place never locks the group's row. So no two decisions wait on each
-// other's rows.
+// other's rows. Binaries from before migration 0005 lock in the other
+// order (the key's row, then the group's, through the trigger): a claim
+// PostgreSQL aborts for a deadlock with one of them is sent again once in
+// their order (see spend).
 
 // MaxPlaceBlock is the most places of a group a Store takes in one write of
 // the group's row, and, but for decisions in flight, the most it holds

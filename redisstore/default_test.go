@@ -16,21 +16,25 @@ import (
 	"github.com/sluicehq/sluice/redisstore"
 )
 
+// layoutCases are the stores a key moved between layouts is tried on: one
+// node and a Cluster, each alone and coalesced.
+var layoutCases = []struct {
+	name     string
+	url      func(*testing.T) string
+	coalesce time.Duration
+}{
+	{"single", func(t *testing.T) string { return singleURL(t) }, 0},
+	{"cluster", clusterURL, 0},
+	{"single-coalesced", func(t *testing.T) string { return singleURL(t) }, time.Millisecond},
+	{"cluster-coalesced", clusterURL, time.Millisecond},
+}
+
 // A key spent under the two-window counter and then decided under moments
 // (a rule reloaded with the config's default) comes back as spent as the
 // counter counted it, alone and in batches, on one node and on a Cluster:
 // the moments script reads the counter's key as its KEYS[2].
 func TestCounterKeyKeepsItsUnitsUnderMoments(t *testing.T) {
-	for _, c := range []struct {
-		name     string
-		url      func(*testing.T) string
-		coalesce time.Duration
-	}{
-		{"single", func(t *testing.T) string { return singleURL(t) }, 0},
-		{"cluster", clusterURL, 0},
-		{"single-coalesced", func(t *testing.T) string { return singleURL(t) }, time.Millisecond},
-		{"cluster-coalesced", clusterURL, time.Millisecond},
-	} {
+	for _, c := range layoutCases {
 		t.Run(c.name, func(t *testing.T) {
 			u := c.url(t)
 			storetest.RunCounterToMoments(t, func(t *testing.T, clock sluice.Clock) sluice.Limiter {
@@ -121,15 +125,7 @@ func TestCoalescedMomentsSeedFromTheCounter(t *testing.T) {
 // two-window counter keeps every unit, alone and in batches, on one node
 // and on a Cluster.
 func TestMomentsKeyKeepsItsUnitsUnderTheCounter(t *testing.T) {
-	for _, c := range []struct {
-		name     string
-		url      func(*testing.T) string
-		coalesce time.Duration
-	}{
-		{"single", func(t *testing.T) string { return singleURL(t) }, 0},
-		{"cluster", clusterURL, 0},
-		{"single-coalesced", func(t *testing.T) string { return singleURL(t) }, time.Millisecond},
-	} {
+	for _, c := range layoutCases {
 		t.Run(c.name, func(t *testing.T) {
 			u := c.url(t)
 			storetest.RunMomentsToCounter(t, func(t *testing.T, clock sluice.Clock) sluice.Limiter {

@@ -98,7 +98,9 @@ type coalescer struct {
 	pool    sync.Pool      // of *batch
 }
 
-// lane is the batches of one algorithm on one hash slot.
+// lane is the batches of one algorithm on one hash slot, of the
+// decisions whose key is seeded from another layout's or of those whose
+// key is not (see seedKind).
 type lane struct {
 	open *batch // the batch decisions join; nil when none
 	busy int    // calls sent and not answered yet, batches and lone decisions
@@ -119,8 +121,9 @@ type entry struct {
 type batch struct {
 	lane    *lane
 	alg     sluice.Algorithm
-	stride  int // arguments per decision
-	n       int // entries used
+	noSeed  bool // its decisions' keys are not seeded: no predecessor's key
+	stride  int  // arguments per decision
+	n       int  // entries used
 	entries [maxBatch]entry
 	keyBuf  []byte
 	argBuf  []string
@@ -192,12 +195,16 @@ func (c *coalescer) do(ctx context.Context, alg sluice.Algorithm, args []string,
 	if c.cluster {
 		slot = keySlot(parts)
 	}
+	// A decision whose key the script may not seed from another layout's
+	// (see seedKind) has one key, not two: it goes in a lane of its own,
+	// so that every decision of a batch has as many keys (batch.lua).
+	noSeed := predecessor(alg) != "" && seedKind(predecessor(alg), parts) == ""
 	c.mu.Lock()
 	if c.closed {
 		c.mu.Unlock()
 		return sluice.Result{}, errClosed
 	}
-	l := c.lane(slot, alg)
+	l := c.lane(slot, alg, noSeed)
 	if l.open == nil && l.busy == 0 {
 		l.busy++
 		c.mu.Unlock()
@@ -208,6 +215,7 @@ func (c *coalescer) do(ctx context.Context, alg sluice.Algorithm, args []string,
 	b, first := l.open, false
 	if b == nil || b.stride != len(args) {
 		b, first = c.newBatch(l, alg, len(args)), true
+		b.noSeed = noSeed
 		l.open = b
 	}
 	e := b.add(ctx, args, parts)
@@ -252,13 +260,18 @@ func (c *coalescer) answered(l *lane) {
 	c.mu.Unlock()
 }
 
-// lane returns the lane of slot and alg, made if need be. c.mu is held.
-func (c *coalescer) lane(slot uint16, alg sluice.Algorithm) *lane {
-	id := uint32(slot)<<8 | uint32(alg)
+// lane returns the lane of slot and alg, of the decisions whose key is
+// seeded or, if noSeed, of those whose key is not, made if need be. c.mu
+// is held.
+func (c *coalescer) lane(slot uint16, alg sluice.Algorithm, noSeed bool) *lane {
+	id := uint32(slot)<<9 | uint32(alg)
+	if noSeed {
+		id |= 1 << 8
+	}
 	l := c.lanes[id]
 	if l == nil {
 		l = &lane{}
-		c.lanes[id] = l // at most 16384 slots × the algorithms
+		c.lanes[id] = l // at most 16384 slots × the algorithms × 2
 	}
 	return l
 }
@@ -290,7 +303,7 @@ func (b *batch) add(ctx context.Context, args []string, parts []string) *entry {
 		b.keyBuf = append(b.keyBuf, p...)
 	}
 	e.key1 = len(b.keyBuf)
-	if k := predecessor(b.alg); k != "" {
+	if k := predecessor(b.alg); k != "" && !b.noSeed {
 		b.keyBuf = appendKeyOf(b.keyBuf, k, parts)
 	}
 	e.key2 = len(b.keyBuf)
@@ -500,7 +513,7 @@ func (c *coalescer) release(b *batch) {
 	clear(b.keys)
 	clear(b.argv)
 	b.keyBuf, b.argBuf, b.keys, b.argv = b.keyBuf[:0], b.argBuf[:0], b.keys[:0], b.argv[:0]
-	b.lane, b.n, b.replied = nil, 0, false
+	b.lane, b.n, b.replied, b.noSeed = nil, 0, false, false
 	c.pool.Put(b)
 }
 

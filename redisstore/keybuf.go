@@ -30,9 +30,12 @@ func execOnKey(ctx context.Context, c rueidis.Client, script *rueidis.Lua, args 
 
 // execOnKeys is execOnKey with, when second is not "", a second key
 // (KEYS[2]): parts, the parts of s.keyParts, with the kind (parts[2])
-// second, the key of another layout of the same caller key, in the same
-// hash slot (see predecessor).
+// second, the key of another layout of the same caller key, which the
+// script seeds a missing key from (see predecessor). The second key is
+// sent only if it hashes to the same slot as the first (see seedKind):
+// else the script gets KEYS[1] alone and seeds nothing.
 func execOnKeys(ctx context.Context, c rueidis.Client, script *rueidis.Lua, args []string, second string, parts ...string) rueidis.RedisResult {
+	second = seedKind(second, parts)
 	bp := keyBufs.Get().(*[]byte)
 	buf := (*bp)[:0]
 	for _, p := range parts {
@@ -54,6 +57,29 @@ func execOnKeys(ctx context.Context, c rueidis.Client, script *rueidis.Lua, args
 		keyBufs.Put(bp)
 	}
 	return resp
+}
+
+// seedKind returns kind if the key of parts (s.keyParts's) with its kind
+// replaced by kind hashes to the same Redis Cluster slot as the key of
+// parts, else "" (and "" for kind ""). Both keys hash alike when the
+// key's hash tag is the caller key the store wraps in braces; a caller
+// key that starts with '}' (an empty tag: the whole key is hashed), or a
+// prefix with braces of its own, gives the two layouts' keys a slot each,
+// and a script call on both would be refused (CROSSSLOT), or rejected by
+// rueidis before it is sent. Such a key is not seeded across layouts: the
+// script gets its own key alone. The rule is the same without a Cluster,
+// so that a key is seeded or not whatever the deployment.
+func seedKind(kind string, parts []string) string {
+	var other [6]string // as many as s.keyParts returns
+	if kind == "" || len(parts) != len(other) {
+		return ""
+	}
+	copy(other[:], parts)
+	other[2] = kind
+	if keySlot(parts) != keySlot(other[:]) {
+		return ""
+	}
+	return kind
 }
 
 // replied reports whether resp is an answer of Redis, a value or an error

@@ -428,7 +428,7 @@ func (b *batch) key(from, to int) string {
 // ctx ends (the store closing).
 func callRedis(ctx context.Context, client rueidis.Client, b *batch) {
 	resp := batchScripts[b.alg].Exec(ctx, client, b.keys, b.argv)
-	if rerr, ok := rueidis.IsRedisErr(resp.Error()); ok && rerr.IsTryAgain() {
+	if tryAgain(resp) {
 		b.eachAlone(ctx, client)
 		return
 	}
@@ -449,13 +449,20 @@ func callRedis(ctx context.Context, client rueidis.Client, b *batch) {
 // for a batch Redis refused whole, running nothing, with TRYAGAIN: a
 // Cluster is migrating the batch's slot, and its old node holds some of
 // the keys and not others. Alone, each call goes where its key is (rueidis
-// follows the ASK), as it would without coalescing.
+// follows the ASK), as it would without coalescing. A decision with two
+// keys (its own and its predecessor's) refused with TRYAGAIN alone too
+// (one of its keys on the old node, the other not) is made again on its
+// own key only, unseeded, where that key is.
 func (b *batch) eachAlone(ctx context.Context, client rueidis.Client) {
 	b.replied = true
 	per := len(b.keys) / max(len(b.live), 1) // keys per decision: 1, or 2 with a predecessor
 	for j, i := range b.live {
 		e := &b.entries[i]
-		resp := scripts[b.alg].Exec(ctx, client, b.keys[j*per:(j+1)*per], b.argBuf[e.arg0:e.arg1])
+		keys, args := b.keys[j*per:(j+1)*per], b.argBuf[e.arg0:e.arg1]
+		resp := scripts[b.alg].Exec(ctx, client, keys, args)
+		if len(keys) == 2 && tryAgain(resp) {
+			resp = scripts[b.alg].Exec(ctx, client, keys[:1], args)
+		}
 		b.replied = b.replied && replied(resp)
 		e.res, e.err = decode(resp)
 	}

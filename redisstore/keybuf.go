@@ -33,7 +33,8 @@ func execOnKey(ctx context.Context, c rueidis.Client, script *rueidis.Lua, args 
 // second, the key of another layout of the same caller key, which the
 // script seeds a missing key from (see predecessor). The second key is
 // sent only if it hashes to the same slot as the first (see seedKind):
-// else the script gets KEYS[1] alone and seeds nothing.
+// else, and on a retry after TRYAGAIN, the script gets KEYS[1] alone and
+// seeds nothing.
 func execOnKeys(ctx context.Context, c rueidis.Client, script *rueidis.Lua, args []string, second string, parts ...string) rueidis.RedisResult {
 	second = seedKind(second, parts)
 	bp := keyBufs.Get().(*[]byte)
@@ -52,11 +53,26 @@ func execOnKeys(ctx context.Context, c rueidis.Client, script *rueidis.Lua, args
 		keys[1], nk = unsafe.String(unsafe.SliceData(buf[n:]), len(buf)-n), 2
 	}
 	resp := script.Exec(ctx, c, keys[:nk], args)
+	if nk == 2 && tryAgain(resp) {
+		// A Cluster is migrating the keys' slot and its old node holds one
+		// of them and not the other: Redis refuses any call on both until
+		// the migration ends. The key alone goes where it is (rueidis
+		// follows the ASK), unseeded, as the other scripts' keys do.
+		resp = script.Exec(ctx, c, keys[:1], args)
+	}
 	if cap(buf) <= maxPooledKey && replied(resp) {
 		*bp = buf[:0]
 		keyBufs.Put(bp)
 	}
 	return resp
+}
+
+// tryAgain reports whether resp is Redis's TRYAGAIN: a call on several
+// keys of a slot being migrated, some of them not on the node asked.
+// Nothing ran.
+func tryAgain(resp rueidis.RedisResult) bool {
+	rerr, ok := rueidis.IsRedisErr(resp.Error())
+	return ok && rerr.IsTryAgain()
 }
 
 // seedKind returns kind if the key of parts (s.keyParts's) with its kind

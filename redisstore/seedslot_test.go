@@ -98,6 +98,80 @@ func TestSeedKindOnlyWhenBothKeysShareASlot(t *testing.T) {
 	}
 }
 
+// While a Cluster migrates a slot, a call on a key and its predecessor's
+// key of which the old node holds one and not the other is refused
+// (TRYAGAIN) by the old node, and after ASK by the new one, for as long
+// as the migration lasts. The decision is then made again on its own key
+// alone, where that key is: alone, coalesced (refused as a batch, then
+// each alone), with the key present on the old node or absent.
+func TestSeededDecisionDuringSlotMigrationDecidesOnItsOwnKey(t *testing.T) {
+	cl := redistest.StartCluster(t, 3, 0)
+	ctx := context.Background()
+	s, err := New(ctx, Config{URL: "redis+cluster://" + strings.Join(cl.Addrs, ","), Prefix: "mig"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	// One hash tag, "a": one slot. Each key is decided once before the
+	// migration, under each layout: present is present on the old node
+	// (its predecessor's key too for the counter, which keeps the moments
+	// key), absent is not.
+	present, absent := "a}1", "a}2"
+	src := cl.MasterOf(t, s.key("sw", "a"))
+	var dst *redistest.Server
+	for _, n := range cl.Nodes {
+		if n != src {
+			dst = n
+			break
+		}
+	}
+	// The key of present under moments exists; the counter's does not.
+	lim := seedLimits[1]
+	if _, err := s.Allow(ctx, present, lim); err != nil {
+		t.Fatal(err)
+	}
+	slot := strconv.Itoa(int(keySlot([]string{s.key("swm", present)})))
+	dst.Do(t, "CLUSTER", "SETSLOT", slot, "IMPORTING", src.Do(t, "CLUSTER", "MYID"))
+	src.Do(t, "CLUSTER", "SETSLOT", slot, "MIGRATING", dst.Do(t, "CLUSTER", "MYID"))
+
+	cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	// Alone (no coalescing).
+	for _, c := range []struct {
+		key  string
+		lim  sluice.Limit
+		want int
+	}{
+		{present, seedLimits[1], 8}, // its second unit, on the old node
+		{absent, seedLimits[1], 9},  // fresh, on the new node
+		{absent, seedLimits[0], 9},  // the counter, fresh, on the new node
+	} {
+		r, err := s.Allow(cctx, c.key, c.lim)
+		if err != nil || !r.Allowed || r.Remaining != c.want {
+			t.Errorf("alone, key %q under %v during the migration: %+v, %v; want admitted with %d left", c.key, c.lim, r, err, c.want)
+		}
+	}
+	// Coalesced: a batch of the moments script on both keys, refused
+	// whole, then each decision alone.
+	b := &batch{alg: momentsScript}
+	for _, k := range []string{present, absent} {
+		args, err := s.scriptArgs(nil, "take", lim, 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b.stride = len(args)
+		parts := s.keyParts("swm", k)
+		b.add(cctx, args, parts[:])
+	}
+	b.prepare()
+	callRedis(cctx, s.client, b)
+	for i, want := range []int{7, 8} {
+		if e := b.entries[i]; e.err != nil || !e.res.Allowed || e.res.Remaining != want {
+			t.Errorf("decision %d of the batch during the migration: %+v, %v; want admitted with %d left", i, e.res, e.err, want)
+		}
+	}
+}
+
 // Without a Cluster every key is in one lane per algorithm, yet a
 // decision that is seeded has two keys and one that is not has one: they
 // go in batches of their own, so that each batch's decisions have as many

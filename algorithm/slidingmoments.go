@@ -386,28 +386,8 @@ func (s *SlidingMoments) Take(now int64, lim sluice.Limit, cost int) sluice.Resu
 func (s *SlidingMoments) TakePrepared(now int64, lim sluice.Limit, g int64, cost int) sluice.Result {
 	k, d := bucketsOf(lim), int(lim.Moments)
 	i := s.roll(now, g, k, d)
-	var whole int64
-	for m := range k {
-		whole += s.count(back(i, m, k))
-	}
-	old := back(i, k, k)
-	oldest, e := s.count(old), max(now-s.Start, 0) // before Start: the clock stepped back (rollSlow)
 	var p [sluice.MaxMoments + 2]int64
-	var weighted int64
-	switch {
-	case int(s.pin) == old+1:
-		weighted = oldest
-		legendre(levelZ(level(e, g)), d, &p)
-	case d == 0:
-		weighted = oldWeight(oldest, g-e, g, k)
-	default:
-		legendre(levelZ(level(e, g)), d, &p)
-		if oldest != 0 {
-			var m [sluice.MaxMoments + 1]int64
-			s.meansOf(old, &m)
-			weighted = momentsWeight(oldest, &m, &p, d)
-		}
-	}
+	weighted, whole := s.weigh(now, g, k, d, i, &p)
 	rate, c := int64(lim.Rate), int64(cost)
 	var res sluice.Result
 	if weighted+whole+c > rate {
@@ -424,6 +404,32 @@ func (s *SlidingMoments) TakePrepared(now int64, lim sluice.Limit, g int64, cost
 	res.Remaining = int(max(rate-weighted-whole, 0))
 	res.ResetAfter = time.Duration(max(s.Until-now, 0))
 	return res
+}
+
+// weigh returns the estimate at now of a state rolled to sub-window i: the
+// oldest sub-window's weight and the units of the k counted whole. It
+// fills p with the polynomials' values at now's offset (d > 0).
+func (s *SlidingMoments) weigh(now, g, k int64, d, i int, p *[sluice.MaxMoments + 2]int64) (weighted, whole int64) {
+	for m := range k {
+		whole += s.count(back(i, m, k))
+	}
+	old := back(i, k, k)
+	oldest, e := s.count(old), max(now-s.Start, 0) // before Start: the clock stepped back (rollSlow)
+	switch {
+	case int(s.pin) == old+1:
+		weighted = oldest
+		legendre(levelZ(level(e, g)), d, p)
+	case d == 0:
+		weighted = oldWeight(oldest, g-e, g, k)
+	default:
+		legendre(levelZ(level(e, g)), d, p)
+		if oldest != 0 {
+			var m [sluice.MaxMoments + 1]int64
+			s.meansOf(old, &m)
+			weighted = momentsWeight(oldest, &m, p, d)
+		}
+	}
+	return weighted, whole
 }
 
 // The retry search's grid: retryGrid levels retryStride apart, whose
@@ -679,6 +685,29 @@ func (s *SlidingMoments) Bytes() int { return int(s.c) }
 // Units returns the units the state counts in all its sub-windows: what an
 // evicted key leaves behind.
 func (s *SlidingMoments) Units() int64 { return s.units() }
+
+// Estimate returns the units the state counts at now under its own layout
+// (its sub-windows and means, of lim.Period), what Take compares with the
+// rate, without changing the state: 0 for a fresh key, and none of the
+// units of sub-windows that have left the period. A store that moves a key
+// to the two-window counter seeds it with this, so that the counter
+// forgets nothing the moments still count and counts nothing they let go.
+// A period whose sub-window length is not the state's keeps every unit.
+func (s *SlidingMoments) Estimate(now int64, lim sluice.Limit) int64 {
+	if s.n == 0 {
+		return 0
+	}
+	var buf [momentsMaxSize]byte
+	c := *s
+	c.p, c.c = &buf[0], uint8(len(buf))
+	copy(c.buf(), s.buf())
+	lim.Buckets, lim.Moments = s.k, s.d
+	g, k, d := c.Prepare(lim), bucketsOf(lim), int(s.d)
+	i := c.roll(now, g, k, d)
+	var p [sluice.MaxMoments + 2]int64
+	weighted, whole := c.weigh(now, g, k, d, i, &p)
+	return weighted + whole
+}
 
 // Restore makes the state one that counts units in the sub-window that
 // holds now under lim, whole until it leaves the period: at least as spent

@@ -533,7 +533,7 @@ func (s *Store) Peek(_ context.Context, key string, lim sluice.Limit) (sluice.Re
 			// A key the moments table holds: as the first decision would
 			// seed it (createCounter).
 			var st algorithm.SlidingWindow
-			st.Seed(now, lim, sh.sm.slots[i].st.Units())
+			st.Seed(now, lim, sh.sm.slots[i].st.Estimate(now, lim))
 			return st.Peek(now, lim), nil
 		}
 	}
@@ -641,15 +641,16 @@ func (sh *shard) createMoments(now int64, h uint64, key string, lim sluice.Limit
 // createCounter is the two-window counter's lookup path for a key it does
 // not hold. A key the moments table holds (a rule reloaded from moments to
 // buckets 1, opting out of the config's default) leaves that table and
-// comes in with every unit its sub-windows count, in the current window
+// comes in with the units its sub-windows count now, the moments'
+// estimate (algorithm.SlidingMoments.Estimate), in the current window
 // (algorithm.SlidingWindow.Seed): whole until it ends, then fading over
-// the next, never before the moments state let them go (a period and a
-// sub-window at most).
+// the next. Units of sub-windows already out of the period are not
+// counted again.
 func (sh *shard) createCounter(now int64, h uint64, key string, lim sluice.Limit) *algorithm.SlidingWindow {
 	var until, units int64
 	if i, ok := sh.sm.find(h, key); ok {
 		st := &sh.sm.slots[i].st
-		until, units = st.Expires(), st.Units()
+		until, units = st.Expires(), st.Estimate(now, lim)
 		sh.sm.evictAt(i) // its buffer leaves the table's heap
 		sh.n--
 	}

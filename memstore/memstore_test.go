@@ -57,3 +57,7 @@ func TestCounterKeyKeepsItsUnitsUnderMoments(t *testing.T) {
 func TestMomentsKeyKeepsItsUnitsUnderTheCounter(t *testing.T) {
 	storetest.RunMomentsToCounter(t, newStore)
 }
+
+func TestStaleMomentsUnitsDoNotSeedTheCounter(t *testing.T) {
+	storetest.RunStaleMomentsToCounter(t, newStore)
+}

@@ -134,3 +134,16 @@ func TestMomentsKeyKeepsItsUnitsUnderTheCounter(t *testing.T) {
 		})
 	}
 }
+
+// A key moved from moments to the counter brings only the units moments
+// still count, on one node and on a Cluster, alone and in batches.
+func TestStaleMomentsUnitsDoNotSeedTheCounter(t *testing.T) {
+	for _, c := range layoutCases {
+		t.Run(c.name, func(t *testing.T) {
+			u := c.url(t)
+			storetest.RunStaleMomentsToCounter(t, func(t *testing.T, clock sluice.Clock) sluice.Limiter {
+				return openConfig(t, redisstore.Config{URL: u, CoalesceWait: c.coalesce}, clock)
+			})
+		})
+	}
+}

@@ -100,3 +100,37 @@ func RunMomentsToCounter(t *testing.T, newStore NewStore) {
 		t.Fatalf("counter, 180 s: AllowN(10) = %+v, want admitted: nothing counted before weighs", r)
 	}
 }
+
+// RunStaleMomentsToCounter checks that a key moved from moments to the
+// two-window counter brings only the units moments still count at the
+// move: 10 units spent at the start of a sub-window, read under the
+// counter a period and half a sub-window later, when moments count none
+// of them (their sub-window is half out of the period and they all came
+// at its start), come back with all 10 to spend, not refused for up to two
+// more periods as if the expired units still weighed.
+func RunStaleMomentsToCounter(t *testing.T, newStore NewStore) {
+	clock := clocktest.New()
+	store := newStore(t, clock)
+	key := keyOf(t)
+	counter := sluice.Limit{Algorithm: sluice.SlidingWindow, Rate: 10, Period: 16 * time.Second}
+	moments := counter
+	moments.Buckets, moments.Moments = 16, 2
+
+	w := clock.Now().Truncate(time.Minute).Add(time.Minute)
+	clock.Set(w)
+	if r := allow(t, store, key, moments, 10); !r.Allowed || r.Remaining != 0 {
+		t.Fatalf("moments: AllowN(10) = %+v, want admitted with 0 left", r)
+	}
+	clock.Set(w.Add(16*time.Second + 500*time.Millisecond))
+	if p, ok := store.(sluice.Peeker); ok {
+		if r, err := p.Peek(context.Background(), key, moments); err != nil || r.Remaining != 10 {
+			t.Fatalf("moments, 16.5 s: Peek = %+v, %v; want 10 left (the units came at the start of a sub-window half out of the period)", r, err)
+		}
+		if r, err := p.Peek(context.Background(), key, counter); err != nil || r.Remaining != 10 {
+			t.Fatalf("counter, 16.5 s: Peek = %+v, %v; want 10 left, as moments count", r, err)
+		}
+	}
+	if r := allow(t, store, key, counter, 10); !r.Allowed || r.Remaining != 0 {
+		t.Fatalf("counter, 16.5 s: AllowN(10) = %+v, want admitted with 0 left: moments count none of the old units", r)
+	}
+}

@@ -44,19 +44,95 @@ elseif w < start then
   start = w
 end
 
+-- momentsEstimate returns the units a state kept by sliding_moments.lua
+-- (the array m, see there) counts at now under its own layout, k
+-- sub-windows of G and d means, as algorithm.SlidingMoments.Estimate
+-- computes them: the k newest sub-windows whole and the oldest one's
+-- estimated share, in the same integer arithmetic. Units of sub-windows
+-- out of the period count none. A state whose sub-window is not P/k, or a
+-- clock gone back more than a period, keeps every unit, as that script
+-- would.
+local function momentsEstimate(m)
+  local ms, k, d, pin, G = m[1], m[2], m[3], m[4], m[5]
+  local ONE, LEVELS, MEAN = 16384, 8192, 128
+  local function slot(j)
+    local r = math.fmod(j, k + 1)
+    if r < 0 then
+      r = r + k + 1
+    end
+    return r
+  end
+  local total = 0
+  for j = 0, k do
+    total = total + m[6 + j]
+  end
+  if G ~= P / k then
+    return total
+  end
+  local start = now - math.fmod(now, G)
+  if math.fmod(now, G) < 0 then
+    start = start - G
+  end
+  if ms > start then
+    if ms - now > P then
+      return total -- the clock went back more than a period
+    end
+    start = ms -- back less than a period: stay, elapsed 0
+  end
+  local cur, n = ms / G, start / G
+  if n - cur > k then
+    local hold = m[6 + (k + 1) * (d + 1) + d + 1] or 0
+    if hold > now then
+      return total
+    end
+    return 0
+  end
+  local whole = 0
+  for j = n - k + 1, cur do
+    whole = whole + m[6 + slot(j)]
+  end
+  local old = slot(n - k)
+  local w = m[6 + old]
+  if w == 0 then
+    return whole
+  end
+  if pin == old + 1 then
+    return whole + w
+  end
+  local means = {}
+  for x = 1, d do
+    if n - k == cur then -- closed by this roll: its sums, rounded
+      local sum = m[6 + (k + 1) * (d + 1) + x]
+      means[x] = math.min(math.max(math.floor((2 * sum * MEAN + w * ONE) / (2 * w * ONE)), -127), 127)
+    else
+      means[x] = m[6 + k + 1 + old * d + x]
+    end
+  end
+  local z = 4 * muldiv(math.max(now - start, 0), LEVELS, G) + 2 - ONE
+  local p = {[0] = ONE, [1] = z}
+  for j = 1, d do
+    local num = (2 * j + 1) * z * p[j] - j * p[j - 1] * ONE
+    local q = math.floor((2 * num + (j + 1) * ONE) / 32768)
+    p[j + 1] = math.min(math.max(math.floor(q / (j + 1)), -ONE), ONE)
+  end
+  local t = MEAN * (ONE - p[1])
+  for j = 1, d do
+    t = t + (p[j - 1] - p[j + 1]) * means[j]
+  end
+  local all = 2 * ONE * MEAN
+  t = math.min(math.max(t, 0), all)
+  return whole + math.floor((w * t + all / 2) / all)
+end
+
 -- A key kept under moments (the rule's layout changed back, buckets: 1):
--- every unit its sub-windows count, in the current window, as arrived
--- now: whole until it ends, then fading. Nothing counted is forgotten; the
--- moments key goes.
+-- the units moments count now (momentsEstimate), in the current window, as
+-- arrived now: whole until it ends, then fading. Nothing moments still
+-- count is forgotten, and nothing they let go counts again; the moments
+-- key goes.
 if not st[1] and KEYS[2] then
   local raw = redis.call('GET', KEYS[2])
   if raw then
-    local m = cmsgpack.unpack(raw)
-    local units = 0
-    for j = 0, m[2] do
-      units = units + m[6 + j]
-    end
-    curr = curr + units
+    curr = curr + momentsEstimate(cmsgpack.unpack(raw))
     if write then
       redis.call('DEL', KEYS[2])
     end

@@ -230,3 +230,54 @@ func TestTokenBucketAgreesWithMemstore(t *testing.T) {
 		return lim
 	}, time.Microsecond, true)
 }
+
+// TestLayoutFlipsAgreeWithMemstore: a key decided now under moments, now
+// under the two-window counter (two processes with different configs for
+// one rule), moves between the layouts alike in both stores: each seeds
+// the other's state with the estimate at now (sliding_window.lua's
+// momentsEstimate and algorithm.SlidingMoments.Estimate, the counter's
+// Estimate the other way), decision for decision and Remaining for
+// Remaining, through the clock stepping back.
+func TestLayoutFlipsAgreeWithMemstore(t *testing.T) {
+	clock := clocktest.New()
+	rs, ms := pair(t, clock)
+	ctx := context.Background()
+	rapid.Check(t, func(t *rapid.T) {
+		k := rapid.IntRange(1, sluice.MaxBuckets).Draw(t, "buckets")
+		moments := sluice.Limit{
+			Algorithm: sluice.SlidingWindow,
+			Buckets:   uint8(k),
+			Moments:   uint8(rapid.IntRange(1, sluice.MaxMoments).Draw(t, "moments")),
+			Rate:      rapid.OneOf(rapid.IntRange(1, 100), rapid.IntRange(1, sluice.MaxMomentsRate)).Draw(t, "rate"),
+			Period:    time.Duration(k) * time.Duration(rapid.Int64Range(1, 100).Draw(t, "period")) * time.Second,
+		}
+		counter := moments
+		counter.Buckets, counter.Moments = 0, 0
+		key := "agree:" + strconv.FormatInt(agreeKey.Add(1), 10)
+		clock.Set(clocktest.Epoch.Add(time.Duration(rapid.Int64Range(0, 1e6).Draw(t, "start")) * time.Second))
+		p := int64(moments.Period / time.Second)
+		for i := range rapid.IntRange(1, 40).Draw(t, "steps") {
+			gap := rapid.OneOf(rapid.Just(int64(0)), rapid.Int64Range(0, p/int64(moments.Rate)*2+1), rapid.Int64Range(0, 2*p)).Draw(t, "gap")
+			if rapid.IntRange(0, 9).Draw(t, "back") == 0 {
+				gap = -gap
+			}
+			clock.Advance(time.Duration(gap) * time.Second)
+			lim := moments
+			if rapid.Bool().Draw(t, "counter") {
+				lim = counter
+			}
+			cost := rapid.OneOf(rapid.Just(1), rapid.IntRange(1, moments.Rate)).Draw(t, "cost")
+			got, err := rs.AllowN(ctx, key, lim, cost)
+			if err != nil {
+				t.Fatal(err)
+			}
+			want, err := ms.AllowN(ctx, key, lim, cost)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got.Allowed != want.Allowed || got.Remaining != want.Remaining {
+				t.Fatalf("%v step %d at %v: AllowN(%d) = %+v on Redis, %+v in memory", lim, i, clock.Now(), cost, got, want)
+			}
+		}
+	})
+}

@@ -150,7 +150,11 @@ if not raw and KEYS[2] then
     oprev, ocurr, ostart = ocurr, 0, w
   elseif w > ostart then
     oprev, ocurr, ostart = 0, 0, w
-  end -- else the clock went back: the counts whole, elapsed 0
+  elseif w < ostart - P then
+    -- The clock went back more than a period: the counts kept, the window
+    -- moved, as sliding_window.lua rolls it.
+    ostart = w
+  end -- else back into the previous window: the counts whole, elapsed 0
   local units = muldiv(oprev, P - math.max(now - ostart, 0), P) + ocurr
   if units > 0 then
     add(units, legendre(levelZ(LEVELS - 1)))

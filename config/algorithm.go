@@ -47,31 +47,22 @@ func joinNames(algs []sluice.Algorithm, keep func(sluice.Algorithm) bool, last s
 
 // The sliding window's default layout: DefaultSlidingWindow gives a
 // sliding_window rule that sets neither buckets nor moments this many
-// sub-windows and means per sub-window, where the limit allows them.
+// sub-windows and means per sub-window, where the limit allows them
+// (sluice.DefaultBuckets and sluice.DefaultMoments, the one place of them).
 const (
-	DefaultBuckets = 16
-	DefaultMoments = 2
+	DefaultBuckets = sluice.DefaultBuckets
+	DefaultMoments = sluice.DefaultMoments
 )
 
-// DefaultSlidingWindow is the one default rule of the rate limit config and
+// DefaultSlidingWindow is the default rule of the rate limit config and
 // the proxy file for a sliding_window rule that sets neither buckets nor
-// moments: lim with Buckets DefaultBuckets and Moments DefaultMoments
-// (docs/algorithms.md measures them: about ten times more accurate than the
-// two-window counter, at about twice its bytes per key), when lim is a
-// sliding window that allows them (a rate from 1 to
+// moments: sluice.DefaultSlidingWindow, which tenants' plans and Envoy's
+// per-request overrides apply too. lim gets Buckets DefaultBuckets and
+// Moments DefaultMoments (docs/algorithms.md measures them: about ten times
+// more accurate than the two-window counter, at about twice its bytes per
+// key) when it is a sliding window that allows them (a rate from 1 to
 // sluice.MaxMomentsRate, a period a whole number of microseconds times
 // DefaultBuckets); any other lim unchanged, the two-window counter. A rule
 // that sets buckets: 1 or moments: 0 keeps the counter; the caller does not
-// call it then. sluice.Limit's zero Buckets and Moments stay the counter
-// for the Go library.
-func DefaultSlidingWindow(lim sluice.Limit) sluice.Limit {
-	if lim.Algorithm != sluice.SlidingWindow || lim.Buckets != 0 || lim.Moments != 0 || lim.Rate <= 0 {
-		return lim
-	}
-	d := lim
-	d.Buckets, d.Moments = DefaultBuckets, DefaultMoments
-	if d.Validate() != nil {
-		return lim // the rate or the period does not allow them
-	}
-	return d
-}
+// call it then.
+func DefaultSlidingWindow(lim sluice.Limit) sluice.Limit { return sluice.DefaultSlidingWindow(lim) }

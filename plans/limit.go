@@ -161,7 +161,9 @@ func strictJSON(b []byte, v any) error {
 	return nil
 }
 
-// Sluice converts l to a sluice.Limit and validates it.
+// Sluice converts l to a sluice.Limit and validates it. A sliding window,
+// which a plan gives no layout, gets the config's default one
+// (sluice.DefaultSlidingWindow).
 func (l Limit) Sluice() (sluice.Limit, error) {
 	alg := sluice.FixedWindow
 	if l.Algorithm != "" {
@@ -192,7 +194,10 @@ func (l Limit) Sluice() (sluice.Limit, error) {
 	if err := lim.Validate(); err != nil {
 		return sluice.Limit{}, fmt.Errorf("%w: %v", ErrInvalid, err)
 	}
-	return lim, nil
+	// A plan's sliding window has the config's default layout, so that a
+	// key decided by turns under a plan and under the file's rule stays in
+	// one layout.
+	return sluice.DefaultSlidingWindow(lim), nil
 }
 
 func (c Calendar) sluice() (sluice.Calendar, error) {

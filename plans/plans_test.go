@@ -338,3 +338,21 @@ func TestLookupsAfterInvalidateWaitForTheNewRecord(t *testing.T) {
 		}
 	})
 }
+
+// A plan's sliding window, which has no buckets or moments to set, gets the
+// config's default layout where its rate allows it, as a file rule does, so
+// that one key is not decided under two layouts by turns; a rate above
+// sluice.MaxMomentsRate keeps the two-window counter.
+func TestPlanSlidingWindowGetsTheDefaultLayout(t *testing.T) {
+	lim, err := plans.ParseLimit([]byte(`{"algorithm": "sliding_window", "rate": 10, "period": "1m"}`))
+	if err != nil || lim.Buckets != sluice.DefaultBuckets || lim.Moments != sluice.DefaultMoments {
+		t.Errorf("ParseLimit = %+v, %v; want buckets %d, moments %d", lim, err, sluice.DefaultBuckets, sluice.DefaultMoments)
+	}
+	big, err := plans.ParseLimit([]byte(`{"algorithm": "sliding_window", "rate": 1000000, "period": "1m"}`))
+	if err != nil || big.Buckets != 0 || big.Moments != 0 {
+		t.Errorf("ParseLimit(rate 1000000) = %+v, %v; want the two-window counter", big, err)
+	}
+	if back, err := plans.FromSluice(lim).Sluice(); err != nil || back != lim {
+		t.Errorf("FromSluice round trip: %+v %v, want %+v", back, err, lim)
+	}
+}

@@ -848,6 +848,15 @@ func (s *Service) resolve(b *rulesBox, domain string, p *plan, overrides bool) {
 			}
 		}
 		lim.Rate, lim.Burst, lim.Period = int(rpu), int(rpu), u.period
+		if r != nil {
+			// The rule's layout, where the override's rate allows it: a key
+			// decided by turns with and without an override stays in one
+			// layout rather than seeding each from the other.
+			lim.Buckets, lim.Moments = r.Limit.Buckets, r.Limit.Moments
+			if lim.Validate() != nil {
+				lim.Buckets, lim.Moments = 0, 0
+			}
+		}
 		// The override is a plain rule: not unlimited, never in shadow mode.
 		p.rule = &config.RateLimit{FullKey: p.policy, Name: p.name, RequestsPerUnit: rpu, Limit: lim}
 		if r != nil {

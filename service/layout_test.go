@@ -1,0 +1,85 @@
+package service_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	rlpb "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
+	pb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	typepb "github.com/envoyproxy/go-control-plane/envoy/type/v3"
+
+	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/config"
+	"github.com/sluicehq/sluice/config/configtest"
+	"github.com/sluicehq/sluice/plans"
+	"github.com/sluicehq/sluice/service"
+)
+
+// A key decided by turns with and without Envoy's per-request override of
+// the same limit stays in the rule's layout (the config's default, moments)
+// and keeps admitting a client at the limit, 10 a minute, one request every
+// 6 s: an override decided under the two-window counter would move the key
+// between layouts at every request, each seeding the other with what it
+// counted, and refuse nearly all of them.
+func TestOverrideKeepsTheRulesLayoutForAKeyAtTheLimit(t *testing.T) {
+	rules := configtest.Parse(t, `
+domain: d
+descriptors:
+  - key: a
+    rate_limit: {unit: minute, requests_per_unit: 10, algorithm: sliding_window}
+`)
+	h := start(t, t0, service.Config{Rules: rules})
+	admitted := 0
+	const steps = 200
+	for i := range steps {
+		h.clock.Advance(6 * time.Second)
+		d := desc("a", "1")
+		if i%2 == 1 {
+			d.Limit = &rlpb.RateLimitDescriptor_RateLimitOverride{RequestsPerUnit: 10, Unit: typepb.RateLimitUnit_MINUTE}
+		}
+		if decideOne(t, h, request("d", 1, d)).GetOverallCode() == pb.RateLimitResponse_OK {
+			admitted++
+		}
+	}
+	// One layout alone admits about 9 in 10 at this pace (moments'
+	// estimate rounds; the pace sits at the rate).
+	if admitted < steps*8/10 {
+		t.Errorf("admitted %d of %d requests at the limit, alternating with an override; want at least %d", admitted, steps, steps*8/10)
+	}
+	t.Logf("admitted %d of %d", admitted, steps)
+}
+
+// A key decided by turns under its tenant's plan and under the file's rule,
+// the same 10 a minute on a sliding window, stays in one layout: a plan's
+// limit, which has no buckets or moments, gets the config's default as the
+// rule does, and a client at the limit keeps being admitted.
+func TestPlanKeepsTheRulesLayoutForAKeyAtTheLimit(t *testing.T) {
+	rules := configtest.Parse(t, `
+domain: d
+descriptors:
+  - key: a
+    rate_limit: {unit: minute, requests_per_unit: 10, algorithm: sliding_window}
+`)
+	plan, err := plans.ParseLimit([]byte(`{"algorithm": "sliding_window", "rate": 10, "period": "1m"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var withPlan bool
+	h := start(t, t0, service.Config{Rules: rules, TenantLimit: func(context.Context, string, []config.Entry) (sluice.Limit, bool) {
+		return plan, withPlan
+	}})
+	admitted := 0
+	const steps = 200
+	for i := range steps {
+		h.clock.Advance(6 * time.Second)
+		withPlan = i%2 == 1
+		if decideOne(t, h, request("d", 1, desc("a", "1"))).GetOverallCode() == pb.RateLimitResponse_OK {
+			admitted++
+		}
+	}
+	if admitted < steps*8/10 {
+		t.Errorf("admitted %d of %d requests at the limit, alternating with a plan; want at least %d", admitted, steps, steps*8/10)
+	}
+	t.Logf("admitted %d of %d", admitted, steps)
+}

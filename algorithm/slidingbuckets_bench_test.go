@@ -20,12 +20,18 @@ func warmBuckets(k uint8) (sluice.Limit, state, int64) {
 	if k > 1 {
 		lim.Buckets, s = k, new(algorithm.SlidingBuckets)
 	}
+	return lim, s, warmSteady(s, lim)
+}
+
+// warmSteady brings s to its steady state under lim, a request of 1 every
+// hotStep for twice its rate, and returns the instant it reached.
+func warmSteady(s state, lim sluice.Limit) int64 {
 	now := t0
 	for range 2 * lim.Rate {
 		now += hotStep
 		s.Take(now, lim, 1)
 	}
-	return lim, s, now
+	return now
 }
 
 // BenchmarkTakeBuckets is BenchmarkTake for the sliding window counter with

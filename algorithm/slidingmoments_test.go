@@ -232,12 +232,7 @@ func warmMoments(k, d uint8) (sluice.Limit, *algorithm.SlidingMoments, int64) {
 	lim := hotLimit(sluice.SlidingWindow)
 	lim.Buckets, lim.Moments = k, d
 	s := new(algorithm.SlidingMoments)
-	now := t0
-	for range 2 * lim.Rate {
-		now += hotStep
-		s.Take(now, lim, 1)
-	}
-	return lim, s, now
+	return lim, s, warmSteady(s, lim)
 }
 
 // BenchmarkTakeMoments is BenchmarkTakeBuckets for the moments counter: a

@@ -637,10 +637,18 @@ func (f *fitSearch) within(a, ta, b, tb int64) int64 {
 // until no counted unit weighs on it, 0 for a fresh key.
 func (s *SlidingMoments) Peek(now int64, lim sluice.Limit) sluice.Result {
 	var buf [momentsMaxSize]byte
-	c := *s
-	c.p, c.c = &buf[0], uint8(len(buf)) // fields of a local: buf stays on the stack
-	copy(c.buf(), s.buf())
+	c := s.copyInto(&buf)
 	return c.Take(now, lim, 0)
+}
+
+// copyInto returns a copy of the state whose buffer is buf, so that
+// deciding on the copy changes nothing of s and, buf being the caller's
+// local, allocates nothing.
+func (s *SlidingMoments) copyInto(buf *[momentsMaxSize]byte) SlidingMoments {
+	c := *s
+	c.p, c.c = &buf[0], uint8(len(buf))
+	copy(c.buf(), s.buf())
+	return c
 }
 
 // momentsMaxSize is the largest buffer a state has.
@@ -698,9 +706,7 @@ func (s *SlidingMoments) Estimate(now int64, lim sluice.Limit) int64 {
 		return 0
 	}
 	var buf [momentsMaxSize]byte
-	c := *s
-	c.p, c.c = &buf[0], uint8(len(buf))
-	copy(c.buf(), s.buf())
+	c := s.copyInto(&buf)
 	lim.Buckets, lim.Moments = s.k, s.d
 	g, k, d := c.Prepare(lim), bucketsOf(lim), int(s.d)
 	i := c.roll(now, g, k, d)

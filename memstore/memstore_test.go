@@ -58,6 +58,9 @@ func TestMomentsKeyKeepsItsUnitsUnderTheCounter(t *testing.T) {
 	storetest.RunMomentsToCounter(t, newStore)
 }
 
+// TestStaleMomentsUnitsDoNotSeedTheCounter: a key moved from moments to
+// the two-window counter brings only the units moments still count, none
+// of those whose sub-window has left the period.
 func TestStaleMomentsUnitsDoNotSeedTheCounter(t *testing.T) {
 	storetest.RunStaleMomentsToCounter(t, newStore)
 }

@@ -98,6 +98,27 @@ func TestFixedWindowClockBackKeepsTheWindow(t *testing.T) {
 	run(w+int64(time.Second), 10, true)
 }
 
+// TestFixedWindowRefundAfterClockBackGivesBackInTheWindow: a refund read
+// up to a period before the current window's start gives back to that
+// window, where Take counts such a reading; one read further back gives
+// nothing back, since no window that holds it took the units.
+func TestFixedWindowRefundAfterClockBackGivesBackInTheWindow(t *testing.T) {
+	lim := sluice.Limit{Algorithm: sluice.FixedWindow, Rate: 10, Period: time.Second}
+	w := t0 + int64(time.Second)
+	var s algorithm.FixedWindow
+	if res := s.Take(w+300, lim, 10); !res.Allowed {
+		t.Fatalf("10 of 10 at W+300 ns: %+v, want admitted", res)
+	}
+	s.Refund(w-300, lim, 1) // back 600 ns: the current window's
+	if res := s.Take(w+1000, lim, 1); !res.Allowed {
+		t.Fatalf("after a refund read 300 ns before W: AllowN(W+1 µs, 1) = %+v, want admitted", res)
+	}
+	s.Refund(w-int64(1500*time.Millisecond), lim, 1) // back more than a period
+	if res := s.Take(w+2000, lim, 1); res.Allowed {
+		t.Fatalf("after a refund read 1.5 s before W: AllowN(W+2 µs, 1) = %+v, want refused (10 of 10)", res)
+	}
+}
+
 // TestSlidingBucketsClockBackKeepsTheSubWindow: a reading before the
 // current sub-window's start counts in it, so units counted there do not
 // move back in time and leave the period early when the clock returns.

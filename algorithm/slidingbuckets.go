@@ -161,6 +161,19 @@ func oldWeight(w, left, g, k int64) int64 {
 	return (mulDiv(2*w, left, g) + 1) / 2
 }
 
+// oldWeightWithin returns the first elapsed time e in a sub-window of g
+// from which oldWeight(w, g−e, g, k) ≤ room, for w > room ≥ 0; g or more
+// if there is none within the sub-window.
+func oldWeightWithin(w, room, g, k int64) int64 {
+	// ⌊W·(g−e)/g⌋ ≤ room  ⇔  e ≥ g − ⌈(room+1)·g/W⌉ + 1 (k = 1);
+	// ⌊W·(g−e)/g + ½⌋ ≤ room  ⇔  2W·(g−e)/g < 2·room+1
+	//   ⇔  e ≥ g − ⌈(2·room+1)·g/(2W)⌉ + 1
+	if k > 1 {
+		return g - mulDivCeil(2*room+1, g, 2*w) + 1
+	}
+	return g - mulDivCeil(room+1, g, w) + 1
+}
+
 // back returns the index in Counts of the sub-window m before the one at
 // index i, for 0 ≤ m ≤ k.
 func back(i int, m, k int64) int {
@@ -253,13 +266,7 @@ func (s *SlidingBuckets) retryAfter(now, g, k int64, i int, whole, oldest, rate,
 		}
 		at := from
 		if oldWeight(oldest, g-from, g, k) > room {
-			// ⌊W·(g−e)/g⌋ ≤ room  ⇔  e ≥ g − ⌈(room+1)·g/W⌉ + 1 (k = 1);
-			// ⌊W·(g−e)/g + ½⌋ ≤ room  ⇔  2W·(g−e)/g < 2·room+1
-			//   ⇔  e ≥ g − ⌈(2·room+1)·g/(2W)⌉ + 1
-			e := g - mulDivCeil(room+1, g, oldest) + 1
-			if k > 1 {
-				e = g - mulDivCeil(2*room+1, g, 2*oldest) + 1
-			}
+			e := oldWeightWithin(oldest, room, g, k)
 			if e >= g {
 				continue
 			}

@@ -499,10 +499,7 @@ func (s *SlidingMoments) fitsFrom(j int, w, room, base, from, g, k int64, d int)
 	}
 	if d == 0 {
 		// As SlidingBuckets.retryAfter: the weight falls linearly.
-		e := g - mulDivCeil(room+1, g, w) + 1
-		if k > 1 {
-			e = g - mulDivCeil(2*room+1, g, 2*w) + 1
-		}
+		e := oldWeightWithin(w, room, g, k)
 		if e >= g {
 			return 0, false
 		}

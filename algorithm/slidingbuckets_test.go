@@ -122,17 +122,36 @@ func TestSlidingBucketsRetryAfterIsExact(t *testing.T) {
 // clock stepping back, keeps every counted unit.
 func TestSlidingBucketsNeverForgets(t *testing.T) {
 	lim := sluice.Limit{Algorithm: sluice.SlidingWindow, Rate: 10, Period: time.Minute, Buckets: 4}
-	var s algorithm.SlidingBuckets
+	checkNeverForgets(t, new(algorithm.SlidingBuckets), lim, layoutChange{"buckets 4 → 8", func(l *sluice.Limit) { l.Buckets = 8 }})
+}
+
+// layoutChange is a change of a limit's layout that a state goes on under.
+type layoutChange struct {
+	name   string
+	change func(*sluice.Limit)
+}
+
+// checkNeverForgets spends 7 of lim's 10 a minute on s at 50 s, then
+// makes each change in turn, a second apart from 55 s on, and steps the
+// clock back to 10 s: none of the 7 units is forgotten, so 4 more are
+// refused after every change and after the step back, and 3 fit exactly.
+func checkNeverForgets(t *testing.T, s state, lim sluice.Limit, changes ...layoutChange) {
+	t.Helper()
 	s.Take(t0+int64(50*time.Second), lim, 7)
-	lim.Buckets = 8
-	if res := s.Take(t0+int64(55*time.Second), lim, 4); res.Allowed {
-		t.Fatalf("after buckets 4 → 8: admitted 4 more over 7 of 10: %+v", res)
+	at := t0 + int64(55*time.Second)
+	for _, c := range changes {
+		c.change(&lim)
+		if res := s.Take(at, lim, 4); res.Allowed {
+			t.Fatalf("after %s: admitted 4 more over 7 of 10: %+v", c.name, res)
+		}
+		at += int64(time.Second)
 	}
+	back := time.Duration(at - int64(time.Second) - t0 - int64(10*time.Second))
 	if res := s.Take(t0+int64(10*time.Second), lim, 4); res.Allowed {
-		t.Fatalf("clock back 45 s: admitted 4 more over 7 of 10: %+v", res)
+		t.Fatalf("clock back %v: admitted 4 more over 7 of 10: %+v", back, res)
 	}
 	if res := s.Take(t0+int64(10*time.Second), lim, 3); !res.Allowed || res.Remaining != 0 {
-		t.Fatalf("clock back 45 s: 3 more over 7 of 10 = %+v, want admitted, 0 remaining", res)
+		t.Fatalf("clock back %v: 3 more over 7 of 10 = %+v, want admitted, 0 remaining", back, res)
 	}
 }
 

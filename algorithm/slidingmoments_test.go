@@ -189,21 +189,9 @@ func TestSlidingMomentsWeighsByWhereUnitsFell(t *testing.T) {
 func TestSlidingMomentsNeverForgets(t *testing.T) {
 	lim := sluice.Limit{Algorithm: sluice.SlidingWindow, Rate: 10, Period: time.Minute, Buckets: 4, Moments: 2}
 	var s algorithm.SlidingMoments
-	s.Take(t0+int64(50*time.Second), lim, 7)
-	lim.Buckets = 8
-	if res := s.Take(t0+int64(55*time.Second), lim, 4); res.Allowed {
-		t.Fatalf("after buckets 4 → 8: admitted 4 more over 7 of 10: %+v", res)
-	}
-	lim.Moments = 5
-	if res := s.Take(t0+int64(56*time.Second), lim, 4); res.Allowed {
-		t.Fatalf("after moments 2 → 5: admitted 4 more over 7 of 10: %+v", res)
-	}
-	if res := s.Take(t0+int64(10*time.Second), lim, 4); res.Allowed {
-		t.Fatalf("clock back 46 s: admitted 4 more over 7 of 10: %+v", res)
-	}
-	if res := s.Take(t0+int64(10*time.Second), lim, 3); !res.Allowed || res.Remaining != 0 {
-		t.Fatalf("clock back 46 s: 3 more over 7 of 10 = %+v, want admitted, 0 remaining", res)
-	}
+	checkNeverForgets(t, &s, lim,
+		layoutChange{"buckets 4 → 8", func(l *sluice.Limit) { l.Buckets = 8 }},
+		layoutChange{"moments 2 → 5", func(l *sluice.Limit) { l.Moments = 5 }})
 	if got := s.Units(); got != 10 {
 		t.Fatalf("Units = %d, want 10", got)
 	}

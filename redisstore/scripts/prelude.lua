@@ -30,6 +30,17 @@ local function int(x)
   return string.format('%.0f', x)
 end
 
+-- floor_mod returns x mod m in [0, m), exactly, for a negative x too
+-- (before the Unix epoch, or a sub-window's number there), where
+-- math.fmod keeps x's sign.
+local function floor_mod(x, m)
+  local r = math.fmod(x, m)
+  if r < 0 then
+    r = r + m
+  end
+  return r
+end
+
 -- expire sets the key's time to live to us microseconds, rounded up to
 -- milliseconds, or deletes it when nothing is left to remember.
 local function expire(key, us)

@@ -31,20 +31,12 @@ local key = KEYS[1]
 -- of an older sub-window than the epoch's first is negative, and math.fmod
 -- keeps the sign.
 local function slot(j)
-  local m = math.fmod(j, k + 1)
-  if m < 0 then
-    m = m + k + 1
-  end
-  return m
+  return floor_mod(j, k + 1)
 end
 
--- The current sub-window: its start and number, exactly (math.fmod is),
+-- The current sub-window: its start and number, exactly (floor_mod is),
 -- before the Unix epoch too (where math.fmod is negative).
-local into = math.fmod(now, G)
-if into < 0 then
-  into = into + G
-end
-local start = now - into
+local start = now - floor_mod(now, G)
 local n = start / G
 local counts = {}
 for i = 0, k do

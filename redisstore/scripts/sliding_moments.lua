@@ -46,11 +46,7 @@ local key = KEYS[1]
 local ONE, LEVELS, MEAN, MAXC = 16384, 8192, 128, 65535
 
 local function slot(j)
-  local m = math.fmod(j, k + 1)
-  if m < 0 then
-    m = m + k + 1
-  end
-  return m
+  return floor_mod(j, k + 1)
 end
 
 local function clamp(x, lo, hi)
@@ -78,11 +74,7 @@ local function levelZ(x)
   return 4 * x + 2 - ONE
 end
 
-local into = math.fmod(now, G)
-if into < 0 then
-  into = into + G
-end
-local start = now - into
+local start = now - floor_mod(now, G)
 local n = start / G
 local i = slot(n)
 

@@ -56,11 +56,7 @@ local function momentsEstimate(m)
   local ms, k, d, pin, G = m[1], m[2], m[3], m[4], m[5]
   local ONE, LEVELS, MEAN = 16384, 8192, 128
   local function slot(j)
-    local r = math.fmod(j, k + 1)
-    if r < 0 then
-      r = r + k + 1
-    end
-    return r
+    return floor_mod(j, k + 1)
   end
   local total = 0
   for j = 0, k do
@@ -69,10 +65,7 @@ local function momentsEstimate(m)
   if G ~= P / k then
     return total
   end
-  local start = now - math.fmod(now, G)
-  if math.fmod(now, G) < 0 then
-    start = start - G
-  end
+  local start = now - floor_mod(now, G)
   if ms > start then
     if ms - now > P then
       return total -- the clock went back more than a period

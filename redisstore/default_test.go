@@ -29,19 +29,25 @@ var layoutCases = []struct {
 	{"cluster-coalesced", clusterURL, time.Millisecond},
 }
 
+// onEachLayoutCase runs run in a subtest per layoutCases entry, with a
+// storetest.NewStore that opens that case's store.
+func onEachLayoutCase(t *testing.T, run func(*testing.T, storetest.NewStore)) {
+	for _, c := range layoutCases {
+		t.Run(c.name, func(t *testing.T) {
+			u := c.url(t)
+			run(t, func(t *testing.T, clock sluice.Clock) sluice.Limiter {
+				return openConfig(t, redisstore.Config{URL: u, CoalesceWait: c.coalesce}, clock)
+			})
+		})
+	}
+}
+
 // A key spent under the two-window counter and then decided under moments
 // (a rule reloaded with the config's default) comes back as spent as the
 // counter counted it, alone and in batches, on one node and on a Cluster:
 // the moments script reads the counter's key as its KEYS[2].
 func TestCounterKeyKeepsItsUnitsUnderMoments(t *testing.T) {
-	for _, c := range layoutCases {
-		t.Run(c.name, func(t *testing.T) {
-			u := c.url(t)
-			storetest.RunCounterToMoments(t, func(t *testing.T, clock sluice.Clock) sluice.Limiter {
-				return openConfig(t, redisstore.Config{URL: u, CoalesceWait: c.coalesce}, clock)
-			})
-		})
-	}
+	onEachLayoutCase(t, storetest.RunCounterToMoments)
 }
 
 // The moments script deletes the counter's key it seeded from, and a peek
@@ -125,25 +131,11 @@ func TestCoalescedMomentsSeedFromTheCounter(t *testing.T) {
 // two-window counter keeps every unit, alone and in batches, on one node
 // and on a Cluster.
 func TestMomentsKeyKeepsItsUnitsUnderTheCounter(t *testing.T) {
-	for _, c := range layoutCases {
-		t.Run(c.name, func(t *testing.T) {
-			u := c.url(t)
-			storetest.RunMomentsToCounter(t, func(t *testing.T, clock sluice.Clock) sluice.Limiter {
-				return openConfig(t, redisstore.Config{URL: u, CoalesceWait: c.coalesce}, clock)
-			})
-		})
-	}
+	onEachLayoutCase(t, storetest.RunMomentsToCounter)
 }
 
 // A key moved from moments to the counter brings only the units moments
 // still count, on one node and on a Cluster, alone and in batches.
 func TestStaleMomentsUnitsDoNotSeedTheCounter(t *testing.T) {
-	for _, c := range layoutCases {
-		t.Run(c.name, func(t *testing.T) {
-			u := c.url(t)
-			storetest.RunStaleMomentsToCounter(t, func(t *testing.T, clock sluice.Clock) sluice.Limiter {
-				return openConfig(t, redisstore.Config{URL: u, CoalesceWait: c.coalesce}, clock)
-			})
-		})
-	}
+	onEachLayoutCase(t, storetest.RunStaleMomentsToCounter)
 }

@@ -912,12 +912,9 @@ func (st *state) upstreamError(w http.ResponseWriter, r *http.Request, route, up
 	}
 	// At most one line per RefusalLogEvery per upstream, the rest counted
 	// into the next: a down upstream under load is not a line per request.
-	if gate := st.upstreamLog[upstream]; gate != nil {
-		if ok, skipped := gate.Allow(); ok {
-			st.cfg.Logger.Warn("gateway: upstream failed", skipped.Attrs([]any{"upstream", upstream, "method", r.Method, "path", r.URL.Path, "status", status, "err", err})...)
-		}
-	} else {
-		st.cfg.Logger.Warn("gateway: upstream failed", "upstream", upstream, "method", r.Method, "path", r.URL.Path, "status", status, "err", err)
+	// compile gives every upstream of the config a gate.
+	if ok, skipped := st.upstreamLog[upstream].Allow(); ok {
+		st.cfg.Logger.Warn("gateway: upstream failed", skipped.Attrs([]any{"upstream", upstream, "method", r.Method, "path", r.URL.Path, "status", status, "err", err})...)
 	}
 	w.Header().Set("Cache-Control", "no-store")
 	n := writeProblem(w, rlheader.Problem{

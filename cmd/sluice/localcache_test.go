@@ -3,8 +3,10 @@ package main
 import (
 	"bytes"
 	"context"
+	"errors"
 	"log/slog"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/sluicehq/sluice/internal/testlog"
@@ -75,5 +77,19 @@ func TestLocalCacheSizeIsTheCachesBudget(t *testing.T) {
 		if got := overLimitCacheConfig(s.o.localCacheBytes).MaxBytes; got != tt.want {
 			t.Errorf("LOCAL_CACHE_SIZE_IN_BYTES=%s: the cache's MaxBytes %d, want %d (0: relief's default)", tt.env, got, tt.want)
 		}
+	}
+}
+
+// A malformed LOCAL_CACHE_SIZE_IN_BYTES is refused with one error naming
+// it: before, the variable was read twice (the cache's switch and its
+// budget) and its error was given twice.
+func TestMalformedLocalCacheSizeIsReportedOnce(t *testing.T) {
+	t.Setenv("LOCAL_CACHE_SIZE_IN_BYTES", "lots")
+	s, code, done := parseServeFlags([]string{"-store", "redis://127.0.0.1:1"}, &bytes.Buffer{}, &bytes.Buffer{})
+	if done {
+		t.Fatalf("exit %d", code)
+	}
+	if n := strings.Count(errors.Join(s.envErr...).Error(), "LOCAL_CACHE_SIZE_IN_BYTES"); n != 1 {
+		t.Errorf("%d errors name LOCAL_CACHE_SIZE_IN_BYTES, want 1: %v", n, s.envErr)
 	}
 }

@@ -1,0 +1,62 @@
+package loggate_test
+
+import (
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/sluicehq/sluice/internal/loggate"
+)
+
+// A flood on many goroutines within one interval writes exactly one line,
+// and the gate counts every other: the compare-and-swap lets no second
+// line through when two goroutines find the interval over at once.
+func TestFloodOnManyGoroutinesLetsOneLineThrough(t *testing.T) {
+	g := &loggate.Gate{Every: time.Hour}
+	const workers, each = 8, 1000
+	var allowed atomic.Int64
+	var wg sync.WaitGroup
+	for range workers {
+		wg.Go(func() {
+			for range each {
+				if ok, skipped := g.Allow(); ok {
+					allowed.Add(1)
+					if skipped.N != 0 {
+						t.Errorf("the first line reports %d not logged, want 0", skipped.N)
+					}
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if n := allowed.Load(); n != 1 {
+		t.Errorf("%d lines let through in one interval, want 1", n)
+	}
+}
+
+// A Gate with no interval (its zero value, or a negative Every) bounds
+// nothing and counts nothing.
+func TestNoIntervalLetsEveryLineThrough(t *testing.T) {
+	for _, every := range []time.Duration{0, -time.Second} {
+		g := &loggate.Gate{Every: every}
+		for i := range 100 {
+			if ok, skipped := g.Allow(); !ok || skipped.N != 0 {
+				t.Fatalf("Every %v, line %d: Allow = %v, %+v; want true and nothing skipped", every, i, ok, skipped)
+			}
+		}
+	}
+}
+
+// Attrs adds the count of lines not written only when there are some.
+func TestSkippedAttrsOnlyWhenLinesWereSkipped(t *testing.T) {
+	args := []any{"upstream", "api"}
+	if got := (loggate.Skipped{}).Attrs(args); len(got) != 2 {
+		t.Errorf("nothing skipped: %v, want the args alone", got)
+	}
+	since := time.Unix(1, 0)
+	got := loggate.Skipped{N: 3, Since: since}.Attrs(args)
+	if len(got) != 6 || got[2] != "not_logged" || got[3] != int64(3) || got[4] != "not_logged_since" || got[5] != since {
+		t.Errorf("3 skipped: %v, want the args, not_logged 3 and not_logged_since", got)
+	}
+}

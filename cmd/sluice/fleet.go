@@ -49,11 +49,11 @@ func (f shareFlag) Set(s string) error {
 // fleet's membership (Redis), and -fleet with neither -local-share auto
 // nor leases on Redis. r.leaseShare is as check leaves it.
 func (r *remoteOptions) checkFleet(set map[string]bool, kind *stores.Kind) error {
-	leases := r.leaseShare > 0 && kind == stores.Redis
+	counted := r.countsFleet(kind)
 	switch {
-	case set["fleet"] && !r.localShareAuto && !leases:
+	case set["fleet"] && !counted:
 		return errors.New("-fleet needs -local-share auto or leases on a Redis -store (-lease-share)")
-	case !r.localShareAuto && !leases:
+	case !counted:
 		return nil
 	case r.fleet == "" || len(r.fleet) > maxFleetName:
 		return fmt.Errorf("-fleet (or SLUICE_FLEET) %q: want 1 to %d bytes", r.fleet, maxFleetName)
@@ -63,6 +63,13 @@ func (r *remoteOptions) checkFleet(set map[string]bool, kind *stores.Kind) error
 		return fmt.Errorf("-local-share auto: needs a Redis -store, where the processes announce themselves; %s keeps no fleet membership: give -local-share N", kind.Name)
 	}
 	return nil
+}
+
+// countsFleet reports whether serve counts the fleet's live processes on
+// a store of kind: for -local-share auto, or for leases on Redis.
+// r.leaseShare is as check leaves it.
+func (r *remoteOptions) countsFleet(kind *stores.Kind) bool {
+	return r.localShareAuto || r.leaseShare > 0 && kind == stores.Redis
 }
 
 // maxFleetName is the longest -fleet, as redisstore.Roster takes it.

@@ -70,8 +70,7 @@ func mootFlags(fs *flag.FlagSet, o *serveOptions) []string {
 	// SLUICE_FLEET where no fleet is counted (-fleet given there is refused
 	// by checkFleet).
 	_, fleetEnv := os.LookupEnv("SLUICE_FLEET")
-	counted := o.remote.localShareAuto || (o.remote.leaseShare > 0 && kind == stores.Redis)
-	if fleetEnv && !set["fleet"] && !counted {
+	if fleetEnv && !set["fleet"] && !o.remote.countsFleet(kind) {
 		out = append(out, "-fleet")
 	}
 	return out

@@ -29,8 +29,8 @@ type Opened struct {
 	// Close releases the store and what it started.
 	Close func()
 	// Release gives back what the store holds for this process (the
-	// units of -reserve-units), within its context; nil when nothing is
-	// held.
+	// units of -reserve-units or -lease-share, then its place in the
+	// fleet's count), within its context; nil when nothing is held.
 	Release func(ctx context.Context)
 	// Connected reports whether the store has answered once (see
 	// redisstore.Lazy); always true for the memory store.

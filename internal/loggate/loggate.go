@@ -15,12 +15,14 @@ import (
 
 // Gate lets one line through per Every and counts the others. It takes no
 // lock: a flood of lines on many goroutines costs each an atomic load and
-// add. Its zero value, Every 0, lets every line through. Every is set
-// before the Gate is used; a Gate is not copied once used.
+// add. Its zero value, Every 0, lets every line through. Every and Now are
+// set before the Gate is used; a Gate is not copied once used.
 type Gate struct {
 	// Every is the least time between two lines let through; <= 0: no
 	// bound.
 	Every time.Duration
+	// Now tells the time the gate goes by; nil means time.Now.
+	Now func() time.Time
 
 	next    atomic.Int64 // UnixNano before which lines are counted, not written
 	last    atomic.Int64 // UnixNano of the last line let through
@@ -40,7 +42,7 @@ func (g *Gate) Allow() (bool, Skipped) {
 	if g.Every <= 0 {
 		return true, Skipped{}
 	}
-	now := time.Now().UnixNano()
+	now := g.now()
 	next := g.next.Load()
 	if now < next || !g.next.CompareAndSwap(next, now+int64(g.Every)) {
 		g.skipped.Add(1)
@@ -48,6 +50,13 @@ func (g *Gate) Allow() (bool, Skipped) {
 	}
 	last := g.last.Swap(now)
 	return true, Skipped{N: g.skipped.Swap(0), Since: time.Unix(0, last)}
+}
+
+func (g *Gate) now() int64 {
+	if g.Now != nil {
+		return g.Now().UnixNano()
+	}
+	return time.Now().UnixNano()
 }
 
 // Attrs returns args (slog's key and value pairs) with the count of lines

@@ -60,3 +60,28 @@ func TestSkippedAttrsOnlyWhenLinesWereSkipped(t *testing.T) {
 		t.Errorf("3 skipped: %v, want the args, not_logged 3 and not_logged_since", got)
 	}
 }
+
+// Past its interval the gate lets the next line through with the count of
+// those it held back and when the last line was written; within it, none.
+func TestNextIntervalsLineCountsTheLinesHeldBack(t *testing.T) {
+	t0 := time.Unix(1000, 0)
+	now := t0
+	g := &loggate.Gate{Every: 10 * time.Second, Now: func() time.Time { return now }}
+	if ok, skipped := g.Allow(); !ok || skipped.N != 0 {
+		t.Fatalf("the first line: %v, %+v; want written, nothing skipped", ok, skipped)
+	}
+	for range 5 {
+		now = now.Add(time.Second)
+		if ok, _ := g.Allow(); ok {
+			t.Fatalf("a line %v after the first, within 10 s, was let through", now.Sub(t0))
+		}
+	}
+	now = t0.Add(10 * time.Second)
+	ok, skipped := g.Allow()
+	if !ok || skipped.N != 5 || !skipped.Since.Equal(t0) {
+		t.Fatalf("the line 10 s on: %v, %+v; want written with 5 skipped since %v", ok, skipped, t0)
+	}
+	if ok, _ := g.Allow(); ok {
+		t.Error("a second line in the new interval was let through")
+	}
+}

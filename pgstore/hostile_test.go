@@ -112,29 +112,40 @@ func TestHostileValuesAreCappedPerGroup(t *testing.T) {
 // and every key the ledger holds was answered admitted.
 func TestHostileConcurrentNewKeysStayUnderTheCap(t *testing.T) {
 	s := openCfg(t, pgstore.Config{Clock: clocktest.At(time.Date(2026, 3, 1, 10, 1, 0, 0, time.UTC)), MaxKeysPerGroup: 40})
-	var admitted, refused atomic.Int64
+	admitted, refused := newKeysAtOnce(t, []*pgstore.Store{s}, 16, 10, 100)
+	n, _ := rows(t, s)
+	t.Logf("admitted %d, refused %d, rows %d", admitted, refused, n)
+	if n != admitted || n > 40 || n < 30 {
+		t.Errorf("%d rows for %d admissions under a cap of 40; want as many rows as admissions, at most 40 (and most of them used)", n, admitted)
+	}
+}
+
+// newKeysAtOnce runs workers goroutines at once, worker w deciding, one
+// after another, each new keys of keyLen bytes (hostileKey) on
+// stores[w%len(stores)],
+// and returns how many were admitted and how many refused for the key cap
+// (ErrTooManyKeys); any other answer fails t.
+func newKeysAtOnce(t *testing.T, stores []*pgstore.Store, workers, each, keyLen int) (admitted, refused int64) {
+	t.Helper()
+	var a, r atomic.Int64
 	var wg sync.WaitGroup
-	for range 16 {
+	for w := range workers {
 		wg.Go(func() {
-			for range 10 {
-				r, err := s.Allow(context.Background(), hostileKey(t, 100), hour)
+			for range each {
+				res, err := stores[w%len(stores)].Allow(context.Background(), hostileKey(t, keyLen), hour)
 				switch {
-				case err == nil && r.Allowed:
-					admitted.Add(1)
+				case err == nil && res.Allowed:
+					a.Add(1)
 				case errors.Is(err, pgstore.ErrTooManyKeys):
-					refused.Add(1)
+					r.Add(1)
 				default:
-					t.Errorf("Allow = %+v, %v", r, err)
+					t.Errorf("Allow = %+v, %v", res, err)
 				}
 			}
 		})
 	}
 	wg.Wait()
-	n, _ := rows(t, s)
-	t.Logf("admitted %d, refused %d, rows %d", admitted.Load(), refused.Load(), n)
-	if n != admitted.Load() || n > 40 || n < 30 {
-		t.Errorf("%d rows for %d admissions under a cap of 40; want as many rows as admissions, at most 40 (and most of them used)", n, admitted.Load())
-	}
+	return a.Load(), r.Load()
 }
 
 // TestHostileManyPeriodsArePruned: a key used in 300 hourly periods, and

@@ -162,28 +162,11 @@ func TestKeyCapRefusesEarlyByAtMostThePlacesOthersHold(t *testing.T) {
 func TestKeyCapHoldsAcrossStores(t *testing.T) {
 	const maxKeys, stores, conns = 300, 4, 4
 	st := openStores(t, stores, conns, pgstore.Config{Clock: clocktest.At(time.Date(2026, 3, 1, 10, 1, 0, 0, time.UTC)), MaxKeysPerGroup: maxKeys})
-	var admitted, refused atomic.Int64
-	var wg sync.WaitGroup
-	for i := range stores * conns {
-		wg.Go(func() {
-			for range 30 {
-				r, err := st[i%stores].Allow(context.Background(), hostileKey(t, 40), hour)
-				switch {
-				case err == nil && r.Allowed:
-					admitted.Add(1)
-				case errors.Is(err, pgstore.ErrTooManyKeys):
-					refused.Add(1)
-				default:
-					t.Errorf("Allow = %+v, %v", r, err)
-				}
-			}
-		})
-	}
-	wg.Wait()
+	admitted, refused := newKeysAtOnce(t, st, stores*conns, 30, 40)
 	rows, places := groupCount(t, st[0])
-	t.Logf("480 new keys on %d stores: admitted %d, refused %d; %d rows, %d places taken", stores, admitted.Load(), refused.Load(), rows, places)
-	if rows != admitted.Load() || rows > maxKeys || places > maxKeys || refused.Load() == 0 {
-		t.Fatalf("admitted %d, %d rows, %d places, %d refused; want as many rows as admissions, at most %d rows and places, refusals", admitted.Load(), rows, places, refused.Load(), maxKeys)
+	t.Logf("480 new keys on %d stores: admitted %d, refused %d; %d rows, %d places taken", stores, admitted, refused, rows, places)
+	if rows != admitted || rows > maxKeys || places > maxKeys || refused == 0 {
+		t.Fatalf("admitted %d, %d rows, %d places, %d refused; want as many rows as admissions, at most %d rows and places, refusals", admitted, rows, places, refused, maxKeys)
 	}
 	if bound := int64(stores * pgstore.MaxPlaceBlock); places-rows > bound {
 		t.Errorf("%d places taken and unused, want at most %d", places-rows, bound)

@@ -55,3 +55,59 @@ func TestFullPlacesTableGivesBackFreePlaces(t *testing.T) {
 			named, places, rows, held)
 	}
 }
+
+// TestGiveBackOutlivesTheClientsHangUp: the places of an entry dropped
+// from a full table are given back to their group's row by the decision
+// that dropped it even when that decision's client has hung up (its
+// context canceled) by then: lost, a client that hangs up on every
+// request while cycling through groups of its own would make a store
+// lose block after block of other tenants' groups.
+func TestGiveBackOutlivesTheClientsHangUp(t *testing.T) {
+	url := pgtest.Schema(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	now := time.Date(2026, 3, 1, 10, 1, 0, 0, time.UTC)
+	s, err := Open(ctx, url, Config{Clock: clocktest.At(now)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	s.places.max = 2
+	hour := sluice.Limit{Algorithm: sluice.FixedWindow, Rate: 10, Period: time.Hour}
+	for _, key := range []string{"api_a_1", "api_a_2", "api_b_1", "api_b_2"} {
+		if r, err := s.Allow(ctx, key, hour); err != nil || !r.Allowed {
+			t.Fatalf("Allow(%s) = %+v, %v", key, r, err)
+		}
+	}
+	// A third group's decision drops an entry holding free places; its
+	// client hangs up before they are given back.
+	start := now.Truncate(time.Hour)
+	tk, err := s.places.take(ctx, hash("api_c"), start, start.Add(time.Hour), now, s.maxKeys, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.places.settle(tk, outcome{}) // its own statement never sent
+	conn, err := s.pool.Acquire(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hungUp, hangUp := context.WithCancel(ctx)
+	hangUp()
+	s.giveBack(hungUp, conn)
+	conn.Release()
+	var rows, places int64
+	if err := s.Pool().QueryRow(ctx,
+		"SELECT (SELECT count(*) FROM sluice_usage), (SELECT sum(keys) FROM sluice_usage_groups)").Scan(&rows, &places); err != nil {
+		t.Fatal(err)
+	}
+	var held int64
+	s.places.mu.Lock()
+	for _, e := range s.places.m {
+		held += e.held()
+	}
+	s.places.mu.Unlock()
+	t.Logf("after a give-back by a decision whose client hung up: %d rows, %d places counted, %d held", rows, places, held)
+	if places != rows+held {
+		t.Errorf("%d places counted, %d rows + %d held; want equal: the dropped entry's places given back though the client hung up", places, rows, held)
+	}
+}

@@ -724,8 +724,11 @@ WHERE group_hash = $1 AND period_start = $2 AND keys >= $3::bigint`
 // giveBack gives the places of the entries the places table dropped back
 // to their groups' rows, on conn, one statement each (the table drops
 // entries only when full, so rarely). A place whose statement fails is
-// lost, as the places a stopped Store held are.
+// lost, as the places a stopped Store held are. The statements outlive
+// ctx's end (a client that hangs up must not make places lost): their
+// wait is bounded by Config.Settle alone.
 func (s *Store) giveBack(ctx context.Context, conn *pgxpool.Conn) {
+	ctx = context.WithoutCancel(ctx)
 	for _, b := range s.places.returned() {
 		if err := s.write(ctx, conn, "giving back places", nil, giveBackSQL, b.k.group[:], time.UnixMicro(b.k.start), b.n); err != nil {
 			s.log.Warn("pgstore: places of a group dropped from a full table were not given back; lost for the period", "places", b.n, "err", err)

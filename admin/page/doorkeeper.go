@@ -55,17 +55,24 @@ const (
 	doorKeyMask    = ^uint64(1<<12 - 1)
 )
 
+// doorSet returns the first slot of the set of the key of sum, and the
+// key's bits in a slot.
+func doorSet(sum uint64) (base, fp uint64) {
+	base, fp = sum%doorSlots&^1, sum&doorKeyMask
+	if fp == 0 {
+		fp = 1 << 63 // keeps a slot of this key from reading as empty
+	}
+	return base, fp
+}
+
 // admit records a refusal of the key of sum in minute, and says whether
 // the key is to be counted now: true when it was let in before, or at a
 // refusal that follows one remembered from this minute or the one before,
 // with the weight of the refusal remembered (1 then, else 0); false at
 // its first refusal, remembered.
 func (d *doorkeeper) admit(sum uint64, minute int64) (ok bool, remembered uint64) {
-	base := sum % doorSlots &^ 1
-	fp, now, prev := sum&doorKeyMask, uint64(minute)<<1&doorMinuteMask, uint64(minute-1)<<1&doorMinuteMask
-	if fp == 0 {
-		fp = 1 << 63 // keeps a slot of this key from reading as empty
-	}
+	base, fp := doorSet(sum)
+	now, prev := uint64(minute)<<1&doorMinuteMask, uint64(minute-1)<<1&doorMinuteMask
 	for i := range uint64(2) {
 		slot := &d.slots[base+i]
 		old := slot.Load()
@@ -112,11 +119,8 @@ func (d *doorkeeper) admit(sum uint64, minute int64) (ok bool, remembered uint64
 // and a flood of first refusals would take its slot. One load per slot of
 // the set, and a write at most once a minute.
 func (d *doorkeeper) touch(sum uint64, minute int64) {
-	base := sum % doorSlots &^ 1
-	fp, now := sum&doorKeyMask, uint64(minute)<<1&doorMinuteMask
-	if fp == 0 {
-		fp = 1 << 63
-	}
+	base, fp := doorSet(sum)
+	now := uint64(minute) << 1 & doorMinuteMask
 	for i := range uint64(2) {
 		slot := &d.slots[base+i]
 		if old := slot.Load(); old&doorKeyMask == fp && old&doorListed != 0 {

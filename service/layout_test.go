@@ -30,24 +30,37 @@ descriptors:
     rate_limit: {unit: minute, requests_per_unit: 10, algorithm: sliding_window}
 `)
 	h := start(t, t0, service.Config{Rules: rules})
-	admitted := 0
-	const steps = 200
-	for i := range steps {
-		h.clock.Advance(6 * time.Second)
+	admitted := admittedEvery6s(t, h, func(i int) *rlpb.RateLimitDescriptor {
 		d := desc("a", "1")
 		if i%2 == 1 {
 			d.Limit = &rlpb.RateLimitDescriptor_RateLimitOverride{RequestsPerUnit: 10, Unit: typepb.RateLimitUnit_MINUTE}
 		}
-		if decideOne(t, h, request("d", 1, d)).GetOverallCode() == pb.RateLimitResponse_OK {
+		return d
+	})
+	// One layout alone admits about 9 in 10 at this pace (moments'
+	// estimate rounds; the pace sits at the rate).
+	if admitted < layoutSteps*8/10 {
+		t.Errorf("admitted %d of %d requests at the limit, alternating with an override; want at least %d", admitted, layoutSteps, layoutSteps*8/10)
+	}
+	t.Logf("admitted %d of %d", admitted, layoutSteps)
+}
+
+// layoutSteps is how many requests admittedEvery6s sends.
+const layoutSteps = 200
+
+// admittedEvery6s sends layoutSteps requests of domain "d", one every 6 s
+// of h's clock, the i-th of the descriptor d(i), and returns how many
+// were admitted.
+func admittedEvery6s(t *testing.T, h *harness, d func(i int) *rlpb.RateLimitDescriptor) int {
+	t.Helper()
+	admitted := 0
+	for i := range layoutSteps {
+		h.clock.Advance(6 * time.Second)
+		if decideOne(t, h, request("d", 1, d(i))).GetOverallCode() == pb.RateLimitResponse_OK {
 			admitted++
 		}
 	}
-	// One layout alone admits about 9 in 10 at this pace (moments'
-	// estimate rounds; the pace sits at the rate).
-	if admitted < steps*8/10 {
-		t.Errorf("admitted %d of %d requests at the limit, alternating with an override; want at least %d", admitted, steps, steps*8/10)
-	}
-	t.Logf("admitted %d of %d", admitted, steps)
+	return admitted
 }
 
 // A key decided by turns under its tenant's plan and under the file's rule,
@@ -69,17 +82,12 @@ descriptors:
 	h := start(t, t0, service.Config{Rules: rules, TenantLimit: func(context.Context, string, []config.Entry) (sluice.Limit, bool) {
 		return plan, withPlan
 	}})
-	admitted := 0
-	const steps = 200
-	for i := range steps {
-		h.clock.Advance(6 * time.Second)
+	admitted := admittedEvery6s(t, h, func(i int) *rlpb.RateLimitDescriptor {
 		withPlan = i%2 == 1
-		if decideOne(t, h, request("d", 1, desc("a", "1"))).GetOverallCode() == pb.RateLimitResponse_OK {
-			admitted++
-		}
+		return desc("a", "1")
+	})
+	if admitted < layoutSteps*8/10 {
+		t.Errorf("admitted %d of %d requests at the limit, alternating with a plan; want at least %d", admitted, layoutSteps, layoutSteps*8/10)
 	}
-	if admitted < steps*8/10 {
-		t.Errorf("admitted %d of %d requests at the limit, alternating with a plan; want at least %d", admitted, steps, steps*8/10)
-	}
-	t.Logf("admitted %d of %d", admitted, steps)
+	t.Logf("admitted %d of %d", admitted, layoutSteps)
 }

@@ -31,10 +31,11 @@ import (
 // of known keys, the common case of a quota), a decision with no free
 // place is sent as spendSQL that may not insert (a probe): a key that has
 // its row is decided in that one statement, with no claim's work, and a
-// new one is sent again, as claimSQL (a second round trip). The block doubles with each claim the store makes for the group
-// in the period (1, 2, 4, … MaxPlaceBlock), so a group that sees one new
-// key takes one place, and one that sees many writes its row once per
-// MaxPlaceBlock keys; a claim refused for room starts again at 1.
+// new one is sent again, as claimSQL (a second round trip). The block
+// doubles with each claim the store makes for the group in the period (1,
+// 2, 4, … MaxPlaceBlock), so a group that sees one new key takes one place,
+// and one that sees many writes its row once per MaxPlaceBlock keys; a
+// claim refused for room starts again at 1.
 //
 // So the cap stays a hard bound: places are only ever taken from the
 // group's row under it. What a store holds and has not used is counted

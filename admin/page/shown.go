@@ -6,21 +6,21 @@ import (
 )
 
 // shownSlots is the number of slots of a shownCache: a power of two, in
-// sets of two, a few times the top list's default counters, so that the keys refused again
-// and again (the ones the top list is about) keep their slot.
+// sets of two, a few times the top list's default counters, so that the
+// keys refused again and again (the ones the top list is about) keep their
+// slot.
 const shownSlots = 256
 
 // shownCache remembers, for the keys listed lately, the top list's key of
 // a refusal: its rule, a 0 byte and the key's keyed hash. A key refused
 // again is then not hashed again: HMAC-SHA-256 costs more than the rest of
 // a refusal's bookkeeping together. Only keys the doorkeeper let in (a
-// second refusal) are hashed and enter it, so a flood of keys
-// refused once each does not push the listed keys' hashes out.
+// second refusal) are hashed and enter it, so a flood of keys refused once
+// each does not push the listed keys' hashes out.
 //
 // It never holds a key: a set of two slots is found, and an entry
-// recognised, by a
-// 64-bit hash/maphash sum of the rule and the key under a random seed of
-// the page, and by the key's length. Two keys of one rule and length meet
+// recognised, by a 64-bit hash/maphash sum of the rule and the key under a
+// random seed of the page, and by the key's length. Two keys of one rule and length meet
 // at one sum with odds of about 2^-64 a pair, and the seed is nobody's to
 // choose. Its memory is bounded: shownSlots entries, each a rule name
 // (from the config, not from a request) and a fixed-length hash.

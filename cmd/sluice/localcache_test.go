@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"slices"
 	"strings"
@@ -90,6 +91,21 @@ func TestMalformedLocalCacheSizeIsReportedOnce(t *testing.T) {
 		t.Fatalf("exit %d", code)
 	}
 	if n := strings.Count(errors.Join(s.envErr...).Error(), "LOCAL_CACHE_SIZE_IN_BYTES"); n != 1 {
+		t.Errorf("%d errors name LOCAL_CACHE_SIZE_IN_BYTES, want 1: %v", n, s.envErr)
+	}
+}
+
+// A negative LOCAL_CACHE_SIZE_IN_BYTES is refused, naming the variable:
+// before, it turned the over-limit cache off without a word, where
+// envoyproxy/ratelimit (which turns its cache off only at 0) would run a
+// cache of its smallest size.
+func TestNegativeLocalCacheSizeIsRefused(t *testing.T) {
+	t.Setenv("LOCAL_CACHE_SIZE_IN_BYTES", "-1")
+	s, code, done := parseServeFlags([]string{"-store", "redis://127.0.0.1:1"}, &bytes.Buffer{}, &bytes.Buffer{})
+	if done {
+		t.Fatalf("exit %d", code)
+	}
+	if n := strings.Count(fmt.Sprint(s.envErr), "LOCAL_CACHE_SIZE_IN_BYTES"); n != 1 {
 		t.Errorf("%d errors name LOCAL_CACHE_SIZE_IN_BYTES, want 1: %v", n, s.envErr)
 	}
 }

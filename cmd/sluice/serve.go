@@ -299,9 +299,14 @@ func parseServeFlags(args []string, stdout, stderr io.Writer) (s *serveApp, code
 	fs.StringVar(&o.prefix, "prefix", envflag.String("CACHE_KEY_PREFIX", ""), "prefix of every store key")
 	fs.StringVar(&o.failure, "failure-mode", stores.DefaultFailureMode, "with Redis or PostgreSQL, what to do when it fails: local (each process decides its share of each limit in memory, see -failure-nodes), closed or open (admit) (unset on PostgreSQL: closed)")
 	stores.FailureNodesFlag(fs, &o.failureNodes)
-	// Read once: unset (or malformed, recorded) is math.MinInt, the cache
-	// on with relief's default budget; 0 or less set turns it off.
+	// Read once: unset (or malformed or negative, recorded) is
+	// math.MinInt, the cache on with relief's default budget; 0 turns it
+	// off.
 	cacheSize := envErr.Int("LOCAL_CACHE_SIZE_IN_BYTES", math.MinInt)
+	if cacheSize < 0 && cacheSize != math.MinInt {
+		*envErr = append(*envErr, fmt.Errorf("LOCAL_CACHE_SIZE_IN_BYTES=%d: want 0 (the over-limit cache off) or its budget in bytes", cacheSize))
+		cacheSize = math.MinInt
+	}
 	o.localCacheBytes = int64(max(cacheSize, 0))
 	fs.BoolVar(&o.localCache, "local-cache", cacheSize > 0 || cacheSize == math.MinInt, "with Redis or PostgreSQL, answer keys known to be over their limit from memory until their retry-after, asking the store again at least every second (no round trip; never admits over the limit); default on, off when LOCAL_CACHE_SIZE_IN_BYTES is 0, which above 0 is its budget in bytes (default 32 MiB)")
 	fs.BoolVar(&o.healthNeedsStore, "health-needs-store", envflag.Bool("REDIS_HEALTH_CHECK_ACTIVE_CONNECTION", false), "with Redis, /healthcheck and gRPC health report NOT_SERVING (503) while Redis is unreachable or failing; default: they report the process, which applies the failure mode")

@@ -30,3 +30,24 @@ func DefaultSlidingWindow(lim Limit) Limit {
 	}
 	return d
 }
+
+// WithLayoutOf returns lim, a limit that takes rule's place for some of
+// rule's requests (a tenant's plan, an Envoy per-request override), in
+// rule's layout: when both are sliding windows, lim with rule's Buckets and
+// Moments, or with neither (the two-window counter) where lim's rate or
+// period does not allow them; any other lim unchanged. A key decided by
+// turns under rule and under lim then stays in one layout, rather than
+// moving between two at each turn, each seeding the other with what it
+// counted, which refuses a client at its limit nearly always
+// (docs/algorithms.md, "The default").
+func (lim Limit) WithLayoutOf(rule Limit) Limit {
+	if lim.Algorithm != SlidingWindow || rule.Algorithm != SlidingWindow {
+		return lim
+	}
+	l := lim
+	l.Buckets, l.Moments = rule.Buckets, rule.Moments
+	if l.Validate() != nil {
+		l.Buckets, l.Moments = 0, 0
+	}
+	return l
+}

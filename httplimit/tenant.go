@@ -13,9 +13,11 @@ import (
 
 // TenantLimitFunc is Policy.TenantLimit: the limit a request's tenant has
 // for the policy (its plan's or its override's), which replaces the
-// policy's Limit for that request, and whether it has one. It must be
-// fast (it is asked on every request the policy decides) and safe for
-// concurrent use.
+// policy's Limit for that request, and whether it has one. A sliding window
+// on a sliding window policy is decided in the policy's layout
+// (sluice.Limit.WithLayoutOf), so that one key keeps one layout with and
+// without its tenant. It must be fast (it is asked on every request the
+// policy decides) and safe for concurrent use.
 type TenantLimitFunc func(r *http.Request) (sluice.Limit, bool)
 
 // PlanLimits returns a TenantLimitFunc that names the request's tenant
@@ -64,7 +66,10 @@ func (m *Middleware) forTenant(r *http.Request, p *compiled) *compiled {
 		return p
 	}
 	lim, ok := p.TenantLimit(r)
-	if !ok || lim == p.Limit {
+	if !ok {
+		return p
+	}
+	if lim = lim.WithLayoutOf(p.Limit); lim == p.Limit {
 		return p
 	}
 	if c := p.tenants.get(lim); c != nil {

@@ -221,3 +221,54 @@ func TestInterleavedTenantsKeepTheirOwnLimits(t *testing.T) {
 		t.Fatalf("admitted %v, want %v", got, want)
 	}
 }
+
+// A tenant's plan on a policy whose sliding window sets its layout (one
+// bucket, the two-window counter) is decided in the policy's layout: a
+// client at the limit, 10 a minute, one request every 6 s, its requests
+// by turns with and without its tenant (so under the plan and under the
+// policy), keeps being admitted, as under one limit alone; and one at
+// twice the limit is admitted no more than the limit. In two layouts by
+// turns, each seeding the other, it was refused nearly always.
+func TestTenantLimitKeepsThePolicysLayout(t *testing.T) {
+	plan, err := plans.ParseLimit([]byte(`{"algorithm": "sliding_window", "rate": 10, "period": "1m"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, pace := range []struct {
+		step time.Duration
+		n    int
+	}{{6 * time.Second, 200}, {3 * time.Second, 400}} {
+		clock := clocktest.At(time.Unix(1_700_000_000, 0))
+		m := mustNew(t, httplimit.Config{
+			Settings: httplimit.Settings{Limiter: newStore(t, clock)},
+			Policies: []httplimit.Policy{{
+				Name:        "api",
+				Limit:       sluice.Limit{Algorithm: sluice.SlidingWindow, Rate: 10, Period: time.Minute, Buckets: 1},
+				Key:         httplimit.Global(),
+				TenantLimit: httplimit.PlanLimits(fixedLimits{plan}, httplimit.TenantHeader("X-Tenant"), "api"),
+			}},
+		})
+		h := m.Handler(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
+		admitted := 0
+		for i := range pace.n {
+			clock.Advance(pace.step)
+			w := httptest.NewRecorder()
+			r := httptest.NewRequest(http.MethodGet, "/", nil)
+			if i%2 == 1 {
+				r.Header.Set("X-Tenant", "acme")
+			}
+			h.ServeHTTP(w, r)
+			if w.Code == http.StatusOK {
+				admitted++
+			}
+		}
+		minutes := int(time.Duration(pace.n) * pace.step / time.Minute)
+		if most := 10 * (minutes + 1); admitted > most {
+			t.Errorf("a request every %v: admitted %d of %d, over the limit's %d", pace.step, admitted, pace.n, most)
+		}
+		if least := 10 * minutes * 8 / 10; admitted < least {
+			t.Errorf("a request every %v: admitted %d of %d by turns with a plan; want at least %d", pace.step, admitted, pace.n, least)
+		}
+		t.Logf("a request every %v: admitted %d of %d", pace.step, admitted, pace.n)
+	}
+}

@@ -163,7 +163,9 @@ func strictJSON(b []byte, v any) error {
 
 // Sluice converts l to a sluice.Limit and validates it. A sliding window,
 // which a plan gives no layout, gets the config's default one
-// (sluice.DefaultSlidingWindow).
+// (sluice.DefaultSlidingWindow); the service and the middleware then decide
+// it in the layout of the rule or policy it takes the place of, where that
+// is a sliding window too (sluice.Limit.WithLayoutOf).
 func (l Limit) Sluice() (sluice.Limit, error) {
 	alg := sluice.FixedWindow
 	if l.Algorithm != "" {
@@ -194,9 +196,9 @@ func (l Limit) Sluice() (sluice.Limit, error) {
 	if err := lim.Validate(); err != nil {
 		return sluice.Limit{}, fmt.Errorf("%w: %v", ErrInvalid, err)
 	}
-	// A plan's sliding window has the config's default layout, so that a
-	// key decided by turns under a plan and under the file's rule stays in
-	// one layout.
+	// A plan's sliding window has the config's default layout, the layout
+	// of a rule that sets none; on a rule that sets one, the faces give it
+	// the rule's.
 	return sluice.DefaultSlidingWindow(lim), nil
 }
 

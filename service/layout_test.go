@@ -53,9 +53,15 @@ const layoutSteps = 200
 // were admitted.
 func admittedEvery6s(t *testing.T, h *harness, d func(i int) *rlpb.RateLimitDescriptor) int {
 	t.Helper()
+	return admittedEvery(t, h, 6*time.Second, layoutSteps, d)
+}
+
+// admittedEvery is admittedEvery6s for n requests a step apart.
+func admittedEvery(t *testing.T, h *harness, step time.Duration, n int, d func(i int) *rlpb.RateLimitDescriptor) int {
+	t.Helper()
 	admitted := 0
-	for i := range layoutSteps {
-		h.clock.Advance(6 * time.Second)
+	for i := range n {
+		h.clock.Advance(step)
 		if decideOne(t, h, request("d", 1, d(i))).GetOverallCode() == pb.RateLimitResponse_OK {
 			admitted++
 		}
@@ -90,4 +96,49 @@ descriptors:
 		t.Errorf("admitted %d of %d requests at the limit, alternating with a plan; want at least %d", admitted, layoutSteps, layoutSteps*8/10)
 	}
 	t.Logf("admitted %d of %d", admitted, layoutSteps)
+}
+
+// A plan on a rule that sets its layout (buckets: 1, the two-window
+// counter; buckets: 8 with moments: 4) is decided in the rule's layout, so
+// a key decided by turns under its tenant's plan and under the rule stays
+// in one layout: a client at the limit, 10 a minute, one request every
+// 6 s, keeps being admitted, and one at twice the limit, a request every
+// 3 s, is admitted no more than the limit.
+func TestPlanKeepsAnExplicitLayoutOfTheRule(t *testing.T) {
+	plan, err := plans.ParseLimit([]byte(`{"algorithm": "sliding_window", "rate": 10, "period": "1m"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, layout := range []string{"buckets: 1", "buckets: 8, moments: 4"} {
+		rules := configtest.Parse(t, `
+domain: d
+descriptors:
+  - key: a
+    rate_limit: {unit: minute, requests_per_unit: 10, algorithm: sliding_window, `+layout+`}
+`)
+		for _, pace := range []struct {
+			step time.Duration
+			n    int
+		}{{6 * time.Second, layoutSteps}, {3 * time.Second, 2 * layoutSteps}} {
+			var withPlan bool
+			h := start(t, t0, service.Config{Rules: rules, TenantLimit: func(context.Context, string, []config.Entry) (sluice.Limit, bool) {
+				return plan, withPlan
+			}})
+			admitted := admittedEvery(t, h, pace.step, pace.n, func(i int) *rlpb.RateLimitDescriptor {
+				withPlan = i%2 == 1
+				return desc("a", "1")
+			})
+			// 10 a minute for n requests a step apart: at most the limit
+			// in each of the minutes they span and one more, and at the
+			// limit's pace about 9 in 10 (one layout alone, as above).
+			minutes := int(time.Duration(pace.n) * pace.step / time.Minute)
+			if most := 10 * (minutes + 1); admitted > most {
+				t.Errorf("%s, a request every %v: admitted %d of %d, over the limit's %d", layout, pace.step, admitted, pace.n, most)
+			}
+			if least := 10 * minutes * 8 / 10; admitted < least {
+				t.Errorf("%s, a request every %v: admitted %d of %d alternating with a plan; want at least %d", layout, pace.step, admitted, pace.n, least)
+			}
+			t.Logf("%s, a request every %v: admitted %d of %d", layout, pace.step, admitted, pace.n)
+		}
+	}
 }

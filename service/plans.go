@@ -66,7 +66,9 @@ func (s *Service) tenantLimit(ctx context.Context, domain string, p *plan) {
 		return
 	}
 	// A plan sets the limit's shape, not what the operator marked billable
-	// on the rule it applies to.
+	// on the rule it applies to, nor its layout: one key keeps one layout
+	// with and without its tenant's plan.
+	lim = lim.WithLayoutOf(p.rule.Limit)
 	lim.Billable = p.rule.Limit.Billable
 	p.lim, p.period, p.info = lim, lim.Period, nil // info's headers are the rule's
 	p.rpu = uint32(min(lim.Rate, MaxUnlimited))

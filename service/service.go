@@ -852,10 +852,7 @@ func (s *Service) resolve(b *rulesBox, domain string, p *plan, overrides bool) {
 			// The rule's layout, where the override's rate allows it: a key
 			// decided by turns with and without an override stays in one
 			// layout rather than seeding each from the other.
-			lim.Buckets, lim.Moments = r.Limit.Buckets, r.Limit.Moments
-			if lim.Validate() != nil {
-				lim.Buckets, lim.Moments = 0, 0
-			}
+			lim = lim.WithLayoutOf(r.Limit)
 		}
 		// The override is a plain rule: not unlimited, never in shadow mode.
 		p.rule = &config.RateLimit{FullKey: p.policy, Name: p.name, RequestsPerUnit: rpu, Limit: lim}

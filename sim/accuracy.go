@@ -19,8 +19,9 @@ import (
 // AccuracyConfig describes an accuracy study of the sliding window counter:
 // Requests arrivals from Keys keys over Duration, each key limited to Rate
 // per Period, decided by the counter with each number of sub-windows in
-// Buckets and by an exact sliding count, and judged by two measures (see
-// Accuracy). Zero values mean 10,000,000 requests, 100,000 keys, one hour,
+// Buckets, by the layout a sliding_window rule of that limit gets by
+// default, by the two-window counter, and by an exact sliding count, and
+// judged by two measures (see Accuracy). Zero values mean 10,000,000 requests, 100,000 keys, one hour,
 // 100 per minute, the Zipf population and buckets 1, 2, 4, 8 and 16.
 type AccuracyConfig struct {
 	Requests int
@@ -71,12 +72,21 @@ type Accuracy struct {
 	// Requests and Keys are the arrivals and the keys that sent any.
 	Requests int64 `json:"requests"`
 	Keys     int   `json:"keys"`
-	// Errors are the two-window counter's (Buckets 1) under the diverging
-	// measure, as this study reported them before it had two.
+	// Errors are the baseline's (the two-window counter's) under the
+	// diverging measure, as this study reported them before it had two.
 	Errors
 	// Classes is the keys by mean load (requests per period ÷ Rate), with
-	// the two-window counter's diverging errors.
+	// the baseline's diverging errors.
 	Classes []LoadClass `json:"classes"`
+	// Default is the layout a sliding_window rule of this limit gets when
+	// it sets neither buckets nor moments (sluice.DefaultSlidingWindow):
+	// DefaultBuckets sub-windows with DefaultMoments means where the rate
+	// and the period allow them, else the two-window counter. Its Buckets
+	// and Moments say which.
+	Default CounterAccuracy `json:"default"`
+	// Baseline is the two-window counter (buckets: 1, the default before
+	// moments), which the others are compared with.
+	Baseline CounterAccuracy `json:"baseline"`
 	// Counters holds one entry per number of sub-windows, in
 	// AccuracyConfig.Buckets order.
 	Counters []CounterAccuracy `json:"counters"`
@@ -180,10 +190,14 @@ func runAccuracy(c AccuracyConfig, p Pattern) (*Accuracy, error) {
 		buckets = DefaultAccuracyBuckets
 	}
 	keys := p.keys(&cfg)
-	var lanes []*counterLane
 	if len(c.Moments) > len(buckets) {
 		return nil, fmt.Errorf("sim: %d moments for %d counters", len(c.Moments), len(buckets))
 	}
+	// The default's layout and the baseline's come first; a layout asked
+	// for twice is run once and reported at each place.
+	plain := sluice.Limit{Algorithm: sluice.SlidingWindow, Rate: cfg.Rate, Period: cfg.Period}
+	def := sluice.DefaultSlidingWindow(plain)
+	layouts := [][2]int{{max(int(def.Buckets), 1), int(def.Moments)}, {1, 0}}
 	for i, k := range buckets {
 		if k < 1 || k > sluice.MaxBuckets {
 			return nil, fmt.Errorf("sim: buckets %d must be from 1 to %d", k, sluice.MaxBuckets)
@@ -195,7 +209,17 @@ func runAccuracy(c AccuracyConfig, p Pattern) (*Accuracy, error) {
 		if d < 0 || d > sluice.MaxMoments {
 			return nil, fmt.Errorf("sim: moments %d must be from 0 to %d", d, sluice.MaxMoments)
 		}
-		lim := sluice.Limit{Algorithm: sluice.SlidingWindow, Rate: cfg.Rate, Period: cfg.Period, Buckets: uint8(k), Moments: uint8(d)}
+		layouts = append(layouts, [2]int{k, d})
+	}
+	var lanes []*counterLane
+	laneOf := make([]int, len(layouts)) // layouts[i] is run by lanes[laneOf[i]]
+	for i, kd := range layouts {
+		if j := slices.Index(layouts[:i], kd); j >= 0 {
+			laneOf[i] = laneOf[j]
+			continue
+		}
+		lim := plain
+		lim.Buckets, lim.Moments = uint8(kd[0]), uint8(kd[1])
 		if err := lim.Validate(); err != nil {
 			return nil, fmt.Errorf("sim: %w", err)
 		}
@@ -205,7 +229,8 @@ func runAccuracy(c AccuracyConfig, p Pattern) (*Accuracy, error) {
 			shared: algorithm.NewStates(counted, keys), diverging: algorithm.NewStates(lim, keys),
 			sharedWrong: make([]uint32, keys), divergingWrong: make([]uint32, keys),
 		}
-		l.acc = CounterAccuracy{Buckets: k, Moments: d, Limit: lim.String(), StateBytes: l.shared.Size()}
+		l.acc = CounterAccuracy{Buckets: kd[0], Moments: kd[1], Limit: lim.String(), StateBytes: l.shared.Size()}
+		laneOf[i] = len(lanes)
 		lanes = append(lanes, l)
 	}
 	// The exact sliding counts: of every arrival (the shared history) and
@@ -283,13 +308,12 @@ func runAccuracy(c AccuracyConfig, p Pattern) (*Accuracy, error) {
 	for _, l := range lanes {
 		finish(&l.acc.Shared, l.sharedWrong, class, base, n)
 		finish(&l.acc.Diverging, l.divergingWrong, class, base, n)
-		a.Counters = append(a.Counters, l.acc)
 	}
-	if i := slices.IndexFunc(a.Counters, func(c CounterAccuracy) bool { return c.Buckets == 1 && c.Moments == 0 }); i >= 0 {
-		d := a.Counters[i].Diverging
-		a.Errors = d.Errors
-		a.Classes = d.Classes
+	a.Default, a.Baseline = lanes[laneOf[0]].acc, lanes[laneOf[1]].acc
+	for _, i := range laneOf[2:] {
+		a.Counters = append(a.Counters, lanes[i].acc)
 	}
+	a.Errors, a.Classes = a.Baseline.Diverging.Errors, a.Baseline.Diverging.Classes
 	return a, nil
 }
 
@@ -300,6 +324,40 @@ func (c CounterAccuracy) name() string {
 		return fmt.Sprintf("buckets %d moments %d", c.Buckets, c.Moments)
 	}
 	return fmt.Sprintf("buckets %d", c.Buckets)
+}
+
+// line is one counter of a table: the default, the baseline or one of
+// the Counters.
+type line struct {
+	role string // "default", "baseline" or ""
+	c    CounterAccuracy
+}
+
+// heading names l in a table's heading: "default (buckets 16 moments 2)",
+// "baseline (buckets 1)" or the counter's name.
+func (l line) heading() string {
+	if l.role == "" {
+		return l.c.name()
+	}
+	return l.role + " (" + l.c.name() + ")"
+}
+
+// lines are the table's counters: the default, the baseline, then the
+// Counters.
+func (a *Accuracy) lines() []line {
+	ls := []line{{"default", a.Default}, {"baseline", a.Baseline}}
+	for _, c := range a.Counters {
+		ls = append(ls, line{"", c})
+	}
+	return ls
+}
+
+// defaultLayout says which layout the default is at this limit.
+func (a *Accuracy) defaultLayout() string {
+	if a.Default.Moments > 0 {
+		return fmt.Sprintf("%d sub-windows with %d means each", a.Default.Buckets, a.Default.Moments)
+	}
+	return fmt.Sprintf("the two-window counter: a rate above %d per period, or a period that %d sub-windows do not divide in whole microseconds, keeps it", sluice.MaxMomentsRate, sluice.DefaultBuckets)
 }
 
 // judge counts the counter's decision ok on a request of key against the
@@ -367,12 +425,14 @@ func finish(m *Measure, wrong []uint32, class []int8, base []LoadClass, n int64)
 func (a *Accuracy) WriteTable(w io.Writer) error {
 	fmt.Fprintf(w, "sliding window counter vs the exact sliding count, %d per %s\npopulation: %s, %s, seed %d\nrequests: %d from %d keys\n\n",
 		a.Rate, a.Period, a.Pattern, a.Duration, a.Seed, a.Requests, a.Keys)
-	fmt.Fprintf(w, "shared: one history, every request counted (Cloudflare's measure)\ndiverging: each keeps its own admitted history (an early error changes later decisions)\n\n")
+	fmt.Fprintf(w, "shared: one history, every request counted (Cloudflare's measure)\ndiverging: each keeps its own admitted history (an early error changes later decisions)\n")
+	fmt.Fprintf(w, "default: what a sliding_window rule of this limit gets when it sets neither buckets nor moments: %s\nbaseline: the two-window counter (buckets: 1)\n\n", a.defaultLayout())
+	lines := a.lines()
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintf(tw, "buckets\tmoments\tstate bytes\tshared: wrongly admitted\twrongly rejected\twrong in all\tdiverging: wrongly admitted\twrongly rejected\twrong in all\t\n")
-	for _, c := range a.Counters {
-		s, d := c.Shared, c.Diverging
-		fmt.Fprintf(tw, "%d\t%d\t%d\t%d\t%d\t%.4f%%\t%d\t%d\t%.4f%%\t\n", c.Buckets, c.Moments, c.StateBytes+c.HeapBytes,
+	fmt.Fprintf(tw, "counter\tbuckets\tmoments\tstate bytes\tshared: wrongly admitted\twrongly rejected\twrong in all\tdiverging: wrongly admitted\twrongly rejected\twrong in all\t\n")
+	for _, l := range lines {
+		c, s, d := l.c, l.c.Shared, l.c.Diverging
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%d\t%.4f%%\t%d\t%d\t%.4f%%\t\n", cmp.Or(l.role, "-buckets"), c.Buckets, c.Moments, c.StateBytes+c.HeapBytes,
 			s.WronglyAdmitted, s.WronglyRejected, s.WrongPct, d.WronglyAdmitted, d.WronglyRejected, d.WrongPct)
 	}
 	if err := tw.Flush(); err != nil {
@@ -385,24 +445,21 @@ func (a *Accuracy) WriteTable(w io.Writer) error {
 		{"shared", func(c CounterAccuracy) Measure { return c.Shared }},
 		{"diverging", func(c CounterAccuracy) Measure { return c.Diverging }},
 	} {
-		if len(a.Counters) == 0 {
-			break
-		}
 		fmt.Fprintf(w, "\nwrong, %% of the class's requests, %s measure, by key load (requests per period ÷ rate)\n", m.name)
 		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 		head := []string{"key load", "keys", "requests"}
-		for _, c := range a.Counters {
-			head = append(head, c.name())
+		for _, l := range lines {
+			head = append(head, l.heading())
 		}
 		fmt.Fprintf(tw, "%s\t\n", strings.Join(head, "\t"))
-		for i, cl := range a.Counters[0].Shared.Classes {
+		for i, cl := range a.Baseline.Shared.Classes {
 			name := fmt.Sprintf("%g–%g", cl.Low, cl.High)
 			if cl.High == 0 {
 				name = fmt.Sprintf("≥ %g", cl.Low)
 			}
 			row := []string{name, fmt.Sprint(cl.Keys), fmt.Sprint(cl.Requests)}
-			for _, c := range a.Counters {
-				row = append(row, fmt.Sprintf("%.4f%%", m.of(c).Classes[i].WrongPct))
+			for _, l := range lines {
+				row = append(row, fmt.Sprintf("%.4f%%", m.of(l.c).Classes[i].WrongPct))
 			}
 			fmt.Fprintf(tw, "%s\t\n", strings.Join(row, "\t"))
 		}
@@ -410,20 +467,17 @@ func (a *Accuracy) WriteTable(w io.Writer) error {
 			return err
 		}
 	}
-	if len(a.Counters) == 0 {
-		return nil
-	}
 	fmt.Fprintf(w, "\nshared measure, wrongly admitted / wrongly rejected, by where in its sub-window the request fell (tenths)\n")
 	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	head := []string{"tenth"}
-	for _, c := range a.Counters {
-		head = append(head, c.name())
+	for _, l := range lines {
+		head = append(head, l.heading())
 	}
 	fmt.Fprintf(tw, "%s\t\n", strings.Join(head, "\t"))
 	for i := range 10 {
 		row := []string{fmt.Sprint(i + 1)}
-		for _, c := range a.Counters {
-			p := c.Shared.ByPosition[i]
+		for _, l := range lines {
+			p := l.c.Shared.ByPosition[i]
 			row = append(row, fmt.Sprintf("%d / %d", p[0], p[1]))
 		}
 		fmt.Fprintf(tw, "%s\t\n", strings.Join(row, "\t"))
@@ -443,8 +497,8 @@ func (a *Accuracy) WriteTable(w io.Writer) error {
 			lo = MarginBounds[i]
 		}
 		row := []string{name}
-		for _, c := range a.Counters {
-			p := c.Shared.ByMargin[i]
+		for _, l := range lines {
+			p := l.c.Shared.ByMargin[i]
 			row = append(row, fmt.Sprintf("%d / %d", p[0], p[1]))
 		}
 		fmt.Fprintf(tw, "%s\t\n", strings.Join(row, "\t"))

@@ -41,15 +41,18 @@ front of a backend past its capacity (sluice simulate overload -h).`,
 		about: `Accuracy replays a population of keys through the sliding window counter,
 with each number of sub-windows in -buckets (k, or k:d for a counter that
 also keeps d means per sub-window, sliding_window's moments), and the exact
-sliding count,
-and reports how many requests the counter admits or refuses wrongly under
-two measures: shared (Cloudflare's: one history, every request counted) and
-diverging (each keeps its own admitted history), by key load; and, for the
-shared measure, by where in its sub-window each wrong request fell and by how
-far the exact count was from the other decision. Populations:
-zipf (heavy-tailed rates, exponent -s) and abusers (most keys far below
-their limit, a share -abusive of them sending -abuse-share of the requests
-far above it).`,
+sliding count. Two lines come first: "default", the layout a sliding_window
+rule of -rate per -period gets when it sets neither buckets nor moments (16
+sub-windows with 2 means where the rate is at most 10,000 and 16 divides the
+period, else the two-window counter), and "baseline", the two-window counter
+(buckets: 1). It reports how many requests each counter admits or refuses
+wrongly under two measures: shared (Cloudflare's: one history, every
+request counted) and diverging (each keeps its own admitted history), by
+key load; and, for the shared measure, by where in its sub-window each
+wrong request fell and by how far the exact count was from the other
+decision. Populations: zipf (heavy-tailed rates, exponent -s) and abusers
+(most keys far below their limit, a share -abusive of them sending
+-abuse-share of the requests far above it).`,
 		examples: []string{
 			"sluice simulate accuracy -requests 1000000 -keys 10000",
 			"sluice simulate accuracy -population abusers -buckets 1,4",

@@ -211,8 +211,10 @@ func TestSlidingMomentsBytes(t *testing.T) {
 	}
 }
 
-// momentsCases are the (k, d) the moments counter is measured at.
-var momentsCases = []struct{ k, d uint8 }{{1, 2}, {8, 4}, {5, 8}, {8, 6}, {16, 2}}
+// momentsCases are the (k, d) the moments counter is measured at: every k
+// of BenchmarkTakeBuckets with the default's two means, and the other
+// layouts docs/algorithms.md tabulates.
+var momentsCases = []struct{ k, d uint8 }{{1, 2}, {2, 2}, {4, 2}, {8, 2}, {16, 2}, {8, 4}, {5, 8}, {8, 6}}
 
 // warmMoments returns a moments counter with k sub-windows and d means
 // brought to its steady state under hotLimit.

@@ -14,7 +14,7 @@ import (
 
 // calendarScript decides a fixed window over calendar periods
 // (scripts/calendar_window.lua).
-var calendarScript = rueidis.NewLuaScript(mustRead("prelude.lua") + "\n" + mustRead("calendar_window.lua"))
+var calendarScript = rueidis.NewLuaScript(scriptText("calendar_window.lua"))
 
 // execCalendar runs a limit with a Calendar: Go computes the host's current
 // period and the next one's end with its zone data (package calendar;

@@ -15,7 +15,7 @@ import (
 )
 
 // concurrencyScript is the in-flight limit's one script.
-var concurrencyScript = rueidis.NewLuaScript(mustRead("prelude.lua") + "\n" + mustRead("concurrency.lua"))
+var concurrencyScript = rueidis.NewLuaScript(scriptText("concurrency.lua"))
 
 // Lease is one slot of a concurrency limit, held from Acquire until Release
 // or until it expires. A Lease is a plain value; keep it to release it.

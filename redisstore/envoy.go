@@ -54,7 +54,7 @@ func ParseKeyFormat(s string) (KeyFormat, error) {
 }
 
 // envoyScript is KeyEnvoy's fixed window.
-var envoyScript = rueidis.NewLuaScript(mustRead("prelude.lua") + "\n" + mustRead("envoy_fixed_window.lua"))
+var envoyScript = rueidis.NewLuaScript(scriptText("envoy_fixed_window.lua"))
 
 // envoyTries bounds the attempts of one decision whose window start the
 // store guessed wrong: the second one uses Redis's clock, so a third is

@@ -42,3 +42,7 @@ func OpenLazyWithClock(ctx context.Context, cfg Config, clock sluice.Clock) (*La
 func (s *Store) LimitKey(lim sluice.Limit, key string) string {
 	return s.key(algorithms[scriptOf(&lim)].short, key)
 }
+
+// ScriptText returns the text the store loads for the script file name
+// when it runs alone: prelude.lua and the file.
+func ScriptText(name string) string { return scriptText(name) }

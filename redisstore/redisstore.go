@@ -122,13 +122,18 @@ func scriptFile(a sluice.Algorithm) string {
 // scripts holds one loaded script per algorithm, in sluice.Algorithm order,
 // then the sliding windows with buckets and with moments.
 var scripts = func() []*rueidis.Lua {
-	prelude := mustRead("prelude.lua")
 	out := make([]*rueidis.Lua, len(algorithms))
 	for a := range algorithms {
-		out[a] = rueidis.NewLuaScript(prelude + "\n" + mustRead(scriptFile(sluice.Algorithm(a))))
+		out[a] = rueidis.NewLuaScript(scriptText(scriptFile(sluice.Algorithm(a))))
 	}
 	return out
 }()
+
+// scriptText returns the text of the script file name as it runs alone:
+// prelude.lua, then the file.
+func scriptText(name string) string {
+	return mustRead("prelude.lua") + "\n" + mustRead(name)
+}
 
 func mustRead(name string) string {
 	b, err := scriptFS.ReadFile("scripts/" + name)

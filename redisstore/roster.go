@@ -10,7 +10,7 @@ import (
 	"github.com/redis/rueidis"
 )
 
-var rosterScript = rueidis.NewLuaScript(mustRead("prelude.lua") + "\n" + mustRead("roster.lua"))
+var rosterScript = rueidis.NewLuaScript(scriptText("roster.lua"))
 
 // MaxRosterTTL is the longest time to live a Roster's member may have: a
 // member whose expiry lies further ahead was written by something other

@@ -15,7 +15,8 @@
 -- ARGV[7]  e2: the end of the next period
 --
 -- Reply: {allowed (0|1), remaining, retry_after_us, reset_after_us}; for a
--- refund {1, 0, 0, 0}. The key expires at the end of its period.
+-- refund {1, 0, 0, 0}. The key expires at the end of its period, written
+-- when the period starts or moves (see window_take).
 local s = tonumber(ARGV[3])
 local rate = tonumber(ARGV[4])
 local c = tonumber(ARGV[5])
@@ -43,16 +44,19 @@ if mode == 'refund' then
   return window_refund(KEYS[1], n, c, now < e and stay)
 end
 
+local held = true -- see window_take
 if now >= e then -- a new period
   e = want
   n = 0
+  held = false
 elseif not stay then
   -- The clock went back more than a period, or the calendar changed: move
   -- to the period that holds now but keep the count, conservatively;
   -- written even if the take is denied, as in fixed_window.lua.
   e = want
+  held = false
   if write then
     redis.call('HSET', KEYS[1], 'e', int(e))
   end
 end
-return window_take(KEYS[1], e, n, rate, c)
+return window_take(KEYS[1], e, n, rate, c, held)

@@ -10,7 +10,11 @@
 -- ARGV[5]  cost c
 --
 -- Reply: {allowed (0|1), remaining, retry_after_us, reset_after_us}; for a
--- refund {1, 0, 0, 0}. The key expires at the end of its window.
+-- refund {1, 0, 0, 0}. The key expires at the end of its window: the
+-- expiry is written when a window starts (or moves), and an admitted take
+-- in the window the key holds adds to the count alone (HINCRBY). The
+-- layout is the previous releases', which wrote e, n and the expiry on
+-- every admitted take: a key either wrote is decided alike by both.
 local P = tonumber(ARGV[3])
 local rate = tonumber(ARGV[4])
 local c = tonumber(ARGV[5])
@@ -24,9 +28,13 @@ if mode == 'refund' then
   return window_refund(KEYS[1], n, c, now < e and e - now <= 2 * P)
 end
 
+-- held: the key holds the window that holds now, and its expiry (see
+-- window_take); not when a window starts or moves.
+local held = true
 if now >= e then -- a new window
   e = now - now % P + P
   n = 0
+  held = false
 elseif e - now > P and (n == 0 or e - now > 2 * P) then
   -- The clock went back more than a period, or the period shrank: move to
   -- the window that holds now but keep the count, conservatively. A
@@ -36,6 +44,7 @@ elseif e - now > P and (n == 0 or e - now > 2 * P) then
   -- move is written even if the take is denied, as algorithm.FixedWindow
   -- keeps it: where the window is decides whether a later step back stays.
   e = now - now % P + P
+  held = false
   if write then
     redis.call('HSET', KEYS[1], 'e', int(e))
   end
@@ -45,5 +54,6 @@ if mode == 'charge' then
   redis.call('HSET', KEYS[1], 'e', int(e), 'n', int(n))
   expire(KEYS[1], e - now)
   c = 0
+  held = true
 end
-return window_take(KEYS[1], e, n, rate, c)
+return window_take(KEYS[1], e, n, rate, c, held)

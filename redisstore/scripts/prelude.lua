@@ -123,17 +123,23 @@ end
 -- window_take decides a take or a peek of c units on a counter of n units
 -- in a window ending at e (the hash, e and n, of fixed_window.lua and
 -- calendar_window.lua), saves the count on an admitted take, and returns
--- the reply. A charge has saved its count already and comes with c = 0:
--- it is answered as a peek, and the count is saved again (unchanged) when
--- it is within the rate.
-local function window_take(key, e, n, rate, c)
+-- the reply. held says that the key holds e already, with the expiry
+-- written when that window started (at e): an admitted take then adds c
+-- to the stored count alone, one command instead of three. A charge has
+-- saved its count already and comes with c = 0 and held: it is answered
+-- as a peek.
+local function window_take(key, e, n, rate, c, held)
   if c > rate - n then
     return {0, math.max(rate - n, 0), e - now, e - now}
   end
   n = n + c
   if write then
-    redis.call('HSET', key, 'e', int(e), 'n', int(n))
-    expire(key, e - now)
+    if not held then
+      redis.call('HSET', key, 'e', int(e), 'n', int(n))
+      expire(key, e - now)
+    elseif c > 0 then
+      redis.call('HINCRBY', key, 'n', int(c))
+    end
   end
   return {1, rate - n, 0, e - now}
 end

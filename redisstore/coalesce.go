@@ -64,10 +64,18 @@ var batchScripts = func() []*rueidis.Lua {
 	return out
 }()
 
-// batchScript returns the text of a's batch script.
+// batchScript returns the text of a's batch script: batch.lua with
+// prelude.lua's helpers (above its marker line --DECISION--) defined once,
+// before the loop, and the rest of prelude.lua then a's script as the body
+// of decide, run per decision.
 func batchScript(a sluice.Algorithm) string {
-	body := mustRead("prelude.lua") + "\n" + mustRead(scriptFile(a))
-	return strings.Replace(mustRead("batch.lua"), "\n--DECIDE--\n", "\n"+body+"\n", 1)
+	helpers, decision, ok := strings.Cut(mustRead("prelude.lua"), "\n--DECISION--\n")
+	if !ok {
+		panic("redisstore: prelude.lua has no --DECISION-- line") // a build defect, caught by every test
+	}
+	body := decision + "\n" + mustRead(scriptFile(a))
+	s := strings.Replace(mustRead("batch.lua"), "\n--PRELUDE--\n", "\n"+helpers+"\n", 1)
+	return strings.Replace(s, "\n--DECIDE--\n", "\n"+body+"\n", 1)
 }
 
 // coalescer gathers a store's concurrent decisions into batches. Its zero

@@ -1,8 +1,10 @@
 -- batch.lua: several decisions of one algorithm in one call (see
--- coalesce.go). The store loads it with decide's marker line below
--- replaced by prelude.lua and the algorithm's script, which so become the
--- body of decide: each decision runs it with its own KEYS and ARGV, exactly
--- as the algorithm's own script would run alone, one after the other.
+-- coalesce.go). The store loads it with the marker line --PRELUDE-- below
+-- replaced by prelude.lua's helpers (the part above its --DECISION--
+-- line), defined once per call, and decide's marker line by the rest of
+-- prelude.lua and the algorithm's script, which so become the body of
+-- decide: each decision runs it with its own KEYS and ARGV, exactly as the
+-- algorithm's own script would run alone, one after the other.
 --
 -- KEYS      one key per decision, or two (a script whose KEYS[2] is the
 --           key it seeds a missing one from: sliding_moments.lua), in the
@@ -15,6 +17,7 @@
 -- writes before the failure stay, as they would alone; the others are
 -- made all the same).
 local batchKeys, batchArgv = KEYS, ARGV
+--PRELUDE--
 local function decide(KEYS, ARGV)
 --DECIDE--
 end

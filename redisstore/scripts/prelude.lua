@@ -15,15 +15,15 @@
 -- products that may pass 2^53 go through muldiv below, sums that may are
 -- written as differences, and the Go side refuses, through ValidateLimit,
 -- the few limits that would still need more.
-local mode = ARGV[1]
-local write = mode ~= 'peek' -- every write below is skipped on a peek
-local now
-if ARGV[2] ~= '' then
-  now = tonumber(ARGV[2])
-else
-  local t = redis.call('TIME')
-  now = tonumber(t[1]) * 1000000 + tonumber(t[2])
-end
+--
+-- The helpers are defined once per script call: batch.lua (see
+-- coalesce.go) places the part of this file above the marker line
+-- "--DECISION--" before its loop and runs the rest, then the algorithm's
+-- script, once per decision, so that mode, write and now, which the
+-- helpers read, are each decision's.
+local mode -- ARGV[1]
+local write -- every write below is skipped on a peek
+local now -- ARGV[2], or the server's clock
 
 -- int formats an integral number for Redis without losing digits.
 local function int(x)
@@ -152,4 +152,15 @@ local function window_refund(key, n, c, live)
     redis.call('HSET', key, 'n', int(math.max(n - c, 0)))
   end
   return {1, 0, 0, 0}
+end
+
+--DECISION--
+-- Each decision starts here.
+mode = ARGV[1]
+write = mode ~= 'peek'
+if ARGV[2] ~= '' then
+  now = tonumber(ARGV[2])
+else
+  local t = redis.call('TIME')
+  now = tonumber(t[1]) * 1000000 + tonumber(t[2])
 end

@@ -2,6 +2,7 @@ package memstore_test
 
 import (
 	"context"
+	"fmt"
 	"math"
 	"runtime"
 	"strconv"
@@ -410,5 +411,28 @@ func TestMomentsRefundThatGrowsAKeyStaysWithinMaxBytes(t *testing.T) {
 		if st := s.Stats(); st.Bytes > maxBytes {
 			t.Fatalf("after %d refunds that grew a key: Bytes %d > MaxBytes %d", n-i, st.Bytes, maxBytes)
 		}
+	}
+}
+
+// A key of up to 19 bytes costs the store its slot and nothing more, so
+// that 1,000 keys of 8 bytes and 1,000 of 19 count the same bytes; a key of
+// 20 bytes costs its slot, its 24 bytes (rounded up to 8) and a 16-byte
+// entry in its table's array of long keys, which grows by doubling.
+func TestKeyBytesCountedOnlyBeyondTheSlot(t *testing.T) {
+	const n = 1000
+	bytesOf := func(format string) int64 {
+		s := newTestStore(t, memstore.Config{Clock: clocktest.New(), Shards: 1})
+		lim := sluice.Limit{Algorithm: sluice.TokenBucket, Rate: 10, Period: time.Second, Burst: 10}
+		for i := range n {
+			mustAllow(t, s, fmt.Sprintf(format, i), lim, 1)
+		}
+		return s.Stats().Bytes
+	}
+	short, inline, long := bytesOf("%08d"), bytesOf("user:%014d"), bytesOf("user:%015d")
+	if inline != short {
+		t.Errorf("1,000 keys of 19 bytes count %d bytes, of 8 bytes %d: want the same (the slots alone)", inline, short)
+	}
+	if d := long - inline; d < n*(24+16) || d > n*(24+16)+n*16 {
+		t.Errorf("1,000 keys of 20 bytes count %d bytes more than of 19, want %d plus the array's spare entries (at most %d)", d, n*(24+16), n*16)
 	}
 }

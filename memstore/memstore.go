@@ -55,7 +55,6 @@ package memstore
 import (
 	"context"
 	"hash/maphash"
-	"strings"
 	"sync"
 	"time"
 
@@ -594,7 +593,7 @@ func lookup[S any, P expiring[S]](sh *shard, t *table[S], now int64, h uint64, k
 
 // create is lookup's path for a key t does not hold.
 func create[S any, P expiring[S]](sh *shard, t *table[S], now int64, h uint64, key string) *S {
-	cost := keyCost(len(key))
+	cost := t.keyGrowth(len(key))
 	for i, at := 0, h; sh.n > 0 && (sh.n >= sh.maxKeys || sh.bytes()+t.growth()+cost > sh.maxBytes); i, at = i+1, nextProbe(at) {
 		if i >= roomEvictions && t.growth() > 0 {
 			if evictOne[S, P](sh, t, now, at) {
@@ -606,7 +605,7 @@ func create[S any, P expiring[S]](sh *shard, t *table[S], now int64, h uint64, k
 		}
 	}
 	sh.n++
-	st := t.insert(h, strings.Clone(key))
+	st := t.insert(h, key)
 	if until, units, ok := sh.mem.recall(h, now, true); ok {
 		t.restore(st, now, sh.lim, sh.derived, until, units)
 		if t.heapOf != nil {

@@ -16,13 +16,14 @@ func (e *exp) Expires() int64 { return e.at }
 // TestTableModel drives a table and a Go map with the same random
 // operations (insert, update, delete by sweep, evict-style deleteAt) and
 // checks after each that the two hold exactly the same keys and values, that
-// every key is found, and that the table's invariants hold.
+// every key is found, and that the table's invariants hold. Keys are short
+// (held in the slot) and of 18 to 22 bytes, on both sides of inlineKey.
 func TestTableModel(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
 		seed := maphash.MakeSeed()
 		tb := newTable[exp](seed)
 		model := map[string]int64{}
-		keys := rapid.SliceOfNDistinct(rapid.StringMatching(`[a-z]{1,3}`), 1, 200, rapid.ID[string]).Draw(t, "keys")
+		keys := rapid.SliceOfNDistinct(rapid.StringMatching(`[a-z]{1,3}|x{16}[a-z]{2,6}`), 1, 200, rapid.ID[string]).Draw(t, "keys")
 		ops := rapid.IntRange(1, 400).Draw(t, "ops")
 		for op := range ops {
 			k := keys[rapid.IntRange(0, len(keys)-1).Draw(t, "key")]
@@ -46,7 +47,7 @@ func TestTableModel(t *testing.T) {
 					t.Fatalf("op %d: sample ok=%v with %d keys", op, ok, len(model))
 				}
 				if ok {
-					delete(model, tb.slots[i].key)
+					delete(model, tb.keyAt(i))
 					tb.deleteAt(i)
 				}
 			default: // get or insert, then set a value
@@ -77,19 +78,54 @@ func checkTable(t *rapid.T, tb *table[exp], model map[string]int64) {
 	for i := range tb.slots {
 		g := tb.slots[i].tag
 		if g == 0 {
-			if tb.slots[i].key != "" {
-				t.Fatalf("empty slot %d keeps key %q", i, tb.slots[i].key)
+			if tb.slots[i] != (slot[exp]{}) {
+				t.Fatalf("empty slot %d is not zero: %+v", i, tb.slots[i])
 			}
 			continue
 		}
 		occupied++
-		k := tb.slots[i].key
+		k := tb.keyAt(uint64(i))
 		if g != tagOf(maphash.String(tb.seed, k)) {
 			t.Fatalf("slot %d: tag %x does not match key %q", i, g, k)
 		}
 	}
 	if occupied != tb.n {
 		t.Fatalf("%d occupied slots, n = %d", occupied, tb.n)
+	}
+	// Every long key is in the long keys once, at the index its slot
+	// names, and the bytes counted are theirs and the array's spare
+	// entries.
+	var seen = make([]bool, len(tb.long))
+	var want int64
+	for i := range tb.slots {
+		sl := &tb.slots[i]
+		if sl.tag == 0 {
+			continue
+		}
+		k := tb.keyAt(uint64(i))
+		if (len(k) > inlineKey) != (sl.n == longKey) {
+			t.Fatalf("slot %d: key of %d bytes with n = %d", i, len(k), sl.n)
+		}
+		want += keyCost(len(k))
+		if sl.n == longKey {
+			j := longIndex(sl)
+			if seen[j] {
+				t.Fatalf("slot %d: long key index %d named twice", i, j)
+			}
+			seen[j] = true
+		}
+	}
+	for j, ok := range seen {
+		if !ok {
+			t.Fatalf("long key %d (%q) named by no slot", j, tb.long[j])
+		}
+	}
+	want += int64(cap(tb.long)-len(tb.long)) * longEntryBytes
+	if tb.keyBytes != want {
+		t.Fatalf("keyBytes = %d, want %d", tb.keyBytes, want)
+	}
+	if cap(tb.long) > longCap(len(tb.long))*2 {
+		t.Fatalf("%d long keys in an array of %d: it did not shrink", len(tb.long), cap(tb.long))
 	}
 	for k, v := range model {
 		st := tb.get(maphash.String(tb.seed, k), k)

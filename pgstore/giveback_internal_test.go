@@ -18,37 +18,14 @@ import (
 // the places the group rows count are exactly the rows plus the places
 // the store still holds.
 func TestFullPlacesTableGivesBackFreePlaces(t *testing.T) {
-	url := pgtest.Schema(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	s, err := Open(ctx, url, Config{Clock: clocktest.At(time.Date(2026, 3, 1, 10, 1, 0, 0, time.UTC))})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
-	s.places.max = 2
-	hour := sluice.Limit{Algorithm: sluice.FixedWindow, Rate: 10, Period: time.Hour}
-	for _, key := range []string{"api_a_1", "api_a_2", "api_b_1", "api_b_2", "api_c_1"} {
-		if r, err := s.Allow(ctx, key, hour); err != nil || !r.Allowed {
-			t.Fatalf("Allow(%s) = %+v, %v", key, r, err)
-		}
-	}
+	s := twoPlacesAdmitting(ctx, t, time.Date(2026, 3, 1, 10, 1, 0, 0, time.UTC), "api_a_1", "api_a_2", "api_b_1", "api_b_2", "api_c_1")
 	var named bool
 	if err := s.Pool().QueryRow(ctx, "SELECT key_group IS NOT NULL FROM sluice_usage WHERE key = 'api_c_1'").Scan(&named); err != nil {
 		t.Fatal(err)
 	}
-	var rows, places int64
-	if err := s.Pool().QueryRow(ctx,
-		"SELECT (SELECT count(*) FROM sluice_usage), (SELECT sum(keys) FROM sluice_usage_groups)").Scan(&rows, &places); err != nil {
-		t.Fatal(err)
-	}
-	var held int64
-	s.places.mu.Lock()
-	for _, e := range s.places.m {
-		held += e.held()
-	}
-	entries := len(s.places.m)
-	s.places.mu.Unlock()
+	rows, places, held, entries := placesLedger(ctx, t, s)
 	t.Logf("a new group past a full table: its row names its group %v; %d rows, %d places, %d held in %d entries", named, rows, places, held, entries)
 	if named || places != rows+held {
 		t.Errorf("a new group past a full table of groups holding free places: its row names its group %v (want false: a block taken); %d places counted, %d rows + %d held (want equal: none lost)",
@@ -63,22 +40,10 @@ func TestFullPlacesTableGivesBackFreePlaces(t *testing.T) {
 // request while cycling through groups of its own would make a store
 // lose block after block of other tenants' groups.
 func TestGiveBackOutlivesTheClientsHangUp(t *testing.T) {
-	url := pgtest.Schema(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	now := time.Date(2026, 3, 1, 10, 1, 0, 0, time.UTC)
-	s, err := Open(ctx, url, Config{Clock: clocktest.At(now)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
-	s.places.max = 2
-	hour := sluice.Limit{Algorithm: sluice.FixedWindow, Rate: 10, Period: time.Hour}
-	for _, key := range []string{"api_a_1", "api_a_2", "api_b_1", "api_b_2"} {
-		if r, err := s.Allow(ctx, key, hour); err != nil || !r.Allowed {
-			t.Fatalf("Allow(%s) = %+v, %v", key, r, err)
-		}
-	}
+	s := twoPlacesAdmitting(ctx, t, now, "api_a_1", "api_a_2", "api_b_1", "api_b_2")
 	// A third group's decision drops an entry holding free places; its
 	// client hangs up before they are given back.
 	start := now.Truncate(time.Hour)
@@ -95,19 +60,48 @@ func TestGiveBackOutlivesTheClientsHangUp(t *testing.T) {
 	hangUp()
 	s.giveBack(hungUp, conn)
 	conn.Release()
-	var rows, places int64
-	if err := s.Pool().QueryRow(ctx,
-		"SELECT (SELECT count(*) FROM sluice_usage), (SELECT sum(keys) FROM sluice_usage_groups)").Scan(&rows, &places); err != nil {
-		t.Fatal(err)
-	}
-	var held int64
-	s.places.mu.Lock()
-	for _, e := range s.places.m {
-		held += e.held()
-	}
-	s.places.mu.Unlock()
+	rows, places, held, _ := placesLedger(ctx, t, s)
 	t.Logf("after a give-back by a decision whose client hung up: %d rows, %d places counted, %d held", rows, places, held)
 	if places != rows+held {
 		t.Errorf("%d places counted, %d rows + %d held; want equal: the dropped entry's places given back though the client hung up", places, rows, held)
 	}
+}
+
+// twoPlacesAdmitting opens a store on a new schema, its clock stopped at
+// now and its table of places cut to two entries, and admits one decision
+// of each key under 10 an hour, failing t on any error or refusal. The
+// store is closed when t ends.
+func twoPlacesAdmitting(ctx context.Context, t *testing.T, now time.Time, keys ...string) *Store {
+	t.Helper()
+	s, err := Open(ctx, pgtest.Schema(t), Config{Clock: clocktest.At(now)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	s.places.max = 2
+	hour := sluice.Limit{Algorithm: sluice.FixedWindow, Rate: 10, Period: time.Hour}
+	for _, key := range keys {
+		if r, err := s.Allow(ctx, key, hour); err != nil || !r.Allowed {
+			t.Fatalf("Allow(%s) = %+v, %v", key, r, err)
+		}
+	}
+	return s
+}
+
+// placesLedger reads what the store's places add up to: the rows of
+// sluice_usage, the places its group rows count, the free places the
+// store's table still holds, and that table's entries. With none lost,
+// places is rows plus held.
+func placesLedger(ctx context.Context, t *testing.T, s *Store) (rows, places, held int64, entries int) {
+	t.Helper()
+	if err := s.Pool().QueryRow(ctx,
+		"SELECT (SELECT count(*) FROM sluice_usage), (SELECT sum(keys) FROM sluice_usage_groups)").Scan(&rows, &places); err != nil {
+		t.Fatal(err)
+	}
+	s.places.mu.Lock()
+	defer s.places.mu.Unlock()
+	for _, e := range s.places.m {
+		held += e.held()
+	}
+	return rows, places, held, len(s.places.m)
 }
